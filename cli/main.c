@@ -1,0 +1,42 @@
+/* main.c — the `onnxtrain` command: dispatches to subcommands. Argument parsing
+ * only; the work is done by the library. Exit codes are ot_status values. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *f) {
+    fputs("usage: onnxtrain <command> [options]\n\n"
+          "commands:\n"
+          "  info     show a model's opset, inputs, outputs, parameters and op support\n"
+          "  eval     run the forward pass over .npy data\n"
+          "  grad     one forward and backward pass; dump parameter gradients\n"
+          "  train    train a model and write the tuned model back as ONNX\n"
+          "  plan     show the memory plan and rematerialization choices (runs nothing)\n"
+          "  verify   prove a rematerialized step is bitwise equal to the plain one\n\n"
+          "Run 'onnxtrain <command> --help' for the options of each command.\n"
+          "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported,\n"
+          "7 shape, 8 data, 9 memory, 10 numerics, 11 mismatch, 12 device, 70 internal.\n",
+          f);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        puts("onnxtrain 0.1.0");
+        return 0;
+    }
+    for (const ot_cli_command *c = ot_cli_commands; c->name; c++)
+        if (!strcmp(c->name, cmd)) return c->run(argc - 1, argv + 1);
+    fprintf(stderr, "onnxtrain: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,58 @@
+/* importer.h — ONNX file ⇄ IR: loading a ModelProto (every tensor storage form,
+ * external data confined to the model's folder), opset normalisation, shape
+ * inference with constant folding, and the exporter that writes a model back with
+ * only its initializer values changed. */
+#ifndef OT_IMPORTER_H
+#define OT_IMPORTER_H
+
+#include "ir.h"
+
+typedef struct ot_unsupported_op {
+    char *op_type;   /* e.g. "Loop" or "com.microsoft:FusedGemm" */
+    char **nodes;    /* names of the nodes using it */
+    int n_nodes;
+} ot_unsupported_op;
+
+typedef struct ot_model {
+    char *path;          /* as given by the user */
+    char *dir;           /* folder external data is resolved against */
+    void *proto;         /* Onnx__ModelProto *, owned; only importer/ looks inside */
+    ot_graph *graph;
+    int64_t ir_version;
+    char *producer_name, *producer_version;
+    int64_t opset;       /* default-domain opset */
+    ot_unsupported_op *unsupported; /* every unsupported op, with all nodes using it */
+    int n_unsupported;
+} ot_model;
+
+typedef struct ot_import_options {
+    /* Keep nodes whose op is not supported (as OT_OP_UNKNOWN) instead of failing;
+     * `info` uses this to list them all. */
+    bool allow_unsupported;
+    /* Skip shape inference (and constant folding). */
+    bool no_shape_inference;
+} ot_import_options;
+
+/* Loads, normalises and (unless disabled) shape-infers a model. On failure *out is
+ * NULL and err names the file and the node or value at fault. Without
+ * allow_unsupported, unsupported ops fail with OT_E_UNSUPPORTED listing all of them. */
+ot_status ot_model_load(const char *path, const ot_import_options *opt, ot_model **out, ot_error *err);
+/* Same, from bytes in memory (fuzzing, tests); dir resolves external data (may be NULL: refused). */
+ot_status ot_model_load_buffer(const void *data, size_t size, const char *name, const char *dir,
+                               const ot_import_options *opt, ot_model **out, ot_error *err);
+void ot_model_free(ot_model *m);
+
+/* Writes the model back: the original graph, opset, names, metadata and doc strings;
+ * each initializer takes the current data of its IR value (params and state).
+ * Written to PATH.tmp-XXXX then renamed. */
+ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err);
+
+/* Shape inference over the whole graph with constant folding of shape subgraphs
+ * (Shape → Gather → Concat → Reshape, Range, Expand, ConstantOfShape, ...), using the
+ * CPU kernels to fold. Symbolic dims stay symbolic unless bound. */
+ot_status ot_shape_infer(ot_graph *g, ot_error *err);
+/* Binds a symbolic dim (e.g. "batch" = 8) and re-runs shape inference so every
+ * value whose shape depended on it becomes static. Unknown name: OT_E_SHAPE. */
+ot_status ot_graph_bind_dim(ot_graph *g, const char *sym, int64_t value, ot_error *err);
+
+#endif
