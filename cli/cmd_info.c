@@ -1,11 +1,270 @@
-/* cmd_info.c — `onnxtrain info MODEL`: placeholder until the importer lands. */
+/* cmd_info.c — `onnxtrain info MODEL [--json] [--dump text|dot]`: what a model is
+ * (path, IR version, producer, opset), its inputs and outputs with dtypes and shapes
+ * (symbolic dims by name), parameter and state counts and bytes, an op histogram,
+ * and every unsupported op with the nodes using it, all at once. Exit code 6 when
+ * anything is unsupported, after printing everything. */
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
+#include "importer/importer.h"
+
+static void usage(FILE *f) {
+    fputs("usage: onnxtrain info MODEL [--json] [--dump text|dot]\n\n"
+          "Shows a model's IR version, producer, opset, inputs and outputs (dtype and shape,\n"
+          "symbolic dims by name), parameter and state sizes, an op histogram, and every\n"
+          "op onnxtrain does not support with the nodes using it.\n\n"
+          "  --json            print the same as one JSON object\n"
+          "  --dump text|dot   print the imported graph instead (text, or Graphviz DOT)\n"
+          "  -h, --help        this help\n\n"
+          "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported ops.\n",
+          f);
+}
+
+typedef struct op_count {
+    const char *op_type;
+    const char *domain;
+    int count;
+} op_count;
+
+static int by_count(const void *a, const void *b) {
+    const op_count *x = a, *y = b;
+    if (x->count != y->count) return y->count - x->count;
+    return strcmp(x->op_type, y->op_type);
+}
+
+/* Writes s as a JSON string literal. */
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void json_shape(FILE *f, const ot_graph *g, const ot_shape *s) {
+    if (s->rank < 0) {
+        fputs("null", f);
+        return;
+    }
+    fputc('[', f);
+    for (int i = 0; i < s->rank; i++) {
+        if (i) fputs(", ", f);
+        if (s->dim[i] >= 0) fprintf(f, "%lld", (long long)s->dim[i]);
+        else if (s->sym[i] >= 0) json_str(f, g->syms[s->sym[i]]);
+        else fputs("null", f);
+    }
+    fputc(']', f);
+}
+
+typedef struct sizes {
+    int64_t n_tensors, numel, bytes;
+} sizes;
+
+static void print_values_json(FILE *f, const ot_graph *g, const int *ids, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        const ot_value *v = &g->values[ids[i]];
+        fputs(i ? ", {\"name\": " : "{\"name\": ", f);
+        json_str(f, v->name);
+        fputs(", \"dtype\": ", f);
+        json_str(f, ot_dtype_name(v->dtype));
+        fputs(", \"shape\": ", f);
+        json_shape(f, g, &v->shape);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+static void print_values_text(FILE *f, const ot_graph *g, const char *title, const int *ids, int n) {
+    fprintf(f, "%s (%d):\n", title, n);
+    for (int i = 0; i < n; i++) {
+        const ot_value *v = &g->values[ids[i]];
+        char sb[256];
+        fprintf(f, "  %-24s %-9s %s\n", v->name, ot_dtype_name(v->dtype), ot_shape_str(g, &v->shape, sb, sizeof sb));
+    }
+}
 
 int ot_cmd_info(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fputs("onnxtrain info: not implemented yet\n", stderr);
-    return 6;
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"dump", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool json = false;
+    const char *dump = NULL;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = true; break;
+        case 'd':
+            if (strcmp(optarg, "text") && strcmp(optarg, "dot")) {
+                fprintf(stderr, "onnxtrain: info: --dump takes 'text' or 'dot', not '%s'\n", optarg);
+                return OT_E_USAGE;
+            }
+            dump = optarg;
+            break;
+        case 'h': usage(stdout); return OT_OK;
+        default:
+            fprintf(stderr, "onnxtrain: info: unknown option '%s'\n", argv[optind - 1]);
+            usage(stderr);
+            return OT_E_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fputs(optind >= argc ? "onnxtrain: info: no model given\n" : "onnxtrain: info: one model at a time\n", stderr);
+        usage(stderr);
+        return OT_E_USAGE;
+    }
+    const char *path = argv[optind];
+    ot_import_options opt = {.allow_unsupported = true};
+    ot_model *m = NULL;
+    ot_error err = {0};
+    ot_status st = ot_model_load(path, &opt, &m, &err);
+    if (st) {
+        fprintf(stderr, "onnxtrain: %s\n", err.msg);
+        return st;
+    }
+    const ot_graph *g = m->graph;
+    FILE *f = stdout;
+    if (dump) {
+        if (!strcmp(dump, "dot")) ot_graph_dump_dot(g, f);
+        else ot_graph_dump_text(g, f);
+        st = m->n_unsupported ? OT_E_UNSUPPORTED : OT_OK;
+        if (st) {
+            char *list = ot_model_unsupported_str(m);
+            fprintf(stderr, "onnxtrain: %s: %s\n", path, list ? list : "unsupported ops");
+            free(list);
+        }
+        ot_model_free(m);
+        return st;
+    }
+
+    sizes params = {0}, state = {0};
+    for (int v = 0; v < g->n_values; v++) {
+        const ot_value *val = &g->values[v];
+        sizes *s = val->kind == OT_VK_PARAM ? &params : val->kind == OT_VK_STATE ? &state : NULL;
+        if (!s) continue;
+        s->n_tensors++;
+        s->bytes += (int64_t)val->nbytes;
+        size_t es = ot_dtype_size(val->dtype);
+        s->numel += es ? (int64_t)(val->nbytes / es) : 0;
+    }
+    op_count *hist = calloc((size_t)g->n_nodes + 1, sizeof *hist);
+    int n_hist = 0, n_live = 0;
+    if (!hist) {
+        fputs("onnxtrain: out of memory\n", stderr);
+        ot_model_free(m);
+        return OT_E_MEMORY;
+    }
+    for (int id = 0; id < g->n_nodes; id++) {
+        const ot_node *n = &g->nodes[id];
+        if (n->removed) continue;
+        n_live++;
+        int k = 0;
+        while (k < n_hist && (strcmp(hist[k].op_type, n->op_type) || strcmp(hist[k].domain, n->domain))) k++;
+        if (k == n_hist) {
+            hist[n_hist].op_type = n->op_type;
+            hist[n_hist].domain = n->domain;
+            n_hist++;
+        }
+        hist[k].count++;
+    }
+    qsort(hist, (size_t)n_hist, sizeof *hist, by_count);
+
+    if (json) {
+        fputs("{\n  \"path\": ", f);
+        json_str(f, path);
+        fprintf(f, ",\n  \"ir_version\": %lld,\n  \"producer\": {\"name\": ", (long long)m->ir_version);
+        json_str(f, m->producer_name);
+        fputs(", \"version\": ", f);
+        json_str(f, m->producer_version);
+        fprintf(f, "},\n  \"opset\": %lld,\n  \"graph\": ", (long long)m->opset);
+        json_str(f, g->name);
+        fputs(",\n  \"inputs\": ", f);
+        print_values_json(f, g, g->inputs, g->n_inputs);
+        fputs(",\n  \"outputs\": ", f);
+        print_values_json(f, g, g->outputs, g->n_outputs);
+        fprintf(f,
+                ",\n  \"parameters\": {\"tensors\": %lld, \"count\": %lld, \"bytes\": %lld},\n"
+                "  \"state\": {\"tensors\": %lld, \"count\": %lld, \"bytes\": %lld},\n  \"nodes\": %d,\n  \"ops\": [",
+                (long long)params.n_tensors, (long long)params.numel, (long long)params.bytes,
+                (long long)state.n_tensors, (long long)state.numel, (long long)state.bytes, n_live);
+        for (int k = 0; k < n_hist; k++) {
+            fputs(k ? ", {\"op\": " : "{\"op\": ", f);
+            json_str(f, hist[k].op_type);
+            if (hist[k].domain[0]) {
+                fputs(", \"domain\": ", f);
+                json_str(f, hist[k].domain);
+            }
+            fprintf(f, ", \"count\": %d}", hist[k].count);
+        }
+        fputs("],\n  \"unsupported\": [", f);
+        for (int i = 0; i < m->n_unsupported; i++) {
+            const ot_unsupported_op *u = &m->unsupported[i];
+            fputs(i ? ", {\"op\": " : "{\"op\": ", f);
+            json_str(f, u->op_type);
+            fprintf(f, ", \"reason\": \"%s\", \"%s\": [",
+                    u->reason == OT_UNSUP_NESTED_GRAPH ? "nested graphs are not supported"
+                    : u->reason == OT_UNSUP_INPUT_DTYPE ? "unsupported input dtype"
+                    : u->reason == OT_UNSUP_INIT_DTYPE  ? "unsupported initializer dtype"
+                                                        : "unsupported op",
+                    u->reason == OT_UNSUP_INPUT_DTYPE  ? "inputs"
+                    : u->reason == OT_UNSUP_INIT_DTYPE ? "initializers"
+                                                       : "nodes");
+            for (int k = 0; k < u->n_nodes; k++) {
+                if (k) fputs(", ", f);
+                json_str(f, u->nodes[k]);
+            }
+            fputs("]}", f);
+        }
+        fputs("]\n}\n", f);
+    } else {
+        fprintf(f, "model:       %s\n", path);
+        fprintf(f, "ir_version:  %lld\n", (long long)m->ir_version);
+        fprintf(f, "producer:    %s%s%s\n", m->producer_name[0] ? m->producer_name : "(none)",
+                m->producer_version[0] ? " " : "", m->producer_version);
+        fprintf(f, "opset:       %lld\n", (long long)m->opset);
+        fprintf(f, "graph:       %s (%d nodes)\n", g->name, n_live);
+        print_values_text(f, g, "inputs", g->inputs, g->n_inputs);
+        print_values_text(f, g, "outputs", g->outputs, g->n_outputs);
+        fprintf(f, "parameters:  %lld in %lld tensors (%lld bytes)\n", (long long)params.numel,
+                (long long)params.n_tensors, (long long)params.bytes);
+        fprintf(f, "state:       %lld in %lld tensors (%lld bytes)\n", (long long)state.numel,
+                (long long)state.n_tensors, (long long)state.bytes);
+        fprintf(f, "ops (%d kinds):\n", n_hist);
+        for (int k = 0; k < n_hist; k++) {
+            char name[300];
+            if (hist[k].domain[0]) snprintf(name, sizeof name, "%s:%s", hist[k].domain, hist[k].op_type);
+            else snprintf(name, sizeof name, "%s", hist[k].op_type);
+            fprintf(f, "  %-28s %d\n", name, hist[k].count);
+        }
+        if (m->n_unsupported) {
+            fprintf(f, "unsupported (%d):\n", m->n_unsupported);
+            for (int i = 0; i < m->n_unsupported; i++) {
+                const ot_unsupported_op *u = &m->unsupported[i];
+                fprintf(f, "  %s%s: ", u->op_type,
+                        u->reason == OT_UNSUP_NESTED_GRAPH ? " (nested graphs are not supported)" : "");
+                for (int k = 0; k < u->n_nodes; k++) fprintf(f, "%s'%s'", k ? ", " : "", u->nodes[k]);
+                fputc('\n', f);
+            }
+        }
+    }
+    if (m->n_unsupported) {
+        char *list = ot_model_unsupported_str(m);
+        fprintf(stderr, "onnxtrain: %s: %s\n", path, list ? list : "unsupported ops");
+        free(list);
+        st = OT_E_UNSUPPORTED;
+    }
+    free(hist);
+    ot_model_free(m);
+    return st;
 }

@@ -9,9 +9,17 @@
 
 typedef struct ot_unsupported_op {
     char *op_type;   /* e.g. "Loop" or "com.microsoft:FusedGemm" */
-    char **nodes;    /* names of the nodes using it */
+    char **nodes;    /* names of the nodes using it (graph input names for OT_UNSUP_INPUT_DTYPE) */
     int n_nodes;
+    int reason;      /* an ot_unsupported_reason */
 } ot_unsupported_op;
+
+typedef enum ot_unsupported_reason {
+    OT_UNSUP_OP = 0,           /* op_type not in ir/ops.def (or a non-default domain) */
+    OT_UNSUP_NESTED_GRAPH = 1, /* a graph / sparse / type attribute (If, Loop, Scan, ...) */
+    OT_UNSUP_INPUT_DTYPE = 2,  /* op_type holds "input dtype <name>"; nodes the inputs */
+    OT_UNSUP_INIT_DTYPE = 3,   /* op_type holds "initializer dtype <name>"; nodes the initializers */
+} ot_unsupported_reason;
 
 typedef struct ot_model {
     char *path;          /* as given by the user */
@@ -42,6 +50,17 @@ ot_status ot_model_load_buffer(const void *data, size_t size, const char *name, 
                                const ot_import_options *opt, ot_model **out, ot_error *err);
 void ot_model_free(ot_model *m);
 
+/* One TensorProto (an Onnx__TensorProto *) → a new host tensor in its own dtype,
+ * little-endian, from any storage form; model_dir resolves external data (NULL:
+ * external data refused). Errors name the tensor. */
+ot_status ot_tensor_from_proto(const void *tensor_proto, const char *model_dir, ot_tensor **out, ot_error *err);
+/* Reads a serialized TensorProto file (ONNX backend tests' input_0.pb); *name (may be
+ * NULL) receives the tensor's name, malloc'd. */
+ot_status ot_tensor_load_pb(const char *path, ot_tensor **out, char **name, ot_error *err);
+/* The message listing every unsupported op as ot_model_load reports it (e.g. "2
+ * unsupported ops: Loop (node 'l'), NonZero (nodes 'a', 'b')"), malloc'd; NULL if none. */
+char *ot_model_unsupported_str(const ot_model *m);
+
 /* Writes the model back: the original graph, opset, names, metadata and doc strings;
  * each initializer takes the current data of its IR value (params and state).
  * Written to PATH.tmp-XXXX then renamed. */
@@ -54,5 +73,11 @@ ot_status ot_shape_infer(ot_graph *g, ot_error *err);
 /* Binds a symbolic dim (e.g. "batch" = 8) and re-runs shape inference so every
  * value whose shape depended on it becomes static. Unknown name: OT_E_SHAPE. */
 ot_status ot_graph_bind_dim(ot_graph *g, const char *sym, int64_t value, ot_error *err);
+/* Binds every NAME=SIZE of a comma-separated spec ("batch=8,seq=16", the CLI's
+ * --bind). Malformed spec: OT_E_USAGE; unknown name: OT_E_SHAPE listing the model's. */
+ot_status ot_graph_bind_dims_from_string(ot_graph *g, const char *spec, ot_error *err);
+/* OT_E_SHAPE naming the first live value whose shape is not static and the symbolic
+ * dims still to bind; OT_OK when a plan can be made. */
+ot_status ot_graph_require_static(const ot_graph *g, ot_error *err);
 
 #endif

@@ -1,0 +1,217 @@
+/* attrs.c — node attributes at import: AttributeProto → ot_attr for every attribute
+ * kind (graphs, sparse tensors and type protos are kept only to be reported as
+ * unsupported), and the attribute types onnxtrain reads for each supported op,
+ * checked so a malformed model (Transpose perm given as a float, say) fails with a
+ * message naming the node instead of a kernel silently reading a default. Attributes
+ * not listed in the rules are kept and ignored. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "import_internal.h"
+
+/* ---- attributes ---------------------------------------------------------------- */
+
+static char *dup_bytes(const ProtobufCBinaryData *b) {
+    char *s = malloc(b->len + 1);
+    if (s) {
+        if (b->len) memcpy(s, b->data, b->len);
+        s[b->len] = 0;
+    }
+    return s;
+}
+
+/* Proto2 models before IR 2 have no type field: infer it from what is set. */
+static int attr_type(const Onnx__AttributeProto *a) {
+    if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED) return a->type;
+    if (a->has_f) return OT_ATTR_FLOAT;
+    if (a->has_i) return OT_ATTR_INT;
+    if (a->has_s) return OT_ATTR_STRING;
+    if (a->t) return OT_ATTR_TENSOR;
+    if (a->g) return OT_ATTR_GRAPH;
+    if (a->n_floats) return OT_ATTR_FLOATS;
+    if (a->n_ints) return OT_ATTR_INTS;
+    if (a->n_strings) return OT_ATTR_STRINGS;
+    if (a->n_graphs) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS;
+    return OT_ATTR_UNDEFINED;
+}
+
+/* Appends one converted attribute; *nested is set for graph attributes. */
+ot_status ot_imp_convert_attr(const char *file, const char *dir, ot_node *n, const Onnx__AttributeProto *ap, bool *nested,
+                              ot_error *err) {
+    const char *aname = ap->name ? ap->name : "";
+    for (int i = 0; i < n->n_attrs; i++)
+        if (!strcmp(n->attrs[i].name, aname))
+            return ot_fail(err, OT_E_MODEL, "%s: node '%s' (%s): attribute '%s' given twice", file, n->name,
+                           n->op_type, aname);
+    ot_attr *na = realloc(n->attrs, (size_t)(n->n_attrs + 1) * sizeof *na);
+    if (!na) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    n->attrs = na;
+    ot_attr *a = &n->attrs[n->n_attrs];
+    memset(a, 0, sizeof *a);
+    if (!(a->name = ot_strdup(aname))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    n->n_attrs++; /* counted now so the graph frees whatever is filled in below */
+    int t = attr_type(ap);
+    switch (t) {
+    case OT_ATTR_FLOAT: a->type = OT_ATTR_FLOAT; a->f = ap->f; break;
+    case OT_ATTR_INT: a->type = OT_ATTR_INT; a->i = ap->i; break;
+    case OT_ATTR_STRING:
+        a->type = OT_ATTR_STRING;
+        if (!(a->s = dup_bytes(&ap->s))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        break;
+    case OT_ATTR_FLOATS:
+        a->type = OT_ATTR_FLOATS;
+        a->n = (int)ap->n_floats;
+        if (!(a->floats = ot_xcalloc(ap->n_floats, sizeof(float)))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        if (ap->n_floats) memcpy(a->floats, ap->floats, ap->n_floats * sizeof(float));
+        break;
+    case OT_ATTR_INTS:
+        a->type = OT_ATTR_INTS;
+        a->n = (int)ap->n_ints;
+        if (!(a->ints = ot_xcalloc(ap->n_ints, sizeof(int64_t)))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        if (ap->n_ints) memcpy(a->ints, ap->ints, ap->n_ints * sizeof(int64_t));
+        break;
+    case OT_ATTR_STRINGS:
+        a->type = OT_ATTR_STRINGS;
+        if (!(a->strings = ot_xcalloc(ap->n_strings, sizeof(char *)))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        for (size_t i = 0; i < ap->n_strings; i++) {
+            if (!(a->strings[i] = dup_bytes(&ap->strings[i]))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+            a->n = (int)i + 1;
+        }
+        break;
+    case OT_ATTR_TENSOR: {
+        if (!ap->t)
+            return ot_fail(err, OT_E_MODEL, "%s: node '%s' (%s): tensor attribute '%s' has no tensor", file,
+                           n->name, n->op_type, aname);
+        a->type = OT_ATTR_TENSOR;
+        ot_status st = ot_tensor_from_proto(ap->t, dir, &a->t, err);
+        if (st == OT_E_UNSUPPORTED && n->op == OT_OP_UNKNOWN) {
+            /* The node is reported as unsupported already; its tensor need not load. */
+            a->type = OT_ATTR_OTHER;
+            break;
+        }
+        if (st)
+            return ot_error_prefix(err, "%s: node '%s' (%s), attribute '%s': ", file, n->name, n->op_type, aname);
+        break;
+    }
+    case OT_ATTR_GRAPH:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
+        a->type = OT_ATTR_GRAPH;
+        *nested = true;
+        break;
+    case OT_ATTR_UNDEFINED:
+        return ot_fail(err, OT_E_MODEL, "%s: node '%s' (%s): attribute '%s' has no type and no value", file,
+                       n->name, n->op_type, aname);
+    default: /* sparse tensors, type protos, lists of tensors */
+        a->type = OT_ATTR_OTHER;
+        *nested = true;
+        break;
+    }
+    return OT_OK;
+}
+
+/* ---- type rules ----------------------------------------------------------------- */
+
+typedef struct attr_rule {
+    ot_op op;
+    const char *name;
+    ot_attr_type type;
+} attr_rule;
+
+static const attr_rule rules[] = {
+    {OT_OP_GEMM, "alpha", OT_ATTR_FLOAT},
+    {OT_OP_GEMM, "beta", OT_ATTR_FLOAT},
+    {OT_OP_GEMM, "transA", OT_ATTR_INT},
+    {OT_OP_GEMM, "transB", OT_ATTR_INT},
+    {OT_OP_LEAKY_RELU, "alpha", OT_ATTR_FLOAT},
+    {OT_OP_CLIP, "min", OT_ATTR_FLOAT},
+    {OT_OP_CLIP, "max", OT_ATTR_FLOAT},
+    {OT_OP_GELU, "approximate", OT_ATTR_STRING},
+    {OT_OP_SOFTMAX, "axis", OT_ATTR_INT},
+    {OT_OP_LOG_SOFTMAX, "axis", OT_ATTR_INT},
+    {OT_OP_CONV, "auto_pad", OT_ATTR_STRING},
+    {OT_OP_CONV, "dilations", OT_ATTR_INTS},
+    {OT_OP_CONV, "group", OT_ATTR_INT},
+    {OT_OP_CONV, "kernel_shape", OT_ATTR_INTS},
+    {OT_OP_CONV, "pads", OT_ATTR_INTS},
+    {OT_OP_CONV, "strides", OT_ATTR_INTS},
+    {OT_OP_MAX_POOL, "auto_pad", OT_ATTR_STRING},
+    {OT_OP_MAX_POOL, "ceil_mode", OT_ATTR_INT},
+    {OT_OP_MAX_POOL, "dilations", OT_ATTR_INTS},
+    {OT_OP_MAX_POOL, "kernel_shape", OT_ATTR_INTS},
+    {OT_OP_MAX_POOL, "pads", OT_ATTR_INTS},
+    {OT_OP_MAX_POOL, "storage_order", OT_ATTR_INT},
+    {OT_OP_MAX_POOL, "strides", OT_ATTR_INTS},
+    {OT_OP_AVERAGE_POOL, "auto_pad", OT_ATTR_STRING},
+    {OT_OP_AVERAGE_POOL, "ceil_mode", OT_ATTR_INT},
+    {OT_OP_AVERAGE_POOL, "count_include_pad", OT_ATTR_INT},
+    {OT_OP_AVERAGE_POOL, "dilations", OT_ATTR_INTS},
+    {OT_OP_AVERAGE_POOL, "kernel_shape", OT_ATTR_INTS},
+    {OT_OP_AVERAGE_POOL, "pads", OT_ATTR_INTS},
+    {OT_OP_AVERAGE_POOL, "strides", OT_ATTR_INTS},
+    {OT_OP_BATCH_NORM, "epsilon", OT_ATTR_FLOAT},
+    {OT_OP_BATCH_NORM, "momentum", OT_ATTR_FLOAT},
+    {OT_OP_BATCH_NORM, "training_mode", OT_ATTR_INT},
+    {OT_OP_BATCH_NORM, "is_test", OT_ATTR_INT},
+    {OT_OP_BATCH_NORM, "spatial", OT_ATTR_INT},
+    {OT_OP_LAYER_NORM, "axis", OT_ATTR_INT},
+    {OT_OP_LAYER_NORM, "epsilon", OT_ATTR_FLOAT},
+    {OT_OP_LAYER_NORM, "stash_type", OT_ATTR_INT},
+    {OT_OP_DROPOUT, "ratio", OT_ATTR_FLOAT},
+    {OT_OP_DROPOUT, "seed", OT_ATTR_INT},
+    {OT_OP_DROPOUT, "is_test", OT_ATTR_INT},
+    {OT_OP_FLATTEN, "axis", OT_ATTR_INT},
+    {OT_OP_RESHAPE, "allowzero", OT_ATTR_INT},
+    {OT_OP_RESHAPE, "shape", OT_ATTR_INTS},
+    {OT_OP_TRANSPOSE, "perm", OT_ATTR_INTS},
+    {OT_OP_SQUEEZE, "axes", OT_ATTR_INTS},
+    {OT_OP_UNSQUEEZE, "axes", OT_ATTR_INTS},
+    {OT_OP_CONCAT, "axis", OT_ATTR_INT},
+    {OT_OP_SPLIT, "axis", OT_ATTR_INT},
+    {OT_OP_SPLIT, "split", OT_ATTR_INTS},
+    {OT_OP_SPLIT, "num_outputs", OT_ATTR_INT},
+    {OT_OP_SLICE, "starts", OT_ATTR_INTS},
+    {OT_OP_SLICE, "ends", OT_ATTR_INTS},
+    {OT_OP_SLICE, "axes", OT_ATTR_INTS},
+    {OT_OP_GATHER, "axis", OT_ATTR_INT},
+    {OT_OP_SHAPE, "start", OT_ATTR_INT},
+    {OT_OP_SHAPE, "end", OT_ATTR_INT},
+    {OT_OP_CAST, "to", OT_ATTR_INT},
+    {OT_OP_CAST, "saturate", OT_ATTR_INT},
+    {OT_OP_CONSTANT_OF_SHAPE, "value", OT_ATTR_TENSOR},
+    {OT_OP_REDUCE_MEAN, "axes", OT_ATTR_INTS},
+    {OT_OP_REDUCE_MEAN, "keepdims", OT_ATTR_INT},
+    {OT_OP_REDUCE_MEAN, "noop_with_empty_axes", OT_ATTR_INT},
+    {OT_OP_REDUCE_SUM, "axes", OT_ATTR_INTS},
+    {OT_OP_REDUCE_SUM, "keepdims", OT_ATTR_INT},
+    {OT_OP_REDUCE_SUM, "noop_with_empty_axes", OT_ATTR_INT},
+    {OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS, "ignore_index", OT_ATTR_INT},
+    {OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS, "reduction", OT_ATTR_STRING},
+    {OT_OP_NLL_LOSS, "ignore_index", OT_ATTR_INT},
+    {OT_OP_NLL_LOSS, "reduction", OT_ATTR_STRING},
+};
+
+static const char *type_name(ot_attr_type t) {
+    switch (t) {
+    case OT_ATTR_FLOAT: return "a float";
+    case OT_ATTR_INT: return "an int";
+    case OT_ATTR_STRING: return "a string";
+    case OT_ATTR_TENSOR: return "a tensor";
+    case OT_ATTR_GRAPH: return "a graph";
+    case OT_ATTR_FLOATS: return "floats";
+    case OT_ATTR_INTS: return "ints";
+    case OT_ATTR_STRINGS: return "strings";
+    default: return "another type";
+    }
+}
+
+ot_status ot_imp_check_attrs(const ot_graph *g, const ot_node *n, ot_error *err) {
+    (void)g;
+    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
+        if (rules[r].op != n->op) continue;
+        const ot_attr *a = ot_node_attr(n, rules[r].name);
+        if (a && a->type != rules[r].type)
+            return ot_fail(err, OT_E_MODEL, "node '%s' (%s): attribute '%s' must be %s, not %s", n->name, n->op_type,
+                           rules[r].name, type_name(rules[r].type), type_name(a->type));
+    }
+    return OT_OK;
+}

@@ -1,0 +1,174 @@
+/* export.c — writes a model back as ONNX: the graph, opset, names, metadata and doc
+ * strings exactly as loaded, with each initializer's data replaced by the current
+ * data of its IR value (trained params, updated BatchNorm statistics). Externally
+ * stored initializers are written inline. The file appears atomically: written to a
+ * temporary name in the same folder, fsync'd, then renamed. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "import_internal.h"
+
+/* protobuf's own limit on one message. */
+#define OT_MAX_PROTO_BYTES ((uint64_t)INT32_MAX)
+
+static ot_status write_all(int fd, const uint8_t *p, size_t n, const char *tmp, ot_error *err) {
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return ot_fail(err, OT_E_IO, "%s: write failed: %s", tmp, strerror(errno));
+        p += w;
+        n -= (size_t)w;
+    }
+    return OT_OK;
+}
+
+ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
+    const Onnx__ModelProto *mp = m ? m->proto : NULL;
+    if (!mp || !mp->graph || !m->graph)
+        return ot_fail(err, OT_E_INTERNAL, "%s: model has no loaded ONNX proto to export", path);
+    const Onnx__GraphProto *gp = mp->graph;
+    const ot_graph *g = m->graph;
+    ot_status st = OT_OK;
+    int *by_init = NULL;
+    Onnx__TensorProto *tcopies = NULL;
+    Onnx__TensorProto **tptrs = NULL;
+    uint8_t *buf = NULL;
+    char *tmp = NULL;
+    int fd = -1;
+
+    by_init = ot_xcalloc(gp->n_initializer, sizeof(int));
+    tcopies = ot_xcalloc(gp->n_initializer, sizeof *tcopies);
+    tptrs = ot_xcalloc(gp->n_initializer, sizeof *tptrs);
+    if (!by_init || !tcopies || !tptrs) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
+    for (size_t i = 0; i < gp->n_initializer; i++) by_init[i] = -1;
+    for (int v = 0; v < g->n_values; v++) {
+        int ii = g->values[v].init_index;
+        if (ii >= 0 && (size_t)ii < gp->n_initializer) by_init[ii] = v;
+    }
+
+    /* Shallow copies of the model, graph and initializers with only the data fields
+     * changed: the kept proto is never modified, and nothing else is re-encoded. */
+    uint64_t total = 0, external = 0;
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *src = gp->initializer[i];
+        Onnx__TensorProto *t = &tcopies[i];
+        *t = *src;
+        tptrs[i] = t;
+        bool is_ext = src->has_data_location && src->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+        int v = by_init[i];
+        if (v < 0 || !g->values[v].data) {
+            /* Only initializers of unsupported dtype keep their bytes in the proto (the
+             * importer frees the rest once the IR holds them). */
+            bool proto_has_data = (src->has_raw_data && src->raw_data.len) || src->n_float_data ||
+                                  src->n_int32_data || src->n_int64_data || src->n_double_data ||
+                                  src->n_uint64_data || src->n_string_data;
+            if (is_ext || (!proto_has_data && ot_dtype_supported((ot_dtype)src->data_type))) {
+                st = ot_fail(err, OT_E_INTERNAL, "%s: initializer '%s' has no data to write", path, src->name);
+                goto fail;
+            }
+            total += onnx__tensor_proto__get_packed_size(src);
+            continue;
+        }
+        const ot_value *val = &g->values[v];
+        uint64_t numel = 0, nbytes = 0;
+        st = ot_imp_tensor_geometry(src, src->name ? src->name : "?", NULL, &numel, &nbytes, err);
+        if (st) goto fail;
+        if (nbytes != val->nbytes || (int32_t)val->dtype != src->data_type) {
+            st = ot_fail(err, OT_E_INTERNAL,
+                         "%s: initializer '%s' holds %zu bytes of %s, the model declares %llu bytes of %s", path,
+                         src->name, val->nbytes, ot_dtype_name(val->dtype), (unsigned long long)nbytes,
+                         ot_imp_onnx_dtype_name(src->data_type));
+            goto fail;
+        }
+        t->has_raw_data = 1;
+        t->raw_data.len = val->nbytes;
+        t->raw_data.data = val->data;
+        t->n_float_data = 0;
+        t->n_int32_data = 0;
+        t->n_int64_data = 0;
+        t->n_double_data = 0;
+        t->n_uint64_data = 0;
+        t->n_string_data = 0;
+        t->n_external_data = 0;
+        t->has_data_location = 0;
+        t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+        total += val->nbytes;
+        if (is_ext) external += val->nbytes;
+    }
+    if (total > OT_MAX_PROTO_BYTES) {
+        st = ot_fail(err, OT_E_UNSUPPORTED,
+                     "%s: the initializers take %llu bytes (%llu of them stored externally in the source), above "
+                     "protobuf's 2 GB limit; writing external data is not supported",
+                     path, (unsigned long long)total, (unsigned long long)external);
+        goto fail;
+    }
+    Onnx__GraphProto gcopy = *gp;
+    gcopy.initializer = tptrs;
+    Onnx__ModelProto mcopy = *mp;
+    mcopy.graph = &gcopy;
+    size_t size = onnx__model_proto__get_packed_size(&mcopy);
+    if (size > OT_MAX_PROTO_BYTES) {
+        st = ot_fail(err, OT_E_UNSUPPORTED, "%s: the model would take %zu bytes, above protobuf's 2 GB limit", path, size);
+        goto fail;
+    }
+    buf = malloc(size ? size : 1);
+    if (!buf) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory for %zu bytes", path, size);
+        goto fail;
+    }
+    if (onnx__model_proto__pack(&mcopy, buf) != size) {
+        st = ot_fail(err, OT_E_INTERNAL, "%s: protobuf packing gave an unexpected size", path);
+        goto fail;
+    }
+
+    size_t tl = strlen(path) + 16;
+    tmp = malloc(tl);
+    if (!tmp) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
+    snprintf(tmp, tl, "%s.tmp-XXXXXX", path);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = ot_fail(err, OT_E_IO, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
+        free(tmp);
+        tmp = NULL; /* nothing to remove */
+        goto fail;
+    }
+    st = write_all(fd, buf, size, tmp, err);
+    if (st) goto fail;
+    /* mkstemp creates 0600; a model is an ordinary shareable file. */
+    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+        st = ot_fail(err, OT_E_IO, "%s: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        st = ot_fail(err, OT_E_IO, "%s: close failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        st = ot_fail(err, OT_E_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+        goto fail;
+    }
+    free(tmp);
+    tmp = NULL;
+fail:
+    if (fd >= 0) close(fd);
+    if (tmp) {
+        unlink(tmp);
+        free(tmp);
+    }
+    free(buf);
+    free(by_init);
+    free(tcopies);
+    free(tptrs);
+    return st;
+}

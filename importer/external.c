@@ -1,0 +1,222 @@
+/* external.c — tensors stored outside the model file (TensorProto.data_location =
+ * EXTERNAL, keys location / offset / length / checksum). A model is untrusted input,
+ * so the location is confined to the model's folder: absolute paths, `..` components
+ * and symlinks that lead out of the folder are refused, as are offsets and lengths
+ * that are negative, not numbers, or past the end of the file. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "import_internal.h"
+
+typedef struct ext_spec {
+    const char *location;
+    uint64_t offset;
+    bool has_length;
+    uint64_t length;
+} ext_spec;
+
+/* Parses a non-negative decimal number; anything else is refused with a reason. */
+static ot_status parse_u64(const char *s, const char *key, const char *tname, const char *loc, uint64_t *out,
+                           ot_error *err) {
+    if (!s || !*s) return ot_fail(err, OT_E_MODEL, "tensor '%s': external data '%s': %s is empty", tname, loc, key);
+    if (s[0] == '-')
+        return ot_fail(err, OT_E_MODEL, "tensor '%s': external data '%s': %s %s is negative", tname, loc, key, s);
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return ot_fail(err, OT_E_MODEL, "tensor '%s': external data '%s': %s '%s' is not a number", tname, loc,
+                           key, s);
+        if (v > (UINT64_MAX - 9) / 10)
+            return ot_fail(err, OT_E_MODEL, "tensor '%s': external data '%s': %s %s is too large", tname, loc, key, s);
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    *out = v;
+    return OT_OK;
+}
+
+static ot_status parse_spec(const Onnx__TensorProto *t, const char *tname, ext_spec *sp, ot_error *err) {
+    memset(sp, 0, sizeof *sp);
+    const char *off = NULL, *len = NULL;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[i];
+        const char *k = e->key ? e->key : "", *v = e->value ? e->value : "";
+        if (!strcmp(k, "location")) sp->location = v;
+        else if (!strcmp(k, "offset")) off = v;
+        else if (!strcmp(k, "length")) len = v;
+        else if (!strcmp(k, "checksum")) continue; /* SHA-1 of the bytes: optional, not checked */
+        else
+            return ot_fail(err, OT_E_MODEL,
+                           "tensor '%s': unknown external_data key '%s' (expected location, offset, length, checksum)",
+                           tname, k);
+    }
+    if (!sp->location || !sp->location[0])
+        return ot_fail(err, OT_E_MODEL, "tensor '%s': external data without a location", tname);
+    const char *loc = sp->location;
+    if (off) {
+        ot_status st = parse_u64(off, "offset", tname, loc, &sp->offset, err);
+        if (st) return st;
+    }
+    if (len) {
+        ot_status st = parse_u64(len, "length", tname, loc, &sp->length, err);
+        if (st) return st;
+        sp->has_length = true;
+    }
+    return OT_OK;
+}
+
+/* Opens the external file after confining it to `dir`. On success *fd is open and
+ * *fsize holds its size. */
+static ot_status open_confined(const char *tname, const char *dir, const char *loc, int *fd, uint64_t *fsize,
+                               ot_error *err) {
+    *fd = -1;
+    char *full = NULL, *real_dir = NULL, *real_file = NULL;
+    ot_status st = OT_OK;
+    if (!dir) {
+        st = ot_fail(err, OT_E_UNSUPPORTED,
+                     "tensor '%s': data is stored externally in '%s' but the model was loaded from memory without a "
+                     "folder to resolve it against; load it from its file instead",
+                     tname, loc);
+        goto fail;
+    }
+    if (loc[0] == '/') {
+        st = ot_fail(err, OT_E_MODEL,
+                     "tensor '%s': external data location '%s' is an absolute path; only files inside the model's "
+                     "folder are read",
+                     tname, loc);
+        goto fail;
+    }
+    /* Refuse any ".." component outright, even one that would stay inside (a/../b):
+     * exporters never write them, and refusing is simpler to reason about. */
+    for (const char *p = loc; *p;) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            st = ot_fail(err, OT_E_MODEL,
+                         "tensor '%s': external data location '%s' contains '..'; only files inside the model's "
+                         "folder are read",
+                         tname, loc);
+            goto fail;
+        }
+        p += n;
+        while (*p == '/') p++;
+    }
+    size_t n = strlen(dir) + strlen(loc) + 2;
+    full = malloc(n);
+    if (!full) {
+        st = ot_fail(err, OT_E_MEMORY, "out of memory");
+        goto fail;
+    }
+    snprintf(full, n, "%s/%s", dir, loc);
+    real_dir = realpath(dir, NULL);
+    if (!real_dir) {
+        st = ot_fail(err, OT_E_IO, "tensor '%s': model folder '%s': %s", tname, dir, strerror(errno));
+        goto fail;
+    }
+    real_file = realpath(full, NULL);
+    if (!real_file) {
+        st = ot_fail(err, OT_E_IO, "tensor '%s': external data file '%s': %s", tname, full, strerror(errno));
+        goto fail;
+    }
+    size_t dl = strlen(real_dir);
+    bool inside = strncmp(real_file, real_dir, dl) == 0 && (real_file[dl] == '/' || (dl == 1 && real_dir[0] == '/'));
+    if (!inside) {
+        st = ot_fail(err, OT_E_MODEL,
+                     "tensor '%s': external data file '%s' resolves to '%s', outside the model's folder '%s' (a "
+                     "symlink?)",
+                     tname, full, real_file, real_dir);
+        goto fail;
+    }
+    /* Open the resolved path so the file read is the file checked. */
+    *fd = open(real_file, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (*fd < 0 || fstat(*fd, &sb) != 0) {
+        st = ot_fail(err, OT_E_IO, "tensor '%s': external data file '%s': %s", tname, full, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = ot_fail(err, OT_E_MODEL, "tensor '%s': external data file '%s' is not a regular file", tname, full);
+        goto fail;
+    }
+    *fsize = (uint64_t)sb.st_size;
+    goto done;
+fail:
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+done:
+    free(full);
+    free(real_dir);
+    free(real_file);
+    return st;
+}
+
+/* Parses, confines and bounds-checks; returns the open fd and the byte range. */
+static ot_status locate(const Onnx__TensorProto *t, const char *tname, const char *dir, int *fd, ext_spec *sp,
+                        ot_error *err) {
+    uint64_t fsize = 0;
+    ot_status st = parse_spec(t, tname, sp, err);
+    if (st) return st;
+    st = open_confined(tname, dir, sp->location, fd, &fsize, err);
+    if (st) return st;
+    if (sp->offset > fsize) {
+        st = ot_fail(err, OT_E_MODEL, "tensor '%s': external data '%s': offset %llu is past the end of the file (%llu bytes)",
+                     tname, sp->location, (unsigned long long)sp->offset, (unsigned long long)fsize);
+        goto fail;
+    }
+    if (!sp->has_length) sp->length = fsize - sp->offset;
+    if (sp->length > fsize - sp->offset) {
+        st = ot_fail(err, OT_E_MODEL,
+                     "tensor '%s': external data '%s': offset %llu + length %llu is past the end of the file (%llu "
+                     "bytes)",
+                     tname, sp->location, (unsigned long long)sp->offset, (unsigned long long)sp->length,
+                     (unsigned long long)fsize);
+        goto fail;
+    }
+    return OT_OK;
+fail:
+    close(*fd);
+    *fd = -1;
+    return st;
+}
+
+ot_status ot_imp_external_size(const Onnx__TensorProto *t, const char *tname, const char *dir, uint64_t *nbytes,
+                               ot_error *err) {
+    int fd = -1;
+    ext_spec sp;
+    ot_status st = locate(t, tname, dir, &fd, &sp, err);
+    if (st) return st;
+    close(fd);
+    *nbytes = sp.length;
+    return OT_OK;
+}
+
+ot_status ot_imp_external_read(const Onnx__TensorProto *t, const char *tname, const char *dir, void *dst,
+                               size_t nbytes, ot_error *err) {
+    int fd = -1;
+    ext_spec sp;
+    ot_status st = locate(t, tname, dir, &fd, &sp, err);
+    if (st) return st;
+    if (sp.length != nbytes) {
+        st = ot_fail(err, OT_E_MODEL, "tensor '%s': external data '%s' has %llu bytes but its dims and dtype need %zu",
+                     tname, sp.location, (unsigned long long)sp.length, nbytes);
+        goto fail;
+    }
+    size_t done = 0;
+    while (done < nbytes) {
+        ssize_t r = pread(fd, (char *)dst + done, nbytes - done, (off_t)(sp.offset + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            st = ot_fail(err, OT_E_IO, "tensor '%s': reading external data '%s': %s", tname, sp.location,
+                         r < 0 ? strerror(errno) : "unexpected end of file");
+            goto fail;
+        }
+        done += (size_t)r;
+    }
+fail:
+    close(fd);
+    return st;
+}

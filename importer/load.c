@@ -1,0 +1,604 @@
+/* load.c — ONNX ModelProto → IR graph: reads and unpacks the file, turns graph inputs,
+ * initializers, Constant nodes, nodes, value_info and outputs into IR values and
+ * nodes, collects every unsupported op at once, then normalises, verifies and
+ * shape-infers. The unpacked proto is kept in the model for the exporter. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "import_internal.h"
+
+/* ---- name → value id map (open addressing; models have 10^4+ values) ---------- */
+
+typedef struct name_map {
+    const char **keys; /* point into g->values[id].name, which never moves */
+    int *ids;
+    size_t cap;
+} name_map;
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+static int map_init(name_map *m, size_t expected) {
+    m->cap = 64;
+    while (m->cap < expected * 2 + 16) m->cap *= 2;
+    m->keys = ot_xcalloc(m->cap, sizeof *m->keys);
+    m->ids = ot_xcalloc(m->cap, sizeof *m->ids);
+    return (m->keys && m->ids) ? 0 : -1;
+}
+
+static void map_free(name_map *m) {
+    free(m->keys);
+    free(m->ids);
+}
+
+static int map_get(const name_map *m, const char *key) {
+    for (size_t i = hash_str(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->keys[i]) return -1;
+        if (!strcmp(m->keys[i], key)) return m->ids[i];
+    }
+}
+
+/* The capacity was sized from the proto's name count, so the table never fills. */
+static void map_put(name_map *m, const char *key, int id) {
+    size_t i = hash_str(key) & (m->cap - 1);
+    while (m->keys[i] && strcmp(m->keys[i], key)) i = (i + 1) & (m->cap - 1);
+    m->keys[i] = key;
+    m->ids[i] = id;
+}
+
+/* ---- helpers ------------------------------------------------------------------- */
+
+typedef struct load_ctx {
+    const char *file; /* for messages */
+    const char *dir;
+    ot_graph *g;
+    name_map names;
+    Onnx__GraphProto *gp;
+} load_ctx;
+
+static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
+
+
+/* ValueInfo → dtype and shape; symbolic dims become graph symbols. Non-tensor types
+ * give OT_UNDEFINED. */
+static ot_status type_from_value_info(load_ctx *c, const Onnx__ValueInfoProto *vi, ot_dtype *dt, ot_shape *shape,
+                                      int32_t *raw_elem, ot_error *err) {
+    *dt = OT_UNDEFINED;
+    *shape = ot_shape_unknown();
+    *raw_elem = -1;
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return OT_OK;
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    if (tt->has_elem_type) {
+        *raw_elem = tt->elem_type;
+        if (ot_dtype_supported((ot_dtype)tt->elem_type)) *dt = (ot_dtype)tt->elem_type;
+    }
+    if (!tt->shape) return OT_OK;
+    if (tt->shape->n_dim > OT_MAX_RANK)
+        return ot_fail(err, OT_E_UNSUPPORTED, "%s: value '%s' has rank %zu, above the maximum of %d", c->file,
+                       vi->name, tt->shape->n_dim, OT_MAX_RANK);
+    *shape = ot_shape_make((int)tt->shape->n_dim, NULL);
+    for (size_t i = 0; i < tt->shape->n_dim; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+        shape->dim[i] = -1;
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0) {
+            shape->dim[i] = d->dim_value;
+        } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+                   d->dim_param[0]) {
+            int s = ot_graph_add_sym(c->g, d->dim_param);
+            if (s < 0) return ot_fail(err, OT_E_MEMORY, "out of memory");
+            shape->sym[i] = s;
+        }
+    }
+    return OT_OK;
+}
+
+static int add_named_value(load_ctx *c, const char *name, ot_dtype dt, const ot_shape *shape, ot_value_kind kind) {
+    int id = ot_graph_add_value(c->g, name, dt, shape, kind);
+    if (id >= 0) map_put(&c->names, c->g->values[id].name, id);
+    return id;
+}
+
+static ot_status set_doc(ot_value *v, const char *doc) {
+    if (!doc || !doc[0]) return OT_OK;
+    free(v->doc);
+    v->doc = ot_strdup(doc);
+    return v->doc ? OT_OK : OT_E_MEMORY;
+}
+
+/* ---- Constant nodes → constant values ------------------------------------------ */
+
+static ot_status constant_value(load_ctx *c, const Onnx__NodeProto *np, const char *nname, ot_error *err) {
+    ot_tensor *t = NULL;
+    ot_status st = OT_OK;
+    if (np->n_output != 1 || !np->output[0][0] || np->n_attribute != 1) {
+        return ot_fail(err, OT_E_MODEL, "%s: Constant node '%s' must have one output and exactly one value attribute",
+                       c->file, nname);
+    }
+    const Onnx__AttributeProto *ap = np->attribute[0];
+    const char *an = ap->name ? ap->name : "";
+    int64_t one = 1;
+    ot_shape scalar = ot_shape_make(0, NULL);
+    if (!strcmp(an, "value") && ap->t) {
+        st = ot_tensor_from_proto(ap->t, c->dir, &t, err);
+        if (st) return ot_error_prefix(err, "%s: Constant node '%s': ", c->file, nname);
+    } else if (!strcmp(an, "value_float") || !strcmp(an, "value_int")) {
+        bool f = an[6] == 'f';
+        t = ot_tensor_new(f ? OT_F32 : OT_I64, &scalar);
+        if (!t) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        if (f) memcpy(t->data, &ap->f, 4);
+        else memcpy(t->data, &ap->i, 8);
+    } else if (!strcmp(an, "value_floats") || !strcmp(an, "value_ints")) {
+        bool f = an[6] == 'f';
+        one = (int64_t)(f ? ap->n_floats : ap->n_ints);
+        ot_shape s1 = ot_shape_make(1, &one);
+        t = ot_tensor_new(f ? OT_F32 : OT_I64, &s1);
+        if (!t) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        if (t->nbytes) memcpy(t->data, f ? (void *)ap->floats : (void *)ap->ints, t->nbytes);
+    } else {
+        return ot_fail(err, OT_E_UNSUPPORTED, "%s: Constant node '%s': attribute '%s' is not supported", c->file, nname,
+                       an);
+    }
+    const char *out = np->output[0];
+    if (map_get(&c->names, out) >= 0) {
+        st = ot_fail(err, OT_E_MODEL, "%s: Constant node '%s' writes '%s', which is already defined", c->file, nname,
+                     out);
+        goto fail;
+    }
+    int id = add_named_value(c, out, t->dtype, &t->shape, OT_VK_CONSTANT);
+    if (id < 0 || ot_value_set_data(&c->g->values[id], t->data, t->nbytes)) {
+        st = ot_fail(err, OT_E_MEMORY, "out of memory");
+        goto fail;
+    }
+fail:
+    ot_tensor_free(t);
+    return st;
+}
+
+/* ---- graph construction -------------------------------------------------------- */
+
+/* Once an initializer's bytes live in its IR value, the proto's copy is dead weight
+ * (the exporter writes every initializer from the IR), so it is freed: a large model
+ * is then held once, not twice. protobuf-c unpacked with the default allocator, whose
+ * free is free(). External references are kept for the exporter's size check. */
+static void drop_proto_data(Onnx__TensorProto *t) {
+    if (t->has_raw_data) {
+        free(t->raw_data.data);
+        t->raw_data.data = NULL;
+        t->raw_data.len = 0;
+    }
+    free(t->float_data);
+    t->float_data = NULL;
+    t->n_float_data = 0;
+    free(t->int32_data);
+    t->int32_data = NULL;
+    t->n_int32_data = 0;
+    free(t->int64_data);
+    t->int64_data = NULL;
+    t->n_int64_data = 0;
+    free(t->double_data);
+    t->double_data = NULL;
+    t->n_double_data = 0;
+}
+
+static ot_status build_graph(load_ctx *c, ot_model *m, ot_error *err) {
+    Onnx__GraphProto *gp = c->gp;
+    ot_graph *g = c->g;
+    ot_status st = OT_OK;
+    char **bn_state = NULL; /* names read as BatchNormalization running mean / var */
+    size_t n_bn_state = 0;
+    int *ins = NULL, *outs = NULL;
+
+    size_t n_names = gp->n_initializer + gp->n_input + gp->n_output;
+    size_t max_io = 0;
+    for (size_t i = 0; i < gp->n_node; i++) {
+        n_names += gp->node[i]->n_output;
+        if (gp->node[i]->n_input > max_io) max_io = gp->node[i]->n_input;
+        if (gp->node[i]->n_output > max_io) max_io = gp->node[i]->n_output;
+        if (!strcmp(gp->node[i]->op_type ? gp->node[i]->op_type : "", "BatchNormalization") &&
+            is_default_domain(gp->node[i]->domain))
+            n_bn_state += 2;
+    }
+    if (map_init(&c->names, n_names) || !(bn_state = ot_xcalloc(n_bn_state, sizeof(char *))) ||
+        !(ins = ot_xcalloc(max_io, sizeof(int))) || !(outs = ot_xcalloc(max_io, sizeof(int)))) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+        goto fail;
+    }
+    n_bn_state = 0;
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        if (!strcmp(np->op_type ? np->op_type : "", "BatchNormalization") && is_default_domain(np->domain))
+            for (size_t k = 3; k < 5 && k < np->n_input; k++) bn_state[n_bn_state++] = np->input[k];
+    }
+
+    /* Initializers: params (floating point), BN running statistics (state), constants. */
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        const char *tn = tp->name ? tp->name : "";
+        if (!tn[0]) {
+            st = ot_fail(err, OT_E_MODEL, "%s: initializer #%zu has no name", c->file, i);
+            goto fail;
+        }
+        if (map_get(&c->names, tn) >= 0) {
+            st = ot_fail(err, OT_E_MODEL, "%s: initializer '%s' is defined twice", c->file, tn);
+            goto fail;
+        }
+        if (!tp->has_data_type || !ot_dtype_supported((ot_dtype)tp->data_type)) {
+            /* Listed with the unsupported ops (info shows them all); kept without data
+             * so the exporter writes the original bytes back. */
+            char what[80];
+            snprintf(what, sizeof what, "initializer dtype %s", ot_imp_onnx_dtype_name(tp->data_type));
+            st = ot_imp_note_unsupported(m, what, tn, OT_UNSUP_INIT_DTYPE, err);
+            if (st) goto fail;
+            int id = add_named_value(c, tn, OT_UNDEFINED, NULL, OT_VK_CONSTANT);
+            if (id < 0) {
+                st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+                goto fail;
+            }
+            g->values[id].init_index = (int)i;
+            continue;
+        }
+        ot_tensor *t = NULL;
+        st = ot_tensor_from_proto(tp, c->dir, &t, err);
+        if (st) {
+            ot_error_prefix(err, "%s: initializer: ", c->file);
+            goto fail;
+        }
+        ot_value_kind kind = ot_dtype_is_float(t->dtype) ? OT_VK_PARAM : OT_VK_CONSTANT;
+        for (size_t k = 0; k < n_bn_state; k++)
+            if (!strcmp(bn_state[k], tn) && ot_dtype_is_float(t->dtype)) kind = OT_VK_STATE;
+        int id = add_named_value(c, tn, t->dtype, &t->shape, kind);
+        if (id >= 0) {
+            /* The value takes the tensor's buffer rather than a copy: weights can be GBs. */
+            ot_value *v = &g->values[id];
+            v->data = t->data;
+            v->nbytes = t->nbytes;
+            v->init_index = (int)i;
+            t->data = NULL;
+            drop_proto_data(gp->initializer[i]);
+        }
+        ot_tensor_free(t);
+        if (id < 0 || set_doc(&g->values[id], tp->doc_string)) {
+            st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+            goto fail;
+        }
+    }
+
+    /* Graph inputs fed by data (inputs that are also initializers are initializers). */
+    g->inputs = ot_xcalloc(gp->n_input, sizeof(int));
+    if (!g->inputs) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+        goto fail;
+    }
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        const char *vn = vi->name ? vi->name : "";
+        if (map_get(&c->names, vn) >= 0) {
+            int id = map_get(&c->names, vn);
+            if (g->values[id].init_index >= 0) continue;
+            st = ot_fail(err, OT_E_MODEL, "%s: graph input '%s' is listed twice", c->file, vn);
+            goto fail;
+        }
+        ot_dtype dt;
+        ot_shape shape;
+        int32_t raw;
+        st = type_from_value_info(c, vi, &dt, &shape, &raw, err);
+        if (st) goto fail;
+        if (dt == OT_UNDEFINED) {
+            char what[80];
+            if (raw >= 0) snprintf(what, sizeof what, "input dtype %s", ot_imp_onnx_dtype_name(raw));
+            else snprintf(what, sizeof what, "input type (not a tensor)");
+            st = ot_imp_note_unsupported(m, what, vn, OT_UNSUP_INPUT_DTYPE, err);
+            if (st) goto fail;
+        }
+        int id = add_named_value(c, vn, dt, &shape, OT_VK_INPUT);
+        if (id < 0 || set_doc(&g->values[id], vi->doc_string)) {
+            st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+            goto fail;
+        }
+        g->inputs[g->n_inputs++] = id;
+    }
+
+    /* Constant nodes become constant values, not nodes. */
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        if (strcmp(np->op_type ? np->op_type : "", "Constant") || !is_default_domain(np->domain)) continue;
+        char synth[300];
+        snprintf(synth, sizeof synth, "Constant_%zu", i);
+        st = constant_value(c, np, (np->name && np->name[0]) ? np->name : synth, err);
+        if (st) goto fail;
+    }
+
+    /* Every node's outputs first, so inputs can refer to values produced later in the
+     * list (a cycle, or an unsorted graph) and verify can say which. */
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        const char *op_type = np->op_type ? np->op_type : "";
+        if (!strcmp(op_type, "Constant") && is_default_domain(np->domain)) continue;
+        char nname[300];
+        if (np->name && np->name[0]) snprintf(nname, sizeof nname, "%s", np->name);
+        else snprintf(nname, sizeof nname, "%s_%zu", op_type, i);
+        for (size_t k = 0; k < np->n_output; k++) {
+            const char *on = np->output[k];
+            if (!on[0]) continue;
+            int prev = map_get(&c->names, on);
+            if (prev >= 0) {
+                const ot_value *pv = &g->values[prev];
+                st = ot_fail(err, OT_E_MODEL, "%s: node '%s' (%s) writes '%s', which is already %s", c->file, nname,
+                             op_type, on,
+                             pv->kind == OT_VK_INPUT        ? "a graph input"
+                             : pv->init_index >= 0          ? "an initializer"
+                             : pv->kind == OT_VK_CONSTANT ? "a Constant's output"
+                                                            : "written by another node");
+                goto fail;
+            }
+            if (add_named_value(c, on, OT_UNDEFINED, NULL, OT_VK_ACTIVATION) < 0) {
+                st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+                goto fail;
+            }
+        }
+    }
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        const char *op_type = np->op_type ? np->op_type : "";
+        bool dflt = is_default_domain(np->domain);
+        if (!strcmp(op_type, "Constant") && dflt) continue;
+        char nname[300];
+        if (np->name && np->name[0]) snprintf(nname, sizeof nname, "%s", np->name);
+        else snprintf(nname, sizeof nname, "%s_%zu", op_type, i);
+        for (size_t k = 0; k < np->n_input; k++) {
+            const char *in = np->input[k];
+            ins[k] = in[0] ? map_get(&c->names, in) : -1;
+            if (in[0] && ins[k] < 0) {
+                st = ot_fail(err, OT_E_MODEL,
+                             "%s: node '%s' (%s) reads '%s', which no node produces and is neither a graph input nor "
+                             "an initializer",
+                             c->file, nname, op_type, in);
+                goto fail;
+            }
+        }
+        for (size_t k = 0; k < np->n_output; k++) outs[k] = np->output[k][0] ? map_get(&c->names, np->output[k]) : -1;
+        ot_op op = dflt ? ot_op_from_name(op_type, false) : OT_OP_UNKNOWN;
+        int nid = ot_graph_add_node(g, op, nname, ins, (int)np->n_input, outs, (int)np->n_output, OT_PHASE_FORWARD);
+        if (nid < 0) {
+            st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+            goto fail;
+        }
+        ot_node *n = &g->nodes[nid];
+        n->src_index = (int)i;
+        free(n->op_type);
+        free(n->domain);
+        n->op_type = ot_strdup(op_type);
+        n->domain = ot_strdup(dflt ? "" : np->domain);
+        if (!n->op_type || !n->domain) {
+            st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+            goto fail;
+        }
+        bool nested = false;
+        for (size_t a = 0; a < np->n_attribute; a++) {
+            st = ot_imp_convert_attr(c->file, c->dir, &g->nodes[nid], np->attribute[a], &nested, err);
+            if (st) goto fail;
+        }
+        if (op == OT_OP_UNKNOWN || nested) {
+            char full[300];
+            if (dflt) snprintf(full, sizeof full, "%s", op_type);
+            else snprintf(full, sizeof full, "%s:%s", np->domain, op_type);
+            st = ot_imp_note_unsupported(m, full, nname, op == OT_OP_UNKNOWN ? OT_UNSUP_OP : OT_UNSUP_NESTED_GRAPH,
+                                  err);
+            if (st) goto fail;
+        }
+    }
+
+    /* value_info: dtype and shape of intermediate values where the exporter gave them. */
+    for (size_t i = 0; i < gp->n_value_info; i++) {
+        const Onnx__ValueInfoProto *vi = gp->value_info[i];
+        int id = vi->name ? map_get(&c->names, vi->name) : -1;
+        if (id < 0 || g->values[id].kind != OT_VK_ACTIVATION) continue;
+        ot_dtype dt;
+        ot_shape shape;
+        int32_t raw;
+        st = type_from_value_info(c, vi, &dt, &shape, &raw, err);
+        if (st) goto fail;
+        g->values[id].dtype = dt;
+        g->values[id].shape = shape;
+    }
+
+    g->outputs = ot_xcalloc(gp->n_output, sizeof(int));
+    if (!g->outputs) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+        goto fail;
+    }
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const Onnx__ValueInfoProto *vi = gp->output[i];
+        const char *vn = vi->name ? vi->name : "";
+        int id = map_get(&c->names, vn);
+        if (id < 0) {
+            st = ot_fail(err, OT_E_MODEL, "%s: graph output '%s' is produced by no node", c->file, vn);
+            goto fail;
+        }
+        ot_value *v = &g->values[id];
+        if (v->kind == OT_VK_ACTIVATION) {
+            ot_dtype dt;
+            ot_shape shape;
+            int32_t raw;
+            st = type_from_value_info(c, vi, &dt, &shape, &raw, err);
+            if (st) goto fail;
+            if (v->dtype == OT_UNDEFINED) v->dtype = dt;
+            if (v->shape.rank < 0) v->shape = shape;
+            if (set_doc(v, vi->doc_string)) {
+                st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+                goto fail;
+            }
+        }
+        v->is_graph_output = true;
+        g->outputs[g->n_outputs++] = id;
+    }
+fail:
+    free(bn_state);
+    free(ins);
+    free(outs);
+    return st;
+}
+
+/* ---- entry points ------------------------------------------------------------- */
+
+void ot_model_free(ot_model *m) {
+    if (!m) return;
+    free(m->path);
+    free(m->dir);
+    if (m->proto) onnx__model_proto__free_unpacked(m->proto, NULL);
+    ot_graph_free(m->graph);
+    free(m->producer_name);
+    free(m->producer_version);
+    for (int i = 0; i < m->n_unsupported; i++) {
+        free(m->unsupported[i].op_type);
+        for (int k = 0; k < m->unsupported[i].n_nodes; k++) free(m->unsupported[i].nodes[k]);
+        free(m->unsupported[i].nodes);
+    }
+    free(m->unsupported);
+    free(m);
+}
+
+/* Loads from bytes; when owned_buf is set it is freed as soon as the proto is
+ * unpacked, so a large model's file bytes and its IR copy do not coexist. */
+static ot_status load_impl(const void *data, size_t size, uint8_t *owned_buf, const char *name, const char *dir,
+                           const ot_import_options *opt, ot_model **out, ot_error *err) {
+    static const ot_import_options defaults = {0};
+    if (!opt) opt = &defaults;
+    *out = NULL;
+    const char *file = name ? name : "<memory>";
+    load_ctx c = {0};
+    ot_status st = OT_OK;
+    ot_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = ot_strdup(file)) || (dir && !(m->dir = ot_strdup(dir)))) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", file);
+        goto fail;
+    }
+    if (size == 0) {
+        st = ot_fail(err, OT_E_PARSE, "%s: empty file, not an ONNX model", file);
+        goto fail;
+    }
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
+    m->proto = mp;
+    free(owned_buf);
+    owned_buf = NULL;
+    /* Random bytes occasionally decode as some protobuf: a model has a graph. */
+    if (!mp || !mp->graph) {
+        st = ot_fail(err, OT_E_PARSE, "%s: not an ONNX model (%s)", file,
+                     mp ? "no graph in the protobuf" : "protobuf does not decode");
+        goto fail;
+    }
+    m->ir_version = mp->has_ir_version ? mp->ir_version : 0;
+    if (!(m->producer_name = ot_strdup(mp->producer_name ? mp->producer_name : "")) ||
+        !(m->producer_version = ot_strdup(mp->producer_version ? mp->producer_version : ""))) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", file);
+        goto fail;
+    }
+    /* IR version 1-2 models have no opset_import and mean opset 1. */
+    m->opset = 1;
+    for (size_t i = 0; i < mp->n_opset_import; i++)
+        if (is_default_domain(mp->opset_import[i]->domain) && mp->opset_import[i]->has_version)
+            m->opset = mp->opset_import[i]->version;
+
+    c.file = file;
+    c.dir = dir;
+    c.gp = mp->graph;
+    c.g = m->graph = ot_graph_new(mp->graph->name);
+    if (!c.g) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", file);
+        goto fail;
+    }
+    c.g->opset = m->opset;
+    st = build_graph(&c, m, err);
+    if (st) goto fail;
+
+    if (m->n_unsupported && !opt->allow_unsupported) {
+        char *list = ot_model_unsupported_str(m);
+        st = ot_fail(err, OT_E_UNSUPPORTED, "%s: %s", file, list ? list : "unsupported ops");
+        free(list);
+        goto fail;
+    }
+    for (int id = 0; id < c.g->n_nodes; id++) {
+        if (c.g->nodes[id].op == OT_OP_UNKNOWN) continue;
+        st = ot_imp_check_attrs(c.g, &c.g->nodes[id], err);
+        if (st) {
+            ot_error_prefix(err, "%s: ", file);
+            goto fail;
+        }
+    }
+    st = ot_imp_normalize(c.g, err);
+    if (st) {
+        ot_error_prefix(err, "%s: ", file);
+        goto fail;
+    }
+    /* PyTorch updates BatchNorm's running variance with the unbiased batch variance,
+     * while the ONNX spec uses the population variance. PyTorch's exporter does not
+     * record which, so models it produced are marked and trained as PyTorch would. */
+    if (m->producer_name && strcmp(m->producer_name, "pytorch") == 0)
+        for (int id = 0; id < c.g->n_nodes; id++)
+            if (c.g->nodes[id].op == OT_OP_BATCH_NORM &&
+                ot_node_set_attr_int(&c.g->nodes[id], "unbiased_running_var", 1)) {
+                st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", file);
+                goto fail;
+            }
+    st = ot_graph_verify(c.g, err);
+    if (st) {
+        ot_error_prefix(err, "%s: ", file);
+        goto fail;
+    }
+    if (!opt->no_shape_inference) {
+        st = ot_shape_infer(c.g, err);
+        if (st) {
+            ot_error_prefix(err, "%s: ", file);
+            goto fail;
+        }
+    }
+    map_free(&c.names);
+    *out = m;
+    return OT_OK;
+fail:
+    free(owned_buf);
+    map_free(&c.names);
+    ot_model_free(m);
+    return st;
+}
+
+ot_status ot_model_load_buffer(const void *data, size_t size, const char *name, const char *dir,
+                               const ot_import_options *opt, ot_model **out, ot_error *err) {
+    return load_impl(data, size, NULL, name, dir, opt, out, err);
+}
+
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return ot_strdup(".");
+    if (slash == path) return ot_strdup("/");
+    size_t n = (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, path, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+ot_status ot_model_load(const char *path, const ot_import_options *opt, ot_model **out, ot_error *err) {
+    *out = NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char *dir = NULL;
+    ot_status st = ot_imp_read_file(path, &buf, &len, err);
+    if (st) return st;
+    if (!(dir = dir_of(path))) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
+    st = load_impl(buf, len, buf, path, dir, opt, out, err);
+    buf = NULL; /* load_impl frees it */
+fail:
+    free(buf);
+    free(dir);
+    return st;
+}

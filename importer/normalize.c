@@ -1,0 +1,258 @@
+/* normalize.c — opset normalisation: rewrites each node into the one form later
+ * passes (shape inference, autodiff, kernels) expect, whatever opset the model was
+ * exported with. Operands that moved between attributes and inputs across opsets
+ * (axes, split, Clip bounds, Dropout ratio / training_mode) become attributes;
+ * defaults that changed between opsets (Softmax axis, BatchNorm training mode) are
+ * written explicitly. Runs before shape inference. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import_internal.h"
+
+/* The value id at input slot k, or -1 when absent. */
+static int input_at(const ot_node *n, int k) { return k < n->n_inputs ? n->inputs[k] : -1; }
+
+/* A value whose contents are known at import: initializers and Constant outputs. */
+static const ot_value *const_value(const ot_graph *g, int vid) {
+    if (vid < 0) return NULL;
+    const ot_value *v = &g->values[vid];
+    return (v->data && v->producer < 0) ? v : NULL;
+}
+
+static ot_status not_constant(const ot_graph *g, const ot_node *n, int vid, const char *what, ot_error *err) {
+    return ot_fail(err, OT_E_UNSUPPORTED,
+                   "node '%s' (%s): %s come from '%s', which is computed at run time; only constant %s are supported",
+                   n->name, n->op_type, what, g->values[vid].name, what);
+}
+
+/* Reads an int32/int64 tensor's elements into a new array. */
+static ot_status read_ints(const ot_node *n, const ot_value *v, int64_t **out, int *count, ot_error *err) {
+    size_t es = ot_dtype_size(v->dtype);
+    if (v->dtype != OT_I64 && v->dtype != OT_I32)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): '%s' must be int64, not %s", n->name, n->op_type, v->name,
+                       ot_dtype_name(v->dtype));
+    size_t cnt = v->nbytes / es;
+    int64_t *r = ot_xcalloc(cnt, sizeof(int64_t));
+    if (!r) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    for (size_t i = 0; i < cnt; i++) {
+        if (v->dtype == OT_I64) {
+            memcpy(&r[i], (const char *)v->data + 8 * i, 8);
+        } else {
+            int32_t x;
+            memcpy(&x, (const char *)v->data + 4 * i, 4);
+            r[i] = x;
+        }
+    }
+    *out = r;
+    *count = (int)cnt;
+    return OT_OK;
+}
+
+static float half_to_float(uint16_t h) {
+    int e = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    float s = (h & 0x8000) ? -1.0f : 1.0f;
+    if (e == 0) return s * ldexpf((float)mant, -24);
+    if (e == 31) return mant ? NAN : s * INFINITY;
+    return s * ldexpf((float)(mant | 0x400), e - 25);
+}
+
+/* Reads a one-element tensor of any supported dtype as a float (Clip bounds, ratio). */
+static ot_status read_scalar(const ot_node *n, const ot_value *v, double *out, ot_error *err) {
+    size_t es = ot_dtype_size(v->dtype);
+    if (!es || v->nbytes != es)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): '%s' must hold one element", n->name, n->op_type, v->name);
+    const void *p = v->data;
+    switch (v->dtype) {
+    case OT_F32: { float x; memcpy(&x, p, 4); *out = x; break; }
+    case OT_F64: { double x; memcpy(&x, p, 8); *out = x; break; }
+    case OT_F16: { uint16_t x; memcpy(&x, p, 2); *out = half_to_float(x); break; }
+    case OT_BF16: { uint16_t x; memcpy(&x, p, 2); uint32_t b = (uint32_t)x << 16; float f; memcpy(&f, &b, 4); *out = f; break; }
+    case OT_I64: { int64_t x; memcpy(&x, p, 8); *out = (double)x; break; }
+    case OT_I32: { int32_t x; memcpy(&x, p, 4); *out = x; break; }
+    case OT_I8: *out = *(const int8_t *)p; break;
+    case OT_U8: case OT_BOOL: *out = *(const uint8_t *)p; break;
+    default: return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): '%s' has an unsupported dtype", n->name, n->op_type, v->name);
+    }
+    return OT_OK;
+}
+
+/* Drops input slots >= keep. A float initializer read only through a dropped slot
+ * (a Clip bound, a Dropout ratio) is no longer trainable: it becomes a constant. */
+static void keep_inputs(ot_graph *g, int nid, int keep) {
+    ot_node *n = &g->nodes[nid];
+    for (int k = keep; k < n->n_inputs; k++) {
+        int vid = n->inputs[k];
+        ot_graph_set_input(g, nid, k, -1);
+        if (vid >= 0) {
+            ot_value *v = &g->values[vid];
+            if (v->kind == OT_VK_PARAM && v->n_consumers == 0 && !v->is_graph_output) v->kind = OT_VK_CONSTANT;
+        }
+    }
+    if (n->n_inputs > keep) n->n_inputs = keep;
+}
+
+static ot_status set_int_default(ot_node *n, const char *name, int64_t dflt, ot_error *err) {
+    if (ot_node_attr(n, name)) return OT_OK;
+    return ot_node_set_attr_int(n, name, dflt) ? ot_fail(err, OT_E_MEMORY, "out of memory") : OT_OK;
+}
+
+static ot_status set_float_default(ot_node *n, const char *name, float dflt, ot_error *err) {
+    if (ot_node_attr(n, name)) return OT_OK;
+    return ot_node_set_attr_float(n, name, dflt) ? ot_fail(err, OT_E_MEMORY, "out of memory") : OT_OK;
+}
+
+/* Squeeze / Unsqueeze / ReduceMean / ReduceSum axes, Split sizes: input 1 → ints attr. */
+static ot_status ints_input_to_attr(ot_graph *g, int nid, const char *attr, const char *what, ot_error *err) {
+    ot_node *n = &g->nodes[nid];
+    int vid = input_at(n, 1);
+    if (vid >= 0) {
+        const ot_value *v = const_value(g, vid);
+        if (!v) return not_constant(g, n, vid, what, err);
+        int64_t *vals = NULL;
+        int cnt = 0;
+        ot_status st = read_ints(n, v, &vals, &cnt, err);
+        if (st) return st;
+        /* An empty list means "absent" (all axes / equal split), as with no input. */
+        int rc = cnt ? ot_node_set_attr_ints(n, attr, vals, cnt) : 0;
+        if (!cnt) ot_node_remove_attr(n, attr);
+        free(vals);
+        if (rc) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    }
+    keep_inputs(g, nid, 1);
+    return OT_OK;
+}
+
+static ot_status normalize_clip(ot_graph *g, int nid, ot_error *err) {
+    ot_node *n = &g->nodes[nid];
+    const char *names[2] = {"min", "max"};
+    const float dflt[2] = {-INFINITY, INFINITY};
+    for (int k = 0; k < 2; k++) {
+        int vid = input_at(n, k + 1);
+        if (vid >= 0) { /* opset 11+: bounds are optional inputs */
+            const ot_value *v = const_value(g, vid);
+            if (!v) return not_constant(g, n, vid, "Clip bounds", err);
+            double x;
+            ot_status st = read_scalar(n, v, &x, err);
+            if (st) return st;
+            if (ot_node_set_attr_float(n, names[k], (float)x)) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        } else {
+            ot_status st = set_float_default(n, names[k], dflt[k], err);
+            if (st) return st;
+        }
+    }
+    keep_inputs(g, nid, 1);
+    return OT_OK;
+}
+
+static ot_status normalize_dropout(ot_graph *g, int nid, ot_error *err) {
+    ot_node *n = &g->nodes[nid];
+    int rv = input_at(n, 1), tv = input_at(n, 2);
+    if (rv >= 0) {
+        const ot_value *v = const_value(g, rv);
+        if (!v) return not_constant(g, n, rv, "Dropout ratios", err);
+        double x;
+        ot_status st = read_scalar(n, v, &x, err);
+        if (st) return st;
+        if (ot_node_set_attr_float(n, "ratio", (float)x)) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    }
+    int64_t training = 0;
+    if (tv >= 0) {
+        const ot_value *v = const_value(g, tv);
+        if (!v) return not_constant(g, n, tv, "Dropout training modes", err);
+        double x;
+        ot_status st = read_scalar(n, v, &x, err);
+        if (st) return st;
+        training = x != 0;
+    } else if (g->opset < 7) {
+        /* Opset 1-6 Dropout trains unless is_test is set. */
+        training = ot_node_attr_int(n, "is_test", 0) == 0;
+    }
+    ot_node_remove_attr(n, "is_test");
+    ot_status st = set_float_default(n, "ratio", 0.5f, err);
+    if (!st && ot_node_set_attr_int(n, "training_mode", training)) st = ot_fail(err, OT_E_MEMORY, "out of memory");
+    if (st) return st;
+    float r = ot_node_attr_float(n, "ratio", 0.5f);
+    if (!(r >= 0.0f && r < 1.0f))
+        return ot_fail(err, OT_E_MODEL, "node '%s' (Dropout): ratio %g is outside [0, 1)", n->name, r);
+    keep_inputs(g, nid, 1);
+    return OT_OK;
+}
+
+static ot_status normalize_batchnorm(ot_graph *g, int nid, ot_error *err) {
+    ot_node *n = &g->nodes[nid];
+    if (g->opset < 14) {
+        /* Before opset 14 the mode is implied by the outputs: Y alone is inference,
+         * Y with running mean/var (and saved mean/var) is training. */
+        int present = 0;
+        for (int o = 0; o < n->n_outputs; o++) present += n->outputs[o] >= 0;
+        int64_t training = present > 1;
+        if (g->opset < 7 && ot_node_attr(n, "is_test")) training = ot_node_attr_int(n, "is_test", 0) == 0;
+        ot_node_remove_attr(n, "is_test");
+        ot_node_remove_attr(n, "spatial");
+        if (ot_node_set_attr_int(n, "training_mode", training)) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        /* Opset < 14 adds saved_mean / saved_var: drop them when nothing reads them. */
+        for (int o = 3; o < n->n_outputs; o++) {
+            int vid = n->outputs[o];
+            if (vid < 0) continue;
+            ot_value *v = &g->values[vid];
+            if (v->n_consumers || v->is_graph_output)
+                return ot_fail(err, OT_E_UNSUPPORTED,
+                               "node '%s' (BatchNormalization): output '%s' (saved mean/variance of opset < 14) is "
+                               "used; onnxtrain does not provide it",
+                               n->name, v->name);
+            v->producer = -1;
+        }
+        if (n->n_outputs > 3) n->n_outputs = 3;
+    }
+    ot_status st = set_int_default(n, "training_mode", 0, err);
+    if (!st) st = set_float_default(n, "epsilon", 1e-5f, err);
+    if (!st) st = set_float_default(n, "momentum", 0.9f, err);
+    return st;
+}
+
+static ot_status normalize_node(ot_graph *g, int nid, ot_error *err) {
+    ot_node *n = &g->nodes[nid];
+    ot_status st = OT_OK;
+    switch (n->op) {
+    case OT_OP_SQUEEZE:
+    case OT_OP_UNSQUEEZE: return ints_input_to_attr(g, nid, "axes", "axes", err);
+    case OT_OP_REDUCE_MEAN:
+    case OT_OP_REDUCE_SUM:
+        st = ints_input_to_attr(g, nid, "axes", "axes", err);
+        if (!st) st = set_int_default(&g->nodes[nid], "keepdims", 1, err);
+        if (!st) st = set_int_default(&g->nodes[nid], "noop_with_empty_axes", 0, err);
+        return st;
+    case OT_OP_SPLIT:
+        st = ints_input_to_attr(g, nid, "split", "split sizes", err);
+        if (!st) st = set_int_default(&g->nodes[nid], "axis", 0, err);
+        return st;
+    case OT_OP_CLIP: return normalize_clip(g, nid, err);
+    case OT_OP_DROPOUT: return normalize_dropout(g, nid, err);
+    case OT_OP_BATCH_NORM: return normalize_batchnorm(g, nid, err);
+    case OT_OP_SOFTMAX:
+    case OT_OP_LOG_SOFTMAX:
+        if (g->opset < 13) {
+            /* Opset 1-12: input coerced to 2-D [prod(d<axis), prod(d>=axis)], axis 1. */
+            if (ot_node_set_attr_int(n, "legacy_2d", 1)) return ot_fail(err, OT_E_MEMORY, "out of memory");
+            return set_int_default(n, "axis", 1, err);
+        }
+        return set_int_default(n, "axis", -1, err);
+    case OT_OP_GEMM:
+        st = set_float_default(n, "alpha", 1.0f, err);
+        if (!st) st = set_float_default(n, "beta", 1.0f, err);
+        if (!st) st = set_int_default(n, "transA", 0, err);
+        if (!st) st = set_int_default(n, "transB", 0, err);
+        return st;
+    default: return OT_OK;
+    }
+}
+
+ot_status ot_imp_normalize(ot_graph *g, ot_error *err) {
+    for (int id = 0; id < g->n_nodes; id++) {
+        if (g->nodes[id].removed || g->nodes[id].op == OT_OP_UNKNOWN) continue;
+        ot_status st = normalize_node(g, id, err);
+        if (st) return st;
+    }
+    return OT_OK;
+}

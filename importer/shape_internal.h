@@ -1,0 +1,74 @@
+/* shape_internal.h — what the shape-inference driver (shape.c), the per-op shape
+ * rules (shape_rules*.c) and constant folding (fold.c) share. Not a public header:
+ * other modules call ot_shape_infer / ot_graph_bind_dim from importer.h. */
+#ifndef OT_SHAPE_INTERNAL_H
+#define OT_SHAPE_INTERNAL_H
+
+#include "importer.h"
+
+/* State of one inference pass. `ivals` tracks, per value, the elements of small
+ * integer tensors (rank 0 or 1, at most OT_MAX_RANK elements) as far as they are
+ * known, stored in an ot_shape (rank = element count, dim/sym = each element). This
+ * is how Shape -> Gather -> Concat -> Reshape keeps a symbolic batch dim before
+ * binding, without running kernels. rank < 0: nothing known. */
+typedef struct ot_shape_ctx {
+    ot_graph *g;
+    ot_error *err;
+    ot_shape *ivals;
+    int n_ivals;
+} ot_shape_ctx;
+
+/* "node 'name' (Op)" for messages. */
+const char *ot_shape_node_label(const ot_node *n);
+
+/* Fails with OT_E_SHAPE, prefixing "node 'name' (Op): ". */
+ot_status ot_shape_fail(ot_shape_ctx *c, const ot_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Input slot i of n as a value, NULL when absent or out of range. */
+const ot_value *ot_shape_input(const ot_shape_ctx *c, const ot_node *n, int i);
+
+/* Known elements of a small integer value (constant data or propagated shape data),
+ * NULL when nothing is known. rank is the element count (1 for a scalar). An element
+ * is a known integer when ot_shape_ival_known says so; negative constants (Reshape's
+ * -1, Slice's -3) carry sym == OT_IVAL_CONST to tell them from unknown elements,
+ * which have dim -1 and sym -1 or a symbol id (a symbolic dim read by Shape). */
+#define OT_IVAL_CONST (-2)
+const ot_shape *ot_shape_ivals(ot_shape_ctx *c, int value_id);
+/* Element j is a known integer (possibly negative). */
+static inline int ot_shape_ival_known(const ot_shape *iv, int j) {
+    return iv->dim[j] >= 0 || iv->sym[j] == OT_IVAL_CONST;
+}
+
+/* Computes the dtype and shape of every output of node n into dt[] / sh[]
+ * (n->n_outputs entries, pre-filled with OT_UNDEFINED / unknown). */
+ot_status ot_shape_rule(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+
+/* Records what is known of small integer outputs of n in c->ivals (after the
+ * outputs' dtypes and shapes are set). */
+void ot_shape_propagate_ivals(ot_shape_ctx *c, const ot_node *n);
+
+/* Rules of the layout and shape-computing ops (Reshape, Slice, Gather, Shape, ...),
+ * in shape_rules_tensor.c; called by ot_shape_rule. */
+ot_status ot_shape_rule_tensor(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+bool ot_shape_rule_is_tensor(ot_op op);
+
+/* Shape's [start, end) of a rank-r input from its start / end attributes, clamped as
+ * the spec says (opset 15). */
+void ot_shape_range_attrs(const ot_node *n, int r, int *s, int *e);
+
+/* Product of dims [from, to) of s: known when all are known; a symbol when exactly
+ * one dim is symbolic and the others multiply to 1; unknown otherwise. */
+void ot_shape_dim_product(const ot_shape *s, int from, int to, int64_t *dim, int32_t *sym);
+
+/* Multidirectional (numpy) broadcast of a and b into out; false on a contradiction. */
+bool ot_shape_broadcast(const ot_shape *a, const ot_shape *b, ot_shape *out);
+
+/* Constant folding of one node whose outputs have been shape-inferred: when every
+ * input is a constant with data (or the node is Shape of a static shape, or a
+ * Constant), runs it on the CPU and turns its outputs into constants, removing the
+ * node. *folded tells whether it did; a kernel that is missing or fails leaves the
+ * node in place (not an error). */
+ot_status ot_fold_node(ot_graph *g, int node_id, bool *folded, ot_error *err);
+
+#endif

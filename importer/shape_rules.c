@@ -1,0 +1,510 @@
+/* shape_rules.c — per-op shape rules for the compute ops of ops.def: elementwise and
+ * broadcasting ops, Gemm/MatMul, Conv and pools, normalisations, losses, and the
+ * internal backward ops (which are shaped like one of their inputs). Layout and
+ * shape-computing ops are in shape_rules_tensor.c. Rules follow the ONNX spec; a
+ * contradiction is OT_E_SHAPE naming the node and both shapes. */
+#include "shape_internal.h"
+
+#include <string.h>
+
+#define SHP(s, buf) ot_shape_str(c->g, (s), (buf), sizeof(buf))
+
+void ot_shape_dim_product(const ot_shape *s, int from, int to, int64_t *dim, int32_t *sym) {
+    int64_t known = 1;
+    int n_sym = 0, n_unknown = 0;
+    int32_t the_sym = -1;
+    for (int i = from; i < to; i++) {
+        if (s->dim[i] >= 0)
+            known *= s->dim[i];
+        else if (s->sym[i] >= 0) {
+            n_sym++;
+            the_sym = s->sym[i];
+        } else
+            n_unknown++;
+    }
+    *dim = -1;
+    *sym = -1;
+    if (n_sym == 0 && n_unknown == 0)
+        *dim = known;
+    else if (known == 0)
+        *dim = 0;
+    else if (n_unknown == 0 && n_sym == 1 && known == 1)
+        *sym = the_sym;
+}
+
+/* Broadcast of one dim pair (numpy rules); false on a contradiction. */
+static bool bdim(int64_t a, int32_t sa, int64_t b, int32_t sb, int64_t *d, int32_t *s) {
+    if (a >= 0 && b >= 0) {
+        if (a == b) {
+            *d = a;
+            *s = sa >= 0 ? sa : sb;
+        } else if (a == 1) {
+            *d = b;
+            *s = sb;
+        } else if (b == 1) {
+            *d = a;
+            *s = sa;
+        } else {
+            return false;
+        }
+    } else if (a >= 0) { /* b unknown: it is either a or 1 unless a is 1 */
+        *d = a == 1 ? b : a;
+        *s = a == 1 ? sb : sa;
+    } else if (b >= 0) {
+        *d = b == 1 ? a : b;
+        *s = b == 1 ? sa : sb;
+    } else {
+        *d = -1;
+        *s = (sa >= 0 && sa == sb) ? sa : -1;
+    }
+    return true;
+}
+
+bool ot_shape_broadcast(const ot_shape *a, const ot_shape *b, ot_shape *out) {
+    if (a->rank < 0 || b->rank < 0) {
+        *out = ot_shape_unknown();
+        return true;
+    }
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    ot_shape o = ot_shape_make(r, NULL);
+    for (int i = 0; i < r; i++) {
+        int ia = i - (r - a->rank), ib = i - (r - b->rank);
+        int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
+        int32_t sa = ia >= 0 ? a->sym[ia] : -1, sb = ib >= 0 ? b->sym[ib] : -1;
+        if (!bdim(da, sa, db, sb, &o.dim[i], &o.sym[i])) return false;
+    }
+    *out = o;
+    return true;
+}
+
+/* Merges two shapes that must be equal (dY and X of a backward op); false when
+ * known dims differ. */
+static bool merge_equal(const ot_shape *a, const ot_shape *b, ot_shape *out) {
+    if (a->rank < 0 || b->rank < 0) {
+        *out = a->rank >= 0 ? *a : *b;
+        return true;
+    }
+    if (a->rank != b->rank) return false;
+    *out = *a;
+    for (int i = 0; i < a->rank; i++) {
+        if (a->dim[i] >= 0 && b->dim[i] >= 0 && a->dim[i] != b->dim[i]) return false;
+        if (a->dim[i] < 0 && (b->dim[i] >= 0 || a->sym[i] < 0)) {
+            out->dim[i] = b->dim[i];
+            out->sym[i] = b->sym[i];
+        }
+    }
+    return true;
+}
+
+static ot_shape shape_of(const ot_value *v) { return v ? v->shape : ot_shape_unknown(); }
+static ot_dtype dtype_of(const ot_value *v) { return v ? v->dtype : OT_UNDEFINED; }
+
+static ot_status broadcast_all(ot_shape_ctx *c, const ot_node *n, int first, int last, ot_shape *out) {
+    char a[160], b[160];
+    ot_shape acc = ot_shape_make(0, NULL);
+    bool any = false;
+    for (int i = first; i <= last && i < n->n_inputs; i++) {
+        const ot_value *v = ot_shape_input(c, n, i);
+        if (!v) continue;
+        ot_shape next;
+        if (!ot_shape_broadcast(&acc, &v->shape, &next)) {
+            const ot_value *p = ot_shape_input(c, n, first);
+            return ot_shape_fail(c, n, "cannot broadcast %s ('%s') with %s ('%s')", SHP(&acc, a),
+                                 i == first + 1 && p ? p->name : "earlier inputs", SHP(&v->shape, b), v->name);
+        }
+        acc = next;
+        any = true;
+    }
+    *out = any ? acc : ot_shape_unknown();
+    return OT_OK;
+}
+
+/* Output o of n is shaped like input i (and like input j when j >= 0, checked). */
+static ot_status like(ot_shape_ctx *c, const ot_node *n, int i, int j, ot_dtype dtype, ot_dtype *dt, ot_shape *sh,
+                      int o) {
+    char a[160], b[160];
+    const ot_value *vi = ot_shape_input(c, n, i), *vj = ot_shape_input(c, n, j);
+    ot_shape si = shape_of(vi), sj = shape_of(vj);
+    if (!merge_equal(&si, &sj, &sh[o]))
+        return ot_shape_fail(c, n, "'%s' has shape %s but '%s' has shape %s; they must be equal", vi->name,
+                             SHP(&si, a), vj->name, SHP(&sj, b));
+    dt[o] = dtype != OT_UNDEFINED ? dtype : dtype_of(vi);
+    return OT_OK;
+}
+
+static ot_status rule_gemm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160], b[160];
+    ot_shape A = shape_of(ot_shape_input(c, n, 0)), B = shape_of(ot_shape_input(c, n, 1));
+    dt[0] = dtype_of(ot_shape_input(c, n, 0));
+    if ((A.rank >= 0 && A.rank != 2) || (B.rank >= 0 && B.rank != 2))
+        return ot_shape_fail(c, n, "Gemm needs 2-D A and B, got %s and %s", SHP(&A, a), SHP(&B, b));
+    bool ta = ot_node_attr_int(n, "transA", 0) != 0, tb = ot_node_attr_int(n, "transB", 0) != 0;
+    ot_shape o = ot_shape_make(2, NULL);
+    o.dim[0] = o.dim[1] = -1;
+    if (A.rank == 2) {
+        o.dim[0] = A.dim[ta ? 1 : 0];
+        o.sym[0] = A.sym[ta ? 1 : 0];
+    }
+    if (B.rank == 2) {
+        o.dim[1] = B.dim[tb ? 0 : 1];
+        o.sym[1] = B.sym[tb ? 0 : 1];
+    }
+    if (A.rank == 2 && B.rank == 2) {
+        int64_t ka = A.dim[ta ? 0 : 1], kb = B.dim[tb ? 1 : 0];
+        if (ka >= 0 && kb >= 0 && ka != kb)
+            return ot_shape_fail(c, n, "inner dims differ: A %s%s (K=%lld) and B %s%s (K=%lld)", SHP(&A, a),
+                                 ta ? " transposed" : "", (long long)ka, SHP(&B, b), tb ? " transposed" : "",
+                                 (long long)kb);
+    }
+    const ot_value *C = ot_shape_input(c, n, 2);
+    ot_shape check;
+    if (C && (!ot_shape_broadcast(&C->shape, &o, &check) || check.rank != 2 ||
+              (check.dim[0] >= 0 && o.dim[0] >= 0 && check.dim[0] != o.dim[0]) ||
+              (check.dim[1] >= 0 && o.dim[1] >= 0 && check.dim[1] != o.dim[1])))
+        return ot_shape_fail(c, n, "C %s does not broadcast to the output %s", SHP(&C->shape, a), SHP(&o, b));
+    sh[0] = o;
+    return OT_OK;
+}
+
+static ot_status rule_matmul(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160], b[160];
+    ot_shape A = shape_of(ot_shape_input(c, n, 0)), B = shape_of(ot_shape_input(c, n, 1));
+    dt[0] = dtype_of(ot_shape_input(c, n, 0));
+    if (A.rank < 0 || B.rank < 0) return OT_OK;
+    if (A.rank == 0 || B.rank == 0) return ot_shape_fail(c, n, "MatMul of a scalar: %s and %s", SHP(&A, a), SHP(&B, b));
+    /* 1-D operands: promote ([K] -> [1,K], [K] -> [K,1]) and drop the added dim after. */
+    ot_shape pa = A, pb = B;
+    if (A.rank == 1) pa = ot_shape_make(2, (int64_t[]){1, A.dim[0]}), pa.sym[1] = A.sym[0];
+    if (B.rank == 1) pb = ot_shape_make(2, (int64_t[]){B.dim[0], 1}), pb.sym[0] = B.sym[0];
+    int64_t ka = pa.dim[pa.rank - 1], kb = pb.dim[pb.rank - 2];
+    if (ka >= 0 && kb >= 0 && ka != kb)
+        return ot_shape_fail(c, n, "inner dims differ: %s x %s (%lld vs %lld)", SHP(&A, a), SHP(&B, b), (long long)ka,
+                             (long long)kb);
+    ot_shape ba = pa, bb = pb, batch;
+    ba.rank -= 2;
+    bb.rank -= 2;
+    if (!ot_shape_broadcast(&ba, &bb, &batch))
+        return ot_shape_fail(c, n, "batch dims do not broadcast: %s x %s", SHP(&A, a), SHP(&B, b));
+    if (batch.rank + 2 > OT_MAX_RANK) return ot_shape_fail(c, n, "result rank above %d", OT_MAX_RANK);
+    ot_shape o = batch;
+    o.rank = batch.rank;
+    if (A.rank != 1) {
+        o.dim[o.rank] = pa.dim[pa.rank - 2];
+        o.sym[o.rank++] = pa.sym[pa.rank - 2];
+    }
+    if (B.rank != 1) {
+        o.dim[o.rank] = pb.dim[pb.rank - 1];
+        o.sym[o.rank++] = pb.sym[pb.rank - 1];
+    }
+    sh[0] = o;
+    return OT_OK;
+}
+
+/* Output size of one spatial dim of a conv or pool (ONNX, with PyTorch's rule that a
+ * ceil_mode window must start inside the input or left padding). */
+static bool window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, const char *pad,
+                       bool ceil_mode, int64_t *out) {
+    if (in < 0 || k < 0) {
+        *out = -1;
+        return true;
+    }
+    int64_t eff = (k - 1) * d + 1;
+    if (!strcmp(pad, "SAME_UPPER") || !strcmp(pad, "SAME_LOWER")) {
+        *out = (in + s - 1) / s;
+        return true;
+    }
+    if (!strcmp(pad, "VALID")) pb = pe = 0;
+    int64_t num = in + pb + pe - eff;
+    if (num < 0) return false;
+    if (ceil_mode) {
+        *out = (num + s - 1) / s + 1;
+        if ((*out - 1) * s >= in + pb) (*out)--;
+    } else {
+        *out = num / s + 1;
+    }
+    return true;
+}
+
+static ot_status rule_conv_pool(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160], b[160];
+    const ot_value *xv = ot_shape_input(c, n, 0);
+    ot_shape X = shape_of(xv), W = shape_of(ot_shape_input(c, n, 1));
+    bool conv = n->op == OT_OP_CONV;
+    dt[0] = dtype_of(xv);
+    if (n->op == OT_OP_MAX_POOL && n->n_outputs > 1) dt[1] = OT_I64;
+    if (X.rank >= 0 && X.rank < 3)
+        return ot_shape_fail(c, n, "input '%s' has shape %s; expected [N,C,spatial...]", xv->name, SHP(&X, a));
+    if (X.rank < 0 && conv && W.rank >= 3) { /* rank from the weight, dims unknown */
+        X = ot_shape_make(W.rank, NULL);
+        for (int i = 0; i < X.rank; i++) X.dim[i] = -1;
+    }
+    if (X.rank < 0) return OT_OK;
+    int k = X.rank - 2, nk = 0, ns = 0, nd = 0, np = 0;
+    const int64_t *ks = ot_node_attr_ints(n, "kernel_shape", &nk), *st = ot_node_attr_ints(n, "strides", &ns);
+    const int64_t *dl = ot_node_attr_ints(n, "dilations", &nd), *pd = ot_node_attr_ints(n, "pads", &np);
+    const char *pad = ot_node_attr_string(n, "auto_pad", "NOTSET");
+    bool ceil_mode = ot_node_attr_int(n, "ceil_mode", 0) != 0;
+    int64_t group = ot_node_attr_int(n, "group", 1);
+    if ((ks && nk != k) || (st && ns != k) || (dl && nd != k) || (pd && np != 2 * k))
+        return ot_shape_fail(c, n, "kernel_shape/strides/dilations/pads lengths do not match %d spatial dims of %s", k,
+                             SHP(&X, a));
+    if (conv && W.rank >= 0 && W.rank != X.rank)
+        return ot_shape_fail(c, n, "weight %s and input %s differ in rank", SHP(&W, a), SHP(&X, b));
+    if (!conv && !ks) return ot_shape_fail(c, n, "kernel_shape attribute is required");
+    if (group < 1) return ot_shape_fail(c, n, "group %lld < 1", (long long)group);
+    ot_shape o = ot_shape_make(X.rank, NULL);
+    o.dim[0] = X.dim[0];
+    o.sym[0] = X.sym[0];
+    if (conv) {
+        o.dim[1] = W.rank >= 0 ? W.dim[0] : -1;
+        o.sym[1] = W.rank >= 0 ? W.sym[0] : -1;
+        if (W.rank >= 0 && X.dim[1] >= 0 && W.dim[1] >= 0 && X.dim[1] != W.dim[1] * group)
+            return ot_shape_fail(c, n, "input %s has %lld channels but weight %s with group %lld expects %lld",
+                                 SHP(&X, a), (long long)X.dim[1], SHP(&W, b), (long long)group,
+                                 (long long)(W.dim[1] * group));
+        if (W.rank >= 0 && W.dim[0] >= 0 && W.dim[0] % group)
+            return ot_shape_fail(c, n, "weight %s: %lld output channels not divisible by group %lld", SHP(&W, a),
+                                 (long long)W.dim[0], (long long)group);
+        const ot_value *bv = ot_shape_input(c, n, 2);
+        if (bv && bv->shape.rank >= 0 && W.rank >= 0 &&
+            (bv->shape.rank != 1 || (bv->shape.dim[0] >= 0 && W.dim[0] >= 0 && bv->shape.dim[0] != W.dim[0])))
+            return ot_shape_fail(c, n, "bias %s does not match weight %s", SHP(&bv->shape, a), SHP(&W, b));
+    } else {
+        o.dim[1] = X.dim[1];
+        o.sym[1] = X.sym[1];
+    }
+    for (int i = 0; i < k; i++) {
+        int64_t kk = ks ? ks[i] : (W.rank >= 0 ? W.dim[2 + i] : -1);
+        int64_t s = st ? st[i] : 1, d = dl ? dl[i] : 1;
+        if (s < 1 || d < 1) return ot_shape_fail(c, n, "strides and dilations must be >= 1");
+        if (ks && conv && W.rank >= 0 && W.dim[2 + i] >= 0 && W.dim[2 + i] != ks[i])
+            return ot_shape_fail(c, n, "kernel_shape does not match weight %s", SHP(&W, a));
+        if (!window_out(X.dim[2 + i], kk, s, d, pd ? pd[i] : 0, pd ? pd[k + i] : 0, pad, ceil_mode, &o.dim[2 + i]))
+            return ot_shape_fail(c, n, "kernel %lld (dilation %lld) is larger than the padded input %s on spatial "
+                                 "axis %d",
+                                 (long long)kk, (long long)d, SHP(&X, a), i);
+    }
+    sh[0] = o;
+    if (n->op == OT_OP_MAX_POOL && n->n_outputs > 1) sh[1] = o;
+    return OT_OK;
+}
+
+static int norm_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
+
+static ot_status rule_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    const ot_value *xv = ot_shape_input(c, n, 0);
+    ot_shape X = shape_of(xv);
+    dt[0] = dtype_of(xv);
+    bool keep = ot_node_attr_int(n, "keepdims", 1) != 0, noop = ot_node_attr_int(n, "noop_with_empty_axes", 0) != 0;
+    int na = 0;
+    const int64_t *axes = ot_node_attr_ints(n, "axes", &na);
+    const ot_shape *iv = NULL;
+    if (!axes && n->n_inputs > 1 && n->inputs[1] >= 0) {
+        iv = ot_shape_ivals(c, n->inputs[1]);
+        if (!iv) { /* axes not known: with keepdims the rank still is */
+            if (X.rank >= 0 && keep) {
+                sh[0] = ot_shape_make(X.rank, NULL);
+                for (int i = 0; i < X.rank; i++) sh[0].dim[i] = -1;
+            }
+            return OT_OK;
+        }
+        na = iv->rank;
+    }
+    if (X.rank < 0) return OT_OK;
+    bool red[OT_MAX_RANK] = {false};
+    if (!axes && !iv) na = 0;
+    if (na == 0) {
+        if (noop) {
+            sh[0] = X;
+            return OT_OK;
+        }
+        for (int i = 0; i < X.rank; i++) red[i] = true;
+    }
+    for (int j = 0; j < na; j++) {
+        int64_t ax = axes ? axes[j] : iv->dim[j];
+        if (iv && !ot_shape_ival_known(iv, j)) return OT_OK;
+        int a2 = norm_axis(ax, X.rank);
+        if (a2 < 0 || a2 >= X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)ax, SHP(&X, a));
+        red[a2] = true;
+    }
+    ot_shape o = ot_shape_make(0, NULL);
+    for (int i = 0; i < X.rank; i++) {
+        if (!red[i]) {
+            o.dim[o.rank] = X.dim[i];
+            o.sym[o.rank++] = X.sym[i];
+        } else if (keep) {
+            o.dim[o.rank++] = 1;
+        }
+    }
+    sh[0] = o;
+    return OT_OK;
+}
+
+static ot_status rule_layer_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    const ot_value *xv = ot_shape_input(c, n, 0);
+    ot_shape X = shape_of(xv);
+    dt[0] = dtype_of(xv);
+    sh[0] = X;
+    for (int o = 1; o < n->n_outputs; o++) dt[o] = OT_F32; /* stash_type float */
+    if (X.rank < 0) return OT_OK;
+    int64_t axis = ot_node_attr_int(n, "axis", -1);
+    int ax = norm_axis(axis, X.rank);
+    if (ax < 0 || ax >= X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+    ot_shape st = X;
+    for (int i = ax; i < X.rank; i++) st.dim[i] = 1, st.sym[i] = -1;
+    for (int o = 1; o < n->n_outputs; o++) sh[o] = st;
+    return OT_OK;
+}
+
+/* SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss: scores [N,C,d...], labels
+ * [N,d...]; reduction none gives [N,d...], mean/sum a scalar. */
+static ot_status rule_class_loss(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160], b[160];
+    const ot_value *sv = ot_shape_input(c, n, 0), *lv = ot_shape_input(c, n, 1);
+    ot_shape S = shape_of(sv), L = shape_of(lv);
+    dt[0] = dtype_of(sv);
+    const char *red = ot_node_attr_string(n, "reduction", "mean");
+    if (strcmp(red, "none") && strcmp(red, "mean") && strcmp(red, "sum"))
+        return ot_shape_fail(c, n, "reduction '%s' is not none, mean or sum", red);
+    if (S.rank >= 0 && S.rank < 2) return ot_shape_fail(c, n, "scores %s must be [N,C,...]", SHP(&S, a));
+    if (S.rank >= 0 && L.rank >= 0) {
+        bool ok = L.rank == S.rank - 1;
+        for (int i = 0; ok && i < L.rank; i++) {
+            int si = i == 0 ? 0 : i + 1;
+            ok = !(L.dim[i] >= 0 && S.dim[si] >= 0 && L.dim[i] != S.dim[si]);
+        }
+        if (!ok) return ot_shape_fail(c, n, "labels %s do not match scores %s (expected [N,d...] of [N,C,d...])",
+                                      SHP(&L, a), SHP(&S, b));
+    }
+    if (!strcmp(red, "none")) {
+        if (S.rank >= 0) {
+            ot_shape o = ot_shape_make(S.rank - 1, NULL);
+            for (int i = 0, j = 0; i < S.rank; i++)
+                if (i != 1) o.dim[j] = S.dim[i], o.sym[j++] = S.sym[i];
+            sh[0] = o;
+        } else if (L.rank >= 0) {
+            sh[0] = L;
+        }
+    } else {
+        sh[0] = ot_shape_make(0, NULL);
+    }
+    if (n->n_outputs > 1) {
+        sh[1] = S;
+        dt[1] = dt[0];
+    }
+    return OT_OK;
+}
+
+/* Backward-only ops: each output is shaped like a forward tensor among the inputs. */
+static ot_status rule_internal(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    ot_dtype g0 = dtype_of(ot_shape_input(c, n, 0));
+    switch (n->op) {
+    case OT_OP_RELU_GRAD: case OT_OP_LEAKY_RELU_GRAD: case OT_OP_SIGMOID_GRAD: case OT_OP_TANH_GRAD:
+    case OT_OP_GELU_GRAD: case OT_OP_ERF_GRAD: case OT_OP_CLIP_GRAD: case OT_OP_SOFTMAX_GRAD:
+    case OT_OP_LOG_SOFTMAX_GRAD: case OT_OP_DROPOUT_GRAD:
+        return like(c, n, 0, 1, g0, dt, sh, 0);
+    case OT_OP_CONV_GRAD_INPUT: case OT_OP_CONV_GRAD_WEIGHT: case OT_OP_GATHER_GRAD:
+        return like(c, n, 2, -1, g0, dt, sh, 0);
+    case OT_OP_MAX_POOL_GRAD: case OT_OP_AVERAGE_POOL_GRAD: case OT_OP_REDUCE_TO_LIKE: case OT_OP_EXPAND_LIKE:
+    case OT_OP_SLICE_GRAD:
+        return like(c, n, 1, -1, g0, dt, sh, 0);
+    case OT_OP_BATCH_NORM_GRAD: case OT_OP_LAYER_NORM_GRAD: {
+        ot_status st = like(c, n, 1, -1, g0, dt, sh, 0);
+        for (int o = 1; !st && o < n->n_outputs; o++) st = like(c, n, 2, -1, g0, dt, sh, o);
+        return st;
+    }
+    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD: case OT_OP_NLL_LOSS_GRAD: case OT_OP_MSE_LOSS_GRAD:
+        return like(c, n, 1, -1, OT_UNDEFINED, dt, sh, 0);
+    case OT_OP_ZEROS_LIKE: case OT_OP_ONES_LIKE:
+        return like(c, n, 0, -1, OT_UNDEFINED, dt, sh, 0);
+    case OT_OP_MSE_LOSS: {
+        char a[160], b[160];
+        ot_shape X = shape_of(ot_shape_input(c, n, 0)), T = shape_of(ot_shape_input(c, n, 1)), m;
+        if (!merge_equal(&X, &T, &m))
+            return ot_shape_fail(c, n, "prediction %s and target %s differ", ot_shape_str(c->g, &X, a, sizeof a),
+                                 ot_shape_str(c->g, &T, b, sizeof b));
+        dt[0] = g0;
+        sh[0] = ot_shape_make(0, NULL);
+        return OT_OK;
+    }
+    default:
+        return OT_OK; /* optimizer steps: no outputs */
+    }
+}
+
+ot_status ot_shape_rule(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    if (ot_shape_rule_is_tensor(n->op)) return ot_shape_rule_tensor(c, n, dt, sh);
+    if (ot_op_has(n->op, OT_T_INTERNAL)) return rule_internal(c, n, dt, sh);
+    const ot_value *x = ot_shape_input(c, n, 0);
+    switch (n->op) {
+    case OT_OP_GEMM: return rule_gemm(c, n, dt, sh);
+    case OT_OP_MATMUL: return rule_matmul(c, n, dt, sh);
+    case OT_OP_CONV: case OT_OP_MAX_POOL: case OT_OP_AVERAGE_POOL: return rule_conv_pool(c, n, dt, sh);
+    case OT_OP_GLOBAL_AVERAGE_POOL: {
+        ot_shape X = shape_of(x);
+        dt[0] = dtype_of(x);
+        if (X.rank >= 0 && X.rank < 3) return ot_shape_fail(c, n, "input %s must be [N,C,spatial...]", SHP(&X, a));
+        sh[0] = X;
+        for (int i = 2; i < X.rank; i++) sh[0].dim[i] = 1, sh[0].sym[i] = -1;
+        return OT_OK;
+    }
+    case OT_OP_ADD: case OT_OP_SUB: case OT_OP_MUL: case OT_OP_DIV: case OT_OP_POW: case OT_OP_SUM:
+        dt[0] = dtype_of(x);
+        return broadcast_all(c, n, 0, n->n_inputs - 1, &sh[0]);
+    case OT_OP_EQUAL:
+        dt[0] = OT_BOOL;
+        return broadcast_all(c, n, 0, 1, &sh[0]);
+    case OT_OP_WHERE:
+        dt[0] = dtype_of(ot_shape_input(c, n, 1));
+        return broadcast_all(c, n, 0, 2, &sh[0]);
+    case OT_OP_CAST:
+        dt[0] = (ot_dtype)ot_node_attr_int(n, "to", OT_UNDEFINED);
+        if (!ot_dtype_supported(dt[0]))
+            return ot_shape_fail(c, n, "cast to unsupported dtype %d", (int)ot_node_attr_int(n, "to", 0));
+        sh[0] = shape_of(x);
+        return OT_OK;
+    case OT_OP_SOFTMAX: case OT_OP_LOG_SOFTMAX: {
+        ot_shape X = shape_of(x);
+        int64_t axis = ot_node_attr_int(n, "axis", -1);
+        if (X.rank >= 0 && (norm_axis(axis, X.rank) < 0 || norm_axis(axis, X.rank) >= (X.rank ? X.rank : 1)))
+            return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+        dt[0] = dtype_of(x);
+        sh[0] = X;
+        return OT_OK;
+    }
+    case OT_OP_BATCH_NORM: {
+        ot_shape X = shape_of(x), S = shape_of(ot_shape_input(c, n, 1));
+        if (X.rank >= 0 && X.rank < 2) return ot_shape_fail(c, n, "input %s must be [N,C,...]", SHP(&X, a));
+        if (X.rank >= 2 && S.rank >= 0 &&
+            (S.rank != 1 || (S.dim[0] >= 0 && X.dim[1] >= 0 && S.dim[0] != X.dim[1]))) {
+            char b[160];
+            return ot_shape_fail(c, n, "scale %s does not match the %lld channels of %s", SHP(&S, b),
+                                 (long long)X.dim[1], SHP(&X, a));
+        }
+        dt[0] = dtype_of(x);
+        sh[0] = X;
+        for (int o = 1; o < n->n_outputs; o++) {
+            const ot_value *m = ot_shape_input(c, n, 2 + o); /* running mean / var */
+            dt[o] = dtype_of(m);
+            sh[o] = shape_of(m);
+        }
+        return OT_OK;
+    }
+    case OT_OP_LAYER_NORM: return rule_layer_norm(c, n, dt, sh);
+    case OT_OP_DROPOUT:
+        dt[0] = dtype_of(x);
+        sh[0] = shape_of(x);
+        if (n->n_outputs > 1) dt[1] = OT_BOOL, sh[1] = shape_of(x);
+        return OT_OK;
+    case OT_OP_REDUCE_MEAN: case OT_OP_REDUCE_SUM: return rule_reduce(c, n, dt, sh);
+    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS: case OT_OP_NLL_LOSS: return rule_class_loss(c, n, dt, sh);
+    default:
+        /* Unary elementwise ops, Clip, Identity: shaped and typed like the input. */
+        dt[0] = dtype_of(x);
+        sh[0] = shape_of(x);
+        return OT_OK;
+    }
+}

@@ -1,0 +1,254 @@
+/* tensor.c — ONNX TensorProto → ot_tensor in every storage form (raw_data,
+ * float_data, int32_data, int64_data, double_data, external data) for every dtype
+ * onnxtrain supports, always producing little-endian contiguous data in the tensor's
+ * own dtype. Also reads standalone serialized TensorProto files (backend tests'
+ * input_0.pb). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "import_internal.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "onnxtrain assumes a little-endian host (ONNX raw_data is little-endian)"
+#endif
+
+const char *ot_imp_onnx_dtype_name(int32_t code) {
+    static const char *names[] = {"undefined", "float32", "uint8",  "int8",      "uint16",     "int16",
+                                  "int32",     "int64",   "string", "bool",      "float16",    "float64",
+                                  "uint32",    "uint64",  "complex64", "complex128", "bfloat16",
+                                  "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4",
+                                  "int4", "float4e2m1"};
+    if (code >= 0 && code < (int32_t)(sizeof names / sizeof names[0])) return names[code];
+    return "unknown dtype";
+}
+
+ot_status ot_imp_tensor_geometry(const Onnx__TensorProto *t, const char *tname, ot_shape *shape,
+                                 uint64_t *numel, uint64_t *nbytes, ot_error *err) {
+    ot_dtype dt = (ot_dtype)t->data_type;
+    if (!t->has_data_type || !ot_dtype_supported(dt))
+        return ot_fail(err, OT_E_UNSUPPORTED, "tensor '%s': dtype %s (%d) is not supported", tname,
+                       ot_imp_onnx_dtype_name(t->data_type), (int)t->data_type);
+    if (t->n_dims > OT_MAX_RANK)
+        return ot_fail(err, OT_E_UNSUPPORTED, "tensor '%s': rank %zu is above the maximum of %d", tname, t->n_dims,
+                       OT_MAX_RANK);
+    uint64_t esize = ot_dtype_size(dt), n = 1;
+    for (size_t i = 0; i < t->n_dims; i++) {
+        if (t->dims[i] < 0)
+            return ot_fail(err, OT_E_MODEL, "tensor '%s': negative dim %lld", tname, (long long)t->dims[i]);
+        uint64_t d = (uint64_t)t->dims[i];
+        /* Check before multiplying so a corrupt dim can neither overflow nor allocate. */
+        if (d != 0 && n > OT_MAX_TENSOR_BYTES / esize / d) {
+            n = UINT64_MAX;
+            break;
+        }
+        n *= d;
+    }
+    if (n == UINT64_MAX || n * esize > OT_MAX_TENSOR_BYTES) {
+        /* A zero dim later would make it empty; still refuse: such dims are corrupt. */
+        return ot_fail(err, OT_E_UNSUPPORTED, "tensor '%s': size too large (over %llu bytes)", tname,
+                       (unsigned long long)OT_MAX_TENSOR_BYTES);
+    }
+    if (shape) {
+        *shape = ot_shape_make((int)t->n_dims, NULL);
+        for (size_t i = 0; i < t->n_dims; i++) shape->dim[i] = t->dims[i];
+    }
+    *numel = n;
+    *nbytes = n * esize;
+    return OT_OK;
+}
+
+static ot_status count_mismatch(ot_error *err, const char *tname, const char *field, size_t have, uint64_t want) {
+    return ot_fail(err, OT_E_MODEL, "tensor '%s': %s holds %zu elements but its dims need %llu", tname, field, have,
+                   (unsigned long long)want);
+}
+
+/* Converts the typed repeated fields into contiguous little-endian data. */
+static ot_status from_typed_fields(const Onnx__TensorProto *t, const char *tname, ot_dtype dt, uint64_t numel,
+                                   uint8_t *dst, ot_error *err) {
+    switch (dt) {
+    case OT_F32:
+        if (t->n_float_data != numel) return count_mismatch(err, tname, "float_data", t->n_float_data, numel);
+        if (numel) memcpy(dst, t->float_data, numel * 4);
+        return OT_OK;
+    case OT_F64:
+        if (t->n_double_data != numel) return count_mismatch(err, tname, "double_data", t->n_double_data, numel);
+        if (numel) memcpy(dst, t->double_data, numel * 8);
+        return OT_OK;
+    case OT_I64:
+        if (t->n_int64_data != numel) return count_mismatch(err, tname, "int64_data", t->n_int64_data, numel);
+        if (numel) memcpy(dst, t->int64_data, numel * 8);
+        return OT_OK;
+    case OT_I32:
+        if (t->n_int32_data != numel) return count_mismatch(err, tname, "int32_data", t->n_int32_data, numel);
+        if (numel) memcpy(dst, t->int32_data, numel * 4);
+        return OT_OK;
+    case OT_I8:
+    case OT_U8:
+    case OT_BOOL:
+    case OT_F16:
+    case OT_BF16:
+        /* ONNX stores these narrow types one per int32_data element (16-bit floats as
+         * their bit patterns in the low half). */
+        if (t->n_int32_data != numel) return count_mismatch(err, tname, "int32_data", t->n_int32_data, numel);
+        for (uint64_t i = 0; i < numel; i++) {
+            int32_t v = t->int32_data[i];
+            if (dt == OT_F16 || dt == OT_BF16) {
+                uint16_t b = (uint16_t)((uint32_t)v & 0xffffu);
+                memcpy(dst + 2 * i, &b, 2);
+            } else if (dt == OT_BOOL) {
+                dst[i] = v != 0;
+            } else {
+                dst[i] = (uint8_t)((uint32_t)v & 0xffu);
+            }
+        }
+        return OT_OK;
+    default:
+        return ot_fail(err, OT_E_UNSUPPORTED, "tensor '%s': dtype %s is not supported", tname, ot_dtype_name(dt));
+    }
+}
+
+ot_status ot_tensor_from_proto(const void *tensor_proto, const char *model_dir, ot_tensor **out, ot_error *err) {
+    const Onnx__TensorProto *t = tensor_proto;
+    *out = NULL;
+    const char *tname = (t->name && t->name[0]) ? t->name : "<unnamed>";
+    ot_tensor *res = NULL;
+    ot_shape shape;
+    uint64_t numel = 0, nbytes = 0;
+    ot_status st = ot_imp_tensor_geometry(t, tname, &shape, &numel, &nbytes, err);
+    if (st) goto fail;
+    if (t->segment) {
+        st = ot_fail(err, OT_E_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", tname);
+        goto fail;
+    }
+    ot_dtype dt = (ot_dtype)t->data_type;
+    res = calloc(1, sizeof *res);
+    if (!res || !(res->data = malloc(nbytes ? (size_t)nbytes : 1))) {
+        st = ot_fail(err, OT_E_MEMORY, "tensor '%s': out of memory for %llu bytes", tname,
+                     (unsigned long long)nbytes);
+        goto fail;
+    }
+    res->dtype = dt;
+    res->shape = shape;
+    res->nbytes = (size_t)nbytes;
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        st = ot_imp_external_read(t, tname, model_dir, res->data, res->nbytes, err);
+        if (st) goto fail;
+    } else if (t->has_raw_data && (t->raw_data.len > 0 || numel == 0)) {
+        if (t->raw_data.len != nbytes) {
+            st = ot_fail(err, OT_E_MODEL, "tensor '%s': raw_data has %zu bytes but its dims and dtype (%s) need %llu",
+                         tname, t->raw_data.len, ot_dtype_name(dt), (unsigned long long)nbytes);
+            goto fail;
+        }
+        if (nbytes) memcpy(res->data, t->raw_data.data, (size_t)nbytes);
+        if (dt == OT_BOOL)
+            for (uint64_t i = 0; i < numel; i++) ((uint8_t *)res->data)[i] = ((uint8_t *)res->data)[i] != 0;
+    } else {
+        st = from_typed_fields(t, tname, dt, numel, res->data, err);
+        if (st) goto fail;
+    }
+    *out = res;
+    return OT_OK;
+fail:
+    ot_tensor_free(res);
+    return st;
+}
+
+ot_status ot_imp_read_file(const char *path, uint8_t **data, size_t *size, ot_error *err) {
+    *data = NULL;
+    *size = 0;
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    ot_status st = OT_OK;
+    FILE *f = fopen(path, "rb");
+    if (!f) return ot_fail(err, OT_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* Size the buffer from the file so a large model is not copied while growing. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+        cap = (size_t)sb.st_size + 1; /* +1: the read that sees end of file */
+        if (!(buf = malloc(cap + 1))) {
+            st = ot_fail(err, OT_E_MEMORY, "%s: out of memory for %zu bytes", path, cap);
+            goto fail;
+        }
+    }
+    for (;;) {
+        if (cap == len) {
+            size_t ncap = cap ? cap * 2 : 1 << 20;
+            uint8_t *nb = realloc(buf, ncap + 1);
+            if (!nb) {
+                st = ot_fail(err, OT_E_MEMORY, "%s: out of memory reading the file", path);
+                goto fail;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        st = ot_fail(err, OT_E_IO, "%s: read error: %s", path, strerror(errno));
+        goto fail;
+    }
+    fclose(f);
+    buf[len] = 0;
+    *data = buf;
+    *size = len;
+    return OT_OK;
+fail:
+    fclose(f);
+    free(buf);
+    return st;
+}
+
+/* Folder of a path ("." when it has none), malloc'd. */
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return ot_strdup(".");
+    if (slash == path) return ot_strdup("/");
+    size_t n = (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, path, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+ot_status ot_tensor_load_pb(const char *path, ot_tensor **out, char **name, ot_error *err) {
+    *out = NULL;
+    if (name) *name = NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    Onnx__TensorProto *t = NULL;
+    char *dir = NULL;
+    ot_status st = ot_imp_read_file(path, &buf, &len, err);
+    if (st) return st;
+    t = onnx__tensor_proto__unpack(NULL, len, buf);
+    if (!t || !t->has_data_type) {
+        st = ot_fail(err, OT_E_PARSE, "%s: not a serialized ONNX TensorProto", path);
+        goto fail;
+    }
+    dir = dir_of(path);
+    if (!dir) {
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
+    st = ot_tensor_from_proto(t, dir, out, err);
+    if (st) {
+        ot_error_prefix(err, "%s: ", path);
+        goto fail;
+    }
+    if (name && !(*name = ot_strdup(t->name ? t->name : ""))) {
+        ot_tensor_free(*out);
+        *out = NULL;
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
+fail:
+    if (t) onnx__tensor_proto__free_unpacked(t, NULL);
+    free(buf);
+    free(dir);
+    return st;
+}

@@ -1,0 +1,13 @@
+# scripts.cmake — script tests (Python) registered with ctest; included by
+# tests/CMakeLists.txt. They need Debian's /usr/bin/python3 with onnx and numpy.
+if(EXISTS /usr/bin/python3)
+  # ONNX's own checker accepts what the exporter writes (samples/*.onnx, or a built model).
+  add_test(NAME check_export
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_export.py $<TARGET_FILE:test_export>
+                   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/check_export_tmp)
+  # `onnxtrain info` text / JSON output and exit codes.
+  add_test(NAME check_info
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_info.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_info_tmp)
+  set_tests_properties(check_export check_info PROPERTIES TIMEOUT 120)
+endif()
