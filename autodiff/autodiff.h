@@ -1,0 +1,83 @@
+/* autodiff.h — derives the backward pass of a training graph and builds losses.
+ *
+ * ot_loss_build appends a loss (phase OT_PHASE_LOSS) to an imported forward graph;
+ * ot_autodiff_build then appends the backward nodes (phase OT_PHASE_BACKWARD) to the
+ * same graph, one gradient rule per op (autodiff/grad_*.c). Rules emit IR nodes only,
+ * never call kernels, so remat and the planner see the whole step.
+ *
+ * Executor contract for random backward ops: DropoutGrad regenerates the forward
+ * Dropout's mask from the Philox key (seed, step, node id). The node carries an int
+ * attribute "rng_node" naming the forward Dropout node. The executor must set
+ *     ctx->rng_node = attr "rng_node" if present, else (orig_node >= 0 ? orig_node : id)
+ * for every node it runs (recompute clones key on the node they copy).
+ */
+#ifndef OT_AUTODIFF_H
+#define OT_AUTODIFF_H
+
+#include "ir.h"
+
+typedef struct ot_autodiff_options {
+    int loss_value;            /* value id of the scalar float loss */
+    /* POSIX extended regexes matched (regexec, unanchored) against param names.
+     * A param matching any freeze pattern is frozen; when train patterns are given,
+     * only params matching one of them are trained. A pattern that matches no
+     * param is an OT_E_USAGE error naming it. Frozen params become OT_VK_CONSTANT. */
+    const char *const *freeze;
+    int n_freeze;
+    const char *const *train;
+    int n_train;
+    /* Extra float values (inputs, activations) whose gradients are wanted, e.g. for
+     * `onnxtrain grad` and the finite-difference tests. May be NULL / 0. */
+    const int *wrt;
+    int n_wrt;
+} ot_autodiff_options;
+
+typedef struct ot_autodiff_result {
+    int n_params;
+    int *params;       /* value ids of the trained params, in value-id order */
+    int *grads;        /* grads[i]: gradient value of params[i] (OT_VK_GRADIENT, graph output) */
+    int *wrt_grads;    /* per opt->wrt entry: its gradient value (graph output); n_wrt entries */
+    int n_wrt;
+    /* BatchNormalization in training mode: after each step the training loop copies
+     * state_updates[i] into state_values[i] (both pinned as graph outputs / state). */
+    int n_state;
+    int *state_values;  /* OT_VK_STATE values (running mean / var inputs) */
+    int *state_updates; /* the forward node's new running stats (outputs 1 / 2) */
+    int seed_node;      /* the OnesLike node seeding d(loss)/d(loss) */
+} ot_autodiff_result;
+
+/* Appends the backward pass for opt->loss_value to g. Gradients are summed (one Sum
+ * node, contributions in emission order) where a value has several consumers. Only
+ * nodes on a path from a param (or wrt value) to the loss get rules; integer and
+ * shape inputs get no gradient. A param that does not reach the loss gets a
+ * ZerosLike gradient. Errors: OT_E_USAGE (bad loss value or regex), OT_E_UNSUPPORTED
+ * (an op without a rule on the path), OT_E_SHAPE (a rule that needs static dims). */
+/* On failure the nodes and values added so far are removed again. */
+ot_status ot_autodiff_build(ot_graph *g, const ot_autodiff_options *opt, ot_autodiff_result *res,
+                            ot_error *err);
+void ot_autodiff_result_free(ot_autodiff_result *res);
+
+/* ---- losses (autodiff/loss.c) ---- */
+
+typedef enum ot_loss_kind {
+    OT_LOSS_CROSS_ENTROPY = 0, /* SoftmaxCrossEntropyLoss, mean, new int64 input "labels" */
+    OT_LOSS_MSE,               /* MseLoss, new float input "targets" shaped like the output */
+    OT_LOSS_OUTPUT,            /* the named model output is already a scalar float loss */
+} ot_loss_kind;
+
+typedef struct ot_loss_options {
+    ot_loss_kind kind;
+    const char *output_name; /* model output feeding the loss; NULL = the first */
+    int class_axis;          /* cross-entropy: class axis of the logits; -1 = last */
+    bool has_ignore_index;
+    int64_t ignore_index;
+} ot_loss_options;
+
+/* Parses "cross-entropy" | "mse" | "output". OT_E_USAGE naming the word otherwise. */
+ot_status ot_loss_kind_parse(const char *s, ot_loss_kind *out, ot_error *err);
+
+/* Appends the loss to g (phase OT_PHASE_LOSS) and sets *loss_value to the scalar
+ * loss. New graph inputs ("labels", "targets") are appended to g->inputs. */
+ot_status ot_loss_build(ot_graph *g, const ot_loss_options *opt, int *loss_value, ot_error *err);
+
+#endif

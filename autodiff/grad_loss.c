@@ -1,0 +1,42 @@
+/* grad_loss.c — gradient rules of the losses: SoftmaxCrossEntropyLoss (and its
+ * optional log_prob output), NegativeLogLikelihoodLoss and MseLoss. Labels and
+ * weights get no gradient. */
+#include "autodiff/grad_rules.h"
+
+static void loss_grad(ot_grad_ctx *c, const ot_node *n, ot_op op, int dy) {
+    int x = n->inputs[0];
+    int in[4] = {dy, x, n->inputs[1], n->n_inputs > 2 ? n->inputs[2] : -1}, node = -1;
+    ot_shape xs = ot_gb_shape(c, x);
+    int nin = op == OT_OP_MSE_LOSS_GRAD ? 3 : (n->n_inputs > 2 ? 4 : 3);
+    int out = ot_gb_op_s(c, op, in, nin, ot_gb_dtype(c, x), &xs, &node);
+    ot_gb_copy_attrs(c, node, n);
+    ot_gb_add(c, x, out);
+}
+
+ot_status ot_grad_loss(ot_grad_ctx *c, const ot_node *n, const int *dy) {
+    switch (n->op) {
+    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
+        if (dy[0] >= 0) loss_grad(c, n, OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD, dy[0]);
+        if (n->n_outputs > 1 && dy[1] >= 0) { /* log_prob = LogSoftmax(scores, axis 1) */
+            int x = n->inputs[0];
+            int in[2] = {dy[1], n->outputs[1]}, node = -1;
+            ot_shape xs = ot_gb_shape(c, x);
+            int out = ot_gb_op_s(c, OT_OP_LOG_SOFTMAX_GRAD, in, 2, ot_gb_dtype(c, x), &xs, &node);
+            ot_gb_set_int(c, node, "axis", 1);
+            ot_gb_add(c, x, out);
+        }
+        return OT_OK;
+    case OT_OP_NLL_LOSS: loss_grad(c, n, OT_OP_NLL_LOSS_GRAD, dy[0]); return OT_OK;
+    case OT_OP_MSE_LOSS:
+        loss_grad(c, n, OT_OP_MSE_LOSS_GRAD, dy[0]);
+        if (ot_gb_needs(c, n->inputs[1])) { /* d/dtarget = -d/dX */
+            int in[4] = {dy[0], n->inputs[1], n->inputs[0]};
+            int t = n->inputs[1];
+            ot_gb_add(c, t, ot_gb_op(c, OT_OP_MSE_LOSS_GRAD, in, 3, t));
+        }
+        return OT_OK;
+    default:
+        return ot_fail(c->err, OT_E_UNSUPPORTED, "autodiff: node '%s': no gradient rule for %s", n->name,
+                       n->op_type);
+    }
+}

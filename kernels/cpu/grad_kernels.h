@@ -1,0 +1,40 @@
+/* grad_kernels.h — private to kernels/cpu: the backward-kernel families behind
+ * grad_dispatch.c (one file each), all float32 with the ot_cpu_run_node contract.
+ * Determinism: parallel loops split over independent outputs; every sum runs in a
+ * fixed order inside one output element (no float atomics). */
+#ifndef OT_GRAD_KERNELS_H
+#define OT_GRAD_KERNELS_H
+
+#include "kernels/cpu/cpu_common.h"
+
+#define OT_GRAD_KERNEL(fn) \
+    ot_status fn(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx, ot_error *err)
+
+/* grad_pointwise.c: ReluGrad, LeakyReluGrad, SigmoidGrad, TanhGrad, GeluGrad, ErfGrad,
+ * ClipGrad, DropoutGrad, ZerosLike, OnesLike */
+OT_GRAD_KERNEL(ot_cpu_act_grad);
+OT_GRAD_KERNEL(ot_cpu_dropout_grad);
+OT_GRAD_KERNEL(ot_cpu_fill_like);
+/* grad_reduce.c: ReduceToLike, ExpandLike, SoftmaxGrad, LogSoftmaxGrad */
+OT_GRAD_KERNEL(ot_cpu_reduce_to_like);
+OT_GRAD_KERNEL(ot_cpu_expand_like);
+OT_GRAD_KERNEL(ot_cpu_softmax_grad);
+/* grad_loss.c: SoftmaxCrossEntropyLossGrad, NegativeLogLikelihoodLossGrad, MseLoss, MseLossGrad */
+OT_GRAD_KERNEL(ot_cpu_class_loss_grad);
+OT_GRAD_KERNEL(ot_cpu_mse_loss);
+OT_GRAD_KERNEL(ot_cpu_mse_loss_grad);
+/* grad_norm.c: BatchNormGrad, LayerNormGrad */
+OT_GRAD_KERNEL(ot_cpu_batch_norm_grad);
+OT_GRAD_KERNEL(ot_cpu_layer_norm_grad);
+size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in);
+/* grad_conv.c: ConvGradInput, ConvGradWeight (sgemm + im2col / col2im in ctx->workspace) */
+OT_GRAD_KERNEL(ot_cpu_conv_grad_input);
+OT_GRAD_KERNEL(ot_cpu_conv_grad_weight);
+size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in);
+/* grad_pool.c: MaxPoolGrad, AveragePoolGrad */
+OT_GRAD_KERNEL(ot_cpu_pool_grad);
+/* grad_layout.c: GatherGrad, SliceGrad */
+OT_GRAD_KERNEL(ot_cpu_gather_grad);
+OT_GRAD_KERNEL(ot_cpu_slice_grad);
+
+#endif

@@ -1,0 +1,140 @@
+/* grad_norm.c — CPU kernels of BatchNormGrad and LayerNormGrad (dY, X, scale ...) ->
+ * (dX, dScale, dBias), each output optional. Statistics are recomputed from X in
+ * double, the same way the forward kernels compute them. */
+#include <math.h>
+
+#include "kernels/cpu/grad_kernels.h"
+
+OT_GRAD_KERNEL(ot_cpu_batch_norm_grad) {
+    const ot_tensor *x = &in[1];
+    if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
+        return ot_cpu_bad_dtype(node, "input", x->dtype, err);
+    if (x->shape.rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): X rank < 2", node->name);
+    int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_cpu_numel(x) / (N * C) : 0;
+    if (ot_cpu_numel(&in[2]) != C)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): scale must have C elements", node->name);
+    bool train = ot_node_attr_int(node, "training_mode", 0) != 0 || node->n_inputs < 5 || !in[3].data || !in[4].data;
+    double eps = ot_node_attr_float(node, "epsilon", 1e-5f);
+    const float *dy = in[0].data, *xs = x->data, *sc = in[2].data;
+    const float *rm = train ? NULL : in[3].data, *rv = train ? NULL : in[4].data;
+    float *dx = out[0].data;
+    float *dsc = node->n_outputs > 1 ? out[1].data : NULL, *db = node->n_outputs > 2 ? out[2].data : NULL;
+    double M = (double)(N * S);
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (N * C * S >= OT_CPU_PAR_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        double mean = 0.0, var = 0.0;
+        if (train) {
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t s = 0; s < S; s++) mean += xs[(n * C + c) * S + s];
+            mean /= M;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t s = 0; s < S; s++) {
+                    double d = xs[(n * C + c) * S + s] - mean;
+                    var += d * d;
+                }
+            var /= M;
+        } else {
+            mean = rm[c];
+            var = rv[c];
+        }
+        double inv = 1.0 / sqrt(var + eps), sdy = 0.0, sdyx = 0.0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t j = (n * C + c) * S + s;
+                sdy += dy[j];
+                sdyx += dy[j] * (xs[j] - mean) * inv;
+            }
+        if (db) db[c] = (float)sdy;
+        if (dsc) dsc[c] = (float)sdyx;
+        if (!dx) continue;
+        double k = sc[c] * inv;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t j = (n * C + c) * S + s;
+                if (train) {
+                    double xh = (xs[j] - mean) * inv;
+                    dx[j] = (float)(k * (dy[j] - sdy / M - xh * sdyx / M));
+                } else {
+                    dx[j] = (float)(k * dy[j]);
+                }
+            }
+    }
+    return OT_OK;
+}
+
+/* rows x cols view of X for a LayerNorm over axes [axis, rank). */
+static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int64_t *cols) {
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
+    if (axis < 0) return false;
+    *rows = 1;
+    *cols = 1;
+    for (int d = 0; d < x->shape.rank; d++) *(d < axis ? rows : cols) *= x->shape.dim[d];
+    return true;
+}
+
+size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in) {
+    int64_t rows, cols;
+    if (!ln_view(node, &in[1], &rows, &cols)) return 0;
+    return (size_t)rows * 2 * sizeof(double);
+}
+
+OT_GRAD_KERNEL(ot_cpu_layer_norm_grad) {
+    const ot_tensor *x = &in[1];
+    if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
+        return ot_cpu_bad_dtype(node, "input", x->dtype, err);
+    int64_t rows, cols;
+    if (!ln_view(node, x, &rows, &cols))
+        return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormGrad): axis out of range", node->name);
+    if (ot_cpu_numel(&in[2]) != cols)
+        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (LayerNormGrad): scale must cover the normalised axes",
+                       node->name);
+    double *stat = ctx->workspace; /* mean, 1/std per row */
+    if (!stat || ctx->workspace_bytes < (size_t)rows * 2 * sizeof(double))
+        return ot_fail(err, OT_E_INTERNAL, "node '%s' (LayerNormGrad): workspace missing", node->name);
+    double eps = ot_node_attr_float(node, "epsilon", 1e-5f);
+    const float *dy = in[0].data, *xs = x->data, *sc = in[2].data;
+    float *dx = out[0].data;
+    float *dsc = node->n_outputs > 1 ? out[1].data : NULL, *db = node->n_outputs > 2 ? out[2].data : NULL;
+    int nt = ot_cpu_threads(ctx);
+    bool par = rows * cols >= OT_CPU_PAR_MIN;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = xs + r * cols, *dr = dy + r * cols;
+        double mean = 0.0, var = 0.0;
+        for (int64_t j = 0; j < cols; j++) mean += xr[j];
+        mean /= (double)cols;
+        for (int64_t j = 0; j < cols; j++) var += (xr[j] - mean) * (xr[j] - mean);
+        var /= (double)cols;
+        double inv = 1.0 / sqrt(var + eps);
+        stat[2 * r] = mean;
+        stat[2 * r + 1] = inv;
+        if (!dx) continue;
+        double mg = 0.0, mgx = 0.0; /* means of g = dy*scale and of g*xhat */
+        for (int64_t j = 0; j < cols; j++) {
+            double g = (double)dr[j] * sc[j];
+            mg += g;
+            mgx += g * (xr[j] - mean) * inv;
+        }
+        mg /= (double)cols;
+        mgx /= (double)cols;
+        for (int64_t j = 0; j < cols; j++) {
+            double xh = (xr[j] - mean) * inv;
+            dx[r * cols + j] = (float)(inv * ((double)dr[j] * sc[j] - mg - xh * mgx));
+        }
+    }
+    if (dsc || db) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t j = 0; j < cols; j++) {
+            double a = 0.0, b = 0.0;
+            for (int64_t r = 0; r < rows; r++) {
+                double g = dy[r * cols + j];
+                a += g * (xs[r * cols + j] - stat[2 * r]) * stat[2 * r + 1];
+                b += g;
+            }
+            if (dsc) dsc[j] = (float)a;
+            if (db) db[j] = (float)b;
+        }
+    }
+    return OT_OK;
+}

@@ -1,0 +1,125 @@
+/* grad_pointwise.c — CPU kernels of the pointwise backward ops: activation
+ * derivatives (*Grad), DropoutGrad (mask regenerated with runtime/rng.h's rule) and
+ * the ZerosLike / OnesLike fills. */
+#include <math.h>
+
+#include "kernels/cpu/grad_kernels.h"
+#include "runtime/rng.h"
+
+static float gelu_grad(float x, bool tanh_approx) {
+    if (tanh_approx) {
+        const float k = 0.7978845608028654f, c = 0.044715f; /* sqrt(2/pi) */
+        float u = k * (x + c * x * x * x);
+        float t = tanhf(u);
+        return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x);
+    }
+    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+    float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+
+static float bound(const ot_node *node, const ot_tensor *in, int slot, const char *name, float dflt) {
+    const ot_attr *a = ot_node_attr(node, name);
+    if (a && a->type == OT_ATTR_FLOAT) return a->f;
+    double v;
+    if (node->n_inputs > slot && in[slot].data && ot_cpu_numel(&in[slot]) == 1 &&
+        ot_cpu_load_double(in[slot].dtype, in[slot].data, 0, &v))
+        return (float)v;
+    return dflt;
+}
+
+OT_GRAD_KERNEL(ot_cpu_act_grad) {
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
+    int64_t n = ot_cpu_numel(&out[0]);
+    if (ot_cpu_numel(&in[0]) != n || ot_cpu_numel(&in[1]) != n)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, the forward value and dX differ in size", node->name,
+                       node->op_type);
+    const float *dy = in[0].data, *v = in[1].data;
+    float *dx = out[0].data;
+    int nt = ot_cpu_threads(ctx);
+    bool par = n >= OT_CPU_PAR_MIN;
+    switch (node->op) {
+    case OT_OP_RELU_GRAD:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) dx[i] = v[i] > 0.0f ? dy[i] : 0.0f;
+        break;
+    case OT_OP_LEAKY_RELU_GRAD: {
+        float a = ot_node_attr_float(node, "alpha", 0.01f);
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) dx[i] = v[i] >= 0.0f ? dy[i] : a * dy[i];
+        break;
+    }
+    case OT_OP_SIGMOID_GRAD:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * v[i] * (1.0f - v[i]);
+        break;
+    case OT_OP_TANH_GRAD:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - v[i] * v[i]);
+        break;
+    case OT_OP_ERF_GRAD:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * 1.1283791670955126f * expf(-v[i] * v[i]);
+        break;
+    case OT_OP_GELU_GRAD: {
+        const char *approx = ot_node_attr_string(node, "approximate", "none");
+        bool th = strcmp(approx, "tanh") == 0;
+        if (!th && strcmp(approx, "none") != 0)
+            return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (GeluGrad): approximate='%s' is not 'none' or 'tanh'",
+                           node->name, approx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_grad(v[i], th);
+        break;
+    }
+    case OT_OP_CLIP_GRAD: {
+        /* inside [min, max] inclusive, as torch.clamp's backward */
+        float lo = bound(node, in, 2, "min", -INFINITY), hi = bound(node, in, 3, "max", INFINITY);
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) dx[i] = v[i] >= lo && v[i] <= hi ? dy[i] : 0.0f;
+        break;
+    }
+    default:
+        return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not a pointwise gradient op", node->name,
+                       node->op_type);
+    }
+    return OT_OK;
+}
+
+OT_GRAD_KERNEL(ot_cpu_dropout_grad) {
+    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", in[0].dtype, err);
+    int64_t n = ot_cpu_numel(&out[0]);
+    if (ot_cpu_numel(&in[0]) != n)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
+    float ratio = ot_node_attr_float(node, "ratio", 0.5f);
+    const float *dy = in[0].data;
+    float *dx = out[0].data;
+    /* The attribute names the forward Dropout; ctx->rng_node carries the same id
+     * when the executor follows autodiff.h's contract. */
+    uint32_t key = (uint32_t)ot_node_attr_int(node, "rng_node", ctx->rng_node);
+    float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= OT_CPU_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = ot_dropout_keep(ctx->seed, ctx->step, key, (uint64_t)i, ratio) ? dy[i] * scale : 0.0f;
+    return OT_OK;
+}
+
+OT_GRAD_KERNEL(ot_cpu_fill_like) {
+    int64_t n = ot_cpu_numel(&out[0]);
+    if (node->op == OT_OP_ZEROS_LIKE) {
+        memset(out[0].data, 0, (size_t)n * ot_dtype_size(out[0].dtype));
+        return OT_OK;
+    }
+    if (out[0].dtype == OT_F32) {
+        float *y = out[0].data;
+        for (int64_t i = 0; i < n; i++) y[i] = 1.0f;
+    } else if (out[0].dtype == OT_F64) {
+        double *y = out[0].data;
+        for (int64_t i = 0; i < n; i++) y[i] = 1.0;
+    } else {
+        return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
+    }
+    (void)in;
+    (void)ctx;
+    return OT_OK;
+}

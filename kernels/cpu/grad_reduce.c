@@ -1,0 +1,137 @@
+/* grad_reduce.c — CPU kernels of the broadcasting backward ops ReduceToLike (sum
+ * over broadcast axes, right-aligned like ONNX broadcasting) and ExpandLike, and of
+ * SoftmaxGrad / LogSoftmaxGrad. */
+#include <math.h>
+
+#include "kernels/cpu/grad_kernels.h"
+
+/* Strides of `small` aligned on the right against the rank-r shape `big`, 0 where
+ * small has size 1 or no dim. False when small does not broadcast to big. */
+static bool aligned_strides(const ot_shape *big, const ot_shape *small, int64_t *st) {
+    int r = big->rank;
+    if (small->rank > r) return false;
+    int64_t acc = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        int sd = d - (r - small->rank);
+        int64_t n = sd >= 0 ? small->dim[sd] : 1;
+        if (n != big->dim[d] && n != 1) return false;
+        st[d] = n == 1 ? 0 : acc;
+        acc *= n;
+    }
+    return true;
+}
+
+OT_GRAD_KERNEL(ot_cpu_reduce_to_like) {
+    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", in[0].dtype, err);
+    const ot_shape *ys = &in[0].shape;
+    int r = ys->rank;
+    int64_t ost[OT_MAX_RANK];
+    if (!aligned_strides(ys, &out[0].shape, ost))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (ReduceToLike): output does not broadcast to dY", node->name);
+    /* Split dY's dims into kept (output stride != 0) and reduced ones; each output
+     * element sums its reduced sub-block in row-major order. */
+    int64_t ist[OT_MAX_RANK], acc = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        ist[d] = acc;
+        acc *= ys->dim[d];
+    }
+    int kd[OT_MAX_RANK], rd[OT_MAX_RANK], nk = 0, nr = 0;
+    int64_t red = 1;
+    for (int d = 0; d < r; d++) {
+        if (ost[d] != 0 || ys->dim[d] == 1) kd[nk++] = d;
+        else {
+            rd[nr++] = d;
+            red *= ys->dim[d];
+        }
+    }
+    int64_t n_out = ot_cpu_numel(&out[0]);
+    const float *dy = in[0].data;
+    float *dx = out[0].data;
+    int nt = ot_cpu_threads(ctx);
+    bool par = n_out > 1 && n_out * red >= OT_CPU_PAR_MIN;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t o = 0; o < n_out; o++) {
+        /* kept dims in order enumerate the output in row-major order */
+        int64_t rem = o, base = 0;
+        for (int k = nk - 1; k >= 0; k--) {
+            int d = kd[k];
+            int64_t c = rem % ys->dim[d];
+            rem /= ys->dim[d];
+            base += c * ist[d];
+        }
+        double s = 0.0;
+        for (int64_t j = 0; j < red; j++) {
+            int64_t rj = j, off = base;
+            for (int k = nr - 1; k >= 0; k--) {
+                int d = rd[k];
+                off += (rj % ys->dim[d]) * ist[d];
+                rj /= ys->dim[d];
+            }
+            s += dy[off];
+        }
+        dx[o] = (float)s;
+    }
+    return OT_OK;
+}
+
+OT_GRAD_KERNEL(ot_cpu_expand_like) {
+    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", in[0].dtype, err);
+    const ot_shape *os = &out[0].shape;
+    int r = os->rank;
+    int64_t st[OT_MAX_RANK];
+    if (!aligned_strides(os, &in[0].shape, st))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (ExpandLike): dY does not broadcast to the output", node->name);
+    int64_t n = ot_cpu_numel(&out[0]);
+    const float *dy = in[0].data;
+    float *dx = out[0].data;
+    int64_t inner = r > 0 ? os->dim[r - 1] : 1, rows = inner > 0 ? n / inner : 0;
+    int64_t sin = r > 0 ? st[r - 1] : 0;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= OT_CPU_PAR_MIN)
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t rem = row, off = 0;
+        for (int d = r - 2; d >= 0; d--) {
+            off += (rem % os->dim[d]) * st[d];
+            rem /= os->dim[d];
+        }
+        float *o = dx + row * inner;
+        for (int64_t i = 0; i < inner; i++) o[i] = dy[off + i * sin];
+    }
+    return OT_OK;
+}
+
+OT_GRAD_KERNEL(ot_cpu_softmax_grad) {
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
+    const ot_shape *s = &in[1].shape;
+    /* legacy_2d (opset < 13, set by the importer): softmax over the flattened
+     * trailing dims [axis, rank), default axis 1, as the forward kernel does */
+    if (s->rank == 0) { /* softmax of a scalar is constant */
+        *(float *)out[0].data = 0.0f;
+        return OT_OK;
+    }
+    bool legacy = ot_node_attr_int(node, "legacy_2d", 0) != 0;
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), s->rank);
+    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
+    int64_t outer = 1, a = s->dim[axis], inner = 1;
+    for (int d = 0; d < axis; d++) outer *= s->dim[d];
+    for (int d = axis + 1; d < s->rank; d++) *(legacy ? &a : &inner) *= s->dim[d];
+    const float *dy = in[0].data, *y = in[1].data;
+    float *dx = out[0].data;
+    bool log_sm = node->op == OT_OP_LOG_SOFTMAX_GRAD;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (outer * a * inner >= OT_CPU_PAR_MIN)
+    for (int64_t oi = 0; oi < outer * inner; oi++) {
+        int64_t o = oi / inner, i = oi % inner, base = o * a * inner + i;
+        double dot = 0.0;
+        for (int64_t k = 0; k < a; k++) {
+            int64_t j = base + k * inner;
+            dot += log_sm ? dy[j] : (double)dy[j] * y[j];
+        }
+        for (int64_t k = 0; k < a; k++) {
+            int64_t j = base + k * inner;
+            /* softmax: y (dy - <dy, y>) ; log-softmax: dy - exp(y) sum(dy) */
+            dx[j] = log_sm ? (float)(dy[j] - exp(y[j]) * dot) : (float)(y[j] * (dy[j] - dot));
+        }
+    }
+    return OT_OK;
+}
