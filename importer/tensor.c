@@ -109,6 +109,44 @@ static ot_status from_typed_fields(const Onnx__TensorProto *t, const char *tname
     }
 }
 
+/* The typed repeated field that holds a dtype's values when raw_data is absent, and
+ * how many elements it has. */
+static size_t typed_count(const Onnx__TensorProto *t, ot_dtype dt, const char **field) {
+    switch (dt) {
+    case OT_F32: *field = "float_data"; return t->n_float_data;
+    case OT_F64: *field = "double_data"; return t->n_double_data;
+    case OT_I64: *field = "int64_data"; return t->n_int64_data;
+    default: *field = "int32_data"; return t->n_int32_data;
+    }
+}
+
+/* Checks that the storage form holds exactly the bytes the dims need, before the
+ * tensor is allocated: a 70-byte model declaring dims of 2^31 floats must be refused,
+ * not make us allocate 8 GB first (found by fuzz/fuzz_model). External data is sized
+ * from the file without reading it. */
+static ot_status check_source_size(const Onnx__TensorProto *t, const char *tname, const char *model_dir, ot_dtype dt,
+                                   uint64_t numel, uint64_t nbytes, ot_error *err) {
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        uint64_t have = 0;
+        ot_status st = ot_imp_external_size(t, tname, model_dir, &have, err);
+        if (st) return st;
+        if (have != nbytes)
+            return ot_fail(err, OT_E_MODEL, "tensor '%s': external data has %llu bytes but its dims and dtype need %llu",
+                           tname, (unsigned long long)have, (unsigned long long)nbytes);
+        return OT_OK;
+    }
+    if (t->has_raw_data && (t->raw_data.len > 0 || numel == 0)) {
+        if (t->raw_data.len != nbytes)
+            return ot_fail(err, OT_E_MODEL, "tensor '%s': raw_data has %zu bytes but its dims and dtype (%s) need %llu",
+                           tname, t->raw_data.len, ot_dtype_name(dt), (unsigned long long)nbytes);
+        return OT_OK;
+    }
+    const char *field = "";
+    size_t have = typed_count(t, dt, &field);
+    if (have != numel) return count_mismatch(err, tname, field, have, numel);
+    return OT_OK;
+}
+
 ot_status ot_tensor_from_proto(const void *tensor_proto, const char *model_dir, ot_tensor **out, ot_error *err) {
     const Onnx__TensorProto *t = tensor_proto;
     *out = NULL;
@@ -123,6 +161,8 @@ ot_status ot_tensor_from_proto(const void *tensor_proto, const char *model_dir, 
         goto fail;
     }
     ot_dtype dt = (ot_dtype)t->data_type;
+    st = check_source_size(t, tname, model_dir, dt, numel, nbytes, err);
+    if (st) goto fail;
     res = calloc(1, sizeof *res);
     if (!res || !(res->data = malloc(nbytes ? (size_t)nbytes : 1))) {
         st = ot_fail(err, OT_E_MEMORY, "tensor '%s': out of memory for %llu bytes", tname,
