@@ -5,5 +5,10 @@
 
 const ot_cli_command ot_cli_commands[] = {
     {"info", ot_cmd_info},
+    {"eval", ot_cmd_eval},
+    {"verify", ot_cmd_verify},
+    {"plan", ot_cmd_plan},
+    {"grad", ot_cmd_grad},
+    {"train", ot_cmd_train},
     {NULL, NULL},
 };

@@ -1,0 +1,88 @@
+/* backend_cpu.c — the CPU backend: the ot_backend vtable (runtime/backend.h) over the
+ * host kernels of kernels/cpu (ot_cpu_run_node and friends from kernels/kernel.h).
+ * Device memory is host memory, so copies are memcpy and synchronise is a no-op. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "runtime/backend.h"
+
+#define CPU_ARENA_ALIGN 64
+
+static ot_status cpu_arena_alloc(ot_backend *be, size_t bytes, void **base, ot_error *err) {
+    (void)be;
+    /* aligned_alloc wants a multiple of the alignment; 0 bytes still gets a unique block. */
+    size_t rounded = (bytes + CPU_ARENA_ALIGN - 1) / CPU_ARENA_ALIGN * CPU_ARENA_ALIGN;
+    if (rounded == 0) rounded = CPU_ARENA_ALIGN;
+    if (rounded < bytes) return ot_fail(err, OT_E_MEMORY, "cpu backend: arena of %zu bytes is too large", bytes);
+    void *p = aligned_alloc(CPU_ARENA_ALIGN, rounded);
+    if (!p)
+        return ot_fail(err, OT_E_MEMORY, "cpu backend: cannot allocate an arena of %zu bytes (%.1f MiB)", bytes,
+                       (double)bytes / (1024.0 * 1024.0));
+    /* Zero-filled so gradient accumulators and optimizer state start at 0 and runs
+     * are bitwise repeatable. */
+    memset(p, 0, rounded);
+    *base = p;
+    return OT_OK;
+}
+
+static void cpu_arena_free(ot_backend *be, void *base) {
+    (void)be;
+    free(base);
+}
+
+static ot_status cpu_copy(ot_backend *be, void *dst, const void *src, size_t n, ot_error *err) {
+    (void)be;
+    (void)err;
+    if (n) memmove(dst, src, n);
+    return OT_OK;
+}
+
+static ot_status cpu_run_node(ot_backend *be, const ot_graph *g, const ot_node *node, const ot_tensor *in,
+                              ot_tensor *out, const ot_kernel_ctx *ctx, ot_error *err) {
+    (void)be;
+    (void)g;
+    return ot_cpu_run_node(node, in, out, ctx, err);
+}
+
+static size_t cpu_workspace_bytes(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)be;
+    return ot_cpu_workspace_bytes(node, in, out);
+}
+
+static bool cpu_supports(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)be;
+    return ot_cpu_supports(node, in, out);
+}
+
+static ot_status cpu_synchronize(ot_backend *be, ot_error *err) {
+    (void)be;
+    (void)err;
+    return OT_OK;
+}
+
+static void cpu_destroy(ot_backend *be) { free(be); }
+
+ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err) {
+    if (n_threads < 0) {
+        ot_fail(err, OT_E_USAGE, "cpu backend: thread count %d is negative", n_threads);
+        return NULL;
+    }
+    ot_backend *be = calloc(1, sizeof *be);
+    if (!be) {
+        ot_fail(err, OT_E_MEMORY, "cpu backend: out of memory");
+        return NULL;
+    }
+    be->name = "cpu";
+    be->arena_alloc = cpu_arena_alloc;
+    be->arena_free = cpu_arena_free;
+    be->copy_in = cpu_copy;
+    be->copy_out = cpu_copy;
+    be->run_node = cpu_run_node;
+    be->workspace_bytes = cpu_workspace_bytes;
+    be->supports = cpu_supports;
+    be->synchronize = cpu_synchronize;
+    be->destroy = cpu_destroy;
+    be->n_threads = n_threads;
+    return be;
+}

@@ -1,0 +1,45 @@
+/* backend.h — the one interface between the executor and a device: allocate the
+ * arena, copy tensors in and out, run a node, report scratch needs and support,
+ * synchronise. The CPU backend (kernels/cpu/backend_cpu.c) implements it now, the
+ * CUDA backend later; nothing outside kernels/ knows which one runs.
+ *
+ * Pointers handed out by arena_alloc are device pointers: only the backend may
+ * dereference them. The executor does pointer arithmetic on them (base + offset)
+ * and passes tensors whose `data` points into the arena to run_node. */
+#ifndef OT_BACKEND_H
+#define OT_BACKEND_H
+
+#include "ir.h"
+#include "kernels/kernel.h"
+
+typedef struct ot_backend ot_backend;
+
+struct ot_backend {
+    const char *name; /* "cpu", "cuda:0" */
+    /* Allocates `bytes` of device memory, 64-byte aligned and zero-filled, in ONE
+     * allocation (the planner's arena). bytes may be 0 (a valid, unique pointer). */
+    ot_status (*arena_alloc)(ot_backend *be, size_t bytes, void **base, ot_error *err);
+    void (*arena_free)(ot_backend *be, void *base);
+    /* Host → device and device → host copies of n bytes. */
+    ot_status (*copy_in)(ot_backend *be, void *dst, const void *src_host, size_t n, ot_error *err);
+    ot_status (*copy_out)(ot_backend *be, void *dst_host, const void *src, size_t n, ot_error *err);
+    /* Runs one node. `in`/`out` follow kernels/kernel.h (absent optional slots have
+     * data == NULL); ctx->workspace points at the node's planned scratch. */
+    ot_status (*run_node)(ot_backend *be, const ot_graph *g, const ot_node *node, const ot_tensor *in,
+                          ot_tensor *out, const ot_kernel_ctx *ctx, ot_error *err);
+    /* Scratch bytes the node needs; tensors carry dtype and shape only (data unused). */
+    size_t (*workspace_bytes)(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+    bool (*supports)(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+    /* Waits for queued work; turns asynchronous device errors into a status. */
+    ot_status (*synchronize)(ot_backend *be, ot_error *err);
+    void (*destroy)(ot_backend *be);
+    int n_threads; /* default thread count for kernels (0: the library's default) */
+    void *impl;    /* backend-private state */
+};
+
+/* The CPU backend over kernels/cpu (OpenBLAS + OpenMP). n_threads 0 = OpenMP's default. */
+ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err);
+/* Calls be->destroy; NULL is fine. */
+void ot_backend_free(ot_backend *be);
+
+#endif

@@ -1,0 +1,352 @@
+/* executor.c — schedule + plan + one arena, node by node on a backend (see
+ * executor.h). Tensor descriptors for every step are built once at creation so a
+ * run does no allocation at all. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/executor.h"
+#include "runtime/schedule.h"
+
+struct ot_executor {
+    ot_graph *g;
+    ot_backend *be;
+    ot_exec_options opt;
+    int *order;
+    int n_steps;
+    ot_plan *plan;
+    char *base;      /* arena (device pointer) */
+    size_t high_water;
+    /* per step: tensors of inputs then outputs in `tensors`, starting at tstart[s] */
+    ot_tensor *tensors;
+    int *tstart;
+    int *rng_node;
+    bool *input_set; /* per value: fed since creation (graph inputs only) */
+    ot_tensor *scratch; /* the copies of one step's descriptors handed to a kernel */
+};
+
+static const char *nname(const ot_node *nd) { return nd->name && *nd->name ? nd->name : "?"; }
+static const char *vname(const ot_graph *g, int v) { return g->values[v].name ? g->values[v].name : "?"; }
+
+static void touch(ot_executor *ex, const void *p, size_t n) {
+    if (!p || n == 0) return;
+    size_t end = (size_t)((const char *)p - ex->base) + n;
+    if (end > ex->high_water) ex->high_water = end;
+}
+
+/* Descriptor of value v: dtype, shape, and its arena address (NULL when not placed). */
+static void fill_tensor(ot_executor *ex, int v, ot_tensor *t) {
+    memset(t, 0, sizeof *t);
+    if (v < 0 || v >= ex->g->n_values) return;
+    const ot_value *val = &ex->g->values[v];
+    t->dtype = val->dtype;
+    t->shape = val->shape;
+    int64_t off = ot_plan_offset(ex->plan, v);
+    t->nbytes = ot_plan_value_bytes(ex->plan, v);
+    t->data = (off >= 0 && ex->base) ? ex->base + off : NULL;
+}
+
+static void append(char *buf, size_t cap, size_t *len, const char *s) {
+    size_t n = strlen(s);
+    if (*len + n + 1 > cap) return;
+    memcpy(buf + *len, s, n + 1);
+    *len += n;
+}
+
+/* Checks every scheduled node against the backend; lists all unsupported ones. */
+static ot_status check_support(ot_executor *ex, ot_error *err) {
+    int bad = 0;
+    char list[900] = "";
+    size_t len = 0;
+    int shown = 0;
+    for (int s = 0; s < ex->n_steps; s++) {
+        const ot_node *nd = &ex->g->nodes[ex->order[s]];
+        ot_tensor *t = &ex->tensors[ex->tstart[s]];
+        if (nd->op != OT_OP_UNKNOWN && ex->be->supports(ex->be, nd, t, t + nd->n_inputs)) continue;
+        bad++;
+        char item[200];
+        const char *dt = "";
+        if (nd->n_inputs > 0 && t[0].dtype != OT_UNDEFINED) dt = ot_dtype_name(t[0].dtype);
+        snprintf(item, sizeof item, "%s'%s' (%s%s%s)", bad > 1 ? ", " : "", nname(nd),
+                 nd->op_type ? nd->op_type : ot_op_name(nd->op), *dt ? " on " : "", dt);
+        if (len + strlen(item) + 32 < sizeof list) {
+            append(list, sizeof list, &len, item);
+            shown++;
+        }
+    }
+    if (!bad) return OT_OK;
+    if (shown < bad) {
+        char more[48];
+        snprintf(more, sizeof more, ", and %d more", bad - shown);
+        append(list, sizeof list, &len, more);
+    }
+    return ot_fail(err, OT_E_UNSUPPORTED, "the %s backend has no kernel for %d node%s: %s", ex->be->name, bad,
+                   bad == 1 ? "" : "s", list);
+}
+
+ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *opt, ot_executor **out,
+                          ot_error *err) {
+    ot_status st = OT_OK;
+    *out = NULL;
+    ot_executor *ex = calloc(1, sizeof *ex);
+    if (!ex) return ot_fail(err, OT_E_MEMORY, "executor: out of memory");
+    ex->g = g;
+    ex->be = be;
+    if (opt) ex->opt = *opt;
+    ot_plan_options popt = {.no_inplace = ex->opt.no_inplace};
+
+    if ((st = ot_schedule_build(g, &ex->order, &ex->n_steps, err))) goto fail;
+    if ((st = ot_plan_build_opts(g, ex->order, ex->n_steps, be, &popt, &ex->plan, err))) goto fail;
+
+    int n_t = 0;
+    ex->tstart = malloc(sizeof(int) * (size_t)(ex->n_steps + 1));
+    ex->rng_node = malloc(sizeof(int) * (size_t)(ex->n_steps + 1));
+    ex->input_set = calloc((size_t)g->n_values + 1, sizeof(bool));
+    if (!ex->tstart || !ex->rng_node || !ex->input_set) goto oom;
+    for (int s = 0; s < ex->n_steps; s++) {
+        const ot_node *nd = &g->nodes[ex->order[s]];
+        ex->tstart[s] = n_t;
+        n_t += nd->n_inputs + nd->n_outputs;
+        int rng = nd->orig_node >= 0 ? nd->orig_node : nd->id;
+        ex->rng_node[s] = (int)ot_node_attr_int(nd, "rng_node", rng);
+    }
+    ex->tstart[ex->n_steps] = n_t;
+    ex->tensors = calloc((size_t)n_t + 1, sizeof(ot_tensor));
+    ex->scratch = calloc((size_t)n_t + 1, sizeof(ot_tensor));
+    if (!ex->tensors || !ex->scratch) goto oom;
+    /* Descriptors without data first: the support check needs only dtypes and shapes. */
+    for (int s = 0; s < ex->n_steps; s++) {
+        const ot_node *nd = &g->nodes[ex->order[s]];
+        ot_tensor *t = &ex->tensors[ex->tstart[s]];
+        for (int k = 0; k < nd->n_inputs; k++) fill_tensor(ex, nd->inputs[k], &t[k]);
+        for (int k = 0; k < nd->n_outputs; k++) fill_tensor(ex, nd->outputs[k], &t[nd->n_inputs + k]);
+    }
+    if ((st = check_support(ex, err))) goto fail;
+
+    void *base = NULL;
+    if ((st = be->arena_alloc(be, ot_plan_peak_bytes(ex->plan), &base, err))) goto fail;
+    ex->base = base;
+    for (int s = 0; s < ex->n_steps; s++) {
+        const ot_node *nd = &g->nodes[ex->order[s]];
+        ot_tensor *t = &ex->tensors[ex->tstart[s]];
+        for (int k = 0; k < nd->n_inputs; k++) fill_tensor(ex, nd->inputs[k], &t[k]);
+        for (int k = 0; k < nd->n_outputs; k++) fill_tensor(ex, nd->outputs[k], &t[nd->n_inputs + k]);
+    }
+
+    /* Load everything that carries data: params, state, constants. */
+    for (int v = 0; v < g->n_values; v++) {
+        const ot_value *val = &g->values[v];
+        const ot_plan_value *pv = &ex->plan->values[v];
+        if (pv->offset < 0 || !pv->pinned) continue;
+        bool needs_data = val->kind == OT_VK_PARAM || val->kind == OT_VK_STATE || val->kind == OT_VK_CONSTANT ||
+                          (val->producer < 0 && val->data);
+        if (!needs_data) continue;
+        if (!val->data && pv->nbytes > 0) {
+            st = ot_fail(err, OT_E_MODEL, "executor: %s '%s' has no data", ot_value_kind_name(val->kind), vname(g, v));
+            goto fail;
+        }
+        if (val->nbytes != pv->nbytes) {
+            st = ot_fail(err, OT_E_MODEL, "executor: %s '%s' holds %zu bytes but its dtype and shape need %zu",
+                         ot_value_kind_name(val->kind), vname(g, v), val->nbytes, pv->nbytes);
+            goto fail;
+        }
+        if (pv->nbytes == 0) continue;
+        if ((st = be->copy_in(be, ex->base + pv->offset, val->data, pv->nbytes, err))) goto fail;
+        touch(ex, ex->base + pv->offset, pv->nbytes);
+    }
+    *out = ex;
+    return OT_OK;
+oom:
+    st = ot_fail(err, OT_E_MEMORY, "executor: out of memory");
+fail:
+    ot_executor_free(ex);
+    return st;
+}
+
+void ot_executor_free(ot_executor *ex) {
+    if (!ex) return;
+    if (ex->base) ex->be->arena_free(ex->be, ex->base);
+    ot_plan_free(ex->plan);
+    free(ex->order);
+    free(ex->tensors);
+    free(ex->tstart);
+    free(ex->rng_node);
+    free(ex->input_set);
+    free(ex->scratch);
+    free(ex);
+}
+
+static bool is_graph_input(const ot_graph *g, int v) {
+    if (g->values[v].kind == OT_VK_INPUT) return true;
+    for (int k = 0; k < g->n_inputs; k++)
+        if (g->inputs[k] == v) return true;
+    return false;
+}
+
+ot_status ot_executor_set_input(ot_executor *ex, int v, const ot_tensor *t, ot_error *err) {
+    const ot_graph *g = ex->g;
+    if (v < 0 || v >= g->n_values || !is_graph_input(g, v))
+        return ot_fail(err, OT_E_USAGE, "executor: value %d is not a graph input", v);
+    const ot_value *val = &g->values[v];
+    const ot_plan_value *pv = &ex->plan->values[v];
+    if (pv->offset < 0) return ot_fail(err, OT_E_INTERNAL, "executor: input '%s' was not placed", vname(g, v));
+    if (t->dtype != val->dtype || !ot_shape_equal(&t->shape, &val->shape) || t->shape.rank != val->shape.rank) {
+        char want[160], got[160];
+        ot_shape_str(g, &val->shape, want, sizeof want);
+        ot_shape_str(NULL, &t->shape, got, sizeof got);
+        return ot_fail(err, OT_E_DATA, "input '%s': expected %s %s, got %s %s", vname(g, v), ot_dtype_name(val->dtype),
+                       want, ot_dtype_name(t->dtype), got);
+    }
+    if (t->nbytes < pv->nbytes || (pv->nbytes && !t->data))
+        return ot_fail(err, OT_E_DATA, "input '%s': tensor holds %zu bytes, expected %zu", vname(g, v), t->nbytes,
+                       pv->nbytes);
+    if (pv->nbytes) {
+        ot_status st = ex->be->copy_in(ex->be, ex->base + pv->offset, t->data, pv->nbytes, err);
+        if (st) return st;
+        touch(ex, ex->base + pv->offset, pv->nbytes);
+    }
+    ex->input_set[v] = true;
+    return OT_OK;
+}
+
+ot_status ot_executor_set_input_by_name(ot_executor *ex, const char *name, const ot_tensor *t, ot_error *err) {
+    int v = ot_graph_find_value(ex->g, name);
+    if (v < 0 || !is_graph_input(ex->g, v)) return ot_fail(err, OT_E_USAGE, "executor: the model has no input named '%s'", name);
+    return ot_executor_set_input(ex, v, t, err);
+}
+
+ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
+    const ot_graph *g = ex->g;
+    ot_status st;
+    for (int v = 0; v < g->n_values; v++)
+        if (ex->plan->values[v].offset >= 0 && g->values[v].kind == OT_VK_INPUT && g->values[v].producer < 0 &&
+            !ex->input_set[v])
+            return ot_fail(err, OT_E_DATA, "input '%s' was not set before the run", vname(g, v));
+    /* Kernels get copies so a misbehaving kernel cannot corrupt the descriptors. */
+    ot_tensor *scratch = ex->scratch;
+    int threads = ex->opt.n_threads > 0 ? ex->opt.n_threads : ex->be->n_threads;
+    for (int s = 0; s < ex->n_steps; s++) {
+        const ot_node *nd = &g->nodes[ex->order[s]];
+        int nt = ex->tstart[s + 1] - ex->tstart[s];
+        memcpy(scratch, &ex->tensors[ex->tstart[s]], sizeof(ot_tensor) * (size_t)nt);
+        ot_kernel_ctx ctx = {.n_threads = threads, .seed = ex->opt.seed, .step = ex->opt.step,
+                             .rng_node = ex->rng_node[s], .workspace = NULL, .workspace_bytes = 0};
+        if (ex->plan->ws_offset[s] >= 0) {
+            ctx.workspace = ex->base + ex->plan->ws_offset[s];
+            ctx.workspace_bytes = ex->plan->ws_bytes[s];
+            touch(ex, ctx.workspace, ctx.workspace_bytes);
+        }
+        for (int k = 0; k < nt; k++) touch(ex, scratch[k].data, scratch[k].nbytes);
+        st = ex->be->run_node(ex->be, g, nd, scratch, scratch + nd->n_inputs, &ctx, err);
+        if (st) {
+            /* Kernel messages usually name the node already; name it once. */
+            char quoted[300];
+            snprintf(quoted, sizeof quoted, "'%s'", nname(nd));
+            const char *op = nd->op_type ? nd->op_type : ot_op_name(nd->op);
+            if (err && strstr(err->msg, quoted) && strstr(err->msg, op)) ot_error_prefix(err, "step %d: ", s);
+            else ot_error_prefix(err, "step %d, node '%s' (%s): ", s, nname(nd), op);
+            return st;
+        }
+        if (ex->opt.after_node) {
+            st = ex->opt.after_node(ex->opt.hook_user, ex, s, nd, &ex->tensors[ex->tstart[s] + nd->n_inputs], err);
+            if (st) return st;
+        }
+    }
+    return ex->be->synchronize(ex->be, err);
+}
+
+static ot_status check_pinned(const ot_executor *ex, int v, ot_error *err) {
+    if (v < 0 || v >= ex->g->n_values) return ot_fail(err, OT_E_USAGE, "executor: value id %d out of range", v);
+    const ot_plan_value *pv = &ex->plan->values[v];
+    if (pv->offset < 0) return ot_fail(err, OT_E_USAGE, "executor: value '%s' is not used by the graph", vname(ex->g, v));
+    if (!pv->pinned)
+        return ot_fail(err, OT_E_USAGE, "executor: value '%s' is transient (its memory is reused during a run); only inputs, outputs, params, gradients and state can be read", vname(ex->g, v));
+    return OT_OK;
+}
+
+ot_status ot_executor_get(ot_executor *ex, int v, ot_tensor **copy_out, ot_error *err) {
+    *copy_out = NULL;
+    ot_status st = check_pinned(ex, v, err);
+    if (st) return st;
+    const ot_value *val = &ex->g->values[v];
+    ot_tensor *t = ot_tensor_new(val->dtype, &val->shape);
+    if (!t) return ot_fail(err, OT_E_MEMORY, "executor: out of memory copying '%s'", vname(ex->g, v));
+    size_t n = ex->plan->values[v].nbytes;
+    if (n && (st = ex->be->copy_out(ex->be, t->data, ex->base + ex->plan->values[v].offset, n, err))) {
+        ot_tensor_free(t);
+        return st;
+    }
+    *copy_out = t;
+    return OT_OK;
+}
+
+ot_status ot_executor_write(ot_executor *ex, int v, const void *host, size_t nbytes, ot_error *err) {
+    ot_status st = check_pinned(ex, v, err);
+    if (st) return st;
+    const ot_plan_value *pv = &ex->plan->values[v];
+    if (nbytes != pv->nbytes)
+        return ot_fail(err, OT_E_DATA, "executor: writing %zu bytes into '%s', which holds %zu", nbytes, vname(ex->g, v), pv->nbytes);
+    if (!nbytes) return OT_OK;
+    st = ex->be->copy_in(ex->be, ex->base + pv->offset, host, nbytes, err);
+    if (!st) touch(ex, ex->base + pv->offset, nbytes);
+    return st;
+}
+
+ot_status ot_executor_copy_value(ot_executor *ex, int dst, int src, ot_error *err) {
+    ot_status st;
+    if ((st = check_pinned(ex, dst, err)) || (st = check_pinned(ex, src, err))) return st;
+    size_t n = ex->plan->values[src].nbytes;
+    if (n != ex->plan->values[dst].nbytes)
+        return ot_fail(err, OT_E_DATA, "executor: cannot copy '%s' (%zu bytes) into '%s' (%zu bytes)", vname(ex->g, src), n,
+                       vname(ex->g, dst), ex->plan->values[dst].nbytes);
+    if (!n) return OT_OK;
+    /* Through the host: the interface has no device-to-device copy, and this runs once
+     * per step on small tensors (running statistics). */
+    void *tmp = malloc(n);
+    if (!tmp) return ot_fail(err, OT_E_MEMORY, "executor: out of memory");
+    st = ex->be->copy_out(ex->be, tmp, ex->base + ex->plan->values[src].offset, n, err);
+    if (!st) st = ot_executor_write(ex, dst, tmp, n, err);
+    free(tmp);
+    return st;
+}
+
+ot_status ot_executor_sync_to_graph(ot_executor *ex, ot_error *err) {
+    ot_graph *g = ex->g;
+    for (int v = 0; v < g->n_values; v++) {
+        ot_value *val = &g->values[v];
+        const ot_plan_value *pv = &ex->plan->values[v];
+        if ((val->kind != OT_VK_PARAM && val->kind != OT_VK_STATE) || pv->offset < 0) continue;
+        if (val->nbytes != pv->nbytes || !val->data) {
+            void *buf = calloc(1, pv->nbytes ? pv->nbytes : 1);
+            if (!buf) return ot_fail(err, OT_E_MEMORY, "executor: out of memory");
+            free(val->data);
+            val->data = buf;
+            val->nbytes = pv->nbytes;
+        }
+        if (pv->nbytes) {
+            ot_status st = ex->be->copy_out(ex->be, val->data, ex->base + pv->offset, pv->nbytes, err);
+            if (st) return st;
+        }
+    }
+    return OT_OK;
+}
+
+void *ot_executor_value_ptr(ot_executor *ex, int v) {
+    int64_t off = ot_plan_offset(ex->plan, v);
+    return off >= 0 ? ex->base + off : NULL;
+}
+
+void *ot_executor_slab(ot_executor *ex, ot_mem_category c, size_t *nbytes) {
+    if (c < 0 || c > OT_MEM_IO) {
+        if (nbytes) *nbytes = 0;
+        return NULL;
+    }
+    if (nbytes) *nbytes = ex->plan->slab_bytes[c];
+    return ex->base + ex->plan->slab_offset[c];
+}
+
+void ot_executor_set_step(ot_executor *ex, uint64_t step) { ex->opt.step = step; }
+void ot_executor_set_seed(ot_executor *ex, uint64_t seed) { ex->opt.seed = seed; }
+const ot_plan *ot_executor_plan(const ot_executor *ex) { return ex->plan; }
+const ot_graph *ot_executor_graph(const ot_executor *ex) { return ex->g; }
+ot_backend *ot_executor_backend(const ot_executor *ex) { return ex->be; }
+size_t ot_executor_high_water(const ot_executor *ex) { return ex->high_water; }

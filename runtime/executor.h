@@ -1,0 +1,80 @@
+/* executor.h — runs a graph on a backend: builds the schedule and the memory plan,
+ * allocates exactly the planned arena (one arena_alloc, nothing else for tensors),
+ * loads params/state/constants into their slots, feeds inputs, runs the nodes in
+ * schedule order and reads results back.
+ *
+ * The executor reads g's bound shapes when it is created; rebinding dims afterwards
+ * needs a new executor. g must outlive the executor and must not be edited meanwhile.
+ *
+ * RNG: each node's kernel gets ctx->rng_node = its int attribute "rng_node" when
+ * present (DropoutGrad names its forward Dropout that way), else node->orig_node for
+ * recompute clones, else its own id — so a recomputed or differentiated Dropout
+ * regenerates the forward mask. */
+#ifndef OT_EXECUTOR_H
+#define OT_EXECUTOR_H
+
+#include "ir.h"
+#include "runtime/backend.h"
+#include "runtime/planner.h"
+
+typedef struct ot_executor ot_executor;
+
+/* Called after each node when set (e.g. to scan outputs for NaN in schedule order);
+ * `out` are the node's output tensors with device data pointers. A non-OK status
+ * stops the run with that status. */
+typedef ot_status (*ot_exec_node_hook)(void *user, ot_executor *ex, int step, const ot_node *node,
+                                       const ot_tensor *out, ot_error *err);
+
+typedef struct ot_exec_options {
+    int n_threads;   /* kernel threads; 0: the backend's default */
+    uint64_t seed;   /* Philox key, with step and rng node */
+    uint64_t step;   /* training step (change with ot_executor_set_step) */
+    bool no_inplace; /* planner option: never reuse an input's block */
+    ot_exec_node_hook after_node;
+    void *hook_user;
+} ot_exec_options;
+
+/* opt may be NULL (defaults). Checks that the backend supports every node first and
+ * reports ALL unsupported nodes in one OT_E_UNSUPPORTED message. */
+ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *opt, ot_executor **out,
+                          ot_error *err);
+void ot_executor_free(ot_executor *ex);
+
+/* Feeds a graph input. dtype and shape must equal the input's bound ones (OT_E_DATA
+ * naming the input, expected vs got). */
+ot_status ot_executor_set_input(ot_executor *ex, int value_id, const ot_tensor *t, ot_error *err);
+ot_status ot_executor_set_input_by_name(ot_executor *ex, const char *name, const ot_tensor *t, ot_error *err);
+
+/* Runs the whole schedule once. Every graph input must have been set. */
+ot_status ot_executor_run(ot_executor *ex, ot_error *err);
+
+/* Copies a pinned value (input, output, param, gradient, state, optimizer state,
+ * constant) to a new host tensor (free with ot_tensor_free). Transient values are
+ * refused: their blocks are reused during the run. */
+ot_status ot_executor_get(ot_executor *ex, int value_id, ot_tensor **copy_out, ot_error *err);
+/* Overwrites a pinned value from host memory (nbytes must equal its size). */
+ot_status ot_executor_write(ot_executor *ex, int value_id, const void *host, size_t nbytes, ot_error *err);
+/* Copies pinned value src into pinned value dst (same byte size), e.g. updated
+ * BatchNorm running stats back into the state. */
+ot_status ot_executor_copy_value(ot_executor *ex, int dst_value, int src_value, ot_error *err);
+/* Copies every param and state value back into g->values[].data (for the exporter). */
+ot_status ot_executor_sync_to_graph(ot_executor *ex, ot_error *err);
+
+/* Device pointer of a placed value (NULL when not placed); for the optimizer and
+ * backends. On the CPU it is a host pointer. */
+void *ot_executor_value_ptr(ot_executor *ex, int value_id);
+/* Device range of a pinned slab (params, gradients, optimizer state, ...). */
+void *ot_executor_slab(ot_executor *ex, ot_mem_category c, size_t *nbytes);
+
+void ot_executor_set_step(ot_executor *ex, uint64_t step);
+void ot_executor_set_seed(ot_executor *ex, uint64_t seed);
+
+const ot_plan *ot_executor_plan(const ot_executor *ex);
+const ot_graph *ot_executor_graph(const ot_executor *ex);
+ot_backend *ot_executor_backend(const ot_executor *ex);
+/* Measured high-water mark: the highest arena end offset actually touched by a copy
+ * or by a tensor/workspace handed to a kernel so far. After a full run it must equal
+ * ot_plan_peak_bytes(). */
+size_t ot_executor_high_water(const ot_executor *ex);
+
+#endif

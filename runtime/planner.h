@@ -1,0 +1,104 @@
+/* planner.h — the exact memory planner: lifetimes over a schedule and byte offsets
+ * in ONE arena per device. It is the project's one memory model: the executor
+ * allocates exactly ot_plan_peak_bytes() and nothing else for tensors, and remat
+ * uses it as its simulator.
+ *
+ * Layout. The arena starts with the pinned region: contiguous 64-byte-aligned slabs
+ * in this order — params, gradients (of params), optimizer state, state (BatchNorm
+ * running stats), constants, graph inputs/outputs. Params are ordered by value id;
+ * a gradient or optimizer-state value that one optimizer node reads with a param
+ * takes that param's position, so the gradient and state slabs mirror the param
+ * slab and an optimizer step can be one loop over them; the rest by value id. The transient
+ * region follows: every other value gets a block by best fit over the free blocks
+ * at the step that defines it and gives it back after its last reader; each node's
+ * workspace is a block alive only during that node.
+ *
+ * Pinned: values of kind param, state, optimizer state, constant (when read) and
+ * input; graph outputs; and gradients of params — a value of kind GRADIENT that an
+ * optimizer node reads or that is a graph output.
+ *
+ * In place: output 0 of a node takes over its first input's block when the op has
+ * OT_T_INPLACE or OT_T_VIEW, the input is transient, this node is its last reader and
+ * both have the same byte size. Kernels of such ops must therefore accept
+ * out->data == in[0].data.
+ *
+ * Peak: the highest end offset (offset + bytes) of any block, which is what the
+ * executor allocates and what it measures at run time. */
+#ifndef OT_PLANNER_H
+#define OT_PLANNER_H
+
+#include <stdio.h>
+
+#include "ir.h"
+#include "runtime/backend.h"
+
+#define OT_PLAN_ALIGN 64
+
+typedef enum ot_mem_category {
+    OT_MEM_PARAMS = 0,
+    OT_MEM_GRADIENTS,  /* gradients of params (pinned) */
+    OT_MEM_OPT_STATE,
+    OT_MEM_STATE,      /* BatchNorm running statistics */
+    OT_MEM_CONSTANTS,
+    OT_MEM_IO,         /* graph inputs fed by data and graph outputs */
+    OT_MEM_KEPT,       /* forward values alive across the forward→backward boundary */
+    OT_MEM_TRANSIENT,  /* every other intermediate value */
+    OT_MEM_WORKSPACE,  /* per-node kernel scratch */
+    OT_MEM_COUNT
+} ot_mem_category;
+
+const char *ot_mem_category_name(ot_mem_category c);
+
+typedef struct ot_plan_value {
+    int64_t offset;   /* byte offset in the arena; -1 when the value is not placed */
+    size_t nbytes;    /* numel × dtype size (0 when not placed) */
+    int def_step;     /* schedule step that writes it; -1 for pinned values nothing writes */
+    int last_step;    /* last schedule step that reads it; def_step when never read */
+    ot_mem_category category;
+    bool pinned;
+    int inplace_of;   /* value whose block this one took over in place; -1 if none */
+} ot_plan_value;
+
+typedef struct ot_plan {
+    int n_values;
+    ot_plan_value *values; /* indexed by value id */
+    int n_steps;
+    int *order;            /* the schedule (copy): node id of each step */
+    int64_t *ws_offset;    /* per step: workspace offset, -1 when the node needs none */
+    size_t *ws_bytes;      /* per step: workspace bytes */
+    size_t *timeline;      /* per step: bytes in use (live values + workspace) while it runs */
+    size_t peak_bytes;     /* arena size: max end offset of any block */
+    int peak_step;         /* step at which the peak was first reached (-1: pinned only) */
+    size_t pinned_bytes;   /* end of the pinned region = start of the transient region */
+    int backward_step;     /* first BACKWARD/RECOMPUTE step; n_steps when none */
+    /* Pinned slabs: [slab_offset, slab_offset + slab_bytes) for categories up to IO. */
+    size_t slab_offset[OT_MEM_COUNT], slab_bytes[OT_MEM_COUNT];
+    size_t at_peak[OT_MEM_COUNT]; /* bytes live per category when the peak is reached */
+    size_t total[OT_MEM_COUNT];   /* bytes per category summed over all blocks */
+} ot_plan;
+
+typedef struct ot_plan_options {
+    bool no_inplace; /* never reuse an input's block for an output */
+} ot_plan_options;
+
+/* Plans `g` over the schedule order[0..n). be supplies workspace sizes (NULL: none).
+ * Every placed value needs a static shape (else OT_E_SHAPE naming the first one) and
+ * a supported dtype. */
+ot_status ot_plan_build(const ot_graph *g, const int *order, int n, ot_backend *be, ot_plan **out,
+                        ot_error *err);
+ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_backend *be,
+                             const ot_plan_options *opt, ot_plan **out, ot_error *err);
+void ot_plan_free(ot_plan *p);
+
+size_t ot_plan_peak_bytes(const ot_plan *p);
+int64_t ot_plan_offset(const ot_plan *p, int value_id); /* -1 if not placed */
+size_t ot_plan_value_bytes(const ot_plan *p, int value_id);
+/* Bytes of the arena that hold values or workspace of category c at the peak. */
+size_t ot_plan_bytes_at_peak(const ot_plan *p, ot_mem_category c);
+
+/* A human summary: peak, pinned region, bytes by category at the peak and in total. */
+void ot_plan_print_summary(const ot_plan *p, FILE *f);
+/* The same as one JSON object (no trailing newline). */
+void ot_plan_write_json(const ot_plan *p, FILE *f);
+
+#endif

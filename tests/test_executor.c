@@ -1,0 +1,438 @@
+/* test_executor.c — the executor end to end on hand-built graphs over a test backend
+ * whose tiny kernels are written here (so the executor is tested independently of
+ * kernels/cpu): one arena of exactly the planned peak, results, measured high-water
+ * == planned peak, input dtype/shape errors, unsupported nodes all listed at once,
+ * node failures naming node and op, RNG node ids, pinned reads and writes. The same
+ * graph also runs on the real CPU backend and must give the same numbers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+#include "runtime/executor.h"
+
+/* ---- a test backend ---------------------------------------------------------- */
+
+typedef struct test_be {
+    ot_backend be;
+    int n_allocs;
+    size_t alloc_bytes;
+    int rng_seen[16]; /* ctx->rng_node per node id */
+    bool ws_ok;       /* MatMul got its workspace */
+} test_be;
+
+static ot_status tb_alloc(ot_backend *be, size_t bytes, void **base, ot_error *err) {
+    test_be *t = (test_be *)be;
+    t->n_allocs++;
+    t->alloc_bytes = bytes;
+    /* Exactly `bytes`, so an access past the plan is caught by ASan / valgrind. */
+    *base = calloc(1, bytes ? bytes : 1);
+    return *base ? OT_OK : ot_fail(err, OT_E_MEMORY, "oom");
+}
+static void tb_free(ot_backend *be, void *base) {
+    (void)be;
+    free(base);
+}
+static ot_status tb_copy(ot_backend *be, void *dst, const void *src, size_t n, ot_error *err) {
+    (void)be;
+    (void)err;
+    memcpy(dst, src, n);
+    return OT_OK;
+}
+static size_t tb_ws(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)be;
+    (void)out;
+    return node->op == OT_OP_MATMUL ? (size_t)in[0].shape.dim[1] * sizeof(float) : 0;
+}
+static bool tb_supports(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)be;
+    (void)out;
+    switch (node->op) {
+    case OT_OP_RELU:
+    case OT_OP_NEG:
+    case OT_OP_EXP:
+    case OT_OP_ADD:
+    case OT_OP_MATMUL: return in[0].dtype == OT_F32;
+    default: return false;
+    }
+}
+static ot_status tb_run(ot_backend *be, const ot_graph *g, const ot_node *node, const ot_tensor *in, ot_tensor *out,
+                        const ot_kernel_ctx *ctx, ot_error *err) {
+    (void)g;
+    test_be *t = (test_be *)be;
+    if (node->id < 16) t->rng_seen[node->id] = ctx->rng_node;
+    const float *a = in[0].data;
+    float *y = out[0].data;
+    int64_t n = ot_shape_numel(&out[0].shape);
+    switch (node->op) {
+    case OT_OP_RELU:
+        for (int64_t i = 0; i < n; i++) y[i] = a[i] > 0 ? a[i] : 0;
+        return OT_OK;
+    case OT_OP_NEG:
+        for (int64_t i = 0; i < n; i++) y[i] = -a[i];
+        return OT_OK;
+    case OT_OP_EXP:
+        for (int64_t i = 0; i < n; i++)
+            if (a[i] > 80) return ot_fail(err, OT_E_NUMERICS, "overflow at element %lld", (long long)i);
+        for (int64_t i = 0; i < n; i++) y[i] = expf(a[i]);
+        return OT_OK;
+    case OT_OP_ADD: {
+        const float *b = in[1].data;
+        for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+        return OT_OK;
+    }
+    case OT_OP_MATMUL: { /* [m,k] x [k,n]; a row of B's column staged in the workspace */
+        const float *b = in[1].data;
+        int64_t m = in[0].shape.dim[0], k = in[0].shape.dim[1], nn = in[1].shape.dim[1];
+        float *col = ctx->workspace;
+        t->ws_ok = col && ctx->workspace_bytes >= (size_t)k * sizeof(float);
+        if (!t->ws_ok) return ot_fail(err, OT_E_INTERNAL, "no workspace");
+        for (int64_t j = 0; j < nn; j++) {
+            for (int64_t p = 0; p < k; p++) col[p] = b[p * nn + j];
+            for (int64_t i = 0; i < m; i++) {
+                float s = 0;
+                for (int64_t p = 0; p < k; p++) s += a[i * k + p] * col[p];
+                y[i * nn + j] = s;
+            }
+        }
+        return OT_OK;
+    }
+    default: return ot_fail(err, OT_E_UNSUPPORTED, "no kernel");
+    }
+}
+static ot_status tb_sync(ot_backend *be, ot_error *err) {
+    (void)be;
+    (void)err;
+    return OT_OK;
+}
+
+static void tb_init(test_be *t) {
+    memset(t, 0, sizeof *t);
+    t->be = (ot_backend){.name = "test", .arena_alloc = tb_alloc, .arena_free = tb_free, .copy_in = tb_copy,
+                         .copy_out = tb_copy, .run_node = tb_run, .workspace_bytes = tb_ws,
+                         .supports = tb_supports, .synchronize = tb_sync};
+    for (int i = 0; i < 16; i++) t->rng_seen[i] = -99;
+}
+
+/* ---- graphs -------------------------------------------------------------------- */
+
+static int val(ot_graph *g, const char *name, int r, int c, ot_value_kind kind) {
+    int64_t d[2] = {r, c};
+    ot_shape s = ot_shape_make(2, d);
+    int v = ot_graph_add_value(g, name, OT_F32, &s, kind);
+    assert_true(v >= 0);
+    return v;
+}
+
+/* x[3,4] -> Relu -> a -> MatMul(a, W[4,2]) -> m -> Neg -> n -> Add(n, b) -> y ;
+ * Exp(y) -> e. Outputs y and e. */
+static ot_graph *build(void) {
+    ot_graph *g = ot_graph_new("exec");
+    int x = val(g, "x", 3, 4, OT_VK_INPUT);
+    int W = val(g, "W", 4, 2, OT_VK_PARAM);
+    int b = val(g, "b", 3, 2, OT_VK_CONSTANT);
+    int a = val(g, "a", 3, 4, OT_VK_ACTIVATION);
+    int m = val(g, "m", 3, 2, OT_VK_ACTIVATION);
+    int n = val(g, "n", 3, 2, OT_VK_ACTIVATION);
+    int y = val(g, "y", 3, 2, OT_VK_ACTIVATION);
+    int e = val(g, "e", 3, 2, OT_VK_ACTIVATION);
+    float wd[8], bd[6];
+    for (int i = 0; i < 8; i++) wd[i] = 0.25f * (float)(i - 3);
+    for (int i = 0; i < 6; i++) bd[i] = 0.5f * (float)i;
+    ot_value_set_data(&g->values[W], wd, sizeof wd);
+    ot_value_set_data(&g->values[b], bd, sizeof bd);
+    ot_graph_add_node(g, OT_OP_RELU, "relu", &x, 1, &a, 1, OT_PHASE_FORWARD);
+    int mm[2] = {a, W};
+    ot_graph_add_node(g, OT_OP_MATMUL, "matmul", mm, 2, &m, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_NEG, "neg", &m, 1, &n, 1, OT_PHASE_FORWARD);
+    int ad[2] = {n, b};
+    ot_graph_add_node(g, OT_OP_ADD, "add", ad, 2, &y, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_EXP, "exp", &y, 1, &e, 1, OT_PHASE_FORWARD);
+    g->inputs = malloc(sizeof(int));
+    g->inputs[0] = x;
+    g->n_inputs = 1;
+    g->outputs = malloc(2 * sizeof(int));
+    g->outputs[0] = y;
+    g->outputs[1] = e;
+    g->n_outputs = 2;
+    g->values[y].is_graph_output = g->values[e].is_graph_output = true;
+    return g;
+}
+
+static ot_tensor *input_x(float scale) {
+    int64_t d[2] = {3, 4};
+    ot_shape s = ot_shape_make(2, d);
+    ot_tensor *t = ot_tensor_new(OT_F32, &s);
+    float *p = t->data;
+    for (int i = 0; i < 12; i++) p[i] = scale * (float)(i - 5);
+    return t;
+}
+
+/* The expected y = -(relu(x) @ W) + b, computed naively here. */
+static void expected_y(const float *x, const float *W, const float *b, float *y) {
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) {
+            double s = 0;
+            for (int p = 0; p < 4; p++) s += (double)(x[i * 4 + p] > 0 ? x[i * 4 + p] : 0) * W[p * 2 + j];
+            y[i * 2 + j] = (float)(-s + b[i * 2 + j]);
+        }
+}
+
+static void test_run_end_to_end(void **state) {
+    (void)state;
+    test_be tb;
+    tb_init(&tb);
+    ot_graph *g = build();
+    ot_executor *ex = NULL;
+    ot_error err = {0};
+    ot_exec_options opt = {.seed = 7};
+    if (ot_executor_new(g, &tb.be, &opt, &ex, &err)) fail_msg("%s", err.msg);
+    const ot_plan *p = ot_executor_plan(ex);
+    assert_int_equal(tb.n_allocs, 1);
+    assert_int_equal(tb.alloc_bytes, ot_plan_peak_bytes(p));
+    ot_tensor *x = input_x(0.5f);
+    if (ot_executor_set_input_by_name(ex, "x", x, &err)) fail_msg("%s", err.msg);
+    if (ot_executor_run(ex, &err)) fail_msg("%s", err.msg);
+    assert_true(tb.ws_ok);
+    assert_int_equal(tb.n_allocs, 1); /* nothing else allocated for tensors */
+    assert_int_equal(ot_executor_high_water(ex), ot_plan_peak_bytes(p));
+
+    int y = ot_graph_find_value(g, "y"), e = ot_graph_find_value(g, "e");
+    ot_tensor *ty = NULL, *te = NULL;
+    assert_int_equal(ot_executor_get(ex, y, &ty, &err), OT_OK);
+    assert_int_equal(ot_executor_get(ex, e, &te, &err), OT_OK);
+    float want[6];
+    expected_y(x->data, g->values[ot_graph_find_value(g, "W")].data, g->values[ot_graph_find_value(g, "b")].data,
+               want);
+    for (int i = 0; i < 6; i++) {
+        assert_float_equal(((float *)ty->data)[i], want[i], 1e-5);
+        assert_float_equal(((float *)te->data)[i], expf(want[i]), 1e-4);
+    }
+    /* A transient value cannot be read back; an unknown id neither. */
+    ot_tensor *tt = NULL;
+    assert_int_equal(ot_executor_get(ex, ot_graph_find_value(g, "m"), &tt, &err), OT_E_USAGE);
+    assert_non_null(strstr(err.msg, "'m'"));
+    assert_int_equal(ot_executor_get(ex, 999, &tt, &err), OT_E_USAGE);
+
+    /* Writing a param changes the next run; running twice gives the same answer. */
+    int W = ot_graph_find_value(g, "W");
+    float w2[8] = {0};
+    assert_int_equal(ot_executor_write(ex, W, w2, sizeof w2, &err), OT_OK);
+    assert_int_equal(ot_executor_write(ex, W, w2, 4, &err), OT_E_DATA);
+    assert_int_equal(ot_executor_run(ex, &err), OT_OK);
+    ot_tensor_free(ty);
+    assert_int_equal(ot_executor_get(ex, y, &ty, &err), OT_OK);
+    for (int i = 0; i < 6; i++) assert_float_equal(((float *)ty->data)[i], 0.5f * (float)i, 0);
+    /* Params go back into the graph for the exporter. */
+    assert_int_equal(ot_executor_sync_to_graph(ex, &err), OT_OK);
+    assert_memory_equal(g->values[W].data, w2, sizeof w2);
+    assert_int_equal(ot_executor_high_water(ex), ot_plan_peak_bytes(p));
+    size_t slab = 0;
+    assert_ptr_equal(ot_executor_slab(ex, OT_MEM_PARAMS, &slab), ot_executor_value_ptr(ex, W));
+    assert_int_equal(slab, 64);
+
+    ot_tensor_free(x);
+    ot_tensor_free(ty);
+    ot_tensor_free(te);
+    ot_executor_free(ex);
+    ot_graph_free(g);
+}
+
+static void test_bad_inputs(void **state) {
+    (void)state;
+    test_be tb;
+    tb_init(&tb);
+    ot_graph *g = build();
+    ot_executor *ex = NULL;
+    ot_error err = {0};
+    assert_int_equal(ot_executor_new(g, &tb.be, NULL, &ex, &err), OT_OK);
+    /* Not set: refused before running anything. */
+    assert_int_equal(ot_executor_run(ex, &err), OT_E_DATA);
+    assert_non_null(strstr(err.msg, "'x'"));
+    assert_int_equal(tb.rng_seen[0], -99);
+
+    int64_t d[2] = {3, 5};
+    ot_shape s = ot_shape_make(2, d);
+    ot_tensor *bad = ot_tensor_new(OT_F32, &s);
+    assert_int_equal(ot_executor_set_input_by_name(ex, "x", bad, &err), OT_E_DATA);
+    assert_non_null(strstr(err.msg, "'x'"));
+    assert_non_null(strstr(err.msg, "[3,4]"));
+    assert_non_null(strstr(err.msg, "[3,5]"));
+    ot_tensor_free(bad);
+    d[1] = 4;
+    s = ot_shape_make(2, d);
+    bad = ot_tensor_new(OT_I64, &s);
+    assert_int_equal(ot_executor_set_input_by_name(ex, "x", bad, &err), OT_E_DATA);
+    assert_non_null(strstr(err.msg, "int64"));
+    assert_non_null(strstr(err.msg, "float32"));
+    ot_tensor_free(bad);
+    assert_int_equal(ot_executor_set_input_by_name(ex, "nope", bad = input_x(1), &err), OT_E_USAGE);
+    assert_non_null(strstr(err.msg, "nope"));
+    /* W is a param, not an input. */
+    assert_int_equal(ot_executor_set_input_by_name(ex, "W", bad, &err), OT_E_USAGE);
+    ot_tensor_free(bad);
+
+    /* A kernel failure names the node and the op. */
+    ot_tensor *x = input_x(-100.0f); /* y[0] = 250: Exp overflows */
+    assert_int_equal(ot_executor_set_input_by_name(ex, "x", x, &err), OT_OK);
+    assert_int_equal(ot_executor_run(ex, &err), OT_E_NUMERICS);
+    assert_non_null(strstr(err.msg, "'exp'"));
+    assert_non_null(strstr(err.msg, "Exp"));
+    assert_non_null(strstr(err.msg, "overflow"));
+    ot_tensor_free(x);
+    ot_executor_free(ex);
+    ot_graph_free(g);
+}
+
+/* Every unsupported node in one message, before any allocation. */
+static void test_unsupported_listed(void **state) {
+    (void)state;
+    test_be tb;
+    tb_init(&tb);
+    ot_graph *g = build();
+    int a = ot_graph_find_value(g, "a"), y = ot_graph_find_value(g, "y");
+    g->nodes[0].op = OT_OP_TANH; /* relu -> tanh: unsupported by the test backend */
+    g->nodes[4].op = OT_OP_SIGMOID;
+    (void)a;
+    (void)y;
+    ot_executor *ex = NULL;
+    ot_error err = {0};
+    assert_int_equal(ot_executor_new(g, &tb.be, NULL, &ex, &err), OT_E_UNSUPPORTED);
+    assert_null(ex);
+    assert_non_null(strstr(err.msg, "2 nodes"));
+    assert_non_null(strstr(err.msg, "'relu'"));
+    assert_non_null(strstr(err.msg, "'exp'"));
+    assert_int_equal(tb.n_allocs, 0);
+    ot_graph_free(g);
+}
+
+/* ctx->rng_node: own id, orig_node for clones, the "rng_node" attribute first. */
+static void test_rng_node(void **state) {
+    (void)state;
+    test_be tb;
+    tb_init(&tb);
+    ot_graph *g = build();
+    g->nodes[2].orig_node = 0;                          /* neg: pretend clone of node 0 */
+    ot_node_set_attr_int(&g->nodes[3], "rng_node", 1); /* add: keyed like node 1 */
+    ot_executor *ex = NULL;
+    ot_error err = {0};
+    assert_int_equal(ot_executor_new(g, &tb.be, NULL, &ex, &err), OT_OK);
+    ot_tensor *x = input_x(0.1f);
+    assert_int_equal(ot_executor_set_input(ex, ot_graph_find_value(g, "x"), x, &err), OT_OK);
+    assert_int_equal(ot_executor_run(ex, &err), OT_OK);
+    assert_int_equal(tb.rng_seen[0], 0);
+    assert_int_equal(tb.rng_seen[1], 1);
+    assert_int_equal(tb.rng_seen[2], 0);
+    assert_int_equal(tb.rng_seen[3], 1);
+    assert_int_equal(tb.rng_seen[4], 4);
+    ot_tensor_free(x);
+    ot_executor_free(ex);
+    ot_graph_free(g);
+}
+
+/* A symbolic dim that was never bound: OT_E_SHAPE before anything is allocated. */
+static void test_unbound_shape(void **state) {
+    (void)state;
+    test_be tb;
+    tb_init(&tb);
+    ot_graph *g = build();
+    int sym = ot_graph_add_sym(g, "batch");
+    int x = ot_graph_find_value(g, "x");
+    g->values[x].shape.dim[0] = -1;
+    g->values[x].shape.sym[0] = sym;
+    ot_executor *ex = NULL;
+    ot_error err = {0};
+    assert_int_equal(ot_executor_new(g, &tb.be, NULL, &ex, &err), OT_E_SHAPE);
+    assert_non_null(strstr(err.msg, "'x'"));
+    assert_int_equal(tb.n_allocs, 0);
+    ot_graph_free(g);
+}
+
+/* The per-node hook sees outputs in schedule order and can stop the run. */
+typedef struct hook_log {
+    int steps[8], n;
+    int stop_at;
+} hook_log;
+
+static ot_status record_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out,
+                             ot_error *err) {
+    (void)ex;
+    hook_log *h = user;
+    h->steps[h->n++] = node->id;
+    assert_non_null(out[0].data);
+    if (node->id == h->stop_at) return ot_fail(err, OT_E_NUMERICS, "hook stopped at step %d", step);
+    return OT_OK;
+}
+
+static void test_hook_and_copy(void **state) {
+    (void)state;
+    test_be tb;
+    tb_init(&tb);
+    ot_graph *g = build();
+    hook_log h = {.stop_at = 3};
+    ot_exec_options opt = {.after_node = record_hook, .hook_user = &h};
+    ot_executor *ex = NULL;
+    ot_error err = {0};
+    assert_int_equal(ot_executor_new(g, &tb.be, &opt, &ex, &err), OT_OK);
+    ot_tensor *x = input_x(0.5f);
+    assert_int_equal(ot_executor_set_input(ex, ot_graph_find_value(g, "x"), x, &err), OT_OK);
+    assert_int_equal(ot_executor_run(ex, &err), OT_E_NUMERICS);
+    assert_non_null(strstr(err.msg, "hook stopped at step 3"));
+    assert_int_equal(h.n, 4);
+    for (int i = 0; i < 4; i++) assert_int_equal(h.steps[i], i);
+    /* copy_value: pinned to pinned of the same size (y -> e), refused for transients. */
+    h.stop_at = -1;
+    h.n = 0;
+    assert_int_equal(ot_executor_run(ex, &err), OT_OK);
+    int y = ot_graph_find_value(g, "y"), e = ot_graph_find_value(g, "e"), m = ot_graph_find_value(g, "m");
+    assert_int_equal(ot_executor_copy_value(ex, e, y, &err), OT_OK);
+    assert_memory_equal(ot_executor_value_ptr(ex, e), ot_executor_value_ptr(ex, y), 6 * sizeof(float));
+    assert_int_equal(ot_executor_copy_value(ex, e, m, &err), OT_E_USAGE);
+    assert_int_equal(ot_executor_copy_value(ex, e, ot_graph_find_value(g, "x"), &err), OT_E_DATA);
+    ot_tensor_free(x);
+    ot_executor_free(ex);
+    ot_graph_free(g);
+}
+
+/* The same graph on the real CPU backend, when its kernels are there. */
+static void test_cpu_backend(void **state) {
+    (void)state;
+    ot_error err = {0};
+    ot_backend *be = ot_backend_cpu_new(2, &err);
+    assert_non_null(be);
+    assert_string_equal(be->name, "cpu");
+    ot_graph *g = build();
+    ot_executor *ex = NULL;
+    ot_status st = ot_executor_new(g, be, NULL, &ex, &err);
+    if (st) fail_msg("cpu backend: %s", err.msg);
+    ot_tensor *x = input_x(0.5f);
+    assert_int_equal(ot_executor_set_input_by_name(ex, "x", x, &err), OT_OK);
+    if (ot_executor_run(ex, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(ot_executor_high_water(ex), ot_plan_peak_bytes(ot_executor_plan(ex)));
+    ot_tensor *ty = NULL;
+    assert_int_equal(ot_executor_get(ex, ot_graph_find_value(g, "y"), &ty, &err), OT_OK);
+    float want[6];
+    expected_y(x->data, g->values[ot_graph_find_value(g, "W")].data, g->values[ot_graph_find_value(g, "b")].data,
+               want);
+    for (int i = 0; i < 6; i++) assert_float_equal(((float *)ty->data)[i], want[i], 1e-5);
+    ot_tensor_free(ty);
+    ot_tensor_free(x);
+    ot_executor_free(ex);
+    ot_graph_free(g);
+    ot_backend_free(be);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_end_to_end), cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_unsupported_listed), cmocka_unit_test(test_rng_node),
+        cmocka_unit_test(test_unbound_shape), cmocka_unit_test(test_hook_and_copy),
+        cmocka_unit_test(test_cpu_backend),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
