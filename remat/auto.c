@@ -1,0 +1,376 @@
+/* auto.c — plans chosen by measurement: `--remat auto --memory-budget`, the `all`
+ * policy (the segmentation with the least planned peak), and the planner adapter
+ * that is remat's only memory model.
+ *
+ * Auto searches keep sets of the general DAG, judging each by the exact peak the
+ * planner gives for the rewritten graph (apply, measure, undo) and by its recompute
+ * FLOPs (remat/cost.c):
+ *   1. seeds: none, selective, sqrt, every:K for a ladder of K (Chen segments) and
+ *      tapered segmentations (long segments early, short ones near the loss);
+ *   2. two greedy orders over the saved values — bytes freed per FLOP recomputed,
+ *      and FLOPs alone (a cost threshold) — each bisected on its prefix length for
+ *      the shortest prefix whose peak fits;
+ *   3. when nothing fits yet, the least-peak search that `all` uses (segment plans,
+ *      then local search on (peak, steps at the top, cost));
+ *   4. local search from the cheapest fitting plan: keep or recompute one saved
+ *      value, or move a kept one to its neighbour, while the peak fits and the
+ *      cost drops (first improvement, bounded planner runs).
+ * Peaks are not monotone in general (best fit, in place), so bisection only steers
+ * the search; a plan is accepted only when its own measured peak fits. On chains of
+ * up to 30 nodes this matches an exhaustive search (tests/test_remat.c). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remat/remat.h"
+#include "remat/remat_internal.h"
+#include "runtime/planner.h"
+#include "runtime/schedule.h"
+
+ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
+    int *order = NULL, n = 0;
+    ot_plan *plan = NULL;
+    ot_status st = ot_schedule_build(g, &order, &n, err);
+    if (st == OT_OK) st = ot_plan_build(g, order, n, (ot_backend *)user, &plan, err);
+    if (st == OT_OK) {
+        size_t top = 0;
+        m->peak = (int64_t)ot_plan_peak_bytes(plan);
+        m->n_top = 0;
+        for (int i = 0; i < plan->n_steps; i++) top = plan->timeline[i] > top ? plan->timeline[i] : top;
+        for (int i = 0; i < plan->n_steps; i++) m->n_top += plan->timeline[i] == top;
+    }
+    ot_plan_free(plan);
+    free(order);
+    return st;
+}
+
+typedef struct search {
+    ot_graph *g;
+    const ot_remat_analysis *a;
+    ot_remat_measure_fn measure;
+    void *user;
+    int64_t budget;
+    ot_remat_auto_stats *stats;
+    bool *best;      /* cheapest feasible keep set so far */
+    double best_cost;
+    int64_t best_peak;
+    bool have_best;
+    bool *min_keep;  /* keep set with the smallest peak */
+} search;
+
+/* Measures one keep set; records it as best when it fits and is cheaper. */
+static ot_status try_keep_m(search *s, const bool *keep, ot_remat_measurement *m_out, double *cost_out,
+                            ot_error *err) {
+    ot_remat_rewrite rw;
+    ot_status st = ot_remat_apply(s->g, s->a, keep, &rw, err);
+    if (st != OT_OK) return st;
+    ot_remat_measurement m = {0, 0};
+    double cost = rw.extra_flops;
+    st = s->measure(s->g, s->user, &m, err);
+    int64_t peak = m.peak;
+    ot_remat_undo(s->g, &rw);
+    if (st != OT_OK) return st;
+    s->stats->n_measured++;
+    size_t nb = (size_t)s->a->n_values * sizeof(bool);
+    if (s->stats->n_measured == 1 || peak < s->stats->min_peak) {
+        s->stats->min_peak = peak;
+        if (s->min_keep) memcpy(s->min_keep, keep, nb);
+    }
+    if (peak <= s->budget && (!s->have_best || cost < s->best_cost ||
+                              (cost == s->best_cost && peak < s->best_peak))) {
+        memcpy(s->best, keep, nb);
+        s->best_cost = cost;
+        s->best_peak = peak;
+        s->have_best = true;
+    }
+    if (m_out) *m_out = m;
+    if (cost_out) *cost_out = cost;
+    return OT_OK;
+}
+
+static ot_status try_keep(search *s, const bool *keep, int64_t *peak_out, double *cost_out, ot_error *err) {
+    ot_remat_measurement m = {0, 0};
+    ot_status st = try_keep_m(s, keep, &m, cost_out, err);
+    if (peak_out) *peak_out = m.peak;
+    return st;
+}
+
+/* Segment plans: every:K for K on a ladder from 1 to n_art (from `all`-like to
+ * none), and tapered segmentations (first segment T units, each next one unit less)
+ * for T on a ladder. */
+static ot_status try_segment_ladder(search *s, bool *keep, ot_error *err) {
+    const ot_remat_analysis *a = s->a;
+    int last = -1;
+    for (double k = 1.0; k <= (double)a->n_art + 0.5; k *= 1.25) {
+        int K = (int)lround(k);
+        if (K == last) continue;
+        last = K;
+        ot_remat_policy p = {.kind = OT_REMAT_EVERY, .every_k = K};
+        ot_status st = ot_remat_policy_keep(s->g, a, &p, keep, err);
+        if (st == OT_OK) st = try_keep(s, keep, NULL, NULL, err);
+        if (st != OT_OK) return st;
+    }
+    double unit = ot_remat_saved_unit(a);
+    double n_units = unit > 0.0 ? (double)a->saved_bytes / unit : 0.0;
+    last = -1;
+    for (double t = 2.0; t <= 2.0 * sqrt(2.0 * n_units) + 1.0; t *= 1.15) {
+        int T = (int)lround(t);
+        if (T == last) continue;
+        last = T;
+        for (int v = 0; v < a->n_values; v++) keep[v] = a->pinned[v];
+        ot_remat_segment_keep(s->g, a, T * unit, -unit, keep);
+        ot_status st = try_keep(s, keep, NULL, NULL, err);
+        if (st != OT_OK) return st;
+    }
+    return OT_OK;
+}
+
+typedef struct ranked {
+    int v;
+    double key;
+} ranked;
+
+static int ranked_desc(const void *x, const void *y) {
+    const ranked *a = x, *b = y;
+    if (a->key != b->key) return a->key > b->key ? -1 : 1;
+    return a->v - b->v;
+}
+
+/* keep = none minus the first k entries of order. */
+static void prefix_keep(const search *s, const ranked *order, int k, bool *keep) {
+    for (int v = 0; v < s->a->n_values; v++) keep[v] = s->a->candidate[v];
+    for (int i = 0; i < k; i++) keep[order[i].v] = false;
+}
+
+/* Bisects the prefix length of a drop order for the shortest prefix that fits. */
+static ot_status bisect_order(search *s, const ranked *order, int n, bool *keep, ot_error *err) {
+    int lo = 0, hi = n; /* invariant (assumed): prefix hi fits if anything does */
+    int64_t peak = 0;
+    prefix_keep(s, order, hi, keep);
+    ot_status st = try_keep(s, keep, &peak, NULL, err);
+    if (st != OT_OK || peak > s->budget) return st;
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        prefix_keep(s, order, mid, keep);
+        st = try_keep(s, keep, &peak, NULL, err);
+        if (st != OT_OK) return st;
+        if (peak <= s->budget) hi = mid;
+        else lo = mid;
+    }
+    return OT_OK;
+}
+
+/* Lexicographic score of a plan: fitting plans by (cost, peak), the others after
+ * them by (peak, cost). Lower is better. */
+static bool better(const search *s, ot_remat_measurement m, double c, ot_remat_measurement cur, double cur_c) {
+    bool fit = s->budget >= 0 && m.peak <= s->budget, cur_fit = s->budget >= 0 && cur.peak <= s->budget;
+    if (fit != cur_fit) return fit;
+    if (fit) return c < cur_c || (c == cur_c && m.peak < cur.peak);
+    if (m.peak != cur.peak) return m.peak < cur.peak;
+    if (m.n_top != cur.n_top) return m.n_top < cur.n_top;
+    return c < cur_c;
+}
+
+/* Local search from `keep` over the saved values (vars, in forward order): flip one
+ * (keep <-> recompute) or shift a kept one to its neighbour; first improvement
+ * wins, until no move improves or max_evals planner runs are spent. Finds the
+ * uneven checkpoint spacings (longer segments early in the network, where the
+ * backward pass has freed more) that no fixed segmentation gives. */
+static ot_status local_search(search *s, bool *keep, const int *vars, int n_vars, int max_evals, ot_error *err) {
+    const ot_remat_analysis *a = s->a;
+    ot_remat_measurement cur = {0, 0};
+    double cur_c = 0.0;
+    ot_status st = try_keep_m(s, keep, &cur, &cur_c, err);
+    bool improved = true;
+    while (st == OT_OK && improved && max_evals > 0) {
+        improved = false;
+        for (int mv = 0; mv < 3 * n_vars && max_evals > 0; mv++) {
+            int i = mv / 3, kind = mv % 3, j = kind == 1 ? i - 1 : i + 1;
+            int v = vars[i];
+            if (kind > 0) { /* shift a kept value to a dropped neighbour */
+                if (!keep[v] || j < 0 || j >= n_vars || keep[vars[j]]) continue;
+                keep[v] = false;
+                keep[vars[j]] = true;
+            } else {
+                keep[v] = !keep[v];
+            }
+            /* Fitting already: only moves that lower the cost can win; skip the planner. */
+            bool cur_fit = s->budget >= 0 && cur.peak <= s->budget;
+            double c_est = cur_fit ? ot_remat_keep_cost(s->g, a, keep, NULL) : 0.0;
+            ot_remat_measurement m = {0, 0};
+            double c = 0.0;
+            bool won = false;
+            if (!cur_fit || c_est < cur_c) {
+                st = try_keep_m(s, keep, &m, &c, err);
+                max_evals--;
+                if (st != OT_OK) break;
+                won = better(s, m, c, cur, cur_c);
+            }
+            if (won) {
+                cur = m;
+                cur_c = c;
+                improved = true;
+            } else if (kind > 0) {
+                keep[v] = true;
+                keep[vars[j]] = false;
+            } else {
+                keep[v] = !keep[v];
+            }
+        }
+    }
+    return st;
+}
+
+/* Saved values that are not pinned, in forward order: the search's variables. */
+static int search_vars(const ot_graph *g, const ot_remat_analysis *a, int *vars) {
+    int n = 0;
+    for (int p = 0; p < a->n_fwd; p++) {
+        const ot_node *nd = &g->nodes[a->fwd[p]];
+        for (int o = 0; o < nd->n_outputs; o++) {
+            int v = nd->outputs[o];
+            if (v >= 0 && a->saved[v] && !a->pinned[v]) vars[n++] = v;
+        }
+    }
+    return n;
+}
+
+/* Planner runs a local search may spend: generous on small graphs, bounded on big
+ * ones (a 5,000-node graph plans in ~15 ms: 200 runs stay within seconds). */
+static int eval_cap(int n_vars) { return n_vars <= 64 ? 40 * n_vars + 200 : 200; }
+
+/* The least-peak search shared by `all` and by auto when its seeds do not fit:
+ * segment plans, then a local search on (peak, cost). */
+static ot_status min_peak_search(search *s, bool *keep, int *vars, ot_error *err) {
+    const ot_remat_analysis *a = s->a;
+    int64_t saved_budget = s->budget;
+    s->budget = -1; /* nothing fits: the score is (peak, cost) */
+    ot_remat_policy p = {.kind = OT_REMAT_SQRT};
+    ot_status st = ot_remat_policy_keep(s->g, a, &p, keep, err);
+    if (st == OT_OK) st = try_keep(s, keep, NULL, NULL, err);
+    if (st == OT_OK) st = try_segment_ladder(s, keep, err);
+    if (st == OT_OK) {
+        int n = search_vars(s->g, a, vars);
+        memcpy(keep, s->min_keep, (size_t)a->n_values * sizeof(bool));
+        st = local_search(s, keep, vars, n, eval_cap(n), err);
+        memcpy(keep, s->min_keep, (size_t)a->n_values * sizeof(bool));
+    }
+    s->budget = saved_budget;
+    return st;
+}
+
+static ot_status search_init(search *s, ot_graph *g, const ot_remat_analysis *a, int64_t budget,
+                             ot_remat_measure_fn measure, void *user, ot_remat_auto_stats *stats, ot_error *err) {
+    memset(stats, 0, sizeof *stats);
+    *s = (search){g, a, measure, user, budget, stats, NULL, 0.0, 0, false, NULL};
+    s->best = ot_xcalloc((size_t)a->n_values, sizeof(bool));
+    s->min_keep = ot_xcalloc((size_t)a->n_values, sizeof(bool));
+    if (!s->best || !s->min_keep) return ot_fail(err, OT_E_MEMORY, "remat: out of memory for %d values", a->n_values);
+    return OT_OK;
+}
+
+ot_status ot_remat_least_memory(ot_graph *g, const ot_remat_analysis *a, ot_remat_measure_fn measure, void *user,
+                                bool *keep_out, int64_t *peak, ot_error *err) {
+    ot_remat_auto_stats stats;
+    search s;
+    int nv = a->n_values;
+    bool *keep = ot_xcalloc((size_t)nv, sizeof(bool));
+    int *vars = ot_xcalloc((size_t)nv, sizeof(int));
+    ot_status st = search_init(&s, g, a, -1, measure, user, &stats, err);
+    if (st == OT_OK && (!keep || !vars)) st = ot_fail(err, OT_E_MEMORY, "remat: out of memory for %d values", nv);
+    if (st == OT_OK) st = min_peak_search(&s, keep, vars, err);
+    if (st == OT_OK) { /* then the cheapest plan at that peak */
+        s.budget = stats.min_peak;
+        memcpy(keep, s.min_keep, (size_t)nv * sizeof(bool));
+        int n = search_vars(g, a, vars);
+        st = local_search(&s, keep, vars, n, eval_cap(n), err);
+    }
+    if (st == OT_OK) {
+        memcpy(keep_out, s.have_best ? s.best : s.min_keep, (size_t)nv * sizeof(bool));
+        if (peak) *peak = s.have_best ? s.best_peak : stats.min_peak;
+    }
+    free(keep);
+    free(vars);
+    free(s.best);
+    free(s.min_keep);
+    return st;
+}
+
+ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
+                        void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
+    int nv = a->n_values;
+    ot_remat_auto_stats local;
+    if (!stats) stats = &local;
+    search s;
+    bool *keep = ot_xcalloc((size_t)nv, sizeof(bool));
+    int *vars = ot_xcalloc((size_t)nv, sizeof(int));
+    ranked *order = ot_xcalloc((size_t)nv, sizeof(ranked));
+    ot_status st = search_init(&s, g, a, budget, measure, user, stats, err);
+    if (st != OT_OK) goto fail;
+    if (!keep || !order || !vars) {
+        st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", nv);
+        goto fail;
+    }
+    static const ot_remat_kind seeds[] = {OT_REMAT_NONE, OT_REMAT_SELECTIVE, OT_REMAT_SQRT};
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        ot_remat_policy p = {.kind = seeds[i]};
+        st = ot_remat_policy_keep(g, a, &p, keep, err);
+        if (st == OT_OK) st = try_keep(&s, keep, NULL, NULL, err);
+        if (st != OT_OK) goto fail;
+        if (i == 0 && s.have_best) goto done; /* nothing to recompute: none fits */
+    }
+    st = try_segment_ladder(&s, keep, err);
+    if (st != OT_OK) goto fail;
+
+    /* Greedy orders over the saved values, bisected: bytes per FLOP, then FLOPs. */
+    int n = search_vars(g, a, vars);
+    for (int i = 0; i < n; i++) {
+        double f = a->node_flops[g->values[vars[i]].producer];
+        order[i] = (ranked){vars[i], (double)ot_remat_value_bytes(g, vars[i]) / (1.0 + f)};
+    }
+    qsort(order, (size_t)n, sizeof(ranked), ranked_desc);
+    st = bisect_order(&s, order, n, keep, err);
+    if (st != OT_OK) goto fail;
+    for (int i = 0; i < n; i++) order[i].key = -a->node_flops[g->values[order[i].v].producer];
+    qsort(order, (size_t)n, sizeof(ranked), ranked_desc);
+    st = bisect_order(&s, order, n, keep, err);
+    if (st != OT_OK) goto fail;
+
+    if (!s.have_best) { /* tight budget: the least-peak search, which `all` also uses */
+        st = min_peak_search(&s, keep, vars, err);
+        if (st == OT_OK) st = try_keep(&s, keep, NULL, NULL, err);
+        if (st != OT_OK) goto fail;
+    }
+    if (!s.have_best) {
+        st = ot_fail(err, OT_E_MEMORY,
+                     "memory budget %lld bytes (%.1f MiB) cannot be met: the smallest planned peak is %lld bytes "
+                     "(%.1f MiB, --remat all); raise --memory-budget to at least that or lower --batch-size",
+                     (long long)budget, (double)budget / 1048576.0, (long long)stats->min_peak,
+                     (double)stats->min_peak / 1048576.0);
+        goto fail;
+    }
+    memcpy(keep, s.best, (size_t)nv * sizeof(bool));
+    n = search_vars(g, a, vars);
+    st = local_search(&s, keep, vars, n, eval_cap(n), err);
+    if (st != OT_OK) goto fail;
+done:
+    memcpy(keep_out, s.best, (size_t)nv * sizeof(bool));
+    stats->peak = s.best_peak;
+    stats->cost = s.best_cost;
+fail:
+    free(keep);
+    free(order);
+    free(vars);
+    free(s.best);
+    free(s.min_keep);
+    return st;
+}
+
+ot_status ot_remat_choose(ot_graph *g, const ot_remat_analysis *a, const ot_remat_policy *p,
+                          ot_remat_measure_fn measure, void *user, bool *keep, ot_error *err) {
+    if (p->kind == OT_REMAT_ALL && measure) return ot_remat_least_memory(g, a, measure, user, keep, NULL, err);
+    if (p->kind == OT_REMAT_AUTO && p->budget_bytes > 0) {
+        if (!measure) return ot_fail(err, OT_E_INTERNAL, "remat auto: no memory measure given");
+        return ot_remat_auto(g, a, p->budget_bytes, measure, user, keep, NULL, err);
+    }
+    return ot_remat_policy_keep(g, a, p, keep, err);
+}

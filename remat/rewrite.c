@@ -1,0 +1,212 @@
+/* rewrite.c — the remat rewrite: every saved forward value that is not kept gets a
+ * recompute clone of its producer chain (back to kept values, params, inputs and
+ * constants), and the backward nodes that read it are rewired to the clone.
+ *
+ * Clones are new nodes with phase OT_PHASE_RECOMPUTE and orig_node = the node they
+ * copy (the executor keys a clone's Philox stream on it, so Dropout reproduces its
+ * mask), appended after every existing node; their outputs are new values named
+ * "<name>.rc". Outputs no one reads are dropped where the op allows it, and a
+ * BatchNormalization clone never has running-stat outputs, so only the original
+ * updates state. One clone per forward node: the schedule places it just before its
+ * first backward reader (runtime/schedule.h) and the planner frees it after its last.
+ *
+ * The rewrite keeps a journal so ot_remat_undo can restore the graph: auto tries
+ * many keep sets on one graph without copying it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "remat/remat.h"
+#include "remat/remat_internal.h"
+
+void ot_remat_rewrite_free(ot_remat_rewrite *rw) {
+    if (!rw) return;
+    free(rw->rw_node);
+    free(rw->rw_slot);
+    free(rw->rw_old);
+    free(rw->clone_of);
+    memset(rw, 0, sizeof *rw);
+}
+
+/* Creates the clone of forward node `id`; clone_of maps original values to clones. */
+static ot_status clone_node(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *needed, int id,
+                            int *clone_of, ot_error *err) {
+    const ot_node *orig = &g->nodes[id];
+    int n_in = orig->n_inputs, n_out = orig->n_outputs;
+    int *ins = ot_xcalloc((size_t)n_in, sizeof(int)), *outs = ot_xcalloc((size_t)n_out, sizeof(int));
+    char *name = malloc(strlen(orig->name) + 16);
+    ot_status st = OT_OK;
+    if (!ins || !outs || !name) {
+        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", orig->name);
+        goto fail;
+    }
+    for (int i = 0; i < n_in; i++) {
+        int u = orig->inputs[i];
+        ins[i] = (u >= 0 && a->candidate[u] && !keep[u]) ? clone_of[u] : u;
+        if (u >= 0 && ins[i] < 0) {
+            st = ot_fail(err, OT_E_INTERNAL, "remat: input '%s' of clone of '%s' has no clone", g->values[u].name,
+                         orig->name);
+            goto fail;
+        }
+    }
+    int min_out = ot_op_get(orig->op)->min_outputs;
+    bool stateful = orig->op == OT_OP_BATCH_NORM;
+    for (int o = 0; o < n_out; o++) {
+        int v = orig->outputs[o];
+        outs[o] = -1;
+        if (v < 0) continue;
+        if (stateful && o > 0) continue; /* running statistics: only the original updates them */
+        if (!needed[v] && o >= min_out) continue;
+        /* g->values may move: copy what we need before adding. */
+        ot_dtype dt = g->values[v].dtype;
+        ot_shape sh = g->values[v].shape;
+        size_t len = strlen(g->values[v].name);
+        char *vname = malloc(len + 4);
+        if (!vname) {
+            st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", orig->name);
+            goto fail;
+        }
+        memcpy(vname, g->values[v].name, len);
+        memcpy(vname + len, ".rc", 4);
+        int nv = ot_graph_add_value(g, vname, dt, &sh, OT_VK_ACTIVATION);
+        free(vname);
+        orig = &g->nodes[id];
+        if (nv < 0) {
+            st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", orig->name);
+            goto fail;
+        }
+        outs[o] = nv;
+        clone_of[v] = nv;
+    }
+    snprintf(name, strlen(orig->name) + 16, "%s.recompute", orig->name);
+    ot_op op = orig->op;
+    int cid = ot_graph_add_node(g, op, name, ins, n_in, outs, n_out, OT_PHASE_RECOMPUTE);
+    if (cid < 0) {
+        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", name);
+        goto fail;
+    }
+    ot_node *c = &g->nodes[cid];
+    orig = &g->nodes[id];
+    c->orig_node = id;
+    if (ot_node_copy_attrs(c, orig)) {
+        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory copying attributes of '%s'", orig->name);
+        goto fail;
+    }
+fail:
+    free(ins);
+    free(outs);
+    free(name);
+    return st;
+}
+
+ot_status ot_remat_apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep, ot_remat_rewrite *rw,
+                         ot_error *err) {
+    ot_status st = OT_OK;
+    bool *cloned = NULL, *needed = NULL;
+    int *stack = NULL, *readers = NULL;
+    memset(rw, 0, sizeof *rw);
+    if (g->n_values != a->n_values || g->n_nodes != a->n_nodes)
+        return ot_fail(err, OT_E_INTERNAL, "remat: graph '%s' changed since it was analysed", g->name);
+    rw->n_nodes0 = g->n_nodes;
+    rw->n_values0 = g->n_values;
+    cloned = ot_xcalloc((size_t)a->n_nodes, sizeof(bool));
+    needed = ot_xcalloc((size_t)a->n_values, sizeof(bool));
+    stack = ot_xcalloc(ot_remat_stack_room(g, a), sizeof(int));
+    rw->clone_of = ot_xcalloc((size_t)a->n_values, sizeof(int));
+    if (!cloned || !needed || !stack || !rw->clone_of) {
+        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory rewriting '%s'", g->name);
+        goto fail;
+    }
+    for (int v = 0; v < a->n_values; v++) rw->clone_of[v] = -1;
+    rw->n_clones = ot_remat_mark_clones(g, a, keep, cloned, stack);
+
+    /* A value is needed as a clone output when the backward or another clone reads it. */
+    int n_slots = 0;
+    for (int v = 0; v < a->n_values; v++) {
+        if (!a->saved[v] || keep[v]) continue;
+        needed[v] = true;
+        for (int c = 0; c < g->values[v].n_consumers; c++)
+            n_slots += g->nodes[g->values[v].consumers[c]].phase == OT_PHASE_BACKWARD;
+    }
+    for (int id = 0; id < a->n_nodes; id++) {
+        if (!cloned[id]) continue;
+        const ot_node *n = &g->nodes[id];
+        for (int i = 0; i < n->n_inputs; i++) {
+            int u = n->inputs[i];
+            if (u >= 0 && a->candidate[u] && !keep[u]) needed[u] = true;
+        }
+    }
+
+    /* Forward order is topological, so a clone's inputs are cloned before it. */
+    for (int p = 0; p < a->n_fwd; p++) {
+        int id = a->fwd[p];
+        if (!cloned[id]) continue;
+        st = clone_node(g, a, keep, needed, id, rw->clone_of, err);
+        if (st != OT_OK) goto fail;
+        rw->extra_flops += a->node_flops[id];
+    }
+
+    /* Rewire the backward readers; collect them first since rewiring edits the lists. */
+    rw->rw_node = ot_xcalloc((size_t)n_slots, sizeof(int));
+    rw->rw_slot = ot_xcalloc((size_t)n_slots, sizeof(int));
+    rw->rw_old = ot_xcalloc((size_t)n_slots, sizeof(int));
+    readers = ot_xcalloc((size_t)n_slots, sizeof(int));
+    if (!rw->rw_node || !rw->rw_slot || !rw->rw_old || !readers) {
+        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory rewiring '%s'", g->name);
+        goto fail;
+    }
+    for (int v = 0; v < a->n_values; v++) {
+        if (!a->saved[v] || keep[v]) continue;
+        int nr = 0;
+        const ot_value *val = &g->values[v];
+        for (int c = 0; c < val->n_consumers; c++)
+            if (g->nodes[val->consumers[c]].phase == OT_PHASE_BACKWARD) readers[nr++] = val->consumers[c];
+        for (int r = 0; r < nr; r++) {
+            ot_node *n = &g->nodes[readers[r]];
+            for (int i = 0; i < n->n_inputs; i++) {
+                if (n->inputs[i] != v) continue;
+                rw->rw_node[rw->n_rewired] = n->id;
+                rw->rw_slot[rw->n_rewired] = i;
+                rw->rw_old[rw->n_rewired] = v;
+                rw->n_rewired++;
+                ot_graph_set_input(g, n->id, i, rw->clone_of[v]);
+            }
+        }
+    }
+    rw->kept_bytes = ot_remat_kept_bytes(g, a, keep);
+fail:
+    free(cloned);
+    free(needed);
+    free(stack);
+    free(readers);
+    if (st != OT_OK) ot_remat_undo(g, rw);
+    return st;
+}
+
+void ot_remat_undo(ot_graph *g, ot_remat_rewrite *rw) {
+    if (rw->n_nodes0 == 0 && rw->n_values0 == 0) { /* nothing was applied */
+        ot_remat_rewrite_free(rw);
+        return;
+    }
+    for (int i = rw->n_rewired - 1; i >= 0; i--) ot_graph_set_input(g, rw->rw_node[i], rw->rw_slot[i], rw->rw_old[i]);
+    for (int id = g->n_nodes - 1; id >= rw->n_nodes0; id--) {
+        ot_node *n = &g->nodes[id];
+        ot_graph_remove_node(g, id);
+        free(n->op_type);
+        free(n->domain);
+        free(n->name);
+        free(n->inputs);
+        free(n->outputs);
+        for (int k = 0; k < n->n_attrs; k++) ot_attr_free(&n->attrs[k]);
+        free(n->attrs);
+    }
+    for (int v = g->n_values - 1; v >= rw->n_values0; v--) {
+        ot_value *val = &g->values[v];
+        free(val->name);
+        free(val->consumers);
+        free(val->data);
+        free(val->doc);
+    }
+    g->n_nodes = rw->n_nodes0;
+    g->n_values = rw->n_values0;
+    ot_remat_rewrite_free(rw);
+}
