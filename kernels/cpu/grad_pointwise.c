@@ -72,10 +72,14 @@ OT_GRAD_KERNEL(ot_cpu_act_grad) {
         break;
     }
     case OT_OP_CLIP_GRAD: {
-        /* inside [min, max] inclusive, as torch.clamp's backward */
+        /* strictly inside (min, max), as PyTorch's hardtanh / ReLU6 backward: exported
+         * CNNs get Clip from nn.ReLU6 / nn.Hardtanh, whose gradient at x == bound is 0
+         * (and so is ReluGrad's at 0, which Clip(0, inf) must agree with). An absent
+         * (infinite) bound never blocks. */
         float lo = bound(node, in, 2, "min", -INFINITY), hi = bound(node, in, 3, "max", INFINITY);
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = v[i] >= lo && v[i] <= hi ? dy[i] : 0.0f;
+        for (int64_t i = 0; i < n; i++)
+            dx[i] = (v[i] > lo || lo == -INFINITY) && (v[i] < hi || hi == INFINITY) ? dy[i] : 0.0f;
         break;
     }
     default:

@@ -1,0 +1,173 @@
+/* cpu_conv.c — Conv (1-D and 2-D; groups, dilations, strides, pads, auto_pad) on
+ * the CPU. Pointwise convolutions are one GEMM on the input as it lies; depthwise
+ * ones (one input channel per group) use a direct kernel; the rest go through
+ * im2col into ctx->workspace and a GEMM per (image, group). 1-D is run as 2-D with
+ * a height of 1. */
+#include <cblas.h>
+
+#include "kernels/cpu/cpu_common.h"
+
+typedef struct conv_geom {
+    int64_t N, C, H, W, M, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW, G, Cg, Mg;
+} conv_geom;
+
+static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                                ot_error *err) {
+    const ot_shape *xs = &in[0].shape, *ws = &in[1].shape, *ys = &out[0].shape;
+    memset(g, 0, sizeof *g);
+    if (xs->rank != 3 && xs->rank != 4)
+        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (Conv): the CPU kernel handles 1-D and 2-D convolutions, got input rank %d",
+                       node->name, xs->rank);
+    if (ws->rank != xs->rank || ys->rank != xs->rank)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (Conv): X, W and Y ranks differ", node->name);
+    ot_cpu_window w;
+    ot_status st = ot_cpu_window_init(&w, node, xs, ys, &ws->dim[2], err);
+    if (st) return st;
+    bool two = xs->rank == 4;
+    g->N = xs->dim[0];
+    g->C = xs->dim[1];
+    g->M = ws->dim[0];
+    g->H = two ? w.in[0] : 1;
+    g->W = two ? w.in[1] : w.in[0];
+    g->OH = two ? w.out[0] : 1;
+    g->OW = two ? w.out[1] : w.out[0];
+    g->KH = two ? w.k[0] : 1;
+    g->KW = two ? w.k[1] : w.k[0];
+    g->SH = two ? w.stride[0] : 1;
+    g->SW = two ? w.stride[1] : w.stride[0];
+    g->DH = two ? w.dil[0] : 1;
+    g->DW = two ? w.dil[1] : w.dil[0];
+    g->PH = two ? w.pad_begin[0] : 0;
+    g->PW = two ? w.pad_begin[1] : w.pad_begin[0];
+    g->G = ot_node_attr_int(node, "group", 1);
+    if (g->G < 1 || g->C % g->G || g->M % g->G)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (Conv): group %lld does not divide channels", node->name,
+                       (long long)g->G);
+    g->Cg = g->C / g->G;
+    g->Mg = g->M / g->G;
+    if (ws->dim[1] != g->Cg || ys->dim[0] != g->N || ys->dim[1] != g->M)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (Conv): W or Y shape disagrees with X and group", node->name);
+    return OT_OK;
+}
+
+static bool is_pointwise(const conv_geom *g) {
+    return g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PH == 0 && g->PW == 0 && g->OH == g->H &&
+           g->OW == g->W;
+}
+static bool is_depthwise(const conv_geom *g) { return g->Cg == 1 && g->G > 1; }
+
+size_t ot_cpu_conv_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    conv_geom g;
+    if (conv_geom_init(&g, node, in, out, NULL) != OT_OK) return 0;
+    if (is_pointwise(&g) || is_depthwise(&g)) return 0;
+    return (size_t)(g.Cg * g.KH * g.KW * g.OH * g.OW) * sizeof(float);
+}
+
+/* col[(c*KH + kh)*KW + kw][oh*OW + ow] = x[c][oh*SH - PH + kh*DH][ow*SW - PW + kw*DW] (0 outside).
+ * Single-threaded on purpose: it alternates with OpenBLAS calls, and OpenMP workers
+ * spinning after a region starve OpenBLAS's own (pthread) workers; measured 3-4x
+ * slower convolutions with a threaded im2col on 2 cores. */
+static void im2col(const conv_geom *g, const float *x, float *col) {
+    int64_t rows = g->Cg * g->KH * g->KW, ohw = g->OH * g->OW;
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t c = row / (g->KH * g->KW), kh = (row / g->KW) % g->KH, kw = row % g->KW;
+        const float *xc = x + c * g->H * g->W;
+        float *dst = col + row * ohw;
+        for (int64_t oh = 0; oh < g->OH; oh++) {
+            int64_t ih = oh * g->SH - g->PH + kh * g->DH;
+            float *d = dst + oh * g->OW;
+            if (ih < 0 || ih >= g->H) {
+                memset(d, 0, (size_t)g->OW * sizeof(float));
+                continue;
+            }
+            const float *xr = xc + ih * g->W;
+            int64_t iw0 = -g->PW + kw * g->DW;
+            if (g->SW == 1 && iw0 >= 0 && iw0 + g->OW <= g->W) {
+                memcpy(d, xr + iw0, (size_t)g->OW * sizeof(float));
+                continue;
+            }
+            for (int64_t ow = 0; ow < g->OW; ow++) {
+                int64_t iw = ow * g->SW + iw0;
+                d[ow] = (iw >= 0 && iw < g->W) ? xr[iw] : 0.0f;
+            }
+        }
+    }
+}
+
+/* One input channel per group: each output channel m reads channel m / Mg. */
+static void depthwise(const conv_geom *g, const float *x, const float *w, const float *bias, float *y, int nt) {
+    int64_t planes = g->N * g->M, ohw = g->OH * g->OW;
+    bool par = planes * ohw * g->KH * g->KW >= OT_CPU_PAR_MIN;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t p = 0; p < planes; p++) {
+        int64_t n = p / g->M, m = p % g->M, c = m / g->Mg;
+        const float *xc = x + (n * g->C + c) * g->H * g->W;
+        const float *wk = w + m * g->KH * g->KW;
+        float *yp = y + p * ohw;
+        float b0 = bias ? bias[m] : 0.0f;
+        for (int64_t oh = 0; oh < g->OH; oh++) {
+            for (int64_t ow = 0; ow < g->OW; ow++) {
+                float s = 0.0f;
+                for (int64_t kh = 0; kh < g->KH; kh++) {
+                    int64_t ih = oh * g->SH - g->PH + kh * g->DH;
+                    if (ih < 0 || ih >= g->H) continue;
+                    for (int64_t kw = 0; kw < g->KW; kw++) {
+                        int64_t iw = ow * g->SW - g->PW + kw * g->DW;
+                        if (iw < 0 || iw >= g->W) continue;
+                        s += xc[ih * g->W + iw] * wk[kh * g->KW + kw];
+                    }
+                }
+                yp[oh * g->OW + ow] = s + b0;
+            }
+        }
+    }
+}
+
+ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                      ot_error *err) {
+    for (int k = 0; k < node->n_inputs; k++)
+        if (in[k].data && in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
+    conv_geom g;
+    ot_status st = conv_geom_init(&g, node, in, out, err);
+    if (st) return st;
+    const float *x = in[0].data, *w = in[1].data;
+    const float *bias = node->n_inputs > 2 && in[2].data ? in[2].data : NULL;
+    if (bias && ot_cpu_numel(&in[2]) != g.M)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (Conv): bias length differs from output channels", node->name);
+    float *y = out[0].data;
+    int nt = ot_cpu_threads(ctx);
+    int64_t ohw = g.OH * g.OW, kdim = g.Cg * g.KH * g.KW;
+    if (ot_cpu_numel(&out[0]) == 0) return OT_OK;
+    if (is_depthwise(&g)) {
+        depthwise(&g, x, w, bias, y, nt);
+        return OT_OK;
+    }
+    bool pointwise = is_pointwise(&g);
+    float *col = ctx->workspace;
+    if (!pointwise && (!col || ctx->workspace_bytes < (size_t)(kdim * ohw) * sizeof(float)))
+        return ot_fail(err, OT_E_INTERNAL, "node '%s' (Conv): workspace smaller than ot_cpu_workspace_bytes", node->name);
+    /* Y starts as the broadcast bias so the GEMM accumulates onto it (beta = 1). */
+    if (bias) { /* serial for the same reason as im2col */
+        for (int64_t p = 0; p < g.N * g.M; p++) {
+            float b0 = bias[p % g.M];
+            float *yp = y + p * ohw;
+            for (int64_t i = 0; i < ohw; i++) yp[i] = b0;
+        }
+    }
+    for (int64_t n = 0; n < g.N; n++) {
+        for (int64_t gi = 0; gi < g.G; gi++) {
+            const float *xg = x + (n * g.C + gi * g.Cg) * g.H * g.W;
+            const float *src = xg;
+            if (!pointwise) {
+                im2col(&g, xg, col);
+                src = col;
+            }
+            float *yg = y + (n * g.M + gi * g.Mg) * ohw;
+            if (kdim == 0) continue;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.Mg, (int)ohw, (int)kdim, 1.0f,
+                        w + gi * g.Mg * kdim, (int)kdim, src, (int)ohw, bias ? 1.0f : 0.0f, yg, (int)ohw);
+        }
+    }
+    if (kdim == 0 && !bias) memset(y, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
+    return OT_OK;
+}

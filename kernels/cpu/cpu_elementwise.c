@@ -1,0 +1,455 @@
+/* cpu_elementwise.c — pointwise CPU kernels: the unary activations (Relu, Gelu,
+ * Sigmoid, Clip, ...), the broadcasting binary arithmetic (Add, Sub, Mul, Div, Pow),
+ * Equal, Where, variadic Sum and Expand. All broadcast multidirectionally as ONNX
+ * defines, through ot_cpu_bcast, and may run in place (out aliases input 0). */
+#include <math.h>
+
+#include "kernels/cpu/cpu_common.h"
+
+/* ---- unary ------------------------------------------------------------------ */
+
+static float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+static float gelu_tanh(float x) {
+    const float k = 0.79788456080286536f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+static float sigmoidf(float x) {
+    /* split by sign so exp never overflows */
+    if (x >= 0) return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+
+/* Reads an optional scalar bound of Clip from an input (opset >= 11 form). */
+static bool clip_bound(const ot_tensor *t, float *v) {
+    if (!t || !t->data || ot_cpu_numel(t) < 1) return false;
+    double d;
+    if (!ot_cpu_load_double(t->dtype, t->data, 0, &d)) return false;
+    *v = (float)d;
+    return true;
+}
+
+/* Clip on integers: bounds from the inputs when given (exact), else from the
+ * normalised float attributes. */
+static ot_status int_clip(const ot_node *node, const ot_tensor *in, ot_tensor *out, int64_t n, ot_error *err) {
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    const ot_attr *a = ot_node_attr(node, "min");
+    if (node->n_inputs > 1 && in[1].data && ot_cpu_numel(&in[1]) > 0) ot_cpu_load_int(in[1].dtype, in[1].data, 0, &lo);
+    else if (a && a->type == OT_ATTR_FLOAT && isfinite(a->f)) lo = (int64_t)ceil(a->f);
+    a = ot_node_attr(node, "max");
+    if (node->n_inputs > 2 && in[2].data && ot_cpu_numel(&in[2]) > 0) ot_cpu_load_int(in[2].dtype, in[2].data, 0, &hi);
+    else if (a && a->type == OT_ATTR_FLOAT && isfinite(a->f)) hi = (int64_t)floor(a->f);
+    if (out[0].dtype != in[0].dtype) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v;
+        ot_cpu_load_int(in[0].dtype, in[0].data, i, &v);
+        v = v < lo ? lo : v > hi ? hi : v;
+        switch (in[0].dtype) {
+        case OT_I64: ((int64_t *)out[0].data)[i] = v; break;
+        case OT_I32: ((int32_t *)out[0].data)[i] = (int32_t)v; break;
+        case OT_I8: ((int8_t *)out[0].data)[i] = (int8_t)v; break;
+        default: ((uint8_t *)out[0].data)[i] = (uint8_t)v; break;
+        }
+    }
+    return OT_OK;
+}
+
+ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                       ot_error *err) {
+    int64_t n = ot_cpu_numel(&in[0]);
+    if (ot_cpu_numel(&out[0]) != n)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
+                       node->op_type, (long long)ot_cpu_numel(&out[0]), (long long)n);
+    int nt = ot_cpu_threads(ctx);
+    ot_op op = node->op;
+    if (op == OT_OP_NEG && in[0].dtype != OT_F32) {
+        if (in[0].dtype == OT_I64) {
+            const int64_t *x = in[0].data;
+            int64_t *y = out[0].data;
+            for (int64_t i = 0; i < n; i++) y[i] = -x[i];
+            return OT_OK;
+        }
+        if (in[0].dtype == OT_I32) {
+            const int32_t *x = in[0].data;
+            int32_t *y = out[0].data;
+            for (int64_t i = 0; i < n; i++) y[i] = -x[i];
+            return OT_OK;
+        }
+    }
+    if (op == OT_OP_CLIP && ot_cpu_is_int_dtype(in[0].dtype) && in[0].dtype != OT_BOOL)
+        return int_clip(node, in, out, n, err);
+    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
+    const float *x = in[0].data;
+    float *y = out[0].data;
+    bool par = n >= OT_CPU_PAR_MIN;
+    switch (op) {
+    case OT_OP_SQRT:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+        break;
+    case OT_OP_RECIPROCAL:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) y[i] = 1.0f / x[i];
+        break;
+    case OT_OP_NEG:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) y[i] = -x[i];
+        break;
+    case OT_OP_EXP:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
+        break;
+    case OT_OP_LOG:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]);
+        break;
+    case OT_OP_ERF:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) y[i] = erff(x[i]);
+        break;
+    case OT_OP_TANH:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+        break;
+    case OT_OP_SIGMOID:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) y[i] = sigmoidf(x[i]);
+        break;
+    case OT_OP_RELU:
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    case OT_OP_LEAKY_RELU: {
+        float a = ot_node_attr_float(node, "alpha", 0.01f);
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] >= 0.0f ? x[i] : a * x[i];
+        break;
+    }
+    case OT_OP_CLIP: {
+        float lo = -INFINITY, hi = INFINITY;
+        const ot_attr *a = ot_node_attr(node, "min");
+        if (a && a->type == OT_ATTR_FLOAT) lo = a->f;
+        else if (node->n_inputs > 1) clip_bound(&in[1], &lo);
+        a = ot_node_attr(node, "max");
+        if (a && a->type == OT_ATTR_FLOAT) hi = a->f;
+        else if (node->n_inputs > 2) clip_bound(&in[2], &hi);
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            v = v < lo ? lo : v;
+            y[i] = v > hi ? hi : v;
+        }
+        break;
+    }
+    case OT_OP_GELU: {
+        const char *approx = ot_node_attr_string(node, "approximate", "none");
+        if (strcmp(approx, "tanh") == 0) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+            for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh(x[i]);
+        } else if (strcmp(approx, "none") == 0) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+            for (int64_t i = 0; i < n; i++) y[i] = gelu_erf(x[i]);
+        } else {
+            return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (Gelu): approximate='%s' is not 'none' or 'tanh'",
+                           node->name, approx);
+        }
+        break;
+    }
+    default:
+        return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the unary kernel", node->name, node->op_type);
+    }
+    return OT_OK;
+}
+
+/* ---- binary arithmetic --------------------------------------------------------- */
+
+/* Runs EXPR(a, b) over a broadcast pair; inner loop specialised on the strides. */
+#define BCAST2_LOOP(TA, TB, TY, EXPR)                                                              \
+    do {                                                                                           \
+        const TA *pa = in[0].data;                                                                 \
+        const TB *pb = in[1].data;                                                                 \
+        TY *py = out[0].data;                                                                      \
+        int64_t inner = bc.inner, sa = bc.stride[0][bc.rank - 1], sb = bc.stride[1][bc.rank - 1]; \
+        _Pragma("omp parallel for schedule(static) num_threads(nt) if (par)") for (int64_t r = 0;  \
+                                                                                   r < bc.rows;    \
+                                                                                   r++) {          \
+            int64_t off[OT_CPU_BCAST_MAX_IN];                                                      \
+            ot_cpu_bcast_row(&bc, r, off);                                                         \
+            const TA *A = pa + off[0];                                                             \
+            const TB *B = pb + off[1];                                                             \
+            TY *Y = py + r * inner;                                                                \
+            if (sa == 1 && sb == 1) {                                                              \
+                for (int64_t i = 0; i < inner; i++) {                                              \
+                    TA a = A[i];                                                                   \
+                    TB b = B[i];                                                                   \
+                    Y[i] = (TY)(EXPR);                                                             \
+                }                                                                                  \
+            } else if (sa == 1) {                                                                  \
+                TB b = B[0];                                                                       \
+                for (int64_t i = 0; i < inner; i++) {                                              \
+                    TA a = A[i];                                                                   \
+                    Y[i] = (TY)(EXPR);                                                             \
+                }                                                                                  \
+            } else if (sb == 1) {                                                                  \
+                TA a = A[0];                                                                       \
+                for (int64_t i = 0; i < inner; i++) {                                              \
+                    TB b = B[i];                                                                   \
+                    Y[i] = (TY)(EXPR);                                                             \
+                }                                                                                  \
+            } else {                                                                               \
+                TA a = A[0];                                                                       \
+                TB b = B[0];                                                                       \
+                for (int64_t i = 0; i < inner; i++) Y[i] = (TY)(EXPR);                             \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static ot_status bcast_setup(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out,
+                             ot_cpu_bcast *bc, ot_error *err) {
+    const ot_shape *shapes[OT_CPU_BCAST_MAX_IN];
+    for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
+    if (!ot_cpu_bcast_init(bc, &out->shape, shapes, n_in))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape",
+                       node->name, node->op_type);
+    return OT_OK;
+}
+
+/* Integer division truncating toward zero like C and ONNX Runtime; a zero divisor
+ * is reported rather than trapping. */
+static ot_status int_div(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_cpu_bcast *b,
+                         ot_error *err) {
+    for (int64_t r = 0; r < b->rows; r++) {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cpu_bcast_row(b, r, off);
+        for (int64_t i = 0; i < b->inner; i++) {
+            int64_t ia = off[0] + i * b->stride[0][b->rank - 1], ib = off[1] + i * b->stride[1][b->rank - 1];
+            int64_t a, d;
+            ot_cpu_load_int(in[0].dtype, in[0].data, ia, &a);
+            ot_cpu_load_int(in[1].dtype, in[1].data, ib, &d);
+            if (d == 0)
+                return ot_fail(err, OT_E_DATA, "node '%s' (Div): integer division by zero", node->name);
+            int64_t q = d == -1 ? (int64_t)(0 - (uint64_t)a) : a / d; /* INT64_MIN / -1 wraps */
+            int64_t o = r * b->inner + i;
+            switch (out->dtype) {
+            case OT_I64: ((int64_t *)out->data)[o] = q; break;
+            case OT_I32: ((int32_t *)out->data)[o] = (int32_t)q; break;
+            case OT_I8: ((int8_t *)out->data)[o] = (int8_t)q; break;
+            default: ((uint8_t *)out->data)[o] = (uint8_t)q; break;
+            }
+        }
+    }
+    return OT_OK;
+}
+
+/* Pow with an integer base: the result keeps the base's dtype. Integer exponents
+ * use exact repeated squaring (wrapping); float exponents go through double. */
+static ot_status int_pow(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_cpu_bcast *b,
+                         ot_error *err) {
+    for (int64_t r = 0; r < b->rows; r++) {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cpu_bcast_row(b, r, off);
+        for (int64_t i = 0; i < b->inner; i++) {
+            int64_t ia = off[0] + i * b->stride[0][b->rank - 1], ib = off[1] + i * b->stride[1][b->rank - 1], a, e;
+            ot_cpu_load_int(in[0].dtype, in[0].data, ia, &a);
+            int64_t v;
+            if (in[1].dtype == OT_F32) {
+                v = (int64_t)pow((double)a, (double)((const float *)in[1].data)[ib]);
+            } else {
+                ot_cpu_load_int(in[1].dtype, in[1].data, ib, &e);
+                if (e < 0) {
+                    v = a == 1 ? 1 : a == -1 ? ((e & 1) ? -1 : 1) : 0;
+                } else {
+                    uint64_t base = (uint64_t)a, res = 1;
+                    for (; e > 0; e >>= 1, base *= base)
+                        if (e & 1) res *= base;
+                    v = (int64_t)res;
+                }
+            }
+            if (out->dtype == OT_I64) ((int64_t *)out->data)[r * b->inner + i] = v;
+            else ((int32_t *)out->data)[r * b->inner + i] = (int32_t)v;
+        }
+    }
+    (void)node;
+    (void)err;
+    return OT_OK;
+}
+
+ot_status ot_cpu_binary(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                        ot_error *err) {
+    ot_cpu_bcast bc;
+    ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
+    if (st) return st;
+    int nt = ot_cpu_threads(ctx);
+    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+    ot_dtype ta = in[0].dtype, tb = in[1].dtype;
+    if (node->op == OT_OP_POW) {
+        if ((ta == OT_I64 || ta == OT_I32) && (tb == OT_F32 || tb == OT_I64 || tb == OT_I32))
+            return int_pow(node, in, out, &bc, err);
+        if (ta != OT_F32) return ot_cpu_bad_dtype(node, "input 0", ta, err);
+        if (tb == OT_F32) BCAST2_LOOP(float, float, float, (b == 2.0f ? a * a : powf(a, b)));
+        else if (tb == OT_I64) BCAST2_LOOP(float, int64_t, float, (b == 2 ? a * a : powf(a, (float)b)));
+        else if (tb == OT_I32) BCAST2_LOOP(float, int32_t, float, (b == 2 ? a * a : powf(a, (float)b)));
+        else return ot_cpu_bad_dtype(node, "input 1", tb, err);
+        return OT_OK;
+    }
+    if (ta != tb) return ot_cpu_bad_dtype(node, "mixed input dtypes, input 1", tb, err);
+    if (ta == OT_F32) {
+        switch (node->op) {
+        case OT_OP_ADD: BCAST2_LOOP(float, float, float, a + b); break;
+        case OT_OP_SUB: BCAST2_LOOP(float, float, float, a - b); break;
+        case OT_OP_MUL: BCAST2_LOOP(float, float, float, a * b); break;
+        case OT_OP_DIV: BCAST2_LOOP(float, float, float, a / b); break;
+        default: goto bad_op;
+        }
+    } else if (ot_cpu_is_int_dtype(ta) && ta != OT_BOOL) {
+        /* integers wrap like ONNX Runtime: computed unsigned (no signed-overflow UB) */
+        if (node->op == OT_OP_DIV) return int_div(node, in, out, &bc, err);
+#define INT_ARITH(T, U)                                                                    \
+    switch (node->op) {                                                                    \
+    case OT_OP_ADD: BCAST2_LOOP(T, T, T, (U)a + (U)b); break;                              \
+    case OT_OP_SUB: BCAST2_LOOP(T, T, T, (U)a - (U)b); break;                              \
+    case OT_OP_MUL: BCAST2_LOOP(T, T, T, (U)a * (U)b); break;                              \
+    default: goto bad_op;                                                                  \
+    }
+        if (ta == OT_I64) INT_ARITH(int64_t, uint64_t)
+        else if (ta == OT_I32) INT_ARITH(int32_t, uint32_t)
+        else if (ta == OT_I8) INT_ARITH(int8_t, uint32_t)
+        else INT_ARITH(uint8_t, uint32_t)
+#undef INT_ARITH
+    } else {
+        return ot_cpu_bad_dtype(node, "input 0", ta, err);
+    }
+    return OT_OK;
+bad_op:
+    return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the binary kernel", node->name, node->op_type);
+}
+
+ot_status ot_cpu_equal(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                       ot_error *err) {
+    ot_cpu_bcast bc;
+    ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
+    if (st) return st;
+    int nt = ot_cpu_threads(ctx);
+    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+    if (in[0].dtype != in[1].dtype) return ot_cpu_bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
+    switch (in[0].dtype) {
+    case OT_F32: BCAST2_LOOP(float, float, uint8_t, a == b); break;
+    case OT_I64: BCAST2_LOOP(int64_t, int64_t, uint8_t, a == b); break;
+    case OT_I32: BCAST2_LOOP(int32_t, int32_t, uint8_t, a == b); break;
+    case OT_BOOL:
+    case OT_U8: BCAST2_LOOP(uint8_t, uint8_t, uint8_t, a == b); break;
+    case OT_I8: BCAST2_LOOP(int8_t, int8_t, uint8_t, a == b); break;
+    default: return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
+    }
+    return OT_OK;
+}
+
+/* ---- Where, Expand: any dtype, moved by element size ---------------------------- */
+
+ot_status ot_cpu_where(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                       ot_error *err) {
+    if (in[0].dtype != OT_BOOL) return ot_cpu_bad_dtype(node, "condition", in[0].dtype, err);
+    if (in[1].dtype != in[2].dtype || in[1].dtype != out[0].dtype)
+        return ot_cpu_bad_dtype(node, "mixed X/Y dtypes, Y", in[2].dtype, err);
+    size_t es = ot_dtype_size(in[1].dtype);
+    if (!es) return ot_cpu_bad_dtype(node, "X", in[1].dtype, err);
+    ot_cpu_bcast bc;
+    ot_status st = bcast_setup(node, in, 3, &out[0], &bc, err);
+    if (st) return st;
+    int nt = ot_cpu_threads(ctx);
+    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+    const uint8_t *c = in[0].data;
+    const char *x = in[1].data, *yv = in[2].data;
+    char *o = out[0].data;
+    int64_t s0 = bc.stride[0][bc.rank - 1], s1 = bc.stride[1][bc.rank - 1], s2 = bc.stride[2][bc.rank - 1];
+    if (es == 4) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t r = 0; r < bc.rows; r++) {
+            int64_t off[OT_CPU_BCAST_MAX_IN];
+            ot_cpu_bcast_row(&bc, r, off);
+            /* 4-byte payloads copied as integers so every bit pattern survives */
+            const uint32_t *X = (const uint32_t *)x + off[1], *Y = (const uint32_t *)yv + off[2];
+            uint32_t *O = (uint32_t *)o + r * bc.inner;
+            for (int64_t i = 0; i < bc.inner; i++) O[i] = c[off[0] + i * s0] ? X[i * s1] : Y[i * s2];
+        }
+        return OT_OK;
+    }
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t r = 0; r < bc.rows; r++) {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cpu_bcast_row(&bc, r, off);
+        for (int64_t i = 0; i < bc.inner; i++) {
+            const char *src = c[off[0] + i * s0] ? x + (size_t)(off[1] + i * s1) * es : yv + (size_t)(off[2] + i * s2) * es;
+            memcpy(o + (size_t)(r * bc.inner + i) * es, src, es);
+        }
+    }
+    return OT_OK;
+}
+
+ot_status ot_cpu_expand(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                        ot_error *err) {
+    size_t es = ot_dtype_size(in[0].dtype);
+    if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
+    ot_cpu_bcast bc;
+    ot_status st = bcast_setup(node, in, 1, &out[0], &bc, err);
+    if (st) return st;
+    int nt = ot_cpu_threads(ctx);
+    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+    const char *x = in[0].data;
+    char *o = out[0].data;
+    int64_t s0 = bc.stride[0][bc.rank - 1];
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t r = 0; r < bc.rows; r++) {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cpu_bcast_row(&bc, r, off);
+        char *O = o + (size_t)(r * bc.inner) * es;
+        if (s0 == 1) {
+            memcpy(O, x + (size_t)off[0] * es, (size_t)bc.inner * es);
+        } else if (es == 4) { /* broadcast along the row: a fill */
+            uint32_t v;
+            memcpy(&v, x + (size_t)off[0] * es, 4);
+            for (int64_t i = 0; i < bc.inner; i++) ((uint32_t *)O)[i] = v;
+        } else if (es == 8) {
+            uint64_t v;
+            memcpy(&v, x + (size_t)off[0] * es, 8);
+            for (int64_t i = 0; i < bc.inner; i++) ((uint64_t *)O)[i] = v;
+        } else {
+            for (int64_t i = 0; i < bc.inner; i++) memcpy(O + (size_t)i * es, x + (size_t)off[0] * es, es);
+        }
+    }
+    return OT_OK;
+}
+
+/* ---- Sum (variadic) ------------------------------------------------------------ */
+
+/* Adds inputs one at a time in input order into the output so the summation order
+ * is fixed; input 0 may alias the output (in place). */
+ot_status ot_cpu_sum(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                     ot_error *err) {
+    int nt = ot_cpu_threads(ctx);
+    for (int k = 0; k < node->n_inputs; k++)
+        if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[k].dtype, err);
+    for (int k = 0; k < node->n_inputs; k++) {
+        ot_cpu_bcast bc;
+        ot_status st = bcast_setup(node, &in[k], 1, &out[0], &bc, err);
+        if (st) return st;
+        bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+        const float *x = in[k].data;
+        float *o = out[0].data;
+        int64_t s0 = bc.stride[0][bc.rank - 1];
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t r = 0; r < bc.rows; r++) {
+            int64_t off[OT_CPU_BCAST_MAX_IN];
+            ot_cpu_bcast_row(&bc, r, off);
+            float *O = o + r * bc.inner;
+            const float *X = x + off[0];
+            if (k == 0) {
+                if (O != X)
+                    for (int64_t i = 0; i < bc.inner; i++) O[i] = X[i * s0];
+            } else {
+                for (int64_t i = 0; i < bc.inner; i++) O[i] += X[i * s0];
+            }
+        }
+    }
+    return OT_OK;
+}

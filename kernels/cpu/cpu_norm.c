@@ -1,0 +1,222 @@
+/* cpu_norm.c — normalisation-like CPU kernels: Softmax / LogSoftmax (opset 13
+ * axis semantics, or opset < 13 2-D coercion when "legacy_2d" is 1),
+ * BatchNormalization (inference, and training: running variance updated with the
+ * population variance as ONNX says, or the unbiased one as PyTorch does when the
+ * importer sets int attribute "unbiased_running_var"),
+ * LayerNormalization (optional Mean / InvStdDev) and Dropout (Philox mask, see
+ * runtime/rng.h). Statistics accumulate in double, in a fixed order. */
+#include <math.h>
+
+#include "kernels/cpu/cpu_common.h"
+#include "runtime/rng.h"
+
+ot_status ot_cpu_softmax(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                         ot_error *err) {
+    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
+    const ot_shape *s = &in[0].shape;
+    int r = s->rank;
+    if (ot_cpu_numel(&out[0]) != ot_cpu_numel(&in[0]))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from input", node->name, node->op_type);
+    if (r == 0) {
+        ((float *)out[0].data)[0] = node->op == OT_OP_LOG_SOFTMAX ? 0.0f : 1.0f;
+        return OT_OK;
+    }
+    bool legacy = ot_node_attr_int(node, "legacy_2d", 0) == 1;
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), r);
+    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
+    int64_t outer = 1, len = 1, inner = 1;
+    for (int d = 0; d < axis; d++) outer *= s->dim[d];
+    if (legacy) {
+        for (int d = axis; d < r; d++) len *= s->dim[d];
+    } else {
+        len = s->dim[axis];
+        for (int d = axis + 1; d < r; d++) inner *= s->dim[d];
+    }
+    bool logsm = node->op == OT_OP_LOG_SOFTMAX;
+    const float *x = in[0].data;
+    float *y = out[0].data;
+    int nt = ot_cpu_threads(ctx);
+    int64_t lines = outer * inner;
+    bool par = lines * len >= OT_CPU_PAR_MIN && lines > 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t l = 0; l < lines; l++) {
+        int64_t o = l / inner, i = l % inner;
+        const float *xl = x + o * len * inner + i;
+        float *yl = y + o * len * inner + i;
+        float mx = -INFINITY;
+        for (int64_t k = 0; k < len; k++) mx = xl[k * inner] > mx ? xl[k * inner] : mx;
+        if (mx == -INFINITY) mx = 0.0f; /* all -inf: avoid inf - inf */
+        float sum = 0.0f;
+        if (logsm) {
+            for (int64_t k = 0; k < len; k++) sum += expf(xl[k * inner] - mx);
+            /* (x - max) - log(sum), not x - (max + log(sum)): the latter loses the
+             * small term when max is large */
+            float ls = logf(sum);
+            for (int64_t k = 0; k < len; k++) yl[k * inner] = (xl[k * inner] - mx) - ls;
+        } else {
+            for (int64_t k = 0; k < len; k++) {
+                float e = expf(xl[k * inner] - mx);
+                yl[k * inner] = e;
+                sum += e;
+            }
+            float inv = 1.0f / sum;
+            for (int64_t k = 0; k < len; k++) yl[k * inner] *= inv;
+        }
+    }
+    return OT_OK;
+}
+
+ot_status ot_cpu_batch_norm(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                            ot_error *err) {
+    for (int k = 0; k < 5; k++)
+        if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
+    const ot_shape *s = &in[0].shape;
+    if (s->rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): rank < 2", node->name);
+    int64_t N = s->dim[0], C = s->dim[1], sz = 1;
+    for (int d = 2; d < s->rank; d++) sz *= s->dim[d];
+    for (int k = 1; k < 5; k++)
+        if (ot_cpu_numel(&in[k]) != C)
+            return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): input %d is not of length C=%lld",
+                           node->name, k, (long long)C);
+    bool training = ot_node_attr_int(node, "training_mode", 0) != 0;
+    bool unbiased_stats = ot_node_attr_int(node, "unbiased_running_var", 0) != 0;
+    float eps = ot_node_attr_float(node, "epsilon", 1e-5f), mom = ot_node_attr_float(node, "momentum", 0.9f);
+    const float *x = in[0].data, *scale = in[1].data, *bias = in[2].data, *rmean = in[3].data, *rvar = in[4].data;
+    float *y = out[0].data;
+    float *om = node->n_outputs > 1 && out[1].data ? out[1].data : NULL;
+    float *ov = node->n_outputs > 2 && out[2].data ? out[2].data : NULL;
+    int nt = ot_cpu_threads(ctx);
+    bool par = N * C * sz >= OT_CPU_PAR_MIN && C > 1;
+    int64_t cnt = N * sz;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t c = 0; c < C; c++) {
+        double mean, var;
+        if (training) {
+            double acc = 0.0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sz; i++) acc += x[(n * C + c) * sz + i];
+            mean = cnt ? acc / (double)cnt : 0.0;
+            double sq = 0.0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sz; i++) {
+                    double d = x[(n * C + c) * sz + i] - mean;
+                    sq += d * d;
+                }
+            var = cnt ? sq / (double)cnt : 0.0;
+        } else {
+            mean = rmean[c];
+            var = rvar[c];
+        }
+        float inv = (float)(1.0 / sqrt(var + (double)eps));
+        float a = scale[c] * inv, b = bias[c] - (float)mean * a;
+        /* running stats are read before written: outputs may alias inputs 3 and 4 */
+        float rm = rmean[c], rv = rvar[c];
+        for (int64_t n = 0; n < N; n++) {
+            const float *xp = x + (n * C + c) * sz;
+            float *yp = y + (n * C + c) * sz;
+            for (int64_t i = 0; i < sz; i++) yp[i] = xp[i] * a + b;
+        }
+        if (training) {
+            /* ONNX: population variance; PyTorch-exported models (importer sets the
+             * attribute): unbiased, as torch.nn.BatchNorm updates it. */
+            double unbiased = (unbiased_stats && cnt > 1) ? var * (double)cnt / (double)(cnt - 1) : var;
+            if (om) om[c] = mom * rm + (1.0f - mom) * (float)mean;
+            if (ov) ov[c] = mom * rv + (1.0f - mom) * (float)unbiased;
+        } else {
+            if (om) om[c] = rm;
+            if (ov) ov[c] = rv;
+        }
+    }
+    return OT_OK;
+}
+
+ot_status ot_cpu_layer_norm(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                            ot_error *err) {
+    for (int k = 0; k < node->n_inputs; k++)
+        if (in[k].data && in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
+    const ot_shape *s = &in[0].shape;
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), s->rank);
+    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormalization): axis out of range", node->name);
+    float eps = ot_node_attr_float(node, "epsilon", 1e-5f);
+    int64_t rows = 1, cols = 1;
+    for (int d = 0; d < axis; d++) rows *= s->dim[d];
+    for (int d = axis; d < s->rank; d++) cols *= s->dim[d];
+    const float *x = in[0].data, *scale = in[1].data;
+    const float *bias = node->n_inputs > 2 && in[2].data ? in[2].data : NULL;
+    int64_t ns = ot_cpu_numel(&in[1]), nb = bias ? ot_cpu_numel(&in[2]) : cols;
+    if ((ns != cols && ns != 1) || (nb != cols && nb != 1))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (LayerNormalization): Scale/B must have %lld elements", node->name,
+                       (long long)cols);
+    float *y = out[0].data;
+    float *om = node->n_outputs > 1 && out[1].data ? out[1].data : NULL;
+    float *oi = node->n_outputs > 2 && out[2].data ? out[2].data : NULL;
+    if ((om && ot_cpu_numel(&out[1]) != rows) || (oi && ot_cpu_numel(&out[2]) != rows))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (LayerNormalization): Mean/InvStdDev must have %lld elements",
+                       node->name, (long long)rows);
+    int nt = ot_cpu_threads(ctx);
+    bool par = rows * cols >= OT_CPU_PAR_MIN && rows > 1;
+    int64_t ss = ns == 1 ? 0 : 1, sb = nb == 1 ? 0 : 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        float *yr = y + r * cols;
+        double acc = 0.0;
+        for (int64_t i = 0; i < cols; i++) acc += xr[i];
+        double mean = cols ? acc / (double)cols : 0.0, sq = 0.0;
+        for (int64_t i = 0; i < cols; i++) {
+            double d = xr[i] - mean;
+            sq += d * d;
+        }
+        float inv = (float)(1.0 / sqrt((cols ? sq / (double)cols : 0.0) + (double)eps));
+        float m = (float)mean;
+        for (int64_t i = 0; i < cols; i++) {
+            float v = (xr[i] - m) * inv * scale[i * ss];
+            yr[i] = bias ? v + bias[i * sb] : v;
+        }
+        if (om) om[r] = m;
+        if (oi) oi[r] = inv;
+    }
+    return OT_OK;
+}
+
+ot_status ot_cpu_dropout(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                         ot_error *err) {
+    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
+    int64_t n = ot_cpu_numel(&in[0]);
+    if (ot_cpu_numel(&out[0]) != n)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (Dropout): output size differs from input", node->name);
+    /* attributes are the normalised form; fall back to the opset-12 inputs */
+    float ratio = 0.5f;
+    const ot_attr *a = ot_node_attr(node, "ratio");
+    double dv;
+    if (a && a->type == OT_ATTR_FLOAT) ratio = a->f;
+    else if (node->n_inputs > 1 && in[1].data && ot_cpu_load_double(in[1].dtype, in[1].data, 0, &dv)) ratio = (float)dv;
+    bool training = false;
+    a = ot_node_attr(node, "training_mode");
+    int64_t iv;
+    if (a && a->type == OT_ATTR_INT) training = a->i != 0;
+    else if (node->n_inputs > 2 && in[2].data && ot_cpu_load_int(in[2].dtype, in[2].data, 0, &iv)) training = iv != 0;
+    if (ratio < 0.0f || ratio > 1.0f)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (Dropout): ratio %g outside [0, 1]", node->name, (double)ratio);
+    const float *x = in[0].data;
+    float *y = out[0].data;
+    uint8_t *mask = node->n_outputs > 1 && out[1].data ? out[1].data : NULL;
+    if (mask && out[1].dtype != OT_BOOL) return ot_cpu_bad_dtype(node, "mask", out[1].dtype, err);
+    if (!training || ratio == 0.0f) {
+        if (y != x) memmove(y, x, (size_t)n * sizeof(float));
+        if (mask) memset(mask, 1, (size_t)n);
+        return OT_OK;
+    }
+    float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+    uint64_t seed = ctx->seed, step = ctx->step;
+    uint32_t nid = (uint32_t)ctx->rng_node;
+    int nt = ot_cpu_threads(ctx);
+    bool par = n >= OT_CPU_PAR_MIN / 4;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t i = 0; i < n; i++) {
+        bool keep = ot_dropout_keep(seed, step, nid, (uint64_t)i, ratio);
+        y[i] = keep ? x[i] * scale : 0.0f;
+        if (mask) mask[i] = keep;
+    }
+    return OT_OK;
+}

@@ -1,0 +1,451 @@
+/* cpu_shape_ops.c — data movement and shape-computing CPU kernels: Shape, the view
+ * ops (Identity, Reshape, Flatten, Squeeze, Unsqueeze: a byte copy, since the output
+ * shape comes from shape inference), Gather, Concat, Split, Slice, Transpose, Cast,
+ * Range, Constant and ConstantOfShape. Shape inference constant-folds PyTorch's shape
+ * subgraphs with these, so they take every dtype that the spec allows and move
+ * elements by byte size. */
+#include <math.h>
+
+#include "kernels/cpu/cpu_common.h"
+
+static ot_status shape_mismatch(const ot_node *node, const char *what, ot_error *err) {
+    return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): %s", node->name, node->op_type, what);
+}
+
+ot_status ot_cpu_shape(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                       ot_error *err) {
+    (void)ctx;
+    int r = in[0].shape.rank;
+    int64_t start = ot_node_attr_int(node, "start", 0), end = ot_node_attr_int(node, "end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = start < 0 ? 0 : (start > r ? r : start);
+    end = end < 0 ? 0 : (end > r ? r : end);
+    int64_t n = end > start ? end - start : 0;
+    if (out[0].dtype != OT_I64) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
+    if (ot_cpu_numel(&out[0]) != n) return shape_mismatch(node, "output length differs from start/end", err);
+    for (int64_t i = 0; i < n; i++) ((int64_t *)out[0].data)[i] = in[0].shape.dim[start + i];
+    return OT_OK;
+}
+
+ot_status ot_cpu_copy_view(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                           ot_error *err) {
+    (void)ctx;
+    size_t es = ot_dtype_size(in[0].dtype);
+    if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
+    if (ot_cpu_numel(&in[0]) != ot_cpu_numel(&out[0]))
+        return shape_mismatch(node, "output element count differs from the input's", err);
+    if (out[0].data != in[0].data && ot_cpu_numel(&in[0]) > 0)
+        memmove(out[0].data, in[0].data, (size_t)ot_cpu_numel(&in[0]) * es);
+    return OT_OK;
+}
+
+/* ---- Gather ---------------------------------------------------------------------- */
+
+ot_status ot_cpu_gather(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                        ot_error *err) {
+    const ot_tensor *x = &in[0], *ind = &in[1];
+    size_t es = ot_dtype_size(x->dtype);
+    if (!es || x->dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "data", x->dtype, err);
+    if (ind->dtype != OT_I64 && ind->dtype != OT_I32) return ot_cpu_bad_dtype(node, "indices", ind->dtype, err);
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), x->shape.rank);
+    if (axis < 0) return shape_mismatch(node, "axis out of range", err);
+    int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_cpu_numel(ind);
+    for (int d = 0; d < axis; d++) outer *= x->shape.dim[d];
+    for (int d = axis + 1; d < x->shape.rank; d++) inner *= x->shape.dim[d];
+    if (ot_cpu_numel(&out[0]) != outer * n_idx * inner)
+        return shape_mismatch(node, "output element count is not data[:axis] x indices x data[axis+1:]", err);
+    for (int64_t j = 0; j < n_idx; j++) {
+        int64_t v;
+        ot_cpu_load_int(ind->dtype, ind->data, j, &v);
+        if (v < -n_axis || v >= n_axis)
+            return ot_fail(err, OT_E_DATA, "node '%s' (Gather): index %lld out of range for axis of size %lld",
+                           node->name, (long long)v, (long long)n_axis);
+    }
+    int nt = ot_cpu_threads(ctx);
+    size_t row = (size_t)inner * es;
+    const char *src = x->data;
+    char *dst = out[0].data;
+    bool par = outer * n_idx * inner >= OT_CPU_PAR_MIN;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t k = 0; k < outer * n_idx; k++) {
+        int64_t o = k / n_idx, j = k % n_idx, v;
+        ot_cpu_load_int(ind->dtype, ind->data, j, &v);
+        if (v < 0) v += n_axis;
+        memcpy(dst + (size_t)k * row, src + (size_t)(o * n_axis + v) * row, row);
+    }
+    return OT_OK;
+}
+
+/* ---- Concat / Split --------------------------------------------------------------- */
+
+ot_status ot_cpu_concat(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                        ot_error *err) {
+    (void)ctx;
+    const ot_shape *ys = &out[0].shape;
+    size_t es = ot_dtype_size(out[0].dtype);
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), ys->rank);
+    if (axis < 0 || !es) return shape_mismatch(node, "axis out of range or bad dtype", err);
+    int64_t outer = 1, inner = 1, total = 0;
+    for (int d = 0; d < axis; d++) outer *= ys->dim[d];
+    for (int d = axis + 1; d < ys->rank; d++) inner *= ys->dim[d];
+    for (int k = 0; k < node->n_inputs; k++) {
+        if (in[k].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
+        if (in[k].shape.rank != ys->rank) return shape_mismatch(node, "input ranks differ", err);
+        total += in[k].shape.dim[axis];
+    }
+    if (total != ys->dim[axis]) return shape_mismatch(node, "inputs' sizes along axis do not add up", err);
+    char *dst = out[0].data;
+    size_t out_row = (size_t)(ys->dim[axis] * inner) * es;
+    size_t at = 0;
+    for (int k = 0; k < node->n_inputs; k++) {
+        size_t chunk = (size_t)(in[k].shape.dim[axis] * inner) * es;
+        const char *src = in[k].data;
+        if (chunk == 0) continue; /* empty inputs may have no buffer */
+        for (int64_t o = 0; o < outer; o++) memcpy(dst + (size_t)o * out_row + at, src + (size_t)o * chunk, chunk);
+        at += chunk;
+    }
+    return OT_OK;
+}
+
+ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                       ot_error *err) {
+    (void)ctx;
+    const ot_shape *xs = &in[0].shape;
+    size_t es = ot_dtype_size(in[0].dtype);
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), xs->rank);
+    if (axis < 0 || !es) return shape_mismatch(node, "axis out of range or bad dtype", err);
+    int64_t outer = 1, inner = 1, total = 0;
+    for (int d = 0; d < axis; d++) outer *= xs->dim[d];
+    for (int d = axis + 1; d < xs->rank; d++) inner *= xs->dim[d];
+    /* output shapes (from shape inference, which read "split") decide the sizes */
+    for (int k = 0; k < node->n_outputs; k++) {
+        if (!out[k].data) continue;
+        if (out[k].dtype != in[0].dtype) return ot_cpu_bad_dtype(node, "an output", out[k].dtype, err);
+    }
+    int n_split = 0;
+    const int64_t *split = ot_node_attr_ints(node, "split", &n_split);
+    size_t in_row = (size_t)(xs->dim[axis] * inner) * es, at = 0;
+    for (int k = 0; k < node->n_outputs; k++) {
+        int64_t len;
+        if (split && n_split == node->n_outputs) len = split[k];
+        else if (out[k].data) len = out[k].shape.dim[axis];
+        else len = xs->dim[axis] / node->n_outputs;
+        total += len;
+        if (total > xs->dim[axis]) return shape_mismatch(node, "split sizes exceed the input along axis", err);
+        size_t chunk = (size_t)(len * inner) * es;
+        if (out[k].data && chunk > 0) {
+            if ((size_t)ot_cpu_numel(&out[k]) * es != chunk * (size_t)outer)
+                return shape_mismatch(node, "an output's size differs from its split", err);
+            char *dst = out[k].data;
+            const char *src = in[0].data;
+            for (int64_t o = 0; o < outer; o++) memcpy(dst + (size_t)o * chunk, src + (size_t)o * in_row + at, chunk);
+        }
+        at += chunk;
+    }
+    return OT_OK;
+}
+
+/* ---- Slice -------------------------------------------------------------------------- */
+
+static bool read_ints(const ot_tensor *t, int64_t *v, int max, int *n) {
+    if (!t || !t->data) return false;
+    int64_t c = ot_cpu_numel(t);
+    if (c > max) return false;
+    for (int64_t i = 0; i < c; i++)
+        if (!ot_cpu_load_int(t->dtype, t->data, i, &v[i])) return false;
+    *n = (int)c;
+    return true;
+}
+
+ot_status ot_cpu_slice(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                       ot_error *err) {
+    const ot_shape *xs = &in[0].shape;
+    int r = xs->rank;
+    size_t es = ot_dtype_size(in[0].dtype);
+    if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "data", in[0].dtype, err);
+    if (out[0].shape.rank != r) return shape_mismatch(node, "output rank differs from data rank", err);
+    int64_t starts[OT_MAX_RANK], ends[OT_MAX_RANK], axes[OT_MAX_RANK], steps[OT_MAX_RANK];
+    int ns = 0, ne = 0, na = 0, nst = 0;
+    if (!read_ints(&in[1], starts, OT_MAX_RANK, &ns) || !read_ints(&in[2], ends, OT_MAX_RANK, &ne) || ns != ne)
+        return shape_mismatch(node, "starts/ends must be int32/int64 tensors of equal length", err);
+    bool has_axes = node->n_inputs > 3 && in[3].data, has_steps = node->n_inputs > 4 && in[4].data;
+    if (has_axes && (!read_ints(&in[3], axes, OT_MAX_RANK, &na) || na != ns))
+        return shape_mismatch(node, "axes must be an int tensor as long as starts", err);
+    if (has_steps && (!read_ints(&in[4], steps, OT_MAX_RANK, &nst) || nst != ns))
+        return shape_mismatch(node, "steps must be an int tensor as long as starts", err);
+    int64_t st[OT_MAX_RANK], sp[OT_MAX_RANK];
+    for (int d = 0; d < r; d++) st[d] = 0, sp[d] = 1;
+    for (int i = 0; i < ns; i++) {
+        int a = ot_cpu_axis(has_axes ? axes[i] : i, r);
+        if (a < 0) return shape_mismatch(node, "axis out of range", err);
+        int64_t dim = xs->dim[a], step = has_steps ? steps[i] : 1, s = starts[i], e = ends[i], cnt;
+        if (step == 0) return ot_fail(err, OT_E_MODEL, "node '%s' (Slice): step 0", node->name);
+        if (s < 0) s += dim;
+        if (e < 0) e += dim;
+        if (step > 0) {
+            s = s < 0 ? 0 : (s > dim ? dim : s);
+            e = e < 0 ? 0 : (e > dim ? dim : e);
+            cnt = e > s ? (e - s + step - 1) / step : 0;
+        } else {
+            s = s < 0 ? 0 : (s > dim - 1 ? dim - 1 : s);
+            e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
+            cnt = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+        }
+        if (cnt != out[0].shape.dim[a]) return shape_mismatch(node, "output shape differs from the slice", err);
+        st[a] = s;
+        sp[a] = step;
+    }
+    for (int d = 0; d < r; d++)
+        if (sp[d] == 1 && st[d] == 0 && out[0].shape.dim[d] > xs->dim[d])
+            return shape_mismatch(node, "output larger than data on an unsliced axis", err);
+    int64_t instr[OT_MAX_RANK], base = 0, acc = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        instr[d] = acc;
+        acc *= xs->dim[d];
+        base += st[d] * instr[d];
+    }
+    int64_t n = ot_cpu_numel(&out[0]);
+    if (n == 0) return OT_OK;
+    int64_t inner = r ? out[0].shape.dim[r - 1] : 1, rows = n / inner;
+    int64_t istep = r ? sp[r - 1] * instr[r - 1] : 1;
+    const char *src = in[0].data;
+    char *dst = out[0].data;
+    int nt = ot_cpu_threads(ctx);
+    bool par = n >= OT_CPU_PAR_MIN && rows > 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t off = base, q = row;
+        for (int d = r - 2; d >= 0; d--) {
+            off += (q % out[0].shape.dim[d]) * sp[d] * instr[d];
+            q /= out[0].shape.dim[d];
+        }
+        char *o = dst + (size_t)(row * inner) * es;
+        if (istep == 1) {
+            memcpy(o, src + (size_t)off * es, (size_t)inner * es);
+        } else {
+            for (int64_t i = 0; i < inner; i++) memcpy(o + (size_t)i * es, src + (size_t)(off + i * istep) * es, es);
+        }
+    }
+    return OT_OK;
+}
+
+/* ---- Transpose ------------------------------------------------------------------------ */
+
+ot_status ot_cpu_transpose(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                           ot_error *err) {
+    const ot_shape *xs = &in[0].shape;
+    int r = xs->rank, np = 0;
+    size_t es = ot_dtype_size(in[0].dtype);
+    if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "data", in[0].dtype, err);
+    const int64_t *pa = ot_node_attr_ints(node, "perm", &np);
+    int perm[OT_MAX_RANK];
+    if (pa && np != r) return shape_mismatch(node, "perm length differs from the rank", err);
+    unsigned seen = 0;
+    for (int d = 0; d < r; d++) {
+        perm[d] = pa ? (int)pa[d] : r - 1 - d;
+        if (perm[d] < 0 || perm[d] >= r || (seen & (1u << perm[d]))) return shape_mismatch(node, "bad perm", err);
+        seen |= 1u << perm[d];
+        if (out[0].shape.dim[d] != xs->dim[perm[d]]) return shape_mismatch(node, "output shape is not permuted input", err);
+    }
+    int64_t instr[OT_MAX_RANK], acc = 1;
+    for (int d = r - 1; d >= 0; d--) instr[d] = acc, acc *= xs->dim[d];
+    int64_t n = ot_cpu_numel(&out[0]);
+    if (n == 0) return OT_OK;
+    if (r == 0) {
+        memcpy(out[0].data, in[0].data, es);
+        return OT_OK;
+    }
+    int64_t inner = out[0].shape.dim[r - 1], rows = n / inner, istep = instr[perm[r - 1]];
+    int nt = ot_cpu_threads(ctx);
+    bool par = n >= OT_CPU_PAR_MIN && rows > 1;
+    const char *src = in[0].data;
+    char *dst = out[0].data;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t off = 0, q = row;
+        for (int d = r - 2; d >= 0; d--) {
+            off += (q % out[0].shape.dim[d]) * instr[perm[d]];
+            q /= out[0].shape.dim[d];
+        }
+        if (istep == 1) { /* last axis stays last: rows move whole */
+            memcpy(dst + (size_t)(row * inner) * es, src + (size_t)off * es, (size_t)inner * es);
+        } else if (es == 4) {
+            const uint32_t *s = (const uint32_t *)src + off;
+            uint32_t *o = (uint32_t *)dst + row * inner;
+            for (int64_t i = 0; i < inner; i++) o[i] = s[i * istep];
+        } else {
+            char *o = dst + (size_t)(row * inner) * es;
+            for (int64_t i = 0; i < inner; i++) memcpy(o + (size_t)i * es, src + (size_t)(off + i * istep) * es, es);
+        }
+    }
+    return OT_OK;
+}
+
+/* ---- Cast ------------------------------------------------------------------------------- */
+
+static bool is_float_dtype(ot_dtype t) { return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16; }
+
+static void store_double(ot_dtype t, void *p, int64_t i, double v) {
+    switch (t) {
+    case OT_F32: ((float *)p)[i] = (float)v; break;
+    case OT_F64: ((double *)p)[i] = v; break;
+    case OT_F16: ((uint16_t *)p)[i] = ot_f32_to_f16((float)v); break;
+    case OT_BF16: ((uint16_t *)p)[i] = ot_f32_to_bf16((float)v); break;
+    case OT_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
+    default: {
+        /* float -> int truncates toward zero; NaN and out-of-range values (undefined
+         * in C) saturate instead */
+        int64_t iv = isnan(v) ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
+        if (t == OT_I64) ((int64_t *)p)[i] = iv;
+        else if (t == OT_I32) ((int32_t *)p)[i] = (int32_t)iv;
+        else if (t == OT_I8) ((int8_t *)p)[i] = (int8_t)iv;
+        else if (t == OT_U8) ((uint8_t *)p)[i] = (uint8_t)iv;
+    }
+    }
+}
+
+static void store_int(ot_dtype t, void *p, int64_t i, int64_t v) {
+    switch (t) {
+    case OT_F32: ((float *)p)[i] = (float)v; break;
+    case OT_F64: ((double *)p)[i] = (double)v; break;
+    case OT_F16: ((uint16_t *)p)[i] = ot_f32_to_f16((float)v); break;
+    case OT_BF16: ((uint16_t *)p)[i] = ot_f32_to_bf16((float)v); break;
+    case OT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case OT_I64: ((int64_t *)p)[i] = v; break;
+    case OT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case OT_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case OT_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    default: break;
+    }
+}
+
+static bool cast_dtype_ok(ot_dtype t) { return is_float_dtype(t) || ot_cpu_is_int_dtype(t); }
+
+ot_status ot_cpu_cast(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                      ot_error *err) {
+    ot_dtype ts = in[0].dtype, td = out[0].dtype;
+    if (!cast_dtype_ok(ts)) return ot_cpu_bad_dtype(node, "input", ts, err);
+    if (!cast_dtype_ok(td)) return ot_cpu_bad_dtype(node, "output", td, err);
+    int64_t n = ot_cpu_numel(&in[0]);
+    if (n != ot_cpu_numel(&out[0])) return shape_mismatch(node, "output element count differs", err);
+    if (ts == td) {
+        if (out[0].data != in[0].data) memmove(out[0].data, in[0].data, (size_t)n * ot_dtype_size(ts));
+        return OT_OK;
+    }
+    int nt = ot_cpu_threads(ctx);
+    bool par = n >= OT_CPU_PAR_MIN;
+    const void *x = in[0].data;
+    void *y = out[0].data;
+    if (ts == OT_F32 && td == OT_I64) { /* the common case of PyTorch's shape arithmetic, kept fast */
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) store_double(td, y, i, ((const float *)x)[i]);
+    } else if (is_float_dtype(ts)) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) {
+            double v;
+            ot_cpu_load_double(ts, x, i, &v);
+            store_double(td, y, i, v);
+        }
+    } else {
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v;
+            ot_cpu_load_int(ts, x, i, &v);
+            store_int(td, y, i, v);
+        }
+    }
+    return OT_OK;
+}
+
+/* ---- Range, Constant, ConstantOfShape ---------------------------------------------------- */
+
+ot_status ot_cpu_range(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                       ot_error *err) {
+    (void)ctx;
+    ot_dtype t = out[0].dtype;
+    for (int k = 0; k < 3; k++)
+        if (in[k].dtype != t || ot_cpu_numel(&in[k]) != 1) return ot_cpu_bad_dtype(node, "start/limit/delta", in[k].dtype, err);
+    int64_t n = ot_cpu_numel(&out[0]);
+    if (t == OT_I64 || t == OT_I32) {
+        int64_t s, l, d;
+        ot_cpu_load_int(t, in[0].data, 0, &s);
+        ot_cpu_load_int(t, in[1].data, 0, &l);
+        ot_cpu_load_int(t, in[2].data, 0, &d);
+        if (d == 0) return ot_fail(err, OT_E_DATA, "node '%s' (Range): delta is 0", node->name);
+        int64_t want = d > 0 ? (l > s ? (l - s + d - 1) / d : 0) : (s > l ? (s - l + (-d) - 1) / (-d) : 0);
+        if (want != n) return shape_mismatch(node, "output length differs from ceil((limit-start)/delta)", err);
+        for (int64_t i = 0; i < n; i++) store_int(t, out[0].data, i, s + i * d);
+    } else if (t == OT_F32 || t == OT_F64) {
+        double s, l, d;
+        ot_cpu_load_double(t, in[0].data, 0, &s);
+        ot_cpu_load_double(t, in[1].data, 0, &l);
+        ot_cpu_load_double(t, in[2].data, 0, &d);
+        if (d == 0) return ot_fail(err, OT_E_DATA, "node '%s' (Range): delta is 0", node->name);
+        double w = ceil((l - s) / d);
+        int64_t want = w > 0 ? (int64_t)w : 0;
+        /* float lengths may round either way depending on the precision shape
+         * inference used: within one element the output shape decides */
+        if (want - n > 1 || n - want > 1)
+            return shape_mismatch(node, "output length differs from ceil((limit-start)/delta)", err);
+        for (int64_t i = 0; i < n; i++) { /* start + i * delta in double, as torch.arange */
+            if (t == OT_F32) ((float *)out[0].data)[i] = (float)(s + (double)i * d);
+            else ((double *)out[0].data)[i] = s + (double)i * d;
+        }
+    } else {
+        return ot_cpu_bad_dtype(node, "output", t, err);
+    }
+    return OT_OK;
+}
+
+ot_status ot_cpu_constant(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                          ot_error *err) {
+    (void)in;
+    (void)ctx;
+    size_t es = ot_dtype_size(out[0].dtype);
+    int64_t n = ot_cpu_numel(&out[0]);
+    const ot_attr *a;
+    if ((a = ot_node_attr(node, "value")) && a->type == OT_ATTR_TENSOR && a->t) {
+        if (a->t->dtype != out[0].dtype || a->t->nbytes != (size_t)n * es)
+            return shape_mismatch(node, "attribute 'value' differs from the output in dtype or size", err);
+        memcpy(out[0].data, a->t->data, a->t->nbytes);
+    } else if ((a = ot_node_attr(node, "value_float")) && a->type == OT_ATTR_FLOAT && out[0].dtype == OT_F32 && n == 1) {
+        ((float *)out[0].data)[0] = a->f;
+    } else if ((a = ot_node_attr(node, "value_int")) && a->type == OT_ATTR_INT && out[0].dtype == OT_I64 && n == 1) {
+        ((int64_t *)out[0].data)[0] = a->i;
+    } else if ((a = ot_node_attr(node, "value_floats")) && a->type == OT_ATTR_FLOATS && out[0].dtype == OT_F32 &&
+               n == a->n) {
+        memcpy(out[0].data, a->floats, (size_t)n * 4);
+    } else if ((a = ot_node_attr(node, "value_ints")) && a->type == OT_ATTR_INTS && out[0].dtype == OT_I64 &&
+               n == a->n) {
+        memcpy(out[0].data, a->ints, (size_t)n * 8);
+    } else {
+        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (Constant): no value attribute matching the output %s[%lld]",
+                       node->name, ot_dtype_name(out[0].dtype), (long long)n);
+    }
+    return OT_OK;
+}
+
+ot_status ot_cpu_constant_of_shape(const ot_node *node, const ot_tensor *in, ot_tensor *out,
+                                   const ot_kernel_ctx *ctx, ot_error *err) {
+    (void)ctx;
+    if (in[0].dtype != OT_I64) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
+    int64_t n = ot_cpu_numel(&out[0]), want = 1;
+    for (int64_t i = 0; i < ot_cpu_numel(&in[0]); i++) want *= ((const int64_t *)in[0].data)[i];
+    if (want != n) return shape_mismatch(node, "output size differs from the shape input", err);
+    size_t es = ot_dtype_size(out[0].dtype);
+    if (!es) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
+    const ot_attr *a = ot_node_attr(node, "value");
+    char zero[8] = {0};
+    const char *v = zero;
+    if (a && a->type == OT_ATTR_TENSOR && a->t) {
+        if (a->t->dtype != out[0].dtype || a->t->nbytes < es)
+            return shape_mismatch(node, "attribute 'value' differs from the output dtype", err);
+        v = a->t->data;
+    } else if (out[0].dtype != OT_F32) {
+        return shape_mismatch(node, "without 'value' the output must be float32", err);
+    }
+    char *o = out[0].data;
+    for (int64_t i = 0; i < n; i++) memcpy(o + (size_t)i * es, v, es);
+    return OT_OK;
+}
