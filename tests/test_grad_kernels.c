@@ -1,7 +1,8 @@
 /* test_grad_kernels.c — the backward CPU kernels on inputs large enough to run in
  * parallel: bitwise identical results for 1 and 4 threads (no float atomics, fixed
  * summation order), plus direct checks of GatherGrad's scatter-add and of
- * ReduceToLike / ExpandLike against naive loops. */
+ * ReduceToLike / ExpandLike against naive loops, of ClipGrad at the bounds and of
+ * MaxPoolGrad with ties and padding (both as PyTorch's backward). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -180,11 +181,91 @@ static void test_threads_conv_norm_pool(void **state) {
     ot_graph_free(g);
 }
 
+/* Runs one backward node once on the CPU (1 thread). */
+static void run1(const ot_node *node, const ot_tensor *in, ot_tensor *out) {
+    size_t ws = ot_cpu_workspace_bytes(node, in, out);
+    void *w = ws ? calloc(1, ws) : NULL;
+    ot_kernel_ctx ctx = {.n_threads = 1, .workspace = w, .workspace_bytes = ws};
+    ot_error err = {0};
+    ot_status st = ot_cpu_run_node(node, in, out, &ctx, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, OT_OK);
+    free(w);
+}
+
+/* ClipGrad at the bounds follows PyTorch's ReLU6 / Hardtanh backward (what exported
+ * CNNs' Clip comes from): the gradient passes only where min < x < max, so x == min
+ * and x == max give 0; an absent bound never blocks (Clip(0, inf) == Relu's rule). */
+static void test_clip_grad_bounds(void **state) {
+    (void)state;
+    ot_graph *g = gc_graph();
+    int64_t d[1] = {7};
+    float xs[7] = {-1.0f, 0.0f, 1e-7f, 3.0f, 6.0f - 1e-6f, 6.0f, 7.0f};
+    float dys[7] = {1, 2, 3, 4, 5, 6, 7};
+    float want_06[7] = {0, 0, 3, 4, 5, 0, 0}, want_0inf[7] = {0, 0, 3, 4, 5, 6, 7};
+    ot_tensor dy = {.dtype = OT_F32, .shape = ot_shape_make(1, d), .data = dys, .nbytes = sizeof dys};
+    ot_tensor x = {.dtype = OT_F32, .shape = ot_shape_make(1, d), .data = xs, .nbytes = sizeof xs};
+    ot_tensor out[1] = {out_tensor(OT_F32, 1, d)};
+    int n = add_node(g, OT_OP_CLIP_GRAD, 2, 1);
+    ot_node_set_attr_float(&g->nodes[n], "min", 0.0f);
+    ot_node_set_attr_float(&g->nodes[n], "max", 6.0f);
+    run1(&g->nodes[n], (ot_tensor[]){dy, x}, out);
+    assert_memory_equal(out[0].data, want_06, sizeof want_06);
+    int n2 = add_node(g, OT_OP_CLIP_GRAD, 2, 1); /* max absent: +inf */
+    ot_node_set_attr_float(&g->nodes[n2], "min", 0.0f);
+    run1(&g->nodes[n2], (ot_tensor[]){dy, x}, out);
+    assert_memory_equal(out[0].data, want_0inf, sizeof want_0inf);
+    free(out[0].data);
+    ot_graph_free(g);
+}
+
+/* MaxPoolGrad with ties and padding follows PyTorch's max_pool2d backward: the
+ * first maximum in window order takes the whole gradient, padding never wins (even
+ * over negative inputs), and a value that is the max of several windows sums them. */
+static void test_max_pool_grad_ties_pads(void **state) {
+    (void)state;
+    ot_graph *g = gc_graph();
+    /* 2x2 windows, stride 1, no pad, on a 3x3 checkerboard of ties: PyTorch's
+     * grad is [[1,0,1],[0,2,0],[0,0,0]] */
+    int64_t xd[4] = {1, 1, 3, 3}, yd[4] = {1, 1, 2, 2};
+    float xs[9] = {2, 1, 2, 1, 2, 1, 2, 1, 2}, ones[4] = {1, 1, 1, 1};
+    float want[9] = {1, 0, 1, 0, 2, 0, 0, 0, 0};
+    ot_tensor x = {.dtype = OT_F32, .shape = ot_shape_make(4, xd), .data = xs, .nbytes = sizeof xs};
+    ot_tensor dy = {.dtype = OT_F32, .shape = ot_shape_make(4, yd), .data = ones, .nbytes = sizeof ones};
+    ot_tensor out[1] = {out_tensor(OT_F32, 4, xd)};
+    int n = add_node(g, OT_OP_MAX_POOL_GRAD, 2, 1);
+    int64_t k[2] = {2, 2}, s1[2] = {1, 1}, p0[4] = {0, 0, 0, 0};
+    ot_node_set_attr_ints(&g->nodes[n], "kernel_shape", k, 2);
+    ot_node_set_attr_ints(&g->nodes[n], "strides", s1, 2);
+    ot_node_set_attr_ints(&g->nodes[n], "pads", p0, 4);
+    run1(&g->nodes[n], (ot_tensor[]){dy, x}, out);
+    assert_memory_equal(out[0].data, want, sizeof want);
+    free(out[0].data);
+    /* 3x3 windows, stride 1, pad 1 over an all-negative 2x2 plane: every window
+     * holds -1 (the first element), so it takes all 4 (PyTorch: [[4,0],[0,0]]) */
+    int64_t xd2[4] = {1, 1, 2, 2};
+    float xs2[4] = {-1, -2, -3, -4}, want2[4] = {4, 0, 0, 0};
+    ot_tensor x2 = {.dtype = OT_F32, .shape = ot_shape_make(4, xd2), .data = xs2, .nbytes = sizeof xs2};
+    ot_tensor dy2 = {.dtype = OT_F32, .shape = ot_shape_make(4, xd2), .data = ones, .nbytes = sizeof ones};
+    ot_tensor out2[1] = {out_tensor(OT_F32, 4, xd2)};
+    int n2 = add_node(g, OT_OP_MAX_POOL_GRAD, 2, 1);
+    int64_t k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1};
+    ot_node_set_attr_ints(&g->nodes[n2], "kernel_shape", k3, 2);
+    ot_node_set_attr_ints(&g->nodes[n2], "strides", s1, 2);
+    ot_node_set_attr_ints(&g->nodes[n2], "pads", p1, 4);
+    run1(&g->nodes[n2], (ot_tensor[]){dy2, x2}, out2);
+    assert_memory_equal(out2[0].data, want2, sizeof want2);
+    free(out2[0].data);
+    ot_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gather_grad),
         cmocka_unit_test(test_reduce_expand_like),
         cmocka_unit_test(test_threads_conv_norm_pool),
+        cmocka_unit_test(test_clip_grad_bounds),
+        cmocka_unit_test(test_max_pool_grad_ties_pads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,8 @@
 /* grad_pool.c — CPU kernels of MaxPoolGrad and AveragePoolGrad (dY, X) -> dX with
  * the forward pool's attributes. MaxPool's argmax is recomputed from X with the
  * forward kernel's rule (first maximum in window order; NaN wins); AveragePool's
- * divisor follows cpu_pool.c (count_include_pad counts pads, never positions past
- * the end pad). One thread per (n, c) plane: no two threads touch one dX element. */
+ * divisor follows cpu_pool.c (count_include_pad=1: the whole kernel; otherwise the
+ * window positions inside the input). One thread per (n, c) plane: no two threads touch one dX element. */
 #include <math.h>
 
 #include "kernels/cpu/grad_kernels.h"
@@ -84,16 +84,17 @@ OT_GRAD_KERNEL(ot_cpu_pool_grad) {
                 if (bi >= 0) dp[bi] += g;
                 continue;
             }
-            int64_t cnt_in[3], cnt_pad[3];
+            /* Same divisor as the forward kernel (cpu_pool.c): the whole kernel with
+             * count_include_pad=1, else the window positions inside the input. */
+            int64_t cnt_in[3];
             for (int dd = 0; dd < 3; dd++) {
-                cnt_in[dd] = cnt_pad[dd] = 0;
+                cnt_in[dd] = 0;
                 for (int64_t a = 0; a < p.k[dd]; a++) {
                     int64_t i = oi[dd] * p.s[dd] - p.pb[dd] + a * p.d[dd];
-                    if (i >= -p.pb[dd] && i < p.in[dd] + p.pe[dd]) cnt_pad[dd]++;
                     if (i >= 0 && i < p.in[dd]) cnt_in[dd]++;
                 }
             }
-            int64_t div = include_pad ? cnt_pad[0] * cnt_pad[1] * cnt_pad[2] : cnt_in[0] * cnt_in[1] * cnt_in[2];
+            int64_t div = include_pad ? p.k[0] * p.k[1] * p.k[2] : cnt_in[0] * cnt_in[1] * cnt_in[2];
             if (div <= 0) continue;
             float share = g / (float)div;
             for (int64_t a = 0; a < p.k[0]; a++) {
