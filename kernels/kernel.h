@@ -14,6 +14,13 @@ typedef struct ot_kernel_ctx {
     int rng_node;        /* original node id (recompute clones pass the node they copy) */
     void *workspace;     /* scratch of ot_cpu_workspace_bytes() bytes, planned by the planner */
     size_t workspace_bytes;
+    /* Per-step optimizer scalars read by SgdStep / AdamStep (runtime/optim.h): the
+     * scheduled learning rate, the factor every gradient is multiplied by first
+     * (global-norm clip × 1/accumulation), and the 1-based step count for Adam's bias
+     * correction. Zero-initialised contexts are fine for every other op. */
+    double opt_lr;
+    float opt_grad_scale;
+    int64_t opt_step;
 } ot_kernel_ctx;
 
 /* Runs one node on host memory. `in` has node->n_inputs entries (absent optional

@@ -1,0 +1,133 @@
+/* args.c — option-value parsing shared by the CLI commands (see args.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "runtime/npy.h"
+#include "runtime/train.h"
+
+ot_status ot_args_int(const char *opt, const char *text, int64_t min, int64_t max, int64_t *out, ot_error *err) {
+    if (!text || !*text) return ot_fail(err, OT_E_USAGE, "%s: missing value", opt);
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || *end || end == text)
+        return ot_fail(err, OT_E_USAGE, "%s '%s': expected an integer", opt, text);
+    if (v < min || v > max)
+        return ot_fail(err, OT_E_USAGE, "%s %lld: must be between %lld and %lld", opt, v, (long long)min,
+                       (long long)max);
+    *out = v;
+    return OT_OK;
+}
+
+ot_status ot_args_double(const char *opt, const char *text, double min, bool min_exclusive, double *out,
+                         ot_error *err) {
+    if (!text || !*text) return ot_fail(err, OT_E_USAGE, "%s: missing value", opt);
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || *end || end == text || !isfinite(v))
+        return ot_fail(err, OT_E_USAGE, "%s '%s': expected a finite number", opt, text);
+    if (min_exclusive ? !(v > min) : !(v >= min))
+        return ot_fail(err, OT_E_USAGE, "%s %g: must be %s %g", opt, v, min_exclusive ? ">" : ">=", min);
+    *out = v;
+    return OT_OK;
+}
+
+ot_status ot_args_size(const char *opt, const char *text, int64_t *bytes, ot_error *err) {
+    if (!text || !*text) return ot_fail(err, OT_E_USAGE, "%s: missing size", opt);
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || !isfinite(v) || v < 0)
+        return ot_fail(err, OT_E_USAGE, "%s '%s': expected a size such as 4096, 512M or 1.5G", opt, text);
+    double mult = 1;
+    const char *u = end;
+    switch (toupper((unsigned char)*u)) {
+    case 'K': mult = 1024.0; u++; break;
+    case 'M': mult = 1024.0 * 1024; u++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; u++; break;
+    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; u++; break;
+    default: break;
+    }
+    if (mult > 1 && (*u == 'i' || *u == 'I')) u++;
+    if (*u == 'B' || *u == 'b') u++;
+    if (*u) return ot_fail(err, OT_E_USAGE, "%s '%s': unknown unit '%s' (use K, M, G or T)", opt, text, end);
+    double b = v * mult;
+    if (b > 9.0e18) return ot_fail(err, OT_E_USAGE, "%s '%s': too large", opt, text);
+    *bytes = (int64_t)b;
+    return OT_OK;
+}
+
+ot_status ot_args_add_input(ot_input_specs *l, const char *opt, const char *text, ot_error *err) {
+    if (!text || !*text) return ot_fail(err, OT_E_USAGE, "%s: missing FILE or NAME=FILE", opt);
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 4;
+        ot_input_spec *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        l->v = v;
+        l->cap = cap;
+    }
+    ot_input_spec s = {0};
+    const char *eq = strchr(text, '=');
+    if (eq && eq != text && !memchr(text, '/', (size_t)(eq - text))) {
+        s.name = strndup(text, (size_t)(eq - text));
+        s.path = strdup(eq + 1);
+        if (s.path && !*s.path) {
+            free(s.name);
+            free(s.path);
+            return ot_fail(err, OT_E_USAGE, "%s '%s': missing FILE after '='", opt, text);
+        }
+    } else {
+        s.path = strdup(text);
+    }
+    if (!s.path || (eq && eq != text && !s.name && !memchr(text, '/', (size_t)(eq - text)))) {
+        free(s.name);
+        free(s.path);
+        return ot_fail(err, OT_E_MEMORY, "out of memory");
+    }
+    l->v[l->n++] = s;
+    return OT_OK;
+}
+
+void ot_input_specs_free(ot_input_specs *l) {
+    for (int i = 0; i < l->n; i++) {
+        free(l->v[i].name);
+        free(l->v[i].path);
+    }
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+ot_status ot_str_list_add(ot_str_list *l, const char *s, ot_error *err) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 4;
+        const char **v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    return OT_OK;
+}
+
+void ot_str_list_free(ot_str_list *l) {
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+ot_status ot_args_load_dataset(const ot_input_specs *inputs, const char *labels, ot_dataset *d, ot_error *err) {
+    ot_status st;
+    for (int i = 0; i <= inputs->n; i++) {
+        const char *path = i < inputs->n ? inputs->v[i].path : labels;
+        if (!path) continue;
+        const char *name = i < inputs->n ? (inputs->v[i].name ? inputs->v[i].name : "") : OT_DATA_LABELS;
+        ot_tensor *t = NULL;
+        if ((st = ot_npy_read(path, &t, err))) return st;
+        if ((st = ot_dataset_add(d, name, path, -1, t, err))) return st;
+    }
+    return OT_OK;
+}

@@ -1,0 +1,232 @@
+/* cmd_grad.c — `onnxtrain grad MODEL ...`: one forward and backward pass from the
+ * model's own weights on the first batch; prints the loss and (with --dump-grads)
+ * writes every parameter's gradient as .npy plus an index.json. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli/args.h"
+#include "runtime/npy.h"
+#include "runtime/report.h"
+#include "runtime/train.h"
+
+static void grad_usage(FILE *f) {
+    fputs("usage: onnxtrain grad MODEL.onnx --input FILE.npy|NAME=FILE.npy ... [--labels FILE.npy]\n"
+          "                      [--loss KIND] [options] [--dump-grads DIR]\n\n"
+          "One forward and backward pass from the model's weights on the first batch (samples\n"
+          "0..B-1 of the data, in file order); prints the loss and optionally dumps the gradients.\n\n"
+          "data:\n"
+          "  --input FILE | NAME=FILE  .npy array for a model input, samples along axis 0. Without\n"
+          "                            NAME the files go to the model's inputs in order. Repeatable.\n"
+          "  --labels FILE             .npy labels: int64 class indices (cross-entropy) or float\n"
+          "                            targets shaped like the output (mse)\n"
+          "  --batch-size N            samples in the batch (default: the model's fixed batch, else\n"
+          "                            every sample in the files)\n"
+          "  --bind NAME=SIZE[,...]    bind other symbolic dims (e.g. seq=16). Repeatable.\n"
+          "loss:\n"
+          "  --loss KIND               cross-entropy (default), mse, or output (the model output is\n"
+          "                            already a scalar loss)\n"
+          "  --output NAME             model output that feeds the loss (default: the first)\n"
+          "  --class-axis N            cross-entropy: axis of the classes (default: -1, the last)\n"
+          "  --ignore-index N          cross-entropy: label value that contributes nothing\n"
+          "params:\n"
+          "  --freeze REGEX            do not train params whose name matches (POSIX ERE). Repeatable.\n"
+          "  --train REGEX             train only params whose name matches. Repeatable.\n"
+          "                            A pattern that matches no param is an error.\n"
+          "run:\n"
+          "  --seed N                  Dropout masks (default 0)\n"
+          "  --threads N               CPU threads (default: OpenMP's default)\n"
+          "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto\n"
+          "  --memory-budget SIZE      for --remat auto, e.g. 512M (K/M/G are powers of 1024)\n"
+          "output:\n"
+          "  --dump-grads DIR          write DIR/<param>.npy per param (names made safe: characters\n"
+          "                            other than letters, digits, '.', '-' and '_' become '_',\n"
+          "                            clashes get _1, _2) and DIR/index.json {param name: file}\n"
+          "  --json                    print the result as JSON on stdout\n"
+          "  -h, --help                this text\n\n"
+          "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported, 7 shape,\n"
+          "8 data (wrong dtype/shape, label out of range), 10 NaN/Inf, 70 internal.\n",
+          f);
+}
+
+static ot_status dump_grads(ot_train_session *s, const char *dir, ot_error *err) {
+    ot_status st = OT_OK;
+    const ot_autodiff_result *ad = ot_train_autodiff(s);
+    const ot_graph *g = ot_train_graph(s);
+    char **names = calloc((size_t)ad->n_params + 1, sizeof *names);
+    char *path = NULL, *tmp = NULL;
+    FILE *f = NULL;
+    size_t cap = strlen(dir) + 64;
+    if (!names) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        st = ot_fail(err, OT_E_IO, "%s: cannot create the folder: %s", dir, strerror(errno));
+        goto done;
+    }
+    for (int i = 0; i < ad->n_params; i++) {
+        if (!(names[i] = ot_safe_file_stem(g->values[ad->params[i]].name, (const char *const *)names, i))) goto oom;
+        size_t need = strlen(dir) + strlen(names[i]) + 64;
+        if (need > cap) cap = need;
+    }
+    path = malloc(cap);
+    tmp = malloc(cap + 32);
+    if (!path || !tmp) goto oom;
+    for (int i = 0; i < ad->n_params; i++) {
+        ot_tensor *t = NULL;
+        if ((st = ot_train_get_grad(s, i, &t, err))) goto done;
+        snprintf(path, cap, "%s/%s.npy", dir, names[i]);
+        st = ot_npy_write(path, t, err);
+        ot_tensor_free(t);
+        if (st) goto done;
+    }
+    snprintf(path, cap, "%s/index.json", dir);
+    snprintf(tmp, cap + 32, "%s.tmp-%ld", path, (long)getpid());
+    if (!(f = fopen(tmp, "w"))) {
+        st = ot_fail(err, OT_E_IO, "%s: cannot write: %s", path, strerror(errno));
+        goto done;
+    }
+    fputs("{\n", f);
+    for (int i = 0; i < ad->n_params; i++) {
+        fputs("  ", f);
+        ot_json_string(f, g->values[ad->params[i]].name);
+        fputs(": ", f);
+        char file[600];
+        snprintf(file, sizeof file, "%.580s.npy", names[i]);
+        ot_json_string(f, file);
+        fputs(i + 1 < ad->n_params ? ",\n" : "\n", f);
+    }
+    fputs("}\n", f);
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    f = NULL;
+    if (bad || rename(tmp, path) != 0) {
+        st = ot_fail(err, OT_E_IO, "%s: cannot write: %s", path, strerror(errno));
+        remove(tmp);
+    }
+    goto done;
+oom:
+    st = ot_fail(err, OT_E_MEMORY, "out of memory");
+done:
+    if (f) fclose(f);
+    for (int i = 0; i < ad->n_params; i++) free(names[i]);
+    free(names);
+    free(path);
+    free(tmp);
+    return st;
+}
+
+enum { O_INPUT = 256, O_LABELS, O_LOSS, O_OUTPUT, O_CLASS_AXIS, O_IGNORE, O_FREEZE, O_TRAIN, O_BATCH, O_SEED,
+       O_THREADS, O_DUMP, O_BIND, O_REMAT, O_BUDGET, O_JSON };
+
+int ot_cmd_grad(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"input", required_argument, 0, O_INPUT},   {"labels", required_argument, 0, O_LABELS},
+        {"loss", required_argument, 0, O_LOSS},     {"output", required_argument, 0, O_OUTPUT},
+        {"class-axis", required_argument, 0, O_CLASS_AXIS}, {"ignore-index", required_argument, 0, O_IGNORE},
+        {"freeze", required_argument, 0, O_FREEZE}, {"train", required_argument, 0, O_TRAIN},
+        {"batch-size", required_argument, 0, O_BATCH}, {"seed", required_argument, 0, O_SEED},
+        {"threads", required_argument, 0, O_THREADS}, {"dump-grads", required_argument, 0, O_DUMP},
+        {"bind", required_argument, 0, O_BIND},     {"remat", required_argument, 0, O_REMAT},
+        {"memory-budget", required_argument, 0, O_BUDGET}, {"json", no_argument, 0, O_JSON},
+        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+    ot_error err = {0};
+    ot_status st = OT_OK;
+    ot_train_options o;
+    ot_train_options_default(&o);
+    ot_input_specs inputs = {0};
+    ot_str_list freeze = {0}, train = {0}, bind = {0};
+    const char *labels = NULL, *dump = NULL;
+    bool json = false;
+    ot_dataset data = {0};
+    ot_model *m = NULL;
+    ot_train_session *s = NULL;
+    int64_t v;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_INPUT: st = ot_args_add_input(&inputs, "--input", optarg, &err); break;
+        case O_LABELS: labels = optarg; break;
+        case O_LOSS: st = ot_loss_kind_parse(optarg, &o.loss.kind, &err); break;
+        case O_OUTPUT: o.loss.output_name = optarg; break;
+        case O_CLASS_AXIS:
+            if (!(st = ot_args_int("--class-axis", optarg, -OT_MAX_RANK, OT_MAX_RANK - 1, &v, &err))) o.loss.class_axis = (int)v;
+            break;
+        case O_IGNORE:
+            if (!(st = ot_args_int("--ignore-index", optarg, INT64_MIN, INT64_MAX, &v, &err))) {
+                o.loss.has_ignore_index = true;
+                o.loss.ignore_index = v;
+            }
+            break;
+        case O_FREEZE: st = ot_str_list_add(&freeze, optarg, &err); break;
+        case O_TRAIN: st = ot_str_list_add(&train, optarg, &err); break;
+        case O_BIND: st = ot_str_list_add(&bind, optarg, &err); break;
+        case O_BATCH: st = ot_args_int("--batch-size", optarg, 1, INT32_MAX, &o.batch_size, &err); break;
+        case O_SEED:
+            if (!(st = ot_args_int("--seed", optarg, 0, INT64_MAX, &v, &err))) o.seed = (uint64_t)v;
+            break;
+        case O_THREADS:
+            if (!(st = ot_args_int("--threads", optarg, 1, 1024, &v, &err))) o.n_threads = (int)v;
+            break;
+        case O_DUMP: dump = optarg; break;
+        case O_REMAT: o.remat = optarg; break;
+        case O_BUDGET: st = ot_args_size("--memory-budget", optarg, &o.memory_budget, &err); break;
+        case O_JSON: json = true; break;
+        case 'h': grad_usage(stdout); goto done;
+        default:
+            st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
+            break;
+        }
+        if (st) goto done;
+    }
+    if (optind != argc - 1) {
+        st = ot_fail(&err, OT_E_USAGE, optind >= argc ? "missing MODEL.onnx" : "expected one MODEL.onnx, got extra '%s'",
+                     optind < argc ? argv[optind + 1 < argc ? optind + 1 : optind] : "");
+        goto done;
+    }
+    o.freeze = freeze.v;
+    o.n_freeze = freeze.n;
+    o.train = train.v;
+    o.n_train = train.n;
+    o.bind = bind.v;
+    o.n_bind = bind.n;
+    const char *model_path = argv[optind];
+    ot_import_options io = {0};
+    if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
+    if ((st = ot_args_load_dataset(&inputs, labels, &data, &err))) goto done;
+    if ((st = ot_train_session_new(m, &o, &data, false, &s, &err))) goto done;
+    double loss = 0;
+    if ((st = ot_train_grad_once(s, &data, &loss, &err))) goto done;
+    if (dump && (st = dump_grads(s, dump, &err))) goto done;
+    const ot_autodiff_result *ad = ot_train_autodiff(s);
+    if (json) {
+        printf("{\"loss\": %.9g, \"batch_size\": %lld, \"params\": %d, \"dump\": ", loss,
+               (long long)ot_train_batch_size(s), ad->n_params);
+        if (dump)
+            ot_json_string(stdout, dump);
+        else
+            fputs("null", stdout);
+        puts("}");
+    } else {
+        printf("loss %.9g\n", loss);
+        if (dump) fprintf(stderr, "wrote %d gradients to %s/ (index.json)\n", ad->n_params, dump);
+    }
+done:
+    if (st) {
+        fprintf(stderr, "onnxtrain grad: %s\n", err.msg);
+        if (st == OT_E_USAGE) fputs("Run 'onnxtrain grad --help' for the options.\n", stderr);
+    }
+    ot_train_session_free(s);
+    ot_dataset_free(&data);
+    ot_model_free(m);
+    ot_input_specs_free(&inputs);
+    ot_str_list_free(&freeze);
+    ot_str_list_free(&train);
+    ot_str_list_free(&bind);
+    return (int)st;
+}

@@ -1,0 +1,313 @@
+/* cmd_train.c — `onnxtrain train MODEL ... -o TUNED.onnx`: trains a model on .npy
+ * data and writes the tuned model (same graph, opset and metadata; new initializers
+ * and running statistics) by temporary name and rename, only after a successful run. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli/args.h"
+#include "remat/remat.h"
+#include "runtime/progress.h"
+#include "runtime/report.h"
+#include "runtime/train.h"
+
+static void train_usage(FILE *f) {
+    fputs("usage: onnxtrain train MODEL.onnx --input FILE.npy|NAME=FILE.npy ... [--labels FILE.npy]\n"
+          "                       [options] -o TUNED.onnx\n\n"
+          "Trains the model's floating-point initializers and writes the tuned model. The model\n"
+          "file is never modified; TUNED.onnx is written (temporary name, then rename) only when\n"
+          "the whole run succeeds.\n\n"
+          "data:\n"
+          "  --input FILE | NAME=FILE  .npy array for a model input, samples along axis 0. Without\n"
+          "                            NAME the files go to the model's inputs in order. Repeatable.\n"
+          "  --labels FILE             .npy labels: int64 class indices (cross-entropy; checked to be\n"
+          "                            in range before training) or float targets (mse)\n"
+          "  --val-input, --val-labels validation data, same form; loss (and accuracy for\n"
+          "                            cross-entropy) after every epoch. It runs the training graph\n"
+          "                            without updating anything (BatchNorm uses batch statistics).\n"
+          "  --batch-size N            samples per micro-batch (default: the model's fixed batch,\n"
+          "                            else min(32, samples)). The last partial batch of an epoch\n"
+          "                            is dropped, so every step sees exactly N samples.\n"
+          "  --bind NAME=SIZE[,...]    bind other symbolic dims (e.g. seq=16). Repeatable.\n"
+          "  --seed N                  shuffling (Fisher-Yates, splitmix64) and Dropout masks (default 0)\n"
+          "  --no-shuffle              visit samples in file order\n"
+          "loss:\n"
+          "  --loss KIND               cross-entropy (default), mse, or output (a scalar model output)\n"
+          "  --output NAME             model output that feeds the loss (default: the first)\n"
+          "  --class-axis N            cross-entropy: axis of the classes (default -1, the last)\n"
+          "  --ignore-index N          cross-entropy: label value that contributes nothing\n"
+          "params:\n"
+          "  --freeze REGEX            do not train params whose name matches (POSIX ERE). Repeatable.\n"
+          "  --train REGEX             train only params whose name matches. Repeatable.\n"
+          "                            A pattern that matches no param is an error (exit 2).\n"
+          "optimizer (updates follow torch.optim):\n"
+          "  --optimizer NAME          sgd (default), adam, adamw\n"
+          "  --lr X                    learning rate (default 0.01 for sgd, 0.001 for adam/adamw)\n"
+          "  --momentum X              sgd momentum (default 0; dampening is always 0)\n"
+          "  --nesterov                sgd Nesterov momentum (needs --momentum > 0)\n"
+          "  --weight-decay X          sgd/adam: L2 added to the gradient; adamw: decoupled\n"
+          "                            (default 0; adamw 0.01)\n"
+          "  --beta1 X, --beta2 X      adam/adamw (default 0.9, 0.999)\n"
+          "  --eps X                   adam/adamw (default 1e-8)\n"
+          "  --clip-grad-norm X        clip the global L2 gradient norm to X (default: off), as\n"
+          "                            torch.nn.utils.clip_grad_norm_\n"
+          "  --schedule NAME           constant (default); warmup: lr*(s+1)/W for the first W steps;\n"
+          "                            cosine: warm-up, then lr*(1+cos(pi*(s-W)/(T-W)))/2 to step T\n"
+          "  --warmup-steps W          warm-up steps (default 0)\n"
+          "loop:\n"
+          "  --steps N                 optimizer steps (default: from --epochs)\n"
+          "  --epochs E                passes over the data (default 1); ignored with --steps\n"
+          "  --accum K                 micro-batches per optimizer step (gradient accumulation; the\n"
+          "                            step uses their mean gradient; default 1)\n"
+          "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
+          "                            and thread count give a bitwise identical tuned model.\n"
+          "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto\n"
+          "  --memory-budget SIZE      for --remat auto: peak bytes, e.g. 512M (K/M/G powers of 1024)\n"
+          "output:\n"
+          "  -o, --output-model FILE   the tuned model (required)\n"
+          "  --report FILE.json        loss history, learning rates, gradient norms, step times,\n"
+          "                            validation results and the memory plan\n"
+          "  --log-every N             without a terminal: a log line every N steps (default ~20\n"
+          "                            lines per run). On a terminal one line is updated in place.\n"
+          "  --quiet                   print only errors and the final summary\n"
+          "  --no-check-numerics       skip the NaN/Inf checks of the loss and gradients\n"
+          "  -h, --help                this text\n\n"
+          "A NaN or Inf in the loss or a gradient stops training (exit 10) naming the step and the\n"
+          "first node that produced it; nothing is written.\n"
+          "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported, 7 shape,\n"
+          "8 data (wrong dtype/shape, label out of range), 9 memory, 10 NaN/Inf, 70 internal.\n",
+          f);
+}
+
+typedef struct cli_obs {
+    ot_progress prog;
+} cli_obs;
+
+static void on_step(void *user, int64_t step, int64_t total, double loss, double lr, double sps) {
+    (void)total;
+    ot_progress_step(&((cli_obs *)user)->prog, step, loss, lr, sps);
+}
+
+static void on_epoch(void *user, const ot_train_epoch_stats *e) {
+    cli_obs *o = user;
+    if (o->prog.quiet || isnan(e->val_loss)) return;
+    if (isnan(e->val_accuracy))
+        ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %.6g over %lld samples", (long long)e->epoch + 1,
+                            (long long)e->step, e->val_loss, (long long)e->val_samples);
+    else
+        ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %.6g, accuracy %.2f%% over %lld samples",
+                            (long long)e->epoch + 1, (long long)e->step, e->val_loss, 100.0 * e->val_accuracy,
+                            (long long)e->val_samples);
+}
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+enum { O_INPUT = 256, O_LABELS, O_VAL_INPUT, O_VAL_LABELS, O_LOSS, O_OUTPUT, O_CLASS_AXIS, O_IGNORE, O_FREEZE,
+       O_TRAIN, O_BATCH, O_SEED, O_THREADS, O_BIND, O_REMAT, O_BUDGET, O_OPT, O_LR, O_MOMENTUM, O_NESTEROV, O_WD,
+       O_BETA1, O_BETA2, O_EPS, O_CLIP, O_SCHED, O_WARMUP, O_ACCUM, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY,
+       O_QUIET, O_NO_SHUFFLE, O_NO_CHECK };
+
+int ot_cmd_train(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"input", required_argument, 0, O_INPUT}, {"labels", required_argument, 0, O_LABELS},
+        {"val-input", required_argument, 0, O_VAL_INPUT}, {"val-labels", required_argument, 0, O_VAL_LABELS},
+        {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
+        {"class-axis", required_argument, 0, O_CLASS_AXIS}, {"ignore-index", required_argument, 0, O_IGNORE},
+        {"freeze", required_argument, 0, O_FREEZE}, {"train", required_argument, 0, O_TRAIN},
+        {"batch-size", required_argument, 0, O_BATCH}, {"seed", required_argument, 0, O_SEED},
+        {"threads", required_argument, 0, O_THREADS}, {"bind", required_argument, 0, O_BIND},
+        {"remat", required_argument, 0, O_REMAT}, {"memory-budget", required_argument, 0, O_BUDGET},
+        {"optimizer", required_argument, 0, O_OPT}, {"lr", required_argument, 0, O_LR},
+        {"momentum", required_argument, 0, O_MOMENTUM}, {"nesterov", no_argument, 0, O_NESTEROV},
+        {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_BETA1},
+        {"beta2", required_argument, 0, O_BETA2}, {"eps", required_argument, 0, O_EPS},
+        {"clip-grad-norm", required_argument, 0, O_CLIP}, {"schedule", required_argument, 0, O_SCHED},
+        {"warmup-steps", required_argument, 0, O_WARMUP}, {"accum", required_argument, 0, O_ACCUM},
+        {"steps", required_argument, 0, O_STEPS}, {"epochs", required_argument, 0, O_EPOCHS},
+        {"report", required_argument, 0, O_REPORT}, {"log-every", required_argument, 0, O_LOG_EVERY},
+        {"quiet", no_argument, 0, O_QUIET}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
+        {"no-check-numerics", no_argument, 0, O_NO_CHECK}, {"output-model", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    ot_error err = {0};
+    ot_status st = OT_OK;
+    ot_train_options o;
+    ot_train_options_default(&o);
+    ot_input_specs inputs = {0}, val_inputs = {0};
+    ot_str_list freeze = {0}, train = {0}, bind = {0};
+    const char *labels = NULL, *val_labels = NULL, *out_path = NULL, *report = NULL;
+    /* optimizer values the user set, applied over the chosen optimizer's defaults */
+    double lr = NAN, momentum = NAN, wd = NAN, beta1 = NAN, beta2 = NAN, eps = NAN, clip = 0;
+    bool nesterov = false, quiet = false;
+    ot_optim_kind kind = OT_OPTIM_SGD;
+    ot_schedule_kind sched = OT_SCHED_CONSTANT;
+    int64_t warmup = 0, log_every = 0, v;
+    ot_dataset data = {0}, val = {0};
+    ot_model *m = NULL;
+    ot_train_session *s = NULL;
+    ot_train_result res = {0};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        switch (c) {
+        case O_INPUT: st = ot_args_add_input(&inputs, "--input", optarg, &err); break;
+        case O_LABELS: labels = optarg; break;
+        case O_VAL_INPUT: st = ot_args_add_input(&val_inputs, "--val-input", optarg, &err); break;
+        case O_VAL_LABELS: val_labels = optarg; break;
+        case O_LOSS: st = ot_loss_kind_parse(optarg, &o.loss.kind, &err); break;
+        case O_OUTPUT: o.loss.output_name = optarg; break;
+        case O_CLASS_AXIS:
+            if (!(st = ot_args_int("--class-axis", optarg, -OT_MAX_RANK, OT_MAX_RANK - 1, &v, &err))) o.loss.class_axis = (int)v;
+            break;
+        case O_IGNORE:
+            if (!(st = ot_args_int("--ignore-index", optarg, INT64_MIN, INT64_MAX, &v, &err))) {
+                o.loss.has_ignore_index = true;
+                o.loss.ignore_index = v;
+            }
+            break;
+        case O_FREEZE: st = ot_str_list_add(&freeze, optarg, &err); break;
+        case O_TRAIN: st = ot_str_list_add(&train, optarg, &err); break;
+        case O_BIND: st = ot_str_list_add(&bind, optarg, &err); break;
+        case O_BATCH: st = ot_args_int("--batch-size", optarg, 1, INT32_MAX, &o.batch_size, &err); break;
+        case O_SEED:
+            if (!(st = ot_args_int("--seed", optarg, 0, INT64_MAX, &v, &err))) o.seed = (uint64_t)v;
+            break;
+        case O_THREADS:
+            if (!(st = ot_args_int("--threads", optarg, 1, 1024, &v, &err))) o.n_threads = (int)v;
+            break;
+        case O_REMAT: o.remat = optarg; break;
+        case O_BUDGET: st = ot_args_size("--memory-budget", optarg, &o.memory_budget, &err); break;
+        case O_OPT: st = ot_optim_kind_parse(optarg, &kind, &err); break;
+        case O_LR: st = ot_args_double("--lr", optarg, 0, true, &lr, &err); break;
+        case O_MOMENTUM: st = ot_args_double("--momentum", optarg, 0, false, &momentum, &err); break;
+        case O_NESTEROV: nesterov = true; break;
+        case O_WD: st = ot_args_double("--weight-decay", optarg, 0, false, &wd, &err); break;
+        case O_BETA1: st = ot_args_double("--beta1", optarg, 0, false, &beta1, &err); break;
+        case O_BETA2: st = ot_args_double("--beta2", optarg, 0, false, &beta2, &err); break;
+        case O_EPS: st = ot_args_double("--eps", optarg, 0, true, &eps, &err); break;
+        case O_CLIP: st = ot_args_double("--clip-grad-norm", optarg, 0, true, &clip, &err); break;
+        case O_SCHED: st = ot_schedule_kind_parse(optarg, &sched, &err); break;
+        case O_WARMUP: st = ot_args_int("--warmup-steps", optarg, 0, INT64_MAX / 4, &warmup, &err); break;
+        case O_ACCUM: st = ot_args_int("--accum", optarg, 1, 1 << 20, &o.accum, &err); break;
+        case O_STEPS: st = ot_args_int("--steps", optarg, 1, INT64_MAX / 4, &o.steps, &err); break;
+        case O_EPOCHS: st = ot_args_int("--epochs", optarg, 1, 1 << 30, &o.epochs, &err); break;
+        case O_REPORT: report = optarg; break;
+        case O_LOG_EVERY: st = ot_args_int("--log-every", optarg, 1, INT64_MAX / 4, &log_every, &err); break;
+        case O_QUIET: quiet = true; break;
+        case O_NO_SHUFFLE: o.no_shuffle = true; break;
+        case O_NO_CHECK: o.no_numerics_check = true; break;
+        case 'o': out_path = optarg; break;
+        case 'h': train_usage(stdout); goto done;
+        default: st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]); break;
+        }
+        if (st) goto done;
+    }
+    if (optind != argc - 1) {
+        st = ot_fail(&err, OT_E_USAGE, optind >= argc ? "missing MODEL.onnx" : "expected one MODEL.onnx, got extra '%s'",
+                     optind < argc ? argv[argc - 1] : "");
+        goto done;
+    }
+    if (!out_path) {
+        st = ot_fail(&err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
+        goto done;
+    }
+    {
+        /* fail before training, not after, when the tuned model cannot be written */
+        char *dir = strdup(out_path);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        const char *d = !dir ? "." : slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+        bool ok = access(d, W_OK | X_OK) == 0;
+        if (!ok) st = ot_fail(&err, OT_E_IO, "-o %s: cannot write into the folder '%s'", out_path, d);
+        free(dir);
+        if (st) goto done;
+    }
+    if ((val_inputs.n > 0) != (val_labels != NULL) && o.loss.kind != OT_LOSS_OUTPUT) {
+        st = ot_fail(&err, OT_E_USAGE, "validation needs both --val-input and --val-labels");
+        goto done;
+    }
+    ot_optim_config_default(&o.optim, kind);
+    if (!isnan(lr)) o.optim.lr = lr;
+    if (!isnan(momentum)) o.optim.momentum = momentum;
+    if (!isnan(wd)) o.optim.weight_decay = wd;
+    if (!isnan(beta1)) o.optim.beta1 = beta1;
+    if (!isnan(beta2)) o.optim.beta2 = beta2;
+    if (!isnan(eps)) o.optim.eps = eps;
+    o.optim.nesterov = nesterov;
+    o.optim.clip_grad_norm = clip;
+    o.optim.schedule = sched;
+    o.optim.warmup_steps = warmup;
+    if (o.remat) { /* reject a bad policy before any work */
+        ot_remat_policy pol = {0};
+        if ((st = ot_remat_policy_parse(o.remat, &pol, &err))) goto done;
+        ot_remat_policy_free(&pol);
+    }
+    o.freeze = freeze.v;
+    o.n_freeze = freeze.n;
+    o.train = train.v;
+    o.n_train = train.n;
+    o.bind = bind.v;
+    o.n_bind = bind.n;
+    const char *model_path = argv[optind];
+    ot_import_options io = {0};
+    if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
+    if ((st = ot_args_load_dataset(&inputs, labels, &data, &err))) goto done;
+    if (val_inputs.n && (st = ot_args_load_dataset(&val_inputs, val_labels, &val, &err))) goto done;
+    if ((st = ot_train_session_new(m, &o, &data, true, &s, &err))) goto done;
+    if (val_inputs.n && (st = ot_train_check_data(s, &val, "validation data", &err))) goto done;
+
+    const ot_plan *plan = ot_train_plan(s);
+    const ot_autodiff_result *ad = ot_train_autodiff(s);
+    int64_t elems = 0;
+    for (int i = 0; i < ad->n_params; i++) elems += ot_shape_numel(&ot_train_graph(s)->values[ad->params[i]].shape);
+    int64_t total = ot_train_total_steps(s, &data);
+    if (!quiet) {
+        fprintf(stderr, "training %d params (%lld values) with %s, batch %lld x %lld micro-batches, %lld steps\n",
+                ad->n_params, (long long)elems, ot_optim_kind_name(o.optim.kind), (long long)ot_train_batch_size(s),
+                (long long)o.accum, (long long)total);
+        fprintf(stderr,
+                "planned peak memory: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
+                "workspace %.2f)\n",
+                mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]),
+                mib(plan->slab_bytes[OT_MEM_GRADIENTS]), mib(plan->slab_bytes[OT_MEM_OPT_STATE]),
+                mib(ot_plan_peak_bytes(plan) - plan->pinned_bytes));
+    }
+    cli_obs ob;
+    ot_progress_init(&ob.prog, stderr, isatty(fileno(stderr)) != 0, quiet, total, log_every);
+    ot_train_observer obs = {.on_step = on_step, .on_epoch = on_epoch, .user = &ob};
+    st = ot_train_run(s, &data, val_inputs.n ? &val : NULL, &obs, &res, &err);
+    ot_progress_finish(&ob.prog);
+    if (st) goto done;
+    if ((st = ot_model_save(m, out_path, &err))) goto done;
+    if (report) {
+        ot_report_info info = {.model = model_path, .output = out_path,
+                               .loss = o.loss.kind == OT_LOSS_MSE ? "mse" : o.loss.kind == OT_LOSS_OUTPUT ? "output" : "cross-entropy",
+                               .remat = o.remat, .n_params = ad->n_params, .n_param_elems = elems,
+                               .n_threads = o.n_threads, .seed = o.seed};
+        if ((st = ot_report_write(report, &info, ot_train_optim(s), &res, plan, &err))) goto done;
+    }
+    fprintf(stderr, "trained %lld step%s in %.2f s: loss %.6g -> %.6g; wrote %s\n", (long long)res.n_steps, res.n_steps == 1 ? "" : "s",
+            res.total_seconds, res.loss[0], res.loss[res.n_steps - 1], out_path);
+done:
+    if (st) {
+        fprintf(stderr, "onnxtrain train: %s\n", err.msg);
+        if (st == OT_E_USAGE) fputs("Run 'onnxtrain train --help' for the options.\n", stderr);
+        if (res.n_steps > 0 && st != OT_E_USAGE)
+            fprintf(stderr, "stopped after %lld completed steps; %s was not written\n", (long long)res.n_steps,
+                    out_path ? out_path : "the model");
+    }
+    ot_train_result_free(&res);
+    ot_train_session_free(s);
+    ot_dataset_free(&data);
+    ot_dataset_free(&val);
+    ot_model_free(m);
+    ot_input_specs_free(&inputs);
+    ot_input_specs_free(&val_inputs);
+    ot_str_list_free(&freeze);
+    ot_str_list_free(&train);
+    ot_str_list_free(&bind);
+    return (int)st;
+}

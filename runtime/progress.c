@@ -1,0 +1,84 @@
+/* progress.c — the training progress display (progress.h). */
+#include <stdarg.h>
+#include <time.h>
+
+#include "runtime/progress.h"
+
+double ot_now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ot_progress_init(ot_progress *p, FILE *f, bool tty, bool quiet, int64_t total, int64_t log_every) {
+    p->f = f;
+    p->tty = tty;
+    p->quiet = quiet;
+    p->total = total;
+    p->log_every = log_every > 0 ? log_every : (total >= 20 ? total / 20 : 1);
+    p->t_start = ot_now_seconds();
+    p->t_last_draw = 0;
+    p->line_open = false;
+}
+
+static void fmt_eta(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e8) {
+        snprintf(buf, n, "?");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else if (t >= 60)
+        snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, n, "%lds", t);
+}
+
+void ot_progress_step(ot_progress *p, int64_t step, double loss, double lr, double samples_per_s) {
+    if (p->quiet || !p->f) return;
+    double now = ot_now_seconds();
+    double el = now - p->t_start;
+    char eta[32];
+    fmt_eta(step > 0 ? el / (double)step * (double)(p->total - step) : -1, eta, sizeof eta);
+    bool last = step >= p->total;
+    if (p->tty) {
+        /* redraw at most ~10 times a second, but always the last step */
+        if (!last && now - p->t_last_draw < 0.1) return;
+        p->t_last_draw = now;
+        fprintf(p->f, "\r\033[Kstep %lld/%lld  loss %.6g  lr %.3g  %.1f samples/s  ETA %s", (long long)step,
+                (long long)p->total, loss, lr, samples_per_s, eta);
+        p->line_open = true;
+        if (last) {
+            fputc('\n', p->f);
+            p->line_open = false;
+        }
+    } else {
+        if (!last && step != 1 && step % p->log_every != 0) return;
+        fprintf(p->f, "step %lld/%lld loss %.6g lr %.6g samples/s %.1f eta %s\n", (long long)step,
+                (long long)p->total, loss, lr, samples_per_s, eta);
+    }
+    fflush(p->f);
+}
+
+void ot_progress_message(ot_progress *p, const char *fmt, ...) {
+    if (!p->f) return;
+    if (p->line_open) {
+        fputs("\r\033[K", p->f);
+        p->line_open = false;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(p->f, fmt, ap);
+    va_end(ap);
+    fputc('\n', p->f);
+    fflush(p->f);
+}
+
+void ot_progress_finish(ot_progress *p) {
+    if (p->f && p->line_open) {
+        fputc('\n', p->f);
+        fflush(p->f);
+    }
+    p->line_open = false;
+}

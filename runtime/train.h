@@ -1,0 +1,130 @@
+/* train.h — the training loop behind `onnxtrain train` and `onnxtrain grad`.
+ *
+ * A session turns an imported model into one training graph and runs it:
+ *   bind the batch dim → loss (autodiff/loss.c) → backward (ot_autodiff_build) →
+ *   [remat] → optimizer nodes (runtime/optim.h) → executor (schedule, plan, arena).
+ * One executor run is one micro-batch: forward, loss, backward and the optimizer
+ * nodes. The executor's after-node hook stops at the boundary between the backward
+ * pass and the optimizer nodes, where the loop checks the loss and the gradients for
+ * NaN/Inf, accumulates micro-batches, computes the global gradient norm (fixed
+ * order) and writes the step's scalars (lr, clip × 1/K, step, apply) that the
+ * optimizer nodes read. After each run the BatchNorm running statistics are copied
+ * into their state values.
+ *
+ * Non-finite values: when the loss or a gradient is NaN/Inf the step is re-run with
+ * every node's outputs scanned in schedule order, and the error (OT_E_NUMERICS)
+ * names the step and the first node that produced a non-finite value. Nothing has
+ * been updated by then (the optimizer nodes had not run). */
+#ifndef OT_TRAIN_H
+#define OT_TRAIN_H
+
+#include <stdio.h>
+
+#include "autodiff/autodiff.h"
+#include "importer/importer.h"
+#include "runtime/data.h"
+#include "runtime/optim.h"
+#include "runtime/planner.h"
+
+/* Name of the dataset array that holds the labels / targets of the loss (bound to the
+ * loss's new graph input whatever the loss builder named it). */
+#define OT_DATA_LABELS "<labels>"
+
+typedef struct ot_train_options {
+    ot_loss_options loss;
+    const char *const *freeze; /* POSIX extended regexes over param names */
+    int n_freeze;
+    const char *const *train;
+    int n_train;
+    const char *const *bind;   /* "NAME=SIZE[,NAME=SIZE]" specs for other symbolic dims */
+    int n_bind;
+    ot_optim_config optim;
+    int64_t batch_size; /* 0: the model's fixed batch, else min(32, samples) (grad: all samples) */
+    int64_t accum;      /* micro-batches per optimizer step (>= 1) */
+    int64_t steps;      /* optimizer steps; 0: derived from epochs */
+    int64_t epochs;     /* used when steps is 0 (0 means 1) */
+    uint64_t seed;      /* shuffling and Dropout masks */
+    bool no_shuffle;
+    int n_threads;      /* 0: OpenMP's default */
+    const char *remat;  /* remat policy text; NULL or "none" */
+    int64_t memory_budget; /* bytes, for --remat auto; 0 = none */
+    bool no_numerics_check; /* skip the NaN/Inf checks (benchmarks) */
+} ot_train_options;
+
+/* Fills o with the defaults (cross-entropy, SGD lr 0.01, accum 1, 1 epoch, seed 0). */
+void ot_train_options_default(ot_train_options *o);
+
+typedef struct ot_train_session ot_train_session;
+
+/* Builds the training graph on m->graph for `data` (arrays named after graph inputs,
+ * "" for positional ones matched to the model's inputs in order, OT_DATA_LABELS for
+ * the loss's labels/targets), checks the data (dtypes, per-sample shapes, label
+ * range) and creates the executor. with_optimizer false: forward + backward only
+ * (`grad`). m must outlive the session; its graph is extended in place. */
+ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_dataset *data, bool with_optimizer,
+                               ot_train_session **out, ot_error *err);
+void ot_train_session_free(ot_train_session *s);
+
+/* Checks that another data set (validation) fits the session: same arrays, dtypes and
+ * per-sample shapes, labels in range, at least one batch. Binds its value ids. */
+ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char *what, ot_error *err);
+
+int64_t ot_train_batch_size(const ot_train_session *s);
+const ot_plan *ot_train_plan(const ot_train_session *s);
+const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s);
+ot_graph *ot_train_graph(ot_train_session *s);
+/* The optimizer configuration in use (total_steps filled in for cosine). */
+const ot_optim_config *ot_train_optim(const ot_train_session *s);
+
+/* ---- one forward + backward (`onnxtrain grad`) ---- */
+
+/* Runs forward and backward on the first batch (samples 0..B-1, no shuffling).
+ * *loss receives the loss; gradients stay in the session (ot_train_get_grad). */
+ot_status ot_train_grad_once(ot_train_session *s, const ot_dataset *data, double *loss, ot_error *err);
+/* A copy of the gradient of param i (0..n_params-1, autodiff order). */
+ot_status ot_train_get_grad(ot_train_session *s, int i, ot_tensor **out, ot_error *err);
+
+/* ---- the training loop ---- */
+
+typedef struct ot_train_epoch_stats {
+    int64_t epoch;      /* 0-based */
+    int64_t step;       /* optimizer steps done when it ended */
+    double val_loss;    /* mean over the validation batches; NaN without validation */
+    double val_accuracy; /* cross-entropy only; NaN otherwise */
+    int64_t val_samples;
+} ot_train_epoch_stats;
+
+typedef struct ot_train_result {
+    int64_t n_steps;       /* optimizer steps done */
+    int64_t batch_size, accum, samples_per_epoch;
+    double *loss;          /* per step: mean loss of its micro-batches */
+    double *lr;            /* per step */
+    double *step_seconds;  /* per step: wall time of its micro-batches */
+    double *grad_norm;     /* per step: global L2 norm before clipping (NaN when not computed) */
+    int64_t n_epochs;
+    ot_train_epoch_stats *epochs;
+    double total_seconds;
+    size_t planned_peak, measured_peak;
+} ot_train_result;
+
+void ot_train_result_free(ot_train_result *r);
+
+/* Observer of the loop (progress display): called after every optimizer step and at
+ * the end of every epoch (with the validation results). May be NULL. */
+typedef struct ot_train_observer {
+    void (*on_step)(void *user, int64_t step, int64_t total, double loss, double lr, double samples_per_s);
+    void (*on_epoch)(void *user, const ot_train_epoch_stats *e);
+    void *user;
+} ot_train_observer;
+
+/* Total optimizer steps the options ask for with this data. */
+int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data);
+
+/* Trains: o->steps optimizer steps (or o->epochs epochs), each of o->accum micro-
+ * batches; validation after every epoch when val is not NULL. On success the
+ * trained params and running statistics are in m->graph (ready for ot_model_save).
+ * r is filled also on failure (the steps done so far). */
+ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dataset *val,
+                       const ot_train_observer *obs, ot_train_result *r, ot_error *err);
+
+#endif

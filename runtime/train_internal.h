@@ -1,0 +1,60 @@
+/* train_internal.h — the training session's private state, shared by train.c (building
+ * the session) and train_loop.c (the hook at the backward/optimizer boundary, running
+ * micro-batches, validation and the loop). Not for use outside runtime/train*.c. */
+#ifndef OT_TRAIN_INTERNAL_H
+#define OT_TRAIN_INTERNAL_H
+
+#include "runtime/executor.h"
+#include "runtime/train.h"
+
+/* What a run is for: the hook acts differently at the boundary. */
+enum { MODE_TRAIN = 0, MODE_EVAL, MODE_GRAD, MODE_SCAN };
+
+struct ot_train_session {
+    ot_model *m;
+    ot_graph *g;
+    ot_train_options o;
+    bool with_opt;
+    int64_t B;
+    int n_model_inputs;
+    int label_value; /* loss's labels/targets input, -1 for --loss output */
+    int loss_value;
+    int out_value;   /* model output feeding the loss */
+    int64_t n_classes;
+    int class_axis;  /* resolved, cross-entropy only */
+    ot_autodiff_result ad;
+    bool ad_built;
+    ot_optim_graph og;
+    ot_backend *be;
+    ot_executor *ex;
+    int boundary;    /* schedule step after which only optimizer nodes run */
+    /* one host batch per data array, [B, ...] */
+    ot_tensor **batch;
+    int *batch_value; /* graph input each batch feeds (training data's array order) */
+    int n_batch;
+    /* hook state */
+    int mode;
+    int64_t micro, opt_step;
+    double lr;
+    size_t *grad_off; /* element offset of params[i]'s gradient in grad_host */
+    size_t grad_elems;
+    float *grad_host, *acc_host;
+    double last_norm, last_loss;
+    bool nonfinite;
+    void *scan_buf;
+    size_t scan_cap;
+    int64_t run_step; /* optimizer step number for messages (1-based) */
+    const ot_dataset *cur_data; /* batch being run, for messages */
+    const int64_t *cur_idx;
+};
+
+static inline const char *vname(const ot_graph *g, int v) {
+    return v >= 0 && g->values[v].name ? g->values[v].name : "?";
+}
+
+/* The executor's after-node hook (train_loop.c): scans outputs in MODE_SCAN and does
+ * the boundary work after the last non-optimizer step. */
+ot_status ot_train_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out,
+                        ot_error *err);
+
+#endif

@@ -1,0 +1,353 @@
+/* train_loop.c — running a training session (see train.h): the hook at the
+ * backward/optimizer boundary (numerics, accumulation, clipping, step scalars), one
+ * micro-batch per executor run, the NaN re-run that names the first bad node,
+ * validation, and the loop over steps and epochs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/progress.h"
+#include "runtime/train_internal.h"
+
+/* ---- the boundary hook -------------------------------------------------------- */
+
+static ot_status copy_out(ot_train_session *s, void *host, const void *dev, size_t n, ot_error *err) {
+    return s->be->copy_out(s->be, host, dev, n, err);
+}
+
+/* Index of the first non-finite float element, -1 if none. */
+static int64_t first_nonfinite(const void *data, ot_dtype dt, int64_t n) {
+    if (dt == OT_F32) {
+        const float *f = data;
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(f[i])) return i;
+    } else if (dt == OT_F64) {
+        const double *f = data;
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(f[i])) return i;
+    }
+    return -1;
+}
+
+static ot_status scan_outputs(ot_train_session *s, int step, const ot_node *node, const ot_tensor *out,
+                              ot_error *err) {
+    for (int k = 0; k < node->n_outputs; k++) {
+        const ot_tensor *t = &out[k];
+        if (!t->data || (t->dtype != OT_F32 && t->dtype != OT_F64) || !t->nbytes) continue;
+        if (t->nbytes > s->scan_cap) {
+            void *b = realloc(s->scan_buf, t->nbytes);
+            if (!b) return ot_fail(err, OT_E_MEMORY, "out of memory scanning for NaN");
+            s->scan_buf = b;
+            s->scan_cap = t->nbytes;
+        }
+        ot_status st = copy_out(s, s->scan_buf, t->data, t->nbytes, err);
+        if (st) return st;
+        int64_t i = first_nonfinite(s->scan_buf, t->dtype, (int64_t)(t->nbytes / ot_dtype_size(t->dtype)));
+        if (i >= 0) {
+            double v = t->dtype == OT_F32 ? (double)((float *)s->scan_buf)[i] : ((double *)s->scan_buf)[i];
+            return ot_fail(err, OT_E_NUMERICS,
+                           "training step %lld: node '%s' (%s, %s pass, schedule step %d) is the first to produce a "
+                           "non-finite value: %s at index %lld of output '%s'. Lower --lr, add --clip-grad-norm, or check the data",
+                           (long long)s->run_step, node->name, node->op_type ? node->op_type : ot_op_name(node->op),
+                           ot_phase_name(node->phase), step, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf", (long long)i,
+                           vname(s->g, node->outputs[k]));
+        }
+    }
+    return OT_OK;
+}
+
+static ot_status write_scalars(ot_train_session *s, double lr, double scale, bool apply, ot_error *err) {
+    if (!s->with_opt) return OT_OK;
+    double sc[OT_OPT_N_SCALARS] = {0};
+    sc[OT_OPT_LR] = lr;
+    sc[OT_OPT_GRAD_SCALE] = scale;
+    sc[OT_OPT_STEP] = (double)s->opt_step;
+    sc[OT_OPT_APPLY] = apply ? 1.0 : 0.0;
+    return ot_executor_write(s->ex, s->og.scalars, sc, sizeof sc, err);
+}
+
+static ot_status read_grads(ot_train_session *s, ot_error *err) {
+    for (int i = 0; i < s->ad.n_params; i++) {
+        int v = s->ad.grads[i];
+        size_t n = (s->grad_off[i + 1] - s->grad_off[i]) * sizeof(float);
+        if (s->g->values[v].dtype != OT_F32) continue;
+        ot_status st = copy_out(s, s->grad_host + s->grad_off[i], ot_executor_value_ptr(s->ex, v), n, err);
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
+static ot_status boundary(ot_train_session *s, ot_error *err) {
+    ot_status st;
+    bool check = !s->o.no_numerics_check;
+    double lossf = 0;
+    const void *lp = ot_executor_value_ptr(s->ex, s->loss_value);
+    if (s->g->values[s->loss_value].dtype == OT_F64) {
+        if ((st = copy_out(s, &lossf, lp, sizeof lossf, err))) return st;
+    } else {
+        float l32 = 0;
+        if ((st = copy_out(s, &l32, lp, sizeof l32, err))) return st;
+        lossf = l32;
+    }
+    s->last_loss = lossf;
+    if (s->mode == MODE_EVAL) return write_scalars(s, 0, 1, false, err);
+    if (check && !isfinite(lossf)) {
+        s->nonfinite = true;
+        return ot_fail(err, OT_E_NUMERICS, "training step %lld: the loss is %s", (long long)s->run_step,
+                       isnan(lossf) ? "NaN" : "Inf");
+    }
+    int64_t K = s->o.accum;
+    bool last_micro = s->mode != MODE_TRAIN || s->micro == K - 1;
+    bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
+    bool need_host = check || (s->mode == MODE_TRAIN && (clip || K > 1));
+    if (need_host && (st = read_grads(s, err))) return st;
+    if (check) {
+        for (int i = 0; i < s->ad.n_params; i++) {
+            int64_t n = (int64_t)(s->grad_off[i + 1] - s->grad_off[i]);
+            int64_t bad = first_nonfinite(s->grad_host + s->grad_off[i], OT_F32, n);
+            if (bad >= 0) {
+                s->nonfinite = true;
+                return ot_fail(err, OT_E_NUMERICS, "training step %lld: the gradient of '%s' is not finite at index %lld",
+                               (long long)s->run_step, vname(s->g, s->ad.params[i]), (long long)bad);
+            }
+        }
+    }
+    if (s->mode != MODE_TRAIN) return OT_OK;
+    if (!last_micro) {
+        for (size_t i = 0; i < s->grad_elems; i++) s->acc_host[i] += s->grad_host[i];
+        return write_scalars(s, 0, 1, false, err);
+    }
+    if (K > 1) {
+        /* the step uses the sum of the K micro-batch gradients, scaled by 1/K below */
+        for (size_t i = 0; i < s->grad_elems; i++) {
+            s->grad_host[i] += s->acc_host[i];
+            s->acc_host[i] = 0.0f;
+        }
+        for (int i = 0; i < s->ad.n_params; i++) {
+            size_t n = (s->grad_off[i + 1] - s->grad_off[i]) * sizeof(float);
+            if ((st = ot_executor_write(s->ex, s->ad.grads[i], s->grad_host + s->grad_off[i], n, err))) return st;
+        }
+    }
+    double scale = 1.0 / (double)K;
+    s->last_norm = NAN;
+    if (need_host) {
+        const float **gp = malloc((size_t)s->ad.n_params * sizeof *gp);
+        size_t *cnt = malloc((size_t)s->ad.n_params * sizeof *cnt);
+        if (!gp || !cnt) {
+            free(gp);
+            free(cnt);
+            return ot_fail(err, OT_E_MEMORY, "out of memory");
+        }
+        for (int i = 0; i < s->ad.n_params; i++) {
+            gp[i] = s->grad_host + s->grad_off[i];
+            cnt[i] = s->grad_off[i + 1] - s->grad_off[i];
+        }
+        s->last_norm = ot_grad_global_norm(gp, cnt, s->ad.n_params) / (double)K;
+        free(gp);
+        free(cnt);
+    }
+    if (clip) scale = (double)((float)scale * ot_clip_scale(s->last_norm, s->o.optim.clip_grad_norm));
+    return write_scalars(s, s->lr, scale, true, err);
+}
+
+ot_status ot_train_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out, ot_error *err) {
+    (void)ex;
+    ot_train_session *s = user;
+    if (s->mode == MODE_SCAN) {
+        ot_status st = scan_outputs(s, step, node, out, err);
+        if (st) return st;
+        if (step == s->boundary) /* nothing found; stop before the optimizer anyway */
+            return ot_fail(err, OT_E_NUMERICS, "training step %lld: a non-finite loss or gradient that the re-run did not reproduce",
+                           (long long)s->run_step);
+        return OT_OK;
+    }
+    if (step != s->boundary) return OT_OK;
+    return boundary(s, err);
+}
+
+/* ---- running micro-batches ---------------------------------------------------- */
+
+static ot_status feed(ot_train_session *s, const ot_dataset *d, const int64_t *idx, ot_error *err) {
+    s->cur_data = d;
+    s->cur_idx = idx;
+    for (int i = 0; i < d->n_arrays; i++) {
+        ot_data_gather(d->arrays[i].t, idx, s->B, s->batch[i]->data);
+        ot_status st = ot_executor_set_input(s->ex, d->arrays[i].value_id, s->batch[i], err);
+        if (st) return ot_error_prefix(err, "%s: ", d->arrays[i].path);
+    }
+    return OT_OK;
+}
+
+/* One executor run in `mode`; on a non-finite loss/gradient re-runs it scanning every
+ * node so that the error names the first node at fault. */
+static ot_status run_once(ot_train_session *s, int mode, uint64_t rng_step, ot_error *err) {
+    s->mode = mode;
+    s->nonfinite = false;
+    ot_executor_set_step(s->ex, rng_step);
+    ot_status st = ot_executor_run(s->ex, err);
+    if (st == OT_E_NUMERICS && s->nonfinite) {
+        /* NaN/Inf in the data itself is the user's to fix: name the file and sample */
+        for (int i = 0; s->cur_data && i < s->cur_data->n_arrays && i < s->n_batch; i++) {
+            const ot_tensor *b = s->batch[i];
+            int64_t n = ot_shape_numel(&b->shape), bad = first_nonfinite(b->data, b->dtype, n);
+            if (bad >= 0)
+                return ot_fail(err, OT_E_NUMERICS, "training step %lld: %s holds a non-finite value in sample %lld (flat index %lld of the batch)",
+                               (long long)s->run_step, s->cur_data->arrays[i].path,
+                               (long long)s->cur_idx[bad / (n / s->B)], (long long)bad);
+        }
+        ot_error first = *err;
+        s->mode = MODE_SCAN;
+        st = ot_executor_run(s->ex, err);
+        if (st == OT_OK) *err = first, st = first.code; /* cannot happen: the boundary stops it */
+        s->mode = mode;
+        return st;
+    }
+    if (st) return st;
+    if (mode == MODE_TRAIN)
+        for (int i = 0; i < s->ad.n_state; i++)
+            if ((st = ot_executor_copy_value(s->ex, s->ad.state_values[i], s->ad.state_updates[i], err))) return st;
+    return OT_OK;
+}
+
+ot_status ot_train_grad_once(ot_train_session *s, const ot_dataset *data, double *loss, ot_error *err) {
+    int64_t *idx = malloc((size_t)s->B * sizeof *idx);
+    if (!idx) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    for (int64_t i = 0; i < s->B; i++) idx[i] = i;
+    s->run_step = 1;
+    ot_status st = feed(s, data, idx, err);
+    free(idx);
+    if (!st) st = run_once(s, MODE_GRAD, 0, err);
+    if (!st) *loss = s->last_loss;
+    return st;
+}
+
+ot_status ot_train_get_grad(ot_train_session *s, int i, ot_tensor **out, ot_error *err) {
+    if (i < 0 || i >= s->ad.n_params) return ot_fail(err, OT_E_INTERNAL, "param index %d out of range", i);
+    return ot_executor_get(s->ex, s->ad.grads[i], out, err);
+}
+
+/* Validation: loss (and accuracy for cross-entropy) over every full batch of val,
+ * running the training graph without updating anything. */
+static ot_status validate(ot_train_session *s, const ot_dataset *val, ot_train_epoch_stats *e, ot_error *err) {
+    ot_status st = OT_OK;
+    int64_t nb = val->n_samples / s->B, correct = 0, counted = 0;
+    double sum = 0;
+    int64_t *idx = malloc((size_t)s->B * sizeof *idx);
+    ot_tensor *logits = NULL;
+    if (!idx) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    const ot_data_array *lab = ot_dataset_find(val, OT_DATA_LABELS);
+    int lab_i = lab ? (int)(lab - val->arrays) : -1;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int64_t i = 0; i < s->B; i++) idx[i] = b * s->B + i;
+        if ((st = feed(s, val, idx, err)) || (st = run_once(s, MODE_EVAL, 0, err))) goto done;
+        sum += s->last_loss;
+        if (s->o.loss.kind != OT_LOSS_CROSS_ENTROPY || lab_i < 0 || s->out_value < 0) continue;
+        if ((st = ot_executor_get(s->ex, s->out_value, &logits, err))) goto done;
+        const ot_shape *ls = &logits->shape;
+        int64_t C = ls->dim[s->class_axis], outer = 1, inner = 1;
+        for (int k = 0; k < s->class_axis; k++) outer *= ls->dim[k];
+        for (int k = s->class_axis + 1; k < ls->rank; k++) inner *= ls->dim[k];
+        const float *l = logits->data;
+        const int64_t *y = s->batch[lab_i]->data;
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t in = 0; in < inner; in++) {
+                int64_t t = y[o * inner + in];
+                if (s->o.loss.has_ignore_index && t == s->o.loss.ignore_index) continue;
+                int64_t best = 0;
+                for (int64_t c = 1; c < C; c++)
+                    if (l[(o * C + c) * inner + in] > l[(o * C + best) * inner + in]) best = c;
+                correct += best == t;
+                counted++;
+            }
+        ot_tensor_free(logits);
+        logits = NULL;
+    }
+    e->val_loss = nb ? sum / (double)nb : NAN;
+    e->val_accuracy = counted ? (double)correct / (double)counted : NAN;
+    e->val_samples = nb * s->B;
+done:
+    ot_tensor_free(logits);
+    free(idx);
+    return st;
+}
+
+void ot_train_result_free(ot_train_result *r) {
+    free(r->loss);
+    free(r->lr);
+    free(r->step_seconds);
+    free(r->grad_norm);
+    free(r->epochs);
+    memset(r, 0, sizeof *r);
+}
+
+ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dataset *val,
+                       const ot_train_observer *obs, ot_train_result *r, ot_error *err) {
+    ot_status st = OT_OK;
+    ot_batcher bt = {0};
+    memset(r, 0, sizeof *r);
+    if (!s->with_opt) return ot_fail(err, OT_E_INTERNAL, "ot_train_run on a session built without an optimizer");
+    int64_t K = s->o.accum, T = ot_train_total_steps(s, data);
+    if ((st = ot_batcher_init(&bt, data->n_samples, s->B, !s->o.no_shuffle, s->o.seed, err))) return st;
+    int64_t per_epoch = ot_batcher_per_epoch(&bt);
+    if (T < 1) {
+        st = ot_fail(err, OT_E_DATA, "%lld samples make %lld batches of %lld per epoch: not enough for one step of %lld micro-batches; use more --epochs or --steps",
+                     (long long)data->n_samples, (long long)per_epoch, (long long)s->B, (long long)K);
+        goto done;
+    }
+    r->batch_size = s->B;
+    r->accum = K;
+    r->samples_per_epoch = per_epoch * s->B;
+    r->loss = calloc((size_t)T, sizeof(double));
+    r->lr = calloc((size_t)T, sizeof(double));
+    r->step_seconds = calloc((size_t)T, sizeof(double));
+    r->grad_norm = calloc((size_t)T, sizeof(double));
+    int64_t max_epochs = (T * K + per_epoch - 1) / per_epoch + 1;
+    r->epochs = calloc((size_t)max_epochs, sizeof *r->epochs);
+    if (!r->loss || !r->lr || !r->step_seconds || !r->grad_norm || !r->epochs) {
+        st = ot_fail(err, OT_E_MEMORY, "out of memory for the loss history");
+        goto done;
+    }
+    r->planned_peak = ot_plan_peak_bytes(ot_executor_plan(s->ex));
+    double t0 = ot_now_seconds();
+    for (int64_t step = 0; step < T; step++) {
+        double ts = ot_now_seconds(), loss_sum = 0;
+        s->opt_step = step + 1;
+        s->run_step = step + 1;
+        s->lr = ot_optim_lr_at(&s->o.optim, step);
+        int64_t epoch = 0;
+        for (int64_t k = 0; k < K; k++) {
+            int64_t mb = step * K + k;
+            const int64_t *idx = ot_batcher_batch(&bt, mb, &epoch);
+            s->micro = k;
+            if ((st = feed(s, data, idx, err)) || (st = run_once(s, MODE_TRAIN, (uint64_t)mb, err))) goto done;
+            loss_sum += s->last_loss;
+        }
+        r->loss[step] = loss_sum / (double)K;
+        r->lr[step] = s->lr;
+        r->grad_norm[step] = s->last_norm;
+        r->step_seconds[step] = ot_now_seconds() - ts;
+        r->n_steps = step + 1;
+        double el = ot_now_seconds() - t0;
+        if (obs && obs->on_step)
+            obs->on_step(obs->user, step + 1, T, r->loss[step], s->lr,
+                         el > 0 ? (double)((step + 1) * K * s->B) / el : 0.0);
+        /* Validate when this step completed an epoch (a step of K micro-batches may
+         * straddle the boundary: the check runs after it), and after the last step. */
+        int64_t done_before = (step * K) / per_epoch, done_after = ((step + 1) * K) / per_epoch;
+        if (done_after > done_before || step + 1 == T) {
+            ot_train_epoch_stats *e = &r->epochs[r->n_epochs];
+            e->epoch = done_after > done_before ? done_after - 1 : epoch;
+            e->step = step + 1;
+            e->val_loss = e->val_accuracy = NAN;
+            if (val && (st = validate(s, val, e, err))) goto done;
+            r->n_epochs++;
+            if (obs && obs->on_epoch) obs->on_epoch(obs->user, e);
+        }
+    }
+    r->total_seconds = ot_now_seconds() - t0;
+    r->measured_peak = ot_executor_high_water(s->ex);
+    st = ot_executor_sync_to_graph(s->ex, err);
+done:
+    ot_batcher_free(&bt);
+    return st;
+}
