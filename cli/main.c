@@ -1,7 +1,9 @@
 /* main.c — the `onnxtrain` command: dispatches to subcommands. Argument parsing
  * only; the work is done by the library. Exit codes are ot_status values. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -20,7 +22,20 @@ static void usage(FILE *f) {
           f);
 }
 
+/* libgomp reads OMP_WAIT_POLICY once, when it is loaded, before main runs. Its
+ * default lets idle threads spin, which on a shared or busy machine starves the
+ * threads doing work: a tinygpt step measured 40x slower under load. Unless the
+ * user chose a policy, re-run ourselves once with PASSIVE (threads sleep when idle).
+ * ONNXTRAIN_NO_REEXEC=1 turns this off. */
+static void ensure_passive_wait_policy(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("ONNXTRAIN_NO_REEXEC")) return;
+    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* exec failed (no /proc): carry on with the default policy */
+}
+
 int main(int argc, char **argv) {
+    ensure_passive_wait_policy(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
