@@ -274,6 +274,14 @@ int ot_cmd_train(int argc, char **argv) {
                 mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]),
                 mib(plan->slab_bytes[OT_MEM_GRADIENTS]), mib(plan->slab_bytes[OT_MEM_OPT_STATE]),
                 mib(ot_plan_peak_bytes(plan) - plan->pinned_bytes));
+        const ot_train_remat_summary *rs = ot_train_remat_info(s);
+        if (rs->applied && rs->peak_none > 0)
+            fprintf(stderr,
+                    "remat %s: peak %.2f MiB instead of %.2f MiB without remat (%.1f%% less); kept activations "
+                    "%.2f MiB instead of %.2f MiB; recomputes %d nodes, +%.1f%% FLOPs per step\n",
+                    o.remat, mib(rs->peak), mib(rs->peak_none), 100.0 * (double)(rs->peak_none - rs->peak) / (double)rs->peak_none,
+                    mib(rs->kept), mib(rs->kept_none), rs->n_clones,
+                    rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
     }
     cli_obs ob;
     ot_progress_init(&ob.prog, stderr, isatty(fileno(stderr)) != 0, quiet, total, log_every);

@@ -166,8 +166,28 @@ static ot_status apply_remat(ot_train_session *s, ot_error *err) {
     remat_measure_user mu = {.be = s->be};
     int per = !s->with_opt ? 0 : s->o.optim.kind != OT_OPTIM_SGD ? 2 : s->o.optim.momentum != 0 ? 1 : 0;
     for (int i = 0; i < s->ad.n_params; i++) mu.opt_bytes += per * ot_remat_value_bytes(s->g, s->ad.params[i]);
+    /* Measure the plain step first, so the run can report what remat saved. */
+    ot_remat_measurement before = {0}, after = {0};
+    bool *keep_all = calloc((size_t)an.n_values + 1, sizeof *keep_all);
+    if (!keep_all) {
+        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory");
+        goto done;
+    }
+    for (int v = 0; v < an.n_values; v++) keep_all[v] = true;
+    s->remat.kept_none = ot_remat_kept_bytes(s->g, &an, keep_all);
+    free(keep_all);
+    s->remat.step_flops = ot_remat_step_flops(s->g);
+    if ((st = remat_measure(s->g, &mu, &before, err))) goto done;
     if (!(st = ot_remat_choose(s->g, &an, &pol, remat_measure, &mu, keep, err)))
         st = ot_remat_apply(s->g, &an, keep, &rw, err);
+    if (!st && !(st = remat_measure(s->g, &mu, &after, err))) {
+        s->remat.applied = true;
+        s->remat.peak_none = before.peak;
+        s->remat.peak = after.peak;
+        s->remat.kept = rw.kept_bytes;
+        s->remat.extra_flops = rw.extra_flops;
+        s->remat.n_clones = rw.n_clones;
+    }
     ot_remat_rewrite_free(&rw);
 done:
     free(keep);
@@ -333,3 +353,4 @@ int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data) 
     return epochs * per_epoch / (s->o.accum > 0 ? s->o.accum : 1);
 }
 
+const ot_train_remat_summary *ot_train_remat_info(const ot_train_session *s) { return &s->remat; }

@@ -72,6 +72,16 @@ ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char 
 int64_t ot_train_batch_size(const ot_train_session *s);
 const ot_plan *ot_train_plan(const ot_train_session *s);
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s);
+
+/* What --remat did to the step, measured by the planner (applied false for none). */
+typedef struct ot_train_remat_summary {
+    bool applied;
+    int64_t peak_none, peak;          /* planned peak bytes without remat and with it */
+    int64_t kept_none, kept;          /* forward activation bytes kept for the backward */
+    double extra_flops, step_flops;   /* recompute FLOPs, FLOPs of the plain step */
+    int n_clones;
+} ot_train_remat_summary;
+const ot_train_remat_summary *ot_train_remat_info(const ot_train_session *s);
 ot_graph *ot_train_graph(ot_train_session *s);
 /* The optimizer configuration in use (total_steps filled in for cosine). */
 const ot_optim_config *ot_train_optim(const ot_train_session *s);

@@ -24,6 +24,7 @@ struct ot_train_session {
     int class_axis;  /* resolved, cross-entropy only */
     ot_autodiff_result ad;
     bool ad_built;
+    ot_train_remat_summary remat; /* what apply_remat did */
     ot_optim_graph og;
     ot_backend *be;
     ot_executor *ex;
