@@ -1,0 +1,466 @@
+/* backend_cuda.c — the CUDA backend's vtable (runtime/backend.h): the context
+ * (device, stream, cuBLAS / cuDNN handles, cuDNN algorithm cache; no globals), the
+ * arena (one cudaMalloc, zero-filled), copies, node dispatch to the kernel families
+ * of cuda_internal.h, supports / workspace queries and synchronisation. Shape-only
+ * ops (Shape, Range, Constant, ConstantOfShape: folded at import, tiny when they
+ * remain) run the CPU kernel on host copies of their inputs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/cuda_internal.h"
+
+ot_status ot_cuda_fail(ot_error *err, const char *file, int line, const char *call, const char *what) {
+    const char *base = strrchr(file, '/');
+    return ot_fail(err, OT_E_DEVICE, "%s:%d: %s failed: %s", base ? base + 1 : file, line, call, what);
+}
+
+const char *ot_cublas_status_text(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "cuBLAS error";
+    }
+}
+
+static int64_t numel(const ot_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->shape.rank; i++) n *= t->shape.dim[i];
+    return n;
+}
+
+ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int max, int *n, ot_error *err) {
+    int64_t c = numel(t);
+    size_t es = ot_dtype_size(t->dtype);
+    if (!t->data || c > max || !ot_cpu_is_int_dtype(t->dtype))
+        return ot_fail(err, OT_E_MODEL, "cuda backend: expected an integer tensor of at most %d elements", max);
+    unsigned char host[OT_MAX_RANK * 8 * 8];
+    if ((size_t)c * es > sizeof host) return ot_fail(err, OT_E_MODEL, "cuda backend: integer tensor too long");
+    if (c > 0) {
+        OT_CUDA_CHECK(cudaMemcpyAsync(host, t->data, (size_t)c * es, cudaMemcpyDeviceToHost, cx->stream));
+        OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
+    }
+    for (int64_t i = 0; i < c; i++) ot_cpu_load_int(t->dtype, host, i, &v[i]);
+    *n = (int)c;
+    return OT_OK;
+}
+
+ot_status ot_cuda_read_double(ot_cuda_ctx *cx, const ot_tensor *t, double *v, ot_error *err) {
+    size_t es = ot_dtype_size(t->dtype);
+    unsigned char host[16];
+    if (!t->data || numel(t) < 1 || es == 0 || es > sizeof host)
+        return ot_fail(err, OT_E_MODEL, "cuda backend: expected a numeric scalar tensor");
+    OT_CUDA_CHECK(cudaMemcpyAsync(host, t->data, es, cudaMemcpyDeviceToHost, cx->stream));
+    OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
+    if (!ot_cpu_load_double(t->dtype, host, 0, v))
+        return ot_fail(err, OT_E_MODEL, "cuda backend: scalar of dtype %s is not numeric", ot_dtype_name(t->dtype));
+    return OT_OK;
+}
+
+/* ---- dispatch -------------------------------------------------------------------- */
+
+static ot_cuda_kernel_fn kernel_of(ot_op op) {
+    switch (op) {
+    case OT_OP_GEMM: return ot_cuda_gemm;
+    case OT_OP_MATMUL: return ot_cuda_matmul;
+    case OT_OP_ADD:
+    case OT_OP_SUB:
+    case OT_OP_MUL:
+    case OT_OP_DIV:
+    case OT_OP_POW: return ot_cuda_binary;
+    case OT_OP_SQRT:
+    case OT_OP_RECIPROCAL:
+    case OT_OP_NEG:
+    case OT_OP_EXP:
+    case OT_OP_LOG:
+    case OT_OP_ERF:
+    case OT_OP_TANH:
+    case OT_OP_SIGMOID:
+    case OT_OP_RELU:
+    case OT_OP_LEAKY_RELU:
+    case OT_OP_CLIP:
+    case OT_OP_GELU: return ot_cuda_unary;
+    case OT_OP_SOFTMAX:
+    case OT_OP_LOG_SOFTMAX: return ot_cuda_softmax;
+    case OT_OP_CONV: return ot_cuda_conv;
+    case OT_OP_MAX_POOL: return ot_cuda_max_pool;
+    case OT_OP_AVERAGE_POOL: return ot_cuda_average_pool;
+    case OT_OP_GLOBAL_AVERAGE_POOL: return ot_cuda_global_average_pool;
+    case OT_OP_BATCH_NORM: return ot_cuda_batch_norm;
+    case OT_OP_LAYER_NORM: return ot_cuda_layer_norm;
+    case OT_OP_DROPOUT: return ot_cuda_dropout;
+    case OT_OP_FLATTEN:
+    case OT_OP_RESHAPE:
+    case OT_OP_SQUEEZE:
+    case OT_OP_UNSQUEEZE:
+    case OT_OP_IDENTITY: return ot_cuda_copy_view;
+    case OT_OP_TRANSPOSE: return ot_cuda_transpose;
+    case OT_OP_CONCAT: return ot_cuda_concat;
+    case OT_OP_SPLIT: return ot_cuda_split;
+    case OT_OP_SLICE: return ot_cuda_slice;
+    case OT_OP_GATHER: return ot_cuda_gather;
+    case OT_OP_EQUAL: return ot_cuda_equal;
+    case OT_OP_WHERE: return ot_cuda_where;
+    case OT_OP_CAST: return ot_cuda_cast;
+    case OT_OP_EXPAND: return ot_cuda_expand;
+    case OT_OP_REDUCE_MEAN:
+    case OT_OP_REDUCE_SUM: return ot_cuda_reduce;
+    case OT_OP_SUM: return ot_cuda_sum;
+    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
+    case OT_OP_NLL_LOSS: return ot_cuda_class_loss;
+    /* backward and training ops */
+    case OT_OP_RELU_GRAD:
+    case OT_OP_LEAKY_RELU_GRAD:
+    case OT_OP_SIGMOID_GRAD:
+    case OT_OP_TANH_GRAD:
+    case OT_OP_GELU_GRAD:
+    case OT_OP_ERF_GRAD:
+    case OT_OP_CLIP_GRAD: return ot_cuda_act_grad;
+    case OT_OP_SOFTMAX_GRAD:
+    case OT_OP_LOG_SOFTMAX_GRAD: return ot_cuda_softmax_grad;
+    case OT_OP_CONV_GRAD_INPUT: return ot_cuda_conv_grad_input;
+    case OT_OP_CONV_GRAD_WEIGHT: return ot_cuda_conv_grad_weight;
+    case OT_OP_MAX_POOL_GRAD:
+    case OT_OP_AVERAGE_POOL_GRAD: return ot_cuda_pool_grad;
+    case OT_OP_BATCH_NORM_GRAD: return ot_cuda_batch_norm_grad;
+    case OT_OP_LAYER_NORM_GRAD: return ot_cuda_layer_norm_grad;
+    case OT_OP_DROPOUT_GRAD: return ot_cuda_dropout_grad;
+    case OT_OP_GATHER_GRAD: return ot_cuda_gather_grad;
+    case OT_OP_REDUCE_TO_LIKE: return ot_cuda_reduce_to_like;
+    case OT_OP_EXPAND_LIKE: return ot_cuda_expand_like;
+    case OT_OP_SLICE_GRAD: return ot_cuda_slice_grad;
+    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD:
+    case OT_OP_NLL_LOSS_GRAD: return ot_cuda_class_loss_grad;
+    case OT_OP_ZEROS_LIKE:
+    case OT_OP_ONES_LIKE: return ot_cuda_fill_like;
+    case OT_OP_MSE_LOSS: return ot_cuda_mse_loss;
+    case OT_OP_MSE_LOSS_GRAD: return ot_cuda_mse_loss_grad;
+    case OT_OP_SGD_STEP: return ot_cuda_sgd_step;
+    case OT_OP_ADAM_STEP: return ot_cuda_adam_step;
+    default: return NULL;
+    }
+}
+
+static bool is_host_op(ot_op op) {
+    return op == OT_OP_SHAPE || op == OT_OP_RANGE || op == OT_OP_CONSTANT || op == OT_OP_CONSTANT_OF_SHAPE;
+}
+
+/* Shape-only ops: inputs copied to the host, the CPU kernel, outputs copied back. */
+static ot_status run_on_host(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
+                             const ot_kernel_ctx *ctx, ot_error *err) {
+    ot_status st = OT_OK;
+    int ni = node->n_inputs, no = node->n_outputs;
+    ot_tensor *hin = calloc((size_t)(ni + no) + 1, sizeof *hin);
+    ot_tensor *hout = hin + ni;
+    if (!hin) return ot_fail(err, OT_E_MEMORY, "cuda backend: out of memory");
+    for (int k = 0; k < ni; k++) {
+        hin[k] = in[k];
+        hin[k].data = NULL;
+        size_t nb = (size_t)numel(&in[k]) * ot_dtype_size(in[k].dtype);
+        if (!in[k].data || node->op == OT_OP_SHAPE) continue; /* Shape reads the shape only */
+        if (!(hin[k].data = malloc(nb ? nb : 1))) goto oom;
+        if (nb) {
+            cudaError_t e = cudaMemcpyAsync(hin[k].data, in[k].data, nb, cudaMemcpyDeviceToHost, cx->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(cx->stream);
+            if (e != cudaSuccess) {
+                st = ot_cuda_fail(err, __FILE__, __LINE__, "cudaMemcpyAsync(D2H)", cudaGetErrorString(e));
+                goto fail;
+            }
+        }
+    }
+    for (int k = 0; k < no; k++) {
+        hout[k] = out[k];
+        hout[k].data = NULL;
+        size_t nb = (size_t)numel(&out[k]) * ot_dtype_size(out[k].dtype);
+        if (!out[k].data) continue;
+        if (!(hout[k].data = calloc(1, nb ? nb : 1))) goto oom;
+    }
+    ot_kernel_ctx hctx = *ctx;
+    hctx.workspace = NULL;
+    hctx.workspace_bytes = 0;
+    if ((st = ot_cpu_run_node(node, hin, hout, &hctx, err))) goto fail;
+    for (int k = 0; k < no; k++) {
+        size_t nb = (size_t)numel(&out[k]) * ot_dtype_size(out[k].dtype);
+        if (!out[k].data || !nb) continue;
+        cudaError_t e = cudaMemcpyAsync(out[k].data, hout[k].data, nb, cudaMemcpyHostToDevice, cx->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cx->stream); /* host buffers are freed below */
+        if (e != cudaSuccess) {
+            st = ot_cuda_fail(err, __FILE__, __LINE__, "cudaMemcpyAsync(H2D)", cudaGetErrorString(e));
+            goto fail;
+        }
+    }
+    goto done;
+oom:
+    st = ot_fail(err, OT_E_MEMORY, "cuda backend: out of memory staging node '%s'", node->name);
+fail:
+done:
+    for (int k = 0; k < ni + no; k++) free(hin[k].data);
+    free(hin);
+    return st;
+}
+
+static ot_status cuda_run_node(ot_backend *be, const ot_graph *g, const ot_node *node, const ot_tensor *in,
+                               ot_tensor *out, const ot_kernel_ctx *ctx, ot_error *err) {
+    (void)g;
+    ot_cuda_ctx *cx = be->impl;
+    ot_kernel_ctx dflt;
+    memset(&dflt, 0, sizeof dflt);
+    if (!ctx) ctx = &dflt;
+    const char *opname = node->op_type && node->op_type[0] ? node->op_type : ot_op_name(node->op);
+    if (node->op <= OT_OP_UNKNOWN || node->op >= OT_OP_COUNT)
+        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s': no CUDA kernel for %s", node->name, opname);
+    /* the calling thread may not be the one that opened the device (cuda:N, N > 0) */
+    OT_CUDA_CHECK(cudaSetDevice(cx->device));
+    const ot_op_info *info = ot_op_get(node->op);
+    if (node->n_inputs < info->min_inputs || (info->max_inputs >= 0 && node->n_inputs > info->max_inputs) ||
+        node->n_outputs < info->min_outputs || (info->max_outputs >= 0 && node->n_outputs > info->max_outputs))
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): %d inputs / %d outputs outside the op's arity", node->name,
+                       opname, node->n_inputs, node->n_outputs);
+    if (is_host_op(node->op)) return run_on_host(cx, node, in, out, ctx, err);
+    ot_cuda_kernel_fn fn = kernel_of(node->op);
+    if (!fn) return ot_fail(err, OT_E_UNSUPPORTED, "node '%s': no CUDA kernel for %s", node->name, opname);
+    for (int k = 0; k < info->min_inputs; k++)
+        if (!in[k].data && numel(&in[k]) > 0)
+            return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): required input %d has no data", node->name, opname, k);
+    if (node->n_outputs > 0 && !out[0].data && numel(&out[0]) > 0)
+        return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): output 0 has no buffer", node->name, opname);
+    return fn(cx, node, in, out, ctx, err);
+}
+
+/* ---- supports / workspace ------------------------------------------------------------- */
+
+static bool any_dtype(ot_dtype t) { return ot_dtype_size(t) != 0; }
+static bool cast_dtype(ot_dtype t) {
+    return t == OT_F32 || t == OT_F64 || t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8 || t == OT_BOOL;
+}
+
+static bool cuda_supports(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)be;
+    return ot_cuda_supports_node(node, in, out);
+}
+
+bool ot_cuda_supports_node(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    if (node->op <= OT_OP_UNKNOWN || node->op >= OT_OP_COUNT) return false;
+    if (is_host_op(node->op)) return ot_cpu_supports(node, in, out);
+    if (!kernel_of(node->op)) return false;
+    ot_dtype t0 = node->n_inputs > 0 ? in[0].dtype : OT_UNDEFINED;
+    ot_dtype o0 = node->n_outputs > 0 ? out[0].dtype : OT_UNDEFINED;
+    switch (node->op) {
+    case OT_OP_ADD:
+    case OT_OP_SUB:
+    case OT_OP_MUL: return (t0 == OT_F32 || t0 == OT_I64 || t0 == OT_I32) && in[1].dtype == t0;
+    case OT_OP_DIV: return t0 == OT_F32 && in[1].dtype == t0;
+    case OT_OP_POW: return t0 == OT_F32 && (in[1].dtype == OT_F32 || in[1].dtype == OT_I64 || in[1].dtype == OT_I32);
+    case OT_OP_NEG: return t0 == OT_F32 || t0 == OT_I64 || t0 == OT_I32;
+    case OT_OP_EQUAL:
+        return in[1].dtype == t0 &&
+               (t0 == OT_F32 || t0 == OT_I64 || t0 == OT_I32 || t0 == OT_BOOL || t0 == OT_U8 || t0 == OT_I8);
+    case OT_OP_WHERE: return t0 == OT_BOOL && any_dtype(in[1].dtype) && in[2].dtype == in[1].dtype;
+    case OT_OP_FLATTEN:
+    case OT_OP_RESHAPE:
+    case OT_OP_SQUEEZE:
+    case OT_OP_UNSQUEEZE:
+    case OT_OP_IDENTITY:
+    case OT_OP_TRANSPOSE:
+    case OT_OP_CONCAT:
+    case OT_OP_SPLIT:
+    case OT_OP_SLICE:
+    case OT_OP_EXPAND: return any_dtype(t0) && ot_dtype_size(t0) <= 8;
+    case OT_OP_GATHER: return any_dtype(t0) && (in[1].dtype == OT_I64 || in[1].dtype == OT_I32);
+    case OT_OP_CAST: return cast_dtype(t0) && cast_dtype(o0);
+    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
+    case OT_OP_NLL_LOSS: return t0 == OT_F32 && (in[1].dtype == OT_I64 || in[1].dtype == OT_I32);
+    case OT_OP_CONV: return t0 == OT_F32 && ot_cuda_conv_supported(node, in, out);
+    case OT_OP_CONV_GRAD_INPUT: return t0 == OT_F32 && ot_cuda_conv_supported(node, in, out);
+    case OT_OP_CONV_GRAD_WEIGHT: return t0 == OT_F32 && ot_cuda_conv_supported(node, in, out);
+    case OT_OP_ZEROS_LIKE: return any_dtype(o0);
+    case OT_OP_ONES_LIKE: return o0 == OT_F32 || o0 == OT_F64;
+    case OT_OP_GATHER_GRAD: return t0 == OT_F32 && (in[1].dtype == OT_I64 || in[1].dtype == OT_I32);
+    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD:
+    case OT_OP_NLL_LOSS_GRAD: return in[1].dtype == OT_F32 && (in[2].dtype == OT_I64 || in[2].dtype == OT_I32);
+    default: return t0 == OT_F32; /* compute kernels are float32 */
+    }
+}
+
+static size_t cuda_workspace_bytes(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    ot_cuda_ctx *cx = be->impl;
+    switch (node->op) {
+    case OT_OP_CONV:
+    case OT_OP_CONV_GRAD_INPUT:
+    case OT_OP_CONV_GRAD_WEIGHT: {
+        size_t b = 0;
+        ot_error e;
+        /* a failure here resurfaces with its message when the node runs */
+        if (ot_cuda_conv_workspace(cx, node, in, out, &b, &e) != OT_OK) return 0;
+        return b;
+    }
+    default: return ot_cuda_reduce_workspace(node, in, out);
+    }
+}
+
+/* ---- memory ------------------------------------------------------------------------- */
+
+static ot_status cuda_arena_alloc(ot_backend *be, size_t bytes, void **base, ot_error *err) {
+    ot_cuda_ctx *cx = be->impl;
+    size_t n = bytes ? bytes : 256; /* 0 bytes still gets a unique block */
+    void *p = NULL;
+    OT_CUDA_CHECK(cudaSetDevice(cx->device));
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e != cudaSuccess) {
+        size_t free_b = 0, total = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total);
+        return ot_fail(err, OT_E_MEMORY,
+                       "%s: cannot allocate an arena of %zu bytes (%.1f MiB; %.1f MiB free of %.1f MiB): %s; lower the "
+                       "batch size or use --remat with --memory-budget",
+                       cx->name, bytes, (double)bytes / 1048576.0, (double)free_b / 1048576.0,
+                       (double)total / 1048576.0, cudaGetErrorString(e));
+    }
+    /* cudaMalloc is 256-byte aligned (the contract asks for 64); zero-filled so
+     * gradient accumulators and optimizer state start at 0 */
+    e = cudaMemsetAsync(p, 0, n, cx->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cx->stream);
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        return ot_cuda_fail(err, __FILE__, __LINE__, "cudaMemsetAsync(arena)", cudaGetErrorString(e));
+    }
+    *base = p;
+    return OT_OK;
+}
+
+static void cuda_arena_free(ot_backend *be, void *base) {
+    ot_cuda_ctx *cx = be->impl;
+    if (!base) return;
+    cudaSetDevice(cx->device);
+    cudaStreamSynchronize(cx->stream);
+    cudaFree(base);
+}
+
+static ot_status cuda_copy_in(ot_backend *be, void *dst, const void *src, size_t n, ot_error *err) {
+    ot_cuda_ctx *cx = be->impl;
+    if (!n) return OT_OK;
+    OT_CUDA_CHECK(cudaSetDevice(cx->device));
+    /* synchronous: the caller may free or reuse the host buffer on return */
+    OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cx->stream));
+    OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
+    return OT_OK;
+}
+
+static ot_status cuda_copy_out(ot_backend *be, void *dst, const void *src, size_t n, ot_error *err) {
+    ot_cuda_ctx *cx = be->impl;
+    if (!n) return OT_OK;
+    OT_CUDA_CHECK(cudaSetDevice(cx->device));
+    OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cx->stream));
+    OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
+    return OT_OK;
+}
+
+static ot_status cuda_synchronize(ot_backend *be, ot_error *err) {
+    ot_cuda_ctx *cx = be->impl;
+    OT_CUDA_CHECK(cudaSetDevice(cx->device));
+    OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
+    OT_CUDA_CHECK(cudaGetLastError());
+    return OT_OK;
+}
+
+static void ctx_free(ot_cuda_ctx *cx) {
+    if (!cx) return;
+    if (cx->stream) {
+        cudaSetDevice(cx->device);
+        cudaStreamSynchronize(cx->stream);
+    }
+    if (cx->cudnn) cudnnDestroy(cx->cudnn);
+    if (cx->cublas) cublasDestroy(cx->cublas);
+    if (cx->stream) cudaStreamDestroy(cx->stream);
+    free(cx->algos);
+    free(cx);
+}
+
+static void cuda_destroy(ot_backend *be) {
+    if (!be) return;
+    ctx_free(be->impl);
+    free(be);
+}
+
+ot_status ot_backend_cuda_mem_info(ot_backend *be, size_t *free_bytes, size_t *total_bytes, ot_error *err) {
+    if (!be || be->destroy != cuda_destroy)
+        return ot_fail(err, OT_E_USAGE, "ot_backend_cuda_mem_info: not a CUDA backend");
+    ot_cuda_ctx *cx = be->impl;
+    OT_CUDA_CHECK(cudaSetDevice(cx->device));
+    OT_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+    return OT_OK;
+}
+
+bool ot_cuda_available(char *reason, size_t reason_len) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        if (reason) snprintf(reason, reason_len, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        cudaGetLastError();
+        return false;
+    }
+    if (count < 1) {
+        if (reason) snprintf(reason, reason_len, "cudaGetDeviceCount: 0 devices");
+        return false;
+    }
+    if (reason && reason_len) reason[0] = '\0';
+    return true;
+}
+
+static ot_status ctx_open(ot_cuda_ctx *cx, int device, ot_error *err) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        return ot_fail(err, OT_E_DEVICE, "cuda:%d: no CUDA GPU found (cudaGetDeviceCount: %s)", device,
+                       cudaGetErrorString(e));
+    if (device < 0 || device >= count)
+        return ot_fail(err, OT_E_DEVICE, "cuda:%d: no such GPU (%d found; use cuda:0 to cuda:%d)", device, count,
+                       count - 1);
+    OT_CUDA_CHECK(cudaSetDevice(device));
+    OT_CUDA_CHECK(cudaStreamCreateWithFlags(&cx->stream, cudaStreamNonBlocking));
+    OT_CUBLAS_CHECK(cublasCreate(&cx->cublas));
+    OT_CUBLAS_CHECK(cublasSetStream(cx->cublas, cx->stream));
+    /* full float32 (no TF32): results must follow the CPU within 1e-5 */
+    OT_CUBLAS_CHECK(cublasSetMathMode(cx->cublas, CUBLAS_PEDANTIC_MATH));
+    OT_CUDNN_CHECK(cudnnCreate(&cx->cudnn));
+    OT_CUDNN_CHECK(cudnnSetStream(cx->cudnn, cx->stream));
+    return OT_OK;
+}
+
+ot_backend *ot_backend_cuda_new(int device, ot_error *err) {
+    ot_backend *be = calloc(1, sizeof *be);
+    ot_cuda_ctx *cx = calloc(1, sizeof *cx);
+    if (!be || !cx) {
+        free(be);
+        free(cx);
+        ot_fail(err, OT_E_MEMORY, "cuda backend: out of memory");
+        return NULL;
+    }
+    cx->device = device;
+    snprintf(cx->name, sizeof cx->name, "cuda:%d", device);
+    if (ctx_open(cx, device, err) != OT_OK) {
+        ctx_free(cx);
+        free(be);
+        return NULL;
+    }
+    be->name = cx->name;
+    be->arena_alloc = cuda_arena_alloc;
+    be->arena_free = cuda_arena_free;
+    be->copy_in = cuda_copy_in;
+    be->copy_out = cuda_copy_out;
+    be->run_node = cuda_run_node;
+    be->workspace_bytes = cuda_workspace_bytes;
+    be->supports = cuda_supports;
+    be->synchronize = cuda_synchronize;
+    be->destroy = cuda_destroy;
+    be->impl = cx;
+    return be;
+}

@@ -1,0 +1,379 @@
+/* cuda_blas.c — the heavy ops on vendor libraries: Gemm and MatMul through cuBLAS
+ * (row-major via the operand swap: a row-major X is a column-major X^T, so
+ * Y^T = op(B)^T op(A)^T), and Conv, ConvGradInput, ConvGradWeight through cuDNN with
+ * FMA math (no TF32) and deterministic algorithms, chosen once per node shape and
+ * cached in the context. 1-D convolutions run as 2-D with a height of 1. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cuda/cuda_internal.h"
+
+static int64_t numel(const ot_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->shape.rank; i++) n *= t->shape.dim[i];
+    return n;
+}
+
+static ot_status mm_shape(const ot_node *node, const char *what, ot_error *err) {
+    return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): %s", node->name, node->op_type, what);
+}
+
+static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
+    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
+                   node->name, node->op_type ? node->op_type : ot_op_name(node->op), what, ot_dtype_name(t));
+}
+
+/* Row-major C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C, lda/ldb the row lengths. */
+static ot_status sgemm_rm(ot_cuda_ctx *cx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                          ot_error *err) {
+    OT_CUBLAS_CHECK(cublasSgemm(cx->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N,
+                                (int)M, (int)K, &alpha, b, (int)ldb, a, (int)lda, &beta, c, (int)ldc));
+    return OT_OK;
+}
+
+OT_CUDA_KERNEL(ot_cuda_gemm) {
+    (void)ctx;
+    for (int k = 0; k < node->n_inputs && k < 3; k++)
+        if (in[k].data && in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
+    if (out[0].dtype != OT_F32) return bad_dtype(node, "output", out[0].dtype, err);
+    const ot_shape *as = &in[0].shape, *bs = &in[1].shape;
+    if (as->rank != 2 || bs->rank != 2 || out[0].shape.rank != 2) return mm_shape(node, "A, B and Y must be 2-D", err);
+    bool ta = ot_node_attr_int(node, "transA", 0) != 0, tb = ot_node_attr_int(node, "transB", 0) != 0;
+    float alpha = ot_node_attr_float(node, "alpha", 1.0f), beta = ot_node_attr_float(node, "beta", 1.0f);
+    int64_t M = ta ? as->dim[1] : as->dim[0], K = ta ? as->dim[0] : as->dim[1];
+    int64_t Kb = tb ? bs->dim[1] : bs->dim[0], N = tb ? bs->dim[0] : bs->dim[1];
+    if (K != Kb || out[0].shape.dim[0] != M || out[0].shape.dim[1] != N)
+        return mm_shape(node, "A, B and Y dimensions disagree", err);
+    bool has_c = node->n_inputs > 2 && in[2].data && beta != 0.0f;
+    ot_status st;
+    if (has_c && (st = ot_cuda_broadcast_scaled(cx, node, &in[2], &out[0], beta, err))) return st;
+    if (M == 0 || N == 0) return OT_OK;
+    if (K == 0) {
+        if (!has_c) OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, (size_t)(M * N) * sizeof(float), cx->stream));
+        return OT_OK;
+    }
+    return sgemm_rm(cx, ta, tb, M, N, K, alpha, in[0].data, as->dim[1], in[1].data, bs->dim[1], has_c ? 1.0f : 0.0f,
+                    out[0].data, N, err);
+}
+
+OT_CUDA_KERNEL(ot_cuda_matmul) {
+    (void)ctx;
+    if (in[0].dtype != OT_F32) return bad_dtype(node, "input 0", in[0].dtype, err);
+    if (in[1].dtype != OT_F32) return bad_dtype(node, "input 1", in[1].dtype, err);
+    const ot_shape *as = &in[0].shape, *bs = &in[1].shape;
+    if (as->rank < 1 || bs->rank < 1) return mm_shape(node, "operands must have rank >= 1", err);
+    int64_t M = as->rank == 1 ? 1 : as->dim[as->rank - 2], K = as->dim[as->rank - 1];
+    int64_t Kb = bs->rank == 1 ? bs->dim[0] : bs->dim[bs->rank - 2], N = bs->rank == 1 ? 1 : bs->dim[bs->rank - 1];
+    if (K != Kb) return mm_shape(node, "inner dimensions differ", err);
+    int ra = as->rank > 2 ? as->rank - 2 : 0, rb = bs->rank > 2 ? bs->rank - 2 : 0;
+    int r = ra > rb ? ra : rb;
+    int64_t bdim[OT_MAX_RANK], sa[OT_MAX_RANK], sb[OT_MAX_RANK], batch = 1;
+    int64_t acc_a = M * K, acc_b = K * N;
+    for (int d = r - 1; d >= 0; d--) {
+        int da = d - (r - ra), db = d - (r - rb);
+        int64_t na = da >= 0 ? as->dim[da] : 1, nb = db >= 0 ? bs->dim[db] : 1;
+        if (na != nb && na != 1 && nb != 1) return mm_shape(node, "batch dimensions do not broadcast", err);
+        bdim[d] = na > nb ? na : nb;
+        if (na == 0 || nb == 0) bdim[d] = 0;
+        sa[d] = na == 1 ? 0 : acc_a;
+        sb[d] = nb == 1 ? 0 : acc_b;
+        acc_a *= na;
+        acc_b *= nb;
+        batch *= bdim[d];
+    }
+    if (numel(&out[0]) != batch * M * N) return mm_shape(node, "output size differs from batch x M x N", err);
+    const float *a = in[0].data, *b = in[1].data;
+    float *y = out[0].data;
+    if (batch * M * N == 0) return OT_OK;
+    if (K == 0) {
+        OT_CUDA_CHECK(cudaMemsetAsync(y, 0, (size_t)(batch * M * N) * sizeof(float), cx->stream));
+        return OT_OK;
+    }
+    /* Each operand's batch is either dense (strides M*K apart) or shared (stride 0). */
+    bool a_dense = true, a_shared = true, b_dense = true, b_shared = true;
+    for (int d = 0; d < r; d++) {
+        if (bdim[d] == 1) continue;
+        if (sa[d] == 0) a_dense = false;
+        else a_shared = false;
+        if (sb[d] == 0) b_dense = false;
+        else b_shared = false;
+    }
+    if (b_shared && a_dense) /* one tall GEMM */
+        return sgemm_rm(cx, false, false, batch * M, N, K, 1.0f, a, K, b, N, 0.0f, y, N, err);
+    if ((a_dense || a_shared) && (b_dense || b_shared)) {
+        const float one = 1.0f, zero = 0.0f;
+        OT_CUBLAS_CHECK(cublasSgemmStridedBatched(cx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, b,
+                                                  (int)N, b_shared ? 0 : K * N, a, (int)K, a_shared ? 0 : M * K, &zero,
+                                                  y, (int)N, M * N, (int)batch));
+        return OT_OK;
+    }
+    for (int64_t i = 0; i < batch; i++) { /* mixed broadcasting: one GEMM per batch */
+        int64_t oa = 0, ob = 0, q = i;
+        for (int d = r - 1; d >= 0; d--) {
+            int64_t j = q % bdim[d];
+            q /= bdim[d];
+            oa += j * sa[d];
+            ob += j * sb[d];
+        }
+        ot_status st = sgemm_rm(cx, false, false, M, N, K, 1.0f, a + oa, K, b + ob, N, 0.0f, y + i * M * N, N, err);
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
+/* ---- cuDNN convolutions ------------------------------------------------------------- */
+
+enum { CONV_FWD = 0, CONV_BWD_DATA = 1, CONV_BWD_FILTER = 2 };
+
+typedef struct conv_geom {
+    int64_t x[4], w[4], y[4]; /* NCHW, 1-D as H = 1 */
+    int pad[2], stride[2], dil[2], group;
+} conv_geom;
+
+/* Shapes of X, W, Y for the three ops: Conv (X, W[, B]) -> Y; ConvGradInput
+ * (dY, W, X-like) -> dX; ConvGradWeight (dY, X, W-like) -> dW. */
+static void conv_shapes(const ot_node *node, const ot_tensor *in, const ot_tensor *out, const ot_shape **x,
+                        const ot_shape **w, const ot_shape **y) {
+    if (node->op == OT_OP_CONV) {
+        *x = &in[0].shape, *w = &in[1].shape, *y = &out[0].shape;
+    } else if (node->op == OT_OP_CONV_GRAD_INPUT) {
+        *y = &in[0].shape, *w = &in[1].shape, *x = &out[0].shape;
+    } else {
+        *y = &in[0].shape, *x = &in[1].shape, *w = &out[0].shape;
+    }
+}
+
+static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                                ot_error *err) {
+    const ot_shape *xs, *ws, *ys;
+    conv_shapes(node, in, out, &xs, &ws, &ys);
+    memset(g, 0, sizeof *g);
+    if ((xs->rank != 3 && xs->rank != 4) || ws->rank != xs->rank || ys->rank != xs->rank)
+        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA backend runs 1-D and 2-D convolutions only",
+                       node->name, node->op_type);
+    ot_cpu_window win;
+    ot_status st = ot_cpu_window_init(&win, node, xs, ys, &ws->dim[2], err);
+    if (st) return st;
+    bool two = xs->rank == 4;
+    for (int i = 0; i < 2; i++) {
+        g->x[i] = xs->dim[i];
+        g->w[i] = ws->dim[i];
+        g->y[i] = ys->dim[i];
+    }
+    g->x[2] = two ? xs->dim[2] : 1;
+    g->x[3] = xs->dim[two ? 3 : 2];
+    g->w[2] = two ? ws->dim[2] : 1;
+    g->w[3] = ws->dim[two ? 3 : 2];
+    g->y[2] = two ? ys->dim[2] : 1;
+    g->y[3] = ys->dim[two ? 3 : 2];
+    for (int i = 0; i < 2; i++) {
+        int j = two ? i : 0;
+        bool real = two || i == 1;
+        g->pad[i] = real ? (int)win.pad_begin[j] : 0;
+        g->stride[i] = real ? (int)win.stride[j] : 1;
+        g->dil[i] = real ? (int)win.dil[j] : 1;
+    }
+    g->group = (int)ot_node_attr_int(node, "group", 1);
+    if (g->group < 1 || g->x[1] % g->group || g->w[0] % g->group || g->w[1] * g->group != g->x[1] ||
+        g->y[1] != g->w[0] || g->y[0] != g->x[0])
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): channels of X, W, Y and group do not agree", node->name,
+                       node->op_type);
+    /* cuDNN pads both ends alike: the output must be what symmetric padding gives */
+    for (int i = 0; i < 2; i++) {
+        int64_t span = (g->w[2 + i] - 1) * g->dil[i] + 1;
+        int64_t o = (g->x[2 + i] + 2 * g->pad[i] - span) / g->stride[i] + 1;
+        if (o != g->y[2 + i])
+            return ot_fail(err, OT_E_UNSUPPORTED,
+                           "node '%s' (%s): asymmetric padding is not supported by the CUDA backend (cuDNN)",
+                           node->name, node->op_type);
+    }
+    return OT_OK;
+}
+
+bool ot_cuda_conv_supported(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    conv_geom g;
+    return conv_geom_init(&g, node, in, out, NULL) == OT_OK;
+}
+
+typedef struct conv_desc {
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t c;
+} conv_desc;
+
+static void conv_desc_free(conv_desc *d) {
+    if (d->x) cudnnDestroyTensorDescriptor(d->x);
+    if (d->y) cudnnDestroyTensorDescriptor(d->y);
+    if (d->w) cudnnDestroyFilterDescriptor(d->w);
+    if (d->c) cudnnDestroyConvolutionDescriptor(d->c);
+    memset(d, 0, sizeof *d);
+}
+
+static ot_status conv_desc_make(conv_desc *d, const conv_geom *g, ot_error *err) {
+    memset(d, 0, sizeof *d);
+    OT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->x));
+    OT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->y));
+    OT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d->w));
+    OT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d->c));
+    OT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)g->x[0], (int)g->x[1],
+                                              (int)g->x[2], (int)g->x[3]));
+    OT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)g->y[0], (int)g->y[1],
+                                              (int)g->y[2], (int)g->y[3]));
+    OT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)g->w[0], (int)g->w[1],
+                                              (int)g->w[2], (int)g->w[3]));
+    OT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d->c, g->pad[0], g->pad[1], g->stride[0], g->stride[1], g->dil[0],
+                                                   g->dil[1], CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    OT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d->c, g->group));
+    /* FMA only: TF32 tensor cores would put results 1e-3 away from the CPU's */
+    OT_CUDNN_CHECK(cudnnSetConvolutionMathType(d->c, CUDNN_FMA_MATH));
+    return OT_OK;
+}
+
+static int conv_kind(ot_op op) {
+    return op == OT_OP_CONV ? CONV_FWD : op == OT_OP_CONV_GRAD_INPUT ? CONV_BWD_DATA : CONV_BWD_FILTER;
+}
+
+static void conv_key(const conv_geom *g, int kind, int64_t *key) {
+    int k = 0;
+    memset(key, 0, sizeof(int64_t) * 40);
+    key[k++] = kind + 1;
+    for (int i = 0; i < 4; i++) key[k++] = g->x[i], key[k++] = g->w[i], key[k++] = g->y[i];
+    for (int i = 0; i < 2; i++) key[k++] = g->pad[i], key[k++] = g->stride[i], key[k++] = g->dil[i];
+    key[k++] = g->group;
+}
+
+static bool fma_math(cudnnMathType_t m) { return m == CUDNN_DEFAULT_MATH || m == CUDNN_FMA_MATH; }
+
+/* Picks the first deterministic FMA algorithm in cuDNN's heuristic order. */
+static ot_status conv_choose(ot_cuda_ctx *cx, const conv_desc *d, int kind, int *algo, size_t *ws, ot_error *err) {
+    enum { MAXP = 16 };
+    int n = 0;
+    *algo = -1;
+    if (kind == CONV_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t p[MAXP];
+        OT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cx->cudnn, d->x, d->w, d->c, d->y, MAXP, &n, p));
+        for (int i = 0; i < n && *algo < 0; i++)
+            if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].determinism == CUDNN_DETERMINISTIC && fma_math(p[i].mathType))
+                *algo = (int)p[i].algo;
+        if (*algo < 0) *algo = (int)CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM; /* deterministic, no workspace */
+        OT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cx->cudnn, d->x, d->w, d->c, d->y,
+                                                               (cudnnConvolutionFwdAlgo_t)*algo, ws));
+    } else if (kind == CONV_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t p[MAXP];
+        OT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cx->cudnn, d->w, d->y, d->c, d->x, MAXP, &n, p));
+        for (int i = 0; i < n && *algo < 0; i++)
+            if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].determinism == CUDNN_DETERMINISTIC && fma_math(p[i].mathType))
+                *algo = (int)p[i].algo;
+        if (*algo < 0) *algo = (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+        OT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(cx->cudnn, d->w, d->y, d->c, d->x,
+                                                                    (cudnnConvolutionBwdDataAlgo_t)*algo, ws));
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t p[MAXP];
+        OT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cx->cudnn, d->x, d->y, d->c, d->w, MAXP, &n, p));
+        for (int i = 0; i < n && *algo < 0; i++)
+            if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].determinism == CUDNN_DETERMINISTIC && fma_math(p[i].mathType))
+                *algo = (int)p[i].algo;
+        if (*algo < 0) *algo = (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+        OT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cx->cudnn, d->x, d->y, d->c, d->w,
+                                                                      (cudnnConvolutionBwdFilterAlgo_t)*algo, ws));
+    }
+    return OT_OK;
+}
+
+/* The cached choice for this geometry, choosing it on first use. */
+static ot_status conv_lookup(ot_cuda_ctx *cx, const conv_geom *g, const conv_desc *d, int kind,
+                             const ot_cuda_conv_algo **out, ot_error *err) {
+    int64_t key[40];
+    conv_key(g, kind, key);
+    for (int i = 0; i < cx->n_algos; i++)
+        if (memcmp(cx->algos[i].key, key, sizeof key) == 0) {
+            *out = &cx->algos[i];
+            return OT_OK;
+        }
+    if (cx->n_algos == cx->cap_algos) {
+        int cap = cx->cap_algos ? 2 * cx->cap_algos : 16;
+        ot_cuda_conv_algo *p = realloc(cx->algos, (size_t)cap * sizeof *p);
+        if (!p) return ot_fail(err, OT_E_MEMORY, "cuda backend: out of memory (cuDNN algorithm cache)");
+        cx->algos = p;
+        cx->cap_algos = cap;
+    }
+    ot_cuda_conv_algo *a = &cx->algos[cx->n_algos];
+    memcpy(a->key, key, sizeof key);
+    ot_status st = conv_choose(cx, d, kind, &a->algo, &a->ws_bytes, err);
+    if (st) return st;
+    cx->n_algos++;
+    *out = a;
+    return OT_OK;
+}
+
+ot_status ot_cuda_conv_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                                 size_t *bytes, ot_error *err) {
+    conv_geom g;
+    conv_desc d;
+    const ot_cuda_conv_algo *a = NULL;
+    *bytes = 0;
+    ot_status st = conv_geom_init(&g, node, in, out, err);
+    if (st) return st;
+    if ((st = conv_desc_make(&d, &g, err)) == OT_OK && (st = conv_lookup(cx, &g, &d, conv_kind(node->op), &a, err)) == OT_OK)
+        *bytes = a->ws_bytes;
+    conv_desc_free(&d);
+    return st;
+}
+
+static ot_status conv_run(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
+                          const ot_kernel_ctx *ctx, ot_error *err) {
+    for (int k = 0; k < node->n_inputs && k < 2; k++)
+        if (in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
+    conv_geom g;
+    conv_desc d;
+    cudnnTensorDescriptor_t bd = NULL;
+    const ot_cuda_conv_algo *a = NULL;
+    ot_status st = conv_geom_init(&g, node, in, out, err);
+    if (st) return st;
+    if (numel(&out[0]) == 0) return OT_OK;
+    int kind = conv_kind(node->op);
+    if ((st = conv_desc_make(&d, &g, err)) || (st = conv_lookup(cx, &g, &d, kind, &a, err))) goto fail;
+    if (a->ws_bytes > 0 && (!ctx->workspace || ctx->workspace_bytes < a->ws_bytes)) {
+        st = ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): needs %zu bytes of cuDNN workspace, given %zu", node->name,
+                     node->op_type, a->ws_bytes, ctx->workspace_bytes);
+        goto fail;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    cudnnStatus_t cs;
+    if (kind == CONV_FWD) {
+        cs = cudnnConvolutionForward(cx->cudnn, &one, d.x, in[0].data, d.w, in[1].data, d.c,
+                                     (cudnnConvolutionFwdAlgo_t)a->algo, ctx->workspace, a->ws_bytes, &zero, d.y,
+                                     out[0].data);
+        if (cs == CUDNN_STATUS_SUCCESS && node->n_inputs > 2 && in[2].data) {
+            if (numel(&in[2]) != g.w[0]) {
+                st = ot_fail(err, OT_E_SHAPE, "node '%s' (Conv): bias length differs from output channels", node->name);
+                goto fail;
+            }
+            cs = cudnnCreateTensorDescriptor(&bd);
+            if (cs == CUDNN_STATUS_SUCCESS)
+                cs = cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, (int)g.w[0], 1, 1);
+            if (cs == CUDNN_STATUS_SUCCESS) cs = cudnnAddTensor(cx->cudnn, &one, bd, in[2].data, &one, d.y, out[0].data);
+        }
+    } else if (kind == CONV_BWD_DATA) {
+        cs = cudnnConvolutionBackwardData(cx->cudnn, &one, d.w, in[1].data, d.y, in[0].data, d.c,
+                                          (cudnnConvolutionBwdDataAlgo_t)a->algo, ctx->workspace, a->ws_bytes, &zero,
+                                          d.x, out[0].data);
+    } else {
+        cs = cudnnConvolutionBackwardFilter(cx->cudnn, &one, d.x, in[1].data, d.y, in[0].data, d.c,
+                                            (cudnnConvolutionBwdFilterAlgo_t)a->algo, ctx->workspace, a->ws_bytes,
+                                            &zero, d.w, out[0].data);
+    }
+    if (cs != CUDNN_STATUS_SUCCESS)
+        st = ot_fail(err, OT_E_DEVICE, "node '%s' (%s): cuDNN convolution (algorithm %d) failed: %s", node->name,
+                     node->op_type, a->algo, cudnnGetErrorString(cs));
+fail:
+    if (bd) cudnnDestroyTensorDescriptor(bd);
+    conv_desc_free(&d);
+    return st;
+}
+
+OT_CUDA_KERNEL(ot_cuda_conv) { return conv_run(cx, node, in, out, ctx, err); }
+OT_CUDA_KERNEL(ot_cuda_conv_grad_input) { return conv_run(cx, node, in, out, ctx, err); }
+OT_CUDA_KERNEL(ot_cuda_conv_grad_weight) { return conv_run(cx, node, in, out, ctx, err); }

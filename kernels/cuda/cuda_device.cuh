@@ -1,0 +1,95 @@
+/* cuda_device.cuh — device-side helpers shared by the .cu kernel families: launch
+ * geometry (grid-stride loops), broadcast descriptors copied from the CPU's
+ * ot_cpu_bcast (the host computes merged dims and strides once; the kernel maps an
+ * output index to input offsets), and deterministic warp / block reductions (a
+ * fixed tree, so a result never depends on timing). */
+#ifndef OT_CUDA_DEVICE_CUH
+#define OT_CUDA_DEVICE_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "kernels/cuda/cuda_internal.h"
+extern "C" {
+#include "kernels/cpu/cpu_common.h"
+}
+
+#define OT_CU_THREADS 256
+#define OT_CU_MAX_BLOCKS (1 << 20)
+
+static inline unsigned ot_cu_blocks(int64_t n) {
+    int64_t b = (n + OT_CU_THREADS - 1) / OT_CU_THREADS;
+    if (b < 1) b = 1;
+    return (unsigned)(b > OT_CU_MAX_BLOCKS ? OT_CU_MAX_BLOCKS : b);
+}
+/* Blocks for one warp per item. */
+static inline unsigned ot_cu_warp_blocks(int64_t items) { return ot_cu_blocks(items * 32); }
+
+#define OT_CU_LOOP(i, n) \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
+/* One warp per item: `item` runs over items, `lane` is 0..31. */
+#define OT_CU_WARP_LOOP(item, n)                                                                  \
+    for (int64_t item = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; item < (n);        \
+         item += ((int64_t)blockDim.x * gridDim.x) / 32)
+
+static inline int64_t ot_cu_numel(const ot_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->shape.rank; i++) n *= t->shape.dim[i];
+    return n;
+}
+
+/* Broadcast descriptor passed by value to kernels. */
+struct ot_cu_bcast {
+    int rank, n_in;
+    int64_t dim[OT_MAX_RANK];
+    int64_t stride[OT_CPU_BCAST_MAX_IN][OT_MAX_RANK];
+};
+
+static inline ot_cu_bcast ot_cu_bcast_from(const ot_cpu_bcast *c) {
+    ot_cu_bcast b;
+    memset(&b, 0, sizeof b);
+    b.rank = c->rank;
+    b.n_in = c->n_in;
+    for (int d = 0; d < c->rank; d++) {
+        b.dim[d] = c->dim[d];
+        for (int k = 0; k < c->n_in; k++) b.stride[k][d] = c->stride[k][d];
+    }
+    return b;
+}
+
+__device__ __forceinline__ void ot_cu_bcast_off(const ot_cu_bcast &b, int64_t i, int64_t *off) {
+    for (int k = 0; k < OT_CPU_BCAST_MAX_IN; k++) off[k] = 0;
+    for (int d = b.rank - 1; d >= 0; d--) {
+        int64_t c = i % b.dim[d];
+        i /= b.dim[d];
+        for (int k = 0; k < b.n_in; k++) off[k] += c * b.stride[k][d];
+    }
+}
+
+template <typename T> __device__ __forceinline__ T ot_cu_warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+__device__ __forceinline__ float ot_cu_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+
+/* Sum over a whole block (blockDim.x a multiple of 32, <= 1024) in a fixed tree;
+ * every thread gets the result. `sh` holds 32 values. */
+template <typename T> __device__ T ot_cu_block_sum(T v, T *sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = ot_cu_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    T t = lane < nw ? sh[lane] : (T)0;
+    if (w == 0) t = ot_cu_warp_sum(t);
+    if (threadIdx.x == 0) sh[0] = t;
+    __syncthreads();
+    T r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+#endif

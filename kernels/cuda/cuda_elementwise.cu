@@ -1,0 +1,630 @@
+/* cuda_elementwise.cu — pointwise CUDA kernels, the counterparts of
+ * kernels/cpu/cpu_elementwise.c, grad_pointwise.c, the Cast / view copies of
+ * cpu_shape_ops.c, Dropout (Philox4x32-10 with runtime/rng.h's layout, so masks are
+ * bitwise the CPU's). Broadcasting uses the CPU's ot_cpu_bcast, computed on the
+ * host. The optimizer steps are in cuda_optim.cu. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_device.cuh"
+
+static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
+    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
+                   node->name ? node->name : "?", node->op_type ? node->op_type : ot_op_name(node->op), what,
+                   ot_dtype_name(t));
+}
+
+static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_cu_bcast *b,
+                            ot_error *err) {
+    const ot_shape *shapes[OT_CPU_BCAST_MAX_IN];
+    for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
+    ot_cpu_bcast c;
+    if (!ot_cpu_bcast_init(&c, &out->shape, shapes, n_in))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape", node->name,
+                       node->op_type);
+    *b = ot_cu_bcast_from(&c);
+    return OT_OK;
+}
+
+/* ---- unary ------------------------------------------------------------------- */
+
+enum { U_SQRT, U_RECIP, U_NEG, U_EXP, U_LOG, U_ERF, U_TANH, U_SIGMOID, U_RELU, U_LEAKY, U_CLIP, U_GELU, U_GELU_TANH };
+
+__device__ __forceinline__ float sigmoid_f(float x) {
+    if (x >= 0) return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+
+__global__ void k_unary(const float *x, float *y, int64_t n, int op, float a, float b) {
+    OT_CU_LOOP(i, n) {
+        float v = x[i], r;
+        switch (op) {
+        case U_SQRT: r = sqrtf(v); break;
+        case U_RECIP: r = 1.0f / v; break;
+        case U_NEG: r = -v; break;
+        case U_EXP: r = expf(v); break;
+        case U_LOG: r = logf(v); break;
+        case U_ERF: r = erff(v); break;
+        case U_TANH: r = tanhf(v); break;
+        case U_SIGMOID: r = sigmoid_f(v); break;
+        case U_RELU: r = v > 0.0f ? v : 0.0f; break;
+        case U_LEAKY: r = v >= 0.0f ? v : a * v; break;
+        case U_CLIP: v = v < a ? a : v; r = v > b ? b : v; break;
+        case U_GELU: r = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break;
+        default: {
+            const float k = 0.79788456080286536f;
+            r = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+        }
+        }
+        y[i] = r;
+    }
+}
+
+template <typename T> __global__ void k_neg_int(const T *x, T *y, int64_t n) {
+    OT_CU_LOOP(i, n) y[i] = (T)(0 - x[i]);
+}
+
+/* Clip bound: the normalised float attribute, else the optional scalar input. */
+static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, const char *name,
+                            float *v, ot_error *err) {
+    const ot_attr *a = ot_node_attr(node, name);
+    if (a && a->type == OT_ATTR_FLOAT) {
+        *v = a->f;
+        return OT_OK;
+    }
+    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) >= 1) {
+        double d;
+        ot_status st = ot_cuda_read_double(cx, &in[slot], &d, err);
+        if (st) return st;
+        *v = (float)d;
+    }
+    return OT_OK;
+}
+
+OT_CUDA_KERNEL(ot_cuda_unary) {
+    int64_t n = ot_cu_numel(&in[0]);
+    if (ot_cu_numel(&out[0]) != n)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
+                       node->op_type, (long long)ot_cu_numel(&out[0]), (long long)n);
+    if (n == 0) return OT_OK;
+    if (node->op == OT_OP_NEG && in[0].dtype == OT_I64) {
+        k_neg_int<int64_t><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const int64_t *)in[0].data,
+                                                                                (int64_t *)out[0].data, n);
+        OT_CUDA_LAUNCHED();
+        return OT_OK;
+    }
+    if (node->op == OT_OP_NEG && in[0].dtype == OT_I32) {
+        k_neg_int<int32_t><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const int32_t *)in[0].data,
+                                                                                (int32_t *)out[0].data, n);
+        OT_CUDA_LAUNCHED();
+        return OT_OK;
+    }
+    if (in[0].dtype != OT_F32) return bad_dtype(node, "input 0", in[0].dtype, err);
+    int op;
+    float a = 0.0f, b = 0.0f;
+    switch (node->op) {
+    case OT_OP_SQRT: op = U_SQRT; break;
+    case OT_OP_RECIPROCAL: op = U_RECIP; break;
+    case OT_OP_NEG: op = U_NEG; break;
+    case OT_OP_EXP: op = U_EXP; break;
+    case OT_OP_LOG: op = U_LOG; break;
+    case OT_OP_ERF: op = U_ERF; break;
+    case OT_OP_TANH: op = U_TANH; break;
+    case OT_OP_SIGMOID: op = U_SIGMOID; break;
+    case OT_OP_RELU: op = U_RELU; break;
+    case OT_OP_LEAKY_RELU: op = U_LEAKY; a = ot_node_attr_float(node, "alpha", 0.01f); break;
+    case OT_OP_CLIP: {
+        op = U_CLIP;
+        a = -INFINITY;
+        b = INFINITY;
+        ot_status st = clip_bound(cx, node, in, 1, "min", &a, err);
+        if (!st) st = clip_bound(cx, node, in, 2, "max", &b, err);
+        if (st) return st;
+        break;
+    }
+    case OT_OP_GELU: {
+        const char *approx = ot_node_attr_string(node, "approximate", "none");
+        if (strcmp(approx, "tanh") == 0) op = U_GELU_TANH;
+        else if (strcmp(approx, "none") == 0) op = U_GELU;
+        else
+            return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (Gelu): approximate='%s' is not 'none' or 'tanh'",
+                           node->name, approx);
+        break;
+    }
+    default:
+        return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the CUDA unary kernel", node->name, node->op_type);
+    }
+    k_unary<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (float *)out[0].data, n, op,
+                                                               a, b);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+/* ---- binary ------------------------------------------------------------------ */
+
+enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_EQ };
+
+template <typename TA, typename TB, typename TY, typename U>
+__global__ void k_binary(const TA *a, const TB *b, TY *y, int64_t n, ot_cu_bcast bc, int op) {
+    OT_CU_LOOP(i, n) {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cu_bcast_off(bc, i, off);
+        TA x = a[off[0]];
+        TB z = b[off[1]];
+        TY r;
+        switch (op) {
+        case B_ADD: r = (TY)((U)x + (U)z); break;
+        case B_SUB: r = (TY)((U)x - (U)z); break;
+        case B_MUL: r = (TY)((U)x * (U)z); break;
+        case B_DIV: r = (TY)((U)x / (U)z); break;
+        case B_EQ: r = (TY)(x == z); break;
+        default: r = (TY)(z == (TB)2 ? (float)x * (float)x : powf((float)x, (float)z)); break;
+        }
+        y[i] = r;
+    }
+}
+
+template <typename TA, typename TB, typename TY, typename U>
+static ot_status launch_binary(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out, const ot_cu_bcast &bc, int op,
+                               ot_error *err) {
+    int64_t n = ot_cu_numel(&out[0]);
+    if (n == 0) return OT_OK;
+    k_binary<TA, TB, TY, U><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(
+        (const TA *)in[0].data, (const TB *)in[1].data, (TY *)out[0].data, n, bc, op);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+OT_CUDA_KERNEL(ot_cuda_binary) {
+    ot_cu_bcast bc;
+    ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
+    if (st) return st;
+    ot_dtype ta = in[0].dtype, tb = in[1].dtype;
+    int op = node->op == OT_OP_ADD ? B_ADD : node->op == OT_OP_SUB ? B_SUB : node->op == OT_OP_MUL ? B_MUL
+             : node->op == OT_OP_DIV ? B_DIV : B_POW;
+    if (op == B_POW) {
+        if (ta != OT_F32) return bad_dtype(node, "input 0", ta, err);
+        if (tb == OT_F32) return launch_binary<float, float, float, float>(cx, in, out, bc, op, err);
+        if (tb == OT_I64) return launch_binary<float, int64_t, float, float>(cx, in, out, bc, op, err);
+        if (tb == OT_I32) return launch_binary<float, int32_t, float, float>(cx, in, out, bc, op, err);
+        return bad_dtype(node, "input 1", tb, err);
+    }
+    if (ta != tb) return bad_dtype(node, "mixed input dtypes, input 1", tb, err);
+    if (ta == OT_F32) return launch_binary<float, float, float, float>(cx, in, out, bc, op, err);
+    /* integers wrap like the CPU kernel: computed unsigned; integer Div is not here
+     * (the CPU reports a zero divisor, which a kernel cannot) */
+    if (op == B_DIV) return bad_dtype(node, "integer Div input", ta, err);
+    if (ta == OT_I64) return launch_binary<int64_t, int64_t, int64_t, uint64_t>(cx, in, out, bc, op, err);
+    if (ta == OT_I32) return launch_binary<int32_t, int32_t, int32_t, uint32_t>(cx, in, out, bc, op, err);
+    return bad_dtype(node, "input 0", ta, err);
+}
+
+OT_CUDA_KERNEL(ot_cuda_equal) {
+    ot_cu_bcast bc;
+    ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
+    if (st) return st;
+    if (in[0].dtype != in[1].dtype) return bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
+    switch (in[0].dtype) {
+    case OT_F32: return launch_binary<float, float, uint8_t, float>(cx, in, out, bc, B_EQ, err);
+    case OT_I64: return launch_binary<int64_t, int64_t, uint8_t, int64_t>(cx, in, out, bc, B_EQ, err);
+    case OT_I32: return launch_binary<int32_t, int32_t, uint8_t, int32_t>(cx, in, out, bc, B_EQ, err);
+    case OT_BOOL:
+    case OT_U8: return launch_binary<uint8_t, uint8_t, uint8_t, uint32_t>(cx, in, out, bc, B_EQ, err);
+    case OT_I8: return launch_binary<int8_t, int8_t, uint8_t, int32_t>(cx, in, out, bc, B_EQ, err);
+    default: return bad_dtype(node, "input 0", in[0].dtype, err);
+    }
+}
+
+/* ---- Where, Expand, Sum ------------------------------------------------------ */
+
+template <typename T>
+__global__ void k_where(const uint8_t *c, const T *x, const T *y, T *o, int64_t n, ot_cu_bcast bc) {
+    OT_CU_LOOP(i, n) {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cu_bcast_off(bc, i, off);
+        o[i] = c[off[0]] ? x[off[1]] : y[off[2]];
+    }
+}
+
+template <typename T> __global__ void k_bcast_copy(const T *x, T *o, int64_t n, ot_cu_bcast bc) {
+    OT_CU_LOOP(i, n) {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cu_bcast_off(bc, i, off);
+        o[i] = x[off[0]];
+    }
+}
+
+/* Moves elements by size class so every bit pattern survives. */
+#define BY_ELEM_SIZE(es, MACRO)                     \
+    switch (es) {                                   \
+    case 1: MACRO(uint8_t); break;                  \
+    case 2: MACRO(uint16_t); break;                 \
+    case 4: MACRO(uint32_t); break;                 \
+    case 8: MACRO(uint64_t); break;                 \
+    default: return bad_dtype(node, "data", in[0].dtype, err); \
+    }
+
+OT_CUDA_KERNEL(ot_cuda_where) {
+    if (in[0].dtype != OT_BOOL) return bad_dtype(node, "condition", in[0].dtype, err);
+    if (in[1].dtype != in[2].dtype || in[1].dtype != out[0].dtype)
+        return bad_dtype(node, "mixed X/Y dtypes, Y", in[2].dtype, err);
+    ot_cu_bcast bc;
+    ot_status st = bcast_init(node, in, 3, &out[0], &bc, err);
+    if (st) return st;
+    int64_t n = ot_cu_numel(&out[0]);
+    if (n == 0) return OT_OK;
+    size_t es = ot_dtype_size(in[1].dtype);
+#define WHERE(T)                                                                                            \
+    k_where<T><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const uint8_t *)in[0].data, (const T *)in[1].data, \
+                                                                  (const T *)in[2].data, (T *)out[0].data, n, bc)
+    BY_ELEM_SIZE(es, WHERE)
+#undef WHERE
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+OT_CUDA_KERNEL(ot_cuda_expand) {
+    if (in[0].dtype != out[0].dtype) return bad_dtype(node, "input 0", in[0].dtype, err);
+    ot_cu_bcast bc;
+    ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
+    if (st) return st;
+    int64_t n = ot_cu_numel(&out[0]);
+    if (n == 0) return OT_OK;
+    size_t es = ot_dtype_size(in[0].dtype);
+#define EXPAND(T) \
+    k_bcast_copy<T><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const T *)in[0].data, (T *)out[0].data, n, bc)
+    BY_ELEM_SIZE(es, EXPAND)
+#undef EXPAND
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+/* ExpandLike (dY, like) -> dY broadcast to like's shape: the same copy. */
+OT_CUDA_KERNEL(ot_cuda_expand_like) {
+    if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
+    ot_cu_bcast bc;
+    ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
+    if (st) return st;
+    int64_t n = ot_cu_numel(&out[0]);
+    if (n == 0) return OT_OK;
+    k_bcast_copy<uint32_t><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const uint32_t *)in[0].data,
+                                                                             (uint32_t *)out[0].data, n, bc);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+__global__ void k_scaled_bcast(const float *c, float *y, int64_t n, ot_cu_bcast bc, float beta) {
+    OT_CU_LOOP(i, n) {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cu_bcast_off(bc, i, off);
+        y[i] = beta * c[off[0]];
+    }
+}
+
+ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *c, ot_tensor *out, float beta,
+                                   ot_error *err) {
+    ot_cu_bcast bc;
+    ot_status st = bcast_init(node, c, 1, out, &bc, err);
+    if (st) return st;
+    int64_t n = ot_cu_numel(out);
+    if (n == 0) return OT_OK;
+    k_scaled_bcast<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)c->data, (float *)out->data, n,
+                                                                      bc, beta);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+/* o = x (k == 0) or o += x, broadcast; inputs added one at a time, in input order,
+ * like the CPU kernel, so the rounding is the same. */
+__global__ void k_sum_step(const float *x, float *o, int64_t n, ot_cu_bcast bc, int first) {
+    OT_CU_LOOP(i, n) {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cu_bcast_off(bc, i, off);
+        o[i] = first ? x[off[0]] : o[i] + x[off[0]];
+    }
+}
+
+OT_CUDA_KERNEL(ot_cuda_sum) {
+    for (int k = 0; k < node->n_inputs; k++)
+        if (in[k].dtype != OT_F32) return bad_dtype(node, "input", in[k].dtype, err);
+    int64_t n = ot_cu_numel(&out[0]);
+    if (n == 0) return OT_OK;
+    for (int k = 0; k < node->n_inputs; k++) {
+        ot_cu_bcast bc;
+        ot_status st = bcast_init(node, &in[k], 1, &out[0], &bc, err);
+        if (st) return st;
+        if (k == 0 && in[0].data == out[0].data) continue;
+        k_sum_step<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[k].data, (float *)out[0].data,
+                                                                      n, bc, k == 0);
+        OT_CUDA_LAUNCHED();
+    }
+    return OT_OK;
+}
+
+/* ---- views and Cast ---------------------------------------------------------- */
+
+OT_CUDA_KERNEL(ot_cuda_copy_view) {
+    size_t es = ot_dtype_size(in[0].dtype);
+    if (!es || in[0].dtype != out[0].dtype) return bad_dtype(node, "input 0", in[0].dtype, err);
+    int64_t n = ot_cu_numel(&in[0]);
+    if (n != ot_cu_numel(&out[0]))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output element count differs from the input's", node->name,
+                       node->op_type);
+    if (n > 0 && out[0].data != in[0].data)
+        OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * es, cudaMemcpyDeviceToDevice, cx->stream));
+    return OT_OK;
+}
+
+/* Cast through double (floats) or int64 (integers), as cpu_shape_ops.c does:
+ * float -> int truncates toward zero, NaN gives 0, out of range saturates. */
+__device__ __forceinline__ double load_d(int t, const void *p, int64_t i) {
+    switch (t) {
+    case OT_F32: return ((const float *)p)[i];
+    case OT_F64: return ((const double *)p)[i];
+    case OT_I64: return (double)((const int64_t *)p)[i];
+    case OT_I32: return ((const int32_t *)p)[i];
+    case OT_I8: return ((const int8_t *)p)[i];
+    case OT_U8: return ((const uint8_t *)p)[i];
+    default: return ((const uint8_t *)p)[i] != 0;
+    }
+}
+__device__ __forceinline__ int64_t load_i(int t, const void *p, int64_t i) {
+    switch (t) {
+    case OT_I64: return ((const int64_t *)p)[i];
+    case OT_I32: return ((const int32_t *)p)[i];
+    case OT_I8: return ((const int8_t *)p)[i];
+    case OT_U8: return ((const uint8_t *)p)[i];
+    default: return ((const uint8_t *)p)[i] != 0;
+    }
+}
+__device__ __forceinline__ void store_i(int t, void *p, int64_t i, int64_t v) {
+    switch (t) {
+    case OT_F32: ((float *)p)[i] = (float)v; break;
+    case OT_F64: ((double *)p)[i] = (double)v; break;
+    case OT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case OT_I64: ((int64_t *)p)[i] = v; break;
+    case OT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case OT_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+    default: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    }
+}
+
+__global__ void k_cast(int ts, const void *x, int td, void *y, int64_t n) {
+    bool src_float = ts == OT_F32 || ts == OT_F64;
+    OT_CU_LOOP(i, n) {
+        if (src_float) {
+            double v = load_d(ts, x, i);
+            if (td == OT_F32) ((float *)y)[i] = (float)v;
+            else if (td == OT_F64) ((double *)y)[i] = v;
+            else if (td == OT_BOOL) ((uint8_t *)y)[i] = v != 0.0;
+            else {
+                int64_t iv = isnan(v) ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX
+                                         : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
+                store_i(td, y, i, iv);
+            }
+        } else {
+            store_i(td, y, i, load_i(ts, x, i));
+        }
+    }
+}
+
+static bool cast_ok(ot_dtype t) {
+    return t == OT_F32 || t == OT_F64 || t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8 || t == OT_BOOL;
+}
+
+OT_CUDA_KERNEL(ot_cuda_cast) {
+    ot_dtype ts = in[0].dtype, td = out[0].dtype;
+    if (!cast_ok(ts)) return bad_dtype(node, "input", ts, err);
+    if (!cast_ok(td)) return bad_dtype(node, "output", td, err);
+    int64_t n = ot_cu_numel(&in[0]);
+    if (n != ot_cu_numel(&out[0]))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (Cast): output element count differs", node->name);
+    if (n == 0) return OT_OK;
+    if (ts == td) {
+        if (out[0].data != in[0].data)
+            OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * ot_dtype_size(ts),
+                                          cudaMemcpyDeviceToDevice, cx->stream));
+        return OT_OK;
+    }
+    k_cast<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((int)ts, in[0].data, (int)td, out[0].data, n);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+/* ---- activation gradients ------------------------------------------------------ */
+
+enum { G_RELU, G_LEAKY, G_SIGMOID, G_TANH, G_ERF, G_GELU, G_GELU_TANH, G_CLIP };
+
+__global__ void k_act_grad(const float *dy, const float *v, float *dx, int64_t n, int op, float a, float b) {
+    OT_CU_LOOP(i, n) {
+        float g = dy[i], x = v[i], r;
+        switch (op) {
+        case G_RELU: r = x > 0.0f ? g : 0.0f; break;
+        case G_LEAKY: r = x >= 0.0f ? g : a * g; break;
+        case G_SIGMOID: r = g * x * (1.0f - x); break;
+        case G_TANH: r = g * (1.0f - x * x); break;
+        case G_ERF: r = g * 1.1283791670955126f * expf(-x * x); break;
+        case G_GELU: {
+            float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+            float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
+            r = g * (cdf + x * pdf);
+            break;
+        }
+        case G_GELU_TANH: {
+            const float k = 0.7978845608028654f, c = 0.044715f;
+            float u = k * (x + c * x * x * x);
+            float t = tanhf(u);
+            r = g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x));
+            break;
+        }
+        default: r = x >= a && x <= b ? g : 0.0f; break;
+        }
+        dx[i] = r;
+    }
+}
+
+OT_CUDA_KERNEL(ot_cuda_act_grad) {
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad_dtype(node, "input", in[1].dtype, err);
+    int64_t n = ot_cu_numel(&out[0]);
+    if (ot_cu_numel(&in[0]) != n || ot_cu_numel(&in[1]) != n)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, the forward value and dX differ in size", node->name,
+                       node->op_type);
+    int op;
+    float a = 0.0f, b = 0.0f;
+    switch (node->op) {
+    case OT_OP_RELU_GRAD: op = G_RELU; break;
+    case OT_OP_LEAKY_RELU_GRAD: op = G_LEAKY; a = ot_node_attr_float(node, "alpha", 0.01f); break;
+    case OT_OP_SIGMOID_GRAD: op = G_SIGMOID; break;
+    case OT_OP_TANH_GRAD: op = G_TANH; break;
+    case OT_OP_ERF_GRAD: op = G_ERF; break;
+    case OT_OP_GELU_GRAD: {
+        const char *approx = ot_node_attr_string(node, "approximate", "none");
+        if (strcmp(approx, "tanh") == 0) op = G_GELU_TANH;
+        else if (strcmp(approx, "none") == 0) op = G_GELU;
+        else
+            return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (GeluGrad): approximate='%s' is not 'none' or 'tanh'",
+                           node->name, approx);
+        break;
+    }
+    case OT_OP_CLIP_GRAD: {
+        op = G_CLIP;
+        a = -INFINITY;
+        b = INFINITY;
+        ot_status st = clip_bound(cx, node, in, 2, "min", &a, err);
+        if (!st) st = clip_bound(cx, node, in, 3, "max", &b, err);
+        if (st) return st;
+        break;
+    }
+    default:
+        return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not a pointwise gradient op", node->name, node->op_type);
+    }
+    if (n == 0) return OT_OK;
+    k_act_grad<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (const float *)in[1].data,
+                                                                  (float *)out[0].data, n, op, a, b);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+/* ---- Dropout --------------------------------------------------------------------- */
+
+/* Philox4x32-10 exactly as runtime/rng.c (key = seed, ctr = (index, step, node)).
+ * Host and device: the host copy is what test_cuda checks bitwise against the CPU's
+ * generator on machines without a GPU. */
+__host__ __device__ __forceinline__ float philox_uniform(uint64_t seed, uint64_t step, uint32_t node, uint64_t index) {
+    uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = (uint32_t)step, c3 = node;
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int round = 0; round < 10; round++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+        uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    return (float)(c0 >> 8) * (1.0f / 16777216.0f);
+}
+
+float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, uint64_t index) {
+    return philox_uniform(seed, step, node, index);
+}
+
+__global__ void k_dropout(const float *x, float *y, uint8_t *mask, int64_t n, uint64_t seed, uint64_t step,
+                          uint32_t nid, float ratio, float scale) {
+    OT_CU_LOOP(i, n) {
+        bool keep = philox_uniform(seed, step, nid, (uint64_t)i) >= ratio;
+        y[i] = keep ? x[i] * scale : 0.0f;
+        if (mask) mask[i] = keep;
+    }
+}
+
+__global__ void k_fill_u8(uint8_t *p, int64_t n, uint8_t v) {
+    OT_CU_LOOP(i, n) p[i] = v;
+}
+
+OT_CUDA_KERNEL(ot_cuda_dropout) {
+    if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
+    int64_t n = ot_cu_numel(&in[0]);
+    if (ot_cu_numel(&out[0]) != n)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (Dropout): output size differs from input", node->name);
+    float ratio = 0.5f;
+    const ot_attr *a = ot_node_attr(node, "ratio");
+    ot_status st;
+    if (a && a->type == OT_ATTR_FLOAT) {
+        ratio = a->f;
+    } else if (node->n_inputs > 1 && in[1].data) {
+        double d;
+        if ((st = ot_cuda_read_double(cx, &in[1], &d, err))) return st;
+        ratio = (float)d;
+    }
+    bool training = false;
+    a = ot_node_attr(node, "training_mode");
+    if (a && a->type == OT_ATTR_INT) {
+        training = a->i != 0;
+    } else if (node->n_inputs > 2 && in[2].data) {
+        double d;
+        if ((st = ot_cuda_read_double(cx, &in[2], &d, err))) return st;
+        training = d != 0.0;
+    }
+    if (ratio < 0.0f || ratio > 1.0f)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (Dropout): ratio %g outside [0, 1]", node->name, (double)ratio);
+    uint8_t *mask = node->n_outputs > 1 && out[1].data ? (uint8_t *)out[1].data : NULL;
+    if (mask && out[1].dtype != OT_BOOL) return bad_dtype(node, "mask", out[1].dtype, err);
+    if (n == 0) return OT_OK;
+    if (!training || ratio == 0.0f) {
+        if (out[0].data != in[0].data)
+            OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * 4, cudaMemcpyDeviceToDevice, cx->stream));
+        if (mask) {
+            k_fill_u8<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(mask, n, 1);
+            OT_CUDA_LAUNCHED();
+        }
+        return OT_OK;
+    }
+    float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+    k_dropout<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (float *)out[0].data, mask,
+                                                                 n, ctx->seed, ctx->step, (uint32_t)ctx->rng_node,
+                                                                 ratio, scale);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+OT_CUDA_KERNEL(ot_cuda_dropout_grad) {
+    if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
+    int64_t n = ot_cu_numel(&out[0]);
+    if (ot_cu_numel(&in[0]) != n)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
+    if (n == 0) return OT_OK;
+    float ratio = ot_node_attr_float(node, "ratio", 0.5f);
+    uint32_t key = (uint32_t)ot_node_attr_int(node, "rng_node", ctx->rng_node);
+    float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+    k_dropout<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (float *)out[0].data, NULL,
+                                                                 n, ctx->seed, ctx->step, key, ratio, scale);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+/* ---- fills ------------------------------------------------------------------------ */
+
+template <typename T> __global__ void k_fill(T *p, int64_t n, T v) {
+    OT_CU_LOOP(i, n) p[i] = v;
+}
+
+OT_CUDA_KERNEL(ot_cuda_fill_like) {
+    int64_t n = ot_cu_numel(&out[0]);
+    if (n == 0) return OT_OK;
+    if (node->op == OT_OP_ZEROS_LIKE) {
+        OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, (size_t)n * ot_dtype_size(out[0].dtype), cx->stream));
+        return OT_OK;
+    }
+    if (out[0].dtype == OT_F32)
+        k_fill<float><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((float *)out[0].data, n, 1.0f);
+    else if (out[0].dtype == OT_F64)
+        k_fill<double><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((double *)out[0].data, n, 1.0);
+    else
+        return bad_dtype(node, "output", out[0].dtype, err);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}

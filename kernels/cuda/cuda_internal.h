@@ -1,0 +1,146 @@
+/* cuda_internal.h — private to kernels/cuda: the backend context (stream, cuBLAS and
+ * cuDNN handles, the per-shape cuDNN algorithm cache), the error-check macros that
+ * turn every CUDA / cuBLAS / cuDNN failure into an OT_E_DEVICE status naming the call,
+ * file and line, and the kernel-family launchers (one .cu per family, C linkage).
+ * Every launcher has the contract of ot_cpu_run_node (kernels/kernel.h) except that
+ * tensor data pointers are device pointers and work is queued on cx->stream. */
+#ifndef OT_CUDA_INTERNAL_H
+#define OT_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "ir.h"
+#include "kernels/kernel.h"
+
+/* One cached cuDNN choice: the node's shape signature and the algorithm picked for
+ * it (deterministic, smallest time among those that fit), with its workspace. */
+typedef struct ot_cuda_conv_algo {
+    int64_t key[40];
+    int algo;
+    size_t ws_bytes;
+} ot_cuda_conv_algo;
+
+typedef struct ot_cuda_ctx {
+    int device;
+    char name[32]; /* "cuda:N" */
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    cudnnHandle_t cudnn;
+    ot_cuda_conv_algo *algos;
+    int n_algos, cap_algos;
+    size_t max_threads_per_block;
+} ot_cuda_ctx;
+
+/* Formats "FILE:LINE: CALL failed: NAME (text)" into err with OT_E_DEVICE. */
+ot_status ot_cuda_fail(ot_error *err, const char *file, int line, const char *call, const char *what);
+const char *ot_cublas_status_text(cublasStatus_t s);
+
+#define OT_CUDA_CHECK(call)                                                                       \
+    do {                                                                                          \
+        cudaError_t ot_e_ = (call);                                                               \
+        if (ot_e_ != cudaSuccess) return ot_cuda_fail(err, __FILE__, __LINE__, #call, cudaGetErrorString(ot_e_)); \
+    } while (0)
+#define OT_CUBLAS_CHECK(call)                                                                     \
+    do {                                                                                          \
+        cublasStatus_t ot_e_ = (call);                                                            \
+        if (ot_e_ != CUBLAS_STATUS_SUCCESS)                                                       \
+            return ot_cuda_fail(err, __FILE__, __LINE__, #call, ot_cublas_status_text(ot_e_));    \
+    } while (0)
+#define OT_CUDNN_CHECK(call)                                                                      \
+    do {                                                                                          \
+        cudnnStatus_t ot_e_ = (call);                                                             \
+        if (ot_e_ != CUDNN_STATUS_SUCCESS)                                                        \
+            return ot_cuda_fail(err, __FILE__, __LINE__, #call, cudnnGetErrorString(ot_e_));      \
+    } while (0)
+/* After a kernel launch: configuration errors show up here, not at the launch. */
+#define OT_CUDA_LAUNCHED() OT_CUDA_CHECK(cudaGetLastError())
+
+/* Copies a small device tensor (attribute-like inputs: Clip bounds, Slice starts,
+ * Reduce axes) to the host as int64 / double; false when the dtype is not integer /
+ * numeric or it has more than `max` elements. Synchronises the stream. */
+ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int max, int *n, ot_error *err);
+ot_status ot_cuda_read_double(ot_cuda_ctx *cx, const ot_tensor *t, double *v, ot_error *err);
+
+/* The backend's supports() (needs no GPU: dtypes, shapes and attributes only). */
+bool ot_cuda_supports_node(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
+typedef ot_status (*ot_cuda_kernel_fn)(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
+                                       const ot_kernel_ctx *ctx, ot_error *err);
+#define OT_CUDA_KERNEL(fn)                                                                                   \
+    ot_status fn(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx, \
+                 ot_error *err)
+
+/* cuda_elementwise.cu: pointwise forward and backward ops, fills, casts, Dropout;
+ * cuda_optim.cu: the optimizer steps */
+OT_CUDA_KERNEL(ot_cuda_unary);
+OT_CUDA_KERNEL(ot_cuda_binary);
+OT_CUDA_KERNEL(ot_cuda_equal);
+OT_CUDA_KERNEL(ot_cuda_where);
+OT_CUDA_KERNEL(ot_cuda_sum);
+OT_CUDA_KERNEL(ot_cuda_expand);
+OT_CUDA_KERNEL(ot_cuda_cast);
+OT_CUDA_KERNEL(ot_cuda_copy_view);
+OT_CUDA_KERNEL(ot_cuda_act_grad);
+OT_CUDA_KERNEL(ot_cuda_dropout);
+OT_CUDA_KERNEL(ot_cuda_dropout_grad);
+OT_CUDA_KERNEL(ot_cuda_fill_like);
+OT_CUDA_KERNEL(ot_cuda_expand_like);
+OT_CUDA_KERNEL(ot_cuda_sgd_step);
+OT_CUDA_KERNEL(ot_cuda_adam_step);
+/* y[i] = beta * c[broadcast(i)] over out's shape (Gemm's C term). */
+ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *c, ot_tensor *out, float beta,
+                                   ot_error *err);
+/* The Dropout generator of the CUDA kernels, run on the host (tests compare it with
+ * runtime/rng.h bit for bit). */
+float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, uint64_t index);
+/* cuda_layout.cu: data movement */
+OT_CUDA_KERNEL(ot_cuda_transpose);
+OT_CUDA_KERNEL(ot_cuda_concat);
+OT_CUDA_KERNEL(ot_cuda_split);
+OT_CUDA_KERNEL(ot_cuda_slice);
+OT_CUDA_KERNEL(ot_cuda_slice_grad);
+OT_CUDA_KERNEL(ot_cuda_gather);
+OT_CUDA_KERNEL(ot_cuda_gather_grad);
+/* cuda_reduce.cu: reductions, normalisation, softmax; cuda_loss.cu: losses and the
+ * reduce-family workspace */
+OT_CUDA_KERNEL(ot_cuda_reduce);
+OT_CUDA_KERNEL(ot_cuda_reduce_to_like);
+OT_CUDA_KERNEL(ot_cuda_softmax);
+OT_CUDA_KERNEL(ot_cuda_softmax_grad);
+OT_CUDA_KERNEL(ot_cuda_layer_norm);
+OT_CUDA_KERNEL(ot_cuda_layer_norm_grad);
+OT_CUDA_KERNEL(ot_cuda_batch_norm);
+OT_CUDA_KERNEL(ot_cuda_batch_norm_grad);
+OT_CUDA_KERNEL(ot_cuda_class_loss);
+OT_CUDA_KERNEL(ot_cuda_class_loss_grad);
+OT_CUDA_KERNEL(ot_cuda_mse_loss);
+OT_CUDA_KERNEL(ot_cuda_mse_loss_grad);
+size_t ot_cuda_reduce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* cuda_pool.cu */
+OT_CUDA_KERNEL(ot_cuda_max_pool);
+OT_CUDA_KERNEL(ot_cuda_average_pool);
+OT_CUDA_KERNEL(ot_cuda_global_average_pool);
+OT_CUDA_KERNEL(ot_cuda_pool_grad);
+/* cuda_blas.c: cuBLAS and cuDNN */
+OT_CUDA_KERNEL(ot_cuda_gemm);
+OT_CUDA_KERNEL(ot_cuda_matmul);
+OT_CUDA_KERNEL(ot_cuda_conv);
+OT_CUDA_KERNEL(ot_cuda_conv_grad_input);
+OT_CUDA_KERNEL(ot_cuda_conv_grad_weight);
+/* cuDNN workspace of a Conv / ConvGradInput / ConvGradWeight node (chooses and
+ * caches the algorithm on first use); 0 and a status on failure. */
+ot_status ot_cuda_conv_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                                 size_t *bytes, ot_error *err);
+/* True when cuDNN can express the node's geometry (1-D / 2-D, symmetric pads). */
+bool ot_cuda_conv_supported(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

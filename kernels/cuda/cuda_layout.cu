@@ -1,0 +1,333 @@
+/* cuda_layout.cu — data movement on the GPU, the counterparts of cpu_shape_ops.c
+ * (Transpose, Concat, Split, Slice, Gather) and grad_layout.c (SliceGrad,
+ * GatherGrad). Everything but Gather is one strided copy: iterate a shape, read at
+ * src_base + sum(c_d * src_stride_d), write at dst_base + sum(c_d * dst_stride_d);
+ * the host works out bases and strides with the CPU kernels' rules. Elements move
+ * by size (1, 2, 4 or 8 bytes), so every dtype and bit pattern survives. */
+#include <string.h>
+
+#include "kernels/cuda/cuda_device.cuh"
+
+struct strided {
+    int rank;
+    int64_t dim[OT_MAX_RANK], sst[OT_MAX_RANK], dst[OT_MAX_RANK];
+    int64_t sbase, dbase;
+};
+
+template <typename T> __global__ void k_strided_copy(const T *src, T *dst, int64_t n, strided s) {
+    OT_CU_LOOP(i, n) {
+        int64_t q = i, so = s.sbase, d = s.dbase;
+        for (int k = s.rank - 1; k >= 0; k--) {
+            int64_t c = q % s.dim[k];
+            q /= s.dim[k];
+            so += c * s.sst[k];
+            d += c * s.dst[k];
+        }
+        dst[d] = src[so];
+    }
+}
+
+static ot_status bad(const ot_node *node, const char *what, ot_error *err) {
+    return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): %s", node->name, node->op_type, what);
+}
+
+static ot_status strided_copy(ot_cuda_ctx *cx, const ot_node *node, size_t es, const void *src, void *dst,
+                              const strided &s, ot_error *err) {
+    int64_t n = 1;
+    for (int k = 0; k < s.rank; k++) n *= s.dim[k];
+    if (n == 0) return OT_OK;
+    unsigned nb = ot_cu_blocks(n);
+    switch (es) {
+    case 1: k_strided_copy<uint8_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint8_t *)src, (uint8_t *)dst, n, s); break;
+    case 2: k_strided_copy<uint16_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint16_t *)src, (uint16_t *)dst, n, s); break;
+    case 4: k_strided_copy<uint32_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint32_t *)src, (uint32_t *)dst, n, s); break;
+    case 8: k_strided_copy<uint64_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint64_t *)src, (uint64_t *)dst, n, s); break;
+    default: return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): element size %zu", node->name, node->op_type, es);
+    }
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+static void contiguous_strides(const ot_shape *s, int64_t *st) {
+    int64_t acc = 1;
+    for (int d = s->rank - 1; d >= 0; d--) st[d] = acc, acc *= s->dim[d];
+}
+
+OT_CUDA_KERNEL(ot_cuda_transpose) {
+    (void)ctx;
+    const ot_shape *xs = &in[0].shape;
+    int r = xs->rank, np = 0;
+    size_t es = ot_dtype_size(in[0].dtype);
+    if (!es || in[0].dtype != out[0].dtype) return bad(node, "dtype differs or unsupported", err);
+    const int64_t *pa = ot_node_attr_ints(node, "perm", &np);
+    if (pa && np != r) return bad(node, "perm length differs from the rank", err);
+    strided s;
+    memset(&s, 0, sizeof s);
+    int64_t instr[OT_MAX_RANK];
+    contiguous_strides(xs, instr);
+    unsigned seen = 0;
+    s.rank = r;
+    for (int d = 0; d < r; d++) {
+        int p = pa ? (int)pa[d] : r - 1 - d;
+        if (p < 0 || p >= r || (seen & (1u << p))) return bad(node, "bad perm", err);
+        seen |= 1u << p;
+        if (out[0].shape.dim[d] != xs->dim[p]) return bad(node, "output shape is not permuted input", err);
+        s.dim[d] = out[0].shape.dim[d];
+        s.sst[d] = instr[p];
+    }
+    contiguous_strides(&out[0].shape, s.dst);
+    if (r == 0) { /* a scalar: one element */
+        s.rank = 1;
+        s.dim[0] = 1;
+        s.sst[0] = s.dst[0] = 1;
+    }
+    return strided_copy(cx, node, es, in[0].data, out[0].data, s, err);
+}
+
+OT_CUDA_KERNEL(ot_cuda_concat) {
+    (void)ctx;
+    const ot_shape *ys = &out[0].shape;
+    size_t es = ot_dtype_size(out[0].dtype);
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), ys->rank);
+    if (axis < 0 || !es) return bad(node, "axis out of range or bad dtype", err);
+    int64_t total = 0;
+    for (int k = 0; k < node->n_inputs; k++) {
+        if (in[k].dtype != out[0].dtype || in[k].shape.rank != ys->rank) return bad(node, "input dtypes or ranks differ", err);
+        total += in[k].shape.dim[axis];
+    }
+    if (total != ys->dim[axis]) return bad(node, "inputs' sizes along axis do not add up", err);
+    int64_t ost[OT_MAX_RANK];
+    contiguous_strides(ys, ost);
+    int64_t at = 0;
+    for (int k = 0; k < node->n_inputs; k++) {
+        strided s;
+        memset(&s, 0, sizeof s);
+        s.rank = ys->rank;
+        contiguous_strides(&in[k].shape, s.sst);
+        for (int d = 0; d < s.rank; d++) {
+            s.dim[d] = in[k].shape.dim[d];
+            s.dst[d] = ost[d];
+        }
+        s.dbase = at * ost[axis];
+        at += in[k].shape.dim[axis];
+        if (!in[k].data) continue; /* empty inputs may have no buffer */
+        ot_status st = strided_copy(cx, node, es, in[k].data, out[0].data, s, err);
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
+OT_CUDA_KERNEL(ot_cuda_split) {
+    (void)ctx;
+    const ot_shape *xs = &in[0].shape;
+    size_t es = ot_dtype_size(in[0].dtype);
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), xs->rank);
+    if (axis < 0 || !es) return bad(node, "axis out of range or bad dtype", err);
+    int n_split = 0;
+    const int64_t *split = ot_node_attr_ints(node, "split", &n_split);
+    int64_t ist[OT_MAX_RANK];
+    contiguous_strides(xs, ist);
+    int64_t at = 0;
+    for (int k = 0; k < node->n_outputs; k++) {
+        int64_t len;
+        if (split && n_split == node->n_outputs) len = split[k];
+        else if (out[k].data) len = out[k].shape.dim[axis];
+        else len = xs->dim[axis] / node->n_outputs;
+        if (at + len > xs->dim[axis]) return bad(node, "split sizes exceed the input along axis", err);
+        if (out[k].data) {
+            if (out[k].dtype != in[0].dtype || out[k].shape.rank != xs->rank || out[k].shape.dim[axis] != len)
+                return bad(node, "an output's dtype or shape differs from its split", err);
+            strided s;
+            memset(&s, 0, sizeof s);
+            s.rank = xs->rank;
+            contiguous_strides(&out[k].shape, s.dst);
+            for (int d = 0; d < s.rank; d++) {
+                s.dim[d] = out[k].shape.dim[d];
+                s.sst[d] = ist[d];
+            }
+            s.sbase = at * ist[axis];
+            ot_status st = strided_copy(cx, node, es, in[0].data, out[k].data, s, err);
+            if (st) return st;
+        }
+        at += len;
+    }
+    return OT_OK;
+}
+
+/* Slice geometry (start and step per axis) with cpu_shape_ops.c's clamping rules;
+ * the int inputs are read to the host. */
+static ot_status slice_geometry(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *starts_t,
+                                const ot_tensor *ends_t, const ot_tensor *axes_t, const ot_tensor *steps_t,
+                                const ot_shape *xs, const ot_shape *ys, int64_t *st, int64_t *sp, ot_error *err) {
+    int r = xs->rank;
+    int64_t starts[OT_MAX_RANK], ends[OT_MAX_RANK], axes[OT_MAX_RANK], steps[OT_MAX_RANK];
+    int ns = 0, ne = 0, na = 0, nst = 0;
+    ot_status s;
+    if ((s = ot_cuda_read_ints(cx, starts_t, starts, OT_MAX_RANK, &ns, err)) ||
+        (s = ot_cuda_read_ints(cx, ends_t, ends, OT_MAX_RANK, &ne, err)))
+        return s;
+    if (ns != ne) return bad(node, "starts/ends must have equal length", err);
+    if (axes_t && ((s = ot_cuda_read_ints(cx, axes_t, axes, OT_MAX_RANK, &na, err)) || na != ns))
+        return s ? s : bad(node, "axes must be as long as starts", err);
+    if (steps_t && ((s = ot_cuda_read_ints(cx, steps_t, steps, OT_MAX_RANK, &nst, err)) || nst != ns))
+        return s ? s : bad(node, "steps must be as long as starts", err);
+    for (int d = 0; d < r; d++) st[d] = 0, sp[d] = 1;
+    for (int i = 0; i < ns; i++) {
+        int a = ot_cpu_axis(axes_t ? axes[i] : i, r);
+        if (a < 0) return bad(node, "axis out of range", err);
+        int64_t dim = xs->dim[a], step = steps_t ? steps[i] : 1, b = starts[i], e = ends[i], cnt;
+        if (step == 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): step 0", node->name, node->op_type);
+        if (b < 0) b += dim;
+        if (e < 0) e += dim;
+        if (step > 0) {
+            b = b < 0 ? 0 : (b > dim ? dim : b);
+            e = e < 0 ? 0 : (e > dim ? dim : e);
+            cnt = e > b ? (e - b + step - 1) / step : 0;
+        } else {
+            b = b < 0 ? 0 : (b > dim - 1 ? dim - 1 : b);
+            e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
+            cnt = b > e ? (b - e + (-step) - 1) / (-step) : 0;
+        }
+        if (cnt != ys->dim[a]) return bad(node, "output shape differs from the slice", err);
+        st[a] = b;
+        sp[a] = step;
+    }
+    return OT_OK;
+}
+
+OT_CUDA_KERNEL(ot_cuda_slice) {
+    (void)ctx;
+    const ot_shape *xs = &in[0].shape;
+    size_t es = ot_dtype_size(in[0].dtype);
+    if (!es || in[0].dtype != out[0].dtype) return bad(node, "data dtype differs or unsupported", err);
+    if (out[0].shape.rank != xs->rank) return bad(node, "output rank differs from data rank", err);
+    int64_t st[OT_MAX_RANK], sp[OT_MAX_RANK];
+    const ot_tensor *axes = node->n_inputs > 3 && in[3].data ? &in[3] : NULL;
+    const ot_tensor *steps = node->n_inputs > 4 && in[4].data ? &in[4] : NULL;
+    ot_status s0 = slice_geometry(cx, node, &in[1], &in[2], axes, steps, xs, &out[0].shape, st, sp, err);
+    if (s0) return s0;
+    strided s;
+    memset(&s, 0, sizeof s);
+    s.rank = xs->rank;
+    int64_t instr[OT_MAX_RANK];
+    contiguous_strides(xs, instr);
+    contiguous_strides(&out[0].shape, s.dst);
+    for (int d = 0; d < s.rank; d++) {
+        s.dim[d] = out[0].shape.dim[d];
+        s.sst[d] = sp[d] * instr[d];
+        s.sbase += st[d] * instr[d];
+    }
+    return strided_copy(cx, node, es, in[0].data, out[0].data, s, err);
+}
+
+OT_CUDA_KERNEL(ot_cuda_slice_grad) {
+    (void)ctx;
+    const ot_tensor *dy = &in[0];
+    const ot_shape *xs = &out[0].shape;
+    if (dy->dtype != OT_F32) return bad(node, "dY must be float32", err);
+    if (dy->shape.rank != xs->rank) return bad(node, "dY rank differs from X's", err);
+    int64_t st[OT_MAX_RANK], sp[OT_MAX_RANK];
+    const ot_tensor *axes = node->n_inputs > 4 && in[4].data ? &in[4] : NULL;
+    const ot_tensor *steps = node->n_inputs > 5 && in[5].data ? &in[5] : NULL;
+    ot_status s0 = slice_geometry(cx, node, &in[2], &in[3], axes, steps, xs, &dy->shape, st, sp, err);
+    if (s0) return s0;
+    int64_t n = ot_cu_numel(&out[0]);
+    if (n == 0) return OT_OK;
+    OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, (size_t)n * sizeof(float), cx->stream));
+    strided s;
+    memset(&s, 0, sizeof s);
+    s.rank = xs->rank;
+    int64_t xst[OT_MAX_RANK];
+    contiguous_strides(xs, xst);
+    contiguous_strides(&dy->shape, s.sst);
+    for (int d = 0; d < s.rank; d++) {
+        s.dim[d] = dy->shape.dim[d];
+        s.dst[d] = sp[d] * xst[d];
+        s.dbase += st[d] * xst[d];
+    }
+    return strided_copy(cx, node, 4, dy->data, out[0].data, s, err);
+}
+
+/* ---- Gather / GatherGrad ------------------------------------------------------------ */
+
+__device__ __forceinline__ int64_t load_index(const void *p, int i64, int64_t j) {
+    return i64 ? ((const int64_t *)p)[j] : (int64_t)((const int32_t *)p)[j];
+}
+
+/* Out-of-range indices give zeros: a kernel cannot report them (the CPU backend
+ * does; `verify` on the CPU names the node). */
+template <typename T>
+__global__ void k_gather(const T *src, const void *idx, int i64, T *dst, int64_t outer, int64_t n_idx, int64_t n_axis,
+                         int64_t inner) {
+    int64_t n = outer * n_idx * inner;
+    OT_CU_LOOP(i, n) {
+        int64_t b = i % inner, k = i / inner, j = k % n_idx, o = k / n_idx;
+        int64_t v = load_index(idx, i64, j);
+        if (v < 0) v += n_axis;
+        dst[i] = (v >= 0 && v < n_axis) ? src[(o * n_axis + v) * inner + b] : (T)0;
+    }
+}
+
+OT_CUDA_KERNEL(ot_cuda_gather) {
+    (void)ctx;
+    const ot_tensor *x = &in[0], *ind = &in[1];
+    size_t es = ot_dtype_size(x->dtype);
+    if (!es || x->dtype != out[0].dtype) return bad(node, "data dtype differs or unsupported", err);
+    if (ind->dtype != OT_I64 && ind->dtype != OT_I32) return bad(node, "indices must be int32 or int64", err);
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), x->shape.rank);
+    if (axis < 0) return bad(node, "axis out of range", err);
+    int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_cu_numel(ind);
+    for (int d = 0; d < axis; d++) outer *= x->shape.dim[d];
+    for (int d = axis + 1; d < x->shape.rank; d++) inner *= x->shape.dim[d];
+    int64_t n = outer * n_idx * inner;
+    if (ot_cu_numel(&out[0]) != n) return bad(node, "output element count is not data[:axis] x indices x data[axis+1:]", err);
+    if (n == 0) return OT_OK;
+    int i64 = ind->dtype == OT_I64;
+    unsigned nb = ot_cu_blocks(n);
+    switch (es) {
+    case 1: k_gather<uint8_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint8_t *)x->data, ind->data, i64, (uint8_t *)out[0].data, outer, n_idx, n_axis, inner); break;
+    case 2: k_gather<uint16_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint16_t *)x->data, ind->data, i64, (uint16_t *)out[0].data, outer, n_idx, n_axis, inner); break;
+    case 4: k_gather<uint32_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint32_t *)x->data, ind->data, i64, (uint32_t *)out[0].data, outer, n_idx, n_axis, inner); break;
+    case 8: k_gather<uint64_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint64_t *)x->data, ind->data, i64, (uint64_t *)out[0].data, outer, n_idx, n_axis, inner); break;
+    default: return bad(node, "unsupported element size", err);
+    }
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+/* One thread per (outer row, inner column) walks the indices in order: repeated
+ * indices add up in the CPU's order, without atomics, so results are repeatable. */
+__global__ void k_gather_grad(const float *g, const void *idx, int i64, float *dd, int64_t outer, int64_t n_idx,
+                              int64_t D, int64_t inner) {
+    OT_CU_LOOP(t, outer * inner) {
+        int64_t o = t / inner, b = t % inner;
+        for (int64_t i = 0; i < n_idx; i++) {
+            int64_t j = load_index(idx, i64, i);
+            if (j < 0) j += D;
+            if (j < 0 || j >= D) continue;
+            dd[(o * D + j) * inner + b] += g[(o * n_idx + i) * inner + b];
+        }
+    }
+}
+
+OT_CUDA_KERNEL(ot_cuda_gather_grad) {
+    (void)ctx;
+    const ot_tensor *dy = &in[0], *idx = &in[1];
+    const ot_shape *ds = &out[0].shape;
+    if (dy->dtype != OT_F32) return bad(node, "dY must be float32", err);
+    if (idx->dtype != OT_I64 && idx->dtype != OT_I32) return bad(node, "indices must be int32 or int64", err);
+    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), ds->rank);
+    if (axis < 0) return bad(node, "axis out of range", err);
+    int64_t outer = 1, inner = 1, D = ds->dim[axis], I = ot_cu_numel(idx);
+    for (int d = 0; d < axis; d++) outer *= ds->dim[d];
+    for (int d = axis + 1; d < ds->rank; d++) inner *= ds->dim[d];
+    if (ot_cu_numel(dy) != outer * I * inner) return bad(node, "dY size does not match indices and data", err);
+    int64_t n = ot_cu_numel(&out[0]);
+    if (n == 0) return OT_OK;
+    OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, (size_t)n * sizeof(float), cx->stream));
+    if (outer * inner == 0) return OT_OK;
+    k_gather_grad<<<ot_cu_blocks(outer * inner), OT_CU_THREADS, 0, cx->stream>>>(
+        (const float *)dy->data, idx->data, idx->dtype == OT_I64, (float *)out[0].data, outer, I, D, inner);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}

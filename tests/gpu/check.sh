@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# check.sh — everything a machine with an NVIDIA GPU checks, in one run (< 8 minutes):
+#   1. the GPU tests: build/tests/test_cuda (every op and every sample model, CUDA vs CPU)
+#   2. a benchmark: GPT-2-small- and ResNet-50-sized models trained a few steps with
+#      --remat none / sqrt / selective / auto (at a budget) against PyTorch eager with
+#      and without torch.utils.checkpoint; the table (step time, samples/s, peak
+#      memory) is printed last.
+#
+# usage: tests/gpu/check.sh [BUILD_DIR]          (default BUILD_DIR: build-gpu)
+#        tests/gpu/check.sh --bundle BUILD_DIR   (on the build machine, see below)
+#
+# The build. If BUILD_DIR has no onnxtrain binary, the script configures and builds it
+# (cmake -DOT_WERROR=ON; needs protobuf-c, OpenBLAS, cmocka, the CUDA Toolkit and
+# cuDNN). A GPU machine without those libraries runs a build carried from one that has
+# them:
+#     cmake -S . -B build-gpu -DOT_WERROR=ON && cmake --build build-gpu -j
+#     tests/gpu/check.sh --bundle build-gpu    # copies the non-CUDA shared libraries
+#                                              # the binaries need into build-gpu/gpu-libs
+#     ... copy the source tree plus build-gpu/onnxtrain, build-gpu/tests/test_cuda and
+#     build-gpu/gpu-libs (about 45 MB; the rest of the build folder is not needed) to
+#     the GPU machine, then there:
+#     tests/gpu/check.sh build-gpu
+# The GPU machine provides the driver, the CUDA runtime, cuBLAS and cuDNN (the CUDA
+# Toolkit, or the nvidia-* wheels next to PyTorch, which the script finds).
+#
+# Exit status: 0 all passed; 1 a test or benchmark failed; 2 no GPU or no usable build.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+START=$(date +%s)
+LIMIT=${OT_CHECK_SECONDS:-470} # the whole script stays under 8 minutes
+PY=${OT_PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || PY=python3
+
+die() { echo "check.sh: $*" >&2; exit 2; }
+left() { echo $((LIMIT - ($(date +%s) - START))); }
+
+if [ "${1:-}" = "--bundle" ]; then
+  B=${2:?usage: check.sh --bundle BUILD_DIR}
+  [ -x "$B/onnxtrain" ] && [ -x "$B/tests/test_cuda" ] || die "$B has no onnxtrain and tests/test_cuda: build it first"
+  mkdir -p "$B/gpu-libs"
+  # everything the binaries load except the C library, the compiler runtime and CUDA
+  ldd "$B/onnxtrain" "$B/tests/test_cuda" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libpthread*|libdl.so*|librt.so*|ld-linux*|libgcc_s*|libstdc++*|libcuda.so*|libcudart*|libcublas*|libcudnn*|libnvrtc*|libnvJitLink*|libz.so*) ;;
+      *) cp -L "$lib" "$B/gpu-libs/" ;;
+    esac
+  done
+  echo "check.sh: bundled into $B/gpu-libs:"; ls "$B/gpu-libs"
+  exit 0
+fi
+
+B=${1:-build-gpu}
+case "$B" in /*) ;; *) B="$ROOT/$B" ;; esac
+
+# ---- a GPU? ----
+if nvidia-smi -L >/dev/null 2>&1; then
+  nvidia-smi -L
+elif "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
+  echo "check.sh: GPU found by PyTorch (no nvidia-smi)"
+else
+  die "no NVIDIA GPU found (nvidia-smi and torch.cuda both say none): nothing to check here; run it on a GPU machine"
+fi
+
+# ---- the build ----
+if [ ! -x "$B/onnxtrain" ]; then
+  echo "check.sh: no build in $B: configuring and building (needs protobuf-c, OpenBLAS, cmocka, CUDA, cuDNN)"
+  cmake -S "$ROOT" -B "$B" -DOT_WERROR=ON >"$B.cmake.log" 2>&1 || die "cmake failed (see $B.cmake.log); or carry a build, see the header of this script"
+  grep -q "CUDA backend ON" "$B.cmake.log" || die "cmake did not find the CUDA Toolkit and cuDNN (see $B.cmake.log)"
+  cmake --build "$B" -j "$(nproc)" >"$B.build.log" 2>&1 || die "build failed (see $B.build.log)"
+fi
+[ -x "$B/tests/test_cuda" ] || die "$B/tests/test_cuda is missing: the build has no CUDA backend"
+
+# libraries: the carried bundle, then CUDA from the toolkit and from PyTorch's wheels
+LIBS="$B/gpu-libs"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && LIBS="$LIBS:$d"; done
+WHEELS=$("$PY" - <<'PYEOF' 2>/dev/null
+import glob, os, sys
+dirs = set()
+for p in sys.path:
+    for lib in glob.glob(os.path.join(p, "nvidia", "*", "lib")):
+        dirs.add(lib)
+print(":".join(sorted(dirs)))
+PYEOF
+)
+[ -n "$WHEELS" ] && LIBS="$LIBS:$WHEELS"
+export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if ldd "$B/tests/test_cuda" | grep -q "not found"; then
+  ldd "$B/tests/test_cuda" | grep "not found" >&2
+  die "shared libraries missing (above): bundle them with --bundle on the build machine"
+fi
+
+FAIL=0
+# ---- 1. GPU tests ----
+echo "== GPU tests: $B/tests/test_cuda"
+( cd "$B/tests" && OT_SOURCE_DIR="$ROOT" OMP_NUM_THREADS=4 timeout 150 ./test_cuda ) | tee "$B/test_cuda.log"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then echo "check.sh: GPU tests FAILED (exit $rc)"; FAIL=1; fi
+if grep -q "no CUDA GPU found" "$B/test_cuda.log"; then echo "check.sh: test_cuda found no GPU although nvidia-smi does"; FAIL=1; fi
+
+# ---- 2. benchmark ----
+echo "== benchmark ($(left) s left)"
+BENCH="${OT_BENCH_DIR:-$B/gpu-bench}"
+if [ ! -f "$BENCH/gpt2_small.onnx" ] || [ ! -f "$BENCH/resnet50.onnx" ]; then
+  timeout 120 "$PY" "$ROOT/samples/export_samples.py" --gpu-bench "$BENCH" || { echo "check.sh: exporting the benchmark models failed"; FAIL=1; }
+fi
+if [ -f "$BENCH/gpt2_small.onnx" ]; then
+  rm -f "$B/bench_table.txt"
+  timeout $(( $(left) > 20 ? $(left) - 10 : 10 )) "$PY" "$ROOT/tests/gpu/bench_gpu.py" --onnxtrain "$B/onnxtrain" \
+    --models "$BENCH" --seconds $(( $(left) - 15 )) --table "$B/bench_table.txt" || FAIL=1
+fi
+echo "check.sh: finished in $(( $(date +%s) - START )) s, $([ $FAIL -eq 0 ] && echo PASSED || echo FAILED)"
+# the table last
+if [ -f "$B/bench_table.txt" ]; then echo; cat "$B/bench_table.txt"; fi
+exit $FAIL

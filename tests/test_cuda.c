@@ -1,0 +1,1034 @@
+/* test_cuda.c — the CUDA backend against the CPU backend: per op, forward and
+ * backward on random inputs (within 1e-5 relative, 1e-4 for reductions and
+ * convolutions; Dropout masks bitwise), and end to end (loss and every parameter
+ * gradient of each sample model, within 1e-4). Backend selection by name is tested
+ * everywhere; on a machine without a usable GPU the GPU tests are skipped with
+ * "no CUDA GPU found (<reason>): skipping". */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff/autodiff.h"
+#include "importer/importer.h"
+#include "kernels/backend_select.h"
+#include "runtime/executor.h"
+#include "runtime/optim.h"
+#include "remat/remat.h"
+#include "test_kernels_cpu_util.h"
+#ifdef OT_HAVE_CUDA
+#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/cuda_internal.h"
+#include "runtime/rng.h"
+#endif
+
+/* ---- backend selection (no GPU needed) --------------------------------------------- */
+
+static void test_select_names(void **state) {
+    (void)state;
+    ot_error e = {0};
+    ot_backend *be = ot_backend_new_by_name("cpu", 1, &e);
+    assert_non_null(be);
+    assert_string_equal(be->name, "cpu");
+    ot_backend_free(be);
+    const char *bad[] = {"tpu", "cuda:", "cuda:x", "cuda:-1", "cuda0", "cudax"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&e, 0, sizeof e);
+        assert_null(ot_backend_new_by_name(bad[i], 1, &e));
+        assert_int_equal(e.code, OT_E_USAGE);
+        assert_non_null(strstr(e.msg, bad[i]));
+    }
+}
+
+/* "cuda" either opens a GPU or fails with OT_E_DEVICE saying why. */
+static void test_select_cuda(void **state) {
+    (void)state;
+    ot_error e = {0};
+    ot_backend *be = ot_backend_new_by_name("cuda", 0, &e);
+#ifdef OT_HAVE_CUDA
+    char reason[256];
+    bool have = ot_cuda_available(reason, sizeof reason);
+    if (have) {
+        assert_non_null(be);
+        assert_string_equal(be->name, "cuda:0");
+        ot_backend_free(be);
+        memset(&e, 0, sizeof e);
+        assert_null(ot_backend_new_by_name("cuda:1000", 0, &e));
+        assert_int_equal(e.code, OT_E_DEVICE);
+    } else {
+        assert_null(be);
+        assert_int_equal(e.code, OT_E_DEVICE);
+        assert_non_null(strstr(e.msg, "no CUDA GPU found"));
+    }
+#else
+    assert_null(be);
+    assert_int_equal(e.code, OT_E_DEVICE);
+    assert_non_null(strstr(e.msg, "built without CUDA"));
+#endif
+}
+
+#ifdef OT_HAVE_CUDA
+
+/* ---- host-side parts of the CUDA backend (no GPU needed) ------------------------------ */
+
+/* The kernels' Philox (compiled by nvcc for host and device from one source) gives
+ * the CPU generator's uniforms bit for bit, so Dropout masks agree. */
+static void test_philox_matches_cpu(void **state) {
+    (void)state;
+    const uint64_t seeds[] = {0, 1, 0x123456789abcdefULL, UINT64_MAX};
+    for (size_t s = 0; s < sizeof seeds / sizeof seeds[0]; s++)
+        for (uint64_t i = 0; i < 5000; i += 7) {
+            uint64_t index = i * 0x9E3779B97F4A7C15ULL; /* high bits too */
+            float a = ot_cuda_philox_uniform_host(seeds[s], i % 13, (uint32_t)(i % 5), index);
+            float b = ot_philox_uniform(seeds[s], i % 13, (uint32_t)(i % 5), index);
+            if (memcmp(&a, &b, sizeof a) != 0) fail_msg("seed %llu index %llu: %.9g vs %.9g", (unsigned long long)seeds[s],
+                                                        (unsigned long long)index, a, b);
+        }
+}
+
+/* cuDNN pads both ends alike: asymmetric pads that change the output are refused by
+ * supports (so the executor names the node), the usual shapes are accepted. */
+static void test_conv_geometry(void **state) {
+    (void)state;
+    float dummy = 0;
+    ot_node n = tk_node(OT_OP_CONV, 2, 1);
+    int64_t pads_sym[4] = {1, 1, 1, 1}, pads_asym[4] = {0, 0, 2, 2}, ks[2] = {3, 3};
+    ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
+    ot_node_set_attr_ints(&n, "pads", pads_sym, 4);
+    ot_tensor in[2] = {tk_t(OT_F32, &dummy, 4, 2, 3, 8, 8), tk_t(OT_F32, &dummy, 4, 4, 3, 3, 3)};
+    ot_tensor out[1] = {tk_t(OT_F32, &dummy, 4, 2, 4, 8, 8)};
+    assert_true(ot_cuda_conv_supported(&n, in, out));
+    ot_node_set_attr_ints(&n, "pads", pads_asym, 4);
+    ot_tensor out2[1] = {tk_t(OT_F32, &dummy, 4, 2, 4, 8, 8)};
+    assert_false(ot_cuda_conv_supported(&n, in, out2));
+    ot_node_set_attr_ints(&n, "pads", pads_sym, 4);
+    ot_tensor in3[2] = {tk_t(OT_F32, &dummy, 5, 1, 3, 4, 4, 4), tk_t(OT_F32, &dummy, 5, 4, 3, 3, 3, 3)};
+    ot_tensor out3[1] = {tk_t(OT_F32, &dummy, 5, 1, 4, 4, 4, 4)};
+    assert_false(ot_cuda_conv_supported(&n, in3, out3)); /* 3-D: not on cuDNN's 2-D path */
+    tk_node_free(&n);
+}
+
+/* Scratch the CUDA kernels ask the planner for, where they share the CPU's layout. */
+static void test_workspace_sizes(void **state) {
+    (void)state;
+    float dummy = 0;
+    ot_node n = tk_node(OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS, 2, 1);
+    ot_tensor in[2] = {tk_t(OT_F32, &dummy, 3, 4, 10, 3), tk_t(OT_I64, &dummy, 2, 4, 3)};
+    ot_tensor out[1] = {tk_t(OT_F32, &dummy, 0)};
+    assert_int_equal(ot_cuda_reduce_workspace(&n, in, out), ot_cpu_workspace_bytes(&n, in, out));
+    ot_node_set_attr_string(&n, "reduction", "none");
+    assert_int_equal(ot_cuda_reduce_workspace(&n, in, out), 0);
+    tk_node_free(&n);
+    ot_node g = tk_node(OT_OP_LAYER_NORM_GRAD, 3, 3);
+    ot_tensor gin[3] = {tk_t(OT_F32, &dummy, 3, 2, 5, 8), tk_t(OT_F32, &dummy, 3, 2, 5, 8), tk_t(OT_F32, &dummy, 1, 8)};
+    ot_tensor gout[3] = {gin[0], gin[2], gin[2]};
+    assert_int_equal(ot_cuda_reduce_workspace(&g, gin, gout), 10 * 2 * sizeof(double));
+    tk_node_free(&g);
+}
+
+/* ---- per-op comparison harness ------------------------------------------------------ */
+
+#define TC_MAX 8
+
+/* Owns every buffer a test allocates. */
+typedef struct tc_pool {
+    void *p[64];
+    int n;
+} tc_pool;
+
+static void *tc_alloc(tc_pool *pool, size_t n) {
+    void *p = calloc(1, n ? n : 1);
+    assert_non_null(p);
+    assert_true(pool->n < 64);
+    pool->p[pool->n++] = p;
+    return p;
+}
+static void tc_free(tc_pool *pool) {
+    for (int i = 0; i < pool->n; i++) free(pool->p[i]);
+    pool->n = 0;
+}
+
+static ot_tensor tc_tensor(tc_pool *pool, ot_dtype t, int rank, const int64_t *dims) {
+    ot_tensor x;
+    memset(&x, 0, sizeof x);
+    x.dtype = t;
+    x.shape = ot_shape_make(rank, dims);
+    x.nbytes = (size_t)ot_shape_numel(&x.shape) * ot_dtype_size(t);
+    x.data = tc_alloc(pool, x.nbytes);
+    return x;
+}
+
+/* Random float32 tensor in [lo, hi). */
+static ot_tensor tc_rand(tc_pool *pool, uint32_t seed, float lo, float hi, int rank, ...) {
+    int64_t d[OT_MAX_RANK];
+    va_list ap;
+    va_start(ap, rank);
+    for (int i = 0; i < rank; i++) d[i] = va_arg(ap, int);
+    va_end(ap);
+    ot_tensor x = tc_tensor(pool, OT_F32, rank, d);
+    tk_fill(x.data, ot_shape_numel(&x.shape), seed, lo, hi);
+    return x;
+}
+
+/* int64 tensor from values. */
+static ot_tensor tc_ints(tc_pool *pool, int n, const int64_t *v) {
+    int64_t d = n;
+    ot_tensor x = tc_tensor(pool, OT_I64, 1, &d);
+    memcpy(x.data, v, (size_t)n * 8);
+    return x;
+}
+
+/* An output slot: dtype and shape, no data. */
+static ot_tensor tc_out(ot_dtype t, int rank, ...) {
+    ot_tensor x;
+    memset(&x, 0, sizeof x);
+    int64_t d[OT_MAX_RANK];
+    va_list ap;
+    va_start(ap, rank);
+    for (int i = 0; i < rank; i++) d[i] = va_arg(ap, int);
+    va_end(ap);
+    x.dtype = t;
+    x.shape = ot_shape_make(rank, d);
+    x.nbytes = (size_t)ot_shape_numel(&x.shape) * ot_dtype_size(t);
+    return x;
+}
+
+/* Compares n values: float32 within tol relative to max(1, |cpu|) (NaN must match),
+ * anything else bitwise. Returns the largest error seen (INFINITY on a mismatch). */
+static double tc_diff(ot_dtype t, const void *gpu, const void *cpu, size_t nbytes) {
+    if (t != OT_F32) return memcmp(gpu, cpu, nbytes) == 0 ? 0.0 : INFINITY;
+    const float *a = gpu, *b = cpu;
+    double m = 0.0;
+    for (size_t i = 0; i < nbytes / 4; i++) {
+        double d;
+        if (isnan(a[i]) || isnan(b[i])) d = isnan(a[i]) && isnan(b[i]) ? 0.0 : INFINITY;
+        else d = fabs((double)a[i] - b[i]) / (fabs(b[i]) > 1.0 ? fabs(b[i]) : 1.0);
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+#define TC_ALIGN 256
+static size_t tc_round(size_t n) { return (n + TC_ALIGN - 1) / TC_ALIGN * TC_ALIGN; }
+
+/* Runs node n on the CPU (host copies) and on the GPU backend with the same inputs;
+ * compares every output, and every input too (optimizer steps update in place). */
+static void tc_check(ot_backend *be, const char *label, const ot_node *n, const ot_tensor *in, const ot_tensor *out,
+                     double tol, uint64_t seed, uint64_t step, int rng_node) {
+    tc_pool pool = {0};
+    int ni = n->n_inputs, no = n->n_outputs;
+    ot_tensor cin[TC_MAX], cout[TC_MAX], gin[TC_MAX], gout[TC_MAX];
+    assert_true(ni <= TC_MAX && no <= TC_MAX);
+    for (int k = 0; k < ni; k++) {
+        cin[k] = in[k];
+        if (in[k].data) {
+            cin[k].data = tc_alloc(&pool, in[k].nbytes);
+            memcpy(cin[k].data, in[k].data, in[k].nbytes);
+        }
+    }
+    for (int k = 0; k < no; k++) {
+        cout[k] = out[k];
+        cout[k].data = out[k].dtype ? tc_alloc(&pool, out[k].nbytes) : NULL;
+    }
+    ot_error e = {0};
+    if (tk_run_ex(n, cin, cout, 2, seed, step, rng_node, &e) != OT_OK) fail_msg("%s: CPU kernel failed: %s", label, e.msg);
+
+    /* the GPU side: one arena holding inputs, outputs and the workspace */
+    size_t total = 0, off_in[TC_MAX], off_out[TC_MAX];
+    for (int k = 0; k < ni; k++) off_in[k] = total, total += tc_round(in[k].nbytes);
+    for (int k = 0; k < no; k++) off_out[k] = total, total += tc_round(out[k].nbytes);
+    for (int k = 0; k < ni; k++) gin[k] = in[k];
+    for (int k = 0; k < no; k++) gout[k] = out[k];
+    if (!be->supports(be, n, gin, gout)) fail_msg("%s: the CUDA backend does not support the node", label);
+    size_t ws = be->workspace_bytes(be, n, gin, gout), ws_off = total;
+    total += tc_round(ws);
+    char *base = NULL;
+    if (be->arena_alloc(be, total, (void **)&base, &e) != OT_OK) fail_msg("%s: %s", label, e.msg);
+    for (int k = 0; k < ni; k++) {
+        gin[k].data = in[k].data ? base + off_in[k] : NULL;
+        if (in[k].data) assert_int_equal(be->copy_in(be, gin[k].data, in[k].data, in[k].nbytes, &e), OT_OK);
+    }
+    for (int k = 0; k < no; k++) gout[k].data = out[k].dtype ? base + off_out[k] : NULL;
+    ot_kernel_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.seed = seed;
+    ctx.step = step;
+    ctx.rng_node = rng_node;
+    ctx.workspace = ws ? base + ws_off : NULL;
+    ctx.workspace_bytes = ws;
+    ot_status st = be->run_node(be, NULL, n, gin, gout, &ctx, &e);
+    if (!st) st = be->synchronize(be, &e);
+    if (st) {
+        be->arena_free(be, base);
+        fail_msg("%s: CUDA kernel failed: %s", label, e.msg);
+    }
+    double worst = 0.0;
+    for (int k = 0; k < no + ni; k++) {
+        const ot_tensor *g = k < no ? &gout[k] : &gin[k - no], *c = k < no ? &cout[k] : &cin[k - no];
+        if (!g->data || !g->nbytes) continue;
+        void *host = tc_alloc(&pool, g->nbytes);
+        assert_int_equal(be->copy_out(be, host, g->data, g->nbytes, &e), OT_OK);
+        double d = tc_diff(g->dtype, host, c->data, g->nbytes);
+        if (d > tol) {
+            be->arena_free(be, base);
+            tc_free(&pool);
+            fail_msg("%s: %s %d differs from the CPU by %g (tolerance %g)", label, k < no ? "output" : "input",
+                     k < no ? k : k - no, d, tol);
+        }
+        if (d > worst) worst = d;
+    }
+    be->arena_free(be, base);
+    tc_free(&pool);
+}
+
+#define TOL 1e-5
+#define TOL_RED 1e-4
+
+static ot_backend *backend_of(void **state) { return (ot_backend *)*state; }
+
+/* ---- matmul family ------------------------------------------------------------------ */
+
+static void test_gemm(void **state) {
+    tc_pool p = {0};
+    ot_node n = tk_node(OT_OP_GEMM, 3, 1);
+    ot_node_set_attr_int(&n, "transB", 1);
+    ot_node_set_attr_float(&n, "alpha", 0.5f);
+    ot_tensor in[3] = {tc_rand(&p, 1, -1, 1, 2, 17, 33), tc_rand(&p, 2, -1, 1, 2, 9, 33), tc_rand(&p, 3, -1, 1, 1, 9)};
+    ot_tensor out[1] = {tc_out(OT_F32, 2, 17, 9)};
+    tc_check(backend_of(state), "Gemm transB + bias", &n, in, out, TOL, 0, 0, 0);
+    ot_node_set_attr_int(&n, "transB", 0);
+    ot_node_set_attr_int(&n, "transA", 1);
+    ot_tensor in2[3] = {tc_rand(&p, 4, -1, 1, 2, 33, 17), tc_rand(&p, 5, -1, 1, 2, 33, 9), tc_rand(&p, 6, -1, 1, 2, 17, 1)};
+    tc_check(backend_of(state), "Gemm transA + column bias", &n, in2, out, TOL, 0, 0, 0);
+    tk_node_free(&n);
+    tc_free(&p);
+}
+
+static void test_matmul(void **state) {
+    tc_pool p = {0};
+    ot_node n = tk_node(OT_OP_MATMUL, 2, 1);
+    ot_tensor a[2] = {tc_rand(&p, 1, -1, 1, 3, 4, 5, 6), tc_rand(&p, 2, -1, 1, 2, 6, 7)};
+    ot_tensor o1[1] = {tc_out(OT_F32, 3, 4, 5, 7)};
+    tc_check(backend_of(state), "MatMul shared B", &n, a, o1, TOL, 0, 0, 0);
+    ot_tensor b[2] = {tc_rand(&p, 3, -1, 1, 4, 2, 3, 5, 6), tc_rand(&p, 4, -1, 1, 4, 2, 3, 6, 4)};
+    ot_tensor o2[1] = {tc_out(OT_F32, 4, 2, 3, 5, 4)};
+    tc_check(backend_of(state), "MatMul batched", &n, b, o2, TOL, 0, 0, 0);
+    ot_tensor c[2] = {tc_rand(&p, 5, -1, 1, 4, 2, 1, 5, 6), tc_rand(&p, 6, -1, 1, 3, 3, 6, 4)};
+    ot_tensor o3[1] = {tc_out(OT_F32, 4, 2, 3, 5, 4)};
+    tc_check(backend_of(state), "MatMul mixed broadcast", &n, c, o3, TOL, 0, 0, 0);
+    ot_tensor d[2] = {tc_rand(&p, 7, -1, 1, 1, 6), tc_rand(&p, 8, -1, 1, 3, 3, 6, 4)};
+    ot_tensor o4[1] = {tc_out(OT_F32, 2, 3, 4)};
+    tc_check(backend_of(state), "MatMul vector x batch", &n, d, o4, TOL, 0, 0, 0);
+    tk_node_free(&n);
+    tc_free(&p);
+}
+
+/* ---- pointwise ------------------------------------------------------------------------ */
+
+static void test_binary(void **state) {
+    tc_pool p = {0};
+    ot_op ops[] = {OT_OP_ADD, OT_OP_SUB, OT_OP_MUL, OT_OP_DIV, OT_OP_POW};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        ot_node n = tk_node(ops[i], 2, 1);
+        ot_tensor in[2] = {tc_rand(&p, 10 + (uint32_t)i, 0.5f, 2, 3, 2, 3, 4), tc_rand(&p, 20 + (uint32_t)i, 0.5f, 2, 2, 3, 1)};
+        ot_tensor out[1] = {tc_out(OT_F32, 3, 2, 3, 4)};
+        tc_check(backend_of(state), ot_op_name(ops[i]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    ot_node n = tk_node(OT_OP_ADD, 2, 1);
+    int64_t a[6] = {1, -2, 3, INT64_MAX, 5, 6}, b[1] = {7};
+    ot_tensor in[2] = {tc_ints(&p, 6, a), tc_ints(&p, 1, b)};
+    ot_tensor out[1] = {tc_out(OT_I64, 1, 6)};
+    tc_check(backend_of(state), "Add int64 (wraps)", &n, in, out, 0, 0, 0, 0);
+    tk_node_free(&n);
+    tc_free(&p);
+}
+
+static void test_unary(void **state) {
+    tc_pool p = {0};
+    ot_op ops[] = {OT_OP_SQRT, OT_OP_RECIPROCAL, OT_OP_NEG, OT_OP_EXP, OT_OP_LOG, OT_OP_ERF, OT_OP_TANH,
+                   OT_OP_SIGMOID, OT_OP_RELU, OT_OP_LEAKY_RELU, OT_OP_CLIP, OT_OP_GELU};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        ot_node n = tk_node(ops[i], 1, 1);
+        bool pos = ops[i] == OT_OP_SQRT || ops[i] == OT_OP_LOG;
+        if (ops[i] == OT_OP_CLIP) {
+            ot_node_set_attr_float(&n, "min", 0.0f);
+            ot_node_set_attr_float(&n, "max", 6.0f);
+        }
+        ot_tensor in[1] = {tc_rand(&p, 30 + (uint32_t)i, pos ? 0.1f : -8.0f, 8.0f, 2, 37, 29)};
+        ot_tensor out[1] = {tc_out(OT_F32, 2, 37, 29)};
+        tc_check(backend_of(state), ot_op_name(ops[i]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    tc_free(&p);
+}
+
+static void test_act_grads(void **state) {
+    tc_pool p = {0};
+    ot_op ops[] = {OT_OP_RELU_GRAD, OT_OP_LEAKY_RELU_GRAD, OT_OP_SIGMOID_GRAD, OT_OP_TANH_GRAD,
+                   OT_OP_GELU_GRAD, OT_OP_ERF_GRAD, OT_OP_CLIP_GRAD};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        ot_node n = tk_node(ops[i], 2, 1);
+        if (ops[i] == OT_OP_CLIP_GRAD) {
+            ot_node_set_attr_float(&n, "min", -1.0f);
+            ot_node_set_attr_float(&n, "max", 2.0f);
+        }
+        ot_tensor in[2] = {tc_rand(&p, 40 + (uint32_t)i, -2, 2, 1, 1000), tc_rand(&p, 50 + (uint32_t)i, -3, 3, 1, 1000)};
+        ot_tensor out[1] = {tc_out(OT_F32, 1, 1000)};
+        tc_check(backend_of(state), ot_op_name(ops[i]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    tc_free(&p);
+}
+
+/* Masks must be bitwise the CPU's: Philox with the same key layout. */
+static void test_dropout(void **state) {
+    tc_pool p = {0};
+    ot_node n = tk_node(OT_OP_DROPOUT, 1, 2);
+    ot_node_set_attr_float(&n, "ratio", 0.3f);
+    ot_node_set_attr_int(&n, "training_mode", 1);
+    ot_tensor in[1] = {tc_rand(&p, 60, -1, 1, 2, 100, 77)};
+    ot_tensor out[2] = {tc_out(OT_F32, 2, 100, 77), tc_out(OT_BOOL, 2, 100, 77)};
+    tc_check(backend_of(state), "Dropout", &n, in, out, 0.0, 0x123456789abcdefULL, 7, 42);
+    tk_node_free(&n);
+    ot_node g = tk_node(OT_OP_DROPOUT_GRAD, 2, 1);
+    ot_node_set_attr_float(&g, "ratio", 0.3f);
+    ot_node_set_attr_int(&g, "rng_node", 42);
+    ot_tensor gin[2] = {tc_rand(&p, 61, -1, 1, 2, 100, 77), in[0]};
+    ot_tensor gout[1] = {tc_out(OT_F32, 2, 100, 77)};
+    tc_check(backend_of(state), "DropoutGrad", &g, gin, gout, 0.0, 0x123456789abcdefULL, 7, 5);
+    tk_node_free(&g);
+    tc_free(&p);
+}
+
+static void test_where_equal_cast_expand(void **state) {
+    tc_pool p = {0};
+    int64_t a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 3, 0, 5, 0};
+    ot_node eq = tk_node(OT_OP_EQUAL, 2, 1);
+    ot_tensor ein[2] = {tc_ints(&p, 6, a), tc_ints(&p, 6, b)};
+    ot_tensor eout[1] = {tc_out(OT_BOOL, 1, 6)};
+    tc_check(backend_of(state), "Equal", &eq, ein, eout, 0, 0, 0, 0);
+    tk_node_free(&eq);
+
+    ot_node w = tk_node(OT_OP_WHERE, 3, 1);
+    int64_t cd[2] = {2, 3};
+    ot_tensor cond = tc_tensor(&p, OT_BOOL, 2, cd);
+    for (int i = 0; i < 6; i++) ((uint8_t *)cond.data)[i] = (uint8_t)(i % 2);
+    ot_tensor win[3] = {cond, tc_rand(&p, 70, -1, 1, 2, 2, 3), tc_rand(&p, 71, -1, 1, 1, 3)};
+    ot_tensor wout[1] = {tc_out(OT_F32, 2, 2, 3)};
+    tc_check(backend_of(state), "Where", &w, win, wout, 0, 0, 0, 0);
+    tk_node_free(&w);
+
+    ot_node c = tk_node(OT_OP_CAST, 1, 1);
+    ot_tensor cin[1] = {tc_rand(&p, 72, -100, 100, 1, 50)};
+    ot_tensor cout[1] = {tc_out(OT_I64, 1, 50)};
+    tc_check(backend_of(state), "Cast f32->i64", &c, cin, cout, 0, 0, 0, 0);
+    tk_node_free(&c);
+
+    ot_node x = tk_node(OT_OP_EXPAND, 2, 1);
+    int64_t shp[3] = {2, 3, 4};
+    ot_tensor xin[2] = {tc_rand(&p, 73, -1, 1, 2, 3, 1), tc_ints(&p, 3, shp)};
+    ot_tensor xout[1] = {tc_out(OT_F32, 3, 2, 3, 4)};
+    tc_check(backend_of(state), "Expand", &x, xin, xout, 0, 0, 0, 0);
+    tk_node_free(&x);
+
+    ot_node s = tk_node(OT_OP_SUM, 3, 1);
+    ot_tensor sin[3] = {tc_rand(&p, 74, -1, 1, 2, 3, 4), tc_rand(&p, 75, -1, 1, 1, 4), tc_rand(&p, 76, -1, 1, 2, 3, 1)};
+    ot_tensor sout[1] = {tc_out(OT_F32, 2, 3, 4)};
+    tc_check(backend_of(state), "Sum", &s, sin, sout, TOL, 0, 0, 0);
+    tk_node_free(&s);
+    tc_free(&p);
+}
+
+/* ---- layout ----------------------------------------------------------------------------- */
+
+static void test_layout(void **state) {
+    tc_pool p = {0};
+    ot_node t = tk_node(OT_OP_TRANSPOSE, 1, 1);
+    int64_t perm[4] = {0, 2, 3, 1};
+    ot_node_set_attr_ints(&t, "perm", perm, 4);
+    ot_tensor tin[1] = {tc_rand(&p, 80, -1, 1, 4, 2, 3, 4, 5)};
+    ot_tensor tout[1] = {tc_out(OT_F32, 4, 2, 4, 5, 3)};
+    tc_check(backend_of(state), "Transpose", &t, tin, tout, 0, 0, 0, 0);
+    tk_node_free(&t);
+
+    ot_node c = tk_node(OT_OP_CONCAT, 3, 1);
+    ot_node_set_attr_int(&c, "axis", 1);
+    ot_tensor cin[3] = {tc_rand(&p, 81, -1, 1, 3, 2, 1, 4), tc_rand(&p, 82, -1, 1, 3, 2, 3, 4),
+                        tc_rand(&p, 83, -1, 1, 3, 2, 2, 4)};
+    ot_tensor cout[1] = {tc_out(OT_F32, 3, 2, 6, 4)};
+    tc_check(backend_of(state), "Concat", &c, cin, cout, 0, 0, 0, 0);
+    tk_node_free(&c);
+
+    ot_node s = tk_node(OT_OP_SPLIT, 1, 2);
+    int64_t sp[2] = {2, 4};
+    ot_node_set_attr_int(&s, "axis", -1);
+    ot_node_set_attr_ints(&s, "split", sp, 2);
+    ot_tensor sin[1] = {tc_rand(&p, 84, -1, 1, 2, 3, 6)};
+    ot_tensor sout[2] = {tc_out(OT_F32, 2, 3, 2), tc_out(OT_F32, 2, 3, 4)};
+    tc_check(backend_of(state), "Split", &s, sin, sout, 0, 0, 0, 0);
+    tk_node_free(&s);
+
+    ot_node sl = tk_node(OT_OP_SLICE, 5, 1);
+    int64_t st[2] = {1, -1}, en[2] = {5, 0}, ax[2] = {1, 2}, stp[2] = {2, -2};
+    ot_tensor slin[5] = {tc_rand(&p, 85, -1, 1, 3, 2, 6, 5), tc_ints(&p, 2, st), tc_ints(&p, 2, en), tc_ints(&p, 2, ax),
+                         tc_ints(&p, 2, stp)};
+    ot_tensor slout[1] = {tc_out(OT_F32, 3, 2, 2, 2)};
+    tc_check(backend_of(state), "Slice with steps", &sl, slin, slout, 0, 0, 0, 0);
+    tk_node_free(&sl);
+
+    ot_node sg = tk_node(OT_OP_SLICE_GRAD, 6, 1);
+    ot_tensor sgin[6] = {tc_rand(&p, 86, -1, 1, 3, 2, 2, 2), slin[0], slin[1], slin[2], slin[3], slin[4]};
+    ot_tensor sgout[1] = {tc_out(OT_F32, 3, 2, 6, 5)};
+    tc_check(backend_of(state), "SliceGrad", &sg, sgin, sgout, 0, 0, 0, 0);
+    tk_node_free(&sg);
+
+    ot_node g = tk_node(OT_OP_GATHER, 2, 1);
+    int64_t idx[5] = {3, 0, -1, 3, 2};
+    ot_tensor gin[2] = {tc_rand(&p, 87, -1, 1, 2, 5, 7), tc_ints(&p, 5, idx)};
+    ot_tensor gout[1] = {tc_out(OT_F32, 2, 5, 7)};
+    tc_check(backend_of(state), "Gather", &g, gin, gout, 0, 0, 0, 0);
+    tk_node_free(&g);
+
+    ot_node gg = tk_node(OT_OP_GATHER_GRAD, 3, 1);
+    ot_tensor ggin[3] = {tc_rand(&p, 88, -1, 1, 2, 5, 7), gin[1], gin[0]};
+    ot_tensor ggout[1] = {tc_out(OT_F32, 2, 5, 7)};
+    tc_check(backend_of(state), "GatherGrad (repeated indices)", &gg, ggin, ggout, TOL, 0, 0, 0);
+    tk_node_free(&gg);
+    tc_free(&p);
+}
+
+/* ---- reductions and normalisation ------------------------------------------------------- */
+
+static void test_reduce(void **state) {
+    tc_pool p = {0};
+    ot_node r = tk_node(OT_OP_REDUCE_MEAN, 1, 1);
+    int64_t axes[2] = {0, 2};
+    ot_node_set_attr_ints(&r, "axes", axes, 2);
+    ot_node_set_attr_int(&r, "keepdims", 1);
+    ot_tensor rin[1] = {tc_rand(&p, 90, -1, 1, 3, 6, 5, 300)};
+    ot_tensor rout[1] = {tc_out(OT_F32, 3, 1, 5, 1)};
+    tc_check(backend_of(state), "ReduceMean", &r, rin, rout, TOL_RED, 0, 0, 0);
+    tk_node_free(&r);
+
+    ot_node s = tk_node(OT_OP_REDUCE_SUM, 1, 1);
+    ot_tensor sout[1] = {tc_out(OT_F32, 0)};
+    tc_check(backend_of(state), "ReduceSum all", &s, rin, sout, TOL_RED, 0, 0, 0);
+    tk_node_free(&s);
+
+    ot_node rl = tk_node(OT_OP_REDUCE_TO_LIKE, 2, 1);
+    ot_tensor rlin[2] = {tc_rand(&p, 91, -1, 1, 3, 4, 3, 5), tc_rand(&p, 92, -1, 1, 2, 3, 1)};
+    ot_tensor rlout[1] = {tc_out(OT_F32, 2, 3, 1)};
+    tc_check(backend_of(state), "ReduceToLike", &rl, rlin, rlout, TOL_RED, 0, 0, 0);
+    tk_node_free(&rl);
+
+    ot_node el = tk_node(OT_OP_EXPAND_LIKE, 2, 1);
+    ot_tensor elin[2] = {rlout[0], rlin[0]};
+    elin[0] = tc_rand(&p, 93, -1, 1, 2, 3, 1);
+    ot_tensor elout[1] = {tc_out(OT_F32, 3, 4, 3, 5)};
+    tc_check(backend_of(state), "ExpandLike", &el, elin, elout, 0, 0, 0, 0);
+    tk_node_free(&el);
+    tc_free(&p);
+}
+
+static void test_softmax(void **state) {
+    tc_pool p = {0};
+    for (int axis = -1; axis <= 1; axis += 2) {
+        for (int lg = 0; lg < 2; lg++) {
+            ot_node n = tk_node(lg ? OT_OP_LOG_SOFTMAX : OT_OP_SOFTMAX, 1, 1);
+            ot_node_set_attr_int(&n, "axis", axis);
+            ot_tensor in[1] = {tc_rand(&p, 100 + (uint32_t)lg, -5, 5, 3, 4, 70, 9)};
+            ot_tensor out[1] = {tc_out(OT_F32, 3, 4, 70, 9)};
+            tc_check(backend_of(state), lg ? "LogSoftmax" : "Softmax", &n, in, out, TOL, 0, 0, 0);
+            tk_node_free(&n);
+            ot_node gn = tk_node(lg ? OT_OP_LOG_SOFTMAX_GRAD : OT_OP_SOFTMAX_GRAD, 2, 1);
+            ot_node_set_attr_int(&gn, "axis", axis);
+            ot_tensor gin[2] = {tc_rand(&p, 110 + (uint32_t)lg, -1, 1, 3, 4, 70, 9), tc_rand(&p, 120, 0.01f, 0.5f, 3, 4, 70, 9)};
+            tc_check(backend_of(state), lg ? "LogSoftmaxGrad" : "SoftmaxGrad", &gn, gin, out, TOL_RED, 0, 0, 0);
+            tk_node_free(&gn);
+        }
+    }
+    tc_free(&p);
+}
+
+static void test_layer_norm(void **state) {
+    tc_pool p = {0};
+    ot_node n = tk_node(OT_OP_LAYER_NORM, 3, 3);
+    ot_node_set_attr_int(&n, "axis", -1);
+    ot_tensor in[3] = {tc_rand(&p, 130, -2, 3, 3, 2, 7, 96), tc_rand(&p, 131, 0.5f, 1.5f, 1, 96),
+                       tc_rand(&p, 132, -1, 1, 1, 96)};
+    ot_tensor out[3] = {tc_out(OT_F32, 3, 2, 7, 96), tc_out(OT_F32, 3, 2, 7, 1), tc_out(OT_F32, 3, 2, 7, 1)};
+    tc_check(backend_of(state), "LayerNormalization", &n, in, out, TOL_RED, 0, 0, 0);
+    tk_node_free(&n);
+    ot_node g = tk_node(OT_OP_LAYER_NORM_GRAD, 3, 3);
+    ot_node_set_attr_int(&g, "axis", -1);
+    ot_tensor gin[3] = {tc_rand(&p, 133, -1, 1, 3, 2, 7, 96), in[0], in[1]};
+    ot_tensor gout[3] = {tc_out(OT_F32, 3, 2, 7, 96), tc_out(OT_F32, 1, 96), tc_out(OT_F32, 1, 96)};
+    tc_check(backend_of(state), "LayerNormGrad", &g, gin, gout, TOL_RED, 0, 0, 0);
+    tk_node_free(&g);
+    tc_free(&p);
+}
+
+static void test_batch_norm(void **state) {
+    tc_pool p = {0};
+    ot_node n = tk_node(OT_OP_BATCH_NORM, 5, 3);
+    ot_node_set_attr_int(&n, "training_mode", 1);
+    ot_node_set_attr_int(&n, "unbiased_running_var", 1);
+    ot_tensor in[5] = {tc_rand(&p, 140, -2, 3, 4, 4, 6, 5, 5), tc_rand(&p, 141, 0.5f, 1.5f, 1, 6),
+                       tc_rand(&p, 142, -1, 1, 1, 6), tc_rand(&p, 143, -1, 1, 1, 6), tc_rand(&p, 144, 0.5f, 2, 1, 6)};
+    ot_tensor out[3] = {tc_out(OT_F32, 4, 4, 6, 5, 5), tc_out(OT_F32, 1, 6), tc_out(OT_F32, 1, 6)};
+    tc_check(backend_of(state), "BatchNormalization training", &n, in, out, TOL_RED, 0, 0, 0);
+    ot_node_set_attr_int(&n, "training_mode", 0);
+    tc_check(backend_of(state), "BatchNormalization inference", &n, in, out, TOL, 0, 0, 0);
+    tk_node_free(&n);
+    ot_node g = tk_node(OT_OP_BATCH_NORM_GRAD, 3, 3);
+    ot_node_set_attr_int(&g, "training_mode", 1);
+    ot_tensor gin[3] = {tc_rand(&p, 145, -1, 1, 4, 4, 6, 5, 5), in[0], in[1]};
+    ot_tensor gout[3] = {tc_out(OT_F32, 4, 4, 6, 5, 5), tc_out(OT_F32, 1, 6), tc_out(OT_F32, 1, 6)};
+    tc_check(backend_of(state), "BatchNormGrad", &g, gin, gout, TOL_RED, 0, 0, 0);
+    tk_node_free(&g);
+    tc_free(&p);
+}
+
+static void test_losses(void **state) {
+    tc_pool p = {0};
+    int64_t lab[12] = {0, 3, 9, 2, 2, 5, -100, 7, 1, 0, 8, 4};
+    for (int sm = 0; sm < 2; sm++) {
+        ot_node n = tk_node(sm ? OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS : OT_OP_NLL_LOSS, 2, 1);
+        ot_node_set_attr_int(&n, "ignore_index", -100);
+        ot_tensor in[2] = {tc_rand(&p, 150, -3, 3, 2, 12, 10), tc_ints(&p, 12, lab)};
+        ot_tensor out[1] = {tc_out(OT_F32, 0)};
+        tc_check(backend_of(state), sm ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss", &n, in, out, TOL_RED,
+                 0, 0, 0);
+        tk_node_free(&n);
+        ot_node g = tk_node(sm ? OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD : OT_OP_NLL_LOSS_GRAD, 3, 1);
+        ot_node_set_attr_int(&g, "ignore_index", -100);
+        ot_tensor dl = tc_rand(&p, 151, 0.5f, 1.5f, 0);
+        ot_tensor gin[3] = {dl, in[0], in[1]};
+        ot_tensor gout[1] = {tc_out(OT_F32, 2, 12, 10)};
+        tc_check(backend_of(state), sm ? "SoftmaxCrossEntropyLossGrad" : "NegativeLogLikelihoodLossGrad", &g, gin, gout,
+                 TOL_RED, 0, 0, 0);
+        tk_node_free(&g);
+    }
+    ot_node m = tk_node(OT_OP_MSE_LOSS, 2, 1);
+    ot_tensor min[2] = {tc_rand(&p, 152, -1, 1, 2, 8, 9), tc_rand(&p, 153, -1, 1, 2, 8, 9)};
+    ot_tensor mout[1] = {tc_out(OT_F32, 0)};
+    tc_check(backend_of(state), "MseLoss", &m, min, mout, TOL_RED, 0, 0, 0);
+    tk_node_free(&m);
+    ot_node mg = tk_node(OT_OP_MSE_LOSS_GRAD, 3, 1);
+    ot_tensor mgin[3] = {tc_rand(&p, 154, 0.5f, 1.5f, 0), min[0], min[1]};
+    ot_tensor mgout[1] = {tc_out(OT_F32, 2, 8, 9)};
+    tc_check(backend_of(state), "MseLossGrad", &mg, mgin, mgout, TOL, 0, 0, 0);
+    tk_node_free(&mg);
+    tc_free(&p);
+}
+
+/* ---- convolution and pooling ----------------------------------------------------------- */
+
+static void conv_case(void **state, tc_pool *p, const char *label, int C, int M, int H, int K, int stride, int pad,
+                      int group) {
+    int OH = (H + 2 * pad - K) / stride + 1;
+    int64_t pads[4] = {pad, pad, pad, pad}, strides[2] = {stride, stride}, ks[2] = {K, K};
+    ot_node n = tk_node(OT_OP_CONV, 3, 1);
+    ot_node_set_attr_ints(&n, "pads", pads, 4);
+    ot_node_set_attr_ints(&n, "strides", strides, 2);
+    ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
+    ot_node_set_attr_int(&n, "group", group);
+    ot_tensor x = tc_rand(p, 160, -1, 1, 4, 2, C, H, H), w = tc_rand(p, 161, -1, 1, 4, M, C / group, K, K);
+    ot_tensor in[3] = {x, w, tc_rand(p, 162, -1, 1, 1, M)};
+    ot_tensor out[1] = {tc_out(OT_F32, 4, 2, M, OH, OH)};
+    tc_check(backend_of(state), label, &n, in, out, TOL_RED, 0, 0, 0);
+    ot_node gi = tk_node(OT_OP_CONV_GRAD_INPUT, 3, 1), gw = tk_node(OT_OP_CONV_GRAD_WEIGHT, 3, 1);
+    ot_node_copy_attrs(&gi, &n);
+    ot_node_copy_attrs(&gw, &n);
+    ot_tensor dy = tc_rand(p, 163, -1, 1, 4, 2, M, OH, OH);
+    ot_tensor giin[3] = {dy, w, x}, gwin[3] = {dy, x, w};
+    ot_tensor giout[1] = {tc_out(OT_F32, 4, 2, C, H, H)}, gwout[1] = {tc_out(OT_F32, 4, M, C / group, K, K)};
+    tc_check(backend_of(state), "ConvGradInput", &gi, giin, giout, TOL_RED, 0, 0, 0);
+    tc_check(backend_of(state), "ConvGradWeight", &gw, gwin, gwout, TOL_RED, 0, 0, 0);
+    tk_node_free(&n);
+    tk_node_free(&gi);
+    tk_node_free(&gw);
+}
+
+static void test_conv(void **state) {
+    tc_pool p = {0};
+    conv_case(state, &p, "Conv 3x3", 3, 8, 10, 3, 1, 1, 1);
+    conv_case(state, &p, "Conv 3x3 stride 2 depthwise", 8, 8, 9, 3, 2, 1, 8);
+    conv_case(state, &p, "Conv 1x1 grouped", 8, 4, 6, 1, 1, 0, 2);
+    tc_free(&p);
+}
+
+static void test_pool(void **state) {
+    tc_pool p = {0};
+    int64_t ks[2] = {3, 3}, st[2] = {2, 2}, pads[4] = {1, 1, 1, 1};
+    for (int mx = 0; mx < 2; mx++) {
+        ot_node n = tk_node(mx ? OT_OP_MAX_POOL : OT_OP_AVERAGE_POOL, 1, 1);
+        ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
+        ot_node_set_attr_ints(&n, "strides", st, 2);
+        ot_node_set_attr_ints(&n, "pads", pads, 4);
+        ot_tensor in[1] = {tc_rand(&p, 170, -1, 1, 4, 2, 3, 9, 9)};
+        ot_tensor out[1] = {tc_out(OT_F32, 4, 2, 3, 5, 5)};
+        tc_check(backend_of(state), mx ? "MaxPool" : "AveragePool", &n, in, out, TOL, 0, 0, 0);
+        ot_node g = tk_node(mx ? OT_OP_MAX_POOL_GRAD : OT_OP_AVERAGE_POOL_GRAD, 2, 1);
+        ot_node_copy_attrs(&g, &n);
+        ot_tensor gin[2] = {tc_rand(&p, 171, -1, 1, 4, 2, 3, 5, 5), in[0]};
+        ot_tensor gout[1] = {tc_out(OT_F32, 4, 2, 3, 9, 9)};
+        tc_check(backend_of(state), mx ? "MaxPoolGrad" : "AveragePoolGrad", &g, gin, gout, TOL, 0, 0, 0);
+        tk_node_free(&n);
+        tk_node_free(&g);
+    }
+    ot_node n = tk_node(OT_OP_GLOBAL_AVERAGE_POOL, 1, 1);
+    ot_tensor in[1] = {tc_rand(&p, 172, -1, 1, 4, 2, 3, 9, 9)};
+    ot_tensor out[1] = {tc_out(OT_F32, 4, 2, 3, 1, 1)};
+    tc_check(backend_of(state), "GlobalAveragePool", &n, in, out, TOL_RED, 0, 0, 0);
+    tk_node_free(&n);
+    tc_free(&p);
+}
+
+/* ---- optimizers ----------------------------------------------------------------------- */
+
+static void test_optim(void **state) {
+    tc_pool p = {0};
+    int64_t four = 4;
+    ot_tensor sc = tc_tensor(&p, OT_F64, 1, &four);
+    double scal[4] = {0.01, 0.5, 3, 1};
+    memcpy(sc.data, scal, sizeof scal);
+    ot_node s = tk_node(OT_OP_SGD_STEP, 4, 0);
+    ot_node_set_attr_float(&s, "momentum", 0.9f);
+    ot_node_set_attr_float(&s, "weight_decay", 1e-4f);
+    ot_tensor sin[4] = {tc_rand(&p, 180, -1, 1, 1, 777), tc_rand(&p, 181, -1, 1, 1, 777), tc_rand(&p, 182, -1, 1, 1, 777), sc};
+    tc_check(backend_of(state), "SgdStep", &s, sin, NULL, TOL, 0, 0, 0);
+    tk_node_free(&s);
+    ot_node a = tk_node(OT_OP_ADAM_STEP, 5, 0);
+    ot_node_set_attr_float(&a, "weight_decay", 0.01f);
+    ot_node_set_attr_int(&a, "decoupled", 1);
+    ot_tensor ain[5] = {tc_rand(&p, 183, -1, 1, 1, 777), tc_rand(&p, 184, -1, 1, 1, 777), tc_rand(&p, 185, -1, 1, 1, 777),
+                        tc_rand(&p, 186, 0, 1, 1, 777), sc};
+    tc_check(backend_of(state), "AdamStep", &a, ain, NULL, TOL, 0, 0, 0);
+    tk_node_free(&a);
+    tc_free(&p);
+}
+
+/* ---- end to end: 20 training steps of each sample model -------------------------------- */
+
+typedef struct sample_case {
+    const char *file;
+    int64_t batch;  /* bound to the symbolic batch dim, if any */
+    int64_t int_hi; /* integer inputs (tokens, labels) are drawn from [0, int_hi) */
+} sample_case;
+
+static const sample_case SAMPLES[] = {
+    {"mlp.onnx", 8, 10}, {"resnet.onnx", 8, 10}, {"mobilenet.onnx", 8, 10}, {"tinygpt.onnx", 4, 64}};
+#define N_SAMPLES (sizeof SAMPLES / sizeof SAMPLES[0])
+#define TRAIN_STEPS 20
+
+/* The training graph of a sample: cross-entropy loss, backward pass, SGD with
+ * momentum. Fails the test with the library's message. */
+typedef struct sample_graph {
+    ot_model *m;
+    int loss_v;
+    ot_autodiff_result ad;
+    ot_optim_graph og;
+    int n_clones; /* recompute clones the remat policy added */
+} sample_graph;
+
+static void sample_graph_build(const sample_case *sc, const char *remat, sample_graph *sg) {
+    char path[1024];
+    /* a build carried to another machine finds the tree through the environment */
+    const char *root = getenv("OT_SOURCE_DIR") ? getenv("OT_SOURCE_DIR") : OT_SOURCE_DIR;
+    snprintf(path, sizeof path, "%s/samples/%s", root, sc->file);
+    ot_error e = {0};
+    memset(sg, 0, sizeof *sg);
+    if (ot_model_load(path, NULL, &sg->m, &e) != OT_OK) fail_msg("%s", e.msg);
+    ot_graph *g = sg->m->graph;
+    if (ot_graph_find_sym(g, "batch") >= 0) assert_int_equal(ot_graph_bind_dim(g, "batch", sc->batch, &e), OT_OK);
+    ot_loss_options lo;
+    memset(&lo, 0, sizeof lo);
+    lo.kind = OT_LOSS_CROSS_ENTROPY;
+    lo.class_axis = -1;
+    if (ot_loss_build(g, &lo, &sg->loss_v, &e) != OT_OK) fail_msg("%s: %s", sc->file, e.msg);
+    ot_autodiff_options ao;
+    memset(&ao, 0, sizeof ao);
+    ao.loss_value = sg->loss_v;
+    if (ot_autodiff_build(g, &ao, &sg->ad, &e) != OT_OK) fail_msg("%s: %s", sc->file, e.msg);
+    g->values[sg->loss_v].is_graph_output = true;
+    if (remat && strcmp(remat, "none") != 0) { /* a policy that needs no measuring */
+        ot_remat_policy pol;
+        ot_remat_analysis an;
+        ot_remat_rewrite rw;
+        memset(&pol, 0, sizeof pol);
+        memset(&an, 0, sizeof an);
+        memset(&rw, 0, sizeof rw);
+        assert_int_equal(ot_remat_policy_parse(remat, &pol, &e), OT_OK);
+        if (ot_remat_analyze(g, &an, &e) != OT_OK) fail_msg("%s: %s", sc->file, e.msg);
+        bool *keep = calloc((size_t)an.n_values + 1, sizeof *keep);
+        assert_non_null(keep);
+        if (ot_remat_policy_keep(g, &an, &pol, keep, &e) != OT_OK || ot_remat_apply(g, &an, keep, &rw, &e) != OT_OK)
+            fail_msg("%s --remat %s: %s", sc->file, remat, e.msg);
+        free(keep);
+        sg->n_clones = rw.n_clones;
+        ot_remat_rewrite_free(&rw);
+        ot_remat_analysis_free(&an);
+        ot_remat_policy_free(&pol);
+    }
+    ot_optim_config oc;
+    ot_optim_config_default(&oc, OT_OPTIM_SGD);
+    oc.momentum = 0.9f;
+    if (ot_optim_build(g, &oc, sg->ad.params, sg->ad.grads, sg->ad.n_params, &sg->og, &e) != OT_OK)
+        fail_msg("%s: %s", sc->file, e.msg);
+}
+
+static void sample_graph_free(sample_graph *sg) {
+    ot_optim_graph_free(&sg->og);
+    ot_autodiff_result_free(&sg->ad);
+    ot_model_free(sg->m);
+}
+
+/* Every node of every sample's training graph has a CUDA kernel (no GPU needed:
+ * supports looks at dtypes, shapes and attributes only). */
+static void test_samples_supported(void **state) {
+    (void)state;
+    for (size_t c = 0; c < N_SAMPLES; c++) {
+        sample_graph sg;
+        sample_graph_build(&SAMPLES[c], "none", &sg);
+        ot_graph *g = sg.m->graph;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const ot_node *nd = &g->nodes[i];
+            if (nd->removed) continue;
+            ot_tensor *t = calloc((size_t)(nd->n_inputs + nd->n_outputs) + 1, sizeof *t);
+            assert_non_null(t);
+            for (int k = 0; k < nd->n_inputs + nd->n_outputs; k++) {
+                int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];
+                t[k].shape = ot_shape_make(0, NULL);
+                if (v < 0) continue;
+                t[k].dtype = g->values[v].dtype;
+                t[k].shape = g->values[v].shape;
+            }
+            bool ok = ot_cuda_supports_node(nd, t, t + nd->n_inputs);
+            free(t);
+            if (!ok) fail_msg("%s: node '%s' (%s) has no CUDA kernel", SAMPLES[c].file, nd->name, nd->op_type);
+        }
+        sample_graph_free(&sg);
+    }
+}
+
+typedef struct sample_run {
+    float loss[TRAIN_STEPS];
+    int n_clones;
+    ot_tensor **grads; /* step 1's gradients */
+    ot_tensor **params; /* after the last step */
+    int n;
+} sample_run;
+
+/* Trains the sample TRAIN_STEPS steps on `be` with the same random batch every step,
+ * as the training loop does: scalars written per step, BatchNorm statistics copied
+ * back after each run. */
+static void sample_train(ot_backend *be, const sample_case *sc, const char *remat, int steps, sample_run *r) {
+    sample_graph sg;
+    sample_graph_build(sc, remat, &sg);
+    ot_graph *g = sg.m->graph;
+    ot_error e = {0};
+    ot_exec_options eo;
+    memset(&eo, 0, sizeof eo);
+    eo.seed = 1234;
+    ot_executor *ex = NULL;
+    if (ot_executor_new(g, be, &eo, &ex, &e) != OT_OK) fail_msg("%s on %s: %s", sc->file, be->name, e.msg);
+    for (int i = 0; i < g->n_inputs; i++) {
+        const ot_value *v = &g->values[g->inputs[i]];
+        ot_tensor *t = ot_tensor_new(v->dtype, &v->shape);
+        assert_non_null(t);
+        int64_t n = ot_shape_numel(&v->shape);
+        if (v->dtype == OT_F32) {
+            tk_fill(t->data, n, 500 + (uint32_t)i, -1, 1);
+        } else {
+            assert_int_equal(v->dtype, OT_I64);
+            for (int64_t k = 0; k < n; k++) ((int64_t *)t->data)[k] = (k * 7919 + i * 13) % sc->int_hi;
+        }
+        if (ot_executor_set_input(ex, g->inputs[i], t, &e) != OT_OK) fail_msg("%s: %s", sc->file, e.msg);
+        ot_tensor_free(t);
+    }
+    size_t free_after_first = 0;
+    r->n = sg.ad.n_params;
+    r->n_clones = sg.n_clones;
+    r->grads = calloc((size_t)r->n, sizeof *r->grads);
+    r->params = calloc((size_t)r->n, sizeof *r->params);
+    assert_true(r->grads && r->params);
+    for (int s = 0; s < steps; s++) {
+        double scal[OT_OPT_N_SCALARS] = {0.01, 1.0, (double)(s + 1), 1.0};
+        assert_int_equal(ot_executor_write(ex, sg.og.scalars, scal, sizeof scal, &e), OT_OK);
+        ot_executor_set_step(ex, (uint64_t)s);
+        if (ot_executor_run(ex, &e) != OT_OK) fail_msg("%s on %s, step %d: %s", sc->file, be->name, s + 1, e.msg);
+        ot_tensor *lt = NULL;
+        assert_int_equal(ot_executor_get(ex, sg.loss_v, &lt, &e), OT_OK);
+        r->loss[s] = *(float *)lt->data;
+        ot_tensor_free(lt);
+        if (s == 0) {
+            for (int i = 0; i < r->n; i++) assert_int_equal(ot_executor_get(ex, sg.ad.grads[i], &r->grads[i], &e), OT_OK);
+            /* the arena's measured high-water mark is the plan's peak */
+            assert_int_equal(ot_executor_high_water(ex), ot_plan_peak_bytes(ot_executor_plan(ex)));
+        }
+        for (int i = 0; i < sg.ad.n_state; i++)
+            assert_int_equal(ot_executor_copy_value(ex, sg.ad.state_values[i], sg.ad.state_updates[i], &e), OT_OK);
+        /* nothing but the arena on the device: free memory after step 1 (cuBLAS and
+         * cuDNN set up lazily) stays the same to the last step */
+        if (strncmp(be->name, "cuda", 4) == 0 && (s == 0 || s == steps - 1)) {
+            size_t free_b = 0, total = 0;
+            assert_int_equal(cudaMemGetInfo(&free_b, &total), cudaSuccess);
+            if (s == 0) free_after_first = free_b;
+            else if (free_b != free_after_first)
+                fail_msg("%s: device free memory went from %zu to %zu bytes during training", sc->file,
+                         free_after_first, free_b);
+        }
+    }
+    for (int i = 0; i < r->n; i++) assert_int_equal(ot_executor_get(ex, sg.ad.params[i], &r->params[i], &e), OT_OK);
+    ot_executor_free(ex);
+    sample_graph_free(&sg);
+}
+
+static void sample_run_free(sample_run *r) {
+    for (int i = 0; i < r->n; i++) {
+        ot_tensor_free(r->grads[i]);
+        ot_tensor_free(r->params[i]);
+    }
+    free(r->grads);
+    free(r->params);
+}
+
+/* Largest difference relative to the tensor's largest magnitude. */
+static double rel_to_max(const ot_tensor *a, const ot_tensor *b) {
+    const float *x = a->data, *y = b->data;
+    int64_t n = ot_shape_numel(&b->shape);
+    double scale = 1e-6, worst = 0.0;
+    for (int64_t k = 0; k < n; k++) scale = fmax(scale, fabs(y[k]));
+    for (int64_t k = 0; k < n; k++) {
+        double d = fabs((double)x[k] - y[k]) / scale;
+        worst = d > worst || isnan(d) ? d : worst;
+    }
+    return worst;
+}
+
+static void test_samples_train(void **state) {
+    ot_error e = {0};
+    ot_backend *cpu = ot_backend_cpu_new(2, &e);
+    assert_non_null(cpu);
+    for (size_t c = 0; c < N_SAMPLES; c++) {
+        sample_run rc, rg;
+        sample_train(cpu, &SAMPLES[c], "none", TRAIN_STEPS, &rc);
+        sample_train(backend_of(state), &SAMPLES[c], "none", TRAIN_STEPS, &rg);
+        assert_int_equal(rc.n, rg.n);
+        for (int s = 0; s < TRAIN_STEPS; s++) {
+            double d = fabs((double)rg.loss[s] - rc.loss[s]) / fmax(1.0, fabs(rc.loss[s]));
+            if (!(d <= TOL_RED))
+                fail_msg("%s: step %d loss %.9g on CUDA, %.9g on the CPU", SAMPLES[c].file, s + 1, rg.loss[s], rc.loss[s]);
+        }
+        for (int i = 0; i < rc.n; i++) {
+            double d = rel_to_max(rg.grads[i], rc.grads[i]);
+            if (!(d <= TOL_RED)) fail_msg("%s: step-1 gradient %d differs by %g", SAMPLES[c].file, i, d);
+            d = rel_to_max(rg.params[i], rc.params[i]);
+            if (!(d <= TOL_RED)) fail_msg("%s: param %d after %d steps differs by %g", SAMPLES[c].file, i, TRAIN_STEPS, d);
+        }
+        print_message("%s: %d steps, loss %.7g -> %.7g on CUDA, %.7g -> %.7g on the CPU\n", SAMPLES[c].file,
+                      TRAIN_STEPS, rg.loss[0], rg.loss[TRAIN_STEPS - 1], rc.loss[0], rc.loss[TRAIN_STEPS - 1]);
+        sample_run_free(&rc);
+        sample_run_free(&rg);
+    }
+    ot_backend_free(cpu);
+}
+
+/* Remat never changes results: on the GPU, losses, gradients and updated params with
+ * every policy that needs no measuring are bitwise those of --remat none. */
+static void test_samples_remat_bitwise(void **state) {
+    const char *policies[] = {"sqrt", "selective", "every:2"};
+    enum { STEPS = 3 };
+    int clones = 0;
+    for (size_t c = 0; c < N_SAMPLES; c++) {
+        sample_run r0;
+        sample_train(backend_of(state), &SAMPLES[c], "none", STEPS, &r0);
+        for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
+            sample_run r1;
+            sample_train(backend_of(state), &SAMPLES[c], policies[p], STEPS, &r1);
+            assert_int_equal(r0.n, r1.n);
+            clones += r1.n_clones;
+            print_message("%s --remat %s: %d recompute clones, bitwise equal to none\n", SAMPLES[c].file, policies[p],
+                          r1.n_clones);
+            if (memcmp(r0.loss, r1.loss, STEPS * sizeof(float)) != 0)
+                fail_msg("%s --remat %s: losses differ from --remat none", SAMPLES[c].file, policies[p]);
+            for (int i = 0; i < r0.n; i++)
+                if (memcmp(r0.grads[i]->data, r1.grads[i]->data, r0.grads[i]->nbytes) != 0 ||
+                    memcmp(r0.params[i]->data, r1.params[i]->data, r0.params[i]->nbytes) != 0)
+                    fail_msg("%s --remat %s: gradient or param %d differs from --remat none", SAMPLES[c].file,
+                             policies[p], i);
+            sample_run_free(&r1);
+        }
+        sample_run_free(&r0);
+    }
+    assert_true(clones > 0); /* the comparison saw recomputation */
+}
+
+static int gpu_setup(void **state) {
+    ot_error e = {0};
+    ot_backend *be = ot_backend_cuda_new(0, &e);
+    if (!be) {
+        print_error("cannot open cuda:0: %s\n", e.msg);
+        return -1;
+    }
+    *state = be;
+    return 0;
+}
+
+static int gpu_teardown(void **state) {
+    ot_backend_free((ot_backend *)*state);
+    return 0;
+}
+
+static void test_skipped(void **state) {
+    (void)state;
+    skip();
+}
+#endif /* OT_HAVE_CUDA */
+
+int main(void) {
+    const struct CMUnitTest select_tests[] = {
+        cmocka_unit_test(test_select_names),
+        cmocka_unit_test(test_select_cuda),
+    };
+    int rc = cmocka_run_group_tests_name("backend selection", select_tests, NULL, NULL);
+#ifdef OT_HAVE_CUDA
+    const struct CMUnitTest host_tests[] = {
+        cmocka_unit_test(test_philox_matches_cpu),
+        cmocka_unit_test(test_conv_geometry),
+        cmocka_unit_test(test_workspace_sizes),
+        cmocka_unit_test(test_samples_supported),
+    };
+    rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
+    char reason[256];
+    if (!ot_cuda_available(reason, sizeof reason)) {
+        printf("no CUDA GPU found (%s): skipping\n", reason);
+        fflush(stdout);
+        const struct CMUnitTest skipped[] = {cmocka_unit_test(test_skipped)};
+        return rc | cmocka_run_group_tests_name("cuda vs cpu (no GPU: skipped)", skipped, NULL, NULL);
+    }
+    const struct CMUnitTest gpu_tests[] = {
+        cmocka_unit_test(test_gemm),          cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_binary),        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_act_grads),     cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_where_equal_cast_expand), cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_reduce),        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_layer_norm),    cmocka_unit_test(test_batch_norm),
+        cmocka_unit_test(test_losses),        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_pool),          cmocka_unit_test(test_optim),
+        cmocka_unit_test(test_samples_train),
+        cmocka_unit_test(test_samples_remat_bitwise),
+    };
+    rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
+#else
+    printf("no CUDA GPU found (onnxtrain was built without CUDA): skipping\n");
+#endif
+    return rc;
+}
