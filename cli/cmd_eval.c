@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "kernels/backend_select.h"
 #include "cli/args.h"
 #include "importer/importer.h"
 #include "runtime/executor.h"
@@ -31,6 +32,7 @@ static void usage(FILE *f) {
           "  --bind SYM=V[,SYM=V...]   bind other symbolic dims (dims of axis >= 1 that\n"
           "                            are symbolic are otherwise taken from the data)\n"
           "  --threads N               kernel threads (default: OpenMP's default)\n"
+          "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --seed N                  Philox seed for Dropout in training mode (default 0)\n"
           "  --no-dropout              run Dropout nodes in inference mode (identity)\n"
           "  --dump-outputs DIR        write each graph output as DIR/<name>.npy, the\n"
@@ -50,6 +52,7 @@ typedef struct eval_opts {
     int64_t batch_size; /* 0: default */
     ot_str_list binds;
     int64_t threads;
+    const char *device;
     int64_t seed;
     bool no_dropout;
     const char *dump_dir;
@@ -352,7 +355,7 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
             goto fail;
         }
     }
-    be = ot_backend_cpu_new((int)o->threads, err);
+    be = ot_backend_new_by_name(o->device ? o->device : "cpu", (int)o->threads, err);
     if (!be) {
         st = err->code;
         goto fail;
@@ -449,7 +452,7 @@ fail:
 int ot_cmd_eval(int argc, char **argv) {
     static const struct option longopts[] = {
         {"input", required_argument, NULL, 'i'},   {"batch-size", required_argument, NULL, 'b'},
-        {"bind", required_argument, NULL, 'B'},    {"threads", required_argument, NULL, 't'},
+        {"bind", required_argument, NULL, 'B'},    {"threads", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'},
         {"seed", required_argument, NULL, 's'},    {"no-dropout", no_argument, NULL, 'D'},
         {"dump-outputs", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
@@ -466,6 +469,7 @@ int ot_cmd_eval(int argc, char **argv) {
         case 'b': st = ot_args_int("--batch-size", optarg, 1, INT32_MAX, &o.batch_size, &err); break;
         case 'B': st = ot_str_list_add(&o.binds, optarg, &err); break;
         case 't': st = ot_args_int("--threads", optarg, 1, 1024, &o.threads, &err); break;
+        case 'd': o.device = optarg; break;
         case 's': st = ot_args_int("--seed", optarg, 0, INT64_MAX, &o.seed, &err); break;
         case 'D': o.no_dropout = true; break;
         case 'o': o.dump_dir = optarg; break;

@@ -41,6 +41,7 @@ static void grad_usage(FILE *f) {
           "run:\n"
           "  --seed N                  Dropout masks (default 0)\n"
           "  --threads N               CPU threads (default: OpenMP's default)\n"
+          "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto\n"
           "  --memory-budget SIZE      for --remat auto, e.g. 512M (K/M/G are powers of 1024)\n"
           "output:\n"
@@ -120,7 +121,7 @@ done:
 }
 
 enum { O_INPUT = 256, O_LABELS, O_LOSS, O_OUTPUT, O_CLASS_AXIS, O_IGNORE, O_FREEZE, O_TRAIN, O_BATCH, O_SEED,
-       O_THREADS, O_DUMP, O_BIND, O_REMAT, O_BUDGET, O_JSON };
+       O_THREADS, O_DEVICE, O_DUMP, O_BIND, O_REMAT, O_BUDGET, O_JSON };
 
 int ot_cmd_grad(int argc, char **argv) {
     static const struct option opts[] = {
@@ -129,7 +130,7 @@ int ot_cmd_grad(int argc, char **argv) {
         {"class-axis", required_argument, 0, O_CLASS_AXIS}, {"ignore-index", required_argument, 0, O_IGNORE},
         {"freeze", required_argument, 0, O_FREEZE}, {"train", required_argument, 0, O_TRAIN},
         {"batch-size", required_argument, 0, O_BATCH}, {"seed", required_argument, 0, O_SEED},
-        {"threads", required_argument, 0, O_THREADS}, {"dump-grads", required_argument, 0, O_DUMP},
+        {"threads", required_argument, 0, O_THREADS}, {"device", required_argument, 0, O_DEVICE}, {"dump-grads", required_argument, 0, O_DUMP},
         {"bind", required_argument, 0, O_BIND},     {"remat", required_argument, 0, O_REMAT},
         {"memory-budget", required_argument, 0, O_BUDGET}, {"json", no_argument, 0, O_JSON},
         {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
@@ -170,6 +171,7 @@ int ot_cmd_grad(int argc, char **argv) {
         case O_SEED:
             if (!(st = ot_args_int("--seed", optarg, 0, INT64_MAX, &v, &err))) o.seed = (uint64_t)v;
             break;
+        case O_DEVICE: o.device = optarg; break;
         case O_THREADS:
             if (!(st = ot_args_int("--threads", optarg, 1, 1024, &v, &err))) o.n_threads = (int)v;
             break;

@@ -3,6 +3,7 @@
  * and running statistics) by temporary name and rename, only after a successful run. */
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,11 @@
 #include "cli.h"
 #include "cli/args.h"
 #include "remat/remat.h"
+#include "runtime/checkpoint.h"
 #include "runtime/progress.h"
 #include "runtime/report.h"
 #include "runtime/train.h"
+#include "runtime/train_memory.h"
 
 static void train_usage(FILE *f) {
     fputs("usage: onnxtrain train MODEL.onnx --input FILE.npy|NAME=FILE.npy ... [--labels FILE.npy]\n"
@@ -63,6 +66,7 @@ static void train_usage(FILE *f) {
           "  --epochs E                passes over the data (default 1); ignored with --steps\n"
           "  --accum K                 micro-batches per optimizer step (gradient accumulation; the\n"
           "                            step uses their mean gradient; default 1)\n"
+          "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
           "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto\n"
@@ -74,10 +78,27 @@ static void train_usage(FILE *f) {
           "  --log-every N             without a terminal: a log line every N steps (default ~20\n"
           "                            lines per run). On a terminal one line is updated in place.\n"
           "  --quiet                   print only errors and the final summary\n"
-          "  --no-check-numerics       skip the NaN/Inf checks of the loss and gradients\n"
+          "  --check-numerics          stop at the first NaN/Inf (the default): names the step, the\n"
+          "                            node and its phase (forward, loss, backward, recompute, optimizer)\n"
+          "  --no-check-numerics       skip the NaN/Inf checks of the loss, gradients and updated params\n"
+          "checkpoints:\n"
+          "  --checkpoint-dir DIR      where checkpoints go (default: TUNED.onnx.ckpt, used when\n"
+          "                            interrupted). Files DIR/ckpt-<step>.otc, written by temporary\n"
+          "                            name, fsync and rename\n"
+          "  --checkpoint-every N      write a checkpoint every N optimizer steps (default: only\n"
+          "                            when interrupted)\n"
+          "  --keep-checkpoints K      keep the newest K checkpoints (default 3)\n"
+          "  --resume DIR|FILE         continue from the newest valid checkpoint in DIR (or FILE):\n"
+          "                            params, optimizer state, running statistics, step and data\n"
+          "                            position; the result is bitwise the same as an uninterrupted\n"
+          "                            run. Give the same model, data and settings (checked: another\n"
+          "                            model exits 5, other settings or a damaged file exit 8)\n"
           "  -h, --help                this text\n\n"
           "A NaN or Inf in the loss or a gradient stops training (exit 10) naming the step and the\n"
           "first node that produced it; nothing is written.\n"
+          "SIGINT or SIGTERM: the current step finishes, a checkpoint is written and the command\n"
+          "exits 130 (SIGINT) or 143 (SIGTERM) printing the command that resumes; a second\n"
+          "signal stops at once.\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported, 7 shape,\n"
           "8 data (wrong dtype/shape, label out of range), 9 memory, 10 NaN/Inf, 70 internal.\n",
           f);
@@ -106,10 +127,38 @@ static void on_epoch(void *user, const ot_train_epoch_stats *e) {
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
+/* Set by the SIGINT/SIGTERM handler, read by the training loop between steps. A
+ * signal handler can reach nothing else, hence this one file-scope variable. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+/* The command line that resumes this run: the same arguments, --resume DIR. */
+static void print_resume_command(FILE *f, int argc, char **argv, const char *dir) {
+    fputs("resume with: onnxtrain", f);
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "--resume=", 9)) continue;
+        bool plain = argv[i][0] != 0;
+        for (const char *c = argv[i]; *c; c++)
+            plain &= strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *c) != NULL;
+        if (plain) fprintf(f, " %s", argv[i]);
+        else {
+            fputs(" '", f);
+            for (const char *c = argv[i]; *c; c++) *c == '\'' ? fputs("'\\''", f) : fputc(*c, f);
+            fputc('\'', f);
+        }
+    }
+    fprintf(f, " --resume %s\n", dir);
+}
+
 enum { O_INPUT = 256, O_LABELS, O_VAL_INPUT, O_VAL_LABELS, O_LOSS, O_OUTPUT, O_CLASS_AXIS, O_IGNORE, O_FREEZE,
-       O_TRAIN, O_BATCH, O_SEED, O_THREADS, O_BIND, O_REMAT, O_BUDGET, O_OPT, O_LR, O_MOMENTUM, O_NESTEROV, O_WD,
+       O_TRAIN, O_BATCH, O_SEED, O_THREADS, O_DEVICE, O_BIND, O_REMAT, O_BUDGET, O_OPT, O_LR, O_MOMENTUM, O_NESTEROV, O_WD,
        O_BETA1, O_BETA2, O_EPS, O_CLIP, O_SCHED, O_WARMUP, O_ACCUM, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY,
-       O_QUIET, O_NO_SHUFFLE, O_NO_CHECK };
+       O_QUIET, O_NO_SHUFFLE, O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME };
 
 int ot_cmd_train(int argc, char **argv) {
     static const struct option opts[] = {
@@ -119,7 +168,7 @@ int ot_cmd_train(int argc, char **argv) {
         {"class-axis", required_argument, 0, O_CLASS_AXIS}, {"ignore-index", required_argument, 0, O_IGNORE},
         {"freeze", required_argument, 0, O_FREEZE}, {"train", required_argument, 0, O_TRAIN},
         {"batch-size", required_argument, 0, O_BATCH}, {"seed", required_argument, 0, O_SEED},
-        {"threads", required_argument, 0, O_THREADS}, {"bind", required_argument, 0, O_BIND},
+        {"threads", required_argument, 0, O_THREADS}, {"device", required_argument, 0, O_DEVICE}, {"bind", required_argument, 0, O_BIND},
         {"remat", required_argument, 0, O_REMAT}, {"memory-budget", required_argument, 0, O_BUDGET},
         {"optimizer", required_argument, 0, O_OPT}, {"lr", required_argument, 0, O_LR},
         {"momentum", required_argument, 0, O_MOMENTUM}, {"nesterov", no_argument, 0, O_NESTEROV},
@@ -131,6 +180,9 @@ int ot_cmd_train(int argc, char **argv) {
         {"report", required_argument, 0, O_REPORT}, {"log-every", required_argument, 0, O_LOG_EVERY},
         {"quiet", no_argument, 0, O_QUIET}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
         {"no-check-numerics", no_argument, 0, O_NO_CHECK}, {"output-model", required_argument, 0, 'o'},
+        {"check-numerics", no_argument, 0, O_CHECK}, {"checkpoint-dir", required_argument, 0, O_CKPT_DIR},
+        {"checkpoint-every", required_argument, 0, O_CKPT_EVERY}, {"keep-checkpoints", required_argument, 0, O_CKPT_KEEP},
+        {"resume", required_argument, 0, O_RESUME},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ot_error err = {0};
     ot_status st = OT_OK;
@@ -149,6 +201,12 @@ int ot_cmd_train(int argc, char **argv) {
     ot_model *m = NULL;
     ot_train_session *s = NULL;
     ot_train_result res = {0};
+    const char *ckpt_dir = NULL, *resume = NULL;
+    char *default_ckpt_dir = NULL;
+    ot_checkpoint ck = {0};
+    char ck_path[4096] = "";
+    struct sigaction old_int, old_term;
+    bool handlers = false;
     optind = 1;
     opterr = 0;
     int c;
@@ -176,6 +234,7 @@ int ot_cmd_train(int argc, char **argv) {
         case O_SEED:
             if (!(st = ot_args_int("--seed", optarg, 0, INT64_MAX, &v, &err))) o.seed = (uint64_t)v;
             break;
+        case O_DEVICE: o.device = optarg; break;
         case O_THREADS:
             if (!(st = ot_args_int("--threads", optarg, 1, 1024, &v, &err))) o.n_threads = (int)v;
             break;
@@ -200,6 +259,13 @@ int ot_cmd_train(int argc, char **argv) {
         case O_QUIET: quiet = true; break;
         case O_NO_SHUFFLE: o.no_shuffle = true; break;
         case O_NO_CHECK: o.no_numerics_check = true; break;
+        case O_CHECK: o.no_numerics_check = false; break;
+        case O_CKPT_DIR: ckpt_dir = optarg; break;
+        case O_CKPT_EVERY: st = ot_args_int("--checkpoint-every", optarg, 1, INT64_MAX / 4, &o.checkpoint_every, &err); break;
+        case O_CKPT_KEEP:
+            if (!(st = ot_args_int("--keep-checkpoints", optarg, 1, 1 << 20, &v, &err))) o.keep_checkpoints = (int)v;
+            break;
+        case O_RESUME: resume = optarg; break;
         case 'o': out_path = optarg; break;
         case 'h': train_usage(stdout); goto done;
         default: st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]); break;
@@ -256,7 +322,28 @@ int ot_cmd_train(int argc, char **argv) {
     if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
     if ((st = ot_args_load_dataset(&inputs, labels, &data, &err))) goto done;
     if (val_inputs.n && (st = ot_args_load_dataset(&val_inputs, val_labels, &val, &err))) goto done;
-    if ((st = ot_train_session_new(m, &o, &data, true, &s, &err))) goto done;
+    if (!ckpt_dir) { /* interrupted runs need somewhere to go: next to the output */
+        size_t n = strlen(out_path) + 8;
+        if (!(default_ckpt_dir = malloc(n))) {
+            st = ot_fail(&err, OT_E_MEMORY, "out of memory");
+            goto done;
+        }
+        snprintf(default_ckpt_dir, n, "%s.ckpt", out_path);
+        ckpt_dir = default_ckpt_dir;
+    }
+    o.checkpoint_dir = ckpt_dir;
+    o.stop = &stop_signal;
+    if (resume) {
+        ot_error skipped = {0};
+        if ((st = ot_checkpoint_load_latest(resume, &ck, ck_path, sizeof ck_path, &skipped, &err))) goto done;
+        if (skipped.code) fprintf(stderr, "onnxtrain train: note: skipped a newer checkpoint: %s\n", skipped.msg);
+        o.resume = &ck;
+        o.resume_path = ck_path;
+    }
+    if ((st = ot_train_session_new(m, &o, &data, true, &s, &err))) {
+        if (st == OT_E_MEMORY) ot_train_memory_advice(model_path, &o, data.n_samples, &err);
+        goto done;
+    }
     if (val_inputs.n && (st = ot_train_check_data(s, &val, "validation data", &err))) goto done;
 
     const ot_plan *plan = ot_train_plan(s);
@@ -286,9 +373,31 @@ int ot_cmd_train(int argc, char **argv) {
     cli_obs ob;
     ot_progress_init(&ob.prog, stderr, isatty(fileno(stderr)) != 0, quiet, total, log_every);
     ot_train_observer obs = {.on_step = on_step, .on_epoch = on_epoch, .user = &ob};
+    if (resume && !quiet)
+        fprintf(stderr, "resuming from %s at step %lld\n", ck_path, (long long)ck.step);
+    {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND; /* a second signal takes the default action: stop now */
+        stop_signal = 0;
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        handlers = true;
+    }
     st = ot_train_run(s, &data, val_inputs.n ? &val : NULL, &obs, &res, &err);
     ot_progress_finish(&ob.prog);
     if (st) goto done;
+    if (res.interrupted) {
+        int sig = (int)stop_signal;
+        fprintf(stderr, "onnxtrain train: interrupted by %s after step %lld of %lld; wrote checkpoint %s (%s was not written)\n",
+                sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", (long long)res.n_steps,
+                (long long)total, res.last_checkpoint, out_path);
+        print_resume_command(stderr, argc, argv, ckpt_dir);
+        st = (ot_status)(128 + sig); /* the shell's convention: 130 SIGINT, 143 SIGTERM */
+        goto done;
+    }
     if ((st = ot_model_save(m, out_path, &err))) goto done;
     if (report) {
         ot_report_info info = {.model = model_path, .output = out_path,
@@ -298,9 +407,15 @@ int ot_cmd_train(int argc, char **argv) {
         if ((st = ot_report_write(report, &info, ot_train_optim(s), &res, plan, &err))) goto done;
     }
     fprintf(stderr, "trained %lld step%s in %.2f s: loss %.6g -> %.6g; wrote %s\n", (long long)res.n_steps, res.n_steps == 1 ? "" : "s",
-            res.total_seconds, res.loss[0], res.loss[res.n_steps - 1], out_path);
+            res.total_seconds, res.loss[res.first_step], res.loss[res.n_steps - 1], out_path);
 done:
-    if (st) {
+    if (handlers) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+    }
+    if (st && res.interrupted) {
+        /* reported above */
+    } else if (st) {
         fprintf(stderr, "onnxtrain train: %s\n", err.msg);
         if (st == OT_E_USAGE) fputs("Run 'onnxtrain train --help' for the options.\n", stderr);
         if (res.n_steps > 0 && st != OT_E_USAGE)
@@ -309,6 +424,8 @@ done:
     }
     ot_train_result_free(&res);
     ot_train_session_free(s);
+    ot_checkpoint_free(&ck);
+    free(default_ckpt_dir);
     ot_dataset_free(&data);
     ot_dataset_free(&val);
     ot_model_free(m);

@@ -28,6 +28,7 @@ static void usage(FILE *f) {
           "  --batch-size N            samples in the step (default: the model's batch, else all)\n"
           "  --seed N                  Philox seed of Dropout (default 0)\n"
           "  --threads N               kernel threads (default: OpenMP's)\n"
+          "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --json                    print the comparison as JSON\n"
           "Exit codes: 0 all bitwise equal, 11 a difference, others as `onnxtrain --help`.\n",
           f);
@@ -40,6 +41,7 @@ typedef struct verify_opts {
     const char *loss;
     const char *remat;
     int64_t budget, batch, seed, threads;
+    const char *device;
     bool json;
 } verify_opts;
 
@@ -93,7 +95,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
     ot_remat_session *base = NULL, *rem = NULL;
     ot_remat_step r0 = {0}, r1 = {0};
     if ((st = load_data(o, &data, err))) goto fail;
-    ot_remat_session_options so = {.seed = (uint64_t)o->seed, .n_threads = (int)o->threads,
+    ot_remat_session_options so = {.seed = (uint64_t)o->seed, .n_threads = (int)o->threads, .device = o->device,
                                    .memory_budget = o->budget};
     if ((st = ot_loss_kind_parse(o->loss ? o->loss : "cross-entropy", &so.loss.kind, err))) goto fail;
     so.loss.class_axis = -1;
@@ -174,7 +176,7 @@ int ot_cmd_verify(int argc, char **argv) {
         {"input", required_argument, NULL, 'i'},      {"labels", required_argument, NULL, 'l'},
         {"loss", required_argument, NULL, 'L'},       {"remat", required_argument, NULL, 'r'},
         {"memory-budget", required_argument, NULL, 'm'}, {"batch-size", required_argument, NULL, 'b'},
-        {"seed", required_argument, NULL, 's'},       {"threads", required_argument, NULL, 't'},
+        {"seed", required_argument, NULL, 's'},       {"threads", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},             {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -194,6 +196,7 @@ int ot_cmd_verify(int argc, char **argv) {
         case 'b': st = ot_args_int("--batch-size", optarg, 1, INT32_MAX, &o.batch, &err); break;
         case 's': st = ot_args_int("--seed", optarg, 0, INT64_MAX, &o.seed, &err); break;
         case 't': st = ot_args_int("--threads", optarg, 1, 1024, &o.threads, &err); break;
+        case 'd': o.device = optarg; break;
         case 'j': o.json = true; break;
         case 'h':
             usage(stdout);

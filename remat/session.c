@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "remat/session.h"
+#include "kernels/backend_select.h"
 #include "runtime/executor.h"
 #include "runtime/schedule.h"
 #include "runtime/train.h"
@@ -73,7 +74,7 @@ ot_status ot_remat_session_new(const char *path, const ot_remat_session_options 
     s->ad_built = true;
     s->g->values[s->loss_value].is_graph_output = true; /* pinned: read after the run */
     if ((st = ot_graph_require_static(s->g, err))) goto fail;
-    if (!(s->be = ot_backend_cpu_new(o->n_threads, err))) {
+    if (!(s->be = ot_backend_new_by_name(o->device ? o->device : "cpu", o->n_threads, err))) {
         st = err ? err->code : OT_E_DEVICE;
         goto fail;
     }

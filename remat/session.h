@@ -22,6 +22,7 @@ typedef struct ot_remat_session_options {
     int64_t batch_size;     /* 0: the model's fixed batch, else the data's sample count */
     uint64_t seed;          /* Philox key of Dropout */
     int n_threads;          /* 0: OpenMP's default */
+    const char *device;     /* "cpu" (NULL = cpu) or "cuda[:N]" */
     const char *policy;     /* --remat text; NULL = none */
     int64_t memory_budget;  /* --memory-budget for auto; 0 = none */
 } ot_remat_session_options;

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "remat/remat.h"
+#include "kernels/backend_select.h"
 #include "runtime/train_internal.h"
+#include "runtime/train_memory.h"
 
 void ot_train_options_default(ot_train_options *o) {
     memset(o, 0, sizeof *o);
@@ -263,7 +265,7 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
     }
     g->values[s->loss_value].is_graph_output = true; /* pinned: read after every run */
     if (s->out_value >= 0) g->values[s->out_value].is_graph_output = true;
-    s->be = ot_backend_cpu_new(s->o.n_threads, err);
+    s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err);
     if (!s->be) {
         st = err ? err->code : OT_E_DEVICE;
         goto fail;
@@ -277,6 +279,7 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         if ((st = ot_optim_build(g, &s->o.optim, s->ad.params, s->ad.grads, s->ad.n_params, &s->og, err))) goto fail;
     }
     if ((st = ot_graph_require_static(g, err))) goto fail;
+    if ((st = ot_train_check_budget(g, s->be, s->o.remat, s->o.memory_budget, err))) goto fail;
     ot_exec_options eo = {.n_threads = s->o.n_threads, .seed = s->o.seed, .after_node = ot_train_hook, .hook_user = s};
     if ((st = ot_executor_new(g, s->be, &eo, &s->ex, err))) goto fail;
     if ((st = find_boundary(s, err))) goto fail;

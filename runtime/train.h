@@ -18,6 +18,7 @@
 #ifndef OT_TRAIN_H
 #define OT_TRAIN_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "autodiff/autodiff.h"
@@ -46,9 +47,21 @@ typedef struct ot_train_options {
     uint64_t seed;      /* shuffling and Dropout masks */
     bool no_shuffle;
     int n_threads;      /* 0: OpenMP's default */
+    const char *device; /* "cpu" (NULL = cpu) or "cuda[:N]" (kernels/backend_select.h) */
     const char *remat;  /* remat policy text; NULL or "none" */
     int64_t memory_budget; /* bytes, for --remat auto; 0 = none */
     bool no_numerics_check; /* skip the NaN/Inf checks (benchmarks) */
+    /* checkpoints (runtime/checkpoint.h): every checkpoint_every steps (0: never) into
+     * checkpoint_dir, keeping the newest keep_checkpoints (0: 3). resume (with its path
+     * for messages) is loaded before the first step and the run continues from its
+     * step. stop, when set by a signal handler, ends the run after the current step
+     * with a checkpoint in checkpoint_dir (result.interrupted). */
+    const char *checkpoint_dir;
+    int64_t checkpoint_every;
+    int keep_checkpoints;
+    const struct ot_checkpoint *resume;
+    const char *resume_path;
+    volatile sig_atomic_t *stop;
 } ot_train_options;
 
 /* Fills o with the defaults (cross-entropy, SGD lr 0.01, accum 1, 1 epoch, seed 0). */
@@ -115,6 +128,9 @@ typedef struct ot_train_result {
     ot_train_epoch_stats *epochs;
     double total_seconds;
     size_t planned_peak, measured_peak;
+    int64_t first_step;     /* 0, or the resumed checkpoint's step (loss[] before it is NaN) */
+    bool interrupted;       /* o->stop was set: stopped early after writing a checkpoint */
+    char last_checkpoint[4096]; /* path of the newest checkpoint written, "" if none */
 } ot_train_result;
 
 void ot_train_result_free(ot_train_result *r);
