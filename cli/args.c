@@ -131,3 +131,68 @@ ot_status ot_args_load_dataset(const ot_input_specs *inputs, const char *labels,
     }
     return OT_OK;
 }
+
+ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *handled, ot_error *err) {
+    int64_t v;
+    ot_status st = OT_OK;
+    *handled = true;
+    switch (code) {
+    case OT_ARG_INPUT: return ot_args_add_input(&a->inputs, "--input", arg, err);
+    case OT_ARG_LABELS: a->labels = arg; return OT_OK;
+    case OT_ARG_LOSS: return ot_loss_kind_parse(arg, &a->loss.kind, err);
+    case OT_ARG_OUTPUT: a->loss.output_name = arg; return OT_OK;
+    case OT_ARG_CLASS_AXIS:
+        if (!(st = ot_args_int("--class-axis", arg, -OT_MAX_RANK, OT_MAX_RANK - 1, &v, err)))
+            a->loss.class_axis = (int)v;
+        return st;
+    case OT_ARG_IGNORE:
+        if (!(st = ot_args_int("--ignore-index", arg, INT64_MIN, INT64_MAX, &v, err))) {
+            a->loss.has_ignore_index = true;
+            a->loss.ignore_index = v;
+        }
+        return st;
+    case OT_ARG_FREEZE: return ot_str_list_add(&a->freeze, arg, err);
+    case OT_ARG_TRAIN: return ot_str_list_add(&a->train, arg, err);
+    case OT_ARG_BATCH: return ot_args_int("--batch-size", arg, 1, INT32_MAX, &a->batch_size, err);
+    case OT_ARG_SEED:
+        if (!(st = ot_args_int("--seed", arg, 0, INT64_MAX, &v, err))) a->seed = (uint64_t)v;
+        return st;
+    case OT_ARG_THREADS:
+        if (!(st = ot_args_int("--threads", arg, 1, 1024, &v, err))) a->n_threads = (int)v;
+        return st;
+    case OT_ARG_DEVICE: a->device = arg; return OT_OK;
+    case OT_ARG_BIND: return ot_str_list_add(&a->bind, arg, err);
+    case OT_ARG_REMAT: a->remat = arg; return OT_OK;
+    case OT_ARG_BUDGET: return ot_args_size("--memory-budget", arg, &a->memory_budget, err);
+    default: *handled = false; return OT_OK;
+    }
+}
+
+void ot_common_args_init(ot_common_args *a) {
+    memset(a, 0, sizeof *a);
+    a->loss.kind = OT_LOSS_CROSS_ENTROPY;
+    a->loss.class_axis = -1;
+}
+
+void ot_common_args_free(ot_common_args *a) {
+    ot_input_specs_free(&a->inputs);
+    ot_str_list_free(&a->freeze);
+    ot_str_list_free(&a->train);
+    ot_str_list_free(&a->bind);
+}
+
+void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
+    o->loss = a->loss;
+    o->freeze = a->freeze.v;
+    o->n_freeze = a->freeze.n;
+    o->train = a->train.v;
+    o->n_train = a->train.n;
+    o->batch_size = a->batch_size;
+    o->seed = a->seed;
+    o->n_threads = a->n_threads;
+    o->device = a->device;
+    o->remat = a->remat;
+    o->memory_budget = a->memory_budget;
+    o->bind = a->bind.v;
+    o->n_bind = a->bind.n;
+}

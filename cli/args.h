@@ -1,11 +1,15 @@
 /* args.h — option-value parsing shared by the CLI commands: integers and reals with
- * range checks, sizes such as "512M", NAME=FILE input specs, and a growable list for
- * repeated options. Every error is OT_E_USAGE naming the option and the text. */
+ * range checks, sizes such as "512M", NAME=FILE input specs, a growable list for
+ * repeated options, and the options several commands share (data, loss, params,
+ * batch, seed, threads, device, bind, remat, memory budget). Every error is
+ * OT_E_USAGE naming the option and the text. */
 #ifndef OT_CLI_ARGS_H
 #define OT_CLI_ARGS_H
 
+#include <getopt.h>
 #include <stdint.h>
 
+#include "autodiff/autodiff.h"
 #include "ir.h"
 
 /* A decimal integer in [min, max] ("--steps 100"). */
@@ -41,6 +45,70 @@ typedef struct ot_str_list {
 
 ot_status ot_str_list_add(ot_str_list *l, const char *s, ot_error *err);
 void ot_str_list_free(ot_str_list *l);
+
+/* ---- the shared options ----
+ * A command lists the OT_ARGS_OPT_* entries it takes in its getopt_long table (its
+ * own option codes start at OT_ARG_OWN) and hands every code to ot_args_common first.
+ * Values are range-checked as they are read; --loss is parsed at once. */
+enum {
+    OT_ARG_INPUT = 256,
+    OT_ARG_LABELS,
+    OT_ARG_LOSS,
+    OT_ARG_BATCH,
+    OT_ARG_SEED,
+    OT_ARG_THREADS,
+    OT_ARG_DEVICE,
+    OT_ARG_BIND,
+    OT_ARG_REMAT,
+    OT_ARG_BUDGET,
+    OT_ARG_OUTPUT,
+    OT_ARG_CLASS_AXIS,
+    OT_ARG_IGNORE,
+    OT_ARG_FREEZE,
+    OT_ARG_TRAIN,
+    OT_ARG_OWN /* first code free for a command's own options */
+};
+#define OT_ARGS_OPT_INPUT {"input", required_argument, NULL, OT_ARG_INPUT}
+#define OT_ARGS_OPT_LABELS {"labels", required_argument, NULL, OT_ARG_LABELS}
+#define OT_ARGS_OPT_LOSS {"loss", required_argument, NULL, OT_ARG_LOSS}
+#define OT_ARGS_OPT_BATCH {"batch-size", required_argument, NULL, OT_ARG_BATCH}
+#define OT_ARGS_OPT_SEED {"seed", required_argument, NULL, OT_ARG_SEED}
+#define OT_ARGS_OPT_THREADS {"threads", required_argument, NULL, OT_ARG_THREADS}
+#define OT_ARGS_OPT_DEVICE {"device", required_argument, NULL, OT_ARG_DEVICE}
+#define OT_ARGS_OPT_BIND {"bind", required_argument, NULL, OT_ARG_BIND}
+#define OT_ARGS_OPT_REMAT {"remat", required_argument, NULL, OT_ARG_REMAT}
+#define OT_ARGS_OPT_BUDGET {"memory-budget", required_argument, NULL, OT_ARG_BUDGET}
+#define OT_ARGS_OPT_OUTPUT {"output", required_argument, NULL, OT_ARG_OUTPUT}
+#define OT_ARGS_OPT_CLASS_AXIS {"class-axis", required_argument, NULL, OT_ARG_CLASS_AXIS}
+#define OT_ARGS_OPT_IGNORE {"ignore-index", required_argument, NULL, OT_ARG_IGNORE}
+#define OT_ARGS_OPT_FREEZE {"freeze", required_argument, NULL, OT_ARG_FREEZE}
+#define OT_ARGS_OPT_TRAIN {"train", required_argument, NULL, OT_ARG_TRAIN}
+
+/* Set up by ot_common_args_init: no inputs, every default. */
+typedef struct ot_common_args {
+    ot_input_specs inputs;  /* --input, repeatable */
+    const char *labels;     /* --labels FILE, or NULL */
+    ot_loss_options loss;   /* --loss, --output, --class-axis, --ignore-index */
+    ot_str_list freeze;     /* --freeze REGEX, repeatable */
+    ot_str_list train;      /* --train REGEX, repeatable */
+    int64_t batch_size;     /* --batch-size, 1..INT32_MAX; 0: the command's default */
+    uint64_t seed;          /* --seed */
+    int n_threads;          /* --threads, 1..1024; 0: OpenMP's default */
+    const char *device;     /* --device, or NULL (cpu) */
+    ot_str_list bind;       /* --bind, repeatable */
+    const char *remat;      /* --remat POLICY, or NULL */
+    int64_t memory_budget;  /* --memory-budget bytes; 0: none */
+} ot_common_args;
+
+/* Reads option `code` with value `arg` into a when it is one of the shared options
+ * (*handled true); otherwise leaves a alone and sets *handled false. */
+ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *handled, ot_error *err);
+void ot_common_args_init(ot_common_args *a);
+void ot_common_args_free(ot_common_args *a);
+
+struct ot_train_options;
+/* Copies the shared settings into training options (the lists point into a). */
+void ot_common_args_to_train(const ot_common_args *a, struct ot_train_options *o);
 
 /* Reads every input spec and the labels file (may be NULL) as .npy into d: inputs
  * named as given ("" for positional ones), labels as OT_DATA_LABELS (runtime/train.h).

@@ -48,12 +48,7 @@ static void usage(FILE *f) {
 
 typedef struct eval_opts {
     const char *model;
-    ot_input_specs inputs;
-    int64_t batch_size; /* 0: default */
-    ot_str_list binds;
-    int64_t threads;
-    const char *device;
-    int64_t seed;
+    ot_common_args args; /* inputs, batch_size (0: default), bind, n_threads, device, seed */
     bool no_dropout;
     const char *dump_dir;
     bool json;
@@ -99,7 +94,7 @@ static ot_status load_bound(const eval_opts *o, const char *batch_sym, int64_t b
     ot_status st = ot_model_load(o->model, &io, &m, err);
     if (st) return st;
     ot_graph *g = m->graph;
-    for (int i = 0; i < o->binds.n && !st; i++) st = ot_graph_bind_dims_from_string(g, o->binds.v[i], err);
+    for (int i = 0; i < o->args.bind.n && !st; i++) st = ot_graph_bind_dims_from_string(g, o->args.bind.v[i], err);
     if (!st && batch_sym) st = ot_graph_bind_dim(g, batch_sym, batch, err);
     if (!st && o->no_dropout)
         for (int i = 0; i < g->n_nodes; i++)
@@ -117,7 +112,7 @@ static ot_status load_bound(const eval_opts *o, const char *batch_sym, int64_t b
 static ot_status make_executor(const eval_opts *o, ot_model *m, ot_backend *be, ot_executor **ex, ot_error *err) {
     ot_status st = ot_graph_require_static(m->graph, err);
     if (st) return st;
-    ot_exec_options eo = {.n_threads = (int)o->threads, .seed = (uint64_t)o->seed};
+    ot_exec_options eo = {.n_threads = o->args.n_threads, .seed = o->args.seed};
     return ot_executor_new(m->graph, be, &eo, ex, err);
 }
 
@@ -223,8 +218,8 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
         in[k].name = g->values[g->inputs[k]].name;
     }
     /* Match the --input files to the graph inputs: by name, then the rest in order. */
-    for (int i = 0; i < o->inputs.n; i++) {
-        const ot_input_spec *s = &o->inputs.v[i];
+    for (int i = 0; i < o->args.inputs.n; i++) {
+        const ot_input_spec *s = &o->args.inputs.v[i];
         if (!s->name) continue;
         int k = 0;
         while (k < n_in && strcmp(in[k].name, s->name)) k++;
@@ -242,15 +237,15 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
         }
         in[k].path = s->path;
     }
-    for (int i = 0, k = 0; i < o->inputs.n; i++) {
-        if (o->inputs.v[i].name) continue;
+    for (int i = 0, k = 0; i < o->args.inputs.n; i++) {
+        if (o->args.inputs.v[i].name) continue;
         while (k < n_in && in[k].path) k++;
         if (k == n_in) {
-            st = ot_fail(err, OT_E_USAGE, "--input %s: the model has only %d input%s", o->inputs.v[i].path, n_in,
+            st = ot_fail(err, OT_E_USAGE, "--input %s: the model has only %d input%s", o->args.inputs.v[i].path, n_in,
                          n_in == 1 ? "" : "s");
             goto fail;
         }
-        in[k].path = o->inputs.v[i].path;
+        in[k].path = o->args.inputs.v[i].path;
     }
     for (int k = 0; k < n_in; k++)
         if (!in[k].path) {
@@ -259,8 +254,8 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
         }
 
     /* Read and check the data before any work. */
-    for (int i = 0; i < o->binds.n; i++)
-        if ((st = ot_graph_bind_dims_from_string(g, o->binds.v[i], err))) goto fail;
+    for (int i = 0; i < o->args.bind.n; i++)
+        if ((st = ot_graph_bind_dims_from_string(g, o->args.bind.v[i], err))) goto fail;
     int64_t count = -1;
     for (int k = 0; k < n_in; k++) {
         if ((st = ot_npy_read(in[k].path, &in[k].data, err))) goto fail;
@@ -315,7 +310,7 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
     if (v0->shape.rank >= 1 && v0->shape.dim[0] < 0 && v0->shape.sym[0] >= 0) {
         batch_sym = strdup(g->syms[v0->shape.sym[0]]);
         if (!batch_sym) goto oom;
-        bs = o->batch_size ? o->batch_size : (count < 32 ? count : 32);
+        bs = o->args.batch_size ? o->args.batch_size : (count < 32 ? count : 32);
         if (bs > count) bs = count;
         if ((st = ot_graph_bind_dim(g, batch_sym, bs, err))) goto fail;
         is_batch_sym = calloc((size_t)g->n_syms + 1, sizeof(bool));
@@ -331,9 +326,9 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
         }
     } else if (v0->shape.rank >= 1 && v0->shape.dim[0] >= 0) {
         bs = v0->shape.dim[0];
-        if (o->batch_size && o->batch_size != bs) {
-            st = ot_fail(err, OT_E_USAGE, "--batch-size %lld: input '%s' has a fixed batch of %lld", (long long)o->batch_size,
-                         in[0].name, (long long)bs);
+        if (o->args.batch_size && o->args.batch_size != bs) {
+            st = ot_fail(err, OT_E_USAGE, "--batch-size %lld: input '%s' has a fixed batch of %lld",
+                         (long long)o->args.batch_size, in[0].name, (long long)bs);
             goto fail;
         }
         if (bs == 0 || count % bs) {
@@ -355,7 +350,7 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
             goto fail;
         }
     }
-    be = ot_backend_new_by_name(o->device ? o->device : "cpu", (int)o->threads, err);
+    be = ot_backend_new_by_name(o->args.device ? o->args.device : "cpu", o->args.n_threads, err);
     if (!be) {
         st = err->code;
         goto fail;
@@ -451,33 +446,29 @@ fail:
 
 int ot_cmd_eval(int argc, char **argv) {
     static const struct option longopts[] = {
-        {"input", required_argument, NULL, 'i'},   {"batch-size", required_argument, NULL, 'b'},
-        {"bind", required_argument, NULL, 'B'},    {"threads", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'},
-        {"seed", required_argument, NULL, 's'},    {"no-dropout", no_argument, NULL, 'D'},
+        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_BIND, OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE,
+        OT_ARGS_OPT_SEED,  {"no-dropout", no_argument, NULL, 'D'},
         {"dump-outputs", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     eval_opts o = {0};
+    ot_common_args_init(&o.args);
     ot_error err = {0};
     ot_status st = OT_OK;
     int c;
+    bool common;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
+        if (common) continue;
         switch (c) {
-        case 'i': st = ot_args_add_input(&o.inputs, "--input", optarg, &err); break;
-        case 'b': st = ot_args_int("--batch-size", optarg, 1, INT32_MAX, &o.batch_size, &err); break;
-        case 'B': st = ot_str_list_add(&o.binds, optarg, &err); break;
-        case 't': st = ot_args_int("--threads", optarg, 1, 1024, &o.threads, &err); break;
-        case 'd': o.device = optarg; break;
-        case 's': st = ot_args_int("--seed", optarg, 0, INT64_MAX, &o.seed, &err); break;
         case 'D': o.no_dropout = true; break;
         case 'o': o.dump_dir = optarg; break;
         case 'j': o.json = true; break;
         case 'h':
             usage(stdout);
-            ot_input_specs_free(&o.inputs);
-            ot_str_list_free(&o.binds);
+            ot_common_args_free(&o.args);
             return 0;
         default:
             st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -487,18 +478,16 @@ int ot_cmd_eval(int argc, char **argv) {
     }
     if (!st && optind != argc - 1)
         st = ot_fail(&err, OT_E_USAGE, optind >= argc ? "missing MODEL" : "expected one MODEL, got extra arguments");
-    if (!st && o.inputs.n == 0) st = ot_fail(&err, OT_E_USAGE, "missing --input FILE.npy");
+    if (!st && o.args.inputs.n == 0) st = ot_fail(&err, OT_E_USAGE, "missing --input FILE.npy");
     if (!st) {
         o.model = argv[optind];
         st = run_eval(&o, &err);
     } else {
         fprintf(stderr, "onnxtrain eval: %s\nRun 'onnxtrain eval --help' for the options.\n", err.msg);
-        ot_input_specs_free(&o.inputs);
-        ot_str_list_free(&o.binds);
+        ot_common_args_free(&o.args);
         return st;
     }
     if (st) fprintf(stderr, "onnxtrain eval: %s\n", err.msg);
-    ot_input_specs_free(&o.inputs);
-    ot_str_list_free(&o.binds);
+    ot_common_args_free(&o.args);
     return st;
 }

@@ -120,64 +120,35 @@ done:
     return st;
 }
 
-enum { O_INPUT = 256, O_LABELS, O_LOSS, O_OUTPUT, O_CLASS_AXIS, O_IGNORE, O_FREEZE, O_TRAIN, O_BATCH, O_SEED,
-       O_THREADS, O_DEVICE, O_DUMP, O_BIND, O_REMAT, O_BUDGET, O_JSON };
+enum { O_DUMP = OT_ARG_OWN, O_JSON };
 
 int ot_cmd_grad(int argc, char **argv) {
     static const struct option opts[] = {
-        {"input", required_argument, 0, O_INPUT},   {"labels", required_argument, 0, O_LABELS},
-        {"loss", required_argument, 0, O_LOSS},     {"output", required_argument, 0, O_OUTPUT},
-        {"class-axis", required_argument, 0, O_CLASS_AXIS}, {"ignore-index", required_argument, 0, O_IGNORE},
-        {"freeze", required_argument, 0, O_FREEZE}, {"train", required_argument, 0, O_TRAIN},
-        {"batch-size", required_argument, 0, O_BATCH}, {"seed", required_argument, 0, O_SEED},
-        {"threads", required_argument, 0, O_THREADS}, {"device", required_argument, 0, O_DEVICE}, {"dump-grads", required_argument, 0, O_DUMP},
-        {"bind", required_argument, 0, O_BIND},     {"remat", required_argument, 0, O_REMAT},
-        {"memory-budget", required_argument, 0, O_BUDGET}, {"json", no_argument, 0, O_JSON},
-        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,
+        OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,
+        OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT, OT_ARGS_OPT_BUDGET,
+        {"dump-grads", required_argument, 0, O_DUMP}, {"json", no_argument, 0, O_JSON},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ot_error err = {0};
     ot_status st = OT_OK;
     ot_train_options o;
     ot_train_options_default(&o);
-    ot_input_specs inputs = {0};
-    ot_str_list freeze = {0}, train = {0}, bind = {0};
-    const char *labels = NULL, *dump = NULL;
+    ot_common_args ca;
+    ot_common_args_init(&ca);
+    const char *dump = NULL;
     bool json = false;
     ot_dataset data = {0};
     ot_model *m = NULL;
     ot_train_session *s = NULL;
-    int64_t v;
     optind = 1;
     opterr = 0;
     int c;
+    bool common;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if ((st = ot_args_common(&ca, c, optarg, &common, &err))) goto done;
+        if (common) continue;
         switch (c) {
-        case O_INPUT: st = ot_args_add_input(&inputs, "--input", optarg, &err); break;
-        case O_LABELS: labels = optarg; break;
-        case O_LOSS: st = ot_loss_kind_parse(optarg, &o.loss.kind, &err); break;
-        case O_OUTPUT: o.loss.output_name = optarg; break;
-        case O_CLASS_AXIS:
-            if (!(st = ot_args_int("--class-axis", optarg, -OT_MAX_RANK, OT_MAX_RANK - 1, &v, &err))) o.loss.class_axis = (int)v;
-            break;
-        case O_IGNORE:
-            if (!(st = ot_args_int("--ignore-index", optarg, INT64_MIN, INT64_MAX, &v, &err))) {
-                o.loss.has_ignore_index = true;
-                o.loss.ignore_index = v;
-            }
-            break;
-        case O_FREEZE: st = ot_str_list_add(&freeze, optarg, &err); break;
-        case O_TRAIN: st = ot_str_list_add(&train, optarg, &err); break;
-        case O_BIND: st = ot_str_list_add(&bind, optarg, &err); break;
-        case O_BATCH: st = ot_args_int("--batch-size", optarg, 1, INT32_MAX, &o.batch_size, &err); break;
-        case O_SEED:
-            if (!(st = ot_args_int("--seed", optarg, 0, INT64_MAX, &v, &err))) o.seed = (uint64_t)v;
-            break;
-        case O_DEVICE: o.device = optarg; break;
-        case O_THREADS:
-            if (!(st = ot_args_int("--threads", optarg, 1, 1024, &v, &err))) o.n_threads = (int)v;
-            break;
         case O_DUMP: dump = optarg; break;
-        case O_REMAT: o.remat = optarg; break;
-        case O_BUDGET: st = ot_args_size("--memory-budget", optarg, &o.memory_budget, &err); break;
         case O_JSON: json = true; break;
         case 'h': grad_usage(stdout); goto done;
         default:
@@ -191,16 +162,11 @@ int ot_cmd_grad(int argc, char **argv) {
                      optind < argc ? argv[optind + 1 < argc ? optind + 1 : optind] : "");
         goto done;
     }
-    o.freeze = freeze.v;
-    o.n_freeze = freeze.n;
-    o.train = train.v;
-    o.n_train = train.n;
-    o.bind = bind.v;
-    o.n_bind = bind.n;
+    ot_common_args_to_train(&ca, &o);
     const char *model_path = argv[optind];
     ot_import_options io = {0};
     if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
-    if ((st = ot_args_load_dataset(&inputs, labels, &data, &err))) goto done;
+    if ((st = ot_args_load_dataset(&ca.inputs, ca.labels, &data, &err))) goto done;
     if ((st = ot_train_session_new(m, &o, &data, false, &s, &err))) goto done;
     double loss = 0;
     if ((st = ot_train_grad_once(s, &data, &loss, &err))) goto done;
@@ -226,9 +192,6 @@ done:
     ot_train_session_free(s);
     ot_dataset_free(&data);
     ot_model_free(m);
-    ot_input_specs_free(&inputs);
-    ot_str_list_free(&freeze);
-    ot_str_list_free(&train);
-    ot_str_list_free(&bind);
+    ot_common_args_free(&ca);
     return (int)st;
 }

@@ -155,21 +155,16 @@ static void print_resume_command(FILE *f, int argc, char **argv, const char *dir
     fprintf(f, " --resume %s\n", dir);
 }
 
-enum { O_INPUT = 256, O_LABELS, O_VAL_INPUT, O_VAL_LABELS, O_LOSS, O_OUTPUT, O_CLASS_AXIS, O_IGNORE, O_FREEZE,
-       O_TRAIN, O_BATCH, O_SEED, O_THREADS, O_DEVICE, O_BIND, O_REMAT, O_BUDGET, O_OPT, O_LR, O_MOMENTUM, O_NESTEROV, O_WD,
-       O_BETA1, O_BETA2, O_EPS, O_CLIP, O_SCHED, O_WARMUP, O_ACCUM, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY,
-       O_QUIET, O_NO_SHUFFLE, O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME };
+enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_OPT, O_LR, O_MOMENTUM, O_NESTEROV, O_WD, O_BETA1, O_BETA2, O_EPS,
+       O_CLIP, O_SCHED, O_WARMUP, O_ACCUM, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
+       O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME };
 
 int ot_cmd_train(int argc, char **argv) {
     static const struct option opts[] = {
-        {"input", required_argument, 0, O_INPUT}, {"labels", required_argument, 0, O_LABELS},
+        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,
+        OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,
+        OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT, OT_ARGS_OPT_BUDGET,
         {"val-input", required_argument, 0, O_VAL_INPUT}, {"val-labels", required_argument, 0, O_VAL_LABELS},
-        {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
-        {"class-axis", required_argument, 0, O_CLASS_AXIS}, {"ignore-index", required_argument, 0, O_IGNORE},
-        {"freeze", required_argument, 0, O_FREEZE}, {"train", required_argument, 0, O_TRAIN},
-        {"batch-size", required_argument, 0, O_BATCH}, {"seed", required_argument, 0, O_SEED},
-        {"threads", required_argument, 0, O_THREADS}, {"device", required_argument, 0, O_DEVICE}, {"bind", required_argument, 0, O_BIND},
-        {"remat", required_argument, 0, O_REMAT}, {"memory-budget", required_argument, 0, O_BUDGET},
         {"optimizer", required_argument, 0, O_OPT}, {"lr", required_argument, 0, O_LR},
         {"momentum", required_argument, 0, O_MOMENTUM}, {"nesterov", no_argument, 0, O_NESTEROV},
         {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_BETA1},
@@ -188,9 +183,10 @@ int ot_cmd_train(int argc, char **argv) {
     ot_status st = OT_OK;
     ot_train_options o;
     ot_train_options_default(&o);
-    ot_input_specs inputs = {0}, val_inputs = {0};
-    ot_str_list freeze = {0}, train = {0}, bind = {0};
-    const char *labels = NULL, *val_labels = NULL, *out_path = NULL, *report = NULL;
+    ot_common_args ca;
+    ot_common_args_init(&ca);
+    ot_input_specs val_inputs = {0};
+    const char *val_labels = NULL, *out_path = NULL, *report = NULL;
     /* optimizer values the user set, applied over the chosen optimizer's defaults */
     double lr = NAN, momentum = NAN, wd = NAN, beta1 = NAN, beta2 = NAN, eps = NAN, clip = 0;
     bool nesterov = false, quiet = false;
@@ -210,36 +206,13 @@ int ot_cmd_train(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     int c;
+    bool common;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        if ((st = ot_args_common(&ca, c, optarg, &common, &err))) goto done;
+        if (common) continue;
         switch (c) {
-        case O_INPUT: st = ot_args_add_input(&inputs, "--input", optarg, &err); break;
-        case O_LABELS: labels = optarg; break;
         case O_VAL_INPUT: st = ot_args_add_input(&val_inputs, "--val-input", optarg, &err); break;
         case O_VAL_LABELS: val_labels = optarg; break;
-        case O_LOSS: st = ot_loss_kind_parse(optarg, &o.loss.kind, &err); break;
-        case O_OUTPUT: o.loss.output_name = optarg; break;
-        case O_CLASS_AXIS:
-            if (!(st = ot_args_int("--class-axis", optarg, -OT_MAX_RANK, OT_MAX_RANK - 1, &v, &err))) o.loss.class_axis = (int)v;
-            break;
-        case O_IGNORE:
-            if (!(st = ot_args_int("--ignore-index", optarg, INT64_MIN, INT64_MAX, &v, &err))) {
-                o.loss.has_ignore_index = true;
-                o.loss.ignore_index = v;
-            }
-            break;
-        case O_FREEZE: st = ot_str_list_add(&freeze, optarg, &err); break;
-        case O_TRAIN: st = ot_str_list_add(&train, optarg, &err); break;
-        case O_BIND: st = ot_str_list_add(&bind, optarg, &err); break;
-        case O_BATCH: st = ot_args_int("--batch-size", optarg, 1, INT32_MAX, &o.batch_size, &err); break;
-        case O_SEED:
-            if (!(st = ot_args_int("--seed", optarg, 0, INT64_MAX, &v, &err))) o.seed = (uint64_t)v;
-            break;
-        case O_DEVICE: o.device = optarg; break;
-        case O_THREADS:
-            if (!(st = ot_args_int("--threads", optarg, 1, 1024, &v, &err))) o.n_threads = (int)v;
-            break;
-        case O_REMAT: o.remat = optarg; break;
-        case O_BUDGET: st = ot_args_size("--memory-budget", optarg, &o.memory_budget, &err); break;
         case O_OPT: st = ot_optim_kind_parse(optarg, &kind, &err); break;
         case O_LR: st = ot_args_double("--lr", optarg, 0, true, &lr, &err); break;
         case O_MOMENTUM: st = ot_args_double("--momentum", optarg, 0, false, &momentum, &err); break;
@@ -272,6 +245,7 @@ int ot_cmd_train(int argc, char **argv) {
         }
         if (st) goto done;
     }
+    ot_common_args_to_train(&ca, &o);
     if (optind != argc - 1) {
         st = ot_fail(&err, OT_E_USAGE, optind >= argc ? "missing MODEL.onnx" : "expected one MODEL.onnx, got extra '%s'",
                      optind < argc ? argv[argc - 1] : "");
@@ -311,16 +285,10 @@ int ot_cmd_train(int argc, char **argv) {
         if ((st = ot_remat_policy_parse(o.remat, &pol, &err))) goto done;
         ot_remat_policy_free(&pol);
     }
-    o.freeze = freeze.v;
-    o.n_freeze = freeze.n;
-    o.train = train.v;
-    o.n_train = train.n;
-    o.bind = bind.v;
-    o.n_bind = bind.n;
     const char *model_path = argv[optind];
     ot_import_options io = {0};
     if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
-    if ((st = ot_args_load_dataset(&inputs, labels, &data, &err))) goto done;
+    if ((st = ot_args_load_dataset(&ca.inputs, ca.labels, &data, &err))) goto done;
     if (val_inputs.n && (st = ot_args_load_dataset(&val_inputs, val_labels, &val, &err))) goto done;
     if (!ckpt_dir) { /* interrupted runs need somewhere to go: next to the output */
         size_t n = strlen(out_path) + 8;
@@ -429,10 +397,7 @@ done:
     ot_dataset_free(&data);
     ot_dataset_free(&val);
     ot_model_free(m);
-    ot_input_specs_free(&inputs);
+    ot_common_args_free(&ca);
     ot_input_specs_free(&val_inputs);
-    ot_str_list_free(&freeze);
-    ot_str_list_free(&train);
-    ot_str_list_free(&bind);
     return (int)st;
 }

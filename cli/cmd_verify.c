@@ -11,7 +11,6 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "remat/session.h"
-#include "runtime/npy.h"
 #include "runtime/train.h"
 
 static void usage(FILE *f) {
@@ -36,28 +35,9 @@ static void usage(FILE *f) {
 
 typedef struct verify_opts {
     const char *model;
-    ot_input_specs inputs;
-    const char *labels;
-    const char *loss;
-    const char *remat;
-    int64_t budget, batch, seed, threads;
-    const char *device;
+    ot_common_args args; /* remat: the policy checked against none */
     bool json;
 } verify_opts;
-
-static ot_status load_data(const verify_opts *o, ot_dataset *d, ot_error *err) {
-    ot_status st = OT_OK;
-    for (int i = 0; i < o->inputs.n && !st; i++) {
-        ot_tensor *t = NULL;
-        if ((st = ot_npy_read(o->inputs.v[i].path, &t, err))) break;
-        st = ot_dataset_add(d, o->inputs.v[i].name ? o->inputs.v[i].name : "", o->inputs.v[i].path, -1, t, err);
-    }
-    if (!st && o->labels) {
-        ot_tensor *t = NULL;
-        if (!(st = ot_npy_read(o->labels, &t, err))) st = ot_dataset_add(d, OT_DATA_LABELS, o->labels, -1, t, err);
-    }
-    return st;
-}
 
 static void json_str(const char *s) {
     putchar('"');
@@ -94,12 +74,12 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
     ot_dataset data = {0};
     ot_remat_session *base = NULL, *rem = NULL;
     ot_remat_step r0 = {0}, r1 = {0};
-    if ((st = load_data(o, &data, err))) goto fail;
-    ot_remat_session_options so = {.seed = (uint64_t)o->seed, .n_threads = (int)o->threads, .device = o->device,
-                                   .memory_budget = o->budget};
-    if ((st = ot_loss_kind_parse(o->loss ? o->loss : "cross-entropy", &so.loss.kind, err))) goto fail;
-    so.loss.class_axis = -1;
-    so.batch_size = o->batch;
+    const ot_common_args *a = &o->args;
+    if ((st = ot_args_load_dataset(&a->inputs, a->labels, &data, err))) goto fail;
+    ot_remat_session_options so = {.seed = a->seed, .n_threads = a->n_threads, .device = a->device,
+                                   .memory_budget = a->memory_budget};
+    so.loss = a->loss;
+    so.batch_size = a->batch_size;
     if (so.batch_size == 0) { /* all samples, unless the model's batch is fixed */
         ot_model *m = NULL;
         ot_import_options io = {0};
@@ -112,7 +92,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
     }
     so.policy = "none";
     if ((st = ot_remat_session_new(o->model, &so, &base, err))) goto fail;
-    so.policy = o->remat;
+    so.policy = a->remat;
     if ((st = ot_remat_session_new(o->model, &so, &rem, err))) goto fail;
     if ((st = ot_remat_session_step(base, &data, &r0, err))) goto fail;
     if ((st = ot_remat_session_step(rem, &data, &r1, err))) goto fail;
@@ -125,7 +105,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
         printf("{\"model\": ");
         json_str(o->model);
         printf(", \"remat\": ");
-        json_str(o->remat);
+        json_str(a->remat);
         printf(", \"tensors\": [");
     } else {
         printf("%-48s %-7s %s\n", "tensor", "equal", "max |diff|");
@@ -152,16 +132,16 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
                n_diff ? "false" : "true", n_diff, r0.planned_peak, r1.planned_peak, r0.measured_peak, r1.measured_peak,
                saved, r0.seconds, r1.seconds, extra, step, rem->rw.n_clones);
     } else {
-        printf("\nloss %.9g (none) %.9g (%s); %d of %d tensors differ\n", r0.loss, r1.loss, o->remat, n_diff, r0.n);
+        printf("\nloss %.9g (none) %.9g (%s); %d of %d tensors differ\n", r0.loss, r1.loss, a->remat, n_diff, r0.n);
         printf("peak memory: %zu bytes (none) -> %zu bytes (%s): %.1f%% saved; measured %zu / %zu\n", r0.planned_peak,
-               r1.planned_peak, o->remat, r0.planned_peak ? 100.0 * saved / (double)r0.planned_peak : 0.0,
+               r1.planned_peak, a->remat, r0.planned_peak ? 100.0 * saved / (double)r0.planned_peak : 0.0,
                r0.measured_peak, r1.measured_peak);
         printf("time: %.3f ms (none) -> %.3f ms (%s): %+.1f%%; %d recompute nodes, %.0f extra FLOPs (%.1f%% of the step)\n",
-               r0.seconds * 1e3, r1.seconds * 1e3, o->remat, cost, rem->rw.n_clones, extra,
+               r0.seconds * 1e3, r1.seconds * 1e3, a->remat, cost, rem->rw.n_clones, extra,
                step > 0 ? 100.0 * extra / step : 0.0);
     }
     if (n_diff) st = ot_fail(err, OT_E_MISMATCH, "%d of %d tensors differ between --remat none and --remat %s", n_diff,
-                             r0.n, o->remat);
+                             r0.n, a->remat);
 fail:
     ot_remat_step_free(&r0);
     ot_remat_step_free(&r1);
@@ -173,34 +153,27 @@ fail:
 
 int ot_cmd_verify(int argc, char **argv) {
     static const struct option longopts[] = {
-        {"input", required_argument, NULL, 'i'},      {"labels", required_argument, NULL, 'l'},
-        {"loss", required_argument, NULL, 'L'},       {"remat", required_argument, NULL, 'r'},
-        {"memory-budget", required_argument, NULL, 'm'}, {"batch-size", required_argument, NULL, 'b'},
-        {"seed", required_argument, NULL, 's'},       {"threads", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},             {"help", no_argument, NULL, 'h'},
+        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS,  OT_ARGS_OPT_LOSS,   OT_ARGS_OPT_REMAT,
+        OT_ARGS_OPT_BUDGET, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,   OT_ARGS_OPT_THREADS,
+        OT_ARGS_OPT_DEVICE, {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     verify_opts o = {0};
+    ot_common_args_init(&o.args);
     ot_error err = {0};
     ot_status st = OT_OK;
     int c;
+    bool common;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
+        if (common) continue;
         switch (c) {
-        case 'i': st = ot_args_add_input(&o.inputs, "--input", optarg, &err); break;
-        case 'l': o.labels = optarg; break;
-        case 'L': o.loss = optarg; break;
-        case 'r': o.remat = optarg; break;
-        case 'm': st = ot_args_size("--memory-budget", optarg, &o.budget, &err); break;
-        case 'b': st = ot_args_int("--batch-size", optarg, 1, INT32_MAX, &o.batch, &err); break;
-        case 's': st = ot_args_int("--seed", optarg, 0, INT64_MAX, &o.seed, &err); break;
-        case 't': st = ot_args_int("--threads", optarg, 1, 1024, &o.threads, &err); break;
-        case 'd': o.device = optarg; break;
         case 'j': o.json = true; break;
         case 'h':
             usage(stdout);
-            ot_input_specs_free(&o.inputs);
+            ot_common_args_free(&o.args);
             return 0;
         default:
             st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -210,16 +183,16 @@ int ot_cmd_verify(int argc, char **argv) {
     }
     if (!st && optind != argc - 1)
         st = ot_fail(&err, OT_E_USAGE, optind >= argc ? "missing MODEL" : "expected one MODEL, got extra arguments");
-    if (!st && o.inputs.n == 0) st = ot_fail(&err, OT_E_USAGE, "missing --input FILE.npy");
-    if (!st && !o.remat) st = ot_fail(&err, OT_E_USAGE, "missing --remat POLICY (the policy to check against none)");
+    if (!st && o.args.inputs.n == 0) st = ot_fail(&err, OT_E_USAGE, "missing --input FILE.npy");
+    if (!st && !o.args.remat) st = ot_fail(&err, OT_E_USAGE, "missing --remat POLICY (the policy to check against none)");
     if (st) {
         fprintf(stderr, "onnxtrain verify: %s\nRun 'onnxtrain verify --help' for the options.\n", err.msg);
-        ot_input_specs_free(&o.inputs);
+        ot_common_args_free(&o.args);
         return st;
     }
     o.model = argv[optind];
     st = run_verify(&o, &err);
     if (st) fprintf(stderr, "onnxtrain verify: %s\n", err.msg);
-    ot_input_specs_free(&o.inputs);
+    ot_common_args_free(&o.args);
     return st;
 }

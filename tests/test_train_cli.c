@@ -12,46 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
+#include "cli_run.h"
 #include "runtime/npy.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
 #define S OT_SOURCE_DIR "/samples/"
 #define TMP OT_BINARY_DIR "/test_train_cli_tmp"
 #define MLP_DATA " --input " S "mlp/input.npy"
-
-/* Runs a shell command; returns its exit status. Output goes to TMP/out.txt. */
-static int run(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(cmd, sizeof cmd - 64, fmt, ap);
-    va_end(ap);
-    snprintf(cmd + n, sizeof cmd - (size_t)n, " >" TMP "/out.txt 2>&1");
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    size_t got = fread(b, 1, (size_t)n, f);
-    b[got] = 0;
-    fclose(f);
-    return b;
-}
-
-static void expect_output(const char *needle) {
-    char *o = slurp(TMP "/out.txt");
-    assert_non_null(o);
-    if (!strstr(o, needle)) fail_msg("expected '%s' in the output:\n%s", needle, o);
-    free(o);
-}
+/* Output of the last run goes to TMP/out.txt. */
+#define run(...) cli_run(TMP "/out.txt", __VA_ARGS__)
+#define expect_output(needle) cli_expect_in(TMP "/out.txt", needle)
 
 static void write_sentinel(const char *path) {
     FILE *f = fopen(path, "w");
@@ -61,7 +32,7 @@ static void write_sentinel(const char *path) {
 }
 
 static void expect_sentinel(const char *path) {
-    char *b = slurp(path);
+    char *b = cli_slurp(path);
     assert_non_null(b);
     assert_string_equal(b, "sentinel");
     free(b);
@@ -160,7 +131,7 @@ static void test_train_writes_model_and_report(void **state) {
     expect_output("planned peak memory");
     expect_output("val loss");
     expect_output("accuracy");
-    char *r = slurp(TMP "/report.json");
+    char *r = cli_slurp(TMP "/report.json");
     assert_non_null(r);
     assert_non_null(strstr(r, "\"loss\": ["));
     assert_non_null(strstr(r, "\"step_seconds\": ["));
@@ -169,7 +140,7 @@ static void test_train_writes_model_and_report(void **state) {
     free(r);
     /* the tuned model trains further from where it stopped: it loads and has a lower loss */
     assert_int_equal(run(BIN " grad " TMP "/tuned.onnx" MLP_DATA " --labels " S "mlp/labels.npy --json"), 0);
-    char *o = slurp(TMP "/out.txt");
+    char *o = cli_slurp(TMP "/out.txt");
     double loss = 0;
     char *p = strstr(o, "\"loss\": ");
     assert_non_null(p);
@@ -182,7 +153,7 @@ static void test_grad_dump(void **state) {
     (void)state;
     assert_int_equal(run(BIN " grad " S "mlp.onnx" MLP_DATA " --labels " S "mlp/labels.npy --freeze '^fc1' --dump-grads " TMP "/g"), 0);
     expect_output("loss 2.347");
-    char *idx = slurp(TMP "/g/index.json");
+    char *idx = cli_slurp(TMP "/g/index.json");
     assert_non_null(idx);
     assert_non_null(strstr(idx, "\"fc2.weight\": \"fc2.weight.npy\""));
     assert_null(strstr(idx, "fc1")); /* frozen */

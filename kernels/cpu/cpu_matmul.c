@@ -6,6 +6,7 @@
 #include <cblas.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/matmul_geometry.h"
 
 static ot_status mm_shape(const ot_node *node, const char *what, ot_error *err) {
     return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): %s", node->name, node->op_type, what);
@@ -18,13 +19,12 @@ ot_status ot_cpu_gemm(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
         if (in[k].data && in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
     if (out[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     const ot_shape *as = &in[0].shape, *bs = &in[1].shape;
-    if (as->rank != 2 || bs->rank != 2 || out[0].shape.rank != 2) return mm_shape(node, "A, B and Y must be 2-D", err);
-    bool ta = ot_node_attr_int(node, "transA", 0) != 0, tb = ot_node_attr_int(node, "transB", 0) != 0;
-    float alpha = ot_node_attr_float(node, "alpha", 1.0f), beta = ot_node_attr_float(node, "beta", 1.0f);
-    int64_t M = ta ? as->dim[1] : as->dim[0], K = ta ? as->dim[0] : as->dim[1];
-    int64_t Kb = tb ? bs->dim[1] : bs->dim[0], N = tb ? bs->dim[0] : bs->dim[1];
-    if (K != Kb || out[0].shape.dim[0] != M || out[0].shape.dim[1] != N)
-        return mm_shape(node, "A, B and Y dimensions disagree", err);
+    ot_matmul_geometry mg;
+    ot_status st = ot_gemm_geometry_init(&mg, node, &in[0], &in[1], &out[0], err);
+    if (st) return st;
+    bool ta = mg.ta, tb = mg.tb;
+    float alpha = mg.alpha, beta = mg.beta;
+    int64_t M = mg.M, K = mg.K, N = mg.N;
     float *y = out[0].data;
     bool has_c = node->n_inputs > 2 && in[2].data;
     if (has_c && beta != 0.0f) {
@@ -57,29 +57,12 @@ ot_status ot_cpu_matmul(const ot_node *node, const ot_tensor *in, ot_tensor *out
     (void)ctx;
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
     if (in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input 1", in[1].dtype, err);
-    const ot_shape *as = &in[0].shape, *bs = &in[1].shape;
-    if (as->rank < 1 || bs->rank < 1) return mm_shape(node, "operands must have rank >= 1", err);
-    int64_t M = as->rank == 1 ? 1 : as->dim[as->rank - 2], K = as->dim[as->rank - 1];
-    int64_t Kb = bs->rank == 1 ? bs->dim[0] : bs->dim[bs->rank - 2], N = bs->rank == 1 ? 1 : bs->dim[bs->rank - 1];
-    if (K != Kb) return mm_shape(node, "inner dimensions differ", err);
-    /* batch shapes: everything before the matrix dims */
-    int ra = as->rank > 2 ? as->rank - 2 : 0, rb = bs->rank > 2 ? bs->rank - 2 : 0;
-    int r = ra > rb ? ra : rb;
-    int64_t bdim[OT_MAX_RANK], sa[OT_MAX_RANK], sb[OT_MAX_RANK], batch = 1;
-    int64_t acc_a = M * K, acc_b = K * N;
-    for (int d = r - 1; d >= 0; d--) {
-        int da = d - (r - ra), db = d - (r - rb);
-        int64_t na = da >= 0 ? as->dim[da] : 1, nb = db >= 0 ? bs->dim[db] : 1;
-        if (na != nb && na != 1 && nb != 1) return mm_shape(node, "batch dimensions do not broadcast", err);
-        bdim[d] = na > nb ? na : nb;
-        if (na == 0 || nb == 0) bdim[d] = 0;
-        sa[d] = na == 1 ? 0 : acc_a;
-        sb[d] = nb == 1 ? 0 : acc_b;
-        acc_a *= na;
-        acc_b *= nb;
-        batch *= bdim[d];
-    }
-    if (ot_cpu_numel(&out[0]) != batch * M * N) return mm_shape(node, "output size differs from batch x M x N", err);
+    ot_matmul_geometry mg;
+    ot_status st = ot_matmul_geometry_init(&mg, node, &in[0], &in[1], &out[0], err);
+    if (st) return st;
+    int64_t M = mg.M, K = mg.K, N = mg.N, batch = mg.batch;
+    int r = mg.r;
+    const int64_t *bdim = mg.bdim, *sa = mg.sa, *sb = mg.sb;
     const float *a = in[0].data, *b = in[1].data;
     float *y = out[0].data;
     if (batch * M * N == 0) return OT_OK;

@@ -6,9 +6,10 @@
 #include <cblas.h>
 
 #include "kernels/cpu/grad_kernels.h"
+#include "kernels/pool_geometry.h"
 
 typedef struct conv3 {
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
+    ot_window3 sp; /* the spatial window as 3-D (kernels/pool_geometry.h) */
     int64_t N, Cin, Cout, G, Cig, Cog, K, L, S; /* K = kernel volume, L = output volume, S = input volume */
 } conv3;
 
@@ -20,20 +21,10 @@ static ot_status conv_init(conv3 *p, const ot_node *node, const ot_shape *x, con
     ot_cpu_window win;
     ot_status st = ot_cpu_window_init(&win, node, x, y, &w->dim[2], err);
     if (st) return st;
-    int lead = 3 - win.nd;
-    p->K = p->L = p->S = 1;
-    for (int i = 0; i < 3; i++) {
-        int j = i - lead;
-        p->in[i] = j >= 0 ? win.in[j] : 1;
-        p->out[i] = j >= 0 ? win.out[j] : 1;
-        p->k[i] = j >= 0 ? win.k[j] : 1;
-        p->s[i] = j >= 0 ? win.stride[j] : 1;
-        p->d[i] = j >= 0 ? win.dil[j] : 1;
-        p->pb[i] = j >= 0 ? win.pad_begin[j] : 0;
-        p->K *= p->k[i];
-        p->L *= p->out[i];
-        p->S *= p->in[i];
-    }
+    ot_window3_lift(&p->sp, &win);
+    p->K = p->sp.k[0] * p->sp.k[1] * p->sp.k[2];
+    p->L = p->sp.out_sz;
+    p->S = p->sp.in_sz;
     p->N = x->dim[0];
     p->Cin = x->dim[1];
     p->Cout = w->dim[0];
@@ -53,16 +44,17 @@ static void im2col(const conv3 *p, const float *x, float *col, int nt) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (rows * p->L >= OT_CPU_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         int64_t ci = r / p->K, kk = r % p->K;
-        int64_t k0 = kk / (p->k[1] * p->k[2]), k1 = (kk / p->k[2]) % p->k[1], k2 = kk % p->k[2];
+        int64_t k0 = kk / (p->sp.k[1] * p->sp.k[2]), k1 = (kk / p->sp.k[2]) % p->sp.k[1], k2 = kk % p->sp.k[2];
         const float *xc = x + ci * p->S;
         float *cr = col + r * p->L;
         for (int64_t l = 0; l < p->L; l++) {
-            int64_t o0 = l / (p->out[1] * p->out[2]), o1 = (l / p->out[2]) % p->out[1], o2 = l % p->out[2];
-            int64_t i0 = o0 * p->s[0] - p->pb[0] + k0 * p->d[0];
-            int64_t i1 = o1 * p->s[1] - p->pb[1] + k1 * p->d[1];
-            int64_t i2 = o2 * p->s[2] - p->pb[2] + k2 * p->d[2];
-            bool in = i0 >= 0 && i0 < p->in[0] && i1 >= 0 && i1 < p->in[1] && i2 >= 0 && i2 < p->in[2];
-            cr[l] = in ? xc[(i0 * p->in[1] + i1) * p->in[2] + i2] : 0.0f;
+            int64_t o0 = l / (p->sp.out[1] * p->sp.out[2]), o1 = (l / p->sp.out[2]) % p->sp.out[1],
+                    o2 = l % p->sp.out[2];
+            int64_t i0 = o0 * p->sp.s[0] - p->sp.pb[0] + k0 * p->sp.d[0];
+            int64_t i1 = o1 * p->sp.s[1] - p->sp.pb[1] + k1 * p->sp.d[1];
+            int64_t i2 = o2 * p->sp.s[2] - p->sp.pb[2] + k2 * p->sp.d[2];
+            bool in = i0 >= 0 && i0 < p->sp.in[0] && i1 >= 0 && i1 < p->sp.in[1] && i2 >= 0 && i2 < p->sp.in[2];
+            cr[l] = in ? xc[(i0 * p->sp.in[1] + i1) * p->sp.in[2] + i2] : 0.0f;
         }
     }
 }
@@ -73,15 +65,16 @@ static void col2im(const conv3 *p, const float *col, float *dx, int nt) {
     for (int64_t ci = 0; ci < p->Cig; ci++) {
         float *xc = dx + ci * p->S;
         for (int64_t kk = 0; kk < p->K; kk++) {
-            int64_t k0 = kk / (p->k[1] * p->k[2]), k1 = (kk / p->k[2]) % p->k[1], k2 = kk % p->k[2];
+            int64_t k0 = kk / (p->sp.k[1] * p->sp.k[2]), k1 = (kk / p->sp.k[2]) % p->sp.k[1], k2 = kk % p->sp.k[2];
             const float *cr = col + (ci * p->K + kk) * p->L;
             for (int64_t l = 0; l < p->L; l++) {
-                int64_t o0 = l / (p->out[1] * p->out[2]), o1 = (l / p->out[2]) % p->out[1], o2 = l % p->out[2];
-                int64_t i0 = o0 * p->s[0] - p->pb[0] + k0 * p->d[0];
-                int64_t i1 = o1 * p->s[1] - p->pb[1] + k1 * p->d[1];
-                int64_t i2 = o2 * p->s[2] - p->pb[2] + k2 * p->d[2];
-                if (i0 >= 0 && i0 < p->in[0] && i1 >= 0 && i1 < p->in[1] && i2 >= 0 && i2 < p->in[2])
-                    xc[(i0 * p->in[1] + i1) * p->in[2] + i2] += cr[l];
+                int64_t o0 = l / (p->sp.out[1] * p->sp.out[2]), o1 = (l / p->sp.out[2]) % p->sp.out[1],
+                    o2 = l % p->sp.out[2];
+                int64_t i0 = o0 * p->sp.s[0] - p->sp.pb[0] + k0 * p->sp.d[0];
+                int64_t i1 = o1 * p->sp.s[1] - p->sp.pb[1] + k1 * p->sp.d[1];
+                int64_t i2 = o2 * p->sp.s[2] - p->sp.pb[2] + k2 * p->sp.d[2];
+                if (i0 >= 0 && i0 < p->sp.in[0] && i1 >= 0 && i1 < p->sp.in[1] && i2 >= 0 && i2 < p->sp.in[2])
+                    xc[(i0 * p->sp.in[1] + i1) * p->sp.in[2] + i2] += cr[l];
             }
         }
     }

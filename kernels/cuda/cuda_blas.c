@@ -8,15 +8,12 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/matmul_geometry.h"
 
 static int64_t numel(const ot_tensor *t) {
     int64_t n = 1;
     for (int i = 0; i < t->shape.rank; i++) n *= t->shape.dim[i];
     return n;
-}
-
-static ot_status mm_shape(const ot_node *node, const char *what, ot_error *err) {
-    return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): %s", node->name, node->op_type, what);
 }
 
 static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
@@ -38,52 +35,28 @@ OT_CUDA_KERNEL(ot_cuda_gemm) {
     for (int k = 0; k < node->n_inputs && k < 3; k++)
         if (in[k].data && in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
     if (out[0].dtype != OT_F32) return bad_dtype(node, "output", out[0].dtype, err);
-    const ot_shape *as = &in[0].shape, *bs = &in[1].shape;
-    if (as->rank != 2 || bs->rank != 2 || out[0].shape.rank != 2) return mm_shape(node, "A, B and Y must be 2-D", err);
-    bool ta = ot_node_attr_int(node, "transA", 0) != 0, tb = ot_node_attr_int(node, "transB", 0) != 0;
-    float alpha = ot_node_attr_float(node, "alpha", 1.0f), beta = ot_node_attr_float(node, "beta", 1.0f);
-    int64_t M = ta ? as->dim[1] : as->dim[0], K = ta ? as->dim[0] : as->dim[1];
-    int64_t Kb = tb ? bs->dim[1] : bs->dim[0], N = tb ? bs->dim[0] : bs->dim[1];
-    if (K != Kb || out[0].shape.dim[0] != M || out[0].shape.dim[1] != N)
-        return mm_shape(node, "A, B and Y dimensions disagree", err);
-    bool has_c = node->n_inputs > 2 && in[2].data && beta != 0.0f;
-    ot_status st;
-    if (has_c && (st = ot_cuda_broadcast_scaled(cx, node, &in[2], &out[0], beta, err))) return st;
-    if (M == 0 || N == 0) return OT_OK;
-    if (K == 0) {
-        if (!has_c) OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, (size_t)(M * N) * sizeof(float), cx->stream));
+    ot_matmul_geometry g;
+    ot_status st = ot_gemm_geometry_init(&g, node, &in[0], &in[1], &out[0], err);
+    if (st) return st;
+    bool has_c = node->n_inputs > 2 && in[2].data && g.beta != 0.0f;
+    if (has_c && (st = ot_cuda_broadcast_scaled(cx, node, &in[2], &out[0], g.beta, err))) return st;
+    if (g.M == 0 || g.N == 0) return OT_OK;
+    if (g.K == 0) {
+        if (!has_c) OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, (size_t)(g.M * g.N) * sizeof(float), cx->stream));
         return OT_OK;
     }
-    return sgemm_rm(cx, ta, tb, M, N, K, alpha, in[0].data, as->dim[1], in[1].data, bs->dim[1], has_c ? 1.0f : 0.0f,
-                    out[0].data, N, err);
+    return sgemm_rm(cx, g.ta, g.tb, g.M, g.N, g.K, g.alpha, in[0].data, in[0].shape.dim[1], in[1].data,
+                    in[1].shape.dim[1], has_c ? 1.0f : 0.0f, out[0].data, g.N, err);
 }
 
 OT_CUDA_KERNEL(ot_cuda_matmul) {
     (void)ctx;
     if (in[0].dtype != OT_F32) return bad_dtype(node, "input 0", in[0].dtype, err);
     if (in[1].dtype != OT_F32) return bad_dtype(node, "input 1", in[1].dtype, err);
-    const ot_shape *as = &in[0].shape, *bs = &in[1].shape;
-    if (as->rank < 1 || bs->rank < 1) return mm_shape(node, "operands must have rank >= 1", err);
-    int64_t M = as->rank == 1 ? 1 : as->dim[as->rank - 2], K = as->dim[as->rank - 1];
-    int64_t Kb = bs->rank == 1 ? bs->dim[0] : bs->dim[bs->rank - 2], N = bs->rank == 1 ? 1 : bs->dim[bs->rank - 1];
-    if (K != Kb) return mm_shape(node, "inner dimensions differ", err);
-    int ra = as->rank > 2 ? as->rank - 2 : 0, rb = bs->rank > 2 ? bs->rank - 2 : 0;
-    int r = ra > rb ? ra : rb;
-    int64_t bdim[OT_MAX_RANK], sa[OT_MAX_RANK], sb[OT_MAX_RANK], batch = 1;
-    int64_t acc_a = M * K, acc_b = K * N;
-    for (int d = r - 1; d >= 0; d--) {
-        int da = d - (r - ra), db = d - (r - rb);
-        int64_t na = da >= 0 ? as->dim[da] : 1, nb = db >= 0 ? bs->dim[db] : 1;
-        if (na != nb && na != 1 && nb != 1) return mm_shape(node, "batch dimensions do not broadcast", err);
-        bdim[d] = na > nb ? na : nb;
-        if (na == 0 || nb == 0) bdim[d] = 0;
-        sa[d] = na == 1 ? 0 : acc_a;
-        sb[d] = nb == 1 ? 0 : acc_b;
-        acc_a *= na;
-        acc_b *= nb;
-        batch *= bdim[d];
-    }
-    if (numel(&out[0]) != batch * M * N) return mm_shape(node, "output size differs from batch x M x N", err);
+    ot_matmul_geometry g;
+    ot_status st = ot_matmul_geometry_init(&g, node, &in[0], &in[1], &out[0], err);
+    if (st) return st;
+    int64_t M = g.M, N = g.N, K = g.K, batch = g.batch;
     const float *a = in[0].data, *b = in[1].data;
     float *y = out[0].data;
     if (batch * M * N == 0) return OT_OK;
@@ -93,11 +66,11 @@ OT_CUDA_KERNEL(ot_cuda_matmul) {
     }
     /* Each operand's batch is either dense (strides M*K apart) or shared (stride 0). */
     bool a_dense = true, a_shared = true, b_dense = true, b_shared = true;
-    for (int d = 0; d < r; d++) {
-        if (bdim[d] == 1) continue;
-        if (sa[d] == 0) a_dense = false;
+    for (int d = 0; d < g.r; d++) {
+        if (g.bdim[d] == 1) continue;
+        if (g.sa[d] == 0) a_dense = false;
         else a_shared = false;
-        if (sb[d] == 0) b_dense = false;
+        if (g.sb[d] == 0) b_dense = false;
         else b_shared = false;
     }
     if (b_shared && a_dense) /* one tall GEMM */
@@ -110,14 +83,9 @@ OT_CUDA_KERNEL(ot_cuda_matmul) {
         return OT_OK;
     }
     for (int64_t i = 0; i < batch; i++) { /* mixed broadcasting: one GEMM per batch */
-        int64_t oa = 0, ob = 0, q = i;
-        for (int d = r - 1; d >= 0; d--) {
-            int64_t j = q % bdim[d];
-            q /= bdim[d];
-            oa += j * sa[d];
-            ob += j * sb[d];
-        }
-        ot_status st = sgemm_rm(cx, false, false, M, N, K, 1.0f, a + oa, K, b + ob, N, 0.0f, y + i * M * N, N, err);
+        int64_t oa, ob;
+        ot_matmul_batch_offsets(&g, i, &oa, &ob);
+        st = sgemm_rm(cx, false, false, M, N, K, 1.0f, a + oa, K, b + ob, N, 0.0f, y + i * M * N, N, err);
         if (st) return st;
     }
     return OT_OK;

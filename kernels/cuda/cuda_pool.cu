@@ -1,119 +1,30 @@
 /* cuda_pool.cu — MaxPool (optional Indices), AveragePool, GlobalAveragePool and
  * their gradients on the GPU, the counterparts of cpu_pool.c and grad_pool.c with
- * the same window rules (1-D to 3-D run as 3-D; first maximum in window order, NaN
- * wins; count_include_pad never counts positions past the end pad). The gradients
+ * the same window rules, the very code of kernels/pool_geometry.h (1-D to 3-D run as
+ * 3-D; first maximum in window order, NaN wins; the AveragePool divisor). The gradients
  * gather: one thread per dX element visits the outputs whose windows cover it in
  * ascending output order, the order in which the CPU adds them, with no atomics. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_device.cuh"
+#include "kernels/pool_geometry.h"
 
-struct pool3 {
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-    int64_t planes, in_sz, out_sz;
-};
-
-static ot_status pool_init(pool3 *p, const ot_node *node, const ot_tensor *x, const ot_tensor *y, ot_error *err) {
-    int n = 0;
-    const int64_t *kernel = ot_node_attr_ints(node, "kernel_shape", &n);
-    if (!kernel || n != x->shape.rank - 2)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): kernel_shape missing or of the wrong length", node->name,
-                       node->op_type);
-    ot_cpu_window w;
-    ot_status st = ot_cpu_window_init(&w, node, &x->shape, &y->shape, kernel, err);
-    if (st) return st;
-    if (y->shape.dim[0] != x->shape.dim[0] || y->shape.dim[1] != x->shape.dim[1])
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): N, C of the input and output differ", node->name,
-                       node->op_type);
-    int lead = 3 - w.nd;
-    p->in_sz = p->out_sz = 1;
-    for (int i = 0; i < 3; i++) {
-        int j = i - lead;
-        p->in[i] = j >= 0 ? w.in[j] : 1;
-        p->out[i] = j >= 0 ? w.out[j] : 1;
-        p->k[i] = j >= 0 ? w.k[j] : 1;
-        p->s[i] = j >= 0 ? w.stride[j] : 1;
-        p->d[i] = j >= 0 ? w.dil[j] : 1;
-        p->pb[i] = j >= 0 ? w.pad_begin[j] : 0;
-        p->pe[i] = j >= 0 ? w.pad_end[j] : 0;
-        p->in_sz *= p->in[i];
-        p->out_sz *= p->out[i];
-    }
-    p->planes = x->shape.dim[0] * x->shape.dim[1];
-    return OT_OK;
-}
-
-/* Argmax (flat spatial index, -1 if the window is empty) of output o of a plane. */
-__device__ int64_t window_argmax(const pool3 &p, const float *xp, int64_t o, float *best_out) {
-    int64_t o2 = o % p.out[2], o1 = (o / p.out[2]) % p.out[1], o0 = o / (p.out[2] * p.out[1]);
-    float best = -INFINITY;
-    int64_t bi = -1;
-    for (int64_t a = 0; a < p.k[0]; a++) {
-        int64_t i0 = o0 * p.s[0] - p.pb[0] + a * p.d[0];
-        if (i0 < 0 || i0 >= p.in[0]) continue;
-        for (int64_t b = 0; b < p.k[1]; b++) {
-            int64_t i1 = o1 * p.s[1] - p.pb[1] + b * p.d[1];
-            if (i1 < 0 || i1 >= p.in[1]) continue;
-            for (int64_t c = 0; c < p.k[2]; c++) {
-                int64_t i2 = o2 * p.s[2] - p.pb[2] + c * p.d[2];
-                if (i2 < 0 || i2 >= p.in[2]) continue;
-                int64_t ii = (i0 * p.in[1] + i1) * p.in[2] + i2;
-                float v = xp[ii];
-                if (bi < 0 || v > best || isnan(v)) {
-                    best = v;
-                    bi = ii;
-                    if (isnan(v)) {
-                        *best_out = best;
-                        return bi;
-                    }
-                }
-            }
-        }
-    }
-    *best_out = best;
-    return bi;
-}
-
-/* Divisor of output o of an AveragePool. */
-__device__ int64_t avg_divisor(const pool3 &p, int64_t o, bool include_pad) {
-    int64_t oi[3] = {o / (p.out[2] * p.out[1]), (o / p.out[2]) % p.out[1], o % p.out[2]};
-    int64_t cin = 1, cpad = 1;
-    for (int dd = 0; dd < 3; dd++) {
-        int64_t ci = 0, cp = 0;
-        for (int64_t a = 0; a < p.k[dd]; a++) {
-            int64_t i = oi[dd] * p.s[dd] - p.pb[dd] + a * p.d[dd];
-            if (i >= -p.pb[dd] && i < p.in[dd] + p.pe[dd]) cp++;
-            if (i >= 0 && i < p.in[dd]) ci++;
-        }
-        cin *= ci;
-        cpad *= cp;
-    }
-    return include_pad ? cpad : cin;
-}
-
-__global__ void k_max_pool(const float *x, float *y, int64_t *idx, pool3 p, int col_major) {
+__global__ void k_max_pool(const float *x, float *y, int64_t *idx, ot_window3 p, int col_major) {
     OT_CU_LOOP(t, p.planes * p.out_sz) {
         int64_t pl = t / p.out_sz, o = t % p.out_sz;
         float best;
-        int64_t bi = window_argmax(p, x + pl * p.in_sz, o, &best);
+        int64_t bi = ot_pool_window_argmax(&p, x + pl * p.in_sz, o, &best);
         y[t] = best;
-        if (idx) {
-            int64_t sp = bi;
-            if (col_major && bi >= 0) {
-                int64_t i2 = bi % p.in[2], i1 = (bi / p.in[2]) % p.in[1], i0 = bi / (p.in[2] * p.in[1]);
-                sp = i0 + i1 * p.in[0] + i2 * p.in[0] * p.in[1];
-            }
-            idx[t] = bi < 0 ? -1 : pl * p.in_sz + sp;
-        }
+        if (idx) idx[t] = ot_pool_window_index(&p, pl, bi, col_major);
     }
 }
 
 OT_CUDA_KERNEL(ot_cuda_max_pool) {
     (void)ctx;
     if (in[0].dtype != OT_F32) return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (MaxPool): float32 only", node->name);
-    pool3 p;
-    ot_status st = pool_init(&p, node, &in[0], &out[0], err);
+    ot_window3 p;
+    ot_status st = ot_pool_window_init(&p, node, &in[0], &out[0], err);
     if (st) return st;
     int64_t *idx = node->n_outputs > 1 && out[1].data ? (int64_t *)out[1].data : NULL;
     if (idx && out[1].dtype != OT_I64)
@@ -126,27 +37,10 @@ OT_CUDA_KERNEL(ot_cuda_max_pool) {
     return OT_OK;
 }
 
-__global__ void k_avg_pool(const float *x, float *y, pool3 p, int include_pad) {
+__global__ void k_avg_pool(const float *x, float *y, ot_window3 p, int include_pad) {
     OT_CU_LOOP(t, p.planes * p.out_sz) {
         int64_t pl = t / p.out_sz, o = t % p.out_sz;
-        const float *xp = x + pl * p.in_sz;
-        int64_t oi[3] = {o / (p.out[2] * p.out[1]), (o / p.out[2]) % p.out[1], o % p.out[2]};
-        float s = 0.0f;
-        for (int64_t a = 0; a < p.k[0]; a++) {
-            int64_t i0 = oi[0] * p.s[0] - p.pb[0] + a * p.d[0];
-            if (i0 < 0 || i0 >= p.in[0]) continue;
-            for (int64_t b = 0; b < p.k[1]; b++) {
-                int64_t i1 = oi[1] * p.s[1] - p.pb[1] + b * p.d[1];
-                if (i1 < 0 || i1 >= p.in[1]) continue;
-                for (int64_t c = 0; c < p.k[2]; c++) {
-                    int64_t i2 = oi[2] * p.s[2] - p.pb[2] + c * p.d[2];
-                    if (i2 < 0 || i2 >= p.in[2]) continue;
-                    s = __fadd_rn(s, xp[(i0 * p.in[1] + i1) * p.in[2] + i2]);
-                }
-            }
-        }
-        int64_t div = avg_divisor(p, o, include_pad);
-        y[t] = div > 0 ? s / (float)div : 0.0f;
+        y[t] = ot_pool_window_mean(&p, x + pl * p.in_sz, o, include_pad);
     }
 }
 
@@ -154,8 +48,8 @@ OT_CUDA_KERNEL(ot_cuda_average_pool) {
     (void)ctx;
     if (in[0].dtype != OT_F32)
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (AveragePool): float32 only", node->name);
-    pool3 p;
-    ot_status st = pool_init(&p, node, &in[0], &out[0], err);
+    ot_window3 p;
+    ot_status st = ot_pool_window_init(&p, node, &in[0], &out[0], err);
     if (st) return st;
     int64_t n = p.planes * p.out_sz;
     if (n == 0) return OT_OK;
@@ -194,7 +88,7 @@ OT_CUDA_KERNEL(ot_cuda_global_average_pool) {
 /* Output positions along one dim whose window touches input position i, ascending:
  * o = (i + pb - a*d) / s for the taps a that divide exactly; a descending gives o
  * ascending. */
-__global__ void k_pool_grad(const float *dy, const float *x, float *dx, pool3 p, int is_max, int include_pad) {
+__global__ void k_pool_grad(const float *dy, const float *x, float *dx, ot_window3 p, int is_max, int include_pad) {
     OT_CU_LOOP(t, p.planes * p.in_sz) {
         int64_t pl = t / p.in_sz, ii = t % p.in_sz;
         int64_t i[3] = {ii / (p.in[2] * p.in[1]), (ii / p.in[2]) % p.in[1], ii % p.in[2]};
@@ -220,9 +114,9 @@ __global__ void k_pool_grad(const float *dy, const float *x, float *dx, pool3 p,
                     float g = gp[o];
                     if (is_max) {
                         float best;
-                        if (window_argmax(p, xp, o, &best) == ii) acc = __fadd_rn(acc, g);
+                        if (ot_pool_window_argmax(&p, xp, o, &best) == ii) acc = __fadd_rn(acc, g);
                     } else {
-                        int64_t div = avg_divisor(p, o, include_pad);
+                        int64_t div = ot_pool_window_divisor(&p, o, include_pad);
                         if (div > 0) acc = __fadd_rn(acc, g / (float)div);
                     }
                 }
@@ -237,8 +131,8 @@ OT_CUDA_KERNEL(ot_cuda_pool_grad) {
     const ot_tensor *dy = &in[0], *x = &in[1];
     if (dy->dtype != OT_F32 || x->dtype != OT_F32)
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): float32 only", node->name, node->op_type);
-    pool3 p;
-    ot_status st = pool_init(&p, node, x, dy, err);
+    ot_window3 p;
+    ot_status st = ot_pool_window_init(&p, node, x, dy, err);
     if (st) return st;
     int64_t n = p.planes * p.in_sz;
     if (n == 0) return OT_OK;
