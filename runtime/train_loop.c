@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/checkpoint.h"
 #include "runtime/progress.h"
 #include "runtime/train_internal.h"
 
@@ -150,9 +151,43 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     return write_scalars(s, s->lr, scale, true, err);
 }
 
+/* After an optimizer node of an applied step: the param and optimizer state it
+ * updated in place must still be finite (a huge --lr overflows here, after every
+ * gradient was finite). The step node has no outputs to scan, so read its inputs. */
+static ot_status check_update(ot_train_session *s, int step, const ot_node *node, ot_error *err) {
+    for (int k = 0; k + 1 < node->n_inputs; k++) {
+        int v = node->inputs[k];
+        if (k == 1 || v < 0 || s->g->values[v].dtype != OT_F32) continue; /* input 1 is the gradient */
+        const ot_value *val = &s->g->values[v];
+        size_t nb = (size_t)ot_shape_numel(&val->shape) * sizeof(float);
+        if (nb > s->scan_cap) {
+            void *b = realloc(s->scan_buf, nb);
+            if (!b) return ot_fail(err, OT_E_MEMORY, "out of memory scanning for NaN");
+            s->scan_buf = b;
+            s->scan_cap = nb;
+        }
+        ot_status st = copy_out(s, s->scan_buf, ot_executor_value_ptr(s->ex, v), nb, err);
+        if (st) return st;
+        int64_t i = first_nonfinite(s->scan_buf, OT_F32, (int64_t)(nb / sizeof(float)));
+        if (i >= 0) {
+            float x = ((const float *)s->scan_buf)[i];
+            return ot_fail(err, OT_E_NUMERICS,
+                           "training step %lld: node '%s' (%s, %s pass, schedule step %d) made %s '%s' non-finite: %s "
+                           "at index %lld (the gradients were finite). Lower --lr or add --clip-grad-norm",
+                           (long long)s->run_step, node->name, node->op_type ? node->op_type : ot_op_name(node->op),
+                           ot_phase_name(node->phase), step, val->kind == OT_VK_PARAM ? "param" : "optimizer state",
+                           vname(s->g, v), isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf", (long long)i);
+        }
+    }
+    return OT_OK;
+}
+
 ot_status ot_train_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out, ot_error *err) {
     (void)ex;
     ot_train_session *s = user;
+    if (step > s->boundary && s->mode == MODE_TRAIN && !s->o.no_numerics_check && s->micro == s->o.accum - 1 &&
+        node->phase == OT_PHASE_OPTIMIZER)
+        return check_update(s, step, node, err);
     if (s->mode == MODE_SCAN) {
         ot_status st = scan_outputs(s, step, node, out, err);
         if (st) return st;
@@ -280,6 +315,18 @@ void ot_train_result_free(ot_train_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* Writes a checkpoint of the state after `steps_done` steps into the checkpoint folder. */
+static ot_status save_checkpoint(ot_train_session *s, const ot_dataset *data, int64_t steps_done, ot_train_result *r,
+                                 ot_error *err) {
+    ot_checkpoint c = {0};
+    ot_status st = ot_train_checkpoint_capture(s, data, steps_done, &c, err);
+    if (!st)
+        st = ot_checkpoint_save_dir(&c, s->o.checkpoint_dir, s->o.keep_checkpoints, r->last_checkpoint,
+                                    sizeof r->last_checkpoint, err);
+    ot_checkpoint_free(&c);
+    return st;
+}
+
 ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dataset *val,
                        const ot_train_observer *obs, ot_train_result *r, ot_error *err) {
     ot_status st = OT_OK;
@@ -308,8 +355,21 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         goto done;
     }
     r->planned_peak = ot_plan_peak_bytes(ot_executor_plan(s->ex));
+    int64_t start = 0;
+    if (s->o.resume) {
+        const char *rp = s->o.resume_path ? s->o.resume_path : "checkpoint";
+        if ((st = ot_train_checkpoint_restore(s, data, s->o.resume, rp, err))) goto done;
+        start = s->o.resume->step;
+        if (start >= T) {
+            st = ot_fail(err, OT_E_USAGE, "%s: the checkpoint is at step %lld and this run has %lld steps: nothing left "
+                         "to do (raise --steps or --epochs to train further)", rp, (long long)start, (long long)T);
+            goto done;
+        }
+        for (int64_t k = 0; k < start; k++) r->loss[k] = r->lr[k] = r->grad_norm[k] = NAN;
+    }
+    r->first_step = start;
     double t0 = ot_now_seconds();
-    for (int64_t step = 0; step < T; step++) {
+    for (int64_t step = start; step < T; step++) {
         double ts = ot_now_seconds(), loss_sum = 0;
         s->opt_step = step + 1;
         s->run_step = step + 1;
@@ -330,7 +390,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         double el = ot_now_seconds() - t0;
         if (obs && obs->on_step)
             obs->on_step(obs->user, step + 1, T, r->loss[step], s->lr,
-                         el > 0 ? (double)((step + 1) * K * s->B) / el : 0.0);
+                         el > 0 ? (double)((step + 1 - start) * K * s->B) / el : 0.0);
         /* Validate when this step completed an epoch (a step of K micro-batches may
          * straddle the boundary: the check runs after it), and after the last step. */
         int64_t done_before = (step * K) / per_epoch, done_after = ((step + 1) * K) / per_epoch;
@@ -342,6 +402,15 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
             if (val && (st = validate(s, val, e, err))) goto done;
             r->n_epochs++;
             if (obs && obs->on_epoch) obs->on_epoch(obs->user, e);
+        }
+        /* A stop request (SIGINT/SIGTERM in the CLI) is honoured here, between steps,
+         * so the checkpoint holds a whole step and resuming loses nothing. */
+        bool stop = s->o.stop && *s->o.stop && step + 1 < T;
+        bool periodic = s->o.checkpoint_every > 0 && (step + 1) % s->o.checkpoint_every == 0;
+        if ((stop || periodic) && s->o.checkpoint_dir && (st = save_checkpoint(s, data, step + 1, r, err))) goto done;
+        if (stop) {
+            r->interrupted = true;
+            break;
         }
     }
     r->total_seconds = ot_now_seconds() - t0;

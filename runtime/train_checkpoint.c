@@ -1,0 +1,149 @@
+/* train_checkpoint.c — checkpoints of a training session (see checkpoint.h): the
+ * model fingerprint, the run's settings, and copying params, running statistics and
+ * optimizer state between the executor's arena and a checkpoint. The step, the data
+ * position and the RNG need nothing else: batches and Dropout masks are pure
+ * functions of (seed, micro-batch index) (data.h, DESIGN.md "Determinism"). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/checkpoint.h"
+#include "runtime/train_internal.h"
+
+static uint64_t hash_str(uint64_t h, const char *s) {
+    s = s ? s : "";
+    return ot_fnv1a64(h, s, strlen(s) + 1); /* with the terminator: "ab","c" != "a","bc" */
+}
+
+static uint64_t hash_i64(uint64_t h, int64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)((uint64_t)v >> (8 * i));
+    return ot_fnv1a64(h, b, 8);
+}
+
+static uint64_t hash_value(uint64_t h, const ot_graph *g, int v) {
+    const ot_value *val = &g->values[v];
+    h = hash_str(h, val->name);
+    h = hash_i64(h, val->dtype);
+    h = hash_i64(h, val->shape.rank);
+    for (int k = 0; k < val->shape.rank; k++)
+        h = hash_i64(h, val->shape.dim[k]);
+    return h;
+}
+
+uint64_t ot_train_fingerprint(const ot_train_session *s) {
+    const ot_graph *g = s->g;
+    uint64_t h = OT_FNV_OFFSET;
+    /* the model's own nodes only: loss, backward, remat and optimizer nodes follow
+     * from the settings, and remat may differ between the two runs */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ot_node *n = &g->nodes[i];
+        if (n->src_index < 0 || n->removed) continue;
+        h = hash_str(h, n->op_type ? n->op_type : ot_op_name(n->op));
+        h = hash_str(h, n->name);
+        for (int k = 0; k < n->n_inputs; k++)
+            h = hash_str(h, n->inputs[k] >= 0 ? vname(g, n->inputs[k]) : "");
+        for (int k = 0; k < n->n_outputs; k++)
+            h = hash_str(h, n->outputs[k] >= 0 ? vname(g, n->outputs[k]) : "");
+    }
+    for (int i = 0; i < s->n_model_inputs; i++)
+        h = hash_str(h, vname(g, g->inputs[i]));
+    /* every initializer of the file, trained or frozen: --freeze is a setting, checked
+     * (with its own message) when the tensors are matched */
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].init_index >= 0) h = hash_value(h, g, v);
+    return h;
+}
+
+void ot_train_ckpt_settings(const ot_train_session *s, const ot_dataset *data, ot_ckpt_settings *out) {
+    memset(out, 0, sizeof *out);
+    out->batch_size = s->B;
+    out->accum = s->o.accum;
+    out->n_samples = data->n_samples;
+    out->seed = s->o.seed;
+    out->no_shuffle = s->o.no_shuffle;
+    out->loss_kind = (int)s->o.loss.kind;
+    out->optim = s->o.optim;
+    snprintf(out->remat, sizeof out->remat, "%s", s->o.remat ? s->o.remat : "none");
+    out->memory_budget = s->o.memory_budget;
+}
+
+/* The values a checkpoint holds, in a fixed order. */
+static int n_saved(const ot_train_session *s) { return s->ad.n_params + s->ad.n_state + s->og.n_state; }
+
+static int saved_value(const ot_train_session *s, int i, ot_ckpt_kind *kind) {
+    if (i < s->ad.n_params) return *kind = OT_CKPT_PARAM, s->ad.params[i];
+    i -= s->ad.n_params;
+    if (i < s->ad.n_state) return *kind = OT_CKPT_STATE, s->ad.state_values[i];
+    i -= s->ad.n_state;
+    return *kind = OT_CKPT_OPT_STATE, s->og.state[i];
+}
+
+ot_status ot_train_checkpoint_capture(ot_train_session *s, const ot_dataset *data, int64_t steps_done,
+                                      ot_checkpoint *out, ot_error *err) {
+    ot_status st = OT_OK;
+    ot_checkpoint c = {0};
+    c.fingerprint = ot_train_fingerprint(s);
+    c.step = steps_done;
+    c.micro_batches = steps_done * s->o.accum;
+    int64_t per_epoch = s->B > 0 ? data->n_samples / s->B : 0;
+    c.epoch = per_epoch > 0 ? c.micro_batches / per_epoch : 0;
+    c.epoch_batch = per_epoch > 0 ? c.micro_batches % per_epoch : 0;
+    ot_train_ckpt_settings(s, data, &c.set);
+    for (int i = 0; i < n_saved(s); i++) {
+        ot_ckpt_kind kind;
+        int v = saved_value(s, i, &kind);
+        ot_tensor *t = NULL;
+        if ((st = ot_executor_get(s->ex, v, &t, err))) goto fail;
+        st = ot_checkpoint_add(&c, vname(s->g, v), kind, t->dtype, &t->shape, t->data, t->nbytes, err);
+        ot_tensor_free(t);
+        if (st) goto fail;
+    }
+    *out = c;
+    return OT_OK;
+fail:
+    ot_checkpoint_free(&c);
+    return st;
+}
+
+static const char *kind_name(ot_ckpt_kind k) {
+    return k == OT_CKPT_PARAM ? "param" : k == OT_CKPT_STATE ? "running statistic" : "optimizer state";
+}
+
+ot_status ot_train_checkpoint_restore(ot_train_session *s, const ot_dataset *data, const ot_checkpoint *c,
+                                      const char *path, ot_error *err) {
+    ot_status st;
+    uint64_t fp = ot_train_fingerprint(s);
+    if (c->fingerprint != fp)
+        return ot_fail(err, OT_E_MODEL,
+                       "%s: the checkpoint belongs to another model (fingerprint %016llx, this model %016llx: its "
+                       "nodes, inputs or params differ); resume with the model it was written for",
+                       path, (unsigned long long)c->fingerprint, (unsigned long long)fp);
+    ot_ckpt_settings run;
+    ot_train_ckpt_settings(s, data, &run);
+    if ((st = ot_checkpoint_check_settings(&run, &c->set, path, err))) return st;
+    if (c->n_tensors != n_saved(s))
+        return ot_fail(err, OT_E_DATA,
+                       "%s: the checkpoint holds %d tensors, this run trains %d params with %d running statistics and "
+                       "%d optimizer-state tensors (different --freeze/--train?)",
+                       path, c->n_tensors, s->ad.n_params, s->ad.n_state, s->og.n_state);
+    for (int i = 0; i < n_saved(s); i++) {
+        ot_ckpt_kind kind;
+        int v = saved_value(s, i, &kind);
+        const ot_value *val = &s->g->values[v];
+        const ot_ckpt_tensor *t = ot_checkpoint_find_tensor(c, vname(s->g, v));
+        if (!t)
+            return ot_fail(err, OT_E_DATA, "%s: no %s '%s' in the checkpoint (different --freeze/--train?)", path,
+                           kind_name(kind), vname(s->g, v));
+        if (t->kind != kind || t->dtype != val->dtype || !ot_shape_equal(&t->shape, &val->shape)) {
+            char want[128], got[128];
+            ot_shape_str(NULL, &val->shape, want, sizeof want);
+            ot_shape_str(NULL, &t->shape, got, sizeof got);
+            return ot_fail(err, OT_E_MODEL, "%s: '%s' is a %s %s %s in the checkpoint, a %s %s %s in this run", path,
+                           t->name, kind_name(t->kind), ot_dtype_name(t->dtype), got, kind_name(kind),
+                           ot_dtype_name(val->dtype), want);
+        }
+        if ((st = ot_executor_write(s->ex, v, t->data, t->nbytes, err))) return ot_error_prefix(err, "%s: ", path);
+    }
+    return OT_OK;
+}
