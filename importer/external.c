@@ -1,8 +1,8 @@
 /* external.c — tensors stored outside the model file (TensorProto.data_location =
  * EXTERNAL, keys location / offset / length / checksum). A model is untrusted input,
- * so the location is confined to the model's folder: absolute paths, `..` components
- * and symlinks that lead out of the folder are refused, as are offsets and lengths
- * that are negative, not numbers, or past the end of the file. */
+ * so the location is confined to the model's folder: absolute paths, `..` components,
+ * symlinks that lead out of the folder and hard links are refused, as are offsets and
+ * lengths that are negative, not numbers, or past the end of the file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -140,6 +140,15 @@ static ot_status open_confined(const char *tname, const char *dir, const char *l
     }
     if (!S_ISREG(sb.st_mode)) {
         st = ot_fail(err, OT_E_MODEL, "tensor '%s': external data file '%s' is not a regular file", tname, full);
+        goto fail;
+    }
+    /* A hard link is a second name for a file that may live outside the folder (an
+     * archive can carry one to /etc/...); realpath cannot tell, so refuse them all. */
+    if (sb.st_nlink > 1) {
+        st = ot_fail(err, OT_E_MODEL,
+                     "tensor '%s': external data file '%s' has %lu hard links; a hard link may lead outside the "
+                     "model's folder, so only singly linked files are read (replace it with a copy)",
+                     tname, full, (unsigned long)sb.st_nlink);
         goto fail;
     }
     *fsize = (uint64_t)sb.st_size;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "import_internal.h"
+#include "size_limits.h"
 
 /* ---- name → value id map (open addressing; models have 10^4+ values) ---------- */
 
@@ -549,12 +550,11 @@ static ot_status load_impl(const void *data, size_t size, uint8_t *owned_buf, co
         ot_error_prefix(err, "%s: ", file);
         goto fail;
     }
-    if (!opt->no_shape_inference) {
-        st = ot_shape_infer(c.g, err);
-        if (st) {
-            ot_error_prefix(err, "%s: ", file);
-            goto fail;
-        }
+    /* ot_shape_infer checks sizes itself; without it, declared dims are checked here. */
+    st = opt->no_shape_inference ? ot_imp_check_value_sizes(c.g, err) : ot_shape_infer(c.g, err);
+    if (st) {
+        ot_error_prefix(err, "%s: ", file);
+        goto fail;
     }
     map_free(&c.names);
     *out = m;

@@ -8,6 +8,7 @@
  * Folding choice: a node producing a graph output is never folded, so every graph
  * output stays produced by a node (the executor and exporter can rely on that). */
 #include "shape_internal.h"
+#include "size_limits.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -118,6 +119,9 @@ ot_status ot_shape_infer(ot_graph *g, ot_error *err) {
     ot_shape *sh = NULL;
     ot_status st = OT_OK;
     apply_bound_syms(g);
+    /* Declared or bound dims too large to multiply out safely are refused first. */
+    st = ot_imp_check_value_sizes(g, err);
+    if (st) goto fail;
     int max_out = 1;
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].n_outputs > max_out) max_out = g->nodes[i].n_outputs;
@@ -152,6 +156,14 @@ ot_status ot_shape_infer(ot_graph *g, ot_error *err) {
             if (n->outputs[o] < 0) continue;
             st = merge_output(&c, n, n->outputs[o], dt[o], &sh[o]);
             if (st) goto fail;
+            const ot_value *ov = &g->values[n->outputs[o]];
+            if (ot_imp_shape_too_large(&ov->shape, ov->dtype)) {
+                char b[160];
+                st = ot_shape_fail(&c, n, "output '%s' would have shape %s, over the limit of %llu bytes per tensor",
+                                   ov->name, ot_shape_str(g, &ov->shape, b, sizeof b),
+                                   (unsigned long long)OT_MAX_VALUE_BYTES);
+                goto fail;
+            }
         }
         ot_shape_propagate_ivals(&c, n);
         if (!writes_graph_output(g, n)) {
@@ -278,5 +290,5 @@ ot_status ot_graph_require_static(const ot_graph *g, ot_error *err) {
                        v->producer >= 0 ? "node '" : "", v->producer >= 0 ? ot_shape_node_label(&g->nodes[v->producer]) : "no node",
                        v->producer >= 0 ? "'" : "", blocking_syms(g, list, sizeof list));
     }
-    return OT_OK;
+    return ot_imp_check_value_sizes(g, err);
 }

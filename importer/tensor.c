@@ -130,9 +130,15 @@ static ot_status check_source_size(const Onnx__TensorProto *t, const char *tname
         uint64_t have = 0;
         ot_status st = ot_imp_external_size(t, tname, model_dir, &have, err);
         if (st) return st;
-        if (have != nbytes)
-            return ot_fail(err, OT_E_MODEL, "tensor '%s': external data has %llu bytes but its dims and dtype need %llu",
-                           tname, (unsigned long long)have, (unsigned long long)nbytes);
+        if (have != nbytes) {
+            const char *loc = "?";
+            for (size_t i = 0; i < t->n_external_data; i++)
+                if (t->external_data[i]->key && !strcmp(t->external_data[i]->key, "location"))
+                    loc = t->external_data[i]->value ? t->external_data[i]->value : "";
+            return ot_fail(err, OT_E_MODEL,
+                           "tensor '%s': external data '%s' has %llu bytes but its dims and dtype need %llu", tname,
+                           loc, (unsigned long long)have, (unsigned long long)nbytes);
+        }
         return OT_OK;
     }
     if (t->has_raw_data && (t->raw_data.len > 0 || numel == 0)) {
@@ -195,6 +201,17 @@ fail:
     return st;
 }
 
+/* Protobuf cannot encode or decode a message over 2 GiB, so no ONNX file (or serialized
+ * TensorProto) is larger; weights beyond that live in external data files. */
+#define OT_MAX_PROTO_FILE_BYTES ((uint64_t)INT32_MAX)
+
+static ot_status too_big_for_protobuf(const char *path, ot_error *err) {
+    return ot_fail(err, OT_E_PARSE,
+                   "%s: larger than 2 GiB, protobuf's limit for one message: not an ONNX model (large weights belong "
+                   "in external data files)",
+                   path);
+}
+
 ot_status ot_imp_read_file(const char *path, uint8_t **data, size_t *size, ot_error *err) {
     *data = NULL;
     *size = 0;
@@ -205,7 +222,16 @@ ot_status ot_imp_read_file(const char *path, uint8_t **data, size_t *size, ot_er
     if (!f) return ot_fail(err, OT_E_IO, "%s: cannot open: %s", path, strerror(errno));
     /* Size the buffer from the file so a large model is not copied while growing. */
     struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+    /* Devices and pipes are refused, as the .npy reader does: /dev/zero has no end. */
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = ot_fail(err, OT_E_IO, "%s: not a regular file", path);
+        goto fail;
+    }
+    if ((uint64_t)sb.st_size > OT_MAX_PROTO_FILE_BYTES) {
+        st = too_big_for_protobuf(path, err);
+        goto fail;
+    }
+    if (sb.st_size > 0) {
         cap = (size_t)sb.st_size + 1; /* +1: the read that sees end of file */
         if (!(buf = malloc(cap + 1))) {
             st = ot_fail(err, OT_E_MEMORY, "%s: out of memory for %zu bytes", path, cap);
@@ -213,6 +239,11 @@ ot_status ot_imp_read_file(const char *path, uint8_t **data, size_t *size, ot_er
         }
     }
     for (;;) {
+        /* A file that grows while we read it must not make us read until memory runs out. */
+        if (len > OT_MAX_PROTO_FILE_BYTES) {
+            st = too_big_for_protobuf(path, err);
+            goto fail;
+        }
         if (cap == len) {
             size_t ncap = cap ? cap * 2 : 1 << 20;
             uint8_t *nb = realloc(buf, ncap + 1);
