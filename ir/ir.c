@@ -138,8 +138,11 @@ bool ot_shape_is_static(const ot_shape *s) {
 
 int64_t ot_shape_numel(const ot_shape *s) {
     if (!ot_shape_is_static(s)) return -1;
+    /* Saturates instead of overflowing: absurd shapes are refused by the importer
+     * (importer/size_limits.c), but no shape may cause undefined behaviour here. */
     int64_t n = 1;
-    for (int i = 0; i < s->rank; i++) n *= s->dim[i];
+    for (int i = 0; i < s->rank; i++)
+        if (__builtin_mul_overflow(n, s->dim[i], &n)) return INT64_MAX;
     return n;
 }
 

@@ -87,7 +87,7 @@ typedef struct ot_shape {
 ot_shape ot_shape_make(int rank, const int64_t *dims);
 ot_shape ot_shape_unknown(void);
 bool ot_shape_is_static(const ot_shape *s);      /* known rank, all dims >= 0 */
-int64_t ot_shape_numel(const ot_shape *s);        /* -1 if not static */
+int64_t ot_shape_numel(const ot_shape *s);        /* -1 if not static; saturates at INT64_MAX */
 bool ot_shape_equal(const ot_shape *a, const ot_shape *b);
 /* Writes "[batch,3,32,32]" (needs graph for symbol names; may be NULL). */
 struct ot_graph;
