@@ -1,0 +1,252 @@
+/* test_kernels_cpu_fastpaths.c — the speed paths added from bench/NOTES.md give the
+ * same bits as the plain rules they replace: Dropout's 8-lane Philox against
+ * ot_philox_uniform element by element (odd lengths, block tails, indices across
+ * 2^32, any step and node), and the depthwise Conv's vectorisable interior against
+ * a float reference that sums the taps in the documented (kh, kw) order, on images
+ * wider than one chunk, with strides, dilations and asymmetric pads; Relu and Clip
+ * on NaN, signed zeros and infinities; float arithmetic over broadcast rows;
+ * Tanh's and Erf's accuracy and lane independence. */
+#include "kernels/cpu/cpu_philox.h"
+#include "runtime/rng.h"
+#include "test_kernels_cpu_util.h"
+
+/* The bulk uniforms across the 2^32 boundary of the element index (ctr[0] wraps,
+ * ctr[1] counts up inside one group of 8) and with odd offsets and lengths. */
+static void test_philox_uniforms_bulk(void **state) {
+    (void)state;
+    const uint64_t starts[] = {0, 5, (1ULL << 32) - 3, (7ULL << 32) + 1000};
+    float u[37];
+    for (size_t s = 0; s < sizeof starts / sizeof starts[0]; s++) {
+        ot_cpu_philox_uniforms(0xfeedULL << 20, 123456789ULL, 77, starts[s], 37, u);
+        for (int k = 0; k < 37; k++) {
+            float want = ot_philox_uniform(0xfeedULL << 20, 123456789ULL, 77, starts[s] + (uint64_t)k);
+            assert_memory_equal(&u[k], &want, sizeof want);
+        }
+    }
+}
+
+static void check_dropout(int n, float ratio, uint64_t step, int node, int threads) {
+    float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    uint8_t *mask = malloc((size_t)n);
+    tk_fill(x, n, 7, -2.0f, 2.0f);
+    ot_node d = tk_node(OT_OP_DROPOUT, 1, 2);
+    ot_node_set_attr_float(&d, "ratio", ratio);
+    ot_node_set_attr_int(&d, "training_mode", 1);
+    ot_tensor in[1] = {tk_t(OT_F32, x, 1, n)};
+    ot_tensor out[2] = {tk_t(OT_F32, y, 1, n), tk_t(OT_BOOL, mask, 1, n)};
+    assert_int_equal(tk_run_ex(&d, in, out, threads, 0x0123456789abcdefULL, step, node, NULL), OT_OK);
+    float scale = 1.0f / (1.0f - ratio);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        bool keep = ot_dropout_keep(0x0123456789abcdefULL, step, (uint32_t)node, (uint64_t)i, ratio);
+        float want = keep ? x[i] * scale : 0.0f;
+        if (mask[i] != keep || memcmp(&y[i], &want, sizeof want)) bad++;
+    }
+    if (bad) print_error("dropout n=%d ratio=%g threads=%d: %d elements differ from ot_dropout_keep\n", n,
+                         (double)ratio, threads, bad);
+    assert_int_equal(bad, 0);
+    tk_node_free(&d);
+    free(x);
+    free(y);
+    free(mask);
+}
+
+static void test_dropout_matches_scalar_rule(void **state) {
+    (void)state;
+    check_dropout(13, 0.5f, 0, 0, 1);         /* shorter than one 8-lane group */
+    check_dropout(257, 0.1f, 3, 7, 1);        /* one block and a tail */
+    check_dropout(100003, 0.3f, 9, 12, 2);    /* threaded, odd length */
+    check_dropout(40000, 0.9f, 0xffffffffULL, 1, 2);
+}
+
+/* Relu and Clip, 4 lanes at a time, against their scalar rules on NaN, -0, +-inf,
+ * the bounds themselves and ordinary values; lengths with and without a tail. */
+static void test_relu_clip_same_bits(void **state) {
+    (void)state;
+    enum { N = 1031 };
+    float x[N], y[N];
+    tk_fill(x, N, 41, -8.0f, 8.0f);
+    const float special[] = {NAN, -0.0f, 0.0f, INFINITY, -INFINITY, 6.0f, -1.0f, 1e-30f, -1e-30f};
+    for (int i = 0; i < 9; i++) x[i * 97] = special[i];
+    const int lens[] = {N, 3, 8};
+    for (int which = 0; which < 2; which++)
+        for (int l = 0; l < 3; l++) {
+            int n = lens[l];
+            ot_node u = tk_node(which ? OT_OP_CLIP : OT_OP_RELU, 1, 1);
+            if (which) {
+                ot_node_set_attr_float(&u, "min", 0.0f);
+                ot_node_set_attr_float(&u, "max", 6.0f);
+            }
+            ot_tensor in[1] = {tk_t(OT_F32, x, 1, n)}, out[1] = {tk_t(OT_F32, y, 1, n)};
+            assert_int_equal(tk_run_ex(&u, in, out, 2, 0, 0, 0, NULL), OT_OK);
+            for (int i = 0; i < n; i++) {
+                float v = x[i], want;
+                if (which) {
+                    v = v < 0.0f ? 0.0f : v;
+                    want = v > 6.0f ? 6.0f : v;
+                } else {
+                    want = v > 0.0f ? v : 0.0f;
+                }
+                if (memcmp(&y[i], &want, sizeof want))
+                    print_error("%s x=%g: got %g want %g\n", which ? "Clip" : "Relu", (double)x[i], (double)y[i],
+                                (double)want);
+                assert_memory_equal(&y[i], &want, sizeof want);
+            }
+            tk_node_free(&u);
+        }
+}
+
+/* Float Add/Sub/Mul/Div, 4 lanes at a time: same shapes, a row vector broadcast down
+ * the rows, and a column (one value per row), against the scalar operation. */
+static void test_arith_same_bits(void **state) {
+    (void)state;
+    enum { R = 5, C = 11 };
+    float a[R * C], b[R * C], y[R * C];
+    tk_fill(a, R * C, 51, -3.0f, 3.0f);
+    tk_fill(b, R * C, 52, 0.5f, 2.0f);
+    const ot_op ops[] = {OT_OP_ADD, OT_OP_SUB, OT_OP_MUL, OT_OP_DIV};
+    for (int o = 0; o < 4; o++)
+        for (int form = 0; form < 3; form++) {
+            ot_node n = tk_node(ops[o], 2, 1);
+            ot_tensor in[2] = {tk_t(OT_F32, a, 2, R, C),
+                               form == 0 ? tk_t(OT_F32, b, 2, R, C)
+                               : form == 1 ? tk_t(OT_F32, b, 1, C)
+                                           : tk_t(OT_F32, b, 2, R, 1)};
+            ot_tensor out[1] = {tk_t(OT_F32, y, 2, R, C)};
+            assert_int_equal(tk_run_ex(&n, in, out, 2, 0, 0, 0, NULL), OT_OK);
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < C; c++) {
+                    float va = a[r * C + c], vb = form == 0 ? b[r * C + c] : form == 1 ? b[c] : b[r];
+                    float want = o == 0 ? va + vb : o == 1 ? va - vb : o == 2 ? va * vb : va / vb;
+                    assert_memory_equal(&y[r * C + c], &want, sizeof want);
+                }
+            tk_node_free(&n);
+        }
+}
+
+/* Tanh and Erf (rational approximations, 4 lanes per step): within 5e-7 of the double
+ * function on a dense grid and on NaN, +-inf, signed zeros; and an element gets the
+ * same bits whether a vector lane or the scalar tail computes it. */
+static void check_rational(ot_op op, double (*ref)(double), double lim, double tol) {
+    enum { N = 24001 };
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float)), *y1 = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) x[i] = (float)(-lim + 2.0 * lim * i / (N - 1));
+    x[5] = NAN;
+    x[6] = INFINITY;
+    x[7] = -INFINITY;
+    x[8] = -0.0f;
+    x[9] = 1e-5f;
+    ot_node t = tk_node(op, 1, 1);
+    ot_tensor in[1] = {tk_t(OT_F32, x, 1, N)}, out[1] = {tk_t(OT_F32, y, 1, N)};
+    assert_int_equal(tk_run_ex(&t, in, out, 2, 0, 0, 0, NULL), OT_OK);
+    for (int i = 0; i < N; i++) {
+        if (isnan(x[i])) {
+            assert_true(isnan(y[i]));
+            continue;
+        }
+        double want = ref((double)x[i]);
+        double e = fabs((double)y[i] - want) / (fabs(want) > 1e-30 ? fabs(want) : 1.0);
+        if (e > tol) print_error("%s(%.9g) = %.9g, want %.9g\n", ot_op_name(op), (double)x[i], (double)y[i], want);
+        assert_true(e <= tol);
+    }
+    assert_true(y[8] == 0.0f && signbit(y[8]));
+    /* shifted by one element: every element moves to another lane or to the tail */
+    ot_tensor in1[1] = {tk_t(OT_F32, x + 1, 1, N - 1)}, out1[1] = {tk_t(OT_F32, y1, 1, N - 1)};
+    assert_int_equal(tk_run_ex(&t, in1, out1, 1, 0, 0, 0, NULL), OT_OK);
+    assert_memory_equal(y + 1, y1, (N - 1) * sizeof(float));
+    tk_node_free(&t);
+    free(x);
+    free(y);
+    free(y1);
+}
+
+static void test_tanh_erf_accuracy_and_lanes(void **state) {
+    (void)state;
+    check_rational(OT_OP_TANH, tanh, 12.0, 5e-7);
+    check_rational(OT_OP_ERF, erf, 6.0, 5e-7);
+}
+
+typedef struct dw_case {
+    int N, C, mult, H, W, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR;
+    bool bias;
+} dw_case;
+
+static int out_size(int in, int k, int s, int d, int pb, int pe) { return (in + pb + pe - ((k - 1) * d + 1)) / s + 1; }
+
+static void check_depthwise(const dw_case *c, int threads) {
+    int M = c->C * c->mult, OH = out_size(c->H, c->KH, c->SH, c->DH, c->PT, c->PB),
+        OW = out_size(c->W, c->KW, c->SW, c->DW, c->PL, c->PR);
+    int nx = c->N * c->C * c->H * c->W, nw = M * c->KH * c->KW, ny = c->N * M * OH * OW;
+    float *x = malloc((size_t)nx * sizeof(float)), *w = malloc((size_t)nw * sizeof(float));
+    float *b = malloc((size_t)M * sizeof(float)), *y = malloc((size_t)ny * sizeof(float));
+    tk_fill(x, nx, 31, -1, 1);
+    tk_fill(w, nw, 32, -1, 1);
+    tk_fill(b, M, 33, -1, 1);
+    ot_node n = tk_node(OT_OP_CONV, c->bias ? 3 : 2, 1);
+    int64_t st[2] = {c->SH, c->SW}, dl[2] = {c->DH, c->DW}, pd[4] = {c->PT, c->PL, c->PB, c->PR};
+    ot_node_set_attr_int(&n, "group", c->C);
+    ot_node_set_attr_ints(&n, "strides", st, 2);
+    ot_node_set_attr_ints(&n, "dilations", dl, 2);
+    ot_node_set_attr_ints(&n, "pads", pd, 4);
+    ot_tensor in[3] = {tk_t(OT_F32, x, 4, c->N, c->C, c->H, c->W), tk_t(OT_F32, w, 4, M, 1, c->KH, c->KW),
+                       tk_t(OT_F32, b, 1, M)};
+    ot_tensor out[1] = {tk_t(OT_F32, y, 4, c->N, M, OH, OW)};
+    assert_int_equal(tk_run_ex(&n, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    int bad = 0;
+    for (int i = 0; i < c->N; i++)
+        for (int m = 0; m < M; m++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    const float *xc = x + (i * c->C + m / c->mult) * c->H * c->W;
+                    float s = 0.0f;
+                    for (int kh = 0; kh < c->KH; kh++) {
+                        int ih = oh * c->SH - c->PT + kh * c->DH;
+                        if (ih < 0 || ih >= c->H) continue;
+                        for (int kw = 0; kw < c->KW; kw++) {
+                            int iw = ow * c->SW - c->PL + kw * c->DW;
+                            if (iw < 0 || iw >= c->W) continue;
+                            s += xc[ih * c->W + iw] * w[(m * c->KH + kh) * c->KW + kw];
+                        }
+                    }
+                    float want = s + (c->bias ? b[m] : 0.0f);
+                    float got = y[((i * M + m) * OH + oh) * OW + ow];
+                    if (memcmp(&got, &want, sizeof got)) bad++;
+                }
+    if (bad) print_error("depthwise %dx%d K%dx%d S%d,%d D%d,%d: %d of %d outputs differ\n", c->H, c->W, c->KH, c->KW,
+                         c->SH, c->SW, c->DH, c->DW, bad, ny);
+    assert_int_equal(bad, 0);
+    tk_node_free(&n);
+    free(x);
+    free(w);
+    free(b);
+    free(y);
+}
+
+static void test_depthwise_same_bits(void **state) {
+    (void)state;
+    const dw_case cases[] = {
+        /* N C mult H   W  KH KW SH SW DH DW PT PL PB PR bias */
+        {2, 3, 1, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false},   /* MobileNet's block */
+        {2, 4, 2, 9, 150, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true},  /* wider than a chunk, multiplier 2 */
+        {1, 5, 1, 11, 77, 3, 5, 2, 2, 1, 1, 1, 2, 0, 1, true},  /* stride 2, asymmetric pads */
+        {1, 3, 1, 12, 90, 3, 3, 1, 3, 2, 2, 2, 2, 2, 2, false}, /* dilation 2, stride 3 along W */
+        {1, 2, 1, 4, 3, 3, 3, 1, 1, 1, 1, 0, 4, 0, 4, true},    /* no interior column at all */
+        {1, 40, 1, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, /* big enough for the threaded path */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_depthwise(&cases[i], 1);
+        check_depthwise(&cases[i], 2);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_philox_uniforms_bulk),
+        cmocka_unit_test(test_dropout_matches_scalar_rule),
+        cmocka_unit_test(test_depthwise_same_bits),
+        cmocka_unit_test(test_relu_clip_same_bits),
+        cmocka_unit_test(test_arith_same_bits),
+        cmocka_unit_test(test_tanh_erf_accuracy_and_lanes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
