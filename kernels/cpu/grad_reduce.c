@@ -49,6 +49,29 @@ OT_GRAD_KERNEL(ot_cpu_reduce_to_like) {
     float *dx = out[0].data;
     int nt = ot_cpu_threads(ctx);
     bool par = n_out > 1 && n_out * red >= OT_CPU_PAR_MIN;
+    /* Fast path, the bias-gradient case: every reduced dim precedes every kept one, so
+     * dY is [red, n_out] row-major and output o sums column o over the rows in order,
+     * exactly the order of the general loop below (same bits), but row by row into
+     * double accumulators instead of a division and a modulo per element. */
+    bool leading = n_out * red == ot_cpu_numel(&in[0]);
+    for (int k = 0; k < nr && leading; k++)
+        for (int q = 0; q < nk; q++)
+            if (ys->dim[kd[q]] != 1 && kd[q] < rd[k]) leading = false;
+    if (leading) {
+        int64_t chunks = (n_out + 255) / 256;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par && chunks > 1)
+        for (int64_t ch = 0; ch < chunks; ch++) {
+            int64_t c0 = ch * 256, len = n_out - c0 < 256 ? n_out - c0 : 256;
+            double cacc[256];
+            for (int64_t k = 0; k < len; k++) cacc[k] = 0.0;
+            for (int64_t j = 0; j < red; j++) {
+                const float *row = dy + j * n_out + c0;
+                for (int64_t k = 0; k < len; k++) cacc[k] += row[k];
+            }
+            for (int64_t k = 0; k < len; k++) dx[c0 + k] = (float)cacc[k];
+        }
+        return OT_OK;
+    }
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t o = 0; o < n_out; o++) {
         /* kept dims in order enumerate the output in row-major order */
