@@ -49,7 +49,12 @@ for h in fuzz_model fuzz_npy; do
   [ $h = fuzz_model ] && seeds=$SEEDS/model
   log=$BUILD/$h.log
   echo "fuzz/run.sh: $h for ${SECONDS_EACH}s (log $log)"
-  "$BUILD/fuzz/$h" "$corpus" "$seeds" -max_total_time="$SECONDS_EACH" -timeout=30 -rss_limit_mb=2560 \
+  # A fixed seed and run count make a CI run repeatable: with the same seeds, the same
+  # inputs are tried in the same order (a time limit only cuts the sequence short).
+  # Set FUZZ_SEED=0 for a random seed and FUZZ_RUNS=-1 to run until the time is up.
+  rm -rf "$corpus" && mkdir -p "$corpus"
+  "$BUILD/fuzz/$h" "$corpus" "$seeds" -seed="${FUZZ_SEED:-1}" -runs="${FUZZ_RUNS:-200000}" \
+    -max_total_time="$SECONDS_EACH" -timeout=30 -rss_limit_mb=2560 \
     -malloc_limit_mb=512 -print_final_stats=1 -artifact_prefix="$arts/" >"$log" 2>&1
   rc=$?
   grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)" "$log" | sed "s/^/  $h: /"

@@ -5,6 +5,7 @@
  * contradiction is OT_E_SHAPE naming the node and both shapes. */
 #include "shape_internal.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #define SHP(s, buf) ot_shape_str(c->g, (s), (buf), sizeof(buf))
@@ -14,9 +15,10 @@ void ot_shape_dim_product(const ot_shape *s, int from, int to, int64_t *dim, int
     int n_sym = 0, n_unknown = 0;
     int32_t the_sym = -1;
     for (int i = from; i < to; i++) {
-        if (s->dim[i] >= 0)
-            known *= s->dim[i];
-        else if (s->sym[i] >= 0) {
+        if (s->dim[i] >= 0) {
+            /* saturate: absurd products are refused by the size checks afterwards */
+            if (__builtin_mul_overflow(known, s->dim[i], &known)) known = INT64_MAX;
+        } else if (s->sym[i] >= 0) {
             n_sym++;
             the_sym = s->sym[i];
         } else

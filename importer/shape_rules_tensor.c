@@ -118,13 +118,19 @@ static ot_status rule_reshape(ot_shape_ctx *c, const ot_node *n, ot_shape *out) 
     int nsin = 0, nsout = 0;
     bool unk_in = false, unk_out = false;
     for (int i = 0; i < X.rank; i++) {
-        if (X.dim[i] >= 0) kin *= X.dim[i];
+        if (X.dim[i] >= 0) {
+            if (__builtin_mul_overflow(kin, X.dim[i], &kin))
+                return ot_shape_fail(c, n, "input element count overflows int64");
+        }
         else if (X.sym[i] >= 0) sin[nsin++] = X.sym[i];
         else unk_in = true;
     }
     for (int j = 0; j < o.rank; j++) {
         if (j == infer) continue;
-        if (o.dim[j] >= 0) kout *= o.dim[j];
+        if (o.dim[j] >= 0) {
+            if (__builtin_mul_overflow(kout, o.dim[j], &kout))
+                return ot_shape_fail(c, n, "target shape's element count overflows int64");
+        }
         else if (o.sym[j] >= 0) sout[nsout++] = o.sym[j];
         else unk_out = true;
     }

@@ -53,6 +53,21 @@ static void test_inferred_output(void **state) {
     assert_int_equal(load_fixture("big_expand.onnx", false, &err), OT_OK);
 }
 
+/* Found by fuzz_model in CI: a Reshape whose constant target shape multiplies out
+ * past int64 (15 * INT64_MAX) overflowed in the Reshape rule. Now a shape error. */
+static void test_reshape_target_overflow(void **state) {
+    (void)state;
+    ot_error err = {0};
+    /* the fuzzed file also holds a mangled op name: load as `info` does */
+    ot_import_options opt = {.allow_unsupported = true};
+    ot_model *m = NULL;
+    ot_status st = ot_model_load(FIX "reshape_count_overflow.onnx", &opt, &m, &err);
+    ot_model_free(m);
+    if (st != OT_E_SHAPE) fail_msg("expected OT_E_SHAPE, got %d: %s", st, err.msg);
+    assert_non_null(strstr(err.msg, "Reshape"));
+    assert_non_null(strstr(err.msg, "overflows"));
+}
+
 /* x: [batch, 2^30] floats. batch = 4 is 16 GB (allowed: a plan may still refuse it);
  * batch = 2^20 is 4 PB: refused when bound, naming the value. */
 static void test_bound_dim(void **state) {
@@ -111,6 +126,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_declared_input),
         cmocka_unit_test(test_inferred_output),
+        cmocka_unit_test(test_reshape_target_overflow),
         cmocka_unit_test(test_bound_dim),
         cmocka_unit_test(test_rank_above_max),
     };
