@@ -5,8 +5,11 @@
  * a float reference that sums the taps in the documented (kh, kw) order, on images
  * wider than one chunk, with strides, dilations and asymmetric pads; Relu and Clip
  * on NaN, signed zeros and infinities; float arithmetic over broadcast rows;
- * Tanh's and Erf's accuracy and lane independence. */
+ * Tanh's and Erf's accuracy and lane independence; ConvGradInput's and
+ * ConvGradWeight's fast paths (1x1, depthwise, hoisted im2col/col2im ranges)
+ * against their general GEMM + per-element im2col/col2im path. */
 #include "kernels/cpu/cpu_philox.h"
+#include "kernels/cpu/grad_kernels.h"
 #include "runtime/rng.h"
 #include "test_kernels_cpu_util.h"
 
@@ -239,6 +242,140 @@ static void test_depthwise_same_bits(void **state) {
     }
 }
 
+typedef struct cg_case {
+    int nd, N, Cin, Cout, G, k, s, d;
+    int in[3], pb[3], pe[3];
+    bool exact_dw; /* dW must equal the general path's bits (false: depthwise's own sum order) */
+} cg_case;
+
+static ot_tensor cg_tensor(float *data, int rank, const int64_t *dim) {
+    ot_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = OT_F32;
+    t.shape = ot_shape_make(rank, dim);
+    t.data = data;
+    t.nbytes = (size_t)ot_shape_numel(&t.shape) * sizeof(float);
+    return t;
+}
+
+/* Runs ConvGradInput (dY, W, X) or ConvGradWeight (dY, X, W) into res. */
+static void cg_run(const cg_case *c, ot_op op, int threads, bool general, float *dy, float *w, float *x, float *res,
+                   const int64_t *yd, const int64_t *wd, const int64_t *xd) {
+    int rank = 2 + c->nd;
+    ot_node n = tk_node(op, 3, 1);
+    int64_t ks[3], ss[3], ds[3], ps[6];
+    for (int i = 0; i < c->nd; i++) {
+        ks[i] = c->k;
+        ss[i] = c->s;
+        ds[i] = c->d;
+        ps[i] = c->pb[i];
+        ps[c->nd + i] = c->pe[i];
+    }
+    ot_node_set_attr_ints(&n, "kernel_shape", ks, c->nd);
+    ot_node_set_attr_ints(&n, "strides", ss, c->nd);
+    ot_node_set_attr_ints(&n, "dilations", ds, c->nd);
+    ot_node_set_attr_ints(&n, "pads", ps, 2 * c->nd);
+    ot_node_set_attr_int(&n, "group", c->G);
+    ot_tensor in[3], out[1];
+    in[0] = cg_tensor(dy, rank, yd);
+    if (op == OT_OP_CONV_GRAD_INPUT) {
+        in[1] = cg_tensor(w, rank, wd);
+        in[2] = cg_tensor(x, rank, xd);
+        out[0] = cg_tensor(res, rank, xd);
+    } else {
+        in[1] = cg_tensor(x, rank, xd);
+        in[2] = cg_tensor(w, rank, wd);
+        out[0] = cg_tensor(res, rank, wd);
+    }
+    ot_cpu_conv_grad_general = general;
+    ot_status st = tk_run_ex(&n, in, out, threads, 0, 0, 0, NULL);
+    ot_cpu_conv_grad_general = 0;
+    assert_int_equal(st, OT_OK);
+    tk_node_free(&n);
+}
+
+static int cg_compare(const char *what, int ci, const float *got, const float *want, int64_t n, bool exact) {
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float tol = exact ? 0.0f : 1e-5f * (1.0f + fabsf(want[i]) * 64.0f);
+        if (!(fabsf(got[i] - want[i]) <= tol)) {
+            if (!bad) print_error("case %d %s [%lld]: %.9g, general path %.9g\n", ci, what, (long long)i,
+                                  (double)got[i], (double)want[i]);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static void check_conv_grad(const cg_case *c, int ci) {
+    int rank = 2 + c->nd;
+    int64_t xd[5] = {c->N, c->Cin}, wd[5] = {c->Cout, c->Cin / c->G}, yd[5] = {c->N, c->Cout};
+    for (int i = 0; i < c->nd; i++) {
+        xd[2 + i] = c->in[i];
+        wd[2 + i] = c->k;
+        yd[2 + i] = (c->in[i] + c->pb[i] + c->pe[i] - ((c->k - 1) * c->d + 1)) / c->s + 1;
+    }
+    int64_t nx = 1, nw = 1, ny = 1;
+    for (int i = 0; i < rank; i++) {
+        nx *= xd[i];
+        nw *= wd[i];
+        ny *= yd[i];
+    }
+    float *x = malloc((size_t)nx * sizeof(float)), *w = malloc((size_t)nw * sizeof(float));
+    float *dy = malloc((size_t)ny * sizeof(float));
+    float *r[3] = {malloc((size_t)nx * sizeof(float)), malloc((size_t)nx * sizeof(float)),
+                   malloc((size_t)nx * sizeof(float))};
+    float *q[3] = {malloc((size_t)nw * sizeof(float)), malloc((size_t)nw * sizeof(float)),
+                   malloc((size_t)nw * sizeof(float))};
+    tk_fill(x, nx, 11 + (uint32_t)ci, -1.0f, 1.0f);
+    tk_fill(w, nw, 23 + (uint32_t)ci, -1.0f, 1.0f);
+    tk_fill(dy, ny, 37 + (uint32_t)ci, -1.0f, 1.0f);
+    for (int k = 0; k < 3; k++) { /* stale values must not leak into the results */
+        for (int64_t i = 0; i < nx; i++) r[k][i] = NAN;
+        for (int64_t i = 0; i < nw; i++) q[k][i] = NAN;
+    }
+    cg_run(c, OT_OP_CONV_GRAD_INPUT, 2, true, dy, w, x, r[0], yd, wd, xd);
+    cg_run(c, OT_OP_CONV_GRAD_INPUT, 1, false, dy, w, x, r[1], yd, wd, xd);
+    cg_run(c, OT_OP_CONV_GRAD_INPUT, 2, false, dy, w, x, r[2], yd, wd, xd);
+    cg_run(c, OT_OP_CONV_GRAD_WEIGHT, 2, true, dy, w, x, q[0], yd, wd, xd);
+    cg_run(c, OT_OP_CONV_GRAD_WEIGHT, 1, false, dy, w, x, q[1], yd, wd, xd);
+    cg_run(c, OT_OP_CONV_GRAD_WEIGHT, 2, false, dy, w, x, q[2], yd, wd, xd);
+    int bad = cg_compare("dX", ci, r[1], r[0], nx, true) + cg_compare("dW", ci, q[1], q[0], nw, c->exact_dw);
+    /* the fast paths give the same bits on 1 and 2 threads */
+    assert_memory_equal(r[1], r[2], (size_t)nx * sizeof(float));
+    assert_memory_equal(q[1], q[2], (size_t)nw * sizeof(float));
+    assert_int_equal(bad, 0);
+    free(x);
+    free(w);
+    free(dy);
+    for (int k = 0; k < 3; k++) {
+        free(r[k]);
+        free(q[k]);
+    }
+}
+
+static void test_conv_grad_fast_paths(void **state) {
+    (void)state;
+    const cg_case cases[] = {
+        /* nd N Cin Cout G k s d  in         pads begin  pads end  exact dW */
+        {2, 4, 32, 32, 32, 3, 1, 1, {16, 16}, {1, 1}, {1, 1}, false}, /* depthwise, threaded */
+        {2, 2, 5, 5, 5, 3, 2, 2, {9, 7}, {0, 2}, {1, 1}, false},      /* depthwise, stride, dilation, asym pads */
+        {1, 2, 3, 3, 3, 5, 2, 1, {11}, {2}, {1}, false},              /* depthwise 1-D */
+        {3, 2, 3, 3, 3, 3, 1, 1, {4, 5, 6}, {1, 1, 1}, {1, 0, 1}, false}, /* depthwise 3-D */
+        {2, 2, 3, 3, 3, 3, 1, 1, {2, 3}, {2, 2}, {2, 2}, false},     /* depthwise, taps off the image */
+        {2, 4, 16, 24, 1, 1, 1, 1, {8, 8}, {0, 0}, {0, 0}, true},    /* pointwise */
+        {2, 2, 6, 10, 2, 1, 1, 3, {5, 7}, {0, 0}, {0, 0}, true},     /* pointwise, grouped */
+        {1, 3, 4, 6, 1, 1, 1, 1, {9}, {0}, {0}, true},               /* pointwise 1-D */
+        {2, 2, 8, 16, 1, 3, 1, 1, {16, 16}, {1, 1}, {1, 1}, true},   /* ResNet's 3x3, threaded */
+        {2, 2, 4, 6, 2, 3, 2, 2, {11, 9}, {2, 0}, {1, 2}, true},     /* grouped, stride, dilation, asym pads */
+        {2, 2, 4, 6, 1, 1, 2, 1, {8, 8}, {0, 0}, {0, 0}, true},      /* 1x1 stride-2 downsample */
+        {2, 2, 4, 8, 4, 3, 1, 1, {6, 6}, {1, 1}, {1, 1}, true},      /* depthwise multiplier 2: general */
+        {3, 1, 2, 3, 1, 2, 1, 1, {3, 4, 5}, {1, 0, 1}, {0, 1, 1}, true}, /* 3-D */
+        {1, 2, 3, 2, 1, 3, 3, 2, {10}, {3}, {3}, true},              /* 1-D, stride 3 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv_grad(&cases[i], (int)i);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox_uniforms_bulk),
@@ -247,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_relu_clip_same_bits),
         cmocka_unit_test(test_arith_same_bits),
         cmocka_unit_test(test_tanh_erf_accuracy_and_lanes),
+        cmocka_unit_test(test_conv_grad_fast_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

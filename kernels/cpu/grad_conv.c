@@ -2,7 +2,13 @@
  * (dY, X, W) -> dW for 1-D to 3-D grouped, strided, dilated, padded convolutions:
  * one sgemm per (sample, group) through an im2col / col2im buffer in ctx->workspace.
  * dW accumulates over the samples in order, so results do not depend on threads
- * beyond OpenBLAS's own GEMM split. */
+ * beyond OpenBLAS's own GEMM split.
+ * Fast paths (bench/NOTES.md, change 16), all with the general path's bits except
+ * depthwise dW: im2col/col2im visit only the valid output range of each tap (no
+ * per-element bounds checks); 1x1 stride-1 unpadded convs GEMM straight on the NCHW
+ * planes (no col buffer); depthwise convs (one input and one output channel per
+ * group) run direct loops, dX one plane per thread, dW one channel per thread with
+ * a fixed sum order. ot_cpu_conv_grad_general = 1 forces the plain path (tests). */
 #include <cblas.h>
 
 #include "kernels/cpu/grad_kernels.h"
@@ -39,7 +45,7 @@ static ot_status conv_init(conv3 *p, const ot_node *node, const ot_shape *x, con
 }
 
 /* col[(ci*K + kk) * L + l] = x[ci] at the window position (0 in the padding). */
-static void im2col(const conv3 *p, const float *x, float *col, int nt) {
+static void im2col_general(const conv3 *p, const float *x, float *col, int nt) {
     int64_t rows = p->Cig * p->K;
 #pragma omp parallel for schedule(static) num_threads(nt) if (rows * p->L >= OT_CPU_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
@@ -60,7 +66,7 @@ static void im2col(const conv3 *p, const float *x, float *col, int nt) {
 }
 
 /* dx[ci] += col rows of channel ci scattered back (one thread per channel). */
-static void col2im(const conv3 *p, const float *col, float *dx, int nt) {
+static void col2im_general(const conv3 *p, const float *col, float *dx, int nt) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (p->Cig * p->K * p->L >= OT_CPU_PAR_MIN)
     for (int64_t ci = 0; ci < p->Cig; ci++) {
         float *xc = dx + ci * p->S;
@@ -79,6 +85,116 @@ static void col2im(const conv3 *p, const float *col, float *dx, int nt) {
         }
     }
 }
+
+int ot_cpu_conv_grad_general = 0;
+
+/* Outputs o in [*a, *b) of spatial dim j read inside the input at tap k
+ * (0 <= o*s - pb + k*d < in); the rest read padding. */
+static void valid_range(const conv3 *p, int j, int64_t k, int64_t *a, int64_t *b) {
+    int64_t base = -p->sp.pb[j] + k * p->sp.d[j], s = p->sp.s[j];
+    int64_t lo = base >= 0 ? 0 : (-base + s - 1) / s;
+    int64_t hi = p->sp.in[j] - 1 - base < 0 ? 0 : (p->sp.in[j] - 1 - base) / s + 1;
+    if (hi > p->sp.out[j]) hi = p->sp.out[j];
+    if (lo > hi) lo = hi;
+    *a = lo;
+    *b = hi;
+}
+
+typedef struct tap_ranges {
+    int64_t a[3], b[3], base[3]; /* valid outputs per dim, and the input index of output 0 */
+} tap_ranges;
+
+static void tap_init(const conv3 *p, int64_t kk, tap_ranges *t) {
+    int64_t k[3] = {kk / (p->sp.k[1] * p->sp.k[2]), (kk / p->sp.k[2]) % p->sp.k[1], kk % p->sp.k[2]};
+    for (int j = 0; j < 3; j++) {
+        valid_range(p, j, k[j], &t->a[j], &t->b[j]);
+        t->base[j] = -p->sp.pb[j] + k[j] * p->sp.d[j];
+    }
+}
+
+/* im2col_general's result, with the valid ranges computed once per col row. */
+static void im2col(const conv3 *p, const float *x, float *col, int nt) {
+    int64_t rows = p->Cig * p->K;
+    const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
+#pragma omp parallel for schedule(static) num_threads(nt) if (rows * p->L >= OT_CPU_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        tap_ranges t;
+        tap_init(p, r % p->K, &t);
+        const float *xc = x + (r / p->K) * p->S;
+        float *cr = col + r * p->L;
+        for (int64_t o0 = 0; o0 < p->sp.out[0]; o0++) {
+            float *c0 = cr + o0 * O1 * O2;
+            if (o0 < t.a[0] || o0 >= t.b[0]) {
+                for (int64_t l = 0; l < O1 * O2; l++) c0[l] = 0.0f;
+                continue;
+            }
+            int64_t i0 = o0 * p->sp.s[0] + t.base[0];
+            for (int64_t o1 = 0; o1 < O1; o1++) {
+                float *d = c0 + o1 * O2;
+                if (o1 < t.a[1] || o1 >= t.b[1]) {
+                    for (int64_t o2 = 0; o2 < O2; o2++) d[o2] = 0.0f;
+                    continue;
+                }
+                const float *xr = xc + (i0 * I1 + o1 * p->sp.s[1] + t.base[1]) * I2 + t.base[2];
+                for (int64_t o2 = 0; o2 < t.a[2]; o2++) d[o2] = 0.0f;
+                if (S2 == 1)
+                    for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2];
+                else
+                    for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2 * S2];
+                for (int64_t o2 = t.b[2]; o2 < O2; o2++) d[o2] = 0.0f;
+            }
+        }
+    }
+}
+
+/* xc += the valid positions of one col row cr (tap t); each input position gets at
+ * most one term per tap, so visiting only the valid outputs keeps col2im_general's
+ * order of additions (taps in order) and its bits. wv scales cr (1 for col2im). */
+static inline void scatter_tap(const conv3 *p, const tap_ranges *t, const float *cr, float wv, bool scale,
+                               float *xc) {
+    const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
+    for (int64_t o0 = t->a[0]; o0 < t->b[0]; o0++) {
+        int64_t i0 = o0 * p->sp.s[0] + t->base[0];
+        for (int64_t o1 = t->a[1]; o1 < t->b[1]; o1++) {
+            float *xr = xc + (i0 * I1 + o1 * p->sp.s[1] + t->base[1]) * I2 + t->base[2];
+            const float *c = cr + (o0 * O1 + o1) * O2;
+            if (scale) {
+                if (S2 == 1)
+                    for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2] += wv * c[o2];
+                else
+                    for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2 * S2] += wv * c[o2];
+            } else {
+                if (S2 == 1)
+                    for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2] += c[o2];
+                else
+                    for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2 * S2] += c[o2];
+            }
+        }
+    }
+}
+
+static void col2im(const conv3 *p, const float *col, float *dx, int nt) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (p->Cig * p->K * p->L >= OT_CPU_PAR_MIN)
+    for (int64_t ci = 0; ci < p->Cig; ci++) {
+        float *xc = dx + ci * p->S;
+        for (int64_t kk = 0; kk < p->K; kk++) {
+            tap_ranges t;
+            tap_init(p, kk, &t);
+            scatter_tap(p, &t, col + (ci * p->K + kk) * p->L, 1.0f, false, xc);
+        }
+    }
+}
+
+/* 1x1 kernel, stride 1, no padding: col is X itself and col2im a copy. */
+static bool is_pointwise(const conv3 *p) {
+    if (p->K != 1 || p->L != p->S) return false;
+    for (int j = 0; j < 3; j++)
+        if (p->sp.s[j] != 1 || p->sp.pb[j] != 0 || p->sp.out[j] != p->sp.in[j]) return false;
+    return true;
+}
+
+/* group == channels, one output channel per group. */
+static bool is_depthwise(const conv3 *p) { return p->Cig == 1 && p->Cog == 1; }
 
 size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in) {
     /* ConvGradInput: (dY, W, X); ConvGradWeight: (dY, X, W) */
@@ -107,17 +223,75 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
     float *col = ctx->workspace, *dx = out[0].data;
     const float *dys = dy->data, *ws = w->data;
     int nt = ot_cpu_threads(ctx);
-    memset(dx, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
     int64_t Kg = p.Cig * p.K;
+    bool general = ot_cpu_conv_grad_general != 0;
+    if (!general && is_pointwise(&p)) {
+        /* dX_g (Cig x S) = W_g^T . dY_g, written in place */
+        for (int64_t n = 0; n < p.N; n++)
+            for (int64_t g = 0; g < p.G; g++)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p.Cig, (int)p.L, (int)p.Cog, 1.0f,
+                            ws + g * p.Cog * Kg, (int)Kg, dys + (n * p.Cout + g * p.Cog) * p.L, (int)p.L, 0.0f,
+                            dx + (n * p.Cin + g * p.Cig) * p.S, (int)p.S);
+        return OT_OK;
+    }
+    memset(dx, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
+    if (!general && is_depthwise(&p)) {
+        /* the GEMM of one (sample, channel) is an outer product w (K) x dY (L): each
+         * plane adds w[kk] * dY tap by tap, the general path's terms in its order */
+        int64_t planes = p.N * p.Cin;
+#pragma omp parallel for schedule(static) num_threads(nt) if (planes * p.K * p.L >= OT_CPU_PAR_MIN)
+        for (int64_t pl = 0; pl < planes; pl++) {
+            const float *wc = ws + (pl % p.Cin) * p.K;
+            for (int64_t kk = 0; kk < p.K; kk++) {
+                tap_ranges t;
+                tap_init(&p, kk, &t);
+                scatter_tap(&p, &t, dys + pl * p.L, wc[kk], true, dx + pl * p.S);
+            }
+        }
+        return OT_OK;
+    }
     for (int64_t n = 0; n < p.N; n++)
         for (int64_t g = 0; g < p.G; g++) {
             /* col = W_g^T (Kg x Cog) . dY_g (Cog x L) */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Kg, (int)p.L, (int)p.Cog, 1.0f,
                         ws + g * p.Cog * Kg, (int)Kg, dys + (n * p.Cout + g * p.Cog) * p.L, (int)p.L, 0.0f, col,
                         (int)p.L);
-            col2im(&p, col, dx + (n * p.Cin + g * p.Cig) * p.S, nt);
+            float *dxg = dx + (n * p.Cin + g * p.Cig) * p.S;
+            if (general)
+                col2im_general(&p, col, dxg, nt);
+            else
+                col2im(&p, col, dxg, nt);
         }
     return OT_OK;
+}
+
+/* Depthwise dW[c][kk] = sum over samples and valid outputs of dY * X, in a fixed
+ * order (samples, then rows, output column o2 into partial sum o2 % 4), one thread
+ * per channel. */
+static void depthwise_grad_weight(const conv3 *p, const float *dys, const float *xs, float *dw, int nt) {
+    const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
+#pragma omp parallel for schedule(static) num_threads(nt) if (p->N * p->Cin * p->K * p->L >= OT_CPU_PAR_MIN)
+    for (int64_t c = 0; c < p->Cin; c++)
+        for (int64_t kk = 0; kk < p->K; kk++) {
+            tap_ranges t;
+            tap_init(p, kk, &t);
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int64_t n = 0; n < p->N; n++) {
+                const float *dyp = dys + (n * p->Cin + c) * p->L, *xp = xs + (n * p->Cin + c) * p->S;
+                for (int64_t o0 = t.a[0]; o0 < t.b[0]; o0++) {
+                    int64_t i0 = o0 * p->sp.s[0] + t.base[0];
+                    for (int64_t o1 = t.a[1]; o1 < t.b[1]; o1++) {
+                        const float *xr = xp + (i0 * I1 + o1 * p->sp.s[1] + t.base[1]) * I2 + t.base[2];
+                        const float *d = dyp + (o0 * O1 + o1) * O2;
+                        int64_t o2 = t.a[2];
+                        for (; o2 + 4 <= t.b[2]; o2 += 4)
+                            for (int q = 0; q < 4; q++) acc[q] += d[o2 + q] * xr[(o2 + q) * S2];
+                        for (int q = 0; o2 < t.b[2]; o2++, q++) acc[q] += d[o2] * xr[o2 * S2];
+                    }
+                }
+            }
+            dw[c * p->K + kk] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        }
 }
 
 OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
@@ -131,13 +305,25 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
     const float *dys = dy->data, *xs = x->data;
     int nt = ot_cpu_threads(ctx);
     int64_t Kg = p.Cig * p.K;
+    bool general = ot_cpu_conv_grad_general != 0;
+    if (!general && is_depthwise(&p)) {
+        depthwise_grad_weight(&p, dys, xs, dw, nt);
+        return OT_OK;
+    }
+    bool pointwise = !general && is_pointwise(&p);
     if (p.N == 0) memset(dw, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
     for (int64_t n = 0; n < p.N; n++)
         for (int64_t g = 0; g < p.G; g++) {
-            im2col(&p, xs + (n * p.Cin + g * p.Cig) * p.S, col, nt);
+            const float *xg = xs + (n * p.Cin + g * p.Cig) * p.S, *b = col;
+            if (pointwise)
+                b = xg; /* col would be X_g itself */
+            else if (general)
+                im2col_general(&p, xg, col, nt);
+            else
+                im2col(&p, xg, col, nt);
             /* dW_g (Cog x Kg) += dY_g (Cog x L) . col^T (L x Kg) */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p.Cog, (int)Kg, (int)p.L, 1.0f,
-                        dys + (n * p.Cout + g * p.Cog) * p.L, (int)p.L, col, (int)p.L, n == 0 ? 0.0f : 1.0f,
+                        dys + (n * p.Cout + g * p.Cog) * p.L, (int)p.L, b, (int)p.L, n == 0 ? 0.0f : 1.0f,
                         dw + g * p.Cog * Kg, (int)Kg);
         }
     return OT_OK;

@@ -31,6 +31,10 @@ size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in
 OT_GRAD_KERNEL(ot_cpu_conv_grad_input);
 OT_GRAD_KERNEL(ot_cpu_conv_grad_weight);
 size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in);
+/* Nonzero: ConvGradInput/ConvGradWeight skip their fast paths (1x1, depthwise, hoisted
+ * im2col/col2im ranges) and run the plain GEMM + per-element im2col/col2im path; for
+ * tests that compare the two. */
+extern int ot_cpu_conv_grad_general;
 /* grad_pool.c: MaxPoolGrad, AveragePoolGrad */
 OT_GRAD_KERNEL(ot_cpu_pool_grad);
 /* grad_layout.c: GatherGrad, SliceGrad */
