@@ -196,3 +196,11 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->bind = a->bind.v;
     o->n_bind = a->bind.n;
 }
+
+ot_status ot_args_one_model(int argc, char **argv, int optind_after, const char **model, ot_error *err) {
+    if (optind_after >= argc) return ot_fail(err, OT_E_USAGE, "missing MODEL.onnx");
+    if (optind_after != argc - 1)
+        return ot_fail(err, OT_E_USAGE, "expected one MODEL.onnx, got extra '%s'", argv[optind_after + 1]);
+    *model = argv[optind_after];
+    return OT_OK;
+}

@@ -13,6 +13,10 @@
 #include "ir.h"
 
 /* A decimal integer in [min, max] ("--steps 100"). */
+/* After getopt: exactly one positional MODEL argument must remain (argv[optind]).
+ * Sets *model or fails with OT_E_USAGE naming what is missing or extra. */
+ot_status ot_args_one_model(int argc, char **argv, int optind_after, const char **model, ot_error *err);
+
 ot_status ot_args_int(const char *opt, const char *text, int64_t min, int64_t max, int64_t *out, ot_error *err);
 /* A finite real ("--lr 3e-4"); min_exclusive: value must be > min, else >= min. */
 ot_status ot_args_double(const char *opt, const char *text, double min, bool min_exclusive, double *out,

@@ -476,11 +476,9 @@ int ot_cmd_eval(int argc, char **argv) {
         }
         if (st) break;
     }
-    if (!st && optind != argc - 1)
-        st = ot_fail(&err, OT_E_USAGE, optind >= argc ? "missing MODEL" : "expected one MODEL, got extra arguments");
+    if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
     if (!st && o.args.inputs.n == 0) st = ot_fail(&err, OT_E_USAGE, "missing --input FILE.npy");
     if (!st) {
-        o.model = argv[optind];
         st = run_eval(&o, &err);
     } else {
         fprintf(stderr, "onnxtrain eval: %s\nRun 'onnxtrain eval --help' for the options.\n", err.msg);

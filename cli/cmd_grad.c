@@ -157,13 +157,9 @@ int ot_cmd_grad(int argc, char **argv) {
         }
         if (st) goto done;
     }
-    if (optind != argc - 1) {
-        st = ot_fail(&err, OT_E_USAGE, optind >= argc ? "missing MODEL.onnx" : "expected one MODEL.onnx, got extra '%s'",
-                     optind < argc ? argv[optind + 1 < argc ? optind + 1 : optind] : "");
-        goto done;
-    }
+    const char *model_path = NULL;
+    if ((st = ot_args_one_model(argc, argv, optind, &model_path, &err))) goto done;
     ot_common_args_to_train(&ca, &o);
-    const char *model_path = argv[optind];
     ot_import_options io = {0};
     if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
     if ((st = ot_args_load_dataset(&ca.inputs, ca.labels, &data, &err))) goto done;

@@ -265,13 +265,11 @@ int ot_cmd_plan(int argc, char **argv) {
         }
         if (st) break;
     }
-    if (!st && optind != argc - 1)
-        st = ot_fail(&err, OT_E_USAGE, optind >= argc ? "missing MODEL" : "expected one MODEL, got extra arguments");
+    if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
     if (st) {
         fprintf(stderr, "onnxtrain plan: %s\nRun 'onnxtrain plan --help' for the options.\n", err.msg);
         return st;
     }
-    o.model = argv[optind];
     st = run_plan(&o, &err);
     if (st) fprintf(stderr, "onnxtrain plan: %s\n", err.msg);
     return st;

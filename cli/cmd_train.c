@@ -246,11 +246,8 @@ int ot_cmd_train(int argc, char **argv) {
         if (st) goto done;
     }
     ot_common_args_to_train(&ca, &o);
-    if (optind != argc - 1) {
-        st = ot_fail(&err, OT_E_USAGE, optind >= argc ? "missing MODEL.onnx" : "expected one MODEL.onnx, got extra '%s'",
-                     optind < argc ? argv[argc - 1] : "");
-        goto done;
-    }
+    const char *model_path = NULL;
+    if ((st = ot_args_one_model(argc, argv, optind, &model_path, &err))) goto done;
     if (!out_path) {
         st = ot_fail(&err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
         goto done;
@@ -285,7 +282,6 @@ int ot_cmd_train(int argc, char **argv) {
         if ((st = ot_remat_policy_parse(o.remat, &pol, &err))) goto done;
         ot_remat_policy_free(&pol);
     }
-    const char *model_path = argv[optind];
     ot_import_options io = {0};
     if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
     if ((st = ot_args_load_dataset(&ca.inputs, ca.labels, &data, &err))) goto done;

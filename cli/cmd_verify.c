@@ -181,8 +181,7 @@ int ot_cmd_verify(int argc, char **argv) {
         }
         if (st) break;
     }
-    if (!st && optind != argc - 1)
-        st = ot_fail(&err, OT_E_USAGE, optind >= argc ? "missing MODEL" : "expected one MODEL, got extra arguments");
+    if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
     if (!st && o.args.inputs.n == 0) st = ot_fail(&err, OT_E_USAGE, "missing --input FILE.npy");
     if (!st && !o.args.remat) st = ot_fail(&err, OT_E_USAGE, "missing --remat POLICY (the policy to check against none)");
     if (st) {
@@ -190,7 +189,6 @@ int ot_cmd_verify(int argc, char **argv) {
         ot_common_args_free(&o.args);
         return st;
     }
-    o.model = argv[optind];
     st = run_verify(&o, &err);
     if (st) fprintf(stderr, "onnxtrain verify: %s\n", err.msg);
     ot_common_args_free(&o.args);
