@@ -73,6 +73,41 @@ static int swap_last2(ot_grad_ctx *c, int x) {
     return out;
 }
 
+/* W when v = Transpose(W) swaps the two dims of a 2-D W; else -1. */
+static int transposed_from(const ot_grad_ctx *c, int v) {
+    int p = c->g->values[v].producer;
+    if (p < 0) return -1;
+    const ot_node *t = &c->g->nodes[p];
+    if (t->op != OT_OP_TRANSPOSE || t->n_inputs < 1 || t->inputs[0] < 0) return -1;
+    int w = t->inputs[0], n = 0;
+    if (c->g->values[w].shape.rank != 2) return -1;
+    const int64_t *perm = ot_node_attr_ints(t, "perm", &n);
+    if (perm && !(n == 2 && perm[0] == 1 && perm[1] == 0)) return -1;
+    return w;
+}
+
+static bool all_known(const ot_shape *s) {
+    for (int i = 0; i < s->rank; i++)
+        if (s->dim[i] < 0) return false;
+    return s->rank >= 0;
+}
+
+/* x [d0, ..., dr-1] (rank >= 2, every dim known) reshaped to [d0 * ... * dr-2, dr-1]. */
+static int flatten_rows(ot_grad_ctx *c, int x) {
+    ot_shape s = ot_gb_shape(c, x);
+    int64_t rows = 1;
+    for (int i = 0; i < s.rank - 1; i++) rows *= s.dim[i];
+    int64_t dims[2] = {rows, s.dim[s.rank - 1]};
+    ot_shape f = ot_shape_unknown();
+    f.rank = 2;
+    for (int i = 0; i < 2; i++) {
+        f.dim[i] = dims[i];
+        f.sym[i] = -1;
+    }
+    int in[2] = {x, ot_gb_const_i64(c, dims, 2)};
+    return ot_gb_op_s(c, OT_OP_RESHAPE, in, 2, ot_gb_dtype(c, x), &f, NULL);
+}
+
 /* MatMul output shape of a [..., M, K] x b [..., K, N] with broadcast batch dims. */
 static ot_shape matmul_shape(const ot_shape *a, const ot_shape *b) {
     ot_shape s = ot_shape_unknown();
@@ -117,7 +152,10 @@ static ot_status grad_matmul(ot_grad_ctx *c, const ot_node *n, int dy) {
     if (c->oom) return OT_OK;
     ot_shape a2s = ot_gb_shape(c, a2), b2s = ot_gb_shape(c, b2);
     if (ot_gb_needs(c, a)) {
-        int bt = swap_last2(c, b2);
+        /* B = Transpose(W) (how PyTorch exports nn.Linear) needs no transpose back:
+         * B^T is W itself. */
+        int w = bs.rank == 2 ? transposed_from(c, b) : -1;
+        int bt = w >= 0 ? w : swap_last2(c, b2);
         ot_shape bts = ot_gb_shape(c, bt), dys = ot_gb_shape(c, dy2);
         ot_shape s = matmul_shape(&dys, &bts);
         int in[2] = {dy2, bt};
@@ -125,6 +163,16 @@ static ot_status grad_matmul(ot_grad_ctx *c, const ot_node *n, int dy) {
         /* [..., 1, K] against [K]: ReduceToLike's right-aligned broadcast sums the rest. */
         ot_gb_add_like(c, a, d, &s);
         (void)a2s;
+    }
+    if (ot_gb_needs(c, b) && bs.rank == 2 && as.rank >= 3) {
+        /* A [..., M, K] against a shared 2-D B [K, N] (every Linear layer applied to a
+         * sequence): dB = A_flat^T dY_flat, one GEMM over all P*M rows. The batched
+         * form below would transpose A, run P small GEMMs into a [P, K, N] buffer
+         * (P weight-sized copies) and sum them with ReduceToLike. */
+        if (all_known(&as) && all_known(&ys)) {
+            ot_gb_add(c, b, gemm(c, flatten_rows(c, a), flatten_rows(c, dy), 1, 0, 1.0f, b));
+            return OT_OK;
+        }
     }
     if (ot_gb_needs(c, b)) {
         int at = swap_last2(c, a2);

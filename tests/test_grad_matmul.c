@@ -59,8 +59,37 @@ static void test_matmul(void **state) {
     { int64_t a[2] = {3, 4}, b[2] = {4, 5}, y[2] = {3, 5}; check_matmul(2, a, 2, b, 2, y); }
     { int64_t a[3] = {2, 3, 4}, b[3] = {2, 4, 5}, y[3] = {2, 3, 5}; check_matmul(3, a, 3, b, 3, y); }
     { int64_t a[3] = {2, 3, 4}, b[2] = {4, 5}, y[3] = {2, 3, 5}; check_matmul(3, a, 2, b, 3, y); }
+    { int64_t a[4] = {2, 2, 3, 4}, b[2] = {4, 5}, y[4] = {2, 2, 3, 5}; check_matmul(4, a, 2, b, 4, y); } /* one flat GEMM for dB */
     { int64_t a[2] = {3, 4}, b[3] = {2, 4, 5}, y[3] = {2, 3, 5}; check_matmul(2, a, 3, b, 3, y); }
     { int64_t a[4] = {2, 1, 3, 4}, b[3] = {3, 4, 2}, y[4] = {2, 3, 3, 2}; check_matmul(4, a, 3, b, 4, y); }
+}
+
+/* nn.Linear as PyTorch exports it: Y = X Transpose(W), X [2, 3, 4], W [5, 4]. The rule
+ * reads W for dX (no transpose back) and forms dW^T with one flat GEMM; `perm` given
+ * or left to its default (reverse) must not matter. */
+static void check_linear(bool with_perm) {
+    ot_graph *g = gc_graph();
+    uint32_t rng = 91 + (uint32_t)with_perm;
+    int64_t xd[3] = {2, 3, 4}, wd[2] = {5, 4}, td[2] = {4, 5}, yd[3] = {2, 3, 5};
+    int x = gc_param(g, "X", 3, xd, &rng, -1, 1, false);
+    int w = gc_param(g, "W", 2, wd, &rng, -1, 1, false);
+    int wt = gc_val(g, "Wt", OT_F32, 2, td);
+    int t = gc_op(g, OT_OP_TRANSPOSE, &w, 1, &wt, 1);
+    if (with_perm) {
+        int64_t perm[2] = {1, 0};
+        ot_node_set_attr_ints(&g->nodes[t], "perm", perm, 2);
+    }
+    int y = gc_val(g, "Y", OT_F32, 3, yd);
+    int in[2] = {x, wt};
+    gc_op(g, OT_OP_MATMUL, in, 2, &y, 1);
+    assert_int_equal(gc_check1(g, y), 0);
+    ot_graph_free(g);
+}
+
+static void test_linear(void **state) {
+    (void)state;
+    check_linear(true);
+    check_linear(false);
 }
 
 static void test_matmul_1d(void **state) {
@@ -76,6 +105,7 @@ int main(void) {
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_1d),
+        cmocka_unit_test(test_linear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
