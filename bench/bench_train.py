@@ -11,9 +11,12 @@ Each configuration runs in its own child process (so peak RSS is that
 process's own, measured by /usr/bin/time): `onnxtrain train ... --steps W+N --report R.json` (step times from the
 report) and this script in --child mode for PyTorch. Median step time over the N steps
 after W warm-up steps. Remat: onnxtrain `--remat sqrt`; PyTorch
-torch.utils.checkpoint(use_reentrant=False) over ceil(sqrt(n)) consecutive segments of
-the model's n natural stages (layers, residual blocks, half transformer blocks), the last
-segment not checkpointed, as checkpoint_sequential does. Kept activation bytes:
+torch.utils.checkpoint(use_reentrant=False) at the same granularity: the forward is
+written as a list of stages, each ending at a named ONNX value (a layer's or a
+residual block's output, or finer), and PyTorch's segments end exactly where
+onnxtrain's sqrt plan (`plan --remat sqrt --json`) keeps a value; every segment is
+checkpointed, as onnxtrain recomputes every segment (the first from the input, the
+last up to the logits). Kept activation bytes:
 onnxtrain's `plan --json` kept_activation_bytes (values held for the backward pass);
 PyTorch's are the distinct non-parameter storages autograd saves during one forward
 (saved_tensors_hooks), plus the inputs of checkpointed segments.
@@ -41,43 +44,57 @@ POLICIES = ["none", "sqrt"]
 # ---- PyTorch side (runs in a child process) ---------------------------------------
 
 def stages(name, m):
-    """The model's forward as a list of consecutive stages (callables on one tensor)."""
+    """The model's forward as a list of consecutive stages (ONNX value name of the
+    stage's output, callable on one tensor). The names are those PyTorch's exporter
+    gives (samples/export_samples.py); the parent checks they exist in the model."""
     if name == "mlp":
-        return [lambda x: F.relu(m.fc1(x)), lambda x: F.relu(m.fc2(x)), m.fc3]
+        return [("/Relu_output_0", lambda x: F.relu(m.fc1(x))), ("/Relu_1_output_0", lambda x: F.relu(m.fc2(x))),
+                ("logits", m.fc3)]
     if name == "resnet":
-        return [lambda x: F.relu(m.bn(m.stem(x))), m.pool, m.block1, m.block2,
-                lambda x: m.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))]
+        return [("/Relu_output_0", lambda x: F.relu(m.bn(m.stem(x)))), ("/pool/MaxPool_output_0", m.pool),
+                ("/block1/Relu_1_output_0", m.block1), ("/block2/Relu_1_output_0", m.block2),
+                ("logits", lambda x: m.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)))]
     if name == "mobilenet":
-        return [lambda x: m.act(m.bn(m.stem(x))), m.block1, m.block2,
-                lambda x: m.fc(torch.flatten(m.pool(x), 1))]
+        out = [("/act/Clip_output_0", lambda x: m.act(m.bn(m.stem(x))))]
+        for bn, b in (("block1", m.block1), ("block2", m.block2)):
+            out += [(f"/{bn}/dw/Conv_output_0", b.dw), (f"/{bn}/bn1/BatchNormalization_output_0", b.bn1),
+                    (f"/{bn}/act/Clip_output_0", b.act), (f"/{bn}/pw/Conv_output_0", b.pw),
+                    (f"/{bn}/bn2/BatchNormalization_output_0", b.bn2), (f"/{bn}/act_1/Clip_output_0", b.act)]
+        return out + [("logits", lambda x: m.fc(torch.flatten(m.pool(x), 1)))]
     if name == "tinygpt":
         def embed(tokens):
             pos = torch.arange(tokens.size(1), dtype=torch.long).unsqueeze(0)
             return m.drop(m.tok(tokens) + m.pos(pos))
-        out = [embed]
-        for b in m.blocks:
-            out.append(lambda x, b=b: x + b.attn(b.ln1(x)))
-            out.append(lambda x, b=b: x + b.mlp(b.ln2(x)))
-        return out + [lambda x: m.head(m.ln_f(x))]
+        out = [("/drop/Dropout_output_0", embed)]
+        for i, b in enumerate(m.blocks):
+            out.append((f"/blocks.{i}/Add_output_0", lambda x, b=b: x + b.attn(b.ln1(x))))
+            out.append((f"/blocks.{i}/Add_1_output_0", lambda x, b=b: x + b.mlp(b.ln2(x))))
+        return out + [("logits", lambda x: m.head(m.ln_f(x)))]
     if name == "chain48":
-        return [lambda x, layer=layer: torch.tanh(layer(x)) for layer in m.layers] + [m.out]
+        return [(f"/Tanh_{i}_output_0" if i else "/Tanh_output_0", lambda x, layer=layer: torch.tanh(layer(x)))
+                for i, layer in enumerate(m.layers)] + [("logits", m.out)]
     raise ValueError(name)
 
 
-def segments(n):
-    k = math.ceil(math.sqrt(n))
-    size = math.ceil(n / k)
-    return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
+def segments(n, cuts):
+    """Stage indices of each segment: a segment ends after each stage in cuts."""
+    out, cur = [], []
+    for i in range(n):
+        cur.append(i)
+        if i in cuts or i == n - 1:
+            out.append(cur)
+            cur = []
+    return out
 
 
 class Forward:
     """The model's forward, plain or checkpointed by segments; records the inputs of
     checkpointed segments (what non-reentrant checkpoint keeps) when asked."""
 
-    def __init__(self, name, model, remat):
+    def __init__(self, name, model, remat, cuts=()):
         self.model, self.remat = model, remat
-        self.st = stages(name, model)
-        self.segs = segments(len(self.st))
+        self.st = [f for _, f in stages(name, model)]
+        self.segs = segments(len(self.st), set(cuts))
         self.kept_inputs = None
 
     def run_seg(self, idx, x):
@@ -88,13 +105,10 @@ class Forward:
     def __call__(self, x):
         if self.remat == "none":
             return self.model(x)
-        for j, idx in enumerate(self.segs):
-            if j < len(self.segs) - 1:
-                if self.kept_inputs is not None:
-                    self.kept_inputs.append(x)
-                x = checkpoint(lambda t, idx=idx: self.run_seg(idx, t), x, use_reentrant=False)
-            else:
-                x = self.run_seg(idx, x)
+        for idx in self.segs:
+            if self.kept_inputs is not None:
+                self.kept_inputs.append(x)
+            x = checkpoint(lambda t, idx=idx: self.run_seg(idx, t), x, use_reentrant=False)
         return x
 
 
@@ -123,7 +137,8 @@ def child_torch(args):
     d = np.load(args.data)
     x, y = torch.from_numpy(d["x"]), torch.from_numpy(d["y"])
     model, _ = bc.torch_model(args.sample)
-    fwd = Forward(args.sample, model, args.remat)
+    cuts = [int(c) for c in args.cuts.split(",") if c] if args.cuts else []
+    fwd = Forward(args.sample, model, args.remat, cuts)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.0)
     saved = {k: v.clone() for k, v in model.state_dict().items()}
     opt.zero_grad(set_to_none=True)
@@ -177,20 +192,39 @@ def tail(path, n=400):
         return f.read()[-n:].strip()
 
 
-def onnxtrain_kept(exe, name, batch, policy):
+def onnxtrain_plan(exe, name, batch, policy):
+    """(kept activation bytes, names of the values kept) of `onnxtrain plan --json`."""
     cmd = [exe, "plan", os.path.join(bc.SAMPLES_DIR, f"{name}.onnx"), "--batch-size", str(batch), "--remat", policy,
            "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        return None
+        return None, []
     try:
         plans = json.loads(r.stdout)["plans"]
     except (ValueError, KeyError):
-        return None
+        return None, []
     for p in plans:
         if p.get("policy") == policy:
-            return p.get("kept_activation_bytes")
-    return None
+            return p.get("kept_activation_bytes"), [k for seg in p.get("segments", []) for k in seg["kept"]]
+    return None, []
+
+
+def torch_cuts(exe, name, batch):
+    """Stage indices after which PyTorch's checkpoint segments end: where onnxtrain's
+    sqrt plan keeps a value. Exits when onnxtrain keeps a value inside a stage (the
+    stages in stages() must then be made finer), so the columns never compare two
+    different granularities."""
+    _, kept = onnxtrain_plan(exe, name, batch, "sqrt")
+    model, _ = bc.torch_model(name)
+    names = [n for n, _ in stages(name, model)]
+    cuts = []
+    for k in kept:
+        if k not in names:
+            sys.exit(f"bench: onnxtrain's sqrt plan of {name} keeps '{k}', which no stage of bench_train.stages() "
+                     f"ends at; split the stages there")
+        if names.index(k) < len(names) - 1:
+            cuts.append(names.index(k))
+    return sorted(cuts)
 
 
 def run_onnxtrain(exe, name, policy, x_npy, y_npy, batch, args, tmp):
@@ -212,16 +246,16 @@ def run_onnxtrain(exe, name, policy, x_npy, y_npy, batch, args, tmp):
         r = json.load(f)
     t = r.get("step_seconds") or []
     cpu_step = (cpu - cpu_short) / args.steps if cpu is not None and cpu_short is not None else None
-    return {"steps": t[args.warmup:], "rss": rss, "kept": onnxtrain_kept(exe, name, batch, policy),
+    return {"steps": t[args.warmup:], "rss": rss, "kept": onnxtrain_plan(exe, name, batch, policy)[0],
             "loss": r.get("loss", [None])[0], "cpu": cpu_step}
 
 
-def run_torch(name, policy, data, batch, args, tmp):
+def run_torch(name, policy, data, batch, args, tmp, cuts):
     res = os.path.join(tmp, f"{name}_{policy}_torch.json")
     log = os.path.join(tmp, f"{name}_{policy}_torch.log")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--sample", name, "--remat", policy, "--data", data,
            "--result", res, "--steps", str(args.warmup + args.steps), "--warmup", str(args.warmup),
-           "--threads", str(args.threads)]
+           "--threads", str(args.threads), "--cuts", ",".join(map(str, cuts))]
     rc, rss, _ = run_child(cmd, log)
     if rc != 0:
         return {"error": f"exit {rc}: {tail(log)}"}
@@ -245,6 +279,11 @@ def check_stages(name):
         b = f.run_seg(range(len(f.st)), x)
     if not torch.allclose(a, b, rtol=0, atol=0):
         sys.exit(f"bench: the staged forward of {name} differs from the model's forward")
+    import onnx  # only here: the stage names must be values of the exported model
+    produced = {o for n in onnx.load(os.path.join(bc.SAMPLES_DIR, f"{name}.onnx")).graph.node for o in n.output}
+    missing = [n for n, _ in stages(name, model) if n not in produced]
+    if missing:
+        sys.exit(f"bench: stages() of {name} name values the exported model lacks: {missing}")
 
 
 def svg_chart(results, path, title):
@@ -329,6 +368,7 @@ def main():
     ap.add_argument("--remat", default="none", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
+    ap.add_argument("--cuts", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     bc.pin_environment(args.threads, args.wait_policy)
     if args.child:
@@ -347,6 +387,7 @@ def main():
             batch = args.batch or bc.default_batch(name)
             if not bc.es.SAMPLES[name]["dynamic"]:
                 batch = 8
+            cuts = torch_cuts(exe, name, batch) if exe else []
             x, y = bc.make_data(name, batch)
             x_npy, y_npy, data = (os.path.join(tmp, f"{name}_{k}") for k in ("x.npy", "y.npy", "xy.npz"))
             np.save(x_npy, x.numpy())
@@ -358,7 +399,7 @@ def main():
                     runs = [(("onnxtrain", policy), lambda: run_onnxtrain(exe, name, policy, x_npy, y_npy, batch,
                                                                           args, tmp)
                              if exe else {"error": "no onnxtrain binary"}),
-                            (("PyTorch", policy), lambda: run_torch(name, policy, data, batch, args, tmp))]
+                            (("PyTorch", policy), lambda: run_torch(name, policy, data, batch, args, tmp, cuts))]
                     for key, fn in runs:
                         r = fn()
                         acc = res.setdefault(key, {"steps": [], "rss": 0, "cpus": []})
@@ -410,7 +451,8 @@ def main():
              f"({bc.machine_line(args.threads)}; load average {load0:.1f} -> {load1:.1f})")
     text = (title + f"; {time.strftime('%Y-%m-%d %H:%M')}.\nratio = onnxtrain/PyTorch step time; extra = remat "
             "step minus the same tool's plain step; remat: onnxtrain `--remat sqrt`, PyTorch "
-            "`torch.utils.checkpoint(use_reentrant=False)` over ceil(sqrt(stages)) segments.\n\n"
+            "`torch.utils.checkpoint(use_reentrant=False)` over segments ending where onnxtrain's sqrt plan keeps a "
+            "value (the same granularity; every segment checkpointed).\n\n"
             + bc.markdown_table(header, rows) + "\n![training step chart](results_train.svg)\n\n"
             "Figures less sensitive to load from other processes: the fastest 10% of steps (10th "
             "percentile of wall time), and CPU time per step (user + system, all threads; onnxtrain: "
