@@ -32,7 +32,7 @@ def onnxtrain_forward(exe, name, npy, batch, threads):
     """Seconds per batch of one `onnxtrain eval` run over the whole file, its JSON, and
     the process's CPU seconds (user + system, all threads, from wait4)."""
     cmd = [exe, "eval", os.path.join(bc.SAMPLES_DIR, f"{name}.onnx"), "--input", npy, "--batch-size", str(batch),
-           "--threads", str(threads), "--json"]
+           "--threads", str(threads), "--json", "--train-mode"]  # PyTorch runs .train() too
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as errf:
         p = subprocess.Popen(cmd, stdout=out, stderr=errf, text=True)
         _, status, ru = os.wait4(p.pid, 0)

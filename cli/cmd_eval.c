@@ -2,7 +2,13 @@
  * batches. Everything that can be wrong with the data (missing input, dtype, shape,
  * sample counts, batch size) is checked before any batch runs; then it prints the
  * throughput and the planned peak memory, and with --dump-outputs writes every graph
- * output concatenated over the batches. */
+ * output concatenated over the batches.
+ *
+ * It runs in inference mode by default, as PyTorch's model.eval(): models meant for
+ * training with onnxtrain are exported in training mode (BatchNorm training_mode=1,
+ * Dropout active), and so is every tuned model `train` writes, yet evaluating one
+ * should not normalise by the batch or drop activations. --train-mode runs the graph
+ * as exported. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -21,7 +27,8 @@
 static void usage(FILE *f) {
     fputs("usage: onnxtrain eval MODEL --input FILE.npy | --input NAME=FILE.npy ... [options]\n\n"
           "Runs the model's forward pass over .npy data (samples along axis 0) in batches,\n"
-          "prints the throughput and the planned peak memory.\n\n"
+          "in inference mode unless --train-mode is given, and prints the throughput and\n"
+          "the planned peak memory.\n\n"
           "  --input FILE | NAME=FILE  data of a graph input (repeat for several inputs;\n"
           "                            unnamed files go to the inputs in model order)\n"
           "  --batch-size N            samples per batch; binds the symbolic dim of axis 0\n"
@@ -33,14 +40,21 @@ static void usage(FILE *f) {
           "                            are symbolic are otherwise taken from the data)\n"
           "  --threads N               kernel threads (default: OpenMP's default)\n"
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
-          "  --seed N                  Philox seed for Dropout in training mode (default 0)\n"
-          "  --no-dropout              run Dropout nodes in inference mode (identity)\n"
+          "  --train-mode              run BatchNormalization and Dropout as the model says\n"
+          "                            (a model exported with TrainingMode.TRAINING: batch\n"
+          "                            statistics, Dropout masks drawn with --seed). Default:\n"
+          "                            inference mode, as PyTorch's model.eval(): BatchNorm\n"
+          "                            normalises with its running statistics, Dropout is the\n"
+          "                            identity, whatever training_mode the model sets\n"
+          "  --seed N                  Philox seed for Dropout with --train-mode (default 0)\n"
+          "  --no-dropout              with --train-mode: Dropout in inference mode (identity)\n"
           "  --dump-outputs DIR        write each graph output as DIR/<name>.npy, the\n"
           "                            batches concatenated along axis 0\n"
           "  --json                    print the result as one JSON object\n"
           "  -h, --help                this help\n\n"
-          "The graph runs as exported: BatchNormalization in training mode normalises with\n"
-          "batch statistics, so its outputs depend on the batch size.\n"
+          "A model exported in PyTorch's default eval mode gives the same outputs either way.\n"
+          "With --train-mode, BatchNormalization in training mode normalises with batch\n"
+          "statistics, so its outputs depend on the batch size and on the other samples.\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported,\n"
           "7 shape, 8 data, 9 memory, 70 internal.\n",
           f);
@@ -49,6 +63,7 @@ static void usage(FILE *f) {
 typedef struct eval_opts {
     const char *model;
     ot_common_args args; /* inputs, batch_size (0: default), bind, n_threads, device, seed */
+    bool train_mode;     /* run BatchNorm / Dropout with the model's training_mode */
     bool no_dropout;
     const char *dump_dir;
     bool json;
@@ -86,7 +101,19 @@ static const char *safe_char_name(char *dst, size_t n, const char *src) {
     return dst;
 }
 
-/* Loads the model, applies the binds, the batch binding and the Dropout mode. */
+/* Sets training_mode on BatchNorm and Dropout nodes: 0 on both in inference mode;
+ * with --train-mode the model's own, except Dropout with --no-dropout. */
+static ot_status set_modes(const eval_opts *o, ot_graph *g, ot_error *err) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        ot_node *n = &g->nodes[i];
+        if (n->removed || (n->op != OT_OP_DROPOUT && n->op != OT_OP_BATCH_NORM)) continue;
+        bool off = !o->train_mode || (n->op == OT_OP_DROPOUT && o->no_dropout);
+        if (off && ot_node_set_attr_int(n, "training_mode", 0)) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    }
+    return OT_OK;
+}
+
+/* Loads the model, applies the binds, the batch binding and the BatchNorm/Dropout mode. */
 static ot_status load_bound(const eval_opts *o, const char *batch_sym, int64_t batch, ot_model **out,
                             ot_error *err) {
     ot_import_options io = {0};
@@ -96,11 +123,7 @@ static ot_status load_bound(const eval_opts *o, const char *batch_sym, int64_t b
     ot_graph *g = m->graph;
     for (int i = 0; i < o->args.bind.n && !st; i++) st = ot_graph_bind_dims_from_string(g, o->args.bind.v[i], err);
     if (!st && batch_sym) st = ot_graph_bind_dim(g, batch_sym, batch, err);
-    if (!st && o->no_dropout)
-        for (int i = 0; i < g->n_nodes; i++)
-            if (!g->nodes[i].removed && g->nodes[i].op == OT_OP_DROPOUT &&
-                ot_node_set_attr_int(&g->nodes[i], "training_mode", 0))
-                st = ot_fail(err, OT_E_MEMORY, "out of memory");
+    if (!st) st = set_modes(o, g, err);
     if (st) {
         ot_model_free(m);
         return st;
@@ -355,11 +378,7 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
         st = err->code;
         goto fail;
     }
-    if (o->no_dropout)
-        for (int i = 0; i < g->n_nodes; i++)
-            if (!g->nodes[i].removed && g->nodes[i].op == OT_OP_DROPOUT &&
-                ot_node_set_attr_int(&g->nodes[i], "training_mode", 0))
-                goto oom;
+    if ((st = set_modes(o, g, err))) goto fail;
     if ((st = make_executor(o, m, be, &ex, err))) goto fail;
     int64_t n_full = count / bs, rest = count % bs;
     if (rest) {
@@ -404,9 +423,9 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
     size_t hw = ot_executor_high_water(ex);
     double rate = sec > 0 ? (double)count / sec : 0;
     if (o->json) {
-        printf("{\"model\": \"%s\", \"samples\": %lld, \"batch_size\": %lld, \"batches\": %lld, \"last_batch\": %lld, "
+        printf("{\"model\": \"%s\", \"mode\": \"%s\", \"samples\": %lld, \"batch_size\": %lld, \"batches\": %lld, \"last_batch\": %lld, "
                "\"seconds\": %.6f, \"samples_per_sec\": %.2f, \"peak_bytes\": %zu, \"high_water_bytes\": %zu, \"memory\": ",
-               o->model, (long long)count, (long long)bs, (long long)(n_full + (rest ? 1 : 0)), (long long)(rest ? rest : bs),
+               o->model, o->train_mode ? "train" : "inference", (long long)count, (long long)bs, (long long)(n_full + (rest ? 1 : 0)), (long long)(rest ? rest : bs),
                sec, rate, ot_plan_peak_bytes(p), hw);
         ot_plan_write_json(p, stdout);
         printf(", \"outputs\": [");
@@ -419,7 +438,7 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
         printf("%s: %lld samples in %lld batch%s of %lld", o->model, (long long)count, (long long)(n_full + (rest ? 1 : 0)),
                n_full + (rest ? 1 : 0) == 1 ? "" : "es", (long long)bs);
         if (rest) printf(" (last: %lld)", (long long)rest);
-        printf(", %.2f ms, %.1f samples/s\n", sec * 1e3, rate);
+        printf(", %.2f ms, %.1f samples/s, %s mode\n", sec * 1e3, rate, o->train_mode ? "train" : "inference");
         printf("planned peak %s (%zu bytes), measured high-water %s\n", pk, ot_plan_peak_bytes(p), mw);
         for (int k = 0; k < n_out && gather; k++) printf("wrote %s\n", outs[k].file);
     }
@@ -447,7 +466,7 @@ fail:
 int ot_cmd_eval(int argc, char **argv) {
     static const struct option longopts[] = {
         OT_ARGS_OPT_INPUT, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_BIND, OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE,
-        OT_ARGS_OPT_SEED,  {"no-dropout", no_argument, NULL, 'D'},
+        OT_ARGS_OPT_SEED,  {"no-dropout", no_argument, NULL, 'D'}, {"train-mode", no_argument, NULL, 'T'},
         {"dump-outputs", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
@@ -464,6 +483,7 @@ int ot_cmd_eval(int argc, char **argv) {
         if (common) continue;
         switch (c) {
         case 'D': o.no_dropout = true; break;
+        case 'T': o.train_mode = true; break;
         case 'o': o.dump_dir = optarg; break;
         case 'j': o.json = true; break;
         case 'h':

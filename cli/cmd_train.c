@@ -30,8 +30,12 @@ static void train_usage(FILE *f) {
           "  --labels FILE             .npy labels: int64 class indices (cross-entropy; checked to be\n"
           "                            in range before training) or float targets (mse)\n"
           "  --val-input, --val-labels validation data, same form; loss (and accuracy for\n"
-          "                            cross-entropy) after every epoch. It runs the training graph\n"
-          "                            without updating anything (BatchNorm uses batch statistics).\n"
+          "                            cross-entropy) over its full batches after every epoch and\n"
+          "                            after the last step, in inference mode as PyTorch's\n"
+          "                            model.eval(): BatchNorm uses the running statistics trained\n"
+          "                            so far, Dropout is off (the result does not depend on\n"
+          "                            --seed), nothing is updated. It runs on a second, forward-\n"
+          "                            only plan whose memory comes on top of the training peak.\n"
           "  --batch-size N            samples per micro-batch (default: the model's fixed batch,\n"
           "                            else min(32, samples)). The last partial batch of an epoch\n"
           "                            is dropped, so every step sees exactly N samples.\n"
@@ -308,7 +312,10 @@ int ot_cmd_train(int argc, char **argv) {
         if (st == OT_E_MEMORY) ot_train_memory_advice(model_path, &o, data.n_samples, &err);
         goto done;
     }
-    if (val_inputs.n && (st = ot_train_check_data(s, &val, "validation data", &err))) goto done;
+    if (val_inputs.n) {
+        if ((st = ot_train_check_data(s, &val, "validation data", &err))) goto done;
+        if ((st = ot_train_validation_prepare(s, &err))) goto done;
+    }
 
     const ot_plan *plan = ot_train_plan(s);
     const ot_autodiff_result *ad = ot_train_autodiff(s);
@@ -325,6 +332,13 @@ int ot_cmd_train(int argc, char **argv) {
                 mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]),
                 mib(plan->slab_bytes[OT_MEM_GRADIENTS]), mib(plan->slab_bytes[OT_MEM_OPT_STATE]),
                 mib(ot_plan_peak_bytes(plan) - plan->pinned_bytes));
+        const ot_plan *vp = ot_train_validation_plan(s);
+        if (vp)
+            fprintf(stderr,
+                    "validation plan (forward only, inference mode): %.2f MiB more (params and state %.2f, "
+                    "activations and workspace %.2f)\n",
+                    mib(ot_plan_peak_bytes(vp)), mib(vp->slab_bytes[OT_MEM_PARAMS] + vp->slab_bytes[OT_MEM_STATE]),
+                    mib(ot_plan_peak_bytes(vp) - vp->pinned_bytes));
         const ot_train_remat_summary *rs = ot_train_remat_info(s);
         if (rs->applied && rs->peak_none > 0)
             fprintf(stderr,

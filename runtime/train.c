@@ -332,6 +332,7 @@ fail:
 
 void ot_train_session_free(ot_train_session *s) {
     if (!s) return;
+    ot_train_validation_free(s); /* its executor uses s->be */
     ot_executor_free(s->ex);
     ot_backend_free(s->be);
     if (s->ad_built) ot_autodiff_result_free(&s->ad);

@@ -11,6 +11,12 @@
  * optimizer nodes read. After each run the BatchNorm running statistics are copied
  * into their state values.
  *
+ * Validation runs in inference mode, as PyTorch's model.eval(): a second, forward-only
+ * executor over the forward and loss nodes, with BatchNorm normalising by the running
+ * statistics and Dropout the identity. It never touches the training executor's
+ * state: before each pass the current params and running statistics are copied from
+ * the training arena into its own.
+ *
  * Non-finite values: when the loss or a gradient is NaN/Inf the step is re-run with
  * every node's outputs scanned in schedule order, and the error (OT_E_NUMERICS)
  * names the step and the first node that produced a non-finite value. Nothing has
@@ -127,7 +133,8 @@ typedef struct ot_train_result {
     int64_t n_epochs;
     ot_train_epoch_stats *epochs;
     double total_seconds;
-    size_t planned_peak, measured_peak;
+    size_t planned_peak, measured_peak; /* the training step's arena */
+    size_t val_planned_peak, val_measured_peak; /* the validation arena; 0 without validation */
     int64_t first_step;     /* 0, or the resumed checkpoint's step (loss[] before it is NaN) */
     bool interrupted;       /* o->stop was set: stopped early after writing a checkpoint */
     char last_checkpoint[4096]; /* path of the newest checkpoint written, "" if none */
@@ -143,11 +150,29 @@ typedef struct ot_train_observer {
     void *user;
 } ot_train_observer;
 
+/* ---- validation (inference mode) ---- */
+
+/* Builds the validation graph and executor once (later calls do nothing): the forward
+ * and loss nodes that the loss and the model output depend on, BatchNorm and Dropout
+ * with training_mode 0 (running statistics, identity), no backward, no optimizer, no
+ * state updates. Its arena (params and running statistics again, plus one batch's
+ * forward activations) lives next to the training arena for the whole session and is
+ * not counted in --memory-budget. ot_train_run calls it when given validation data. */
+ot_status ot_train_validation_prepare(ot_train_session *s, ot_error *err);
+/* The validation executor's plan; NULL before ot_train_validation_prepare. */
+const ot_plan *ot_train_validation_plan(const ot_train_session *s);
+/* Loss (mean over every full batch of val, in file order) and, for cross-entropy,
+ * accuracy, with the params and running statistics the training arena holds now.
+ * val must have passed ot_train_check_data. Prepares the executor if needed; allocates
+ * nothing per batch. e->epoch and e->step are left to the caller. */
+ot_status ot_train_validate(ot_train_session *s, const ot_dataset *val, ot_train_epoch_stats *e, ot_error *err);
+
 /* Total optimizer steps the options ask for with this data. */
 int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data);
 
 /* Trains: o->steps optimizer steps (or o->epochs epochs), each of o->accum micro-
- * batches; validation after every epoch when val is not NULL. On success the
+ * batches; validation (ot_train_validate) after every epoch and after the last step
+ * when val is not NULL. On success the
  * trained params and running statistics are in m->graph (ready for ot_model_save).
  * r is filled also on failure (the steps done so far). */
 ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dataset *val,

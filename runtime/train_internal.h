@@ -1,6 +1,7 @@
 /* train_internal.h — the training session's private state, shared by train.c (building
- * the session) and train_loop.c (the hook at the backward/optimizer boundary, running
- * micro-batches, validation and the loop). Not for use outside runtime/train*.c. */
+ * the session), train_loop.c (the hook at the backward/optimizer boundary, running
+ * micro-batches and the loop) and train_validate.c (validation in inference mode on a
+ * forward-only copy of the graph). Not for use outside runtime/train*.c. */
 #ifndef OT_TRAIN_INTERNAL_H
 #define OT_TRAIN_INTERNAL_H
 
@@ -8,7 +9,7 @@
 #include "runtime/train.h"
 
 /* What a run is for: the hook acts differently at the boundary. */
-enum { MODE_TRAIN = 0, MODE_EVAL, MODE_GRAD, MODE_SCAN };
+enum { MODE_TRAIN = 0, MODE_GRAD, MODE_SCAN };
 
 struct ot_train_session {
     ot_model *m;
@@ -47,6 +48,15 @@ struct ot_train_session {
     int64_t run_step; /* optimizer step number for messages (1-based) */
     const ot_dataset *cur_data; /* batch being run, for messages */
     const int64_t *cur_idx;
+    /* validation (train_validate.c): the forward and loss nodes copied into their own
+     * graph with BatchNorm and Dropout in inference mode, and its own executor (value
+     * ids equal the training graph's). Built once, on first use. */
+    ot_graph *val_g;
+    ot_executor *val_ex;
+    int *val_sync;      /* params and state refreshed from the training arena per pass */
+    int n_val_sync;
+    void *val_stage;    /* host staging buffer for those copies (largest value) */
+    ot_tensor *val_out; /* host copy of the loss's model output, cross-entropy only */
 };
 
 static inline const char *vname(const ot_graph *g, int v) {
@@ -57,5 +67,8 @@ static inline const char *vname(const ot_graph *g, int v) {
  * the boundary work after the last non-optimizer step. */
 ot_status ot_train_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out,
                         ot_error *err);
+
+/* Frees what ot_train_validation_prepare built (train_validate.c). */
+void ot_train_validation_free(ot_train_session *s);
 
 #endif

@@ -1,7 +1,7 @@
 /* train_loop.c — running a training session (see train.h): the hook at the
  * backward/optimizer boundary (numerics, accumulation, clipping, step scalars), one
- * micro-batch per executor run, the NaN re-run that names the first bad node,
- * validation, and the loop over steps and epochs. */
+ * micro-batch per executor run, the NaN re-run that names the first bad node, and
+ * the loop over steps and epochs (validation itself is in train_validate.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +91,6 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
         lossf = l32;
     }
     s->last_loss = lossf;
-    if (s->mode == MODE_EVAL) return write_scalars(s, 0, 1, false, err);
     if (check && !isfinite(lossf)) {
         s->nonfinite = true;
         return ot_fail(err, OT_E_NUMERICS, "training step %lld: the loss is %s", (long long)s->run_step,
@@ -261,51 +260,6 @@ ot_status ot_train_get_grad(ot_train_session *s, int i, ot_tensor **out, ot_erro
     return ot_executor_get(s->ex, s->ad.grads[i], out, err);
 }
 
-/* Validation: loss (and accuracy for cross-entropy) over every full batch of val,
- * running the training graph without updating anything. */
-static ot_status validate(ot_train_session *s, const ot_dataset *val, ot_train_epoch_stats *e, ot_error *err) {
-    ot_status st = OT_OK;
-    int64_t nb = val->n_samples / s->B, correct = 0, counted = 0;
-    double sum = 0;
-    int64_t *idx = malloc((size_t)s->B * sizeof *idx);
-    ot_tensor *logits = NULL;
-    if (!idx) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    const ot_data_array *lab = ot_dataset_find(val, OT_DATA_LABELS);
-    int lab_i = lab ? (int)(lab - val->arrays) : -1;
-    for (int64_t b = 0; b < nb; b++) {
-        for (int64_t i = 0; i < s->B; i++) idx[i] = b * s->B + i;
-        if ((st = feed(s, val, idx, err)) || (st = run_once(s, MODE_EVAL, 0, err))) goto done;
-        sum += s->last_loss;
-        if (s->o.loss.kind != OT_LOSS_CROSS_ENTROPY || lab_i < 0 || s->out_value < 0) continue;
-        if ((st = ot_executor_get(s->ex, s->out_value, &logits, err))) goto done;
-        const ot_shape *ls = &logits->shape;
-        int64_t C = ls->dim[s->class_axis], outer = 1, inner = 1;
-        for (int k = 0; k < s->class_axis; k++) outer *= ls->dim[k];
-        for (int k = s->class_axis + 1; k < ls->rank; k++) inner *= ls->dim[k];
-        const float *l = logits->data;
-        const int64_t *y = s->batch[lab_i]->data;
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t in = 0; in < inner; in++) {
-                int64_t t = y[o * inner + in];
-                if (s->o.loss.has_ignore_index && t == s->o.loss.ignore_index) continue;
-                int64_t best = 0;
-                for (int64_t c = 1; c < C; c++)
-                    if (l[(o * C + c) * inner + in] > l[(o * C + best) * inner + in]) best = c;
-                correct += best == t;
-                counted++;
-            }
-        ot_tensor_free(logits);
-        logits = NULL;
-    }
-    e->val_loss = nb ? sum / (double)nb : NAN;
-    e->val_accuracy = counted ? (double)correct / (double)counted : NAN;
-    e->val_samples = nb * s->B;
-done:
-    ot_tensor_free(logits);
-    free(idx);
-    return st;
-}
-
 void ot_train_result_free(ot_train_result *r) {
     free(r->loss);
     free(r->lr);
@@ -355,6 +309,10 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         goto done;
     }
     r->planned_peak = ot_plan_peak_bytes(ot_executor_plan(s->ex));
+    if (val) { /* planned before the first step: a validation plan that cannot be made fails early */
+        if ((st = ot_train_validation_prepare(s, err))) goto done;
+        r->val_planned_peak = ot_plan_peak_bytes(ot_train_validation_plan(s));
+    }
     int64_t start = 0;
     if (s->o.resume) {
         const char *rp = s->o.resume_path ? s->o.resume_path : "checkpoint";
@@ -399,7 +357,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
             e->epoch = done_after > done_before ? done_after - 1 : epoch;
             e->step = step + 1;
             e->val_loss = e->val_accuracy = NAN;
-            if (val && (st = validate(s, val, e, err))) goto done;
+            if (val && (st = ot_train_validate(s, val, e, err))) goto done;
             r->n_epochs++;
             if (obs && obs->on_epoch) obs->on_epoch(obs->user, e);
         }
@@ -415,6 +373,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
     }
     r->total_seconds = ot_now_seconds() - t0;
     r->measured_peak = ot_executor_high_water(s->ex);
+    if (val) r->val_measured_peak = ot_executor_high_water(s->val_ex);
     st = ot_executor_sync_to_graph(s->ex, err);
 done:
     ot_batcher_free(&bt);

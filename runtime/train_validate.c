@@ -1,0 +1,303 @@
+/* train_validate.c — validation of a training session in inference mode (see
+ * train.h), as PyTorch's model.eval() evaluates: BatchNorm normalises with the running
+ * statistics the training has been updating, Dropout is the identity, nothing is
+ * updated and no gradient is computed.
+ *
+ * The training graph cannot do this: its BatchNorm nodes are in training mode (batch
+ * statistics) and its Dropout nodes draw masks, and one executor runs its whole
+ * schedule, backward included. So the forward and loss nodes the loss depends on are
+ * copied once into a graph of their own, with training_mode 0 on BatchNorm and
+ * Dropout, and planned by a second executor on the same backend. Value ids are kept
+ * (every value of the training graph has its twin, unused ones unplaced), so data
+ * arrays, params, running statistics, the loss and the model output need no mapping.
+ * Before each pass the current params and running statistics are copied from the
+ * training arena into the validation arena through the backend-neutral executor API. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/train_internal.h"
+
+/* ---- the inference graph -------------------------------------------------------- */
+
+static bool is_fwd(const ot_node *n) {
+    return !n->removed && n->orig_node < 0 && (n->phase == OT_PHASE_FORWARD || n->phase == OT_PHASE_LOSS);
+}
+
+/* BatchNorm's running-stat outputs and Dropout's mask mean nothing in inference mode:
+ * dropped (absent optional output) unless a copied node reads them. */
+static bool drop_output(const ot_node *n, int slot, const bool *read, int v, const bool *is_out) {
+    if (slot == 0 || v < 0) return false;
+    if (n->op != OT_OP_BATCH_NORM && n->op != OT_OP_DROPOUT) return false;
+    return !read[v] && !is_out[v];
+}
+
+/* Builds s->val_g from the training graph. Params, state and constants borrow the
+ * training graph's host data (the executor copies it into its arena when created);
+ * unborrow() clears the pointers before anything can free them twice. */
+static ot_status build_graph(ot_train_session *s, ot_error *err) {
+    const ot_graph *g = s->g;
+    int nv = g->n_values, nn = g->n_nodes;
+    ot_status st = OT_OK;
+    bool *need = calloc((size_t)nn + 1, sizeof *need);
+    bool *read = calloc((size_t)nv + 1, sizeof *read);   /* read by a copied node */
+    bool *used = calloc((size_t)nv + 1, sizeof *used);   /* placed in the validation graph */
+    bool *is_out = calloc((size_t)nv + 1, sizeof *is_out);
+    int *stack = malloc(((size_t)nv + 1) * sizeof *stack);
+    int *outs = NULL;
+    ot_graph *vg = NULL;
+    if (!need || !read || !used || !is_out || !stack) goto oom;
+
+    /* The nodes the loss and the model output depend on, walking back from them. */
+    int top = 0, roots[2] = {s->loss_value, s->out_value};
+    for (int k = 0; k < 2; k++)
+        if (roots[k] >= 0 && !is_out[roots[k]]) {
+            is_out[roots[k]] = true;
+            stack[top++] = roots[k];
+        }
+    bool *seen = used; /* reused as the walk's visited set, reset below */
+    while (top > 0) {
+        int v = stack[--top];
+        if (seen[v]) continue;
+        seen[v] = true;
+        int p = g->values[v].producer;
+        if (p < 0 || !is_fwd(&g->nodes[p]) || need[p]) continue;
+        need[p] = true;
+        const ot_node *n = &g->nodes[p];
+        for (int i = 0; i < n->n_inputs; i++)
+            if (n->inputs[i] >= 0 && !seen[n->inputs[i]]) stack[top++] = n->inputs[i];
+    }
+    memset(used, 0, (size_t)nv * sizeof *used);
+    for (int id = 0; id < nn; id++) {
+        if (!need[id]) continue;
+        const ot_node *n = &g->nodes[id];
+        for (int i = 0; i < n->n_inputs; i++)
+            if (n->inputs[i] >= 0) read[n->inputs[i]] = used[n->inputs[i]] = true;
+    }
+
+    if (!(vg = ot_graph_new(g->name ? g->name : "validation"))) goto oom;
+    vg->opset = g->opset;
+    for (int k = 0; k < g->n_syms; k++) {
+        int id = ot_graph_add_sym(vg, g->syms[k]);
+        if (id != k) goto oom; /* symbol names are unique, so ids match */
+        vg->sym_values[k] = g->sym_values[k];
+    }
+    for (int id = 0; id < nn; id++) {
+        if (!need[id]) continue;
+        const ot_node *n = &g->nodes[id];
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && !drop_output(n, k, read, n->outputs[k], is_out)) used[n->outputs[k]] = true;
+    }
+    for (int v = 0; v < nv; v++) {
+        const ot_value *src = &g->values[v];
+        /* Unused twins are plain activations: the planner places none of them (an
+         * unused param or optimizer-state value would otherwise take arena space). */
+        ot_value_kind kind = used[v] ? src->kind : OT_VK_ACTIVATION;
+        if (ot_graph_add_value(vg, src->name, src->dtype, &src->shape, kind) != v) goto oom;
+        if (used[v] && src->data && src->producer < 0) {
+            vg->values[v].data = src->data; /* borrowed, see unborrow() */
+            vg->values[v].nbytes = src->nbytes;
+        }
+    }
+    int max_out = 1;
+    for (int id = 0; id < nn; id++)
+        if (need[id] && g->nodes[id].n_outputs > max_out) max_out = g->nodes[id].n_outputs;
+    if (!(outs = malloc((size_t)max_out * sizeof *outs))) goto oom;
+    for (int id = 0; id < nn; id++) {
+        if (!need[id]) continue;
+        const ot_node *n = &g->nodes[id];
+        for (int k = 0; k < n->n_outputs; k++) outs[k] = drop_output(n, k, read, n->outputs[k], is_out) ? -1 : n->outputs[k];
+        int nid = ot_graph_add_node(vg, n->op, n->name, n->inputs, n->n_inputs, outs, n->n_outputs, n->phase);
+        if (nid < 0) goto oom;
+        ot_node *c = &vg->nodes[nid];
+        if (ot_node_copy_attrs(c, n)) goto oom;
+        if (n->op_type && strcmp(c->op_type, n->op_type)) { /* keep the name errors show */
+            char *t = strdup(n->op_type);
+            if (!t) goto oom;
+            free(c->op_type);
+            c->op_type = t;
+        }
+        if ((n->op == OT_OP_BATCH_NORM || n->op == OT_OP_DROPOUT) && ot_node_set_attr_int(c, "training_mode", 0))
+            goto oom;
+    }
+    for (int k = 0; k < g->n_inputs; k++) {
+        int v = g->inputs[k];
+        if (!used[v]) continue;
+        int *ni = realloc(vg->inputs, (size_t)(vg->n_inputs + 1) * sizeof *ni);
+        if (!ni) goto oom;
+        vg->inputs = ni;
+        vg->inputs[vg->n_inputs++] = v;
+    }
+    for (int k = 0; k < 2; k++) {
+        int v = roots[k];
+        if (v < 0 || (k == 1 && v == roots[0])) continue;
+        int *no = realloc(vg->outputs, (size_t)(vg->n_outputs + 1) * sizeof *no);
+        if (!no) goto oom;
+        vg->outputs = no;
+        vg->outputs[vg->n_outputs++] = v;
+        vg->values[v].is_graph_output = true; /* pinned: read after every batch */
+    }
+    s->val_g = vg;
+    vg = NULL;
+    goto done;
+oom:
+    st = ot_fail(err, OT_E_MEMORY, "out of memory building the validation graph");
+done:
+    if (vg) { /* nothing borrowed may be freed with it */
+        for (int v = 0; v < vg->n_values; v++) vg->values[v].data = NULL;
+        ot_graph_free(vg);
+    }
+    free(need);
+    free(read);
+    free(used);
+    free(is_out);
+    free(stack);
+    free(outs);
+    return st;
+}
+
+static void unborrow(ot_graph *vg) {
+    for (int v = 0; vg && v < vg->n_values; v++) {
+        vg->values[v].data = NULL;
+        vg->values[v].nbytes = 0;
+    }
+}
+
+/* The values copied from the training arena before each pass: every param and state
+ * value both executors placed (frozen params included: cheap, and always right). */
+static ot_status build_sync(ot_train_session *s, ot_error *err) {
+    const ot_plan *tp = ot_executor_plan(s->ex), *vp = ot_executor_plan(s->val_ex);
+    size_t biggest = 1;
+    s->val_sync = malloc(((size_t)s->g->n_values + 1) * sizeof *s->val_sync);
+    if (!s->val_sync) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    for (int v = 0; v < s->g->n_values; v++) {
+        ot_value_kind k = s->g->values[v].kind;
+        if ((k != OT_VK_PARAM && k != OT_VK_STATE) || ot_plan_offset(tp, v) < 0 || ot_plan_offset(vp, v) < 0) continue;
+        size_t n = ot_plan_value_bytes(vp, v);
+        if (n != ot_plan_value_bytes(tp, v))
+            return ot_fail(err, OT_E_INTERNAL, "validation: '%s' has %zu bytes in the training plan and %zu in the validation plan",
+                           vname(s->g, v), ot_plan_value_bytes(tp, v), n);
+        if (n > biggest) biggest = n;
+        s->val_sync[s->n_val_sync++] = v;
+    }
+    if (!(s->val_stage = malloc(biggest))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    if (s->o.loss.kind == OT_LOSS_CROSS_ENTROPY && s->out_value >= 0) {
+        const ot_value *ov = &s->g->values[s->out_value];
+        if (ov->dtype != OT_F32)
+            return ot_fail(err, OT_E_UNSUPPORTED, "validation accuracy: output '%s' is %s; only float32 logits are supported",
+                           ov->name, ot_dtype_name(ov->dtype));
+        if (!(s->val_out = ot_tensor_new(ov->dtype, &ov->shape))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    }
+    return OT_OK;
+}
+
+ot_status ot_train_validation_prepare(ot_train_session *s, ot_error *err) {
+    if (s->val_ex) return OT_OK;
+    ot_status st = build_graph(s, err);
+    if (!st) st = ot_graph_require_static(s->val_g, err);
+    if (!st) {
+        ot_exec_options eo = {.n_threads = s->o.n_threads, .seed = s->o.seed};
+        st = ot_executor_new(s->val_g, s->be, &eo, &s->val_ex, err);
+    }
+    unborrow(s->val_g);
+    if (!st) st = build_sync(s, err);
+    if (st) {
+        ot_error_prefix(err, "validation: ");
+        ot_train_validation_free(s);
+    }
+    return st;
+}
+
+void ot_train_validation_free(ot_train_session *s) {
+    ot_executor_free(s->val_ex);
+    ot_graph_free(s->val_g);
+    free(s->val_sync);
+    free(s->val_stage);
+    ot_tensor_free(s->val_out);
+    s->val_ex = NULL;
+    s->val_g = NULL;
+    s->val_sync = NULL;
+    s->val_stage = NULL;
+    s->val_out = NULL;
+    s->n_val_sync = 0;
+}
+
+const ot_plan *ot_train_validation_plan(const ot_train_session *s) {
+    return s->val_ex ? ot_executor_plan(s->val_ex) : NULL;
+}
+
+/* ---- a validation pass ---------------------------------------------------------- */
+
+/* The training arena's params and running statistics, as they are now. */
+static ot_status refresh(ot_train_session *s, ot_error *err) {
+    for (int i = 0; i < s->n_val_sync; i++) {
+        int v = s->val_sync[i];
+        size_t n = ot_plan_value_bytes(ot_executor_plan(s->val_ex), v);
+        ot_status st = s->be->copy_out(s->be, s->val_stage, ot_executor_value_ptr(s->ex, v), n, err);
+        if (!st) st = ot_executor_write(s->val_ex, v, s->val_stage, n, err);
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
+/* Correct predictions (argmax over the class axis) and counted labels of one batch. */
+static void count_correct(const ot_train_session *s, const float *l, const int64_t *y, int64_t *correct,
+                          int64_t *counted) {
+    const ot_shape *ls = &s->val_out->shape;
+    int64_t C = ls->dim[s->class_axis], outer = 1, inner = 1;
+    for (int k = 0; k < s->class_axis; k++) outer *= ls->dim[k];
+    for (int k = s->class_axis + 1; k < ls->rank; k++) inner *= ls->dim[k];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            int64_t t = y[o * inner + in];
+            if (s->o.loss.has_ignore_index && t == s->o.loss.ignore_index) continue;
+            int64_t best = 0;
+            for (int64_t c = 1; c < C; c++)
+                if (l[(o * C + c) * inner + in] > l[(o * C + best) * inner + in]) best = c;
+            *correct += best == t;
+            (*counted)++;
+        }
+}
+
+ot_status ot_train_validate(ot_train_session *s, const ot_dataset *val, ot_train_epoch_stats *e, ot_error *err) {
+    ot_status st = ot_train_validation_prepare(s, err);
+    if (st) return st;
+    if ((st = refresh(s, err))) return ot_error_prefix(err, "validation: ");
+    int64_t nb = val->n_samples / s->B, correct = 0, counted = 0;
+    double sum = 0;
+    const ot_data_array *lab = ot_dataset_find(val, OT_DATA_LABELS);
+    int lab_i = lab ? (int)(lab - val->arrays) : -1;
+    const void *loss_ptr = ot_executor_value_ptr(s->val_ex, s->loss_value);
+    bool loss64 = s->g->values[s->loss_value].dtype == OT_F64;
+    for (int64_t b = 0; b < nb; b++) {
+        /* batches in file order: rows b*B .. b*B+B-1, gathered into the session's host
+         * batch buffers (ot_train_check_data made their arrays match) */
+        for (int i = 0; i < val->n_arrays; i++) {
+            const ot_tensor *t = val->arrays[i].t;
+            size_t row = t->nbytes / (size_t)t->shape.dim[0];
+            memcpy(s->batch[i]->data, (const char *)t->data + (size_t)(b * s->B) * row, (size_t)s->B * row);
+            if ((st = ot_executor_set_input(s->val_ex, val->arrays[i].value_id, s->batch[i], err)))
+                return ot_error_prefix(err, "%s: ", val->arrays[i].path);
+        }
+        if ((st = ot_executor_run(s->val_ex, err))) return ot_error_prefix(err, "validation: ");
+        double loss;
+        if (loss64) {
+            st = s->be->copy_out(s->be, &loss, loss_ptr, sizeof loss, err);
+        } else {
+            float l32 = 0;
+            st = s->be->copy_out(s->be, &l32, loss_ptr, sizeof l32, err);
+            loss = l32;
+        }
+        if (st) return st;
+        sum += loss;
+        if (!s->val_out || lab_i < 0) continue;
+        if ((st = s->be->copy_out(s->be, s->val_out->data, ot_executor_value_ptr(s->val_ex, s->out_value),
+                                  s->val_out->nbytes, err)))
+            return st;
+        count_correct(s, s->val_out->data, s->batch[lab_i]->data, &correct, &counted);
+    }
+    e->val_loss = nb ? sum / (double)nb : NAN;
+    e->val_accuracy = counted ? (double)correct / (double)counted : NAN;
+    e->val_samples = nb * s->B;
+    return OT_OK;
+}
