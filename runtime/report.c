@@ -114,6 +114,8 @@ void ot_report_write_json(FILE *f, const ot_report_info *info, const ot_optim_co
         fprintf(f, ", \"val_samples\": %lld}", (long long)e->val_samples);
     }
     fprintf(f, "],\n  \"memory\": {\"planned_peak\": %zu, \"measured_peak\": %zu", r->planned_peak, r->measured_peak);
+    /* the forward-only validation arena, held besides the training one (0: no validation) */
+    fprintf(f, ", \"val_planned_peak\": %zu, \"val_measured_peak\": %zu", r->val_planned_peak, r->val_measured_peak);
     if (plan) {
         fputs(", \"plan\": ", f);
         ot_plan_write_json(plan, f);
