@@ -1,9 +1,12 @@
 /* test_cuda.c — the CUDA backend against the CPU backend: per op, forward and
  * backward on random inputs (within 1e-5 relative, 1e-4 for reductions and
  * convolutions; Dropout masks bitwise), and end to end (loss and every parameter
- * gradient of each sample model, within 1e-4). Backend selection by name is tested
- * everywhere; on a machine without a usable GPU the GPU tests are skipped with
- * "no CUDA GPU found (<reason>): skipping". */
+ * gradient of each sample model, within 1e-4). Backend selection by name and the
+ * loading of the CUDA module (libonnxtrain_cuda.so, through kernels/backend_select.h;
+ * this test links no CUDA library) are tested everywhere, and so are the host-side
+ * parts of the module, the pointwise element code included (its host mode). In a
+ * build with CUDA a module that cannot be loaded fails the test; on a machine without
+ * a usable GPU the GPU tests are skipped with "no CUDA GPU found (<reason>): skipping". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,8 +25,8 @@
 #include "remat/remat.h"
 #include "test_kernels_cpu_util.h"
 #ifdef OT_HAVE_CUDA
-#include "kernels/cuda/backend_cuda.h"
-#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_module.h" /* the module's table: host-side hooks */
+#include "kernels/cpu/cpu_common.h" /* ot_f32_to_f16, ot_f32_to_bf16 */
 #include "runtime/rng.h"
 #endif
 
@@ -51,7 +54,7 @@ static void test_select_cuda(void **state) {
     ot_error e = {0};
     ot_backend *be = ot_backend_new_by_name("cuda", 0, &e);
 #ifdef OT_HAVE_CUDA
-    char reason[256];
+    char reason[1024];
     bool have = ot_cuda_available(reason, sizeof reason);
     if (have) {
         assert_non_null(be);
@@ -69,10 +72,69 @@ static void test_select_cuda(void **state) {
     assert_null(be);
     assert_int_equal(e.code, OT_E_DEVICE);
     assert_non_null(strstr(e.msg, "built without CUDA"));
+    char reason[1024];
+    assert_false(ot_cuda_available(reason, sizeof reason));
+    assert_non_null(strstr(reason, "built without CUDA"));
+    assert_null(ot_cuda_module_load(&e));
+    assert_int_equal(e.code, OT_E_DEVICE);
+    ot_backend *cpu = ot_backend_cpu_new(1, &e);
+    assert_non_null(cpu);
+    size_t fb = 0, tb = 0;
+    assert_int_equal(ot_backend_cuda_mem_info(cpu, &fb, &tb, &e), OT_E_DEVICE);
+    ot_backend_free(cpu);
 #endif
 }
 
 #ifdef OT_HAVE_CUDA
+
+/* ---- the module loader (no GPU needed) ------------------------------------------------ */
+
+/* The module of this build; the test stops here when it cannot be loaded. */
+static const ot_cuda_module *mod(void) {
+    ot_error e = {0};
+    const ot_cuda_module *m = ot_cuda_module_load(&e);
+    if (!m) fail_msg("the CUDA module does not load: %s", e.msg);
+    return m;
+}
+
+/* Loading twice gives the same table; a bad ONNXTRAIN_CUDA_MODULE is reported with
+ * OT_E_DEVICE naming the variable, and so is a library that is not the module; the
+ * CPU backend is refused by mem_info without loading anything. */
+static void test_module_loader(void **state) {
+    (void)state;
+    const ot_cuda_module *m = mod();
+    assert_ptr_equal(m, mod());
+    assert_int_equal(m->abi, OT_CUDA_MODULE_ABI);
+    assert_int_equal(m->layout(), ot_cuda_module_layout());
+    const char *saved = getenv(OT_CUDA_MODULE_ENV);
+    char *keep = saved ? strdup(saved) : NULL;
+    ot_error e = {0};
+    assert_int_equal(setenv(OT_CUDA_MODULE_ENV, "/nonexistent/" OT_CUDA_MODULE_FILE, 1), 0);
+    assert_null(ot_cuda_module_load(&e));
+    assert_int_equal(e.code, OT_E_DEVICE);
+    assert_non_null(strstr(e.msg, OT_CUDA_MODULE_ENV));
+    memset(&e, 0, sizeof e);
+    assert_null(ot_backend_new_by_name("cuda:0", 0, &e));
+    assert_int_equal(e.code, OT_E_DEVICE);
+    assert_non_null(strstr(e.msg, "device 'cuda:0'"));
+    memset(&e, 0, sizeof e);
+    assert_int_equal(setenv(OT_CUDA_MODULE_ENV, "libm.so.6", 1), 0); /* loads, but has no entry point */
+    assert_null(ot_cuda_module_load(&e));
+    assert_int_equal(e.code, OT_E_DEVICE);
+    assert_non_null(strstr(e.msg, "not a CUDA backend module"));
+    if (keep) {
+        setenv(OT_CUDA_MODULE_ENV, keep, 1);
+        free(keep);
+    } else {
+        unsetenv(OT_CUDA_MODULE_ENV);
+    }
+    memset(&e, 0, sizeof e);
+    ot_backend *cpu = ot_backend_cpu_new(1, &e);
+    assert_non_null(cpu);
+    size_t fb = 0, tb = 0;
+    assert_int_equal(ot_backend_cuda_mem_info(cpu, &fb, &tb, &e), OT_E_USAGE);
+    ot_backend_free(cpu);
+}
 
 /* ---- host-side parts of the CUDA backend (no GPU needed) ------------------------------ */
 
@@ -84,15 +146,16 @@ static void test_philox_matches_cpu(void **state) {
     for (size_t s = 0; s < sizeof seeds / sizeof seeds[0]; s++)
         for (uint64_t i = 0; i < 5000; i += 7) {
             uint64_t index = i * 0x9E3779B97F4A7C15ULL; /* high bits too */
-            float a = ot_cuda_philox_uniform_host(seeds[s], i % 13, (uint32_t)(i % 5), index);
+            float a = mod()->philox_uniform(seeds[s], i % 13, (uint32_t)(i % 5), index);
             float b = ot_philox_uniform(seeds[s], i % 13, (uint32_t)(i % 5), index);
             if (memcmp(&a, &b, sizeof a) != 0) fail_msg("seed %llu index %llu: %.9g vs %.9g", (unsigned long long)seeds[s],
                                                         (unsigned long long)index, a, b);
         }
 }
 
-/* cuDNN pads both ends alike: asymmetric pads that change the output are refused by
- * supports (so the executor names the node), the usual shapes are accepted. */
+/* cuDNN pads both ends alike: pads it cannot express are accepted through the explicit
+ * zero-pad path, and so are 3-D convolutions; more than 3 spatial dims are refused by
+ * supports (so the executor names the node before running anything). */
 static void test_conv_geometry(void **state) {
     (void)state;
     float dummy = 0;
@@ -102,15 +165,61 @@ static void test_conv_geometry(void **state) {
     ot_node_set_attr_ints(&n, "pads", pads_sym, 4);
     ot_tensor in[2] = {tk_t(OT_F32, &dummy, 4, 2, 3, 8, 8), tk_t(OT_F32, &dummy, 4, 4, 3, 3, 3)};
     ot_tensor out[1] = {tk_t(OT_F32, &dummy, 4, 2, 4, 8, 8)};
-    assert_true(ot_cuda_conv_supported(&n, in, out));
+    assert_true(mod()->conv_supported(&n, in, out));
+    assert_true(mod()->supports_node(&n, in, out));
     ot_node_set_attr_ints(&n, "pads", pads_asym, 4);
     ot_tensor out2[1] = {tk_t(OT_F32, &dummy, 4, 2, 4, 8, 8)};
-    assert_false(ot_cuda_conv_supported(&n, in, out2));
-    ot_node_set_attr_ints(&n, "pads", pads_sym, 4);
+    assert_true(mod()->conv_supported(&n, in, out2)); /* explicit zero padding */
+    int64_t pads3[6] = {1, 1, 1, 1, 1, 1}, ks3[3] = {3, 3, 3};
+    ot_node_set_attr_ints(&n, "kernel_shape", ks3, 3);
+    ot_node_set_attr_ints(&n, "pads", pads3, 6);
     ot_tensor in3[2] = {tk_t(OT_F32, &dummy, 5, 1, 3, 4, 4, 4), tk_t(OT_F32, &dummy, 5, 4, 3, 3, 3, 3)};
     ot_tensor out3[1] = {tk_t(OT_F32, &dummy, 5, 1, 4, 4, 4, 4)};
-    assert_false(ot_cuda_conv_supported(&n, in3, out3)); /* 3-D: not on cuDNN's 2-D path */
+    assert_true(mod()->conv_supported(&n, in3, out3)); /* 3-D: cuDNN's Nd descriptors */
+    int64_t pads4[8] = {1, 1, 1, 1, 1, 1, 1, 1}, ks4[4] = {3, 3, 3, 3};
+    ot_node_set_attr_ints(&n, "kernel_shape", ks4, 4);
+    ot_node_set_attr_ints(&n, "pads", pads4, 8);
+    ot_tensor in4[2] = {tk_t(OT_F32, &dummy, 6, 1, 3, 4, 4, 4, 4), tk_t(OT_F32, &dummy, 6, 4, 3, 3, 3, 3, 3)};
+    ot_tensor out4[1] = {tk_t(OT_F32, &dummy, 6, 1, 4, 4, 4, 4, 4)};
+    assert_false(mod()->conv_supported(&n, in4, out4));
+    assert_false(mod()->supports_node(&n, in4, out4));
     tk_node_free(&n);
+}
+
+/* What supports() accepts beyond float32: the integer arithmetic and Clip of the CPU
+ * kernels, Cast to and from float16 / bfloat16; and what it still refuses. */
+static void test_supports_dtypes(void **state) {
+    (void)state;
+    int64_t dummy[4] = {0};
+    const ot_dtype ints[] = {OT_I64, OT_I32, OT_I8, OT_U8};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        ot_node d = tk_node(OT_OP_DIV, 2, 1);
+        ot_tensor in[2] = {tk_t(ints[i], dummy, 1, 2), tk_t(ints[i], dummy, 1, 2)};
+        ot_tensor out[1] = {tk_t(ints[i], dummy, 1, 2)};
+        assert_true(mod()->supports_node(&d, in, out));
+        assert_int_equal(mod()->workspace_bytes(&d, in, out), 8); /* the zero-divisor flag */
+        tk_node_free(&d);
+        ot_node c = tk_node(OT_OP_CLIP, 1, 1);
+        assert_true(mod()->supports_node(&c, in, out));
+        tk_node_free(&c);
+    }
+    ot_node c = tk_node(OT_OP_CAST, 1, 1);
+    ot_tensor cin[1] = {tk_t(OT_F32, dummy, 1, 2)};
+    ot_tensor h[1] = {tk_t(OT_F16, dummy, 1, 2)}, b[1] = {tk_t(OT_BF16, dummy, 1, 2)}, str[1] = {tk_t(OT_STRING, dummy, 1, 2)};
+    assert_true(mod()->supports_node(&c, cin, h));
+    assert_true(mod()->supports_node(&c, h, b));
+    assert_false(mod()->supports_node(&c, cin, str));
+    tk_node_free(&c);
+    ot_node p = tk_node(OT_OP_POW, 2, 1);
+    ot_tensor pin[2] = {tk_t(OT_I64, dummy, 1, 2), tk_t(OT_F32, dummy, 1, 2)};
+    ot_tensor pout[1] = {tk_t(OT_I64, dummy, 1, 2)};
+    assert_true(mod()->supports_node(&p, pin, pout));
+    tk_node_free(&p);
+    ot_node r = tk_node(OT_OP_REDUCE_SUM, 1, 1); /* float32 only, as on the CPU */
+    ot_tensor rin[1] = {tk_t(OT_I64, dummy, 1, 2)};
+    ot_tensor rout[1] = {tk_t(OT_I64, dummy, 0)};
+    assert_false(mod()->supports_node(&r, rin, rout));
+    tk_node_free(&r);
 }
 
 /* Scratch the CUDA kernels ask the planner for, where they share the CPU's layout. */
@@ -120,14 +229,14 @@ static void test_workspace_sizes(void **state) {
     ot_node n = tk_node(OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS, 2, 1);
     ot_tensor in[2] = {tk_t(OT_F32, &dummy, 3, 4, 10, 3), tk_t(OT_I64, &dummy, 2, 4, 3)};
     ot_tensor out[1] = {tk_t(OT_F32, &dummy, 0)};
-    assert_int_equal(ot_cuda_reduce_workspace(&n, in, out), ot_cpu_workspace_bytes(&n, in, out));
+    assert_int_equal(mod()->workspace_bytes(&n, in, out), ot_cpu_workspace_bytes(&n, in, out));
     ot_node_set_attr_string(&n, "reduction", "none");
-    assert_int_equal(ot_cuda_reduce_workspace(&n, in, out), 0);
+    assert_int_equal(mod()->workspace_bytes(&n, in, out), 0);
     tk_node_free(&n);
     ot_node g = tk_node(OT_OP_LAYER_NORM_GRAD, 3, 3);
     ot_tensor gin[3] = {tk_t(OT_F32, &dummy, 3, 2, 5, 8), tk_t(OT_F32, &dummy, 3, 2, 5, 8), tk_t(OT_F32, &dummy, 1, 8)};
     ot_tensor gout[3] = {gin[0], gin[2], gin[2]};
-    assert_int_equal(ot_cuda_reduce_workspace(&g, gin, gout), 10 * 2 * sizeof(double));
+    assert_int_equal(mod()->workspace_bytes(&g, gin, gout), 10 * 2 * sizeof(double));
     tk_node_free(&g);
 }
 
@@ -218,8 +327,11 @@ static size_t tc_round(size_t n) { return (n + TC_ALIGN - 1) / TC_ALIGN * TC_ALI
 
 /* Runs node n on the CPU (host copies) and on the GPU backend with the same inputs;
  * compares every output, and every input too (optimizer steps update in place). */
-static void tc_check(ot_backend *be, const char *label, const ot_node *n, const ot_tensor *in, const ot_tensor *out,
-                     double tol, uint64_t seed, uint64_t step, int rng_node) {
+/* ref: when not NULL, the expected outputs (for what the CPU backend has no kernel
+ * for, e.g. 3-D Conv), instead of running the CPU kernel. */
+static void tc_check_ref(ot_backend *be, const char *label, const ot_node *n, const ot_tensor *in,
+                         const ot_tensor *out, double tol, uint64_t seed, uint64_t step, int rng_node,
+                         const float *const *ref) {
     tc_pool pool = {0};
     int ni = n->n_inputs, no = n->n_outputs;
     ot_tensor cin[TC_MAX], cout[TC_MAX], gin[TC_MAX], gout[TC_MAX];
@@ -236,7 +348,12 @@ static void tc_check(ot_backend *be, const char *label, const ot_node *n, const 
         cout[k].data = out[k].dtype ? tc_alloc(&pool, out[k].nbytes) : NULL;
     }
     ot_error e = {0};
-    if (tk_run_ex(n, cin, cout, 2, seed, step, rng_node, &e) != OT_OK) fail_msg("%s: CPU kernel failed: %s", label, e.msg);
+    if (ref) {
+        for (int k = 0; k < no; k++)
+            if (cout[k].data) memcpy(cout[k].data, ref[k], out[k].nbytes);
+    } else if (tk_run_ex(n, cin, cout, 2, seed, step, rng_node, &e) != OT_OK) {
+        fail_msg("%s: CPU kernel failed: %s", label, e.msg);
+    }
 
     /* the GPU side: one arena holding inputs, outputs and the workspace */
     size_t total = 0, off_in[TC_MAX], off_out[TC_MAX];
@@ -286,10 +403,277 @@ static void tc_check(ot_backend *be, const char *label, const ot_node *n, const 
     tc_free(&pool);
 }
 
+static void tc_check(ot_backend *be, const char *label, const ot_node *n, const ot_tensor *in, const ot_tensor *out,
+                     double tol, uint64_t seed, uint64_t step, int rng_node) {
+    tc_check_ref(be, label, n, in, out, tol, seed, step, rng_node, NULL);
+}
+
 #define TOL 1e-5
 #define TOL_RED 1e-4
 
 static ot_backend *backend_of(void **state) { return (ot_backend *)*state; }
+
+/* ---- host mode of the pointwise kernels (no GPU needed) --------------------------------- */
+
+/* Runs n through the CPU kernel and through the CUDA kernels' element code on the host
+ * (the module's pointwise_host) with the same inputs. The statuses must agree and, on
+ * success, every output byte: these rules have no rounding latitude (comparisons,
+ * integer arithmetic, conversions), so the GPU, running the same code, matches the
+ * CPU bit for bit. */
+static ot_status hm_compare(const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *outs) {
+    tc_pool p = {0};
+    int no = n->n_outputs;
+    ot_tensor cout[TC_MAX], hout[TC_MAX];
+    assert_true(no <= TC_MAX);
+    for (int k = 0; k < no; k++) {
+        cout[k] = hout[k] = outs[k];
+        cout[k].data = tc_alloc(&p, outs[k].nbytes);
+        hout[k].data = tc_alloc(&p, outs[k].nbytes);
+    }
+    ot_error ce = {0}, he = {0};
+    ot_status cs = tk_run_ex(n, in, cout, 1, 0, 0, 0, &ce);
+    ot_kernel_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.workspace_bytes = mod()->workspace_bytes(n, in, hout);
+    ctx.workspace = ctx.workspace_bytes ? tc_alloc(&p, ctx.workspace_bytes) : NULL;
+    ot_status hs = mod()->pointwise_host(n, in, hout, &ctx, &he);
+    if (cs != hs) fail_msg("%s: CPU status %d (%s), CUDA host mode %d (%s)", label, cs, ce.msg, hs, he.msg);
+    for (int k = 0; k < no && cs == OT_OK; k++) {
+        const unsigned char *a = cout[k].data, *b = hout[k].data;
+        size_t es = ot_dtype_size(outs[k].dtype);
+        for (size_t i = 0; i < outs[k].nbytes; i++)
+            if (a[i] != b[i]) fail_msg("%s: output %d element %zu differs from the CPU's", label, k, i / es);
+    }
+    tc_free(&p);
+    return cs;
+}
+
+/* A 1-D float32 tensor over a caller array. */
+static ot_tensor hm_f32(float *v, int n) { return tk_t(OT_F32, v, 1, n); }
+
+/* ClipGrad passes dY strictly inside (min, max) on both backends: 0 at either bound,
+ * NaN blocked by a finite bound; bounds from attributes or one-element inputs. */
+static void test_host_clip_grad(void **state) {
+    (void)state;
+    float x[] = {-1.0f, -0.999f, 0.0f, 1.999f, 2.0f, 2.5f, -3.0f, NAN, INFINITY, -INFINITY, -0.0f, 1.0f};
+    float dy[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    enum { N = sizeof x / sizeof x[0] };
+    ot_tensor out[1] = {tc_out(OT_F32, 1, N)};
+    ot_node g = tk_node(OT_OP_CLIP_GRAD, 2, 1);
+    ot_node_set_attr_float(&g, "min", -1.0f);
+    ot_node_set_attr_float(&g, "max", 2.0f);
+    ot_tensor in[4] = {hm_f32(dy, N), hm_f32(x, N)};
+    assert_int_equal(hm_compare("ClipGrad [-1, 2]", &g, in, out), OT_OK);
+    tk_node_free(&g);
+    /* Clip(0, inf) is ReLU6's and ReLU's shape: 0 at x == 0 */
+    ot_node r = tk_node(OT_OP_CLIP_GRAD, 2, 1);
+    ot_node_set_attr_float(&r, "min", 0.0f);
+    assert_int_equal(hm_compare("ClipGrad [0, inf)", &r, in, out), OT_OK);
+    tk_node_free(&r);
+    ot_node u = tk_node(OT_OP_CLIP_GRAD, 2, 1); /* no bound: everything passes, NaN included */
+    assert_int_equal(hm_compare("ClipGrad unbounded", &u, in, out), OT_OK);
+    tk_node_free(&u);
+    /* opset-11 form: bounds as inputs 2 and 3 (int64 and float) */
+    int64_t lo = -1;
+    float hi = 2.0f, two[2] = {0.0f, 0.0f};
+    ot_node b = tk_node(OT_OP_CLIP_GRAD, 4, 1);
+    ot_tensor bin[4] = {hm_f32(dy, N), hm_f32(x, N), tk_t(OT_I64, &lo, 0), tk_t(OT_F32, &hi, 0)};
+    assert_int_equal(hm_compare("ClipGrad bounds as inputs", &b, bin, out), OT_OK);
+    bin[3] = hm_f32(two, 2); /* not one element: ignored by both */
+    assert_int_equal(hm_compare("ClipGrad two-element max", &b, bin, out), OT_OK);
+    tk_node_free(&b);
+    /* and the rule itself, spelled out */
+    ot_node c = tk_node(OT_OP_CLIP_GRAD, 2, 1);
+    ot_node_set_attr_float(&c, "min", -1.0f);
+    ot_node_set_attr_float(&c, "max", 2.0f);
+    float dx[N];
+    ot_tensor o[1] = {hm_f32(dx, N)};
+    ot_kernel_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ot_error e = {0};
+    assert_int_equal(mod()->pointwise_host(&c, in, o, &ctx, &e), OT_OK);
+    const float want[N] = {0, 2, 3, 4, 0, 0, 0, 0, 0, 0, 11, 12};
+    for (int i = 0; i < N; i++)
+        if (dx[i] != want[i]) fail_msg("ClipGrad at x = %g: %g, want %g", x[i], dx[i], want[i]);
+    tk_node_free(&c);
+}
+
+static void test_host_clip(void **state) {
+    (void)state;
+    float x[] = {-7.5f, -1.0f, 0.0f, -0.0f, 0.5f, 6.0f, 6.5f, NAN, INFINITY, -INFINITY, 3.25f};
+    enum { N = sizeof x / sizeof x[0] };
+    ot_tensor in[3] = {hm_f32(x, N)}, out[1] = {tc_out(OT_F32, 1, N)};
+    ot_node c = tk_node(OT_OP_CLIP, 1, 1);
+    ot_node_set_attr_float(&c, "min", 0.0f);
+    ot_node_set_attr_float(&c, "max", 6.0f);
+    assert_int_equal(hm_compare("Clip [0, 6]", &c, in, out), OT_OK);
+    tk_node_free(&c);
+    float lo = -1.0f;
+    ot_node ci = tk_node(OT_OP_CLIP, 2, 1); /* min as an input, no max */
+    ot_tensor cin[2] = {hm_f32(x, N), tk_t(OT_F32, &lo, 0)};
+    assert_int_equal(hm_compare("Clip min input", &ci, cin, out), OT_OK);
+    tk_node_free(&ci);
+    /* integers: bounds from inputs (exact) or float attributes rounded inward */
+    int64_t v64[] = {INT64_MIN, -300, -4, -3, 0, 99, 100, 101, INT64_MAX};
+    int32_t v32[] = {INT32_MIN, -300, -4, -3, 0, 99, 100, 101, INT32_MAX};
+    int8_t v8[] = {-128, -100, -4, -3, 0, 99, 100, 101, 127};
+    uint8_t vu8[] = {0, 1, 2, 3, 4, 99, 100, 101, 255};
+    struct {
+        ot_dtype t;
+        void *v;
+    } cases[] = {{OT_I64, v64}, {OT_I32, v32}, {OT_I8, v8}, {OT_U8, vu8}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ot_tensor iin[3] = {tk_t(cases[k].t, cases[k].v, 1, 9)}, iout[1] = {tc_out(cases[k].t, 1, 9)};
+        ot_node a = tk_node(OT_OP_CLIP, 1, 1);
+        ot_node_set_attr_float(&a, "min", -3.5f);
+        ot_node_set_attr_float(&a, "max", 100.7f);
+        assert_int_equal(hm_compare(ot_dtype_name(cases[k].t), &a, iin, iout), OT_OK);
+        tk_node_free(&a);
+        int64_t mn = -4, mx = 99;
+        float fmn = 2.0f;
+        ot_node b = tk_node(OT_OP_CLIP, 3, 1);
+        ot_tensor bin[3] = {iin[0], tk_t(OT_I64, &mn, 0), tk_t(OT_I64, &mx, 0)};
+        assert_int_equal(hm_compare("int Clip, bounds as inputs", &b, bin, iout), OT_OK);
+        bin[1] = tk_t(OT_F32, &fmn, 0); /* a float bound of an integer Clip: ignored by both */
+        assert_int_equal(hm_compare("int Clip, float min input", &b, bin, iout), OT_OK);
+        tk_node_free(&b);
+    }
+}
+
+/* Relu maps NaN and -0 to +0; ReluGrad and LeakyReluGrad at exactly 0. */
+static void test_host_relu(void **state) {
+    (void)state;
+    float x[] = {-1.0f, -0.0f, 0.0f, 1e-45f, NAN, -NAN, INFINITY, -INFINITY, 2.0f};
+    float dy[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    enum { N = sizeof x / sizeof x[0] };
+    ot_tensor out[1] = {tc_out(OT_F32, 1, N)};
+    ot_op un[] = {OT_OP_RELU, OT_OP_LEAKY_RELU, OT_OP_NEG};
+    for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
+        ot_node n = tk_node(un[i], 1, 1);
+        ot_tensor in[1] = {hm_f32(x, N)};
+        assert_int_equal(hm_compare(ot_op_name(un[i]), &n, in, out), OT_OK);
+        tk_node_free(&n);
+    }
+    ot_op gr[] = {OT_OP_RELU_GRAD, OT_OP_LEAKY_RELU_GRAD};
+    for (size_t i = 0; i < sizeof gr / sizeof gr[0]; i++) {
+        ot_node n = tk_node(gr[i], 2, 1);
+        ot_tensor in[2] = {hm_f32(dy, N), hm_f32(x, N)};
+        assert_int_equal(hm_compare(ot_op_name(gr[i]), &n, in, out), OT_OK);
+        tk_node_free(&n);
+    }
+}
+
+/* Integer Add / Sub / Mul wrap; Div truncates toward zero, MIN / -1 wraps, broadcasts,
+ * and a zero divisor is OT_E_DATA on both backends. */
+static void test_host_int_arith(void **state) {
+    (void)state;
+    int64_t a64[6] = {-7, 7, INT64_MIN, INT64_MAX, -1, 123456789012345LL}, b64[3] = {2, -1, -3};
+    int32_t a32[6] = {-7, 7, INT32_MIN, INT32_MAX, -1, 1234567}, b32[3] = {2, -1, -3};
+    int8_t a8[6] = {-7, 7, -128, 127, -1, 100}, b8[3] = {2, -1, -3};
+    uint8_t au8[6] = {7, 200, 255, 0, 1, 100}, bu8[3] = {2, 3, 255};
+    struct {
+        ot_dtype t;
+        void *a, *b;
+    } cases[] = {{OT_I64, a64, b64}, {OT_I32, a32, b32}, {OT_I8, a8, b8}, {OT_U8, au8, bu8}};
+    ot_op ops[] = {OT_OP_ADD, OT_OP_SUB, OT_OP_MUL, OT_OP_DIV};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+            char label[64];
+            snprintf(label, sizeof label, "%s %s", ot_op_name(ops[o]), ot_dtype_name(cases[k].t));
+            ot_node n = tk_node(ops[o], 2, 1);
+            ot_tensor in[2] = {tk_t(cases[k].t, cases[k].a, 2, 2, 3), tk_t(cases[k].t, cases[k].b, 1, 3)};
+            ot_tensor out[1] = {tc_out(cases[k].t, 2, 2, 3)};
+            assert_int_equal(hm_compare(label, &n, in, out), OT_OK);
+            tk_node_free(&n);
+        }
+    int64_t z[3] = {1, 0, 1};
+    ot_node d = tk_node(OT_OP_DIV, 2, 1);
+    ot_tensor din[2] = {tk_t(OT_I64, a64, 2, 2, 3), tk_t(OT_I64, z, 1, 3)};
+    ot_tensor dout[1] = {tc_out(OT_I64, 2, 2, 3)};
+    assert_int_equal(hm_compare("Div int64 by zero", &d, din, dout), OT_E_DATA);
+    tk_node_free(&d);
+}
+
+static void test_host_int_pow(void **state) {
+    (void)state;
+    int64_t base[8] = {2, 3, -2, 0, 1, -1, 7, -3}, e64[8] = {10, 3, 3, -1, -5, -3, 0, 63};
+    int32_t base32[8] = {2, 3, -2, 0, 1, -1, 7, -3}, e32[8] = {10, 3, 3, -1, -5, -4, 0, 31};
+    float ef[8] = {0.5f, 2.0f, 3.0f, 1.0f, -1.0f, 2.0f, 1.5f, 2.0f};
+    struct {
+        ot_dtype tb, te;
+        void *b, *e;
+    } cases[] = {{OT_I64, OT_I64, base, e64}, {OT_I64, OT_F32, base, ef}, {OT_I64, OT_I32, base, e32},
+                 {OT_I32, OT_I64, base32, e64}, {OT_I32, OT_F32, base32, ef}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ot_node n = tk_node(OT_OP_POW, 2, 1);
+        ot_tensor in[2] = {tk_t(cases[k].tb, cases[k].b, 1, 8), tk_t(cases[k].te, cases[k].e, 1, 8)};
+        ot_tensor out[1] = {tc_out(cases[k].tb, 1, 8)};
+        assert_int_equal(hm_compare("Pow integer base", &n, in, out), OT_OK);
+        tk_node_free(&n);
+    }
+}
+
+/* Cast between every pair of the nine dtypes both backends cast, float16 and bfloat16
+ * included: rounding to nearest even, NaN, infinities, signed zeros, half subnormals,
+ * overflow, saturation of float -> int, wrapping of int -> narrower int. */
+static void test_host_cast(void **state) {
+    (void)state;
+    const double vals[] = {0.0, -0.0, 1.0, -1.5, 2.5, 0.5, 300.7, -129.9, 65504.0, 65520.0, 65519.99, 1e-8, 5.96e-8,
+                           6.1e-5, 1.0009765625, 1.00048828125, 3e38, -1e20, 1e19, 16777217.0, 255.0, 256.0, -128.0,
+                           127.0, NAN, INFINITY, -INFINITY};
+    enum { N = sizeof vals / sizeof vals[0] };
+    const ot_dtype types[] = {OT_F32, OT_F64, OT_F16, OT_BF16, OT_I64, OT_I32, OT_I8, OT_U8, OT_BOOL};
+    enum { NT = sizeof types / sizeof types[0] };
+    tc_pool p = {0};
+    ot_tensor src[NT];
+    for (int t = 0; t < NT; t++) {
+        int64_t n = N;
+        src[t] = tc_tensor(&p, types[t], 1, &n);
+        for (int i = 0; i < N; i++) {
+            double v = vals[i];
+            /* integer sources get the saturated integer of the value (NaN: a pattern) */
+            int64_t iv = isnan(v) ? 0x5a5a : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+            switch (types[t]) {
+            case OT_F32: ((float *)src[t].data)[i] = (float)v; break;
+            case OT_F64: ((double *)src[t].data)[i] = v; break;
+            case OT_F16: ((uint16_t *)src[t].data)[i] = ot_f32_to_f16((float)v); break;
+            case OT_BF16: ((uint16_t *)src[t].data)[i] = ot_f32_to_bf16((float)v); break;
+            case OT_I64: ((int64_t *)src[t].data)[i] = iv; break;
+            case OT_I32: ((int32_t *)src[t].data)[i] = (int32_t)iv; break;
+            case OT_I8: ((int8_t *)src[t].data)[i] = (int8_t)iv; break;
+            case OT_U8: ((uint8_t *)src[t].data)[i] = (uint8_t)iv; break;
+            default: ((uint8_t *)src[t].data)[i] = (uint8_t)(i % 2); break;
+            }
+        }
+    }
+    for (int s = 0; s < NT; s++)
+        for (int d = 0; d < NT; d++) {
+            char label[64];
+            snprintf(label, sizeof label, "Cast %s -> %s", ot_dtype_name(types[s]), ot_dtype_name(types[d]));
+            ot_node n = tk_node(OT_OP_CAST, 1, 1);
+            ot_tensor in[1] = {src[s]};
+            ot_tensor out[1] = {tc_out(types[d], 1, N)};
+            assert_int_equal(hm_compare(label, &n, in, out), OT_OK);
+            tk_node_free(&n);
+        }
+    /* every float16 bit pattern to float32 and back */
+    int64_t all = 65536;
+    ot_tensor h = tc_tensor(&p, OT_F16, 1, &all), f = tc_tensor(&p, OT_F32, 1, &all);
+    for (int64_t i = 0; i < all; i++) ((uint16_t *)h.data)[i] = (uint16_t)i;
+    ot_node n = tk_node(OT_OP_CAST, 1, 1);
+    ot_tensor hin[1] = {h}, hout[1] = {tc_out(OT_F32, 1, (int)all)};
+    assert_int_equal(hm_compare("Cast all float16 -> float32", &n, hin, hout), OT_OK);
+    /* a dense walk over float32 bit patterns to float16 and bfloat16 */
+    for (int64_t i = 0; i < all; i++) {
+        uint32_t bits = (uint32_t)i * 65537u + 12345u;
+        memcpy((float *)f.data + i, &bits, 4);
+    }
+    ot_tensor fin[1] = {f}, f16out[1] = {tc_out(OT_F16, 1, (int)all)}, bfout[1] = {tc_out(OT_BF16, 1, (int)all)};
+    assert_int_equal(hm_compare("Cast float32 walk -> float16", &n, fin, f16out), OT_OK);
+    assert_int_equal(hm_compare("Cast float32 walk -> bfloat16", &n, fin, bfout), OT_OK);
+    tk_node_free(&n);
+    tc_free(&p);
+}
 
 /* ---- matmul family ------------------------------------------------------------------ */
 
@@ -346,6 +730,19 @@ static void test_binary(void **state) {
     ot_tensor out[1] = {tc_out(OT_I64, 1, 6)};
     tc_check(backend_of(state), "Add int64 (wraps)", &n, in, out, 0, 0, 0, 0);
     tk_node_free(&n);
+    ot_node d = tk_node(OT_OP_DIV, 2, 1);
+    int64_t num[6] = {-7, 7, INT64_MIN, INT64_MAX, -1, 5}, den[3] = {2, -1, -3};
+    ot_tensor din[2] = {tc_ints(&p, 6, num), tc_ints(&p, 3, den)};
+    din[0].shape = ot_shape_make(2, (int64_t[]){2, 3});
+    ot_tensor dout[1] = {tc_out(OT_I64, 2, 2, 3)};
+    tc_check(backend_of(state), "Div int64 (truncates, MIN / -1 wraps)", &d, din, dout, 0, 0, 0, 0);
+    tk_node_free(&d);
+    ot_node pw = tk_node(OT_OP_POW, 2, 1);
+    int64_t e[6] = {10, 3, 0, 1, -1, 2};
+    ot_tensor pin[2] = {tc_ints(&p, 6, num), tc_ints(&p, 6, e)};
+    ot_tensor pout[1] = {tc_out(OT_I64, 1, 6)};
+    tc_check(backend_of(state), "Pow int64", &pw, pin, pout, 0, 0, 0, 0);
+    tk_node_free(&pw);
     tc_free(&p);
 }
 
@@ -365,6 +762,14 @@ static void test_unary(void **state) {
         tc_check(backend_of(state), ot_op_name(ops[i]), &n, in, out, TOL, 0, 0, 0);
         tk_node_free(&n);
     }
+    ot_node c = tk_node(OT_OP_CLIP, 1, 1);
+    ot_node_set_attr_float(&c, "min", -3.5f);
+    ot_node_set_attr_float(&c, "max", 100.7f);
+    int64_t v[6] = {INT64_MIN, -4, -3, 100, 101, INT64_MAX};
+    ot_tensor cin[1] = {tc_ints(&p, 6, v)};
+    ot_tensor cout[1] = {tc_out(OT_I64, 1, 6)};
+    tc_check(backend_of(state), "Clip int64", &c, cin, cout, 0, 0, 0, 0);
+    tk_node_free(&c);
     tc_free(&p);
 }
 
@@ -380,6 +785,9 @@ static void test_act_grads(void **state) {
         }
         ot_tensor in[2] = {tc_rand(&p, 40 + (uint32_t)i, -2, 2, 1, 1000), tc_rand(&p, 50 + (uint32_t)i, -3, 3, 1, 1000)};
         ot_tensor out[1] = {tc_out(OT_F32, 1, 1000)};
+        /* values exactly at the bounds (and at ReLU's 0), where the rules must agree */
+        float *xv = in[1].data;
+        for (int k = 0; k < 1000; k += 10) xv[k] = k % 30 == 0 ? -1.0f : k % 30 == 10 ? 2.0f : 0.0f;
         tc_check(backend_of(state), ot_op_name(ops[i]), &n, in, out, TOL, 0, 0, 0);
         tk_node_free(&n);
     }
@@ -428,6 +836,14 @@ static void test_where_equal_cast_expand(void **state) {
     ot_tensor cin[1] = {tc_rand(&p, 72, -100, 100, 1, 50)};
     ot_tensor cout[1] = {tc_out(OT_I64, 1, 50)};
     tc_check(backend_of(state), "Cast f32->i64", &c, cin, cout, 0, 0, 0, 0);
+    ot_tensor hout[1] = {tc_out(OT_F16, 1, 50)}, bout[1] = {tc_out(OT_BF16, 1, 50)};
+    tc_check(backend_of(state), "Cast f32->f16", &c, cin, hout, 0, 0, 0, 0);
+    tc_check(backend_of(state), "Cast f32->bf16", &c, cin, bout, 0, 0, 0, 0);
+    int64_t fifty = 50;
+    ot_tensor hin[1] = {tc_tensor(&p, OT_F16, 1, &fifty)};
+    for (int i = 0; i < 50; i++) ((uint16_t *)hin[0].data)[i] = (uint16_t)(i * 1297 + 3);
+    ot_tensor fout[1] = {tc_out(OT_F32, 1, 50)};
+    tc_check(backend_of(state), "Cast f16->f32", &c, hin, fout, 0, 0, 0, 0);
     tk_node_free(&c);
 
     ot_node x = tk_node(OT_OP_EXPAND, 2, 1);
@@ -656,11 +1072,95 @@ static void conv_case(void **state, tc_pool *p, const char *label, int C, int M,
     tk_node_free(&gw);
 }
 
+/* A direct convolution in double, the reference where the CPU backend has no Conv
+ * kernel (3-D): spatial dims lifted to three, no dilation. */
+static void conv_ref(int nsp, const int64_t *xd, const int64_t *wd, const int64_t *yd, const int64_t *pads,
+                     const int64_t *strides, int group, const float *x, const float *w, const float *b, float *y) {
+    int64_t X[3] = {1, 1, 1}, K[3] = {1, 1, 1}, Y[3] = {1, 1, 1}, P[3] = {0, 0, 0}, S[3] = {1, 1, 1};
+    for (int s = 0; s < nsp; s++) {
+        int d = 3 - nsp + s;
+        X[d] = xd[2 + s], K[d] = wd[2 + s], Y[d] = yd[2 + s], P[d] = pads[s], S[d] = strides[s];
+    }
+    int64_t N = xd[0], C = xd[1], M = wd[0], cg = C / group, mg = M / group;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t o0 = 0; o0 < Y[0]; o0++)
+                for (int64_t o1 = 0; o1 < Y[1]; o1++)
+                    for (int64_t o2 = 0; o2 < Y[2]; o2++) {
+                        double acc = b ? b[m] : 0.0;
+                        for (int64_t c = 0; c < cg; c++)
+                            for (int64_t k0 = 0; k0 < K[0]; k0++)
+                                for (int64_t k1 = 0; k1 < K[1]; k1++)
+                                    for (int64_t k2 = 0; k2 < K[2]; k2++) {
+                                        int64_t i0 = o0 * S[0] - P[0] + k0, i1 = o1 * S[1] - P[1] + k1,
+                                                i2 = o2 * S[2] - P[2] + k2;
+                                        if (i0 < 0 || i0 >= X[0] || i1 < 0 || i1 >= X[1] || i2 < 0 || i2 >= X[2])
+                                            continue;
+                                        int64_t ci = (m / mg) * cg + c;
+                                        acc += (double)x[(((n * C + ci) * X[0] + i0) * X[1] + i1) * X[2] + i2] *
+                                               w[(((m * cg + c) * K[0] + k0) * K[1] + k1) * K[2] + k2];
+                                    }
+                        y[(((n * M + m) * Y[0] + o0) * Y[1] + o1) * Y[2] + o2] = (float)acc;
+                    }
+}
+
+/* Conv and both gradients on any geometry: X and W dims, pads (begin..., end...),
+ * strides, group. The CPU backend's Conv runs 1-D and 2-D; 3-D is checked against
+ * conv_ref (its gradients against the CPU's, which handle 3-D). */
+static void conv_case_nd(void **state, tc_pool *p, const char *label, int nsp, const int64_t *xd, const int64_t *wd,
+                         const int64_t *pads, const int64_t *strides, int group) {
+    int64_t yd[5] = {xd[0], wd[0]}, ks[3];
+    for (int s = 0; s < nsp; s++) {
+        ks[s] = wd[2 + s];
+        yd[2 + s] = (xd[2 + s] + pads[s] + pads[nsp + s] - wd[2 + s]) / strides[s] + 1;
+    }
+    ot_node n = tk_node(OT_OP_CONV, 3, 1);
+    ot_node_set_attr_ints(&n, "pads", pads, 2 * nsp);
+    ot_node_set_attr_ints(&n, "strides", strides, nsp);
+    ot_node_set_attr_ints(&n, "kernel_shape", ks, nsp);
+    ot_node_set_attr_int(&n, "group", group);
+    ot_tensor x = tc_tensor(p, OT_F32, nsp + 2, xd), w = tc_tensor(p, OT_F32, nsp + 2, wd);
+    ot_tensor b = tc_tensor(p, OT_F32, 1, wd), dy = tc_tensor(p, OT_F32, nsp + 2, yd);
+    tk_fill(x.data, ot_shape_numel(&x.shape), 164, -1, 1);
+    tk_fill(w.data, ot_shape_numel(&w.shape), 165, -1, 1);
+    tk_fill(b.data, ot_shape_numel(&b.shape), 166, -1, 1);
+    tk_fill(dy.data, ot_shape_numel(&dy.shape), 167, -1, 1);
+    ot_tensor in[3] = {x, w, b}, out[1] = {dy};
+    out[0].data = NULL;
+    if (nsp == 3) {
+        ot_tensor yref = tc_tensor(p, OT_F32, nsp + 2, yd);
+        conv_ref(nsp, xd, wd, yd, pads, strides, group, x.data, w.data, b.data, yref.data);
+        const float *ref[1] = {yref.data};
+        tc_check_ref(backend_of(state), label, &n, in, out, TOL_RED, 0, 0, 0, ref);
+    } else {
+        tc_check(backend_of(state), label, &n, in, out, TOL_RED, 0, 0, 0);
+    }
+    ot_node gi = tk_node(OT_OP_CONV_GRAD_INPUT, 3, 1), gw = tk_node(OT_OP_CONV_GRAD_WEIGHT, 3, 1);
+    ot_node_copy_attrs(&gi, &n);
+    ot_node_copy_attrs(&gw, &n);
+    ot_tensor giin[3] = {dy, w, x}, gwin[3] = {dy, x, w}, giout[1] = {x}, gwout[1] = {w};
+    giout[0].data = gwout[0].data = NULL;
+    tc_check(backend_of(state), label, &gi, giin, giout, TOL_RED, 0, 0, 0);
+    tc_check(backend_of(state), label, &gw, gwin, gwout, TOL_RED, 0, 0, 0);
+    tk_node_free(&n);
+    tk_node_free(&gi);
+    tk_node_free(&gw);
+}
+
 static void test_conv(void **state) {
     tc_pool p = {0};
     conv_case(state, &p, "Conv 3x3", 3, 8, 10, 3, 1, 1, 1);
     conv_case(state, &p, "Conv 3x3 stride 2 depthwise", 8, 8, 9, 3, 2, 1, 8);
     conv_case(state, &p, "Conv 1x1 grouped", 8, 4, 6, 1, 1, 0, 2);
+    /* pads cuDNN cannot express: the explicit zero-pad path (forward, and the crop of dX) */
+    int64_t x2[4] = {2, 3, 9, 9}, w2[4] = {4, 3, 3, 3}, pads2[4] = {1, 0, 0, 1}, s2[2] = {2, 2};
+    conv_case_nd(state, &p, "Conv asymmetric pads", 2, x2, w2, pads2, s2, 1);
+    int64_t x1[3] = {2, 4, 11}, w1[3] = {6, 2, 4}, pads1[2] = {0, 3}, s1[1] = {1};
+    conv_case_nd(state, &p, "Conv 1-D asymmetric pads, grouped", 1, x1, w1, pads1, s1, 2);
+    int64_t x3[5] = {2, 3, 5, 6, 7}, w3[5] = {4, 3, 3, 3, 3}, pads3[6] = {1, 1, 1, 1, 1, 1}, s3[3] = {1, 1, 1};
+    conv_case_nd(state, &p, "Conv 3-D", 3, x3, w3, pads3, s3, 1);
+    int64_t pads3a[6] = {0, 1, 1, 1, 0, 1}, s3a[3] = {2, 1, 2};
+    conv_case_nd(state, &p, "Conv 3-D asymmetric pads, strided", 3, x3, w3, pads3a, s3a, 1);
     tc_free(&p);
 }
 
@@ -810,7 +1310,7 @@ static void test_samples_supported(void **state) {
                 t[k].dtype = g->values[v].dtype;
                 t[k].shape = g->values[v].shape;
             }
-            bool ok = ot_cuda_supports_node(nd, t, t + nd->n_inputs);
+            bool ok = mod()->supports_node(nd, t, t + nd->n_inputs);
             free(t);
             if (!ok) fail_msg("%s: node '%s' (%s) has no CUDA kernel", SAMPLES[c].file, nd->name, nd->op_type);
         }
@@ -879,7 +1379,7 @@ static void sample_train(ot_backend *be, const sample_case *sc, const char *rema
          * cuDNN set up lazily) stays the same to the last step */
         if (strncmp(be->name, "cuda", 4) == 0 && (s == 0 || s == steps - 1)) {
             size_t free_b = 0, total = 0;
-            assert_int_equal(cudaMemGetInfo(&free_b, &total), cudaSuccess);
+            if (ot_backend_cuda_mem_info(be, &free_b, &total, &e) != OT_OK) fail_msg("%s", e.msg);
             if (s == 0) free_after_first = free_b;
             else if (free_b != free_after_first)
                 fail_msg("%s: device free memory went from %zu to %zu bytes during training", sc->file,
@@ -973,7 +1473,7 @@ static void test_samples_remat_bitwise(void **state) {
 
 static int gpu_setup(void **state) {
     ot_error e = {0};
-    ot_backend *be = ot_backend_cuda_new(0, &e);
+    ot_backend *be = ot_backend_new_by_name("cuda:0", 0, &e);
     if (!be) {
         print_error("cannot open cuda:0: %s\n", e.msg);
         return -1;
@@ -1000,14 +1500,28 @@ int main(void) {
     };
     int rc = cmocka_run_group_tests_name("backend selection", select_tests, NULL, NULL);
 #ifdef OT_HAVE_CUDA
+    /* a build with CUDA whose module does not load is broken, not GPU-less: fail */
+    ot_error le = {0};
+    if (!ot_cuda_module_load(&le)) {
+        printf("the CUDA backend module does not load: %s\n", le.msg);
+        return 1;
+    }
     const struct CMUnitTest host_tests[] = {
+        cmocka_unit_test(test_module_loader),
         cmocka_unit_test(test_philox_matches_cpu),
         cmocka_unit_test(test_conv_geometry),
+        cmocka_unit_test(test_supports_dtypes),
         cmocka_unit_test(test_workspace_sizes),
+        cmocka_unit_test(test_host_clip_grad),
+        cmocka_unit_test(test_host_clip),
+        cmocka_unit_test(test_host_relu),
+        cmocka_unit_test(test_host_int_arith),
+        cmocka_unit_test(test_host_int_pow),
+        cmocka_unit_test(test_host_cast),
         cmocka_unit_test(test_samples_supported),
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
-    char reason[256];
+    char reason[1024];
     if (!ot_cuda_available(reason, sizeof reason)) {
         printf("no CUDA GPU found (%s): skipping\n", reason);
         fflush(stdout);

@@ -3,14 +3,16 @@
  * arena (one cudaMalloc, zero-filled), copies, node dispatch to the kernel families
  * of cuda_internal.h, supports / workspace queries and synchronisation. Shape-only
  * ops (Shape, Range, Constant, ConstantOfShape: folded at import, tiny when they
- * remain) run the CPU kernel on host copies of their inputs. */
+ * remain) run the CPU kernel on host copies of their inputs. It also holds the
+ * module's one exported symbol, ot_cuda_module_v1 (kernels/cuda/cuda_module.h): this
+ * folder is built into libonnxtrain_cuda.so, which kernels/backend_select.c loads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_common.h"
-#include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_module.h"
 
 ot_status ot_cuda_fail(ot_error *err, const char *file, int line, const char *call, const char *what) {
     const char *base = strrchr(file, '/');
@@ -37,6 +39,17 @@ static int64_t numel(const ot_tensor *t) {
     return n;
 }
 
+/* cx NULL (the host mode of cuda_internal.h): t->data is host memory. */
+static ot_status copy_small(ot_cuda_ctx *cx, void *host, const void *src, size_t n, ot_error *err) {
+    if (!cx) {
+        memcpy(host, src, n);
+        return OT_OK;
+    }
+    OT_CUDA_CHECK(cudaMemcpyAsync(host, src, n, cudaMemcpyDeviceToHost, cx->stream));
+    OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
+    return OT_OK;
+}
+
 ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int max, int *n, ot_error *err) {
     int64_t c = numel(t);
     size_t es = ot_dtype_size(t->dtype);
@@ -45,8 +58,8 @@ ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int
     unsigned char host[OT_MAX_RANK * 8 * 8];
     if ((size_t)c * es > sizeof host) return ot_fail(err, OT_E_MODEL, "cuda backend: integer tensor too long");
     if (c > 0) {
-        OT_CUDA_CHECK(cudaMemcpyAsync(host, t->data, (size_t)c * es, cudaMemcpyDeviceToHost, cx->stream));
-        OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
+        ot_status st = copy_small(cx, host, t->data, (size_t)c * es, err);
+        if (st) return st;
     }
     for (int64_t i = 0; i < c; i++) ot_cpu_load_int(t->dtype, host, i, &v[i]);
     *n = (int)c;
@@ -58,8 +71,8 @@ ot_status ot_cuda_read_double(ot_cuda_ctx *cx, const ot_tensor *t, double *v, ot
     unsigned char host[16];
     if (!t->data || numel(t) < 1 || es == 0 || es > sizeof host)
         return ot_fail(err, OT_E_MODEL, "cuda backend: expected a numeric scalar tensor");
-    OT_CUDA_CHECK(cudaMemcpyAsync(host, t->data, es, cudaMemcpyDeviceToHost, cx->stream));
-    OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
+    ot_status st = copy_small(cx, host, t->data, es, err);
+    if (st) return st;
     if (!ot_cpu_load_double(t->dtype, host, 0, v))
         return ot_fail(err, OT_E_MODEL, "cuda backend: scalar of dtype %s is not numeric", ot_dtype_name(t->dtype));
     return OT_OK;
@@ -239,8 +252,11 @@ static ot_status cuda_run_node(ot_backend *be, const ot_graph *g, const ot_node 
 
 static bool any_dtype(ot_dtype t) { return ot_dtype_size(t) != 0; }
 static bool cast_dtype(ot_dtype t) {
-    return t == OT_F32 || t == OT_F64 || t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8 || t == OT_BOOL;
+    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || t == OT_I64 || t == OT_I32 || t == OT_I8 ||
+           t == OT_U8 || t == OT_BOOL;
 }
+/* The integer dtypes of the CPU's wrapping arithmetic (cpu_elementwise.c). */
+static bool int_arith(ot_dtype t) { return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8; }
 
 static bool cuda_supports(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     (void)be;
@@ -256,9 +272,12 @@ bool ot_cuda_supports_node(const ot_node *node, const ot_tensor *in, const ot_te
     switch (node->op) {
     case OT_OP_ADD:
     case OT_OP_SUB:
-    case OT_OP_MUL: return (t0 == OT_F32 || t0 == OT_I64 || t0 == OT_I32) && in[1].dtype == t0;
-    case OT_OP_DIV: return t0 == OT_F32 && in[1].dtype == t0;
-    case OT_OP_POW: return t0 == OT_F32 && (in[1].dtype == OT_F32 || in[1].dtype == OT_I64 || in[1].dtype == OT_I32);
+    case OT_OP_MUL:
+    case OT_OP_DIV: return (t0 == OT_F32 || int_arith(t0)) && in[1].dtype == t0;
+    case OT_OP_POW:
+        return (t0 == OT_F32 || ((t0 == OT_I64 || t0 == OT_I32) && o0 == t0)) &&
+               (in[1].dtype == OT_F32 || in[1].dtype == OT_I64 || in[1].dtype == OT_I32);
+    case OT_OP_CLIP: return t0 == OT_F32 || (int_arith(t0) && o0 == t0);
     case OT_OP_NEG: return t0 == OT_F32 || t0 == OT_I64 || t0 == OT_I32;
     case OT_OP_EQUAL:
         return in[1].dtype == t0 &&
@@ -302,8 +321,13 @@ static size_t cuda_workspace_bytes(ot_backend *be, const ot_node *node, const ot
         if (ot_cuda_conv_workspace(cx, node, in, out, &b, &e) != OT_OK) return 0;
         return b;
     }
-    default: return ot_cuda_reduce_workspace(node, in, out);
+    default: return ot_cuda_host_workspace(node, in, out);
     }
+}
+
+size_t ot_cuda_host_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    size_t a = ot_cuda_reduce_workspace(node, in, out), b = ot_cuda_pointwise_workspace(node, in, out);
+    return a > b ? a : b;
 }
 
 /* ---- memory ------------------------------------------------------------------------- */
@@ -390,7 +414,7 @@ static void cuda_destroy(ot_backend *be) {
     free(be);
 }
 
-ot_status ot_backend_cuda_mem_info(ot_backend *be, size_t *free_bytes, size_t *total_bytes, ot_error *err) {
+static ot_status cuda_mem_info(ot_backend *be, size_t *free_bytes, size_t *total_bytes, ot_error *err) {
     if (!be || be->destroy != cuda_destroy)
         return ot_fail(err, OT_E_USAGE, "ot_backend_cuda_mem_info: not a CUDA backend");
     ot_cuda_ctx *cx = be->impl;
@@ -399,7 +423,7 @@ ot_status ot_backend_cuda_mem_info(ot_backend *be, size_t *free_bytes, size_t *t
     return OT_OK;
 }
 
-bool ot_cuda_available(char *reason, size_t reason_len) {
+static bool cuda_available(char *reason, size_t reason_len) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -435,7 +459,7 @@ static ot_status ctx_open(ot_cuda_ctx *cx, int device, ot_error *err) {
     return OT_OK;
 }
 
-ot_backend *ot_backend_cuda_new(int device, ot_error *err) {
+static ot_backend *cuda_backend_new(int device, ot_error *err) {
     ot_backend *be = calloc(1, sizeof *be);
     ot_cuda_ctx *cx = calloc(1, sizeof *cx);
     if (!be || !cx) {
@@ -464,3 +488,38 @@ ot_backend *ot_backend_cuda_new(int device, ot_error *err) {
     be->impl = cx;
     return be;
 }
+
+/* ---- the module's entry point ------------------------------------------------------- */
+
+/* The pointwise families run their element code on the host when given no context
+ * (cuda_internal.h); anything else has no host mode. */
+static ot_status cuda_pointwise_host(const ot_node *node, const ot_tensor *in, ot_tensor *out,
+                                     const ot_kernel_ctx *ctx, ot_error *err) {
+    ot_kernel_ctx dflt;
+    memset(&dflt, 0, sizeof dflt);
+    ot_cuda_kernel_fn fn = node->op > OT_OP_UNKNOWN && node->op < OT_OP_COUNT ? kernel_of(node->op) : NULL;
+    if (fn != ot_cuda_unary && fn != ot_cuda_binary && fn != ot_cuda_equal && fn != ot_cuda_act_grad &&
+        fn != ot_cuda_cast)
+        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): no host mode for this CUDA kernel", node->name,
+                       ot_op_name(node->op));
+    return fn(NULL, node, in, out, ctx ? ctx : &dflt, err);
+}
+
+static uint32_t module_layout(void) { return ot_cuda_module_layout(); }
+
+static const ot_cuda_module MODULE = {
+    .abi = OT_CUDA_MODULE_ABI,
+    .layout = module_layout,
+    .backend_new = cuda_backend_new,
+    .mem_info = cuda_mem_info,
+    .available = cuda_available,
+    .supports_node = ot_cuda_supports_node,
+    .conv_supported = ot_cuda_conv_supported,
+    .workspace_bytes = ot_cuda_host_workspace,
+    .philox_uniform = ot_cuda_philox_uniform_host,
+    .pointwise_host = cuda_pointwise_host,
+};
+
+/* The one symbol the module exports (cuda_module.map hides everything else). */
+const ot_cuda_module *ot_cuda_module_v1(void);
+const ot_cuda_module *ot_cuda_module_v1(void) { return &MODULE; }

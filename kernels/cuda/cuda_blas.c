@@ -2,7 +2,10 @@
  * (row-major via the operand swap: a row-major X is a column-major X^T, so
  * Y^T = op(B)^T op(A)^T), and Conv, ConvGradInput, ConvGradWeight through cuDNN with
  * FMA math (no TF32) and deterministic algorithms, chosen once per node shape and
- * cached in the context. 1-D convolutions run as 2-D with a height of 1. */
+ * cached in the context. 1-D convolutions run as 2-D with a height of 1, 3-D ones
+ * through cuDNN's Nd descriptors; pads cuDNN cannot express (begin != end where that
+ * moves the windows: auto_pad SAME with an odd total, PyTorch's F.pad folded into
+ * Conv) run on a zero-padded copy of X in the workspace (ot_cuda_pad_copy). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,9 +98,17 @@ OT_CUDA_KERNEL(ot_cuda_matmul) {
 
 enum { CONV_FWD = 0, CONV_BWD_DATA = 1, CONV_BWD_FILTER = 2 };
 
+/* cuDNN's view of a convolution: NC + 2 or 3 spatial dims (a 1-D convolution runs as
+ * 2-D with H = 1). cuDNN pads both ends of a dim alike; pads it cannot express run on
+ * an explicitly zero-padded copy of X (or of dX, cropped afterwards) in the workspace,
+ * with cuDNN's own padding 0. */
 typedef struct conv_geom {
-    int64_t x[4], w[4], y[4]; /* NCHW, 1-D as H = 1 */
-    int pad[2], stride[2], dil[2], group;
+    int nd, nsp;                 /* tensor rank (4 or 5) and spatial dims (2 or 3) */
+    int64_t x[5], w[5], y[5];    /* the node's X, W, Y (1-D lifted) */
+    int64_t xc[5];               /* X as cuDNN sees it: x, or x padded by pb + pe */
+    int64_t pb[3], pe[3];        /* the node's begin / end pads per spatial dim */
+    int pad[3], stride[3], dil[3], group; /* cuDNN's symmetric padding, strides, dilations */
+    bool explicit_pad;
 } conv_geom;
 
 /* Shapes of X, W, Y for the three ops: Conv (X, W[, B]) -> Y; ConvGradInput
@@ -118,44 +129,48 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
     const ot_shape *xs, *ws, *ys;
     conv_shapes(node, in, out, &xs, &ws, &ys);
     memset(g, 0, sizeof *g);
-    if ((xs->rank != 3 && xs->rank != 4) || ws->rank != xs->rank || ys->rank != xs->rank)
-        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA backend runs 1-D and 2-D convolutions only",
-                       node->name, node->op_type);
+    int r = xs->rank;
+    if (r < 3 || r > 5 || ws->rank != r || ys->rank != r)
+        return ot_fail(err, OT_E_UNSUPPORTED,
+                       "node '%s' (%s): the CUDA backend runs 1-D, 2-D and 3-D convolutions only (X has rank %d)",
+                       node->name, node->op_type, r);
     ot_cpu_window win;
     ot_status st = ot_cpu_window_init(&win, node, xs, ys, &ws->dim[2], err);
     if (st) return st;
-    bool two = xs->rank == 4;
+    int lift = r == 3; /* 1-D: a leading spatial dim of 1 */
+    g->nsp = r - 2 + lift;
+    g->nd = g->nsp + 2;
     for (int i = 0; i < 2; i++) {
         g->x[i] = xs->dim[i];
         g->w[i] = ws->dim[i];
         g->y[i] = ys->dim[i];
     }
-    g->x[2] = two ? xs->dim[2] : 1;
-    g->x[3] = xs->dim[two ? 3 : 2];
-    g->w[2] = two ? ws->dim[2] : 1;
-    g->w[3] = ws->dim[two ? 3 : 2];
-    g->y[2] = two ? ys->dim[2] : 1;
-    g->y[3] = ys->dim[two ? 3 : 2];
-    for (int i = 0; i < 2; i++) {
-        int j = two ? i : 0;
-        bool real = two || i == 1;
-        g->pad[i] = real ? (int)win.pad_begin[j] : 0;
-        g->stride[i] = real ? (int)win.stride[j] : 1;
-        g->dil[i] = real ? (int)win.dil[j] : 1;
+    for (int s = 0; s < g->nsp; s++) {
+        int j = s - lift; /* the node's spatial dim; -1 for the lifted one */
+        g->x[2 + s] = j >= 0 ? xs->dim[2 + j] : 1;
+        g->w[2 + s] = j >= 0 ? ws->dim[2 + j] : 1;
+        g->y[2 + s] = j >= 0 ? ys->dim[2 + j] : 1;
+        g->pb[s] = j >= 0 ? win.pad_begin[j] : 0;
+        g->pe[s] = j >= 0 ? win.pad_end[j] : 0;
+        g->stride[s] = j >= 0 ? (int)win.stride[j] : 1;
+        g->dil[s] = j >= 0 ? (int)win.dil[j] : 1;
     }
     g->group = (int)ot_node_attr_int(node, "group", 1);
     if (g->group < 1 || g->x[1] % g->group || g->w[0] % g->group || g->w[1] * g->group != g->x[1] ||
         g->y[1] != g->w[0] || g->y[0] != g->x[0])
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): channels of X, W, Y and group do not agree", node->name,
                        node->op_type);
-    /* cuDNN pads both ends alike: the output must be what symmetric padding gives */
-    for (int i = 0; i < 2; i++) {
-        int64_t span = (g->w[2 + i] - 1) * g->dil[i] + 1;
-        int64_t o = (g->x[2 + i] + 2 * g->pad[i] - span) / g->stride[i] + 1;
-        if (o != g->y[2 + i])
-            return ot_fail(err, OT_E_UNSUPPORTED,
-                           "node '%s' (%s): asymmetric padding is not supported by the CUDA backend (cuDNN)",
-                           node->name, node->op_type);
+    /* Symmetric padding by the begin pads places the windows where the node does
+     * whenever it yields the same output size (the end pad is then either the same
+     * or never reached); otherwise X is padded explicitly. */
+    for (int s = 0; s < g->nsp; s++) {
+        int64_t span = (g->w[2 + s] - 1) * g->dil[s] + 1, padded = g->x[2 + s] + 2 * g->pb[s];
+        if (padded < span || (padded - span) / g->stride[s] + 1 != g->y[2 + s]) g->explicit_pad = true;
+    }
+    memcpy(g->xc, g->x, sizeof g->x);
+    for (int s = 0; s < g->nsp; s++) {
+        if (g->explicit_pad) g->xc[2 + s] = g->x[2 + s] + g->pb[s] + g->pe[s];
+        g->pad[s] = g->explicit_pad ? 0 : (int)g->pb[s];
     }
     return OT_OK;
 }
@@ -163,6 +178,14 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
 bool ot_cuda_conv_supported(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     conv_geom g;
     return conv_geom_init(&g, node, in, out, NULL) == OT_OK;
+}
+
+/* Workspace bytes in front of cuDNN's: the padded X (or dX), 256-byte aligned. */
+static size_t conv_pad_bytes(const conv_geom *g) {
+    if (!g->explicit_pad) return 0;
+    size_t n = sizeof(float);
+    for (int i = 0; i < g->nd; i++) n *= (size_t)g->xc[i];
+    return (n + 255) / 256 * 256;
 }
 
 typedef struct conv_desc {
@@ -179,20 +202,37 @@ static void conv_desc_free(conv_desc *d) {
     memset(d, 0, sizeof *d);
 }
 
+/* A packed NC(D)HW float tensor descriptor of rank nd (4: the 4d call, 5: Nd). */
+static cudnnStatus_t tensor_desc(cudnnTensorDescriptor_t t, int nd, const int64_t *dims) {
+    if (nd == 4)
+        return cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)dims[0], (int)dims[1],
+                                          (int)dims[2], (int)dims[3]);
+    int d[5], st[5], acc = 1;
+    for (int i = nd - 1; i >= 0; i--) d[i] = (int)dims[i], st[i] = acc, acc *= d[i];
+    return cudnnSetTensorNdDescriptor(t, CUDNN_DATA_FLOAT, nd, d, st);
+}
+
 static ot_status conv_desc_make(conv_desc *d, const conv_geom *g, ot_error *err) {
     memset(d, 0, sizeof *d);
     OT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->x));
     OT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->y));
     OT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d->w));
     OT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d->c));
-    OT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)g->x[0], (int)g->x[1],
-                                              (int)g->x[2], (int)g->x[3]));
-    OT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)g->y[0], (int)g->y[1],
-                                              (int)g->y[2], (int)g->y[3]));
-    OT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)g->w[0], (int)g->w[1],
-                                              (int)g->w[2], (int)g->w[3]));
-    OT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d->c, g->pad[0], g->pad[1], g->stride[0], g->stride[1], g->dil[0],
-                                                   g->dil[1], CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    OT_CUDNN_CHECK(tensor_desc(d->x, g->nd, g->xc));
+    OT_CUDNN_CHECK(tensor_desc(d->y, g->nd, g->y));
+    if (g->nd == 4) {
+        OT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)g->w[0],
+                                                  (int)g->w[1], (int)g->w[2], (int)g->w[3]));
+        OT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d->c, g->pad[0], g->pad[1], g->stride[0], g->stride[1],
+                                                       g->dil[0], g->dil[1], CUDNN_CROSS_CORRELATION,
+                                                       CUDNN_DATA_FLOAT));
+    } else {
+        int wd[5];
+        for (int i = 0; i < g->nd; i++) wd[i] = (int)g->w[i];
+        OT_CUDNN_CHECK(cudnnSetFilterNdDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g->nd, wd));
+        OT_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(d->c, g->nsp, g->pad, g->stride, g->dil,
+                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    }
     OT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d->c, g->group));
     /* FMA only: TF32 tensor cores would put results 1e-3 away from the CPU's */
     OT_CUDNN_CHECK(cudnnSetConvolutionMathType(d->c, CUDNN_FMA_MATH));
@@ -203,13 +243,15 @@ static int conv_kind(ot_op op) {
     return op == OT_OP_CONV ? CONV_FWD : op == OT_OP_CONV_GRAD_INPUT ? CONV_BWD_DATA : CONV_BWD_FILTER;
 }
 
+/* The cache key: what cuDNN is asked, so the padded X's shape, not the node's. */
 static void conv_key(const conv_geom *g, int kind, int64_t *key) {
     int k = 0;
     memset(key, 0, sizeof(int64_t) * 40);
     key[k++] = kind + 1;
-    for (int i = 0; i < 4; i++) key[k++] = g->x[i], key[k++] = g->w[i], key[k++] = g->y[i];
-    for (int i = 0; i < 2; i++) key[k++] = g->pad[i], key[k++] = g->stride[i], key[k++] = g->dil[i];
-    key[k++] = g->group;
+    key[k++] = g->nd;
+    for (int i = 0; i < g->nd; i++) key[k++] = g->xc[i], key[k++] = g->w[i], key[k++] = g->y[i];
+    for (int i = 0; i < g->nsp; i++) key[k++] = g->pad[i], key[k++] = g->stride[i], key[k++] = g->dil[i];
+    key[k++] = g->group; /* at most 27 of the 40 slots */
 }
 
 static bool fma_math(cudnnMathType_t m) { return m == CUDNN_DEFAULT_MATH || m == CUDNN_FMA_MATH; }
@@ -285,7 +327,7 @@ ot_status ot_cuda_conv_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_
     ot_status st = conv_geom_init(&g, node, in, out, err);
     if (st) return st;
     if ((st = conv_desc_make(&d, &g, err)) == OT_OK && (st = conv_lookup(cx, &g, &d, conv_kind(node->op), &a, err)) == OT_OK)
-        *bytes = a->ws_bytes;
+        *bytes = conv_pad_bytes(&g) + a->ws_bytes;
     conv_desc_free(&d);
     return st;
 }
@@ -303,35 +345,53 @@ static ot_status conv_run(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor 
     if (numel(&out[0]) == 0) return OT_OK;
     int kind = conv_kind(node->op);
     if ((st = conv_desc_make(&d, &g, err)) || (st = conv_lookup(cx, &g, &d, kind, &a, err))) goto fail;
-    if (a->ws_bytes > 0 && (!ctx->workspace || ctx->workspace_bytes < a->ws_bytes)) {
-        st = ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): needs %zu bytes of cuDNN workspace, given %zu", node->name,
-                     node->op_type, a->ws_bytes, ctx->workspace_bytes);
+    size_t pad_bytes = conv_pad_bytes(&g);
+    if (pad_bytes + a->ws_bytes > 0 && (!ctx->workspace || ctx->workspace_bytes < pad_bytes + a->ws_bytes)) {
+        st = ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): needs %zu bytes of workspace, given %zu", node->name,
+                     node->op_type, pad_bytes + a->ws_bytes, ctx->workspace_bytes);
         goto fail;
     }
+    /* explicit padding: [padded X or dX][cuDNN's workspace] */
+    float *xpad = pad_bytes ? (float *)ctx->workspace : NULL;
+    void *cws = a->ws_bytes ? (char *)ctx->workspace + pad_bytes : NULL;
+    int64_t begin[5] = {0, 0, g.pb[0], g.pb[1], g.pb[2]};
     const float one = 1.0f, zero = 0.0f;
     cudnnStatus_t cs;
     if (kind == CONV_FWD) {
-        cs = cudnnConvolutionForward(cx->cudnn, &one, d.x, in[0].data, d.w, in[1].data, d.c,
-                                     (cudnnConvolutionFwdAlgo_t)a->algo, ctx->workspace, a->ws_bytes, &zero, d.y,
-                                     out[0].data);
+        const void *xin = in[0].data;
+        if (xpad) {
+            if ((st = ot_cuda_pad_copy(cx, node, in[0].data, xpad, g.nd, g.x, g.xc, begin, false, err))) goto fail;
+            xin = xpad;
+        }
+        cs = cudnnConvolutionForward(cx->cudnn, &one, d.x, xin, d.w, in[1].data, d.c,
+                                     (cudnnConvolutionFwdAlgo_t)a->algo, cws, a->ws_bytes, &zero, d.y, out[0].data);
         if (cs == CUDNN_STATUS_SUCCESS && node->n_inputs > 2 && in[2].data) {
             if (numel(&in[2]) != g.w[0]) {
                 st = ot_fail(err, OT_E_SHAPE, "node '%s' (Conv): bias length differs from output channels", node->name);
                 goto fail;
             }
+            int64_t bdims[5] = {1, g.w[0], 1, 1, 1};
             cs = cudnnCreateTensorDescriptor(&bd);
-            if (cs == CUDNN_STATUS_SUCCESS)
-                cs = cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, (int)g.w[0], 1, 1);
+            if (cs == CUDNN_STATUS_SUCCESS) cs = tensor_desc(bd, g.nd, bdims);
             if (cs == CUDNN_STATUS_SUCCESS) cs = cudnnAddTensor(cx->cudnn, &one, bd, in[2].data, &one, d.y, out[0].data);
         }
     } else if (kind == CONV_BWD_DATA) {
         cs = cudnnConvolutionBackwardData(cx->cudnn, &one, d.w, in[1].data, d.y, in[0].data, d.c,
-                                          (cudnnConvolutionBwdDataAlgo_t)a->algo, ctx->workspace, a->ws_bytes, &zero,
-                                          d.x, out[0].data);
+                                          (cudnnConvolutionBwdDataAlgo_t)a->algo, cws, a->ws_bytes, &zero, d.x,
+                                          xpad ? (void *)xpad : out[0].data);
+        /* the gradient of the padding itself is dropped */
+        if (cs == CUDNN_STATUS_SUCCESS && xpad &&
+            (st = ot_cuda_pad_copy(cx, node, xpad, out[0].data, g.nd, g.x, g.xc, begin, true, err)))
+            goto fail;
     } else {
-        cs = cudnnConvolutionBackwardFilter(cx->cudnn, &one, d.x, in[1].data, d.y, in[0].data, d.c,
-                                            (cudnnConvolutionBwdFilterAlgo_t)a->algo, ctx->workspace, a->ws_bytes,
-                                            &zero, d.w, out[0].data);
+        const void *xin = in[1].data;
+        if (xpad) {
+            if ((st = ot_cuda_pad_copy(cx, node, in[1].data, xpad, g.nd, g.x, g.xc, begin, false, err))) goto fail;
+            xin = xpad;
+        }
+        cs = cudnnConvolutionBackwardFilter(cx->cudnn, &one, d.x, xin, d.y, in[0].data, d.c,
+                                            (cudnnConvolutionBwdFilterAlgo_t)a->algo, cws, a->ws_bytes, &zero, d.w,
+                                            out[0].data);
     }
     if (cs != CUDNN_STATUS_SUCCESS)
         st = ot_fail(err, OT_E_DEVICE, "node '%s' (%s): cuDNN convolution (algorithm %d) failed: %s", node->name,

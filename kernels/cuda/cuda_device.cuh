@@ -57,13 +57,33 @@ static inline ot_cu_bcast ot_cu_bcast_from(const ot_cpu_bcast *c) {
     return b;
 }
 
-__device__ __forceinline__ void ot_cu_bcast_off(const ot_cu_bcast &b, int64_t i, int64_t *off) {
+__host__ __device__ __forceinline__ void ot_cu_bcast_off(const ot_cu_bcast &b, int64_t i, int64_t *off) {
     for (int k = 0; k < OT_CPU_BCAST_MAX_IN; k++) off[k] = 0;
     for (int d = b.rank - 1; d >= 0; d--) {
         int64_t c = i % b.dim[d];
         i /= b.dim[d];
         for (int k = 0; k < b.n_in; k++) off[k] += c * b.stride[k][d];
     }
+}
+
+/* Element-wise launches that also have a host mode (cuda_internal.h): op is a functor
+ * whose `__host__ __device__ void operator()(int64_t i) const` handles element i. With
+ * a context it runs as a grid-stride kernel on cx->stream; with cx == NULL it runs in
+ * a plain loop on the host over host pointers, the very same element code, which is
+ * how tests/test_cuda.c checks it against the CPU kernels on a machine without a GPU. */
+template <typename Op> __global__ void ot_cu_k_map(Op op, int64_t n) {
+    OT_CU_LOOP(i, n) op(i);
+}
+
+template <typename Op> static ot_status ot_cu_map(ot_cuda_ctx *cx, const Op &op, int64_t n, ot_error *err) {
+    if (n <= 0) return OT_OK;
+    if (!cx) {
+        for (int64_t i = 0; i < n; i++) op(i);
+        return OT_OK;
+    }
+    ot_cu_k_map<Op><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(op, n);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
 }
 
 template <typename T> __device__ __forceinline__ T ot_cu_warp_sum(T v) {

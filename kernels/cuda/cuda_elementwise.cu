@@ -2,7 +2,13 @@
  * kernels/cpu/cpu_elementwise.c, grad_pointwise.c, the Cast / view copies of
  * cpu_shape_ops.c, Dropout (Philox4x32-10 with runtime/rng.h's layout, so masks are
  * bitwise the CPU's). Broadcasting uses the CPU's ot_cpu_bcast, computed on the
- * host. The optimizer steps are in cuda_optim.cu. */
+ * host. The optimizer steps are in cuda_optim.cu.
+ *
+ * The unary, binary, Equal, activation-gradient and Cast kernels are functors run
+ * through ot_cu_map, so they also have the host mode of cuda_internal.h (cx NULL): each
+ * element rule below is written once, as __host__ __device__ code, after the CPU
+ * kernel's rule (same comparisons, same NaN and bound behaviour, same integer
+ * wrapping), and tests/test_cuda.c compares the host run with the CPU kernels. */
 #include <math.h>
 #include <string.h>
 
@@ -26,18 +32,41 @@ static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, 
     return OT_OK;
 }
 
+/* A copy between two tensors of the same device (host memory in host mode). */
+static ot_status copy_same(ot_cuda_ctx *cx, void *dst, const void *src, size_t n, ot_error *err) {
+    if (!n || dst == src) return OT_OK;
+    if (!cx) {
+        memmove(dst, src, n);
+        return OT_OK;
+    }
+    OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cx->stream));
+    return OT_OK;
+}
+
+static bool is_int_arith(ot_dtype t) { return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8; }
+
+/* The dtypes ot_cpu_load_double reads: a bound of any other dtype is ignored by the
+ * CPU kernels, so it is here too. */
+static bool loadable(ot_dtype t) {
+    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || ot_cpu_is_int_dtype(t);
+}
+
 /* ---- unary ------------------------------------------------------------------- */
 
 enum { U_SQRT, U_RECIP, U_NEG, U_EXP, U_LOG, U_ERF, U_TANH, U_SIGMOID, U_RELU, U_LEAKY, U_CLIP, U_GELU, U_GELU_TANH };
 
-__device__ __forceinline__ float sigmoid_f(float x) {
+__host__ __device__ __forceinline__ float sigmoid_f(float x) {
     if (x >= 0) return 1.0f / (1.0f + expf(-x));
     float e = expf(x);
     return e / (1.0f + e);
 }
 
-__global__ void k_unary(const float *x, float *y, int64_t n, int op, float a, float b) {
-    OT_CU_LOOP(i, n) {
+struct unary_f32 {
+    const float *x;
+    float *y;
+    int op;
+    float a, b;
+    __host__ __device__ void operator()(int64_t i) const {
         float v = x[i], r;
         switch (op) {
         case U_SQRT: r = sqrtf(v); break;
@@ -48,9 +77,9 @@ __global__ void k_unary(const float *x, float *y, int64_t n, int op, float a, fl
         case U_ERF: r = erff(v); break;
         case U_TANH: r = tanhf(v); break;
         case U_SIGMOID: r = sigmoid_f(v); break;
-        case U_RELU: r = v > 0.0f ? v : 0.0f; break;
+        case U_RELU: r = v > 0.0f ? v : 0.0f; break; /* NaN and -0 give +0, as the CPU's */
         case U_LEAKY: r = v >= 0.0f ? v : a * v; break;
-        case U_CLIP: v = v < a ? a : v; r = v > b ? b : v; break;
+        case U_CLIP: v = v < a ? a : v; r = v > b ? b : v; break; /* NaN fails both: passes through */
         case U_GELU: r = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break;
         default: {
             const float k = 0.79788456080286536f;
@@ -59,11 +88,26 @@ __global__ void k_unary(const float *x, float *y, int64_t n, int op, float a, fl
         }
         y[i] = r;
     }
-}
+};
 
-template <typename T> __global__ void k_neg_int(const T *x, T *y, int64_t n) {
-    OT_CU_LOOP(i, n) y[i] = (T)(0 - x[i]);
-}
+/* Neg on integers wraps (computed unsigned, so INT_MIN has no undefined behaviour). */
+template <typename T, typename U> struct neg_int {
+    const T *x;
+    T *y;
+    __host__ __device__ void operator()(int64_t i) const { y[i] = (T)(U)((U)0 - (U)x[i]); }
+};
+
+/* Clip on integers, cpu_elementwise.c's int_clip: in int64, then narrowed. */
+template <typename T> struct clip_int {
+    const T *x;
+    T *y;
+    int64_t lo, hi;
+    __host__ __device__ void operator()(int64_t i) const {
+        int64_t v = (int64_t)x[i];
+        v = v < lo ? lo : v > hi ? hi : v;
+        y[i] = (T)v;
+    }
+};
 
 /* Clip bound: the normalised float attribute, else the optional scalar input. */
 static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, const char *name,
@@ -73,7 +117,7 @@ static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tenso
         *v = a->f;
         return OT_OK;
     }
-    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) >= 1) {
+    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) >= 1 && loadable(in[slot].dtype)) {
         double d;
         ot_status st = ot_cuda_read_double(cx, &in[slot], &d, err);
         if (st) return st;
@@ -82,25 +126,56 @@ static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tenso
     return OT_OK;
 }
 
+/* Integer Clip bounds in the CPU's order: the input when given (exact, first
+ * element, when it is an integer tensor), else the float attribute rounded inward. */
+static ot_status clip_int_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, const char *name,
+                                bool upper, int64_t *v, ot_error *err) {
+    const ot_attr *a = ot_node_attr(node, name);
+    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) > 0) {
+        if (!ot_cpu_is_int_dtype(in[slot].dtype)) return OT_OK; /* the CPU's load fails: no bound */
+        int n = 0;
+        int64_t first[1];
+        ot_tensor one = in[slot];
+        one.shape = ot_shape_make(0, NULL); /* read the first element only */
+        ot_status st = ot_cuda_read_ints(cx, &one, first, 1, &n, err);
+        if (st) return st;
+        *v = first[0];
+    } else if (a && a->type == OT_ATTR_FLOAT && isfinite(a->f)) {
+        *v = upper ? (int64_t)floor(a->f) : (int64_t)ceil(a->f);
+    }
+    return OT_OK;
+}
+
+template <typename T>
+static ot_status launch_clip_int(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out, int64_t n,
+                                 ot_error *err) {
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    ot_status st = clip_int_bound(cx, node, in, 1, "min", false, &lo, err);
+    if (!st) st = clip_int_bound(cx, node, in, 2, "max", true, &hi, err);
+    if (st) return st;
+    return ot_cu_map(cx, clip_int<T>{(const T *)in[0].data, (T *)out[0].data, lo, hi}, n, err);
+}
+
 OT_CUDA_KERNEL(ot_cuda_unary) {
     int64_t n = ot_cu_numel(&in[0]);
     if (ot_cu_numel(&out[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
                        node->op_type, (long long)ot_cu_numel(&out[0]), (long long)n);
-    if (n == 0) return OT_OK;
-    if (node->op == OT_OP_NEG && in[0].dtype == OT_I64) {
-        k_neg_int<int64_t><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const int64_t *)in[0].data,
-                                                                                (int64_t *)out[0].data, n);
-        OT_CUDA_LAUNCHED();
-        return OT_OK;
+    ot_dtype t = in[0].dtype;
+    if (node->op == OT_OP_NEG && t == OT_I64)
+        return ot_cu_map(cx, neg_int<int64_t, uint64_t>{(const int64_t *)in[0].data, (int64_t *)out[0].data}, n, err);
+    if (node->op == OT_OP_NEG && t == OT_I32)
+        return ot_cu_map(cx, neg_int<int32_t, uint32_t>{(const int32_t *)in[0].data, (int32_t *)out[0].data}, n, err);
+    if (node->op == OT_OP_CLIP && is_int_arith(t)) {
+        if (out[0].dtype != t) return bad_dtype(node, "output", out[0].dtype, err);
+        switch (t) {
+        case OT_I64: return launch_clip_int<int64_t>(cx, node, in, out, n, err);
+        case OT_I32: return launch_clip_int<int32_t>(cx, node, in, out, n, err);
+        case OT_I8: return launch_clip_int<int8_t>(cx, node, in, out, n, err);
+        default: return launch_clip_int<uint8_t>(cx, node, in, out, n, err);
+        }
     }
-    if (node->op == OT_OP_NEG && in[0].dtype == OT_I32) {
-        k_neg_int<int32_t><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const int32_t *)in[0].data,
-                                                                                (int32_t *)out[0].data, n);
-        OT_CUDA_LAUNCHED();
-        return OT_OK;
-    }
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "input 0", in[0].dtype, err);
+    if (t != OT_F32) return bad_dtype(node, "input 0", t, err);
     int op;
     float a = 0.0f, b = 0.0f;
     switch (node->op) {
@@ -135,19 +210,22 @@ OT_CUDA_KERNEL(ot_cuda_unary) {
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the CUDA unary kernel", node->name, node->op_type);
     }
-    k_unary<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (float *)out[0].data, n, op,
-                                                               a, b);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    return ot_cu_map(cx, unary_f32{(const float *)in[0].data, (float *)out[0].data, op, a, b}, n, err);
 }
 
 /* ---- binary ------------------------------------------------------------------ */
 
 enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_EQ };
 
-template <typename TA, typename TB, typename TY, typename U>
-__global__ void k_binary(const TA *a, const TB *b, TY *y, int64_t n, ot_cu_bcast bc, int op) {
-    OT_CU_LOOP(i, n) {
+/* Add, Sub, Mul, float Div, float Pow and Equal; integers are computed in the
+ * unsigned type U, so they wrap like the CPU kernel without undefined behaviour. */
+template <typename TA, typename TB, typename TY, typename U> struct binary_op {
+    const TA *a;
+    const TB *b;
+    TY *y;
+    ot_cu_bcast bc;
+    int op;
+    __host__ __device__ void operator()(int64_t i) const {
         int64_t off[OT_CPU_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         TA x = a[off[0]];
@@ -157,23 +235,117 @@ __global__ void k_binary(const TA *a, const TB *b, TY *y, int64_t n, ot_cu_bcast
         case B_ADD: r = (TY)((U)x + (U)z); break;
         case B_SUB: r = (TY)((U)x - (U)z); break;
         case B_MUL: r = (TY)((U)x * (U)z); break;
-        case B_DIV: r = (TY)((U)x / (U)z); break;
+        case B_DIV: r = (TY)((U)x / (U)z); break; /* floats only: integers use int_div_op */
         case B_EQ: r = (TY)(x == z); break;
         default: r = (TY)(z == (TB)2 ? (float)x * (float)x : powf((float)x, (float)z)); break;
         }
         y[i] = r;
     }
-}
+};
+
+/* Integer Div as cpu_elementwise.c's int_div: truncation toward zero in int64,
+ * INT64_MIN / -1 wraps, the quotient narrowed to T. A zero divisor cannot be reported
+ * from inside a kernel: it writes 0 and raises *zero, which the launcher reads back. */
+template <typename T> struct int_div_op {
+    const T *a, *b;
+    T *y;
+    ot_cu_bcast bc;
+    int *zero;
+    __host__ __device__ void operator()(int64_t i) const {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cu_bcast_off(bc, i, off);
+        int64_t x = (int64_t)a[off[0]], d = (int64_t)b[off[1]];
+        if (d == 0) {
+            *zero = 1; /* every writer stores the same value: no atomic needed */
+            y[i] = 0;
+            return;
+        }
+        int64_t q = d == -1 ? (int64_t)(0 - (uint64_t)x) : x / d;
+        y[i] = (T)q;
+    }
+};
+
+/* Pow with an integer base, cpu_elementwise.c's int_pow: the result keeps the base's
+ * dtype; integer exponents by exact repeated squaring (wrapping), negative ones give
+ * 0 except for bases 1 and -1; float exponents through double pow. */
+template <typename T, typename TE> struct int_pow_op {
+    const T *a;
+    const TE *b;
+    T *y;
+    ot_cu_bcast bc;
+    int float_exp;
+    __host__ __device__ void operator()(int64_t i) const {
+        int64_t off[OT_CPU_BCAST_MAX_IN];
+        ot_cu_bcast_off(bc, i, off);
+        int64_t x = (int64_t)a[off[0]], v;
+        if (float_exp) {
+            v = (int64_t)pow((double)x, (double)b[off[1]]);
+        } else {
+            int64_t e = (int64_t)b[off[1]];
+            if (e < 0) {
+                v = x == 1 ? 1 : x == -1 ? ((e & 1) ? -1 : 1) : 0;
+            } else {
+                uint64_t base = (uint64_t)x, res = 1;
+                for (; e > 0; e >>= 1, base *= base)
+                    if (e & 1) res *= base;
+                v = (int64_t)res;
+            }
+        }
+        y[i] = (T)v;
+    }
+};
 
 template <typename TA, typename TB, typename TY, typename U>
 static ot_status launch_binary(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out, const ot_cu_bcast &bc, int op,
                                ot_error *err) {
+    binary_op<TA, TB, TY, U> f = {(const TA *)in[0].data, (const TB *)in[1].data, (TY *)out[0].data, bc, op};
+    return ot_cu_map(cx, f, ot_cu_numel(&out[0]), err);
+}
+
+/* The zero-divisor flag lives in the node's workspace (ot_cuda_pointwise_workspace);
+ * reading it back synchronises the stream, a cost integer Div (shape arithmetic,
+ * rare after import-time folding) can afford. */
+template <typename T>
+static ot_status launch_int_div(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
+                                const ot_cu_bcast &bc, const ot_kernel_ctx *ctx, ot_error *err) {
     int64_t n = ot_cu_numel(&out[0]);
     if (n == 0) return OT_OK;
-    k_binary<TA, TB, TY, U><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(
-        (const TA *)in[0].data, (const TB *)in[1].data, (TY *)out[0].data, n, bc, op);
-    OT_CUDA_LAUNCHED();
+    int *zero = (int *)ctx->workspace;
+    if (!zero || ctx->workspace_bytes < sizeof(int))
+        return ot_fail(err, OT_E_INTERNAL, "node '%s' (Div): workspace smaller than the backend asked for", node->name);
+    int seen = 0;
+    if (cx) OT_CUDA_CHECK(cudaMemsetAsync(zero, 0, sizeof(int), cx->stream));
+    else *zero = 0;
+    int_div_op<T> f = {(const T *)in[0].data, (const T *)in[1].data, (T *)out[0].data, bc, zero};
+    ot_status st = ot_cu_map(cx, f, n, err);
+    if (st) return st;
+    if (cx) {
+        OT_CUDA_CHECK(cudaMemcpyAsync(&seen, zero, sizeof(int), cudaMemcpyDeviceToHost, cx->stream));
+        OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
+    } else {
+        seen = *zero;
+    }
+    if (seen) return ot_fail(err, OT_E_DATA, "node '%s' (Div): integer division by zero", node->name);
     return OT_OK;
+}
+
+template <typename T, typename TE>
+static ot_status launch_int_pow(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out, const ot_cu_bcast &bc,
+                                ot_error *err) {
+    int_pow_op<T, TE> f = {(const T *)in[0].data, (const TE *)in[1].data, (T *)out[0].data, bc,
+                           in[1].dtype == OT_F32};
+    return ot_cu_map(cx, f, ot_cu_numel(&out[0]), err);
+}
+
+template <typename T>
+static ot_status launch_int_pow_base(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
+                                     const ot_cu_bcast &bc, ot_error *err) {
+    switch (in[1].dtype) {
+    case OT_F32: return launch_int_pow<T, float>(cx, in, out, bc, err);
+    case OT_I64: return launch_int_pow<T, int64_t>(cx, in, out, bc, err);
+    case OT_I32: return launch_int_pow<T, int32_t>(cx, in, out, bc, err);
+    default: return bad_dtype(node, "input 1", in[1].dtype, err);
+    }
 }
 
 OT_CUDA_KERNEL(ot_cuda_binary) {
@@ -184,6 +356,9 @@ OT_CUDA_KERNEL(ot_cuda_binary) {
     int op = node->op == OT_OP_ADD ? B_ADD : node->op == OT_OP_SUB ? B_SUB : node->op == OT_OP_MUL ? B_MUL
              : node->op == OT_OP_DIV ? B_DIV : B_POW;
     if (op == B_POW) {
+        if ((ta == OT_I64 || ta == OT_I32) && out[0].dtype != ta) return bad_dtype(node, "output", out[0].dtype, err);
+        if (ta == OT_I64) return launch_int_pow_base<int64_t>(cx, node, in, out, bc, err);
+        if (ta == OT_I32) return launch_int_pow_base<int32_t>(cx, node, in, out, bc, err);
         if (ta != OT_F32) return bad_dtype(node, "input 0", ta, err);
         if (tb == OT_F32) return launch_binary<float, float, float, float>(cx, in, out, bc, op, err);
         if (tb == OT_I64) return launch_binary<float, int64_t, float, float>(cx, in, out, bc, op, err);
@@ -192,12 +367,29 @@ OT_CUDA_KERNEL(ot_cuda_binary) {
     }
     if (ta != tb) return bad_dtype(node, "mixed input dtypes, input 1", tb, err);
     if (ta == OT_F32) return launch_binary<float, float, float, float>(cx, in, out, bc, op, err);
-    /* integers wrap like the CPU kernel: computed unsigned; integer Div is not here
-     * (the CPU reports a zero divisor, which a kernel cannot) */
-    if (op == B_DIV) return bad_dtype(node, "integer Div input", ta, err);
-    if (ta == OT_I64) return launch_binary<int64_t, int64_t, int64_t, uint64_t>(cx, in, out, bc, op, err);
-    if (ta == OT_I32) return launch_binary<int32_t, int32_t, int32_t, uint32_t>(cx, in, out, bc, op, err);
-    return bad_dtype(node, "input 0", ta, err);
+    if (op == B_DIV) {
+        switch (ta) {
+        case OT_I64: return launch_int_div<int64_t>(cx, node, in, out, bc, ctx, err);
+        case OT_I32: return launch_int_div<int32_t>(cx, node, in, out, bc, ctx, err);
+        case OT_I8: return launch_int_div<int8_t>(cx, node, in, out, bc, ctx, err);
+        case OT_U8: return launch_int_div<uint8_t>(cx, node, in, out, bc, ctx, err);
+        default: return bad_dtype(node, "input 0", ta, err);
+        }
+    }
+    /* integers wrap like the CPU kernel: computed unsigned */
+    switch (ta) {
+    case OT_I64: return launch_binary<int64_t, int64_t, int64_t, uint64_t>(cx, in, out, bc, op, err);
+    case OT_I32: return launch_binary<int32_t, int32_t, int32_t, uint32_t>(cx, in, out, bc, op, err);
+    case OT_I8: return launch_binary<int8_t, int8_t, int8_t, uint32_t>(cx, in, out, bc, op, err);
+    case OT_U8: return launch_binary<uint8_t, uint8_t, uint8_t, uint32_t>(cx, in, out, bc, op, err);
+    default: return bad_dtype(node, "input 0", ta, err);
+    }
+}
+
+size_t ot_cuda_pointwise_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)out;
+    if (node->op == OT_OP_DIV && node->n_inputs > 0 && is_int_arith(in[0].dtype)) return sizeof(int64_t);
+    return 0;
 }
 
 OT_CUDA_KERNEL(ot_cuda_equal) {
@@ -342,7 +534,7 @@ OT_CUDA_KERNEL(ot_cuda_sum) {
     return OT_OK;
 }
 
-/* ---- views and Cast ---------------------------------------------------------- */
+/* ---- views ------------------------------------------------------------------- */
 
 OT_CUDA_KERNEL(ot_cuda_copy_view) {
     size_t es = ot_dtype_size(in[0].dtype);
@@ -356,20 +548,83 @@ OT_CUDA_KERNEL(ot_cuda_copy_view) {
     return OT_OK;
 }
 
+/* ---- Cast ---------------------------------------------------------------------- */
+
+/* float16 / bfloat16 conversions, bit for bit those of kernels/cpu/cpu_common.c
+ * (round to nearest even, NaN stays a quiet NaN, overflow to infinity, half
+ * subnormals by scaling), written once for host and device. */
+__host__ __device__ __forceinline__ uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+__host__ __device__ __forceinline__ float f32_from(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+__host__ __device__ __forceinline__ float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: renormalise */
+            int e = -1;
+            do {
+                e++;
+                man <<= 1;
+            } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    return f32_from(bits);
+}
+
+__host__ __device__ __forceinline__ uint16_t f32_to_f16(float f) {
+    uint32_t x = f32_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* overflow after rounding */
+    if (ax < 0x38800000u) {                                   /* subnormal or zero in half */
+        /* the half subnormal step (2^-24) scaled to 1, rounded to nearest even (rintf
+         * in the default rounding mode, as the CPU's lrintf) */
+        return (uint16_t)(sign | (uint32_t)rintf(f32_from(ax) * 16777216.0f));
+    }
+    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1); /* round to nearest even on bit 13 */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+__host__ __device__ __forceinline__ float bf16_to_f32(uint16_t h) { return f32_from((uint32_t)h << 16); }
+
+__host__ __device__ __forceinline__ uint16_t f32_to_bf16(float f) {
+    uint32_t x = f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
 /* Cast through double (floats) or int64 (integers), as cpu_shape_ops.c does:
- * float -> int truncates toward zero, NaN gives 0, out of range saturates. */
-__device__ __forceinline__ double load_d(int t, const void *p, int64_t i) {
+ * float -> int truncates toward zero, NaN gives 0, out of range saturates; anything
+ * -> float16 / bfloat16 goes through float first. */
+__host__ __device__ __forceinline__ bool is_float_t(int t) {
+    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16;
+}
+__host__ __device__ __forceinline__ double load_d(int t, const void *p, int64_t i) {
     switch (t) {
     case OT_F32: return ((const float *)p)[i];
     case OT_F64: return ((const double *)p)[i];
-    case OT_I64: return (double)((const int64_t *)p)[i];
-    case OT_I32: return ((const int32_t *)p)[i];
-    case OT_I8: return ((const int8_t *)p)[i];
-    case OT_U8: return ((const uint8_t *)p)[i];
-    default: return ((const uint8_t *)p)[i] != 0;
+    case OT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
+    default: return bf16_to_f32(((const uint16_t *)p)[i]);
     }
 }
-__device__ __forceinline__ int64_t load_i(int t, const void *p, int64_t i) {
+__host__ __device__ __forceinline__ int64_t load_i(int t, const void *p, int64_t i) {
     switch (t) {
     case OT_I64: return ((const int64_t *)p)[i];
     case OT_I32: return ((const int32_t *)p)[i];
@@ -378,10 +633,12 @@ __device__ __forceinline__ int64_t load_i(int t, const void *p, int64_t i) {
     default: return ((const uint8_t *)p)[i] != 0;
     }
 }
-__device__ __forceinline__ void store_i(int t, void *p, int64_t i, int64_t v) {
+__host__ __device__ __forceinline__ void store_i(int t, void *p, int64_t i, int64_t v) {
     switch (t) {
     case OT_F32: ((float *)p)[i] = (float)v; break;
     case OT_F64: ((double *)p)[i] = (double)v; break;
+    case OT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
+    case OT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
     case OT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     case OT_I64: ((int64_t *)p)[i] = v; break;
     case OT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
@@ -389,28 +646,34 @@ __device__ __forceinline__ void store_i(int t, void *p, int64_t i, int64_t v) {
     default: ((uint8_t *)p)[i] = (uint8_t)v; break;
     }
 }
-
-__global__ void k_cast(int ts, const void *x, int td, void *y, int64_t n) {
-    bool src_float = ts == OT_F32 || ts == OT_F64;
-    OT_CU_LOOP(i, n) {
-        if (src_float) {
-            double v = load_d(ts, x, i);
-            if (td == OT_F32) ((float *)y)[i] = (float)v;
-            else if (td == OT_F64) ((double *)y)[i] = v;
-            else if (td == OT_BOOL) ((uint8_t *)y)[i] = v != 0.0;
-            else {
-                int64_t iv = isnan(v) ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX
-                                         : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
-                store_i(td, y, i, iv);
-            }
-        } else {
-            store_i(td, y, i, load_i(ts, x, i));
-        }
+__host__ __device__ __forceinline__ void store_d(int t, void *p, int64_t i, double v) {
+    switch (t) {
+    case OT_F32: ((float *)p)[i] = (float)v; break;
+    case OT_F64: ((double *)p)[i] = v; break;
+    case OT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
+    case OT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case OT_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
+    default: {
+        int64_t iv = isnan(v) ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX
+                                 : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
+        store_i(t, p, i, iv);
+    }
     }
 }
 
+struct cast_op {
+    int ts, td;
+    const void *x;
+    void *y;
+    __host__ __device__ void operator()(int64_t i) const {
+        if (is_float_t(ts)) store_d(td, y, i, load_d(ts, x, i));
+        else store_i(td, y, i, load_i(ts, x, i));
+    }
+};
+
 static bool cast_ok(ot_dtype t) {
-    return t == OT_F32 || t == OT_F64 || t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8 || t == OT_BOOL;
+    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || t == OT_I64 || t == OT_I32 || t == OT_I8 ||
+           t == OT_U8 || t == OT_BOOL;
 }
 
 OT_CUDA_KERNEL(ot_cuda_cast) {
@@ -421,26 +684,23 @@ OT_CUDA_KERNEL(ot_cuda_cast) {
     if (n != ot_cu_numel(&out[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Cast): output element count differs", node->name);
     if (n == 0) return OT_OK;
-    if (ts == td) {
-        if (out[0].data != in[0].data)
-            OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * ot_dtype_size(ts),
-                                          cudaMemcpyDeviceToDevice, cx->stream));
-        return OT_OK;
-    }
-    k_cast<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((int)ts, in[0].data, (int)td, out[0].data, n);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    if (ts == td) return copy_same(cx, out[0].data, in[0].data, (size_t)n * ot_dtype_size(ts), err);
+    return ot_cu_map(cx, cast_op{(int)ts, (int)td, in[0].data, out[0].data}, n, err);
 }
 
 /* ---- activation gradients ------------------------------------------------------ */
 
 enum { G_RELU, G_LEAKY, G_SIGMOID, G_TANH, G_ERF, G_GELU, G_GELU_TANH, G_CLIP };
 
-__global__ void k_act_grad(const float *dy, const float *v, float *dx, int64_t n, int op, float a, float b) {
-    OT_CU_LOOP(i, n) {
+struct act_grad_op {
+    const float *dy, *v;
+    float *dx;
+    int op;
+    float a, b;
+    __host__ __device__ void operator()(int64_t i) const {
         float g = dy[i], x = v[i], r;
         switch (op) {
-        case G_RELU: r = x > 0.0f ? g : 0.0f; break;
+        case G_RELU: r = x > 0.0f ? g : 0.0f; break; /* 0 at x == 0, as the CPU and PyTorch */
         case G_LEAKY: r = x >= 0.0f ? g : a * g; break;
         case G_SIGMOID: r = g * x * (1.0f - x); break;
         case G_TANH: r = g * (1.0f - x * x); break;
@@ -458,10 +718,33 @@ __global__ void k_act_grad(const float *dy, const float *v, float *dx, int64_t n
             r = g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x));
             break;
         }
-        default: r = x >= a && x <= b ? g : 0.0f; break;
+        default:
+            /* grad_pointwise.c's rule: strictly inside (min, max), as PyTorch's
+             * hardtanh / ReLU6 backward (0 at x == bound, like ReluGrad at 0); an
+             * infinite (absent) bound never blocks, so NaN passes only when both are */
+            r = (x > a || a == -INFINITY) && (x < b || b == INFINITY) ? g : 0.0f;
+            break;
         }
         dx[i] = r;
     }
+};
+
+/* ClipGrad's bounds as grad_pointwise.c reads them: the float attribute, else a
+ * one-element input (inputs 2 and 3: dY and X come first), else no bound. */
+static ot_status clip_grad_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot,
+                                 const char *name, float *v, ot_error *err) {
+    const ot_attr *a = ot_node_attr(node, name);
+    if (a && a->type == OT_ATTR_FLOAT) {
+        *v = a->f;
+        return OT_OK;
+    }
+    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) == 1 && loadable(in[slot].dtype)) {
+        double d;
+        ot_status st = ot_cuda_read_double(cx, &in[slot], &d, err);
+        if (st) return st;
+        *v = (float)d;
+    }
+    return OT_OK;
 }
 
 OT_CUDA_KERNEL(ot_cuda_act_grad) {
@@ -491,19 +774,16 @@ OT_CUDA_KERNEL(ot_cuda_act_grad) {
         op = G_CLIP;
         a = -INFINITY;
         b = INFINITY;
-        ot_status st = clip_bound(cx, node, in, 2, "min", &a, err);
-        if (!st) st = clip_bound(cx, node, in, 3, "max", &b, err);
+        ot_status st = clip_grad_bound(cx, node, in, 2, "min", &a, err);
+        if (!st) st = clip_grad_bound(cx, node, in, 3, "max", &b, err);
         if (st) return st;
         break;
     }
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not a pointwise gradient op", node->name, node->op_type);
     }
-    if (n == 0) return OT_OK;
-    k_act_grad<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (const float *)in[1].data,
-                                                                  (float *)out[0].data, n, op, a, b);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    return ot_cu_map(cx, act_grad_op{(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, op, a, b},
+                     n, err);
 }
 
 /* ---- Dropout --------------------------------------------------------------------- */
@@ -628,3 +908,4 @@ OT_CUDA_KERNEL(ot_cuda_fill_like) {
     OT_CUDA_LAUNCHED();
     return OT_OK;
 }
+

@@ -3,7 +3,14 @@
  * turn every CUDA / cuBLAS / cuDNN failure into an OT_E_DEVICE status naming the call,
  * file and line, and the kernel-family launchers (one .cu per family, C linkage).
  * Every launcher has the contract of ot_cpu_run_node (kernels/kernel.h) except that
- * tensor data pointers are device pointers and work is queued on cx->stream. */
+ * tensor data pointers are device pointers and work is queued on cx->stream.
+ *
+ * Host mode: the pointwise families (ot_cuda_unary, ot_cuda_binary, ot_cuda_equal,
+ * ot_cuda_act_grad, ot_cuda_cast) also accept cx == NULL, and then run their element
+ * code (the same __host__ __device__ functions) on the host over host pointers;
+ * ot_cuda_read_ints / ot_cuda_read_double read host memory then. The module exports
+ * this as pointwise_host (cuda_module.h) so tests compare it with the CPU kernels on
+ * machines without a GPU. */
 #ifndef OT_CUDA_INTERNAL_H
 #define OT_CUDA_INTERNAL_H
 
@@ -121,6 +128,11 @@ OT_CUDA_KERNEL(ot_cuda_class_loss_grad);
 OT_CUDA_KERNEL(ot_cuda_mse_loss);
 OT_CUDA_KERNEL(ot_cuda_mse_loss_grad);
 size_t ot_cuda_reduce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* Scratch of the pointwise kernels (integer Div's zero-divisor flag). */
+size_t ot_cuda_pointwise_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* The workspace of every node whose scratch needs no cuDNN handle: the larger of the
+ * two above (their ops do not overlap); 0 for the rest. */
+size_t ot_cuda_host_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* cuda_pool.cu */
 OT_CUDA_KERNEL(ot_cuda_max_pool);
 OT_CUDA_KERNEL(ot_cuda_average_pool);
@@ -136,8 +148,15 @@ OT_CUDA_KERNEL(ot_cuda_conv_grad_weight);
  * caches the algorithm on first use); 0 and a status on failure. */
 ot_status ot_cuda_conv_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out,
                                  size_t *bytes, ot_error *err);
-/* True when cuDNN can express the node's geometry (1-D / 2-D, symmetric pads). */
+/* True when the node's geometry runs on cuDNN: 1-D (as 2-D), 2-D and 3-D; pads cuDNN
+ * cannot express (begin != end where that changes the windows) through an explicit
+ * zero-padded copy of X in the workspace. */
 bool ot_cuda_conv_supported(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* cuda_layout.cu: float tensor `small` placed at offset `begin` inside the zero-filled
+ * `big` (crop false: src small, dst big), or the interior of `big` cut back out (crop
+ * true: src big, dst small). Shapes of `rank` dims, row-major. */
+ot_status ot_cuda_pad_copy(ot_cuda_ctx *cx, const ot_node *node, const float *src, float *dst, int rank,
+                           const int64_t *small, const int64_t *big, const int64_t *begin, bool crop, ot_error *err);
 
 #ifdef __cplusplus
 }

@@ -331,3 +331,31 @@ OT_CUDA_KERNEL(ot_cuda_gather_grad) {
     OT_CUDA_LAUNCHED();
     return OT_OK;
 }
+
+/* ---- explicit zero padding (asymmetric convolution pads, cuda_blas.c) ------------- */
+
+ot_status ot_cuda_pad_copy(ot_cuda_ctx *cx, const ot_node *node, const float *src, float *dst, int rank,
+                           const int64_t *small, const int64_t *big, const int64_t *begin, bool crop, ot_error *err) {
+    strided s;
+    memset(&s, 0, sizeof s);
+    s.rank = rank;
+    int64_t sst[OT_MAX_RANK], bst[OT_MAX_RANK], acc_s = 1, acc_b = 1, base = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+        sst[d] = acc_s, acc_s *= small[d];
+        bst[d] = acc_b, acc_b *= big[d];
+        base += begin[d] * bst[d];
+    }
+    for (int d = 0; d < rank; d++) {
+        s.dim[d] = small[d];
+        s.sst[d] = crop ? bst[d] : sst[d];
+        s.dst[d] = crop ? sst[d] : bst[d];
+    }
+    if (crop) {
+        s.sbase = base;
+    } else {
+        /* the border is zero; the interior is overwritten next, on the same stream */
+        OT_CUDA_CHECK(cudaMemsetAsync(dst, 0, (size_t)acc_b * sizeof(float), cx->stream));
+        s.dbase = base;
+    }
+    return strided_copy(cx, node, sizeof(float), src, dst, s, err);
+}

@@ -16,9 +16,11 @@
 #     cmake -S . -B build-gpu -DOT_WERROR=ON && cmake --build build-gpu -j
 #     tests/gpu/check.sh --bundle build-gpu    # copies the non-CUDA shared libraries
 #                                              # the binaries need into build-gpu/gpu-libs
-#     ... copy the source tree plus build-gpu/onnxtrain, build-gpu/tests/test_cuda and
-#     build-gpu/gpu-libs (about 45 MB; the rest of the build folder is not needed) to
-#     the GPU machine, then there:
+#     ... copy the source tree plus build-gpu/onnxtrain, build-gpu/libonnxtrain_cuda.so
+#     (the CUDA backend: a module the binaries load with dlopen on --device cuda, found
+#     next to onnxtrain and one folder above tests/test_cuda), build-gpu/tests/test_cuda
+#     and build-gpu/gpu-libs (about 45 MB; the rest of the build folder is not needed)
+#     to the GPU machine, then there:
 #     tests/gpu/check.sh build-gpu
 # The GPU machine provides the driver, the CUDA runtime, cuBLAS and cuDNN (the CUDA
 # Toolkit, or the nvidia-* wheels next to PyTorch, which the script finds).
@@ -37,9 +39,11 @@ left() { echo $((LIMIT - ($(date +%s) - START))); }
 if [ "${1:-}" = "--bundle" ]; then
   B=${2:?usage: check.sh --bundle BUILD_DIR}
   [ -x "$B/onnxtrain" ] && [ -x "$B/tests/test_cuda" ] || die "$B has no onnxtrain and tests/test_cuda: build it first"
+  [ -f "$B/libonnxtrain_cuda.so" ] || die "$B has no libonnxtrain_cuda.so (the CUDA backend module): was it configured with the CUDA Toolkit and cuDNN?"
   mkdir -p "$B/gpu-libs"
-  # everything the binaries load except the C library, the compiler runtime and CUDA
-  ldd "$B/onnxtrain" "$B/tests/test_cuda" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+  # everything the binaries and the module load except the C library, the compiler
+  # runtime and CUDA
+  ldd "$B/onnxtrain" "$B/tests/test_cuda" "$B/libonnxtrain_cuda.so" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libpthread*|libdl.so*|librt.so*|ld-linux*|libgcc_s*|libstdc++*|libcuda.so*|libcudart*|libcublas*|libcudnn*|libnvrtc*|libnvJitLink*|libz.so*) ;;
       *) cp -L "$lib" "$B/gpu-libs/" ;;
@@ -69,6 +73,7 @@ if [ ! -x "$B/onnxtrain" ]; then
   cmake --build "$B" -j "$(nproc)" >"$B.build.log" 2>&1 || die "build failed (see $B.build.log)"
 fi
 [ -x "$B/tests/test_cuda" ] || die "$B/tests/test_cuda is missing: the build has no CUDA backend"
+[ -f "$B/libonnxtrain_cuda.so" ] || die "$B/libonnxtrain_cuda.so (the CUDA backend module) is missing: carry it with the build"
 
 # libraries: the carried bundle, then CUDA from the toolkit and from PyTorch's wheels
 LIBS="$B/gpu-libs"
@@ -84,9 +89,10 @@ PYEOF
 )
 [ -n "$WHEELS" ] && LIBS="$LIBS:$WHEELS"
 export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if ldd "$B/tests/test_cuda" | grep -q "not found"; then
-  ldd "$B/tests/test_cuda" | grep "not found" >&2
-  die "shared libraries missing (above): bundle them with --bundle on the build machine"
+# the module is loaded with dlopen, so its libraries (CUDA's among them) are checked here
+if ldd "$B/tests/test_cuda" "$B/libonnxtrain_cuda.so" | grep -q "not found"; then
+  ldd "$B/tests/test_cuda" "$B/libonnxtrain_cuda.so" | grep "not found" >&2
+  die "shared libraries missing (above): bundle them with --bundle on the build machine, or install the CUDA runtime, cuBLAS and cuDNN"
 fi
 
 FAIL=0
@@ -96,6 +102,7 @@ echo "== GPU tests: $B/tests/test_cuda"
 rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then echo "check.sh: GPU tests FAILED (exit $rc)"; FAIL=1; fi
 if grep -q "no CUDA GPU found" "$B/test_cuda.log"; then echo "check.sh: test_cuda found no GPU although nvidia-smi does"; FAIL=1; fi
+if grep -q "CUDA backend module does not load" "$B/test_cuda.log"; then echo "check.sh: the CUDA backend module does not load (see above)"; FAIL=1; fi
 
 # ---- 2. benchmark ----
 echo "== benchmark ($(left) s left)"
