@@ -7,9 +7,6 @@
 
 #include "remat/remat.h"
 #include "kernels/backend_select.h"
-#ifdef OT_HAVE_CUDA
-#include "kernels/cuda/backend_cuda.h"
-#endif
 #include "runtime/train_internal.h"
 #include "runtime/train_memory.h"
 
@@ -162,7 +159,6 @@ static ot_status apply_remat(ot_train_session *s, ot_error *err) {
     ot_status st = ot_remat_policy_parse(text, &pol, err);
     if (st) return st;
     if (s->o.memory_budget && pol.kind == OT_REMAT_AUTO) pol.budget_bytes = s->o.memory_budget;
-#ifdef OT_HAVE_CUDA
     /* auto on a GPU without --memory-budget: the device's free memory less a safety
      * margin (10%, at least 256 MiB, for the CUDA context, cuBLAS and cuDNN). */
     if (!s->o.memory_budget && pol.kind == OT_REMAT_AUTO && s->be->name && !strncmp(s->be->name, "cuda", 4)) {
@@ -175,7 +171,6 @@ static ot_status apply_remat(ot_train_session *s, ot_error *err) {
         }
         pol.budget_bytes = (int64_t)(free_b - margin);
     }
-#endif
     if ((st = ot_remat_analyze(s->g, &an, err))) goto done;
     keep = calloc((size_t)an.n_values + 1, sizeof *keep);
     if (!keep) {
