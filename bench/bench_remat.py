@@ -149,8 +149,8 @@ def main():
     ap.add_argument("--samples", default=",".join(bc.SAMPLES))
     args = ap.parse_args()
     binary = bc.find_onnxtrain(args.onnxtrain)
+    bc.pin_environment(args.threads, "passive")  # as bench_train.py: no spinning threads on a shared machine
     torch.set_num_threads(args.threads)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
     rows = []
     tmp = tempfile.mkdtemp(prefix="bench_remat_")
     for name in args.samples.split(","):
@@ -166,6 +166,8 @@ def main():
         ck = ckpt_forward(name, model)
         t_saved0 = torch_saved_bytes(model, plain, x, y)
         t_saved1 = torch_saved_bytes(model, ck, x, y)
+        torch_step_seconds(model, plain, x, y, 2)  # warm-up: allocator and thread pool
+        torch_step_seconds(model, ck, x, y, 2)
         # interleave the timings so that load from other processes hits both alike
         t0s, t1s, o0s, o1s = [], [], [], []
         for _ in range(args.repeats):
