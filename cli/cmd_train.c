@@ -74,7 +74,8 @@ static void train_usage(FILE *f) {
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
           "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto\n"
-          "  --memory-budget SIZE      for --remat auto: peak bytes, e.g. 512M (K/M/G powers of 1024)\n"
+          "  --memory-budget SIZE      for --remat auto: peak bytes, e.g. 512M (K/M/G powers of 1024);\n"
+          "                            with --val-input it holds the training step and validation\n"
           "output:\n"
           "  -o, --output-model FILE   the tuned model (required)\n"
           "  --report FILE.json        loss history, learning rates, gradient norms, step times,\n"
@@ -308,6 +309,7 @@ int ot_cmd_train(int argc, char **argv) {
         o.resume = &ck;
         o.resume_path = ck_path;
     }
+    o.validation = val_inputs.n > 0; /* planned with the session, inside the memory budget */
     if ((st = ot_train_session_new(m, &o, &data, true, &s, &err))) {
         if (st == OT_E_MEMORY) ot_train_memory_advice(model_path, &o, data.n_samples, &err);
         goto done;
@@ -335,10 +337,19 @@ int ot_cmd_train(int argc, char **argv) {
         const ot_plan *vp = ot_train_validation_plan(s);
         if (vp)
             fprintf(stderr,
-                    "validation plan (forward only, inference mode): %.2f MiB more (params and state %.2f, "
-                    "activations and workspace %.2f)\n",
-                    mib(ot_plan_peak_bytes(vp)), mib(vp->slab_bytes[OT_MEM_PARAMS] + vp->slab_bytes[OT_MEM_STATE]),
-                    mib(ot_plan_peak_bytes(vp) - vp->pinned_bytes));
+                    "validation plan (forward only, inference mode): %.2f MiB more (activations and workspace %.2f, "
+                    "inputs and outputs %.2f; reads the training arena's params and statistics, %.2f MiB, in place)\n",
+                    mib(ot_plan_peak_bytes(vp)), mib(ot_plan_peak_bytes(vp) - vp->pinned_bytes), mib(vp->pinned_bytes),
+                    mib(vp->external_bytes));
+        ot_train_memory_summary ms;
+        ot_train_memory_info(s, &ms);
+        if (ms.budget > 0) {
+            int64_t used = ms.train_peak + (ms.val_in_budget ? ms.val_peak : 0);
+            fprintf(stderr, "memory budget %.2f MiB (%s) holds the training step %.2f MiB", mib(ms.budget),
+                    ms.budget_from_device ? "GPU free memory less a margin" : "--memory-budget", mib(ms.train_peak));
+            if (ms.val_in_budget) fprintf(stderr, " + validation %.2f MiB", mib(ms.val_peak));
+            fprintf(stderr, " = %.2f MiB planned\n", mib(used));
+        }
         const ot_train_remat_summary *rs = ot_train_remat_info(s);
         if (rs->applied && rs->peak_none > 0)
             fprintf(stderr,

@@ -15,6 +15,7 @@ struct ot_executor {
     int n_steps;
     ot_plan *plan;
     char *base;      /* arena (device pointer) */
+    void **ext;      /* per value: its external memory when bound (opt.bind), else NULL */
     size_t high_water;
     /* per step: tensors of inputs then outputs in `tensors`, starting at tstart[s] */
     ot_tensor *tensors;
@@ -33,16 +34,49 @@ static void touch(ot_executor *ex, const void *p, size_t n) {
     if (end > ex->high_water) ex->high_water = end;
 }
 
-/* Descriptor of value v: dtype, shape, and its arena address (NULL when not placed). */
+/* Device address of value v: its arena slot, or the memory it is bound to; NULL
+ * when not placed (or before the arena exists). */
+static char *value_addr(const ot_executor *ex, int v) {
+    if (!ex->base || v < 0 || v >= ex->g->n_values) return NULL;
+    const ot_plan_value *pv = &ex->plan->values[v];
+    if (pv->external) return ex->ext[v];
+    return pv->offset >= 0 ? ex->base + pv->offset : NULL;
+}
+
+static bool is_external(const ot_executor *ex, int v) {
+    return v >= 0 && v < ex->g->n_values && ex->plan->values[v].external;
+}
+
+/* Descriptor of value v: dtype, shape, and its address (NULL when not placed). */
 static void fill_tensor(ot_executor *ex, int v, ot_tensor *t) {
     memset(t, 0, sizeof *t);
     if (v < 0 || v >= ex->g->n_values) return;
     const ot_value *val = &ex->g->values[v];
     t->dtype = val->dtype;
     t->shape = val->shape;
-    int64_t off = ot_plan_offset(ex->plan, v);
     t->nbytes = ot_plan_value_bytes(ex->plan, v);
-    t->data = (off >= 0 && ex->base) ? ex->base + off : NULL;
+    t->data = value_addr(ex, v);
+}
+
+/* The bindings against the plan (the one source of sizes): every bound value the
+ * graph reads is external memory of exactly its planned size. */
+static ot_status check_bindings(ot_executor *ex, const ot_exec_binding *b, int n, ot_error *err) {
+    ot_status st = OT_OK;
+    bool *seen = calloc((size_t)ex->g->n_values + 1, sizeof *seen);
+    if (!seen) return ot_fail(err, OT_E_MEMORY, "executor: out of memory");
+    for (int k = 0; k < n && !st; k++) {
+        int v = b[k].value_id;
+        const ot_plan_value *pv = &ex->plan->values[v];
+        if (seen[v])
+            st = ot_fail(err, OT_E_USAGE, "executor: value '%s' is bound to external memory twice", vname(ex->g, v));
+        else if (pv->external && (b[k].nbytes != pv->nbytes || (pv->nbytes && !b[k].data)))
+            st = ot_fail(err, OT_E_USAGE, "executor: value '%s' is bound to %zu bytes at %p, but it needs %zu",
+                         vname(ex->g, v), b[k].nbytes, b[k].data, pv->nbytes);
+        seen[v] = true;
+        if (pv->external) ex->ext[v] = b[k].data;
+    }
+    free(seen);
+    return st;
 }
 
 static void append(char *buf, size_t cap, size_t *len, const char *s) {
@@ -92,10 +126,26 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
     ex->g = g;
     ex->be = be;
     if (opt) ex->opt = *opt;
-    ot_plan_options popt = {.no_inplace = ex->opt.no_inplace};
+    const ot_exec_binding *bind = ex->opt.bind;
+    int n_bind = bind ? ex->opt.n_bind : 0;
+    ex->opt.bind = NULL; /* the caller's array need not outlive this call */
+    ex->opt.n_bind = 0;
+    int *ext_ids = malloc(sizeof(int) * (size_t)(n_bind + 1));
+    ex->ext = calloc((size_t)g->n_values + 1, sizeof *ex->ext);
+    if (!ext_ids || !ex->ext) {
+        free(ext_ids);
+        goto oom;
+    }
+    for (int k = 0; k < n_bind; k++) ext_ids[k] = bind[k].value_id;
+    ot_plan_options popt = {.no_inplace = ex->opt.no_inplace, .external = ext_ids, .n_external = n_bind};
 
-    if ((st = ot_schedule_build(g, &ex->order, &ex->n_steps, err))) goto fail;
-    if ((st = ot_plan_build_opts(g, ex->order, ex->n_steps, be, &popt, &ex->plan, err))) goto fail;
+    if ((st = ot_schedule_build(g, &ex->order, &ex->n_steps, err))) {
+        free(ext_ids);
+        goto fail;
+    }
+    st = ot_plan_build_opts(g, ex->order, ex->n_steps, be, &popt, &ex->plan, err);
+    free(ext_ids);
+    if (st || (st = check_bindings(ex, bind, n_bind, err))) goto fail;
 
     int n_t = 0;
     ex->tstart = malloc(sizeof(int) * (size_t)(ex->n_steps + 1));
@@ -136,7 +186,7 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
     for (int v = 0; v < g->n_values; v++) {
         const ot_value *val = &g->values[v];
         const ot_plan_value *pv = &ex->plan->values[v];
-        if (pv->offset < 0 || !pv->pinned) continue;
+        if (pv->offset < 0 || !pv->pinned || pv->external) continue; /* external: its owner's data */
         bool needs_data = val->kind == OT_VK_PARAM || val->kind == OT_VK_STATE || val->kind == OT_VK_CONSTANT ||
                           (val->producer < 0 && val->data);
         if (!needs_data) continue;
@@ -166,6 +216,7 @@ void ot_executor_free(ot_executor *ex) {
     if (!ex) return;
     if (ex->base) ex->be->arena_free(ex->be, ex->base);
     ot_plan_free(ex->plan);
+    free(ex->ext);
     free(ex->order);
     free(ex->tensors);
     free(ex->tstart);
@@ -188,6 +239,8 @@ ot_status ot_executor_set_input(ot_executor *ex, int v, const ot_tensor *t, ot_e
         return ot_fail(err, OT_E_USAGE, "executor: value %d is not a graph input", v);
     const ot_value *val = &g->values[v];
     const ot_plan_value *pv = &ex->plan->values[v];
+    if (pv->external)
+        return ot_fail(err, OT_E_USAGE, "executor: input '%s' is bound to external memory; its owner writes it", vname(g, v));
     if (pv->offset < 0) return ot_fail(err, OT_E_INTERNAL, "executor: input '%s' was not placed", vname(g, v));
     if (t->dtype != val->dtype || !ot_shape_equal(&t->shape, &val->shape) || t->shape.rank != val->shape.rank) {
         char want[160], got[160];
@@ -235,7 +288,10 @@ ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
             ctx.workspace_bytes = ex->plan->ws_bytes[s];
             touch(ex, ctx.workspace, ctx.workspace_bytes);
         }
-        for (int k = 0; k < nt; k++) touch(ex, scratch[k].data, scratch[k].nbytes);
+        for (int k = 0; k < nt; k++) { /* external memory is not the arena's: not measured */
+            int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];
+            if (!is_external(ex, v)) touch(ex, scratch[k].data, scratch[k].nbytes);
+        }
         st = ex->be->run_node(ex->be, g, nd, scratch, scratch + nd->n_inputs, &ctx, err);
         if (st) {
             /* Kernel messages usually name the node already; name it once. */
@@ -257,7 +313,8 @@ ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
 static ot_status check_pinned(const ot_executor *ex, int v, ot_error *err) {
     if (v < 0 || v >= ex->g->n_values) return ot_fail(err, OT_E_USAGE, "executor: value id %d out of range", v);
     const ot_plan_value *pv = &ex->plan->values[v];
-    if (pv->offset < 0) return ot_fail(err, OT_E_USAGE, "executor: value '%s' is not used by the graph", vname(ex->g, v));
+    if (pv->offset < 0 && !pv->external)
+        return ot_fail(err, OT_E_USAGE, "executor: value '%s' is not used by the graph", vname(ex->g, v));
     if (!pv->pinned)
         return ot_fail(err, OT_E_USAGE, "executor: value '%s' is transient (its memory is reused during a run); only inputs, outputs, params, gradients and state can be read", vname(ex->g, v));
     return OT_OK;
@@ -271,7 +328,7 @@ ot_status ot_executor_get(ot_executor *ex, int v, ot_tensor **copy_out, ot_error
     ot_tensor *t = ot_tensor_new(val->dtype, &val->shape);
     if (!t) return ot_fail(err, OT_E_MEMORY, "executor: out of memory copying '%s'", vname(ex->g, v));
     size_t n = ex->plan->values[v].nbytes;
-    if (n && (st = ex->be->copy_out(ex->be, t->data, ex->base + ex->plan->values[v].offset, n, err))) {
+    if (n && (st = ex->be->copy_out(ex->be, t->data, value_addr(ex, v), n, err))) {
         ot_tensor_free(t);
         return st;
     }
@@ -283,6 +340,8 @@ ot_status ot_executor_write(ot_executor *ex, int v, const void *host, size_t nby
     ot_status st = check_pinned(ex, v, err);
     if (st) return st;
     const ot_plan_value *pv = &ex->plan->values[v];
+    if (pv->external)
+        return ot_fail(err, OT_E_USAGE, "executor: value '%s' is bound to external memory, which this executor only reads", vname(ex->g, v));
     if (nbytes != pv->nbytes)
         return ot_fail(err, OT_E_DATA, "executor: writing %zu bytes into '%s', which holds %zu", nbytes, vname(ex->g, v), pv->nbytes);
     if (!nbytes) return OT_OK;
@@ -303,7 +362,7 @@ ot_status ot_executor_copy_value(ot_executor *ex, int dst, int src, ot_error *er
      * per step on small tensors (running statistics). */
     void *tmp = malloc(n);
     if (!tmp) return ot_fail(err, OT_E_MEMORY, "executor: out of memory");
-    st = ex->be->copy_out(ex->be, tmp, ex->base + ex->plan->values[src].offset, n, err);
+    st = ex->be->copy_out(ex->be, tmp, value_addr(ex, src), n, err);
     if (!st) st = ot_executor_write(ex, dst, tmp, n, err);
     free(tmp);
     return st;
@@ -314,7 +373,7 @@ ot_status ot_executor_sync_to_graph(ot_executor *ex, ot_error *err) {
     for (int v = 0; v < g->n_values; v++) {
         ot_value *val = &g->values[v];
         const ot_plan_value *pv = &ex->plan->values[v];
-        if ((val->kind != OT_VK_PARAM && val->kind != OT_VK_STATE) || pv->offset < 0) continue;
+        if ((val->kind != OT_VK_PARAM && val->kind != OT_VK_STATE) || (pv->offset < 0 && !pv->external)) continue;
         if (val->nbytes != pv->nbytes || !val->data) {
             void *buf = calloc(1, pv->nbytes ? pv->nbytes : 1);
             if (!buf) return ot_fail(err, OT_E_MEMORY, "executor: out of memory");
@@ -323,17 +382,14 @@ ot_status ot_executor_sync_to_graph(ot_executor *ex, ot_error *err) {
             val->nbytes = pv->nbytes;
         }
         if (pv->nbytes) {
-            ot_status st = ex->be->copy_out(ex->be, val->data, ex->base + pv->offset, pv->nbytes, err);
+            ot_status st = ex->be->copy_out(ex->be, val->data, value_addr(ex, v), pv->nbytes, err);
             if (st) return st;
         }
     }
     return OT_OK;
 }
 
-void *ot_executor_value_ptr(ot_executor *ex, int v) {
-    int64_t off = ot_plan_offset(ex->plan, v);
-    return off >= 0 ? ex->base + off : NULL;
-}
+void *ot_executor_value_ptr(ot_executor *ex, int v) { return value_addr(ex, v); }
 
 void *ot_executor_slab(ot_executor *ex, ot_mem_category c, size_t *nbytes) {
     if (c < 0 || c > OT_MEM_IO) {

@@ -1,7 +1,8 @@
 /* executor.h — runs a graph on a backend: builds the schedule and the memory plan,
  * allocates exactly the planned arena (one arena_alloc, nothing else for tensors),
  * loads params/state/constants into their slots, feeds inputs, runs the nodes in
- * schedule order and reads results back.
+ * schedule order and reads results back. Values may instead be bound to memory it
+ * does not own (ot_exec_options.bind), which it reads in place.
  *
  * The executor reads g's bound shapes when it is created; rebinding dims afterwards
  * needs a new executor. g must outlive the executor and must not be edited meanwhile.
@@ -25,6 +26,15 @@ typedef struct ot_executor ot_executor;
 typedef ot_status (*ot_exec_node_hook)(void *user, ot_executor *ex, int step, const ot_node *node,
                                        const ot_tensor *out, ot_error *err);
 
+/* A value that lives in memory the executor does not own (e.g. the training
+ * executor's params, from ot_executor_value_ptr, read in place by a validation
+ * executor on the same backend). */
+typedef struct ot_exec_binding {
+    int value_id;
+    void *data;    /* device memory of the executor's backend; must outlive the executor */
+    size_t nbytes; /* must equal the value's planned size */
+} ot_exec_binding;
+
 typedef struct ot_exec_options {
     int n_threads;   /* kernel threads; 0: the backend's default */
     uint64_t seed;   /* Philox key, with step and rng node */
@@ -32,6 +42,13 @@ typedef struct ot_exec_options {
     bool no_inplace; /* planner option: never reuse an input's block */
     ot_exec_node_hook after_node;
     void *hook_user;
+    /* Values bound to external memory (copied at creation; may be NULL). The planner
+     * gives them no arena space (planner.h, External), so the arena, the peak and
+     * the high-water mark exclude them. Nothing loads them at creation, no node may
+     * write them (OT_E_USAGE) and ot_executor_write/set_input refuse them: the
+     * executor only reads them. */
+    const ot_exec_binding *bind;
+    int n_bind;
 } ot_exec_options;
 
 /* opt may be NULL (defaults). Checks that the backend supports every node first and
@@ -49,10 +66,11 @@ ot_status ot_executor_set_input_by_name(ot_executor *ex, const char *name, const
 ot_status ot_executor_run(ot_executor *ex, ot_error *err);
 
 /* Copies a pinned value (input, output, param, gradient, state, optimizer state,
- * constant) to a new host tensor (free with ot_tensor_free). Transient values are
- * refused: their blocks are reused during the run. */
+ * constant; external ones too) to a new host tensor (free with ot_tensor_free).
+ * Transient values are refused: their blocks are reused during the run. */
 ot_status ot_executor_get(ot_executor *ex, int value_id, ot_tensor **copy_out, ot_error *err);
-/* Overwrites a pinned value from host memory (nbytes must equal its size). */
+/* Overwrites a pinned value from host memory (nbytes must equal its size); external
+ * values are refused (they belong to their owner). */
 ot_status ot_executor_write(ot_executor *ex, int value_id, const void *host, size_t nbytes, ot_error *err);
 /* Copies pinned value src into pinned value dst (same byte size), e.g. updated
  * BatchNorm running stats back into the state. */
@@ -60,8 +78,8 @@ ot_status ot_executor_copy_value(ot_executor *ex, int dst_value, int src_value, 
 /* Copies every param and state value back into g->values[].data (for the exporter). */
 ot_status ot_executor_sync_to_graph(ot_executor *ex, ot_error *err);
 
-/* Device pointer of a placed value (NULL when not placed); for the optimizer and
- * backends. On the CPU it is a host pointer. */
+/* Device pointer of a placed or external value (NULL when not placed); for the
+ * optimizer and backends. On the CPU it is a host pointer. */
 void *ot_executor_value_ptr(ot_executor *ex, int value_id);
 /* Device range of a pinned slab (params, gradients, optimizer state, ...). */
 void *ot_executor_slab(ot_executor *ex, ot_mem_category c, size_t *nbytes);

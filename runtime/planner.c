@@ -139,7 +139,7 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_back
     ot_status st = OT_OK;
     ot_plan *p = NULL;
     int *step_of = NULL;
-    bool *used = NULL, *released = NULL, *is_output = NULL;
+    bool *used = NULL, *released = NULL, *is_output = NULL, *external = NULL;
     int *opt_read = NULL, *slab_key = NULL, *slab_ids = NULL;
     ot_tensor *tin = NULL, *tout = NULL;
     allocator al = {0};
@@ -163,7 +163,8 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_back
     slab_ids = malloc(sizeof(int) * (size_t)(nv + 1));
     released = calloc((size_t)nv + 1, sizeof(bool));
     is_output = calloc((size_t)nv + 1, sizeof(bool));
-    if (!p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !step_of || !used ||
+    external = calloc((size_t)nv + 1, sizeof(bool));
+    if (!external || !p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !step_of || !used ||
         !opt_read || !slab_key || !slab_ids || !released || !is_output)
         goto oom;
     if (n > 0) memcpy(p->order, order, sizeof(int) * (size_t)n);
@@ -182,6 +183,14 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_back
         if (g->outputs[k] >= 0 && g->outputs[k] < nv) is_output[g->outputs[k]] = true;
     for (int v = 0; v < nv; v++)
         if (g->values[v].is_graph_output) is_output[v] = true;
+    for (int k = 0; opt && k < opt->n_external; k++) {
+        int v = opt->external[k];
+        if (v < 0 || v >= nv) {
+            st = ot_fail(err, OT_E_USAGE, "planner: external value id %d is out of range (%d values)", v, nv);
+            goto fail;
+        }
+        external[v] = true;
+    }
 
     /* Pass 1: steps, definitions and last reads. */
     for (int s = 0; s < n; s++) {
@@ -248,6 +257,16 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_back
             }
             break;
         }
+        if (external[v]) {
+            /* Pinned so that no block is reused for it or taken over in place: the
+             * memory belongs to someone else, who expects it intact. */
+            if (produced) {
+                st = ot_fail(err, OT_E_USAGE, "planner: value '%s' is bound to external memory, but node '%s' writes it", vname(g, v), nname(&g->nodes[prod]));
+                goto fail;
+            }
+            pv->pinned = true;
+            pv->external = true;
+        }
         if (!produced && !pv->pinned) {
             if (val->data) { /* a folded constant that kept its activation kind */
                 pv->category = OT_MEM_CONSTANTS;
@@ -274,6 +293,10 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_back
             goto fail;
         }
         pv->nbytes = (size_t)ne * es;
+        if (pv->external) {
+            if (used[v]) p->external_bytes += pv->nbytes;
+            continue; /* no block, no category: the arena does not hold it */
+        }
         if (pv->pinned) {
             pv->def_step = produced ? step_of[prod] : -1;
         } else if (pv->def_step >= 0 && pv->last_step < pv->def_step) {
@@ -305,13 +328,14 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_back
     int n_params = 0;
     for (int v = 0; v < nv; v++) {
         slab_key[v] = INT_MAX;
-        if (p->values[v].pinned && p->values[v].category == OT_MEM_PARAMS) slab_key[v] = n_params++;
+        if (p->values[v].pinned && !p->values[v].external && p->values[v].category == OT_MEM_PARAMS)
+            slab_key[v] = n_params++;
     }
     for (int s = 0; s < n; s++) {
         const ot_node *nd = &g->nodes[order[s]];
         if (!ot_op_has(nd->op, OT_T_OPTIMIZER) || nd->n_inputs < 2 || nd->inputs[0] < 0) continue;
         int par = nd->inputs[0];
-        if (!p->values[par].pinned || p->values[par].category != OT_MEM_PARAMS) continue;
+        if (!p->values[par].pinned || p->values[par].external || p->values[par].category != OT_MEM_PARAMS) continue;
         for (int k = 1; k < nd->n_inputs; k++) {
             int v = nd->inputs[k];
             if (v >= 0 && opt_read[v] == 1 && v != par) slab_key[v] = slab_key[par];
@@ -326,7 +350,8 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_back
         p->slab_offset[c] = cursor;
         int n_slab = 0;
         for (int v = 0; v < nv; v++)
-            if (p->values[v].pinned && p->values[v].category == (ot_mem_category)c) slab_ids[n_slab++] = v;
+            if (p->values[v].pinned && !p->values[v].external && p->values[v].category == (ot_mem_category)c)
+                slab_ids[n_slab++] = v;
         if (c == OT_MEM_GRADIENTS || c == OT_MEM_OPT_STATE) {
             /* Insertion sort by (key, id): stable, and keys are mostly in order already. */
             for (int i = 1; i < n_slab; i++) {
@@ -450,6 +475,7 @@ fail:
     free(slab_ids);
     free(released);
     free(is_output);
+    free(external);
     free(tin);
     free(tout);
     free(al.b);
@@ -485,7 +511,12 @@ void ot_plan_print_summary(const ot_plan *p, FILE *f) {
     fprintf(f, "memory plan: peak %s (%zu bytes) over %d steps", a, p->peak_bytes, p->n_steps);
     if (p->peak_step >= 0) fprintf(f, ", reached at step %d", p->peak_step);
     human(p->pinned_bytes, b, sizeof b);
-    fprintf(f, "; pinned region %s\n", b);
+    fprintf(f, "; pinned region %s", b);
+    if (p->external_bytes) {
+        human(p->external_bytes, b, sizeof b);
+        fprintf(f, "; %s read from external memory", b);
+    }
+    fputc('\n', f);
     fprintf(f, "  %-18s %14s %14s\n", "category", "at peak", "total");
     for (int c = 0; c < OT_MEM_COUNT; c++) {
         human(p->at_peak[c], a, sizeof a);

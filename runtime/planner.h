@@ -22,6 +22,12 @@
  * both have the same byte size. Kernels of such ops must therefore accept
  * out->data == in[0].data.
  *
+ * External: values the caller lists in ot_plan_options.external live in memory
+ * outside the arena (another executor's params, say: validation reads the training
+ * arena's params and statistics in place). They are pinned (never reused, never taken
+ * over in place), get no offset and count in no category, slab or peak; no
+ * scheduled node may write one.
+ *
  * Peak: the highest end offset (offset + bytes) of any block, which is what the
  * executor allocates and what it measures at run time. */
 #ifndef OT_PLANNER_H
@@ -50,13 +56,14 @@ typedef enum ot_mem_category {
 const char *ot_mem_category_name(ot_mem_category c);
 
 typedef struct ot_plan_value {
-    int64_t offset;   /* byte offset in the arena; -1 when the value is not placed */
-    size_t nbytes;    /* numel × dtype size (0 when not placed) */
+    int64_t offset;   /* byte offset in the arena; -1 when not placed or external */
+    size_t nbytes;    /* numel × dtype size (0 when not placed; an external value's own size) */
     int def_step;     /* schedule step that writes it; -1 for pinned values nothing writes */
     int last_step;    /* last schedule step that reads it; def_step when never read */
     ot_mem_category category;
     bool pinned;
     int inplace_of;   /* value whose block this one took over in place; -1 if none */
+    bool external;    /* bound to memory outside the arena (ot_plan_options.external) */
 } ot_plan_value;
 
 typedef struct ot_plan {
@@ -75,15 +82,19 @@ typedef struct ot_plan {
     size_t slab_offset[OT_MEM_COUNT], slab_bytes[OT_MEM_COUNT];
     size_t at_peak[OT_MEM_COUNT]; /* bytes live per category when the peak is reached */
     size_t total[OT_MEM_COUNT];   /* bytes per category summed over all blocks */
+    size_t external_bytes;        /* bytes of the external values the schedule reads (not in the arena) */
 } ot_plan;
 
 typedef struct ot_plan_options {
-    bool no_inplace; /* never reuse an input's block for an output */
+    bool no_inplace;     /* never reuse an input's block for an output */
+    const int *external; /* value ids bound to memory outside the arena (see External) */
+    int n_external;
 } ot_plan_options;
 
 /* Plans `g` over the schedule order[0..n). be supplies workspace sizes (NULL: none).
  * Every placed value needs a static shape (else OT_E_SHAPE naming the first one) and
- * a supported dtype. */
+ * a supported dtype. An external id out of range, or one a scheduled node writes, is
+ * OT_E_USAGE naming it. */
 ot_status ot_plan_build(const ot_graph *g, const int *order, int n, ot_backend *be, ot_plan **out,
                         ot_error *err);
 ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_backend *be,
@@ -91,7 +102,7 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_back
 void ot_plan_free(ot_plan *p);
 
 size_t ot_plan_peak_bytes(const ot_plan *p);
-int64_t ot_plan_offset(const ot_plan *p, int value_id); /* -1 if not placed */
+int64_t ot_plan_offset(const ot_plan *p, int value_id); /* -1 if not placed or external */
 size_t ot_plan_value_bytes(const ot_plan *p, int value_id);
 /* Bytes of the arena that hold values or workspace of category c at the peak. */
 size_t ot_plan_bytes_at_peak(const ot_plan *p, ot_mem_category c);

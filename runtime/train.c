@@ -142,11 +142,38 @@ typedef struct remat_measure_user {
     int64_t opt_bytes;
 } remat_measure_user;
 
+static int64_t align_plan(int64_t b) { return (b + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
+
 static ot_status remat_measure(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
     const remat_measure_user *mu = user;
     ot_status st = ot_remat_measure_planner(g, mu->be, m, err);
     if (!st) m->peak += mu->opt_bytes;
     return st;
+}
+
+static double mib(int64_t b) { return (double)b / 1048576.0; }
+
+/* What the budget is called in messages. */
+static const char *budget_name(const ot_train_session *s) {
+    return s->budget_from_device ? "the GPU's free memory less a margin," : "--memory-budget";
+}
+
+/* auto's budget is what the training step may take: the whole budget less the
+ * validation plan's arena, which lives next to the training arena for the run. */
+static ot_status auto_budget(ot_train_session *s, int64_t budget, bool from_device, int64_t *train_budget,
+                             ot_error *err) {
+    s->budget = budget;
+    s->budget_from_device = from_device;
+    s->val_in_budget = s->val_g != NULL;
+    if (budget > s->val_peak) {
+        *train_budget = budget - s->val_peak;
+        return OT_OK;
+    }
+    return ot_fail(err, OT_E_MEMORY,
+                   "%s %lld bytes (%.1f MiB) cannot even hold the validation plan, which needs %lld bytes "
+                   "(%.1f MiB) for one batch in inference mode, before any training step; raise the budget or lower "
+                   "--batch-size",
+                   budget_name(s), (long long)budget, mib(budget), (long long)s->val_peak, mib(s->val_peak));
 }
 
 static ot_status apply_remat(ot_train_session *s, ot_error *err) {
@@ -158,7 +185,9 @@ static ot_status apply_remat(ot_train_session *s, ot_error *err) {
     bool *keep = NULL;
     ot_status st = ot_remat_policy_parse(text, &pol, err);
     if (st) return st;
-    if (s->o.memory_budget && pol.kind == OT_REMAT_AUTO) pol.budget_bytes = s->o.memory_budget;
+    if (s->o.memory_budget && pol.kind == OT_REMAT_AUTO &&
+        (st = auto_budget(s, s->o.memory_budget, false, &pol.budget_bytes, err)))
+        goto done;
     /* auto on a GPU without --memory-budget: the device's free memory less a safety
      * margin (10%, at least 256 MiB, for the CUDA context, cuBLAS and cuDNN). */
     if (!s->o.memory_budget && pol.kind == OT_REMAT_AUTO && s->be->name && !strncmp(s->be->name, "cuda", 4)) {
@@ -169,7 +198,7 @@ static ot_status apply_remat(ot_train_session *s, ot_error *err) {
             st = ot_fail(err, OT_E_MEMORY, "remat auto: the GPU has only %zu bytes free; nothing fits", free_b);
             goto done;
         }
-        pol.budget_bytes = (int64_t)(free_b - margin);
+        if ((st = auto_budget(s, (int64_t)(free_b - margin), true, &pol.budget_bytes, err))) goto done;
     }
     if ((st = ot_remat_analyze(s->g, &an, err))) goto done;
     keep = calloc((size_t)an.n_values + 1, sizeof *keep);
@@ -178,8 +207,12 @@ static ot_status apply_remat(ot_train_session *s, ot_error *err) {
         goto done;
     }
     remat_measure_user mu = {.be = s->be};
+    /* Exactly what the optimizer nodes will add to the plan: per param 0, 1 or 2
+     * state values and the step scalars, each in its own 64-byte aligned slot of the
+     * pinned region, which moves every transient block up by that much. */
     int per = !s->with_opt ? 0 : s->o.optim.kind != OT_OPTIM_SGD ? 2 : s->o.optim.momentum != 0 ? 1 : 0;
-    for (int i = 0; i < s->ad.n_params; i++) mu.opt_bytes += per * ot_remat_value_bytes(s->g, s->ad.params[i]);
+    for (int i = 0; i < s->ad.n_params; i++) mu.opt_bytes += per * align_plan(ot_remat_value_bytes(s->g, s->ad.params[i]));
+    if (s->with_opt) mu.opt_bytes += align_plan((int64_t)(OT_OPT_N_SCALARS * sizeof(double)));
     /* Measure the plain step first, so the run can report what remat saved. */
     ot_remat_measurement before = {0}, after = {0};
     bool *keep_all = calloc((size_t)an.n_values + 1, sizeof *keep_all);
@@ -192,8 +225,24 @@ static ot_status apply_remat(ot_train_session *s, ot_error *err) {
     free(keep_all);
     s->remat.step_flops = ot_remat_step_flops(s->g);
     if ((st = remat_measure(s->g, &mu, &before, err))) goto done;
-    if (!(st = ot_remat_choose(s->g, &an, &pol, remat_measure, &mu, keep, err)))
-        st = ot_remat_apply(s->g, &an, keep, &rw, err);
+    if (pol.kind == OT_REMAT_AUTO && pol.budget_bytes > 0) {
+        /* as ot_remat_choose does, keeping the stats for a message that counts validation */
+        ot_remat_auto_stats stats = {0};
+        st = ot_remat_auto(s->g, &an, pol.budget_bytes, remat_measure, &mu, keep, &stats, err);
+        if (st == OT_E_MEMORY && s->val_peak > 0 && stats.n_measured > 0 && stats.min_peak > pol.budget_bytes) {
+            int64_t need = stats.min_peak + s->val_peak;
+            st = ot_fail(err, OT_E_MEMORY,
+                         "%s %lld bytes (%.1f MiB) cannot hold a training step and validation: the validation plan "
+                         "needs %lld bytes (%.1f MiB) and the smallest training step %lld bytes (%.1f MiB, --remat "
+                         "all), %lld bytes (%.1f MiB) together; %s or lower --batch-size",
+                         budget_name(s), (long long)s->budget, mib(s->budget), (long long)s->val_peak,
+                         mib(s->val_peak), (long long)stats.min_peak, mib(stats.min_peak), (long long)need, mib(need),
+                         s->budget_from_device ? "free GPU memory" : "raise --memory-budget to at least that");
+        }
+    } else {
+        st = ot_remat_choose(s->g, &an, &pol, remat_measure, &mu, keep, err);
+    }
+    if (!st) st = ot_remat_apply(s->g, &an, keep, &rw, err);
     if (!st && !(st = remat_measure(s->g, &mu, &after, err))) {
         s->remat.applied = true;
         s->remat.peak_none = before.peak;
@@ -282,6 +331,9 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         st = err ? err->code : OT_E_DEVICE;
         goto fail;
     }
+    /* validation's plan first: the budget that remat and the check below work to
+     * must hold it too */
+    if (s->o.validation && (st = ot_train_validation_plan_ahead(s, err))) goto fail;
     if ((st = apply_remat(s, err))) goto fail;
 
     if (with_optimizer) {
@@ -291,10 +343,15 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         if ((st = ot_optim_build(g, &s->o.optim, s->ad.params, s->ad.grads, s->ad.n_params, &s->og, err))) goto fail;
     }
     if ((st = ot_graph_require_static(g, err))) goto fail;
-    if ((st = ot_train_check_budget(g, s->be, s->o.remat, s->o.memory_budget, err))) goto fail;
+    if (s->o.memory_budget && !s->budget) { /* a fixed policy: checked, not searched */
+        s->budget = s->o.memory_budget;
+        s->val_in_budget = s->val_g != NULL;
+    }
+    if ((st = ot_train_check_budget(g, s->be, s->o.remat, s->o.memory_budget, s->val_peak, err))) goto fail;
     ot_exec_options eo = {.n_threads = s->o.n_threads, .seed = s->o.seed, .after_node = ot_train_hook, .hook_user = s};
     if ((st = ot_executor_new(g, s->be, &eo, &s->ex, err))) goto fail;
     if ((st = find_boundary(s, err))) goto fail;
+    if (s->o.validation && (st = ot_train_validation_prepare(s, err))) goto fail;
 
     /* host buffers: one batch per array, the gradients for checks / clipping / accumulation */
     s->n_batch = data->n_arrays;
@@ -370,3 +427,11 @@ int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data) 
 }
 
 const ot_train_remat_summary *ot_train_remat_info(const ot_train_session *s) { return &s->remat; }
+
+void ot_train_memory_info(const ot_train_session *s, ot_train_memory_summary *out) {
+    *out = (ot_train_memory_summary){.budget = s->budget,
+                                     .budget_from_device = s->budget_from_device,
+                                     .train_peak = s->ex ? (int64_t)ot_plan_peak_bytes(ot_executor_plan(s->ex)) : 0,
+                                     .val_peak = s->val_peak,
+                                     .val_in_budget = s->val_in_budget};
+}

@@ -13,9 +13,10 @@
  *
  * Validation runs in inference mode, as PyTorch's model.eval(): a second, forward-only
  * executor over the forward and loss nodes, with BatchNorm normalising by the running
- * statistics and Dropout the identity. It never touches the training executor's
- * state: before each pass the current params and running statistics are copied from
- * the training arena into its own.
+ * statistics and Dropout the identity. It reads the training arena's params, running
+ * statistics and constants in place (bound as external memory, never written), so
+ * its own arena holds one batch's activations, workspace, inputs and outputs only;
+ * with o.validation that arena is planned before remat and counted in the budget.
  *
  * Non-finite values: when the loss or a gradient is NaN/Inf the step is re-run with
  * every node's outputs scanned in schedule order, and the error (OT_E_NUMERICS)
@@ -56,6 +57,12 @@ typedef struct ot_train_options {
     const char *device; /* "cpu" (NULL = cpu) or "cuda[:N]" (kernels/backend_select.h) */
     const char *remat;  /* remat policy text; NULL or "none" */
     int64_t memory_budget; /* bytes, for --remat auto; 0 = none */
+    /* Validation data will be given to ot_train_run: the validation plan is made when
+     * the session is built, before remat, and the budget (memory_budget, or for
+     * --remat auto on a GPU the free memory less a margin) must hold the training
+     * step and it together. Without it validation still works, planned on first
+     * use and outside the budget. */
+    bool validation;
     bool no_numerics_check; /* skip the NaN/Inf checks (benchmarks) */
     /* checkpoints (runtime/checkpoint.h): every checkpoint_every steps (0: never) into
      * checkpoint_dir, keeping the newest keep_checkpoints (0: 3). resume (with its path
@@ -101,6 +108,16 @@ typedef struct ot_train_remat_summary {
     int n_clones;
 } ot_train_remat_summary;
 const ot_train_remat_summary *ot_train_remat_info(const ot_train_session *s);
+
+/* What the memory budget had to hold. */
+typedef struct ot_train_memory_summary {
+    int64_t budget;          /* bytes; 0: no budget */
+    bool budget_from_device; /* --remat auto on a GPU without --memory-budget: free memory less a margin */
+    int64_t train_peak;      /* the training step's planned arena (optimizer state included) */
+    int64_t val_peak;        /* the validation plan's arena; 0 when not planned yet */
+    bool val_in_budget;      /* val_peak was part of what the budget had to hold (o.validation) */
+} ot_train_memory_summary;
+void ot_train_memory_info(const ot_train_session *s, ot_train_memory_summary *out);
 ot_graph *ot_train_graph(ot_train_session *s);
 /* The optimizer configuration in use (total_steps filled in for cosine). */
 const ot_optim_config *ot_train_optim(const ot_train_session *s);
@@ -134,7 +151,7 @@ typedef struct ot_train_result {
     ot_train_epoch_stats *epochs;
     double total_seconds;
     size_t planned_peak, measured_peak; /* the training step's arena */
-    size_t val_planned_peak, val_measured_peak; /* the validation arena; 0 without validation */
+    size_t val_planned_peak, val_measured_peak; /* the validation arena (no params or state); 0 without validation */
     int64_t first_step;     /* 0, or the resumed checkpoint's step (loss[] before it is NaN) */
     bool interrupted;       /* o->stop was set: stopped early after writing a checkpoint */
     char last_checkpoint[4096]; /* path of the newest checkpoint written, "" if none */
@@ -155,9 +172,11 @@ typedef struct ot_train_observer {
 /* Builds the validation graph and executor once (later calls do nothing): the forward
  * and loss nodes that the loss and the model output depend on, BatchNorm and Dropout
  * with training_mode 0 (running statistics, identity), no backward, no optimizer, no
- * state updates. Its arena (params and running statistics again, plus one batch's
- * forward activations) lives next to the training arena for the whole session and is
- * not counted in --memory-budget. ot_train_run calls it when given validation data. */
+ * state updates. Params, running statistics and constants are the training arena's,
+ * read in place; its own arena (one batch's inputs, forward activations, workspace,
+ * outputs) lives next to the training arena for the whole session and is counted in
+ * the memory budget when o.validation was set. ot_train_session_new calls it with
+ * o.validation, ot_train_run when given validation data. */
 ot_status ot_train_validation_prepare(ot_train_session *s, ot_error *err);
 /* The validation executor's plan; NULL before ot_train_validation_prepare. */
 const ot_plan *ot_train_validation_plan(const ot_train_session *s);

@@ -50,13 +50,19 @@ struct ot_train_session {
     const int64_t *cur_idx;
     /* validation (train_validate.c): the forward and loss nodes copied into their own
      * graph with BatchNorm and Dropout in inference mode, and its own executor (value
-     * ids equal the training graph's). Built once, on first use. */
+     * ids equal the training graph's). The graph and its plan's peak are made before
+     * remat when o.validation is set (so the budget covers them), else on first use;
+     * the executor once the training executor exists. */
     ot_graph *val_g;
     ot_executor *val_ex;
-    int *val_sync;      /* params and state refreshed from the training arena per pass */
-    int n_val_sync;
-    void *val_stage;    /* host staging buffer for those copies (largest value) */
+    int *val_shared;    /* values it reads in place from the training arena (params, state, constants) */
+    int n_val_shared;
+    int64_t val_peak;   /* its planned arena: activations, workspace, inputs and outputs */
     ot_tensor *val_out; /* host copy of the loss's model output, cross-entropy only */
+    /* what the memory budget covered (ot_train_memory_info) */
+    int64_t budget;
+    bool budget_from_device;
+    bool val_in_budget;
 };
 
 static inline const char *vname(const ot_graph *g, int v) {
@@ -68,7 +74,11 @@ static inline const char *vname(const ot_graph *g, int v) {
 ot_status ot_train_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out,
                         ot_error *err);
 
-/* Frees what ot_train_validation_prepare built (train_validate.c). */
+/* Builds the validation graph and plans it without allocating (once): sets val_g,
+ * val_shared and val_peak. Needs the loss and backward built and the dims bound;
+ * the training executor need not exist (train_validate.c). */
+ot_status ot_train_validation_plan_ahead(ot_train_session *s, ot_error *err);
+/* Frees what ot_train_validation_plan_ahead / _prepare built (train_validate.c). */
 void ot_train_validation_free(ot_train_session *s);
 
 #endif

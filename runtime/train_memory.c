@@ -10,12 +10,20 @@
 
 static double mib(int64_t b) { return (double)b / 1048576.0; }
 
-ot_status ot_train_check_budget(const ot_graph *g, ot_backend *be, const char *policy, int64_t budget, ot_error *err) {
+ot_status ot_train_check_budget(const ot_graph *g, ot_backend *be, const char *policy, int64_t budget, int64_t val_peak,
+                                ot_error *err) {
     if (budget <= 0 || (policy && !strcmp(policy, "auto"))) return OT_OK;
     ot_remat_measurement m = {0};
     ot_status st = ot_remat_measure_planner(g, be, &m, err);
     if (st) return st;
-    if (m.peak <= budget) return OT_OK;
+    if (m.peak + val_peak <= budget) return OT_OK;
+    if (val_peak > 0)
+        return ot_fail(err, OT_E_MEMORY,
+                       "the training step needs %lld bytes (%.1f MiB, planned peak with --remat %s) and validation "
+                       "%lld bytes (%.1f MiB, its plan's peak): %lld bytes (%.1f MiB) together, more than "
+                       "--memory-budget %lld bytes (%.1f MiB)",
+                       (long long)m.peak, mib(m.peak), policy ? policy : "none", (long long)val_peak, mib(val_peak),
+                       (long long)(m.peak + val_peak), mib(m.peak + val_peak), (long long)budget, mib(budget));
     return ot_fail(err, OT_E_MEMORY,
                    "the training step needs %lld bytes (%.1f MiB, planned peak with --remat %s), more than "
                    "--memory-budget %lld bytes (%.1f MiB)",
@@ -32,12 +40,16 @@ static void append(ot_error *err, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* Optimizer state the remat session (no optimizer nodes) leaves out. */
+static int64_t align_plan(int64_t b) { return (b + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
+
+/* What the optimizer nodes add to the plan and the remat session (which has none)
+ * leaves out: the state values and the step scalars, each in its own aligned slot
+ * of the pinned region (as train.c's remat measure counts them). */
 static int64_t opt_bytes(const ot_remat_session *s, const ot_train_options *o) {
     int per = o->optim.kind != OT_OPTIM_SGD ? 2 : o->optim.momentum != 0 ? 1 : 0;
-    int64_t b = 0;
+    int64_t b = align_plan((int64_t)(OT_OPT_N_SCALARS * sizeof(double)));
     for (int i = 0; i < s->ad.n_params; i++)
-        b += per * ot_remat_value_bytes(s->g, s->ad.params[i]);
+        b += per * align_plan(ot_remat_value_bytes(s->g, s->ad.params[i]));
     return b;
 }
 
@@ -72,11 +84,16 @@ void ot_train_memory_advice(const char *path, const ot_train_options *o, int64_t
         all = peak_at(path, o, "all", 0, &ob);
     }
     if (all < 0) return;
-    append(err, ". Measured alternatives:");
     bool fits_all = budget > 0 && all <= budget;
+    /* auto failed with validation although `all` fits the step alone: its message
+     * already states both figures, and nothing measured here would add to it */
+    if (is_auto && fits_all) return;
+    append(err, ". Measured alternatives:");
+    /* with validation these are the training step's figures: its plan comes on top */
+    const char *alone = o->validation ? " for the training step, validation on top" : "";
     if (strcmp(policy, "all") && !is_auto) /* auto's own message states the least peak */
-        append(err, " --remat all needs %lld bytes (%.1f MiB)%s", (long long)all, mib(all),
-               fits_all ? ", within the budget (--remat auto picks the cheapest plan that fits)" : "");
+        append(err, " --remat all needs %lld bytes (%.1f MiB)%s%s", (long long)all, mib(all), alone,
+               fits_all && !o->validation ? ", within the budget (--remat auto picks the cheapest plan that fits)" : "");
     if (budget > 0) {
         if (fits_all) return;
         if (strcmp(policy, "all") && !is_auto) append(err, ";");
@@ -90,8 +107,8 @@ void ot_train_memory_advice(const char *path, const ot_train_options *o, int64_t
             if (budget <= ob) break;
             if (ot_remat_find_batch(path, &so, budget - ob, n_samples, &b, NULL) == OT_OK && b >= 1) {
                 int64_t p = peak_at(path, o, tries[k], b, NULL);
-                append(err, " --batch-size %lld with --remat %s fits (planned peak %lld bytes, %.1f MiB)", (long long)b,
-                       tries[k], (long long)p, mib(p));
+                append(err, " --batch-size %lld with --remat %s fits (planned peak %lld bytes, %.1f MiB)%s", (long long)b,
+                       tries[k], (long long)p, mib(p), alone);
                 return;
             }
         }

@@ -10,12 +10,23 @@
  * Dropout, and planned by a second executor on the same backend. Value ids are kept
  * (every value of the training graph has its twin, unused ones unplaced), so data
  * arrays, params, running statistics, the loss and the model output need no mapping.
- * Before each pass the current params and running statistics are copied from the
- * training arena into the validation arena through the backend-neutral executor API. */
+ *
+ * The second executor holds no copy of the params, running statistics or constants:
+ * they are bound (ot_exec_options.bind) to the training arena's slots and read in
+ * place, so every pass sees the values the training has reached without copying, and
+ * the validation arena holds only one batch's inputs, activations, workspace and
+ * outputs. Sharing is safe because the validation graph never writes them: no copied
+ * node produces a param, state or constant (BatchNorm's running-stat outputs are
+ * separate values, dropped here), and the planner and executor refuse a write to an
+ * external value. Training and validation never run at the same time.
+ *
+ * The plan can be made before the training executor exists (and before remat), so
+ * that --memory-budget covers the training step and validation together (train.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/schedule.h"
 #include "runtime/train_internal.h"
 
 /* ---- the inference graph -------------------------------------------------------- */
@@ -32,9 +43,10 @@ static bool drop_output(const ot_node *n, int slot, const bool *read, int v, con
     return !read[v] && !is_out[v];
 }
 
-/* Builds s->val_g from the training graph. Params, state and constants borrow the
- * training graph's host data (the executor copies it into its arena when created);
- * unborrow() clears the pointers before anything can free them twice. */
+/* Builds s->val_g from the training graph, and s->val_shared: the values it reads that
+ * carry data (params, state, constants), which it will read from the training arena.
+ * Forward and loss nodes are final once the loss and backward exist: remat adds
+ * clones and rewires backward readers only, the optimizer adds its own nodes. */
 static ot_status build_graph(ot_train_session *s, ot_error *err) {
     const ot_graph *g = s->g;
     int nv = g->n_values, nn = g->n_nodes;
@@ -46,7 +58,9 @@ static ot_status build_graph(ot_train_session *s, ot_error *err) {
     int *stack = malloc(((size_t)nv + 1) * sizeof *stack);
     int *outs = NULL;
     ot_graph *vg = NULL;
-    if (!need || !read || !used || !is_out || !stack) goto oom;
+    s->n_val_shared = 0;
+    s->val_shared = malloc(((size_t)nv + 1) * sizeof *s->val_shared);
+    if (!need || !read || !used || !is_out || !stack || !s->val_shared) goto oom;
 
     /* The nodes the loss and the model output depend on, walking back from them. */
     int top = 0, roots[2] = {s->loss_value, s->out_value};
@@ -94,10 +108,8 @@ static ot_status build_graph(ot_train_session *s, ot_error *err) {
          * unused param or optimizer-state value would otherwise take arena space). */
         ot_value_kind kind = used[v] ? src->kind : OT_VK_ACTIVATION;
         if (ot_graph_add_value(vg, src->name, src->dtype, &src->shape, kind) != v) goto oom;
-        if (used[v] && src->data && src->producer < 0) {
-            vg->values[v].data = src->data; /* borrowed, see unborrow() */
-            vg->values[v].nbytes = src->nbytes;
-        }
+        bool has_data = src->data || src->kind == OT_VK_PARAM || src->kind == OT_VK_STATE;
+        if (used[v] && has_data && src->producer < 0 && src->kind != OT_VK_INPUT) s->val_shared[s->n_val_shared++] = v;
     }
     int max_out = 1;
     for (int id = 0; id < nn; id++)
@@ -143,10 +155,7 @@ static ot_status build_graph(ot_train_session *s, ot_error *err) {
 oom:
     st = ot_fail(err, OT_E_MEMORY, "out of memory building the validation graph");
 done:
-    if (vg) { /* nothing borrowed may be freed with it */
-        for (int v = 0; v < vg->n_values; v++) vg->values[v].data = NULL;
-        ot_graph_free(vg);
-    }
+    ot_graph_free(vg);
     free(need);
     free(read);
     free(used);
@@ -156,51 +165,68 @@ done:
     return st;
 }
 
-static void unborrow(ot_graph *vg) {
-    for (int v = 0; vg && v < vg->n_values; v++) {
-        vg->values[v].data = NULL;
-        vg->values[v].nbytes = 0;
-    }
+/* Schedules and plans s->val_g with the shared values external: what its arena will
+ * be, before any executor exists. */
+static ot_status plan_graph(ot_train_session *s, ot_error *err) {
+    int *order = NULL, n = 0;
+    ot_plan *plan = NULL;
+    ot_plan_options po = {.external = s->val_shared, .n_external = s->n_val_shared};
+    ot_status st = ot_schedule_build(s->val_g, &order, &n, err);
+    if (!st) st = ot_plan_build_opts(s->val_g, order, n, s->be, &po, &plan, err);
+    if (!st) s->val_peak = (int64_t)ot_plan_peak_bytes(plan);
+    ot_plan_free(plan);
+    free(order);
+    return st;
 }
 
-/* The values copied from the training arena before each pass: every param and state
- * value both executors placed (frozen params included: cheap, and always right). */
-static ot_status build_sync(ot_train_session *s, ot_error *err) {
-    const ot_plan *tp = ot_executor_plan(s->ex), *vp = ot_executor_plan(s->val_ex);
-    size_t biggest = 1;
-    s->val_sync = malloc(((size_t)s->g->n_values + 1) * sizeof *s->val_sync);
-    if (!s->val_sync) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    for (int v = 0; v < s->g->n_values; v++) {
-        ot_value_kind k = s->g->values[v].kind;
-        if ((k != OT_VK_PARAM && k != OT_VK_STATE) || ot_plan_offset(tp, v) < 0 || ot_plan_offset(vp, v) < 0) continue;
-        size_t n = ot_plan_value_bytes(vp, v);
-        if (n != ot_plan_value_bytes(tp, v))
-            return ot_fail(err, OT_E_INTERNAL, "validation: '%s' has %zu bytes in the training plan and %zu in the validation plan",
-                           vname(s->g, v), ot_plan_value_bytes(tp, v), n);
-        if (n > biggest) biggest = n;
-        s->val_sync[s->n_val_sync++] = v;
+ot_status ot_train_validation_plan_ahead(ot_train_session *s, ot_error *err) {
+    if (s->val_g) return OT_OK;
+    ot_status st = build_graph(s, err);
+    if (!st) st = ot_graph_require_static(s->val_g, err);
+    if (!st) st = plan_graph(s, err);
+    if (st) {
+        ot_error_prefix(err, "validation: ");
+        ot_train_validation_free(s);
     }
-    if (!(s->val_stage = malloc(biggest))) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    if (s->o.loss.kind == OT_LOSS_CROSS_ENTROPY && s->out_value >= 0) {
-        const ot_value *ov = &s->g->values[s->out_value];
-        if (ov->dtype != OT_F32)
-            return ot_fail(err, OT_E_UNSUPPORTED, "validation accuracy: output '%s' is %s; only float32 logits are supported",
-                           ov->name, ot_dtype_name(ov->dtype));
-        if (!(s->val_out = ot_tensor_new(ov->dtype, &ov->shape))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    return st;
+}
+
+/* The validation executor, its shared values bound to the training arena's slots. */
+static ot_status new_executor(ot_train_session *s, ot_error *err) {
+    const ot_plan *tp = ot_executor_plan(s->ex);
+    ot_exec_binding *b = calloc((size_t)s->n_val_shared + 1, sizeof *b);
+    if (!b) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    ot_status st = OT_OK;
+    for (int i = 0; i < s->n_val_shared && !st; i++) {
+        int v = s->val_shared[i];
+        b[i] = (ot_exec_binding){.value_id = v, .data = ot_executor_value_ptr(s->ex, v), .nbytes = ot_plan_value_bytes(tp, v)};
+        if (!b[i].data) /* every value a forward node reads is placed in the training plan */
+            st = ot_fail(err, OT_E_INTERNAL, "'%s' is not in the training arena", vname(s->g, v));
     }
+    ot_exec_options eo = {.n_threads = s->o.n_threads, .seed = s->o.seed, .bind = b, .n_bind = s->n_val_shared};
+    if (!st) st = ot_executor_new(s->val_g, s->be, &eo, &s->val_ex, err);
+    free(b);
+    if (st) return st;
+    size_t peak = ot_plan_peak_bytes(ot_executor_plan(s->val_ex));
+    if ((int64_t)peak != s->val_peak) /* the budget was checked against s->val_peak */
+        return ot_fail(err, OT_E_INTERNAL, "the validation plan's peak is %zu bytes, %lld when it was planned ahead", peak,
+                       (long long)s->val_peak);
     return OT_OK;
 }
 
 ot_status ot_train_validation_prepare(ot_train_session *s, ot_error *err) {
     if (s->val_ex) return OT_OK;
-    ot_status st = build_graph(s, err);
-    if (!st) st = ot_graph_require_static(s->val_g, err);
-    if (!st) {
-        ot_exec_options eo = {.n_threads = s->o.n_threads, .seed = s->o.seed};
-        st = ot_executor_new(s->val_g, s->be, &eo, &s->val_ex, err);
+    ot_status st = ot_train_validation_plan_ahead(s, err);
+    if (st) return st;
+    st = new_executor(s, err);
+    if (!st && s->o.loss.kind == OT_LOSS_CROSS_ENTROPY && s->out_value >= 0) {
+        const ot_value *ov = &s->g->values[s->out_value];
+        if (ov->dtype != OT_F32)
+            st = ot_fail(err, OT_E_UNSUPPORTED, "validation accuracy: output '%s' is %s; only float32 logits are supported",
+                         ov->name, ot_dtype_name(ov->dtype));
+        else if (!(s->val_out = ot_tensor_new(ov->dtype, &ov->shape)))
+            st = ot_fail(err, OT_E_MEMORY, "out of memory");
     }
-    unborrow(s->val_g);
-    if (!st) st = build_sync(s, err);
     if (st) {
         ot_error_prefix(err, "validation: ");
         ot_train_validation_free(s);
@@ -211,15 +237,14 @@ ot_status ot_train_validation_prepare(ot_train_session *s, ot_error *err) {
 void ot_train_validation_free(ot_train_session *s) {
     ot_executor_free(s->val_ex);
     ot_graph_free(s->val_g);
-    free(s->val_sync);
-    free(s->val_stage);
+    free(s->val_shared);
     ot_tensor_free(s->val_out);
     s->val_ex = NULL;
     s->val_g = NULL;
-    s->val_sync = NULL;
-    s->val_stage = NULL;
+    s->val_shared = NULL;
     s->val_out = NULL;
-    s->n_val_sync = 0;
+    s->n_val_shared = 0;
+    s->val_peak = 0;
 }
 
 const ot_plan *ot_train_validation_plan(const ot_train_session *s) {
@@ -227,18 +252,6 @@ const ot_plan *ot_train_validation_plan(const ot_train_session *s) {
 }
 
 /* ---- a validation pass ---------------------------------------------------------- */
-
-/* The training arena's params and running statistics, as they are now. */
-static ot_status refresh(ot_train_session *s, ot_error *err) {
-    for (int i = 0; i < s->n_val_sync; i++) {
-        int v = s->val_sync[i];
-        size_t n = ot_plan_value_bytes(ot_executor_plan(s->val_ex), v);
-        ot_status st = s->be->copy_out(s->be, s->val_stage, ot_executor_value_ptr(s->ex, v), n, err);
-        if (!st) st = ot_executor_write(s->val_ex, v, s->val_stage, n, err);
-        if (st) return st;
-    }
-    return OT_OK;
-}
 
 /* Correct predictions (argmax over the class axis) and counted labels of one batch. */
 static void count_correct(const ot_train_session *s, const float *l, const int64_t *y, int64_t *correct,
@@ -262,7 +275,6 @@ static void count_correct(const ot_train_session *s, const float *l, const int64
 ot_status ot_train_validate(ot_train_session *s, const ot_dataset *val, ot_train_epoch_stats *e, ot_error *err) {
     ot_status st = ot_train_validation_prepare(s, err);
     if (st) return st;
-    if ((st = refresh(s, err))) return ot_error_prefix(err, "validation: ");
     int64_t nb = val->n_samples / s->B, correct = 0, counted = 0;
     double sum = 0;
     const ot_data_array *lab = ot_dataset_find(val, OT_DATA_LABELS);

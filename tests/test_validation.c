@@ -8,6 +8,12 @@
  *     tinygpt_nodrop's and PyTorch's dropout-free reference;
  *   - validation changes nothing: losses, params and running statistics are bitwise
  *     the same with and without it;
+ *   - nothing is duplicated: the validation plan reads the training arena's params,
+ *     running statistics and constants in place (0 bytes in those categories) and its
+ *     measured high-water mark equals its planned peak;
+ *   - --memory-budget (remat auto's and the fixed policies' check) holds the training
+ *     step and the validation plan together; a budget that holds only the step fails
+ *     with OT_E_MEMORY (exit 9) naming both figures;
  *   - `onnxtrain eval` runs in inference mode by default, `--train-mode` as exported;
  *   - on a GPU (skipped without one) validation agrees with the CPU's. */
 #include <setjmp.h>
@@ -216,6 +222,7 @@ static void test_after_training_equals_tuned_model(void **state) {
     ot_train_options_default(&o);
     o.n_threads = 2;
     o.epochs = 3;
+    o.validation = true; /* planned with the session, reading the training arena in place */
     ot_optim_config_default(&o.optim, OT_OPTIM_ADAM);
     o.optim.lr = 0.01;
     ot_train_session *s = session(m, &d, &d, &o);
@@ -290,6 +297,7 @@ static void train_run(const char *model, const char *dir, bool with_val, double 
     o.seed = 42;
     o.epochs = 3;
     o.batch_size = strcmp(dir, "resnet") ? 2 : 8;
+    o.validation = with_val;
     ot_optim_config_default(&o.optim, OT_OPTIM_ADAMW);
     ot_train_session *s = session(m, &d, with_val ? &d : NULL, &o);
     ot_train_result r;
@@ -333,6 +341,159 @@ static void test_validation_changes_nothing(void **state) {
         free(wa);
         free(wb);
     }
+}
+
+/* ---- memory: nothing duplicated, the budget holds both plans ------------------------ */
+
+/* The validation plan has no params, gradients, optimizer state, running statistics
+ * or constants of its own: it reads the training arena's (every param and statistic
+ * is external there), and only one batch's inputs, activations, workspace and outputs
+ * take its arena, whose measured high-water mark is its planned peak. */
+static void test_params_not_duplicated(void **state) {
+    (void)state;
+    const char *cases[3] = {"resnet", "mobilenet", "tinygpt"};
+    for (int k = 0; k < 3; k++) {
+        char model[64];
+        snprintf(model, sizeof model, "%s.onnx", cases[k]);
+        ot_error err = {0};
+        ot_model *m = load_model(model);
+        ot_dataset d;
+        load_sample_data(cases[k], &d);
+        ot_train_options o;
+        ot_train_options_default(&o);
+        o.n_threads = 2;
+        o.steps = 2;
+        o.validation = true;
+        ot_train_session *s = session(m, &d, &d, &o);
+        const ot_plan *vp = ot_train_validation_plan(s), *tp = ot_train_plan(s);
+        assert_non_null(vp); /* made with the session */
+        const ot_mem_category none[5] = {OT_MEM_PARAMS, OT_MEM_GRADIENTS, OT_MEM_OPT_STATE, OT_MEM_STATE, OT_MEM_CONSTANTS};
+        for (int c = 0; c < 5; c++) {
+            assert_int_equal(vp->total[none[c]], 0);
+            assert_int_equal(vp->at_peak[none[c]], 0);
+            assert_int_equal(vp->slab_bytes[none[c]], 0);
+        }
+        const ot_autodiff_result *ad = ot_train_autodiff(s);
+        for (int i = 0; i < ad->n_params; i++) assert_true(vp->values[ad->params[i]].external);
+        for (int i = 0; i < ad->n_state; i++) assert_true(vp->values[ad->state_values[i]].external);
+        assert_true(vp->external_bytes >= tp->total[OT_MEM_PARAMS] + tp->total[OT_MEM_STATE]);
+        assert_int_equal(vp->pinned_bytes, vp->slab_bytes[OT_MEM_IO]); /* the batch and the loss/output only */
+        ot_train_memory_summary ms;
+        ot_train_memory_info(s, &ms);
+        assert_int_equal(ms.val_peak, ot_plan_peak_bytes(vp));
+        ot_train_result r;
+        if (ot_train_run(s, &d, &d, NULL, &r, &err) != OT_OK) fail_msg("%s: %s", cases[k], err.msg);
+        assert_int_equal(r.val_planned_peak, ot_plan_peak_bytes(vp));
+        assert_int_equal(r.val_measured_peak, r.val_planned_peak);
+        assert_int_equal(r.measured_peak, r.planned_peak);
+        printf("%s: validation arena %zu bytes; reads %zu bytes of the training arena in place (params %zu, state %zu)\n",
+               cases[k], r.val_planned_peak, vp->external_bytes, tp->total[OT_MEM_PARAMS], tp->total[OT_MEM_STATE]);
+        ot_train_result_free(&r);
+        ot_train_session_free(s);
+        ot_dataset_free(&d);
+        ot_model_free(m);
+    }
+}
+
+/* A tinygpt session (batch 7, the CLI's default for its 7 samples) with `remat`,
+ * `budget` and validation or not. Returns its status; *train_peak and *val_peak when
+ * it was built, err->msg otherwise. */
+static ot_status budget_session_opt(const char *remat, int64_t budget, bool with_val, ot_optim_kind opt,
+                                    int64_t *train_peak, int64_t *val_peak, ot_error *err) {
+    ot_model *m = load_model("tinygpt.onnx");
+    ot_dataset d;
+    load_sample_data("tinygpt", &d);
+    ot_train_options o;
+    ot_train_options_default(&o);
+    o.n_threads = 2;
+    o.remat = remat;
+    o.memory_budget = budget;
+    o.validation = with_val;
+    ot_optim_config_default(&o.optim, opt);
+    ot_train_session *s = NULL;
+    ot_status st = ot_train_session_new(m, &o, &d, true, &s, err);
+    if (!st) {
+        ot_train_memory_summary ms;
+        ot_train_memory_info(s, &ms);
+        assert_int_equal(ms.train_peak, ot_plan_peak_bytes(ot_train_plan(s)));
+        const ot_train_remat_summary *rs = ot_train_remat_info(s);
+        if (rs->applied) assert_int_equal(rs->peak, ms.train_peak); /* remat measured exactly what runs */
+        assert_int_equal(ms.budget, budget);
+        assert_true(ms.val_in_budget == (with_val && budget > 0));
+        *train_peak = ms.train_peak;
+        *val_peak = ms.val_peak;
+    }
+    ot_train_session_free(s);
+    ot_dataset_free(&d);
+    ot_model_free(m);
+    return st;
+}
+
+static ot_status budget_session(const char *remat, int64_t budget, bool with_val, int64_t *train_peak,
+                                int64_t *val_peak, ot_error *err) {
+    return budget_session_opt(remat, budget, with_val, OT_OPTIM_SGD, train_peak, val_peak, err);
+}
+
+static void test_budget_covers_validation(void **state) {
+    (void)state;
+    ot_error err = {0};
+    int64_t p_none, p_all, v, t, v2, unused;
+    if (budget_session("none", 0, true, &p_none, &v, &err)) fail_msg("%s", err.msg);
+    if (budget_session("all", 0, false, &p_all, &unused, &err)) fail_msg("%s", err.msg);
+    assert_true(v > 0 && p_all + v < p_none); /* room for the cases below */
+
+    /* b1 holds the plain step alone, not with validation: auto must recompute more */
+    int64_t b1 = p_none + v / 2;
+    if (budget_session("auto", b1, false, &t, &unused, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(t, p_none);
+    if (budget_session("auto", b1, true, &t, &v2, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(v2, v);
+    assert_true(t + v <= b1);
+    assert_true(t < p_none);
+    printf("tinygpt --remat auto --memory-budget %lld: training step %lld bytes alone, %lld + validation %lld with it\n",
+           (long long)b1, (long long)p_none, (long long)t, (long long)v);
+
+    /* with Adam's two state values per param, still exact */
+    int64_t p_adam;
+    if (budget_session_opt("none", 0, true, OT_OPTIM_ADAM, &p_adam, &v2, &err)) fail_msg("%s", err.msg);
+    if (budget_session_opt("auto", p_adam + v / 2, true, OT_OPTIM_ADAM, &t, &v2, &err)) fail_msg("%s", err.msg);
+    assert_true(t + v <= p_adam + v / 2);
+
+    /* b2 holds the least-memory step, but not with validation */
+    int64_t b2 = p_all + v / 2;
+    if (budget_session("auto", b2, false, &t, &unused, &err)) fail_msg("%s", err.msg);
+    assert_true(t <= b2);
+    assert_int_equal(budget_session("auto", b2, true, &t, &unused, &err), OT_E_MEMORY);
+    char want[64];
+    snprintf(want, sizeof want, "the validation plan needs %lld bytes", (long long)v);
+    if (!strstr(err.msg, want) || !strstr(err.msg, "cannot hold a training step and validation"))
+        fail_msg("unexpected message: %s", err.msg);
+    snprintf(want, sizeof want, "%lld bytes", (long long)(p_all + v));
+    if (!strstr(err.msg, want)) fail_msg("the message does not state the least total %s: %s", want, err.msg);
+
+    /* a budget below the validation plan itself */
+    assert_int_equal(budget_session("auto", v / 2, true, &t, &unused, &err), OT_E_MEMORY);
+    if (!strstr(err.msg, "cannot even hold the validation plan")) fail_msg("unexpected message: %s", err.msg);
+
+    /* a fixed policy's check counts validation too */
+    if (budget_session("none", b1, false, &t, &unused, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(budget_session("none", b1, true, &t, &unused, &err), OT_E_MEMORY);
+    snprintf(want, sizeof want, "and validation %lld bytes", (long long)v);
+    if (!strstr(err.msg, want)) fail_msg("unexpected message: %s", err.msg);
+
+    /* the CLI: the summary says what the budget held; exit 9 when it cannot */
+    const char *data = "--input '" SAMPLES "tinygpt/input.npy' --labels '" SAMPLES "tinygpt/labels.npy' --val-input '" SAMPLES
+                       "tinygpt/input.npy' --val-labels '" SAMPLES "tinygpt/labels.npy'";
+    int rc = run_cli("'%s' train '%stinygpt.onnx' %s --steps 1 --threads 2 --remat auto --memory-budget %lld -o '%s/tuned.onnx'",
+                     BIN, SAMPLES, data, (long long)b1, TMP);
+    if (rc) fail_msg("train exited %d", rc);
+    cli_expect_in(TMP "/out.txt", "(--memory-budget) holds the training step");
+    cli_expect_in(TMP "/out.txt", "+ validation");
+    rc = run_cli("'%s' train '%stinygpt.onnx' %s --steps 1 --threads 2 --remat auto --memory-budget %lld -o '%s/tuned.onnx'",
+                 BIN, SAMPLES, data, (long long)b2, TMP);
+    assert_int_equal(rc, 9);
+    cli_expect_in(TMP "/out.txt", "cannot hold a training step and validation");
+    remove(TMP "/tuned.onnx");
 }
 
 /* ---- the CUDA backend ---------------------------------------------------------------- */
@@ -436,7 +597,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resnet_matches_pytorch_eval), cmocka_unit_test(test_mobilenet_matches_pytorch_eval),
         cmocka_unit_test(test_after_training_equals_tuned_model), cmocka_unit_test(test_tinygpt_dropout_off),
-        cmocka_unit_test(test_validation_changes_nothing),   cmocka_unit_test(test_eval_cli_modes),
+        cmocka_unit_test(test_validation_changes_nothing),   cmocka_unit_test(test_params_not_duplicated),
+        cmocka_unit_test(test_budget_covers_validation),     cmocka_unit_test(test_eval_cli_modes),
         cmocka_unit_test(test_train_cli_validation), cmocka_unit_test(test_cuda_matches_cpu),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
