@@ -79,6 +79,28 @@ static bool inputs_constant(const ot_graph *g, const ot_node *n) {
     return true;
 }
 
+/* Frees the data of n's inputs that folding left unread: intermediate results of a folded
+ * chain (the 4 MB causal-mask slices of each GPT-2 block once the batch is bound) would
+ * otherwise stay in memory for nothing. Only values nothing can read again qualify: no
+ * consumer and no producer, not a graph output, and not an initializer (the exporter
+ * writes those from their data); a Constant node's value is written from the proto. */
+static void drop_dead_inputs(ot_graph *g, const ot_node *n) {
+    for (int i = 0; i < n->n_inputs; i++) {
+        int v = n->inputs[i];
+        if (v < 0) continue;
+        ot_value *val = &g->values[v];
+        if (val->kind != OT_VK_CONSTANT || val->init_index >= 0 || val->n_consumers || val->producer >= 0 ||
+            val->is_graph_output)
+            continue;
+        bool listed = false;
+        for (int k = 0; k < g->n_outputs && !listed; k++) listed = g->outputs[k] == v;
+        if (listed) continue;
+        free(val->data);
+        val->data = NULL;
+        val->nbytes = 0;
+    }
+}
+
 ot_status ot_fold_node(ot_graph *g, int id, bool *folded, ot_error *err) {
     ot_node *n = &g->nodes[id];
     ot_tensor *in = NULL, *out = NULL;
@@ -141,17 +163,18 @@ ot_status ot_fold_node(ot_graph *g, int id, bool *folded, ot_error *err) {
         ok = ot_cpu_run_node(n, in, out, &kctx, &kerr) == OT_OK;
     }
     if (!ok) goto fail; /* not foldable now: stays a node, st is OT_OK */
+    /* The values take the kernel's buffers rather than copies. */
     for (int o = 0; o < n->n_outputs; o++) {
         if (n->outputs[o] < 0) continue;
         ot_value *v = &g->values[n->outputs[o]];
-        if (ot_value_set_data(v, out[o].data, out[o].nbytes)) {
-            st = ot_fail(err, OT_E_MEMORY, "out of memory folding node '%s'", ot_shape_node_label(n));
-            goto fail;
-        }
+        free(v->data);
+        v->data = out[o].data;
+        v->nbytes = out[o].nbytes;
+        out[o].data = NULL;
+        v->kind = OT_VK_CONSTANT;
     }
-    for (int o = 0; o < n->n_outputs; o++)
-        if (n->outputs[o] >= 0) g->values[n->outputs[o]].kind = OT_VK_CONSTANT;
     ot_graph_remove_node(g, id);
+    drop_dead_inputs(g, n);
     *folded = true;
 fail:
     for (int o = 0; out && o < n->n_outputs; o++) free(out[o].data);

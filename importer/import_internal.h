@@ -1,5 +1,5 @@
-/* import_internal.h — declarations shared by the importer's own files (load, tensor,
- * external data, attribute checks, normalisation, export). Only importer/ includes
+/* import_internal.h — declarations shared by the importer's own files (load, source,
+ * skeleton, tensor, external data, attribute checks, normalisation, export). Only importer/ includes
  * this header: it exposes the protobuf-c types that the rest of onnxtrain never sees. */
 #ifndef OT_IMPORT_INTERNAL_H
 #define OT_IMPORT_INTERNAL_H
@@ -12,9 +12,54 @@
  * us ask the allocator for exabytes. */
 #define OT_MAX_TENSOR_BYTES (((uint64_t)1) << 34)
 
+/* Protobuf cannot encode or decode a message over 2 GiB, so no ONNX file (or serialized
+ * TensorProto) is larger; weights beyond that live in external data files. */
+#define OT_MAX_PROTO_FILE_BYTES ((uint64_t)INT32_MAX)
+/* OT_E_PARSE saying path is over that limit. */
+ot_status ot_imp_too_big_for_protobuf(const char *path, ot_error *err);
+
 /* Reads a whole file into a malloc'd buffer (NUL-terminated for convenience).
  * Missing/unreadable: OT_E_IO naming the path. */
 ot_status ot_imp_read_file(const char *path, uint8_t **data, size_t *size, ot_error *err);
+
+/* The bytes of a model being loaded (source.c): a caller's buffer, or a regular file read
+ * by offset and never whole. Not thread-safe (a file source has one read-ahead window). */
+typedef struct ot_imp_src {
+    const uint8_t *mem; /* the bytes of a memory source */
+    int fd;             /* the file of a file source; -1 for a memory source */
+    uint64_t size;
+    const char *name;   /* for messages; not owned */
+    uint8_t *win;       /* a file source's read-ahead window for ot_imp_src_peek */
+    uint64_t win_off;
+    size_t win_len;
+} ot_imp_src;
+void ot_imp_src_memory(ot_imp_src *s, const void *data, size_t size, const char *name);
+/* Opens a regular file of at most OT_MAX_PROTO_FILE_BYTES; OT_E_IO or OT_E_PARSE naming path. */
+ot_status ot_imp_src_open(ot_imp_src *s, const char *path, ot_error *err);
+void ot_imp_src_close(ot_imp_src *s);
+/* Exactly n bytes at off into dst; a file that became shorter is OT_E_IO. */
+ot_status ot_imp_src_read(ot_imp_src *s, uint64_t off, void *dst, size_t n, ot_error *err);
+/* *p points at the bytes from off on, *avail of them (at least min(want, what is left)
+ * when the window allows; 0 at the end); valid until the next call. */
+ot_status ot_imp_src_peek(ot_imp_src *s, uint64_t off, size_t want, const uint8_t **p, size_t *avail, ot_error *err);
+/* The whole source in a malloc'd, NUL-terminated buffer. */
+ot_status ot_imp_src_read_all(ot_imp_src *s, uint8_t **data, ot_error *err);
+
+/* Where the raw_data of one initializer of the main graph lies in the source, when the
+ * skeleton left it out (present); see skeleton.c. */
+typedef struct ot_imp_raw_ref {
+    uint64_t offset, len;
+    bool present;
+} ot_imp_raw_ref;
+/* Writes the ModelProto in src without its graph's initializer payloads into *skel
+ * (malloc'd) and their places into *refs (malloc'd, one per graph.initializer, in
+ * order). Unusual bytes leave *skel NULL with OT_OK: unpack the whole source then. */
+ot_status ot_imp_skeleton(ot_imp_src *src, uint8_t **skel, size_t *skel_len, ot_imp_raw_ref **refs, size_t *n_refs,
+                          ot_error *err);
+/* ot_tensor_from_proto for a TensorProto whose raw_data the skeleton left out: raw
+ * (when present) stands for it and its bytes are read from src into the new tensor. */
+ot_status ot_imp_tensor_from_proto(const Onnx__TensorProto *t, const char *model_dir, ot_imp_src *src,
+                                   const ot_imp_raw_ref *raw, ot_tensor **out, ot_error *err);
 
 /* Name of an ONNX TensorProto.DataType code, including ones onnxtrain lacks. */
 const char *ot_imp_onnx_dtype_name(int32_t code);

@@ -1,7 +1,9 @@
-/* load.c — ONNX ModelProto → IR graph: reads and unpacks the file, turns graph inputs,
- * initializers, Constant nodes, nodes, value_info and outputs into IR values and
- * nodes, collects every unsupported op at once, then normalises, verifies and
- * shape-infers. The unpacked proto is kept in the model for the exporter. */
+/* load.c — ONNX ModelProto → IR graph: unpacks the model's skeleton (skeleton.c: the
+ * proto without its initializers' payloads), turns graph inputs, initializers (their
+ * bytes read from the file straight into the IR), Constant nodes, nodes, value_info
+ * and outputs into IR values and nodes, collects every unsupported op at once, then
+ * normalises, verifies and shape-infers. The unpacked proto is kept in the model for
+ * the exporter, without the initializer data the IR holds. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +60,8 @@ typedef struct load_ctx {
     ot_graph *g;
     name_map names;
     Onnx__GraphProto *gp;
+    ot_imp_src *src;             /* the model's bytes */
+    const ot_imp_raw_ref *refs;  /* per initializer, its raw_data left out of gp; NULL: none was */
 } load_ctx;
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
@@ -185,6 +189,23 @@ static void drop_proto_data(Onnx__TensorProto *t) {
     t->n_double_data = 0;
 }
 
+/* Puts back the raw_data the skeleton left out of an initializer that stays in the proto
+ * (a dtype onnxtrain lacks): the exporter writes those from the proto. */
+static ot_status restore_raw(load_ctx *c, Onnx__TensorProto *tp, const ot_imp_raw_ref *ref, ot_error *err) {
+    /* malloc, as protobuf-c's default allocator, which frees it with the proto */
+    uint8_t *p = malloc(ref->len ? (size_t)ref->len : 1);
+    if (!p) return ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+    ot_status st = ot_imp_src_read(c->src, ref->offset, p, (size_t)ref->len, err);
+    if (st) {
+        free(p);
+        return st;
+    }
+    tp->has_raw_data = 1;
+    tp->raw_data.data = p;
+    tp->raw_data.len = (size_t)ref->len;
+    return OT_OK;
+}
+
 static ot_status build_graph(load_ctx *c, ot_model *m, ot_error *err) {
     Onnx__GraphProto *gp = c->gp;
     ot_graph *g = c->g;
@@ -217,7 +238,8 @@ static ot_status build_graph(load_ctx *c, ot_model *m, ot_error *err) {
 
     /* Initializers: params (floating point), BN running statistics (state), constants. */
     for (size_t i = 0; i < gp->n_initializer; i++) {
-        const Onnx__TensorProto *tp = gp->initializer[i];
+        Onnx__TensorProto *tp = gp->initializer[i];
+        const ot_imp_raw_ref *ref = c->refs ? &c->refs[i] : NULL;
         const char *tn = tp->name ? tp->name : "";
         if (!tn[0]) {
             st = ot_fail(err, OT_E_MODEL, "%s: initializer #%zu has no name", c->file, i);
@@ -234,6 +256,7 @@ static ot_status build_graph(load_ctx *c, ot_model *m, ot_error *err) {
             snprintf(what, sizeof what, "initializer dtype %s", ot_imp_onnx_dtype_name(tp->data_type));
             st = ot_imp_note_unsupported(m, what, tn, OT_UNSUP_INIT_DTYPE, err);
             if (st) goto fail;
+            if (ref && ref->present && (st = restore_raw(c, tp, ref, err))) goto fail;
             int id = add_named_value(c, tn, OT_UNDEFINED, NULL, OT_VK_CONSTANT);
             if (id < 0) {
                 st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
@@ -243,7 +266,7 @@ static ot_status build_graph(load_ctx *c, ot_model *m, ot_error *err) {
             continue;
         }
         ot_tensor *t = NULL;
-        st = ot_tensor_from_proto(tp, c->dir, &t, err);
+        st = ot_imp_tensor_from_proto(tp, c->dir, c->src, ref, &t, err);
         if (st) {
             ot_error_prefix(err, "%s: initializer: ", c->file);
             goto fail;
@@ -259,7 +282,7 @@ static ot_status build_graph(load_ctx *c, ot_model *m, ot_error *err) {
             v->nbytes = t->nbytes;
             v->init_index = (int)i;
             t->data = NULL;
-            drop_proto_data(gp->initializer[i]);
+            drop_proto_data(tp);
         }
         ot_tensor_free(t);
         if (id < 0 || set_doc(&g->values[id], tp->doc_string)) {
@@ -463,29 +486,58 @@ void ot_model_free(ot_model *m) {
     free(m);
 }
 
-/* Loads from bytes; when owned_buf is set it is freed as soon as the proto is
- * unpacked, so a large model's file bytes and its IR copy do not coexist. */
-static ot_status load_impl(const void *data, size_t size, uint8_t *owned_buf, const char *name, const char *dir,
-                           const ot_import_options *opt, ot_model **out, ot_error *err) {
+/* Unpacks the model in src: its skeleton when the scan allows (*refs then says where
+ * each initializer's raw_data lies), else all of its bytes (*refs NULL). */
+static ot_status unpack_model(ot_imp_src *src, Onnx__ModelProto **out, ot_imp_raw_ref **refs, ot_error *err) {
+    *out = NULL;
+    *refs = NULL;
+    uint8_t *skel = NULL, *whole = NULL;
+    size_t skel_len = 0, n_refs = 0;
+    ot_status st = ot_imp_skeleton(src, &skel, &skel_len, refs, &n_refs, err);
+    if (st) return st;
+    if (skel) {
+        Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, skel_len, skel);
+        free(skel);
+        if (mp && (mp->graph ? mp->graph->n_initializer == n_refs : n_refs == 0)) {
+            *out = mp;
+            return OT_OK;
+        }
+        /* Not expected; protobuf-c then judges the whole bytes, so the outcome is its own. */
+        if (mp) onnx__model_proto__free_unpacked(mp, NULL);
+        free(*refs);
+        *refs = NULL;
+    }
+    const uint8_t *bytes = src->mem;
+    if (src->fd >= 0) {
+        if ((st = ot_imp_src_read_all(src, &whole, err))) return st;
+        bytes = whole;
+    }
+    *out = onnx__model_proto__unpack(NULL, (size_t)src->size, bytes);
+    free(whole);
+    return OT_OK;
+}
+
+static ot_status load_impl(ot_imp_src *src, const char *name, const char *dir, const ot_import_options *opt,
+                           ot_model **out, ot_error *err) {
     static const ot_import_options defaults = {0};
     if (!opt) opt = &defaults;
     *out = NULL;
     const char *file = name ? name : "<memory>";
     load_ctx c = {0};
+    ot_imp_raw_ref *refs = NULL;
     ot_status st = OT_OK;
     ot_model *m = calloc(1, sizeof *m);
     if (!m || !(m->path = ot_strdup(file)) || (dir && !(m->dir = ot_strdup(dir)))) {
         st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", file);
         goto fail;
     }
-    if (size == 0) {
+    if (src->size == 0) {
         st = ot_fail(err, OT_E_PARSE, "%s: empty file, not an ONNX model", file);
         goto fail;
     }
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
+    Onnx__ModelProto *mp = NULL;
+    if ((st = unpack_model(src, &mp, &refs, err))) goto fail;
     m->proto = mp;
-    free(owned_buf);
-    owned_buf = NULL;
     /* Random bytes occasionally decode as some protobuf: a model has a graph. */
     if (!mp || !mp->graph) {
         st = ot_fail(err, OT_E_PARSE, "%s: not an ONNX model (%s)", file,
@@ -507,6 +559,8 @@ static ot_status load_impl(const void *data, size_t size, uint8_t *owned_buf, co
     c.file = file;
     c.dir = dir;
     c.gp = mp->graph;
+    c.src = src;
+    c.refs = refs;
     c.g = m->graph = ot_graph_new(mp->graph->name);
     if (!c.g) {
         st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", file);
@@ -515,6 +569,10 @@ static ot_status load_impl(const void *data, size_t size, uint8_t *owned_buf, co
     c.g->opset = m->opset;
     st = build_graph(&c, m, err);
     if (st) goto fail;
+    /* the IR holds every payload now */
+    free(refs);
+    refs = NULL;
+    c.refs = NULL;
 
     if (m->n_unsupported && !opt->allow_unsupported) {
         char *list = ot_model_unsupported_str(m);
@@ -560,7 +618,7 @@ static ot_status load_impl(const void *data, size_t size, uint8_t *owned_buf, co
     *out = m;
     return OT_OK;
 fail:
-    free(owned_buf);
+    free(refs);
     map_free(&c.names);
     ot_model_free(m);
     return st;
@@ -568,7 +626,9 @@ fail:
 
 ot_status ot_model_load_buffer(const void *data, size_t size, const char *name, const char *dir,
                                const ot_import_options *opt, ot_model **out, ot_error *err) {
-    return load_impl(data, size, NULL, name, dir, opt, out, err);
+    ot_imp_src src;
+    ot_imp_src_memory(&src, data, size, name ? name : "<memory>");
+    return load_impl(&src, name, dir, opt, out, err);
 }
 
 static char *dir_of(const char *path) {
@@ -586,19 +646,13 @@ static char *dir_of(const char *path) {
 
 ot_status ot_model_load(const char *path, const ot_import_options *opt, ot_model **out, ot_error *err) {
     *out = NULL;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    char *dir = NULL;
-    ot_status st = ot_imp_read_file(path, &buf, &len, err);
+    ot_imp_src src;
+    ot_status st = ot_imp_src_open(&src, path, err);
     if (st) return st;
-    if (!(dir = dir_of(path))) {
-        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
-        goto fail;
-    }
-    st = load_impl(buf, len, buf, path, dir, opt, out, err);
-    buf = NULL; /* load_impl frees it */
-fail:
-    free(buf);
+    char *dir = dir_of(path);
+    if (!dir) st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
+    else st = load_impl(&src, path, dir, opt, out, err);
+    ot_imp_src_close(&src);
     free(dir);
     return st;
 }

@@ -3,10 +3,8 @@
  * onnxtrain supports, always producing little-endian contiguous data in the tensor's
  * own dtype. Also reads standalone serialized TensorProto files (backend tests'
  * input_0.pb). */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "import_internal.h"
 
@@ -125,7 +123,7 @@ static size_t typed_count(const Onnx__TensorProto *t, ot_dtype dt, const char **
  * not make us allocate 8 GB first (found by fuzz/fuzz_model). External data is sized
  * from the file without reading it. */
 static ot_status check_source_size(const Onnx__TensorProto *t, const char *tname, const char *model_dir, ot_dtype dt,
-                                   uint64_t numel, uint64_t nbytes, ot_error *err) {
+                                   bool has_raw, uint64_t raw_len, uint64_t numel, uint64_t nbytes, ot_error *err) {
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         uint64_t have = 0;
         ot_status st = ot_imp_external_size(t, tname, model_dir, &have, err);
@@ -141,10 +139,10 @@ static ot_status check_source_size(const Onnx__TensorProto *t, const char *tname
         }
         return OT_OK;
     }
-    if (t->has_raw_data && (t->raw_data.len > 0 || numel == 0)) {
-        if (t->raw_data.len != nbytes)
-            return ot_fail(err, OT_E_MODEL, "tensor '%s': raw_data has %zu bytes but its dims and dtype (%s) need %llu",
-                           tname, t->raw_data.len, ot_dtype_name(dt), (unsigned long long)nbytes);
+    if (has_raw && (raw_len > 0 || numel == 0)) {
+        if (raw_len != nbytes)
+            return ot_fail(err, OT_E_MODEL, "tensor '%s': raw_data has %llu bytes but its dims and dtype (%s) need %llu",
+                           tname, (unsigned long long)raw_len, ot_dtype_name(dt), (unsigned long long)nbytes);
         return OT_OK;
     }
     const char *field = "";
@@ -154,8 +152,16 @@ static ot_status check_source_size(const Onnx__TensorProto *t, const char *tname
 }
 
 ot_status ot_tensor_from_proto(const void *tensor_proto, const char *model_dir, ot_tensor **out, ot_error *err) {
-    const Onnx__TensorProto *t = tensor_proto;
+    return ot_imp_tensor_from_proto(tensor_proto, model_dir, NULL, NULL, out, err);
+}
+
+ot_status ot_imp_tensor_from_proto(const Onnx__TensorProto *t, const char *model_dir, ot_imp_src *src,
+                                   const ot_imp_raw_ref *raw, ot_tensor **out, ot_error *err) {
     *out = NULL;
+    /* raw_data as the skeleton recorded it, or as the proto holds it */
+    bool elided = raw && raw->present;
+    bool has_raw = elided || t->has_raw_data;
+    uint64_t raw_len = elided ? raw->len : t->raw_data.len;
     const char *tname = (t->name && t->name[0]) ? t->name : "<unnamed>";
     ot_tensor *res = NULL;
     ot_shape shape;
@@ -167,7 +173,7 @@ ot_status ot_tensor_from_proto(const void *tensor_proto, const char *model_dir, 
         goto fail;
     }
     ot_dtype dt = (ot_dtype)t->data_type;
-    st = check_source_size(t, tname, model_dir, dt, numel, nbytes, err);
+    st = check_source_size(t, tname, model_dir, dt, has_raw, raw_len, numel, nbytes, err);
     if (st) goto fail;
     res = calloc(1, sizeof *res);
     if (!res || !(res->data = malloc(nbytes ? (size_t)nbytes : 1))) {
@@ -181,13 +187,17 @@ ot_status ot_tensor_from_proto(const void *tensor_proto, const char *model_dir, 
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         st = ot_imp_external_read(t, tname, model_dir, res->data, res->nbytes, err);
         if (st) goto fail;
-    } else if (t->has_raw_data && (t->raw_data.len > 0 || numel == 0)) {
-        if (t->raw_data.len != nbytes) {
-            st = ot_fail(err, OT_E_MODEL, "tensor '%s': raw_data has %zu bytes but its dims and dtype (%s) need %llu",
-                         tname, t->raw_data.len, ot_dtype_name(dt), (unsigned long long)nbytes);
-            goto fail;
+    } else if (has_raw && (raw_len > 0 || numel == 0)) {
+        /* check_source_size has checked raw_len == nbytes */
+        if (elided) {
+            st = ot_imp_src_read(src, raw->offset, res->data, (size_t)nbytes, err);
+            if (st) {
+                ot_error_prefix(err, "tensor '%s': ", tname);
+                goto fail;
+            }
+        } else if (nbytes) {
+            memcpy(res->data, t->raw_data.data, (size_t)nbytes);
         }
-        if (nbytes) memcpy(res->data, t->raw_data.data, (size_t)nbytes);
         if (dt == OT_BOOL)
             for (uint64_t i = 0; i < numel; i++) ((uint8_t *)res->data)[i] = ((uint8_t *)res->data)[i] != 0;
     } else {
@@ -201,11 +211,7 @@ fail:
     return st;
 }
 
-/* Protobuf cannot encode or decode a message over 2 GiB, so no ONNX file (or serialized
- * TensorProto) is larger; weights beyond that live in external data files. */
-#define OT_MAX_PROTO_FILE_BYTES ((uint64_t)INT32_MAX)
-
-static ot_status too_big_for_protobuf(const char *path, ot_error *err) {
+ot_status ot_imp_too_big_for_protobuf(const char *path, ot_error *err) {
     return ot_fail(err, OT_E_PARSE,
                    "%s: larger than 2 GiB, protobuf's limit for one message: not an ONNX model (large weights belong "
                    "in external data files)",
@@ -215,61 +221,12 @@ static ot_status too_big_for_protobuf(const char *path, ot_error *err) {
 ot_status ot_imp_read_file(const char *path, uint8_t **data, size_t *size, ot_error *err) {
     *data = NULL;
     *size = 0;
-    uint8_t *buf = NULL;
-    size_t len = 0, cap = 0;
-    ot_status st = OT_OK;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ot_fail(err, OT_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    /* Size the buffer from the file so a large model is not copied while growing. */
-    struct stat sb;
-    /* Devices and pipes are refused, as the .npy reader does: /dev/zero has no end. */
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = ot_fail(err, OT_E_IO, "%s: not a regular file", path);
-        goto fail;
-    }
-    if ((uint64_t)sb.st_size > OT_MAX_PROTO_FILE_BYTES) {
-        st = too_big_for_protobuf(path, err);
-        goto fail;
-    }
-    if (sb.st_size > 0) {
-        cap = (size_t)sb.st_size + 1; /* +1: the read that sees end of file */
-        if (!(buf = malloc(cap + 1))) {
-            st = ot_fail(err, OT_E_MEMORY, "%s: out of memory for %zu bytes", path, cap);
-            goto fail;
-        }
-    }
-    for (;;) {
-        /* A file that grows while we read it must not make us read until memory runs out. */
-        if (len > OT_MAX_PROTO_FILE_BYTES) {
-            st = too_big_for_protobuf(path, err);
-            goto fail;
-        }
-        if (cap == len) {
-            size_t ncap = cap ? cap * 2 : 1 << 20;
-            uint8_t *nb = realloc(buf, ncap + 1);
-            if (!nb) {
-                st = ot_fail(err, OT_E_MEMORY, "%s: out of memory reading the file", path);
-                goto fail;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        st = ot_fail(err, OT_E_IO, "%s: read error: %s", path, strerror(errno));
-        goto fail;
-    }
-    fclose(f);
-    buf[len] = 0;
-    *data = buf;
-    *size = len;
-    return OT_OK;
-fail:
-    fclose(f);
-    free(buf);
+    ot_imp_src src;
+    ot_status st = ot_imp_src_open(&src, path, err);
+    if (st) return st;
+    st = ot_imp_src_read_all(&src, data, err);
+    if (!st) *size = (size_t)src.size;
+    ot_imp_src_close(&src);
     return st;
 }
 
