@@ -1,6 +1,7 @@
 /* cpu_common.c — helpers shared by the CPU kernels: thread counts, broadcasting,
  * dtype loads, float16/bfloat16 conversion, pool/conv window geometry. */
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/half_float.h"
 
 #include <math.h>
 #include <omp.h>
@@ -105,61 +106,11 @@ void ot_cpu_bcast_row(const ot_cpu_bcast *b, int64_t row, int64_t *off) {
 
 /* ---- dtypes ----------------------------------------------------------------- */
 
-float ot_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31;
-    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else { /* subnormal: renormalise */
-            int e = -1;
-            do {
-                e++;
-                man <<= 1;
-            } while (!(man & 0x400));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-uint16_t ot_f32_to_f16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000;
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* overflow after rounding */
-    if (ax < 0x38800000u) {                                   /* subnormal or zero in half */
-        float a;
-        memcpy(&a, &ax, 4);
-        /* scale so the half subnormal step (2^-24) becomes 1, round to nearest even */
-        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
-    }
-    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1); /* round to nearest even on bit 13 */
-    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
-
-float ot_bf16_to_f32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-uint16_t ot_f32_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
-    x += 0x7fffu + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
+/* The conversions themselves are in kernels/half_float.h, shared with CUDA. */
+float ot_f16_to_f32(uint16_t h) { return ot_hf_f16_to_f32(h); }
+uint16_t ot_f32_to_f16(float f) { return ot_hf_f32_to_f16(f); }
+float ot_bf16_to_f32(uint16_t h) { return ot_hf_bf16_to_f32(h); }
+uint16_t ot_f32_to_bf16(float f) { return ot_hf_f32_to_bf16(f); }
 
 bool ot_cpu_is_int_dtype(ot_dtype t) {
     return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8 || t == OT_BOOL;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_device.cuh"
+#include "kernels/half_float.h"
 
 static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
     return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
@@ -550,66 +551,7 @@ OT_CUDA_KERNEL(ot_cuda_copy_view) {
 
 /* ---- Cast ---------------------------------------------------------------------- */
 
-/* float16 / bfloat16 conversions, bit for bit those of kernels/cpu/cpu_common.c
- * (round to nearest even, NaN stays a quiet NaN, overflow to infinity, half
- * subnormals by scaling), written once for host and device. */
-__host__ __device__ __forceinline__ uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-__host__ __device__ __forceinline__ float f32_from(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-__host__ __device__ __forceinline__ float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31;
-    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else { /* subnormal: renormalise */
-            int e = -1;
-            do {
-                e++;
-                man <<= 1;
-            } while (!(man & 0x400));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    return f32_from(bits);
-}
-
-__host__ __device__ __forceinline__ uint16_t f32_to_f16(float f) {
-    uint32_t x = f32_bits(f);
-    uint32_t sign = (x >> 16) & 0x8000;
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* overflow after rounding */
-    if (ax < 0x38800000u) {                                   /* subnormal or zero in half */
-        /* the half subnormal step (2^-24) scaled to 1, rounded to nearest even (rintf
-         * in the default rounding mode, as the CPU's lrintf) */
-        return (uint16_t)(sign | (uint32_t)rintf(f32_from(ax) * 16777216.0f));
-    }
-    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1); /* round to nearest even on bit 13 */
-    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
-
-__host__ __device__ __forceinline__ float bf16_to_f32(uint16_t h) { return f32_from((uint32_t)h << 16); }
-
-__host__ __device__ __forceinline__ uint16_t f32_to_bf16(float f) {
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
-    x += 0x7fffu + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
-
+/* float16 / bfloat16 conversions: kernels/half_float.h, the CPU backend's too. */
 /* Cast through double (floats) or int64 (integers), as cpu_shape_ops.c does:
  * float -> int truncates toward zero, NaN gives 0, out of range saturates; anything
  * -> float16 / bfloat16 goes through float first. */
@@ -620,8 +562,8 @@ __host__ __device__ __forceinline__ double load_d(int t, const void *p, int64_t 
     switch (t) {
     case OT_F32: return ((const float *)p)[i];
     case OT_F64: return ((const double *)p)[i];
-    case OT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-    default: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case OT_F16: return ot_hf_f16_to_f32(((const uint16_t *)p)[i]);
+    default: return ot_hf_bf16_to_f32(((const uint16_t *)p)[i]);
     }
 }
 __host__ __device__ __forceinline__ int64_t load_i(int t, const void *p, int64_t i) {
@@ -637,8 +579,8 @@ __host__ __device__ __forceinline__ void store_i(int t, void *p, int64_t i, int6
     switch (t) {
     case OT_F32: ((float *)p)[i] = (float)v; break;
     case OT_F64: ((double *)p)[i] = (double)v; break;
-    case OT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
-    case OT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case OT_F16: ((uint16_t *)p)[i] = ot_hf_f32_to_f16((float)v); break;
+    case OT_BF16: ((uint16_t *)p)[i] = ot_hf_f32_to_bf16((float)v); break;
     case OT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     case OT_I64: ((int64_t *)p)[i] = v; break;
     case OT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
@@ -650,8 +592,8 @@ __host__ __device__ __forceinline__ void store_d(int t, void *p, int64_t i, doub
     switch (t) {
     case OT_F32: ((float *)p)[i] = (float)v; break;
     case OT_F64: ((double *)p)[i] = v; break;
-    case OT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
-    case OT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case OT_F16: ((uint16_t *)p)[i] = ot_hf_f32_to_f16((float)v); break;
+    case OT_BF16: ((uint16_t *)p)[i] = ot_hf_f32_to_bf16((float)v); break;
     case OT_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
     default: {
         int64_t iv = isnan(v) ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX
