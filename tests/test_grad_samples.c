@@ -31,6 +31,7 @@
 #include "ref_eval.h"
 #include "runtime/executor.h"
 #include "runtime/npy.h"
+#include "test_files.h"
 
 #define SAMPLES OT_SOURCE_DIR "/samples/"
 #define LOSS_TOL 1e-5
@@ -77,14 +78,7 @@ static int index_entries(const char *dir, const char *index) {
     return entries;
 }
 
-static ot_tensor *read_npy(const char *dir, const char *file) {
-    char path[1024];
-    snprintf(path, sizeof path, SAMPLES "%s/%s", dir, file);
-    ot_tensor *t = NULL;
-    ot_error err = {0};
-    if (ot_npy_read(path, &t, &err) != OT_OK) fail_msg("%s", err.msg);
-    return t;
-}
+static ot_tensor *read_npy(const char *dir, const char *file) { return test_npy(SAMPLES "%s/%s", dir, file); }
 
 static double l2(const float *a, int64_t n) {
     double s = 0;

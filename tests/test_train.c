@@ -17,6 +17,7 @@
 #include "importer/importer.h"
 #include "runtime/npy.h"
 #include "runtime/train.h"
+#include "test_files.h"
 
 #define SAMPLES OT_SOURCE_DIR "/samples/"
 
@@ -33,24 +34,9 @@ static const sample samples[] = {
     {"chain48.onnx", "chain48"},
 };
 
-static ot_tensor *read_npy(const char *dir, const char *file) {
-    char path[1024];
-    snprintf(path, sizeof path, SAMPLES "%s/%s", dir, file);
-    ot_tensor *t = NULL;
-    ot_error err = {0};
-    if (ot_npy_read(path, &t, &err) != OT_OK) fail_msg("%s", err.msg);
-    return t;
-}
+static ot_tensor *read_npy(const char *dir, const char *file) { return test_npy(SAMPLES "%s/%s", dir, file); }
 
-static ot_model *load_model(const char *file) {
-    char path[1024];
-    snprintf(path, sizeof path, SAMPLES "%s", file);
-    ot_model *m = NULL;
-    ot_error err = {0};
-    ot_import_options io = {0};
-    if (ot_model_load(path, &io, &m, &err) != OT_OK) fail_msg("%s", err.msg);
-    return m;
-}
+static ot_model *load_model(const char *file) { return test_model(SAMPLES "%s", file); }
 
 /* input.npy (positional) + labels.npy as a dataset; labels may be replaced. */
 static void load_data(const char *dir, ot_dataset *d, ot_tensor *labels_override) {

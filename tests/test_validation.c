@@ -33,6 +33,7 @@
 #include "runtime/executor.h"
 #include "runtime/npy.h"
 #include "runtime/train.h"
+#include "test_files.h"
 
 #define SAMPLES OT_SOURCE_DIR "/samples/"
 #define FIXTURES OT_SOURCE_DIR "/tests/fixtures/validation/"
@@ -40,22 +41,9 @@
 #define BIN OT_BINARY_DIR "/onnxtrain"
 #define run_cli(...) cli_run(TMP "/out.txt", __VA_ARGS__)
 
-static ot_tensor *read_npy(const char *path) {
-    ot_tensor *t = NULL;
-    ot_error err = {0};
-    if (ot_npy_read(path, &t, &err) != OT_OK) fail_msg("%s", err.msg);
-    return t;
-}
+static ot_tensor *read_npy(const char *path) { return test_npy("%s", path); }
 
-static ot_model *load_model(const char *file) {
-    char path[1024];
-    snprintf(path, sizeof path, SAMPLES "%s", file);
-    ot_model *m = NULL;
-    ot_error err = {0};
-    ot_import_options io = {0};
-    if (ot_model_load(path, &io, &m, &err) != OT_OK) fail_msg("%s", err.msg);
-    return m;
-}
+static ot_model *load_model(const char *file) { return test_model(SAMPLES "%s", file); }
 
 /* FILE (input, positional) + LABELS as a dataset. */
 static void load_data(const char *input, const char *labels, ot_dataset *d) {
