@@ -135,7 +135,9 @@ static ot_status load_bound(const eval_opts *o, const char *batch_sym, int64_t b
 static ot_status make_executor(const eval_opts *o, ot_model *m, ot_backend *be, ot_executor **ex, ot_error *err) {
     ot_status st = ot_graph_require_static(m->graph, err);
     if (st) return st;
-    ot_exec_options eo = {.n_threads = o->args.n_threads, .seed = o->args.seed};
+    /* Nothing reads the model's weights after this (eval writes no model): the
+     * executor's arena keeps the only copy. */
+    ot_exec_options eo = {.n_threads = o->args.n_threads, .seed = o->args.seed, .release_host_data = true};
     return ot_executor_new(m->graph, be, &eo, ex, err);
 }
 

@@ -165,7 +165,8 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
     ot_status st = OT_OK;
     ot_remat_session *s0 = NULL, *s1 = NULL;
     ot_plan *p0 = NULL, *p1 = NULL;
-    ot_remat_session_options so = {.memory_budget = o->budget, .batch_size = o->batch};
+    /* plan_only: nothing here runs, so the weights are never loaded */
+    ot_remat_session_options so = {.memory_budget = o->budget, .batch_size = o->batch, .plan_only = true};
     if ((st = ot_loss_kind_parse(o->loss ? o->loss : "cross-entropy", &so.loss.kind, err))) goto fail;
     so.loss.class_axis = -1;
     const char *policy = o->remat ? o->remat : "auto";

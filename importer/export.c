@@ -2,7 +2,9 @@
  * strings exactly as loaded, with each initializer's data replaced by the current
  * data of its IR value (trained params, updated BatchNorm statistics). Externally
  * stored initializers are written inline. The file appears atomically: written to a
- * temporary name in the same folder, fsync'd, then renamed. */
+ * temporary name in the same folder, fsync'd, then renamed. The proto is packed
+ * straight into the file through a small buffer, not into one buffer of the model's
+ * size: the weights are then held once (in the IR) while they are written, not twice. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,39 @@ static ot_status write_all(int fd, const uint8_t *p, size_t n, const char *tmp, 
         n -= (size_t)w;
     }
     return OT_OK;
+}
+
+/* protobuf-c's append-only output, writing to the temporary file in chunks of
+ * OT_EXPORT_CHUNK bytes; a write error is kept and later appends do nothing. */
+#define OT_EXPORT_CHUNK ((size_t)1 << 20)
+
+typedef struct file_sink {
+    ProtobufCBuffer base; /* first: protobuf-c hands back this pointer */
+    int fd;
+    const char *tmp;
+    uint8_t *buf;
+    size_t len;
+    uint64_t written;
+    ot_status st;
+    ot_error *err;
+} file_sink;
+
+static void sink_flush(file_sink *f) {
+    if (!f->st && f->len) f->st = write_all(f->fd, f->buf, f->len, f->tmp, f->err);
+    f->len = 0;
+}
+
+static void sink_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
+    file_sink *f = (file_sink *)b;
+    if (f->st || !len) return;
+    f->written += len;
+    if (f->len + len > OT_EXPORT_CHUNK) sink_flush(f);
+    if (len >= OT_EXPORT_CHUNK) { /* a weight's payload: written from where it lies */
+        if (!f->st) f->st = write_all(f->fd, data, len, f->tmp, f->err);
+        return;
+    }
+    memcpy(f->buf + f->len, data, len);
+    f->len += len;
 }
 
 ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
@@ -68,6 +103,13 @@ ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
             bool proto_has_data = (src->has_raw_data && src->raw_data.len) || src->n_float_data ||
                                   src->n_int32_data || src->n_int64_data || src->n_double_data ||
                                   src->n_uint64_data || src->n_string_data;
+            if (v >= 0 && ot_imp_payload_absent(&g->values[v])) {
+                st = ot_fail(err, OT_E_INTERNAL,
+                             "%s: initializer '%s' has no data to write: the model was loaded without its weights "
+                             "(for planning), or they were not copied back from the executor that holds them",
+                             path, src->name);
+                goto fail;
+            }
             if (is_ext || (!proto_has_data && ot_dtype_supported((ot_dtype)src->data_type))) {
                 st = ot_fail(err, OT_E_INTERNAL, "%s: initializer '%s' has no data to write", path, src->name);
                 goto fail;
@@ -117,13 +159,9 @@ ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
         st = ot_fail(err, OT_E_UNSUPPORTED, "%s: the model would take %zu bytes, above protobuf's 2 GB limit", path, size);
         goto fail;
     }
-    buf = malloc(size ? size : 1);
+    buf = malloc(OT_EXPORT_CHUNK);
     if (!buf) {
-        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory for %zu bytes", path, size);
-        goto fail;
-    }
-    if (onnx__model_proto__pack(&mcopy, buf) != size) {
-        st = ot_fail(err, OT_E_INTERNAL, "%s: protobuf packing gave an unexpected size", path);
+        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
         goto fail;
     }
 
@@ -141,8 +179,14 @@ ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
         tmp = NULL; /* nothing to remove */
         goto fail;
     }
-    st = write_all(fd, buf, size, tmp, err);
-    if (st) goto fail;
+    file_sink sink = {.base = {.append = sink_append}, .fd = fd, .tmp = tmp, .buf = buf, .err = err};
+    size_t packed = onnx__model_proto__pack_to_buffer(&mcopy, &sink.base);
+    sink_flush(&sink);
+    if ((st = sink.st)) goto fail;
+    if (packed != size || sink.written != size) {
+        st = ot_fail(err, OT_E_INTERNAL, "%s: protobuf packing gave an unexpected size", path);
+        goto fail;
+    }
     /* mkstemp creates 0600; a model is an ordinary shareable file. */
     if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
         st = ot_fail(err, OT_E_IO, "%s: %s", tmp, strerror(errno));

@@ -56,6 +56,12 @@ typedef struct ot_imp_raw_ref {
  * order). Unusual bytes leave *skel NULL with OT_OK: unpack the whole source then. */
 ot_status ot_imp_skeleton(ot_imp_src *src, uint8_t **skel, size_t *skel_len, ot_imp_raw_ref **refs, size_t *n_refs,
                           ot_error *err);
+/* Every check ot_imp_tensor_from_proto makes before it reads a byte: dtype, dims and
+ * size limits, segments, and that the storage form (raw_data as raw records it, typed
+ * fields, or an external file, sized without reading it) holds exactly the bytes the
+ * dims need. Gives the shape and byte size; reads and allocates nothing. */
+ot_status ot_imp_tensor_check(const Onnx__TensorProto *t, const char *model_dir, const ot_imp_raw_ref *raw,
+                              ot_shape *shape, uint64_t *nbytes, ot_error *err);
 /* ot_tensor_from_proto for a TensorProto whose raw_data the skeleton left out: raw
  * (when present) stands for it and its bytes are read from src into the new tensor. */
 ot_status ot_imp_tensor_from_proto(const Onnx__TensorProto *t, const char *model_dir, ot_imp_src *src,
@@ -87,6 +93,14 @@ ot_status ot_imp_note_unsupported(ot_model *m, const char *op_type, const char *
 
 /* Checks the types of the attributes onnxtrain reads, for supported ops. */
 ot_status ot_imp_check_attrs(const ot_graph *g, const ot_node *n, ot_error *err);
+
+/* True when v's contents are known at import but were not loaded: an initializer read
+ * with ot_import_options.skip_param_data, or one whose host copy an executor released
+ * (its dtype, shape and nbytes stand; data is NULL). Readers of constant data treat it
+ * as the constant it is and check sizes before they would read. */
+static inline bool ot_imp_payload_absent(const ot_value *v) {
+    return !v->data && v->init_index >= 0 && v->nbytes > 0;
+}
 
 /* Rewrites every node into the one form per op later passes expect (see normalize.c). */
 ot_status ot_imp_normalize(ot_graph *g, ot_error *err);

@@ -39,7 +39,20 @@ typedef struct ot_import_options {
     bool allow_unsupported;
     /* Skip shape inference (and constant folding). */
     bool no_shape_inference;
+    /* For callers that only plan (`onnxtrain plan`, `--batch-size auto` probing, the
+     * memory advice): floating-point initializers that become trainable params
+     * (OT_VK_PARAM) and hold more than OT_SKIP_PARAM_MIN_BYTES get their dtype, shape
+     * and nbytes but no data, so the weights are neither read nor held. Everything that
+     * can be checked without reading them still is (dims, sizes, the storage form,
+     * external files' sizes and confinement). Smaller ones are loaded: a tiny float
+     * initializer may be a Clip bound or a Dropout ratio that normalisation reads.
+     * Such a model can be planned, not run (the executor refuses params without data)
+     * and not saved (ot_model_save refuses it). */
+    bool skip_param_data;
 } ot_import_options;
+
+/* Float params up to this size are loaded even with skip_param_data. */
+#define OT_SKIP_PARAM_MIN_BYTES 1024
 
 /* Loads, normalises and (unless disabled) shape-infers a model. On failure *out is
  * NULL and err names the file and the node or value at fault. Without

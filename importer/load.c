@@ -1,6 +1,7 @@
 /* load.c — ONNX ModelProto → IR graph: unpacks the model's skeleton (skeleton.c: the
  * proto without its initializers' payloads), turns graph inputs, initializers (their
- * bytes read from the file straight into the IR), Constant nodes, nodes, value_info
+ * bytes read from the file straight into the IR, or with skip_param_data the large
+ * params' not at all), Constant nodes, nodes, value_info
  * and outputs into IR values and nodes, collects every unsupported op at once, then
  * normalises, verifies and shape-infers. The unpacked proto is kept in the model for
  * the exporter, without the initializer data the IR holds. */
@@ -62,6 +63,7 @@ typedef struct load_ctx {
     Onnx__GraphProto *gp;
     ot_imp_src *src;             /* the model's bytes */
     const ot_imp_raw_ref *refs;  /* per initializer, its raw_data left out of gp; NULL: none was */
+    bool skip_param_data;        /* ot_import_options.skip_param_data */
 } load_ctx;
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
@@ -265,15 +267,37 @@ static ot_status build_graph(load_ctx *c, ot_model *m, ot_error *err) {
             g->values[id].init_index = (int)i;
             continue;
         }
+        ot_dtype dtype = (ot_dtype)tp->data_type;
+        ot_value_kind kind = ot_dtype_is_float(dtype) ? OT_VK_PARAM : OT_VK_CONSTANT;
+        for (size_t k = 0; k < n_bn_state; k++)
+            if (!strcmp(bn_state[k], tn) && ot_dtype_is_float(dtype)) kind = OT_VK_STATE;
+        if (c->skip_param_data && kind == OT_VK_PARAM) {
+            ot_shape shape;
+            uint64_t nbytes = 0;
+            st = ot_imp_tensor_check(tp, c->dir, ref, &shape, &nbytes, err);
+            if (st) {
+                ot_error_prefix(err, "%s: initializer: ", c->file);
+                goto fail;
+            }
+            if (nbytes > OT_SKIP_PARAM_MIN_BYTES) {
+                /* Planning needs the size, never the bytes: none are read or held. */
+                int id = add_named_value(c, tn, dtype, &shape, kind);
+                if (id < 0 || set_doc(&g->values[id], tp->doc_string)) {
+                    st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
+                    goto fail;
+                }
+                g->values[id].nbytes = (size_t)nbytes;
+                g->values[id].init_index = (int)i;
+                drop_proto_data(tp);
+                continue;
+            }
+        }
         ot_tensor *t = NULL;
         st = ot_imp_tensor_from_proto(tp, c->dir, c->src, ref, &t, err);
         if (st) {
             ot_error_prefix(err, "%s: initializer: ", c->file);
             goto fail;
         }
-        ot_value_kind kind = ot_dtype_is_float(t->dtype) ? OT_VK_PARAM : OT_VK_CONSTANT;
-        for (size_t k = 0; k < n_bn_state; k++)
-            if (!strcmp(bn_state[k], tn) && ot_dtype_is_float(t->dtype)) kind = OT_VK_STATE;
         int id = add_named_value(c, tn, t->dtype, &t->shape, kind);
         if (id >= 0) {
             /* The value takes the tensor's buffer rather than a copy: weights can be GBs. */
@@ -561,6 +585,7 @@ static ot_status load_impl(ot_imp_src *src, const char *name, const char *dir, c
     c.gp = mp->graph;
     c.src = src;
     c.refs = refs;
+    c.skip_param_data = opt->skip_param_data;
     c.g = m->graph = ot_graph_new(mp->graph->name);
     if (!c.g) {
         st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", file);
@@ -569,7 +594,7 @@ static ot_status load_impl(ot_imp_src *src, const char *name, const char *dir, c
     c.g->opset = m->opset;
     st = build_graph(&c, m, err);
     if (st) goto fail;
-    /* the IR holds every payload now */
+    /* the IR holds every payload it was asked to load now */
     free(refs);
     refs = NULL;
     c.refs = NULL;

@@ -13,11 +13,14 @@
 /* The value id at input slot k, or -1 when absent. */
 static int input_at(const ot_node *n, int k) { return k < n->n_inputs ? n->inputs[k] : -1; }
 
-/* A value whose contents are known at import: initializers and Constant outputs. */
+/* A value whose contents are known at import: initializers and Constant outputs. A
+ * param loaded without its data (skip_param_data) is one too, so a model gets the same
+ * verdict either way: such params are over OT_SKIP_PARAM_MIN_BYTES, and read_ints and
+ * read_scalar refuse them on dtype or size before they would read a byte. */
 static const ot_value *const_value(const ot_graph *g, int vid) {
     if (vid < 0) return NULL;
     const ot_value *v = &g->values[vid];
-    return (v->data && v->producer < 0) ? v : NULL;
+    return ((v->data || ot_imp_payload_absent(v)) && v->producer < 0) ? v : NULL;
 }
 
 static ot_status not_constant(const ot_graph *g, const ot_node *n, int vid, const char *what, ot_error *err) {

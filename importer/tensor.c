@@ -155,26 +155,34 @@ ot_status ot_tensor_from_proto(const void *tensor_proto, const char *model_dir, 
     return ot_imp_tensor_from_proto(tensor_proto, model_dir, NULL, NULL, out, err);
 }
 
+ot_status ot_imp_tensor_check(const Onnx__TensorProto *t, const char *model_dir, const ot_imp_raw_ref *raw,
+                              ot_shape *shape, uint64_t *nbytes, ot_error *err) {
+    /* raw_data as the skeleton recorded it, or as the proto holds it */
+    bool elided = raw && raw->present;
+    bool has_raw = elided || t->has_raw_data;
+    uint64_t raw_len = elided ? raw->len : t->raw_data.len;
+    const char *tname = (t->name && t->name[0]) ? t->name : "<unnamed>";
+    uint64_t numel = 0;
+    ot_status st = ot_imp_tensor_geometry(t, tname, shape, &numel, nbytes, err);
+    if (st) return st;
+    if (t->segment) return ot_fail(err, OT_E_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", tname);
+    return check_source_size(t, tname, model_dir, (ot_dtype)t->data_type, has_raw, raw_len, numel, *nbytes, err);
+}
+
 ot_status ot_imp_tensor_from_proto(const Onnx__TensorProto *t, const char *model_dir, ot_imp_src *src,
                                    const ot_imp_raw_ref *raw, ot_tensor **out, ot_error *err) {
     *out = NULL;
-    /* raw_data as the skeleton recorded it, or as the proto holds it */
     bool elided = raw && raw->present;
     bool has_raw = elided || t->has_raw_data;
     uint64_t raw_len = elided ? raw->len : t->raw_data.len;
     const char *tname = (t->name && t->name[0]) ? t->name : "<unnamed>";
     ot_tensor *res = NULL;
     ot_shape shape;
-    uint64_t numel = 0, nbytes = 0;
-    ot_status st = ot_imp_tensor_geometry(t, tname, &shape, &numel, &nbytes, err);
+    uint64_t nbytes = 0;
+    ot_status st = ot_imp_tensor_check(t, model_dir, raw, &shape, &nbytes, err);
     if (st) goto fail;
-    if (t->segment) {
-        st = ot_fail(err, OT_E_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", tname);
-        goto fail;
-    }
     ot_dtype dt = (ot_dtype)t->data_type;
-    st = check_source_size(t, tname, model_dir, dt, has_raw, raw_len, numel, nbytes, err);
-    if (st) goto fail;
+    uint64_t numel = nbytes / ot_dtype_size(dt);
     res = calloc(1, sizeof *res);
     if (!res || !(res->data = malloc(nbytes ? (size_t)nbytes : 1))) {
         st = ot_fail(err, OT_E_MEMORY, "tensor '%s': out of memory for %llu bytes", tname,

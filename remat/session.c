@@ -62,7 +62,8 @@ ot_status ot_remat_session_new(const char *path, const ot_remat_session_options 
     if (!s) return ot_fail(err, OT_E_MEMORY, "out of memory");
     s->label_value = -1;
     s->seed = o->seed;
-    ot_import_options io = {0};
+    s->plan_only = o->plan_only;
+    ot_import_options io = {.skip_param_data = o->plan_only};
     if ((st = ot_model_load(path, &io, &s->model, err))) goto fail;
     s->g = s->model->graph;
     s->n_model_inputs = s->g->n_inputs;
@@ -157,6 +158,10 @@ ot_status ot_remat_session_step(ot_remat_session *s, const ot_dataset *data, ot_
     bool *fed = NULL;
     memset(r, 0, sizeof *r);
     ot_graph *g = s->g;
+    if (s->plan_only)
+        return ot_fail(err, OT_E_INTERNAL,
+                       "%s: the remat session was built to plan only, without the weights: it cannot run a step",
+                       s->model->path);
     if (data->n_samples < s->batch) {
         return ot_fail(err, OT_E_DATA, "batch %lld: the data has only %lld samples", (long long)s->batch,
                        (long long)data->n_samples);
@@ -231,6 +236,7 @@ static ot_status probe(const char *path, const ot_remat_session_options *o, int6
                        int64_t *peak, ot_error *err) {
     ot_remat_session_options po = *o;
     po.batch_size = b;
+    po.plan_only = true;
     ot_remat_session *s = NULL;
     ot_plan *plan = NULL;
     *fits = false;
@@ -251,7 +257,7 @@ ot_status ot_remat_find_batch(const char *path, const ot_remat_session_options *
     bool fits = false;
     int64_t peak = -1;
     ot_model *m = NULL;
-    ot_import_options io = {0};
+    ot_import_options io = {.skip_param_data = true}; /* only its input's shape is read */
     ot_status st = ot_model_load(path, &io, &m, err);
     if (st) return st;
     const ot_graph *g = m->graph;

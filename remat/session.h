@@ -25,6 +25,10 @@ typedef struct ot_remat_session_options {
     const char *device;     /* "cpu" (NULL = cpu) or "cuda[:N]" */
     const char *policy;     /* --remat text; NULL = none */
     int64_t memory_budget;  /* --memory-budget for auto; 0 = none */
+    /* Plan only: load the model with skip_param_data (importer.h), so its weights are
+     * never read or held; ot_remat_session_step then refuses to run. Plans, remat
+     * choices and every figure `plan` prints are the same either way. */
+    bool plan_only;
 } ot_remat_session_options;
 
 typedef struct ot_remat_session {
@@ -42,6 +46,7 @@ typedef struct ot_remat_session {
     bool *keep;              /* the chosen keep set (an.n_values) */
     ot_remat_rewrite rw;     /* the rewrite applied to g */
     double choose_seconds;   /* time to choose the plan (auto: the search) */
+    bool plan_only;          /* built without the weights (options.plan_only) */
 } ot_remat_session;
 
 /* Builds and rewrites the training graph of the model at `path`. */
@@ -71,7 +76,8 @@ void ot_remat_step_free(ot_remat_step *r);
 
 /* `--batch-size auto`: the largest batch in [1, max_batch] whose plan under o's
  * policy has a planned peak within budget (doubling, then bisection; each probe is a
- * fresh session). OT_E_MEMORY when even batch 1 does not fit, stating its peak. */
+ * fresh session, loaded without weights whatever o.plan_only says: probes only plan).
+ * OT_E_MEMORY when even batch 1 does not fit, stating its peak. */
 ot_status ot_remat_find_batch(const char *path, const ot_remat_session_options *o, int64_t budget, int64_t max_batch,
                               int64_t *batch, ot_error *err);
 

@@ -3,6 +3,9 @@
  * run does no allocation at all. */
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "runtime/executor.h"
 #include "runtime/schedule.h"
@@ -22,6 +25,7 @@ struct ot_executor {
     int *tstart;
     int *rng_node;
     bool *input_set; /* per value: fed since creation (graph inputs only) */
+    bool *released;  /* per value: its host copy in g was freed (opt.release_host_data) */
     ot_tensor *scratch; /* the copies of one step's descriptors handed to a kernel */
 };
 
@@ -117,6 +121,27 @@ static ot_status check_support(ot_executor *ex, ot_error *err) {
                    bad == 1 ? "" : "s", list);
 }
 
+/* A creation that fails after freeing some host copies puts them back from the
+ * arena (where they were loaded unchanged), so a failed ot_executor_new leaves g as
+ * it found it. Best effort: without memory a value stays without data. */
+static void restore_released(ot_executor *ex) {
+    if (!ex->released || !ex->base) return;
+    for (int v = 0; v < ex->g->n_values; v++) {
+        if (!ex->released[v]) continue;
+        ot_value *val = &ex->g->values[v];
+        size_t n = ex->plan->values[v].nbytes;
+        void *buf = malloc(n ? n : 1);
+        ot_error ignored = {0};
+        if (!buf) continue;
+        if (ex->be->copy_out(ex->be, buf, ex->base + ex->plan->values[v].offset, n, &ignored)) {
+            free(buf);
+            continue;
+        }
+        val->data = buf;
+        ex->released[v] = false;
+    }
+}
+
 ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *opt, ot_executor **out,
                           ot_error *err) {
     ot_status st = OT_OK;
@@ -151,7 +176,8 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
     ex->tstart = malloc(sizeof(int) * (size_t)(ex->n_steps + 1));
     ex->rng_node = malloc(sizeof(int) * (size_t)(ex->n_steps + 1));
     ex->input_set = calloc((size_t)g->n_values + 1, sizeof(bool));
-    if (!ex->tstart || !ex->rng_node || !ex->input_set) goto oom;
+    ex->released = calloc((size_t)g->n_values + 1, sizeof(bool));
+    if (!ex->tstart || !ex->rng_node || !ex->input_set || !ex->released) goto oom;
     for (int s = 0; s < ex->n_steps; s++) {
         const ot_node *nd = &g->nodes[ex->order[s]];
         ex->tstart[s] = n_t;
@@ -183,6 +209,7 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
     }
 
     /* Load everything that carries data: params, state, constants. */
+    bool any_released = false;
     for (int v = 0; v < g->n_values; v++) {
         const ot_value *val = &g->values[v];
         const ot_plan_value *pv = &ex->plan->values[v];
@@ -202,12 +229,29 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
         if (pv->nbytes == 0) continue;
         if ((st = be->copy_in(be, ex->base + pv->offset, val->data, pv->nbytes, err))) goto fail;
         touch(ex, ex->base + pv->offset, pv->nbytes);
+        if (ex->opt.release_host_data && (val->kind == OT_VK_PARAM || val->kind == OT_VK_STATE)) {
+            /* One at a time, right after its copy: with an arena whose pages appear
+             * as they are first written (the CPU backend's), the load then never
+             * holds a weight twice. nbytes stays: sync_to_graph sizes by the plan. */
+            ot_value *w = &g->values[v];
+            free(w->data);
+            w->data = NULL;
+            ex->released[v] = true;
+            any_released = true;
+        }
     }
+#ifdef __GLIBC__
+    /* glibc raises its mmap threshold as blocks are freed, so many weights (up to
+     * 32 MiB each) were allocated from the heap, and freeing them leaves their pages
+     * resident until something reuses them. Hand them back now. */
+    if (any_released) malloc_trim(0);
+#endif
     *out = ex;
     return OT_OK;
 oom:
     st = ot_fail(err, OT_E_MEMORY, "executor: out of memory");
 fail:
+    restore_released(ex);
     ot_executor_free(ex);
     return st;
 }
@@ -222,6 +266,7 @@ void ot_executor_free(ot_executor *ex) {
     free(ex->tstart);
     free(ex->rng_node);
     free(ex->input_set);
+    free(ex->released);
     free(ex->scratch);
     free(ex);
 }
@@ -385,6 +430,7 @@ ot_status ot_executor_sync_to_graph(ot_executor *ex, ot_error *err) {
             ot_status st = ex->be->copy_out(ex->be, val->data, value_addr(ex, v), pv->nbytes, err);
             if (st) return st;
         }
+        ex->released[v] = false;
     }
     return OT_OK;
 }

@@ -49,6 +49,13 @@ typedef struct ot_exec_options {
      * executor only reads them. */
     const ot_exec_binding *bind;
     int n_bind;
+    /* Once a param or state value is loaded into the arena, free its host copy in g
+     * (data NULL; dtype, shape and nbytes stay), so the weights are held once, by the
+     * executor. ot_executor_sync_to_graph allocates and fills them again (for the
+     * exporter). Meanwhile nothing may read those values' data in g, and no second
+     * executor can be made on g (it would find params without data). Constants are
+     * kept: shape inference and folding read them when dims are bound again. */
+    bool release_host_data;
 } ot_exec_options;
 
 /* opt may be NULL (defaults). Checks that the backend supports every node first and
@@ -75,7 +82,8 @@ ot_status ot_executor_write(ot_executor *ex, int value_id, const void *host, siz
 /* Copies pinned value src into pinned value dst (same byte size), e.g. updated
  * BatchNorm running stats back into the state. */
 ot_status ot_executor_copy_value(ot_executor *ex, int dst_value, int src_value, ot_error *err);
-/* Copies every param and state value back into g->values[].data (for the exporter). */
+/* Copies every param and state value back into g->values[].data (for the exporter),
+ * allocating the host copies that release_host_data freed. */
 ot_status ot_executor_sync_to_graph(ot_executor *ex, ot_error *err);
 
 /* Device pointer of a placed or external value (NULL when not placed); for the

@@ -348,7 +348,11 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         s->val_in_budget = s->val_g != NULL;
     }
     if ((st = ot_train_check_budget(g, s->be, s->o.remat, s->o.memory_budget, s->val_peak, err))) goto fail;
-    ot_exec_options eo = {.n_threads = s->o.n_threads, .seed = s->o.seed, .after_node = ot_train_hook, .hook_user = s};
+    ot_exec_options eo = {.n_threads = s->o.n_threads,
+                          .seed = s->o.seed,
+                          .after_node = ot_train_hook,
+                          .hook_user = s,
+                          .release_host_data = !s->o.keep_host_weights};
     if ((st = ot_executor_new(g, s->be, &eo, &s->ex, err))) goto fail;
     if ((st = find_boundary(s, err))) goto fail;
     if (s->o.validation && (st = ot_train_validation_prepare(s, err))) goto fail;
@@ -370,14 +374,15 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         s->grad_elems += (size_t)ot_shape_numel(&g->values[s->ad.grads[i]].shape);
     }
     s->grad_off[s->ad.n_params] = s->grad_elems;
-    s->grad_host = calloc(s->grad_elems + 1, sizeof(float));
-    if (!s->grad_host) goto oom;
-    if (s->o.accum > 1 && !(s->acc_host = calloc(s->grad_elems + 1, sizeof(float)))) goto oom;
+    if ((st = ot_train_host_grads(s, err))) goto fail;
     *out = s;
     return OT_OK;
 oom:
     st = ot_fail(err, OT_E_MEMORY, "out of memory setting up training");
 fail:
+    /* Nothing has run: the arena holds the weights as loaded. Copy back the host
+     * copies the executor released, so the model is as the caller gave it. */
+    if (s->ex && !s->o.keep_host_weights) (void)ot_executor_sync_to_graph(s->ex, NULL);
     ot_train_session_free(s);
     return st;
 }

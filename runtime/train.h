@@ -75,6 +75,12 @@ typedef struct ot_train_options {
     const struct ot_checkpoint *resume;
     const char *resume_path;
     volatile sig_atomic_t *stop;
+    /* By default the executor keeps the only copy of the params and running
+     * statistics (ot_exec_options.release_host_data): from a successful
+     * ot_train_session_new until ot_train_run succeeds, m->graph's param and state
+     * values have no data (a failed session creation puts it back). true keeps the
+     * host copies as well: results are the same, memory is not. */
+    bool keep_host_weights;
 } ot_train_options;
 
 /* Fills o with the defaults (cross-entropy, SGD lr 0.01, accum 1, 1 epoch, seed 0). */

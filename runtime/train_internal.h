@@ -69,6 +69,11 @@ static inline const char *vname(const ot_graph *g, int v) {
     return v >= 0 && g->values[v].name ? g->values[v].name : "?";
 }
 
+/* Allocates the host gradient buffers (grad_host, and acc_host with accum > 1) when
+ * they are not there: ot_train_run frees them once the last step is done, before the
+ * weights are copied back to the graph, so the two are never held together. */
+ot_status ot_train_host_grads(ot_train_session *s, ot_error *err);
+
 /* The executor's after-node hook (train_loop.c): scans outputs in MODE_SCAN and does
  * the boundary work after the last non-optimizer step. */
 ot_status ot_train_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out,

@@ -67,6 +67,25 @@ static ot_status write_scalars(ot_train_session *s, double lr, double scale, boo
     return ot_executor_write(s->ex, s->og.scalars, sc, sizeof sc, err);
 }
 
+ot_status ot_train_host_grads(ot_train_session *s, ot_error *err) {
+    if (!s->grad_host && !(s->grad_host = calloc(s->grad_elems + 1, sizeof(float))))
+        return ot_fail(err, OT_E_MEMORY, "out of memory for the host copy of the gradients");
+    if (s->o.accum > 1 && !s->acc_host && !(s->acc_host = calloc(s->grad_elems + 1, sizeof(float))))
+        return ot_fail(err, OT_E_MEMORY, "out of memory for the accumulated gradients");
+    return OT_OK;
+}
+
+/* Frees the host scratch of the loop (gradients, the NaN scan buffer): between runs
+ * nothing is in it (the accumulator is zero after a complete step). */
+static void drop_host_scratch(ot_train_session *s) {
+    free(s->grad_host);
+    free(s->acc_host);
+    free(s->scan_buf);
+    s->grad_host = s->acc_host = NULL;
+    s->scan_buf = NULL;
+    s->scan_cap = 0;
+}
+
 static ot_status read_grads(ot_train_session *s, ot_error *err) {
     for (int i = 0; i < s->ad.n_params; i++) {
         int v = s->ad.grads[i];
@@ -100,7 +119,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     bool last_micro = s->mode != MODE_TRAIN || s->micro == K - 1;
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
     bool need_host = check || (s->mode == MODE_TRAIN && (clip || K > 1));
-    if (need_host && (st = read_grads(s, err))) return st;
+    if (need_host && ((st = ot_train_host_grads(s, err)) || (st = read_grads(s, err)))) return st;
     if (check) {
         for (int i = 0; i < s->ad.n_params; i++) {
             int64_t n = (int64_t)(s->grad_off[i + 1] - s->grad_off[i]);
@@ -374,6 +393,9 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
     r->total_seconds = ot_now_seconds() - t0;
     r->measured_peak = ot_executor_high_water(s->ex);
     if (val) r->val_measured_peak = ot_executor_high_water(s->val_ex);
+    /* The host copies of the weights come back in place of the loop's scratch, which
+     * is as large (a float per param), rather than next to it. */
+    drop_host_scratch(s);
     st = ot_executor_sync_to_graph(s->ex, err);
 done:
     ot_batcher_free(&bt);

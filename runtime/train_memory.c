@@ -57,8 +57,12 @@ static int64_t opt_bytes(const ot_remat_session *s, const ot_train_options *o) {
  * `policy`, optimizer state included; -1 when it cannot be planned. */
 static int64_t peak_at(const char *path, const ot_train_options *o, const char *policy, int64_t batch,
                        int64_t *opt_out) {
-    ot_remat_session_options so = {
-        .loss = o->loss, .batch_size = batch, .seed = o->seed, .n_threads = o->n_threads, .policy = policy};
+    ot_remat_session_options so = {.loss = o->loss,
+                                   .batch_size = batch,
+                                   .seed = o->seed,
+                                   .n_threads = o->n_threads,
+                                   .policy = policy,
+                                   .plan_only = true}; /* measured, never run: no weights */
     ot_remat_session *s = NULL;
     ot_plan *plan = NULL;
     int64_t peak = -1;

@@ -2,6 +2,7 @@
  * host kernels of kernels/cpu (ot_cpu_run_node and friends from kernels/kernel.h).
  * Device memory is host memory, so copies are memcpy and synchronise is a no-op. */
 #include <cblas.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,24 +13,37 @@
 
 static ot_status cpu_arena_alloc(ot_backend *be, size_t bytes, void **base, ot_error *err) {
     (void)be;
-    /* aligned_alloc wants a multiple of the alignment; 0 bytes still gets a unique block. */
+    /* A multiple of the alignment; 0 bytes still gets a unique block. */
     size_t rounded = (bytes + CPU_ARENA_ALIGN - 1) / CPU_ARENA_ALIGN * CPU_ARENA_ALIGN;
     if (rounded == 0) rounded = CPU_ARENA_ALIGN;
-    if (rounded < bytes) return ot_fail(err, OT_E_MEMORY, "cpu backend: arena of %zu bytes is too large", bytes);
-    void *p = aligned_alloc(CPU_ARENA_ALIGN, rounded);
-    if (!p)
+    if (rounded < bytes || rounded > SIZE_MAX - CPU_ARENA_ALIGN)
+        return ot_fail(err, OT_E_MEMORY, "cpu backend: arena of %zu bytes is too large", bytes);
+    /* Zero-filled so gradient accumulators and optimizer state start at 0 and runs
+     * are bitwise repeatable. calloc rather than aligned_alloc + memset: a large
+     * block then comes from the kernel as zero pages that become resident only when
+     * first written, so the executor can load the weights slot by slot while their
+     * host copies are freed (ot_exec_options.release_host_data) without the whole
+     * arena being resident next to those copies first. calloc takes no alignment:
+     * the block is over-allocated by one alignment unit, and its start is kept in the
+     * word just below the aligned base (malloc's blocks are at least 8-aligned, so
+     * base - block <= CPU_ARENA_ALIGN). */
+    char *block = calloc(1, rounded + CPU_ARENA_ALIGN);
+    if (!block)
         return ot_fail(err, OT_E_MEMORY, "cpu backend: cannot allocate an arena of %zu bytes (%.1f MiB)", bytes,
                        (double)bytes / (1024.0 * 1024.0));
-    /* Zero-filled so gradient accumulators and optimizer state start at 0 and runs
-     * are bitwise repeatable. */
-    memset(p, 0, rounded);
+    uintptr_t at = ((uintptr_t)block + sizeof block + CPU_ARENA_ALIGN - 1) & ~(uintptr_t)(CPU_ARENA_ALIGN - 1);
+    char *p = (char *)at;
+    memcpy(p - sizeof block, &block, sizeof block);
     *base = p;
     return OT_OK;
 }
 
 static void cpu_arena_free(ot_backend *be, void *base) {
     (void)be;
-    free(base);
+    if (!base) return;
+    char *block;
+    memcpy(&block, (char *)base - sizeof block, sizeof block);
+    free(block);
 }
 
 static ot_status cpu_copy(ot_backend *be, void *dst, const void *src, size_t n, ot_error *err) {
