@@ -125,7 +125,8 @@ int ot_cmd_info(int argc, char **argv) {
         return OT_E_USAGE;
     }
     const char *path = argv[optind];
-    ot_import_options opt = {.allow_unsupported = true};
+    /* info reads shapes, never a weight: big float params stay on disk */
+    ot_import_options opt = {.allow_unsupported = true, .skip_param_data = true};
     ot_model *m = NULL;
     ot_error err = {0};
     ot_status st = ot_model_load(path, &opt, &m, &err);
