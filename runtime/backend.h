@@ -34,6 +34,9 @@ struct ot_backend {
     ot_status (*synchronize)(ot_backend *be, ot_error *err);
     void (*destroy)(ot_backend *be);
     int n_threads; /* default thread count for kernels (0: the library's default) */
+    /* Arena addresses are host pointers (the CPU backend): callers may read and write
+     * values in place instead of through copy_out / copy_in. */
+    bool host_memory;
     void *impl;    /* backend-private state */
 };
 

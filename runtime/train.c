@@ -374,6 +374,9 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         s->grad_elems += (size_t)ot_shape_numel(&g->values[s->ad.grads[i]].shape);
     }
     s->grad_off[s->ad.n_params] = s->grad_elems;
+    s->grads_in_place = s->be->host_memory;
+    for (int i = 0; i < s->ad.n_params; i++)
+        if (g->values[s->ad.grads[i]].dtype != OT_F32) s->grads_in_place = false;
     if ((st = ot_train_host_grads(s, err))) goto fail;
     *out = s;
     return OT_OK;
@@ -400,6 +403,7 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->grad_off);
     free(s->grad_host);
     free(s->acc_host);
+    free(s->grad_ptr);
     free(s->scan_buf);
     free(s);
 }

@@ -41,6 +41,11 @@ struct ot_train_session {
     size_t *grad_off; /* element offset of params[i]'s gradient in grad_host */
     size_t grad_elems;
     float *grad_host, *acc_host;
+    /* Per param, its gradient as host floats at the boundary (read_grads): the arena
+     * itself when grads_in_place (a host-memory backend and every gradient float32),
+     * else params[i]'s slice of grad_host, a copy. */
+    float **grad_ptr;
+    bool grads_in_place;
     double last_norm, last_loss;
     bool nonfinite;
     void *scan_buf;

@@ -16,6 +16,24 @@ static ot_status copy_out(ot_train_session *s, void *host, const void *dev, size
     return s->be->copy_out(s->be, host, dev, n, err);
 }
 
+/* The n bytes at device address dev, readable on the host: in place on a backend
+ * whose arena is host memory (the CPU), else copied into the session's scan buffer.
+ * Scanning every output, param and gradient for NaN must not copy them on the CPU. */
+static ot_status host_view(ot_train_session *s, const void *dev, size_t n, const void **view, ot_error *err) {
+    if (s->be->host_memory) {
+        *view = dev;
+        return OT_OK;
+    }
+    if (n > s->scan_cap) {
+        void *b = realloc(s->scan_buf, n);
+        if (!b) return ot_fail(err, OT_E_MEMORY, "out of memory scanning for NaN");
+        s->scan_buf = b;
+        s->scan_cap = n;
+    }
+    *view = s->scan_buf;
+    return copy_out(s, s->scan_buf, dev, n, err);
+}
+
 /* Index of the first non-finite float element, -1 if none. */
 static int64_t first_nonfinite(const void *data, ot_dtype dt, int64_t n) {
     if (dt == OT_F32) {
@@ -35,17 +53,12 @@ static ot_status scan_outputs(ot_train_session *s, int step, const ot_node *node
     for (int k = 0; k < node->n_outputs; k++) {
         const ot_tensor *t = &out[k];
         if (!t->data || (t->dtype != OT_F32 && t->dtype != OT_F64) || !t->nbytes) continue;
-        if (t->nbytes > s->scan_cap) {
-            void *b = realloc(s->scan_buf, t->nbytes);
-            if (!b) return ot_fail(err, OT_E_MEMORY, "out of memory scanning for NaN");
-            s->scan_buf = b;
-            s->scan_cap = t->nbytes;
-        }
-        ot_status st = copy_out(s, s->scan_buf, t->data, t->nbytes, err);
+        const void *h = NULL;
+        ot_status st = host_view(s, t->data, t->nbytes, &h, err);
         if (st) return st;
-        int64_t i = first_nonfinite(s->scan_buf, t->dtype, (int64_t)(t->nbytes / ot_dtype_size(t->dtype)));
+        int64_t i = first_nonfinite(h, t->dtype, (int64_t)(t->nbytes / ot_dtype_size(t->dtype)));
         if (i >= 0) {
-            double v = t->dtype == OT_F32 ? (double)((float *)s->scan_buf)[i] : ((double *)s->scan_buf)[i];
+            double v = t->dtype == OT_F32 ? (double)((const float *)h)[i] : ((const double *)h)[i];
             return ot_fail(err, OT_E_NUMERICS,
                            "training step %lld: node '%s' (%s, %s pass, schedule step %d) is the first to produce a "
                            "non-finite value: %s at index %lld of output '%s'. Lower --lr, add --clip-grad-norm, or check the data",
@@ -68,7 +81,9 @@ static ot_status write_scalars(ot_train_session *s, double lr, double scale, boo
 }
 
 ot_status ot_train_host_grads(ot_train_session *s, ot_error *err) {
-    if (!s->grad_host && !(s->grad_host = calloc(s->grad_elems + 1, sizeof(float))))
+    if (!s->grad_ptr && !(s->grad_ptr = calloc((size_t)s->ad.n_params + 1, sizeof *s->grad_ptr)))
+        return ot_fail(err, OT_E_MEMORY, "out of memory");
+    if (!s->grads_in_place && !s->grad_host && !(s->grad_host = calloc(s->grad_elems + 1, sizeof(float))))
         return ot_fail(err, OT_E_MEMORY, "out of memory for the host copy of the gradients");
     if (s->o.accum > 1 && !s->acc_host && !(s->acc_host = calloc(s->grad_elems + 1, sizeof(float))))
         return ot_fail(err, OT_E_MEMORY, "out of memory for the accumulated gradients");
@@ -80,15 +95,24 @@ ot_status ot_train_host_grads(ot_train_session *s, ot_error *err) {
 static void drop_host_scratch(ot_train_session *s) {
     free(s->grad_host);
     free(s->acc_host);
+    free(s->grad_ptr);
     free(s->scan_buf);
     s->grad_host = s->acc_host = NULL;
+    s->grad_ptr = NULL;
     s->scan_buf = NULL;
     s->scan_cap = 0;
 }
 
+/* Points grad_ptr[i] at params[i]'s gradient as floats on the host: the arena itself
+ * when grads_in_place (CPU), else a copy in grad_host. */
 static ot_status read_grads(ot_train_session *s, ot_error *err) {
     for (int i = 0; i < s->ad.n_params; i++) {
         int v = s->ad.grads[i];
+        if (s->grads_in_place) {
+            s->grad_ptr[i] = ot_executor_value_ptr(s->ex, v);
+            continue;
+        }
+        s->grad_ptr[i] = s->grad_host + s->grad_off[i];
         size_t n = (s->grad_off[i + 1] - s->grad_off[i]) * sizeof(float);
         if (s->g->values[v].dtype != OT_F32) continue;
         ot_status st = copy_out(s, s->grad_host + s->grad_off[i], ot_executor_value_ptr(s->ex, v), n, err);
@@ -123,7 +147,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     if (check) {
         for (int i = 0; i < s->ad.n_params; i++) {
             int64_t n = (int64_t)(s->grad_off[i + 1] - s->grad_off[i]);
-            int64_t bad = first_nonfinite(s->grad_host + s->grad_off[i], OT_F32, n);
+            int64_t bad = first_nonfinite(s->grad_ptr[i], OT_F32, n);
             if (bad >= 0) {
                 s->nonfinite = true;
                 return ot_fail(err, OT_E_NUMERICS, "training step %lld: the gradient of '%s' is not finite at index %lld",
@@ -133,18 +157,26 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     }
     if (s->mode != MODE_TRAIN) return OT_OK;
     if (!last_micro) {
-        for (size_t i = 0; i < s->grad_elems; i++) s->acc_host[i] += s->grad_host[i];
+        for (int i = 0; i < s->ad.n_params; i++) {
+            float *acc = s->acc_host + s->grad_off[i];
+            const float *gi = s->grad_ptr[i];
+            for (size_t j = 0, n = s->grad_off[i + 1] - s->grad_off[i]; j < n; j++) acc[j] += gi[j];
+        }
         return write_scalars(s, 0, 1, false, err);
     }
     if (K > 1) {
-        /* the step uses the sum of the K micro-batch gradients, scaled by 1/K below */
-        for (size_t i = 0; i < s->grad_elems; i++) {
-            s->grad_host[i] += s->acc_host[i];
-            s->acc_host[i] = 0.0f;
-        }
+        /* the step uses the sum of the K micro-batch gradients, scaled by 1/K below;
+         * in place in the arena when grads_in_place, else written back */
         for (int i = 0; i < s->ad.n_params; i++) {
-            size_t n = (s->grad_off[i + 1] - s->grad_off[i]) * sizeof(float);
-            if ((st = ot_executor_write(s->ex, s->ad.grads[i], s->grad_host + s->grad_off[i], n, err))) return st;
+            float *acc = s->acc_host + s->grad_off[i], *gi = s->grad_ptr[i];
+            size_t n = s->grad_off[i + 1] - s->grad_off[i];
+            for (size_t j = 0; j < n; j++) {
+                gi[j] += acc[j];
+                acc[j] = 0.0f;
+            }
+            if (!s->grads_in_place &&
+                (st = ot_executor_write(s->ex, s->ad.grads[i], gi, n * sizeof(float), err)))
+                return st;
         }
     }
     double scale = 1.0 / (double)K;
@@ -158,7 +190,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
             return ot_fail(err, OT_E_MEMORY, "out of memory");
         }
         for (int i = 0; i < s->ad.n_params; i++) {
-            gp[i] = s->grad_host + s->grad_off[i];
+            gp[i] = s->grad_ptr[i];
             cnt[i] = s->grad_off[i + 1] - s->grad_off[i];
         }
         s->last_norm = ot_grad_global_norm(gp, cnt, s->ad.n_params) / (double)K;
@@ -178,17 +210,12 @@ static ot_status check_update(ot_train_session *s, int step, const ot_node *node
         if (k == 1 || v < 0 || s->g->values[v].dtype != OT_F32) continue; /* input 1 is the gradient */
         const ot_value *val = &s->g->values[v];
         size_t nb = (size_t)ot_shape_numel(&val->shape) * sizeof(float);
-        if (nb > s->scan_cap) {
-            void *b = realloc(s->scan_buf, nb);
-            if (!b) return ot_fail(err, OT_E_MEMORY, "out of memory scanning for NaN");
-            s->scan_buf = b;
-            s->scan_cap = nb;
-        }
-        ot_status st = copy_out(s, s->scan_buf, ot_executor_value_ptr(s->ex, v), nb, err);
+        const void *h = NULL;
+        ot_status st = host_view(s, ot_executor_value_ptr(s->ex, v), nb, &h, err);
         if (st) return st;
-        int64_t i = first_nonfinite(s->scan_buf, OT_F32, (int64_t)(nb / sizeof(float)));
+        int64_t i = first_nonfinite(h, OT_F32, (int64_t)(nb / sizeof(float)));
         if (i >= 0) {
-            float x = ((const float *)s->scan_buf)[i];
+            float x = ((const float *)h)[i];
             return ot_fail(err, OT_E_NUMERICS,
                            "training step %lld: node '%s' (%s, %s pass, schedule step %d) made %s '%s' non-finite: %s "
                            "at index %lld (the gradients were finite). Lower --lr or add --clip-grad-norm",

@@ -89,6 +89,7 @@ ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err) {
         return NULL;
     }
     be->name = "cpu";
+    be->host_memory = true;
     /* OpenBLAS keeps its own thread count (all cores by default): make GEMMs honour
      * --threads like our kernels do. It is process-wide, as OpenBLAS's setting is. */
     if (n_threads > 0) openblas_set_num_threads(n_threads);
