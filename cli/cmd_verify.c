@@ -52,23 +52,6 @@ static void json_str(const char *s) {
     putchar('"');
 }
 
-/* Max |a - b| over float tensors (NaN when shapes or dtypes differ); bitwise equality. */
-static double max_abs_diff(const ot_tensor *a, const ot_tensor *b, bool *equal) {
-    *equal = a->dtype == b->dtype && a->nbytes == b->nbytes && !memcmp(a->data, b->data, a->nbytes);
-    if (a->dtype != b->dtype || a->nbytes != b->nbytes) return NAN;
-    double m = 0.0;
-    size_t n = a->nbytes / (ot_dtype_size(a->dtype) ? ot_dtype_size(a->dtype) : 1);
-    for (size_t i = 0; i < n; i++) {
-        double x, y;
-        if (a->dtype == OT_F32) x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
-        else if (a->dtype == OT_F64) x = ((const double *)a->data)[i], y = ((const double *)b->data)[i];
-        else return *equal ? 0.0 : NAN;
-        double d = fabs(x - y);
-        if (d > m || d != d) m = d;
-    }
-    return m;
-}
-
 static ot_status run_verify(const verify_opts *o, ot_error *err) {
     ot_status st = OT_OK;
     ot_dataset data = {0};
@@ -112,7 +95,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
     }
     for (int i = 0; i < r0.n; i++) {
         bool eq = false;
-        double d = max_abs_diff(r0.tensors[i], r1.tensors[i], &eq);
+        double d = ot_remat_tensor_diff(r0.tensors[i], r1.tensors[i], &eq);
         n_diff += !eq;
         if (o->json) {
             printf("%s{\"name\": ", i ? ", " : "");

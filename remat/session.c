@@ -1,5 +1,6 @@
 /* session.c — the training graph of one step under a remat policy, planned and
  * optionally run once (see session.h). Used by `plan`, `verify` and the tests. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -309,4 +310,22 @@ ot_status ot_remat_find_batch(const char *path, const ot_remat_session_options *
     }
     *batch = lo;
     return OT_OK;
+}
+
+double ot_remat_tensor_diff(const ot_tensor *a, const ot_tensor *b, bool *equal) {
+    *equal = a->dtype == b->dtype && a->nbytes == b->nbytes && (!a->nbytes || !memcmp(a->data, b->data, a->nbytes));
+    if (a->dtype != b->dtype || a->nbytes != b->nbytes) return NAN;
+    if (*equal) return 0.0; /* same bits: NaNs included */
+    double m = 0.0;
+    size_t es = ot_dtype_size(a->dtype) ? ot_dtype_size(a->dtype) : 1, n = a->nbytes / es;
+    for (size_t i = 0; i < n; i++) {
+        if (!memcmp((const char *)a->data + i * es, (const char *)b->data + i * es, es)) continue; /* NaN == NaN */
+        double x, y;
+        if (a->dtype == OT_F32) x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
+        else if (a->dtype == OT_F64) x = ((const double *)a->data)[i], y = ((const double *)b->data)[i];
+        else return NAN;
+        double d = fabs(x - y);
+        if (d > m || d != d) m = d;
+    }
+    return m;
 }

@@ -74,6 +74,12 @@ typedef struct ot_remat_step {
 ot_status ot_remat_session_step(ot_remat_session *s, const ot_dataset *data, ot_remat_step *r, ot_error *err);
 void ot_remat_step_free(ot_remat_step *r);
 
+/* How two results of a step compare (`onnxtrain verify`): *equal when dtype, size
+ * and every byte agree (bitwise: -0 and +0 differ, a NaN equals the same NaN). Returns
+ * 0 when equal, else max |a - b| over float32/float64 elements, NaN when dtypes or
+ * sizes differ, an element is NaN on one side only, or the dtype is not a float. */
+double ot_remat_tensor_diff(const ot_tensor *a, const ot_tensor *b, bool *equal);
+
 /* `--batch-size auto`: the largest batch in [1, max_batch] whose plan under o's
  * policy has a planned peak within budget (doubling, then bisection; each probe is a
  * fresh session, loaded without weights whatever o.plan_only says: probes only plan).

@@ -14,6 +14,7 @@
 
 #include "ir.h"
 #include "remat/remat.h"
+#include "remat/session.h"
 #include "runtime/schedule.h"
 
 #define B 4
@@ -500,6 +501,47 @@ static void test_auto_vs_exhaustive(void **state) {
     ot_graph_free(g);
 }
 
+/* verify's comparison (exit 11 when any result differs): bitwise equality, the
+ * reported max |diff|, and the cases a float diff cannot describe. */
+static void test_verify_compare(void **state) {
+    (void)state;
+    ot_shape s = {.rank = 1, .dim = {4}};
+    ot_tensor *a = ot_tensor_new(OT_F32, &s), *b = ot_tensor_new(OT_F32, &s);
+    float va[4] = {1.0f, -2.5f, NAN, 0.0f};
+    memcpy(a->data, va, sizeof va);
+    memcpy(b->data, va, sizeof va);
+    bool eq = false;
+    assert_true(ot_remat_tensor_diff(a, b, &eq) == 0.0); /* the same NaN bits count as equal */
+    assert_true(eq);
+    ((float *)b->data)[1] = nextafterf(-2.5f, 0.0f); /* one ulp */
+    double d = ot_remat_tensor_diff(a, b, &eq);
+    assert_false(eq);
+    assert_true(d > 0.0 && d < 1e-6);
+    ((float *)b->data)[1] = -2.5f;
+    ((float *)b->data)[3] = -0.0f; /* equal as numbers, not as bits */
+    d = ot_remat_tensor_diff(a, b, &eq);
+    assert_false(eq);
+    assert_true(d == 0.0);
+    ((float *)b->data)[3] = 0.0f;
+    ((float *)b->data)[2] = 1.0f; /* NaN on one side only */
+    d = ot_remat_tensor_diff(a, b, &eq);
+    assert_false(eq);
+    assert_true(isnan(d));
+    ot_tensor *c = ot_tensor_new(OT_F64, &s); /* another dtype */
+    d = ot_remat_tensor_diff(a, c, &eq);
+    assert_false(eq);
+    assert_true(isnan(d));
+    ot_tensor *i0 = ot_tensor_new(OT_I64, &s), *i1 = ot_tensor_new(OT_I64, &s);
+    assert_true(ot_remat_tensor_diff(i0, i1, &eq) == 0.0 && eq);
+    ((int64_t *)i1->data)[0] = 7;
+    assert_true(isnan(ot_remat_tensor_diff(i0, i1, &eq)) && !eq);
+    ot_tensor_free(a);
+    ot_tensor_free(b);
+    ot_tensor_free(c);
+    ot_tensor_free(i0);
+    ot_tensor_free(i1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
@@ -509,6 +551,7 @@ int main(void) {
         cmocka_unit_test(test_policies_chain48),
         cmocka_unit_test(test_auto_sweep),
         cmocka_unit_test(test_auto_vs_exhaustive),
+        cmocka_unit_test(test_verify_compare),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
