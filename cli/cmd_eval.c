@@ -116,7 +116,9 @@ static ot_status set_modes(const eval_opts *o, ot_graph *g, ot_error *err) {
 /* Loads the model, applies the binds, the batch binding and the BatchNorm/Dropout mode. */
 static ot_status load_bound(const eval_opts *o, const char *batch_sym, int64_t batch, ot_model **out,
                             ot_error *err) {
-    ot_import_options io = {0};
+    /* The partial batch's model reads the main executor's weights in place
+     * (make_executor's `share`): its own large params are not even read from disk. */
+    ot_import_options io = {.skip_param_data = true};
     ot_model *m = NULL;
     ot_status st = ot_model_load(o->model, &io, &m, err);
     if (st) return st;
@@ -132,13 +134,39 @@ static ot_status load_bound(const eval_opts *o, const char *batch_sym, int64_t b
     return OT_OK;
 }
 
-static ot_status make_executor(const eval_opts *o, ot_model *m, ot_backend *be, ot_executor **ex, ot_error *err) {
-    ot_status st = ot_graph_require_static(m->graph, err);
+/* With `share` (the executor of the full batches, on the same backend), every param
+ * and state value of m is bound to share's copy of the value of the same name, so the
+ * last partial batch holds no second copy of the weights. */
+static ot_status make_executor(const eval_opts *o, ot_model *m, ot_backend *be, ot_executor *share, ot_executor **ex,
+                               ot_error *err) {
+    ot_graph *g = m->graph;
+    ot_status st = ot_graph_require_static(g, err);
     if (st) return st;
     /* Nothing reads the model's weights after this (eval writes no model): the
      * executor's arena keeps the only copy. */
     ot_exec_options eo = {.n_threads = o->args.n_threads, .seed = o->args.seed, .release_host_data = true};
-    return ot_executor_new(m->graph, be, &eo, ex, err);
+    ot_exec_binding *bind = NULL;
+    if (share) {
+        const ot_graph *sg = ot_executor_graph(share);
+        bind = calloc((size_t)g->n_values + 1, sizeof *bind);
+        if (!bind) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        for (int v = 0; v < g->n_values; v++) {
+            const ot_value *val = &g->values[v];
+            if (val->kind != OT_VK_PARAM && val->kind != OT_VK_STATE) continue;
+            int sv = val->name ? ot_graph_find_value(sg, val->name) : -1;
+            void *p = sv >= 0 ? ot_executor_value_ptr(share, sv) : NULL;
+            if (!p || sg->values[sv].dtype != val->dtype || sg->values[sv].nbytes != val->nbytes) {
+                free(bind);
+                return ot_fail(err, OT_E_INTERNAL, "eval: %s '%s' of the partial batch's plan has no twin in the main plan",
+                               ot_value_kind_name(val->kind), val->name ? val->name : "?");
+            }
+            bind[eo.n_bind++] = (ot_exec_binding){.value_id = v, .data = p, .nbytes = val->nbytes};
+        }
+        eo.bind = bind;
+    }
+    st = ot_executor_new(g, be, &eo, ex, err);
+    free(bind);
+    return st;
 }
 
 static ot_status append_output(eval_output *out, const ot_tensor *t, ot_error *err) {
@@ -381,7 +409,7 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
         goto fail;
     }
     if ((st = set_modes(o, g, err))) goto fail;
-    if ((st = make_executor(o, m, be, &ex, err))) goto fail;
+    if ((st = make_executor(o, m, be, NULL, &ex, err))) goto fail;
     int64_t n_full = count / bs, rest = count % bs;
     if (rest) {
         /* A symbol binds once: the last partial batch gets its own model and plan. */
@@ -396,7 +424,7 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
                 (st = ot_graph_bind_dim(m_rest->graph, g->syms[s], val, err)))
                 goto fail;
         }
-        if ((st = make_executor(o, m_rest, be, &ex_rest, err))) goto fail;
+        if ((st = make_executor(o, m_rest, be, ex, &ex_rest, err))) goto fail;
     }
 
     n_out = g->n_outputs;
