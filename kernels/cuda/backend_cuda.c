@@ -245,7 +245,17 @@ static ot_status cuda_run_node(ot_backend *be, const ot_graph *g, const ot_node 
             return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): required input %d has no data", node->name, opname, k);
     if (node->n_outputs > 0 && !out[0].data && numel(&out[0]) > 0)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): output 0 has no buffer", node->name, opname);
-    return fn(cx, node, in, out, ctx, err);
+    snprintf(cx->last_node, sizeof cx->last_node, "'%s' (%s)", node->name ? node->name : "?", opname);
+    ot_status st = fn(cx, node, in, out, ctx, err);
+    if (st == OT_OK && cx->sync_each) {
+        /* a kernel's fault surfaces at the next synchronisation: here, the node's */
+        cudaError_t e = cudaStreamSynchronize(cx->stream);
+        if (e == cudaSuccess) e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return ot_fail(err, OT_E_DEVICE, "%s: node '%s' (%s) failed on the GPU: %s (%s)", cx->name, node->name,
+                           opname, cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    return st;
 }
 
 /* ---- supports / workspace ------------------------------------------------------------- */
@@ -317,6 +327,9 @@ static size_t cuda_workspace_bytes(ot_backend *be, const ot_node *node, const ot
     case OT_OP_CONV_GRAD_WEIGHT: {
         size_t b = 0;
         ot_error e;
+        /* cuDNN's queries use the current device: the planner's thread may not be
+         * the one that opened cuda:N */
+        if (cudaSetDevice(cx->device) != cudaSuccess) return 0;
         /* a failure here resurfaces with its message when the node runs */
         if (ot_cuda_conv_workspace(cx, node, in, out, &b, &e) != OT_OK) return 0;
         return b;
@@ -368,6 +381,8 @@ static void cuda_arena_free(ot_backend *be, void *base) {
     cudaFree(base);
 }
 
+static ot_status cuda_synchronize(ot_backend *be, ot_error *err);
+
 static ot_status cuda_copy_in(ot_backend *be, void *dst, const void *src, size_t n, ot_error *err) {
     ot_cuda_ctx *cx = be->impl;
     if (!n) return OT_OK;
@@ -383,15 +398,23 @@ static ot_status cuda_copy_out(ot_backend *be, void *dst, const void *src, size_
     if (!n) return OT_OK;
     OT_CUDA_CHECK(cudaSetDevice(cx->device));
     OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cx->stream));
-    OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
-    return OT_OK;
+    /* the copy is queued behind every node run so far: a fault of one of them shows
+     * here first, so say so rather than blame the copy */
+    return cuda_synchronize(be, err);
 }
 
 static ot_status cuda_synchronize(ot_backend *be, ot_error *err) {
     ot_cuda_ctx *cx = be->impl;
     OT_CUDA_CHECK(cudaSetDevice(cx->device));
-    OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
-    OT_CUDA_CHECK(cudaGetLastError());
+    cudaError_t e = cudaStreamSynchronize(cx->stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    /* an asynchronous fault of any node queued since the last synchronisation: name
+     * the last one and say how to find the culprit */
+    if (e != cudaSuccess)
+        return ot_fail(err, OT_E_DEVICE,
+                       "%s: a GPU kernel failed: %s (%s); the last node queued was %s; rerun with "
+                       "ONNXTRAIN_CUDA_SYNC=1 to name the node that failed",
+                       cx->name, cudaGetErrorName(e), cudaGetErrorString(e), cx->last_node[0] ? cx->last_node : "none");
     return OT_OK;
 }
 
@@ -456,6 +479,8 @@ static ot_status ctx_open(ot_cuda_ctx *cx, int device, ot_error *err) {
     OT_CUBLAS_CHECK(cublasSetMathMode(cx->cublas, CUBLAS_PEDANTIC_MATH));
     OT_CUDNN_CHECK(cudnnCreate(&cx->cudnn));
     OT_CUDNN_CHECK(cudnnSetStream(cx->cudnn, cx->stream));
+    const char *sync = getenv("ONNXTRAIN_CUDA_SYNC");
+    cx->sync_each = sync && sync[0] && strcmp(sync, "0") != 0;
     return OT_OK;
 }
 
@@ -491,15 +516,28 @@ static ot_backend *cuda_backend_new(int device, ot_error *err) {
 
 /* ---- the module's entry point ------------------------------------------------------- */
 
-/* The pointwise families run their element code on the host when given no context
- * (cuda_internal.h); anything else has no host mode. */
+bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
+    static const ot_cuda_kernel_fn with[] = {
+        ot_cuda_unary,       ot_cuda_binary,      ot_cuda_equal,      ot_cuda_where,       ot_cuda_sum,
+        ot_cuda_expand,      ot_cuda_expand_like, ot_cuda_cast,       ot_cuda_copy_view,   ot_cuda_act_grad,
+        ot_cuda_dropout,     ot_cuda_dropout_grad, ot_cuda_fill_like, ot_cuda_transpose,   ot_cuda_concat,
+        ot_cuda_split,       ot_cuda_slice,       ot_cuda_slice_grad, ot_cuda_gather,      ot_cuda_gather_grad,
+        ot_cuda_max_pool,    ot_cuda_average_pool, ot_cuda_pool_grad, ot_cuda_mse_loss_grad, ot_cuda_sgd_step,
+        ot_cuda_adam_step,
+    };
+    for (size_t i = 0; fn && i < sizeof with / sizeof with[0]; i++)
+        if (with[i] == fn) return true;
+    return false;
+}
+
+/* The kernels with a host mode run their element code on the host when given no
+ * context (cuda_internal.h); anything else is OT_E_UNSUPPORTED. */
 static ot_status cuda_pointwise_host(const ot_node *node, const ot_tensor *in, ot_tensor *out,
                                      const ot_kernel_ctx *ctx, ot_error *err) {
     ot_kernel_ctx dflt;
     memset(&dflt, 0, sizeof dflt);
     ot_cuda_kernel_fn fn = node->op > OT_OP_UNKNOWN && node->op < OT_OP_COUNT ? kernel_of(node->op) : NULL;
-    if (fn != ot_cuda_unary && fn != ot_cuda_binary && fn != ot_cuda_equal && fn != ot_cuda_act_grad &&
-        fn != ot_cuda_cast)
+    if (!ot_cuda_has_host_mode(fn))
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): no host mode for this CUDA kernel", node->name,
                        ot_op_name(node->op));
     return fn(NULL, node, in, out, ctx ? ctx : &dflt, err);

@@ -6,6 +6,7 @@
  * through cuDNN's Nd descriptors; pads cuDNN cannot express (begin != end where that
  * moves the windows: auto_pad SAME with an odd total, PyTorch's F.pad folded into
  * Conv) run on a zero-padded copy of X in the workspace (ot_cuda_pad_copy). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,12 +25,26 @@ static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot
                    node->name, node->op_type ? node->op_type : ot_op_name(node->op), what, ot_dtype_name(t));
 }
 
-/* Row-major C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C, lda/ldb the row lengths. */
+/* True when every value fits cuBLAS's 32-bit int arguments. */
+static bool fits_int(const int64_t *v, int n) {
+    for (int i = 0; i < n; i++)
+        if (v[i] < 0 || v[i] > INT_MAX) return false;
+    return true;
+}
+
+/* Row-major C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C, lda/ldb the row lengths.
+ * Sizes past INT_MAX (a tall GEMM of batch x rows, say) go through the 64-bit API
+ * rather than being truncated by an (int) cast. */
 static ot_status sgemm_rm(ot_cuda_ctx *cx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                           const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
                           ot_error *err) {
-    OT_CUBLAS_CHECK(cublasSgemm(cx->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N,
-                                (int)M, (int)K, &alpha, b, (int)ldb, a, (int)lda, &beta, c, (int)ldc));
+    const int64_t dims[6] = {M, N, K, lda, ldb, ldc};
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (fits_int(dims, 6))
+        OT_CUBLAS_CHECK(cublasSgemm(cx->cublas, opb, opa, (int)N, (int)M, (int)K, &alpha, b, (int)ldb, a, (int)lda,
+                                    &beta, c, (int)ldc));
+    else
+        OT_CUBLAS_CHECK(cublasSgemm_64(cx->cublas, opb, opa, N, M, K, &alpha, b, ldb, a, lda, &beta, c, ldc));
     return OT_OK;
 }
 
@@ -80,9 +95,15 @@ OT_CUDA_KERNEL(ot_cuda_matmul) {
         return sgemm_rm(cx, false, false, batch * M, N, K, 1.0f, a, K, b, N, 0.0f, y, N, err);
     if ((a_dense || a_shared) && (b_dense || b_shared)) {
         const float one = 1.0f, zero = 0.0f;
-        OT_CUBLAS_CHECK(cublasSgemmStridedBatched(cx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, b,
-                                                  (int)N, b_shared ? 0 : K * N, a, (int)K, a_shared ? 0 : M * K, &zero,
-                                                  y, (int)N, M * N, (int)batch));
+        const int64_t dims[4] = {M, N, K, batch};
+        if (fits_int(dims, 4))
+            OT_CUBLAS_CHECK(cublasSgemmStridedBatched(cx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one,
+                                                      b, (int)N, b_shared ? 0 : K * N, a, (int)K, a_shared ? 0 : M * K,
+                                                      &zero, y, (int)N, M * N, (int)batch));
+        else
+            OT_CUBLAS_CHECK(cublasSgemmStridedBatched_64(cx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, b, N,
+                                                         b_shared ? 0 : K * N, a, K, a_shared ? 0 : M * K, &zero, y,
+                                                         N, M * N, batch));
         return OT_OK;
     }
     for (int64_t i = 0; i < batch; i++) { /* mixed broadcasting: one GEMM per batch */
@@ -171,6 +192,18 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
     for (int s = 0; s < g->nsp; s++) {
         if (g->explicit_pad) g->xc[2 + s] = g->x[2 + s] + g->pb[s] + g->pe[s];
         g->pad[s] = g->explicit_pad ? 0 : (int)g->pb[s];
+    }
+    /* cuDNN's descriptors take int dims and strides: a tensor of 2^31 elements or
+     * more would be described wrongly, so supports() refuses it (the executor then
+     * names the node) instead of the kernel reading past its buffer */
+    const int64_t *ts[3] = {g->xc, g->w, g->y};
+    for (int k = 0; k < 3; k++) {
+        int64_t n = 1;
+        for (int i = 0; i < g->nd; i++) n *= ts[k][i];
+        if (n > INT_MAX)
+            return ot_fail(err, OT_E_UNSUPPORTED,
+                           "node '%s' (%s): a tensor of %lld elements is past cuDNN's 32-bit sizes", node->name,
+                           node->op_type, (long long)n);
     }
     return OT_OK;
 }

@@ -7,7 +7,9 @@
 #define OT_CUDA_DEVICE_CUH
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda_internal.h"
 extern "C" {
@@ -84,6 +86,90 @@ template <typename Op> static ot_status ot_cu_map(ot_cuda_ctx *cx, const Op &op,
     ot_cu_k_map<Op><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(op, n);
     OT_CUDA_LAUNCHED();
     return OT_OK;
+}
+
+/* As ot_cu_map, for element code that first derives per-launch values from device
+ * memory (the optimizer's step scalars): `bool prepare(typename Op::prep *q) const`
+ * runs once per thread (false: do nothing), then `operator()(const prep &, int64_t)`
+ * per element. Host mode as above. */
+template <typename Op> __global__ void ot_cu_k_map_prepared(Op op, int64_t n) {
+    typename Op::prep q;
+    if (!op.prepare(&q)) return;
+    OT_CU_LOOP(i, n) op(q, i);
+}
+
+template <typename Op> static ot_status ot_cu_map_prepared(ot_cuda_ctx *cx, const Op &op, int64_t n, ot_error *err) {
+    if (n <= 0) return OT_OK;
+    if (!cx) {
+        typename Op::prep q;
+        if (!op.prepare(&q)) return OT_OK;
+        for (int64_t i = 0; i < n; i++) op(q, i);
+        return OT_OK;
+    }
+    ot_cu_k_map_prepared<Op><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(op, n);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+/* Zero-fill and copy within one device (host memory in host mode), queued on the
+ * context's stream. */
+static inline ot_status ot_cu_zero(ot_cuda_ctx *cx, void *p, size_t n, ot_error *err) {
+    if (!n) return OT_OK;
+    if (!cx) {
+        memset(p, 0, n);
+        return OT_OK;
+    }
+    OT_CUDA_CHECK(cudaMemsetAsync(p, 0, n, cx->stream));
+    return OT_OK;
+}
+static inline ot_status ot_cu_copy(ot_cuda_ctx *cx, void *dst, const void *src, size_t n, ot_error *err) {
+    if (!n || dst == src) return OT_OK;
+    if (!cx) {
+        memmove(dst, src, n);
+        return OT_OK;
+    }
+    OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cx->stream));
+    return OT_OK;
+}
+
+/* IEEE-rounded single operations that nvcc may not contract into an FMA (its default
+ * -fmad=true fuses a*b+c in device code; the CPU kernels, built as ISO C, never do):
+ * the intrinsics on the device, the plain operators in host mode (x86-64 SSE, where
+ * the host compiler has no FMA to fuse with). */
+__host__ __device__ __forceinline__ float ot_cu_fmul(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+__host__ __device__ __forceinline__ float ot_cu_fadd(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+__host__ __device__ __forceinline__ float ot_cu_fdiv(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+__host__ __device__ __forceinline__ float ot_cu_fsqrt(float a) {
+#ifdef __CUDA_ARCH__
+    return __fsqrt_rn(a);
+#else
+    return sqrtf(a);
+#endif
+}
+__host__ __device__ __forceinline__ double ot_cu_dmul(double a, double b) {
+#ifdef __CUDA_ARCH__
+    return __dmul_rn(a, b);
+#else
+    return a * b;
+#endif
 }
 
 template <typename T> __device__ __forceinline__ T ot_cu_warp_sum(T v) {

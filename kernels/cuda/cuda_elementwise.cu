@@ -33,17 +33,6 @@ static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, 
     return OT_OK;
 }
 
-/* A copy between two tensors of the same device (host memory in host mode). */
-static ot_status copy_same(ot_cuda_ctx *cx, void *dst, const void *src, size_t n, ot_error *err) {
-    if (!n || dst == src) return OT_OK;
-    if (!cx) {
-        memmove(dst, src, n);
-        return OT_OK;
-    }
-    OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cx->stream));
-    return OT_OK;
-}
-
 static bool is_int_arith(ot_dtype t) { return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8; }
 
 /* The dtypes ot_cpu_load_double reads: a bound of any other dtype is ignored by the
@@ -411,34 +400,41 @@ OT_CUDA_KERNEL(ot_cuda_equal) {
 
 /* ---- Where, Expand, Sum ------------------------------------------------------ */
 
-template <typename T>
-__global__ void k_where(const uint8_t *c, const T *x, const T *y, T *o, int64_t n, ot_cu_bcast bc) {
-    OT_CU_LOOP(i, n) {
+template <typename T> struct where_op {
+    const uint8_t *c;
+    const T *x, *y;
+    T *o;
+    ot_cu_bcast bc;
+    __host__ __device__ void operator()(int64_t i) const {
         int64_t off[OT_CPU_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         o[i] = c[off[0]] ? x[off[1]] : y[off[2]];
     }
-}
+};
 
-template <typename T> __global__ void k_bcast_copy(const T *x, T *o, int64_t n, ot_cu_bcast bc) {
-    OT_CU_LOOP(i, n) {
+template <typename T> struct bcast_copy_op {
+    const T *x;
+    T *o;
+    ot_cu_bcast bc;
+    __host__ __device__ void operator()(int64_t i) const {
         int64_t off[OT_CPU_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         o[i] = x[off[0]];
     }
-}
+};
 
 /* Moves elements by size class so every bit pattern survives. */
-#define BY_ELEM_SIZE(es, MACRO)                     \
-    switch (es) {                                   \
-    case 1: MACRO(uint8_t); break;                  \
-    case 2: MACRO(uint16_t); break;                 \
-    case 4: MACRO(uint32_t); break;                 \
-    case 8: MACRO(uint64_t); break;                 \
-    default: return bad_dtype(node, "data", in[0].dtype, err); \
+#define BY_ELEM_SIZE(es, MACRO)                                    \
+    switch (es) {                                                  \
+    case 1: return MACRO(uint8_t);                                 \
+    case 2: return MACRO(uint16_t);                                \
+    case 4: return MACRO(uint32_t);                                \
+    case 8: return MACRO(uint64_t);                                \
+    default: return bad_dtype(node, "data", in[0].dtype, err);     \
     }
 
 OT_CUDA_KERNEL(ot_cuda_where) {
+    (void)ctx;
     if (in[0].dtype != OT_BOOL) return bad_dtype(node, "condition", in[0].dtype, err);
     if (in[1].dtype != in[2].dtype || in[1].dtype != out[0].dtype)
         return bad_dtype(node, "mixed X/Y dtypes, Y", in[2].dtype, err);
@@ -446,79 +442,75 @@ OT_CUDA_KERNEL(ot_cuda_where) {
     ot_status st = bcast_init(node, in, 3, &out[0], &bc, err);
     if (st) return st;
     int64_t n = ot_cu_numel(&out[0]);
-    if (n == 0) return OT_OK;
     size_t es = ot_dtype_size(in[1].dtype);
-#define WHERE(T)                                                                                            \
-    k_where<T><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const uint8_t *)in[0].data, (const T *)in[1].data, \
-                                                                  (const T *)in[2].data, (T *)out[0].data, n, bc)
+#define WHERE(T)                                                                                                    \
+    ot_cu_map(cx, where_op<T>{(const uint8_t *)in[0].data, (const T *)in[1].data, (const T *)in[2].data,            \
+                              (T *)out[0].data, bc},                                                                \
+              n, err)
     BY_ELEM_SIZE(es, WHERE)
 #undef WHERE
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
 }
 
 OT_CUDA_KERNEL(ot_cuda_expand) {
+    (void)ctx;
     if (in[0].dtype != out[0].dtype) return bad_dtype(node, "input 0", in[0].dtype, err);
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
     if (st) return st;
     int64_t n = ot_cu_numel(&out[0]);
-    if (n == 0) return OT_OK;
     size_t es = ot_dtype_size(in[0].dtype);
-#define EXPAND(T) \
-    k_bcast_copy<T><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const T *)in[0].data, (T *)out[0].data, n, bc)
+#define EXPAND(T) ot_cu_map(cx, bcast_copy_op<T>{(const T *)in[0].data, (T *)out[0].data, bc}, n, err)
     BY_ELEM_SIZE(es, EXPAND)
 #undef EXPAND
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
 }
 
 /* ExpandLike (dY, like) -> dY broadcast to like's shape: the same copy. */
 OT_CUDA_KERNEL(ot_cuda_expand_like) {
+    (void)ctx;
     if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
     if (st) return st;
-    int64_t n = ot_cu_numel(&out[0]);
-    if (n == 0) return OT_OK;
-    k_bcast_copy<uint32_t><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const uint32_t *)in[0].data,
-                                                                             (uint32_t *)out[0].data, n, bc);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    return ot_cu_map(cx, bcast_copy_op<uint32_t>{(const uint32_t *)in[0].data, (uint32_t *)out[0].data, bc},
+                     ot_cu_numel(&out[0]), err);
 }
 
-__global__ void k_scaled_bcast(const float *c, float *y, int64_t n, ot_cu_bcast bc, float beta) {
-    OT_CU_LOOP(i, n) {
+struct scaled_bcast_op {
+    const float *c;
+    float *y;
+    ot_cu_bcast bc;
+    float beta;
+    __host__ __device__ void operator()(int64_t i) const {
         int64_t off[OT_CPU_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         y[i] = beta * c[off[0]];
     }
-}
+};
 
 ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *c, ot_tensor *out, float beta,
                                    ot_error *err) {
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, c, 1, out, &bc, err);
     if (st) return st;
-    int64_t n = ot_cu_numel(out);
-    if (n == 0) return OT_OK;
-    k_scaled_bcast<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)c->data, (float *)out->data, n,
-                                                                      bc, beta);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    return ot_cu_map(cx, scaled_bcast_op{(const float *)c->data, (float *)out->data, bc, beta}, ot_cu_numel(out), err);
 }
 
-/* o = x (k == 0) or o += x, broadcast; inputs added one at a time, in input order,
+/* o = x (first) or o += x, broadcast; inputs added one at a time, in input order,
  * like the CPU kernel, so the rounding is the same. */
-__global__ void k_sum_step(const float *x, float *o, int64_t n, ot_cu_bcast bc, int first) {
-    OT_CU_LOOP(i, n) {
+struct sum_step_op {
+    const float *x;
+    float *o;
+    ot_cu_bcast bc;
+    int first;
+    __host__ __device__ void operator()(int64_t i) const {
         int64_t off[OT_CPU_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         o[i] = first ? x[off[0]] : o[i] + x[off[0]];
     }
-}
+};
 
 OT_CUDA_KERNEL(ot_cuda_sum) {
+    (void)ctx;
     for (int k = 0; k < node->n_inputs; k++)
         if (in[k].dtype != OT_F32) return bad_dtype(node, "input", in[k].dtype, err);
     int64_t n = ot_cu_numel(&out[0]);
@@ -528,9 +520,8 @@ OT_CUDA_KERNEL(ot_cuda_sum) {
         ot_status st = bcast_init(node, &in[k], 1, &out[0], &bc, err);
         if (st) return st;
         if (k == 0 && in[0].data == out[0].data) continue;
-        k_sum_step<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[k].data, (float *)out[0].data,
-                                                                      n, bc, k == 0);
-        OT_CUDA_LAUNCHED();
+        st = ot_cu_map(cx, sum_step_op{(const float *)in[k].data, (float *)out[0].data, bc, k == 0}, n, err);
+        if (st) return st;
     }
     return OT_OK;
 }
@@ -544,9 +535,7 @@ OT_CUDA_KERNEL(ot_cuda_copy_view) {
     if (n != ot_cu_numel(&out[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output element count differs from the input's", node->name,
                        node->op_type);
-    if (n > 0 && out[0].data != in[0].data)
-        OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * es, cudaMemcpyDeviceToDevice, cx->stream));
-    return OT_OK;
+    return ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * es, err);
 }
 
 /* ---- Cast ---------------------------------------------------------------------- */
@@ -626,7 +615,7 @@ OT_CUDA_KERNEL(ot_cuda_cast) {
     if (n != ot_cu_numel(&out[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Cast): output element count differs", node->name);
     if (n == 0) return OT_OK;
-    if (ts == td) return copy_same(cx, out[0].data, in[0].data, (size_t)n * ot_dtype_size(ts), err);
+    if (ts == td) return ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * ot_dtype_size(ts), err);
     return ot_cu_map(cx, cast_op{(int)ts, (int)td, in[0].data, out[0].data}, n, err);
 }
 
@@ -754,18 +743,28 @@ float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, u
     return philox_uniform(seed, step, node, index);
 }
 
-__global__ void k_dropout(const float *x, float *y, uint8_t *mask, int64_t n, uint64_t seed, uint64_t step,
-                          uint32_t nid, float ratio, float scale) {
-    OT_CU_LOOP(i, n) {
+/* y[i] = x[i] * scale where element i's uniform is >= ratio (runtime/rng.h's
+ * ot_dropout_keep), else 0; the mask when asked. The index is the element's int64
+ * position as uint64: all 64 bits go into the counter, as on the CPU. */
+struct dropout_op {
+    const float *x;
+    float *y;
+    uint8_t *mask;
+    uint64_t seed, step;
+    uint32_t nid;
+    float ratio, scale;
+    __host__ __device__ void operator()(int64_t i) const {
         bool keep = philox_uniform(seed, step, nid, (uint64_t)i) >= ratio;
         y[i] = keep ? x[i] * scale : 0.0f;
         if (mask) mask[i] = keep;
     }
-}
+};
 
-__global__ void k_fill_u8(uint8_t *p, int64_t n, uint8_t v) {
-    OT_CU_LOOP(i, n) p[i] = v;
-}
+template <typename T> struct fill_op {
+    T *p;
+    T v;
+    __host__ __device__ void operator()(int64_t i) const { p[i] = v; }
+};
 
 OT_CUDA_KERNEL(ot_cuda_dropout) {
     if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
@@ -777,8 +776,8 @@ OT_CUDA_KERNEL(ot_cuda_dropout) {
     ot_status st;
     if (a && a->type == OT_ATTR_FLOAT) {
         ratio = a->f;
-    } else if (node->n_inputs > 1 && in[1].data) {
-        double d;
+    } else if (node->n_inputs > 1 && in[1].data && loadable(in[1].dtype)) {
+        double d; /* the CPU ignores a ratio of a dtype it cannot load (0.5 stays) */
         if ((st = ot_cuda_read_double(cx, &in[1], &d, err))) return st;
         ratio = (float)d;
     }
@@ -786,8 +785,8 @@ OT_CUDA_KERNEL(ot_cuda_dropout) {
     a = ot_node_attr(node, "training_mode");
     if (a && a->type == OT_ATTR_INT) {
         training = a->i != 0;
-    } else if (node->n_inputs > 2 && in[2].data) {
-        double d;
+    } else if (node->n_inputs > 2 && in[2].data && ot_cpu_is_int_dtype(in[2].dtype)) {
+        double d; /* the CPU reads it as an integer (bool included) */
         if ((st = ot_cuda_read_double(cx, &in[2], &d, err))) return st;
         training = d != 0.0;
     }
@@ -797,20 +796,14 @@ OT_CUDA_KERNEL(ot_cuda_dropout) {
     if (mask && out[1].dtype != OT_BOOL) return bad_dtype(node, "mask", out[1].dtype, err);
     if (n == 0) return OT_OK;
     if (!training || ratio == 0.0f) {
-        if (out[0].data != in[0].data)
-            OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * 4, cudaMemcpyDeviceToDevice, cx->stream));
-        if (mask) {
-            k_fill_u8<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(mask, n, 1);
-            OT_CUDA_LAUNCHED();
-        }
-        return OT_OK;
+        if ((st = ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * 4, err))) return st;
+        return mask ? ot_cu_map(cx, fill_op<uint8_t>{mask, 1}, n, err) : OT_OK;
     }
     float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-    k_dropout<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (float *)out[0].data, mask,
-                                                                 n, ctx->seed, ctx->step, (uint32_t)ctx->rng_node,
-                                                                 ratio, scale);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    return ot_cu_map(cx,
+                     dropout_op{(const float *)in[0].data, (float *)out[0].data, mask, ctx->seed, ctx->step,
+                                (uint32_t)ctx->rng_node, ratio, scale},
+                     n, err);
 }
 
 OT_CUDA_KERNEL(ot_cuda_dropout_grad) {
@@ -818,36 +811,22 @@ OT_CUDA_KERNEL(ot_cuda_dropout_grad) {
     int64_t n = ot_cu_numel(&out[0]);
     if (ot_cu_numel(&in[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
-    if (n == 0) return OT_OK;
     float ratio = ot_node_attr_float(node, "ratio", 0.5f);
     uint32_t key = (uint32_t)ot_node_attr_int(node, "rng_node", ctx->rng_node);
     float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-    k_dropout<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (float *)out[0].data, NULL,
-                                                                 n, ctx->seed, ctx->step, key, ratio, scale);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    return ot_cu_map(
+        cx, dropout_op{(const float *)in[0].data, (float *)out[0].data, NULL, ctx->seed, ctx->step, key, ratio, scale},
+        n, err);
 }
 
 /* ---- fills ------------------------------------------------------------------------ */
 
-template <typename T> __global__ void k_fill(T *p, int64_t n, T v) {
-    OT_CU_LOOP(i, n) p[i] = v;
-}
-
 OT_CUDA_KERNEL(ot_cuda_fill_like) {
+    (void)ctx;
+    (void)in;
     int64_t n = ot_cu_numel(&out[0]);
-    if (n == 0) return OT_OK;
-    if (node->op == OT_OP_ZEROS_LIKE) {
-        OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, (size_t)n * ot_dtype_size(out[0].dtype), cx->stream));
-        return OT_OK;
-    }
-    if (out[0].dtype == OT_F32)
-        k_fill<float><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((float *)out[0].data, n, 1.0f);
-    else if (out[0].dtype == OT_F64)
-        k_fill<double><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((double *)out[0].data, n, 1.0);
-    else
-        return bad_dtype(node, "output", out[0].dtype, err);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    if (node->op == OT_OP_ZEROS_LIKE) return ot_cu_zero(cx, out[0].data, (size_t)n * ot_dtype_size(out[0].dtype), err);
+    if (out[0].dtype == OT_F32) return ot_cu_map(cx, fill_op<float>{(float *)out[0].data, 1.0f}, n, err);
+    if (out[0].dtype == OT_F64) return ot_cu_map(cx, fill_op<double>{(double *)out[0].data, 1.0}, n, err);
+    return bad_dtype(node, "output", out[0].dtype, err);
 }
-

@@ -5,12 +5,17 @@
  * Every launcher has the contract of ot_cpu_run_node (kernels/kernel.h) except that
  * tensor data pointers are device pointers and work is queued on cx->stream.
  *
- * Host mode: the pointwise families (ot_cuda_unary, ot_cuda_binary, ot_cuda_equal,
- * ot_cuda_act_grad, ot_cuda_cast) also accept cx == NULL, and then run their element
- * code (the same __host__ __device__ functions) on the host over host pointers;
+ * Host mode: the kernels whose work is independent per element (or per output
+ * element, in a fixed order) also accept cx == NULL, and then run their element code
+ * (the same __host__ __device__ functors, through ot_cu_map) on the host over host
+ * pointers: unary, binary, Equal, Where, Sum, Expand, ExpandLike, Cast, the
+ * activation gradients, Dropout and DropoutGrad, the fills, the views, Transpose,
+ * Concat, Split, Slice, SliceGrad, Gather, GatherGrad, MaxPool, AveragePool and their
+ * gradients, MseLossGrad, SgdStep and AdamStep (ot_cuda_has_host_mode says which).
  * ot_cuda_read_ints / ot_cuda_read_double read host memory then. The module exports
- * this as pointwise_host (cuda_module.h) so tests compare it with the CPU kernels on
- * machines without a GPU. */
+ * this as pointwise_host (cuda_module.h) so tests compare it with the CPU kernels, bit
+ * for bit, on machines without a GPU. What needs warps or blocks (reductions,
+ * normalisation, softmax, losses) and the vendor libraries have no host mode. */
 #ifndef OT_CUDA_INTERNAL_H
 #define OT_CUDA_INTERNAL_H
 
@@ -41,6 +46,11 @@ typedef struct ot_cuda_ctx {
     ot_cuda_conv_algo *algos;
     int n_algos, cap_algos;
     size_t max_threads_per_block;
+    /* ONNXTRAIN_CUDA_SYNC=1: synchronise after every node, so an asynchronous fault
+     * (an illegal address, say) is reported with the node that caused it */
+    bool sync_each;
+    /* the last node queued (for a fault found later, at a synchronisation) */
+    char last_node[96];
 } ot_cuda_ctx;
 
 /* Formats "FILE:LINE: CALL failed: NAME (text)" into err with OT_E_DEVICE. */
@@ -81,6 +91,9 @@ typedef ot_status (*ot_cuda_kernel_fn)(ot_cuda_ctx *cx, const ot_node *node, con
 #define OT_CUDA_KERNEL(fn)                                                                                   \
     ot_status fn(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx, \
                  ot_error *err)
+
+/* True when fn has the host mode described above. */
+bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn);
 
 /* cuda_elementwise.cu: pointwise forward and backward ops, fills, casts, Dropout;
  * cuda_optim.cu: the optimizer steps */

@@ -14,8 +14,11 @@ struct strided {
     int64_t sbase, dbase;
 };
 
-template <typename T> __global__ void k_strided_copy(const T *src, T *dst, int64_t n, strided s) {
-    OT_CU_LOOP(i, n) {
+template <typename T> struct strided_op {
+    const T *src;
+    T *dst;
+    strided s;
+    __host__ __device__ void operator()(int64_t i) const {
         int64_t q = i, so = s.sbase, d = s.dbase;
         for (int k = s.rank - 1; k >= 0; k--) {
             int64_t c = q % s.dim[k];
@@ -25,7 +28,7 @@ template <typename T> __global__ void k_strided_copy(const T *src, T *dst, int64
         }
         dst[d] = src[so];
     }
-}
+};
 
 static ot_status bad(const ot_node *node, const char *what, ot_error *err) {
     return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): %s", node->name, node->op_type, what);
@@ -35,17 +38,13 @@ static ot_status strided_copy(ot_cuda_ctx *cx, const ot_node *node, size_t es, c
                               const strided &s, ot_error *err) {
     int64_t n = 1;
     for (int k = 0; k < s.rank; k++) n *= s.dim[k];
-    if (n == 0) return OT_OK;
-    unsigned nb = ot_cu_blocks(n);
     switch (es) {
-    case 1: k_strided_copy<uint8_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint8_t *)src, (uint8_t *)dst, n, s); break;
-    case 2: k_strided_copy<uint16_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint16_t *)src, (uint16_t *)dst, n, s); break;
-    case 4: k_strided_copy<uint32_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint32_t *)src, (uint32_t *)dst, n, s); break;
-    case 8: k_strided_copy<uint64_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint64_t *)src, (uint64_t *)dst, n, s); break;
+    case 1: return ot_cu_map(cx, strided_op<uint8_t>{(const uint8_t *)src, (uint8_t *)dst, s}, n, err);
+    case 2: return ot_cu_map(cx, strided_op<uint16_t>{(const uint16_t *)src, (uint16_t *)dst, s}, n, err);
+    case 4: return ot_cu_map(cx, strided_op<uint32_t>{(const uint32_t *)src, (uint32_t *)dst, s}, n, err);
+    case 8: return ot_cu_map(cx, strided_op<uint64_t>{(const uint64_t *)src, (uint64_t *)dst, s}, n, err);
     default: return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): element size %zu", node->name, node->op_type, es);
     }
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
 }
 
 static void contiguous_strides(const ot_shape *s, int64_t *st) {
@@ -233,7 +232,8 @@ OT_CUDA_KERNEL(ot_cuda_slice_grad) {
     if (s0) return s0;
     int64_t n = ot_cu_numel(&out[0]);
     if (n == 0) return OT_OK;
-    OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, (size_t)n * sizeof(float), cx->stream));
+    ot_status zs = ot_cu_zero(cx, out[0].data, (size_t)n * sizeof(float), err);
+    if (zs) return zs;
     strided s;
     memset(&s, 0, sizeof s);
     s.rank = xs->rank;
@@ -250,23 +250,25 @@ OT_CUDA_KERNEL(ot_cuda_slice_grad) {
 
 /* ---- Gather / GatherGrad ------------------------------------------------------------ */
 
-__device__ __forceinline__ int64_t load_index(const void *p, int i64, int64_t j) {
+__host__ __device__ __forceinline__ int64_t load_index(const void *p, int i64, int64_t j) {
     return i64 ? ((const int64_t *)p)[j] : (int64_t)((const int32_t *)p)[j];
 }
 
 /* Out-of-range indices give zeros: a kernel cannot report them (the CPU backend
  * does; `verify` on the CPU names the node). */
-template <typename T>
-__global__ void k_gather(const T *src, const void *idx, int i64, T *dst, int64_t outer, int64_t n_idx, int64_t n_axis,
-                         int64_t inner) {
-    int64_t n = outer * n_idx * inner;
-    OT_CU_LOOP(i, n) {
+template <typename T> struct gather_op {
+    const T *src;
+    const void *idx;
+    int i64;
+    T *dst;
+    int64_t n_idx, n_axis, inner;
+    __host__ __device__ void operator()(int64_t i) const {
         int64_t b = i % inner, k = i / inner, j = k % n_idx, o = k / n_idx;
         int64_t v = load_index(idx, i64, j);
         if (v < 0) v += n_axis;
         dst[i] = (v >= 0 && v < n_axis) ? src[(o * n_axis + v) * inner + b] : (T)0;
     }
-}
+};
 
 OT_CUDA_KERNEL(ot_cuda_gather) {
     (void)ctx;
@@ -277,29 +279,49 @@ OT_CUDA_KERNEL(ot_cuda_gather) {
     int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), x->shape.rank);
     if (axis < 0) return bad(node, "axis out of range", err);
     int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_cu_numel(ind);
-    for (int d = 0; d < axis; d++) outer *= x->shape.dim[d];
-    for (int d = axis + 1; d < x->shape.rank; d++) inner *= x->shape.dim[d];
+    for (int d = 0; d < axis; d++)
+        outer *= x->shape.dim[d];
+    for (int d = axis + 1; d < x->shape.rank; d++)
+        inner *= x->shape.dim[d];
     int64_t n = outer * n_idx * inner;
-    if (ot_cu_numel(&out[0]) != n) return bad(node, "output element count is not data[:axis] x indices x data[axis+1:]", err);
+    if (ot_cu_numel(&out[0]) != n)
+        return bad(node, "output element count is not data[:axis] x indices x data[axis+1:]", err);
     if (n == 0) return OT_OK;
     int i64 = ind->dtype == OT_I64;
-    unsigned nb = ot_cu_blocks(n);
     switch (es) {
-    case 1: k_gather<uint8_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint8_t *)x->data, ind->data, i64, (uint8_t *)out[0].data, outer, n_idx, n_axis, inner); break;
-    case 2: k_gather<uint16_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint16_t *)x->data, ind->data, i64, (uint16_t *)out[0].data, outer, n_idx, n_axis, inner); break;
-    case 4: k_gather<uint32_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint32_t *)x->data, ind->data, i64, (uint32_t *)out[0].data, outer, n_idx, n_axis, inner); break;
-    case 8: k_gather<uint64_t><<<nb, OT_CU_THREADS, 0, cx->stream>>>((const uint64_t *)x->data, ind->data, i64, (uint64_t *)out[0].data, outer, n_idx, n_axis, inner); break;
+    case 1:
+        return ot_cu_map(
+            cx,
+            gather_op<uint8_t>{(const uint8_t *)x->data, ind->data, i64, (uint8_t *)out[0].data, n_idx, n_axis, inner},
+            n, err);
+    case 2:
+        return ot_cu_map(cx,
+                         gather_op<uint16_t>{(const uint16_t *)x->data, ind->data, i64, (uint16_t *)out[0].data, n_idx,
+                                             n_axis, inner},
+                         n, err);
+    case 4:
+        return ot_cu_map(cx,
+                         gather_op<uint32_t>{(const uint32_t *)x->data, ind->data, i64, (uint32_t *)out[0].data, n_idx,
+                                             n_axis, inner},
+                         n, err);
+    case 8:
+        return ot_cu_map(cx,
+                         gather_op<uint64_t>{(const uint64_t *)x->data, ind->data, i64, (uint64_t *)out[0].data, n_idx,
+                                             n_axis, inner},
+                         n, err);
     default: return bad(node, "unsupported element size", err);
     }
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
 }
 
 /* One thread per (outer row, inner column) walks the indices in order: repeated
  * indices add up in the CPU's order, without atomics, so results are repeatable. */
-__global__ void k_gather_grad(const float *g, const void *idx, int i64, float *dd, int64_t outer, int64_t n_idx,
-                              int64_t D, int64_t inner) {
-    OT_CU_LOOP(t, outer * inner) {
+struct gather_grad_op {
+    const float *g;
+    const void *idx;
+    int i64;
+    float *dd;
+    int64_t n_idx, D, inner;
+    __host__ __device__ void operator()(int64_t t) const {
         int64_t o = t / inner, b = t % inner;
         for (int64_t i = 0; i < n_idx; i++) {
             int64_t j = load_index(idx, i64, i);
@@ -308,7 +330,7 @@ __global__ void k_gather_grad(const float *g, const void *idx, int i64, float *d
             dd[(o * D + j) * inner + b] += g[(o * n_idx + i) * inner + b];
         }
     }
-}
+};
 
 OT_CUDA_KERNEL(ot_cuda_gather_grad) {
     (void)ctx;
@@ -319,17 +341,18 @@ OT_CUDA_KERNEL(ot_cuda_gather_grad) {
     int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), ds->rank);
     if (axis < 0) return bad(node, "axis out of range", err);
     int64_t outer = 1, inner = 1, D = ds->dim[axis], I = ot_cu_numel(idx);
-    for (int d = 0; d < axis; d++) outer *= ds->dim[d];
-    for (int d = axis + 1; d < ds->rank; d++) inner *= ds->dim[d];
+    for (int d = 0; d < axis; d++)
+        outer *= ds->dim[d];
+    for (int d = axis + 1; d < ds->rank; d++)
+        inner *= ds->dim[d];
     if (ot_cu_numel(dy) != outer * I * inner) return bad(node, "dY size does not match indices and data", err);
     int64_t n = ot_cu_numel(&out[0]);
     if (n == 0) return OT_OK;
-    OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, (size_t)n * sizeof(float), cx->stream));
-    if (outer * inner == 0) return OT_OK;
-    k_gather_grad<<<ot_cu_blocks(outer * inner), OT_CU_THREADS, 0, cx->stream>>>(
-        (const float *)dy->data, idx->data, idx->dtype == OT_I64, (float *)out[0].data, outer, I, D, inner);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    ot_status st = ot_cu_zero(cx, out[0].data, (size_t)n * sizeof(float), err);
+    if (st) return st;
+    return ot_cu_map(
+        cx, gather_grad_op{(const float *)dy->data, idx->data, idx->dtype == OT_I64, (float *)out[0].data, I, D, inner},
+        outer * inner, err);
 }
 
 /* ---- explicit zero padding (asymmetric convolution pads, cuda_blas.c) ------------- */
@@ -354,7 +377,8 @@ ot_status ot_cuda_pad_copy(ot_cuda_ctx *cx, const ot_node *node, const float *sr
         s.sbase = base;
     } else {
         /* the border is zero; the interior is overwritten next, on the same stream */
-        OT_CUDA_CHECK(cudaMemsetAsync(dst, 0, (size_t)acc_b * sizeof(float), cx->stream));
+        ot_status st = ot_cu_zero(cx, dst, (size_t)acc_b * sizeof(float), err);
+        if (st) return st;
         s.dbase = base;
     }
     return strided_copy(cx, node, sizeof(float), src, dst, s, err);

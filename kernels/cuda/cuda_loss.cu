@@ -254,10 +254,17 @@ OT_CUDA_KERNEL(ot_cuda_mse_loss) {
     return OT_OK;
 }
 
-__global__ void k_mse_grad(const float *dl, const float *x, const float *t, float *dx, int64_t n) {
-    float g = 2.0f * dl[0] / (float)n;
-    OT_CU_LOOP(i, n) dx[i] = g * (x[i] - t[i]);
-}
+/* dX = 2 dL / n * (x - t), grad_loss.c's rounding (dL read on the device, per
+ * element: a kernel never waits for the host); host mode as cuda_internal.h says. */
+struct mse_grad_op {
+    const float *dl, *x, *t;
+    float *dx;
+    int64_t n;
+    __host__ __device__ void operator()(int64_t i) const {
+        float g = 2.0f * dl[0] / (float)n;
+        dx[i] = g * (x[i] - t[i]);
+    }
+};
 
 OT_CUDA_KERNEL(ot_cuda_mse_loss_grad) {
     (void)ctx;
@@ -266,9 +273,7 @@ OT_CUDA_KERNEL(ot_cuda_mse_loss_grad) {
     int64_t n = ot_cu_numel(&in[1]);
     if (ot_cu_numel(&in[2]) != n || ot_cu_numel(&out[0]) != n)
         return ot_fail(err, OT_E_DATA, "node '%s' (MseLossGrad): X, target and dX differ in size", node->name);
-    if (n == 0) return OT_OK;
-    k_mse_grad<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (const float *)in[1].data,
-                                                                  (const float *)in[2].data, (float *)out[0].data, n);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    return ot_cu_map(cx, mse_grad_op{(const float *)in[0].data, (const float *)in[1].data, (const float *)in[2].data,
+                                     (float *)out[0].data, n},
+                     n, err);
 }

@@ -53,9 +53,10 @@ typedef struct ot_cuda_module {
     size_t (*workspace_bytes)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
     /* The Dropout generator of the kernels, run on the host. */
     float (*philox_uniform)(uint64_t seed, uint64_t step, uint32_t node, uint64_t index);
-    /* Runs the element code of a pointwise kernel (unary, binary, Equal, activation
-     * gradients, Cast) on the host over host tensors: the very per-element functions
-     * the GPU runs, so tests can compare them with the CPU kernels without a GPU.
+    /* Runs the element code of a kernel that has a host mode (the pointwise,
+     * layout, pooling, Dropout and optimizer kernels: kernels/cuda/cuda_internal.h
+     * lists them) on the host over host tensors: the very per-element functions the
+     * GPU runs, so tests can compare them with the CPU kernels without a GPU.
      * OT_E_UNSUPPORTED for other ops. */
     ot_status (*pointwise_host)(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                                 ot_error *err);

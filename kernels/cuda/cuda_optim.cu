@@ -2,7 +2,8 @@
  * the same operation order, fmaf where the CPU (and ATen) fuse, and explicitly
  * rounded products and sums (__fmul_rn, __fadd_rn) everywhere else so nvcc cannot
  * contract them into FMAs the CPU does not do. The per-step scalars are read on the
- * device, so a step never waits for the host. */
+ * device, so a step never waits for the host. Both rules have the host mode of
+ * cuda_internal.h (cx NULL: host pointers, the same element code). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ struct opt_scalars {
     int64_t step;
 };
 
-__device__ __forceinline__ bool scalars_from(const double *s, opt_scalars dflt, opt_scalars *o) {
+__host__ __device__ __forceinline__ bool scalars_from(const double *s, opt_scalars dflt, opt_scalars *o) {
     *o = dflt;
     if (!s) return true;
     o->lr = s[0];
@@ -28,53 +29,89 @@ __device__ __forceinline__ bool scalars_from(const double *s, opt_scalars dflt, 
     return s[3] != 0.0;
 }
 
-__global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, const double *sc, opt_scalars dflt,
-                      float momentum, float weight_decay, int nesterov) {
-    opt_scalars s;
-    if (!scalars_from(sc, dflt, &s)) return;
-    const float neg_lr = (float)-s.lr;
-    OT_CU_LOOP(i, n) {
+/* Functors for ot_cu_map_prepared, so the update rules also run in host mode (tests
+ * compare them with optim_cpu.c bit for bit). Every product and sum the CPU rounds
+ * separately goes through ot_cu_fmul / ot_cu_fadd: plain `buf * momentum + d` would be
+ * fused into one FMA by nvcc and differ from the CPU in the last bit. */
+struct sgd_op {
+    float *p;
+    const float *g;
+    float *buf;
+    const double *sc;
+    opt_scalars dflt;
+    float momentum, weight_decay;
+    int nesterov;
+    struct prep {
+        float neg_lr, grad_scale;
+    };
+    __host__ __device__ bool prepare(prep *q) const {
+        opt_scalars s;
+        if (!scalars_from(sc, dflt, &s)) return false; /* the APPLY flag is off */
+        q->neg_lr = (float)-s.lr;
+        q->grad_scale = s.grad_scale;
+        return true;
+    }
+    __host__ __device__ void operator()(const prep &q, int64_t i) const {
         float d = g[i];
-        if (s.grad_scale != 1.0f) d = __fmul_rn(d, s.grad_scale);
+        if (q.grad_scale != 1.0f) d = ot_cu_fmul(d, q.grad_scale);
         if (weight_decay != 0.0f) d = fmaf(weight_decay, p[i], d);
         if (momentum != 0.0f && buf) {
-            float b = __fadd_rn(__fmul_rn(buf[i], momentum), d);
+            float b = ot_cu_fadd(ot_cu_fmul(buf[i], momentum), d);
             buf[i] = b;
             d = nesterov ? fmaf(momentum, b, d) : b;
         }
-        p[i] = fmaf(neg_lr, d, p[i]);
+        p[i] = fmaf(q.neg_lr, d, p[i]);
     }
-}
+};
 
-/* b1, b2, wd: the user's doubles (recovered on the host as optim_cpu.c does). */
-__global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, const double *sc, opt_scalars dflt,
-                       double b1, double b2, float beta1, float beta2, float eps, float weight_decay, double wd_user,
-                       int decoupled) {
-    opt_scalars s;
-    if (!scalars_from(sc, dflt, &s)) return;
-    const double bc1 = 1.0 - pow(b1, (double)s.step);
-    const double bc2 = 1.0 - pow(b2, (double)s.step);
-    const float neg_step_size = (float)(-(s.lr / bc1));
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float one_m_b1 = (float)(1.0 - b1);
-    const float one_m_b2 = (float)(1.0 - b2);
-    const float decay = (float)(1.0 - s.lr * wd_user);
-    OT_CU_LOOP(i, n) {
+/* b1, b2, wd_user: the user's doubles (recovered on the host as optim_cpu.c does).
+ * The bias corrections use the device's double pow, which CUDA documents to 2 ulp
+ * (glibc's is correctly rounded): the float scalars derived from them can differ from
+ * the CPU's only when a double lands within 2 ulp of a float rounding boundary. */
+struct adam_op {
+    float *p;
+    const float *g;
+    float *m, *v;
+    const double *sc;
+    opt_scalars dflt;
+    double b1, b2, wd_user;
+    float beta1, beta2, eps, weight_decay;
+    int decoupled;
+    struct prep {
+        float neg_step_size, bc2_sqrt, one_m_b1, one_m_b2, decay, grad_scale;
+    };
+    __host__ __device__ bool prepare(prep *q) const {
+        opt_scalars s;
+        /* a step count below 1 (bc1 = 0, an infinite step size) is refused by the CPU
+         * kernel; a kernel cannot fail, so it leaves the params as they are */
+        if (!scalars_from(sc, dflt, &s) || s.step < 1) return false;
+        const double bc1 = 1.0 - pow(b1, (double)s.step);
+        const double bc2 = 1.0 - pow(b2, (double)s.step);
+        q->neg_step_size = (float)(-(s.lr / bc1));
+        q->bc2_sqrt = (float)sqrt(bc2);
+        q->one_m_b1 = (float)(1.0 - b1);
+        q->one_m_b2 = (float)(1.0 - b2);
+        /* optim_cpu.c rounds lr * wd before the subtraction; nvcc would fuse it */
+        q->decay = (float)(1.0 - ot_cu_dmul(s.lr, wd_user));
+        q->grad_scale = s.grad_scale;
+        return true;
+    }
+    __host__ __device__ void operator()(const prep &q, int64_t i) const {
         float d = g[i];
-        if (s.grad_scale != 1.0f) d = __fmul_rn(d, s.grad_scale);
+        if (q.grad_scale != 1.0f) d = ot_cu_fmul(d, q.grad_scale);
         float pi = p[i];
         if (weight_decay != 0.0f) {
-            if (decoupled) pi = __fmul_rn(pi, decay);
+            if (decoupled) pi = ot_cu_fmul(pi, q.decay);
             else d = fmaf(weight_decay, pi, d);
         }
-        float mi = fmaf(one_m_b1, d, __fmul_rn(m[i], beta1));
-        float vi = fmaf(__fmul_rn(one_m_b2, d), d, __fmul_rn(v[i], beta2));
+        float mi = fmaf(q.one_m_b1, d, ot_cu_fmul(m[i], beta1));
+        float vi = fmaf(ot_cu_fmul(q.one_m_b2, d), d, ot_cu_fmul(v[i], beta2));
         m[i] = mi;
         v[i] = vi;
-        float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
-        p[i] = __fadd_rn(pi, __fdiv_rn(__fmul_rn(neg_step_size, mi), denom));
+        float denom = ot_cu_fadd(ot_cu_fdiv(ot_cu_fsqrt(vi), q.bc2_sqrt), eps);
+        p[i] = ot_cu_fadd(pi, ot_cu_fdiv(ot_cu_fmul(q.neg_step_size, mi), denom));
     }
-}
+};
 
 /* Same as optim_cpu.c's user_double: the shortest decimal that reads back as f. */
 static double user_double(float f) {
@@ -127,11 +164,10 @@ OT_CUDA_KERNEL(ot_cuda_sgd_step) {
                        node->name ? node->name : "?", (double)momentum);
     int64_t n = ot_cu_numel(&in[0]);
     if (n == 0) return OT_OK;
-    k_sgd<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(
-        (float *)in[0].data, (const float *)in[1].data, has_buf ? (float *)in[2].data : NULL, n, sc, ctx_scalars(ctx),
-        momentum, ot_node_attr_float(node, "weight_decay", 0.0f), ot_node_attr_int(node, "nesterov", 0) != 0);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    sgd_op op = {(float *)in[0].data, (const float *)in[1].data, has_buf ? (float *)in[2].data : NULL, sc,
+                 ctx_scalars(ctx), momentum, ot_node_attr_float(node, "weight_decay", 0.0f),
+                 ot_node_attr_int(node, "nesterov", 0) != 0};
+    return ot_cu_map_prepared(cx, op, n, err);
 }
 
 OT_CUDA_KERNEL(ot_cuda_adam_step) {
@@ -147,10 +183,8 @@ OT_CUDA_KERNEL(ot_cuda_adam_step) {
     if (n == 0) return OT_OK;
     float beta1 = ot_node_attr_float(node, "beta1", 0.9f), beta2 = ot_node_attr_float(node, "beta2", 0.999f);
     float wd = ot_node_attr_float(node, "weight_decay", 0.0f);
-    k_adam<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(
-        (float *)in[0].data, (const float *)in[1].data, (float *)in[2].data, (float *)in[3].data, n, sc, dflt,
-        user_double(beta1), user_double(beta2), beta1, beta2, ot_node_attr_float(node, "epsilon", 1e-8f), wd,
-        user_double(wd), ot_node_attr_int(node, "decoupled", 0) != 0);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    adam_op op = {(float *)in[0].data, (const float *)in[1].data, (float *)in[2].data, (float *)in[3].data, sc, dflt,
+                  user_double(beta1), user_double(beta2), user_double(wd), beta1, beta2,
+                  ot_node_attr_float(node, "epsilon", 1e-8f), wd, ot_node_attr_int(node, "decoupled", 0) != 0};
+    return ot_cu_map_prepared(cx, op, n, err);
 }

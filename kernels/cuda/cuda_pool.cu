@@ -10,15 +10,20 @@
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/pool_geometry.h"
 
-__global__ void k_max_pool(const float *x, float *y, int64_t *idx, ot_window3 p, int col_major) {
-    OT_CU_LOOP(t, p.planes * p.out_sz) {
+struct max_pool_op {
+    const float *x;
+    float *y;
+    int64_t *idx;
+    ot_window3 p;
+    int col_major;
+    __host__ __device__ void operator()(int64_t t) const {
         int64_t pl = t / p.out_sz, o = t % p.out_sz;
         float best;
         int64_t bi = ot_pool_window_argmax(&p, x + pl * p.in_sz, o, &best);
         y[t] = best;
         if (idx) idx[t] = ot_pool_window_index(&p, pl, bi, col_major);
     }
-}
+};
 
 OT_CUDA_KERNEL(ot_cuda_max_pool) {
     (void)ctx;
@@ -31,18 +36,22 @@ OT_CUDA_KERNEL(ot_cuda_max_pool) {
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (MaxPool): Indices must be int64", node->name);
     int64_t n = p.planes * p.out_sz;
     if (n == 0) return OT_OK;
-    k_max_pool<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (float *)out[0].data, idx,
-                                                                  p, ot_node_attr_int(node, "storage_order", 0) != 0);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    return ot_cu_map(cx,
+                     max_pool_op{(const float *)in[0].data, (float *)out[0].data, idx, p,
+                                 ot_node_attr_int(node, "storage_order", 0) != 0},
+                     n, err);
 }
 
-__global__ void k_avg_pool(const float *x, float *y, ot_window3 p, int include_pad) {
-    OT_CU_LOOP(t, p.planes * p.out_sz) {
+struct avg_pool_op {
+    const float *x;
+    float *y;
+    ot_window3 p;
+    int include_pad;
+    __host__ __device__ void operator()(int64_t t) const {
         int64_t pl = t / p.out_sz, o = t % p.out_sz;
         y[t] = ot_pool_window_mean(&p, x + pl * p.in_sz, o, include_pad);
     }
-}
+};
 
 OT_CUDA_KERNEL(ot_cuda_average_pool) {
     (void)ctx;
@@ -53,10 +62,10 @@ OT_CUDA_KERNEL(ot_cuda_average_pool) {
     if (st) return st;
     int64_t n = p.planes * p.out_sz;
     if (n == 0) return OT_OK;
-    k_avg_pool<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (float *)out[0].data, p,
-                                                                  ot_node_attr_int(node, "count_include_pad", 0) != 0);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    return ot_cu_map(cx,
+                     avg_pool_op{(const float *)in[0].data, (float *)out[0].data, p,
+                                 ot_node_attr_int(node, "count_include_pad", 0) != 0},
+                     n, err);
 }
 
 __global__ void k_gap(const float *x, float *y, int64_t planes, int64_t sz) {
@@ -88,8 +97,12 @@ OT_CUDA_KERNEL(ot_cuda_global_average_pool) {
 /* Output positions along one dim whose window touches input position i, ascending:
  * o = (i + pb - a*d) / s for the taps a that divide exactly; a descending gives o
  * ascending. */
-__global__ void k_pool_grad(const float *dy, const float *x, float *dx, ot_window3 p, int is_max, int include_pad) {
-    OT_CU_LOOP(t, p.planes * p.in_sz) {
+struct pool_grad_op {
+    const float *dy, *x;
+    float *dx;
+    ot_window3 p;
+    int is_max, include_pad;
+    __host__ __device__ void operator()(int64_t t) const {
         int64_t pl = t / p.in_sz, ii = t % p.in_sz;
         int64_t i[3] = {ii / (p.in[2] * p.in[1]), (ii / p.in[2]) % p.in[1], ii % p.in[2]};
         const float *xp = x + pl * p.in_sz;
@@ -114,17 +127,17 @@ __global__ void k_pool_grad(const float *dy, const float *x, float *dx, ot_windo
                     float g = gp[o];
                     if (is_max) {
                         float best;
-                        if (ot_pool_window_argmax(&p, xp, o, &best) == ii) acc = __fadd_rn(acc, g);
+                        if (ot_pool_window_argmax(&p, xp, o, &best) == ii) acc = ot_cu_fadd(acc, g);
                     } else {
                         int64_t div = ot_pool_window_divisor(&p, o, include_pad);
-                        if (div > 0) acc = __fadd_rn(acc, g / (float)div);
+                        if (div > 0) acc = ot_cu_fadd(acc, ot_cu_fdiv(g, (float)div));
                     }
                 }
             }
         }
         dx[t] = acc;
     }
-}
+};
 
 OT_CUDA_KERNEL(ot_cuda_pool_grad) {
     (void)ctx;
@@ -136,9 +149,8 @@ OT_CUDA_KERNEL(ot_cuda_pool_grad) {
     if (st) return st;
     int64_t n = p.planes * p.in_sz;
     if (n == 0) return OT_OK;
-    k_pool_grad<<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(
-        (const float *)dy->data, (const float *)x->data, (float *)out[0].data, p, node->op == OT_OP_MAX_POOL_GRAD,
-        ot_node_attr_int(node, "count_include_pad", 0) != 0);
-    OT_CUDA_LAUNCHED();
-    return OT_OK;
+    return ot_cu_map(cx,
+                     pool_grad_op{(const float *)dy->data, (const float *)x->data, (float *)out[0].data, p,
+                                  node->op == OT_OP_MAX_POOL_GRAD, ot_node_attr_int(node, "count_include_pad", 0) != 0},
+                     n, err);
 }

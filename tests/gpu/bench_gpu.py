@@ -2,13 +2,22 @@
 """bench_gpu.py — the GPU benchmark behind tests/gpu/check.sh.
 
 Trains the GPT-2-small- and ResNet-50-sized models written by
-`samples/export_samples.py --gpu-bench DIR` for a few steps with onnxtrain on CUDA
-(--remat none, sqrt, selective, auto at a budget of 60% of none's peak) and with
-PyTorch eager on the same GPU, with and without torch.utils.checkpoint around each
-block, and prints one table: step time (median after a warm-up step), samples/s and
-peak memory (onnxtrain: the arena high-water mark from --report; PyTorch:
-torch.cuda.max_memory_allocated). Runs that do not fit the time limit are listed as
-skipped. The table is the last thing printed (and written to --table)."""
+`tests/gpu/export_bench.py DIR` (samples/export_samples.py's --gpu-bench models) for a
+few steps with onnxtrain on CUDA (--remat none; every:K, one kept value per block,
+the granularity of PyTorch's per-block torch.utils.checkpoint; selective; auto at a
+budget of 60% of none's peak) and with PyTorch eager on the same GPU, with and
+without torch.utils.checkpoint around each block, and prints one table: step time
+(median after a warm-up step), samples/s and peak memory (onnxtrain: the arena
+high-water mark from --report; PyTorch: torch.cuda.max_memory_allocated). Runs that do
+not fit the time limit are listed as skipped. The table is the last thing printed
+(and written to --table).
+
+Like for like: the same batch, data shapes, loss (mean cross-entropy), optimizer
+(SGD, lr 0.01, no momentum: onnxtrain's defaults) and Dropout; float32 everywhere,
+TF32 off on both sides (onnxtrain runs cuBLAS in pedantic float32 and cuDNN with FMA
+math; PyTorch would use TF32 tensor cores for convolutions by default); onnxtrain
+without its per-step NaN/Inf scan (--no-check-numerics), which copies every gradient
+to the host and has no PyTorch counterpart."""
 import argparse
 import json
 import os
@@ -22,9 +31,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 MODELS = {
-    # name: (file, batch, kind)
-    "gpt2-small": ("gpt2_small.onnx", 4, "gpt"),
-    "resnet50": ("resnet50.onnx", 32, "resnet"),
+    # name: (file, batch, kind, every:K keeping one value per block as PyTorch's
+    # per-block checkpoint does: a GPT block has two articulation points (after each
+    # residual add), a bottleneck one; `onnxtrain plan --remat every:K` lists them)
+    "gpt2-small": ("gpt2_small.onnx", 4, "gpt", 2),
+    "resnet50": ("resnet50.onnx", 32, "resnet", 1),
 }
 STEPS = 4  # the first is a warm-up
 
@@ -46,8 +57,8 @@ def write_data(kind, batch, folder):
 def run_onnxtrain(exe, model, x, y, batch, remat, budget, folder, timeout):
     rep = os.path.join(folder, f"report_{os.path.basename(model)}_{remat}.json")
     cmd = [exe, "train", model, "--input", x, "--labels", y, "--device", "cuda", "--remat", remat,
-           "--steps", str(STEPS), "--batch-size", str(batch), "--no-shuffle", "--report", rep,
-           "-o", os.path.join(folder, "tuned.onnx")]
+           "--steps", str(STEPS), "--batch-size", str(batch), "--no-shuffle", "--no-check-numerics",
+           "--report", rep, "-o", os.path.join(folder, "tuned.onnx")]
     if budget:
         cmd += ["--memory-budget", str(budget)]
     t0 = time.time()
@@ -85,6 +96,10 @@ def run_torch(kind, batch, checkpoint):
         def forward(self, *a):
             return ckpt(self.m, *a, use_reentrant=False)
 
+    # float32 as onnxtrain computes it: no TF32 tensor cores (PyTorch's default for
+    # cuDNN convolutions), so the step times compare the same arithmetic
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     m = torch_model(kind).train()
     if checkpoint:
@@ -137,12 +152,14 @@ def main():
     has_device = "--device" in help_text
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as folder:
-        for name, (file, batch, kind) in MODELS.items():
+        for name, (file, batch, kind, per_block) in MODELS.items():
             model = os.path.join(a.models, file)
             x, y = write_data(kind, batch, folder)
             none_peak = None
-            for remat in ["none", "sqrt", "selective", "auto"]:
+            for remat in ["none", f"every:{per_block}", "selective", "auto"]:
                 label = f"onnxtrain --remat {remat}"
+                if remat.startswith("every:"):
+                    label += " (per block)"
                 budget = int(none_peak * 0.6) if remat == "auto" and none_peak else None
                 if remat == "auto":
                     label += f" (budget {fmt_mib(budget)})" if budget else " (no budget: none failed)"
@@ -164,7 +181,7 @@ def main():
                 rows.append((name, label, r))
                 print(f"{name} {label}: {r}", flush=True)
             for ck in (False, True):
-                label = "pytorch eager" + (" + checkpoint" if ck else "")
+                label = "pytorch eager" + (" + checkpoint per block" if ck else "")
                 if left() < 20:
                     rows.append((name, label, {"error": "skipped: out of time"}))
                     continue

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # check.sh — everything a machine with an NVIDIA GPU checks, in one run (< 8 minutes):
 #   1. the GPU tests: build/tests/test_cuda (every op and every sample model, CUDA vs CPU)
-#   2. a benchmark: GPT-2-small- and ResNet-50-sized models trained a few steps with
-#      --remat none / sqrt / selective / auto (at a budget) against PyTorch eager with
-#      and without torch.utils.checkpoint; the table (step time, samples/s, peak
-#      memory) is printed last.
+#   2. a benchmark: GPT-2-small- and ResNet-50-sized models (exported by
+#      tests/gpu/export_bench.py while the tests run) trained a few steps with
+#      --remat none / every:K (one kept value per block) / selective / auto (at a
+#      budget) against PyTorch eager with and without torch.utils.checkpoint per
+#      block; the table (step time, samples/s, peak memory) is printed last.
 #
 # usage: tests/gpu/check.sh [BUILD_DIR]          (default BUILD_DIR: build-gpu)
 #        tests/gpu/check.sh --bundle BUILD_DIR   (on the build machine, see below)
@@ -25,13 +26,28 @@
 # The GPU machine provides the driver, the CUDA runtime, cuBLAS and cuDNN (the CUDA
 # Toolkit, or the nvidia-* wheels next to PyTorch, which the script finds).
 #
+# Python: $OT_PYTHON, else the first of `python3` on PATH and /usr/bin/python3 that
+# imports torch. (On the GPU machines PyTorch lives in the python3 on PATH, a venv,
+# while /usr/bin/python3 has none: without torch there is no export, no PyTorch
+# column, and none of the nvidia-* wheels whose cuBLAS and cuDNN the module needs.)
+#
+# The tests run with ONNXTRAIN_CUDA_SYNC=1: the backend synchronises after every
+# node, so a kernel fault is reported with the node that caused it, in one run.
+#
 # Exit status: 0 all passed; 1 a test or benchmark failed; 2 no GPU or no usable build.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 START=$(date +%s)
 LIMIT=${OT_CHECK_SECONDS:-470} # the whole script stays under 8 minutes
-PY=${OT_PYTHON:-/usr/bin/python3}
-[ -x "$PY" ] || PY=python3
+if [ -n "${OT_PYTHON:-}" ]; then
+  PY=$OT_PYTHON
+else
+  PY=
+  for cand in python3 /usr/bin/python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c "import torch" >/dev/null 2>&1; then PY=$cand; break; fi
+  done
+  [ -n "$PY" ] || PY=python3
+fi
 
 die() { echo "check.sh: $*" >&2; exit 2; }
 left() { echo $((LIMIT - ($(date +%s) - START))); }
@@ -96,20 +112,32 @@ if ldd "$B/tests/test_cuda" "$B/libonnxtrain_cuda.so" | grep -q "not found"; the
 fi
 
 FAIL=0
+echo "check.sh: python $PY ($("$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__)' 2>&1 | tail -1))"
+
+# The benchmark models are exported on the CPU while the GPU tests run (the tests'
+# CPU references use 4 threads; the export takes the rest).
+BENCH="${OT_BENCH_DIR:-$B/gpu-bench}"
+EXPORT_PID=
+if [ ! -f "$BENCH/gpt2_small.onnx" ] || [ ! -f "$BENCH/resnet50.onnx" ]; then
+  mkdir -p "$BENCH"
+  timeout 200 "$PY" "$ROOT/tests/gpu/export_bench.py" "$BENCH" >"$B/export_bench.log" 2>&1 &
+  EXPORT_PID=$!
+fi
+
 # ---- 1. GPU tests ----
 echo "== GPU tests: $B/tests/test_cuda"
-( cd "$B/tests" && OT_SOURCE_DIR="$ROOT" OMP_NUM_THREADS=4 timeout 150 ./test_cuda ) | tee "$B/test_cuda.log"
+( cd "$B/tests" && OT_SOURCE_DIR="$ROOT" OMP_NUM_THREADS=4 ONNXTRAIN_CUDA_SYNC=1 timeout 180 ./test_cuda ) 2>&1 | tee "$B/test_cuda.log"
 rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then echo "check.sh: GPU tests FAILED (exit $rc)"; FAIL=1; fi
 if grep -q "no CUDA GPU found" "$B/test_cuda.log"; then echo "check.sh: test_cuda found no GPU although nvidia-smi does"; FAIL=1; fi
 if grep -q "CUDA backend module does not load" "$B/test_cuda.log"; then echo "check.sh: the CUDA backend module does not load (see above)"; FAIL=1; fi
 
 # ---- 2. benchmark ----
-echo "== benchmark ($(left) s left)"
-BENCH="${OT_BENCH_DIR:-$B/gpu-bench}"
-if [ ! -f "$BENCH/gpt2_small.onnx" ] || [ ! -f "$BENCH/resnet50.onnx" ]; then
-  timeout 120 "$PY" "$ROOT/samples/export_samples.py" --gpu-bench "$BENCH" || { echo "check.sh: exporting the benchmark models failed"; FAIL=1; }
+if [ -n "$EXPORT_PID" ]; then
+  wait "$EXPORT_PID" || { echo "check.sh: exporting the benchmark models failed:"; FAIL=1; }
+  tail -5 "$B/export_bench.log"
 fi
+echo "== benchmark ($(left) s left)"
 if [ -f "$BENCH/gpt2_small.onnx" ]; then
   rm -f "$B/bench_table.txt"
   timeout $(( $(left) > 20 ? $(left) - 10 : 10 )) "$PY" "$ROOT/tests/gpu/bench_gpu.py" --onnxtrain "$B/onnxtrain" \
