@@ -374,9 +374,11 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         s->grad_elems += (size_t)ot_shape_numel(&g->values[s->ad.grads[i]].shape);
     }
     s->grad_off[s->ad.n_params] = s->grad_elems;
-    s->grads_in_place = s->be->host_memory;
+    bool all_f32 = true;
     for (int i = 0; i < s->ad.n_params; i++)
-        if (g->values[s->ad.grads[i]].dtype != OT_F32) s->grads_in_place = false;
+        if (g->values[s->ad.grads[i]].dtype != OT_F32) all_f32 = false;
+    s->scan_on_device = all_f32 && s->be->scan_f32 && (!s->be->host_memory || o->scan_on_device);
+    s->grads_in_place = all_f32 && s->be->host_memory && !s->scan_on_device;
     if ((st = ot_train_host_grads(s, err))) goto fail;
     *out = s;
     return OT_OK;

@@ -81,6 +81,10 @@ typedef struct ot_train_options {
      * values have no data (a failed session creation puts it back). true keeps the
      * host copies as well: results are the same, memory is not. */
     bool keep_host_weights;
+    /* Testing: run the NaN checks and the gradient norm through the backend's
+     * scan_f32 as on a GPU, even on the CPU (whose arena is otherwise read in place).
+     * Results are bitwise the same; tests/test_device_scan.c compares them. */
+    bool scan_on_device;
 } ot_train_options;
 
 /* Fills o with the defaults (cross-entropy, SGD lr 0.01, accum 1, 1 epoch, seed 0). */

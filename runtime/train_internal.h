@@ -46,6 +46,10 @@ struct ot_train_session {
      * else params[i]'s slice of grad_host, a copy. */
     float **grad_ptr;
     bool grads_in_place;
+    /* The backend scans gradients, params and optimizer state where they lie
+     * (ot_backend.scan_f32): a GPU without a host copy each step. Accumulation over
+     * micro-batches still goes through grad_host. */
+    bool scan_on_device;
     double last_norm, last_loss;
     bool nonfinite;
     void *scan_buf;

@@ -83,7 +83,8 @@ static ot_status write_scalars(ot_train_session *s, double lr, double scale, boo
 ot_status ot_train_host_grads(ot_train_session *s, ot_error *err) {
     if (!s->grad_ptr && !(s->grad_ptr = calloc((size_t)s->ad.n_params + 1, sizeof *s->grad_ptr)))
         return ot_fail(err, OT_E_MEMORY, "out of memory");
-    if (!s->grads_in_place && !s->grad_host && !(s->grad_host = calloc(s->grad_elems + 1, sizeof(float))))
+    bool host_copy = !s->grads_in_place && !(s->scan_on_device && s->o.accum == 1);
+    if (host_copy && !s->grad_host && !(s->grad_host = calloc(s->grad_elems + 1, sizeof(float))))
         return ot_fail(err, OT_E_MEMORY, "out of memory for the host copy of the gradients");
     if (s->o.accum > 1 && !s->acc_host && !(s->acc_host = calloc(s->grad_elems + 1, sizeof(float))))
         return ot_fail(err, OT_E_MEMORY, "out of memory for the accumulated gradients");
@@ -143,6 +144,29 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     bool last_micro = s->mode != MODE_TRAIN || s->micro == K - 1;
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
     bool need_host = check || (s->mode == MODE_TRAIN && (clip || K > 1));
+    if (s->scan_on_device && K == 1) {
+        /* The backend scans each gradient where it lies: no copy of them at all. The
+         * per-gradient sums of squares add up in param order, as ot_grad_global_norm. */
+        double total = 0.0;
+        for (int i = 0; need_host && i < s->ad.n_params; i++) {
+            int64_t bad = -1;
+            double ss = 0.0;
+            size_t n = s->grad_off[i + 1] - s->grad_off[i];
+            if ((st = s->be->scan_f32(s->be, ot_executor_value_ptr(s->ex, s->ad.grads[i]), n, &bad, &ss, err)))
+                return st;
+            if (check && bad >= 0) {
+                s->nonfinite = true;
+                return ot_fail(err, OT_E_NUMERICS, "training step %lld: the gradient of '%s' is not finite at index %lld",
+                               (long long)s->run_step, vname(s->g, s->ad.params[i]), (long long)bad);
+            }
+            total += ss;
+        }
+        if (s->mode != MODE_TRAIN) return OT_OK;
+        s->last_norm = need_host ? sqrt(total) : NAN;
+        double scale = 1.0;
+        if (clip) scale = (double)((float)scale * ot_clip_scale(s->last_norm, s->o.optim.clip_grad_norm));
+        return write_scalars(s, s->lr, scale, true, err);
+    }
     if (need_host && ((st = ot_train_host_grads(s, err)) || (st = read_grads(s, err)))) return st;
     if (check) {
         for (int i = 0; i < s->ad.n_params; i++) {
@@ -210,12 +234,19 @@ static ot_status check_update(ot_train_session *s, int step, const ot_node *node
         if (k == 1 || v < 0 || s->g->values[v].dtype != OT_F32) continue; /* input 1 is the gradient */
         const ot_value *val = &s->g->values[v];
         size_t nb = (size_t)ot_shape_numel(&val->shape) * sizeof(float);
-        const void *h = NULL;
-        ot_status st = host_view(s, ot_executor_value_ptr(s->ex, v), nb, &h, err);
-        if (st) return st;
-        int64_t i = first_nonfinite(h, OT_F32, (int64_t)(nb / sizeof(float)));
+        const void *dev = ot_executor_value_ptr(s->ex, v), *h = NULL;
+        int64_t i = -1;
+        float x = 0.0f;
+        ot_status st;
+        if (s->scan_on_device) { /* scanned where it lies; only a bad element is copied out */
+            if ((st = s->be->scan_f32(s->be, dev, nb / sizeof(float), &i, NULL, err))) return st;
+            if (i >= 0 && (st = copy_out(s, &x, (const float *)dev + i, sizeof x, err))) return st;
+        } else {
+            if ((st = host_view(s, dev, nb, &h, err))) return st;
+            i = first_nonfinite(h, OT_F32, (int64_t)(nb / sizeof(float)));
+            if (i >= 0) x = ((const float *)h)[i];
+        }
         if (i >= 0) {
-            float x = ((const float *)h)[i];
             return ot_fail(err, OT_E_NUMERICS,
                            "training step %lld: node '%s' (%s, %s pass, schedule step %d) made %s '%s' non-finite: %s "
                            "at index %lld (the gradients were finite). Lower --lr or add --clip-grad-norm",

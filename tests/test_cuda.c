@@ -1298,6 +1298,43 @@ static void test_layout(void **state) {
     tc_free(&p);
 }
 
+/* ot_backend.scan_f32 (the training loop's NaN checks and gradient norm without a
+ * copy): a grid-stride scan over more elements than one launch covers, the first bad
+ * index past the first block's range, and the sum of squares against the CPU's. */
+static void test_scan(void **state) {
+    ot_backend *be = backend_of(state);
+    ot_error err = {0};
+    assert_non_null(be->scan_f32);
+    size_t n = 3000000;
+    float *h = malloc(n * sizeof *h);
+    assert_non_null(h);
+    uint32_t r = 12345;
+    double want = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        r = r * 1664525u + 1013904223u;
+        h[i] = (float)((double)(r >> 8) / 16777216.0 * 2.0 - 1.0);
+        want += (double)h[i] * (double)h[i];
+    }
+    void *d = NULL;
+    if (be->arena_alloc(be, n * sizeof *h, &d, &err)) fail_msg("%s", err.msg);
+    if (be->copy_in(be, d, h, n * sizeof *h, &err)) fail_msg("%s", err.msg);
+    int64_t bad = 0;
+    double ss = 0.0;
+    if (be->scan_f32(be, d, n, &bad, &ss, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(bad, -1);
+    if (fabs(ss - want) > 1e-12 * want) fail_msg("scan_f32: sum of squares %.17g, CPU %.17g", ss, want);
+    if (be->scan_f32(be, d, 0, &bad, &ss, &err)) fail_msg("%s", err.msg); /* empty: nothing bad, sum 0 */
+    assert_int_equal(bad, -1);
+    assert_true(ss == 0.0);
+    h[2999999] = INFINITY;
+    h[2500001] = NAN;
+    if (be->copy_in(be, d, h, n * sizeof *h, &err)) fail_msg("%s", err.msg);
+    if (be->scan_f32(be, d, n, &bad, NULL, &err)) fail_msg("%s", err.msg);
+    if (bad != 2500001) fail_msg("scan_f32: first non-finite at %lld, want 2500001", (long long)bad);
+    be->arena_free(be, d);
+    free(h);
+}
+
 /* ---- reductions and normalisation ------------------------------------------------------- */
 
 static void test_reduce(void **state) {
@@ -2191,6 +2228,7 @@ int main(void) {
         cmocka_unit_test(test_losses),        cmocka_unit_test(test_conv),
         cmocka_unit_test(test_pool),          cmocka_unit_test(test_optim),
         cmocka_unit_test(test_shapes_more),   cmocka_unit_test(test_launch_limits),
+        cmocka_unit_test(test_scan),
         cmocka_unit_test(test_samples_train),
         cmocka_unit_test(test_samples_remat_bitwise),
     };

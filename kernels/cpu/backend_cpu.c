@@ -2,6 +2,7 @@
  * host kernels of kernels/cpu (ot_cpu_run_node and friends from kernels/kernel.h).
  * Device memory is host memory, so copies are memcpy and synchronise is a no-op. */
 #include <cblas.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,28 @@ static ot_status cpu_synchronize(ot_backend *be, ot_error *err) {
 
 static void cpu_destroy(ot_backend *be) { free(be); }
 
+/* The host loop the training loop would run after a copy (same order, same bits):
+ * the loop uses the arena in place on the CPU, so this serves tests that drive the
+ * device-side path (ot_train_options.scan_on_device) on the CPU. */
+static ot_status cpu_scan_f32(ot_backend *be, const void *data, size_t n, int64_t *first_bad, double *sum_sq,
+                              ot_error *err) {
+    (void)be;
+    (void)err;
+    const float *x = data;
+    *first_bad = -1;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            *first_bad = (int64_t)i;
+            break;
+        }
+    if (sum_sq) {
+        double s = 0.0;
+        for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+        *sum_sq = s;
+    }
+    return OT_OK;
+}
+
 ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err) {
     if (n_threads < 0) {
         ot_fail(err, OT_E_USAGE, "cpu backend: thread count %d is negative", n_threads);
@@ -90,6 +113,7 @@ ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err) {
     }
     be->name = "cpu";
     be->host_memory = true;
+    be->scan_f32 = cpu_scan_f32;
     /* OpenBLAS keeps its own thread count (all cores by default): make GEMMs honour
      * --threads like our kernels do. It is process-wide, as OpenBLAS's setting is. */
     if (n_threads > 0) openblas_set_num_threads(n_threads);

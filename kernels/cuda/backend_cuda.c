@@ -424,11 +424,18 @@ static void ctx_free(ot_cuda_ctx *cx) {
         cudaSetDevice(cx->device);
         cudaStreamSynchronize(cx->stream);
     }
+    if (cx->scan_sums) cudaFree(cx->scan_sums);
+    if (cx->scan_bad) cudaFree(cx->scan_bad);
     if (cx->cudnn) cudnnDestroy(cx->cudnn);
     if (cx->cublas) cublasDestroy(cx->cublas);
     if (cx->stream) cudaStreamDestroy(cx->stream);
     free(cx->algos);
     free(cx);
+}
+
+static ot_status cuda_scan_f32(ot_backend *be, const void *data, size_t n, int64_t *first_bad, double *sum_sq,
+                               ot_error *err) {
+    return ot_cuda_scan_f32(be->impl, data, n, first_bad, sum_sq, err);
 }
 
 static void cuda_destroy(ot_backend *be) {
@@ -479,6 +486,8 @@ static ot_status ctx_open(ot_cuda_ctx *cx, int device, ot_error *err) {
     OT_CUBLAS_CHECK(cublasSetMathMode(cx->cublas, CUBLAS_PEDANTIC_MATH));
     OT_CUDNN_CHECK(cudnnCreate(&cx->cudnn));
     OT_CUDNN_CHECK(cudnnSetStream(cx->cudnn, cx->stream));
+    OT_CUDA_CHECK(cudaMalloc((void **)&cx->scan_sums, OT_CUDA_SCAN_BLOCKS * sizeof(double)));
+    OT_CUDA_CHECK(cudaMalloc((void **)&cx->scan_bad, OT_CUDA_SCAN_BLOCKS * sizeof(long long)));
     const char *sync = getenv("ONNXTRAIN_CUDA_SYNC");
     cx->sync_each = sync && sync[0] && strcmp(sync, "0") != 0;
     return OT_OK;
@@ -510,6 +519,7 @@ static ot_backend *cuda_backend_new(int device, ot_error *err) {
     be->supports = cuda_supports;
     be->synchronize = cuda_synchronize;
     be->destroy = cuda_destroy;
+    be->scan_f32 = cuda_scan_f32;
     be->impl = cx;
     return be;
 }

@@ -51,7 +51,15 @@ typedef struct ot_cuda_ctx {
     bool sync_each;
     /* the last node queued (for a fault found later, at a synchronisation) */
     char last_node[96];
+    /* ot_cuda_scan_f32's per-block results (OT_CUDA_SCAN_BLOCKS each), allocated once
+     * with the context so a training step allocates nothing */
+    double *scan_sums;
+    long long *scan_bad;
 } ot_cuda_ctx;
+
+/* Blocks of the scan kernel: its per-block results are summed on the host in block
+ * order, a fixed order for a given n. */
+#define OT_CUDA_SCAN_BLOCKS 1024
 
 /* Formats "FILE:LINE: CALL failed: NAME (text)" into err with OT_E_DEVICE. */
 ot_status ot_cuda_fail(ot_error *err, const char *file, int line, const char *call, const char *what);
@@ -170,6 +178,12 @@ bool ot_cuda_conv_supported(const ot_node *node, const ot_tensor *in, const ot_t
  * true: src big, dst small). Shapes of `rank` dims, row-major. */
 ot_status ot_cuda_pad_copy(ot_cuda_ctx *cx, const ot_node *node, const float *src, float *dst, int rank,
                            const int64_t *small, const int64_t *big, const int64_t *begin, bool crop, ot_error *err);
+
+/* ot_backend.scan_f32 (runtime/backend.h): first non-finite index and the sum of
+ * squares (double) of n device floats, with one D2H copy of the per-block results.
+ * cuda_scan.cu. */
+ot_status ot_cuda_scan_f32(ot_cuda_ctx *cx, const void *data, size_t n, int64_t *first_bad, double *sum_sq,
+                           ot_error *err);
 
 #ifdef __cplusplus
 }

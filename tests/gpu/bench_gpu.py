@@ -16,8 +16,8 @@ Like for like: the same batch, data shapes, loss (mean cross-entropy), optimizer
 (SGD, lr 0.01, no momentum: onnxtrain's defaults) and Dropout; float32 everywhere,
 TF32 off on both sides (onnxtrain runs cuBLAS in pedantic float32 and cuDNN with FMA
 math; PyTorch would use TF32 tensor cores for convolutions by default); onnxtrain
-without its per-step NaN/Inf scan (--no-check-numerics), which copies every gradient
-to the host and has no PyTorch counterpart."""
+without its per-step NaN/Inf scan (--no-check-numerics), which reads every gradient
+and updated param (on the GPU, ot_backend.scan_f32) and has no PyTorch counterpart."""
 import argparse
 import json
 import os
