@@ -88,13 +88,15 @@ double ot_optim_lr_at(const ot_optim_config *c, int64_t step) {
     return c->lr * f;
 }
 
+double ot_grad_sum_sq(const float *g, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)g[i] * (double)g[i];
+    return s;
+}
+
 double ot_grad_global_norm(const float *const *grads, const size_t *counts, int n) {
     double total = 0.0;
-    for (int k = 0; k < n; k++) {
-        double s = 0.0;
-        for (size_t i = 0; i < counts[k]; i++) s += (double)grads[k][i] * (double)grads[k][i];
-        total += s;
-    }
+    for (int k = 0; k < n; k++) total += ot_grad_sum_sq(grads[k], counts[k]);
     return sqrt(total);
 }
 

@@ -122,6 +122,19 @@ static ot_status read_grads(ot_train_session *s, ot_error *err) {
     return OT_OK;
 }
 
+/* Gradient i's first non-finite index (-1: none) and, with ss, its sum of squares:
+ * through the backend where it lies (scan_on_device, when nothing is accumulated on
+ * the host), else from grad_ptr[i]. The sums add up, param by param, to the global
+ * norm's square exactly as ot_grad_global_norm does. */
+static ot_status grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss, ot_error *err) {
+    size_t n = s->grad_off[i + 1] - s->grad_off[i];
+    if (s->scan_on_device && s->o.accum == 1)
+        return s->be->scan_f32(s->be, ot_executor_value_ptr(s->ex, s->ad.grads[i]), n, bad, ss, err);
+    *bad = first_nonfinite(s->grad_ptr[i], OT_F32, (int64_t)n);
+    if (ss) *ss = ot_grad_sum_sq(s->grad_ptr[i], n);
+    return OT_OK;
+}
+
 static ot_status boundary(ot_train_session *s, ot_error *err) {
     ot_status st;
     bool check = !s->o.no_numerics_check;
@@ -141,45 +154,28 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
                        isnan(lossf) ? "NaN" : "Inf");
     }
     int64_t K = s->o.accum;
-    bool last_micro = s->mode != MODE_TRAIN || s->micro == K - 1;
+    bool train = s->mode == MODE_TRAIN;
+    bool last_micro = !train || s->micro == K - 1;
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
-    bool need_host = check || (s->mode == MODE_TRAIN && (clip || K > 1));
-    if (s->scan_on_device && K == 1) {
-        /* The backend scans each gradient where it lies: no copy of them at all. The
-         * per-gradient sums of squares add up in param order, as ot_grad_global_norm. */
-        double total = 0.0;
-        for (int i = 0; need_host && i < s->ad.n_params; i++) {
-            int64_t bad = -1;
-            double ss = 0.0;
-            size_t n = s->grad_off[i + 1] - s->grad_off[i];
-            if ((st = s->be->scan_f32(s->be, ot_executor_value_ptr(s->ex, s->ad.grads[i]), n, &bad, &ss, err)))
-                return st;
-            if (check && bad >= 0) {
-                s->nonfinite = true;
-                return ot_fail(err, OT_E_NUMERICS, "training step %lld: the gradient of '%s' is not finite at index %lld",
-                               (long long)s->run_step, vname(s->g, s->ad.params[i]), (long long)bad);
-            }
-            total += ss;
+    bool need_host = check || (train && (clip || K > 1));
+    bool on_device = s->scan_on_device && K == 1; /* the gradients are never copied */
+    if (need_host && !on_device && ((st = ot_train_host_grads(s, err)) || (st = read_grads(s, err)))) return st;
+    /* Without accumulation the norm is of these very gradients: one pass checks them
+     * and sums their squares. With it, the norm waits for the sum of the K. */
+    bool norm_now = K == 1 && train && need_host;
+    double total = 0.0;
+    for (int i = 0; (check || norm_now) && i < s->ad.n_params; i++) {
+        int64_t bad = -1;
+        double ss = 0.0;
+        if ((st = grad_scan(s, i, &bad, norm_now ? &ss : NULL, err))) return st;
+        if (check && bad >= 0) {
+            s->nonfinite = true;
+            return ot_fail(err, OT_E_NUMERICS, "training step %lld: the gradient of '%s' is not finite at index %lld",
+                           (long long)s->run_step, vname(s->g, s->ad.params[i]), (long long)bad);
         }
-        if (s->mode != MODE_TRAIN) return OT_OK;
-        s->last_norm = need_host ? sqrt(total) : NAN;
-        double scale = 1.0;
-        if (clip) scale = (double)((float)scale * ot_clip_scale(s->last_norm, s->o.optim.clip_grad_norm));
-        return write_scalars(s, s->lr, scale, true, err);
+        total += ss;
     }
-    if (need_host && ((st = ot_train_host_grads(s, err)) || (st = read_grads(s, err)))) return st;
-    if (check) {
-        for (int i = 0; i < s->ad.n_params; i++) {
-            int64_t n = (int64_t)(s->grad_off[i + 1] - s->grad_off[i]);
-            int64_t bad = first_nonfinite(s->grad_ptr[i], OT_F32, n);
-            if (bad >= 0) {
-                s->nonfinite = true;
-                return ot_fail(err, OT_E_NUMERICS, "training step %lld: the gradient of '%s' is not finite at index %lld",
-                               (long long)s->run_step, vname(s->g, s->ad.params[i]), (long long)bad);
-            }
-        }
-    }
-    if (s->mode != MODE_TRAIN) return OT_OK;
+    if (!train) return OT_OK;
     if (!last_micro) {
         for (int i = 0; i < s->ad.n_params; i++) {
             float *acc = s->acc_host + s->grad_off[i];
@@ -201,26 +197,11 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
             if (!s->grads_in_place &&
                 (st = ot_executor_write(s->ex, s->ad.grads[i], gi, n * sizeof(float), err)))
                 return st;
+            total += ot_grad_sum_sq(gi, n);
         }
     }
     double scale = 1.0 / (double)K;
-    s->last_norm = NAN;
-    if (need_host) {
-        const float **gp = malloc((size_t)s->ad.n_params * sizeof *gp);
-        size_t *cnt = malloc((size_t)s->ad.n_params * sizeof *cnt);
-        if (!gp || !cnt) {
-            free(gp);
-            free(cnt);
-            return ot_fail(err, OT_E_MEMORY, "out of memory");
-        }
-        for (int i = 0; i < s->ad.n_params; i++) {
-            gp[i] = s->grad_ptr[i];
-            cnt[i] = s->grad_off[i + 1] - s->grad_off[i];
-        }
-        s->last_norm = ot_grad_global_norm(gp, cnt, s->ad.n_params) / (double)K;
-        free(gp);
-        free(cnt);
-    }
+    s->last_norm = need_host ? sqrt(total) / (double)K : NAN;
     if (clip) scale = (double)((float)scale * ot_clip_scale(s->last_norm, s->o.optim.clip_grad_norm));
     return write_scalars(s, s->lr, scale, true, err);
 }

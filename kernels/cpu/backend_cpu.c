@@ -9,6 +9,7 @@
 
 #include "kernels/kernel.h"
 #include "runtime/backend.h"
+#include "runtime/optim.h" /* ot_grad_sum_sq */
 
 #define CPU_ARENA_ALIGN 64
 
@@ -93,11 +94,7 @@ static ot_status cpu_scan_f32(ot_backend *be, const void *data, size_t n, int64_
             *first_bad = (int64_t)i;
             break;
         }
-    if (sum_sq) {
-        double s = 0.0;
-        for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
-        *sum_sq = s;
-    }
+    if (sum_sq) *sum_sq = ot_grad_sum_sq(x, n);
     return OT_OK;
 }
 
