@@ -10,8 +10,8 @@
 
 #include "ir.h"
 #include "remat/remat.h"
-#include "runtime/planner.h"
-#include "runtime/schedule.h"
+#include "plan/planner.h"
+#include "plan/schedule.h"
 
 static double now_s(void) {
     struct timespec ts;

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "runtime/npy.h"
-#include "runtime/train.h"
+#include "train/npy.h"
+#include "train/train.h"
 
 ot_status ot_args_int(const char *opt, const char *text, int64_t min, int64_t max, int64_t *out, ot_error *err) {
     if (!text || !*text) return ot_fail(err, OT_E_USAGE, "%s: missing value", opt);

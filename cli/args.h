@@ -115,7 +115,7 @@ struct ot_train_options;
 void ot_common_args_to_train(const ot_common_args *a, struct ot_train_options *o);
 
 /* Reads every input spec and the labels file (may be NULL) as .npy into d: inputs
- * named as given ("" for positional ones), labels as OT_DATA_LABELS (runtime/train.h).
+ * named as given ("" for positional ones), labels as OT_DATA_LABELS (train/train.h).
  * Errors name the file. */
 struct ot_dataset;
 ot_status ot_args_load_dataset(const ot_input_specs *inputs, const char *labels, struct ot_dataset *d,

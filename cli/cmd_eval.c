@@ -21,8 +21,9 @@
 #include "kernels/backend_select.h"
 #include "cli/args.h"
 #include "importer/importer.h"
-#include "runtime/executor.h"
-#include "runtime/npy.h"
+#include "exec/executor.h"
+#include "train/npy.h"
+#include "kernels/kernel.h"
 
 static void usage(FILE *f) {
     fputs("usage: onnxtrain eval MODEL --input FILE.npy | --input NAME=FILE.npy ... [options]\n\n"
@@ -118,7 +119,7 @@ static ot_status load_bound(const eval_opts *o, const char *batch_sym, int64_t b
                             ot_error *err) {
     /* The partial batch's model reads the main executor's weights in place
      * (make_executor's `share`): its own large params are not even read from disk. */
-    ot_import_options io = {.skip_param_data = true};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true};
     ot_model *m = NULL;
     ot_status st = ot_model_load(o->model, &io, &m, err);
     if (st) return st;
@@ -256,7 +257,7 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
     char *batch_sym = NULL;
     bool *is_batch_sym = NULL; /* per symbol of g: bound to the batch size */
 
-    ot_import_options io = {0};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail;
     ot_graph *g = m->graph;
     n_in = g->n_inputs;

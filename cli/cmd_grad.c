@@ -11,9 +11,10 @@
 
 #include "cli.h"
 #include "cli/args.h"
-#include "runtime/npy.h"
-#include "runtime/report.h"
-#include "runtime/train.h"
+#include "train/npy.h"
+#include "train/report.h"
+#include "train/train.h"
+#include "kernels/kernel.h"
 
 static void grad_usage(FILE *f) {
     fputs("usage: onnxtrain grad MODEL.onnx --input FILE.npy|NAME=FILE.npy ... [--labels FILE.npy]\n"
@@ -160,7 +161,7 @@ int ot_cmd_grad(int argc, char **argv) {
     const char *model_path = NULL;
     if ((st = ot_args_one_model(argc, argv, optind, &model_path, &err))) goto done;
     ot_common_args_to_train(&ca, &o);
-    ot_import_options io = {0};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
     if ((st = ot_args_load_dataset(&ca.inputs, ca.labels, &data, &err))) goto done;
     if ((st = ot_train_session_new(m, &o, &data, false, &s, &err))) goto done;

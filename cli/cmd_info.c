@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "importer/importer.h"
+#include "kernels/kernel.h"
 
 static void usage(FILE *f) {
     fputs("usage: onnxtrain info MODEL [--json] [--dump text|dot]\n\n"
@@ -126,7 +127,7 @@ int ot_cmd_info(int argc, char **argv) {
     }
     const char *path = argv[optind];
     /* info reads shapes, never a weight: big float params stay on disk */
-    ot_import_options opt = {.allow_unsupported = true, .skip_param_data = true};
+    ot_import_options opt = {.fold_eval = ot_cpu_fold_eval, .allow_unsupported = true, .skip_param_data = true};
     ot_model *m = NULL;
     ot_error err = {0};
     ot_status st = ot_model_load(path, &opt, &m, &err);

@@ -11,7 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
-#include "remat/session.h"
+#include "train/remat_session.h"
 #include "remat/timeline.h"
 
 static void usage(FILE *f) {

@@ -12,11 +12,12 @@
 #include "cli.h"
 #include "cli/args.h"
 #include "remat/remat.h"
-#include "runtime/checkpoint.h"
-#include "runtime/progress.h"
-#include "runtime/report.h"
-#include "runtime/train.h"
-#include "runtime/train_memory.h"
+#include "train/checkpoint.h"
+#include "train/progress.h"
+#include "train/report.h"
+#include "train/train.h"
+#include "train/train_memory.h"
+#include "kernels/kernel.h"
 
 static void train_usage(FILE *f) {
     fputs("usage: onnxtrain train MODEL.onnx --input FILE.npy|NAME=FILE.npy ... [--labels FILE.npy]\n"
@@ -288,7 +289,7 @@ int ot_cmd_train(int argc, char **argv) {
         if ((st = ot_remat_policy_parse(o.remat, &pol, &err))) goto done;
         ot_remat_policy_free(&pol);
     }
-    ot_import_options io = {0};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
     if ((st = ot_args_load_dataset(&ca.inputs, ca.labels, &data, &err))) goto done;
     if (val_inputs.n && (st = ot_args_load_dataset(&val_inputs, val_labels, &val, &err))) goto done;

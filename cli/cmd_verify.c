@@ -10,8 +10,9 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
-#include "remat/session.h"
-#include "runtime/train.h"
+#include "train/remat_session.h"
+#include "train/train.h"
+#include "kernels/kernel.h"
 
 static void usage(FILE *f) {
     fputs("usage: onnxtrain verify MODEL --input FILE.npy --labels FILE.npy --remat POLICY [options]\n\n"
@@ -65,7 +66,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
     so.batch_size = a->batch_size;
     if (so.batch_size == 0) { /* all samples, unless the model's batch is fixed */
         ot_model *m = NULL;
-        ot_import_options io = {0};
+        ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
         if ((st = ot_model_load(o->model, &io, &m, err))) goto fail;
         const ot_graph *g = m->graph;
         bool fixed = g->n_inputs > 0 && g->values[g->inputs[0]].shape.rank > 0 &&

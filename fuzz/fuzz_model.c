@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "importer/importer.h"
+#include "kernels/kernel.h"
 
 /* Fixed, so forked and repeated runs share one folder instead of leaving many. */
 #define EXT_DIR "/tmp/ot_fuzz_model_ext"
@@ -31,7 +32,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 static void load_once(const uint8_t *data, size_t size, bool shape_inference) {
-    ot_import_options opt = {0};
+    ot_import_options opt = {.fold_eval = ot_cpu_fold_eval};
     opt.no_shape_inference = !shape_inference;
     /* allow_unsupported keeps unknown ops in the graph, so the later passes see more
      * of what random bytes produce; alternate on a bit of the input for both paths. */

@@ -1,9 +1,8 @@
 /* fold.c — constant folding during shape inference: a node whose inputs are all
  * constants (never params or state), a Constant, or a Shape of a static shape, is
- * computed once at import time with the CPU kernels and replaced by its constant
- * outputs. This is what turns PyTorch's Shape -> Gather -> Unsqueeze -> Concat ->
+ * computed once at import time with the graph's injected evaluator (g->fold_eval: the
+ * CPU kernels) and replaced by its constant outputs. This is what turns PyTorch's Shape -> Gather -> Unsqueeze -> Concat ->
  * Reshape chains into static Reshapes once symbolic dims are bound. */
-#include "kernels/kernel.h"
 #include "shape_internal.h"
 
 #include <stdlib.h>
@@ -104,13 +103,11 @@ static void drop_dead_inputs(ot_graph *g, const ot_node *n) {
 ot_status ot_fold_node(ot_graph *g, int id, bool *folded, ot_error *err) {
     ot_node *n = &g->nodes[id];
     ot_tensor *in = NULL, *out = NULL;
-    ot_kernel_ctx kctx;
     ot_status st = OT_OK;
-    void *workspace = NULL;
     *folded = false;
     if (n->removed || !foldable_op(n) || !outputs_small_static(g, n)) return OT_OK;
     bool is_meta = n->op == OT_OP_CONSTANT || n->op == OT_OP_SHAPE;
-    if (!is_meta && !inputs_constant(g, n)) return OT_OK;
+    if (!is_meta && (!g->fold_eval || !inputs_constant(g, n))) return OT_OK;
     in = ot_xcalloc((size_t)n->n_inputs, sizeof *in);
     out = ot_xcalloc((size_t)n->n_outputs, sizeof *out);
     if (!in || !out) {
@@ -144,23 +141,16 @@ ot_status ot_fold_node(ot_graph *g, int id, bool *folded, ot_error *err) {
             in[i].data = v->data;
             in[i].nbytes = v->nbytes;
         }
-        memset(&kctx, 0, sizeof kctx);
-        kctx.n_threads = 1;
-        kctx.rng_node = id;
-        kctx.workspace_bytes = ot_cpu_workspace_bytes(n, in, out);
-        if (kctx.workspace_bytes) {
-            workspace = malloc(kctx.workspace_bytes);
-            if (!workspace) {
-                st = ot_fail(err, OT_E_MEMORY, "out of memory folding node '%s'", ot_shape_node_label(n));
-                goto fail;
-            }
-            kctx.workspace = workspace;
-        }
-        /* Any kernel failure leaves the node in place: unsupported ops are still being
-         * written, and bad constant data (an index out of range) fails at run time
-         * with the executor's message, which names the node the same way. */
+        /* Any evaluator failure leaves the node in place: unsupported ops are still
+         * being written, and bad constant data (an index out of range) fails at run
+         * time with the executor's message, which names the node the same way. */
         ot_error kerr = {0};
-        ok = ot_cpu_run_node(n, in, out, &kctx, &kerr) == OT_OK;
+        ot_status est = g->fold_eval(n, id, in, out, &kerr);
+        if (est == OT_E_MEMORY) {
+            st = ot_fail(err, OT_E_MEMORY, "out of memory folding node '%s'", ot_shape_node_label(n));
+            goto fail;
+        }
+        ok = est == OT_OK;
     }
     if (!ok) goto fail; /* not foldable now: stays a node, st is OT_OK */
     /* The values take the kernel's buffers rather than copies. */
@@ -180,6 +170,5 @@ fail:
     for (int o = 0; out && o < n->n_outputs; o++) free(out[o].data);
     free(out);
     free(in);
-    free(workspace);
     return st;
 }

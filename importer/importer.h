@@ -49,6 +49,10 @@ typedef struct ot_import_options {
      * Such a model can be planned, not run (the executor refuses params without data)
      * and not saved (ot_model_save refuses it). */
     bool skip_param_data;
+    /* Evaluator for constant folding, kept in the graph for later shape inference
+     * (binding dims). NULL folds only Constant and Shape nodes; every command passes
+     * ot_cpu_fold_eval (kernels/kernel.h). */
+    ot_fold_eval_fn fold_eval;
 } ot_import_options;
 
 /* Float params up to this size are loaded even with skip_param_data. */
@@ -80,8 +84,8 @@ char *ot_model_unsupported_str(const ot_model *m);
 ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err);
 
 /* Shape inference over the whole graph with constant folding of shape subgraphs
- * (Shape → Gather → Concat → Reshape, Range, Expand, ConstantOfShape, ...), using the
- * CPU kernels to fold. Symbolic dims stay symbolic unless bound. */
+ * (Shape → Gather → Concat → Reshape, Range, Expand, ConstantOfShape, ...), folding
+ * through g->fold_eval. Symbolic dims stay symbolic unless bound. */
 ot_status ot_shape_infer(ot_graph *g, ot_error *err);
 /* Binds a symbolic dim (e.g. "batch" = 8) and re-runs shape inference so every
  * value whose shape depended on it becomes static. Unknown name: OT_E_SHAPE. */

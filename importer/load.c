@@ -587,6 +587,7 @@ static ot_status load_impl(ot_imp_src *src, const char *name, const char *dir, c
     c.refs = refs;
     c.skip_param_data = opt->skip_param_data;
     c.g = m->graph = ot_graph_new(mp->graph->name);
+    if (c.g) c.g->fold_eval = opt->fold_eval;
     if (!c.g) {
         st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", file);
         goto fail;

@@ -230,6 +230,13 @@ typedef struct ot_node {
     bool removed;   /* folded away or rewritten; skipped by every pass */
 } ot_node;
 
+/* Evaluates one node on host tensors (in/out as kernels/kernel.h describes them),
+ * for constant folding during shape inference. rng_node keys a random op's draws. The
+ * importer sits below the kernels, so whoever builds a graph injects one
+ * (ot_cpu_fold_eval, kernels/kernel.h). */
+typedef ot_status (*ot_fold_eval_fn)(const struct ot_node *node, int rng_node, const ot_tensor *in,
+                                     ot_tensor *out, ot_error *err);
+
 typedef struct ot_graph {
     char *name;
     ot_value *values;
@@ -244,6 +251,9 @@ typedef struct ot_graph {
     int64_t *sym_values; /* bound value of each symbol, -1 when unbound */
     int n_syms;
     int64_t opset;       /* version of the default ONNX domain */
+    /* Folds compute nodes whose inputs are all constant (NULL: only Constant and Shape
+     * nodes fold, nothing is computed). Set from ot_import_options.fold_eval. */
+    ot_fold_eval_fn fold_eval;
 } ot_graph;
 
 /* ---- graph construction --------------------------------------------------- */

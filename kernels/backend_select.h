@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "runtime/backend.h"
+#include "exec/backend.h"
 
 /* threads: kernel threads for the CPU backend (0 = OpenMP's default; ignored by
  * CUDA). NULL on failure: OT_E_USAGE for a malformed name, OT_E_DEVICE when CUDA was

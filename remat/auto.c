@@ -24,14 +24,16 @@
 
 #include "remat/remat.h"
 #include "remat/remat_internal.h"
-#include "runtime/planner.h"
-#include "runtime/schedule.h"
+#include "exec/backend.h"
+#include "plan/planner.h"
+#include "plan/schedule.h"
 
 ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
     int *order = NULL, n = 0;
     ot_plan *plan = NULL;
     ot_status st = ot_schedule_build(g, &order, &n, err);
-    if (st == OT_OK) st = ot_plan_build(g, order, n, (ot_backend *)user, &plan, err);
+    ot_plan_device dev = ot_backend_plan_device((ot_backend *)user);
+    if (st == OT_OK) st = ot_plan_build(g, order, n, &dev, &plan, err);
     if (st == OT_OK) {
         size_t top = 0;
         m->peak = (int64_t)ot_plan_peak_bytes(plan);

@@ -14,7 +14,7 @@
  *                      auto can try many plans on one graph (remat/rewrite.c)
  *
  * Placement of the clones (just before their first backward use) is the schedule's
- * rule (runtime/schedule.h); freeing originals after their last forward use is the
+ * rule (plan/schedule.h); freeing originals after their last forward use is the
  * planner's lifetimes. Remat never changes results: the executor keys Dropout of a
  * clone on orig_node, and a BatchNormalization clone has no running-stat outputs.
  *
@@ -141,7 +141,7 @@ typedef struct ot_remat_measurement {
 /* The product passes ot_remat_measure_planner; tests may pass their own. */
 typedef ot_status (*ot_remat_measure_fn)(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err);
 
-/* The product's measure: runtime/schedule + runtime/planner on g. user is the
+/* The product's measure: plan/schedule + plan/planner on g. user is the
  * ot_backend * whose workspace sizes count (NULL: none). */
 ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err);
 

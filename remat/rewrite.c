@@ -8,7 +8,7 @@
  * "<name>.rc". Outputs no one reads are dropped where the op allows it, and a
  * BatchNormalization clone never has running-stat outputs, so only the original
  * updates state. One clone per forward node: the schedule places it just before its
- * first backward reader (runtime/schedule.h) and the planner frees it after its last.
+ * first backward reader (plan/schedule.h) and the planner frees it after its last.
  *
  * The rewrite keeps a journal so ot_remat_undo can restore the graph: auto tries
  * many keep sets on one graph without copying it. */

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "remat/remat.h"
-#include "runtime/schedule.h"
+#include "plan/schedule.h"
 
 void ot_remat_analysis_free(ot_remat_analysis *a) {
     if (!a) return;

@@ -3,7 +3,7 @@
 #define OT_REMAT_TIMELINE_H
 
 #include "ir.h"
-#include "runtime/planner.h"
+#include "plan/planner.h"
 
 /* Draws plans[i]->timeline (bytes in use per schedule step) for n plans on one set of
  * axes, labelled labels[i], with each peak and backward start marked. Writes path

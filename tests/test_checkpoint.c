@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "fixtures/onnx_builder.h"
-#include "runtime/checkpoint.h"
-#include "runtime/npy.h"
+#include "train/checkpoint.h"
+#include "train/npy.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
 #define S OT_SOURCE_DIR "/samples/"

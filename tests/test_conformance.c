@@ -26,8 +26,9 @@
 #include "autodiff/autodiff.h"
 #include "importer/importer.h"
 #include "ref_eval.h"
-#include "runtime/executor.h"
-#include "runtime/npy.h"
+#include "exec/executor.h"
+#include "train/npy.h"
+#include "kernels/kernel.h"
 
 #define REL_TOL 1e-5
 
@@ -111,7 +112,7 @@ static ot_status run_once(const char *model, const char *fixdir, const char *out
     ot_backend *be = NULL;
     ot_executor *ex = NULL;
     ot_tensor *data = NULL;
-    ot_import_options io = {0};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     *result = NULL;
     if ((st = ot_model_load(model, &io, &m, err))) goto fail;
     ot_graph *g = m->graph;
@@ -280,7 +281,7 @@ static void check_training(const char *name, int64_t batch, report *r) {
     ot_ref_env *re = NULL;
     ot_tensor *x = NULL, *y = NULL, *t = NULL;
     ot_autodiff_result ar = {0};
-    ot_import_options io = {0};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     ot_status st = ot_model_load(model, &io, &m, &err);
     if (st) goto done;
     ot_graph *g = m->graph;

@@ -20,14 +20,15 @@
 #include "autodiff/autodiff.h"
 #include "importer/importer.h"
 #include "kernels/backend_select.h"
-#include "runtime/executor.h"
-#include "runtime/optim.h"
+#include "exec/executor.h"
+#include "train/optim.h"
 #include "remat/remat.h"
 #include "test_kernels_cpu_util.h"
 #ifdef OT_HAVE_CUDA
 #include "kernels/cuda/cuda_module.h" /* the module's table: host-side hooks */
 #include "kernels/cpu/cpu_common.h" /* ot_f32_to_f16, ot_f32_to_bf16 */
-#include "runtime/rng.h"
+#include "exec/rng.h"
+#include "kernels/kernel.h"
 #endif
 
 /* ---- backend selection (no GPU needed) --------------------------------------------- */
@@ -1843,7 +1844,7 @@ static void sample_graph_build(const sample_case *sc, const char *remat, sample_
     else snprintf(path, sizeof path, "%s/samples/%s", root, sc->file);
     ot_error e = {0};
     memset(sg, 0, sizeof *sg);
-    if (ot_model_load(path, NULL, &sg->m, &e) != OT_OK) fail_msg("%s", e.msg);
+    if (ot_model_load(path, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &sg->m, &e) != OT_OK) fail_msg("%s", e.msg);
     ot_graph *g = sg->m->graph;
     if (ot_graph_find_sym(g, "batch") >= 0) assert_int_equal(ot_graph_bind_dim(g, "batch", sc->batch, &e), OT_OK);
     ot_loss_options lo;

@@ -16,7 +16,7 @@
 
 #include "importer/importer.h"
 #include "kernels/backend_select.h"
-#include "runtime/train.h"
+#include "train/train.h"
 #include "test_files.h"
 
 #define SAMPLES OT_SOURCE_DIR "/samples/"

@@ -19,8 +19,8 @@
 
 #include "ir.h"
 #include "kernels/backend_select.h"
-#include "runtime/executor.h"
-#include "runtime/schedule.h"
+#include "exec/executor.h"
+#include "plan/schedule.h"
 
 static int val(ot_graph *g, const char *name, int r, int c, ot_value_kind kind) {
     int64_t d[2] = {r, c};

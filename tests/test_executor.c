@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "ir.h"
-#include "runtime/executor.h"
+#include "exec/executor.h"
 
 /* ---- a test backend ---------------------------------------------------------- */
 

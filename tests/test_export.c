@@ -16,6 +16,7 @@
 
 #include "fixtures/onnx_builder.h"
 #include "importer/importer.h"
+#include "kernels/kernel.h"
 
 #define TMP OT_BINARY_DIR "/test_export_tmp"
 #define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
@@ -144,7 +145,7 @@ static void test_roundtrip(void **state) {
     assert_int_equal(mb_write(b, src), 0);
     ot_model *m = NULL, *m2 = NULL;
     ot_error err = {0};
-    ot_status st = ot_model_load(src, NULL, &m, &err);
+    ot_status st = ot_model_load(src, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
     if (st) fail_msg("%s", err.msg);
     ot_graph *g = m->graph;
     /* "train": change every param and the BN state in place */
@@ -156,7 +157,7 @@ static void test_roundtrip(void **state) {
     }
     st = ot_model_save(m, dst, &err);
     if (st) fail_msg("%s", err.msg);
-    st = ot_model_load(dst, NULL, &m2, &err);
+    st = ot_model_load(dst, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m2, &err);
     if (st) fail_msg("%s", err.msg);
     assert_same_graph(m->graph, m2->graph);
     assert_int_equal(m2->ir_version, 8);
@@ -233,10 +234,10 @@ static void test_external_inlined(void **state) {
     assert_int_equal(mb_write(b, TMP "/ext/m.onnx"), 0);
     ot_model *m = NULL, *m2 = NULL;
     ot_error err = {0};
-    assert_int_equal(ot_model_load(TMP "/ext/m.onnx", NULL, &m, &err), OT_OK);
+    assert_int_equal(ot_model_load(TMP "/ext/m.onnx", &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_OK);
     /* written to another folder that has no w.bin: must not refer to it */
     assert_int_equal(ot_model_save(m, TMP "/inlined.onnx", &err), OT_OK);
-    assert_int_equal(ot_model_load(TMP "/inlined.onnx", NULL, &m2, &err), OT_OK);
+    assert_int_equal(ot_model_load(TMP "/inlined.onnx", &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m2, &err), OT_OK);
     assert_same_graph(m->graph, m2->graph);
     const Onnx__ModelProto *p = m2->proto;
     assert_int_equal(p->graph->initializer[0]->n_external_data, 0);
@@ -267,7 +268,7 @@ static void test_unsupported_initializer_kept(void **state) {
     mb_node(b, "Add", "add", "y,w", "z");
     mb_output(b, "z", F32);
     assert_int_equal(mb_write(b, TMP "/strinit.onnx"), 0);
-    ot_import_options opt = {.allow_unsupported = true};
+    ot_import_options opt = {.fold_eval = ot_cpu_fold_eval, .allow_unsupported = true};
     ot_model *m = NULL;
     ot_error err = {0};
     assert_int_equal(ot_model_load(TMP "/strinit.onnx", &opt, &m, &err), OT_OK);
@@ -302,7 +303,7 @@ static void test_failed_save_keeps_old(void **state) {
     assert_int_equal(mb_write(b, TMP "/keep_src.onnx"), 0);
     ot_model *m = NULL;
     ot_error err = {0};
-    assert_int_equal(ot_model_load(TMP "/keep_src.onnx", NULL, &m, &err), OT_OK);
+    assert_int_equal(ot_model_load(TMP "/keep_src.onnx", &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_OK);
     const char *out = TMP "/keep.onnx";
     FILE *f = fopen(out, "wb");
     fputs("old contents", f);
@@ -343,7 +344,7 @@ static void test_samples_roundtrip(void **state) {
         const char *path = gl.gl_pathv[i];
         ot_model *m = NULL, *m2 = NULL;
         ot_error err = {0};
-        ot_status st = ot_model_load(path, NULL, &m, &err);
+        ot_status st = ot_model_load(path, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
         if (st) fail_msg("%s", err.msg);
         assert_int_equal(ot_graph_verify(m->graph, &err), OT_OK);
         const char *base = strrchr(path, '/') + 1;
@@ -351,7 +352,7 @@ static void test_samples_roundtrip(void **state) {
         snprintf(out, sizeof out, "%s/sample_%s", TMP, base);
         st = ot_model_save(m, out, &err);
         if (st) fail_msg("%s", err.msg);
-        st = ot_model_load(out, NULL, &m2, &err);
+        st = ot_model_load(out, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m2, &err);
         if (st) fail_msg("%s", err.msg);
         assert_same_graph(m->graph, m2->graph);
         print_message("%s: %d nodes, round-trip ok\n", base, m->graph->n_nodes);
@@ -367,7 +368,7 @@ static void test_samples_roundtrip(void **state) {
 static int export_one(const char *src, const char *dst) {
     ot_model *m = NULL;
     ot_error err = {0};
-    ot_status st = ot_model_load(src, NULL, &m, &err);
+    ot_status st = ot_model_load(src, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
     if (!st) st = ot_model_save(m, dst, &err);
     if (st) fprintf(stderr, "test_export: %s\n", err.msg);
     ot_model_free(m);

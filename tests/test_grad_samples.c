@@ -1,7 +1,7 @@
 /* test_grad_samples.c — one training step's gradients of every exported sample that
  * has PyTorch gradients (samples/NAME/grads/index.json) against them, built from the
  * library's parts directly (importer, ot_loss_build cross-entropy, ot_autodiff_build,
- * executor) rather than through runtime/train.c, so a fault in a gradient rule, a
+ * executor) rather than through train/train.c, so a fault in a gradient rule, a
  * backward kernel or the planner is caught whatever the training loop does:
  *   - the loss within 1e-5 relative of ref_loss.npy,
  *   - every parameter gradient within 1e-4 relative L2 of PyTorch's, with the
@@ -29,9 +29,10 @@
 #include "autodiff/autodiff.h"
 #include "importer/importer.h"
 #include "ref_eval.h"
-#include "runtime/executor.h"
-#include "runtime/npy.h"
+#include "exec/executor.h"
+#include "train/npy.h"
 #include "test_files.h"
+#include "kernels/kernel.h"
 
 #define SAMPLES OT_SOURCE_DIR "/samples/"
 #define LOSS_TOL 1e-5
@@ -114,7 +115,7 @@ static int check_one(const char *model, const char *dir, run_mode mode) {
     char path[1024];
     snprintf(path, sizeof path, SAMPLES "%s", model);
     ot_model *m = NULL;
-    ot_import_options io = {0};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if (ot_model_load(path, &io, &m, &err) != OT_OK) fail_msg("%s: %s", model, err.msg);
     ot_graph *g = m->graph;
     ot_tensor *x = read_npy(dir, "input.npy"), *labels = read_npy(dir, "labels.npy");

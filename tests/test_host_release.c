@@ -21,9 +21,9 @@
 
 #include "importer/importer.h"
 #include "kernels/backend_select.h"
-#include "runtime/executor.h"
-#include "runtime/npy.h"
-#include "runtime/train.h"
+#include "exec/executor.h"
+#include "train/npy.h"
+#include "train/train.h"
 #include "test_files.h"
 
 #define SAMPLES OT_SOURCE_DIR "/samples/"

@@ -18,6 +18,7 @@
 
 #include "fixtures/onnx_builder.h"
 #include "importer/import_internal.h"
+#include "kernels/kernel.h"
 
 #define TMP OT_BINARY_DIR "/test_import_memory_tmp"
 
@@ -172,7 +173,7 @@ static void test_roundtrip_every_dtype(void **state) {
     assert_int_equal(mb_write(b, src), 0);
     size_t len;
     uint8_t *bytes = mb_pack(b, &len);
-    ot_import_options opt = {.allow_unsupported = true}; /* the uint16 initializer */
+    ot_import_options opt = {.fold_eval = ot_cpu_fold_eval, .allow_unsupported = true}; /* the uint16 initializer */
     ot_error err = {0};
     for (int from_file = 0; from_file < 2; from_file++) {
         ot_model *m = NULL;
@@ -245,7 +246,7 @@ static void test_bool_normalised(void **state) {
     uint8_t *bytes = mb_pack(b, &len);
     ot_model *m = NULL;
     ot_error err = {0};
-    if (ot_model_load_buffer(bytes, len, "bool.onnx", NULL, NULL, &m, &err)) fail_msg("%s", err.msg);
+    if (ot_model_load_buffer(bytes, len, "bool.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err)) fail_msg("%s", err.msg);
     assert_memory_equal(m->graph->values[ot_graph_find_value(m->graph, "m")].data, want, 4);
     ot_model_free(m);
     mb_free(b);
@@ -301,7 +302,7 @@ static void test_repeated_fields_fall_back(void **state) {
     assert_true(skeleton_gives_up(bytes, len));
     ot_model *m = NULL;
     ot_error err = {0};
-    if (ot_model_load_buffer(bytes, len, "dup_raw.onnx", NULL, NULL, &m, &err)) fail_msg("%s", err.msg);
+    if (ot_model_load_buffer(bytes, len, "dup_raw.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err)) fail_msg("%s", err.msg);
     assert_memory_equal(m->graph->values[ot_graph_find_value(m->graph, "w")].data, second, 8);
     ot_model_free(m);
 
@@ -321,7 +322,7 @@ static void test_repeated_fields_fall_back(void **state) {
     write_bytes(path, bytes, len);
     Onnx__ModelProto *ref = onnx__model_proto__unpack(NULL, len, bytes);
     assert_non_null(ref);
-    assert_int_equal(ot_model_load(path, NULL, &m, &err), OT_OK);
+    assert_int_equal(ot_model_load(path, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_OK);
     assert_int_equal(m->graph->n_values, ref->graph->n_initializer + 2); /* + x, y */
     int w2 = ot_graph_find_value(m->graph, "w2");
     assert_true(w2 >= 0);
@@ -361,7 +362,7 @@ static void test_odd_encodings_fall_back(void **state) {
         Onnx__ModelProto *ref = onnx__model_proto__unpack(NULL, n, bytes);
         ot_model *m = NULL;
         ot_error err = {0};
-        ot_status st = ot_model_load_buffer(bytes, n, "odd.onnx", NULL, NULL, &m, &err);
+        ot_status st = ot_model_load_buffer(bytes, n, "odd.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
         if (ref) {
             if (st) fail_msg("prefix %zu: protobuf-c reads it, the importer says: %s", k, err.msg);
             assert_memory_equal(m->graph->values[ot_graph_find_value(m->graph, "w")].data, w, 8);
@@ -422,7 +423,7 @@ static void test_folding_frees_dead_constants(void **state) {
     uint8_t *bytes = mb_pack(b, &len);
     ot_model *m = NULL;
     ot_error err = {0};
-    assert_int_equal(ot_model_load_buffer(bytes, len, "fold.onnx", NULL, NULL, &m, &err), OT_OK);
+    assert_int_equal(ot_model_load_buffer(bytes, len, "fold.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_OK);
     const ot_graph *g = m->graph;
     const ot_value *c = &g->values[ot_graph_find_value(g, "c")];
     const ot_value *k = &g->values[ot_graph_find_value(g, "k")];
@@ -436,7 +437,7 @@ static void test_folding_frees_dead_constants(void **state) {
     const char *dst = TMP "/fold_out.onnx";
     assert_int_equal(ot_model_save(m, dst, &err), OT_OK);
     ot_model_free(m);
-    assert_int_equal(ot_model_load(dst, NULL, &m, &err), OT_OK);
+    assert_int_equal(ot_model_load(dst, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_OK);
     assert_memory_equal(m->graph->values[ot_graph_find_value(m->graph, "k")].data, one, 16);
     ot_model_free(m);
     mb_free(b);

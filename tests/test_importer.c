@@ -16,6 +16,7 @@
 
 #include "fixtures/onnx_builder.h"
 #include "importer/importer.h"
+#include "kernels/kernel.h"
 
 #define TMP OT_BINARY_DIR "/test_importer_tmp"
 #define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
@@ -132,7 +133,7 @@ static void test_load_buffer_matches(void **state) {
     uint8_t *buf = mb_pack(b, &len);
     ot_model *m = NULL;
     ot_error err = {0};
-    assert_int_equal(ot_model_load_buffer(buf, len, "mem.onnx", NULL, NULL, &m, &err), OT_OK);
+    assert_int_equal(ot_model_load_buffer(buf, len, "mem.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_OK);
     assert_int_equal(m->graph->n_nodes, 2);
     ot_model_free(m);
     mb_free(b);
@@ -411,7 +412,7 @@ static void test_storage_forms(void **state) {
                 size_t len;
                 uint8_t *buf = mb_pack(b, &len);
                 ot_model *m = NULL;
-                assert_int_equal(ot_model_load_buffer(buf, len, "forms.onnx", NULL, NULL, &m, &err), OT_OK);
+                assert_int_equal(ot_model_load_buffer(buf, len, "forms.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_OK);
                 const ot_value *v = &m->graph->values[ot_graph_find_value(m->graph, "t")];
                 assert_int_equal(v->kind, ot_dtype_is_float((ot_dtype)dt) ? OT_VK_PARAM : OT_VK_CONSTANT);
                 assert_int_equal(v->nbytes, (size_t)n * es);
@@ -511,7 +512,7 @@ static ot_status load_ext(const char *const *kv, int pairs, const char *dir, ot_
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     assert_int_equal(mb_write(b, path), 0);
     ot_model *m = NULL;
-    ot_status st = ot_model_load(path, NULL, &m, err);
+    ot_status st = ot_model_load(path, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, err);
     if (st == OT_OK) {
         const ot_value *v = &m->graph->values[ot_graph_find_value(m->graph, "ext_w")];
         float w[4];
@@ -523,7 +524,7 @@ static ot_status load_ext(const char *const *kv, int pairs, const char *dir, ot_
     size_t len;
     uint8_t *buf = mb_pack(b, &len);
     ot_error e2 = {0};
-    ot_status st2 = ot_model_load_buffer(buf, len, "mem.onnx", NULL, NULL, &m, &e2);
+    ot_status st2 = ot_model_load_buffer(buf, len, "mem.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &e2);
     assert_true(st2 == OT_E_UNSUPPORTED || (st != OT_OK && st2 == st));
     assert_non_null(strstr(e2.msg, "ext_w"));
     mb_free(b);
@@ -598,13 +599,13 @@ static void test_missing_and_empty(void **state) {
     ot_model *m = NULL;
     ot_error err = {0};
     const char *missing = TMP "/does_not_exist.onnx";
-    assert_int_equal(ot_model_load(missing, NULL, &m, &err), OT_E_IO);
+    assert_int_equal(ot_model_load(missing, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_E_IO);
     assert_null(m);
     assert_non_null(strstr(err.msg, missing));
     char path[512];
     snprintf(path, sizeof path, "%s/empty.onnx", TMP);
     write_bytes(path, "", 0);
-    assert_int_equal(ot_model_load(path, NULL, &m, &err), OT_E_PARSE);
+    assert_int_equal(ot_model_load(path, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_E_PARSE);
     assert_non_null(strstr(err.msg, path));
 }
 
@@ -625,7 +626,7 @@ static void test_truncated_and_random(void **state) {
     const size_t cuts[] = {len / 2, len - 3, 7};
     for (size_t i = 0; i < 3; i++) {
         write_bytes(path, buf, cuts[i]);
-        ot_status st = ot_model_load(path, NULL, &m, &err);
+        ot_status st = ot_model_load(path, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
         if (st != OT_E_PARSE) fail_msg("cut at %zu of %zu: status %d: %s", cuts[i], len, st, err.msg);
         assert_non_null(strstr(err.msg, "not an ONNX model"));
         assert_non_null(strstr(err.msg, "truncated.onnx"));
@@ -639,7 +640,7 @@ static void test_truncated_and_random(void **state) {
             rnd[i] = (uint8_t)(x >> 24);
         }
         write_bytes(path, rnd, sizeof rnd);
-        ot_status st = ot_model_load(path, NULL, &m, &err);
+        ot_status st = ot_model_load(path, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
         if (st != OT_E_PARSE) fail_msg("random trial %d: status %d: %s", trial, st, err.msg);
         assert_non_null(strstr(err.msg, "random.onnx"));
     }
@@ -719,7 +720,7 @@ static void test_unsupported_ops(void **state) {
     assert_int_equal(load_mb(b, "unsup.onnx", NULL, &m, &err), OT_E_UNSUPPORTED);
     assert_null(m);
     assert_string_equal(err.msg, TMP "/unsup.onnx: 2 unsupported ops: NonZero (nodes 'nz_0', 'nz_3'), Loop (node 'loop_1')");
-    ot_import_options opt = {.allow_unsupported = true};
+    ot_import_options opt = {.fold_eval = ot_cpu_fold_eval, .allow_unsupported = true};
     assert_int_equal(load_mb(b, "unsup.onnx", &opt, &m, &err), OT_OK);
     assert_int_equal(m->n_unsupported, 2);
     assert_string_equal(m->unsupported[0].op_type, "NonZero");

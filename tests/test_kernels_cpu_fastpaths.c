@@ -10,7 +10,7 @@
  * against their general GEMM + per-element im2col/col2im path. */
 #include "kernels/cpu/cpu_philox.h"
 #include "kernels/cpu/grad_kernels.h"
-#include "runtime/rng.h"
+#include "exec/rng.h"
 #include "test_kernels_cpu_util.h"
 
 /* The bulk uniforms across the 2^32 boundary of the element index (ctr[0] wraps,

@@ -3,7 +3,7 @@
  * broadcast, 1-D), Softmax / LogSoftmax (incl. legacy 2-D), ReduceMean / ReduceSum,
  * Sum, BatchNorm (training update), LayerNorm, losses, and the Philox generator
  * (Random123 known answers) with Dropout mask determinism. */
-#include "runtime/rng.h"
+#include "exec/rng.h"
 #include "test_kernels_cpu_util.h"
 
 static double ref_unary(ot_op op, double x) {

@@ -2,7 +2,7 @@
  * vectors, and Dropout: same key -> same mask, different step or node -> different
  * mask, keep rate ~ 1 - ratio, kept values scaled by 1/(1-ratio), inference mode is
  * the identity, and the mask does not depend on the thread count. */
-#include "runtime/rng.h"
+#include "exec/rng.h"
 #include "test_kernels_cpu_util.h"
 
 static void test_philox_kat(void **state) {

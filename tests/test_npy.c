@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runtime/npy.h"
+#include "train/npy.h"
 
 #define FIX OT_SOURCE_DIR "/tests/fixtures/npy/"
 #define TMP OT_BINARY_DIR "/test_npy_tmp"

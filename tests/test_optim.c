@@ -15,7 +15,7 @@
 
 #include "ir.h"
 #include "kernels/cpu/optim_cpu.h"
-#include "runtime/optim.h"
+#include "train/optim.h"
 
 static const float sgd_nesterov_ref[3][5] = {
     {0.480049998f, -1.20962501f, 1.93920004f, 0.0759999976f, -0.394430012f},

@@ -20,8 +20,9 @@
 #include "fixtures/onnx_builder.h"
 #include "importer/importer.h"
 #include "kernels/backend_select.h"
-#include "remat/session.h"
-#include "runtime/executor.h"
+#include "train/remat_session.h"
+#include "exec/executor.h"
+#include "kernels/kernel.h"
 
 #define TMP OT_BINARY_DIR "/test_plan_only_tmp"
 #define SAMPLES OT_SOURCE_DIR "/samples/"
@@ -81,7 +82,7 @@ static void build(const char *path, const char *const *ext_kv, int ext_pairs, bo
 }
 
 static ot_status load(const char *path, bool skip, ot_model **m, ot_error *err) {
-    ot_import_options io = {.skip_param_data = skip};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = skip};
     return ot_model_load(path, &io, m, err);
 }
 
@@ -308,7 +309,7 @@ static void test_samples_plan_alike(void **state) {
         /* the model's own batch when fixed, else 4 */
         ot_model *m = NULL;
         ot_error err = {0};
-        ot_import_options io = {.skip_param_data = true};
+        ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true};
         if (ot_model_load(model, &io, &m, &err)) fail_msg("%s", err.msg);
         const ot_value *x = &m->graph->values[m->graph->inputs[0]];
         int64_t batch = x->shape.dim[0] >= 0 ? 0 : 4;

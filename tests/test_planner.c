@@ -14,8 +14,9 @@
 #include <time.h>
 
 #include "ir.h"
-#include "runtime/planner.h"
-#include "runtime/schedule.h"
+#include "exec/backend.h"
+#include "plan/planner.h"
+#include "plan/schedule.h"
 
 /* ---- helpers ----------------------------------------------------------------- */
 
@@ -114,7 +115,8 @@ static ot_plan *plan_of(const ot_graph *g, ot_backend *be, bool no_inplace) {
     assert_int_equal(ot_schedule_build(g, &order, &n, &err), OT_OK);
     ot_plan *p = NULL;
     ot_plan_options o = {.no_inplace = no_inplace};
-    ot_status st = ot_plan_build_opts(g, order, n, be, &o, &p, &err);
+    ot_plan_device dev = ot_backend_plan_device(be);
+    ot_status st = ot_plan_build_opts(g, order, n, &dev, &o, &p, &err);
     if (st) fail_msg("plan failed: %s", err.msg);
     free(order);
     check_plan(g, p);

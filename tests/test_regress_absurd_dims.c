@@ -14,6 +14,7 @@
 
 #include "fixtures/onnx_builder.h"
 #include "importer/importer.h"
+#include "kernels/kernel.h"
 
 #define FIX OT_SOURCE_DIR "/tests/fixtures/regress/"
 #define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
@@ -21,7 +22,7 @@
 static ot_status load_fixture(const char *name, bool shape_inference, ot_error *err) {
     char path[512];
     snprintf(path, sizeof path, "%s%s", FIX, name);
-    ot_import_options opt = {0};
+    ot_import_options opt = {.fold_eval = ot_cpu_fold_eval};
     opt.no_shape_inference = !shape_inference;
     ot_model *m = NULL;
     ot_status st = ot_model_load(path, &opt, &m, err);
@@ -59,7 +60,7 @@ static void test_reshape_target_overflow(void **state) {
     (void)state;
     ot_error err = {0};
     /* the fuzzed file also holds a mangled op name: load as `info` does */
-    ot_import_options opt = {.allow_unsupported = true};
+    ot_import_options opt = {.fold_eval = ot_cpu_fold_eval, .allow_unsupported = true};
     ot_model *m = NULL;
     ot_status st = ot_model_load(FIX "reshape_count_overflow.onnx", &opt, &m, &err);
     ot_model_free(m);
@@ -82,7 +83,7 @@ static void test_bound_dim(void **state) {
     uint8_t *buf = mb_pack(b, &len);
     ot_model *m = NULL;
     ot_error err = {0};
-    assert_int_equal(ot_model_load_buffer(buf, len, "bind.onnx", NULL, NULL, &m, &err), OT_OK);
+    assert_int_equal(ot_model_load_buffer(buf, len, "bind.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_OK);
     mb_free(b);
     ot_status st = ot_graph_bind_dim(m->graph, "batch", (int64_t)1 << 20, &err);
     if (st == OT_OK) fail_msg("binding batch to 2^20 was accepted");
@@ -96,7 +97,7 @@ static void test_bound_dim(void **state) {
     mb_node(b, "Relu", "relu", "x", "y");
     mb_output(b, "y", F32);
     buf = mb_pack(b, &len);
-    assert_int_equal(ot_model_load_buffer(buf, len, "bind.onnx", NULL, NULL, &m, &err), OT_OK);
+    assert_int_equal(ot_model_load_buffer(buf, len, "bind.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err), OT_OK);
     mb_free(b);
     assert_int_equal(ot_graph_bind_dim(m->graph, "batch", 4, &err), OT_OK);
     assert_int_equal(ot_graph_require_static(m->graph, &err), OT_OK);
@@ -115,7 +116,7 @@ static void test_rank_above_max(void **state) {
     uint8_t *buf = mb_pack(b, &len);
     ot_model *m = NULL;
     ot_error err = {0};
-    ot_status st = ot_model_load_buffer(buf, len, "rank9.onnx", NULL, NULL, &m, &err);
+    ot_status st = ot_model_load_buffer(buf, len, "rank9.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
     mb_free(b);
     if (st != OT_E_UNSUPPORTED) fail_msg("expected OT_E_UNSUPPORTED, got %d: %s", st, err.msg);
     assert_null(m);

@@ -18,6 +18,7 @@
 
 #include "fixtures/onnx_builder.h"
 #include "importer/importer.h"
+#include "kernels/kernel.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define OT_TEST_ASAN 1
@@ -76,8 +77,8 @@ static void expect_refused(const char *name, const char *field) {
         ot_error err = {0};
         struct rlimit saved;
         cap_begin(&saved);
-        ot_status st = from_file ? ot_model_load(path, NULL, &m, &err)
-                                 : ot_model_load_buffer(bytes, n, name, NULL, NULL, &m, &err);
+        ot_status st = from_file ? ot_model_load(path, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err)
+                                 : ot_model_load_buffer(bytes, n, name, NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
         cap_end(&saved);
         if (st != OT_E_MODEL) fail_msg("%s: expected OT_E_MODEL, got %d: %s", name, st, err.msg);
         assert_null(m);
@@ -122,7 +123,7 @@ static void test_external(void **state) {
     ot_error err = {0};
     struct rlimit saved;
     cap_begin(&saved);
-    ot_status st = ot_model_load(TMP "/model.onnx", NULL, &m, &err);
+    ot_status st = ot_model_load(TMP "/model.onnx", &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
     cap_end(&saved);
     if (st != OT_E_MODEL) fail_msg("expected OT_E_MODEL, got %d: %s", st, err.msg);
     assert_null(m);
@@ -140,7 +141,7 @@ static void test_endless_and_oversized_files(void **state) {
     ot_error err = {0};
     struct rlimit saved;
     cap_begin(&saved);
-    ot_status st = ot_model_load("/dev/zero", NULL, &m, &err);
+    ot_status st = ot_model_load("/dev/zero", &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
     cap_end(&saved);
     if (st != OT_E_IO) fail_msg("/dev/zero: expected OT_E_IO, got %d: %s", st, err.msg);
     assert_non_null(strstr(err.msg, "/dev/zero"));
@@ -152,7 +153,7 @@ static void test_endless_and_oversized_files(void **state) {
     assert_int_equal(ftruncate(fileno(f), (off_t)3 << 30), 0); /* no disk used */
     fclose(f);
     cap_begin(&saved);
-    st = ot_model_load(TMP "/sparse.onnx", NULL, &m, &err);
+    st = ot_model_load(TMP "/sparse.onnx", &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err);
     cap_end(&saved);
     unlink(TMP "/sparse.onnx");
     if (st != OT_E_PARSE) fail_msg("sparse 3 GiB file: expected OT_E_PARSE, got %d: %s", st, err.msg);

@@ -13,6 +13,7 @@
 
 #include "fixtures/onnx_builder.h"
 #include "importer/importer.h"
+#include "kernels/kernel.h"
 
 #define TMP OT_BINARY_DIR "/test_regress_hardlink_tmp"
 #define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
@@ -39,7 +40,7 @@ static ot_status load_with(const char *loc, ot_error *err) {
     assert_int_equal(mb_write(b, TMP "/model/model.onnx"), 0);
     mb_free(b);
     ot_model *m = NULL;
-    ot_status st = ot_model_load(TMP "/model/model.onnx", NULL, &m, err);
+    ot_status st = ot_model_load(TMP "/model/model.onnx", &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, err);
     assert_true((st == OT_OK) == (m != NULL));
     ot_model_free(m);
     return st;

@@ -2,7 +2,7 @@
  * parsing, articulation points of a residual graph, the rewrite (clone structure,
  * rewiring, schedule placement, undo), BatchNorm/Dropout clones, the policies'
  * figures on a 48-layer chain, and auto against budgets and an exhaustive search.
- * Memory is measured by the real planner (runtime/planner.h). */
+ * Memory is measured by the real planner (plan/planner.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,8 +14,8 @@
 
 #include "ir.h"
 #include "remat/remat.h"
-#include "remat/session.h"
-#include "runtime/schedule.h"
+#include "train/remat_session.h"
+#include "plan/schedule.h"
 
 #define B 4
 #define D 8

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "remat/session.h"
-#include "runtime/npy.h"
-#include "runtime/train.h"
+#include "train/remat_session.h"
+#include "train/npy.h"
+#include "train/train.h"
 
 static char *sample_path(const char *rel) {
     static char buf[4][1024];

@@ -15,6 +15,14 @@
 #include "importer/importer.h"
 #include "kernels/kernel.h"
 
+/* A graph whose shape inference folds constants through the CPU kernels, as every
+ * imported model's does (ot_import_options.fold_eval). */
+static ot_graph *folding_graph_new(const char *name) {
+    ot_graph *g = ot_graph_new(name);
+    if (g) g->fold_eval = ot_cpu_fold_eval;
+    return g;
+}
+
 /* ---- graph building helpers -------------------------------------------------- */
 
 #define IDS(...) (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
@@ -91,7 +99,7 @@ static void infer_fails(ot_graph *g, const char *n1, const char *n2, const char 
 
 static void test_broadcast(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("b");
+    ot_graph *g = folding_graph_new("b");
     int a = input(g, "a", OT_F32, DIMS(2, 3, 4)), b = input(g, "b", OT_F32, DIMS(3, 1));
     int s = input_sym(g, "s", "batch", DIMS(1)), r = input(g, "r", OT_F32, DIMS(1, 5));
     int cnd = input(g, "c", OT_BOOL, DIMS(2, 1)), t = input(g, "t", OT_F32, DIMS(1, 3));
@@ -120,7 +128,7 @@ static void test_broadcast(void **state) {
 
 static void test_broadcast_error(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("e");
+    ot_graph *g = folding_graph_new("e");
     int a = input(g, "a", OT_F32, DIMS(2, 3)), b = input(g, "b", OT_F32, DIMS(4, 3)), y = act(g, "y");
     node(g, OT_OP_ADD, "bad_add", IDS(a, b), IDS(y));
     infer_fails(g, "'bad_add' (Add)", "[2,3]", "[4,3]");
@@ -131,7 +139,7 @@ static void test_broadcast_error(void **state) {
 
 static void test_gemm_matmul(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("mm");
+    ot_graph *g = folding_graph_new("mm");
     int A = input(g, "A", OT_F32, DIMS(3, 5)), B = input(g, "B", OT_F32, DIMS(7, 3)), C = input(g, "C", OT_F32, DIMS(7));
     int y = act(g, "y");
     ot_node *n = node(g, OT_OP_GEMM, "gemm", IDS(A, B, C), IDS(y));
@@ -156,7 +164,7 @@ static void test_gemm_matmul(void **state) {
     expect_shape(g, z5, "[]");
     ot_graph_free(g);
 
-    g = ot_graph_new("mm_err");
+    g = folding_graph_new("mm_err");
     A = input(g, "A", OT_F32, DIMS(3, 5));
     B = input(g, "B", OT_F32, DIMS(4, 2));
     y = act(g, "y");
@@ -164,7 +172,7 @@ static void test_gemm_matmul(void **state) {
     infer_fails(g, "'bad_mm' (MatMul)", "[3,5]", "[4,2]");
     ot_graph_free(g);
 
-    g = ot_graph_new("gemm_err");
+    g = folding_graph_new("gemm_err");
     A = input(g, "A", OT_F32, DIMS(3, 5));
     B = input(g, "B", OT_F32, DIMS(4, 2));
     y = act(g, "y");
@@ -179,7 +187,7 @@ static void test_gemm_matmul(void **state) {
 static ot_graph *window_graph(ot_op op, const int64_t *xd, int xr, const int64_t *wd, int wr, const int64_t *k,
                               const int64_t *s, const int64_t *d, const int64_t *p, const char *auto_pad, int64_t group,
                               int64_t ceil_mode) {
-    ot_graph *g = ot_graph_new("w");
+    ot_graph *g = folding_graph_new("w");
     int x = input(g, "x", OT_F32, xd, xr), y = act(g, "y");
     int nsp = xr - 2;
     ot_node *n;
@@ -257,7 +265,7 @@ static void test_pools(void **state) {
     ot_graph_free(g);
 
     /* MaxPool's Indices output, GlobalAveragePool, symbolic batch through a conv */
-    g = ot_graph_new("p");
+    g = folding_graph_new("p");
     int x = input_sym(g, "x", "batch", DIMS(3, 8, 8));
     int w = input(g, "w", OT_F32, DIMS(4, 3, 3, 3));
     int c = act(g, "c"), y = act(g, "y"), idx = act(g, "idx"), gp = act(g, "gp");
@@ -279,7 +287,7 @@ static void test_pools(void **state) {
 
 static void test_reshape_flatten_transpose(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("r");
+    ot_graph *g = folding_graph_new("r");
     int x = input(g, "x", OT_F32, DIMS(2, 3, 4)), s = input_sym(g, "s", "batch", DIMS(3, 4));
     int s1 = const_i64(g, "s1", DIMS(0, -1)), s2 = const_i64(g, "s2", DIMS(-1, 12)), s3 = const_i64(g, "s3", DIMS(4, 0, 3));
     int y1 = act(g, "y1"), y2 = act(g, "y2"), y3 = act(g, "y3"), y4 = act(g, "y4"), y5 = act(g, "y5");
@@ -313,7 +321,7 @@ static void test_reshape_flatten_transpose(void **state) {
     expect_shape(g, t2, "[batch,4,3]");
     ot_graph_free(g);
 
-    g = ot_graph_new("r_err");
+    g = folding_graph_new("r_err");
     x = input(g, "x", OT_F32, DIMS(2, 3, 4));
     s1 = const_i64(g, "s1", DIMS(5, 5));
     y1 = act(g, "y1");
@@ -321,7 +329,7 @@ static void test_reshape_flatten_transpose(void **state) {
     infer_fails(g, "'bad_reshape' (Reshape)", "[2,3,4]", "[5,5]");
     ot_graph_free(g);
 
-    g = ot_graph_new("r_err2");
+    g = folding_graph_new("r_err2");
     x = input(g, "x", OT_F32, DIMS(2, 3, 4));
     s1 = const_i64(g, "s1", DIMS(5, -1));
     y1 = act(g, "y1");
@@ -329,7 +337,7 @@ static void test_reshape_flatten_transpose(void **state) {
     infer_fails(g, "'bad_reshape' (Reshape)", "[2,3,4]", "[5,-1]");
     ot_graph_free(g);
 
-    g = ot_graph_new("t_err");
+    g = folding_graph_new("t_err");
     x = input(g, "x", OT_F32, DIMS(2, 3, 4));
     y1 = act(g, "y1");
     tr = node(g, OT_OP_TRANSPOSE, "bad_tr", IDS(x), IDS(y1));
@@ -340,7 +348,7 @@ static void test_reshape_flatten_transpose(void **state) {
 
 static void test_squeeze_concat_split(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("sq");
+    ot_graph *g = folding_graph_new("sq");
     int x = input(g, "x", OT_F32, DIMS(2, 1, 3)), b = input(g, "b", OT_F32, DIMS(2, 5));
     int q1 = act(g, "q1"), q2 = act(g, "q2"), u = act(g, "u"), cc = act(g, "cc");
     int p1 = act(g, "p1"), p2 = act(g, "p2"), e1 = act(g, "e1"), e2 = act(g, "e2"), e3 = act(g, "e3");
@@ -367,7 +375,7 @@ static void test_squeeze_concat_split(void **state) {
     expect_shape(g, e3, "[2,4]");
     ot_graph_free(g);
 
-    g = ot_graph_new("cat_err");
+    g = folding_graph_new("cat_err");
     x = input(g, "x", OT_F32, DIMS(2, 3));
     b = input(g, "b", OT_F32, DIMS(4, 5));
     cc = act(g, "cc");
@@ -376,7 +384,7 @@ static void test_squeeze_concat_split(void **state) {
     infer_fails(g, "'bad_cat' (Concat)", "[2,3]", "[4,5]");
     ot_graph_free(g);
 
-    g = ot_graph_new("sq_err");
+    g = folding_graph_new("sq_err");
     x = input(g, "x", OT_F32, DIMS(2, 3));
     q1 = act(g, "q1");
     n = node(g, OT_OP_SQUEEZE, "bad_sq", IDS(x), IDS(q1));
@@ -384,7 +392,7 @@ static void test_squeeze_concat_split(void **state) {
     infer_fails(g, "'bad_sq' (Squeeze)", "[2,3]", NULL);
     ot_graph_free(g);
 
-    g = ot_graph_new("split_err");
+    g = folding_graph_new("split_err");
     x = input(g, "x", OT_F32, DIMS(10));
     p1 = act(g, "p1");
     p2 = act(g, "p2");
@@ -396,7 +404,7 @@ static void test_squeeze_concat_split(void **state) {
 
 static void test_slice(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("sl");
+    ot_graph *g = folding_graph_new("sl");
     int x = input(g, "x", OT_F32, DIMS(10, 20, 30));
     int y1 = act(g, "y1"), y2 = act(g, "y2"), y3 = act(g, "y3"), y4 = act(g, "y4"), y5 = act(g, "y5");
     /* x[-3:, :, 0:-1]: negative start, end past the dim, negative end */
@@ -425,7 +433,7 @@ static void test_slice(void **state) {
     expect_shape(g, y5, "[10,?,30]");
     ot_graph_free(g);
 
-    g = ot_graph_new("sl_err");
+    g = folding_graph_new("sl_err");
     x = input(g, "x", OT_F32, DIMS(4));
     y1 = act(g, "y1");
     node(g, OT_OP_SLICE, "bad_slice",
@@ -438,7 +446,7 @@ static void test_slice(void **state) {
 
 static void test_gather_shape_range_expand(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("g");
+    ot_graph *g = folding_graph_new("g");
     int x = input(g, "x", OT_F32, DIMS(5, 6, 7)), idx = input(g, "idx", OT_I64, DIMS(2, 3));
     int g1 = act(g, "g1"), g2 = act(g, "g2"), sh = act(g, "sh"), rg = act(g, "rg"), rf = act(g, "rf");
     int ex = act(g, "ex"), cs = act(g, "cs"), ci = act(g, "ci"), k = act(g, "k");
@@ -488,14 +496,14 @@ static void test_gather_shape_range_expand(void **state) {
     assert_int_equal(((int64_t *)g->values[k].data)[2], 9);
     ot_graph_free(g);
 
-    g = ot_graph_new("gather_err");
+    g = folding_graph_new("gather_err");
     x = input(g, "x", OT_F32, DIMS(3, 4));
     g1 = act(g, "g1");
     node(g, OT_OP_GATHER, "bad_gather", IDS(x, const_i64(g, "i", DIMS(3))), IDS(g1));
     infer_fails(g, "'bad_gather' (Gather)", "[3,4]", "index 3");
     ot_graph_free(g);
 
-    g = ot_graph_new("expand_err");
+    g = folding_graph_new("expand_err");
     x = input(g, "x", OT_F32, DIMS(3, 2));
     ex = act(g, "ex");
     node(g, OT_OP_EXPAND, "bad_expand", IDS(x, const_i64(g, "s", DIMS(4))), IDS(ex));
@@ -507,7 +515,7 @@ static void test_gather_shape_range_expand(void **state) {
 
 static void test_reduce_norm_loss(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("rn");
+    ot_graph *g = folding_graph_new("rn");
     int x = input_sym(g, "x", "batch", DIMS(3, 4));
     int r1 = act(g, "r1"), r2 = act(g, "r2"), r3 = act(g, "r3"), r4 = act(g, "r4"), sm = act(g, "sm");
     ot_node *n = node(g, OT_OP_REDUCE_MEAN, "rm", IDS(x), IDS(r1));
@@ -565,7 +573,7 @@ static void test_reduce_norm_loss(void **state) {
     expect_shape(g, l3, "[2,7]");
     ot_graph_free(g);
 
-    g = ot_graph_new("loss_err");
+    g = folding_graph_new("loss_err");
     scores = input(g, "scores", OT_F32, DIMS(4, 10));
     tgt = input(g, "tgt", OT_I64, DIMS(3));
     l1 = act(g, "l1");
@@ -578,7 +586,7 @@ static void test_reduce_norm_loss(void **state) {
 
 static void test_backward_ops(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("bw");
+    ot_graph *g = folding_graph_new("bw");
     int x = input_sym(g, "x", "batch", DIMS(3, 8, 8)), dy = input_sym(g, "dy", "batch", DIMS(3, 8, 8));
     int w = input(g, "w", OT_F32, DIMS(4, 3, 3, 3)), dc = input_sym(g, "dc", "batch", DIMS(4, 6, 6));
     int sc = input(g, "scale", OT_F32, DIMS(3));
@@ -619,7 +627,7 @@ static void test_backward_ops(void **state) {
     }
     ot_graph_free(g);
 
-    g = ot_graph_new("bw_err");
+    g = folding_graph_new("bw_err");
     x = input(g, "x", OT_F32, DIMS(2, 3));
     dy = input(g, "dy", OT_F32, DIMS(2, 4));
     o[0] = act(g, "o");
@@ -642,7 +650,7 @@ static void test_shape_preserving_ops(void **state) {
                     info->min_inputs == 2 && info->min_outputs == 1;
         if (op == OT_OP_CAST || op == OT_OP_SUM || op == OT_OP_LAYER_NORM || op == OT_OP_BATCH_NORM) unary = false;
         if (!unary && !grad) continue;
-        ot_graph *g = ot_graph_new("u");
+        ot_graph *g = folding_graph_new("u");
         int x = input_sym(g, "x", "batch", DIMS(3, 5)), dy = input_sym(g, "dy", "batch", DIMS(3, 5));
         int y = act(g, "y");
         if (unary) node(g, (ot_op)op, "n", IDS(x), IDS(y));
@@ -659,13 +667,13 @@ static void test_shape_preserving_ops(void **state) {
 /* More contradictions: each must be OT_E_SHAPE naming the node and the shapes. */
 static void test_more_contradictions(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("c1");
+    ot_graph *g = folding_graph_new("c1");
     int x = input(g, "x", OT_F32, DIMS(2, 4, 5, 5)), sc = input(g, "sc", OT_F32, DIMS(3)), y = act(g, "y");
     node(g, OT_OP_BATCH_NORM, "bad_bn", IDS(x, sc, sc, sc, sc), IDS(y));
     infer_fails(g, "'bad_bn' (BatchNormalization)", "[3]", "[2,4,5,5]");
     ot_graph_free(g);
 
-    g = ot_graph_new("c2");
+    g = folding_graph_new("c2");
     ot_shape s0 = ot_shape_make(0, NULL);
     int64_t v0 = 0, v5 = 5;
     int a = ot_graph_add_value(g, "a", OT_I64, &s0, OT_VK_CONSTANT), b = ot_graph_add_value(g, "b", OT_I64, &s0, OT_VK_CONSTANT);
@@ -676,13 +684,13 @@ static void test_more_contradictions(void **state) {
     infer_fails(g, "'bad_range' (Range)", "delta", NULL);
     ot_graph_free(g);
 
-    g = ot_graph_new("c3");
+    g = folding_graph_new("c3");
     y = act(g, "y");
     node(g, OT_OP_CONSTANT_OF_SHAPE, "bad_cos", IDS(const_i64(g, "s", DIMS(2, -3))), IDS(y));
     infer_fails(g, "'bad_cos' (ConstantOfShape)", "[2,-3]", NULL);
     ot_graph_free(g);
 
-    g = ot_graph_new("c4");
+    g = folding_graph_new("c4");
     x = input(g, "x", OT_F32, DIMS(2, 3));
     y = act(g, "y");
     ot_node *n = node(g, OT_OP_UNSQUEEZE, "bad_unsq", IDS(x), IDS(y));
@@ -690,7 +698,7 @@ static void test_more_contradictions(void **state) {
     infer_fails(g, "'bad_unsq' (Unsqueeze)", "[2,3]", NULL);
     ot_graph_free(g);
 
-    g = ot_graph_new("c5");
+    g = folding_graph_new("c5");
     x = input(g, "x", OT_F32, DIMS(2, 3));
     y = act(g, "y");
     n = node(g, OT_OP_SOFTMAX, "bad_sm", IDS(x), IDS(y));
@@ -698,7 +706,7 @@ static void test_more_contradictions(void **state) {
     infer_fails(g, "'bad_sm' (Softmax)", "[2,3]", NULL);
     ot_graph_free(g);
 
-    g = ot_graph_new("c6");
+    g = folding_graph_new("c6");
     x = input(g, "x", OT_F32, DIMS(2, 3));
     int cnd = input(g, "cnd", OT_BOOL, DIMS(4, 1)), z = input(g, "z", OT_F32, DIMS(3));
     y = act(g, "y");
@@ -706,7 +714,7 @@ static void test_more_contradictions(void **state) {
     infer_fails(g, "'bad_where' (Where)", "[4,1]", "[2,3]");
     ot_graph_free(g);
 
-    g = ot_graph_new("c7");
+    g = folding_graph_new("c7");
     x = input(g, "x", OT_F32, DIMS(2, 3));
     z = input(g, "z", OT_F32, DIMS(3, 2));
     y = act(g, "y");
@@ -714,7 +722,7 @@ static void test_more_contradictions(void **state) {
     infer_fails(g, "'bad_mse' (MseLoss)", "[2,3]", "[3,2]");
     ot_graph_free(g);
 
-    g = ot_graph_new("c8");
+    g = folding_graph_new("c8");
     x = input(g, "x", OT_F32, DIMS(2, 3));
     y = act(g, "y");
     n = node(g, OT_OP_LAYER_NORM, "bad_ln", IDS(x, input(g, "s", OT_F32, DIMS(3))), IDS(y));
@@ -729,7 +737,7 @@ static void test_more_contradictions(void **state) {
  *   b = Unsqueeze(Gather(Shape(x), 0)); Reshape(x, Concat(b, [-1]))
  *   s = Concat(b, [4]); Expand(y, Where(Equal(s, [-1,-1]), [1,1], s)) */
 static ot_graph *pytorch_subgraph(int *reshaped, int *expanded, int *concat_out) {
-    ot_graph *g = ot_graph_new("pt");
+    ot_graph *g = folding_graph_new("pt");
     int x = input_sym(g, "x", "batch", DIMS(3, 4));
     int sh = act(g, "sh"), g0 = act(g, "g0"), u0 = act(g, "u0"), cat = act(g, "cat"), y = act(g, "y");
     int r = act(g, "r"), s = act(g, "s"), eq = act(g, "eq"), wh = act(g, "wh"), ex = act(g, "ex");
@@ -820,7 +828,7 @@ static void test_symbolic_subgraph_and_bind(void **state) {
 /* position ids: Range(0, Gather(Shape(x), 1), 1) over a symbolic sequence length */
 static void test_range_over_symbolic_dim(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("rg");
+    ot_graph *g = folding_graph_new("rg");
     int64_t d[2] = {4, -1};
     ot_shape xs = ot_shape_make(2, d);
     xs.sym[1] = ot_graph_add_sym(g, "seq");
@@ -848,7 +856,7 @@ static void test_range_over_symbolic_dim(void **state) {
 
 static void test_fold_rules(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("f");
+    ot_graph *g = folding_graph_new("f");
     int p = input(g, "p", OT_F32, DIMS(2));
     g->values[p].kind = OT_VK_PARAM;
     float pv[2] = {1, 2};
@@ -875,7 +883,7 @@ static void test_fold_rules(void **state) {
 
 static void test_declared_conflict_and_require_static(void **state) {
     (void)state;
-    ot_graph *g = ot_graph_new("d");
+    ot_graph *g = folding_graph_new("d");
     int x = input(g, "x", OT_F32, DIMS(2, 3));
     ot_shape wrong = ot_shape_make(2, (int64_t[]){2, 4});
     int y = ot_graph_add_value(g, "y", OT_F32, &wrong, OT_VK_ACTIVATION);
@@ -884,7 +892,7 @@ static void test_declared_conflict_and_require_static(void **state) {
     ot_graph_free(g);
 
     /* a dim nothing can determine: require_static names the value */
-    g = ot_graph_new("u");
+    g = folding_graph_new("u");
     x = input(g, "x", OT_F32, DIMS(2, 3));
     int dyn = input(g, "dyn", OT_I64, DIMS(2));
     y = act(g, "y");
@@ -915,7 +923,7 @@ static void test_samples_static(void **state) {
         found++;
         ot_model *m = NULL;
         ot_error err = {0};
-        ot_import_options opt = {0};
+        ot_import_options opt = {.fold_eval = ot_cpu_fold_eval};
         ot_status st = ot_model_load(path, &opt, &m, &err);
         if (st) fail_msg("%s: %s", path, err.msg);
         ot_graph *g = m->graph;

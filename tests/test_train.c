@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "importer/importer.h"
-#include "runtime/npy.h"
-#include "runtime/train.h"
+#include "train/npy.h"
+#include "train/train.h"
 #include "test_files.h"
 
 #define SAMPLES OT_SOURCE_DIR "/samples/"

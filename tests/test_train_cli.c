@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "cli_run.h"
-#include "runtime/npy.h"
+#include "train/npy.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
 #define S OT_SOURCE_DIR "/samples/"

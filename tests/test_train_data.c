@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/data.h"
-#include "runtime/progress.h"
-#include "runtime/report.h"
+#include "train/data.h"
+#include "train/progress.h"
+#include "train/report.h"
 
 static void test_shuffle_is_a_deterministic_permutation(void **state) {
     (void)state;

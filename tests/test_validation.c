@@ -30,10 +30,11 @@
 #include "cli_run.h"
 #include "importer/importer.h"
 #include "kernels/backend_select.h"
-#include "runtime/executor.h"
-#include "runtime/npy.h"
-#include "runtime/train.h"
+#include "exec/executor.h"
+#include "train/npy.h"
+#include "train/train.h"
 #include "test_files.h"
+#include "kernels/kernel.h"
 
 #define SAMPLES OT_SOURCE_DIR "/samples/"
 #define FIXTURES OT_SOURCE_DIR "/tests/fixtures/validation/"
@@ -168,7 +169,7 @@ static void test_mobilenet_matches_pytorch_eval(void **state) {
 static double inference_loss(const char *path, const ot_tensor *x, const ot_tensor *y) {
     ot_error err = {0};
     ot_model *m = NULL;
-    ot_import_options io = {0};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if (ot_model_load(path, &io, &m, &err) != OT_OK) fail_msg("%s", err.msg);
     ot_graph *g = m->graph;
     for (int i = 0; i < g->n_nodes; i++)

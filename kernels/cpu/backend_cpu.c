@@ -1,4 +1,4 @@
-/* backend_cpu.c — the CPU backend: the ot_backend vtable (runtime/backend.h) over the
+/* backend_cpu.c — the CPU backend: the ot_backend vtable (exec/backend.h) over the
  * host kernels of kernels/cpu (ot_cpu_run_node and friends from kernels/kernel.h).
  * Device memory is host memory, so copies are memcpy and synchronise is a no-op. */
 #include <cblas.h>
@@ -8,8 +8,7 @@
 #include <string.h>
 
 #include "kernels/kernel.h"
-#include "runtime/backend.h"
-#include "runtime/optim.h" /* ot_grad_sum_sq */
+#include "exec/backend.h"
 
 #define CPU_ARENA_ALIGN 64
 
@@ -125,4 +124,20 @@ ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err) {
     be->destroy = cpu_destroy;
     be->n_threads = n_threads;
     return be;
+}
+
+ot_status ot_cpu_fold_eval(const ot_node *node, int rng_node, const ot_tensor *in, ot_tensor *out, ot_error *err) {
+    ot_kernel_ctx kctx = {0};
+    kctx.n_threads = 1;
+    kctx.rng_node = rng_node;
+    kctx.workspace_bytes = ot_cpu_workspace_bytes(node, in, out);
+    void *workspace = NULL;
+    if (kctx.workspace_bytes) {
+        workspace = malloc(kctx.workspace_bytes);
+        if (!workspace) return ot_fail(err, OT_E_MEMORY, "out of memory folding node '%s'", node->name);
+        kctx.workspace = workspace;
+    }
+    ot_status st = ot_cpu_run_node(node, in, out, &kctx, err);
+    free(workspace);
+    return st;
 }

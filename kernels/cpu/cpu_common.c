@@ -184,3 +184,9 @@ ot_status ot_cpu_window_init(ot_cpu_window *w, const ot_node *node, const ot_sha
     }
     return OT_OK;
 }
+
+double ot_grad_sum_sq(const float *g, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)g[i] * (double)g[i];
+    return s;
+}

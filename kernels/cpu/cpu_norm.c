@@ -4,12 +4,12 @@
  * population variance as ONNX says, or the unbiased one as PyTorch does when the
  * importer sets int attribute "unbiased_running_var"),
  * LayerNormalization (optional Mean / InvStdDev) and Dropout (Philox mask, see
- * runtime/rng.h). Statistics accumulate in double, in a fixed order. */
+ * exec/rng.h). Statistics accumulate in double, in a fixed order. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
-#include "runtime/rng.h"
+#include "exec/rng.h"
 
 ot_status ot_cpu_softmax(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                          ot_error *err) {

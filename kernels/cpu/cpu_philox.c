@@ -1,9 +1,9 @@
-/* cpu_philox.c — ot_cpu_philox_uniforms: Philox4x32-10 (runtime/rng.c) on 8 counters
+/* cpu_philox.c — ot_cpu_philox_uniforms: Philox4x32-10 (exec/rng.c) on 8 counters
  * at once with AVX2, chosen at run time, scalar otherwise. One Philox block per
  * element made Dropout 46% of tinygpt's forward instructions (bench/NOTES.md). */
 #include "kernels/cpu/cpu_philox.h"
 
-#include "runtime/rng.h"
+#include "exec/rng.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

@@ -1,5 +1,5 @@
 /* cpu_philox.h — Dropout's uniforms in bulk for the CPU kernels: the floats of
- * ot_philox_uniform (runtime/rng.h) for a run of consecutive element indices,
+ * ot_philox_uniform (exec/rng.h) for a run of consecutive element indices,
  * computed 8 Philox blocks at a time where the CPU has AVX2. Same bits as the scalar
  * rule, so forward, DropoutGrad and recompute clones may mix the two freely. */
 #ifndef OT_CPU_PHILOX_H

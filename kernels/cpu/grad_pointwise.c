@@ -1,11 +1,11 @@
 /* grad_pointwise.c — CPU kernels of the pointwise backward ops: activation
- * derivatives (*Grad), DropoutGrad (mask regenerated with runtime/rng.h's rule) and
+ * derivatives (*Grad), DropoutGrad (mask regenerated with exec/rng.h's rule) and
  * the ZerosLike / OnesLike fills. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
 #include "kernels/cpu/grad_kernels.h"
-#include "runtime/rng.h"
+#include "exec/rng.h"
 
 static float gelu_grad(float x, bool tanh_approx) {
     if (tanh_approx) {

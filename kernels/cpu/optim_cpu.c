@@ -91,7 +91,7 @@ static ot_status check_same(const ot_node *node, const ot_tensor *in, int n, ot_
 }
 
 /* The per-step scalars: from the float64[4] input when the node has one (the
- * training graph always does, see runtime/optim.h), else from ctx. A zero grad scale
+ * training graph always does, see train/optim.h), else from ctx. A zero grad scale
  * in a zero-initialised context means "no scaling" rather than "scale by zero". */
 typedef struct step_scalars {
     double lr;

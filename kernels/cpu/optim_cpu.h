@@ -1,6 +1,6 @@
 /* optim_cpu.h — the optimizer update maths on host floats (one function per
  * optimizer, element-wise, so any thread count gives the same bits) and the CPU
- * kernels of the SgdStep / AdamStep nodes built by runtime/optim.c. Each line of
+ * kernels of the SgdStep / AdamStep nodes built by train/optim.c. Each line of
  * maths follows torch.optim's single-tensor implementation (PyTorch 1.13) in the
  * same order and precision, so updates match torch.optim to the last bit or two. */
 #ifndef OT_OPTIM_CPU_H
@@ -26,7 +26,7 @@ void ot_adam_update(float *p, const float *g, float *m, float *v, size_t n, doub
 
 /* Kernels: inputs (param, grad [, momentum [, scalars]]) / (param, grad, m, v
  * [, scalars]), float32 of the param's shape plus the float64[4] scalars (lr, grad
- * scale, step, apply: runtime/optim.h); no outputs; param and state are updated in
+ * scale, step, apply: train/optim.h); no outputs; param and state are updated in
  * place. Hyper-parameters come from the node's attributes; without the scalars input
  * lr / grad scale / step come from ctx->opt_*. */
 ot_status ot_cpu_sgd_step(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,

@@ -1,4 +1,4 @@
-/* backend_cuda.c — the CUDA backend's vtable (runtime/backend.h): the context
+/* backend_cuda.c — the CUDA backend's vtable (exec/backend.h): the context
  * (device, stream, cuBLAS / cuDNN handles, cuDNN algorithm cache; no globals), the
  * arena (one cudaMalloc, zero-filled), copies, node dispatch to the kernel families
  * of cuda_internal.h, supports / workspace queries and synchronisation. Shape-only

@@ -1,6 +1,6 @@
 /* cuda_elementwise.cu — pointwise CUDA kernels, the counterparts of
  * kernels/cpu/cpu_elementwise.c, grad_pointwise.c, the Cast / view copies of
- * cpu_shape_ops.c, Dropout (Philox4x32-10 with runtime/rng.h's layout, so masks are
+ * cpu_shape_ops.c, Dropout (Philox4x32-10 with exec/rng.h's layout, so masks are
  * bitwise the CPU's). Broadcasting uses the CPU's ot_cpu_bcast, computed on the
  * host. The optimizer steps are in cuda_optim.cu.
  *
@@ -719,7 +719,7 @@ OT_CUDA_KERNEL(ot_cuda_act_grad) {
 
 /* ---- Dropout --------------------------------------------------------------------- */
 
-/* Philox4x32-10 exactly as runtime/rng.c (key = seed, ctr = (index, step, node)).
+/* Philox4x32-10 exactly as exec/rng.c (key = seed, ctr = (index, step, node)).
  * Host and device: the host copy is what test_cuda checks bitwise against the CPU's
  * generator on machines without a GPU. */
 __host__ __device__ __forceinline__ float philox_uniform(uint64_t seed, uint64_t step, uint32_t node, uint64_t index) {
@@ -743,7 +743,7 @@ float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, u
     return philox_uniform(seed, step, node, index);
 }
 
-/* y[i] = x[i] * scale where element i's uniform is >= ratio (runtime/rng.h's
+/* y[i] = x[i] * scale where element i's uniform is >= ratio (exec/rng.h's
  * ot_dropout_keep), else 0; the mask when asked. The index is the element's int64
  * position as uint64: all 64 bits go into the counter, as on the CPU. */
 struct dropout_op {

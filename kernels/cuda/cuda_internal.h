@@ -124,7 +124,7 @@ OT_CUDA_KERNEL(ot_cuda_adam_step);
 ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *c, ot_tensor *out, float beta,
                                    ot_error *err);
 /* The Dropout generator of the CUDA kernels, run on the host (tests compare it with
- * runtime/rng.h bit for bit). */
+ * exec/rng.h bit for bit). */
 float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, uint64_t index);
 /* cuda_layout.cu: data movement */
 OT_CUDA_KERNEL(ot_cuda_transpose);
@@ -179,7 +179,7 @@ bool ot_cuda_conv_supported(const ot_node *node, const ot_tensor *in, const ot_t
 ot_status ot_cuda_pad_copy(ot_cuda_ctx *cx, const ot_node *node, const float *src, float *dst, int rank,
                            const int64_t *small, const int64_t *big, const int64_t *begin, bool crop, ot_error *err);
 
-/* ot_backend.scan_f32 (runtime/backend.h): first non-finite index and the sum of
+/* ot_backend.scan_f32 (exec/backend.h): first non-finite index and the sum of
  * squares (double) of n device floats, with one D2H copy of the per-block results.
  * cuda_scan.cu. */
 ot_status ot_cuda_scan_f32(ot_cuda_ctx *cx, const void *data, size_t n, int64_t *first_bad, double *sum_sq,

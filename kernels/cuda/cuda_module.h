@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/backend.h"
+#include "exec/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,7 +34,7 @@ typedef struct ot_cuda_module {
     uint32_t abi; /* OT_CUDA_MODULE_ABI of the module's build; checked first */
     /* ot_cuda_module_layout() as the module computes it (with its own op table) */
     uint32_t (*layout)(void);
-    /* runtime/backend.h's CUDA backend on GPU `device`; NULL with OT_E_DEVICE when there
+    /* exec/backend.h's CUDA backend on GPU `device`; NULL with OT_E_DEVICE when there
      * is no such GPU or a CUDA call fails (the message names the call). */
     ot_backend *(*backend_new)(int device, ot_error *err);
     /* Free and total bytes of the backend's GPU (cudaMemGetInfo); be must come from

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "test_files.h"
+#include "kernels/kernel.h"
 
 ot_tensor *test_npy(const char *fmt, ...) {
     char path[1024];
@@ -28,7 +29,7 @@ ot_model *test_model(const char *fmt, ...) {
     va_end(ap);
     ot_model *m = NULL;
     ot_error err = {0};
-    ot_import_options io = {0};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if (ot_model_load(path, &io, &m, &err) != OT_OK) fail_msg("%s", err.msg);
     return m;
 }

@@ -5,7 +5,7 @@
 #define OT_TEST_FILES_H
 
 #include "importer/importer.h"
-#include "runtime/npy.h"
+#include "train/npy.h"
 
 ot_tensor *test_npy(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 ot_model *test_model(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -30,8 +30,9 @@
 
 #include "importer/importer.h"
 #include "onnx.pb-c.h"
-#include "runtime/backend.h"
-#include "runtime/executor.h"
+#include "exec/backend.h"
+#include "exec/executor.h"
+#include "kernels/kernel.h"
 
 #define MAX_IO 64
 #define TEST_TIMEOUT_S 60
@@ -237,7 +238,7 @@ static ot_status import_with_constants(const model_src *s, const char *path, con
     char **old_names = NULL;
     uint8_t *packed = NULL;
     ot_status st = OT_OK;
-    ot_import_options opt = {.allow_unsupported = true};
+    ot_import_options opt = {.fold_eval = ot_cpu_fold_eval, .allow_unsupported = true};
     if (first_const >= s->n_inputs) return ot_model_load(path, &opt, m, err);
 
     size_t n_new = (size_t)(s->n_inputs - first_const);
@@ -430,7 +431,7 @@ static result run_test(const char *test_dir, outcome *o) {
         /* Report an unsupported op before unsupported test data: it says more. */
         ot_model *m = NULL;
         ot_error err = {0};
-        ot_import_options opt = {.allow_unsupported = true};
+        ot_import_options opt = {.fold_eval = ot_cpu_fold_eval, .allow_unsupported = true};
         ot_status st = ot_model_load(path, &opt, &m, &err);
         if (st == OT_E_UNSUPPORTED) {
             set(o, R_SKIP_OP, "%s", err.msg);

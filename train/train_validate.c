@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/schedule.h"
-#include "runtime/train_internal.h"
+#include "plan/schedule.h"
+#include "train/train_internal.h"
 
 /* ---- the inference graph -------------------------------------------------------- */
 
@@ -172,7 +172,8 @@ static ot_status plan_graph(ot_train_session *s, ot_error *err) {
     ot_plan *plan = NULL;
     ot_plan_options po = {.external = s->val_shared, .n_external = s->n_val_shared};
     ot_status st = ot_schedule_build(s->val_g, &order, &n, err);
-    if (!st) st = ot_plan_build_opts(s->val_g, order, n, s->be, &po, &plan, err);
+    ot_plan_device dev = ot_backend_plan_device(s->be);
+    if (!st) st = ot_plan_build_opts(s->val_g, order, n, &dev, &po, &plan, err);
     if (!st) s->val_peak = (int64_t)ot_plan_peak_bytes(plan);
     ot_plan_free(plan);
     free(order);

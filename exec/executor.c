@@ -7,8 +7,8 @@
 #include <malloc.h>
 #endif
 
-#include "runtime/executor.h"
-#include "runtime/schedule.h"
+#include "exec/executor.h"
+#include "plan/schedule.h"
 
 struct ot_executor {
     ot_graph *g;
@@ -168,7 +168,8 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
         free(ext_ids);
         goto fail;
     }
-    st = ot_plan_build_opts(g, ex->order, ex->n_steps, be, &popt, &ex->plan, err);
+    ot_plan_device dev = ot_backend_plan_device(be);
+    st = ot_plan_build_opts(g, ex->order, ex->n_steps, &dev, &popt, &ex->plan, err);
     free(ext_ids);
     if (st || (st = check_bindings(ex, bind, n_bind, err))) goto fail;
 

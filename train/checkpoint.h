@@ -1,7 +1,7 @@
 /* checkpoint.h — training checkpoints (`onnxtrain train --checkpoint-dir DIR
  * --checkpoint-every N`, `--resume DIR|FILE`): the file format, writing by temporary
  * name + fsync + rename, keeping the last K, finding the latest valid one, and (in
- * runtime/train_checkpoint.c) capturing and restoring a training session.
+ * train/train_checkpoint.c) capturing and restoring a training session.
  *
  * File format (all integers little-endian, floats as IEEE-754 bit patterns):
  *   header  "ONNXTCKP" (8 bytes), u32 version (1), u32 reserved (0),
@@ -23,8 +23,8 @@
 #include <stdio.h>
 
 #include "ir.h"
-#include "runtime/data.h"
-#include "runtime/optim.h"
+#include "train/data.h"
+#include "train/optim.h"
 
 #define OT_CKPT_VERSION 1
 #define OT_CKPT_DEFAULT_KEEP 3
@@ -105,7 +105,7 @@ ot_status ot_checkpoint_load_latest(const char *dir_or_file, ot_checkpoint *out,
 ot_status ot_checkpoint_check_settings(const ot_ckpt_settings *run, const ot_ckpt_settings *ck, const char *path,
                                        ot_error *err);
 
-/* ---- a training session (runtime/train_checkpoint.c) ---- */
+/* ---- a training session (train/train_checkpoint.c) ---- */
 
 typedef struct ot_train_session ot_train_session;
 

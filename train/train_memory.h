@@ -5,8 +5,8 @@
 #ifndef OT_TRAIN_MEMORY_H
 #define OT_TRAIN_MEMORY_H
 
-#include "runtime/backend.h"
-#include "runtime/train.h"
+#include "exec/backend.h"
+#include "train/train.h"
 
 /* With a memory budget and a remat policy other than auto (which searches within the
  * budget itself), the planned peak of g (the whole step, optimizer included) plus

@@ -10,7 +10,8 @@
 #define OT_BACKEND_H
 
 #include "ir.h"
-#include "kernels/kernel.h"
+#include "exec/kernel_ctx.h"
+#include "plan/planner.h"
 
 typedef struct ot_backend ot_backend;
 
@@ -50,6 +51,8 @@ struct ot_backend {
 
 /* The CPU backend over kernels/cpu (OpenBLAS + OpenMP). n_threads 0 = OpenMP's default. */
 ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err);
+/* The planner's view of be (workspace sizes); be may be NULL (no workspace). */
+ot_plan_device ot_backend_plan_device(ot_backend *be);
 /* Calls be->destroy; NULL is fine. */
 void ot_backend_free(ot_backend *be);
 

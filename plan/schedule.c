@@ -2,7 +2,7 @@
  * id); see schedule.h for the rule and why recompute clones are placed lazily. */
 #include <stdlib.h>
 
-#include "runtime/schedule.h"
+#include "plan/schedule.h"
 
 typedef struct sched_key {
     int rank;   /* phase rank */

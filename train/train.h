@@ -2,7 +2,7 @@
  *
  * A session turns an imported model into one training graph and runs it:
  *   bind the batch dim → loss (autodiff/loss.c) → backward (ot_autodiff_build) →
- *   [remat] → optimizer nodes (runtime/optim.h) → executor (schedule, plan, arena).
+ *   [remat] → optimizer nodes (train/optim.h) → executor (schedule, plan, arena).
  * One executor run is one micro-batch: forward, loss, backward and the optimizer
  * nodes. The executor's after-node hook stops at the boundary between the backward
  * pass and the optimizer nodes, where the loop checks the loss and the gradients for
@@ -30,9 +30,9 @@
 
 #include "autodiff/autodiff.h"
 #include "importer/importer.h"
-#include "runtime/data.h"
-#include "runtime/optim.h"
-#include "runtime/planner.h"
+#include "train/data.h"
+#include "train/optim.h"
+#include "plan/planner.h"
 
 /* Name of the dataset array that holds the labels / targets of the loss (bound to the
  * loss's new graph input whatever the loss builder named it). */
@@ -64,7 +64,7 @@ typedef struct ot_train_options {
      * use and outside the budget. */
     bool validation;
     bool no_numerics_check; /* skip the NaN/Inf checks (benchmarks) */
-    /* checkpoints (runtime/checkpoint.h): every checkpoint_every steps (0: never) into
+    /* checkpoints (train/checkpoint.h): every checkpoint_every steps (0: never) into
      * checkpoint_dir, keeping the newest keep_checkpoints (0: 3). resume (with its path
      * for messages) is loaded before the first step and the run continues from its
      * step. stop, when set by a signal handler, ends the run after the current step

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "remat/remat.h"
-#include "remat/session.h"
-#include "runtime/train_memory.h"
+#include "train/remat_session.h"
+#include "train/train_memory.h"
 
 static double mib(int64_t b) { return (double)b / 1048576.0; }
 

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/checkpoint.h"
+#include "train/checkpoint.h"
 
 static const char CKPT_MAGIC[8] = {'O', 'N', 'N', 'X', 'T', 'C', 'K', 'P'};
 enum { CKPT_HEADER = 8 + 4 + 4 + 8 + 8 };

@@ -2,7 +2,7 @@
 #include <stdarg.h>
 #include <time.h>
 
-#include "runtime/progress.h"
+#include "train/progress.h"
 
 double ot_now_seconds(void) {
     struct timespec ts;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/optim.h"
+#include "train/optim.h"
 
 void ot_optim_config_default(ot_optim_config *c, ot_optim_kind kind) {
     memset(c, 0, sizeof *c);
@@ -86,12 +86,6 @@ double ot_optim_lr_at(const ot_optim_config *c, int64_t step) {
         f = 0.5 * (1.0 + cos(M_PI * t / span));
     }
     return c->lr * f;
-}
-
-double ot_grad_sum_sq(const float *g, size_t n) {
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += (double)g[i] * (double)g[i];
-    return s;
 }
 
 double ot_grad_global_norm(const float *const *grads, const size_t *counts, int n) {

@@ -12,6 +12,7 @@
 #define OT_OPTIM_H
 
 #include "ir.h"
+#include "kernels/kernel.h" /* ot_grad_sum_sq */
 
 typedef enum ot_optim_kind {
     OT_OPTIM_SGD = 0,
@@ -61,8 +62,6 @@ double ot_optim_lr_at(const ot_optim_config *c, int64_t step);
  * defines it (sqrt of the sum of the squared per-tensor norms). Accumulated in double
  * in a fixed order (tensor by tensor, element by element), so it is deterministic. */
 double ot_grad_global_norm(const float *const *grads, const size_t *counts, int n);
-/* One tensor's part of it: the sum of squares in double, element by element. */
-double ot_grad_sum_sq(const float *g, size_t n);
 /* clip_grad_norm_'s factor: min(1, max_norm / (total_norm + 1e-6)); 1 when max_norm is 0. */
 float ot_clip_scale(double total_norm, double max_norm);
 

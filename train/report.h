@@ -7,8 +7,8 @@
 
 #include <stdio.h>
 
-#include "runtime/planner.h"
-#include "runtime/train.h"
+#include "plan/planner.h"
+#include "train/train.h"
 
 typedef struct ot_report_info {
     const char *model;      /* path */

@@ -15,8 +15,8 @@
 #define OT_EXECUTOR_H
 
 #include "ir.h"
-#include "runtime/backend.h"
-#include "runtime/planner.h"
+#include "exec/backend.h"
+#include "plan/planner.h"
 
 typedef struct ot_executor ot_executor;
 

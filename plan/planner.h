@@ -36,7 +36,15 @@
 #include <stdio.h>
 
 #include "ir.h"
-#include "runtime/backend.h"
+
+/* What the planner asks of the device it plans for: the scratch bytes a node's
+ * kernel needs, given its tensors' dtypes and shapes (data unused). plan/ sits below
+ * exec/ and knows no backend; exec/backend.h makes one of these from a backend
+ * (ot_backend_plan_device). NULL, or a NULL workspace_bytes: no node needs scratch. */
+typedef struct ot_plan_device {
+    size_t (*workspace_bytes)(void *ctx, const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+    void *ctx;
+} ot_plan_device;
 
 #define OT_PLAN_ALIGN 64
 
@@ -91,13 +99,13 @@ typedef struct ot_plan_options {
     int n_external;
 } ot_plan_options;
 
-/* Plans `g` over the schedule order[0..n). be supplies workspace sizes (NULL: none).
+/* Plans `g` over the schedule order[0..n). dev supplies workspace sizes (NULL: none).
  * Every placed value needs a static shape (else OT_E_SHAPE naming the first one) and
  * a supported dtype. An external id out of range, or one a scheduled node writes, is
  * OT_E_USAGE naming it. */
-ot_status ot_plan_build(const ot_graph *g, const int *order, int n, ot_backend *be, ot_plan **out,
+ot_status ot_plan_build(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, ot_plan **out,
                         ot_error *err);
-ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_backend *be,
+ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
                              const ot_plan_options *opt, ot_plan **out, ot_error *err);
 void ot_plan_free(ot_plan *p);
 

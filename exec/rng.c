@@ -1,6 +1,6 @@
 /* rng.c — Philox4x32-10 and the uniform draw keyed by (seed, step, node, index);
  * see rng.h for the exact key/counter layout shared with the CUDA backend. */
-#include "runtime/rng.h"
+#include "exec/rng.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/planner.h"
+#include "plan/planner.h"
 
 static size_t align_up(size_t x) { return (x + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
 
@@ -129,12 +129,12 @@ void ot_plan_free(ot_plan *p) {
     free(p);
 }
 
-ot_status ot_plan_build(const ot_graph *g, const int *order, int n, ot_backend *be, ot_plan **out,
+ot_status ot_plan_build(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, ot_plan **out,
                         ot_error *err) {
-    return ot_plan_build_opts(g, order, n, be, NULL, out, err);
+    return ot_plan_build_opts(g, order, n, dev, NULL, out, err);
 }
 
-ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_backend *be,
+ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
                              const ot_plan_options *opt, ot_plan **out, ot_error *err) {
     ot_status st = OT_OK;
     ot_plan *p = NULL;
@@ -418,10 +418,10 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, ot_back
         }
         size_t ws = 0;
         p->ws_offset[s] = -1;
-        if (be && be->workspace_bytes) {
+        if (dev && dev->workspace_bytes) {
             describe(g, nd->inputs, nd->n_inputs, tin);
             describe(g, nd->outputs, nd->n_outputs, tout);
-            ws = be->workspace_bytes(be, nd, tin, tout);
+            ws = dev->workspace_bytes(dev->ctx, nd, tin, tout);
         }
         size_t ws_off = 0;
         if (ws > 0) {

@@ -7,7 +7,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "runtime/report.h"
+#include "train/report.h"
 
 void ot_json_string(FILE *f, const char *s) {
     fputc('"', f);

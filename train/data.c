@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/data.h"
+#include "train/data.h"
 
 ot_status ot_dataset_add(ot_dataset *d, const char *name, const char *path, int value_id, ot_tensor *t,
                          ot_error *err) {

@@ -5,11 +5,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "remat/session.h"
+#include "train/remat_session.h"
 #include "kernels/backend_select.h"
-#include "runtime/executor.h"
-#include "runtime/schedule.h"
-#include "runtime/train.h"
+#include "exec/executor.h"
+#include "plan/schedule.h"
+#include "train/train.h"
+#include "kernels/kernel.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -64,7 +65,7 @@ ot_status ot_remat_session_new(const char *path, const ot_remat_session_options 
     s->label_value = -1;
     s->seed = o->seed;
     s->plan_only = o->plan_only;
-    ot_import_options io = {.skip_param_data = o->plan_only};
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = o->plan_only};
     if ((st = ot_model_load(path, &io, &s->model, err))) goto fail;
     s->g = s->model->graph;
     s->n_model_inputs = s->g->n_inputs;
@@ -102,7 +103,8 @@ ot_status ot_remat_session_plan(const ot_remat_session *s, ot_plan **plan, ot_er
     int *order = NULL, n = 0;
     *plan = NULL;
     ot_status st = ot_schedule_build(s->g, &order, &n, err);
-    if (st == OT_OK) st = ot_plan_build(s->g, order, n, s->be, plan, err);
+    ot_plan_device dev = ot_backend_plan_device(s->be);
+    if (st == OT_OK) st = ot_plan_build(s->g, order, n, &dev, plan, err);
     free(order);
     return st;
 }
@@ -258,7 +260,7 @@ ot_status ot_remat_find_batch(const char *path, const ot_remat_session_options *
     bool fits = false;
     int64_t peak = -1;
     ot_model *m = NULL;
-    ot_import_options io = {.skip_param_data = true}; /* only its input's shape is read */
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true}; /* only its input's shape is read */
     ot_status st = ot_model_load(path, &io, &m, err);
     if (st) return st;
     const ot_graph *g = m->graph;

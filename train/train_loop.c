@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/checkpoint.h"
-#include "runtime/progress.h"
-#include "runtime/train_internal.h"
+#include "train/checkpoint.h"
+#include "train/progress.h"
+#include "train/train_internal.h"
 
 /* ---- the boundary hook -------------------------------------------------------- */
 

@@ -5,7 +5,7 @@
  * parsed here by a small strict parser: exactly the three keys, string / bool /
  * tuple-of-ints values. The data size implied by the header must equal the bytes that
  * follow it, which is checked before the tensor is allocated. */
-#include "runtime/npy.h"
+#include "train/npy.h"
 
 #include <errno.h>
 #include <stdlib.h>

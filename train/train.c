@@ -7,8 +7,8 @@
 
 #include "remat/remat.h"
 #include "kernels/backend_select.h"
-#include "runtime/train_internal.h"
-#include "runtime/train_memory.h"
+#include "train/train_internal.h"
+#include "train/train_memory.h"
 
 void ot_train_options_default(ot_train_options *o) {
     memset(o, 0, sizeof *o);

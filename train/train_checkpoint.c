@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/checkpoint.h"
-#include "runtime/train_internal.h"
+#include "train/checkpoint.h"
+#include "train/train_internal.h"
 
 static uint64_t hash_str(uint64_t h, const char *s) {
     s = s ? s : "";

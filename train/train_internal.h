@@ -1,12 +1,12 @@
 /* train_internal.h — the training session's private state, shared by train.c (building
  * the session), train_loop.c (the hook at the backward/optimizer boundary, running
  * micro-batches and the loop) and train_validate.c (validation in inference mode on a
- * forward-only copy of the graph). Not for use outside runtime/train*.c. */
+ * forward-only copy of the graph). Not for use outside train/train*.c. */
 #ifndef OT_TRAIN_INTERNAL_H
 #define OT_TRAIN_INTERNAL_H
 
-#include "runtime/executor.h"
-#include "runtime/train.h"
+#include "exec/executor.h"
+#include "train/train.h"
 
 /* What a run is for: the hook acts differently at the boundary. */
 enum { MODE_TRAIN = 0, MODE_GRAD, MODE_SCAN };

@@ -13,9 +13,9 @@
 #include "autodiff/autodiff.h"
 #include "importer/importer.h"
 #include "remat/remat.h"
-#include "runtime/backend.h"
-#include "runtime/data.h"
-#include "runtime/planner.h"
+#include "exec/backend.h"
+#include "train/data.h"
+#include "plan/planner.h"
 
 typedef struct ot_remat_session_options {
     ot_loss_options loss;
@@ -69,7 +69,7 @@ typedef struct ot_remat_step {
 } ot_remat_step;
 
 /* Runs one step on the first `batch` samples of data (arrays named after the model's
- * inputs, "" for positional ones, OT_DATA_LABELS — see runtime/train.h — or "labels"
+ * inputs, "" for positional ones, OT_DATA_LABELS — see train/train.h — or "labels"
  * for the loss's labels/targets). */
 ot_status ot_remat_session_step(ot_remat_session *s, const ot_dataset *data, ot_remat_step *r, ot_error *err);
 void ot_remat_step_free(ot_remat_step *r);

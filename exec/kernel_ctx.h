@@ -1,0 +1,26 @@
+/* kernel_ctx.h — the small context every kernel call gets (threads, the Philox key,
+ * the planned workspace, the optimizer's per-step scalars). It lives in exec/ because
+ * the backend interface (exec/backend.h) passes it, and kernels/ sits above exec/. */
+#ifndef OT_KERNEL_CTX_H
+#define OT_KERNEL_CTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ot_kernel_ctx {
+    int n_threads;       /* OpenMP threads on the CPU; results are bitwise repeatable for a fixed count */
+    uint64_t seed;       /* run seed */
+    uint64_t step;       /* training step (part of the Philox key) */
+    int rng_node;        /* original node id (recompute clones pass the node they copy) */
+    void *workspace;     /* scratch of ot_cpu_workspace_bytes() bytes, planned by the planner */
+    size_t workspace_bytes;
+    /* Per-step optimizer scalars read by SgdStep / AdamStep (train/optim.h): the
+     * scheduled learning rate, the factor every gradient is multiplied by first
+     * (global-norm clip × 1/accumulation), and the 1-based step count for Adam's bias
+     * correction. Zero-initialised contexts are fine for every other op. */
+    double opt_lr;
+    float opt_grad_scale;
+    int64_t opt_step;
+} ot_kernel_ctx;
+
+#endif
