@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# compare_builds.sh — behaviour check between two onnxtrain binaries (an old main and a
+# refactor): on every bundled sample it runs train (SGD with momentum, Adam with
+# clipping and accumulation, remat sqrt, with and without Dropout), grad, verify under
+# every policy, plan and eval with both, and compares the results byte for byte: the
+# tuned models, the loss / lr / gradient-norm histories of --report (step times and
+# memory figures, which may legitimately change, are left out), every dumped gradient,
+# eval outputs, verify's verdict and plan's peaks. Exit 0 when all are equal; every
+# difference is listed.
+#
+#   bash bench/compare_builds.sh OLD/onnxtrain NEW/onnxtrain [--peaks]
+#
+# --peaks also requires plan's and train's peak bytes to be equal (off by default: a
+# planner change may lower them; the script then prints old → new).
+set -uo pipefail
+OLD=$(realpath "$1") NEW=$(realpath "$2") PEAKS=${3:-}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+S=$HERE/samples
+W=$(mktemp -d /tmp/compare_builds.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+fails=0
+say() { printf '%s\n' "$*"; }
+differ() { say "DIFF  $*"; fails=$((fails + 1)); }
+
+# run TAG ARGS...: runs both binaries with the same arguments, outputs under $W/{old,new}/TAG
+run() {
+  local tag=$1; shift
+  for side in old new; do
+    local bin=$OLD; [ $side = new ] && bin=$NEW
+    local d=$W/$side/$tag; mkdir -p "$d"
+    (cd "$d" && "$bin" "$@" >stdout.txt 2>stderr.txt; echo $? >rc.txt)
+  done
+  cmp -s "$W/old/$tag/rc.txt" "$W/new/$tag/rc.txt" ||
+    differ "$tag: exit $(cat "$W/old/$tag/rc.txt") → $(cat "$W/new/$tag/rc.txt") ($(tail -1 "$W/new/$tag/stderr.txt"))"
+}
+same_file() { # TAG FILE
+  local a=$W/old/$1/$2 b=$W/new/$1/$2
+  if [ ! -e "$a" ] && [ ! -e "$b" ]; then differ "$1: $2 missing in both"; return; fi
+  cmp -s "$a" "$b" || differ "$1: $2 differs"
+}
+same_dir() { # TAG DIR
+  diff -rq "$W/old/$1/$2" "$W/new/$1/$2" >/dev/null 2>&1 || differ "$1: $2/ differs ($(diff -rq "$W/old/$1/$2" "$W/new/$1/$2" 2>&1 | head -3 | tr '\n' ' '))"
+}
+# The report's histories: losses, lrs, grad norms, validation; not times or memory.
+same_history() { # TAG
+  local py='import json,sys
+r=json.load(open(sys.argv[1]))
+keep={k:r[k] for k in r if any(w in k for w in ("loss","lr","norm","val","steps","epoch","accuracy"))}
+print(json.dumps(keep,sort_keys=True))'
+  local a b
+  a=$(python3 -c "$py" "$W/old/$1/report.json" 2>&1) b=$(python3 -c "$py" "$W/new/$1/report.json" 2>&1)
+  [ "$a" = "$b" ] || differ "$1: report histories differ"
+}
+# verify --json without timings and memory figures (those are compared as peaks)
+same_verdict() { # TAG
+  local f='s/"(seconds|peak|measured|saved)_?[a-z]*": [0-9.e+-]*//g'
+  [ "$(sed -E "$f" "$W/old/$1/stdout.txt")" = "$(sed -E "$f" "$W/new/$1/stdout.txt")" ] ||
+    differ "$1: verify's comparison differs"
+}
+peak_of() { grep -oE '"peak_bytes": *[0-9]+' "$1" | head -1 | grep -oE '[0-9]+$'; }
+same_peak() { # TAG FILE
+  local a b; a=$(peak_of "$W/old/$1/$2") b=$(peak_of "$W/new/$1/$2")
+  if [ "$a" != "$b" ]; then
+    if [ "$PEAKS" = --peaks ]; then differ "$1: peak $a → $b"; else say "note  $1: peak $a → $b"; fi
+  fi
+}
+
+for m in mlp resnet mobilenet tinygpt tinygpt_nodrop chain48; do
+  model=$S/$m.onnx
+  case $m in
+    tinygpt*) data=(--input "$S/data/tinygpt_tokens.npy" --labels "$S/data/tinygpt_labels.npy" --batch-size 8) ;;
+    chain48) python3 - "$W/chain48" <<'PY'
+import numpy as np, os, sys
+os.makedirs(sys.argv[1], exist_ok=True); r = np.random.default_rng(0)
+np.save(sys.argv[1] + "/x.npy", r.standard_normal((32, 32)).astype(np.float32))
+np.save(sys.argv[1] + "/y.npy", r.integers(0, 10, 32).astype(np.int64))
+PY
+      data=(--input "$W/chain48/x.npy" --labels "$W/chain48/y.npy" --batch-size 8) ;;
+    *) data=(--input "$S/$m/input.npy" --labels "$S/$m/labels.npy") ;;
+  esac
+  run "$m.sgd" train "$model" "${data[@]}" --steps 6 --optimizer sgd --momentum 0.9 --lr 0.05 --seed 3 --threads 2 \
+      --report report.json -o tuned.onnx --quiet
+  same_file "$m.sgd" tuned.onnx; same_history "$m.sgd"; same_peak "$m.sgd" report.json
+  run "$m.adam" train "$model" "${data[@]}" --steps 4 --accum 2 --optimizer adamw --clip-grad-norm 0.5 \
+      --schedule cosine --warmup-steps 1 --remat sqrt --seed 5 --threads 1 --report report.json -o tuned.onnx --quiet
+  same_file "$m.adam" tuned.onnx; same_history "$m.adam"; same_peak "$m.adam" report.json
+  run "$m.grad" grad "$model" "${data[@]}" --dump-grads grads --seed 2 --remat selective
+  same_dir "$m.grad" grads; same_file "$m.grad" stdout.txt
+  for p in none all sqrt every:2 selective auto; do
+    run "$m.verify.$p" verify "$model" "${data[@]}" --remat "$p" --seed 4 --json
+    same_file "$m.verify.$p" rc.txt; same_verdict "$m.verify.$p"
+    run "$m.plan.$p" plan "$model" --batch-size 8 --remat "$p" --json
+    same_file "$m.plan.$p" rc.txt; same_peak "$m.plan.$p" stdout.txt
+  done
+  case $m in
+    tinygpt*) edata=(--input "$S/data/tinygpt_tokens.npy" --batch-size 5) ;;
+    chain48) edata=(--input "$W/chain48/x.npy" --batch-size 5) ;;
+    *) edata=(--input "$S/$m/input.npy") ;;
+  esac
+  run "$m.eval" eval "$model" "${edata[@]}" --dump-outputs out
+  same_dir "$m.eval" out
+done
+if [ $fails -eq 0 ]; then say "compare_builds: every result is bitwise equal"; else say "compare_builds: $fails difference(s)"; fi
+[ $fails -eq 0 ]
