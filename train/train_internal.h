@@ -6,14 +6,15 @@
 #define OT_TRAIN_INTERNAL_H
 
 #include "exec/executor.h"
+#include "remat/remat.h"
 #include "train/train.h"
 
 /* What a run is for: the hook acts differently at the boundary. */
 enum { MODE_TRAIN = 0, MODE_GRAD, MODE_SCAN };
 
 struct ot_train_session {
-    ot_model *m;
-    ot_graph *g;
+    ot_model *m;     /* as imported: m->graph stays unbound, its weights lent to g */
+    ot_graph *g;     /* the bound training graph, a copy of m->graph (train/session.h) */
     ot_train_options o;
     bool with_opt;
     int64_t B;
@@ -26,6 +27,14 @@ struct ot_train_session {
     ot_autodiff_result ad;
     bool ad_built;
     ot_train_remat_summary remat; /* what apply_remat did */
+    /* the remat policy, the analysis of the graph before the rewrite and the chosen
+     * keep set (an.n_values entries), kept for `plan`'s report */
+    ot_remat_policy pol;
+    bool pol_parsed, an_built;
+    ot_remat_analysis an;
+    bool *keep;
+    double choose_seconds;
+    ot_plan *plan;   /* o.plan_only: the step's plan, made without an executor */
     ot_optim_graph og;
     ot_backend *be;
     ot_executor *ex;
@@ -77,6 +86,18 @@ struct ot_train_session {
 static inline const char *vname(const ot_graph *g, int v) {
     return v >= 0 && g->values[v].name ? g->values[v].name : "?";
 }
+
+/* Builds the training graph on s->g (train/session.c): binds the dims, maps and
+ * checks the data (may be NULL or empty with o.plan_only), appends the loss, the
+ * backward pass, the remat rewrite and the optimizer nodes, plans validation with
+ * o.validation, checks the budget. */
+ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *err);
+/* --remat on the training graph, every candidate measured with the optimizer
+ * nodes planned (train/session.c). */
+ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err);
+/* Per-sample dtype and shape of every mapped array against its bound graph input,
+ * label range, at least one batch (train.c). */
+ot_status ot_train_check_arrays(ot_train_session *s, ot_dataset *d, ot_error *err);
 
 /* Allocates the host gradient buffers (grad_host, and acc_host with accum > 1) when
  * they are not there: ot_train_run frees them once the last step is done, before the

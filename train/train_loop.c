@@ -8,6 +8,7 @@
 
 #include "train/checkpoint.h"
 #include "train/progress.h"
+#include "train/session.h"
 #include "train/train_internal.h"
 
 /* ---- the boundary hook -------------------------------------------------------- */
@@ -436,6 +437,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
      * is as large (a float per param), rather than next to it. */
     drop_host_scratch(s);
     st = ot_executor_sync_to_graph(s->ex, err);
+    if (!st) ot_session_give_back(s->m->graph, s->g); /* the trained weights go home to the model */
 done:
     ot_batcher_free(&bt);
     return st;
