@@ -41,32 +41,13 @@ static void train_usage(FILE *f) {
           "  --batch-size N            samples per micro-batch (default: the model's fixed batch,\n"
           "                            else min(32, samples)). The last partial batch of an epoch\n"
           "                            is dropped, so every step sees exactly N samples.\n"
-          "  --bind NAME=SIZE[,...]    bind other symbolic dims (e.g. seq=16). Repeatable.\n"
+          OT_ARGS_HELP_BIND
           "  --seed N                  shuffling (Fisher-Yates, splitmix64) and Dropout masks (default 0)\n"
           "  --no-shuffle              visit samples in file order\n"
-          "loss:\n"
-          "  --loss KIND               cross-entropy (default), mse, or output (a scalar model output)\n"
-          "  --output NAME             model output that feeds the loss (default: the first)\n"
-          "  --class-axis N            cross-entropy: axis of the classes (default -1, the last)\n"
-          "  --ignore-index N          cross-entropy: label value that contributes nothing\n"
-          "params:\n"
-          "  --freeze REGEX            do not train params whose name matches (POSIX ERE). Repeatable.\n"
-          "  --train REGEX             train only params whose name matches. Repeatable.\n"
-          "                            A pattern that matches no param is an error (exit 2).\n"
+          OT_ARGS_HELP_LOSS
+          OT_ARGS_HELP_PARAMS
           "optimizer (updates follow torch.optim):\n"
-          "  --optimizer NAME          sgd (default), adam, adamw\n"
-          "  --lr X                    learning rate (default 0.01 for sgd, 0.001 for adam/adamw)\n"
-          "  --momentum X              sgd momentum (default 0; dampening is always 0)\n"
-          "  --nesterov                sgd Nesterov momentum (needs --momentum > 0)\n"
-          "  --weight-decay X          sgd/adam: L2 added to the gradient; adamw: decoupled\n"
-          "                            (default 0; adamw 0.01)\n"
-          "  --beta1 X, --beta2 X      adam/adamw (default 0.9, 0.999)\n"
-          "  --eps X                   adam/adamw (default 1e-8)\n"
-          "  --clip-grad-norm X        clip the global L2 gradient norm to X (default: off), as\n"
-          "                            torch.nn.utils.clip_grad_norm_\n"
-          "  --schedule NAME           constant (default); warmup: lr*(s+1)/W for the first W steps;\n"
-          "                            cosine: warm-up, then lr*(1+cos(pi*(s-W)/(T-W)))/2 to step T\n"
-          "  --warmup-steps W          warm-up steps (default 0)\n"
+          OT_ARGS_HELP_OPTIM
           "loop:\n"
           "  --steps N                 optimizer steps (default: from --epochs)\n"
           "  --epochs E                passes over the data (default 1); ignored with --steps\n"
@@ -162,22 +143,14 @@ static void print_resume_command(FILE *f, int argc, char **argv, const char *dir
     fprintf(f, " --resume %s\n", dir);
 }
 
-enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_OPT, O_LR, O_MOMENTUM, O_NESTEROV, O_WD, O_BETA1, O_BETA2, O_EPS,
-       O_CLIP, O_SCHED, O_WARMUP, O_ACCUM, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
+enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_ACCUM, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
        O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME };
 
 int ot_cmd_train(int argc, char **argv) {
     static const struct option opts[] = {
-        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,
-        OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,
-        OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT, OT_ARGS_OPT_BUDGET,
+        OT_ARGS_OPTS_SESSION,
         {"val-input", required_argument, 0, O_VAL_INPUT}, {"val-labels", required_argument, 0, O_VAL_LABELS},
-        {"optimizer", required_argument, 0, O_OPT}, {"lr", required_argument, 0, O_LR},
-        {"momentum", required_argument, 0, O_MOMENTUM}, {"nesterov", no_argument, 0, O_NESTEROV},
-        {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_BETA1},
-        {"beta2", required_argument, 0, O_BETA2}, {"eps", required_argument, 0, O_EPS},
-        {"clip-grad-norm", required_argument, 0, O_CLIP}, {"schedule", required_argument, 0, O_SCHED},
-        {"warmup-steps", required_argument, 0, O_WARMUP}, {"accum", required_argument, 0, O_ACCUM},
+        {"accum", required_argument, 0, O_ACCUM},
         {"steps", required_argument, 0, O_STEPS}, {"epochs", required_argument, 0, O_EPOCHS},
         {"report", required_argument, 0, O_REPORT}, {"log-every", required_argument, 0, O_LOG_EVERY},
         {"quiet", no_argument, 0, O_QUIET}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
@@ -194,12 +167,8 @@ int ot_cmd_train(int argc, char **argv) {
     ot_common_args_init(&ca);
     ot_input_specs val_inputs = {0};
     const char *val_labels = NULL, *out_path = NULL, *report = NULL;
-    /* optimizer values the user set, applied over the chosen optimizer's defaults */
-    double lr = NAN, momentum = NAN, wd = NAN, beta1 = NAN, beta2 = NAN, eps = NAN, clip = 0;
-    bool nesterov = false, quiet = false;
-    ot_optim_kind kind = OT_OPTIM_SGD;
-    ot_schedule_kind sched = OT_SCHED_CONSTANT;
-    int64_t warmup = 0, log_every = 0, v;
+    bool quiet = false;
+    int64_t log_every = 0, v;
     ot_dataset data = {0}, val = {0};
     ot_model *m = NULL;
     ot_train_session *s = NULL;
@@ -220,17 +189,6 @@ int ot_cmd_train(int argc, char **argv) {
         switch (c) {
         case O_VAL_INPUT: st = ot_args_add_input(&val_inputs, "--val-input", optarg, &err); break;
         case O_VAL_LABELS: val_labels = optarg; break;
-        case O_OPT: st = ot_optim_kind_parse(optarg, &kind, &err); break;
-        case O_LR: st = ot_args_double("--lr", optarg, 0, true, &lr, &err); break;
-        case O_MOMENTUM: st = ot_args_double("--momentum", optarg, 0, false, &momentum, &err); break;
-        case O_NESTEROV: nesterov = true; break;
-        case O_WD: st = ot_args_double("--weight-decay", optarg, 0, false, &wd, &err); break;
-        case O_BETA1: st = ot_args_double("--beta1", optarg, 0, false, &beta1, &err); break;
-        case O_BETA2: st = ot_args_double("--beta2", optarg, 0, false, &beta2, &err); break;
-        case O_EPS: st = ot_args_double("--eps", optarg, 0, true, &eps, &err); break;
-        case O_CLIP: st = ot_args_double("--clip-grad-norm", optarg, 0, true, &clip, &err); break;
-        case O_SCHED: st = ot_schedule_kind_parse(optarg, &sched, &err); break;
-        case O_WARMUP: st = ot_args_int("--warmup-steps", optarg, 0, INT64_MAX / 4, &warmup, &err); break;
         case O_ACCUM: st = ot_args_int("--accum", optarg, 1, 1 << 20, &o.accum, &err); break;
         case O_STEPS: st = ot_args_int("--steps", optarg, 1, INT64_MAX / 4, &o.steps, &err); break;
         case O_EPOCHS: st = ot_args_int("--epochs", optarg, 1, 1 << 30, &o.epochs, &err); break;
@@ -273,17 +231,6 @@ int ot_cmd_train(int argc, char **argv) {
         st = ot_fail(&err, OT_E_USAGE, "validation needs both --val-input and --val-labels");
         goto done;
     }
-    ot_optim_config_default(&o.optim, kind);
-    if (!isnan(lr)) o.optim.lr = lr;
-    if (!isnan(momentum)) o.optim.momentum = momentum;
-    if (!isnan(wd)) o.optim.weight_decay = wd;
-    if (!isnan(beta1)) o.optim.beta1 = beta1;
-    if (!isnan(beta2)) o.optim.beta2 = beta2;
-    if (!isnan(eps)) o.optim.eps = eps;
-    o.optim.nesterov = nesterov;
-    o.optim.clip_grad_norm = clip;
-    o.optim.schedule = sched;
-    o.optim.warmup_steps = warmup;
     if (o.remat) { /* reject a bad policy before any work */
         ot_remat_policy pol = {0};
         if ((st = ot_remat_policy_parse(o.remat, &pol, &err))) goto done;
@@ -313,7 +260,7 @@ int ot_cmd_train(int argc, char **argv) {
     }
     o.validation = val_inputs.n > 0; /* planned with the session, inside the memory budget */
     if ((st = ot_train_session_new(m, &o, &data, true, &s, &err))) {
-        if (st == OT_E_MEMORY) ot_train_memory_advice(model_path, &o, data.n_samples, &err);
+        if (st == OT_E_MEMORY) ot_train_memory_advice(m, &o, data.n_samples, &err);
         goto done;
     }
     if (val_inputs.n) {

@@ -109,17 +109,6 @@ ot_status ot_remat_session_plan(const ot_remat_session *s, ot_plan **plan, ot_er
     return st;
 }
 
-void ot_remat_step_free(ot_remat_step *r) {
-    if (!r) return;
-    for (int i = 0; i < r->n; i++) {
-        free(r->names[i]);
-        if (r->tensors[i]) ot_tensor_free(r->tensors[i]);
-    }
-    free(r->names);
-    free(r->tensors);
-    memset(r, 0, sizeof *r);
-}
-
 /* The graph input a data array feeds, or -1 with err set. */
 static int array_target(const ot_remat_session *s, const ot_data_array *a, int *pos, ot_error *err) {
     const ot_graph *g = s->g;
@@ -138,19 +127,6 @@ static int array_target(const ot_remat_session *s, const ot_data_array *a, int *
         if (!strcmp(g->values[g->inputs[k]].name, a->name)) return g->inputs[k];
     ot_fail(err, OT_E_USAGE, "--input %s=...: the model has no data input named '%s'", a->name, a->name);
     return -1;
-}
-
-static ot_status add_result(ot_remat_step *r, const char *kind, const char *name, ot_tensor *t, ot_error *err) {
-    size_t len = strlen(kind) + strlen(name) + 2;
-    char *nm = malloc(len);
-    if (!nm) {
-        ot_tensor_free(t);
-        return ot_fail(err, OT_E_MEMORY, "out of memory");
-    }
-    snprintf(nm, len, "%s%s", kind, name);
-    r->names[r->n] = nm;
-    r->tensors[r->n++] = t;
-    return OT_OK;
 }
 
 ot_status ot_remat_session_step(ot_remat_session *s, const ot_dataset *data, ot_remat_step *r, ot_error *err) {
@@ -201,25 +177,9 @@ ot_status ot_remat_session_step(ot_remat_session *s, const ot_dataset *data, ot_
         }
     double t0 = now_s();
     if ((st = ot_executor_run(ex, err))) goto fail;
-    r->seconds = now_s() - t0;
-    r->planned_peak = ot_plan_peak_bytes(ot_executor_plan(ex));
-    r->measured_peak = ot_executor_high_water(ex);
-    int n = 1 + s->ad.n_params + s->ad.n_state;
-    r->names = ot_xcalloc((size_t)n, sizeof(char *));
-    r->tensors = ot_xcalloc((size_t)n, sizeof(ot_tensor *));
-    if (!r->names || !r->tensors) goto oom;
-    ot_tensor *t = NULL;
-    if ((st = ot_executor_get(ex, s->loss_value, &t, err))) goto fail;
-    r->loss = t->dtype == OT_F32 ? *(const float *)t->data : t->dtype == OT_F64 ? *(const double *)t->data : 0.0;
-    if ((st = add_result(r, "loss", "", t, err))) goto fail;
-    for (int i = 0; i < s->ad.n_params; i++) {
-        if ((st = ot_executor_get(ex, s->ad.grads[i], &t, err))) goto fail;
-        if ((st = add_result(r, "grad:", g->values[s->ad.params[i]].name, t, err))) goto fail;
-    }
-    for (int i = 0; i < s->ad.n_state; i++) {
-        if ((st = ot_executor_get(ex, s->ad.state_updates[i], &t, err))) goto fail;
-        if ((st = add_result(r, "state:", g->values[s->ad.state_values[i]].name, t, err))) goto fail;
-    }
+    double t1 = now_s();
+    if ((st = ot_step_results_collect(ex, g, &s->ad, s->loss_value, r, err))) goto fail;
+    r->seconds = t1 - t0;
     goto done;
 oom:
     st = ot_fail(err, OT_E_MEMORY, "out of memory running one step");
@@ -314,20 +274,3 @@ ot_status ot_remat_find_batch(const char *path, const ot_remat_session_options *
     return OT_OK;
 }
 
-double ot_remat_tensor_diff(const ot_tensor *a, const ot_tensor *b, bool *equal) {
-    *equal = a->dtype == b->dtype && a->nbytes == b->nbytes && (!a->nbytes || !memcmp(a->data, b->data, a->nbytes));
-    if (a->dtype != b->dtype || a->nbytes != b->nbytes) return NAN;
-    if (*equal) return 0.0; /* same bits: NaNs included */
-    double m = 0.0;
-    size_t es = ot_dtype_size(a->dtype) ? ot_dtype_size(a->dtype) : 1, n = a->nbytes / es;
-    for (size_t i = 0; i < n; i++) {
-        if (!memcmp((const char *)a->data + i * es, (const char *)b->data + i * es, es)) continue; /* NaN == NaN */
-        double x, y;
-        if (a->dtype == OT_F32) x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
-        else if (a->dtype == OT_F64) x = ((const double *)a->data)[i], y = ((const double *)b->data)[i];
-        else return NAN;
-        double d = fabs(x - y);
-        if (d > m || d != d) m = d;
-    }
-    return m;
-}

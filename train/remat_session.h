@@ -15,6 +15,7 @@
 #include "remat/remat.h"
 #include "exec/backend.h"
 #include "train/data.h"
+#include "train/step_results.h"
 #include "plan/planner.h"
 
 typedef struct ot_remat_session_options {
@@ -57,28 +58,19 @@ void ot_remat_session_free(ot_remat_session *s);
 /* Schedules and plans the session's graph as it stands (caller frees *plan). */
 ot_status ot_remat_session_plan(const ot_remat_session *s, ot_plan **plan, ot_error *err);
 
-/* One step's results, in a fixed order: the loss, every param gradient (autodiff
- * order), every state update (BatchNorm running statistics). */
-typedef struct ot_remat_step {
-    int n;
-    char **names;        /* "loss", "grad:<param>", "state:<value>" */
-    ot_tensor **tensors;
-    double loss;
-    double seconds;      /* wall time of the executor run */
-    size_t planned_peak, measured_peak;
-} ot_remat_step;
+/* One step's results (train/step_results.h). */
+typedef ot_step_results ot_remat_step;
 
 /* Runs one step on the first `batch` samples of data (arrays named after the model's
  * inputs, "" for positional ones, OT_DATA_LABELS — see train/train.h — or "labels"
  * for the loss's labels/targets). */
 ot_status ot_remat_session_step(ot_remat_session *s, const ot_dataset *data, ot_remat_step *r, ot_error *err);
-void ot_remat_step_free(ot_remat_step *r);
+static inline void ot_remat_step_free(ot_remat_step *r) { ot_step_results_free(r); }
 
-/* How two results of a step compare (`onnxtrain verify`): *equal when dtype, size
- * and every byte agree (bitwise: -0 and +0 differ, a NaN equals the same NaN). Returns
- * 0 when equal, else max |a - b| over float32/float64 elements, NaN when dtypes or
- * sizes differ, an element is NaN on one side only, or the dtype is not a float. */
-double ot_remat_tensor_diff(const ot_tensor *a, const ot_tensor *b, bool *equal);
+/* ot_tensor_bitwise_diff (train/step_results.h). */
+static inline double ot_remat_tensor_diff(const ot_tensor *a, const ot_tensor *b, bool *equal) {
+    return ot_tensor_bitwise_diff(a, b, equal);
+}
 
 /* `--batch-size auto`: the largest batch in [1, max_batch] whose plan under o's
  * policy has a planned peak within budget (doubling, then bisection; each probe is a

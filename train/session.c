@@ -266,10 +266,12 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
     ot_status st = ot_remat_policy_parse(text, &s->pol, err);
     if (st) return st;
     s->pol_parsed = true;
+    s->remat.step_flops = ot_remat_step_flops(s->g);
     if (s->pol.kind == OT_REMAT_NONE) {
         if (!s->o.plan_only) return OT_OK;
         if ((st = analyze(s, err))) return st;
         for (int v = 0; v < s->an.n_values; v++) s->keep[v] = true;
+        s->remat.kept_none = ot_remat_kept_bytes(s->g, &s->an, s->keep);
         return OT_OK;
     }
     if (s->o.memory_budget && s->pol.kind == OT_REMAT_AUTO &&
@@ -284,7 +286,6 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
     ot_remat_measurement before = {0}, after = {0};
     for (int v = 0; v < s->an.n_values; v++) s->keep[v] = true;
     s->remat.kept_none = ot_remat_kept_bytes(s->g, &s->an, s->keep);
-    s->remat.step_flops = ot_remat_step_flops(s->g);
     if ((st = measure_step(s->g, &mu, &before, err))) return st;
     double t0 = now_s();
     if (s->pol.kind == OT_REMAT_AUTO && s->pol.budget_bytes > 0) st = auto_within(s, &mu, err);
@@ -349,7 +350,7 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
     ot_status st;
     if (have_data && (st = ot_session_map_data(g, s->n_model_inputs, OT_SESSION_LABELS_LATER, NULL, data, "data", err)))
         return st;
-    int64_t dflt = n < 0 ? 0 : !s->with_opt ? n : n < 32 ? n : 32;
+    int64_t dflt = n < 0 ? 0 : !s->with_opt || s->o.whole_batch ? n : n < 32 ? n : 32;
     if ((st = ot_session_bind(g, s->n_model_inputs, s->o.bind, s->o.n_bind, have_data ? data : NULL, s->o.batch_size,
                               dflt, n, &s->B, err)))
         return st;

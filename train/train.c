@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/backend_select.h"
 #include "plan/schedule.h"
@@ -225,6 +226,28 @@ const ot_remat_analysis *ot_train_remat_analysis(const ot_train_session *s, cons
 }
 
 double ot_train_remat_choose_seconds(const ot_train_session *s) { return s->choose_seconds; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ot_status ot_train_step_results(ot_train_session *s, const ot_dataset *data, ot_step_results *r, ot_error *err) {
+    memset(r, 0, sizeof *r);
+    if (!s->ex) return ot_fail(err, OT_E_INTERNAL, "the session was built to plan only: it cannot run a step");
+    ot_status st;
+    if (s->with_opt) { /* lr 0, apply 0: the optimizer nodes leave everything as it is */
+        double sc[OT_OPT_N_SCALARS] = {0};
+        if ((st = ot_executor_write(s->ex, s->og.scalars, sc, sizeof sc, err))) return st;
+    }
+    double loss = 0, t0 = now_s();
+    if ((st = ot_train_grad_once(s, data, &loss, err))) return st;
+    double t1 = now_s();
+    if ((st = ot_step_results_collect(s->ex, s->g, &s->ad, s->loss_value, r, err))) return st;
+    r->seconds = t1 - t0;
+    return OT_OK;
+}
 
 ot_status ot_train_get_state_update(ot_train_session *s, int i, ot_tensor **out, ot_error *err) {
     if (i < 0 || i >= s->ad.n_state) return ot_fail(err, OT_E_INTERNAL, "state index %d out of range", i);

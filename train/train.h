@@ -32,6 +32,7 @@
 #include "importer/importer.h"
 #include "train/data.h"
 #include "train/optim.h"
+#include "train/step_results.h"
 #include "plan/planner.h"
 
 /* Name of the dataset array that holds the labels / targets of the loss (bound to the
@@ -47,7 +48,8 @@ typedef struct ot_train_options {
     const char *const *bind;   /* "NAME=SIZE[,NAME=SIZE]" specs for other symbolic dims */
     int n_bind;
     ot_optim_config optim;
-    int64_t batch_size; /* 0: the model's fixed batch, else min(32, samples) (grad: all samples) */
+    int64_t batch_size; /* 0: the model's fixed batch, else min(32, samples) (grad, whole_batch: all samples) */
+    bool whole_batch;   /* batch_size 0 means every sample also with the optimizer (verify) */
     int64_t accum;      /* micro-batches per optimizer step (>= 1) */
     int64_t steps;      /* optimizer steps; 0: derived from epochs */
     int64_t epochs;     /* used when steps is 0 (0 means 1) */
@@ -157,6 +159,13 @@ ot_status ot_train_get_grad(ot_train_session *s, int i, ot_tensor **out, ot_erro
 /* A copy of the update of state value i (0..n_state-1: BatchNorm running statistics)
  * the last run computed. */
 ot_status ot_train_get_state_update(ot_train_session *s, int i, ot_tensor **out, ot_error *err);
+
+/* `verify`: ot_train_grad_once and that run's results (train/step_results.h): the
+ * loss, every gradient, every state update, the run's time and peaks. With the
+ * optimizer nodes in the graph (so that the peaks are a training step's) their step
+ * scalars say "do not apply": they change nothing, and the results are those of a
+ * session without them. */
+ot_status ot_train_step_results(ot_train_session *s, const ot_dataset *data, ot_step_results *r, ot_error *err);
 
 /* ---- the training loop ---- */
 
