@@ -119,6 +119,14 @@ void ot_str_list_free(ot_str_list *l) {
     memset(l, 0, sizeof *l);
 }
 
+/* How a data array is named in messages. */
+static const char *array_desc(const char *name, char *buf, size_t n) {
+    if (!strcmp(name, OT_DATA_LABELS)) snprintf(buf, n, "--labels");
+    else if (*name) snprintf(buf, n, "input '%s'", name);
+    else snprintf(buf, n, "--input");
+    return buf;
+}
+
 ot_status ot_args_load_dataset(const ot_input_specs *inputs, const char *labels, ot_dataset *d, ot_error *err) {
     ot_status st;
     for (int i = 0; i <= inputs->n; i++) {
@@ -127,6 +135,14 @@ ot_status ot_args_load_dataset(const ot_input_specs *inputs, const char *labels,
         const char *name = i < inputs->n ? (inputs->v[i].name ? inputs->v[i].name : "") : OT_DATA_LABELS;
         ot_tensor *t = NULL;
         if ((st = ot_npy_read(path, &t, err))) return st;
+        if (d->n_arrays > 0 && t->shape.rank >= 1 && t->shape.dim[0] != d->n_samples) {
+            char a[300], b[300];
+            st = ot_fail(err, OT_E_DATA, "sample counts differ: %s (%s) has %lld samples, %s (%s) has %lld",
+                         array_desc(d->arrays[0].name, a, sizeof a), d->arrays[0].path, (long long)d->n_samples,
+                         array_desc(name, b, sizeof b), path, (long long)t->shape.dim[0]);
+            ot_tensor_free(t);
+            return st;
+        }
         if ((st = ot_dataset_add(d, name, path, -1, t, err))) return st;
     }
     return OT_OK;

@@ -64,7 +64,7 @@ ot_status ot_session_map_data(const ot_graph *g, int n_model_inputs, int label_v
         bool have = false;
         for (int i = 0; i < d->n_arrays; i++) have |= d->arrays[i].value_id == v;
         if (!have)
-            return ot_fail(err, OT_E_USAGE, "%s: no data for model input '%s' (use --input %s=FILE.npy)", what,
+            return ot_fail(err, OT_E_USAGE, "%s: no data for input '%s' (use --input %s=FILE.npy)", what,
                            name_of(g, v), name_of(g, v));
     }
     if (label_value >= 0 && !ot_dataset_find(d, OT_DATA_LABELS))
@@ -79,7 +79,7 @@ ot_status ot_session_batch(const ot_graph *g, int64_t want, int64_t dflt, int64_
     if (x->shape.rank < 1) return ot_fail(err, OT_E_MODEL, "model input '%s' has no batch axis", x->name);
     if (x->shape.dim[0] >= 0) {
         if (want && want != x->shape.dim[0])
-            return ot_fail(err, OT_E_SHAPE, "--batch-size %lld: the model has a fixed batch of %lld (input '%s')",
+            return ot_fail(err, OT_E_USAGE, "--batch-size %lld: the model has a fixed batch of %lld (input '%s')",
                            (long long)want, (long long)x->shape.dim[0], x->name);
         *batch = x->shape.dim[0];
         return OT_OK;
