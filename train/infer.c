@@ -56,10 +56,11 @@ static ot_status set_modes(const ot_infer_options *o, ot_graph *g, ot_error *err
     return OT_OK;
 }
 
-/* A bound copy of the import at `batch` (want; 0: the default), modes set. */
-static ot_status bound_copy(ot_infer_session *s, const ot_dataset *d, int64_t want, ot_graph **out, int64_t *batch,
-                            ot_error *err) {
-    ot_graph *g = ot_session_borrow(s->m->graph);
+/* A bound copy of the import at `batch` (want; 0: the default), modes set; with
+ * weights it borrows them (the full batches' plan), else it reads another's. */
+static ot_status bound_copy(ot_infer_session *s, const ot_dataset *d, int64_t want, bool weights, ot_graph **out,
+                            int64_t *batch, ot_error *err) {
+    ot_graph *g = ot_session_borrow(s->m->graph, weights);
     if (!g) return ot_fail(err, OT_E_MEMORY, "out of memory copying the graph");
     int64_t n = d->n_samples, dflt = n < 32 ? n : 32;
     ot_status st = ot_session_bind(g, g->n_inputs, s->o.bind, s->o.n_bind, d, want, dflt, -1, batch, err);
@@ -119,7 +120,7 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
     const ot_value *x = &g0->values[g0->inputs[0]];
     bool fixed = x->shape.rank >= 1 && x->shape.dim[0] >= 0;
     if (!fixed && want > count) want = count;
-    if ((st = bound_copy(s, data, want, &s->g, &s->batch, err))) goto fail;
+    if ((st = bound_copy(s, data, want, true, &s->g, &s->batch, err))) goto fail;
     s->n_full = count / s->batch;
     s->rest = count % s->batch;
     if (s->rest && s->g->values[s->g->inputs[0]].shape.sym[0] < 0) {
@@ -137,7 +138,7 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
     if ((st = ot_executor_new(s->g, s->be, &eo, &s->ex, err))) goto fail;
     if (s->rest) {
         int64_t b = 0;
-        if ((st = bound_copy(s, data, s->rest, &s->g_rest, &b, err))) goto fail;
+        if ((st = bound_copy(s, data, s->rest, false, &s->g_rest, &b, err))) goto fail;
         if ((st = rest_executor(s, err))) goto fail;
     }
     *out = s;

@@ -134,12 +134,12 @@ ot_status ot_session_bind(ot_graph *g, int n_model_inputs, const char *const *bi
 
 static bool is_weight(const ot_value *v) { return v->kind == OT_VK_PARAM || v->kind == OT_VK_STATE; }
 
-ot_graph *ot_session_borrow(ot_graph *g) {
+ot_graph *ot_session_borrow(ot_graph *g, bool weights) {
     ot_graph *c = ot_graph_clone(g, false);
     if (!c) return NULL;
     for (int v = 0; v < g->n_values; v++) {
         ot_value *src = &g->values[v], *dst = &c->values[v];
-        if (!src->data) continue;
+        if (!src->data || (!weights && is_weight(src))) continue;
         if (!is_weight(src)) {
             if (ot_value_set_data(dst, src->data, src->nbytes)) {
                 ot_session_give_back(g, c);

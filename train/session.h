@@ -48,10 +48,11 @@ ot_status ot_session_batch(const ot_graph *g, int64_t want, int64_t dflt, int64_
 ot_status ot_session_bind(ot_graph *g, int n_model_inputs, const char *const *bind, int n_bind, const ot_dataset *d,
                           int64_t want, int64_t dflt, int64_t n_samples, int64_t *batch, ot_error *err);
 
-/* A copy of g to bind and extend: every param and state value's data moves into
- * it (g keeps dtype, shape and nbytes), everything else is copied. NULL when out of
- * memory (g unchanged). */
-ot_graph *ot_session_borrow(ot_graph *g);
+/* A copy of g to bind and extend: with weights, every param and state value's data
+ * moves into it (g keeps dtype, shape and nbytes); without, the copy has none (a
+ * plan that never runs, or one that reads another executor's). Everything else is
+ * copied. NULL when out of memory (g unchanged). */
+ot_graph *ot_session_borrow(ot_graph *g, bool weights);
 /* Moves the weights back into g (they were borrowed by `copy`): each param or state
  * value of g without data takes copy's data, whatever the copy holds now (trained
  * weights, or nothing when an executor still holds the only copy). */

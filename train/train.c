@@ -144,7 +144,7 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
     s->out_value = -1;
     s->n_model_inputs = m->graph->n_inputs;
     /* m->graph stays as imported: the session binds and extends its own copy */
-    if (!(s->g = ot_session_borrow(m->graph))) {
+    if (!(s->g = ot_session_borrow(m->graph, !s->o.plan_only))) {
         st = ot_fail(err, OT_E_MEMORY, "out of memory copying the graph of %s", m->path ? m->path : "the model");
         goto fail;
     }
