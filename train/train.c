@@ -209,6 +209,7 @@ int64_t ot_train_batch_size(const ot_train_session *s) { return s->B; }
 const ot_plan *ot_train_plan(const ot_train_session *s) { return s->ex ? ot_executor_plan(s->ex) : s->plan; }
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s) { return &s->ad; }
 ot_graph *ot_train_graph(ot_train_session *s) { return s->g; }
+ot_backend *ot_train_backend(const ot_train_session *s) { return s->be; }
 const ot_optim_config *ot_train_optim(const ot_train_session *s) { return &s->o.optim; }
 
 int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data) {

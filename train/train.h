@@ -141,6 +141,8 @@ typedef struct ot_train_memory_summary {
 } ot_train_memory_summary;
 void ot_train_memory_info(const ot_train_session *s, ot_train_memory_summary *out);
 ot_graph *ot_train_graph(ot_train_session *s);
+/* The backend the session plans for (and runs on). */
+ot_backend *ot_train_backend(const ot_train_session *s);
 /* The remat analysis of the training graph before the rewrite and the chosen keep
  * set (analysis->n_values entries); NULL with --remat none unless o.plan_only. */
 const struct ot_remat_analysis *ot_train_remat_analysis(const ot_train_session *s, const bool **keep);
