@@ -35,9 +35,9 @@ static void usage(FILE *f) {
           "                            of the first input (default: min(32, samples)). With\n"
           "                            a fixed batch dim, N must equal it and the sample\n"
           "                            count must be a multiple of it. Otherwise a last\n"
-          "                            partial batch runs on a second plan of that size.\n"
-          "  --bind SYM=V[,SYM=V...]   bind other symbolic dims (dims of axis >= 1 that\n"
-          "                            are symbolic are otherwise taken from the data)\n"
+          "                            partial batch runs on a second plan of that size,\n"
+          "                            over the same import, reading the first one's weights.\n"
+          OT_ARGS_HELP_BIND
           "  --threads N               kernel threads (default: OpenMP's default)\n"
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --train-mode              run BatchNormalization and Dropout as the model says\n"
