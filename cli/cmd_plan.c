@@ -27,6 +27,8 @@ static void usage(FILE *f) {
           "batch, policy and optimizer, to the byte.\n\n"
           "data (optional: without it, --batch-size gives the batch):\n"
           OT_ARGS_HELP_DATA
+          "  --val-input, --val-labels validation data as for train: its forward-only plan is\n"
+          "                            made too, and --memory-budget must hold both\n"
           "  --batch-size N|auto       batch to plan for (default: the model's, else the data's\n"
           "                            min(32, samples); auto: the largest that fits --memory-budget)\n"
           OT_ARGS_HELP_BIND
@@ -49,6 +51,8 @@ static void usage(FILE *f) {
 typedef struct plan_opts {
     const char *model, *dot, *timeline;
     ot_common_args args; /* data, loss, params, batch, bind, remat, budget, optimizer */
+    ot_input_specs val_inputs;
+    const char *val_labels;
     bool batch_auto, json;
 } plan_opts;
 
@@ -140,15 +144,19 @@ static double step_flops(const planned *pl) { return pl->an ? pl->an->step_flops
 static void print_plan(const char *label, const planned *pl, bool json, bool segments) {
     const ot_train_remat_summary *rs = ot_train_remat_info(pl->s);
     const ot_plan *p = pl->p;
+    ot_train_memory_summary ms;
+    ot_train_memory_info(pl->s, &ms);
     double extra = rs->extra_flops, step = step_flops(pl);
     int64_t kept = rs->applied ? rs->kept : rs->kept_none;
     if (json) {
         printf("{\"policy\": ");
         json_str(label);
         printf(", \"peak_bytes\": %zu, \"extra_flops\": %.0f, \"step_flops\": %.0f, \"recompute_share\": %.6f, "
-               "\"recompute_nodes\": %d, \"kept_activation_bytes\": %lld, \"choose_seconds\": %.6f, \"plan\": ",
+               "\"recompute_nodes\": %d, \"kept_activation_bytes\": %lld, \"choose_seconds\": %.6f, ",
                ot_plan_peak_bytes(p), extra, step, step > 0 ? extra / step : 0.0, rs->n_clones, (long long)kept,
                ot_train_remat_choose_seconds(pl->s));
+        if (ms.val_peak) printf("\"validation_peak_bytes\": %lld, ", (long long)ms.val_peak);
+        printf("\"plan\": ");
         ot_plan_write_json(p, stdout);
         if (segments) print_segments(pl, true);
         printf("}");
@@ -158,6 +166,11 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
     human((double)ot_plan_peak_bytes(p), pk, sizeof pk);
     human((double)kept, kb, sizeof kb);
     printf("--remat %s: peak %s (%zu bytes)\n", label, pk, ot_plan_peak_bytes(p));
+    if (ms.val_peak) {
+        char vb[32];
+        human((double)ms.val_peak, vb, sizeof vb);
+        printf("  validation plan (forward only, inference mode): %s (%lld bytes) more\n", vb, (long long)ms.val_peak);
+    }
     printf("  at the peak:");
     for (int c = 0; c < OT_MEM_COUNT; c++) {
         char b[32];
@@ -193,8 +206,8 @@ static ot_status write_dot(const char *path, const ot_graph *g, ot_error *err) {
 }
 
 /* A plan-only training session over the imported model under `policy`. */
-static ot_status plan_one(const plan_opts *o, ot_model *m, ot_dataset *data, const char *policy, int64_t batch,
-                          planned *out, ot_error *err) {
+static ot_status plan_one(const plan_opts *o, ot_model *m, ot_dataset *data, ot_dataset *val, const char *policy,
+                          int64_t batch, planned *out, ot_error *err) {
     ot_train_options to;
     ot_train_options_default(&to);
     ot_common_args_to_train(&o->args, &to);
@@ -203,7 +216,9 @@ static ot_status plan_one(const plan_opts *o, ot_model *m, ot_dataset *data, con
     to.batch_size = batch;
     /* a budget is what auto searches within; a fixed policy is planned as it is */
     to.memory_budget = !strcmp(policy, "auto") ? o->args.memory_budget : 0;
+    to.validation = val->n_arrays > 0; /* planned with the step, inside the budget, as train does */
     ot_status st = ot_train_session_new(m, &to, data->n_arrays ? data : NULL, true, &out->s, err);
+    if (!st && val->n_arrays) st = ot_train_check_data(out->s, val, "validation data", err);
     if (st) return st;
     out->p = ot_train_plan(out->s);
     out->an = ot_train_remat_analysis(out->s, &out->keep);
@@ -257,7 +272,7 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
 static ot_status run_plan(const plan_opts *o, ot_error *err) {
     ot_status st = OT_OK;
     ot_model *m = NULL;
-    ot_dataset data = {0};
+    ot_dataset data = {0}, val = {0};
     planned p0 = {0}, p1 = {0};
     const ot_common_args *a = &o->args;
     const char *policy = a->remat ? a->remat : "auto";
@@ -279,8 +294,9 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
         int64_t max = data.n_arrays ? data.n_samples : 1 << 20;
         if ((st = ot_train_find_batch(m, &to, true, a->memory_budget, max, &batch, err))) goto fail;
     }
-    if ((st = plan_one(o, m, &data, "none", batch, &p0, err))) goto fail;
-    if ((st = plan_one(o, m, &data, policy, batch, &p1, err))) goto fail;
+    if (o->val_inputs.n && (st = ot_args_load_dataset(&o->val_inputs, o->val_labels, &val, err))) goto fail;
+    if ((st = plan_one(o, m, &data, &val, "none", batch, &p0, err))) goto fail;
+    if ((st = plan_one(o, m, &data, &val, policy, batch, &p1, err))) goto fail;
     char label[256];
     policy_label(policy, a->memory_budget, label, sizeof label);
     batch = ot_train_batch_size(p1.s);
@@ -299,11 +315,12 @@ fail:
     ot_train_session_free(p0.s);
     ot_train_session_free(p1.s);
     ot_dataset_free(&data);
+    ot_dataset_free(&val);
     ot_model_free(m);
     return st;
 }
 
-enum { O_JSON = OT_ARG_OWN, O_DOT, O_TIMELINE };
+enum { O_JSON = OT_ARG_OWN, O_DOT, O_TIMELINE, O_VAL_INPUT, O_VAL_LABELS };
 
 int ot_cmd_plan(int argc, char **argv) {
     static const struct option longopts[] = {
@@ -311,6 +328,8 @@ int ot_cmd_plan(int argc, char **argv) {
         {"json", no_argument, NULL, O_JSON},
         {"dot", required_argument, NULL, O_DOT},
         {"timeline", required_argument, NULL, O_TIMELINE},
+        {"val-input", required_argument, NULL, O_VAL_INPUT},
+        {"val-labels", required_argument, NULL, O_VAL_LABELS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -333,9 +352,12 @@ int ot_cmd_plan(int argc, char **argv) {
         case O_JSON: o.json = true; break;
         case O_DOT: o.dot = optarg; break;
         case O_TIMELINE: o.timeline = optarg; break;
+        case O_VAL_INPUT: st = ot_args_add_input(&o.val_inputs, "--val-input", optarg, &err); break;
+        case O_VAL_LABELS: o.val_labels = optarg; break;
         case 'h':
             usage(stdout);
             ot_common_args_free(&o.args);
+            ot_input_specs_free(&o.val_inputs);
             return 0;
         default: st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]); break;
         }
@@ -345,10 +367,12 @@ int ot_cmd_plan(int argc, char **argv) {
     if (st) {
         fprintf(stderr, "onnxtrain plan: %s\nRun 'onnxtrain plan --help' for the options.\n", err.msg);
         ot_common_args_free(&o.args);
+        ot_input_specs_free(&o.val_inputs);
         return st;
     }
     st = run_plan(&o, &err);
     if (st) fprintf(stderr, "onnxtrain plan: %s\n", err.msg);
     ot_common_args_free(&o.args);
+    ot_input_specs_free(&o.val_inputs);
     return st;
 }

@@ -4,7 +4,8 @@
  *     policies bind their own copies, the imported graph stays unbound, and the
  *     weights come home when a session ends;
  *   - `plan` and `train` state the same peak for the same model, batch, policy and
- *     optimizer (the built binary: plan --json against train --report), and plan's
+ *     optimizer (the built binary: plan --json against train --report; with
+ *     validation data the validation plan's too), and plan's
  *     smallest feasible budget for --remat auto is one that train accepts;
  *   - --batch-size auto probes plans over the one import, and what it picks fits. */
 #include <setjmp.h>
@@ -214,6 +215,22 @@ static void test_plan_equals_train(void **state) {
     }
 }
 
+/* With validation data both plan the forward-only validation plan too, alike. */
+static void test_plan_equals_train_validation(void **state) {
+    (void)state;
+#define RESNET_DATA "--input " S "resnet/input.npy --labels " S "resnet/labels.npy"
+#define RESNET_VAL "--val-input " S "resnet/input.npy --val-labels " S "resnet/labels.npy"
+    assert_int_equal(run(BIN " plan " S "resnet.onnx " RESNET_VAL " --optimizer adam --remat sqrt --json"), 0);
+    long long plan = first_number_after(TMP "/out.txt", "\"peak_bytes\": ", 2);
+    long long plan_val = first_number_after(TMP "/out.txt", "\"validation_peak_bytes\": ", 1);
+    assert_int_equal(run(BIN " train " S "resnet.onnx " RESNET_DATA " " RESNET_VAL " --optimizer adam --remat sqrt "
+                             "--steps 1 --quiet -o " TMP "/tuned.onnx --report " TMP "/report.json"),
+                     0);
+    assert_int_equal(plan, first_number_after(TMP "/report.json", "\"planned_peak\": ", 0));
+    assert_int_equal(plan_val, first_number_after(TMP "/report.json", "\"val_planned_peak\": ", 0));
+    assert_true(plan_val > 0);
+}
+
 /* An infeasible budget makes plan state the smallest peak; train accepts exactly
  * that budget with --remat auto, and refuses a byte less. */
 static void test_smallest_budget_accepted(void **state) {
@@ -323,6 +340,7 @@ int main(void) {
         cmocka_unit_test(test_clone_independent),
         cmocka_unit_test(test_one_import_many_plans),
         cmocka_unit_test(test_plan_equals_train),
+        cmocka_unit_test(test_plan_equals_train_validation),
         cmocka_unit_test(test_smallest_budget_accepted),
         cmocka_unit_test(test_find_batch_one_import),
         cmocka_unit_test(test_options_everywhere),

@@ -194,7 +194,7 @@ ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char 
     ot_status st = ot_session_map_data(s->g, s->n_model_inputs, s->label_value,
                                        s->o.loss.kind == OT_LOSS_MSE ? "mse" : "cross-entropy", data, what, err);
     if (!st) st = ot_train_check_arrays(s, data, err);
-    if (st) return st;
+    if (st || s->o.plan_only) return st; /* a plan holds no host batches to share */
     /* batches reuse the training data's host buffers, array by array */
     if (data->n_arrays != s->n_batch)
         return ot_fail(err, OT_E_USAGE, "%s: %d arrays, the training data has %d", what, data->n_arrays, s->n_batch);
