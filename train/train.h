@@ -1,8 +1,12 @@
-/* train.h — the training loop behind `onnxtrain train` and `onnxtrain grad`.
+/* train.h — the training session every command that plans a step builds (`train`,
+ * `grad`, `plan`, `verify`, --batch-size auto), and the training loop.
  *
- * A session turns an imported model into one training graph and runs it:
- *   bind the batch dim → loss (autodiff/loss.c) → backward (ot_autodiff_build) →
- *   [remat] → optimizer nodes (train/optim.h) → executor (schedule, plan, arena).
+ * A session turns an imported model into one training graph, on a bound copy of the
+ * model's graph (train/session.h: the import stays unbound and serves other plans),
+ * and plans or runs it:
+ *   bind the dims → loss (autodiff/loss.c) → backward (ot_autodiff_build) →
+ *   [remat, each candidate planned with the optimizer nodes] → optimizer nodes
+ *   (train/optim.h) → executor (schedule, plan, arena), or with plan_only the plan.
  * One executor run is one micro-batch: forward, loss, backward and the optimizer
  * nodes. The executor's after-node hook stops at the boundary between the backward
  * pass and the optimizer nodes, where the loop checks the loss and the gradients for

@@ -1,5 +1,6 @@
-/* train_internal.h — the training session's private state, shared by train.c (building
- * the session), train_loop.c (the hook at the backward/optimizer boundary, running
+/* train_internal.h — the training session's private state, shared by session.c
+ * (building the training graph), train.c (the plan or executor and host buffers),
+ * train_loop.c (the hook at the backward/optimizer boundary, running
  * micro-batches and the loop) and train_validate.c (validation in inference mode on a
  * forward-only copy of the graph). Not for use outside train/train*.c. */
 #ifndef OT_TRAIN_INTERNAL_H
