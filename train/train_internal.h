@@ -2,7 +2,8 @@
  * (building the training graph), train.c (the plan or executor and host buffers),
  * train_loop.c (the hook at the backward/optimizer boundary, running
  * micro-batches and the loop) and train_validate.c (validation in inference mode on a
- * forward-only copy of the graph). Not for use outside train/train*.c. */
+ * forward-only copy of the graph). Not for use outside train/session.c and
+ * train/train*.c. */
 #ifndef OT_TRAIN_INTERNAL_H
 #define OT_TRAIN_INTERNAL_H
 
