@@ -18,8 +18,9 @@ struct ot_infer_session {
     int64_t batch, n_full, rest;
 };
 
-/* Data against the model's inputs as imported (--bind applied to a copy later):
- * dtype, rank and every fixed dim past axis 0. */
+/* Data against the model's inputs: dtype, rank and every fixed dim past axis 0 (on
+ * the graph as imported, before any work, then on the bound copy, where --bind may
+ * have fixed more). */
 static ot_status check_data(const ot_graph *g, const ot_dataset *d, ot_error *err) {
     for (int i = 0; i < d->n_arrays; i++) {
         const ot_data_array *a = &d->arrays[i];
@@ -121,6 +122,7 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
     bool fixed = x->shape.rank >= 1 && x->shape.dim[0] >= 0;
     if (!fixed && want > count) want = count;
     if ((st = bound_copy(s, data, want, true, &s->g, &s->batch, err))) goto fail;
+    if ((st = check_data(s->g, data, err))) goto fail; /* against what --bind fixed too */
     s->n_full = count / s->batch;
     s->rest = count % s->batch;
     if (s->rest && s->g->values[s->g->inputs[0]].shape.sym[0] < 0) {
