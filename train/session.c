@@ -167,25 +167,28 @@ void ot_session_give_back(ot_graph *g, ot_graph *copy) {
 /* ---- the training graph (ot_train_session_new) ---------------------------------- */
 
 /* Remat's measure: the planner's peak of the training step as it will run, the
- * optimizer nodes included: they are appended to a copy without data (state values,
- * step scalars and whatever transient the update takes are then planned, not
- * estimated), so --memory-budget and `plan` see what `train` allocates. */
+ * optimizer nodes included: they are appended to the graph being measured (state
+ * values, step scalars and whatever transient the update takes are then planned, not
+ * estimated) and removed again, so --memory-budget and `plan` see what `train`
+ * allocates. Remat measures the session's own graph with a candidate rewrite applied;
+ * the optimizer nodes go on top the same way and come off as remat's own clones do
+ * (ot_remat_undo from the counts before them: consumer lists are restored in order). */
 typedef struct step_measure {
     ot_backend *be;
-    const ot_train_session *s;
+    ot_train_session *s;
 } step_measure;
 
 static ot_status measure_step(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
     const step_measure *sm = user;
-    const ot_train_session *s = sm->s;
+    ot_train_session *s = sm->s;
     if (!s->with_opt) return ot_remat_measure_planner(g, sm->be, m, err);
-    ot_graph *c = ot_graph_clone(g, false);
-    if (!c) return ot_fail(err, OT_E_MEMORY, "remat: out of memory copying the graph to measure");
+    if (g != s->g) return ot_fail(err, OT_E_INTERNAL, "remat measured a graph that is not the session's");
+    ot_remat_rewrite tail = {.n_nodes0 = s->g->n_nodes, .n_values0 = s->g->n_values};
     ot_optim_graph og = {0};
-    ot_status st = ot_optim_build(c, &s->o.optim, s->ad.params, s->ad.grads, s->ad.n_params, &og, err);
-    if (!st) st = ot_remat_measure_planner(c, sm->be, m, err);
+    ot_status st = ot_optim_build(s->g, &s->o.optim, s->ad.params, s->ad.grads, s->ad.n_params, &og, err);
+    if (!st) st = ot_remat_measure_planner(s->g, sm->be, m, err);
     ot_optim_graph_free(&og);
-    ot_graph_free(c);
+    ot_remat_undo(s->g, &tail);
     return st;
 }
 
