@@ -53,30 +53,31 @@ static int64_t first_nonfinite(const void *data, ot_dtype dt, int64_t n) {
     return -1;
 }
 
-/* The float32 or float64 value of nbytes at device address dev: *bad, its first
- * non-finite index (-1: none), *x the element there, and with ss (float32 only) the
+/* The float32 or float64 value of nbytes at device address dev: with bad, its first
+ * non-finite index (-1: none) and *x the element there; with ss (float32 only) the
  * sum of squares as ot_grad_sum_sq adds it. float32 goes through the backend's
  * scan_f32 where scan_on_device is set (a GPU; only a bad element is copied out),
- * else it is read in place; float64 through host_view. */
+ * else it is read in place (a pass for each of bad and ss); float64 through host_view. */
 static ot_status scan_value(ot_train_session *s, const void *dev, ot_dtype dt, size_t nbytes, int64_t *bad, double *x,
                             double *ss, ot_error *err) {
     size_t n = nbytes / ot_dtype_size(dt);
     ot_status st;
-    *bad = -1;
-    *x = 0.0;
+    int64_t b = -1;
+    double v = 0.0;
     if (ss) *ss = 0.0;
     if (dt == OT_F32 && s->scan_on_device) {
         float f = 0.0f;
-        if ((st = s->be->scan_f32(s->be, dev, n, bad, ss, err))) return st;
-        if (*bad >= 0 && (st = copy_out(s, &f, (const float *)dev + *bad, sizeof f, err))) return st;
-        *x = f;
-        return OT_OK;
+        if ((st = s->be->scan_f32(s->be, dev, n, &b, ss, err))) return st;
+        if (bad && b >= 0 && (st = copy_out(s, &f, (const float *)dev + b, sizeof f, err))) return st;
+        v = f;
+    } else {
+        const void *h = NULL;
+        if ((st = host_view(s, dev, nbytes, &h, err))) return st;
+        if (bad) b = first_nonfinite(h, dt, (int64_t)n);
+        if (b >= 0) v = dt == OT_F32 ? (double)((const float *)h)[b] : ((const double *)h)[b];
+        if (ss && dt == OT_F32) *ss = ot_grad_sum_sq(h, n);
     }
-    const void *h = NULL;
-    if ((st = host_view(s, dev, nbytes, &h, err))) return st;
-    *bad = first_nonfinite(h, dt, (int64_t)n);
-    if (*bad >= 0) *x = dt == OT_F32 ? (double)((const float *)h)[*bad] : ((const double *)h)[*bad];
-    if (ss && dt == OT_F32) *ss = ot_grad_sum_sq(h, n);
+    if (bad) *bad = b, *x = v;
     return OT_OK;
 }
 
@@ -112,14 +113,14 @@ ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err) {
 /* Elements of params[i]'s gradient. */
 static size_t grad_elems(const ot_train_session *s, int i) { return s->grad_off[i + 1] - s->grad_off[i]; }
 
-/* Gradient i's first non-finite index (-1: none) and, with ss, its sum of squares,
- * where it lies. The sums add up, param by param, to the global norm's square
- * exactly as ot_grad_global_norm does. Only float32 gradients are checked (the
- * optimizer trains float32 params only). */
+/* Gradient i's first non-finite index (-1: none; bad may be NULL) and, with ss, its
+ * sum of squares, where it lies. The sums add up, param by param, to the global
+ * norm's square exactly as ot_grad_global_norm does. Only float32 gradients are
+ * checked (the optimizer trains float32 params only). */
 static ot_status grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss, ot_error *err) {
     int v = s->ad.grads[i];
     double x;
-    *bad = -1;
+    if (bad) *bad = -1;
     if (ss) *ss = 0.0;
     if (s->g->values[v].dtype != OT_F32) return OT_OK;
     return scan_value(s, ot_executor_value_ptr(s->ex, v), OT_F32, grad_elems(s, i) * sizeof(float), bad, &x, ss, err);
@@ -199,9 +200,8 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     if (K > 1) { /* the step uses the sum of the K micro-batch gradients, scaled by 1/K below */
         if ((st = accumulate(s, true, err))) return st;
         for (int i = 0; i < s->ad.n_params; i++) {
-            int64_t bad;
             double ss;
-            if ((st = grad_scan(s, i, &bad, &ss, err))) return st;
+            if ((st = grad_scan(s, i, NULL, &ss, err))) return st;
             total += ss;
         }
     }

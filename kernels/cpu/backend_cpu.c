@@ -103,8 +103,14 @@ static ot_status cpu_accumulate_f32(ot_backend *be, float *dst, float *src, size
                                     ot_error *err) {
     (void)be;
     (void)err;
-    for (size_t i = 0; i < n; i++) dst[i] += src[i];
-    if (clear_src) memset(src, 0, n * sizeof *src);
+    if (!clear_src) {
+        for (size_t i = 0; i < n; i++) dst[i] += src[i];
+        return OT_OK;
+    }
+    for (size_t i = 0; i < n; i++) { /* one pass: the accumulator is read once */
+        dst[i] += src[i];
+        src[i] = 0.0f;
+    }
     return OT_OK;
 }
 
