@@ -313,47 +313,72 @@ ot_status ot_executor_set_input_by_name(ot_executor *ex, const char *name, const
     return ot_executor_set_input(ex, v, t, err);
 }
 
-ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
+static ot_status check_inputs_set(const ot_executor *ex, ot_error *err) {
     const ot_graph *g = ex->g;
-    ot_status st;
     for (int v = 0; v < g->n_values; v++)
         if (ex->plan->values[v].offset >= 0 && g->values[v].kind == OT_VK_INPUT && g->values[v].producer < 0 &&
             !ex->input_set[v])
             return ot_fail(err, OT_E_DATA, "input '%s' was not set before the run", vname(g, v));
+    return OT_OK;
+}
+
+/* Runs schedule step s on the backend. */
+static ot_status run_step(ot_executor *ex, int s, ot_error *err) {
+    const ot_node *nd = &ex->g->nodes[ex->order[s]];
     /* Kernels get copies so a misbehaving kernel cannot corrupt the descriptors. */
     ot_tensor *scratch = ex->scratch;
-    int threads = ex->opt.n_threads > 0 ? ex->opt.n_threads : ex->be->n_threads;
+    int nt = ex->tstart[s + 1] - ex->tstart[s];
+    memcpy(scratch, &ex->tensors[ex->tstart[s]], sizeof(ot_tensor) * (size_t)nt);
+    ot_kernel_ctx ctx = {.n_threads = ex->opt.n_threads > 0 ? ex->opt.n_threads : ex->be->n_threads,
+                         .seed = ex->opt.seed, .step = ex->opt.step, .rng_node = ex->rng_node[s],
+                         .workspace = NULL, .workspace_bytes = 0};
+    if (ex->plan->ws_offset[s] >= 0) {
+        ctx.workspace = ex->base + ex->plan->ws_offset[s];
+        ctx.workspace_bytes = ex->plan->ws_bytes[s];
+        touch(ex, ctx.workspace, ctx.workspace_bytes);
+    }
+    for (int k = 0; k < nt; k++) { /* external memory is not the arena's: not measured */
+        int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];
+        if (!is_external(ex, v)) touch(ex, scratch[k].data, scratch[k].nbytes);
+    }
+    ot_status st = ex->be->run_node(ex->be, ex->g, nd, scratch, scratch + nd->n_inputs, &ctx, err);
+    if (st) {
+        /* Kernel messages usually name the node already; name it once. */
+        char quoted[300];
+        snprintf(quoted, sizeof quoted, "'%s'", nname(nd));
+        const char *op = nd->op_type ? nd->op_type : ot_op_name(nd->op);
+        if (err && strstr(err->msg, quoted) && strstr(err->msg, op)) ot_error_prefix(err, "step %d: ", s);
+        else ot_error_prefix(err, "step %d, node '%s' (%s): ", s, nname(nd), op);
+    }
+    return st;
+}
+
+/* A node's phase as hooks see it: recompute clones belong to the backward pass. */
+static ot_phase hook_phase(const ot_node *nd) {
+    return nd->phase == OT_PHASE_RECOMPUTE ? OT_PHASE_BACKWARD : nd->phase;
+}
+
+ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
+    const ot_graph *g = ex->g;
+    ot_status st = check_inputs_set(ex, err);
+    if (st) return st;
     for (int s = 0; s < ex->n_steps; s++) {
-        const ot_node *nd = &g->nodes[ex->order[s]];
-        int nt = ex->tstart[s + 1] - ex->tstart[s];
-        memcpy(scratch, &ex->tensors[ex->tstart[s]], sizeof(ot_tensor) * (size_t)nt);
-        ot_kernel_ctx ctx = {.n_threads = threads, .seed = ex->opt.seed, .step = ex->opt.step,
-                             .rng_node = ex->rng_node[s], .workspace = NULL, .workspace_bytes = 0};
-        if (ex->plan->ws_offset[s] >= 0) {
-            ctx.workspace = ex->base + ex->plan->ws_offset[s];
-            ctx.workspace_bytes = ex->plan->ws_bytes[s];
-            touch(ex, ctx.workspace, ctx.workspace_bytes);
-        }
-        for (int k = 0; k < nt; k++) { /* external memory is not the arena's: not measured */
-            int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];
-            if (!is_external(ex, v)) touch(ex, scratch[k].data, scratch[k].nbytes);
-        }
-        st = ex->be->run_node(ex->be, g, nd, scratch, scratch + nd->n_inputs, &ctx, err);
-        if (st) {
-            /* Kernel messages usually name the node already; name it once. */
-            char quoted[300];
-            snprintf(quoted, sizeof quoted, "'%s'", nname(nd));
-            const char *op = nd->op_type ? nd->op_type : ot_op_name(nd->op);
-            if (err && strstr(err->msg, quoted) && strstr(err->msg, op)) ot_error_prefix(err, "step %d: ", s);
-            else ot_error_prefix(err, "step %d, node '%s' (%s): ", s, nname(nd), op);
-            return st;
-        }
-        if (ex->opt.after_node) {
-            st = ex->opt.after_node(ex->opt.hook_user, ex, s, nd, &ex->tensors[ex->tstart[s] + nd->n_inputs], err);
-            if (st) return st;
-        }
+        if ((st = run_step(ex, s, err))) return st;
+        if (!ex->opt.at_phase_end) continue;
+        ot_exec_boundary b = {.step = s, .ended = hook_phase(&g->nodes[ex->order[s]]), .end = s + 1 == ex->n_steps};
+        b.next = b.end ? b.ended : hook_phase(&g->nodes[ex->order[s + 1]]);
+        if ((b.end || b.next != b.ended) && (st = ex->opt.at_phase_end(ex->opt.hook_user, ex, &b, err))) return st;
     }
     return ex->be->synchronize(ex->be, err);
+}
+
+ot_status ot_executor_run_steps(ot_executor *ex, int first, int count, ot_error *err) {
+    if (first < 0 || count < 0 || first > ex->n_steps - count)
+        return ot_fail(err, OT_E_USAGE, "executor: steps %d..%d are outside the schedule's %d", first,
+                       first + count - 1, ex->n_steps);
+    ot_status st = check_inputs_set(ex, err);
+    for (int s = first; !st && s < first + count; s++) st = run_step(ex, s, err);
+    return st ? st : ex->be->synchronize(ex->be, err);
 }
 
 static ot_status check_pinned(const ot_executor *ex, int v, ot_error *err) {

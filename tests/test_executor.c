@@ -353,19 +353,19 @@ static void test_unbound_shape(void **state) {
     ot_graph_free(g);
 }
 
-/* The per-node hook sees outputs in schedule order and can stop the run. */
+/* The phase-end hook: called after the last step of each phase (recompute counting
+ * as backward) and after the last step, never per node; it can stop the run. */
 typedef struct hook_log {
-    int steps[8], n;
+    ot_exec_boundary b[8];
+    int n;
     int stop_at;
 } hook_log;
 
-static ot_status record_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out,
-                             ot_error *err) {
-    (void)ex;
+static ot_status record_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, ot_error *err) {
     hook_log *h = user;
-    h->steps[h->n++] = node->id;
-    assert_non_null(out[0].data);
-    if (node->id == h->stop_at) return ot_fail(err, OT_E_NUMERICS, "hook stopped at step %d", step);
+    assert_non_null(ex);
+    h->b[h->n++] = *b;
+    if (b->step == h->stop_at) return ot_fail(err, OT_E_NUMERICS, "hook stopped at step %d", b->step);
     return OT_OK;
 }
 
@@ -374,22 +374,49 @@ static void test_hook_and_copy(void **state) {
     test_be tb;
     tb_init(&tb);
     ot_graph *g = build();
-    hook_log h = {.stop_at = 3};
-    ot_exec_options opt = {.after_node = record_hook, .hook_user = &h};
+    /* relu, matmul: forward; neg: loss; add: backward; exp: a recompute clone */
+    g->nodes[2].phase = OT_PHASE_LOSS;
+    g->nodes[3].phase = OT_PHASE_BACKWARD;
+    g->nodes[4].phase = OT_PHASE_RECOMPUTE;
+    hook_log h = {.stop_at = 2};
+    ot_exec_options opt = {.at_phase_end = record_hook, .hook_user = &h};
     ot_executor *ex = NULL;
     ot_error err = {0};
     assert_int_equal(ot_executor_new(g, &tb.be, &opt, &ex, &err), OT_OK);
     ot_tensor *x = input_x(0.5f);
     assert_int_equal(ot_executor_set_input(ex, ot_graph_find_value(g, "x"), x, &err), OT_OK);
     assert_int_equal(ot_executor_run(ex, &err), OT_E_NUMERICS);
-    assert_non_null(strstr(err.msg, "hook stopped at step 3"));
-    assert_int_equal(h.n, 4);
-    for (int i = 0; i < 4; i++) assert_int_equal(h.steps[i], i);
-    /* copy_value: pinned to pinned of the same size (y -> e), refused for transients. */
+    assert_non_null(strstr(err.msg, "hook stopped at step 2"));
+    assert_int_equal(h.n, 2);
+    assert_int_equal(h.b[0].step, 1);
+    assert_int_equal(h.b[0].ended, OT_PHASE_FORWARD);
+    assert_int_equal(h.b[0].next, OT_PHASE_LOSS);
+    assert_false(h.b[0].end);
+    assert_int_equal(h.b[1].ended, OT_PHASE_LOSS);
+    assert_int_equal(h.b[1].next, OT_PHASE_BACKWARD);
     h.stop_at = -1;
     h.n = 0;
     assert_int_equal(ot_executor_run(ex, &err), OT_OK);
+    assert_int_equal(h.n, 3); /* no boundary between the backward node and the recompute clone */
+    assert_int_equal(h.b[2].step, 4);
+    assert_int_equal(h.b[2].ended, OT_PHASE_BACKWARD);
+    assert_int_equal(h.b[2].next, OT_PHASE_BACKWARD);
+    assert_true(h.b[2].end);
+    /* step by step: the same results, no hook; a range outside the schedule refused */
     int y = ot_graph_find_value(g, "y"), e = ot_graph_find_value(g, "e"), m = ot_graph_find_value(g, "m");
+    float want_e[6], got_e[6];
+    memcpy(want_e, ot_executor_value_ptr(ex, e), sizeof want_e);
+    memset(ot_executor_value_ptr(ex, e), 0, sizeof got_e);
+    h.n = 0;
+    for (int k = 0; k < 5; k++) assert_int_equal(ot_executor_run_steps(ex, k, 1, &err), OT_OK);
+    memcpy(got_e, ot_executor_value_ptr(ex, e), sizeof got_e);
+    assert_memory_equal(want_e, got_e, sizeof want_e);
+    assert_int_equal(h.n, 0);
+    assert_int_equal(ot_executor_run_steps(ex, 0, 5, &err), OT_OK);
+    assert_int_equal(ot_executor_run_steps(ex, 4, 2, &err), OT_E_USAGE);
+    assert_int_equal(ot_executor_run_steps(ex, -1, 1, &err), OT_E_USAGE);
+    assert_int_equal(h.n, 0);
+    /* copy_value: pinned to pinned of the same size (y -> e), refused for transients. */
     assert_int_equal(ot_executor_copy_value(ex, e, y, &err), OT_OK);
     assert_memory_equal(ot_executor_value_ptr(ex, e), ot_executor_value_ptr(ex, y), 6 * sizeof(float));
     assert_int_equal(ot_executor_copy_value(ex, e, m, &err), OT_E_USAGE);
