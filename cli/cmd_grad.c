@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "cli/args.h"
+#include "ir/json_write.h"
 #include "train/npy.h"
 #include "train/report.h"
 #include "train/train.h"

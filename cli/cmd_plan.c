@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "ir/json_write.h"
 #include "train/remat_session.h"
 #include "remat/timeline.h"
 
@@ -44,19 +45,6 @@ static void human(double b, char *buf, size_t n) {
     else snprintf(buf, n, "%.0f B", b);
 }
 
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if ((unsigned char)*s < 0x20) {
-            printf("\\u%04x", *s);
-            continue;
-        }
-        if (*s == '"' || *s == '\\') putchar('\\');
-        putchar(*s);
-    }
-    putchar('"');
-}
-
 /* Kept and recomputed saved values, by segment. */
 static void print_segments(const ot_remat_session *s, bool json) {
     const ot_remat_analysis *a = &s->an;
@@ -78,7 +66,7 @@ static void print_segments(const ot_remat_session *s, bool json) {
             for (int v = 0; v < a->n_values; v++)
                 if (a->saved[v] && a->segment[v] == k && s->keep[v]) {
                     if (!first) printf(", ");
-                    json_str(g->values[v].name);
+                    ot_json_string(stdout, g->values[v].name);
                     first = false;
                 }
             printf("], \"recomputed\": [");
@@ -86,7 +74,7 @@ static void print_segments(const ot_remat_session *s, bool json) {
             for (int v = 0; v < a->n_values; v++)
                 if (a->saved[v] && a->segment[v] == k && !s->keep[v]) {
                     if (!first) printf(", ");
-                    json_str(g->values[v].name);
+                    ot_json_string(stdout, g->values[v].name);
                     first = false;
                 }
             printf("]}");
@@ -113,7 +101,7 @@ static void print_plan(const char *label, const ot_remat_session *s, const ot_pl
     double extra = s->rw.extra_flops, step = s->an.step_flops;
     if (json) {
         printf("{\"policy\": ");
-        json_str(label);
+        ot_json_string(stdout, label);
         printf(", \"peak_bytes\": %zu, \"extra_flops\": %.0f, \"step_flops\": %.0f, \"recompute_share\": %.6f, "
                "\"recompute_nodes\": %d, \"kept_activation_bytes\": %lld, \"choose_seconds\": %.6f, \"plan\": ",
                ot_plan_peak_bytes(p), extra, step, step > 0 ? extra / step : 0.0, s->rw.n_clones,
@@ -197,7 +185,7 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
     }
     if (o->json) {
         printf("{\"model\": ");
-        json_str(o->model);
+        ot_json_string(stdout, o->model);
         printf(", \"batch\": %lld, \"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [",
                (long long)s1->batch, s0->g->n_nodes, s0->an.n_fwd, s0->an.n_art);
         print_plan("none", s0, p0, true, false);

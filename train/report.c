@@ -7,20 +7,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "ir/json_write.h"
 #include "train/report.h"
-
-void ot_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
 
 char *ot_safe_file_stem(const char *name, const char *const *used, int n_used) {
     size_t n = strlen(name);

@@ -32,7 +32,5 @@ ot_status ot_report_write(const char *path, const ot_report_info *info, const ot
  * a clash with one of used[0..n_used) (compared case-insensitively, for
  * case-insensitive file systems) gets a suffix _1, _2, ... NULL on out of memory. */
 char *ot_safe_file_stem(const char *name, const char *const *used, int n_used);
-/* Writes s as a JSON string literal (quotes and escapes). */
-void ot_json_string(FILE *f, const char *s);
 
 #endif
