@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "ir/atomic_file.h"
 #include "ir/json_write.h"
 #include "train/remat_session.h"
 #include "remat/timeline.h"
@@ -128,24 +129,13 @@ static void print_plan(const char *label, const ot_remat_session *s, const ot_pl
 }
 
 static ot_status write_dot(const char *path, const ot_graph *g, ot_error *err) {
-    size_t len = strlen(path) + 24;
-    char *tmp = malloc(len);
-    if (!tmp) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    snprintf(tmp, len, "%s.tmp-%d", path, (int)getpid() % 1000000);
-    FILE *f = fopen(tmp, "w");
-    ot_status st = OT_OK;
-    if (!f) {
-        st = ot_fail(err, OT_E_IO, "--dot %s: cannot write", path);
-    } else {
-        ot_graph_dump_dot(g, f);
-        bool bad = ferror(f) != 0;
-        bad |= fclose(f) != 0;
-        if (bad || rename(tmp, path) != 0) {
-            remove(tmp);
-            st = ot_fail(err, OT_E_IO, "--dot %s: cannot write", path);
-        }
+    ot_atomic_file *af;
+    ot_status st = ot_atomic_open(path, &af, err);
+    if (!st) {
+        ot_graph_dump_dot(g, ot_atomic_stream(af));
+        st = ot_atomic_commit(af, err);
     }
-    free(tmp);
+    if (st && err) ot_error_prefix(err, "--dot ");
     return st;
 }
 

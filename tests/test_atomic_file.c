@@ -3,7 +3,8 @@
  * an abort and every failure (write error, full file size limit, fsync, rename, a
  * missing or unwritable folder, /dev/full) leave no temporary file and the old file as
  * it was, with OT_E_IO naming the path and the reason; a symlink planted at the
- * temporary name is never followed.
+ * temporary name is never followed; and the writers built on it (.npy, checkpoint,
+ * report) report a full disk the same way.
  *
  * fsync and getentropy are replaced below for this executable (a link-time seam: the
  * library's calls resolve to these definitions): fsync records what is synced, in
@@ -27,6 +28,9 @@
 #include <unistd.h>
 
 #include "ir/atomic_file.h"
+#include "train/checkpoint.h"
+#include "train/npy.h"
+#include "train/report.h"
 
 #define TMP OT_BINARY_DIR "/test_atomic_file_tmp"
 
@@ -379,6 +383,39 @@ static void test_planted_symlink_not_followed(void **state) {
     assert_int_equal(count_tmp(TMP), 0);
 }
 
+/* ---- the writers built on it ------------------------------------------------------ */
+
+static void test_writers_report_full_disk(void **state) {
+    (void)state;
+    ot_error err = {0};
+    int64_t d[1] = {1000};
+    ot_shape sh = ot_shape_make(1, d);
+    ot_tensor *t = ot_tensor_new(OT_F32, &sh);
+    assert_non_null(t);
+    assert_io_error(ot_npy_write("/dev/full", t, &err), &err, "/dev/full", strerror(ENOSPC));
+    assert_int_equal(ot_npy_write(TMP "/t.npy", t, &err), OT_OK);
+    ot_tensor_free(t);
+
+    ot_checkpoint c;
+    memset(&c, 0, sizeof c);
+    float w[4] = {1, 2, 3, 4};
+    int64_t d4[1] = {4};
+    ot_shape s4 = ot_shape_make(1, d4);
+    assert_int_equal(ot_checkpoint_add(&c, "w", OT_CKPT_PARAM, OT_F32, &s4, w, sizeof w, &err), OT_OK);
+    assert_io_error(ot_checkpoint_write(&c, "/dev/full", &err), &err, "/dev/full", strerror(ENOSPC));
+    assert_non_null(strstr(err.msg, "checkpoint"));
+    assert_int_equal(ot_checkpoint_write(&c, TMP "/c.otc", &err), OT_OK);
+    ot_checkpoint_free(&c);
+
+    ot_report_info info = {.model = "m.onnx", .loss = "mse"};
+    ot_optim_config oc;
+    ot_optim_config_default(&oc, OT_OPTIM_SGD);
+    ot_train_result r = {0};
+    assert_io_error(ot_report_write("/dev/full", &info, &oc, &r, NULL, &err), &err, "/dev/full", strerror(ENOSPC));
+    assert_int_equal(ot_report_write(TMP "/r.json", &info, &oc, &r, NULL, &err), OT_OK);
+    assert_int_equal(count_tmp(TMP), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_commit_replaces_whole, setup),
@@ -391,6 +428,7 @@ int main(void) {
         cmocka_unit_test_setup(test_unwritable_folder, setup),
         cmocka_unit_test_setup(test_devices_written_in_place, setup),
         cmocka_unit_test_setup(test_planted_symlink_not_followed, setup),
+        cmocka_unit_test_setup(test_writers_report_full_disk, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,7 @@ typedef struct ot_report_info {
 /* Writes the report as one JSON object to f. */
 void ot_report_write_json(FILE *f, const ot_report_info *info, const ot_optim_config *opt,
                           const ot_train_result *r, const ot_plan *plan);
-/* Same, to path via a temporary file and rename. */
+/* Same, to path through ot_atomic_open (temporary file, fsync, rename). */
 ot_status ot_report_write(const char *path, const ot_report_info *info, const ot_optim_config *opt,
                           const ot_train_result *r, const ot_plan *plan, ot_error *err);
 /* A file-system-safe file stem for a tensor name (malloc'd): characters other than
