@@ -56,11 +56,13 @@ static void fill_suffix(char *x, unsigned attempt) {
          * turns one into a retry, never into a shared file */
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        unsigned long long h = (unsigned long long)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^
-                               (unsigned long long)getpid() << 20 ^ attempt;
-        for (int i = 0; i < 6; i++, h >>= 8) r[i] = (unsigned char)h;
+        unsigned long long h =
+            (unsigned long long)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (unsigned long long)getpid() << 20 ^ attempt;
+        for (int i = 0; i < 6; i++, h >>= 8)
+            r[i] = (unsigned char)h;
     }
-    for (int i = 0; i < 6; i++) x[i] = alnum[r[i] % (sizeof alnum - 1)];
+    for (int i = 0; i < 6; i++)
+        x[i] = alnum[r[i] % (sizeof alnum - 1)];
 }
 
 static ot_status open_temp(ot_atomic_file *af, ot_error *err) {
@@ -74,8 +76,8 @@ static ot_status open_temp(ot_atomic_file *af, ot_error *err) {
         if (af->fd >= 0) return OT_OK;
         if (errno != EEXIST) break;
     }
-    ot_status st = ot_fail(err, OT_E_IO, "%s: cannot create a temporary file next to it: %s", af->path,
-                           strerror(errno));
+    ot_status st =
+        ot_fail(err, OT_E_IO, "%s: cannot create a temporary file next to it: %s", af->path, strerror(errno));
     free(af->tmp);
     af->tmp = NULL;
     return st;
@@ -138,12 +140,10 @@ ot_status ot_atomic_sync_folder(const char *path, ot_error *err) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
         if (errno != EACCES)
-            st = ot_fail(err, OT_E_IO, "%s: cannot open its folder '%s' to sync it: %s", path, dir,
-                         strerror(errno));
+            st = ot_fail(err, OT_E_IO, "%s: cannot open its folder '%s' to sync it: %s", path, dir, strerror(errno));
     } else {
         if (fsync(fd) != 0 && errno != EINVAL)
-            st = ot_fail(err, OT_E_IO, "%s: cannot sync its folder '%s': %s", path, dir,
-                         strerror(errno));
+            st = ot_fail(err, OT_E_IO, "%s: cannot sync its folder '%s': %s", path, dir, strerror(errno));
         close(fd);
     }
     free(dir);
@@ -153,8 +153,7 @@ ot_status ot_atomic_sync_folder(const char *path, ot_error *err) {
 ot_status ot_atomic_commit(ot_atomic_file *af, ot_error *err) {
     ot_status st = OT_OK;
     if (fflush(af->f) != 0 || ferror(af->f)) {
-        st = ot_fail(err, OT_E_IO, "%s: write error: %s", af->path,
-                     strerror(af->write_errno ? af->write_errno : EIO));
+        st = ot_fail(err, OT_E_IO, "%s: write error: %s", af->path, strerror(af->write_errno ? af->write_errno : EIO));
         goto done;
     }
     fclose(af->f); /* flushed: nothing left to fail */
@@ -175,7 +174,7 @@ ot_status ot_atomic_commit(ot_atomic_file *af, ot_error *err) {
         goto done;
     }
     free(af->tmp);
-    af->tmp = NULL; /* renamed: nothing to remove */
+    af->tmp = NULL;                            /* renamed: nothing to remove */
     st = ot_atomic_sync_folder(af->path, err); /* makes the rename itself durable */
 done:
     destroy(af);

@@ -38,8 +38,8 @@
 
 typedef struct sync_call {
     bool is_dir;
-    ino_t ino;       /* of what was synced */
-    ino_t dest_ino;  /* of the destination at that moment (0: absent) */
+    ino_t ino;      /* of what was synced */
+    ino_t dest_ino; /* of the destination at that moment (0: absent) */
 } sync_call;
 
 static struct {
@@ -227,7 +227,8 @@ static void test_write_error_keeps_old(void **state) {
     ot_error err2 = {0};
     ot_status st2 = ot_atomic_open(out, &af, &err2);
     if (!st2) {
-        for (int i = 0; i < 2000; i++) fprintf(ot_atomic_stream(af), "line %d of many\n", i);
+        for (int i = 0; i < 2000; i++)
+            fprintf(ot_atomic_stream(af), "line %d of many\n", i);
         st2 = ot_atomic_commit(af, &err2);
     }
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old_lim), 0);

@@ -44,7 +44,10 @@ static void test_control_and_utf8(void **state) {
     check("a\nb", "\"a\\u000ab\"");
     check("\t\r\x01\x1f", "\"\\u0009\\u000d\\u0001\\u001f\"");
     check("\x7f", "\"\x7f\"");
-    check("gr\xc3\xb6\xc3\x9f" "e \xe2\x82\xac", "\"gr\xc3\xb6\xc3\x9f" "e \xe2\x82\xac\"");
+    check("gr\xc3\xb6\xc3\x9f"
+          "e \xe2\x82\xac",
+          "\"gr\xc3\xb6\xc3\x9f"
+          "e \xe2\x82\xac\"");
 }
 
 int main(void) {
