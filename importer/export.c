@@ -45,6 +45,55 @@ static void sink_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
     f->len += len;
 }
 
+/* The shallow copy t of initializer src, pointing at the current data of IR value v
+ * (-1: none); adds its payload bytes to *total (and to *external when the source
+ * stored it externally). Initializers onnxtrain did not load keep their proto bytes. */
+static ot_status export_initializer(const char *path, const ot_graph *g, const Onnx__TensorProto *src, int v,
+                                    Onnx__TensorProto *t, uint64_t *total, uint64_t *external, ot_error *err) {
+    *t = *src;
+    bool is_ext = src->has_data_location && src->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    if (v < 0 || !g->values[v].data) {
+        /* Only initializers of unsupported dtype keep their bytes in the proto (the
+         * importer frees the rest once the IR holds them). */
+        bool proto_has_data = (src->has_raw_data && src->raw_data.len) || src->n_float_data ||
+                              src->n_int32_data || src->n_int64_data || src->n_double_data ||
+                              src->n_uint64_data || src->n_string_data;
+        if (v >= 0 && ot_imp_payload_absent(&g->values[v]))
+            return ot_fail(err, OT_E_INTERNAL,
+                           "%s: initializer '%s' has no data to write: the model was loaded without its weights "
+                           "(for planning), or they were not copied back from the executor that holds them",
+                           path, src->name);
+        if (is_ext || (!proto_has_data && ot_dtype_supported((ot_dtype)src->data_type)))
+            return ot_fail(err, OT_E_INTERNAL, "%s: initializer '%s' has no data to write", path, src->name);
+        *total += onnx__tensor_proto__get_packed_size(src);
+        return OT_OK;
+    }
+    const ot_value *val = &g->values[v];
+    uint64_t numel = 0, nbytes = 0;
+    ot_status st = ot_imp_tensor_geometry(src, src->name ? src->name : "?", NULL, &numel, &nbytes, err);
+    if (st) return st;
+    if (nbytes != val->nbytes || (int32_t)val->dtype != src->data_type)
+        return ot_fail(err, OT_E_INTERNAL,
+                       "%s: initializer '%s' holds %zu bytes of %s, the model declares %llu bytes of %s", path,
+                       src->name, val->nbytes, ot_dtype_name(val->dtype), (unsigned long long)nbytes,
+                       ot_imp_onnx_dtype_name(src->data_type));
+    t->has_raw_data = 1;
+    t->raw_data.len = val->nbytes;
+    t->raw_data.data = val->data;
+    t->n_float_data = 0;
+    t->n_int32_data = 0;
+    t->n_int64_data = 0;
+    t->n_double_data = 0;
+    t->n_uint64_data = 0;
+    t->n_string_data = 0;
+    t->n_external_data = 0;
+    t->has_data_location = 0;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+    *total += val->nbytes;
+    if (is_ext) *external += val->nbytes;
+    return OT_OK;
+}
+
 ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
     const Onnx__ModelProto *mp = m ? m->proto : NULL;
     if (!mp || !mp->graph || !m->graph)
@@ -75,57 +124,9 @@ ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
      * changed: the kept proto is never modified, and nothing else is re-encoded. */
     uint64_t total = 0, external = 0;
     for (size_t i = 0; i < gp->n_initializer; i++) {
-        const Onnx__TensorProto *src = gp->initializer[i];
-        Onnx__TensorProto *t = &tcopies[i];
-        *t = *src;
-        tptrs[i] = t;
-        bool is_ext = src->has_data_location && src->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-        int v = by_init[i];
-        if (v < 0 || !g->values[v].data) {
-            /* Only initializers of unsupported dtype keep their bytes in the proto (the
-             * importer frees the rest once the IR holds them). */
-            bool proto_has_data = (src->has_raw_data && src->raw_data.len) || src->n_float_data ||
-                                  src->n_int32_data || src->n_int64_data || src->n_double_data ||
-                                  src->n_uint64_data || src->n_string_data;
-            if (v >= 0 && ot_imp_payload_absent(&g->values[v])) {
-                st = ot_fail(err, OT_E_INTERNAL,
-                             "%s: initializer '%s' has no data to write: the model was loaded without its weights "
-                             "(for planning), or they were not copied back from the executor that holds them",
-                             path, src->name);
-                goto fail;
-            }
-            if (is_ext || (!proto_has_data && ot_dtype_supported((ot_dtype)src->data_type))) {
-                st = ot_fail(err, OT_E_INTERNAL, "%s: initializer '%s' has no data to write", path, src->name);
-                goto fail;
-            }
-            total += onnx__tensor_proto__get_packed_size(src);
-            continue;
-        }
-        const ot_value *val = &g->values[v];
-        uint64_t numel = 0, nbytes = 0;
-        st = ot_imp_tensor_geometry(src, src->name ? src->name : "?", NULL, &numel, &nbytes, err);
+        tptrs[i] = &tcopies[i];
+        st = export_initializer(path, g, gp->initializer[i], by_init[i], &tcopies[i], &total, &external, err);
         if (st) goto fail;
-        if (nbytes != val->nbytes || (int32_t)val->dtype != src->data_type) {
-            st = ot_fail(err, OT_E_INTERNAL,
-                         "%s: initializer '%s' holds %zu bytes of %s, the model declares %llu bytes of %s", path,
-                         src->name, val->nbytes, ot_dtype_name(val->dtype), (unsigned long long)nbytes,
-                         ot_imp_onnx_dtype_name(src->data_type));
-            goto fail;
-        }
-        t->has_raw_data = 1;
-        t->raw_data.len = val->nbytes;
-        t->raw_data.data = val->data;
-        t->n_float_data = 0;
-        t->n_int32_data = 0;
-        t->n_int64_data = 0;
-        t->n_double_data = 0;
-        t->n_uint64_data = 0;
-        t->n_string_data = 0;
-        t->n_external_data = 0;
-        t->has_data_location = 0;
-        t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
-        total += val->nbytes;
-        if (is_ext) external += val->nbytes;
     }
     if (total > OT_MAX_PROTO_BYTES) {
         st = ot_fail(err, OT_E_UNSUPPORTED,
