@@ -1,4 +1,4 @@
-/* planner.c — lifetimes, the pinned slabs, best-fit placement of
+/* planner.c — lifetimes, the pinned slabs, view aliases, best-fit placement of
  * transient values and workspaces, in-place reuse, and the exact peak (see planner.h
  * for the contract). One function per concern, in the order ot_plan_build_opts runs
  * them. Cost: O(nodes + values) plus, per allocation, a scan of the free list (which
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan/planner.h"
+#include "plan/views.h"
 
 static size_t align_up(size_t x) { return (x + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
 
@@ -145,6 +146,8 @@ typedef struct build {
     bool *released; /* per value: its block went back to the free list or to an in-place successor */
     bool *is_output, *external;
     int *opt_read;  /* per value: optimizer nodes that read it */
+    int *opt_first; /* per value: first step of an optimizer node reading it; INT_MAX when none */
+    int *reach;     /* per value: last read of it or of any view that may alias it */
     int *slab_key, *slab_ids;
     ot_tensor *tin, *tout;
     int max_io;
@@ -166,6 +169,8 @@ static void build_free(build *b) {
     free(b->is_output);
     free(b->external);
     free(b->opt_read);
+    free(b->opt_first);
+    free(b->reach);
     free(b->slab_key);
     free(b->slab_ids);
     free(b->tin);
@@ -192,10 +197,13 @@ static ot_status build_init(build *b) {
     b->is_output = calloc((size_t)nv + 1, sizeof(bool));
     b->external = calloc((size_t)nv + 1, sizeof(bool));
     b->opt_read = calloc((size_t)nv + 1, sizeof(int));
+    b->opt_first = malloc(sizeof(int) * (size_t)(nv + 1));
+    b->reach = malloc(sizeof(int) * (size_t)(nv + 1));
     b->slab_key = malloc(sizeof(int) * (size_t)(nv + 1));
     b->slab_ids = malloc(sizeof(int) * (size_t)(nv + 1));
     if (!p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !b->step_of || !b->used ||
-        !b->released || !b->is_output || !b->external || !b->opt_read || !b->slab_key || !b->slab_ids)
+        !b->released || !b->is_output || !b->external || !b->opt_read || !b->opt_first || !b->reach ||
+        !b->slab_key || !b->slab_ids)
         return oom(b);
     if (n > 0) memcpy(p->order, b->order, sizeof(int) * (size_t)n);
     p->peak_step = -1;
@@ -203,7 +211,8 @@ static ot_status build_init(build *b) {
     for (int i = 0; i < b->g->n_nodes; i++) b->step_of[i] = -1;
     for (int v = 0; v < nv; v++) {
         p->values[v] = (ot_plan_value){.offset = -1, .def_step = -1, .last_step = -1, .inplace_of = -1,
-                                       .category = OT_MEM_TRANSIENT};
+                                       .alias_of = -1, .category = OT_MEM_TRANSIENT};
+        b->opt_first[v] = INT_MAX;
     }
     const ot_graph *g = b->g;
     for (int k = 0; k < g->n_outputs; k++)
@@ -250,7 +259,10 @@ static ot_status scan_steps(build *b) {
                 return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' reads value id %d, out of range", nname(nd), v);
             b->used[v] = true;
             p->values[v].last_step = s;
-            if (ot_op_has(nd->op, OT_T_OPTIMIZER)) b->opt_read[v]++;
+            if (ot_op_has(nd->op, OT_T_OPTIMIZER)) {
+                b->opt_read[v]++;
+                if (b->opt_first[v] == INT_MAX) b->opt_first[v] = s;
+            }
         }
     }
     return OT_OK;
@@ -345,19 +357,72 @@ static ot_status classify_values(build *b) {
     return OT_OK;
 }
 
-/* Forward values the backward pass reads are the kept activations. */
+/* ---- views ------------------------------------------------------------------ */
+
+/* The value that owns v's memory: v itself, or the base it is a view of. */
+static int root_of(const ot_plan *p, int v) { return p->values[v].alias_of >= 0 ? p->values[v].alias_of : v; }
+
+/* Whether view node nd (output o of input i, at byte offset delta within i)
+ * may share its base's memory. See planner.h (Views) for the rules. */
+static bool may_alias(const build *b, const ot_node *nd, int i, int o, size_t delta) {
+    const ot_plan *p = b->p;
+    const ot_plan_value *po = &p->values[o], *pi = &p->values[i];
+    int r = root_of(p, i);
+    const ot_plan_value *pr = &p->values[r];
+    if (po->pinned || po->nbytes == 0 || pi->nbytes == 0 || !b->used[i]) return false;
+    if ((pi->alias_offset + delta) % OT_PLAN_ALIGN) return false;
+    /* An optimizer node may write what it reads: no alias it reads, and none read
+     * after an optimizer step that reads the base. */
+    if (b->opt_read[o] || b->opt_first[r] <= b->reach[o]) return false;
+    /* A transient base lives until its last alias is read: a slice, smaller than
+     * its base, must not extend that (a copy would be cheaper). */
+    if (!pr->pinned && nd->op == OT_OP_SLICE && b->reach[o] > pr->last_step) return false;
+    return true;
+}
+
+/* Decides the aliases in schedule order (a view of a view aliases the first base)
+ * and extends each base's last_step to its aliases' last reads. */
+static void plan_views(build *b) {
+    ot_plan *p = b->p;
+    const ot_graph *g = b->g;
+    for (int v = 0; v < b->nv; v++) b->reach[v] = p->values[v].last_step;
+    for (int s = b->n - 1; s >= 0; s--) {
+        const ot_node *nd = &g->nodes[b->order[s]];
+        if (!ot_plan_view_candidate(nd)) continue;
+        int i = nd->inputs[0], o = nd->outputs[0];
+        if (b->reach[o] > b->reach[i]) b->reach[i] = b->reach[o];
+    }
+    if (b->opt && b->opt->no_inplace) return;
+    for (int s = 0; s < b->n; s++) {
+        const ot_node *nd = &g->nodes[b->order[s]];
+        size_t delta = 0;
+        if (!ot_plan_view_offset(g, nd, &delta)) continue;
+        int i = nd->inputs[0], o = nd->outputs[0];
+        if (!may_alias(b, nd, i, o, delta)) continue;
+        int r = root_of(p, i);
+        ot_plan_value *po = &p->values[o], *pr = &p->values[r];
+        po->alias_of = r;
+        po->alias_offset = p->values[i].alias_offset + delta;
+        if (po->last_step > pr->last_step) pr->last_step = po->last_step;
+    }
+}
+
+/* Forward values the backward pass reads (directly or through an alias) are the
+ * kept activations; an alias takes its base's category. */
 static void mark_kept(build *b) {
     ot_plan *p = b->p;
     const ot_graph *g = b->g;
     for (int v = 0; v < b->nv; v++) {
         ot_plan_value *pv = &p->values[v];
         int prod = g->values[v].producer;
-        if (pv->pinned || prod < 0 || prod >= g->n_nodes || b->step_of[prod] < 0) continue;
+        if (pv->pinned || pv->alias_of >= 0 || prod < 0 || prod >= g->n_nodes || b->step_of[prod] < 0) continue;
         ot_phase ph = g->nodes[prod].phase;
         if ((ph == OT_PHASE_FORWARD || ph == OT_PHASE_LOSS) && pv->def_step < p->backward_step &&
             pv->last_step >= p->backward_step)
             pv->category = OT_MEM_KEPT;
     }
+    for (int v = 0; v < b->nv; v++)
+        if (p->values[v].alias_of >= 0) p->values[v].category = p->values[p->values[v].alias_of].category;
 }
 
 /* ---- the pinned region ------------------------------------------------------ */
@@ -426,33 +491,47 @@ static void place_pinned(build *b) {
 /* ---- the transient walk ----------------------------------------------------- */
 
 /* In place: output o of node nd at step s takes over its first input's block when the
- * op allows it, the input is transient, this node is its last reader and the sizes
- * match. */
+ * op allows it, the block is transient, nobody reads it (nor any alias of it) after
+ * this step, the sizes match, and no other input of this node is another view of
+ * the same block (an elementwise kernel with out == in[0] may read in[0][i] after
+ * writing out[i], but not another view of those bytes). */
 static bool try_inplace(build *b, int s, const ot_node *nd, int o) {
     ot_plan *p = b->p;
     int i0 = nd->n_inputs > 0 ? nd->inputs[0] : -1;
     if ((b->opt && b->opt->no_inplace) || i0 < 0 || i0 == o ||
         !(ot_op_has(nd->op, OT_T_INPLACE) || ot_op_has(nd->op, OT_T_VIEW)))
         return false;
-    ot_plan_value *po = &p->values[o], *pi = &p->values[i0];
-    if (pi->pinned || pi->offset < 0 || b->released[i0] || pi->last_step != s || pi->nbytes != po->nbytes)
+    int r = root_of(p, i0);
+    ot_plan_value *po = &p->values[o], *pi = &p->values[i0], *pr = &p->values[r];
+    if (pr->pinned || pr->offset < 0 || b->released[r] || pr->last_step != s || pi->nbytes != po->nbytes ||
+        pr->nbytes != po->nbytes)
         return false;
-    po->offset = pi->offset;
-    po->inplace_of = i0;
-    b->released[i0] = true; /* its block now belongs to o */
-    b->live[pi->category] -= pi->nbytes;
+    for (int k = 1; k < nd->n_inputs; k++) {
+        int v = nd->inputs[k];
+        if (v >= 0 && v != i0 && root_of(p, v) == r) return false;
+    }
+    po->offset = pr->offset;
+    po->inplace_of = r;
+    b->released[r] = true; /* its block now belongs to o */
+    b->live[pr->category] -= pr->nbytes;
     b->live[po->category] += po->nbytes;
     p->total[po->category] += po->nbytes;
     return true;
 }
 
-/* Offsets of the outputs of the node at step s: in place or a best-fit block. */
+/* Offsets of the outputs of the node at step s: an alias points into its base (and
+ * takes no block), otherwise in place or a best-fit block. */
 static void place_outputs(build *b, int s, const ot_node *nd) {
     ot_plan *p = b->p;
     for (int k = 0; k < nd->n_outputs; k++) {
         int o = nd->outputs[k];
         if (o < 0) continue;
         ot_plan_value *po = &p->values[o];
+        if (po->alias_of >= 0) {
+            const ot_plan_value *pr = &p->values[po->alias_of];
+            po->offset = pr->offset >= 0 ? pr->offset + (int64_t)po->alias_offset : -1; /* -1: an external base */
+            continue;
+        }
         if (po->pinned) continue;
         if (po->nbytes == 0) { /* occupies nothing: any offset is safe */
             po->offset = (int64_t)b->base;
@@ -488,8 +567,8 @@ static size_t place_workspace(build *b, int s, const ot_node *nd, size_t *off) {
     return ws;
 }
 
-/* After step s: the workspace, the inputs read for the last time and the outputs
- * never read go back to the free list. */
+/* After step s: the workspace, and the blocks whose last reader (of the value or of
+ * any alias of it) this was, go back to the free list. */
 static int release_step(build *b, int s, const ot_node *nd, size_t ws, size_t ws_off) {
     ot_plan *p = b->p;
     if (ws > 0) {
@@ -500,8 +579,8 @@ static int release_step(build *b, int s, const ot_node *nd, size_t ws, size_t ws
         const int *ids = pass == 0 ? nd->inputs : nd->outputs;
         int cnt = pass == 0 ? nd->n_inputs : nd->n_outputs;
         for (int k = 0; k < cnt; k++) {
-            int v = ids[k];
-            if (v < 0) continue;
+            if (ids[k] < 0) continue;
+            int v = root_of(p, ids[k]);
             ot_plan_value *pv = &p->values[v];
             if (pv->pinned || b->released[v] || pv->last_step != s || pv->offset < 0) continue;
             b->released[v] = true;
@@ -551,6 +630,7 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const o
     if (!st) st = scan_steps(&b);
     if (!st) st = classify_values(&b);
     if (!st) {
+        plan_views(&b);
         mark_kept(&b);
         place_pinned(&b);
         st = walk(&b);
