@@ -4,6 +4,11 @@
  * schedule order and reads results back. Values may instead be bound to memory it
  * does not own (ot_exec_options.bind), which it reads in place.
  *
+ * Views: a node whose outputs the planner made aliases of its inputs (planner.h,
+ * Views) runs no kernel, on every backend: its outputs already are those bytes. The
+ * support check skips it, and ot_executor_value_ptr of a view is its address inside
+ * its base (in the bound memory when the base is external).
+ *
  * The executor reads g's bound shapes when it is created; rebinding dims afterwards
  * needs a new executor. g must outlive the executor and must not be edited meanwhile.
  *
@@ -103,8 +108,8 @@ ot_status ot_executor_copy_value(ot_executor *ex, int dst_value, int src_value, 
  * allocating the host copies that release_host_data freed. */
 ot_status ot_executor_sync_to_graph(ot_executor *ex, ot_error *err);
 
-/* Device pointer of a placed or external value (NULL when not placed); for the
- * optimizer and backends. On the CPU it is a host pointer. */
+/* Device pointer of a placed or external value, or of a view inside its base (NULL
+ * when not placed); for the optimizer and backends. On the CPU it is a host pointer. */
 void *ot_executor_value_ptr(ot_executor *ex, int value_id);
 /* Device range of a pinned slab (params, gradients, optimizer state, ...). */
 void *ot_executor_slab(ot_executor *ex, ot_mem_category c, size_t *nbytes);
