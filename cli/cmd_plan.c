@@ -12,6 +12,8 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "ir/atomic_file.h"
+#include "ir/json_write.h"
 #include "kernels/kernel.h"
 #include "remat/remat.h"
 #include "remat/timeline.h"
@@ -71,19 +73,6 @@ static void human(double b, char *buf, size_t n) {
     else snprintf(buf, n, "%.0f B", b);
 }
 
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if ((unsigned char)*s < 0x20) {
-            printf("\\u%04x", *s);
-            continue;
-        }
-        if (*s == '"' || *s == '\\') putchar('\\');
-        putchar(*s);
-    }
-    putchar('"');
-}
-
 /* Prints the saved values of segment k that are kept (want true) or recomputed. */
 static void print_values(const planned *pl, int k, bool want, bool json) {
     const ot_remat_analysis *a = pl->an;
@@ -93,7 +82,7 @@ static void print_values(const planned *pl, int k, bool want, bool json) {
         if (!a->saved[v] || a->segment[v] != k || pl->keep[v] != want) continue;
         if (json) {
             if (!first) printf(", ");
-            json_str(g->values[v].name);
+            ot_json_string(stdout, g->values[v].name);
         } else {
             printf(" %s", g->values[v].name);
         }
@@ -150,7 +139,7 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
     int64_t kept = rs->applied ? rs->kept : rs->kept_none;
     if (json) {
         printf("{\"policy\": ");
-        json_str(label);
+        ot_json_string(stdout, label);
         printf(", \"peak_bytes\": %zu, \"extra_flops\": %.0f, \"step_flops\": %.0f, \"recompute_share\": %.6f, "
                "\"recompute_nodes\": %d, \"kept_activation_bytes\": %lld, \"choose_seconds\": %.6f, ",
                ot_plan_peak_bytes(p), extra, step, step > 0 ? extra / step : 0.0, rs->n_clones, (long long)kept,
@@ -184,24 +173,13 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
 }
 
 static ot_status write_dot(const char *path, const ot_graph *g, ot_error *err) {
-    size_t len = strlen(path) + 24;
-    char *tmp = malloc(len);
-    if (!tmp) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    snprintf(tmp, len, "%s.tmp-%d", path, (int)getpid() % 1000000);
-    FILE *f = fopen(tmp, "w");
-    ot_status st = OT_OK;
-    if (!f) {
-        st = ot_fail(err, OT_E_IO, "--dot %s: cannot write", path);
-    } else {
-        ot_graph_dump_dot(g, f);
-        bool bad = ferror(f) != 0;
-        bad |= fclose(f) != 0;
-        if (bad || rename(tmp, path) != 0) {
-            remove(tmp);
-            st = ot_fail(err, OT_E_IO, "--dot %s: cannot write", path);
-        }
+    ot_atomic_file *af;
+    ot_status st = ot_atomic_open(path, &af, err);
+    if (!st) {
+        ot_graph_dump_dot(g, ot_atomic_stream(af));
+        st = ot_atomic_commit(af, err);
     }
-    free(tmp);
+    if (st && err) ot_error_prefix(err, "--dot ");
     return st;
 }
 
@@ -247,7 +225,7 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
     int n_fwd = an ? an->n_fwd : 0, n_art = an ? an->n_art : 0, n_nodes = ot_train_graph(p0->s)->n_nodes;
     if (o->json) {
         printf("{\"model\": ");
-        json_str(o->model);
+        ot_json_string(stdout, o->model);
         printf(", \"batch\": %lld, \"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [",
                (long long)batch, n_nodes, n_fwd, n_art);
         print_plan("none", p0, true, false);

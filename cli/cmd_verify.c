@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "ir/json_write.h"
 #include "train/train.h"
 #include "kernels/kernel.h"
 
@@ -45,19 +46,6 @@ typedef struct verify_opts {
     ot_common_args args; /* remat: the policy checked against none */
     bool json;
 } verify_opts;
-
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if ((unsigned char)*s < 0x20) {
-            printf("\\u%04x", *s);
-            continue;
-        }
-        if (*s == '"' || *s == '\\') putchar('\\');
-        putchar(*s);
-    }
-    putchar('"');
-}
 
 /* What one step under `policy` computed, and its remat figures. */
 typedef struct verify_step {
@@ -125,9 +113,9 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
     int n_diff = 0;
     if (o->json) {
         printf("{\"model\": ");
-        json_str(o->model);
+        ot_json_string(stdout, o->model);
         printf(", \"remat\": ");
-        json_str(a->remat);
+        ot_json_string(stdout, a->remat);
         printf(", \"tensors\": [");
     } else {
         printf("%-48s %-7s %s\n", "tensor", "equal", "max |diff|");
@@ -138,7 +126,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
         n_diff += !eq;
         if (o->json) {
             printf("%s{\"name\": ", i ? ", " : "");
-            json_str(v0.r.names[i]);
+            ot_json_string(stdout, v0.r.names[i]);
             printf(", \"equal\": %s, \"max_abs_diff\": %.9g}", eq ? "true" : "false", d != d ? -1.0 : d);
         } else {
             printf("%-48s %-7s %.9g\n", v0.r.names[i], eq ? "yes" : "NO", d);

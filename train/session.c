@@ -1,6 +1,7 @@
 /* session.c — the pieces every command builds its plans from (see session.h): data
  * to inputs, the batch, binding dims on a borrowed copy of the imported graph. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -168,8 +169,8 @@ void ot_session_give_back(ot_graph *g, ot_graph *copy) {
 
 /* Remat's measure: the planner's peak of the training step as it will run, the
  * optimizer nodes included: they are appended to the graph being measured (state
- * values, step scalars and whatever transient the update takes are then planned, not
- * estimated) and removed again, so --memory-budget and `plan` see what `train`
+ * values, step scalars, --accum's accumulators and whatever transient the update
+ * takes are then planned, not estimated) and removed again, so --memory-budget and `plan` see what `train`
  * allocates. Remat measures the session's own graph with a candidate rewrite applied;
  * the optimizer nodes go on top the same way and come off as remat's own clones do
  * (ot_remat_undo from the counts before them: consumer lists are restored in order). */
@@ -186,6 +187,14 @@ static ot_status measure_step(const ot_graph *g, void *user, ot_remat_measuremen
     ot_remat_rewrite tail = {.n_nodes0 = s->g->n_nodes, .n_values0 = s->g->n_values};
     ot_optim_graph og = {0};
     ot_status st = ot_optim_build(s->g, &s->o.optim, s->ad.params, s->ad.grads, s->ad.n_params, &og, err);
+    int *accum = NULL;
+    if (!st && s->o.accum > 1) { /* --accum's gradient accumulators, as ot_train_loop_prepare adds them */
+        if (!(accum = calloc((size_t)s->ad.n_params + 1, sizeof *accum)))
+            st = ot_fail(err, OT_E_MEMORY, "out of memory");
+        else
+            st = ot_train_add_accumulators(s, s->g, accum, err);
+    }
+    free(accum);
     if (!st) st = ot_remat_measure_planner(s->g, sm->be, m, err);
     ot_optim_graph_free(&og);
     ot_remat_undo(s->g, &tail);
@@ -378,6 +387,7 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
     if (s->with_opt &&
         (st = ot_optim_build(g, &s->o.optim, s->ad.params, s->ad.grads, s->ad.n_params, &s->og, err)))
         return st;
+    if ((st = ot_train_loop_prepare(s, err))) return st;
     if ((st = ot_graph_require_static(g, err))) return st;
     if (s->o.memory_budget && !s->budget) { /* a fixed policy: checked, not searched */
         s->budget = s->o.memory_budget;

@@ -86,8 +86,7 @@ static ot_status plan_only(ot_train_session *s, ot_error *err) {
     return st;
 }
 
-/* Host buffers: one batch per array, the gradients for checks / clipping /
- * accumulation. */
+/* Host buffers: one batch per array (no gradient has a host copy). */
 static ot_status host_buffers(ot_train_session *s, const ot_dataset *data, ot_error *err) {
     ot_graph *g = s->g;
     s->n_batch = data->n_arrays;
@@ -106,22 +105,17 @@ static ot_status host_buffers(ot_train_session *s, const ot_dataset *data, ot_er
         s->grad_elems += (size_t)ot_shape_numel(&g->values[s->ad.grads[i]].shape);
     }
     s->grad_off[s->ad.n_params] = s->grad_elems;
-    bool all_f32 = true;
-    for (int i = 0; i < s->ad.n_params; i++)
-        if (g->values[s->ad.grads[i]].dtype != OT_F32) all_f32 = false;
-    s->scan_on_device = all_f32 && s->be->scan_f32 && (!s->be->host_memory || s->o.scan_on_device);
-    s->grads_in_place = all_f32 && s->be->host_memory && !s->scan_on_device;
-    return ot_train_host_grads(s, err);
+    return OT_OK;
 oom:
     return ot_fail(err, OT_E_MEMORY, "out of memory setting up training");
 }
 
-/* The executor over the training graph, its hook at the backward/optimizer
- * boundary, and validation's executor with o.validation. */
+/* The executor over the training graph, its hook at the phase ends, and
+ * validation's executor with o.validation. */
 static ot_status make_executor(ot_train_session *s, ot_error *err) {
     ot_exec_options eo = {.n_threads = s->o.n_threads,
                           .seed = s->o.seed,
-                          .after_node = ot_train_hook,
+                          .at_phase_end = ot_train_hook,
                           .hook_user = s,
                           .release_host_data = !s->o.keep_host_weights};
     ot_status st = ot_executor_new(s->g, s->be, &eo, &s->ex, err);
@@ -183,9 +177,7 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->batch);
     free(s->batch_value);
     free(s->grad_off);
-    free(s->grad_host);
-    free(s->acc_host);
-    free(s->grad_ptr);
+    free(s->accum_ids);
     free(s->scan_buf);
     free(s);
 }

@@ -60,6 +60,8 @@ typedef struct ot_cuda_module {
      * OT_E_UNSUPPORTED for other ops. */
     ot_status (*pointwise_host)(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                                 ot_error *err);
+    /* ot_backend.accumulate_f32's element code on the host over host floats. */
+    ot_status (*accumulate_host)(float *dst, float *src, size_t n, bool clear_src, ot_error *err);
 } ot_cuda_module;
 
 typedef const ot_cuda_module *(*ot_cuda_module_entry_fn)(void);
