@@ -191,6 +191,7 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_CLIP: return ot_args_double("--clip-grad-norm", arg, 0, true, &a->clip, err);
     case OT_ARG_SCHED: return ot_schedule_kind_parse(arg, &a->schedule, err);
     case OT_ARG_WARMUP: return ot_args_int("--warmup-steps", arg, 0, INT64_MAX / 4, &a->warmup, err);
+    case OT_ARG_ACCUM: return ot_args_int("--accum", arg, 1, 1 << 20, &a->accum, err);
     default: *handled = false; return OT_OK;
     }
 }
@@ -236,6 +237,7 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->optim.clip_grad_norm = a->clip;
     o->optim.schedule = a->schedule;
     o->optim.warmup_steps = a->warmup;
+    if (a->accum) o->accum = a->accum;
 }
 
 ot_status ot_args_one_model(int argc, char **argv, int optind_after, const char **model, ot_error *err) {

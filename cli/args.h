@@ -82,6 +82,7 @@ enum {
     OT_ARG_CLIP,
     OT_ARG_SCHED,
     OT_ARG_WARMUP,
+    OT_ARG_ACCUM,
     OT_ARG_OWN /* first code free for a command's own options */
 };
 #define OT_ARGS_OPT_INPUT {"input", required_argument, NULL, OT_ARG_INPUT}
@@ -106,7 +107,7 @@ enum {
         {"weight-decay", required_argument, NULL, OT_ARG_WD}, {"beta1", required_argument, NULL, OT_ARG_BETA1},    \
         {"beta2", required_argument, NULL, OT_ARG_BETA2}, {"eps", required_argument, NULL, OT_ARG_EPS},            \
         {"clip-grad-norm", required_argument, NULL, OT_ARG_CLIP}, {"schedule", required_argument, NULL, OT_ARG_SCHED}, \
-        {"warmup-steps", required_argument, NULL, OT_ARG_WARMUP}
+        {"warmup-steps", required_argument, NULL, OT_ARG_WARMUP}, {"accum", required_argument, NULL, OT_ARG_ACCUM}
 /* Every option the session builder takes (train/train.h): data, loss, params, batch,
  * seed, threads, device, bind, remat, budget and the optimizer. */
 #define OT_ARGS_OPTS_SESSION                                                                                         \
@@ -148,7 +149,9 @@ enum {
     "                            torch.nn.utils.clip_grad_norm_\n"                                                  \
     "  --schedule NAME           constant (default); warmup: lr*(s+1)/W for the first W steps;\n"                  \
     "                            cosine: warm-up, then lr*(1+cos(pi*(s-W)/(T-W)))/2 to step T\n"                    \
-    "  --warmup-steps W          warm-up steps (default 0)\n"
+    "  --warmup-steps W          warm-up steps (default 0)\n"                                                       \
+    "  --accum K                 micro-batches per optimizer step (gradient accumulation, in\n"                    \
+    "                            accumulators in the arena; the step uses their mean; default 1)\n"
 
 /* Set up by ot_common_args_init: no inputs, every default. */
 typedef struct ot_common_args {
@@ -170,6 +173,7 @@ typedef struct ot_common_args {
     bool nesterov;
     ot_schedule_kind schedule;
     int64_t warmup;
+    int64_t accum;          /* --accum, 1..2^20; 0: not given (1) */
 } ot_common_args;
 
 /* Reads option `code` with value `arg` into a when it is one of the shared options

@@ -51,8 +51,6 @@ static void train_usage(FILE *f) {
           "loop:\n"
           "  --steps N                 optimizer steps (default: from --epochs)\n"
           "  --epochs E                passes over the data (default 1); ignored with --steps\n"
-          "  --accum K                 micro-batches per optimizer step (gradient accumulation; the\n"
-          "                            step uses their mean gradient; default 1)\n"
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
@@ -143,7 +141,7 @@ static void print_resume_command(FILE *f, int argc, char **argv, const char *dir
     fprintf(f, " --resume %s\n", dir);
 }
 
-enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_ACCUM, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
+enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
        O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME };
 
 /* Everything one `onnxtrain train` holds, from the command line to the result. */
@@ -172,7 +170,6 @@ static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err)
     switch (c) {
     case O_VAL_INPUT: return ot_args_add_input(&t->val_inputs, "--val-input", arg, err);
     case O_VAL_LABELS: t->val_labels = arg; return OT_OK;
-    case O_ACCUM: return ot_args_int("--accum", arg, 1, 1 << 20, &t->o.accum, err);
     case O_STEPS: return ot_args_int("--steps", arg, 1, INT64_MAX / 4, &t->o.steps, err);
     case O_EPOCHS: return ot_args_int("--epochs", arg, 1, 1 << 30, &t->o.epochs, err);
     case O_REPORT: t->report = arg; return OT_OK;
@@ -197,7 +194,6 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
     static const struct option opts[] = {
         OT_ARGS_OPTS_SESSION,
         {"val-input", required_argument, 0, O_VAL_INPUT}, {"val-labels", required_argument, 0, O_VAL_LABELS},
-        {"accum", required_argument, 0, O_ACCUM},
         {"steps", required_argument, 0, O_STEPS}, {"epochs", required_argument, 0, O_EPOCHS},
         {"report", required_argument, 0, O_REPORT}, {"log-every", required_argument, 0, O_LOG_EVERY},
         {"quiet", no_argument, 0, O_QUIET}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},

@@ -195,6 +195,8 @@ static void test_plan_equals_train(void **state) {
          "--remat selective"},
         {"tinygpt.onnx", "--input " S "data/tinygpt_tokens.npy --labels " S "data/tinygpt_labels.npy", "4",
          "--optimizer adam --remat every:2 --freeze 'blocks\\.0\\..*'"},
+        {"tinygpt.onnx", "--input " S "data/tinygpt_tokens.npy --labels " S "data/tinygpt_labels.npy", "2",
+         "--optimizer adamw --accum 3 --remat sqrt"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         assert_int_equal(run(BIN " plan " S "%s --batch-size %s %s --json", cases[i].model, cases[i].batch,
@@ -242,6 +244,7 @@ static void test_smallest_budget_accepted(void **state) {
         {"mlp.onnx", "--input " S "mlp/input.npy --labels " S "mlp/labels.npy", "--batch-size 4 --optimizer adam"},
         {"tinygpt.onnx", "--input " S "data/tinygpt_tokens.npy --labels " S "data/tinygpt_labels.npy",
          "--batch-size 4 --optimizer sgd --momentum 0.9"},
+        {"mlp.onnx", "--input " S "mlp/input.npy --labels " S "mlp/labels.npy", "--batch-size 2 --accum 3 --optimizer adam"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         assert_int_equal(run(BIN " plan " S "%s %s --remat auto --memory-budget 1K", cases[i].model, cases[i].args), 9);
@@ -305,6 +308,7 @@ static void test_options_everywhere(void **state) {
         cli_expect_in(TMP "/out.txt", "--bind");
         cli_expect_in(TMP "/out.txt", "--freeze");
         cli_expect_in(TMP "/out.txt", "--optimizer");
+        cli_expect_in(TMP "/out.txt", "--accum");
         cli_expect_in(TMP "/out.txt", "--input");
     }
     for (size_t i = 0; i < 2; i++) {
