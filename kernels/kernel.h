@@ -23,6 +23,10 @@ size_t ot_cpu_workspace_bytes(const ot_node *node, const ot_tensor *in, const ot
 /* True when the CPU backend has a kernel for this op with these dtypes. */
 bool ot_cpu_supports(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 
+/* True when the CPU op table (kernels/cpu/cpu_ops.c) has a kernel for op, whatever
+ * the dtypes; false for OT_OP_UNKNOWN and out-of-range values. */
+bool ot_cpu_has_kernel(ot_op op);
+
 /* ot_fold_eval_fn (ir/ir.h) over the CPU kernels: one thread, its own workspace.
  * Importers get it injected through ot_import_options.fold_eval. */
 ot_status ot_cpu_fold_eval(const ot_node *node, int rng_node, const ot_tensor *in, ot_tensor *out, ot_error *err);

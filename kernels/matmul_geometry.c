@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "kernels/cpu/cpu_common.h"
+#include "kernels/kernel_common.h"
 
 static ot_status mm_shape(const ot_node *node, const char *what, ot_error *err) {
     return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): %s", node->name, node->op_type, what);
@@ -55,6 +55,6 @@ ot_status ot_matmul_geometry_init(ot_matmul_geometry *g, const ot_node *node, co
         acc_b *= nb;
         g->batch *= g->bdim[d];
     }
-    if (ot_cpu_numel(y) != g->batch * M * N) return mm_shape(node, "output size differs from batch x M x N", err);
+    if (ot_kernel_numel(y) != g->batch * M * N) return mm_shape(node, "output size differs from batch x M x N", err);
     return OT_OK;
 }

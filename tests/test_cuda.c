@@ -319,7 +319,7 @@ typedef struct tc_worst {
 
 static double tc_value(ot_dtype t, const void *p, int64_t i) {
     double v = 0.0;
-    if (!ot_cpu_load_double(t, p, i, &v)) v = NAN;
+    if (!ot_kernel_load_double(t, p, i, &v)) v = NAN;
     return v;
 }
 

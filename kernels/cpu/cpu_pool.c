@@ -55,8 +55,8 @@ ot_status ot_cpu_global_average_pool(const ot_node *node, const ot_tensor *in, o
                                      const ot_kernel_ctx *ctx, ot_error *err) {
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
     if (in[0].shape.rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (GlobalAveragePool): rank < 2", node->name);
-    int64_t planes = in[0].shape.dim[0] * in[0].shape.dim[1], sz = ot_cpu_numel(&in[0]) / (planes ? planes : 1);
-    if (ot_cpu_numel(&out[0]) != planes)
+    int64_t planes = in[0].shape.dim[0] * in[0].shape.dim[1], sz = ot_kernel_numel(&in[0]) / (planes ? planes : 1);
+    if (ot_kernel_numel(&out[0]) != planes)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (GlobalAveragePool): output is not N x C x 1...", node->name);
     const float *x = in[0].data;
     float *y = out[0].data;

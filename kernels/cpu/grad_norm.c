@@ -10,8 +10,8 @@ OT_GRAD_KERNEL(ot_cpu_batch_norm_grad) {
     if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
         return ot_cpu_bad_dtype(node, "input", x->dtype, err);
     if (x->shape.rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): X rank < 2", node->name);
-    int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_cpu_numel(x) / (N * C) : 0;
-    if (ot_cpu_numel(&in[2]) != C)
+    int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_kernel_numel(x) / (N * C) : 0;
+    if (ot_kernel_numel(&in[2]) != C)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): scale must have C elements", node->name);
     bool train = ot_node_attr_int(node, "training_mode", 0) != 0 || node->n_inputs < 5 || !in[3].data || !in[4].data;
     double eps = ot_node_attr_float(node, "epsilon", 1e-5f);
@@ -65,7 +65,7 @@ OT_GRAD_KERNEL(ot_cpu_batch_norm_grad) {
 
 /* rows x cols view of X for a LayerNorm over axes [axis, rank). */
 static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int64_t *cols) {
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
+    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
     if (axis < 0) return false;
     *rows = 1;
     *cols = 1;
@@ -73,7 +73,7 @@ static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int6
     return true;
 }
 
-size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in) {
+size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     int64_t rows, cols;
     if (!ln_view(node, &in[1], &rows, &cols)) return 0;
     return (size_t)rows * 2 * sizeof(double);
@@ -86,7 +86,7 @@ OT_GRAD_KERNEL(ot_cpu_layer_norm_grad) {
     int64_t rows, cols;
     if (!ln_view(node, x, &rows, &cols))
         return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormGrad): axis out of range", node->name);
-    if (ot_cpu_numel(&in[2]) != cols)
+    if (ot_kernel_numel(&in[2]) != cols)
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (LayerNormGrad): scale must cover the normalised axes",
                        node->name);
     double *stat = ctx->workspace; /* mean, 1/std per row */

@@ -23,16 +23,16 @@ static float bound(const ot_node *node, const ot_tensor *in, int slot, const cha
     const ot_attr *a = ot_node_attr(node, name);
     if (a && a->type == OT_ATTR_FLOAT) return a->f;
     double v;
-    if (node->n_inputs > slot && in[slot].data && ot_cpu_numel(&in[slot]) == 1 &&
-        ot_cpu_load_double(in[slot].dtype, in[slot].data, 0, &v))
+    if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) == 1 &&
+        ot_kernel_load_double(in[slot].dtype, in[slot].data, 0, &v))
         return (float)v;
     return dflt;
 }
 
 OT_GRAD_KERNEL(ot_cpu_act_grad) {
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_cpu_numel(&out[0]);
-    if (ot_cpu_numel(&in[0]) != n || ot_cpu_numel(&in[1]) != n)
+    int64_t n = ot_kernel_numel(&out[0]);
+    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, the forward value and dX differ in size", node->name,
                        node->op_type);
     const float *dy = in[0].data, *v = in[1].data;
@@ -92,8 +92,8 @@ OT_GRAD_KERNEL(ot_cpu_act_grad) {
 
 OT_GRAD_KERNEL(ot_cpu_dropout_grad) {
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", in[0].dtype, err);
-    int64_t n = ot_cpu_numel(&out[0]);
-    if (ot_cpu_numel(&in[0]) != n)
+    int64_t n = ot_kernel_numel(&out[0]);
+    if (ot_kernel_numel(&in[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
     float ratio = ot_node_attr_float(node, "ratio", 0.5f);
     const float *dy = in[0].data;
@@ -117,7 +117,7 @@ OT_GRAD_KERNEL(ot_cpu_dropout_grad) {
 }
 
 OT_GRAD_KERNEL(ot_cpu_fill_like) {
-    int64_t n = ot_cpu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (node->op == OT_OP_ZEROS_LIKE) {
         memset(out[0].data, 0, (size_t)n * ot_dtype_size(out[0].dtype));
         return OT_OK;

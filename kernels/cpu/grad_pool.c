@@ -15,7 +15,7 @@ OT_GRAD_KERNEL(ot_cpu_pool_grad) {
     bool include_pad = ot_node_attr_int(node, "count_include_pad", 0) != 0;
     const float *xs = x->data, *dys = dy->data;
     float *dx = out[0].data;
-    memset(dx, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
+    memset(dx, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     int nt = ot_cpu_threads(ctx);
 #pragma omp parallel for schedule(static) num_threads(nt) if (p.planes * p.out_sz * p.k[0] * p.k[1] * p.k[2] >= OT_CPU_PAR_MIN)
     for (int64_t pl = 0; pl < p.planes; pl++) {

@@ -44,7 +44,7 @@ OT_GRAD_KERNEL(ot_cpu_reduce_to_like) {
             red *= ys->dim[d];
         }
     }
-    int64_t n_out = ot_cpu_numel(&out[0]);
+    int64_t n_out = ot_kernel_numel(&out[0]);
     const float *dy = in[0].data;
     float *dx = out[0].data;
     int nt = ot_cpu_threads(ctx);
@@ -53,7 +53,7 @@ OT_GRAD_KERNEL(ot_cpu_reduce_to_like) {
      * dY is [red, n_out] row-major and output o sums column o over the rows in order,
      * exactly the order of the general loop below (same bits), but row by row into
      * double accumulators instead of a division and a modulo per element. */
-    bool leading = n_out * red == ot_cpu_numel(&in[0]);
+    bool leading = n_out * red == ot_kernel_numel(&in[0]);
     for (int k = 0; k < nr && leading; k++)
         for (int q = 0; q < nk; q++)
             if (ys->dim[kd[q]] != 1 && kd[q] < rd[k]) leading = false;
@@ -104,7 +104,7 @@ OT_GRAD_KERNEL(ot_cpu_expand_like) {
     int64_t st[OT_MAX_RANK];
     if (!aligned_strides(os, &in[0].shape, st))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (ExpandLike): dY does not broadcast to the output", node->name);
-    int64_t n = ot_cpu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     const float *dy = in[0].data;
     float *dx = out[0].data;
     int64_t inner = r > 0 ? os->dim[r - 1] : 1, rows = inner > 0 ? n / inner : 0;
@@ -133,7 +133,7 @@ OT_GRAD_KERNEL(ot_cpu_softmax_grad) {
         return OT_OK;
     }
     bool legacy = ot_node_attr_int(node, "legacy_2d", 0) != 0;
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), s->rank);
+    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), s->rank);
     if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
     int64_t outer = 1, a = s->dim[axis], inner = 1;
     for (int d = 0; d < axis; d++) outer *= s->dim[d];

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_common.h"
+#include "kernels/kernel_common.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_module.h"
 
@@ -33,12 +33,6 @@ const char *ot_cublas_status_text(cublasStatus_t s) {
     }
 }
 
-static int64_t numel(const ot_tensor *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->shape.rank; i++) n *= t->shape.dim[i];
-    return n;
-}
-
 /* cx NULL (the host mode of cuda_internal.h): t->data is host memory. */
 static ot_status copy_small(ot_cuda_ctx *cx, void *host, const void *src, size_t n, ot_error *err) {
     if (!cx) {
@@ -51,9 +45,9 @@ static ot_status copy_small(ot_cuda_ctx *cx, void *host, const void *src, size_t
 }
 
 ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int max, int *n, ot_error *err) {
-    int64_t c = numel(t);
+    int64_t c = ot_kernel_numel(t);
     size_t es = ot_dtype_size(t->dtype);
-    if (!t->data || c > max || !ot_cpu_is_int_dtype(t->dtype))
+    if (!t->data || c > max || !ot_kernel_is_int_dtype(t->dtype))
         return ot_fail(err, OT_E_MODEL, "cuda backend: expected an integer tensor of at most %d elements", max);
     unsigned char host[OT_MAX_RANK * 8 * 8];
     if ((size_t)c * es > sizeof host) return ot_fail(err, OT_E_MODEL, "cuda backend: integer tensor too long");
@@ -61,7 +55,7 @@ ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int
         ot_status st = copy_small(cx, host, t->data, (size_t)c * es, err);
         if (st) return st;
     }
-    for (int64_t i = 0; i < c; i++) ot_cpu_load_int(t->dtype, host, i, &v[i]);
+    for (int64_t i = 0; i < c; i++) ot_kernel_load_int(t->dtype, host, i, &v[i]);
     *n = (int)c;
     return OT_OK;
 }
@@ -69,11 +63,11 @@ ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int
 ot_status ot_cuda_read_double(ot_cuda_ctx *cx, const ot_tensor *t, double *v, ot_error *err) {
     size_t es = ot_dtype_size(t->dtype);
     unsigned char host[16];
-    if (!t->data || numel(t) < 1 || es == 0 || es > sizeof host)
+    if (!t->data || ot_kernel_numel(t) < 1 || es == 0 || es > sizeof host)
         return ot_fail(err, OT_E_MODEL, "cuda backend: expected a numeric scalar tensor");
     ot_status st = copy_small(cx, host, t->data, es, err);
     if (st) return st;
-    if (!ot_cpu_load_double(t->dtype, host, 0, v))
+    if (!ot_kernel_load_double(t->dtype, host, 0, v))
         return ot_fail(err, OT_E_MODEL, "cuda backend: scalar of dtype %s is not numeric", ot_dtype_name(t->dtype));
     return OT_OK;
 }
@@ -177,7 +171,7 @@ static ot_status run_on_host(ot_cuda_ctx *cx, const ot_node *node, const ot_tens
     for (int k = 0; k < ni; k++) {
         hin[k] = in[k];
         hin[k].data = NULL;
-        size_t nb = (size_t)numel(&in[k]) * ot_dtype_size(in[k].dtype);
+        size_t nb = (size_t)ot_kernel_numel(&in[k]) * ot_dtype_size(in[k].dtype);
         if (!in[k].data || node->op == OT_OP_SHAPE) continue; /* Shape reads the shape only */
         if (!(hin[k].data = malloc(nb ? nb : 1))) goto oom;
         if (nb) {
@@ -192,7 +186,7 @@ static ot_status run_on_host(ot_cuda_ctx *cx, const ot_node *node, const ot_tens
     for (int k = 0; k < no; k++) {
         hout[k] = out[k];
         hout[k].data = NULL;
-        size_t nb = (size_t)numel(&out[k]) * ot_dtype_size(out[k].dtype);
+        size_t nb = (size_t)ot_kernel_numel(&out[k]) * ot_dtype_size(out[k].dtype);
         if (!out[k].data) continue;
         if (!(hout[k].data = calloc(1, nb ? nb : 1))) goto oom;
     }
@@ -201,7 +195,7 @@ static ot_status run_on_host(ot_cuda_ctx *cx, const ot_node *node, const ot_tens
     hctx.workspace_bytes = 0;
     if ((st = ot_cpu_run_node(node, hin, hout, &hctx, err))) goto fail;
     for (int k = 0; k < no; k++) {
-        size_t nb = (size_t)numel(&out[k]) * ot_dtype_size(out[k].dtype);
+        size_t nb = (size_t)ot_kernel_numel(&out[k]) * ot_dtype_size(out[k].dtype);
         if (!out[k].data || !nb) continue;
         cudaError_t e = cudaMemcpyAsync(out[k].data, hout[k].data, nb, cudaMemcpyHostToDevice, cx->stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(cx->stream); /* host buffers are freed below */
@@ -241,9 +235,9 @@ static ot_status cuda_run_node(ot_backend *be, const ot_graph *g, const ot_node 
     ot_cuda_kernel_fn fn = kernel_of(node->op);
     if (!fn) return ot_fail(err, OT_E_UNSUPPORTED, "node '%s': no CUDA kernel for %s", node->name, opname);
     for (int k = 0; k < info->min_inputs; k++)
-        if (!in[k].data && numel(&in[k]) > 0)
+        if (!in[k].data && ot_kernel_numel(&in[k]) > 0)
             return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): required input %d has no data", node->name, opname, k);
-    if (node->n_outputs > 0 && !out[0].data && numel(&out[0]) > 0)
+    if (node->n_outputs > 0 && !out[0].data && ot_kernel_numel(&out[0]) > 0)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): output 0 has no buffer", node->name, opname);
     snprintf(cx->last_node, sizeof cx->last_node, "'%s' (%s)", node->name ? node->name : "?", opname);
     ot_status st = fn(cx, node, in, out, ctx, err);

@@ -1,7 +1,7 @@
 /* cuda_elementwise.cu — pointwise CUDA kernels, the counterparts of
  * kernels/cpu/cpu_elementwise.c, grad_pointwise.c, the Cast / view copies of
  * cpu_shape_ops.c, Dropout (Philox4x32-10 with exec/rng.h's layout, so masks are
- * bitwise the CPU's). Broadcasting uses the CPU's ot_cpu_bcast, computed on the
+ * bitwise the CPU's). Broadcasting uses the CPU's ot_bcast, computed on the
  * host. The optimizer steps are in cuda_optim.cu.
  *
  * The unary, binary, Equal, activation-gradient and Cast kernels are functors run
@@ -23,10 +23,10 @@ static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot
 
 static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_cu_bcast *b,
                             ot_error *err) {
-    const ot_shape *shapes[OT_CPU_BCAST_MAX_IN];
+    const ot_shape *shapes[OT_BCAST_MAX_IN];
     for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
-    ot_cpu_bcast c;
-    if (!ot_cpu_bcast_init(&c, &out->shape, shapes, n_in))
+    ot_bcast c;
+    if (!ot_bcast_init(&c, &out->shape, shapes, n_in))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape", node->name,
                        node->op_type);
     *b = ot_cu_bcast_from(&c);
@@ -35,10 +35,10 @@ static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, 
 
 static bool is_int_arith(ot_dtype t) { return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8; }
 
-/* The dtypes ot_cpu_load_double reads: a bound of any other dtype is ignored by the
+/* The dtypes ot_kernel_load_double reads: a bound of any other dtype is ignored by the
  * CPU kernels, so it is here too. */
 static bool loadable(ot_dtype t) {
-    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || ot_cpu_is_int_dtype(t);
+    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || ot_kernel_is_int_dtype(t);
 }
 
 /* ---- unary ------------------------------------------------------------------- */
@@ -107,7 +107,7 @@ static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tenso
         *v = a->f;
         return OT_OK;
     }
-    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) >= 1 && loadable(in[slot].dtype)) {
+    if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) >= 1 && loadable(in[slot].dtype)) {
         double d;
         ot_status st = ot_cuda_read_double(cx, &in[slot], &d, err);
         if (st) return st;
@@ -121,8 +121,8 @@ static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tenso
 static ot_status clip_int_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, const char *name,
                                 bool upper, int64_t *v, ot_error *err) {
     const ot_attr *a = ot_node_attr(node, name);
-    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) > 0) {
-        if (!ot_cpu_is_int_dtype(in[slot].dtype)) return OT_OK; /* the CPU's load fails: no bound */
+    if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) > 0) {
+        if (!ot_kernel_is_int_dtype(in[slot].dtype)) return OT_OK; /* the CPU's load fails: no bound */
         int n = 0;
         int64_t first[1];
         ot_tensor one = in[slot];
@@ -146,11 +146,11 @@ static ot_status launch_clip_int(ot_cuda_ctx *cx, const ot_node *node, const ot_
     return ot_cu_map(cx, clip_int<T>{(const T *)in[0].data, (T *)out[0].data, lo, hi}, n, err);
 }
 
-OT_CUDA_KERNEL(ot_cuda_unary) {
-    int64_t n = ot_cu_numel(&in[0]);
-    if (ot_cu_numel(&out[0]) != n)
+OT_CUDA_LAUNCHER(ot_cuda_unary) {
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
-                       node->op_type, (long long)ot_cu_numel(&out[0]), (long long)n);
+                       node->op_type, (long long)ot_kernel_numel(&out[0]), (long long)n);
     ot_dtype t = in[0].dtype;
     if (node->op == OT_OP_NEG && t == OT_I64)
         return ot_cu_map(cx, neg_int<int64_t, uint64_t>{(const int64_t *)in[0].data, (int64_t *)out[0].data}, n, err);
@@ -216,7 +216,7 @@ template <typename TA, typename TB, typename TY, typename U> struct binary_op {
     ot_cu_bcast bc;
     int op;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         TA x = a[off[0]];
         TB z = b[off[1]];
@@ -242,7 +242,7 @@ template <typename T> struct int_div_op {
     ot_cu_bcast bc;
     int *zero;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         int64_t x = (int64_t)a[off[0]], d = (int64_t)b[off[1]];
         if (d == 0) {
@@ -265,7 +265,7 @@ template <typename T, typename TE> struct int_pow_op {
     ot_cu_bcast bc;
     int float_exp;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         int64_t x = (int64_t)a[off[0]], v;
         if (float_exp) {
@@ -289,7 +289,7 @@ template <typename TA, typename TB, typename TY, typename U>
 static ot_status launch_binary(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out, const ot_cu_bcast &bc, int op,
                                ot_error *err) {
     binary_op<TA, TB, TY, U> f = {(const TA *)in[0].data, (const TB *)in[1].data, (TY *)out[0].data, bc, op};
-    return ot_cu_map(cx, f, ot_cu_numel(&out[0]), err);
+    return ot_cu_map(cx, f, ot_kernel_numel(&out[0]), err);
 }
 
 /* The zero-divisor flag lives in the node's workspace (ot_cuda_pointwise_workspace);
@@ -298,7 +298,7 @@ static ot_status launch_binary(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *
 template <typename T>
 static ot_status launch_int_div(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
                                 const ot_cu_bcast &bc, const ot_kernel_ctx *ctx, ot_error *err) {
-    int64_t n = ot_cu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     int *zero = (int *)ctx->workspace;
     if (!zero || ctx->workspace_bytes < sizeof(int))
@@ -324,7 +324,7 @@ static ot_status launch_int_pow(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor 
                                 ot_error *err) {
     int_pow_op<T, TE> f = {(const T *)in[0].data, (const TE *)in[1].data, (T *)out[0].data, bc,
                            in[1].dtype == OT_F32};
-    return ot_cu_map(cx, f, ot_cu_numel(&out[0]), err);
+    return ot_cu_map(cx, f, ot_kernel_numel(&out[0]), err);
 }
 
 template <typename T>
@@ -338,7 +338,7 @@ static ot_status launch_int_pow_base(ot_cuda_ctx *cx, const ot_node *node, const
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_binary) {
+OT_CUDA_LAUNCHER(ot_cuda_binary) {
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
     if (st) return st;
@@ -382,7 +382,7 @@ size_t ot_cuda_pointwise_workspace(const ot_node *node, const ot_tensor *in, con
     return 0;
 }
 
-OT_CUDA_KERNEL(ot_cuda_equal) {
+OT_CUDA_LAUNCHER(ot_cuda_equal) {
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
     if (st) return st;
@@ -406,7 +406,7 @@ template <typename T> struct where_op {
     T *o;
     ot_cu_bcast bc;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         o[i] = c[off[0]] ? x[off[1]] : y[off[2]];
     }
@@ -417,7 +417,7 @@ template <typename T> struct bcast_copy_op {
     T *o;
     ot_cu_bcast bc;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         o[i] = x[off[0]];
     }
@@ -433,7 +433,7 @@ template <typename T> struct bcast_copy_op {
     default: return bad_dtype(node, "data", in[0].dtype, err);     \
     }
 
-OT_CUDA_KERNEL(ot_cuda_where) {
+OT_CUDA_LAUNCHER(ot_cuda_where) {
     (void)ctx;
     if (in[0].dtype != OT_BOOL) return bad_dtype(node, "condition", in[0].dtype, err);
     if (in[1].dtype != in[2].dtype || in[1].dtype != out[0].dtype)
@@ -441,7 +441,7 @@ OT_CUDA_KERNEL(ot_cuda_where) {
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 3, &out[0], &bc, err);
     if (st) return st;
-    int64_t n = ot_cu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     size_t es = ot_dtype_size(in[1].dtype);
 #define WHERE(T)                                                                                                    \
     ot_cu_map(cx, where_op<T>{(const uint8_t *)in[0].data, (const T *)in[1].data, (const T *)in[2].data,            \
@@ -451,13 +451,13 @@ OT_CUDA_KERNEL(ot_cuda_where) {
 #undef WHERE
 }
 
-OT_CUDA_KERNEL(ot_cuda_expand) {
+OT_CUDA_LAUNCHER(ot_cuda_expand) {
     (void)ctx;
     if (in[0].dtype != out[0].dtype) return bad_dtype(node, "input 0", in[0].dtype, err);
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
     if (st) return st;
-    int64_t n = ot_cu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     size_t es = ot_dtype_size(in[0].dtype);
 #define EXPAND(T) ot_cu_map(cx, bcast_copy_op<T>{(const T *)in[0].data, (T *)out[0].data, bc}, n, err)
     BY_ELEM_SIZE(es, EXPAND)
@@ -465,14 +465,14 @@ OT_CUDA_KERNEL(ot_cuda_expand) {
 }
 
 /* ExpandLike (dY, like) -> dY broadcast to like's shape: the same copy. */
-OT_CUDA_KERNEL(ot_cuda_expand_like) {
+OT_CUDA_LAUNCHER(ot_cuda_expand_like) {
     (void)ctx;
     if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
     if (st) return st;
     return ot_cu_map(cx, bcast_copy_op<uint32_t>{(const uint32_t *)in[0].data, (uint32_t *)out[0].data, bc},
-                     ot_cu_numel(&out[0]), err);
+                     ot_kernel_numel(&out[0]), err);
 }
 
 struct scaled_bcast_op {
@@ -481,7 +481,7 @@ struct scaled_bcast_op {
     ot_cu_bcast bc;
     float beta;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         y[i] = beta * c[off[0]];
     }
@@ -492,7 +492,7 @@ ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const o
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, c, 1, out, &bc, err);
     if (st) return st;
-    return ot_cu_map(cx, scaled_bcast_op{(const float *)c->data, (float *)out->data, bc, beta}, ot_cu_numel(out), err);
+    return ot_cu_map(cx, scaled_bcast_op{(const float *)c->data, (float *)out->data, bc, beta}, ot_kernel_numel(out), err);
 }
 
 /* o = x (first) or o += x, broadcast; inputs added one at a time, in input order,
@@ -503,17 +503,17 @@ struct sum_step_op {
     ot_cu_bcast bc;
     int first;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         o[i] = first ? x[off[0]] : o[i] + x[off[0]];
     }
 };
 
-OT_CUDA_KERNEL(ot_cuda_sum) {
+OT_CUDA_LAUNCHER(ot_cuda_sum) {
     (void)ctx;
     for (int k = 0; k < node->n_inputs; k++)
         if (in[k].dtype != OT_F32) return bad_dtype(node, "input", in[k].dtype, err);
-    int64_t n = ot_cu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     for (int k = 0; k < node->n_inputs; k++) {
         ot_cu_bcast bc;
@@ -528,11 +528,11 @@ OT_CUDA_KERNEL(ot_cuda_sum) {
 
 /* ---- views ------------------------------------------------------------------- */
 
-OT_CUDA_KERNEL(ot_cuda_copy_view) {
+OT_CUDA_LAUNCHER(ot_cuda_copy_view) {
     size_t es = ot_dtype_size(in[0].dtype);
     if (!es || in[0].dtype != out[0].dtype) return bad_dtype(node, "input 0", in[0].dtype, err);
-    int64_t n = ot_cu_numel(&in[0]);
-    if (n != ot_cu_numel(&out[0]))
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (n != ot_kernel_numel(&out[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output element count differs from the input's", node->name,
                        node->op_type);
     return ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * es, err);
@@ -607,12 +607,12 @@ static bool cast_ok(ot_dtype t) {
            t == OT_U8 || t == OT_BOOL;
 }
 
-OT_CUDA_KERNEL(ot_cuda_cast) {
+OT_CUDA_LAUNCHER(ot_cuda_cast) {
     ot_dtype ts = in[0].dtype, td = out[0].dtype;
     if (!cast_ok(ts)) return bad_dtype(node, "input", ts, err);
     if (!cast_ok(td)) return bad_dtype(node, "output", td, err);
-    int64_t n = ot_cu_numel(&in[0]);
-    if (n != ot_cu_numel(&out[0]))
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (n != ot_kernel_numel(&out[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Cast): output element count differs", node->name);
     if (n == 0) return OT_OK;
     if (ts == td) return ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * ot_dtype_size(ts), err);
@@ -669,7 +669,7 @@ static ot_status clip_grad_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_
         *v = a->f;
         return OT_OK;
     }
-    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) == 1 && loadable(in[slot].dtype)) {
+    if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) == 1 && loadable(in[slot].dtype)) {
         double d;
         ot_status st = ot_cuda_read_double(cx, &in[slot], &d, err);
         if (st) return st;
@@ -678,10 +678,10 @@ static ot_status clip_grad_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_
     return OT_OK;
 }
 
-OT_CUDA_KERNEL(ot_cuda_act_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_act_grad) {
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_cu_numel(&out[0]);
-    if (ot_cu_numel(&in[0]) != n || ot_cu_numel(&in[1]) != n)
+    int64_t n = ot_kernel_numel(&out[0]);
+    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, the forward value and dX differ in size", node->name,
                        node->op_type);
     int op;
@@ -766,10 +766,10 @@ template <typename T> struct fill_op {
     __host__ __device__ void operator()(int64_t i) const { p[i] = v; }
 };
 
-OT_CUDA_KERNEL(ot_cuda_dropout) {
+OT_CUDA_LAUNCHER(ot_cuda_dropout) {
     if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
-    int64_t n = ot_cu_numel(&in[0]);
-    if (ot_cu_numel(&out[0]) != n)
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Dropout): output size differs from input", node->name);
     float ratio = 0.5f;
     const ot_attr *a = ot_node_attr(node, "ratio");
@@ -785,7 +785,7 @@ OT_CUDA_KERNEL(ot_cuda_dropout) {
     a = ot_node_attr(node, "training_mode");
     if (a && a->type == OT_ATTR_INT) {
         training = a->i != 0;
-    } else if (node->n_inputs > 2 && in[2].data && ot_cpu_is_int_dtype(in[2].dtype)) {
+    } else if (node->n_inputs > 2 && in[2].data && ot_kernel_is_int_dtype(in[2].dtype)) {
         double d; /* the CPU reads it as an integer (bool included) */
         if ((st = ot_cuda_read_double(cx, &in[2], &d, err))) return st;
         training = d != 0.0;
@@ -806,10 +806,10 @@ OT_CUDA_KERNEL(ot_cuda_dropout) {
                      n, err);
 }
 
-OT_CUDA_KERNEL(ot_cuda_dropout_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_dropout_grad) {
     if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
-    int64_t n = ot_cu_numel(&out[0]);
-    if (ot_cu_numel(&in[0]) != n)
+    int64_t n = ot_kernel_numel(&out[0]);
+    if (ot_kernel_numel(&in[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
     float ratio = ot_node_attr_float(node, "ratio", 0.5f);
     uint32_t key = (uint32_t)ot_node_attr_int(node, "rng_node", ctx->rng_node);
@@ -821,10 +821,10 @@ OT_CUDA_KERNEL(ot_cuda_dropout_grad) {
 
 /* ---- fills ------------------------------------------------------------------------ */
 
-OT_CUDA_KERNEL(ot_cuda_fill_like) {
+OT_CUDA_LAUNCHER(ot_cuda_fill_like) {
     (void)ctx;
     (void)in;
-    int64_t n = ot_cu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (node->op == OT_OP_ZEROS_LIKE) return ot_cu_zero(cx, out[0].data, (size_t)n * ot_dtype_size(out[0].dtype), err);
     if (out[0].dtype == OT_F32) return ot_cu_map(cx, fill_op<float>{(float *)out[0].data, 1.0f}, n, err);
     if (out[0].dtype == OT_F64) return ot_cu_map(cx, fill_op<double>{(double *)out[0].data, 1.0}, n, err);

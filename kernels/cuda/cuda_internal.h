@@ -96,7 +96,7 @@ bool ot_cuda_supports_node(const ot_node *node, const ot_tensor *in, const ot_te
 
 typedef ot_status (*ot_cuda_kernel_fn)(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
                                        const ot_kernel_ctx *ctx, ot_error *err);
-#define OT_CUDA_KERNEL(fn)                                                                                   \
+#define OT_CUDA_LAUNCHER(fn)                                                                                   \
     ot_status fn(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx, \
                  ot_error *err)
 
@@ -105,21 +105,21 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn);
 
 /* cuda_elementwise.cu: pointwise forward and backward ops, fills, casts, Dropout;
  * cuda_optim.cu: the optimizer steps */
-OT_CUDA_KERNEL(ot_cuda_unary);
-OT_CUDA_KERNEL(ot_cuda_binary);
-OT_CUDA_KERNEL(ot_cuda_equal);
-OT_CUDA_KERNEL(ot_cuda_where);
-OT_CUDA_KERNEL(ot_cuda_sum);
-OT_CUDA_KERNEL(ot_cuda_expand);
-OT_CUDA_KERNEL(ot_cuda_cast);
-OT_CUDA_KERNEL(ot_cuda_copy_view);
-OT_CUDA_KERNEL(ot_cuda_act_grad);
-OT_CUDA_KERNEL(ot_cuda_dropout);
-OT_CUDA_KERNEL(ot_cuda_dropout_grad);
-OT_CUDA_KERNEL(ot_cuda_fill_like);
-OT_CUDA_KERNEL(ot_cuda_expand_like);
-OT_CUDA_KERNEL(ot_cuda_sgd_step);
-OT_CUDA_KERNEL(ot_cuda_adam_step);
+OT_CUDA_LAUNCHER(ot_cuda_unary);
+OT_CUDA_LAUNCHER(ot_cuda_binary);
+OT_CUDA_LAUNCHER(ot_cuda_equal);
+OT_CUDA_LAUNCHER(ot_cuda_where);
+OT_CUDA_LAUNCHER(ot_cuda_sum);
+OT_CUDA_LAUNCHER(ot_cuda_expand);
+OT_CUDA_LAUNCHER(ot_cuda_cast);
+OT_CUDA_LAUNCHER(ot_cuda_copy_view);
+OT_CUDA_LAUNCHER(ot_cuda_act_grad);
+OT_CUDA_LAUNCHER(ot_cuda_dropout);
+OT_CUDA_LAUNCHER(ot_cuda_dropout_grad);
+OT_CUDA_LAUNCHER(ot_cuda_fill_like);
+OT_CUDA_LAUNCHER(ot_cuda_expand_like);
+OT_CUDA_LAUNCHER(ot_cuda_sgd_step);
+OT_CUDA_LAUNCHER(ot_cuda_adam_step);
 /* y[i] = beta * c[broadcast(i)] over out's shape (Gemm's C term). */
 ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *c, ot_tensor *out, float beta,
                                    ot_error *err);
@@ -127,27 +127,27 @@ ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const o
  * exec/rng.h bit for bit). */
 float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, uint64_t index);
 /* cuda_layout.cu: data movement */
-OT_CUDA_KERNEL(ot_cuda_transpose);
-OT_CUDA_KERNEL(ot_cuda_concat);
-OT_CUDA_KERNEL(ot_cuda_split);
-OT_CUDA_KERNEL(ot_cuda_slice);
-OT_CUDA_KERNEL(ot_cuda_slice_grad);
-OT_CUDA_KERNEL(ot_cuda_gather);
-OT_CUDA_KERNEL(ot_cuda_gather_grad);
+OT_CUDA_LAUNCHER(ot_cuda_transpose);
+OT_CUDA_LAUNCHER(ot_cuda_concat);
+OT_CUDA_LAUNCHER(ot_cuda_split);
+OT_CUDA_LAUNCHER(ot_cuda_slice);
+OT_CUDA_LAUNCHER(ot_cuda_slice_grad);
+OT_CUDA_LAUNCHER(ot_cuda_gather);
+OT_CUDA_LAUNCHER(ot_cuda_gather_grad);
 /* cuda_reduce.cu: reductions, normalisation, softmax; cuda_loss.cu: losses and the
  * reduce-family workspace */
-OT_CUDA_KERNEL(ot_cuda_reduce);
-OT_CUDA_KERNEL(ot_cuda_reduce_to_like);
-OT_CUDA_KERNEL(ot_cuda_softmax);
-OT_CUDA_KERNEL(ot_cuda_softmax_grad);
-OT_CUDA_KERNEL(ot_cuda_layer_norm);
-OT_CUDA_KERNEL(ot_cuda_layer_norm_grad);
-OT_CUDA_KERNEL(ot_cuda_batch_norm);
-OT_CUDA_KERNEL(ot_cuda_batch_norm_grad);
-OT_CUDA_KERNEL(ot_cuda_class_loss);
-OT_CUDA_KERNEL(ot_cuda_class_loss_grad);
-OT_CUDA_KERNEL(ot_cuda_mse_loss);
-OT_CUDA_KERNEL(ot_cuda_mse_loss_grad);
+OT_CUDA_LAUNCHER(ot_cuda_reduce);
+OT_CUDA_LAUNCHER(ot_cuda_reduce_to_like);
+OT_CUDA_LAUNCHER(ot_cuda_softmax);
+OT_CUDA_LAUNCHER(ot_cuda_softmax_grad);
+OT_CUDA_LAUNCHER(ot_cuda_layer_norm);
+OT_CUDA_LAUNCHER(ot_cuda_layer_norm_grad);
+OT_CUDA_LAUNCHER(ot_cuda_batch_norm);
+OT_CUDA_LAUNCHER(ot_cuda_batch_norm_grad);
+OT_CUDA_LAUNCHER(ot_cuda_class_loss);
+OT_CUDA_LAUNCHER(ot_cuda_class_loss_grad);
+OT_CUDA_LAUNCHER(ot_cuda_mse_loss);
+OT_CUDA_LAUNCHER(ot_cuda_mse_loss_grad);
 size_t ot_cuda_reduce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* Scratch of the pointwise kernels (integer Div's zero-divisor flag). */
 size_t ot_cuda_pointwise_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
@@ -155,16 +155,16 @@ size_t ot_cuda_pointwise_workspace(const ot_node *node, const ot_tensor *in, con
  * two above (their ops do not overlap); 0 for the rest. */
 size_t ot_cuda_host_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* cuda_pool.cu */
-OT_CUDA_KERNEL(ot_cuda_max_pool);
-OT_CUDA_KERNEL(ot_cuda_average_pool);
-OT_CUDA_KERNEL(ot_cuda_global_average_pool);
-OT_CUDA_KERNEL(ot_cuda_pool_grad);
+OT_CUDA_LAUNCHER(ot_cuda_max_pool);
+OT_CUDA_LAUNCHER(ot_cuda_average_pool);
+OT_CUDA_LAUNCHER(ot_cuda_global_average_pool);
+OT_CUDA_LAUNCHER(ot_cuda_pool_grad);
 /* cuda_blas.c: cuBLAS and cuDNN */
-OT_CUDA_KERNEL(ot_cuda_gemm);
-OT_CUDA_KERNEL(ot_cuda_matmul);
-OT_CUDA_KERNEL(ot_cuda_conv);
-OT_CUDA_KERNEL(ot_cuda_conv_grad_input);
-OT_CUDA_KERNEL(ot_cuda_conv_grad_weight);
+OT_CUDA_LAUNCHER(ot_cuda_gemm);
+OT_CUDA_LAUNCHER(ot_cuda_matmul);
+OT_CUDA_LAUNCHER(ot_cuda_conv);
+OT_CUDA_LAUNCHER(ot_cuda_conv_grad_input);
+OT_CUDA_LAUNCHER(ot_cuda_conv_grad_weight);
 /* cuDNN workspace of a Conv / ConvGradInput / ConvGradWeight node (chooses and
  * caches the algorithm on first use); 0 and a status on failure. */
 ot_status ot_cuda_conv_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out,

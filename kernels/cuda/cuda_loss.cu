@@ -16,7 +16,7 @@ static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot
 
 /* rows x cols view of X for a LayerNorm over axes [axis, rank). */
 static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int64_t *cols) {
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
+    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
     if (axis < 0) return false;
     *rows = 1;
     *cols = 1;
@@ -42,7 +42,7 @@ static ot_status loss_geom_init(loss_geom *g, const ot_node *node, const ot_shap
     g->D = 1;
     for (int d = 2; d < s->rank; d++) g->D *= s->dim[d];
     g->M = g->N * g->D;
-    if (ot_cu_numel(labels) != g->M)
+    if (ot_kernel_numel(labels) != g->M)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): labels must be [N, D...] matching scores", node->name,
                        node->op_type);
     const ot_attr *a = ot_node_attr(node, "ignore_index");
@@ -130,7 +130,7 @@ __global__ void k_loss_total(const double *ws, int64_t M, float *y, int mean) {
     if (threadIdx.x == 0) y[0] = (float)(mean ? sl / sw : sl);
 }
 
-OT_CUDA_KERNEL(ot_cuda_class_loss) {
+OT_CUDA_LAUNCHER(ot_cuda_class_loss) {
     bool softmax = node->op == OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS;
     if (in[0].dtype != OT_F32) return bad_dtype(node, "scores", in[0].dtype, err);
     if (in[1].dtype != OT_I64 && in[1].dtype != OT_I32) return bad_dtype(node, "labels", in[1].dtype, err);
@@ -139,11 +139,11 @@ OT_CUDA_KERNEL(ot_cuda_class_loss) {
     loss_geom g;
     ot_status st = loss_geom_init(&g, node, &in[0].shape, &in[1], err);
     if (st) return st;
-    if (w && ot_cu_numel(&in[2]) != g.C)
+    if (w && ot_kernel_numel(&in[2]) != g.C)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): weights must have C=%lld elements", node->name, node->op_type,
                        (long long)g.C);
     if (out[0].dtype != OT_F32) return bad_dtype(node, "output", out[0].dtype, err);
-    if (ot_cu_numel(&out[0]) != (g.reduction == 0 ? g.M : 1))
+    if (ot_kernel_numel(&out[0]) != (g.reduction == 0 ? g.M : 1))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): loss output has the wrong size", node->name, node->op_type);
     float *lp = softmax && node->n_outputs > 1 && out[1].data ? (float *)out[1].data : NULL;
     double *ws = g.reduction ? (double *)ctx->workspace : NULL;
@@ -205,7 +205,7 @@ __global__ void k_class_loss_grad(const float *dls, const float *xs, const void 
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_class_loss_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_class_loss_grad) {
     const ot_tensor *dl = &in[0], *x = &in[1], *lab = &in[2];
     const float *w = node->n_inputs > 3 && in[3].data ? (const float *)in[3].data : NULL;
     if (x->dtype != OT_F32 || dl->dtype != OT_F32) return bad_dtype(node, "scores", x->dtype, err);
@@ -214,7 +214,7 @@ OT_CUDA_KERNEL(ot_cuda_class_loss_grad) {
     loss_geom g;
     ot_status st = loss_geom_init(&g, node, &x->shape, lab, err);
     if (st) return st;
-    if (g.reduction == 0 && ot_cu_numel(dl) != g.M)
+    if (g.reduction == 0 && ot_kernel_numel(dl) != g.M)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): reduction 'none' needs dLoss shaped like labels", node->name,
                        node->op_type);
     double *denom = (double *)ctx->workspace;
@@ -242,13 +242,13 @@ __global__ void k_mse(const float *x, const float *t, int64_t n, float *y) {
     if (threadIdx.x == 0) y[0] = n > 0 ? (float)(s / (double)n) : 0.0f;
 }
 
-OT_CUDA_KERNEL(ot_cuda_mse_loss) {
+OT_CUDA_LAUNCHER(ot_cuda_mse_loss) {
     (void)ctx;
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_cu_numel(&in[0]);
-    if (ot_cu_numel(&in[1]) != n)
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (ot_kernel_numel(&in[1]) != n)
         return ot_fail(err, OT_E_DATA, "node '%s' (MseLoss): targets have %lld elements, the output %lld", node->name,
-                       (long long)ot_cu_numel(&in[1]), (long long)n);
+                       (long long)ot_kernel_numel(&in[1]), (long long)n);
     k_mse<<<1, 1024, 0, cx->stream>>>((const float *)in[0].data, (const float *)in[1].data, n, (float *)out[0].data);
     OT_CUDA_LAUNCHED();
     return OT_OK;
@@ -266,12 +266,12 @@ struct mse_grad_op {
     }
 };
 
-OT_CUDA_KERNEL(ot_cuda_mse_loss_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_mse_loss_grad) {
     (void)ctx;
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32 || in[2].dtype != OT_F32)
         return bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_cu_numel(&in[1]);
-    if (ot_cu_numel(&in[2]) != n || ot_cu_numel(&out[0]) != n)
+    int64_t n = ot_kernel_numel(&in[1]);
+    if (ot_kernel_numel(&in[2]) != n || ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_DATA, "node '%s' (MseLossGrad): X, target and dX differ in size", node->name);
     return ot_cu_map(cx, mse_grad_op{(const float *)in[0].data, (const float *)in[1].data, (const float *)in[2].data,
                                      (float *)out[0].data, n},

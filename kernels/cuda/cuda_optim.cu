@@ -129,14 +129,14 @@ static ot_status opt_check(const ot_node *node, const ot_tensor *in, int n, int 
         if (in[k].dtype != OT_F32 || !in[k].data)
             return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): input %d must be float32 (got %s)",
                            node->name ? node->name : "?", ot_op_name(node->op), k, ot_dtype_name(in[k].dtype));
-        if (ot_cu_numel(&in[k]) != ot_cu_numel(&in[0]))
+        if (ot_kernel_numel(&in[k]) != ot_kernel_numel(&in[0]))
             return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input %d has %lld elements, the param %lld",
-                           node->name ? node->name : "?", ot_op_name(node->op), k, (long long)ot_cu_numel(&in[k]),
-                           (long long)ot_cu_numel(&in[0]));
+                           node->name ? node->name : "?", ot_op_name(node->op), k, (long long)ot_kernel_numel(&in[k]),
+                           (long long)ot_kernel_numel(&in[0]));
     }
     *sc = NULL;
     if (node->n_inputs > scal_slot && in[scal_slot].data) {
-        if (in[scal_slot].dtype != OT_F64 || ot_cu_numel(&in[scal_slot]) < 4)
+        if (in[scal_slot].dtype != OT_F64 || ot_kernel_numel(&in[scal_slot]) < 4)
             return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): input %d must be the float64[4] optimizer scalars",
                            node->name ? node->name : "?", ot_op_name(node->op), scal_slot);
         *sc = (const double *)in[scal_slot].data;
@@ -152,7 +152,7 @@ static opt_scalars ctx_scalars(const ot_kernel_ctx *ctx) {
     return s;
 }
 
-OT_CUDA_KERNEL(ot_cuda_sgd_step) {
+OT_CUDA_LAUNCHER(ot_cuda_sgd_step) {
     (void)out;
     bool has_buf = node->n_inputs >= 3 && in[2].data;
     const double *sc;
@@ -162,7 +162,7 @@ OT_CUDA_KERNEL(ot_cuda_sgd_step) {
     if (momentum != 0.0f && !has_buf)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (SgdStep): momentum %g without a momentum buffer input",
                        node->name ? node->name : "?", (double)momentum);
-    int64_t n = ot_cu_numel(&in[0]);
+    int64_t n = ot_kernel_numel(&in[0]);
     if (n == 0) return OT_OK;
     sgd_op op = {(float *)in[0].data, (const float *)in[1].data, has_buf ? (float *)in[2].data : NULL, sc,
                  ctx_scalars(ctx), momentum, ot_node_attr_float(node, "weight_decay", 0.0f),
@@ -170,7 +170,7 @@ OT_CUDA_KERNEL(ot_cuda_sgd_step) {
     return ot_cu_map_prepared(cx, op, n, err);
 }
 
-OT_CUDA_KERNEL(ot_cuda_adam_step) {
+OT_CUDA_LAUNCHER(ot_cuda_adam_step) {
     (void)out;
     const double *sc;
     ot_status st = opt_check(node, in, 4, 4, &sc, err);
@@ -179,7 +179,7 @@ OT_CUDA_KERNEL(ot_cuda_adam_step) {
     if (!sc && dflt.step < 1)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (AdamStep): step count %lld, must be >= 1",
                        node->name ? node->name : "?", (long long)dflt.step);
-    int64_t n = ot_cu_numel(&in[0]);
+    int64_t n = ot_kernel_numel(&in[0]);
     if (n == 0) return OT_OK;
     float beta1 = ot_node_attr_float(node, "beta1", 0.9f), beta2 = ot_node_attr_float(node, "beta2", 0.999f);
     float wd = ot_node_attr_float(node, "weight_decay", 0.0f);

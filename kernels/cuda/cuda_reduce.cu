@@ -75,14 +75,14 @@ static ot_status launch_reduce(ot_cuda_ctx *cx, const ot_shape *xs, const bool *
     return OT_OK;
 }
 
-OT_CUDA_KERNEL(ot_cuda_reduce) {
+OT_CUDA_LAUNCHER(ot_cuda_reduce) {
     (void)ctx;
     if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
     const ot_shape *s = &in[0].shape;
     int r = s->rank, na = 0;
     const int64_t *axes = ot_node_attr_ints(node, "axes", &na);
     int64_t in_axes[OT_MAX_RANK];
-    if ((!axes || na == 0) && node->n_inputs > 1 && in[1].data && ot_cu_numel(&in[1]) > 0) {
+    if ((!axes || na == 0) && node->n_inputs > 1 && in[1].data && ot_kernel_numel(&in[1]) > 0) {
         ot_status st = ot_cuda_read_ints(cx, &in[1], in_axes, OT_MAX_RANK, &na, err);
         if (st) return st;
         axes = in_axes;
@@ -90,8 +90,8 @@ OT_CUDA_KERNEL(ot_cuda_reduce) {
     bool red[OT_MAX_RANK] = {0};
     if (!axes || na == 0) {
         if (ot_node_attr_int(node, "noop_with_empty_axes", 0)) {
-            int64_t n = ot_cu_numel(&in[0]);
-            if (ot_cu_numel(&out[0]) != n)
+            int64_t n = ot_kernel_numel(&in[0]);
+            if (ot_kernel_numel(&out[0]) != n)
                 return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
             if (n && out[0].data != in[0].data)
                 OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * 4, cudaMemcpyDeviceToDevice, cx->stream));
@@ -100,7 +100,7 @@ OT_CUDA_KERNEL(ot_cuda_reduce) {
         for (int d = 0; d < r; d++) red[d] = true;
     } else {
         for (int i = 0; i < na; i++) {
-            int a = ot_cpu_axis(axes[i], r);
+            int a = ot_kernel_axis(axes[i], r);
             if (a < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
             red[a] = true;
         }
@@ -108,7 +108,7 @@ OT_CUDA_KERNEL(ot_cuda_reduce) {
     int64_t n_out = 1;
     for (int d = 0; d < r; d++)
         if (!red[d]) n_out *= s->dim[d];
-    if (ot_cu_numel(&out[0]) != n_out)
+    if (ot_kernel_numel(&out[0]) != n_out)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from the reduced shape", node->name,
                        node->op_type);
     return launch_reduce(cx, s, red, (const float *)in[0].data, (float *)out[0].data, node->op == OT_OP_REDUCE_MEAN,
@@ -116,7 +116,7 @@ OT_CUDA_KERNEL(ot_cuda_reduce) {
 }
 
 /* ReduceToLike (dY, like) -> dX: sum dY over the axes broadcasting added. */
-OT_CUDA_KERNEL(ot_cuda_reduce_to_like) {
+OT_CUDA_LAUNCHER(ot_cuda_reduce_to_like) {
     (void)ctx;
     if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
     const ot_shape *ys = &in[0].shape, *os = &out[0].shape;
@@ -143,7 +143,7 @@ struct sm_geom {
 static ot_status softmax_geom(const ot_node *node, const ot_shape *s, sm_geom *g, ot_error *err) {
     int r = s->rank;
     bool legacy = ot_node_attr_int(node, "legacy_2d", 0) != 0;
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), r);
+    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), r);
     if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
     int64_t outer = 1, len = 1, inner = 1;
     for (int d = 0; d < axis; d++) outer *= s->dim[d];
@@ -182,10 +182,10 @@ __global__ void k_softmax(const float *x, float *y, sm_geom g, int logsm) {
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_softmax) {
+OT_CUDA_LAUNCHER(ot_cuda_softmax) {
     (void)ctx;
     if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
-    if (ot_cu_numel(&out[0]) != ot_cu_numel(&in[0]))
+    if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from input", node->name, node->op_type);
     bool logsm = node->op == OT_OP_LOG_SOFTMAX;
     if (in[0].shape.rank == 0) {
@@ -220,7 +220,7 @@ __global__ void k_softmax_grad(const float *dy, const float *y, float *dx, sm_ge
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_softmax_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_softmax_grad) {
     (void)ctx;
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad_dtype(node, "input", in[1].dtype, err);
     if (in[1].shape.rank == 0) {
@@ -269,19 +269,19 @@ __global__ void k_layer_norm(const float *x, const float *scale, const float *bi
 
 static unsigned row_blocks(int64_t rows) { return (unsigned)(rows < 65535 ? (rows < 1 ? 1 : rows) : 65535); }
 
-OT_CUDA_KERNEL(ot_cuda_layer_norm) {
+OT_CUDA_LAUNCHER(ot_cuda_layer_norm) {
     (void)ctx;
     for (int k = 0; k < node->n_inputs; k++)
         if (in[k].data && in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
     const ot_shape *s = &in[0].shape;
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), s->rank);
+    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", -1), s->rank);
     if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormalization): axis out of range", node->name);
     float eps = ot_node_attr_float(node, "epsilon", 1e-5f);
     int64_t rows = 1, cols = 1;
     for (int d = 0; d < axis; d++) rows *= s->dim[d];
     for (int d = axis; d < s->rank; d++) cols *= s->dim[d];
     const float *bias = node->n_inputs > 2 && in[2].data ? (const float *)in[2].data : NULL;
-    int64_t ns = ot_cu_numel(&in[1]), nb = bias ? ot_cu_numel(&in[2]) : cols;
+    int64_t ns = ot_kernel_numel(&in[1]), nb = bias ? ot_kernel_numel(&in[2]) : cols;
     if ((ns != cols && ns != 1) || (nb != cols && nb != 1))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (LayerNormalization): Scale/B must have %lld elements", node->name,
                        (long long)cols);
@@ -344,7 +344,7 @@ __global__ void k_layer_norm_grad_cols(const float *dy, const float *x, const do
 }
 
 static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int64_t *cols) {
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
+    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
     if (axis < 0) return false;
     *rows = 1;
     *cols = 1;
@@ -352,14 +352,14 @@ static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int6
     return true;
 }
 
-OT_CUDA_KERNEL(ot_cuda_layer_norm_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_layer_norm_grad) {
     const ot_tensor *x = &in[1];
     if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
         return bad_dtype(node, "input", x->dtype, err);
     int64_t rows, cols;
     if (!ln_view(node, x, &rows, &cols))
         return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormGrad): axis out of range", node->name);
-    if (ot_cu_numel(&in[2]) != cols)
+    if (ot_kernel_numel(&in[2]) != cols)
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (LayerNormGrad): scale must cover the normalised axes",
                        node->name);
     double *stat = (double *)ctx->workspace;
@@ -426,7 +426,7 @@ __global__ void k_batch_norm(const float *x, const float *scale, const float *bi
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_batch_norm) {
+OT_CUDA_LAUNCHER(ot_cuda_batch_norm) {
     (void)ctx;
     for (int k = 0; k < 5; k++)
         if (in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
@@ -435,7 +435,7 @@ OT_CUDA_KERNEL(ot_cuda_batch_norm) {
     int64_t N = s->dim[0], C = s->dim[1], S = 1;
     for (int d = 2; d < s->rank; d++) S *= s->dim[d];
     for (int k = 1; k < 5; k++)
-        if (ot_cu_numel(&in[k]) != C)
+        if (ot_kernel_numel(&in[k]) != C)
             return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): input %d is not of length C=%lld",
                            node->name, k, (long long)C);
     if (C == 0) return OT_OK;
@@ -496,14 +496,14 @@ __global__ void k_batch_norm_grad(const float *dy, const float *xs, const float 
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_batch_norm_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_batch_norm_grad) {
     (void)ctx;
     const ot_tensor *x = &in[1];
     if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
         return bad_dtype(node, "input", x->dtype, err);
     if (x->shape.rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): X rank < 2", node->name);
-    int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_cu_numel(x) / (N * C) : 0;
-    if (ot_cu_numel(&in[2]) != C)
+    int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_kernel_numel(x) / (N * C) : 0;
+    if (ot_kernel_numel(&in[2]) != C)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): scale must have C elements", node->name);
     bool train = ot_node_attr_int(node, "training_mode", 0) != 0 || node->n_inputs < 5 || !in[3].data || !in[4].data;
     if (C == 0) return OT_OK;
