@@ -27,6 +27,13 @@ bool ot_cpu_supports(const ot_node *node, const ot_tensor *in, const ot_tensor *
  * the dtypes; false for OT_OP_UNKNOWN and out-of-range values. */
 bool ot_cpu_has_kernel(ot_op op);
 
+/* What the CUDA backend's op table (kernels/cuda/cuda_ops.def) says of an op:
+ * a CUDA kernel, an explicit "CPU only" (the CUDA backend runs the CPU kernel on
+ * host copies), or nothing. Answered by onnxtrain_lib itself (kernels/cuda_op_status.c),
+ * so it needs neither a GPU nor the CUDA module. */
+typedef enum ot_cuda_op_kind { OT_CUDA_MISSING = 0, OT_CUDA_KERNEL, OT_CUDA_CPU_ONLY } ot_cuda_op_kind;
+ot_cuda_op_kind ot_cuda_op_status(ot_op op);
+
 /* ot_fold_eval_fn (ir/ir.h) over the CPU kernels: one thread, its own workspace.
  * Importers get it injected through ot_import_options.fold_eval. */
 ot_status ot_cpu_fold_eval(const ot_node *node, int rng_node, const ot_tensor *in, ot_tensor *out, ot_error *err);

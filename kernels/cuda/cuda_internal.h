@@ -91,11 +91,33 @@ const char *ot_cublas_status_text(cublasStatus_t s);
 ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int max, int *n, ot_error *err);
 ot_status ot_cuda_read_double(ot_cuda_ctx *cx, const ot_tensor *t, double *v, ot_error *err);
 
-/* The backend's supports() (needs no GPU: dtypes, shapes and attributes only). */
-bool ot_cuda_supports_node(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
-
 typedef ot_status (*ot_cuda_kernel_fn)(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
                                        const ot_kernel_ctx *ctx, ot_error *err);
+
+/* ---- the op table (cuda_ops.c, built from cuda_ops.def) ---------------------------- */
+
+typedef bool (*ot_cuda_supports_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* cx NULL: the host-side query (no cuDNN handle; cuDNN workspaces count 0) */
+typedef size_t (*ot_cuda_workspace_fn)(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in,
+                                       const ot_tensor *out);
+typedef struct ot_cuda_op_row {
+    ot_cuda_op_kind status;         /* OT_CUDA_KERNEL or OT_CUDA_CPU_ONLY */
+    ot_cuda_kernel_fn run;          /* NULL for CPU_ONLY */
+    ot_cuda_supports_fn supports;   /* never NULL */
+    ot_cuda_workspace_fn workspace; /* NULL: no scratch */
+} ot_cuda_op_row;
+/* The op's row; NULL for an op without one (or out of range). */
+const ot_cuda_op_row *ot_cuda_op_row_of(ot_op op);
+/* The status the module's table gives op, from what its row holds (a launcher: a
+ * kernel); exported as ot_cuda_module.op_status. */
+ot_cuda_op_kind ot_cuda_module_op_status(ot_op op);
+/* OT_E_INTERNAL naming the first op whose row disagrees with ot_cuda_op_status
+ * (kernels/cuda_op_status.c, from the same cuda_ops.def); run when a backend is made. */
+ot_status ot_cuda_check_op_table(ot_error *err);
+/* The backend's supports() (needs no GPU: dtypes, shapes and attributes only). */
+bool ot_cuda_supports_node(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* The node's workspace bytes: the row's function (cx NULL as above), 0 without one. */
+size_t ot_cuda_node_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 #define OT_CUDA_LAUNCHER(fn)                                                                                   \
     ot_status fn(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx, \
                  ot_error *err)
@@ -151,8 +173,8 @@ OT_CUDA_LAUNCHER(ot_cuda_mse_loss_grad);
 size_t ot_cuda_reduce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* Scratch of the pointwise kernels (integer Div's zero-divisor flag). */
 size_t ot_cuda_pointwise_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
-/* The workspace of every node whose scratch needs no cuDNN handle: the larger of the
- * two above (their ops do not overlap); 0 for the rest. */
+/* The workspace of every node whose scratch needs no cuDNN handle (the table's
+ * function with cx NULL); 0 for the rest. */
 size_t ot_cuda_host_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* cuda_pool.cu */
 OT_CUDA_LAUNCHER(ot_cuda_max_pool);
