@@ -8,6 +8,9 @@
  * Tanh's and Erf's accuracy and lane independence; ConvGradInput's and
  * ConvGradWeight's fast paths (1x1, depthwise, hoisted im2col/col2im ranges)
  * against their general GEMM + per-element im2col/col2im path. */
+#include <cblas.h>
+#include <omp.h>
+
 #include "kernels/cpu/cpu_philox.h"
 #include "kernels/cpu/grad_kernels.h"
 #include "exec/rng.h"
@@ -380,6 +383,32 @@ static void test_conv_grad_fast_paths(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv_grad(&cases[i], (int)i);
 }
 
+/* A Gemm on a context's thread count leaves OpenBLAS's and OpenMP's counts as they
+ * were (the count belongs to the call, not the process), and its result does not
+ * depend on the count the process had set before. */
+static void test_gemm_threads_per_context(void **state) {
+    (void)state;
+    enum { M = 48, K = 64, N = 40 };
+    static float a[M * K], b[K * N], y1[M * N], y2[M * N];
+    tk_fill(a, M * K, 5, -1.0f, 1.0f);
+    tk_fill(b, K * N, 6, -1.0f, 1.0f);
+    ot_node n = tk_node(OT_OP_GEMM, 2, 1);
+    ot_tensor in[2] = {tk_t(OT_F32, a, 2, M, K), tk_t(OT_F32, b, 2, K, N)};
+    ot_tensor out1[1] = {tk_t(OT_F32, y1, 2, M, N)}, out2[1] = {tk_t(OT_F32, y2, 2, M, N)};
+    int blas = openblas_get_num_threads(), omp = omp_get_max_threads();
+    for (int threads = 1; threads <= 3; threads++) {
+        assert_int_equal(tk_run_ex(&n, in, out1, threads, 0, 0, 0, NULL), OT_OK);
+        assert_int_equal(openblas_get_num_threads(), blas);
+        assert_int_equal(omp_get_max_threads(), omp);
+        /* the same context count after the process's own count changed: same bits */
+        openblas_set_num_threads(threads == 1 ? 2 : 1);
+        assert_int_equal(tk_run_ex(&n, in, out2, threads, 0, 0, 0, NULL), OT_OK);
+        openblas_set_num_threads(blas);
+        omp_set_num_threads(omp);
+        assert_memory_equal(y1, y2, sizeof y1);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox_uniforms_bulk),
@@ -389,6 +418,7 @@ int main(void) {
         cmocka_unit_test(test_arith_same_bits),
         cmocka_unit_test(test_tanh_erf_accuracy_and_lanes),
         cmocka_unit_test(test_conv_grad_fast_paths),
+        cmocka_unit_test(test_gemm_threads_per_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
