@@ -12,14 +12,17 @@ ot_status ot_window_init(ot_window *w, const ot_node *node, const ot_shape *x, c
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): CPU kernel handles 1-D to 3-D spatial inputs, got rank %d",
                        node->name, node->op_type, x->rank);
     w->nd = nd;
-    int n;
-    const int64_t *strides = ot_node_attr_ints(node, "strides", &n);
-    if (strides && n != nd) strides = NULL;
-    const int64_t *dil = ot_node_attr_ints(node, "dilations", &n);
-    if (dil && n != nd) dil = NULL;
-    const int64_t *pads = ot_node_attr_ints(node, "pads", &n);
-    if (pads && n != 2 * nd) pads = NULL;
-    const char *auto_pad = ot_node_attr_string(node, "auto_pad", "NOTSET");
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    const ot_window_params *wp = &pp->u.window;
+    /* a list of the wrong length counts as absent */
+    const int64_t *strides = wp->n_strides == nd ? wp->strides : NULL;
+    const int64_t *dil = wp->n_dilations == nd ? wp->dilations : NULL;
+    const int64_t *pads = wp->n_pads == 2 * nd ? wp->pads : NULL;
+    ot_auto_pad auto_pad = wp->auto_pad;
+    w->group = wp->group;
     for (int i = 0; i < nd; i++) {
         w->in[i] = x->dim[2 + i];
         w->out[i] = y->dim[2 + i];
@@ -30,13 +33,13 @@ ot_status ot_window_init(ot_window *w, const ot_node *node, const ot_shape *x, c
             return ot_fail(err, OT_E_MODEL, "node '%s' (%s): kernel, strides and dilations must be positive",
                            node->name, node->op_type);
         int64_t span = (w->k[i] - 1) * w->dil[i] + 1;
-        if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
+        if (auto_pad == OT_AUTO_PAD_SAME_UPPER || auto_pad == OT_AUTO_PAD_SAME_LOWER) {
             int64_t total = (w->out[i] - 1) * w->stride[i] + span - w->in[i];
             if (total < 0) total = 0;
             int64_t small = total / 2;
-            w->pad_begin[i] = strcmp(auto_pad, "SAME_UPPER") == 0 ? small : total - small;
+            w->pad_begin[i] = auto_pad == OT_AUTO_PAD_SAME_UPPER ? small : total - small;
             w->pad_end[i] = total - w->pad_begin[i];
-        } else if (strcmp(auto_pad, "VALID") == 0) {
+        } else if (auto_pad == OT_AUTO_PAD_VALID) {
             w->pad_begin[i] = w->pad_end[i] = 0;
         } else {
             w->pad_begin[i] = pads ? pads[i] : 0;
@@ -65,18 +68,22 @@ void ot_window3_lift(ot_window3 *p, const ot_window *w) {
 
 ot_status ot_pool_window_init(ot_window3 *p, const ot_node *node, const ot_tensor *x, const ot_tensor *y,
                               ot_error *err) {
-    int n = 0;
-    const int64_t *kernel = ot_node_attr_ints(node, "kernel_shape", &n);
-    if (!kernel || n != x->shape.rank - 2)
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    const ot_window_params *wp = &pp->u.window;
+    if (wp->n_kernel < 0 || wp->n_kernel != x->shape.rank - 2)
         return ot_fail(err, OT_E_MODEL, "node '%s' (%s): kernel_shape missing or of the wrong length", node->name,
                        node->op_type);
     ot_window w;
-    ot_status st = ot_window_init(&w, node, &x->shape, &y->shape, kernel, err);
-    if (st) return st;
+    if ((st = ot_window_init(&w, node, &x->shape, &y->shape, wp->kernel, err))) return st;
     if (y->shape.dim[0] != x->shape.dim[0] || y->shape.dim[1] != x->shape.dim[1])
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output N, C differ from the input's", node->name,
                        node->op_type);
     ot_window3_lift(p, &w);
     p->planes = x->shape.dim[0] * x->shape.dim[1];
+    p->include_pad = wp->count_include_pad;
+    p->col_major = wp->storage_order;
     return OT_OK;
 }

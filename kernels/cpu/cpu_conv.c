@@ -38,7 +38,7 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
     g->DW = two ? w.dil[1] : w.dil[0];
     g->PH = two ? w.pad_begin[0] : 0;
     g->PW = two ? w.pad_begin[1] : w.pad_begin[0];
-    g->G = ot_node_attr_int(node, "group", 1);
+    g->G = w.group;
     if (g->G < 1 || g->C % g->G || g->M % g->G)
         return ot_fail(err, OT_E_MODEL, "node '%s' (Conv): group %lld does not divide channels", node->name,
                        (long long)g->G);

@@ -32,7 +32,7 @@ static ot_status conv_init(conv3 *p, const ot_node *node, const ot_shape *x, con
     p->N = x->dim[0];
     p->Cin = x->dim[1];
     p->Cout = w->dim[0];
-    p->G = ot_node_attr_int(node, "group", 1);
+    p->G = win.group;
     if (p->G < 1 || p->Cin % p->G || p->Cout % p->G || w->dim[1] != p->Cin / p->G || y->dim[1] != p->Cout ||
         y->dim[0] != p->N)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): channels of X, W, dY and group do not agree", node->name,

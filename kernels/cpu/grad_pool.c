@@ -12,7 +12,7 @@ OT_GRAD_KERNEL(ot_cpu_pool_grad) {
     ot_status st = ot_pool_window_init(&p, node, x, dy, err);
     if (st) return st;
     bool is_max = node->op == OT_OP_MAX_POOL_GRAD;
-    bool include_pad = ot_node_attr_int(node, "count_include_pad", 0) != 0;
+    bool include_pad = p.include_pad;
     const float *xs = x->data, *dys = dy->data;
     float *dx = out[0].data;
     memset(dx, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));

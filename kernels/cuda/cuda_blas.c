@@ -171,7 +171,7 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
         g->stride[s] = j >= 0 ? (int)win.stride[j] : 1;
         g->dil[s] = j >= 0 ? (int)win.dil[j] : 1;
     }
-    g->group = (int)ot_node_attr_int(node, "group", 1);
+    g->group = win.group;
     if (g->group < 1 || g->x[1] % g->group || g->w[0] % g->group || g->w[1] * g->group != g->x[1] ||
         g->y[1] != g->w[0] || g->y[0] != g->x[0])
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): channels of X, W, Y and group do not agree", node->name,

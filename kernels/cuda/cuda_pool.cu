@@ -37,8 +37,7 @@ OT_CUDA_LAUNCHER(ot_cuda_max_pool) {
     int64_t n = p.planes * p.out_sz;
     if (n == 0) return OT_OK;
     return ot_cu_map(cx,
-                     max_pool_op{(const float *)in[0].data, (float *)out[0].data, idx, p,
-                                 ot_node_attr_int(node, "storage_order", 0) != 0},
+                     max_pool_op{(const float *)in[0].data, (float *)out[0].data, idx, p, p.col_major},
                      n, err);
 }
 
@@ -63,8 +62,7 @@ OT_CUDA_LAUNCHER(ot_cuda_average_pool) {
     int64_t n = p.planes * p.out_sz;
     if (n == 0) return OT_OK;
     return ot_cu_map(cx,
-                     avg_pool_op{(const float *)in[0].data, (float *)out[0].data, p,
-                                 ot_node_attr_int(node, "count_include_pad", 0) != 0},
+                     avg_pool_op{(const float *)in[0].data, (float *)out[0].data, p, p.include_pad},
                      n, err);
 }
 
@@ -151,6 +149,6 @@ OT_CUDA_LAUNCHER(ot_cuda_pool_grad) {
     if (n == 0) return OT_OK;
     return ot_cu_map(cx,
                      pool_grad_op{(const float *)dy->data, (const float *)x->data, (float *)out[0].data, p,
-                                  node->op == OT_OP_MAX_POOL_GRAD, ot_node_attr_int(node, "count_include_pad", 0) != 0},
+                                  node->op == OT_OP_MAX_POOL_GRAD, p.include_pad},
                      n, err);
 }

@@ -1,0 +1,122 @@
+/* op_params.c — resolving a node's attributes into its typed params (op_params.h):
+ * one resolver per op family, chosen by an op-indexed table. */
+#include "op_params.h"
+
+#include <limits.h>
+#include <string.h>
+
+typedef ot_status (*resolve_fn)(const ot_node *n, ot_op_params *p, ot_error *err);
+
+static const char *label(const ot_node *n) { return n->name ? n->name : "?"; }
+static const char *op_label(const ot_node *n) { return n->op_type ? n->op_type : ot_op_name(n->op); }
+
+/* An integer attribute narrowed to int: out of range is the model's error. */
+static ot_status int_attr(const ot_node *n, const char *name, int64_t dflt, int *out, ot_error *err) {
+    int64_t v = ot_node_attr_int(n, name, dflt);
+    if (v < INT_MIN || v > INT_MAX)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): attribute '%s' = %lld is out of range", label(n), op_label(n),
+                       name, (long long)v);
+    *out = (int)v;
+    return OT_OK;
+}
+
+/* A 0 / nonzero integer attribute. */
+static ot_status flag_attr(const ot_node *n, const char *name, bool *out, ot_error *err) {
+    int v = 0;
+    ot_status st = int_attr(n, name, 0, &v, err);
+    *out = v != 0;
+    return st;
+}
+
+/* A list of ints: *count -1 when absent; values copied when they fit. */
+static void list_attr(const ot_node *n, const char *name, int *count, int64_t *v) {
+    int c = 0;
+    const int64_t *a = ot_node_attr_ints(n, name, &c);
+    *count = a ? c : -1;
+    if (a && c <= OT_PARAMS_MAX_LIST) memcpy(v, a, sizeof(int64_t) * (size_t)c);
+}
+
+/* ---- families ------------------------------------------------------------------- */
+
+static ot_status resolve_gemm(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_gemm_params *g = &p->u.gemm;
+    ot_status st = flag_attr(n, "transA", &g->trans_a, err);
+    if (!st) st = flag_attr(n, "transB", &g->trans_b, err);
+    g->alpha = ot_node_attr_float(n, "alpha", 1.0f);
+    g->beta = ot_node_attr_float(n, "beta", 1.0f);
+    return st;
+}
+
+static ot_status resolve_window(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_window_params *w = &p->u.window;
+    ot_status st = int_attr(n, "group", 1, &w->group, err);
+    if (!st) st = flag_attr(n, "count_include_pad", &w->count_include_pad, err);
+    if (!st) st = flag_attr(n, "storage_order", &w->storage_order, err);
+    list_attr(n, "kernel_shape", &w->n_kernel, w->kernel);
+    list_attr(n, "strides", &w->n_strides, w->strides);
+    list_attr(n, "dilations", &w->n_dilations, w->dilations);
+    list_attr(n, "pads", &w->n_pads, w->pads);
+    /* anything but these three is NOTSET: explicit pads */
+    const char *ap = ot_node_attr_string(n, "auto_pad", "NOTSET");
+    w->auto_pad = strcmp(ap, "SAME_UPPER") == 0   ? OT_AUTO_PAD_SAME_UPPER
+                  : strcmp(ap, "SAME_LOWER") == 0 ? OT_AUTO_PAD_SAME_LOWER
+                  : strcmp(ap, "VALID") == 0      ? OT_AUTO_PAD_VALID
+                                                  : OT_AUTO_PAD_NOTSET;
+    return st;
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+typedef struct family {
+    ot_params_kind kind;
+    resolve_fn resolve;
+} family;
+
+static const family FAMILY[OT_OP_COUNT] = {
+    [OT_OP_GEMM] = {OT_PARAMS_GEMM, resolve_gemm},
+    [OT_OP_CONV] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_CONV_GRAD_INPUT] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_CONV_GRAD_WEIGHT] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_MAX_POOL] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_AVERAGE_POOL] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_MAX_POOL_GRAD] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_AVERAGE_POOL_GRAD] = {OT_PARAMS_WINDOW, resolve_window},
+};
+
+ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {
+    ot_op_params r;
+    memset(&r, 0, sizeof r);
+    r.kind = OT_PARAMS_NONE;
+    ot_status st = OT_OK;
+    if (node->op > OT_OP_UNKNOWN && node->op < OT_OP_COUNT && FAMILY[node->op].resolve) {
+        r.kind = FAMILY[node->op].kind;
+        st = FAMILY[node->op].resolve(node, &r, err);
+    }
+    /* p may be &node->params: written once, whole, on success */
+    if (!st) *p = r;
+    return st;
+}
+
+ot_status ot_graph_resolve_params(ot_graph *g, ot_error *err) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        ot_node *n = &g->nodes[i];
+        if (n->removed) continue;
+        ot_status st = ot_node_resolve_params(n, &n->params, err);
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
+ot_status ot_node_params(const ot_node *node, ot_op_params *scratch, const ot_op_params **out, ot_error *err) {
+    /* a kind that does not fit the op (never resolved, or the op was rewritten since)
+     * is resolved afresh */
+    ot_params_kind want = node->op > OT_OP_UNKNOWN && node->op < OT_OP_COUNT && FAMILY[node->op].resolve
+                              ? FAMILY[node->op].kind
+                              : OT_PARAMS_NONE;
+    if (node->params.kind == want) {
+        *out = &node->params;
+        return OT_OK;
+    }
+    *out = scratch;
+    return ot_node_resolve_params(node, scratch, err);
+}

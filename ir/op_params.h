@@ -1,0 +1,74 @@
+/* op_params.h — typed op parameters: what the kernels of both backends read from a
+ * node's attributes, parsed once into a tagged union per op family (libonnx's
+ * init, ggml's op_params) instead of by name on every run. ot_graph_resolve_params
+ * fills every node's `params` (ir.h's ot_node) when an executor is built, after every
+ * pass that adds or copies nodes; constant folding resolves the node it evaluates.
+ * Resolution range-checks every integer attribute it narrows (an `int` field): one
+ * out of int range is OT_E_MODEL naming the node, never a silent cast. Defaults and
+ * the handling of odd attributes (a wrong-typed attribute counts as absent; a list of
+ * the wrong length is kept with its count, for the geometry code to ignore as
+ * before) are those the kernels applied when they parsed the attributes themselves.
+ *
+ * Lists are copied (at most OT_PARAMS_MAX_LIST entries; a longer list keeps its
+ * count only, which no valid node has); Split's sizes point into the node's own
+ * attribute, valid while the attribute is. */
+
+/* ir.h includes this file at the point where its types are needed, and this file
+ * needs ir.h's status, error and dtype types first: include ir.h before the guard. */
+#include "ir.h"
+
+#ifndef OT_OP_PARAMS_H
+#define OT_OP_PARAMS_H
+
+#define OT_PARAMS_MAX_LIST 16
+
+typedef enum ot_params_kind {
+    OT_PARAMS_UNRESOLVED = 0, /* a zeroed node: nothing resolved yet */
+    OT_PARAMS_NONE,           /* resolved; the op reads no attributes */
+    OT_PARAMS_GEMM,
+    OT_PARAMS_WINDOW,
+} ot_params_kind;
+
+/* Gemm */
+typedef struct ot_gemm_params {
+    bool trans_a, trans_b;
+    float alpha, beta;
+} ot_gemm_params;
+
+typedef enum ot_auto_pad { OT_AUTO_PAD_NOTSET, OT_AUTO_PAD_SAME_UPPER, OT_AUTO_PAD_SAME_LOWER, OT_AUTO_PAD_VALID } ot_auto_pad;
+
+/* Conv, MaxPool, AveragePool and their gradients. n_* < 0: the attribute is absent. */
+typedef struct ot_window_params {
+    int group; /* Conv family; 1 by default */
+    int n_kernel, n_strides, n_dilations, n_pads;
+    int64_t kernel[OT_PARAMS_MAX_LIST], strides[OT_PARAMS_MAX_LIST], dilations[OT_PARAMS_MAX_LIST],
+        pads[OT_PARAMS_MAX_LIST];
+    ot_auto_pad auto_pad;
+    bool count_include_pad; /* AveragePool */
+    bool storage_order;     /* MaxPool: 1 = column-major Indices */
+} ot_window_params;
+
+typedef struct ot_op_params {
+    ot_params_kind kind;
+    union {
+        ot_gemm_params gemm;
+        ot_window_params window;
+    } u;
+} ot_op_params;
+
+struct ot_node;
+struct ot_graph;
+
+/* Fills *p from node's attributes (p may be &node->params). OT_E_MODEL naming the node
+ * for an integer attribute out of range. Ops without parameters get OT_PARAMS_NONE. */
+ot_status ot_node_resolve_params(const struct ot_node *node, ot_op_params *p, ot_error *err);
+
+/* Resolves every node of g that is not removed; the first failure is returned. */
+ot_status ot_graph_resolve_params(struct ot_graph *g, ot_error *err);
+
+/* The node's resolved params, or, for a node never resolved (one a test builds by
+ * hand) or whose op changed since, *scratch filled from its attributes. *out points
+ * at one of the two. */
+ot_status ot_node_params(const struct ot_node *node, ot_op_params *scratch, const ot_op_params **out, ot_error *err);
+
+#endif
