@@ -65,6 +65,34 @@ static ot_status resolve_window(const ot_node *n, ot_op_params *p, ot_error *err
     return st;
 }
 
+static ot_status resolve_act(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_act_params *a = &p->u.act;
+    a->alpha = ot_node_attr_float(n, "alpha", 0.01f);
+    a->approximate_name = ot_node_attr_string(n, "approximate", "none");
+    a->approximate = strcmp(a->approximate_name, "none") == 0   ? OT_GELU_NONE
+                     : strcmp(a->approximate_name, "tanh") == 0 ? OT_GELU_TANH
+                                                                : OT_GELU_OTHER;
+    const ot_attr *lo = ot_node_attr(n, "min"), *hi = ot_node_attr(n, "max");
+    a->has_min = lo && lo->type == OT_ATTR_FLOAT;
+    a->has_max = hi && hi->type == OT_ATTR_FLOAT;
+    a->min = a->has_min ? lo->f : 0.0f;
+    a->max = a->has_max ? hi->f : 0.0f;
+    return OT_OK;
+}
+
+static ot_status resolve_dropout(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_dropout_params *d = &p->u.dropout;
+    const ot_attr *r = ot_node_attr(n, "ratio"), *t = ot_node_attr(n, "training_mode"), *k = ot_node_attr(n, "rng_node");
+    ot_status st = OT_OK;
+    d->has_ratio = r && r->type == OT_ATTR_FLOAT;
+    d->ratio = d->has_ratio ? r->f : 0.5f;
+    d->has_training_mode = t && t->type == OT_ATTR_INT;
+    if (d->has_training_mode) st = flag_attr(n, "training_mode", &d->training_mode, err);
+    d->has_rng_node = k && k->type == OT_ATTR_INT;
+    if (!st && d->has_rng_node) st = int_attr(n, "rng_node", 0, &d->rng_node, err);
+    return st;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -81,6 +109,14 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_AVERAGE_POOL] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_MAX_POOL_GRAD] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_AVERAGE_POOL_GRAD] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_LEAKY_RELU] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_LEAKY_RELU_GRAD] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_GELU] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_GELU_GRAD] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_CLIP] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_CLIP_GRAD] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_DROPOUT] = {OT_PARAMS_DROPOUT, resolve_dropout},
+    [OT_OP_DROPOUT_GRAD] = {OT_PARAMS_DROPOUT, resolve_dropout},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

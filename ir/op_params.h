@@ -27,6 +27,8 @@ typedef enum ot_params_kind {
     OT_PARAMS_NONE,           /* resolved; the op reads no attributes */
     OT_PARAMS_GEMM,
     OT_PARAMS_WINDOW,
+    OT_PARAMS_ACT,
+    OT_PARAMS_DROPOUT,
 } ot_params_kind;
 
 /* Gemm */
@@ -48,11 +50,35 @@ typedef struct ot_window_params {
     bool storage_order;     /* MaxPool: 1 = column-major Indices */
 } ot_window_params;
 
+typedef enum ot_gelu_approx { OT_GELU_NONE, OT_GELU_TANH, OT_GELU_OTHER } ot_gelu_approx;
+
+/* LeakyRelu, Gelu, Clip and their gradients */
+typedef struct ot_act_params {
+    float alpha;                  /* LeakyRelu: 0.01 by default */
+    ot_gelu_approx approximate;   /* Gelu: "none" by default; any other string is OTHER */
+    const char *approximate_name; /* as written (the node's attribute), for OTHER's error */
+    /* Clip: the normalised float attributes min / max, when present (else the
+     * optional inputs, read at run time) */
+    bool has_min, has_max;
+    float min, max;
+} ot_act_params;
+
+/* Dropout and DropoutGrad: the attributes, when present (Dropout falls back on its
+ * opset-12 inputs at run time; DropoutGrad on ratio 0.5 and ctx->rng_node). */
+typedef struct ot_dropout_params {
+    bool has_ratio, has_training_mode, has_rng_node;
+    float ratio; /* 0.5 when absent */
+    bool training_mode;
+    int rng_node;
+} ot_dropout_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
         ot_gemm_params gemm;
         ot_window_params window;
+        ot_act_params act;
+        ot_dropout_params dropout;
     } u;
 } ot_op_params;
 

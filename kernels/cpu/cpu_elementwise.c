@@ -172,14 +172,13 @@ static bool clip_bound(const ot_tensor *t, float *v) {
 
 /* Clip on integers: bounds from the inputs when given (exact), else from the
  * normalised float attributes. */
-static ot_status int_clip(const ot_node *node, const ot_tensor *in, ot_tensor *out, int64_t n, ot_error *err) {
+static ot_status int_clip(const ot_node *node, const ot_act_params *ap, const ot_tensor *in, ot_tensor *out, int64_t n,
+                          ot_error *err) {
     int64_t lo = INT64_MIN, hi = INT64_MAX;
-    const ot_attr *a = ot_node_attr(node, "min");
     if (node->n_inputs > 1 && in[1].data && ot_kernel_numel(&in[1]) > 0) ot_kernel_load_int(in[1].dtype, in[1].data, 0, &lo);
-    else if (a && a->type == OT_ATTR_FLOAT && isfinite(a->f)) lo = (int64_t)ceil(a->f);
-    a = ot_node_attr(node, "max");
+    else if (ap->has_min && isfinite(ap->min)) lo = (int64_t)ceil(ap->min);
     if (node->n_inputs > 2 && in[2].data && ot_kernel_numel(&in[2]) > 0) ot_kernel_load_int(in[2].dtype, in[2].data, 0, &hi);
-    else if (a && a->type == OT_ATTR_FLOAT && isfinite(a->f)) hi = (int64_t)floor(a->f);
+    else if (ap->has_max && isfinite(ap->max)) hi = (int64_t)floor(ap->max);
     if (out[0].dtype != in[0].dtype) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     for (int64_t i = 0; i < n; i++) {
         int64_t v;
@@ -203,6 +202,11 @@ ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out,
                        node->op_type, (long long)ot_kernel_numel(&out[0]), (long long)n);
     int nt = ot_cpu_threads(ctx);
     ot_op op = node->op;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_act_params *ap = &pp->u.act; /* LeakyRelu, Clip, Gelu */
     if (op == OT_OP_NEG && in[0].dtype != OT_F32) {
         if (in[0].dtype == OT_I64) {
             const int64_t *x = in[0].data;
@@ -218,7 +222,7 @@ ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         }
     }
     if (op == OT_OP_CLIP && ot_kernel_is_int_dtype(in[0].dtype) && in[0].dtype != OT_BOOL)
-        return int_clip(node, in, out, n, err);
+        return int_clip(node, ap, in, out, n, err);
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
     const float *x = in[0].data;
     float *y = out[0].data;
@@ -258,33 +262,30 @@ ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         clip_rows(x, y, n, 0.0f, INFINITY, true, nt, par);
         break;
     case OT_OP_LEAKY_RELU: {
-        float a = ot_node_attr_float(node, "alpha", 0.01f);
+        float a = ap->alpha;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++) y[i] = x[i] >= 0.0f ? x[i] : a * x[i];
         break;
     }
     case OT_OP_CLIP: {
         float lo = -INFINITY, hi = INFINITY;
-        const ot_attr *a = ot_node_attr(node, "min");
-        if (a && a->type == OT_ATTR_FLOAT) lo = a->f;
+        if (ap->has_min) lo = ap->min;
         else if (node->n_inputs > 1) clip_bound(&in[1], &lo);
-        a = ot_node_attr(node, "max");
-        if (a && a->type == OT_ATTR_FLOAT) hi = a->f;
+        if (ap->has_max) hi = ap->max;
         else if (node->n_inputs > 2) clip_bound(&in[2], &hi);
         clip_rows(x, y, n, lo, hi, false, nt, par);
         break;
     }
     case OT_OP_GELU: {
-        const char *approx = ot_node_attr_string(node, "approximate", "none");
-        if (strcmp(approx, "tanh") == 0) {
+        if (ap->approximate == OT_GELU_TANH) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
             for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh(x[i]);
-        } else if (strcmp(approx, "none") == 0) {
+        } else if (ap->approximate == OT_GELU_NONE) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
             for (int64_t i = 0; i < n; i++) y[i] = gelu_erf(x[i]);
         } else {
             return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (Gelu): approximate='%s' is not 'none' or 'tanh'",
-                           node->name, approx);
+                           node->name, ap->approximate_name);
         }
         break;
     }

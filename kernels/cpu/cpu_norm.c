@@ -230,15 +230,18 @@ ot_status ot_cpu_dropout(const ot_node *node, const ot_tensor *in, ot_tensor *ou
     if (ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Dropout): output size differs from input", node->name);
     /* attributes are the normalised form; fall back to the opset-12 inputs */
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_dropout_params *dp = &pp->u.dropout;
     float ratio = 0.5f;
-    const ot_attr *a = ot_node_attr(node, "ratio");
     double dv;
-    if (a && a->type == OT_ATTR_FLOAT) ratio = a->f;
+    if (dp->has_ratio) ratio = dp->ratio;
     else if (node->n_inputs > 1 && in[1].data && ot_kernel_load_double(in[1].dtype, in[1].data, 0, &dv)) ratio = (float)dv;
     bool training = false;
-    a = ot_node_attr(node, "training_mode");
     int64_t iv;
-    if (a && a->type == OT_ATTR_INT) training = a->i != 0;
+    if (dp->has_training_mode) training = dp->training_mode;
     else if (node->n_inputs > 2 && in[2].data && ot_kernel_load_int(in[2].dtype, in[2].data, 0, &iv)) training = iv != 0;
     if (ratio < 0.0f || ratio > 1.0f)
         return ot_fail(err, OT_E_MODEL, "node '%s' (Dropout): ratio %g outside [0, 1]", node->name, (double)ratio);

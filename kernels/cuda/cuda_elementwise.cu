@@ -100,11 +100,10 @@ template <typename T> struct clip_int {
 };
 
 /* Clip bound: the normalised float attribute, else the optional scalar input. */
-static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, const char *name,
-                            float *v, ot_error *err) {
-    const ot_attr *a = ot_node_attr(node, name);
-    if (a && a->type == OT_ATTR_FLOAT) {
-        *v = a->f;
+static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, bool has_attr,
+                            float attr, float *v, ot_error *err) {
+    if (has_attr) {
+        *v = attr;
         return OT_OK;
     }
     if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) >= 1 && loadable(in[slot].dtype)) {
@@ -118,9 +117,8 @@ static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tenso
 
 /* Integer Clip bounds in the CPU's order: the input when given (exact, first
  * element, when it is an integer tensor), else the float attribute rounded inward. */
-static ot_status clip_int_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, const char *name,
-                                bool upper, int64_t *v, ot_error *err) {
-    const ot_attr *a = ot_node_attr(node, name);
+static ot_status clip_int_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, bool has_attr,
+                                float attr, bool upper, int64_t *v, ot_error *err) {
     if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) > 0) {
         if (!ot_kernel_is_int_dtype(in[slot].dtype)) return OT_OK; /* the CPU's load fails: no bound */
         int n = 0;
@@ -130,18 +128,18 @@ static ot_status clip_int_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_t
         ot_status st = ot_cuda_read_ints(cx, &one, first, 1, &n, err);
         if (st) return st;
         *v = first[0];
-    } else if (a && a->type == OT_ATTR_FLOAT && isfinite(a->f)) {
-        *v = upper ? (int64_t)floor(a->f) : (int64_t)ceil(a->f);
+    } else if (has_attr && isfinite(attr)) {
+        *v = upper ? (int64_t)floor(attr) : (int64_t)ceil(attr);
     }
     return OT_OK;
 }
 
 template <typename T>
-static ot_status launch_clip_int(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out, int64_t n,
-                                 ot_error *err) {
+static ot_status launch_clip_int(ot_cuda_ctx *cx, const ot_node *node, const ot_act_params *ap, const ot_tensor *in,
+                                 ot_tensor *out, int64_t n, ot_error *err) {
     int64_t lo = INT64_MIN, hi = INT64_MAX;
-    ot_status st = clip_int_bound(cx, node, in, 1, "min", false, &lo, err);
-    if (!st) st = clip_int_bound(cx, node, in, 2, "max", true, &hi, err);
+    ot_status st = clip_int_bound(cx, node, in, 1, ap->has_min, ap->min, false, &lo, err);
+    if (!st) st = clip_int_bound(cx, node, in, 2, ap->has_max, ap->max, true, &hi, err);
     if (st) return st;
     return ot_cu_map(cx, clip_int<T>{(const T *)in[0].data, (T *)out[0].data, lo, hi}, n, err);
 }
@@ -152,6 +150,11 @@ OT_CUDA_LAUNCHER(ot_cuda_unary) {
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
                        node->op_type, (long long)ot_kernel_numel(&out[0]), (long long)n);
     ot_dtype t = in[0].dtype;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_act_params *ap = &pp->u.act; /* LeakyRelu, Clip, Gelu */
     if (node->op == OT_OP_NEG && t == OT_I64)
         return ot_cu_map(cx, neg_int<int64_t, uint64_t>{(const int64_t *)in[0].data, (int64_t *)out[0].data}, n, err);
     if (node->op == OT_OP_NEG && t == OT_I32)
@@ -159,10 +162,10 @@ OT_CUDA_LAUNCHER(ot_cuda_unary) {
     if (node->op == OT_OP_CLIP && is_int_arith(t)) {
         if (out[0].dtype != t) return bad_dtype(node, "output", out[0].dtype, err);
         switch (t) {
-        case OT_I64: return launch_clip_int<int64_t>(cx, node, in, out, n, err);
-        case OT_I32: return launch_clip_int<int32_t>(cx, node, in, out, n, err);
-        case OT_I8: return launch_clip_int<int8_t>(cx, node, in, out, n, err);
-        default: return launch_clip_int<uint8_t>(cx, node, in, out, n, err);
+        case OT_I64: return launch_clip_int<int64_t>(cx, node, ap, in, out, n, err);
+        case OT_I32: return launch_clip_int<int32_t>(cx, node, ap, in, out, n, err);
+        case OT_I8: return launch_clip_int<int8_t>(cx, node, ap, in, out, n, err);
+        default: return launch_clip_int<uint8_t>(cx, node, ap, in, out, n, err);
         }
     }
     if (t != OT_F32) return bad_dtype(node, "input 0", t, err);
@@ -178,23 +181,22 @@ OT_CUDA_LAUNCHER(ot_cuda_unary) {
     case OT_OP_TANH: op = U_TANH; break;
     case OT_OP_SIGMOID: op = U_SIGMOID; break;
     case OT_OP_RELU: op = U_RELU; break;
-    case OT_OP_LEAKY_RELU: op = U_LEAKY; a = ot_node_attr_float(node, "alpha", 0.01f); break;
+    case OT_OP_LEAKY_RELU: op = U_LEAKY; a = ap->alpha; break;
     case OT_OP_CLIP: {
         op = U_CLIP;
         a = -INFINITY;
         b = INFINITY;
-        ot_status st = clip_bound(cx, node, in, 1, "min", &a, err);
-        if (!st) st = clip_bound(cx, node, in, 2, "max", &b, err);
+        ot_status st = clip_bound(cx, node, in, 1, ap->has_min, ap->min, &a, err);
+        if (!st) st = clip_bound(cx, node, in, 2, ap->has_max, ap->max, &b, err);
         if (st) return st;
         break;
     }
     case OT_OP_GELU: {
-        const char *approx = ot_node_attr_string(node, "approximate", "none");
-        if (strcmp(approx, "tanh") == 0) op = U_GELU_TANH;
-        else if (strcmp(approx, "none") == 0) op = U_GELU;
+        if (ap->approximate == OT_GELU_TANH) op = U_GELU_TANH;
+        else if (ap->approximate == OT_GELU_NONE) op = U_GELU;
         else
             return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (Gelu): approximate='%s' is not 'none' or 'tanh'",
-                           node->name, approx);
+                           node->name, ap->approximate_name);
         break;
     }
     default:
@@ -662,11 +664,10 @@ struct act_grad_op {
 
 /* ClipGrad's bounds as grad_pointwise.c reads them: the float attribute, else a
  * one-element input (inputs 2 and 3: dY and X come first), else no bound. */
-static ot_status clip_grad_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot,
-                                 const char *name, float *v, ot_error *err) {
-    const ot_attr *a = ot_node_attr(node, name);
-    if (a && a->type == OT_ATTR_FLOAT) {
-        *v = a->f;
+static ot_status clip_grad_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, bool has_attr,
+                                 float attr, float *v, ot_error *err) {
+    if (has_attr) {
+        *v = attr;
         return OT_OK;
     }
     if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) == 1 && loadable(in[slot].dtype)) {
@@ -684,29 +685,33 @@ OT_CUDA_LAUNCHER(ot_cuda_act_grad) {
     if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, the forward value and dX differ in size", node->name,
                        node->op_type);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_act_params *ap = &pp->u.act; /* LeakyReluGrad, GeluGrad, ClipGrad */
     int op;
     float a = 0.0f, b = 0.0f;
     switch (node->op) {
     case OT_OP_RELU_GRAD: op = G_RELU; break;
-    case OT_OP_LEAKY_RELU_GRAD: op = G_LEAKY; a = ot_node_attr_float(node, "alpha", 0.01f); break;
+    case OT_OP_LEAKY_RELU_GRAD: op = G_LEAKY; a = ap->alpha; break;
     case OT_OP_SIGMOID_GRAD: op = G_SIGMOID; break;
     case OT_OP_TANH_GRAD: op = G_TANH; break;
     case OT_OP_ERF_GRAD: op = G_ERF; break;
     case OT_OP_GELU_GRAD: {
-        const char *approx = ot_node_attr_string(node, "approximate", "none");
-        if (strcmp(approx, "tanh") == 0) op = G_GELU_TANH;
-        else if (strcmp(approx, "none") == 0) op = G_GELU;
+        if (ap->approximate == OT_GELU_TANH) op = G_GELU_TANH;
+        else if (ap->approximate == OT_GELU_NONE) op = G_GELU;
         else
             return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (GeluGrad): approximate='%s' is not 'none' or 'tanh'",
-                           node->name, approx);
+                           node->name, ap->approximate_name);
         break;
     }
     case OT_OP_CLIP_GRAD: {
         op = G_CLIP;
         a = -INFINITY;
         b = INFINITY;
-        ot_status st = clip_grad_bound(cx, node, in, 2, "min", &a, err);
-        if (!st) st = clip_grad_bound(cx, node, in, 3, "max", &b, err);
+        ot_status st = clip_grad_bound(cx, node, in, 2, ap->has_min, ap->min, &a, err);
+        if (!st) st = clip_grad_bound(cx, node, in, 3, ap->has_max, ap->max, &b, err);
         if (st) return st;
         break;
     }
@@ -771,20 +776,22 @@ OT_CUDA_LAUNCHER(ot_cuda_dropout) {
     int64_t n = ot_kernel_numel(&in[0]);
     if (ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Dropout): output size differs from input", node->name);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    const ot_dropout_params *dp = &pp->u.dropout;
     float ratio = 0.5f;
-    const ot_attr *a = ot_node_attr(node, "ratio");
-    ot_status st;
-    if (a && a->type == OT_ATTR_FLOAT) {
-        ratio = a->f;
+    if (dp->has_ratio) {
+        ratio = dp->ratio;
     } else if (node->n_inputs > 1 && in[1].data && loadable(in[1].dtype)) {
         double d; /* the CPU ignores a ratio of a dtype it cannot load (0.5 stays) */
         if ((st = ot_cuda_read_double(cx, &in[1], &d, err))) return st;
         ratio = (float)d;
     }
     bool training = false;
-    a = ot_node_attr(node, "training_mode");
-    if (a && a->type == OT_ATTR_INT) {
-        training = a->i != 0;
+    if (dp->has_training_mode) {
+        training = dp->training_mode;
     } else if (node->n_inputs > 2 && in[2].data && ot_kernel_is_int_dtype(in[2].dtype)) {
         double d; /* the CPU reads it as an integer (bool included) */
         if ((st = ot_cuda_read_double(cx, &in[2], &d, err))) return st;
@@ -811,8 +818,12 @@ OT_CUDA_LAUNCHER(ot_cuda_dropout_grad) {
     int64_t n = ot_kernel_numel(&out[0]);
     if (ot_kernel_numel(&in[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
-    float ratio = ot_node_attr_float(node, "ratio", 0.5f);
-    uint32_t key = (uint32_t)ot_node_attr_int(node, "rng_node", ctx->rng_node);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    float ratio = pp->u.dropout.ratio;
+    uint32_t key = (uint32_t)(pp->u.dropout.has_rng_node ? pp->u.dropout.rng_node : ctx->rng_node);
     float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
     return ot_cu_map(
         cx, dropout_op{(const float *)in[0].data, (float *)out[0].data, NULL, ctx->seed, ctx->step, key, ratio, scale},
