@@ -93,6 +93,20 @@ static ot_status resolve_dropout(const ot_node *n, ot_op_params *p, ot_error *er
     return st;
 }
 
+static ot_status resolve_norm(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_norm_params *m = &p->u.norm;
+    bool softmax = n->op == OT_OP_SOFTMAX || n->op == OT_OP_LOG_SOFTMAX || n->op == OT_OP_SOFTMAX_GRAD ||
+                   n->op == OT_OP_LOG_SOFTMAX_GRAD;
+    ot_status st = flag_attr(n, "legacy_2d", &m->legacy_2d, err);
+    if (!softmax) m->legacy_2d = false;
+    if (!st) st = int_attr(n, "axis", m->legacy_2d ? 1 : -1, &m->axis, err);
+    if (!st) st = flag_attr(n, "training_mode", &m->training_mode, err);
+    if (!st) st = flag_attr(n, "unbiased_running_var", &m->unbiased_running_var, err);
+    m->epsilon = ot_node_attr_float(n, "epsilon", 1e-5f);
+    m->momentum = ot_node_attr_float(n, "momentum", 0.9f);
+    return st;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -117,6 +131,14 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_CLIP_GRAD] = {OT_PARAMS_ACT, resolve_act},
     [OT_OP_DROPOUT] = {OT_PARAMS_DROPOUT, resolve_dropout},
     [OT_OP_DROPOUT_GRAD] = {OT_PARAMS_DROPOUT, resolve_dropout},
+    [OT_OP_SOFTMAX] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_LOG_SOFTMAX] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_SOFTMAX_GRAD] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_LOG_SOFTMAX_GRAD] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_BATCH_NORM] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_BATCH_NORM_GRAD] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_LAYER_NORM] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_LAYER_NORM_GRAD] = {OT_PARAMS_NORM, resolve_norm},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

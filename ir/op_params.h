@@ -29,6 +29,7 @@ typedef enum ot_params_kind {
     OT_PARAMS_WINDOW,
     OT_PARAMS_ACT,
     OT_PARAMS_DROPOUT,
+    OT_PARAMS_NORM,
 } ot_params_kind;
 
 /* Gemm */
@@ -72,6 +73,17 @@ typedef struct ot_dropout_params {
     int rng_node;
 } ot_dropout_params;
 
+/* Softmax, LogSoftmax, BatchNormalization, LayerNormalization and their gradients */
+typedef struct ot_norm_params {
+    /* Softmax: -1, or 1 with legacy_2d (the importer's mark for opset < 13: softmax
+     * over the flattened dims [axis, rank)); LayerNorm: -1 */
+    int axis;
+    bool legacy_2d;
+    float epsilon;  /* 1e-5 */
+    float momentum; /* BatchNorm: 0.9 */
+    bool training_mode, unbiased_running_var;
+} ot_norm_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -79,6 +91,7 @@ typedef struct ot_op_params {
         ot_window_params window;
         ot_act_params act;
         ot_dropout_params dropout;
+        ot_norm_params norm;
     } u;
 } ot_op_params;
 

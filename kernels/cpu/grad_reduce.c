@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "kernels/cpu/grad_kernels.h"
+#include "kernels/norm_geometry.h"
 
 /* Strides of `small` aligned on the right against the rank-r shape `big`, 0 where
  * small has size 1 or no dim. False when small does not broadcast to big. */
@@ -132,12 +133,10 @@ OT_GRAD_KERNEL(ot_cpu_softmax_grad) {
         *(float *)out[0].data = 0.0f;
         return OT_OK;
     }
-    bool legacy = ot_node_attr_int(node, "legacy_2d", 0) != 0;
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), s->rank);
-    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
-    int64_t outer = 1, a = s->dim[axis], inner = 1;
-    for (int d = 0; d < axis; d++) outer *= s->dim[d];
-    for (int d = axis + 1; d < s->rank; d++) *(legacy ? &a : &inner) *= s->dim[d];
+    ot_softmax_geometry g;
+    ot_status st = ot_softmax_geometry_init(&g, node, s, err);
+    if (st) return st;
+    int64_t outer = g.outer, a = g.len, inner = g.inner;
     const float *dy = in[0].data, *y = in[1].data;
     float *dx = out[0].data;
     bool log_sm = node->op == OT_OP_LOG_SOFTMAX_GRAD;

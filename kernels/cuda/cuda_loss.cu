@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_device.cuh"
+#include "kernels/norm_geometry.h"
 
 static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
     return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
@@ -16,12 +17,7 @@ static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot
 
 /* rows x cols view of X for a LayerNorm over axes [axis, rank). */
 static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int64_t *cols) {
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
-    if (axis < 0) return false;
-    *rows = 1;
-    *cols = 1;
-    for (int d = 0; d < x->shape.rank; d++) *(d < axis ? rows : cols) *= x->shape.dim[d];
-    return true;
+    return ot_layer_norm_view(node, &x->shape, rows, cols);
 }
 
 /* ---- losses ------------------------------------------------------------------------ */
@@ -58,7 +54,7 @@ static ot_status loss_geom_init(loss_geom *g, const ot_node *node, const ot_shap
 
 size_t ot_cuda_reduce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     (void)out;
-    loss_geom g;
+    loss_geom g{}; /* zeroed: GCC cannot see that a failed init is never read */
     switch (node->op) {
     case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
     case OT_OP_NLL_LOSS:

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_device.cuh"
+#include "kernels/norm_geometry.h"
 
 static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
     return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
@@ -136,26 +137,18 @@ OT_CUDA_LAUNCHER(ot_cuda_reduce_to_like) {
 
 /* ---- Softmax / LogSoftmax and their gradients: one warp per line ------------------ */
 
+/* The kernels' copy of ot_softmax_geometry (kernels/norm_geometry.h). */
 struct sm_geom {
     int64_t lines, len, inner;
 };
 
 static ot_status softmax_geom(const ot_node *node, const ot_shape *s, sm_geom *g, ot_error *err) {
-    int r = s->rank;
-    bool legacy = ot_node_attr_int(node, "legacy_2d", 0) != 0;
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), r);
-    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
-    int64_t outer = 1, len = 1, inner = 1;
-    for (int d = 0; d < axis; d++) outer *= s->dim[d];
-    if (legacy) {
-        for (int d = axis; d < r; d++) len *= s->dim[d];
-    } else {
-        len = s->dim[axis];
-        for (int d = axis + 1; d < r; d++) inner *= s->dim[d];
-    }
-    g->lines = outer * inner;
-    g->len = len;
-    g->inner = inner;
+    ot_softmax_geometry sg;
+    ot_status st = ot_softmax_geometry_init(&sg, node, s, err);
+    if (st) return st;
+    g->lines = sg.lines;
+    g->len = sg.len;
+    g->inner = sg.inner;
     return OT_OK;
 }
 
@@ -274,12 +267,15 @@ OT_CUDA_LAUNCHER(ot_cuda_layer_norm) {
     for (int k = 0; k < node->n_inputs; k++)
         if (in[k].data && in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
     const ot_shape *s = &in[0].shape;
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", -1), s->rank);
-    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormalization): axis out of range", node->name);
-    float eps = ot_node_attr_float(node, "epsilon", 1e-5f);
-    int64_t rows = 1, cols = 1;
-    for (int d = 0; d < axis; d++) rows *= s->dim[d];
-    for (int d = axis; d < s->rank; d++) cols *= s->dim[d];
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
+    int64_t rows, cols;
+    if (!ot_layer_norm_view(node, s, &rows, &cols))
+        return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormalization): axis out of range", node->name);
+    float eps = np->epsilon;
     const float *bias = node->n_inputs > 2 && in[2].data ? (const float *)in[2].data : NULL;
     int64_t ns = ot_kernel_numel(&in[1]), nb = bias ? ot_kernel_numel(&in[2]) : cols;
     if ((ns != cols && ns != 1) || (nb != cols && nb != 1))
@@ -344,12 +340,7 @@ __global__ void k_layer_norm_grad_cols(const float *dy, const float *x, const do
 }
 
 static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int64_t *cols) {
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
-    if (axis < 0) return false;
-    *rows = 1;
-    *cols = 1;
-    for (int d = 0; d < x->shape.rank; d++) *(d < axis ? rows : cols) *= x->shape.dim[d];
-    return true;
+    return ot_layer_norm_view(node, &x->shape, rows, cols);
 }
 
 OT_CUDA_LAUNCHER(ot_cuda_layer_norm_grad) {
@@ -368,7 +359,12 @@ OT_CUDA_LAUNCHER(ot_cuda_layer_norm_grad) {
     if (rows * cols == 0) return OT_OK;
     float *dx = (float *)out[0].data;
     float *dsc = node->n_outputs > 1 ? (float *)out[1].data : NULL, *db = node->n_outputs > 2 ? (float *)out[2].data : NULL;
-    double eps = ot_node_attr_float(node, "epsilon", 1e-5f);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
+    double eps = np->epsilon;
     k_layer_norm_grad_rows<<<row_blocks(rows), OT_CU_THREADS, 0, cx->stream>>>(
         (const float *)in[0].data, (const float *)x->data, (const float *)in[2].data, dx, stat, rows, cols, eps);
     OT_CUDA_LAUNCHED();
@@ -432,20 +428,24 @@ OT_CUDA_LAUNCHER(ot_cuda_batch_norm) {
         if (in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
     const ot_shape *s = &in[0].shape;
     if (s->rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): rank < 2", node->name);
-    int64_t N = s->dim[0], C = s->dim[1], S = 1;
-    for (int d = 2; d < s->rank; d++) S *= s->dim[d];
+    int64_t N, C, S;
+    ot_batch_norm_dims(s, &N, &C, &S);
     for (int k = 1; k < 5; k++)
         if (ot_kernel_numel(&in[k]) != C)
             return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): input %d is not of length C=%lld",
                            node->name, k, (long long)C);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
     if (C == 0) return OT_OK;
     float *om = node->n_outputs > 1 && out[1].data ? (float *)out[1].data : NULL;
     float *ov = node->n_outputs > 2 && out[2].data ? (float *)out[2].data : NULL;
     k_batch_norm<<<row_blocks(C), OT_CU_THREADS, 0, cx->stream>>>(
         (const float *)in[0].data, (const float *)in[1].data, (const float *)in[2].data, (const float *)in[3].data,
         (const float *)in[4].data, (float *)out[0].data, om, ov, N, C, S,
-        ot_node_attr_int(node, "training_mode", 0) != 0, ot_node_attr_int(node, "unbiased_running_var", 0) != 0,
-        ot_node_attr_float(node, "epsilon", 1e-5f), ot_node_attr_float(node, "momentum", 0.9f));
+        np->training_mode, np->unbiased_running_var, np->epsilon, np->momentum);
     OT_CUDA_LAUNCHED();
     return OT_OK;
 }
@@ -505,13 +505,18 @@ OT_CUDA_LAUNCHER(ot_cuda_batch_norm_grad) {
     int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_kernel_numel(x) / (N * C) : 0;
     if (ot_kernel_numel(&in[2]) != C)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): scale must have C elements", node->name);
-    bool train = ot_node_attr_int(node, "training_mode", 0) != 0 || node->n_inputs < 5 || !in[3].data || !in[4].data;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
+    bool train = np->training_mode || node->n_inputs < 5 || !in[3].data || !in[4].data;
     if (C == 0) return OT_OK;
     k_batch_norm_grad<<<row_blocks(C), OT_CU_THREADS, 0, cx->stream>>>(
         (const float *)in[0].data, (const float *)x->data, (const float *)in[2].data,
         train ? NULL : (const float *)in[3].data, train ? NULL : (const float *)in[4].data, (float *)out[0].data,
         node->n_outputs > 1 ? (float *)out[1].data : NULL, node->n_outputs > 2 ? (float *)out[2].data : NULL, N, C, S,
-        train, (double)ot_node_attr_float(node, "epsilon", 1e-5f));
+        train, (double)np->epsilon);
     OT_CUDA_LAUNCHED();
     return OT_OK;
 }
