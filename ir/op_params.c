@@ -107,6 +107,19 @@ static ot_status resolve_norm(const ot_node *n, ot_op_params *p, ot_error *err) 
     return st;
 }
 
+static ot_status resolve_loss(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_loss_params *l = &p->u.loss;
+    l->reduction_name = ot_node_attr_string(n, "reduction", "mean");
+    l->reduction = strcmp(l->reduction_name, "mean") == 0   ? OT_REDUCTION_MEAN
+                   : strcmp(l->reduction_name, "sum") == 0  ? OT_REDUCTION_SUM
+                   : strcmp(l->reduction_name, "none") == 0 ? OT_REDUCTION_NONE
+                                                            : OT_REDUCTION_OTHER;
+    const ot_attr *a = ot_node_attr(n, "ignore_index");
+    l->has_ignore_index = a && a->type == OT_ATTR_INT;
+    l->ignore_index = l->has_ignore_index ? a->i : 0;
+    return OT_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -139,6 +152,10 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_BATCH_NORM_GRAD] = {OT_PARAMS_NORM, resolve_norm},
     [OT_OP_LAYER_NORM] = {OT_PARAMS_NORM, resolve_norm},
     [OT_OP_LAYER_NORM_GRAD] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = {OT_PARAMS_LOSS, resolve_loss},
+    [OT_OP_NLL_LOSS] = {OT_PARAMS_LOSS, resolve_loss},
+    [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD] = {OT_PARAMS_LOSS, resolve_loss},
+    [OT_OP_NLL_LOSS_GRAD] = {OT_PARAMS_LOSS, resolve_loss},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -30,6 +30,7 @@ typedef enum ot_params_kind {
     OT_PARAMS_ACT,
     OT_PARAMS_DROPOUT,
     OT_PARAMS_NORM,
+    OT_PARAMS_LOSS,
 } ot_params_kind;
 
 /* Gemm */
@@ -84,6 +85,16 @@ typedef struct ot_norm_params {
     bool training_mode, unbiased_running_var;
 } ot_norm_params;
 
+typedef enum ot_reduction { OT_REDUCTION_MEAN, OT_REDUCTION_SUM, OT_REDUCTION_NONE, OT_REDUCTION_OTHER } ot_reduction;
+
+/* SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and their gradients */
+typedef struct ot_loss_params {
+    ot_reduction reduction;     /* "mean" by default; any other string is OTHER */
+    const char *reduction_name; /* as written (the node's attribute), for OTHER's error */
+    bool has_ignore_index;
+    int64_t ignore_index; /* compared with int64 labels: kept whole, not narrowed */
+} ot_loss_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -92,6 +103,7 @@ typedef struct ot_op_params {
         ot_act_params act;
         ot_dropout_params dropout;
         ot_norm_params norm;
+        ot_loss_params loss;
     } u;
 } ot_op_params;
 

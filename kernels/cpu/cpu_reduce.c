@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/loss_geometry.h"
 
 /* ---- ReduceMean / ReduceSum -------------------------------------------------------- */
 
@@ -124,32 +125,11 @@ ot_status ot_cpu_reduce(const ot_node *node, const ot_tensor *in, ot_tensor *out
 
 /* ---- losses ------------------------------------------------------------------------- */
 
-typedef struct loss_geom {
-    int64_t N, C, D; /* scores [N, C, D...] flattened to D after the class axis */
-    bool has_ignore;
-    int64_t ignore;
-    int reduction; /* 0 none, 1 sum, 2 mean */
-} loss_geom;
+/* scores [N, C, D...] flattened to D after the class axis (kernels/loss_geometry.h) */
+typedef ot_loss_geometry loss_geom;
 
 static ot_status loss_geom_init(loss_geom *g, const ot_node *node, const ot_tensor *in, ot_error *err) {
-    const ot_shape *s = &in[0].shape;
-    if (s->rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): scores must be [N, C, ...]", node->name, node->op_type);
-    g->N = s->dim[0];
-    g->C = s->dim[1];
-    g->D = 1;
-    for (int d = 2; d < s->rank; d++) g->D *= s->dim[d];
-    if (ot_kernel_numel(&in[1]) != g->N * g->D)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): labels must be [N, D...] matching scores", node->name,
-                       node->op_type);
-    const ot_attr *a = ot_node_attr(node, "ignore_index");
-    g->has_ignore = a && a->type == OT_ATTR_INT;
-    g->ignore = g->has_ignore ? a->i : 0;
-    const char *red = ot_node_attr_string(node, "reduction", "mean");
-    if (strcmp(red, "none") == 0) g->reduction = 0;
-    else if (strcmp(red, "sum") == 0) g->reduction = 1;
-    else if (strcmp(red, "mean") == 0) g->reduction = 2;
-    else return ot_fail(err, OT_E_MODEL, "node '%s' (%s): unknown reduction '%s'", node->name, node->op_type, red);
-    return OT_OK;
+    return ot_loss_geometry_init(g, node, &in[0].shape, &in[1], err);
 }
 
 size_t ot_cpu_loss_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {

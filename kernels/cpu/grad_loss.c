@@ -18,16 +18,20 @@ OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
     if (ot_kernel_numel(lab) != N * D)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): labels must have N x d... = %lld elements", node->name,
                        node->op_type, (long long)(N * D));
-    const char *red = ot_node_attr_string(node, "reduction", "mean");
-    int mode = strcmp(red, "none") == 0 ? 0 : strcmp(red, "sum") == 0 ? 1 : 2;
-    if (mode == 2 && strcmp(red, "mean") != 0)
-        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): reduction '%s'", node->name, node->op_type, red);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_loss_params *lp = &pp->u.loss;
+    int mode = lp->reduction == OT_REDUCTION_NONE ? 0 : lp->reduction == OT_REDUCTION_SUM ? 1 : 2;
+    if (lp->reduction == OT_REDUCTION_OTHER)
+        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): reduction '%s'", node->name, node->op_type,
+                       lp->reduction_name);
     if (mode == 0 && ot_kernel_numel(dl) != N * D)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): reduction 'none' needs dLoss shaped like labels", node->name,
                        node->op_type);
-    const ot_attr *ig = ot_node_attr(node, "ignore_index");
-    bool has_ig = ig && ig->type == OT_ATTR_INT;
-    int64_t ignore = has_ig ? ig->i : 0;
+    bool has_ig = lp->has_ignore_index;
+    int64_t ignore = lp->ignore_index;
     const float *xs = x->data, *dls = dl->data, *ws = w ? w->data : NULL;
     float *dx = out[0].data;
     bool softmax = node->op == OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_device.cuh"
+#include "kernels/loss_geometry.h"
 #include "kernels/norm_geometry.h"
 
 static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
@@ -22,34 +23,13 @@ static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int6
 
 /* ---- losses ------------------------------------------------------------------------ */
 
-struct loss_geom {
-    int64_t N, C, D, M;
-    int has_ignore;
-    int64_t ignore;
-    int reduction; /* 0 none, 1 sum, 2 mean */
-};
+/* scores [N, C, D...] flattened to D after the class axis (kernels/loss_geometry.h),
+ * passed to the kernels by value */
+typedef ot_loss_geometry loss_geom;
 
 static ot_status loss_geom_init(loss_geom *g, const ot_node *node, const ot_shape *s, const ot_tensor *labels,
                                 ot_error *err) {
-    if (s->rank < 2)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): scores must be [N, C, ...]", node->name, node->op_type);
-    g->N = s->dim[0];
-    g->C = s->dim[1];
-    g->D = 1;
-    for (int d = 2; d < s->rank; d++) g->D *= s->dim[d];
-    g->M = g->N * g->D;
-    if (ot_kernel_numel(labels) != g->M)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): labels must be [N, D...] matching scores", node->name,
-                       node->op_type);
-    const ot_attr *a = ot_node_attr(node, "ignore_index");
-    g->has_ignore = a && a->type == OT_ATTR_INT;
-    g->ignore = g->has_ignore ? a->i : 0;
-    const char *red = ot_node_attr_string(node, "reduction", "mean");
-    if (strcmp(red, "none") == 0) g->reduction = 0;
-    else if (strcmp(red, "sum") == 0) g->reduction = 1;
-    else if (strcmp(red, "mean") == 0) g->reduction = 2;
-    else return ot_fail(err, OT_E_MODEL, "node '%s' (%s): unknown reduction '%s'", node->name, node->op_type, red);
-    return OT_OK;
+    return ot_loss_geometry_init(g, node, s, labels, err);
 }
 
 size_t ot_cuda_reduce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
