@@ -120,6 +120,14 @@ static ot_status resolve_loss(const ot_node *n, ot_op_params *p, ot_error *err) 
     return OT_OK;
 }
 
+static ot_status resolve_reduce(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_reduce_params *r = &p->u.reduce;
+    int c = 0;
+    r->axes = ot_node_attr_ints(n, "axes", &c);
+    r->n_axes = r->axes ? c : -1;
+    return flag_attr(n, "noop_with_empty_axes", &r->noop_with_empty_axes, err);
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -156,6 +164,8 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_NLL_LOSS] = {OT_PARAMS_LOSS, resolve_loss},
     [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD] = {OT_PARAMS_LOSS, resolve_loss},
     [OT_OP_NLL_LOSS_GRAD] = {OT_PARAMS_LOSS, resolve_loss},
+    [OT_OP_REDUCE_MEAN] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_SUM] = {OT_PARAMS_REDUCE, resolve_reduce},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -10,7 +10,7 @@
  * before) are those the kernels applied when they parsed the attributes themselves.
  *
  * Lists are copied (at most OT_PARAMS_MAX_LIST entries; a longer list keeps its
- * count only, which no valid node has); Split's sizes point into the node's own
+ * count only, which no valid node has); the Reduce axes point into the node's own
  * attribute, valid while the attribute is. */
 
 /* ir.h includes this file at the point where its types are needed, and this file
@@ -31,6 +31,7 @@ typedef enum ot_params_kind {
     OT_PARAMS_DROPOUT,
     OT_PARAMS_NORM,
     OT_PARAMS_LOSS,
+    OT_PARAMS_REDUCE,
 } ot_params_kind;
 
 /* Gemm */
@@ -95,6 +96,13 @@ typedef struct ot_loss_params {
     int64_t ignore_index; /* compared with int64 labels: kept whole, not narrowed */
 } ot_loss_params;
 
+/* ReduceMean, ReduceSum */
+typedef struct ot_reduce_params {
+    int n_axes;           /* -1: no axes attribute (the opset-18 input, read at run time) */
+    const int64_t *axes;  /* the node's attribute (any length; duplicates allowed) */
+    bool noop_with_empty_axes;
+} ot_reduce_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -104,6 +112,7 @@ typedef struct ot_op_params {
         ot_dropout_params dropout;
         ot_norm_params norm;
         ot_loss_params loss;
+        ot_reduce_params reduce;
     } u;
 } ot_op_params;
 

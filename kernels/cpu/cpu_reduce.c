@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/loss_geometry.h"
+#include "kernels/reduce_geometry.h"
 
 /* ---- ReduceMean / ReduceSum -------------------------------------------------------- */
 
@@ -17,28 +18,22 @@ ot_status ot_cpu_reduce(const ot_node *node, const ot_tensor *in, ot_tensor *out
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
     const ot_shape *s = &in[0].shape;
     int r = s->rank, na = 0;
-    const int64_t *axes = ot_node_attr_ints(node, "axes", &na);
+    const int64_t *axes;
+    ot_status st = ot_reduce_attr_axes(node, &axes, &na, err);
+    if (st) return st;
     int64_t in_axes[OT_MAX_RANK];
     if ((!axes || na == 0) && node->n_inputs > 1 && in[1].data && ot_kernel_numel(&in[1]) <= OT_MAX_RANK) {
         na = (int)ot_kernel_numel(&in[1]);
         for (int i = 0; i < na; i++) ot_kernel_load_int(in[1].dtype, in[1].data, i, &in_axes[i]);
         axes = in_axes;
     }
-    bool red[OT_MAX_RANK] = {0};
-    if (!axes || na == 0) {
-        if (ot_node_attr_int(node, "noop_with_empty_axes", 0)) {
-            if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
-                return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
-            if (out[0].data != in[0].data) memmove(out[0].data, in[0].data, (size_t)ot_kernel_numel(&in[0]) * 4);
-            return OT_OK;
-        }
-        for (int d = 0; d < r; d++) red[d] = true;
-    } else {
-        for (int i = 0; i < na; i++) {
-            int a = ot_kernel_axis(axes[i], r);
-            if (a < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
-            red[a] = true;
-        }
+    bool red[OT_MAX_RANK] = {0}, noop;
+    if ((st = ot_reduce_dims(node, axes, na, r, red, &noop, err))) return st;
+    if (noop) {
+        if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
+            return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
+        if (out[0].data != in[0].data) memmove(out[0].data, in[0].data, (size_t)ot_kernel_numel(&in[0]) * 4);
+        return OT_OK;
     }
     /* merge adjacent dims of the same kind (size-1 dims are dropped) */
     int64_t dim[OT_MAX_RANK];

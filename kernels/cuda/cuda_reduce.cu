@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/norm_geometry.h"
+#include "kernels/reduce_geometry.h"
 
 static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
     return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
@@ -81,30 +82,24 @@ OT_CUDA_LAUNCHER(ot_cuda_reduce) {
     if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
     const ot_shape *s = &in[0].shape;
     int r = s->rank, na = 0;
-    const int64_t *axes = ot_node_attr_ints(node, "axes", &na);
+    const int64_t *axes;
+    ot_status ast = ot_reduce_attr_axes(node, &axes, &na, err);
+    if (ast) return ast;
     int64_t in_axes[OT_MAX_RANK];
     if ((!axes || na == 0) && node->n_inputs > 1 && in[1].data && ot_kernel_numel(&in[1]) > 0) {
         ot_status st = ot_cuda_read_ints(cx, &in[1], in_axes, OT_MAX_RANK, &na, err);
         if (st) return st;
         axes = in_axes;
     }
-    bool red[OT_MAX_RANK] = {0};
-    if (!axes || na == 0) {
-        if (ot_node_attr_int(node, "noop_with_empty_axes", 0)) {
-            int64_t n = ot_kernel_numel(&in[0]);
-            if (ot_kernel_numel(&out[0]) != n)
-                return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
-            if (n && out[0].data != in[0].data)
-                OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * 4, cudaMemcpyDeviceToDevice, cx->stream));
-            return OT_OK;
-        }
-        for (int d = 0; d < r; d++) red[d] = true;
-    } else {
-        for (int i = 0; i < na; i++) {
-            int a = ot_kernel_axis(axes[i], r);
-            if (a < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
-            red[a] = true;
-        }
+    bool red[OT_MAX_RANK] = {0}, noop;
+    if ((ast = ot_reduce_dims(node, axes, na, r, red, &noop, err))) return ast;
+    if (noop) {
+        int64_t n = ot_kernel_numel(&in[0]);
+        if (ot_kernel_numel(&out[0]) != n)
+            return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
+        if (n && out[0].data != in[0].data)
+            OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * 4, cudaMemcpyDeviceToDevice, cx->stream));
+        return OT_OK;
     }
     int64_t n_out = 1;
     for (int d = 0; d < r; d++)
