@@ -128,6 +128,25 @@ static ot_status resolve_reduce(const ot_node *n, ot_op_params *p, ot_error *err
     return flag_attr(n, "noop_with_empty_axes", &r->noop_with_empty_axes, err);
 }
 
+static ot_status resolve_layout(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_layout_params *l = &p->u.layout;
+    ot_status st = int_attr(n, "axis", 0, &l->axis, err);
+    int c = 0;
+    l->perm = ot_node_attr_ints(n, "perm", &c);
+    l->n_perm = l->perm ? c : -1;
+    for (int i = 0; !st && i < c && l->perm; i++)
+        if (l->perm[i] < INT_MIN || l->perm[i] > INT_MAX)
+            st = ot_fail(err, OT_E_MODEL, "node '%s' (%s): attribute 'perm' entry %lld is out of range", label(n),
+                         op_label(n), (long long)l->perm[i]);
+    l->split = ot_node_attr_ints(n, "split", &c);
+    l->n_split = l->split ? c : -1;
+    const ot_attr *e = ot_node_attr(n, "end");
+    l->has_end = e && e->type == OT_ATTR_INT;
+    l->end = l->has_end ? e->i : 0;
+    l->start = ot_node_attr_int(n, "start", 0);
+    return st;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -166,6 +185,12 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_NLL_LOSS_GRAD] = {OT_PARAMS_LOSS, resolve_loss},
     [OT_OP_REDUCE_MEAN] = {OT_PARAMS_REDUCE, resolve_reduce},
     [OT_OP_REDUCE_SUM] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_TRANSPOSE] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_CONCAT] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_SPLIT] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_GATHER] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_GATHER_GRAD] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_SHAPE] = {OT_PARAMS_LAYOUT, resolve_layout},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -10,8 +10,8 @@
  * before) are those the kernels applied when they parsed the attributes themselves.
  *
  * Lists are copied (at most OT_PARAMS_MAX_LIST entries; a longer list keeps its
- * count only, which no valid node has); the Reduce axes point into the node's own
- * attribute, valid while the attribute is. */
+ * count only, which no valid node has); the Reduce axes, Transpose's perm and Split's
+ * sizes point into the node's own attribute, valid while the attribute is. */
 
 /* ir.h includes this file at the point where its types are needed, and this file
  * needs ir.h's status, error and dtype types first: include ir.h before the guard. */
@@ -32,6 +32,7 @@ typedef enum ot_params_kind {
     OT_PARAMS_NORM,
     OT_PARAMS_LOSS,
     OT_PARAMS_REDUCE,
+    OT_PARAMS_LAYOUT,
 } ot_params_kind;
 
 /* Gemm */
@@ -103,6 +104,17 @@ typedef struct ot_reduce_params {
     bool noop_with_empty_axes;
 } ot_reduce_params;
 
+/* Transpose, Concat, Split, Gather, GatherGrad, Shape */
+typedef struct ot_layout_params {
+    int axis;              /* Concat, Split, Gather, GatherGrad: 0 by default */
+    int n_perm;            /* Transpose: -1 when absent (reverse the dims) */
+    const int64_t *perm;   /* the node's attribute; every entry checked to fit an int */
+    int n_split;           /* Split: -1 when absent */
+    const int64_t *split;  /* the node's attribute */
+    bool has_end;          /* Shape: end absent means the rank */
+    int64_t start, end;    /* Shape: clamped to the rank at run time */
+} ot_layout_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -113,6 +125,7 @@ typedef struct ot_op_params {
         ot_norm_params norm;
         ot_loss_params loss;
         ot_reduce_params reduce;
+        ot_layout_params layout;
     } u;
 } ot_op_params;
 

@@ -15,8 +15,13 @@ static ot_status shape_mismatch(const ot_node *node, const char *what, ot_error 
 ot_status ot_cpu_shape(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                        ot_error *err) {
     (void)ctx;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
     int r = in[0].shape.rank;
-    int64_t start = ot_node_attr_int(node, "start", 0), end = ot_node_attr_int(node, "end", r);
+    int64_t start = lp->start, end = lp->has_end ? lp->end : r;
     if (start < 0) start += r;
     if (end < 0) end += r;
     start = start < 0 ? 0 : (start > r ? r : start);
@@ -48,7 +53,12 @@ ot_status ot_cpu_gather(const ot_node *node, const ot_tensor *in, ot_tensor *out
     size_t es = ot_dtype_size(x->dtype);
     if (!es || x->dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "data", x->dtype, err);
     if (ind->dtype != OT_I64 && ind->dtype != OT_I32) return ot_cpu_bad_dtype(node, "indices", ind->dtype, err);
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", 0), x->shape.rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, x->shape.rank);
     if (axis < 0) return shape_mismatch(node, "axis out of range", err);
     int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_kernel_numel(ind);
     for (int d = 0; d < axis; d++) outer *= x->shape.dim[d];
@@ -84,7 +94,12 @@ ot_status ot_cpu_concat(const ot_node *node, const ot_tensor *in, ot_tensor *out
     (void)ctx;
     const ot_shape *ys = &out[0].shape;
     size_t es = ot_dtype_size(out[0].dtype);
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", 0), ys->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, ys->rank);
     if (axis < 0 || !es) return shape_mismatch(node, "axis out of range or bad dtype", err);
     int64_t outer = 1, inner = 1, total = 0;
     for (int d = 0; d < axis; d++) outer *= ys->dim[d];
@@ -113,7 +128,12 @@ ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     (void)ctx;
     const ot_shape *xs = &in[0].shape;
     size_t es = ot_dtype_size(in[0].dtype);
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", 0), xs->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, xs->rank);
     if (axis < 0 || !es) return shape_mismatch(node, "axis out of range or bad dtype", err);
     int64_t outer = 1, inner = 1, total = 0;
     for (int d = 0; d < axis; d++) outer *= xs->dim[d];
@@ -123,8 +143,8 @@ ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         if (!out[k].data) continue;
         if (out[k].dtype != in[0].dtype) return ot_cpu_bad_dtype(node, "an output", out[k].dtype, err);
     }
-    int n_split = 0;
-    const int64_t *split = ot_node_attr_ints(node, "split", &n_split);
+    int n_split = lp->n_split;
+    const int64_t *split = lp->split;
     size_t in_row = (size_t)(xs->dim[axis] * inner) * es, at = 0;
     for (int k = 0; k < node->n_outputs; k++) {
         int64_t len;
@@ -238,7 +258,13 @@ ot_status ot_cpu_transpose(const ot_node *node, const ot_tensor *in, ot_tensor *
     int r = xs->rank, np = 0;
     size_t es = ot_dtype_size(in[0].dtype);
     if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "data", in[0].dtype, err);
-    const int64_t *pa = ot_node_attr_ints(node, "perm", &np);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    const int64_t *pa = lp->perm;
+    np = lp->n_perm;
     int perm[OT_MAX_RANK];
     if (pa && np != r) return shape_mismatch(node, "perm length differs from the rank", err);
     unsigned seen = 0;

@@ -8,7 +8,12 @@ OT_GRAD_KERNEL(ot_cpu_gather_grad) {
     const ot_shape *ds = &out[0].shape;
     if (dy->dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", dy->dtype, err);
     if (!ot_kernel_is_int_dtype(idx->dtype)) return ot_cpu_bad_dtype(node, "indices", idx->dtype, err);
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", 0), ds->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, ds->rank);
     if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (GatherGrad): axis out of range", node->name);
     int64_t outer = 1, inner = 1, D = ds->dim[axis], I = ot_kernel_numel(idx);
     for (int d = 0; d < axis; d++) outer *= ds->dim[d];

@@ -58,7 +58,13 @@ OT_CUDA_LAUNCHER(ot_cuda_transpose) {
     int r = xs->rank, np = 0;
     size_t es = ot_dtype_size(in[0].dtype);
     if (!es || in[0].dtype != out[0].dtype) return bad(node, "dtype differs or unsupported", err);
-    const int64_t *pa = ot_node_attr_ints(node, "perm", &np);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    const int64_t *pa = lp->perm;
+    np = lp->n_perm;
     if (pa && np != r) return bad(node, "perm length differs from the rank", err);
     strided s;
     memset(&s, 0, sizeof s);
@@ -87,7 +93,12 @@ OT_CUDA_LAUNCHER(ot_cuda_concat) {
     (void)ctx;
     const ot_shape *ys = &out[0].shape;
     size_t es = ot_dtype_size(out[0].dtype);
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", 0), ys->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, ys->rank);
     if (axis < 0 || !es) return bad(node, "axis out of range or bad dtype", err);
     int64_t total = 0;
     for (int k = 0; k < node->n_inputs; k++) {
@@ -120,10 +131,15 @@ OT_CUDA_LAUNCHER(ot_cuda_split) {
     (void)ctx;
     const ot_shape *xs = &in[0].shape;
     size_t es = ot_dtype_size(in[0].dtype);
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", 0), xs->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, xs->rank);
     if (axis < 0 || !es) return bad(node, "axis out of range or bad dtype", err);
-    int n_split = 0;
-    const int64_t *split = ot_node_attr_ints(node, "split", &n_split);
+    int n_split = lp->n_split;
+    const int64_t *split = lp->split;
     int64_t ist[OT_MAX_RANK];
     contiguous_strides(xs, ist);
     int64_t at = 0;
@@ -276,7 +292,12 @@ OT_CUDA_LAUNCHER(ot_cuda_gather) {
     size_t es = ot_dtype_size(x->dtype);
     if (!es || x->dtype != out[0].dtype) return bad(node, "data dtype differs or unsupported", err);
     if (ind->dtype != OT_I64 && ind->dtype != OT_I32) return bad(node, "indices must be int32 or int64", err);
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", 0), x->shape.rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, x->shape.rank);
     if (axis < 0) return bad(node, "axis out of range", err);
     int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_kernel_numel(ind);
     for (int d = 0; d < axis; d++)
@@ -338,7 +359,12 @@ OT_CUDA_LAUNCHER(ot_cuda_gather_grad) {
     const ot_shape *ds = &out[0].shape;
     if (dy->dtype != OT_F32) return bad(node, "dY must be float32", err);
     if (idx->dtype != OT_I64 && idx->dtype != OT_I32) return bad(node, "indices must be int32 or int64", err);
-    int axis = ot_kernel_axis(ot_node_attr_int(node, "axis", 0), ds->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, ds->rank);
     if (axis < 0) return bad(node, "axis out of range", err);
     int64_t outer = 1, inner = 1, D = ds->dim[axis], I = ot_kernel_numel(idx);
     for (int d = 0; d < axis; d++)
