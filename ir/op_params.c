@@ -147,6 +147,18 @@ static ot_status resolve_layout(const ot_node *n, ot_op_params *p, ot_error *err
     return st;
 }
 
+static ot_status resolve_optim(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_optim_params *o = &p->u.optim;
+    o->momentum = ot_node_attr_float(n, "momentum", 0.0f);
+    o->weight_decay = ot_node_attr_float(n, "weight_decay", 0.0f);
+    o->beta1 = ot_node_attr_float(n, "beta1", 0.9f);
+    o->beta2 = ot_node_attr_float(n, "beta2", 0.999f);
+    o->epsilon = ot_node_attr_float(n, "epsilon", 1e-8f);
+    ot_status st = flag_attr(n, "nesterov", &o->nesterov, err);
+    if (!st) st = flag_attr(n, "decoupled", &o->decoupled, err);
+    return st;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -191,6 +203,8 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_GATHER] = {OT_PARAMS_LAYOUT, resolve_layout},
     [OT_OP_GATHER_GRAD] = {OT_PARAMS_LAYOUT, resolve_layout},
     [OT_OP_SHAPE] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_SGD_STEP] = {OT_PARAMS_OPTIM, resolve_optim},
+    [OT_OP_ADAM_STEP] = {OT_PARAMS_OPTIM, resolve_optim},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

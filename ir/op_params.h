@@ -33,6 +33,7 @@ typedef enum ot_params_kind {
     OT_PARAMS_LOSS,
     OT_PARAMS_REDUCE,
     OT_PARAMS_LAYOUT,
+    OT_PARAMS_OPTIM,
 } ot_params_kind;
 
 /* Gemm */
@@ -115,6 +116,16 @@ typedef struct ot_layout_params {
     int64_t start, end;    /* Shape: clamped to the rank at run time */
 } ot_layout_params;
 
+/* SgdStep, AdamStep (train/optim.c writes the attributes) */
+typedef struct ot_optim_params {
+    float momentum;     /* SGD: 0 */
+    float weight_decay; /* 0 */
+    bool nesterov;      /* SGD */
+    float beta1, beta2; /* Adam: 0.9, 0.999 */
+    float epsilon;      /* Adam: 1e-8 */
+    bool decoupled;     /* Adam: AdamW's decay */
+} ot_optim_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -126,6 +137,7 @@ typedef struct ot_op_params {
         ot_loss_params loss;
         ot_reduce_params reduce;
         ot_layout_params layout;
+        ot_optim_params optim;
     } u;
 } ot_op_params;
 

@@ -158,15 +158,18 @@ OT_CUDA_LAUNCHER(ot_cuda_sgd_step) {
     const double *sc;
     ot_status st = opt_check(node, in, has_buf ? 3 : 2, 3, &sc, err);
     if (st) return st;
-    float momentum = ot_node_attr_float(node, "momentum", 0.0f);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    if ((st = ot_node_params(node, &scratch, &pp, err))) return st;
+    const ot_optim_params *op_ = &pp->u.optim;
+    float momentum = op_->momentum;
     if (momentum != 0.0f && !has_buf)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (SgdStep): momentum %g without a momentum buffer input",
                        node->name ? node->name : "?", (double)momentum);
     int64_t n = ot_kernel_numel(&in[0]);
     if (n == 0) return OT_OK;
     sgd_op op = {(float *)in[0].data, (const float *)in[1].data, has_buf ? (float *)in[2].data : NULL, sc,
-                 ctx_scalars(ctx), momentum, ot_node_attr_float(node, "weight_decay", 0.0f),
-                 ot_node_attr_int(node, "nesterov", 0) != 0};
+                 ctx_scalars(ctx), momentum, op_->weight_decay, op_->nesterov};
     return ot_cu_map_prepared(cx, op, n, err);
 }
 
@@ -175,16 +178,20 @@ OT_CUDA_LAUNCHER(ot_cuda_adam_step) {
     const double *sc;
     ot_status st = opt_check(node, in, 4, 4, &sc, err);
     if (st) return st;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    if ((st = ot_node_params(node, &scratch, &pp, err))) return st;
+    const ot_optim_params *op_ = &pp->u.optim;
     opt_scalars dflt = ctx_scalars(ctx);
     if (!sc && dflt.step < 1)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (AdamStep): step count %lld, must be >= 1",
                        node->name ? node->name : "?", (long long)dflt.step);
     int64_t n = ot_kernel_numel(&in[0]);
     if (n == 0) return OT_OK;
-    float beta1 = ot_node_attr_float(node, "beta1", 0.9f), beta2 = ot_node_attr_float(node, "beta2", 0.999f);
-    float wd = ot_node_attr_float(node, "weight_decay", 0.0f);
+    float beta1 = op_->beta1, beta2 = op_->beta2;
+    float wd = op_->weight_decay;
     adam_op op = {(float *)in[0].data, (const float *)in[1].data, (float *)in[2].data, (float *)in[3].data, sc, dflt,
                   user_double(beta1), user_double(beta2), user_double(wd), beta1, beta2,
-                  ot_node_attr_float(node, "epsilon", 1e-8f), wd, ot_node_attr_int(node, "decoupled", 0) != 0};
+                  op_->epsilon, wd, op_->decoupled};
     return ot_cu_map_prepared(cx, op, n, err);
 }
