@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "kernels/cpu/grad_kernels.h"
+#include "kernels/loss_geometry.h"
 
 OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
     const ot_tensor *dl = &in[0], *x = &in[1], *lab = &in[2];
@@ -12,26 +13,17 @@ OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
     if (x->dtype != OT_F32 || dl->dtype != OT_F32) return ot_cpu_bad_dtype(node, "scores", x->dtype, err);
     if (!ot_kernel_is_int_dtype(lab->dtype)) return ot_cpu_bad_dtype(node, "labels", lab->dtype, err);
     if (w && w->dtype != OT_F32) return ot_cpu_bad_dtype(node, "weight", w->dtype, err);
-    if (x->shape.rank < 2)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): scores must be [N, C, ...]", node->name, node->op_type);
-    int64_t N = x->shape.dim[0], C = x->shape.dim[1], D = N * C > 0 ? ot_kernel_numel(x) / (N * C) : 0;
-    if (ot_kernel_numel(lab) != N * D)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): labels must have N x d... = %lld elements", node->name,
-                       node->op_type, (long long)(N * D));
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
-    if (pst) return pst;
-    const ot_loss_params *lp = &pp->u.loss;
-    int mode = lp->reduction == OT_REDUCTION_NONE ? 0 : lp->reduction == OT_REDUCTION_SUM ? 1 : 2;
-    if (lp->reduction == OT_REDUCTION_OTHER)
-        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): reduction '%s'", node->name, node->op_type,
-                       lp->reduction_name);
+    /* the forward kernels' geometry (kernels/loss_geometry.h), as on CUDA */
+    ot_loss_geometry lg;
+    ot_status st = ot_loss_geometry_init(&lg, node, &x->shape, lab, err);
+    if (st) return st;
+    int64_t N = lg.N, C = lg.C, D = lg.D;
+    int mode = lg.reduction;
     if (mode == 0 && ot_kernel_numel(dl) != N * D)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): reduction 'none' needs dLoss shaped like labels", node->name,
                        node->op_type);
-    bool has_ig = lp->has_ignore_index;
-    int64_t ignore = lp->ignore_index;
+    bool has_ig = lg.has_ignore;
+    int64_t ignore = lg.ignore;
     const float *xs = x->data, *dls = dl->data, *ws = w ? w->data : NULL;
     float *dx = out[0].data;
     bool softmax = node->op == OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD;
