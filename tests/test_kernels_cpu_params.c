@@ -105,6 +105,58 @@ static void test_window_params(void **state) {
     tk_node_free(&n);
 }
 
+/* Each family's defaults and parsed strings as the kernels used to read them. */
+static void test_family_defaults(void **state) {
+    (void)state;
+    ot_op_params p;
+    ot_error e = {0};
+    ot_node g = tk_node(OT_OP_GELU, 1, 1);
+    assert_int_equal(ot_node_resolve_params(&g, &p, &e), OT_OK);
+    assert_int_equal(p.kind, OT_PARAMS_ACT);
+    assert_int_equal(p.u.act.approximate, OT_GELU_NONE);
+    assert_int_equal(ot_node_set_attr_string(&g, "approximate", "tanh"), 0);
+    assert_int_equal(ot_node_resolve_params(&g, &p, &e), OT_OK);
+    assert_int_equal(p.u.act.approximate, OT_GELU_TANH);
+    assert_int_equal(ot_node_set_attr_string(&g, "approximate", "fast"), 0);
+    assert_int_equal(ot_node_resolve_params(&g, &p, &e), OT_OK);
+    assert_int_equal(p.u.act.approximate, OT_GELU_OTHER);
+    /* the kernel still refuses it, quoting the value */
+    float x[2] = {1, -1}, y[2];
+    ot_tensor in[1] = {tk_t(OT_F32, x, 1, 2)}, out[1] = {tk_t(OT_F32, y, 1, 2)};
+    assert_int_equal(tk_run_ex(&g, in, out, 1, 0, 0, 0, &e), OT_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "'fast'"));
+    ot_node sm = tk_node(OT_OP_SOFTMAX, 1, 1), ln = tk_node(OT_OP_LAYER_NORM, 2, 1);
+    assert_int_equal(ot_node_resolve_params(&sm, &p, &e), OT_OK);
+    assert_int_equal(p.u.norm.axis, -1);
+    assert_int_equal(ot_node_set_attr_int(&sm, "legacy_2d", 1), 0);
+    assert_int_equal(ot_node_resolve_params(&sm, &p, &e), OT_OK);
+    assert_int_equal(p.u.norm.axis, 1); /* opset < 13: axis 1 by default */
+    assert_true(p.u.norm.legacy_2d);
+    assert_int_equal(ot_node_resolve_params(&ln, &p, &e), OT_OK);
+    assert_true(p.u.norm.epsilon == 1e-5f && p.u.norm.axis == -1);
+    ot_node nll = tk_node(OT_OP_NLL_LOSS, 2, 1);
+    assert_int_equal(ot_node_resolve_params(&nll, &p, &e), OT_OK);
+    assert_int_equal(p.u.loss.reduction, OT_REDUCTION_MEAN);
+    assert_false(p.u.loss.has_ignore_index);
+    assert_int_equal(ot_node_set_attr_int(&nll, "ignore_index", (int64_t)1 << 40), 0); /* int64 labels: kept whole */
+    assert_int_equal(ot_node_resolve_params(&nll, &p, &e), OT_OK);
+    assert_true(p.u.loss.has_ignore_index && p.u.loss.ignore_index == (int64_t)1 << 40);
+    ot_node adam = tk_node(OT_OP_ADAM_STEP, 4, 0);
+    assert_int_equal(ot_node_resolve_params(&adam, &p, &e), OT_OK);
+    assert_true(p.u.optim.beta1 == 0.9f && p.u.optim.beta2 == 0.999f && p.u.optim.epsilon == 1e-8f);
+    /* Transpose's perm entries must fit an int: 2^32 used to wrap to 0 */
+    ot_node t = tk_node(OT_OP_TRANSPOSE, 1, 1);
+    t.name = (char *)"tr";
+    int64_t perm[2] = {(int64_t)1 << 32, 0};
+    assert_int_equal(ot_node_set_attr_ints(&t, "perm", perm, 2), 0);
+    assert_int_equal(ot_node_resolve_params(&t, &p, &e), OT_E_MODEL);
+    assert_non_null(strstr(e.msg, "'tr'"));
+    tk_node_free(&g);
+    tk_node_free(&sm);
+    tk_node_free(&nll);
+    tk_node_free(&t);
+}
+
 /* ot_graph_resolve_params fills every live node and stops at the first bad one. */
 static void test_graph_resolve(void **state) {
     (void)state;
@@ -135,6 +187,7 @@ int main(void) {
         cmocka_unit_test(test_int_attr_out_of_range),
         cmocka_unit_test(test_resolved_once),
         cmocka_unit_test(test_window_params),
+        cmocka_unit_test(test_family_defaults),
         cmocka_unit_test(test_graph_resolve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
