@@ -19,6 +19,12 @@ ot_status ot_cuda_fail(ot_error *err, const char *file, int line, const char *ca
     return ot_fail(err, OT_E_DEVICE, "%s:%d: %s failed: %s", base ? base + 1 : file, line, call, what);
 }
 
+ot_status ot_cuda_bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
+    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
+                   node->name ? node->name : "?", node->op_type ? node->op_type : ot_op_name(node->op), what,
+                   ot_dtype_name(t));
+}
+
 const char *ot_cublas_status_text(cublasStatus_t s) {
     switch (s) {
     case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";

@@ -15,11 +15,6 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/matmul_geometry.h"
 
-static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
-    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
-                   node->name, node->op_type ? node->op_type : ot_op_name(node->op), what, ot_dtype_name(t));
-}
-
 /* True when every value fits cuBLAS's 32-bit int arguments. */
 static bool fits_int(const int64_t *v, int n) {
     for (int i = 0; i < n; i++)
@@ -46,8 +41,8 @@ static ot_status sgemm_rm(ot_cuda_ctx *cx, bool ta, bool tb, int64_t M, int64_t 
 OT_CUDA_LAUNCHER(ot_cuda_gemm) {
     (void)ctx;
     for (int k = 0; k < node->n_inputs && k < 3; k++)
-        if (in[k].data && in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
-    if (out[0].dtype != OT_F32) return bad_dtype(node, "output", out[0].dtype, err);
+        if (in[k].data && in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
+    if (out[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     ot_matmul_geometry g;
     ot_status st = ot_gemm_geometry_init(&g, node, &in[0], &in[1], &out[0], err);
     if (st) return st;
@@ -64,8 +59,8 @@ OT_CUDA_LAUNCHER(ot_cuda_gemm) {
 
 OT_CUDA_LAUNCHER(ot_cuda_matmul) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "input 0", in[0].dtype, err);
-    if (in[1].dtype != OT_F32) return bad_dtype(node, "input 1", in[1].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input 0", in[0].dtype, err);
+    if (in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input 1", in[1].dtype, err);
     ot_matmul_geometry g;
     ot_status st = ot_matmul_geometry_init(&g, node, &in[0], &in[1], &out[0], err);
     if (st) return st;
@@ -363,7 +358,7 @@ ot_status ot_cuda_conv_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_
 static ot_status conv_run(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
                           const ot_kernel_ctx *ctx, ot_error *err) {
     for (int k = 0; k < node->n_inputs && k < 2; k++)
-        if (in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
+        if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
     conv_geom g;
     conv_desc d;
     cudnnTensorDescriptor_t bd = NULL;

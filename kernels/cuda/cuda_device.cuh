@@ -16,6 +16,12 @@ extern "C" {
 #include "kernels/kernel_common.h"
 }
 
+/* The dtypes ot_kernel_load_double reads: a bound or ratio of any other dtype is
+ * ignored by the CPU kernels, so it is by the CUDA ones too. */
+static inline bool ot_cu_loadable(ot_dtype t) {
+    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || ot_kernel_is_int_dtype(t);
+}
+
 #define OT_CU_THREADS 256
 #define OT_CU_MAX_BLOCKS (1 << 20)
 

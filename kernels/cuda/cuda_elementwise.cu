@@ -1,10 +1,10 @@
 /* cuda_elementwise.cu — pointwise CUDA kernels, the counterparts of
- * kernels/cpu/cpu_elementwise.c, grad_pointwise.c, the Cast / view copies of
- * cpu_shape_ops.c, Dropout (Philox4x32-10 with exec/rng.h's layout, so masks are
- * bitwise the CPU's). Broadcasting uses the CPU's ot_bcast, computed on the
- * host. The optimizer steps are in cuda_optim.cu.
+ * kernels/cpu/cpu_elementwise.c and the Cast / view copies of cpu_shape_ops.c.
+ * Broadcasting uses ot_bcast (kernels/kernel_common.h), computed on the host. The
+ * activation gradients, Dropout and the fills are in cuda_pointwise_grad.cu, the
+ * optimizer steps in cuda_optim.cu.
  *
- * The unary, binary, Equal, activation-gradient and Cast kernels are functors run
+ * The unary, binary, Equal and Cast kernels are functors run
  * through ot_cu_map, so they also have the host mode of cuda_internal.h (cx NULL): each
  * element rule below is written once, as __host__ __device__ code, after the CPU
  * kernel's rule (same comparisons, same NaN and bound behaviour, same integer
@@ -14,12 +14,6 @@
 
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/half_float.h"
-
-static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
-    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
-                   node->name ? node->name : "?", node->op_type ? node->op_type : ot_op_name(node->op), what,
-                   ot_dtype_name(t));
-}
 
 static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_cu_bcast *b,
                             ot_error *err) {
@@ -34,12 +28,6 @@ static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, 
 }
 
 static bool is_int_arith(ot_dtype t) { return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8; }
-
-/* The dtypes ot_kernel_load_double reads: a bound of any other dtype is ignored by the
- * CPU kernels, so it is here too. */
-static bool loadable(ot_dtype t) {
-    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || ot_kernel_is_int_dtype(t);
-}
 
 /* ---- unary ------------------------------------------------------------------- */
 
@@ -106,7 +94,7 @@ static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tenso
         *v = attr;
         return OT_OK;
     }
-    if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) >= 1 && loadable(in[slot].dtype)) {
+    if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) >= 1 && ot_cu_loadable(in[slot].dtype)) {
         double d;
         ot_status st = ot_cuda_read_double(cx, &in[slot], &d, err);
         if (st) return st;
@@ -160,7 +148,7 @@ OT_CUDA_LAUNCHER(ot_cuda_unary) {
     if (node->op == OT_OP_NEG && t == OT_I32)
         return ot_cu_map(cx, neg_int<int32_t, uint32_t>{(const int32_t *)in[0].data, (int32_t *)out[0].data}, n, err);
     if (node->op == OT_OP_CLIP && is_int_arith(t)) {
-        if (out[0].dtype != t) return bad_dtype(node, "output", out[0].dtype, err);
+        if (out[0].dtype != t) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
         switch (t) {
         case OT_I64: return launch_clip_int<int64_t>(cx, node, ap, in, out, n, err);
         case OT_I32: return launch_clip_int<int32_t>(cx, node, ap, in, out, n, err);
@@ -168,7 +156,7 @@ OT_CUDA_LAUNCHER(ot_cuda_unary) {
         default: return launch_clip_int<uint8_t>(cx, node, ap, in, out, n, err);
         }
     }
-    if (t != OT_F32) return bad_dtype(node, "input 0", t, err);
+    if (t != OT_F32) return ot_cuda_bad_dtype(node, "input 0", t, err);
     int op;
     float a = 0.0f, b = 0.0f;
     switch (node->op) {
@@ -336,7 +324,7 @@ static ot_status launch_int_pow_base(ot_cuda_ctx *cx, const ot_node *node, const
     case OT_F32: return launch_int_pow<T, float>(cx, in, out, bc, err);
     case OT_I64: return launch_int_pow<T, int64_t>(cx, in, out, bc, err);
     case OT_I32: return launch_int_pow<T, int32_t>(cx, in, out, bc, err);
-    default: return bad_dtype(node, "input 1", in[1].dtype, err);
+    default: return ot_cuda_bad_dtype(node, "input 1", in[1].dtype, err);
     }
 }
 
@@ -348,16 +336,16 @@ OT_CUDA_LAUNCHER(ot_cuda_binary) {
     int op = node->op == OT_OP_ADD ? B_ADD : node->op == OT_OP_SUB ? B_SUB : node->op == OT_OP_MUL ? B_MUL
              : node->op == OT_OP_DIV ? B_DIV : B_POW;
     if (op == B_POW) {
-        if ((ta == OT_I64 || ta == OT_I32) && out[0].dtype != ta) return bad_dtype(node, "output", out[0].dtype, err);
+        if ((ta == OT_I64 || ta == OT_I32) && out[0].dtype != ta) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
         if (ta == OT_I64) return launch_int_pow_base<int64_t>(cx, node, in, out, bc, err);
         if (ta == OT_I32) return launch_int_pow_base<int32_t>(cx, node, in, out, bc, err);
-        if (ta != OT_F32) return bad_dtype(node, "input 0", ta, err);
+        if (ta != OT_F32) return ot_cuda_bad_dtype(node, "input 0", ta, err);
         if (tb == OT_F32) return launch_binary<float, float, float, float>(cx, in, out, bc, op, err);
         if (tb == OT_I64) return launch_binary<float, int64_t, float, float>(cx, in, out, bc, op, err);
         if (tb == OT_I32) return launch_binary<float, int32_t, float, float>(cx, in, out, bc, op, err);
-        return bad_dtype(node, "input 1", tb, err);
+        return ot_cuda_bad_dtype(node, "input 1", tb, err);
     }
-    if (ta != tb) return bad_dtype(node, "mixed input dtypes, input 1", tb, err);
+    if (ta != tb) return ot_cuda_bad_dtype(node, "mixed input dtypes, input 1", tb, err);
     if (ta == OT_F32) return launch_binary<float, float, float, float>(cx, in, out, bc, op, err);
     if (op == B_DIV) {
         switch (ta) {
@@ -365,7 +353,7 @@ OT_CUDA_LAUNCHER(ot_cuda_binary) {
         case OT_I32: return launch_int_div<int32_t>(cx, node, in, out, bc, ctx, err);
         case OT_I8: return launch_int_div<int8_t>(cx, node, in, out, bc, ctx, err);
         case OT_U8: return launch_int_div<uint8_t>(cx, node, in, out, bc, ctx, err);
-        default: return bad_dtype(node, "input 0", ta, err);
+        default: return ot_cuda_bad_dtype(node, "input 0", ta, err);
         }
     }
     /* integers wrap like the CPU kernel: computed unsigned */
@@ -374,7 +362,7 @@ OT_CUDA_LAUNCHER(ot_cuda_binary) {
     case OT_I32: return launch_binary<int32_t, int32_t, int32_t, uint32_t>(cx, in, out, bc, op, err);
     case OT_I8: return launch_binary<int8_t, int8_t, int8_t, uint32_t>(cx, in, out, bc, op, err);
     case OT_U8: return launch_binary<uint8_t, uint8_t, uint8_t, uint32_t>(cx, in, out, bc, op, err);
-    default: return bad_dtype(node, "input 0", ta, err);
+    default: return ot_cuda_bad_dtype(node, "input 0", ta, err);
     }
 }
 
@@ -388,7 +376,7 @@ OT_CUDA_LAUNCHER(ot_cuda_equal) {
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
     if (st) return st;
-    if (in[0].dtype != in[1].dtype) return bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
+    if (in[0].dtype != in[1].dtype) return ot_cuda_bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
     switch (in[0].dtype) {
     case OT_F32: return launch_binary<float, float, uint8_t, float>(cx, in, out, bc, B_EQ, err);
     case OT_I64: return launch_binary<int64_t, int64_t, uint8_t, int64_t>(cx, in, out, bc, B_EQ, err);
@@ -396,7 +384,7 @@ OT_CUDA_LAUNCHER(ot_cuda_equal) {
     case OT_BOOL:
     case OT_U8: return launch_binary<uint8_t, uint8_t, uint8_t, uint32_t>(cx, in, out, bc, B_EQ, err);
     case OT_I8: return launch_binary<int8_t, int8_t, uint8_t, int32_t>(cx, in, out, bc, B_EQ, err);
-    default: return bad_dtype(node, "input 0", in[0].dtype, err);
+    default: return ot_cuda_bad_dtype(node, "input 0", in[0].dtype, err);
     }
 }
 
@@ -432,14 +420,14 @@ template <typename T> struct bcast_copy_op {
     case 2: return MACRO(uint16_t);                                \
     case 4: return MACRO(uint32_t);                                \
     case 8: return MACRO(uint64_t);                                \
-    default: return bad_dtype(node, "data", in[0].dtype, err);     \
+    default: return ot_cuda_bad_dtype(node, "data", in[0].dtype, err);     \
     }
 
 OT_CUDA_LAUNCHER(ot_cuda_where) {
     (void)ctx;
-    if (in[0].dtype != OT_BOOL) return bad_dtype(node, "condition", in[0].dtype, err);
+    if (in[0].dtype != OT_BOOL) return ot_cuda_bad_dtype(node, "condition", in[0].dtype, err);
     if (in[1].dtype != in[2].dtype || in[1].dtype != out[0].dtype)
-        return bad_dtype(node, "mixed X/Y dtypes, Y", in[2].dtype, err);
+        return ot_cuda_bad_dtype(node, "mixed X/Y dtypes, Y", in[2].dtype, err);
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 3, &out[0], &bc, err);
     if (st) return st;
@@ -455,7 +443,7 @@ OT_CUDA_LAUNCHER(ot_cuda_where) {
 
 OT_CUDA_LAUNCHER(ot_cuda_expand) {
     (void)ctx;
-    if (in[0].dtype != out[0].dtype) return bad_dtype(node, "input 0", in[0].dtype, err);
+    if (in[0].dtype != out[0].dtype) return ot_cuda_bad_dtype(node, "input 0", in[0].dtype, err);
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
     if (st) return st;
@@ -469,7 +457,7 @@ OT_CUDA_LAUNCHER(ot_cuda_expand) {
 /* ExpandLike (dY, like) -> dY broadcast to like's shape: the same copy. */
 OT_CUDA_LAUNCHER(ot_cuda_expand_like) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "dY", in[0].dtype, err);
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
     if (st) return st;
@@ -514,7 +502,7 @@ struct sum_step_op {
 OT_CUDA_LAUNCHER(ot_cuda_sum) {
     (void)ctx;
     for (int k = 0; k < node->n_inputs; k++)
-        if (in[k].dtype != OT_F32) return bad_dtype(node, "input", in[k].dtype, err);
+        if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[k].dtype, err);
     int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     for (int k = 0; k < node->n_inputs; k++) {
@@ -532,7 +520,7 @@ OT_CUDA_LAUNCHER(ot_cuda_sum) {
 
 OT_CUDA_LAUNCHER(ot_cuda_copy_view) {
     size_t es = ot_dtype_size(in[0].dtype);
-    if (!es || in[0].dtype != out[0].dtype) return bad_dtype(node, "input 0", in[0].dtype, err);
+    if (!es || in[0].dtype != out[0].dtype) return ot_cuda_bad_dtype(node, "input 0", in[0].dtype, err);
     int64_t n = ot_kernel_numel(&in[0]);
     if (n != ot_kernel_numel(&out[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output element count differs from the input's", node->name,
@@ -611,233 +599,12 @@ static bool cast_ok(ot_dtype t) {
 
 OT_CUDA_LAUNCHER(ot_cuda_cast) {
     ot_dtype ts = in[0].dtype, td = out[0].dtype;
-    if (!cast_ok(ts)) return bad_dtype(node, "input", ts, err);
-    if (!cast_ok(td)) return bad_dtype(node, "output", td, err);
+    if (!cast_ok(ts)) return ot_cuda_bad_dtype(node, "input", ts, err);
+    if (!cast_ok(td)) return ot_cuda_bad_dtype(node, "output", td, err);
     int64_t n = ot_kernel_numel(&in[0]);
     if (n != ot_kernel_numel(&out[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Cast): output element count differs", node->name);
     if (n == 0) return OT_OK;
     if (ts == td) return ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * ot_dtype_size(ts), err);
     return ot_cu_map(cx, cast_op{(int)ts, (int)td, in[0].data, out[0].data}, n, err);
-}
-
-/* ---- activation gradients ------------------------------------------------------ */
-
-enum { G_RELU, G_LEAKY, G_SIGMOID, G_TANH, G_ERF, G_GELU, G_GELU_TANH, G_CLIP };
-
-struct act_grad_op {
-    const float *dy, *v;
-    float *dx;
-    int op;
-    float a, b;
-    __host__ __device__ void operator()(int64_t i) const {
-        float g = dy[i], x = v[i], r;
-        switch (op) {
-        case G_RELU: r = x > 0.0f ? g : 0.0f; break; /* 0 at x == 0, as the CPU and PyTorch */
-        case G_LEAKY: r = x >= 0.0f ? g : a * g; break;
-        case G_SIGMOID: r = g * x * (1.0f - x); break;
-        case G_TANH: r = g * (1.0f - x * x); break;
-        case G_ERF: r = g * 1.1283791670955126f * expf(-x * x); break;
-        case G_GELU: {
-            float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-            float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
-            r = g * (cdf + x * pdf);
-            break;
-        }
-        case G_GELU_TANH: {
-            const float k = 0.7978845608028654f, c = 0.044715f;
-            float u = k * (x + c * x * x * x);
-            float t = tanhf(u);
-            r = g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x));
-            break;
-        }
-        default:
-            /* grad_pointwise.c's rule: strictly inside (min, max), as PyTorch's
-             * hardtanh / ReLU6 backward (0 at x == bound, like ReluGrad at 0); an
-             * infinite (absent) bound never blocks, so NaN passes only when both are */
-            r = (x > a || a == -INFINITY) && (x < b || b == INFINITY) ? g : 0.0f;
-            break;
-        }
-        dx[i] = r;
-    }
-};
-
-/* ClipGrad's bounds as grad_pointwise.c reads them: the float attribute, else a
- * one-element input (inputs 2 and 3: dY and X come first), else no bound. */
-static ot_status clip_grad_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, bool has_attr,
-                                 float attr, float *v, ot_error *err) {
-    if (has_attr) {
-        *v = attr;
-        return OT_OK;
-    }
-    if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) == 1 && loadable(in[slot].dtype)) {
-        double d;
-        ot_status st = ot_cuda_read_double(cx, &in[slot], &d, err);
-        if (st) return st;
-        *v = (float)d;
-    }
-    return OT_OK;
-}
-
-OT_CUDA_LAUNCHER(ot_cuda_act_grad) {
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, the forward value and dX differ in size", node->name,
-                       node->op_type);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
-    if (pst) return pst;
-    const ot_act_params *ap = &pp->u.act; /* LeakyReluGrad, GeluGrad, ClipGrad */
-    int op;
-    float a = 0.0f, b = 0.0f;
-    switch (node->op) {
-    case OT_OP_RELU_GRAD: op = G_RELU; break;
-    case OT_OP_LEAKY_RELU_GRAD: op = G_LEAKY; a = ap->alpha; break;
-    case OT_OP_SIGMOID_GRAD: op = G_SIGMOID; break;
-    case OT_OP_TANH_GRAD: op = G_TANH; break;
-    case OT_OP_ERF_GRAD: op = G_ERF; break;
-    case OT_OP_GELU_GRAD: {
-        if (ap->approximate == OT_GELU_TANH) op = G_GELU_TANH;
-        else if (ap->approximate == OT_GELU_NONE) op = G_GELU;
-        else
-            return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (GeluGrad): approximate='%s' is not 'none' or 'tanh'",
-                           node->name, ap->approximate_name);
-        break;
-    }
-    case OT_OP_CLIP_GRAD: {
-        op = G_CLIP;
-        a = -INFINITY;
-        b = INFINITY;
-        ot_status st = clip_grad_bound(cx, node, in, 2, ap->has_min, ap->min, &a, err);
-        if (!st) st = clip_grad_bound(cx, node, in, 3, ap->has_max, ap->max, &b, err);
-        if (st) return st;
-        break;
-    }
-    default:
-        return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not a pointwise gradient op", node->name, node->op_type);
-    }
-    return ot_cu_map(cx, act_grad_op{(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, op, a, b},
-                     n, err);
-}
-
-/* ---- Dropout --------------------------------------------------------------------- */
-
-/* Philox4x32-10 exactly as exec/rng.c (key = seed, ctr = (index, step, node)).
- * Host and device: the host copy is what test_cuda checks bitwise against the CPU's
- * generator on machines without a GPU. */
-__host__ __device__ __forceinline__ float philox_uniform(uint64_t seed, uint64_t step, uint32_t node, uint64_t index) {
-    uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = (uint32_t)step, c3 = node;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int round = 0; round < 10; round++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-        uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-        c0 = hi1 ^ c1 ^ k0;
-        c1 = lo1;
-        c2 = hi0 ^ c3 ^ k1;
-        c3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    return (float)(c0 >> 8) * (1.0f / 16777216.0f);
-}
-
-float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, uint64_t index) {
-    return philox_uniform(seed, step, node, index);
-}
-
-/* y[i] = x[i] * scale where element i's uniform is >= ratio (exec/rng.h's
- * ot_dropout_keep), else 0; the mask when asked. The index is the element's int64
- * position as uint64: all 64 bits go into the counter, as on the CPU. */
-struct dropout_op {
-    const float *x;
-    float *y;
-    uint8_t *mask;
-    uint64_t seed, step;
-    uint32_t nid;
-    float ratio, scale;
-    __host__ __device__ void operator()(int64_t i) const {
-        bool keep = philox_uniform(seed, step, nid, (uint64_t)i) >= ratio;
-        y[i] = keep ? x[i] * scale : 0.0f;
-        if (mask) mask[i] = keep;
-    }
-};
-
-template <typename T> struct fill_op {
-    T *p;
-    T v;
-    __host__ __device__ void operator()(int64_t i) const { p[i] = v; }
-};
-
-OT_CUDA_LAUNCHER(ot_cuda_dropout) {
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
-    int64_t n = ot_kernel_numel(&in[0]);
-    if (ot_kernel_numel(&out[0]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (Dropout): output size differs from input", node->name);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
-    if (st) return st;
-    const ot_dropout_params *dp = &pp->u.dropout;
-    float ratio = 0.5f;
-    if (dp->has_ratio) {
-        ratio = dp->ratio;
-    } else if (node->n_inputs > 1 && in[1].data && loadable(in[1].dtype)) {
-        double d; /* the CPU ignores a ratio of a dtype it cannot load (0.5 stays) */
-        if ((st = ot_cuda_read_double(cx, &in[1], &d, err))) return st;
-        ratio = (float)d;
-    }
-    bool training = false;
-    if (dp->has_training_mode) {
-        training = dp->training_mode;
-    } else if (node->n_inputs > 2 && in[2].data && ot_kernel_is_int_dtype(in[2].dtype)) {
-        double d; /* the CPU reads it as an integer (bool included) */
-        if ((st = ot_cuda_read_double(cx, &in[2], &d, err))) return st;
-        training = d != 0.0;
-    }
-    if (ratio < 0.0f || ratio > 1.0f)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (Dropout): ratio %g outside [0, 1]", node->name, (double)ratio);
-    uint8_t *mask = node->n_outputs > 1 && out[1].data ? (uint8_t *)out[1].data : NULL;
-    if (mask && out[1].dtype != OT_BOOL) return bad_dtype(node, "mask", out[1].dtype, err);
-    if (n == 0) return OT_OK;
-    if (!training || ratio == 0.0f) {
-        if ((st = ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * 4, err))) return st;
-        return mask ? ot_cu_map(cx, fill_op<uint8_t>{mask, 1}, n, err) : OT_OK;
-    }
-    float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-    return ot_cu_map(cx,
-                     dropout_op{(const float *)in[0].data, (float *)out[0].data, mask, ctx->seed, ctx->step,
-                                (uint32_t)ctx->rng_node, ratio, scale},
-                     n, err);
-}
-
-OT_CUDA_LAUNCHER(ot_cuda_dropout_grad) {
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (ot_kernel_numel(&in[0]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
-    if (pst) return pst;
-    float ratio = pp->u.dropout.ratio;
-    uint32_t key = (uint32_t)(pp->u.dropout.has_rng_node ? pp->u.dropout.rng_node : ctx->rng_node);
-    float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-    return ot_cu_map(
-        cx, dropout_op{(const float *)in[0].data, (float *)out[0].data, NULL, ctx->seed, ctx->step, key, ratio, scale},
-        n, err);
-}
-
-/* ---- fills ------------------------------------------------------------------------ */
-
-OT_CUDA_LAUNCHER(ot_cuda_fill_like) {
-    (void)ctx;
-    (void)in;
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (node->op == OT_OP_ZEROS_LIKE) return ot_cu_zero(cx, out[0].data, (size_t)n * ot_dtype_size(out[0].dtype), err);
-    if (out[0].dtype == OT_F32) return ot_cu_map(cx, fill_op<float>{(float *)out[0].data, 1.0f}, n, err);
-    if (out[0].dtype == OT_F64) return ot_cu_map(cx, fill_op<double>{(double *)out[0].data, 1.0}, n, err);
-    return bad_dtype(node, "output", out[0].dtype, err);
 }

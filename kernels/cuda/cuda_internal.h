@@ -85,6 +85,9 @@ const char *ot_cublas_status_text(cublasStatus_t s);
 /* After a kernel launch: configuration errors show up here, not at the launch. */
 #define OT_CUDA_LAUNCHED() OT_CUDA_CHECK(cudaGetLastError())
 
+/* OT_E_UNSUPPORTED: "node 'N' (Op): the CUDA kernel does not support WHAT of dtype T". */
+ot_status ot_cuda_bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err);
+
 /* Copies a small device tensor (attribute-like inputs: Clip bounds, Slice starts,
  * Reduce axes) to the host as int64 / double; false when the dtype is not integer /
  * numeric or it has more than `max` elements. Synchronises the stream. */
@@ -125,7 +128,8 @@ size_t ot_cuda_node_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_ten
 /* True when fn has the host mode described above. */
 bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn);
 
-/* cuda_elementwise.cu: pointwise forward and backward ops, fills, casts, Dropout;
+/* cuda_elementwise.cu: pointwise forward ops, casts; cuda_pointwise_grad.cu: the
+ * activation gradients, Dropout, the fills;
  * cuda_optim.cu: the optimizer steps */
 OT_CUDA_LAUNCHER(ot_cuda_unary);
 OT_CUDA_LAUNCHER(ot_cuda_binary);

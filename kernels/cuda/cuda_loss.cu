@@ -10,12 +10,6 @@
 #include "kernels/loss_geometry.h"
 #include "kernels/norm_geometry.h"
 
-static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
-    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
-                   node->name ? node->name : "?", node->op_type ? node->op_type : ot_op_name(node->op), what,
-                   ot_dtype_name(t));
-}
-
 /* rows x cols view of X for a LayerNorm over axes [axis, rank). */
 static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int64_t *cols) {
     return ot_layer_norm_view(node, &x->shape, rows, cols);
@@ -108,17 +102,17 @@ __global__ void k_loss_total(const double *ws, int64_t M, float *y, int mean) {
 
 OT_CUDA_LAUNCHER(ot_cuda_class_loss) {
     bool softmax = node->op == OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "scores", in[0].dtype, err);
-    if (in[1].dtype != OT_I64 && in[1].dtype != OT_I32) return bad_dtype(node, "labels", in[1].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "scores", in[0].dtype, err);
+    if (in[1].dtype != OT_I64 && in[1].dtype != OT_I32) return ot_cuda_bad_dtype(node, "labels", in[1].dtype, err);
     const float *w = node->n_inputs > 2 && in[2].data ? (const float *)in[2].data : NULL;
-    if (w && in[2].dtype != OT_F32) return bad_dtype(node, "weights", in[2].dtype, err);
+    if (w && in[2].dtype != OT_F32) return ot_cuda_bad_dtype(node, "weights", in[2].dtype, err);
     loss_geom g;
     ot_status st = loss_geom_init(&g, node, &in[0].shape, &in[1], err);
     if (st) return st;
     if (w && ot_kernel_numel(&in[2]) != g.C)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): weights must have C=%lld elements", node->name, node->op_type,
                        (long long)g.C);
-    if (out[0].dtype != OT_F32) return bad_dtype(node, "output", out[0].dtype, err);
+    if (out[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     if (ot_kernel_numel(&out[0]) != (g.reduction == 0 ? g.M : 1))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): loss output has the wrong size", node->name, node->op_type);
     float *lp = softmax && node->n_outputs > 1 && out[1].data ? (float *)out[1].data : NULL;
@@ -184,9 +178,9 @@ __global__ void k_class_loss_grad(const float *dls, const float *xs, const void 
 OT_CUDA_LAUNCHER(ot_cuda_class_loss_grad) {
     const ot_tensor *dl = &in[0], *x = &in[1], *lab = &in[2];
     const float *w = node->n_inputs > 3 && in[3].data ? (const float *)in[3].data : NULL;
-    if (x->dtype != OT_F32 || dl->dtype != OT_F32) return bad_dtype(node, "scores", x->dtype, err);
-    if (lab->dtype != OT_I64 && lab->dtype != OT_I32) return bad_dtype(node, "labels", lab->dtype, err);
-    if (w && in[3].dtype != OT_F32) return bad_dtype(node, "weight", in[3].dtype, err);
+    if (x->dtype != OT_F32 || dl->dtype != OT_F32) return ot_cuda_bad_dtype(node, "scores", x->dtype, err);
+    if (lab->dtype != OT_I64 && lab->dtype != OT_I32) return ot_cuda_bad_dtype(node, "labels", lab->dtype, err);
+    if (w && in[3].dtype != OT_F32) return ot_cuda_bad_dtype(node, "weight", in[3].dtype, err);
     loss_geom g;
     ot_status st = loss_geom_init(&g, node, &x->shape, lab, err);
     if (st) return st;
@@ -220,7 +214,7 @@ __global__ void k_mse(const float *x, const float *t, int64_t n, float *y) {
 
 OT_CUDA_LAUNCHER(ot_cuda_mse_loss) {
     (void)ctx;
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad_dtype(node, "input", in[1].dtype, err);
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
     int64_t n = ot_kernel_numel(&in[0]);
     if (ot_kernel_numel(&in[1]) != n)
         return ot_fail(err, OT_E_DATA, "node '%s' (MseLoss): targets have %lld elements, the output %lld", node->name,
@@ -245,7 +239,7 @@ struct mse_grad_op {
 OT_CUDA_LAUNCHER(ot_cuda_mse_loss_grad) {
     (void)ctx;
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32 || in[2].dtype != OT_F32)
-        return bad_dtype(node, "input", in[1].dtype, err);
+        return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
     int64_t n = ot_kernel_numel(&in[1]);
     if (ot_kernel_numel(&in[2]) != n || ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_DATA, "node '%s' (MseLossGrad): X, target and dX differ in size", node->name);

@@ -1,6 +1,6 @@
 /* cuda_reduce.cu — reductions and normalisation on the GPU, the counterparts of
  * the ReduceMean / ReduceSum of cpu_reduce.c, cpu_norm.c (Softmax, LayerNorm,
- * BatchNorm; Dropout is in cuda_elementwise.cu), grad_reduce.c and grad_norm.c (the
+ * BatchNorm; Dropout is in cuda_pointwise_grad.cu), grad_reduce.c and grad_norm.c (the
  * losses are in cuda_loss.cu). Sums run in
  * double like the CPU's, reduced by one warp or block per output in a fixed tree,
  * so results are repeatable run to run (they differ from the CPU's sequential
@@ -11,12 +11,6 @@
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/norm_geometry.h"
 #include "kernels/reduce_geometry.h"
-
-static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
-    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
-                   node->name ? node->name : "?", node->op_type ? node->op_type : ot_op_name(node->op), what,
-                   ot_dtype_name(t));
-}
 
 /* ---- generic reduction: kept dims enumerate the output, reduced dims are summed ---- */
 
@@ -79,7 +73,7 @@ static ot_status launch_reduce(ot_cuda_ctx *cx, const ot_shape *xs, const bool *
 
 OT_CUDA_LAUNCHER(ot_cuda_reduce) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[0].dtype, err);
     const ot_shape *s = &in[0].shape;
     int r = s->rank, na = 0;
     const int64_t *axes;
@@ -114,7 +108,7 @@ OT_CUDA_LAUNCHER(ot_cuda_reduce) {
 /* ReduceToLike (dY, like) -> dX: sum dY over the axes broadcasting added. */
 OT_CUDA_LAUNCHER(ot_cuda_reduce_to_like) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "dY", in[0].dtype, err);
     const ot_shape *ys = &in[0].shape, *os = &out[0].shape;
     int r = ys->rank;
     if (os->rank > r)
@@ -172,7 +166,7 @@ __global__ void k_softmax(const float *x, float *y, sm_geom g, int logsm) {
 
 OT_CUDA_LAUNCHER(ot_cuda_softmax) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[0].dtype, err);
     if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from input", node->name, node->op_type);
     bool logsm = node->op == OT_OP_LOG_SOFTMAX;
@@ -210,7 +204,7 @@ __global__ void k_softmax_grad(const float *dy, const float *y, float *dx, sm_ge
 
 OT_CUDA_LAUNCHER(ot_cuda_softmax_grad) {
     (void)ctx;
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad_dtype(node, "input", in[1].dtype, err);
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
     if (in[1].shape.rank == 0) {
         OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, 4, cx->stream));
         return OT_OK;
@@ -260,7 +254,7 @@ static unsigned row_blocks(int64_t rows) { return (unsigned)(rows < 65535 ? (row
 OT_CUDA_LAUNCHER(ot_cuda_layer_norm) {
     (void)ctx;
     for (int k = 0; k < node->n_inputs; k++)
-        if (in[k].data && in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
+        if (in[k].data && in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
     const ot_shape *s = &in[0].shape;
     ot_op_params scratch;
     const ot_op_params *pp;
@@ -341,7 +335,7 @@ static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int6
 OT_CUDA_LAUNCHER(ot_cuda_layer_norm_grad) {
     const ot_tensor *x = &in[1];
     if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
-        return bad_dtype(node, "input", x->dtype, err);
+        return ot_cuda_bad_dtype(node, "input", x->dtype, err);
     int64_t rows, cols;
     if (!ln_view(node, x, &rows, &cols))
         return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormGrad): axis out of range", node->name);
@@ -420,7 +414,7 @@ __global__ void k_batch_norm(const float *x, const float *scale, const float *bi
 OT_CUDA_LAUNCHER(ot_cuda_batch_norm) {
     (void)ctx;
     for (int k = 0; k < 5; k++)
-        if (in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
+        if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
     const ot_shape *s = &in[0].shape;
     if (s->rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): rank < 2", node->name);
     int64_t N, C, S;
@@ -495,7 +489,7 @@ OT_CUDA_LAUNCHER(ot_cuda_batch_norm_grad) {
     (void)ctx;
     const ot_tensor *x = &in[1];
     if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
-        return bad_dtype(node, "input", x->dtype, err);
+        return ot_cuda_bad_dtype(node, "input", x->dtype, err);
     if (x->shape.rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): X rank < 2", node->name);
     int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_kernel_numel(x) / (N * C) : 0;
     if (ot_kernel_numel(&in[2]) != C)
