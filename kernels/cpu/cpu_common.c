@@ -12,15 +12,17 @@ int ot_cpu_threads(const ot_kernel_ctx *ctx) {
 
 void ot_cpu_sgemm(const ot_kernel_ctx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    int want = ctx ? ctx->n_threads : 0;
-    int blas = want > 0 ? openblas_get_num_threads() : 0, omp = want > 0 ? omp_get_max_threads() : 0;
-    if (want > 0 && blas != want)
+    int omp = omp_get_max_threads(), want = ctx && ctx->n_threads > 0 ? ctx->n_threads : omp;
+    /* OpenBLAS's own count is set only when it differs (its buffers follow it), and
+     * stays: every call sets it from its own context, so none depends on an earlier
+     * one. This thread's OpenMP count is the caller's again afterwards. */
+    if (openblas_get_num_threads() != want)
         openblas_set_num_threads(want); /* sets this thread's OpenMP count too */
-    else if (want > 0 && omp != want)
+    else if (omp != want)
         omp_set_num_threads(want);
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    if (want > 0 && blas != want) openblas_set_num_threads(blas);
-    if (want > 0 && (blas != want || omp != want)) omp_set_num_threads(omp);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+                B, ldb, beta, C, ldc);
+    if (omp_get_max_threads() != omp) omp_set_num_threads(omp);
 }
 
 ot_status ot_cpu_bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {

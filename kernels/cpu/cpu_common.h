@@ -23,14 +23,15 @@
 /* Threads for an OpenMP region: ctx->n_threads when > 0, else the OpenMP default. */
 int ot_cpu_threads(const ot_kernel_ctx *ctx);
 
-/* Row-major cblas_sgemm on ctx->n_threads threads (when > 0; else on whatever
- * OpenBLAS and OpenMP are set to). OpenBLAS's OpenMP build (0.3.21, Debian's
- * libopenblas-openmp) keeps a count of its own, which stays at 1 once set to 1 and
- * otherwise follows the calling thread's omp_get_max_threads; openblas_set_num_threads
- * sets both. So the call sets them for this one GEMM when they differ from the
- * context's count and puts them back after: the count is the context's, not a
- * process-wide setting, and the same count gives the same bits. ta / tb: op(A) = A^T,
- * op(B) = B^T (cblas.h stays out of this header: its complex.h defines I). */
+/* Row-major cblas_sgemm on ot_cpu_threads(ctx) threads: ctx->n_threads, or with 0
+ * the OpenMP default, as the kernels' own loops. OpenBLAS's OpenMP build (0.3.21,
+ * Debian's libopenblas-openmp) keeps a count of its own, which stays at 1 once set to
+ * 1 and otherwise follows the calling thread's omp_get_max_threads;
+ * openblas_set_num_threads sets both. So each call gives OpenBLAS its context's count
+ * (setting it only when it differs) and the calling thread's OpenMP count for the
+ * call, which it puts back after: the count belongs to the context, not to whatever
+ * set it last for the process, and the same count gives the same bits. ta / tb:
+ * op(A) = A^T, op(B) = B^T (cblas.h stays out of this header: its complex.h defines I). */
 void ot_cpu_sgemm(const ot_kernel_ctx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
