@@ -1,6 +1,6 @@
 /* autodiff.c — the autodiff driver: picks the params (freeze/train regexes), finds
  * the nodes on a param→loss path, seeds d(loss) with OnesLike, walks the forward
- * nodes in reverse topological order calling one rule per op (grad_*.c), sums
+ * nodes in reverse topological order calling each op's rule (grad_table.c), sums
  * gradient contributions, and pins the param gradients and BatchNorm state updates
  * as graph outputs. Also the builder helpers the rules share (grad_rules.h). */
 #include "autodiff/grad_rules.h"
@@ -156,39 +156,6 @@ static int finalize(ot_grad_ctx *c, int v) {
     c->contrib[v][0] = s;
     c->n_contrib[v] = 1;
     return s;
-}
-
-static ot_status run_rule(ot_grad_ctx *c, const ot_node *n, const int *dy) {
-    switch (n->op) {
-    case OT_OP_GEMM:
-    case OT_OP_MATMUL: return ot_grad_matmul(c, n, dy);
-    case OT_OP_CONV: return ot_grad_conv(c, n, dy);
-    case OT_OP_MAX_POOL:
-    case OT_OP_AVERAGE_POOL:
-    case OT_OP_GLOBAL_AVERAGE_POOL: return ot_grad_pool(c, n, dy);
-    case OT_OP_BATCH_NORM:
-    case OT_OP_LAYER_NORM:
-    case OT_OP_SOFTMAX:
-    case OT_OP_LOG_SOFTMAX: return ot_grad_norm(c, n, dy);
-    case OT_OP_FLATTEN:
-    case OT_OP_RESHAPE:
-    case OT_OP_SQUEEZE:
-    case OT_OP_UNSQUEEZE:
-    case OT_OP_IDENTITY:
-    case OT_OP_TRANSPOSE:
-    case OT_OP_CONCAT:
-    case OT_OP_SPLIT:
-    case OT_OP_SLICE:
-    case OT_OP_GATHER:
-    case OT_OP_EXPAND:
-    case OT_OP_REDUCE_MEAN:
-    case OT_OP_REDUCE_SUM:
-    case OT_OP_DROPOUT: return ot_grad_shape(c, n, dy);
-    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
-    case OT_OP_NLL_LOSS:
-    case OT_OP_MSE_LOSS: return ot_grad_loss(c, n, dy);
-    default: return ot_grad_elementwise(c, n, dy);
-    }
 }
 
 static ot_status pick_params(ot_graph *g, const ot_autodiff_options *opt, ot_autodiff_result *res, ot_error *err) {
@@ -435,14 +402,15 @@ ot_status ot_autodiff_build(ot_graph *g, const ot_autodiff_options *opt, ot_auto
             any |= dy[i] >= 0;
         }
         if (!any) continue;
-        if (!ot_op_has(fwd.op, OT_T_DIFF)) {
+        ot_grad_rule_fn rule = ot_grad_rule_of(fwd.op);
+        if (!rule) {
             st = ot_fail(err, OT_E_UNSUPPORTED,
                          "autodiff: node '%s' (%s) lies between a parameter and the loss but has no gradient rule",
                          fwd.name, fwd.op_type);
             goto fail;
         }
         c.fwd = &fwd;
-        if ((st = run_rule(&c, &fwd, dy)) != OT_OK) goto fail;
+        if ((st = rule(&c, &fwd, dy)) != OT_OK) goto fail;
         if (c.oom) goto oom;
     }
     c.fwd = NULL;

@@ -2,8 +2,9 @@
  *
  * ot_loss_build appends a loss (phase OT_PHASE_LOSS) to an imported forward graph;
  * ot_autodiff_build then appends the backward nodes (phase OT_PHASE_BACKWARD) to the
- * same graph, one gradient rule per op (autodiff/grad_*.c). Rules emit IR nodes only,
- * never call kernels, so remat and the planner see the whole step.
+ * same graph, one gradient rule per op (the table in autodiff/grad_table.c, the rules
+ * in grad_*.c). Rules emit IR nodes only, never call kernels, so remat and the planner
+ * see the whole step.
  *
  * Executor contract for random backward ops: DropoutGrad regenerates the forward
  * Dropout's mask from the Philox key (seed, step, node id). The node carries an int
@@ -56,6 +57,10 @@ typedef struct ot_autodiff_result {
 ot_status ot_autodiff_build(ot_graph *g, const ot_autodiff_options *opt, ot_autodiff_result *res,
                             ot_error *err);
 void ot_autodiff_result_free(ot_autodiff_result *res);
+
+/* True when op has a gradient rule (autodiff/grad_table.c): exactly the ops ops.def
+ * marks OT_T_DIFF. */
+bool ot_grad_has_rule(ot_op op);
 
 /* ---- losses (autodiff/loss.c) ---- */
 

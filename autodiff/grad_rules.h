@@ -1,5 +1,6 @@
 /* grad_rules.h — private to autodiff/: the builder the gradient rules emit nodes
- * with, and the rule entry point of each op family (grad_*.c).
+ * with, and the rule entry point of each op family (grad_*.c), which grad_table.c
+ * maps every differentiable op to.
  *
  * A rule gets a shallow copy of the forward node (ids and attributes; the graph's
  * node array may move while the rule adds nodes) and dy[i], the gradient value of
@@ -51,6 +52,11 @@ void ot_gb_add(ot_grad_ctx *c, int v, int grad);
 void ot_gb_add_like(ot_grad_ctx *c, int v, int grad, const ot_shape *grad_shape);
 /* dy or, when -1, ZerosLike(fwd_value). */
 int ot_gb_dy_or_zeros(ot_grad_ctx *c, int dy, int fwd_value);
+
+/* A gradient rule; the driver runs the one grad_table.c holds for the node's op. */
+typedef ot_status (*ot_grad_rule_fn)(ot_grad_ctx *c, const ot_node *n, const int *dy);
+/* The rule of op from grad_table.c, NULL when it has none (not differentiable). */
+ot_grad_rule_fn ot_grad_rule_of(ot_op op);
 
 /* Rule families: OT_E_UNSUPPORTED with a message when op is not theirs. */
 ot_status ot_grad_elementwise(ot_grad_ctx *c, const ot_node *n, const int *dy);

@@ -11,6 +11,8 @@
 
 #include "cli.h"
 #include "cli/args.h"
+#include "ir/atomic_file.h"
+#include "ir/json_write.h"
 #include "train/npy.h"
 #include "train/report.h"
 #include "train/train.h"
@@ -61,8 +63,8 @@ static ot_status dump_grads(ot_train_session *s, const char *dir, ot_error *err)
     const ot_autodiff_result *ad = ot_train_autodiff(s);
     const ot_graph *g = ot_train_graph(s);
     char **names = calloc((size_t)ad->n_params + 1, sizeof *names);
-    char *path = NULL, *tmp = NULL;
-    FILE *f = NULL;
+    char *path = NULL;
+    ot_atomic_file *af = NULL;
     size_t cap = strlen(dir) + 64;
     if (!names) return ot_fail(err, OT_E_MEMORY, "out of memory");
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
@@ -75,8 +77,7 @@ static ot_status dump_grads(ot_train_session *s, const char *dir, ot_error *err)
         if (need > cap) cap = need;
     }
     path = malloc(cap);
-    tmp = malloc(cap + 32);
-    if (!path || !tmp) goto oom;
+    if (!path) goto oom;
     for (int i = 0; i < ad->n_params; i++) {
         ot_tensor *t = NULL;
         if ((st = ot_train_get_grad(s, i, &t, err))) goto done;
@@ -86,11 +87,8 @@ static ot_status dump_grads(ot_train_session *s, const char *dir, ot_error *err)
         if (st) goto done;
     }
     snprintf(path, cap, "%s/index.json", dir);
-    snprintf(tmp, cap + 32, "%s.tmp-%ld", path, (long)getpid());
-    if (!(f = fopen(tmp, "w"))) {
-        st = ot_fail(err, OT_E_IO, "%s: cannot write: %s", path, strerror(errno));
-        goto done;
-    }
+    if ((st = ot_atomic_open(path, &af, err))) goto done;
+    FILE *f = ot_atomic_stream(af);
     fputs("{\n", f);
     for (int i = 0; i < ad->n_params; i++) {
         fputs("  ", f);
@@ -102,22 +100,14 @@ static ot_status dump_grads(ot_train_session *s, const char *dir, ot_error *err)
         fputs(i + 1 < ad->n_params ? ",\n" : "\n", f);
     }
     fputs("}\n", f);
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    f = NULL;
-    if (bad || rename(tmp, path) != 0) {
-        st = ot_fail(err, OT_E_IO, "%s: cannot write: %s", path, strerror(errno));
-        remove(tmp);
-    }
+    st = ot_atomic_commit(af, err);
     goto done;
 oom:
     st = ot_fail(err, OT_E_MEMORY, "out of memory");
 done:
-    if (f) fclose(f);
     for (int i = 0; i < ad->n_params; i++) free(names[i]);
     free(names);
     free(path);
-    free(tmp);
     return st;
 }
 

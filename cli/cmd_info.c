@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "importer/importer.h"
+#include "ir/json_write.h"
 #include "kernels/kernel.h"
 
 static void usage(FILE *f) {
@@ -36,18 +37,6 @@ static int by_count(const void *a, const void *b) {
     return strcmp(x->op_type, y->op_type);
 }
 
-/* Writes s as a JSON string literal. */
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 static void json_shape(FILE *f, const ot_graph *g, const ot_shape *s) {
     if (s->rank < 0) {
         fputs("null", f);
@@ -57,7 +46,7 @@ static void json_shape(FILE *f, const ot_graph *g, const ot_shape *s) {
     for (int i = 0; i < s->rank; i++) {
         if (i) fputs(", ", f);
         if (s->dim[i] >= 0) fprintf(f, "%lld", (long long)s->dim[i]);
-        else if (s->sym[i] >= 0) json_str(f, g->syms[s->sym[i]]);
+        else if (s->sym[i] >= 0) ot_json_string(f, g->syms[s->sym[i]]);
         else fputs("null", f);
     }
     fputc(']', f);
@@ -72,9 +61,9 @@ static void print_values_json(FILE *f, const ot_graph *g, const int *ids, int n)
     for (int i = 0; i < n; i++) {
         const ot_value *v = &g->values[ids[i]];
         fputs(i ? ", {\"name\": " : "{\"name\": ", f);
-        json_str(f, v->name);
+        ot_json_string(f, v->name);
         fputs(", \"dtype\": ", f);
-        json_str(f, ot_dtype_name(v->dtype));
+        ot_json_string(f, ot_dtype_name(v->dtype));
         fputs(", \"shape\": ", f);
         json_shape(f, g, &v->shape);
         fputc('}', f);
@@ -184,13 +173,13 @@ int ot_cmd_info(int argc, char **argv) {
 
     if (json) {
         fputs("{\n  \"path\": ", f);
-        json_str(f, path);
+        ot_json_string(f, path);
         fprintf(f, ",\n  \"ir_version\": %lld,\n  \"producer\": {\"name\": ", (long long)m->ir_version);
-        json_str(f, m->producer_name);
+        ot_json_string(f, m->producer_name);
         fputs(", \"version\": ", f);
-        json_str(f, m->producer_version);
+        ot_json_string(f, m->producer_version);
         fprintf(f, "},\n  \"opset\": %lld,\n  \"graph\": ", (long long)m->opset);
-        json_str(f, g->name);
+        ot_json_string(f, g->name);
         fputs(",\n  \"inputs\": ", f);
         print_values_json(f, g, g->inputs, g->n_inputs);
         fputs(",\n  \"outputs\": ", f);
@@ -202,10 +191,10 @@ int ot_cmd_info(int argc, char **argv) {
                 (long long)state.n_tensors, (long long)state.numel, (long long)state.bytes, n_live);
         for (int k = 0; k < n_hist; k++) {
             fputs(k ? ", {\"op\": " : "{\"op\": ", f);
-            json_str(f, hist[k].op_type);
+            ot_json_string(f, hist[k].op_type);
             if (hist[k].domain[0]) {
                 fputs(", \"domain\": ", f);
-                json_str(f, hist[k].domain);
+                ot_json_string(f, hist[k].domain);
             }
             fprintf(f, ", \"count\": %d}", hist[k].count);
         }
@@ -213,7 +202,7 @@ int ot_cmd_info(int argc, char **argv) {
         for (int i = 0; i < m->n_unsupported; i++) {
             const ot_unsupported_op *u = &m->unsupported[i];
             fputs(i ? ", {\"op\": " : "{\"op\": ", f);
-            json_str(f, u->op_type);
+            ot_json_string(f, u->op_type);
             fprintf(f, ", \"reason\": \"%s\", \"%s\": [",
                     u->reason == OT_UNSUP_NESTED_GRAPH ? "nested graphs are not supported"
                     : u->reason == OT_UNSUP_INPUT_DTYPE ? "unsupported input dtype"
@@ -224,7 +213,7 @@ int ot_cmd_info(int argc, char **argv) {
                                                        : "nodes");
             for (int k = 0; k < u->n_nodes; k++) {
                 if (k) fputs(", ", f);
-                json_str(f, u->nodes[k]);
+                ot_json_string(f, u->nodes[k]);
             }
             fputs("]}", f);
         }

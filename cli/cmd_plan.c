@@ -11,6 +11,8 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "ir/atomic_file.h"
+#include "ir/json_write.h"
 #include "train/remat_session.h"
 #include "remat/timeline.h"
 
@@ -44,19 +46,6 @@ static void human(double b, char *buf, size_t n) {
     else snprintf(buf, n, "%.0f B", b);
 }
 
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if ((unsigned char)*s < 0x20) {
-            printf("\\u%04x", *s);
-            continue;
-        }
-        if (*s == '"' || *s == '\\') putchar('\\');
-        putchar(*s);
-    }
-    putchar('"');
-}
-
 /* Kept and recomputed saved values, by segment. */
 static void print_segments(const ot_remat_session *s, bool json) {
     const ot_remat_analysis *a = &s->an;
@@ -78,7 +67,7 @@ static void print_segments(const ot_remat_session *s, bool json) {
             for (int v = 0; v < a->n_values; v++)
                 if (a->saved[v] && a->segment[v] == k && s->keep[v]) {
                     if (!first) printf(", ");
-                    json_str(g->values[v].name);
+                    ot_json_string(stdout, g->values[v].name);
                     first = false;
                 }
             printf("], \"recomputed\": [");
@@ -86,7 +75,7 @@ static void print_segments(const ot_remat_session *s, bool json) {
             for (int v = 0; v < a->n_values; v++)
                 if (a->saved[v] && a->segment[v] == k && !s->keep[v]) {
                     if (!first) printf(", ");
-                    json_str(g->values[v].name);
+                    ot_json_string(stdout, g->values[v].name);
                     first = false;
                 }
             printf("]}");
@@ -113,7 +102,7 @@ static void print_plan(const char *label, const ot_remat_session *s, const ot_pl
     double extra = s->rw.extra_flops, step = s->an.step_flops;
     if (json) {
         printf("{\"policy\": ");
-        json_str(label);
+        ot_json_string(stdout, label);
         printf(", \"peak_bytes\": %zu, \"extra_flops\": %.0f, \"step_flops\": %.0f, \"recompute_share\": %.6f, "
                "\"recompute_nodes\": %d, \"kept_activation_bytes\": %lld, \"choose_seconds\": %.6f, \"plan\": ",
                ot_plan_peak_bytes(p), extra, step, step > 0 ? extra / step : 0.0, s->rw.n_clones,
@@ -140,24 +129,13 @@ static void print_plan(const char *label, const ot_remat_session *s, const ot_pl
 }
 
 static ot_status write_dot(const char *path, const ot_graph *g, ot_error *err) {
-    size_t len = strlen(path) + 24;
-    char *tmp = malloc(len);
-    if (!tmp) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    snprintf(tmp, len, "%s.tmp-%d", path, (int)getpid() % 1000000);
-    FILE *f = fopen(tmp, "w");
-    ot_status st = OT_OK;
-    if (!f) {
-        st = ot_fail(err, OT_E_IO, "--dot %s: cannot write", path);
-    } else {
-        ot_graph_dump_dot(g, f);
-        bool bad = ferror(f) != 0;
-        bad |= fclose(f) != 0;
-        if (bad || rename(tmp, path) != 0) {
-            remove(tmp);
-            st = ot_fail(err, OT_E_IO, "--dot %s: cannot write", path);
-        }
+    ot_atomic_file *af;
+    ot_status st = ot_atomic_open(path, &af, err);
+    if (!st) {
+        ot_graph_dump_dot(g, ot_atomic_stream(af));
+        st = ot_atomic_commit(af, err);
     }
-    free(tmp);
+    if (st && err) ot_error_prefix(err, "--dot ");
     return st;
 }
 
@@ -197,7 +175,7 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
     }
     if (o->json) {
         printf("{\"model\": ");
-        json_str(o->model);
+        ot_json_string(stdout, o->model);
         printf(", \"batch\": %lld, \"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [",
                (long long)s1->batch, s0->g->n_nodes, s0->an.n_fwd, s0->an.n_art);
         print_plan("none", s0, p0, true, false);

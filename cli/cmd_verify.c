@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "ir/json_write.h"
 #include "train/remat_session.h"
 #include "train/train.h"
 #include "kernels/kernel.h"
@@ -39,19 +40,6 @@ typedef struct verify_opts {
     ot_common_args args; /* remat: the policy checked against none */
     bool json;
 } verify_opts;
-
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if ((unsigned char)*s < 0x20) {
-            printf("\\u%04x", *s);
-            continue;
-        }
-        if (*s == '"' || *s == '\\') putchar('\\');
-        putchar(*s);
-    }
-    putchar('"');
-}
 
 static ot_status run_verify(const verify_opts *o, ot_error *err) {
     ot_status st = OT_OK;
@@ -87,9 +75,9 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
     int n_diff = 0;
     if (o->json) {
         printf("{\"model\": ");
-        json_str(o->model);
+        ot_json_string(stdout, o->model);
         printf(", \"remat\": ");
-        json_str(a->remat);
+        ot_json_string(stdout, a->remat);
         printf(", \"tensors\": [");
     } else {
         printf("%-48s %-7s %s\n", "tensor", "equal", "max |diff|");
@@ -100,7 +88,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
         n_diff += !eq;
         if (o->json) {
             printf("%s{\"name\": ", i ? ", " : "");
-            json_str(r0.names[i]);
+            ot_json_string(stdout, r0.names[i]);
             printf(", \"equal\": %s, \"max_abs_diff\": %.9g}", eq ? "true" : "false", d != d ? -1.0 : d);
         } else {
             printf("%-48s %-7s %.9g\n", r0.names[i], eq ? "yes" : "NO", d);

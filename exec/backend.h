@@ -46,6 +46,14 @@ struct ot_backend {
      * it, so a GPU step does not copy every gradient and param to the host. */
     ot_status (*scan_f32)(ot_backend *be, const void *data, size_t n, int64_t *first_bad, double *sum_sq,
                           ot_error *err);
+    /* Optional (NULL: the training loop refuses --accum above 1 on this backend):
+     * dst[i] += src[i] for n float32 values at device addresses dst and src, one IEEE
+     * single rounding per element (no contraction), then src[i] = 0 when clear_src.
+     * Gradient accumulation uses it to sum micro-batch gradients into accumulators in
+     * the arena and to fold them back into the gradients for the step, so no gradient
+     * goes through the host; the CPU's and a GPU's sums are bitwise the same (but for
+     * the sign and payload of a NaN, which IEEE leaves to the hardware). */
+    ot_status (*accumulate_f32)(ot_backend *be, float *dst, float *src, size_t n, bool clear_src, ot_error *err);
     void *impl;    /* backend-private state */
 };
 

@@ -24,6 +24,7 @@ struct ot_executor {
     ot_tensor *tensors;
     int *tstart;
     int *rng_node;
+    bool *views_only; /* per step: every output aliases its input (planner.h, Views): no kernel runs */
     bool *input_set; /* per value: fed since creation (graph inputs only) */
     bool *released;  /* per value: its host copy in g was freed (opt.release_host_data) */
     ot_tensor *scratch; /* the copies of one step's descriptors handed to a kernel */
@@ -38,17 +39,34 @@ static void touch(ot_executor *ex, const void *p, size_t n) {
     if (end > ex->high_water) ex->high_water = end;
 }
 
-/* Device address of value v: its arena slot, or the memory it is bound to; NULL
- * when not placed (or before the arena exists). */
+/* Device address of value v: its arena slot, or the memory it (or, for a view, its
+ * base) is bound to; NULL when not placed (or before the arena exists). */
 static char *value_addr(const ot_executor *ex, int v) {
     if (!ex->base || v < 0 || v >= ex->g->n_values) return NULL;
     const ot_plan_value *pv = &ex->plan->values[v];
+    if (pv->alias_of >= 0 && ex->plan->values[pv->alias_of].external)
+        return ex->ext[pv->alias_of] ? (char *)ex->ext[pv->alias_of] + pv->alias_offset : NULL;
     if (pv->external) return ex->ext[v];
     return pv->offset >= 0 ? ex->base + pv->offset : NULL;
 }
 
+/* In memory outside the arena: bound, or a view of a bound value. */
 static bool is_external(const ot_executor *ex, int v) {
-    return v >= 0 && v < ex->g->n_values && ex->plan->values[v].external;
+    if (v < 0 || v >= ex->g->n_values) return false;
+    const ot_plan_value *pv = &ex->plan->values[v];
+    return pv->external || (pv->alias_of >= 0 && ex->plan->values[pv->alias_of].external);
+}
+
+/* A step whose outputs all alias their inputs has nothing to compute or copy. */
+static bool views_only(const ot_executor *ex, const ot_node *nd) {
+    int n = 0;
+    for (int k = 0; k < nd->n_outputs; k++) {
+        int o = nd->outputs[k];
+        if (o < 0) continue;
+        if (ex->plan->values[o].alias_of < 0) return false;
+        n++;
+    }
+    return n > 0;
 }
 
 /* Descriptor of value v: dtype, shape, and its address (NULL when not placed). */
@@ -99,6 +117,7 @@ static ot_status check_support(ot_executor *ex, ot_error *err) {
     for (int s = 0; s < ex->n_steps; s++) {
         const ot_node *nd = &ex->g->nodes[ex->order[s]];
         ot_tensor *t = &ex->tensors[ex->tstart[s]];
+        if (ex->views_only[s]) continue; /* runs no kernel */
         if (nd->op != OT_OP_UNKNOWN && ex->be->supports(ex->be, nd, t, t + nd->n_inputs)) continue;
         bad++;
         char item[200];
@@ -179,9 +198,11 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
     ex->rng_node = malloc(sizeof(int) * (size_t)(ex->n_steps + 1));
     ex->input_set = calloc((size_t)g->n_values + 1, sizeof(bool));
     ex->released = calloc((size_t)g->n_values + 1, sizeof(bool));
-    if (!ex->tstart || !ex->rng_node || !ex->input_set || !ex->released) goto oom;
+    ex->views_only = calloc((size_t)ex->n_steps + 1, sizeof(bool));
+    if (!ex->tstart || !ex->rng_node || !ex->input_set || !ex->released || !ex->views_only) goto oom;
     for (int s = 0; s < ex->n_steps; s++) {
         const ot_node *nd = &g->nodes[ex->order[s]];
+        ex->views_only[s] = views_only(ex, nd);
         ex->tstart[s] = n_t;
         n_t += nd->n_inputs + nd->n_outputs;
         int rng = nd->orig_node >= 0 ? nd->orig_node : nd->id;
@@ -267,6 +288,7 @@ void ot_executor_free(ot_executor *ex) {
     free(ex->tensors);
     free(ex->tstart);
     free(ex->rng_node);
+    free(ex->views_only);
     free(ex->input_set);
     free(ex->released);
     free(ex->scratch);
@@ -314,53 +336,80 @@ ot_status ot_executor_set_input_by_name(ot_executor *ex, const char *name, const
     return ot_executor_set_input(ex, v, t, err);
 }
 
-ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
+static ot_status check_inputs_set(const ot_executor *ex, ot_error *err) {
     const ot_graph *g = ex->g;
-    ot_status st;
     for (int v = 0; v < g->n_values; v++)
         if (ex->plan->values[v].offset >= 0 && g->values[v].kind == OT_VK_INPUT && g->values[v].producer < 0 &&
             !ex->input_set[v])
             return ot_fail(err, OT_E_DATA, "input '%s' was not set before the run", vname(g, v));
+    return OT_OK;
+}
+
+/* Runs schedule step s on the backend. */
+static ot_status run_step(ot_executor *ex, int s, ot_error *err) {
+    const ot_node *nd = &ex->g->nodes[ex->order[s]];
     /* Kernels get copies so a misbehaving kernel cannot corrupt the descriptors. */
     ot_tensor *scratch = ex->scratch;
-    int threads = ex->opt.n_threads > 0 ? ex->opt.n_threads : ex->be->n_threads;
+    int nt = ex->tstart[s + 1] - ex->tstart[s];
+    memcpy(scratch, &ex->tensors[ex->tstart[s]], sizeof(ot_tensor) * (size_t)nt);
+    ot_kernel_ctx ctx = {.n_threads = ex->opt.n_threads > 0 ? ex->opt.n_threads : ex->be->n_threads,
+                         .seed = ex->opt.seed, .step = ex->opt.step, .rng_node = ex->rng_node[s],
+                         .workspace = NULL, .workspace_bytes = 0};
+    if (ex->plan->ws_offset[s] >= 0) {
+        ctx.workspace = ex->base + ex->plan->ws_offset[s];
+        ctx.workspace_bytes = ex->plan->ws_bytes[s];
+        touch(ex, ctx.workspace, ctx.workspace_bytes);
+    }
+    for (int k = 0; k < nt; k++) { /* external memory is not the arena's: not measured */
+        int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];
+        if (!is_external(ex, v)) touch(ex, scratch[k].data, scratch[k].nbytes);
+    }
+    /* A view's output already is its input's bytes: no kernel, on every backend. */
+    if (ex->views_only[s]) return OT_OK;
+    ot_status st = ex->be->run_node(ex->be, ex->g, nd, scratch, scratch + nd->n_inputs, &ctx, err);
+    if (st) {
+        /* Kernel messages usually name the node already; name it once. */
+        char quoted[300];
+        snprintf(quoted, sizeof quoted, "'%s'", nname(nd));
+        const char *op = nd->op_type ? nd->op_type : ot_op_name(nd->op);
+        if (err && strstr(err->msg, quoted) && strstr(err->msg, op)) ot_error_prefix(err, "step %d: ", s);
+        else ot_error_prefix(err, "step %d, node '%s' (%s): ", s, nname(nd), op);
+    }
+    return st;
+}
+
+/* A node's phase as hooks see it: recompute clones belong to the backward pass. */
+static ot_phase hook_phase(const ot_node *nd) {
+    return nd->phase == OT_PHASE_RECOMPUTE ? OT_PHASE_BACKWARD : nd->phase;
+}
+
+ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
+    const ot_graph *g = ex->g;
+    ot_status st = check_inputs_set(ex, err);
+    if (st) return st;
     for (int s = 0; s < ex->n_steps; s++) {
-        const ot_node *nd = &g->nodes[ex->order[s]];
-        int nt = ex->tstart[s + 1] - ex->tstart[s];
-        memcpy(scratch, &ex->tensors[ex->tstart[s]], sizeof(ot_tensor) * (size_t)nt);
-        ot_kernel_ctx ctx = {.n_threads = threads, .seed = ex->opt.seed, .step = ex->opt.step,
-                             .rng_node = ex->rng_node[s], .workspace = NULL, .workspace_bytes = 0};
-        if (ex->plan->ws_offset[s] >= 0) {
-            ctx.workspace = ex->base + ex->plan->ws_offset[s];
-            ctx.workspace_bytes = ex->plan->ws_bytes[s];
-            touch(ex, ctx.workspace, ctx.workspace_bytes);
-        }
-        for (int k = 0; k < nt; k++) { /* external memory is not the arena's: not measured */
-            int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];
-            if (!is_external(ex, v)) touch(ex, scratch[k].data, scratch[k].nbytes);
-        }
-        st = ex->be->run_node(ex->be, g, nd, scratch, scratch + nd->n_inputs, &ctx, err);
-        if (st) {
-            /* Kernel messages usually name the node already; name it once. */
-            char quoted[300];
-            snprintf(quoted, sizeof quoted, "'%s'", nname(nd));
-            const char *op = nd->op_type ? nd->op_type : ot_op_name(nd->op);
-            if (err && strstr(err->msg, quoted) && strstr(err->msg, op)) ot_error_prefix(err, "step %d: ", s);
-            else ot_error_prefix(err, "step %d, node '%s' (%s): ", s, nname(nd), op);
-            return st;
-        }
-        if (ex->opt.after_node) {
-            st = ex->opt.after_node(ex->opt.hook_user, ex, s, nd, &ex->tensors[ex->tstart[s] + nd->n_inputs], err);
-            if (st) return st;
-        }
+        if ((st = run_step(ex, s, err))) return st;
+        if (!ex->opt.at_phase_end) continue;
+        ot_exec_boundary b = {.step = s, .ended = hook_phase(&g->nodes[ex->order[s]]), .end = s + 1 == ex->n_steps};
+        b.next = b.end ? b.ended : hook_phase(&g->nodes[ex->order[s + 1]]);
+        if ((b.end || b.next != b.ended) && (st = ex->opt.at_phase_end(ex->opt.hook_user, ex, &b, err))) return st;
     }
     return ex->be->synchronize(ex->be, err);
+}
+
+ot_status ot_executor_run_steps(ot_executor *ex, int first, int count, ot_error *err) {
+    if (first < 0 || count < 0 || first > ex->n_steps - count)
+        return ot_fail(err, OT_E_USAGE, "executor: steps %d..%d are outside the schedule's %d", first,
+                       first + count - 1, ex->n_steps);
+    ot_status st = check_inputs_set(ex, err);
+    for (int s = first; !st && s < first + count; s++) st = run_step(ex, s, err);
+    return st ? st : ex->be->synchronize(ex->be, err);
 }
 
 static ot_status check_pinned(const ot_executor *ex, int v, ot_error *err) {
     if (v < 0 || v >= ex->g->n_values) return ot_fail(err, OT_E_USAGE, "executor: value id %d out of range", v);
     const ot_plan_value *pv = &ex->plan->values[v];
-    if (pv->offset < 0 && !pv->external)
+    if (pv->offset < 0 && !pv->external && pv->alias_of < 0) /* a view of an external value has no offset */
         return ot_fail(err, OT_E_USAGE, "executor: value '%s' is not used by the graph", vname(ex->g, v));
     if (!pv->pinned)
         return ot_fail(err, OT_E_USAGE, "executor: value '%s' is transient (its memory is reused during a run); only inputs, outputs, params, gradients and state can be read", vname(ex->g, v));

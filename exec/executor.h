@@ -4,6 +4,11 @@
  * schedule order and reads results back. Values may instead be bound to memory it
  * does not own (ot_exec_options.bind), which it reads in place.
  *
+ * Views: a node whose outputs the planner made aliases of its inputs (planner.h,
+ * Views) runs no kernel, on every backend: its outputs already are those bytes. The
+ * support check skips it, and ot_executor_value_ptr of a view is its address inside
+ * its base (in the bound memory when the base is external).
+ *
  * The executor reads g's bound shapes when it is created; rebinding dims afterwards
  * needs a new executor. g must outlive the executor and must not be edited meanwhile.
  *
@@ -20,11 +25,21 @@
 
 typedef struct ot_executor ot_executor;
 
-/* Called after each node when set (e.g. to scan outputs for NaN in schedule order);
- * `out` are the node's output tensors with device data pointers. A non-OK status
- * stops the run with that status. */
-typedef ot_status (*ot_exec_node_hook)(void *user, ot_executor *ex, int step, const ot_node *node,
-                                       const ot_tensor *out, ot_error *err);
+/* Where a phase of the schedule ends. Phases for hooks are forward, loss, backward and
+ * optimizer: recompute clones run interleaved with the backward pass and count as
+ * backward. `step` is the last step of the phase that ended; `end` is true after the
+ * schedule's last step (then `next` equals `ended`). */
+typedef struct ot_exec_boundary {
+    int step;
+    ot_phase ended, next;
+    bool end;
+} ot_exec_boundary;
+
+/* Called when set after the last step of each phase (the step whose successor is of
+ * another phase, and the schedule's last step): e.g. the training loop's checks
+ * between the backward pass and the optimizer. Nothing is called per node. A non-OK
+ * status stops the run with that status. */
+typedef ot_status (*ot_exec_phase_hook)(void *user, ot_executor *ex, const ot_exec_boundary *b, ot_error *err);
 
 /* A value that lives in memory the executor does not own (e.g. the training
  * executor's params, from ot_executor_value_ptr, read in place by a validation
@@ -40,7 +55,7 @@ typedef struct ot_exec_options {
     uint64_t seed;   /* Philox key, with step and rng node */
     uint64_t step;   /* training step (change with ot_executor_set_step) */
     bool no_inplace; /* planner option: never reuse an input's block */
-    ot_exec_node_hook after_node;
+    ot_exec_phase_hook at_phase_end;
     void *hook_user;
     /* Values bound to external memory (copied at creation; may be NULL). The planner
      * gives them no arena space (planner.h, External), so the arena, the peak and
@@ -69,8 +84,15 @@ void ot_executor_free(ot_executor *ex);
 ot_status ot_executor_set_input(ot_executor *ex, int value_id, const ot_tensor *t, ot_error *err);
 ot_status ot_executor_set_input_by_name(ot_executor *ex, const char *name, const ot_tensor *t, ot_error *err);
 
-/* Runs the whole schedule once. Every graph input must have been set. */
+/* Runs the whole schedule once, calling at_phase_end at each phase's end. Every
+ * graph input must have been set. */
 ot_status ot_executor_run(ot_executor *ex, ot_error *err);
+/* Runs steps first .. first+count-1 of the schedule (the plan's order) and waits for
+ * them, without calling at_phase_end: for a caller that must look at values between
+ * nodes (a transient output lives only until a later node reuses its block), e.g. the
+ * re-run that names the first node to produce a NaN. Steps are not independent: a
+ * step reads what earlier steps of this run wrote. Every graph input must be set. */
+ot_status ot_executor_run_steps(ot_executor *ex, int first, int count, ot_error *err);
 
 /* Copies a pinned value (input, output, param, gradient, state, optimizer state,
  * constant; external ones too) to a new host tensor (free with ot_tensor_free).
@@ -86,8 +108,8 @@ ot_status ot_executor_copy_value(ot_executor *ex, int dst_value, int src_value, 
  * allocating the host copies that release_host_data freed. */
 ot_status ot_executor_sync_to_graph(ot_executor *ex, ot_error *err);
 
-/* Device pointer of a placed or external value (NULL when not placed); for the
- * optimizer and backends. On the CPU it is a host pointer. */
+/* Device pointer of a placed or external value, or of a view inside its base (NULL
+ * when not placed); for the optimizer and backends. On the CPU it is a host pointer. */
 void *ot_executor_value_ptr(ot_executor *ex, int value_id);
 /* Device range of a pinned slab (params, gradients, optimizer state, ...). */
 void *ot_executor_slab(ot_executor *ex, ot_mem_category c, size_t *nbytes);

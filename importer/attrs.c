@@ -111,83 +111,68 @@ ot_status ot_imp_convert_attr(const char *file, const char *dir, ot_node *n, con
 
 /* ---- type rules ----------------------------------------------------------------- */
 
+/* The attribute types an op's kernels and rules read, per op: an attribute present with
+ * another type is refused at import. Checked in this order, so the first mismatch named
+ * is the first listed. An op without an entry has no typed attributes to check. */
+#define OT_MAX_TYPED_ATTRS 8
 typedef struct attr_rule {
-    ot_op op;
-    const char *name;
+    const char *name; /* NULL ends an op's list */
     ot_attr_type type;
 } attr_rule;
 
-static const attr_rule rules[] = {
-    {OT_OP_GEMM, "alpha", OT_ATTR_FLOAT},
-    {OT_OP_GEMM, "beta", OT_ATTR_FLOAT},
-    {OT_OP_GEMM, "transA", OT_ATTR_INT},
-    {OT_OP_GEMM, "transB", OT_ATTR_INT},
-    {OT_OP_LEAKY_RELU, "alpha", OT_ATTR_FLOAT},
-    {OT_OP_CLIP, "min", OT_ATTR_FLOAT},
-    {OT_OP_CLIP, "max", OT_ATTR_FLOAT},
-    {OT_OP_GELU, "approximate", OT_ATTR_STRING},
-    {OT_OP_SOFTMAX, "axis", OT_ATTR_INT},
-    {OT_OP_LOG_SOFTMAX, "axis", OT_ATTR_INT},
-    {OT_OP_CONV, "auto_pad", OT_ATTR_STRING},
-    {OT_OP_CONV, "dilations", OT_ATTR_INTS},
-    {OT_OP_CONV, "group", OT_ATTR_INT},
-    {OT_OP_CONV, "kernel_shape", OT_ATTR_INTS},
-    {OT_OP_CONV, "pads", OT_ATTR_INTS},
-    {OT_OP_CONV, "strides", OT_ATTR_INTS},
-    {OT_OP_MAX_POOL, "auto_pad", OT_ATTR_STRING},
-    {OT_OP_MAX_POOL, "ceil_mode", OT_ATTR_INT},
-    {OT_OP_MAX_POOL, "dilations", OT_ATTR_INTS},
-    {OT_OP_MAX_POOL, "kernel_shape", OT_ATTR_INTS},
-    {OT_OP_MAX_POOL, "pads", OT_ATTR_INTS},
-    {OT_OP_MAX_POOL, "storage_order", OT_ATTR_INT},
-    {OT_OP_MAX_POOL, "strides", OT_ATTR_INTS},
-    {OT_OP_AVERAGE_POOL, "auto_pad", OT_ATTR_STRING},
-    {OT_OP_AVERAGE_POOL, "ceil_mode", OT_ATTR_INT},
-    {OT_OP_AVERAGE_POOL, "count_include_pad", OT_ATTR_INT},
-    {OT_OP_AVERAGE_POOL, "dilations", OT_ATTR_INTS},
-    {OT_OP_AVERAGE_POOL, "kernel_shape", OT_ATTR_INTS},
-    {OT_OP_AVERAGE_POOL, "pads", OT_ATTR_INTS},
-    {OT_OP_AVERAGE_POOL, "strides", OT_ATTR_INTS},
-    {OT_OP_BATCH_NORM, "epsilon", OT_ATTR_FLOAT},
-    {OT_OP_BATCH_NORM, "momentum", OT_ATTR_FLOAT},
-    {OT_OP_BATCH_NORM, "training_mode", OT_ATTR_INT},
-    {OT_OP_BATCH_NORM, "is_test", OT_ATTR_INT},
-    {OT_OP_BATCH_NORM, "spatial", OT_ATTR_INT},
-    {OT_OP_LAYER_NORM, "axis", OT_ATTR_INT},
-    {OT_OP_LAYER_NORM, "epsilon", OT_ATTR_FLOAT},
-    {OT_OP_LAYER_NORM, "stash_type", OT_ATTR_INT},
-    {OT_OP_DROPOUT, "ratio", OT_ATTR_FLOAT},
-    {OT_OP_DROPOUT, "seed", OT_ATTR_INT},
-    {OT_OP_DROPOUT, "is_test", OT_ATTR_INT},
-    {OT_OP_FLATTEN, "axis", OT_ATTR_INT},
-    {OT_OP_RESHAPE, "allowzero", OT_ATTR_INT},
-    {OT_OP_RESHAPE, "shape", OT_ATTR_INTS},
-    {OT_OP_TRANSPOSE, "perm", OT_ATTR_INTS},
-    {OT_OP_SQUEEZE, "axes", OT_ATTR_INTS},
-    {OT_OP_UNSQUEEZE, "axes", OT_ATTR_INTS},
-    {OT_OP_CONCAT, "axis", OT_ATTR_INT},
-    {OT_OP_SPLIT, "axis", OT_ATTR_INT},
-    {OT_OP_SPLIT, "split", OT_ATTR_INTS},
-    {OT_OP_SPLIT, "num_outputs", OT_ATTR_INT},
-    {OT_OP_SLICE, "starts", OT_ATTR_INTS},
-    {OT_OP_SLICE, "ends", OT_ATTR_INTS},
-    {OT_OP_SLICE, "axes", OT_ATTR_INTS},
-    {OT_OP_GATHER, "axis", OT_ATTR_INT},
-    {OT_OP_SHAPE, "start", OT_ATTR_INT},
-    {OT_OP_SHAPE, "end", OT_ATTR_INT},
-    {OT_OP_CAST, "to", OT_ATTR_INT},
-    {OT_OP_CAST, "saturate", OT_ATTR_INT},
-    {OT_OP_CONSTANT_OF_SHAPE, "value", OT_ATTR_TENSOR},
-    {OT_OP_REDUCE_MEAN, "axes", OT_ATTR_INTS},
-    {OT_OP_REDUCE_MEAN, "keepdims", OT_ATTR_INT},
-    {OT_OP_REDUCE_MEAN, "noop_with_empty_axes", OT_ATTR_INT},
-    {OT_OP_REDUCE_SUM, "axes", OT_ATTR_INTS},
-    {OT_OP_REDUCE_SUM, "keepdims", OT_ATTR_INT},
-    {OT_OP_REDUCE_SUM, "noop_with_empty_axes", OT_ATTR_INT},
-    {OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS, "ignore_index", OT_ATTR_INT},
-    {OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS, "reduction", OT_ATTR_STRING},
-    {OT_OP_NLL_LOSS, "ignore_index", OT_ATTR_INT},
-    {OT_OP_NLL_LOSS, "reduction", OT_ATTR_STRING},
+static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
+    [OT_OP_GEMM] = {{"alpha", OT_ATTR_FLOAT},
+                    {"beta", OT_ATTR_FLOAT},
+                    {"transA", OT_ATTR_INT},
+                    {"transB", OT_ATTR_INT}},
+    [OT_OP_LEAKY_RELU] = {{"alpha", OT_ATTR_FLOAT}},
+    [OT_OP_CLIP] = {{"min", OT_ATTR_FLOAT}, {"max", OT_ATTR_FLOAT}},
+    [OT_OP_GELU] = {{"approximate", OT_ATTR_STRING}},
+    [OT_OP_SOFTMAX] = {{"axis", OT_ATTR_INT}},
+    [OT_OP_LOG_SOFTMAX] = {{"axis", OT_ATTR_INT}},
+    [OT_OP_CONV] = {{"auto_pad", OT_ATTR_STRING},
+                    {"dilations", OT_ATTR_INTS},
+                    {"group", OT_ATTR_INT},
+                    {"kernel_shape", OT_ATTR_INTS},
+                    {"pads", OT_ATTR_INTS},
+                    {"strides", OT_ATTR_INTS}},
+    [OT_OP_MAX_POOL] = {{"auto_pad", OT_ATTR_STRING},
+                        {"ceil_mode", OT_ATTR_INT},
+                        {"dilations", OT_ATTR_INTS},
+                        {"kernel_shape", OT_ATTR_INTS},
+                        {"pads", OT_ATTR_INTS},
+                        {"storage_order", OT_ATTR_INT},
+                        {"strides", OT_ATTR_INTS}},
+    [OT_OP_AVERAGE_POOL] = {{"auto_pad", OT_ATTR_STRING},
+                            {"ceil_mode", OT_ATTR_INT},
+                            {"count_include_pad", OT_ATTR_INT},
+                            {"dilations", OT_ATTR_INTS},
+                            {"kernel_shape", OT_ATTR_INTS},
+                            {"pads", OT_ATTR_INTS},
+                            {"strides", OT_ATTR_INTS}},
+    [OT_OP_BATCH_NORM] = {{"epsilon", OT_ATTR_FLOAT},
+                          {"momentum", OT_ATTR_FLOAT},
+                          {"training_mode", OT_ATTR_INT},
+                          {"is_test", OT_ATTR_INT},
+                          {"spatial", OT_ATTR_INT}},
+    [OT_OP_LAYER_NORM] = {{"axis", OT_ATTR_INT}, {"epsilon", OT_ATTR_FLOAT}, {"stash_type", OT_ATTR_INT}},
+    [OT_OP_DROPOUT] = {{"ratio", OT_ATTR_FLOAT}, {"seed", OT_ATTR_INT}, {"is_test", OT_ATTR_INT}},
+    [OT_OP_FLATTEN] = {{"axis", OT_ATTR_INT}},
+    [OT_OP_RESHAPE] = {{"allowzero", OT_ATTR_INT}, {"shape", OT_ATTR_INTS}},
+    [OT_OP_TRANSPOSE] = {{"perm", OT_ATTR_INTS}},
+    [OT_OP_SQUEEZE] = {{"axes", OT_ATTR_INTS}},
+    [OT_OP_UNSQUEEZE] = {{"axes", OT_ATTR_INTS}},
+    [OT_OP_CONCAT] = {{"axis", OT_ATTR_INT}},
+    [OT_OP_SPLIT] = {{"axis", OT_ATTR_INT}, {"split", OT_ATTR_INTS}, {"num_outputs", OT_ATTR_INT}},
+    [OT_OP_SLICE] = {{"starts", OT_ATTR_INTS}, {"ends", OT_ATTR_INTS}, {"axes", OT_ATTR_INTS}},
+    [OT_OP_GATHER] = {{"axis", OT_ATTR_INT}},
+    [OT_OP_SHAPE] = {{"start", OT_ATTR_INT}, {"end", OT_ATTR_INT}},
+    [OT_OP_CAST] = {{"to", OT_ATTR_INT}, {"saturate", OT_ATTR_INT}},
+    [OT_OP_CONSTANT_OF_SHAPE] = {{"value", OT_ATTR_TENSOR}},
+    [OT_OP_REDUCE_MEAN] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_SUM] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = {{"ignore_index", OT_ATTR_INT}, {"reduction", OT_ATTR_STRING}},
+    [OT_OP_NLL_LOSS] = {{"ignore_index", OT_ATTR_INT}, {"reduction", OT_ATTR_STRING}},
 };
 
 static const char *type_name(ot_attr_type t) {
@@ -206,12 +191,13 @@ static const char *type_name(ot_attr_type t) {
 
 ot_status ot_imp_check_attrs(const ot_graph *g, const ot_node *n, ot_error *err) {
     (void)g;
-    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
-        if (rules[r].op != n->op) continue;
-        const ot_attr *a = ot_node_attr(n, rules[r].name);
-        if (a && a->type != rules[r].type)
+    if ((unsigned)n->op >= OT_OP_COUNT) return OT_OK;
+    const attr_rule *r = rules[n->op];
+    for (int k = 0; k < OT_MAX_TYPED_ATTRS && r[k].name; k++) {
+        const ot_attr *a = ot_node_attr(n, r[k].name);
+        if (a && a->type != r[k].type)
             return ot_fail(err, OT_E_MODEL, "node '%s' (%s): attribute '%s' must be %s, not %s", n->name, n->op_type,
-                           rules[r].name, type_name(rules[r].type), type_name(a->type));
+                           r[k].name, type_name(r[k].type), type_name(a->type));
     }
     return OT_OK;
 }

@@ -1,63 +1,97 @@
 /* export.c — writes a model back as ONNX: the graph, opset, names, metadata and doc
  * strings exactly as loaded, with each initializer's data replaced by the current
  * data of its IR value (trained params, updated BatchNorm statistics). Externally
- * stored initializers are written inline. The file appears atomically: written to a
- * temporary name in the same folder, fsync'd, then renamed. The proto is packed
- * straight into the file through a small buffer, not into one buffer of the model's
- * size: the weights are then held once (in the IR) while they are written, not twice. */
-#include <errno.h>
+ * stored initializers are written inline. The file appears atomically (ot_atomic_open:
+ * a temporary name in the same folder, fsync, rename). The proto is packed straight
+ * into the file through a small buffer, not into one buffer of the model's size: the
+ * weights are then held once (in the IR) while they are written, not twice. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "import_internal.h"
+#include "ir/atomic_file.h"
 
 /* protobuf's own limit on one message. */
 #define OT_MAX_PROTO_BYTES ((uint64_t)INT32_MAX)
 
-static ot_status write_all(int fd, const uint8_t *p, size_t n, const char *tmp, ot_error *err) {
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return ot_fail(err, OT_E_IO, "%s: write failed: %s", tmp, strerror(errno));
-        p += w;
-        n -= (size_t)w;
-    }
-    return OT_OK;
-}
-
 /* protobuf-c's append-only output, writing to the temporary file in chunks of
- * OT_EXPORT_CHUNK bytes; a write error is kept and later appends do nothing. */
+ * OT_EXPORT_CHUNK bytes; a write error is kept by the stream and reported when the
+ * file is committed. */
 #define OT_EXPORT_CHUNK ((size_t)1 << 20)
 
 typedef struct file_sink {
     ProtobufCBuffer base; /* first: protobuf-c hands back this pointer */
-    int fd;
-    const char *tmp;
+    FILE *f;
     uint8_t *buf;
     size_t len;
     uint64_t written;
-    ot_status st;
-    ot_error *err;
 } file_sink;
 
 static void sink_flush(file_sink *f) {
-    if (!f->st && f->len) f->st = write_all(f->fd, f->buf, f->len, f->tmp, f->err);
+    if (f->len && !ferror(f->f)) fwrite(f->buf, 1, f->len, f->f);
     f->len = 0;
 }
 
 static void sink_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
     file_sink *f = (file_sink *)b;
-    if (f->st || !len) return;
     f->written += len;
+    if (!len || ferror(f->f)) return; /* after a failed write, nothing more is tried */
     if (f->len + len > OT_EXPORT_CHUNK) sink_flush(f);
     if (len >= OT_EXPORT_CHUNK) { /* a weight's payload: written from where it lies */
-        if (!f->st) f->st = write_all(f->fd, data, len, f->tmp, f->err);
+        fwrite(data, 1, len, f->f);
         return;
     }
     memcpy(f->buf + f->len, data, len);
     f->len += len;
+}
+
+/* The shallow copy t of initializer src, pointing at the current data of IR value v
+ * (-1: none); adds its payload bytes to *total (and to *external when the source
+ * stored it externally). Initializers onnxtrain did not load keep their proto bytes. */
+static ot_status export_initializer(const char *path, const ot_graph *g, const Onnx__TensorProto *src, int v,
+                                    Onnx__TensorProto *t, uint64_t *total, uint64_t *external, ot_error *err) {
+    *t = *src;
+    bool is_ext = src->has_data_location && src->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    if (v < 0 || !g->values[v].data) {
+        /* Only initializers of unsupported dtype keep their bytes in the proto (the
+         * importer frees the rest once the IR holds them). */
+        bool proto_has_data = (src->has_raw_data && src->raw_data.len) || src->n_float_data ||
+                              src->n_int32_data || src->n_int64_data || src->n_double_data ||
+                              src->n_uint64_data || src->n_string_data;
+        if (v >= 0 && ot_imp_payload_absent(&g->values[v]))
+            return ot_fail(err, OT_E_INTERNAL,
+                           "%s: initializer '%s' has no data to write: the model was loaded without its weights "
+                           "(for planning), or they were not copied back from the executor that holds them",
+                           path, src->name);
+        if (is_ext || (!proto_has_data && ot_dtype_supported((ot_dtype)src->data_type)))
+            return ot_fail(err, OT_E_INTERNAL, "%s: initializer '%s' has no data to write", path, src->name);
+        *total += onnx__tensor_proto__get_packed_size(src);
+        return OT_OK;
+    }
+    const ot_value *val = &g->values[v];
+    uint64_t numel = 0, nbytes = 0;
+    ot_status st = ot_imp_tensor_geometry(src, src->name ? src->name : "?", NULL, &numel, &nbytes, err);
+    if (st) return st;
+    if (nbytes != val->nbytes || (int32_t)val->dtype != src->data_type)
+        return ot_fail(err, OT_E_INTERNAL,
+                       "%s: initializer '%s' holds %zu bytes of %s, the model declares %llu bytes of %s", path,
+                       src->name, val->nbytes, ot_dtype_name(val->dtype), (unsigned long long)nbytes,
+                       ot_imp_onnx_dtype_name(src->data_type));
+    t->has_raw_data = 1;
+    t->raw_data.len = val->nbytes;
+    t->raw_data.data = val->data;
+    t->n_float_data = 0;
+    t->n_int32_data = 0;
+    t->n_int64_data = 0;
+    t->n_double_data = 0;
+    t->n_uint64_data = 0;
+    t->n_string_data = 0;
+    t->n_external_data = 0;
+    t->has_data_location = 0;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+    *total += val->nbytes;
+    if (is_ext) *external += val->nbytes;
+    return OT_OK;
 }
 
 ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
@@ -71,8 +105,7 @@ ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
     Onnx__TensorProto *tcopies = NULL;
     Onnx__TensorProto **tptrs = NULL;
     uint8_t *buf = NULL;
-    char *tmp = NULL;
-    int fd = -1;
+    ot_atomic_file *af = NULL;
 
     by_init = ot_xcalloc(gp->n_initializer, sizeof(int));
     tcopies = ot_xcalloc(gp->n_initializer, sizeof *tcopies);
@@ -91,57 +124,9 @@ ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
      * changed: the kept proto is never modified, and nothing else is re-encoded. */
     uint64_t total = 0, external = 0;
     for (size_t i = 0; i < gp->n_initializer; i++) {
-        const Onnx__TensorProto *src = gp->initializer[i];
-        Onnx__TensorProto *t = &tcopies[i];
-        *t = *src;
-        tptrs[i] = t;
-        bool is_ext = src->has_data_location && src->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-        int v = by_init[i];
-        if (v < 0 || !g->values[v].data) {
-            /* Only initializers of unsupported dtype keep their bytes in the proto (the
-             * importer frees the rest once the IR holds them). */
-            bool proto_has_data = (src->has_raw_data && src->raw_data.len) || src->n_float_data ||
-                                  src->n_int32_data || src->n_int64_data || src->n_double_data ||
-                                  src->n_uint64_data || src->n_string_data;
-            if (v >= 0 && ot_imp_payload_absent(&g->values[v])) {
-                st = ot_fail(err, OT_E_INTERNAL,
-                             "%s: initializer '%s' has no data to write: the model was loaded without its weights "
-                             "(for planning), or they were not copied back from the executor that holds them",
-                             path, src->name);
-                goto fail;
-            }
-            if (is_ext || (!proto_has_data && ot_dtype_supported((ot_dtype)src->data_type))) {
-                st = ot_fail(err, OT_E_INTERNAL, "%s: initializer '%s' has no data to write", path, src->name);
-                goto fail;
-            }
-            total += onnx__tensor_proto__get_packed_size(src);
-            continue;
-        }
-        const ot_value *val = &g->values[v];
-        uint64_t numel = 0, nbytes = 0;
-        st = ot_imp_tensor_geometry(src, src->name ? src->name : "?", NULL, &numel, &nbytes, err);
+        tptrs[i] = &tcopies[i];
+        st = export_initializer(path, g, gp->initializer[i], by_init[i], &tcopies[i], &total, &external, err);
         if (st) goto fail;
-        if (nbytes != val->nbytes || (int32_t)val->dtype != src->data_type) {
-            st = ot_fail(err, OT_E_INTERNAL,
-                         "%s: initializer '%s' holds %zu bytes of %s, the model declares %llu bytes of %s", path,
-                         src->name, val->nbytes, ot_dtype_name(val->dtype), (unsigned long long)nbytes,
-                         ot_imp_onnx_dtype_name(src->data_type));
-            goto fail;
-        }
-        t->has_raw_data = 1;
-        t->raw_data.len = val->nbytes;
-        t->raw_data.data = val->data;
-        t->n_float_data = 0;
-        t->n_int32_data = 0;
-        t->n_int64_data = 0;
-        t->n_double_data = 0;
-        t->n_uint64_data = 0;
-        t->n_string_data = 0;
-        t->n_external_data = 0;
-        t->has_data_location = 0;
-        t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
-        total += val->nbytes;
-        if (is_ext) external += val->nbytes;
     }
     if (total > OT_MAX_PROTO_BYTES) {
         st = ot_fail(err, OT_E_UNSUPPORTED,
@@ -165,51 +150,18 @@ ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err) {
         goto fail;
     }
 
-    size_t tl = strlen(path) + 16;
-    tmp = malloc(tl);
-    if (!tmp) {
-        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
-        goto fail;
-    }
-    snprintf(tmp, tl, "%s.tmp-XXXXXX", path);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = ot_fail(err, OT_E_IO, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
-        free(tmp);
-        tmp = NULL; /* nothing to remove */
-        goto fail;
-    }
-    file_sink sink = {.base = {.append = sink_append}, .fd = fd, .tmp = tmp, .buf = buf, .err = err};
+    if ((st = ot_atomic_open(path, &af, err))) goto fail;
+    file_sink sink = {.base = {.append = sink_append}, .f = ot_atomic_stream(af), .buf = buf};
     size_t packed = onnx__model_proto__pack_to_buffer(&mcopy, &sink.base);
     sink_flush(&sink);
-    if ((st = sink.st)) goto fail;
     if (packed != size || sink.written != size) {
         st = ot_fail(err, OT_E_INTERNAL, "%s: protobuf packing gave an unexpected size", path);
         goto fail;
     }
-    /* mkstemp creates 0600; a model is an ordinary shareable file. */
-    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
-        st = ot_fail(err, OT_E_IO, "%s: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        st = ot_fail(err, OT_E_IO, "%s: close failed: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) {
-        st = ot_fail(err, OT_E_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-        goto fail;
-    }
-    free(tmp);
-    tmp = NULL;
+    st = ot_atomic_commit(af, err);
+    af = NULL; /* committed or removed */
 fail:
-    if (fd >= 0) close(fd);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
+    ot_atomic_abort(af);
     free(buf);
     free(by_init);
     free(tcopies);

@@ -87,6 +87,9 @@ ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err);
  * (Shape → Gather → Concat → Reshape, Range, Expand, ConstantOfShape, ...), folding
  * through g->fold_eval. Symbolic dims stay symbolic unless bound. */
 ot_status ot_shape_infer(ot_graph *g, ot_error *err);
+/* True when op has a shape rule (the table in importer/shape_rules.c): every op of
+ * ops.def does; OT_OP_UNKNOWN does not (such nodes keep their declared shapes). */
+bool ot_shape_has_rule(ot_op op);
 /* Binds a symbolic dim (e.g. "batch" = 8) and re-runs shape inference so every
  * value whose shape depended on it becomes static. Unknown name: OT_E_SHAPE. */
 ot_status ot_graph_bind_dim(ot_graph *g, const char *sym, int64_t value, ot_error *err);

@@ -208,286 +208,299 @@ static ot_status restore_raw(load_ctx *c, Onnx__TensorProto *tp, const ot_imp_ra
     return OT_OK;
 }
 
-static ot_status build_graph(load_ctx *c, ot_model *m, ot_error *err) {
+static ot_status oom(const load_ctx *c, ot_error *err) { return ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file); }
+
+static bool is_batchnorm(const Onnx__NodeProto *np) {
+    return !strcmp(np->op_type ? np->op_type : "", "BatchNormalization") && is_default_domain(np->domain);
+}
+
+static void node_label(const Onnx__NodeProto *np, size_t i, char *buf, size_t n) {
+    if (np->name && np->name[0]) snprintf(buf, n, "%s", np->name);
+    else snprintf(buf, n, "%s_%zu", np->op_type ? np->op_type : "", i);
+}
+
+/* An initializer of a dtype onnxtrain lacks: listed with the unsupported ops (info
+ * shows them all) and kept without data, so the exporter writes the original bytes. */
+static ot_status add_unsupported_initializer(load_ctx *c, ot_model *m, Onnx__TensorProto *tp, size_t i,
+                                             const ot_imp_raw_ref *ref, ot_error *err) {
+    const char *tn = tp->name;
+    char what[80];
+    snprintf(what, sizeof what, "initializer dtype %s", ot_imp_onnx_dtype_name(tp->data_type));
+    ot_status st = ot_imp_note_unsupported(m, what, tn, OT_UNSUP_INIT_DTYPE, err);
+    if (st) return st;
+    if (ref && ref->present && (st = restore_raw(c, tp, ref, err))) return st;
+    int id = add_named_value(c, tn, OT_UNDEFINED, NULL, OT_VK_CONSTANT);
+    if (id < 0) return oom(c, err);
+    c->g->values[id].init_index = (int)i;
+    return OT_OK;
+}
+
+/* One supported initializer: a param (floating point), BN running statistics (state)
+ * or a constant. *done is false when its data must still be loaded. */
+static ot_status add_param_shape_only(load_ctx *c, Onnx__TensorProto *tp, size_t i, const ot_imp_raw_ref *ref,
+                                      ot_value_kind kind, bool *done, ot_error *err) {
+    ot_shape shape;
+    uint64_t nbytes = 0;
+    *done = false;
+    ot_status st = ot_imp_tensor_check(tp, c->dir, ref, &shape, &nbytes, err);
+    if (st) return ot_error_prefix(err, "%s: initializer: ", c->file);
+    if (nbytes <= OT_SKIP_PARAM_MIN_BYTES) return OT_OK;
+    /* Planning needs the size, never the bytes: none are read or held. */
+    int id = add_named_value(c, tp->name, (ot_dtype)tp->data_type, &shape, kind);
+    if (id < 0 || set_doc(&c->g->values[id], tp->doc_string)) return oom(c, err);
+    c->g->values[id].nbytes = (size_t)nbytes;
+    c->g->values[id].init_index = (int)i;
+    drop_proto_data(tp);
+    *done = true;
+    return OT_OK;
+}
+
+static ot_status add_initializer(load_ctx *c, ot_model *m, size_t i, char *const *bn_state, size_t n_bn_state,
+                                 ot_error *err) {
+    Onnx__TensorProto *tp = c->gp->initializer[i];
+    const ot_imp_raw_ref *ref = c->refs ? &c->refs[i] : NULL;
+    const char *tn = tp->name ? tp->name : "";
+    if (!tn[0]) return ot_fail(err, OT_E_MODEL, "%s: initializer #%zu has no name", c->file, i);
+    if (map_get(&c->names, tn) >= 0)
+        return ot_fail(err, OT_E_MODEL, "%s: initializer '%s' is defined twice", c->file, tn);
+    if (!tp->has_data_type || !ot_dtype_supported((ot_dtype)tp->data_type))
+        return add_unsupported_initializer(c, m, tp, i, ref, err);
+    ot_dtype dtype = (ot_dtype)tp->data_type;
+    ot_value_kind kind = ot_dtype_is_float(dtype) ? OT_VK_PARAM : OT_VK_CONSTANT;
+    for (size_t k = 0; k < n_bn_state; k++)
+        if (!strcmp(bn_state[k], tn) && ot_dtype_is_float(dtype)) kind = OT_VK_STATE;
+    if (c->skip_param_data && kind == OT_VK_PARAM) {
+        bool done;
+        ot_status st = add_param_shape_only(c, tp, i, ref, kind, &done, err);
+        if (st || done) return st;
+    }
+    ot_tensor *t = NULL;
+    ot_status st = ot_imp_tensor_from_proto(tp, c->dir, c->src, ref, &t, err);
+    if (st) return ot_error_prefix(err, "%s: initializer: ", c->file);
+    int id = add_named_value(c, tn, t->dtype, &t->shape, kind);
+    if (id >= 0) {
+        /* The value takes the tensor's buffer rather than a copy: weights can be GBs. */
+        ot_value *v = &c->g->values[id];
+        v->data = t->data;
+        v->nbytes = t->nbytes;
+        v->init_index = (int)i;
+        t->data = NULL;
+        drop_proto_data(tp);
+    }
+    ot_tensor_free(t);
+    if (id < 0 || set_doc(&c->g->values[id], tp->doc_string)) return oom(c, err);
+    return OT_OK;
+}
+
+/* Initializers: params (floating point), BN running statistics (state), constants. */
+static ot_status add_initializers(load_ctx *c, ot_model *m, ot_error *err) {
+    Onnx__GraphProto *gp = c->gp;
+    size_t n_bn_state = 0;
+    for (size_t i = 0; i < gp->n_node; i++)
+        if (is_batchnorm(gp->node[i])) n_bn_state += 2;
+    char **bn_state = ot_xcalloc(n_bn_state, sizeof(char *)); /* names read as BN running mean / var */
+    if (!bn_state) return oom(c, err);
+    n_bn_state = 0;
+    for (size_t i = 0; i < gp->n_node; i++)
+        if (is_batchnorm(gp->node[i]))
+            for (size_t k = 3; k < 5 && k < gp->node[i]->n_input; k++) bn_state[n_bn_state++] = gp->node[i]->input[k];
+    ot_status st = OT_OK;
+    for (size_t i = 0; i < gp->n_initializer && !st; i++) st = add_initializer(c, m, i, bn_state, n_bn_state, err);
+    free(bn_state);
+    return st;
+}
+
+/* Graph inputs fed by data (inputs that are also initializers are initializers). */
+static ot_status add_inputs(load_ctx *c, ot_model *m, ot_error *err) {
     Onnx__GraphProto *gp = c->gp;
     ot_graph *g = c->g;
-    ot_status st = OT_OK;
-    char **bn_state = NULL; /* names read as BatchNormalization running mean / var */
-    size_t n_bn_state = 0;
-    int *ins = NULL, *outs = NULL;
-
-    size_t n_names = gp->n_initializer + gp->n_input + gp->n_output;
-    size_t max_io = 0;
-    for (size_t i = 0; i < gp->n_node; i++) {
-        n_names += gp->node[i]->n_output;
-        if (gp->node[i]->n_input > max_io) max_io = gp->node[i]->n_input;
-        if (gp->node[i]->n_output > max_io) max_io = gp->node[i]->n_output;
-        if (!strcmp(gp->node[i]->op_type ? gp->node[i]->op_type : "", "BatchNormalization") &&
-            is_default_domain(gp->node[i]->domain))
-            n_bn_state += 2;
-    }
-    if (map_init(&c->names, n_names) || !(bn_state = ot_xcalloc(n_bn_state, sizeof(char *))) ||
-        !(ins = ot_xcalloc(max_io, sizeof(int))) || !(outs = ot_xcalloc(max_io, sizeof(int)))) {
-        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-        goto fail;
-    }
-    n_bn_state = 0;
-    for (size_t i = 0; i < gp->n_node; i++) {
-        const Onnx__NodeProto *np = gp->node[i];
-        if (!strcmp(np->op_type ? np->op_type : "", "BatchNormalization") && is_default_domain(np->domain))
-            for (size_t k = 3; k < 5 && k < np->n_input; k++) bn_state[n_bn_state++] = np->input[k];
-    }
-
-    /* Initializers: params (floating point), BN running statistics (state), constants. */
-    for (size_t i = 0; i < gp->n_initializer; i++) {
-        Onnx__TensorProto *tp = gp->initializer[i];
-        const ot_imp_raw_ref *ref = c->refs ? &c->refs[i] : NULL;
-        const char *tn = tp->name ? tp->name : "";
-        if (!tn[0]) {
-            st = ot_fail(err, OT_E_MODEL, "%s: initializer #%zu has no name", c->file, i);
-            goto fail;
-        }
-        if (map_get(&c->names, tn) >= 0) {
-            st = ot_fail(err, OT_E_MODEL, "%s: initializer '%s' is defined twice", c->file, tn);
-            goto fail;
-        }
-        if (!tp->has_data_type || !ot_dtype_supported((ot_dtype)tp->data_type)) {
-            /* Listed with the unsupported ops (info shows them all); kept without data
-             * so the exporter writes the original bytes back. */
-            char what[80];
-            snprintf(what, sizeof what, "initializer dtype %s", ot_imp_onnx_dtype_name(tp->data_type));
-            st = ot_imp_note_unsupported(m, what, tn, OT_UNSUP_INIT_DTYPE, err);
-            if (st) goto fail;
-            if (ref && ref->present && (st = restore_raw(c, tp, ref, err))) goto fail;
-            int id = add_named_value(c, tn, OT_UNDEFINED, NULL, OT_VK_CONSTANT);
-            if (id < 0) {
-                st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-                goto fail;
-            }
-            g->values[id].init_index = (int)i;
-            continue;
-        }
-        ot_dtype dtype = (ot_dtype)tp->data_type;
-        ot_value_kind kind = ot_dtype_is_float(dtype) ? OT_VK_PARAM : OT_VK_CONSTANT;
-        for (size_t k = 0; k < n_bn_state; k++)
-            if (!strcmp(bn_state[k], tn) && ot_dtype_is_float(dtype)) kind = OT_VK_STATE;
-        if (c->skip_param_data && kind == OT_VK_PARAM) {
-            ot_shape shape;
-            uint64_t nbytes = 0;
-            st = ot_imp_tensor_check(tp, c->dir, ref, &shape, &nbytes, err);
-            if (st) {
-                ot_error_prefix(err, "%s: initializer: ", c->file);
-                goto fail;
-            }
-            if (nbytes > OT_SKIP_PARAM_MIN_BYTES) {
-                /* Planning needs the size, never the bytes: none are read or held. */
-                int id = add_named_value(c, tn, dtype, &shape, kind);
-                if (id < 0 || set_doc(&g->values[id], tp->doc_string)) {
-                    st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-                    goto fail;
-                }
-                g->values[id].nbytes = (size_t)nbytes;
-                g->values[id].init_index = (int)i;
-                drop_proto_data(tp);
-                continue;
-            }
-        }
-        ot_tensor *t = NULL;
-        st = ot_imp_tensor_from_proto(tp, c->dir, c->src, ref, &t, err);
-        if (st) {
-            ot_error_prefix(err, "%s: initializer: ", c->file);
-            goto fail;
-        }
-        int id = add_named_value(c, tn, t->dtype, &t->shape, kind);
-        if (id >= 0) {
-            /* The value takes the tensor's buffer rather than a copy: weights can be GBs. */
-            ot_value *v = &g->values[id];
-            v->data = t->data;
-            v->nbytes = t->nbytes;
-            v->init_index = (int)i;
-            t->data = NULL;
-            drop_proto_data(tp);
-        }
-        ot_tensor_free(t);
-        if (id < 0 || set_doc(&g->values[id], tp->doc_string)) {
-            st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-            goto fail;
-        }
-    }
-
-    /* Graph inputs fed by data (inputs that are also initializers are initializers). */
     g->inputs = ot_xcalloc(gp->n_input, sizeof(int));
-    if (!g->inputs) {
-        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-        goto fail;
-    }
+    if (!g->inputs) return oom(c, err);
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
         const char *vn = vi->name ? vi->name : "";
         if (map_get(&c->names, vn) >= 0) {
             int id = map_get(&c->names, vn);
             if (g->values[id].init_index >= 0) continue;
-            st = ot_fail(err, OT_E_MODEL, "%s: graph input '%s' is listed twice", c->file, vn);
-            goto fail;
+            return ot_fail(err, OT_E_MODEL, "%s: graph input '%s' is listed twice", c->file, vn);
         }
         ot_dtype dt;
         ot_shape shape;
         int32_t raw;
-        st = type_from_value_info(c, vi, &dt, &shape, &raw, err);
-        if (st) goto fail;
+        ot_status st = type_from_value_info(c, vi, &dt, &shape, &raw, err);
+        if (st) return st;
         if (dt == OT_UNDEFINED) {
             char what[80];
             if (raw >= 0) snprintf(what, sizeof what, "input dtype %s", ot_imp_onnx_dtype_name(raw));
             else snprintf(what, sizeof what, "input type (not a tensor)");
-            st = ot_imp_note_unsupported(m, what, vn, OT_UNSUP_INPUT_DTYPE, err);
-            if (st) goto fail;
+            if ((st = ot_imp_note_unsupported(m, what, vn, OT_UNSUP_INPUT_DTYPE, err))) return st;
         }
         int id = add_named_value(c, vn, dt, &shape, OT_VK_INPUT);
-        if (id < 0 || set_doc(&g->values[id], vi->doc_string)) {
-            st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-            goto fail;
-        }
+        if (id < 0 || set_doc(&g->values[id], vi->doc_string)) return oom(c, err);
         g->inputs[g->n_inputs++] = id;
     }
+    return OT_OK;
+}
 
-    /* Constant nodes become constant values, not nodes. */
-    for (size_t i = 0; i < gp->n_node; i++) {
-        const Onnx__NodeProto *np = gp->node[i];
+/* Constant nodes become constant values, not nodes. */
+static ot_status add_constants(load_ctx *c, ot_error *err) {
+    for (size_t i = 0; i < c->gp->n_node; i++) {
+        const Onnx__NodeProto *np = c->gp->node[i];
         if (strcmp(np->op_type ? np->op_type : "", "Constant") || !is_default_domain(np->domain)) continue;
         char synth[300];
         snprintf(synth, sizeof synth, "Constant_%zu", i);
-        st = constant_value(c, np, (np->name && np->name[0]) ? np->name : synth, err);
-        if (st) goto fail;
+        ot_status st = constant_value(c, np, (np->name && np->name[0]) ? np->name : synth, err);
+        if (st) return st;
     }
+    return OT_OK;
+}
 
-    /* Every node's outputs first, so inputs can refer to values produced later in the
-     * list (a cycle, or an unsorted graph) and verify can say which. */
-    for (size_t i = 0; i < gp->n_node; i++) {
-        const Onnx__NodeProto *np = gp->node[i];
-        const char *op_type = np->op_type ? np->op_type : "";
-        if (!strcmp(op_type, "Constant") && is_default_domain(np->domain)) continue;
+static bool is_constant_node(const Onnx__NodeProto *np) {
+    return !strcmp(np->op_type ? np->op_type : "", "Constant") && is_default_domain(np->domain);
+}
+
+/* Every node's outputs first, so inputs can refer to values produced later in the
+ * list (a cycle, or an unsorted graph) and verify can say which. */
+static ot_status add_node_outputs(load_ctx *c, ot_error *err) {
+    for (size_t i = 0; i < c->gp->n_node; i++) {
+        const Onnx__NodeProto *np = c->gp->node[i];
+        if (is_constant_node(np)) continue;
         char nname[300];
-        if (np->name && np->name[0]) snprintf(nname, sizeof nname, "%s", np->name);
-        else snprintf(nname, sizeof nname, "%s_%zu", op_type, i);
+        node_label(np, i, nname, sizeof nname);
         for (size_t k = 0; k < np->n_output; k++) {
             const char *on = np->output[k];
             if (!on[0]) continue;
             int prev = map_get(&c->names, on);
             if (prev >= 0) {
-                const ot_value *pv = &g->values[prev];
-                st = ot_fail(err, OT_E_MODEL, "%s: node '%s' (%s) writes '%s', which is already %s", c->file, nname,
-                             op_type, on,
-                             pv->kind == OT_VK_INPUT        ? "a graph input"
-                             : pv->init_index >= 0          ? "an initializer"
-                             : pv->kind == OT_VK_CONSTANT ? "a Constant's output"
-                                                            : "written by another node");
-                goto fail;
+                const ot_value *pv = &c->g->values[prev];
+                return ot_fail(err, OT_E_MODEL, "%s: node '%s' (%s) writes '%s', which is already %s", c->file,
+                               nname, np->op_type ? np->op_type : "", on,
+                               pv->kind == OT_VK_INPUT        ? "a graph input"
+                               : pv->init_index >= 0          ? "an initializer"
+                               : pv->kind == OT_VK_CONSTANT ? "a Constant's output"
+                                                              : "written by another node");
             }
-            if (add_named_value(c, on, OT_UNDEFINED, NULL, OT_VK_ACTIVATION) < 0) {
-                st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-                goto fail;
-            }
+            if (add_named_value(c, on, OT_UNDEFINED, NULL, OT_VK_ACTIVATION) < 0) return oom(c, err);
         }
     }
-    for (size_t i = 0; i < gp->n_node; i++) {
-        const Onnx__NodeProto *np = gp->node[i];
-        const char *op_type = np->op_type ? np->op_type : "";
-        bool dflt = is_default_domain(np->domain);
-        if (!strcmp(op_type, "Constant") && dflt) continue;
-        char nname[300];
-        if (np->name && np->name[0]) snprintf(nname, sizeof nname, "%s", np->name);
-        else snprintf(nname, sizeof nname, "%s_%zu", op_type, i);
-        for (size_t k = 0; k < np->n_input; k++) {
-            const char *in = np->input[k];
-            ins[k] = in[0] ? map_get(&c->names, in) : -1;
-            if (in[0] && ins[k] < 0) {
-                st = ot_fail(err, OT_E_MODEL,
-                             "%s: node '%s' (%s) reads '%s', which no node produces and is neither a graph input nor "
-                             "an initializer",
-                             c->file, nname, op_type, in);
-                goto fail;
-            }
-        }
-        for (size_t k = 0; k < np->n_output; k++) outs[k] = np->output[k][0] ? map_get(&c->names, np->output[k]) : -1;
-        ot_op op = dflt ? ot_op_from_name(op_type, false) : OT_OP_UNKNOWN;
-        int nid = ot_graph_add_node(g, op, nname, ins, (int)np->n_input, outs, (int)np->n_output, OT_PHASE_FORWARD);
-        if (nid < 0) {
-            st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-            goto fail;
-        }
-        ot_node *n = &g->nodes[nid];
-        n->src_index = (int)i;
-        free(n->op_type);
-        free(n->domain);
-        n->op_type = ot_strdup(op_type);
-        n->domain = ot_strdup(dflt ? "" : np->domain);
-        if (!n->op_type || !n->domain) {
-            st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-            goto fail;
-        }
-        bool nested = false;
-        for (size_t a = 0; a < np->n_attribute; a++) {
-            st = ot_imp_convert_attr(c->file, c->dir, &g->nodes[nid], np->attribute[a], &nested, err);
-            if (st) goto fail;
-        }
-        if (op == OT_OP_UNKNOWN || nested) {
-            char full[300];
-            if (dflt) snprintf(full, sizeof full, "%s", op_type);
-            else snprintf(full, sizeof full, "%s:%s", np->domain, op_type);
-            st = ot_imp_note_unsupported(m, full, nname, op == OT_OP_UNKNOWN ? OT_UNSUP_OP : OT_UNSUP_NESTED_GRAPH,
-                                  err);
-            if (st) goto fail;
-        }
-    }
+    return OT_OK;
+}
 
-    /* value_info: dtype and shape of intermediate values where the exporter gave them. */
-    for (size_t i = 0; i < gp->n_value_info; i++) {
-        const Onnx__ValueInfoProto *vi = gp->value_info[i];
+/* One NodeProto as an IR node; ins / outs are scratch arrays of max arity. */
+static ot_status add_node(load_ctx *c, ot_model *m, size_t i, int *ins, int *outs, ot_error *err) {
+    const Onnx__NodeProto *np = c->gp->node[i];
+    const char *op_type = np->op_type ? np->op_type : "";
+    bool dflt = is_default_domain(np->domain);
+    char nname[300];
+    node_label(np, i, nname, sizeof nname);
+    for (size_t k = 0; k < np->n_input; k++) {
+        const char *in = np->input[k];
+        ins[k] = in[0] ? map_get(&c->names, in) : -1;
+        if (in[0] && ins[k] < 0)
+            return ot_fail(err, OT_E_MODEL,
+                           "%s: node '%s' (%s) reads '%s', which no node produces and is neither a graph input nor "
+                           "an initializer",
+                           c->file, nname, op_type, in);
+    }
+    for (size_t k = 0; k < np->n_output; k++) outs[k] = np->output[k][0] ? map_get(&c->names, np->output[k]) : -1;
+    ot_op op = dflt ? ot_op_from_name(op_type, false) : OT_OP_UNKNOWN;
+    int nid = ot_graph_add_node(c->g, op, nname, ins, (int)np->n_input, outs, (int)np->n_output, OT_PHASE_FORWARD);
+    if (nid < 0) return oom(c, err);
+    ot_node *n = &c->g->nodes[nid];
+    n->src_index = (int)i;
+    free(n->op_type);
+    free(n->domain);
+    n->op_type = ot_strdup(op_type);
+    n->domain = ot_strdup(dflt ? "" : np->domain);
+    if (!n->op_type || !n->domain) return oom(c, err);
+    bool nested = false;
+    for (size_t a = 0; a < np->n_attribute; a++) {
+        ot_status st = ot_imp_convert_attr(c->file, c->dir, &c->g->nodes[nid], np->attribute[a], &nested, err);
+        if (st) return st;
+    }
+    if (op == OT_OP_UNKNOWN || nested) {
+        char full[300];
+        if (dflt) snprintf(full, sizeof full, "%s", op_type);
+        else snprintf(full, sizeof full, "%s:%s", np->domain, op_type);
+        return ot_imp_note_unsupported(m, full, nname, op == OT_OP_UNKNOWN ? OT_UNSUP_OP : OT_UNSUP_NESTED_GRAPH,
+                                       err);
+    }
+    return OT_OK;
+}
+
+static ot_status add_nodes(load_ctx *c, ot_model *m, ot_error *err) {
+    size_t max_io = 0;
+    for (size_t i = 0; i < c->gp->n_node; i++) {
+        if (c->gp->node[i]->n_input > max_io) max_io = c->gp->node[i]->n_input;
+        if (c->gp->node[i]->n_output > max_io) max_io = c->gp->node[i]->n_output;
+    }
+    int *ins = ot_xcalloc(max_io, sizeof(int)), *outs = ot_xcalloc(max_io, sizeof(int));
+    ot_status st = ins && outs ? OT_OK : oom(c, err);
+    for (size_t i = 0; i < c->gp->n_node && !st; i++)
+        if (!is_constant_node(c->gp->node[i])) st = add_node(c, m, i, ins, outs, err);
+    free(ins);
+    free(outs);
+    return st;
+}
+
+/* value_info: dtype and shape of intermediate values where the exporter gave them. */
+static ot_status apply_value_info(load_ctx *c, ot_error *err) {
+    for (size_t i = 0; i < c->gp->n_value_info; i++) {
+        const Onnx__ValueInfoProto *vi = c->gp->value_info[i];
         int id = vi->name ? map_get(&c->names, vi->name) : -1;
-        if (id < 0 || g->values[id].kind != OT_VK_ACTIVATION) continue;
+        if (id < 0 || c->g->values[id].kind != OT_VK_ACTIVATION) continue;
         ot_dtype dt;
         ot_shape shape;
         int32_t raw;
-        st = type_from_value_info(c, vi, &dt, &shape, &raw, err);
-        if (st) goto fail;
-        g->values[id].dtype = dt;
-        g->values[id].shape = shape;
+        ot_status st = type_from_value_info(c, vi, &dt, &shape, &raw, err);
+        if (st) return st;
+        c->g->values[id].dtype = dt;
+        c->g->values[id].shape = shape;
     }
+    return OT_OK;
+}
 
+static ot_status add_outputs(load_ctx *c, ot_error *err) {
+    Onnx__GraphProto *gp = c->gp;
+    ot_graph *g = c->g;
     g->outputs = ot_xcalloc(gp->n_output, sizeof(int));
-    if (!g->outputs) {
-        st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-        goto fail;
-    }
+    if (!g->outputs) return oom(c, err);
     for (size_t i = 0; i < gp->n_output; i++) {
         const Onnx__ValueInfoProto *vi = gp->output[i];
         const char *vn = vi->name ? vi->name : "";
         int id = map_get(&c->names, vn);
-        if (id < 0) {
-            st = ot_fail(err, OT_E_MODEL, "%s: graph output '%s' is produced by no node", c->file, vn);
-            goto fail;
-        }
+        if (id < 0) return ot_fail(err, OT_E_MODEL, "%s: graph output '%s' is produced by no node", c->file, vn);
         ot_value *v = &g->values[id];
         if (v->kind == OT_VK_ACTIVATION) {
             ot_dtype dt;
             ot_shape shape;
             int32_t raw;
-            st = type_from_value_info(c, vi, &dt, &shape, &raw, err);
-            if (st) goto fail;
+            ot_status st = type_from_value_info(c, vi, &dt, &shape, &raw, err);
+            if (st) return st;
             if (v->dtype == OT_UNDEFINED) v->dtype = dt;
             if (v->shape.rank < 0) v->shape = shape;
-            if (set_doc(v, vi->doc_string)) {
-                st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", c->file);
-                goto fail;
-            }
+            if (set_doc(v, vi->doc_string)) return oom(c, err);
         }
         v->is_graph_output = true;
         g->outputs[g->n_outputs++] = id;
     }
-fail:
-    free(bn_state);
-    free(ins);
-    free(outs);
+    return OT_OK;
+}
+
+/* The GraphProto as IR, in this order: initializers, inputs, Constant nodes as
+ * values, every node's outputs, the nodes, value_info, outputs. */
+static ot_status build_graph(load_ctx *c, ot_model *m, ot_error *err) {
+    Onnx__GraphProto *gp = c->gp;
+    size_t n_names = gp->n_initializer + gp->n_input + gp->n_output;
+    for (size_t i = 0; i < gp->n_node; i++) n_names += gp->node[i]->n_output;
+    if (map_init(&c->names, n_names)) return oom(c, err);
+    ot_status st = add_initializers(c, m, err);
+    if (!st) st = add_inputs(c, m, err);
+    if (!st) st = add_constants(c, err);
+    if (!st) st = add_node_outputs(c, err);
+    if (!st) st = add_nodes(c, m, err);
+    if (!st) st = apply_value_info(c, err);
+    if (!st) st = add_outputs(c, err);
     return st;
 }
 

@@ -3,7 +3,8 @@
  * exported with. Operands that moved between attributes and inputs across opsets
  * (axes, split, Clip bounds, Dropout ratio / training_mode) become attributes;
  * defaults that changed between opsets (Softmax axis, BatchNorm training mode) are
- * written explicitly. Runs before shape inference. */
+ * written explicitly. One table maps each op to its normalisation. Runs before
+ * shape inference. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,47 +215,68 @@ static ot_status normalize_batchnorm(ot_graph *g, int nid, ot_error *err) {
     return st;
 }
 
-static ot_status normalize_node(ot_graph *g, int nid, ot_error *err) {
-    ot_node *n = &g->nodes[nid];
-    ot_status st = OT_OK;
-    switch (n->op) {
-    case OT_OP_SQUEEZE:
-    case OT_OP_UNSQUEEZE: return ints_input_to_attr(g, nid, "axes", "axes", err);
-    case OT_OP_REDUCE_MEAN:
-    case OT_OP_REDUCE_SUM:
-        st = ints_input_to_attr(g, nid, "axes", "axes", err);
-        if (!st) st = set_int_default(&g->nodes[nid], "keepdims", 1, err);
-        if (!st) st = set_int_default(&g->nodes[nid], "noop_with_empty_axes", 0, err);
-        return st;
-    case OT_OP_SPLIT:
-        st = ints_input_to_attr(g, nid, "split", "split sizes", err);
-        if (!st) st = set_int_default(&g->nodes[nid], "axis", 0, err);
-        return st;
-    case OT_OP_CLIP: return normalize_clip(g, nid, err);
-    case OT_OP_DROPOUT: return normalize_dropout(g, nid, err);
-    case OT_OP_BATCH_NORM: return normalize_batchnorm(g, nid, err);
-    case OT_OP_SOFTMAX:
-    case OT_OP_LOG_SOFTMAX:
-        if (g->opset < 13) {
-            /* Opset 1-12: input coerced to 2-D [prod(d<axis), prod(d>=axis)], axis 1. */
-            if (ot_node_set_attr_int(n, "legacy_2d", 1)) return ot_fail(err, OT_E_MEMORY, "out of memory");
-            return set_int_default(n, "axis", 1, err);
-        }
-        return set_int_default(n, "axis", -1, err);
-    case OT_OP_GEMM:
-        st = set_float_default(n, "alpha", 1.0f, err);
-        if (!st) st = set_float_default(n, "beta", 1.0f, err);
-        if (!st) st = set_int_default(n, "transA", 0, err);
-        if (!st) st = set_int_default(n, "transB", 0, err);
-        return st;
-    default: return OT_OK;
-    }
+/* Squeeze / Unsqueeze: axes input → attribute. */
+static ot_status normalize_squeeze(ot_graph *g, int nid, ot_error *err) {
+    return ints_input_to_attr(g, nid, "axes", "axes", err);
 }
+
+static ot_status normalize_reduce(ot_graph *g, int nid, ot_error *err) {
+    ot_status st = ints_input_to_attr(g, nid, "axes", "axes", err);
+    if (!st) st = set_int_default(&g->nodes[nid], "keepdims", 1, err);
+    if (!st) st = set_int_default(&g->nodes[nid], "noop_with_empty_axes", 0, err);
+    return st;
+}
+
+static ot_status normalize_split(ot_graph *g, int nid, ot_error *err) {
+    ot_status st = ints_input_to_attr(g, nid, "split", "split sizes", err);
+    if (!st) st = set_int_default(&g->nodes[nid], "axis", 0, err);
+    return st;
+}
+
+/* Softmax / LogSoftmax. */
+static ot_status normalize_softmax(ot_graph *g, int nid, ot_error *err) {
+    ot_node *n = &g->nodes[nid];
+    if (g->opset < 13) {
+        /* Opset 1-12: input coerced to 2-D [prod(d<axis), prod(d>=axis)], axis 1. */
+        if (ot_node_set_attr_int(n, "legacy_2d", 1)) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        return set_int_default(n, "axis", 1, err);
+    }
+    return set_int_default(n, "axis", -1, err);
+}
+
+static ot_status normalize_gemm(ot_graph *g, int nid, ot_error *err) {
+    ot_node *n = &g->nodes[nid];
+    ot_status st = set_float_default(n, "alpha", 1.0f, err);
+    if (!st) st = set_float_default(n, "beta", 1.0f, err);
+    if (!st) st = set_int_default(n, "transA", 0, err);
+    if (!st) st = set_int_default(n, "transB", 0, err);
+    return st;
+}
+
+typedef ot_status (*normalize_fn)(ot_graph *g, int nid, ot_error *err);
+
+/* The normalisation of each op whose form differs across opsets or whose defaults
+ * later passes rely on being written out. An op without an entry is read as
+ * imported: its attributes and inputs mean the same in every opset onnxtrain reads. */
+static const normalize_fn normalizers[OT_OP_COUNT] = {
+    [OT_OP_GEMM] = normalize_gemm,
+    [OT_OP_CLIP] = normalize_clip,
+    [OT_OP_SOFTMAX] = normalize_softmax,
+    [OT_OP_LOG_SOFTMAX] = normalize_softmax,
+    [OT_OP_BATCH_NORM] = normalize_batchnorm,
+    [OT_OP_DROPOUT] = normalize_dropout,
+    [OT_OP_SQUEEZE] = normalize_squeeze,
+    [OT_OP_UNSQUEEZE] = normalize_squeeze,
+    [OT_OP_SPLIT] = normalize_split,
+    [OT_OP_REDUCE_MEAN] = normalize_reduce,
+    [OT_OP_REDUCE_SUM] = normalize_reduce,
+};
 
 ot_status ot_imp_normalize(ot_graph *g, ot_error *err) {
     for (int id = 0; id < g->n_nodes; id++) {
         if (g->nodes[id].removed || g->nodes[id].op == OT_OP_UNKNOWN) continue;
-        ot_status st = normalize_node(g, id, err);
+        normalize_fn fn = normalizers[g->nodes[id].op];
+        ot_status st = fn ? fn(g, id, err) : OT_OK;
         if (st) return st;
     }
     return OT_OK;

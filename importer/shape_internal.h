@@ -40,18 +40,33 @@ static inline int ot_shape_ival_known(const ot_shape *iv, int j) {
     return iv->dim[j] >= 0 || iv->sym[j] == OT_IVAL_CONST;
 }
 
-/* Computes the dtype and shape of every output of node n into dt[] / sh[]
- * (n->n_outputs entries, pre-filled with OT_UNDEFINED / unknown). */
+/* A shape rule: computes the dtype and shape of every output of node n into dt[] /
+ * sh[] (n->n_outputs entries, at least one, pre-filled with OT_UNDEFINED / unknown). */
+typedef ot_status (*ot_shape_rule_fn)(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+
+/* Runs the rule of n's op from the table in shape_rules.c (OT_E_INTERNAL when the op
+ * has none; ot_shape_has_rule in importer.h says which have one). */
 ot_status ot_shape_rule(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 
 /* Records what is known of small integer outputs of n in c->ivals (after the
  * outputs' dtypes and shapes are set). */
 void ot_shape_propagate_ivals(ot_shape_ctx *c, const ot_node *n);
 
-/* Rules of the layout and shape-computing ops (Reshape, Slice, Gather, Shape, ...),
- * in shape_rules_tensor.c; called by ot_shape_rule. */
-ot_status ot_shape_rule_tensor(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
-bool ot_shape_rule_is_tensor(ot_op op);
+/* Rules of the layout and shape-computing ops, in shape_rules_tensor.c; entries of
+ * the table in shape_rules.c. */
+ot_status ot_shape_rule_flatten(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_reshape(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_transpose(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_squeeze(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh); /* and Unsqueeze */
+ot_status ot_shape_rule_concat(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_split(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_slice(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_gather(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_shape(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_range(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_expand(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_constant_of_shape(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_constant(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 
 /* Shape's [start, end) of a rank-r input from its start / end attributes, clamped as
  * the spec says (opset 15). */

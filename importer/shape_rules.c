@@ -1,4 +1,5 @@
-/* shape_rules.c — per-op shape rules for the compute ops of ops.def: elementwise and
+/* shape_rules.c — the table of shape rules (one entry per op of ops.def, the only
+ * dispatch of shape inference) and the rules of the compute ops: elementwise and
  * broadcasting ops, Gemm/MatMul, Conv and pools, normalisations, losses, and the
  * internal backward ops (which are shaped like one of their inputs). Layout and
  * shape-computing ops are in shape_rules_tensor.c. Rules follow the ONNX spec; a
@@ -399,114 +400,235 @@ static ot_status rule_class_loss(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt
     return OT_OK;
 }
 
-/* Backward-only ops: each output is shaped like a forward tensor among the inputs. */
-static ot_status rule_internal(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    ot_dtype g0 = dtype_of(ot_shape_input(c, n, 0));
-    switch (n->op) {
-    case OT_OP_RELU_GRAD: case OT_OP_LEAKY_RELU_GRAD: case OT_OP_SIGMOID_GRAD: case OT_OP_TANH_GRAD:
-    case OT_OP_GELU_GRAD: case OT_OP_ERF_GRAD: case OT_OP_CLIP_GRAD: case OT_OP_SOFTMAX_GRAD:
-    case OT_OP_LOG_SOFTMAX_GRAD: case OT_OP_DROPOUT_GRAD:
-        return like(c, n, 0, 1, g0, dt, sh, 0);
-    case OT_OP_CONV_GRAD_INPUT: case OT_OP_CONV_GRAD_WEIGHT: case OT_OP_GATHER_GRAD:
-        return like(c, n, 2, -1, g0, dt, sh, 0);
-    case OT_OP_MAX_POOL_GRAD: case OT_OP_AVERAGE_POOL_GRAD: case OT_OP_REDUCE_TO_LIKE: case OT_OP_EXPAND_LIKE:
-    case OT_OP_SLICE_GRAD:
-        return like(c, n, 1, -1, g0, dt, sh, 0);
-    case OT_OP_BATCH_NORM_GRAD: case OT_OP_LAYER_NORM_GRAD: {
-        ot_status st = like(c, n, 1, -1, g0, dt, sh, 0);
-        for (int o = 1; !st && o < n->n_outputs; o++) st = like(c, n, 2, -1, g0, dt, sh, o);
-        return st;
-    }
-    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD: case OT_OP_NLL_LOSS_GRAD: case OT_OP_MSE_LOSS_GRAD:
-        return like(c, n, 1, -1, OT_UNDEFINED, dt, sh, 0);
-    case OT_OP_ZEROS_LIKE: case OT_OP_ONES_LIKE:
-        return like(c, n, 0, -1, OT_UNDEFINED, dt, sh, 0);
-    case OT_OP_MSE_LOSS: {
-        char a[160], b[160];
-        ot_shape X = shape_of(ot_shape_input(c, n, 0)), T = shape_of(ot_shape_input(c, n, 1)), m;
-        if (!merge_equal(&X, &T, &m))
-            return ot_shape_fail(c, n, "prediction %s and target %s differ", ot_shape_str(c->g, &X, a, sizeof a),
-                                 ot_shape_str(c->g, &T, b, sizeof b));
-        dt[0] = g0;
-        sh[0] = ot_shape_make(0, NULL);
-        return OT_OK;
-    }
-    default:
-        return OT_OK; /* optimizer steps: no outputs */
-    }
+/* Unary elementwise ops, Clip, Identity: shaped and typed like the input. */
+static ot_status rule_like_input(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    const ot_value *x = ot_shape_input(c, n, 0);
+    dt[0] = dtype_of(x);
+    sh[0] = shape_of(x);
+    return OT_OK;
 }
 
-ot_status ot_shape_rule(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+/* Add, Sub, Mul, Div, Pow, Sum: every input broadcast together. */
+static ot_status rule_broadcast(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    dt[0] = dtype_of(ot_shape_input(c, n, 0));
+    return broadcast_all(c, n, 0, n->n_inputs - 1, &sh[0]);
+}
+
+static ot_status rule_equal(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    dt[0] = OT_BOOL;
+    return broadcast_all(c, n, 0, 1, &sh[0]);
+}
+
+static ot_status rule_where(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    dt[0] = dtype_of(ot_shape_input(c, n, 1));
+    return broadcast_all(c, n, 0, 2, &sh[0]);
+}
+
+static ot_status rule_cast(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    dt[0] = (ot_dtype)ot_node_attr_int(n, "to", OT_UNDEFINED);
+    if (!ot_dtype_supported(dt[0]))
+        return ot_shape_fail(c, n, "cast to unsupported dtype %d", (int)ot_node_attr_int(n, "to", 0));
+    sh[0] = shape_of(ot_shape_input(c, n, 0));
+    return OT_OK;
+}
+
+static ot_status rule_global_pool(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
     char a[160];
-    if (ot_shape_rule_is_tensor(n->op)) return ot_shape_rule_tensor(c, n, dt, sh);
-    if (ot_op_has(n->op, OT_T_INTERNAL)) return rule_internal(c, n, dt, sh);
     const ot_value *x = ot_shape_input(c, n, 0);
-    switch (n->op) {
-    case OT_OP_GEMM: return rule_gemm(c, n, dt, sh);
-    case OT_OP_MATMUL: return rule_matmul(c, n, dt, sh);
-    case OT_OP_CONV: case OT_OP_MAX_POOL: case OT_OP_AVERAGE_POOL: return rule_conv_pool(c, n, dt, sh);
-    case OT_OP_GLOBAL_AVERAGE_POOL: {
-        ot_shape X = shape_of(x);
-        dt[0] = dtype_of(x);
-        if (X.rank >= 0 && X.rank < 3) return ot_shape_fail(c, n, "input %s must be [N,C,spatial...]", SHP(&X, a));
-        sh[0] = X;
-        for (int i = 2; i < X.rank; i++) sh[0].dim[i] = 1, sh[0].sym[i] = -1;
-        return OT_OK;
+    ot_shape X = shape_of(x);
+    dt[0] = dtype_of(x);
+    if (X.rank >= 0 && X.rank < 3) return ot_shape_fail(c, n, "input %s must be [N,C,spatial...]", SHP(&X, a));
+    sh[0] = X;
+    for (int i = 2; i < X.rank; i++) sh[0].dim[i] = 1, sh[0].sym[i] = -1;
+    return OT_OK;
+}
+
+/* Softmax, LogSoftmax. */
+static ot_status rule_softmax(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    const ot_value *x = ot_shape_input(c, n, 0);
+    ot_shape X = shape_of(x);
+    int64_t axis = ot_node_attr_int(n, "axis", -1);
+    if (X.rank >= 0 && (norm_axis(axis, X.rank) < 0 || norm_axis(axis, X.rank) >= (X.rank ? X.rank : 1)))
+        return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+    dt[0] = dtype_of(x);
+    sh[0] = X;
+    return OT_OK;
+}
+
+static ot_status rule_batch_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    const ot_value *x = ot_shape_input(c, n, 0);
+    ot_shape X = shape_of(x), S = shape_of(ot_shape_input(c, n, 1));
+    if (X.rank >= 0 && X.rank < 2) return ot_shape_fail(c, n, "input %s must be [N,C,...]", SHP(&X, a));
+    if (X.rank >= 2 && S.rank >= 0 && (S.rank != 1 || (S.dim[0] >= 0 && X.dim[1] >= 0 && S.dim[0] != X.dim[1]))) {
+        char b[160];
+        return ot_shape_fail(c, n, "scale %s does not match the %lld channels of %s", SHP(&S, b),
+                             (long long)X.dim[1], SHP(&X, a));
     }
-    case OT_OP_ADD: case OT_OP_SUB: case OT_OP_MUL: case OT_OP_DIV: case OT_OP_POW: case OT_OP_SUM:
-        dt[0] = dtype_of(x);
-        return broadcast_all(c, n, 0, n->n_inputs - 1, &sh[0]);
-    case OT_OP_EQUAL:
-        dt[0] = OT_BOOL;
-        return broadcast_all(c, n, 0, 1, &sh[0]);
-    case OT_OP_WHERE:
-        dt[0] = dtype_of(ot_shape_input(c, n, 1));
-        return broadcast_all(c, n, 0, 2, &sh[0]);
-    case OT_OP_CAST:
-        dt[0] = (ot_dtype)ot_node_attr_int(n, "to", OT_UNDEFINED);
-        if (!ot_dtype_supported(dt[0]))
-            return ot_shape_fail(c, n, "cast to unsupported dtype %d", (int)ot_node_attr_int(n, "to", 0));
-        sh[0] = shape_of(x);
-        return OT_OK;
-    case OT_OP_SOFTMAX: case OT_OP_LOG_SOFTMAX: {
-        ot_shape X = shape_of(x);
-        int64_t axis = ot_node_attr_int(n, "axis", -1);
-        if (X.rank >= 0 && (norm_axis(axis, X.rank) < 0 || norm_axis(axis, X.rank) >= (X.rank ? X.rank : 1)))
-            return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
-        dt[0] = dtype_of(x);
-        sh[0] = X;
-        return OT_OK;
+    dt[0] = dtype_of(x);
+    sh[0] = X;
+    for (int o = 1; o < n->n_outputs; o++) {
+        const ot_value *m = ot_shape_input(c, n, 2 + o); /* running mean / var */
+        dt[o] = dtype_of(m);
+        sh[o] = shape_of(m);
     }
-    case OT_OP_BATCH_NORM: {
-        ot_shape X = shape_of(x), S = shape_of(ot_shape_input(c, n, 1));
-        if (X.rank >= 0 && X.rank < 2) return ot_shape_fail(c, n, "input %s must be [N,C,...]", SHP(&X, a));
-        if (X.rank >= 2 && S.rank >= 0 &&
-            (S.rank != 1 || (S.dim[0] >= 0 && X.dim[1] >= 0 && S.dim[0] != X.dim[1]))) {
-            char b[160];
-            return ot_shape_fail(c, n, "scale %s does not match the %lld channels of %s", SHP(&S, b),
-                                 (long long)X.dim[1], SHP(&X, a));
-        }
-        dt[0] = dtype_of(x);
-        sh[0] = X;
-        for (int o = 1; o < n->n_outputs; o++) {
-            const ot_value *m = ot_shape_input(c, n, 2 + o); /* running mean / var */
-            dt[o] = dtype_of(m);
-            sh[o] = shape_of(m);
-        }
-        return OT_OK;
-    }
-    case OT_OP_LAYER_NORM: return rule_layer_norm(c, n, dt, sh);
-    case OT_OP_DROPOUT:
-        dt[0] = dtype_of(x);
-        sh[0] = shape_of(x);
-        if (n->n_outputs > 1) dt[1] = OT_BOOL, sh[1] = shape_of(x);
-        return OT_OK;
-    case OT_OP_REDUCE_MEAN: case OT_OP_REDUCE_SUM: return rule_reduce(c, n, dt, sh);
-    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS: case OT_OP_NLL_LOSS: return rule_class_loss(c, n, dt, sh);
-    default:
-        /* Unary elementwise ops, Clip, Identity: shaped and typed like the input. */
-        dt[0] = dtype_of(x);
-        sh[0] = shape_of(x);
-        return OT_OK;
-    }
+    return OT_OK;
+}
+
+static ot_status rule_dropout(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    const ot_value *x = ot_shape_input(c, n, 0);
+    dt[0] = dtype_of(x);
+    sh[0] = shape_of(x);
+    if (n->n_outputs > 1) dt[1] = OT_BOOL, sh[1] = shape_of(x);
+    return OT_OK;
+}
+
+/* ---- backward-only ops: each output is shaped like a forward tensor among the inputs */
+
+/* (dY, Y or X) -> dX of the pointwise *Grad ops, SoftmaxGrad, DropoutGrad. */
+static ot_status rule_grad_pointwise(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    return like(c, n, 0, 1, dtype_of(ot_shape_input(c, n, 0)), dt, sh, 0);
+}
+
+/* Shaped like input 2 (ConvGradInput / ConvGradWeight's shape source, GatherGrad's data). */
+static ot_status rule_grad_like_input2(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    return like(c, n, 2, -1, dtype_of(ot_shape_input(c, n, 0)), dt, sh, 0);
+}
+
+/* Shaped like input 1 (the forward X of pool grads and SliceGrad, the "like" input). */
+static ot_status rule_grad_like_input1(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    return like(c, n, 1, -1, dtype_of(ot_shape_input(c, n, 0)), dt, sh, 0);
+}
+
+/* BatchNormGrad / LayerNormGrad: dX like X, dScale and dBias like the scale. */
+static ot_status rule_norm_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    ot_dtype g0 = dtype_of(ot_shape_input(c, n, 0));
+    ot_status st = like(c, n, 1, -1, g0, dt, sh, 0);
+    for (int o = 1; !st && o < n->n_outputs; o++) st = like(c, n, 2, -1, g0, dt, sh, o);
+    return st;
+}
+
+/* Loss gradients: dX typed and shaped like the forward X (input 1). */
+static ot_status rule_loss_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    return like(c, n, 1, -1, OT_UNDEFINED, dt, sh, 0);
+}
+
+/* ZerosLike / OnesLike. */
+static ot_status rule_fill_like(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    return like(c, n, 0, -1, OT_UNDEFINED, dt, sh, 0);
+}
+
+static ot_status rule_mse_loss(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160], b[160];
+    ot_shape X = shape_of(ot_shape_input(c, n, 0)), T = shape_of(ot_shape_input(c, n, 1)), m;
+    if (!merge_equal(&X, &T, &m))
+        return ot_shape_fail(c, n, "prediction %s and target %s differ", ot_shape_str(c->g, &X, a, sizeof a),
+                             ot_shape_str(c->g, &T, b, sizeof b));
+    dt[0] = dtype_of(ot_shape_input(c, n, 0));
+    sh[0] = ot_shape_make(0, NULL);
+    return OT_OK;
+}
+
+/* Optimizer steps update their inputs in place and have no outputs to infer. */
+static ot_status rule_no_outputs(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    (void)c, (void)n, (void)dt, (void)sh;
+    return OT_OK;
+}
+
+/* ---- the table --------------------------------------------------------------- */
+
+/* The shape rule of every op, forward and internal alike: the only dispatch of shape
+ * inference. Every op of ops.def has an entry (tests/test_op_table.c checks it). */
+static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
+    [OT_OP_GEMM] = rule_gemm,
+    [OT_OP_MATMUL] = rule_matmul,
+    [OT_OP_ADD] = rule_broadcast,
+    [OT_OP_SUB] = rule_broadcast,
+    [OT_OP_MUL] = rule_broadcast,
+    [OT_OP_DIV] = rule_broadcast,
+    [OT_OP_POW] = rule_broadcast,
+    [OT_OP_SQRT] = rule_like_input,
+    [OT_OP_RECIPROCAL] = rule_like_input,
+    [OT_OP_NEG] = rule_like_input,
+    [OT_OP_EXP] = rule_like_input,
+    [OT_OP_LOG] = rule_like_input,
+    [OT_OP_ERF] = rule_like_input,
+    [OT_OP_TANH] = rule_like_input,
+    [OT_OP_SIGMOID] = rule_like_input,
+    [OT_OP_RELU] = rule_like_input,
+    [OT_OP_LEAKY_RELU] = rule_like_input,
+    [OT_OP_CLIP] = rule_like_input,
+    [OT_OP_GELU] = rule_like_input,
+    [OT_OP_SOFTMAX] = rule_softmax,
+    [OT_OP_LOG_SOFTMAX] = rule_softmax,
+    [OT_OP_CONV] = rule_conv_pool,
+    [OT_OP_MAX_POOL] = rule_conv_pool,
+    [OT_OP_AVERAGE_POOL] = rule_conv_pool,
+    [OT_OP_GLOBAL_AVERAGE_POOL] = rule_global_pool,
+    [OT_OP_BATCH_NORM] = rule_batch_norm,
+    [OT_OP_LAYER_NORM] = rule_layer_norm,
+    [OT_OP_DROPOUT] = rule_dropout,
+    /* shape_rules_tensor.c */
+    [OT_OP_FLATTEN] = ot_shape_rule_flatten,
+    [OT_OP_RESHAPE] = ot_shape_rule_reshape,
+    [OT_OP_TRANSPOSE] = ot_shape_rule_transpose,
+    [OT_OP_SQUEEZE] = ot_shape_rule_squeeze,
+    [OT_OP_UNSQUEEZE] = ot_shape_rule_squeeze,
+    [OT_OP_CONCAT] = ot_shape_rule_concat,
+    [OT_OP_SPLIT] = ot_shape_rule_split,
+    [OT_OP_SLICE] = ot_shape_rule_slice,
+    [OT_OP_GATHER] = ot_shape_rule_gather,
+    [OT_OP_SHAPE] = ot_shape_rule_shape,
+    [OT_OP_RANGE] = ot_shape_rule_range,
+    [OT_OP_EQUAL] = rule_equal,
+    [OT_OP_WHERE] = rule_where,
+    [OT_OP_CAST] = rule_cast,
+    [OT_OP_CONSTANT] = ot_shape_rule_constant,
+    [OT_OP_CONSTANT_OF_SHAPE] = ot_shape_rule_constant_of_shape,
+    [OT_OP_EXPAND] = ot_shape_rule_expand,
+    [OT_OP_REDUCE_MEAN] = rule_reduce,
+    [OT_OP_REDUCE_SUM] = rule_reduce,
+    [OT_OP_IDENTITY] = rule_like_input,
+    [OT_OP_SUM] = rule_broadcast,
+    [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = rule_class_loss,
+    [OT_OP_NLL_LOSS] = rule_class_loss,
+    /* backward-only and training ops */
+    [OT_OP_RELU_GRAD] = rule_grad_pointwise,
+    [OT_OP_LEAKY_RELU_GRAD] = rule_grad_pointwise,
+    [OT_OP_SIGMOID_GRAD] = rule_grad_pointwise,
+    [OT_OP_TANH_GRAD] = rule_grad_pointwise,
+    [OT_OP_GELU_GRAD] = rule_grad_pointwise,
+    [OT_OP_ERF_GRAD] = rule_grad_pointwise,
+    [OT_OP_CLIP_GRAD] = rule_grad_pointwise,
+    [OT_OP_SOFTMAX_GRAD] = rule_grad_pointwise,
+    [OT_OP_LOG_SOFTMAX_GRAD] = rule_grad_pointwise,
+    [OT_OP_CONV_GRAD_INPUT] = rule_grad_like_input2,
+    [OT_OP_CONV_GRAD_WEIGHT] = rule_grad_like_input2,
+    [OT_OP_MAX_POOL_GRAD] = rule_grad_like_input1,
+    [OT_OP_AVERAGE_POOL_GRAD] = rule_grad_like_input1,
+    [OT_OP_BATCH_NORM_GRAD] = rule_norm_grad,
+    [OT_OP_LAYER_NORM_GRAD] = rule_norm_grad,
+    [OT_OP_DROPOUT_GRAD] = rule_grad_pointwise,
+    [OT_OP_GATHER_GRAD] = rule_grad_like_input2,
+    [OT_OP_REDUCE_TO_LIKE] = rule_grad_like_input1,
+    [OT_OP_EXPAND_LIKE] = rule_grad_like_input1,
+    [OT_OP_SLICE_GRAD] = rule_grad_like_input1,
+    [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD] = rule_loss_grad,
+    [OT_OP_NLL_LOSS_GRAD] = rule_loss_grad,
+    [OT_OP_ZEROS_LIKE] = rule_fill_like,
+    [OT_OP_ONES_LIKE] = rule_fill_like,
+    [OT_OP_MSE_LOSS] = rule_mse_loss,
+    [OT_OP_MSE_LOSS_GRAD] = rule_loss_grad,
+    [OT_OP_SGD_STEP] = rule_no_outputs,
+    [OT_OP_ADAM_STEP] = rule_no_outputs,
+};
+
+bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }
+
+ot_status ot_shape_rule(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    if (!ot_shape_has_rule(n->op))
+        return ot_fail(c->err, OT_E_INTERNAL, "shape inference: node '%s' (%s): op has no shape rule",
+                       ot_shape_node_label(n), n->op_type);
+    return shape_rules[n->op](c, n, dt, sh);
 }

@@ -9,17 +9,6 @@
 
 #define SHP(s, buf) ot_shape_str(c->g, (s), (buf), sizeof(buf))
 
-bool ot_shape_rule_is_tensor(ot_op op) {
-    switch (op) {
-    case OT_OP_FLATTEN: case OT_OP_RESHAPE: case OT_OP_TRANSPOSE: case OT_OP_SQUEEZE: case OT_OP_UNSQUEEZE:
-    case OT_OP_CONCAT: case OT_OP_SPLIT: case OT_OP_SLICE: case OT_OP_GATHER: case OT_OP_SHAPE: case OT_OP_RANGE:
-    case OT_OP_EXPAND: case OT_OP_CONSTANT_OF_SHAPE: case OT_OP_CONSTANT:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* Shape data for messages: "[0,-1]", "[batch,4]"; unknown elements are "?". */
 static char *ival_str(const ot_graph *g, const ot_shape *iv, char *buf, size_t n) {
     size_t len = (size_t)snprintf(buf, n, "[");
@@ -363,7 +352,7 @@ static bool scalar_value(ot_shape_ctx *c, const ot_value *v, double *x) {
     }
 }
 
-static ot_status rule_constant(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+ot_status ot_shape_rule_constant(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
     const ot_attr *a;
     if ((a = ot_node_attr(n, "value")) && a->type == OT_ATTR_TENSOR && a->t) {
         dt[0] = a->t->dtype;
@@ -382,137 +371,172 @@ static ot_status rule_constant(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, 
     return OT_OK;
 }
 
-ot_status ot_shape_rule_tensor(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    char a[160], b[160];
+/* Output 0 takes the dtype of input 0 unless the rule says otherwise; returns input 0. */
+static const ot_value *dtype_from_input0(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt) {
     const ot_value *x = ot_shape_input(c, n, 0);
-    ot_shape X = shape_of(x);
     dt[0] = dtype_of(x);
-    switch (n->op) {
-    case OT_OP_RESHAPE: return rule_reshape(c, n, &sh[0]);
-    case OT_OP_SLICE: return rule_slice(c, n, &sh[0]);
-    case OT_OP_CONCAT: return rule_concat(c, n, &sh[0]);
-    case OT_OP_SPLIT:
-        for (int o = 1; o < n->n_outputs; o++) dt[o] = dt[0];
-        return rule_split(c, n, sh);
-    case OT_OP_GATHER: return rule_gather(c, n, &sh[0]);
-    case OT_OP_CONSTANT: return rule_constant(c, n, dt, sh);
-    case OT_OP_FLATTEN: {
-        if (X.rank < 0) return OT_OK;
-        int64_t axis = ot_node_attr_int(n, "axis", 1);
-        int ax = norm_axis(axis, X.rank);
-        if (ax < 0 || ax > X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
-        sh[0] = ot_shape_make(2, NULL);
-        ot_shape_dim_product(&X, 0, ax, &sh[0].dim[0], &sh[0].sym[0]);
-        ot_shape_dim_product(&X, ax, X.rank, &sh[0].dim[1], &sh[0].sym[1]);
-        return OT_OK;
+    return x;
+}
+
+ot_status ot_shape_rule_reshape(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    dtype_from_input0(c, n, dt);
+    return rule_reshape(c, n, &sh[0]);
+}
+
+ot_status ot_shape_rule_slice(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    dtype_from_input0(c, n, dt);
+    return rule_slice(c, n, &sh[0]);
+}
+
+ot_status ot_shape_rule_concat(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    dtype_from_input0(c, n, dt);
+    return rule_concat(c, n, &sh[0]);
+}
+
+ot_status ot_shape_rule_split(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    dtype_from_input0(c, n, dt);
+    for (int o = 1; o < n->n_outputs; o++) dt[o] = dt[0];
+    return rule_split(c, n, sh);
+}
+
+ot_status ot_shape_rule_gather(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    dtype_from_input0(c, n, dt);
+    return rule_gather(c, n, &sh[0]);
+}
+
+ot_status ot_shape_rule_flatten(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    ot_shape X = shape_of(dtype_from_input0(c, n, dt));
+    if (X.rank < 0) return OT_OK;
+    int64_t axis = ot_node_attr_int(n, "axis", 1);
+    int ax = norm_axis(axis, X.rank);
+    if (ax < 0 || ax > X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+    sh[0] = ot_shape_make(2, NULL);
+    ot_shape_dim_product(&X, 0, ax, &sh[0].dim[0], &sh[0].sym[0]);
+    ot_shape_dim_product(&X, ax, X.rank, &sh[0].dim[1], &sh[0].sym[1]);
+    return OT_OK;
+}
+
+ot_status ot_shape_rule_transpose(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    ot_shape X = shape_of(dtype_from_input0(c, n, dt));
+    if (X.rank < 0) return OT_OK;
+    int np = 0;
+    const int64_t *perm = ot_node_attr_ints(n, "perm", &np);
+    bool seen[OT_MAX_RANK] = {false};
+    if (perm && np != X.rank) return ot_shape_fail(c, n, "perm has %d entries for %s", np, SHP(&X, a));
+    sh[0] = X;
+    for (int i = 0; i < X.rank; i++) {
+        int64_t p = perm ? perm[i] : X.rank - 1 - i;
+        if (p < 0 || p >= X.rank || seen[p]) return ot_shape_fail(c, n, "perm is not a permutation of %d axes", X.rank);
+        seen[p] = true;
+        sh[0].dim[i] = X.dim[p];
+        sh[0].sym[i] = X.sym[p];
     }
-    case OT_OP_TRANSPOSE: {
-        if (X.rank < 0) return OT_OK;
-        int np = 0;
-        const int64_t *perm = ot_node_attr_ints(n, "perm", &np);
-        bool seen[OT_MAX_RANK] = {false};
-        if (perm && np != X.rank) return ot_shape_fail(c, n, "perm has %d entries for %s", np, SHP(&X, a));
-        sh[0] = X;
-        for (int i = 0; i < X.rank; i++) {
-            int64_t p = perm ? perm[i] : X.rank - 1 - i;
-            if (p < 0 || p >= X.rank || seen[p]) return ot_shape_fail(c, n, "perm is not a permutation of %d axes", X.rank);
-            seen[p] = true;
-            sh[0].dim[i] = X.dim[p];
-            sh[0].sym[i] = X.sym[p];
-        }
-        return OT_OK;
+    return OT_OK;
+}
+
+/* Squeeze and Unsqueeze. */
+ot_status ot_shape_rule_squeeze(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    ot_shape X = shape_of(dtype_from_input0(c, n, dt));
+    int64_t axes[OT_MAX_RANK];
+    int na = get_axes(c, n, 1, axes);
+    if (X.rank < 0 || na < 0) return OT_OK;
+    bool squeeze = n->op == OT_OP_SQUEEZE, mark[OT_MAX_RANK] = {false};
+    int r = squeeze ? X.rank : X.rank + na;
+    if (r > OT_MAX_RANK) return ot_shape_fail(c, n, "result rank above %d", OT_MAX_RANK);
+    for (int j = 0; j < na; j++) {
+        int d = norm_axis(axes[j], r);
+        if (d < 0 || d >= r || mark[d])
+            return ot_shape_fail(c, n, "axis %lld out of range or repeated for %s", (long long)axes[j], SHP(&X, a));
+        if (squeeze && X.dim[d] >= 0 && X.dim[d] != 1)
+            return ot_shape_fail(c, n, "cannot squeeze axis %d of %s: it is not 1", d, SHP(&X, a));
+        mark[d] = true;
     }
-    case OT_OP_SQUEEZE: case OT_OP_UNSQUEEZE: {
-        int64_t axes[OT_MAX_RANK];
-        int na = get_axes(c, n, 1, axes);
-        if (X.rank < 0 || na < 0) return OT_OK;
-        bool squeeze = n->op == OT_OP_SQUEEZE, mark[OT_MAX_RANK] = {false};
-        int r = squeeze ? X.rank : X.rank + na;
-        if (r > OT_MAX_RANK) return ot_shape_fail(c, n, "result rank above %d", OT_MAX_RANK);
-        for (int j = 0; j < na; j++) {
-            int d = norm_axis(axes[j], r);
-            if (d < 0 || d >= r || mark[d])
-                return ot_shape_fail(c, n, "axis %lld out of range or repeated for %s", (long long)axes[j], SHP(&X, a));
-            if (squeeze && X.dim[d] >= 0 && X.dim[d] != 1)
-                return ot_shape_fail(c, n, "cannot squeeze axis %d of %s: it is not 1", d, SHP(&X, a));
-            mark[d] = true;
-        }
-        ot_shape o = ot_shape_make(0, NULL);
-        for (int i = 0, k = 0; i < r; i++) {
-            if (squeeze) {
-                /* No axes: drop every dim of 1; a symbolic dim is taken to be > 1. */
-                bool drop = na ? mark[i] : X.dim[i] == 1;
-                if (!na && X.dim[i] < 0 && X.sym[i] < 0) return OT_OK;
-                if (!drop) o.dim[o.rank] = X.dim[i], o.sym[o.rank++] = X.sym[i];
-            } else if (mark[i]) {
-                o.dim[o.rank++] = 1;
-            } else {
-                o.dim[o.rank] = X.dim[k], o.sym[o.rank++] = X.sym[k++];
-            }
-        }
-        sh[0] = o;
-        return OT_OK;
-    }
-    case OT_OP_SHAPE:
-        dt[0] = OT_I64;
-        if (X.rank < 0) {
-            sh[0] = ot_shape_make(1, (int64_t[]){-1});
+    ot_shape o = ot_shape_make(0, NULL);
+    for (int i = 0, k = 0; i < r; i++) {
+        if (squeeze) {
+            /* No axes: drop every dim of 1; a symbolic dim is taken to be > 1. */
+            bool drop = na ? mark[i] : X.dim[i] == 1;
+            if (!na && X.dim[i] < 0 && X.sym[i] < 0) return OT_OK;
+            if (!drop) o.dim[o.rank] = X.dim[i], o.sym[o.rank++] = X.sym[i];
+        } else if (mark[i]) {
+            o.dim[o.rank++] = 1;
         } else {
-            int s, e;
-            ot_shape_range_attrs(n, X.rank, &s, &e);
-            sh[0] = ot_shape_make(1, (int64_t[]){e - s});
+            o.dim[o.rank] = X.dim[k], o.sym[o.rank++] = X.sym[k++];
         }
-        return OT_OK;
-    case OT_OP_RANGE: {
-        double s, l, d;
+    }
+    sh[0] = o;
+    return OT_OK;
+}
+
+ot_status ot_shape_rule_shape(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    ot_shape X = shape_of(ot_shape_input(c, n, 0));
+    dt[0] = OT_I64;
+    if (X.rank < 0) {
         sh[0] = ot_shape_make(1, (int64_t[]){-1});
-        bool ks = scalar_value(c, x, &s), kd = scalar_value(c, ot_shape_input(c, n, 2), &d);
-        const ot_value *lv = ot_shape_input(c, n, 1);
-        if (!scalar_value(c, lv, &l)) {
-            /* Range(0, seq, 1) over a symbolic dim (position ids) has seq elements */
-            const ot_shape *liv = lv ? ot_shape_ivals(c, lv->id) : NULL;
-            if (ks && kd && s == 0 && d == 1 && liv && liv->rank == 1) sh[0].sym[0] = liv->sym[0];
-            return OT_OK;
-        }
-        if (!ks || !kd) return OT_OK;
-        if (d == 0) return ot_shape_fail(c, n, "delta is 0");
-        double cnt = (l - s) / d;
-        int64_t k = (int64_t)cnt;
-        if ((double)k < cnt) k++;
-        sh[0].dim[0] = k > 0 ? k : 0;
+    } else {
+        int s, e;
+        ot_shape_range_attrs(n, X.rank, &s, &e);
+        sh[0] = ot_shape_make(1, (int64_t[]){e - s});
+    }
+    return OT_OK;
+}
+
+ot_status ot_shape_rule_range(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    const ot_value *x = dtype_from_input0(c, n, dt);
+    double s, l, d;
+    sh[0] = ot_shape_make(1, (int64_t[]){-1});
+    bool ks = scalar_value(c, x, &s), kd = scalar_value(c, ot_shape_input(c, n, 2), &d);
+    const ot_value *lv = ot_shape_input(c, n, 1);
+    if (!scalar_value(c, lv, &l)) {
+        /* Range(0, seq, 1) over a symbolic dim (position ids) has seq elements */
+        const ot_shape *liv = lv ? ot_shape_ivals(c, lv->id) : NULL;
+        if (ks && kd && s == 0 && d == 1 && liv && liv->rank == 1) sh[0].sym[0] = liv->sym[0];
         return OT_OK;
     }
-    case OT_OP_EXPAND: {
-        const ot_value *sv = ot_shape_input(c, n, 1);
-        const ot_shape *iv = sv ? ot_shape_ivals(c, sv->id) : NULL;
-        if (!iv) {
-            ot_shape r = rank_from_length(sv);
-            if (r.rank >= 0 && X.rank > r.rank) r.rank = X.rank; /* dims stay unknown */
-            for (int i = 0; i < r.rank; i++) r.dim[i] = -1, r.sym[i] = -1;
-            sh[0] = r;
-            return OT_OK;
-        }
-        ot_shape target = *iv;
-        for (int j = 0; j < target.rank; j++)
-            if (target.sym[j] == OT_IVAL_CONST) return ot_shape_fail(c, n, "shape %s has a negative entry", IVS(iv, a));
-        if (!ot_shape_broadcast(&X, &target, &sh[0]))
-            return ot_shape_fail(c, n, "cannot expand %s to %s", SHP(&X, a), SHP(&target, b));
+    if (!ks || !kd) return OT_OK;
+    if (d == 0) return ot_shape_fail(c, n, "delta is 0");
+    double cnt = (l - s) / d;
+    int64_t k = (int64_t)cnt;
+    if ((double)k < cnt) k++;
+    sh[0].dim[0] = k > 0 ? k : 0;
+    return OT_OK;
+}
+
+ot_status ot_shape_rule_expand(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160], b[160];
+    ot_shape X = shape_of(dtype_from_input0(c, n, dt));
+    const ot_value *sv = ot_shape_input(c, n, 1);
+    const ot_shape *iv = sv ? ot_shape_ivals(c, sv->id) : NULL;
+    if (!iv) {
+        ot_shape r = rank_from_length(sv);
+        if (r.rank >= 0 && X.rank > r.rank) r.rank = X.rank; /* dims stay unknown */
+        for (int i = 0; i < r.rank; i++) r.dim[i] = -1, r.sym[i] = -1;
+        sh[0] = r;
         return OT_OK;
     }
-    case OT_OP_CONSTANT_OF_SHAPE: {
-        const ot_attr *va = ot_node_attr(n, "value");
-        dt[0] = (va && va->type == OT_ATTR_TENSOR && va->t) ? va->t->dtype : OT_F32;
-        const ot_shape *iv = x ? ot_shape_ivals(c, x->id) : NULL;
-        if (!iv) {
-            sh[0] = rank_from_length(x);
-            return OT_OK;
-        }
-        sh[0] = *iv;
-        for (int j = 0; j < iv->rank; j++)
-            if (iv->sym[j] == OT_IVAL_CONST) return ot_shape_fail(c, n, "shape %s has a negative entry", IVS(iv, a));
+    ot_shape target = *iv;
+    for (int j = 0; j < target.rank; j++)
+        if (target.sym[j] == OT_IVAL_CONST) return ot_shape_fail(c, n, "shape %s has a negative entry", IVS(iv, a));
+    if (!ot_shape_broadcast(&X, &target, &sh[0]))
+        return ot_shape_fail(c, n, "cannot expand %s to %s", SHP(&X, a), SHP(&target, b));
+    return OT_OK;
+}
+
+ot_status ot_shape_rule_constant_of_shape(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    const ot_value *x = ot_shape_input(c, n, 0);
+    const ot_attr *va = ot_node_attr(n, "value");
+    dt[0] = (va && va->type == OT_ATTR_TENSOR && va->t) ? va->t->dtype : OT_F32;
+    const ot_shape *iv = x ? ot_shape_ivals(c, x->id) : NULL;
+    if (!iv) {
+        sh[0] = rank_from_length(x);
         return OT_OK;
     }
-    default:
-        return OT_OK;
-    }
+    sh[0] = *iv;
+    for (int j = 0; j < iv->rank; j++)
+        if (iv->sym[j] == OT_IVAL_CONST) return ot_shape_fail(c, n, "shape %s has a negative entry", IVS(iv, a));
+    return OT_OK;
 }

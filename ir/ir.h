@@ -105,7 +105,7 @@ typedef struct ot_tensor {
 /* ---- ops (generated from ops.def) ----------------------------------------- */
 
 enum {
-    OT_T_DIFF = 1 << 0,        /* has a gradient rule */
+    OT_T_DIFF = 1 << 0,        /* has a gradient rule (autodiff/grad_table.c) */
     OT_T_ELEMENTWISE = 1 << 1, /* output[i] depends on input[i] only */
     OT_T_BROADCAST = 1 << 2,   /* multidirectional broadcasting of inputs */
     OT_T_INPLACE = 1 << 3,     /* output may share the first input's buffer */

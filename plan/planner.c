@@ -1,12 +1,14 @@
-/* planner.c — lifetimes, the pinned slabs, best-fit placement of transient values and
- * workspaces, in-place reuse, and the exact peak (see planner.h for the contract).
- * Cost: O(nodes + values) plus, per allocation, a scan of the free list (which holds
- * only the holes between live blocks, a few dozen even on large graphs). */
+/* planner.c — lifetimes, the pinned slabs, view aliases, best-fit placement of
+ * transient values and workspaces, in-place reuse, and the exact peak (see planner.h
+ * for the contract). One function per concern, in the order ot_plan_build_opts runs
+ * them. Cost: O(nodes + values) plus, per allocation, a scan of the free list (which
+ * holds only the holes between live blocks, a few dozen even on large graphs). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan/planner.h"
+#include "plan/views.h"
 
 static size_t align_up(size_t x) { return (x + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
 
@@ -129,26 +131,59 @@ void ot_plan_free(ot_plan *p) {
     free(p);
 }
 
-ot_status ot_plan_build(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, ot_plan **out,
-                        ot_error *err) {
-    return ot_plan_build_opts(g, order, n, dev, NULL, out, err);
+/* ---- the state of one build ------------------------------------------------- */
+
+typedef struct build {
+    const ot_graph *g;
+    const int *order;
+    int n, nv;
+    const ot_plan_device *dev;
+    const ot_plan_options *opt;
+    ot_error *err;
+    ot_plan *p;
+    int *step_of;   /* per node: its schedule step, -1 when not scheduled */
+    bool *used;     /* per value: some scheduled node reads or writes it */
+    bool *released; /* per value: its block went back to the free list or to an in-place successor */
+    bool *is_output, *external;
+    int *opt_read;  /* per value: optimizer nodes that read it */
+    int *opt_first; /* per value: first step of an optimizer node reading it; INT_MAX when none */
+    int *reach;     /* per value: last read of it or of any view that may alias it */
+    int *slab_key, *slab_ids;
+    ot_tensor *tin, *tout;
+    int max_io;
+    allocator al;
+    size_t live[OT_MEM_COUNT]; /* bytes of live blocks per category during the walk */
+    size_t max_end;            /* highest end offset of any block so far */
+    size_t base;               /* start of the transient region */
+} build;
+
+static ot_status oom(const build *b) {
+    return ot_fail(b->err, OT_E_MEMORY, "planner: out of memory planning %d values over %d steps", b->nv, b->n);
 }
 
-ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
-                             const ot_plan_options *opt, ot_plan **out, ot_error *err) {
-    ot_status st = OT_OK;
-    ot_plan *p = NULL;
-    int *step_of = NULL;
-    bool *used = NULL, *released = NULL, *is_output = NULL, *external = NULL;
-    int *opt_read = NULL, *slab_key = NULL, *slab_ids = NULL;
-    ot_tensor *tin = NULL, *tout = NULL;
-    allocator al = {0};
-    int nv = g->n_values;
-    int max_io = 1;
-    *out = NULL;
+static void build_free(build *b) {
+    ot_plan_free(b->p);
+    free(b->step_of);
+    free(b->used);
+    free(b->released);
+    free(b->is_output);
+    free(b->external);
+    free(b->opt_read);
+    free(b->opt_first);
+    free(b->reach);
+    free(b->slab_key);
+    free(b->slab_ids);
+    free(b->tin);
+    free(b->tout);
+    free(b->al.b);
+}
 
-    p = calloc(1, sizeof *p);
-    if (!p) goto oom;
+/* Allocates the plan and the per-node / per-value tables; marks graph outputs and
+ * external values. */
+static ot_status build_init(build *b) {
+    int nv = b->nv, n = b->n;
+    ot_plan *p = b->p = calloc(1, sizeof *p);
+    if (!p) return oom(b);
     p->n_values = nv;
     p->n_steps = n;
     p->values = calloc((size_t)nv + 1, sizeof *p->values);
@@ -156,329 +191,455 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const o
     p->ws_offset = malloc(sizeof(int64_t) * (size_t)(n + 1));
     p->ws_bytes = calloc((size_t)n + 1, sizeof(size_t));
     p->timeline = calloc((size_t)n + 1, sizeof(size_t));
-    step_of = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
-    used = calloc((size_t)nv + 1, sizeof(bool));
-    opt_read = calloc((size_t)nv + 1, sizeof(int));
-    slab_key = malloc(sizeof(int) * (size_t)(nv + 1));
-    slab_ids = malloc(sizeof(int) * (size_t)(nv + 1));
-    released = calloc((size_t)nv + 1, sizeof(bool));
-    is_output = calloc((size_t)nv + 1, sizeof(bool));
-    external = calloc((size_t)nv + 1, sizeof(bool));
-    if (!external || !p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !step_of || !used ||
-        !opt_read || !slab_key || !slab_ids || !released || !is_output)
-        goto oom;
-    if (n > 0) memcpy(p->order, order, sizeof(int) * (size_t)n);
+    b->step_of = malloc(sizeof(int) * (size_t)(b->g->n_nodes + 1));
+    b->used = calloc((size_t)nv + 1, sizeof(bool));
+    b->released = calloc((size_t)nv + 1, sizeof(bool));
+    b->is_output = calloc((size_t)nv + 1, sizeof(bool));
+    b->external = calloc((size_t)nv + 1, sizeof(bool));
+    b->opt_read = calloc((size_t)nv + 1, sizeof(int));
+    b->opt_first = malloc(sizeof(int) * (size_t)(nv + 1));
+    b->reach = malloc(sizeof(int) * (size_t)(nv + 1));
+    b->slab_key = malloc(sizeof(int) * (size_t)(nv + 1));
+    b->slab_ids = malloc(sizeof(int) * (size_t)(nv + 1));
+    if (!p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !b->step_of || !b->used ||
+        !b->released || !b->is_output || !b->external || !b->opt_read || !b->opt_first || !b->reach ||
+        !b->slab_key || !b->slab_ids)
+        return oom(b);
+    if (n > 0) memcpy(p->order, b->order, sizeof(int) * (size_t)n);
     p->peak_step = -1;
     p->backward_step = n;
-
-    for (int i = 0; i < g->n_nodes; i++) step_of[i] = -1;
+    for (int i = 0; i < b->g->n_nodes; i++) b->step_of[i] = -1;
     for (int v = 0; v < nv; v++) {
-        p->values[v].offset = -1;
-        p->values[v].def_step = -1;
-        p->values[v].last_step = -1;
-        p->values[v].inplace_of = -1;
-        p->values[v].category = OT_MEM_TRANSIENT;
+        p->values[v] = (ot_plan_value){.offset = -1, .def_step = -1, .last_step = -1, .inplace_of = -1,
+                                       .alias_of = -1, .category = OT_MEM_TRANSIENT};
+        b->opt_first[v] = INT_MAX;
     }
+    const ot_graph *g = b->g;
     for (int k = 0; k < g->n_outputs; k++)
-        if (g->outputs[k] >= 0 && g->outputs[k] < nv) is_output[g->outputs[k]] = true;
+        if (g->outputs[k] >= 0 && g->outputs[k] < nv) b->is_output[g->outputs[k]] = true;
     for (int v = 0; v < nv; v++)
-        if (g->values[v].is_graph_output) is_output[v] = true;
-    for (int k = 0; opt && k < opt->n_external; k++) {
-        int v = opt->external[k];
-        if (v < 0 || v >= nv) {
-            st = ot_fail(err, OT_E_USAGE, "planner: external value id %d is out of range (%d values)", v, nv);
-            goto fail;
-        }
-        external[v] = true;
+        if (g->values[v].is_graph_output) b->is_output[v] = true;
+    for (int k = 0; b->opt && k < b->opt->n_external; k++) {
+        int v = b->opt->external[k];
+        if (v < 0 || v >= nv)
+            return ot_fail(b->err, OT_E_USAGE, "planner: external value id %d is out of range (%d values)", v, nv);
+        b->external[v] = true;
     }
+    return OT_OK;
+}
 
-    /* Pass 1: steps, definitions and last reads. */
-    for (int s = 0; s < n; s++) {
-        int id = order[s];
-        if (id < 0 || id >= g->n_nodes || g->nodes[id].removed || step_of[id] >= 0) {
-            st = ot_fail(err, OT_E_INTERNAL, "planner: schedule step %d names node %d, which is removed, out of range or repeated", s, id);
-            goto fail;
-        }
-        step_of[id] = s;
+/* Pass 1: the step of every node, the definition and last read of every value, the
+ * optimizer reads. */
+static ot_status scan_steps(build *b) {
+    const ot_graph *g = b->g;
+    ot_plan *p = b->p;
+    for (int s = 0; s < b->n; s++) {
+        int id = b->order[s];
+        if (id < 0 || id >= g->n_nodes || g->nodes[id].removed || b->step_of[id] >= 0)
+            return ot_fail(b->err, OT_E_INTERNAL, "planner: schedule step %d names node %d, which is removed, out of range or repeated", s, id);
+        b->step_of[id] = s;
         const ot_node *nd = &g->nodes[id];
-        if (nd->n_inputs > max_io) max_io = nd->n_inputs;
-        if (nd->n_outputs > max_io) max_io = nd->n_outputs;
-        if ((nd->phase == OT_PHASE_BACKWARD || nd->phase == OT_PHASE_RECOMPUTE) && p->backward_step == n)
+        if (nd->n_inputs > b->max_io) b->max_io = nd->n_inputs;
+        if (nd->n_outputs > b->max_io) b->max_io = nd->n_outputs;
+        if ((nd->phase == OT_PHASE_BACKWARD || nd->phase == OT_PHASE_RECOMPUTE) && p->backward_step == b->n)
             p->backward_step = s;
         for (int k = 0; k < nd->n_outputs; k++) {
             int v = nd->outputs[k];
             if (v < 0) continue;
-            if (v >= nv) {
-                st = ot_fail(err, OT_E_MODEL, "planner: node '%s' writes value id %d, out of range", nname(nd), v);
-                goto fail;
-            }
-            used[v] = true;
+            if (v >= b->nv)
+                return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' writes value id %d, out of range", nname(nd), v);
+            b->used[v] = true;
             p->values[v].def_step = s;
             p->values[v].last_step = s;
         }
         for (int k = 0; k < nd->n_inputs; k++) {
             int v = nd->inputs[k];
             if (v < 0) continue;
-            if (v >= nv) {
-                st = ot_fail(err, OT_E_MODEL, "planner: node '%s' reads value id %d, out of range", nname(nd), v);
-                goto fail;
-            }
-            used[v] = true;
+            if (v >= b->nv)
+                return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' reads value id %d, out of range", nname(nd), v);
+            b->used[v] = true;
             p->values[v].last_step = s;
-            if (ot_op_has(nd->op, OT_T_OPTIMIZER)) opt_read[v]++;
+            if (ot_op_has(nd->op, OT_T_OPTIMIZER)) {
+                b->opt_read[v]++;
+                if (b->opt_first[v] == INT_MAX) b->opt_first[v] = s;
+            }
         }
     }
+    return OT_OK;
+}
 
-    /* Classify: pinned slabs or transient. */
-    for (int v = 0; v < nv; v++) {
-        const ot_value *val = &g->values[v];
-        ot_plan_value *pv = &p->values[v];
-        bool keep_always = val->kind == OT_VK_PARAM || val->kind == OT_VK_STATE || val->kind == OT_VK_OPT_STATE ||
-                           val->kind == OT_VK_INPUT || is_output[v];
-        if (!used[v] && !keep_always) continue;
-        int prod = val->producer;
-        bool produced = prod >= 0 && prod < g->n_nodes && step_of[prod] >= 0;
-        switch (val->kind) {
-        case OT_VK_PARAM: pv->category = OT_MEM_PARAMS; pv->pinned = true; break;
-        case OT_VK_STATE: pv->category = OT_MEM_STATE; pv->pinned = true; break;
-        case OT_VK_OPT_STATE: pv->category = OT_MEM_OPT_STATE; pv->pinned = true; break;
-        case OT_VK_CONSTANT: pv->category = OT_MEM_CONSTANTS; pv->pinned = true; break;
-        case OT_VK_INPUT: pv->category = OT_MEM_IO; pv->pinned = true; break;
-        case OT_VK_GRADIENT:
-            if (opt_read[v] || is_output[v]) { /* a param's gradient */
-                pv->category = OT_MEM_GRADIENTS;
-                pv->pinned = true;
-            }
-            break;
-        case OT_VK_ACTIVATION:
-            if (is_output[v]) {
-                pv->category = OT_MEM_IO;
-                pv->pinned = true;
-            }
-            break;
+/* Pinned or transient, and the category of a pinned value, from its kind. */
+static void classify_kind(build *b, int v) {
+    ot_plan_value *pv = &b->p->values[v];
+    switch (b->g->values[v].kind) {
+    case OT_VK_PARAM: pv->category = OT_MEM_PARAMS; pv->pinned = true; break;
+    case OT_VK_STATE: pv->category = OT_MEM_STATE; pv->pinned = true; break;
+    case OT_VK_OPT_STATE: pv->category = OT_MEM_OPT_STATE; pv->pinned = true; break;
+    case OT_VK_CONSTANT: pv->category = OT_MEM_CONSTANTS; pv->pinned = true; break;
+    case OT_VK_INPUT: pv->category = OT_MEM_IO; pv->pinned = true; break;
+    case OT_VK_GRADIENT:
+        if (b->opt_read[v] || b->is_output[v]) { /* a param's gradient */
+            pv->category = OT_MEM_GRADIENTS;
+            pv->pinned = true;
         }
-        if (external[v]) {
+        break;
+    case OT_VK_ACTIVATION:
+        if (b->is_output[v]) {
+            pv->category = OT_MEM_IO;
+            pv->pinned = true;
+        }
+        break;
+    }
+}
+
+/* A value's byte size; fails on a dynamic shape, an unstorable dtype or a size past
+ * 2^40 bytes. */
+static ot_status value_size(build *b, int v) {
+    const ot_value *val = &b->g->values[v];
+    if (!ot_shape_is_static(&val->shape)) {
+        char buf[160];
+        ot_shape_str(b->g, &val->shape, buf, sizeof buf);
+        return ot_fail(b->err, OT_E_SHAPE, "planner: value '%s' has shape %s, which is not static; bind its symbolic dims (e.g. --batch-size N or --bind NAME=V)", vname(b->g, v), buf);
+    }
+    size_t es = ot_dtype_size(val->dtype);
+    if (es == 0)
+        return ot_fail(b->err, OT_E_UNSUPPORTED, "planner: value '%s' has dtype %s, which onnxtrain cannot store", vname(b->g, v), ot_dtype_name(val->dtype));
+    int64_t ne = ot_shape_numel(&val->shape);
+    if (ne < 0 || (uint64_t)ne > ((uint64_t)1 << 40) / es)
+        return ot_fail(b->err, OT_E_MEMORY, "planner: value '%s' is too large (%lld elements)", vname(b->g, v), (long long)ne);
+    b->p->values[v].nbytes = (size_t)ne * es;
+    return OT_OK;
+}
+
+/* Classifies every value (pinned slabs or transient), sizes it and checks that the
+ * schedule writes each transient before any read. */
+static ot_status classify_values(build *b) {
+    const ot_graph *g = b->g;
+    ot_status st;
+    for (int v = 0; v < b->nv; v++) {
+        const ot_value *val = &g->values[v];
+        ot_plan_value *pv = &b->p->values[v];
+        bool keep_always = val->kind == OT_VK_PARAM || val->kind == OT_VK_STATE || val->kind == OT_VK_OPT_STATE ||
+                           val->kind == OT_VK_INPUT || b->is_output[v];
+        if (!b->used[v] && !keep_always) continue;
+        int prod = val->producer;
+        bool produced = prod >= 0 && prod < g->n_nodes && b->step_of[prod] >= 0;
+        classify_kind(b, v);
+        if (b->external[v]) {
             /* Pinned so that no block is reused for it or taken over in place: the
              * memory belongs to someone else, who expects it intact. */
-            if (produced) {
-                st = ot_fail(err, OT_E_USAGE, "planner: value '%s' is bound to external memory, but node '%s' writes it", vname(g, v), nname(&g->nodes[prod]));
-                goto fail;
-            }
+            if (produced)
+                return ot_fail(b->err, OT_E_USAGE, "planner: value '%s' is bound to external memory, but node '%s' writes it", vname(g, v), nname(&g->nodes[prod]));
             pv->pinned = true;
             pv->external = true;
         }
         if (!produced && !pv->pinned) {
-            if (val->data) { /* a folded constant that kept its activation kind */
-                pv->category = OT_MEM_CONSTANTS;
-                pv->pinned = true;
-            } else {
-                st = ot_fail(err, OT_E_MODEL, "planner: value '%s' is read but no scheduled node writes it and it is not an input, initializer or constant", vname(g, v));
-                goto fail;
-            }
+            if (!val->data)
+                return ot_fail(b->err, OT_E_MODEL, "planner: value '%s' is read but no scheduled node writes it and it is not an input, initializer or constant", vname(g, v));
+            pv->category = OT_MEM_CONSTANTS; /* a folded constant that kept its activation kind */
+            pv->pinned = true;
         }
-        if (!ot_shape_is_static(&val->shape)) {
-            char buf[160];
-            ot_shape_str(g, &val->shape, buf, sizeof buf);
-            st = ot_fail(err, OT_E_SHAPE, "planner: value '%s' has shape %s, which is not static; bind its symbolic dims (e.g. --batch-size N or --bind NAME=V)", vname(g, v), buf);
-            goto fail;
-        }
-        size_t es = ot_dtype_size(val->dtype);
-        if (es == 0) {
-            st = ot_fail(err, OT_E_UNSUPPORTED, "planner: value '%s' has dtype %s, which onnxtrain cannot store", vname(g, v), ot_dtype_name(val->dtype));
-            goto fail;
-        }
-        int64_t ne = ot_shape_numel(&val->shape);
-        if (ne < 0 || (uint64_t)ne > ((uint64_t)1 << 40) / es) {
-            st = ot_fail(err, OT_E_MEMORY, "planner: value '%s' is too large (%lld elements)", vname(g, v), (long long)ne);
-            goto fail;
-        }
-        pv->nbytes = (size_t)ne * es;
+        if ((st = value_size(b, v))) return st;
         if (pv->external) {
-            if (used[v]) p->external_bytes += pv->nbytes;
+            if (b->used[v]) b->p->external_bytes += pv->nbytes;
             continue; /* no block, no category: the arena does not hold it */
         }
-        if (pv->pinned) {
-            pv->def_step = produced ? step_of[prod] : -1;
-        } else if (pv->def_step >= 0 && pv->last_step < pv->def_step) {
-            pv->last_step = pv->def_step;
-        }
+        if (pv->pinned) pv->def_step = produced ? b->step_of[prod] : -1;
+        else if (pv->def_step >= 0 && pv->last_step < pv->def_step) pv->last_step = pv->def_step;
         /* A transient read before it is written means the schedule is not topological. */
-        if (!pv->pinned && produced && used[v]) {
-            for (int c = 0; c < val->n_consumers; c++) {
-                int cn = val->consumers[c];
-                if (cn >= 0 && cn < g->n_nodes && step_of[cn] >= 0 && step_of[cn] < pv->def_step) {
-                    st = ot_fail(err, OT_E_INTERNAL, "planner: node '%s' reads '%s' before node '%s' writes it: the schedule is not topological", nname(&g->nodes[cn]), vname(g, v), nname(&g->nodes[prod]));
-                    goto fail;
-                }
-            }
-        }
-        /* Forward values the backward pass reads are the kept activations. */
-        if (!pv->pinned && produced) {
-            ot_phase ph = g->nodes[prod].phase;
-            if ((ph == OT_PHASE_FORWARD || ph == OT_PHASE_LOSS) && pv->def_step < p->backward_step &&
-                pv->last_step >= p->backward_step)
-                pv->category = OT_MEM_KEPT;
+        if (pv->pinned || !produced || !b->used[v]) continue;
+        for (int c = 0; c < val->n_consumers; c++) {
+            int cn = val->consumers[c];
+            if (cn >= 0 && cn < g->n_nodes && b->step_of[cn] >= 0 && b->step_of[cn] < pv->def_step)
+                return ot_fail(b->err, OT_E_INTERNAL, "planner: node '%s' reads '%s' before node '%s' writes it: the schedule is not topological", nname(&g->nodes[cn]), vname(g, v), nname(&g->nodes[prod]));
         }
     }
+    return OT_OK;
+}
 
-    /* Slab order. Params by value id; a gradient or optimizer state that exactly one
-     * optimizer node reads next to a param sorts by that param's position, so the
-     * gradient and state slabs are laid out like the param slab (one loop, one
-     * offset). Everything else follows by value id. */
-    int n_params = 0;
-    for (int v = 0; v < nv; v++) {
-        slab_key[v] = INT_MAX;
-        if (p->values[v].pinned && !p->values[v].external && p->values[v].category == OT_MEM_PARAMS)
-            slab_key[v] = n_params++;
+/* ---- views ------------------------------------------------------------------ */
+
+/* The value that owns v's memory: v itself, or the base it is a view of. */
+static int root_of(const ot_plan *p, int v) { return p->values[v].alias_of >= 0 ? p->values[v].alias_of : v; }
+
+/* Whether view node nd (output o of input i, at byte offset delta within i)
+ * may share its base's memory. See planner.h (Views) for the rules. */
+static bool may_alias(const build *b, const ot_node *nd, int i, int o, size_t delta) {
+    const ot_plan *p = b->p;
+    const ot_plan_value *po = &p->values[o], *pi = &p->values[i];
+    int r = root_of(p, i);
+    const ot_plan_value *pr = &p->values[r];
+    if (po->pinned || po->nbytes == 0 || pi->nbytes == 0 || !b->used[i]) return false;
+    if ((pi->alias_offset + delta) % OT_PLAN_ALIGN) return false;
+    /* An optimizer node may write what it reads: no alias it reads, and none read
+     * after an optimizer step that reads the base. */
+    if (b->opt_read[o] || b->opt_first[r] <= b->reach[o]) return false;
+    /* A transient base lives until its last alias is read: a slice, smaller than
+     * its base, must not extend that (a copy would be cheaper). */
+    if (!pr->pinned && nd->op == OT_OP_SLICE && b->reach[o] > pr->last_step) return false;
+    return true;
+}
+
+/* Decides the aliases in schedule order (a view of a view aliases the first base)
+ * and extends each base's last_step to its aliases' last reads. */
+static void plan_views(build *b) {
+    ot_plan *p = b->p;
+    const ot_graph *g = b->g;
+    for (int v = 0; v < b->nv; v++) b->reach[v] = p->values[v].last_step;
+    for (int s = b->n - 1; s >= 0; s--) {
+        const ot_node *nd = &g->nodes[b->order[s]];
+        if (!ot_plan_view_candidate(nd)) continue;
+        int i = nd->inputs[0], o = nd->outputs[0];
+        if (b->reach[o] > b->reach[i]) b->reach[i] = b->reach[o];
     }
-    for (int s = 0; s < n; s++) {
-        const ot_node *nd = &g->nodes[order[s]];
+    if (b->opt && b->opt->no_inplace) return;
+    for (int s = 0; s < b->n; s++) {
+        const ot_node *nd = &g->nodes[b->order[s]];
+        size_t delta = 0;
+        if (!ot_plan_view_offset(g, nd, &delta)) continue;
+        int i = nd->inputs[0], o = nd->outputs[0];
+        if (!may_alias(b, nd, i, o, delta)) continue;
+        int r = root_of(p, i);
+        ot_plan_value *po = &p->values[o], *pr = &p->values[r];
+        po->alias_of = r;
+        po->alias_offset = p->values[i].alias_offset + delta;
+        if (po->last_step > pr->last_step) pr->last_step = po->last_step;
+    }
+}
+
+/* Forward values the backward pass reads (directly or through an alias) are the
+ * kept activations; an alias takes its base's category. */
+static void mark_kept(build *b) {
+    ot_plan *p = b->p;
+    const ot_graph *g = b->g;
+    for (int v = 0; v < b->nv; v++) {
+        ot_plan_value *pv = &p->values[v];
+        int prod = g->values[v].producer;
+        if (pv->pinned || pv->alias_of >= 0 || prod < 0 || prod >= g->n_nodes || b->step_of[prod] < 0) continue;
+        ot_phase ph = g->nodes[prod].phase;
+        if ((ph == OT_PHASE_FORWARD || ph == OT_PHASE_LOSS) && pv->def_step < p->backward_step &&
+            pv->last_step >= p->backward_step)
+            pv->category = OT_MEM_KEPT;
+    }
+    for (int v = 0; v < b->nv; v++)
+        if (p->values[v].alias_of >= 0) p->values[v].category = p->values[p->values[v].alias_of].category;
+}
+
+/* ---- the pinned region ------------------------------------------------------ */
+
+/* Slab order. Params by value id; a gradient or optimizer state that exactly one
+ * optimizer node reads next to a param sorts by that param's position, so the
+ * gradient and state slabs are laid out like the param slab (one loop, one
+ * offset). Everything else follows by value id. */
+static void slab_keys(build *b) {
+    const ot_plan *p = b->p;
+    int n_params = 0;
+    for (int v = 0; v < b->nv; v++) {
+        b->slab_key[v] = INT_MAX;
+        if (p->values[v].pinned && !p->values[v].external && p->values[v].category == OT_MEM_PARAMS)
+            b->slab_key[v] = n_params++;
+    }
+    for (int s = 0; s < b->n; s++) {
+        const ot_node *nd = &b->g->nodes[b->order[s]];
         if (!ot_op_has(nd->op, OT_T_OPTIMIZER) || nd->n_inputs < 2 || nd->inputs[0] < 0) continue;
         int par = nd->inputs[0];
         if (!p->values[par].pinned || p->values[par].external || p->values[par].category != OT_MEM_PARAMS) continue;
         for (int k = 1; k < nd->n_inputs; k++) {
             int v = nd->inputs[k];
-            if (v >= 0 && opt_read[v] == 1 && v != par) slab_key[v] = slab_key[par];
+            if (v >= 0 && b->opt_read[v] == 1 && v != par) b->slab_key[v] = b->slab_key[par];
         }
     }
+}
 
-    /* Pinned region: one slab per category, each value 64-byte aligned. */
+/* Pinned region: one slab per category, each value 64-byte aligned. */
+static void place_pinned(build *b) {
+    ot_plan *p = b->p;
     size_t cursor = 0;
-    size_t max_end = 0;
-    size_t live[OT_MEM_COUNT] = {0};
+    slab_keys(b);
     for (int c = OT_MEM_PARAMS; c <= OT_MEM_IO; c++) {
         p->slab_offset[c] = cursor;
         int n_slab = 0;
-        for (int v = 0; v < nv; v++)
+        for (int v = 0; v < b->nv; v++)
             if (p->values[v].pinned && !p->values[v].external && p->values[v].category == (ot_mem_category)c)
-                slab_ids[n_slab++] = v;
+                b->slab_ids[n_slab++] = v;
         if (c == OT_MEM_GRADIENTS || c == OT_MEM_OPT_STATE) {
             /* Insertion sort by (key, id): stable, and keys are mostly in order already. */
             for (int i = 1; i < n_slab; i++) {
-                int v = slab_ids[i], j = i;
-                while (j > 0 && slab_key[slab_ids[j - 1]] > slab_key[v]) {
-                    slab_ids[j] = slab_ids[j - 1];
+                int v = b->slab_ids[i], j = i;
+                while (j > 0 && b->slab_key[b->slab_ids[j - 1]] > b->slab_key[v]) {
+                    b->slab_ids[j] = b->slab_ids[j - 1];
                     j--;
                 }
-                slab_ids[j] = v;
+                b->slab_ids[j] = v;
             }
         }
         for (int i = 0; i < n_slab; i++) {
-            int v = slab_ids[i];
-            ot_plan_value *pv = &p->values[v];
+            ot_plan_value *pv = &p->values[b->slab_ids[i]];
             pv->offset = (int64_t)cursor;
-            if (pv->nbytes && cursor + pv->nbytes > max_end) max_end = cursor + pv->nbytes;
+            if (pv->nbytes && cursor + pv->nbytes > b->max_end) b->max_end = cursor + pv->nbytes;
             cursor += align_up(pv->nbytes);
-            live[c] += pv->nbytes;
+            b->live[c] += pv->nbytes;
             p->total[c] += pv->nbytes;
         }
         p->slab_bytes[c] = cursor - p->slab_offset[c];
     }
     p->pinned_bytes = cursor;
-    memcpy(p->at_peak, live, sizeof live);
-    const size_t base = cursor;
-    bool inplace_ok = !(opt && opt->no_inplace);
+    memcpy(p->at_peak, b->live, sizeof b->live);
+    b->base = cursor;
+}
 
-    tin = calloc((size_t)max_io, sizeof *tin);
-    tout = calloc((size_t)max_io, sizeof *tout);
-    if (!tin || !tout) goto oom;
+/* ---- the transient walk ----------------------------------------------------- */
 
-    /* Pass 2: simulate the schedule. */
-    for (int s = 0; s < n; s++) {
-        const ot_node *nd = &g->nodes[order[s]];
-        size_t end_before = max_end;
-        for (int k = 0; k < nd->n_outputs; k++) {
-            int o = nd->outputs[k];
-            if (o < 0) continue;
-            ot_plan_value *po = &p->values[o];
-            if (po->pinned) continue;
-            if (po->nbytes == 0) { /* occupies nothing: any offset is safe */
-                po->offset = (int64_t)base;
-                continue;
-            }
-            int i0 = nd->n_inputs > 0 ? nd->inputs[0] : -1;
-            if (k == 0 && inplace_ok && i0 >= 0 && i0 != o &&
-                (ot_op_has(nd->op, OT_T_INPLACE) || ot_op_has(nd->op, OT_T_VIEW))) {
-                ot_plan_value *pi = &p->values[i0];
-                if (!pi->pinned && pi->offset >= 0 && !released[i0] && pi->last_step == s && pi->nbytes == po->nbytes) {
-                    po->offset = pi->offset;
-                    po->inplace_of = i0;
-                    released[i0] = true; /* its block now belongs to o */
-                    live[pi->category] -= pi->nbytes;
-                    live[po->category] += po->nbytes;
-                    p->total[po->category] += po->nbytes;
-                    continue;
-                }
-            }
-            size_t off = alloc_block(&al, align_up(po->nbytes));
-            po->offset = (int64_t)(base + off);
-            if (base + off + po->nbytes > max_end) max_end = base + off + po->nbytes;
-            live[po->category] += po->nbytes;
-            p->total[po->category] += po->nbytes;
+/* In place: output o of node nd at step s takes over its first input's block when the
+ * op allows it, the block is transient, nobody reads it (nor any alias of it) after
+ * this step, the sizes match, and no other input of this node is another view of
+ * the same block (an elementwise kernel with out == in[0] may read in[0][i] after
+ * writing out[i], but not another view of those bytes). */
+static bool try_inplace(build *b, int s, const ot_node *nd, int o) {
+    ot_plan *p = b->p;
+    int i0 = nd->n_inputs > 0 ? nd->inputs[0] : -1;
+    if ((b->opt && b->opt->no_inplace) || i0 < 0 || i0 == o ||
+        !(ot_op_has(nd->op, OT_T_INPLACE) || ot_op_has(nd->op, OT_T_VIEW)))
+        return false;
+    int r = root_of(p, i0);
+    ot_plan_value *po = &p->values[o], *pi = &p->values[i0], *pr = &p->values[r];
+    if (pr->pinned || pr->offset < 0 || b->released[r] || pr->last_step != s || pi->nbytes != po->nbytes ||
+        pr->nbytes != po->nbytes)
+        return false;
+    for (int k = 1; k < nd->n_inputs; k++) {
+        int v = nd->inputs[k];
+        if (v >= 0 && v != i0 && root_of(p, v) == r) return false;
+    }
+    po->offset = pr->offset;
+    po->inplace_of = r;
+    b->released[r] = true; /* its block now belongs to o */
+    b->live[pr->category] -= pr->nbytes;
+    b->live[po->category] += po->nbytes;
+    p->total[po->category] += po->nbytes;
+    return true;
+}
+
+/* Offsets of the outputs of the node at step s: an alias points into its base (and
+ * takes no block), otherwise in place or a best-fit block. */
+static void place_outputs(build *b, int s, const ot_node *nd) {
+    ot_plan *p = b->p;
+    for (int k = 0; k < nd->n_outputs; k++) {
+        int o = nd->outputs[k];
+        if (o < 0) continue;
+        ot_plan_value *po = &p->values[o];
+        if (po->alias_of >= 0) {
+            const ot_plan_value *pr = &p->values[po->alias_of];
+            po->offset = pr->offset >= 0 ? pr->offset + (int64_t)po->alias_offset : -1; /* -1: an external base */
+            continue;
         }
-        size_t ws = 0;
-        p->ws_offset[s] = -1;
-        if (dev && dev->workspace_bytes) {
-            describe(g, nd->inputs, nd->n_inputs, tin);
-            describe(g, nd->outputs, nd->n_outputs, tout);
-            ws = dev->workspace_bytes(dev->ctx, nd, tin, tout);
+        if (po->pinned) continue;
+        if (po->nbytes == 0) { /* occupies nothing: any offset is safe */
+            po->offset = (int64_t)b->base;
+            continue;
         }
-        size_t ws_off = 0;
-        if (ws > 0) {
-            ws_off = alloc_block(&al, align_up(ws));
-            p->ws_offset[s] = (int64_t)(base + ws_off);
-            p->ws_bytes[s] = ws;
-            if (base + ws_off + ws > max_end) max_end = base + ws_off + ws;
-            live[OT_MEM_WORKSPACE] += ws;
-            p->total[OT_MEM_WORKSPACE] += ws;
-        }
-        size_t in_use = 0;
-        for (int c = 0; c < OT_MEM_COUNT; c++) in_use += live[c];
-        p->timeline[s] = in_use;
-        if (max_end > end_before) {
-            p->peak_step = s;
-            memcpy(p->at_peak, live, sizeof live);
-        }
-        /* Release the workspace, inputs read for the last time, outputs never read. */
-        if (ws > 0) {
-            if (free_block(&al, ws_off, align_up(ws))) goto oom;
-            live[OT_MEM_WORKSPACE] -= ws;
-        }
-        for (int pass = 0; pass < 2; pass++) {
-            const int *ids = pass == 0 ? nd->inputs : nd->outputs;
-            int cnt = pass == 0 ? nd->n_inputs : nd->n_outputs;
-            for (int k = 0; k < cnt; k++) {
-                int v = ids[k];
-                if (v < 0) continue;
-                ot_plan_value *pv = &p->values[v];
-                if (pv->pinned || released[v] || pv->last_step != s || pv->offset < 0) continue;
-                released[v] = true;
-                if (pv->nbytes == 0) continue;
-                if (free_block(&al, (size_t)pv->offset - base, align_up(pv->nbytes))) goto oom;
-                live[pv->category] -= pv->nbytes;
-            }
+        if (k == 0 && try_inplace(b, s, nd, o)) continue;
+        size_t off = alloc_block(&b->al, align_up(po->nbytes));
+        po->offset = (int64_t)(b->base + off);
+        if (b->base + off + po->nbytes > b->max_end) b->max_end = b->base + off + po->nbytes;
+        b->live[po->category] += po->nbytes;
+        p->total[po->category] += po->nbytes;
+    }
+}
+
+/* The workspace of the node at step s, if the device asks for one: a block alive only
+ * during the step. Returns its size; *off is region-relative. */
+static size_t place_workspace(build *b, int s, const ot_node *nd, size_t *off) {
+    ot_plan *p = b->p;
+    size_t ws = 0;
+    p->ws_offset[s] = -1;
+    if (b->dev && b->dev->workspace_bytes) {
+        describe(b->g, nd->inputs, nd->n_inputs, b->tin);
+        describe(b->g, nd->outputs, nd->n_outputs, b->tout);
+        ws = b->dev->workspace_bytes(b->dev->ctx, nd, b->tin, b->tout);
+    }
+    if (ws == 0) return 0;
+    *off = alloc_block(&b->al, align_up(ws));
+    p->ws_offset[s] = (int64_t)(b->base + *off);
+    p->ws_bytes[s] = ws;
+    if (b->base + *off + ws > b->max_end) b->max_end = b->base + *off + ws;
+    b->live[OT_MEM_WORKSPACE] += ws;
+    p->total[OT_MEM_WORKSPACE] += ws;
+    return ws;
+}
+
+/* After step s: the workspace, and the blocks whose last reader (of the value or of
+ * any alias of it) this was, go back to the free list. */
+static int release_step(build *b, int s, const ot_node *nd, size_t ws, size_t ws_off) {
+    ot_plan *p = b->p;
+    if (ws > 0) {
+        if (free_block(&b->al, ws_off, align_up(ws))) return -1;
+        b->live[OT_MEM_WORKSPACE] -= ws;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const int *ids = pass == 0 ? nd->inputs : nd->outputs;
+        int cnt = pass == 0 ? nd->n_inputs : nd->n_outputs;
+        for (int k = 0; k < cnt; k++) {
+            if (ids[k] < 0) continue;
+            int v = root_of(p, ids[k]);
+            ot_plan_value *pv = &p->values[v];
+            if (pv->pinned || b->released[v] || pv->last_step != s || pv->offset < 0) continue;
+            b->released[v] = true;
+            if (pv->nbytes == 0) continue;
+            if (free_block(&b->al, (size_t)pv->offset - b->base, align_up(pv->nbytes))) return -1;
+            b->live[pv->category] -= pv->nbytes;
         }
     }
-    p->peak_bytes = max_end;
+    return 0;
+}
 
-    *out = p;
-    p = NULL;
-    goto fail;
-oom:
-    st = ot_fail(err, OT_E_MEMORY, "planner: out of memory planning %d values over %d steps", nv, n);
-fail:
-    ot_plan_free(p);
-    free(step_of);
-    free(used);
-    free(opt_read);
-    free(slab_key);
-    free(slab_ids);
-    free(released);
-    free(is_output);
-    free(external);
-    free(tin);
-    free(tout);
-    free(al.b);
+/* Pass 2: simulates the schedule, placing every transient block by best fit, and
+ * records the timeline and the live bytes per category when the peak is reached. */
+static ot_status walk(build *b) {
+    ot_plan *p = b->p;
+    b->tin = calloc((size_t)b->max_io, sizeof *b->tin);
+    b->tout = calloc((size_t)b->max_io, sizeof *b->tout);
+    if (!b->tin || !b->tout) return oom(b);
+    for (int s = 0; s < b->n; s++) {
+        const ot_node *nd = &b->g->nodes[b->order[s]];
+        size_t end_before = b->max_end, ws_off = 0;
+        place_outputs(b, s, nd);
+        size_t ws = place_workspace(b, s, nd, &ws_off);
+        size_t in_use = 0;
+        for (int c = 0; c < OT_MEM_COUNT; c++) in_use += b->live[c];
+        p->timeline[s] = in_use;
+        if (b->max_end > end_before) {
+            p->peak_step = s;
+            memcpy(p->at_peak, b->live, sizeof b->live);
+        }
+        if (release_step(b, s, nd, ws, ws_off)) return oom(b);
+    }
+    p->peak_bytes = b->max_end;
+    return OT_OK;
+}
+
+ot_status ot_plan_build(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, ot_plan **out,
+                        ot_error *err) {
+    return ot_plan_build_opts(g, order, n, dev, NULL, out, err);
+}
+
+ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
+                             const ot_plan_options *opt, ot_plan **out, ot_error *err) {
+    build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .err = err, .max_io = 1};
+    *out = NULL;
+    ot_status st = build_init(&b);
+    if (!st) st = scan_steps(&b);
+    if (!st) st = classify_values(&b);
+    if (!st) {
+        plan_views(&b);
+        mark_kept(&b);
+        place_pinned(&b);
+        st = walk(&b);
+    }
+    if (!st) {
+        *out = b.p;
+        b.p = NULL;
+    }
+    build_free(&b);
     return st;
 }
 

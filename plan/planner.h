@@ -9,7 +9,7 @@
  * a gradient or optimizer-state value that one optimizer node reads with a param
  * takes that param's position, so the gradient and state slabs mirror the param
  * slab and an optimizer step can be one loop over them; the rest by value id. The transient
- * region follows: every other value gets a block by best fit over the free blocks
+ * region follows: every other value (but views, below) gets a block by best fit over the free blocks
  * at the step that defines it and gives it back after its last reader; each node's
  * workspace is a block alive only during that node.
  *
@@ -17,10 +17,37 @@
  * input; graph outputs; and gradients of params — a value of kind GRADIENT that an
  * optimizer node reads or that is a graph output.
  *
+ * Views: the output of a view op (plan/views.h: Flatten, Reshape, Squeeze,
+ * Unsqueeze, Identity of the same size; a Slice that selects one contiguous run of its
+ * input, at a 64-byte-aligned offset so every tensor a kernel sees stays aligned) is an
+ * alias: it gets no block of its own but the bytes [offset, offset + nbytes) inside its
+ * input's memory (alias_of: the value that owns that memory, never itself an alias, so
+ * a chain of views points at the first base; alias_offset: where in it). The executor
+ * runs no kernel for a node whose outputs are all aliases. A base's block then lives
+ * until the last read of it or of any alias (its last_step says so), and takes the
+ * category that lifetime gives it (a forward base whose alias the backward pass reads
+ * is kept). An alias adds no bytes: it counts in no total[], at_peak[] or timeline
+ * entry, and carries its base's category only as a label. A view stays a copy (its
+ * own block, the kernel runs) when:
+ *   - its output is pinned (a graph output or a param's gradient): that needs its own
+ *     slot, in the gradient slab that mirrors the params, or surviving the run;
+ *   - it is a Slice of a transient base that would outlive its base's other readers
+ *     (keeping the whole base alive for a part of it could cost more than the copy);
+ *   - an optimizer node reads it, or reads its base before the alias's last reader:
+ *     optimizer nodes write their inputs (the param and its state) in place;
+ *   - ot_plan_options.no_inplace is set, or the slice is strided, reversed, empty,
+ *     misaligned or has non-constant bounds.
+ * A view of a pinned value (param, state, constant, input) reads it in place: nothing
+ * writes a pinned value during the step except the optimizer, checked above. A view
+ * of an external value aliases the external memory (offset -1 like its base; the
+ * executor adds alias_offset to the bound address).
+ *
  * In place: output 0 of a node takes over its first input's block when the op has
- * OT_T_INPLACE or OT_T_VIEW, the input is transient, this node is its last reader and
- * both have the same byte size. Kernels of such ops must therefore accept
- * out->data == in[0].data.
+ * OT_T_INPLACE or OT_T_VIEW, the block is transient, this node is the last reader of
+ * the block (of the value and of every alias of it), both have the same byte size,
+ * and no other input of the node is a different alias of that block. Kernels of such
+ * ops must therefore accept out->data == in[0].data. inplace_of names the block's
+ * owner (the base when input 0 is an alias).
  *
  * External: values the caller lists in ot_plan_options.external live in memory
  * outside the arena (another executor's params, say: validation reads the training
@@ -64,14 +91,18 @@ typedef enum ot_mem_category {
 const char *ot_mem_category_name(ot_mem_category c);
 
 typedef struct ot_plan_value {
-    int64_t offset;   /* byte offset in the arena; -1 when not placed or external */
+    int64_t offset;   /* byte offset in the arena (an alias: its base's + alias_offset); -1 when
+                         not placed, external or a view of an external value */
     size_t nbytes;    /* numel × dtype size (0 when not placed; an external value's own size) */
     int def_step;     /* schedule step that writes it; -1 for pinned values nothing writes */
-    int last_step;    /* last schedule step that reads it; def_step when never read */
+    int last_step;    /* last schedule step that reads it or, for a base, any alias of it;
+                         def_step when never read */
     ot_mem_category category;
     bool pinned;
     int inplace_of;   /* value whose block this one took over in place; -1 if none */
     bool external;    /* bound to memory outside the arena (ot_plan_options.external) */
+    int alias_of;     /* a view: the value whose memory it shares (see Views); -1 if none */
+    size_t alias_offset; /* a view: its first byte's offset within alias_of's memory */
 } ot_plan_value;
 
 typedef struct ot_plan {
@@ -94,7 +125,7 @@ typedef struct ot_plan {
 } ot_plan;
 
 typedef struct ot_plan_options {
-    bool no_inplace;     /* never reuse an input's block for an output */
+    bool no_inplace;     /* never reuse an input's block for an output: no in place, no view aliases */
     const int *external; /* value ids bound to memory outside the arena (see External) */
     int n_external;
 } ot_plan_options;
@@ -110,7 +141,7 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const o
 void ot_plan_free(ot_plan *p);
 
 size_t ot_plan_peak_bytes(const ot_plan *p);
-int64_t ot_plan_offset(const ot_plan *p, int value_id); /* -1 if not placed or external */
+int64_t ot_plan_offset(const ot_plan *p, int value_id); /* -1 if not placed, external or a view of one */
 size_t ot_plan_value_bytes(const ot_plan *p, int value_id);
 /* Bytes of the arena that hold values or workspace of category c at the peak. */
 size_t ot_plan_bytes_at_peak(const ot_plan *p, ot_mem_category c);

@@ -34,6 +34,8 @@
  * = 2). Views are free, data movement costs one per element. 0 when shapes are
  * not static. */
 double ot_remat_node_flops(const ot_graph *g, const ot_node *n);
+/* True when op has an entry in the cost table (remat/cost.c): every op does. */
+bool ot_cost_has_rule(ot_op op);
 /* FLOPs of one training step: every live node except recompute clones. */
 double ot_remat_step_flops(const ot_graph *g);
 /* Bytes of a value with a static shape, 0 otherwise. */

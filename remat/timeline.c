@@ -2,12 +2,10 @@
  * or more plans (e.g. --remat none and the chosen policy) as step curves on one set
  * of axes, with each plan's peak and the start of its backward pass marked, so a
  * user sees where the peak is and what remat removed. Plain SVG, no dependencies;
- * written to a temporary name and renamed. */
+ * written through ot_atomic_open (temporary name, fsync, rename). */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
+#include "ir/atomic_file.h"
 #include "remat/remat.h"
 #include "remat/timeline.h"
 
@@ -41,16 +39,13 @@ ot_status ot_remat_timeline_svg(const char *path, const ot_plan *const *plans, c
             if ((double)plans[i]->timeline[s] > max_bytes) max_bytes = (double)plans[i]->timeline[s];
     }
     max_bytes *= 1.05;
-    size_t len = strlen(path) + 16;
-    char *tmp = malloc(len);
-    if (!tmp) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    snprintf(tmp, len, "%s.tmp-%d", path, (int)getpid() % 1000000);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        ot_status st = ot_fail(err, OT_E_IO, "%s: cannot write the timeline", path);
-        free(tmp);
+    ot_atomic_file *af;
+    ot_status st = ot_atomic_open(path, &af, err);
+    if (st) {
+        if (err) ot_error_prefix(err, "timeline ");
         return st;
     }
+    FILE *f = ot_atomic_stream(af);
     double pw = W - L - R, ph = H - T - Bm;
 #define X(step) (L + pw * (double)(step) / (double)max_steps)
 #define Y(bytes) (T + ph * (1.0 - (double)(bytes) / max_bytes))
@@ -98,13 +93,6 @@ ot_status ot_remat_timeline_svg(const char *path, const ot_plan *const *plans, c
 #undef X
 #undef Y
     fputs("</svg>\n", f);
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    ot_status st = OT_OK;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        st = ot_fail(err, OT_E_IO, "%s: cannot write the timeline", path);
-    }
-    free(tmp);
+    if ((st = ot_atomic_commit(af, err)) && err) ot_error_prefix(err, "timeline ");
     return st;
 }

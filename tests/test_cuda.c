@@ -1081,6 +1081,58 @@ static void test_host_optim(void **state) {
     tc_free(&p);
 }
 
+/* Gradient accumulation's operands: floats over a wide range of exponents and signs,
+ * with the specials (signed zeros, infinities, NaN, subnormals) sprinkled in. */
+static void acc_operands(float *a, float *b, size_t n) {
+    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-42f, 3.4e38f, -3.4e38f};
+    uint32_t r = 777;
+    for (size_t i = 0; i < n; i++) {
+        float v[2];
+        for (int k = 0; k < 2; k++) {
+            r = r * 1664525u + 1013904223u;
+            v[k] = ldexpf((float)((double)(r >> 8) / 16777216.0 * 2.0 - 1.0), (int)(r % 40) - 20);
+            if (r % 23 == 0) v[k] = special[(r >> 5) % (sizeof special / sizeof special[0])];
+        }
+        a[i] = v[0];
+        b[i] = i % 17 == 0 ? -a[i] : v[1]; /* exact cancellations too */
+    }
+}
+
+/* Bit for bit, except that any NaN equals any NaN: IEEE leaves the sign and payload
+ * of NaN + NaN to the hardware and the compiler's operand order (a GPU always
+ * returns its canonical NaN). */
+static bool acc_same(float x, float y) { return (isnan(x) && isnan(y)) || !memcmp(&x, &y, sizeof x); }
+
+/* ot_backend.accumulate_f32 (--accum's sums in device memory): the CUDA element code
+ * in host mode against the CPU backend's, bit for bit, both with and without zeroing
+ * the source (the fold of an accumulator back into the gradient). */
+static void test_host_accumulate(void **state) {
+    (void)state;
+    enum { N = 4099 };
+    ot_error e = {0};
+    ot_backend *cpu = ot_backend_cpu_new(1, &e);
+    assert_non_null(cpu);
+    assert_non_null(cpu->accumulate_f32);
+    float *a = malloc(4 * N * sizeof *a);
+    assert_non_null(a);
+    float *b = a + N, *ca = a + 2 * N, *cb = a + 3 * N;
+    for (int clear = 0; clear < 2; clear++) {
+        acc_operands(a, b, N);
+        memcpy(ca, a, N * sizeof *a);
+        memcpy(cb, b, N * sizeof *b);
+        assert_int_equal(mod()->accumulate_host(a, b, N, clear, &e), OT_OK);
+        assert_int_equal(cpu->accumulate_f32(cpu, ca, cb, N, clear, &e), OT_OK);
+        for (size_t i = 0; i < N; i++)
+            if (!acc_same(a[i], ca[i]) || !acc_same(b[i], cb[i]))
+                fail_msg("accumulate (clear %d) at %zu: host mode %.9g (source %.9g), CPU %.9g (source %.9g)", clear, i,
+                         (double)a[i], (double)b[i], (double)ca[i], (double)cb[i]);
+        if (clear)
+            for (size_t i = 0; i < N; i++) assert_true(b[i] == 0.0f && !signbit(b[i]));
+    }
+    free(a);
+    ot_backend_free(cpu);
+}
+
 /* ---- matmul family ------------------------------------------------------------------ */
 
 static void test_gemm(void **state) {
@@ -1360,6 +1412,39 @@ static void test_scan(void **state) {
     if (bad != 2500001) fail_msg("scan_f32: first non-finite at %lld, want 2500001", (long long)bad);
     be->arena_free(be, d);
     free(h);
+}
+
+/* The same accumulation on the GPU, over more elements than one launch's blocks
+ * cover, against the CPU backend's bit for bit. */
+static void test_accumulate(void **state) {
+    ot_backend *be = backend_of(state);
+    ot_error err = {0};
+    assert_non_null(be->accumulate_f32);
+    ot_backend *cpu = ot_backend_cpu_new(1, &err);
+    assert_non_null(cpu);
+    size_t n = 3000001;
+    float *h = malloc(4 * n * sizeof *h);
+    assert_non_null(h);
+    float *a = h, *b = h + n, *ga = h + 2 * n, *gb = h + 3 * n;
+    void *d = NULL;
+    if (be->arena_alloc(be, 2 * n * sizeof *h, &d, &err)) fail_msg("%s", err.msg);
+    float *da = d, *db = da + n;
+    for (int clear = 0; clear < 2; clear++) {
+        acc_operands(a, b, n);
+        if (be->copy_in(be, da, a, n * sizeof *a, &err) || be->copy_in(be, db, b, n * sizeof *b, &err))
+            fail_msg("%s", err.msg);
+        if (be->accumulate_f32(be, da, db, n, clear, &err)) fail_msg("%s", err.msg);
+        if (be->copy_out(be, ga, da, n * sizeof *a, &err) || be->copy_out(be, gb, db, n * sizeof *b, &err))
+            fail_msg("%s", err.msg);
+        assert_int_equal(cpu->accumulate_f32(cpu, a, b, n, clear, &err), OT_OK);
+        for (size_t i = 0; i < n; i++)
+            if (!acc_same(a[i], ga[i]) || !acc_same(b[i], gb[i]))
+                fail_msg("accumulate_f32 (clear %d) at %zu: GPU %.9g (source %.9g), CPU %.9g (source %.9g)", clear, i,
+                         (double)ga[i], (double)gb[i], (double)a[i], (double)b[i]);
+    }
+    be->arena_free(be, d);
+    free(h);
+    ot_backend_free(cpu);
 }
 
 /* ---- reductions and normalisation ------------------------------------------------------- */
@@ -2236,6 +2321,7 @@ int main(void) {
         cmocka_unit_test(test_host_dropout),
         cmocka_unit_test(test_host_mse_grad),
         cmocka_unit_test(test_host_optim),
+        cmocka_unit_test(test_host_accumulate),
         cmocka_unit_test(test_samples_supported),
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
@@ -2257,6 +2343,7 @@ int main(void) {
         cmocka_unit_test(test_pool),          cmocka_unit_test(test_optim),
         cmocka_unit_test(test_shapes_more),   cmocka_unit_test(test_launch_limits),
         cmocka_unit_test(test_scan),
+        cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_samples_train),
         cmocka_unit_test(test_samples_remat_bitwise),
     };

@@ -7,6 +7,7 @@
  *   - results are bitwise the owner's, and a write through the owner is seen by the
  *     next run without any copy;
  *   - an in-place op reading a bound value does not overwrite it;
+ *   - a view of a bound value aliases the bound memory (no kernel, no bytes);
  *   - bound values cannot be written through the borrower, a binding of the wrong
  *     size or of a value a node writes is refused, an out-of-range id too. */
 #include <setjmp.h>
@@ -31,11 +32,11 @@ static int val(ot_graph *g, const char *name, int r, int c, ot_value_kind kind) 
 }
 
 typedef struct ids {
-    int x, W, b, m, y, r;
+    int x, W, b, m, y, r, f, rf;
 } ids;
 
 /* y = MatMul(x[3,4], W[4,2]) + b[3,2]; r = Relu(W) (in place when its input is
- * transient). Outputs y and r. */
+ * transient); f = Flatten(W), a view, and rf = Relu(f). Outputs y, r and rf. */
 static ot_graph *build(ids *id) {
     ot_graph *g = ot_graph_new("external");
     id->x = val(g, "x", 3, 4, OT_VK_INPUT);
@@ -44,6 +45,8 @@ static ot_graph *build(ids *id) {
     id->m = val(g, "m", 3, 2, OT_VK_ACTIVATION);
     id->y = val(g, "y", 3, 2, OT_VK_ACTIVATION);
     id->r = val(g, "r", 4, 2, OT_VK_ACTIVATION);
+    id->f = val(g, "f", 4, 2, OT_VK_ACTIVATION);
+    id->rf = val(g, "rf", 4, 2, OT_VK_ACTIVATION);
     float wd[8], bd[6];
     for (int i = 0; i < 8; i++) wd[i] = 0.25f * (float)(i - 3); /* negatives: Relu would change them */
     for (int i = 0; i < 6; i++) bd[i] = 0.5f * (float)i;
@@ -53,14 +56,18 @@ static ot_graph *build(ids *id) {
     ot_graph_add_node(g, OT_OP_MATMUL, "matmul", mm, 2, &id->m, 1, OT_PHASE_FORWARD);
     ot_graph_add_node(g, OT_OP_ADD, "add", ad, 2, &id->y, 1, OT_PHASE_FORWARD);
     ot_graph_add_node(g, OT_OP_RELU, "relu", &id->W, 1, &id->r, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_FLATTEN, "flatten", &id->W, 1, &id->f, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_RELU, "relu_f", &id->f, 1, &id->rf, 1, OT_PHASE_FORWARD);
     g->inputs = malloc(sizeof(int));
     g->inputs[0] = id->x;
     g->n_inputs = 1;
-    g->outputs = malloc(2 * sizeof(int));
+    g->outputs = malloc(3 * sizeof(int));
     g->outputs[0] = id->y;
     g->outputs[1] = id->r;
-    g->n_outputs = 2;
+    g->outputs[2] = id->rf;
+    g->n_outputs = 3;
     g->values[id->y].is_graph_output = g->values[id->r].is_graph_output = true;
+    g->values[id->rf].is_graph_output = true;
     return g;
 }
 
@@ -108,6 +115,12 @@ static void test_bound_values_read_in_place(void **state) {
     assert_int_equal(ot_plan_peak_bytes(p) + op->slab_bytes[OT_MEM_PARAMS] + op->slab_bytes[OT_MEM_CONSTANTS],
                      ot_plan_peak_bytes(op));
     assert_ptr_equal(ot_executor_value_ptr(ex, id.W), ot_executor_value_ptr(owner, id.W));
+    /* the view of W is W's bytes in both: the owner's param slab, the bound memory */
+    assert_int_equal(op->values[id.f].alias_of, id.W);
+    assert_int_equal(p->values[id.f].alias_of, id.W);
+    assert_int_equal(ot_plan_offset(p, id.f), -1);
+    assert_ptr_equal(ot_executor_value_ptr(ex, id.f), ot_executor_value_ptr(owner, id.W));
+    assert_ptr_equal(ot_executor_value_ptr(owner, id.f), ot_executor_value_ptr(owner, id.W));
 
     ot_tensor *x = input_x();
     ot_tensor *w0 = NULL, *w1 = NULL;
@@ -121,6 +134,10 @@ static void test_bound_values_read_in_place(void **state) {
     ot_tensor *r = NULL;
     if (ot_executor_get(ex, id.r, &r, &err)) fail_msg("%s", err.msg);
     for (int i = 0; i < 8; i++) assert_true(((float *)r->data)[i] == (((float *)w0->data)[i] > 0 ? ((float *)w0->data)[i] : 0));
+    ot_tensor *rf = NULL; /* Relu through the view: the same numbers */
+    if (ot_executor_get(ex, id.rf, &rf, &err)) fail_msg("%s", err.msg);
+    assert_memory_equal(rf->data, r->data, r->nbytes);
+    ot_tensor_free(rf);
 
     /* a write through the owner is what the next run reads */
     float w2[8];

@@ -2,8 +2,11 @@
  * whose tiny kernels are written here (so the executor is tested independently of
  * kernels/cpu): one arena of exactly the planned peak, results, measured high-water
  * == planned peak, input dtype/shape errors, unsupported nodes all listed at once,
- * node failures naming node and op, RNG node ids, pinned reads and writes. The same
- * graph also runs on the real CPU backend and must give the same numbers. */
+ * node failures naming node and op, RNG node ids, pinned reads and writes, views
+ * that alias their input running no kernel (the test backend has none for them)
+ * while in-place ops leave the shared block alone. The same graph also runs on the
+ * real CPU backend and must give the same numbers; so do contiguous and strided
+ * slices. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -353,19 +356,19 @@ static void test_unbound_shape(void **state) {
     ot_graph_free(g);
 }
 
-/* The per-node hook sees outputs in schedule order and can stop the run. */
+/* The phase-end hook: called after the last step of each phase (recompute counting
+ * as backward) and after the last step, never per node; it can stop the run. */
 typedef struct hook_log {
-    int steps[8], n;
+    ot_exec_boundary b[8];
+    int n;
     int stop_at;
 } hook_log;
 
-static ot_status record_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out,
-                             ot_error *err) {
-    (void)ex;
+static ot_status record_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, ot_error *err) {
     hook_log *h = user;
-    h->steps[h->n++] = node->id;
-    assert_non_null(out[0].data);
-    if (node->id == h->stop_at) return ot_fail(err, OT_E_NUMERICS, "hook stopped at step %d", step);
+    assert_non_null(ex);
+    h->b[h->n++] = *b;
+    if (b->step == h->stop_at) return ot_fail(err, OT_E_NUMERICS, "hook stopped at step %d", b->step);
     return OT_OK;
 }
 
@@ -374,22 +377,49 @@ static void test_hook_and_copy(void **state) {
     test_be tb;
     tb_init(&tb);
     ot_graph *g = build();
-    hook_log h = {.stop_at = 3};
-    ot_exec_options opt = {.after_node = record_hook, .hook_user = &h};
+    /* relu, matmul: forward; neg: loss; add: backward; exp: a recompute clone */
+    g->nodes[2].phase = OT_PHASE_LOSS;
+    g->nodes[3].phase = OT_PHASE_BACKWARD;
+    g->nodes[4].phase = OT_PHASE_RECOMPUTE;
+    hook_log h = {.stop_at = 2};
+    ot_exec_options opt = {.at_phase_end = record_hook, .hook_user = &h};
     ot_executor *ex = NULL;
     ot_error err = {0};
     assert_int_equal(ot_executor_new(g, &tb.be, &opt, &ex, &err), OT_OK);
     ot_tensor *x = input_x(0.5f);
     assert_int_equal(ot_executor_set_input(ex, ot_graph_find_value(g, "x"), x, &err), OT_OK);
     assert_int_equal(ot_executor_run(ex, &err), OT_E_NUMERICS);
-    assert_non_null(strstr(err.msg, "hook stopped at step 3"));
-    assert_int_equal(h.n, 4);
-    for (int i = 0; i < 4; i++) assert_int_equal(h.steps[i], i);
-    /* copy_value: pinned to pinned of the same size (y -> e), refused for transients. */
+    assert_non_null(strstr(err.msg, "hook stopped at step 2"));
+    assert_int_equal(h.n, 2);
+    assert_int_equal(h.b[0].step, 1);
+    assert_int_equal(h.b[0].ended, OT_PHASE_FORWARD);
+    assert_int_equal(h.b[0].next, OT_PHASE_LOSS);
+    assert_false(h.b[0].end);
+    assert_int_equal(h.b[1].ended, OT_PHASE_LOSS);
+    assert_int_equal(h.b[1].next, OT_PHASE_BACKWARD);
     h.stop_at = -1;
     h.n = 0;
     assert_int_equal(ot_executor_run(ex, &err), OT_OK);
+    assert_int_equal(h.n, 3); /* no boundary between the backward node and the recompute clone */
+    assert_int_equal(h.b[2].step, 4);
+    assert_int_equal(h.b[2].ended, OT_PHASE_BACKWARD);
+    assert_int_equal(h.b[2].next, OT_PHASE_BACKWARD);
+    assert_true(h.b[2].end);
+    /* step by step: the same results, no hook; a range outside the schedule refused */
     int y = ot_graph_find_value(g, "y"), e = ot_graph_find_value(g, "e"), m = ot_graph_find_value(g, "m");
+    float want_e[6], got_e[6];
+    memcpy(want_e, ot_executor_value_ptr(ex, e), sizeof want_e);
+    memset(ot_executor_value_ptr(ex, e), 0, sizeof got_e);
+    h.n = 0;
+    for (int k = 0; k < 5; k++) assert_int_equal(ot_executor_run_steps(ex, k, 1, &err), OT_OK);
+    memcpy(got_e, ot_executor_value_ptr(ex, e), sizeof got_e);
+    assert_memory_equal(want_e, got_e, sizeof want_e);
+    assert_int_equal(h.n, 0);
+    assert_int_equal(ot_executor_run_steps(ex, 0, 5, &err), OT_OK);
+    assert_int_equal(ot_executor_run_steps(ex, 4, 2, &err), OT_E_USAGE);
+    assert_int_equal(ot_executor_run_steps(ex, -1, 1, &err), OT_E_USAGE);
+    assert_int_equal(h.n, 0);
+    /* copy_value: pinned to pinned of the same size (y -> e), refused for transients. */
     assert_int_equal(ot_executor_copy_value(ex, e, y, &err), OT_OK);
     assert_memory_equal(ot_executor_value_ptr(ex, e), ot_executor_value_ptr(ex, y), 6 * sizeof(float));
     assert_int_equal(ot_executor_copy_value(ex, e, m, &err), OT_E_USAGE);
@@ -427,12 +457,151 @@ static void test_cpu_backend(void **state) {
     ot_backend_free(be);
 }
 
+/* ---- views ------------------------------------------------------------------- */
+
+static int i64_const(ot_graph *g, const char *name, const int64_t *vals, int n) {
+    int64_t d = n;
+    ot_shape s = ot_shape_make(1, &d);
+    int v = ot_graph_add_value(g, name, OT_I64, &s, OT_VK_CONSTANT);
+    assert_true(v >= 0);
+    ot_value_set_data(&g->values[v], vals, sizeof(int64_t) * (size_t)n);
+    return v;
+}
+
+static void set_io(ot_graph *g, int x, const int *outs, int n) {
+    g->inputs = malloc(sizeof(int));
+    g->inputs[0] = x;
+    g->n_inputs = 1;
+    g->outputs = malloc(sizeof(int) * (size_t)n);
+    for (int k = 0; k < n; k++) {
+        g->outputs[k] = outs[k];
+        g->values[outs[k]].is_graph_output = true;
+    }
+    g->n_outputs = n;
+}
+
+/* x[3,4] -> Relu -> a -> Reshape[12] -> v -> Exp -> r -> Reshape[3,4] -> r2;
+ * y = Add(r2, a). Exp must not write over a (Add reads it later). */
+static ot_graph *build_views(void) {
+    ot_graph *g = ot_graph_new("views");
+    int x = val(g, "x", 3, 4, OT_VK_INPUT), a = val(g, "a", 3, 4, OT_VK_ACTIVATION);
+    int64_t d12 = 12;
+    ot_shape s12 = ot_shape_make(1, &d12);
+    int v = ot_graph_add_value(g, "v", OT_F32, &s12, OT_VK_ACTIVATION);
+    int r = ot_graph_add_value(g, "r", OT_F32, &s12, OT_VK_ACTIVATION);
+    int r2 = val(g, "r2", 3, 4, OT_VK_ACTIVATION), y = val(g, "y", 3, 4, OT_VK_ACTIVATION);
+    int shp12 = i64_const(g, "shape12", (int64_t[]){12}, 1), shp34 = i64_const(g, "shape34", (int64_t[]){3, 4}, 2);
+    ot_graph_add_node(g, OT_OP_RELU, "relu", &x, 1, &a, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_RESHAPE, "flat", (int[]){a, shp12}, 2, &v, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_EXP, "exp", &v, 1, &r, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_RESHAPE, "unflat", (int[]){r, shp34}, 2, &r2, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_ADD, "add", (int[]){r2, a}, 2, &y, 1, OT_PHASE_FORWARD);
+    set_io(g, x, &y, 1);
+    return g;
+}
+
+static void test_views_run_no_kernel(void **state) {
+    (void)state;
+    test_be tb;
+    tb_init(&tb);
+    ot_graph *g = build_views();
+    int a = ot_graph_find_value(g, "a"), v = ot_graph_find_value(g, "v"), r = ot_graph_find_value(g, "r");
+    int r2 = ot_graph_find_value(g, "r2"), y = ot_graph_find_value(g, "y");
+    ot_executor *ex = NULL;
+    ot_error err = {0};
+    /* The test backend has no Reshape kernel: as aliases the views need none. */
+    if (ot_executor_new(g, &tb.be, NULL, &ex, &err)) fail_msg("%s", err.msg);
+    const ot_plan *p = ot_executor_plan(ex);
+    assert_int_equal(p->values[v].alias_of, a);
+    assert_int_equal(p->values[r2].alias_of, r);
+    assert_true(p->values[r].offset != p->values[a].offset);
+    assert_ptr_equal(ot_executor_value_ptr(ex, v), ot_executor_value_ptr(ex, a));
+    assert_ptr_equal(ot_executor_value_ptr(ex, r2), ot_executor_value_ptr(ex, r));
+    assert_int_equal(tb.alloc_bytes, ot_plan_peak_bytes(p));
+    ot_tensor *x = input_x(0.5f), *ty = NULL;
+    if (ot_executor_set_input_by_name(ex, "x", x, &err) || ot_executor_run(ex, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(ot_executor_high_water(ex), ot_plan_peak_bytes(p));
+    assert_int_equal(ot_executor_get(ex, y, &ty, &err), OT_OK);
+    for (int i = 0; i < 12; i++) {
+        float xi = ((float *)x->data)[i], ai = xi > 0 ? xi : 0;
+        assert_true(((float *)ty->data)[i] == expf(ai) + ai); /* bitwise: the same float ops */
+    }
+    /* A view of a transient is transient: not readable after the run. */
+    ot_tensor *tv = NULL;
+    assert_int_equal(ot_executor_get(ex, v, &tv, &err), OT_E_USAGE);
+    ot_executor_free(ex);
+    /* Without reuse the views are copies, and copies need the kernel. */
+    ot_exec_options no = {.no_inplace = true};
+    assert_int_equal(ot_executor_new(g, &tb.be, &no, &ex, &err), OT_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "2 nodes"));
+    assert_non_null(strstr(err.msg, "'flat'"));
+    ot_tensor_free(ty);
+    ot_tensor_free(x);
+    ot_graph_free(g);
+}
+
+/* On the CPU backend: a contiguous Slice aliases, a strided one is computed, a view
+ * that is a graph output is a copy; every result is exact. */
+static void test_slices_on_cpu(void **state) {
+    (void)state;
+    ot_error err = {0};
+    ot_backend *be = ot_backend_cpu_new(2, &err);
+    assert_non_null(be);
+    ot_graph *g = ot_graph_new("slices");
+    int x = val(g, "x", 4, 16, OT_VK_INPUT), a = val(g, "a", 4, 16, OT_VK_ACTIVATION);
+    int rows = val(g, "rows", 2, 16, OT_VK_ACTIVATION), str = val(g, "strided", 4, 8, OT_VK_ACTIVATION);
+    int o1 = val(g, "o1", 2, 16, OT_VK_ACTIVATION), o2 = val(g, "o2", 4, 8, OT_VK_ACTIVATION);
+    int f = val(g, "flat", 4, 16, OT_VK_ACTIVATION);
+    int s1 = i64_const(g, "s1", (int64_t[]){1}, 1), e3 = i64_const(g, "e3", (int64_t[]){3}, 1);
+    int ax0 = i64_const(g, "ax0", (int64_t[]){0}, 1), s0 = i64_const(g, "s0", (int64_t[]){0}, 1);
+    int e16 = i64_const(g, "e16", (int64_t[]){16}, 1), ax1 = i64_const(g, "ax1", (int64_t[]){1}, 1);
+    int two = i64_const(g, "two", (int64_t[]){2}, 1);
+    ot_graph_add_node(g, OT_OP_RELU, "relu", &x, 1, &a, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_SLICE, "rows", (int[]){a, s1, e3, ax0}, 4, &rows, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_SLICE, "strided", (int[]){a, s0, e16, ax1, two}, 5, &str, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_NEG, "neg1", &rows, 1, &o1, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_NEG, "neg2", &str, 1, &o2, 1, OT_PHASE_FORWARD);
+    ot_graph_add_node(g, OT_OP_FLATTEN, "flatten", &a, 1, &f, 1, OT_PHASE_FORWARD);
+    set_io(g, x, (int[]){o1, o2, f}, 3);
+    ot_executor *ex = NULL;
+    if (ot_executor_new(g, be, NULL, &ex, &err)) fail_msg("%s", err.msg);
+    const ot_plan *p = ot_executor_plan(ex);
+    assert_int_equal(p->values[rows].alias_of, a);
+    assert_ptr_equal(ot_executor_value_ptr(ex, rows), (char *)ot_executor_value_ptr(ex, a) + 64);
+    assert_int_equal(p->values[str].alias_of, -1);
+    assert_int_equal(p->values[f].alias_of, -1);
+    int64_t d[2] = {4, 16};
+    ot_shape sx = ot_shape_make(2, d);
+    ot_tensor *tx = ot_tensor_new(OT_F32, &sx), *t1 = NULL, *t2 = NULL, *tf = NULL;
+    float *xs = tx->data, ar[64];
+    for (int i = 0; i < 64; i++) {
+        xs[i] = 0.25f * (float)(i % 9 - 4);
+        ar[i] = xs[i] > 0 ? xs[i] : 0;
+    }
+    if (ot_executor_set_input(ex, x, tx, &err) || ot_executor_run(ex, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(ot_executor_high_water(ex), ot_plan_peak_bytes(p));
+    assert_int_equal(ot_executor_get(ex, o1, &t1, &err), OT_OK);
+    assert_int_equal(ot_executor_get(ex, o2, &t2, &err), OT_OK);
+    assert_int_equal(ot_executor_get(ex, f, &tf, &err), OT_OK);
+    for (int i = 0; i < 32; i++) assert_true(((float *)t1->data)[i] == -ar[16 + i]);
+    for (int i = 0; i < 32; i++) assert_true(((float *)t2->data)[i] == -ar[(i / 8) * 16 + (i % 8) * 2]);
+    assert_memory_equal(tf->data, ar, sizeof ar);
+    ot_tensor_free(tx);
+    ot_tensor_free(t1);
+    ot_tensor_free(t2);
+    ot_tensor_free(tf);
+    ot_executor_free(ex);
+    ot_graph_free(g);
+    ot_backend_free(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_end_to_end), cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_unsupported_listed), cmocka_unit_test(test_rng_node),
         cmocka_unit_test(test_unbound_shape), cmocka_unit_test(test_hook_and_copy),
-        cmocka_unit_test(test_cpu_backend),
+        cmocka_unit_test(test_cpu_backend), cmocka_unit_test(test_views_run_no_kernel),
+        cmocka_unit_test(test_slices_on_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

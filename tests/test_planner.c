@@ -1,9 +1,8 @@
 /* test_planner.c — the schedule and the memory planner on hand-built graphs:
  * lifetimes, in-place reuse, pinned slabs, best fit, workspaces, kept activations,
- * lazy placement of recompute clones, errors, and speed on a 5,000-node graph.
- * Every plan built here is checked exhaustively: no two blocks that are live at the
- * same step overlap (unless one took the other over in place), and the peak equals
- * the highest end offset of any block. */
+ * lazy placement of recompute clones, errors, and speed on a 5,000-node graph (views
+ * are in test_planner_views.c). Every plan built here is checked exhaustively
+ * (helpers/plan_check.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,111 +16,7 @@
 #include "exec/backend.h"
 #include "plan/planner.h"
 #include "plan/schedule.h"
-
-/* ---- helpers ----------------------------------------------------------------- */
-
-static int add_f32(ot_graph *g, const char *name, int64_t n, ot_value_kind kind) {
-    ot_shape s = ot_shape_make(1, &n);
-    int v = ot_graph_add_value(g, name, OT_F32, &s, kind);
-    assert_true(v >= 0);
-    if (kind == OT_VK_PARAM || kind == OT_VK_CONSTANT || kind == OT_VK_STATE) {
-        float *d = calloc((size_t)n + 1, sizeof(float));
-        assert_int_equal(ot_value_set_data(&g->values[v], d, (size_t)n * sizeof(float)), 0);
-        free(d);
-    }
-    return v;
-}
-
-static int node1(ot_graph *g, ot_op op, const char *name, int in, int out, ot_phase ph) {
-    int id = ot_graph_add_node(g, op, name, &in, 1, &out, 1, ph);
-    assert_true(id >= 0);
-    return id;
-}
-
-static int node2(ot_graph *g, ot_op op, const char *name, int a, int b, int out, ot_phase ph) {
-    int ins[2] = {a, b};
-    int id = ot_graph_add_node(g, op, name, ins, 2, &out, 1, ph);
-    assert_true(id >= 0);
-    return id;
-}
-
-static void mark_output(ot_graph *g, int v) {
-    g->outputs = realloc(g->outputs, sizeof(int) * (size_t)(g->n_outputs + 1));
-    g->outputs[g->n_outputs++] = v;
-    g->values[v].is_graph_output = true;
-}
-
-static void mark_input(ot_graph *g, int v) {
-    g->inputs = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
-    g->inputs[g->n_inputs++] = v;
-}
-
-/* The exhaustive invariant check of a plan (O(blocks^2); graphs here are small,
- * the 5,000-node one has ~10k blocks). */
-typedef struct blk {
-    int64_t off;
-    size_t n;
-    int first, last; /* live steps, inclusive; pinned: whole run */
-    int value;       /* -1 for a workspace */
-    int inplace_of;
-} blk;
-
-static void check_plan(const ot_graph *g, const ot_plan *p) {
-    int cap = p->n_values + p->n_steps + 1, nb = 0;
-    blk *b = calloc((size_t)cap, sizeof *b);
-    size_t max_end = 0;
-    for (int v = 0; v < p->n_values; v++) {
-        const ot_plan_value *pv = &p->values[v];
-        if (pv->offset < 0) continue;
-        assert_int_equal(pv->offset % OT_PLAN_ALIGN, 0);
-        assert_int_equal(pv->nbytes, (size_t)ot_shape_numel(&g->values[v].shape) * ot_dtype_size(g->values[v].dtype));
-        if (pv->pinned) assert_true((size_t)pv->offset + pv->nbytes <= p->pinned_bytes);
-        else assert_true((size_t)pv->offset >= p->pinned_bytes);
-        if (pv->nbytes == 0) continue;
-        if (!pv->pinned) assert_true(pv->def_step >= 0 && pv->last_step >= pv->def_step);
-        b[nb++] = (blk){pv->offset, pv->nbytes, pv->pinned ? -1 : pv->def_step,
-                        pv->pinned ? p->n_steps : pv->last_step, v, pv->inplace_of};
-        if ((size_t)pv->offset + pv->nbytes > max_end) max_end = (size_t)pv->offset + pv->nbytes;
-    }
-    for (int s = 0; s < p->n_steps; s++) {
-        if (p->ws_offset[s] < 0) continue;
-        assert_true(p->ws_bytes[s] > 0);
-        b[nb++] = (blk){p->ws_offset[s], p->ws_bytes[s], s, s, -1, -1};
-        if ((size_t)p->ws_offset[s] + p->ws_bytes[s] > max_end) max_end = (size_t)p->ws_offset[s] + p->ws_bytes[s];
-    }
-    assert_int_equal(p->peak_bytes, max_end);
-    for (int i = 0; i < nb; i++)
-        for (int j = i + 1; j < nb; j++) {
-            const blk *x = &b[i], *y = &b[j];
-            bool time = x->first <= y->last && y->first <= x->last;
-            bool space = x->off < y->off + (int64_t)y->n && y->off < x->off + (int64_t)x->n;
-            if (!time || !space) continue;
-            /* An in-place pair shares the block at the handover step only. */
-            bool handover = (y->inplace_of == x->value && y->first == x->last) ||
-                            (x->inplace_of == y->value && x->first == y->last);
-            if (!handover)
-                fail_msg("values %d and %d overlap: [%lld,+%zu) steps %d..%d vs [%lld,+%zu) steps %d..%d", x->value,
-                         y->value, (long long)x->off, x->n, x->first, x->last, (long long)y->off, y->n, y->first,
-                         y->last);
-        }
-    /* The timeline never exceeds the arena. */
-    for (int s = 0; s < p->n_steps; s++) assert_true(p->timeline[s] <= p->peak_bytes);
-    free(b);
-}
-
-static ot_plan *plan_of(const ot_graph *g, ot_backend *be, bool no_inplace) {
-    int *order = NULL, n = 0;
-    ot_error err = {0};
-    assert_int_equal(ot_schedule_build(g, &order, &n, &err), OT_OK);
-    ot_plan *p = NULL;
-    ot_plan_options o = {.no_inplace = no_inplace};
-    ot_plan_device dev = ot_backend_plan_device(be);
-    ot_status st = ot_plan_build_opts(g, order, n, &dev, &o, &p, &err);
-    if (st) fail_msg("plan failed: %s", err.msg);
-    free(order);
-    check_plan(g, p);
-    return p;
-}
+#include "plan_check.h"
 
 /* ---- tests ------------------------------------------------------------------- */
 
@@ -129,17 +24,17 @@ static ot_plan *plan_of(const ot_graph *g, ot_backend *be, bool no_inplace) {
 static void test_chain_lifetimes_and_inplace(void **state) {
     (void)state;
     ot_graph *g = ot_graph_new("chain");
-    int x = add_f32(g, "x", 100, OT_VK_INPUT);
-    mark_input(g, x);
-    int a = add_f32(g, "a", 100, OT_VK_ACTIVATION);
-    int b = add_f32(g, "b", 100, OT_VK_ACTIVATION);
-    int c = add_f32(g, "c", 100, OT_VK_ACTIVATION);
-    node1(g, OT_OP_RELU, "relu", x, a, OT_PHASE_FORWARD);
-    node1(g, OT_OP_NEG, "neg", a, b, OT_PHASE_FORWARD);
-    node1(g, OT_OP_EXP, "exp", b, c, OT_PHASE_FORWARD);
-    mark_output(g, c);
+    int x = pc_f32(g, "x", 100, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int a = pc_f32(g, "a", 100, OT_VK_ACTIVATION);
+    int b = pc_f32(g, "b", 100, OT_VK_ACTIVATION);
+    int c = pc_f32(g, "c", 100, OT_VK_ACTIVATION);
+    pc_node1(g, OT_OP_RELU, "relu", x, a, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_NEG, "neg", a, b, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_EXP, "exp", b, c, OT_PHASE_FORWARD);
+    pc_mark_output(g, c);
 
-    ot_plan *p = plan_of(g, NULL, false);
+    ot_plan *p = pc_plan_of(g, NULL, false);
     assert_true(p->values[x].pinned);
     assert_true(p->values[c].pinned);
     assert_int_equal(p->values[x].category, OT_MEM_IO);
@@ -166,7 +61,7 @@ static void test_chain_lifetimes_and_inplace(void **state) {
     ot_plan_free(p);
 
     /* Without in-place: b needs its own block while a is still being read. */
-    p = plan_of(g, NULL, true);
+    p = pc_plan_of(g, NULL, true);
     assert_true(p->values[b].offset != p->values[a].offset);
     assert_int_equal(p->peak_bytes, 2 * 448 + 448 + 400);
     ot_plan_free(p);
@@ -178,31 +73,38 @@ static void test_chain_lifetimes_and_inplace(void **state) {
 static void test_inplace_conditions(void **state) {
     (void)state;
     ot_graph *g = ot_graph_new("inplace");
-    int x = add_f32(g, "x", 64, OT_VK_INPUT);
-    mark_input(g, x);
-    int a = add_f32(g, "a", 64, OT_VK_ACTIVATION);
-    int b = add_f32(g, "b", 64, OT_VK_ACTIVATION);  /* Relu(a); a read again later */
-    int c = add_f32(g, "c", 64, OT_VK_ACTIVATION);  /* Add(a, b): a dies here -> in place */
-    int d = add_f32(g, "d", 32, OT_VK_ACTIVATION);  /* Reshape-like view of c with another size: no */
-    int e = add_f32(g, "e", 32, OT_VK_ACTIVATION);  /* Softmax(d): no INPLACE trait */
-    int f = add_f32(g, "f", 32, OT_VK_ACTIVATION);  /* Flatten(e): VIEW, same size -> in place */
-    int y = add_f32(g, "y", 32, OT_VK_ACTIVATION);
-    node1(g, OT_OP_NEG, "n0", x, a, OT_PHASE_FORWARD);
-    node1(g, OT_OP_RELU, "n1", a, b, OT_PHASE_FORWARD);
-    node2(g, OT_OP_ADD, "n2", a, b, c, OT_PHASE_FORWARD);
-    node1(g, OT_OP_RESHAPE, "n3", c, d, OT_PHASE_FORWARD);
-    node1(g, OT_OP_SOFTMAX, "n4", d, e, OT_PHASE_FORWARD);
-    node1(g, OT_OP_FLATTEN, "n5", e, f, OT_PHASE_FORWARD);
-    node1(g, OT_OP_SIGMOID, "n6", f, y, OT_PHASE_FORWARD);
-    mark_output(g, y);
-    ot_plan *p = plan_of(g, NULL, false);
+    int x = pc_f32(g, "x", 64, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int a = pc_f32(g, "a", 64, OT_VK_ACTIVATION);
+    int b = pc_f32(g, "b", 64, OT_VK_ACTIVATION);  /* Relu(a); a read again later */
+    int c = pc_f32(g, "c", 64, OT_VK_ACTIVATION);  /* Add(a, b): a dies here -> in place */
+    int d = pc_f32(g, "d", 32, OT_VK_ACTIVATION);  /* Reshape-like view of c with another size: no */
+    int e = pc_f32(g, "e", 32, OT_VK_ACTIVATION);  /* Softmax(d): no INPLACE trait */
+    int f = pc_f32(g, "f", 32, OT_VK_ACTIVATION);  /* Flatten(e): VIEW, same size -> an alias of e */
+    int y = pc_f32(g, "y", 32, OT_VK_ACTIVATION);
+    pc_node1(g, OT_OP_NEG, "n0", x, a, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_RELU, "n1", a, b, OT_PHASE_FORWARD);
+    pc_node2(g, OT_OP_ADD, "n2", a, b, c, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_RESHAPE, "n3", c, d, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_SOFTMAX, "n4", d, e, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_FLATTEN, "n5", e, f, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_SIGMOID, "n6", f, y, OT_PHASE_FORWARD);
+    pc_mark_output(g, y);
+    ot_plan *p = pc_plan_of(g, NULL, false);
     assert_int_equal(p->values[b].inplace_of, -1);
     assert_true(p->values[b].offset != p->values[a].offset);
     assert_int_equal(p->values[c].inplace_of, a);
     assert_int_equal(p->values[d].inplace_of, -1);
     assert_int_equal(p->values[e].inplace_of, -1);
-    assert_int_equal(p->values[f].inplace_of, e);
+    assert_int_equal(p->values[f].inplace_of, -1);
+    assert_int_equal(p->values[f].alias_of, e);
     assert_int_equal(p->values[f].offset, p->values[e].offset);
+    assert_int_equal(p->values[d].alias_of, -1); /* the sizes differ: not a view */
+    ot_plan_free(p);
+    /* Without in-place reuse, f is a copy in a block of its own. */
+    p = pc_plan_of(g, NULL, true);
+    assert_int_equal(p->values[f].alias_of, -1);
+    assert_true(p->values[f].offset != p->values[e].offset);
     ot_plan_free(p);
     ot_graph_free(g);
 }
@@ -211,32 +113,32 @@ static void test_inplace_conditions(void **state) {
 static void test_pinned_slabs(void **state) {
     (void)state;
     ot_graph *g = ot_graph_new("slabs");
-    int x = add_f32(g, "x", 10, OT_VK_INPUT);
-    mark_input(g, x);
-    int w1 = add_f32(g, "w1", 10, OT_VK_PARAM);
-    int w2 = add_f32(g, "w2", 30, OT_VK_PARAM);
-    int m1 = add_f32(g, "m1", 10, OT_VK_OPT_STATE);
-    int m2 = add_f32(g, "m2", 30, OT_VK_OPT_STATE);
-    int k = add_f32(g, "k", 10, OT_VK_CONSTANT);
-    int unused_k = add_f32(g, "unused_const", 1000, OT_VK_CONSTANT);
-    int h = add_f32(g, "h", 10, OT_VK_ACTIVATION);
-    int h2 = add_f32(g, "h2", 10, OT_VK_ACTIVATION);
-    int loss = add_f32(g, "loss", 10, OT_VK_ACTIVATION);
-    int g1 = add_f32(g, "w1_grad", 10, OT_VK_GRADIENT);
-    int g2 = add_f32(g, "w2_grad", 30, OT_VK_GRADIENT);
-    int tmp = add_f32(g, "tmp_grad", 10, OT_VK_GRADIENT); /* not a param gradient */
-    node2(g, OT_OP_MUL, "f0", x, w1, h, OT_PHASE_FORWARD);
-    node2(g, OT_OP_ADD, "f1", h, k, h2, OT_PHASE_FORWARD);
-    node1(g, OT_OP_NEG, "l", h2, loss, OT_PHASE_LOSS);
-    node2(g, OT_OP_MUL, "b0", loss, h, tmp, OT_PHASE_BACKWARD);
-    node2(g, OT_OP_MUL, "b1", tmp, x, g1, OT_PHASE_BACKWARD);
-    node1(g, OT_OP_CONCAT, "b2", tmp, g2, OT_PHASE_BACKWARD);
+    int x = pc_f32(g, "x", 10, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int w1 = pc_f32(g, "w1", 10, OT_VK_PARAM);
+    int w2 = pc_f32(g, "w2", 30, OT_VK_PARAM);
+    int m1 = pc_f32(g, "m1", 10, OT_VK_OPT_STATE);
+    int m2 = pc_f32(g, "m2", 30, OT_VK_OPT_STATE);
+    int k = pc_f32(g, "k", 10, OT_VK_CONSTANT);
+    int unused_k = pc_f32(g, "unused_const", 1000, OT_VK_CONSTANT);
+    int h = pc_f32(g, "h", 10, OT_VK_ACTIVATION);
+    int h2 = pc_f32(g, "h2", 10, OT_VK_ACTIVATION);
+    int loss = pc_f32(g, "loss", 10, OT_VK_ACTIVATION);
+    int g1 = pc_f32(g, "w1_grad", 10, OT_VK_GRADIENT);
+    int g2 = pc_f32(g, "w2_grad", 30, OT_VK_GRADIENT);
+    int tmp = pc_f32(g, "tmp_grad", 10, OT_VK_GRADIENT); /* not a param gradient */
+    pc_node2(g, OT_OP_MUL, "f0", x, w1, h, OT_PHASE_FORWARD);
+    pc_node2(g, OT_OP_ADD, "f1", h, k, h2, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_NEG, "l", h2, loss, OT_PHASE_LOSS);
+    pc_node2(g, OT_OP_MUL, "b0", loss, h, tmp, OT_PHASE_BACKWARD);
+    pc_node2(g, OT_OP_MUL, "b1", tmp, x, g1, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_CONCAT, "b2", tmp, g2, OT_PHASE_BACKWARD);
     int s1[3] = {w1, g1, m1}, s2[3] = {w2, g2, m2};
     ot_graph_add_node(g, OT_OP_SGD_STEP, "opt1", s1, 3, NULL, 0, OT_PHASE_OPTIMIZER);
     ot_graph_add_node(g, OT_OP_SGD_STEP, "opt2", s2, 3, NULL, 0, OT_PHASE_OPTIMIZER);
-    mark_output(g, loss);
+    pc_mark_output(g, loss);
 
-    ot_plan *p = plan_of(g, NULL, false);
+    ot_plan *p = pc_plan_of(g, NULL, false);
     assert_int_equal(p->values[w1].offset, 0);
     assert_int_equal(p->values[w2].offset, 64);
     assert_int_equal(p->slab_offset[OT_MEM_PARAMS], 0);
@@ -271,20 +173,20 @@ static void test_pinned_slabs(void **state) {
 static void test_slabs_mirror_params(void **state) {
     (void)state;
     ot_graph *g = ot_graph_new("mirror");
-    int x = add_f32(g, "x", 16, OT_VK_INPUT);
-    mark_input(g, x);
+    int x = pc_f32(g, "x", 16, OT_VK_INPUT);
+    pc_mark_input(g, x);
     int w[3], gr[3], m[3];
     char nm[16];
     for (int i = 0; i < 3; i++) {
         snprintf(nm, sizeof nm, "w%d", i);
-        w[i] = add_f32(g, nm, 16 * (i + 1), OT_VK_PARAM);
+        w[i] = pc_f32(g, nm, 16 * (i + 1), OT_VK_PARAM);
     }
-    int scalars = add_f32(g, "scalars", 4, OT_VK_OPT_STATE);
+    int scalars = pc_f32(g, "scalars", 4, OT_VK_OPT_STATE);
     for (int i = 2; i >= 0; i--) {
         snprintf(nm, sizeof nm, "g%d", i);
-        gr[i] = add_f32(g, nm, 16 * (i + 1), OT_VK_GRADIENT);
+        gr[i] = pc_f32(g, nm, 16 * (i + 1), OT_VK_GRADIENT);
         snprintf(nm, sizeof nm, "m%d", i);
-        m[i] = add_f32(g, nm, 16 * (i + 1), OT_VK_OPT_STATE);
+        m[i] = pc_f32(g, nm, 16 * (i + 1), OT_VK_OPT_STATE);
         snprintf(nm, sizeof nm, "b%d", i);
         ot_graph_add_node(g, OT_OP_CONCAT, nm, &x, 1, &gr[i], 1, OT_PHASE_BACKWARD);
     }
@@ -293,7 +195,7 @@ static void test_slabs_mirror_params(void **state) {
         snprintf(nm, sizeof nm, "sgd%d", i);
         ot_graph_add_node(g, OT_OP_SGD_STEP, nm, in, 4, NULL, 0, OT_PHASE_OPTIMIZER);
     }
-    ot_plan *p = plan_of(g, NULL, false);
+    ot_plan *p = pc_plan_of(g, NULL, false);
     for (int i = 0; i < 3; i++) {
         int64_t off = p->values[w[i]].offset - (int64_t)p->slab_offset[OT_MEM_PARAMS];
         assert_int_equal(p->values[gr[i]].offset - (int64_t)p->slab_offset[OT_MEM_GRADIENTS], off);
@@ -310,25 +212,25 @@ static void test_slabs_mirror_params(void **state) {
 static void test_best_fit(void **state) {
     (void)state;
     ot_graph *g = ot_graph_new("bestfit");
-    int x = add_f32(g, "x", 16, OT_VK_INPUT);
-    mark_input(g, x);
-    int A = add_f32(g, "A", 1024, OT_VK_ACTIVATION); /* 4096 B */
-    int B = add_f32(g, "B", 256, OT_VK_ACTIVATION);  /* 1024 B */
-    int C = add_f32(g, "C", 512, OT_VK_ACTIVATION);  /* 2048 B */
-    int D = add_f32(g, "D", 16, OT_VK_ACTIVATION);   /* 64 B */
-    int T = add_f32(g, "T", 16, OT_VK_ACTIVATION);
-    int E = add_f32(g, "E", 512, OT_VK_ACTIVATION);
-    int y = add_f32(g, "y", 16, OT_VK_ACTIVATION);
-    node1(g, OT_OP_RELU, "n0", x, A, OT_PHASE_FORWARD);
-    node1(g, OT_OP_RELU, "n1", x, B, OT_PHASE_FORWARD);
-    node1(g, OT_OP_RELU, "n2", x, C, OT_PHASE_FORWARD);
-    node1(g, OT_OP_RELU, "n3", x, D, OT_PHASE_FORWARD);
-    node2(g, OT_OP_SUM, "n4", A, C, T, OT_PHASE_FORWARD);
-    node1(g, OT_OP_TANH, "n5", D, E, OT_PHASE_FORWARD);
+    int x = pc_f32(g, "x", 16, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int A = pc_f32(g, "A", 1024, OT_VK_ACTIVATION); /* 4096 B */
+    int B = pc_f32(g, "B", 256, OT_VK_ACTIVATION);  /* 1024 B */
+    int C = pc_f32(g, "C", 512, OT_VK_ACTIVATION);  /* 2048 B */
+    int D = pc_f32(g, "D", 16, OT_VK_ACTIVATION);   /* 64 B */
+    int T = pc_f32(g, "T", 16, OT_VK_ACTIVATION);
+    int E = pc_f32(g, "E", 512, OT_VK_ACTIVATION);
+    int y = pc_f32(g, "y", 16, OT_VK_ACTIVATION);
+    pc_node1(g, OT_OP_RELU, "n0", x, A, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_RELU, "n1", x, B, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_RELU, "n2", x, C, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_RELU, "n3", x, D, OT_PHASE_FORWARD);
+    pc_node2(g, OT_OP_SUM, "n4", A, C, T, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_TANH, "n5", D, E, OT_PHASE_FORWARD);
     int ins[3] = {B, E, T};
     ot_graph_add_node(g, OT_OP_SUM, "n6", ins, 3, &y, 1, OT_PHASE_FORWARD);
-    mark_output(g, y);
-    ot_plan *p = plan_of(g, NULL, false);
+    pc_mark_output(g, y);
+    ot_plan *p = pc_plan_of(g, NULL, false);
     size_t base = p->pinned_bytes;
     assert_int_equal(p->values[A].offset, (int64_t)base);
     assert_int_equal(p->values[B].offset, (int64_t)base + 4096);
@@ -355,17 +257,17 @@ static void test_workspace(void **state) {
     (void)state;
     ot_backend be = {.name = "fake", .workspace_bytes = fake_ws};
     ot_graph *g = ot_graph_new("ws");
-    int x = add_f32(g, "x", 16, OT_VK_INPUT);
-    mark_input(g, x);
-    int w = add_f32(g, "w", 16, OT_VK_PARAM);
-    int a = add_f32(g, "a", 16, OT_VK_ACTIVATION);
-    int b = add_f32(g, "b", 16, OT_VK_ACTIVATION);
-    int y = add_f32(g, "y", 16, OT_VK_ACTIVATION);
-    node1(g, OT_OP_RELU, "r", x, a, OT_PHASE_FORWARD);
-    node2(g, OT_OP_MATMUL, "mm", a, w, b, OT_PHASE_FORWARD);
-    node1(g, OT_OP_NEG, "n", b, y, OT_PHASE_FORWARD);
-    mark_output(g, y);
-    ot_plan *p = plan_of(g, &be, false);
+    int x = pc_f32(g, "x", 16, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int w = pc_f32(g, "w", 16, OT_VK_PARAM);
+    int a = pc_f32(g, "a", 16, OT_VK_ACTIVATION);
+    int b = pc_f32(g, "b", 16, OT_VK_ACTIVATION);
+    int y = pc_f32(g, "y", 16, OT_VK_ACTIVATION);
+    pc_node1(g, OT_OP_RELU, "r", x, a, OT_PHASE_FORWARD);
+    pc_node2(g, OT_OP_MATMUL, "mm", a, w, b, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_NEG, "n", b, y, OT_PHASE_FORWARD);
+    pc_mark_output(g, y);
+    ot_plan *p = pc_plan_of(g, &be, false);
     assert_int_equal(p->ws_offset[0], -1);
     assert_int_equal(p->ws_bytes[1], 1000);
     assert_true(p->ws_offset[1] >= 0);
@@ -387,10 +289,10 @@ static void test_dynamic_shape_error(void **state) {
     ot_shape s = ot_shape_make(2, (int64_t[]){-1, 4});
     s.sym[0] = sym;
     int x = ot_graph_add_value(g, "x", OT_F32, &s, OT_VK_INPUT);
-    mark_input(g, x);
+    pc_mark_input(g, x);
     int y = ot_graph_add_value(g, "hidden_y", OT_F32, &s, OT_VK_ACTIVATION);
-    node1(g, OT_OP_RELU, "r", x, y, OT_PHASE_FORWARD);
-    mark_output(g, y);
+    pc_node1(g, OT_OP_RELU, "r", x, y, OT_PHASE_FORWARD);
+    pc_mark_output(g, y);
     int *order = NULL, n = 0;
     ot_error err = {0};
     assert_int_equal(ot_schedule_build(g, &order, &n, &err), OT_OK);
@@ -407,30 +309,30 @@ static void test_dynamic_shape_error(void **state) {
 static void test_schedule_phases_and_recompute(void **state) {
     (void)state;
     ot_graph *g = ot_graph_new("sched");
-    int x = add_f32(g, "x", 8, OT_VK_INPUT);
-    mark_input(g, x);
-    int w = add_f32(g, "w", 8, OT_VK_PARAM);
-    int gw = add_f32(g, "gw", 8, OT_VK_GRADIENT);
+    int x = pc_f32(g, "x", 8, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int w = pc_f32(g, "w", 8, OT_VK_PARAM);
+    int gw = pc_f32(g, "gw", 8, OT_VK_GRADIENT);
     int v[10];
     char nm[8];
     for (int i = 0; i < 10; i++) {
         snprintf(nm, sizeof nm, "v%d", i);
-        v[i] = add_f32(g, nm, 8, OT_VK_ACTIVATION);
+        v[i] = pc_f32(g, nm, 8, OT_VK_ACTIVATION);
     }
     /* ids: 0 opt (optimizer, created first), 1 f0, 2 f1, 3 r0 (clone of f0), 4 r1
      * (clone chain), 5 b0, 6 b1 (reads r1), 7 loss */
     int so[2] = {w, gw};
     ot_graph_add_node(g, OT_OP_SGD_STEP, "opt", so, 2, NULL, 0, OT_PHASE_OPTIMIZER);
-    node2(g, OT_OP_MUL, "f0", x, w, v[0], OT_PHASE_FORWARD);
-    node1(g, OT_OP_TANH, "f1", v[0], v[1], OT_PHASE_FORWARD);
-    int r0 = node2(g, OT_OP_MUL, "r0", x, w, v[2], OT_PHASE_RECOMPUTE);
-    int r1 = node1(g, OT_OP_TANH, "r1", v[2], v[3], OT_PHASE_RECOMPUTE);
+    pc_node2(g, OT_OP_MUL, "f0", x, w, v[0], OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_TANH, "f1", v[0], v[1], OT_PHASE_FORWARD);
+    int r0 = pc_node2(g, OT_OP_MUL, "r0", x, w, v[2], OT_PHASE_RECOMPUTE);
+    int r1 = pc_node1(g, OT_OP_TANH, "r1", v[2], v[3], OT_PHASE_RECOMPUTE);
     g->nodes[r0].orig_node = 1;
     g->nodes[r1].orig_node = 2;
-    node1(g, OT_OP_ONES_LIKE, "b0", v[4], v[5], OT_PHASE_BACKWARD);
-    node2(g, OT_OP_TANH_GRAD, "b1", v[5], v[3], gw, OT_PHASE_BACKWARD);
-    node1(g, OT_OP_NEG, "loss", v[1], v[4], OT_PHASE_LOSS);
-    mark_output(g, v[4]);
+    pc_node1(g, OT_OP_ONES_LIKE, "b0", v[4], v[5], OT_PHASE_BACKWARD);
+    pc_node2(g, OT_OP_TANH_GRAD, "b1", v[5], v[3], gw, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_NEG, "loss", v[1], v[4], OT_PHASE_LOSS);
+    pc_mark_output(g, v[4]);
     int *order = NULL, n = 0;
     ot_error err = {0};
     assert_int_equal(ot_schedule_build(g, &order, &n, &err), OT_OK);
@@ -438,7 +340,7 @@ static void test_schedule_phases_and_recompute(void **state) {
     int want[8] = {1, 2, 7, 5, 3, 4, 6, 0};
     for (int i = 0; i < 8; i++) assert_int_equal(order[i], want[i]);
     free(order);
-    ot_plan *p = plan_of(g, NULL, false);
+    ot_plan *p = pc_plan_of(g, NULL, false);
     assert_int_equal(p->backward_step, 3);
     /* v[0] and v[1] die in the forward pass: nothing is kept across the boundary. */
     assert_int_equal(p->total[OT_MEM_KEPT], 0);
@@ -455,20 +357,20 @@ static void test_schedule_phases_and_recompute(void **state) {
 static void test_odd_values(void **state) {
     (void)state;
     ot_graph *g = ot_graph_new("odd");
-    int x = add_f32(g, "x", 40, OT_VK_INPUT);
-    mark_input(g, x);
-    int y = add_f32(g, "y", 40, OT_VK_ACTIVATION);
+    int x = pc_f32(g, "x", 40, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int y = pc_f32(g, "y", 40, OT_VK_ACTIVATION);
     int mask = ot_graph_add_value(g, "mask", OT_BOOL, &g->values[x].shape, OT_VK_ACTIVATION);
-    int z = add_f32(g, "z", 0, OT_VK_ACTIVATION);
-    int sq = add_f32(g, "sq", 40, OT_VK_ACTIVATION);
-    int outv = add_f32(g, "out", 40, OT_VK_ACTIVATION);
+    int z = pc_f32(g, "z", 0, OT_VK_ACTIVATION);
+    int sq = pc_f32(g, "sq", 40, OT_VK_ACTIVATION);
+    int outv = pc_f32(g, "out", 40, OT_VK_ACTIVATION);
     int dout[2] = {y, mask};
     ot_graph_add_node(g, OT_OP_DROPOUT, "drop", &x, 1, dout, 2, OT_PHASE_FORWARD);
-    node1(g, OT_OP_RELU, "empty", x, z, OT_PHASE_FORWARD);
-    node2(g, OT_OP_MUL, "square", y, y, sq, OT_PHASE_FORWARD);
-    node1(g, OT_OP_NEG, "neg", sq, outv, OT_PHASE_FORWARD);
-    mark_output(g, outv);
-    ot_plan *p = plan_of(g, NULL, false);
+    pc_node1(g, OT_OP_RELU, "empty", x, z, OT_PHASE_FORWARD);
+    pc_node2(g, OT_OP_MUL, "square", y, y, sq, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_NEG, "neg", sq, outv, OT_PHASE_FORWARD);
+    pc_mark_output(g, outv);
+    ot_plan *p = pc_plan_of(g, NULL, false);
     assert_int_equal(p->values[mask].nbytes, 40);
     assert_int_equal(p->values[mask].last_step, p->values[mask].def_step);
     assert_int_equal(p->values[z].nbytes, 0);
@@ -484,24 +386,24 @@ static void test_plan_5000_nodes_fast(void **state) {
     (void)state;
     const int L = 2500;
     ot_graph *g = ot_graph_new("big");
-    int x = add_f32(g, "x", 256, OT_VK_INPUT);
-    mark_input(g, x);
+    int x = pc_f32(g, "x", 256, OT_VK_INPUT);
+    pc_mark_input(g, x);
     int *h = malloc(sizeof(int) * (size_t)(L + 1));
     h[0] = x;
     char nm[32];
     for (int i = 1; i <= L; i++) {
         snprintf(nm, sizeof nm, "h%d", i);
-        h[i] = add_f32(g, nm, 256 + (i % 7) * 16, OT_VK_ACTIVATION);
-        node1(g, i % 2 ? OT_OP_TANH : OT_OP_SOFTMAX, nm, h[i - 1], h[i], OT_PHASE_FORWARD);
+        h[i] = pc_f32(g, nm, 256 + (i % 7) * 16, OT_VK_ACTIVATION);
+        pc_node1(g, i % 2 ? OT_OP_TANH : OT_OP_SOFTMAX, nm, h[i - 1], h[i], OT_PHASE_FORWARD);
     }
     int gcur = h[L];
     for (int i = L; i >= 1; i--) {
         snprintf(nm, sizeof nm, "g%d", i);
-        int gn = add_f32(g, nm, 256 + ((i - 1) % 7) * 16, OT_VK_GRADIENT);
-        node2(g, OT_OP_TANH_GRAD, nm, gcur, h[i - 1], gn, OT_PHASE_BACKWARD);
+        int gn = pc_f32(g, nm, 256 + ((i - 1) % 7) * 16, OT_VK_GRADIENT);
+        pc_node2(g, OT_OP_TANH_GRAD, nm, gcur, h[i - 1], gn, OT_PHASE_BACKWARD);
         gcur = gn;
     }
-    mark_output(g, gcur);
+    pc_mark_output(g, gcur);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int *order = NULL, n = 0;
@@ -514,7 +416,7 @@ static void test_plan_5000_nodes_fast(void **state) {
     double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     print_message("schedule + plan of %d nodes: %.1f ms, peak %zu bytes\n", n, sec * 1e3, p->peak_bytes);
     assert_true(sec < 0.5);
-    check_plan(g, p);
+    pc_check_plan(g, p);
     /* Every forward value but the last is read by the backward pass: kept. */
     assert_true(p->total[OT_MEM_KEPT] > 0);
     assert_true(p->at_peak[OT_MEM_KEPT] == p->total[OT_MEM_KEPT] || p->at_peak[OT_MEM_KEPT] > 0);

@@ -542,9 +542,56 @@ static void test_verify_compare(void **state) {
     ot_tensor_free(i1);
 }
 
+/* The cost of one node of each cost class, figures worked out by hand from the
+ * formulas (x [4,8], w [8,16], y [4,16]: 64 output elements). */
+static void test_node_flops_by_class(void **state) {
+    (void)state;
+    ot_graph *g = ot_graph_new("costs");
+    int x = val(g, "x", shp(4, 8), OT_VK_INPUT), w = val(g, "w", shp(8, 16), OT_VK_PARAM);
+    int b = val(g, "b", shp(1, 16), OT_VK_PARAM), y = val(g, "y", shp(4, 16), OT_VK_ACTIVATION);
+    int r = val(g, "r", shp(4, 1), OT_VK_ACTIVATION), o = val(g, "o", shp(4, 16), OT_VK_ACTIVATION);
+    struct {
+        ot_op op;
+        int a, b, out;
+        double flops;
+    } cases[] = {
+        {OT_OP_MATMUL, x, w, y, 2.0 * 64 * 8},      /* 2 * out * K */
+        {OT_OP_EXP, y, -1, o, 4.0 * 64},            /* transcendental */
+        {OT_OP_RELU, y, -1, o, 64},                 /* pointwise */
+        {OT_OP_ADD, y, b, o, 64},                   /* pointwise, broadcast */
+        {OT_OP_DROPOUT, y, -1, o, 64},              /* one per element */
+        {OT_OP_DROPOUT_GRAD, y, y, o, 3.0 * 64},    /* Philox per element */
+        {OT_OP_RESHAPE, y, -1, o, 0},               /* view: free */
+        {OT_OP_TRANSPOSE, x, -1, o, 64},            /* larger of in and out */
+        {OT_OP_REDUCE_SUM, y, -1, r, 64},           /* larger of in and out */
+        {OT_OP_SOFTMAX, y, -1, o, 5.0 * 64},        /* normalisation */
+        {OT_OP_LAYER_NORM_GRAD, y, x, o, 8.0 * 32}, /* over input 1 */
+        {OT_OP_MSE_LOSS_GRAD, r, y, o, 5.0 * 64},   /* over input 1 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int id = node(g, cases[i].op, ot_op_name(cases[i].op), cases[i].a, cases[i].b, cases[i].out, OT_PHASE_FORWARD);
+        double f = ot_remat_node_flops(g, &g->nodes[id]);
+        if (f != cases[i].flops) fail_msg("%s: %g FLOPs, expected %g", ot_op_name(cases[i].op), f, cases[i].flops);
+    }
+    /* Gemm with bias: 2 * out * K + out; K from A's rows when transA */
+    int gin[3] = {x, w, b};
+    int gid = ot_graph_add_node(g, OT_OP_GEMM, "gemm", gin, 3, &y, 1, OT_PHASE_FORWARD);
+    assert_true(gid >= 0);
+    assert_true(ot_remat_node_flops(g, &g->nodes[gid]) == 2.0 * 64 * 8 + 64);
+    assert_int_equal(ot_node_set_attr_int(&g->nodes[gid], "transA", 1), 0);
+    assert_true(ot_remat_node_flops(g, &g->nodes[gid]) == 2.0 * 64 * 4 + 64);
+    /* an optimizer step has no outputs: one per element of the param */
+    int sin[2] = {w, w};
+    int sid = ot_graph_add_node(g, OT_OP_SGD_STEP, "sgd", sin, 2, NULL, 0, OT_PHASE_OPTIMIZER);
+    assert_true(sid >= 0);
+    assert_true(ot_remat_node_flops(g, &g->nodes[sid]) == 128.0);
+    ot_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_node_flops_by_class),
         cmocka_unit_test(test_articulation_residual),
         cmocka_unit_test(test_rewrite_chain),
         cmocka_unit_test(test_bn_dropout_clone),

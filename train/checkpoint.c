@@ -3,13 +3,13 @@
  * the newest valid one, and comparing the settings a resumed run must share. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ir/atomic_file.h"
 #include "train/checkpoint.h"
 
 static const char CKPT_MAGIC[8] = {'O', 'N', 'N', 'X', 'T', 'C', 'K', 'P'};
@@ -340,55 +340,12 @@ fail:
 
 /* ---- files ----------------------------------------------------------------------- */
 
-/* fsync of the folder holding `path`, so the rename itself is durable. */
-static void sync_parent(const char *path) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
-
 ot_status ot_checkpoint_write(const ot_checkpoint *c, const char *path, ot_error *err) {
     uint8_t *buf = NULL;
     size_t len = 0;
     ot_status st = ot_checkpoint_encode(c, &buf, &len, err);
     if (st) return st;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        st = ot_fail(err, OT_E_IO, "checkpoint %s: cannot create: %s", tmp, strerror(errno));
-        goto done;
-    }
-    size_t at = 0;
-    while (at < len) {
-        ssize_t k = write(fd, buf + at, len - at);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            st = ot_fail(err, OT_E_IO, "checkpoint %s: write failed: %s", tmp, k < 0 ? strerror(errno) : "no progress");
-            break;
-        }
-        at += (size_t)k;
-    }
-    if (!st && fsync(fd) != 0) st = ot_fail(err, OT_E_IO, "checkpoint %s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && !st) st = ot_fail(err, OT_E_IO, "checkpoint %s: close failed: %s", tmp, strerror(errno));
-    if (!st && rename(tmp, path) != 0)
-        st = ot_fail(err, OT_E_IO, "checkpoint: cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    if (st)
-        unlink(tmp);
-    else
-        sync_parent(path);
-done:
+    if ((st = ot_atomic_write(path, buf, len, err)) && err) ot_error_prefix(err, "checkpoint ");
     free(buf);
     return st;
 }
@@ -477,7 +434,7 @@ ot_status ot_checkpoint_save_dir(const ot_checkpoint *c, const char *dir, int ke
         (void)unlink(path); /* best effort: an old checkpoint left behind harms nothing */
     }
     free(steps);
-    if (n > keep) sync_parent(path);
+    if (n > keep) (void)ot_atomic_sync_folder(path, NULL); /* best effort, as the removals */
     return OT_OK;
 }
 

@@ -83,8 +83,9 @@ ot_status ot_checkpoint_encode(const ot_checkpoint *c, uint8_t **buf, size_t *le
 /* Parses a file's bytes; `what` (the path) prefixes every message. */
 ot_status ot_checkpoint_decode(const uint8_t *buf, size_t len, const char *what, ot_checkpoint *out, ot_error *err);
 
-/* Writes c to `path` as `path.tmp`, fsync, rename, fsync of the folder: a crash
- * leaves either the old file or the new one, never half of one. */
+/* Writes c to `path` through ot_atomic_write (a temporary `path.tmp-XXXXXX`, fsync,
+ * rename, fsync of the folder): a crash leaves either the old file or the new one,
+ * never half of one. */
 ot_status ot_checkpoint_write(const ot_checkpoint *c, const char *path, ot_error *err);
 ot_status ot_checkpoint_read(const char *path, ot_checkpoint *out, ot_error *err);
 

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
+
+#include "ir/atomic_file.h"
 
 static const unsigned char NPY_MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 /* numpy itself refuses headers over 10000 bytes by default; allow more, but bounded. */
@@ -299,10 +300,8 @@ static const char *descr_of(ot_dtype t) {
 }
 
 ot_status ot_npy_write_version(const char *path, const ot_tensor *t, int major, ot_error *err) {
-    char dict[64 + OT_MAX_RANK * 24], *tmp = NULL;
+    char dict[64 + OT_MAX_RANK * 24];
     const char *descr = descr_of(t->dtype);
-    int fd = -1;
-    FILE *f = NULL;
     ot_status st;
     if (!descr)
         return ot_fail(err, OT_E_UNSUPPORTED, "%s: cannot write dtype %s to .npy", path, ot_dtype_name(t->dtype));
@@ -333,50 +332,12 @@ ot_status ot_npy_write_version(const char *path, const ot_tensor *t, int major, 
     memset(head + prefix + n, ' ', hlen - (size_t)n - 1);
     head[total - 1] = '\n';
 
-    size_t plen = strlen(path);
-    tmp = malloc(plen + 16);
-    if (!tmp) return ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
-    snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", path);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = ot_fail(err, OT_E_IO, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
-        goto fail;
-    }
-    /* mkstemp makes the file 0600; a data file gets the usual 0644. */
-    if (fchmod(fd, 0644) != 0) {
-        st = ot_fail(err, OT_E_IO, "%s: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    f = fdopen(fd, "wb");
-    if (!f) {
-        st = ot_fail(err, OT_E_IO, "%s: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    fd = -1;
-    if (fwrite(head, 1, total, f) != total || (t->nbytes && fwrite(t->data, 1, t->nbytes, f) != t->nbytes)) {
-        st = ot_fail(err, OT_E_IO, "%s: write error: %s", path, strerror(errno));
-        goto fail;
-    }
-    FILE *closing = f;
-    f = NULL;
-    if (fclose(closing) != 0) {
-        st = ot_fail(err, OT_E_IO, "%s: write error: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (rename(tmp, path) != 0) {
-        st = ot_fail(err, OT_E_IO, "%s: cannot rename the temporary file into place: %s", path, strerror(errno));
-        goto fail;
-    }
-    free(tmp);
-    return OT_OK;
-fail:
-    if (f) fclose(f);
-    if (fd >= 0) close(fd);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
-    return st;
+    ot_atomic_file *af;
+    if ((st = ot_atomic_open(path, &af, err))) return st;
+    FILE *f = ot_atomic_stream(af);
+    fwrite(head, 1, total, f); /* a failed write is reported by the commit */
+    if (t->nbytes) fwrite(t->data, 1, t->nbytes, f);
+    return ot_atomic_commit(af, err);
 }
 
 ot_status ot_npy_write(const char *path, const ot_tensor *t, ot_error *err) {

@@ -22,8 +22,8 @@ ot_status ot_npy_read(const char *path, ot_tensor **out, ot_error *err);
 ot_status ot_npy_read_buffer(const void *data, size_t n, const char *name, ot_tensor **out, ot_error *err);
 
 /* Writes t as a .npy file (version 1.0, or 2.0 when the header needs it), to a
- * temporary name in the same folder renamed over `path`, so a failure never leaves a
- * half-written file. */
+ * temporary name in the same folder, fsync'd and renamed over `path` (ot_atomic_open),
+ * so a failure never leaves a half-written file. */
 ot_status ot_npy_write(const char *path, const ot_tensor *t, ot_error *err);
 
 /* Same with an explicit format version: 1, 2 or 3 (0 = choose as ot_npy_write). */

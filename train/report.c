@@ -1,26 +1,13 @@
 /* report.c — the JSON training report (report.h). Non-finite numbers are written as
  * null, since JSON has no NaN. */
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
+#include "ir/atomic_file.h"
+#include "ir/json_write.h"
 #include "train/report.h"
-
-void ot_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
 
 char *ot_safe_file_stem(const char *name, const char *const *used, int n_used) {
     size_t n = strlen(name);
@@ -125,25 +112,12 @@ void ot_report_write_json(FILE *f, const ot_report_info *info, const ot_optim_co
 
 ot_status ot_report_write(const char *path, const ot_report_info *info, const ot_optim_config *opt,
                           const ot_train_result *r, const ot_plan *plan, ot_error *err) {
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    snprintf(tmp, n, "%s.tmp-%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        ot_status st = ot_fail(err, OT_E_IO, "%s: cannot write the report: %s", path, strerror(errno));
-        free(tmp);
-        return st;
+    ot_atomic_file *af;
+    ot_status st = ot_atomic_open(path, &af, err);
+    if (!st) {
+        ot_report_write_json(ot_atomic_stream(af), info, opt, r, plan);
+        st = ot_atomic_commit(af, err);
     }
-    ot_report_write_json(f, info, opt, r, plan);
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        ot_status st = ot_fail(err, OT_E_IO, "%s: cannot write the report: %s", path, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return st;
-    }
-    free(tmp);
-    return OT_OK;
+    if (st && err) ot_error_prefix(err, "report ");
+    return st;
 }

@@ -24,7 +24,7 @@ typedef struct ot_report_info {
 /* Writes the report as one JSON object to f. */
 void ot_report_write_json(FILE *f, const ot_report_info *info, const ot_optim_config *opt,
                           const ot_train_result *r, const ot_plan *plan);
-/* Same, to path via a temporary file and rename. */
+/* Same, to path through ot_atomic_open (temporary file, fsync, rename). */
 ot_status ot_report_write(const char *path, const ot_report_info *info, const ot_optim_config *opt,
                           const ot_train_result *r, const ot_plan *plan, ot_error *err);
 /* A file-system-safe file stem for a tensor name (malloc'd): characters other than
@@ -32,7 +32,5 @@ ot_status ot_report_write(const char *path, const ot_report_info *info, const ot
  * a clash with one of used[0..n_used) (compared case-insensitively, for
  * case-insensitive file systems) gets a suffix _1, _2, ... NULL on out of memory. */
 char *ot_safe_file_stem(const char *name, const char *const *used, int n_used);
-/* Writes s as a JSON string literal (quotes and escapes). */
-void ot_json_string(FILE *f, const char *s);
 
 #endif

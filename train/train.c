@@ -211,6 +211,7 @@ static ot_status apply_remat(ot_train_session *s, ot_error *err) {
      * state values and the step scalars, each in its own 64-byte aligned slot of the
      * pinned region, which moves every transient block up by that much. */
     int per = !s->with_opt ? 0 : s->o.optim.kind != OT_OPTIM_SGD ? 2 : s->o.optim.momentum != 0 ? 1 : 0;
+    if (s->with_opt && s->o.accum > 1) per++; /* the gradient accumulator (ot_train_loop_prepare) */
     for (int i = 0; i < s->ad.n_params; i++) mu.opt_bytes += per * align_plan(ot_remat_value_bytes(s->g, s->ad.params[i]));
     if (s->with_opt) mu.opt_bytes += align_plan((int64_t)(OT_OPT_N_SCALARS * sizeof(double)));
     /* Measure the plain step first, so the run can report what remat saved. */
@@ -342,6 +343,7 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         if ((st = ot_optim_config_check(&s->o.optim, err))) goto fail;
         if ((st = ot_optim_build(g, &s->o.optim, s->ad.params, s->ad.grads, s->ad.n_params, &s->og, err))) goto fail;
     }
+    if ((st = ot_train_loop_prepare(s, err))) goto fail;
     if ((st = ot_graph_require_static(g, err))) goto fail;
     if (s->o.memory_budget && !s->budget) { /* a fixed policy: checked, not searched */
         s->budget = s->o.memory_budget;
@@ -350,14 +352,14 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
     if ((st = ot_train_check_budget(g, s->be, s->o.remat, s->o.memory_budget, s->val_peak, err))) goto fail;
     ot_exec_options eo = {.n_threads = s->o.n_threads,
                           .seed = s->o.seed,
-                          .after_node = ot_train_hook,
+                          .at_phase_end = ot_train_hook,
                           .hook_user = s,
                           .release_host_data = !s->o.keep_host_weights};
     if ((st = ot_executor_new(g, s->be, &eo, &s->ex, err))) goto fail;
     if ((st = find_boundary(s, err))) goto fail;
     if (s->o.validation && (st = ot_train_validation_prepare(s, err))) goto fail;
 
-    /* host buffers: one batch per array, the gradients for checks / clipping / accumulation */
+    /* host buffers: one batch per array */
     s->n_batch = data->n_arrays;
     s->batch = calloc((size_t)s->n_batch, sizeof *s->batch);
     s->batch_value = calloc((size_t)s->n_batch, sizeof *s->batch_value);
@@ -374,12 +376,6 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         s->grad_elems += (size_t)ot_shape_numel(&g->values[s->ad.grads[i]].shape);
     }
     s->grad_off[s->ad.n_params] = s->grad_elems;
-    bool all_f32 = true;
-    for (int i = 0; i < s->ad.n_params; i++)
-        if (g->values[s->ad.grads[i]].dtype != OT_F32) all_f32 = false;
-    s->scan_on_device = all_f32 && s->be->scan_f32 && (!s->be->host_memory || o->scan_on_device);
-    s->grads_in_place = all_f32 && s->be->host_memory && !s->scan_on_device;
-    if ((st = ot_train_host_grads(s, err))) goto fail;
     *out = s;
     return OT_OK;
 oom:
@@ -403,9 +399,7 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->batch);
     free(s->batch_value);
     free(s->grad_off);
-    free(s->grad_host);
-    free(s->acc_host);
-    free(s->grad_ptr);
+    free(s->accum_ids);
     free(s->scan_buf);
     free(s);
 }

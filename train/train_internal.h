@@ -1,5 +1,5 @@
 /* train_internal.h — the training session's private state, shared by train.c (building
- * the session), train_loop.c (the hook at the backward/optimizer boundary, running
+ * the session), train_loop.c (the hooks at phase ends, running
  * micro-batches and the loop) and train_validate.c (validation in inference mode on a
  * forward-only copy of the graph). Not for use outside train/train*.c. */
 #ifndef OT_TRAIN_INTERNAL_H
@@ -9,7 +9,7 @@
 #include "train/train.h"
 
 /* What a run is for: the hook acts differently at the boundary. */
-enum { MODE_TRAIN = 0, MODE_GRAD, MODE_SCAN };
+enum { MODE_TRAIN = 0, MODE_GRAD };
 
 struct ot_train_session {
     ot_model *m;
@@ -38,17 +38,15 @@ struct ot_train_session {
     int mode;
     int64_t micro, opt_step;
     double lr;
-    size_t *grad_off; /* element offset of params[i]'s gradient in grad_host */
+    size_t *grad_off; /* params[i]'s gradient has grad_off[i+1] - grad_off[i] elements */
     size_t grad_elems;
-    float *grad_host, *acc_host;
-    /* Per param, its gradient as host floats at the boundary (read_grads): the arena
-     * itself when grads_in_place (a host-memory backend and every gradient float32),
-     * else params[i]'s slice of grad_host, a copy. */
-    float **grad_ptr;
-    bool grads_in_place;
-    /* The backend scans gradients, params and optimizer state where they lie
-     * (ot_backend.scan_f32): a GPU without a host copy each step. Accumulation over
-     * micro-batches still goes through grad_host. */
+    /* --accum above 1: per param, the float32 value (kind optimizer state, pinned in
+     * the arena) its micro-batch gradients are summed into (ot_train_loop_prepare);
+     * NULL otherwise. No gradient has a host copy. */
+    int *accum_ids;
+    /* Float32 checks and norms go through the backend's scan_f32 where the values lie
+     * (a GPU, or the CPU when ot_train_options.scan_on_device asks); otherwise the
+     * host-memory arena is read in place. */
     bool scan_on_device;
     double last_norm, last_loss;
     bool nonfinite;
@@ -78,15 +76,16 @@ static inline const char *vname(const ot_graph *g, int v) {
     return v >= 0 && g->values[v].name ? g->values[v].name : "?";
 }
 
-/* Allocates the host gradient buffers (grad_host, and acc_host with accum > 1) when
- * they are not there: ot_train_run frees them once the last step is done, before the
- * weights are copied back to the graph, so the two are never held together. */
-ot_status ot_train_host_grads(ot_train_session *s, ot_error *err);
+/* Once the optimizer nodes are in the graph and before the executor is made
+ * (train_loop.c): decides how the loop reads values (scan_on_device; a backend whose
+ * memory is not the host's must have scan_f32) and, with --accum above 1 and an
+ * optimizer, adds the gradient accumulators to the graph (accum_ids). */
+ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err);
 
-/* The executor's after-node hook (train_loop.c): scans outputs in MODE_SCAN and does
- * the boundary work after the last non-optimizer step. */
-ot_status ot_train_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out,
-                        ot_error *err);
+/* The executor's phase-end hook (train_loop.c): the boundary work after the last
+ * step before the optimizer (or the schedule's end without one), the check of the
+ * updated params after the optimizer. */
+ot_status ot_train_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, ot_error *err);
 
 /* Builds the validation graph and plans it without allocating (once): sets val_g,
  * val_shared and val_peak. Needs the loss and backward built and the dims bound;

@@ -1,7 +1,12 @@
-/* train_loop.c — running a training session (see train.h): the hook at the
- * backward/optimizer boundary (numerics, accumulation, clipping, step scalars), one
- * micro-batch per executor run, the NaN re-run that names the first bad node, and
- * the loop over steps and epochs (validation itself is in train_validate.c). */
+/* train_loop.c — running a training session (see train.h): the executor's hook at
+ * phase ends (numerics, accumulation, clipping and step scalars between the backward
+ * pass and the optimizer; the updated params after the optimizer), one micro-batch per
+ * executor run, the step-by-step re-run that names the first bad node, and the loop
+ * over steps and epochs (validation itself is in train_validate.c).
+ *
+ * No gradient is copied to the host on any backend: checks and norms read them where
+ * they lie (in place on the CPU, ot_backend.scan_f32 elsewhere), and --accum sums the
+ * micro-batch gradients into accumulators in the arena (ot_backend.accumulate_f32). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +15,7 @@
 #include "train/progress.h"
 #include "train/train_internal.h"
 
-/* ---- the boundary hook -------------------------------------------------------- */
+/* ---- reading values where they lie -------------------------------------------- */
 
 static ot_status copy_out(ot_train_session *s, void *host, const void *dev, size_t n, ot_error *err) {
     return s->be->copy_out(s->be, host, dev, n, err);
@@ -18,7 +23,7 @@ static ot_status copy_out(ot_train_session *s, void *host, const void *dev, size
 
 /* The n bytes at device address dev, readable on the host: in place on a backend
  * whose arena is host memory (the CPU), else copied into the session's scan buffer.
- * Scanning every output, param and gradient for NaN must not copy them on the CPU. */
+ * Only float64 values off the host come here (scan_value): the backend scans float32. */
 static ot_status host_view(ot_train_session *s, const void *dev, size_t n, const void **view, ot_error *err) {
     if (s->be->host_memory) {
         *view = dev;
@@ -48,27 +53,80 @@ static int64_t first_nonfinite(const void *data, ot_dtype dt, int64_t n) {
     return -1;
 }
 
-static ot_status scan_outputs(ot_train_session *s, int step, const ot_node *node, const ot_tensor *out,
-                              ot_error *err) {
-    for (int k = 0; k < node->n_outputs; k++) {
-        const ot_tensor *t = &out[k];
-        if (!t->data || (t->dtype != OT_F32 && t->dtype != OT_F64) || !t->nbytes) continue;
+/* The float32 or float64 value of nbytes at device address dev: with bad, its first
+ * non-finite index (-1: none) and *x the element there; with ss (float32 only) the
+ * sum of squares as ot_grad_sum_sq adds it. float32 goes through the backend's
+ * scan_f32 where scan_on_device is set (a GPU; only a bad element is copied out),
+ * else it is read in place (a pass for each of bad and ss); float64 through host_view. */
+static ot_status scan_value(ot_train_session *s, const void *dev, ot_dtype dt, size_t nbytes, int64_t *bad, double *x,
+                            double *ss, ot_error *err) {
+    size_t n = nbytes / ot_dtype_size(dt);
+    ot_status st;
+    int64_t b = -1;
+    double v = 0.0;
+    if (ss) *ss = 0.0;
+    if (dt == OT_F32 && s->scan_on_device) {
+        float f = 0.0f;
+        if ((st = s->be->scan_f32(s->be, dev, n, &b, ss, err))) return st;
+        if (bad && b >= 0 && (st = copy_out(s, &f, (const float *)dev + b, sizeof f, err))) return st;
+        v = f;
+    } else {
         const void *h = NULL;
-        ot_status st = host_view(s, t->data, t->nbytes, &h, err);
-        if (st) return st;
-        int64_t i = first_nonfinite(h, t->dtype, (int64_t)(t->nbytes / ot_dtype_size(t->dtype)));
-        if (i >= 0) {
-            double v = t->dtype == OT_F32 ? (double)((const float *)h)[i] : ((const double *)h)[i];
-            return ot_fail(err, OT_E_NUMERICS,
-                           "training step %lld: node '%s' (%s, %s pass, schedule step %d) is the first to produce a "
-                           "non-finite value: %s at index %lld of output '%s'. Lower --lr, add --clip-grad-norm, or check the data",
-                           (long long)s->run_step, node->name, node->op_type ? node->op_type : ot_op_name(node->op),
-                           ot_phase_name(node->phase), step, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf", (long long)i,
-                           vname(s->g, node->outputs[k]));
-        }
+        if ((st = host_view(s, dev, nbytes, &h, err))) return st;
+        if (bad) b = first_nonfinite(h, dt, (int64_t)n);
+        if (b >= 0) v = dt == OT_F32 ? (double)((const float *)h)[b] : ((const double *)h)[b];
+        if (ss && dt == OT_F32) *ss = ot_grad_sum_sq(h, n);
+    }
+    if (bad) *bad = b, *x = v;
+    return OT_OK;
+}
+
+ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err) {
+    ot_graph *g = s->g;
+    if (!s->be->host_memory && !s->be->scan_f32)
+        return ot_fail(err, OT_E_UNSUPPORTED, "the %s backend can neither be read in place nor scan its own memory "
+                       "(scan_f32): the training loop cannot check gradients there", s->be->name);
+    s->scan_on_device = s->be->scan_f32 && (!s->be->host_memory || s->o.scan_on_device);
+    if (!s->with_opt || s->o.accum < 2) return OT_OK;
+    if (!s->be->accumulate_f32)
+        return ot_fail(err, OT_E_UNSUPPORTED, "--accum %lld: the %s backend cannot sum gradients in its memory",
+                       (long long)s->o.accum, s->be->name);
+    if (!(s->accum_ids = calloc((size_t)s->ad.n_params + 1, sizeof *s->accum_ids)))
+        return ot_fail(err, OT_E_MEMORY, "out of memory");
+    /* One float32 accumulator per param gradient, of kind optimizer state: pinned in
+     * that slab by the planner (it places such values even though no node reads
+     * them), zero in the fresh arena, and zero again after every complete step. */
+    for (int i = 0; i < s->ad.n_params; i++) {
+        const ot_value *gv = &g->values[s->ad.grads[i]];
+        if (gv->dtype != OT_F32)
+            return ot_fail(err, OT_E_UNSUPPORTED, "--accum: the gradient '%s' is %s; only float32 gradients are accumulated",
+                           vname(g, s->ad.grads[i]), ot_dtype_name(gv->dtype));
+        char name[512];
+        snprintf(name, sizeof name, "%.400s.accum", vname(g, s->ad.params[i]));
+        ot_shape sh = gv->shape;
+        if ((s->accum_ids[i] = ot_graph_add_value_unique(g, name, OT_F32, &sh, OT_VK_OPT_STATE)) < 0)
+            return ot_fail(err, OT_E_MEMORY, "out of memory adding the gradient accumulators");
     }
     return OT_OK;
 }
+
+/* Elements of params[i]'s gradient. */
+static size_t grad_elems(const ot_train_session *s, int i) { return s->grad_off[i + 1] - s->grad_off[i]; }
+
+/* Gradient i's first non-finite index (-1: none; bad may be NULL) and, with ss, its
+ * sum of squares, where it lies. The sums add up, param by param, to the global
+ * norm's square exactly as ot_grad_global_norm does. Only float32 gradients are
+ * checked (the optimizer trains float32 params only). */
+static ot_status grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss, ot_error *err) {
+    int v = s->ad.grads[i];
+    double x;
+    if (bad) *bad = -1;
+    if (ss) *ss = 0.0;
+    if (s->g->values[v].dtype != OT_F32) return OT_OK;
+    return scan_value(s, ot_executor_value_ptr(s->ex, v), OT_F32, grad_elems(s, i) * sizeof(float), bad, &x, ss, err);
+}
+
+/* ---- the hook between the backward pass and the optimizer ---------------------- */
 
 static ot_status write_scalars(ot_train_session *s, double lr, double scale, bool apply, ot_error *err) {
     if (!s->with_opt) return OT_OK;
@@ -80,74 +138,35 @@ static ot_status write_scalars(ot_train_session *s, double lr, double scale, boo
     return ot_executor_write(s->ex, s->og.scalars, sc, sizeof sc, err);
 }
 
-ot_status ot_train_host_grads(ot_train_session *s, ot_error *err) {
-    if (!s->grad_ptr && !(s->grad_ptr = calloc((size_t)s->ad.n_params + 1, sizeof *s->grad_ptr)))
-        return ot_fail(err, OT_E_MEMORY, "out of memory");
-    bool host_copy = !s->grads_in_place && !(s->scan_on_device && s->o.accum == 1);
-    if (host_copy && !s->grad_host && !(s->grad_host = calloc(s->grad_elems + 1, sizeof(float))))
-        return ot_fail(err, OT_E_MEMORY, "out of memory for the host copy of the gradients");
-    if (s->o.accum > 1 && !s->acc_host && !(s->acc_host = calloc(s->grad_elems + 1, sizeof(float))))
-        return ot_fail(err, OT_E_MEMORY, "out of memory for the accumulated gradients");
-    return OT_OK;
-}
-
-/* Frees the host scratch of the loop (gradients, the NaN scan buffer): between runs
- * nothing is in it (the accumulator is zero after a complete step). */
-static void drop_host_scratch(ot_train_session *s) {
-    free(s->grad_host);
-    free(s->acc_host);
-    free(s->grad_ptr);
-    free(s->scan_buf);
-    s->grad_host = s->acc_host = NULL;
-    s->grad_ptr = NULL;
-    s->scan_buf = NULL;
-    s->scan_cap = 0;
-}
-
-/* Points grad_ptr[i] at params[i]'s gradient as floats on the host: the arena itself
- * when grads_in_place (CPU), else a copy in grad_host. */
-static ot_status read_grads(ot_train_session *s, ot_error *err) {
+/* --accum in the arena, the float adds the host loop did: a micro-batch before the
+ * last adds each gradient into its accumulator (acc += g); the last one folds the
+ * accumulator into the gradient the optimizer reads (g += acc, the same sum as
+ * acc + g) and zeroes it for the next step. */
+static ot_status accumulate(ot_train_session *s, bool last, ot_error *err) {
     for (int i = 0; i < s->ad.n_params; i++) {
-        int v = s->ad.grads[i];
-        if (s->grads_in_place) {
-            s->grad_ptr[i] = ot_executor_value_ptr(s->ex, v);
-            continue;
-        }
-        s->grad_ptr[i] = s->grad_host + s->grad_off[i];
-        size_t n = (s->grad_off[i + 1] - s->grad_off[i]) * sizeof(float);
-        if (s->g->values[v].dtype != OT_F32) continue;
-        ot_status st = copy_out(s, s->grad_host + s->grad_off[i], ot_executor_value_ptr(s->ex, v), n, err);
+        float *g = ot_executor_value_ptr(s->ex, s->ad.grads[i]), *acc = ot_executor_value_ptr(s->ex, s->accum_ids[i]);
+        ot_status st = last ? s->be->accumulate_f32(s->be, g, acc, grad_elems(s, i), true, err)
+                            : s->be->accumulate_f32(s->be, acc, g, grad_elems(s, i), false, err);
         if (st) return st;
     }
     return OT_OK;
 }
 
-/* Gradient i's first non-finite index (-1: none) and, with ss, its sum of squares:
- * through the backend where it lies (scan_on_device, when nothing is accumulated on
- * the host), else from grad_ptr[i]. The sums add up, param by param, to the global
- * norm's square exactly as ot_grad_global_norm does. */
-static ot_status grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss, ot_error *err) {
-    size_t n = s->grad_off[i + 1] - s->grad_off[i];
-    if (s->scan_on_device && s->o.accum == 1)
-        return s->be->scan_f32(s->be, ot_executor_value_ptr(s->ex, s->ad.grads[i]), n, bad, ss, err);
-    *bad = first_nonfinite(s->grad_ptr[i], OT_F32, (int64_t)n);
-    if (ss) *ss = ot_grad_sum_sq(s->grad_ptr[i], n);
+static ot_status read_loss(ot_train_session *s, ot_error *err) {
+    ot_status st;
+    const void *lp = ot_executor_value_ptr(s->ex, s->loss_value);
+    if (s->g->values[s->loss_value].dtype == OT_F64) return copy_out(s, &s->last_loss, lp, sizeof s->last_loss, err);
+    float l32 = 0;
+    if ((st = copy_out(s, &l32, lp, sizeof l32, err))) return st;
+    s->last_loss = l32;
     return OT_OK;
 }
 
 static ot_status boundary(ot_train_session *s, ot_error *err) {
     ot_status st;
     bool check = !s->o.no_numerics_check;
-    double lossf = 0;
-    const void *lp = ot_executor_value_ptr(s->ex, s->loss_value);
-    if (s->g->values[s->loss_value].dtype == OT_F64) {
-        if ((st = copy_out(s, &lossf, lp, sizeof lossf, err))) return st;
-    } else {
-        float l32 = 0;
-        if ((st = copy_out(s, &l32, lp, sizeof l32, err))) return st;
-        lossf = l32;
-    }
-    s->last_loss = lossf;
+    if ((st = read_loss(s, err))) return st;
+    double lossf = s->last_loss;
     if (check && !isfinite(lossf)) {
         s->nonfinite = true;
         return ot_fail(err, OT_E_NUMERICS, "training step %lld: the loss is %s", (long long)s->run_step,
@@ -157,12 +176,10 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     bool train = s->mode == MODE_TRAIN;
     bool last_micro = !train || s->micro == K - 1;
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
-    bool need_host = check || (train && (clip || K > 1));
-    bool on_device = s->scan_on_device && K == 1; /* the gradients are never copied */
-    if (need_host && !on_device && ((st = ot_train_host_grads(s, err)) || (st = read_grads(s, err)))) return st;
+    bool want_norm = check || (train && (clip || K > 1)); /* the norm is reported whenever it is this cheap */
     /* Without accumulation the norm is of these very gradients: one pass checks them
      * and sums their squares. With it, the norm waits for the sum of the K. */
-    bool norm_now = K == 1 && train && need_host;
+    bool norm_now = K == 1 && train && want_norm;
     double total = 0.0;
     for (int i = 0; (check || norm_now) && i < s->ad.n_params; i++) {
         int64_t bad = -1;
@@ -177,56 +194,37 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     }
     if (!train) return OT_OK;
     if (!last_micro) {
-        for (int i = 0; i < s->ad.n_params; i++) {
-            float *acc = s->acc_host + s->grad_off[i];
-            const float *gi = s->grad_ptr[i];
-            for (size_t j = 0, n = s->grad_off[i + 1] - s->grad_off[i]; j < n; j++) acc[j] += gi[j];
-        }
+        if ((st = accumulate(s, false, err))) return st;
         return write_scalars(s, 0, 1, false, err);
     }
-    if (K > 1) {
-        /* the step uses the sum of the K micro-batch gradients, scaled by 1/K below;
-         * in place in the arena when grads_in_place, else written back */
+    if (K > 1) { /* the step uses the sum of the K micro-batch gradients, scaled by 1/K below */
+        if ((st = accumulate(s, true, err))) return st;
         for (int i = 0; i < s->ad.n_params; i++) {
-            float *acc = s->acc_host + s->grad_off[i], *gi = s->grad_ptr[i];
-            size_t n = s->grad_off[i + 1] - s->grad_off[i];
-            for (size_t j = 0; j < n; j++) {
-                gi[j] += acc[j];
-                acc[j] = 0.0f;
-            }
-            if (!s->grads_in_place &&
-                (st = ot_executor_write(s->ex, s->ad.grads[i], gi, n * sizeof(float), err)))
-                return st;
-            total += ot_grad_sum_sq(gi, n);
+            double ss;
+            if ((st = grad_scan(s, i, NULL, &ss, err))) return st;
+            total += ss;
         }
     }
     double scale = 1.0 / (double)K;
-    s->last_norm = need_host ? sqrt(total) / (double)K : NAN;
+    s->last_norm = want_norm ? sqrt(total) / (double)K : NAN;
     if (clip) scale = (double)((float)scale * ot_clip_scale(s->last_norm, s->o.optim.clip_grad_norm));
     return write_scalars(s, s->lr, scale, true, err);
 }
 
-/* After an optimizer node of an applied step: the param and optimizer state it
- * updated in place must still be finite (a huge --lr overflows here, after every
- * gradient was finite). The step node has no outputs to scan, so read its inputs. */
+/* After the optimizer nodes of an applied step: the param and optimizer state that
+ * the node at schedule step `step` updated in place must still be finite (a huge --lr
+ * overflows here, after every gradient was finite). The step node has no outputs to
+ * scan, so read its inputs. */
 static ot_status check_update(ot_train_session *s, int step, const ot_node *node, ot_error *err) {
     for (int k = 0; k + 1 < node->n_inputs; k++) {
         int v = node->inputs[k];
         if (k == 1 || v < 0 || s->g->values[v].dtype != OT_F32) continue; /* input 1 is the gradient */
         const ot_value *val = &s->g->values[v];
         size_t nb = (size_t)ot_shape_numel(&val->shape) * sizeof(float);
-        const void *dev = ot_executor_value_ptr(s->ex, v), *h = NULL;
         int64_t i = -1;
-        float x = 0.0f;
-        ot_status st;
-        if (s->scan_on_device) { /* scanned where it lies; only a bad element is copied out */
-            if ((st = s->be->scan_f32(s->be, dev, nb / sizeof(float), &i, NULL, err))) return st;
-            if (i >= 0 && (st = copy_out(s, &x, (const float *)dev + i, sizeof x, err))) return st;
-        } else {
-            if ((st = host_view(s, dev, nb, &h, err))) return st;
-            i = first_nonfinite(h, OT_F32, (int64_t)(nb / sizeof(float)));
-            if (i >= 0) x = ((const float *)h)[i];
-        }
+        double x = 0.0;
+        ot_status st = scan_value(s, ot_executor_value_ptr(s->ex, v), OT_F32, nb, &i, &x, NULL, err);
+        if (st) return st;
         if (i >= 0) {
             return ot_fail(err, OT_E_NUMERICS,
                            "training step %lld: node '%s' (%s, %s pass, schedule step %d) made %s '%s' non-finite: %s "
@@ -239,22 +237,69 @@ static ot_status check_update(ot_train_session *s, int step, const ot_node *node
     return OT_OK;
 }
 
-ot_status ot_train_hook(void *user, ot_executor *ex, int step, const ot_node *node, const ot_tensor *out, ot_error *err) {
+/* Every optimizer node in schedule order: the first whose update is not finite is
+ * named, the node at which the old per-node check stopped (each node updates only
+ * its own param and state, so the nodes after it change nothing it reads). */
+static ot_status check_updates(ot_train_session *s, ot_error *err) {
+    const ot_plan *p = ot_executor_plan(s->ex);
+    for (int k = s->boundary + 1; k < p->n_steps; k++) {
+        ot_status st = check_update(s, k, &s->g->nodes[p->order[k]], err);
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
+ot_status ot_train_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, ot_error *err) {
     (void)ex;
     ot_train_session *s = user;
-    if (step > s->boundary && s->mode == MODE_TRAIN && !s->o.no_numerics_check && s->micro == s->o.accum - 1 &&
-        node->phase == OT_PHASE_OPTIMIZER)
-        return check_update(s, step, node, err);
-    if (s->mode == MODE_SCAN) {
-        ot_status st = scan_outputs(s, step, node, out, err);
+    if (b->step == s->boundary) return boundary(s, err); /* before the optimizer, or the end without one */
+    if (b->end && b->ended == OT_PHASE_OPTIMIZER && s->mode == MODE_TRAIN && !s->o.no_numerics_check &&
+        s->micro == s->o.accum - 1)
+        return check_updates(s, err);
+    return OT_OK;
+}
+
+/* ---- naming the first bad node ------------------------------------------------ */
+
+/* The outputs of the node at schedule step `step`, just run. */
+static ot_status scan_outputs(ot_train_session *s, int step, const ot_node *node, ot_error *err) {
+    const ot_plan *p = ot_executor_plan(s->ex);
+    for (int k = 0; k < node->n_outputs; k++) {
+        int v = node->outputs[k];
+        if (v < 0) continue;
+        ot_dtype dt = s->g->values[v].dtype;
+        size_t nb = ot_plan_value_bytes(p, v);
+        const void *dev = ot_executor_value_ptr(s->ex, v);
+        if (!dev || (dt != OT_F32 && dt != OT_F64) || !nb) continue;
+        int64_t i = -1;
+        double x = 0.0;
+        ot_status st = scan_value(s, dev, dt, nb, &i, &x, NULL, err);
         if (st) return st;
-        if (step == s->boundary) /* nothing found; stop before the optimizer anyway */
-            return ot_fail(err, OT_E_NUMERICS, "training step %lld: a non-finite loss or gradient that the re-run did not reproduce",
-                           (long long)s->run_step);
-        return OT_OK;
+        if (i >= 0)
+            return ot_fail(err, OT_E_NUMERICS,
+                           "training step %lld: node '%s' (%s, %s pass, schedule step %d) is the first to produce a "
+                           "non-finite value: %s at index %lld of output '%s'. Lower --lr, add --clip-grad-norm, or check the data",
+                           (long long)s->run_step, node->name, node->op_type ? node->op_type : ot_op_name(node->op),
+                           ot_phase_name(node->phase), step, isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf", (long long)i,
+                           vname(s->g, v));
     }
-    if (step != s->boundary) return OT_OK;
-    return boundary(s, err);
+    return OT_OK;
+}
+
+/* After a non-finite loss or gradient at the boundary: the same micro-batch again
+ * (same inputs, RNG step and params; running statistics are only copied back after
+ * a successful run), one step at a time up to the boundary, scanning each node's
+ * outputs before a later node can reuse their memory. The first bad output names
+ * its node and phase; the optimizer never runs. */
+static ot_status diagnose(ot_train_session *s, ot_error *err) {
+    const ot_plan *p = ot_executor_plan(s->ex);
+    for (int k = 0; k <= s->boundary; k++) {
+        ot_status st = ot_executor_run_steps(s->ex, k, 1, err);
+        if (!st) st = scan_outputs(s, k, &s->g->nodes[p->order[k]], err);
+        if (st) return st;
+    }
+    return ot_fail(err, OT_E_NUMERICS, "training step %lld: a non-finite loss or gradient that the re-run did not reproduce",
+                   (long long)s->run_step);
 }
 
 /* ---- running micro-batches ---------------------------------------------------- */
@@ -270,8 +315,8 @@ static ot_status feed(ot_train_session *s, const ot_dataset *d, const int64_t *i
     return OT_OK;
 }
 
-/* One executor run in `mode`; on a non-finite loss/gradient re-runs it scanning every
- * node so that the error names the first node at fault. */
+/* One executor run in `mode`; on a non-finite loss/gradient re-runs it step by step
+ * (diagnose) so that the error names the first node at fault. */
 static ot_status run_once(ot_train_session *s, int mode, uint64_t rng_step, ot_error *err) {
     s->mode = mode;
     s->nonfinite = false;
@@ -287,12 +332,7 @@ static ot_status run_once(ot_train_session *s, int mode, uint64_t rng_step, ot_e
                                (long long)s->run_step, s->cur_data->arrays[i].path,
                                (long long)s->cur_idx[bad / (n / s->B)], (long long)bad);
         }
-        ot_error first = *err;
-        s->mode = MODE_SCAN;
-        st = ot_executor_run(s->ex, err);
-        if (st == OT_OK) *err = first, st = first.code; /* cannot happen: the boundary stops it */
-        s->mode = mode;
-        return st;
+        return diagnose(s, err);
     }
     if (st) return st;
     if (mode == MODE_TRAIN)
@@ -432,9 +472,11 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
     r->total_seconds = ot_now_seconds() - t0;
     r->measured_peak = ot_executor_high_water(s->ex);
     if (val) r->val_measured_peak = ot_executor_high_water(s->val_ex);
-    /* The host copies of the weights come back in place of the loop's scratch, which
-     * is as large (a float per param), rather than next to it. */
-    drop_host_scratch(s);
+    /* The host copies of the weights come back; the scan buffer (float64 values off
+     * the host only) is not needed any more. */
+    free(s->scan_buf);
+    s->scan_buf = NULL;
+    s->scan_cap = 0;
     st = ot_executor_sync_to_graph(s->ex, err);
 done:
     ot_batcher_free(&bt);

@@ -96,6 +96,23 @@ static ot_status cpu_scan_f32(ot_backend *be, const void *data, size_t n, int64_
     return OT_OK;
 }
 
+/* Gradient accumulation in the arena (exec/backend.h): the float adds the training
+ * loop did on its host copies, element by element, so --accum's sums keep their bits. */
+static ot_status cpu_accumulate_f32(ot_backend *be, float *dst, float *src, size_t n, bool clear_src,
+                                    ot_error *err) {
+    (void)be;
+    (void)err;
+    if (!clear_src) {
+        for (size_t i = 0; i < n; i++) dst[i] += src[i];
+        return OT_OK;
+    }
+    for (size_t i = 0; i < n; i++) { /* one pass: the accumulator is read once */
+        dst[i] += src[i];
+        src[i] = 0.0f;
+    }
+    return OT_OK;
+}
+
 ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err) {
     if (n_threads < 0) {
         ot_fail(err, OT_E_USAGE, "cpu backend: thread count %d is negative", n_threads);
@@ -109,6 +126,7 @@ ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err) {
     be->name = "cpu";
     be->host_memory = true;
     be->scan_f32 = cpu_scan_f32;
+    be->accumulate_f32 = cpu_accumulate_f32;
     be->arena_alloc = cpu_arena_alloc;
     be->arena_free = cpu_arena_free;
     be->copy_in = cpu_copy;

@@ -279,6 +279,16 @@ static ot_status cuda_scan_f32(ot_backend *be, const void *data, size_t n, int64
     return ot_cuda_scan_f32(be->impl, data, n, first_bad, sum_sq, err);
 }
 
+static ot_status cuda_accumulate_f32(ot_backend *be, float *dst, float *src, size_t n, bool clear_src,
+                                     ot_error *err) {
+    return ot_cuda_accumulate_f32(be->impl, dst, src, n, clear_src, err);
+}
+
+/* The accumulation's element code on the host (no context), for tests. */
+static ot_status cuda_accumulate_host(float *dst, float *src, size_t n, bool clear_src, ot_error *err) {
+    return ot_cuda_accumulate_f32(NULL, dst, src, n, clear_src, err);
+}
+
 static void cuda_destroy(ot_backend *be) {
     if (!be) return;
     ctx_free(be->impl);
@@ -361,6 +371,7 @@ static ot_backend *cuda_backend_new(int device, ot_error *err) {
     be->synchronize = cuda_synchronize;
     be->destroy = cuda_destroy;
     be->scan_f32 = cuda_scan_f32;
+    be->accumulate_f32 = cuda_accumulate_f32;
     be->impl = cx;
     return be;
 }
@@ -408,6 +419,7 @@ static const ot_cuda_module MODULE = {
     .workspace_bytes = ot_cuda_host_workspace,
     .philox_uniform = ot_cuda_philox_uniform_host,
     .pointwise_host = cuda_pointwise_host,
+    .accumulate_host = cuda_accumulate_host,
     .op_status = ot_cuda_module_op_status,
 };
 

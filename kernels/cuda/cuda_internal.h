@@ -210,6 +210,10 @@ ot_status ot_cuda_pad_copy(ot_cuda_ctx *cx, const ot_node *node, const float *sr
  * cuda_scan.cu. */
 ot_status ot_cuda_scan_f32(ot_cuda_ctx *cx, const void *data, size_t n, int64_t *first_bad, double *sum_sq,
                            ot_error *err);
+/* ot_backend.accumulate_f32: dst[i] += src[i] over n device floats, then src zeroed
+ * when clear_src; queued on the stream. cx NULL: host mode over host pointers (the
+ * same element code, for tests). cuda_scan.cu. */
+ot_status ot_cuda_accumulate_f32(ot_cuda_ctx *cx, float *dst, float *src, size_t n, bool clear_src, ot_error *err);
 
 #ifdef __cplusplus
 }

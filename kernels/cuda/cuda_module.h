@@ -61,6 +61,8 @@ typedef struct ot_cuda_module {
      * OT_E_UNSUPPORTED for other ops. */
     ot_status (*pointwise_host)(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                                 ot_error *err);
+    /* ot_backend.accumulate_f32's element code on the host over host floats. */
+    ot_status (*accumulate_host)(float *dst, float *src, size_t n, bool clear_src, ot_error *err);
     /* What the module's op table holds for op (a launcher: OT_CUDA_KERNEL; the
      * host-copy path: OT_CUDA_CPU_ONLY), for tests to compare with the library's
      * ot_cuda_op_status (kernels/kernel.h). Since ABI 2. */

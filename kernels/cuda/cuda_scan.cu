@@ -8,7 +8,12 @@
  * One launch of OT_CUDA_SCAN_BLOCKS blocks at most, a grid-stride loop, each block
  * reduced in shared memory in a fixed tree; the host adds the per-block sums in block
  * order. So the sum is repeatable for a given n (it differs from the CPU's sequential
- * sum by rounding only), and nothing uses atomics. */
+ * sum by rounding only), and nothing uses atomics.
+ *
+ * Also the gradient accumulation of --accum (ot_backend.accumulate_f32): an element-wise
+ * float add between two arena ranges, one IEEE rounding per element as on the CPU, so
+ * the summed gradients are bitwise the CPU's; it has a host mode (cx == NULL) that
+ * tests/test_cuda.c checks against the CPU backend's. */
 #include <limits.h>
 #include <math.h>
 
@@ -70,4 +75,21 @@ extern "C" ot_status ot_cuda_scan_f32(ot_cuda_ctx *cx, const void *data, size_t 
     if (b != LLONG_MAX) *first_bad = (int64_t)b;
     if (sum_sq) *sum_sq = s;
     return OT_OK;
+}
+
+/* dst[i] += src[i], then src[i] = 0 when clear: the element code of accumulate_f32. */
+struct ot_cu_accumulate {
+    float *dst, *src;
+    bool clear;
+    __host__ __device__ void operator()(int64_t i) const {
+        dst[i] = ot_cu_fadd(dst[i], src[i]);
+        if (clear) src[i] = 0.0f;
+    }
+};
+
+extern "C" ot_status ot_cuda_accumulate_f32(ot_cuda_ctx *cx, float *dst, float *src, size_t n, bool clear_src,
+                                            ot_error *err) {
+    if (cx) OT_CUDA_CHECK(cudaSetDevice(cx->device));
+    ot_cu_accumulate op = {dst, src, clear_src};
+    return ot_cu_map(cx, op, (int64_t)n, err);
 }
