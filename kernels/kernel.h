@@ -1,6 +1,8 @@
-/* kernel.h — what a kernel sees: a node (op + attributes), its input and output
+/* kernel.h — what a kernel sees: a node (op + its typed params, ir/op_params.h,
+ * resolved once; kernels never parse attributes by name), its input and output
  * tensors with static shapes and data pointers already placed by the planner, and a
- * small context (threads, RNG key). Shared by the CPU and CUDA backends; the backend
+ * small context (threads, RNG key). Shared by the CPU and CUDA backends, with the two
+ * op-table queries tests walk (ot_cpu_has_kernel, ot_cuda_op_status); the backend
  * interface that the executor calls is in exec/backend.h. */
 #ifndef OT_KERNEL_H
 #define OT_KERNEL_H
