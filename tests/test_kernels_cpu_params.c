@@ -42,8 +42,9 @@ static void test_int_attr_out_of_range(void **state) {
     tk_node_free(&c);
 }
 
-/* A resolved node runs on its params: changing an attribute afterwards does not reach
- * the kernel until the node is resolved again. */
+/* A resolved node runs on its params, not on its attributes (they are not parsed
+ * again per run); changing an attribute drops the resolved params, so the kernel never
+ * sees a stale value. */
 static void test_resolved_once(void **state) {
     (void)state;
     float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, y[4], want_t[4], want[4];
@@ -56,9 +57,16 @@ static void test_resolved_once(void **state) {
         }
     ot_error e = {0};
     assert_int_equal(ot_node_resolve_params(&n, &n.params, &e), OT_OK);
-    assert_int_equal(ot_node_set_attr_int(&n, "transB", 1), 0);
+    /* the kernel reads the resolved struct: an edit there shows, no attribute says so */
+    n.params.u.gemm.trans_b = true;
+    assert_int_equal(tk_run(&n, in, out), OT_OK);
+    assert_memory_equal(y, want_t, sizeof y);
+    /* an attribute change (transB = 0 over the edited struct) drops the params */
+    assert_int_equal(ot_node_set_attr_int(&n, "transB", 0), 0);
+    assert_int_equal(n.params.kind, OT_PARAMS_UNRESOLVED);
     assert_int_equal(tk_run(&n, in, out), OT_OK);
     assert_memory_equal(y, want, sizeof y);
+    assert_int_equal(ot_node_set_attr_int(&n, "transB", 1), 0);
     assert_int_equal(ot_node_resolve_params(&n, &n.params, &e), OT_OK);
     assert_int_equal(tk_run(&n, in, out), OT_OK);
     assert_memory_equal(y, want_t, sizeof y);
