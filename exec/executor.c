@@ -165,6 +165,7 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
                           ot_error *err) {
     ot_status st = OT_OK;
     *out = NULL;
+    if ((st = ot_graph_resolve_params(g, err))) return st; /* after every pass that adds or copies nodes */
     ot_executor *ex = calloc(1, sizeof *ex);
     if (!ex) return ot_fail(err, OT_E_MEMORY, "executor: out of memory");
     ex->g = g;

@@ -1,14 +1,17 @@
 /* kernel_ctx.h — the small context every kernel call gets (threads, the Philox key,
- * the planned workspace, the optimizer's per-step scalars). It lives in exec/ because
- * the backend interface (exec/backend.h) passes it, and kernels/ sits above exec/. */
+ * the planned workspace, the optimizer's per-step scalars, a test switch): whatever a
+ * kernel's behaviour depends on beyond its node and tensors, so kernels need no
+ * globals. It lives in exec/ because the backend interface (exec/backend.h) passes
+ * it, and kernels/ sits above exec/. */
 #ifndef OT_KERNEL_CTX_H
 #define OT_KERNEL_CTX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct ot_kernel_ctx {
-    int n_threads;       /* OpenMP threads on the CPU; results are bitwise repeatable for a fixed count */
+    int n_threads;       /* CPU threads (OpenMP and OpenBLAS); results are bitwise repeatable for a fixed count */
     uint64_t seed;       /* run seed */
     uint64_t step;       /* training step (part of the Philox key) */
     int rng_node;        /* original node id (recompute clones pass the node they copy) */
@@ -21,6 +24,10 @@ typedef struct ot_kernel_ctx {
     double opt_lr;
     float opt_grad_scale;
     int64_t opt_step;
+    /* Tests only: ConvGradInput / ConvGradWeight skip their fast paths (1x1,
+     * depthwise, hoisted im2col / col2im ranges) and run the plain GEMM +
+     * per-element im2col / col2im path, so a test can compare the two. */
+    bool conv_grad_general;
 } ot_kernel_ctx;
 
 #endif

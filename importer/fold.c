@@ -145,6 +145,7 @@ ot_status ot_fold_node(ot_graph *g, int id, bool *folded, ot_error *err) {
          * being written, and bad constant data (an index out of range) fails at run
          * time with the executor's message, which names the node the same way. */
         ot_error kerr = {0};
+        if (ot_node_resolve_params(n, &n->params, &kerr)) goto fail; /* bad attributes: left to the executor */
         ot_status est = g->fold_eval(n, id, in, out, &kerr);
         if (est == OT_E_MEMORY) {
             st = ot_fail(err, OT_E_MEMORY, "out of memory folding node '%s'", ot_shape_node_label(n));

@@ -427,7 +427,10 @@ ot_tensor *ot_tensor_new(ot_dtype dtype, const ot_shape *shape) {
 
 /* ---- attributes --------------------------------------------------------------- */
 
+/* Every attribute change goes through here or ot_node_remove_attr: both drop the
+ * node's resolved typed params (ir/op_params.h), so nothing reads stale values. */
 static ot_attr *attr_slot(ot_node *n, const char *name) {
+    n->params.kind = OT_PARAMS_UNRESOLVED;
     for (int i = 0; i < n->n_attrs; i++)
         if (strcmp(n->attrs[i].name, name) == 0) {
             char *keep = n->attrs[i].name;
@@ -575,6 +578,7 @@ const int64_t *ot_node_attr_ints(const ot_node *n, const char *name, int *count)
 }
 
 void ot_node_remove_attr(ot_node *n, const char *name) {
+    n->params.kind = OT_PARAMS_UNRESOLVED;
     for (int i = 0; i < n->n_attrs; i++)
         if (strcmp(n->attrs[i].name, name) == 0) {
             ot_attr_free(&n->attrs[i]);
@@ -642,6 +646,9 @@ static int node_copy(ot_node *dst, const ot_node *src) {
     dst->orig_node = src->orig_node;
     dst->src_index = src->src_index;
     dst->removed = src->removed;
+    /* typed params point into the node's own attributes: the copy's are resolved
+     * again from its own (ot_graph_resolve_params), never shared */
+    dst->params.kind = OT_PARAMS_UNRESOLVED;
     return ok ? 0 : -1;
 }
 

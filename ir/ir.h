@@ -212,6 +212,8 @@ typedef struct ot_value {
     char *doc;       /* doc_string of the source ValueInfo/initializer, may be NULL */
 } ot_value;
 
+#include "op_params.h" /* ot_op_params: the typed attributes kernels read */
+
 typedef struct ot_node {
     int id;
     ot_op op;
@@ -228,6 +230,7 @@ typedef struct ot_node {
     int orig_node;  /* for recompute clones: the node this one copies; else -1 */
     int src_index;  /* index in the source GraphProto's node list, -1 if created */
     bool removed;   /* folded away or rewritten; skipped by every pass */
+    ot_op_params params; /* filled by ot_graph_resolve_params (ir/op_params.h) */
 } ot_node;
 
 /* Evaluates one node on host tensors (in/out as kernels/kernel.h describes them),

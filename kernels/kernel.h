@@ -1,6 +1,8 @@
-/* kernel.h — what a kernel sees: a node (op + attributes), its input and output
+/* kernel.h — what a kernel sees: a node (op + its typed params, ir/op_params.h,
+ * resolved once; kernels never parse attributes by name), its input and output
  * tensors with static shapes and data pointers already placed by the planner, and a
- * small context (threads, RNG key). Shared by the CPU and CUDA backends; the backend
+ * small context (threads, RNG key). Shared by the CPU and CUDA backends, with the two
+ * op-table queries tests walk (ot_cpu_has_kernel, ot_cuda_op_status); the backend
  * interface that the executor calls is in exec/backend.h. */
 #ifndef OT_KERNEL_H
 #define OT_KERNEL_H
@@ -22,6 +24,17 @@ size_t ot_cpu_workspace_bytes(const ot_node *node, const ot_tensor *in, const ot
 
 /* True when the CPU backend has a kernel for this op with these dtypes. */
 bool ot_cpu_supports(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
+/* True when the CPU op table (kernels/cpu/cpu_ops.c) has a kernel for op, whatever
+ * the dtypes; false for OT_OP_UNKNOWN and out-of-range values. */
+bool ot_cpu_has_kernel(ot_op op);
+
+/* What the CUDA backend's op table (kernels/cuda/cuda_ops.def) says of an op:
+ * a CUDA kernel, an explicit "CPU only" (the CUDA backend runs the CPU kernel on
+ * host copies), or nothing. Answered by onnxtrain_lib itself (kernels/cuda_op_status.c),
+ * so it needs neither a GPU nor the CUDA module. */
+typedef enum ot_cuda_op_kind { OT_CUDA_MISSING = 0, OT_CUDA_KERNEL, OT_CUDA_CPU_ONLY } ot_cuda_op_kind;
+ot_cuda_op_kind ot_cuda_op_status(ot_op op);
 
 /* ot_fold_eval_fn (ir/ir.h) over the CPU kernels: one thread, its own workspace.
  * Importers get it injected through ot_import_options.fold_eval. */

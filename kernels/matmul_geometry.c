@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "kernels/cpu/cpu_common.h"
+#include "kernels/kernel_common.h"
 
 static ot_status mm_shape(const ot_node *node, const char *what, ot_error *err) {
     return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): %s", node->name, node->op_type, what);
@@ -15,10 +15,14 @@ ot_status ot_gemm_geometry_init(ot_matmul_geometry *g, const ot_node *node, cons
     memset(g, 0, sizeof *g);
     g->batch = 1;
     if (as->rank != 2 || bs->rank != 2 || ys->rank != 2) return mm_shape(node, "A, B and Y must be 2-D", err);
-    g->ta = ot_node_attr_int(node, "transA", 0) != 0;
-    g->tb = ot_node_attr_int(node, "transB", 0) != 0;
-    g->alpha = ot_node_attr_float(node, "alpha", 1.0f);
-    g->beta = ot_node_attr_float(node, "beta", 1.0f);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    g->ta = pp->u.gemm.trans_a;
+    g->tb = pp->u.gemm.trans_b;
+    g->alpha = pp->u.gemm.alpha;
+    g->beta = pp->u.gemm.beta;
     g->M = g->ta ? as->dim[1] : as->dim[0];
     g->K = g->ta ? as->dim[0] : as->dim[1];
     int64_t Kb = g->tb ? bs->dim[1] : bs->dim[0];
@@ -55,6 +59,6 @@ ot_status ot_matmul_geometry_init(ot_matmul_geometry *g, const ot_node *node, co
         acc_b *= nb;
         g->batch *= g->bdim[d];
     }
-    if (ot_cpu_numel(y) != g->batch * M * N) return mm_shape(node, "output size differs from batch x M x N", err);
+    if (ot_kernel_numel(y) != g->batch * M * N) return mm_shape(node, "output size differs from batch x M x N", err);
     return OT_OK;
 }

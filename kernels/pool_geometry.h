@@ -1,8 +1,11 @@
-/* pool_geometry.h — the window rules of MaxPool, AveragePool and their gradients, in
- * one place for the CPU kernels (cpu_pool.c, grad_pool.c) and the CUDA host code and
- * kernels (cuda_pool.cu):
+/* pool_geometry.h — the window rules of Conv, MaxPool, AveragePool and their
+ * gradients, in one place for the CPU kernels (cpu_conv.c, grad_conv.c, cpu_pool.c,
+ * grad_pool.c) and the CUDA host code and kernels (cuda_blas.c, cuda_pool.cu):
+ *  - the window itself (ot_window): spatial rank, kernel, strides, dilations and
+ *    pads resolved from the typed params (ir/op_params.h; auto_pad included) and the
+ *    input/output sizes.
  *  - the window as 3-D: kernel_shape, strides, dilations and pads (auto_pad included,
- *    through ot_cpu_window_init) with leading dims of 1 for 1-D and 2-D pools (the
+ *    through ot_window_init) with leading dims of 1 for 1-D and 2-D pools (the
  *    CPU convolution gradients, grad_conv.c, lift their window the same way). Output
  *    sizes come from shape inference, so ceil_mode only shows as windows that hang over
  *    the padded input; they are clipped.
@@ -37,11 +40,23 @@ extern "C" {
 typedef struct ot_window3 {
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
     int64_t planes, in_sz, out_sz;
+    /* pools only (ot_pool_window_init): count_include_pad, storage_order */
+    bool include_pad, col_major;
 } ot_window3;
 
-struct ot_cpu_window;
-/* The 3-D form of w (kernels/cpu/cpu_common.h): the spatial fields, in_sz, out_sz. */
-void ot_window3_lift(ot_window3 *p, const struct ot_cpu_window *w);
+/* A conv / pool window: spatial rank (1..3), kernel, strides, dilations and begin /
+ * end pads per spatial dim. */
+typedef struct ot_window {
+    int nd;
+    int64_t in[3], out[3], k[3], stride[3], dil[3], pad_begin[3], pad_end[3];
+    int group; /* Conv's attribute (1 when absent), range-checked when resolved */
+} ot_window;
+/* x, y: NC... shapes; kernel: spatial kernel sizes (from W or attribute). OT_E_MODEL
+ * for non-positive kernel, strides or dilations; OT_E_UNSUPPORTED outside 1-D..3-D. */
+ot_status ot_window_init(ot_window *w, const ot_node *node, const ot_shape *x, const ot_shape *y,
+                         const int64_t *kernel, ot_error *err);
+/* The 3-D form of w: the spatial fields, in_sz, out_sz. */
+void ot_window3_lift(ot_window3 *p, const ot_window *w);
 /* The window of pool node `node` from input x (N, C, spatial...) to output y (the
  * output of a pool, or dY of its gradient): OT_E_MODEL for a missing or misshapen
  * kernel_shape, OT_E_SHAPE when y's N, C differ from x's. */

@@ -139,6 +139,32 @@ static void test_module_loader(void **state) {
 
 /* ---- host-side parts of the CUDA backend (no GPU needed) ------------------------------ */
 
+/* The module's op table says of every op what the library's ot_cuda_op_status says
+ * (both from kernels/cuda/cuda_ops.def); a launcher is a kernel, the shape-only ops
+ * are CPU only, and a CPU-only op takes the CPU's supports answer. */
+static void test_op_table(void **state) {
+    (void)state;
+    const ot_cuda_module *m = mod();
+    for (int op = OT_OP_UNKNOWN + 1; op < (int)OT_OP_COUNT; op++) {
+        if (m->op_status((ot_op)op) != ot_cuda_op_status((ot_op)op)) fail_msg("%s differs", ot_op_name((ot_op)op));
+        if (ot_cuda_op_status((ot_op)op) == OT_CUDA_CPU_ONLY && !ot_cpu_has_kernel((ot_op)op))
+            fail_msg("%s is CPU only without a CPU kernel", ot_op_name((ot_op)op));
+    }
+    assert_int_equal(m->op_status(OT_OP_GEMM), OT_CUDA_KERNEL);
+    assert_int_equal(m->op_status(OT_OP_SHAPE), OT_CUDA_CPU_ONLY);
+    assert_int_equal(m->op_status(OT_OP_UNKNOWN), OT_CUDA_MISSING);
+    assert_int_equal(ot_cuda_op_status(OT_OP_COUNT), OT_CUDA_MISSING);
+    int64_t d = 4;
+    ot_node n = {.op = OT_OP_RANGE, .n_inputs = 3, .n_outputs = 1, .name = (char *)"r", .op_type = (char *)"Range"};
+    ot_tensor in[3], out[1];
+    for (int k = 0; k < 3; k++) in[k] = (ot_tensor){.dtype = OT_I64, .shape = ot_shape_make(0, NULL)};
+    out[0] = (ot_tensor){.dtype = OT_I64, .shape = ot_shape_make(1, &d)};
+    assert_true(m->supports_node(&n, in, out));
+    assert_int_equal(m->supports_node(&n, in, out), ot_cpu_supports(&n, in, out));
+    for (int k = 0; k < 3; k++) in[k].dtype = OT_BOOL;
+    assert_false(m->supports_node(&n, in, out));
+}
+
 /* The kernels' Philox (compiled by nvcc for host and device from one source) gives
  * the CPU generator's uniforms bit for bit, so Dropout masks agree. */
 static void test_philox_matches_cpu(void **state) {
@@ -319,7 +345,7 @@ typedef struct tc_worst {
 
 static double tc_value(ot_dtype t, const void *p, int64_t i) {
     double v = 0.0;
-    if (!ot_cpu_load_double(t, p, i, &v)) v = NAN;
+    if (!ot_kernel_load_double(t, p, i, &v)) v = NAN;
     return v;
 }
 
@@ -2278,6 +2304,7 @@ int main(void) {
     }
     const struct CMUnitTest host_tests[] = {
         cmocka_unit_test(test_module_loader),
+        cmocka_unit_test(test_op_table),
         cmocka_unit_test(test_philox_matches_cpu),
         cmocka_unit_test(test_conv_geometry),
         cmocka_unit_test(test_supports_dtypes),

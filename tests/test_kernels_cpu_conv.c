@@ -3,7 +3,6 @@
  * MaxPool / AveragePool with padding and ceil_mode against PyTorch's window rules
  * written out here, GlobalAveragePool, thread-count repeatability, and unsupported
  * dtypes reported with the node's name. */
-#include "kernels/cpu/cpu_internal.h"
 #include "test_kernels_cpu_util.h"
 
 typedef struct conv_case {
@@ -133,17 +132,23 @@ static void test_conv_bad_dtype(void **state) {
     assert_false(ot_cpu_supports(&n, in, out));
     in[0].dtype = in[1].dtype = out[0].dtype = OT_F32;
     assert_true(ot_cpu_supports(&n, in, out));
-    /* internal ops go to the backward dispatcher */
-    float a[4] = {1, -1, 2, -2}, b[4] = {1, 1, 1, 1}, r1[4] = {0}, r2[4] = {0};
+    /* internal ops run from the same op table: ReluGrad(dY, X) = dY where X > 0 */
+    float dy[4] = {1, -1, 2, -2}, x2[4] = {1, 0, -1, 3}, r[4] = {9, 9, 9, 9}, want[4] = {1, 0, 0, -2};
     ot_node g = tk_node(OT_OP_RELU_GRAD, 2, 1);
-    ot_tensor gin[2] = {tk_t(OT_F32, a, 1, 4), tk_t(OT_F32, b, 1, 4)};
-    ot_tensor g1[1] = {tk_t(OT_F32, r1, 1, 4)}, g2[1] = {tk_t(OT_F32, r2, 1, 4)};
+    ot_tensor gin[2] = {tk_t(OT_F32, dy, 1, 4), tk_t(OT_F32, x2, 1, 4)};
+    ot_tensor g1[1] = {tk_t(OT_F32, r, 1, 4)};
     ot_kernel_ctx ctx = {0};
-    ot_error e1 = {0}, e2 = {0};
-    ot_status s1 = ot_cpu_run_node(&g, gin, g1, &ctx, &e1), s2 = ot_cpu_run_internal_node(&g, gin, g2, &ctx, &e2);
-    assert_int_equal(s1, s2);
-    assert_memory_equal(r1, r2, sizeof r1);
-    assert_int_equal(ot_cpu_supports(&g, gin, g1), ot_cpu_internal_supports(&g, gin, g1));
+    ot_error e1 = {0};
+    assert_true(ot_cpu_has_kernel(OT_OP_RELU_GRAD));
+    assert_int_equal(ot_cpu_run_node(&g, gin, g1, &ctx, &e1), OT_OK);
+    assert_memory_equal(r, want, sizeof r);
+    assert_true(ot_cpu_supports(&g, gin, g1));
+    gin[1].dtype = OT_F64;
+    assert_true(ot_cpu_supports(&g, gin, g1)); /* the backward kernels check input 0 */
+    gin[0].dtype = OT_F64;
+    assert_false(ot_cpu_supports(&g, gin, g1));
+    assert_false(ot_cpu_has_kernel(OT_OP_UNKNOWN));
+    assert_false(ot_cpu_has_kernel(OT_OP_COUNT));
 }
 
 /* Pooling reference with symmetric pads (written independently of the kernel): max and

@@ -8,6 +8,9 @@
  * Tanh's and Erf's accuracy and lane independence; ConvGradInput's and
  * ConvGradWeight's fast paths (1x1, depthwise, hoisted im2col/col2im ranges)
  * against their general GEMM + per-element im2col/col2im path. */
+#include <cblas.h>
+#include <omp.h>
+
 #include "kernels/cpu/cpu_philox.h"
 #include "kernels/cpu/grad_kernels.h"
 #include "exec/rng.h"
@@ -287,9 +290,12 @@ static void cg_run(const cg_case *c, ot_op op, int threads, bool general, float 
         in[2] = cg_tensor(w, rank, wd);
         out[0] = cg_tensor(res, rank, wd);
     }
-    ot_cpu_conv_grad_general = general;
-    ot_status st = tk_run_ex(&n, in, out, threads, 0, 0, 0, NULL);
-    ot_cpu_conv_grad_general = 0;
+    ot_kernel_ctx ctx = {.n_threads = threads, .conv_grad_general = general};
+    ctx.workspace_bytes = ot_cpu_workspace_bytes(&n, in, out);
+    ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
+    ot_error e = {0};
+    ot_status st = ot_cpu_run_node(&n, in, out, &ctx, &e);
+    free(ctx.workspace);
     assert_int_equal(st, OT_OK);
     tk_node_free(&n);
 }
@@ -323,32 +329,33 @@ static void check_conv_grad(const cg_case *c, int ci) {
     }
     float *x = malloc((size_t)nx * sizeof(float)), *w = malloc((size_t)nw * sizeof(float));
     float *dy = malloc((size_t)ny * sizeof(float));
-    float *r[3] = {malloc((size_t)nx * sizeof(float)), malloc((size_t)nx * sizeof(float)),
-                   malloc((size_t)nx * sizeof(float))};
-    float *q[3] = {malloc((size_t)nw * sizeof(float)), malloc((size_t)nw * sizeof(float)),
-                   malloc((size_t)nw * sizeof(float))};
+    /* r/q[0], [1]: general path on 1 and 2 threads; [2], [3]: fast paths. The context's
+     * thread count reaches OpenBLAS too, whose GEMM split may change the bits, so each
+     * fast path is compared with the general path on the same count. */
+    float *r[4], *q[4];
+    for (int k = 0; k < 4; k++) {
+        r[k] = malloc((size_t)nx * sizeof(float));
+        q[k] = malloc((size_t)nw * sizeof(float));
+    }
     tk_fill(x, nx, 11 + (uint32_t)ci, -1.0f, 1.0f);
     tk_fill(w, nw, 23 + (uint32_t)ci, -1.0f, 1.0f);
     tk_fill(dy, ny, 37 + (uint32_t)ci, -1.0f, 1.0f);
-    for (int k = 0; k < 3; k++) { /* stale values must not leak into the results */
+    for (int k = 0; k < 4; k++) { /* stale values must not leak into the results */
         for (int64_t i = 0; i < nx; i++) r[k][i] = NAN;
         for (int64_t i = 0; i < nw; i++) q[k][i] = NAN;
     }
-    cg_run(c, OT_OP_CONV_GRAD_INPUT, 2, true, dy, w, x, r[0], yd, wd, xd);
-    cg_run(c, OT_OP_CONV_GRAD_INPUT, 1, false, dy, w, x, r[1], yd, wd, xd);
-    cg_run(c, OT_OP_CONV_GRAD_INPUT, 2, false, dy, w, x, r[2], yd, wd, xd);
-    cg_run(c, OT_OP_CONV_GRAD_WEIGHT, 2, true, dy, w, x, q[0], yd, wd, xd);
-    cg_run(c, OT_OP_CONV_GRAD_WEIGHT, 1, false, dy, w, x, q[1], yd, wd, xd);
-    cg_run(c, OT_OP_CONV_GRAD_WEIGHT, 2, false, dy, w, x, q[2], yd, wd, xd);
-    int bad = cg_compare("dX", ci, r[1], r[0], nx, true) + cg_compare("dW", ci, q[1], q[0], nw, c->exact_dw);
-    /* the fast paths give the same bits on 1 and 2 threads */
-    assert_memory_equal(r[1], r[2], (size_t)nx * sizeof(float));
-    assert_memory_equal(q[1], q[2], (size_t)nw * sizeof(float));
+    for (int k = 0; k < 4; k++) {
+        cg_run(c, OT_OP_CONV_GRAD_INPUT, 1 + k % 2, k < 2, dy, w, x, r[k], yd, wd, xd);
+        cg_run(c, OT_OP_CONV_GRAD_WEIGHT, 1 + k % 2, k < 2, dy, w, x, q[k], yd, wd, xd);
+    }
+    int bad = 0;
+    for (int t = 0; t < 2; t++)
+        bad += cg_compare("dX", ci, r[2 + t], r[t], nx, true) + cg_compare("dW", ci, q[2 + t], q[t], nw, c->exact_dw);
     assert_int_equal(bad, 0);
     free(x);
     free(w);
     free(dy);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         free(r[k]);
         free(q[k]);
     }
@@ -376,6 +383,39 @@ static void test_conv_grad_fast_paths(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv_grad(&cases[i], (int)i);
 }
 
+/* A Gemm runs on its context's thread count whatever the process had set before
+ * (OpenBLAS's count included: a count of 1 sticks in OpenBLAS until set again), and
+ * leaves the calling thread's OpenMP count as it was. */
+static void test_gemm_threads_per_context(void **state) {
+    (void)state;
+    enum { M = 48, K = 64, N = 40 };
+    static float a[M * K], b[K * N], y1[M * N], y2[M * N];
+    tk_fill(a, M * K, 5, -1.0f, 1.0f);
+    tk_fill(b, K * N, 6, -1.0f, 1.0f);
+    ot_node n = tk_node(OT_OP_GEMM, 2, 1);
+    ot_tensor in[2] = {tk_t(OT_F32, a, 2, M, K), tk_t(OT_F32, b, 2, K, N)};
+    ot_tensor out1[1] = {tk_t(OT_F32, y1, 2, M, N)}, out2[1] = {tk_t(OT_F32, y2, 2, M, N)};
+    int blas = openblas_get_num_threads(), omp = omp_get_max_threads();
+    for (int threads = 1; threads <= 2; threads++) {
+        assert_int_equal(tk_run_ex(&n, in, out1, threads, 0, 0, 0, NULL), OT_OK);
+        assert_int_equal(openblas_get_num_threads(), threads);
+        assert_int_equal(omp_get_max_threads(), omp);
+        /* the same context count after the process's own count changed: same bits */
+        openblas_set_num_threads(threads == 1 ? 2 : 1);
+        omp_set_num_threads(omp);
+        assert_int_equal(tk_run_ex(&n, in, out2, threads, 0, 0, 0, NULL), OT_OK);
+        assert_int_equal(openblas_get_num_threads(), threads);
+        assert_int_equal(omp_get_max_threads(), omp);
+        assert_memory_equal(y1, y2, sizeof y1);
+    }
+    /* a context without a count takes the OpenMP default, even after a count of 1 */
+    assert_int_equal(tk_run_ex(&n, in, out1, 1, 0, 0, 0, NULL), OT_OK);
+    assert_int_equal(tk_run_ex(&n, in, out1, 0, 0, 0, 0, NULL), OT_OK);
+    assert_int_equal(openblas_get_num_threads(), omp);
+    openblas_set_num_threads(blas);
+    omp_set_num_threads(omp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox_uniforms_bulk),
@@ -385,6 +425,7 @@ int main(void) {
         cmocka_unit_test(test_arith_same_bits),
         cmocka_unit_test(test_tanh_erf_accuracy_and_lanes),
         cmocka_unit_test(test_conv_grad_fast_paths),
+        cmocka_unit_test(test_gemm_threads_per_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,10 @@
 /* test_op_table.c — completeness of the op-indexed tables every dispatch is built
  * from: walks every op of ir/ops.def and fails, naming the ops, when one lacks a shape
  * rule (importer/shape_rules.c) or a cost (remat/cost.c), when a differentiable op
- * (OT_T_DIFF) lacks a gradient rule (autodiff/grad_table.c), or when an op that is
- * not differentiable has one. docs/adding-an-op.md lists the entries an op needs. */
+ * (OT_T_DIFF) lacks a gradient rule (autodiff/grad_table.c), when an op that is
+ * not differentiable has one, when an op lacks a CPU kernel (kernels/cpu/cpu_ops.c),
+ * or when the CUDA table has neither a kernel nor a CPU-only mark for it
+ * (kernels/cuda/cuda_ops.def). docs/adding-an-op.md lists the entries an op needs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 #include "autodiff/autodiff.h"
 #include "importer/importer.h"
 #include "ir.h"
+#include "kernels/kernel.h"
 #include "remat/remat.h"
 
 typedef bool (*op_pred)(ot_op op);
@@ -77,10 +80,26 @@ static void test_only_differentiable_ops_have_a_gradient_rule(void **state) {
                 "the table in autodiff/grad_table.c");
 }
 
-/* Kernel tables: the checks that every op has a CPU kernel (ot_cpu_has_kernel,
- * kernels/kernel.h) and that the CUDA table has a kernel or an explicit CPU-only mark
- * for it (ot_cuda_op_status, kernels/cuda/cuda_ops.def) belong here, written like the
- * tests above (a predicate per check, fail_on_ops naming the ops) and listed in main. */
+/* Kernel tables: every op has a CPU kernel (kernels/cpu/cpu_ops.c), and the CUDA
+ * table (kernels/cuda/cuda_ops.def) has a kernel or an explicit CPU-only mark for it.
+ * The CUDA answer comes from the same .def the module builds its table from, so this
+ * runs without a GPU and without the module; test_cuda checks the module agrees. */
+static bool lacks_cpu_kernel(ot_op op) { return !ot_cpu_has_kernel(op); }
+static bool lacks_cuda_row(ot_op op) { return ot_cuda_op_status(op) == OT_CUDA_MISSING; }
+
+static void test_every_op_has_a_cpu_kernel(void **state) {
+    (void)state;
+    assert_false(ot_cpu_has_kernel(OT_OP_UNKNOWN));
+    assert_false(ot_cpu_has_kernel(OT_OP_COUNT));
+    fail_on_ops(lacks_cpu_kernel, "without a CPU kernel", "the table in kernels/cpu/cpu_ops.c");
+}
+
+static void test_every_op_has_a_cuda_kernel_or_cpu_only_mark(void **state) {
+    (void)state;
+    assert_int_equal(ot_cuda_op_status(OT_OP_UNKNOWN), OT_CUDA_MISSING);
+    fail_on_ops(lacks_cuda_row, "with neither a CUDA kernel nor a CPU_ONLY mark",
+                "the rows of kernels/cuda/cuda_ops.def");
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -89,6 +108,8 @@ int main(void) {
         cmocka_unit_test(test_every_op_has_a_cost),
         cmocka_unit_test(test_differentiable_ops_have_a_gradient_rule),
         cmocka_unit_test(test_only_differentiable_ops_have_a_gradient_rule),
+        cmocka_unit_test(test_every_op_has_a_cpu_kernel),
+        cmocka_unit_test(test_every_op_has_a_cuda_kernel_or_cpu_only_mark),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

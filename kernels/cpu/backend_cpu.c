@@ -1,7 +1,6 @@
 /* backend_cpu.c — the CPU backend: the ot_backend vtable (exec/backend.h) over the
  * host kernels of kernels/cpu (ot_cpu_run_node and friends from kernels/kernel.h).
  * Device memory is host memory, so copies are memcpy and synchronise is a no-op. */
-#include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -128,9 +127,6 @@ ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err) {
     be->host_memory = true;
     be->scan_f32 = cpu_scan_f32;
     be->accumulate_f32 = cpu_accumulate_f32;
-    /* OpenBLAS keeps its own thread count (all cores by default): make GEMMs honour
-     * --threads like our kernels do. It is process-wide, as OpenBLAS's setting is. */
-    if (n_threads > 0) openblas_set_num_threads(n_threads);
     be->arena_alloc = cpu_arena_alloc;
     be->arena_free = cpu_arena_free;
     be->copy_in = cpu_copy;

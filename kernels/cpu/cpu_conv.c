@@ -3,9 +3,8 @@
  * ones (one input channel per group) use a direct kernel; the rest go through
  * im2col into ctx->workspace and a GEMM per (image, group). 1-D is run as 2-D with
  * a height of 1. */
-#include <cblas.h>
-
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/pool_geometry.h"
 
 typedef struct conv_geom {
     int64_t N, C, H, W, M, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW, G, Cg, Mg;
@@ -20,8 +19,8 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
                        node->name, xs->rank);
     if (ws->rank != xs->rank || ys->rank != xs->rank)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Conv): X, W and Y ranks differ", node->name);
-    ot_cpu_window w;
-    ot_status st = ot_cpu_window_init(&w, node, xs, ys, &ws->dim[2], err);
+    ot_window w;
+    ot_status st = ot_window_init(&w, node, xs, ys, &ws->dim[2], err);
     if (st) return st;
     bool two = xs->rank == 4;
     g->N = xs->dim[0];
@@ -39,7 +38,7 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
     g->DW = two ? w.dil[1] : w.dil[0];
     g->PH = two ? w.pad_begin[0] : 0;
     g->PW = two ? w.pad_begin[1] : w.pad_begin[0];
-    g->G = ot_node_attr_int(node, "group", 1);
+    g->G = w.group;
     if (g->G < 1 || g->C % g->G || g->M % g->G)
         return ot_fail(err, OT_E_MODEL, "node '%s' (Conv): group %lld does not divide channels", node->name,
                        (long long)g->G);
@@ -201,12 +200,12 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
     if (st) return st;
     const float *x = in[0].data, *w = in[1].data;
     const float *bias = node->n_inputs > 2 && in[2].data ? in[2].data : NULL;
-    if (bias && ot_cpu_numel(&in[2]) != g.M)
+    if (bias && ot_kernel_numel(&in[2]) != g.M)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Conv): bias length differs from output channels", node->name);
     float *y = out[0].data;
     int nt = ot_cpu_threads(ctx);
     int64_t ohw = g.OH * g.OW, kdim = g.Cg * g.KH * g.KW;
-    if (ot_cpu_numel(&out[0]) == 0) return OT_OK;
+    if (ot_kernel_numel(&out[0]) == 0) return OT_OK;
     if (is_depthwise(&g)) {
         depthwise(&g, x, w, bias, y, nt);
         return OT_OK;
@@ -233,10 +232,10 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
             }
             float *yg = y + (n * g.M + gi * g.Mg) * ohw;
             if (kdim == 0) continue;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.Mg, (int)ohw, (int)kdim, 1.0f,
+            ot_cpu_sgemm(ctx, false, false, (int)g.Mg, (int)ohw, (int)kdim, 1.0f,
                         w + gi * g.Mg * kdim, (int)kdim, src, (int)ohw, bias ? 1.0f : 0.0f, yg, (int)ohw);
         }
     }
-    if (kdim == 0 && !bias) memset(y, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
+    if (kdim == 0 && !bias) memset(y, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     return OT_OK;
 }

@@ -1,7 +1,7 @@
 /* cpu_elementwise.c — pointwise CPU kernels: the unary activations (Relu, Gelu,
  * Sigmoid, Clip, ...), the broadcasting binary arithmetic (Add, Sub, Mul, Div, Pow),
  * Equal, Where, variadic Sum and Expand. All broadcast multidirectionally as ONNX
- * defines, through ot_cpu_bcast, and may run in place (out aliases input 0). */
+ * defines, through ot_bcast, and may run in place (out aliases input 0). */
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
@@ -163,27 +163,26 @@ static float sigmoidf(float x) {
 
 /* Reads an optional scalar bound of Clip from an input (opset >= 11 form). */
 static bool clip_bound(const ot_tensor *t, float *v) {
-    if (!t || !t->data || ot_cpu_numel(t) < 1) return false;
+    if (!t || !t->data || ot_kernel_numel(t) < 1) return false;
     double d;
-    if (!ot_cpu_load_double(t->dtype, t->data, 0, &d)) return false;
+    if (!ot_kernel_load_double(t->dtype, t->data, 0, &d)) return false;
     *v = (float)d;
     return true;
 }
 
 /* Clip on integers: bounds from the inputs when given (exact), else from the
  * normalised float attributes. */
-static ot_status int_clip(const ot_node *node, const ot_tensor *in, ot_tensor *out, int64_t n, ot_error *err) {
+static ot_status int_clip(const ot_node *node, const ot_act_params *ap, const ot_tensor *in, ot_tensor *out, int64_t n,
+                          ot_error *err) {
     int64_t lo = INT64_MIN, hi = INT64_MAX;
-    const ot_attr *a = ot_node_attr(node, "min");
-    if (node->n_inputs > 1 && in[1].data && ot_cpu_numel(&in[1]) > 0) ot_cpu_load_int(in[1].dtype, in[1].data, 0, &lo);
-    else if (a && a->type == OT_ATTR_FLOAT && isfinite(a->f)) lo = (int64_t)ceil(a->f);
-    a = ot_node_attr(node, "max");
-    if (node->n_inputs > 2 && in[2].data && ot_cpu_numel(&in[2]) > 0) ot_cpu_load_int(in[2].dtype, in[2].data, 0, &hi);
-    else if (a && a->type == OT_ATTR_FLOAT && isfinite(a->f)) hi = (int64_t)floor(a->f);
+    if (node->n_inputs > 1 && in[1].data && ot_kernel_numel(&in[1]) > 0) ot_kernel_load_int(in[1].dtype, in[1].data, 0, &lo);
+    else if (ap->has_min && isfinite(ap->min)) lo = (int64_t)ceil(ap->min);
+    if (node->n_inputs > 2 && in[2].data && ot_kernel_numel(&in[2]) > 0) ot_kernel_load_int(in[2].dtype, in[2].data, 0, &hi);
+    else if (ap->has_max && isfinite(ap->max)) hi = (int64_t)floor(ap->max);
     if (out[0].dtype != in[0].dtype) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     for (int64_t i = 0; i < n; i++) {
         int64_t v;
-        ot_cpu_load_int(in[0].dtype, in[0].data, i, &v);
+        ot_kernel_load_int(in[0].dtype, in[0].data, i, &v);
         v = v < lo ? lo : v > hi ? hi : v;
         switch (in[0].dtype) {
         case OT_I64: ((int64_t *)out[0].data)[i] = v; break;
@@ -197,12 +196,17 @@ static ot_status int_clip(const ot_node *node, const ot_tensor *in, ot_tensor *o
 
 ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                        ot_error *err) {
-    int64_t n = ot_cpu_numel(&in[0]);
-    if (ot_cpu_numel(&out[0]) != n)
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
-                       node->op_type, (long long)ot_cpu_numel(&out[0]), (long long)n);
+                       node->op_type, (long long)ot_kernel_numel(&out[0]), (long long)n);
     int nt = ot_cpu_threads(ctx);
     ot_op op = node->op;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_act_params *ap = &pp->u.act; /* LeakyRelu, Clip, Gelu */
     if (op == OT_OP_NEG && in[0].dtype != OT_F32) {
         if (in[0].dtype == OT_I64) {
             const int64_t *x = in[0].data;
@@ -217,8 +221,8 @@ ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out,
             return OT_OK;
         }
     }
-    if (op == OT_OP_CLIP && ot_cpu_is_int_dtype(in[0].dtype) && in[0].dtype != OT_BOOL)
-        return int_clip(node, in, out, n, err);
+    if (op == OT_OP_CLIP && ot_kernel_is_int_dtype(in[0].dtype) && in[0].dtype != OT_BOOL)
+        return int_clip(node, ap, in, out, n, err);
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
     const float *x = in[0].data;
     float *y = out[0].data;
@@ -258,33 +262,30 @@ ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         clip_rows(x, y, n, 0.0f, INFINITY, true, nt, par);
         break;
     case OT_OP_LEAKY_RELU: {
-        float a = ot_node_attr_float(node, "alpha", 0.01f);
+        float a = ap->alpha;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++) y[i] = x[i] >= 0.0f ? x[i] : a * x[i];
         break;
     }
     case OT_OP_CLIP: {
         float lo = -INFINITY, hi = INFINITY;
-        const ot_attr *a = ot_node_attr(node, "min");
-        if (a && a->type == OT_ATTR_FLOAT) lo = a->f;
+        if (ap->has_min) lo = ap->min;
         else if (node->n_inputs > 1) clip_bound(&in[1], &lo);
-        a = ot_node_attr(node, "max");
-        if (a && a->type == OT_ATTR_FLOAT) hi = a->f;
+        if (ap->has_max) hi = ap->max;
         else if (node->n_inputs > 2) clip_bound(&in[2], &hi);
         clip_rows(x, y, n, lo, hi, false, nt, par);
         break;
     }
     case OT_OP_GELU: {
-        const char *approx = ot_node_attr_string(node, "approximate", "none");
-        if (strcmp(approx, "tanh") == 0) {
+        if (ap->approximate == OT_GELU_TANH) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
             for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh(x[i]);
-        } else if (strcmp(approx, "none") == 0) {
+        } else if (ap->approximate == OT_GELU_NONE) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
             for (int64_t i = 0; i < n; i++) y[i] = gelu_erf(x[i]);
         } else {
             return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (Gelu): approximate='%s' is not 'none' or 'tanh'",
-                           node->name, approx);
+                           node->name, ap->approximate_name);
         }
         break;
     }
@@ -306,8 +307,8 @@ ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         _Pragma("omp parallel for schedule(static) num_threads(nt) if (par)") for (int64_t r = 0;  \
                                                                                    r < bc.rows;    \
                                                                                    r++) {          \
-            int64_t off[OT_CPU_BCAST_MAX_IN];                                                      \
-            ot_cpu_bcast_row(&bc, r, off);                                                         \
+            int64_t off[OT_BCAST_MAX_IN];                                                      \
+            ot_bcast_row(&bc, r, off);                                                         \
             const TA *A = pa + off[0];                                                             \
             const TB *B = pb + off[1];                                                             \
             TY *Y = py + r * inner;                                                                \
@@ -344,8 +345,8 @@ ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out,
 #define F32_ROWS(OPR)                                                                                   \
     _Pragma("omp parallel for schedule(static) num_threads(nt) if (par)") for (int64_t r = 0; r < bc->rows; \
                                                                                r++) {                   \
-        int64_t off[OT_CPU_BCAST_MAX_IN];                                                               \
-        ot_cpu_bcast_row(bc, r, off);                                                                   \
+        int64_t off[OT_BCAST_MAX_IN];                                                               \
+        ot_bcast_row(bc, r, off);                                                                   \
         const float *A = pa + off[0], *B = pb + off[1];                                                 \
         float *Y = py + r * inner;                                                                      \
         int64_t i = 0;                                                                                  \
@@ -371,7 +372,7 @@ ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         }                                                                                               \
     }
 
-static bool f32_arith_rows(ot_op op, const ot_cpu_bcast *bc, const ot_tensor *in, ot_tensor *out, int nt,
+static bool f32_arith_rows(ot_op op, const ot_bcast *bc, const ot_tensor *in, ot_tensor *out, int nt,
                            bool par) {
     if (in[1].dtype != OT_F32) return false;
     int64_t inner = bc->inner, sa = bc->stride[0][bc->rank - 1], sb = bc->stride[1][bc->rank - 1];
@@ -388,10 +389,10 @@ static bool f32_arith_rows(ot_op op, const ot_cpu_bcast *bc, const ot_tensor *in
 }
 
 static ot_status bcast_setup(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out,
-                             ot_cpu_bcast *bc, ot_error *err) {
-    const ot_shape *shapes[OT_CPU_BCAST_MAX_IN];
+                             ot_bcast *bc, ot_error *err) {
+    const ot_shape *shapes[OT_BCAST_MAX_IN];
     for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
-    if (!ot_cpu_bcast_init(bc, &out->shape, shapes, n_in))
+    if (!ot_bcast_init(bc, &out->shape, shapes, n_in))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape",
                        node->name, node->op_type);
     return OT_OK;
@@ -399,16 +400,16 @@ static ot_status bcast_setup(const ot_node *node, const ot_tensor *in, int n_in,
 
 /* Integer division truncating toward zero like C and ONNX Runtime; a zero divisor
  * is reported rather than trapping. */
-static ot_status int_div(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_cpu_bcast *b,
+static ot_status int_div(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_bcast *b,
                          ot_error *err) {
     for (int64_t r = 0; r < b->rows; r++) {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
-        ot_cpu_bcast_row(b, r, off);
+        int64_t off[OT_BCAST_MAX_IN];
+        ot_bcast_row(b, r, off);
         for (int64_t i = 0; i < b->inner; i++) {
             int64_t ia = off[0] + i * b->stride[0][b->rank - 1], ib = off[1] + i * b->stride[1][b->rank - 1];
             int64_t a, d;
-            ot_cpu_load_int(in[0].dtype, in[0].data, ia, &a);
-            ot_cpu_load_int(in[1].dtype, in[1].data, ib, &d);
+            ot_kernel_load_int(in[0].dtype, in[0].data, ia, &a);
+            ot_kernel_load_int(in[1].dtype, in[1].data, ib, &d);
             if (d == 0)
                 return ot_fail(err, OT_E_DATA, "node '%s' (Div): integer division by zero", node->name);
             int64_t q = d == -1 ? (int64_t)(0 - (uint64_t)a) : a / d; /* INT64_MIN / -1 wraps */
@@ -426,19 +427,19 @@ static ot_status int_div(const ot_node *node, const ot_tensor *in, ot_tensor *ou
 
 /* Pow with an integer base: the result keeps the base's dtype. Integer exponents
  * use exact repeated squaring (wrapping); float exponents go through double. */
-static ot_status int_pow(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_cpu_bcast *b,
+static ot_status int_pow(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_bcast *b,
                          ot_error *err) {
     for (int64_t r = 0; r < b->rows; r++) {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
-        ot_cpu_bcast_row(b, r, off);
+        int64_t off[OT_BCAST_MAX_IN];
+        ot_bcast_row(b, r, off);
         for (int64_t i = 0; i < b->inner; i++) {
             int64_t ia = off[0] + i * b->stride[0][b->rank - 1], ib = off[1] + i * b->stride[1][b->rank - 1], a, e;
-            ot_cpu_load_int(in[0].dtype, in[0].data, ia, &a);
+            ot_kernel_load_int(in[0].dtype, in[0].data, ia, &a);
             int64_t v;
             if (in[1].dtype == OT_F32) {
                 v = (int64_t)pow((double)a, (double)((const float *)in[1].data)[ib]);
             } else {
-                ot_cpu_load_int(in[1].dtype, in[1].data, ib, &e);
+                ot_kernel_load_int(in[1].dtype, in[1].data, ib, &e);
                 if (e < 0) {
                     v = a == 1 ? 1 : a == -1 ? ((e & 1) ? -1 : 1) : 0;
                 } else {
@@ -459,7 +460,7 @@ static ot_status int_pow(const ot_node *node, const ot_tensor *in, ot_tensor *ou
 
 ot_status ot_cpu_binary(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                         ot_error *err) {
-    ot_cpu_bcast bc;
+    ot_bcast bc;
     ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
@@ -485,7 +486,7 @@ ot_status ot_cpu_binary(const ot_node *node, const ot_tensor *in, ot_tensor *out
         case OT_OP_DIV: BCAST2_LOOP(float, float, float, a / b); break;
         default: goto bad_op;
         }
-    } else if (ot_cpu_is_int_dtype(ta) && ta != OT_BOOL) {
+    } else if (ot_kernel_is_int_dtype(ta) && ta != OT_BOOL) {
         /* integers wrap like ONNX Runtime: computed unsigned (no signed-overflow UB) */
         if (node->op == OT_OP_DIV) return int_div(node, in, out, &bc, err);
 #define INT_ARITH(T, U)                                                                    \
@@ -510,7 +511,7 @@ bad_op:
 
 ot_status ot_cpu_equal(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                        ot_error *err) {
-    ot_cpu_bcast bc;
+    ot_bcast bc;
     ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
@@ -537,7 +538,7 @@ ot_status ot_cpu_where(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         return ot_cpu_bad_dtype(node, "mixed X/Y dtypes, Y", in[2].dtype, err);
     size_t es = ot_dtype_size(in[1].dtype);
     if (!es) return ot_cpu_bad_dtype(node, "X", in[1].dtype, err);
-    ot_cpu_bcast bc;
+    ot_bcast bc;
     ot_status st = bcast_setup(node, in, 3, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
@@ -549,8 +550,8 @@ ot_status ot_cpu_where(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     if (es == 4) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t r = 0; r < bc.rows; r++) {
-            int64_t off[OT_CPU_BCAST_MAX_IN];
-            ot_cpu_bcast_row(&bc, r, off);
+            int64_t off[OT_BCAST_MAX_IN];
+            ot_bcast_row(&bc, r, off);
             /* 4-byte payloads copied as integers so every bit pattern survives */
             const uint32_t *X = (const uint32_t *)x + off[1], *Y = (const uint32_t *)yv + off[2];
             uint32_t *O = (uint32_t *)o + r * bc.inner;
@@ -560,8 +561,8 @@ ot_status ot_cpu_where(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     }
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t r = 0; r < bc.rows; r++) {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
-        ot_cpu_bcast_row(&bc, r, off);
+        int64_t off[OT_BCAST_MAX_IN];
+        ot_bcast_row(&bc, r, off);
         for (int64_t i = 0; i < bc.inner; i++) {
             const char *src = c[off[0] + i * s0] ? x + (size_t)(off[1] + i * s1) * es : yv + (size_t)(off[2] + i * s2) * es;
             memcpy(o + (size_t)(r * bc.inner + i) * es, src, es);
@@ -574,7 +575,7 @@ ot_status ot_cpu_expand(const ot_node *node, const ot_tensor *in, ot_tensor *out
                         ot_error *err) {
     size_t es = ot_dtype_size(in[0].dtype);
     if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
-    ot_cpu_bcast bc;
+    ot_bcast bc;
     ot_status st = bcast_setup(node, in, 1, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
@@ -584,8 +585,8 @@ ot_status ot_cpu_expand(const ot_node *node, const ot_tensor *in, ot_tensor *out
     int64_t s0 = bc.stride[0][bc.rank - 1];
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t r = 0; r < bc.rows; r++) {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
-        ot_cpu_bcast_row(&bc, r, off);
+        int64_t off[OT_BCAST_MAX_IN];
+        ot_bcast_row(&bc, r, off);
         char *O = o + (size_t)(r * bc.inner) * es;
         if (s0 == 1) {
             memcpy(O, x + (size_t)off[0] * es, (size_t)bc.inner * es);
@@ -614,7 +615,7 @@ ot_status ot_cpu_sum(const ot_node *node, const ot_tensor *in, ot_tensor *out, c
     for (int k = 0; k < node->n_inputs; k++)
         if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[k].dtype, err);
     for (int k = 0; k < node->n_inputs; k++) {
-        ot_cpu_bcast bc;
+        ot_bcast bc;
         ot_status st = bcast_setup(node, &in[k], 1, &out[0], &bc, err);
         if (st) return st;
         bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
@@ -623,8 +624,8 @@ ot_status ot_cpu_sum(const ot_node *node, const ot_tensor *in, ot_tensor *out, c
         int64_t s0 = bc.stride[0][bc.rank - 1];
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t r = 0; r < bc.rows; r++) {
-            int64_t off[OT_CPU_BCAST_MAX_IN];
-            ot_cpu_bcast_row(&bc, r, off);
+            int64_t off[OT_BCAST_MAX_IN];
+            ot_bcast_row(&bc, r, off);
             float *O = o + r * bc.inner;
             const float *X = x + off[0];
             if (k == 0) {

@@ -1,10 +1,9 @@
-/* cpu_matmul.c — Gemm and MatMul on the CPU through OpenBLAS cblas_sgemm.
+/* cpu_matmul.c — Gemm and MatMul on the CPU through OpenBLAS (ot_cpu_sgemm, on the
+ * context's threads).
  *
- * The Debian OpenBLAS here is the pthread build, which threads each call itself, so
- * sgemm is never called from inside an OpenMP region (nested pools oversubscribe
- * and serialise on OpenBLAS's lock); batches run one call after another. */
-#include <cblas.h>
-
+ * OpenBLAS threads each call itself, so sgemm is never called from inside an OpenMP
+ * region (nested pools oversubscribe, and OpenBLAS runs single-threaded inside
+ * one); batches run one call after another. */
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/matmul_geometry.h"
 
@@ -28,14 +27,14 @@ ot_status ot_cpu_gemm(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
     float *y = out[0].data;
     bool has_c = node->n_inputs > 2 && in[2].data;
     if (has_c && beta != 0.0f) {
-        ot_cpu_bcast bc;
+        ot_bcast bc;
         const ot_shape *cs = &in[2].shape;
-        if (!ot_cpu_bcast_init(&bc, &out[0].shape, &cs, 1)) return mm_shape(node, "C does not broadcast to (M, N)", err);
+        if (!ot_bcast_init(&bc, &out[0].shape, &cs, 1)) return mm_shape(node, "C does not broadcast to (M, N)", err);
         const float *c = in[2].data;
         int64_t sc = bc.stride[0][bc.rank - 1];
         for (int64_t r = 0; r < bc.rows; r++) {
             int64_t off;
-            ot_cpu_bcast_row(&bc, r, &off);
+            ot_bcast_row(&bc, r, &off);
             for (int64_t i = 0; i < bc.inner; i++) y[r * bc.inner + i] = beta * c[off + i * sc];
         }
     }
@@ -44,7 +43,7 @@ ot_status ot_cpu_gemm(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
         if (!(has_c && beta != 0.0f)) memset(y, 0, (size_t)(M * N) * sizeof(float));
         return OT_OK;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+    ot_cpu_sgemm(ctx, ta, tb, (int)M, (int)N, (int)K,
                 alpha, in[0].data, (int)as->dim[1], in[1].data, (int)bs->dim[1], (has_c && beta != 0.0f) ? 1.0f : 0.0f,
                 y, (int)N);
     return OT_OK;
@@ -77,7 +76,7 @@ ot_status ot_cpu_matmul(const ot_node *node, const ot_tensor *in, ot_tensor *out
         if (sa[d] == 0 && bdim[d] != 1) a_dense = false;
     }
     if (b_shared && a_dense) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(batch * M), (int)N, (int)K, 1.0f, a, (int)K, b,
+        ot_cpu_sgemm(ctx, false, false, (int)(batch * M), (int)N, (int)K, 1.0f, a, (int)K, b,
                     (int)N, 0.0f, y, (int)N);
         return OT_OK;
     }
@@ -94,7 +93,7 @@ ot_status ot_cpu_matmul(const ot_node *node, const ot_tensor *in, ot_tensor *out
             for (int64_t k = 0; k < K; k++) s += (double)a[oa + k] * b[ob + k * N];
             y[i] = (float)s;
         } else {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, a + oa, (int)K, b + ob,
+            ot_cpu_sgemm(ctx, false, false, (int)M, (int)N, (int)K, 1.0f, a + oa, (int)K, b + ob,
                         (int)N, 0.0f, y + i * M * N, (int)N);
         }
     }

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/norm_geometry.h"
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
 #include "exec/rng.h"
 
@@ -16,28 +17,21 @@ ot_status ot_cpu_softmax(const ot_node *node, const ot_tensor *in, ot_tensor *ou
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
     const ot_shape *s = &in[0].shape;
     int r = s->rank;
-    if (ot_cpu_numel(&out[0]) != ot_cpu_numel(&in[0]))
+    if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from input", node->name, node->op_type);
     if (r == 0) {
         ((float *)out[0].data)[0] = node->op == OT_OP_LOG_SOFTMAX ? 0.0f : 1.0f;
         return OT_OK;
     }
-    bool legacy = ot_node_attr_int(node, "legacy_2d", 0) == 1;
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), r);
-    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
-    int64_t outer = 1, len = 1, inner = 1;
-    for (int d = 0; d < axis; d++) outer *= s->dim[d];
-    if (legacy) {
-        for (int d = axis; d < r; d++) len *= s->dim[d];
-    } else {
-        len = s->dim[axis];
-        for (int d = axis + 1; d < r; d++) inner *= s->dim[d];
-    }
+    ot_softmax_geometry g;
+    ot_status st = ot_softmax_geometry_init(&g, node, s, err);
+    if (st) return st;
+    int64_t len = g.len, inner = g.inner;
     bool logsm = node->op == OT_OP_LOG_SOFTMAX;
     const float *x = in[0].data;
     float *y = out[0].data;
     int nt = ot_cpu_threads(ctx);
-    int64_t lines = outer * inner;
+    int64_t lines = g.lines;
     bool par = lines * len >= OT_CPU_PAR_MIN && lines > 1;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t l = 0; l < lines; l++) {
@@ -76,15 +70,20 @@ ot_status ot_cpu_batch_norm(const ot_node *node, const ot_tensor *in, ot_tensor 
         if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
     const ot_shape *s = &in[0].shape;
     if (s->rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): rank < 2", node->name);
-    int64_t N = s->dim[0], C = s->dim[1], sz = 1;
-    for (int d = 2; d < s->rank; d++) sz *= s->dim[d];
+    int64_t N, C, sz;
+    ot_batch_norm_dims(s, &N, &C, &sz);
     for (int k = 1; k < 5; k++)
-        if (ot_cpu_numel(&in[k]) != C)
+        if (ot_kernel_numel(&in[k]) != C)
             return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): input %d is not of length C=%lld",
                            node->name, k, (long long)C);
-    bool training = ot_node_attr_int(node, "training_mode", 0) != 0;
-    bool unbiased_stats = ot_node_attr_int(node, "unbiased_running_var", 0) != 0;
-    float eps = ot_node_attr_float(node, "epsilon", 1e-5f), mom = ot_node_attr_float(node, "momentum", 0.9f);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
+    bool training = np->training_mode;
+    bool unbiased_stats = np->unbiased_running_var;
+    float eps = np->epsilon, mom = np->momentum;
     const float *x = in[0].data, *scale = in[1].data, *bias = in[2].data, *rmean = in[3].data, *rvar = in[4].data;
     float *y = out[0].data;
     float *om = node->n_outputs > 1 && out[1].data ? out[1].data : NULL;
@@ -166,22 +165,25 @@ ot_status ot_cpu_layer_norm(const ot_node *node, const ot_tensor *in, ot_tensor 
     for (int k = 0; k < node->n_inputs; k++)
         if (in[k].data && in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
     const ot_shape *s = &in[0].shape;
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), s->rank);
-    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormalization): axis out of range", node->name);
-    float eps = ot_node_attr_float(node, "epsilon", 1e-5f);
-    int64_t rows = 1, cols = 1;
-    for (int d = 0; d < axis; d++) rows *= s->dim[d];
-    for (int d = axis; d < s->rank; d++) cols *= s->dim[d];
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
+    int64_t rows, cols;
+    if (!ot_layer_norm_view(node, s, &rows, &cols))
+        return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormalization): axis out of range", node->name);
+    float eps = np->epsilon;
     const float *x = in[0].data, *scale = in[1].data;
     const float *bias = node->n_inputs > 2 && in[2].data ? in[2].data : NULL;
-    int64_t ns = ot_cpu_numel(&in[1]), nb = bias ? ot_cpu_numel(&in[2]) : cols;
+    int64_t ns = ot_kernel_numel(&in[1]), nb = bias ? ot_kernel_numel(&in[2]) : cols;
     if ((ns != cols && ns != 1) || (nb != cols && nb != 1))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (LayerNormalization): Scale/B must have %lld elements", node->name,
                        (long long)cols);
     float *y = out[0].data;
     float *om = node->n_outputs > 1 && out[1].data ? out[1].data : NULL;
     float *oi = node->n_outputs > 2 && out[2].data ? out[2].data : NULL;
-    if ((om && ot_cpu_numel(&out[1]) != rows) || (oi && ot_cpu_numel(&out[2]) != rows))
+    if ((om && ot_kernel_numel(&out[1]) != rows) || (oi && ot_kernel_numel(&out[2]) != rows))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (LayerNormalization): Mean/InvStdDev must have %lld elements",
                        node->name, (long long)rows);
     int nt = ot_cpu_threads(ctx);
@@ -226,20 +228,23 @@ ot_status ot_cpu_layer_norm(const ot_node *node, const ot_tensor *in, ot_tensor 
 ot_status ot_cpu_dropout(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                          ot_error *err) {
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
-    int64_t n = ot_cpu_numel(&in[0]);
-    if (ot_cpu_numel(&out[0]) != n)
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Dropout): output size differs from input", node->name);
     /* attributes are the normalised form; fall back to the opset-12 inputs */
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_dropout_params *dp = &pp->u.dropout;
     float ratio = 0.5f;
-    const ot_attr *a = ot_node_attr(node, "ratio");
     double dv;
-    if (a && a->type == OT_ATTR_FLOAT) ratio = a->f;
-    else if (node->n_inputs > 1 && in[1].data && ot_cpu_load_double(in[1].dtype, in[1].data, 0, &dv)) ratio = (float)dv;
+    if (dp->has_ratio) ratio = dp->ratio;
+    else if (node->n_inputs > 1 && in[1].data && ot_kernel_load_double(in[1].dtype, in[1].data, 0, &dv)) ratio = (float)dv;
     bool training = false;
-    a = ot_node_attr(node, "training_mode");
     int64_t iv;
-    if (a && a->type == OT_ATTR_INT) training = a->i != 0;
-    else if (node->n_inputs > 2 && in[2].data && ot_cpu_load_int(in[2].dtype, in[2].data, 0, &iv)) training = iv != 0;
+    if (dp->has_training_mode) training = dp->training_mode;
+    else if (node->n_inputs > 2 && in[2].data && ot_kernel_load_int(in[2].dtype, in[2].data, 0, &iv)) training = iv != 0;
     if (ratio < 0.0f || ratio > 1.0f)
         return ot_fail(err, OT_E_MODEL, "node '%s' (Dropout): ratio %g outside [0, 1]", node->name, (double)ratio);
     const float *x = in[0].data;

@@ -16,7 +16,7 @@ ot_status ot_cpu_max_pool(const ot_node *node, const ot_tensor *in, ot_tensor *o
     if (idx && out[1].dtype != OT_I64) return ot_cpu_bad_dtype(node, "Indices", out[1].dtype, err);
     /* storage_order 1: Indices count the spatial dims column-major (first dim fastest),
      * as ONNX Runtime does; the plane offset stays (n * C + c) * spatial size */
-    bool col_major = ot_node_attr_int(node, "storage_order", 0) != 0;
+    bool col_major = p.col_major;
     const float *x = in[0].data;
     float *y = out[0].data;
     int nt = ot_cpu_threads(ctx);
@@ -38,7 +38,7 @@ ot_status ot_cpu_average_pool(const ot_node *node, const ot_tensor *in, ot_tenso
     ot_window3 p;
     ot_status st = ot_pool_window_init(&p, node, &in[0], &out[0], err);
     if (st) return st;
-    bool include_pad = ot_node_attr_int(node, "count_include_pad", 0) != 0;
+    bool include_pad = p.include_pad;
     const float *x = in[0].data;
     float *y = out[0].data;
     int nt = ot_cpu_threads(ctx);
@@ -55,8 +55,8 @@ ot_status ot_cpu_global_average_pool(const ot_node *node, const ot_tensor *in, o
                                      const ot_kernel_ctx *ctx, ot_error *err) {
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
     if (in[0].shape.rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (GlobalAveragePool): rank < 2", node->name);
-    int64_t planes = in[0].shape.dim[0] * in[0].shape.dim[1], sz = ot_cpu_numel(&in[0]) / (planes ? planes : 1);
-    if (ot_cpu_numel(&out[0]) != planes)
+    int64_t planes = in[0].shape.dim[0] * in[0].shape.dim[1], sz = ot_kernel_numel(&in[0]) / (planes ? planes : 1);
+    if (ot_kernel_numel(&out[0]) != planes)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (GlobalAveragePool): output is not N x C x 1...", node->name);
     const float *x = in[0].data;
     float *y = out[0].data;

@@ -6,6 +6,8 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/loss_geometry.h"
+#include "kernels/reduce_geometry.h"
 
 /* ---- ReduceMean / ReduceSum -------------------------------------------------------- */
 
@@ -16,28 +18,22 @@ ot_status ot_cpu_reduce(const ot_node *node, const ot_tensor *in, ot_tensor *out
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
     const ot_shape *s = &in[0].shape;
     int r = s->rank, na = 0;
-    const int64_t *axes = ot_node_attr_ints(node, "axes", &na);
+    const int64_t *axes;
+    ot_status st = ot_reduce_attr_axes(node, &axes, &na, err);
+    if (st) return st;
     int64_t in_axes[OT_MAX_RANK];
-    if ((!axes || na == 0) && node->n_inputs > 1 && in[1].data && ot_cpu_numel(&in[1]) <= OT_MAX_RANK) {
-        na = (int)ot_cpu_numel(&in[1]);
-        for (int i = 0; i < na; i++) ot_cpu_load_int(in[1].dtype, in[1].data, i, &in_axes[i]);
+    if ((!axes || na == 0) && node->n_inputs > 1 && in[1].data && ot_kernel_numel(&in[1]) <= OT_MAX_RANK) {
+        na = (int)ot_kernel_numel(&in[1]);
+        for (int i = 0; i < na; i++) ot_kernel_load_int(in[1].dtype, in[1].data, i, &in_axes[i]);
         axes = in_axes;
     }
-    bool red[OT_MAX_RANK] = {0};
-    if (!axes || na == 0) {
-        if (ot_node_attr_int(node, "noop_with_empty_axes", 0)) {
-            if (ot_cpu_numel(&out[0]) != ot_cpu_numel(&in[0]))
-                return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
-            if (out[0].data != in[0].data) memmove(out[0].data, in[0].data, (size_t)ot_cpu_numel(&in[0]) * 4);
-            return OT_OK;
-        }
-        for (int d = 0; d < r; d++) red[d] = true;
-    } else {
-        for (int i = 0; i < na; i++) {
-            int a = ot_cpu_axis(axes[i], r);
-            if (a < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
-            red[a] = true;
-        }
+    bool red[OT_MAX_RANK] = {0}, noop;
+    if ((st = ot_reduce_dims(node, axes, na, r, red, &noop, err))) return st;
+    if (noop) {
+        if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
+            return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
+        if (out[0].data != in[0].data) memmove(out[0].data, in[0].data, (size_t)ot_kernel_numel(&in[0]) * 4);
+        return OT_OK;
     }
     /* merge adjacent dims of the same kind (size-1 dims are dropped) */
     int64_t dim[OT_MAX_RANK];
@@ -56,7 +52,7 @@ ot_status ot_cpu_reduce(const ot_node *node, const ot_tensor *in, ot_tensor *out
             nd++;
         }
     }
-    if (ot_cpu_numel(&out[0]) != n_out)
+    if (ot_kernel_numel(&out[0]) != n_out)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from the reduced shape", node->name,
                        node->op_type);
     bool mean = node->op == OT_OP_REDUCE_MEAN;
@@ -124,32 +120,11 @@ ot_status ot_cpu_reduce(const ot_node *node, const ot_tensor *in, ot_tensor *out
 
 /* ---- losses ------------------------------------------------------------------------- */
 
-typedef struct loss_geom {
-    int64_t N, C, D; /* scores [N, C, D...] flattened to D after the class axis */
-    bool has_ignore;
-    int64_t ignore;
-    int reduction; /* 0 none, 1 sum, 2 mean */
-} loss_geom;
+/* scores [N, C, D...] flattened to D after the class axis (kernels/loss_geometry.h) */
+typedef ot_loss_geometry loss_geom;
 
 static ot_status loss_geom_init(loss_geom *g, const ot_node *node, const ot_tensor *in, ot_error *err) {
-    const ot_shape *s = &in[0].shape;
-    if (s->rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): scores must be [N, C, ...]", node->name, node->op_type);
-    g->N = s->dim[0];
-    g->C = s->dim[1];
-    g->D = 1;
-    for (int d = 2; d < s->rank; d++) g->D *= s->dim[d];
-    if (ot_cpu_numel(&in[1]) != g->N * g->D)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): labels must be [N, D...] matching scores", node->name,
-                       node->op_type);
-    const ot_attr *a = ot_node_attr(node, "ignore_index");
-    g->has_ignore = a && a->type == OT_ATTR_INT;
-    g->ignore = g->has_ignore ? a->i : 0;
-    const char *red = ot_node_attr_string(node, "reduction", "mean");
-    if (strcmp(red, "none") == 0) g->reduction = 0;
-    else if (strcmp(red, "sum") == 0) g->reduction = 1;
-    else if (strcmp(red, "mean") == 0) g->reduction = 2;
-    else return ot_fail(err, OT_E_MODEL, "node '%s' (%s): unknown reduction '%s'", node->name, node->op_type, red);
-    return OT_OK;
+    return ot_loss_geometry_init(g, node, &in[0].shape, &in[1], err);
 }
 
 size_t ot_cpu_loss_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
@@ -168,23 +143,23 @@ static ot_status loss_run(const ot_node *node, const ot_tensor *in, ot_tensor *o
     loss_geom g;
     ot_status st = loss_geom_init(&g, node, in, err);
     if (st) return st;
-    if (w && ot_cpu_numel(&in[2]) != g.C)
+    if (w && ot_kernel_numel(&in[2]) != g.C)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): weights must have C=%lld elements", node->name, node->op_type,
                        (long long)g.C);
     int64_t M = g.N * g.D;
     for (int64_t i = 0; i < M; i++) {
         int64_t lab;
-        ot_cpu_load_int(in[1].dtype, in[1].data, i, &lab);
+        ot_kernel_load_int(in[1].dtype, in[1].data, i, &lab);
         if (g.has_ignore && lab == g.ignore) continue;
         if (lab < 0 || lab >= g.C)
             return ot_fail(err, OT_E_DATA, "node '%s' (%s): label %lld at %lld outside [0, %lld)", node->name,
                            node->op_type, (long long)lab, (long long)i, (long long)g.C);
     }
     if (out[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
-    if (ot_cpu_numel(&out[0]) != (g.reduction == 0 ? M : 1))
+    if (ot_kernel_numel(&out[0]) != (g.reduction == 0 ? M : 1))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): loss output has the wrong size", node->name, node->op_type);
     float *lp = softmax && node->n_outputs > 1 && out[1].data ? out[1].data : NULL;
-    if (lp && ot_cpu_numel(&out[1]) != ot_cpu_numel(&in[0]))
+    if (lp && ot_kernel_numel(&out[1]) != ot_kernel_numel(&in[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): log_prob must be shaped like scores", node->name, node->op_type);
     double *ws = g.reduction ? ctx->workspace : NULL;
     if (g.reduction && (!ws || ctx->workspace_bytes < (size_t)M * 2 * sizeof(double)))
@@ -197,7 +172,7 @@ static ot_status loss_run(const ot_node *node, const ot_tensor *in, ot_tensor *o
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t i = 0; i < M; i++) {
         int64_t n = i / g.D, d = i % g.D, lab;
-        ot_cpu_load_int(in[1].dtype, in[1].data, i, &lab);
+        ot_kernel_load_int(in[1].dtype, in[1].data, i, &lab);
         const float *xi = x + n * g.C * g.D + d;
         /* log p = (x - max) - log(sum exp(x - max)), same rounding as LogSoftmax */
         float mx = 0.0f, ls = 0.0f;

@@ -15,15 +15,20 @@ static ot_status shape_mismatch(const ot_node *node, const char *what, ot_error 
 ot_status ot_cpu_shape(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                        ot_error *err) {
     (void)ctx;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
     int r = in[0].shape.rank;
-    int64_t start = ot_node_attr_int(node, "start", 0), end = ot_node_attr_int(node, "end", r);
+    int64_t start = lp->start, end = lp->has_end ? lp->end : r;
     if (start < 0) start += r;
     if (end < 0) end += r;
     start = start < 0 ? 0 : (start > r ? r : start);
     end = end < 0 ? 0 : (end > r ? r : end);
     int64_t n = end > start ? end - start : 0;
     if (out[0].dtype != OT_I64) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
-    if (ot_cpu_numel(&out[0]) != n) return shape_mismatch(node, "output length differs from start/end", err);
+    if (ot_kernel_numel(&out[0]) != n) return shape_mismatch(node, "output length differs from start/end", err);
     for (int64_t i = 0; i < n; i++) ((int64_t *)out[0].data)[i] = in[0].shape.dim[start + i];
     return OT_OK;
 }
@@ -33,10 +38,10 @@ ot_status ot_cpu_copy_view(const ot_node *node, const ot_tensor *in, ot_tensor *
     (void)ctx;
     size_t es = ot_dtype_size(in[0].dtype);
     if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
-    if (ot_cpu_numel(&in[0]) != ot_cpu_numel(&out[0]))
+    if (ot_kernel_numel(&in[0]) != ot_kernel_numel(&out[0]))
         return shape_mismatch(node, "output element count differs from the input's", err);
-    if (out[0].data != in[0].data && ot_cpu_numel(&in[0]) > 0)
-        memmove(out[0].data, in[0].data, (size_t)ot_cpu_numel(&in[0]) * es);
+    if (out[0].data != in[0].data && ot_kernel_numel(&in[0]) > 0)
+        memmove(out[0].data, in[0].data, (size_t)ot_kernel_numel(&in[0]) * es);
     return OT_OK;
 }
 
@@ -48,16 +53,21 @@ ot_status ot_cpu_gather(const ot_node *node, const ot_tensor *in, ot_tensor *out
     size_t es = ot_dtype_size(x->dtype);
     if (!es || x->dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "data", x->dtype, err);
     if (ind->dtype != OT_I64 && ind->dtype != OT_I32) return ot_cpu_bad_dtype(node, "indices", ind->dtype, err);
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), x->shape.rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, x->shape.rank);
     if (axis < 0) return shape_mismatch(node, "axis out of range", err);
-    int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_cpu_numel(ind);
+    int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_kernel_numel(ind);
     for (int d = 0; d < axis; d++) outer *= x->shape.dim[d];
     for (int d = axis + 1; d < x->shape.rank; d++) inner *= x->shape.dim[d];
-    if (ot_cpu_numel(&out[0]) != outer * n_idx * inner)
+    if (ot_kernel_numel(&out[0]) != outer * n_idx * inner)
         return shape_mismatch(node, "output element count is not data[:axis] x indices x data[axis+1:]", err);
     for (int64_t j = 0; j < n_idx; j++) {
         int64_t v;
-        ot_cpu_load_int(ind->dtype, ind->data, j, &v);
+        ot_kernel_load_int(ind->dtype, ind->data, j, &v);
         if (v < -n_axis || v >= n_axis)
             return ot_fail(err, OT_E_DATA, "node '%s' (Gather): index %lld out of range for axis of size %lld",
                            node->name, (long long)v, (long long)n_axis);
@@ -70,7 +80,7 @@ ot_status ot_cpu_gather(const ot_node *node, const ot_tensor *in, ot_tensor *out
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t k = 0; k < outer * n_idx; k++) {
         int64_t o = k / n_idx, j = k % n_idx, v;
-        ot_cpu_load_int(ind->dtype, ind->data, j, &v);
+        ot_kernel_load_int(ind->dtype, ind->data, j, &v);
         if (v < 0) v += n_axis;
         memcpy(dst + (size_t)k * row, src + (size_t)(o * n_axis + v) * row, row);
     }
@@ -84,7 +94,12 @@ ot_status ot_cpu_concat(const ot_node *node, const ot_tensor *in, ot_tensor *out
     (void)ctx;
     const ot_shape *ys = &out[0].shape;
     size_t es = ot_dtype_size(out[0].dtype);
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), ys->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, ys->rank);
     if (axis < 0 || !es) return shape_mismatch(node, "axis out of range or bad dtype", err);
     int64_t outer = 1, inner = 1, total = 0;
     for (int d = 0; d < axis; d++) outer *= ys->dim[d];
@@ -113,7 +128,12 @@ ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     (void)ctx;
     const ot_shape *xs = &in[0].shape;
     size_t es = ot_dtype_size(in[0].dtype);
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), xs->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, xs->rank);
     if (axis < 0 || !es) return shape_mismatch(node, "axis out of range or bad dtype", err);
     int64_t outer = 1, inner = 1, total = 0;
     for (int d = 0; d < axis; d++) outer *= xs->dim[d];
@@ -123,8 +143,8 @@ ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         if (!out[k].data) continue;
         if (out[k].dtype != in[0].dtype) return ot_cpu_bad_dtype(node, "an output", out[k].dtype, err);
     }
-    int n_split = 0;
-    const int64_t *split = ot_node_attr_ints(node, "split", &n_split);
+    int n_split = lp->n_split;
+    const int64_t *split = lp->split;
     size_t in_row = (size_t)(xs->dim[axis] * inner) * es, at = 0;
     for (int k = 0; k < node->n_outputs; k++) {
         int64_t len;
@@ -135,7 +155,7 @@ ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         if (total > xs->dim[axis]) return shape_mismatch(node, "split sizes exceed the input along axis", err);
         size_t chunk = (size_t)(len * inner) * es;
         if (out[k].data && chunk > 0) {
-            if ((size_t)ot_cpu_numel(&out[k]) * es != chunk * (size_t)outer)
+            if ((size_t)ot_kernel_numel(&out[k]) * es != chunk * (size_t)outer)
                 return shape_mismatch(node, "an output's size differs from its split", err);
             char *dst = out[k].data;
             const char *src = in[0].data;
@@ -150,10 +170,10 @@ ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out,
 
 static bool read_ints(const ot_tensor *t, int64_t *v, int max, int *n) {
     if (!t || !t->data) return false;
-    int64_t c = ot_cpu_numel(t);
+    int64_t c = ot_kernel_numel(t);
     if (c > max) return false;
     for (int64_t i = 0; i < c; i++)
-        if (!ot_cpu_load_int(t->dtype, t->data, i, &v[i])) return false;
+        if (!ot_kernel_load_int(t->dtype, t->data, i, &v[i])) return false;
     *n = (int)c;
     return true;
 }
@@ -177,7 +197,7 @@ ot_status ot_cpu_slice(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     int64_t st[OT_MAX_RANK], sp[OT_MAX_RANK];
     for (int d = 0; d < r; d++) st[d] = 0, sp[d] = 1;
     for (int i = 0; i < ns; i++) {
-        int a = ot_cpu_axis(has_axes ? axes[i] : i, r);
+        int a = ot_kernel_axis(has_axes ? axes[i] : i, r);
         if (a < 0) return shape_mismatch(node, "axis out of range", err);
         int64_t dim = xs->dim[a], step = has_steps ? steps[i] : 1, s = starts[i], e = ends[i], cnt;
         if (step == 0) return ot_fail(err, OT_E_MODEL, "node '%s' (Slice): step 0", node->name);
@@ -205,7 +225,7 @@ ot_status ot_cpu_slice(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         acc *= xs->dim[d];
         base += st[d] * instr[d];
     }
-    int64_t n = ot_cpu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     int64_t inner = r ? out[0].shape.dim[r - 1] : 1, rows = n / inner;
     int64_t istep = r ? sp[r - 1] * instr[r - 1] : 1;
@@ -238,7 +258,13 @@ ot_status ot_cpu_transpose(const ot_node *node, const ot_tensor *in, ot_tensor *
     int r = xs->rank, np = 0;
     size_t es = ot_dtype_size(in[0].dtype);
     if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "data", in[0].dtype, err);
-    const int64_t *pa = ot_node_attr_ints(node, "perm", &np);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    const int64_t *pa = lp->perm;
+    np = lp->n_perm;
     int perm[OT_MAX_RANK];
     if (pa && np != r) return shape_mismatch(node, "perm length differs from the rank", err);
     unsigned seen = 0;
@@ -250,7 +276,7 @@ ot_status ot_cpu_transpose(const ot_node *node, const ot_tensor *in, ot_tensor *
     }
     int64_t instr[OT_MAX_RANK], acc = 1;
     for (int d = r - 1; d >= 0; d--) instr[d] = acc, acc *= xs->dim[d];
-    int64_t n = ot_cpu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     if (r == 0) {
         memcpy(out[0].data, in[0].data, es);
@@ -320,15 +346,15 @@ static void store_int(ot_dtype t, void *p, int64_t i, int64_t v) {
     }
 }
 
-static bool cast_dtype_ok(ot_dtype t) { return is_float_dtype(t) || ot_cpu_is_int_dtype(t); }
+static bool cast_dtype_ok(ot_dtype t) { return is_float_dtype(t) || ot_kernel_is_int_dtype(t); }
 
 ot_status ot_cpu_cast(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                       ot_error *err) {
     ot_dtype ts = in[0].dtype, td = out[0].dtype;
     if (!cast_dtype_ok(ts)) return ot_cpu_bad_dtype(node, "input", ts, err);
     if (!cast_dtype_ok(td)) return ot_cpu_bad_dtype(node, "output", td, err);
-    int64_t n = ot_cpu_numel(&in[0]);
-    if (n != ot_cpu_numel(&out[0])) return shape_mismatch(node, "output element count differs", err);
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (n != ot_kernel_numel(&out[0])) return shape_mismatch(node, "output element count differs", err);
     if (ts == td) {
         if (out[0].data != in[0].data) memmove(out[0].data, in[0].data, (size_t)n * ot_dtype_size(ts));
         return OT_OK;
@@ -344,14 +370,14 @@ ot_status ot_cpu_cast(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++) {
             double v;
-            ot_cpu_load_double(ts, x, i, &v);
+            ot_kernel_load_double(ts, x, i, &v);
             store_double(td, y, i, v);
         }
     } else {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++) {
             int64_t v;
-            ot_cpu_load_int(ts, x, i, &v);
+            ot_kernel_load_int(ts, x, i, &v);
             store_int(td, y, i, v);
         }
     }
@@ -365,22 +391,22 @@ ot_status ot_cpu_range(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     (void)ctx;
     ot_dtype t = out[0].dtype;
     for (int k = 0; k < 3; k++)
-        if (in[k].dtype != t || ot_cpu_numel(&in[k]) != 1) return ot_cpu_bad_dtype(node, "start/limit/delta", in[k].dtype, err);
-    int64_t n = ot_cpu_numel(&out[0]);
+        if (in[k].dtype != t || ot_kernel_numel(&in[k]) != 1) return ot_cpu_bad_dtype(node, "start/limit/delta", in[k].dtype, err);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (t == OT_I64 || t == OT_I32) {
         int64_t s, l, d;
-        ot_cpu_load_int(t, in[0].data, 0, &s);
-        ot_cpu_load_int(t, in[1].data, 0, &l);
-        ot_cpu_load_int(t, in[2].data, 0, &d);
+        ot_kernel_load_int(t, in[0].data, 0, &s);
+        ot_kernel_load_int(t, in[1].data, 0, &l);
+        ot_kernel_load_int(t, in[2].data, 0, &d);
         if (d == 0) return ot_fail(err, OT_E_DATA, "node '%s' (Range): delta is 0", node->name);
         int64_t want = d > 0 ? (l > s ? (l - s + d - 1) / d : 0) : (s > l ? (s - l + (-d) - 1) / (-d) : 0);
         if (want != n) return shape_mismatch(node, "output length differs from ceil((limit-start)/delta)", err);
         for (int64_t i = 0; i < n; i++) store_int(t, out[0].data, i, s + i * d);
     } else if (t == OT_F32 || t == OT_F64) {
         double s, l, d;
-        ot_cpu_load_double(t, in[0].data, 0, &s);
-        ot_cpu_load_double(t, in[1].data, 0, &l);
-        ot_cpu_load_double(t, in[2].data, 0, &d);
+        ot_kernel_load_double(t, in[0].data, 0, &s);
+        ot_kernel_load_double(t, in[1].data, 0, &l);
+        ot_kernel_load_double(t, in[2].data, 0, &d);
         if (d == 0) return ot_fail(err, OT_E_DATA, "node '%s' (Range): delta is 0", node->name);
         double w = ceil((l - s) / d);
         int64_t want = w > 0 ? (int64_t)w : 0;
@@ -403,7 +429,7 @@ ot_status ot_cpu_constant(const ot_node *node, const ot_tensor *in, ot_tensor *o
     (void)in;
     (void)ctx;
     size_t es = ot_dtype_size(out[0].dtype);
-    int64_t n = ot_cpu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     const ot_attr *a;
     if ((a = ot_node_attr(node, "value")) && a->type == OT_ATTR_TENSOR && a->t) {
         if (a->t->dtype != out[0].dtype || a->t->nbytes != (size_t)n * es)
@@ -430,8 +456,8 @@ ot_status ot_cpu_constant_of_shape(const ot_node *node, const ot_tensor *in, ot_
                                    const ot_kernel_ctx *ctx, ot_error *err) {
     (void)ctx;
     if (in[0].dtype != OT_I64) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
-    int64_t n = ot_cpu_numel(&out[0]), want = 1;
-    for (int64_t i = 0; i < ot_cpu_numel(&in[0]); i++) want *= ((const int64_t *)in[0].data)[i];
+    int64_t n = ot_kernel_numel(&out[0]), want = 1;
+    for (int64_t i = 0; i < ot_kernel_numel(&in[0]); i++) want *= ((const int64_t *)in[0].data)[i];
     if (want != n) return shape_mismatch(node, "output size differs from the shape input", err);
     size_t es = ot_dtype_size(out[0].dtype);
     if (!es) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);

@@ -8,9 +8,7 @@
  * per-element bounds checks); 1x1 stride-1 unpadded convs GEMM straight on the NCHW
  * planes (no col buffer); depthwise convs (one input and one output channel per
  * group) run direct loops, dX one plane per thread, dW one channel per thread with
- * a fixed sum order. ot_cpu_conv_grad_general = 1 forces the plain path (tests). */
-#include <cblas.h>
-
+ * a fixed sum order. ot_kernel_ctx.conv_grad_general forces the plain path (tests). */
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/pool_geometry.h"
 
@@ -24,8 +22,8 @@ static ot_status conv_init(conv3 *p, const ot_node *node, const ot_shape *x, con
     if (x->rank < 3 || w->rank != x->rank || y->rank != x->rank)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): X, W and dY must have the same rank >= 3", node->name,
                        node->op_type);
-    ot_cpu_window win;
-    ot_status st = ot_cpu_window_init(&win, node, x, y, &w->dim[2], err);
+    ot_window win;
+    ot_status st = ot_window_init(&win, node, x, y, &w->dim[2], err);
     if (st) return st;
     ot_window3_lift(&p->sp, &win);
     p->K = p->sp.k[0] * p->sp.k[1] * p->sp.k[2];
@@ -34,7 +32,7 @@ static ot_status conv_init(conv3 *p, const ot_node *node, const ot_shape *x, con
     p->N = x->dim[0];
     p->Cin = x->dim[1];
     p->Cout = w->dim[0];
-    p->G = ot_node_attr_int(node, "group", 1);
+    p->G = win.group;
     if (p->G < 1 || p->Cin % p->G || p->Cout % p->G || w->dim[1] != p->Cin / p->G || y->dim[1] != p->Cout ||
         y->dim[0] != p->N)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): channels of X, W, dY and group do not agree", node->name,
@@ -85,8 +83,6 @@ static void col2im_general(const conv3 *p, const float *col, float *dx, int nt) 
         }
     }
 }
-
-int ot_cpu_conv_grad_general = 0;
 
 /* Outputs o in [*a, *b) of spatial dim j read inside the input at tap k
  * (0 <= o*s - pb + k*d < in); the rest read padding. */
@@ -196,7 +192,7 @@ static bool is_pointwise(const conv3 *p) {
 /* group == channels, one output channel per group. */
 static bool is_depthwise(const conv3 *p) { return p->Cig == 1 && p->Cog == 1; }
 
-size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in) {
+size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     /* ConvGradInput: (dY, W, X); ConvGradWeight: (dY, X, W) */
     const ot_tensor *x = node->op == OT_OP_CONV_GRAD_INPUT ? &in[2] : &in[1];
     const ot_tensor *w = node->op == OT_OP_CONV_GRAD_INPUT ? &in[1] : &in[2];
@@ -224,17 +220,17 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
     const float *dys = dy->data, *ws = w->data;
     int nt = ot_cpu_threads(ctx);
     int64_t Kg = p.Cig * p.K;
-    bool general = ot_cpu_conv_grad_general != 0;
+    bool general = ctx->conv_grad_general;
     if (!general && is_pointwise(&p)) {
         /* dX_g (Cig x S) = W_g^T . dY_g, written in place */
         for (int64_t n = 0; n < p.N; n++)
             for (int64_t g = 0; g < p.G; g++)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p.Cig, (int)p.L, (int)p.Cog, 1.0f,
+                ot_cpu_sgemm(ctx, true, false, (int)p.Cig, (int)p.L, (int)p.Cog, 1.0f,
                             ws + g * p.Cog * Kg, (int)Kg, dys + (n * p.Cout + g * p.Cog) * p.L, (int)p.L, 0.0f,
                             dx + (n * p.Cin + g * p.Cig) * p.S, (int)p.S);
         return OT_OK;
     }
-    memset(dx, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
+    memset(dx, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     if (!general && is_depthwise(&p)) {
         /* the GEMM of one (sample, channel) is an outer product w (K) x dY (L): each
          * plane adds w[kk] * dY tap by tap, the general path's terms in its order */
@@ -253,7 +249,7 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
     for (int64_t n = 0; n < p.N; n++)
         for (int64_t g = 0; g < p.G; g++) {
             /* col = W_g^T (Kg x Cog) . dY_g (Cog x L) */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Kg, (int)p.L, (int)p.Cog, 1.0f,
+            ot_cpu_sgemm(ctx, true, false, (int)Kg, (int)p.L, (int)p.Cog, 1.0f,
                         ws + g * p.Cog * Kg, (int)Kg, dys + (n * p.Cout + g * p.Cog) * p.L, (int)p.L, 0.0f, col,
                         (int)p.L);
             float *dxg = dx + (n * p.Cin + g * p.Cig) * p.S;
@@ -305,13 +301,13 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
     const float *dys = dy->data, *xs = x->data;
     int nt = ot_cpu_threads(ctx);
     int64_t Kg = p.Cig * p.K;
-    bool general = ot_cpu_conv_grad_general != 0;
+    bool general = ctx->conv_grad_general;
     if (!general && is_depthwise(&p)) {
         depthwise_grad_weight(&p, dys, xs, dw, nt);
         return OT_OK;
     }
     bool pointwise = !general && is_pointwise(&p);
-    if (p.N == 0) memset(dw, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
+    if (p.N == 0) memset(dw, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     for (int64_t n = 0; n < p.N; n++)
         for (int64_t g = 0; g < p.G; g++) {
             const float *xg = xs + (n * p.Cin + g * p.Cig) * p.S, *b = col;
@@ -322,7 +318,7 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
             else
                 im2col(&p, xg, col, nt);
             /* dW_g (Cog x Kg) += dY_g (Cog x L) . col^T (L x Kg) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p.Cog, (int)Kg, (int)p.L, 1.0f,
+            ot_cpu_sgemm(ctx, false, true, (int)p.Cog, (int)Kg, (int)p.L, 1.0f,
                         dys + (n * p.Cout + g * p.Cog) * p.L, (int)p.L, b, (int)p.L, n == 0 ? 0.0f : 1.0f,
                         dw + g * p.Cog * Kg, (int)Kg);
         }

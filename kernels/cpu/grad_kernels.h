@@ -1,5 +1,5 @@
 /* grad_kernels.h — private to kernels/cpu: the backward-kernel families behind
- * grad_dispatch.c (one file each), all float32 with the ot_cpu_run_node contract.
+ * the op table of cpu_ops.c (one file each), all float32 with the ot_cpu_run_node contract.
  * Determinism: parallel loops split over independent outputs; every sum runs in a
  * fixed order inside one output element (no float atomics). */
 #ifndef OT_GRAD_KERNELS_H
@@ -26,15 +26,11 @@ OT_GRAD_KERNEL(ot_cpu_mse_loss_grad);
 /* grad_norm.c: BatchNormGrad, LayerNormGrad */
 OT_GRAD_KERNEL(ot_cpu_batch_norm_grad);
 OT_GRAD_KERNEL(ot_cpu_layer_norm_grad);
-size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in);
+size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* grad_conv.c: ConvGradInput, ConvGradWeight (sgemm + im2col / col2im in ctx->workspace) */
 OT_GRAD_KERNEL(ot_cpu_conv_grad_input);
 OT_GRAD_KERNEL(ot_cpu_conv_grad_weight);
-size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in);
-/* Nonzero: ConvGradInput/ConvGradWeight skip their fast paths (1x1, depthwise, hoisted
- * im2col/col2im ranges) and run the plain GEMM + per-element im2col/col2im path; for
- * tests that compare the two. */
-extern int ot_cpu_conv_grad_general;
+size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* grad_pool.c: MaxPoolGrad, AveragePoolGrad */
 OT_GRAD_KERNEL(ot_cpu_pool_grad);
 /* grad_layout.c: GatherGrad, SliceGrad */

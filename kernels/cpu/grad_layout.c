@@ -7,24 +7,29 @@ OT_GRAD_KERNEL(ot_cpu_gather_grad) {
     const ot_tensor *dy = &in[0], *idx = &in[1];
     const ot_shape *ds = &out[0].shape;
     if (dy->dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", dy->dtype, err);
-    if (!ot_cpu_is_int_dtype(idx->dtype)) return ot_cpu_bad_dtype(node, "indices", idx->dtype, err);
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), ds->rank);
+    if (!ot_kernel_is_int_dtype(idx->dtype)) return ot_cpu_bad_dtype(node, "indices", idx->dtype, err);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, ds->rank);
     if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (GatherGrad): axis out of range", node->name);
-    int64_t outer = 1, inner = 1, D = ds->dim[axis], I = ot_cpu_numel(idx);
+    int64_t outer = 1, inner = 1, D = ds->dim[axis], I = ot_kernel_numel(idx);
     for (int d = 0; d < axis; d++) outer *= ds->dim[d];
     for (int d = axis + 1; d < ds->rank; d++) inner *= ds->dim[d];
-    if (ot_cpu_numel(dy) != outer * I * inner)
+    if (ot_kernel_numel(dy) != outer * I * inner)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (GatherGrad): dY size does not match indices and data", node->name);
     for (int64_t i = 0; i < I; i++) {
         int64_t j;
-        ot_cpu_load_int(idx->dtype, idx->data, i, &j);
+        ot_kernel_load_int(idx->dtype, idx->data, i, &j);
         if (j < -D || j >= D)
             return ot_fail(err, OT_E_DATA, "node '%s' (GatherGrad): index %lld outside [-%lld, %lld)", node->name,
                            (long long)j, (long long)D, (long long)D);
     }
     const float *g = dy->data;
     float *dd = out[0].data;
-    memset(dd, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
+    memset(dd, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     /* Tasks = (outer row, chunk of inner): disjoint outputs; each walks the indices
      * in order, so repeated indices add up in the same order on any thread count. */
     const int64_t chunk = 256;
@@ -35,7 +40,7 @@ OT_GRAD_KERNEL(ot_cpu_gather_grad) {
         int64_t o = t / nchunk, b0 = (t % nchunk) * chunk, b1 = b0 + chunk < inner ? b0 + chunk : inner;
         for (int64_t i = 0; i < I; i++) {
             int64_t j;
-            ot_cpu_load_int(idx->dtype, idx->data, i, &j);
+            ot_kernel_load_int(idx->dtype, idx->data, i, &j);
             if (j < 0) j += D;
             const float *src = g + (o * I + i) * inner;
             float *dst = dd + (o * D + j) * inner;
@@ -46,7 +51,7 @@ OT_GRAD_KERNEL(ot_cpu_gather_grad) {
 }
 
 static bool load_vec(const ot_tensor *t, int64_t i, int64_t *v) {
-    return t && t->data && ot_cpu_load_int(t->dtype, t->data, i, v);
+    return t && t->data && ot_kernel_load_int(t->dtype, t->data, i, v);
 }
 
 OT_GRAD_KERNEL(ot_cpu_slice_grad) {
@@ -62,11 +67,11 @@ OT_GRAD_KERNEL(ot_cpu_slice_grad) {
         start[d] = 0;
         step[d] = 1;
     }
-    int64_t n = ot_cpu_numel(st);
+    int64_t n = ot_kernel_numel(st);
     for (int64_t i = 0; i < n; i++) {
         int64_t a = i, s, e, k = 1;
         if (ax && !load_vec(ax, i, &a)) return ot_cpu_bad_dtype(node, "axes", ax->dtype, err);
-        int d = ot_cpu_axis(a, r);
+        int d = ot_kernel_axis(a, r);
         if (d < 0 || !load_vec(st, i, &s) || !load_vec(en, i, &e) || (sp && !load_vec(sp, i, &k)) || k == 0)
             return ot_fail(err, OT_E_MODEL, "node '%s' (SliceGrad): bad starts / ends / axes / steps", node->name);
         int64_t dim = xs->dim[d];
@@ -86,8 +91,8 @@ OT_GRAD_KERNEL(ot_cpu_slice_grad) {
     }
     float *dx = out[0].data;
     const float *g = dy->data;
-    memset(dx, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
-    int64_t m = ot_cpu_numel(dy);
+    memset(dx, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
+    int64_t m = ot_kernel_numel(dy);
     int nt = ot_cpu_threads(ctx);
 #pragma omp parallel for schedule(static) num_threads(nt) if (m >= OT_CPU_PAR_MIN)
     for (int64_t i = 0; i < m; i++) {

@@ -5,29 +5,25 @@
 #include <math.h>
 
 #include "kernels/cpu/grad_kernels.h"
+#include "kernels/loss_geometry.h"
 
 OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
     const ot_tensor *dl = &in[0], *x = &in[1], *lab = &in[2];
     const ot_tensor *w = node->n_inputs > 3 && in[3].data ? &in[3] : NULL;
     if (x->dtype != OT_F32 || dl->dtype != OT_F32) return ot_cpu_bad_dtype(node, "scores", x->dtype, err);
-    if (!ot_cpu_is_int_dtype(lab->dtype)) return ot_cpu_bad_dtype(node, "labels", lab->dtype, err);
+    if (!ot_kernel_is_int_dtype(lab->dtype)) return ot_cpu_bad_dtype(node, "labels", lab->dtype, err);
     if (w && w->dtype != OT_F32) return ot_cpu_bad_dtype(node, "weight", w->dtype, err);
-    if (x->shape.rank < 2)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): scores must be [N, C, ...]", node->name, node->op_type);
-    int64_t N = x->shape.dim[0], C = x->shape.dim[1], D = N * C > 0 ? ot_cpu_numel(x) / (N * C) : 0;
-    if (ot_cpu_numel(lab) != N * D)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): labels must have N x d... = %lld elements", node->name,
-                       node->op_type, (long long)(N * D));
-    const char *red = ot_node_attr_string(node, "reduction", "mean");
-    int mode = strcmp(red, "none") == 0 ? 0 : strcmp(red, "sum") == 0 ? 1 : 2;
-    if (mode == 2 && strcmp(red, "mean") != 0)
-        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): reduction '%s'", node->name, node->op_type, red);
-    if (mode == 0 && ot_cpu_numel(dl) != N * D)
+    /* the forward kernels' geometry (kernels/loss_geometry.h), as on CUDA */
+    ot_loss_geometry lg;
+    ot_status st = ot_loss_geometry_init(&lg, node, &x->shape, lab, err);
+    if (st) return st;
+    int64_t N = lg.N, C = lg.C, D = lg.D;
+    int mode = lg.reduction;
+    if (mode == 0 && ot_kernel_numel(dl) != N * D)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): reduction 'none' needs dLoss shaped like labels", node->name,
                        node->op_type);
-    const ot_attr *ig = ot_node_attr(node, "ignore_index");
-    bool has_ig = ig && ig->type == OT_ATTR_INT;
-    int64_t ignore = has_ig ? ig->i : 0;
+    bool has_ig = lg.has_ignore;
+    int64_t ignore = lg.ignore;
     const float *xs = x->data, *dls = dl->data, *ws = w ? w->data : NULL;
     float *dx = out[0].data;
     bool softmax = node->op == OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD;
@@ -36,7 +32,7 @@ OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
     double denom = 0.0;
     for (int64_t i = 0; i < N * D; i++) {
         int64_t l;
-        ot_cpu_load_int(lab->dtype, lab->data, i, &l);
+        ot_kernel_load_int(lab->dtype, lab->data, i, &l);
         if (has_ig && l == ignore) continue;
         if (l < 0 || l >= C)
             return ot_fail(err, OT_E_DATA, "node '%s' (%s): label %lld at position %lld is outside [0, %lld)",
@@ -47,7 +43,7 @@ OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (N * C * D >= OT_CPU_PAR_MIN)
     for (int64_t i = 0; i < N * D; i++) {
         int64_t n = i / D, d = i % D, l;
-        ot_cpu_load_int(lab->dtype, lab->data, i, &l);
+        ot_kernel_load_int(lab->dtype, lab->data, i, &l);
         const float *xr = xs + n * C * D + d;
         float *dr = dx + n * C * D + d;
         bool skip = has_ig && l == ignore;
@@ -71,10 +67,10 @@ OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
 
 OT_GRAD_KERNEL(ot_cpu_mse_loss) {
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_cpu_numel(&in[0]);
-    if (ot_cpu_numel(&in[1]) != n)
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (ot_kernel_numel(&in[1]) != n)
         return ot_fail(err, OT_E_DATA, "node '%s' (MseLoss): targets have %lld elements, the output %lld", node->name,
-                       (long long)ot_cpu_numel(&in[1]), (long long)n);
+                       (long long)ot_kernel_numel(&in[1]), (long long)n);
     const float *x = in[0].data, *t = in[1].data;
     double s = 0.0; /* sequential: the loss is bitwise independent of the thread count */
     for (int64_t i = 0; i < n; i++) {
@@ -89,8 +85,8 @@ OT_GRAD_KERNEL(ot_cpu_mse_loss) {
 OT_GRAD_KERNEL(ot_cpu_mse_loss_grad) {
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32 || in[2].dtype != OT_F32)
         return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_cpu_numel(&in[1]);
-    if (ot_cpu_numel(&in[2]) != n || ot_cpu_numel(&out[0]) != n)
+    int64_t n = ot_kernel_numel(&in[1]);
+    if (ot_kernel_numel(&in[2]) != n || ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_DATA, "node '%s' (MseLossGrad): X, target and dX differ in size", node->name);
     const float *x = in[1].data, *t = in[2].data;
     float *dx = out[0].data;

@@ -4,17 +4,23 @@
 #include <math.h>
 
 #include "kernels/cpu/grad_kernels.h"
+#include "kernels/norm_geometry.h"
 
 OT_GRAD_KERNEL(ot_cpu_batch_norm_grad) {
     const ot_tensor *x = &in[1];
     if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
         return ot_cpu_bad_dtype(node, "input", x->dtype, err);
     if (x->shape.rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): X rank < 2", node->name);
-    int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_cpu_numel(x) / (N * C) : 0;
-    if (ot_cpu_numel(&in[2]) != C)
+    int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_kernel_numel(x) / (N * C) : 0;
+    if (ot_kernel_numel(&in[2]) != C)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): scale must have C elements", node->name);
-    bool train = ot_node_attr_int(node, "training_mode", 0) != 0 || node->n_inputs < 5 || !in[3].data || !in[4].data;
-    double eps = ot_node_attr_float(node, "epsilon", 1e-5f);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
+    bool train = np->training_mode || node->n_inputs < 5 || !in[3].data || !in[4].data;
+    double eps = np->epsilon;
     const float *dy = in[0].data, *xs = x->data, *sc = in[2].data;
     const float *rm = train ? NULL : in[3].data, *rv = train ? NULL : in[4].data;
     float *dx = out[0].data;
@@ -65,15 +71,10 @@ OT_GRAD_KERNEL(ot_cpu_batch_norm_grad) {
 
 /* rows x cols view of X for a LayerNorm over axes [axis, rank). */
 static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int64_t *cols) {
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
-    if (axis < 0) return false;
-    *rows = 1;
-    *cols = 1;
-    for (int d = 0; d < x->shape.rank; d++) *(d < axis ? rows : cols) *= x->shape.dim[d];
-    return true;
+    return ot_layer_norm_view(node, &x->shape, rows, cols);
 }
 
-size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in) {
+size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     int64_t rows, cols;
     if (!ln_view(node, &in[1], &rows, &cols)) return 0;
     return (size_t)rows * 2 * sizeof(double);
@@ -86,13 +87,18 @@ OT_GRAD_KERNEL(ot_cpu_layer_norm_grad) {
     int64_t rows, cols;
     if (!ln_view(node, x, &rows, &cols))
         return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormGrad): axis out of range", node->name);
-    if (ot_cpu_numel(&in[2]) != cols)
+    if (ot_kernel_numel(&in[2]) != cols)
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (LayerNormGrad): scale must cover the normalised axes",
                        node->name);
     double *stat = ctx->workspace; /* mean, 1/std per row */
     if (!stat || ctx->workspace_bytes < (size_t)rows * 2 * sizeof(double))
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (LayerNormGrad): workspace missing", node->name);
-    double eps = ot_node_attr_float(node, "epsilon", 1e-5f);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
+    double eps = np->epsilon;
     const float *dy = in[0].data, *xs = x->data, *sc = in[2].data;
     float *dx = out[0].data;
     float *dsc = node->n_outputs > 1 ? out[1].data : NULL, *db = node->n_outputs > 2 ? out[2].data : NULL;

@@ -19,33 +19,38 @@ static float gelu_grad(float x, bool tanh_approx) {
     return cdf + x * pdf;
 }
 
-static float bound(const ot_node *node, const ot_tensor *in, int slot, const char *name, float dflt) {
-    const ot_attr *a = ot_node_attr(node, name);
-    if (a && a->type == OT_ATTR_FLOAT) return a->f;
+/* ClipGrad's bound: the normalised float attribute, else the optional scalar input. */
+static float bound(const ot_node *node, const ot_tensor *in, int slot, bool has_attr, float attr, float dflt) {
+    if (has_attr) return attr;
     double v;
-    if (node->n_inputs > slot && in[slot].data && ot_cpu_numel(&in[slot]) == 1 &&
-        ot_cpu_load_double(in[slot].dtype, in[slot].data, 0, &v))
+    if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) == 1 &&
+        ot_kernel_load_double(in[slot].dtype, in[slot].data, 0, &v))
         return (float)v;
     return dflt;
 }
 
 OT_GRAD_KERNEL(ot_cpu_act_grad) {
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_cpu_numel(&out[0]);
-    if (ot_cpu_numel(&in[0]) != n || ot_cpu_numel(&in[1]) != n)
+    int64_t n = ot_kernel_numel(&out[0]);
+    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, the forward value and dX differ in size", node->name,
                        node->op_type);
     const float *dy = in[0].data, *v = in[1].data;
     float *dx = out[0].data;
     int nt = ot_cpu_threads(ctx);
     bool par = n >= OT_CPU_PAR_MIN;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_act_params *ap = &pp->u.act; /* LeakyReluGrad, GeluGrad, ClipGrad */
     switch (node->op) {
     case OT_OP_RELU_GRAD:
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++) dx[i] = v[i] > 0.0f ? dy[i] : 0.0f;
         break;
     case OT_OP_LEAKY_RELU_GRAD: {
-        float a = ot_node_attr_float(node, "alpha", 0.01f);
+        float a = ap->alpha;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++) dx[i] = v[i] >= 0.0f ? dy[i] : a * dy[i];
         break;
@@ -63,11 +68,10 @@ OT_GRAD_KERNEL(ot_cpu_act_grad) {
         for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * 1.1283791670955126f * expf(-v[i] * v[i]);
         break;
     case OT_OP_GELU_GRAD: {
-        const char *approx = ot_node_attr_string(node, "approximate", "none");
-        bool th = strcmp(approx, "tanh") == 0;
-        if (!th && strcmp(approx, "none") != 0)
+        bool th = ap->approximate == OT_GELU_TANH;
+        if (ap->approximate == OT_GELU_OTHER)
             return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (GeluGrad): approximate='%s' is not 'none' or 'tanh'",
-                           node->name, approx);
+                           node->name, ap->approximate_name);
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_grad(v[i], th);
         break;
@@ -77,7 +81,8 @@ OT_GRAD_KERNEL(ot_cpu_act_grad) {
          * CNNs get Clip from nn.ReLU6 / nn.Hardtanh, whose gradient at x == bound is 0
          * (and so is ReluGrad's at 0, which Clip(0, inf) must agree with). An absent
          * (infinite) bound never blocks. */
-        float lo = bound(node, in, 2, "min", -INFINITY), hi = bound(node, in, 3, "max", INFINITY);
+        float lo = bound(node, in, 2, ap->has_min, ap->min, -INFINITY),
+              hi = bound(node, in, 3, ap->has_max, ap->max, INFINITY);
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++)
             dx[i] = (v[i] > lo || lo == -INFINITY) && (v[i] < hi || hi == INFINITY) ? dy[i] : 0.0f;
@@ -92,15 +97,19 @@ OT_GRAD_KERNEL(ot_cpu_act_grad) {
 
 OT_GRAD_KERNEL(ot_cpu_dropout_grad) {
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", in[0].dtype, err);
-    int64_t n = ot_cpu_numel(&out[0]);
-    if (ot_cpu_numel(&in[0]) != n)
+    int64_t n = ot_kernel_numel(&out[0]);
+    if (ot_kernel_numel(&in[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
-    float ratio = ot_node_attr_float(node, "ratio", 0.5f);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    float ratio = pp->u.dropout.ratio;
     const float *dy = in[0].data;
     float *dx = out[0].data;
     /* The attribute names the forward Dropout; ctx->rng_node carries the same id
      * when the executor follows autodiff.h's contract. */
-    uint32_t key = (uint32_t)ot_node_attr_int(node, "rng_node", ctx->rng_node);
+    uint32_t key = (uint32_t)(pp->u.dropout.has_rng_node ? pp->u.dropout.rng_node : ctx->rng_node);
     float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
     int nt = ot_cpu_threads(ctx);
     /* The mask is redrawn in blocks through ot_cpu_philox_uniforms: the uniforms of
@@ -117,7 +126,7 @@ OT_GRAD_KERNEL(ot_cpu_dropout_grad) {
 }
 
 OT_GRAD_KERNEL(ot_cpu_fill_like) {
-    int64_t n = ot_cpu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (node->op == OT_OP_ZEROS_LIKE) {
         memset(out[0].data, 0, (size_t)n * ot_dtype_size(out[0].dtype));
         return OT_OK;

@@ -12,10 +12,10 @@ OT_GRAD_KERNEL(ot_cpu_pool_grad) {
     ot_status st = ot_pool_window_init(&p, node, x, dy, err);
     if (st) return st;
     bool is_max = node->op == OT_OP_MAX_POOL_GRAD;
-    bool include_pad = ot_node_attr_int(node, "count_include_pad", 0) != 0;
+    bool include_pad = p.include_pad;
     const float *xs = x->data, *dys = dy->data;
     float *dx = out[0].data;
-    memset(dx, 0, (size_t)ot_cpu_numel(&out[0]) * sizeof(float));
+    memset(dx, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     int nt = ot_cpu_threads(ctx);
 #pragma omp parallel for schedule(static) num_threads(nt) if (p.planes * p.out_sz * p.k[0] * p.k[1] * p.k[2] >= OT_CPU_PAR_MIN)
     for (int64_t pl = 0; pl < p.planes; pl++) {

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "kernels/cpu/grad_kernels.h"
+#include "kernels/norm_geometry.h"
 
 /* Strides of `small` aligned on the right against the rank-r shape `big`, 0 where
  * small has size 1 or no dim. False when small does not broadcast to big. */
@@ -44,7 +45,7 @@ OT_GRAD_KERNEL(ot_cpu_reduce_to_like) {
             red *= ys->dim[d];
         }
     }
-    int64_t n_out = ot_cpu_numel(&out[0]);
+    int64_t n_out = ot_kernel_numel(&out[0]);
     const float *dy = in[0].data;
     float *dx = out[0].data;
     int nt = ot_cpu_threads(ctx);
@@ -53,7 +54,7 @@ OT_GRAD_KERNEL(ot_cpu_reduce_to_like) {
      * dY is [red, n_out] row-major and output o sums column o over the rows in order,
      * exactly the order of the general loop below (same bits), but row by row into
      * double accumulators instead of a division and a modulo per element. */
-    bool leading = n_out * red == ot_cpu_numel(&in[0]);
+    bool leading = n_out * red == ot_kernel_numel(&in[0]);
     for (int k = 0; k < nr && leading; k++)
         for (int q = 0; q < nk; q++)
             if (ys->dim[kd[q]] != 1 && kd[q] < rd[k]) leading = false;
@@ -104,7 +105,7 @@ OT_GRAD_KERNEL(ot_cpu_expand_like) {
     int64_t st[OT_MAX_RANK];
     if (!aligned_strides(os, &in[0].shape, st))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (ExpandLike): dY does not broadcast to the output", node->name);
-    int64_t n = ot_cpu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     const float *dy = in[0].data;
     float *dx = out[0].data;
     int64_t inner = r > 0 ? os->dim[r - 1] : 1, rows = inner > 0 ? n / inner : 0;
@@ -132,12 +133,10 @@ OT_GRAD_KERNEL(ot_cpu_softmax_grad) {
         *(float *)out[0].data = 0.0f;
         return OT_OK;
     }
-    bool legacy = ot_node_attr_int(node, "legacy_2d", 0) != 0;
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), s->rank);
-    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
-    int64_t outer = 1, a = s->dim[axis], inner = 1;
-    for (int d = 0; d < axis; d++) outer *= s->dim[d];
-    for (int d = axis + 1; d < s->rank; d++) *(legacy ? &a : &inner) *= s->dim[d];
+    ot_softmax_geometry g;
+    ot_status st = ot_softmax_geometry_init(&g, node, s, err);
+    if (st) return st;
+    int64_t outer = g.outer, a = g.len, inner = g.inner;
     const float *dy = in[0].data, *y = in[1].data;
     float *dx = out[0].data;
     bool log_sm = node->op == OT_OP_LOG_SOFTMAX_GRAD;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu/optim_cpu.h"
+#include "kernels/kernel_common.h"
 
 /* Hyper-parameters travel as float attributes, but torch.optim computes its scalars
  * (1 - beta, beta^step) from the user's Python double. The shortest decimal that
@@ -82,10 +83,10 @@ static ot_status check_same(const ot_node *node, const ot_tensor *in, int n, ot_
         if (in[k].dtype != OT_F32 || !in[k].data)
             return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): input %d must be float32 (got %s)",
                            node->name ? node->name : "?", ot_op_name(node->op), k, ot_dtype_name(in[k].dtype));
-        if (ot_shape_numel(&in[k].shape) != ot_shape_numel(&in[0].shape))
+        if (ot_kernel_numel(&in[k]) != ot_kernel_numel(&in[0]))
             return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input %d has %lld elements, the param %lld",
                            node->name ? node->name : "?", ot_op_name(node->op), k,
-                           (long long)ot_shape_numel(&in[k].shape), (long long)ot_shape_numel(&in[0].shape));
+                           (long long)ot_kernel_numel(&in[k]), (long long)ot_kernel_numel(&in[0]));
     }
     return OT_OK;
 }
@@ -107,7 +108,7 @@ static ot_status scalars_of(const ot_node *node, const ot_tensor *in, int slot, 
     s->step = ctx->opt_step;
     s->apply = true;
     if (node->n_inputs <= slot || !in[slot].data) return OT_OK;
-    if (in[slot].dtype != OT_F64 || ot_shape_numel(&in[slot].shape) < 4)
+    if (in[slot].dtype != OT_F64 || ot_kernel_numel(&in[slot]) < 4)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): input %d must be the float64[4] optimizer scalars",
                        node->name ? node->name : "?", ot_op_name(node->op), slot);
     const double *d = (const double *)in[slot].data;
@@ -126,14 +127,17 @@ ot_status ot_cpu_sgd_step(const ot_node *node, const ot_tensor *in, ot_tensor *o
     if (st || !sc.apply) return st;
     bool has_buf = node->n_inputs >= 3 && in[2].data;
     if ((st = check_same(node, in, 2, err)) || (has_buf && (st = check_same(node, in, 3, err)))) return st;
-    float momentum = ot_node_attr_float(node, "momentum", 0.0f);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    if ((st = ot_node_params(node, &scratch, &pp, err))) return st;
+    const ot_optim_params *op_ = &pp->u.optim;
+    float momentum = op_->momentum;
     if (momentum != 0.0f && !has_buf)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (SgdStep): momentum %g without a momentum buffer input",
                        node->name ? node->name : "?", (double)momentum);
     ot_sgd_update((float *)in[0].data, (const float *)in[1].data, has_buf ? (float *)in[2].data : NULL,
-                  (size_t)ot_shape_numel(&in[0].shape), sc.lr, sc.grad_scale, momentum,
-                  ot_node_attr_float(node, "weight_decay", 0.0f), ot_node_attr_int(node, "nesterov", 0) != 0,
-                  ctx->n_threads);
+                  (size_t)ot_kernel_numel(&in[0]), sc.lr, sc.grad_scale, momentum,
+                  op_->weight_decay, op_->nesterov, ctx->n_threads);
     return OT_OK;
 }
 
@@ -144,21 +148,15 @@ ot_status ot_cpu_adam_step(const ot_node *node, const ot_tensor *in, ot_tensor *
     ot_status st = scalars_of(node, in, 4, ctx, &sc, err);
     if (st || !sc.apply) return st;
     if ((st = check_same(node, in, 4, err))) return st;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    if ((st = ot_node_params(node, &scratch, &pp, err))) return st;
+    const ot_optim_params *op_ = &pp->u.optim;
     if (sc.step < 1)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (AdamStep): step count %lld, must be >= 1",
                        node->name ? node->name : "?", (long long)sc.step);
     ot_adam_update((float *)in[0].data, (const float *)in[1].data, (float *)in[2].data, (float *)in[3].data,
-                   (size_t)ot_shape_numel(&in[0].shape), sc.lr, sc.grad_scale,
-                   ot_node_attr_float(node, "beta1", 0.9f), ot_node_attr_float(node, "beta2", 0.999f),
-                   ot_node_attr_float(node, "epsilon", 1e-8f), ot_node_attr_float(node, "weight_decay", 0.0f),
-                   ot_node_attr_int(node, "decoupled", 0) != 0, sc.step, ctx->n_threads);
+                   (size_t)ot_kernel_numel(&in[0]), sc.lr, sc.grad_scale,
+                   op_->beta1, op_->beta2, op_->epsilon, op_->weight_decay, op_->decoupled, sc.step, ctx->n_threads);
     return OT_OK;
-}
-
-bool ot_cpu_optim_supports(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
-    (void)out;
-    int n = node->op == OT_OP_ADAM_STEP ? 4 : 2;
-    for (int k = 0; k < n && k < node->n_inputs; k++)
-        if (in[k].dtype != OT_F32) return false;
-    return node->op == OT_OP_SGD_STEP || node->op == OT_OP_ADAM_STEP;
 }

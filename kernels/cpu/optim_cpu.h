@@ -34,7 +34,4 @@ ot_status ot_cpu_sgd_step(const ot_node *node, const ot_tensor *in, ot_tensor *o
 ot_status ot_cpu_adam_step(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                            ot_error *err);
 
-/* Dtype check for ot_cpu_supports (the internal-op dispatch calls it). */
-bool ot_cpu_optim_supports(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
-
 #endif

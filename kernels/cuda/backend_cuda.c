@@ -1,22 +1,28 @@
 /* backend_cuda.c — the CUDA backend's vtable (exec/backend.h): the context
  * (device, stream, cuBLAS / cuDNN handles, cuDNN algorithm cache; no globals), the
- * arena (one cudaMalloc, zero-filled), copies, node dispatch to the kernel families
- * of cuda_internal.h, supports / workspace queries and synchronisation. Shape-only
- * ops (Shape, Range, Constant, ConstantOfShape: folded at import, tiny when they
- * remain) run the CPU kernel on host copies of their inputs. It also holds the
- * module's one exported symbol, ot_cuda_module_v1 (kernels/cuda/cuda_module.h): this
- * folder is built into libonnxtrain_cuda.so, which kernels/backend_select.c loads. */
+ * arena (one cudaMalloc, zero-filled), copies, node dispatch through the op table
+ * (cuda_ops.c, from cuda_ops.def) and synchronisation. The table's CPU_ONLY ops
+ * (Shape, Range, Constant, ConstantOfShape: folded at import, tiny when they remain)
+ * run the CPU kernel on host copies of their inputs. It also holds the module's one
+ * exported symbol, ot_cuda_module_v2 (kernels/cuda/cuda_module.h): this folder is
+ * built into libonnxtrain_cuda.so, which kernels/backend_select.c loads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_common.h"
+#include "kernels/kernel_common.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_module.h"
 
 ot_status ot_cuda_fail(ot_error *err, const char *file, int line, const char *call, const char *what) {
     const char *base = strrchr(file, '/');
     return ot_fail(err, OT_E_DEVICE, "%s:%d: %s failed: %s", base ? base + 1 : file, line, call, what);
+}
+
+ot_status ot_cuda_bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
+    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
+                   node->name ? node->name : "?", node->op_type ? node->op_type : ot_op_name(node->op), what,
+                   ot_dtype_name(t));
 }
 
 const char *ot_cublas_status_text(cublasStatus_t s) {
@@ -33,12 +39,6 @@ const char *ot_cublas_status_text(cublasStatus_t s) {
     }
 }
 
-static int64_t numel(const ot_tensor *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->shape.rank; i++) n *= t->shape.dim[i];
-    return n;
-}
-
 /* cx NULL (the host mode of cuda_internal.h): t->data is host memory. */
 static ot_status copy_small(ot_cuda_ctx *cx, void *host, const void *src, size_t n, ot_error *err) {
     if (!cx) {
@@ -51,9 +51,9 @@ static ot_status copy_small(ot_cuda_ctx *cx, void *host, const void *src, size_t
 }
 
 ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int max, int *n, ot_error *err) {
-    int64_t c = numel(t);
+    int64_t c = ot_kernel_numel(t);
     size_t es = ot_dtype_size(t->dtype);
-    if (!t->data || c > max || !ot_cpu_is_int_dtype(t->dtype))
+    if (!t->data || c > max || !ot_kernel_is_int_dtype(t->dtype))
         return ot_fail(err, OT_E_MODEL, "cuda backend: expected an integer tensor of at most %d elements", max);
     unsigned char host[OT_MAX_RANK * 8 * 8];
     if ((size_t)c * es > sizeof host) return ot_fail(err, OT_E_MODEL, "cuda backend: integer tensor too long");
@@ -61,7 +61,7 @@ ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int
         ot_status st = copy_small(cx, host, t->data, (size_t)c * es, err);
         if (st) return st;
     }
-    for (int64_t i = 0; i < c; i++) ot_cpu_load_int(t->dtype, host, i, &v[i]);
+    for (int64_t i = 0; i < c; i++) ot_kernel_load_int(t->dtype, host, i, &v[i]);
     *n = (int)c;
     return OT_OK;
 }
@@ -69,102 +69,16 @@ ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int
 ot_status ot_cuda_read_double(ot_cuda_ctx *cx, const ot_tensor *t, double *v, ot_error *err) {
     size_t es = ot_dtype_size(t->dtype);
     unsigned char host[16];
-    if (!t->data || numel(t) < 1 || es == 0 || es > sizeof host)
+    if (!t->data || ot_kernel_numel(t) < 1 || es == 0 || es > sizeof host)
         return ot_fail(err, OT_E_MODEL, "cuda backend: expected a numeric scalar tensor");
     ot_status st = copy_small(cx, host, t->data, es, err);
     if (st) return st;
-    if (!ot_cpu_load_double(t->dtype, host, 0, v))
+    if (!ot_kernel_load_double(t->dtype, host, 0, v))
         return ot_fail(err, OT_E_MODEL, "cuda backend: scalar of dtype %s is not numeric", ot_dtype_name(t->dtype));
     return OT_OK;
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */
-
-static ot_cuda_kernel_fn kernel_of(ot_op op) {
-    switch (op) {
-    case OT_OP_GEMM: return ot_cuda_gemm;
-    case OT_OP_MATMUL: return ot_cuda_matmul;
-    case OT_OP_ADD:
-    case OT_OP_SUB:
-    case OT_OP_MUL:
-    case OT_OP_DIV:
-    case OT_OP_POW: return ot_cuda_binary;
-    case OT_OP_SQRT:
-    case OT_OP_RECIPROCAL:
-    case OT_OP_NEG:
-    case OT_OP_EXP:
-    case OT_OP_LOG:
-    case OT_OP_ERF:
-    case OT_OP_TANH:
-    case OT_OP_SIGMOID:
-    case OT_OP_RELU:
-    case OT_OP_LEAKY_RELU:
-    case OT_OP_CLIP:
-    case OT_OP_GELU: return ot_cuda_unary;
-    case OT_OP_SOFTMAX:
-    case OT_OP_LOG_SOFTMAX: return ot_cuda_softmax;
-    case OT_OP_CONV: return ot_cuda_conv;
-    case OT_OP_MAX_POOL: return ot_cuda_max_pool;
-    case OT_OP_AVERAGE_POOL: return ot_cuda_average_pool;
-    case OT_OP_GLOBAL_AVERAGE_POOL: return ot_cuda_global_average_pool;
-    case OT_OP_BATCH_NORM: return ot_cuda_batch_norm;
-    case OT_OP_LAYER_NORM: return ot_cuda_layer_norm;
-    case OT_OP_DROPOUT: return ot_cuda_dropout;
-    case OT_OP_FLATTEN:
-    case OT_OP_RESHAPE:
-    case OT_OP_SQUEEZE:
-    case OT_OP_UNSQUEEZE:
-    case OT_OP_IDENTITY: return ot_cuda_copy_view;
-    case OT_OP_TRANSPOSE: return ot_cuda_transpose;
-    case OT_OP_CONCAT: return ot_cuda_concat;
-    case OT_OP_SPLIT: return ot_cuda_split;
-    case OT_OP_SLICE: return ot_cuda_slice;
-    case OT_OP_GATHER: return ot_cuda_gather;
-    case OT_OP_EQUAL: return ot_cuda_equal;
-    case OT_OP_WHERE: return ot_cuda_where;
-    case OT_OP_CAST: return ot_cuda_cast;
-    case OT_OP_EXPAND: return ot_cuda_expand;
-    case OT_OP_REDUCE_MEAN:
-    case OT_OP_REDUCE_SUM: return ot_cuda_reduce;
-    case OT_OP_SUM: return ot_cuda_sum;
-    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
-    case OT_OP_NLL_LOSS: return ot_cuda_class_loss;
-    /* backward and training ops */
-    case OT_OP_RELU_GRAD:
-    case OT_OP_LEAKY_RELU_GRAD:
-    case OT_OP_SIGMOID_GRAD:
-    case OT_OP_TANH_GRAD:
-    case OT_OP_GELU_GRAD:
-    case OT_OP_ERF_GRAD:
-    case OT_OP_CLIP_GRAD: return ot_cuda_act_grad;
-    case OT_OP_SOFTMAX_GRAD:
-    case OT_OP_LOG_SOFTMAX_GRAD: return ot_cuda_softmax_grad;
-    case OT_OP_CONV_GRAD_INPUT: return ot_cuda_conv_grad_input;
-    case OT_OP_CONV_GRAD_WEIGHT: return ot_cuda_conv_grad_weight;
-    case OT_OP_MAX_POOL_GRAD:
-    case OT_OP_AVERAGE_POOL_GRAD: return ot_cuda_pool_grad;
-    case OT_OP_BATCH_NORM_GRAD: return ot_cuda_batch_norm_grad;
-    case OT_OP_LAYER_NORM_GRAD: return ot_cuda_layer_norm_grad;
-    case OT_OP_DROPOUT_GRAD: return ot_cuda_dropout_grad;
-    case OT_OP_GATHER_GRAD: return ot_cuda_gather_grad;
-    case OT_OP_REDUCE_TO_LIKE: return ot_cuda_reduce_to_like;
-    case OT_OP_EXPAND_LIKE: return ot_cuda_expand_like;
-    case OT_OP_SLICE_GRAD: return ot_cuda_slice_grad;
-    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD:
-    case OT_OP_NLL_LOSS_GRAD: return ot_cuda_class_loss_grad;
-    case OT_OP_ZEROS_LIKE:
-    case OT_OP_ONES_LIKE: return ot_cuda_fill_like;
-    case OT_OP_MSE_LOSS: return ot_cuda_mse_loss;
-    case OT_OP_MSE_LOSS_GRAD: return ot_cuda_mse_loss_grad;
-    case OT_OP_SGD_STEP: return ot_cuda_sgd_step;
-    case OT_OP_ADAM_STEP: return ot_cuda_adam_step;
-    default: return NULL;
-    }
-}
-
-static bool is_host_op(ot_op op) {
-    return op == OT_OP_SHAPE || op == OT_OP_RANGE || op == OT_OP_CONSTANT || op == OT_OP_CONSTANT_OF_SHAPE;
-}
 
 /* Shape-only ops: inputs copied to the host, the CPU kernel, outputs copied back. */
 static ot_status run_on_host(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
@@ -177,7 +91,7 @@ static ot_status run_on_host(ot_cuda_ctx *cx, const ot_node *node, const ot_tens
     for (int k = 0; k < ni; k++) {
         hin[k] = in[k];
         hin[k].data = NULL;
-        size_t nb = (size_t)numel(&in[k]) * ot_dtype_size(in[k].dtype);
+        size_t nb = (size_t)ot_kernel_numel(&in[k]) * ot_dtype_size(in[k].dtype);
         if (!in[k].data || node->op == OT_OP_SHAPE) continue; /* Shape reads the shape only */
         if (!(hin[k].data = malloc(nb ? nb : 1))) goto oom;
         if (nb) {
@@ -192,7 +106,7 @@ static ot_status run_on_host(ot_cuda_ctx *cx, const ot_node *node, const ot_tens
     for (int k = 0; k < no; k++) {
         hout[k] = out[k];
         hout[k].data = NULL;
-        size_t nb = (size_t)numel(&out[k]) * ot_dtype_size(out[k].dtype);
+        size_t nb = (size_t)ot_kernel_numel(&out[k]) * ot_dtype_size(out[k].dtype);
         if (!out[k].data) continue;
         if (!(hout[k].data = calloc(1, nb ? nb : 1))) goto oom;
     }
@@ -201,7 +115,7 @@ static ot_status run_on_host(ot_cuda_ctx *cx, const ot_node *node, const ot_tens
     hctx.workspace_bytes = 0;
     if ((st = ot_cpu_run_node(node, hin, hout, &hctx, err))) goto fail;
     for (int k = 0; k < no; k++) {
-        size_t nb = (size_t)numel(&out[k]) * ot_dtype_size(out[k].dtype);
+        size_t nb = (size_t)ot_kernel_numel(&out[k]) * ot_dtype_size(out[k].dtype);
         if (!out[k].data || !nb) continue;
         cudaError_t e = cudaMemcpyAsync(out[k].data, hout[k].data, nb, cudaMemcpyHostToDevice, cx->stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(cx->stream); /* host buffers are freed below */
@@ -237,13 +151,14 @@ static ot_status cuda_run_node(ot_backend *be, const ot_graph *g, const ot_node 
         node->n_outputs < info->min_outputs || (info->max_outputs >= 0 && node->n_outputs > info->max_outputs))
         return ot_fail(err, OT_E_MODEL, "node '%s' (%s): %d inputs / %d outputs outside the op's arity", node->name,
                        opname, node->n_inputs, node->n_outputs);
-    if (is_host_op(node->op)) return run_on_host(cx, node, in, out, ctx, err);
-    ot_cuda_kernel_fn fn = kernel_of(node->op);
+    const ot_cuda_op_row *row = ot_cuda_op_row_of(node->op);
+    if (row && row->status == OT_CUDA_CPU_ONLY) return run_on_host(cx, node, in, out, ctx, err);
+    ot_cuda_kernel_fn fn = row ? row->run : NULL;
     if (!fn) return ot_fail(err, OT_E_UNSUPPORTED, "node '%s': no CUDA kernel for %s", node->name, opname);
     for (int k = 0; k < info->min_inputs; k++)
-        if (!in[k].data && numel(&in[k]) > 0)
+        if (!in[k].data && ot_kernel_numel(&in[k]) > 0)
             return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): required input %d has no data", node->name, opname, k);
-    if (node->n_outputs > 0 && !out[0].data && numel(&out[0]) > 0)
+    if (node->n_outputs > 0 && !out[0].data && ot_kernel_numel(&out[0]) > 0)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): output 0 has no buffer", node->name, opname);
     snprintf(cx->last_node, sizeof cx->last_node, "'%s' (%s)", node->name ? node->name : "?", opname);
     ot_status st = fn(cx, node, in, out, ctx, err);
@@ -258,89 +173,15 @@ static ot_status cuda_run_node(ot_backend *be, const ot_graph *g, const ot_node 
     return st;
 }
 
-/* ---- supports / workspace ------------------------------------------------------------- */
-
-static bool any_dtype(ot_dtype t) { return ot_dtype_size(t) != 0; }
-static bool cast_dtype(ot_dtype t) {
-    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || t == OT_I64 || t == OT_I32 || t == OT_I8 ||
-           t == OT_U8 || t == OT_BOOL;
-}
-/* The integer dtypes of the CPU's wrapping arithmetic (cpu_elementwise.c). */
-static bool int_arith(ot_dtype t) { return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8; }
+/* ---- supports / workspace: the op table's (cuda_ops.c) ---------------------------- */
 
 static bool cuda_supports(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     (void)be;
     return ot_cuda_supports_node(node, in, out);
 }
 
-bool ot_cuda_supports_node(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
-    if (node->op <= OT_OP_UNKNOWN || node->op >= OT_OP_COUNT) return false;
-    if (is_host_op(node->op)) return ot_cpu_supports(node, in, out);
-    if (!kernel_of(node->op)) return false;
-    ot_dtype t0 = node->n_inputs > 0 ? in[0].dtype : OT_UNDEFINED;
-    ot_dtype o0 = node->n_outputs > 0 ? out[0].dtype : OT_UNDEFINED;
-    switch (node->op) {
-    case OT_OP_ADD:
-    case OT_OP_SUB:
-    case OT_OP_MUL:
-    case OT_OP_DIV: return (t0 == OT_F32 || int_arith(t0)) && in[1].dtype == t0;
-    case OT_OP_POW:
-        return (t0 == OT_F32 || ((t0 == OT_I64 || t0 == OT_I32) && o0 == t0)) &&
-               (in[1].dtype == OT_F32 || in[1].dtype == OT_I64 || in[1].dtype == OT_I32);
-    case OT_OP_CLIP: return t0 == OT_F32 || (int_arith(t0) && o0 == t0);
-    case OT_OP_NEG: return t0 == OT_F32 || t0 == OT_I64 || t0 == OT_I32;
-    case OT_OP_EQUAL:
-        return in[1].dtype == t0 &&
-               (t0 == OT_F32 || t0 == OT_I64 || t0 == OT_I32 || t0 == OT_BOOL || t0 == OT_U8 || t0 == OT_I8);
-    case OT_OP_WHERE: return t0 == OT_BOOL && any_dtype(in[1].dtype) && in[2].dtype == in[1].dtype;
-    case OT_OP_FLATTEN:
-    case OT_OP_RESHAPE:
-    case OT_OP_SQUEEZE:
-    case OT_OP_UNSQUEEZE:
-    case OT_OP_IDENTITY:
-    case OT_OP_TRANSPOSE:
-    case OT_OP_CONCAT:
-    case OT_OP_SPLIT:
-    case OT_OP_SLICE:
-    case OT_OP_EXPAND: return any_dtype(t0) && ot_dtype_size(t0) <= 8;
-    case OT_OP_GATHER: return any_dtype(t0) && (in[1].dtype == OT_I64 || in[1].dtype == OT_I32);
-    case OT_OP_CAST: return cast_dtype(t0) && cast_dtype(o0);
-    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
-    case OT_OP_NLL_LOSS: return t0 == OT_F32 && (in[1].dtype == OT_I64 || in[1].dtype == OT_I32);
-    case OT_OP_CONV: return t0 == OT_F32 && ot_cuda_conv_supported(node, in, out);
-    case OT_OP_CONV_GRAD_INPUT: return t0 == OT_F32 && ot_cuda_conv_supported(node, in, out);
-    case OT_OP_CONV_GRAD_WEIGHT: return t0 == OT_F32 && ot_cuda_conv_supported(node, in, out);
-    case OT_OP_ZEROS_LIKE: return any_dtype(o0);
-    case OT_OP_ONES_LIKE: return o0 == OT_F32 || o0 == OT_F64;
-    case OT_OP_GATHER_GRAD: return t0 == OT_F32 && (in[1].dtype == OT_I64 || in[1].dtype == OT_I32);
-    case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD:
-    case OT_OP_NLL_LOSS_GRAD: return in[1].dtype == OT_F32 && (in[2].dtype == OT_I64 || in[2].dtype == OT_I32);
-    default: return t0 == OT_F32; /* compute kernels are float32 */
-    }
-}
-
 static size_t cuda_workspace_bytes(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
-    ot_cuda_ctx *cx = be->impl;
-    switch (node->op) {
-    case OT_OP_CONV:
-    case OT_OP_CONV_GRAD_INPUT:
-    case OT_OP_CONV_GRAD_WEIGHT: {
-        size_t b = 0;
-        ot_error e;
-        /* cuDNN's queries use the current device: the planner's thread may not be
-         * the one that opened cuda:N */
-        if (cudaSetDevice(cx->device) != cudaSuccess) return 0;
-        /* a failure here resurfaces with its message when the node runs */
-        if (ot_cuda_conv_workspace(cx, node, in, out, &b, &e) != OT_OK) return 0;
-        return b;
-    }
-    default: return ot_cuda_host_workspace(node, in, out);
-    }
-}
-
-size_t ot_cuda_host_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
-    size_t a = ot_cuda_reduce_workspace(node, in, out), b = ot_cuda_pointwise_workspace(node, in, out);
-    return a > b ? a : b;
+    return ot_cuda_node_workspace(be->impl, node, in, out);
 }
 
 /* ---- memory ------------------------------------------------------------------------- */
@@ -514,7 +355,7 @@ static ot_backend *cuda_backend_new(int device, ot_error *err) {
     }
     cx->device = device;
     snprintf(cx->name, sizeof cx->name, "cuda:%d", device);
-    if (ctx_open(cx, device, err) != OT_OK) {
+    if (ot_cuda_check_op_table(err) != OT_OK || ctx_open(cx, device, err) != OT_OK) {
         ctx_free(cx);
         free(be);
         return NULL;
@@ -557,7 +398,8 @@ static ot_status cuda_pointwise_host(const ot_node *node, const ot_tensor *in, o
                                      const ot_kernel_ctx *ctx, ot_error *err) {
     ot_kernel_ctx dflt;
     memset(&dflt, 0, sizeof dflt);
-    ot_cuda_kernel_fn fn = node->op > OT_OP_UNKNOWN && node->op < OT_OP_COUNT ? kernel_of(node->op) : NULL;
+    const ot_cuda_op_row *row = ot_cuda_op_row_of(node->op);
+    ot_cuda_kernel_fn fn = row ? row->run : NULL;
     if (!ot_cuda_has_host_mode(fn))
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): no host mode for this CUDA kernel", node->name,
                        ot_op_name(node->op));
@@ -578,8 +420,9 @@ static const ot_cuda_module MODULE = {
     .philox_uniform = ot_cuda_philox_uniform_host,
     .pointwise_host = cuda_pointwise_host,
     .accumulate_host = cuda_accumulate_host,
+    .op_status = ot_cuda_module_op_status,
 };
 
 /* The one symbol the module exports (cuda_module.map hides everything else). */
-const ot_cuda_module *ot_cuda_module_v1(void);
-const ot_cuda_module *ot_cuda_module_v1(void) { return &MODULE; }
+const ot_cuda_module *ot_cuda_module_v2(void);
+const ot_cuda_module *ot_cuda_module_v2(void) { return &MODULE; }

@@ -10,20 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_common.h"
+#include "kernels/kernel_common.h"
+#include "kernels/pool_geometry.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/matmul_geometry.h"
-
-static int64_t numel(const ot_tensor *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->shape.rank; i++) n *= t->shape.dim[i];
-    return n;
-}
-
-static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
-    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
-                   node->name, node->op_type ? node->op_type : ot_op_name(node->op), what, ot_dtype_name(t));
-}
 
 /* True when every value fits cuBLAS's 32-bit int arguments. */
 static bool fits_int(const int64_t *v, int n) {
@@ -48,11 +38,11 @@ static ot_status sgemm_rm(ot_cuda_ctx *cx, bool ta, bool tb, int64_t M, int64_t 
     return OT_OK;
 }
 
-OT_CUDA_KERNEL(ot_cuda_gemm) {
+OT_CUDA_LAUNCHER(ot_cuda_gemm) {
     (void)ctx;
     for (int k = 0; k < node->n_inputs && k < 3; k++)
-        if (in[k].data && in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
-    if (out[0].dtype != OT_F32) return bad_dtype(node, "output", out[0].dtype, err);
+        if (in[k].data && in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
+    if (out[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     ot_matmul_geometry g;
     ot_status st = ot_gemm_geometry_init(&g, node, &in[0], &in[1], &out[0], err);
     if (st) return st;
@@ -67,10 +57,10 @@ OT_CUDA_KERNEL(ot_cuda_gemm) {
                     in[1].shape.dim[1], has_c ? 1.0f : 0.0f, out[0].data, g.N, err);
 }
 
-OT_CUDA_KERNEL(ot_cuda_matmul) {
+OT_CUDA_LAUNCHER(ot_cuda_matmul) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "input 0", in[0].dtype, err);
-    if (in[1].dtype != OT_F32) return bad_dtype(node, "input 1", in[1].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input 0", in[0].dtype, err);
+    if (in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input 1", in[1].dtype, err);
     ot_matmul_geometry g;
     ot_status st = ot_matmul_geometry_init(&g, node, &in[0], &in[1], &out[0], err);
     if (st) return st;
@@ -155,8 +145,8 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
         return ot_fail(err, OT_E_UNSUPPORTED,
                        "node '%s' (%s): the CUDA backend runs 1-D, 2-D and 3-D convolutions only (X has rank %d)",
                        node->name, node->op_type, r);
-    ot_cpu_window win;
-    ot_status st = ot_cpu_window_init(&win, node, xs, ys, &ws->dim[2], err);
+    ot_window win;
+    ot_status st = ot_window_init(&win, node, xs, ys, &ws->dim[2], err);
     if (st) return st;
     int lift = r == 3; /* 1-D: a leading spatial dim of 1 */
     g->nsp = r - 2 + lift;
@@ -176,7 +166,7 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
         g->stride[s] = j >= 0 ? (int)win.stride[j] : 1;
         g->dil[s] = j >= 0 ? (int)win.dil[j] : 1;
     }
-    g->group = (int)ot_node_attr_int(node, "group", 1);
+    g->group = win.group;
     if (g->group < 1 || g->x[1] % g->group || g->w[0] % g->group || g->w[1] * g->group != g->x[1] ||
         g->y[1] != g->w[0] || g->y[0] != g->x[0])
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): channels of X, W, Y and group do not agree", node->name,
@@ -368,14 +358,14 @@ ot_status ot_cuda_conv_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_
 static ot_status conv_run(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
                           const ot_kernel_ctx *ctx, ot_error *err) {
     for (int k = 0; k < node->n_inputs && k < 2; k++)
-        if (in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
+        if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
     conv_geom g;
     conv_desc d;
     cudnnTensorDescriptor_t bd = NULL;
     const ot_cuda_conv_algo *a = NULL;
     ot_status st = conv_geom_init(&g, node, in, out, err);
     if (st) return st;
-    if (numel(&out[0]) == 0) return OT_OK;
+    if (ot_kernel_numel(&out[0]) == 0) return OT_OK;
     int kind = conv_kind(node->op);
     if ((st = conv_desc_make(&d, &g, err)) || (st = conv_lookup(cx, &g, &d, kind, &a, err))) goto fail;
     size_t pad_bytes = conv_pad_bytes(&g);
@@ -399,7 +389,7 @@ static ot_status conv_run(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor 
         cs = cudnnConvolutionForward(cx->cudnn, &one, d.x, xin, d.w, in[1].data, d.c,
                                      (cudnnConvolutionFwdAlgo_t)a->algo, cws, a->ws_bytes, &zero, d.y, out[0].data);
         if (cs == CUDNN_STATUS_SUCCESS && node->n_inputs > 2 && in[2].data) {
-            if (numel(&in[2]) != g.w[0]) {
+            if (ot_kernel_numel(&in[2]) != g.w[0]) {
                 st = ot_fail(err, OT_E_SHAPE, "node '%s' (Conv): bias length differs from output channels", node->name);
                 goto fail;
             }
@@ -435,6 +425,6 @@ fail:
     return st;
 }
 
-OT_CUDA_KERNEL(ot_cuda_conv) { return conv_run(cx, node, in, out, ctx, err); }
-OT_CUDA_KERNEL(ot_cuda_conv_grad_input) { return conv_run(cx, node, in, out, ctx, err); }
-OT_CUDA_KERNEL(ot_cuda_conv_grad_weight) { return conv_run(cx, node, in, out, ctx, err); }
+OT_CUDA_LAUNCHER(ot_cuda_conv) { return conv_run(cx, node, in, out, ctx, err); }
+OT_CUDA_LAUNCHER(ot_cuda_conv_grad_input) { return conv_run(cx, node, in, out, ctx, err); }
+OT_CUDA_LAUNCHER(ot_cuda_conv_grad_weight) { return conv_run(cx, node, in, out, ctx, err); }

@@ -1,8 +1,8 @@
 /* cuda_device.cuh — device-side helpers shared by the .cu kernel families: launch
- * geometry (grid-stride loops), broadcast descriptors copied from the CPU's
- * ot_cpu_bcast (the host computes merged dims and strides once; the kernel maps an
- * output index to input offsets), and deterministic warp / block reductions (a
- * fixed tree, so a result never depends on timing). */
+ * geometry (grid-stride loops), broadcast descriptors copied from ot_bcast
+ * (kernels/kernel_common.h: the host computes merged dims and strides once; the
+ * kernel maps an output index to input offsets), and deterministic warp / block
+ * reductions (a fixed tree, so a result never depends on timing). */
 #ifndef OT_CUDA_DEVICE_CUH
 #define OT_CUDA_DEVICE_CUH
 
@@ -13,7 +13,13 @@
 
 #include "kernels/cuda/cuda_internal.h"
 extern "C" {
-#include "kernels/cpu/cpu_common.h"
+#include "kernels/kernel_common.h"
+}
+
+/* The dtypes ot_kernel_load_double reads: a bound or ratio of any other dtype is
+ * ignored by the CPU kernels, so it is by the CUDA ones too. */
+static inline bool ot_cu_loadable(ot_dtype t) {
+    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || ot_kernel_is_int_dtype(t);
 }
 
 #define OT_CU_THREADS 256
@@ -34,20 +40,14 @@ static inline unsigned ot_cu_warp_blocks(int64_t items) { return ot_cu_blocks(it
     for (int64_t item = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; item < (n);        \
          item += ((int64_t)blockDim.x * gridDim.x) / 32)
 
-static inline int64_t ot_cu_numel(const ot_tensor *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->shape.rank; i++) n *= t->shape.dim[i];
-    return n;
-}
-
 /* Broadcast descriptor passed by value to kernels. */
 struct ot_cu_bcast {
     int rank, n_in;
     int64_t dim[OT_MAX_RANK];
-    int64_t stride[OT_CPU_BCAST_MAX_IN][OT_MAX_RANK];
+    int64_t stride[OT_BCAST_MAX_IN][OT_MAX_RANK];
 };
 
-static inline ot_cu_bcast ot_cu_bcast_from(const ot_cpu_bcast *c) {
+static inline ot_cu_bcast ot_cu_bcast_from(const ot_bcast *c) {
     ot_cu_bcast b;
     memset(&b, 0, sizeof b);
     b.rank = c->rank;
@@ -60,7 +60,7 @@ static inline ot_cu_bcast ot_cu_bcast_from(const ot_cpu_bcast *c) {
 }
 
 __host__ __device__ __forceinline__ void ot_cu_bcast_off(const ot_cu_bcast &b, int64_t i, int64_t *off) {
-    for (int k = 0; k < OT_CPU_BCAST_MAX_IN; k++) off[k] = 0;
+    for (int k = 0; k < OT_BCAST_MAX_IN; k++) off[k] = 0;
     for (int d = b.rank - 1; d >= 0; d--) {
         int64_t c = i % b.dim[d];
         i /= b.dim[d];

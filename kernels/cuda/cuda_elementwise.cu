@@ -1,10 +1,10 @@
 /* cuda_elementwise.cu — pointwise CUDA kernels, the counterparts of
- * kernels/cpu/cpu_elementwise.c, grad_pointwise.c, the Cast / view copies of
- * cpu_shape_ops.c, Dropout (Philox4x32-10 with exec/rng.h's layout, so masks are
- * bitwise the CPU's). Broadcasting uses the CPU's ot_cpu_bcast, computed on the
- * host. The optimizer steps are in cuda_optim.cu.
+ * kernels/cpu/cpu_elementwise.c and the Cast / view copies of cpu_shape_ops.c.
+ * Broadcasting uses ot_bcast (kernels/kernel_common.h), computed on the host. The
+ * activation gradients, Dropout and the fills are in cuda_pointwise_grad.cu, the
+ * optimizer steps in cuda_optim.cu.
  *
- * The unary, binary, Equal, activation-gradient and Cast kernels are functors run
+ * The unary, binary, Equal and Cast kernels are functors run
  * through ot_cu_map, so they also have the host mode of cuda_internal.h (cx NULL): each
  * element rule below is written once, as __host__ __device__ code, after the CPU
  * kernel's rule (same comparisons, same NaN and bound behaviour, same integer
@@ -15,18 +15,12 @@
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/half_float.h"
 
-static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
-    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
-                   node->name ? node->name : "?", node->op_type ? node->op_type : ot_op_name(node->op), what,
-                   ot_dtype_name(t));
-}
-
 static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_cu_bcast *b,
                             ot_error *err) {
-    const ot_shape *shapes[OT_CPU_BCAST_MAX_IN];
+    const ot_shape *shapes[OT_BCAST_MAX_IN];
     for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
-    ot_cpu_bcast c;
-    if (!ot_cpu_bcast_init(&c, &out->shape, shapes, n_in))
+    ot_bcast c;
+    if (!ot_bcast_init(&c, &out->shape, shapes, n_in))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape", node->name,
                        node->op_type);
     *b = ot_cu_bcast_from(&c);
@@ -34,12 +28,6 @@ static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, 
 }
 
 static bool is_int_arith(ot_dtype t) { return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8; }
-
-/* The dtypes ot_cpu_load_double reads: a bound of any other dtype is ignored by the
- * CPU kernels, so it is here too. */
-static bool loadable(ot_dtype t) {
-    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || ot_cpu_is_int_dtype(t);
-}
 
 /* ---- unary ------------------------------------------------------------------- */
 
@@ -100,14 +88,13 @@ template <typename T> struct clip_int {
 };
 
 /* Clip bound: the normalised float attribute, else the optional scalar input. */
-static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, const char *name,
-                            float *v, ot_error *err) {
-    const ot_attr *a = ot_node_attr(node, name);
-    if (a && a->type == OT_ATTR_FLOAT) {
-        *v = a->f;
+static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, bool has_attr,
+                            float attr, float *v, ot_error *err) {
+    if (has_attr) {
+        *v = attr;
         return OT_OK;
     }
-    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) >= 1 && loadable(in[slot].dtype)) {
+    if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) >= 1 && ot_cu_loadable(in[slot].dtype)) {
         double d;
         ot_status st = ot_cuda_read_double(cx, &in[slot], &d, err);
         if (st) return st;
@@ -118,11 +105,10 @@ static ot_status clip_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tenso
 
 /* Integer Clip bounds in the CPU's order: the input when given (exact, first
  * element, when it is an integer tensor), else the float attribute rounded inward. */
-static ot_status clip_int_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, const char *name,
-                                bool upper, int64_t *v, ot_error *err) {
-    const ot_attr *a = ot_node_attr(node, name);
-    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) > 0) {
-        if (!ot_cpu_is_int_dtype(in[slot].dtype)) return OT_OK; /* the CPU's load fails: no bound */
+static ot_status clip_int_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot, bool has_attr,
+                                float attr, bool upper, int64_t *v, ot_error *err) {
+    if (node->n_inputs > slot && in[slot].data && ot_kernel_numel(&in[slot]) > 0) {
+        if (!ot_kernel_is_int_dtype(in[slot].dtype)) return OT_OK; /* the CPU's load fails: no bound */
         int n = 0;
         int64_t first[1];
         ot_tensor one = in[slot];
@@ -130,42 +116,47 @@ static ot_status clip_int_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_t
         ot_status st = ot_cuda_read_ints(cx, &one, first, 1, &n, err);
         if (st) return st;
         *v = first[0];
-    } else if (a && a->type == OT_ATTR_FLOAT && isfinite(a->f)) {
-        *v = upper ? (int64_t)floor(a->f) : (int64_t)ceil(a->f);
+    } else if (has_attr && isfinite(attr)) {
+        *v = upper ? (int64_t)floor(attr) : (int64_t)ceil(attr);
     }
     return OT_OK;
 }
 
 template <typename T>
-static ot_status launch_clip_int(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out, int64_t n,
-                                 ot_error *err) {
+static ot_status launch_clip_int(ot_cuda_ctx *cx, const ot_node *node, const ot_act_params *ap, const ot_tensor *in,
+                                 ot_tensor *out, int64_t n, ot_error *err) {
     int64_t lo = INT64_MIN, hi = INT64_MAX;
-    ot_status st = clip_int_bound(cx, node, in, 1, "min", false, &lo, err);
-    if (!st) st = clip_int_bound(cx, node, in, 2, "max", true, &hi, err);
+    ot_status st = clip_int_bound(cx, node, in, 1, ap->has_min, ap->min, false, &lo, err);
+    if (!st) st = clip_int_bound(cx, node, in, 2, ap->has_max, ap->max, true, &hi, err);
     if (st) return st;
     return ot_cu_map(cx, clip_int<T>{(const T *)in[0].data, (T *)out[0].data, lo, hi}, n, err);
 }
 
-OT_CUDA_KERNEL(ot_cuda_unary) {
-    int64_t n = ot_cu_numel(&in[0]);
-    if (ot_cu_numel(&out[0]) != n)
+OT_CUDA_LAUNCHER(ot_cuda_unary) {
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
-                       node->op_type, (long long)ot_cu_numel(&out[0]), (long long)n);
+                       node->op_type, (long long)ot_kernel_numel(&out[0]), (long long)n);
     ot_dtype t = in[0].dtype;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_act_params *ap = &pp->u.act; /* LeakyRelu, Clip, Gelu */
     if (node->op == OT_OP_NEG && t == OT_I64)
         return ot_cu_map(cx, neg_int<int64_t, uint64_t>{(const int64_t *)in[0].data, (int64_t *)out[0].data}, n, err);
     if (node->op == OT_OP_NEG && t == OT_I32)
         return ot_cu_map(cx, neg_int<int32_t, uint32_t>{(const int32_t *)in[0].data, (int32_t *)out[0].data}, n, err);
     if (node->op == OT_OP_CLIP && is_int_arith(t)) {
-        if (out[0].dtype != t) return bad_dtype(node, "output", out[0].dtype, err);
+        if (out[0].dtype != t) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
         switch (t) {
-        case OT_I64: return launch_clip_int<int64_t>(cx, node, in, out, n, err);
-        case OT_I32: return launch_clip_int<int32_t>(cx, node, in, out, n, err);
-        case OT_I8: return launch_clip_int<int8_t>(cx, node, in, out, n, err);
-        default: return launch_clip_int<uint8_t>(cx, node, in, out, n, err);
+        case OT_I64: return launch_clip_int<int64_t>(cx, node, ap, in, out, n, err);
+        case OT_I32: return launch_clip_int<int32_t>(cx, node, ap, in, out, n, err);
+        case OT_I8: return launch_clip_int<int8_t>(cx, node, ap, in, out, n, err);
+        default: return launch_clip_int<uint8_t>(cx, node, ap, in, out, n, err);
         }
     }
-    if (t != OT_F32) return bad_dtype(node, "input 0", t, err);
+    if (t != OT_F32) return ot_cuda_bad_dtype(node, "input 0", t, err);
     int op;
     float a = 0.0f, b = 0.0f;
     switch (node->op) {
@@ -178,23 +169,22 @@ OT_CUDA_KERNEL(ot_cuda_unary) {
     case OT_OP_TANH: op = U_TANH; break;
     case OT_OP_SIGMOID: op = U_SIGMOID; break;
     case OT_OP_RELU: op = U_RELU; break;
-    case OT_OP_LEAKY_RELU: op = U_LEAKY; a = ot_node_attr_float(node, "alpha", 0.01f); break;
+    case OT_OP_LEAKY_RELU: op = U_LEAKY; a = ap->alpha; break;
     case OT_OP_CLIP: {
         op = U_CLIP;
         a = -INFINITY;
         b = INFINITY;
-        ot_status st = clip_bound(cx, node, in, 1, "min", &a, err);
-        if (!st) st = clip_bound(cx, node, in, 2, "max", &b, err);
+        ot_status st = clip_bound(cx, node, in, 1, ap->has_min, ap->min, &a, err);
+        if (!st) st = clip_bound(cx, node, in, 2, ap->has_max, ap->max, &b, err);
         if (st) return st;
         break;
     }
     case OT_OP_GELU: {
-        const char *approx = ot_node_attr_string(node, "approximate", "none");
-        if (strcmp(approx, "tanh") == 0) op = U_GELU_TANH;
-        else if (strcmp(approx, "none") == 0) op = U_GELU;
+        if (ap->approximate == OT_GELU_TANH) op = U_GELU_TANH;
+        else if (ap->approximate == OT_GELU_NONE) op = U_GELU;
         else
             return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (Gelu): approximate='%s' is not 'none' or 'tanh'",
-                           node->name, approx);
+                           node->name, ap->approximate_name);
         break;
     }
     default:
@@ -216,7 +206,7 @@ template <typename TA, typename TB, typename TY, typename U> struct binary_op {
     ot_cu_bcast bc;
     int op;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         TA x = a[off[0]];
         TB z = b[off[1]];
@@ -242,7 +232,7 @@ template <typename T> struct int_div_op {
     ot_cu_bcast bc;
     int *zero;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         int64_t x = (int64_t)a[off[0]], d = (int64_t)b[off[1]];
         if (d == 0) {
@@ -265,7 +255,7 @@ template <typename T, typename TE> struct int_pow_op {
     ot_cu_bcast bc;
     int float_exp;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         int64_t x = (int64_t)a[off[0]], v;
         if (float_exp) {
@@ -289,7 +279,7 @@ template <typename TA, typename TB, typename TY, typename U>
 static ot_status launch_binary(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out, const ot_cu_bcast &bc, int op,
                                ot_error *err) {
     binary_op<TA, TB, TY, U> f = {(const TA *)in[0].data, (const TB *)in[1].data, (TY *)out[0].data, bc, op};
-    return ot_cu_map(cx, f, ot_cu_numel(&out[0]), err);
+    return ot_cu_map(cx, f, ot_kernel_numel(&out[0]), err);
 }
 
 /* The zero-divisor flag lives in the node's workspace (ot_cuda_pointwise_workspace);
@@ -298,7 +288,7 @@ static ot_status launch_binary(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *
 template <typename T>
 static ot_status launch_int_div(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
                                 const ot_cu_bcast &bc, const ot_kernel_ctx *ctx, ot_error *err) {
-    int64_t n = ot_cu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     int *zero = (int *)ctx->workspace;
     if (!zero || ctx->workspace_bytes < sizeof(int))
@@ -324,7 +314,7 @@ static ot_status launch_int_pow(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor 
                                 ot_error *err) {
     int_pow_op<T, TE> f = {(const T *)in[0].data, (const TE *)in[1].data, (T *)out[0].data, bc,
                            in[1].dtype == OT_F32};
-    return ot_cu_map(cx, f, ot_cu_numel(&out[0]), err);
+    return ot_cu_map(cx, f, ot_kernel_numel(&out[0]), err);
 }
 
 template <typename T>
@@ -334,11 +324,11 @@ static ot_status launch_int_pow_base(ot_cuda_ctx *cx, const ot_node *node, const
     case OT_F32: return launch_int_pow<T, float>(cx, in, out, bc, err);
     case OT_I64: return launch_int_pow<T, int64_t>(cx, in, out, bc, err);
     case OT_I32: return launch_int_pow<T, int32_t>(cx, in, out, bc, err);
-    default: return bad_dtype(node, "input 1", in[1].dtype, err);
+    default: return ot_cuda_bad_dtype(node, "input 1", in[1].dtype, err);
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_binary) {
+OT_CUDA_LAUNCHER(ot_cuda_binary) {
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
     if (st) return st;
@@ -346,16 +336,16 @@ OT_CUDA_KERNEL(ot_cuda_binary) {
     int op = node->op == OT_OP_ADD ? B_ADD : node->op == OT_OP_SUB ? B_SUB : node->op == OT_OP_MUL ? B_MUL
              : node->op == OT_OP_DIV ? B_DIV : B_POW;
     if (op == B_POW) {
-        if ((ta == OT_I64 || ta == OT_I32) && out[0].dtype != ta) return bad_dtype(node, "output", out[0].dtype, err);
+        if ((ta == OT_I64 || ta == OT_I32) && out[0].dtype != ta) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
         if (ta == OT_I64) return launch_int_pow_base<int64_t>(cx, node, in, out, bc, err);
         if (ta == OT_I32) return launch_int_pow_base<int32_t>(cx, node, in, out, bc, err);
-        if (ta != OT_F32) return bad_dtype(node, "input 0", ta, err);
+        if (ta != OT_F32) return ot_cuda_bad_dtype(node, "input 0", ta, err);
         if (tb == OT_F32) return launch_binary<float, float, float, float>(cx, in, out, bc, op, err);
         if (tb == OT_I64) return launch_binary<float, int64_t, float, float>(cx, in, out, bc, op, err);
         if (tb == OT_I32) return launch_binary<float, int32_t, float, float>(cx, in, out, bc, op, err);
-        return bad_dtype(node, "input 1", tb, err);
+        return ot_cuda_bad_dtype(node, "input 1", tb, err);
     }
-    if (ta != tb) return bad_dtype(node, "mixed input dtypes, input 1", tb, err);
+    if (ta != tb) return ot_cuda_bad_dtype(node, "mixed input dtypes, input 1", tb, err);
     if (ta == OT_F32) return launch_binary<float, float, float, float>(cx, in, out, bc, op, err);
     if (op == B_DIV) {
         switch (ta) {
@@ -363,7 +353,7 @@ OT_CUDA_KERNEL(ot_cuda_binary) {
         case OT_I32: return launch_int_div<int32_t>(cx, node, in, out, bc, ctx, err);
         case OT_I8: return launch_int_div<int8_t>(cx, node, in, out, bc, ctx, err);
         case OT_U8: return launch_int_div<uint8_t>(cx, node, in, out, bc, ctx, err);
-        default: return bad_dtype(node, "input 0", ta, err);
+        default: return ot_cuda_bad_dtype(node, "input 0", ta, err);
         }
     }
     /* integers wrap like the CPU kernel: computed unsigned */
@@ -372,7 +362,7 @@ OT_CUDA_KERNEL(ot_cuda_binary) {
     case OT_I32: return launch_binary<int32_t, int32_t, int32_t, uint32_t>(cx, in, out, bc, op, err);
     case OT_I8: return launch_binary<int8_t, int8_t, int8_t, uint32_t>(cx, in, out, bc, op, err);
     case OT_U8: return launch_binary<uint8_t, uint8_t, uint8_t, uint32_t>(cx, in, out, bc, op, err);
-    default: return bad_dtype(node, "input 0", ta, err);
+    default: return ot_cuda_bad_dtype(node, "input 0", ta, err);
     }
 }
 
@@ -382,11 +372,11 @@ size_t ot_cuda_pointwise_workspace(const ot_node *node, const ot_tensor *in, con
     return 0;
 }
 
-OT_CUDA_KERNEL(ot_cuda_equal) {
+OT_CUDA_LAUNCHER(ot_cuda_equal) {
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
     if (st) return st;
-    if (in[0].dtype != in[1].dtype) return bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
+    if (in[0].dtype != in[1].dtype) return ot_cuda_bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
     switch (in[0].dtype) {
     case OT_F32: return launch_binary<float, float, uint8_t, float>(cx, in, out, bc, B_EQ, err);
     case OT_I64: return launch_binary<int64_t, int64_t, uint8_t, int64_t>(cx, in, out, bc, B_EQ, err);
@@ -394,7 +384,7 @@ OT_CUDA_KERNEL(ot_cuda_equal) {
     case OT_BOOL:
     case OT_U8: return launch_binary<uint8_t, uint8_t, uint8_t, uint32_t>(cx, in, out, bc, B_EQ, err);
     case OT_I8: return launch_binary<int8_t, int8_t, uint8_t, int32_t>(cx, in, out, bc, B_EQ, err);
-    default: return bad_dtype(node, "input 0", in[0].dtype, err);
+    default: return ot_cuda_bad_dtype(node, "input 0", in[0].dtype, err);
     }
 }
 
@@ -406,7 +396,7 @@ template <typename T> struct where_op {
     T *o;
     ot_cu_bcast bc;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         o[i] = c[off[0]] ? x[off[1]] : y[off[2]];
     }
@@ -417,7 +407,7 @@ template <typename T> struct bcast_copy_op {
     T *o;
     ot_cu_bcast bc;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         o[i] = x[off[0]];
     }
@@ -430,18 +420,18 @@ template <typename T> struct bcast_copy_op {
     case 2: return MACRO(uint16_t);                                \
     case 4: return MACRO(uint32_t);                                \
     case 8: return MACRO(uint64_t);                                \
-    default: return bad_dtype(node, "data", in[0].dtype, err);     \
+    default: return ot_cuda_bad_dtype(node, "data", in[0].dtype, err);     \
     }
 
-OT_CUDA_KERNEL(ot_cuda_where) {
+OT_CUDA_LAUNCHER(ot_cuda_where) {
     (void)ctx;
-    if (in[0].dtype != OT_BOOL) return bad_dtype(node, "condition", in[0].dtype, err);
+    if (in[0].dtype != OT_BOOL) return ot_cuda_bad_dtype(node, "condition", in[0].dtype, err);
     if (in[1].dtype != in[2].dtype || in[1].dtype != out[0].dtype)
-        return bad_dtype(node, "mixed X/Y dtypes, Y", in[2].dtype, err);
+        return ot_cuda_bad_dtype(node, "mixed X/Y dtypes, Y", in[2].dtype, err);
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 3, &out[0], &bc, err);
     if (st) return st;
-    int64_t n = ot_cu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     size_t es = ot_dtype_size(in[1].dtype);
 #define WHERE(T)                                                                                                    \
     ot_cu_map(cx, where_op<T>{(const uint8_t *)in[0].data, (const T *)in[1].data, (const T *)in[2].data,            \
@@ -451,13 +441,13 @@ OT_CUDA_KERNEL(ot_cuda_where) {
 #undef WHERE
 }
 
-OT_CUDA_KERNEL(ot_cuda_expand) {
+OT_CUDA_LAUNCHER(ot_cuda_expand) {
     (void)ctx;
-    if (in[0].dtype != out[0].dtype) return bad_dtype(node, "input 0", in[0].dtype, err);
+    if (in[0].dtype != out[0].dtype) return ot_cuda_bad_dtype(node, "input 0", in[0].dtype, err);
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
     if (st) return st;
-    int64_t n = ot_cu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     size_t es = ot_dtype_size(in[0].dtype);
 #define EXPAND(T) ot_cu_map(cx, bcast_copy_op<T>{(const T *)in[0].data, (T *)out[0].data, bc}, n, err)
     BY_ELEM_SIZE(es, EXPAND)
@@ -465,14 +455,14 @@ OT_CUDA_KERNEL(ot_cuda_expand) {
 }
 
 /* ExpandLike (dY, like) -> dY broadcast to like's shape: the same copy. */
-OT_CUDA_KERNEL(ot_cuda_expand_like) {
+OT_CUDA_LAUNCHER(ot_cuda_expand_like) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "dY", in[0].dtype, err);
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
     if (st) return st;
     return ot_cu_map(cx, bcast_copy_op<uint32_t>{(const uint32_t *)in[0].data, (uint32_t *)out[0].data, bc},
-                     ot_cu_numel(&out[0]), err);
+                     ot_kernel_numel(&out[0]), err);
 }
 
 struct scaled_bcast_op {
@@ -481,7 +471,7 @@ struct scaled_bcast_op {
     ot_cu_bcast bc;
     float beta;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         y[i] = beta * c[off[0]];
     }
@@ -492,7 +482,7 @@ ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const o
     ot_cu_bcast bc;
     ot_status st = bcast_init(node, c, 1, out, &bc, err);
     if (st) return st;
-    return ot_cu_map(cx, scaled_bcast_op{(const float *)c->data, (float *)out->data, bc, beta}, ot_cu_numel(out), err);
+    return ot_cu_map(cx, scaled_bcast_op{(const float *)c->data, (float *)out->data, bc, beta}, ot_kernel_numel(out), err);
 }
 
 /* o = x (first) or o += x, broadcast; inputs added one at a time, in input order,
@@ -503,17 +493,17 @@ struct sum_step_op {
     ot_cu_bcast bc;
     int first;
     __host__ __device__ void operator()(int64_t i) const {
-        int64_t off[OT_CPU_BCAST_MAX_IN];
+        int64_t off[OT_BCAST_MAX_IN];
         ot_cu_bcast_off(bc, i, off);
         o[i] = first ? x[off[0]] : o[i] + x[off[0]];
     }
 };
 
-OT_CUDA_KERNEL(ot_cuda_sum) {
+OT_CUDA_LAUNCHER(ot_cuda_sum) {
     (void)ctx;
     for (int k = 0; k < node->n_inputs; k++)
-        if (in[k].dtype != OT_F32) return bad_dtype(node, "input", in[k].dtype, err);
-    int64_t n = ot_cu_numel(&out[0]);
+        if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[k].dtype, err);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     for (int k = 0; k < node->n_inputs; k++) {
         ot_cu_bcast bc;
@@ -528,11 +518,11 @@ OT_CUDA_KERNEL(ot_cuda_sum) {
 
 /* ---- views ------------------------------------------------------------------- */
 
-OT_CUDA_KERNEL(ot_cuda_copy_view) {
+OT_CUDA_LAUNCHER(ot_cuda_copy_view) {
     size_t es = ot_dtype_size(in[0].dtype);
-    if (!es || in[0].dtype != out[0].dtype) return bad_dtype(node, "input 0", in[0].dtype, err);
-    int64_t n = ot_cu_numel(&in[0]);
-    if (n != ot_cu_numel(&out[0]))
+    if (!es || in[0].dtype != out[0].dtype) return ot_cuda_bad_dtype(node, "input 0", in[0].dtype, err);
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (n != ot_kernel_numel(&out[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output element count differs from the input's", node->name,
                        node->op_type);
     return ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * es, err);
@@ -607,226 +597,14 @@ static bool cast_ok(ot_dtype t) {
            t == OT_U8 || t == OT_BOOL;
 }
 
-OT_CUDA_KERNEL(ot_cuda_cast) {
+OT_CUDA_LAUNCHER(ot_cuda_cast) {
     ot_dtype ts = in[0].dtype, td = out[0].dtype;
-    if (!cast_ok(ts)) return bad_dtype(node, "input", ts, err);
-    if (!cast_ok(td)) return bad_dtype(node, "output", td, err);
-    int64_t n = ot_cu_numel(&in[0]);
-    if (n != ot_cu_numel(&out[0]))
+    if (!cast_ok(ts)) return ot_cuda_bad_dtype(node, "input", ts, err);
+    if (!cast_ok(td)) return ot_cuda_bad_dtype(node, "output", td, err);
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (n != ot_kernel_numel(&out[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Cast): output element count differs", node->name);
     if (n == 0) return OT_OK;
     if (ts == td) return ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * ot_dtype_size(ts), err);
     return ot_cu_map(cx, cast_op{(int)ts, (int)td, in[0].data, out[0].data}, n, err);
-}
-
-/* ---- activation gradients ------------------------------------------------------ */
-
-enum { G_RELU, G_LEAKY, G_SIGMOID, G_TANH, G_ERF, G_GELU, G_GELU_TANH, G_CLIP };
-
-struct act_grad_op {
-    const float *dy, *v;
-    float *dx;
-    int op;
-    float a, b;
-    __host__ __device__ void operator()(int64_t i) const {
-        float g = dy[i], x = v[i], r;
-        switch (op) {
-        case G_RELU: r = x > 0.0f ? g : 0.0f; break; /* 0 at x == 0, as the CPU and PyTorch */
-        case G_LEAKY: r = x >= 0.0f ? g : a * g; break;
-        case G_SIGMOID: r = g * x * (1.0f - x); break;
-        case G_TANH: r = g * (1.0f - x * x); break;
-        case G_ERF: r = g * 1.1283791670955126f * expf(-x * x); break;
-        case G_GELU: {
-            float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-            float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
-            r = g * (cdf + x * pdf);
-            break;
-        }
-        case G_GELU_TANH: {
-            const float k = 0.7978845608028654f, c = 0.044715f;
-            float u = k * (x + c * x * x * x);
-            float t = tanhf(u);
-            r = g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x));
-            break;
-        }
-        default:
-            /* grad_pointwise.c's rule: strictly inside (min, max), as PyTorch's
-             * hardtanh / ReLU6 backward (0 at x == bound, like ReluGrad at 0); an
-             * infinite (absent) bound never blocks, so NaN passes only when both are */
-            r = (x > a || a == -INFINITY) && (x < b || b == INFINITY) ? g : 0.0f;
-            break;
-        }
-        dx[i] = r;
-    }
-};
-
-/* ClipGrad's bounds as grad_pointwise.c reads them: the float attribute, else a
- * one-element input (inputs 2 and 3: dY and X come first), else no bound. */
-static ot_status clip_grad_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int slot,
-                                 const char *name, float *v, ot_error *err) {
-    const ot_attr *a = ot_node_attr(node, name);
-    if (a && a->type == OT_ATTR_FLOAT) {
-        *v = a->f;
-        return OT_OK;
-    }
-    if (node->n_inputs > slot && in[slot].data && ot_cu_numel(&in[slot]) == 1 && loadable(in[slot].dtype)) {
-        double d;
-        ot_status st = ot_cuda_read_double(cx, &in[slot], &d, err);
-        if (st) return st;
-        *v = (float)d;
-    }
-    return OT_OK;
-}
-
-OT_CUDA_KERNEL(ot_cuda_act_grad) {
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_cu_numel(&out[0]);
-    if (ot_cu_numel(&in[0]) != n || ot_cu_numel(&in[1]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, the forward value and dX differ in size", node->name,
-                       node->op_type);
-    int op;
-    float a = 0.0f, b = 0.0f;
-    switch (node->op) {
-    case OT_OP_RELU_GRAD: op = G_RELU; break;
-    case OT_OP_LEAKY_RELU_GRAD: op = G_LEAKY; a = ot_node_attr_float(node, "alpha", 0.01f); break;
-    case OT_OP_SIGMOID_GRAD: op = G_SIGMOID; break;
-    case OT_OP_TANH_GRAD: op = G_TANH; break;
-    case OT_OP_ERF_GRAD: op = G_ERF; break;
-    case OT_OP_GELU_GRAD: {
-        const char *approx = ot_node_attr_string(node, "approximate", "none");
-        if (strcmp(approx, "tanh") == 0) op = G_GELU_TANH;
-        else if (strcmp(approx, "none") == 0) op = G_GELU;
-        else
-            return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (GeluGrad): approximate='%s' is not 'none' or 'tanh'",
-                           node->name, approx);
-        break;
-    }
-    case OT_OP_CLIP_GRAD: {
-        op = G_CLIP;
-        a = -INFINITY;
-        b = INFINITY;
-        ot_status st = clip_grad_bound(cx, node, in, 2, "min", &a, err);
-        if (!st) st = clip_grad_bound(cx, node, in, 3, "max", &b, err);
-        if (st) return st;
-        break;
-    }
-    default:
-        return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not a pointwise gradient op", node->name, node->op_type);
-    }
-    return ot_cu_map(cx, act_grad_op{(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, op, a, b},
-                     n, err);
-}
-
-/* ---- Dropout --------------------------------------------------------------------- */
-
-/* Philox4x32-10 exactly as exec/rng.c (key = seed, ctr = (index, step, node)).
- * Host and device: the host copy is what test_cuda checks bitwise against the CPU's
- * generator on machines without a GPU. */
-__host__ __device__ __forceinline__ float philox_uniform(uint64_t seed, uint64_t step, uint32_t node, uint64_t index) {
-    uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = (uint32_t)step, c3 = node;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int round = 0; round < 10; round++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-        uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-        c0 = hi1 ^ c1 ^ k0;
-        c1 = lo1;
-        c2 = hi0 ^ c3 ^ k1;
-        c3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    return (float)(c0 >> 8) * (1.0f / 16777216.0f);
-}
-
-float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, uint64_t index) {
-    return philox_uniform(seed, step, node, index);
-}
-
-/* y[i] = x[i] * scale where element i's uniform is >= ratio (exec/rng.h's
- * ot_dropout_keep), else 0; the mask when asked. The index is the element's int64
- * position as uint64: all 64 bits go into the counter, as on the CPU. */
-struct dropout_op {
-    const float *x;
-    float *y;
-    uint8_t *mask;
-    uint64_t seed, step;
-    uint32_t nid;
-    float ratio, scale;
-    __host__ __device__ void operator()(int64_t i) const {
-        bool keep = philox_uniform(seed, step, nid, (uint64_t)i) >= ratio;
-        y[i] = keep ? x[i] * scale : 0.0f;
-        if (mask) mask[i] = keep;
-    }
-};
-
-template <typename T> struct fill_op {
-    T *p;
-    T v;
-    __host__ __device__ void operator()(int64_t i) const { p[i] = v; }
-};
-
-OT_CUDA_KERNEL(ot_cuda_dropout) {
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
-    int64_t n = ot_cu_numel(&in[0]);
-    if (ot_cu_numel(&out[0]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (Dropout): output size differs from input", node->name);
-    float ratio = 0.5f;
-    const ot_attr *a = ot_node_attr(node, "ratio");
-    ot_status st;
-    if (a && a->type == OT_ATTR_FLOAT) {
-        ratio = a->f;
-    } else if (node->n_inputs > 1 && in[1].data && loadable(in[1].dtype)) {
-        double d; /* the CPU ignores a ratio of a dtype it cannot load (0.5 stays) */
-        if ((st = ot_cuda_read_double(cx, &in[1], &d, err))) return st;
-        ratio = (float)d;
-    }
-    bool training = false;
-    a = ot_node_attr(node, "training_mode");
-    if (a && a->type == OT_ATTR_INT) {
-        training = a->i != 0;
-    } else if (node->n_inputs > 2 && in[2].data && ot_cpu_is_int_dtype(in[2].dtype)) {
-        double d; /* the CPU reads it as an integer (bool included) */
-        if ((st = ot_cuda_read_double(cx, &in[2], &d, err))) return st;
-        training = d != 0.0;
-    }
-    if (ratio < 0.0f || ratio > 1.0f)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (Dropout): ratio %g outside [0, 1]", node->name, (double)ratio);
-    uint8_t *mask = node->n_outputs > 1 && out[1].data ? (uint8_t *)out[1].data : NULL;
-    if (mask && out[1].dtype != OT_BOOL) return bad_dtype(node, "mask", out[1].dtype, err);
-    if (n == 0) return OT_OK;
-    if (!training || ratio == 0.0f) {
-        if ((st = ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * 4, err))) return st;
-        return mask ? ot_cu_map(cx, fill_op<uint8_t>{mask, 1}, n, err) : OT_OK;
-    }
-    float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-    return ot_cu_map(cx,
-                     dropout_op{(const float *)in[0].data, (float *)out[0].data, mask, ctx->seed, ctx->step,
-                                (uint32_t)ctx->rng_node, ratio, scale},
-                     n, err);
-}
-
-OT_CUDA_KERNEL(ot_cuda_dropout_grad) {
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
-    int64_t n = ot_cu_numel(&out[0]);
-    if (ot_cu_numel(&in[0]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
-    float ratio = ot_node_attr_float(node, "ratio", 0.5f);
-    uint32_t key = (uint32_t)ot_node_attr_int(node, "rng_node", ctx->rng_node);
-    float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-    return ot_cu_map(
-        cx, dropout_op{(const float *)in[0].data, (float *)out[0].data, NULL, ctx->seed, ctx->step, key, ratio, scale},
-        n, err);
-}
-
-/* ---- fills ------------------------------------------------------------------------ */
-
-OT_CUDA_KERNEL(ot_cuda_fill_like) {
-    (void)ctx;
-    (void)in;
-    int64_t n = ot_cu_numel(&out[0]);
-    if (node->op == OT_OP_ZEROS_LIKE) return ot_cu_zero(cx, out[0].data, (size_t)n * ot_dtype_size(out[0].dtype), err);
-    if (out[0].dtype == OT_F32) return ot_cu_map(cx, fill_op<float>{(float *)out[0].data, 1.0f}, n, err);
-    if (out[0].dtype == OT_F64) return ot_cu_map(cx, fill_op<double>{(double *)out[0].data, 1.0}, n, err);
-    return bad_dtype(node, "output", out[0].dtype, err);
 }

@@ -85,41 +85,67 @@ const char *ot_cublas_status_text(cublasStatus_t s);
 /* After a kernel launch: configuration errors show up here, not at the launch. */
 #define OT_CUDA_LAUNCHED() OT_CUDA_CHECK(cudaGetLastError())
 
+/* OT_E_UNSUPPORTED: "node 'N' (Op): the CUDA kernel does not support WHAT of dtype T". */
+ot_status ot_cuda_bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err);
+
 /* Copies a small device tensor (attribute-like inputs: Clip bounds, Slice starts,
  * Reduce axes) to the host as int64 / double; false when the dtype is not integer /
  * numeric or it has more than `max` elements. Synchronises the stream. */
 ot_status ot_cuda_read_ints(ot_cuda_ctx *cx, const ot_tensor *t, int64_t *v, int max, int *n, ot_error *err);
 ot_status ot_cuda_read_double(ot_cuda_ctx *cx, const ot_tensor *t, double *v, ot_error *err);
 
-/* The backend's supports() (needs no GPU: dtypes, shapes and attributes only). */
-bool ot_cuda_supports_node(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
-
 typedef ot_status (*ot_cuda_kernel_fn)(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
                                        const ot_kernel_ctx *ctx, ot_error *err);
-#define OT_CUDA_KERNEL(fn)                                                                                   \
+
+/* ---- the op table (cuda_ops.c, built from cuda_ops.def) ---------------------------- */
+
+typedef bool (*ot_cuda_supports_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* cx NULL: the host-side query (no cuDNN handle; cuDNN workspaces count 0) */
+typedef size_t (*ot_cuda_workspace_fn)(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in,
+                                       const ot_tensor *out);
+typedef struct ot_cuda_op_row {
+    ot_cuda_op_kind status;         /* OT_CUDA_KERNEL or OT_CUDA_CPU_ONLY */
+    ot_cuda_kernel_fn run;          /* NULL for CPU_ONLY */
+    ot_cuda_supports_fn supports;   /* never NULL */
+    ot_cuda_workspace_fn workspace; /* NULL: no scratch */
+} ot_cuda_op_row;
+/* The op's row; NULL for an op without one (or out of range). */
+const ot_cuda_op_row *ot_cuda_op_row_of(ot_op op);
+/* The status the module's table gives op, from what its row holds (a launcher: a
+ * kernel); exported as ot_cuda_module.op_status. */
+ot_cuda_op_kind ot_cuda_module_op_status(ot_op op);
+/* OT_E_INTERNAL naming the first op whose row disagrees with ot_cuda_op_status
+ * (kernels/cuda_op_status.c, from the same cuda_ops.def); run when a backend is made. */
+ot_status ot_cuda_check_op_table(ot_error *err);
+/* The backend's supports() (needs no GPU: dtypes, shapes and attributes only). */
+bool ot_cuda_supports_node(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* The node's workspace bytes: the row's function (cx NULL as above), 0 without one. */
+size_t ot_cuda_node_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+#define OT_CUDA_LAUNCHER(fn)                                                                                   \
     ot_status fn(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx, \
                  ot_error *err)
 
 /* True when fn has the host mode described above. */
 bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn);
 
-/* cuda_elementwise.cu: pointwise forward and backward ops, fills, casts, Dropout;
+/* cuda_elementwise.cu: pointwise forward ops, casts; cuda_pointwise_grad.cu: the
+ * activation gradients, Dropout, the fills;
  * cuda_optim.cu: the optimizer steps */
-OT_CUDA_KERNEL(ot_cuda_unary);
-OT_CUDA_KERNEL(ot_cuda_binary);
-OT_CUDA_KERNEL(ot_cuda_equal);
-OT_CUDA_KERNEL(ot_cuda_where);
-OT_CUDA_KERNEL(ot_cuda_sum);
-OT_CUDA_KERNEL(ot_cuda_expand);
-OT_CUDA_KERNEL(ot_cuda_cast);
-OT_CUDA_KERNEL(ot_cuda_copy_view);
-OT_CUDA_KERNEL(ot_cuda_act_grad);
-OT_CUDA_KERNEL(ot_cuda_dropout);
-OT_CUDA_KERNEL(ot_cuda_dropout_grad);
-OT_CUDA_KERNEL(ot_cuda_fill_like);
-OT_CUDA_KERNEL(ot_cuda_expand_like);
-OT_CUDA_KERNEL(ot_cuda_sgd_step);
-OT_CUDA_KERNEL(ot_cuda_adam_step);
+OT_CUDA_LAUNCHER(ot_cuda_unary);
+OT_CUDA_LAUNCHER(ot_cuda_binary);
+OT_CUDA_LAUNCHER(ot_cuda_equal);
+OT_CUDA_LAUNCHER(ot_cuda_where);
+OT_CUDA_LAUNCHER(ot_cuda_sum);
+OT_CUDA_LAUNCHER(ot_cuda_expand);
+OT_CUDA_LAUNCHER(ot_cuda_cast);
+OT_CUDA_LAUNCHER(ot_cuda_copy_view);
+OT_CUDA_LAUNCHER(ot_cuda_act_grad);
+OT_CUDA_LAUNCHER(ot_cuda_dropout);
+OT_CUDA_LAUNCHER(ot_cuda_dropout_grad);
+OT_CUDA_LAUNCHER(ot_cuda_fill_like);
+OT_CUDA_LAUNCHER(ot_cuda_expand_like);
+OT_CUDA_LAUNCHER(ot_cuda_sgd_step);
+OT_CUDA_LAUNCHER(ot_cuda_adam_step);
 /* y[i] = beta * c[broadcast(i)] over out's shape (Gemm's C term). */
 ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *c, ot_tensor *out, float beta,
                                    ot_error *err);
@@ -127,44 +153,44 @@ ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const o
  * exec/rng.h bit for bit). */
 float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, uint64_t index);
 /* cuda_layout.cu: data movement */
-OT_CUDA_KERNEL(ot_cuda_transpose);
-OT_CUDA_KERNEL(ot_cuda_concat);
-OT_CUDA_KERNEL(ot_cuda_split);
-OT_CUDA_KERNEL(ot_cuda_slice);
-OT_CUDA_KERNEL(ot_cuda_slice_grad);
-OT_CUDA_KERNEL(ot_cuda_gather);
-OT_CUDA_KERNEL(ot_cuda_gather_grad);
+OT_CUDA_LAUNCHER(ot_cuda_transpose);
+OT_CUDA_LAUNCHER(ot_cuda_concat);
+OT_CUDA_LAUNCHER(ot_cuda_split);
+OT_CUDA_LAUNCHER(ot_cuda_slice);
+OT_CUDA_LAUNCHER(ot_cuda_slice_grad);
+OT_CUDA_LAUNCHER(ot_cuda_gather);
+OT_CUDA_LAUNCHER(ot_cuda_gather_grad);
 /* cuda_reduce.cu: reductions, normalisation, softmax; cuda_loss.cu: losses and the
  * reduce-family workspace */
-OT_CUDA_KERNEL(ot_cuda_reduce);
-OT_CUDA_KERNEL(ot_cuda_reduce_to_like);
-OT_CUDA_KERNEL(ot_cuda_softmax);
-OT_CUDA_KERNEL(ot_cuda_softmax_grad);
-OT_CUDA_KERNEL(ot_cuda_layer_norm);
-OT_CUDA_KERNEL(ot_cuda_layer_norm_grad);
-OT_CUDA_KERNEL(ot_cuda_batch_norm);
-OT_CUDA_KERNEL(ot_cuda_batch_norm_grad);
-OT_CUDA_KERNEL(ot_cuda_class_loss);
-OT_CUDA_KERNEL(ot_cuda_class_loss_grad);
-OT_CUDA_KERNEL(ot_cuda_mse_loss);
-OT_CUDA_KERNEL(ot_cuda_mse_loss_grad);
+OT_CUDA_LAUNCHER(ot_cuda_reduce);
+OT_CUDA_LAUNCHER(ot_cuda_reduce_to_like);
+OT_CUDA_LAUNCHER(ot_cuda_softmax);
+OT_CUDA_LAUNCHER(ot_cuda_softmax_grad);
+OT_CUDA_LAUNCHER(ot_cuda_layer_norm);
+OT_CUDA_LAUNCHER(ot_cuda_layer_norm_grad);
+OT_CUDA_LAUNCHER(ot_cuda_batch_norm);
+OT_CUDA_LAUNCHER(ot_cuda_batch_norm_grad);
+OT_CUDA_LAUNCHER(ot_cuda_class_loss);
+OT_CUDA_LAUNCHER(ot_cuda_class_loss_grad);
+OT_CUDA_LAUNCHER(ot_cuda_mse_loss);
+OT_CUDA_LAUNCHER(ot_cuda_mse_loss_grad);
 size_t ot_cuda_reduce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* Scratch of the pointwise kernels (integer Div's zero-divisor flag). */
 size_t ot_cuda_pointwise_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
-/* The workspace of every node whose scratch needs no cuDNN handle: the larger of the
- * two above (their ops do not overlap); 0 for the rest. */
+/* The workspace of every node whose scratch needs no cuDNN handle (the table's
+ * function with cx NULL); 0 for the rest. */
 size_t ot_cuda_host_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* cuda_pool.cu */
-OT_CUDA_KERNEL(ot_cuda_max_pool);
-OT_CUDA_KERNEL(ot_cuda_average_pool);
-OT_CUDA_KERNEL(ot_cuda_global_average_pool);
-OT_CUDA_KERNEL(ot_cuda_pool_grad);
+OT_CUDA_LAUNCHER(ot_cuda_max_pool);
+OT_CUDA_LAUNCHER(ot_cuda_average_pool);
+OT_CUDA_LAUNCHER(ot_cuda_global_average_pool);
+OT_CUDA_LAUNCHER(ot_cuda_pool_grad);
 /* cuda_blas.c: cuBLAS and cuDNN */
-OT_CUDA_KERNEL(ot_cuda_gemm);
-OT_CUDA_KERNEL(ot_cuda_matmul);
-OT_CUDA_KERNEL(ot_cuda_conv);
-OT_CUDA_KERNEL(ot_cuda_conv_grad_input);
-OT_CUDA_KERNEL(ot_cuda_conv_grad_weight);
+OT_CUDA_LAUNCHER(ot_cuda_gemm);
+OT_CUDA_LAUNCHER(ot_cuda_matmul);
+OT_CUDA_LAUNCHER(ot_cuda_conv);
+OT_CUDA_LAUNCHER(ot_cuda_conv_grad_input);
+OT_CUDA_LAUNCHER(ot_cuda_conv_grad_weight);
 /* cuDNN workspace of a Conv / ConvGradInput / ConvGradWeight node (chooses and
  * caches the algorithm on first use); 0 and a status on failure. */
 ot_status ot_cuda_conv_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out,

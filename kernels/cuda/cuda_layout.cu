@@ -52,13 +52,19 @@ static void contiguous_strides(const ot_shape *s, int64_t *st) {
     for (int d = s->rank - 1; d >= 0; d--) st[d] = acc, acc *= s->dim[d];
 }
 
-OT_CUDA_KERNEL(ot_cuda_transpose) {
+OT_CUDA_LAUNCHER(ot_cuda_transpose) {
     (void)ctx;
     const ot_shape *xs = &in[0].shape;
     int r = xs->rank, np = 0;
     size_t es = ot_dtype_size(in[0].dtype);
     if (!es || in[0].dtype != out[0].dtype) return bad(node, "dtype differs or unsupported", err);
-    const int64_t *pa = ot_node_attr_ints(node, "perm", &np);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    const int64_t *pa = lp->perm;
+    np = lp->n_perm;
     if (pa && np != r) return bad(node, "perm length differs from the rank", err);
     strided s;
     memset(&s, 0, sizeof s);
@@ -83,11 +89,16 @@ OT_CUDA_KERNEL(ot_cuda_transpose) {
     return strided_copy(cx, node, es, in[0].data, out[0].data, s, err);
 }
 
-OT_CUDA_KERNEL(ot_cuda_concat) {
+OT_CUDA_LAUNCHER(ot_cuda_concat) {
     (void)ctx;
     const ot_shape *ys = &out[0].shape;
     size_t es = ot_dtype_size(out[0].dtype);
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), ys->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, ys->rank);
     if (axis < 0 || !es) return bad(node, "axis out of range or bad dtype", err);
     int64_t total = 0;
     for (int k = 0; k < node->n_inputs; k++) {
@@ -116,14 +127,19 @@ OT_CUDA_KERNEL(ot_cuda_concat) {
     return OT_OK;
 }
 
-OT_CUDA_KERNEL(ot_cuda_split) {
+OT_CUDA_LAUNCHER(ot_cuda_split) {
     (void)ctx;
     const ot_shape *xs = &in[0].shape;
     size_t es = ot_dtype_size(in[0].dtype);
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), xs->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, xs->rank);
     if (axis < 0 || !es) return bad(node, "axis out of range or bad dtype", err);
-    int n_split = 0;
-    const int64_t *split = ot_node_attr_ints(node, "split", &n_split);
+    int n_split = lp->n_split;
+    const int64_t *split = lp->split;
     int64_t ist[OT_MAX_RANK];
     contiguous_strides(xs, ist);
     int64_t at = 0;
@@ -172,7 +188,7 @@ static ot_status slice_geometry(ot_cuda_ctx *cx, const ot_node *node, const ot_t
         return s ? s : bad(node, "steps must be as long as starts", err);
     for (int d = 0; d < r; d++) st[d] = 0, sp[d] = 1;
     for (int i = 0; i < ns; i++) {
-        int a = ot_cpu_axis(axes_t ? axes[i] : i, r);
+        int a = ot_kernel_axis(axes_t ? axes[i] : i, r);
         if (a < 0) return bad(node, "axis out of range", err);
         int64_t dim = xs->dim[a], step = steps_t ? steps[i] : 1, b = starts[i], e = ends[i], cnt;
         if (step == 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): step 0", node->name, node->op_type);
@@ -194,7 +210,7 @@ static ot_status slice_geometry(ot_cuda_ctx *cx, const ot_node *node, const ot_t
     return OT_OK;
 }
 
-OT_CUDA_KERNEL(ot_cuda_slice) {
+OT_CUDA_LAUNCHER(ot_cuda_slice) {
     (void)ctx;
     const ot_shape *xs = &in[0].shape;
     size_t es = ot_dtype_size(in[0].dtype);
@@ -219,7 +235,7 @@ OT_CUDA_KERNEL(ot_cuda_slice) {
     return strided_copy(cx, node, es, in[0].data, out[0].data, s, err);
 }
 
-OT_CUDA_KERNEL(ot_cuda_slice_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_slice_grad) {
     (void)ctx;
     const ot_tensor *dy = &in[0];
     const ot_shape *xs = &out[0].shape;
@@ -230,7 +246,7 @@ OT_CUDA_KERNEL(ot_cuda_slice_grad) {
     const ot_tensor *steps = node->n_inputs > 5 && in[5].data ? &in[5] : NULL;
     ot_status s0 = slice_geometry(cx, node, &in[2], &in[3], axes, steps, xs, &dy->shape, st, sp, err);
     if (s0) return s0;
-    int64_t n = ot_cu_numel(&out[0]);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     ot_status zs = ot_cu_zero(cx, out[0].data, (size_t)n * sizeof(float), err);
     if (zs) return zs;
@@ -270,21 +286,26 @@ template <typename T> struct gather_op {
     }
 };
 
-OT_CUDA_KERNEL(ot_cuda_gather) {
+OT_CUDA_LAUNCHER(ot_cuda_gather) {
     (void)ctx;
     const ot_tensor *x = &in[0], *ind = &in[1];
     size_t es = ot_dtype_size(x->dtype);
     if (!es || x->dtype != out[0].dtype) return bad(node, "data dtype differs or unsupported", err);
     if (ind->dtype != OT_I64 && ind->dtype != OT_I32) return bad(node, "indices must be int32 or int64", err);
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), x->shape.rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, x->shape.rank);
     if (axis < 0) return bad(node, "axis out of range", err);
-    int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_cu_numel(ind);
+    int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_kernel_numel(ind);
     for (int d = 0; d < axis; d++)
         outer *= x->shape.dim[d];
     for (int d = axis + 1; d < x->shape.rank; d++)
         inner *= x->shape.dim[d];
     int64_t n = outer * n_idx * inner;
-    if (ot_cu_numel(&out[0]) != n)
+    if (ot_kernel_numel(&out[0]) != n)
         return bad(node, "output element count is not data[:axis] x indices x data[axis+1:]", err);
     if (n == 0) return OT_OK;
     int i64 = ind->dtype == OT_I64;
@@ -332,21 +353,26 @@ struct gather_grad_op {
     }
 };
 
-OT_CUDA_KERNEL(ot_cuda_gather_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_gather_grad) {
     (void)ctx;
     const ot_tensor *dy = &in[0], *idx = &in[1];
     const ot_shape *ds = &out[0].shape;
     if (dy->dtype != OT_F32) return bad(node, "dY must be float32", err);
     if (idx->dtype != OT_I64 && idx->dtype != OT_I32) return bad(node, "indices must be int32 or int64", err);
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", 0), ds->rank);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_layout_params *lp = &pp->u.layout;
+    int axis = ot_kernel_axis(lp->axis, ds->rank);
     if (axis < 0) return bad(node, "axis out of range", err);
-    int64_t outer = 1, inner = 1, D = ds->dim[axis], I = ot_cu_numel(idx);
+    int64_t outer = 1, inner = 1, D = ds->dim[axis], I = ot_kernel_numel(idx);
     for (int d = 0; d < axis; d++)
         outer *= ds->dim[d];
     for (int d = axis + 1; d < ds->rank; d++)
         inner *= ds->dim[d];
-    if (ot_cu_numel(dy) != outer * I * inner) return bad(node, "dY size does not match indices and data", err);
-    int64_t n = ot_cu_numel(&out[0]);
+    if (ot_kernel_numel(dy) != outer * I * inner) return bad(node, "dY size does not match indices and data", err);
+    int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     ot_status st = ot_cu_zero(cx, out[0].data, (size_t)n * sizeof(float), err);
     if (st) return st;

@@ -7,58 +7,28 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_device.cuh"
-
-static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
-    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
-                   node->name ? node->name : "?", node->op_type ? node->op_type : ot_op_name(node->op), what,
-                   ot_dtype_name(t));
-}
+#include "kernels/loss_geometry.h"
+#include "kernels/norm_geometry.h"
 
 /* rows x cols view of X for a LayerNorm over axes [axis, rank). */
 static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int64_t *cols) {
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
-    if (axis < 0) return false;
-    *rows = 1;
-    *cols = 1;
-    for (int d = 0; d < x->shape.rank; d++) *(d < axis ? rows : cols) *= x->shape.dim[d];
-    return true;
+    return ot_layer_norm_view(node, &x->shape, rows, cols);
 }
 
 /* ---- losses ------------------------------------------------------------------------ */
 
-struct loss_geom {
-    int64_t N, C, D, M;
-    int has_ignore;
-    int64_t ignore;
-    int reduction; /* 0 none, 1 sum, 2 mean */
-};
+/* scores [N, C, D...] flattened to D after the class axis (kernels/loss_geometry.h),
+ * passed to the kernels by value */
+typedef ot_loss_geometry loss_geom;
 
 static ot_status loss_geom_init(loss_geom *g, const ot_node *node, const ot_shape *s, const ot_tensor *labels,
                                 ot_error *err) {
-    if (s->rank < 2)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): scores must be [N, C, ...]", node->name, node->op_type);
-    g->N = s->dim[0];
-    g->C = s->dim[1];
-    g->D = 1;
-    for (int d = 2; d < s->rank; d++) g->D *= s->dim[d];
-    g->M = g->N * g->D;
-    if (ot_cu_numel(labels) != g->M)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): labels must be [N, D...] matching scores", node->name,
-                       node->op_type);
-    const ot_attr *a = ot_node_attr(node, "ignore_index");
-    g->has_ignore = a && a->type == OT_ATTR_INT;
-    g->ignore = g->has_ignore ? a->i : 0;
-    const char *red = ot_node_attr_string(node, "reduction", "mean");
-    if (strcmp(red, "none") == 0) g->reduction = 0;
-    else if (strcmp(red, "sum") == 0) g->reduction = 1;
-    else if (strcmp(red, "mean") == 0) g->reduction = 2;
-    else return ot_fail(err, OT_E_MODEL, "node '%s' (%s): unknown reduction '%s'", node->name, node->op_type, red);
-    return OT_OK;
+    return ot_loss_geometry_init(g, node, s, labels, err);
 }
 
 size_t ot_cuda_reduce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     (void)out;
-    loss_geom g;
+    loss_geom g{}; /* zeroed: GCC cannot see that a failed init is never read */
     switch (node->op) {
     case OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
     case OT_OP_NLL_LOSS:
@@ -130,20 +100,20 @@ __global__ void k_loss_total(const double *ws, int64_t M, float *y, int mean) {
     if (threadIdx.x == 0) y[0] = (float)(mean ? sl / sw : sl);
 }
 
-OT_CUDA_KERNEL(ot_cuda_class_loss) {
+OT_CUDA_LAUNCHER(ot_cuda_class_loss) {
     bool softmax = node->op == OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "scores", in[0].dtype, err);
-    if (in[1].dtype != OT_I64 && in[1].dtype != OT_I32) return bad_dtype(node, "labels", in[1].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "scores", in[0].dtype, err);
+    if (in[1].dtype != OT_I64 && in[1].dtype != OT_I32) return ot_cuda_bad_dtype(node, "labels", in[1].dtype, err);
     const float *w = node->n_inputs > 2 && in[2].data ? (const float *)in[2].data : NULL;
-    if (w && in[2].dtype != OT_F32) return bad_dtype(node, "weights", in[2].dtype, err);
+    if (w && in[2].dtype != OT_F32) return ot_cuda_bad_dtype(node, "weights", in[2].dtype, err);
     loss_geom g;
     ot_status st = loss_geom_init(&g, node, &in[0].shape, &in[1], err);
     if (st) return st;
-    if (w && ot_cu_numel(&in[2]) != g.C)
+    if (w && ot_kernel_numel(&in[2]) != g.C)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): weights must have C=%lld elements", node->name, node->op_type,
                        (long long)g.C);
-    if (out[0].dtype != OT_F32) return bad_dtype(node, "output", out[0].dtype, err);
-    if (ot_cu_numel(&out[0]) != (g.reduction == 0 ? g.M : 1))
+    if (out[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
+    if (ot_kernel_numel(&out[0]) != (g.reduction == 0 ? g.M : 1))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): loss output has the wrong size", node->name, node->op_type);
     float *lp = softmax && node->n_outputs > 1 && out[1].data ? (float *)out[1].data : NULL;
     double *ws = g.reduction ? (double *)ctx->workspace : NULL;
@@ -205,16 +175,16 @@ __global__ void k_class_loss_grad(const float *dls, const float *xs, const void 
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_class_loss_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_class_loss_grad) {
     const ot_tensor *dl = &in[0], *x = &in[1], *lab = &in[2];
     const float *w = node->n_inputs > 3 && in[3].data ? (const float *)in[3].data : NULL;
-    if (x->dtype != OT_F32 || dl->dtype != OT_F32) return bad_dtype(node, "scores", x->dtype, err);
-    if (lab->dtype != OT_I64 && lab->dtype != OT_I32) return bad_dtype(node, "labels", lab->dtype, err);
-    if (w && in[3].dtype != OT_F32) return bad_dtype(node, "weight", in[3].dtype, err);
+    if (x->dtype != OT_F32 || dl->dtype != OT_F32) return ot_cuda_bad_dtype(node, "scores", x->dtype, err);
+    if (lab->dtype != OT_I64 && lab->dtype != OT_I32) return ot_cuda_bad_dtype(node, "labels", lab->dtype, err);
+    if (w && in[3].dtype != OT_F32) return ot_cuda_bad_dtype(node, "weight", in[3].dtype, err);
     loss_geom g;
     ot_status st = loss_geom_init(&g, node, &x->shape, lab, err);
     if (st) return st;
-    if (g.reduction == 0 && ot_cu_numel(dl) != g.M)
+    if (g.reduction == 0 && ot_kernel_numel(dl) != g.M)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): reduction 'none' needs dLoss shaped like labels", node->name,
                        node->op_type);
     double *denom = (double *)ctx->workspace;
@@ -242,13 +212,13 @@ __global__ void k_mse(const float *x, const float *t, int64_t n, float *y) {
     if (threadIdx.x == 0) y[0] = n > 0 ? (float)(s / (double)n) : 0.0f;
 }
 
-OT_CUDA_KERNEL(ot_cuda_mse_loss) {
+OT_CUDA_LAUNCHER(ot_cuda_mse_loss) {
     (void)ctx;
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_cu_numel(&in[0]);
-    if (ot_cu_numel(&in[1]) != n)
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
+    int64_t n = ot_kernel_numel(&in[0]);
+    if (ot_kernel_numel(&in[1]) != n)
         return ot_fail(err, OT_E_DATA, "node '%s' (MseLoss): targets have %lld elements, the output %lld", node->name,
-                       (long long)ot_cu_numel(&in[1]), (long long)n);
+                       (long long)ot_kernel_numel(&in[1]), (long long)n);
     k_mse<<<1, 1024, 0, cx->stream>>>((const float *)in[0].data, (const float *)in[1].data, n, (float *)out[0].data);
     OT_CUDA_LAUNCHED();
     return OT_OK;
@@ -266,12 +236,12 @@ struct mse_grad_op {
     }
 };
 
-OT_CUDA_KERNEL(ot_cuda_mse_loss_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_mse_loss_grad) {
     (void)ctx;
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32 || in[2].dtype != OT_F32)
-        return bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_cu_numel(&in[1]);
-    if (ot_cu_numel(&in[2]) != n || ot_cu_numel(&out[0]) != n)
+        return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
+    int64_t n = ot_kernel_numel(&in[1]);
+    if (ot_kernel_numel(&in[2]) != n || ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_DATA, "node '%s' (MseLossGrad): X, target and dX differ in size", node->name);
     return ot_cu_map(cx, mse_grad_op{(const float *)in[0].data, (const float *)in[1].data, (const float *)in[2].data,
                                      (float *)out[0].data, n},

@@ -19,13 +19,14 @@
 #include <stdint.h>
 
 #include "exec/backend.h"
+#include "kernels/kernel.h" /* ot_cuda_op_kind */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define OT_CUDA_MODULE_ABI 1
-#define OT_CUDA_MODULE_ENTRY "ot_cuda_module_v1"
+#define OT_CUDA_MODULE_ABI 2
+#define OT_CUDA_MODULE_ENTRY "ot_cuda_module_v2"
 #define OT_CUDA_MODULE_FILE "libonnxtrain_cuda.so"
 /* Environment variable naming the module file; when set, only that file is tried. */
 #define OT_CUDA_MODULE_ENV "ONNXTRAIN_CUDA_MODULE"
@@ -62,6 +63,10 @@ typedef struct ot_cuda_module {
                                 ot_error *err);
     /* ot_backend.accumulate_f32's element code on the host over host floats. */
     ot_status (*accumulate_host)(float *dst, float *src, size_t n, bool clear_src, ot_error *err);
+    /* What the module's op table holds for op (a launcher: OT_CUDA_KERNEL; the
+     * host-copy path: OT_CUDA_CPU_ONLY), for tests to compare with the library's
+     * ot_cuda_op_status (kernels/kernel.h). Since ABI 2. */
+    ot_cuda_op_kind (*op_status)(ot_op op);
 } ot_cuda_module;
 
 typedef const ot_cuda_module *(*ot_cuda_module_entry_fn)(void);

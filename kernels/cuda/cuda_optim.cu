@@ -129,14 +129,14 @@ static ot_status opt_check(const ot_node *node, const ot_tensor *in, int n, int 
         if (in[k].dtype != OT_F32 || !in[k].data)
             return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): input %d must be float32 (got %s)",
                            node->name ? node->name : "?", ot_op_name(node->op), k, ot_dtype_name(in[k].dtype));
-        if (ot_cu_numel(&in[k]) != ot_cu_numel(&in[0]))
+        if (ot_kernel_numel(&in[k]) != ot_kernel_numel(&in[0]))
             return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input %d has %lld elements, the param %lld",
-                           node->name ? node->name : "?", ot_op_name(node->op), k, (long long)ot_cu_numel(&in[k]),
-                           (long long)ot_cu_numel(&in[0]));
+                           node->name ? node->name : "?", ot_op_name(node->op), k, (long long)ot_kernel_numel(&in[k]),
+                           (long long)ot_kernel_numel(&in[0]));
     }
     *sc = NULL;
     if (node->n_inputs > scal_slot && in[scal_slot].data) {
-        if (in[scal_slot].dtype != OT_F64 || ot_cu_numel(&in[scal_slot]) < 4)
+        if (in[scal_slot].dtype != OT_F64 || ot_kernel_numel(&in[scal_slot]) < 4)
             return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): input %d must be the float64[4] optimizer scalars",
                            node->name ? node->name : "?", ot_op_name(node->op), scal_slot);
         *sc = (const double *)in[scal_slot].data;
@@ -152,39 +152,46 @@ static opt_scalars ctx_scalars(const ot_kernel_ctx *ctx) {
     return s;
 }
 
-OT_CUDA_KERNEL(ot_cuda_sgd_step) {
+OT_CUDA_LAUNCHER(ot_cuda_sgd_step) {
     (void)out;
     bool has_buf = node->n_inputs >= 3 && in[2].data;
     const double *sc;
     ot_status st = opt_check(node, in, has_buf ? 3 : 2, 3, &sc, err);
     if (st) return st;
-    float momentum = ot_node_attr_float(node, "momentum", 0.0f);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    if ((st = ot_node_params(node, &scratch, &pp, err))) return st;
+    const ot_optim_params *op_ = &pp->u.optim;
+    float momentum = op_->momentum;
     if (momentum != 0.0f && !has_buf)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (SgdStep): momentum %g without a momentum buffer input",
                        node->name ? node->name : "?", (double)momentum);
-    int64_t n = ot_cu_numel(&in[0]);
+    int64_t n = ot_kernel_numel(&in[0]);
     if (n == 0) return OT_OK;
     sgd_op op = {(float *)in[0].data, (const float *)in[1].data, has_buf ? (float *)in[2].data : NULL, sc,
-                 ctx_scalars(ctx), momentum, ot_node_attr_float(node, "weight_decay", 0.0f),
-                 ot_node_attr_int(node, "nesterov", 0) != 0};
+                 ctx_scalars(ctx), momentum, op_->weight_decay, op_->nesterov};
     return ot_cu_map_prepared(cx, op, n, err);
 }
 
-OT_CUDA_KERNEL(ot_cuda_adam_step) {
+OT_CUDA_LAUNCHER(ot_cuda_adam_step) {
     (void)out;
     const double *sc;
     ot_status st = opt_check(node, in, 4, 4, &sc, err);
     if (st) return st;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    if ((st = ot_node_params(node, &scratch, &pp, err))) return st;
+    const ot_optim_params *op_ = &pp->u.optim;
     opt_scalars dflt = ctx_scalars(ctx);
     if (!sc && dflt.step < 1)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (AdamStep): step count %lld, must be >= 1",
                        node->name ? node->name : "?", (long long)dflt.step);
-    int64_t n = ot_cu_numel(&in[0]);
+    int64_t n = ot_kernel_numel(&in[0]);
     if (n == 0) return OT_OK;
-    float beta1 = ot_node_attr_float(node, "beta1", 0.9f), beta2 = ot_node_attr_float(node, "beta2", 0.999f);
-    float wd = ot_node_attr_float(node, "weight_decay", 0.0f);
+    float beta1 = op_->beta1, beta2 = op_->beta2;
+    float wd = op_->weight_decay;
     adam_op op = {(float *)in[0].data, (const float *)in[1].data, (float *)in[2].data, (float *)in[3].data, sc, dflt,
                   user_double(beta1), user_double(beta2), user_double(wd), beta1, beta2,
-                  ot_node_attr_float(node, "epsilon", 1e-8f), wd, ot_node_attr_int(node, "decoupled", 0) != 0};
+                  op_->epsilon, wd, op_->decoupled};
     return ot_cu_map_prepared(cx, op, n, err);
 }

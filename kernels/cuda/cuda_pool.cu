@@ -25,7 +25,7 @@ struct max_pool_op {
     }
 };
 
-OT_CUDA_KERNEL(ot_cuda_max_pool) {
+OT_CUDA_LAUNCHER(ot_cuda_max_pool) {
     (void)ctx;
     if (in[0].dtype != OT_F32) return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (MaxPool): float32 only", node->name);
     ot_window3 p;
@@ -37,8 +37,7 @@ OT_CUDA_KERNEL(ot_cuda_max_pool) {
     int64_t n = p.planes * p.out_sz;
     if (n == 0) return OT_OK;
     return ot_cu_map(cx,
-                     max_pool_op{(const float *)in[0].data, (float *)out[0].data, idx, p,
-                                 ot_node_attr_int(node, "storage_order", 0) != 0},
+                     max_pool_op{(const float *)in[0].data, (float *)out[0].data, idx, p, p.col_major},
                      n, err);
 }
 
@@ -53,7 +52,7 @@ struct avg_pool_op {
     }
 };
 
-OT_CUDA_KERNEL(ot_cuda_average_pool) {
+OT_CUDA_LAUNCHER(ot_cuda_average_pool) {
     (void)ctx;
     if (in[0].dtype != OT_F32)
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (AveragePool): float32 only", node->name);
@@ -63,8 +62,7 @@ OT_CUDA_KERNEL(ot_cuda_average_pool) {
     int64_t n = p.planes * p.out_sz;
     if (n == 0) return OT_OK;
     return ot_cu_map(cx,
-                     avg_pool_op{(const float *)in[0].data, (float *)out[0].data, p,
-                                 ot_node_attr_int(node, "count_include_pad", 0) != 0},
+                     avg_pool_op{(const float *)in[0].data, (float *)out[0].data, p, p.include_pad},
                      n, err);
 }
 
@@ -78,14 +76,14 @@ __global__ void k_gap(const float *x, float *y, int64_t planes, int64_t sz) {
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_global_average_pool) {
+OT_CUDA_LAUNCHER(ot_cuda_global_average_pool) {
     (void)ctx;
     if (in[0].dtype != OT_F32)
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (GlobalAveragePool): float32 only", node->name);
     if (in[0].shape.rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (GlobalAveragePool): rank < 2", node->name);
     int64_t planes = in[0].shape.dim[0] * in[0].shape.dim[1];
-    int64_t sz = planes ? ot_cu_numel(&in[0]) / planes : 0;
-    if (ot_cu_numel(&out[0]) != planes)
+    int64_t sz = planes ? ot_kernel_numel(&in[0]) / planes : 0;
+    if (ot_kernel_numel(&out[0]) != planes)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (GlobalAveragePool): output is not N x C x 1...", node->name);
     if (planes == 0) return OT_OK;
     k_gap<<<ot_cu_warp_blocks(planes), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data, (float *)out[0].data,
@@ -139,7 +137,7 @@ struct pool_grad_op {
     }
 };
 
-OT_CUDA_KERNEL(ot_cuda_pool_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_pool_grad) {
     (void)ctx;
     const ot_tensor *dy = &in[0], *x = &in[1];
     if (dy->dtype != OT_F32 || x->dtype != OT_F32)
@@ -151,6 +149,6 @@ OT_CUDA_KERNEL(ot_cuda_pool_grad) {
     if (n == 0) return OT_OK;
     return ot_cu_map(cx,
                      pool_grad_op{(const float *)dy->data, (const float *)x->data, (float *)out[0].data, p,
-                                  node->op == OT_OP_MAX_POOL_GRAD, ot_node_attr_int(node, "count_include_pad", 0) != 0},
+                                  node->op == OT_OP_MAX_POOL_GRAD, p.include_pad},
                      n, err);
 }

@@ -1,6 +1,6 @@
 /* cuda_reduce.cu — reductions and normalisation on the GPU, the counterparts of
  * the ReduceMean / ReduceSum of cpu_reduce.c, cpu_norm.c (Softmax, LayerNorm,
- * BatchNorm; Dropout is in cuda_elementwise.cu), grad_reduce.c and grad_norm.c (the
+ * BatchNorm; Dropout is in cuda_pointwise_grad.cu), grad_reduce.c and grad_norm.c (the
  * losses are in cuda_loss.cu). Sums run in
  * double like the CPU's, reduced by one warp or block per output in a fixed tree,
  * so results are repeatable run to run (they differ from the CPU's sequential
@@ -9,12 +9,8 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_device.cuh"
-
-static ot_status bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
-    return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CUDA kernel does not support %s of dtype %s",
-                   node->name ? node->name : "?", node->op_type ? node->op_type : ot_op_name(node->op), what,
-                   ot_dtype_name(t));
-}
+#include "kernels/norm_geometry.h"
+#include "kernels/reduce_geometry.h"
 
 /* ---- generic reduction: kept dims enumerate the output, reduced dims are summed ---- */
 
@@ -75,40 +71,34 @@ static ot_status launch_reduce(ot_cuda_ctx *cx, const ot_shape *xs, const bool *
     return OT_OK;
 }
 
-OT_CUDA_KERNEL(ot_cuda_reduce) {
+OT_CUDA_LAUNCHER(ot_cuda_reduce) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[0].dtype, err);
     const ot_shape *s = &in[0].shape;
     int r = s->rank, na = 0;
-    const int64_t *axes = ot_node_attr_ints(node, "axes", &na);
+    const int64_t *axes;
+    ot_status ast = ot_reduce_attr_axes(node, &axes, &na, err);
+    if (ast) return ast;
     int64_t in_axes[OT_MAX_RANK];
-    if ((!axes || na == 0) && node->n_inputs > 1 && in[1].data && ot_cu_numel(&in[1]) > 0) {
+    if ((!axes || na == 0) && node->n_inputs > 1 && in[1].data && ot_kernel_numel(&in[1]) > 0) {
         ot_status st = ot_cuda_read_ints(cx, &in[1], in_axes, OT_MAX_RANK, &na, err);
         if (st) return st;
         axes = in_axes;
     }
-    bool red[OT_MAX_RANK] = {0};
-    if (!axes || na == 0) {
-        if (ot_node_attr_int(node, "noop_with_empty_axes", 0)) {
-            int64_t n = ot_cu_numel(&in[0]);
-            if (ot_cu_numel(&out[0]) != n)
-                return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
-            if (n && out[0].data != in[0].data)
-                OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * 4, cudaMemcpyDeviceToDevice, cx->stream));
-            return OT_OK;
-        }
-        for (int d = 0; d < r; d++) red[d] = true;
-    } else {
-        for (int i = 0; i < na; i++) {
-            int a = ot_cpu_axis(axes[i], r);
-            if (a < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
-            red[a] = true;
-        }
+    bool red[OT_MAX_RANK] = {0}, noop;
+    if ((ast = ot_reduce_dims(node, axes, na, r, red, &noop, err))) return ast;
+    if (noop) {
+        int64_t n = ot_kernel_numel(&in[0]);
+        if (ot_kernel_numel(&out[0]) != n)
+            return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
+        if (n && out[0].data != in[0].data)
+            OT_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, (size_t)n * 4, cudaMemcpyDeviceToDevice, cx->stream));
+        return OT_OK;
     }
     int64_t n_out = 1;
     for (int d = 0; d < r; d++)
         if (!red[d]) n_out *= s->dim[d];
-    if (ot_cu_numel(&out[0]) != n_out)
+    if (ot_kernel_numel(&out[0]) != n_out)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from the reduced shape", node->name,
                        node->op_type);
     return launch_reduce(cx, s, red, (const float *)in[0].data, (float *)out[0].data, node->op == OT_OP_REDUCE_MEAN,
@@ -116,9 +106,9 @@ OT_CUDA_KERNEL(ot_cuda_reduce) {
 }
 
 /* ReduceToLike (dY, like) -> dX: sum dY over the axes broadcasting added. */
-OT_CUDA_KERNEL(ot_cuda_reduce_to_like) {
+OT_CUDA_LAUNCHER(ot_cuda_reduce_to_like) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "dY", in[0].dtype, err);
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "dY", in[0].dtype, err);
     const ot_shape *ys = &in[0].shape, *os = &out[0].shape;
     int r = ys->rank;
     if (os->rank > r)
@@ -136,26 +126,18 @@ OT_CUDA_KERNEL(ot_cuda_reduce_to_like) {
 
 /* ---- Softmax / LogSoftmax and their gradients: one warp per line ------------------ */
 
+/* The kernels' copy of ot_softmax_geometry (kernels/norm_geometry.h). */
 struct sm_geom {
     int64_t lines, len, inner;
 };
 
 static ot_status softmax_geom(const ot_node *node, const ot_shape *s, sm_geom *g, ot_error *err) {
-    int r = s->rank;
-    bool legacy = ot_node_attr_int(node, "legacy_2d", 0) != 0;
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", legacy ? 1 : -1), r);
-    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
-    int64_t outer = 1, len = 1, inner = 1;
-    for (int d = 0; d < axis; d++) outer *= s->dim[d];
-    if (legacy) {
-        for (int d = axis; d < r; d++) len *= s->dim[d];
-    } else {
-        len = s->dim[axis];
-        for (int d = axis + 1; d < r; d++) inner *= s->dim[d];
-    }
-    g->lines = outer * inner;
-    g->len = len;
-    g->inner = inner;
+    ot_softmax_geometry sg;
+    ot_status st = ot_softmax_geometry_init(&sg, node, s, err);
+    if (st) return st;
+    g->lines = sg.lines;
+    g->len = sg.len;
+    g->inner = sg.inner;
     return OT_OK;
 }
 
@@ -182,10 +164,10 @@ __global__ void k_softmax(const float *x, float *y, sm_geom g, int logsm) {
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_softmax) {
+OT_CUDA_LAUNCHER(ot_cuda_softmax) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return bad_dtype(node, "input", in[0].dtype, err);
-    if (ot_cu_numel(&out[0]) != ot_cu_numel(&in[0]))
+    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[0].dtype, err);
+    if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from input", node->name, node->op_type);
     bool logsm = node->op == OT_OP_LOG_SOFTMAX;
     if (in[0].shape.rank == 0) {
@@ -220,9 +202,9 @@ __global__ void k_softmax_grad(const float *dy, const float *y, float *dx, sm_ge
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_softmax_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_softmax_grad) {
     (void)ctx;
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad_dtype(node, "input", in[1].dtype, err);
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
     if (in[1].shape.rank == 0) {
         OT_CUDA_CHECK(cudaMemsetAsync(out[0].data, 0, 4, cx->stream));
         return OT_OK;
@@ -269,19 +251,22 @@ __global__ void k_layer_norm(const float *x, const float *scale, const float *bi
 
 static unsigned row_blocks(int64_t rows) { return (unsigned)(rows < 65535 ? (rows < 1 ? 1 : rows) : 65535); }
 
-OT_CUDA_KERNEL(ot_cuda_layer_norm) {
+OT_CUDA_LAUNCHER(ot_cuda_layer_norm) {
     (void)ctx;
     for (int k = 0; k < node->n_inputs; k++)
-        if (in[k].data && in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
+        if (in[k].data && in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
     const ot_shape *s = &in[0].shape;
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), s->rank);
-    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormalization): axis out of range", node->name);
-    float eps = ot_node_attr_float(node, "epsilon", 1e-5f);
-    int64_t rows = 1, cols = 1;
-    for (int d = 0; d < axis; d++) rows *= s->dim[d];
-    for (int d = axis; d < s->rank; d++) cols *= s->dim[d];
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
+    int64_t rows, cols;
+    if (!ot_layer_norm_view(node, s, &rows, &cols))
+        return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormalization): axis out of range", node->name);
+    float eps = np->epsilon;
     const float *bias = node->n_inputs > 2 && in[2].data ? (const float *)in[2].data : NULL;
-    int64_t ns = ot_cu_numel(&in[1]), nb = bias ? ot_cu_numel(&in[2]) : cols;
+    int64_t ns = ot_kernel_numel(&in[1]), nb = bias ? ot_kernel_numel(&in[2]) : cols;
     if ((ns != cols && ns != 1) || (nb != cols && nb != 1))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (LayerNormalization): Scale/B must have %lld elements", node->name,
                        (long long)cols);
@@ -344,22 +329,17 @@ __global__ void k_layer_norm_grad_cols(const float *dy, const float *x, const do
 }
 
 static bool ln_view(const ot_node *node, const ot_tensor *x, int64_t *rows, int64_t *cols) {
-    int axis = ot_cpu_axis(ot_node_attr_int(node, "axis", -1), x->shape.rank);
-    if (axis < 0) return false;
-    *rows = 1;
-    *cols = 1;
-    for (int d = 0; d < x->shape.rank; d++) *(d < axis ? rows : cols) *= x->shape.dim[d];
-    return true;
+    return ot_layer_norm_view(node, &x->shape, rows, cols);
 }
 
-OT_CUDA_KERNEL(ot_cuda_layer_norm_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_layer_norm_grad) {
     const ot_tensor *x = &in[1];
     if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
-        return bad_dtype(node, "input", x->dtype, err);
+        return ot_cuda_bad_dtype(node, "input", x->dtype, err);
     int64_t rows, cols;
     if (!ln_view(node, x, &rows, &cols))
         return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormGrad): axis out of range", node->name);
-    if (ot_cu_numel(&in[2]) != cols)
+    if (ot_kernel_numel(&in[2]) != cols)
         return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (LayerNormGrad): scale must cover the normalised axes",
                        node->name);
     double *stat = (double *)ctx->workspace;
@@ -368,7 +348,12 @@ OT_CUDA_KERNEL(ot_cuda_layer_norm_grad) {
     if (rows * cols == 0) return OT_OK;
     float *dx = (float *)out[0].data;
     float *dsc = node->n_outputs > 1 ? (float *)out[1].data : NULL, *db = node->n_outputs > 2 ? (float *)out[2].data : NULL;
-    double eps = ot_node_attr_float(node, "epsilon", 1e-5f);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
+    double eps = np->epsilon;
     k_layer_norm_grad_rows<<<row_blocks(rows), OT_CU_THREADS, 0, cx->stream>>>(
         (const float *)in[0].data, (const float *)x->data, (const float *)in[2].data, dx, stat, rows, cols, eps);
     OT_CUDA_LAUNCHED();
@@ -426,26 +411,30 @@ __global__ void k_batch_norm(const float *x, const float *scale, const float *bi
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_batch_norm) {
+OT_CUDA_LAUNCHER(ot_cuda_batch_norm) {
     (void)ctx;
     for (int k = 0; k < 5; k++)
-        if (in[k].dtype != OT_F32) return bad_dtype(node, "an input", in[k].dtype, err);
+        if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
     const ot_shape *s = &in[0].shape;
     if (s->rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): rank < 2", node->name);
-    int64_t N = s->dim[0], C = s->dim[1], S = 1;
-    for (int d = 2; d < s->rank; d++) S *= s->dim[d];
+    int64_t N, C, S;
+    ot_batch_norm_dims(s, &N, &C, &S);
     for (int k = 1; k < 5; k++)
-        if (ot_cu_numel(&in[k]) != C)
+        if (ot_kernel_numel(&in[k]) != C)
             return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): input %d is not of length C=%lld",
                            node->name, k, (long long)C);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
     if (C == 0) return OT_OK;
     float *om = node->n_outputs > 1 && out[1].data ? (float *)out[1].data : NULL;
     float *ov = node->n_outputs > 2 && out[2].data ? (float *)out[2].data : NULL;
     k_batch_norm<<<row_blocks(C), OT_CU_THREADS, 0, cx->stream>>>(
         (const float *)in[0].data, (const float *)in[1].data, (const float *)in[2].data, (const float *)in[3].data,
         (const float *)in[4].data, (float *)out[0].data, om, ov, N, C, S,
-        ot_node_attr_int(node, "training_mode", 0) != 0, ot_node_attr_int(node, "unbiased_running_var", 0) != 0,
-        ot_node_attr_float(node, "epsilon", 1e-5f), ot_node_attr_float(node, "momentum", 0.9f));
+        np->training_mode, np->unbiased_running_var, np->epsilon, np->momentum);
     OT_CUDA_LAUNCHED();
     return OT_OK;
 }
@@ -496,22 +485,27 @@ __global__ void k_batch_norm_grad(const float *dy, const float *xs, const float 
     }
 }
 
-OT_CUDA_KERNEL(ot_cuda_batch_norm_grad) {
+OT_CUDA_LAUNCHER(ot_cuda_batch_norm_grad) {
     (void)ctx;
     const ot_tensor *x = &in[1];
     if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
-        return bad_dtype(node, "input", x->dtype, err);
+        return ot_cuda_bad_dtype(node, "input", x->dtype, err);
     if (x->shape.rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): X rank < 2", node->name);
-    int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_cu_numel(x) / (N * C) : 0;
-    if (ot_cu_numel(&in[2]) != C)
+    int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_kernel_numel(x) / (N * C) : 0;
+    if (ot_kernel_numel(&in[2]) != C)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): scale must have C elements", node->name);
-    bool train = ot_node_attr_int(node, "training_mode", 0) != 0 || node->n_inputs < 5 || !in[3].data || !in[4].data;
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    if (pst) return pst;
+    const ot_norm_params *np = &pp->u.norm;
+    bool train = np->training_mode || node->n_inputs < 5 || !in[3].data || !in[4].data;
     if (C == 0) return OT_OK;
     k_batch_norm_grad<<<row_blocks(C), OT_CU_THREADS, 0, cx->stream>>>(
         (const float *)in[0].data, (const float *)x->data, (const float *)in[2].data,
         train ? NULL : (const float *)in[3].data, train ? NULL : (const float *)in[4].data, (float *)out[0].data,
         node->n_outputs > 1 ? (float *)out[1].data : NULL, node->n_outputs > 2 ? (float *)out[2].data : NULL, N, C, S,
-        train, (double)ot_node_attr_float(node, "epsilon", 1e-5f));
+        train, (double)np->epsilon);
     OT_CUDA_LAUNCHED();
     return OT_OK;
 }

@@ -1,0 +1,246 @@
+/* op_params.c — resolving a node's attributes into its typed params (op_params.h):
+ * one resolver per op family, chosen by an op-indexed table. */
+#include "op_params.h"
+
+#include <limits.h>
+#include <string.h>
+
+typedef ot_status (*resolve_fn)(const ot_node *n, ot_op_params *p, ot_error *err);
+
+static const char *label(const ot_node *n) { return n->name ? n->name : "?"; }
+static const char *op_label(const ot_node *n) { return n->op_type ? n->op_type : ot_op_name(n->op); }
+
+/* An integer attribute narrowed to int: out of range is the model's error. */
+static ot_status int_attr(const ot_node *n, const char *name, int64_t dflt, int *out, ot_error *err) {
+    int64_t v = ot_node_attr_int(n, name, dflt);
+    if (v < INT_MIN || v > INT_MAX)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): attribute '%s' = %lld is out of range", label(n), op_label(n),
+                       name, (long long)v);
+    *out = (int)v;
+    return OT_OK;
+}
+
+/* A 0 / nonzero integer attribute. */
+static ot_status flag_attr(const ot_node *n, const char *name, bool *out, ot_error *err) {
+    int v = 0;
+    ot_status st = int_attr(n, name, 0, &v, err);
+    *out = v != 0;
+    return st;
+}
+
+/* A list of ints: *count -1 when absent; values copied when they fit. */
+static void list_attr(const ot_node *n, const char *name, int *count, int64_t *v) {
+    int c = 0;
+    const int64_t *a = ot_node_attr_ints(n, name, &c);
+    *count = a ? c : -1;
+    if (a && c <= OT_PARAMS_MAX_LIST) memcpy(v, a, sizeof(int64_t) * (size_t)c);
+}
+
+/* ---- families ------------------------------------------------------------------- */
+
+static ot_status resolve_gemm(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_gemm_params *g = &p->u.gemm;
+    ot_status st = flag_attr(n, "transA", &g->trans_a, err);
+    if (!st) st = flag_attr(n, "transB", &g->trans_b, err);
+    g->alpha = ot_node_attr_float(n, "alpha", 1.0f);
+    g->beta = ot_node_attr_float(n, "beta", 1.0f);
+    return st;
+}
+
+static ot_status resolve_window(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_window_params *w = &p->u.window;
+    ot_status st = int_attr(n, "group", 1, &w->group, err);
+    if (!st) st = flag_attr(n, "count_include_pad", &w->count_include_pad, err);
+    if (!st) st = flag_attr(n, "storage_order", &w->storage_order, err);
+    list_attr(n, "kernel_shape", &w->n_kernel, w->kernel);
+    list_attr(n, "strides", &w->n_strides, w->strides);
+    list_attr(n, "dilations", &w->n_dilations, w->dilations);
+    list_attr(n, "pads", &w->n_pads, w->pads);
+    /* anything but these three is NOTSET: explicit pads */
+    const char *ap = ot_node_attr_string(n, "auto_pad", "NOTSET");
+    w->auto_pad = strcmp(ap, "SAME_UPPER") == 0   ? OT_AUTO_PAD_SAME_UPPER
+                  : strcmp(ap, "SAME_LOWER") == 0 ? OT_AUTO_PAD_SAME_LOWER
+                  : strcmp(ap, "VALID") == 0      ? OT_AUTO_PAD_VALID
+                                                  : OT_AUTO_PAD_NOTSET;
+    return st;
+}
+
+static ot_status resolve_act(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_act_params *a = &p->u.act;
+    a->alpha = ot_node_attr_float(n, "alpha", 0.01f);
+    a->approximate_name = ot_node_attr_string(n, "approximate", "none");
+    a->approximate = strcmp(a->approximate_name, "none") == 0   ? OT_GELU_NONE
+                     : strcmp(a->approximate_name, "tanh") == 0 ? OT_GELU_TANH
+                                                                : OT_GELU_OTHER;
+    const ot_attr *lo = ot_node_attr(n, "min"), *hi = ot_node_attr(n, "max");
+    a->has_min = lo && lo->type == OT_ATTR_FLOAT;
+    a->has_max = hi && hi->type == OT_ATTR_FLOAT;
+    a->min = a->has_min ? lo->f : 0.0f;
+    a->max = a->has_max ? hi->f : 0.0f;
+    return OT_OK;
+}
+
+static ot_status resolve_dropout(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_dropout_params *d = &p->u.dropout;
+    const ot_attr *r = ot_node_attr(n, "ratio"), *t = ot_node_attr(n, "training_mode"), *k = ot_node_attr(n, "rng_node");
+    ot_status st = OT_OK;
+    d->has_ratio = r && r->type == OT_ATTR_FLOAT;
+    d->ratio = d->has_ratio ? r->f : 0.5f;
+    d->has_training_mode = t && t->type == OT_ATTR_INT;
+    if (d->has_training_mode) st = flag_attr(n, "training_mode", &d->training_mode, err);
+    d->has_rng_node = k && k->type == OT_ATTR_INT;
+    if (!st && d->has_rng_node) st = int_attr(n, "rng_node", 0, &d->rng_node, err);
+    return st;
+}
+
+static ot_status resolve_norm(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_norm_params *m = &p->u.norm;
+    bool softmax = n->op == OT_OP_SOFTMAX || n->op == OT_OP_LOG_SOFTMAX || n->op == OT_OP_SOFTMAX_GRAD ||
+                   n->op == OT_OP_LOG_SOFTMAX_GRAD;
+    ot_status st = flag_attr(n, "legacy_2d", &m->legacy_2d, err);
+    if (!softmax) m->legacy_2d = false;
+    if (!st) st = int_attr(n, "axis", m->legacy_2d ? 1 : -1, &m->axis, err);
+    if (!st) st = flag_attr(n, "training_mode", &m->training_mode, err);
+    if (!st) st = flag_attr(n, "unbiased_running_var", &m->unbiased_running_var, err);
+    m->epsilon = ot_node_attr_float(n, "epsilon", 1e-5f);
+    m->momentum = ot_node_attr_float(n, "momentum", 0.9f);
+    return st;
+}
+
+static ot_status resolve_loss(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_loss_params *l = &p->u.loss;
+    l->reduction_name = ot_node_attr_string(n, "reduction", "mean");
+    l->reduction = strcmp(l->reduction_name, "mean") == 0   ? OT_REDUCTION_MEAN
+                   : strcmp(l->reduction_name, "sum") == 0  ? OT_REDUCTION_SUM
+                   : strcmp(l->reduction_name, "none") == 0 ? OT_REDUCTION_NONE
+                                                            : OT_REDUCTION_OTHER;
+    const ot_attr *a = ot_node_attr(n, "ignore_index");
+    l->has_ignore_index = a && a->type == OT_ATTR_INT;
+    l->ignore_index = l->has_ignore_index ? a->i : 0;
+    return OT_OK;
+}
+
+static ot_status resolve_reduce(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_reduce_params *r = &p->u.reduce;
+    int c = 0;
+    r->axes = ot_node_attr_ints(n, "axes", &c);
+    r->n_axes = r->axes ? c : -1;
+    return flag_attr(n, "noop_with_empty_axes", &r->noop_with_empty_axes, err);
+}
+
+static ot_status resolve_layout(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_layout_params *l = &p->u.layout;
+    ot_status st = int_attr(n, "axis", 0, &l->axis, err);
+    int c = 0;
+    l->perm = ot_node_attr_ints(n, "perm", &c);
+    l->n_perm = l->perm ? c : -1;
+    for (int i = 0; !st && i < c && l->perm; i++)
+        if (l->perm[i] < INT_MIN || l->perm[i] > INT_MAX)
+            st = ot_fail(err, OT_E_MODEL, "node '%s' (%s): attribute 'perm' entry %lld is out of range", label(n),
+                         op_label(n), (long long)l->perm[i]);
+    l->split = ot_node_attr_ints(n, "split", &c);
+    l->n_split = l->split ? c : -1;
+    const ot_attr *e = ot_node_attr(n, "end");
+    l->has_end = e && e->type == OT_ATTR_INT;
+    l->end = l->has_end ? e->i : 0;
+    l->start = ot_node_attr_int(n, "start", 0);
+    return st;
+}
+
+static ot_status resolve_optim(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_optim_params *o = &p->u.optim;
+    o->momentum = ot_node_attr_float(n, "momentum", 0.0f);
+    o->weight_decay = ot_node_attr_float(n, "weight_decay", 0.0f);
+    o->beta1 = ot_node_attr_float(n, "beta1", 0.9f);
+    o->beta2 = ot_node_attr_float(n, "beta2", 0.999f);
+    o->epsilon = ot_node_attr_float(n, "epsilon", 1e-8f);
+    ot_status st = flag_attr(n, "nesterov", &o->nesterov, err);
+    if (!st) st = flag_attr(n, "decoupled", &o->decoupled, err);
+    return st;
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+typedef struct family {
+    ot_params_kind kind;
+    resolve_fn resolve;
+} family;
+
+static const family FAMILY[OT_OP_COUNT] = {
+    [OT_OP_GEMM] = {OT_PARAMS_GEMM, resolve_gemm},
+    [OT_OP_CONV] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_CONV_GRAD_INPUT] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_CONV_GRAD_WEIGHT] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_MAX_POOL] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_AVERAGE_POOL] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_MAX_POOL_GRAD] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_AVERAGE_POOL_GRAD] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_LEAKY_RELU] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_LEAKY_RELU_GRAD] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_GELU] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_GELU_GRAD] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_CLIP] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_CLIP_GRAD] = {OT_PARAMS_ACT, resolve_act},
+    [OT_OP_DROPOUT] = {OT_PARAMS_DROPOUT, resolve_dropout},
+    [OT_OP_DROPOUT_GRAD] = {OT_PARAMS_DROPOUT, resolve_dropout},
+    [OT_OP_SOFTMAX] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_LOG_SOFTMAX] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_SOFTMAX_GRAD] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_LOG_SOFTMAX_GRAD] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_BATCH_NORM] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_BATCH_NORM_GRAD] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_LAYER_NORM] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_LAYER_NORM_GRAD] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = {OT_PARAMS_LOSS, resolve_loss},
+    [OT_OP_NLL_LOSS] = {OT_PARAMS_LOSS, resolve_loss},
+    [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD] = {OT_PARAMS_LOSS, resolve_loss},
+    [OT_OP_NLL_LOSS_GRAD] = {OT_PARAMS_LOSS, resolve_loss},
+    [OT_OP_REDUCE_MEAN] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_SUM] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_TRANSPOSE] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_CONCAT] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_SPLIT] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_GATHER] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_GATHER_GRAD] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_SHAPE] = {OT_PARAMS_LAYOUT, resolve_layout},
+    [OT_OP_SGD_STEP] = {OT_PARAMS_OPTIM, resolve_optim},
+    [OT_OP_ADAM_STEP] = {OT_PARAMS_OPTIM, resolve_optim},
+};
+
+ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {
+    ot_op_params r;
+    memset(&r, 0, sizeof r);
+    r.kind = OT_PARAMS_NONE;
+    ot_status st = OT_OK;
+    if (node->op > OT_OP_UNKNOWN && node->op < OT_OP_COUNT && FAMILY[node->op].resolve) {
+        r.kind = FAMILY[node->op].kind;
+        st = FAMILY[node->op].resolve(node, &r, err);
+    }
+    /* p may be &node->params: written once, whole, on success */
+    if (!st) *p = r;
+    return st;
+}
+
+ot_status ot_graph_resolve_params(ot_graph *g, ot_error *err) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        ot_node *n = &g->nodes[i];
+        if (n->removed) continue;
+        ot_status st = ot_node_resolve_params(n, &n->params, err);
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
+ot_status ot_node_params(const ot_node *node, ot_op_params *scratch, const ot_op_params **out, ot_error *err) {
+    /* a kind that does not fit the op (never resolved, or the op was rewritten since)
+     * is resolved afresh */
+    ot_params_kind want = node->op > OT_OP_UNKNOWN && node->op < OT_OP_COUNT && FAMILY[node->op].resolve
+                              ? FAMILY[node->op].kind
+                              : OT_PARAMS_NONE;
+    if (node->params.kind == want) {
+        *out = &node->params;
+        return OT_OK;
+    }
+    *out = scratch;
+    return ot_node_resolve_params(node, scratch, err);
+}

@@ -1,0 +1,159 @@
+/* op_params.h — typed op parameters: what the kernels of both backends read from a
+ * node's attributes, parsed once into a tagged union per op family (libonnx's
+ * init, ggml's op_params) instead of by name on every run. ot_graph_resolve_params
+ * fills every node's `params` (ir.h's ot_node) when an executor is built, after every
+ * pass that adds or copies nodes; constant folding resolves the node it evaluates.
+ * Resolution range-checks every integer attribute it narrows (an `int` field): one
+ * out of int range is OT_E_MODEL naming the node, never a silent cast. Defaults and
+ * the handling of odd attributes (a wrong-typed attribute counts as absent; a list of
+ * the wrong length is kept with its count, for the geometry code to ignore as
+ * before) are those the kernels applied when they parsed the attributes themselves.
+ *
+ * Lists are copied (at most OT_PARAMS_MAX_LIST entries; a longer list keeps its
+ * count only, which no valid node has); the Reduce axes, Transpose's perm and Split's
+ * sizes point into the node's own attribute, valid while the attribute is. */
+
+/* ir.h includes this file at the point where its types are needed, and this file
+ * needs ir.h's status, error and dtype types first: include ir.h before the guard. */
+#include "ir.h"
+
+#ifndef OT_OP_PARAMS_H
+#define OT_OP_PARAMS_H
+
+#define OT_PARAMS_MAX_LIST 16
+
+typedef enum ot_params_kind {
+    OT_PARAMS_UNRESOLVED = 0, /* a zeroed node: nothing resolved yet */
+    OT_PARAMS_NONE,           /* resolved; the op reads no attributes */
+    OT_PARAMS_GEMM,
+    OT_PARAMS_WINDOW,
+    OT_PARAMS_ACT,
+    OT_PARAMS_DROPOUT,
+    OT_PARAMS_NORM,
+    OT_PARAMS_LOSS,
+    OT_PARAMS_REDUCE,
+    OT_PARAMS_LAYOUT,
+    OT_PARAMS_OPTIM,
+} ot_params_kind;
+
+/* Gemm */
+typedef struct ot_gemm_params {
+    bool trans_a, trans_b;
+    float alpha, beta;
+} ot_gemm_params;
+
+typedef enum ot_auto_pad { OT_AUTO_PAD_NOTSET, OT_AUTO_PAD_SAME_UPPER, OT_AUTO_PAD_SAME_LOWER, OT_AUTO_PAD_VALID } ot_auto_pad;
+
+/* Conv, MaxPool, AveragePool and their gradients. n_* < 0: the attribute is absent. */
+typedef struct ot_window_params {
+    int group; /* Conv family; 1 by default */
+    int n_kernel, n_strides, n_dilations, n_pads;
+    int64_t kernel[OT_PARAMS_MAX_LIST], strides[OT_PARAMS_MAX_LIST], dilations[OT_PARAMS_MAX_LIST],
+        pads[OT_PARAMS_MAX_LIST];
+    ot_auto_pad auto_pad;
+    bool count_include_pad; /* AveragePool */
+    bool storage_order;     /* MaxPool: 1 = column-major Indices */
+} ot_window_params;
+
+typedef enum ot_gelu_approx { OT_GELU_NONE, OT_GELU_TANH, OT_GELU_OTHER } ot_gelu_approx;
+
+/* LeakyRelu, Gelu, Clip and their gradients */
+typedef struct ot_act_params {
+    float alpha;                  /* LeakyRelu: 0.01 by default */
+    ot_gelu_approx approximate;   /* Gelu: "none" by default; any other string is OTHER */
+    const char *approximate_name; /* as written (the node's attribute), for OTHER's error */
+    /* Clip: the normalised float attributes min / max, when present (else the
+     * optional inputs, read at run time) */
+    bool has_min, has_max;
+    float min, max;
+} ot_act_params;
+
+/* Dropout and DropoutGrad: the attributes, when present (Dropout falls back on its
+ * opset-12 inputs at run time; DropoutGrad on ratio 0.5 and ctx->rng_node). */
+typedef struct ot_dropout_params {
+    bool has_ratio, has_training_mode, has_rng_node;
+    float ratio; /* 0.5 when absent */
+    bool training_mode;
+    int rng_node;
+} ot_dropout_params;
+
+/* Softmax, LogSoftmax, BatchNormalization, LayerNormalization and their gradients */
+typedef struct ot_norm_params {
+    /* Softmax: -1, or 1 with legacy_2d (the importer's mark for opset < 13: softmax
+     * over the flattened dims [axis, rank)); LayerNorm: -1 */
+    int axis;
+    bool legacy_2d;
+    float epsilon;  /* 1e-5 */
+    float momentum; /* BatchNorm: 0.9 */
+    bool training_mode, unbiased_running_var;
+} ot_norm_params;
+
+typedef enum ot_reduction { OT_REDUCTION_MEAN, OT_REDUCTION_SUM, OT_REDUCTION_NONE, OT_REDUCTION_OTHER } ot_reduction;
+
+/* SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and their gradients */
+typedef struct ot_loss_params {
+    ot_reduction reduction;     /* "mean" by default; any other string is OTHER */
+    const char *reduction_name; /* as written (the node's attribute), for OTHER's error */
+    bool has_ignore_index;
+    int64_t ignore_index; /* compared with int64 labels: kept whole, not narrowed */
+} ot_loss_params;
+
+/* ReduceMean, ReduceSum */
+typedef struct ot_reduce_params {
+    int n_axes;           /* -1: no axes attribute (the opset-18 input, read at run time) */
+    const int64_t *axes;  /* the node's attribute (any length; duplicates allowed) */
+    bool noop_with_empty_axes;
+} ot_reduce_params;
+
+/* Transpose, Concat, Split, Gather, GatherGrad, Shape */
+typedef struct ot_layout_params {
+    int axis;              /* Concat, Split, Gather, GatherGrad: 0 by default */
+    int n_perm;            /* Transpose: -1 when absent (reverse the dims) */
+    const int64_t *perm;   /* the node's attribute; every entry checked to fit an int */
+    int n_split;           /* Split: -1 when absent */
+    const int64_t *split;  /* the node's attribute */
+    bool has_end;          /* Shape: end absent means the rank */
+    int64_t start, end;    /* Shape: clamped to the rank at run time */
+} ot_layout_params;
+
+/* SgdStep, AdamStep (train/optim.c writes the attributes) */
+typedef struct ot_optim_params {
+    float momentum;     /* SGD: 0 */
+    float weight_decay; /* 0 */
+    bool nesterov;      /* SGD */
+    float beta1, beta2; /* Adam: 0.9, 0.999 */
+    float epsilon;      /* Adam: 1e-8 */
+    bool decoupled;     /* Adam: AdamW's decay */
+} ot_optim_params;
+
+typedef struct ot_op_params {
+    ot_params_kind kind;
+    union {
+        ot_gemm_params gemm;
+        ot_window_params window;
+        ot_act_params act;
+        ot_dropout_params dropout;
+        ot_norm_params norm;
+        ot_loss_params loss;
+        ot_reduce_params reduce;
+        ot_layout_params layout;
+        ot_optim_params optim;
+    } u;
+} ot_op_params;
+
+struct ot_node;
+struct ot_graph;
+
+/* Fills *p from node's attributes (p may be &node->params). OT_E_MODEL naming the node
+ * for an integer attribute out of range. Ops without parameters get OT_PARAMS_NONE. */
+ot_status ot_node_resolve_params(const struct ot_node *node, ot_op_params *p, ot_error *err);
+
+/* Resolves every node of g that is not removed; the first failure is returned. */
+ot_status ot_graph_resolve_params(struct ot_graph *g, ot_error *err);
+
+/* The node's resolved params, or, for a node never resolved (one a test builds by
+ * hand) or whose op changed since, *scratch filled from its attributes. *out points
+ * at one of the two. */
+ot_status ot_node_params(const struct ot_node *node, ot_op_params *scratch, const ot_op_params **out, ot_error *err);
+
+#endif

@@ -1,0 +1,208 @@
+/* cpu_ops.c — the CPU backend's op table and its entry points (kernels/kernel.h).
+ * One row per op of ir/ops.def, indexed by op: the kernel, the dtype predicate that
+ * supports() answers with, and the workspace function (NULL: none). Running a node
+ * checks its arity, its required data and its workspace, then calls the row's kernel;
+ * an op without a row has no CPU kernel. Nothing else in the backend switches on the
+ * op to dispatch. */
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/grad_kernels.h"
+#include "kernels/cpu/optim_cpu.h"
+
+typedef bool (*cpu_supports_fn)(ot_dtype t0, ot_dtype o0, const ot_tensor *in);
+typedef size_t (*cpu_workspace_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
+typedef struct cpu_op {
+    ot_cpu_kernel_fn run;
+    /* t0 / o0: the dtype of input / output 0 (OT_UNDEFINED when the node has none) */
+    cpu_supports_fn supports;
+    cpu_workspace_fn workspace;
+} cpu_op;
+
+/* ---- dtype predicates ------------------------------------------------------------- */
+
+static bool any_dtype(ot_dtype t) { return ot_dtype_size(t) != 0; }
+static bool arith_dtype(ot_dtype t) { return t == OT_F32 || t == OT_I64 || t == OT_I32; }
+static bool num_dtype(ot_dtype t) {
+    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || ot_kernel_is_int_dtype(t);
+}
+static bool index_dtype(ot_dtype t) { return t == OT_I64 || t == OT_I32; }
+
+/* compute kernels, forward and backward, are float32 */
+static bool sup_f32(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_F32; }
+static bool sup_arith(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return (arith_dtype(t0) || t0 == OT_U8 || t0 == OT_I8) && in[1].dtype == t0;
+}
+static bool sup_pow(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return arith_dtype(t0) && arith_dtype(in[1].dtype);
+}
+static bool sup_clip(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return arith_dtype(t0) || t0 == OT_U8 || t0 == OT_I8;
+}
+static bool sup_neg(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return arith_dtype(t0); }
+static bool sup_equal(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return in[1].dtype == t0 && (arith_dtype(t0) || t0 == OT_BOOL || t0 == OT_U8 || t0 == OT_I8);
+}
+static bool sup_where(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_BOOL && any_dtype(in[1].dtype) && in[2].dtype == in[1].dtype;
+}
+/* data movement: any dtype with a size */
+static bool sup_any(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return any_dtype(t0); }
+static bool sup_any_out(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return any_dtype(o0); }
+static bool sup_gather(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return any_dtype(t0) && index_dtype(in[1].dtype);
+}
+static bool sup_cast(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return num_dtype(t0) && num_dtype(o0); }
+static bool sup_range(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || t0 == OT_F64 || t0 == OT_I64 || t0 == OT_I32;
+}
+static bool sup_class_loss(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 && index_dtype(in[1].dtype);
+}
+/* 1-D and 2-D convolutions */
+static bool sup_conv(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 && (in[0].shape.rank == 3 || in[0].shape.rank == 4);
+}
+static bool sup_ones(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return o0 == OT_F32 || o0 == OT_F64; }
+static bool sup_gather_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 && ot_kernel_is_int_dtype(in[1].dtype);
+}
+/* (dY, logits or log-probabilities, labels) */
+static bool sup_class_loss_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return in[1].dtype == OT_F32 && ot_kernel_is_int_dtype(in[2].dtype);
+}
+
+/* ---- the table -------------------------------------------------------------------- */
+
+#define F32(fn) {fn, sup_f32, NULL}
+static const cpu_op CPU_OPS[OT_OP_COUNT] = {
+    [OT_OP_GEMM] = F32(ot_cpu_gemm),
+    [OT_OP_MATMUL] = F32(ot_cpu_matmul),
+    [OT_OP_ADD] = {ot_cpu_binary, sup_arith, NULL},
+    [OT_OP_SUB] = {ot_cpu_binary, sup_arith, NULL},
+    [OT_OP_MUL] = {ot_cpu_binary, sup_arith, NULL},
+    [OT_OP_DIV] = {ot_cpu_binary, sup_arith, NULL},
+    [OT_OP_POW] = {ot_cpu_binary, sup_pow, NULL},
+    [OT_OP_SQRT] = F32(ot_cpu_unary),
+    [OT_OP_RECIPROCAL] = F32(ot_cpu_unary),
+    [OT_OP_NEG] = {ot_cpu_unary, sup_neg, NULL},
+    [OT_OP_EXP] = F32(ot_cpu_unary),
+    [OT_OP_LOG] = F32(ot_cpu_unary),
+    [OT_OP_ERF] = F32(ot_cpu_unary),
+    [OT_OP_TANH] = F32(ot_cpu_unary),
+    [OT_OP_SIGMOID] = F32(ot_cpu_unary),
+    [OT_OP_RELU] = F32(ot_cpu_unary),
+    [OT_OP_LEAKY_RELU] = F32(ot_cpu_unary),
+    [OT_OP_CLIP] = {ot_cpu_unary, sup_clip, NULL},
+    [OT_OP_GELU] = F32(ot_cpu_unary),
+    [OT_OP_SOFTMAX] = F32(ot_cpu_softmax),
+    [OT_OP_LOG_SOFTMAX] = F32(ot_cpu_softmax),
+    [OT_OP_CONV] = {ot_cpu_conv, sup_conv, ot_cpu_conv_workspace},
+    [OT_OP_MAX_POOL] = F32(ot_cpu_max_pool),
+    [OT_OP_AVERAGE_POOL] = F32(ot_cpu_average_pool),
+    [OT_OP_GLOBAL_AVERAGE_POOL] = F32(ot_cpu_global_average_pool),
+    [OT_OP_BATCH_NORM] = F32(ot_cpu_batch_norm),
+    [OT_OP_LAYER_NORM] = F32(ot_cpu_layer_norm),
+    [OT_OP_DROPOUT] = F32(ot_cpu_dropout),
+    [OT_OP_FLATTEN] = {ot_cpu_copy_view, sup_any, NULL},
+    [OT_OP_RESHAPE] = {ot_cpu_copy_view, sup_any, NULL},
+    [OT_OP_TRANSPOSE] = {ot_cpu_transpose, sup_any, NULL},
+    [OT_OP_SQUEEZE] = {ot_cpu_copy_view, sup_any, NULL},
+    [OT_OP_UNSQUEEZE] = {ot_cpu_copy_view, sup_any, NULL},
+    [OT_OP_CONCAT] = {ot_cpu_concat, sup_any, NULL},
+    [OT_OP_SPLIT] = {ot_cpu_split, sup_any, NULL},
+    [OT_OP_SLICE] = {ot_cpu_slice, sup_any, NULL},
+    [OT_OP_GATHER] = {ot_cpu_gather, sup_gather, NULL},
+    [OT_OP_SHAPE] = {ot_cpu_shape, sup_any, NULL},
+    [OT_OP_RANGE] = {ot_cpu_range, sup_range, NULL},
+    [OT_OP_EQUAL] = {ot_cpu_equal, sup_equal, NULL},
+    [OT_OP_WHERE] = {ot_cpu_where, sup_where, NULL},
+    [OT_OP_CAST] = {ot_cpu_cast, sup_cast, NULL},
+    [OT_OP_CONSTANT] = {ot_cpu_constant, sup_any_out, NULL},
+    [OT_OP_CONSTANT_OF_SHAPE] = {ot_cpu_constant_of_shape, sup_any_out, NULL},
+    [OT_OP_EXPAND] = {ot_cpu_expand, sup_any, NULL},
+    [OT_OP_REDUCE_MEAN] = F32(ot_cpu_reduce),
+    [OT_OP_REDUCE_SUM] = F32(ot_cpu_reduce),
+    [OT_OP_IDENTITY] = {ot_cpu_copy_view, sup_any, NULL},
+    [OT_OP_SUM] = F32(ot_cpu_sum),
+    [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = {ot_cpu_softmax_ce_loss, sup_class_loss, ot_cpu_loss_workspace},
+    [OT_OP_NLL_LOSS] = {ot_cpu_nll_loss, sup_class_loss, ot_cpu_loss_workspace},
+    /* internal ops: backward kernels (float32), losses onnxtrain adds, optimizer steps */
+    [OT_OP_RELU_GRAD] = F32(ot_cpu_act_grad),
+    [OT_OP_LEAKY_RELU_GRAD] = F32(ot_cpu_act_grad),
+    [OT_OP_SIGMOID_GRAD] = F32(ot_cpu_act_grad),
+    [OT_OP_TANH_GRAD] = F32(ot_cpu_act_grad),
+    [OT_OP_GELU_GRAD] = F32(ot_cpu_act_grad),
+    [OT_OP_ERF_GRAD] = F32(ot_cpu_act_grad),
+    [OT_OP_CLIP_GRAD] = F32(ot_cpu_act_grad),
+    [OT_OP_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
+    [OT_OP_LOG_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
+    [OT_OP_CONV_GRAD_INPUT] = {ot_cpu_conv_grad_input, sup_f32, ot_cpu_conv_grad_workspace},
+    [OT_OP_CONV_GRAD_WEIGHT] = {ot_cpu_conv_grad_weight, sup_f32, ot_cpu_conv_grad_workspace},
+    [OT_OP_MAX_POOL_GRAD] = F32(ot_cpu_pool_grad),
+    [OT_OP_AVERAGE_POOL_GRAD] = F32(ot_cpu_pool_grad),
+    [OT_OP_BATCH_NORM_GRAD] = F32(ot_cpu_batch_norm_grad),
+    [OT_OP_LAYER_NORM_GRAD] = {ot_cpu_layer_norm_grad, sup_f32, ot_cpu_layer_norm_grad_workspace},
+    [OT_OP_DROPOUT_GRAD] = F32(ot_cpu_dropout_grad),
+    [OT_OP_GATHER_GRAD] = {ot_cpu_gather_grad, sup_gather_grad, NULL},
+    [OT_OP_REDUCE_TO_LIKE] = F32(ot_cpu_reduce_to_like),
+    [OT_OP_EXPAND_LIKE] = F32(ot_cpu_expand_like),
+    [OT_OP_SLICE_GRAD] = F32(ot_cpu_slice_grad),
+    [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD] = {ot_cpu_class_loss_grad, sup_class_loss_grad, NULL},
+    [OT_OP_NLL_LOSS_GRAD] = {ot_cpu_class_loss_grad, sup_class_loss_grad, NULL},
+    [OT_OP_ZEROS_LIKE] = {ot_cpu_fill_like, sup_any_out, NULL},
+    [OT_OP_ONES_LIKE] = {ot_cpu_fill_like, sup_ones, NULL},
+    [OT_OP_MSE_LOSS] = F32(ot_cpu_mse_loss),
+    [OT_OP_MSE_LOSS_GRAD] = F32(ot_cpu_mse_loss_grad),
+    [OT_OP_SGD_STEP] = F32(ot_cpu_sgd_step),
+    [OT_OP_ADAM_STEP] = F32(ot_cpu_adam_step),
+};
+#undef F32
+
+static const cpu_op *row_of(ot_op op) {
+    if (op <= OT_OP_UNKNOWN || op >= OT_OP_COUNT || !CPU_OPS[op].run) return NULL;
+    return &CPU_OPS[op];
+}
+
+bool ot_cpu_has_kernel(ot_op op) { return row_of(op) != NULL; }
+
+/* ---- entry points ----------------------------------------------------------------- */
+
+ot_status ot_cpu_run_node(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                          ot_error *err) {
+    const cpu_op *row = row_of(node->op);
+    if (!row)
+        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s': no CPU kernel for %s", node->name,
+                       node->op_type && node->op_type[0] ? node->op_type : ot_op_name(node->op));
+    const ot_op_info *info = ot_op_get(node->op);
+    if (node->n_inputs < info->min_inputs || (info->max_inputs >= 0 && node->n_inputs > info->max_inputs) ||
+        node->n_outputs < info->min_outputs || (info->max_outputs >= 0 && node->n_outputs > info->max_outputs))
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): %d inputs / %d outputs outside the op's arity", node->name,
+                       node->op_type, node->n_inputs, node->n_outputs);
+    /* Shape reads only the input's shape: shape inference folds it on activations */
+    for (int k = 0; k < info->min_inputs && node->op != OT_OP_SHAPE; k++)
+        if (!in[k].data && ot_kernel_numel(&in[k]) > 0)
+            return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): required input %d has no data", node->name,
+                           node->op_type, k);
+    /* internal ops may leave output 0 absent (a gradient nobody needs) */
+    if (!ot_op_has(node->op, OT_T_INTERNAL) && node->n_outputs > 0 && !out[0].data && ot_kernel_numel(&out[0]) > 0)
+        return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): output 0 has no buffer", node->name, node->op_type);
+    size_t ws = row->workspace ? row->workspace(node, in, out) : 0;
+    if (ws > 0 && (!ctx || !ctx->workspace || ctx->workspace_bytes < ws))
+        return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): needs %zu bytes of workspace, given %zu", node->name,
+                       node->op_type, ws, ctx ? ctx->workspace_bytes : (size_t)0);
+    ot_kernel_ctx dflt = {0};
+    return row->run(node, in, out, ctx ? ctx : &dflt, err);
+}
+
+size_t ot_cpu_workspace_bytes(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    const cpu_op *row = row_of(node->op);
+    return row && row->workspace ? row->workspace(node, in, out) : 0;
+}
+
+bool ot_cpu_supports(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    const cpu_op *row = row_of(node->op);
+    if (!row) return false;
+    ot_dtype t0 = node->n_inputs > 0 ? in[0].dtype : OT_UNDEFINED;
+    ot_dtype o0 = node->n_outputs > 0 ? out[0].dtype : OT_UNDEFINED;
+    return row->supports(t0, o0, in);
+}

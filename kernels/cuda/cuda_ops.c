@@ -1,0 +1,137 @@
+/* cuda_ops.c — the CUDA backend's op table, built from cuda_ops.def (one row per op:
+ * status, launcher, supports predicate, workspace function), and the queries answered
+ * from it: supports, workspace (with or without a cuDNN handle) and each op's status.
+ * backend_cuda.c dispatches through ot_cuda_op_row_of; nothing else in the module
+ * switches on the op to dispatch. Needs no GPU: the predicates read dtypes, shapes and
+ * attributes only. */
+#include <stddef.h>
+
+#include "kernels/cuda/cuda_internal.h"
+
+/* ---- supports predicates ---------------------------------------------------------- */
+
+static ot_dtype in0(const ot_node *node, const ot_tensor *in) {
+    return node->n_inputs > 0 ? in[0].dtype : OT_UNDEFINED;
+}
+static ot_dtype out0(const ot_node *node, const ot_tensor *out) {
+    return node->n_outputs > 0 ? out[0].dtype : OT_UNDEFINED;
+}
+static bool any_dtype(ot_dtype t) { return ot_dtype_size(t) != 0; }
+static bool cast_dtype(ot_dtype t) {
+    return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || t == OT_I64 || t == OT_I32 || t == OT_I8 ||
+           t == OT_U8 || t == OT_BOOL;
+}
+/* The integer dtypes of the CPU's wrapping arithmetic (cpu_elementwise.c). */
+static bool int_arith(ot_dtype t) { return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8; }
+static bool index_dtype(ot_dtype t) { return t == OT_I64 || t == OT_I32; }
+
+#define SUPPORTS(name) static bool name(const ot_node *node, const ot_tensor *in, const ot_tensor *out)
+/* compute kernels, forward and backward, are float32 */
+SUPPORTS(sup_f32) { return in0(node, in) == OT_F32; }
+SUPPORTS(sup_arith) {
+    ot_dtype t0 = in0(node, in);
+    return (t0 == OT_F32 || int_arith(t0)) && in[1].dtype == t0;
+}
+SUPPORTS(sup_pow) {
+    ot_dtype t0 = in0(node, in), o0 = out0(node, out);
+    return (t0 == OT_F32 || ((t0 == OT_I64 || t0 == OT_I32) && o0 == t0)) &&
+           (in[1].dtype == OT_F32 || index_dtype(in[1].dtype));
+}
+SUPPORTS(sup_clip) {
+    ot_dtype t0 = in0(node, in);
+    return t0 == OT_F32 || (int_arith(t0) && out0(node, out) == t0);
+}
+SUPPORTS(sup_neg) {
+    ot_dtype t0 = in0(node, in);
+    return t0 == OT_F32 || t0 == OT_I64 || t0 == OT_I32;
+}
+SUPPORTS(sup_equal) {
+    ot_dtype t0 = in0(node, in);
+    return in[1].dtype == t0 &&
+           (t0 == OT_F32 || t0 == OT_I64 || t0 == OT_I32 || t0 == OT_BOOL || t0 == OT_U8 || t0 == OT_I8);
+}
+SUPPORTS(sup_where) {
+    return in0(node, in) == OT_BOOL && any_dtype(in[1].dtype) && in[2].dtype == in[1].dtype;
+}
+/* data movement: elements of up to 8 bytes */
+SUPPORTS(sup_move) {
+    ot_dtype t0 = in0(node, in);
+    return any_dtype(t0) && ot_dtype_size(t0) <= 8;
+}
+SUPPORTS(sup_gather) { return any_dtype(in0(node, in)) && index_dtype(in[1].dtype); }
+SUPPORTS(sup_cast) { return cast_dtype(in0(node, in)) && cast_dtype(out0(node, out)); }
+SUPPORTS(sup_class_loss) { return in0(node, in) == OT_F32 && index_dtype(in[1].dtype); }
+SUPPORTS(sup_conv) { return in0(node, in) == OT_F32 && ot_cuda_conv_supported(node, in, out); }
+SUPPORTS(sup_any_out) { return any_dtype(out0(node, out)); }
+SUPPORTS(sup_ones) {
+    ot_dtype o0 = out0(node, out);
+    return o0 == OT_F32 || o0 == OT_F64;
+}
+SUPPORTS(sup_gather_grad) { return in0(node, in) == OT_F32 && index_dtype(in[1].dtype); }
+/* (dY, logits or log-probabilities, labels) */
+SUPPORTS(sup_class_loss_grad) { return in[1].dtype == OT_F32 && index_dtype(in[2].dtype); }
+#undef SUPPORTS
+
+/* ---- workspace functions (cx NULL: the host-side query, without cuDNN) ------------ */
+
+static size_t ws_pointwise(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return ot_cuda_pointwise_workspace(node, in, out);
+}
+static size_t ws_reduce(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return ot_cuda_reduce_workspace(node, in, out);
+}
+static size_t ws_conv(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    if (!cx) return 0;
+    size_t b = 0;
+    ot_error e;
+    /* cuDNN's queries use the current device: the planner's thread may not be the one
+     * that opened cuda:N */
+    if (cudaSetDevice(cx->device) != cudaSuccess) return 0;
+    /* a failure here resurfaces with its message when the node runs */
+    if (ot_cuda_conv_workspace(cx, node, in, out, &b, &e) != OT_OK) return 0;
+    return b;
+}
+
+/* ---- the table -------------------------------------------------------------------- */
+
+static const ot_cuda_op_row CUDA_OPS[OT_OP_COUNT] = {
+#define OT_CUDA_OP(op, status, run, supports, workspace) [OT_OP_##op] = {OT_CUDA_##status, run, supports, workspace},
+#include "kernels/cuda/cuda_ops.def"
+#undef OT_CUDA_OP
+};
+
+const ot_cuda_op_row *ot_cuda_op_row_of(ot_op op) {
+    if (op <= OT_OP_UNKNOWN || op >= OT_OP_COUNT || CUDA_OPS[op].status == OT_CUDA_MISSING) return NULL;
+    return &CUDA_OPS[op];
+}
+
+ot_cuda_op_kind ot_cuda_module_op_status(ot_op op) {
+    const ot_cuda_op_row *row = ot_cuda_op_row_of(op);
+    if (!row) return OT_CUDA_MISSING;
+    /* what the row does, not what it claims: a launcher means a kernel */
+    if (row->run) return OT_CUDA_KERNEL;
+    return row->status == OT_CUDA_CPU_ONLY ? OT_CUDA_CPU_ONLY : OT_CUDA_MISSING;
+}
+
+ot_status ot_cuda_check_op_table(ot_error *err) {
+    for (int op = OT_OP_UNKNOWN + 1; op < (int)OT_OP_COUNT; op++)
+        if (ot_cuda_module_op_status((ot_op)op) != ot_cuda_op_status((ot_op)op))
+            return ot_fail(err, OT_E_INTERNAL,
+                           "cuda backend: the op table disagrees with kernels/cuda/cuda_ops.def for %s (rebuild)",
+                           ot_op_name((ot_op)op));
+    return OT_OK;
+}
+
+bool ot_cuda_supports_node(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    const ot_cuda_op_row *row = ot_cuda_op_row_of(node->op);
+    return row && row->supports(node, in, out);
+}
+
+size_t ot_cuda_node_workspace(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    const ot_cuda_op_row *row = ot_cuda_op_row_of(node->op);
+    return row && row->workspace ? row->workspace(cx, node, in, out) : 0;
+}
+
+size_t ot_cuda_host_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return ot_cuda_node_workspace(NULL, node, in, out);
+}

@@ -1,0 +1,126 @@
+/* kernel_common.c — the backend-neutral kernel helpers of kernel_common.h: axis
+ * normalisation, the broadcasting iterator, dtype loads and half-float conversion. */
+#include "kernels/kernel_common.h"
+
+#include <string.h>
+
+#include "kernels/half_float.h"
+
+int ot_kernel_axis(int64_t axis, int rank) {
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return -1;
+    return (int)axis;
+}
+
+/* ---- broadcasting ----------------------------------------------------------- */
+
+bool ot_bcast_init(ot_bcast *b, const ot_shape *out, const ot_shape *const *ins, int n_in) {
+    memset(b, 0, sizeof *b);
+    b->n_in = n_in;
+    int r = out->rank;
+    int64_t dim[OT_MAX_RANK];
+    int64_t st[OT_BCAST_MAX_IN][OT_MAX_RANK];
+    for (int d = 0; d < r; d++) dim[d] = out->dim[d];
+    for (int k = 0; k < n_in; k++) {
+        const ot_shape *s = ins[k];
+        if (s->rank > r) return false;
+        int64_t acc = 1;
+        for (int d = r - 1; d >= 0; d--) {
+            int sd = d - (r - s->rank);
+            int64_t n = sd >= 0 ? s->dim[sd] : 1;
+            if (n == dim[d]) {
+                st[k][d] = (n == 1) ? 0 : acc;
+            } else if (n == 1) {
+                st[k][d] = 0;
+            } else {
+                return false;
+            }
+            acc *= n;
+        }
+    }
+    /* Merge dims: drop size-1 dims, then merge d into the next kept dim when every
+     * input's stride continues contiguously (or stays 0 on both). */
+    int nr = 0;
+    int64_t nd[OT_MAX_RANK];
+    int64_t ns[OT_BCAST_MAX_IN][OT_MAX_RANK];
+    for (int d = 0; d < r; d++) {
+        if (dim[d] == 1) continue;
+        if (nr > 0) {
+            bool merge = true;
+            for (int k = 0; k < n_in; k++) {
+                if (ns[k][nr - 1] != st[k][d] * dim[d]) merge = false;
+            }
+            if (merge) {
+                nd[nr - 1] *= dim[d];
+                for (int k = 0; k < n_in; k++) ns[k][nr - 1] = st[k][d];
+                continue;
+            }
+        }
+        nd[nr] = dim[d];
+        for (int k = 0; k < n_in; k++) ns[k][nr] = st[k][d];
+        nr++;
+    }
+    if (nr == 0) {
+        nd[0] = 1;
+        for (int k = 0; k < n_in; k++) ns[k][0] = 0;
+        nr = 1;
+    }
+    b->rank = nr;
+    b->rows = 1;
+    for (int d = 0; d < nr; d++) {
+        b->dim[d] = nd[d];
+        for (int k = 0; k < n_in; k++) b->stride[k][d] = ns[k][d];
+        if (d < nr - 1) b->rows *= nd[d];
+    }
+    b->inner = nd[nr - 1];
+    for (int d = 0; d < r; d++)
+        if (out->dim[d] == 0) b->rows = 0;
+    return true;
+}
+
+void ot_bcast_row(const ot_bcast *b, int64_t row, int64_t *off) {
+    for (int k = 0; k < b->n_in; k++) off[k] = 0;
+    for (int d = b->rank - 2; d >= 0; d--) {
+        int64_t i = row % b->dim[d];
+        row /= b->dim[d];
+        for (int k = 0; k < b->n_in; k++) off[k] += i * b->stride[k][d];
+    }
+}
+
+/* ---- dtypes ----------------------------------------------------------------- */
+
+/* The conversions themselves are in kernels/half_float.h, shared with CUDA. */
+float ot_f16_to_f32(uint16_t h) { return ot_hf_f16_to_f32(h); }
+uint16_t ot_f32_to_f16(float f) { return ot_hf_f32_to_f16(f); }
+float ot_bf16_to_f32(uint16_t h) { return ot_hf_bf16_to_f32(h); }
+uint16_t ot_f32_to_bf16(float f) { return ot_hf_f32_to_bf16(f); }
+
+bool ot_kernel_is_int_dtype(ot_dtype t) {
+    return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8 || t == OT_BOOL;
+}
+
+bool ot_kernel_load_int(ot_dtype t, const void *p, int64_t i, int64_t *v) {
+    switch (t) {
+    case OT_I64: *v = ((const int64_t *)p)[i]; return true;
+    case OT_I32: *v = ((const int32_t *)p)[i]; return true;
+    case OT_I8: *v = ((const int8_t *)p)[i]; return true;
+    case OT_U8: *v = ((const uint8_t *)p)[i]; return true;
+    case OT_BOOL: *v = ((const uint8_t *)p)[i] != 0; return true;
+    default: return false;
+    }
+}
+
+bool ot_kernel_load_double(ot_dtype t, const void *p, int64_t i, double *v) {
+    int64_t iv;
+    switch (t) {
+    case OT_F32: *v = ((const float *)p)[i]; return true;
+    case OT_F64: *v = ((const double *)p)[i]; return true;
+    case OT_F16: *v = ot_f16_to_f32(((const uint16_t *)p)[i]); return true;
+    case OT_BF16: *v = ot_bf16_to_f32(((const uint16_t *)p)[i]); return true;
+    default:
+        if (!ot_kernel_load_int(t, p, i, &iv)) return false;
+        *v = (double)iv;
+        return true;
+    }
+}
+

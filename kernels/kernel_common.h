@@ -1,0 +1,60 @@
+/* kernel_common.h — the backend-neutral helpers that both backends' host code uses:
+ * element counts, axis normalisation, the multidirectional broadcasting iterator
+ * (the CPU kernels loop over it; the CUDA launchers copy it into a device
+ * descriptor), dtype loads and float16 / bfloat16 conversion. Plain C; the CUDA
+ * module includes it inside extern "C". CPU-only helpers stay in
+ * kernels/cpu/cpu_common.h. */
+#ifndef OT_KERNEL_COMMON_H
+#define OT_KERNEL_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir.h"
+
+/* Element count of a kernel argument (its shape is always static). The one numel of
+ * the kernels: inline so hot launch paths of either backend pay no call. */
+static inline int64_t ot_kernel_numel(const ot_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->shape.rank; i++) n *= t->shape.dim[i];
+    return n;
+}
+
+/* Normalises a possibly negative axis against rank; -1 when out of range. */
+int ot_kernel_axis(int64_t axis, int rank);
+
+/* ---- broadcasting ----------------------------------------------------------- */
+
+#define OT_BCAST_MAX_IN 3
+
+/* An output shape and, per input, element strides (0 along broadcast dims), with
+ * adjacent dims merged where every input is contiguous across them so the inner
+ * loop is as long as possible. Iterate rows (all dims but the last) and inner. */
+typedef struct ot_bcast {
+    int rank; /* >= 1 after init */
+    int n_in;
+    int64_t dim[OT_MAX_RANK];
+    int64_t stride[OT_BCAST_MAX_IN][OT_MAX_RANK];
+    int64_t rows, inner;
+} ot_bcast;
+
+/* False when some input does not broadcast to `out` (ONNX multidirectional rules,
+ * aligned on the right). */
+bool ot_bcast_init(ot_bcast *b, const ot_shape *out, const ot_shape *const *ins, int n_in);
+/* Element offsets of each input at the start of row `row`. */
+void ot_bcast_row(const ot_bcast *b, int64_t row, int64_t *off);
+
+/* ---- dtypes ----------------------------------------------------------------- */
+
+float ot_f16_to_f32(uint16_t h);
+uint16_t ot_f32_to_f16(float f);
+float ot_bf16_to_f32(uint16_t h);
+uint16_t ot_f32_to_bf16(float f);
+/* Reads element i of an integer tensor (int64/int32/int8/uint8/bool) as int64. */
+bool ot_kernel_load_int(ot_dtype t, const void *p, int64_t i, int64_t *v);
+/* Reads element i of a numeric tensor as double. */
+bool ot_kernel_load_double(ot_dtype t, const void *p, int64_t i, double *v);
+/* int64, int32, int8, uint8 or bool. */
+bool ot_kernel_is_int_dtype(ot_dtype t);
+
+#endif
