@@ -9,11 +9,11 @@ attention, norms, masks) is the real one, since that is what decides which ops e
 import torch
 import torch.nn as nn
 
-BATCH = 2
+BATCH = 4  # BatchNorm sees BATCH*H*W values per channel: >= 4 even at 1x1 (ResNet's last stage)
 SEQ = 8
 VOCAB = 64
 CLASSES = 10
-IMAGE = 32
+IMAGE = 64
 
 
 def _tv():
@@ -42,7 +42,7 @@ def vgg11(p):
     from torchvision.models.vgg import VGG, make_layers
     m = VGG(make_layers([8, "M", 16, "M", 32, 32, "M", 64, 64, "M", 64, 64, "M"], batch_norm=False),
             num_classes=CLASSES, dropout=p)
-    # 32x32 input ends at 1x1; AdaptiveAvgPool2d((7, 7)) of 1x1 does not export.
+    # 64x64 input ends at 2x2; AdaptiveAvgPool2d((7, 7)) of 1x1 does not export.
     m.avgpool = nn.AdaptiveAvgPool2d((1, 1))
     m.classifier = nn.Sequential(nn.Linear(64, 64), nn.ReLU(True), nn.Dropout(p),
                                  nn.Linear(64, 64), nn.ReLU(True), nn.Dropout(p), nn.Linear(64, CLASSES))
@@ -242,7 +242,7 @@ def make_inputs(entry, n, seed):
             data[name] = torch.randint(2, VOCAB, (n,) + shape, generator=gen, dtype=torch.int64)
         else:
             mask = torch.ones((n,) + shape, dtype=torch.int64)
-            mask[1:, shape[0] - 3:] = 0
+            mask[1::2, shape[0] - 3:] = 0
             data[name] = mask
     labels = torch.randint(0, entry["classes"], (n,) + entry["label_shape"], generator=gen, dtype=torch.int64)
     return data, labels
