@@ -185,8 +185,7 @@ def export_one(name, out):
     nodrop.load_state_dict(model.state_dict())
     set_dropout_zero(nodrop)
     nd = export(nodrop, trace, os.path.join(d, f"{name}_nodrop.onnx"), entry)
-    nd_map, _, _ = map_params(nodrop, nd)
-    if {k: v for k, v in nd_map.items() if k in mapping} != {k: mapping[k] for k in nd_map if k in mapping}:
+    if map_params(nodrop, nd)[0] != mapping:
         raise SystemExit(f"{name}: the nodrop export named its initializers differently")
     nodrop.load_state_dict(model.state_dict())  # the running stats of NAME.onnx, for eval
     inputs = []
