@@ -43,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import zoo_models  # noqa: E402
 
-OPSET = 17
+OPSET = 17  # the default; --opset 13..17 (PyTorch 1.13's TorchScript exporter stops at 17)
 DROPOUT = 0.1
 
 
@@ -63,7 +63,7 @@ class Logits(nn.Module):
         return out.logits
 
 
-def export(wrap, data, path, entry):
+def export(wrap, data, path, entry, opset):
     names = [n for n, _, _ in entry["inputs"]]
     axes = {}
     for n, kind, _ in entry["inputs"]:
@@ -71,7 +71,7 @@ def export(wrap, data, path, entry):
     axes["logits"] = {0: "batch", 1: "seq"} if entry["dynseq"] and entry["label_shape"] else {0: "batch"}
     args = tuple(data[n] for n in names)
     torch.onnx.export(wrap, args, path, input_names=names, output_names=["logits"], dynamic_axes=axes,
-                      opset_version=OPSET, do_constant_folding=False,
+                      opset_version=opset, do_constant_folding=False,
                       training=torch.onnx.TrainingMode.TRAINING, export_params=True)
     # Output dims the exporter could not infer get invented names; all but batch/seq are
     # fixed by the model, so record the traced size (as export_samples.py does).
@@ -170,7 +170,7 @@ def set_dropout_zero(model):
             mod.p = 0.0
 
 
-def export_one(name, out):
+def export_one(name, out, opset=OPSET):
     entry = zoo_models.ZOO[name]
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
@@ -178,13 +178,13 @@ def export_one(name, out):
     trace, _ = zoo_models.make_inputs(entry, zoo_models.BATCH, seed=99)
     data, labels = zoo_models.make_inputs(entry, zoo_models.BATCH, seed=1234)
     model = build(entry, DROPOUT)
-    m = export(model, trace, os.path.join(d, f"{name}.onnx"), entry)
+    m = export(model, trace, os.path.join(d, f"{name}.onnx"), entry, opset)
     mapping, unmapped, inits = map_params(model, m)
     load_initializers(model, mapping, inits)
     nodrop = build(entry, 0.0)
     nodrop.load_state_dict(model.state_dict())
     set_dropout_zero(nodrop)
-    nd = export(nodrop, trace, os.path.join(d, f"{name}_nodrop.onnx"), entry)
+    nd = export(nodrop, trace, os.path.join(d, f"{name}_nodrop.onnx"), entry, opset)
     if map_params(nodrop, nd)[0] != mapping:
         raise SystemExit(f"{name}: the nodrop export named its initializers differently")
     nodrop.load_state_dict(model.state_dict())  # the running stats of NAME.onnx, for eval
@@ -201,7 +201,7 @@ def export_one(name, out):
                     loss="cross-entropy, mean, class axis last (logits reshaped to [-1, classes])",
                     loss_f32=loss32, loss_f64=loss64, eval=dict(f32="f32/eval.npy", f64="f64/eval.npy"),
                     batch=zoo_models.BATCH, seq=zoo_models.SEQ if entry["label_shape"] or entry["dynseq"] else None,
-                    dynseq=entry["dynseq"], dropout=DROPOUT, params=params, unmapped=unmapped,
+                    dynseq=entry["dynseq"], dropout=DROPOUT, opset=opset, params=params, unmapped=unmapped,
                     n_params=sum(p.numel() for p in model.parameters()), nodes=len(m.graph.node),
                     bytes=os.path.getsize(os.path.join(d, f"{name}.onnx")))
     with open(os.path.join(d, "manifest.json"), "w") as f:
@@ -214,6 +214,8 @@ def main():
     ap.add_argument("--out", default="/tmp/onnxtrain-zoo", help="output folder (default /tmp/onnxtrain-zoo)")
     ap.add_argument("--only", help="comma-separated model names (default: all; --list shows them)")
     ap.add_argument("--list", action="store_true", help="print the model names and families, then exit")
+    ap.add_argument("--opset", type=int, default=OPSET, choices=range(13, 18), metavar="13..17",
+                    help=f"ONNX opset to export (default {OPSET})")
     ap.add_argument("--keep-going", action="store_true", help="report a model that fails to export and go on")
     args = ap.parse_args()
     if args.list:
@@ -235,7 +237,7 @@ def main():
     for n in names:
         t0 = time.time()
         try:
-            man = export_one(n, args.out)
+            man = export_one(n, args.out, args.opset)
         except Exception as e:  # noqa: BLE001 (reported, then the next model)
             if not args.keep_going:
                 raise
