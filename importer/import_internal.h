@@ -45,6 +45,17 @@ ot_status ot_imp_src_peek(ot_imp_src *s, uint64_t off, size_t want, const uint8_
 /* The whole source in a malloc'd, NUL-terminated buffer. */
 ot_status ot_imp_src_read_all(ot_imp_src *s, uint8_t **data, ot_error *err);
 
+/* How deep protobuf messages may nest in a model (protobuf's own default recursion
+ * limit): a valid model needs a handful of levels per nested graph or type, a crafted
+ * one nests thousands and overflows protobuf-c's recursive unpacker. */
+#define OT_IMP_MAX_NESTING 100
+/* Walks the message in src (of type root: a ModelProto, or a TensorProto file) at the
+ * wire level before it is unpacked (wire_check.c):
+ * OT_E_PARSE for messages nested deeper than OT_IMP_MAX_NESTING, OT_E_MODEL for a NUL
+ * byte inside a string field, each naming the file and where. Bytes that do not decode
+ * are left to protobuf-c. */
+ot_status ot_imp_wire_check(ot_imp_src *src, const ProtobufCMessageDescriptor *root, ot_error *err);
+
 /* Where the raw_data of one initializer of the main graph lies in the source, when the
  * skeleton left it out (present); see skeleton.c. */
 typedef struct ot_imp_raw_ref {

@@ -530,7 +530,10 @@ static ot_status unpack_model(ot_imp_src *src, Onnx__ModelProto **out, ot_imp_ra
     *refs = NULL;
     uint8_t *skel = NULL, *whole = NULL;
     size_t skel_len = 0, n_refs = 0;
-    ot_status st = ot_imp_skeleton(src, &skel, &skel_len, refs, &n_refs, err);
+    /* before any unpacking: protobuf-c recurses without a limit and cuts strings at NULs */
+    ot_status st = ot_imp_wire_check(src, &onnx__model_proto__descriptor, err);
+    if (st) return st;
+    st = ot_imp_skeleton(src, &skel, &skel_len, refs, &n_refs, err);
     if (st) return st;
     if (skel) {
         Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, skel_len, skel);

@@ -292,10 +292,7 @@ static ot_status rule_conv_pool(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt,
     return OT_OK;
 }
 
-static int norm_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
-
 static ot_status rule_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    char a[160];
     const ot_value *xv = ot_shape_input(c, n, 0);
     ot_shape X = shape_of(xv);
     dt[0] = dtype_of(xv);
@@ -327,8 +324,9 @@ static ot_status rule_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot
     for (int j = 0; j < na; j++) {
         int64_t ax = axes ? axes[j] : iv->dim[j];
         if (iv && !ot_shape_ival_known(iv, j)) return OT_OK;
-        int a2 = norm_axis(ax, X.rank);
-        if (a2 < 0 || a2 >= X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)ax, SHP(&X, a));
+        int a2;
+        ot_status st = ot_shape_axis(c, n, ax, X.rank, false, &X, &a2);
+        if (st) return st;
         red[a2] = true;
     }
     ot_shape o = ot_shape_make(0, NULL);
@@ -345,16 +343,15 @@ static ot_status rule_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot
 }
 
 static ot_status rule_layer_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    char a[160];
     const ot_value *xv = ot_shape_input(c, n, 0);
     ot_shape X = shape_of(xv);
     dt[0] = dtype_of(xv);
     sh[0] = X;
     for (int o = 1; o < n->n_outputs; o++) dt[o] = OT_F32; /* stash_type float */
     if (X.rank < 0) return OT_OK;
-    int64_t axis = ot_node_attr_int(n, "axis", -1);
-    int ax = norm_axis(axis, X.rank);
-    if (ax < 0 || ax >= X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+    int ax;
+    ot_status rc = ot_shape_axis(c, n, ot_node_attr_int(n, "axis", -1), X.rank, false, &X, &ax);
+    if (rc) return rc;
     ot_shape st = X;
     for (int i = ax; i < X.rank; i++) st.dim[i] = 1, st.sym[i] = -1;
     for (int o = 1; o < n->n_outputs; o++) sh[o] = st;
@@ -445,12 +442,13 @@ static ot_status rule_global_pool(ot_shape_ctx *c, const ot_node *n, ot_dtype *d
 
 /* Softmax, LogSoftmax. */
 static ot_status rule_softmax(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    char a[160];
     const ot_value *x = ot_shape_input(c, n, 0);
     ot_shape X = shape_of(x);
-    int64_t axis = ot_node_attr_int(n, "axis", -1);
-    if (X.rank >= 0 && (norm_axis(axis, X.rank) < 0 || norm_axis(axis, X.rank) >= (X.rank ? X.rank : 1)))
-        return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+    int ax;
+    /* a scalar's one axis is 0 (or -1) */
+    ot_status st = X.rank >= 0 ? ot_shape_axis(c, n, ot_node_attr_int(n, "axis", -1), X.rank ? X.rank : 1, false, &X, &ax)
+                               : OT_OK;
+    if (st) return st;
     dt[0] = dtype_of(x);
     sh[0] = X;
     return OT_OK;

@@ -261,6 +261,9 @@ ot_status ot_tensor_load_pb(const char *path, ot_tensor **out, char **name, ot_e
     char *dir = NULL;
     ot_status st = ot_imp_read_file(path, &buf, &len, err);
     if (st) return st;
+    ot_imp_src src;
+    ot_imp_src_memory(&src, buf, len, path);
+    if ((st = ot_imp_wire_check(&src, &onnx__tensor_proto__descriptor, err))) goto fail;
     t = onnx__tensor_proto__unpack(NULL, len, buf);
     if (!t || !t->has_data_type) {
         st = ot_fail(err, OT_E_PARSE, "%s: not a serialized ONNX TensorProto", path);
