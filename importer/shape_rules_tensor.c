@@ -152,6 +152,7 @@ static ot_status rule_reshape(ot_shape_ctx *c, const ot_node *n, ot_shape *out) 
 }
 
 static ot_status rule_slice(ot_shape_ctx *c, const ot_node *n, ot_shape *out) {
+    char a[160];
     ot_shape X = shape_of(ot_shape_input(c, n, 0));
     if (X.rank < 0) return OT_OK;
     const ot_shape *st = ot_shape_ivals(c, n->inputs[1]), *en = ot_shape_ivals(c, n->inputs[2]);
@@ -200,16 +201,21 @@ static ot_status rule_slice(ot_shape_ctx *c, const ot_node *n, ot_shape *out) {
         }
         if (s < 0) s += dim;
         if (e < 0) e += dim;
-        int64_t len;
+        int64_t len = 0, t;
+        /* the kernel's own formula, checked: a step of INT64_MIN / INT64_MAX overflows it */
+        bool fits = true;
         if (step > 0) {
             s = s < 0 ? 0 : (s > dim ? dim : s);
             e = e < 0 ? 0 : (e > dim ? dim : e);
-            len = e > s ? (e - s + step - 1) / step : 0;
+            if (e > s) fits = ot_i64_add(e - s, step - 1, &t) && (len = t / step, true);
         } else {
             s = s < 0 ? 0 : (s > dim - 1 ? dim - 1 : s);
             e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
-            len = s > e ? (s - e - step - 1) / (-step) : 0;
+            if (s > e) fits = step != INT64_MIN && ot_i64_add(s - e, -step - 1, &t) && (len = t / (-step), true);
         }
+        if (!fits)
+            return ot_shape_fail_model(c, n, "step %lld on axis %lld overflows int64 with the bounds of %s",
+                                       (long long)step, (long long)axis, SHP(&X, a));
         o.dim[d] = len;
         if (len == dim) o.sym[d] = X.sym[d];
     }
@@ -249,8 +255,9 @@ static ot_status rule_concat(ot_shape_ctx *c, const ot_node *n, ot_shape *out) {
             if (o.dim[d] < 0 && (v->shape.dim[d] >= 0 || o.sym[d] < 0))
                 o.dim[d] = v->shape.dim[d], o.sym[d] = v->shape.sym[d];
         }
-        if (v->shape.dim[ax] >= 0) sum += v->shape.dim[ax];
-        else sum_known = false;
+        if (v->shape.dim[ax] < 0) sum_known = false;
+        else if (!ot_i64_add(sum, v->shape.dim[ax], &sum))
+            return ot_shape_fail(c, n, "the inputs' sizes on axis %d add up past int64", ax);
     }
     if (o.rank >= 0) {
         o.dim[ax] = sum_known ? sum : -1;
@@ -289,7 +296,9 @@ static ot_status rule_split(ot_shape_ctx *c, const ot_node *n, ot_shape *sh) {
         for (int o = 0; o < ns; o++) {
             if (split[o] < 0) return ot_shape_fail(c, n, "split size %lld < 0", (long long)split[o]);
             sh[o].dim[ax] = split[o];
-            total += split[o];
+            if (!ot_i64_add(total, split[o], &total))
+                return ot_shape_fail_model(c, n, "split sizes add up past int64 (size %d is %lld)", o,
+                                           (long long)split[o]);
         }
         if (dim >= 0 && total != dim)
             return ot_shape_fail(c, n, "split sizes add up to %lld but axis %d of %s has %lld", (long long)total, ax,
