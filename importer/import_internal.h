@@ -102,6 +102,11 @@ ot_status ot_imp_convert_attr(const char *file, const char *dir, ot_node *n, con
 /* Adds `node` under `op_type` (and reason) to the model's unsupported list. */
 ot_status ot_imp_note_unsupported(ot_model *m, const char *op_type, const char *node, int reason, ot_error *err);
 
+/* The model's opset for the default domain (opset.c), checked as onnx.checker does:
+ * declared (from IR version 3 on), between 1 and a sane maximum, and new enough for
+ * every op the main graph uses; OT_E_MODEL naming the file (and node) otherwise. */
+ot_status ot_imp_model_opset(const Onnx__ModelProto *mp, const char *file, int64_t *opset, ot_error *err);
+
 /* Checks the types of the attributes onnxtrain reads, for supported ops. */
 ot_status ot_imp_check_attrs(const ot_graph *g, const ot_node *n, ot_error *err);
 
