@@ -107,6 +107,12 @@ ot_status ot_imp_note_unsupported(ot_model *m, const char *op_type, const char *
  * every op the main graph uses; OT_E_MODEL naming the file (and node) otherwise. */
 ot_status ot_imp_model_opset(const Onnx__ModelProto *mp, const char *file, int64_t *opset, ot_error *err);
 
+/* The unsupported list (ot_model_unsupported_str) as one error message of at most
+ * budget bytes, never cut: when the whole list is longer, every op type with its
+ * count, then node names while they fit, then how many more and that `onnxtrain
+ * info` lists them all. malloc'd; NULL when out of memory. */
+char *ot_imp_unsupported_summary(const ot_model *m, const char *file, size_t budget);
+
 /* Checks the types of the attributes onnxtrain reads, for supported ops. */
 ot_status ot_imp_check_attrs(const ot_graph *g, const ot_node *n, ot_error *err);
 

@@ -652,8 +652,11 @@ static ot_status load_impl(ot_imp_src *src, const char *name, const char *dir, c
     c.refs = NULL;
 
     if (m->n_unsupported && !opt->allow_unsupported) {
-        char *list = ot_model_unsupported_str(m);
-        st = ot_fail(err, OT_E_UNSUPPORTED, "%s: %s", file, list ? list : "unsupported ops");
+        /* err->msg is a fixed buffer (ot_error lives on the stack everywhere): the list is
+         * shaped to fit it rather than cut mid-name */
+        size_t used = strlen(file) + 2, cap = sizeof err->msg - 1;
+        char *list = ot_imp_unsupported_summary(m, file, used < cap ? cap - used : 0);
+        st = ot_fail(err, OT_E_UNSUPPORTED, "%s: %s", file, list && list[0] ? list : "unsupported ops");
         free(list);
         goto fail;
     }
