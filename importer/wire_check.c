@@ -110,7 +110,7 @@ static void path_of(walk *w, char *buf, size_t cap) {
     for (int i = 1; i < w->depth; i++) {
         if (w->depth - 1 > HEAD + TAIL && i == HEAD + 1) {
             size_t used = strlen(buf);
-            snprintf(buf + used, cap - used, ". ... (%d more) ...", w->depth - 1 - HEAD - TAIL);
+            snprintf(buf + used, cap - used, ".[%d more]", w->depth - 1 - HEAD - TAIL);
             i = w->depth - TAIL - 1;
             continue;
         }
@@ -135,7 +135,7 @@ static bool check_string(walk *w, const ProtobufCFieldDescriptor *fd, uint64_t a
     append_text(w, text, sizeof text, at, nul);
     w->st = ot_fail(w->err, OT_E_MODEL,
                     "%s: %s (%s): string field '%s' has a NUL byte after \"%s\" (byte %llu of %llu); protobuf-c "
-                    "would cut it there and read another name: a corrupt or crafted model",
+                    "would cut it there and read a different string: a corrupt or crafted model",
                     w->src->name, path, top->desc->name, fd->name, text, (unsigned long long)nul,
                     (unsigned long long)len);
     return false;
