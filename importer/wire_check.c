@@ -116,7 +116,7 @@ static void path_of(walk *w, char *buf, size_t cap) {
         }
         append_frame(w, buf, cap, &w->stack[i]);
     }
-    if (!buf[0]) snprintf(buf, cap, "the model");
+    if (!buf[0]) snprintf(buf, cap, "top level");
 }
 
 /* A string field at [at, at + len) of the top frame: a NUL in it is refused. */

@@ -88,12 +88,47 @@ static void test_nul_in_strings(void **state) {
     expect("model_nul_location.onnx", OT_E_MODEL, "external_data[0]", "NUL byte after \"w.bin\"");
 }
 
+/* A standalone TensorProto file (backend tests' input_0.pb) goes through the same walk. */
+static void test_nul_in_tensor_file(void **state) {
+    (void)state;
+    /* dims [1], float32, float_data [1.0], name "a\0b" */
+    static const unsigned char pb[] = {0x08, 0x01, 0x10, 0x01, 0x22, 0x04, 0x00, 0x00, 0x80,
+                                       0x3f, 0x42, 0x03, 0x61, 0x00, 0x62};
+    const char *path = OT_BINARY_DIR "/regress_model_wire_nul.pb";
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(pb, 1, sizeof pb, f), sizeof pb);
+    fclose(f);
+    ot_tensor *t = NULL;
+    char *name = NULL;
+    ot_error err = {0};
+    ot_status st = ot_tensor_load_pb(path, &t, &name, &err);
+    if (st != OT_E_MODEL) fail_msg("expected OT_E_MODEL, got %d: %s", st, err.msg);
+    assert_null(t);
+    assert_non_null(strstr(err.msg, "regress_model_wire_nul.pb"));
+    assert_non_null(strstr(err.msg, "'name' has a NUL byte after \"a\""));
+    /* the same bytes without the NUL load */
+    static const unsigned char ok[] = {0x08, 0x01, 0x10, 0x01, 0x22, 0x04, 0x00, 0x00, 0x80,
+                                       0x3f, 0x42, 0x03, 0x61, 0x5f, 0x62};
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(ok, 1, sizeof ok, f), sizeof ok);
+    fclose(f);
+    st = ot_tensor_load_pb(path, &t, &name, &err);
+    if (st) fail_msg("%s", err.msg);
+    assert_string_equal(name, "a_b");
+    free(name);
+    ot_tensor_free(t);
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deep_types),
         cmocka_unit_test(test_deep_control_flow),
         cmocka_unit_test(test_limit_boundary),
         cmocka_unit_test(test_nul_in_strings),
+        cmocka_unit_test(test_nul_in_tensor_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
