@@ -76,6 +76,9 @@ OT_PM_FN float ot_pm_hard_swish_grad(float g, float x) {
 
 /* PyTorch's mish_backward: dY * (tanh(sp) + x * sigmoid(x) * (1 - tanh(sp)^2)). */
 OT_PM_FN float ot_pm_mish_grad(float g, float x) {
+    /* NaN in, that NaN out: the formula combines NaNs in an order the C and the C++
+     * compiler may pick differently (the sign of the NaN would differ) */
+    if (x != x) return x;
     float sig = 1.0f / (1.0f + expf(-x));
     float t = tanhf(log1pf(expf(x)));
     return g * (t + x * sig * (1.0f - t * t));
