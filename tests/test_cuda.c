@@ -1176,7 +1176,12 @@ static void test_host_pointwise_math(void **state) {
         assert_int_equal(hm_compare("IsInf", &ii, fin, bout), OT_OK);
         tk_node_free(&ii);
     }
-    tk_node_free(&nt), tk_node_free(&nn);
+    double xd[4] = {1e300, NAN, INFINITY, -INFINITY};
+    ot_tensor din[1] = {tk_t(OT_F64, xd, 1, 4)}, dout[1] = {tc_out(OT_BOOL, 1, 4)};
+    ot_node id = tk_node(OT_OP_IS_INF, 1, 1);
+    assert_int_equal(hm_compare("IsInf float64", &id, din, dout), OT_OK);
+    assert_int_equal(hm_compare("IsNaN float64", &nn, din, dout), OT_OK);
+    tk_node_free(&nt), tk_node_free(&nn), tk_node_free(&id);
     /* unary maths, their gradients (dY, X) */
     ot_tensor fout[1] = {tc_out(OT_F32, 2, 3, 4)};
     ot_op un[7] = {OT_OP_ABS, OT_OP_SIN, OT_OP_COS, OT_OP_HARD_SIGMOID, OT_OP_HARD_SWISH, OT_OP_SOFTPLUS, OT_OP_MISH};

@@ -87,6 +87,14 @@ static void test_is_nan_inf(void **state) {
             for (int i = 0; i < 6; i++) assert_int_equal(y[i], (i == 2 && pos) || (i == 3 && neg));
             tk_node_free(&m);
         }
+    /* float64, as PyTorch 1.13 exports torch.isinf (Cast to double first) */
+    double xd[4] = {1e300, NAN, INFINITY, -INFINITY};
+    ot_tensor din[1] = {tk_t(OT_F64, xd, 1, 4)}, dout[1] = {tk_t(OT_BOOL, y, 1, 4)};
+    ot_node m = tk_node(OT_OP_IS_INF, 1, 1);
+    assert_int_equal(tk_run(&m, din, dout), OT_OK);
+    assert_true(!y[0] && !y[1] && y[2] && y[3]);
+    assert_int_equal(tk_run(&n, din, dout), OT_OK);
+    assert_true(!y[0] && y[1] && !y[2] && !y[3]);
 }
 
 /* ---- unary maths --------------------------------------------------------------------- */

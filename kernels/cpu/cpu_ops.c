@@ -75,6 +75,7 @@ static bool sup_class_loss_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 static bool sup_compare(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return arith_dtype(t0) && in[1].dtype == t0; }
 static bool sup_logic(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_BOOL && in[1].dtype == OT_BOOL; }
 static bool sup_not(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_BOOL; }
+static bool sup_f32_f64(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_F32 || t0 == OT_F64; }
 static bool sup_minmax(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return arith_dtype(t0) && o0 == t0; }
 
 /* ---- the table -------------------------------------------------------------------- */
@@ -170,8 +171,8 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_AND] = {ot_cpu_compare, sup_logic, NULL},
     [OT_OP_OR] = {ot_cpu_compare, sup_logic, NULL},
     [OT_OP_XOR] = {ot_cpu_compare, sup_logic, NULL},
-    [OT_OP_IS_NAN] = F32(ot_cpu_predicate),
-    [OT_OP_IS_INF] = F32(ot_cpu_predicate),
+    [OT_OP_IS_NAN] = {ot_cpu_predicate, sup_f32_f64, NULL},
+    [OT_OP_IS_INF] = {ot_cpu_predicate, sup_f32_f64, NULL},
     [OT_OP_ABS] = {ot_cpu_math_unary, sup_neg, NULL},
     [OT_OP_SIN] = F32(ot_cpu_math_unary),
     [OT_OP_COS] = F32(ot_cpu_math_unary),

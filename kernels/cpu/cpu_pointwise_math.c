@@ -88,7 +88,7 @@ bad_op:
 }
 #undef COMPARE
 
-/* Not (bool), IsNaN and IsInf (float32): a bool output shaped like the input. */
+/* Not (bool), IsNaN and IsInf (float32, float64): a bool output shaped like the input. */
 ot_status ot_cpu_predicate(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                            ot_error *err) {
     ot_status st = same_size(node, &in[0], &out[0], err);
@@ -102,10 +102,13 @@ ot_status ot_cpu_predicate(const ot_node *node, const ot_tensor *in, ot_tensor *
         for (int64_t i = 0; i < n; i++) y[i] = !x[i];
         return OT_OK;
     }
-    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
-    const float *x = in[0].data;
+    /* float64 too: PyTorch 1.13 exports torch.isinf as Cast(to double) -> IsInf */
+    ot_dtype t = in[0].dtype;
+    if (t != OT_F32 && t != OT_F64) return ot_cpu_bad_dtype(node, "input 0", t, err);
+    const float *xf = in[0].data;
+    const double *xd = in[0].data;
     if (node->op == OT_OP_IS_NAN) {
-        for (int64_t i = 0; i < n; i++) y[i] = x[i] != x[i];
+        for (int64_t i = 0; i < n; i++) y[i] = t == OT_F32 ? xf[i] != xf[i] : xd[i] != xd[i];
         return OT_OK;
     }
     ot_op_params scratch;
@@ -114,7 +117,10 @@ ot_status ot_cpu_predicate(const ot_node *node, const ot_tensor *in, ot_tensor *
     if (st) return st;
     bool neg = pp->u.math.detect_negative, pos = pp->u.math.detect_positive;
     (void)ctx;
-    for (int64_t i = 0; i < n; i++) y[i] = (pos && x[i] == INFINITY) || (neg && x[i] == -INFINITY);
+    for (int64_t i = 0; i < n; i++) {
+        double v = t == OT_F32 ? xf[i] : xd[i];
+        y[i] = (pos && v == INFINITY) || (neg && v == -INFINITY);
+    }
     return OT_OK;
 }
 

@@ -99,13 +99,13 @@ enum { P_NOT, P_NAN, P_INF };
 struct predicate_op {
     const void *x;
     uint8_t *y;
-    int op, neg, pos;
+    int op, neg, pos, f64;
     __host__ __device__ void operator()(int64_t i) const {
         if (op == P_NOT) {
             y[i] = !((const uint8_t *)x)[i];
             return;
         }
-        float v = ((const float *)x)[i];
+        double v = f64 ? ((const double *)x)[i] : (double)((const float *)x)[i];
         y[i] = op == P_NAN ? v != v : ((pos && v == INFINITY) || (neg && v == -INFINITY));
     }
 };
@@ -116,7 +116,8 @@ OT_CUDA_LAUNCHER(ot_cuda_predicate) {
     if (st) return st;
     if (out[0].dtype != OT_BOOL) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     int op = node->op == OT_OP_NOT ? P_NOT : node->op == OT_OP_IS_NAN ? P_NAN : P_INF;
-    if (in[0].dtype != (op == P_NOT ? OT_BOOL : OT_F32)) return ot_cuda_bad_dtype(node, "input 0", in[0].dtype, err);
+    ot_dtype t = in[0].dtype; /* IsNaN / IsInf: float64 too (PyTorch casts before IsInf) */
+    if (op == P_NOT ? t != OT_BOOL : (t != OT_F32 && t != OT_F64)) return ot_cuda_bad_dtype(node, "input 0", t, err);
     int neg = 0, pos = 0;
     if (op == P_INF) {
         ot_op_params scratch;
@@ -126,7 +127,7 @@ OT_CUDA_LAUNCHER(ot_cuda_predicate) {
         neg = pp->u.math.detect_negative;
         pos = pp->u.math.detect_positive;
     }
-    return ot_cu_map(cx, predicate_op{in[0].data, (uint8_t *)out[0].data, op, neg, pos}, ot_kernel_numel(&in[0]), err);
+    return ot_cu_map(cx, predicate_op{in[0].data, (uint8_t *)out[0].data, op, neg, pos, t == OT_F64}, ot_kernel_numel(&in[0]), err);
 }
 
 /* ---- unary maths ------------------------------------------------------------------- */
