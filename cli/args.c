@@ -165,6 +165,18 @@ ot_status ot_args_add_input_files(ot_run_files *f, const ot_input_specs *l, cons
     return st;
 }
 
+ot_status ot_args_check_output(const ot_model *m, const ot_common_args *a, const char *opt, const char *path,
+                               bool folder_of_files, ot_error *err) {
+    if (!path) return OT_OK;
+    ot_run_files f = {0};
+    ot_status st = ot_run_files_model(&f, m, err);
+    if (!st) st = ot_args_add_input_files(&f, &a->inputs, "--input", a->labels, "--labels", err);
+    if (!st) st = ot_run_files_output(&f, opt, path, folder_of_files ? OT_OUTPUT_FOLDER_OF_FILES : OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_check(&f, err);
+    ot_run_files_free(&f);
+    return st;
+}
+
 ot_status ot_str_list_add(ot_str_list *l, const char *s, ot_error *err) {
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 4;

@@ -214,6 +214,13 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
 void ot_common_args_init(ot_common_args *a);
 void ot_common_args_free(ot_common_args *a);
 
+/* Checks one output of a command (opt, path; NULL: none) against the model, its
+ * external data and the shared options' data files (ot_run_files_check), before any
+ * work. folder_of_files: a folder the command fills with files named after values. */
+struct ot_model;
+ot_status ot_args_check_output(const struct ot_model *m, const ot_common_args *a, const char *opt, const char *path,
+                               bool folder_of_files, ot_error *err);
+
 struct ot_train_options;
 /* Copies the shared settings into training options (the lists point into a), the
  * optimizer included. */

@@ -125,9 +125,13 @@ static ot_status check_destination(const ot_run_path *o, const file_id *id, ot_e
     return OT_OK;
 }
 
-/* An input lying directly in folder `dir` (OT_OUTPUT_FOLDER_OF_FILES). */
+/* An input lying directly in folder `dir` under a name such a folder gets written
+ * (OT_OUTPUT_FOLDER_OF_FILES: NAME.npy, index.json). */
 static bool input_in_folder(const file_id *dir, const char *input_path) {
     if (!dir->exists) return false; /* a folder still to be created holds nothing */
+    const char *base = strrchr(input_path, '/') ? strrchr(input_path, '/') + 1 : input_path;
+    size_t n = strlen(base);
+    if (strcmp(base, "index.json") != 0 && !(n >= 4 && !strcmp(base + n - 4, ".npy"))) return false;
     char d[PATH_MAX];
     struct stat ds;
     return stat(folder_of(input_path, d, sizeof d), &ds) == 0 && ds.st_dev == dir->st.st_dev &&

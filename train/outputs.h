@@ -23,8 +23,9 @@
 typedef enum ot_output_kind {
     OT_OUTPUT_FILE,   /* one file (a model, a report, an SVG) */
     OT_OUTPUT_FOLDER, /* a folder created if missing (checkpoints) */
-    /* a folder whose files are named after the model's values (--dump-outputs DIR): an
-     * input lying directly in it could be replaced, so that is refused too */
+    /* a folder filled with NAME.npy files named after the model's values, and an
+     * index.json (--dump-outputs, --dump-grads): an input lying directly in it under
+     * such a name could be replaced, so that is refused too */
     OT_OUTPUT_FOLDER_OF_FILES,
 } ot_output_kind;
 
