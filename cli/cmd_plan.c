@@ -173,14 +173,16 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
     if (segments) print_segments(pl, false);
 }
 
-static ot_status write_dot(const char *path, const ot_graph *g, ot_error *err) {
+/* Writes and syncs the graph under a temporary name; *out is committed by the caller. */
+static ot_status write_dot(const char *path, const ot_graph *g, ot_atomic_file **out, ot_error *err) {
     ot_atomic_file *af;
     ot_status st = ot_atomic_open(path, &af, err);
     if (!st) {
         ot_graph_dump_dot(g, ot_atomic_stream(af));
-        st = ot_atomic_commit(af, err);
+        st = ot_atomic_finish(af, err); /* frees af on failure */
     }
     if (st && err) ot_error_prefix(err, "--dot ");
+    *out = st ? NULL : af;
     return st;
 }
 
@@ -266,7 +268,7 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
     ot_model *m = NULL;
     ot_dataset data = {0}, val = {0};
     planned p0 = {0}, p1 = {0};
-    ot_staged_output dot = {0}, svg = {0};
+    ot_atomic_file *dot = NULL;
     const ot_common_args *a = &o->args;
     const char *policy = a->remat ? a->remat : "auto";
     /* one import for every plan below (and every --batch-size auto probe): each plan
@@ -295,24 +297,25 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
     policy_label(policy, a->memory_budget, label, sizeof label);
     batch = ot_train_batch_size(p1.s);
     print_plans(o, &p0, &p1, label, batch);
-    /* both files appear only when both were written */
-    if (o->dot && !(st = ot_staged_open(o->dot, &dot, err)))
-        st = write_dot(ot_staged_path(&dot), ot_train_graph(p1.s), err);
-    if (st) goto fail;
-    if (o->timeline && !(st = ot_staged_open(o->timeline, &svg, err))) {
+    /* --dot is written and synced first and renamed only after the timeline was
+     * written, so a failed timeline leaves neither */
+    if (o->dot && (st = write_dot(o->dot, ot_train_graph(p1.s), &dot, err))) goto fail;
+    if (o->timeline) {
         const ot_plan *plans[2] = {p0.p, p1.p};
         char l1[300];
         snprintf(l1, sizeof l1, "--remat %s", label);
         const char *labels[2] = {"--remat none", l1};
         char title[512];
         snprintf(title, sizeof title, "%s, batch %lld: bytes in use along the schedule", o->model, (long long)batch);
-        st = ot_remat_timeline_svg(ot_staged_path(&svg), plans, labels, 2, title, err);
+        if ((st = ot_remat_timeline_svg(o->timeline, plans, labels, 2, title, err))) goto fail;
     }
-    if (!st && o->dot) st = ot_staged_commit(&dot, err);
-    if (!st && o->timeline) st = ot_staged_commit(&svg, err);
+    if (dot) {
+        ot_atomic_file *d = dot;
+        dot = NULL;
+        if ((st = ot_atomic_commit(d, err)) && err) ot_error_prefix(err, "--dot ");
+    }
 fail:
-    ot_staged_abort(&dot);
-    ot_staged_abort(&svg);
+    ot_atomic_abort(dot);
     ot_train_session_free(p0.s);
     ot_train_session_free(p1.s);
     ot_dataset_free(&data);

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "cli/args.h"
+#include "ir/atomic_file.h"
 #include "remat/remat.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
@@ -378,12 +379,12 @@ static ot_status run(train_cli *t, int64_t total, ot_error *err) {
 }
 
 /* The report and the tuned model, which appear together only now that the run has
- * succeeded: the report is written in full to a temporary name first (a full disk or
- * a vanished folder stops here, before the model), then the model is saved (its own
- * temporary name and rename), then the report is renamed into place. Only that last
- * rename can fail with the model already written, and the message then says so. */
+ * succeeded: the report is written in full and synced under its temporary name (a
+ * full disk stops here, before the model), then the model is saved (temporary name
+ * and rename), then the report is renamed into place. Only that rename (or the folder
+ * sync after it) can fail with the model already written; the message then says so. */
 static ot_status write_outputs(train_cli *t, ot_error *err) {
-    ot_staged_output rep = {0};
+    ot_atomic_file *rep = NULL;
     ot_status st = OT_OK;
     if (t->report) {
         const ot_loss_options *l = &t->o.loss;
@@ -391,23 +392,25 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
                                .loss = l->kind == OT_LOSS_MSE ? "mse" : l->kind == OT_LOSS_OUTPUT ? "output" : "cross-entropy",
                                .remat = t->o.remat, .n_params = ot_train_autodiff(t->s)->n_params,
                                .n_param_elems = param_elems(t->s), .n_threads = t->o.n_threads, .seed = t->o.seed};
-        if (!(st = ot_staged_open(t->report, &rep, err)))
-            st = ot_report_write(ot_staged_path(&rep), &info, ot_train_optim(t->s), &t->res, ot_train_plan(t->s), err);
+        if (!(st = ot_atomic_open(t->report, &rep, err))) {
+            ot_report_write_json(ot_atomic_stream(rep), &info, ot_train_optim(t->s), &t->res, ot_train_plan(t->s));
+            st = ot_atomic_finish(rep, err); /* frees rep on failure */
+        }
         if (st) {
-            ot_staged_abort(&rep);
-            if (err) ot_error_prefix(err, "--report: ");
+            if (err) ot_error_prefix(err, "report ");
             return st;
         }
     }
     if ((st = ot_model_save(t->m, t->out_path, err))) {
-        ot_staged_abort(&rep);
+        ot_atomic_abort(rep);
         return st;
     }
     t->model_written = true;
-    if (!t->report) return OT_OK;
-    st = ot_staged_commit(&rep, err);
-    t->report_written = rep.renamed;
-    if (st && err) ot_error_prefix(err, "--report: ");
+    if (!rep) return OT_OK;
+    /* a failed sync of the folder comes after the rename: the report is then in place */
+    st = ot_atomic_commit(rep, err);
+    t->report_written = !st || access(t->report, F_OK) == 0;
+    if (st && err) ot_error_prefix(err, "report ");
     return st;
 }
 

@@ -26,6 +26,7 @@
 #include "cli_run.h"
 #include "fixtures/onnx_builder.h"
 #include "test_files.h"
+#include "ir/atomic_file.h"
 #include "train/train.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
@@ -210,7 +211,7 @@ static void test_outputs_only_after_success(void **state) {
     (void)state;
     /* the report cannot be written (a full disk): no tuned model either */
     assert_int_equal(run(TRAIN " -o " TMP "/t.onnx --report /dev/full"), 3);
-    expect_output("--report: ");
+    expect_output("report /dev/full: write error: No space left on device");
     expect_output("stopped after 2 completed steps; " TMP "/t.onnx was not written (nor the report)");
     assert_false(exists(TMP "/t.onnx"));
     /* a run that fails (NaN: exit 10) writes neither */
@@ -324,6 +325,41 @@ static void test_loop_refuses_overflowing_counts(void **state) {
     ot_model_free(m);
 }
 
+/* ot_atomic_finish: the file is written and synced but not in place until the commit;
+ * an abort after it leaves the old destination and no temporary file. */
+static void test_atomic_finish_then_commit_or_abort(void **state) {
+    (void)state;
+    ot_error err = {0};
+    const char *dst = TMP "/fin/out.txt";
+    assert_int_equal(system("mkdir -p '" TMP "/fin' && printf old > '" TMP "/fin/out.txt'"), 0);
+    ot_atomic_file *af = NULL;
+    assert_int_equal(ot_atomic_open(dst, &af, &err), OT_OK);
+    fputs("new", ot_atomic_stream(af));
+    assert_int_equal(ot_atomic_finish(af, &err), OT_OK);
+    char *b = cli_slurp(dst);
+    assert_string_equal(b, "old");
+    free(b);
+    ot_atomic_abort(af);
+    b = cli_slurp(dst);
+    assert_string_equal(b, "old");
+    free(b);
+    expect_no_temporaries(TMP "/fin");
+    assert_int_equal(ot_atomic_open(dst, &af, &err), OT_OK);
+    fputs("new", ot_atomic_stream(af));
+    assert_int_equal(ot_atomic_finish(af, &err), OT_OK);
+    assert_int_equal(ot_atomic_finish(af, &err), OT_OK); /* twice is once */
+    assert_int_equal(ot_atomic_commit(af, &err), OT_OK);
+    b = cli_slurp(dst);
+    assert_string_equal(b, "new");
+    free(b);
+    expect_no_temporaries(TMP "/fin");
+    /* a write error is reported by finish, which frees the file */
+    assert_int_equal(ot_atomic_open("/dev/full", &af, &err), OT_OK);
+    fputs("x", ot_atomic_stream(af));
+    assert_int_equal(ot_atomic_finish(af, &err), OT_E_IO);
+    assert_non_null(strstr(err.msg, "/dev/full: write error: No space left on device"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_output_names_an_input),
@@ -332,6 +368,7 @@ int main(void) {
         cmocka_unit_test(test_outputs_only_after_success),
         cmocka_unit_test(test_numeric_options),
         cmocka_unit_test(test_loop_refuses_overflowing_counts),
+        cmocka_unit_test(test_atomic_finish_then_commit_or_abort),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1,7 +1,6 @@
-/* outputs.c — checks a run's outputs against its inputs before any work, and stages
- * outputs so that they appear only after the run succeeded (see outputs.h). */
+/* outputs.c — checks a run's outputs against its inputs and each destination before
+ * any work (see outputs.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ir/atomic_file.h"
 #include "train/outputs.h"
 
 static ot_status add_path(ot_run_path **v, int *n, int *cap, const char *opt, const char *path, ot_output_kind kind,
@@ -169,49 +167,4 @@ done:
     free(ins);
     free(outs);
     return st;
-}
-
-ot_status ot_staged_open(const char *dest, ot_staged_output *so, ot_error *err) {
-    memset(so, 0, sizeof *so);
-    so->dest = dest;
-    struct stat s;
-    if (stat(dest, &s) == 0 && !S_ISREG(s.st_mode)) return OT_OK; /* written in place */
-    size_t n = strlen(dest) + 12;
-    if (!(so->stage = malloc(n))) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    snprintf(so->stage, n, "%s.tmp-XXXXXX", dest);
-    int fd = mkstemp(so->stage); /* O_CREAT | O_EXCL: a planted name is never followed */
-    if (fd < 0) {
-        ot_status st = ot_fail(err, OT_E_IO, "%s: cannot create a temporary file next to it: %s", dest, strerror(errno));
-        free(so->stage);
-        so->stage = NULL;
-        return st;
-    }
-    close(fd);
-    return OT_OK;
-}
-
-const char *ot_staged_path(const ot_staged_output *so) { return so->stage ? so->stage : so->dest; }
-
-ot_status ot_staged_commit(ot_staged_output *so, ot_error *err) {
-    if (!so->stage) {
-        so->renamed = true;
-        return OT_OK;
-    }
-    ot_status st = OT_OK;
-    if (rename(so->stage, so->dest) != 0) {
-        st = ot_fail(err, OT_E_IO, "%s: %s", so->dest, strerror(errno));
-        unlink(so->stage);
-    } else {
-        so->renamed = true;
-        st = ot_atomic_sync_folder(so->dest, err);
-    }
-    free(so->stage);
-    so->stage = NULL;
-    return st;
-}
-
-void ot_staged_abort(ot_staged_output *so) {
-    if (so->stage) unlink(so->stage);
-    free(so->stage);
-    so->stage = NULL;
 }

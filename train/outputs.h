@@ -1,5 +1,5 @@
 /* outputs.h — the files one command run reads and writes, checked together before any
- * work, and outputs staged so that they appear only when the whole run succeeded.
+ * work.
  *
  * Every command that writes (train -o / --report / --checkpoint-dir, eval
  * --dump-outputs, grad --dump-grads, plan --dot / --timeline) lists its inputs (the
@@ -10,10 +10,9 @@
  * where a file is wanted (or the reverse) are OT_E_USAGE naming both options; a
  * destination whose folder is missing or not writable is OT_E_IO. Nothing is created.
  *
- *     ot_staged_output rep, mod;                      // train: both written, then both renamed
- *     ot_staged_open(report, &rep, err); ot_report_write(ot_staged_path(&rep), ...);
- *     ot_staged_open(out, &mod, err);    ot_model_save(m, ot_staged_path(&mod), err);
- *     ot_staged_commit(&mod, err); ot_staged_commit(&rep, err);   // or ot_staged_abort
+ * Writing the outputs only after success is the commands' part, with ot_atomic_open /
+ * ot_atomic_finish / ot_atomic_commit (ir/atomic_file.h): all written and synced
+ * under temporary names first, then renamed into place.
  */
 #ifndef OT_TRAIN_OUTPUTS_H
 #define OT_TRAIN_OUTPUTS_H
@@ -50,26 +49,5 @@ ot_status ot_run_files_output(ot_run_files *f, const char *opt, const char *path
 /* The checks above, outputs in the order added; the first failure is returned. */
 ot_status ot_run_files_check(const ot_run_files *f, ot_error *err);
 void ot_run_files_free(ot_run_files *f);
-
-/* One output written to a temporary name in its folder (DEST.tmp-XXXXXX, created
- * with O_EXCL, so nothing planted there is followed) and renamed over DEST by
- * ot_staged_commit. A destination that exists and is not a regular file (/dev/null, a
- * FIFO) is written in place: there is nothing to rename over. */
-typedef struct ot_staged_output {
-    const char *dest; /* not copied */
-    char *stage;      /* the temporary name, malloc'd; NULL: written in place */
-    bool renamed;     /* set by ot_staged_commit once dest holds the new contents */
-} ot_staged_output;
-
-/* Reserves the temporary name. OT_E_IO naming dest and the reason. */
-ot_status ot_staged_open(const char *dest, ot_staged_output *so, ot_error *err);
-/* Where the writer writes: the temporary name, or dest itself. */
-const char *ot_staged_path(const ot_staged_output *so);
-/* Renames the temporary file over dest and syncs the folder. A failed rename removes
- * the temporary file and leaves dest as it was; a failed folder sync comes after the
- * rename (renamed is then true). OT_E_IO naming dest. Frees the name. */
-ot_status ot_staged_commit(ot_staged_output *so, ot_error *err);
-/* Removes the temporary file (dest untouched); safe on a zeroed or committed one. */
-void ot_staged_abort(ot_staged_output *so);
 
 #endif
