@@ -170,12 +170,12 @@ enum {
     "                            A pattern that matches no param is an error (exit 2).\n"
 #define OT_ARGS_HELP_OPTIM                                                                                           \
     "  --optimizer NAME          sgd (default), adam, adamw\n"                                                      \
-    "  --lr X                    learning rate (default 0.01 for sgd, 0.001 for adam/adamw)\n"                      \
+    "  --lr X                    learning rate > 0 (default 0.01 for sgd, 0.001 for adam/adamw)\n"                \
     "  --momentum X              sgd momentum (default 0; dampening is always 0)\n"                                 \
     "  --nesterov                sgd Nesterov momentum (needs --momentum > 0)\n"                                    \
     "  --weight-decay X          sgd/adam: L2 added to the gradient; adamw: decoupled\n"                            \
     "                            (default 0; adamw 0.01)\n"                                                         \
-    "  --beta1 X, --beta2 X      adam/adamw (default 0.9, 0.999)\n"                                                 \
+    "  --beta1 X, --beta2 X      adam/adamw, each in [0, 1) (default 0.9, 0.999)\n"                                 \
     "  --eps X                   adam/adamw (default 1e-8)\n"                                                       \
     "  --clip-grad-norm X        clip the global L2 gradient norm to X (default: off), as\n"                        \
     "                            torch.nn.utils.clip_grad_norm_\n"                                                  \
@@ -183,7 +183,8 @@ enum {
     "                            cosine: warm-up, then lr*(1+cos(pi*(s-W)/(T-W)))/2 to step T\n"                    \
     "  --warmup-steps W          warm-up steps (default 0)\n"                                                       \
     "  --accum K                 micro-batches per optimizer step (gradient accumulation, in\n"                    \
-    "                            accumulators in the arena; the step uses their mean; default 1)\n"
+    "                            accumulators in the arena; the step uses their mean; default 1,\n"                \
+    "                            at most 2^20)\n"
 
 /* Set up by ot_common_args_init: no inputs, every default. */
 typedef struct ot_common_args {
