@@ -180,6 +180,8 @@ static void test_destinations_checked_first(void **state) {
     expect_output("-o '': empty file name");
     assert_int_equal(run(TRAIN " -o " TMP "/sub"), 2);
     expect_output("-o '" TMP "/sub' is a folder; give a file name");
+    assert_int_equal(run(TRAIN " -o " TMP "/newdir/"), 2);
+    expect_output("-o '" TMP "/newdir/' ends with '/'; give a file name");
     assert_int_equal(run(TRAIN " -o " TMP "/nodir/t.onnx"), 3);
     expect_output("-o '" TMP "/nodir/t.onnx': folder '" TMP "/nodir': No such file or directory");
     assert_int_equal(run(TRAIN " -o " TMP "/t.onnx --report ''"), 2);

@@ -101,6 +101,8 @@ static bool same_file(const file_id *a, const file_id *b) {
 static ot_status check_destination(const ot_run_path *o, const file_id *id, ot_error *err) {
     if (!*o->path) return ot_fail(err, OT_E_USAGE, "%s '': empty file name", o->opt);
     bool want_folder = o->kind != OT_OUTPUT_FILE;
+    if (!want_folder && o->path[strlen(o->path) - 1] == '/')
+        return ot_fail(err, OT_E_USAGE, "%s '%s' ends with '/'; give a file name", o->opt, o->path);
     if (id->exists && !want_folder && S_ISDIR(id->st.st_mode))
         return ot_fail(err, OT_E_USAGE, "%s '%s' is a folder; give a file name", o->opt, o->path);
     if (id->exists && want_folder && !S_ISDIR(id->st.st_mode))
