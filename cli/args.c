@@ -32,7 +32,8 @@ ot_status ot_args_int(const char *opt, const char *text, int64_t min, int64_t ma
     long long v = strtoll(text, &end, 10);
     if (end == text) return ot_fail(err, OT_E_USAGE, "%s '%s': expected an integer", opt, text);
     if (*end) return ot_fail(err, OT_E_USAGE, "%s '%s': expected an integer, found '%s' after it", opt, text, end);
-    if (errno == ERANGE && min == INT64_MIN && max == INT64_MAX)
+    /* beyond int64 on a side the option leaves open: the type is the only limit */
+    if (errno == ERANGE && ((v > 0 && max == INT64_MAX) || (v < 0 && min == INT64_MIN)))
         return ot_fail(err, OT_E_USAGE, "%s %s: does not fit a 64-bit integer", opt, text);
     if (errno == ERANGE || v < min || v > max) {
         if (max == INT64_MAX)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -413,9 +414,13 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
     }
     t->model_written = true;
     if (!rep) return OT_OK;
-    /* a failed sync of the folder comes after the rename: the report is then in place */
+    /* A failed sync of the folder comes after the rename: the report is then in place,
+     * as a new file (a rename always brings the temporary file's inode). */
+    struct stat before, after;
+    bool had = stat(t->report, &before) == 0;
     st = ot_atomic_commit(rep, err);
-    t->report_written = !st || access(t->report, F_OK) == 0;
+    t->report_written = !st || (stat(t->report, &after) == 0 &&
+                                (!had || after.st_ino != before.st_ino || after.st_dev != before.st_dev));
     if (st && err) ot_error_prefix(err, "report ");
     return st;
 }
