@@ -1,4 +1,5 @@
-/* main.c — the `onnxtrain` command: dispatches to subcommands. Argument parsing
+/* main.c — the `onnxtrain` command: dispatches to subcommands, or to the bare form
+ * (`onnxtrain [OPTIONS] MODEL.onnx`, cli/cmd_bare.c) when the first argument is not one. Argument parsing
  * only; the work is done by the library. Exit codes are ot_status values. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,15 @@
 #include "cli.h"
 
 static void usage(FILE *f) {
-    fputs("usage: onnxtrain <command> [options]\n\n"
+    fputs("usage: onnxtrain [OPTIONS] MODEL.onnx\n"
+          "       onnxtrain <command> [options]\n\n"
+          "The bare form, `onnxtrain [OPTIONS] MODEL.onnx`, is `train` with defaults: with --input and\n"
+          "--labels it trains and writes MODEL.tuned.onnx in the current folder (never over an existing\n"
+          "file; -o FILE for another) with --remat auto; without data it plans a step, checks on\n"
+          "synthetic inputs that the policy's step is bitwise the plain one, and prints the command\n"
+          "that trains. It applies when the first argument is not a command but an option, a word\n"
+          "ending in .onnx or an existing file; anything else is an unknown command. Details:\n"
+          "'onnxtrain MODEL.onnx --help'.\n\n"
           "commands:\n"
           "  info     show a model's opset, inputs, outputs, parameters and op support\n"
           "  eval     run the forward pass over .npy data\n"
@@ -51,6 +60,7 @@ int main(int argc, char **argv) {
     }
     for (const ot_cli_command *c = ot_cli_commands; c->name; c++)
         if (!strcmp(c->name, cmd)) return c->run(argc - 1, argv + 1);
+    if (ot_cli_is_bare(cmd)) return ot_cmd_bare(argc, argv);
     fprintf(stderr, "onnxtrain: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;
