@@ -158,9 +158,11 @@ static void test_typo_and_help(void **state) {
     (void)state;
     assert_int_equal(setup(NULL), 0);
     assert_int_equal(run(BIN " trian " S "mlp.onnx"), 2);
-    expect_output("unknown command 'trian'");
+    expect_output("unknown command 'trian' (did you mean 'train'?)");
     assert_int_equal(run(BIN " trian"), 2);
     expect_output("unknown command 'trian'");
+    assert_int_equal(run(BIN " frobnicate " S "mlp.onnx"), 2);
+    cli_expect_in(OUT, "unknown command 'frobnicate'\n");
     assert_int_equal(run(BIN " --remat auto"), 2);
     expect_output("missing MODEL.onnx");
     assert_int_equal(run(BIN " --remat auto nothere"), 2);
