@@ -24,6 +24,8 @@
 /* The batch of a model whose batch is symbolic, without data: small, so that the
  * check runs in seconds and little memory whatever the model. */
 #define BARE_BATCH 4
+/* Other symbolic dims (a sequence length), without data or --bind: small too. */
+#define BARE_DIM 8
 
 static void bare_usage(FILE *f) {
     fputs("usage: onnxtrain [OPTIONS] MODEL.onnx\n\n"
@@ -34,7 +36,8 @@ static void bare_usage(FILE *f) {
           "state update bitwise (as `onnxtrain verify`), then prints the command that trains. The\n"
           "synthetic data is seeded (--seed): floats N(0,1); integer ids in [0, rows) of the table a\n"
           "Gather reads with them, else in [0, 2); cross-entropy labels in [0, classes). The batch is\n"
-          "the model's, else --batch-size, else 4. Exit 0, or 11 when the two steps differ.\n\n"
+          "the model's, else --batch-size, else 4; other symbolic dims --bind, else 8. Exit 0, or 11\n"
+          "when the two steps differ.\n\n"
           "With data it trains: it is `onnxtrain train MODEL.onnx OPTIONS` with\n"
           "  -o                        default MODEL.tuned.onnx in the current folder (the model's file\n"
           "                            name with .onnx replaced). If that file exists nothing runs\n"
@@ -196,9 +199,46 @@ static ot_status run_step(const bare *b, ot_model *m, ot_dataset *d, int64_t bat
     return st;
 }
 
+/* Whether a --bind spec ("NAME=SIZE[,NAME=SIZE]") names the dim. */
+static bool bound_by_user(const bare *b, const char *dim) {
+    size_t n = strlen(dim);
+    for (int i = 0; i < b->ca.bind.n; i++)
+        for (const char *p = b->ca.bind.v[i]; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+            if (!strncmp(p, dim, n) && p[n] == '=') return true;
+    return false;
+}
+
+/* The symbolic dims past axis 0 of the model's inputs that no --bind names get
+ * BARE_DIM: without data nothing else fixes them. Specs go to binds[] (each a
+ * malloc'd "NAME=8"), their names to *names for the message. */
+static int default_binds(const bare *b, const ot_graph *g, char **binds, int cap, char *names, size_t n) {
+    int k = 0;
+    names[0] = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const ot_shape *sh = &g->values[g->inputs[i]].shape;
+        for (int a = 1; a < sh->rank; a++) {
+            int sym = sh->sym[a];
+            if (sh->dim[a] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || bound_by_user(b, g->syms[sym])) continue;
+            bool dup = false;
+            size_t sl = strlen(g->syms[sym]);
+            for (int j = 0; j < k; j++)
+                dup |= !strncmp(binds[j], g->syms[sym], sl) && binds[j][sl] == '=';
+            if (dup || k == cap) continue;
+            size_t len = strlen(g->syms[sym]) + 24;
+            if (!(binds[k] = malloc(len))) break;
+            snprintf(binds[k++], len, "%s=%d", g->syms[sym], BARE_DIM);
+            size_t l = strlen(names);
+            snprintf(names + l, n - l, "%s%s", l ? ", " : "", g->syms[sym]);
+        }
+    }
+    return k;
+}
+
 /* The synthetic data: shaped by a plan-only session (no data, --remat none) at the
- * model's batch, --batch-size, or BARE_BATCH. */
-static ot_status synthetic(const bare *b, ot_model *m, ot_dataset *d, int64_t *batch, bool *dflt, ot_error *err) {
+ * model's batch, --batch-size, or BARE_BATCH, and other symbolic dims as --bind
+ * gives them, else BARE_DIM (*dims names those). */
+static ot_status synthetic(const bare *b, ot_model *m, ot_dataset *d, int64_t *batch, bool *dflt, char *dims,
+                           size_t dims_n, ot_error *err) {
     const ot_graph *g = m->graph;
     int64_t want = b->ca.batch_size;
     *dflt =
@@ -207,6 +247,16 @@ static ot_status synthetic(const bare *b, ot_model *m, ot_dataset *d, int64_t *b
     ot_train_options to;
     step_options(b, "none", want, &to);
     to.plan_only = true;
+    enum { MAX_BINDS = 32 };
+    const char *binds[2 * MAX_BINDS];
+    char *own[MAX_BINDS];
+    int n_own = default_binds(b, g, own, MAX_BINDS, dims, dims_n), n_binds = 0;
+    for (int i = 0; i < b->ca.bind.n && n_binds < MAX_BINDS; i++)
+        binds[n_binds++] = b->ca.bind.v[i];
+    for (int i = 0; i < n_own; i++)
+        binds[n_binds++] = own[i];
+    to.bind = binds;
+    to.n_bind = n_binds;
     ot_train_session *s = NULL;
     ot_status st = ot_train_session_new(m, &to, NULL, true, &s, err);
     if (!st) {
@@ -214,6 +264,8 @@ static ot_status synthetic(const bare *b, ot_model *m, ot_dataset *d, int64_t *b
         st = ot_train_synthetic_data(s, b->ca.seed, *batch, d, err);
     }
     ot_train_session_free(s);
+    for (int i = 0; i < n_own; i++)
+        free(own[i]);
     return st;
 }
 
@@ -228,16 +280,24 @@ static void human(double v, char *buf, size_t n) {
         snprintf(buf, n, "%.0f B", v);
 }
 
-/* "[N,16]": an array's shape with the sample axis as N. */
-static void sample_shape(const ot_tensor *t, char *buf, size_t n) {
+/* "[N,16]": an array's shape with the sample axis as N; an axis the model leaves
+ * symbolic (model: its import's shape, or NULL) and no --bind fixes is named, as the
+ * data may give it any size. */
+static void sample_shape(const bare *b, const ot_graph *g, const ot_shape *model, const ot_tensor *t, char *buf,
+                         size_t n) {
     size_t l = (size_t)snprintf(buf, n, "[N");
-    for (int k = 1; k < t->shape.rank && l < n; k++)
-        l += (size_t)snprintf(buf + l, n - l, ",%lld", (long long)t->shape.dim[k]);
+    for (int k = 1; k < t->shape.rank && l < n; k++) {
+        int sym = model && k < model->rank && model->dim[k] < 0 ? model->sym[k] : -1;
+        if (sym >= 0 && !bound_by_user(b, g->syms[sym]))
+            l += (size_t)snprintf(buf + l, n - l, ",%s", g->syms[sym]);
+        else
+            l += (size_t)snprintf(buf + l, n - l, ",%lld", (long long)t->shape.dim[k]);
+    }
     if (l < n) snprintf(buf + l, n - l, "]");
 }
 
-static void print_plan(const bare *b, const char *policy, int64_t batch, bool dflt, const bare_step *v0,
-                       const bare_step *v1) {
+static void print_plan(const bare *b, const char *policy, int64_t batch, bool dflt, const char *dims,
+                       const bare_step *v0, const bare_step *v1) {
     char pk0[32], pk1[32], sv[32];
     double p0 = (double)v0->r.planned_peak, p1 = (double)v1->r.planned_peak, saved = p0 - p1;
     human(p0, pk0, sizeof pk0);
@@ -248,6 +308,7 @@ static void print_plan(const bare *b, const char *policy, int64_t batch, bool df
            : b->ca.batch_size ? ""
                               : " (the model's)",
            ot_optim_kind_name(b->ca.optim));
+    if (*dims) printf("  %s = %d (a small default without data; --bind NAME=SIZE for another)\n", dims, BARE_DIM);
     char budget[64] = "";
     if (v1->ms.budget > 0) {
         char hb[32];
@@ -277,11 +338,15 @@ static int print_verify(const bare *b, const char *policy, const ot_dataset *d, 
                         const bare_step *v1) {
     printf("\nverify: one step with --remat none and one with --remat %s on synthetic data (--seed %llu):\n", policy,
            (unsigned long long)b->ca.seed);
+    int w = 6; /* "labels" */
+    for (int i = 0; i < d->n_arrays; i++)
+        if (strcmp(d->arrays[i].name, OT_DATA_LABELS) && (int)strlen(d->arrays[i].name) > w)
+            w = (int)strlen(d->arrays[i].name);
     for (int i = 0; i < d->n_arrays; i++) {
         const ot_data_array *a = &d->arrays[i];
         char sh[128];
         ot_shape_str(NULL, &a->t->shape, sh, sizeof sh);
-        printf("  %-12s %s %s\n", strcmp(a->name, OT_DATA_LABELS) ? a->name : "labels", sh, a->path);
+        printf("  %-*s %s %s\n", w, strcmp(a->name, OT_DATA_LABELS) ? a->name : "labels", sh, a->path);
     }
     int n_diff = 0, n = v0->r.n < v1->r.n ? v0->r.n : v1->r.n;
     for (int i = 0; i < n; i++) {
@@ -311,7 +376,7 @@ static void placeholder(const char *name, char *buf, size_t n) {
     snprintf(buf + l, n - l, "%s.npy", l ? "" : "INPUT");
 }
 
-static void print_command(const bare *b, const ot_dataset *d) {
+static void print_command(const bare *b, const ot_graph *g, const char *dims, const ot_dataset *d) {
     printf("\nto train, give it data (.npy files, samples along axis 0):\n  onnxtrain");
     for (int i = 0; i < b->argc; i++)
         print_word(stdout, b->argv[i]);
@@ -330,9 +395,11 @@ static void print_command(const bare *b, const ot_dataset *d) {
         char ph[300], sh[128];
         bool labels = !strcmp(a->name, OT_DATA_LABELS);
         placeholder(labels ? "labels" : a->name, ph, sizeof ph);
-        sample_shape(a->t, sh, sizeof sh);
+        int v = labels ? -1 : ot_graph_find_value(g, a->name);
+        sample_shape(b, g, v >= 0 ? &g->values[v].shape : NULL, a->t, sh, sizeof sh);
         printf("%s %s is %s %s", i ? ";" : "", ph, ot_dtype_name(a->t->dtype), sh);
         if (labels && b->ca.loss.kind == OT_LOSS_CROSS_ENTROPY) printf(" class indices");
+        if (labels && *dims) printf(" (as planned, with %s %d)", dims, BARE_DIM);
     }
     if (b->out) {
         printf(".\n  It writes %s.\n", b->out);
@@ -351,16 +418,17 @@ static ot_status dry_run(const bare *b, const char *policy, ot_error *err) {
     bare_step v0 = {0}, v1 = {0};
     int64_t batch = 0;
     bool dflt = false;
+    char dims[256] = "";
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     ot_status st = ot_model_load(b->model, &io, &m, err); /* once, for every session below */
-    if (!st) st = synthetic(b, m, &d, &batch, &dflt, err);
+    if (!st) st = synthetic(b, m, &d, &batch, &dflt, dims, sizeof dims, err);
     if (!st) st = run_step(b, m, &d, batch, "none", &v0, err);
     if (!st) st = run_step(b, m, &d, batch, policy, &v1, err);
     if (!st) {
         printf("%s: no --input or --labels, so nothing is trained or written. Without data:\n\n", b->model);
-        print_plan(b, policy, batch, dflt, &v0, &v1);
+        print_plan(b, policy, batch, dflt, dims, &v0, &v1);
         int n_diff = print_verify(b, policy, &d, &v0, &v1);
-        print_command(b, &d);
+        print_command(b, m->graph, dims, &d);
         if (n_diff)
             st = ot_fail(err, OT_E_MISMATCH, "%d tensors differ between --remat none and --remat %s", n_diff, policy);
     }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli_run.h"
+#include "fixtures/onnx_builder.h"
 #include "importer/importer.h"
 #include "test_files.h"
 
@@ -76,7 +77,7 @@ static void test_no_data_every_sample(void **state) {
     }
     /* the integer input is named with the range of its table */
     assert_int_equal(run(BIN " " S "tinygpt.onnx --seed 3"), 0);
-    expect_output("tokens       [4,16] synthetic int64 ids in [0, 64): rows of 'tok.weight'");
+    expect_output("tokens [4,16] synthetic int64 ids in [0, 64): rows of 'tok.weight'");
     expect_output("onnxtrain " S "tinygpt.onnx --seed 3 --input tokens=TOKENS.npy --labels LABELS.npy");
     expect_output("(--seed 3)");
 }
@@ -190,12 +191,48 @@ static void test_typo_and_help(void **state) {
     expect_output("ops (2 kinds)");
 }
 
+/* x float32 [batch,seq,4] -> MatMul([4,3]) -> logits [batch,seq,3]: a sequence
+ * length only the data (or --bind) fixes. */
+static void write_seq_model(const char *path) {
+    mb *b = mb_new(17);
+    int64_t wd[2] = {4, 3}, xd[3] = {-1, -1, 4};
+    float w[12];
+    for (int i = 0; i < 12; i++)
+        w[i] = 0.1f * (float)(i % 5) - 0.2f;
+    mb_init_f32(b, "w", 2, wd, w);
+    const char *syms[3] = {"batch", "seq", NULL};
+    mb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, xd, syms);
+    mb_node(b, "MatMul", "mm", "x,w", "logits");
+    mb_output(b, "logits", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    assert_int_equal(mb_write(b, path), 0);
+    mb_free(b);
+}
+
+/* Without data a symbolic dim past the batch gets a small default, said so, and the
+ * command names it; --bind overrides it. */
+static void test_symbolic_dims(void **state) {
+    (void)state;
+    assert_int_equal(setup(NULL), 0);
+    write_seq_model(TMP "/run/seq.onnx");
+    assert_int_equal(run(BIN " seq.onnx"), 0);
+    expect_output("seq = 8 (a small default without data");
+    expect_output("x      [4,8,4] synthetic float32 N(0,1)");
+    expect_output("labels [4,8] synthetic class labels in [0, 3)");
+    expect_output("where X.npy is float32 [N,seq,4]; LABELS.npy is int64 [N,8] class indices (as planned, with seq 8)");
+    expect_output("bitwise equal: 0 of 2 tensors differ");
+    assert_int_equal(run(BIN " seq.onnx --bind seq=3"), 0);
+    expect_output("x      [4,3,4] synthetic");
+    expect_output("where X.npy is float32 [N,3,4]");
+    assert_false(exists(TMP "/run/seq.tuned.onnx"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_no_data_every_sample, setup),
         cmocka_unit_test_setup(test_with_data_every_sample, setup),
         cmocka_unit_test_setup(test_options_anywhere, setup),
         cmocka_unit_test_setup(test_typo_and_help, setup),
+        cmocka_unit_test_setup(test_symbolic_dims, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
