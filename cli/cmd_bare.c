@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "kernels/kernel.h"
+#include "train/outputs.h"
 #include "train/train.h"
 #include "train/train_synthetic.h"
 
@@ -412,6 +413,17 @@ static void print_command(const bare *b, const ot_graph *g, const char *dims, co
     printf("  Every option of `onnxtrain train --help` applies.\n");
 }
 
+/* The tuned model the printed command would write passes train's output checks
+ * (train/outputs.h) now, so the command does not fail later for a reason known today. */
+static ot_status check_printed_output(const bare *b, const ot_model *m, ot_error *err) {
+    ot_run_files f = {0};
+    ot_status st = ot_run_files_model(&f, m, err);
+    if (!st) st = ot_run_files_output(&f, "-o", b->out ? b->out : b->default_out, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_check(&f, err);
+    ot_run_files_free(&f);
+    return st;
+}
+
 static ot_status dry_run(const bare *b, const char *policy, ot_error *err) {
     ot_model *m = NULL;
     ot_dataset d = {0};
@@ -421,6 +433,7 @@ static ot_status dry_run(const bare *b, const char *policy, ot_error *err) {
     char dims[256] = "";
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     ot_status st = ot_model_load(b->model, &io, &m, err); /* once, for every session below */
+    if (!st) st = check_printed_output(b, m, err);
     if (!st) st = synthetic(b, m, &d, &batch, &dflt, dims, sizeof dims, err);
     if (!st) st = run_step(b, m, &d, batch, "none", &v0, err);
     if (!st) st = run_step(b, m, &d, batch, policy, &v1, err);
