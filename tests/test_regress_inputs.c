@@ -262,6 +262,24 @@ static void test_damaged_npy(void **state) {
     expect_npy(TMP "/object.npy", OT_E_UNSUPPORTED, "unsupported .npy dtype '|O'");
     write_npy(TMP "/short_data.npy", ok, (unsigned)strlen(ok), 23);
     expect_npy(TMP "/short_data.npy", OT_E_PARSE, "truncated .npy data: header says 24 bytes, file has 23");
+    /* the committed fixtures (tests/fixtures/regress/make_inputs.py, also fuzz seeds) */
+    const struct {
+        const char *file;
+        ot_status code;
+        const char *needle;
+    } fx[] = {
+        {"npy_cut_header.npy", OT_E_PARSE, "truncated .npy header"},
+        {"npy_header_len_lies.npy", OT_E_PARSE, "truncated .npy header"},
+        {"npy_huge_shape.npy", OT_E_DATA, "too large"},
+        {"npy_fortran.npy", OT_E_UNSUPPORTED, "Fortran order"},
+        {"npy_descr_object.npy", OT_E_UNSUPPORTED, "unsupported .npy dtype '|O'"},
+        {"npy_short_data.npy", OT_E_PARSE, "truncated .npy data"},
+    };
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/tests/fixtures/regress/%s", OT_SOURCE_DIR, fx[i].file);
+        expect_npy(p, fx[i].code, fx[i].needle);
+    }
     /* through the CLI: the documented exit codes, and the input files untouched */
     struct stat before, after;
     assert_int_equal(stat(TMP "/short_data.npy", &before), 0);
@@ -288,7 +306,8 @@ static void test_batcher_refuses_negative_k(void **state) {
     assert_int_equal(e, 5);
     const int64_t *idx = ot_batcher_batch(&b, INT64_MAX, &e); /* huge but valid: an epoch far away */
     assert_non_null(idx);
-    for (int i = 0; i < 4; i++) assert_true(idx[i] >= 0 && idx[i] < 10);
+    for (int i = 0; i < 4; i++)
+        assert_true(idx[i] >= 0 && idx[i] < 10);
     ot_batcher_free(&b);
 }
 

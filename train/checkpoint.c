@@ -295,10 +295,6 @@ static ot_status get_tensor(rbuf *r, uint32_t i, const char *what, ot_checkpoint
         st = ot_fail(err, OT_E_DATA, "%s: tensor %u: name %s", what, i, name_len ? "holds a NUL byte" : "is empty");
         goto done;
     }
-    if (ot_checkpoint_find_tensor(c, name)) {
-        st = ot_fail(err, OT_E_DATA, "%s: tensor '%s' appears twice", what, name);
-        goto done;
-    }
     if (kind > OT_CKPT_OPT_STATE || !ot_dtype_supported((ot_dtype)dt) || rank > OT_MAX_RANK) {
         st = ot_fail(err, OT_E_DATA, "%s: tensor '%s': %s %u is not valid", what, name,
                      kind > OT_CKPT_OPT_STATE ? "kind" : rank > OT_MAX_RANK ? "rank (above 8)" : "dtype",

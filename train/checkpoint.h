@@ -93,7 +93,8 @@ ot_status ot_checkpoint_read(const char *path, ot_checkpoint *out, ot_error *err
 /* The checks a decoded checkpoint passes (train/checkpoint_validate.c): step >= 0;
  * batch size, --accum and sample count >= 1 and consistent; micro-batches, epoch and
  * batch in the epoch exactly what the step gives; loss, optimizer and schedule known;
- * every float finite; no negative count. OT_E_DATA naming `what` and the field. */
+ * every float finite; no negative count; tensor names unique. OT_E_DATA naming `what`
+ * and the field. */
 ot_status ot_checkpoint_validate(const ot_checkpoint *c, const char *what, ot_error *err);
 
 /* Writes DIR/ckpt-<step>.otc (creating DIR if missing) and removes all but the

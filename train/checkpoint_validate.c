@@ -6,6 +6,7 @@
  * size, --accum and the sample count). What depends on the run (the model's params,
  * the settings) is checked when the checkpoint is restored (train_checkpoint.c). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autodiff/autodiff.h" /* ot_loss_kind */
@@ -25,15 +26,15 @@ static ot_status check_counts(const ot_checkpoint *c, const char *what, ot_error
     if (c->step < 0) return BAD("step", "%lld, negative", (long long)c->step);
     int64_t micro;
     if (__builtin_mul_overflow(c->step, s->accum, &micro) || micro != c->micro_batches)
-        return BAD("micro_batches", "%lld, not step %lld x accum %lld", (long long)c->micro_batches,
-                   (long long)c->step, (long long)s->accum);
+        return BAD("micro_batches", "%lld, not step %lld x accum %lld", (long long)c->micro_batches, (long long)c->step,
+                   (long long)s->accum);
     int64_t per_epoch = s->n_samples / s->batch_size;
     if (c->epoch != micro / per_epoch)
         return BAD("epoch", "%lld; %lld micro-batches of %lld per epoch end in epoch %lld", (long long)c->epoch,
                    (long long)micro, (long long)per_epoch, (long long)(micro / per_epoch));
     if (c->epoch_batch != micro % per_epoch)
-        return BAD("epoch_batch", "%lld; %lld micro-batches of %lld per epoch end at batch %lld", (long long)c->epoch_batch,
-                   (long long)micro, (long long)per_epoch, (long long)(micro % per_epoch));
+        return BAD("epoch_batch", "%lld; %lld micro-batches of %lld per epoch end at batch %lld",
+                   (long long)c->epoch_batch, (long long)micro, (long long)per_epoch, (long long)(micro % per_epoch));
     if (s->memory_budget < 0) return BAD("memory_budget", "%lld, negative", (long long)s->memory_budget);
     return OT_OK;
 }
@@ -48,9 +49,8 @@ static ot_status check_optim(const ot_checkpoint *c, const char *what, ot_error 
     const struct {
         const char *name;
         double v;
-    } f[] = {{"lr", o->lr},       {"momentum", o->momentum}, {"weight_decay", o->weight_decay},
-             {"beta1", o->beta1}, {"beta2", o->beta2},       {"eps", o->eps},
-             {"clip_grad_norm", o->clip_grad_norm}};
+    } f[] = {{"lr", o->lr},       {"momentum", o->momentum}, {"weight_decay", o->weight_decay},    {"beta1", o->beta1},
+             {"beta2", o->beta2}, {"eps", o->eps},           {"clip_grad_norm", o->clip_grad_norm}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (!isfinite(f[i].v)) return BAD(f[i].name, "%g, not a finite number", f[i].v);
     if (o->warmup_steps < 0) return BAD("warmup_steps", "%lld, negative", (long long)o->warmup_steps);
@@ -64,8 +64,29 @@ static ot_status check_optim(const ot_checkpoint *c, const char *what, ot_error 
     return OT_OK;
 }
 
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Names are unique: sorted, not compared pairwise, since a crafted file may hold
+ * hundreds of thousands of tiny records. */
+static ot_status check_names(const ot_checkpoint *c, const char *what, ot_error *err) {
+    if (c->n_tensors < 2) return OT_OK;
+    char **names = malloc((size_t)c->n_tensors * sizeof *names);
+    if (!names) return ot_fail(err, OT_E_MEMORY, "%s: out of memory checking %d tensor names", what, c->n_tensors);
+    for (int i = 0; i < c->n_tensors; i++)
+        names[i] = c->tensors[i].name;
+    qsort(names, (size_t)c->n_tensors, sizeof *names, cmp_names);
+    ot_status st = OT_OK;
+    for (int i = 1; i < c->n_tensors && !st; i++)
+        if (!strcmp(names[i - 1], names[i]))
+            st = ot_fail(err, OT_E_DATA, "%s: tensor '%s' appears twice: not a checkpoint this onnxtrain wrote", what,
+                         names[i]);
+    free(names);
+    return st;
+}
+
 ot_status ot_checkpoint_validate(const ot_checkpoint *c, const char *what, ot_error *err) {
     ot_status st = check_counts(c, what, err);
     if (!st) st = check_optim(c, what, err);
+    if (!st) st = check_names(c, what, err);
     return st;
 }
