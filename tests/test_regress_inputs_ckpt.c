@@ -276,15 +276,19 @@ static void test_planted_temporary_names(void **state) {
     fputs("sentinel", f);
     fclose(f);
     const char *links[] = {"ckpt-2.otc.tmp", "ckpt-2.otc.tmp-AAAAAA", "ckpt-2.otc.tmp-000000",
-                           "ckpt-4.otc.tmp", "ckpt-4.otc.tmp-zzzzzz", "ckpt-3.otc.tmp"};
+                           "ckpt-4.otc.tmp", "ckpt-4.otc.tmp-zzzzzz", "ckpt-3.otc.tmp-AAAAAA"};
     char p[600];
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, links[i]);
         unlink(p);
         assert_int_equal(symlink(TMP "/target.txt", p), 0);
     }
-    snprintf(p, sizeof p, "%s/ckpt-2.otc.tmp-fifo00", dir);
-    make_fifo(p);
+    /* FIFOs at the temporary names: opening one for writing would block without a reader */
+    const char *fifos[] = {"ckpt-3.otc.tmp", "ckpt-2.otc.tmp-fifo00", "ckpt-4.otc.tmp-BBBBBB"};
+    for (size_t i = 0; i < sizeof fifos / sizeof fifos[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, fifos[i]);
+        make_fifo(p);
+    }
     /* the library */
     ot_checkpoint c;
     make_ckpt(&c);
