@@ -66,5 +66,6 @@ ot_status ot_grad_pool(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_norm(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_shape(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_loss(ot_grad_ctx *c, const ot_node *n, const int *dy);
+ot_status ot_grad_math(ot_grad_ctx *c, const ot_node *n, const int *dy);
 
 #endif

@@ -101,10 +101,17 @@ ot_status ot_imp_convert_attr(const char *file, const char *dir, ot_node *n, con
     case OT_ATTR_UNDEFINED:
         return ot_fail(err, OT_E_MODEL, "%s: node '%s' (%s): attribute '%s' has no type and no value", file,
                        n->name, n->op_type, aname);
-    default: /* sparse tensors, type protos, lists of tensors */
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS:
         a->type = OT_ATTR_OTHER;
         *nested = true;
         break;
+    default: /* not an AttributeType at all: a corrupt or crafted model */
+        return ot_fail(err, OT_E_MODEL, "%s: node '%s' (%s): attribute '%s' has type %d, which ONNX does not define",
+                       file, n->name, n->op_type, aname, t);
     }
     return OT_OK;
 }
@@ -173,6 +180,11 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_REDUCE_SUM] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
     [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = {{"ignore_index", OT_ATTR_INT}, {"reduction", OT_ATTR_STRING}},
     [OT_OP_NLL_LOSS] = {{"ignore_index", OT_ATTR_INT}, {"reduction", OT_ATTR_STRING}},
+    /* ---- comparison, logic and pointwise math (issue 13) ---- */
+    [OT_OP_IS_INF] = {{"detect_negative", OT_ATTR_INT}, {"detect_positive", OT_ATTR_INT}},
+    [OT_OP_HARD_SIGMOID] = {{"alpha", OT_ATTR_FLOAT}, {"beta", OT_ATTR_FLOAT}},
+    [OT_OP_MOD] = {{"fmod", OT_ATTR_INT}},
+    [OT_OP_CAST_LIKE] = {{"saturate", OT_ATTR_INT}},
 };
 
 static const char *type_name(ot_attr_type t) {

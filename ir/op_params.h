@@ -34,6 +34,7 @@ typedef enum ot_params_kind {
     OT_PARAMS_REDUCE,
     OT_PARAMS_LAYOUT,
     OT_PARAMS_OPTIM,
+    OT_PARAMS_MATH,
 } ot_params_kind;
 
 /* Gemm */
@@ -126,6 +127,14 @@ typedef struct ot_optim_params {
     bool decoupled;     /* Adam: AdamW's decay */
 } ot_optim_params;
 
+/* HardSigmoid, IsInf, Mod and the backward ops of issue 13's pointwise math */
+typedef struct ot_math_params {
+    float alpha, beta;                    /* HardSigmoid(Grad): 0.2, 0.5 */
+    bool detect_negative, detect_positive; /* IsInf: both by default */
+    bool fmod;                            /* Mod, ModGrad: 0 by default */
+    int index;                            /* MaxGrad, MinGrad: the input whose gradient */
+} ot_math_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -138,6 +147,7 @@ typedef struct ot_op_params {
         ot_reduce_params reduce;
         ot_layout_params layout;
         ot_optim_params optim;
+        ot_math_params math;
     } u;
 } ot_op_params;
 
