@@ -4,7 +4,8 @@
 # samples/*.onnx and, when pip's onnx is installed, ONNX's backend node-test models
 # for fuzz_model, plus the hostile models of tests/fixtures/regress/ (make_regress.py,
 # make_bad_models.py: deep nesting, NULs in strings, absurd opsets and attributes);
-# tests/fixtures/npy/*.npy plus a few hand-made headers for fuzz_npy.
+# tests/fixtures/npy/*.npy plus a few hand-made headers for fuzz_npy; the crafted
+# checkpoints of tests/fixtures/regress/*.otc (make_inputs.py) for fuzz_checkpoint.
 # Exits non-zero if any harness crashed, leaked, hung or over-allocated, and prints
 # the reproducer's path; replay one with  build-fuzz/fuzz/<harness> <file>.
 # Environment: BUILD_DIR (default build-fuzz), JOBS (build parallelism).
@@ -19,11 +20,11 @@ mkdir -p "$BUILD"
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DOT_SANITIZE=ON -DOT_FUZZ=ON \
   -DOT_CUDA=OFF -DOT_WERROR=ON >"$BUILD/fuzz-configure.log" 2>&1 || { cat "$BUILD/fuzz-configure.log"; exit 2; }
-cmake --build "$BUILD" --target fuzz_model fuzz_npy -j"$JOBS" >"$BUILD/fuzz-build.log" 2>&1 || { tail -50 "$BUILD/fuzz-build.log"; exit 2; }
+cmake --build "$BUILD" --target fuzz_model fuzz_npy fuzz_checkpoint -j"$JOBS" >"$BUILD/fuzz-build.log" 2>&1 || { tail -50 "$BUILD/fuzz-build.log"; exit 2; }
 
 # ---- seed corpus (generated, never committed) ----------------------------------
 SEEDS=$BUILD/seeds
-rm -rf "$SEEDS" && mkdir -p "$SEEDS/model" "$SEEDS/npy"
+rm -rf "$SEEDS" && mkdir -p "$SEEDS/model" "$SEEDS/npy" "$SEEDS/ckpt"
 cp "$ROOT"/samples/*.onnx "$SEEDS/model/"
 NODE_DIR=$(cd /tmp && python3 -I -c "import os, onnx; print(os.path.join(os.path.dirname(onnx.__file__), 'backend', 'test', 'data', 'node'))" 2>/dev/null || true)
 if [ -n "$NODE_DIR" ] && [ -d "$NODE_DIR" ]; then
@@ -33,7 +34,8 @@ fi
 cp "$ROOT"/tests/fixtures/npy/*.npy "$SEEDS/npy/"
 cp "$ROOT"/tests/fixtures/regress/*.npy "$SEEDS/npy/" 2>/dev/null || true
 cp "$ROOT"/tests/fixtures/regress/*.onnx "$SEEDS/model/" 2>/dev/null || true
-echo "fuzz/run.sh: seeds: $(ls "$SEEDS/model" | wc -l) models, $(ls "$SEEDS/npy" | wc -l) .npy files"
+cp "$ROOT"/tests/fixtures/regress/*.otc "$SEEDS/ckpt/"
+echo "fuzz/run.sh: seeds: $(ls "$SEEDS/model" | wc -l) models, $(ls "$SEEDS/npy" | wc -l) .npy files, $(ls "$SEEDS/ckpt" | wc -l) checkpoints"
 
 # ---- run ----------------------------------------------------------------------
 # -malloc_limit_mb: inputs are at most a few hundred KB, so an allocation of 512 MB
@@ -44,11 +46,12 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fail=0
-for h in fuzz_model fuzz_npy; do
+for h in fuzz_model fuzz_npy fuzz_checkpoint; do
   corpus=$BUILD/corpus/$h arts=$BUILD/crashes/$h
   mkdir -p "$corpus" "$arts"
   seeds=$SEEDS/npy
   [ $h = fuzz_model ] && seeds=$SEEDS/model
+  [ $h = fuzz_checkpoint ] && seeds=$SEEDS/ckpt
   log=$BUILD/$h.log
   echo "fuzz/run.sh: $h for ${SECONDS_EACH}s (log $log)"
   # A fixed seed and run count make a CI run repeatable: with the same seeds, the same

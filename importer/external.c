@@ -4,7 +4,6 @@
  * symlinks that lead out of the folder and hard links are refused, as are offsets and
  * lengths that are negative, not numbers, or past the end of the file. */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "import_internal.h"
+#include "ir/input_file.h"
 
 typedef struct ext_spec {
     const char *location;
@@ -74,7 +74,7 @@ static ot_status parse_spec(const Onnx__TensorProto *t, const char *tname, ext_s
 static ot_status open_confined(const char *tname, const char *dir, const char *loc, int *fd, uint64_t *fsize,
                                ot_error *err) {
     *fd = -1;
-    char *full = NULL, *real_dir = NULL, *real_file = NULL;
+    char *full = NULL, *real_dir = NULL, *real_file = NULL, *what = NULL;
     ot_status st = OT_OK;
     if (!dir) {
         st = ot_fail(err, OT_E_UNSUPPORTED,
@@ -131,15 +131,19 @@ static ot_status open_confined(const char *tname, const char *dir, const char *l
                      tname, full, real_file, real_dir);
         goto fail;
     }
-    /* Open the resolved path so the file read is the file checked. */
-    *fd = open(real_file, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    if (*fd < 0 || fstat(*fd, &sb) != 0) {
-        st = ot_fail(err, OT_E_IO, "tensor '%s': external data file '%s': %s", tname, full, strerror(errno));
+    /* Open the resolved path so the file read is the file checked; regular files only,
+     * without waiting (ir/input_file.h): a FIFO here would block the import forever. */
+    size_t wn = strlen(tname) + strlen(full) + 40;
+    what = malloc(wn);
+    if (!what) {
+        st = ot_fail(err, OT_E_MEMORY, "out of memory");
         goto fail;
     }
-    if (!S_ISREG(sb.st_mode)) {
-        st = ot_fail(err, OT_E_MODEL, "tensor '%s': external data file '%s' is not a regular file", tname, full);
+    snprintf(what, wn, "tensor '%s': external data file '%s'", tname, full);
+    if ((st = ot_input_open(real_file, what, fd, fsize, err))) goto fail;
+    struct stat sb;
+    if (fstat(*fd, &sb) != 0) {
+        st = ot_fail(err, OT_E_IO, "%s: %s", what, strerror(errno));
         goto fail;
     }
     /* A hard link is a second name for a file that may live outside the folder (an
@@ -151,12 +155,12 @@ static ot_status open_confined(const char *tname, const char *dir, const char *l
                      tname, full, (unsigned long)sb.st_nlink);
         goto fail;
     }
-    *fsize = (uint64_t)sb.st_size;
     goto done;
 fail:
     if (*fd >= 0) close(*fd);
     *fd = -1;
 done:
+    free(what);
     free(full);
     free(real_dir);
     free(real_file);

@@ -4,13 +4,12 @@
  * buffer that keeps it, so loading holds the weights once. Files are read with pread,
  * not mapped, so a file cut short while we read it is an I/O error, not a SIGBUS. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "import_internal.h"
+#include "ir/input_file.h"
 
 /* Large enough that scanning a graph of 10^5 nodes takes few system calls, small
  * enough to be noise next to any model. */
@@ -28,21 +27,18 @@ ot_status ot_imp_src_open(ot_imp_src *s, const char *path, ot_error *err) {
     memset(s, 0, sizeof *s);
     s->fd = -1;
     s->name = path;
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return ot_fail(err, OT_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    /* Devices and pipes are refused, as the .npy reader does: /dev/zero has no end. */
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return ot_fail(err, OT_E_IO, "%s: not a regular file", path);
-    }
-    if ((uint64_t)sb.st_size > OT_MAX_PROTO_FILE_BYTES) {
+    /* Regular files only, opened without waiting (ir/input_file.h): /dev/zero has no
+     * end and a FIFO would block until a writer appears. */
+    int fd;
+    uint64_t size;
+    ot_status st = ot_input_open(path, NULL, &fd, &size, err);
+    if (st) return st;
+    if (size > OT_MAX_PROTO_FILE_BYTES) {
         close(fd);
         return ot_imp_too_big_for_protobuf(path, err);
     }
     s->fd = fd;
-    s->size = (uint64_t)sb.st_size;
+    s->size = size;
     return OT_OK;
 }
 
@@ -54,22 +50,6 @@ void ot_imp_src_close(ot_imp_src *s) {
     s->win_len = 0;
 }
 
-/* pread until n bytes or end of file; false (errno set, 0 at end of file) if short. */
-static bool pread_all(int fd, uint64_t off, uint8_t *dst, size_t n) {
-    while (n) {
-        ssize_t got = pread(fd, dst, n, (off_t)off);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) {
-            if (got == 0) errno = 0;
-            return false;
-        }
-        dst += got;
-        off += (uint64_t)got;
-        n -= (size_t)got;
-    }
-    return true;
-}
-
 ot_status ot_imp_src_read(ot_imp_src *s, uint64_t off, void *dst, size_t n, ot_error *err) {
     if (off > s->size || n > s->size - off)
         return ot_fail(err, OT_E_INTERNAL, "%s: read of %zu bytes at offset %llu is past the end (%llu bytes)", s->name,
@@ -79,7 +59,7 @@ ot_status ot_imp_src_read(ot_imp_src *s, uint64_t off, void *dst, size_t n, ot_e
         memcpy(dst, s->mem + off, n);
         return OT_OK;
     }
-    if (!pread_all(s->fd, off, dst, n)) {
+    if (!ot_input_pread(s->fd, off, dst, n)) {
         /* The size was taken when the file was opened: a short read means it changed. */
         if (errno) return ot_fail(err, OT_E_IO, "%s: read error: %s", s->name, strerror(errno));
         return ot_fail(err, OT_E_IO, "%s: the file became shorter while it was being loaded", s->name);

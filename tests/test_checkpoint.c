@@ -103,12 +103,12 @@ static void make_ckpt(ot_checkpoint *c, int64_t step) {
     memset(c, 0, sizeof *c);
     c->fingerprint = 0x0123456789abcdefULL;
     c->step = step;
-    c->micro_batches = 2 * step;
-    c->epoch = step / 3;
-    c->epoch_batch = step % 3;
+    c->micro_batches = 2 * step; /* accum 2; 35 samples in batches of 4: 8 batches per epoch */
+    c->epoch = 2 * step / 8;
+    c->epoch_batch = 2 * step % 8;
     c->set.batch_size = 4;
     c->set.accum = 2;
-    c->set.n_samples = 7;
+    c->set.n_samples = 35;
     c->set.seed = 99;
     c->set.loss_kind = 1;
     ot_optim_config_default(&c->set.optim, OT_OPTIM_ADAM);
@@ -143,7 +143,7 @@ static void test_roundtrip(void **state) {
     assert_int_equal(d.epoch_batch, 2);
     assert_int_equal(d.set.batch_size, 4);
     assert_int_equal(d.set.accum, 2);
-    assert_int_equal(d.set.n_samples, 7);
+    assert_int_equal(d.set.n_samples, 35);
     assert_int_equal(d.set.seed, 99);
     assert_int_equal(d.set.loss_kind, 1);
     assert_int_equal(d.set.optim.kind, OT_OPTIM_ADAM);

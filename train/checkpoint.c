@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ir/atomic_file.h"
+#include "ir/input_file.h"
 #include "train/checkpoint.h"
 
 static const char CKPT_MAGIC[8] = {'O', 'N', 'N', 'X', 'T', 'C', 'K', 'P'};
@@ -229,8 +230,9 @@ static double get_f64(rbuf *r) {
     memcpy(&v, &u, 8);
     return v;
 }
-/* A string into a fresh buffer (NULL on a short read or no memory). */
-static char *get_str(rbuf *r) {
+/* A string into a fresh buffer (NULL on a short read or no memory); *len gets its
+ * length as stored, which differs from strlen when it holds a NUL byte. */
+static char *get_str(rbuf *r, size_t *len) {
     uint32_t n = get_u32(r);
     if (r->short_read || n > r->n - r->at) {
         r->short_read = true;
@@ -241,21 +243,29 @@ static char *get_str(rbuf *r) {
     memcpy(s, r->p + r->at, n);
     s[n] = 0;
     r->at += n;
+    *len = n;
     return s;
 }
 
-static void get_settings(rbuf *r, ot_ckpt_settings *s) {
+/* Reads the settings; a flag that is neither 0 nor 1 (the writer writes nothing
+ * else) or a remat name that does not fit is reported through *bad, the field's name. */
+static void get_settings(rbuf *r, ot_ckpt_settings *s, const char **bad) {
+    *bad = NULL;
     s->batch_size = get_i64(r);
     s->accum = get_i64(r);
     s->n_samples = get_i64(r);
     s->seed = get_u64(r);
-    s->no_shuffle = get_u32(r) != 0;
+    uint32_t no_shuffle = get_u32(r);
+    if (no_shuffle > 1) *bad = "no_shuffle (a flag, not 0 or 1)";
+    s->no_shuffle = no_shuffle != 0;
     s->loss_kind = (int)get_u32(r);
     ot_optim_config *o = &s->optim;
     o->kind = (ot_optim_kind)get_u32(r);
     o->lr = get_f64(r);
     o->momentum = get_f64(r);
-    o->nesterov = get_u32(r) != 0;
+    uint32_t nesterov = get_u32(r);
+    if (nesterov > 1 && !*bad) *bad = "nesterov (a flag, not 0 or 1)";
+    o->nesterov = nesterov != 0;
     o->weight_decay = get_f64(r);
     o->beta1 = get_f64(r);
     o->beta2 = get_f64(r);
@@ -264,10 +274,54 @@ static void get_settings(rbuf *r, ot_ckpt_settings *s) {
     o->schedule = (ot_schedule_kind)get_u32(r);
     o->warmup_steps = get_i64(r);
     o->total_steps = get_i64(r);
-    char *remat = get_str(r);
+    size_t remat_len = 0;
+    char *remat = get_str(r, &remat_len);
+    if (remat && (remat_len >= sizeof s->remat || strlen(remat) != remat_len) && !*bad)
+        *bad = "remat (the policy name is too long or holds a NUL byte)";
     snprintf(s->remat, sizeof s->remat, "%s", remat ? remat : "");
     free(remat);
     s->memory_budget = get_i64(r);
+}
+
+/* One tensor record: str name, u32 kind, u32 dtype, u32 rank, i64 dims, u64 nbytes,
+ * the bytes. Every field is checked before anything is allocated for it. */
+static ot_status get_tensor(rbuf *r, uint32_t i, const char *what, ot_checkpoint *c, ot_error *err) {
+    size_t name_len = 0;
+    char *name = get_str(r, &name_len);
+    uint32_t kind = get_u32(r), dt = get_u32(r), rank = get_u32(r);
+    ot_status st = OT_OK;
+    if (!name) return ot_fail(err, OT_E_DATA, "%s: tensor %u: truncated name", what, i);
+    if (!name_len || strlen(name) != name_len) {
+        st = ot_fail(err, OT_E_DATA, "%s: tensor %u: name %s", what, i, name_len ? "holds a NUL byte" : "is empty");
+        goto done;
+    }
+    if (kind > OT_CKPT_OPT_STATE || !ot_dtype_supported((ot_dtype)dt) || rank > OT_MAX_RANK) {
+        st = ot_fail(err, OT_E_DATA, "%s: tensor '%s': %s %u is not valid", what, name,
+                     kind > OT_CKPT_OPT_STATE ? "kind" : rank > OT_MAX_RANK ? "rank (above 8)" : "dtype",
+                     kind > OT_CKPT_OPT_STATE ? kind : rank > OT_MAX_RANK ? rank : dt);
+        goto done;
+    }
+    int64_t dims[OT_MAX_RANK] = {0};
+    for (uint32_t k = 0; k < rank; k++)
+        if ((dims[k] = get_i64(r)) < 0 && !r->short_read) {
+            st = ot_fail(err, OT_E_DATA, "%s: tensor '%s': negative dim %lld", what, name, (long long)dims[k]);
+            goto done;
+        }
+    ot_shape shape = ot_shape_make((int)rank, dims);
+    uint64_t nbytes = get_u64(r);
+    int64_t numel = ot_shape_numel(&shape);
+    size_t esize = ot_dtype_size((ot_dtype)dt);
+    /* numel * esize may wrap: compare by division */
+    if (r->short_read || nbytes > r->n - r->at || numel < 0 || nbytes % esize || (uint64_t)numel != nbytes / esize) {
+        st = ot_fail(err, OT_E_DATA, "%s: tensor '%s': inconsistent dtype, shape and size", what, name);
+        goto done;
+    }
+    if ((st = ot_checkpoint_add(c, name, (ot_ckpt_kind)kind, (ot_dtype)dt, &shape, r->p + r->at, (size_t)nbytes, err)))
+        goto done;
+    r->at += (size_t)nbytes;
+done:
+    free(name);
+    return st;
 }
 
 ot_status ot_checkpoint_decode(const uint8_t *buf, size_t len, const char *what, ot_checkpoint *out, ot_error *err) {
@@ -279,11 +333,14 @@ ot_status ot_checkpoint_decode(const uint8_t *buf, size_t len, const char *what,
                        len < 8 ? "file too short" : "no ONNXTCKP magic");
     rbuf r = {.p = buf, .n = len, .at = 8};
     uint32_t version = get_u32(&r);
-    (void)get_u32(&r);
+    uint32_t reserved = get_u32(&r);
     uint64_t payload = get_u64(&r), sum = get_u64(&r);
     if (version != OT_CKPT_VERSION)
         return ot_fail(err, OT_E_DATA, "%s: checkpoint format version %u; this onnxtrain reads version %d", what,
                        version, OT_CKPT_VERSION);
+    if (reserved != 0)
+        return ot_fail(err, OT_E_DATA, "%s: field 'reserved' of the header is %u, not 0: not a checkpoint this "
+                       "onnxtrain wrote", what, reserved);
     if (payload != len - CKPT_HEADER)
         return ot_fail(
             err, OT_E_DATA,
@@ -297,40 +354,28 @@ ot_status ot_checkpoint_decode(const uint8_t *buf, size_t len, const char *what,
     c.micro_batches = get_i64(&r);
     c.epoch = get_i64(&r);
     c.epoch_batch = get_i64(&r);
-    get_settings(&r, &c.set);
-    uint32_t n = get_u32(&r);
-    for (uint32_t i = 0; i < n && !r.short_read; i++) {
-        char *name = get_str(&r);
-        ot_ckpt_kind kind = (ot_ckpt_kind)get_u32(&r);
-        ot_dtype dt = (ot_dtype)get_u32(&r);
-        uint32_t rank = get_u32(&r);
-        if (!name || rank > OT_MAX_RANK) {
-            free(name);
-            st = ot_fail(err, OT_E_DATA, "%s: tensor %u: %s", what, i, name ? "rank above 8" : "truncated name");
-            goto fail;
-        }
-        int64_t dims[OT_MAX_RANK] = {0};
-        for (uint32_t k = 0; k < rank; k++)
-            dims[k] = get_i64(&r);
-        ot_shape shape = ot_shape_make((int)rank, dims);
-        uint64_t nbytes = get_u64(&r);
-        int64_t numel = ot_shape_numel(&shape);
-        if (r.short_read || nbytes > r.n - r.at || numel < 0 || ot_dtype_size(dt) == 0 ||
-            (uint64_t)numel * ot_dtype_size(dt) != nbytes) {
-            st = ot_fail(err, OT_E_DATA, "%s: tensor '%s': inconsistent dtype, shape and size", what, name);
-            free(name);
-            goto fail;
-        }
-        st = ot_checkpoint_add(&c, name, kind, dt, &shape, r.p + r.at, (size_t)nbytes, err);
-        free(name);
-        if (st) goto fail;
-        r.at += (size_t)nbytes;
+    const char *bad = NULL;
+    get_settings(&r, &c.set, &bad);
+    if (bad && !r.short_read) {
+        st = ot_fail(err, OT_E_DATA, "%s: field '%s' of the settings is not valid", what, bad);
+        goto fail;
     }
+    uint32_t n = get_u32(&r);
+    /* a record takes at least 24 bytes (empty name, rank 0): a count the bytes cannot hold is refused here,
+     * not after allocating for it */
+    if (!r.short_read && n > (r.n - r.at) / 24) {
+        st = ot_fail(err, OT_E_DATA, "%s: field 'tensor count' is %u, more than the %zu payload bytes left can hold",
+                     what, n, r.n - r.at);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < n && !r.short_read; i++)
+        if ((st = get_tensor(&r, i, what, &c, err))) goto fail;
     if (r.short_read || r.at != r.n) {
         st = ot_fail(err, OT_E_DATA, "%s: malformed checkpoint payload (%s)", what,
                      r.short_read ? "ends early" : "trailing bytes");
         goto fail;
     }
+    if ((st = ot_checkpoint_validate(&c, what, err))) goto fail;
     *out = c;
     return OT_OK;
 fail:
@@ -352,29 +397,14 @@ ot_status ot_checkpoint_write(const ot_checkpoint *c, const char *path, ot_error
 
 ot_status ot_checkpoint_read(const char *path, ot_checkpoint *out, ot_error *err) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ot_fail(err, OT_E_IO, "checkpoint %s: cannot open: %s", path, strerror(errno));
-    ot_status st = OT_OK;
     uint8_t *buf = NULL;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = ot_fail(err, OT_E_IO, "checkpoint %s: not a regular file", path);
-        goto done;
-    }
-    size_t len = (size_t)sb.st_size;
-    buf = malloc(len ? len : 1);
-    if (!buf) {
-        st = ot_fail(err, OT_E_MEMORY, "checkpoint %s: out of memory for %zu bytes", path, len);
-        goto done;
-    }
-    if (fread(buf, 1, len, f) != len) {
-        st = ot_fail(err, OT_E_IO, "checkpoint %s: read failed", path);
-        goto done;
-    }
+    size_t len = 0;
+    /* Regular files only, opened without waiting (ir/input_file.h): a FIFO given as
+     * --resume, or named ckpt-9.otc in a resume folder, is refused, not waited on. */
+    ot_status st = ot_input_read_all(path, NULL, 0, &buf, &len, err);
+    if (st) return err ? ot_error_prefix(err, "checkpoint ") : st;
     st = ot_checkpoint_decode(buf, len, path, out, err);
-done:
     free(buf);
-    fclose(f);
     return st;
 }
 

@@ -80,14 +80,22 @@ uint64_t ot_fnv1a64(uint64_t h, const void *data, size_t n);
 
 /* The whole file in memory (caller frees *buf). */
 ot_status ot_checkpoint_encode(const ot_checkpoint *c, uint8_t **buf, size_t *len, ot_error *err);
-/* Parses a file's bytes; `what` (the path) prefixes every message. */
+/* Parses a file's bytes; `what` (the path) prefixes every message. Every field is
+ * checked (ot_checkpoint_validate), so a checkpoint that decodes can be used. */
 ot_status ot_checkpoint_decode(const uint8_t *buf, size_t len, const char *what, ot_checkpoint *out, ot_error *err);
 
 /* Writes c to `path` through ot_atomic_write (a temporary `path.tmp-XXXXXX`, fsync,
  * rename, fsync of the folder): a crash leaves either the old file or the new one,
  * never half of one. */
 ot_status ot_checkpoint_write(const ot_checkpoint *c, const char *path, ot_error *err);
+/* Reads a regular file only (a FIFO, device or folder: OT_E_IO, never waited on). */
 ot_status ot_checkpoint_read(const char *path, ot_checkpoint *out, ot_error *err);
+/* The checks a decoded checkpoint passes (train/checkpoint_validate.c): step >= 0;
+ * batch size, --accum and sample count >= 1 and consistent; micro-batches, epoch and
+ * batch in the epoch exactly what the step gives; loss, optimizer and schedule known;
+ * every float finite; no negative count; tensor names unique. OT_E_DATA naming `what`
+ * and the field. */
+ot_status ot_checkpoint_validate(const ot_checkpoint *c, const char *what, ot_error *err);
 
 /* Writes DIR/ckpt-<step>.otc (creating DIR if missing) and removes all but the
  * newest `keep` ckpt-*.otc files (keep <= 0: OT_CKPT_DEFAULT_KEEP). The written path

@@ -122,6 +122,9 @@ int64_t ot_batcher_per_epoch(const ot_batcher *b) {
 
 const int64_t *ot_batcher_batch(ot_batcher *b, int64_t k, int64_t *epoch) {
     int64_t per = ot_batcher_per_epoch(b);
+    /* k comes from a step that may have been read from a file (--resume): a negative
+     * one would index before the permutation */
+    if (k < 0 || per < 1 || !b->perm) return NULL;
     int64_t e = k / per;
     if (e != b->epoch) {
         if (b->shuffle)

@@ -55,7 +55,8 @@ void ot_batcher_free(ot_batcher *b);
 /* Full batches per epoch: floor(N / B). */
 int64_t ot_batcher_per_epoch(const ot_batcher *b);
 /* The sample indices of batch `k` (0-based over the whole run: epoch k / per_epoch);
- * *epoch receives its epoch. Returns a pointer to B indices inside b->perm. */
+ * *epoch receives its epoch. Returns a pointer to B indices inside b->perm, or NULL
+ * for a k below 0 or a batcher without a full batch (never an index out of range). */
 const int64_t *ot_batcher_batch(ot_batcher *b, int64_t k, int64_t *epoch);
 /* The permutation of 0..n-1 for (seed, epoch): Fisher–Yates over splitmix64. */
 void ot_shuffle_perm(int64_t *perm, int64_t n, uint64_t seed, uint64_t epoch);

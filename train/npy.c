@@ -10,9 +10,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ir/atomic_file.h"
+#include "ir/input_file.h"
 
 static const unsigned char NPY_MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 /* numpy itself refuses headers over 10000 bytes by default; allow more, but bounded. */
@@ -241,18 +242,20 @@ ot_status ot_npy_read(const char *path, ot_tensor **out, ot_error *err) {
     char *text = NULL;
     size_t off, len;
     npy_header h;
-    struct stat sb;
-    ot_status st;
+    uint64_t size;
+    int fd;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ot_fail(err, OT_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = ot_fail(err, OT_E_IO, "%s: not a regular file", path);
+    /* Regular files only, opened without waiting (ir/input_file.h): a FIFO given as
+     * --input would otherwise block forever, /dev/zero never end. */
+    ot_status st = ot_input_open(path, NULL, &fd, &size, err);
+    if (st) return st;
+    size_t npre = size < sizeof pre ? (size_t)size : sizeof pre;
+    if (!ot_input_pread(fd, 0, pre, npre)) {
+        st = ot_fail(err, OT_E_IO, "%s: read error in the .npy header", path);
         goto fail;
     }
-    size_t npre = fread(pre, 1, sizeof pre, f);
     if ((st = parse_prefix(pre, npre, path, &off, &len, err)) != OT_OK) goto fail;
-    if ((uint64_t)sb.st_size < off + len) {
+    if (size < off + len) {
         st = ot_fail(err, OT_E_PARSE, "%s: truncated .npy header", path);
         goto fail;
     }
@@ -261,25 +264,25 @@ ot_status ot_npy_read(const char *path, ot_tensor **out, ot_error *err) {
         st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", path);
         goto fail;
     }
-    if (fseek(f, (long)off, SEEK_SET) != 0 || fread(text, 1, len, f) != len) {
+    if (!ot_input_pread(fd, off, text, len)) {
         st = ot_fail(err, OT_E_IO, "%s: read error in the .npy header", path);
         goto fail;
     }
     if ((st = parse_dict(text, len, path, &h, err)) != OT_OK) goto fail;
-    if ((st = make_tensor(&h, (uint64_t)sb.st_size - off - len, path, out, err)) != OT_OK) goto fail;
-    if (h.nbytes && fread((*out)->data, 1, h.nbytes, f) != h.nbytes) {
+    if ((st = make_tensor(&h, size - off - len, path, out, err)) != OT_OK) goto fail;
+    if (h.nbytes && !ot_input_pread(fd, off + len, (*out)->data, (size_t)h.nbytes)) {
         st = ot_fail(err, OT_E_IO, "%s: read error in the .npy data (file changed while reading?)", path);
         goto fail;
     }
     normalise_bools(*out);
     free(text);
-    fclose(f);
+    close(fd);
     return OT_OK;
 fail:
     ot_tensor_free(*out);
     *out = NULL;
     free(text);
-    fclose(f);
+    close(fd);
     return st;
 }
 

@@ -112,7 +112,9 @@ static const char *kind_name(ot_ckpt_kind k) {
 
 ot_status ot_train_checkpoint_restore(ot_train_session *s, const ot_dataset *data, const ot_checkpoint *c,
                                       const char *path, ot_error *err) {
-    ot_status st;
+    /* decoding validated the fields already; a checkpoint built in memory gets the same checks */
+    ot_status st = ot_checkpoint_validate(c, path, err);
+    if (st) return st;
     uint64_t fp = ot_train_fingerprint(s);
     if (c->fingerprint != fp)
         return ot_fail(err, OT_E_MODEL,

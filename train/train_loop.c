@@ -446,6 +446,11 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         for (int64_t k = 0; k < K; k++) {
             int64_t mb = step * K + k;
             const int64_t *idx = ot_batcher_batch(&bt, mb, &epoch);
+            if (!idx) {
+                st = ot_fail(err, OT_E_INTERNAL, "training step %lld: micro-batch %lld is outside the data",
+                             (long long)step + 1, (long long)mb);
+                goto done;
+            }
             s->micro = k;
             if ((st = feed(s, data, idx, err)) || (st = run_once(s, MODE_TRAIN, (uint64_t)mb, err))) goto done;
             loss_sum += s->last_loss;
