@@ -60,6 +60,12 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = ot_grad_loss,
     [OT_OP_NLL_LOSS] = ot_grad_loss,
     [OT_OP_MSE_LOSS] = ot_grad_loss,
+    /* ---- layout and indexing (issue 13): grad_index.c ---- */
+    [OT_OP_PAD] = ot_grad_index,
+    [OT_OP_TILE] = ot_grad_index,
+    [OT_OP_TRILU] = ot_grad_index,
+    [OT_OP_GATHER_ELEMENTS] = ot_grad_index,
+    [OT_OP_CUMSUM] = ot_grad_index,
     /* Not differentiable (no entry): Shape, Range, Equal, Constant, ConstantOfShape,
      * every backward-only op and the optimizer steps. */
 };

@@ -622,6 +622,15 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_MSE_LOSS_GRAD] = rule_loss_grad,
     [OT_OP_SGD_STEP] = rule_no_outputs,
     [OT_OP_ADAM_STEP] = rule_no_outputs,
+    /* ---- layout and indexing (issue 13) ---- */
+    [OT_OP_PAD] = ot_shape_rule_pad,
+    [OT_OP_TILE] = ot_shape_rule_tile,
+    [OT_OP_TRILU] = ot_shape_rule_trilu,
+    [OT_OP_GATHER_ELEMENTS] = ot_shape_rule_gather_elements,
+    [OT_OP_CUMSUM] = ot_shape_rule_trilu,
+    [OT_OP_PAD_GRAD] = rule_grad_like_input1,
+    [OT_OP_TILE_GRAD] = rule_grad_like_input1,
+    [OT_OP_GATHER_ELEMENTS_GRAD] = rule_grad_like_input2,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

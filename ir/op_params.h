@@ -34,6 +34,8 @@ typedef enum ot_params_kind {
     OT_PARAMS_REDUCE,
     OT_PARAMS_LAYOUT,
     OT_PARAMS_OPTIM,
+    /* ---- layout and indexing (issue 13) ---- */
+    OT_PARAMS_INDEX,
 } ot_params_kind;
 
 /* Gemm */
@@ -126,6 +128,18 @@ typedef struct ot_optim_params {
     bool decoupled;     /* Adam: AdamW's decay */
 } ot_optim_params;
 
+/* ---- layout and indexing (issue 13) ---- */
+typedef enum ot_pad_mode { OT_PAD_CONSTANT, OT_PAD_REFLECT, OT_PAD_EDGE, OT_PAD_WRAP, OT_PAD_OTHER } ot_pad_mode;
+
+/* Pad, PadGrad, Trilu, GatherElements, GatherElementsGrad, CumSum */
+typedef struct ot_index_params {
+    int axis;                /* GatherElements (and its gradient): 0 by default */
+    ot_pad_mode pad_mode;    /* Pad: "constant" by default; any other string is OTHER */
+    const char *mode_name;   /* as written (the node's attribute), for OTHER's error */
+    bool upper;              /* Trilu: 1 by default */
+    bool exclusive, reverse; /* CumSum */
+} ot_index_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -138,6 +152,7 @@ typedef struct ot_op_params {
         ot_reduce_params reduce;
         ot_layout_params layout;
         ot_optim_params optim;
+        ot_index_params index; /* layout and indexing (issue 13) */
     } u;
 } ot_op_params;
 

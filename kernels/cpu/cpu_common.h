@@ -86,5 +86,15 @@ ot_status ot_cpu_softmax_ce_loss(const ot_node *, const ot_tensor *, ot_tensor *
                                  ot_error *);
 ot_status ot_cpu_nll_loss(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 size_t ot_cpu_loss_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* cpu_index.c: layout and indexing (issue 13) */
+ot_status ot_cpu_pad(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_tile(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_trilu(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_gather_elements(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_cumsum(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* Pad / PadGrad geometry from host pads and axes tensors (axes may be NULL or empty). */
+struct ot_pad_geom;
+ot_status ot_cpu_pad_geom(const ot_node *node, const ot_tensor *pads_t, const ot_tensor *axes_t, const ot_shape *xs,
+                          const ot_shape *ys, struct ot_pad_geom *g, ot_error *err);
 
 #endif

@@ -71,6 +71,14 @@ static bool sup_class_loss_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return in[1].dtype == OT_F32 && ot_kernel_is_int_dtype(in[2].dtype);
 }
 
+/* layout and indexing (issue 13) */
+static bool sup_pad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return any_dtype(t0) && ot_dtype_size(t0) <= 8 && index_dtype(in[1].dtype);
+}
+static bool sup_cumsum(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return (t0 == OT_F32 || t0 == OT_F64 || t0 == OT_I64 || t0 == OT_I32) && index_dtype(in[1].dtype);
+}
+
 /* ---- the table -------------------------------------------------------------------- */
 
 #define F32(fn) {fn, sup_f32, NULL}
@@ -155,6 +163,15 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_MSE_LOSS_GRAD] = F32(ot_cpu_mse_loss_grad),
     [OT_OP_SGD_STEP] = F32(ot_cpu_sgd_step),
     [OT_OP_ADAM_STEP] = F32(ot_cpu_adam_step),
+    /* ---- layout and indexing (issue 13) ---- */
+    [OT_OP_PAD] = {ot_cpu_pad, sup_pad, NULL},
+    [OT_OP_TILE] = {ot_cpu_tile, sup_gather, NULL},
+    [OT_OP_TRILU] = {ot_cpu_trilu, sup_any, NULL},
+    [OT_OP_GATHER_ELEMENTS] = {ot_cpu_gather_elements, sup_gather, NULL},
+    [OT_OP_CUMSUM] = {ot_cpu_cumsum, sup_cumsum, NULL},
+    [OT_OP_PAD_GRAD] = F32(ot_cpu_pad_grad),
+    [OT_OP_TILE_GRAD] = F32(ot_cpu_pad_grad),
+    [OT_OP_GATHER_ELEMENTS_GRAD] = {ot_cpu_gather_elements_grad, sup_gather_grad, NULL},
 };
 #undef F32
 

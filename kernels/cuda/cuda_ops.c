@@ -70,6 +70,15 @@ SUPPORTS(sup_ones) {
 SUPPORTS(sup_gather_grad) { return in0(node, in) == OT_F32 && index_dtype(in[1].dtype); }
 /* (dY, logits or log-probabilities, labels) */
 SUPPORTS(sup_class_loss_grad) { return in[1].dtype == OT_F32 && index_dtype(in[2].dtype); }
+/* layout and indexing (issue 13) */
+SUPPORTS(sup_pad) {
+    ot_dtype t0 = in0(node, in);
+    return any_dtype(t0) && ot_dtype_size(t0) <= 8 && index_dtype(in[1].dtype);
+}
+SUPPORTS(sup_cumsum) {
+    ot_dtype t0 = in0(node, in);
+    return (t0 == OT_F32 || t0 == OT_F64 || t0 == OT_I64 || t0 == OT_I32) && index_dtype(in[1].dtype);
+}
 #undef SUPPORTS
 
 /* ---- workspace functions (cx NULL: the host-side query, without cuDNN) ------------ */
