@@ -66,6 +66,9 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_TRILU] = ot_grad_index,
     [OT_OP_GATHER_ELEMENTS] = ot_grad_index,
     [OT_OP_CUMSUM] = ot_grad_index,
+    [OT_OP_SCATTER_ND] = ot_grad_index,
+    [OT_OP_SCATTER_ELEMENTS] = ot_grad_index,
+    [OT_OP_GATHER_ND] = ot_grad_index,
     /* Not differentiable (no entry): Shape, Range, Equal, Constant, ConstantOfShape,
      * every backward-only op and the optimizer steps. */
 };

@@ -178,6 +178,9 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_TRILU] = {{"upper", OT_ATTR_INT}},
     [OT_OP_GATHER_ELEMENTS] = {{"axis", OT_ATTR_INT}},
     [OT_OP_CUMSUM] = {{"exclusive", OT_ATTR_INT}, {"reverse", OT_ATTR_INT}},
+    [OT_OP_SCATTER_ND] = {{"reduction", OT_ATTR_STRING}},
+    [OT_OP_SCATTER_ELEMENTS] = {{"axis", OT_ATTR_INT}, {"reduction", OT_ATTR_STRING}},
+    [OT_OP_GATHER_ND] = {{"batch_dims", OT_ATTR_INT}},
 };
 
 static const char *type_name(ot_attr_type t) {

@@ -111,6 +111,31 @@ ot_status ot_shape_rule_trilu(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, o
     return OT_OK;
 }
 
+/* GatherND (data, indices): indices.shape[:-1] + data.shape[batch_dims + q:], q the
+ * last dim of indices (which must be static). */
+ot_status ot_shape_rule_gather_nd(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160], b[160];
+    const ot_value *x = ot_shape_input(c, n, 0), *i = ot_shape_input(c, n, 1);
+    dt[0] = x ? x->dtype : OT_UNDEFINED;
+    ot_shape X = x ? x->shape : ot_shape_unknown(), I = i ? i->shape : ot_shape_unknown();
+    if (X.rank < 0 || I.rank < 0) return OT_OK;
+    int64_t bd = ot_node_attr_int(n, "batch_dims", 0);
+    if (I.rank < 1 || bd < 0 || bd >= I.rank || bd >= X.rank)
+        return ot_shape_fail(c, n, "batch_dims %lld does not fit indices %s and data %s", (long long)bd, SHP(&I, a), SHP(&X, b));
+    int64_t q = I.dim[I.rank - 1];
+    if (q < 0) return OT_OK; /* the rank depends on it */
+    if (bd + q > X.rank) return ot_shape_fail(c, n, "index tuples of %lld for data %s", (long long)q, SHP(&X, a));
+    int rank = I.rank - 1 + X.rank - (int)(bd + q);
+    if (rank > OT_MAX_RANK) return ot_shape_fail(c, n, "output rank %d is over %d", rank, OT_MAX_RANK);
+    sh[0] = ot_shape_make(rank, NULL);
+    for (int d = 0; d < I.rank - 1; d++) sh[0].dim[d] = I.dim[d], sh[0].sym[d] = I.sym[d];
+    for (int d = (int)(bd + q); d < X.rank; d++) {
+        sh[0].dim[I.rank - 1 + d - bd - q] = X.dim[d];
+        sh[0].sym[I.rank - 1 + d - bd - q] = X.sym[d];
+    }
+    return OT_OK;
+}
+
 /* GatherElements (data, indices): shaped like indices, typed like data. */
 ot_status ot_shape_rule_gather_elements(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
     char a[160], b[160];

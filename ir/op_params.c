@@ -174,6 +174,14 @@ static ot_status resolve_index(const ot_node *n, ot_op_params *p, ot_error *err)
     x->upper = upper != 0;
     if (!st) st = flag_attr(n, "exclusive", &x->exclusive, err);
     if (!st) st = flag_attr(n, "reverse", &x->reverse, err);
+    if (!st) st = int_attr(n, "batch_dims", 0, &x->batch_dims, err);
+    x->reduction_name = ot_node_attr_string(n, "reduction", "none");
+    x->reduction = strcmp(x->reduction_name, "none") == 0  ? OT_SCATTER_NONE
+                   : strcmp(x->reduction_name, "add") == 0 ? OT_SCATTER_ADD
+                   : strcmp(x->reduction_name, "mul") == 0 ? OT_SCATTER_MUL
+                   : strcmp(x->reduction_name, "max") == 0 ? OT_SCATTER_MAX
+                   : strcmp(x->reduction_name, "min") == 0 ? OT_SCATTER_MIN
+                                                           : OT_SCATTER_OTHER;
     return st;
 }
 
@@ -230,6 +238,9 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_GATHER_ELEMENTS] = {OT_PARAMS_INDEX, resolve_index},
     [OT_OP_GATHER_ELEMENTS_GRAD] = {OT_PARAMS_INDEX, resolve_index},
     [OT_OP_CUMSUM] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_SCATTER_ND] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_SCATTER_ELEMENTS] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_GATHER_ND] = {OT_PARAMS_INDEX, resolve_index},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -129,11 +129,18 @@ typedef struct ot_optim_params {
 } ot_optim_params;
 
 /* ---- layout and indexing (issue 13) ---- */
+typedef enum ot_scatter_reduction {
+    OT_SCATTER_NONE, OT_SCATTER_ADD, OT_SCATTER_MUL, OT_SCATTER_MAX, OT_SCATTER_MIN, OT_SCATTER_OTHER
+} ot_scatter_reduction;
 typedef enum ot_pad_mode { OT_PAD_CONSTANT, OT_PAD_REFLECT, OT_PAD_EDGE, OT_PAD_WRAP, OT_PAD_OTHER } ot_pad_mode;
 
-/* Pad, PadGrad, Trilu, GatherElements, GatherElementsGrad, CumSum */
+/* Pad, PadGrad, Trilu, GatherElements, GatherElementsGrad, CumSum, ScatterND,
+ * ScatterElements, GatherND */
 typedef struct ot_index_params {
-    int axis;                /* GatherElements (and its gradient): 0 by default */
+    int axis;                /* GatherElements (and its gradient), ScatterElements: 0 by default */
+    int batch_dims;          /* GatherND: 0 by default */
+    ot_scatter_reduction reduction; /* ScatterND, ScatterElements: "none" by default */
+    const char *reduction_name;     /* as written, for OTHER's error */
     ot_pad_mode pad_mode;    /* Pad: "constant" by default; any other string is OTHER */
     const char *mode_name;   /* as written (the node's attribute), for OTHER's error */
     bool upper;              /* Trilu: 1 by default */

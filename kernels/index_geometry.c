@@ -92,6 +92,37 @@ ot_status ot_gather_el_geometry(const ot_node *node, int axis, const ot_shape *d
     return OT_OK;
 }
 
+ot_status ot_nd_geometry(const ot_node *node, const ot_shape *ds, const ot_shape *is, int batch_dims, ot_nd_geom *g,
+                         ot_error *err) {
+    int r = ds->rank, b = batch_dims;
+    if (is->rank < 1 || b < 0 || b >= is->rank || b >= r) return bad(node, OT_E_MODEL, "batch_dims does not fit the ranks", err);
+    int64_t q = is->dim[is->rank - 1];
+    if (q < 0 || b + q > r) return bad(node, OT_E_SHAPE, "index tuples longer than the data's rank", err);
+    g->q = (int)q;
+    int64_t acc = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        if (d >= b && d < b + q) {
+            g->dim[d - b] = ds->dim[d];
+            g->stride[d - b] = acc;
+        }
+        if (d == b) g->batch_stride = acc * ds->dim[d];
+        acc *= ds->dim[d];
+    }
+    if (b == 0) g->batch_stride = 0;
+    g->slice = 1;
+    for (int d = b + (int)q; d < r; d++) g->slice *= ds->dim[d];
+    g->n_tuples = 1;
+    for (int d = 0; d < is->rank - 1; d++) g->n_tuples *= is->dim[d];
+    int64_t batches = 1;
+    for (int d = 0; d < b; d++) {
+        if (is->dim[d] != ds->dim[d]) return bad(node, OT_E_SHAPE, "batch dims of data and indices differ", err);
+        batches *= ds->dim[d];
+    }
+    g->tuples_per_batch = batches ? g->n_tuples / batches : 1;
+    if (g->tuples_per_batch == 0) g->tuples_per_batch = 1;
+    return OT_OK;
+}
+
 ot_status ot_cumsum_geometry(const ot_node *node, int64_t axis, const ot_shape *xs, int64_t *outer, int64_t *n,
                              int64_t *inner, ot_error *err) {
     int a = ot_kernel_axis(axis, xs->rank);

@@ -72,6 +72,33 @@ OT_INDEX_FN int64_t ot_gather_el_offset(const ot_gather_el_geom *g, int64_t idx,
     return off;
 }
 
+/* GatherND / ScatterND: index tuples of length q address slices of `slice` elements
+ * of data; with batch_dims b the first b dims of data and indices are batch dims
+ * (tuple k belongs to batch k / tuples_per_batch). */
+typedef struct ot_nd_geom {
+    int q;
+    int64_t n_tuples, slice, tuples_per_batch, batch_stride;
+    int64_t dim[OT_MAX_RANK], stride[OT_MAX_RANK]; /* indexed dims of data and their element strides */
+} ot_nd_geom;
+ot_status ot_nd_geometry(const ot_node *node, const ot_shape *ds, const ot_shape *is, int batch_dims, ot_nd_geom *g,
+                         ot_error *err);
+
+OT_INDEX_FN int64_t ot_index_load(const void *p, bool i64, int64_t j) {
+    return i64 ? ((const int64_t *)p)[j] : (int64_t)((const int32_t *)p)[j];
+}
+
+/* Data offset of the slice index tuple k addresses; -1 when an index is out of range. */
+OT_INDEX_FN int64_t ot_nd_offset(const ot_nd_geom *g, const void *idx, bool i64, int64_t k) {
+    int64_t off = (k / g->tuples_per_batch) * g->batch_stride;
+    for (int j = 0; j < g->q; j++) {
+        int64_t v = ot_index_load(idx, i64, k * g->q + j);
+        if (v < 0) v += g->dim[j];
+        if (v < 0 || v >= g->dim[j]) return -1;
+        off += v * g->stride[j];
+    }
+    return off;
+}
+
 /* CumSum lines: outer x n x inner. */
 ot_status ot_cumsum_geometry(const ot_node *node, int64_t axis, const ot_shape *xs, int64_t *outer, int64_t *n,
                              int64_t *inner, ot_error *err);

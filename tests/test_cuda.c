@@ -2305,7 +2305,8 @@ static ot_tensor ix_scalar(tc_pool *p, int64_t v) {
 }
 
 /* Pad in every mode (pads beyond the axis size, a crop through the axes input, int64
- * data), PadGrad, Tile and TileGrad, Trilu, GatherElements and its gradient, CumSum. */
+ * data), PadGrad, Tile and TileGrad, Trilu, GatherElements and its gradient, CumSum,
+ * ScatterND and ScatterElements with every reduction (repeated indices), GatherND. */
 static void ix_cases(ot_backend *be) {
     tc_pool p = {0};
     const char *modes[4] = {"constant", "reflect", "edge", "wrap"};
@@ -2383,6 +2384,29 @@ static void ix_cases(ot_backend *be) {
         ix_case(be, "CumSum", &c, cin, cout);
         tk_node_free(&c);
     }
+
+    const char *reds[5] = {"none", "add", "mul", "max", "min"};
+    int64_t rows[3] = {1, -1, 1}, el[6] = {1, 0, 3, 1, 2, -1};
+    ot_tensor sx = tc_rand(&p, 209, -1, 1, 2, 4, 3), ri = tc_ints(&p, 3, rows), ei = tc_ints(&p, 6, el);
+    ri.shape = ot_shape_make(2, (int64_t[]){3, 1});
+    ei.shape = ot_shape_make(2, (int64_t[]){2, 3});
+    for (int r = 0; r < 5; r++) {
+        ot_node s = tk_node(OT_OP_SCATTER_ND, 3, 1);
+        ot_node_set_attr_string(&s, "reduction", reds[r]);
+        ot_tensor sin[3] = {sx, ri, tc_rand(&p, 210, -1, 1, 2, 3, 3)};
+        ot_tensor sout[1] = {tc_out(OT_F32, 2, 4, 3)};
+        ix_case(be, "ScatterND", &s, sin, sout);
+        ot_node e = tk_node(OT_OP_SCATTER_ELEMENTS, 3, 1);
+        ot_node_set_attr_string(&e, "reduction", reds[r]);
+        ot_tensor ein[3] = {sx, ei, tc_rand(&p, 211, -1, 1, 2, 2, 3)};
+        ix_case(be, "ScatterElements", &e, ein, sout);
+        tk_node_free(&s);
+        tk_node_free(&e);
+    }
+    ot_node gn = tk_node(OT_OP_GATHER_ND, 2, 1);
+    ot_tensor gnin[2] = {sx, ri};
+    ot_tensor gnout[1] = {tc_out(OT_F32, 2, 3, 3)};
+    ix_case(be, "GatherND", &gn, gnin, gnout);
     tc_free(&p);
 }
 

@@ -1,7 +1,8 @@
 /* test_grad_index.c — finite-difference checks of the gradient rules of the layout and
  * indexing ops of issue 13 (autodiff/grad_index.c): Pad in every mode (with crops and
- * an axes input), Tile, Trilu, GatherElements (repeated indices add up) and CumSum
- * (exclusive, reverse). */
+ * an axes input), Tile, Trilu, GatherElements (repeated indices add up), CumSum
+ * (exclusive, reverse), ScatterND and ScatterElements (reduction none and add; data and
+ * updates) and GatherND. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -104,10 +105,57 @@ static void test_cumsum(void **state) {
         }
 }
 
+/* ScatterND (none, add) and ScatterElements (none, add): gradients of data and of the
+ * updates; repeated indices with add. GatherND: a scatter-add back. */
+static void check_scatter(ot_op op, const char *reduction) {
+    ot_graph *g = gc_graph();
+    uint32_t rng = 96;
+    int64_t xd[2] = {4, 3};
+    int x = gc_param(g, "X", 2, xd, &rng, -1, 1, false);
+    int in[3] = {x, -1, -1};
+    bool add = reduction[0] == 'a';
+    if (op == OT_OP_SCATTER_ND) {
+        int64_t id[2] = {2, 1}, ud[2] = {2, 3}, idx[2] = {3, add ? 3 : 1}; /* rows */
+        in[1] = gc_const(g, "idx", OT_I64, 2, id, idx);
+        in[2] = gc_param(g, "U", 2, ud, &rng, -1, 1, false);
+    } else {
+        int64_t id[2] = {2, 3}, idx[6] = {1, 0, 3, add ? 1 : 2, 2, -4}; /* -4: row 0; no repeats without add */
+        in[1] = gc_const(g, "idx", OT_I64, 2, id, idx);
+        in[2] = gc_param(g, "U", 2, id, &rng, -1, 1, false);
+    }
+    int y = gc_val(g, "Y", OT_F32, 2, xd);
+    int n = gc_op(g, op, in, 3, &y, 1);
+    ot_node_set_attr_string(&g->nodes[n], "reduction", reduction);
+    assert_int_equal(gc_check1(g, y), 0);
+    ot_graph_free(g);
+}
+
+static void test_scatter(void **state) {
+    (void)state;
+    check_scatter(OT_OP_SCATTER_ND, "none");
+    check_scatter(OT_OP_SCATTER_ND, "add");
+    check_scatter(OT_OP_SCATTER_ELEMENTS, "none");
+    check_scatter(OT_OP_SCATTER_ELEMENTS, "add");
+}
+
+static void test_gather_nd(void **state) {
+    (void)state;
+    ot_graph *g = gc_graph();
+    uint32_t rng = 97;
+    int64_t xd[3] = {3, 2, 4}, id[2] = {3, 2}, idx[6] = {2, 1, 0, -1, 2, 1}, yd[2] = {3, 4};
+    int x = gc_param(g, "X", 3, xd, &rng, -1, 1, false);
+    int in[2] = {x, gc_const(g, "idx", OT_I64, 2, id, idx)}; /* the tuple (2, 1) twice: adds up */
+    int y = gc_val(g, "Y", OT_F32, 2, yd);
+    gc_op(g, OT_OP_GATHER_ND, in, 2, &y, 1);
+    assert_int_equal(gc_check1(g, y), 0);
+    ot_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pad_modes), cmocka_unit_test(test_tile),   cmocka_unit_test(test_trilu),
-        cmocka_unit_test(test_gather_elements), cmocka_unit_test(test_cumsum),
+        cmocka_unit_test(test_gather_elements), cmocka_unit_test(test_cumsum),  cmocka_unit_test(test_scatter),
+        cmocka_unit_test(test_gather_nd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * (cpu_index.c, grad_index.c) against plain C references written out here: Pad in
  * every mode (reflect by repeated mirroring, as numpy.pad), PadGrad and TileGrad as a
  * scatter-add in output order, Tile, Trilu, GatherElements and its gradient,
- * CumSum. The backward kernels sum in the references' order, so they must agree bit
+ * CumSum, ScatterND / ScatterElements (every reduction) and GatherND (batch_dims). The backward kernels sum in the references' order, so they must agree bit
  * for bit, on one thread and on four. */
 #include "test_kernels_cpu_util.h"
 
@@ -255,11 +255,102 @@ static void test_cumsum(void **state) {
     free(y);
 }
 
+/* ScatterND on [4,3] rows (int64 indices [3,1], row 1 twice) with every reduction,
+ * float32 and int64; GatherND with batch_dims 1; indices out of range. */
+static void test_scatter_nd_gather_nd(void **state) {
+    (void)state;
+    const char *reds[5] = {"none", "add", "mul", "max", "min"};
+    float x[12], u[9], y[12];
+    tk_fill(x, 12, 9, -1, 1);
+    tk_fill(u, 9, 10, -1, 1);
+    int64_t idx[3] = {1, -1, 1};
+    for (int r = 0; r < 5; r++) {
+        ot_node n = tk_node(OT_OP_SCATTER_ND, 3, 1);
+        ot_node_set_attr_string(&n, "reduction", reds[r]);
+        ot_tensor in[3] = {tk_t(OT_F32, x, 2, 4, 3), tk_t(OT_I64, idx, 2, 3, 1), tk_t(OT_F32, u, 2, 3, 3)};
+        ot_tensor out[1] = {tk_t(OT_F32, y, 2, 4, 3)};
+        assert_int_equal(tk_run(&n, in, out), OT_OK);
+        float want[12];
+        memcpy(want, x, sizeof want);
+        for (int k = 0; k < 3; k++) {
+            int row = (int)(idx[k] < 0 ? idx[k] + 4 : idx[k]);
+            for (int e = 0; e < 3; e++) {
+                float *o = &want[row * 3 + e], v = u[k * 3 + e];
+                *o = r == 0 ? v : r == 1 ? *o + v : r == 2 ? *o * v : r == 3 ? fmaxf(*o, v) : fminf(*o, v);
+            }
+        }
+        for (int i = 0; i < 12; i++) assert_true(y[i] == want[i]);
+        tk_node_free(&n);
+    }
+    /* int64 data, one element per tuple (q = rank), add */
+    int64_t xi[6] = {1, 2, 3, 4, 5, 6}, ti[4] = {0, 2, 0, 2}, ui[2] = {10, 20}, yi[6];
+    ot_node a = tk_node(OT_OP_SCATTER_ND, 3, 1);
+    ot_node_set_attr_string(&a, "reduction", "add");
+    ot_tensor ain[3] = {tk_t(OT_I64, xi, 2, 2, 3), tk_t(OT_I64, ti, 2, 2, 2), tk_t(OT_I64, ui, 1, 2)};
+    ot_tensor aout[1] = {tk_t(OT_I64, yi, 2, 2, 3)};
+    assert_int_equal(tk_run(&a, ain, aout), OT_OK);
+    assert_int_equal(yi[2], 33);
+    assert_int_equal(yi[0], 1);
+    ot_node_set_attr_string(&a, "reduction", "average");
+    ot_error e = {0};
+    assert_int_equal(tk_run_ex(&a, ain, aout, 1, 0, 0, 0, &e), OT_E_UNSUPPORTED);
+    ti[1] = 3;
+    ot_node_set_attr_string(&a, "reduction", "none");
+    assert_int_equal(tk_run_ex(&a, ain, aout, 1, 0, 0, 0, &e), OT_E_DATA);
+    assert_non_null(strstr(e.msg, "'k'"));
+    tk_node_free(&a);
+    /* GatherND batch_dims 1: data [2,3,2], indices [2,1] -> [2,2] rows of each batch */
+    float d[12], gy[4];
+    for (int i = 0; i < 12; i++) d[i] = (float)i;
+    int64_t gi[2] = {2, -3};
+    ot_node g = tk_node(OT_OP_GATHER_ND, 2, 1);
+    ot_node_set_attr_int(&g, "batch_dims", 1);
+    ot_tensor gin[2] = {tk_t(OT_F32, d, 3, 2, 3, 2), tk_t(OT_I64, gi, 2, 2, 1)};
+    ot_tensor gout[1] = {tk_t(OT_F32, gy, 2, 2, 2)};
+    assert_int_equal(tk_run(&g, gin, gout), OT_OK);
+    const float gw[4] = {4, 5, 6, 7};
+    for (int i = 0; i < 4; i++) assert_true(gy[i] == gw[i]);
+    tk_node_free(&g);
+}
+
+/* ScatterElements along both axes, none and add (repeated indices add in order). */
+static void test_scatter_elements(void **state) {
+    (void)state;
+    float x[12], u[6], y[12];
+    tk_fill(x, 12, 11, -1, 1);
+    tk_fill(u, 6, 12, -1, 1);
+    int64_t idx[6] = {1, 0, 3, 1, 2, -1};
+    for (int axis = 0; axis < 2; axis++)
+        for (int add = 0; add < 2; add++) {
+            ot_node n = tk_node(OT_OP_SCATTER_ELEMENTS, 3, 1);
+            ot_node_set_attr_int(&n, "axis", axis);
+            ot_node_set_attr_string(&n, "reduction", add ? "add" : "none");
+            int64_t da = axis ? 3 : 4;
+            int64_t ix[6];
+            for (int i = 0; i < 6; i++) ix[i] = idx[i] % da;
+            ot_tensor in[3] = {tk_t(OT_F32, x, 2, 4, 3), tk_t(OT_I64, ix, 2, 2, 3), tk_t(OT_F32, u, 2, 2, 3)};
+            ot_tensor out[1] = {tk_t(OT_F32, y, 2, 4, 3)};
+            assert_int_equal(tk_run(&n, in, out), OT_OK);
+            float want[12];
+            memcpy(want, x, sizeof want);
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 3; j++) {
+                    int64_t v = ix[i * 3 + j];
+                    if (v < 0) v += da;
+                    int at = axis ? i * 3 + (int)v : (int)v * 3 + j;
+                    want[at] = add ? want[at] + u[i * 3 + j] : u[i * 3 + j];
+                }
+            for (int i = 0; i < 12; i++) assert_true(y[i] == want[i]);
+            tk_node_free(&n);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pad_forward_and_grad), cmocka_unit_test(test_pad_axes_crop_int64),
         cmocka_unit_test(test_tile_forward_and_grad), cmocka_unit_test(test_trilu),
         cmocka_unit_test(test_gather_elements),       cmocka_unit_test(test_cumsum),
+        cmocka_unit_test(test_scatter_nd_gather_nd),  cmocka_unit_test(test_scatter_elements),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* test_shape_index.c — shape rules and import-time constant folding of the layout and
  * indexing ops of issue 13 (importer/shape_rules_index.c): Pad with known, computed
  * and unknown pads (a symbolic dim survives a 0 pad), negative pads, the axes input;
- * Tile; Trilu's rank check; GatherElements; CumSum; and folding of Trilu / Pad /
+ * Tile; Trilu's rank check; GatherElements; GatherND (batch_dims); ScatterND; CumSum;
+ * and folding of Trilu / Pad /
  * CumSum on constants (causal masks, position ids), which then cost nothing per step. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -107,7 +108,18 @@ static void test_tile_trilu_gather_cumsum_shapes(void **state) {
     ot_node_set_attr_int(n, "axis", -1);
     int64_t axis = 1;
     node(g, OT_OP_CUMSUM, "cs", IDS(x, const_of(g, "axis", OT_I64, 0, NULL, &axis)), IDS(cs));
+    /* GatherND: indices [2,1] pick rows of the batch dim; batch_dims 1 keeps it */
+    int gi = input(g, "gi", OT_I64, 2, (int64_t[]){2, 1}, NULL), gn = act(g, "gn"), gb = act(g, "gb"), sn = act(g, "sn");
+    node(g, OT_OP_GATHER_ND, "gnd", IDS(x, gi), IDS(gn));
+    int bi = input(g, "bi", OT_I64, 3, (int64_t[]){-1, 3, 2}, "batch");
+    n = node(g, OT_OP_GATHER_ND, "gnd_b", IDS(x, bi), IDS(gb));
+    ot_node_set_attr_int(n, "batch_dims", 1);
+    int upd = input(g, "upd", OT_F32, 3, (int64_t[]){2, 4, 5}, NULL);
+    node(g, OT_OP_SCATTER_ND, "snd", IDS(x, gi, upd), IDS(sn));
     infer_ok(g);
+    expect_shape(g, gn, "[2,4,5]");
+    expect_shape(g, gb, "[batch,3]");
+    expect_shape(g, sn, "[batch,4,5]");
     expect_shape(g, t, "[batch,8,15]");
     expect_shape(g, tr, "[batch,4,5]");
     expect_shape(g, ge, "[2,4,1]");

@@ -1,6 +1,7 @@
 /* test_torch_index.c — the layout and indexing ops of issue 13 against PyTorch 1.13:
  * for each case of tests/fixtures/index/torch_grads.txt (made by make_fixtures.py
- * there) the op is built as a one-node graph with X a param, loss = sum(Y * R),
+ * there) the op is built as a one-node graph with X (and a scatter's updates U)
+ * params, loss = sum(Y * R),
  * differentiated by ot_autodiff_build and run by the reference evaluator; Y and dX
  * must match PyTorch's within float32 rounding (the largest differences are printed). */
 #include <setjmp.h>
@@ -21,11 +22,11 @@
 
 typedef struct tcase {
     char name[64], op[32], attrs[256];
-    int rank[5];
-    int64_t dims[5][OT_MAX_RANK];
-    double v[5][MAXV]; /* x, r, y, dx, i */
-    int n[5];
-    bool has_i;
+    int rank[7];
+    int64_t dims[7][OT_MAX_RANK];
+    double v[7][MAXV]; /* x, r, y, dx, i, u, du */
+    int n[7];
+    bool has_u;
 } tcase;
 
 /* "key=value" from the case header; NULL when absent. */
@@ -49,7 +50,7 @@ static int ints_of(const char *s, int64_t *v) {
 
 /* Reads the next case; false at the end of the file. */
 static bool read_case(FILE *f, tcase *c) {
-    static const char *tags[5] = {"x", "r", "y", "dx", "i"};
+    static const char *tags[7] = {"x", "r", "y", "dx", "i", "u", "du"};
     char *line = NULL;
     size_t cap = 0;
     bool got = false;
@@ -70,7 +71,7 @@ static bool read_case(FILE *f, tcase *c) {
         int len = 0;
         assert_int_equal(sscanf(p, "%7s %n", tag, &len), 1);
         int t = -1;
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k < 7; k++)
             if (!strcmp(tag, tags[k])) t = k;
         assert_true(t >= 0);
         p += len;
@@ -84,7 +85,7 @@ static bool read_case(FILE *f, tcase *c) {
             c->v[t][c->n[t]++] = v;
             p = end;
         }
-        c->has_i |= t == 4;
+        c->has_u |= t == 5;
     }
     free(line);
     return got;
@@ -108,8 +109,8 @@ static int i64_const(ot_graph *g, const char *name, int rank, const int64_t *dim
     return v;
 }
 
-/* Builds Y = op(X) with the case's attributes and constant operands. */
-static void build_op(ot_graph *g, const tcase *c, int x, int y) {
+/* Builds Y = op(X [, U]) with the case's attributes and constant operands. */
+static void build_op(ot_graph *g, const tcase *c, int x, int u, int y) {
     char buf[128];
     int in[4] = {x, -1, -1, -1}, n_in = 1;
     ot_op op = ot_op_from_name(c->op, false);
@@ -132,20 +133,22 @@ static void build_op(ot_graph *g, const tcase *c, int x, int y) {
         v[0] = atoll(attr_of(c, op == OT_OP_TRILU ? "k" : "axis", buf, sizeof buf));
         in[1] = i64_const(g, op == OT_OP_TRILU ? "k" : "axis", 0, NULL, v);
         n_in = 2;
-    } else if (op == OT_OP_GATHER_ELEMENTS) {
+    } else if (c->n[4] > 0) { /* the gathers and scatters */
         int64_t iv[MAXV];
         for (int i = 0; i < c->n[4]; i++) iv[i] = (int64_t)c->v[4][i];
         in[1] = i64_const(g, "indices", c->rank[4], c->dims[4], iv);
-        n_in = 2;
+        in[2] = u;
+        n_in = u >= 0 ? 3 : 2;
     }
     int id = ot_graph_add_node(g, op, c->name, in, n_in, &y, 1, OT_PHASE_FORWARD);
     assert_true(id >= 0);
     ot_node *n = &g->nodes[id];
-    const char *ints_attrs[5] = {"upper", "axis", "exclusive", "reverse", NULL};
+    const char *ints_attrs[6] = {"upper", "axis", "exclusive", "reverse", "batch_dims", NULL};
     for (int k = 0; ints_attrs[k]; k++)
         if (attr_of(c, ints_attrs[k], buf, sizeof buf) && !(op == OT_OP_CUMSUM && !strcmp(ints_attrs[k], "axis")))
             ot_node_set_attr_int(n, ints_attrs[k], atoll(buf));
     if (attr_of(c, "mode", buf, sizeof buf)) ot_node_set_attr_string(n, "mode", buf);
+    if (attr_of(c, "reduction", buf, sizeof buf)) ot_node_set_attr_string(n, "reduction", buf);
 }
 
 static double max_abs(const float *a, const double *b, int n) {
@@ -156,10 +159,10 @@ static double max_abs(const float *a, const double *b, int n) {
 
 static void run_case(const tcase *c, double *worst_y, double *worst_dx) {
     ot_graph *g = ot_graph_new(c->name);
-    int x = f32_of(g, "X", OT_VK_PARAM, c, 0);
+    int x = f32_of(g, "X", OT_VK_PARAM, c, 0), u = c->has_u ? f32_of(g, "U", OT_VK_PARAM, c, 5) : -1;
     ot_shape ys = ot_shape_make(c->rank[2], c->dims[2]), scalar = ot_shape_make(0, NULL);
     int y = ot_graph_add_value(g, "Y", OT_F32, &ys, OT_VK_ACTIVATION);
-    build_op(g, c, x, y);
+    build_op(g, c, x, u, y);
     int r = f32_of(g, "R", OT_VK_CONSTANT, c, 1);
     int prod = ot_graph_add_value(g, "YR", OT_F32, &ys, OT_VK_ACTIVATION);
     int loss = ot_graph_add_value(g, "loss", OT_F32, &scalar, OT_VK_ACTIVATION);
@@ -170,12 +173,16 @@ static void run_case(const tcase *c, double *worst_y, double *worst_dx) {
     ot_autodiff_options ao = {.loss_value = loss};
     ot_autodiff_result res;
     if (ot_autodiff_build(g, &ao, &res, &err)) fail_msg("%s: autodiff: %s", c->name, err.msg);
-    assert_int_equal(res.n_params, 1);
+    assert_int_equal(res.n_params, c->has_u ? 2 : 1);
     ot_ref_env *e = ot_ref_new(g);
     if (ot_ref_run(e, false, &err)) fail_msg("%s: run: %s", c->name, err.msg);
-    assert_int_equal((int)ot_shape_numel(&g->values[res.grads[0]].shape), c->n[3]);
-    double dy = max_abs(ot_ref_f32(e, y), c->v[2], c->n[2]), dd = max_abs(ot_ref_f32(e, res.grads[0]), c->v[3], c->n[3]);
-    printf("  %-20s max |Y - torch| %.3g   max |dX - torch| %.3g\n", c->name, dy, dd);
+    double dy = max_abs(ot_ref_f32(e, y), c->v[2], c->n[2]), dd = 0.0;
+    for (int p = 0; p < res.n_params; p++) { /* dX, and dU for a scatter */
+        int t = res.params[p] == x ? 3 : 6;
+        assert_int_equal((int)ot_shape_numel(&g->values[res.grads[p]].shape), c->n[t]);
+        dd = fmax(dd, max_abs(ot_ref_f32(e, res.grads[p]), c->v[t], c->n[t]));
+    }
+    printf("  %-20s max |Y - torch| %.3g   max |dX%s - torch| %.3g\n", c->name, dy, c->has_u ? ", dU" : "", dd);
     if (!(dy <= 1e-6) || !(dd <= 1e-6)) fail_msg("%s: differs from PyTorch (Y %g, dX %g)", c->name, dy, dd);
     *worst_y = fmax(*worst_y, dy);
     *worst_dx = fmax(*worst_dx, dd);
@@ -198,7 +205,7 @@ static void test_against_torch(void **state) {
     fclose(f);
     free(c);
     printf("  %d cases: max |Y - torch| %.3g, max |dX - torch| %.3g\n", cases, wy, wd);
-    assert_true(cases >= 10);
+    assert_true(cases >= 16);
 }
 
 int main(void) {

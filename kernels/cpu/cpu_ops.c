@@ -75,6 +75,9 @@ static bool sup_class_loss_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 static bool sup_pad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return any_dtype(t0) && ot_dtype_size(t0) <= 8 && index_dtype(in[1].dtype);
 }
+static bool sup_scatter(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return any_dtype(t0) && ot_dtype_size(t0) <= 8 && index_dtype(in[1].dtype) && in[2].dtype == t0;
+}
 static bool sup_cumsum(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return (t0 == OT_F32 || t0 == OT_F64 || t0 == OT_I64 || t0 == OT_I32) && index_dtype(in[1].dtype);
 }
@@ -169,6 +172,9 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_TRILU] = {ot_cpu_trilu, sup_any, NULL},
     [OT_OP_GATHER_ELEMENTS] = {ot_cpu_gather_elements, sup_gather, NULL},
     [OT_OP_CUMSUM] = {ot_cpu_cumsum, sup_cumsum, NULL},
+    [OT_OP_SCATTER_ND] = {ot_cpu_scatter_nd, sup_scatter, NULL},
+    [OT_OP_SCATTER_ELEMENTS] = {ot_cpu_scatter_elements, sup_scatter, NULL},
+    [OT_OP_GATHER_ND] = {ot_cpu_gather_nd, sup_gather, NULL},
     [OT_OP_PAD_GRAD] = F32(ot_cpu_pad_grad),
     [OT_OP_TILE_GRAD] = F32(ot_cpu_pad_grad),
     [OT_OP_GATHER_ELEMENTS_GRAD] = {ot_cpu_gather_elements_grad, sup_gather_grad, NULL},

@@ -169,6 +169,10 @@ OT_CUDA_LAUNCHER(ot_cuda_gather_elements);
 OT_CUDA_LAUNCHER(ot_cuda_cumsum);
 OT_CUDA_LAUNCHER(ot_cuda_pad_grad);
 OT_CUDA_LAUNCHER(ot_cuda_gather_elements_grad);
+/* cuda_scatter.cu: layout and indexing (issue 13) */
+OT_CUDA_LAUNCHER(ot_cuda_scatter_nd);
+OT_CUDA_LAUNCHER(ot_cuda_scatter_elements);
+OT_CUDA_LAUNCHER(ot_cuda_gather_nd);
 /* cuda_reduce.cu: reductions, normalisation, softmax; cuda_loss.cu: losses and the
  * reduce-family workspace */
 OT_CUDA_LAUNCHER(ot_cuda_reduce);
