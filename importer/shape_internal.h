@@ -71,8 +71,9 @@ ot_status ot_shape_rule_constant(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt
 /* ---- layout and indexing (issue 13): shape_rules_index.c ---- */
 ot_status ot_shape_rule_pad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_tile(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
-/* Trilu; CumSum, ScatterND, ScatterElements: like input 0 */
 ot_status ot_shape_rule_trilu(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+/* CumSum, ScatterND, ScatterElements: like input 0 */
+ot_status ot_shape_rule_like_data(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_gather_nd(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_gather_elements(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 

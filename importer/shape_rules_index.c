@@ -1,5 +1,5 @@
 /* shape_rules_index.c — shape rules of the layout and indexing ops of issue 13: Pad,
- * Tile, Trilu, GatherElements and CumSum. Pad and Tile read their pads / repeats
+ * Tile, Trilu, GatherElements, GatherND, CumSum, ScatterND and ScatterElements. Pad and Tile read their pads / repeats
  * from constant data (an initializer, or a value folded earlier in the same pass);
  * when those are not known the output keeps the input's rank with unknown dims. */
 #include "shape_internal.h"
@@ -100,15 +100,20 @@ ot_status ot_shape_rule_tile(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot
     return OT_OK;
 }
 
-/* Trilu and CumSum: the output is shaped like the input. Trilu needs rank >= 2. */
-ot_status ot_shape_rule_trilu(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    char a[160];
+/* CumSum, ScatterND, ScatterElements: typed and shaped like input 0. */
+ot_status ot_shape_rule_like_data(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
     const ot_value *x = ot_shape_input(c, n, 0);
     dt[0] = x ? x->dtype : OT_UNDEFINED;
     sh[0] = x ? x->shape : ot_shape_unknown();
-    if (n->op == OT_OP_TRILU && sh[0].rank >= 0 && sh[0].rank < 2)
-        return ot_shape_fail(c, n, "input %s has rank below 2", SHP(&sh[0], a));
     return OT_OK;
+}
+
+/* Trilu: like the input, which must be a (batch of) matrix. */
+ot_status ot_shape_rule_trilu(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    ot_status st = ot_shape_rule_like_data(c, n, dt, sh);
+    if (!st && sh[0].rank >= 0 && sh[0].rank < 2) return ot_shape_fail(c, n, "input %s has rank below 2", SHP(&sh[0], a));
+    return st;
 }
 
 /* GatherND (data, indices): indices.shape[:-1] + data.shape[batch_dims + q:], q the
