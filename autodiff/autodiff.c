@@ -288,6 +288,124 @@ void ot_autodiff_result_free(ot_autodiff_result *res) {
     memset(res, 0, sizeof *res);
 }
 
+static ot_status autodiff_oom(ot_error *err) {
+    return ot_fail(err, OT_E_MEMORY, "autodiff: out of memory while building the backward graph");
+}
+
+/* c->needs[v]: v depends on a param (or a wrt value) through float data, and the loss
+ * depends on v. reach is scratch of g->n_values bools. */
+static ot_status mark_needs(ot_grad_ctx *c, const int *order, int n_order, const ot_autodiff_options *opt,
+                            const ot_autodiff_result *res, bool *reach, ot_error *err) {
+    ot_graph *g = c->g;
+    int nv = c->n_needs;
+    for (int i = 0; i < res->n_params; i++) c->needs[res->params[i]] = true;
+    for (int i = 0; i < opt->n_wrt; i++) {
+        int v = opt->wrt[i];
+        if (v < 0 || v >= nv || !ot_dtype_is_float(g->values[v].dtype))
+            return ot_fail(err, OT_E_USAGE, "autodiff: requested gradient of value %d, which is not a float value", v);
+        c->needs[v] = true;
+    }
+    for (int k = 0; k < n_order; k++) {
+        const ot_node *n = &g->nodes[order[k]];
+        if (n->phase != OT_PHASE_FORWARD && n->phase != OT_PHASE_LOSS) continue;
+        bool any = false;
+        for (int i = 0; i < n->n_inputs; i++) any |= n->inputs[i] >= 0 && ot_gb_needs(c, n->inputs[i]);
+        if (!any) continue;
+        for (int i = 0; i < n->n_outputs; i++)
+            if (n->outputs[i] >= 0 && ot_dtype_is_float(g->values[n->outputs[i]].dtype)) c->needs[n->outputs[i]] = true;
+    }
+    /* Backward: values the loss depends on. */
+    reach[opt->loss_value] = true;
+    for (int k = n_order - 1; k >= 0; k--) {
+        const ot_node *n = &g->nodes[order[k]];
+        bool any = false;
+        for (int i = 0; i < n->n_outputs; i++) any |= n->outputs[i] >= 0 && reach[n->outputs[i]];
+        if (!any) continue;
+        for (int i = 0; i < n->n_inputs; i++)
+            if (n->inputs[i] >= 0) reach[n->inputs[i]] = true;
+    }
+    for (int v = 0; v < nv; v++) c->needs[v] = c->needs[v] && reach[v];
+    return OT_OK;
+}
+
+/* BatchNorm in training mode: its new running stats are copied back each step. */
+static void collect_state_updates(ot_graph *g, const int *order, int n_order, ot_autodiff_result *res) {
+    for (int k = 0; k < n_order; k++) {
+        const ot_node *n = &g->nodes[order[k]];
+        if (n->op != OT_OP_BATCH_NORM || !ot_node_attr_int(n, "training_mode", 0)) continue;
+        for (int j = 1; j <= 2 && j < n->n_outputs; j++) {
+            int sv = n->inputs[2 + j], uv = n->outputs[j];
+            if (sv < 0 || uv < 0) continue;
+            g->values[sv].kind = OT_VK_STATE;
+            res->state_values[res->n_state] = sv;
+            res->state_updates[res->n_state++] = uv;
+        }
+    }
+}
+
+/* The forward nodes in reverse topological order, one gradient rule each. */
+static ot_status run_rules(ot_grad_ctx *c, const int *order, int n_order, ot_error *err) {
+    for (int k = n_order - 1; k >= 0; k--) {
+        ot_node fwd = c->g->nodes[order[k]]; /* shallow copy: the node array may move */
+        if (fwd.phase != OT_PHASE_FORWARD && fwd.phase != OT_PHASE_LOSS) continue;
+        bool in_needs = false;
+        for (int i = 0; i < fwd.n_inputs; i++) in_needs |= ot_gb_needs(c, fwd.inputs[i]);
+        if (!in_needs) continue;
+        int dy[64];
+        bool any = false;
+        if (fwd.n_outputs > 64)
+            return ot_fail(err, OT_E_UNSUPPORTED, "autodiff: node '%s' has more than 64 outputs", fwd.name);
+        for (int i = 0; i < fwd.n_outputs; i++) {
+            dy[i] = ot_gb_needs(c, fwd.outputs[i]) ? finalize(c, fwd.outputs[i]) : -1;
+            any |= dy[i] >= 0;
+        }
+        if (!any) continue;
+        ot_grad_rule_fn rule = ot_grad_rule_of(fwd.op);
+        if (!rule)
+            return ot_fail(err, OT_E_UNSUPPORTED,
+                           "autodiff: node '%s' (%s) lies between a parameter and the loss but has no gradient rule",
+                           fwd.name, fwd.op_type);
+        c->fwd = &fwd;
+        ot_status st = rule(c, &fwd, dy);
+        c->fwd = NULL;
+        if (st) return st;
+        if (c->oom) return autodiff_oom(err);
+    }
+    return OT_OK;
+}
+
+/* The final gradient of value v (ZerosLike when none reaches it), named and pinned. */
+static int publish_final(ot_grad_ctx *c, int v) {
+    int gr = finalize(c, v);
+    if (gr < 0) gr = ot_gb_op(c, OT_OP_ZEROS_LIKE, &v, 1, v);
+    if (c->oom || publish_grad(c->g, gr, v)) return -1;
+    return gr;
+}
+
+static ot_status publish_results(ot_grad_ctx *c, const ot_autodiff_options *opt, ot_autodiff_result *res,
+                                 ot_error *err) {
+    for (int i = 0; i < res->n_params; i++)
+        if ((res->grads[i] = publish_final(c, res->params[i])) < 0) return autodiff_oom(err);
+    res->n_wrt = opt->n_wrt;
+    for (int i = 0; i < opt->n_wrt; i++)
+        if ((res->wrt_grads[i] = publish_final(c, opt->wrt[i])) < 0) return autodiff_oom(err);
+    for (int i = 0; i < res->n_state; i++)
+        if (pin_output(c->g, res->state_updates[i])) return autodiff_oom(err);
+    return OT_OK;
+}
+
+/* BatchNorm running statistics are state even when the importer saw plain float
+ * initializers: they are updated by the forward pass, never trained. */
+static void mark_batchnorm_state(ot_graph *g) {
+    for (int id = 0; id < g->n_nodes; id++) {
+        const ot_node *n = &g->nodes[id];
+        if (n->removed || n->op != OT_OP_BATCH_NORM) continue;
+        for (int i = 3; i < 5 && i < n->n_inputs; i++)
+            if (n->inputs[i] >= 0 && g->values[n->inputs[i]].kind == OT_VK_PARAM)
+                g->values[n->inputs[i]].kind = OT_VK_STATE;
+    }
+}
+
 ot_status ot_autodiff_build(ot_graph *g, const ot_autodiff_options *opt, ot_autodiff_result *res, ot_error *err) {
     ot_status st = OT_OK;
     memset(res, 0, sizeof *res);
@@ -303,15 +421,7 @@ ot_status ot_autodiff_build(ot_graph *g, const ot_autodiff_options *opt, ot_auto
     if (!ot_dtype_is_float(lv->dtype) || lv->shape.rank < 0 || ot_shape_numel(&lv->shape) != 1)
         return ot_fail(err, OT_E_USAGE, "autodiff: loss '%s' must be a scalar float (it is %s)", lv->name,
                        ot_dtype_name(lv->dtype));
-    /* BatchNorm running statistics are state even when the importer saw plain
-     * float initializers: they are updated by the forward pass, never trained. */
-    for (int id = 0; id < nn; id++) {
-        const ot_node *n = &g->nodes[id];
-        if (n->removed || n->op != OT_OP_BATCH_NORM) continue;
-        for (int i = 3; i < 5 && i < n->n_inputs; i++)
-            if (n->inputs[i] >= 0 && g->values[n->inputs[i]].kind == OT_VK_PARAM)
-                g->values[n->inputs[i]].kind = OT_VK_STATE;
-    }
+    mark_batchnorm_state(g);
     if ((st = pick_params(g, opt, res, err)) != OT_OK) goto fail;
 
     c.needs = ot_xcalloc((size_t)nv, sizeof(bool));
@@ -334,107 +444,16 @@ ot_status ot_autodiff_build(ot_graph *g, const ot_autodiff_options *opt, ot_auto
         st = ot_fail(err, OT_E_MODEL, "autodiff: graph '%s' has a cycle", g->name);
         goto fail;
     }
-
-    /* Forward: values that depend on a param (or a wrt value) through float data. */
-    for (int i = 0; i < res->n_params; i++) c.needs[res->params[i]] = true;
-    for (int i = 0; i < opt->n_wrt; i++) {
-        int v = opt->wrt[i];
-        if (v < 0 || v >= nv || !ot_dtype_is_float(g->values[v].dtype)) {
-            st = ot_fail(err, OT_E_USAGE, "autodiff: requested gradient of value %d, which is not a float value", v);
-            goto fail;
-        }
-        c.needs[v] = true;
-    }
-    for (int k = 0; k < n_order; k++) {
-        const ot_node *n = &g->nodes[order[k]];
-        if (n->phase != OT_PHASE_FORWARD && n->phase != OT_PHASE_LOSS) continue;
-        bool any = false;
-        for (int i = 0; i < n->n_inputs; i++) any |= n->inputs[i] >= 0 && ot_gb_needs(&c, n->inputs[i]);
-        if (!any) continue;
-        for (int i = 0; i < n->n_outputs; i++)
-            if (n->outputs[i] >= 0 && ot_dtype_is_float(g->values[n->outputs[i]].dtype)) c.needs[n->outputs[i]] = true;
-    }
-    /* Backward: values the loss depends on. */
-    reach[loss] = true;
-    for (int k = n_order - 1; k >= 0; k--) {
-        const ot_node *n = &g->nodes[order[k]];
-        bool any = false;
-        for (int i = 0; i < n->n_outputs; i++) any |= n->outputs[i] >= 0 && reach[n->outputs[i]];
-        if (!any) continue;
-        for (int i = 0; i < n->n_inputs; i++)
-            if (n->inputs[i] >= 0) reach[n->inputs[i]] = true;
-    }
-    for (int v = 0; v < nv; v++) c.needs[v] = c.needs[v] && reach[v];
-
-    /* BatchNorm in training mode: its new running stats are copied back each step. */
-    for (int k = 0; k < n_order; k++) {
-        const ot_node *n = &g->nodes[order[k]];
-        if (n->op != OT_OP_BATCH_NORM || !ot_node_attr_int(n, "training_mode", 0)) continue;
-        for (int j = 1; j <= 2 && j < n->n_outputs; j++) {
-            int sv = n->inputs[2 + j], uv = n->outputs[j];
-            if (sv < 0 || uv < 0) continue;
-            g->values[sv].kind = OT_VK_STATE;
-            res->state_values[res->n_state] = sv;
-            res->state_updates[res->n_state++] = uv;
-        }
-    }
+    if ((st = mark_needs(&c, order, n_order, opt, res, reach, err))) goto fail;
+    collect_state_updates(g, order, n_order, res);
 
     ot_shape ls = lv->shape;
     int seed = ot_gb_op_s(&c, OT_OP_ONES_LIKE, &loss, 1, g->values[loss].dtype, &ls, &res->seed_node);
     ot_gb_add(&c, loss, seed);
-    if (c.oom) goto oom;
-
-    for (int k = n_order - 1; k >= 0; k--) {
-        int id = order[k];
-        ot_node fwd = g->nodes[id]; /* shallow copy: the node array may move */
-        if (fwd.phase != OT_PHASE_FORWARD && fwd.phase != OT_PHASE_LOSS) continue;
-        bool in_needs = false;
-        for (int i = 0; i < fwd.n_inputs; i++) in_needs |= ot_gb_needs(&c, fwd.inputs[i]);
-        if (!in_needs) continue;
-        int dy[64];
-        bool any = false;
-        if (fwd.n_outputs > 64) {
-            st = ot_fail(err, OT_E_UNSUPPORTED, "autodiff: node '%s' has more than 64 outputs", fwd.name);
-            goto fail;
-        }
-        for (int i = 0; i < fwd.n_outputs; i++) {
-            dy[i] = ot_gb_needs(&c, fwd.outputs[i]) ? finalize(&c, fwd.outputs[i]) : -1;
-            any |= dy[i] >= 0;
-        }
-        if (!any) continue;
-        ot_grad_rule_fn rule = ot_grad_rule_of(fwd.op);
-        if (!rule) {
-            st = ot_fail(err, OT_E_UNSUPPORTED,
-                         "autodiff: node '%s' (%s) lies between a parameter and the loss but has no gradient rule",
-                         fwd.name, fwd.op_type);
-            goto fail;
-        }
-        c.fwd = &fwd;
-        if ((st = rule(&c, &fwd, dy)) != OT_OK) goto fail;
-        if (c.oom) goto oom;
-    }
-    c.fwd = NULL;
-
-    for (int i = 0; i < res->n_params; i++) {
-        int p = res->params[i];
-        int gr = finalize(&c, p);
-        if (gr < 0) gr = ot_gb_op(&c, OT_OP_ZEROS_LIKE, &p, 1, p);
-        if (c.oom || publish_grad(g, gr, p)) goto oom;
-        res->grads[i] = gr;
-    }
-    res->n_wrt = opt->n_wrt;
-    for (int i = 0; i < opt->n_wrt; i++) {
-        int v = opt->wrt[i];
-        int gr = finalize(&c, v);
-        if (gr < 0) gr = ot_gb_op(&c, OT_OP_ZEROS_LIKE, &v, 1, v);
-        if (c.oom || publish_grad(g, gr, v)) goto oom;
-        res->wrt_grads[i] = gr;
-    }
-    for (int i = 0; i < res->n_state; i++)
-        if (pin_output(g, res->state_updates[i])) goto oom;
-    goto done;
-oom:
-    st = ot_fail(err, OT_E_MEMORY, "autodiff: out of memory while building the backward graph");
+    if (c.oom) st = autodiff_oom(err);
+    if (!st) st = run_rules(&c, order, n_order, err);
+    if (!st) st = publish_results(&c, opt, res, err);
+    if (!st) goto done;
 fail:
     ot_autodiff_result_free(res);
     rollback(g, nv, nn, n_out);

@@ -119,6 +119,14 @@ void ot_str_list_free(ot_str_list *l) {
     memset(l, 0, sizeof *l);
 }
 
+/* How a data array is named in messages. */
+static const char *array_desc(const char *name, char *buf, size_t n) {
+    if (!strcmp(name, OT_DATA_LABELS)) snprintf(buf, n, "--labels");
+    else if (*name) snprintf(buf, n, "input '%s'", name);
+    else snprintf(buf, n, "--input");
+    return buf;
+}
+
 ot_status ot_args_load_dataset(const ot_input_specs *inputs, const char *labels, ot_dataset *d, ot_error *err) {
     ot_status st;
     for (int i = 0; i <= inputs->n; i++) {
@@ -127,6 +135,14 @@ ot_status ot_args_load_dataset(const ot_input_specs *inputs, const char *labels,
         const char *name = i < inputs->n ? (inputs->v[i].name ? inputs->v[i].name : "") : OT_DATA_LABELS;
         ot_tensor *t = NULL;
         if ((st = ot_npy_read(path, &t, err))) return st;
+        if (d->n_arrays > 0 && t->shape.rank >= 1 && t->shape.dim[0] != d->n_samples) {
+            char a[300], b[300];
+            st = ot_fail(err, OT_E_DATA, "sample counts differ: %s (%s) has %lld samples, %s (%s) has %lld",
+                         array_desc(d->arrays[0].name, a, sizeof a), d->arrays[0].path, (long long)d->n_samples,
+                         array_desc(name, b, sizeof b), path, (long long)t->shape.dim[0]);
+            ot_tensor_free(t);
+            return st;
+        }
         if ((st = ot_dataset_add(d, name, path, -1, t, err))) return st;
     }
     return OT_OK;
@@ -164,6 +180,18 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_BIND: return ot_str_list_add(&a->bind, arg, err);
     case OT_ARG_REMAT: a->remat = arg; return OT_OK;
     case OT_ARG_BUDGET: return ot_args_size("--memory-budget", arg, &a->memory_budget, err);
+    case OT_ARG_OPTIMIZER: return ot_optim_kind_parse(arg, &a->optim, err);
+    case OT_ARG_LR: return ot_args_double("--lr", arg, 0, true, &a->lr, err);
+    case OT_ARG_MOMENTUM: return ot_args_double("--momentum", arg, 0, false, &a->momentum, err);
+    case OT_ARG_NESTEROV: a->nesterov = true; return OT_OK;
+    case OT_ARG_WD: return ot_args_double("--weight-decay", arg, 0, false, &a->weight_decay, err);
+    case OT_ARG_BETA1: return ot_args_double("--beta1", arg, 0, false, &a->beta1, err);
+    case OT_ARG_BETA2: return ot_args_double("--beta2", arg, 0, false, &a->beta2, err);
+    case OT_ARG_EPS: return ot_args_double("--eps", arg, 0, true, &a->eps, err);
+    case OT_ARG_CLIP: return ot_args_double("--clip-grad-norm", arg, 0, true, &a->clip, err);
+    case OT_ARG_SCHED: return ot_schedule_kind_parse(arg, &a->schedule, err);
+    case OT_ARG_WARMUP: return ot_args_int("--warmup-steps", arg, 0, INT64_MAX / 4, &a->warmup, err);
+    case OT_ARG_ACCUM: return ot_args_int("--accum", arg, 1, 1 << 20, &a->accum, err);
     default: *handled = false; return OT_OK;
     }
 }
@@ -172,6 +200,9 @@ void ot_common_args_init(ot_common_args *a) {
     memset(a, 0, sizeof *a);
     a->loss.kind = OT_LOSS_CROSS_ENTROPY;
     a->loss.class_axis = -1;
+    a->optim = OT_OPTIM_SGD;
+    a->lr = a->momentum = a->weight_decay = a->beta1 = a->beta2 = a->eps = NAN;
+    a->schedule = OT_SCHED_CONSTANT;
 }
 
 void ot_common_args_free(ot_common_args *a) {
@@ -195,6 +226,18 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->memory_budget = a->memory_budget;
     o->bind = a->bind.v;
     o->n_bind = a->bind.n;
+    ot_optim_config_default(&o->optim, a->optim);
+    if (!isnan(a->lr)) o->optim.lr = a->lr;
+    if (!isnan(a->momentum)) o->optim.momentum = a->momentum;
+    if (!isnan(a->weight_decay)) o->optim.weight_decay = a->weight_decay;
+    if (!isnan(a->beta1)) o->optim.beta1 = a->beta1;
+    if (!isnan(a->beta2)) o->optim.beta2 = a->beta2;
+    if (!isnan(a->eps)) o->optim.eps = a->eps;
+    o->optim.nesterov = a->nesterov;
+    o->optim.clip_grad_norm = a->clip;
+    o->optim.schedule = a->schedule;
+    o->optim.warmup_steps = a->warmup;
+    if (a->accum) o->accum = a->accum;
 }
 
 ot_status ot_args_one_model(int argc, char **argv, int optind_after, const char **model, ot_error *err) {

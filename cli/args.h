@@ -11,6 +11,7 @@
 
 #include "autodiff/autodiff.h"
 #include "ir.h"
+#include "train/optim.h"
 
 /* A decimal integer in [min, max] ("--steps 100"). */
 /* After getopt: exactly one positional MODEL argument must remain (argv[optind]).
@@ -70,6 +71,18 @@ enum {
     OT_ARG_IGNORE,
     OT_ARG_FREEZE,
     OT_ARG_TRAIN,
+    OT_ARG_OPTIMIZER,
+    OT_ARG_LR,
+    OT_ARG_MOMENTUM,
+    OT_ARG_NESTEROV,
+    OT_ARG_WD,
+    OT_ARG_BETA1,
+    OT_ARG_BETA2,
+    OT_ARG_EPS,
+    OT_ARG_CLIP,
+    OT_ARG_SCHED,
+    OT_ARG_WARMUP,
+    OT_ARG_ACCUM,
     OT_ARG_OWN /* first code free for a command's own options */
 };
 #define OT_ARGS_OPT_INPUT {"input", required_argument, NULL, OT_ARG_INPUT}
@@ -87,6 +100,58 @@ enum {
 #define OT_ARGS_OPT_IGNORE {"ignore-index", required_argument, NULL, OT_ARG_IGNORE}
 #define OT_ARGS_OPT_FREEZE {"freeze", required_argument, NULL, OT_ARG_FREEZE}
 #define OT_ARGS_OPT_TRAIN {"train", required_argument, NULL, OT_ARG_TRAIN}
+/* The optimizer (train; plan and verify, for the memory figures), as a list of entries. */
+#define OT_ARGS_OPTS_OPTIM                                                                                           \
+    {"optimizer", required_argument, NULL, OT_ARG_OPTIMIZER}, {"lr", required_argument, NULL, OT_ARG_LR},           \
+        {"momentum", required_argument, NULL, OT_ARG_MOMENTUM}, {"nesterov", no_argument, NULL, OT_ARG_NESTEROV},  \
+        {"weight-decay", required_argument, NULL, OT_ARG_WD}, {"beta1", required_argument, NULL, OT_ARG_BETA1},    \
+        {"beta2", required_argument, NULL, OT_ARG_BETA2}, {"eps", required_argument, NULL, OT_ARG_EPS},            \
+        {"clip-grad-norm", required_argument, NULL, OT_ARG_CLIP}, {"schedule", required_argument, NULL, OT_ARG_SCHED}, \
+        {"warmup-steps", required_argument, NULL, OT_ARG_WARMUP}, {"accum", required_argument, NULL, OT_ARG_ACCUM}
+/* Every option the session builder takes (train/train.h): data, loss, params, batch,
+ * seed, threads, device, bind, remat, budget and the optimizer. */
+#define OT_ARGS_OPTS_SESSION                                                                                         \
+    OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,            \
+        OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,             \
+        OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT, OT_ARGS_OPT_BUDGET,          \
+        OT_ARGS_OPTS_OPTIM
+
+/* Help text of the shared options, one block per group, for the commands' --help. */
+#define OT_ARGS_HELP_DATA                                                                                            \
+    "  --input FILE | NAME=FILE  .npy array for a model input, samples along axis 0. Without\n"                     \
+    "                            NAME the files go to the model's inputs in order. Repeatable.\n"                   \
+    "  --labels FILE             .npy labels: int64 class indices (cross-entropy; checked to be\n"                  \
+    "                            in range) or float targets (mse)\n"
+#define OT_ARGS_HELP_BIND                                                                                            \
+    "  --bind NAME=SIZE[,...]    bind other symbolic dims (e.g. seq=16; those of axis >= 1 are\n"                   \
+    "                            otherwise taken from the data). Repeatable.\n"
+#define OT_ARGS_HELP_LOSS                                                                                            \
+    "loss:\n"                                                                                                        \
+    "  --loss KIND               cross-entropy (default), mse, or output (a scalar model output)\n"                 \
+    "  --output NAME             model output that feeds the loss (default: the first)\n"                           \
+    "  --class-axis N            cross-entropy: axis of the classes (default -1, the last)\n"                       \
+    "  --ignore-index N          cross-entropy: label value that contributes nothing\n"
+#define OT_ARGS_HELP_PARAMS                                                                                          \
+    "params:\n"                                                                                                      \
+    "  --freeze REGEX            do not train params whose name matches (POSIX ERE). Repeatable.\n"                 \
+    "  --train REGEX             train only params whose name matches. Repeatable.\n"                               \
+    "                            A pattern that matches no param is an error (exit 2).\n"
+#define OT_ARGS_HELP_OPTIM                                                                                           \
+    "  --optimizer NAME          sgd (default), adam, adamw\n"                                                      \
+    "  --lr X                    learning rate (default 0.01 for sgd, 0.001 for adam/adamw)\n"                      \
+    "  --momentum X              sgd momentum (default 0; dampening is always 0)\n"                                 \
+    "  --nesterov                sgd Nesterov momentum (needs --momentum > 0)\n"                                    \
+    "  --weight-decay X          sgd/adam: L2 added to the gradient; adamw: decoupled\n"                            \
+    "                            (default 0; adamw 0.01)\n"                                                         \
+    "  --beta1 X, --beta2 X      adam/adamw (default 0.9, 0.999)\n"                                                 \
+    "  --eps X                   adam/adamw (default 1e-8)\n"                                                       \
+    "  --clip-grad-norm X        clip the global L2 gradient norm to X (default: off), as\n"                        \
+    "                            torch.nn.utils.clip_grad_norm_\n"                                                  \
+    "  --schedule NAME           constant (default); warmup: lr*(s+1)/W for the first W steps;\n"                  \
+    "                            cosine: warm-up, then lr*(1+cos(pi*(s-W)/(T-W)))/2 to step T\n"                    \
+    "  --warmup-steps W          warm-up steps (default 0)\n"                                                       \
+    "  --accum K                 micro-batches per optimizer step (gradient accumulation, in\n"                    \
+    "                            accumulators in the arena; the step uses their mean; default 1)\n"
 
 /* Set up by ot_common_args_init: no inputs, every default. */
 typedef struct ot_common_args {
@@ -102,6 +167,13 @@ typedef struct ot_common_args {
     ot_str_list bind;       /* --bind, repeatable */
     const char *remat;      /* --remat POLICY, or NULL */
     int64_t memory_budget;  /* --memory-budget bytes; 0: none */
+    /* the optimizer: the kind's defaults, then the values the user set (NaN: not set) */
+    ot_optim_kind optim;
+    double lr, momentum, weight_decay, beta1, beta2, eps, clip;
+    bool nesterov;
+    ot_schedule_kind schedule;
+    int64_t warmup;
+    int64_t accum;          /* --accum, 1..2^20; 0: not given (1) */
 } ot_common_args;
 
 /* Reads option `code` with value `arg` into a when it is one of the shared options
@@ -111,7 +183,8 @@ void ot_common_args_init(ot_common_args *a);
 void ot_common_args_free(ot_common_args *a);
 
 struct ot_train_options;
-/* Copies the shared settings into training options (the lists point into a). */
+/* Copies the shared settings into training options (the lists point into a), the
+ * optimizer included. */
 void ot_common_args_to_train(const ot_common_args *a, struct ot_train_options *o);
 
 /* Reads every input spec and the labels file (may be NULL) as .npy into d: inputs

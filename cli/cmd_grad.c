@@ -30,17 +30,9 @@ static void grad_usage(FILE *f) {
           "                            targets shaped like the output (mse)\n"
           "  --batch-size N            samples in the batch (default: the model's fixed batch, else\n"
           "                            every sample in the files)\n"
-          "  --bind NAME=SIZE[,...]    bind other symbolic dims (e.g. seq=16). Repeatable.\n"
-          "loss:\n"
-          "  --loss KIND               cross-entropy (default), mse, or output (the model output is\n"
-          "                            already a scalar loss)\n"
-          "  --output NAME             model output that feeds the loss (default: the first)\n"
-          "  --class-axis N            cross-entropy: axis of the classes (default: -1, the last)\n"
-          "  --ignore-index N          cross-entropy: label value that contributes nothing\n"
-          "params:\n"
-          "  --freeze REGEX            do not train params whose name matches (POSIX ERE). Repeatable.\n"
-          "  --train REGEX             train only params whose name matches. Repeatable.\n"
-          "                            A pattern that matches no param is an error.\n"
+          OT_ARGS_HELP_BIND
+          OT_ARGS_HELP_LOSS
+          OT_ARGS_HELP_PARAMS
           "run:\n"
           "  --seed N                  Dropout masks (default 0)\n"
           "  --threads N               CPU threads (default: OpenMP's default)\n"

@@ -80,6 +80,128 @@ static void print_values_text(FILE *f, const ot_graph *g, const char *title, con
     }
 }
 
+/* What info reports of a graph: params and state by count and bytes, live nodes, ops by count. */
+typedef struct model_summary {
+    sizes params, state;
+    op_count *hist;
+    int n_hist, n_live;
+} model_summary;
+
+static ot_status summarize(const ot_graph *g, model_summary *sum) {
+    for (int v = 0; v < g->n_values; v++) {
+        const ot_value *val = &g->values[v];
+        sizes *s = val->kind == OT_VK_PARAM ? &sum->params : val->kind == OT_VK_STATE ? &sum->state : NULL;
+        if (!s) continue;
+        s->n_tensors++;
+        s->bytes += (int64_t)val->nbytes;
+        size_t es = ot_dtype_size(val->dtype);
+        s->numel += es ? (int64_t)(val->nbytes / es) : 0;
+    }
+    op_count *hist = calloc((size_t)g->n_nodes + 1, sizeof *hist);
+    if (!hist) return OT_E_MEMORY;
+    int n_hist = 0;
+    for (int id = 0; id < g->n_nodes; id++) {
+        const ot_node *n = &g->nodes[id];
+        if (n->removed) continue;
+        sum->n_live++;
+        int k = 0;
+        while (k < n_hist && (strcmp(hist[k].op_type, n->op_type) || strcmp(hist[k].domain, n->domain))) k++;
+        if (k == n_hist) {
+            hist[n_hist].op_type = n->op_type;
+            hist[n_hist].domain = n->domain;
+            n_hist++;
+        }
+        hist[k].count++;
+    }
+    qsort(hist, (size_t)n_hist, sizeof *hist, by_count);
+    sum->hist = hist;
+    sum->n_hist = n_hist;
+    return OT_OK;
+}
+
+static void print_info_json(FILE *f, const char *path, const ot_model *m, const model_summary *sum) {
+    const ot_graph *g = m->graph;
+    fputs("{\n  \"path\": ", f);
+    ot_json_string(f, path);
+    fprintf(f, ",\n  \"ir_version\": %lld,\n  \"producer\": {\"name\": ", (long long)m->ir_version);
+    ot_json_string(f, m->producer_name);
+    fputs(", \"version\": ", f);
+    ot_json_string(f, m->producer_version);
+    fprintf(f, "},\n  \"opset\": %lld,\n  \"graph\": ", (long long)m->opset);
+    ot_json_string(f, g->name);
+    fputs(",\n  \"inputs\": ", f);
+    print_values_json(f, g, g->inputs, g->n_inputs);
+    fputs(",\n  \"outputs\": ", f);
+    print_values_json(f, g, g->outputs, g->n_outputs);
+    fprintf(f,
+            ",\n  \"parameters\": {\"tensors\": %lld, \"count\": %lld, \"bytes\": %lld},\n"
+            "  \"state\": {\"tensors\": %lld, \"count\": %lld, \"bytes\": %lld},\n  \"nodes\": %d,\n  \"ops\": [",
+            (long long)sum->params.n_tensors, (long long)sum->params.numel, (long long)sum->params.bytes,
+            (long long)sum->state.n_tensors, (long long)sum->state.numel, (long long)sum->state.bytes, sum->n_live);
+    for (int k = 0; k < sum->n_hist; k++) {
+        fputs(k ? ", {\"op\": " : "{\"op\": ", f);
+        ot_json_string(f, sum->hist[k].op_type);
+        if (sum->hist[k].domain[0]) {
+            fputs(", \"domain\": ", f);
+            ot_json_string(f, sum->hist[k].domain);
+        }
+        fprintf(f, ", \"count\": %d}", sum->hist[k].count);
+    }
+    fputs("],\n  \"unsupported\": [", f);
+    for (int i = 0; i < m->n_unsupported; i++) {
+        const ot_unsupported_op *u = &m->unsupported[i];
+        fputs(i ? ", {\"op\": " : "{\"op\": ", f);
+        ot_json_string(f, u->op_type);
+        fprintf(f, ", \"reason\": \"%s\", \"%s\": [",
+                u->reason == OT_UNSUP_NESTED_GRAPH ? "nested graphs are not supported"
+                : u->reason == OT_UNSUP_INPUT_DTYPE ? "unsupported input dtype"
+                : u->reason == OT_UNSUP_INIT_DTYPE  ? "unsupported initializer dtype"
+                                                    : "unsupported op",
+                u->reason == OT_UNSUP_INPUT_DTYPE  ? "inputs"
+                : u->reason == OT_UNSUP_INIT_DTYPE ? "initializers"
+                                                   : "nodes");
+        for (int k = 0; k < u->n_nodes; k++) {
+            if (k) fputs(", ", f);
+            ot_json_string(f, u->nodes[k]);
+        }
+        fputs("]}", f);
+    }
+    fputs("]\n}\n", f);
+}
+
+static void print_info_text(FILE *f, const char *path, const ot_model *m, const model_summary *sum) {
+    const ot_graph *g = m->graph;
+    fprintf(f, "model:       %s\n", path);
+    fprintf(f, "ir_version:  %lld\n", (long long)m->ir_version);
+    fprintf(f, "producer:    %s%s%s\n", m->producer_name[0] ? m->producer_name : "(none)",
+            m->producer_version[0] ? " " : "", m->producer_version);
+    fprintf(f, "opset:       %lld\n", (long long)m->opset);
+    fprintf(f, "graph:       %s (%d nodes)\n", g->name, sum->n_live);
+    print_values_text(f, g, "inputs", g->inputs, g->n_inputs);
+    print_values_text(f, g, "outputs", g->outputs, g->n_outputs);
+    fprintf(f, "parameters:  %lld in %lld tensors (%lld bytes)\n", (long long)sum->params.numel,
+            (long long)sum->params.n_tensors, (long long)sum->params.bytes);
+    fprintf(f, "state:       %lld in %lld tensors (%lld bytes)\n", (long long)sum->state.numel,
+            (long long)sum->state.n_tensors, (long long)sum->state.bytes);
+    fprintf(f, "ops (%d kinds):\n", sum->n_hist);
+    for (int k = 0; k < sum->n_hist; k++) {
+        char name[300];
+        if (sum->hist[k].domain[0]) snprintf(name, sizeof name, "%s:%s", sum->hist[k].domain, sum->hist[k].op_type);
+        else snprintf(name, sizeof name, "%s", sum->hist[k].op_type);
+        fprintf(f, "  %-28s %d\n", name, sum->hist[k].count);
+    }
+    if (m->n_unsupported) {
+        fprintf(f, "unsupported (%d):\n", m->n_unsupported);
+        for (int i = 0; i < m->n_unsupported; i++) {
+            const ot_unsupported_op *u = &m->unsupported[i];
+            fprintf(f, "  %s%s: ", u->op_type,
+                    u->reason == OT_UNSUP_NESTED_GRAPH ? " (nested graphs are not supported)" : "");
+            for (int k = 0; k < u->n_nodes; k++) fprintf(f, "%s'%s'", k ? ", " : "", u->nodes[k]);
+            fputc('\n', f);
+        }
+    }
+}
+
 int ot_cmd_info(int argc, char **argv) {
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
@@ -139,123 +261,21 @@ int ot_cmd_info(int argc, char **argv) {
         return st;
     }
 
-    sizes params = {0}, state = {0};
-    for (int v = 0; v < g->n_values; v++) {
-        const ot_value *val = &g->values[v];
-        sizes *s = val->kind == OT_VK_PARAM ? &params : val->kind == OT_VK_STATE ? &state : NULL;
-        if (!s) continue;
-        s->n_tensors++;
-        s->bytes += (int64_t)val->nbytes;
-        size_t es = ot_dtype_size(val->dtype);
-        s->numel += es ? (int64_t)(val->nbytes / es) : 0;
-    }
-    op_count *hist = calloc((size_t)g->n_nodes + 1, sizeof *hist);
-    int n_hist = 0, n_live = 0;
-    if (!hist) {
+    model_summary sum = {0};
+    if (summarize(g, &sum)) {
         fputs("onnxtrain: out of memory\n", stderr);
         ot_model_free(m);
         return OT_E_MEMORY;
     }
-    for (int id = 0; id < g->n_nodes; id++) {
-        const ot_node *n = &g->nodes[id];
-        if (n->removed) continue;
-        n_live++;
-        int k = 0;
-        while (k < n_hist && (strcmp(hist[k].op_type, n->op_type) || strcmp(hist[k].domain, n->domain))) k++;
-        if (k == n_hist) {
-            hist[n_hist].op_type = n->op_type;
-            hist[n_hist].domain = n->domain;
-            n_hist++;
-        }
-        hist[k].count++;
-    }
-    qsort(hist, (size_t)n_hist, sizeof *hist, by_count);
-
-    if (json) {
-        fputs("{\n  \"path\": ", f);
-        ot_json_string(f, path);
-        fprintf(f, ",\n  \"ir_version\": %lld,\n  \"producer\": {\"name\": ", (long long)m->ir_version);
-        ot_json_string(f, m->producer_name);
-        fputs(", \"version\": ", f);
-        ot_json_string(f, m->producer_version);
-        fprintf(f, "},\n  \"opset\": %lld,\n  \"graph\": ", (long long)m->opset);
-        ot_json_string(f, g->name);
-        fputs(",\n  \"inputs\": ", f);
-        print_values_json(f, g, g->inputs, g->n_inputs);
-        fputs(",\n  \"outputs\": ", f);
-        print_values_json(f, g, g->outputs, g->n_outputs);
-        fprintf(f,
-                ",\n  \"parameters\": {\"tensors\": %lld, \"count\": %lld, \"bytes\": %lld},\n"
-                "  \"state\": {\"tensors\": %lld, \"count\": %lld, \"bytes\": %lld},\n  \"nodes\": %d,\n  \"ops\": [",
-                (long long)params.n_tensors, (long long)params.numel, (long long)params.bytes,
-                (long long)state.n_tensors, (long long)state.numel, (long long)state.bytes, n_live);
-        for (int k = 0; k < n_hist; k++) {
-            fputs(k ? ", {\"op\": " : "{\"op\": ", f);
-            ot_json_string(f, hist[k].op_type);
-            if (hist[k].domain[0]) {
-                fputs(", \"domain\": ", f);
-                ot_json_string(f, hist[k].domain);
-            }
-            fprintf(f, ", \"count\": %d}", hist[k].count);
-        }
-        fputs("],\n  \"unsupported\": [", f);
-        for (int i = 0; i < m->n_unsupported; i++) {
-            const ot_unsupported_op *u = &m->unsupported[i];
-            fputs(i ? ", {\"op\": " : "{\"op\": ", f);
-            ot_json_string(f, u->op_type);
-            fprintf(f, ", \"reason\": \"%s\", \"%s\": [",
-                    u->reason == OT_UNSUP_NESTED_GRAPH ? "nested graphs are not supported"
-                    : u->reason == OT_UNSUP_INPUT_DTYPE ? "unsupported input dtype"
-                    : u->reason == OT_UNSUP_INIT_DTYPE  ? "unsupported initializer dtype"
-                                                        : "unsupported op",
-                    u->reason == OT_UNSUP_INPUT_DTYPE  ? "inputs"
-                    : u->reason == OT_UNSUP_INIT_DTYPE ? "initializers"
-                                                       : "nodes");
-            for (int k = 0; k < u->n_nodes; k++) {
-                if (k) fputs(", ", f);
-                ot_json_string(f, u->nodes[k]);
-            }
-            fputs("]}", f);
-        }
-        fputs("]\n}\n", f);
-    } else {
-        fprintf(f, "model:       %s\n", path);
-        fprintf(f, "ir_version:  %lld\n", (long long)m->ir_version);
-        fprintf(f, "producer:    %s%s%s\n", m->producer_name[0] ? m->producer_name : "(none)",
-                m->producer_version[0] ? " " : "", m->producer_version);
-        fprintf(f, "opset:       %lld\n", (long long)m->opset);
-        fprintf(f, "graph:       %s (%d nodes)\n", g->name, n_live);
-        print_values_text(f, g, "inputs", g->inputs, g->n_inputs);
-        print_values_text(f, g, "outputs", g->outputs, g->n_outputs);
-        fprintf(f, "parameters:  %lld in %lld tensors (%lld bytes)\n", (long long)params.numel,
-                (long long)params.n_tensors, (long long)params.bytes);
-        fprintf(f, "state:       %lld in %lld tensors (%lld bytes)\n", (long long)state.numel,
-                (long long)state.n_tensors, (long long)state.bytes);
-        fprintf(f, "ops (%d kinds):\n", n_hist);
-        for (int k = 0; k < n_hist; k++) {
-            char name[300];
-            if (hist[k].domain[0]) snprintf(name, sizeof name, "%s:%s", hist[k].domain, hist[k].op_type);
-            else snprintf(name, sizeof name, "%s", hist[k].op_type);
-            fprintf(f, "  %-28s %d\n", name, hist[k].count);
-        }
-        if (m->n_unsupported) {
-            fprintf(f, "unsupported (%d):\n", m->n_unsupported);
-            for (int i = 0; i < m->n_unsupported; i++) {
-                const ot_unsupported_op *u = &m->unsupported[i];
-                fprintf(f, "  %s%s: ", u->op_type,
-                        u->reason == OT_UNSUP_NESTED_GRAPH ? " (nested graphs are not supported)" : "");
-                for (int k = 0; k < u->n_nodes; k++) fprintf(f, "%s'%s'", k ? ", " : "", u->nodes[k]);
-                fputc('\n', f);
-            }
-        }
-    }
+    if (json) print_info_json(f, path, m, &sum);
+    else print_info_text(f, path, m, &sum);
     if (m->n_unsupported) {
         char *list = ot_model_unsupported_str(m);
         fprintf(stderr, "onnxtrain: %s: %s\n", path, list ? list : "unsupported ops");
         free(list);
         st = OT_E_UNSUPPORTED;
     }
-    free(hist);
+    free(sum.hist);
     ot_model_free(m);
     return st;
 }

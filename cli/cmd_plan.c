@@ -1,5 +1,6 @@
 /* cmd_plan.c — `onnxtrain plan MODEL [--remat POLICY] ...`: runs nothing. Builds the
- * training graph, plans it with --remat none and with the chosen policy, and prints
+ * training graph `train` would run (the same session builder, optimizer included,
+ * plan-only), plans it with --remat none and with the chosen policy, and prints
  * for both the exact peak, bytes by category, the recompute cost (extra FLOPs and
  * share of the step) and the kept and recomputed values grouped by segment.
  * --json for machines, --dot for the rewritten graph, --timeline for an SVG. */
@@ -13,20 +14,36 @@
 #include "cli/cli.h"
 #include "ir/atomic_file.h"
 #include "ir/json_write.h"
-#include "train/remat_session.h"
+#include "kernels/kernel.h"
+#include "remat/remat.h"
 #include "remat/timeline.h"
+#include "train/train.h"
+#include "train/train_memory.h"
 
 static void usage(FILE *f) {
     fputs("usage: onnxtrain plan MODEL [options]\n\n"
-          "Plans one training step (forward, loss, backward) without running it: the exact\n"
-          "peak memory with --remat none and with POLICY, bytes by category, recompute cost,\n"
-          "and which activations are kept or recomputed, segment by segment.\n\n"
-          "options:\n"
-          "  --loss KIND               cross-entropy (default), mse or output\n"
-          "  --batch-size N|auto       batch to plan for (auto: the largest that fits --memory-budget)\n"
+          "Plans one training step (forward, loss, backward and the optimizer's update, the\n"
+          "graph `train` runs) without running it: the exact peak memory with --remat none\n"
+          "and with POLICY, bytes by category, recompute cost, and which activations are kept\n"
+          "or recomputed, segment by segment. The figures are `train`'s for the same model,\n"
+          "batch, policy and optimizer, to the byte.\n\n"
+          "data (optional: without it, --batch-size gives the batch):\n"
+          OT_ARGS_HELP_DATA
+          "  --val-input, --val-labels validation data as for train: its forward-only plan is\n"
+          "                            made too, and --memory-budget must hold both\n"
+          "  --batch-size N|auto       batch to plan for (default: the model's, else the data's\n"
+          "                            min(32, samples); auto: the largest that fits --memory-budget)\n"
+          OT_ARGS_HELP_BIND
+          OT_ARGS_HELP_LOSS
+          OT_ARGS_HELP_PARAMS
+          "optimizer (its state and update are planned with the step; default sgd):\n"
+          OT_ARGS_HELP_OPTIM
+          "plan:\n"
           "  --remat POLICY            none, all, sqrt, every:K, selective, manual:NAME,... or auto\n"
           "                            (default auto: selective, or the cheapest plan within the budget)\n"
           "  --memory-budget SIZE      e.g. 512M, 2G: the peak auto must fit\n"
+          "  --device DEV              cpu (default) or cuda[:N]: whose workspace sizes count\n"
+          "  --threads N, --seed N     as for train (they change no figure)\n"
           "  --json                    print the plans as JSON\n"
           "  --dot FILE                write the training graph (recompute nodes dashed, orange)\n"
           "  --timeline FILE.svg       draw bytes in use along the schedule for both plans\n",
@@ -34,10 +51,20 @@ static void usage(FILE *f) {
 }
 
 typedef struct plan_opts {
-    const char *model, *loss, *remat, *dot, *timeline;
-    int64_t batch, budget;
+    const char *model, *dot, *timeline;
+    ot_common_args args; /* data, loss, params, batch, bind, remat, budget, optimizer */
+    ot_input_specs val_inputs;
+    const char *val_labels;
     bool batch_auto, json;
 } plan_opts;
+
+/* One planned step: the session and what plan prints of it. */
+typedef struct planned {
+    ot_train_session *s;
+    const ot_plan *p;
+    const ot_remat_analysis *an;
+    const bool *keep;
+} planned;
 
 static void human(double b, char *buf, size_t n) {
     if (b >= 1 << 30) snprintf(buf, n, "%.2f GiB", b / (1 << 30));
@@ -46,10 +73,27 @@ static void human(double b, char *buf, size_t n) {
     else snprintf(buf, n, "%.0f B", b);
 }
 
+/* Prints the saved values of segment k that are kept (want true) or recomputed. */
+static void print_values(const planned *pl, int k, bool want, bool json) {
+    const ot_remat_analysis *a = pl->an;
+    const ot_graph *g = ot_train_graph(pl->s);
+    bool first = true;
+    for (int v = 0; v < a->n_values; v++) {
+        if (!a->saved[v] || a->segment[v] != k || pl->keep[v] != want) continue;
+        if (json) {
+            if (!first) printf(", ");
+            ot_json_string(stdout, g->values[v].name);
+        } else {
+            printf(" %s", g->values[v].name);
+        }
+        first = false;
+    }
+}
+
 /* Kept and recomputed saved values, by segment. */
-static void print_segments(const ot_remat_session *s, bool json) {
-    const ot_remat_analysis *a = &s->an;
-    const ot_graph *g = s->g;
+static void print_segments(const planned *pl, bool json) {
+    const ot_remat_analysis *a = pl->an;
+    if (!a) return;
     int n_seg = a->n_art + 1;
     if (json) printf(", \"segments\": [");
     bool first_seg = true;
@@ -57,39 +101,25 @@ static void print_segments(const ot_remat_session *s, bool json) {
         int n_kept = 0, n_rec = 0;
         for (int v = 0; v < a->n_values; v++) {
             if (!a->saved[v] || a->segment[v] != k) continue;
-            if (s->keep[v]) n_kept++;
+            if (pl->keep[v]) n_kept++;
             else n_rec++;
         }
         if (!n_kept && !n_rec) continue;
         if (json) {
             printf("%s{\"segment\": %d, \"kept\": [", first_seg ? "" : ", ", k);
-            bool first = true;
-            for (int v = 0; v < a->n_values; v++)
-                if (a->saved[v] && a->segment[v] == k && s->keep[v]) {
-                    if (!first) printf(", ");
-                    ot_json_string(stdout, g->values[v].name);
-                    first = false;
-                }
+            print_values(pl, k, true, true);
             printf("], \"recomputed\": [");
-            first = true;
-            for (int v = 0; v < a->n_values; v++)
-                if (a->saved[v] && a->segment[v] == k && !s->keep[v]) {
-                    if (!first) printf(", ");
-                    ot_json_string(stdout, g->values[v].name);
-                    first = false;
-                }
+            print_values(pl, k, false, true);
             printf("]}");
         } else {
             printf("  segment %d:", k);
             if (n_kept) {
                 printf(" kept");
-                for (int v = 0; v < a->n_values; v++)
-                    if (a->saved[v] && a->segment[v] == k && s->keep[v]) printf(" %s", g->values[v].name);
+                print_values(pl, k, true, false);
             }
             if (n_rec) {
                 printf("%s recomputed", n_kept ? ";" : "");
-                for (int v = 0; v < a->n_values; v++)
-                    if (a->saved[v] && a->segment[v] == k && !s->keep[v]) printf(" %s", g->values[v].name);
+                print_values(pl, k, false, false);
             }
             putchar('\n');
         }
@@ -98,24 +128,38 @@ static void print_segments(const ot_remat_session *s, bool json) {
     if (json) printf("]");
 }
 
-static void print_plan(const char *label, const ot_remat_session *s, const ot_plan *p, bool json, bool segments) {
-    double extra = s->rw.extra_flops, step = s->an.step_flops;
+static double step_flops(const planned *pl) { return pl->an ? pl->an->step_flops : 0.0; }
+
+static void print_plan(const char *label, const planned *pl, bool json, bool segments) {
+    const ot_train_remat_summary *rs = ot_train_remat_info(pl->s);
+    const ot_plan *p = pl->p;
+    ot_train_memory_summary ms;
+    ot_train_memory_info(pl->s, &ms);
+    double extra = rs->extra_flops, step = step_flops(pl);
+    int64_t kept = rs->applied ? rs->kept : rs->kept_none;
     if (json) {
         printf("{\"policy\": ");
         ot_json_string(stdout, label);
         printf(", \"peak_bytes\": %zu, \"extra_flops\": %.0f, \"step_flops\": %.0f, \"recompute_share\": %.6f, "
-               "\"recompute_nodes\": %d, \"kept_activation_bytes\": %lld, \"choose_seconds\": %.6f, \"plan\": ",
-               ot_plan_peak_bytes(p), extra, step, step > 0 ? extra / step : 0.0, s->rw.n_clones,
-               (long long)s->rw.kept_bytes, s->choose_seconds);
+               "\"recompute_nodes\": %d, \"kept_activation_bytes\": %lld, \"choose_seconds\": %.6f, ",
+               ot_plan_peak_bytes(p), extra, step, step > 0 ? extra / step : 0.0, rs->n_clones, (long long)kept,
+               ot_train_remat_choose_seconds(pl->s));
+        if (ms.val_peak) printf("\"validation_peak_bytes\": %lld, ", (long long)ms.val_peak);
+        printf("\"plan\": ");
         ot_plan_write_json(p, stdout);
-        if (segments) print_segments(s, true);
+        if (segments) print_segments(pl, true);
         printf("}");
         return;
     }
     char pk[32], kb[32];
     human((double)ot_plan_peak_bytes(p), pk, sizeof pk);
-    human((double)s->rw.kept_bytes, kb, sizeof kb);
+    human((double)kept, kb, sizeof kb);
     printf("--remat %s: peak %s (%zu bytes)\n", label, pk, ot_plan_peak_bytes(p));
+    if (ms.val_peak) {
+        char vb[32];
+        human((double)ms.val_peak, vb, sizeof vb);
+        printf("  validation plan (forward only, inference mode): %s (%lld bytes) more\n", vb, (long long)ms.val_peak);
+    }
     printf("  at the peak:");
     for (int c = 0; c < OT_MEM_COUNT; c++) {
         char b[32];
@@ -124,8 +168,8 @@ static void print_plan(const char *label, const ot_remat_session *s, const ot_pl
     }
     printf("\n  activations held for the backward pass: %s; recompute: %d nodes, %.0f extra FLOPs "
            "(%.1f%% of the step's %.0f)\n",
-           kb, s->rw.n_clones, extra, step > 0 ? 100.0 * extra / step : 0.0, step);
-    if (segments) print_segments(s, false);
+           kb, rs->n_clones, extra, step > 0 ? 100.0 * extra / step : 0.0, step);
+    if (segments) print_segments(pl, false);
 }
 
 static ot_status write_dot(const char *path, const ot_graph *g, ot_error *err) {
@@ -139,107 +183,160 @@ static ot_status write_dot(const char *path, const ot_graph *g, ot_error *err) {
     return st;
 }
 
-static ot_status run_plan(const plan_opts *o, ot_error *err) {
-    ot_status st = OT_OK;
-    ot_remat_session *s0 = NULL, *s1 = NULL;
-    ot_plan *p0 = NULL, *p1 = NULL;
-    /* plan_only: nothing here runs, so the weights are never loaded */
-    ot_remat_session_options so = {.memory_budget = o->budget, .batch_size = o->batch, .plan_only = true};
-    if ((st = ot_loss_kind_parse(o->loss ? o->loss : "cross-entropy", &so.loss.kind, err))) goto fail;
-    so.loss.class_axis = -1;
-    const char *policy = o->remat ? o->remat : "auto";
-    if (o->batch_auto) {
-        if (!o->budget) {
-            st = ot_fail(err, OT_E_USAGE, "--batch-size auto needs --memory-budget SIZE");
-            goto fail;
-        }
-        so.policy = policy;
-        if ((st = ot_remat_find_batch(o->model, &so, o->budget, 1 << 20, &so.batch_size, err))) goto fail;
-    }
-    so.policy = "none";
-    if ((st = ot_remat_session_new(o->model, &so, &s0, err))) goto fail;
-    if ((st = ot_remat_session_plan(s0, &p0, err))) goto fail;
-    so.policy = policy;
-    if ((st = ot_remat_session_new(o->model, &so, &s1, err))) goto fail;
-    if ((st = ot_remat_session_plan(s1, &p1, err))) goto fail;
-    char label[256];
-    ot_remat_policy_str(&s1->policy, label, sizeof label);
-    if (s1->policy.kind == OT_REMAT_AUTO && o->budget) {
+/* A plan-only training session over the imported model under `policy`. */
+static ot_status plan_one(const plan_opts *o, ot_model *m, ot_dataset *data, ot_dataset *val, const char *policy,
+                          int64_t batch, planned *out, ot_error *err) {
+    ot_train_options to;
+    ot_train_options_default(&to);
+    ot_common_args_to_train(&o->args, &to);
+    to.plan_only = true; /* nothing here runs: the weights were never loaded */
+    to.remat = policy;
+    to.batch_size = batch;
+    /* a budget is what auto searches within; a fixed policy is planned as it is */
+    to.memory_budget = !strcmp(policy, "auto") ? o->args.memory_budget : 0;
+    to.validation = val->n_arrays > 0; /* planned with the step, inside the budget, as train does */
+    ot_status st = ot_train_session_new(m, &to, data->n_arrays ? data : NULL, true, &out->s, err);
+    if (!st && val->n_arrays) st = ot_train_check_data(out->s, val, "validation data", err);
+    if (st) return st;
+    out->p = ot_train_plan(out->s);
+    out->an = ot_train_remat_analysis(out->s, &out->keep);
+    return OT_OK;
+}
+
+/* The policy's label: its text, and for auto the budget or its absence. */
+static void policy_label(const char *policy, int64_t budget, char *label, size_t n) {
+    ot_remat_policy pol = {0};
+    if (ot_remat_policy_parse(policy, &pol, NULL) == OT_OK) ot_remat_policy_str(&pol, label, n);
+    else snprintf(label, n, "%s", policy);
+    if (pol.kind == OT_REMAT_AUTO && budget) {
         char hb[32];
-        human((double)o->budget, hb, sizeof hb);
+        human((double)budget, hb, sizeof hb);
         size_t l = strlen(label);
-        snprintf(label + l, sizeof label - l, " (budget %s)", hb);
-    } else if (s1->policy.kind == OT_REMAT_AUTO) {
+        snprintf(label + l, n - l, " (budget %s)", hb);
+    } else if (pol.kind == OT_REMAT_AUTO) {
         size_t l = strlen(label);
-        snprintf(label + l, sizeof label - l, " (no budget: selective)");
+        snprintf(label + l, n - l, " (no budget: selective)");
     }
+    ot_remat_policy_free(&pol);
+}
+
+static void print_plans(const plan_opts *o, const planned *p0, const planned *p1, const char *label, int64_t batch) {
+    const ot_remat_analysis *an = p1->an ? p1->an : p0->an;
+    int n_fwd = an ? an->n_fwd : 0, n_art = an ? an->n_art : 0, n_nodes = ot_train_graph(p0->s)->n_nodes;
     if (o->json) {
         printf("{\"model\": ");
         ot_json_string(stdout, o->model);
         printf(", \"batch\": %lld, \"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [",
-               (long long)s1->batch, s0->g->n_nodes, s0->an.n_fwd, s0->an.n_art);
-        print_plan("none", s0, p0, true, false);
+               (long long)batch, n_nodes, n_fwd, n_art);
+        print_plan("none", p0, true, false);
         printf(", ");
-        print_plan(label, s1, p1, true, true);
+        print_plan(label, p1, true, true);
         printf("]}\n");
-    } else {
-        printf("%s: batch %lld%s, training graph %d nodes (%d forward), %d articulation points\n", o->model,
-               (long long)s1->batch, o->batch_auto ? " (auto)" : "", s0->g->n_nodes, s0->an.n_fwd, s0->an.n_art);
-        print_plan("none", s0, p0, false, false);
-        print_plan(label, s1, p1, false, true);
-        double saved = (double)ot_plan_peak_bytes(p0) - (double)ot_plan_peak_bytes(p1);
-        char hb[32];
-        human(saved < 0 ? -saved : saved, hb, sizeof hb);
-        printf("%s %s (%.1f%% of the peak) for %.1f%% more FLOPs\n", saved >= 0 ? "saves" : "costs", hb,
-               100.0 * (saved < 0 ? -saved : saved) / (double)ot_plan_peak_bytes(p0),
-               s1->an.step_flops > 0 ? 100.0 * s1->rw.extra_flops / s1->an.step_flops : 0.0);
+        return;
     }
-    if (o->dot && (st = write_dot(o->dot, s1->g, err))) goto fail;
+    printf("%s: batch %lld%s, training graph %d nodes (%d forward), %d articulation points\n", o->model,
+           (long long)batch, o->batch_auto ? " (auto)" : "", n_nodes, n_fwd, n_art);
+    print_plan("none", p0, false, false);
+    print_plan(label, p1, false, true);
+    double saved = (double)ot_plan_peak_bytes(p0->p) - (double)ot_plan_peak_bytes(p1->p);
+    char hb[32];
+    human(saved < 0 ? -saved : saved, hb, sizeof hb);
+    double step = step_flops(p1);
+    printf("%s %s (%.1f%% of the peak) for %.1f%% more FLOPs\n", saved >= 0 ? "saves" : "costs", hb,
+           100.0 * (saved < 0 ? -saved : saved) / (double)ot_plan_peak_bytes(p0->p),
+           step > 0 ? 100.0 * ot_train_remat_info(p1->s)->extra_flops / step : 0.0);
+}
+
+static ot_status run_plan(const plan_opts *o, ot_error *err) {
+    ot_status st = OT_OK;
+    ot_model *m = NULL;
+    ot_dataset data = {0}, val = {0};
+    planned p0 = {0}, p1 = {0};
+    const ot_common_args *a = &o->args;
+    const char *policy = a->remat ? a->remat : "auto";
+    /* one import for every plan below (and every --batch-size auto probe): each plan
+     * binds its own copy of the graph. Nothing runs, so the weights are not read. */
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true};
+    if ((st = ot_model_load(o->model, &io, &m, err))) goto fail;
+    if ((st = ot_args_load_dataset(&a->inputs, a->labels, &data, err))) goto fail;
+    int64_t batch = a->batch_size;
+    if (o->batch_auto) {
+        if (!a->memory_budget) {
+            st = ot_fail(err, OT_E_USAGE, "--batch-size auto needs --memory-budget SIZE");
+            goto fail;
+        }
+        ot_train_options to;
+        ot_train_options_default(&to);
+        ot_common_args_to_train(a, &to);
+        to.remat = policy;
+        int64_t max = data.n_arrays ? data.n_samples : 1 << 20;
+        if ((st = ot_train_find_batch(m, &to, true, a->memory_budget, max, &batch, err))) goto fail;
+    }
+    if (o->val_inputs.n && (st = ot_args_load_dataset(&o->val_inputs, o->val_labels, &val, err))) goto fail;
+    if ((st = plan_one(o, m, &data, &val, "none", batch, &p0, err))) goto fail;
+    if ((st = plan_one(o, m, &data, &val, policy, batch, &p1, err))) goto fail;
+    char label[256];
+    policy_label(policy, a->memory_budget, label, sizeof label);
+    batch = ot_train_batch_size(p1.s);
+    print_plans(o, &p0, &p1, label, batch);
+    if (o->dot && (st = write_dot(o->dot, ot_train_graph(p1.s), err))) goto fail;
     if (o->timeline) {
-        const ot_plan *plans[2] = {p0, p1};
+        const ot_plan *plans[2] = {p0.p, p1.p};
         char l1[300];
         snprintf(l1, sizeof l1, "--remat %s", label);
         const char *labels[2] = {"--remat none", l1};
         char title[512];
-        snprintf(title, sizeof title, "%s, batch %lld: bytes in use along the schedule", o->model,
-                 (long long)s1->batch);
+        snprintf(title, sizeof title, "%s, batch %lld: bytes in use along the schedule", o->model, (long long)batch);
         if ((st = ot_remat_timeline_svg(o->timeline, plans, labels, 2, title, err))) goto fail;
     }
 fail:
-    ot_plan_free(p0);
-    ot_plan_free(p1);
-    ot_remat_session_free(s0);
-    ot_remat_session_free(s1);
+    ot_train_session_free(p0.s);
+    ot_train_session_free(p1.s);
+    ot_dataset_free(&data);
+    ot_dataset_free(&val);
+    ot_model_free(m);
     return st;
 }
 
+enum { O_JSON = OT_ARG_OWN, O_DOT, O_TIMELINE, O_VAL_INPUT, O_VAL_LABELS };
+
 int ot_cmd_plan(int argc, char **argv) {
     static const struct option longopts[] = {
-        {"loss", required_argument, NULL, 'L'},       {"batch-size", required_argument, NULL, 'b'},
-        {"remat", required_argument, NULL, 'r'},      {"memory-budget", required_argument, NULL, 'm'},
-        {"json", no_argument, NULL, 'j'},             {"dot", required_argument, NULL, 'd'},
-        {"timeline", required_argument, NULL, 'T'},   {"help", no_argument, NULL, 'h'},
+        OT_ARGS_OPTS_SESSION,
+        {"json", no_argument, NULL, O_JSON},
+        {"dot", required_argument, NULL, O_DOT},
+        {"timeline", required_argument, NULL, O_TIMELINE},
+        {"val-input", required_argument, NULL, O_VAL_INPUT},
+        {"val-labels", required_argument, NULL, O_VAL_LABELS},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     plan_opts o = {0};
+    ot_common_args_init(&o.args);
     ot_error err = {0};
     ot_status st = OT_OK;
     int c;
+    bool common;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (c == OT_ARG_BATCH && !strcmp(optarg, "auto")) {
+            o.batch_auto = true;
+            continue;
+        }
+        if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
+        if (common) continue;
         switch (c) {
-        case 'L': o.loss = optarg; break;
-        case 'b':
-            if (!strcmp(optarg, "auto")) o.batch_auto = true;
-            else st = ot_args_int("--batch-size", optarg, 1, INT32_MAX, &o.batch, &err);
-            break;
-        case 'r': o.remat = optarg; break;
-        case 'm': st = ot_args_size("--memory-budget", optarg, &o.budget, &err); break;
-        case 'j': o.json = true; break;
-        case 'd': o.dot = optarg; break;
-        case 'T': o.timeline = optarg; break;
-        case 'h': usage(stdout); return 0;
+        case O_JSON: o.json = true; break;
+        case O_DOT: o.dot = optarg; break;
+        case O_TIMELINE: o.timeline = optarg; break;
+        case O_VAL_INPUT: st = ot_args_add_input(&o.val_inputs, "--val-input", optarg, &err); break;
+        case O_VAL_LABELS: o.val_labels = optarg; break;
+        case 'h':
+            usage(stdout);
+            ot_common_args_free(&o.args);
+            ot_input_specs_free(&o.val_inputs);
+            return 0;
         default: st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]); break;
         }
         if (st) break;
@@ -247,9 +344,13 @@ int ot_cmd_plan(int argc, char **argv) {
     if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
     if (st) {
         fprintf(stderr, "onnxtrain plan: %s\nRun 'onnxtrain plan --help' for the options.\n", err.msg);
+        ot_common_args_free(&o.args);
+        ot_input_specs_free(&o.val_inputs);
         return st;
     }
     st = run_plan(&o, &err);
     if (st) fprintf(stderr, "onnxtrain plan: %s\n", err.msg);
+    ot_common_args_free(&o.args);
+    ot_input_specs_free(&o.val_inputs);
     return st;
 }

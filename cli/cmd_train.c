@@ -41,37 +41,16 @@ static void train_usage(FILE *f) {
           "  --batch-size N            samples per micro-batch (default: the model's fixed batch,\n"
           "                            else min(32, samples)). The last partial batch of an epoch\n"
           "                            is dropped, so every step sees exactly N samples.\n"
-          "  --bind NAME=SIZE[,...]    bind other symbolic dims (e.g. seq=16). Repeatable.\n"
+          OT_ARGS_HELP_BIND
           "  --seed N                  shuffling (Fisher-Yates, splitmix64) and Dropout masks (default 0)\n"
           "  --no-shuffle              visit samples in file order\n"
-          "loss:\n"
-          "  --loss KIND               cross-entropy (default), mse, or output (a scalar model output)\n"
-          "  --output NAME             model output that feeds the loss (default: the first)\n"
-          "  --class-axis N            cross-entropy: axis of the classes (default -1, the last)\n"
-          "  --ignore-index N          cross-entropy: label value that contributes nothing\n"
-          "params:\n"
-          "  --freeze REGEX            do not train params whose name matches (POSIX ERE). Repeatable.\n"
-          "  --train REGEX             train only params whose name matches. Repeatable.\n"
-          "                            A pattern that matches no param is an error (exit 2).\n"
+          OT_ARGS_HELP_LOSS
+          OT_ARGS_HELP_PARAMS
           "optimizer (updates follow torch.optim):\n"
-          "  --optimizer NAME          sgd (default), adam, adamw\n"
-          "  --lr X                    learning rate (default 0.01 for sgd, 0.001 for adam/adamw)\n"
-          "  --momentum X              sgd momentum (default 0; dampening is always 0)\n"
-          "  --nesterov                sgd Nesterov momentum (needs --momentum > 0)\n"
-          "  --weight-decay X          sgd/adam: L2 added to the gradient; adamw: decoupled\n"
-          "                            (default 0; adamw 0.01)\n"
-          "  --beta1 X, --beta2 X      adam/adamw (default 0.9, 0.999)\n"
-          "  --eps X                   adam/adamw (default 1e-8)\n"
-          "  --clip-grad-norm X        clip the global L2 gradient norm to X (default: off), as\n"
-          "                            torch.nn.utils.clip_grad_norm_\n"
-          "  --schedule NAME           constant (default); warmup: lr*(s+1)/W for the first W steps;\n"
-          "                            cosine: warm-up, then lr*(1+cos(pi*(s-W)/(T-W)))/2 to step T\n"
-          "  --warmup-steps W          warm-up steps (default 0)\n"
+          OT_ARGS_HELP_OPTIM
           "loop:\n"
           "  --steps N                 optimizer steps (default: from --epochs)\n"
           "  --epochs E                passes over the data (default 1); ignored with --steps\n"
-          "  --accum K                 micro-batches per optimizer step (gradient accumulation; the\n"
-          "                            step uses their mean gradient; default 1)\n"
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
@@ -162,22 +141,59 @@ static void print_resume_command(FILE *f, int argc, char **argv, const char *dir
     fprintf(f, " --resume %s\n", dir);
 }
 
-enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_OPT, O_LR, O_MOMENTUM, O_NESTEROV, O_WD, O_BETA1, O_BETA2, O_EPS,
-       O_CLIP, O_SCHED, O_WARMUP, O_ACCUM, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
+enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
        O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME };
 
-int ot_cmd_train(int argc, char **argv) {
+/* Everything one `onnxtrain train` holds, from the command line to the result. */
+typedef struct train_cli {
+    ot_train_options o;
+    ot_common_args ca;
+    ot_input_specs val_inputs;
+    const char *model_path, *val_labels, *out_path, *report, *ckpt_dir, *resume;
+    bool quiet, help;
+    int64_t log_every;
+    char *default_ckpt_dir;
+    ot_checkpoint ck;
+    char ck_path[4096];
+    ot_dataset data, val;
+    ot_model *m;
+    ot_train_session *s;
+    ot_train_result res;
+    struct sigaction old_int, old_term; /* restored when the command ends */
+    bool handlers;
+} train_cli;
+
+/* The command's own options (the session's are ot_args_common's). */
+static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err) {
+    int64_t v;
+    ot_status st = OT_OK;
+    switch (c) {
+    case O_VAL_INPUT: return ot_args_add_input(&t->val_inputs, "--val-input", arg, err);
+    case O_VAL_LABELS: t->val_labels = arg; return OT_OK;
+    case O_STEPS: return ot_args_int("--steps", arg, 1, INT64_MAX / 4, &t->o.steps, err);
+    case O_EPOCHS: return ot_args_int("--epochs", arg, 1, 1 << 30, &t->o.epochs, err);
+    case O_REPORT: t->report = arg; return OT_OK;
+    case O_LOG_EVERY: return ot_args_int("--log-every", arg, 1, INT64_MAX / 4, &t->log_every, err);
+    case O_QUIET: t->quiet = true; return OT_OK;
+    case O_NO_SHUFFLE: t->o.no_shuffle = true; return OT_OK;
+    case O_NO_CHECK: t->o.no_numerics_check = true; return OT_OK;
+    case O_CHECK: t->o.no_numerics_check = false; return OT_OK;
+    case O_CKPT_DIR: t->ckpt_dir = arg; return OT_OK;
+    case O_CKPT_EVERY: return ot_args_int("--checkpoint-every", arg, 1, INT64_MAX / 4, &t->o.checkpoint_every, err);
+    case O_CKPT_KEEP:
+        if (!(st = ot_args_int("--keep-checkpoints", arg, 1, 1 << 20, &v, err))) t->o.keep_checkpoints = (int)v;
+        return st;
+    case O_RESUME: t->resume = arg; return OT_OK;
+    case 'o': t->out_path = arg; return OT_OK;
+    case 'h': t->help = true; return OT_OK;
+    default: return ot_fail(err, OT_E_INTERNAL, "option code %d has no case", c);
+    }
+}
+
+static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) {
     static const struct option opts[] = {
-        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,
-        OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,
-        OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT, OT_ARGS_OPT_BUDGET,
+        OT_ARGS_OPTS_SESSION,
         {"val-input", required_argument, 0, O_VAL_INPUT}, {"val-labels", required_argument, 0, O_VAL_LABELS},
-        {"optimizer", required_argument, 0, O_OPT}, {"lr", required_argument, 0, O_LR},
-        {"momentum", required_argument, 0, O_MOMENTUM}, {"nesterov", no_argument, 0, O_NESTEROV},
-        {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_BETA1},
-        {"beta2", required_argument, 0, O_BETA2}, {"eps", required_argument, 0, O_EPS},
-        {"clip-grad-norm", required_argument, 0, O_CLIP}, {"schedule", required_argument, 0, O_SCHED},
-        {"warmup-steps", required_argument, 0, O_WARMUP}, {"accum", required_argument, 0, O_ACCUM},
         {"steps", required_argument, 0, O_STEPS}, {"epochs", required_argument, 0, O_EPOCHS},
         {"report", required_argument, 0, O_REPORT}, {"log-every", required_argument, 0, O_LOG_EVERY},
         {"quiet", no_argument, 0, O_QUIET}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
@@ -186,241 +202,225 @@ int ot_cmd_train(int argc, char **argv) {
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY}, {"keep-checkpoints", required_argument, 0, O_CKPT_KEEP},
         {"resume", required_argument, 0, O_RESUME},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    ot_error err = {0};
-    ot_status st = OT_OK;
-    ot_train_options o;
-    ot_train_options_default(&o);
-    ot_common_args ca;
-    ot_common_args_init(&ca);
-    ot_input_specs val_inputs = {0};
-    const char *val_labels = NULL, *out_path = NULL, *report = NULL;
-    /* optimizer values the user set, applied over the chosen optimizer's defaults */
-    double lr = NAN, momentum = NAN, wd = NAN, beta1 = NAN, beta2 = NAN, eps = NAN, clip = 0;
-    bool nesterov = false, quiet = false;
-    ot_optim_kind kind = OT_OPTIM_SGD;
-    ot_schedule_kind sched = OT_SCHED_CONSTANT;
-    int64_t warmup = 0, log_every = 0, v;
-    ot_dataset data = {0}, val = {0};
-    ot_model *m = NULL;
-    ot_train_session *s = NULL;
-    ot_train_result res = {0};
-    const char *ckpt_dir = NULL, *resume = NULL;
-    char *default_ckpt_dir = NULL;
-    ot_checkpoint ck = {0};
-    char ck_path[4096] = "";
-    struct sigaction old_int, old_term;
-    bool handlers = false;
+    ot_status st;
     optind = 1;
     opterr = 0;
     int c;
     bool common;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-        if ((st = ot_args_common(&ca, c, optarg, &common, &err))) goto done;
+        if ((st = ot_args_common(&t->ca, c, optarg, &common, err))) return st;
         if (common) continue;
-        switch (c) {
-        case O_VAL_INPUT: st = ot_args_add_input(&val_inputs, "--val-input", optarg, &err); break;
-        case O_VAL_LABELS: val_labels = optarg; break;
-        case O_OPT: st = ot_optim_kind_parse(optarg, &kind, &err); break;
-        case O_LR: st = ot_args_double("--lr", optarg, 0, true, &lr, &err); break;
-        case O_MOMENTUM: st = ot_args_double("--momentum", optarg, 0, false, &momentum, &err); break;
-        case O_NESTEROV: nesterov = true; break;
-        case O_WD: st = ot_args_double("--weight-decay", optarg, 0, false, &wd, &err); break;
-        case O_BETA1: st = ot_args_double("--beta1", optarg, 0, false, &beta1, &err); break;
-        case O_BETA2: st = ot_args_double("--beta2", optarg, 0, false, &beta2, &err); break;
-        case O_EPS: st = ot_args_double("--eps", optarg, 0, true, &eps, &err); break;
-        case O_CLIP: st = ot_args_double("--clip-grad-norm", optarg, 0, true, &clip, &err); break;
-        case O_SCHED: st = ot_schedule_kind_parse(optarg, &sched, &err); break;
-        case O_WARMUP: st = ot_args_int("--warmup-steps", optarg, 0, INT64_MAX / 4, &warmup, &err); break;
-        case O_ACCUM: st = ot_args_int("--accum", optarg, 1, 1 << 20, &o.accum, &err); break;
-        case O_STEPS: st = ot_args_int("--steps", optarg, 1, INT64_MAX / 4, &o.steps, &err); break;
-        case O_EPOCHS: st = ot_args_int("--epochs", optarg, 1, 1 << 30, &o.epochs, &err); break;
-        case O_REPORT: report = optarg; break;
-        case O_LOG_EVERY: st = ot_args_int("--log-every", optarg, 1, INT64_MAX / 4, &log_every, &err); break;
-        case O_QUIET: quiet = true; break;
-        case O_NO_SHUFFLE: o.no_shuffle = true; break;
-        case O_NO_CHECK: o.no_numerics_check = true; break;
-        case O_CHECK: o.no_numerics_check = false; break;
-        case O_CKPT_DIR: ckpt_dir = optarg; break;
-        case O_CKPT_EVERY: st = ot_args_int("--checkpoint-every", optarg, 1, INT64_MAX / 4, &o.checkpoint_every, &err); break;
-        case O_CKPT_KEEP:
-            if (!(st = ot_args_int("--keep-checkpoints", optarg, 1, 1 << 20, &v, &err))) o.keep_checkpoints = (int)v;
-            break;
-        case O_RESUME: resume = optarg; break;
-        case 'o': out_path = optarg; break;
-        case 'h': train_usage(stdout); goto done;
-        default: st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]); break;
-        }
-        if (st) goto done;
+        if (c != 'o' && c != 'h' && c < OT_ARG_OWN)
+            return ot_fail(err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
+        if ((st = own_option(t, c, optarg, err))) return st;
+        if (t->help) return OT_OK;
     }
-    ot_common_args_to_train(&ca, &o);
-    const char *model_path = NULL;
-    if ((st = ot_args_one_model(argc, argv, optind, &model_path, &err))) goto done;
-    if (!out_path) {
-        st = ot_fail(&err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
-        goto done;
-    }
-    {
-        /* fail before training, not after, when the tuned model cannot be written */
-        char *dir = strdup(out_path);
-        char *slash = dir ? strrchr(dir, '/') : NULL;
-        const char *d = !dir ? "." : slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
-        bool ok = access(d, W_OK | X_OK) == 0;
-        if (!ok) st = ot_fail(&err, OT_E_IO, "-o %s: cannot write into the folder '%s'", out_path, d);
-        free(dir);
-        if (st) goto done;
-    }
-    if ((val_inputs.n > 0) != (val_labels != NULL) && o.loss.kind != OT_LOSS_OUTPUT) {
-        st = ot_fail(&err, OT_E_USAGE, "validation needs both --val-input and --val-labels");
-        goto done;
-    }
-    ot_optim_config_default(&o.optim, kind);
-    if (!isnan(lr)) o.optim.lr = lr;
-    if (!isnan(momentum)) o.optim.momentum = momentum;
-    if (!isnan(wd)) o.optim.weight_decay = wd;
-    if (!isnan(beta1)) o.optim.beta1 = beta1;
-    if (!isnan(beta2)) o.optim.beta2 = beta2;
-    if (!isnan(eps)) o.optim.eps = eps;
-    o.optim.nesterov = nesterov;
-    o.optim.clip_grad_norm = clip;
-    o.optim.schedule = sched;
-    o.optim.warmup_steps = warmup;
-    if (o.remat) { /* reject a bad policy before any work */
+    ot_common_args_to_train(&t->ca, &t->o);
+    return ot_args_one_model(argc, argv, optind, &t->model_path, err);
+}
+
+/* What can be refused before any work: no output or an unwritable folder for it,
+ * half the validation data, a bad remat policy. */
+static ot_status check_args(const train_cli *t, ot_error *err) {
+    if (!t->out_path) return ot_fail(err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
+    /* fail before training, not after, when the tuned model cannot be written */
+    char *dir = strdup(t->out_path);
+    char *slash = dir ? strrchr(dir, '/') : NULL;
+    const char *d = !dir ? "." : slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+    ot_status st = OT_OK;
+    if (access(d, W_OK | X_OK) != 0) st = ot_fail(err, OT_E_IO, "-o %s: cannot write into the folder '%s'", t->out_path, d);
+    free(dir);
+    if (st) return st;
+    if ((t->val_inputs.n > 0) != (t->val_labels != NULL) && t->o.loss.kind != OT_LOSS_OUTPUT)
+        return ot_fail(err, OT_E_USAGE, "validation needs both --val-input and --val-labels");
+    if (t->o.remat) { /* reject a bad policy before any work */
         ot_remat_policy pol = {0};
-        if ((st = ot_remat_policy_parse(o.remat, &pol, &err))) goto done;
+        if ((st = ot_remat_policy_parse(t->o.remat, &pol, err))) return st;
         ot_remat_policy_free(&pol);
     }
-    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
-    if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
-    if ((st = ot_args_load_dataset(&ca.inputs, ca.labels, &data, &err))) goto done;
-    if (val_inputs.n && (st = ot_args_load_dataset(&val_inputs, val_labels, &val, &err))) goto done;
-    if (!ckpt_dir) { /* interrupted runs need somewhere to go: next to the output */
-        size_t n = strlen(out_path) + 8;
-        if (!(default_ckpt_dir = malloc(n))) {
-            st = ot_fail(&err, OT_E_MEMORY, "out of memory");
-            goto done;
-        }
-        snprintf(default_ckpt_dir, n, "%s.ckpt", out_path);
-        ckpt_dir = default_ckpt_dir;
-    }
-    o.checkpoint_dir = ckpt_dir;
-    o.stop = &stop_signal;
-    if (resume) {
-        ot_error skipped = {0};
-        if ((st = ot_checkpoint_load_latest(resume, &ck, ck_path, sizeof ck_path, &skipped, &err))) goto done;
-        if (skipped.code) fprintf(stderr, "onnxtrain train: note: skipped a newer checkpoint: %s\n", skipped.msg);
-        o.resume = &ck;
-        o.resume_path = ck_path;
-    }
-    o.validation = val_inputs.n > 0; /* planned with the session, inside the memory budget */
-    if ((st = ot_train_session_new(m, &o, &data, true, &s, &err))) {
-        if (st == OT_E_MEMORY) ot_train_memory_advice(model_path, &o, data.n_samples, &err);
-        goto done;
-    }
-    if (val_inputs.n) {
-        if ((st = ot_train_check_data(s, &val, "validation data", &err))) goto done;
-        if ((st = ot_train_validation_prepare(s, &err))) goto done;
-    }
+    return OT_OK;
+}
 
-    const ot_plan *plan = ot_train_plan(s);
+/* The checkpoint folder (default: next to the output, where an interrupted run
+ * goes) and the checkpoint to resume from. */
+static ot_status setup_checkpoints(train_cli *t, ot_error *err) {
+    if (!t->ckpt_dir) {
+        size_t n = strlen(t->out_path) + 8;
+        if (!(t->default_ckpt_dir = malloc(n))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        snprintf(t->default_ckpt_dir, n, "%s.ckpt", t->out_path);
+        t->ckpt_dir = t->default_ckpt_dir;
+    }
+    t->o.checkpoint_dir = t->ckpt_dir;
+    t->o.stop = &stop_signal;
+    if (!t->resume) return OT_OK;
+    ot_error skipped = {0};
+    ot_status st = ot_checkpoint_load_latest(t->resume, &t->ck, t->ck_path, sizeof t->ck_path, &skipped, err);
+    if (st) return st;
+    if (skipped.code) fprintf(stderr, "onnxtrain train: note: skipped a newer checkpoint: %s\n", skipped.msg);
+    t->o.resume = &t->ck;
+    t->o.resume_path = t->ck_path;
+    return OT_OK;
+}
+
+static int64_t param_elems(ot_train_session *s) {
     const ot_autodiff_result *ad = ot_train_autodiff(s);
     int64_t elems = 0;
     for (int i = 0; i < ad->n_params; i++) elems += ot_shape_numel(&ot_train_graph(s)->values[ad->params[i]].shape);
-    int64_t total = ot_train_total_steps(s, &data);
-    if (!quiet) {
-        fprintf(stderr, "training %d params (%lld values) with %s, batch %lld x %lld micro-batches, %lld steps\n",
-                ad->n_params, (long long)elems, ot_optim_kind_name(o.optim.kind), (long long)ot_train_batch_size(s),
-                (long long)o.accum, (long long)total);
+    return elems;
+}
+
+/* The memory lines: budget and remat. */
+static void print_budget(const train_cli *t) {
+    ot_train_memory_summary ms;
+    ot_train_memory_info(t->s, &ms);
+    if (ms.budget > 0) {
+        int64_t used = ms.train_peak + (ms.val_in_budget ? ms.val_peak : 0);
+        fprintf(stderr, "memory budget %.2f MiB (%s) holds the training step %.2f MiB", mib((size_t)ms.budget),
+                ms.budget_from_device ? "GPU free memory less a margin" : "--memory-budget", mib((size_t)ms.train_peak));
+        if (ms.val_in_budget) fprintf(stderr, " + validation %.2f MiB", mib((size_t)ms.val_peak));
+        fprintf(stderr, " = %.2f MiB planned\n", mib((size_t)used));
+    }
+    const ot_train_remat_summary *rs = ot_train_remat_info(t->s);
+    if (rs->applied && rs->peak_none > 0)
         fprintf(stderr,
-                "planned peak memory: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
-                "workspace %.2f)\n",
-                mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]),
-                mib(plan->slab_bytes[OT_MEM_GRADIENTS]), mib(plan->slab_bytes[OT_MEM_OPT_STATE]),
-                mib(ot_plan_peak_bytes(plan) - plan->pinned_bytes));
-        const ot_plan *vp = ot_train_validation_plan(s);
-        if (vp)
-            fprintf(stderr,
-                    "validation plan (forward only, inference mode): %.2f MiB more (activations and workspace %.2f, "
-                    "inputs and outputs %.2f; reads the training arena's params and statistics, %.2f MiB, in place)\n",
-                    mib(ot_plan_peak_bytes(vp)), mib(ot_plan_peak_bytes(vp) - vp->pinned_bytes), mib(vp->pinned_bytes),
-                    mib(vp->external_bytes));
-        ot_train_memory_summary ms;
-        ot_train_memory_info(s, &ms);
-        if (ms.budget > 0) {
-            int64_t used = ms.train_peak + (ms.val_in_budget ? ms.val_peak : 0);
-            fprintf(stderr, "memory budget %.2f MiB (%s) holds the training step %.2f MiB", mib(ms.budget),
-                    ms.budget_from_device ? "GPU free memory less a margin" : "--memory-budget", mib(ms.train_peak));
-            if (ms.val_in_budget) fprintf(stderr, " + validation %.2f MiB", mib(ms.val_peak));
-            fprintf(stderr, " = %.2f MiB planned\n", mib(used));
-        }
-        const ot_train_remat_summary *rs = ot_train_remat_info(s);
-        if (rs->applied && rs->peak_none > 0)
-            fprintf(stderr,
-                    "remat %s: peak %.2f MiB instead of %.2f MiB without remat (%.1f%% less); kept activations "
-                    "%.2f MiB instead of %.2f MiB; recomputes %d nodes, +%.1f%% FLOPs per step\n",
-                    o.remat, mib(rs->peak), mib(rs->peak_none), 100.0 * (double)(rs->peak_none - rs->peak) / (double)rs->peak_none,
-                    mib(rs->kept), mib(rs->kept_none), rs->n_clones,
-                    rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
+                "remat %s: peak %.2f MiB instead of %.2f MiB without remat (%.1f%% less); kept activations "
+                "%.2f MiB instead of %.2f MiB; recomputes %d nodes, +%.1f%% FLOPs per step\n",
+                t->o.remat, mib((size_t)rs->peak), mib((size_t)rs->peak_none),
+                100.0 * (double)(rs->peak_none - rs->peak) / (double)rs->peak_none, mib((size_t)rs->kept),
+                mib((size_t)rs->kept_none), rs->n_clones, rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
+}
+
+/* What is about to run and the memory it was planned to take. */
+static void print_setup(const train_cli *t, int64_t total) {
+    const ot_plan *plan = ot_train_plan(t->s);
+    const ot_autodiff_result *ad = ot_train_autodiff(t->s);
+    fprintf(stderr, "training %d params (%lld values) with %s, batch %lld x %lld micro-batches, %lld steps\n",
+            ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind),
+            (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
+    fprintf(stderr,
+            "planned peak memory: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
+            "workspace %.2f)\n",
+            mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]), mib(plan->slab_bytes[OT_MEM_GRADIENTS]),
+            mib(plan->slab_bytes[OT_MEM_OPT_STATE]), mib(ot_plan_peak_bytes(plan) - plan->pinned_bytes));
+    const ot_plan *vp = ot_train_validation_plan(t->s);
+    if (vp)
+        fprintf(stderr,
+                "validation plan (forward only, inference mode): %.2f MiB more (activations and workspace %.2f, "
+                "inputs and outputs %.2f; reads the training arena's params and statistics, %.2f MiB, in place)\n",
+                mib(ot_plan_peak_bytes(vp)), mib(ot_plan_peak_bytes(vp) - vp->pinned_bytes), mib(vp->pinned_bytes),
+                mib(vp->external_bytes));
+    print_budget(t);
+    if (t->resume) fprintf(stderr, "resuming from %s at step %lld\n", t->ck_path, (long long)t->ck.step);
+}
+
+/* Loads the model and the data and builds the session (memory advice on OT_E_MEMORY). */
+static ot_status build(train_cli *t, ot_error *err) {
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
+    ot_status st = ot_model_load(t->model_path, &io, &t->m, err);
+    if (!st) st = ot_args_load_dataset(&t->ca.inputs, t->ca.labels, &t->data, err);
+    if (!st && t->val_inputs.n) st = ot_args_load_dataset(&t->val_inputs, t->val_labels, &t->val, err);
+    if (!st) st = setup_checkpoints(t, err);
+    if (st) return st;
+    t->o.validation = t->val_inputs.n > 0; /* planned with the session, inside the memory budget */
+    if ((st = ot_train_session_new(t->m, &t->o, &t->data, true, &t->s, err))) {
+        if (st == OT_E_MEMORY) ot_train_memory_advice(t->m, &t->o, t->data.n_samples, err);
+        return st;
     }
+    if (t->val_inputs.n) {
+        if ((st = ot_train_check_data(t->s, &t->val, "validation data", err))) return st;
+        if ((st = ot_train_validation_prepare(t->s, err))) return st;
+    }
+    return OT_OK;
+}
+
+/* Trains with SIGINT/SIGTERM asking for a checkpoint and a stop between steps. */
+static ot_status run(train_cli *t, int64_t total, ot_error *err) {
     cli_obs ob;
-    ot_progress_init(&ob.prog, stderr, isatty(fileno(stderr)) != 0, quiet, total, log_every);
+    ot_progress_init(&ob.prog, stderr, isatty(fileno(stderr)) != 0, t->quiet, total, t->log_every);
     ot_train_observer obs = {.on_step = on_step, .on_epoch = on_epoch, .user = &ob};
-    if (resume && !quiet)
-        fprintf(stderr, "resuming from %s at step %lld\n", ck_path, (long long)ck.step);
-    {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_stop_signal;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESETHAND; /* a second signal takes the default action: stop now */
-        stop_signal = 0;
-        sigaction(SIGINT, &sa, &old_int);
-        sigaction(SIGTERM, &sa, &old_term);
-        handlers = true;
-    }
-    st = ot_train_run(s, &data, val_inputs.n ? &val : NULL, &obs, &res, &err);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND; /* a second signal takes the default action: stop now */
+    stop_signal = 0;
+    sigaction(SIGINT, &sa, &t->old_int);
+    sigaction(SIGTERM, &sa, &t->old_term);
+    t->handlers = true; /* until the command ends: the tuned model is written under them too */
+    ot_status st = ot_train_run(t->s, &t->data, t->val_inputs.n ? &t->val : NULL, &obs, &t->res, err);
     ot_progress_finish(&ob.prog);
-    if (st) goto done;
-    if (res.interrupted) {
+    return st;
+}
+
+/* The tuned model, the report and the last line. */
+static ot_status finish(train_cli *t, ot_error *err) {
+    ot_status st = ot_model_save(t->m, t->out_path, err);
+    if (st) return st;
+    const ot_train_result *res = &t->res;
+    if (t->report) {
+        const ot_loss_options *l = &t->o.loss;
+        ot_report_info info = {.model = t->model_path, .output = t->out_path,
+                               .loss = l->kind == OT_LOSS_MSE ? "mse" : l->kind == OT_LOSS_OUTPUT ? "output" : "cross-entropy",
+                               .remat = t->o.remat, .n_params = ot_train_autodiff(t->s)->n_params,
+                               .n_param_elems = param_elems(t->s), .n_threads = t->o.n_threads, .seed = t->o.seed};
+        if ((st = ot_report_write(t->report, &info, ot_train_optim(t->s), res, ot_train_plan(t->s), err))) return st;
+    }
+    fprintf(stderr, "trained %lld step%s in %.2f s: loss %.6g -> %.6g; wrote %s\n", (long long)res->n_steps,
+            res->n_steps == 1 ? "" : "s", res->total_seconds, res->loss[res->first_step], res->loss[res->n_steps - 1],
+            t->out_path);
+    return OT_OK;
+}
+
+static void train_cli_free(train_cli *t) {
+    if (t->handlers) {
+        sigaction(SIGINT, &t->old_int, NULL);
+        sigaction(SIGTERM, &t->old_term, NULL);
+    }
+    ot_train_result_free(&t->res);
+    ot_train_session_free(t->s);
+    ot_checkpoint_free(&t->ck);
+    free(t->default_ckpt_dir);
+    ot_dataset_free(&t->data);
+    ot_dataset_free(&t->val);
+    ot_model_free(t->m);
+    ot_common_args_free(&t->ca);
+    ot_input_specs_free(&t->val_inputs);
+}
+
+int ot_cmd_train(int argc, char **argv) {
+    ot_error err = {0};
+    train_cli t;
+    memset(&t, 0, sizeof t);
+    ot_train_options_default(&t.o);
+    ot_common_args_init(&t.ca);
+    ot_status st = parse_args(&t, argc, argv, &err);
+    if (!st && t.help) {
+        train_usage(stdout);
+        train_cli_free(&t);
+        return 0;
+    }
+    if (!st) st = check_args(&t, &err);
+    if (!st) st = build(&t, &err);
+    int64_t total = st ? 0 : ot_train_total_steps(t.s, &t.data);
+    if (!st && !t.quiet) print_setup(&t, total);
+    if (!st) st = run(&t, total, &err);
+    if (!st && t.res.interrupted) {
         int sig = (int)stop_signal;
         fprintf(stderr, "onnxtrain train: interrupted by %s after step %lld of %lld; wrote checkpoint %s (%s was not written)\n",
-                sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", (long long)res.n_steps,
-                (long long)total, res.last_checkpoint, out_path);
-        print_resume_command(stderr, argc, argv, ckpt_dir);
-        st = (ot_status)(128 + sig); /* the shell's convention: 130 SIGINT, 143 SIGTERM */
-        goto done;
+                sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", (long long)t.res.n_steps,
+                (long long)total, t.res.last_checkpoint, t.out_path);
+        print_resume_command(stderr, argc, argv, t.ckpt_dir);
+        train_cli_free(&t);
+        return 128 + sig; /* the shell's convention: 130 SIGINT, 143 SIGTERM */
     }
-    if ((st = ot_model_save(m, out_path, &err))) goto done;
-    if (report) {
-        ot_report_info info = {.model = model_path, .output = out_path,
-                               .loss = o.loss.kind == OT_LOSS_MSE ? "mse" : o.loss.kind == OT_LOSS_OUTPUT ? "output" : "cross-entropy",
-                               .remat = o.remat, .n_params = ad->n_params, .n_param_elems = elems,
-                               .n_threads = o.n_threads, .seed = o.seed};
-        if ((st = ot_report_write(report, &info, ot_train_optim(s), &res, plan, &err))) goto done;
-    }
-    fprintf(stderr, "trained %lld step%s in %.2f s: loss %.6g -> %.6g; wrote %s\n", (long long)res.n_steps, res.n_steps == 1 ? "" : "s",
-            res.total_seconds, res.loss[res.first_step], res.loss[res.n_steps - 1], out_path);
-done:
-    if (handlers) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
-    }
-    if (st && res.interrupted) {
-        /* reported above */
-    } else if (st) {
+    if (!st) st = finish(&t, &err);
+    if (st) {
         fprintf(stderr, "onnxtrain train: %s\n", err.msg);
         if (st == OT_E_USAGE) fputs("Run 'onnxtrain train --help' for the options.\n", stderr);
-        if (res.n_steps > 0 && st != OT_E_USAGE)
-            fprintf(stderr, "stopped after %lld completed steps; %s was not written\n", (long long)res.n_steps,
-                    out_path ? out_path : "the model");
+        if (t.res.n_steps > 0 && st != OT_E_USAGE)
+            fprintf(stderr, "stopped after %lld completed steps; %s was not written\n", (long long)t.res.n_steps,
+                    t.out_path ? t.out_path : "the model");
     }
-    ot_train_result_free(&res);
-    ot_train_session_free(s);
-    ot_checkpoint_free(&ck);
-    free(default_ckpt_dir);
-    ot_dataset_free(&data);
-    ot_dataset_free(&val);
-    ot_model_free(m);
-    ot_common_args_free(&ca);
-    ot_input_specs_free(&val_inputs);
+    train_cli_free(&t);
     return (int)st;
 }

@@ -1,7 +1,8 @@
 /* cmd_verify.c — `onnxtrain verify MODEL --input ... --labels ... --remat POLICY`:
  * one training step with --remat none and one with the policy, from the same
- * weights, data and seed; compares the loss, every gradient and every state update
- * bitwise. Exit 0 only when all are equal, 11 (OT_E_MISMATCH) otherwise. */
+ * weights, data and seed, each a session as `train` builds it over the one import;
+ * compares the loss, every gradient and every state update bitwise. Exit 0 only when
+ * all are equal, 11 (OT_E_MISMATCH) otherwise. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +12,6 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "ir/json_write.h"
-#include "train/remat_session.h"
 #include "train/train.h"
 #include "kernels/kernel.h"
 
@@ -19,14 +19,20 @@ static void usage(FILE *f) {
     fputs("usage: onnxtrain verify MODEL --input FILE.npy --labels FILE.npy --remat POLICY [options]\n\n"
           "Runs one training step (forward, loss, backward) with --remat none and one with POLICY,\n"
           "from the same weights, data and seed, and compares the loss, every parameter gradient\n"
-          "and every state update (BatchNorm running statistics) bitwise.\n\n"
-          "options:\n"
-          "  --input [NAME=]FILE.npy   data for a model input (samples along axis 0); repeat per input\n"
-          "  --labels FILE.npy         labels / targets of the loss\n"
-          "  --loss KIND               cross-entropy (default), mse or output\n"
+          "and every state update (BatchNorm running statistics) bitwise. Both steps are built as\n"
+          "`train` builds them, optimizer nodes included, so the peaks are a training step's; the\n"
+          "optimizer applies nothing here and does not change the verdict.\n\n"
+          "data:\n"
+          OT_ARGS_HELP_DATA
+          "  --batch-size N            samples in the step (default: the model's batch, else all)\n"
+          OT_ARGS_HELP_BIND
+          OT_ARGS_HELP_LOSS
+          OT_ARGS_HELP_PARAMS
+          "optimizer (for the memory figures; default sgd):\n"
+          OT_ARGS_HELP_OPTIM
+          "run:\n"
           "  --remat POLICY            none, all, sqrt, every:K, selective, manual:NAME,... or auto\n"
           "  --memory-budget SIZE      budget for --remat auto (e.g. 512M)\n"
-          "  --batch-size N            samples in the step (default: the model's batch, else all)\n"
           "  --seed N                  Philox seed of Dropout (default 0)\n"
           "  --threads N               kernel threads (default: OpenMP's)\n"
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
@@ -41,35 +47,67 @@ typedef struct verify_opts {
     bool json;
 } verify_opts;
 
+/* What one step under `policy` computed, and its remat figures. */
+typedef struct verify_step {
+    ot_step_results r;
+    ot_train_remat_summary rs;
+} verify_step;
+
+/* One step under `policy`: a session over the model (the weights borrowed and given
+ * back, so the next step starts from the same ones), its results, then freed. */
+static ot_status run_step(const verify_opts *o, ot_model *m, ot_dataset *data, const char *policy, verify_step *out,
+                          ot_error *err) {
+    ot_train_options to;
+    ot_train_options_default(&to);
+    ot_common_args_to_train(&o->args, &to);
+    to.remat = policy;
+    to.whole_batch = true;       /* every sample unless --batch-size */
+    to.keep_host_weights = true; /* the next step reads them from the model again */
+    to.no_numerics_check = true; /* a NaN is compared like any other bits */
+    ot_train_session *s = NULL;
+    ot_status st = ot_train_session_new(m, &to, data, true, &s, err);
+    if (!st) st = ot_train_step_results(s, data, &out->r, err);
+    if (!st) out->rs = *ot_train_remat_info(s);
+    ot_train_session_free(s);
+    return st;
+}
+
+static void print_verdict(const verify_opts *o, const verify_step *v0, const verify_step *v1, int n_diff) {
+    const ot_step_results *r0 = &v0->r, *r1 = &v1->r;
+    const char *remat = o->args.remat;
+    double saved = (double)r0->planned_peak - (double)r1->planned_peak;
+    double cost = r0->seconds > 0 ? 100.0 * (r1->seconds - r0->seconds) / r0->seconds : 0.0;
+    double extra = v1->rs.extra_flops, step = v1->rs.step_flops;
+    if (o->json) {
+        printf("], \"equal\": %s, \"n_different\": %d, \"peak_none\": %zu, \"peak_remat\": %zu, "
+               "\"measured_none\": %zu, \"measured_remat\": %zu, \"saved_bytes\": %.0f, \"seconds_none\": %.6f, "
+               "\"seconds_remat\": %.6f, \"extra_flops\": %.0f, \"step_flops\": %.0f, \"recompute_nodes\": %d}\n",
+               n_diff ? "false" : "true", n_diff, r0->planned_peak, r1->planned_peak, r0->measured_peak,
+               r1->measured_peak, saved, r0->seconds, r1->seconds, extra, step, v1->rs.n_clones);
+        return;
+    }
+    printf("\nloss %.9g (none) %.9g (%s); %d of %d tensors differ\n", r0->loss, r1->loss, remat, n_diff, r0->n);
+    printf("peak memory: %zu bytes (none) -> %zu bytes (%s): %.1f%% saved; measured %zu / %zu\n", r0->planned_peak,
+           r1->planned_peak, remat, r0->planned_peak ? 100.0 * saved / (double)r0->planned_peak : 0.0,
+           r0->measured_peak, r1->measured_peak);
+    printf("time: %.3f ms (none) -> %.3f ms (%s): %+.1f%%; %d recompute nodes, %.0f extra FLOPs (%.1f%% of the step)\n",
+           r0->seconds * 1e3, r1->seconds * 1e3, remat, cost, v1->rs.n_clones, extra,
+           step > 0 ? 100.0 * extra / step : 0.0);
+}
+
 static ot_status run_verify(const verify_opts *o, ot_error *err) {
     ot_status st = OT_OK;
     ot_dataset data = {0};
-    ot_remat_session *base = NULL, *rem = NULL;
-    ot_remat_step r0 = {0}, r1 = {0};
+    ot_model *m = NULL;
+    verify_step v0 = {0}, v1 = {0};
     const ot_common_args *a = &o->args;
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
+    if ((st = ot_model_load(o->model, &io, &m, err))) goto fail; /* once, for both steps */
     if ((st = ot_args_load_dataset(&a->inputs, a->labels, &data, err))) goto fail;
-    ot_remat_session_options so = {.seed = a->seed, .n_threads = a->n_threads, .device = a->device,
-                                   .memory_budget = a->memory_budget};
-    so.loss = a->loss;
-    so.batch_size = a->batch_size;
-    if (so.batch_size == 0) { /* all samples, unless the model's batch is fixed */
-        ot_model *m = NULL;
-        ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
-        if ((st = ot_model_load(o->model, &io, &m, err))) goto fail;
-        const ot_graph *g = m->graph;
-        bool fixed = g->n_inputs > 0 && g->values[g->inputs[0]].shape.rank > 0 &&
-                     g->values[g->inputs[0]].shape.dim[0] >= 0;
-        ot_model_free(m);
-        if (!fixed) so.batch_size = data.n_samples;
-    }
-    so.policy = "none";
-    if ((st = ot_remat_session_new(o->model, &so, &base, err))) goto fail;
-    so.policy = a->remat;
-    if ((st = ot_remat_session_new(o->model, &so, &rem, err))) goto fail;
-    if ((st = ot_remat_session_step(base, &data, &r0, err))) goto fail;
-    if ((st = ot_remat_session_step(rem, &data, &r1, err))) goto fail;
-    if (r0.n != r1.n) {
-        st = ot_fail(err, OT_E_INTERNAL, "verify: %d results without remat, %d with", r0.n, r1.n);
+    if ((st = run_step(o, m, &data, "none", &v0, err))) goto fail;
+    if ((st = run_step(o, m, &data, a->remat, &v1, err))) goto fail;
+    if (v0.r.n != v1.r.n) {
+        st = ot_fail(err, OT_E_INTERNAL, "verify: %d results without remat, %d with", v0.r.n, v1.r.n);
         goto fail;
     }
     int n_diff = 0;
@@ -82,53 +120,35 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
     } else {
         printf("%-48s %-7s %s\n", "tensor", "equal", "max |diff|");
     }
-    for (int i = 0; i < r0.n; i++) {
+    for (int i = 0; i < v0.r.n; i++) {
         bool eq = false;
-        double d = ot_remat_tensor_diff(r0.tensors[i], r1.tensors[i], &eq);
+        double d = ot_tensor_bitwise_diff(v0.r.tensors[i], v1.r.tensors[i], &eq);
         n_diff += !eq;
         if (o->json) {
             printf("%s{\"name\": ", i ? ", " : "");
-            ot_json_string(stdout, r0.names[i]);
+            ot_json_string(stdout, v0.r.names[i]);
             printf(", \"equal\": %s, \"max_abs_diff\": %.9g}", eq ? "true" : "false", d != d ? -1.0 : d);
         } else {
-            printf("%-48s %-7s %.9g\n", r0.names[i], eq ? "yes" : "NO", d);
+            printf("%-48s %-7s %.9g\n", v0.r.names[i], eq ? "yes" : "NO", d);
         }
     }
-    double saved = (double)r0.planned_peak - (double)r1.planned_peak;
-    double cost = r0.seconds > 0 ? 100.0 * (r1.seconds - r0.seconds) / r0.seconds : 0.0;
-    double extra = rem->rw.extra_flops, step = rem->an.step_flops;
-    if (o->json) {
-        printf("], \"equal\": %s, \"n_different\": %d, \"peak_none\": %zu, \"peak_remat\": %zu, "
-               "\"measured_none\": %zu, \"measured_remat\": %zu, \"saved_bytes\": %.0f, \"seconds_none\": %.6f, "
-               "\"seconds_remat\": %.6f, \"extra_flops\": %.0f, \"step_flops\": %.0f, \"recompute_nodes\": %d}\n",
-               n_diff ? "false" : "true", n_diff, r0.planned_peak, r1.planned_peak, r0.measured_peak, r1.measured_peak,
-               saved, r0.seconds, r1.seconds, extra, step, rem->rw.n_clones);
-    } else {
-        printf("\nloss %.9g (none) %.9g (%s); %d of %d tensors differ\n", r0.loss, r1.loss, a->remat, n_diff, r0.n);
-        printf("peak memory: %zu bytes (none) -> %zu bytes (%s): %.1f%% saved; measured %zu / %zu\n", r0.planned_peak,
-               r1.planned_peak, a->remat, r0.planned_peak ? 100.0 * saved / (double)r0.planned_peak : 0.0,
-               r0.measured_peak, r1.measured_peak);
-        printf("time: %.3f ms (none) -> %.3f ms (%s): %+.1f%%; %d recompute nodes, %.0f extra FLOPs (%.1f%% of the step)\n",
-               r0.seconds * 1e3, r1.seconds * 1e3, a->remat, cost, rem->rw.n_clones, extra,
-               step > 0 ? 100.0 * extra / step : 0.0);
-    }
-    if (n_diff) st = ot_fail(err, OT_E_MISMATCH, "%d of %d tensors differ between --remat none and --remat %s", n_diff,
-                             r0.n, a->remat);
+    print_verdict(o, &v0, &v1, n_diff);
+    if (n_diff)
+        st = ot_fail(err, OT_E_MISMATCH, "%d of %d tensors differ between --remat none and --remat %s", n_diff, v0.r.n,
+                     a->remat);
 fail:
-    ot_remat_step_free(&r0);
-    ot_remat_step_free(&r1);
-    ot_remat_session_free(base);
-    ot_remat_session_free(rem);
+    ot_step_results_free(&v0.r);
+    ot_step_results_free(&v1.r);
     ot_dataset_free(&data);
+    ot_model_free(m);
     return st;
 }
 
+enum { O_JSON = OT_ARG_OWN };
+
 int ot_cmd_verify(int argc, char **argv) {
     static const struct option longopts[] = {
-        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS,  OT_ARGS_OPT_LOSS,   OT_ARGS_OPT_REMAT,
-        OT_ARGS_OPT_BUDGET, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,   OT_ARGS_OPT_THREADS,
-        OT_ARGS_OPT_DEVICE, {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        OT_ARGS_OPTS_SESSION, {"json", no_argument, NULL, O_JSON}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     verify_opts o = {0};
     ot_common_args_init(&o.args);
@@ -142,7 +162,7 @@ int ot_cmd_verify(int argc, char **argv) {
         if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
         if (common) continue;
         switch (c) {
-        case 'j': o.json = true; break;
+        case O_JSON: o.json = true; break;
         case 'h':
             usage(stdout);
             ot_common_args_free(&o.args);

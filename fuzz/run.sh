@@ -2,7 +2,9 @@
 # fuzz/run.sh SECONDS — builds the libFuzzer harnesses (clang, ASan+UBSan) in
 # build-fuzz/ and runs each for SECONDS (CI: 60) from a seed corpus generated here:
 # samples/*.onnx and, when pip's onnx is installed, ONNX's backend node-test models
-# for fuzz_model; tests/fixtures/npy/*.npy plus a few hand-made headers for fuzz_npy.
+# for fuzz_model, plus the hostile models of tests/fixtures/regress/ (make_regress.py,
+# make_bad_models.py: deep nesting, NULs in strings, absurd opsets and attributes);
+# tests/fixtures/npy/*.npy plus a few hand-made headers for fuzz_npy.
 # Exits non-zero if any harness crashed, leaked, hung or over-allocated, and prints
 # the reproducer's path; replay one with  build-fuzz/fuzz/<harness> <file>.
 # Environment: BUILD_DIR (default build-fuzz), JOBS (build parallelism).

@@ -101,10 +101,17 @@ ot_status ot_imp_convert_attr(const char *file, const char *dir, ot_node *n, con
     case OT_ATTR_UNDEFINED:
         return ot_fail(err, OT_E_MODEL, "%s: node '%s' (%s): attribute '%s' has no type and no value", file,
                        n->name, n->op_type, aname);
-    default: /* sparse tensors, type protos, lists of tensors */
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS:
         a->type = OT_ATTR_OTHER;
         *nested = true;
         break;
+    default: /* not an AttributeType at all: a corrupt or crafted model */
+        return ot_fail(err, OT_E_MODEL, "%s: node '%s' (%s): attribute '%s' has type %d, which ONNX does not define",
+                       file, n->name, n->op_type, aname, t);
     }
     return OT_OK;
 }

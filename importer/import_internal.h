@@ -45,6 +45,17 @@ ot_status ot_imp_src_peek(ot_imp_src *s, uint64_t off, size_t want, const uint8_
 /* The whole source in a malloc'd, NUL-terminated buffer. */
 ot_status ot_imp_src_read_all(ot_imp_src *s, uint8_t **data, ot_error *err);
 
+/* How deep protobuf messages may nest in a model (protobuf's own default recursion
+ * limit): a valid model needs a handful of levels per nested graph or type, a crafted
+ * one nests thousands and overflows protobuf-c's recursive unpacker. */
+#define OT_IMP_MAX_NESTING 100
+/* Walks the message in src (of type root: a ModelProto, or a TensorProto file) at the
+ * wire level before it is unpacked (wire_check.c):
+ * OT_E_PARSE for messages nested deeper than OT_IMP_MAX_NESTING, OT_E_MODEL for a NUL
+ * byte inside a string field, each naming the file and where. Bytes that do not decode
+ * are left to protobuf-c. */
+ot_status ot_imp_wire_check(ot_imp_src *src, const ProtobufCMessageDescriptor *root, ot_error *err);
+
 /* Where the raw_data of one initializer of the main graph lies in the source, when the
  * skeleton left it out (present); see skeleton.c. */
 typedef struct ot_imp_raw_ref {
@@ -90,6 +101,17 @@ ot_status ot_imp_convert_attr(const char *file, const char *dir, ot_node *n, con
                               bool *nested, ot_error *err);
 /* Adds `node` under `op_type` (and reason) to the model's unsupported list. */
 ot_status ot_imp_note_unsupported(ot_model *m, const char *op_type, const char *node, int reason, ot_error *err);
+
+/* The model's opset for the default domain (opset.c), checked as onnx.checker does:
+ * declared (from IR version 3 on), between 1 and a sane maximum, and new enough for
+ * every op the main graph uses; OT_E_MODEL naming the file (and node) otherwise. */
+ot_status ot_imp_model_opset(const Onnx__ModelProto *mp, const char *file, int64_t *opset, ot_error *err);
+
+/* The unsupported list (ot_model_unsupported_str) as one error message of at most
+ * budget bytes, never cut: when the whole list is longer, every op type with its
+ * count, then node names while they fit, then how many more and that `onnxtrain
+ * info` lists them all. malloc'd; NULL when out of memory. */
+char *ot_imp_unsupported_summary(const ot_model *m, const char *file, size_t budget);
 
 /* Checks the types of the attributes onnxtrain reads, for supported ops. */
 ot_status ot_imp_check_attrs(const ot_graph *g, const ot_node *n, ot_error *err);

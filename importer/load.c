@@ -310,6 +310,41 @@ static ot_status add_initializers(load_ctx *c, ot_model *m, ot_error *err) {
     return st;
 }
 
+/* A graph input that an initializer of the same name gives a default: ONNX requires
+ * the initializer to match the input's declared type. [7,7,7] declared over a [4,3]
+ * initializer was trained as [4,3]. Read from the proto, so no symbol is added. */
+static ot_status check_shadowed_input(load_ctx *c, const ot_value *init, const Onnx__ValueInfoProto *vi,
+                                      ot_error *err) {
+    const Onnx__TypeProto *tp = vi->type;
+    if (init->dtype == OT_UNDEFINED) return OT_OK; /* an unsupported dtype, listed already */
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return OT_OK;
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    bool same = !tt->has_elem_type || tt->elem_type == (int32_t)init->dtype;
+    /* declared dims as text, symbolic ones by name; a symbolic dim matches anything */
+    char decl[200] = "[";
+    if (tt->shape) {
+        same = same && tt->shape->n_dim == (size_t)init->shape.rank;
+        for (size_t d = 0; d < tt->shape->n_dim; d++) {
+            const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+            bool known = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+            if (known && same && (int)d < init->shape.rank) same = dim->dim_value == init->shape.dim[d];
+            size_t used = strlen(decl);
+            if (known) snprintf(decl + used, sizeof decl - used, "%s%lld", d ? "," : "", (long long)dim->dim_value);
+            else snprintf(decl + used, sizeof decl - used, "%s%s", d ? "," : "", dim->dim_param ? dim->dim_param : "?");
+        }
+    }
+    if (same) return OT_OK;
+    size_t used = strlen(decl);
+    snprintf(decl + used, sizeof decl - used, "%s", tt->shape ? "]" : "?]");
+    char b[160];
+    return ot_fail(err, OT_E_MODEL,
+                   "%s: graph input '%s' is declared %s %s, but the initializer of the same name is %s %s; ONNX "
+                   "requires an initializer to match the input it provides a default for",
+                   c->file, init->name, tt->has_elem_type ? ot_imp_onnx_dtype_name(tt->elem_type) : "(any dtype)",
+                   tt->shape ? decl : "(any shape)", ot_dtype_name(init->dtype),
+                   ot_shape_str(c->g, &init->shape, b, sizeof b));
+}
+
 /* Graph inputs fed by data (inputs that are also initializers are initializers). */
 static ot_status add_inputs(load_ctx *c, ot_model *m, ot_error *err) {
     Onnx__GraphProto *gp = c->gp;
@@ -321,7 +356,11 @@ static ot_status add_inputs(load_ctx *c, ot_model *m, ot_error *err) {
         const char *vn = vi->name ? vi->name : "";
         if (map_get(&c->names, vn) >= 0) {
             int id = map_get(&c->names, vn);
-            if (g->values[id].init_index >= 0) continue;
+            if (g->values[id].init_index >= 0) {
+                ot_status st = check_shadowed_input(c, &g->values[id], vi, err);
+                if (st) return st;
+                continue;
+            }
             return ot_fail(err, OT_E_MODEL, "%s: graph input '%s' is listed twice", c->file, vn);
         }
         ot_dtype dt;
@@ -530,7 +569,10 @@ static ot_status unpack_model(ot_imp_src *src, Onnx__ModelProto **out, ot_imp_ra
     *refs = NULL;
     uint8_t *skel = NULL, *whole = NULL;
     size_t skel_len = 0, n_refs = 0;
-    ot_status st = ot_imp_skeleton(src, &skel, &skel_len, refs, &n_refs, err);
+    /* before any unpacking: protobuf-c recurses without a limit and cuts strings at NULs */
+    ot_status st = ot_imp_wire_check(src, &onnx__model_proto__descriptor, err);
+    if (st) return st;
+    st = ot_imp_skeleton(src, &skel, &skel_len, refs, &n_refs, err);
     if (st) return st;
     if (skel) {
         Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, skel_len, skel);
@@ -587,11 +629,7 @@ static ot_status load_impl(ot_imp_src *src, const char *name, const char *dir, c
         st = ot_fail(err, OT_E_MEMORY, "%s: out of memory", file);
         goto fail;
     }
-    /* IR version 1-2 models have no opset_import and mean opset 1. */
-    m->opset = 1;
-    for (size_t i = 0; i < mp->n_opset_import; i++)
-        if (is_default_domain(mp->opset_import[i]->domain) && mp->opset_import[i]->has_version)
-            m->opset = mp->opset_import[i]->version;
+    if ((st = ot_imp_model_opset(mp, file, &m->opset, err))) goto fail;
 
     c.file = file;
     c.dir = dir;
@@ -614,8 +652,11 @@ static ot_status load_impl(ot_imp_src *src, const char *name, const char *dir, c
     c.refs = NULL;
 
     if (m->n_unsupported && !opt->allow_unsupported) {
-        char *list = ot_model_unsupported_str(m);
-        st = ot_fail(err, OT_E_UNSUPPORTED, "%s: %s", file, list ? list : "unsupported ops");
+        /* err->msg is a fixed buffer (ot_error lives on the stack everywhere): the list is
+         * shaped to fit it rather than cut mid-name */
+        size_t used = strlen(file) + 2, cap = sizeof err->msg - 1;
+        char *list = ot_imp_unsupported_summary(m, file, used < cap ? cap - used : 0);
+        st = ot_fail(err, OT_E_UNSUPPORTED, "%s: %s", file, list && list[0] ? list : "unsupported ops");
         free(list);
         goto fail;
     }

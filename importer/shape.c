@@ -26,6 +26,27 @@ ot_status ot_shape_fail(ot_shape_ctx *c, const ot_node *n, const char *fmt, ...)
     return ot_fail(c->err, OT_E_SHAPE, "node '%s' (%s): %s", ot_shape_node_label(n), n->op_type, msg);
 }
 
+ot_status ot_shape_fail_model(ot_shape_ctx *c, const ot_node *n, const char *fmt, ...) {
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ot_fail(c->err, OT_E_MODEL, "node '%s' (%s): %s", ot_shape_node_label(n), n->op_type, msg);
+}
+
+ot_status ot_shape_axis(ot_shape_ctx *c, const ot_node *n, int64_t axis, int rank, bool inclusive, const ot_shape *of,
+                        int *out) {
+    int64_t hi = inclusive ? rank : rank - 1;
+    if (axis >= -(int64_t)rank && axis <= hi) {
+        *out = (int)(axis < 0 ? axis + rank : axis);
+        return OT_OK;
+    }
+    char a[160];
+    return ot_shape_fail_model(c, n, "axis %lld is out of range for %s: expected %lld .. %lld", (long long)axis,
+                               ot_shape_str(c->g, of, a, sizeof a), -(long long)rank, (long long)hi);
+}
+
 const ot_value *ot_shape_input(const ot_shape_ctx *c, const ot_node *n, int i) {
     if (i < 0 || i >= n->n_inputs || n->inputs[i] < 0) return NULL;
     return &c->g->values[n->inputs[i]];

@@ -25,6 +25,23 @@ const char *ot_shape_node_label(const ot_node *n);
 ot_status ot_shape_fail(ot_shape_ctx *c, const ot_node *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Normalises an axis attribute or input of n (negative counts from the end) for rank:
+ * valid are -rank .. rank - 1, or -rank .. rank when `inclusive` (Flatten). Outside
+ * that OT_E_MODEL naming the node, the axis and `of` (the shape it indexes): a huge
+ * value (2^62) is refused, never narrowed into range. */
+ot_status ot_shape_axis(ot_shape_ctx *c, const ot_node *n, int64_t axis, int rank, bool inclusive, const ot_shape *of,
+                        int *out);
+
+/* Checked int64 arithmetic for rules that combine attribute values (pads, dilations,
+ * split sizes, slice bounds): false on overflow, and the rule refuses the node. */
+static inline bool ot_i64_add(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }
+static inline bool ot_i64_sub(int64_t a, int64_t b, int64_t *r) { return !__builtin_sub_overflow(a, b, r); }
+static inline bool ot_i64_mul(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+/* Fails with OT_E_MODEL, prefixing "node 'name' (Op): ": the node's attributes are
+ * wrong whatever its inputs' shapes. */
+ot_status ot_shape_fail_model(ot_shape_ctx *c, const ot_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Input slot i of n as a value, NULL when absent or out of range. */
 const ot_value *ot_shape_input(const ot_shape_ctx *c, const ot_node *n, int i);
 

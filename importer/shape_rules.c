@@ -204,28 +204,49 @@ static ot_status rule_matmul(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot
 }
 
 /* Output size of one spatial dim of a conv or pool (ONNX, with PyTorch's rule that a
- * ceil_mode window must start inside the input or left padding). */
-static bool window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, const char *pad,
-                       bool ceil_mode, int64_t *out) {
+ * ceil_mode window must start inside the input or left padding). Attribute values may
+ * be anything (2^62): every step is checked. */
+typedef enum { WIN_OK, WIN_TOO_SMALL, WIN_OVERFLOW } win_result;
+static win_result window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, const char *pad,
+                             bool ceil_mode, int64_t *out) {
+    int64_t eff, num, t;
+    if (k >= 0 && (!ot_i64_mul(k > 0 ? k - 1 : 0, d, &eff) || !ot_i64_add(eff, 1, &eff))) return WIN_OVERFLOW;
     if (in < 0 || k < 0) {
         *out = -1;
-        return true;
+        return WIN_OK;
     }
-    int64_t eff = (k - 1) * d + 1;
     if (!strcmp(pad, "SAME_UPPER") || !strcmp(pad, "SAME_LOWER")) {
-        *out = (in + s - 1) / s;
-        return true;
+        *out = in / s + (in % s != 0);
+        return WIN_OK;
     }
     if (!strcmp(pad, "VALID")) pb = pe = 0;
-    int64_t num = in + pb + pe - eff;
-    if (num < 0) return false;
+    if (!ot_i64_add(in, pb, &num) || !ot_i64_add(num, pe, &num) || !ot_i64_sub(num, eff, &num)) return WIN_OVERFLOW;
+    if (num < 0) return WIN_TOO_SMALL;
     if (ceil_mode) {
-        *out = (num + s - 1) / s + 1;
-        if ((*out - 1) * s >= in + pb) (*out)--;
+        *out = num / s + (num % s != 0) + 1;
+        if (!ot_i64_mul(*out - 1, s, &t) || !ot_i64_add(in, pb, &num)) return WIN_OVERFLOW;
+        if (t >= num) (*out)--;
     } else {
         *out = num / s + 1;
     }
-    return true;
+    return WIN_OK;
+}
+
+/* Pads are never negative (ONNX); a pool's pad must be smaller than its (dilated)
+ * kernel, or some windows hold only padding (ONNX's pool shape inference refuses it;
+ * AveragePool would divide by a count of 0). */
+static ot_status check_pads(ot_shape_ctx *c, const ot_node *n, const int64_t *pd, int np, const int64_t *ks,
+                            const int64_t *dl) {
+    bool pool = n->op == OT_OP_MAX_POOL || n->op == OT_OP_AVERAGE_POOL;
+    for (int i = 0; pd && i < np; i++) {
+        if (pd[i] < 0) return ot_shape_fail_model(c, n, "pads[%d] = %lld is negative", i, (long long)pd[i]);
+        int sp = i % (np / 2);
+        int64_t eff;
+        if (pool && ks && ks[sp] >= 1 && ot_i64_mul(ks[sp] - 1, dl ? dl[sp] : 1, &eff) && pd[i] > eff)
+            return ot_shape_fail_model(c, n, "pads[%d] = %lld is not smaller than the kernel (%lld on spatial axis %d)",
+                                       i, (long long)pd[i], (long long)(eff + 1), sp);
+    }
+    return OT_OK;
 }
 
 static ot_status rule_conv_pool(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
@@ -255,16 +276,21 @@ static ot_status rule_conv_pool(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt,
         return ot_shape_fail(c, n, "weight %s and input %s differ in rank", SHP(&W, a), SHP(&X, b));
     if (!conv && !ks) return ot_shape_fail(c, n, "kernel_shape attribute is required");
     if (group < 1) return ot_shape_fail(c, n, "group %lld < 1", (long long)group);
+    ot_status pst = check_pads(c, n, pd, np, ks, dl);
+    if (pst) return pst;
     ot_shape o = ot_shape_make(X.rank, NULL);
     o.dim[0] = X.dim[0];
     o.sym[0] = X.sym[0];
     if (conv) {
         o.dim[1] = W.rank >= 0 ? W.dim[0] : -1;
         o.sym[1] = W.rank >= 0 ? W.sym[0] : -1;
-        if (W.rank >= 0 && X.dim[1] >= 0 && W.dim[1] >= 0 && X.dim[1] != W.dim[1] * group)
+        int64_t want_c = 0;
+        if (W.rank >= 0 && W.dim[1] >= 0 && !ot_i64_mul(W.dim[1], group, &want_c))
+            return ot_shape_fail_model(c, n, "group %lld times the weight's %lld input channels overflows int64",
+                                       (long long)group, (long long)W.dim[1]);
+        if (W.rank >= 0 && X.dim[1] >= 0 && W.dim[1] >= 0 && X.dim[1] != want_c)
             return ot_shape_fail(c, n, "input %s has %lld channels but weight %s with group %lld expects %lld",
-                                 SHP(&X, a), (long long)X.dim[1], SHP(&W, b), (long long)group,
-                                 (long long)(W.dim[1] * group));
+                                 SHP(&X, a), (long long)X.dim[1], SHP(&W, b), (long long)group, (long long)want_c);
         if (W.rank >= 0 && W.dim[0] >= 0 && W.dim[0] % group)
             return ot_shape_fail(c, n, "weight %s: %lld output channels not divisible by group %lld", SHP(&W, a),
                                  (long long)W.dim[0], (long long)group);
@@ -282,7 +308,13 @@ static ot_status rule_conv_pool(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt,
         if (s < 1 || d < 1) return ot_shape_fail(c, n, "strides and dilations must be >= 1");
         if (ks && conv && W.rank >= 0 && W.dim[2 + i] >= 0 && W.dim[2 + i] != ks[i])
             return ot_shape_fail(c, n, "kernel_shape does not match weight %s", SHP(&W, a));
-        if (!window_out(X.dim[2 + i], kk, s, d, pd ? pd[i] : 0, pd ? pd[k + i] : 0, pad, ceil_mode, &o.dim[2 + i]))
+        win_result wr = window_out(X.dim[2 + i], kk, s, d, pd ? pd[i] : 0, pd ? pd[k + i] : 0, pad, ceil_mode,
+                                   &o.dim[2 + i]);
+        if (wr == WIN_OVERFLOW)
+            return ot_shape_fail_model(c, n, "kernel %lld, dilation %lld, stride %lld and pads on spatial axis %d "
+                                       "overflow int64: absurd attributes",
+                                       (long long)kk, (long long)d, (long long)s, i);
+        if (wr == WIN_TOO_SMALL)
             return ot_shape_fail(c, n, "kernel %lld (dilation %lld) is larger than the padded input %s on spatial "
                                  "axis %d",
                                  (long long)kk, (long long)d, SHP(&X, a), i);
@@ -292,10 +324,7 @@ static ot_status rule_conv_pool(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt,
     return OT_OK;
 }
 
-static int norm_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
-
 static ot_status rule_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    char a[160];
     const ot_value *xv = ot_shape_input(c, n, 0);
     ot_shape X = shape_of(xv);
     dt[0] = dtype_of(xv);
@@ -327,8 +356,9 @@ static ot_status rule_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot
     for (int j = 0; j < na; j++) {
         int64_t ax = axes ? axes[j] : iv->dim[j];
         if (iv && !ot_shape_ival_known(iv, j)) return OT_OK;
-        int a2 = norm_axis(ax, X.rank);
-        if (a2 < 0 || a2 >= X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)ax, SHP(&X, a));
+        int a2;
+        ot_status st = ot_shape_axis(c, n, ax, X.rank, false, &X, &a2);
+        if (st) return st;
         red[a2] = true;
     }
     ot_shape o = ot_shape_make(0, NULL);
@@ -345,16 +375,15 @@ static ot_status rule_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot
 }
 
 static ot_status rule_layer_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    char a[160];
     const ot_value *xv = ot_shape_input(c, n, 0);
     ot_shape X = shape_of(xv);
     dt[0] = dtype_of(xv);
     sh[0] = X;
     for (int o = 1; o < n->n_outputs; o++) dt[o] = OT_F32; /* stash_type float */
     if (X.rank < 0) return OT_OK;
-    int64_t axis = ot_node_attr_int(n, "axis", -1);
-    int ax = norm_axis(axis, X.rank);
-    if (ax < 0 || ax >= X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+    int ax;
+    ot_status rc = ot_shape_axis(c, n, ot_node_attr_int(n, "axis", -1), X.rank, false, &X, &ax);
+    if (rc) return rc;
     ot_shape st = X;
     for (int i = ax; i < X.rank; i++) st.dim[i] = 1, st.sym[i] = -1;
     for (int o = 1; o < n->n_outputs; o++) sh[o] = st;
@@ -445,12 +474,13 @@ static ot_status rule_global_pool(ot_shape_ctx *c, const ot_node *n, ot_dtype *d
 
 /* Softmax, LogSoftmax. */
 static ot_status rule_softmax(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    char a[160];
     const ot_value *x = ot_shape_input(c, n, 0);
     ot_shape X = shape_of(x);
-    int64_t axis = ot_node_attr_int(n, "axis", -1);
-    if (X.rank >= 0 && (norm_axis(axis, X.rank) < 0 || norm_axis(axis, X.rank) >= (X.rank ? X.rank : 1)))
-        return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+    int ax;
+    /* a scalar's one axis is 0 (or -1) */
+    ot_status st = X.rank >= 0 ? ot_shape_axis(c, n, ot_node_attr_int(n, "axis", -1), X.rank ? X.rank : 1, false, &X, &ax)
+                               : OT_OK;
+    if (st) return st;
     dt[0] = dtype_of(x);
     sh[0] = X;
     return OT_OK;

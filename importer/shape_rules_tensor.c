@@ -28,7 +28,6 @@ static char *ival_str(const ot_graph *g, const ot_shape *iv, char *buf, size_t n
 
 static ot_shape shape_of(const ot_value *v) { return v ? v->shape : ot_shape_unknown(); }
 static ot_dtype dtype_of(const ot_value *v) { return v ? v->dtype : OT_UNDEFINED; }
-static int norm_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
 
 /* A 1-D shape-like input of static length L whose elements are not known: the
  * result has rank L and unknown dims. */
@@ -184,8 +183,9 @@ static ot_status rule_slice(ot_shape_ctx *c, const ot_node *n, ot_shape *out) {
     bool seen[OT_MAX_RANK] = {false};
     for (int j = 0; j < count; j++) {
         int64_t axis = ax ? ax->dim[j] : j;
-        int d = norm_axis(axis, X.rank);
-        if (d < 0 || d >= X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+        int d;
+        ot_status rc = ot_shape_axis(c, n, axis, X.rank, false, &X, &d);
+        if (rc) return rc;
         if (seen[d]) return ot_shape_fail(c, n, "axis %lld repeated", (long long)axis);
         seen[d] = true;
         bool known = st && en && ot_shape_ival_known(st, j) && ot_shape_ival_known(en, j) &&
@@ -201,16 +201,21 @@ static ot_status rule_slice(ot_shape_ctx *c, const ot_node *n, ot_shape *out) {
         }
         if (s < 0) s += dim;
         if (e < 0) e += dim;
-        int64_t len;
+        int64_t len = 0, t;
+        /* the kernel's own formula, checked: a step of INT64_MIN / INT64_MAX overflows it */
+        bool fits = true;
         if (step > 0) {
             s = s < 0 ? 0 : (s > dim ? dim : s);
             e = e < 0 ? 0 : (e > dim ? dim : e);
-            len = e > s ? (e - s + step - 1) / step : 0;
+            if (e > s) fits = ot_i64_add(e - s, step - 1, &t) && (len = t / step, true);
         } else {
             s = s < 0 ? 0 : (s > dim - 1 ? dim - 1 : s);
             e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
-            len = s > e ? (s - e - step - 1) / (-step) : 0;
+            if (s > e) fits = step != INT64_MIN && ot_i64_add(s - e, -step - 1, &t) && (len = t / (-step), true);
         }
+        if (!fits)
+            return ot_shape_fail_model(c, n, "step %lld on axis %lld overflows int64 with the bounds of %s",
+                                       (long long)step, (long long)axis, SHP(&X, a));
         o.dim[d] = len;
         if (len == dim) o.sym[d] = X.sym[d];
     }
@@ -236,9 +241,8 @@ static ot_status rule_concat(ot_shape_ctx *c, const ot_node *n, ot_shape *out) {
         if (o.rank < 0) {
             o = v->shape;
             first = v;
-            ax = norm_axis(axis, o.rank);
-            if (ax < 0 || ax >= o.rank)
-                return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&o, a));
+            ot_status rc = ot_shape_axis(c, n, axis, o.rank, false, &o, &ax);
+            if (rc) return rc;
         } else if (v->shape.rank != o.rank) {
             return ot_shape_fail(c, n, "inputs '%s' %s and '%s' %s differ in rank", first->name, SHP(&first->shape, a),
                                  v->name, SHP(&v->shape, b));
@@ -251,8 +255,9 @@ static ot_status rule_concat(ot_shape_ctx *c, const ot_node *n, ot_shape *out) {
             if (o.dim[d] < 0 && (v->shape.dim[d] >= 0 || o.sym[d] < 0))
                 o.dim[d] = v->shape.dim[d], o.sym[d] = v->shape.sym[d];
         }
-        if (v->shape.dim[ax] >= 0) sum += v->shape.dim[ax];
-        else sum_known = false;
+        if (v->shape.dim[ax] < 0) sum_known = false;
+        else if (!ot_i64_add(sum, v->shape.dim[ax], &sum))
+            return ot_shape_fail(c, n, "the inputs' sizes on axis %d add up past int64", ax);
     }
     if (o.rank >= 0) {
         o.dim[ax] = sum_known ? sum : -1;
@@ -266,9 +271,9 @@ static ot_status rule_split(ot_shape_ctx *c, const ot_node *n, ot_shape *sh) {
     char a[160];
     ot_shape X = shape_of(ot_shape_input(c, n, 0));
     if (X.rank < 0) return OT_OK;
-    int64_t axis = ot_node_attr_int(n, "axis", 0);
-    int ax = norm_axis(axis, X.rank);
-    if (ax < 0 || ax >= X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+    int ax;
+    ot_status rc = ot_shape_axis(c, n, ot_node_attr_int(n, "axis", 0), X.rank, false, &X, &ax);
+    if (rc) return rc;
     int ns = 0;
     const int64_t *split = ot_node_attr_ints(n, "split", &ns);
     int64_t buf[OT_MAX_RANK];
@@ -291,7 +296,9 @@ static ot_status rule_split(ot_shape_ctx *c, const ot_node *n, ot_shape *sh) {
         for (int o = 0; o < ns; o++) {
             if (split[o] < 0) return ot_shape_fail(c, n, "split size %lld < 0", (long long)split[o]);
             sh[o].dim[ax] = split[o];
-            total += split[o];
+            if (!ot_i64_add(total, split[o], &total))
+                return ot_shape_fail_model(c, n, "split sizes add up past int64 (size %d is %lld)", o,
+                                           (long long)split[o]);
         }
         if (dim >= 0 && total != dim)
             return ot_shape_fail(c, n, "split sizes add up to %lld but axis %d of %s has %lld", (long long)total, ax,
@@ -310,9 +317,9 @@ static ot_status rule_gather(ot_shape_ctx *c, const ot_node *n, ot_shape *out) {
     char a[160];
     ot_shape X = shape_of(ot_shape_input(c, n, 0)), I = shape_of(ot_shape_input(c, n, 1));
     if (X.rank < 0 || I.rank < 0) return OT_OK;
-    int64_t axis = ot_node_attr_int(n, "axis", 0);
-    int ax = norm_axis(axis, X.rank);
-    if (ax < 0 || ax >= X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+    int ax;
+    ot_status rc = ot_shape_axis(c, n, ot_node_attr_int(n, "axis", 0), X.rank, false, &X, &ax);
+    if (rc) return rc;
     if (X.rank - 1 + I.rank > OT_MAX_RANK) return ot_shape_fail(c, n, "result rank above %d", OT_MAX_RANK);
     const ot_shape *iv = ot_shape_ivals(c, n->inputs[1]);
     for (int j = 0; iv && X.dim[ax] >= 0 && j < iv->rank; j++)
@@ -405,12 +412,11 @@ ot_status ot_shape_rule_gather(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, 
 }
 
 ot_status ot_shape_rule_flatten(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    char a[160];
     ot_shape X = shape_of(dtype_from_input0(c, n, dt));
     if (X.rank < 0) return OT_OK;
-    int64_t axis = ot_node_attr_int(n, "axis", 1);
-    int ax = norm_axis(axis, X.rank);
-    if (ax < 0 || ax > X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axis, SHP(&X, a));
+    int ax;
+    ot_status rc = ot_shape_axis(c, n, ot_node_attr_int(n, "axis", 1), X.rank, true, &X, &ax);
+    if (rc) return rc;
     sh[0] = ot_shape_make(2, NULL);
     ot_shape_dim_product(&X, 0, ax, &sh[0].dim[0], &sh[0].sym[0]);
     ot_shape_dim_product(&X, ax, X.rank, &sh[0].dim[1], &sh[0].sym[1]);
@@ -447,9 +453,10 @@ ot_status ot_shape_rule_squeeze(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt,
     int r = squeeze ? X.rank : X.rank + na;
     if (r > OT_MAX_RANK) return ot_shape_fail(c, n, "result rank above %d", OT_MAX_RANK);
     for (int j = 0; j < na; j++) {
-        int d = norm_axis(axes[j], r);
-        if (d < 0 || d >= r || mark[d])
-            return ot_shape_fail(c, n, "axis %lld out of range or repeated for %s", (long long)axes[j], SHP(&X, a));
+        int d;
+        ot_status rc = ot_shape_axis(c, n, axes[j], r, false, &X, &d);
+        if (rc) return rc;
+        if (mark[d]) return ot_shape_fail_model(c, n, "axis %lld repeated for %s", (long long)axes[j], SHP(&X, a));
         if (squeeze && X.dim[d] >= 0 && X.dim[d] != 1)
             return ot_shape_fail(c, n, "cannot squeeze axis %d of %s: it is not 1", d, SHP(&X, a));
         mark[d] = true;

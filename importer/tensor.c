@@ -122,11 +122,36 @@ static size_t typed_count(const Onnx__TensorProto *t, ot_dtype dt, const char **
  * tensor is allocated: a 70-byte model declaring dims of 2^31 floats must be refused,
  * not make us allocate 8 GB first (found by fuzz/fuzz_model). External data is sized
  * from the file without reading it. */
+/* ONNX's checker: a tensor holds its values in one field only. With raw_data and
+ * float_data both set, readers disagree on which wins (we read raw_data, others the
+ * typed field): the values are ambiguous, so the tensor is refused. */
+static ot_status check_one_storage_form(const Onnx__TensorProto *t, const char *tname, bool has_raw, uint64_t raw_len,
+                                        ot_error *err) {
+    const char *forms[10];
+    int n = 0;
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        forms[n++] = "external data";
+    if (has_raw && raw_len > 0) forms[n++] = "raw_data";
+    if (t->n_float_data) forms[n++] = "float_data";
+    if (t->n_int32_data) forms[n++] = "int32_data";
+    if (t->n_string_data) forms[n++] = "string_data";
+    if (t->n_int64_data) forms[n++] = "int64_data";
+    if (t->n_double_data) forms[n++] = "double_data";
+    if (t->n_uint64_data) forms[n++] = "uint64_data";
+    if (n <= 1) return OT_OK;
+    return ot_fail(err, OT_E_MODEL,
+                   "tensor '%s': holds its values in both %s and %s; ONNX allows one storage form per tensor (which "
+                   "one a reader takes differs, so the values are ambiguous)",
+                   tname, forms[0], forms[1]);
+}
+
 static ot_status check_source_size(const Onnx__TensorProto *t, const char *tname, const char *model_dir, ot_dtype dt,
                                    bool has_raw, uint64_t raw_len, uint64_t numel, uint64_t nbytes, ot_error *err) {
+    ot_status st = check_one_storage_form(t, tname, has_raw, raw_len, err);
+    if (st) return st;
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         uint64_t have = 0;
-        ot_status st = ot_imp_external_size(t, tname, model_dir, &have, err);
+        st = ot_imp_external_size(t, tname, model_dir, &have, err);
         if (st) return st;
         if (have != nbytes) {
             const char *loc = "?";
@@ -261,6 +286,9 @@ ot_status ot_tensor_load_pb(const char *path, ot_tensor **out, char **name, ot_e
     char *dir = NULL;
     ot_status st = ot_imp_read_file(path, &buf, &len, err);
     if (st) return st;
+    ot_imp_src src;
+    ot_imp_src_memory(&src, buf, len, path);
+    if ((st = ot_imp_wire_check(&src, &onnx__tensor_proto__descriptor, err))) goto fail;
     t = onnx__tensor_proto__unpack(NULL, len, buf);
     if (!t || !t->has_data_type) {
         st = ot_fail(err, OT_E_PARSE, "%s: not a serialized ONNX TensorProto", path);

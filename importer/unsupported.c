@@ -76,3 +76,61 @@ char *ot_model_unsupported_str(const ot_model *m) {
     }
     return s;
 }
+
+/* Appends piece to buf (len used of cap) when it fits below limit; false otherwise. */
+static bool put_piece(char *buf, size_t *len, size_t limit, const char *piece) {
+    size_t pl = strlen(piece);
+    if (*len + pl > limit) return false;
+    memcpy(buf + *len, piece, pl + 1);
+    *len += pl;
+    return true;
+}
+
+static const char *reason_kind(int reason) {
+    return reason == OT_UNSUP_INPUT_DTYPE ? "input" : reason == OT_UNSUP_INIT_DTYPE ? "initializer" : "node";
+}
+
+char *ot_imp_unsupported_summary(const ot_model *m, const char *file, size_t budget) {
+    char *full = ot_model_unsupported_str(m);
+    if (!full || strlen(full) <= budget) return full;
+    free(full);
+    /* Too long for one message: every op type with its count first (what the user must
+     * replace), then node names while they fit, then where to find the rest. */
+    enum { TAIL = 160 }; /* room kept for the closing "... and N more" */
+    char *s = malloc(budget + 1);
+    if (!s || budget < 2 * TAIL) return s ? (s[0] = 0, s) : NULL;
+    size_t len = 0, limit = budget - TAIL;
+    s[0] = 0;
+    int n_types = m->n_unsupported, n_nodes = 0, types_shown = 0, nodes_shown = 0;
+    for (int i = 0; i < m->n_unsupported; i++) n_nodes += m->unsupported[i].n_nodes;
+    char piece[700];
+    snprintf(piece, sizeof piece, "%d unsupported op type%s or dtype%s in %d place%s:", n_types,
+             n_types == 1 ? "" : "s", n_types == 1 ? "" : "s", n_nodes, n_nodes == 1 ? "" : "s");
+    put_piece(s, &len, limit, piece);
+    for (int i = 0; i < m->n_unsupported; i++) {
+        const ot_unsupported_op *u = &m->unsupported[i];
+        snprintf(piece, sizeof piece, "%s %s (%d %s%s%s)", i ? "," : "", u->op_type, u->n_nodes,
+                 reason_kind(u->reason), u->n_nodes == 1 ? "" : "s",
+                 u->reason == OT_UNSUP_NESTED_GRAPH ? "; nested graphs are not supported" : "");
+        if (!put_piece(s, &len, limit, piece)) break;
+        types_shown++;
+    }
+    bool room = types_shown == n_types;
+    if (room) put_piece(s, &len, limit, "; named:");
+    for (int i = 0; room && i < m->n_unsupported; i++)
+        for (int k = 0; room && k < m->unsupported[i].n_nodes; k++) {
+            snprintf(piece, sizeof piece, "%s '%s'", nodes_shown ? "," : "", m->unsupported[i].nodes[k]);
+            room = put_piece(s, &len, limit, piece);
+            nodes_shown += room;
+        }
+    /* the tail always fits: limit left TAIL bytes, and a long file name is left out */
+    const char *model = strlen(file) < 80 ? file : "MODEL";
+    if (types_shown < n_types)
+        snprintf(piece, sizeof piece, " ... and %d more op types (%d places): run 'onnxtrain info %s' for the full list",
+                 n_types - types_shown, n_nodes - nodes_shown, model);
+    else
+        snprintf(piece, sizeof piece, " ... and %d more: run 'onnxtrain info %s' for the full list",
+                 n_nodes - nodes_shown, model);
+    put_piece(s, &len, budget, piece);
+    return s;
+}

@@ -587,3 +587,105 @@ void ot_node_remove_attr(ot_node *n, const char *name) {
             return;
         }
 }
+
+/* ---- cloning ---------------------------------------------------------------- */
+
+/* Duplicates n ints (NULL stays NULL). *ok turns false when allocation fails. */
+static int *ints_dup(const int *src, int n, bool *ok) {
+    if (!src) return NULL;
+    int *d = ot_xcalloc((size_t)n, sizeof *d);
+    if (!d) {
+        *ok = false;
+        return NULL;
+    }
+    if (n > 0) memcpy(d, src, (size_t)n * sizeof *d);
+    return d;
+}
+
+/* One value, field by field: a field added to ot_value is copied here or stays zero
+ * in the clone. Strings and the consumer list are copied; data only with with_data. */
+static int value_copy(ot_value *dst, const ot_value *src, bool with_data) {
+    bool ok = true;
+    dst->id = src->id;
+    dst->name = ot_strdup(src->name);
+    ok &= !src->name || dst->name;
+    dst->dtype = src->dtype;
+    dst->shape = src->shape;
+    dst->kind = src->kind;
+    dst->is_graph_output = src->is_graph_output;
+    dst->producer = src->producer;
+    dst->consumers = ints_dup(src->consumers, src->n_consumers, &ok);
+    dst->n_consumers = dst->cap_consumers = dst->consumers ? src->n_consumers : 0;
+    dst->nbytes = src->nbytes;
+    if (with_data && src->data) {
+        dst->data = malloc(src->nbytes ? src->nbytes : 1);
+        if (dst->data && src->nbytes) memcpy(dst->data, src->data, src->nbytes);
+        ok &= dst->data != NULL;
+    }
+    dst->init_index = src->init_index;
+    dst->doc = ot_strdup(src->doc);
+    ok &= !src->doc || dst->doc;
+    return ok ? 0 : -1;
+}
+
+/* One node, field by field (see value_copy). */
+static int node_copy(ot_node *dst, const ot_node *src) {
+    bool ok = true;
+    dst->id = src->id;
+    dst->op = src->op;
+    dst->op_type = ot_strdup(src->op_type);
+    dst->domain = ot_strdup(src->domain);
+    dst->name = ot_strdup(src->name);
+    ok &= (!src->op_type || dst->op_type) && (!src->domain || dst->domain) && (!src->name || dst->name);
+    dst->inputs = ints_dup(src->inputs, src->n_inputs, &ok);
+    dst->n_inputs = src->n_inputs;
+    dst->outputs = ints_dup(src->outputs, src->n_outputs, &ok);
+    dst->n_outputs = src->n_outputs;
+    ok &= ot_node_copy_attrs(dst, src) == 0;
+    dst->phase = src->phase;
+    dst->orig_node = src->orig_node;
+    dst->src_index = src->src_index;
+    dst->removed = src->removed;
+    /* typed params point into the node's own attributes: the copy's are resolved
+     * again from its own (ot_graph_resolve_params), never shared */
+    dst->params.kind = OT_PARAMS_UNRESOLVED;
+    return ok ? 0 : -1;
+}
+
+ot_graph *ot_graph_clone(const ot_graph *g, bool with_data) {
+    ot_graph *c = ot_graph_new(g->name);
+    if (!c) return NULL;
+    bool ok = c->name != NULL;
+    c->values = ot_xcalloc((size_t)g->n_values, sizeof *c->values);
+    c->nodes = ot_xcalloc((size_t)g->n_nodes, sizeof *c->nodes);
+    c->syms = ot_xcalloc((size_t)g->n_syms, sizeof *c->syms);
+    c->sym_values = ot_xcalloc((size_t)g->n_syms, sizeof *c->sym_values);
+    if (!ok || !c->values || !c->nodes || !c->syms || !c->sym_values) goto fail;
+    c->cap_values = g->n_values;
+    c->cap_nodes = g->n_nodes;
+    /* counts grow as entries are copied, so a failure part way frees what exists */
+    for (int i = 0; i < g->n_values; i++, c->n_values++)
+        if (value_copy(&c->values[i], &g->values[i], with_data)) {
+            c->n_values++;
+            goto fail;
+        }
+    for (int i = 0; i < g->n_nodes; i++, c->n_nodes++)
+        if (node_copy(&c->nodes[i], &g->nodes[i])) {
+            c->n_nodes++;
+            goto fail;
+        }
+    for (int i = 0; i < g->n_syms; i++, c->n_syms++) {
+        c->sym_values[i] = g->sym_values[i];
+        if (!(c->syms[i] = ot_strdup(g->syms[i]))) goto fail;
+    }
+    c->inputs = ints_dup(g->inputs, g->n_inputs, &ok);
+    c->n_inputs = g->n_inputs;
+    c->outputs = ints_dup(g->outputs, g->n_outputs, &ok);
+    c->n_outputs = g->n_outputs;
+    c->opset = g->opset;
+    c->fold_eval = g->fold_eval;
+    if (ok) return c;
+fail:
+    ot_graph_free(c);
+    return NULL;
+}

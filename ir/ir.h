@@ -284,6 +284,11 @@ void ot_graph_set_input(ot_graph *g, int node_id, int slot, int new_value);
 int ot_graph_relink(ot_graph *g);
 int ot_graph_add_sym(ot_graph *g, const char *name); /* existing id if already there */
 int ot_graph_find_sym(const ot_graph *g, const char *name);
+/* A deep copy of g with the same value, node and symbol ids: what a plan binds and
+ * extends while g itself stays as imported. with_data false leaves every value's data
+ * NULL (nbytes kept), for a copy that is only planned or that borrows the weights.
+ * NULL when out of memory. */
+ot_graph *ot_graph_clone(const ot_graph *g, bool with_data);
 /* Attaches a copy of data to a value (initializers and constants). */
 int ot_value_set_data(ot_value *v, const void *data, size_t nbytes);
 

@@ -200,10 +200,14 @@ static void train_one(const char *model, const char *dir, bool keep, int64_t bat
     ot_train_session *s = NULL;
     if (ot_train_session_new(m, &o, &d, true, &s, &err)) fail_msg("%s: %s", model, err.msg);
     int n_weights = 0;
+    /* the session's bound copy of the graph borrows the weights while it runs: the
+     * model holds none, the copy only the host copies kept */
+    const ot_graph *tg = ot_train_graph(s);
     for (int v = 0; v < m->graph->n_values; v++) {
-        const ot_value *val = &m->graph->values[v];
-        if (!weight(val) || val->init_index < 0) continue;
+        const ot_value *val = &tg->values[v];
+        if (!weight(&m->graph->values[v]) || val->init_index < 0) continue;
         n_weights++;
+        assert_null(m->graph->values[v].data);
         if (keep)
             assert_non_null(val->data);
         else if (val->data)

@@ -21,6 +21,8 @@
 #include "importer/importer.h"
 #include "kernels/backend_select.h"
 #include "train/remat_session.h"
+#include "train/train.h"
+#include "train/train_memory.h"
 #include "exec/executor.h"
 #include "kernels/kernel.h"
 
@@ -271,10 +273,11 @@ static void compare_policy(const char *model, int64_t batch, const char *policy,
     free(jb);
     free(da);
     free(db);
-    /* the weights were not loaded: every float param over the threshold has no data */
+    /* the weights were not loaded: every float param over the threshold has no data
+     * in the model (the sessions' bound copies never hold weights: they only plan) */
     int skipped = 0;
-    for (int v = 0; v < b->g->n_values; v++) {
-        const ot_value *va = &a->g->values[v], *vb = &b->g->values[v];
+    for (int v = 0; v < b->model->graph->n_values; v++) {
+        const ot_value *va = &a->model->graph->values[v], *vb = &b->model->graph->values[v];
         assert_int_equal(va->nbytes, vb->nbytes);
         if (vb->kind == OT_VK_PARAM && vb->init_index >= 0 && vb->nbytes > OT_SKIP_PARAM_MIN_BYTES) {
             assert_null(vb->data);
@@ -336,14 +339,22 @@ static void test_samples_plan_alike(void **state) {
 }
 
 /* --batch-size auto probes without the weights and finds what it found with them:
- * the result follows from the plans compared above; here it runs end to end. */
+ * the result follows from the plans compared above; here it runs end to end, every
+ * probe a plan-only training session over one import loaded without its weights. */
 static void test_find_batch(void **state) {
     (void)state;
     ot_remat_session_options o = {.policy = "sqrt"};
     o.loss.class_axis = -1;
     int64_t batch = 0;
     ot_error err = {0};
-    if (ot_remat_find_batch(SAMPLES "tinygpt.onnx", &o, 4 << 20, 64, &batch, &err)) fail_msg("%s", err.msg);
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true};
+    ot_model *m = NULL;
+    if (ot_model_load(SAMPLES "tinygpt.onnx", &io, &m, &err)) fail_msg("%s", err.msg);
+    ot_train_options to;
+    ot_train_options_default(&to);
+    to.remat = "sqrt";
+    if (ot_train_find_batch(m, &to, false, 4 << 20, 64, &batch, &err)) fail_msg("%s", err.msg);
+    ot_model_free(m);
     assert_true(batch >= 1 && batch <= 64);
     o.batch_size = batch;
     ot_remat_session *s = NULL;

@@ -86,13 +86,20 @@ static void infer_ok(ot_graph *g) {
     if (st) fail_msg("shape inference failed: %s", err.msg);
 }
 
-/* Inference must fail with OT_E_SHAPE and a message containing every needle. */
-static void infer_fails(ot_graph *g, const char *n1, const char *n2, const char *n3) {
+/* Inference must fail with `code` and a message containing every needle. */
+static void infer_fails_as(ot_graph *g, ot_status code, const char *n1, const char *n2, const char *n3) {
     ot_error err = {0};
-    assert_int_equal(ot_shape_infer(g, &err), OT_E_SHAPE);
+    ot_status st = ot_shape_infer(g, &err);
+    if (st != code) fail_msg("expected status %d, got %d: %s", code, st, err.msg);
     const char *needles[3] = {n1, n2, n3};
     for (int i = 0; i < 3; i++)
         if (needles[i] && !strstr(err.msg, needles[i])) fail_msg("message '%s' lacks '%s'", err.msg, needles[i]);
+}
+
+/* Shapes that contradict each other: OT_E_SHAPE. An axis out of range for its
+ * input's rank is the node's own error (OT_E_MODEL), via infer_fails_as. */
+static void infer_fails(ot_graph *g, const char *n1, const char *n2, const char *n3) {
+    infer_fails_as(g, OT_E_SHAPE, n1, n2, n3);
 }
 
 /* ---- elementwise and broadcasting ---------------------------------------------- */
@@ -695,7 +702,7 @@ static void test_more_contradictions(void **state) {
     y = act(g, "y");
     ot_node *n = node(g, OT_OP_UNSQUEEZE, "bad_unsq", IDS(x), IDS(y));
     ot_node_set_attr_ints(n, "axes", DIMS(3));
-    infer_fails(g, "'bad_unsq' (Unsqueeze)", "[2,3]", NULL);
+    infer_fails_as(g, OT_E_MODEL, "'bad_unsq' (Unsqueeze)", "[2,3]", NULL);
     ot_graph_free(g);
 
     g = folding_graph_new("c5");
@@ -703,7 +710,7 @@ static void test_more_contradictions(void **state) {
     y = act(g, "y");
     n = node(g, OT_OP_SOFTMAX, "bad_sm", IDS(x), IDS(y));
     ot_node_set_attr_int(n, "axis", 2);
-    infer_fails(g, "'bad_sm' (Softmax)", "[2,3]", NULL);
+    infer_fails_as(g, OT_E_MODEL, "'bad_sm' (Softmax)", "[2,3]", NULL);
     ot_graph_free(g);
 
     g = folding_graph_new("c6");
@@ -727,8 +734,51 @@ static void test_more_contradictions(void **state) {
     y = act(g, "y");
     n = node(g, OT_OP_LAYER_NORM, "bad_ln", IDS(x, input(g, "s", OT_F32, DIMS(3))), IDS(y));
     ot_node_set_attr_int(n, "axis", -3);
-    infer_fails(g, "'bad_ln' (LayerNormalization)", "[2,3]", NULL);
+    infer_fails_as(g, OT_E_MODEL, "'bad_ln' (LayerNormalization)", "[2,3]", NULL);
     ot_graph_free(g);
+}
+
+/* Every rule that reads an axis goes through ot_shape_axis: 2^62 (and -2^62) used to
+ * be narrowed to int and run as axis 0; now each is the node's error (OT_E_MODEL),
+ * naming the node and the axis. One node per op, each on [2,3]. */
+static void test_huge_axes(void **state) {
+    (void)state;
+    const int64_t huge[] = {INT64_C(1) << 62, -(INT64_C(1) << 62), INT64_MAX, INT64_MIN, 2, -3};
+    const ot_op ops[] = {OT_OP_FLATTEN, OT_OP_SOFTMAX,     OT_OP_LOG_SOFTMAX, OT_OP_CONCAT,     OT_OP_GATHER,
+                         OT_OP_SPLIT,   OT_OP_LAYER_NORM, OT_OP_SQUEEZE,     OT_OP_UNSQUEEZE, OT_OP_REDUCE_SUM,
+                         OT_OP_SLICE};
+    for (size_t h = 0; h < sizeof huge / sizeof huge[0]; h++) {
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+            ot_op op = ops[k];
+            int64_t axis = huge[h];
+            /* Flatten takes -r..r, Unsqueeze counts the output's rank: 2 and -3 fit them */
+            if ((op == OT_OP_FLATTEN || op == OT_OP_UNSQUEEZE) && axis == 2) continue;
+            if (op == OT_OP_UNSQUEEZE && axis == -3) continue;
+            ot_graph *g = folding_graph_new("axes");
+            int x = input(g, "x", OT_F32, DIMS(2, 3)), y = act(g, "y");
+            ot_node *n = NULL;
+            if (op == OT_OP_GATHER) {
+                n = node(g, op, "bad", IDS(x, const_i64(g, "i", DIMS(0))), IDS(y));
+            } else if (op == OT_OP_SLICE) {
+                int st = const_i64(g, "s", DIMS(0)), en = const_i64(g, "e", DIMS(1)), ax = const_i64(g, "a", &axis, 1);
+                n = node(g, op, "bad", IDS(x, st, en, ax), IDS(y));
+            } else if (op == OT_OP_LAYER_NORM) {
+                n = node(g, op, "bad", IDS(x, input(g, "sc", OT_F32, DIMS(3))), IDS(y));
+            } else if (op == OT_OP_SPLIT) {
+                n = node(g, op, "bad", IDS(x), IDS(y, act(g, "y2")));
+            } else {
+                n = node(g, op, "bad", IDS(x), IDS(y));
+            }
+            if (op == OT_OP_SQUEEZE || op == OT_OP_UNSQUEEZE || op == OT_OP_REDUCE_SUM)
+                ot_node_set_attr_ints(n, "axes", &axis, 1);
+            else if (op != OT_OP_SLICE)
+                ot_node_set_attr_int(n, "axis", axis);
+            char want[64];
+            snprintf(want, sizeof want, "axis %lld is out of range", (long long)axis);
+            infer_fails_as(g, OT_E_MODEL, "node 'bad'", want, NULL);
+            ot_graph_free(g);
+        }
+    }
 }
 
 /* ---- symbolic dims, shape subgraphs, binding, folding ---------------------------- */
@@ -956,6 +1006,7 @@ int main(void) {
         cmocka_unit_test(test_backward_ops),
         cmocka_unit_test(test_shape_preserving_ops),
         cmocka_unit_test(test_more_contradictions),
+        cmocka_unit_test(test_huge_axes),
         cmocka_unit_test(test_range_over_symbolic_dim),
         cmocka_unit_test(test_symbolic_subgraph_and_bind),
         cmocka_unit_test(test_fold_rules),

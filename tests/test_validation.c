@@ -294,7 +294,7 @@ static void train_run(const char *model, const char *dir, bool with_val, double 
     assert_int_equal(r.n_steps, n_steps);
     memcpy(losses, r.loss, (size_t)n_steps * sizeof *losses);
     assert_true(with_val ? !isnan(r.epochs[0].val_loss) : isnan(r.epochs[0].val_loss));
-    const ot_graph *g = ot_train_graph(s);
+    const ot_graph *g = m->graph; /* the run gave the trained weights back to the model */
     size_t total = 0;
     for (int v = 0; v < g->n_values; v++)
         if (g->values[v].kind == OT_VK_PARAM || g->values[v].kind == OT_VK_STATE) total += g->values[v].nbytes;

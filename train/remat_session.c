@@ -1,97 +1,62 @@
-/* session.c — the training graph of one step under a remat policy, planned and
- * optionally run once (see session.h). Used by `plan`, `verify` and the tests. */
-#include <math.h>
+/* remat_session.c — a training step's graph under a remat policy, as a view over a
+ * plan-only training session, and its steps as runnable sessions over the same
+ * import (see remat_session.h). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "train/remat_session.h"
-#include "kernels/backend_select.h"
-#include "exec/executor.h"
-#include "plan/schedule.h"
-#include "train/train.h"
 #include "kernels/kernel.h"
+#include "plan/schedule.h"
+#include "train/remat_session.h"
+#include "train/train.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+/* The training options of o under o's policy (a budget only for auto, which searches
+ * within it: a fixed policy is planned as it is). */
+static void train_options(const ot_remat_session_options *o, ot_train_options *to) {
+    ot_train_options_default(to);
+    to->loss = o->loss;
+    to->batch_size = o->batch_size;
+    to->seed = o->seed;
+    to->n_threads = o->n_threads;
+    to->device = o->device;
+    to->remat = o->policy;
+    to->memory_budget = o->policy && !strcmp(o->policy, "auto") ? o->memory_budget : 0;
 }
 
 void ot_remat_session_free(ot_remat_session *s) {
     if (!s) return;
-    ot_remat_rewrite_free(&s->rw);
-    free(s->keep);
-    ot_remat_analysis_free(&s->an);
     ot_remat_policy_free(&s->policy);
-    if (s->ad_built) ot_autodiff_result_free(&s->ad);
-    ot_backend_free(s->be);
+    ot_train_session_free(s->ts);
     ot_model_free(s->model);
     free(s);
 }
 
-/* Binds the batch dim: axis 0 of the first data input. */
-static ot_status bind_batch(ot_remat_session *s, int64_t want, ot_error *err) {
-    ot_graph *g = s->g;
-    if (s->n_model_inputs == 0) return ot_fail(err, OT_E_MODEL, "%s: the model has no data inputs", s->model->path);
-    const ot_value *x = &g->values[g->inputs[0]];
-    if (x->shape.rank < 1) return ot_fail(err, OT_E_MODEL, "model input '%s' has no batch axis", x->name);
-    if (x->shape.dim[0] >= 0) {
-        if (want > 0 && want != x->shape.dim[0])
-            return ot_fail(err, OT_E_USAGE, "--batch-size %lld: model input '%s' has a fixed batch of %lld",
-                           (long long)want, x->name, (long long)x->shape.dim[0]);
-        s->batch = x->shape.dim[0];
-        return OT_OK;
-    }
-    if (want <= 0)
-        return ot_fail(err, OT_E_USAGE, "model input '%s' has a symbolic batch: give --batch-size N", x->name);
-    if (x->shape.sym[0] < 0)
-        return ot_fail(err, OT_E_SHAPE, "model input '%s': the batch axis is unknown and not symbolic", x->name);
-    s->batch = want;
-    return ot_graph_bind_dim(g, g->syms[x->shape.sym[0]], want, err);
-}
-
-/* Remat's measure: the planner with the session's backend (workspaces included). */
-static ot_status measure(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
-    return ot_remat_measure_planner(g, user, m, err);
-}
-
 ot_status ot_remat_session_new(const char *path, const ot_remat_session_options *o, ot_remat_session **out,
                                ot_error *err) {
-    ot_status st = OT_OK;
     *out = NULL;
     ot_remat_session *s = calloc(1, sizeof *s);
     if (!s) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    s->label_value = -1;
+    s->o = *o;
     s->seed = o->seed;
     s->plan_only = o->plan_only;
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = o->plan_only};
-    if ((st = ot_model_load(path, &io, &s->model, err))) goto fail;
-    s->g = s->model->graph;
-    s->n_model_inputs = s->g->n_inputs;
-    if ((st = bind_batch(s, o->batch_size, err))) goto fail;
-    if ((st = ot_loss_build(s->g, &o->loss, &s->loss_value, err))) goto fail;
-    if (o->loss.kind != OT_LOSS_OUTPUT) s->label_value = s->g->inputs[s->g->n_inputs - 1];
-    ot_autodiff_options ao = {.loss_value = s->loss_value};
-    if ((st = ot_autodiff_build(s->g, &ao, &s->ad, err))) goto fail;
-    s->ad_built = true;
-    s->g->values[s->loss_value].is_graph_output = true; /* pinned: read after the run */
-    if ((st = ot_graph_require_static(s->g, err))) goto fail;
-    if (!(s->be = ot_backend_new_by_name(o->device ? o->device : "cpu", o->n_threads, err))) {
-        st = err ? err->code : OT_E_DEVICE;
-        goto fail;
-    }
+    ot_status st = ot_model_load(path, &io, &s->model, err);
+    if (st) goto fail;
+    ot_train_options to;
+    train_options(o, &to);
+    to.plan_only = true;
+    if ((st = ot_train_session_new(s->model, &to, NULL, false, &s->ts, err))) goto fail;
     if ((st = ot_remat_policy_parse(o->policy, &s->policy, err))) goto fail;
     if (s->policy.kind == OT_REMAT_AUTO) s->policy.budget_bytes = o->memory_budget;
-    if ((st = ot_remat_analyze(s->g, &s->an, err))) goto fail;
-    if (!(s->keep = ot_xcalloc((size_t)s->an.n_values, sizeof(bool)))) {
-        st = ot_fail(err, OT_E_MEMORY, "out of memory");
-        goto fail;
-    }
-    double t0 = now_s();
-    if ((st = ot_remat_choose(s->g, &s->an, &s->policy, measure, s->be, s->keep, err))) goto fail;
-    s->choose_seconds = now_s() - t0;
-    if ((st = ot_remat_apply(s->g, &s->an, s->keep, &s->rw, err))) goto fail;
+    s->g = ot_train_graph(s->ts);
+    s->batch = ot_train_batch_size(s->ts);
+    s->be = ot_train_backend(s->ts);
+    const ot_remat_analysis *an = ot_train_remat_analysis(s->ts, &s->keep);
+    if (an) s->an = *an;
+    const ot_train_remat_summary *rs = ot_train_remat_info(s->ts);
+    s->rw.n_clones = rs->n_clones;
+    s->rw.extra_flops = rs->extra_flops;
+    s->rw.kept_bytes = rs->applied ? rs->kept : rs->kept_none;
+    s->choose_seconds = ot_train_remat_choose_seconds(s->ts);
     *out = s;
     return OT_OK;
 fail:
@@ -109,225 +74,24 @@ ot_status ot_remat_session_plan(const ot_remat_session *s, ot_plan **plan, ot_er
     return st;
 }
 
-void ot_remat_step_free(ot_remat_step *r) {
-    if (!r) return;
-    for (int i = 0; i < r->n; i++) {
-        free(r->names[i]);
-        if (r->tensors[i]) ot_tensor_free(r->tensors[i]);
-    }
-    free(r->names);
-    free(r->tensors);
+ot_status ot_remat_session_step(ot_remat_session *s, ot_dataset *data, ot_remat_step *r, ot_error *err) {
     memset(r, 0, sizeof *r);
-}
-
-/* The graph input a data array feeds, or -1 with err set. */
-static int array_target(const ot_remat_session *s, const ot_data_array *a, int *pos, ot_error *err) {
-    const ot_graph *g = s->g;
-    if (!strcmp(a->name, OT_DATA_LABELS) || !strcmp(a->name, "labels") || !strcmp(a->name, "targets")) {
-        if (s->label_value >= 0) return s->label_value;
-    }
-    if (!a->name[0]) {
-        if (*pos >= s->n_model_inputs) {
-            ot_fail(err, OT_E_USAGE, "more --input files than model inputs (%d); '%s' is extra", s->n_model_inputs,
-                    a->path ? a->path : "?");
-            return -1;
-        }
-        return g->inputs[(*pos)++];
-    }
-    for (int k = 0; k < s->n_model_inputs; k++)
-        if (!strcmp(g->values[g->inputs[k]].name, a->name)) return g->inputs[k];
-    ot_fail(err, OT_E_USAGE, "--input %s=...: the model has no data input named '%s'", a->name, a->name);
-    return -1;
-}
-
-static ot_status add_result(ot_remat_step *r, const char *kind, const char *name, ot_tensor *t, ot_error *err) {
-    size_t len = strlen(kind) + strlen(name) + 2;
-    char *nm = malloc(len);
-    if (!nm) {
-        ot_tensor_free(t);
-        return ot_fail(err, OT_E_MEMORY, "out of memory");
-    }
-    snprintf(nm, len, "%s%s", kind, name);
-    r->names[r->n] = nm;
-    r->tensors[r->n++] = t;
-    return OT_OK;
-}
-
-ot_status ot_remat_session_step(ot_remat_session *s, const ot_dataset *data, ot_remat_step *r, ot_error *err) {
-    ot_status st = OT_OK;
-    ot_executor *ex = NULL;
-    ot_tensor *batch = NULL;
-    int64_t *idx = NULL;
-    bool *fed = NULL;
-    memset(r, 0, sizeof *r);
-    ot_graph *g = s->g;
     if (s->plan_only)
         return ot_fail(err, OT_E_INTERNAL,
                        "%s: the remat session was built to plan only, without the weights: it cannot run a step",
                        s->model->path);
-    if (data->n_samples < s->batch) {
+    if (data->n_samples < s->batch)
         return ot_fail(err, OT_E_DATA, "batch %lld: the data has only %lld samples", (long long)s->batch,
                        (long long)data->n_samples);
-    }
-    ot_exec_options eo = {.n_threads = s->be->n_threads, .seed = s->seed, .step = 0};
-    if ((st = ot_executor_new(g, s->be, &eo, &ex, err))) goto fail;
-    idx = ot_xcalloc((size_t)s->batch, sizeof(int64_t));
-    fed = ot_xcalloc((size_t)g->n_values, sizeof(bool));
-    if (!idx || !fed) goto oom;
-    for (int64_t i = 0; i < s->batch; i++) idx[i] = i;
-    int pos = 0;
-    for (int i = 0; i < data->n_arrays; i++) {
-        int v = array_target(s, &data->arrays[i], &pos, err);
-        if (v < 0) {
-            st = err ? err->code : OT_E_USAGE;
-            goto fail;
-        }
-        if ((st = ot_data_gather_new(data->arrays[i].t, idx, s->batch, &batch, err))) goto fail;
-        st = ot_executor_set_input(ex, v, batch, err);
-        ot_tensor_free(batch);
-        batch = NULL;
-        if (st) {
-            ot_error_prefix(err, "%s: ", data->arrays[i].path ? data->arrays[i].path : data->arrays[i].name);
-            goto fail;
-        }
-        fed[v] = true;
-    }
-    for (int k = 0; k < g->n_inputs; k++)
-        if (!fed[g->inputs[k]]) {
-            st = ot_fail(err, OT_E_USAGE, "no data for input '%s': give --input %s=FILE.npy%s",
-                         g->values[g->inputs[k]].name, g->values[g->inputs[k]].name,
-                         g->inputs[k] == s->label_value ? " (or --labels FILE.npy)" : "");
-            goto fail;
-        }
-    double t0 = now_s();
-    if ((st = ot_executor_run(ex, err))) goto fail;
-    r->seconds = now_s() - t0;
-    r->planned_peak = ot_plan_peak_bytes(ot_executor_plan(ex));
-    r->measured_peak = ot_executor_high_water(ex);
-    int n = 1 + s->ad.n_params + s->ad.n_state;
-    r->names = ot_xcalloc((size_t)n, sizeof(char *));
-    r->tensors = ot_xcalloc((size_t)n, sizeof(ot_tensor *));
-    if (!r->names || !r->tensors) goto oom;
-    ot_tensor *t = NULL;
-    if ((st = ot_executor_get(ex, s->loss_value, &t, err))) goto fail;
-    r->loss = t->dtype == OT_F32 ? *(const float *)t->data : t->dtype == OT_F64 ? *(const double *)t->data : 0.0;
-    if ((st = add_result(r, "loss", "", t, err))) goto fail;
-    for (int i = 0; i < s->ad.n_params; i++) {
-        if ((st = ot_executor_get(ex, s->ad.grads[i], &t, err))) goto fail;
-        if ((st = add_result(r, "grad:", g->values[s->ad.params[i]].name, t, err))) goto fail;
-    }
-    for (int i = 0; i < s->ad.n_state; i++) {
-        if ((st = ot_executor_get(ex, s->ad.state_updates[i], &t, err))) goto fail;
-        if ((st = add_result(r, "state:", g->values[s->ad.state_values[i]].name, t, err))) goto fail;
-    }
-    goto done;
-oom:
-    st = ot_fail(err, OT_E_MEMORY, "out of memory running one step");
-fail:
-    ot_remat_step_free(r);
-done:
-    ot_executor_free(ex);
-    ot_tensor_free(batch);
-    free(idx);
-    free(fed);
+    ot_train_options to;
+    train_options(&s->o, &to);
+    to.batch_size = s->batch;
+    to.seed = s->seed;
+    to.keep_host_weights = true; /* the model keeps its weights for the next step */
+    to.no_numerics_check = true; /* a NaN is a result like any other */
+    ot_train_session *ts = NULL;
+    ot_status st = ot_train_session_new(s->model, &to, data, false, &ts, err);
+    if (!st) st = ot_train_step_results(ts, data, r, err);
+    ot_train_session_free(ts);
     return st;
-}
-
-/* Planned peak of the model at batch b under o's policy; *fits false when auto says
- * the budget cannot be met. */
-static ot_status probe(const char *path, const ot_remat_session_options *o, int64_t b, int64_t budget, bool *fits,
-                       int64_t *peak, ot_error *err) {
-    ot_remat_session_options po = *o;
-    po.batch_size = b;
-    po.plan_only = true;
-    ot_remat_session *s = NULL;
-    ot_plan *plan = NULL;
-    *fits = false;
-    ot_status st = ot_remat_session_new(path, &po, &s, err);
-    if (st == OT_E_MEMORY && o->policy && !strcmp(o->policy, "auto")) return OT_OK; /* auto: does not fit */
-    if (st == OT_OK) st = ot_remat_session_plan(s, &plan, err);
-    if (st == OT_OK) {
-        *peak = (int64_t)ot_plan_peak_bytes(plan);
-        *fits = *peak <= budget;
-    }
-    ot_plan_free(plan);
-    ot_remat_session_free(s);
-    return st;
-}
-
-ot_status ot_remat_find_batch(const char *path, const ot_remat_session_options *o, int64_t budget, int64_t max_batch,
-                              int64_t *batch, ot_error *err) {
-    bool fits = false;
-    int64_t peak = -1;
-    ot_model *m = NULL;
-    ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true}; /* only its input's shape is read */
-    ot_status st = ot_model_load(path, &io, &m, err);
-    if (st) return st;
-    const ot_graph *g = m->graph;
-    int64_t fixed = g->n_inputs > 0 && g->values[g->inputs[0]].shape.rank > 0 ? g->values[g->inputs[0]].shape.dim[0] : -1;
-    ot_model_free(m);
-    if (fixed >= 0) { /* nothing to choose: check the model's own batch */
-        if ((st = probe(path, o, 0, budget, &fits, &peak, err))) return st;
-        if (!fits && peak < 0) { /* auto found nothing: state the least peak */
-            ot_remat_session_options po = *o;
-            po.policy = "all";
-            (void)probe(path, &po, 0, budget, &fits, &peak, NULL);
-            fits = false;
-        }
-        if (!fits)
-            return ot_fail(err, OT_E_MEMORY,
-                           "--batch-size auto: the model's fixed batch of %lld does not fit --memory-budget %lld bytes "
-                           "(planned peak %lld bytes)",
-                           (long long)fixed, (long long)budget, (long long)peak);
-        *batch = fixed;
-        return OT_OK;
-    }
-    st = probe(path, o, 1, budget, &fits, &peak, err);
-    if (st) return st;
-    if (!fits) {
-        if (peak < 0) {
-            ot_remat_session_options po = *o;
-            po.policy = "all";
-            (void)probe(path, &po, 1, budget, &fits, &peak, NULL);
-            fits = false;
-        }
-        return ot_fail(err, OT_E_MEMORY,
-                       "--batch-size auto: even batch 1 does not fit --memory-budget %lld bytes (its planned peak is "
-                       "%lld bytes)",
-                       (long long)budget, (long long)peak);
-    }
-    int64_t lo = 1, hi = -1; /* lo fits; hi does not (or -1: not found yet) */
-    while (hi < 0) {
-        int64_t b = lo * 2 > max_batch ? max_batch : lo * 2;
-        if (b == lo) break;
-        if ((st = probe(path, o, b, budget, &fits, &peak, err))) return st;
-        if (fits) lo = b;
-        else hi = b;
-    }
-    while (hi > 0 && hi - lo > 1) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if ((st = probe(path, o, mid, budget, &fits, &peak, err))) return st;
-        if (fits) lo = mid;
-        else hi = mid;
-    }
-    *batch = lo;
-    return OT_OK;
-}
-
-double ot_remat_tensor_diff(const ot_tensor *a, const ot_tensor *b, bool *equal) {
-    *equal = a->dtype == b->dtype && a->nbytes == b->nbytes && (!a->nbytes || !memcmp(a->data, b->data, a->nbytes));
-    if (a->dtype != b->dtype || a->nbytes != b->nbytes) return NAN;
-    if (*equal) return 0.0; /* same bits: NaNs included */
-    double m = 0.0;
-    size_t es = ot_dtype_size(a->dtype) ? ot_dtype_size(a->dtype) : 1, n = a->nbytes / es;
-    for (size_t i = 0; i < n; i++) {
-        if (!memcmp((const char *)a->data + i * es, (const char *)b->data + i * es, es)) continue; /* NaN == NaN */
-        double x, y;
-        if (a->dtype == OT_F32) x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
-        else if (a->dtype == OT_F64) x = ((const double *)a->data)[i], y = ((const double *)b->data)[i];
-        else return NAN;
-        double d = fabs(x - y);
-        if (d > m || d != d) m = d;
-    }
-    return m;
 }

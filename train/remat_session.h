@@ -1,12 +1,11 @@
-/* session.h — one training step's graph under a remat policy, for `onnxtrain plan`
- * (which runs nothing), `onnxtrain verify` (one step with and without remat, compared
- * bitwise) and the model-level remat tests.
- *
- * A session loads a model, binds the batch dim, appends the loss (autodiff/loss.c)
- * and the backward pass (ot_autodiff_build), analyses the training graph, chooses
- * the policy's keep set with the planner as the measure and rewrites the graph. No
- * optimizer nodes: a step here is forward + loss + backward, and the state updates
- * are the BatchNorm running statistics. */
+/* remat_session.h — one training step's graph under a remat policy, for the
+ * model-level remat tests: a view over the one session builder (train/train.h), not
+ * a second pipeline. It loads a model once and builds a plan-only training session
+ * without optimizer nodes (forward + loss + backward; the state updates are the
+ * BatchNorm running statistics) under the policy; its fields expose that session's
+ * graph, remat analysis, keep set and rewrite figures. A step (ot_remat_session_step)
+ * is a runnable session over the same import, built like `verify` builds its steps.
+ * The commands (`plan`, `verify`) use ot_train_session_new directly. */
 #ifndef OT_REMAT_SESSION_H
 #define OT_REMAT_SESSION_H
 
@@ -15,11 +14,14 @@
 #include "remat/remat.h"
 #include "exec/backend.h"
 #include "train/data.h"
+#include "train/step_results.h"
 #include "plan/planner.h"
+
+struct ot_train_session;
 
 typedef struct ot_remat_session_options {
     ot_loss_options loss;
-    int64_t batch_size;     /* 0: the model's fixed batch, else the data's sample count */
+    int64_t batch_size;     /* 0: the model's fixed batch (a symbolic one needs it) */
     uint64_t seed;          /* Philox key of Dropout */
     int n_threads;          /* 0: OpenMP's default */
     const char *device;     /* "cpu" (NULL = cpu) or "cuda[:N]" */
@@ -27,29 +29,27 @@ typedef struct ot_remat_session_options {
     int64_t memory_budget;  /* --memory-budget for auto; 0 = none */
     /* Plan only: load the model with skip_param_data (importer.h), so its weights are
      * never read or held; ot_remat_session_step then refuses to run. Plans, remat
-     * choices and every figure `plan` prints are the same either way. */
+     * choices and every figure are the same either way. */
     bool plan_only;
 } ot_remat_session_options;
 
 typedef struct ot_remat_session {
-    ot_model *model;
-    ot_graph *g;             /* model->graph, extended to the training graph */
+    ot_model *model;         /* the one import; its graph stays as loaded */
+    struct ot_train_session *ts; /* the plan-only training session the fields below show */
+    ot_remat_session_options o;
+    ot_graph *g;             /* the training graph (a bound copy of model->graph), rewritten */
     int64_t batch;
-    uint64_t seed;
-    int n_model_inputs;      /* g->inputs[0..n) are the model's data inputs */
-    int loss_value, label_value; /* label_value -1 for --loss output */
-    ot_autodiff_result ad;
-    bool ad_built;
-    ot_backend *be;
+    uint64_t seed;           /* Philox key of the steps (o.seed; may be changed between steps) */
+    ot_backend *be;          /* the session's backend (its workspace sizes count) */
     ot_remat_policy policy;
-    ot_remat_analysis an;    /* of the graph before the rewrite */
-    bool *keep;              /* the chosen keep set (an.n_values) */
-    ot_remat_rewrite rw;     /* the rewrite applied to g */
+    ot_remat_analysis an;    /* of the graph before the rewrite (the session's: not freed here) */
+    const bool *keep;        /* the chosen keep set (an.n_values) */
+    ot_remat_rewrite rw;     /* what the rewrite did: n_clones, extra_flops, kept_bytes */
     double choose_seconds;   /* time to choose the plan (auto: the search) */
     bool plan_only;          /* built without the weights (options.plan_only) */
 } ot_remat_session;
 
-/* Builds and rewrites the training graph of the model at `path`. */
+/* Loads the model at `path` and builds its training graph under o's policy. */
 ot_status ot_remat_session_new(const char *path, const ot_remat_session_options *o, ot_remat_session **out,
                                ot_error *err);
 void ot_remat_session_free(ot_remat_session *s);
@@ -57,34 +57,18 @@ void ot_remat_session_free(ot_remat_session *s);
 /* Schedules and plans the session's graph as it stands (caller frees *plan). */
 ot_status ot_remat_session_plan(const ot_remat_session *s, ot_plan **plan, ot_error *err);
 
-/* One step's results, in a fixed order: the loss, every param gradient (autodiff
- * order), every state update (BatchNorm running statistics). */
-typedef struct ot_remat_step {
-    int n;
-    char **names;        /* "loss", "grad:<param>", "state:<value>" */
-    ot_tensor **tensors;
-    double loss;
-    double seconds;      /* wall time of the executor run */
-    size_t planned_peak, measured_peak;
-} ot_remat_step;
+/* One step's results (train/step_results.h). */
+typedef ot_step_results ot_remat_step;
 
 /* Runs one step on the first `batch` samples of data (arrays named after the model's
- * inputs, "" for positional ones, OT_DATA_LABELS — see train/train.h — or "labels"
- * for the loss's labels/targets). */
-ot_status ot_remat_session_step(ot_remat_session *s, const ot_dataset *data, ot_remat_step *r, ot_error *err);
-void ot_remat_step_free(ot_remat_step *r);
+ * inputs, "" for positional ones, OT_DATA_LABELS for the loss's labels/targets; the
+ * session sets their value ids, as ot_train_session_new does). */
+ot_status ot_remat_session_step(ot_remat_session *s, ot_dataset *data, ot_remat_step *r, ot_error *err);
+static inline void ot_remat_step_free(ot_remat_step *r) { ot_step_results_free(r); }
 
-/* How two results of a step compare (`onnxtrain verify`): *equal when dtype, size
- * and every byte agree (bitwise: -0 and +0 differ, a NaN equals the same NaN). Returns
- * 0 when equal, else max |a - b| over float32/float64 elements, NaN when dtypes or
- * sizes differ, an element is NaN on one side only, or the dtype is not a float. */
-double ot_remat_tensor_diff(const ot_tensor *a, const ot_tensor *b, bool *equal);
-
-/* `--batch-size auto`: the largest batch in [1, max_batch] whose plan under o's
- * policy has a planned peak within budget (doubling, then bisection; each probe is a
- * fresh session, loaded without weights whatever o.plan_only says: probes only plan).
- * OT_E_MEMORY when even batch 1 does not fit, stating its peak. */
-ot_status ot_remat_find_batch(const char *path, const ot_remat_session_options *o, int64_t budget, int64_t max_batch,
-                              int64_t *batch, ot_error *err);
+/* ot_tensor_bitwise_diff (train/step_results.h). */
+static inline double ot_remat_tensor_diff(const ot_tensor *a, const ot_tensor *b, bool *equal) {
+    return ot_tensor_bitwise_diff(a, b, equal);
+}
 
 #endif

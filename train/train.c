@@ -1,14 +1,16 @@
-/* train.c — building a training session (see train.h): binds the batch dim and the
- * data, appends loss, backward, remat and optimizer nodes, creates the executor. The
+/* train.c — a training session (see train.h): the graph is built by
+ * ot_train_build_graph (train/session.c) on a bound copy of the model's graph; here
+ * the plan or the executor, the host buffers, the data checks and the accessors. The
  * loop itself is in train_loop.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "remat/remat.h"
 #include "kernels/backend_select.h"
+#include "plan/schedule.h"
+#include "train/session.h"
 #include "train/train_internal.h"
-#include "train/train_memory.h"
 
 void ot_train_options_default(ot_train_options *o) {
     memset(o, 0, sizeof *o);
@@ -18,60 +20,8 @@ void ot_train_options_default(ot_train_options *o) {
     o->accum = 1;
 }
 
-/* ---- building the session ----------------------------------------------------- */
-
-/* Binds each data array to a graph input (named, positional or the labels). */
-static ot_status bind_arrays(ot_train_session *s, ot_dataset *d, const char *what, ot_error *err) {
-    ot_graph *g = s->g;
-    int pos = 0;
-    for (int i = 0; i < d->n_arrays; i++) {
-        ot_data_array *a = &d->arrays[i];
-        if (!strcmp(a->name, OT_DATA_LABELS)) {
-            if (s->label_value < 0)
-                return ot_fail(err, OT_E_USAGE, "%s: labels given (%s) but --loss output takes no labels; pass the model's own label input as --input NAME=FILE",
-                               what, a->path);
-            a->value_id = s->label_value;
-            continue;
-        }
-        int v = -1;
-        if (!*a->name) {
-            if (pos >= s->n_model_inputs)
-                return ot_fail(err, OT_E_USAGE, "%s: more --input files than model inputs (%d); '%s' is extra", what,
-                               s->n_model_inputs, a->path);
-            v = g->inputs[pos++];
-        } else {
-            for (int k = 0; k < s->n_model_inputs; k++)
-                if (!strcmp(vname(g, g->inputs[k]), a->name)) v = g->inputs[k];
-            if (v < 0) {
-                char names[512] = "";
-                for (int k = 0; k < s->n_model_inputs; k++) {
-                    size_t l = strlen(names);
-                    snprintf(names + l, sizeof names - l, "%s'%s'", k ? ", " : "", vname(g, g->inputs[k]));
-                }
-                return ot_fail(err, OT_E_USAGE, "%s: --input %s=%s: the model has no input '%s' (its inputs: %s)", what,
-                               a->name, a->path, a->name, names);
-            }
-        }
-        for (int j = 0; j < i; j++)
-            if (d->arrays[j].value_id == v)
-                return ot_fail(err, OT_E_USAGE, "%s: input '%s' is given twice (%s and %s)", what, vname(g, v),
-                               d->arrays[j].path, a->path);
-        a->value_id = v;
-    }
-    for (int k = 0; k < s->n_model_inputs; k++) {
-        int v = g->inputs[k];
-        bool have = false;
-        for (int i = 0; i < d->n_arrays; i++) have |= d->arrays[i].value_id == v;
-        if (!have) return ot_fail(err, OT_E_USAGE, "%s: no data for model input '%s' (use --input %s=FILE.npy)", what, vname(g, v), vname(g, v));
-    }
-    if (s->label_value >= 0 && !ot_dataset_find(d, OT_DATA_LABELS))
-        return ot_fail(err, OT_E_USAGE, "%s: --loss %s needs --labels FILE.npy", what,
-                       s->o.loss.kind == OT_LOSS_MSE ? "mse" : "cross-entropy");
-    return OT_OK;
-}
-
 /* Per-sample dtype and shape of every array against its (bound) graph input. */
-static ot_status check_arrays(ot_train_session *s, ot_dataset *d, ot_error *err) {
+ot_status ot_train_check_arrays(ot_train_session *s, ot_dataset *d, ot_error *err) {
     const ot_graph *g = s->g;
     for (int i = 0; i < d->n_arrays; i++) {
         ot_data_array *a = &d->arrays[i];
@@ -109,157 +59,6 @@ static ot_status check_arrays(ot_train_session *s, ot_dataset *d, ot_error *err)
     return OT_OK;
 }
 
-/* Binds the batch dim (axis 0 of the first model input) and the user's --bind specs. */
-static ot_status bind_batch(ot_train_session *s, const ot_dataset *d, bool grad_mode, ot_error *err) {
-    ot_graph *g = s->g;
-    ot_status st;
-    for (int i = 0; i < s->o.n_bind; i++)
-        if ((st = ot_graph_bind_dims_from_string(g, s->o.bind[i], err))) return st;
-    if (s->n_model_inputs == 0) return ot_fail(err, OT_E_MODEL, "the model has no data inputs");
-    const ot_value *x = &g->values[g->inputs[0]];
-    if (x->shape.rank < 1) return ot_fail(err, OT_E_MODEL, "model input '%s' has no batch axis", x->name);
-    if (x->shape.dim[0] >= 0) {
-        if (s->o.batch_size && s->o.batch_size != x->shape.dim[0])
-            return ot_fail(err, OT_E_SHAPE, "--batch-size %lld: the model has a fixed batch of %lld (input '%s')",
-                           (long long)s->o.batch_size, (long long)x->shape.dim[0], x->name);
-        s->B = x->shape.dim[0];
-        return OT_OK;
-    }
-    int64_t n = d->n_samples;
-    s->B = s->o.batch_size ? s->o.batch_size : grad_mode ? n : (n < 32 ? n : 32);
-    if (s->B < 1 || s->B > n)
-        return ot_fail(err, OT_E_DATA, "--batch-size %lld: the data has %lld samples", (long long)s->B, (long long)n);
-    if (x->shape.sym[0] < 0)
-        return ot_fail(err, OT_E_SHAPE, "model input '%s': the batch axis is unknown and not symbolic; cannot bind it", x->name);
-    return ot_graph_bind_dim(g, g->syms[x->shape.sym[0]], s->B, err);
-}
-
-/* Remat's memory simulator: the planner's peak of the training graph as it stands
- * (ot_remat_measure_planner), plus the optimizer state still to be added (pinned,
- * fixed in size), so a --memory-budget is checked against the whole step. */
-typedef struct remat_measure_user {
-    ot_backend *be;
-    int64_t opt_bytes;
-} remat_measure_user;
-
-static int64_t align_plan(int64_t b) { return (b + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
-
-static ot_status remat_measure(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
-    const remat_measure_user *mu = user;
-    ot_status st = ot_remat_measure_planner(g, mu->be, m, err);
-    if (!st) m->peak += mu->opt_bytes;
-    return st;
-}
-
-static double mib(int64_t b) { return (double)b / 1048576.0; }
-
-/* What the budget is called in messages. */
-static const char *budget_name(const ot_train_session *s) {
-    return s->budget_from_device ? "the GPU's free memory less a margin," : "--memory-budget";
-}
-
-/* auto's budget is what the training step may take: the whole budget less the
- * validation plan's arena, which lives next to the training arena for the run. */
-static ot_status auto_budget(ot_train_session *s, int64_t budget, bool from_device, int64_t *train_budget,
-                             ot_error *err) {
-    s->budget = budget;
-    s->budget_from_device = from_device;
-    s->val_in_budget = s->val_g != NULL;
-    if (budget > s->val_peak) {
-        *train_budget = budget - s->val_peak;
-        return OT_OK;
-    }
-    return ot_fail(err, OT_E_MEMORY,
-                   "%s %lld bytes (%.1f MiB) cannot even hold the validation plan, which needs %lld bytes "
-                   "(%.1f MiB) for one batch in inference mode, before any training step; raise the budget or lower "
-                   "--batch-size",
-                   budget_name(s), (long long)budget, mib(budget), (long long)s->val_peak, mib(s->val_peak));
-}
-
-static ot_status apply_remat(ot_train_session *s, ot_error *err) {
-    const char *text = s->o.remat;
-    if (!text || !strcmp(text, "none")) return OT_OK;
-    ot_remat_policy pol = {0};
-    ot_remat_analysis an = {0};
-    ot_remat_rewrite rw = {0};
-    bool *keep = NULL;
-    ot_status st = ot_remat_policy_parse(text, &pol, err);
-    if (st) return st;
-    if (s->o.memory_budget && pol.kind == OT_REMAT_AUTO &&
-        (st = auto_budget(s, s->o.memory_budget, false, &pol.budget_bytes, err)))
-        goto done;
-    /* auto on a GPU without --memory-budget: the device's free memory less a safety
-     * margin (10%, at least 256 MiB, for the CUDA context, cuBLAS and cuDNN). */
-    if (!s->o.memory_budget && pol.kind == OT_REMAT_AUTO && s->be->name && !strncmp(s->be->name, "cuda", 4)) {
-        size_t free_b = 0, total_b = 0;
-        if ((st = ot_backend_cuda_mem_info(s->be, &free_b, &total_b, err))) goto done;
-        size_t margin = free_b / 10 > ((size_t)256 << 20) ? free_b / 10 : ((size_t)256 << 20);
-        if (free_b <= margin) {
-            st = ot_fail(err, OT_E_MEMORY, "remat auto: the GPU has only %zu bytes free; nothing fits", free_b);
-            goto done;
-        }
-        if ((st = auto_budget(s, (int64_t)(free_b - margin), true, &pol.budget_bytes, err))) goto done;
-    }
-    if ((st = ot_remat_analyze(s->g, &an, err))) goto done;
-    keep = calloc((size_t)an.n_values + 1, sizeof *keep);
-    if (!keep) {
-        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory");
-        goto done;
-    }
-    remat_measure_user mu = {.be = s->be};
-    /* Exactly what the optimizer nodes will add to the plan: per param 0, 1 or 2
-     * state values and the step scalars, each in its own 64-byte aligned slot of the
-     * pinned region, which moves every transient block up by that much. */
-    int per = !s->with_opt ? 0 : s->o.optim.kind != OT_OPTIM_SGD ? 2 : s->o.optim.momentum != 0 ? 1 : 0;
-    if (s->with_opt && s->o.accum > 1) per++; /* the gradient accumulator (ot_train_loop_prepare) */
-    for (int i = 0; i < s->ad.n_params; i++) mu.opt_bytes += per * align_plan(ot_remat_value_bytes(s->g, s->ad.params[i]));
-    if (s->with_opt) mu.opt_bytes += align_plan((int64_t)(OT_OPT_N_SCALARS * sizeof(double)));
-    /* Measure the plain step first, so the run can report what remat saved. */
-    ot_remat_measurement before = {0}, after = {0};
-    bool *keep_all = calloc((size_t)an.n_values + 1, sizeof *keep_all);
-    if (!keep_all) {
-        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory");
-        goto done;
-    }
-    for (int v = 0; v < an.n_values; v++) keep_all[v] = true;
-    s->remat.kept_none = ot_remat_kept_bytes(s->g, &an, keep_all);
-    free(keep_all);
-    s->remat.step_flops = ot_remat_step_flops(s->g);
-    if ((st = remat_measure(s->g, &mu, &before, err))) goto done;
-    if (pol.kind == OT_REMAT_AUTO && pol.budget_bytes > 0) {
-        /* as ot_remat_choose does, keeping the stats for a message that counts validation */
-        ot_remat_auto_stats stats = {0};
-        st = ot_remat_auto(s->g, &an, pol.budget_bytes, remat_measure, &mu, keep, &stats, err);
-        if (st == OT_E_MEMORY && s->val_peak > 0 && stats.n_measured > 0 && stats.min_peak > pol.budget_bytes) {
-            int64_t need = stats.min_peak + s->val_peak;
-            st = ot_fail(err, OT_E_MEMORY,
-                         "%s %lld bytes (%.1f MiB) cannot hold a training step and validation: the validation plan "
-                         "needs %lld bytes (%.1f MiB) and the smallest training step %lld bytes (%.1f MiB, --remat "
-                         "all), %lld bytes (%.1f MiB) together; %s or lower --batch-size",
-                         budget_name(s), (long long)s->budget, mib(s->budget), (long long)s->val_peak,
-                         mib(s->val_peak), (long long)stats.min_peak, mib(stats.min_peak), (long long)need, mib(need),
-                         s->budget_from_device ? "free GPU memory" : "raise --memory-budget to at least that");
-        }
-    } else {
-        st = ot_remat_choose(s->g, &an, &pol, remat_measure, &mu, keep, err);
-    }
-    if (!st) st = ot_remat_apply(s->g, &an, keep, &rw, err);
-    if (!st && !(st = remat_measure(s->g, &mu, &after, err))) {
-        s->remat.applied = true;
-        s->remat.peak_none = before.peak;
-        s->remat.peak = after.peak;
-        s->remat.kept = rw.kept_bytes;
-        s->remat.extra_flops = rw.extra_flops;
-        s->remat.n_clones = rw.n_clones;
-    }
-    ot_remat_rewrite_free(&rw);
-done:
-    free(keep);
-    ot_remat_analysis_free(&an);
-    ot_remat_policy_free(&pol);
-    return st;
-}
-
 /* The last step before the optimizer nodes; checks they all come last. */
 static ot_status find_boundary(ot_train_session *s, ot_error *err) {
     const ot_plan *p = ot_executor_plan(s->ex);
@@ -277,89 +76,19 @@ static ot_status find_boundary(ot_train_session *s, ot_error *err) {
     return OT_OK;
 }
 
-ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_dataset *data, bool with_optimizer,
-                               ot_train_session **out, ot_error *err) {
-    ot_status st = OT_OK;
-    *out = NULL;
-    ot_train_session *s = calloc(1, sizeof *s);
-    if (!s) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    s->m = m;
-    s->g = m->graph;
-    s->o = *o;
-    if (s->o.accum < 1) s->o.accum = 1;
-    s->with_opt = with_optimizer;
-    s->label_value = -1;
-    s->out_value = -1;
+/* o.plan_only: the step's plan as the executor would make it, nothing allocated. */
+static ot_status plan_only(ot_train_session *s, ot_error *err) {
+    int *order = NULL, n = 0;
+    ot_status st = ot_schedule_build(s->g, &order, &n, err);
+    ot_plan_device dev = ot_backend_plan_device(s->be);
+    if (!st) st = ot_plan_build(s->g, order, n, &dev, &s->plan, err);
+    free(order);
+    return st;
+}
+
+/* Host buffers: one batch per array (no gradient has a host copy). */
+static ot_status host_buffers(ot_train_session *s, const ot_dataset *data, ot_error *err) {
     ot_graph *g = s->g;
-    s->n_model_inputs = g->n_inputs;
-    if (data->n_arrays == 0) {
-        st = ot_fail(err, OT_E_USAGE, "no input data: pass --input FILE.npy");
-        goto fail;
-    }
-    if ((st = bind_batch(s, data, !with_optimizer, err))) goto fail;
-
-    /* the loss */
-    if ((st = ot_loss_build(g, &s->o.loss, &s->loss_value, err))) goto fail;
-    if (s->o.loss.kind != OT_LOSS_OUTPUT) s->label_value = g->inputs[g->n_inputs - 1];
-    if (s->o.loss.output_name)
-        s->out_value = ot_graph_find_value(g, s->o.loss.output_name);
-    else if (g->n_outputs > 0)
-        s->out_value = g->outputs[0];
-    if (s->o.loss.kind == OT_LOSS_CROSS_ENTROPY && s->out_value >= 0) {
-        const ot_shape *ls = &g->values[s->out_value].shape;
-        s->class_axis = s->o.loss.class_axis < 0 ? ls->rank + s->o.loss.class_axis : s->o.loss.class_axis;
-        s->n_classes = ls->dim[s->class_axis];
-    }
-    if ((st = bind_arrays(s, data, "data", err))) goto fail;
-    if ((st = check_arrays(s, data, err))) goto fail;
-
-    /* the backward pass */
-    ot_autodiff_options ao = {.loss_value = s->loss_value,
-                              .freeze = s->o.freeze,
-                              .n_freeze = s->o.n_freeze,
-                              .train = s->o.train,
-                              .n_train = s->o.n_train};
-    if ((st = ot_autodiff_build(g, &ao, &s->ad, err))) goto fail;
-    s->ad_built = true;
-    if (s->ad.n_params == 0) {
-        st = ot_fail(err, OT_E_USAGE, "nothing to train: every parameter is frozen (check --freeze / --train)");
-        goto fail;
-    }
-    g->values[s->loss_value].is_graph_output = true; /* pinned: read after every run */
-    if (s->out_value >= 0) g->values[s->out_value].is_graph_output = true;
-    s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err);
-    if (!s->be) {
-        st = err ? err->code : OT_E_DEVICE;
-        goto fail;
-    }
-    /* validation's plan first: the budget that remat and the check below work to
-     * must hold it too */
-    if (s->o.validation && (st = ot_train_validation_plan_ahead(s, err))) goto fail;
-    if ((st = apply_remat(s, err))) goto fail;
-
-    if (with_optimizer) {
-        if (s->o.optim.schedule == OT_SCHED_COSINE && s->o.optim.total_steps == 0)
-            s->o.optim.total_steps = ot_train_total_steps(s, data);
-        if ((st = ot_optim_config_check(&s->o.optim, err))) goto fail;
-        if ((st = ot_optim_build(g, &s->o.optim, s->ad.params, s->ad.grads, s->ad.n_params, &s->og, err))) goto fail;
-    }
-    if ((st = ot_train_loop_prepare(s, err))) goto fail;
-    if ((st = ot_graph_require_static(g, err))) goto fail;
-    if (s->o.memory_budget && !s->budget) { /* a fixed policy: checked, not searched */
-        s->budget = s->o.memory_budget;
-        s->val_in_budget = s->val_g != NULL;
-    }
-    if ((st = ot_train_check_budget(g, s->be, s->o.remat, s->o.memory_budget, s->val_peak, err))) goto fail;
-    ot_exec_options eo = {.n_threads = s->o.n_threads,
-                          .seed = s->o.seed,
-                          .at_phase_end = ot_train_hook,
-                          .hook_user = s,
-                          .release_host_data = !s->o.keep_host_weights};
-    if ((st = ot_executor_new(g, s->be, &eo, &s->ex, err))) goto fail;
-    if ((st = find_boundary(s, err))) goto fail;
-    if (s->o.validation && (st = ot_train_validation_prepare(s, err))) goto fail;
-
-    /* host buffers: one batch per array */
     s->n_batch = data->n_arrays;
     s->batch = calloc((size_t)s->n_batch, sizeof *s->batch);
     s->batch_value = calloc((size_t)s->n_batch, sizeof *s->batch_value);
@@ -376,10 +105,53 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         s->grad_elems += (size_t)ot_shape_numel(&g->values[s->ad.grads[i]].shape);
     }
     s->grad_off[s->ad.n_params] = s->grad_elems;
-    *out = s;
     return OT_OK;
 oom:
-    st = ot_fail(err, OT_E_MEMORY, "out of memory setting up training");
+    return ot_fail(err, OT_E_MEMORY, "out of memory setting up training");
+}
+
+/* The executor over the training graph, its hook at the phase ends, and
+ * validation's executor with o.validation. */
+static ot_status make_executor(ot_train_session *s, ot_error *err) {
+    ot_exec_options eo = {.n_threads = s->o.n_threads,
+                          .seed = s->o.seed,
+                          .at_phase_end = ot_train_hook,
+                          .hook_user = s,
+                          .release_host_data = !s->o.keep_host_weights};
+    ot_status st = ot_executor_new(s->g, s->be, &eo, &s->ex, err);
+    if (!st) st = find_boundary(s, err);
+    if (!st && s->o.validation) st = ot_train_validation_prepare(s, err);
+    return st;
+}
+
+ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_dataset *data, bool with_optimizer,
+                               ot_train_session **out, ot_error *err) {
+    ot_status st = OT_OK;
+    *out = NULL;
+    ot_train_session *s = calloc(1, sizeof *s);
+    if (!s) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    s->m = m;
+    s->o = *o;
+    if (s->o.accum < 1) s->o.accum = 1;
+    s->with_opt = with_optimizer;
+    s->label_value = -1;
+    s->out_value = -1;
+    s->n_model_inputs = m->graph->n_inputs;
+    /* m->graph stays as imported: the session binds and extends its own copy */
+    if (!(s->g = ot_session_borrow(m->graph, !s->o.plan_only))) {
+        st = ot_fail(err, OT_E_MEMORY, "out of memory copying the graph of %s", m->path ? m->path : "the model");
+        goto fail;
+    }
+    if ((st = ot_train_build_graph(s, data, err))) goto fail;
+    if (s->o.plan_only) {
+        if ((st = plan_only(s, err))) goto fail;
+        *out = s;
+        return OT_OK;
+    }
+    if ((st = make_executor(s, err))) goto fail;
+    if ((st = host_buffers(s, data, err))) goto fail;
+    *out = s;
+    return OT_OK;
 fail:
     /* Nothing has run: the arena holds the weights as loaded. Copy back the host
      * copies the executor released, so the model is as the caller gave it. */
@@ -392,6 +164,12 @@ void ot_train_session_free(ot_train_session *s) {
     if (!s) return;
     ot_train_validation_free(s); /* its executor uses s->be */
     ot_executor_free(s->ex);
+    ot_plan_free(s->plan);
+    if (s->g) ot_session_give_back(s->m->graph, s->g);
+    ot_graph_free(s->g);
+    free(s->keep);
+    if (s->an_built) ot_remat_analysis_free(&s->an);
+    if (s->pol_parsed) ot_remat_policy_free(&s->pol);
     ot_backend_free(s->be);
     if (s->ad_built) ot_autodiff_result_free(&s->ad);
     ot_optim_graph_free(&s->og);
@@ -405,9 +183,10 @@ void ot_train_session_free(ot_train_session *s) {
 }
 
 ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char *what, ot_error *err) {
-    ot_status st = bind_arrays(s, data, what, err);
-    if (!st) st = check_arrays(s, data, err);
-    if (st) return st;
+    ot_status st = ot_session_map_data(s->g, s->n_model_inputs, s->label_value,
+                                       s->o.loss.kind == OT_LOSS_MSE ? "mse" : "cross-entropy", data, what, err);
+    if (!st) st = ot_train_check_arrays(s, data, err);
+    if (st || s->o.plan_only) return st; /* a plan holds no host batches to share */
     /* batches reuse the training data's host buffers, array by array */
     if (data->n_arrays != s->n_batch)
         return ot_fail(err, OT_E_USAGE, "%s: %d arrays, the training data has %d", what, data->n_arrays, s->n_batch);
@@ -419,9 +198,10 @@ ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char 
 }
 
 int64_t ot_train_batch_size(const ot_train_session *s) { return s->B; }
-const ot_plan *ot_train_plan(const ot_train_session *s) { return ot_executor_plan(s->ex); }
+const ot_plan *ot_train_plan(const ot_train_session *s) { return s->ex ? ot_executor_plan(s->ex) : s->plan; }
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s) { return &s->ad; }
 ot_graph *ot_train_graph(ot_train_session *s) { return s->g; }
+ot_backend *ot_train_backend(const ot_train_session *s) { return s->be; }
 const ot_optim_config *ot_train_optim(const ot_train_session *s) { return &s->o.optim; }
 
 int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data) {
@@ -433,10 +213,45 @@ int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data) 
 
 const ot_train_remat_summary *ot_train_remat_info(const ot_train_session *s) { return &s->remat; }
 
+const ot_remat_analysis *ot_train_remat_analysis(const ot_train_session *s, const bool **keep) {
+    if (keep) *keep = s->an_built ? s->keep : NULL;
+    return s->an_built ? &s->an : NULL;
+}
+
+double ot_train_remat_choose_seconds(const ot_train_session *s) { return s->choose_seconds; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ot_status ot_train_step_results(ot_train_session *s, const ot_dataset *data, ot_step_results *r, ot_error *err) {
+    memset(r, 0, sizeof *r);
+    if (!s->ex) return ot_fail(err, OT_E_INTERNAL, "the session was built to plan only: it cannot run a step");
+    ot_status st;
+    if (s->with_opt) { /* lr 0, apply 0: the optimizer nodes leave everything as it is */
+        double sc[OT_OPT_N_SCALARS] = {0};
+        if ((st = ot_executor_write(s->ex, s->og.scalars, sc, sizeof sc, err))) return st;
+    }
+    double loss = 0, t0 = now_s();
+    if ((st = ot_train_grad_once(s, data, &loss, err))) return st;
+    double t1 = now_s();
+    if ((st = ot_step_results_collect(s->ex, s->g, &s->ad, s->loss_value, r, err))) return st;
+    r->seconds = t1 - t0;
+    return OT_OK;
+}
+
+ot_status ot_train_get_state_update(ot_train_session *s, int i, ot_tensor **out, ot_error *err) {
+    if (i < 0 || i >= s->ad.n_state) return ot_fail(err, OT_E_INTERNAL, "state index %d out of range", i);
+    if (!s->ex) return ot_fail(err, OT_E_INTERNAL, "the session was built to plan only: nothing has run");
+    return ot_executor_get(s->ex, s->ad.state_updates[i], out, err);
+}
+
 void ot_train_memory_info(const ot_train_session *s, ot_train_memory_summary *out) {
     *out = (ot_train_memory_summary){.budget = s->budget,
                                      .budget_from_device = s->budget_from_device,
-                                     .train_peak = s->ex ? (int64_t)ot_plan_peak_bytes(ot_executor_plan(s->ex)) : 0,
+                                     .train_peak = ot_train_plan(s) ? (int64_t)ot_plan_peak_bytes(ot_train_plan(s)) : 0,
                                      .val_peak = s->val_peak,
                                      .val_in_budget = s->val_in_budget};
 }

@@ -1,8 +1,12 @@
-/* train.h — the training loop behind `onnxtrain train` and `onnxtrain grad`.
+/* train.h — the training session every command that plans a step builds (`train`,
+ * `grad`, `plan`, `verify`, --batch-size auto), and the training loop.
  *
- * A session turns an imported model into one training graph and runs it:
- *   bind the batch dim → loss (autodiff/loss.c) → backward (ot_autodiff_build) →
- *   [remat] → optimizer nodes (train/optim.h) → executor (schedule, plan, arena).
+ * A session turns an imported model into one training graph, on a bound copy of the
+ * model's graph (train/session.h: the import stays unbound and serves other plans),
+ * and plans or runs it:
+ *   bind the dims → loss (autodiff/loss.c) → backward (ot_autodiff_build) →
+ *   [remat, each candidate planned with the optimizer nodes] → optimizer nodes
+ *   (train/optim.h) → executor (schedule, plan, arena), or with plan_only the plan.
  * One executor run is one micro-batch: forward, loss, backward and the optimizer
  * nodes. The executor's after-node hook stops at the boundary between the backward
  * pass and the optimizer nodes, where the loop checks the loss and the gradients for
@@ -32,6 +36,7 @@
 #include "importer/importer.h"
 #include "train/data.h"
 #include "train/optim.h"
+#include "train/step_results.h"
 #include "plan/planner.h"
 
 /* Name of the dataset array that holds the labels / targets of the loss (bound to the
@@ -47,7 +52,8 @@ typedef struct ot_train_options {
     const char *const *bind;   /* "NAME=SIZE[,NAME=SIZE]" specs for other symbolic dims */
     int n_bind;
     ot_optim_config optim;
-    int64_t batch_size; /* 0: the model's fixed batch, else min(32, samples) (grad: all samples) */
+    int64_t batch_size; /* 0: the model's fixed batch, else min(32, samples) (grad, whole_batch: all samples) */
+    bool whole_batch;   /* batch_size 0 means every sample also with the optimizer (verify) */
     int64_t accum;      /* micro-batches per optimizer step (>= 1) */
     int64_t steps;      /* optimizer steps; 0: derived from epochs */
     int64_t epochs;     /* used when steps is 0 (0 means 1) */
@@ -64,6 +70,11 @@ typedef struct ot_train_options {
      * use and outside the budget. */
     bool validation;
     bool no_numerics_check; /* skip the NaN/Inf checks (benchmarks) */
+    /* Plan the step, run nothing (`plan`, --batch-size auto, the memory advice): the
+     * same training graph and plan as a run, without an executor; data may be NULL
+     * (the batch is then batch_size or the model's own). The model may have been
+     * loaded without its weights (importer.h, skip_param_data). */
+    bool plan_only;
     /* checkpoints (train/checkpoint.h): every checkpoint_every steps (0: never) into
      * checkpoint_dir, keeping the newest keep_checkpoints (0: 3). resume (with its path
      * for messages) is loaded before the first step and the run continues from its
@@ -92,11 +103,16 @@ void ot_train_options_default(ot_train_options *o);
 
 typedef struct ot_train_session ot_train_session;
 
-/* Builds the training graph on m->graph for `data` (arrays named after graph inputs,
- * "" for positional ones matched to the model's inputs in order, OT_DATA_LABELS for
- * the loss's labels/targets), checks the data (dtypes, per-sample shapes, label
- * range) and creates the executor. with_optimizer false: forward + backward only
- * (`grad`). m must outlive the session; its graph is extended in place. */
+/* The one session builder of every command that plans a step (train, grad, plan,
+ * verify, and the probes of --batch-size auto): builds the training graph for `data`
+ * (arrays named after graph inputs, "" for positional ones matched to the model's
+ * inputs in order, OT_DATA_LABELS for the loss's labels/targets) on a bound copy of
+ * m->graph (train/session.h), checks the data (dtypes, per-sample shapes, label
+ * range) and creates the executor (o.plan_only: the plan only). with_optimizer
+ * false: forward + backward only (`grad`, `verify`). m must outlive the session;
+ * m->graph stays as imported, so several sessions (other batch sizes, policies) can
+ * be built from one import, while its weights are lent to one session that runs:
+ * ot_train_run gives the trained ones back, ot_train_session_free what it holds. */
 ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_dataset *data, bool with_optimizer,
                                ot_train_session **out, ot_error *err);
 void ot_train_session_free(ot_train_session *s);
@@ -129,6 +145,13 @@ typedef struct ot_train_memory_summary {
 } ot_train_memory_summary;
 void ot_train_memory_info(const ot_train_session *s, ot_train_memory_summary *out);
 ot_graph *ot_train_graph(ot_train_session *s);
+/* The backend the session plans for (and runs on). */
+ot_backend *ot_train_backend(const ot_train_session *s);
+/* The remat analysis of the training graph before the rewrite and the chosen keep
+ * set (analysis->n_values entries); NULL with --remat none unless o.plan_only. */
+const struct ot_remat_analysis *ot_train_remat_analysis(const ot_train_session *s, const bool **keep);
+/* Seconds spent choosing the remat plan (auto: the search). */
+double ot_train_remat_choose_seconds(const ot_train_session *s);
 /* The optimizer configuration in use (total_steps filled in for cosine). */
 const ot_optim_config *ot_train_optim(const ot_train_session *s);
 
@@ -139,6 +162,16 @@ const ot_optim_config *ot_train_optim(const ot_train_session *s);
 ot_status ot_train_grad_once(ot_train_session *s, const ot_dataset *data, double *loss, ot_error *err);
 /* A copy of the gradient of param i (0..n_params-1, autodiff order). */
 ot_status ot_train_get_grad(ot_train_session *s, int i, ot_tensor **out, ot_error *err);
+/* A copy of the update of state value i (0..n_state-1: BatchNorm running statistics)
+ * the last run computed. */
+ot_status ot_train_get_state_update(ot_train_session *s, int i, ot_tensor **out, ot_error *err);
+
+/* `verify`: ot_train_grad_once and that run's results (train/step_results.h): the
+ * loss, every gradient, every state update, the run's time and peaks. With the
+ * optimizer nodes in the graph (so that the peaks are a training step's) their step
+ * scalars say "do not apply": they change nothing, and the results are those of a
+ * session without them. */
+ot_status ot_train_step_results(ot_train_session *s, const ot_dataset *data, ot_step_results *r, ot_error *err);
 
 /* ---- the training loop ---- */
 

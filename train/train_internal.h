@@ -1,19 +1,22 @@
-/* train_internal.h — the training session's private state, shared by train.c (building
- * the session), train_loop.c (the hooks at phase ends, running
+/* train_internal.h — the training session's private state, shared by session.c
+ * (building the training graph), train.c (the plan or executor and host buffers),
+ * train_loop.c (the hooks at phase ends, running
  * micro-batches and the loop) and train_validate.c (validation in inference mode on a
- * forward-only copy of the graph). Not for use outside train/train*.c. */
+ * forward-only copy of the graph). Not for use outside train/session.c and
+ * train/train*.c. */
 #ifndef OT_TRAIN_INTERNAL_H
 #define OT_TRAIN_INTERNAL_H
 
 #include "exec/executor.h"
+#include "remat/remat.h"
 #include "train/train.h"
 
 /* What a run is for: the hook acts differently at the boundary. */
 enum { MODE_TRAIN = 0, MODE_GRAD };
 
 struct ot_train_session {
-    ot_model *m;
-    ot_graph *g;
+    ot_model *m;     /* as imported: m->graph stays unbound, its weights lent to g */
+    ot_graph *g;     /* the bound training graph, a copy of m->graph (train/session.h) */
     ot_train_options o;
     bool with_opt;
     int64_t B;
@@ -26,6 +29,14 @@ struct ot_train_session {
     ot_autodiff_result ad;
     bool ad_built;
     ot_train_remat_summary remat; /* what apply_remat did */
+    /* the remat policy, the analysis of the graph before the rewrite and the chosen
+     * keep set (an.n_values entries), kept for `plan`'s report */
+    ot_remat_policy pol;
+    bool pol_parsed, an_built;
+    ot_remat_analysis an;
+    bool *keep;
+    double choose_seconds;
+    ot_plan *plan;   /* o.plan_only: the step's plan, made without an executor */
     ot_optim_graph og;
     ot_backend *be;
     ot_executor *ex;
@@ -76,11 +87,28 @@ static inline const char *vname(const ot_graph *g, int v) {
     return v >= 0 && g->values[v].name ? g->values[v].name : "?";
 }
 
+/* Builds the training graph on s->g (train/session.c): binds the dims, maps and
+ * checks the data (may be NULL or empty with o.plan_only), appends the loss, the
+ * backward pass, the remat rewrite and the optimizer nodes, plans validation with
+ * o.validation, checks the budget. */
+ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *err);
+/* --remat on the training graph, every candidate measured with the optimizer
+ * nodes planned (train/session.c). */
+ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err);
+/* Per-sample dtype and shape of every mapped array against its bound graph input,
+ * label range, at least one batch (train.c). */
+ot_status ot_train_check_arrays(ot_train_session *s, ot_dataset *d, ot_error *err);
+
 /* Once the optimizer nodes are in the graph and before the executor is made
  * (train_loop.c): decides how the loop reads values (scan_on_device; a backend whose
  * memory is not the host's must have scan_f32) and, with --accum above 1 and an
  * optimizer, adds the gradient accumulators to the graph (accum_ids). */
 ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err);
+/* Adds to g one float32 accumulator per param gradient of s (kind optimizer state,
+ * named after the param), ids in ids[0..n_params) (train_loop.c): what
+ * ot_train_loop_prepare adds for --accum, and what remat's measure adds to a
+ * candidate so that its plan is the step's. */
+ot_status ot_train_add_accumulators(const ot_train_session *s, ot_graph *g, int *ids, ot_error *err);
 
 /* The executor's phase-end hook (train_loop.c): the boundary work after the last
  * step before the optimizer (or the schedule's end without one), the check of the

@@ -13,6 +13,7 @@
 
 #include "train/checkpoint.h"
 #include "train/progress.h"
+#include "train/session.h"
 #include "train/train_internal.h"
 
 /* ---- reading values where they lie -------------------------------------------- */
@@ -81,18 +82,7 @@ static ot_status scan_value(ot_train_session *s, const void *dev, ot_dtype dt, s
     return OT_OK;
 }
 
-ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err) {
-    ot_graph *g = s->g;
-    if (!s->be->host_memory && !s->be->scan_f32)
-        return ot_fail(err, OT_E_UNSUPPORTED, "the %s backend can neither be read in place nor scan its own memory "
-                       "(scan_f32): the training loop cannot check gradients there", s->be->name);
-    s->scan_on_device = s->be->scan_f32 && (!s->be->host_memory || s->o.scan_on_device);
-    if (!s->with_opt || s->o.accum < 2) return OT_OK;
-    if (!s->be->accumulate_f32)
-        return ot_fail(err, OT_E_UNSUPPORTED, "--accum %lld: the %s backend cannot sum gradients in its memory",
-                       (long long)s->o.accum, s->be->name);
-    if (!(s->accum_ids = calloc((size_t)s->ad.n_params + 1, sizeof *s->accum_ids)))
-        return ot_fail(err, OT_E_MEMORY, "out of memory");
+ot_status ot_train_add_accumulators(const ot_train_session *s, ot_graph *g, int *ids, ot_error *err) {
     /* One float32 accumulator per param gradient, of kind optimizer state: pinned in
      * that slab by the planner (it places such values even though no node reads
      * them), zero in the fresh arena, and zero again after every complete step. */
@@ -104,10 +94,24 @@ ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err) {
         char name[512];
         snprintf(name, sizeof name, "%.400s.accum", vname(g, s->ad.params[i]));
         ot_shape sh = gv->shape;
-        if ((s->accum_ids[i] = ot_graph_add_value_unique(g, name, OT_F32, &sh, OT_VK_OPT_STATE)) < 0)
+        if ((ids[i] = ot_graph_add_value_unique(g, name, OT_F32, &sh, OT_VK_OPT_STATE)) < 0)
             return ot_fail(err, OT_E_MEMORY, "out of memory adding the gradient accumulators");
     }
     return OT_OK;
+}
+
+ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err) {
+    if (!s->be->host_memory && !s->be->scan_f32)
+        return ot_fail(err, OT_E_UNSUPPORTED, "the %s backend can neither be read in place nor scan its own memory "
+                       "(scan_f32): the training loop cannot check gradients there", s->be->name);
+    s->scan_on_device = s->be->scan_f32 && (!s->be->host_memory || s->o.scan_on_device);
+    if (!s->with_opt || s->o.accum < 2) return OT_OK;
+    if (!s->be->accumulate_f32)
+        return ot_fail(err, OT_E_UNSUPPORTED, "--accum %lld: the %s backend cannot sum gradients in its memory",
+                       (long long)s->o.accum, s->be->name);
+    if (!(s->accum_ids = calloc((size_t)s->ad.n_params + 1, sizeof *s->accum_ids)))
+        return ot_fail(err, OT_E_MEMORY, "out of memory");
+    return ot_train_add_accumulators(s, s->g, s->accum_ids, err);
 }
 
 /* Elements of params[i]'s gradient. */
@@ -478,6 +482,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
     s->scan_buf = NULL;
     s->scan_cap = 0;
     st = ot_executor_sync_to_graph(s->ex, err);
+    if (!st) ot_session_give_back(s->m->graph, s->g); /* the trained weights go home to the model */
 done:
     ot_batcher_free(&bt);
     return st;

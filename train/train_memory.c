@@ -1,11 +1,11 @@
-/* train_memory.c — the memory budget check before allocation and the advice that
- * follows an OT_E_MEMORY failure (see train_memory.h). */
+/* train_memory.c — the memory budget check before allocation, --batch-size auto, and
+ * the advice that follows an OT_E_MEMORY failure (see train_memory.h): every figure a
+ * plan-only training session over the one imported model. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "remat/remat.h"
-#include "train/remat_session.h"
 #include "train/train_memory.h"
 
 static double mib(int64_t b) { return (double)b / 1048576.0; }
@@ -40,52 +40,111 @@ static void append(ot_error *err, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int64_t align_plan(int64_t b) { return (b + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
-
-/* What the optimizer nodes add to the plan and the remat session (which has none)
- * leaves out: the state values and the step scalars, each in its own aligned slot
- * of the pinned region (as train.c's remat measure counts them). */
-static int64_t opt_bytes(const ot_remat_session *s, const ot_train_options *o) {
-    int per = o->optim.kind != OT_OPTIM_SGD ? 2 : o->optim.momentum != 0 ? 1 : 0;
-    int64_t b = align_plan((int64_t)(OT_OPT_N_SCALARS * sizeof(double)));
-    for (int i = 0; i < s->ad.n_params; i++)
-        b += per * align_plan(ot_remat_value_bytes(s->g, s->ad.params[i]));
-    return b;
+/* A plan-only session over m (train/train.h) at `batch` (0: the model's fixed batch)
+ * under `policy`, with `budget` (0: none). */
+static ot_status plan_session(ot_model *m, const ot_train_options *o, bool with_opt, const char *policy,
+                              int64_t batch, int64_t budget, ot_train_session **s, ot_error *err) {
+    ot_train_options po = *o;
+    po.remat = policy;
+    po.batch_size = batch;
+    po.memory_budget = budget;
+    po.plan_only = true; /* measured, never run */
+    po.validation = false;
+    po.resume = NULL;
+    return ot_train_session_new(m, &po, NULL, with_opt, s, err);
 }
 
-/* Planned peak of one training step at `batch` (0: the model's fixed batch) under
- * `policy`, optimizer state included; -1 when it cannot be planned. */
-static int64_t peak_at(const char *path, const ot_train_options *o, const char *policy, int64_t batch,
-                       int64_t *opt_out) {
-    ot_remat_session_options so = {.loss = o->loss,
-                                   .batch_size = batch,
-                                   .seed = o->seed,
-                                   .n_threads = o->n_threads,
-                                   .policy = policy,
-                                   .plan_only = true}; /* measured, never run: no weights */
-    ot_remat_session *s = NULL;
-    ot_plan *plan = NULL;
+/* Planned peak of one training step (optimizer state and updates planned with it) at
+ * `batch` under `policy`; -1 when it cannot be planned. */
+static int64_t peak_at(ot_model *m, const ot_train_options *o, const char *policy, int64_t batch) {
+    ot_train_session *s = NULL;
     int64_t peak = -1;
-    if (ot_remat_session_new(path, &so, &s, NULL) == OT_OK && ot_remat_session_plan(s, &plan, NULL) == OT_OK) {
-        int64_t ob = opt_bytes(s, o);
-        peak = (int64_t)ot_plan_peak_bytes(plan) + ob;
-        if (opt_out) *opt_out = ob;
-    }
-    ot_plan_free(plan);
-    ot_remat_session_free(s);
+    if (plan_session(m, o, true, policy, batch, 0, &s, NULL) == OT_OK) peak = (int64_t)ot_plan_peak_bytes(ot_train_plan(s));
+    ot_train_session_free(s);
     return peak;
 }
 
-void ot_train_memory_advice(const char *path, const ot_train_options *o, int64_t n_samples, ot_error *err) {
-    if (!err || !path) return;
-    int64_t budget = o->memory_budget, ob = 0;
+/* Whether batch b fits the budget under o's policy (auto searching within it); *peak
+ * gets its planned peak, -1 when auto found nothing. */
+static ot_status probe(ot_model *m, const ot_train_options *o, bool with_opt, int64_t b, int64_t budget, bool *fits,
+                       int64_t *peak, ot_error *err) {
+    ot_train_session *s = NULL;
+    ot_error e = {0};
+    *fits = false;
+    *peak = -1;
+    ot_status st = plan_session(m, o, with_opt, o->remat, b, budget, &s, &e);
+    if (st == OT_OK) {
+        *peak = (int64_t)ot_plan_peak_bytes(ot_train_plan(s));
+        *fits = true;
+    } else if (st != OT_E_MEMORY && err) {
+        *err = e;
+    }
+    ot_train_session_free(s);
+    return st == OT_E_MEMORY ? OT_OK : st;
+}
+
+/* The least planned peak at batch b (--remat all), for messages. */
+static int64_t least_peak(ot_model *m, const ot_train_options *o, bool with_opt, int64_t b) {
+    ot_train_session *s = NULL;
+    int64_t peak = -1;
+    if (plan_session(m, o, with_opt, "all", b, 0, &s, NULL) == OT_OK) peak = (int64_t)ot_plan_peak_bytes(ot_train_plan(s));
+    ot_train_session_free(s);
+    return peak;
+}
+
+ot_status ot_train_find_batch(ot_model *m, const ot_train_options *o, bool with_opt, int64_t budget, int64_t max_batch,
+                              int64_t *batch, ot_error *err) {
+    bool fits = false;
+    int64_t peak = -1;
+    const ot_graph *g = m->graph;
+    int64_t fixed = g->n_inputs > 0 && g->values[g->inputs[0]].shape.rank > 0 ? g->values[g->inputs[0]].shape.dim[0] : -1;
+    int64_t lo = fixed >= 0 ? 0 : 1; /* 0: the model's own batch */
+    ot_status st = probe(m, o, with_opt, lo, budget, &fits, &peak, err);
+    if (st) return st;
+    if (!fits) {
+        if (peak < 0) peak = least_peak(m, o, with_opt, lo);
+        if (fixed >= 0)
+            return ot_fail(err, OT_E_MEMORY,
+                           "--batch-size auto: the model's fixed batch of %lld does not fit --memory-budget %lld bytes "
+                           "(planned peak %lld bytes)",
+                           (long long)fixed, (long long)budget, (long long)peak);
+        return ot_fail(err, OT_E_MEMORY,
+                       "--batch-size auto: even batch 1 does not fit --memory-budget %lld bytes (its planned peak is "
+                       "%lld bytes)",
+                       (long long)budget, (long long)peak);
+    }
+    if (fixed >= 0) { /* nothing to choose */
+        *batch = fixed;
+        return OT_OK;
+    }
+    int64_t hi = -1; /* lo fits; hi does not (or -1: not found yet) */
+    while (hi < 0) {
+        int64_t b = lo * 2 > max_batch ? max_batch : lo * 2;
+        if (b == lo) break;
+        if ((st = probe(m, o, with_opt, b, budget, &fits, &peak, err))) return st;
+        if (fits) lo = b;
+        else hi = b;
+    }
+    while (hi > 0 && hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if ((st = probe(m, o, with_opt, mid, budget, &fits, &peak, err))) return st;
+        if (fits) lo = mid;
+        else hi = mid;
+    }
+    *batch = lo;
+    return OT_OK;
+}
+
+void ot_train_memory_advice(ot_model *m, const ot_train_options *o, int64_t n_samples, ot_error *err) {
+    if (!err || !m) return;
+    int64_t budget = o->memory_budget;
     int64_t batch = o->batch_size ? o->batch_size : (n_samples < 32 ? n_samples : 32);
     const char *policy = o->remat ? o->remat : "none";
     bool is_auto = !strcmp(policy, "auto");
-    int64_t all = peak_at(path, o, "all", batch, &ob);
+    int64_t all = peak_at(m, o, "all", batch);
     if (all < 0 && !o->batch_size) { /* a fixed-batch model: plan its own batch */
         batch = 0;
-        all = peak_at(path, o, "all", 0, &ob);
+        all = peak_at(m, o, "all", 0);
     }
     if (all < 0) return;
     bool fits_all = budget > 0 && all <= budget;
@@ -105,12 +164,11 @@ void ot_train_memory_advice(const char *path, const ot_train_options *o, int64_t
         const char *tries[2] = {is_auto ? "all" : policy, "all"};
         for (int k = 0; k < 2; k++) {
             if (k == 1 && !strcmp(tries[0], "all")) break;
-            ot_remat_session_options so = {
-                .loss = o->loss, .seed = o->seed, .n_threads = o->n_threads, .policy = tries[k]};
+            ot_train_options po = *o;
+            po.remat = tries[k];
             int64_t b = 0;
-            if (budget <= ob) break;
-            if (ot_remat_find_batch(path, &so, budget - ob, n_samples, &b, NULL) == OT_OK && b >= 1) {
-                int64_t p = peak_at(path, o, tries[k], b, NULL);
+            if (ot_train_find_batch(m, &po, true, budget, n_samples, &b, NULL) == OT_OK && b >= 1) {
+                int64_t p = peak_at(m, o, tries[k], b);
                 append(err, " --batch-size %lld with --remat %s fits (planned peak %lld bytes, %.1f MiB)%s", (long long)b,
                        tries[k], (long long)p, mib(p), alone);
                 return;
@@ -122,7 +180,7 @@ void ot_train_memory_advice(const char *path, const ot_train_options *o, int64_t
     }
     if (batch >= 2) {
         if (strcmp(policy, "all")) append(err, ";");
-        int64_t half = peak_at(path, o, policy, batch / 2, NULL);
+        int64_t half = peak_at(m, o, policy, batch / 2);
         if (half >= 0)
             append(err, " --batch-size %lld needs %lld bytes (%.1f MiB) with --remat %s", (long long)(batch / 2),
                    (long long)half, mib(half), policy);

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# .ci/install_zoo.sh — installs what the model zoo's export needs (samples/zoo/,
+# ctest check_zoo) on a fresh Debian 12 machine, after .ci/install: torchvision from
+# Debian (it matches Debian's PyTorch 1.13) and a venv with transformers<4.40 that sees
+# Debian's torch. Venvs live outside the repo. Run as root (or it re-runs through sudo).
+# ONNXTRAIN_ZOO_VENV overrides the venv's place (default /work/venvs/hf, DESIGN.md's).
+set -euo pipefail
+if [ "$(id -u)" != 0 ]; then exec sudo --preserve-env=ONNXTRAIN_ZOO_VENV bash "$0" "$@"; fi
+export DEBIAN_FRONTEND=noninteractive
+VENV=${ONNXTRAIN_ZOO_VENV:-/work/venvs/hf}
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends python3-venv python3-torch python3-torchvision >/dev/null
+mkdir -p "$(dirname "$VENV")"
+[ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$VENV"
+"$VENV/bin/pip" install -q --disable-pip-version-check 'transformers<4.40'
+"$VENV/bin/python" -c "import torch, torchvision, transformers; print('zoo venv', '$VENV:', 'torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"

@@ -1,0 +1,254 @@
+#!/usr/bin/python3
+"""export_zoo.py — exports onnxtrain's model zoo: tiny random-weight instances of
+torchvision's classification models and HuggingFace transformers (tiny configs, no
+downloads), with PyTorch's references in float32 and float64, outside git.
+
+Run with Debian's PyTorch 1.13 through a venv that adds transformers (DESIGN.md):
+
+    /usr/bin/python3 -m venv --system-site-packages /work/venvs/hf
+    /work/venvs/hf/bin/pip install 'transformers<4.40'
+    /work/venvs/hf/bin/python samples/zoo/export_zoo.py [--out DIR] [--only NAME,...]
+
+The exporter settings are those of samples/export_samples.py (TorchScript exporter,
+opset 17, training=TrainingMode.TRAINING, do_constant_folding=False), so BatchNorm and
+Dropout keep their training form. For each model DIR/NAME/ holds:
+
+    NAME.onnx          as a user exports it (Dropout p=0.1 where the model has any)
+    NAME_nodrop.onnx   the same weights and graph with every Dropout probability 0
+    data/*.npy         inputs (one file per graph input) and int64 labels
+    f32/, f64/         PyTorch's references at that precision (model.double() for f64):
+                       eval.npy      logits in inference mode (model.eval())
+                       loss.npy      cross-entropy of the training-mode logits (no dropout)
+                       grads/*.npy   d loss / d parameter, one file per ONNX initializer
+    manifest.json      inputs, loss, classes, the parameter -> file map, the family
+
+Everything is deterministic (fixed seeds, deterministic algorithms, one thread).
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import zoo_models  # noqa: E402
+
+OPSET = 17  # the default; --opset 13..17 (PyTorch 1.13's TorchScript exporter stops at 17)
+DROPOUT = 0.1
+
+
+class Logits(nn.Module):
+    """Calls the wrapped model with named inputs and returns only the logits, so every
+    export has one output named 'logits'."""
+
+    def __init__(self, model, names):
+        super().__init__()
+        self.model = model
+        self.names = names
+
+    def forward(self, *args):
+        if len(self.names) == 1 and not hasattr(self.model, "config"):
+            return self.model(args[0])  # torchvision: one positional image
+        out = self.model(**dict(zip(self.names, args)))
+        return out.logits
+
+
+def export(wrap, data, path, entry, opset):
+    names = [n for n, _, _ in entry["inputs"]]
+    axes = {}
+    for n, kind, _ in entry["inputs"]:
+        axes[n] = {0: "batch", 1: "seq"} if entry["dynseq"] and kind != "image" else {0: "batch"}
+    axes["logits"] = {0: "batch", 1: "seq"} if entry["dynseq"] and entry["label_shape"] else {0: "batch"}
+    args = tuple(data[n] for n in names)
+    torch.onnx.export(wrap, args, path, input_names=names, output_names=["logits"], dynamic_axes=axes,
+                      opset_version=opset, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING, export_params=True)
+    # Output dims the exporter could not infer get invented names; all but batch/seq are
+    # fixed by the model, so record the traced size (as export_samples.py does).
+    m = onnx.load(path)
+    with torch.no_grad():
+        shape = tuple(wrap(*args).shape)
+    for dim, size in zip(m.graph.output[0].type.tensor_type.shape.dim, shape):
+        if dim.dim_param and dim.dim_param not in ("batch", "seq"):
+            dim.dim_value = size
+    onnx.save(m, path)
+    return m
+
+
+def map_params(model, m):
+    """PyTorch parameter / buffer name -> ONNX initializer. With do_constant_folding=False
+    the exporter keeps state-dict names; otherwise (tied weights) the one initializer with
+    the same bytes. Unmappable names are returned apart, never guessed."""
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+    mapping, unmapped = {}, []
+    params = {n for n, _ in model.named_parameters()}
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        a = t.detach().numpy()
+        if name in inits and inits[name].shape == a.shape:
+            mapping[name] = name
+            continue
+        hits = [k for k, v in inits.items() if v.shape == a.shape and v.dtype == a.dtype and np.array_equal(v, a)]
+        if len(hits) == 1:
+            mapping[name] = hits[0]
+        elif name in params:  # an unmapped buffer (a mask, a step counter) has no gradient
+            unmapped.append(name)
+    return mapping, unmapped, inits
+
+
+def load_initializers(model, mapping, inits):
+    """Tracing a training-mode model moves BatchNorm's running statistics: make the
+    PyTorch model hold exactly what the file holds."""
+    with torch.no_grad():
+        for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+            if name in mapping:
+                t.copy_(torch.from_numpy(inits[mapping[name]].copy()))
+
+
+def save(path, array):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    np.save(path, np.ascontiguousarray(array))
+
+
+def references(model, names, data, labels, mapping, d, dtype):
+    """Writes eval logits, training-mode loss and parameter gradients at one precision.
+    The default dtype follows: HF mask code calls torch.full(..., finfo(dtype).min)
+    without a dtype, which overflows float32 when dtype is float64."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        return _references(model, names, data, labels, mapping, d, dtype)
+    finally:
+        torch.set_default_dtype(old)
+
+
+def _references(model, names, data, labels, mapping, d, dtype):
+    tag = "f32" if dtype == torch.float32 else "f64"
+    model = copy.deepcopy(model).to(dtype)
+    args = [data[n].to(dtype) if data[n].is_floating_point() else data[n] for n in names]
+    model.eval()
+    with torch.no_grad():
+        save(os.path.join(d, tag, "eval.npy"), model(*args).numpy())
+    model.train()
+    model.zero_grad()
+    logits = model(*args)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    loss.backward()
+    save(os.path.join(d, tag, "loss.npy"), np.array(loss.item(), dtype=np.float64))
+    files = {}
+    for pname, p in model.named_parameters():
+        init = mapping.get(pname)
+        if init is None or p.grad is None:
+            continue
+        safe = "".join(c if c.isalnum() or c in ".-_" else "_" for c in init)
+        save(os.path.join(d, tag, "grads", safe + ".npy"), p.grad.numpy())
+        files[init] = f"{tag}/grads/{safe}.npy"
+    return float(loss.item()), files
+
+
+def build(entry, p):
+    torch.manual_seed(0)
+    model = entry["make"](p)
+    return Logits(model, [n for n, _, _ in entry["inputs"]]).train()
+
+
+def set_dropout_zero(model):
+    """Belt and braces for modules whose probability the builder did not reach."""
+    for mod in model.modules():
+        if isinstance(mod, nn.Dropout):
+            mod.p = 0.0
+        if type(mod).__name__ == "StochasticDepth":
+            mod.p = 0.0
+
+
+def export_one(name, out, opset=OPSET):
+    entry = zoo_models.ZOO[name]
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    names = [n for n, _, _ in entry["inputs"]]
+    trace, _ = zoo_models.make_inputs(entry, zoo_models.BATCH, seed=99)
+    data, labels = zoo_models.make_inputs(entry, zoo_models.BATCH, seed=1234)
+    model = build(entry, DROPOUT)
+    m = export(model, trace, os.path.join(d, f"{name}.onnx"), entry, opset)
+    mapping, unmapped, inits = map_params(model, m)
+    load_initializers(model, mapping, inits)
+    nodrop = build(entry, 0.0)
+    nodrop.load_state_dict(model.state_dict())
+    set_dropout_zero(nodrop)
+    nd = export(nodrop, trace, os.path.join(d, f"{name}_nodrop.onnx"), entry, opset)
+    if map_params(nodrop, nd)[0] != mapping:
+        raise SystemExit(f"{name}: the nodrop export named its initializers differently")
+    nodrop.load_state_dict(model.state_dict())  # the running stats of NAME.onnx, for eval
+    inputs = []
+    for n, kind, _ in entry["inputs"]:
+        save(os.path.join(d, "data", f"{n}.npy"), data[n].numpy())
+        inputs.append(dict(name=n, file=f"data/{n}.npy", dtype=str(data[n].dtype).replace("torch.", "")))
+    save(os.path.join(d, "data", "labels.npy"), labels.numpy())
+    loss32, g32 = references(nodrop, names, data, labels, mapping, d, torch.float32)
+    loss64, g64 = references(nodrop, names, data, labels, mapping, d, torch.float64)
+    params = {k: dict(f32=g32[k], f64=g64[k]) for k in sorted(g32)}
+    manifest = dict(name=name, family=entry["family"], onnx=f"{name}.onnx", nodrop_onnx=f"{name}_nodrop.onnx",
+                    inputs=inputs, labels="data/labels.npy", classes=entry["classes"],
+                    loss="cross-entropy, mean, class axis last (logits reshaped to [-1, classes])",
+                    loss_f32=loss32, loss_f64=loss64, eval=dict(f32="f32/eval.npy", f64="f64/eval.npy"),
+                    batch=zoo_models.BATCH, seq=zoo_models.SEQ if entry["label_shape"] or entry["dynseq"] else None,
+                    dynseq=entry["dynseq"], dropout=DROPOUT, opset=opset, params=params, unmapped=unmapped,
+                    n_params=sum(p.numel() for p in model.parameters()), nodes=len(m.graph.node),
+                    bytes=os.path.getsize(os.path.join(d, f"{name}.onnx")))
+    with open(os.path.join(d, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+    return manifest
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="/tmp/onnxtrain-zoo", help="output folder (default /tmp/onnxtrain-zoo)")
+    ap.add_argument("--only", help="comma-separated model names (default: all; --list shows them)")
+    ap.add_argument("--list", action="store_true", help="print the model names and families, then exit")
+    ap.add_argument("--opset", type=int, default=OPSET, choices=range(13, 18), metavar="13..17",
+                    help=f"ONNX opset to export (default {OPSET})")
+    ap.add_argument("--keep-going", action="store_true", help="report a model that fails to export and go on")
+    args = ap.parse_args()
+    if args.list:
+        for n, e in zoo_models.ZOO.items():
+            print(f"{n:20s} {e['family']}")
+        return 0
+    names = args.only.split(",") if args.only else list(zoo_models.ZOO)
+    bad = [n for n in names if n not in zoo_models.ZOO]
+    if bad:
+        ap.error(f"unknown model(s) {', '.join(bad)}; --list shows the names")
+    # Warnings about traced Python values and BN's num_batches_tracked do not change the files.
+    warnings.filterwarnings("ignore")
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    # oneDNN's Conv1d weight gradient changes its summation order from run to run even
+    # on one thread (seen on Whisper's encoder); PyTorch's own kernels do not.
+    torch.backends.mkldnn.enabled = False
+    failed = 0
+    for n in names:
+        t0 = time.time()
+        try:
+            man = export_one(n, args.out, args.opset)
+        except Exception as e:  # noqa: BLE001 (reported, then the next model)
+            if not args.keep_going:
+                raise
+            failed += 1
+            print(f"{n}: EXPORT FAILED: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            continue
+        print(f"{n}: {man['nodes']} nodes, {man['n_params']} params, {man['bytes'] // 1024} KiB, "
+              f"{len(man['params'])} grads{', unmapped ' + ','.join(man['unmapped']) if man['unmapped'] else ''}"
+              f" ({time.time() - t0:.1f}s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

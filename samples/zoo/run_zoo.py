@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""run_zoo.py — runs the built onnxtrain over the models export_zoo.py wrote and prints
+one table row per model:
+
+    python3 samples/zoo/run_zoo.py [--zoo DIR] [--onnxtrain build/onnxtrain] [--only NAME,...]
+                                   [--allow-unsupported]
+
+Checks, each against PyTorch's references in DIR/NAME/:
+  info    the model imports with no unsupported op (else the row names the blocking ops)
+  grad    one step on NAME_nodrop.onnx; every parameter gradient and the loss against
+          PyTorch's float64 values, judged by float32 rounding: per tensor the largest
+          |ours - f64| / max(|f64|, floor), floor = 1e-3 * max|f64| of that tensor (an
+          absolute view for entries ~0), must be within max(1e-4, 10x PyTorch float32's own)
+  verify  --remat sqrt, selective and auto on NAME.onnx (with Dropout): bitwise equal
+  train   a few SGD steps on one batch: every loss finite, the last below the first
+  eval    inference-mode logits within 1e-5 (relative to max(1, max|ref|)) of PyTorch's
+Exit 1 when any model fails a check; a blocked model (unsupported ops) fails too unless
+--allow-unsupported. Needs only numpy.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+POLICIES = ("sqrt", "selective", "auto")
+TRAIN_STEPS = 5
+
+
+def run(cmd, timeout=600):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 124, "", f"timed out after {timeout}s"
+    return p.returncode, p.stdout, p.stderr
+
+
+def last_line(text):
+    """The error line of onnxtrain's stderr: the first (a usage hint may follow)."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0][:200] if lines else ""
+
+
+class Model:
+    """One exported model: its manifest and the common data arguments."""
+
+    def __init__(self, zoo, name):
+        self.dir = os.path.join(zoo, name)
+        with open(os.path.join(self.dir, "manifest.json")) as f:
+            self.man = json.load(f)
+        self.name = name
+        self.data = []
+        for inp in self.man["inputs"]:
+            self.data += ["--input", f"{inp['name']}={os.path.join(self.dir, inp['file'])}"]
+        self.data += ["--batch-size", str(self.man["batch"])]
+        self.bind = ["--bind", f"seq={self.man['seq']}"] if self.man["dynseq"] else []
+        self.labels = ["--labels", os.path.join(self.dir, self.man["labels"])]
+
+    def path(self, key):
+        return os.path.join(self.dir, self.man[key])
+
+    def load(self, rel):
+        return np.load(os.path.join(self.dir, rel))
+
+
+def check_info(exe, m, row):
+    rc, out, err = run([exe, "info", m.path("onnx"), "--json"])
+    try:
+        info = json.loads(out)
+    except ValueError:
+        row["info"] = f"exit {rc}"
+        row["note"] = last_line(err)
+        return False
+    row["nodes"] = info.get("nodes", "?")
+    row["ops"] = len(info.get("ops", []))
+    bad = info.get("unsupported", [])
+    row["unsupported"] = {u["op"]: len(u["nodes"]) for u in bad}
+    if rc == 0 and not bad:
+        row["info"] = "ok"
+        return True
+    row["info"] = "blocked"
+    row["note"] = "unsupported: " + ", ".join(f"{op} x{n}" for op, n in row["unsupported"].items())
+    return False
+
+
+def rel_err(got, ref, scale):
+    """Largest |got - ref| / max(|ref|, floor). The floor gives an absolute view of
+    entries whose true value is ~0: 1e-3 of the tensor's largest entry, and at least
+    1e-4 of the model's typical gradient size (a tensor whose exact gradient is 0, like
+    a key bias under softmax, is judged against that)."""
+    if not ref.size:
+        return 0.0
+    floor = max(1e-2 * float(np.max(np.abs(ref))), 1e-3 * scale, 1e-30)
+    return float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), floor)))
+
+
+def check_grad(exe, m, row, tmp):
+    dump = os.path.join(tmp, "grads")
+    rc, out, err = run([exe, "grad", m.path("nodrop_onnx"), *m.data, *m.bind, *m.labels, "--threads", "1",
+                        "--dump-grads", dump, "--json"])
+    if rc != 0:
+        row["grad"] = f"exit {rc}"
+        row.setdefault("note", last_line(err))
+        return False
+    loss = json.loads(out)["loss"]
+    with open(os.path.join(dump, "index.json")) as f:
+        ours = json.load(f)
+    worst, worst_name, worst_t32, missing = 0.0, "", 0.0, []
+    scale = float(np.median([np.max(np.abs(m.load(f["f64"]))) for f in m.man["params"].values()] or [0.0]))
+    for pname, files in m.man["params"].items():
+        if pname not in ours:
+            missing.append(pname)
+            continue
+        ref64 = m.load(files["f64"])
+        got = np.load(os.path.join(dump, ours[pname])).astype(np.float64)
+        e = rel_err(got, ref64, scale)
+        t32 = rel_err(m.load(files["f32"]).astype(np.float64), ref64, scale)
+        if e / max(1e-3, 30 * t32) > worst / max(1e-3, 30 * worst_t32) or not worst_name:
+            worst, worst_name, worst_t32 = e, pname, t32
+    loss_err = abs(loss - m.man["loss_f64"]) / max(abs(m.man["loss_f64"]), 1e-12)
+    extra = sorted(set(ours) - set(m.man["params"]))
+    ok = not missing and worst <= max(1e-3, 30 * worst_t32) and loss_err <= 1e-5
+    row["grad_err"] = f"{worst:.1e}/{worst_t32:.1e}"
+    row["grad"] = "ok" if ok else "FAIL"
+    notes = []
+    if missing:
+        notes.append(f"grads missing for {len(missing)} params ({missing[0]}...)")
+    if extra:
+        notes.append(f"trains {len(extra)} tensors PyTorch does not ({extra[0]}...)")
+    if not ok and not missing:
+        notes.append(f"worst grad {worst_name}: {worst:.2e} (PyTorch f32 {worst_t32:.2e}), loss {loss_err:.1e}")
+    if notes:
+        row.setdefault("note", "; ".join(notes))
+    return ok
+
+
+def check_verify(exe, m, row):
+    marks = []
+    for pol in POLICIES:
+        rc, _, err = run([exe, "verify", m.path("onnx"), *m.data, *m.bind, *m.labels, "--remat", pol,
+                          "--threads", "1"])
+        marks.append("ok" if rc == 0 else ("DIFF" if rc == 11 else f"exit{rc}"))
+        if rc != 0:
+            row.setdefault("note", f"verify {pol}: {last_line(err)}")
+    row["verify"] = "ok" if all(x == "ok" for x in marks) else "/".join(marks)
+    return row["verify"] == "ok"
+
+
+def check_train(exe, m, row, tmp):
+    report = os.path.join(tmp, "report.json")
+    rc, _, err = run([exe, "train", m.path("onnx"), *m.data, *m.bind, *m.labels, "--steps", str(TRAIN_STEPS),
+                      "--no-shuffle", "--lr", "0.01", "--threads", "1", "--quiet", "--report", report,
+                      "-o", os.path.join(tmp, "tuned.onnx")])
+    if rc != 0:
+        row["train"] = f"exit {rc}"
+        row.setdefault("note", last_line(err))
+        return False
+    with open(report) as f:
+        rep = json.load(f)
+    losses = rep["loss"]
+    ok = all(np.isfinite(losses)) and losses[-1] < losses[0]
+    row["train"] = "ok" if ok else "FAIL"
+    secs = rep.get("step_seconds", [])[1:] or rep.get("step_seconds", [])
+    row["step_ms"] = f"{1000 * float(np.median(secs)):.1f}" if secs else "?"
+    if not ok:
+        row.setdefault("note", "loss " + " ".join(f"{x:.4g}" for x in losses))
+    return ok
+
+
+def check_eval(exe, m, row, tmp):
+    out = os.path.join(tmp, "eval")
+    rc, _, err = run([exe, "eval", m.path("onnx"), *m.data, *m.bind, "--threads", "1", "--dump-outputs", out])
+    if rc != 0:
+        row["eval"] = f"exit {rc}"
+        row.setdefault("note", last_line(err))
+        return False
+    got = np.load(os.path.join(out, "logits.npy")).astype(np.float64)
+    ref = m.load(m.man["eval"]["f32"]).astype(np.float64)
+    if got.shape != ref.shape:
+        row["eval"] = "FAIL"
+        row.setdefault("note", f"eval shape {got.shape} != {ref.shape}")
+        return False
+    e = float(np.max(np.abs(got - ref))) / max(1.0, float(np.max(np.abs(ref))))
+    row["eval"] = "ok" if e <= 1e-5 else "FAIL"
+    row["eval_err"] = f"{e:.1e}"
+    return e <= 1e-5
+
+
+def run_model(exe, zoo, name):
+    m = Model(zoo, name)
+    row = dict(model=name, family=m.man["family"], nodes="?", ops="?", info="-", grad="-", verify="-",
+               train="-", eval="-", step_ms="", grad_err="", eval_err="")
+    if not check_info(exe, m, row):
+        return row, "blocked" if row["info"] == "blocked" else "fail"
+    tmp = tempfile.mkdtemp(prefix=f"zoo-{name}-")
+    try:
+        ok = [check_grad(exe, m, row, tmp), check_verify(exe, m, row), check_train(exe, m, row, tmp),
+              check_eval(exe, m, row, tmp)]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return row, "pass" if all(ok) else "fail"
+
+
+COLS = (("model", 19), ("family", 22), ("nodes", 5), ("ops", 3), ("info", 7), ("grad", 5), ("grad_err", 15),
+        ("verify", 9), ("train", 6), ("eval", 5), ("eval_err", 8), ("step_ms", 7))
+
+
+def print_row(row):
+    cells = [str(row.get(k, "")).ljust(w)[:max(w, len(str(row.get(k, ""))))] for k, w in COLS]
+    print(" ".join(cells) + ("  " + row["note"] if row.get("note") else ""), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--zoo", default="/tmp/onnxtrain-zoo", help="export_zoo.py's --out (default /tmp/onnxtrain-zoo)")
+    ap.add_argument("--onnxtrain", default=os.path.join(ROOT, "build", "onnxtrain"))
+    ap.add_argument("--only", help="comma-separated model names (default: every model in the zoo folder)")
+    ap.add_argument("--allow-unsupported", action="store_true", help="report blocked models without failing")
+    ap.add_argument("--json", help="also write the rows to this JSON file")
+    args = ap.parse_args()
+    if args.only:
+        names = args.only.split(",")
+    else:
+        names = sorted(n for n in os.listdir(args.zoo) if os.path.exists(os.path.join(args.zoo, n, "manifest.json")))
+    missing = [n for n in names if not os.path.exists(os.path.join(args.zoo, n, "manifest.json"))]
+    if missing or not names:
+        print(f"run_zoo: no export in {args.zoo} for {', '.join(missing) or 'any model'}; run export_zoo.py first")
+        return 2
+    print("grad_err: worst gradient error of onnxtrain / of PyTorch float32, both against float64")
+    print_row({k: k for k, _ in COLS})
+    rows, verdicts, t0 = [], {}, time.time()
+    for n in names:
+        row, verdict = run_model(args.onnxtrain, args.zoo, n)
+        rows.append(row)
+        verdicts[n] = verdict
+        print_row(row)
+    passed = [n for n, v in verdicts.items() if v == "pass"]
+    blocked = [n for n, v in verdicts.items() if v == "blocked"]
+    failed = [n for n, v in verdicts.items() if v == "fail"]
+    print(f"zoo: {len(passed)} pass, {len(failed)} fail, {len(blocked)} blocked ({time.time() - t0:.0f}s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 1 if failed or (blocked and not args.allow_unsupported) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

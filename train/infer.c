@@ -1,0 +1,192 @@
+/* infer.c — batched forward passes over a bound copy of the imported graph, and a
+ * second plan for a last partial batch that reads the first one's weights (see
+ * infer.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend_select.h"
+#include "train/infer.h"
+#include "train/session.h"
+
+struct ot_infer_session {
+    ot_model *m;
+    ot_infer_options o;
+    ot_backend *be;
+    ot_graph *g, *g_rest;       /* bound copies of m->graph: the full batches, the last one */
+    ot_executor *ex, *ex_rest;
+    ot_executor *last;          /* the executor of the last run */
+    int64_t batch, n_full, rest;
+};
+
+/* Data against the model's inputs: dtype, rank and every fixed dim past axis 0 (on
+ * the graph as imported, before any work, then on the bound copy, where --bind may
+ * have fixed more). */
+static ot_status check_data(const ot_graph *g, const ot_dataset *d, ot_error *err) {
+    for (int i = 0; i < d->n_arrays; i++) {
+        const ot_data_array *a = &d->arrays[i];
+        const ot_value *v = &g->values[a->value_id];
+        const ot_tensor *t = a->t;
+        char want[160], got[160];
+        ot_shape_str(g, &v->shape, want, sizeof want);
+        ot_shape_str(NULL, &t->shape, got, sizeof got);
+        if (t->dtype != v->dtype)
+            return ot_fail(err, OT_E_DATA, "input '%s' (%s): expected %s %s, got %s %s", v->name, a->path,
+                           ot_dtype_name(v->dtype), want, ot_dtype_name(t->dtype), got);
+        if (t->shape.rank < 1 || (v->shape.rank >= 0 && t->shape.rank != v->shape.rank))
+            return ot_fail(err, OT_E_DATA, "input '%s' (%s): expected %s (samples along axis 0), got %s", v->name,
+                           a->path, want, got);
+        for (int k = 1; k < t->shape.rank; k++)
+            if (v->shape.dim[k] >= 0 && v->shape.dim[k] != t->shape.dim[k])
+                return ot_fail(err, OT_E_DATA, "input '%s' (%s): expected %s per batch, got %s (axis %d differs)",
+                               v->name, a->path, want, got, k);
+    }
+    if (d->n_samples == 0)
+        return ot_fail(err, OT_E_DATA, "input '%s' (%s) holds no samples", d->arrays[0].name, d->arrays[0].path);
+    return OT_OK;
+}
+
+/* BatchNorm and Dropout in inference mode (training_mode 0), or as exported with
+ * train_mode (Dropout off alone with no_dropout). */
+static ot_status set_modes(const ot_infer_options *o, ot_graph *g, ot_error *err) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        ot_node *n = &g->nodes[i];
+        if (n->removed || (n->op != OT_OP_DROPOUT && n->op != OT_OP_BATCH_NORM)) continue;
+        bool off = !o->train_mode || (n->op == OT_OP_DROPOUT && o->no_dropout);
+        if (off && ot_node_set_attr_int(n, "training_mode", 0)) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    }
+    return OT_OK;
+}
+
+/* A bound copy of the import at `batch` (want; 0: the default), modes set; with
+ * weights it borrows them (the full batches' plan), else it reads another's. */
+static ot_status bound_copy(ot_infer_session *s, const ot_dataset *d, int64_t want, bool weights, ot_graph **out,
+                            int64_t *batch, ot_error *err) {
+    ot_graph *g = ot_session_borrow(s->m->graph, weights);
+    if (!g) return ot_fail(err, OT_E_MEMORY, "out of memory copying the graph");
+    int64_t n = d->n_samples, dflt = n < 32 ? n : 32;
+    ot_status st = ot_session_bind(g, g->n_inputs, s->o.bind, s->o.n_bind, d, want, dflt, -1, batch, err);
+    for (int k = 0; !st && k < g->n_inputs; k++) {
+        const ot_value *v = &g->values[g->inputs[k]];
+        if (v->shape.rank >= 1 && v->shape.dim[0] == *batch) continue;
+        char shape[160];
+        ot_shape_str(g, &v->shape, shape, sizeof shape);
+        st = ot_fail(err, OT_E_DATA, "input '%s': its axis 0 is not the batch dim of '%s' (shape %s with batch %lld)",
+                     v->name, g->values[g->inputs[0]].name, shape, (long long)*batch);
+    }
+    if (!st) st = set_modes(&s->o, g, err);
+    if (!st) st = ot_graph_require_static(g, err);
+    if (st) {
+        ot_session_give_back(s->m->graph, g);
+        ot_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return OT_OK;
+}
+
+/* The last partial batch's executor: its params and state are bound to the main
+ * executor's copy of the value of the same id, so no second copy of the weights. */
+static ot_status rest_executor(ot_infer_session *s, ot_error *err) {
+    const ot_graph *g = s->g_rest;
+    ot_exec_options eo = {.n_threads = s->o.n_threads, .seed = s->o.seed};
+    ot_exec_binding *bind = calloc((size_t)g->n_values + 1, sizeof *bind);
+    if (!bind) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    for (int v = 0; v < g->n_values; v++) {
+        const ot_value *val = &g->values[v];
+        if (val->kind != OT_VK_PARAM && val->kind != OT_VK_STATE) continue;
+        void *p = ot_executor_value_ptr(s->ex, v);
+        if (!p || s->g->values[v].nbytes != val->nbytes) continue; /* not read by the plan */
+        bind[eo.n_bind++] = (ot_exec_binding){.value_id = v, .data = p, .nbytes = val->nbytes};
+    }
+    eo.bind = bind;
+    ot_status st = ot_executor_new(s->g_rest, s->be, &eo, &s->ex_rest, err);
+    free(bind);
+    return st;
+}
+
+ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_dataset *data, ot_infer_session **out,
+                               ot_error *err) {
+    *out = NULL;
+    const ot_graph *g0 = m->graph;
+    if (g0->n_inputs == 0) return ot_fail(err, OT_E_MODEL, "%s: the model has no data inputs", m->path);
+    if (data->n_arrays == 0) return ot_fail(err, OT_E_USAGE, "no input data: pass --input FILE.npy");
+    ot_status st = ot_session_map_data(g0, g0->n_inputs, -1, NULL, data, "data", err);
+    if (!st) st = check_data(g0, data, err);
+    if (st) return st;
+    ot_infer_session *s = calloc(1, sizeof *s);
+    if (!s) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    s->m = m;
+    s->o = *o;
+    int64_t count = data->n_samples, want = o->batch_size;
+    const ot_value *x = &g0->values[g0->inputs[0]];
+    bool fixed = x->shape.rank >= 1 && x->shape.dim[0] >= 0;
+    if (!fixed && want > count) want = count;
+    if ((st = bound_copy(s, data, want, true, &s->g, &s->batch, err))) goto fail;
+    if ((st = check_data(s->g, data, err))) goto fail; /* against what --bind fixed too */
+    s->n_full = count / s->batch;
+    s->rest = count % s->batch;
+    if (s->rest && s->g->values[s->g->inputs[0]].shape.sym[0] < 0) {
+        st = ot_fail(err, OT_E_DATA, "input '%s' (%s): the model has a fixed batch of %lld, the data has %lld samples (not a multiple)",
+                     x->name, data->arrays[0].path, (long long)s->batch, (long long)count);
+        goto fail;
+    }
+    if (!(s->be = ot_backend_new_by_name(o->device ? o->device : "cpu", o->n_threads, err))) {
+        st = err ? err->code : OT_E_DEVICE;
+        goto fail;
+    }
+    /* Nothing reads the model's weights after this (eval writes no model): the
+     * executor's arena keeps the only copy. */
+    ot_exec_options eo = {.n_threads = o->n_threads, .seed = o->seed, .release_host_data = true};
+    if ((st = ot_executor_new(s->g, s->be, &eo, &s->ex, err))) goto fail;
+    if (s->rest) {
+        int64_t b = 0;
+        if ((st = bound_copy(s, data, s->rest, false, &s->g_rest, &b, err))) goto fail;
+        if ((st = rest_executor(s, err))) goto fail;
+    }
+    *out = s;
+    return OT_OK;
+fail:
+    ot_infer_session_free(s);
+    return st;
+}
+
+void ot_infer_session_free(ot_infer_session *s) {
+    if (!s) return;
+    ot_executor_free(s->ex_rest);
+    ot_executor_free(s->ex);
+    ot_backend_free(s->be);
+    if (s->g) ot_session_give_back(s->m->graph, s->g);
+    ot_graph_free(s->g);
+    ot_graph_free(s->g_rest);
+    free(s);
+}
+
+int64_t ot_infer_batch_size(const ot_infer_session *s) { return s->batch; }
+int64_t ot_infer_full_batches(const ot_infer_session *s) { return s->n_full; }
+int64_t ot_infer_last_batch(const ot_infer_session *s) { return s->rest; }
+const ot_graph *ot_infer_graph(const ot_infer_session *s) { return s->g; }
+const ot_plan *ot_infer_plan(const ot_infer_session *s) { return ot_executor_plan(s->ex); }
+size_t ot_infer_high_water(const ot_infer_session *s) { return ot_executor_high_water(s->ex); }
+
+ot_status ot_infer_run(ot_infer_session *s, const ot_dataset *data, int64_t start, int64_t n, ot_error *err) {
+    ot_executor *ex = n == s->batch ? s->ex : n == s->rest ? s->ex_rest : NULL;
+    if (!ex) return ot_fail(err, OT_E_INTERNAL, "eval: no plan for a batch of %lld", (long long)n);
+    for (int k = 0; k < data->n_arrays; k++) {
+        const ot_data_array *a = &data->arrays[k];
+        ot_tensor view = *a->t;
+        size_t row = a->t->nbytes / (size_t)a->t->shape.dim[0];
+        view.shape.dim[0] = n;
+        view.data = (unsigned char *)a->t->data + (size_t)start * row;
+        view.nbytes = (size_t)n * row;
+        ot_status st = ot_executor_set_input(ex, a->value_id, &view, err);
+        if (st) return st;
+    }
+    s->last = ex;
+    return ot_executor_run(ex, err);
+}
+
+ot_status ot_infer_get_output(ot_infer_session *s, int k, ot_tensor **out, ot_error *err) {
+    if (!s->last || k < 0 || k >= s->g->n_outputs)
+        return ot_fail(err, OT_E_INTERNAL, "eval: output %d of no run", k);
+    return ot_executor_get(s->last, s->g->outputs[k], out, err);
+}
