@@ -11,7 +11,7 @@
  * pointers: unary, binary, Equal, Where, Sum, Expand, ExpandLike, Cast, the
  * activation gradients, Dropout and DropoutGrad, the fills, the views, Transpose,
  * Concat, Split, Slice, SliceGrad, Gather, GatherGrad, the layout and indexing ops of
- * issue 13 (cuda_index.cu), MaxPool, AveragePool and their
+ * issue 13 (cuda_index.cu, cuda_scatter.cu), MaxPool, AveragePool and their
  * gradients, MseLossGrad, SgdStep and AdamStep (ot_cuda_has_host_mode says which).
  * ot_cuda_read_ints / ot_cuda_read_double read host memory then. The module exports
  * this as pointwise_host (cuda_module.h) so tests compare it with the CPU kernels, bit
