@@ -60,6 +60,18 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = ot_grad_loss,
     [OT_OP_NLL_LOSS] = ot_grad_loss,
     [OT_OP_MSE_LOSS] = ot_grad_loss,
+    /* ---- comparison, logic and pointwise math (issue 13): grad_math.c ---- */
+    [OT_OP_ABS] = ot_grad_math,
+    [OT_OP_SIN] = ot_grad_math,
+    [OT_OP_COS] = ot_grad_math,
+    [OT_OP_HARD_SIGMOID] = ot_grad_math,
+    [OT_OP_HARD_SWISH] = ot_grad_math,
+    [OT_OP_SOFTPLUS] = ot_grad_math,
+    [OT_OP_MISH] = ot_grad_math,
+    [OT_OP_MIN] = ot_grad_math,
+    [OT_OP_MAX] = ot_grad_math,
+    [OT_OP_MOD] = ot_grad_math,
+    [OT_OP_CAST_LIKE] = ot_grad_math,
     /* ---- layout and indexing (issue 13): grad_index.c ---- */
     [OT_OP_PAD] = ot_grad_index,
     [OT_OP_TILE] = ot_grad_index,
@@ -69,7 +81,8 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_SCATTER_ND] = ot_grad_index,
     [OT_OP_SCATTER_ELEMENTS] = ot_grad_index,
     [OT_OP_GATHER_ND] = ot_grad_index,
-    /* Not differentiable (no entry): Shape, Range, Equal, Constant, ConstantOfShape,
+    /* Not differentiable (no entry): Shape, Range, Equal, the comparisons,
+     * Not, And, Or, Xor, IsNaN, IsInf, Constant, ConstantOfShape,
      * every backward-only op and the optimizer steps. */
 };
 

@@ -1,49 +1,98 @@
 /* args.c — option-value parsing shared by the CLI commands (see args.h). */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "train/npy.h"
+#include "train/outputs.h"
 #include "train/train.h"
 
-ot_status ot_args_int(const char *opt, const char *text, int64_t min, int64_t max, int64_t *out, ot_error *err) {
+/* The option values are checked by three parsers, one per kind (integer, real, size),
+ * all with the same rules: the whole text is the number (no leading blanks, no
+ * trailing junk), a value the type cannot hold is "out of range" rather than clamped,
+ * and a value outside the option's range names the option and the range. */
+
+/* Shared start: a value is present and does not begin with a blank (strtoll and
+ * strtod would skip it, and "--steps ' 5'" is more likely a quoting slip). */
+static ot_status value_present(const char *opt, const char *text, ot_error *err) {
     if (!text || !*text) return ot_fail(err, OT_E_USAGE, "%s: missing value", opt);
+    if (isspace((unsigned char)text[0])) return ot_fail(err, OT_E_USAGE, "%s '%s': starts with a blank", opt, text);
+    return OT_OK;
+}
+
+ot_status ot_args_int(const char *opt, const char *text, int64_t min, int64_t max, int64_t *out, ot_error *err) {
+    ot_status st = value_present(opt, text, err);
+    if (st) return st;
     char *end = NULL;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    if (errno || *end || end == text)
-        return ot_fail(err, OT_E_USAGE, "%s '%s': expected an integer", opt, text);
-    if (v < min || v > max)
-        return ot_fail(err, OT_E_USAGE, "%s %lld: must be between %lld and %lld", opt, v, (long long)min,
+    if (end == text) return ot_fail(err, OT_E_USAGE, "%s '%s': expected an integer", opt, text);
+    if (*end) return ot_fail(err, OT_E_USAGE, "%s '%s': expected an integer, found '%s' after it", opt, text, end);
+    /* beyond int64 on a side the option leaves open: the type is the only limit */
+    if (errno == ERANGE && ((v > 0 && max == INT64_MAX) || (v < 0 && min == INT64_MIN)))
+        return ot_fail(err, OT_E_USAGE, "%s %s: does not fit a 64-bit integer", opt, text);
+    if (errno == ERANGE || v < min || v > max) {
+        if (max == INT64_MAX)
+            return ot_fail(err, OT_E_USAGE, "%s %s: must be at least %lld", opt, text, (long long)min);
+        return ot_fail(err, OT_E_USAGE, "%s %s: must be between %lld and %lld", opt, text, (long long)min,
                        (long long)max);
+    }
+    *out = v;
+    return OT_OK;
+}
+
+/* The text of a real's range, e.g. "> 0", ">= 0 and < 1". */
+static void range_text(const ot_args_real_range *r, char *buf, size_t n) {
+    int k = snprintf(buf, n, "%s %g", r->min_exclusive ? ">" : ">=", r->min);
+    if (r->has_max && k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, " and %s %g", r->max_exclusive ? "<" : "<=", r->max);
+}
+
+ot_status ot_args_real(const char *opt, const char *text, const ot_args_real_range *r, double *out, ot_error *err) {
+    ot_status st = value_present(opt, text, err);
+    if (st) return st;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text) return ot_fail(err, OT_E_USAGE, "%s '%s': expected a number", opt, text);
+    if (*end) return ot_fail(err, OT_E_USAGE, "%s '%s': expected a number, found '%s' after it", opt, text, end);
+    if (isnan(v)) return ot_fail(err, OT_E_USAGE, "%s '%s': must be a number, not NaN", opt, text);
+    if (isinf(v) && errno != ERANGE) return ot_fail(err, OT_E_USAGE, "%s '%s': must be finite", opt, text);
+    if (isinf(v)) return ot_fail(err, OT_E_USAGE, "%s '%s': too large for a double (above %g)", opt, text, DBL_MAX);
+    /* ERANGE on a tiny value is underflow: strtod returned the nearest double (a
+     * subnormal such as 1e-320, or 0), which is a valid value, as Python's float()
+     * and so torch take it. Only the range decides. */
+    char rt[80];
+    range_text(r, rt, sizeof rt);
+    bool low = r->min_exclusive ? !(v > r->min) : !(v >= r->min);
+    bool high = r->has_max && (r->max_exclusive ? !(v < r->max) : !(v <= r->max));
+    if (low || high) {
+        if (v == 0 && errno == ERANGE)
+            return ot_fail(err, OT_E_USAGE, "%s %s: rounds to 0 as a double; must be %s", opt, text, rt);
+        return ot_fail(err, OT_E_USAGE, "%s %s: must be %s", opt, text, rt);
+    }
     *out = v;
     return OT_OK;
 }
 
 ot_status ot_args_double(const char *opt, const char *text, double min, bool min_exclusive, double *out,
                          ot_error *err) {
-    if (!text || !*text) return ot_fail(err, OT_E_USAGE, "%s: missing value", opt);
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || *end || end == text || !isfinite(v))
-        return ot_fail(err, OT_E_USAGE, "%s '%s': expected a finite number", opt, text);
-    if (min_exclusive ? !(v > min) : !(v >= min))
-        return ot_fail(err, OT_E_USAGE, "%s %g: must be %s %g", opt, v, min_exclusive ? ">" : ">=", min);
-    *out = v;
-    return OT_OK;
+    ot_args_real_range r = {.min = min, .min_exclusive = min_exclusive};
+    return ot_args_real(opt, text, &r, out, err);
 }
 
 ot_status ot_args_size(const char *opt, const char *text, int64_t *bytes, ot_error *err) {
-    if (!text || !*text) return ot_fail(err, OT_E_USAGE, "%s: missing size", opt);
+    ot_status st = value_present(opt, text, err);
+    if (st) return st;
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);
-    if (errno || end == text || !isfinite(v) || v < 0)
+    if (end == text || isnan(v))
         return ot_fail(err, OT_E_USAGE, "%s '%s': expected a size such as 4096, 512M or 1.5G", opt, text);
+    if (v < 0) return ot_fail(err, OT_E_USAGE, "%s '%s': a size cannot be negative", opt, text);
     double mult = 1;
     const char *u = end;
     switch (toupper((unsigned char)*u)) {
@@ -57,8 +106,17 @@ ot_status ot_args_size(const char *opt, const char *text, int64_t *bytes, ot_err
     if (*u == 'B' || *u == 'b') u++;
     if (*u) return ot_fail(err, OT_E_USAGE, "%s '%s': unknown unit '%s' (use K, M, G or T)", opt, text, end);
     double b = v * mult;
-    if (b > 9.0e18) return ot_fail(err, OT_E_USAGE, "%s '%s': too large", opt, text);
+    if (!(b <= 9.0e18)) return ot_fail(err, OT_E_USAGE, "%s '%s': too large (the most is 8E, 9e18 bytes)", opt, text);
     *bytes = (int64_t)b;
+    return OT_OK;
+}
+
+ot_status ot_args_product(const char *what, int64_t a, int64_t b, int64_t max, int64_t *out, ot_error *err) {
+    int64_t p;
+    if (__builtin_mul_overflow(a, b, &p) || p > max)
+        return ot_fail(err, OT_E_USAGE, "%s (%lld x %lld) is too large: the most is %lld", what, (long long)a,
+                       (long long)b, (long long)max);
+    if (out) *out = p;
     return OT_OK;
 }
 
@@ -100,6 +158,26 @@ void ot_input_specs_free(ot_input_specs *l) {
     }
     free(l->v);
     memset(l, 0, sizeof *l);
+}
+
+ot_status ot_args_add_input_files(ot_run_files *f, const ot_input_specs *l, const char *opt, const char *labels,
+                                  const char *labels_opt, ot_error *err) {
+    ot_status st = OT_OK;
+    for (int i = 0; i < l->n && !st; i++) st = ot_run_files_input(f, opt, l->v[i].path, err);
+    if (!st) st = ot_run_files_input(f, labels_opt, labels, err);
+    return st;
+}
+
+ot_status ot_args_check_output(const ot_model *m, const ot_common_args *a, const char *opt, const char *path,
+                               bool folder_of_files, ot_error *err) {
+    if (!path) return OT_OK;
+    ot_run_files f = {0};
+    ot_status st = ot_run_files_model(&f, m, err);
+    if (!st) st = ot_args_add_input_files(&f, &a->inputs, "--input", a->labels, "--labels", err);
+    if (!st) st = ot_run_files_output(&f, opt, path, folder_of_files ? OT_OUTPUT_FOLDER_OF_FILES : OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_check(&f, err);
+    ot_run_files_free(&f);
+    return st;
 }
 
 ot_status ot_str_list_add(ot_str_list *l, const char *s, ot_error *err) {
@@ -149,6 +227,7 @@ ot_status ot_args_load_dataset(const ot_input_specs *inputs, const char *labels,
 }
 
 ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *handled, ot_error *err) {
+    static const ot_args_real_range beta_range = {.min = 0, .has_max = true, .max = 1, .max_exclusive = true};
     int64_t v;
     ot_status st = OT_OK;
     *handled = true;
@@ -185,13 +264,13 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_MOMENTUM: return ot_args_double("--momentum", arg, 0, false, &a->momentum, err);
     case OT_ARG_NESTEROV: a->nesterov = true; return OT_OK;
     case OT_ARG_WD: return ot_args_double("--weight-decay", arg, 0, false, &a->weight_decay, err);
-    case OT_ARG_BETA1: return ot_args_double("--beta1", arg, 0, false, &a->beta1, err);
-    case OT_ARG_BETA2: return ot_args_double("--beta2", arg, 0, false, &a->beta2, err);
+    case OT_ARG_BETA1: return ot_args_real("--beta1", arg, &beta_range, &a->beta1, err);
+    case OT_ARG_BETA2: return ot_args_real("--beta2", arg, &beta_range, &a->beta2, err);
     case OT_ARG_EPS: return ot_args_double("--eps", arg, 0, true, &a->eps, err);
     case OT_ARG_CLIP: return ot_args_double("--clip-grad-norm", arg, 0, true, &a->clip, err);
     case OT_ARG_SCHED: return ot_schedule_kind_parse(arg, &a->schedule, err);
-    case OT_ARG_WARMUP: return ot_args_int("--warmup-steps", arg, 0, INT64_MAX / 4, &a->warmup, err);
-    case OT_ARG_ACCUM: return ot_args_int("--accum", arg, 1, 1 << 20, &a->accum, err);
+    case OT_ARG_WARMUP: return ot_args_int("--warmup-steps", arg, 0, OT_ARGS_MAX_STEPS, &a->warmup, err);
+    case OT_ARG_ACCUM: return ot_args_int("--accum", arg, 1, OT_ARGS_MAX_ACCUM, &a->accum, err);
     default: *handled = false; return OT_OK;
     }
 }

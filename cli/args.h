@@ -13,18 +13,44 @@
 #include "ir.h"
 #include "train/optim.h"
 
-/* A decimal integer in [min, max] ("--steps 100"). */
 /* After getopt: exactly one positional MODEL argument must remain (argv[optind]).
  * Sets *model or fails with OT_E_USAGE naming what is missing or extra. */
 ot_status ot_args_one_model(int argc, char **argv, int optind_after, const char **model, ot_error *err);
 
+/* The numeric parsers, one per kind. Each takes the whole text (no leading blank, no
+ * trailing junk) and fails with OT_E_USAGE naming the option, the text and the rule:
+ * "--steps 0: must be between 1 and 1099511627776", "--lr 'x': expected a number". */
+
+/* A decimal integer in [min, max] ("--steps 100"); beyond int64 is out of range too. */
 ot_status ot_args_int(const char *opt, const char *text, int64_t min, int64_t max, int64_t *out, ot_error *err);
-/* A finite real ("--lr 3e-4"); min_exclusive: value must be > min, else >= min. */
+
+/* The range of a real option: min (or above it), and optionally max (or below it). */
+typedef struct ot_args_real_range {
+    double min;
+    bool min_exclusive;
+    bool has_max;
+    double max;
+    bool max_exclusive;
+} ot_args_real_range;
+/* A finite real in the range ("--lr 3e-4"). NaN, inf and overflow are refused; a
+ * value that underflows is the nearest double (1e-320 is a subnormal, accepted as
+ * Python's float() does), refused only when that falls outside the range. */
+ot_status ot_args_real(const char *opt, const char *text, const ot_args_real_range *r, double *out, ot_error *err);
+/* ot_args_real with only a minimum; min_exclusive: value must be > min, else >= min. */
 ot_status ot_args_double(const char *opt, const char *text, double min, bool min_exclusive, double *out,
                          ot_error *err);
 /* A byte size: "4096", "512K", "512M", "2G", "1.5GiB", "1T" (K/M/G/T and KiB/... are
- * powers of 1024; a trailing "B" is allowed). */
+ * powers of 1024; a trailing "B" is allowed); not negative, at most 9e18. */
 ot_status ot_args_size(const char *opt, const char *text, int64_t *bytes, ot_error *err);
+/* a * b of two option values, refused (OT_E_USAGE naming `what` and both) when it
+ * overflows or exceeds max; *out (may be NULL) receives it. */
+ot_status ot_args_product(const char *what, int64_t a, int64_t b, int64_t max, int64_t *out, ot_error *err);
+
+/* Bounds of the loop options: far beyond any real run, small enough that every
+ * product the loop forms (steps x accum micro-batches, x batch samples) fits int64. */
+#define OT_ARGS_MAX_STEPS (INT64_C(1) << 40)
+#define OT_ARGS_MAX_ACCUM (INT64_C(1) << 20)
+#define OT_ARGS_MAX_MICRO_BATCHES (INT64_C(1) << 40) /* --steps x --accum */
 
 /* "--input NAME=FILE" or "--input FILE" (name NULL: matched to the model's data
  * inputs in order). A text whose part before '=' contains '/' is a plain FILE. */
@@ -40,6 +66,12 @@ typedef struct ot_input_specs {
 
 ot_status ot_args_add_input(ot_input_specs *l, const char *opt, const char *text, ot_error *err);
 void ot_input_specs_free(ot_input_specs *l);
+
+/* Adds every spec's file (as opt, e.g. "--input") and the labels file (as labels_opt;
+ * may be NULL) to a run's inputs (train/outputs.h). */
+struct ot_run_files;
+ot_status ot_args_add_input_files(struct ot_run_files *f, const ot_input_specs *l, const char *opt, const char *labels,
+                                  const char *labels_opt, ot_error *err);
 
 /* A list of strings (repeated --freeze / --train / --bind). Items are not copied:
  * they point into argv. */
@@ -138,12 +170,12 @@ enum {
     "                            A pattern that matches no param is an error (exit 2).\n"
 #define OT_ARGS_HELP_OPTIM                                                                                           \
     "  --optimizer NAME          sgd (default), adam, adamw\n"                                                      \
-    "  --lr X                    learning rate (default 0.01 for sgd, 0.001 for adam/adamw)\n"                      \
+    "  --lr X                    learning rate > 0 (default 0.01 for sgd, 0.001 for adam/adamw)\n"                \
     "  --momentum X              sgd momentum (default 0; dampening is always 0)\n"                                 \
     "  --nesterov                sgd Nesterov momentum (needs --momentum > 0)\n"                                    \
     "  --weight-decay X          sgd/adam: L2 added to the gradient; adamw: decoupled\n"                            \
     "                            (default 0; adamw 0.01)\n"                                                         \
-    "  --beta1 X, --beta2 X      adam/adamw (default 0.9, 0.999)\n"                                                 \
+    "  --beta1 X, --beta2 X      adam/adamw, each in [0, 1) (default 0.9, 0.999)\n"                                 \
     "  --eps X                   adam/adamw (default 1e-8)\n"                                                       \
     "  --clip-grad-norm X        clip the global L2 gradient norm to X (default: off), as\n"                        \
     "                            torch.nn.utils.clip_grad_norm_\n"                                                  \
@@ -151,7 +183,8 @@ enum {
     "                            cosine: warm-up, then lr*(1+cos(pi*(s-W)/(T-W)))/2 to step T\n"                    \
     "  --warmup-steps W          warm-up steps (default 0)\n"                                                       \
     "  --accum K                 micro-batches per optimizer step (gradient accumulation, in\n"                    \
-    "                            accumulators in the arena; the step uses their mean; default 1)\n"
+    "                            accumulators in the arena; the step uses their mean; default 1,\n"                \
+    "                            at most 2^20)\n"
 
 /* Set up by ot_common_args_init: no inputs, every default. */
 typedef struct ot_common_args {
@@ -173,7 +206,7 @@ typedef struct ot_common_args {
     bool nesterov;
     ot_schedule_kind schedule;
     int64_t warmup;
-    int64_t accum;          /* --accum, 1..2^20; 0: not given (1) */
+    int64_t accum;          /* --accum, 1..OT_ARGS_MAX_ACCUM; 0: not given (1) */
 } ot_common_args;
 
 /* Reads option `code` with value `arg` into a when it is one of the shared options
@@ -181,6 +214,13 @@ typedef struct ot_common_args {
 ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *handled, ot_error *err);
 void ot_common_args_init(ot_common_args *a);
 void ot_common_args_free(ot_common_args *a);
+
+/* Checks one output of a command (opt, path; NULL: none) against the model, its
+ * external data and the shared options' data files (ot_run_files_check), before any
+ * work. folder_of_files: a folder the command fills with files named after values. */
+struct ot_model;
+ot_status ot_args_check_output(const struct ot_model *m, const ot_common_args *a, const char *opt, const char *path,
+                               bool folder_of_files, ot_error *err);
 
 struct ot_train_options;
 /* Copies the shared settings into training options (the lists point into a), the

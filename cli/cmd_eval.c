@@ -198,6 +198,7 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
     const ot_common_args *a = &o->args;
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail; /* once: the last batch plans over it too */
+    if ((st = ot_args_check_output(m, a, "--dump-outputs", o->dump_dir, true, err))) goto fail;
     if ((st = ot_args_load_dataset(&a->inputs, NULL, &data, err))) goto fail;
     ot_infer_options eo = {.bind = a->bind.v, .n_bind = a->bind.n, .batch_size = a->batch_size, .seed = a->seed,
                            .n_threads = a->n_threads, .device = a->device, .train_mode = o->train_mode,

@@ -145,6 +145,7 @@ int ot_cmd_grad(int argc, char **argv) {
     ot_common_args_to_train(&ca, &o);
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
+    if ((st = ot_args_check_output(m, &ca, "--dump-grads", dump, true, &err))) goto done;
     if ((st = ot_args_load_dataset(&ca.inputs, ca.labels, &data, &err))) goto done;
     if ((st = ot_train_session_new(m, &o, &data, false, &s, &err))) goto done;
     double loss = 0;

@@ -17,6 +17,7 @@
 #include "kernels/kernel.h"
 #include "remat/remat.h"
 #include "remat/timeline.h"
+#include "train/outputs.h"
 #include "train/train.h"
 #include "train/train_memory.h"
 
@@ -172,14 +173,29 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
     if (segments) print_segments(pl, false);
 }
 
-static ot_status write_dot(const char *path, const ot_graph *g, ot_error *err) {
+/* Writes and syncs the graph under a temporary name; *out is committed by the caller. */
+static ot_status write_dot(const char *path, const ot_graph *g, ot_atomic_file **out, ot_error *err) {
     ot_atomic_file *af;
     ot_status st = ot_atomic_open(path, &af, err);
     if (!st) {
         ot_graph_dump_dot(g, ot_atomic_stream(af));
-        st = ot_atomic_commit(af, err);
+        st = ot_atomic_finish(af, err); /* frees af on failure */
     }
     if (st && err) ot_error_prefix(err, "--dot ");
+    *out = st ? NULL : af;
+    return st;
+}
+
+/* --dot and --timeline against the model, its external data and the data files. */
+static ot_status check_files(const plan_opts *o, const ot_model *m, ot_error *err) {
+    ot_run_files f = {0};
+    ot_status st = ot_run_files_model(&f, m, err);
+    if (!st) st = ot_args_add_input_files(&f, &o->args.inputs, "--input", o->args.labels, "--labels", err);
+    if (!st) st = ot_args_add_input_files(&f, &o->val_inputs, "--val-input", o->val_labels, "--val-labels", err);
+    if (!st) st = ot_run_files_output(&f, "--dot", o->dot, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_output(&f, "--timeline", o->timeline, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_check(&f, err);
+    ot_run_files_free(&f);
     return st;
 }
 
@@ -252,12 +268,14 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
     ot_model *m = NULL;
     ot_dataset data = {0}, val = {0};
     planned p0 = {0}, p1 = {0};
+    ot_atomic_file *dot = NULL;
     const ot_common_args *a = &o->args;
     const char *policy = a->remat ? a->remat : "auto";
     /* one import for every plan below (and every --batch-size auto probe): each plan
      * binds its own copy of the graph. Nothing runs, so the weights are not read. */
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true};
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail;
+    if ((st = check_files(o, m, err))) goto fail;
     if ((st = ot_args_load_dataset(&a->inputs, a->labels, &data, err))) goto fail;
     int64_t batch = a->batch_size;
     if (o->batch_auto) {
@@ -279,7 +297,9 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
     policy_label(policy, a->memory_budget, label, sizeof label);
     batch = ot_train_batch_size(p1.s);
     print_plans(o, &p0, &p1, label, batch);
-    if (o->dot && (st = write_dot(o->dot, ot_train_graph(p1.s), err))) goto fail;
+    /* --dot is written and synced first and renamed only after the timeline was
+     * written, so a failed timeline leaves neither */
+    if (o->dot && (st = write_dot(o->dot, ot_train_graph(p1.s), &dot, err))) goto fail;
     if (o->timeline) {
         const ot_plan *plans[2] = {p0.p, p1.p};
         char l1[300];
@@ -289,7 +309,13 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
         snprintf(title, sizeof title, "%s, batch %lld: bytes in use along the schedule", o->model, (long long)batch);
         if ((st = ot_remat_timeline_svg(o->timeline, plans, labels, 2, title, err))) goto fail;
     }
+    if (dot) {
+        ot_atomic_file *d = dot;
+        dot = NULL;
+        if ((st = ot_atomic_commit(d, err)) && err) ot_error_prefix(err, "--dot ");
+    }
 fail:
+    ot_atomic_abort(dot);
     ot_train_session_free(p0.s);
     ot_train_session_free(p1.s);
     ot_dataset_free(&data);

@@ -7,15 +7,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "cli/args.h"
+#include "ir/atomic_file.h"
 #include "remat/remat.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
 #include "train/report.h"
 #include "train/train.h"
+#include "train/outputs.h"
 #include "train/train_memory.h"
 #include "kernels/kernel.h"
 
@@ -23,8 +26,11 @@ static void train_usage(FILE *f) {
     fputs("usage: onnxtrain train MODEL.onnx --input FILE.npy|NAME=FILE.npy ... [--labels FILE.npy]\n"
           "                       [options] -o TUNED.onnx\n\n"
           "Trains the model's floating-point initializers and writes the tuned model. The model\n"
-          "file is never modified; TUNED.onnx is written (temporary name, then rename) only when\n"
-          "the whole run succeeds.\n\n"
+          "file is never modified; TUNED.onnx and the --report are written (temporary names,\n"
+          "then rename) only when the whole run succeeds. Before any work every output is\n"
+          "checked: an output naming an input of the run (the model, its external data, a data\n"
+          "file, --resume; symlinks and hard links included) or another output, an empty name\n"
+          "or a folder exit 2; a missing or unwritable folder exits 3.\n\n"
           "data:\n"
           "  --input FILE | NAME=FILE  .npy array for a model input, samples along axis 0. Without\n"
           "                            NAME the files go to the model's inputs in order. Repeatable.\n"
@@ -49,8 +55,10 @@ static void train_usage(FILE *f) {
           "optimizer (updates follow torch.optim):\n"
           OT_ARGS_HELP_OPTIM
           "loop:\n"
-          "  --steps N                 optimizer steps (default: from --epochs)\n"
-          "  --epochs E                passes over the data (default 1); ignored with --steps\n"
+          "  --steps N                 optimizer steps, at most 2^40 and with --accum at most 2^40\n"
+          "                            micro-batches (default: from --epochs)\n"
+          "  --epochs E                passes over the data (default 1, at most 2^30); ignored with\n"
+          "                            --steps\n"
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
@@ -60,7 +68,8 @@ static void train_usage(FILE *f) {
           "output:\n"
           "  -o, --output-model FILE   the tuned model (required)\n"
           "  --report FILE.json        loss history, learning rates, gradient norms, step times,\n"
-          "                            validation results and the memory plan\n"
+          "                            validation results and the memory plan; written in full\n"
+          "                            before the tuned model, renamed into place after it\n"
           "  --log-every N             without a terminal: a log line every N steps (default ~20\n"
           "                            lines per run). On a terminal one line is updated in place.\n"
           "  --quiet                   print only errors and the final summary\n"
@@ -151,6 +160,7 @@ typedef struct train_cli {
     ot_input_specs val_inputs;
     const char *model_path, *val_labels, *out_path, *report, *ckpt_dir, *resume;
     bool quiet, help;
+    bool model_written, report_written; /* what write_outputs put in place */
     int64_t log_every;
     char *default_ckpt_dir;
     ot_checkpoint ck;
@@ -170,7 +180,7 @@ static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err)
     switch (c) {
     case O_VAL_INPUT: return ot_args_add_input(&t->val_inputs, "--val-input", arg, err);
     case O_VAL_LABELS: t->val_labels = arg; return OT_OK;
-    case O_STEPS: return ot_args_int("--steps", arg, 1, INT64_MAX / 4, &t->o.steps, err);
+    case O_STEPS: return ot_args_int("--steps", arg, 1, OT_ARGS_MAX_STEPS, &t->o.steps, err);
     case O_EPOCHS: return ot_args_int("--epochs", arg, 1, 1 << 30, &t->o.epochs, err);
     case O_REPORT: t->report = arg; return OT_OK;
     case O_LOG_EVERY: return ot_args_int("--log-every", arg, 1, INT64_MAX / 4, &t->log_every, err);
@@ -219,18 +229,15 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
     return ot_args_one_model(argc, argv, optind, &t->model_path, err);
 }
 
-/* What can be refused before any work: no output or an unwritable folder for it,
- * half the validation data, a bad remat policy. */
+/* What can be refused before any work: no output, half the validation data, a bad
+ * remat policy. (The output paths themselves are checked by check_files.) */
 static ot_status check_args(const train_cli *t, ot_error *err) {
     if (!t->out_path) return ot_fail(err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
-    /* fail before training, not after, when the tuned model cannot be written */
-    char *dir = strdup(t->out_path);
-    char *slash = dir ? strrchr(dir, '/') : NULL;
-    const char *d = !dir ? "." : slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
     ot_status st = OT_OK;
-    if (access(d, W_OK | X_OK) != 0) st = ot_fail(err, OT_E_IO, "-o %s: cannot write into the folder '%s'", t->out_path, d);
-    free(dir);
-    if (st) return st;
+    /* the loop numbers micro-batches as step * accum + k: refuse what would overflow */
+    if (t->o.steps > 0 &&
+        (st = ot_args_product("--steps x --accum micro-batches", t->o.steps, t->o.accum, OT_ARGS_MAX_MICRO_BATCHES, NULL, err)))
+        return st;
     if ((t->val_inputs.n > 0) != (t->val_labels != NULL) && t->o.loss.kind != OT_LOSS_OUTPUT)
         return ot_fail(err, OT_E_USAGE, "validation needs both --val-input and --val-labels");
     if (t->o.remat) { /* reject a bad policy before any work */
@@ -243,14 +250,18 @@ static ot_status check_args(const train_cli *t, ot_error *err) {
 
 /* The checkpoint folder (default: next to the output, where an interrupted run
  * goes) and the checkpoint to resume from. */
-static ot_status setup_checkpoints(train_cli *t, ot_error *err) {
+static ot_status choose_checkpoint_dir(train_cli *t, ot_error *err) {
     if (!t->ckpt_dir) {
         size_t n = strlen(t->out_path) + 8;
         if (!(t->default_ckpt_dir = malloc(n))) return ot_fail(err, OT_E_MEMORY, "out of memory");
         snprintf(t->default_ckpt_dir, n, "%s.ckpt", t->out_path);
-        t->ckpt_dir = t->default_ckpt_dir;
     }
-    t->o.checkpoint_dir = t->ckpt_dir;
+    t->o.checkpoint_dir = t->ckpt_dir ? t->ckpt_dir : t->default_ckpt_dir;
+    return OT_OK;
+}
+
+static ot_status setup_checkpoints(train_cli *t, ot_error *err) {
+    if (!t->ckpt_dir) t->ckpt_dir = t->default_ckpt_dir;
     t->o.stop = &stop_signal;
     if (!t->resume) return OT_OK;
     ot_error skipped = {0};
@@ -313,12 +324,34 @@ static void print_setup(const train_cli *t, int64_t total) {
     if (t->resume) fprintf(stderr, "resuming from %s at step %lld\n", t->ck_path, (long long)t->ck.step);
 }
 
+/* Every output against every input (the model's external data files included) and
+ * each destination on its own, before the data is read or anything is written. */
+static ot_status check_files(const train_cli *t, ot_error *err) {
+    ot_run_files f = {0};
+    ot_status st = ot_run_files_model(&f, t->m, err);
+    if (!st) st = ot_args_add_input_files(&f, &t->ca.inputs, "--input", t->ca.labels, "--labels", err);
+    if (!st) st = ot_args_add_input_files(&f, &t->val_inputs, "--val-input", t->val_labels, "--val-labels", err);
+    if (!st) st = ot_run_files_input(&f, "--resume", t->resume, err);
+    if (!st) st = ot_run_files_output(&f, "-o", t->out_path, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_output(&f, "--report", t->report, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_output(&f, t->ckpt_dir ? "--checkpoint-dir" : "the checkpoint folder", t->o.checkpoint_dir,
+                                      OT_OUTPUT_FOLDER, err);
+    if (!st) st = ot_run_files_check(&f, err);
+    ot_run_files_free(&f);
+    return st;
+}
+
 /* Loads the model and the data and builds the session (memory advice on OT_E_MEMORY). */
 static ot_status build(train_cli *t, ot_error *err) {
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     ot_status st = ot_model_load(t->model_path, &io, &t->m, err);
+    if (!st) st = choose_checkpoint_dir(t, err);
+    if (!st) st = check_files(t, err);
     if (!st) st = ot_args_load_dataset(&t->ca.inputs, t->ca.labels, &t->data, err);
     if (!st && t->val_inputs.n) st = ot_args_load_dataset(&t->val_inputs, t->val_labels, &t->val, err);
+    /* the steps of an epoch-counted run are epochs x batches (<= samples): keep it in int64 */
+    if (!st && t->o.steps == 0 && t->o.epochs > 0)
+        st = ot_args_product("--epochs x samples", t->o.epochs, t->data.n_samples, INT64_MAX, NULL, err);
     if (!st) st = setup_checkpoints(t, err);
     if (st) return st;
     t->o.validation = t->val_inputs.n > 0; /* planned with the session, inside the memory budget */
@@ -352,19 +385,51 @@ static ot_status run(train_cli *t, int64_t total, ot_error *err) {
     return st;
 }
 
-/* The tuned model, the report and the last line. */
-static ot_status finish(train_cli *t, ot_error *err) {
-    ot_status st = ot_model_save(t->m, t->out_path, err);
-    if (st) return st;
-    const ot_train_result *res = &t->res;
+/* The report and the tuned model, which appear together only now that the run has
+ * succeeded: the report is written in full and synced under its temporary name (a
+ * full disk stops here, before the model), then the model is saved (temporary name
+ * and rename), then the report is renamed into place. Only that rename (or the folder
+ * sync after it) can fail with the model already written; the message then says so. */
+static ot_status write_outputs(train_cli *t, ot_error *err) {
+    ot_atomic_file *rep = NULL;
+    ot_status st = OT_OK;
     if (t->report) {
         const ot_loss_options *l = &t->o.loss;
         ot_report_info info = {.model = t->model_path, .output = t->out_path,
                                .loss = l->kind == OT_LOSS_MSE ? "mse" : l->kind == OT_LOSS_OUTPUT ? "output" : "cross-entropy",
                                .remat = t->o.remat, .n_params = ot_train_autodiff(t->s)->n_params,
                                .n_param_elems = param_elems(t->s), .n_threads = t->o.n_threads, .seed = t->o.seed};
-        if ((st = ot_report_write(t->report, &info, ot_train_optim(t->s), res, ot_train_plan(t->s), err))) return st;
+        if (!(st = ot_atomic_open(t->report, &rep, err))) {
+            ot_report_write_json(ot_atomic_stream(rep), &info, ot_train_optim(t->s), &t->res, ot_train_plan(t->s));
+            st = ot_atomic_finish(rep, err); /* frees rep on failure */
+        }
+        if (st) {
+            if (err) ot_error_prefix(err, "report ");
+            return st;
+        }
     }
+    if ((st = ot_model_save(t->m, t->out_path, err))) {
+        ot_atomic_abort(rep);
+        return st;
+    }
+    t->model_written = true;
+    if (!rep) return OT_OK;
+    /* A failed sync of the folder comes after the rename: the report is then in place,
+     * as a new file (a rename always brings the temporary file's inode). */
+    struct stat before, after;
+    bool had = stat(t->report, &before) == 0;
+    st = ot_atomic_commit(rep, err);
+    t->report_written = !st || (stat(t->report, &after) == 0 &&
+                                (!had || after.st_ino != before.st_ino || after.st_dev != before.st_dev));
+    if (st && err) ot_error_prefix(err, "report ");
+    return st;
+}
+
+/* The outputs and the last line. */
+static ot_status finish(train_cli *t, ot_error *err) {
+    ot_status st = write_outputs(t, err);
+    if (st) return st;
+    const ot_train_result *res = &t->res;
     fprintf(stderr, "trained %lld step%s in %.2f s: loss %.6g -> %.6g; wrote %s\n", (long long)res->n_steps,
             res->n_steps == 1 ? "" : "s", res->total_seconds, res->loss[res->first_step], res->loss[res->n_steps - 1],
             t->out_path);
@@ -417,9 +482,13 @@ int ot_cmd_train(int argc, char **argv) {
     if (st) {
         fprintf(stderr, "onnxtrain train: %s\n", err.msg);
         if (st == OT_E_USAGE) fputs("Run 'onnxtrain train --help' for the options.\n", stderr);
-        if (t.res.n_steps > 0 && st != OT_E_USAGE)
-            fprintf(stderr, "stopped after %lld completed steps; %s was not written\n", (long long)t.res.n_steps,
-                    t.out_path ? t.out_path : "the model");
+        if (t.model_written)
+            fprintf(stderr, "after %lld completed steps: the tuned model %s was written; the report %s was %s\n",
+                    (long long)t.res.n_steps, t.out_path, t.report,
+                    t.report_written ? "renamed into place but its folder could not be synced" : "not written");
+        else if (t.res.n_steps > 0 && st != OT_E_USAGE)
+            fprintf(stderr, "stopped after %lld completed steps; %s was not written%s\n", (long long)t.res.n_steps,
+                    t.out_path ? t.out_path : "the model", t.report ? " (nor the report)" : "");
     }
     train_cli_free(&t);
     return (int)st;

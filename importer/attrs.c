@@ -180,6 +180,11 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_REDUCE_SUM] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
     [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = {{"ignore_index", OT_ATTR_INT}, {"reduction", OT_ATTR_STRING}},
     [OT_OP_NLL_LOSS] = {{"ignore_index", OT_ATTR_INT}, {"reduction", OT_ATTR_STRING}},
+    /* ---- comparison, logic and pointwise math (issue 13) ---- */
+    [OT_OP_IS_INF] = {{"detect_negative", OT_ATTR_INT}, {"detect_positive", OT_ATTR_INT}},
+    [OT_OP_HARD_SIGMOID] = {{"alpha", OT_ATTR_FLOAT}, {"beta", OT_ATTR_FLOAT}},
+    [OT_OP_MOD] = {{"fmod", OT_ATTR_INT}},
+    [OT_OP_CAST_LIKE] = {{"saturate", OT_ATTR_INT}},
     /* ---- layout and indexing (issue 13) ---- */
     [OT_OP_PAD] = {{"mode", OT_ATTR_STRING}, {"pads", OT_ATTR_INTS}, {"paddings", OT_ATTR_INTS}, {"value", OT_ATTR_FLOAT}},
     [OT_OP_TRILU] = {{"upper", OT_ATTR_INT}},

@@ -78,6 +78,12 @@ ot_status ot_tensor_load_pb(const char *path, ot_tensor **out, char **name, ot_e
  * unsupported ops: Loop (node 'l'), NonZero (nodes 'a', 'b')"), malloc'd; NULL if none. */
 char *ot_model_unsupported_str(const ot_model *m);
 
+/* The external data files the model's tensors name (main-graph initializers and node
+ * attribute tensors), each as MODEL_DIR/LOCATION once, malloc'd; *n 0 when there are
+ * none. Free with ot_model_external_files_free. Only OT_E_MEMORY can fail. */
+ot_status ot_model_external_files(const ot_model *m, char ***paths, int *n, ot_error *err);
+void ot_model_external_files_free(char **paths, int n);
+
 /* Writes the model back: the original graph, opset, names, metadata and doc strings;
  * each initializer takes the current data of its IR value (params and state).
  * Written to PATH.tmp-XXXX then renamed. */

@@ -570,6 +570,25 @@ static ot_status rule_no_outputs(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt
 
 /* The shape rule of every op, forward and internal alike: the only dispatch of shape
  * inference. Every op of ops.def has an entry (tests/test_op_table.c checks it). */
+/* IsNaN, IsInf: a bool shaped like the input. */
+static ot_status rule_bool_like(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    sh[0] = shape_of(ot_shape_input(c, n, 0));
+    dt[0] = OT_BOOL;
+    return OT_OK;
+}
+
+/* CastLike: input 0's shape, input 1's dtype. */
+static ot_status rule_cast_like(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    sh[0] = shape_of(ot_shape_input(c, n, 0));
+    dt[0] = dtype_of(ot_shape_input(c, n, 1));
+    return OT_OK;
+}
+
+/* ModGrad, MaxGrad, MinGrad: shaped and typed like dY (input 0). */
+static ot_status rule_like_dy(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    return like(c, n, 0, -1, OT_UNDEFINED, dt, sh, 0);
+}
+
 static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_GEMM] = rule_gemm,
     [OT_OP_MATMUL] = rule_matmul,
@@ -652,6 +671,35 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_MSE_LOSS_GRAD] = rule_loss_grad,
     [OT_OP_SGD_STEP] = rule_no_outputs,
     [OT_OP_ADAM_STEP] = rule_no_outputs,
+    /* ---- comparison, logic and pointwise math (issue 13) ---- */
+    [OT_OP_LESS] = rule_equal,
+    [OT_OP_GREATER] = rule_equal,
+    [OT_OP_LESS_OR_EQUAL] = rule_equal,
+    [OT_OP_GREATER_OR_EQUAL] = rule_equal,
+    [OT_OP_NOT] = rule_like_input,
+    [OT_OP_AND] = rule_equal,
+    [OT_OP_OR] = rule_equal,
+    [OT_OP_XOR] = rule_equal,
+    [OT_OP_IS_NAN] = rule_bool_like,
+    [OT_OP_IS_INF] = rule_bool_like,
+    [OT_OP_ABS] = rule_like_input,
+    [OT_OP_SIN] = rule_like_input,
+    [OT_OP_COS] = rule_like_input,
+    [OT_OP_HARD_SIGMOID] = rule_like_input,
+    [OT_OP_HARD_SWISH] = rule_like_input,
+    [OT_OP_SOFTPLUS] = rule_like_input,
+    [OT_OP_MISH] = rule_like_input,
+    [OT_OP_MIN] = rule_broadcast,
+    [OT_OP_MAX] = rule_broadcast,
+    [OT_OP_MOD] = rule_broadcast,
+    [OT_OP_CAST_LIKE] = rule_cast_like,
+    [OT_OP_ABS_GRAD] = rule_grad_pointwise,
+    [OT_OP_HARD_SIGMOID_GRAD] = rule_grad_pointwise,
+    [OT_OP_HARD_SWISH_GRAD] = rule_grad_pointwise,
+    [OT_OP_MISH_GRAD] = rule_grad_pointwise,
+    [OT_OP_MOD_GRAD] = rule_like_dy,
+    [OT_OP_MAX_GRAD] = rule_like_dy,
+    [OT_OP_MIN_GRAD] = rule_like_dy,
     /* ---- layout and indexing (issue 13) ---- */
     [OT_OP_PAD] = ot_shape_rule_pad,
     [OT_OP_TILE] = ot_shape_rule_tile,

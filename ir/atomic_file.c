@@ -18,6 +18,7 @@ struct ot_atomic_file {
     int fd;
     int write_errno; /* of the first failed write, 0 if none */
     bool in_place;   /* a character device or FIFO: written directly, never renamed */
+    bool finished;   /* ot_atomic_finish done: only the rename is left */
     char *path;      /* destination */
     char *tmp;       /* PATH.tmp-XXXXXX (NULL when in place) */
 };
@@ -150,24 +151,37 @@ ot_status ot_atomic_sync_folder(const char *path, ot_error *err) {
     return st;
 }
 
-ot_status ot_atomic_commit(ot_atomic_file *af, ot_error *err) {
+/* Everything but the rename: on failure af is freed and its temporary file removed. */
+static ot_status finish(ot_atomic_file *af, ot_error *err) {
     ot_status st = OT_OK;
     if (fflush(af->f) != 0 || ferror(af->f)) {
         st = ot_fail(err, OT_E_IO, "%s: write error: %s", af->path, strerror(af->write_errno ? af->write_errno : EIO));
-        goto done;
+        goto fail;
     }
     fclose(af->f); /* flushed: nothing left to fail */
     af->f = NULL;
     if (!af->in_place && fsync(af->fd) != 0) {
         st = ot_fail(err, OT_E_IO, "%s: fsync failed: %s", af->path, strerror(errno));
-        goto done;
+        goto fail;
     }
     int fd = af->fd;
     af->fd = -1;
     if (close(fd) != 0) {
         st = ot_fail(err, OT_E_IO, "%s: write error: %s", af->path, strerror(errno));
-        goto done;
+        goto fail;
     }
+    af->finished = true;
+    return OT_OK;
+fail:
+    destroy(af);
+    return st;
+}
+
+ot_status ot_atomic_finish(ot_atomic_file *af, ot_error *err) { return af->finished ? OT_OK : finish(af, err); }
+
+ot_status ot_atomic_commit(ot_atomic_file *af, ot_error *err) {
+    ot_status st = OT_OK;
+    if (!af->finished && (st = finish(af, err))) return st;
     if (af->in_place) goto done;
     if (rename(af->tmp, af->path) != 0) {
         st = ot_fail(err, OT_E_IO, "%s: cannot rename the temporary file into place: %s", af->path, strerror(errno));

@@ -40,6 +40,13 @@ FILE *ot_atomic_stream(ot_atomic_file *af);
  * folder after the rename is OT_E_IO too, with the new file already in place. */
 ot_status ot_atomic_commit(ot_atomic_file *af, ot_error *err);
 
+/* Everything ot_atomic_commit does before the rename (flush, write errors, fsync),
+ * so that several outputs can be written in full, each checked, before any of them
+ * appears: finish them all, then commit them all (a commit is then only the rename
+ * and the folder sync). On failure af is freed, its temporary file removed and the
+ * destination untouched, as for a failed commit; do not commit or abort it then. */
+ot_status ot_atomic_finish(ot_atomic_file *af, ot_error *err);
+
 /* Gives up: closes and removes the temporary file (the destination is untouched) and
  * frees af. NULL is allowed. */
 void ot_atomic_abort(ot_atomic_file *af);

@@ -159,6 +159,21 @@ static ot_status resolve_optim(const ot_node *n, ot_op_params *p, ot_error *err)
     return st;
 }
 
+/* Issue 13's pointwise math: each op reads its own attributes, defaults per ONNX. */
+static ot_status resolve_math(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_math_params *m = &p->u.math;
+    m->alpha = ot_node_attr_float(n, "alpha", 0.2f);
+    m->beta = ot_node_attr_float(n, "beta", 0.5f);
+    int neg = 1, pos = 1;
+    ot_status st = int_attr(n, "detect_negative", 1, &neg, err);
+    if (!st) st = int_attr(n, "detect_positive", 1, &pos, err);
+    m->detect_negative = neg != 0;
+    m->detect_positive = pos != 0;
+    if (!st) st = flag_attr(n, "fmod", &m->fmod, err);
+    if (!st) st = int_attr(n, "index", 0, &m->index, err);
+    return st;
+}
+
 /* ---- layout and indexing (issue 13) ---- */
 static ot_status resolve_index(const ot_node *n, ot_op_params *p, ot_error *err) {
     ot_index_params *x = &p->u.index;
@@ -231,6 +246,14 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_SHAPE] = {OT_PARAMS_LAYOUT, resolve_layout},
     [OT_OP_SGD_STEP] = {OT_PARAMS_OPTIM, resolve_optim},
     [OT_OP_ADAM_STEP] = {OT_PARAMS_OPTIM, resolve_optim},
+    /* ---- comparison, logic and pointwise math (issue 13) ---- */
+    [OT_OP_IS_INF] = {OT_PARAMS_MATH, resolve_math},
+    [OT_OP_HARD_SIGMOID] = {OT_PARAMS_MATH, resolve_math},
+    [OT_OP_MOD] = {OT_PARAMS_MATH, resolve_math},
+    [OT_OP_HARD_SIGMOID_GRAD] = {OT_PARAMS_MATH, resolve_math},
+    [OT_OP_MOD_GRAD] = {OT_PARAMS_MATH, resolve_math},
+    [OT_OP_MAX_GRAD] = {OT_PARAMS_MATH, resolve_math},
+    [OT_OP_MIN_GRAD] = {OT_PARAMS_MATH, resolve_math},
     /* ---- layout and indexing (issue 13) ---- */
     [OT_OP_PAD] = {OT_PARAMS_INDEX, resolve_index},
     [OT_OP_PAD_GRAD] = {OT_PARAMS_INDEX, resolve_index},

@@ -34,6 +34,7 @@ typedef enum ot_params_kind {
     OT_PARAMS_REDUCE,
     OT_PARAMS_LAYOUT,
     OT_PARAMS_OPTIM,
+    OT_PARAMS_MATH,
     /* ---- layout and indexing (issue 13) ---- */
     OT_PARAMS_INDEX,
 } ot_params_kind;
@@ -128,6 +129,13 @@ typedef struct ot_optim_params {
     bool decoupled;     /* Adam: AdamW's decay */
 } ot_optim_params;
 
+/* HardSigmoid, IsInf, Mod and the backward ops of issue 13's pointwise math */
+typedef struct ot_math_params {
+    float alpha, beta;                    /* HardSigmoid(Grad): 0.2, 0.5 */
+    bool detect_negative, detect_positive; /* IsInf: both by default */
+    bool fmod;                            /* Mod, ModGrad: 0 by default */
+    int index;                            /* MaxGrad, MinGrad: the input whose gradient */
+} ot_math_params;
 /* ---- layout and indexing (issue 13) ---- */
 typedef enum ot_scatter_reduction {
     OT_SCATTER_NONE, OT_SCATTER_ADD, OT_SCATTER_MUL, OT_SCATTER_MAX, OT_SCATTER_MIN, OT_SCATTER_OTHER
@@ -159,6 +167,7 @@ typedef struct ot_op_params {
         ot_reduce_params reduce;
         ot_layout_params layout;
         ot_optim_params optim;
+        ot_math_params math;
         ot_index_params index; /* layout and indexing (issue 13) */
     } u;
 } ot_op_params;

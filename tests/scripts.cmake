@@ -16,4 +16,9 @@ if(EXISTS /usr/bin/python3)
                    ${CMAKE_BINARY_DIR}/check_zoo_tmp)
   set_tests_properties(check_zoo PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(check_export check_info check_zoo PROPERTIES TIMEOUT 120)
+  # Issue 13's pointwise ops: gradients against PyTorch 1.13 (torch in /usr/bin/python3).
+  add_test(NAME check_pointwise_math
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_pointwise_math.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_pointwise_math_tmp)
+  set_tests_properties(check_pointwise_math PROPERTIES TIMEOUT 120)
 endif()

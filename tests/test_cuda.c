@@ -1133,6 +1133,168 @@ static void test_host_accumulate(void **state) {
     ot_backend_free(cpu);
 }
 
+/* ---- comparison, logic and pointwise math (issue 13) ---------------------------------- */
+
+/* Issue 13's ops through the CUDA element code on the host against the CPU kernels,
+ * bit for bit: both call kernels/pointwise_math.h, and the host's libm is the same. */
+static void test_host_pointwise_math(void **state) {
+    (void)state;
+    float xf[12] = {-4.0f, -3.0f, -0.5f, -0.0f, 0.0f, 0.5f, 3.0f, 4.0f, NAN, INFINITY, -INFINITY, 90.0f};
+    float bf[4] = {2.0f, -1.5f, 0.0f, NAN}, dy[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    int64_t a64[12] = {7, -7, 7, -7, 0, 13, -13, INT64_MIN, 5, -5, 1, INT64_MAX}, b64[4] = {3, -3, 5, -1};
+    int32_t a32[12] = {7, -7, 7, -7, 0, 13, -13, INT32_MIN, 5, -5, 1, INT32_MAX}, b32[4] = {3, -3, 5, -1};
+    uint8_t ab[12] = {0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1, 0}, bb[4] = {0, 1, 1, 0};
+    /* comparisons on three dtypes, logic on bool, a [3, 4] against a [4] */
+    ot_op cmp[4] = {OT_OP_LESS, OT_OP_GREATER, OT_OP_LESS_OR_EQUAL, OT_OP_GREATER_OR_EQUAL};
+    struct {
+        ot_dtype t;
+        void *a, *b;
+    } cases[3] = {{OT_F32, xf, bf}, {OT_I64, a64, b64}, {OT_I32, a32, b32}};
+    ot_tensor bout[1] = {tc_out(OT_BOOL, 2, 3, 4)};
+    for (int o = 0; o < 4; o++)
+        for (int k = 0; k < 3; k++) {
+            ot_node n = tk_node(cmp[o], 2, 1);
+            ot_tensor in[2] = {tk_t(cases[k].t, cases[k].a, 2, 3, 4), tk_t(cases[k].t, cases[k].b, 1, 4)};
+            assert_int_equal(hm_compare(ot_op_name(cmp[o]), &n, in, bout), OT_OK);
+            tk_node_free(&n);
+        }
+    ot_op logic[3] = {OT_OP_AND, OT_OP_OR, OT_OP_XOR};
+    for (int o = 0; o < 3; o++) {
+        ot_node n = tk_node(logic[o], 2, 1);
+        ot_tensor in[2] = {tk_t(OT_BOOL, ab, 2, 3, 4), tk_t(OT_BOOL, bb, 1, 4)};
+        assert_int_equal(hm_compare(ot_op_name(logic[o]), &n, in, bout), OT_OK);
+        tk_node_free(&n);
+    }
+    ot_node nt = tk_node(OT_OP_NOT, 1, 1), nn = tk_node(OT_OP_IS_NAN, 1, 1);
+    ot_tensor bin[1] = {tk_t(OT_BOOL, ab, 2, 3, 4)}, fin[1] = {tk_t(OT_F32, xf, 2, 3, 4)};
+    assert_int_equal(hm_compare("Not", &nt, bin, bout), OT_OK);
+    assert_int_equal(hm_compare("IsNaN", &nn, fin, bout), OT_OK);
+    for (int neg = 0; neg < 2; neg++) {
+        ot_node ii = tk_node(OT_OP_IS_INF, 1, 1);
+        ot_node_set_attr_int(&ii, "detect_negative", neg);
+        ot_node_set_attr_int(&ii, "detect_positive", !neg);
+        assert_int_equal(hm_compare("IsInf", &ii, fin, bout), OT_OK);
+        tk_node_free(&ii);
+    }
+    double xd[4] = {1e300, NAN, INFINITY, -INFINITY};
+    ot_tensor din[1] = {tk_t(OT_F64, xd, 1, 4)}, dout[1] = {tc_out(OT_BOOL, 1, 4)};
+    ot_node id = tk_node(OT_OP_IS_INF, 1, 1);
+    assert_int_equal(hm_compare("IsInf float64", &id, din, dout), OT_OK);
+    assert_int_equal(hm_compare("IsNaN float64", &nn, din, dout), OT_OK);
+    tk_node_free(&nt), tk_node_free(&nn), tk_node_free(&id);
+    /* unary maths, their gradients (dY, X) */
+    ot_tensor fout[1] = {tc_out(OT_F32, 2, 3, 4)};
+    ot_op un[7] = {OT_OP_ABS, OT_OP_SIN, OT_OP_COS, OT_OP_HARD_SIGMOID, OT_OP_HARD_SWISH, OT_OP_SOFTPLUS, OT_OP_MISH};
+    for (int o = 0; o < 7; o++) {
+        ot_node n = tk_node(un[o], 1, 1);
+        if (un[o] == OT_OP_HARD_SIGMOID) ot_node_set_attr_float(&n, "alpha", 0.25f);
+        assert_int_equal(hm_compare(ot_op_name(un[o]), &n, fin, fout), OT_OK);
+        tk_node_free(&n);
+    }
+    ot_op gr[4] = {OT_OP_ABS_GRAD, OT_OP_HARD_SIGMOID_GRAD, OT_OP_HARD_SWISH_GRAD, OT_OP_MISH_GRAD};
+    ot_tensor gin[2] = {tk_t(OT_F32, dy, 2, 3, 4), tk_t(OT_F32, xf, 2, 3, 4)};
+    for (int o = 0; o < 4; o++) {
+        ot_node n = tk_node(gr[o], 2, 1);
+        assert_int_equal(hm_compare(ot_op_name(gr[o]), &n, gin, fout), OT_OK);
+        tk_node_free(&n);
+    }
+    /* Abs on integers; Min / Max (variadic, broadcast, NaN); Mod in both modes */
+    ot_node ai = tk_node(OT_OP_ABS, 1, 1);
+    ot_tensor iin[1] = {tk_t(OT_I64, a64, 1, 12)}, iout[1] = {tc_out(OT_I64, 1, 12)};
+    assert_int_equal(hm_compare("Abs int64", &ai, iin, iout), OT_OK);
+    tk_node_free(&ai);
+    float c1 = 0.25f;
+    for (int mx = 0; mx < 2; mx++) {
+        ot_node n = tk_node(mx ? OT_OP_MAX : OT_OP_MIN, 3, 1);
+        ot_tensor in[3] = {tk_t(OT_F32, xf, 2, 3, 4), tk_t(OT_F32, bf, 1, 4), tk_t(OT_F32, &c1, 0)};
+        assert_int_equal(hm_compare(mx ? "Max" : "Min", &n, in, fout), OT_OK);
+        ot_tensor in2[2] = {tk_t(OT_I32, a32, 2, 3, 4), tk_t(OT_I32, b32, 1, 4)};
+        n.n_inputs = 2;
+        ot_tensor o32[1] = {tc_out(OT_I32, 2, 3, 4)};
+        assert_int_equal(hm_compare(mx ? "Max int32" : "Min int32", &n, in2, o32), OT_OK);
+        tk_node_free(&n);
+    }
+    for (int fm = 0; fm < 2; fm++) {
+        ot_node n = tk_node(OT_OP_MOD, 2, 1);
+        ot_node_set_attr_int(&n, "fmod", fm);
+        ot_tensor in[2] = {tk_t(OT_I64, a64, 2, 3, 4), tk_t(OT_I64, b64, 1, 4)}, o64[1] = {tc_out(OT_I64, 2, 3, 4)};
+        assert_int_equal(hm_compare("Mod int64", &n, in, o64), OT_OK);
+        int64_t z[4] = {1, 0, 1, 1};
+        in[1] = tk_t(OT_I64, z, 1, 4);
+        assert_int_equal(hm_compare("Mod int64 by zero", &n, in, o64), OT_E_DATA);
+        ot_tensor fi[2] = {tk_t(OT_F32, xf, 2, 3, 4), tk_t(OT_F32, bf, 1, 4)};
+        assert_int_equal(hm_compare("Mod float32", &n, fi, fout), fm ? OT_OK : OT_E_MODEL);
+        tk_node_free(&n);
+    }
+    /* ModGrad; MaxGrad / MinGrad with ties, NaN and a broadcast input */
+    ot_node mg = tk_node(OT_OP_MOD_GRAD, 3, 1);
+    ot_tensor mgi[3] = {tk_t(OT_F32, dy, 2, 3, 4), tk_t(OT_F32, xf, 2, 3, 4), tk_t(OT_F32, bf, 1, 4)};
+    assert_int_equal(hm_compare("ModGrad", &mg, mgi, fout), OT_OK);
+    tk_node_free(&mg);
+    float x1[12] = {-4.0f, -2.0f, -0.5f, 0.0f, -0.0f, 1.0f, 3.0f, 4.0f, 1.0f, 1.0f, INFINITY, 0.0f}, y[12];
+    for (int mx = 0; mx < 2; mx++) {
+        for (int i = 0; i < 12; i++) y[i] = mx ? fmaxf(xf[i], x1[i]) : fminf(xf[i], x1[i]);
+        y[8] = NAN;
+        for (int k = 0; k < 3; k++) {
+            ot_node n = tk_node(mx ? OT_OP_MAX_GRAD : OT_OP_MIN_GRAD, 5, 1);
+            ot_node_set_attr_int(&n, "index", k);
+            ot_tensor in[5] = {tk_t(OT_F32, dy, 2, 3, 4), tk_t(OT_F32, y, 2, 3, 4), tk_t(OT_F32, xf, 2, 3, 4),
+                               tk_t(OT_F32, x1, 2, 3, 4), tk_t(OT_F32, bf, 1, 4)};
+            assert_int_equal(hm_compare(mx ? "MaxGrad" : "MinGrad", &n, in, fout), OT_OK);
+            tk_node_free(&n);
+        }
+    }
+}
+
+/* The same ops on the GPU against the CPU: exact where the rule is (comparisons,
+ * integers, selections), within float32 rounding where the device's libm is used. */
+static void test_pointwise_math(void **state) {
+    tc_pool p = {0};
+    ot_op un[7] = {OT_OP_ABS, OT_OP_SIN, OT_OP_COS, OT_OP_HARD_SIGMOID, OT_OP_HARD_SWISH, OT_OP_SOFTPLUS, OT_OP_MISH};
+    for (int o = 0; o < 7; o++) {
+        ot_node n = tk_node(un[o], 1, 1);
+        ot_tensor in[1] = {tc_rand(&p, 60 + (uint32_t)o, -8.0f, 8.0f, 2, 37, 29)}, out[1] = {tc_out(OT_F32, 2, 37, 29)};
+        tc_check(backend_of(state), ot_op_name(un[o]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    ot_op gr[4] = {OT_OP_ABS_GRAD, OT_OP_HARD_SIGMOID_GRAD, OT_OP_HARD_SWISH_GRAD, OT_OP_MISH_GRAD};
+    for (int o = 0; o < 4; o++) {
+        ot_node n = tk_node(gr[o], 2, 1);
+        ot_tensor in[2] = {tc_rand(&p, 70 + (uint32_t)o, -2, 2, 1, 1000), tc_rand(&p, 80 + (uint32_t)o, -5, 5, 1, 1000)};
+        ot_tensor out[1] = {tc_out(OT_F32, 1, 1000)};
+        tc_check(backend_of(state), ot_op_name(gr[o]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    ot_op bin[5] = {OT_OP_LESS, OT_OP_GREATER_OR_EQUAL, OT_OP_MAX, OT_OP_MIN, OT_OP_MOD};
+    for (int o = 0; o < 5; o++) {
+        ot_node n = tk_node(bin[o], 2, 1);
+        if (bin[o] == OT_OP_MOD) ot_node_set_attr_int(&n, "fmod", 1);
+        ot_tensor in[2] = {tc_rand(&p, 90 + (uint32_t)o, -3, 3, 3, 2, 3, 4), tc_rand(&p, 95 + (uint32_t)o, 0.5f, 2, 2, 3, 1)};
+        bool to_bool = bin[o] == OT_OP_LESS || bin[o] == OT_OP_GREATER_OR_EQUAL;
+        ot_tensor out[1] = {tc_out(to_bool ? OT_BOOL : OT_F32, 3, 2, 3, 4)};
+        tc_check(backend_of(state), ot_op_name(bin[o]), &n, in, out, 0, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    int64_t a[6] = {7, -7, 7, -7, INT64_MIN, 13}, b[3] = {3, -3, 5};
+    ot_node m = tk_node(OT_OP_MOD, 2, 1);
+    ot_tensor min[2] = {tc_ints(&p, 6, a), tc_ints(&p, 3, b)};
+    min[0].shape = ot_shape_make(2, (int64_t[]){2, 3});
+    ot_tensor mout[1] = {tc_out(OT_I64, 2, 2, 3)};
+    tc_check(backend_of(state), "Mod int64 (fmod 0)", &m, min, mout, 0, 0, 0, 0);
+    tk_node_free(&m);
+    ot_node g = tk_node(OT_OP_MAX_GRAD, 4, 1);
+    ot_tensor x0 = tc_rand(&p, 101, -1, 1, 1, 500), x1 = tc_rand(&p, 102, -1, 1, 1, 500);
+    ot_tensor yv = tc_tensor(&p, OT_F32, 1, (int64_t[]){500});
+    for (int i = 0; i < 500; i++) {
+        if (i % 7 == 0) ((float *)x1.data)[i] = ((float *)x0.data)[i]; /* ties */
+        ((float *)yv.data)[i] = fmaxf(((float *)x0.data)[i], ((float *)x1.data)[i]);
+    }
+    ot_tensor gin[4] = {tc_rand(&p, 103, -1, 1, 1, 500), yv, x0, x1}, gout[1] = {tc_out(OT_F32, 1, 500)};
+    tc_check(backend_of(state), "MaxGrad", &g, gin, gout, 0, 0, 0, 0);
+    tk_node_free(&g);
+    tc_free(&p);
+}
+
 /* ---- matmul family ------------------------------------------------------------------ */
 
 static void test_gemm(void **state) {
@@ -2453,6 +2615,7 @@ int main(void) {
         cmocka_unit_test(test_host_accumulate),
         cmocka_unit_test(test_host_index), /* layout and indexing (issue 13) */
         cmocka_unit_test(test_samples_supported),
+        cmocka_unit_test(test_host_pointwise_math),
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
     char reason[1024];
@@ -2476,6 +2639,7 @@ int main(void) {
         cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_samples_train),
         cmocka_unit_test(test_samples_remat_bitwise),
+        cmocka_unit_test(test_pointwise_math),
         cmocka_unit_test(test_index), /* layout and indexing (issue 13) */
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);

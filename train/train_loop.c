@@ -397,6 +397,14 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
                      (long long)data->n_samples, (long long)per_epoch, (long long)s->B, (long long)K);
         goto done;
     }
+    /* Micro-batch numbers (step * K + k) and sample counts (x B) must fit int64; the
+     * CLI bounds each option, this holds for every caller. */
+    int64_t n_micro, n_seen;
+    if (__builtin_mul_overflow(T, K, &n_micro) || __builtin_mul_overflow(n_micro, s->B, &n_seen)) {
+        st = ot_fail(err, OT_E_USAGE, "%lld steps x %lld micro-batches x %lld samples do not fit a 64-bit count; lower "
+                     "--steps, --epochs or --accum", (long long)T, (long long)K, (long long)s->B);
+        goto done;
+    }
     r->batch_size = s->B;
     r->accum = K;
     r->samples_per_epoch = per_epoch * s->B;

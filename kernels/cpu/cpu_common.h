@@ -86,6 +86,12 @@ ot_status ot_cpu_softmax_ce_loss(const ot_node *, const ot_tensor *, ot_tensor *
                                  ot_error *);
 ot_status ot_cpu_nll_loss(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 size_t ot_cpu_loss_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* cpu_pointwise_math.c: comparisons, logic, IsNaN / IsInf, Abs .. Mish, Min / Max, Mod */
+ot_status ot_cpu_compare(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_predicate(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_math_unary(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_minmax(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_mod(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 /* cpu_index.c: layout and indexing (issue 13) */
 ot_status ot_cpu_pad(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_tile(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);

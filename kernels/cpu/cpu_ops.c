@@ -71,6 +71,12 @@ static bool sup_class_loss_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return in[1].dtype == OT_F32 && ot_kernel_is_int_dtype(in[2].dtype);
 }
 
+/* issue 13: comparisons of float32 / int64 / int32, logic on bool */
+static bool sup_compare(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return arith_dtype(t0) && in[1].dtype == t0; }
+static bool sup_logic(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_BOOL && in[1].dtype == OT_BOOL; }
+static bool sup_not(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_BOOL; }
+static bool sup_f32_f64(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_F32 || t0 == OT_F64; }
+static bool sup_minmax(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return arith_dtype(t0) && o0 == t0; }
 /* layout and indexing (issue 13) */
 static bool sup_pad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return any_dtype(t0) && ot_dtype_size(t0) <= 8 && index_dtype(in[1].dtype);
@@ -166,6 +172,35 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_MSE_LOSS_GRAD] = F32(ot_cpu_mse_loss_grad),
     [OT_OP_SGD_STEP] = F32(ot_cpu_sgd_step),
     [OT_OP_ADAM_STEP] = F32(ot_cpu_adam_step),
+    /* ---- comparison, logic and pointwise math (issue 13) ---- */
+    [OT_OP_LESS] = {ot_cpu_compare, sup_compare, NULL},
+    [OT_OP_GREATER] = {ot_cpu_compare, sup_compare, NULL},
+    [OT_OP_LESS_OR_EQUAL] = {ot_cpu_compare, sup_compare, NULL},
+    [OT_OP_GREATER_OR_EQUAL] = {ot_cpu_compare, sup_compare, NULL},
+    [OT_OP_NOT] = {ot_cpu_predicate, sup_not, NULL},
+    [OT_OP_AND] = {ot_cpu_compare, sup_logic, NULL},
+    [OT_OP_OR] = {ot_cpu_compare, sup_logic, NULL},
+    [OT_OP_XOR] = {ot_cpu_compare, sup_logic, NULL},
+    [OT_OP_IS_NAN] = {ot_cpu_predicate, sup_f32_f64, NULL},
+    [OT_OP_IS_INF] = {ot_cpu_predicate, sup_f32_f64, NULL},
+    [OT_OP_ABS] = {ot_cpu_math_unary, sup_neg, NULL},
+    [OT_OP_SIN] = F32(ot_cpu_math_unary),
+    [OT_OP_COS] = F32(ot_cpu_math_unary),
+    [OT_OP_HARD_SIGMOID] = F32(ot_cpu_math_unary),
+    [OT_OP_HARD_SWISH] = F32(ot_cpu_math_unary),
+    [OT_OP_SOFTPLUS] = F32(ot_cpu_math_unary),
+    [OT_OP_MISH] = F32(ot_cpu_math_unary),
+    [OT_OP_MIN] = {ot_cpu_minmax, sup_minmax, NULL},
+    [OT_OP_MAX] = {ot_cpu_minmax, sup_minmax, NULL},
+    [OT_OP_MOD] = {ot_cpu_mod, sup_compare, NULL},
+    [OT_OP_CAST_LIKE] = {ot_cpu_cast, sup_cast, NULL},
+    [OT_OP_ABS_GRAD] = F32(ot_cpu_math_grad),
+    [OT_OP_HARD_SIGMOID_GRAD] = F32(ot_cpu_math_grad),
+    [OT_OP_HARD_SWISH_GRAD] = F32(ot_cpu_math_grad),
+    [OT_OP_MISH_GRAD] = F32(ot_cpu_math_grad),
+    [OT_OP_MOD_GRAD] = F32(ot_cpu_mod_grad),
+    [OT_OP_MAX_GRAD] = F32(ot_cpu_minmax_grad),
+    [OT_OP_MIN_GRAD] = F32(ot_cpu_minmax_grad),
     /* ---- layout and indexing (issue 13) ---- */
     [OT_OP_PAD] = {ot_cpu_pad, sup_pad, NULL},
     [OT_OP_TILE] = {ot_cpu_tile, sup_gather, NULL},

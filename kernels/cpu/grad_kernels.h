@@ -36,6 +36,11 @@ OT_GRAD_KERNEL(ot_cpu_pool_grad);
 /* grad_layout.c: GatherGrad, SliceGrad */
 OT_GRAD_KERNEL(ot_cpu_gather_grad);
 OT_GRAD_KERNEL(ot_cpu_slice_grad);
+/* cpu_pointwise_math.c: AbsGrad, HardSigmoidGrad, HardSwishGrad, MishGrad; ModGrad;
+ * MaxGrad, MinGrad */
+OT_GRAD_KERNEL(ot_cpu_math_grad);
+OT_GRAD_KERNEL(ot_cpu_mod_grad);
+OT_GRAD_KERNEL(ot_cpu_minmax_grad);
 /* grad_index.c (layout and indexing, issue 13): PadGrad and TileGrad, GatherElementsGrad */
 OT_GRAD_KERNEL(ot_cpu_pad_grad);
 OT_GRAD_KERNEL(ot_cpu_gather_elements_grad);

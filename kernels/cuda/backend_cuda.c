@@ -386,6 +386,9 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
         ot_cuda_split,       ot_cuda_slice,       ot_cuda_slice_grad, ot_cuda_gather,      ot_cuda_gather_grad,
         ot_cuda_max_pool,    ot_cuda_average_pool, ot_cuda_pool_grad, ot_cuda_mse_loss_grad, ot_cuda_sgd_step,
         ot_cuda_adam_step,
+        /* issue 13: comparison, logic and pointwise math */
+        ot_cuda_compare,     ot_cuda_predicate,   ot_cuda_math_unary, ot_cuda_minmax,      ot_cuda_mod,
+        ot_cuda_math_grad,   ot_cuda_mod_grad,    ot_cuda_minmax_grad,
         /* layout and indexing (issue 13) */
         ot_cuda_pad, ot_cuda_tile, ot_cuda_trilu, ot_cuda_gather_elements, ot_cuda_cumsum, ot_cuda_pad_grad,
         ot_cuda_gather_elements_grad, ot_cuda_scatter_nd, ot_cuda_scatter_elements, ot_cuda_gather_nd,

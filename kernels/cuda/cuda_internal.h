@@ -147,6 +147,18 @@ OT_CUDA_LAUNCHER(ot_cuda_fill_like);
 OT_CUDA_LAUNCHER(ot_cuda_expand_like);
 OT_CUDA_LAUNCHER(ot_cuda_sgd_step);
 OT_CUDA_LAUNCHER(ot_cuda_adam_step);
+/* cuda_pointwise_math.cu: issue 13's comparisons, logic, IsNaN / IsInf, Abs .. Mish,
+ * Min / Max, Mod and their backward ops (all with a host mode) */
+OT_CUDA_LAUNCHER(ot_cuda_compare);
+OT_CUDA_LAUNCHER(ot_cuda_predicate);
+OT_CUDA_LAUNCHER(ot_cuda_math_unary);
+OT_CUDA_LAUNCHER(ot_cuda_minmax);
+OT_CUDA_LAUNCHER(ot_cuda_mod);
+OT_CUDA_LAUNCHER(ot_cuda_math_grad);
+OT_CUDA_LAUNCHER(ot_cuda_mod_grad);
+OT_CUDA_LAUNCHER(ot_cuda_minmax_grad);
+/* integer Mod's zero-divisor flag */
+size_t ot_cuda_mod_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* y[i] = beta * c[broadcast(i)] over out's shape (Gemm's C term). */
 ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *c, ot_tensor *out, float beta,
                                    ot_error *err);

@@ -70,6 +70,18 @@ SUPPORTS(sup_ones) {
 SUPPORTS(sup_gather_grad) { return in0(node, in) == OT_F32 && index_dtype(in[1].dtype); }
 /* (dY, logits or log-probabilities, labels) */
 SUPPORTS(sup_class_loss_grad) { return in[1].dtype == OT_F32 && index_dtype(in[2].dtype); }
+/* issue 13: comparisons (and Mod) of float32 / int64 / int32, logic on bool */
+SUPPORTS(sup_compare) {
+    ot_dtype t0 = in0(node, in);
+    return (t0 == OT_F32 || index_dtype(t0)) && in[1].dtype == t0;
+}
+SUPPORTS(sup_logic) { return in0(node, in) == OT_BOOL && in[1].dtype == OT_BOOL; }
+SUPPORTS(sup_not) { return in0(node, in) == OT_BOOL; }
+SUPPORTS(sup_f32_f64) { return in0(node, in) == OT_F32 || in0(node, in) == OT_F64; }
+SUPPORTS(sup_minmax) {
+    ot_dtype t0 = in0(node, in);
+    return (t0 == OT_F32 || index_dtype(t0)) && out0(node, out) == t0;
+}
 /* layout and indexing (issue 13) */
 SUPPORTS(sup_pad) {
     ot_dtype t0 = in0(node, in);
@@ -89,6 +101,9 @@ SUPPORTS(sup_cumsum) {
 
 static size_t ws_pointwise(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     return ot_cuda_pointwise_workspace(node, in, out);
+}
+static size_t ws_mod(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return ot_cuda_mod_workspace(node, in, out);
 }
 static size_t ws_reduce(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     return ot_cuda_reduce_workspace(node, in, out);
