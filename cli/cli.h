@@ -3,6 +3,8 @@
 #ifndef OT_CLI_H
 #define OT_CLI_H
 
+#include "cli/args.h"
+
 typedef struct ot_cli_command {
     const char *name;
     int (*run)(int argc, char **argv); /* argv[0] is the command name */
@@ -16,5 +18,24 @@ int ot_cmd_grad(int argc, char **argv);
 int ot_cmd_train(int argc, char **argv);
 int ot_cmd_plan(int argc, char **argv);
 int ot_cmd_verify(int argc, char **argv);
+
+/* `train`'s command line (argv[0] "train") read and checked as `train` reads it, with
+ * nothing loaded, for the bare form (cli/cmd_bare.c): *ca gets the shared options
+ * (the caller frees it with ot_common_args_free, also on failure), *model the model,
+ * *out the -o file or NULL, *help whether --help was given. With -o, train's checks
+ * before any work run too (the output's folder, validation data, the remat policy).
+ * getopt permutes argv: pass a copy. */
+ot_status ot_cmd_train_parse(int argc, char **argv, ot_common_args *ca, const char **model, const char **out,
+                             bool *help, ot_error *err);
+
+/* `onnxtrain [OPTIONS] MODEL.onnx` (cli/cmd_bare.c): argv[0] is the program. With
+ * data it is `train` with -o MODEL.tuned.onnx in the current folder and --remat auto
+ * by default; without, the plan, a verify on synthetic data and the command that
+ * trains. */
+int ot_cmd_bare(int argc, char **argv);
+/* Whether the first argument after the program, not a command name, starts the bare
+ * form: it is an option (options may come before the model), ends in ".onnx", or
+ * names an existing file. Anything else is an unknown command. */
+bool ot_cli_is_bare(const char *arg);
 
 #endif

@@ -493,3 +493,20 @@ int ot_cmd_train(int argc, char **argv) {
     train_cli_free(&t);
     return (int)st;
 }
+
+ot_status ot_cmd_train_parse(int argc, char **argv, ot_common_args *ca, const char **model, const char **out,
+                             bool *help, ot_error *err) {
+    train_cli t;
+    memset(&t, 0, sizeof t);
+    ot_train_options_default(&t.o);
+    ot_common_args_init(&t.ca);
+    ot_status st = parse_args(&t, argc, argv, err);
+    if (!st && !t.help && t.out_path) st = check_args(&t, err);
+    *model = t.model_path;
+    *out = t.out_path;
+    *help = t.help;
+    *ca = t.ca; /* handed over: the caller frees it */
+    ot_common_args_init(&t.ca);
+    train_cli_free(&t);
+    return st;
+}

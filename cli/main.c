@@ -1,4 +1,5 @@
-/* main.c — the `onnxtrain` command: dispatches to subcommands. Argument parsing
+/* main.c — the `onnxtrain` command: dispatches to subcommands, or to the bare form
+ * (`onnxtrain [OPTIONS] MODEL.onnx`, cli/cmd_bare.c) when the first argument is not one. Argument parsing
  * only; the work is done by the library. Exit codes are ot_status values. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,15 @@
 #include "cli.h"
 
 static void usage(FILE *f) {
-    fputs("usage: onnxtrain <command> [options]\n\n"
+    fputs("usage: onnxtrain [OPTIONS] MODEL.onnx\n"
+          "       onnxtrain <command> [options]\n\n"
+          "The bare form, `onnxtrain [OPTIONS] MODEL.onnx`, is `train` with defaults: with --input and\n"
+          "--labels it trains and writes MODEL.tuned.onnx in the current folder (never over an existing\n"
+          "file; -o FILE for another) with --remat auto; without data it plans a step, checks on\n"
+          "synthetic inputs that the policy's step is bitwise the plain one, and prints the command\n"
+          "that trains. It applies when the first argument is not a command but an option, a word\n"
+          "ending in .onnx or an existing file; anything else is an unknown command. Details:\n"
+          "'onnxtrain MODEL.onnx --help'.\n\n"
           "commands:\n"
           "  info     show a model's opset, inputs, outputs, parameters and op support\n"
           "  eval     run the forward pass over .npy data\n"
@@ -34,6 +43,28 @@ static void ensure_passive_wait_policy(char **argv) {
     /* exec failed (no /proc): carry on with the default policy */
 }
 
+/* Edit distance (insertions, deletions, substitutions, adjacent swaps) between two
+ * short words, capped at 9: enough to tell a typo of a command name. */
+static int edit_distance(const char *a, const char *b) {
+    int n = (int)strlen(a), m = (int)strlen(b);
+    if (n > 16 || m > 16) return 9;
+    int d[17][17];
+    for (int i = 0; i <= n; i++)
+        d[i][0] = i;
+    for (int j = 0; j <= m; j++)
+        d[0][j] = j;
+    for (int i = 1; i <= n; i++)
+        for (int j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m] < 9 ? d[n][m] : 9;
+}
+
 int main(int argc, char **argv) {
     ensure_passive_wait_policy(argv);
     if (argc < 2) {
@@ -51,7 +82,14 @@ int main(int argc, char **argv) {
     }
     for (const ot_cli_command *c = ot_cli_commands; c->name; c++)
         if (!strcmp(c->name, cmd)) return c->run(argc - 1, argv + 1);
-    fprintf(stderr, "onnxtrain: unknown command '%s'\n", cmd);
+    if (ot_cli_is_bare(cmd)) return ot_cmd_bare(argc, argv);
+    fprintf(stderr, "onnxtrain: unknown command '%s'", cmd);
+    for (const ot_cli_command *c = ot_cli_commands; c->name; c++)
+        if (edit_distance(cmd, c->name) <= 2) {
+            fprintf(stderr, " (did you mean '%s'?)", c->name);
+            break;
+        }
+    fputc('\n', stderr);
     usage(stderr);
     return 2;
 }

@@ -12,28 +12,46 @@
  * far below what a corrupt varint gives. */
 #define OT_MAX_OPSET 1000
 
-/* The opset each op onnxtrain runs first appeared in (ONNX docs/Changelog.md); ops
- * not listed exist since opset 1. Keyed by name, so an op added to ir/ops.def only
- * needs a row here when it is younger than opset 1. */
-typedef struct op_since {
-    const char *op_type;
-    int64_t since;
-} op_since;
-
-static const op_since SINCE[] = {
-    {"Erf", 9},           {"Where", 9},
-    {"ConstantOfShape", 9}, {"Expand", 8},
-    {"Range", 11},        {"SoftmaxCrossEntropyLoss", 12},
-    {"NegativeLogLikelihoodLoss", 12}, {"LayerNormalization", 17},
-    {"Gelu", 20},
+/* The opset each ONNX op of ir/ops.def first appeared in (its first schema version in
+ * the default domain), indexed by op like every other per-op table (docs/adding-an-op.md);
+ * 0 = since opset 1. tests/check_opset_since.py compares this table with ONNX's own
+ * schema history and fails on a missing or wrong entry. */
+static const int64_t SINCE[OT_OP_COUNT] = {
+    [OT_OP_ERF] = 9,
+    [OT_OP_WHERE] = 9,
+    [OT_OP_CONSTANT_OF_SHAPE] = 9,
+    [OT_OP_EXPAND] = 8,
+    [OT_OP_RANGE] = 11,
+    [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = 12,
+    [OT_OP_NLL_LOSS] = 12,
+    [OT_OP_LAYER_NORM] = 17,
+    [OT_OP_GELU] = 20,
+    /* ---- comparison, logic and pointwise math (issue 13) ---- */
+    [OT_OP_LESS_OR_EQUAL] = 12,
+    [OT_OP_GREATER_OR_EQUAL] = 12,
+    [OT_OP_IS_NAN] = 9,
+    [OT_OP_IS_INF] = 10,
+    [OT_OP_SIN] = 7,
+    [OT_OP_COS] = 7,
+    [OT_OP_HARD_SWISH] = 14,
+    [OT_OP_MISH] = 18,
+    [OT_OP_MOD] = 10,
+    [OT_OP_CAST_LIKE] = 15,
+    /* ---- layout and indexing (issue 13) ---- (Pad and Tile exist since opset 1) */
+    [OT_OP_TRILU] = 14,
+    [OT_OP_GATHER_ELEMENTS] = 11,
+    [OT_OP_CUMSUM] = 11,
+    [OT_OP_SCATTER_ND] = 11,
+    [OT_OP_SCATTER_ELEMENTS] = 11,
+    [OT_OP_GATHER_ND] = 11,
 };
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
 
 static int64_t since_of(const char *op_type) {
-    for (size_t i = 0; i < sizeof SINCE / sizeof SINCE[0]; i++)
-        if (!strcmp(SINCE[i].op_type, op_type)) return SINCE[i].since;
-    return 1;
+    ot_op op = ot_op_from_name(op_type, false);
+    if (op <= OT_OP_UNKNOWN || op >= OT_OP_COUNT || !SINCE[op]) return 1;
+    return SINCE[op];
 }
 
 /* The first main-graph node in the default domain, or NULL. */

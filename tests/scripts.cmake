@@ -22,3 +22,10 @@ if(EXISTS /usr/bin/python3)
                    ${CMAKE_BINARY_DIR}/check_pointwise_math_tmp)
   set_tests_properties(check_pointwise_math PROPERTIES TIMEOUT 120)
 endif()
+# importer/opset.c's "exists since" table against ONNX's schema history (pip onnx on
+# the python3 on PATH, as the node tests use); skipped (77) without it.
+find_program(OT_PY3 python3)
+if(OT_PY3)
+  add_test(NAME check_opset_since COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/check_opset_since.py ${CMAKE_SOURCE_DIR})
+  set_tests_properties(check_opset_since PROPERTIES SKIP_RETURN_CODE 77)
+endif()
