@@ -67,5 +67,7 @@ ot_status ot_grad_norm(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_shape(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_loss(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_math(ot_grad_ctx *c, const ot_node *n, const int *dy);
+/* layout and indexing (issue 13): Pad, Tile, Trilu, GatherElements, CumSum */
+ot_status ot_grad_index(ot_grad_ctx *c, const ot_node *n, const int *dy);
 
 #endif

@@ -72,6 +72,15 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_MAX] = ot_grad_math,
     [OT_OP_MOD] = ot_grad_math,
     [OT_OP_CAST_LIKE] = ot_grad_math,
+    /* ---- layout and indexing (issue 13): grad_index.c ---- */
+    [OT_OP_PAD] = ot_grad_index,
+    [OT_OP_TILE] = ot_grad_index,
+    [OT_OP_TRILU] = ot_grad_index,
+    [OT_OP_GATHER_ELEMENTS] = ot_grad_index,
+    [OT_OP_CUMSUM] = ot_grad_index,
+    [OT_OP_SCATTER_ND] = ot_grad_index,
+    [OT_OP_SCATTER_ELEMENTS] = ot_grad_index,
+    [OT_OP_GATHER_ND] = ot_grad_index,
     /* Not differentiable (no entry): Shape, Range, Equal, the comparisons,
      * Not, And, Or, Xor, IsNaN, IsInf, Constant, ConstantOfShape,
      * every backward-only op and the optimizer steps. */

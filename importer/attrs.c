@@ -185,6 +185,14 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_HARD_SIGMOID] = {{"alpha", OT_ATTR_FLOAT}, {"beta", OT_ATTR_FLOAT}},
     [OT_OP_MOD] = {{"fmod", OT_ATTR_INT}},
     [OT_OP_CAST_LIKE] = {{"saturate", OT_ATTR_INT}},
+    /* ---- layout and indexing (issue 13) ---- */
+    [OT_OP_PAD] = {{"mode", OT_ATTR_STRING}, {"pads", OT_ATTR_INTS}, {"paddings", OT_ATTR_INTS}, {"value", OT_ATTR_FLOAT}},
+    [OT_OP_TRILU] = {{"upper", OT_ATTR_INT}},
+    [OT_OP_GATHER_ELEMENTS] = {{"axis", OT_ATTR_INT}},
+    [OT_OP_CUMSUM] = {{"exclusive", OT_ATTR_INT}, {"reverse", OT_ATTR_INT}},
+    [OT_OP_SCATTER_ND] = {{"reduction", OT_ATTR_STRING}},
+    [OT_OP_SCATTER_ELEMENTS] = {{"axis", OT_ATTR_INT}, {"reduction", OT_ATTR_STRING}},
+    [OT_OP_GATHER_ND] = {{"batch_dims", OT_ATTR_INT}},
 };
 
 static const char *type_name(ot_attr_type t) {

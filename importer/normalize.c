@@ -6,6 +6,7 @@
  * written explicitly. One table maps each op to its normalisation. Runs before
  * shape inference. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,6 +254,52 @@ static ot_status normalize_gemm(ot_graph *g, int nid, ot_error *err) {
     return st;
 }
 
+/* ---- layout and indexing (issue 13) ---- */
+
+/* A new constant value holding data, named after the node. */
+static int add_const(ot_graph *g, const ot_node *n, const char *what, ot_dtype dt, const ot_shape *s,
+                     const void *data, size_t nbytes) {
+    char base[256];
+    snprintf(base, sizeof base, "%s.%s", n->name ? n->name : "pad", what);
+    int v = ot_graph_add_value_unique(g, base, dt, s, OT_VK_CONSTANT);
+    if (v < 0 || ot_value_set_data(&g->values[v], data, nbytes)) return -1;
+    return v;
+}
+
+/* Pad: opset 2-10 give pads (Pad-1: "paddings") and value as attributes; they become
+ * the inputs of opset 11 on (pads int64, constant_value float32), so every later pass
+ * reads one form. The inputs themselves stay inputs: they are often computed from
+ * shapes and only known once shape inference has folded them. */
+static ot_status normalize_pad(ot_graph *g, int nid, ot_error *err) {
+    ot_node *n = &g->nodes[nid];
+    const ot_attr *pa = ot_node_attr(n, "pads");
+    if (!pa) pa = ot_node_attr(n, "paddings");
+    if (n->n_inputs >= 2) {
+        if (pa) return ot_fail(err, OT_E_MODEL, "node '%s' (Pad): pads given both as an attribute and an input", n->name);
+        return OT_OK;
+    }
+    if (!pa || pa->type != OT_ATTR_INTS)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (Pad): no pads (an ints attribute before opset 11)", n->name);
+    int64_t np = pa->n;
+    ot_shape ps = ot_shape_make(1, &np);
+    float value = ot_node_attr_float(n, "value", 0.0f);
+    int pv = add_const(g, n, "pads", OT_I64, &ps, pa->ints, (size_t)pa->n * sizeof(int64_t));
+    ot_shape scalar = ot_shape_make(0, NULL);
+    int cv = pv < 0 ? -1 : add_const(g, n, "value", OT_F32, &scalar, &value, sizeof value);
+    n = &g->nodes[nid];
+    int *in = cv < 0 ? NULL : realloc(n->inputs, 3 * sizeof(int));
+    if (!in) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    n->inputs = in;
+    for (int k = n->n_inputs; k < 3; k++) n->inputs[k] = -1;
+    n->n_inputs = 3;
+    ot_graph_set_input(g, nid, 1, pv);
+    ot_graph_set_input(g, nid, 2, cv);
+    ot_node_remove_attr(n, "pads");
+    ot_node_remove_attr(n, "paddings");
+    ot_node_remove_attr(n, "value");
+    return OT_OK;
+}
+
 typedef ot_status (*normalize_fn)(ot_graph *g, int nid, ot_error *err);
 
 /* The normalisation of each op whose form differs across opsets or whose defaults
@@ -270,6 +317,8 @@ static const normalize_fn normalizers[OT_OP_COUNT] = {
     [OT_OP_SPLIT] = normalize_split,
     [OT_OP_REDUCE_MEAN] = normalize_reduce,
     [OT_OP_REDUCE_SUM] = normalize_reduce,
+    /* ---- layout and indexing (issue 13) ---- */
+    [OT_OP_PAD] = normalize_pad,
 };
 
 ot_status ot_imp_normalize(ot_graph *g, ot_error *err) {

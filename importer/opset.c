@@ -37,6 +37,13 @@ static const int64_t SINCE[OT_OP_COUNT] = {
     [OT_OP_MISH] = 18,
     [OT_OP_MOD] = 10,
     [OT_OP_CAST_LIKE] = 15,
+    /* ---- layout and indexing (issue 13) ---- (Pad and Tile exist since opset 1) */
+    [OT_OP_TRILU] = 14,
+    [OT_OP_GATHER_ELEMENTS] = 11,
+    [OT_OP_CUMSUM] = 11,
+    [OT_OP_SCATTER_ND] = 11,
+    [OT_OP_SCATTER_ELEMENTS] = 11,
+    [OT_OP_GATHER_ND] = 11,
 };
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }

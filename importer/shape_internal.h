@@ -85,6 +85,15 @@ ot_status ot_shape_rule_expand(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, 
 ot_status ot_shape_rule_constant_of_shape(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_constant(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 
+/* ---- layout and indexing (issue 13): shape_rules_index.c ---- */
+ot_status ot_shape_rule_pad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_tile(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_trilu(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+/* CumSum, ScatterND, ScatterElements: like input 0 */
+ot_status ot_shape_rule_like_data(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_gather_nd(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_gather_elements(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+
 /* Shape's [start, end) of a rank-r input from its start / end attributes, clamped as
  * the spec says (opset 15). */
 void ot_shape_range_attrs(const ot_node *n, int r, int *s, int *e);

@@ -700,6 +700,18 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_MOD_GRAD] = rule_like_dy,
     [OT_OP_MAX_GRAD] = rule_like_dy,
     [OT_OP_MIN_GRAD] = rule_like_dy,
+    /* ---- layout and indexing (issue 13) ---- */
+    [OT_OP_PAD] = ot_shape_rule_pad,
+    [OT_OP_TILE] = ot_shape_rule_tile,
+    [OT_OP_TRILU] = ot_shape_rule_trilu,
+    [OT_OP_GATHER_ELEMENTS] = ot_shape_rule_gather_elements,
+    [OT_OP_CUMSUM] = ot_shape_rule_like_data,
+    [OT_OP_SCATTER_ND] = ot_shape_rule_like_data,
+    [OT_OP_SCATTER_ELEMENTS] = ot_shape_rule_like_data,
+    [OT_OP_GATHER_ND] = ot_shape_rule_gather_nd,
+    [OT_OP_PAD_GRAD] = rule_grad_like_input1,
+    [OT_OP_TILE_GRAD] = rule_grad_like_input1,
+    [OT_OP_GATHER_ELEMENTS_GRAD] = rule_grad_like_input2,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

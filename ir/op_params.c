@@ -174,6 +174,32 @@ static ot_status resolve_math(const ot_node *n, ot_op_params *p, ot_error *err) 
     return st;
 }
 
+/* ---- layout and indexing (issue 13) ---- */
+static ot_status resolve_index(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_index_params *x = &p->u.index;
+    ot_status st = int_attr(n, "axis", 0, &x->axis, err);
+    x->mode_name = ot_node_attr_string(n, "mode", "constant");
+    x->pad_mode = strcmp(x->mode_name, "constant") == 0  ? OT_PAD_CONSTANT
+                  : strcmp(x->mode_name, "reflect") == 0 ? OT_PAD_REFLECT
+                  : strcmp(x->mode_name, "edge") == 0    ? OT_PAD_EDGE
+                  : strcmp(x->mode_name, "wrap") == 0    ? OT_PAD_WRAP
+                                                         : OT_PAD_OTHER;
+    int upper = 1;
+    if (!st) st = int_attr(n, "upper", 1, &upper, err);
+    x->upper = upper != 0;
+    if (!st) st = flag_attr(n, "exclusive", &x->exclusive, err);
+    if (!st) st = flag_attr(n, "reverse", &x->reverse, err);
+    if (!st) st = int_attr(n, "batch_dims", 0, &x->batch_dims, err);
+    x->reduction_name = ot_node_attr_string(n, "reduction", "none");
+    x->reduction = strcmp(x->reduction_name, "none") == 0  ? OT_SCATTER_NONE
+                   : strcmp(x->reduction_name, "add") == 0 ? OT_SCATTER_ADD
+                   : strcmp(x->reduction_name, "mul") == 0 ? OT_SCATTER_MUL
+                   : strcmp(x->reduction_name, "max") == 0 ? OT_SCATTER_MAX
+                   : strcmp(x->reduction_name, "min") == 0 ? OT_SCATTER_MIN
+                                                           : OT_SCATTER_OTHER;
+    return st;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -228,6 +254,16 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_MOD_GRAD] = {OT_PARAMS_MATH, resolve_math},
     [OT_OP_MAX_GRAD] = {OT_PARAMS_MATH, resolve_math},
     [OT_OP_MIN_GRAD] = {OT_PARAMS_MATH, resolve_math},
+    /* ---- layout and indexing (issue 13) ---- */
+    [OT_OP_PAD] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_PAD_GRAD] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_TRILU] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_GATHER_ELEMENTS] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_GATHER_ELEMENTS_GRAD] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_CUMSUM] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_SCATTER_ND] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_SCATTER_ELEMENTS] = {OT_PARAMS_INDEX, resolve_index},
+    [OT_OP_GATHER_ND] = {OT_PARAMS_INDEX, resolve_index},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -35,6 +35,8 @@ typedef enum ot_params_kind {
     OT_PARAMS_LAYOUT,
     OT_PARAMS_OPTIM,
     OT_PARAMS_MATH,
+    /* ---- layout and indexing (issue 13) ---- */
+    OT_PARAMS_INDEX,
 } ot_params_kind;
 
 /* Gemm */
@@ -134,6 +136,24 @@ typedef struct ot_math_params {
     bool fmod;                            /* Mod, ModGrad: 0 by default */
     int index;                            /* MaxGrad, MinGrad: the input whose gradient */
 } ot_math_params;
+/* ---- layout and indexing (issue 13) ---- */
+typedef enum ot_scatter_reduction {
+    OT_SCATTER_NONE, OT_SCATTER_ADD, OT_SCATTER_MUL, OT_SCATTER_MAX, OT_SCATTER_MIN, OT_SCATTER_OTHER
+} ot_scatter_reduction;
+typedef enum ot_pad_mode { OT_PAD_CONSTANT, OT_PAD_REFLECT, OT_PAD_EDGE, OT_PAD_WRAP, OT_PAD_OTHER } ot_pad_mode;
+
+/* Pad, PadGrad, Trilu, GatherElements, GatherElementsGrad, CumSum, ScatterND,
+ * ScatterElements, GatherND */
+typedef struct ot_index_params {
+    int axis;                /* GatherElements (and its gradient), ScatterElements: 0 by default */
+    int batch_dims;          /* GatherND: 0 by default */
+    ot_scatter_reduction reduction; /* ScatterND, ScatterElements: "none" by default */
+    const char *reduction_name;     /* as written, for OTHER's error */
+    ot_pad_mode pad_mode;    /* Pad: "constant" by default; any other string is OTHER */
+    const char *mode_name;   /* as written (the node's attribute), for OTHER's error */
+    bool upper;              /* Trilu: 1 by default */
+    bool exclusive, reverse; /* CumSum */
+} ot_index_params;
 
 typedef struct ot_op_params {
     ot_params_kind kind;
@@ -148,6 +168,7 @@ typedef struct ot_op_params {
         ot_layout_params layout;
         ot_optim_params optim;
         ot_math_params math;
+        ot_index_params index; /* layout and indexing (issue 13) */
     } u;
 } ot_op_params;
 

@@ -254,6 +254,18 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_MOD_GRAD] = cost_pointwise,
     [OT_OP_MAX_GRAD] = cost_pointwise,
     [OT_OP_MIN_GRAD] = cost_pointwise,
+    /* ---- layout and indexing (issue 13) ---- */
+    [OT_OP_PAD] = cost_per_element,
+    [OT_OP_TILE] = cost_per_element,
+    [OT_OP_TRILU] = cost_per_element,
+    [OT_OP_GATHER_ELEMENTS] = cost_per_element,
+    [OT_OP_CUMSUM] = cost_pointwise,
+    [OT_OP_SCATTER_ND] = cost_per_element,
+    [OT_OP_SCATTER_ELEMENTS] = cost_per_element,
+    [OT_OP_GATHER_ND] = cost_per_element,
+    [OT_OP_PAD_GRAD] = cost_per_element,
+    [OT_OP_TILE_GRAD] = cost_per_element,
+    [OT_OP_GATHER_ELEMENTS_GRAD] = cost_per_element,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

@@ -2449,6 +2449,135 @@ static void test_skipped(void **state) {
     (void)state;
     skip();
 }
+
+/* ---- layout and indexing (issue 13) ---- */
+
+/* One case of the layout and indexing ops: on the host mode (be NULL: must match the
+ * CPU bit for bit) or on the GPU against the CPU (exactly: the element code and its
+ * summation order are the CPU's). */
+static void ix_case(ot_backend *be, const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *out) {
+    if (!be) assert_int_equal(hm_compare(label, n, in, out), OT_OK);
+    else tc_check(be, label, n, in, out, 0, 0, 0, 0);
+}
+
+static ot_tensor ix_scalar(tc_pool *p, int64_t v) {
+    ot_tensor t = tc_ints(p, 1, &v);
+    t.shape = ot_shape_make(0, NULL);
+    return t;
+}
+
+/* Pad in every mode (pads beyond the axis size, a crop through the axes input, int64
+ * data), PadGrad, Tile and TileGrad, Trilu, GatherElements and its gradient, CumSum,
+ * ScatterND and ScatterElements with every reduction (repeated indices), GatherND. */
+static void ix_cases(ot_backend *be) {
+    tc_pool p = {0};
+    const char *modes[4] = {"constant", "reflect", "edge", "wrap"};
+    int64_t pads[6] = {0, 2, 3, 1, 2, 5};
+    ot_tensor x = tc_rand(&p, 201, -1, 1, 3, 2, 3, 4), dy = tc_rand(&p, 202, -1, 1, 3, 3, 7, 12);
+    ot_tensor value = tc_tensor(&p, OT_F32, 0, NULL);
+    *(float *)value.data = 0.75f;
+    for (int m = 0; m < 4; m++) {
+        ot_node n = tk_node(OT_OP_PAD, 3, 1);
+        ot_node_set_attr_string(&n, "mode", modes[m]);
+        ot_tensor in[3] = {x, tc_ints(&p, 6, pads), value};
+        ot_tensor out[1] = {tc_out(OT_F32, 3, 3, 7, 12)};
+        ix_case(be, modes[m], &n, in, out);
+        ot_node g = tk_node(OT_OP_PAD_GRAD, 3, 1);
+        ot_node_set_attr_string(&g, "mode", modes[m]);
+        ot_tensor gin[3] = {dy, x, in[1]};
+        ot_tensor gout[1] = {tc_out(OT_F32, 3, 2, 3, 4)};
+        ix_case(be, "PadGrad", &g, gin, gout);
+        tk_node_free(&n);
+        tk_node_free(&g);
+    }
+    int64_t xi[24], pads2[4] = {-1, 2, 0, 1}, axes2[2] = {2, -2};
+    for (int i = 0; i < 24; i++) xi[i] = 100 + i;
+    ot_tensor xin = tc_ints(&p, 24, xi);
+    xin.shape = ot_shape_make(3, (int64_t[]){2, 3, 4});
+    ot_node pc = tk_node(OT_OP_PAD, 4, 1);
+    ot_tensor pcin[4] = {xin, tc_ints(&p, 4, pads2), ix_scalar(&p, 7), tc_ints(&p, 2, axes2)};
+    ot_tensor pcout[1] = {tc_out(OT_I64, 3, 2, 6, 3)};
+    ix_case(be, "Pad int64, axes, crop", &pc, pcin, pcout);
+
+    int64_t rep[3] = {2, 3, 2};
+    ot_node t = tk_node(OT_OP_TILE, 2, 1);
+    ot_tensor tx = tc_rand(&p, 203, -1, 1, 3, 2, 1, 3);
+    ot_tensor tin[2] = {tx, tc_ints(&p, 3, rep)};
+    ot_tensor tout[1] = {tc_out(OT_F32, 3, 4, 3, 6)};
+    ix_case(be, "Tile", &t, tin, tout);
+    ot_node tg = tk_node(OT_OP_TILE_GRAD, 2, 1);
+    ot_tensor tgin[2] = {tc_rand(&p, 204, -1, 1, 3, 4, 3, 6), tx};
+    ot_tensor tgout[1] = {tc_out(OT_F32, 3, 2, 1, 3)};
+    ix_case(be, "TileGrad", &tg, tgin, tgout);
+
+    for (int upper = 0; upper < 2; upper++) {
+        ot_node tr = tk_node(OT_OP_TRILU, 2, 1);
+        ot_node_set_attr_int(&tr, "upper", upper);
+        ot_tensor trin[2] = {tc_rand(&p, 205, -1, 1, 3, 2, 3, 5), ix_scalar(&p, upper ? -1 : 2)};
+        ot_tensor trout[1] = {tc_out(OT_F32, 3, 2, 3, 5)};
+        ix_case(be, upper ? "Trilu upper" : "Trilu lower", &tr, trin, trout);
+        tk_node_free(&tr);
+    }
+
+    int64_t idx[6] = {2, 0, -1, 1, 2, 2};
+    for (int axis = 0; axis < 2; axis++) {
+        ot_node ge = tk_node(OT_OP_GATHER_ELEMENTS, 2, 1);
+        ot_node_set_attr_int(&ge, "axis", axis);
+        ot_tensor gx = tc_rand(&p, 206, -1, 1, 2, 3, 4), gi = tc_ints(&p, 6, idx);
+        gi.shape = ot_shape_make(2, (int64_t[]){2, 3});
+        ot_tensor gein[2] = {gx, gi};
+        ot_tensor geout[1] = {tc_out(OT_F32, 2, 2, 3)};
+        ix_case(be, "GatherElements", &ge, gein, geout);
+        ot_node gg = tk_node(OT_OP_GATHER_ELEMENTS_GRAD, 3, 1);
+        ot_node_set_attr_int(&gg, "axis", axis);
+        ot_tensor ggin[3] = {tc_rand(&p, 207, -1, 1, 2, 2, 3), gi, gx};
+        ot_tensor ggout[1] = {tc_out(OT_F32, 2, 3, 4)};
+        ix_case(be, "GatherElementsGrad", &gg, ggin, ggout);
+        tk_node_free(&ge);
+        tk_node_free(&gg);
+    }
+
+    for (int mode = 0; mode < 4; mode++) {
+        ot_node c = tk_node(OT_OP_CUMSUM, 2, 1);
+        ot_node_set_attr_int(&c, "exclusive", mode & 1);
+        ot_node_set_attr_int(&c, "reverse", mode >> 1);
+        ot_tensor cin[2] = {tc_rand(&p, 208, -1, 1, 3, 3, 40, 5), ix_scalar(&p, mode == 3 ? -2 : 1)};
+        ot_tensor cout[1] = {tc_out(OT_F32, 3, 3, 40, 5)};
+        ix_case(be, "CumSum", &c, cin, cout);
+        tk_node_free(&c);
+    }
+
+    const char *reds[5] = {"none", "add", "mul", "max", "min"};
+    int64_t rows[3] = {1, -1, 1}, el[6] = {1, 0, 3, 1, 2, -1};
+    ot_tensor sx = tc_rand(&p, 209, -1, 1, 2, 4, 3), ri = tc_ints(&p, 3, rows), ei = tc_ints(&p, 6, el);
+    ri.shape = ot_shape_make(2, (int64_t[]){3, 1});
+    ei.shape = ot_shape_make(2, (int64_t[]){2, 3});
+    for (int r = 0; r < 5; r++) {
+        ot_node s = tk_node(OT_OP_SCATTER_ND, 3, 1);
+        ot_node_set_attr_string(&s, "reduction", reds[r]);
+        ot_tensor sin[3] = {sx, ri, tc_rand(&p, 210, -1, 1, 2, 3, 3)};
+        ot_tensor sout[1] = {tc_out(OT_F32, 2, 4, 3)};
+        ix_case(be, "ScatterND", &s, sin, sout);
+        ot_node e = tk_node(OT_OP_SCATTER_ELEMENTS, 3, 1);
+        ot_node_set_attr_string(&e, "reduction", reds[r]);
+        ot_tensor ein[3] = {sx, ei, tc_rand(&p, 211, -1, 1, 2, 2, 3)};
+        ix_case(be, "ScatterElements", &e, ein, sout);
+        tk_node_free(&s);
+        tk_node_free(&e);
+    }
+    ot_node gn = tk_node(OT_OP_GATHER_ND, 2, 1);
+    ot_tensor gnin[2] = {sx, ri};
+    ot_tensor gnout[1] = {tc_out(OT_F32, 2, 3, 3)};
+    ix_case(be, "GatherND", &gn, gnin, gnout);
+    tc_free(&p);
+}
+
+static void test_host_index(void **state) {
+    (void)state;
+    ix_cases(NULL);
+}
+
+static void test_index(void **state) { ix_cases(backend_of(state)); }
 #endif /* OT_HAVE_CUDA */
 
 int main(void) {
@@ -2484,6 +2613,7 @@ int main(void) {
         cmocka_unit_test(test_host_mse_grad),
         cmocka_unit_test(test_host_optim),
         cmocka_unit_test(test_host_accumulate),
+        cmocka_unit_test(test_host_index), /* layout and indexing (issue 13) */
         cmocka_unit_test(test_samples_supported),
         cmocka_unit_test(test_host_pointwise_math),
     };
@@ -2510,6 +2640,7 @@ int main(void) {
         cmocka_unit_test(test_samples_train),
         cmocka_unit_test(test_samples_remat_bitwise),
         cmocka_unit_test(test_pointwise_math),
+        cmocka_unit_test(test_index), /* layout and indexing (issue 13) */
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

@@ -92,5 +92,19 @@ ot_status ot_cpu_predicate(const ot_node *, const ot_tensor *, ot_tensor *, cons
 ot_status ot_cpu_math_unary(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_minmax(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_mod(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* cpu_index.c: layout and indexing (issue 13) */
+ot_status ot_cpu_pad(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_tile(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_trilu(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_gather_elements(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_cumsum(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* cpu_scatter.c: layout and indexing (issue 13) */
+ot_status ot_cpu_scatter_nd(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_scatter_elements(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_gather_nd(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* Pad / PadGrad geometry from host pads and axes tensors (axes may be NULL or empty). */
+struct ot_pad_geom;
+ot_status ot_cpu_pad_geom(const ot_node *node, const ot_tensor *pads_t, const ot_tensor *axes_t, const ot_shape *xs,
+                          const ot_shape *ys, struct ot_pad_geom *g, ot_error *err);
 
 #endif

@@ -77,6 +77,16 @@ static bool sup_logic(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0
 static bool sup_not(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_BOOL; }
 static bool sup_f32_f64(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_F32 || t0 == OT_F64; }
 static bool sup_minmax(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return arith_dtype(t0) && o0 == t0; }
+/* layout and indexing (issue 13) */
+static bool sup_pad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return any_dtype(t0) && ot_dtype_size(t0) <= 8 && index_dtype(in[1].dtype);
+}
+static bool sup_scatter(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return any_dtype(t0) && ot_dtype_size(t0) <= 8 && index_dtype(in[1].dtype) && in[2].dtype == t0;
+}
+static bool sup_cumsum(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return (t0 == OT_F32 || t0 == OT_F64 || t0 == OT_I64 || t0 == OT_I32) && index_dtype(in[1].dtype);
+}
 
 /* ---- the table -------------------------------------------------------------------- */
 
@@ -191,6 +201,18 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_MOD_GRAD] = F32(ot_cpu_mod_grad),
     [OT_OP_MAX_GRAD] = F32(ot_cpu_minmax_grad),
     [OT_OP_MIN_GRAD] = F32(ot_cpu_minmax_grad),
+    /* ---- layout and indexing (issue 13) ---- */
+    [OT_OP_PAD] = {ot_cpu_pad, sup_pad, NULL},
+    [OT_OP_TILE] = {ot_cpu_tile, sup_gather, NULL},
+    [OT_OP_TRILU] = {ot_cpu_trilu, sup_any, NULL},
+    [OT_OP_GATHER_ELEMENTS] = {ot_cpu_gather_elements, sup_gather, NULL},
+    [OT_OP_CUMSUM] = {ot_cpu_cumsum, sup_cumsum, NULL},
+    [OT_OP_SCATTER_ND] = {ot_cpu_scatter_nd, sup_scatter, NULL},
+    [OT_OP_SCATTER_ELEMENTS] = {ot_cpu_scatter_elements, sup_scatter, NULL},
+    [OT_OP_GATHER_ND] = {ot_cpu_gather_nd, sup_gather, NULL},
+    [OT_OP_PAD_GRAD] = F32(ot_cpu_pad_grad),
+    [OT_OP_TILE_GRAD] = F32(ot_cpu_pad_grad),
+    [OT_OP_GATHER_ELEMENTS_GRAD] = {ot_cpu_gather_elements_grad, sup_gather_grad, NULL},
 };
 #undef F32
 

@@ -41,5 +41,8 @@ OT_GRAD_KERNEL(ot_cpu_slice_grad);
 OT_GRAD_KERNEL(ot_cpu_math_grad);
 OT_GRAD_KERNEL(ot_cpu_mod_grad);
 OT_GRAD_KERNEL(ot_cpu_minmax_grad);
+/* grad_index.c (layout and indexing, issue 13): PadGrad and TileGrad, GatherElementsGrad */
+OT_GRAD_KERNEL(ot_cpu_pad_grad);
+OT_GRAD_KERNEL(ot_cpu_gather_elements_grad);
 
 #endif

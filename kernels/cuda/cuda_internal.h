@@ -10,7 +10,8 @@
  * (the same __host__ __device__ functors, through ot_cu_map) on the host over host
  * pointers: unary, binary, Equal, Where, Sum, Expand, ExpandLike, Cast, the
  * activation gradients, Dropout and DropoutGrad, the fills, the views, Transpose,
- * Concat, Split, Slice, SliceGrad, Gather, GatherGrad, MaxPool, AveragePool and their
+ * Concat, Split, Slice, SliceGrad, Gather, GatherGrad, the layout and indexing ops of
+ * issue 13 (cuda_index.cu, cuda_scatter.cu), MaxPool, AveragePool and their
  * gradients, MseLossGrad, SgdStep and AdamStep (ot_cuda_has_host_mode says which).
  * ot_cuda_read_ints / ot_cuda_read_double read host memory then. The module exports
  * this as pointwise_host (cuda_module.h) so tests compare it with the CPU kernels, bit
@@ -172,6 +173,18 @@ OT_CUDA_LAUNCHER(ot_cuda_slice);
 OT_CUDA_LAUNCHER(ot_cuda_slice_grad);
 OT_CUDA_LAUNCHER(ot_cuda_gather);
 OT_CUDA_LAUNCHER(ot_cuda_gather_grad);
+/* cuda_index.cu: layout and indexing (issue 13) */
+OT_CUDA_LAUNCHER(ot_cuda_pad);
+OT_CUDA_LAUNCHER(ot_cuda_tile);
+OT_CUDA_LAUNCHER(ot_cuda_trilu);
+OT_CUDA_LAUNCHER(ot_cuda_gather_elements);
+OT_CUDA_LAUNCHER(ot_cuda_cumsum);
+OT_CUDA_LAUNCHER(ot_cuda_pad_grad);
+OT_CUDA_LAUNCHER(ot_cuda_gather_elements_grad);
+/* cuda_scatter.cu: layout and indexing (issue 13) */
+OT_CUDA_LAUNCHER(ot_cuda_scatter_nd);
+OT_CUDA_LAUNCHER(ot_cuda_scatter_elements);
+OT_CUDA_LAUNCHER(ot_cuda_gather_nd);
 /* cuda_reduce.cu: reductions, normalisation, softmax; cuda_loss.cu: losses and the
  * reduce-family workspace */
 OT_CUDA_LAUNCHER(ot_cuda_reduce);

@@ -82,6 +82,19 @@ SUPPORTS(sup_minmax) {
     ot_dtype t0 = in0(node, in);
     return (t0 == OT_F32 || index_dtype(t0)) && out0(node, out) == t0;
 }
+/* layout and indexing (issue 13) */
+SUPPORTS(sup_pad) {
+    ot_dtype t0 = in0(node, in);
+    return any_dtype(t0) && ot_dtype_size(t0) <= 8 && index_dtype(in[1].dtype);
+}
+SUPPORTS(sup_scatter) {
+    ot_dtype t0 = in0(node, in);
+    return any_dtype(t0) && ot_dtype_size(t0) <= 8 && index_dtype(in[1].dtype) && in[2].dtype == t0;
+}
+SUPPORTS(sup_cumsum) {
+    ot_dtype t0 = in0(node, in);
+    return (t0 == OT_F32 || t0 == OT_F64 || t0 == OT_I64 || t0 == OT_I32) && index_dtype(in[1].dtype);
+}
 #undef SUPPORTS
 
 /* ---- workspace functions (cx NULL: the host-side query, without cuDNN) ------------ */
