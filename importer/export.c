@@ -219,12 +219,12 @@ static ot_status plan_external(exporter *x, const Onnx__GraphProto *gp, uint64_t
         if (e->file < 0) continue;
         e->file = several ? f++ : 0;
         if (!(*locs)[e->file]) {
-            const char *name = several ? gp->initializer[i]->name : NULL;
-            char *loc = ot_imp_data_location(x->path, name ? name : "", -1);
+            const char *name = several ? (gp->initializer[i]->name ? gp->initializer[i]->name : "") : NULL;
+            char *loc = ot_imp_data_location(x->path, name, -1);
             for (int k = 0; loc && k < e->file; k++)
                 if (!strcmp(loc, (*locs)[k])) { /* two names alike once sanitised */
                     free(loc);
-                    loc = ot_imp_data_location(x->path, name ? name : "", (int)i);
+                    loc = ot_imp_data_location(x->path, name, (int)i);
                     break;
                 }
             if (!loc) {
