@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """external_big.py — acceptance run for models over protobuf's 2 GB limit (issue 15, item 2).
 
-    /usr/bin/python3 bench/external_big.py ONNXTRAIN ORT_PYTHON WORK_DIR [--keep] [--small]
+    /usr/bin/python3 bench/external_big.py ONNXTRAIN ORT_PYTHON WORK_DIR [--keep] [--small] [--blocks N]
 
 ORT_PYTHON is a Python with onnxruntime and numpy (a venv outside the repo:
 `python3 -m venv V && V/bin/pip install onnxruntime numpy`). The script
@@ -9,8 +9,11 @@ ORT_PYTHON is a Python with onnxruntime and numpy (a venv outside the repo:
    16384, 5 blocks: 2.68 GB of float32 weights) straight to ONNX external data (one
    file), chunk by chunk, so building it holds no copy of the weights;
 2. trains 2 SGD steps with a checkpoint after each (`--checkpoint-every 1`), sampling
-   the process's VmRSS every 20 ms: its peak during the steps and while a file is being
-   written (a `*.tmp-*` file exists in the output or checkpoint folder);
+   the process's VmRSS every 20 ms: its peak during the steps, and while writing: from
+   the log line that ends a step ("step k/T") until the checkpoint's temporary file has
+   come and gone (then the next step runs), and after the last step until the process
+   exits (checkpoint and tuned model), so any copy made before a file is opened counts
+   as writing;
 3. resumes from the step-1 checkpoint into another folder: the tuned model must be
    byte-identical (same .onnx, same .data);
 4. runs the tuned model in ONNX Runtime and compares its output with `onnxtrain eval
@@ -20,6 +23,7 @@ Not in ctest: it needs ~12 GB of disk and ~6 GB of memory and takes minutes.
 """
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +37,8 @@ from onnx import TensorProto, helper, numpy_helper
 D, H, L, SEQ = 4096, 16384, 5, 8
 if "--small" in sys.argv:  # a dry run of the whole pipeline in seconds (not the acceptance figures)
     D, H = 64, 256
+if "--blocks" in sys.argv:  # fewer blocks: a model under 2 GB, to measure a build that cannot write one over it
+    L = int(sys.argv[sys.argv.index("--blocks") + 1])
 
 
 def build(path):
@@ -95,23 +101,33 @@ def run_sampled(cmd, watch):
     """Runs cmd; VmRSS peaks after setup: during the steps and while writing (a *.tmp-* in watch)."""
     t0 = time.time()
     p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    lines, started = [], threading.Event()
+    lines, started, steps_logged = [], threading.Event(), []
 
     def reader():
         for line in p.stderr:
             lines.append(line)
             if line.startswith("training "):
                 started.set()
+            m = re.match(r"step (\d+)/(\d+)", line)
+            if m:
+                steps_logged.append((int(m.group(1)), int(m.group(2))))
     th = threading.Thread(target=reader)
     th.start()
     peak = {"steps": 0, "write": 0}
-    hwm = 0
+    hwm, phase, seen_tmp, n_seen = 0, "steps", False, 0
     while p.poll() is None:
         hwm = max(hwm, rss_kib(p.pid, "VmHWM:"))
         rss = rss_kib(p.pid, "VmRSS:")
         if started.is_set():
-            writing = any(glob.glob(os.path.join(d, "*.tmp-*")) for d in watch)
-            phase = "write" if writing else "steps"
+            if phase == "steps" and len(steps_logged) > n_seen:
+                phase, seen_tmp, n_seen = "write", False, len(steps_logged)
+            elif phase == "write":
+                tmp = any(glob.glob(os.path.join(d, "*.tmp-*")) for d in watch)
+                k, total = steps_logged[n_seen - 1]
+                if tmp:
+                    seen_tmp = True
+                elif seen_tmp and k < total:
+                    phase = "steps"
             peak[phase] = max(peak[phase], rss)
         time.sleep(0.02)
     th.join()
