@@ -240,7 +240,8 @@ int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data);
 /* Trains: o->steps optimizer steps (or o->epochs epochs), each of o->accum micro-
  * batches; validation (ot_train_validate) after every epoch and after the last step
  * when val is not NULL. On success the
- * trained params and running statistics are in m->graph (ready for ot_model_save).
+ * trained params and running statistics are in m->graph (ready for ot_model_save),
+ * unless o.stream_save: then they stay in the executor for ot_train_save_model.
  * r is filled also on failure (the steps done so far). */
 ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dataset *val,
                        const ot_train_observer *obs, ot_train_result *r, ot_error *err);
