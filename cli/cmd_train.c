@@ -67,6 +67,8 @@ static void train_usage(FILE *f) {
           "                            with --val-input it holds the training step and validation\n"
           "output:\n"
           "  -o, --output-model FILE   the tuned model (required)\n"
+          "  --external-data           write its initializers to FILE.data (as the source stored them:\n"
+          "                            one file, or a file per tensor); automatic above protobuf's 2 GB\n"
           "  --report FILE.json        loss history, learning rates, gradient norms, step times,\n"
           "                            validation results and the memory plan; written in full\n"
           "                            before the tuned model, renamed into place after it\n"
@@ -151,7 +153,7 @@ static void print_resume_command(FILE *f, int argc, char **argv, const char *dir
 }
 
 enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
-       O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME };
+       O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME, O_EXTERNAL };
 
 /* Everything one `onnxtrain train` holds, from the command line to the result. */
 typedef struct train_cli {
@@ -159,7 +161,7 @@ typedef struct train_cli {
     ot_common_args ca;
     ot_input_specs val_inputs;
     const char *model_path, *val_labels, *out_path, *report, *ckpt_dir, *resume;
-    bool quiet, help;
+    bool quiet, help, external_data;
     bool model_written, report_written; /* what write_outputs put in place */
     int64_t log_every;
     char *default_ckpt_dir;
@@ -194,6 +196,7 @@ static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err)
         if (!(st = ot_args_int("--keep-checkpoints", arg, 1, 1 << 20, &v, err))) t->o.keep_checkpoints = (int)v;
         return st;
     case O_RESUME: t->resume = arg; return OT_OK;
+    case O_EXTERNAL: t->external_data = true; return OT_OK;
     case 'o': t->out_path = arg; return OT_OK;
     case 'h': t->help = true; return OT_OK;
     default: return ot_fail(err, OT_E_INTERNAL, "option code %d has no case", c);
@@ -210,7 +213,7 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
         {"no-check-numerics", no_argument, 0, O_NO_CHECK}, {"output-model", required_argument, 0, 'o'},
         {"check-numerics", no_argument, 0, O_CHECK}, {"checkpoint-dir", required_argument, 0, O_CKPT_DIR},
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY}, {"keep-checkpoints", required_argument, 0, O_CKPT_KEEP},
-        {"resume", required_argument, 0, O_RESUME},
+        {"resume", required_argument, 0, O_RESUME}, {"external-data", no_argument, 0, O_EXTERNAL},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ot_status st;
     optind = 1;
@@ -355,6 +358,7 @@ static ot_status build(train_cli *t, ot_error *err) {
     if (!st) st = setup_checkpoints(t, err);
     if (st) return st;
     t->o.validation = t->val_inputs.n > 0; /* planned with the session, inside the memory budget */
+    t->o.stream_save = true;                 /* write_outputs() writes the tuned model from the arena */
     if ((st = ot_train_session_new(t->m, &t->o, &t->data, true, &t->s, err))) {
         if (st == OT_E_MEMORY) ot_train_memory_advice(t->m, &t->o, t->data.n_samples, err);
         return st;
@@ -408,7 +412,7 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
             return st;
         }
     }
-    if ((st = ot_model_save(t->m, t->out_path, err))) {
+    if ((st = ot_train_save_model(t->s, t->out_path, t->external_data, err))) {
         ot_atomic_abort(rep);
         return st;
     }

@@ -1,8 +1,10 @@
 /* external.c — tensors stored outside the model file (TensorProto.data_location =
- * EXTERNAL, keys location / offset / length / checksum). A model is untrusted input,
- * so the location is confined to the model's folder: absolute paths, `..` components,
- * symlinks that lead out of the folder and hard links are refused, as are offsets and
- * lengths that are negative, not numbers, or past the end of the file. */
+ * EXTERNAL, keys location / offset / length / checksum). Reading: a model is untrusted
+ * input, so the location is confined to the model's folder: absolute paths, `..`
+ * components, symlinks that lead out of the folder and hard links are refused, as are
+ * offsets and lengths that are negative, not numbers, or past the end of the file.
+ * Writing (the exporter's data files): the names data files take, and committing a
+ * model with its data files so that they appear together. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "import_internal.h"
+#include "ir/atomic_file.h"
 #include "ir/input_file.h"
 
 typedef struct ext_spec {
@@ -231,5 +234,83 @@ ot_status ot_imp_external_read(const Onnx__TensorProto *t, const char *tname, co
     }
 fail:
     close(fd);
+    return st;
+}
+
+/* ---- writing ----------------------------------------------------------------------- */
+
+char *ot_imp_data_location(const char *model_path, const char *tensor, int k) {
+    const char *slash = strrchr(model_path, '/');
+    const char *base = slash ? slash + 1 : model_path;
+    size_t nb = strlen(base), nt = tensor ? strlen(tensor) : 0;
+    if (nt > 100) nt = 100;
+    char *s = malloc(nb + nt + 40);
+    if (!s) return NULL;
+    size_t at = 0;
+    memcpy(s, base, nb);
+    at = nb;
+    if (tensor) {
+        s[at++] = '.';
+        for (size_t i = 0; i < nt; i++) {
+            char c = tensor[i];
+            bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                      c == '_' || c == '-';
+            s[at++] = ok ? c : '_';
+        }
+    }
+    if (k >= 0) at += (size_t)snprintf(s + at, 24, "-%d", k);
+    memcpy(s + at, ".data", sizeof ".data");
+    return s;
+}
+
+static bool path_exists(const char *p) {
+    struct stat sb;
+    return lstat(p, &sb) == 0;
+}
+
+ot_status ot_imp_commit_with_data(ot_atomic_file *model, const char *model_path, ot_atomic_file **data,
+                                  char **data_paths, int n_data, ot_error *err) {
+    ot_status st = OT_OK;
+    int renamed = 0;
+    /* Every byte reaches its temporary file before anything is renamed: a full disk
+     * fails here, with nothing in place yet. */
+    for (int k = 0; k < n_data && !st; k++)
+        if (fflush(ot_atomic_stream(data[k])) != 0 || ferror(ot_atomic_stream(data[k])))
+            st = ot_atomic_commit(data[k], err), data[k] = NULL; /* reports the write error, removes the file */
+    if (!st && (fflush(ot_atomic_stream(model)) != 0 || ferror(ot_atomic_stream(model))))
+        st = ot_atomic_commit(model, err), model = NULL;
+    if (st) goto fail;
+    bool replaces = false;
+    for (int k = 0; k < n_data; k++) replaces = replaces || path_exists(data_paths[k]);
+    struct stat sb;
+    if (replaces && lstat(model_path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        /* The old model would read the new data between the renames: withdraw it
+         * first, so a reader sees the old model whole, no model, or the new one. */
+        if (unlink(model_path) != 0) {
+            st = ot_fail(err, OT_E_IO, "%s: cannot remove the old model before replacing its data files: %s",
+                         model_path, strerror(errno));
+            goto fail;
+        }
+        (void)ot_atomic_sync_folder(model_path, NULL);
+    }
+    for (; renamed < n_data; renamed++) {
+        ot_atomic_file *af = data[renamed];
+        data[renamed] = NULL;
+        if ((st = ot_atomic_commit(af, err))) {
+            renamed++; /* a folder-sync failure leaves it renamed: removed below either way */
+            goto fail;
+        }
+    }
+    st = ot_atomic_commit(model, err);
+    model = NULL;
+    if (!st) return OT_OK;
+    /* The model's rename failed, or the folder sync after it: in the second case the
+     * new model is in place and needs its data. */
+    if (path_exists(model_path)) return st;
+fail:
+    for (int k = 0; k < renamed; k++) (void)unlink(data_paths[k]);
+    if (renamed) (void)ot_atomic_sync_folder(model_path, NULL);
+    for (int k = 0; k < n_data; k++) ot_atomic_abort(data[k]);
+    ot_atomic_abort(model);
     return st;
 }

@@ -95,6 +95,22 @@ ot_status ot_imp_external_read(const Onnx__TensorProto *t, const char *tname, co
 ot_status ot_imp_external_size(const Onnx__TensorProto *t, const char *tname, const char *dir,
                                uint64_t *nbytes, ot_error *err);
 
+/* ---- writing external data (external.c) ---- */
+typedef struct ot_atomic_file ot_atomic_file;
+/* Makes a model file and its data files appear together: flushes every stream, then
+ * renames the data files into place and the model last (ot_atomic_commit each). When
+ * a data file would replace an existing file, an existing `model_path` is removed
+ * first, so no reader ever pairs the old model with the new data. On failure every
+ * data file already renamed is removed again (unless the model file then exists: the
+ * new one may be in place) and the rest are aborted. Frees every handle. */
+ot_status ot_imp_commit_with_data(ot_atomic_file *model, const char *model_path, ot_atomic_file **data,
+                                  char **data_paths, int n_data, ot_error *err);
+/* The location a data file of the model at `model_path` takes: a file name in the
+ * model's folder made of the model's file name, `tensor` (NULL: one file for all) with
+ * every character but [A-Za-z0-9._-] replaced by '_' (at most 100 of them) and
+ * ".data", with "-K" before ".data" when `k` >= 0. malloc'd; NULL when out of memory. */
+char *ot_imp_data_location(const char *model_path, const char *tensor, int k);
+
 /* Appends one AttributeProto to n as an ot_attr; *nested is set for graph, sparse and
  * type attributes (the node is then reported as unsupported). */
 ot_status ot_imp_convert_attr(const char *file, const char *dir, ot_node *n, const Onnx__AttributeProto *ap,

@@ -86,8 +86,38 @@ void ot_model_external_files_free(char **paths, int n);
 
 /* Writes the model back: the original graph, opset, names, metadata and doc strings;
  * each initializer takes the current data of its IR value (params and state).
- * Written to PATH.tmp-XXXX then renamed. */
+ * Written to PATH.tmp-XXXX then renamed. Same as ot_model_save_ex with no options. */
 ot_status ot_model_save(const ot_model *m, const char *path, ot_error *err);
+
+/* Where the exporter takes an initializer's bytes when its IR value holds none (the
+ * weights live in an executor's arena): host_ptr (may be NULL, or return NULL) gives
+ * them in place; otherwise read copies bytes [offset, offset + n) of the value into
+ * dst, a staging buffer of at most OT_EXPORT_STAGE_BYTES. Either way the exporter
+ * holds no copy of the weights. value_id indexes m->graph. */
+typedef struct ot_export_source {
+    const void *(*host_ptr)(void *user, int value_id);
+    ot_status (*read)(void *user, int value_id, uint64_t offset, void *dst, size_t n, ot_error *err);
+    void *user;
+} ot_export_source;
+
+#define OT_EXPORT_STAGE_BYTES ((size_t)4 << 20)
+
+typedef struct ot_export_options {
+    /* Write the initializers as external data even when the model fits in protobuf's
+     * 2 GB limit (above it, they always are). */
+    bool external_data;
+    /* NULL: every initializer's bytes from its IR value. */
+    const ot_export_source *source;
+} ot_export_options;
+
+/* ot_model_save with options. External data keeps the source's layout: the
+ * initializers stored externally in the source are written externally, to one file
+ * PATH.data when the source used one file, or to a file per tensor
+ * (PATH.<tensor>.data) when it used several; a source without external data writes
+ * every initializer of 1 KiB or more to PATH.data. Locations are file names relative
+ * to PATH's folder (never '/' or '..'), offsets aligned to 4 KiB. The .onnx and its
+ * data files appear together or not at all (see docs/training.md, "External data"). */
+ot_status ot_model_save_ex(const ot_model *m, const char *path, const ot_export_options *opt, ot_error *err);
 
 /* Shape inference over the whole graph with constant folding of shape subgraphs
  * (Shape → Gather → Concat → Reshape, Range, Expand, ConstantOfShape, ...), folding

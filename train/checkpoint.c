@@ -64,6 +64,17 @@ ot_status ot_checkpoint_add(ot_checkpoint *c, const char *name, ot_ckpt_kind kin
     return OT_OK;
 }
 
+ot_status ot_checkpoint_add_ref(ot_checkpoint *c, const char *name, ot_ckpt_kind kind, ot_dtype dtype,
+                                const ot_shape *shape, size_t nbytes, ot_error *err) {
+    ot_status st = ot_checkpoint_add(c, name, kind, dtype, shape, NULL, 0, err);
+    if (st) return st;
+    ot_ckpt_tensor *t = &c->tensors[c->n_tensors - 1];
+    free(t->data);
+    t->data = NULL;
+    t->nbytes = nbytes;
+    return OT_OK;
+}
+
 const ot_ckpt_tensor *ot_checkpoint_find_tensor(const ot_checkpoint *c, const char *name) {
     for (int i = 0; i < c->n_tensors; i++)
         if (!strcmp(c->tensors[i].name, name)) return &c->tensors[i];
@@ -145,26 +156,39 @@ static void put_settings(wbuf *w, const ot_ckpt_settings *s) {
     put_i64(w, s->memory_budget);
 }
 
+/* The payload's fields before the tensors. */
+static void put_front(wbuf *w, const ot_checkpoint *c) {
+    put_u64(w, c->fingerprint);
+    put_i64(w, c->step);
+    put_i64(w, c->micro_batches);
+    put_i64(w, c->epoch);
+    put_i64(w, c->epoch_batch);
+    put_settings(w, &c->set);
+    put_u32(w, (uint32_t)c->n_tensors);
+}
+
+/* A tensor's fields before its bytes. */
+static void put_tensor_head(wbuf *w, const ot_ckpt_tensor *t) {
+    put_str(w, t->name);
+    put_u32(w, (uint32_t)t->kind);
+    put_u32(w, (uint32_t)t->dtype);
+    put_u32(w, (uint32_t)t->shape.rank);
+    for (int k = 0; k < t->shape.rank; k++)
+        put_i64(w, t->shape.dim[k]);
+    put_u64(w, t->nbytes);
+}
+
 ot_status ot_checkpoint_encode(const ot_checkpoint *c, uint8_t **buf, size_t *len, ot_error *err) {
+    for (int i = 0; i < c->n_tensors; i++)
+        if (!c->tensors[i].data && c->tensors[i].nbytes)
+            return ot_fail(err, OT_E_INTERNAL, "checkpoint: tensor '%s' holds no data to encode", c->tensors[i].name);
     wbuf w = {0};
     uint8_t zero[CKPT_HEADER] = {0};
     put(&w, zero, CKPT_HEADER); /* filled in below, once the payload is known */
-    put_u64(&w, c->fingerprint);
-    put_i64(&w, c->step);
-    put_i64(&w, c->micro_batches);
-    put_i64(&w, c->epoch);
-    put_i64(&w, c->epoch_batch);
-    put_settings(&w, &c->set);
-    put_u32(&w, (uint32_t)c->n_tensors);
+    put_front(&w, c);
     for (int i = 0; i < c->n_tensors; i++) {
         const ot_ckpt_tensor *t = &c->tensors[i];
-        put_str(&w, t->name);
-        put_u32(&w, (uint32_t)t->kind);
-        put_u32(&w, (uint32_t)t->dtype);
-        put_u32(&w, (uint32_t)t->shape.rank);
-        for (int k = 0; k < t->shape.rank; k++)
-            put_i64(&w, t->shape.dim[k]);
-        put_u64(&w, t->nbytes);
+        put_tensor_head(&w, t);
         put(&w, t->data, t->nbytes);
     }
     if (w.oom) {
@@ -385,13 +409,86 @@ fail:
 
 /* ---- files ----------------------------------------------------------------------- */
 
+/* One pass over the payload: hashing it (f NULL) or writing it to f. */
+typedef struct ckpt_pass {
+    FILE *f;
+    uint64_t hash, len;
+    uint8_t *stage;
+} ckpt_pass;
+
+static void emit(ckpt_pass *p, const void *data, size_t n) {
+    if (p->f) fwrite(data, 1, n, p->f); /* a failure is reported by the commit */
+    else p->hash = ot_fnv1a64(p->hash, data, n);
+    p->len += n;
+}
+
+static ot_status emit_tensor_data(const ot_checkpoint *c, int i, ckpt_pass *p, ot_error *err) {
+    const ot_ckpt_tensor *t = &c->tensors[i];
+    const ot_ckpt_source *src = &c->source;
+    const void *host = t->data ? t->data : src->host_ptr ? src->host_ptr(src->user, i) : NULL;
+    if (host || !t->nbytes) {
+        if (t->nbytes) emit(p, host, t->nbytes);
+        return OT_OK;
+    }
+    if (!src->read) return ot_fail(err, OT_E_INTERNAL, "checkpoint: tensor '%s' has no data and no source", t->name);
+    for (size_t off = 0; off < t->nbytes;) {
+        size_t m = t->nbytes - off < OT_CKPT_STAGE_BYTES ? t->nbytes - off : OT_CKPT_STAGE_BYTES;
+        ot_status st = src->read(src->user, i, off, p->stage, m, err);
+        if (st) return st;
+        emit(p, p->stage, m);
+        off += m;
+    }
+    return OT_OK;
+}
+
+static ot_status emit_payload(const ot_checkpoint *c, ckpt_pass *p, ot_error *err) {
+    wbuf w = {0};
+    ot_status st = OT_OK;
+    put_front(&w, c);
+    for (int i = 0;; i++) {
+        if (i < c->n_tensors) put_tensor_head(&w, &c->tensors[i]);
+        if (w.oom) {
+            st = ot_fail(err, OT_E_MEMORY, "checkpoint: out of memory");
+            break;
+        }
+        emit(p, w.p, w.n);
+        w.n = 0;
+        if (i == c->n_tensors || (st = emit_tensor_data(c, i, p, err))) break;
+    }
+    free(w.p);
+    return st;
+}
+
 ot_status ot_checkpoint_write(const ot_checkpoint *c, const char *path, ot_error *err) {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    ot_status st = ot_checkpoint_encode(c, &buf, &len, err);
-    if (st) return st;
-    if ((st = ot_atomic_write(path, buf, len, err)) && err) ot_error_prefix(err, "checkpoint ");
-    free(buf);
+    ckpt_pass p = {.hash = OT_FNV_OFFSET};
+    ot_atomic_file *af = NULL;
+    ot_status st = OT_OK;
+    if (!(p.stage = malloc(OT_CKPT_STAGE_BYTES))) return ot_fail(err, OT_E_MEMORY, "checkpoint %s: out of memory", path);
+    if ((st = emit_payload(c, &p, err))) goto fail; /* the checksum the header needs */
+    wbuf h = {0};
+    put(&h, CKPT_MAGIC, 8);
+    put_u32(&h, OT_CKPT_VERSION);
+    put_u32(&h, 0);
+    put_u64(&h, p.len);
+    put_u64(&h, p.hash);
+    uint8_t header[CKPT_HEADER];
+    if (!h.oom) memcpy(header, h.p, CKPT_HEADER);
+    free(h.p);
+    if (h.oom) {
+        st = ot_fail(err, OT_E_MEMORY, "checkpoint %s: out of memory", path);
+        goto fail;
+    }
+    if ((st = ot_atomic_open(path, &af, err))) goto fail_io;
+    fwrite(header, 1, CKPT_HEADER, ot_atomic_stream(af));
+    ckpt_pass w = {.f = ot_atomic_stream(af), .stage = p.stage};
+    if ((st = emit_payload(c, &w, err))) goto fail;
+    st = ot_atomic_commit(af, err);
+    af = NULL;
+fail_io:
+    if (st && err) ot_error_prefix(err, "checkpoint ");
+fail:
+    ot_atomic_abort(af);
+    free(p.stage);
     return st;
 }
 

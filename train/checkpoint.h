@@ -58,6 +58,19 @@ typedef struct ot_ckpt_settings {
     int64_t memory_budget;
 } ot_ckpt_settings;
 
+/* Where a checkpoint's tensor bytes come from when the tensors hold none (data NULL:
+ * the values stay in an executor's arena while the file is written): host_ptr (may
+ * be NULL, or return NULL) gives tensor i's bytes in place, otherwise read copies
+ * bytes [offset, offset + n) of it into dst, a buffer of at most
+ * OT_CKPT_STAGE_BYTES. */
+typedef struct ot_ckpt_source {
+    const void *(*host_ptr)(void *user, int tensor);
+    ot_status (*read)(void *user, int tensor, uint64_t offset, void *dst, size_t n, ot_error *err);
+    void *user;
+} ot_ckpt_source;
+
+#define OT_CKPT_STAGE_BYTES ((size_t)4 << 20)
+
 typedef struct ot_checkpoint {
     uint64_t fingerprint;
     int64_t step;               /* optimizer steps completed */
@@ -66,12 +79,18 @@ typedef struct ot_checkpoint {
     ot_ckpt_settings set;
     ot_ckpt_tensor *tensors;
     int n_tensors, cap_tensors;
+    ot_ckpt_source source; /* for tensors added with ot_checkpoint_add_ref */
 } ot_checkpoint;
 
 void ot_checkpoint_free(ot_checkpoint *c);
 /* Appends a copy of `nbytes` bytes of data as tensor `name`. */
 ot_status ot_checkpoint_add(ot_checkpoint *c, const char *name, ot_ckpt_kind kind, ot_dtype dtype,
                             const ot_shape *shape, const void *data, size_t nbytes, ot_error *err);
+/* Appends tensor `name` without its bytes (data NULL): writing takes them from
+ * c->source, which must be set by then. Such a checkpoint can be written, not
+ * encoded or restored from. */
+ot_status ot_checkpoint_add_ref(ot_checkpoint *c, const char *name, ot_ckpt_kind kind, ot_dtype dtype,
+                                const ot_shape *shape, size_t nbytes, ot_error *err);
 const ot_ckpt_tensor *ot_checkpoint_find_tensor(const ot_checkpoint *c, const char *name);
 
 /* FNV-1a 64: start from OT_FNV_OFFSET, feed bytes. */
@@ -84,9 +103,12 @@ ot_status ot_checkpoint_encode(const ot_checkpoint *c, uint8_t **buf, size_t *le
  * checked (ot_checkpoint_validate), so a checkpoint that decodes can be used. */
 ot_status ot_checkpoint_decode(const uint8_t *buf, size_t len, const char *what, ot_checkpoint *out, ot_error *err);
 
-/* Writes c to `path` through ot_atomic_write (a temporary `path.tmp-XXXXXX`, fsync,
+/* Writes c to `path` through ot_atomic_file (a temporary `path.tmp-XXXXXX`, fsync,
  * rename, fsync of the folder): a crash leaves either the old file or the new one,
- * never half of one. */
+ * never half of one. The bytes are those of ot_checkpoint_encode, streamed: a first
+ * pass over the tensors computes the checksum the header needs, a second writes, so
+ * no buffer of the file's size is made (tensors without data are read twice from
+ * c->source). */
 ot_status ot_checkpoint_write(const ot_checkpoint *c, const char *path, ot_error *err);
 /* Reads a regular file only (a FIFO, device or folder: OT_E_IO, never waited on). */
 ot_status ot_checkpoint_read(const char *path, ot_checkpoint *out, ot_error *err);
@@ -125,7 +147,9 @@ uint64_t ot_train_fingerprint(const ot_train_session *s);
 /* The settings of the session's run on `data`. */
 void ot_train_ckpt_settings(const ot_train_session *s, const ot_dataset *data, ot_ckpt_settings *out);
 /* A checkpoint of the session after `steps_done` optimizer steps: params, running
- * statistics and optimizer state as they are in the executor now. */
+ * statistics and optimizer state as they are in the executor now. The tensors hold no
+ * data: out->source reads them from the executor when the checkpoint is written, so
+ * write it before the next step and before ot_train_session_free. */
 ot_status ot_train_checkpoint_capture(ot_train_session *s, const ot_dataset *data, int64_t steps_done,
                                       ot_checkpoint *out, ot_error *err);
 /* Loads a checkpoint into the session after checking that it belongs to this

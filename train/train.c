@@ -255,3 +255,31 @@ void ot_train_memory_info(const ot_train_session *s, ot_train_memory_summary *ou
                                      .val_peak = s->val_peak,
                                      .val_in_budget = s->val_in_budget};
 }
+
+/* ---- the tuned model, from the arena ------------------------------------------------ */
+
+/* A value's bytes where they lie: on the CPU the arena itself, or the session graph's
+ * host copy of a value the executor does not hold. NULL: read through copy_out. */
+static const void *arena_host_ptr(void *user, int v) {
+    ot_train_session *s = user;
+    /* the arena first: a host copy kept (keep_host_weights) holds the weights as loaded */
+    const void *p = ot_executor_value_ptr(s->ex, v);
+    if (p) return s->be->host_memory ? p : NULL;
+    return s->g->values[v].data;
+}
+
+static ot_status arena_read(void *user, int v, uint64_t offset, void *dst, size_t n, ot_error *err) {
+    ot_train_session *s = user;
+    const char *p = ot_executor_value_ptr(s->ex, v);
+    if (!p || offset + n > ot_executor_plan(s->ex)->values[v].nbytes)
+        return ot_fail(err, OT_E_INTERNAL, "'%s' is not held by the training executor: nothing to write",
+                       vname(s->g, v));
+    return s->be->copy_out(s->be, dst, p + offset, n, err);
+}
+
+ot_status ot_train_save_model(ot_train_session *s, const char *path, bool external_data, ot_error *err) {
+    if (!s->ex) return ot_fail(err, OT_E_INTERNAL, "the session was built to plan only: it holds no weights");
+    ot_export_source src = {.host_ptr = arena_host_ptr, .read = arena_read, .user = s};
+    ot_export_options eo = {.external_data = external_data, .source = &src};
+    return ot_model_save_ex(s->m, path, &eo, err);
+}

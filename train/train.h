@@ -92,6 +92,11 @@ typedef struct ot_train_options {
      * values have no data (a failed session creation puts it back). true keeps the
      * host copies as well: results are the same, memory is not. */
     bool keep_host_weights;
+    /* ot_train_run leaves the trained params and running statistics in the executor
+     * instead of copying them back into m->graph (which then holds no data for them):
+     * write the tuned model with ot_train_save_model, straight from the arena, before
+     * ot_train_session_free. Saves a host copy of the weights at the end of a run. */
+    bool stream_save;
     /* Testing: run the NaN checks and the gradient norm through the backend's
      * scan_f32 as on a GPU, even on the CPU (whose arena is otherwise read in place).
      * Results are bitwise the same; tests/test_device_scan.c compares them. */
@@ -235,9 +240,16 @@ int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data);
 /* Trains: o->steps optimizer steps (or o->epochs epochs), each of o->accum micro-
  * batches; validation (ot_train_validate) after every epoch and after the last step
  * when val is not NULL. On success the
- * trained params and running statistics are in m->graph (ready for ot_model_save).
+ * trained params and running statistics are in m->graph (ready for ot_model_save),
+ * unless o.stream_save: then they stay in the executor for ot_train_save_model.
  * r is filled also on failure (the steps done so far). */
 ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dataset *val,
                        const ot_train_observer *obs, ot_train_result *r, ot_error *err);
+
+/* Writes the tuned model (ot_model_save_ex) with the params and running statistics
+ * the executor holds now, read from its arena in place (CPU) or through a staging
+ * buffer (GPU): writing adds no copy of the weights. external_data: as
+ * ot_export_options.external_data. */
+ot_status ot_train_save_model(ot_train_session *s, const char *path, bool external_data, ot_error *err);
 
 #endif

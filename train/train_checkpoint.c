@@ -79,6 +79,27 @@ static int saved_value(const ot_train_session *s, int i, ot_ckpt_kind *kind) {
     return *kind = OT_CKPT_OPT_STATE, s->og.state[i];
 }
 
+/* Tensor i's bytes where they lie: on the CPU the arena itself. NULL: copy_out. */
+static const void *ckpt_host_ptr(void *user, int i) {
+    ot_train_session *s = user;
+    ot_ckpt_kind kind;
+    int v = saved_value(s, i, &kind);
+    /* the arena first: a host copy kept (keep_host_weights) holds the weights as loaded */
+    const void *p = ot_executor_value_ptr(s->ex, v);
+    if (p) return s->be->host_memory ? p : NULL;
+    return s->g->values[v].data;
+}
+
+static ot_status ckpt_read(void *user, int i, uint64_t offset, void *dst, size_t n, ot_error *err) {
+    ot_train_session *s = user;
+    ot_ckpt_kind kind;
+    int v = saved_value(s, i, &kind);
+    const char *p = ot_executor_value_ptr(s->ex, v);
+    if (!p || offset + n > ot_executor_plan(s->ex)->values[v].nbytes)
+        return ot_fail(err, OT_E_INTERNAL, "checkpoint: '%s' is not held by the training executor", vname(s->g, v));
+    return s->be->copy_out(s->be, dst, p + offset, n, err);
+}
+
 ot_status ot_train_checkpoint_capture(ot_train_session *s, const ot_dataset *data, int64_t steps_done,
                                       ot_checkpoint *out, ot_error *err) {
     ot_status st = OT_OK;
@@ -90,14 +111,15 @@ ot_status ot_train_checkpoint_capture(ot_train_session *s, const ot_dataset *dat
     c.epoch = per_epoch > 0 ? c.micro_batches / per_epoch : 0;
     c.epoch_batch = per_epoch > 0 ? c.micro_batches % per_epoch : 0;
     ot_train_ckpt_settings(s, data, &c.set);
+    /* The tensors stay in the arena: the writer reads them from there (twice: the
+     * checksum, then the file), so a checkpoint adds no copy of the weights. */
+    c.source = (ot_ckpt_source){.host_ptr = ckpt_host_ptr, .read = ckpt_read, .user = s};
     for (int i = 0; i < n_saved(s); i++) {
         ot_ckpt_kind kind;
         int v = saved_value(s, i, &kind);
-        ot_tensor *t = NULL;
-        if ((st = ot_executor_get(s->ex, v, &t, err))) goto fail;
-        st = ot_checkpoint_add(&c, vname(s->g, v), kind, t->dtype, &t->shape, t->data, t->nbytes, err);
-        ot_tensor_free(t);
-        if (st) goto fail;
+        const ot_value *val = &s->g->values[v];
+        size_t nbytes = ot_executor_plan(s->ex)->values[v].nbytes;
+        if ((st = ot_checkpoint_add_ref(&c, vname(s->g, v), kind, val->dtype, &val->shape, nbytes, err))) goto fail;
     }
     *out = c;
     return OT_OK;

@@ -494,6 +494,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
     free(s->scan_buf);
     s->scan_buf = NULL;
     s->scan_cap = 0;
+    if (s->o.stream_save) goto done; /* ot_train_save_model reads them from the arena */
     st = ot_executor_sync_to_graph(s->ex, err);
     if (!st) ot_session_give_back(s->m->graph, s->g); /* the trained weights go home to the model */
 done:
