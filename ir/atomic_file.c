@@ -110,7 +110,18 @@ ot_status ot_atomic_open(const char *path, ot_atomic_file **out, ot_error *err) 
         goto fail;
     }
     if ((af->in_place = write_in_place(path))) {
-        if ((af->fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)) < 0) {
+        /* O_NONBLOCK: opening a FIFO nobody reads would block for ever; it fails with
+         * ENXIO instead. Writes then block as usual (the flag is cleared). */
+        if ((af->fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK)) < 0) {
+            if (errno == ENXIO)
+                st = ot_fail(err, OT_E_IO, "%s: a FIFO that no process reads; nothing would take what is written",
+                             path);
+            else
+                st = ot_fail(err, OT_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+            goto fail;
+        }
+        int fl = fcntl(af->fd, F_GETFL);
+        if (fl < 0 || fcntl(af->fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
             st = ot_fail(err, OT_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
             goto fail;
         }

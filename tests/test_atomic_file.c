@@ -332,6 +332,38 @@ static void test_devices_written_in_place(void **state) {
     assert_true(S_ISCHR(sb.st_mode));
 }
 
+/* A FIFO nobody reads, as the destination (a checkpoint's final name, --report):
+ * refused at once instead of blocking in open for ever; one with a reader takes the
+ * bytes in place. alarm() turns a hang into a failure. */
+static void test_fifo_without_reader_refused(void **state) {
+    (void)state;
+    const char *fifo = TMP "/out.fifo";
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(10);
+    ot_error err = {0};
+    assert_io_error(ot_atomic_write(fifo, "x", 1, &err), &err, fifo, "no process reads");
+    pid_t reader = fork();
+    if (reader == 0) {
+        FILE *f = fopen(fifo, "r");
+        char buf[8] = {0};
+        size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+        _exit(n == 2 && !memcmp(buf, "ok", 2) ? 0 : 1);
+    }
+    /* the reader opens in its own time: retry until it is there */
+    ot_status st;
+    for (int i = 0; i < 200 && (st = ot_atomic_write(fifo, "ok", 2, &err)) == OT_E_IO; i++) usleep(10000);
+    assert_int_equal(st, OT_OK);
+    int ws = 0;
+    assert_int_equal(waitpid(reader, &ws, 0), reader);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    alarm(0);
+    struct stat sb;
+    assert_int_equal(stat(fifo, &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode));
+    unlink(fifo);
+}
+
 /* ---- the temporary name ---------------------------------------------------------- */
 
 /* The temporary name PATH.tmp-XXXXXX, with getentropy made to repeat itself. */
@@ -428,6 +460,7 @@ int main(void) {
         cmocka_unit_test_setup(test_missing_folder, setup),
         cmocka_unit_test_setup(test_unwritable_folder, setup),
         cmocka_unit_test_setup(test_devices_written_in_place, setup),
+        cmocka_unit_test_setup(test_fifo_without_reader_refused, setup),
         cmocka_unit_test_setup(test_planted_symlink_not_followed, setup),
         cmocka_unit_test_setup(test_writers_report_full_disk, setup),
     };
