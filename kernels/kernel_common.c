@@ -124,3 +124,26 @@ bool ot_kernel_load_double(ot_dtype t, const void *p, int64_t i, double *v) {
     }
 }
 
+
+ot_status ot_transpose_perm(const ot_node *node, const ot_shape *x, const ot_shape *y, int *perm, ot_error *err) {
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    const int64_t *pa = pp->u.layout.perm;
+    int r = x->rank;
+    if (pa && pp->u.layout.n_perm != r)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): perm length differs from the rank", node->name,
+                       node->op_type);
+    unsigned seen = 0;
+    for (int d = 0; d < r; d++) {
+        perm[d] = pa ? (int)pa[d] : r - 1 - d;
+        if (perm[d] < 0 || perm[d] >= r || (seen & (1u << perm[d])))
+            return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): bad perm", node->name, node->op_type);
+        seen |= 1u << perm[d];
+        if (y->dim[d] != x->dim[perm[d]])
+            return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output shape is not permuted input", node->name,
+                           node->op_type);
+    }
+    return OT_OK;
+}

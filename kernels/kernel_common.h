@@ -57,4 +57,10 @@ bool ot_kernel_load_double(ot_dtype t, const void *p, int64_t i, double *v);
 /* int64, int32, int8, uint8 or bool. */
 bool ot_kernel_is_int_dtype(ot_dtype t);
 
+
+/* Transpose's permutation for input shape x and output shape y, from the node's typed
+ * params (absent perm: the reversed axes), checked once for both backends: a perm of
+ * the input's rank, each axis once, and y the permuted x. OT_E_SHAPE naming the node. */
+ot_status ot_transpose_perm(const ot_node *node, const ot_shape *x, const ot_shape *y, int *perm, ot_error *err);
+
 #endif

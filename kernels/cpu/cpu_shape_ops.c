@@ -255,25 +255,12 @@ ot_status ot_cpu_slice(const ot_node *node, const ot_tensor *in, ot_tensor *out,
 ot_status ot_cpu_transpose(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                            ot_error *err) {
     const ot_shape *xs = &in[0].shape;
-    int r = xs->rank, np = 0;
+    int r = xs->rank;
     size_t es = ot_dtype_size(in[0].dtype);
     if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "data", in[0].dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
-    if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    const int64_t *pa = lp->perm;
-    np = lp->n_perm;
     int perm[OT_MAX_RANK];
-    if (pa && np != r) return shape_mismatch(node, "perm length differs from the rank", err);
-    unsigned seen = 0;
-    for (int d = 0; d < r; d++) {
-        perm[d] = pa ? (int)pa[d] : r - 1 - d;
-        if (perm[d] < 0 || perm[d] >= r || (seen & (1u << perm[d]))) return shape_mismatch(node, "bad perm", err);
-        seen |= 1u << perm[d];
-        if (out[0].shape.dim[d] != xs->dim[perm[d]]) return shape_mismatch(node, "output shape is not permuted input", err);
-    }
+    ot_status pst = ot_transpose_perm(node, xs, &out[0].shape, perm, err);
+    if (pst) return pst;
     int64_t instr[OT_MAX_RANK], acc = 1;
     for (int d = r - 1; d >= 0; d--) instr[d] = acc, acc *= xs->dim[d];
     int64_t n = ot_kernel_numel(&out[0]);

@@ -55,30 +55,20 @@ static void contiguous_strides(const ot_shape *s, int64_t *st) {
 OT_CUDA_LAUNCHER(ot_cuda_transpose) {
     (void)ctx;
     const ot_shape *xs = &in[0].shape;
-    int r = xs->rank, np = 0;
+    int r = xs->rank;
     size_t es = ot_dtype_size(in[0].dtype);
     if (!es || in[0].dtype != out[0].dtype) return bad(node, "dtype differs or unsupported", err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    int perm[OT_MAX_RANK];
+    ot_status pst = ot_transpose_perm(node, xs, &out[0].shape, perm, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    const int64_t *pa = lp->perm;
-    np = lp->n_perm;
-    if (pa && np != r) return bad(node, "perm length differs from the rank", err);
     strided s;
     memset(&s, 0, sizeof s);
     int64_t instr[OT_MAX_RANK];
     contiguous_strides(xs, instr);
-    unsigned seen = 0;
     s.rank = r;
     for (int d = 0; d < r; d++) {
-        int p = pa ? (int)pa[d] : r - 1 - d;
-        if (p < 0 || p >= r || (seen & (1u << p))) return bad(node, "bad perm", err);
-        seen |= 1u << p;
-        if (out[0].shape.dim[d] != xs->dim[p]) return bad(node, "output shape is not permuted input", err);
         s.dim[d] = out[0].shape.dim[d];
-        s.sst[d] = instr[p];
+        s.sst[d] = instr[perm[d]];
     }
     contiguous_strides(&out[0].shape, s.dst);
     if (r == 0) { /* a scalar: one element */
