@@ -164,31 +164,18 @@ ot_status ot_cpu_layer_norm(const ot_node *node, const ot_tensor *in, ot_tensor 
                             ot_error *err) {
     for (int k = 0; k < node->n_inputs; k++)
         if (in[k].data && in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
-    const ot_shape *s = &in[0].shape;
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    ot_layer_norm_args la;
+    ot_status pst = ot_layer_norm_args_init(&la, node, in, out, err);
     if (pst) return pst;
-    const ot_norm_params *np = &pp->u.norm;
-    int64_t rows, cols;
-    if (!ot_layer_norm_view(node, s, &rows, &cols))
-        return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormalization): axis out of range", node->name);
-    float eps = np->epsilon;
+    int64_t rows = la.rows, cols = la.cols, ss = la.scale_step, sb = la.bias_step;
+    float eps = la.eps;
     const float *x = in[0].data, *scale = in[1].data;
-    const float *bias = node->n_inputs > 2 && in[2].data ? in[2].data : NULL;
-    int64_t ns = ot_kernel_numel(&in[1]), nb = bias ? ot_kernel_numel(&in[2]) : cols;
-    if ((ns != cols && ns != 1) || (nb != cols && nb != 1))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (LayerNormalization): Scale/B must have %lld elements", node->name,
-                       (long long)cols);
+    const float *bias = la.has_bias ? in[2].data : NULL;
     float *y = out[0].data;
     float *om = node->n_outputs > 1 && out[1].data ? out[1].data : NULL;
     float *oi = node->n_outputs > 2 && out[2].data ? out[2].data : NULL;
-    if ((om && ot_kernel_numel(&out[1]) != rows) || (oi && ot_kernel_numel(&out[2]) != rows))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (LayerNormalization): Mean/InvStdDev must have %lld elements",
-                       node->name, (long long)rows);
     int nt = ot_cpu_threads(ctx);
     bool par = rows * cols >= OT_CPU_PAR_MIN && rows > 1;
-    int64_t ss = ns == 1 ? 0 : 1, sb = nb == 1 ? 0 : 1;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;

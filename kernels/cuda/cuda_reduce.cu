@@ -255,28 +255,19 @@ OT_CUDA_LAUNCHER(ot_cuda_layer_norm) {
     (void)ctx;
     for (int k = 0; k < node->n_inputs; k++)
         if (in[k].data && in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
-    const ot_shape *s = &in[0].shape;
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    ot_layer_norm_args la;
+    ot_status pst = ot_layer_norm_args_init(&la, node, in, out, err);
     if (pst) return pst;
-    const ot_norm_params *np = &pp->u.norm;
-    int64_t rows, cols;
-    if (!ot_layer_norm_view(node, s, &rows, &cols))
-        return ot_fail(err, OT_E_MODEL, "node '%s' (LayerNormalization): axis out of range", node->name);
-    float eps = np->epsilon;
-    const float *bias = node->n_inputs > 2 && in[2].data ? (const float *)in[2].data : NULL;
-    int64_t ns = ot_kernel_numel(&in[1]), nb = bias ? ot_kernel_numel(&in[2]) : cols;
-    if ((ns != cols && ns != 1) || (nb != cols && nb != 1))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (LayerNormalization): Scale/B must have %lld elements", node->name,
-                       (long long)cols);
+    int64_t rows = la.rows, cols = la.cols;
+    float eps = la.eps;
+    const float *bias = la.has_bias ? (const float *)in[2].data : NULL;
     float *om = node->n_outputs > 1 && out[1].data ? (float *)out[1].data : NULL;
     float *oi = node->n_outputs > 2 && out[2].data ? (float *)out[2].data : NULL;
     if (rows * cols == 0) return OT_OK;
     k_layer_norm<<<row_blocks(rows), OT_CU_THREADS, 0, cx->stream>>>((const float *)in[0].data,
                                                                      (const float *)in[1].data, bias,
                                                                      (float *)out[0].data, om, oi, rows, cols,
-                                                                     ns == 1 ? 0 : 1, nb == 1 ? 0 : 1, eps);
+                                                                     la.scale_step, la.bias_step, eps);
     OT_CUDA_LAUNCHED();
     return OT_OK;
 }
