@@ -1,5 +1,7 @@
 /* schedule.c — Kahn's sort with a min-heap on (phase rank, anchor, recompute-first,
- * id); see schedule.h for the rule and why recompute clones are placed lazily. */
+ * id); see schedule.h for the rule, why recompute clones are placed lazily and why
+ * nodes that free more than they allocate run eagerly. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "plan/schedule.h"
@@ -69,6 +71,60 @@ static int heap_pop(heap *h) {
 }
 
 static bool node_live(const ot_graph *g, int id) { return id >= 0 && id < g->n_nodes && !g->nodes[id].removed; }
+
+/* Bytes of a value with a static shape, -1 otherwise. */
+static int64_t value_bytes(const ot_value *v) {
+    int64_t n = ot_shape_numel(&v->shape);
+    size_t es = ot_dtype_size(v->dtype);
+    if (n < 0 || es == 0 || n > INT64_MAX / (int64_t)es) return -1;
+    return n * (int64_t)es;
+}
+
+/* True if node id is the only reader of v (every consumer slot is id) and v is a
+ * temporary that dies there: produced by a live node, not a graph output. */
+static bool dies_at(const ot_graph *g, const ot_value *v, int id) {
+    if (v->is_graph_output || !node_live(g, v->producer)) return false;
+    if (v->kind != OT_VK_ACTIVATION && v->kind != OT_VK_GRADIENT) return false;
+    for (int c = 0; c < v->n_consumers; c++)
+        if (v->consumers[c] != id) return false;
+    return v->n_consumers > 0;
+}
+
+/* A backward node is eager when running it frees at least as much as it allocates:
+ * the inputs that die at it are as large as its outputs (static shapes), or, with
+ * symbolic shapes, its one output has the shape and element size of such an input.
+ * Typical cases: the Transpose that turns a weight gradient from the exporter's
+ * layout into the real one, a Reshape/ReduceToLike of a gradient, the Sum of
+ * gradient contributions. Delaying such a node until its id comes up (the default
+ * order) keeps its input alive for nothing, so it runs as soon as it is ready. */
+static bool node_eager(const ot_graph *g, const ot_node *nd) {
+    if (nd->phase != OT_PHASE_BACKWARD) return false;
+    int64_t freed = 0, alloc = 0;
+    bool sizes_known = true, shape_match = false;
+    int n_out = 0;
+    const ot_value *out = NULL;
+    for (int k = 0; k < nd->n_outputs; k++) {
+        if (nd->outputs[k] < 0 || nd->outputs[k] >= g->n_values) continue;
+        out = &g->values[nd->outputs[k]];
+        n_out++;
+        int64_t b = value_bytes(out);
+        if (b < 0) sizes_known = false;
+        else alloc += b;
+    }
+    for (int k = 0; k < nd->n_inputs; k++) {
+        int vid = nd->inputs[k];
+        if (vid < 0 || vid >= g->n_values) continue;
+        const ot_value *v = &g->values[vid];
+        if (!dies_at(g, v, nd->id)) continue;
+        int64_t b = value_bytes(v);
+        if (b < 0) sizes_known = false;
+        else freed += b;
+        if (n_out == 1 && ot_shape_equal(&v->shape, &out->shape) && ot_dtype_size(v->dtype) == ot_dtype_size(out->dtype))
+            shape_match = true;
+    }
+    if (sizes_known) return freed > 0 && freed >= alloc;
+    return shape_match;
+}
 
 ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_error *err) {
     ot_status st = OT_OK;
@@ -148,6 +204,11 @@ ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_e
         }
         keys[id] = k;
     }
+    /* Eager nodes go before every other node of their rank once ready; set after the
+     * loop above so a clone feeding one still anchors on the consumer's id and stays
+     * lazy. */
+    for (int i = 0; i < n_live; i++)
+        if (node_eager(g, &g->nodes[topo[i]])) keys[topo[i]].anchor = -1;
 
     heap h = {heap_mem, 0, keys};
     for (int i = 0; i < n_live; i++)

@@ -10,8 +10,12 @@
  *     clones). A clone therefore waits until just before its first backward consumer
  *     instead of running as soon as its inputs exist (lazy placement), and runs before
  *     that consumer because of the recompute-first tie-break.
- * Backward nodes run in id order where possible: autodiff emits them in the order
- * it wants them run. */
+ *   - eager: a BACKWARD node that frees at least what it allocates (inputs read only
+ *     by it, not graph outputs, as large as its outputs) gets anchor -1, so it runs as
+ *     soon as it is ready: the Transpose of a weight gradient out of the exporter's
+ *     layout would otherwise keep that gradient alive to the end of the backward pass.
+ * Other backward nodes run in id order where possible: autodiff emits them in the
+ * order it wants them run. */
 #ifndef OT_SCHEDULE_H
 #define OT_SCHEDULE_H
 

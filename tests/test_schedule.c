@@ -1,0 +1,107 @@
+/* test_schedule.c — the schedule's eager rule: a backward node that frees at least
+ * what it allocates (here the Transpose of a weight gradient in the exporter's
+ * layout) runs as soon as it is ready instead of at its id, so its input does not
+ * stay alive across the rest of the backward pass (issue 16). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+
+#include "ir.h"
+#include "plan/planner.h"
+#include "plan/schedule.h"
+#include "plan_check.h"
+
+/* ids: 0 f0 = x*w, 1 loss, 2 b0 seed, 3 b1 gt = d0*x (weight gradient, transposed
+ * layout), 4..6 b2..b4 a chain of large activation gradients, 7 b5 gw = Transpose(gt),
+ * 8 the optimizer step. The id order runs b5 after the chain; the eager rule runs it
+ * right after b1. */
+static void test_transposed_gradient_dies_at_once(void **state) {
+    (void)state;
+    ot_graph *g = ot_graph_new("eager");
+    int x = pc_f32(g, "x", 64, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int w = pc_f32(g, "w", 64, OT_VK_PARAM);
+    int a = pc_f32(g, "a", 64, OT_VK_ACTIVATION);
+    int l = pc_f32(g, "l", 64, OT_VK_ACTIVATION);
+    int d0 = pc_f32(g, "d0", 64, OT_VK_GRADIENT);
+    int gt = pc_f32(g, "gt", 64, OT_VK_GRADIENT);
+    int d1 = pc_f32(g, "d1", 4096, OT_VK_GRADIENT);
+    int d2 = pc_f32(g, "d2", 4096, OT_VK_GRADIENT);
+    int d3 = pc_f32(g, "d3", 4096, OT_VK_GRADIENT);
+    int gw = pc_f32(g, "gw", 64, OT_VK_GRADIENT);
+    pc_node2(g, OT_OP_MUL, "f0", x, w, a, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_NEG, "loss", a, l, OT_PHASE_LOSS);
+    pc_mark_output(g, l);
+    pc_node1(g, OT_OP_ONES_LIKE, "b0", l, d0, OT_PHASE_BACKWARD);
+    pc_node2(g, OT_OP_MUL, "b1", d0, x, gt, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_EXPAND, "b2", d0, d1, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_TANH, "b3", d1, d2, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_TANH, "b4", d2, d3, OT_PHASE_BACKWARD);
+    pc_mark_output(g, d3);
+    int tr = pc_node1(g, OT_OP_TRANSPOSE, "b5", gt, gw, OT_PHASE_BACKWARD);
+    int so[2] = {w, gw};
+    ot_graph_add_node(g, OT_OP_SGD_STEP, "opt", so, 2, NULL, 0, OT_PHASE_OPTIMIZER);
+    assert_int_equal(tr, 7);
+
+    int *order = NULL, n = 0;
+    ot_error err = {0};
+    assert_int_equal(ot_schedule_build(g, &order, &n, &err), OT_OK);
+    assert_int_equal(n, 9);
+    int want[9] = {0, 1, 2, 3, 7, 4, 5, 6, 8};
+    for (int i = 0; i < 9; i++) assert_int_equal(order[i], want[i]);
+    free(order);
+
+    /* gt dies at the step right after its producer, before the 16 KiB chain runs. */
+    ot_plan *p = pc_plan_of(g, NULL, false);
+    assert_int_equal(p->values[gt].def_step, 3);
+    assert_int_equal(p->values[gt].last_step, 4);
+    assert_true(p->values[gw].def_step < p->values[d1].def_step);
+    ot_plan_free(p);
+    ot_graph_free(g);
+}
+
+/* Not eager: the input lives on (read twice), or the output is larger; such nodes
+ * keep the id order. Here b1 = Expand(d0) grows d0 and d0 is also read by b2, so the
+ * order is the id order. */
+static void test_growing_node_keeps_id_order(void **state) {
+    (void)state;
+    ot_graph *g = ot_graph_new("lazy");
+    int x = pc_f32(g, "x", 64, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int l = pc_f32(g, "l", 64, OT_VK_ACTIVATION);
+    int d0 = pc_f32(g, "d0", 64, OT_VK_GRADIENT);
+    int big = pc_f32(g, "big", 4096, OT_VK_GRADIENT);
+    int e = pc_f32(g, "e", 64, OT_VK_GRADIENT);
+    int f = pc_f32(g, "f", 64, OT_VK_GRADIENT);
+    int h = pc_f32(g, "h", 8192, OT_VK_GRADIENT);
+    pc_node1(g, OT_OP_NEG, "loss", x, l, OT_PHASE_LOSS);
+    pc_mark_output(g, l);
+    pc_node1(g, OT_OP_ONES_LIKE, "b0", l, d0, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_EXPAND, "b1", d0, big, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_NEG, "b2", d0, e, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_NEG, "b3", e, f, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_EXPAND, "b4", big, h, OT_PHASE_BACKWARD);
+    pc_mark_output(g, f);
+    pc_mark_output(g, h);
+    int *order = NULL, n = 0;
+    ot_error err = {0};
+    assert_int_equal(ot_schedule_build(g, &order, &n, &err), OT_OK);
+    assert_int_equal(n, 6);
+    /* b3 (e dies there, same size) is eager but only ready after b2; b4 grows big
+     * (4096 -> 8192) and is not moved ahead of b2. */
+    int want[6] = {0, 1, 2, 3, 4, 5};
+    for (int i = 0; i < 6; i++) assert_int_equal(order[i], want[i]);
+    free(order);
+    ot_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_transposed_gradient_dies_at_once),
+        cmocka_unit_test(test_growing_node_keeps_id_order),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
