@@ -79,6 +79,9 @@ def main():
           "--train exponent makes it a param (%s)" % p.stderr.strip().splitlines()[:1])
     p = run(binary, "grad", model, "--input", x, "--loss", "output", "--freeze", "gamma")
     check(p.returncode == 0 and "training 2 params (72 values)" in p.stderr, "--freeze gamma still wins")
+    p = run(binary, "grad", model, "--input", x, "--loss", "output", "--freeze", "W|gamma|beta")
+    check(p.returncode == 2 and "kept constant by the rule (4 float initializers" in p.stderr,
+          "nothing left to train names the rule (%d)" % p.returncode)
     if failures:
         sys.exit("%d check(s) failed" % len(failures))
     print("all param-rule checks pass")
