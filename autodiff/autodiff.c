@@ -158,11 +158,13 @@ static int finalize(ot_grad_ctx *c, int v) {
     return s;
 }
 
+/* The trained params: ot_param_rule decides by default, --train / --freeze patterns win. */
 static ot_status pick_params(ot_graph *g, const ot_autodiff_options *opt, ot_autodiff_result *res, ot_error *err) {
     ot_status st = OT_OK;
     int np = opt->n_freeze + opt->n_train;
     regex_t *re = ot_xcalloc((size_t)np + 1, sizeof(regex_t));
     bool *hit = ot_xcalloc((size_t)np + 1, sizeof(bool));
+    const char **reason = NULL; /* ot_param_rule's verdict per value */
     int compiled = 0;
     if (!re || !hit) {
         st = ot_fail(err, OT_E_MEMORY, "autodiff: out of memory");
@@ -181,16 +183,18 @@ static ot_status pick_params(ot_graph *g, const ot_autodiff_options *opt, ot_aut
         compiled++;
     }
     res->params = ot_xcalloc((size_t)g->n_values, sizeof(int));
-    if (!res->params) {
+    reason = ot_xcalloc((size_t)g->n_values + 1, sizeof(const char *));
+    if (!res->params || !reason) {
         st = ot_fail(err, OT_E_MEMORY, "autodiff: out of memory");
         goto fail;
     }
+    if ((st = ot_param_rule(g, &opt->loss_value, 1, reason, err))) goto fail;
     /* Decide first, change kinds only when every pattern matched something, so a
      * usage error leaves the graph as it was. */
     for (int v = 0; v < g->n_values; v++) {
         const ot_value *val = &g->values[v];
         if (val->kind != OT_VK_PARAM || !ot_dtype_is_float(val->dtype)) continue;
-        bool frozen = false, trained = opt->n_train == 0;
+        bool frozen = false, trained = opt->n_train == 0 && !reason[v];
         for (int i = 0; i < np; i++) {
             if (regexec(&re[i], val->name, 0, NULL, 0) != 0) continue;
             hit[i] = true;
@@ -198,6 +202,7 @@ static ot_status pick_params(ot_graph *g, const ot_autodiff_options *opt, ot_aut
             else trained = true;
         }
         if (!frozen && trained) res->params[res->n_params++] = v;
+        else if (reason[v] && !trained) res->n_rule_constant++;
     }
     for (int i = 0; i < np; i++)
         if (!hit[i]) {
@@ -219,6 +224,7 @@ fail:
     for (int i = 0; i < compiled; i++) regfree(&re[i]);
     free(re);
     free(hit);
+    free(reason);
     return st;
 }
 

@@ -21,7 +21,8 @@ typedef struct ot_autodiff_options {
     int loss_value;            /* value id of the scalar float loss */
     /* POSIX extended regexes matched (regexec, unanchored) against param names.
      * A param matching any freeze pattern is frozen; when train patterns are given,
-     * only params matching one of them are trained. A pattern that matches no
+     * only params matching one of them are trained (even one ot_param_rule would keep
+     * constant); without them, the params ot_param_rule accepts train. A pattern that matches no
      * param is an OT_E_USAGE error naming it. Frozen params become OT_VK_CONSTANT. */
     const char *const *freeze;
     int n_freeze;
@@ -45,6 +46,9 @@ typedef struct ot_autodiff_result {
     int *state_values;  /* OT_VK_STATE values (running mean / var inputs) */
     int *state_updates; /* the forward node's new running stats (outputs 1 / 2) */
     int seed_node;      /* the OnesLike node seeding d(loss)/d(loss) */
+    /* Float initializers that ot_param_rule kept constant and no --train pattern
+     * revived (for the "K float initializers kept constant" note). */
+    int n_rule_constant;
 } ot_autodiff_result;
 
 /* Appends the backward pass for opt->loss_value to g. Gradients are summed (one Sum
@@ -57,6 +61,25 @@ typedef struct ot_autodiff_result {
 ot_status ot_autodiff_build(ot_graph *g, const ot_autodiff_options *opt, ot_autodiff_result *res,
                             ot_error *err);
 void ot_autodiff_result_free(ot_autodiff_result *res);
+
+/* ---- which initializers train (autodiff/params_rule.c) ---- */
+
+/* The default rule, documented in docs/training.md "Which initializers train". For
+ * every value v, reason[v] (g->n_values entries) is NULL when v is a float
+ * OT_VK_PARAM that would train, or a static string saying why that float
+ * initializer is kept constant: "scalar" (rank 0), "only Pow's exponent" and the
+ * like (every forward consumer reads it in an input slot that takes no gradient),
+ * "no differentiable path to the loss" (the targets depend on it only through
+ * integer or bool values). An initializer none of the targets depends on at all
+ * stays a param (zero gradient). NULL for every other value. targets: the loss, or
+ * the graph outputs. Reads shapes and consumers only, never tensor data. */
+ot_status ot_param_rule(const ot_graph *g, const int *targets, int n_targets, const char **reason,
+                        ot_error *err);
+
+/* How many distinct LayerNormalization / BatchNormalization nodes read value v as
+ * their scale or bias; *what ("LayerNorms", "BatchNorms" or "normalization layers")
+ * names them. Above 1 the exporter may have merged identical tensors. */
+int ot_param_norm_sharing(const ot_graph *g, int v, const char **what);
 
 /* True when op has a gradient rule (autodiff/grad_table.c): exactly the ops ops.def
  * marks OT_T_DIFF. */

@@ -148,6 +148,7 @@ int ot_cmd_grad(int argc, char **argv) {
     if ((st = ot_args_check_output(m, &ca, "--dump-grads", dump, true, &err))) goto done;
     if ((st = ot_args_load_dataset(&ca.inputs, ca.labels, &data, &err))) goto done;
     if ((st = ot_train_session_new(m, &o, &data, false, &s, &err))) goto done;
+    ot_train_print_constants_note(s, stderr);
     double loss = 0;
     if ((st = ot_train_grad_once(s, &data, &loss, &err))) goto done;
     if (dump && (st = dump_grads(s, dump, &err))) goto done;

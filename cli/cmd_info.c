@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "autodiff/autodiff.h"
 #include "importer/importer.h"
 #include "ir/json_write.h"
 #include "kernels/kernel.h"
@@ -85,7 +86,79 @@ typedef struct model_summary {
     sizes params, state;
     op_count *hist;
     int n_hist, n_live;
+    /* ot_param_rule's verdict against the graph outputs: what `train` would train. */
+    const char **reason;
+    int n_train, n_const;
+    int64_t train_numel;
 } model_summary;
+
+/* Classifies the float initializers as train would (the loss sits on the outputs). */
+static ot_status summarize_params(const ot_graph *g, model_summary *sum) {
+    ot_error err = {0};
+    sum->reason = calloc((size_t)g->n_values + 1, sizeof *sum->reason);
+    if (!sum->reason) return OT_E_MEMORY;
+    ot_status st = ot_param_rule(g, g->outputs, g->n_outputs, sum->reason, &err);
+    if (st) return st;
+    for (int v = 0; v < g->n_values; v++) {
+        const ot_value *val = &g->values[v];
+        if (val->kind != OT_VK_PARAM || !ot_dtype_is_float(val->dtype)) continue;
+        if (sum->reason[v]) {
+            sum->n_const++;
+            continue;
+        }
+        sum->n_train++;
+        sum->train_numel += ot_shape_numel(&val->shape);
+    }
+    return OT_OK;
+}
+
+/* The shared-normalization note for v, or 0 when v feeds at most one. */
+static int shared_norms(const ot_graph *g, int v, const char **what) {
+    const ot_value *val = &g->values[v];
+    if (val->kind != OT_VK_PARAM || !ot_dtype_is_float(val->dtype)) return 0;
+    int n = ot_param_norm_sharing(g, v, what);
+    return n > 1 ? n : 0;
+}
+
+static void print_params_json(FILE *f, const ot_graph *g, const model_summary *sum) {
+    fprintf(f, ",\n  \"trainable\": {\"tensors\": %d, \"count\": %lld},\n  \"kept_constant\": [", sum->n_train,
+            (long long)sum->train_numel);
+    for (int v = 0, k = 0; v < g->n_values; v++) {
+        if (!sum->reason[v]) continue;
+        fputs(k++ ? ", {\"name\": " : "{\"name\": ", f);
+        ot_json_string(f, g->values[v].name);
+        fputs(", \"reason\": ", f);
+        ot_json_string(f, sum->reason[v]);
+        fputc('}', f);
+    }
+    fputs("],\n  \"shared\": [", f);
+    for (int v = 0, k = 0; v < g->n_values; v++) {
+        const char *what = NULL;
+        int n = shared_norms(g, v, &what);
+        if (!n) continue;
+        fputs(k++ ? ", {\"name\": " : "{\"name\": ", f);
+        ot_json_string(f, g->values[v].name);
+        fprintf(f, ", \"consumers\": %d, \"of\": \"%s\"}", n, what);
+    }
+    fputc(']', f);
+}
+
+static void print_params_text(FILE *f, const ot_graph *g, const model_summary *sum) {
+    fprintf(f, "trainable:   %lld in %d tensors (docs/training.md: which initializers train)\n",
+            (long long)sum->train_numel, sum->n_train);
+    if (sum->n_const) {
+        fprintf(f, "kept constant (%d float initializers; --train REGEX trains one anyway):\n", sum->n_const);
+        for (int v = 0; v < g->n_values; v++)
+            if (sum->reason[v]) fprintf(f, "  %-28s %s\n", g->values[v].name, sum->reason[v]);
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        const char *what = NULL;
+        int n = shared_norms(g, v, &what);
+        if (n)
+            fprintf(f, "note: '%s' is shared by %d %s: the exporter may have merged identical tensors; its "
+                       "gradient is the sum\n", g->values[v].name, n, what);
+    }
+}
 
 static ot_status summarize(const ot_graph *g, model_summary *sum) {
     for (int v = 0; v < g->n_values; v++) {
@@ -135,9 +208,11 @@ static void print_info_json(FILE *f, const char *path, const ot_model *m, const 
     print_values_json(f, g, g->outputs, g->n_outputs);
     fprintf(f,
             ",\n  \"parameters\": {\"tensors\": %lld, \"count\": %lld, \"bytes\": %lld},\n"
-            "  \"state\": {\"tensors\": %lld, \"count\": %lld, \"bytes\": %lld},\n  \"nodes\": %d,\n  \"ops\": [",
+            "  \"state\": {\"tensors\": %lld, \"count\": %lld, \"bytes\": %lld},\n  \"nodes\": %d",
             (long long)sum->params.n_tensors, (long long)sum->params.numel, (long long)sum->params.bytes,
             (long long)sum->state.n_tensors, (long long)sum->state.numel, (long long)sum->state.bytes, sum->n_live);
+    print_params_json(f, g, sum);
+    fputs(",\n  \"ops\": [", f);
     for (int k = 0; k < sum->n_hist; k++) {
         fputs(k ? ", {\"op\": " : "{\"op\": ", f);
         ot_json_string(f, sum->hist[k].op_type);
@@ -183,6 +258,7 @@ static void print_info_text(FILE *f, const char *path, const ot_model *m, const 
             (long long)sum->params.n_tensors, (long long)sum->params.bytes);
     fprintf(f, "state:       %lld in %lld tensors (%lld bytes)\n", (long long)sum->state.numel,
             (long long)sum->state.n_tensors, (long long)sum->state.bytes);
+    print_params_text(f, g, sum);
     fprintf(f, "ops (%d kinds):\n", sum->n_hist);
     for (int k = 0; k < sum->n_hist; k++) {
         char name[300];
@@ -262,8 +338,10 @@ int ot_cmd_info(int argc, char **argv) {
     }
 
     model_summary sum = {0};
-    if (summarize(g, &sum)) {
+    if (summarize(g, &sum) || summarize_params(g, &sum)) {
         fputs("onnxtrain: out of memory\n", stderr);
+        free(sum.hist);
+        free(sum.reason);
         ot_model_free(m);
         return OT_E_MEMORY;
     }
@@ -276,6 +354,7 @@ int ot_cmd_info(int argc, char **argv) {
         st = OT_E_UNSUPPORTED;
     }
     free(sum.hist);
+    free(sum.reason);
     ot_model_free(m);
     return st;
 }

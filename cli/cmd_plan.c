@@ -292,6 +292,7 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
     }
     if (o->val_inputs.n && (st = ot_args_load_dataset(&o->val_inputs, o->val_labels, &val, err))) goto fail;
     if ((st = plan_one(o, m, &data, &val, "none", batch, &p0, err))) goto fail;
+    ot_train_print_constants_note(p0.s, stderr);
     if ((st = plan_one(o, m, &data, &val, policy, batch, &p1, err))) goto fail;
     char label[256];
     policy_label(policy, a->memory_budget, label, sizeof label);

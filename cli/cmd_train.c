@@ -471,7 +471,10 @@ int ot_cmd_train(int argc, char **argv) {
     if (!st) st = check_args(&t, &err);
     if (!st) st = build(&t, &err);
     int64_t total = st ? 0 : ot_train_total_steps(t.s, &t.data);
-    if (!st && !t.quiet) print_setup(&t, total);
+    if (!st && !t.quiet) {
+        print_setup(&t, total);
+        ot_train_print_constants_note(t.s, stderr);
+    }
     if (!st) st = run(&t, total, &err);
     if (!st && t.res.interrupted) {
         int sig = (int)stop_signal;

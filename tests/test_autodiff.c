@@ -246,7 +246,10 @@ static void test_no_rule(void **state) {
     int y = gc_val(g, "y", OT_F32, 1, &four);
     int in[3] = {s, l, d};
     gc_op(g, OT_OP_RANGE, in, 3, &y, 1);
-    ot_autodiff_options o = {.loss_value = gc_loss(g, &y, 1, &rng)};
+    /* start is a scalar (and Range's bound): constant by default, so --train it to put
+     * Range, which has no rule, between a param and the loss. */
+    static const char *const train[] = {"start"};
+    ot_autodiff_options o = {.loss_value = gc_loss(g, &y, 1, &rng), .train = train, .n_train = 1};
     ot_autodiff_result r;
     ot_error err = {0};
     int nn = g->n_nodes, nv = g->n_values, no = g->n_outputs;

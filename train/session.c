@@ -347,6 +347,11 @@ static ot_status build_backward(ot_train_session *s, ot_error *err) {
     ot_status st = ot_autodiff_build(s->g, &ao, &s->ad, err);
     if (st) return st;
     s->ad_built = true;
+    if (s->ad.n_params == 0 && s->ad.n_rule_constant > 0)
+        return ot_fail(err, OT_E_USAGE,
+                       "nothing to train: every parameter is frozen or kept constant by the rule (%d float "
+                       "initializers; `onnxtrain info` lists them, --train REGEX trains one)",
+                       s->ad.n_rule_constant);
     if (s->ad.n_params == 0)
         return ot_fail(err, OT_E_USAGE, "nothing to train: every parameter is frozen (check --freeze / --train)");
     s->g->values[s->loss_value].is_graph_output = true; /* pinned: read after every run */

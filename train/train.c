@@ -200,6 +200,14 @@ ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char 
 int64_t ot_train_batch_size(const ot_train_session *s) { return s->B; }
 const ot_plan *ot_train_plan(const ot_train_session *s) { return s->ex ? ot_executor_plan(s->ex) : s->plan; }
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s) { return &s->ad; }
+
+void ot_train_print_constants_note(const ot_train_session *s, FILE *f) {
+    if (!s->ad_built || s->ad.n_rule_constant == 0) return;
+    long long elems = 0;
+    for (int i = 0; i < s->ad.n_params; i++) elems += ot_shape_numel(&s->g->values[s->ad.params[i]].shape);
+    fprintf(f, "training %d params (%lld values); %d float initializers kept constant: see `onnxtrain info`\n",
+            s->ad.n_params, elems, s->ad.n_rule_constant);
+}
 ot_graph *ot_train_graph(ot_train_session *s) { return s->g; }
 ot_backend *ot_train_backend(const ot_train_session *s) { return s->be; }
 const ot_optim_config *ot_train_optim(const ot_train_session *s) { return &s->o.optim; }

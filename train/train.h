@@ -129,6 +129,10 @@ ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char 
 int64_t ot_train_batch_size(const ot_train_session *s);
 const ot_plan *ot_train_plan(const ot_train_session *s);
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s);
+/* When the params rule (ot_param_rule) kept float initializers constant, prints one
+ * line to f: "training N params (M values); K float initializers kept constant: see
+ * `onnxtrain info`". Prints nothing otherwise, or before the backward pass exists. */
+void ot_train_print_constants_note(const ot_train_session *s, FILE *f);
 
 /* What --remat did to the step, measured by the planner (applied false for none). */
 typedef struct ot_train_remat_summary {

@@ -1,0 +1,144 @@
+/* params_rule.c — which float initializers train: the one rule that pick_params
+ * (autodiff.c) applies and `onnxtrain info` shows. An ONNX file carries no marker of
+ * what was a parameter, and current exporters store scalars (Pow exponents, the
+ * attention scale, eps) and masks as initializers; training those gives NaN or
+ * meaningless steps. The rule only looks at shapes and at how each initializer is
+ * consumed, never at its values, so `info` (which reads no weights) and `train`
+ * always agree. docs/training.md "Which initializers train" documents it. */
+#include "autodiff/autodiff.h"
+
+#include <stdlib.h>
+
+/* Input slots that take no gradient by default even when the tensor there is float. */
+static const struct {
+    ot_op op;
+    int slot;
+    const char *reason;
+} nondiff_slots[] = {
+    {OT_OP_POW, 1, "only Pow's exponent"},
+    {OT_OP_WHERE, 0, "only Where's condition"},
+    {OT_OP_CLIP, 1, "only Clip's bounds"},
+    {OT_OP_CLIP, 2, "only Clip's bounds"},
+    {OT_OP_DROPOUT, 1, "only Dropout's ratio"},
+    {OT_OP_DROPOUT, 2, "only Dropout's training mode"},
+    {OT_OP_PAD, 1, "only Pad's pads"},
+    {OT_OP_PAD, 2, "only Pad's constant value"},
+    {OT_OP_PAD, 3, "only Pad's axes"},
+    {OT_OP_RANGE, 0, "only Range's bounds"},
+    {OT_OP_RANGE, 1, "only Range's bounds"},
+    {OT_OP_RANGE, 2, "only Range's bounds"},
+    {OT_OP_RESHAPE, 1, "only shape inputs"},
+    {OT_OP_EXPAND, 1, "only shape inputs"},
+    {OT_OP_CONSTANT_OF_SHAPE, 0, "only shape inputs"},
+    {OT_OP_TILE, 1, "only Tile's repeats"},
+    {OT_OP_SLICE, 1, "only Slice's starts, ends, axes or steps"},
+    {OT_OP_SLICE, 2, "only Slice's starts, ends, axes or steps"},
+    {OT_OP_SLICE, 3, "only Slice's starts, ends, axes or steps"},
+    {OT_OP_SLICE, 4, "only Slice's starts, ends, axes or steps"},
+    {OT_OP_TRILU, 1, "only Trilu's k"},
+};
+
+static const char *nondiff_slot(ot_op op, int slot) {
+    for (size_t i = 0; i < sizeof nondiff_slots / sizeof nondiff_slots[0]; i++)
+        if (nondiff_slots[i].op == op && nondiff_slots[i].slot == slot) return nondiff_slots[i].reason;
+    return NULL;
+}
+
+static bool is_fwd(const ot_node *n) { return n->phase == OT_PHASE_FORWARD || n->phase == OT_PHASE_LOSS; }
+
+/* Walks the forward nodes from the targets back: reach[v] when a target depends on v
+ * at all, live[v] when it depends on v through float values and differentiable slots. */
+static void walk_back(const ot_graph *g, const int *order, int n_order, bool *reach, bool *live) {
+    for (int k = n_order - 1; k >= 0; k--) {
+        const ot_node *n = &g->nodes[order[k]];
+        if (!is_fwd(n)) continue;
+        bool any_reach = false, any_live = false;
+        for (int i = 0; i < n->n_outputs; i++) {
+            int o = n->outputs[i];
+            if (o < 0) continue;
+            any_reach |= reach[o];
+            any_live |= live[o] && ot_dtype_is_float(g->values[o].dtype);
+        }
+        for (int i = 0; i < n->n_inputs; i++) {
+            int v = n->inputs[i];
+            if (v < 0) continue;
+            if (any_reach) reach[v] = true;
+            if (any_live && ot_dtype_is_float(g->values[v].dtype) && !nondiff_slot(n->op, i)) live[v] = true;
+        }
+    }
+}
+
+/* Why v, used on the way to a target but not differentiably, stays constant. */
+static const char *why_not_live(const ot_graph *g, int v) {
+    const ot_value *val = &g->values[v];
+    const char *only = NULL;
+    for (int c = 0; c < val->n_consumers; c++) {
+        const ot_node *n = &g->nodes[val->consumers[c]];
+        if (n->removed || !is_fwd(n)) continue;
+        for (int i = 0; i < n->n_inputs; i++) {
+            if (n->inputs[i] != v) continue;
+            const char *r = nondiff_slot(n->op, i);
+            if (!r) return "no differentiable path to the loss";
+            if (only && only != r) return "only inputs that take no gradient (exponents, conditions, bounds, shapes)";
+            only = r;
+        }
+    }
+    return only ? only : "no differentiable path to the loss";
+}
+
+ot_status ot_param_rule(const ot_graph *g, const int *targets, int n_targets, const char **reason, ot_error *err) {
+    int nv = g->n_values;
+    int *order = ot_xcalloc((size_t)g->n_nodes + 1, sizeof(int));
+    bool *reach = ot_xcalloc((size_t)nv + 1, sizeof(bool));
+    bool *live = ot_xcalloc((size_t)nv + 1, sizeof(bool));
+    ot_status st = OT_OK;
+    if (!order || !reach || !live) {
+        st = ot_fail(err, OT_E_MEMORY, "autodiff: out of memory while classifying initializers");
+        goto done;
+    }
+    int n_order = ot_graph_topo_order(g, order, NULL);
+    if (n_order < 0) {
+        st = ot_fail(err, OT_E_MODEL, "autodiff: graph '%s' has a cycle", g->name);
+        goto done;
+    }
+    for (int i = 0; i < n_targets; i++)
+        if (targets[i] >= 0 && targets[i] < nv) reach[targets[i]] = live[targets[i]] = true;
+    walk_back(g, order, n_order, reach, live);
+    for (int v = 0; v < nv; v++) {
+        const ot_value *val = &g->values[v];
+        reason[v] = NULL;
+        if (val->kind != OT_VK_PARAM || !ot_dtype_is_float(val->dtype)) continue;
+        if (val->shape.rank == 0)
+            reason[v] = "scalar";
+        else if (reach[v] && !live[v])
+            reason[v] = why_not_live(g, v);
+        /* Unused on the way to the loss: a param with a zero gradient, as it always was. */
+    }
+done:
+    free(order);
+    free(reach);
+    free(live);
+    return st;
+}
+
+int ot_param_norm_sharing(const ot_graph *g, int v, const char **what) {
+    const ot_value *val = &g->values[v];
+    int n_ln = 0, n_bn = 0;
+    for (int c = 0; c < val->n_consumers; c++) {
+        const ot_node *n = &g->nodes[val->consumers[c]];
+        if (n->removed || !is_fwd(n)) continue;
+        bool ln = n->op == OT_OP_LAYER_NORM, bn = n->op == OT_OP_BATCH_NORM;
+        if (!ln && !bn) continue;
+        /* One node may read v in several slots (scale and bias): count it once. */
+        bool hit = false;
+        for (int i = 1; i <= 2 && i < n->n_inputs; i++) hit |= n->inputs[i] == v;
+        if (!hit) continue;
+        bool seen = false;
+        for (int d = 0; d < c && !seen; d++) seen = val->consumers[d] == val->consumers[c];
+        if (seen) continue;
+        n_ln += ln;
+        n_bn += bn;
+    }
+    if (what) *what = n_bn == 0 ? "LayerNorms" : n_ln == 0 ? "BatchNorms" : "normalization layers";
+    return n_ln + n_bn;
+}
