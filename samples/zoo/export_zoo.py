@@ -23,6 +23,12 @@ Dropout keep their training form. For each model DIR/NAME/ holds:
     manifest.json      inputs, loss, classes, the parameter -> file map, the family
 
 Everything is deterministic (fixed seeds, deterministic algorithms, one thread).
+
+--exporter dynamo runs torch.onnx.export(..., dynamo=True) of a current PyTorch (>= 2.5,
+in a venv of its own) at its default opset: the model is exported in training mode, but
+that exporter keeps only Dropout's training form. Its optimizer folds BatchNorm into the
+Conv, merges identical initializers and stores Linear weights transposed; the manifest
+maps what can be mapped by bytes (`shared`, `transposed`) and lists the rest as unmapped.
 """
 import argparse
 import copy
@@ -43,7 +49,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import zoo_models  # noqa: E402
 
-OPSET = 17  # the default; --opset 13..17 (PyTorch 1.13's TorchScript exporter stops at 17)
+OPSET = 17  # TorchScript's default; --opset 13..17 (PyTorch 1.13's TorchScript exporter stops at 17)
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 DROPOUT = 0.1
 
 
@@ -63,19 +70,58 @@ class Logits(nn.Module):
         return out.logits
 
 
-def export(wrap, data, path, entry, opset):
+def torch_export(wrap, args, path, names, axes, opset, exporter, optimize):
+    """The one place that branches on the exporter and PyTorch's version. TorchScript
+    (PyTorch 1.13): training mode, no constant folding. Dynamo (PyTorch >= 2.5): it has no
+    training switch (torch.export records the module's mode: Dropout keeps its training
+    form, BatchNorm comes out in inference form), its own optimizer (--no-optimize turns
+    it off) and external data (off: these models are tiny)."""
+    if exporter == "torchscript":
+        kw = dict(dynamo=False) if TORCH2 else {}
+        torch.onnx.export(wrap, args, path, input_names=names, output_names=["logits"], dynamic_axes=axes,
+                          opset_version=opset, do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING, export_params=True, **kw)
+        return
+    if not TORCH2:
+        raise SystemExit(f"--exporter dynamo needs PyTorch >= 2.5 (this is {torch.__version__})")
+    # Logits.forward(*args): one dynamic_shapes entry (for args) holding one per input.
+    # The positional embedding tables hold 32 positions at most (zoo_models).
+    dims = {"batch": torch.export.Dim("batch"), "seq": torch.export.Dim("seq", max=32)}
+    shapes = (tuple({ax: dims[d] for ax, d in axes[n].items()} for n in names),)
+    prog = torch.onnx.export(wrap, args, input_names=names, output_names=["logits"], dynamic_shapes=shapes,
+                             opset_version=opset, dynamo=True, optimize=optimize, external_data=False)
+    prog.save(path, external_data=False)
+
+
+def rename_dims(m, names, axes):
+    """The dynamo exporter names symbolic dims itself (s0, s1...): give the graph inputs'
+    dims the names of dynamic_axes (run_zoo binds 'seq') everywhere they occur."""
+    ren = {}
+    for inp in m.graph.input:
+        for ax, want in axes.get(inp.name, {}).items():
+            dim = inp.type.tensor_type.shape.dim[ax]
+            if dim.dim_param and dim.dim_param != want:
+                ren[dim.dim_param] = want
+    if not ren:
+        return
+    for vi in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
+        for dim in vi.type.tensor_type.shape.dim:
+            if dim.dim_param in ren:
+                dim.dim_param = ren[dim.dim_param]
+
+
+def export(wrap, data, path, entry, opset, exporter="torchscript", optimize=True):
     names = [n for n, _, _ in entry["inputs"]]
     axes = {}
     for n, kind, _ in entry["inputs"]:
         axes[n] = {0: "batch", 1: "seq"} if entry["dynseq"] and kind != "image" else {0: "batch"}
     axes["logits"] = {0: "batch", 1: "seq"} if entry["dynseq"] and entry["label_shape"] else {0: "batch"}
     args = tuple(data[n] for n in names)
-    torch.onnx.export(wrap, args, path, input_names=names, output_names=["logits"], dynamic_axes=axes,
-                      opset_version=opset, do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.TRAINING, export_params=True)
+    torch_export(wrap, args, path, names, axes, opset, exporter, optimize)
     # Output dims the exporter could not infer get invented names; all but batch/seq are
     # fixed by the model, so record the traced size (as export_samples.py does).
     m = onnx.load(path)
+    rename_dims(m, names, axes)
     with torch.no_grad():
         shape = tuple(wrap(*args).shape)
     for dim, size in zip(m.graph.output[0].type.tensor_type.shape.dim, shape):
@@ -85,32 +131,45 @@ def export(wrap, data, path, entry, opset):
     return m
 
 
-def map_params(model, m):
+def map_params(model, m, strict=False):
     """PyTorch parameter / buffer name -> ONNX initializer. With do_constant_folding=False
     the exporter keeps state-dict names; otherwise (tied weights) the one initializer with
-    the same bytes. Unmappable names are returned apart, never guessed."""
+    the same bytes. Unmappable names are returned apart, never guessed. strict (dynamo):
+    a name match must hold the same bytes too, since its optimizer folds BatchNorm into
+    the Conv weight under the Conv's name; several parameters may then map to one merged
+    initializer (identical LayerNorm scales), whose reference gradient is their sum, and
+    a Linear weight may be stored transposed under a new name (returned in `transposed`:
+    its reference gradient is transposed too)."""
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
-    mapping, unmapped = {}, []
+    mapping, unmapped, transposed = {}, [], set()
     params = {n for n, _ in model.named_parameters()}
     for name, t in list(model.named_parameters()) + list(model.named_buffers()):
         a = t.detach().numpy()
-        if name in inits and inits[name].shape == a.shape:
+        if name in inits and inits[name].shape == a.shape and (not strict or np.array_equal(inits[name], a)):
             mapping[name] = name
             continue
         hits = [k for k, v in inits.items() if v.shape == a.shape and v.dtype == a.dtype and np.array_equal(v, a)]
         if len(hits) == 1:
             mapping[name] = hits[0]
-        elif name in params:  # an unmapped buffer (a mask, a step counter) has no gradient
+            continue
+        if strict and a.ndim == 2 and name in params:
+            hits = [k for k, v in inits.items() if v.shape == a.T.shape and v.dtype == a.dtype
+                    and np.array_equal(v, a.T)]
+            if len(hits) == 1:
+                mapping[name] = hits[0]
+                transposed.add(name)
+                continue
+        if name in params:  # an unmapped buffer (a mask, a step counter) has no gradient
             unmapped.append(name)
-    return mapping, unmapped, inits
+    return mapping, unmapped, inits, transposed
 
 
-def load_initializers(model, mapping, inits):
+def load_initializers(model, mapping, inits, transposed):
     """Tracing a training-mode model moves BatchNorm's running statistics: make the
     PyTorch model hold exactly what the file holds."""
     with torch.no_grad():
         for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-            if name in mapping:
+            if name in mapping and name not in transposed:
                 t.copy_(torch.from_numpy(inits[mapping[name]].copy()))
 
 
@@ -119,19 +178,19 @@ def save(path, array):
     np.save(path, np.ascontiguousarray(array))
 
 
-def references(model, names, data, labels, mapping, d, dtype):
+def references(model, names, data, labels, mapping, d, dtype, transposed=frozenset()):
     """Writes eval logits, training-mode loss and parameter gradients at one precision.
     The default dtype follows: HF mask code calls torch.full(..., finfo(dtype).min)
     without a dtype, which overflows float32 when dtype is float64."""
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        return _references(model, names, data, labels, mapping, d, dtype)
+        return _references(model, names, data, labels, mapping, d, dtype, transposed)
     finally:
         torch.set_default_dtype(old)
 
 
-def _references(model, names, data, labels, mapping, d, dtype):
+def _references(model, names, data, labels, mapping, d, dtype, transposed):
     tag = "f32" if dtype == torch.float32 else "f64"
     model = copy.deepcopy(model).to(dtype)
     args = [data[n].to(dtype) if data[n].is_floating_point() else data[n] for n in names]
@@ -144,13 +203,16 @@ def _references(model, names, data, labels, mapping, d, dtype):
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
     loss.backward()
     save(os.path.join(d, tag, "loss.npy"), np.array(loss.item(), dtype=np.float64))
-    files = {}
+    files, grads = {}, {}
     for pname, p in model.named_parameters():
         init = mapping.get(pname)
         if init is None or p.grad is None:
             continue
+        g = p.grad.numpy().T if pname in transposed else p.grad.numpy()
+        grads[init] = grads[init] + g if init in grads else g  # a merged initializer: the sum
+    for init, g in grads.items():
         safe = "".join(c if c.isalnum() or c in ".-_" else "_" for c in init)
-        save(os.path.join(d, tag, "grads", safe + ".npy"), p.grad.numpy())
+        save(os.path.join(d, tag, "grads", safe + ".npy"), g)
         files[init] = f"{tag}/grads/{safe}.npy"
     return float(loss.item()), files
 
@@ -170,7 +232,7 @@ def set_dropout_zero(model):
             mod.p = 0.0
 
 
-def export_one(name, out, opset=OPSET):
+def export_one(name, out, opset=OPSET, exporter="torchscript", optimize=True):
     entry = zoo_models.ZOO[name]
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
@@ -178,30 +240,40 @@ def export_one(name, out, opset=OPSET):
     trace, _ = zoo_models.make_inputs(entry, zoo_models.BATCH, seed=99)
     data, labels = zoo_models.make_inputs(entry, zoo_models.BATCH, seed=1234)
     model = build(entry, DROPOUT)
-    m = export(model, trace, os.path.join(d, f"{name}.onnx"), entry, opset)
-    mapping, unmapped, inits = map_params(model, m)
-    load_initializers(model, mapping, inits)
+    strict = exporter == "dynamo"
+    m = export(model, trace, os.path.join(d, f"{name}.onnx"), entry, opset, exporter, optimize)
+    mapping, unmapped, inits, transposed = map_params(model, m, strict)
+    load_initializers(model, mapping, inits, transposed)
     nodrop = build(entry, 0.0)
     nodrop.load_state_dict(model.state_dict())
     set_dropout_zero(nodrop)
-    nd = export(nodrop, trace, os.path.join(d, f"{name}_nodrop.onnx"), entry, opset)
-    if map_params(nodrop, nd)[0] != mapping:
-        raise SystemExit(f"{name}: the nodrop export named its initializers differently")
+    nd = export(nodrop, trace, os.path.join(d, f"{name}_nodrop.onnx"), entry, opset, exporter, optimize)
+    nd_map = map_params(nodrop, nd, strict)
+    if nd_map[0] != mapping:
+        if not strict:
+            raise SystemExit(f"{name}: the nodrop export named its initializers differently")
+        # dynamo numbers its folded constants (val_N) per graph: the references are for
+        # NAME_nodrop.onnx (run_zoo's grad), so they follow its names.
+        mapping, unmapped, _, transposed = nd_map
     nodrop.load_state_dict(model.state_dict())  # the running stats of NAME.onnx, for eval
     inputs = []
     for n, kind, _ in entry["inputs"]:
         save(os.path.join(d, "data", f"{n}.npy"), data[n].numpy())
         inputs.append(dict(name=n, file=f"data/{n}.npy", dtype=str(data[n].dtype).replace("torch.", "")))
     save(os.path.join(d, "data", "labels.npy"), labels.numpy())
-    loss32, g32 = references(nodrop, names, data, labels, mapping, d, torch.float32)
-    loss64, g64 = references(nodrop, names, data, labels, mapping, d, torch.float64)
+    loss32, g32 = references(nodrop, names, data, labels, mapping, d, torch.float32, transposed)
+    loss64, g64 = references(nodrop, names, data, labels, mapping, d, torch.float64, transposed)
     params = {k: dict(f32=g32[k], f64=g64[k]) for k in sorted(g32)}
     manifest = dict(name=name, family=entry["family"], onnx=f"{name}.onnx", nodrop_onnx=f"{name}_nodrop.onnx",
                     inputs=inputs, labels="data/labels.npy", classes=entry["classes"],
                     loss="cross-entropy, mean, class axis last (logits reshaped to [-1, classes])",
                     loss_f32=loss32, loss_f64=loss64, eval=dict(f32="f32/eval.npy", f64="f64/eval.npy"),
                     batch=zoo_models.BATCH, seq=zoo_models.SEQ if entry["label_shape"] or entry["dynseq"] else None,
-                    dynseq=entry["dynseq"], dropout=DROPOUT, opset=opset, params=params, unmapped=unmapped,
+                    dynseq=entry["dynseq"], dropout=DROPOUT, params=params,
+                    opset=next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx")),
+                    exporter=exporter, optimize=optimize, torch=torch.__version__,
+                    shared={k: v for k, v in _shared(mapping).items() if len(v) > 1}, functions=len(m.functions),
+                    unmapped=unmapped, transposed=sorted(transposed),
                     n_params=sum(p.numel() for p in model.parameters()), nodes=len(m.graph.node),
                     bytes=os.path.getsize(os.path.join(d, f"{name}.onnx")))
     with open(os.path.join(d, "manifest.json"), "w") as f:
@@ -209,15 +281,32 @@ def export_one(name, out, opset=OPSET):
     return manifest
 
 
+def _shared(mapping):
+    inv = {}
+    for pname, init in mapping.items():
+        inv.setdefault(init, []).append(pname)
+    return inv
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="/tmp/onnxtrain-zoo", help="output folder (default /tmp/onnxtrain-zoo)")
     ap.add_argument("--only", help="comma-separated model names (default: all; --list shows them)")
     ap.add_argument("--list", action="store_true", help="print the model names and families, then exit")
-    ap.add_argument("--opset", type=int, default=OPSET, choices=range(13, 18), metavar="13..17",
-                    help=f"ONNX opset to export (default {OPSET})")
+    ap.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
+                    help="torchscript (PyTorch 1.13, the default) or dynamo (torch.onnx.export(dynamo=True), "
+                         "PyTorch >= 2.5)")
+    ap.add_argument("--opset", type=int, choices=range(13, 24), metavar="13..23",
+                    help=f"ONNX opset to export (default: {OPSET} for torchscript, up to 17; the exporter's own "
+                         "for dynamo)")
+    ap.add_argument("--no-optimize", action="store_true", help="dynamo: optimize=False (no constant folding, "
+                    "no initializer merging)")
     ap.add_argument("--keep-going", action="store_true", help="report a model that fails to export and go on")
     args = ap.parse_args()
+    if args.exporter == "torchscript":
+        if args.opset is not None and args.opset > OPSET:
+            ap.error(f"the TorchScript exporter of PyTorch 1.13 stops at opset {OPSET}")
+        args.opset = args.opset or OPSET
     if args.list:
         for n, e in zoo_models.ZOO.items():
             print(f"{n:20s} {e['family']}")
@@ -237,16 +326,17 @@ def main():
     for n in names:
         t0 = time.time()
         try:
-            man = export_one(n, args.out, args.opset)
+            man = export_one(n, args.out, args.opset, args.exporter, not args.no_optimize)
         except Exception as e:  # noqa: BLE001 (reported, then the next model)
             if not args.keep_going:
                 raise
             failed += 1
             print(f"{n}: EXPORT FAILED: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
             continue
+        extra = f", {len(man['unmapped'])} unmapped ({man['unmapped'][0]}...)" if man["unmapped"] else ""
+        extra += f", {len(man['shared'])} merged initializers" if man["shared"] else ""
         print(f"{n}: {man['nodes']} nodes, {man['n_params']} params, {man['bytes'] // 1024} KiB, "
-              f"{len(man['params'])} grads{', unmapped ' + ','.join(man['unmapped']) if man['unmapped'] else ''}"
-              f" ({time.time() - t0:.1f}s)")
+              f"{len(man['params'])} grads{extra} ({time.time() - t0:.1f}s)")
     return 1 if failed else 0
 
 
