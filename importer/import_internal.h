@@ -143,4 +143,8 @@ static inline bool ot_imp_payload_absent(const ot_value *v) {
 /* Rewrites every node into the one form per op later passes expect (see normalize.c). */
 ot_status ot_imp_normalize(ot_graph *g, ot_error *err);
 
+/* After shape inference (or in its place): Reduce axes that folding made constant
+ * become the attribute; axes still computed at run time are refused. */
+ot_status ot_imp_normalize_late(ot_graph *g, ot_error *err);
+
 #endif

@@ -4,7 +4,8 @@
  * (axes, split, Clip bounds, Dropout ratio / training_mode) become attributes;
  * defaults that changed between opsets (Softmax axis, BatchNorm training mode) are
  * written explicitly. One table maps each op to its normalisation. Runs before
- * shape inference. */
+ * shape inference; ot_imp_normalize_late finishes, after it, the operands only
+ * folding makes constant. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,8 +222,14 @@ static ot_status normalize_squeeze(ot_graph *g, int nid, ot_error *err) {
     return ints_input_to_attr(g, nid, "axes", "axes", err);
 }
 
+/* ReduceMean / ReduceSum. Axes computed by a node (PyTorch's dynamo exporter without
+ * optimisation writes Constant -> Reshape) stay an input here: shape inference reads
+ * them through its shape data and folds the chain, and ot_imp_normalize_late turns
+ * them into the attribute afterwards. */
 static ot_status normalize_reduce(ot_graph *g, int nid, ot_error *err) {
-    ot_status st = ints_input_to_attr(g, nid, "axes", "axes", err);
+    int av = input_at(&g->nodes[nid], 1);
+    bool computed = av >= 0 && g->values[av].producer >= 0;
+    ot_status st = computed ? OT_OK : ints_input_to_attr(g, nid, "axes", "axes", err);
     if (!st) st = set_int_default(&g->nodes[nid], "keepdims", 1, err);
     if (!st) st = set_int_default(&g->nodes[nid], "noop_with_empty_axes", 0, err);
     return st;
@@ -326,6 +333,16 @@ ot_status ot_imp_normalize(ot_graph *g, ot_error *err) {
         if (g->nodes[id].removed || g->nodes[id].op == OT_OP_UNKNOWN) continue;
         normalize_fn fn = normalizers[g->nodes[id].op];
         ot_status st = fn ? fn(g, id, err) : OT_OK;
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
+ot_status ot_imp_normalize_late(ot_graph *g, ot_error *err) {
+    for (int id = 0; id < g->n_nodes; id++) {
+        const ot_node *n = &g->nodes[id];
+        if (n->removed || (n->op != OT_OP_REDUCE_MEAN && n->op != OT_OP_REDUCE_SUM)) continue;
+        ot_status st = input_at(n, 1) >= 0 ? ints_input_to_attr(g, id, "axes", "axes", err) : OT_OK;
         if (st) return st;
     }
     return OT_OK;

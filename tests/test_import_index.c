@@ -1,7 +1,8 @@
 /* test_import_index.c — importing the layout and indexing ops of issue 13 in their
  * opset forms: Pad before opset 11 (pads, Pad-1's "paddings" and value as attributes)
  * is normalised to the opset-11 inputs (importer/normalize.c) and then computes what
- * the input form computes; pads given both ways is the model's error. Models are
+ * the input form computes; pads given both ways is the model's error. ReduceMean axes
+ * that only folding makes constant (Reshape of a Constant) become the attribute. Models are
  * built in C (fixtures/onnx_builder.h) under OT_BINARY_DIR. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,10 +98,60 @@ static void test_pad_both_forms_refused(void **state) {
     mb_free(b);
 }
 
+/* x [2,3,4] -> ReduceMean(axes = Reshape(Constant)), as PyTorch's dynamo exporter writes
+ * without optimisation: the axes are only constant once shape inference folds the
+ * Reshape; axes computed from a graph input the same way stay refused. */
+static void check_reshaped_axes(bool from_input) {
+    mb *b = mb_new(18);
+    const int64_t xd[3] = {2, 3, 4}, one = 1, ax[1] = {-1};
+    mb_input(b, "x", F32, 3, xd, NULL);
+    if (from_input) {
+        mb_input(b, "ax", I64, 1, &one, NULL);
+    } else {
+        mb_attr_ints(b, mb_node(b, "Constant", "ax_c", "", "ax"), "value_ints", ax, 1);
+    }
+    mb_raw(b, mb_init(b, mb_tensor(b, "ax_shape", I64, 1, &one)), &one, sizeof one);
+    mb_node(b, "Reshape", "ax_r", "ax,ax_shape", "axes");
+    mb_attr_int(b, mb_node(b, "ReduceMean", "mean", "x,axes", "y"), "keepdims", 0);
+    mb_output(b, "y", F32);
+    ot_model *m = NULL;
+    ot_error err = {0};
+    ot_status st = load_mb(b, from_input ? "axes_input.onnx" : "axes_reshaped.onnx", &m, &err);
+    if (from_input) {
+        assert_int_equal(st, OT_E_UNSUPPORTED);
+        assert_non_null(strstr(err.msg, "'mean'"));
+        assert_non_null(strstr(err.msg, "only constant axes"));
+        mb_free(b);
+        return;
+    }
+    if (st) fail_msg("%s", err.msg);
+    ot_graph *g = m->graph;
+    const ot_node *n = &g->nodes[g->values[ot_graph_find_value(g, "y")].producer];
+    assert_int_equal(n->op, OT_OP_REDUCE_MEAN);
+    assert_int_equal(n->n_inputs, 1);
+    int cnt = 0;
+    const int64_t *v = ot_node_attr_ints(n, "axes", &cnt);
+    assert_int_equal(cnt, 1);
+    assert_int_equal(v[0], -1);
+    const ot_shape *ys = &g->values[ot_graph_find_value(g, "y")].shape;
+    assert_int_equal(ys->rank, 2);
+    assert_int_equal(ys->dim[1], 3);
+    assert_int_equal(ot_graph_verify(g, &err), OT_OK);
+    ot_model_free(m);
+    mb_free(b);
+}
+
+static void test_reduce_axes_folded(void **state) {
+    (void)state;
+    check_reshaped_axes(false);
+    check_reshaped_axes(true);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pad_attribute_forms),
         cmocka_unit_test(test_pad_both_forms_refused),
+        cmocka_unit_test(test_reduce_axes_folded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
