@@ -18,45 +18,17 @@
 
 #include "importer/importer.h"
 #include "kernels/kernel.h"
+#include "test_files.h"
 
 #define FIX OT_SOURCE_DIR "/tests/fixtures/regress/"
 
-/* Loads fixture `name` from its file, or from its bytes in memory; the status. */
+/* The fixture helpers of tests/helpers/test_files.h, on this folder. */
 static ot_status load(const char *name, bool from_memory, ot_error *err) {
-    char path[512];
-    snprintf(path, sizeof path, "%s%s", FIX, name);
-    ot_import_options opt = {.fold_eval = ot_cpu_fold_eval};
-    ot_model *m = NULL;
-    ot_status st;
-    if (!from_memory) {
-        st = ot_model_load(path, &opt, &m, err);
-    } else {
-        FILE *f = fopen(path, "rb");
-        assert_non_null(f);
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        char *buf = malloc((size_t)n);
-        assert_non_null(buf);
-        assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-        fclose(f);
-        st = ot_model_load_buffer(buf, (size_t)n, name, FIX, &opt, &m, err);
-        free(buf);
-    }
-    assert_true((st == OT_OK) == (m != NULL));
-    ot_model_free(m);
-    return st;
+    return test_load_fixture(FIX, name, from_memory, err);
 }
 
 static void expect(const char *name, ot_status code, const char *n1, const char *n2) {
-    for (int mem = 0; mem < 2; mem++) {
-        ot_error err = {0};
-        ot_status st = load(name, mem, &err);
-        if (st != code) fail_msg("%s: expected status %d, got %d: %s", name, code, st, err.msg);
-        if (!strstr(err.msg, name)) fail_msg("%s: message does not name the file: %s", name, err.msg);
-        if (n1 && !strstr(err.msg, n1)) fail_msg("%s: message lacks '%s': %s", name, n1, err.msg);
-        if (n2 && !strstr(err.msg, n2)) fail_msg("%s: message lacks '%s': %s", name, n2, err.msg);
-    }
+    test_expect_refused(FIX, name, code, n1, n2);
 }
 
 static void test_storage_forms(void **state) {
