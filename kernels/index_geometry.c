@@ -134,3 +134,23 @@ ot_status ot_cumsum_geometry(const ot_node *node, int64_t axis, const ot_shape *
     *n = xs->dim[a];
     return OT_OK;
 }
+
+ot_status ot_gather_geometry(const ot_node *node, const ot_shape *data, const ot_tensor *indices,
+                             int64_t gathered_numel, ot_gather_geom *g, ot_error *err) {
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    g->axis = ot_kernel_axis(pp->u.layout.axis, data->rank);
+    if (g->axis < 0) return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): axis out of range", node->name, node->op_type);
+    g->outer = g->inner = 1;
+    g->n_axis = data->dim[g->axis];
+    g->n_idx = ot_kernel_numel(indices);
+    for (int d = 0; d < g->axis; d++) g->outer *= data->dim[d];
+    for (int d = g->axis + 1; d < data->rank; d++) g->inner *= data->dim[d];
+    if (gathered_numel != g->outer * g->n_idx * g->inner)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): %s has %lld elements, not data[:axis] x indices x data[axis+1:]",
+                       node->name, node->op_type, node->op == OT_OP_GATHER ? "the output" : "dY",
+                       (long long)gathered_numel);
+    return OT_OK;
+}

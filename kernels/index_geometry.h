@@ -189,6 +189,18 @@ OT_INDEX_FN float ot_pad_grad_at(const ot_pad_geom *g, const float *dy, int64_t 
     }
 }
 
+/* Gather and GatherGrad: data (Gather's input 0, GatherGrad's output) viewed as
+ * outer x n_axis x inner around the node's axis, n_idx indices; the gathered tensor
+ * (Gather's output, GatherGrad's dY) must hold outer x n_idx x inner elements. Index
+ * values are checked by the callers (CPU: before running; CUDA: in the kernel).
+ * OT_E_SHAPE naming the node. */
+typedef struct ot_gather_geom {
+    int axis;
+    int64_t outer, inner, n_axis, n_idx;
+} ot_gather_geom;
+ot_status ot_gather_geometry(const ot_node *node, const ot_shape *data, const ot_tensor *indices,
+                             int64_t gathered_numel, ot_gather_geom *g, ot_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/index_geometry.h"
 
 static ot_status shape_mismatch(const ot_node *node, const char *what, ot_error *err) {
     return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): %s", node->name, node->op_type, what);
@@ -53,18 +54,10 @@ ot_status ot_cpu_gather(const ot_node *node, const ot_tensor *in, ot_tensor *out
     size_t es = ot_dtype_size(x->dtype);
     if (!es || x->dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "data", x->dtype, err);
     if (ind->dtype != OT_I64 && ind->dtype != OT_I32) return ot_cpu_bad_dtype(node, "indices", ind->dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    ot_gather_geom gg;
+    ot_status pst = ot_gather_geometry(node, &x->shape, ind, ot_kernel_numel(&out[0]), &gg, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, x->shape.rank);
-    if (axis < 0) return shape_mismatch(node, "axis out of range", err);
-    int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_kernel_numel(ind);
-    for (int d = 0; d < axis; d++) outer *= x->shape.dim[d];
-    for (int d = axis + 1; d < x->shape.rank; d++) inner *= x->shape.dim[d];
-    if (ot_kernel_numel(&out[0]) != outer * n_idx * inner)
-        return shape_mismatch(node, "output element count is not data[:axis] x indices x data[axis+1:]", err);
+    int64_t outer = gg.outer, inner = gg.inner, n_axis = gg.n_axis, n_idx = gg.n_idx;
     for (int64_t j = 0; j < n_idx; j++) {
         int64_t v;
         ot_kernel_load_int(ind->dtype, ind->data, j, &v);

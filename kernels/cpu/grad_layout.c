@@ -2,24 +2,17 @@
  * scatter-add in index order, and SliceGrad (dY, X, starts, ends [, axes, steps])
  * -> dX, dY written into zeros at the positions Slice read. */
 #include "kernels/cpu/grad_kernels.h"
+#include "kernels/index_geometry.h"
 
 OT_GRAD_KERNEL(ot_cpu_gather_grad) {
     const ot_tensor *dy = &in[0], *idx = &in[1];
     const ot_shape *ds = &out[0].shape;
     if (dy->dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", dy->dtype, err);
     if (!ot_kernel_is_int_dtype(idx->dtype)) return ot_cpu_bad_dtype(node, "indices", idx->dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    ot_gather_geom gg;
+    ot_status pst = ot_gather_geometry(node, ds, idx, ot_kernel_numel(dy), &gg, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, ds->rank);
-    if (axis < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (GatherGrad): axis out of range", node->name);
-    int64_t outer = 1, inner = 1, D = ds->dim[axis], I = ot_kernel_numel(idx);
-    for (int d = 0; d < axis; d++) outer *= ds->dim[d];
-    for (int d = axis + 1; d < ds->rank; d++) inner *= ds->dim[d];
-    if (ot_kernel_numel(dy) != outer * I * inner)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (GatherGrad): dY size does not match indices and data", node->name);
+    int64_t outer = gg.outer, inner = gg.inner, D = gg.n_axis, I = gg.n_idx;
     for (int64_t i = 0; i < I; i++) {
         int64_t j;
         ot_kernel_load_int(idx->dtype, idx->data, i, &j);

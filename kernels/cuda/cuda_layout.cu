@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_device.cuh"
+#include "kernels/index_geometry.h"
 
 struct strided {
     int rank;
@@ -282,21 +283,11 @@ OT_CUDA_LAUNCHER(ot_cuda_gather) {
     size_t es = ot_dtype_size(x->dtype);
     if (!es || x->dtype != out[0].dtype) return bad(node, "data dtype differs or unsupported", err);
     if (ind->dtype != OT_I64 && ind->dtype != OT_I32) return bad(node, "indices must be int32 or int64", err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    ot_gather_geom gg;
+    ot_status pst = ot_gather_geometry(node, &x->shape, ind, ot_kernel_numel(&out[0]), &gg, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, x->shape.rank);
-    if (axis < 0) return bad(node, "axis out of range", err);
-    int64_t outer = 1, inner = 1, n_axis = x->shape.dim[axis], n_idx = ot_kernel_numel(ind);
-    for (int d = 0; d < axis; d++)
-        outer *= x->shape.dim[d];
-    for (int d = axis + 1; d < x->shape.rank; d++)
-        inner *= x->shape.dim[d];
+    int64_t outer = gg.outer, inner = gg.inner, n_axis = gg.n_axis, n_idx = gg.n_idx;
     int64_t n = outer * n_idx * inner;
-    if (ot_kernel_numel(&out[0]) != n)
-        return bad(node, "output element count is not data[:axis] x indices x data[axis+1:]", err);
     if (n == 0) return OT_OK;
     int i64 = ind->dtype == OT_I64;
     switch (es) {
@@ -349,19 +340,10 @@ OT_CUDA_LAUNCHER(ot_cuda_gather_grad) {
     const ot_shape *ds = &out[0].shape;
     if (dy->dtype != OT_F32) return bad(node, "dY must be float32", err);
     if (idx->dtype != OT_I64 && idx->dtype != OT_I32) return bad(node, "indices must be int32 or int64", err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    ot_gather_geom gg;
+    ot_status pst = ot_gather_geometry(node, ds, idx, ot_kernel_numel(dy), &gg, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, ds->rank);
-    if (axis < 0) return bad(node, "axis out of range", err);
-    int64_t outer = 1, inner = 1, D = ds->dim[axis], I = ot_kernel_numel(idx);
-    for (int d = 0; d < axis; d++)
-        outer *= ds->dim[d];
-    for (int d = axis + 1; d < ds->rank; d++)
-        inner *= ds->dim[d];
-    if (ot_kernel_numel(dy) != outer * I * inner) return bad(node, "dY size does not match indices and data", err);
+    int64_t outer = gg.outer, inner = gg.inner, D = gg.n_axis, I = gg.n_idx;
     int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     ot_status st = ot_cu_zero(cx, out[0].data, (size_t)n * sizeof(float), err);
