@@ -52,7 +52,7 @@ uint64_t ot_train_fingerprint(const ot_train_session *s) {
      * (with its own message) when the tensors are matched */
     for (int v = 0; v < g->n_values; v++)
         if (g->values[v].init_index >= 0) h = hash_value(h, g, v);
-    return h;
+    return ot_train_lora_fingerprint(s, h);
 }
 
 void ot_train_ckpt_settings(const ot_train_session *s, const ot_dataset *data, ot_ckpt_settings *out) {
