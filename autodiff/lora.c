@@ -148,7 +148,7 @@ ot_status ot_lora_targets(const ot_graph *g, const ot_lora_options *o, const cha
         why[v] = eligible(g, v, &head);
         if (why[v]) continue;
         if (o->n_targets == 0) {
-            if (head) why[v] = "head";
+            if (head) why[v] = "the head (its product is a graph output; --lora-target adapts it)";
         } else {
             bool any = false;
             for (int i = 0; i < o->n_targets; i++)

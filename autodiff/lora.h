@@ -59,7 +59,7 @@ typedef struct ot_lora_result {
 } ot_lora_result;
 
 /* For every value v, why[v] is NULL when v would be adapted, else a static string:
- * "head" (eligible, left out by the default rule), "not matched" (eligible, no glob
+ * "the head ..." (eligible, left out by the default rule), "not matched" (eligible, no glob
  * matched), or why it is not eligible ("not float32 of rank 2", "read by Gather",
  * ...); values that are not float params get "not a param". Fails (OT_E_USAGE)
  * when a glob matches no eligible weight, naming it, and when nothing is adapted. */

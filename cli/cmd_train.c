@@ -251,6 +251,9 @@ static ot_status check_args(const train_cli *t, ot_error *err) {
     if (!t->out_path && !t->lora_save)
         return ot_fail(err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
     if (t->lora_save && t->o.lora.rank == 0) return ot_fail(err, OT_E_USAGE, "--lora-save needs --lora RANK");
+    size_t ls = t->lora_save ? strlen(t->lora_save) : 0;
+    if (ls && !(ls > 4 && !strcmp(t->lora_save + ls - 4, ".npz")) && !(ls > 5 && !strcmp(t->lora_save + ls - 5, ".onnx")))
+        return ot_fail(err, OT_E_USAGE, "--lora-save %s: the name must end in .npz or .onnx", t->lora_save);
     if (t->batch_auto && !t->o.memory_budget)
         return ot_fail(err, OT_E_USAGE, "--batch-size auto needs --memory-budget SIZE");
     ot_status st = OT_OK;

@@ -111,7 +111,18 @@ ot_status ot_train_lora_save_merged(ot_train_session *s, const char *path, bool 
     merged mg = {.s = s, .cur = -1};
     ot_export_source src = {.host_ptr = merged_host_ptr, .read = merged_read, .user = &mg};
     ot_export_options eo = {.external_data = external_data, .source = &src};
+    /* The exporter takes a value's own data before the source's: set the base
+     * weights' host copies (kept, or given back after a run) aside while writing. */
+    void **kept = ot_xcalloc((size_t)s->lora.n + 1, sizeof *kept);
+    if (!kept) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    ot_graph *g = s->m->graph;
+    for (int k = 0; k < s->lora.n; k++) {
+        kept[k] = g->values[s->lora.v[k].base].data;
+        g->values[s->lora.v[k].base].data = NULL;
+    }
     ot_status st = ot_model_save_ex(s->m, path, &eo, err);
+    for (int k = 0; k < s->lora.n; k++) g->values[s->lora.v[k].base].data = kept[k];
+    free(kept);
     free(mg.buf);
     return st;
 }
