@@ -66,89 +66,127 @@ static bool swaps_axes(const ot_node *t) {
     return !perm || (np == 2 && perm[0] == 1 && perm[1] == 0);
 }
 
-/* The output of reader n, or of the bias Add right after it, is a graph output. */
-static bool feeds_output(const ot_graph *g, const ot_node *n) {
-    int y = n->outputs[0];
-    if (g->values[y].is_graph_output) return true;
-    for (int i = 0; i < g->n_outputs; i++)
-        if (g->outputs[i] == y) return true;
-    const ot_value *vy = &g->values[y];
-    if (vy->n_consumers != 1) return false;
-    const ot_node *add = &g->nodes[vy->consumers[0]];
-    if (add->op != OT_OP_ADD || !is_fwd(add)) return false;
-    int other = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
-    if (!is_initializer(g, other)) return false;
-    for (int i = 0; i < g->n_outputs; i++)
-        if (g->outputs[i] == add->outputs[0]) return true;
-    return g->values[add->outputs[0]].is_graph_output;
-}
-
 /* Calls visit(node) for every MatMul/Gemm reading W, directly or through a
  * Transpose; returns why W is not eligible (NULL: it is). *head: one of them feeds a
  * graph output. */
 typedef void (*reader_fn)(void *user, int node, bool transposed);
 
-static const char *walk_readers(const ot_graph *g, int w, bool *transposed, bool *head, reader_fn visit, void *user) {
-    const ot_value *val = &g->values[w];
-    int n_readers = 0;
+/* Scratch for the head test: per value, seen; a stack of value ids. */
+typedef struct head_scratch {
+    int out;     /* the output the loss reads, -1: none */
+    bool *seen;  /* n_values entries */
+    int *stack;  /* n_values entries */
+} head_scratch;
+
+typedef struct walk {
+    const ot_graph *g;
+    int n_readers;
+    bool *transposed, *head;
+    head_scratch *hs; /* NULL: no head test */
+    reader_fn visit;
+    void *user;
+} walk;
+
+/* The head test: the loss's output depends on reader r's output through forward
+ * nodes none of which is a MatMul or Gemm. */
+static bool feeds_output(const ot_graph *g, const ot_node *r, head_scratch *hs) {
+    if (!hs || hs->out < 0) return false;
+    memset(hs->seen, 0, (size_t)g->n_values * sizeof *hs->seen);
+    int n = 0;
+    hs->stack[n++] = r->outputs[0];
+    hs->seen[r->outputs[0]] = true;
+    while (n > 0) {
+        int v = hs->stack[--n];
+        if (v == hs->out) return true;
+        const ot_value *val = &g->values[v];
+        for (int c = 0; c < val->n_consumers; c++) {
+            const ot_node *m = &g->nodes[val->consumers[c]];
+            if (!is_fwd(m) || m->op == OT_OP_MATMUL || m->op == OT_OP_GEMM) continue;
+            for (int k = 0; k < m->n_outputs; k++) {
+                int o = m->outputs[k];
+                if (o < 0 || hs->seen[o]) continue;
+                hs->seen[o] = true;
+                hs->stack[n++] = o;
+            }
+        }
+    }
+    return false;
+}
+
+static int slot_of(const ot_node *n, int v) {
+    int s = 0;
+    while (s < n->n_inputs && n->inputs[s] != v) s++;
+    return s;
+}
+
+/* One MatMul/Gemm r reading src (W, or its Transpose when through_t). */
+static const char *reader(walk *w, const ot_node *r, int src, bool through_t) {
+    if (r->op != OT_OP_MATMUL && r->op != OT_OP_GEMM)
+        return through_t ? "transposed for an op other than MatMul or Gemm"
+                         : "read by an op other than MatMul, Gemm or Transpose";
+    bool tr = false;
+    const char *why = weight_reader(w->g, r, slot_of(r, src), through_t, &tr);
+    if (why) return why;
+    if (w->n_readers > 0 && tr != *w->transposed) return "read both as [in, out] and as [out, in]";
+    *w->transposed = tr;
+    w->n_readers++;
+    *w->head |= feeds_output(w->g, r, w->hs);
+    if (w->visit) w->visit(w->user, r->id, tr);
+    return NULL;
+}
+
+static const char *walk_readers(const ot_graph *g, int v, bool *transposed, bool *head, head_scratch *hs,
+                                reader_fn visit, void *user) {
+    walk w = {.g = g, .transposed = transposed, .head = head, .hs = hs, .visit = visit, .user = user};
+    const ot_value *val = &g->values[v];
     *head = false;
     for (int c = 0; c < val->n_consumers; c++) {
         const ot_node *n = &g->nodes[val->consumers[c]];
         if (!is_fwd(n)) continue;
-        int slot = 0;
-        while (slot < n->n_inputs && n->inputs[slot] != w) slot++;
-        const ot_node *list[1] = {n};
-        int t_out = -1;
-        if (n->op == OT_OP_TRANSPOSE) {
-            if (!swaps_axes(n)) return "read by a Transpose that does not swap its two axes";
-            t_out = n->outputs[0];
-        } else if (n->op == OT_OP_GATHER) {
-            return "read by Gather (an embedding)";
-        } else if (n->op != OT_OP_MATMUL && n->op != OT_OP_GEMM) {
-            return "read by an op other than MatMul, Gemm or Transpose";
+        const char *why = NULL;
+        if (n->op == OT_OP_GATHER) return "read by Gather (an embedding)";
+        if (n->op != OT_OP_TRANSPOSE) {
+            if ((why = reader(&w, n, v, false))) return why;
+            continue;
         }
-        const ot_value *tv = t_out >= 0 ? &g->values[t_out] : NULL;
-        int n_here = tv ? tv->n_consumers : 1;
-        for (int k = 0; k < n_here; k++) {
-            const ot_node *r = tv ? &g->nodes[tv->consumers[k]] : list[0];
-            if (!is_fwd(r)) continue;
-            if (r->op != OT_OP_MATMUL && r->op != OT_OP_GEMM) return "transposed for an op other than MatMul or Gemm";
-            int rs = 0;
-            int src = tv ? t_out : w;
-            while (rs < r->n_inputs && r->inputs[rs] != src) rs++;
-            bool tr = false;
-            const char *why = weight_reader(g, r, tv ? rs : slot, tv != NULL, &tr);
-            if (why) return why;
-            if (n_readers > 0 && tr != *transposed) return "read both as [in, out] and as [out, in]";
-            *transposed = tr;
-            n_readers++;
-            *head |= feeds_output(g, r);
-            if (visit) visit(user, r->id, tr);
+        if (!swaps_axes(n)) return "read by a Transpose that does not swap its two axes";
+        const ot_value *tv = &g->values[n->outputs[0]];
+        for (int k = 0; k < tv->n_consumers; k++) {
+            const ot_node *r = &g->nodes[tv->consumers[k]];
+            if (is_fwd(r) && (why = reader(&w, r, n->outputs[0], true))) return why;
         }
     }
-    return n_readers ? NULL : "read by no MatMul or Gemm";
+    return w.n_readers ? NULL : "read by no MatMul or Gemm";
 }
 
-static const char *eligible(const ot_graph *g, int v, bool *head) {
+static const char *eligible(const ot_graph *g, int v, head_scratch *hs, bool *head) {
     const ot_value *val = &g->values[v];
     bool tr = false;
     *head = false;
     if (val->kind != OT_VK_PARAM || !ot_dtype_is_float(val->dtype)) return "not a param";
     if (val->dtype != OT_F32 || val->shape.rank != 2) return "not float32 of rank 2";
     if (strlen(val->name) > 400) return "name too long";
-    return walk_readers(g, v, &tr, head, NULL, NULL);
+    return walk_readers(g, v, &tr, head, hs, NULL, NULL);
 }
 
 ot_status ot_lora_targets(const ot_graph *g, const ot_lora_options *o, const char **why, ot_error *err) {
     bool *hit = ot_xcalloc((size_t)o->n_targets + 1, sizeof *hit);
-    if (!hit) return ot_fail(err, OT_E_MEMORY, "lora: out of memory");
+    head_scratch hs = {.out = o->output ? ot_graph_find_value(g, o->output) : g->n_outputs > 0 ? g->outputs[0] : -1,
+                       .seen = ot_xcalloc((size_t)g->n_values + 1, sizeof(bool)),
+                       .stack = ot_xcalloc((size_t)g->n_values + 1, sizeof(int))};
+    if (!hit || !hs.seen || !hs.stack) {
+        free(hit);
+        free(hs.seen);
+        free(hs.stack);
+        return ot_fail(err, OT_E_MEMORY, "lora: out of memory");
+    }
     int n = 0;
     for (int v = 0; v < g->n_values; v++) {
         bool head = false;
-        why[v] = eligible(g, v, &head);
+        why[v] = eligible(g, v, &hs, &head);
         if (why[v]) continue;
         if (o->n_targets == 0) {
-            if (head) why[v] = "the head (its product is a graph output; --lora-target adapts it)";
+            if (head) why[v] = "the head (the output reaches the loss through no other MatMul or Gemm; --lora-target adapts it)";
         } else {
             bool any = false;
             for (int i = 0; i < o->n_targets; i++)
@@ -169,6 +207,8 @@ ot_status ot_lora_targets(const ot_graph *g, const ot_lora_options *o, const cha
                                       "params read only by MatMul or Gemm, the head excepted); name one with "
                                       "--lora-target");
     free(hit);
+    free(hs.seen);
+    free(hs.stack);
     return st;
 }
 
@@ -270,7 +310,7 @@ static void record(void *user, int node, bool transposed) {
 
 static ot_status add_adapters(ot_graph *g, ot_lora_result *res, int w, ot_error *err) {
     bool tr = false, head = false;
-    (void)walk_readers(g, w, &tr, &head, NULL, NULL);
+    (void)walk_readers(g, w, &tr, &head, NULL, NULL, NULL);
     ot_lora_adapter *ad = &res->v[res->n];
     const char *name = g->values[w].name;
     int64_t d0 = g->values[w].shape.dim[0], d1 = g->values[w].shape.dim[1];
@@ -283,10 +323,10 @@ static ot_status add_adapters(ot_graph *g, ot_lora_result *res, int w, ot_error 
     res->n++;
     /* readers are collected first: the rewrite adds nodes and values as it goes */
     id_list l = {0};
-    (void)walk_readers(g, w, &tr, &head, record, &l);
+    (void)walk_readers(g, w, &tr, &head, NULL, record, &l);
     if (!(l.ids = ot_xcalloc((size_t)l.n + 1, sizeof(int)))) return ot_fail(err, OT_E_MEMORY, "lora: out of memory");
     l.n = 0;
-    (void)walk_readers(g, w, &tr, &head, record, &l);
+    (void)walk_readers(g, w, &tr, &head, NULL, record, &l);
     rewrite rw = {.g = g, .ad = ad, .scale = res->scale, .err = err};
     for (int i = 0; i < l.n && !rw.st; i++) {
         bool dup = false; /* a node reading W twice gets one adapter per output, once */

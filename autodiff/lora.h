@@ -18,9 +18,11 @@
  * reads it as its second input, directly or through a Transpose that swaps its two
  * axes and whose readers are all such nodes, and whose first input is not an
  * initializer. By default the eligible weights are adapted except the head: a
- * weight one of whose MatMul/Gemm outputs is a graph output, directly or through the
- * Add of a bias. Embeddings (read by Gather, tied heads too) are not eligible. With
- * --lora-target GLOB,... the eligible weights whose name matches a glob (fnmatch)
+ * weight one of whose MatMul/Gemm outputs reaches the output the loss reads through
+ * forward nodes none of which is another MatMul or Gemm (an LM head, a classifier;
+ * through a bias Add, a Cast, a Reshape). Embeddings (read by Gather, tied heads too)
+ * are not eligible. With --lora-target GLOB,... the eligible weights whose name
+ * matches a glob (fnmatch)
  * are adapted, the head included; a glob that matches none is an error. */
 #ifndef OT_LORA_H
 #define OT_LORA_H
@@ -35,6 +37,7 @@ typedef struct ot_lora_options {
     double alpha;               /* 0: rank */
     const char *const *targets; /* globs over param names; n_targets 0: the default rule */
     int n_targets;
+    const char *output;         /* the graph output the loss reads (NULL: the first), for the head test */
 } ot_lora_options;
 
 /* Parses "RANK[:ALPHA]" (rank 1..65536, alpha a finite number > 0) into o->rank and

@@ -178,8 +178,9 @@ enum {
     "                            (ALPHA defaults to RANK); the base weights are frozen: no gradient,\n"           \
     "                            no optimizer state. A is drawn from --seed, B starts at zero.\n"                 \
     "  --lora-target GLOB,...    weights to adapt (fnmatch over param names; default: every 2-D\n"                \
-    "                            float32 weight read only by MatMul/Gemm, except the head whose\n"              \
-    "                            output is a graph output; `onnxtrain info --lora R` lists them)\n"
+    "                            float32 weight read only by MatMul/Gemm, except the head, whose\n"             \
+    "                            output reaches the loss through no other MatMul/Gemm;\n"                      \
+    "                            `onnxtrain info MODEL --lora R` lists them)\n"
 #define OT_ARGS_HELP_OPTIM                                                                                           \
     "  --optimizer NAME          sgd (default), adam, adamw\n"                                                      \
     "  --lr X                    learning rate > 0 (default 0.01 for sgd, 0.001 for adam/adamw)\n"                \

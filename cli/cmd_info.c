@@ -206,7 +206,8 @@ static void print_lora(FILE *f, const ot_graph *g, const ot_lora_options *lo, co
         if (!lora_listed(g, why, v)) continue;
         char sb[128];
         ot_shape_str(g, &g->values[v].shape, sb, sizeof sb);
-        fprintf(f, "  %-8s %-36s %-14s %s\n", why[v] ? "skip" : "adapt", g->values[v].name, sb, why[v] ? why[v] : "");
+        fprintf(f, "  %-5s %s %s%s%s\n", why[v] ? "skip" : "adapt", g->values[v].name, sb, why[v] ? ": " : "",
+                why[v] ? why[v] : "");
     }
 }
 

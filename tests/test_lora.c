@@ -61,6 +61,43 @@ static void test_rule_tinygpt(void **state) {
     ot_model_free(m);
 }
 
+/* The head is judged against the output the loss reads: y = Relu(Tanh(x·W1)·W2)
+ * with h = x·W1 also an output (as a KV cache is): W2 is the head, W1 is not. */
+static void test_rule_head(void **state) {
+    (void)state;
+    ot_graph *g = gc_graph();
+    uint32_t rng = 5;
+    int64_t xd[2] = {3, 4}, wd[2] = {4, 4};
+    int X = gc_param(g, "X", 2, xd, &rng, -1, 1, false);
+    int x = gc_val(g, "x", OT_F32, 2, xd), h = gc_val(g, "h", OT_F32, 2, xd), t = gc_val(g, "t", OT_F32, 2, xd);
+    int y = gc_val(g, "y", OT_F32, 2, xd), z = gc_val(g, "z", OT_F32, 2, xd);
+    int W1 = gc_param(g, "W1", 2, wd, &rng, -1, 1, false), W2 = gc_param(g, "W2", 2, wd, &rng, -1, 1, false);
+    gc_op(g, OT_OP_TANH, &X, 1, &x, 1);
+    int i1[2] = {x, W1}, i2[2] = {t, W2};
+    gc_op(g, OT_OP_MATMUL, i1, 2, &h, 1);
+    gc_op(g, OT_OP_TANH, &h, 1, &t, 1);
+    gc_op(g, OT_OP_MATMUL, i2, 2, &y, 1);
+    gc_op(g, OT_OP_RELU, &y, 1, &z, 1);
+    g->outputs = realloc(g->outputs, 2 * sizeof(int));
+    g->outputs[0] = z;
+    g->outputs[1] = h;
+    g->n_outputs = 2;
+    const char **why = calloc((size_t)g->n_values, sizeof *why);
+    ot_error err = {0};
+    ot_lora_options o = {.rank = 2};
+    assert_int_equal(ot_lora_targets(g, &o, why, &err), OT_OK);
+    assert_null(why[W1]);
+    assert_non_null(why[W2]);
+    assert_non_null(strstr(why[W2], "head"));
+    assert_non_null(why[X]); /* read by Tanh */
+    o.output = "h"; /* a loss on h: W1 is the head, W2 is adapted */
+    assert_int_equal(ot_lora_targets(g, &o, why, &err), OT_OK);
+    assert_non_null(why[W1]);
+    assert_null(why[W2]);
+    free(why);
+    ot_graph_free(g);
+}
+
 static void test_parse(void **state) {
     (void)state;
     ot_lora_options o = {0};
@@ -292,7 +329,7 @@ static void test_remat_bitwise(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse),         cmocka_unit_test(test_rule_tinygpt), cmocka_unit_test(test_fd_matmul),
+        cmocka_unit_test(test_parse),         cmocka_unit_test(test_rule_head),         cmocka_unit_test(test_rule_tinygpt), cmocka_unit_test(test_fd_matmul),
         cmocka_unit_test(test_fd_transpose),  cmocka_unit_test(test_fd_gemm),      cmocka_unit_test(test_session),
         cmocka_unit_test(test_merged),        cmocka_unit_test(test_remat_bitwise),
     };

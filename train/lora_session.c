@@ -31,7 +31,9 @@ static void init_a(ot_graph *g, const ot_lora_adapter *ad, int k, uint64_t seed)
 ot_status ot_train_lora_prepare(ot_train_session *s, ot_error *err) {
     if (s->o.lora.rank <= 0)
         return s->o.lora.n_targets ? ot_fail(err, OT_E_USAGE, "--lora-target needs --lora RANK") : OT_OK;
-    ot_status st = ot_lora_apply(s->g, &s->o.lora, &s->lora, err);
+    ot_lora_options lo = s->o.lora;
+    lo.output = s->o.loss.output_name; /* the head is the weight next to the loss's output */
+    ot_status st = ot_lora_apply(s->g, &lo, &s->lora, err);
     if (st) return st;
     for (int k = 0; k < s->lora.n; k++) init_a(s->g, &s->lora.v[k], k, s->o.seed);
     s->lora_train = calloc((size_t)s->o.n_train + 1, sizeof *s->lora_train);
