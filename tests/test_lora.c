@@ -230,6 +230,12 @@ static void test_session(void **state) {
     assert_true(r.loss[19] < r.loss[0] - 0.1);
     assert_true(r.planned_peak < peak_base);
     assert_int_equal(r.measured_peak, r.planned_peak);
+    ot_train_options po = o; /* `plan` and --batch-size auto plan what the run allocates */
+    po.plan_only = true;
+    ot_train_session *ps = NULL;
+    if (ot_train_session_new(m, &po, &d, true, &ps, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(ot_plan_peak_bytes(ot_train_plan(ps)), r.planned_peak);
+    ot_train_session_free(ps);
     const ot_plan *p = ot_train_plan(s);
     /* the params slab holds the adapters only (4 x (in + out) floats each), their
      * gradients as much, Adam's moments twice that (plus its step scalars) */
