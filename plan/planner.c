@@ -708,7 +708,7 @@ void ot_plan_print_summary(const ot_plan *p, FILE *f) {
     fputc('\n', f);
     fprintf(f, "  %-18s %14s %14s\n", "category", "at peak", "total");
     for (int c = 0; c < OT_MEM_COUNT; c++) {
-        human(p->at_peak[c], a, sizeof a);
+        human(ot_plan_bytes_at_peak(p, (ot_mem_category)c), a, sizeof a);
         human(p->total[c], b, sizeof b);
         fprintf(f, "  %-18s %14s %14s\n", ot_mem_category_name((ot_mem_category)c), a, b);
     }
@@ -718,7 +718,8 @@ void ot_plan_write_json(const ot_plan *p, FILE *f) {
     fprintf(f, "{\"peak_bytes\": %zu, \"peak_step\": %d, \"steps\": %d, \"pinned_bytes\": %zu, \"at_peak\": {",
             p->peak_bytes, p->peak_step, p->n_steps, p->pinned_bytes);
     for (int c = 0; c < OT_MEM_COUNT; c++)
-        fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c), p->at_peak[c]);
+        fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c),
+                ot_plan_bytes_at_peak(p, (ot_mem_category)c));
     fprintf(f, "}, \"total\": {");
     for (int c = 0; c < OT_MEM_COUNT; c++)
         fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c), p->total[c]);
