@@ -114,10 +114,12 @@ static bool pinned_gradient(const ot_graph *g, const ot_value *v) {
 }
 
 /* A backward node is eager when running it frees at least as much as it allocates:
- * the inputs that die at it (temporaries it is the last live reader of: readers[v]
- * is 1, or NULL to mean "read by this node only") are as large as its outputs that
- * are not pinned gradients (static shapes), or, with symbolic shapes, its one output
- * has the shape and element size of such an input. Typical cases: a Reshape or
+ * the inputs that die at it are as large as its outputs (static shapes), or, with
+ * symbolic shapes, its one output has the shape and element size of such an input.
+ * readers NULL (static form): an input dies at the node it is read by alone, and
+ * every output counts. readers given (dynamic form): an input dies at its last live
+ * reader not yet scheduled (readers[v] is 1), and a param's gradient counts as
+ * nothing (its slot in the gradient slab is there anyway). Typical cases: a Reshape or
  * ReduceToLike of a gradient, the Sum of gradient contributions, the GEMM that
  * writes a weight's gradient once the other reader of dY has run. Delaying such a
  * node until its id comes up keeps its input alive for nothing. */
