@@ -367,10 +367,10 @@ def share(res, s):
     return f"{100 * rate / res['sgemm']['gflops']:.0f}%"
 
 
-def extra(plain, remat):
-    if not plain or not remat:
+def extra(plain, remat, field="wall"):
+    if not plain or not remat or plain.get(field) is None or remat.get(field) is None:
         return "–"
-    return f"{100 * (remat['wall'] / plain['wall'] - 1):+.0f}%"
+    return f"{100 * (remat[field] / plain[field] - 1):+.0f}%"
 
 
 def tables(results):
@@ -390,9 +390,10 @@ def tables(results):
                     " / ".join(share(res, x) for x in (s["ot"], s["pt"], s["ort"]))])
         if s["ot_sqrt"] or s["pt_block"]:
             seg = res.get("sqrt_segments")
-            rem.append([case, ms(s["ot"]), ms(s["ot_sqrt"]), extra(s["ot"], s["ot_sqrt"]), ms(s["pt"]),
-                        ms(s["pt_block"]), extra(s["pt"], s["pt_block"]),
-                        f"{seg[0]} ({seg[1]} kept)" if seg else "–", meta["n_blocks"]])
+            rem.append([case, ms(s["ot"]), ms(s["ot_sqrt"]), extra(s["ot"], s["ot_sqrt"]),
+                        extra(s["ot"], s["ot_sqrt"], "cpu"), ms(s["pt"]), ms(s["pt_block"]), extra(s["pt"], s["pt_block"]),
+                        extra(s["pt"], s["pt_block"], "cpu"), f"{seg[0]} ({seg[1]} kept)" if seg else "–",
+                        meta["n_blocks"]])
         loss = " / ".join(bc.fmt(x["loss0"], 4) if x and x["loss0"] is not None else "–" for x in (s["ot"], s["pt"], s["ort"]))
         (l0, p0), (l1, p1) = res["load"][0], res["load"][-1]
         n = s["ot"]["n"] if s["ot"] else 0
@@ -407,8 +408,9 @@ def tables(results):
                               "of OpenBLAS sgemm ot / PT / ORT"], cpu)
     if rem:
         out += "\n### Recompute: onnxtrain --remat sqrt against torch.utils.checkpoint per block\n\n"
-        out += bc.markdown_table(["case", "onnxtrain plain", "onnxtrain sqrt", "extra", "PyTorch plain",
-                                  "PyTorch ckpt/block", "extra", "onnxtrain sqrt segments", "blocks"], rem)
+        out += bc.markdown_table(["case", "onnxtrain plain ms", "onnxtrain sqrt ms", "extra", "extra CPU",
+                                  "PyTorch plain ms", "PyTorch ckpt/block ms", "extra", "extra CPU",
+                                  "onnxtrain sqrt segments", "blocks"], rem)
     out += "\n### Models, first-step loss, load\n\n"
     out += bc.markdown_table(["case", "model", "params", "loss step 1 ot / PT / ORT", "load avg (1 min)",
                               "CPU pressure %", "ot steps timed"], sanity)
@@ -419,13 +421,13 @@ def tables(results):
 
 
 def header(args, results, t0):
-    commit = subprocess.run(["git", "-C", bc.ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+    commit = subprocess.run(["git", "-C", bc.ROOT, "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
     libs = next((r["sgemm"]["lib"] for r in results if r["sgemm"]), [])
     libs = [os.path.basename(x) for x in libs if "openblas" in x] or libs
     return (f"# onnxtrain against PyTorch and ONNX Runtime training (issue 14)\n\n"
             f"Written by `bench/peers.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t0))}, "
-            f"{(time.time() - t0) / 60:.0f} min); onnxtrain at commit {commit}, {args.onnxtrain}.\n"
+            f"{(time.time() - t0) / 60:.0f} min); repository at {commit}; binary {args.onnxtrain}.\n"
             f"Command: `/usr/bin/python3 bench/peers.py {' '.join(sys.argv[1:])}`\n\n"
             f"{bc.machine_line(args.threads)}; ONNX Runtime training 1.19.2; SGD lr from each case; "
             f"{args.reps} repetitions per tool, interleaved; sgemm (1024^3, {args.threads} threads, median of "
@@ -451,7 +453,8 @@ def parse_args():
     ap.add_argument("--no-remat", action="store_true", help="skip the --remat sqrt / checkpoint rows")
     ap.add_argument("--quick", action="store_true", help="smoke test: gpt4_d128 only, 2 x 3 steps")
     ap.add_argument("--check", action="store_true", help="no timing: export, FLOP count, ORT artifacts, plan")
-    ap.add_argument("--work", help="folder for models and logs (default: a new one under /tmp, removed after)")
+    ap.add_argument("--work", help="folder for models, logs and results.json (every run's figures); default: "
+                                   "a new one under /tmp, removed after (kept with --quick)")
     ap.add_argument("--out", help="markdown file (default bench/results_peers.md; --quick: in the work folder)")
     args = ap.parse_args()
     if args.check:
@@ -551,6 +554,8 @@ def main():
         with open(out + ".tmp", "w") as f:
             f.write(text)
         os.replace(out + ".tmp", out)
+        with open(os.path.join(work, "results.json"), "w") as f:  # every run's figures, for a later look
+            json.dump(results, f)
         print(text)
         print(f"peers: wrote {out}", file=sys.stderr)
         return 1 if any(r.get("errors") for r in results) else 0
