@@ -36,6 +36,13 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_lora.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_lora_tmp)
   set_tests_properties(check_lora PROPERTIES TIMEOUT 120)
+  # bench/peers.py's non-timing parts (issue 14): export, FLOP count, one 2-step run of
+  # onnxtrain, PyTorch and ORT (ORT skipped without bench/setup_peers.sh's venv) whose
+  # outputs must parse and whose first-step losses must agree. Nothing asserts a time.
+  add_test(NAME check_peers
+           COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/bench/peers.py --check --onnxtrain $<TARGET_FILE:onnxtrain>
+                   --work ${CMAKE_BINARY_DIR}/check_peers_tmp)
+  set_tests_properties(check_peers PROPERTIES TIMEOUT 120)
 endif()
 # importer/opset.c's "exists since" table against ONNX's schema history (pip onnx on
 # the python3 on PATH, as the node tests use); skipped (77) without it.
