@@ -15,6 +15,7 @@
 #include "ir/atomic_file.h"
 #include "remat/remat.h"
 #include "train/checkpoint.h"
+#include "train/dist.h"
 #include "train/progress.h"
 #include "train/report.h"
 #include "train/train.h"
@@ -173,6 +174,7 @@ typedef struct train_cli {
     ot_train_result res;
     struct sigaction old_int, old_term; /* restored when the command ends */
     bool handlers;
+    ot_dist *dist; /* under mpirun: this rank of a data-parallel run (train/dist.h); else NULL */
 } train_cli;
 
 /* The command's own options (the session's are ot_args_common's). */
@@ -308,13 +310,19 @@ static void print_budget(const train_cli *t) {
 static void print_setup(const train_cli *t, int64_t total) {
     const ot_plan *plan = ot_train_plan(t->s);
     const ot_autodiff_result *ad = ot_train_autodiff(t->s);
+    int n = ot_dist_size(t->dist);
+    if (n > 1) /* t->o holds the one-process equivalent (ot_dist_train_options) */
+        fprintf(stderr, "data parallel over %d ranks: global batch %lld, per rank %lld x %lld micro-batches per step "
+                "(bitwise one process with --batch-size %lld --accum %lld)\n", n,
+                (long long)(ot_train_batch_size(t->s) * n), (long long)ot_train_batch_size(t->s),
+                (long long)t->o.accum / n, (long long)ot_train_batch_size(t->s), (long long)t->o.accum);
     fprintf(stderr, "training %d params (%lld values) with %s, batch %lld x %lld micro-batches, %lld steps\n",
             ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind),
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
     fprintf(stderr,
-            "planned peak memory: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
+            "planned peak memory%s: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
             "workspace %.2f)\n",
-            mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]), mib(plan->slab_bytes[OT_MEM_GRADIENTS]),
+            n > 1 ? " per rank" : "", mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]), mib(plan->slab_bytes[OT_MEM_GRADIENTS]),
             mib(plan->slab_bytes[OT_MEM_OPT_STATE]), mib(ot_plan_peak_bytes(plan) - plan->pinned_bytes));
     const ot_plan *vp = ot_train_validation_plan(t->s);
     if (vp)
@@ -368,6 +376,15 @@ static ot_status build(train_cli *t, ot_error *err) {
         if ((st = ot_train_validation_prepare(t->s, err))) return st;
     }
     return OT_OK;
+}
+
+/* Under mpirun: this rank's part of the run (train/dist.h). The options become the
+ * one-process equivalent; ranks other than 0 print nothing but errors. */
+static ot_status start_dist(train_cli *t, ot_error *err) {
+    ot_status st = ot_dist_init(&stop_signal, &t->dist, err);
+    if (!st) st = ot_dist_train_options(t->dist, &t->o, err);
+    if (!st && ot_dist_rank(t->dist) != 0) t->quiet = true;
+    return st;
 }
 
 /* Trains with SIGINT/SIGTERM asking for a checkpoint and a stop between steps. */
@@ -431,12 +448,18 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
 
 /* The outputs and the last line. */
 static ot_status finish(train_cli *t, ot_error *err) {
+    if (ot_dist_rank(t->dist) != 0) return OT_OK; /* rank 0 writes the one tuned model and report */
     ot_status st = write_outputs(t, err);
     if (st) return st;
     const ot_train_result *res = &t->res;
     fprintf(stderr, "trained %lld step%s in %.2f s: loss %.6g -> %.6g; wrote %s\n", (long long)res->n_steps,
             res->n_steps == 1 ? "" : "s", res->total_seconds, res->loss[res->first_step], res->loss[res->n_steps - 1],
             t->out_path);
+    if (ot_dist_size(t->dist) > 1 && !t->quiet)
+        fprintf(stderr, "data parallel: rank 0 of %d spent %.3f s of %.3f s in collectives (%.1f%%: the gradient sum, "
+                "losses and running statistics, waiting for the slowest rank included)\n", ot_dist_size(t->dist),
+                ot_dist_comm_seconds(t->dist), res->total_seconds,
+                res->total_seconds > 0 ? 100.0 * ot_dist_comm_seconds(t->dist) / res->total_seconds : 0.0);
     return OT_OK;
 }
 
@@ -469,6 +492,7 @@ int ot_cmd_train(int argc, char **argv) {
         return 0;
     }
     if (!st) st = check_args(&t, &err);
+    if (!st) st = start_dist(&t, &err);
     if (!st) st = build(&t, &err);
     int64_t total = st ? 0 : ot_train_total_steps(t.s, &t.data);
     if (!st && !t.quiet) {
@@ -476,17 +500,20 @@ int ot_cmd_train(int argc, char **argv) {
         ot_train_print_constants_note(t.s, stderr);
     }
     if (!st) st = run(&t, total, &err);
+    if (!st && t.res.interrupted && ot_dist_rank(t.dist) != 0) st = OT_E_PEER; /* rank 0 says it */
     if (!st && t.res.interrupted) {
         int sig = (int)stop_signal;
         fprintf(stderr, "onnxtrain train: interrupted by %s after step %lld of %lld; wrote checkpoint %s (%s was not written)\n",
                 sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", (long long)t.res.n_steps,
                 (long long)total, t.res.last_checkpoint, t.out_path);
         print_resume_command(stderr, argc, argv, t.ckpt_dir);
+        ot_dist_abort(t.dist, 128 + sig); /* the other ranks stop too */
         train_cli_free(&t);
         return 128 + sig; /* the shell's convention: 130 SIGINT, 143 SIGTERM */
     }
     if (!st) st = finish(&t, &err);
-    if (st) {
+    if (st && st != OT_E_PEER && ot_dist_size(t.dist) > 1) ot_error_prefix(&err, "rank %d: ", ot_dist_rank(t.dist));
+    if (st && (err.code || st != OT_E_PEER)) {
         fprintf(stderr, "onnxtrain train: %s\n", err.msg);
         if (st == OT_E_USAGE) fputs("Run 'onnxtrain train --help' for the options.\n", stderr);
         if (t.model_written)
@@ -497,6 +524,9 @@ int ot_cmd_train(int argc, char **argv) {
             fprintf(stderr, "stopped after %lld completed steps; %s was not written%s\n", (long long)t.res.n_steps,
                     t.out_path ? t.out_path : "the model", t.report ? " (nor the report)" : "");
     }
+    if (st) ot_dist_abort(t.dist, (int)st); /* ends every rank: none waits for this one */
+    ot_dist_finalize(t.dist);
+    t.dist = NULL;
     train_cli_free(&t);
     return (int)st;
 }

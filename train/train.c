@@ -10,6 +10,7 @@
 #include "kernels/backend_select.h"
 #include "plan/schedule.h"
 #include "train/session.h"
+#include "train/train_dist.h"
 #include "train/train_internal.h"
 
 void ot_train_options_default(ot_train_options *o) {
@@ -178,6 +179,7 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->batch_value);
     free(s->grad_off);
     free(s->accum_ids);
+    ot_train_dist_free(s);
     free(s->scan_buf);
     free(s);
 }
