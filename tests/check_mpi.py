@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""check_mpi.py — data-parallel `train` under mpirun (issue 17, train/dist.h):
+
+- `mpirun -np 2 onnxtrain train ... --batch-size 2B` writes the tuned model and the
+  loss history of `onnxtrain train ... --batch-size B --accum 2` byte for byte, on mlp
+  (Adam, clipping), tinygpt (Dropout on) and resnet (BatchNorm running statistics);
+  with --accum 2 per rank it equals --accum 4;
+- a checkpoint written by 2 ranks resumes in one process (--accum 2) to the same model;
+- a rank killed mid-run ends the other within 30 s, non-zero, naming the rank, and the
+  last checkpoint resumes; a rank that hangs ends the others after
+  ONNXTRAIN_DIST_TIMEOUT with exit 13 naming it;
+- a global batch the ranks cannot share is a usage error (2).
+A build without MPI (argument "nompi") instead checks that a launcher with 2 ranks is
+refused (exit 6) and skips the rest. Exits 77 (skipped) without mpirun.
+
+    check_mpi.py ONNXTRAIN_BINARY SOURCE_DIR SCRATCH_DIR mpi|nompi
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+
+
+def mpirun(n):
+    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n)]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kw)
+
+
+def history(path):
+    r = json.load(open(path))
+    return {k: r[k] for k in ("loss", "lr", "grad_norm") if k in r}
+
+
+def same_run(binary, src, tmp, tag, model, data, global_batch, extra, accum_per_rank=1):
+    """-np 2 at global_batch vs one process at global_batch/2 with --accum 2*accum_per_rank."""
+    m = os.path.join(src, "samples", model + ".onnx")
+    d = [a if a.startswith("--") else os.path.join(src, "samples", a) for a in data]
+    common = [binary, "train", m, *d, "--threads", "1", "--seed", "5", "--quiet", *extra]
+    one = os.path.join(tmp, tag + "-one.onnx")
+    two = os.path.join(tmp, tag + "-two.onnx")
+    p1 = run(common + ["--batch-size", str(global_batch // 2), "--accum", str(2 * accum_per_rank),
+                       "-o", one, "--report", one + ".json"])
+    p2 = run(mpirun(2) + common + ["--batch-size", str(global_batch), "--accum", str(accum_per_rank),
+                                   "-o", two, "--report", two + ".json"])
+    ok = p1.returncode == 0 and p2.returncode == 0
+    check(ok, f"{tag}: both runs succeed ({p1.returncode}, {p2.returncode})" +
+          ("" if ok else f" {p1.stderr[-300:]} {p2.stderr[-600:]}"))
+    if not ok:
+        return
+    check(open(one, "rb").read() == open(two, "rb").read(), f"{tag}: tuned models are byte-identical")
+    check(history(one + ".json") == history(two + ".json"), f"{tag}: loss, lr and grad-norm histories are equal")
+
+
+def mlp_args(src):
+    s = os.path.join(src, "samples")
+    return [os.path.join(s, "mlp.onnx"), "--input", os.path.join(s, "mlp/input.npy"),
+            "--labels", os.path.join(s, "mlp/labels.npy"), "--threads", "1", "--quiet"]
+
+
+def resume_across_ranks(binary, src, tmp):
+    """2 ranks write checkpoints; one process resumes at step 3 and ends where 2 ranks end."""
+    ck = os.path.join(tmp, "ck")
+    shutil.rmtree(ck, ignore_errors=True)
+    full = os.path.join(tmp, "full.onnx")
+    p = run(mpirun(2) + [binary, "train", *mlp_args(src), "--batch-size", "8", "--steps", "6", "--optim", "adam",
+                         "--checkpoint-every", "3", "--keep-checkpoints", "5", "--checkpoint-dir", ck, "-o", full])
+    check(p.returncode == 0, f"resume: 2 ranks with checkpoints ({p.returncode})" + (p.stderr[-400:] if p.returncode else ""))
+    cks = sorted(os.listdir(ck)) if os.path.isdir(ck) else []
+    check(cks == ["ckpt-3.otc", "ckpt-6.otc"], f"resume: rank 0 alone wrote the checkpoints {cks}")
+    res = os.path.join(tmp, "resumed.onnx")
+    p = run([binary, "train", *mlp_args(src), "--batch-size", "4", "--accum", "2", "--steps", "6", "--optim", "adam",
+             "--resume", os.path.join(ck, "ckpt-3.otc"), "-o", res])
+    check(p.returncode == 0, f"resume: one process resumes the 2-rank checkpoint ({p.returncode})" +
+          (p.stderr[-300:] if p.returncode else ""))
+    if p.returncode == 0:
+        check(open(full, "rb").read() == open(res, "rb").read(), "resume: the resumed model equals the 2-rank run's")
+
+
+def start_ranks(binary, src, tmp, tag, extra, env=None):
+    """2 ranks of a long mlp run, each writing its pid to tmp/tag.pid.RANK."""
+    d = os.path.join(tmp, tag)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    inner = " ".join(["exec", binary, "train", *mlp_args(src), "--batch-size", "8", "--steps", "100000000",
+                      "--checkpoint-every", "20", "--checkpoint-dir", os.path.join(d, "ck"),
+                      "-o", os.path.join(d, "t.onnx"), *extra])
+    cmd = mpirun(2) + ["sh", "-c", f"echo $$ > {d}/pid.$OMPI_COMM_WORLD_RANK; {inner}"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, **(env or {})))
+    t0 = time.time()
+    while time.time() - t0 < 60 and not (os.path.exists(f"{d}/pid.1") and os.path.isdir(f"{d}/ck") and
+                                         len(os.listdir(f"{d}/ck")) >= 2):
+        time.sleep(0.1)
+    return p, d
+
+
+def end_of(p, limit):
+    t0 = time.time()
+    try:
+        out, _ = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        return None, out, time.time() - t0
+    return p.returncode, out, time.time() - t0
+
+
+def resumes(binary, src, ckdir):
+    cks = sorted(os.listdir(ckdir), key=lambda f: int(f.split("-")[1].split(".")[0])) if os.path.isdir(ckdir) else []
+    if not cks:
+        return False, "no checkpoint"
+    step = int(cks[-1].split("-")[1].split(".")[0])
+    p = run([binary, "train", *mlp_args(src), "--batch-size", "4", "--accum", "2", "--steps", str(step + 1),
+             "--resume", ckdir, "-o", os.path.join(ckdir, "..", "resumed.onnx")])
+    return p.returncode == 0, cks[-1] + ("" if p.returncode == 0 else ": " + p.stderr[-300:])
+
+
+def kill_rank(binary, src, tmp):
+    p, d = start_ranks(binary, src, tmp, "kill", [])
+    os.kill(int(open(f"{d}/pid.1").read()), signal.SIGKILL)
+    rc, out, secs = end_of(p, 30)
+    check(rc is not None and rc != 0, f"kill: mpirun ends within 30 s, non-zero (rc {rc}, {secs:.1f} s)")
+    check("rank 1" in out, "kill: a message names rank 1: " + " | ".join(l for l in out.splitlines() if "rank" in l)[:400])
+    ok, why = resumes(binary, src, f"{d}/ck")
+    check(ok, "kill: the last checkpoint resumes: " + why)
+
+
+def hang_rank(binary, src, tmp):
+    p, d = start_ranks(binary, src, tmp, "hang", [], env={"ONNXTRAIN_DIST_TIMEOUT": "2"})
+    pid = int(open(f"{d}/pid.1").read())
+    os.kill(pid, signal.SIGSTOP)
+    rc, out, secs = end_of(p, 30)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    check(rc == 13, f"hang: the waiting rank gives up with exit 13 (rc {rc}, {secs:.1f} s)")
+    check("for rank 1" in out and "ONNXTRAIN_DIST_TIMEOUT" in out, "hang: the message names rank 1 and the timeout")
+
+
+def main():
+    binary, src, tmp, kind = sys.argv[1:5]
+    os.makedirs(tmp, exist_ok=True)
+    if kind == "nompi":
+        p = run([binary, "train", *mlp_args(src), "-o", os.path.join(tmp, "x.onnx")],
+                env=dict(os.environ, OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_RANK="0"))
+        check(p.returncode == 6 and "built without MPI" in p.stderr, f"no MPI: 2 ranks refused ({p.returncode})")
+        print("check_mpi: onnxtrain was built without MPI: the data-parallel tests are skipped")
+        return 1 if FAILS else 77
+    if not shutil.which("mpirun"):
+        print("check_mpi: mpirun not found (apt install openmpi-bin): skipped")
+        return 77
+    # containers often forbid the cross-process memory copy Open MPI's shared-memory transport prefers
+    os.environ.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+    same_run(binary, src, tmp, "mlp", "mlp", ["--input", "mlp/input.npy", "--labels", "mlp/labels.npy"], 8,
+             ["--steps", "5", "--optim", "adam", "--clip-grad-norm", "0.5"])
+    same_run(binary, src, tmp, "mlp-accum", "mlp", ["--input", "mlp/input.npy", "--labels", "mlp/labels.npy"], 4,
+             ["--steps", "4", "--optim", "sgd", "--momentum", "0.9"], accum_per_rank=2)
+    same_run(binary, src, tmp, "tinygpt", "tinygpt", ["--input", "tinygpt/input.npy", "--labels", "tinygpt/labels.npy"],
+             4, ["--steps", "4", "--optim", "adam"])
+    same_run(binary, src, tmp, "resnet", "resnet", ["--input", "resnet/input.npy", "--labels", "resnet/labels.npy"], 16,
+             ["--steps", "3", "--optim", "sgd", "--momentum", "0.9"])
+    resume_across_ranks(binary, src, tmp)
+    p = run(mpirun(2) + [binary, "train", *mlp_args(src), "--batch-size", "7", "-o", os.path.join(tmp, "x.onnx")])
+    check(p.returncode == 2 and "not divisible by the 2 ranks" in p.stderr, f"odd batch: usage error ({p.returncode})")
+    kill_rank(binary, src, tmp)
+    hang_rank(binary, src, tmp)
+    print(f"check_mpi: {len(FAILS)} failure(s)")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
