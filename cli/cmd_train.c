@@ -455,7 +455,7 @@ static ot_status finish(train_cli *t, ot_error *err) {
     fprintf(stderr, "trained %lld step%s in %.2f s: loss %.6g -> %.6g; wrote %s\n", (long long)res->n_steps,
             res->n_steps == 1 ? "" : "s", res->total_seconds, res->loss[res->first_step], res->loss[res->n_steps - 1],
             t->out_path);
-    if (ot_dist_size(t->dist) > 1 && !t->quiet)
+    if (ot_dist_size(t->dist) > 1) /* part of the final summary, also with --quiet */
         fprintf(stderr, "data parallel: rank 0 of %d spent %.3f s of %.3f s in collectives (%.1f%%: the gradient sum, "
                 "losses and running statistics, waiting for the slowest rank included)\n", ot_dist_size(t->dist),
                 ot_dist_comm_seconds(t->dist), res->total_seconds,
