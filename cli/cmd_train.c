@@ -48,6 +48,9 @@ static void train_usage(FILE *f) {
           "  --batch-size N            samples per micro-batch (default: the model's fixed batch,\n"
           "                            else min(32, samples)). The last partial batch of an epoch\n"
           "                            is dropped, so every step sees exactly N samples.\n"
+          "                            Under mpirun -np R: the global batch; each rank takes N/R,\n"
+          "                            bitwise one process with --batch-size N/R and R x --accum\n"
+          "                            (docs/training.md, \"Data parallel\")\n"
           OT_ARGS_HELP_BIND
           "  --seed N                  shuffling (Fisher-Yates, splitmix64) and Dropout masks (default 0)\n"
           "  --no-shuffle              visit samples in file order\n"
@@ -98,7 +101,8 @@ static void train_usage(FILE *f) {
           "exits 130 (SIGINT) or 143 (SIGTERM) printing the command that resumes; a second\n"
           "signal stops at once.\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported, 7 shape,\n"
-          "8 data (wrong dtype/shape, label out of range), 9 memory, 10 NaN/Inf, 70 internal.\n",
+          "8 data (wrong dtype/shape, label out of range), 9 memory, 10 NaN/Inf, 13 another rank\n"
+          "failed or hangs (mpirun; ONNXTRAIN_DIST_TIMEOUT seconds, default 600), 70 internal.\n",
           f);
 }
 
@@ -132,8 +136,10 @@ static volatile sig_atomic_t stop_signal;
 static void on_stop_signal(int sig) { stop_signal = sig; }
 
 /* The command line that resumes this run: the same arguments, --resume DIR. */
-static void print_resume_command(FILE *f, int argc, char **argv, const char *dir) {
-    fputs("resume with: onnxtrain", f);
+static void print_resume_command(FILE *f, int argc, char **argv, const char *dir, int ranks) {
+    fputs("resume with: ", f);
+    if (ranks > 1) fprintf(f, "mpirun -np %d ", ranks); /* any rank count that the batch allows (docs/training.md) */
+    fputs("onnxtrain", f);
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
             i++;
@@ -506,7 +512,7 @@ int ot_cmd_train(int argc, char **argv) {
         fprintf(stderr, "onnxtrain train: interrupted by %s after step %lld of %lld; wrote checkpoint %s (%s was not written)\n",
                 sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", (long long)t.res.n_steps,
                 (long long)total, t.res.last_checkpoint, t.out_path);
-        print_resume_command(stderr, argc, argv, t.ckpt_dir);
+        print_resume_command(stderr, argc, argv, t.ckpt_dir, ot_dist_size(t.dist));
         ot_dist_abort(t.dist, 128 + sig); /* the other ranks stop too */
         train_cli_free(&t);
         return 128 + sig; /* the shell's convention: 130 SIGINT, 143 SIGTERM */

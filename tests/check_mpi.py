@@ -71,6 +71,19 @@ def mlp_args(src):
             "--labels", os.path.join(s, "mlp/labels.npy"), "--threads", "1", "--quiet"]
 
 
+def gpu_runs(binary, src, tmp):
+    """The same equality on --device cuda (both ranks on GPU 0; gradients staged through
+    host memory); skipped with a message where no GPU is usable."""
+    probe = run([binary, "train", *mlp_args(src), "--steps", "1", "--device", "cuda", "-o", os.path.join(tmp, "p.onnx")])
+    if probe.returncode == 12:
+        last = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ""
+        print(f"skip  --device cuda under mpirun: no usable GPU ({last[:200]})")
+        return
+    for tag, model, data, gb in (("cuda-tinygpt", "tinygpt", ["--input", "tinygpt/input.npy", "--labels", "tinygpt/labels.npy"], 4),
+                                 ("cuda-resnet", "resnet", ["--input", "resnet/input.npy", "--labels", "resnet/labels.npy"], 16)):
+        same_run(binary, src, tmp, tag, model, data, gb, ["--steps", "3", "--optim", "adam", "--device", "cuda"])
+
+
 def resume_across_ranks(binary, src, tmp):
     """2 ranks write checkpoints; one process resumes at step 3 and ends where 2 ranks end."""
     ck = os.path.join(tmp, "ck")
@@ -174,6 +187,7 @@ def main():
              4, ["--steps", "4", "--optim", "adam"])
     same_run(binary, src, tmp, "resnet", "resnet", ["--input", "resnet/input.npy", "--labels", "resnet/labels.npy"], 16,
              ["--steps", "3", "--optim", "sgd", "--momentum", "0.9"])
+    gpu_runs(binary, src, tmp)
     resume_across_ranks(binary, src, tmp)
     p = run(mpirun(2) + [binary, "train", *mlp_args(src), "--batch-size", "7", "-o", os.path.join(tmp, "x.onnx")])
     check(p.returncode == 2 and "not divisible by the 2 ranks" in p.stderr, f"odd batch: usage error ({p.returncode})")
