@@ -7,13 +7,13 @@
  * normalises by the batch's statistics, and its running-statistic outputs are
  * new = momentum * old + (1 - momentum) * batch_stat, rounded as float after each
  * multiply and the add (both backends: kernels/cpu/cpu_norm.c, cuda_reduce.cu). A
- * rank runs its micro-batch with old = 0, so its outputs are the batch terms
- * t = (1 - momentum) * batch_stat exactly (0 * momentum + t = t), and its forward
- * and backward are unchanged (nothing else reads the running statistics in
- * training mode). Every rank then applies new = momentum * old + t for the group's
- * t in micro-batch order: the same float operations --accum N performs one micro-
- * batch after another. (One sign case differs: a batch term of exactly -0.0 comes
- * back as +0.0, which changes a result only when the old statistic is -0.0 too.) */
+ * rank runs its micro-batch with old = -0.0, so its outputs are the batch terms
+ * t = (1 - momentum) * batch_stat exactly: momentum * -0.0 is -0.0 for any momentum
+ * >= 0, and -0.0 + t is t for every t, +0.0 and -0.0 included (with +0.0, a t of -0.0
+ * would come back as +0.0). Its forward and backward are unchanged (nothing else
+ * reads the running statistics in training mode). Every rank then applies
+ * new = momentum * old + t for the group's t in micro-batch order: the same float
+ * operations --accum N performs one micro-batch after another. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +28,7 @@ typedef struct ot_train_dist {
     float *mom;           /* per state: its BatchNorm's momentum */
     float *stats, *terms; /* state_elems: the statistics; this rank's batch terms */
     float *all_terms;     /* n x state_elems */
-    float *zeros;
+    float *neg_zeros; /* state_elems of -0.0f: the running statistics while a rank runs */
 } ot_train_dist;
 
 ot_status ot_dist_train_options(ot_dist *d, ot_train_options *o, ot_error *err) {
@@ -77,7 +77,7 @@ void ot_train_dist_free(ot_train_session *s) {
     free(t->stats);
     free(t->terms);
     free(t->all_terms);
-    free(t->zeros);
+    free(t->neg_zeros);
     free(t);
     s->dist = NULL;
 }
@@ -123,8 +123,9 @@ static ot_status ensure(ot_train_session *s, ot_train_dist **out, ot_error *err)
     t->stats = malloc(se * sizeof *t->stats);
     t->terms = malloc(se * sizeof *t->terms);
     t->all_terms = malloc((size_t)t->n * se * sizeof *t->all_terms);
-    t->zeros = calloc(se, sizeof *t->zeros);
-    if (!t->stats || !t->terms || !t->all_terms || !t->zeros) goto oom;
+    t->neg_zeros = malloc(se * sizeof *t->neg_zeros);
+    if (!t->stats || !t->terms || !t->all_terms || !t->neg_zeros) goto oom;
+    for (size_t c = 0; c < se; c++) t->neg_zeros[c] = -0.0f;
     *out = t;
     return OT_OK;
 oom:
@@ -139,7 +140,7 @@ ot_status ot_train_dist_begin_micro(ot_train_session *s, ot_error *err) {
     for (int i = 0; !st && s->o.dist && i < s->ad.n_state; i++) {
         void *p = ot_executor_value_ptr(s->ex, s->ad.state_values[i]);
         st = s->be->copy_out(s->be, t->stats + t->state_off[i], p, state_bytes(t, i), err);
-        if (!st) st = ot_executor_write(s->ex, s->ad.state_values[i], t->zeros, state_bytes(t, i), err);
+        if (!st) st = ot_executor_write(s->ex, s->ad.state_values[i], t->neg_zeros, state_bytes(t, i), err);
     }
     return st;
 }

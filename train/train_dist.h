@@ -29,7 +29,7 @@ bool ot_train_dist_owns(const ot_train_session *s, int64_t k);
  * run: is the step's last). */
 bool ot_train_dist_last_micro(const ot_train_session *s);
 /* Before this rank's micro-batch: the running statistics in the arena are set to
- * zero, so that the BatchNorm nodes' updates are their batch terms alone. */
+ * -0.0, so that the BatchNorm nodes' updates are their batch terms alone. */
 ot_status ot_train_dist_begin_micro(ot_train_session *s, ot_error *err);
 /* At the boundary of this rank's micro-batch (loss and own gradients checked):
  * the group's losses, the ordered gradient sum (last: into every rank's gradients),
