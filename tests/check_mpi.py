@@ -45,8 +45,9 @@ def history(path):
     return {k: r[k] for k in ("loss", "lr", "grad_norm") if k in r}
 
 
-def same_run(binary, src, tmp, tag, model, data, global_batch, extra, accum_per_rank=1):
-    """-np 2 at global_batch vs one process at global_batch/2 with --accum 2*accum_per_rank."""
+def same_run(binary, src, tmp, tag, model, data, global_batch, extra, accum_per_rank=1, env=None, extra2=None):
+    """-np 2 at global_batch vs one process at global_batch/2 with --accum 2*accum_per_rank
+    (extra2: options of the 2-rank run instead of extra's last two)."""
     m = os.path.join(src, "samples", model + ".onnx")
     d = [a if a.startswith("--") else os.path.join(src, "samples", a) for a in data]
     common = [binary, "train", m, *d, "--threads", "1", "--seed", "5", "--quiet", *extra]
@@ -54,8 +55,9 @@ def same_run(binary, src, tmp, tag, model, data, global_batch, extra, accum_per_
     two = os.path.join(tmp, tag + "-two.onnx")
     p1 = run(common + ["--batch-size", str(global_batch // 2), "--accum", str(2 * accum_per_rank),
                        "-o", one, "--report", one + ".json"])
-    p2 = run(mpirun(2) + common + ["--batch-size", str(global_batch), "--accum", str(accum_per_rank),
-                                   "-o", two, "--report", two + ".json"])
+    common2 = common if extra2 is None else common[:-2] + extra2
+    p2 = run(mpirun(2) + common2 + ["--batch-size", str(global_batch), "--accum", str(accum_per_rank),
+                                    "-o", two, "--report", two + ".json"], env=dict(os.environ, **(env or {})))
     ok = p1.returncode == 0 and p2.returncode == 0
     check(ok, f"{tag}: both runs succeed ({p1.returncode}, {p2.returncode})" +
           ("" if ok else f" {p1.stderr[-300:]} {p2.stderr[-600:]}"))
@@ -72,16 +74,25 @@ def mlp_args(src):
 
 
 def gpu_runs(binary, src, tmp):
-    """The same equality on --device cuda (both ranks on GPU 0; gradients staged through
-    host memory); skipped with a message where no GPU is usable."""
+    """The same equality on GPUs: both ranks on GPU 0 summing through host memory
+    (ONNXTRAIN_NCCL=0), and with 2 GPUs one per rank (`--device cuda`: NCCL when the
+    module has it). Skipped with a message where no GPU is usable."""
     probe = run([binary, "train", *mlp_args(src), "--steps", "1", "--device", "cuda", "-o", os.path.join(tmp, "p.onnx")])
     if probe.returncode == 12:
         last = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ""
         print(f"skip  --device cuda under mpirun: no usable GPU ({last[:200]})")
         return
-    for tag, model, data, gb in (("cuda-tinygpt", "tinygpt", ["--input", "tinygpt/input.npy", "--labels", "tinygpt/labels.npy"], 4),
-                                 ("cuda-resnet", "resnet", ["--input", "resnet/input.npy", "--labels", "resnet/labels.npy"], 16)):
-        same_run(binary, src, tmp, tag, model, data, gb, ["--steps", "3", "--optim", "adam", "--device", "cuda"])
+    smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True) if shutil.which("nvidia-smi") else None
+    gpus = len([l for l in smi.stdout.splitlines() if l.startswith("GPU ")]) if smi and smi.returncode == 0 else 1
+    models = (("tinygpt", ["--input", "tinygpt/input.npy", "--labels", "tinygpt/labels.npy"], 4),
+              ("resnet", ["--input", "resnet/input.npy", "--labels", "resnet/labels.npy"], 16))
+    for model, data, gb in models:
+        opts = ["--steps", "3", "--optim", "adam", "--device", "cuda:0"]
+        same_run(binary, src, tmp, "cuda-host-" + model, model, data, gb, opts, env={"ONNXTRAIN_NCCL": "0"})
+        if gpus >= 2:
+            same_run(binary, src, tmp, "cuda-nccl-" + model, model, data, gb, opts, extra2=["--device", "cuda"])
+        else:
+            print(f"skip  {model}: one rank per GPU (NCCL) needs 2 GPUs, {gpus} found")
 
 
 def resume_across_ranks(binary, src, tmp):

@@ -6,6 +6,7 @@
 #include "train/dist.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,7 +16,8 @@
 #endif
 
 struct ot_dist {
-    int rank, size;
+    int rank, size, local_rank;
+    char device[32]; /* ot_dist_rank_device's "cuda:<local rank>" */
     double timeout, comm_seconds;
     volatile sig_atomic_t *stop;
 #ifdef OT_HAVE_MPI
@@ -47,8 +49,20 @@ int ot_dist_launched_size(void) {
 }
 
 int ot_dist_rank(const ot_dist *d) { return d ? d->rank : 0; }
+int ot_dist_local_rank(const ot_dist *d) { return d ? d->local_rank : 0; }
+
+const char *ot_dist_rank_device(ot_dist *d, const char *device) {
+    if (!d || !device || strcmp(device, "cuda") != 0) return device;
+    snprintf(d->device, sizeof d->device, "cuda:%d", d->local_rank);
+    return d->device;
+}
 int ot_dist_size(const ot_dist *d) { return d ? d->size : 1; }
 double ot_dist_comm_seconds(const ot_dist *d) { return d ? d->comm_seconds : 0.0; }
+void ot_dist_add_seconds(ot_dist *d, double seconds) {
+    if (d) d->comm_seconds += seconds;
+}
+double ot_dist_timeout(const ot_dist *d) { return d ? d->timeout : OT_DIST_DEFAULT_TIMEOUT; }
+const volatile sig_atomic_t *ot_dist_stop_flag(const ot_dist *d) { return d ? d->stop : NULL; }
 
 #ifndef OT_HAVE_MPI
 
@@ -111,6 +125,11 @@ ot_status ot_dist_init(volatile sig_atomic_t *stop, ot_dist **out, ot_error *err
     MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(d->comm, &d->rank);
     MPI_Comm_size(d->comm, &d->size);
+    MPI_Comm local;
+    if (MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+        MPI_Comm_rank(local, &d->local_rank);
+        MPI_Comm_free(&local);
+    }
     d->timeout = timeout;
     d->stop = stop;
     *out = d;

@@ -47,9 +47,21 @@ void ot_dist_finalize(ot_dist *d);
 void ot_dist_abort(ot_dist *d, int code);
 
 int ot_dist_rank(const ot_dist *d); /* 0 for NULL */
+/* This rank's index among the ranks on its host (MPI_COMM_TYPE_SHARED); 0 for NULL. */
+int ot_dist_local_rank(const ot_dist *d);
+/* The device a rank runs on: "cuda" (no index) becomes "cuda:<local rank>", one GPU
+ * per rank on each host; anything else is returned as given (cuda:N puts every rank
+ * on GPU N). The string lives as long as d. */
+const char *ot_dist_rank_device(ot_dist *d, const char *device);
 int ot_dist_size(const ot_dist *d); /* 1 for NULL */
-/* Seconds this rank spent in collectives so far (waiting included). */
+/* Seconds this rank spent in collectives so far (waiting included); add_seconds
+ * counts those of a transport outside this file (NCCL). */
 double ot_dist_comm_seconds(const ot_dist *d);
+void ot_dist_add_seconds(ot_dist *d, double seconds);
+/* The wait limit (ONNXTRAIN_DIST_TIMEOUT) and the stop flag every wait watches, for
+ * a transport outside this file (NCCL). */
+double ot_dist_timeout(const ot_dist *d);
+const volatile sig_atomic_t *ot_dist_stop_flag(const ot_dist *d);
 
 /* The training session's options for a run over d's ranks (train_dist.c; d may be
  * NULL or have one rank: nothing changes): the global batch o->batch_size

@@ -164,6 +164,7 @@ fail:
 void ot_train_session_free(ot_train_session *s) {
     if (!s) return;
     ot_train_validation_free(s); /* its executor uses s->be */
+    ot_train_dist_free(s);       /* so may its device buffers */
     ot_executor_free(s->ex);
     ot_plan_free(s->plan);
     if (s->g) ot_session_give_back(s->m->graph, s->g);
@@ -179,7 +180,6 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->batch_value);
     free(s->grad_off);
     free(s->accum_ids);
-    ot_train_dist_free(s);
     free(s->scan_buf);
     free(s);
 }

@@ -21,7 +21,8 @@
 
 typedef struct ot_train_dist {
     int n, rank;
-    float *send, *acc; /* grad_elems each: this rank's gradients packed; the sum */
+    ot_train_dist_nccl nccl; /* on GPUs with NCCL: the gradient sum on the device */
+    float *send, *acc; /* otherwise grad_elems each: this rank's gradients packed; the sum */
     double *losses;    /* n: the current group's losses, rank order */
     /* running statistics: state i is floats [state_off[i], state_off[i+1]) */
     size_t *state_off, state_elems;
@@ -44,6 +45,7 @@ ot_status ot_dist_train_options(ot_dist *d, ot_train_options *o, ot_error *err) 
     if (k > INT64_MAX / n) return ot_fail(err, OT_E_USAGE, "--accum %lld x %d ranks overflows", (long long)k, n);
     o->batch_size /= n;
     o->accum = k * n;
+    o->device = ot_dist_rank_device(d, o->device);
     o->dist = d;
     return OT_OK;
 }
@@ -69,6 +71,7 @@ bool ot_train_dist_last_micro(const ot_train_session *s) { return s->micro + ot_
 void ot_train_dist_free(ot_train_session *s) {
     ot_train_dist *t = s->dist;
     if (!t) return;
+    ot_train_dist_nccl_close(s, &t->nccl);
     free(t->send);
     free(t->acc);
     free(t->losses);
@@ -107,15 +110,17 @@ static ot_status ensure(ot_train_session *s, ot_train_dist **out, ot_error *err)
     t->n = ot_train_dist_size(s);
     t->rank = ot_dist_rank(s->o.dist);
     int ns = s->ad.n_state;
-    t->send = malloc((s->grad_elems + 1) * sizeof *t->send);
-    t->acc = calloc(s->grad_elems + 1, sizeof *t->acc);
+    ot_status st = ot_train_dist_nccl_open(s, &t->nccl, err);
+    if (st) return st;
+    bool host_sum = !t->nccl.m;
+    t->send = host_sum ? malloc((s->grad_elems + 1) * sizeof *t->send) : NULL;
+    t->acc = host_sum ? calloc(s->grad_elems + 1, sizeof *t->acc) : NULL;
     t->losses = calloc((size_t)t->n, sizeof *t->losses);
     t->state_off = calloc((size_t)ns + 1, sizeof *t->state_off);
     t->mom = calloc((size_t)ns + 1, sizeof *t->mom);
-    if (!t->send || !t->acc || !t->losses || !t->state_off || !t->mom) goto oom;
+    if ((host_sum && (!t->send || !t->acc)) || !t->losses || !t->state_off || !t->mom) goto oom;
     for (int i = 0; i < ns; i++) {
-        ot_status st = state_momentum(s, i, &t->mom[i], err);
-        if (st) return st;
+        if ((st = state_momentum(s, i, &t->mom[i], err))) return st;
         t->state_off[i + 1] = t->state_off[i] + (size_t)ot_shape_numel(&s->g->values[s->ad.state_values[i]].shape);
     }
     t->state_elems = t->state_off[ns];
@@ -165,21 +170,33 @@ static ot_status replay_stats(ot_train_session *s, ot_train_dist *t, ot_error *e
     return st;
 }
 
+static ot_status host_sum(ot_train_session *s, ot_train_dist *t, bool first, bool last, ot_error *err);
+
 ot_status ot_train_dist_end_micro(ot_train_session *s, bool last, ot_error *err) {
     ot_train_dist *t;
     ot_status st = ensure(s, &t, err);
-    if (!st) st = ot_dist_allgather(s->o.dist, &s->last_loss, sizeof(double), t->losses, "the losses", err);
+    if (st) return st;
+    st = ot_dist_allgather(s->o.dist, &s->last_loss, sizeof(double), t->losses, "the losses", err);
+    bool first = s->micro < t->n;
+    if (!st && t->nccl.m) st = ot_train_dist_nccl_sum(s, &t->nccl, first, last, err);
+    else if (!st) st = host_sum(s, t, first, last, err);
+    if (!st && s->ad.n_state) st = replay_stats(s, t, err);
+    if (st) ot_error_prefix(err, "training step %lld: ", (long long)s->run_step);
+    return st;
+}
+
+/* The ordered sum through host memory and MPI: gradients copied out (in place on the
+ * CPU, where copy_out is a memcpy), summed on rank 0, the sum broadcast and copied in. */
+static ot_status host_sum(ot_train_session *s, ot_train_dist *t, bool first, bool last, ot_error *err) {
+    ot_status st = OT_OK;
     for (int i = 0; !st && i < s->ad.n_params; i++)
         st = s->be->copy_out(s->be, t->send + s->grad_off[i], ot_executor_value_ptr(s->ex, s->ad.grads[i]),
                              (s->grad_off[i + 1] - s->grad_off[i]) * sizeof(float), err);
-    bool first = s->micro < t->n;
     if (!st) st = ot_dist_reduce_ordered(s->o.dist, t->send, t->acc, s->grad_elems, first, "the gradients", err);
     if (!st && last) st = ot_dist_broadcast_f32(s->o.dist, t->acc, s->grad_elems, "the summed gradients", err);
     for (int i = 0; !st && last && i < s->ad.n_params; i++)
         st = s->be->copy_in(s->be, ot_executor_value_ptr(s->ex, s->ad.grads[i]), t->acc + s->grad_off[i],
                             (s->grad_off[i + 1] - s->grad_off[i]) * sizeof(float), err);
-    if (!st && s->ad.n_state) st = replay_stats(s, t, err);
-    if (st) ot_error_prefix(err, "training step %lld: ", (long long)s->run_step);
     return st;
 }
 

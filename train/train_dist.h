@@ -18,6 +18,21 @@
 #include "train/dist.h"
 #include "train/train_internal.h"
 
+/* The device side of the gradient sum on GPUs (train_dist_nccl.c): m NULL when it is
+ * not in use (a CPU run, a module without NCCL, ONNXTRAIN_NCCL=0). */
+typedef struct ot_train_dist_nccl {
+    const struct ot_cuda_module *m;
+    void *comm;
+    float *acc; /* grad_elems device floats: rank 0's ordered sum */
+} ot_train_dist_nccl;
+/* Opens the NCCL communicator over the run's ranks when it can be used (every rank
+ * calls it at the same point: the id goes over MPI). */
+ot_status ot_train_dist_nccl_open(ot_train_session *s, ot_train_dist_nccl *out, ot_error *err);
+void ot_train_dist_nccl_close(ot_train_session *s, ot_train_dist_nccl *c);
+/* The ordered sum of this group's gradients into c->acc on rank 0; with last, its
+ * broadcast into every rank's gradients. Waits for it. */
+ot_status ot_train_dist_nccl_sum(ot_train_session *s, ot_train_dist_nccl *c, bool first, bool last, ot_error *err);
+
 /* When the session is built (ot_train_loop_prepare): every gradient is float32, as
  * the ranks sum them on the host (OT_E_UNSUPPORTED naming one that is not). */
 ot_status ot_train_dist_check(const ot_train_session *s, ot_error *err);
