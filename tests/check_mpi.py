@@ -95,6 +95,23 @@ def gpu_runs(binary, src, tmp):
             print(f"skip  {model}: one rank per GPU (NCCL) needs 2 GPUs, {gpus} found")
 
 
+def plan_per_rank(binary, src, tmp):
+    """`plan --ranks 2` plans each rank's step: its peak is the 2-rank train's, to the byte."""
+    for tag, two, accum in (("mlp", "mlp-two.onnx.json", "1"), ("mlp-accum", "mlp-accum-two.onnx.json", "2")):
+        gb = "8" if tag == "mlp" else "4"
+        optim = ["--optim", "adam"] if tag == "mlp" else ["--optim", "sgd", "--momentum", "0.9"]
+        p = run([binary, "plan", *mlp_args(src)[:5], "--batch-size", gb, "--accum", accum, *optim, "--ranks", "2",
+                 "--remat", "none", "--json"])
+        ok = p.returncode == 0
+        check(ok, f"plan --ranks 2 ({tag}) runs ({p.returncode}) {'' if ok else p.stderr[-300:]}")
+        if not ok or not os.path.exists(os.path.join(tmp, two)):
+            continue
+        plan = json.loads(p.stdout)
+        peak = plan["plans"][1]["peak_bytes"]
+        train = json.load(open(os.path.join(tmp, two)))["memory"]["planned_peak"]
+        check(plan.get("ranks") == 2 and peak == train, f"plan --ranks 2 ({tag}): per-rank peak {peak} = train's {train}")
+
+
 def resume_across_ranks(binary, src, tmp):
     """2 ranks write checkpoints; one process resumes at step 3 and ends where 2 ranks end."""
     ck = os.path.join(tmp, "ck")
@@ -198,6 +215,7 @@ def main():
              4, ["--steps", "4", "--optim", "adam"])
     same_run(binary, src, tmp, "resnet", "resnet", ["--input", "resnet/input.npy", "--labels", "resnet/labels.npy"], 16,
              ["--steps", "3", "--optim", "sgd", "--momentum", "0.9"])
+    plan_per_rank(binary, src, tmp)
     gpu_runs(binary, src, tmp)
     resume_across_ranks(binary, src, tmp)
     p = run(mpirun(2) + [binary, "train", *mlp_args(src), "--batch-size", "7", "-o", os.path.join(tmp, "x.onnx")])

@@ -17,6 +17,7 @@
 
 struct ot_dist {
     int rank, size, local_rank;
+    bool plan_only; /* ot_dist_for_plan: no communicator */
     char device[32]; /* ot_dist_rank_device's "cuda:<local rank>" */
     double timeout, comm_seconds;
     volatile sig_atomic_t *stop;
@@ -64,6 +65,22 @@ void ot_dist_add_seconds(ot_dist *d, double seconds) {
 double ot_dist_timeout(const ot_dist *d) { return d ? d->timeout : OT_DIST_DEFAULT_TIMEOUT; }
 const volatile sig_atomic_t *ot_dist_stop_flag(const ot_dist *d) { return d ? d->stop : NULL; }
 
+ot_status ot_dist_for_plan(int ranks, ot_dist **out, ot_error *err) {
+    *out = NULL;
+    if (ranks < 1 || ranks > (1 << 24)) return ot_fail(err, OT_E_USAGE, "--ranks %d: give 1 to 16777216", ranks);
+    ot_dist *d = calloc(1, sizeof *d);
+    if (!d) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    d->size = ranks;
+    d->plan_only = true;
+    d->timeout = OT_DIST_DEFAULT_TIMEOUT;
+    *out = d;
+    return OT_OK;
+}
+
+static ot_status refuse_plan_only(const char *what, ot_error *err) {
+    return ot_fail(err, OT_E_INTERNAL, "%s: a rank count made for planning (plan --ranks) cannot communicate", what);
+}
+
 #ifndef OT_HAVE_MPI
 
 ot_status ot_dist_init(volatile sig_atomic_t *stop, ot_dist **out, ot_error *err) {
@@ -77,7 +94,7 @@ ot_status ot_dist_init(volatile sig_atomic_t *stop, ot_dist **out, ot_error *err
     return OT_OK;
 }
 
-void ot_dist_finalize(ot_dist *d) { (void)d; }
+void ot_dist_finalize(ot_dist *d) { free(d); }
 void ot_dist_abort(ot_dist *d, int code) { (void)d, (void)code; }
 
 #else /* OT_HAVE_MPI */
@@ -138,6 +155,10 @@ ot_status ot_dist_init(volatile sig_atomic_t *stop, ot_dist **out, ot_error *err
 
 void ot_dist_finalize(ot_dist *d) {
     if (!d) return;
+    if (d->plan_only) {
+        free(d);
+        return;
+    }
     MPI_Comm_free(&d->comm);
     MPI_Finalize();
     free(d->rbuf);
@@ -145,7 +166,7 @@ void ot_dist_finalize(ot_dist *d) {
 }
 
 void ot_dist_abort(ot_dist *d, int code) {
-    if (!d || d->size < 2) return;
+    if (!d || d->size < 2 || d->plan_only) return;
     MPI_Abort(d->comm, code ? code : 1);
 }
 
@@ -219,6 +240,7 @@ static ot_status reduce_chunk(ot_dist *d, const float *mine, float *acc, size_t 
 
 ot_status ot_dist_reduce_ordered(ot_dist *d, const float *mine, float *acc, size_t n, bool first, const char *what,
                                  ot_error *err) {
+    if (d->plan_only) return refuse_plan_only(what, err);
     double t0 = now_s();
     ot_status st = OT_OK;
     size_t chunk = n < CHUNK ? n : CHUNK;
@@ -237,6 +259,7 @@ ot_status ot_dist_reduce_ordered(ot_dist *d, const float *mine, float *acc, size
 }
 
 ot_status ot_dist_broadcast_f32(ot_dist *d, float *buf, size_t n, const char *what, ot_error *err) {
+    if (d->plan_only) return refuse_plan_only(what, err);
     double t0 = now_s();
     ot_status st = OT_OK;
     for (size_t o = 0; o < n && !st; o += CHUNK) {
@@ -250,6 +273,7 @@ ot_status ot_dist_broadcast_f32(ot_dist *d, float *buf, size_t n, const char *wh
 }
 
 ot_status ot_dist_allgather(ot_dist *d, const void *mine, size_t n, void *all, const char *what, ot_error *err) {
+    if (d->plan_only) return refuse_plan_only(what, err);
     if (n > (size_t)1 << 30) return ot_fail(err, OT_E_INTERNAL, "ot_dist_allgather: %zu bytes per rank", n);
     double t0 = now_s();
     MPI_Request rq;
@@ -265,18 +289,18 @@ ot_status ot_dist_allgather(ot_dist *d, const void *mine, size_t n, void *all, c
 /* One process: the same sums and copies, no transport. */
 ot_status ot_dist_reduce_ordered(ot_dist *d, const float *mine, float *acc, size_t n, bool first, const char *what,
                                  ot_error *err) {
-    (void)d, (void)what, (void)err;
+    if (d && d->plan_only) return refuse_plan_only(what, err);
     for (size_t i = 0; i < n; i++) acc[i] = (first ? 0.0f : acc[i]) + mine[i];
     return OT_OK;
 }
 
 ot_status ot_dist_broadcast_f32(ot_dist *d, float *buf, size_t n, const char *what, ot_error *err) {
-    (void)d, (void)buf, (void)n, (void)what, (void)err;
-    return OT_OK;
+    (void)buf, (void)n;
+    return d && d->plan_only ? refuse_plan_only(what, err) : OT_OK;
 }
 
 ot_status ot_dist_allgather(ot_dist *d, const void *mine, size_t n, void *all, const char *what, ot_error *err) {
-    (void)d, (void)what, (void)err;
+    if (d && d->plan_only) return refuse_plan_only(what, err);
     memmove(all, mine, n);
     return OT_OK;
 }

@@ -40,6 +40,10 @@ int ot_dist_launched_size(void);
  * in the build and a launcher size above 1: OT_E_UNSUPPORTED saying so. The stop
  * flag (may be NULL) ends any wait when it becomes non-zero. */
 ot_status ot_dist_init(volatile sig_atomic_t *stop, ot_dist **out, ot_error *err);
+/* A rank count for planning only (`plan --ranks N`): ot_dist_train_options and the
+ * session plan each rank's step as an N-rank run does, with no MPI at all; its
+ * collectives refuse (OT_E_INTERNAL). Free with ot_dist_finalize. */
+ot_status ot_dist_for_plan(int ranks, ot_dist **out, ot_error *err);
 /* Ends the run: MPI_Finalize after a success. NULL does nothing. */
 void ot_dist_finalize(ot_dist *d);
 /* After a failure on this rank: MPI_Abort with code (mpirun ends every other rank
