@@ -110,6 +110,16 @@ def plan_per_rank(binary, src, tmp):
         peak = plan["plans"][1]["peak_bytes"]
         train = json.load(open(os.path.join(tmp, two)))["memory"]["planned_peak"]
         check(plan.get("ranks") == 2 and peak == train, f"plan --ranks 2 ({tag}): per-rank peak {peak} = train's {train}")
+    # --batch-size auto under mpirun searches the per-rank batch, as plan --ranks does
+    s = os.path.join(src, "samples")
+    tg = [os.path.join(s, "tinygpt.onnx"), "--input", os.path.join(s, "tinygpt/input.npy"), "--labels",
+          os.path.join(s, "tinygpt/labels.npy"), "--batch-size", "auto", "--memory-budget", "640K", "--remat", "none"]
+    p = run(mpirun(2) + [binary, "train", *tg, "--steps", "1", "--threads", "1", "-o", os.path.join(tmp, "auto.onnx")])
+    q = run([binary, "plan", *tg, "--ranks", "2"])
+    ok = p.returncode == 0 and q.returncode == 0 and "per rank (global batch" in p.stderr + q.stdout
+    line = [l for l in p.stderr.splitlines() if l.startswith("--batch-size auto")]
+    check(ok and line and line[0].split()[2] == q.stdout.split("batch ")[1].split()[0],
+          f"--batch-size auto per rank: train and plan --ranks agree ({line[:1]} / {q.stdout[:120]!r})")
 
 
 def resume_across_ranks(binary, src, tmp):

@@ -31,6 +31,11 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_param_rule.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_param_rule_tmp)
   set_tests_properties(check_param_rule PROPERTIES TIMEOUT 120)
+  # `train --lora`: merged and adapters-only outputs, resume, info, plan, --batch-size auto.
+  add_test(NAME check_lora
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_lora.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_lora_tmp)
+  set_tests_properties(check_lora PROPERTIES TIMEOUT 120)
 endif()
 # importer/opset.c's "exists since" table against ONNX's schema history (pip onnx on
 # the python3 on PATH, as the node tests use); skipped (77) without it.

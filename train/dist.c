@@ -186,6 +186,7 @@ static ot_status wait_requests(ot_dist *d, int n, MPI_Request *rq, const int *pe
         }
         char who[48];
         if (peer[k] >= 0) snprintf(who, sizeof who, "rank %d", peer[k]);
+        else if (d->size == 2) snprintf(who, sizeof who, "rank %d", 1 - d->rank); /* "the others" is one */
         else snprintf(who, sizeof who, "the other ranks");
         if (d->stop && *d->stop)
             return ot_fail(err, OT_E_PEER, "rank %d of %d: stopped by signal %d while waiting for %s (%s); under "
@@ -274,11 +275,29 @@ ot_status ot_dist_broadcast_f32(ot_dist *d, float *buf, size_t n, const char *wh
 
 ot_status ot_dist_allgather(ot_dist *d, const void *mine, size_t n, void *all, const char *what, ot_error *err) {
     if (d->plan_only) return refuse_plan_only(what, err);
-    if (n > (size_t)1 << 30) return ot_fail(err, OT_E_INTERNAL, "ot_dist_allgather: %zu bytes per rank", n);
+    if (n > (size_t)1 << 30 || n * (size_t)d->size > (size_t)1 << 30)
+        return ot_fail(err, OT_E_INTERNAL, "ot_dist_allgather: %zu bytes per rank", n);
+    /* Gathered on rank 0 by point-to-point receives and broadcast back, not with
+     * MPI_Iallgather: a wait then knows which rank it waits for and can name it. */
     double t0 = now_s();
+    ot_status st = OT_OK;
+    int rc, root = 0, any = -1;
     MPI_Request rq;
-    int rc = MPI_Iallgather(mine, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE, d->comm, &rq), any = -1;
-    ot_status st = rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Iallgather", what, err) : wait_requests(d, 1, &rq, &any, what, err);
+    if (d->rank != 0) {
+        rc = MPI_Isend(mine, (int)n, MPI_BYTE, 0, 1, d->comm, &rq);
+        st = rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Isend", what, err) : wait_requests(d, 1, &rq, &root, what, err);
+    } else {
+        memmove(all, mine, n);
+        for (int r = 1; r < d->size && !st; r++) {
+            rc = MPI_Irecv((char *)all + (size_t)r * n, (int)n, MPI_BYTE, r, 1, d->comm, &rq);
+            st = rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Irecv", what, err) : wait_requests(d, 1, &rq, &r, what, err);
+        }
+    }
+    if (!st) {
+        rc = MPI_Ibcast(all, (int)(n * (size_t)d->size), MPI_BYTE, 0, d->comm, &rq);
+        st = rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Ibcast", what, err)
+                               : wait_requests(d, 1, &rq, d->rank == 0 ? &any : &root, what, err);
+    }
     d->comm_seconds += now_s() - t0;
     return st;
 }

@@ -71,9 +71,11 @@ const volatile sig_atomic_t *ot_dist_stop_flag(const ot_dist *d);
  * NULL or have one rank: nothing changes): the global batch o->batch_size
  * (required, divisible by the rank count N) becomes the per-rank batch B/N, o->accum
  * K becomes K x N (the micro-batches of the one process this run equals), o->dist
- * is set. OT_E_USAGE naming the numbers otherwise. */
+ * is set, "cuda" becomes this rank's GPU (ot_dist_rank_device). OT_E_USAGE naming
+ * the numbers otherwise. batch_auto (--batch-size auto): o->batch_size is left as
+ * it is, for the caller to set to the per-rank batch it finds. */
 struct ot_train_options;
-ot_status ot_dist_train_options(ot_dist *d, struct ot_train_options *o, ot_error *err);
+ot_status ot_dist_train_options(ot_dist *d, struct ot_train_options *o, bool batch_auto, ot_error *err);
 
 /* The ordered sum of one float32 buffer over the ranks, as --accum adds micro-batch
  * gradients: rank 0 sets acc[i] = acc[i] + mine[i] (acc = +0 first when `first`),

@@ -32,18 +32,18 @@ typedef struct ot_train_dist {
     float *neg_zeros; /* state_elems of -0.0f: the running statistics while a rank runs */
 } ot_train_dist;
 
-ot_status ot_dist_train_options(ot_dist *d, ot_train_options *o, ot_error *err) {
+ot_status ot_dist_train_options(ot_dist *d, ot_train_options *o, bool batch_auto, ot_error *err) {
     int n = ot_dist_size(d);
     if (n < 2) return OT_OK;
-    if (o->batch_size <= 0)
+    if (o->batch_size <= 0 && !batch_auto)
         return ot_fail(err, OT_E_USAGE, "%d ranks: give --batch-size B, the global batch (each rank takes B/%d of "
                        "every step's batch)", n, n);
-    if (o->batch_size % n)
+    if (!batch_auto && o->batch_size % n)
         return ot_fail(err, OT_E_USAGE, "--batch-size %lld is not divisible by the %d ranks: each rank takes an "
                        "equal share of the global batch", (long long)o->batch_size, n);
     int64_t k = o->accum > 0 ? o->accum : 1;
     if (k > INT64_MAX / n) return ot_fail(err, OT_E_USAGE, "--accum %lld x %d ranks overflows", (long long)k, n);
-    o->batch_size /= n;
+    if (!batch_auto) o->batch_size /= n;
     o->accum = k * n;
     o->device = ot_dist_rank_device(d, o->device);
     o->dist = d;
