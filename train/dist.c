@@ -4,6 +4,7 @@
  * status naming the rank instead of a hang. Built without MPI (no OT_HAVE_MPI) only
  * the one-process forms remain, and a launcher with more than one rank is refused. */
 #include "train/dist.h"
+#include "train/progress.h" /* ot_now_seconds */
 
 #include <errno.h>
 #include <stdio.h>
@@ -99,12 +100,6 @@ void ot_dist_abort(ot_dist *d, int code) { (void)d, (void)code; }
 
 #else /* OT_HAVE_MPI */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static ot_status read_timeout(double *t, ot_error *err) {
     *t = OT_DIST_DEFAULT_TIMEOUT;
     const char *v = getenv("ONNXTRAIN_DIST_TIMEOUT");
@@ -175,7 +170,7 @@ void ot_dist_abort(ot_dist *d, int code) {
  * (a message that is about to arrive costs no latency), then sleeps up to 1 ms
  * between polls so that a long wait leaves the cores to the ranks still computing. */
 static ot_status wait_requests(ot_dist *d, int n, MPI_Request *rq, const int *peer, const char *what, ot_error *err) {
-    double t0 = now_s();
+    double t0 = ot_now_seconds();
     long polls = 0, nap_us = 20;
     for (int k = 0; k < n;) {
         int done = 0, rc = MPI_Test(&rq[k], &done, MPI_STATUS_IGNORE);
@@ -192,7 +187,7 @@ static ot_status wait_requests(ot_dist *d, int n, MPI_Request *rq, const int *pe
             return ot_fail(err, OT_E_PEER, "rank %d of %d: stopped by signal %d while waiting for %s (%s); under "
                            "mpirun this means another rank ended: see its message", d->rank, d->size, (int)*d->stop,
                            who, what);
-        double waited = now_s() - t0;
+        double waited = ot_now_seconds() - t0;
         if (waited > d->timeout)
             return ot_fail(err, OT_E_PEER, "rank %d of %d: waited %.0f s for %s (%s): it has died or hangs "
                            "(ONNXTRAIN_DIST_TIMEOUT=%g)", d->rank, d->size, waited, who, what, d->timeout);
@@ -242,7 +237,7 @@ static ot_status reduce_chunk(ot_dist *d, const float *mine, float *acc, size_t 
 ot_status ot_dist_reduce_ordered(ot_dist *d, const float *mine, float *acc, size_t n, bool first, const char *what,
                                  ot_error *err) {
     if (d->plan_only) return refuse_plan_only(what, err);
-    double t0 = now_s();
+    double t0 = ot_now_seconds();
     ot_status st = OT_OK;
     size_t chunk = n < CHUNK ? n : CHUNK;
     if (d->rank == 0 && d->size > 1 && (size_t)(d->size - 1) * chunk > d->rcap) {
@@ -255,13 +250,13 @@ ot_status ot_dist_reduce_ordered(ot_dist *d, const float *mine, float *acc, size
         size_t m = n - o < chunk ? n - o : chunk;
         st = reduce_chunk(d, mine + o, acc + o, m, first, what, err);
     }
-    d->comm_seconds += now_s() - t0;
+    d->comm_seconds += ot_now_seconds() - t0;
     return st;
 }
 
 ot_status ot_dist_broadcast_f32(ot_dist *d, float *buf, size_t n, const char *what, ot_error *err) {
     if (d->plan_only) return refuse_plan_only(what, err);
-    double t0 = now_s();
+    double t0 = ot_now_seconds();
     ot_status st = OT_OK;
     for (size_t o = 0; o < n && !st; o += CHUNK) {
         size_t m = n - o < CHUNK ? n - o : CHUNK;
@@ -269,7 +264,7 @@ ot_status ot_dist_broadcast_f32(ot_dist *d, float *buf, size_t n, const char *wh
         int rc = MPI_Ibcast(buf + o, (int)m, MPI_FLOAT, 0, d->comm, &rq), from = d->rank == 0 ? -1 : 0;
         st = rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Ibcast", what, err) : wait_requests(d, 1, &rq, &from, what, err);
     }
-    d->comm_seconds += now_s() - t0;
+    d->comm_seconds += ot_now_seconds() - t0;
     return st;
 }
 
@@ -279,7 +274,7 @@ ot_status ot_dist_allgather(ot_dist *d, const void *mine, size_t n, void *all, c
         return ot_fail(err, OT_E_INTERNAL, "ot_dist_allgather: %zu bytes per rank", n);
     /* Gathered on rank 0 by point-to-point receives and broadcast back, not with
      * MPI_Iallgather: a wait then knows which rank it waits for and can name it. */
-    double t0 = now_s();
+    double t0 = ot_now_seconds();
     ot_status st = OT_OK;
     int rc, root = 0, any = -1;
     MPI_Request rq;
@@ -298,7 +293,7 @@ ot_status ot_dist_allgather(ot_dist *d, const void *mine, size_t n, void *all, c
         st = rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Ibcast", what, err)
                                : wait_requests(d, 1, &rq, d->rank == 0 ? &any : &root, what, err);
     }
-    d->comm_seconds += now_s() - t0;
+    d->comm_seconds += ot_now_seconds() - t0;
     return st;
 }
 

@@ -14,13 +14,8 @@
 
 #include "kernels/backend_select.h"
 #include "kernels/cuda/cuda_module.h"
+#include "train/progress.h" /* ot_now_seconds */
 #include "train/train_dist.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 ot_status ot_train_dist_nccl_open(ot_train_session *s, ot_train_dist_nccl *out, ot_error *err) {
     memset(out, 0, sizeof *out);
@@ -59,7 +54,7 @@ void ot_train_dist_nccl_close(ot_train_session *s, ot_train_dist_nccl *c) {
 
 ot_status ot_train_dist_nccl_sum(ot_train_session *s, ot_train_dist_nccl *c, bool first, bool last, ot_error *err) {
     const ot_cuda_module *m = c->m;
-    double t0 = now_s();
+    double t0 = ot_now_seconds();
     ot_status st = OT_OK;
     for (int i = 0; !st && i < s->ad.n_params; i++)
         st = m->nccl_reduce_ordered(c->comm, ot_executor_value_ptr(s->ex, s->ad.grads[i]), c->acc + s->grad_off[i],
@@ -68,6 +63,6 @@ ot_status ot_train_dist_nccl_sum(ot_train_session *s, ot_train_dist_nccl *c, boo
         st = m->nccl_broadcast(c->comm, c->acc + s->grad_off[i], ot_executor_value_ptr(s->ex, s->ad.grads[i]),
                                s->grad_off[i + 1] - s->grad_off[i], err);
     if (!st) st = m->nccl_wait(c->comm, err);
-    ot_dist_add_seconds(s->o.dist, now_s() - t0);
+    ot_dist_add_seconds(s->o.dist, ot_now_seconds() - t0);
     return st;
 }
