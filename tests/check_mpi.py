@@ -190,6 +190,24 @@ def kill_rank(binary, src, tmp):
     check(ok, "kill: the last checkpoint resumes: " + why)
 
 
+def error_on_one_rank(binary, src, tmp):
+    """Rank 1 alone gets a label out of range: it says so and mpirun exits 8 (its code)."""
+    s = os.path.join(src, "samples", "mlp")
+    bad = os.path.join(tmp, "bad_labels.npy")
+    with open(os.path.join(s, "labels.npy"), "rb") as f:
+        raw = bytearray(f.read())
+    raw[-8:] = (99).to_bytes(8, "little")  # the last int64 label (the header is fixed-size text)
+    open(bad, "wb").write(raw)
+    args = mlp_args(src)
+    args[4] = "$L"
+    inner = " ".join(["exec", binary, "train", *args, "--batch-size", "8", "--steps", "50",
+                      "-o", os.path.join(tmp, "err.onnx")])
+    cmd = mpirun(2) + ["sh", "-c", f"L={os.path.join(s, 'labels.npy')}; [ $OMPI_COMM_WORLD_RANK = 1 ] && L={bad}; {inner}"]
+    p = run(cmd)
+    check(p.returncode == 8 and "rank 1: " in p.stderr and "out of range" in p.stderr,
+          f"error on rank 1: mpirun exits with its code 8 ({p.returncode}), the message names rank 1")
+
+
 def hang_rank(binary, src, tmp):
     p, d = start_ranks(binary, src, tmp, "hang", [], env={"ONNXTRAIN_DIST_TIMEOUT": "2"})
     pid = int(open(f"{d}/pid.1").read())
@@ -230,6 +248,7 @@ def main():
     resume_across_ranks(binary, src, tmp)
     p = run(mpirun(2) + [binary, "train", *mlp_args(src), "--batch-size", "7", "-o", os.path.join(tmp, "x.onnx")])
     check(p.returncode == 2 and "not divisible by the 2 ranks" in p.stderr, f"odd batch: usage error ({p.returncode})")
+    error_on_one_rank(binary, src, tmp)
     kill_rank(binary, src, tmp)
     hang_rank(binary, src, tmp)
     print(f"check_mpi: {len(FAILS)} failure(s)")
