@@ -139,6 +139,17 @@ def resume_across_ranks(binary, src, tmp):
           (p.stderr[-300:] if p.returncode else ""))
     if p.returncode == 0:
         check(open(full, "rb").read() == open(res, "rb").read(), "resume: the resumed model equals the 2-rank run's")
+    # and a one-process checkpoint (--accum 2) resumes under 2 ranks
+    ck1 = os.path.join(tmp, "ck1")
+    shutil.rmtree(ck1, ignore_errors=True)
+    p = run([binary, "train", *mlp_args(src), "--batch-size", "4", "--accum", "2", "--steps", "3", "--optim", "adam",
+             "--checkpoint-every", "3", "--checkpoint-dir", ck1, "-o", os.path.join(tmp, "three.onnx")])
+    res2 = os.path.join(tmp, "resumed2.onnx")
+    q = run(mpirun(2) + [binary, "train", *mlp_args(src), "--batch-size", "8", "--steps", "6", "--optim", "adam",
+                         "--resume", ck1, "-o", res2])
+    ok = p.returncode == 0 and q.returncode == 0
+    check(ok and open(full, "rb").read() == open(res2, "rb").read(),
+          f"resume: 2 ranks resume a one-process checkpoint to the same model ({p.returncode}, {q.returncode})")
 
 
 def start_ranks(binary, src, tmp, tag, extra, env=None):
