@@ -17,6 +17,7 @@ refused (exit 6) and skips the rest. Exits 77 (skipped) without mpirun.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -182,10 +183,13 @@ def end_of(p, limit):
 
 
 def resumes(binary, src, ckdir):
-    cks = sorted(os.listdir(ckdir), key=lambda f: int(f.split("-")[1].split(".")[0])) if os.path.isdir(ckdir) else []
-    if not cks:
+    """The newest checkpoint (temporary files of an interrupted write are not counted) resumes."""
+    steps = sorted(int(m.group(1)) for m in (re.match(r"^ckpt-(\d+)\.otc$", f) for f in
+                                             (os.listdir(ckdir) if os.path.isdir(ckdir) else [])) if m)
+    if not steps:
         return False, "no checkpoint"
-    step = int(cks[-1].split("-")[1].split(".")[0])
+    step = steps[-1]
+    cks = [f"ckpt-{step}.otc"]
     p = run([binary, "train", *mlp_args(src), "--batch-size", "4", "--accum", "2", "--steps", str(step + 1),
              "--resume", ckdir, "-o", os.path.join(ckdir, "..", "resumed.onnx")])
     return p.returncode == 0, cks[-1] + ("" if p.returncode == 0 else ": " + p.stderr[-300:])
