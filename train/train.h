@@ -106,7 +106,7 @@ typedef struct ot_train_options {
      * Results are bitwise the same; tests/test_device_scan.c compares them. */
     bool scan_on_device;
     /* A data-parallel run over MPI (train/dist.h, train/train_dist.h): the session
-     * is this rank's share of it, built with ot_train_dist_options. NULL: one process. */
+     * is this rank's share of it, built with ot_dist_train_options. NULL: one process. */
     struct ot_dist *dist;
 } ot_train_options;
 

@@ -107,7 +107,7 @@ ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err) {
                        "(scan_f32): the training loop cannot check gradients there", s->be->name);
     s->scan_on_device = s->be->scan_f32 && (!s->be->host_memory || s->o.scan_on_device);
     if (!s->with_opt || s->o.accum < 2) return OT_OK;
-    if (s->o.dist) return ot_train_dist_check(s, err); /* ranks sum on the host (train_dist.c) */
+    if (s->o.dist) return ot_train_dist_check(s, err); /* the ranks sum them instead (train_dist.c) */
     if (!s->be->accumulate_f32)
         return ot_fail(err, OT_E_UNSUPPORTED, "--accum %lld: the %s backend cannot sum gradients in its memory",
                        (long long)s->o.accum, s->be->name);
