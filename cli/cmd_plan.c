@@ -18,6 +18,7 @@
 #include "remat/remat.h"
 #include "remat/timeline.h"
 #include "train/outputs.h"
+#include "train/dist.h"
 #include "train/train.h"
 #include "train/train_memory.h"
 
@@ -45,6 +46,9 @@ static void usage(FILE *f) {
           "                            (default auto: selective, or the cheapest plan within the budget)\n"
           "  --memory-budget SIZE      e.g. 512M, 2G: the peak auto must fit\n"
           "  --device DEV              cpu (default) or cuda[:N]: whose workspace sizes count\n"
+          "  --ranks N                 plan one rank of `mpirun -np N onnxtrain train`: --batch-size\n"
+          "                            is the global batch, each rank's step is planned at B/N\n"
+          "                            (--memory-budget and auto then hold per rank)\n"
           "  --threads N, --seed N     as for train (they change no figure)\n"
           "  --json                    print the plans as JSON\n"
           "  --dot FILE                write the training graph (recompute nodes dashed, orange)\n"
@@ -59,6 +63,8 @@ typedef struct plan_opts {
     const char *val_labels;
     const char *lora_text; /* --lora's text, for the saving line */
     bool batch_auto, json;
+    int64_t ranks; /* --ranks: plan a rank of a data-parallel run (0, 1: one process) */
+    ot_dist *dist; /* its rank count (ot_dist_for_plan) */
 } plan_opts;
 
 /* One planned step: the session and what plan prints of it. */
@@ -213,7 +219,9 @@ static ot_status plan_one(const plan_opts *o, ot_model *m, ot_dataset *data, ot_
     /* a budget is what auto searches within; a fixed policy is planned as it is */
     to.memory_budget = !strcmp(policy, "auto") ? o->args.memory_budget : 0;
     to.validation = val->n_arrays > 0; /* planned with the step, inside the budget, as train does */
-    ot_status st = ot_train_session_new(m, &to, data->n_arrays ? data : NULL, true, &out->s, err);
+    ot_status st = ot_dist_train_options(o->dist, &to, false, err); /* --ranks: the per-rank step */
+    if (st) return st;
+    st = ot_train_session_new(m, &to, data->n_arrays ? data : NULL, true, &out->s, err);
     if (!st && val->n_arrays) st = ot_train_check_data(out->s, val, "validation data", err);
     if (st) return st;
     out->p = ot_train_plan(out->s);
@@ -263,8 +271,10 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
     if (o->json) {
         printf("{\"model\": ");
         ot_json_string(stdout, o->model);
-        printf(", \"batch\": %lld, \"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [",
-               (long long)batch, n_nodes, n_fwd, n_art);
+        printf(", \"batch\": %lld, ", (long long)batch);
+        if (o->ranks > 1) printf("\"ranks\": %lld, \"batch_per\": \"rank\", ", (long long)o->ranks);
+        printf("\"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [", n_nodes, n_fwd,
+               n_art);
         print_plan("none", p0, true, false);
         printf(", ");
         print_plan(label, p1, true, true);
@@ -276,8 +286,12 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
         printf("}\n");
         return;
     }
-    printf("%s: batch %lld%s, training graph %d nodes (%d forward), %d articulation points\n", o->model,
-           (long long)batch, o->batch_auto ? " (auto)" : "", n_nodes, n_fwd, n_art);
+    char per_rank[96] = "";
+    if (o->ranks > 1)
+        snprintf(per_rank, sizeof per_rank, " per rank (global batch %lld over %lld ranks)", (long long)(batch * o->ranks),
+                 (long long)o->ranks);
+    printf("%s: batch %lld%s%s, training graph %d nodes (%d forward), %d articulation points\n", o->model,
+           (long long)batch, o->batch_auto ? " (auto)" : "", per_rank, n_nodes, n_fwd, n_art);
     print_plan("none", p0, false, false);
     print_plan(label, p1, false, true);
     double saved = (double)ot_plan_peak_bytes(p0->p) - (double)ot_plan_peak_bytes(p1->p);
@@ -315,7 +329,12 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
         ot_common_args_to_train(a, &to);
         to.remat = policy;
         int64_t max = data.n_arrays ? data.n_samples : 1 << 20;
-        if ((st = ot_train_find_batch(m, &to, true, a->memory_budget, max, &batch, err))) goto fail;
+        /* --ranks: the largest per-rank batch; the plans below take the global one */
+        int64_t n = o->ranks > 1 ? o->ranks : 1;
+        if ((st = ot_dist_train_options(o->dist, &to, true, err))) goto fail;
+        if ((st = ot_train_find_batch(m, &to, true, a->memory_budget, max / n > 0 ? max / n : 1, &batch, err)))
+            goto fail;
+        batch *= n;
     }
     if (o->val_inputs.n && (st = ot_args_load_dataset(&o->val_inputs, o->val_labels, &val, err))) goto fail;
     if ((st = plan_one(o, m, &data, &val, "none", batch, &p0, err))) goto fail;
@@ -359,7 +378,7 @@ fail:
     return st;
 }
 
-enum { O_JSON = OT_ARG_OWN, O_DOT, O_TIMELINE, O_VAL_INPUT, O_VAL_LABELS };
+enum { O_JSON = OT_ARG_OWN, O_DOT, O_TIMELINE, O_VAL_INPUT, O_VAL_LABELS, O_RANKS };
 
 int ot_cmd_plan(int argc, char **argv) {
     static const struct option longopts[] = {
@@ -369,6 +388,7 @@ int ot_cmd_plan(int argc, char **argv) {
         {"timeline", required_argument, NULL, O_TIMELINE},
         {"val-input", required_argument, NULL, O_VAL_INPUT},
         {"val-labels", required_argument, NULL, O_VAL_LABELS},
+        {"ranks", required_argument, NULL, O_RANKS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -394,6 +414,7 @@ int ot_cmd_plan(int argc, char **argv) {
         case O_TIMELINE: o.timeline = optarg; break;
         case O_VAL_INPUT: st = ot_args_add_input(&o.val_inputs, "--val-input", optarg, &err); break;
         case O_VAL_LABELS: o.val_labels = optarg; break;
+        case O_RANKS: st = ot_args_int("--ranks", optarg, 1, 1 << 24, &o.ranks, &err); break;
         case 'h':
             usage(stdout);
             ot_common_args_free(&o.args);
@@ -410,8 +431,10 @@ int ot_cmd_plan(int argc, char **argv) {
         ot_input_specs_free(&o.val_inputs);
         return st;
     }
-    st = run_plan(&o, &err);
+    if (o.ranks > 1) st = ot_dist_for_plan((int)o.ranks, &o.dist, &err);
+    if (!st) st = run_plan(&o, &err);
     if (st) fprintf(stderr, "onnxtrain plan: %s\n", err.msg);
+    ot_dist_finalize(o.dist);
     ot_common_args_free(&o.args);
     ot_input_specs_free(&o.val_inputs);
     return st;

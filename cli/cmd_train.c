@@ -15,6 +15,7 @@
 #include "ir/atomic_file.h"
 #include "remat/remat.h"
 #include "train/checkpoint.h"
+#include "train/dist.h"
 #include "train/progress.h"
 #include "train/report.h"
 #include "train/train.h"
@@ -49,6 +50,9 @@ static void train_usage(FILE *f) {
           "                            is dropped, so every step sees exactly N samples. auto (with\n"
           "                            --memory-budget): the largest batch whose planned training\n"
           "                            step fits the budget (the plan's peak is the run's arena)\n"
+          "                            Under mpirun -np R: the global batch; each rank takes N/R,\n"
+          "                            bitwise one process with --batch-size N/R and R x --accum\n"
+          "                            (docs/training.md, \"Data parallel\")\n"
           OT_ARGS_HELP_BIND
           "  --seed N                  shuffling (Fisher-Yates, splitmix64) and Dropout masks (default 0)\n"
           "  --no-shuffle              visit samples in file order\n"
@@ -104,7 +108,8 @@ static void train_usage(FILE *f) {
           "exits 130 (SIGINT) or 143 (SIGTERM) printing the command that resumes; a second\n"
           "signal stops at once.\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported, 7 shape,\n"
-          "8 data (wrong dtype/shape, label out of range), 9 memory, 10 NaN/Inf, 70 internal.\n",
+          "8 data (wrong dtype/shape, label out of range), 9 memory, 10 NaN/Inf, 13 another rank\n"
+          "failed or hangs (mpirun; ONNXTRAIN_DIST_TIMEOUT seconds, default 600), 70 internal.\n",
           f);
 }
 
@@ -138,8 +143,10 @@ static volatile sig_atomic_t stop_signal;
 static void on_stop_signal(int sig) { stop_signal = sig; }
 
 /* The command line that resumes this run: the same arguments, --resume DIR. */
-static void print_resume_command(FILE *f, int argc, char **argv, const char *dir) {
-    fputs("resume with: onnxtrain", f);
+static void print_resume_command(FILE *f, int argc, char **argv, const char *dir, int ranks) {
+    fputs("resume with: ", f);
+    if (ranks > 1) fprintf(f, "mpirun -np %d ", ranks); /* any rank count that the batch allows (docs/training.md) */
+    fputs("onnxtrain", f);
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
             i++;
@@ -180,6 +187,7 @@ typedef struct train_cli {
     ot_train_result res;
     struct sigaction old_int, old_term; /* restored when the command ends */
     bool handlers;
+    ot_dist *dist; /* under mpirun: this rank of a data-parallel run (train/dist.h); else NULL */
 } train_cli;
 
 /* The command's own options (the session's are ot_args_common's). */
@@ -329,13 +337,19 @@ static void print_budget(const train_cli *t) {
 static void print_setup(const train_cli *t, int64_t total) {
     const ot_plan *plan = ot_train_plan(t->s);
     const ot_autodiff_result *ad = ot_train_autodiff(t->s);
+    int n = ot_dist_size(t->dist);
+    if (n > 1) /* t->o holds the one-process equivalent (ot_dist_train_options) */
+        fprintf(stderr, "data parallel over %d ranks: global batch %lld, per rank %lld x %lld micro-batches per step "
+                "(bitwise one process with --batch-size %lld --accum %lld)\n", n,
+                (long long)(ot_train_batch_size(t->s) * n), (long long)ot_train_batch_size(t->s),
+                (long long)t->o.accum / n, (long long)ot_train_batch_size(t->s), (long long)t->o.accum);
     fprintf(stderr, "training %d params (%lld values) with %s, batch %lld x %lld micro-batches, %lld steps\n",
             ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind),
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
     fprintf(stderr,
-            "planned peak memory: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
+            "planned peak memory%s: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
             "workspace %.2f)\n",
-            mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]), mib(plan->slab_bytes[OT_MEM_GRADIENTS]),
+            n > 1 ? " per rank" : "", mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]), mib(plan->slab_bytes[OT_MEM_GRADIENTS]),
             mib(plan->slab_bytes[OT_MEM_OPT_STATE]), mib(ot_plan_peak_bytes(plan) - plan->pinned_bytes));
     const ot_plan *vp = ot_train_validation_plan(t->s);
     if (vp)
@@ -369,11 +383,16 @@ static ot_status check_files(const train_cli *t, ot_error *err) {
 /* --batch-size auto: the largest batch whose planned step fits --memory-budget, each
  * probe a plan-only session over the same import (train/train_memory.h). */
 static ot_status auto_batch(train_cli *t, ot_error *err) {
-    int64_t b = 0;
-    ot_status st = ot_train_find_batch(t->m, &t->o, true, t->o.memory_budget, t->data.n_samples, &b, err);
+    int64_t b = 0, n = ot_dist_size(t->dist); /* under mpirun: the per-rank batch (t->o is per rank) */
+    int64_t max = n > 1 && t->data.n_samples >= n ? t->data.n_samples / n : t->data.n_samples;
+    ot_status st = ot_train_find_batch(t->m, &t->o, true, t->o.memory_budget, max, &b, err);
     if (st) return st;
     t->o.batch_size = b;
-    if (!t->quiet)
+    if (!t->quiet && n > 1)
+        fprintf(stderr, "--batch-size auto: %lld per rank (global batch %lld over %lld ranks), the largest whose "
+                "planned step fits --memory-budget %.2f MiB per rank\n", (long long)b, (long long)(b * n), (long long)n,
+                mib((size_t)t->o.memory_budget));
+    else if (!t->quiet)
         fprintf(stderr, "--batch-size auto: %lld, the largest batch whose planned step fits --memory-budget %.2f MiB\n",
                 (long long)b, mib((size_t)t->o.memory_budget));
     return OT_OK;
@@ -404,6 +423,15 @@ static ot_status build(train_cli *t, ot_error *err) {
         if ((st = ot_train_validation_prepare(t->s, err))) return st;
     }
     return OT_OK;
+}
+
+/* Under mpirun: this rank's part of the run (train/dist.h). The options become the
+ * one-process equivalent; ranks other than 0 print nothing but errors. */
+static ot_status start_dist(train_cli *t, ot_error *err) {
+    ot_status st = ot_dist_init(&stop_signal, &t->dist, err);
+    if (!st) st = ot_dist_train_options(t->dist, &t->o, t->batch_auto, err);
+    if (!st && ot_dist_rank(t->dist) != 0) t->quiet = true;
+    return st;
 }
 
 /* Trains with SIGINT/SIGTERM asking for a checkpoint and a stop between steps. */
@@ -472,6 +500,7 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
 
 /* The outputs and the last line. */
 static ot_status finish(train_cli *t, ot_error *err) {
+    if (ot_dist_rank(t->dist) != 0) return OT_OK; /* rank 0 writes the one tuned model and report */
     ot_status st = write_outputs(t, err);
     if (st) return st;
     const ot_train_result *res = &t->res;
@@ -479,6 +508,11 @@ static ot_status finish(train_cli *t, ot_error *err) {
             res->n_steps == 1 ? "" : "s", res->total_seconds, res->loss[res->first_step], res->loss[res->n_steps - 1],
             t->out_path ? t->out_path : t->lora_save);
     if (t->out_path && t->lora_save) fprintf(stderr, "wrote the adapters to %s\n", t->lora_save);
+    if (ot_dist_size(t->dist) > 1) /* part of the final summary, also with --quiet */
+        fprintf(stderr, "data parallel: rank 0 of %d spent %.3f s of %.3f s in collectives (%.1f%%: the gradient sum, "
+                "losses and running statistics, waiting for the slowest rank included)\n", ot_dist_size(t->dist),
+                ot_dist_comm_seconds(t->dist), res->total_seconds,
+                res->total_seconds > 0 ? 100.0 * ot_dist_comm_seconds(t->dist) / res->total_seconds : 0.0);
     return OT_OK;
 }
 
@@ -511,6 +545,7 @@ int ot_cmd_train(int argc, char **argv) {
         return 0;
     }
     if (!st) st = check_args(&t, &err);
+    if (!st) st = start_dist(&t, &err);
     if (!st) st = build(&t, &err);
     int64_t total = st ? 0 : ot_train_total_steps(t.s, &t.data);
     if (!st && !t.quiet) {
@@ -518,17 +553,20 @@ int ot_cmd_train(int argc, char **argv) {
         ot_train_print_constants_note(t.s, stderr);
     }
     if (!st) st = run(&t, total, &err);
+    if (!st && t.res.interrupted && ot_dist_rank(t.dist) != 0) st = OT_E_PEER; /* rank 0 says it */
     if (!st && t.res.interrupted) {
         int sig = (int)stop_signal;
         fprintf(stderr, "onnxtrain train: interrupted by %s after step %lld of %lld; wrote checkpoint %s (%s was not written)\n",
                 sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", (long long)t.res.n_steps,
                 (long long)total, t.res.last_checkpoint, t.out_path ? t.out_path : t.lora_save);
-        print_resume_command(stderr, argc, argv, t.ckpt_dir);
+        print_resume_command(stderr, argc, argv, t.ckpt_dir, ot_dist_size(t.dist));
+        ot_dist_abort(t.dist, 128 + sig); /* the other ranks stop too */
         train_cli_free(&t);
         return 128 + sig; /* the shell's convention: 130 SIGINT, 143 SIGTERM */
     }
     if (!st) st = finish(&t, &err);
-    if (st) {
+    if (st && st != OT_E_PEER && ot_dist_size(t.dist) > 1) ot_error_prefix(&err, "rank %d: ", ot_dist_rank(t.dist));
+    if (st && (err.code || st != OT_E_PEER)) {
         fprintf(stderr, "onnxtrain train: %s\n", err.msg);
         if (st == OT_E_USAGE) fputs("Run 'onnxtrain train --help' for the options.\n", stderr);
         if (t.model_written)
@@ -539,6 +577,9 @@ int ot_cmd_train(int argc, char **argv) {
             fprintf(stderr, "stopped after %lld completed steps; %s was not written%s\n", (long long)t.res.n_steps,
                     t.out_path ? t.out_path : t.lora_save ? t.lora_save : "the model", t.report ? " (nor the report)" : "");
     }
+    if (st) ot_dist_abort(t.dist, (int)st); /* ends every rank: none waits for this one */
+    ot_dist_finalize(t.dist);
+    t.dist = NULL;
     train_cli_free(&t);
     return (int)st;
 }

@@ -10,6 +10,7 @@
 #include "kernels/backend_select.h"
 #include "plan/schedule.h"
 #include "train/session.h"
+#include "train/train_dist.h"
 #include "train/train_internal.h"
 
 void ot_train_options_default(ot_train_options *o) {
@@ -163,6 +164,7 @@ fail:
 void ot_train_session_free(ot_train_session *s) {
     if (!s) return;
     ot_train_validation_free(s); /* its executor uses s->be */
+    ot_train_dist_free(s);       /* so may its device buffers */
     ot_executor_free(s->ex);
     ot_plan_free(s->plan);
     if (s->g) ot_session_give_back(s->m->graph, s->g);

@@ -105,6 +105,9 @@ typedef struct ot_train_options {
      * scan_f32 as on a GPU, even on the CPU (whose arena is otherwise read in place).
      * Results are bitwise the same; tests/test_device_scan.c compares them. */
     bool scan_on_device;
+    /* A data-parallel run over MPI (train/dist.h, train/train_dist.h): the session
+     * is this rank's share of it, built with ot_dist_train_options. NULL: one process. */
+    struct ot_dist *dist;
 } ot_train_options;
 
 /* Fills o with the defaults (cross-entropy, SGD lr 0.01, accum 1, 1 epoch, seed 0). */

@@ -86,6 +86,8 @@ struct ot_train_session {
     int64_t budget;
     bool budget_from_device;
     bool val_in_budget;
+    /* a data-parallel run's buffers (train_dist.c), made at its first micro-batch */
+    struct ot_train_dist *dist;
 };
 
 static inline const char *vname(const ot_graph *g, int v) {
