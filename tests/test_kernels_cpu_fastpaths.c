@@ -6,8 +6,10 @@
  * wider than one chunk, with strides, dilations and asymmetric pads; Relu and Clip
  * on NaN, signed zeros and infinities; float arithmetic over broadcast rows;
  * Tanh's and Erf's accuracy and lane independence; ConvGradInput's and
- * ConvGradWeight's fast paths (1x1, depthwise, hoisted im2col/col2im ranges)
- * against their general GEMM + per-element im2col/col2im path. */
+ * ConvGradWeight's fast paths (1x1, depthwise, hoisted im2col/col2im ranges, images
+ * batched into one GEMM, in chunks) against their general GEMM + per-element
+ * im2col/col2im path: the same bits per image, within rounding where images are
+ * batched (OpenBLAS's result depends on the GEMM's shape), and bitwise repeatable. */
 #include <cblas.h>
 #include <omp.h>
 
@@ -245,10 +247,13 @@ static void test_depthwise_same_bits(void **state) {
     }
 }
 
+enum { CG_DX = 1, CG_DW = 2 };
+
 typedef struct cg_case {
     int nd, N, Cin, Cout, G, k, s, d;
     int in[3], pb[3], pe[3];
-    bool exact_dw; /* dW must equal the general path's bits (false: depthwise's own sum order) */
+    int exact; /* CG_DX, CG_DW: must equal the general path's bits (else within rounding:
+                * depthwise dW's own sum order; batched images) */
 } cg_case;
 
 static ot_tensor cg_tensor(float *data, int rank, const int64_t *dim) {
@@ -329,33 +334,37 @@ static void check_conv_grad(const cg_case *c, int ci) {
     }
     float *x = malloc((size_t)nx * sizeof(float)), *w = malloc((size_t)nw * sizeof(float));
     float *dy = malloc((size_t)ny * sizeof(float));
-    /* r/q[0], [1]: general path on 1 and 2 threads; [2], [3]: fast paths. The context's
-     * thread count reaches OpenBLAS too, whose GEMM split may change the bits, so each
-     * fast path is compared with the general path on the same count. */
-    float *r[4], *q[4];
-    for (int k = 0; k < 4; k++) {
+    /* r/q[0], [1]: general path on 1 and 2 threads; [2], [3]: fast paths; [4]: the fast
+     * path on 2 threads again. The context's thread count reaches OpenBLAS too, whose
+     * GEMM split may change the bits, so each fast path is compared with the general
+     * path on the same count. */
+    float *r[5], *q[5];
+    for (int k = 0; k < 5; k++) {
         r[k] = malloc((size_t)nx * sizeof(float));
         q[k] = malloc((size_t)nw * sizeof(float));
     }
     tk_fill(x, nx, 11 + (uint32_t)ci, -1.0f, 1.0f);
     tk_fill(w, nw, 23 + (uint32_t)ci, -1.0f, 1.0f);
     tk_fill(dy, ny, 37 + (uint32_t)ci, -1.0f, 1.0f);
-    for (int k = 0; k < 4; k++) { /* stale values must not leak into the results */
+    for (int k = 0; k < 5; k++) { /* stale values must not leak into the results */
         for (int64_t i = 0; i < nx; i++) r[k][i] = NAN;
         for (int64_t i = 0; i < nw; i++) q[k][i] = NAN;
     }
-    for (int k = 0; k < 4; k++) {
-        cg_run(c, OT_OP_CONV_GRAD_INPUT, 1 + k % 2, k < 2, dy, w, x, r[k], yd, wd, xd);
-        cg_run(c, OT_OP_CONV_GRAD_WEIGHT, 1 + k % 2, k < 2, dy, w, x, q[k], yd, wd, xd);
+    for (int k = 0; k < 5; k++) {
+        int threads = k == 4 ? 2 : 1 + k % 2;
+        cg_run(c, OT_OP_CONV_GRAD_INPUT, threads, k < 2, dy, w, x, r[k], yd, wd, xd);
+        cg_run(c, OT_OP_CONV_GRAD_WEIGHT, threads, k < 2, dy, w, x, q[k], yd, wd, xd);
     }
     int bad = 0;
     for (int t = 0; t < 2; t++)
-        bad += cg_compare("dX", ci, r[2 + t], r[t], nx, true) + cg_compare("dW", ci, q[2 + t], q[t], nw, c->exact_dw);
+        bad += cg_compare("dX", ci, r[2 + t], r[t], nx, c->exact & CG_DX) +
+               cg_compare("dW", ci, q[2 + t], q[t], nw, c->exact & CG_DW);
+    bad += cg_compare("dX again", ci, r[4], r[3], nx, true) + cg_compare("dW again", ci, q[4], q[3], nw, true);
     assert_int_equal(bad, 0);
     free(x);
     free(w);
     free(dy);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         free(r[k]);
         free(q[k]);
     }
@@ -364,21 +373,27 @@ static void check_conv_grad(const cg_case *c, int ci) {
 static void test_conv_grad_fast_paths(void **state) {
     (void)state;
     const cg_case cases[] = {
-        /* nd N Cin Cout G k s d  in         pads begin  pads end  exact dW */
-        {2, 4, 32, 32, 32, 3, 1, 1, {16, 16}, {1, 1}, {1, 1}, false}, /* depthwise, threaded */
-        {2, 2, 5, 5, 5, 3, 2, 2, {9, 7}, {0, 2}, {1, 1}, false},      /* depthwise, stride, dilation, asym pads */
-        {1, 2, 3, 3, 3, 5, 2, 1, {11}, {2}, {1}, false},              /* depthwise 1-D */
-        {3, 2, 3, 3, 3, 3, 1, 1, {4, 5, 6}, {1, 1, 1}, {1, 0, 1}, false}, /* depthwise 3-D */
-        {2, 2, 3, 3, 3, 3, 1, 1, {2, 3}, {2, 2}, {2, 2}, false},     /* depthwise, taps off the image */
-        {2, 4, 16, 24, 1, 1, 1, 1, {8, 8}, {0, 0}, {0, 0}, true},    /* pointwise */
-        {2, 2, 6, 10, 2, 1, 1, 3, {5, 7}, {0, 0}, {0, 0}, true},     /* pointwise, grouped */
-        {1, 3, 4, 6, 1, 1, 1, 1, {9}, {0}, {0}, true},               /* pointwise 1-D */
-        {2, 2, 8, 16, 1, 3, 1, 1, {16, 16}, {1, 1}, {1, 1}, true},   /* ResNet's 3x3, threaded */
-        {2, 2, 4, 6, 2, 3, 2, 2, {11, 9}, {2, 0}, {1, 2}, true},     /* grouped, stride, dilation, asym pads */
-        {2, 2, 4, 6, 1, 1, 2, 1, {8, 8}, {0, 0}, {0, 0}, true},      /* 1x1 stride-2 downsample */
-        {2, 2, 4, 8, 4, 3, 1, 1, {6, 6}, {1, 1}, {1, 1}, true},      /* depthwise multiplier 2: general */
-        {3, 1, 2, 3, 1, 2, 1, 1, {3, 4, 5}, {1, 0, 1}, {0, 1, 1}, true}, /* 3-D */
-        {1, 2, 3, 2, 1, 3, 3, 2, {10}, {3}, {3}, true},              /* 1-D, stride 3 */
+        /* nd N Cin Cout G k s d  in         pads begin  pads end  exact */
+        {2, 4, 32, 32, 32, 3, 1, 1, {16, 16}, {1, 1}, {1, 1}, CG_DX}, /* depthwise, threaded */
+        {2, 2, 5, 5, 5, 3, 2, 2, {9, 7}, {0, 2}, {1, 1}, CG_DX},      /* depthwise, stride, dilation, asym pads */
+        {1, 2, 3, 3, 3, 5, 2, 1, {11}, {2}, {1}, CG_DX},              /* depthwise 1-D */
+        {3, 2, 3, 3, 3, 3, 1, 1, {4, 5, 6}, {1, 1, 1}, {1, 0, 1}, CG_DX}, /* depthwise 3-D */
+        {2, 2, 3, 3, 3, 3, 1, 1, {2, 3}, {2, 2}, {2, 2}, CG_DX},     /* depthwise, taps off the image */
+        /* below, images of fewer than OT_CONV_BATCH_COLS outputs are batched: rounding */
+        {2, 4, 16, 24, 1, 1, 1, 1, {8, 8}, {0, 0}, {0, 0}, 0},       /* pointwise */
+        {2, 2, 6, 10, 2, 1, 1, 3, {5, 7}, {0, 0}, {0, 0}, 0},        /* pointwise, grouped */
+        {1, 3, 4, 6, 1, 1, 1, 1, {9}, {0}, {0}, 0},                  /* pointwise 1-D */
+        {2, 2, 8, 16, 1, 3, 1, 1, {16, 16}, {1, 1}, {1, 1}, 0},      /* ResNet's 3x3, threaded */
+        {2, 2, 4, 6, 2, 3, 2, 2, {11, 9}, {2, 0}, {1, 2}, 0},        /* grouped, stride, dilation, asym pads */
+        {2, 2, 4, 6, 1, 1, 2, 1, {8, 8}, {0, 0}, {0, 0}, 0},         /* 1x1 stride-2 downsample */
+        {2, 2, 4, 8, 4, 3, 1, 1, {6, 6}, {1, 1}, {1, 1}, 0},         /* depthwise multiplier 2: general */
+        {3, 1, 2, 3, 1, 2, 1, 1, {3, 4, 5}, {1, 0, 1}, {0, 1, 1}, CG_DX | CG_DW}, /* 3-D, one image */
+        {1, 2, 3, 2, 1, 3, 3, 2, {10}, {3}, {3}, 0},                 /* 1-D, stride 3 */
+        {2, 5, 3, 4, 1, 3, 1, 1, {20, 20}, {1, 1}, {1, 1}, 0},       /* chunks of 3 + 2 images */
+        {2, 5, 6, 4, 2, 1, 1, 1, {20, 20}, {0, 0}, {0, 0}, 0},       /* pointwise, grouped, chunks */
+        /* one image per GEMM (wide enough): the general path's bits */
+        {2, 2, 3, 4, 1, 3, 1, 1, {32, 32}, {1, 1}, {1, 1}, CG_DX | CG_DW},
+        {2, 2, 3, 5, 1, 1, 1, 1, {32, 33}, {0, 0}, {0, 0}, CG_DX | CG_DW}, /* pointwise */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv_grad(&cases[i], (int)i);
 }

@@ -1,10 +1,12 @@
 /* cpu_conv.c — Conv (1-D and 2-D; groups, dilations, strides, pads, auto_pad) on
  * the CPU. Pointwise convolutions are one GEMM on the input as it lies; depthwise
  * ones (one input channel per group) use a direct kernel; the rest go through
- * im2col into ctx->workspace and a GEMM per (image, group). 1-D is run as 2-D with
- * a height of 1. */
-#include "kernels/cpu/cpu_common.h"
-#include "kernels/pool_geometry.h"
+ * im2col (conv_cols.h) into ctx->workspace and a GEMM per (image, group). 1-D is run
+ * as 2-D with a height of 1. im2col and the bias fill are serial on purpose: they
+ * alternate with OpenBLAS calls, and OpenMP workers spinning after a region starve
+ * OpenBLAS's own (pthread) workers; measured 3-4x slower convolutions with a threaded
+ * im2col on 2 cores. */
+#include "kernels/cpu/conv_cols.h"
 
 typedef struct conv_geom {
     int64_t N, C, H, W, M, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW, G, Cg, Mg;
@@ -49,53 +51,20 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
     return OT_OK;
 }
 
-static bool is_pointwise(const conv_geom *g) {
-    return g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PH == 0 && g->PW == 0 && g->OH == g->H &&
-           g->OW == g->W;
-}
 static bool is_depthwise(const conv_geom *g) { return g->Cg == 1 && g->G > 1; }
+
+/* Workspace floats: one image's column matrix (none for a pointwise conv). */
+static size_t conv_ws_floats(const ot_conv3 *p) {
+    return ot_conv3_pointwise(p) ? 0 : (size_t)(p->Cig * p->K * p->L);
+}
 
 size_t ot_cpu_conv_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     conv_geom g;
     if (conv_geom_init(&g, node, in, out, NULL) != OT_OK) return 0;
-    if (is_pointwise(&g) || is_depthwise(&g)) return 0;
-    return (size_t)(g.Cg * g.KH * g.KW * g.OH * g.OW) * sizeof(float);
-}
-
-/* col[(c*KH + kh)*KW + kw][oh*OW + ow] = x[c][oh*SH - PH + kh*DH][ow*SW - PW + kw*DW] (0 outside).
- * Single-threaded on purpose: it alternates with OpenBLAS calls, and OpenMP workers
- * spinning after a region starve OpenBLAS's own (pthread) workers; measured 3-4x
- * slower convolutions with a threaded im2col on 2 cores. */
-static void im2col(const conv_geom *g, const float *x, float *col) {
-    int64_t rows = g->Cg * g->KH * g->KW, ohw = g->OH * g->OW;
-    const int64_t OH = g->OH, OW = g->OW, H = g->H, W = g->W, SH = g->SH, SW = g->SW;
-    for (int64_t row = 0; row < rows; row++) {
-        int64_t c = row / (g->KH * g->KW), kh = (row / g->KW) % g->KH, kw = row % g->KW;
-        const float *xc = x + c * H * W;
-        float *dst = col + row * ohw;
-        /* columns ow in [a, b) read inside the row, the rest are padding: the same
-         * for every oh, so computed once per row of col */
-        int64_t iw0 = -g->PW + kw * g->DW;
-        int64_t a = iw0 >= 0 ? 0 : (-iw0 + SW - 1) / SW;
-        int64_t b = W - 1 - iw0 < 0 ? 0 : (W - 1 - iw0) / SW + 1;
-        if (b > OW) b = OW;
-        if (a > b) a = b;
-        for (int64_t oh = 0; oh < OH; oh++) {
-            int64_t ih = oh * SH - g->PH + kh * g->DH;
-            float *d = dst + oh * OW;
-            if (ih < 0 || ih >= H) {
-                for (int64_t ow = 0; ow < OW; ow++) d[ow] = 0.0f;
-                continue;
-            }
-            const float *xr = xc + ih * W + iw0;
-            for (int64_t ow = 0; ow < a; ow++) d[ow] = 0.0f;
-            if (SW == 1)
-                for (int64_t ow = a; ow < b; ow++) d[ow] = xr[ow];
-            else
-                for (int64_t ow = a; ow < b; ow++) d[ow] = xr[ow * SW];
-            for (int64_t ow = b; ow < OW; ow++) d[ow] = 0.0f;
-        }
-    }
+    if (is_depthwise(&g)) return 0;
+    ot_conv3 p;
+    if (ot_conv3_init(&p, node, &in[0].shape, &in[1].shape, &out[0].shape, NULL)) return 0;
+    return conv_ws_floats(&p) * sizeof(float);
 }
 
 /* One depthwise output point with the bounds checks (image borders). */
@@ -210,15 +179,18 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
         depthwise(&g, x, w, bias, y, nt);
         return OT_OK;
     }
-    bool pointwise = is_pointwise(&g);
-    float *col = ctx->workspace;
-    if (!pointwise && (!col || ctx->workspace_bytes < (size_t)(kdim * ohw) * sizeof(float)))
+    ot_conv3 p;
+    if ((st = ot_conv3_init(&p, node, &in[0].shape, &in[1].shape, &out[0].shape, err))) return st;
+    size_t need = conv_ws_floats(&p) * sizeof(float);
+    if (need && (!ctx->workspace || ctx->workspace_bytes < need))
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (Conv): workspace smaller than ot_cpu_workspace_bytes", node->name);
+    bool pointwise = ot_conv3_pointwise(&p);
+    float *col = ctx->workspace;
     /* Y starts as the broadcast bias so the GEMM accumulates onto it (beta = 1). */
-    if (bias) { /* serial for the same reason as im2col */
-        for (int64_t p = 0; p < g.N * g.M; p++) {
-            float b0 = bias[p % g.M];
-            float *yp = y + p * ohw;
+    if (bias) { /* serial, as im2col */
+        for (int64_t q = 0; q < g.N * g.M; q++) {
+            float b0 = bias[q % g.M];
+            float *yp = y + q * ohw;
             for (int64_t i = 0; i < ohw; i++) yp[i] = b0;
         }
     }
@@ -227,7 +199,7 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
             const float *xg = x + (n * g.C + gi * g.Cg) * g.H * g.W;
             const float *src = xg;
             if (!pointwise) {
-                im2col(&g, xg, col);
+                ot_conv3_im2col(&p, xg, col, ohw, 1);
                 src = col;
             }
             float *yg = y + (n * g.M + gi * g.Mg) * ohw;

@@ -1,49 +1,22 @@
 /* grad_conv.c — CPU kernels of ConvGradInput (dY, W, X) -> dX and ConvGradWeight
  * (dY, X, W) -> dW for 1-D to 3-D grouped, strided, dilated, padded convolutions:
- * one sgemm per (sample, group) through an im2col / col2im buffer in ctx->workspace.
- * dW accumulates over the samples in order, so results do not depend on threads
- * beyond OpenBLAS's own GEMM split.
- * Fast paths (bench/NOTES.md, change 16), all with the general path's bits except
- * depthwise dW: im2col/col2im visit only the valid output range of each tap (no
- * per-element bounds checks); 1x1 stride-1 unpadded convs GEMM straight on the NCHW
- * planes (no col buffer); depthwise convs (one input and one output channel per
- * group) run direct loops, dX one plane per thread, dW one channel per thread with
- * a fixed sum order. ot_kernel_ctx.conv_grad_general forces the plain path (tests). */
+ * sgemms through an im2col / col2im buffer in ctx->workspace, one per (chunk of
+ * images, group) where the images are small (ot_conv_batch, conv_cols.h: dY's and
+ * X's channels are copied into (C x nb*L) rows so that one GEMM spans nb images),
+ * else one per (sample, group). dW accumulates over the chunks in order, so results
+ * do not depend on threads beyond OpenBLAS's own GEMM split.
+ * Fast paths (bench/NOTES.md, change 16): im2col/col2im visit only the valid output
+ * range of each tap (no per-element bounds checks); 1x1 stride-1 unpadded convs GEMM
+ * straight on the NCHW planes (no col buffer); depthwise convs (one input and one
+ * output channel per group) run direct loops, dX one plane per thread, dW one
+ * channel per thread with a fixed sum order. dX has the general path's bits; dW
+ * differs in rounding where images are batched (a GEMM sums over nb*L at once) and
+ * for depthwise. ot_kernel_ctx.conv_grad_general forces the plain path (tests). */
 #include "kernels/cpu/grad_kernels.h"
-#include "kernels/pool_geometry.h"
-
-typedef struct conv3 {
-    ot_window3 sp; /* the spatial window as 3-D (kernels/pool_geometry.h) */
-    int64_t N, Cin, Cout, G, Cig, Cog, K, L, S; /* K = kernel volume, L = output volume, S = input volume */
-} conv3;
-
-static ot_status conv_init(conv3 *p, const ot_node *node, const ot_shape *x, const ot_shape *w, const ot_shape *y,
-                           ot_error *err) {
-    if (x->rank < 3 || w->rank != x->rank || y->rank != x->rank)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): X, W and dY must have the same rank >= 3", node->name,
-                       node->op_type);
-    ot_window win;
-    ot_status st = ot_window_init(&win, node, x, y, &w->dim[2], err);
-    if (st) return st;
-    ot_window3_lift(&p->sp, &win);
-    p->K = p->sp.k[0] * p->sp.k[1] * p->sp.k[2];
-    p->L = p->sp.out_sz;
-    p->S = p->sp.in_sz;
-    p->N = x->dim[0];
-    p->Cin = x->dim[1];
-    p->Cout = w->dim[0];
-    p->G = win.group;
-    if (p->G < 1 || p->Cin % p->G || p->Cout % p->G || w->dim[1] != p->Cin / p->G || y->dim[1] != p->Cout ||
-        y->dim[0] != p->N)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): channels of X, W, dY and group do not agree", node->name,
-                       node->op_type);
-    p->Cig = p->Cin / p->G;
-    p->Cog = p->Cout / p->G;
-    return OT_OK;
-}
+#include "kernels/cpu/conv_cols.h"
 
 /* col[(ci*K + kk) * L + l] = x[ci] at the window position (0 in the padding). */
-static void im2col_general(const conv3 *p, const float *x, float *col, int nt) {
+static void im2col_general(const ot_conv3 *p, const float *x, float *col, int nt) {
     int64_t rows = p->Cig * p->K;
 #pragma omp parallel for schedule(static) num_threads(nt) if (rows * p->L >= OT_CPU_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
@@ -64,7 +37,7 @@ static void im2col_general(const conv3 *p, const float *x, float *col, int nt) {
 }
 
 /* dx[ci] += col rows of channel ci scattered back (one thread per channel). */
-static void col2im_general(const conv3 *p, const float *col, float *dx, int nt) {
+static void col2im_general(const ot_conv3 *p, const float *col, float *dx, int nt) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (p->Cig * p->K * p->L >= OT_CPU_PAR_MIN)
     for (int64_t ci = 0; ci < p->Cig; ci++) {
         float *xc = dx + ci * p->S;
@@ -84,144 +57,79 @@ static void col2im_general(const conv3 *p, const float *col, float *dx, int nt) 
     }
 }
 
-/* Outputs o in [*a, *b) of spatial dim j read inside the input at tap k
- * (0 <= o*s - pb + k*d < in); the rest read padding. */
-static void valid_range(const conv3 *p, int j, int64_t k, int64_t *a, int64_t *b) {
-    int64_t base = -p->sp.pb[j] + k * p->sp.d[j], s = p->sp.s[j];
-    int64_t lo = base >= 0 ? 0 : (-base + s - 1) / s;
-    int64_t hi = p->sp.in[j] - 1 - base < 0 ? 0 : (p->sp.in[j] - 1 - base) / s + 1;
-    if (hi > p->sp.out[j]) hi = p->sp.out[j];
-    if (lo > hi) lo = hi;
-    *a = lo;
-    *b = hi;
-}
-
-typedef struct tap_ranges {
-    int64_t a[3], b[3], base[3]; /* valid outputs per dim, and the input index of output 0 */
-} tap_ranges;
-
-static void tap_init(const conv3 *p, int64_t kk, tap_ranges *t) {
-    int64_t k[3] = {kk / (p->sp.k[1] * p->sp.k[2]), (kk / p->sp.k[2]) % p->sp.k[1], kk % p->sp.k[2]};
-    for (int j = 0; j < 3; j++) {
-        valid_range(p, j, k[j], &t->a[j], &t->b[j]);
-        t->base[j] = -p->sp.pb[j] + k[j] * p->sp.d[j];
-    }
-}
-
-/* im2col_general's result, with the valid ranges computed once per col row. */
-static void im2col(const conv3 *p, const float *x, float *col, int nt) {
-    int64_t rows = p->Cig * p->K;
-    const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
-#pragma omp parallel for schedule(static) num_threads(nt) if (rows * p->L >= OT_CPU_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        tap_ranges t;
-        tap_init(p, r % p->K, &t);
-        const float *xc = x + (r / p->K) * p->S;
-        float *cr = col + r * p->L;
-        for (int64_t o0 = 0; o0 < p->sp.out[0]; o0++) {
-            float *c0 = cr + o0 * O1 * O2;
-            if (o0 < t.a[0] || o0 >= t.b[0]) {
-                for (int64_t l = 0; l < O1 * O2; l++) c0[l] = 0.0f;
-                continue;
-            }
-            int64_t i0 = o0 * p->sp.s[0] + t.base[0];
-            for (int64_t o1 = 0; o1 < O1; o1++) {
-                float *d = c0 + o1 * O2;
-                if (o1 < t.a[1] || o1 >= t.b[1]) {
-                    for (int64_t o2 = 0; o2 < O2; o2++) d[o2] = 0.0f;
-                    continue;
-                }
-                const float *xr = xc + (i0 * I1 + o1 * p->sp.s[1] + t.base[1]) * I2 + t.base[2];
-                for (int64_t o2 = 0; o2 < t.a[2]; o2++) d[o2] = 0.0f;
-                if (S2 == 1)
-                    for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2];
-                else
-                    for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2 * S2];
-                for (int64_t o2 = t.b[2]; o2 < O2; o2++) d[o2] = 0.0f;
-            }
-        }
-    }
-}
-
-/* xc += the valid positions of one col row cr (tap t); each input position gets at
- * most one term per tap, so visiting only the valid outputs keeps col2im_general's
- * order of additions (taps in order) and its bits. wv scales cr (1 for col2im). */
-static inline void scatter_tap(const conv3 *p, const tap_ranges *t, const float *cr, float wv, bool scale,
-                               float *xc) {
-    const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
-    for (int64_t o0 = t->a[0]; o0 < t->b[0]; o0++) {
-        int64_t i0 = o0 * p->sp.s[0] + t->base[0];
-        for (int64_t o1 = t->a[1]; o1 < t->b[1]; o1++) {
-            float *xr = xc + (i0 * I1 + o1 * p->sp.s[1] + t->base[1]) * I2 + t->base[2];
-            const float *c = cr + (o0 * O1 + o1) * O2;
-            if (scale) {
-                if (S2 == 1)
-                    for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2] += wv * c[o2];
-                else
-                    for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2 * S2] += wv * c[o2];
-            } else {
-                if (S2 == 1)
-                    for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2] += c[o2];
-                else
-                    for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2 * S2] += c[o2];
-            }
-        }
-    }
-}
-
-static void col2im(const conv3 *p, const float *col, float *dx, int nt) {
-#pragma omp parallel for schedule(static) num_threads(nt) if (p->Cig * p->K * p->L >= OT_CPU_PAR_MIN)
-    for (int64_t ci = 0; ci < p->Cig; ci++) {
-        float *xc = dx + ci * p->S;
-        for (int64_t kk = 0; kk < p->K; kk++) {
-            tap_ranges t;
-            tap_init(p, kk, &t);
-            scatter_tap(p, &t, col + (ci * p->K + kk) * p->L, 1.0f, false, xc);
-        }
-    }
-}
-
-/* 1x1 kernel, stride 1, no padding: col is X itself and col2im a copy. */
-static bool is_pointwise(const conv3 *p) {
-    if (p->K != 1 || p->L != p->S) return false;
-    for (int j = 0; j < 3; j++)
-        if (p->sp.s[j] != 1 || p->sp.pb[j] != 0 || p->sp.out[j] != p->sp.in[j]) return false;
-    return true;
-}
-
 /* group == channels, one output channel per group. */
-static bool is_depthwise(const conv3 *p) { return p->Cig == 1 && p->Cog == 1; }
+static bool is_depthwise(const ot_conv3 *p) { return p->Cig == 1 && p->Cog == 1; }
+
+/* Workspace floats of a gradient kernel and its images per GEMM (*nb): the batched
+ * path's dY rows (Cog x nb*L) and column matrix (Kg x nb*L), else one image's column
+ * matrix (which also covers the general path and the unbatched fast paths). */
+static size_t grad_ws_floats(const ot_conv3 *p, int64_t *nb) {
+    int64_t Kg = p->Cig * p->K;
+    *nb = is_depthwise(p) ? 1 : ot_conv_batch(p, Kg + p->Cog);
+    return (size_t)(*nb > 1 ? (Kg + p->Cog) * *nb * p->L : Kg * p->L);
+}
 
 size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     /* ConvGradInput: (dY, W, X); ConvGradWeight: (dY, X, W) */
     const ot_tensor *x = node->op == OT_OP_CONV_GRAD_INPUT ? &in[2] : &in[1];
     const ot_tensor *w = node->op == OT_OP_CONV_GRAD_INPUT ? &in[1] : &in[2];
-    conv3 p;
-    if (conv_init(&p, node, &x->shape, &w->shape, &in[0].shape, NULL)) return 0;
-    return (size_t)(p.Cig * p.K * p.L) * sizeof(float);
+    ot_conv3 p;
+    if (ot_conv3_init(&p, node, &x->shape, &w->shape, &in[0].shape, NULL)) return 0;
+    int64_t nb;
+    return grad_ws_floats(&p, &nb) * sizeof(float);
 }
 
-static ot_status check_ws(const ot_node *node, const conv3 *p, const ot_kernel_ctx *ctx, ot_error *err) {
-    size_t need = (size_t)(p->Cig * p->K * p->L) * sizeof(float);
+static ot_status check_ws(const ot_node *node, const ot_conv3 *p, const ot_kernel_ctx *ctx, int64_t *nb,
+                          ot_error *err) {
+    size_t need = grad_ws_floats(p, nb) * sizeof(float);
     if (!ctx->workspace || ctx->workspace_bytes < need)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): needs %zu bytes of workspace, given %zu", node->name,
                        node->op_type, need, ctx->workspace_bytes);
     return OT_OK;
 }
 
+/* dX over chunks of nb images: per group, dY's channels as rows (Cog x nb*L), one
+ * GEMM col = W_g^T . rows, then col2im per image (a 1x1 conv's col is dX itself). */
+static void grad_input_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int64_t nb, const float *dys,
+                               const float *ws, float *dx, int nt) {
+    int64_t Kg = p->Cig * p->K;
+    float *dyt = ctx->workspace, *col = dyt + p->Cog * nb * p->L;
+    bool pointwise = ot_conv3_pointwise(p);
+    if (!pointwise) memset(dx, 0, (size_t)(p->N * p->Cin * p->S) * sizeof(float));
+    for (int64_t n0 = 0; n0 < p->N; n0 += nb) {
+        int64_t nc = p->N - n0 < nb ? p->N - n0 : nb, ld = nc * p->L;
+        for (int64_t g = 0; g < p->G; g++) {
+            ot_conv_nc_to_rows(dys, p->Cout, p->L, n0, nc, g * p->Cog, p->Cog, dyt);
+            ot_cpu_sgemm(ctx, true, false, (int)Kg, (int)ld, (int)p->Cog, 1.0f, ws + g * p->Cog * Kg, (int)Kg, dyt,
+                        (int)ld, 0.0f, col, (int)ld);
+            if (pointwise) {
+                ot_conv_rows_to_nc(col, p->Cin, p->S, n0, nc, g * p->Cig, p->Cig, dx);
+                continue;
+            }
+            for (int64_t j = 0; j < nc; j++)
+                ot_conv3_col2im(p, col + j * p->L, ld, dx + ((n0 + j) * p->Cin + g * p->Cig) * p->S, nt);
+        }
+    }
+}
+
 OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
     const ot_tensor *dy = &in[0], *w = &in[1], *x = &in[2];
     if (dy->dtype != OT_F32 || w->dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", w->dtype, err);
-    conv3 p;
-    ot_status st = conv_init(&p, node, &x->shape, &w->shape, &dy->shape, err);
-    if (!st) st = check_ws(node, &p, ctx, err);
+    ot_conv3 p;
+    int64_t nb;
+    ot_status st = ot_conv3_init(&p, node, &x->shape, &w->shape, &dy->shape, err);
+    if (!st) st = check_ws(node, &p, ctx, &nb, err);
     if (st) return st;
     float *col = ctx->workspace, *dx = out[0].data;
     const float *dys = dy->data, *ws = w->data;
     int nt = ot_cpu_threads(ctx);
     int64_t Kg = p.Cig * p.K;
     bool general = ctx->conv_grad_general;
-    if (!general && is_pointwise(&p)) {
+    if (!general && nb > 1) {
+        grad_input_batched(ctx, &p, nb, dys, ws, dx, nt);
+        return OT_OK;
+    }
+    if (!general && ot_conv3_pointwise(&p)) {
         /* dX_g (Cig x S) = W_g^T . dY_g, written in place */
         for (int64_t n = 0; n < p.N; n++)
             for (int64_t g = 0; g < p.G; g++)
@@ -239,9 +147,9 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
         for (int64_t pl = 0; pl < planes; pl++) {
             const float *wc = ws + (pl % p.Cin) * p.K;
             for (int64_t kk = 0; kk < p.K; kk++) {
-                tap_ranges t;
-                tap_init(&p, kk, &t);
-                scatter_tap(&p, &t, dys + pl * p.L, wc[kk], true, dx + pl * p.S);
+                ot_conv_tap t;
+                ot_conv_tap_init(&p, kk, &t);
+                ot_conv_scatter_tap(&p, &t, dys + pl * p.L, wc[kk], true, dx + pl * p.S);
             }
         }
         return OT_OK;
@@ -256,7 +164,7 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
             if (general)
                 col2im_general(&p, col, dxg, nt);
             else
-                col2im(&p, col, dxg, nt);
+                ot_conv3_col2im(&p, col, p.L, dxg, nt);
         }
     return OT_OK;
 }
@@ -264,13 +172,13 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
 /* Depthwise dW[c][kk] = sum over samples and valid outputs of dY * X, in a fixed
  * order (samples, then rows, output column o2 into partial sum o2 % 4), one thread
  * per channel. */
-static void depthwise_grad_weight(const conv3 *p, const float *dys, const float *xs, float *dw, int nt) {
+static void depthwise_grad_weight(const ot_conv3 *p, const float *dys, const float *xs, float *dw, int nt) {
     const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
 #pragma omp parallel for schedule(static) num_threads(nt) if (p->N * p->Cin * p->K * p->L >= OT_CPU_PAR_MIN)
     for (int64_t c = 0; c < p->Cin; c++)
         for (int64_t kk = 0; kk < p->K; kk++) {
-            tap_ranges t;
-            tap_init(p, kk, &t);
+            ot_conv_tap t;
+            ot_conv_tap_init(p, kk, &t);
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int64_t n = 0; n < p->N; n++) {
                 const float *dyp = dys + (n * p->Cin + c) * p->L, *xp = xs + (n * p->Cin + c) * p->S;
@@ -290,12 +198,37 @@ static void depthwise_grad_weight(const conv3 *p, const float *dys, const float 
         }
 }
 
+/* dW over chunks of nb images: per group, dY's channels as rows (Cog x nb*L) and the
+ * column matrix of nb images side by side (a 1x1 conv's: X's channels as rows), one
+ * GEMM each, accumulated over the chunks in order. */
+static void grad_weight_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int64_t nb, const float *dys,
+                                const float *xs, float *dw, int nt) {
+    int64_t Kg = p->Cig * p->K;
+    float *dyt = ctx->workspace, *col = dyt + p->Cog * nb * p->L;
+    bool pointwise = ot_conv3_pointwise(p);
+    for (int64_t n0 = 0; n0 < p->N; n0 += nb) {
+        int64_t nc = p->N - n0 < nb ? p->N - n0 : nb, ld = nc * p->L;
+        for (int64_t g = 0; g < p->G; g++) {
+            ot_conv_nc_to_rows(dys, p->Cout, p->L, n0, nc, g * p->Cog, p->Cog, dyt);
+            if (pointwise)
+                ot_conv_nc_to_rows(xs, p->Cin, p->S, n0, nc, g * p->Cig, p->Cig, col);
+            else
+                for (int64_t j = 0; j < nc; j++)
+                    ot_conv3_im2col(p, xs + ((n0 + j) * p->Cin + g * p->Cig) * p->S, col + j * p->L, ld, nt);
+            /* dW_g (Cog x Kg) += rows (Cog x nb*L) . col^T (nb*L x Kg) */
+            ot_cpu_sgemm(ctx, false, true, (int)p->Cog, (int)Kg, (int)ld, 1.0f, dyt, (int)ld, col, (int)ld,
+                        n0 == 0 ? 0.0f : 1.0f, dw + g * p->Cog * Kg, (int)Kg);
+        }
+    }
+}
+
 OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
     const ot_tensor *dy = &in[0], *x = &in[1], *w = &in[2];
     if (dy->dtype != OT_F32 || x->dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", x->dtype, err);
-    conv3 p;
-    ot_status st = conv_init(&p, node, &x->shape, &w->shape, &dy->shape, err);
-    if (!st) st = check_ws(node, &p, ctx, err);
+    ot_conv3 p;
+    int64_t nb;
+    ot_status st = ot_conv3_init(&p, node, &x->shape, &w->shape, &dy->shape, err);
+    if (!st) st = check_ws(node, &p, ctx, &nb, err);
     if (st) return st;
     float *col = ctx->workspace, *dw = out[0].data;
     const float *dys = dy->data, *xs = x->data;
@@ -306,7 +239,11 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
         depthwise_grad_weight(&p, dys, xs, dw, nt);
         return OT_OK;
     }
-    bool pointwise = !general && is_pointwise(&p);
+    if (!general && nb > 1) {
+        grad_weight_batched(ctx, &p, nb, dys, xs, dw, nt);
+        return OT_OK;
+    }
+    bool pointwise = !general && ot_conv3_pointwise(&p);
     if (p.N == 0) memset(dw, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     for (int64_t n = 0; n < p.N; n++)
         for (int64_t g = 0; g < p.G; g++) {
@@ -316,7 +253,7 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
             else if (general)
                 im2col_general(&p, xg, col, nt);
             else
-                im2col(&p, xg, col, nt);
+                ot_conv3_im2col(&p, xg, col, p.L, nt);
             /* dW_g (Cog x Kg) += dY_g (Cog x L) . col^T (L x Kg) */
             ot_cpu_sgemm(ctx, false, true, (int)p.Cog, (int)Kg, (int)p.L, 1.0f,
                         dys + (n * p.Cout + g * p.Cog) * p.L, (int)p.L, b, (int)p.L, n == 0 ? 0.0f : 1.0f,

@@ -1,0 +1,65 @@
+/* conv_cols.h — private to kernels/cpu: what the Conv forward (cpu_conv.c) and its
+ * gradients (grad_conv.c) share: the convolution as a 3-D window (1-D and 2-D lifted
+ * with leading sizes of 1), im2col / col2im with a row stride so that several images
+ * sit side by side in one column matrix, and how many images one GEMM takes.
+ *
+ * Batching (issue 14): a GEMM per image multiplies W (Cout x Cin*K) by a column matrix
+ * only L = output-volume wide; late ResNet layers have L = 4, so OpenBLAS spends its
+ * time packing W again for every image. ot_conv_batch picks nb images per GEMM, so the
+ * column matrix is nb * L wide, up to OT_CONV_BATCH_COLS columns and within
+ * OT_CONV_BATCH_BYTES of workspace (one image when one is already wide enough, the
+ * per-image path, or when one image alone is over the bytes). The workspace functions
+ * and the kernels call the same ot_conv_batch, so the planner's workspace is exactly
+ * what the kernel uses. */
+#ifndef OT_CONV_COLS_H
+#define OT_CONV_COLS_H
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/pool_geometry.h"
+
+/* Output columns one GEMM aims at: past this, OpenBLAS's packing of W is a small
+ * share of the multiply (bench_conv.py measured the step). */
+#define OT_CONV_BATCH_COLS 1024
+/* Workspace bound of a batched GEMM's buffers (column matrix and the NC-order copies). */
+#define OT_CONV_BATCH_BYTES ((size_t)32 << 20)
+
+typedef struct ot_conv3 {
+    ot_window3 sp; /* the spatial window as 3-D (kernels/pool_geometry.h) */
+    int64_t N, Cin, Cout, G, Cig, Cog, K, L, S; /* K = kernel volume, L = output volume, S = input volume */
+} ot_conv3;
+
+/* From the shapes of X, W and Y (or dY): OT_E_SHAPE when ranks or channels disagree. */
+ot_status ot_conv3_init(ot_conv3 *p, const ot_node *node, const ot_shape *x, const ot_shape *w, const ot_shape *y,
+                        ot_error *err);
+/* 1x1 kernel, stride 1, no padding: the column matrix is X itself. */
+bool ot_conv3_pointwise(const ot_conv3 *p);
+/* Images per GEMM when each column of the batched GEMM needs `rows` floats of
+ * workspace: 1 means the per-image path. */
+int64_t ot_conv_batch(const ot_conv3 *p, int64_t rows);
+
+/* col[(ci*K + kk) * ld + l] = x[ci] at output l's window position kk (0 in the
+ * padding), ci < Cig; x points at the group's first channel of one image. nt threads
+ * (1: serial). */
+void ot_conv3_im2col(const ot_conv3 *p, const float *x, float *col, int64_t ld, int nt);
+/* dx[ci] += the column rows of channel ci scattered back (taps in order), one thread
+ * per channel; the inverse layout of ot_conv3_im2col. */
+void ot_conv3_col2im(const ot_conv3 *p, const float *col, int64_t ld, float *dx, int nt);
+
+/* Channels [c0, c0 + nc) of images n0 .. n0 + nb of an NC(L) tensor with C channels,
+ * to and from a (nc x nb*L) matrix whose row c holds channel c0 + c of every image in
+ * turn. */
+void ot_conv_nc_to_rows(const float *t, int64_t C, int64_t L, int64_t n0, int64_t nb, int64_t c0, int64_t nc,
+                        float *rows);
+void ot_conv_rows_to_nc(const float *rows, int64_t C, int64_t L, int64_t n0, int64_t nb, int64_t c0, int64_t nc,
+                        float *t);
+
+/* The valid outputs of one tap per spatial dim (the rest read padding), and the input
+ * index of output 0. */
+typedef struct ot_conv_tap {
+    int64_t a[3], b[3], base[3];
+} ot_conv_tap;
+void ot_conv_tap_init(const ot_conv3 *p, int64_t kk, ot_conv_tap *t);
+/* xc += wv * cr (or cr, scale false) at the valid positions of tap t. */
+void ot_conv_scatter_tap(const ot_conv3 *p, const ot_conv_tap *t, const float *cr, float wv, bool scale, float *xc);
+
+#endif
