@@ -5,10 +5,11 @@ MobileNetV2 (width --mobilenet-width) on 64x64 images, batch 8, exported in trai
 mode by PyTorch 1.13 (the TorchScript exporter, opset 17, do_constant_folding=False, as
 samples/export_samples.py).
 
-    /usr/bin/python3 bench/bench_conv.py [--onnxtrain build/onnxtrain] [--threads 2]
-        [--reps 5] [--steps 12] [--models resnet18,mobilenet_v2] [--out DIR]
+    /usr/bin/python3 bench/bench_conv.py [--onnxtrain build/onnxtrain] [--baseline OLD/onnxtrain]
+        [--threads 2] [--reps 5] [--steps 12] [--models resnet18,mobilenet_v2] [--out DIR]
 
-Each repetition runs onnxtrain and PyTorch one after the other (interleaved), with the
+Each repetition runs onnxtrain (and --baseline, another build) and PyTorch one after
+the other (interleaved), with the
 same threading environment (bench_common.pin_environment). onnxtrain's step time is
 the median of its report's step_seconds without the first step; PyTorch's the median
 of its timed steps after one warm-up step. Exports and data are written under --out
@@ -98,6 +99,7 @@ def run_torch(model, x, y, steps):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--onnxtrain")
+    ap.add_argument("--baseline", help="a second onnxtrain build, run interleaved with the first")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--steps", type=int, default=12)
@@ -113,14 +115,21 @@ def main():
     print(f"onnxtrain {exe}; PyTorch {torch.__version__}; {a.threads} threads; batch {BATCH}, {IMAGE}x{IMAGE}")
     for name in a.models.split(","):
         path, d, model, x, y = prepare(name, a.mobilenet_width, a.out)
-        ours, theirs = [], []
+        ours, base, theirs = [], [], []
         for r in range(a.reps):
             ours.append(run_onnxtrain(exe, path, d, a.steps, a.threads))
+            line = f"  {name} rep {r}: onnxtrain {ours[-1] * 1e3:8.1f} ms/step"
+            if a.baseline:
+                base.append(run_onnxtrain(os.path.abspath(a.baseline), path, d, a.steps, a.threads))
+                line += f"  baseline {base[-1] * 1e3:8.1f} ms/step"
             theirs.append(run_torch(model, x, y, a.steps))
-            print(f"  {name} rep {r}: onnxtrain {ours[-1] * 1e3:8.1f} ms/step  PyTorch {theirs[-1] * 1e3:8.1f} ms/step",
-                  flush=True)
+            print(f"{line}  PyTorch {theirs[-1] * 1e3:8.1f} ms/step", flush=True)
         mo, mt = statistics.median(ours), statistics.median(theirs)
-        print(f"{name}: onnxtrain {mo * 1e3:.1f} ms/step, PyTorch {mt * 1e3:.1f} ms/step, ratio {mo / mt:.2f}x "
+        extra = ""
+        if base:
+            mb = statistics.median(base)
+            extra = f", baseline {mb * 1e3:.1f} ms/step (ratio to PyTorch {mb / mt:.2f}x)"
+        print(f"{name}: onnxtrain {mo * 1e3:.1f} ms/step, PyTorch {mt * 1e3:.1f} ms/step, ratio {mo / mt:.2f}x{extra} "
               f"(median of {a.reps} interleaved repetitions)")
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}: wall times on a shared machine are noisy")
