@@ -92,7 +92,7 @@ static ot_graph *residual_mlp(int n, int64_t batch, int64_t d) {
 
 static int64_t plan_peak(ot_graph *g, double *secs) {
     double t0 = now_s();
-    ot_remat_measurement m = {0, 0};
+    ot_remat_measurement m = {0};
     ot_error err = {0};
     if (ot_remat_measure_planner(g, NULL, &m, &err)) {
         fprintf(stderr, "plan_5000: %s\n", err.msg);

@@ -62,7 +62,10 @@ static void train_usage(FILE *f) {
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
-          "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto\n"
+          "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto,\n"
+          "                            optimal (least recompute for --memory-budget, solved as a MIP)\n"
+          "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
+          "                            the best plan found and its gap. Needs GLPK at build time\n"
           "  --memory-budget SIZE      for --remat auto: peak bytes, e.g. 512M (K/M/G powers of 1024);\n"
           "                            with --val-input it holds the training step and validation\n"
           "output:\n"
@@ -98,7 +101,8 @@ static void train_usage(FILE *f) {
           "signal stops at once.\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported, 7 shape,\n"
           "8 data (wrong dtype/shape, label out of range), 9 memory, 10 NaN/Inf, 70 internal.\n",
-          f);
+          f);    if (!ot_remat_optimal_available())
+        fputs("\nthis build has no MIP solver (GLPK, Debian libglpk-dev): --remat optimal is unavailable\n", f);
 }
 
 typedef struct cli_obs {

@@ -28,6 +28,23 @@
 #include "plan/planner.h"
 #include "plan/schedule.h"
 
+/* The schedule and bytes in use per step, for a measure that asked for them. */
+static ot_status copy_timeline(const ot_plan *plan, ot_remat_measurement *m, ot_error *err) {
+    m->n_steps = plan->n_steps;
+    m->order = ot_xcalloc((size_t)plan->n_steps + 1, sizeof(int));
+    m->timeline = ot_xcalloc((size_t)plan->n_steps + 1, sizeof(size_t));
+    if (!m->order || !m->timeline) {
+        free(m->order);
+        free(m->timeline);
+        m->order = NULL;
+        m->timeline = NULL;
+        return ot_fail(err, OT_E_MEMORY, "remat: out of memory for a timeline of %d steps", plan->n_steps);
+    }
+    memcpy(m->order, plan->order, (size_t)plan->n_steps * sizeof(int));
+    memcpy(m->timeline, plan->timeline, (size_t)plan->n_steps * sizeof(size_t));
+    return OT_OK;
+}
+
 ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
     int *order = NULL, n = 0;
     ot_plan *plan = NULL;
@@ -37,6 +54,7 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
     if (st == OT_OK) {
         size_t top = 0;
         m->peak = (int64_t)ot_plan_peak_bytes(plan);
+        if (m->want_timeline) st = copy_timeline(plan, m, err);
         m->n_top = 0;
         for (int i = 0; i < plan->n_steps; i++) top = plan->timeline[i] > top ? plan->timeline[i] : top;
         for (int i = 0; i < plan->n_steps; i++) m->n_top += plan->timeline[i] == top;
@@ -66,7 +84,7 @@ static ot_status try_keep_m(search *s, const bool *keep, ot_remat_measurement *m
     ot_remat_rewrite rw;
     ot_status st = ot_remat_apply(s->g, s->a, keep, &rw, err);
     if (st != OT_OK) return st;
-    ot_remat_measurement m = {0, 0};
+    ot_remat_measurement m = {0};
     double cost = rw.extra_flops;
     st = s->measure(s->g, s->user, &m, err);
     int64_t peak = m.peak;
@@ -91,7 +109,7 @@ static ot_status try_keep_m(search *s, const bool *keep, ot_remat_measurement *m
 }
 
 static ot_status try_keep(search *s, const bool *keep, int64_t *peak_out, double *cost_out, ot_error *err) {
-    ot_remat_measurement m = {0, 0};
+    ot_remat_measurement m = {0};
     ot_status st = try_keep_m(s, keep, &m, cost_out, err);
     if (peak_out) *peak_out = m.peak;
     return st;
@@ -180,7 +198,7 @@ static bool better(const search *s, ot_remat_measurement m, double c, ot_remat_m
  * backward pass has freed more) that no fixed segmentation gives. */
 static ot_status local_search(search *s, bool *keep, const int *vars, int n_vars, int max_evals, ot_error *err) {
     const ot_remat_analysis *a = s->a;
-    ot_remat_measurement cur = {0, 0};
+    ot_remat_measurement cur = {0};
     double cur_c = 0.0;
     ot_status st = try_keep_m(s, keep, &cur, &cur_c, err);
     bool improved = true;
@@ -199,7 +217,7 @@ static ot_status local_search(search *s, bool *keep, const int *vars, int n_vars
             /* Fitting already: only moves that lower the cost can win; skip the planner. */
             bool cur_fit = s->budget >= 0 && cur.peak <= s->budget;
             double c_est = cur_fit ? ot_remat_keep_cost(s->g, a, keep, NULL) : 0.0;
-            ot_remat_measurement m = {0, 0};
+            ot_remat_measurement m = {0};
             double c = 0.0;
             bool won = false;
             if (!cur_fit || c_est < cur_c) {
@@ -370,6 +388,10 @@ fail:
 ot_status ot_remat_choose(ot_graph *g, const ot_remat_analysis *a, const ot_remat_policy *p,
                           ot_remat_measure_fn measure, void *user, bool *keep, ot_error *err) {
     if (p->kind == OT_REMAT_ALL && measure) return ot_remat_least_memory(g, a, measure, user, keep, NULL, err);
+    if (p->kind == OT_REMAT_OPTIMAL && p->budget_bytes > 0) {
+        if (!measure) return ot_fail(err, OT_E_INTERNAL, "remat optimal: no memory measure given");
+        return ot_remat_optimal(g, a, p->budget_bytes, p->time_limit_s, measure, user, keep, NULL, err);
+    }
     if (p->kind == OT_REMAT_AUTO && p->budget_bytes > 0) {
         if (!measure) return ot_fail(err, OT_E_INTERNAL, "remat auto: no memory measure given");
         return ot_remat_auto(g, a, p->budget_bytes, measure, user, keep, NULL, err);
