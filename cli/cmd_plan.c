@@ -155,10 +155,11 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
         if (os)
             printf("\"optimal\": {\"proven\": %s, \"gap\": %.6g, \"bound_flops\": %.0f, \"rounds\": %d, "
                    "\"model_peak_bytes\": %lld, \"planner_peak_bytes\": %lld, \"model_budget_bytes\": %lld, "
-                   "\"binaries\": %d, \"columns\": %d, \"rows\": %d, \"seconds\": %.6f}, ",
+                   "\"binaries\": %d, \"columns\": %d, \"rows\": %d, \"seconds\": %.6f, \"heuristic\": %s, "
+                   "\"auto_extra_flops\": %.0f}, ",
                    os->proven ? "true" : "false", os->gap, os->bound, os->rounds, (long long)os->model_peak,
                    (long long)os->planner_peak, (long long)os->model_budget, os->n_binaries, os->n_columns,
-                   os->n_rows, os->seconds);
+                   os->n_rows, os->seconds, os->heuristic ? "true" : "false", os->auto_cost);
         printf("\"plan\": ");
         ot_plan_write_json(p, stdout);
         if (segments) print_segments(pl, true);
@@ -183,10 +184,15 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
     printf("\n  activations held for the backward pass: %s; recompute: %d nodes, %.0f extra FLOPs "
            "(%.1f%% of the step's %.0f)\n",
            kb, rs->n_clones, extra, step > 0 ? 100.0 * extra / step : 0.0, step);
-    if (os)
+    if (os && os->heuristic)
+        printf("  optimal: auto's plan: no solution of the programme that the planner accepted was cheaper (%d "
+               "round%s, %.2f s; %d binaries)\n",
+               os->rounds, os->rounds == 1 ? "" : "s", os->seconds, os->n_binaries);
+    else if (os)
         printf("  optimal: %s (gap %.4g%%, %d round%s, %.2f s; %d binaries); solver's model peak %lld bytes, "
                "planner's %lld (%+lld)\n",
-               os->proven ? "proven" : "not proven", 100.0 * os->gap, os->rounds, os->rounds == 1 ? "" : "s",
+               os->proven ? "proven" : "not proven",
+               100.0 * os->gap, os->rounds, os->rounds == 1 ? "" : "s",
                os->seconds, os->n_binaries, (long long)os->model_peak, (long long)os->planner_peak,
                (long long)(os->planner_peak - os->model_peak));
     if (segments) print_segments(pl, false);

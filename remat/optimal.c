@@ -500,16 +500,43 @@ static ot_status no_plan(int64_t budget, int rounds, ot_error *err) {
                    (long long)budget, (double)budget / 1048576.0, rounds, rounds == 1 ? "" : "s");
 }
 
+/* The heuristic's plan (auto's, the planner's peak within budget), offered to every
+ * solve as its first incumbent and kept as the answer when no solution the planner
+ * accepts is cheaper. */
+typedef struct seed {
+    bool *keep; /* NULL: none */
+    double cost;
+    int64_t peak;
+} seed;
+
+/* The integer columns of a keep set. */
+static void keep_point(const model *md, const bool *keep, double *x) {
+    const ot_remat_analysis *a = md->a;
+    for (int v = 0; v < a->n_values; v++)
+        if (md->col[v] >= 0) x[md->col[v]] = a->saved[v] ? !keep[v] : keep[v];
+}
+
+/* The seed as the answer: stats say so. */
+static void take_seed(const model *md, const seed *sd, bool *keep, ot_remat_optimal_stats *stats) {
+    memcpy(keep, sd->keep, (size_t)md->a->n_values * sizeof(bool));
+    stats->heuristic = true;
+    stats->cost = sd->cost;
+    stats->planner_peak = sd->peak;
+    stats->model_peak = 0;
+    stats->proven = false;
+}
+
 /* The solve-check-tighten loop over a built model; keep gets the accepted plan. */
 static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double limit, ot_remat_measure_fn measure,
-                              void *user, bool *keep, ot_remat_optimal_stats *stats, ot_error *err) {
+                              void *user, const seed *sd, bool *keep, ot_remat_optimal_stats *stats, ot_error *err) {
     double *x = calloc((size_t)md->mip.n_cols + 1, sizeof(double));
-    if (!x) return oom(err);
+    double *start = calloc((size_t)md->mip.n_cols + 1, sizeof(double));
     double *cut = calloc((size_t)md->n_bounds + 1, sizeof(double));
-    if (!cut) {
-        free(x);
+    if (!x || !start || !cut) {
+        free(x), free(start), free(cut);
         return oom(err);
     }
+    if (sd->keep) keep_point(md, sd->keep, start);
     double t0 = now_s();
     ot_status st = OT_OK;
     for (;;) {
@@ -517,7 +544,7 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
         ot_mip_result r;
         /* the first solve may take half the limit, each later one half of what is left */
         double left = limit - (now_s() - t0), slot = stats->rounds + 1 >= MAX_ROUNDS ? left : left / 2.0;
-        if ((st = ot_mip_solve(&md->mip, slot > 0.05 ? slot : 0.05, x, &r, err))) break;
+        if ((st = ot_mip_solve(&md->mip, slot > 0.05 ? slot : 0.05, sd->keep ? start : NULL, x, &r, err))) break;
         stats->rounds++;
         if (r.status == OT_MIP_INFEASIBLE || r.status == OT_MIP_NO_SOLUTION) {
             st = r.status == OT_MIP_INFEASIBLE ? no_plan(budget, stats->rounds, err)
@@ -542,7 +569,10 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
         double most = 0.0;
         for (int i = 0; i < md->n_bounds; i++) most = cut[i] > most ? cut[i] : most;
         stats->model_budget = budget - (int64_t)most;
-        if (peak <= budget) break;
+        if (peak <= budget) {
+            if (sd->keep && sd->cost < cost) take_seed(md, sd, keep, stats);
+            break;
+        }
         if (stats->rounds >= MAX_ROUNDS || now_s() - t0 >= limit) {
             st = ot_fail(err, OT_E_MEMORY,
                          "--remat optimal: after %d rounds the planner's peak %lld bytes still exceeds the budget "
@@ -557,10 +587,41 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
         else
             cut[interval_at(md, top)] += over;
     }
+    if (st == OT_E_MEMORY && sd->keep) { /* nothing the planner accepts: the heuristic's plan */
+        take_seed(md, sd, keep, stats);
+        st = OT_OK;
+    }
     free(cut);
+    free(start);
     stats->seconds = now_s() - t0;
     free(x);
     return st;
+}
+
+/* auto's plan for the budget, when it finds one (a budget it cannot meet is no error
+ * here: the programme may still find a plan). */
+static ot_status seed_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
+                           void *user, seed *sd, ot_remat_optimal_stats *stats, ot_error *err) {
+    ot_remat_auto_stats as;
+    ot_error e2;
+    double t0 = now_s();
+    if (!(sd->keep = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool)))) return oom(err);
+    ot_status st = ot_remat_auto(g, a, budget, measure, user, sd->keep, &as, &e2);
+    stats->n_measured += as.n_measured;
+    stats->auto_seconds = now_s() - t0;
+    if (st == OT_E_MEMORY) {
+        free(sd->keep);
+        sd->keep = NULL;
+        return OT_OK;
+    }
+    if (st) {
+        *err = e2;
+        return st;
+    }
+    sd->cost = as.cost;
+    sd->peak = as.peak;
+    stats->auto_cost = as.cost;
+    return OT_OK;
 }
 
 ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budget, double time_limit_s,
@@ -569,9 +630,10 @@ ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budg
     ot_remat_optimal_stats local;
     if (!stats) stats = &local;
     memset(stats, 0, sizeof *stats);
+    stats->auto_cost = -1.0;
     if (!ot_remat_optimal_available()) {
         ot_mip_result r;
-        return ot_mip_solve(NULL, 0.0, NULL, &r, err); /* the refusal naming the package */
+        return ot_mip_solve(NULL, 0.0, NULL, NULL, &r, err); /* the refusal naming the package */
     }
     if (time_limit_s <= 0.0) time_limit_s = OT_REMAT_OPTIMAL_TIME_LIMIT;
     model md = {.g = g, .a = a};
@@ -590,12 +652,15 @@ ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budg
         goto done;
     }
     if (!st) st = build_model(&md, err);
+    seed sd = {0};
+    if (!st) st = seed_auto(g, a, budget, measure, user, &sd, stats, err);
     if (!st) {
         stats->n_columns = md.mip.n_cols;
         stats->n_rows = md.mip.n_rows;
         for (int j = 0; j < md.mip.n_cols; j++) stats->n_binaries += md.mip.col_int[j];
-        st = solve_rounds(&md, g, budget, time_limit_s, measure, user, keep, stats, err);
+        st = solve_rounds(&md, g, budget, time_limit_s, measure, user, &sd, keep, stats, err);
     }
+    free(sd.keep);
 done:
     model_free(&md);
     return st;

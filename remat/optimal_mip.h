@@ -42,7 +42,10 @@ typedef struct ot_mip_result {
 /* True when a solver was built in (GLPK found at configure time). */
 bool ot_mip_solver_available(void);
 /* Minimises m within time_limit_s; x[n_cols] gets the solution when there is one.
- * A build without a solver is OT_E_UNSUPPORTED. */
-ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, double *x, ot_mip_result *r, ot_error *err);
+ * start (NULL: none) proposes values for the integer columns: when the programme with
+ * them fixed is feasible, that point is the search's first incumbent (the rest of it
+ * solved as an LP). A build without a solver is OT_E_UNSUPPORTED. */
+ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, const double *start, double *x, ot_mip_result *r,
+                       ot_error *err);
 
 #endif

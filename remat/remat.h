@@ -197,13 +197,19 @@ typedef struct ot_remat_optimal_stats {
     int64_t model_budget;  /* the budget the accepted solve had (budget less tightening) */
     double seconds;        /* wall time of every solve together */
     int n_measured;        /* planner runs */
+    bool heuristic;        /* the plan is auto's (the first incumbent): no solution the
+                            * planner accepted was cheaper; model_peak is then 0 */
+    double auto_cost;      /* recompute FLOPs of auto's plan; -1 when auto found none */
+    double auto_seconds;   /* time auto took */
 } ot_remat_optimal_stats;
 
 /* The keep set of least recompute FLOPs whose planned peak fits budget: a mixed-
  * integer programme over the keep/recompute choices (see remat/optimal.c for the
- * model), solved by GLPK within time_limit_s (0: the default); every solution is
- * checked by measure and, while its exact peak exceeds budget, the programme's
- * budget is lowered by the excess and solved again. A budget the model cannot meet
+ * model), solved by GLPK within time_limit_s (0: the default), with auto's plan for
+ * the budget as the first incumbent; every solution is checked by measure and, while
+ * its exact peak exceeds budget, the programme's budget is lowered by the excess
+ * where the peak is and solved again. When no solution the planner accepts is
+ * cheaper than auto's, auto's plan is the answer (stats->heuristic). A budget the model cannot meet
  * is OT_E_MEMORY; a build without GLPK is OT_E_UNSUPPORTED. g is unchanged. */
 ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budget, double time_limit_s,
                            ot_remat_measure_fn measure, void *user, bool *keep, ot_remat_optimal_stats *stats,
