@@ -153,10 +153,10 @@ int main(int argc, char **argv) {
            "of the step\n",
            (long long)budget, now_s() - t0, st.n_measured, (now_s() - t0) / (st.n_measured ? st.n_measured : 1),
            s ? err.msg : "ok,", (long long)st.peak, 100.0 * st.cost / an.step_flops);
-    if (ot_remat_optimal_available()) { /* the MIP at this size, within 30 s */
+    if (ot_remat_optimal_available()) { /* the MIP at this size, within 20 s */
         ot_remat_optimal_stats os;
         t0 = now_s();
-        s = ot_remat_optimal(g, &an, budget, 30.0, ot_remat_measure_planner, NULL, keep, &os, &err);
+        s = ot_remat_optimal(g, &an, budget, 20.0, ot_remat_measure_planner, NULL, keep, &os, &err);
         printf("--remat optimal --memory-budget %lld: %.3f s, %d binaries, %d rounds, gap %.3g%%, %s peak %lld "
                "(model %lld), recompute %.1f%% of the step\n",
                (long long)budget, now_s() - t0, os.n_binaries, os.rounds, 100.0 * os.gap, s ? err.msg : "ok,",

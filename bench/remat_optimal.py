@@ -78,7 +78,10 @@ def row_for(binary, name, path, batch, limit):
         if os_:
             gap = "0" if os_["proven"] else "%.2g%%" % (100 * os_["gap"])
             diff = os_["planner_peak_bytes"] - os_["model_peak_bytes"]
-            solve = f"{gap} / {os_['rounds']} / {os_['seconds']:.2f} s / {diff:+,}"
+            if os_.get("heuristic"):  # the seed, auto's plan, was kept: no model peak
+                solve = f"auto's plan kept; {gap} / {os_['rounds']} / {os_['seconds']:.2f} s / —"
+            else:
+                solve = f"{gap} / {os_['rounds']} / {os_['seconds']:.2f} s / {diff:+,}"
         else:
             solve = "—"
         rows.append(f"| {name} | {d['nodes']} | {b:,} | {fmt_flops(af)} | {a[1]['choose_seconds']:.2f} s | "

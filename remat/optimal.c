@@ -37,7 +37,7 @@
 #include "remat/remat.h"
 #include "remat/remat_internal.h"
 
-#define MAX_ROUNDS 24
+#define MAX_ROUNDS 32
 #define NEVER 0x7fffffff
 
 bool ot_remat_optimal_available(void) { return ot_mip_solver_available(); }
@@ -524,6 +524,25 @@ static void take_seed(const model *md, const seed *sd, bool *keep, ot_remat_opti
     stats->planner_peak = sd->peak;
     stats->model_peak = 0;
     stats->proven = false;
+    /* against the last solve's bound (its model, tightened by the rounds so far) */
+    stats->gap = sd->cost > 0.0 ? (sd->cost - stats->bound) / sd->cost : 0.0;
+    if (stats->gap < 0.0) stats->gap = 0.0;
+}
+
+/* Rounds that only exclude the rejected solution before the budget is tightened too. */
+#define NOGOOD_ROUNDS 16
+
+/* A no-good cut: the binaries may not all take the values they have in x again,
+ * sum_{x_j=1} (1 - x_j) + sum_{x_j=0} x_j >= 1. */
+static ot_status exclude_solution(model *md, const double *x, ot_error *err) {
+    ot_mip *mp = &md->mip;
+    int ones = 0, n = mp->n_cols;
+    for (int j = 0; j < n; j++) ones += mp->col_int[j] && x[j] > 0.5;
+    int row = ot_mip_add_row(mp, 1.0 - ones, HUGE_VAL);
+    if (row < 0) return oom(err);
+    for (int j = 0; j < n; j++)
+        if (mp->col_int[j] && !ot_mip_add_coef(mp, row, j, x[j] > 0.5 ? -1.0 : 1.0)) return oom(err);
+    return OT_OK;
 }
 
 /* The solve-check-tighten loop over a built model; keep gets the accepted plan. */
@@ -580,7 +599,11 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
                          stats->rounds, (long long)peak, (long long)budget, (long long)stats->model_peak);
             break;
         }
-        /* Tighten where the plan's bytes in use peak (all of it when that is unknown). */
+        /* The first rounds exclude just this solution (exact: no other plan is lost);
+         * later ones also tighten where its bytes in use peak (all of it when that is
+         * unknown), which converges faster but may exclude plans that would fit. */
+        if ((st = exclude_solution(md, x, err))) break;
+        if (stats->rounds < NOGOOD_ROUNDS) continue;
         double over = (double)(peak - budget) + md->unit / 16.0;
         if (top < 0)
             for (int i = 0; i < md->n_bounds; i++) cut[i] += over;

@@ -189,7 +189,8 @@ typedef struct ot_remat_optimal_stats {
     int n_binaries, n_columns, n_rows; /* size of the last programme solved */
     int rounds;            /* solves: 1 + times the budget was tightened */
     bool proven;           /* the accepted solve closed the gap (optimal under the model) */
-    double gap;            /* relative MIP gap of the accepted solve (0 when proven) */
+    double gap;            /* relative MIP gap of the accepted solve (0 when proven); for
+                            * auto's plan (heuristic), its cost against the last bound */
     double cost;           /* recompute FLOPs of the chosen plan */
     double bound;          /* best lower bound on those FLOPs the solver proved */
     int64_t model_peak;    /* peak bytes in use the solver's model predicts for the plan */
