@@ -557,6 +557,7 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
     }
     if (sd->keep) keep_point(md, sd->keep, start);
     double t0 = now_s();
+    bool exact = true;
     ot_status st = OT_OK;
     for (;;) {
         set_budget(md, budget, cut);
@@ -599,11 +600,14 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
                          stats->rounds, (long long)peak, (long long)budget, (long long)stats->model_peak);
             break;
         }
-        /* The first rounds exclude just this solution (exact: no other plan is lost);
-         * later ones also tighten where its bytes in use peak (all of it when that is
-         * unknown), which converges faster but may exclude plans that would fit. */
+        /* While solves are proven (small programmes), a round excludes just this
+         * solution (exact: no other plan is lost); after NOGOOD_ROUNDS, or once a
+         * solve runs into its time, it also tightens where the plan's bytes in use
+         * peak (all of it when that is unknown): faster, but it may exclude plans
+         * that would fit. */
         if ((st = exclude_solution(md, x, err))) break;
-        if (stats->rounds < NOGOOD_ROUNDS) continue;
+        exact &= r.status == OT_MIP_OPTIMAL && stats->rounds < NOGOOD_ROUNDS;
+        if (exact) continue;
         double over = (double)(peak - budget) + md->unit / 16.0;
         if (top < 0)
             for (int i = 0; i < md->n_bounds; i++) cut[i] += over;
