@@ -53,7 +53,7 @@ static double now_s(void) {
 
 /* The point with the integer columns at start and the rest solved as an LP, 1-based
  * for glp_ios_heur_sol; NULL when that is infeasible (or out of memory). */
-static double *fixed_point(glp_prob *lp, const ot_mip *m, const double *start) {
+static double *fixed_point(glp_prob *lp, const ot_mip *m, const double *start, int tm_lim) {
     glp_prob *fx = glp_create_prob();
     glp_copy_prob(fx, lp, GLP_OFF);
     for (int j = 0; j < m->n_cols; j++)
@@ -62,6 +62,7 @@ static double *fixed_point(glp_prob *lp, const ot_mip *m, const double *start) {
     glp_init_smcp(&sp);
     sp.msg_lev = GLP_MSG_OFF;
     sp.presolve = GLP_ON;
+    sp.tm_lim = tm_lim;
     double *pt = NULL;
     if (glp_simplex(fx, &sp) == 0 && glp_get_status(fx) == GLP_OPT && (pt = malloc(((size_t)m->n_cols + 1) * sizeof(double))))
         for (int j = 0; j < m->n_cols; j++) pt[j + 1] = m->col_int[j] ? round(start[j]) : glp_get_col_prim(fx, j + 1);
@@ -97,7 +98,9 @@ ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, const double *start
     glp_scale_prob(lp, GLP_SF_AUTO);
 
     progress pr = {0};
-    if (start) pr.heur = fixed_point(lp, m, start);
+    double lim = time_limit_s * 1000.0; /* ms, for every GLPK call below */
+    int tm_lim = lim < 1.0 ? 1 : lim > 2.0e9 ? 2000000000 : (int)lim;
+    if (start) pr.heur = fixed_point(lp, m, start, tm_lim);
     glp_iocp parm;
     glp_init_iocp(&parm);
     /* an incumbent is given in the original columns: then no MIP presolve, and the
@@ -107,6 +110,7 @@ ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, const double *start
         glp_smcp sp;
         glp_init_smcp(&sp);
         sp.msg_lev = GLP_MSG_OFF;
+        sp.tm_lim = tm_lim;
         if (glp_simplex(lp, &sp) != 0 || glp_get_status(lp) != GLP_OPT) {
             free(pr.heur);
             pr.heur = NULL;
@@ -122,8 +126,8 @@ ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, const double *start
     parm.fp_heur = GLP_ON;
     parm.cb_func = on_tree;
     parm.cb_info = &pr;
-    double lim = time_limit_s * 1000.0;
-    parm.tm_lim = lim < 1.0 ? 1 : lim > 2.0e9 ? 2000000000 : (int)lim;
+    double spent = (now_s() - t0) * 1000.0; /* what is left for branch and cut */
+    parm.tm_lim = lim - spent < 1.0 ? 1 : lim - spent > 2.0e9 ? 2000000000 : (int)(lim - spent);
     int rc = glp_intopt(lp, &parm);
     int ms = glp_mip_status(lp);
     free(pr.heur);
