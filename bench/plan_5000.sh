@@ -10,5 +10,5 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$ROOT" -I"$ROOT/ir" -o "$OUT/plan_5000" \
   "$ROOT/bench/plan_5000.c" "$BUILD/libonnxtrain_lib.a" "$BUILD/onnx/libot_onnx_proto.a" \
-  -lprotobuf-c -lopenblas -fopenmp -lm
+  -lprotobuf-c -lopenblas -fopenmp -lm $(grep -q "OT_GLPK_LIBRARY:FILEPATH=/" "$BUILD/CMakeCache.txt" && echo -lglpk)
 "$OUT/plan_5000" "${1:-556}"

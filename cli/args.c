@@ -272,6 +272,7 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_BIND: return ot_str_list_add(&a->bind, arg, err);
     case OT_ARG_REMAT: a->remat = arg; return OT_OK;
     case OT_ARG_BUDGET: return ot_args_size("--memory-budget", arg, &a->memory_budget, err);
+    case OT_ARG_REMAT_TIME: return ot_args_double("--remat-time-limit", arg, 0, true, &a->remat_time_limit, err);
     case OT_ARG_OPTIMIZER: return ot_optim_kind_parse(arg, &a->optim, err);
     case OT_ARG_LR: return ot_args_double("--lr", arg, 0, true, &a->lr, err);
     case OT_ARG_MOMENTUM: return ot_args_double("--momentum", arg, 0, false, &a->momentum, err);
@@ -323,6 +324,7 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->device = a->device;
     o->remat = a->remat;
     o->memory_budget = a->memory_budget;
+    o->remat_time_limit = a->remat_time_limit;
     o->bind = a->bind.v;
     o->n_bind = a->bind.n;
     ot_optim_config_default(&o->optim, a->optim);

@@ -118,6 +118,7 @@ enum {
     OT_ARG_ACCUM,
     OT_ARG_LORA,
     OT_ARG_LORA_TARGET,
+    OT_ARG_REMAT_TIME,
     OT_ARG_OWN /* first code free for a command's own options */
 };
 #define OT_ARGS_OPT_INPUT {"input", required_argument, NULL, OT_ARG_INPUT}
@@ -130,6 +131,7 @@ enum {
 #define OT_ARGS_OPT_BIND {"bind", required_argument, NULL, OT_ARG_BIND}
 #define OT_ARGS_OPT_REMAT {"remat", required_argument, NULL, OT_ARG_REMAT}
 #define OT_ARGS_OPT_BUDGET {"memory-budget", required_argument, NULL, OT_ARG_BUDGET}
+#define OT_ARGS_OPT_REMAT_TIME {"remat-time-limit", required_argument, NULL, OT_ARG_REMAT_TIME}
 #define OT_ARGS_OPT_OUTPUT {"output", required_argument, NULL, OT_ARG_OUTPUT}
 #define OT_ARGS_OPT_CLASS_AXIS {"class-axis", required_argument, NULL, OT_ARG_CLASS_AXIS}
 #define OT_ARGS_OPT_IGNORE {"ignore-index", required_argument, NULL, OT_ARG_IGNORE}
@@ -149,7 +151,7 @@ enum {
     OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,            \
         OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,             \
         OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT, OT_ARGS_OPT_BUDGET,          \
-        OT_ARGS_OPTS_OPTIM, {"lora", required_argument, NULL, OT_ARG_LORA},                                         \
+        OT_ARGS_OPT_REMAT_TIME, OT_ARGS_OPTS_OPTIM, {"lora", required_argument, NULL, OT_ARG_LORA},                 \
         {"lora-target", required_argument, NULL, OT_ARG_LORA_TARGET}
 
 /* Help text of the shared options, one block per group, for the commands' --help. */
@@ -213,6 +215,7 @@ typedef struct ot_common_args {
     ot_str_list bind;       /* --bind, repeatable */
     const char *remat;      /* --remat POLICY, or NULL */
     int64_t memory_budget;  /* --memory-budget bytes; 0: none */
+    double remat_time_limit; /* --remat-time-limit seconds for --remat optimal; 0: the default */
     /* the optimizer: the kind's defaults, then the values the user set (NaN: not set) */
     ot_optim_kind optim;
     double lr, momentum, weight_decay, beta1, beta2, eps, clip;

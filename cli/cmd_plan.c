@@ -42,9 +42,12 @@ static void usage(FILE *f) {
           "optimizer (its state and update are planned with the step; default sgd):\n"
           OT_ARGS_HELP_OPTIM
           "plan:\n"
-          "  --remat POLICY            none, all, sqrt, every:K, selective, manual:NAME,... or auto\n"
+          "  --remat POLICY            none, all, sqrt, every:K, selective, manual:NAME,..., auto\n"
+          "                            or optimal (least recompute for the budget, as a MIP)\n"
           "                            (default auto: selective, or the cheapest plan within the budget)\n"
-          "  --memory-budget SIZE      e.g. 512M, 2G: the peak auto must fit\n"
+          "  --memory-budget SIZE      e.g. 512M, 2G: the peak auto or optimal must fit\n"
+          "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
+          "                            the best plan found and its gap. Needs GLPK at build time\n"
           "  --device DEV              cpu (default) or cuda[:N]: whose workspace sizes count\n"
           "  --ranks N                 plan one rank of `mpirun -np N onnxtrain train`: --batch-size\n"
           "                            is the global batch, each rank's step is planned at B/N\n"
@@ -54,6 +57,8 @@ static void usage(FILE *f) {
           "  --dot FILE                write the training graph (recompute nodes dashed, orange)\n"
           "  --timeline FILE.svg       draw bytes in use along the schedule for both plans\n",
           f);
+    if (!ot_remat_optimal_available())
+        fputs("\nthis build has no MIP solver (GLPK, Debian libglpk-dev): --remat optimal is unavailable\n", f);
 }
 
 typedef struct plan_opts {
@@ -146,6 +151,7 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
     ot_train_memory_info(pl->s, &ms);
     double extra = rs->extra_flops, step = step_flops(pl);
     int64_t kept = rs->applied ? rs->kept : rs->kept_none;
+    const ot_remat_optimal_stats *os = ot_train_remat_optimal(pl->s);
     if (json) {
         printf("{\"policy\": ");
         ot_json_string(stdout, label);
@@ -154,6 +160,14 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
                ot_plan_peak_bytes(p), extra, step, step > 0 ? extra / step : 0.0, rs->n_clones, (long long)kept,
                ot_train_remat_choose_seconds(pl->s));
         if (ms.val_peak) printf("\"validation_peak_bytes\": %lld, ", (long long)ms.val_peak);
+        if (os)
+            printf("\"optimal\": {\"proven\": %s, \"gap\": %.6g, \"bound_flops\": %.0f, \"rounds\": %d, "
+                   "\"model_peak_bytes\": %lld, \"planner_peak_bytes\": %lld, \"model_budget_bytes\": %lld, "
+                   "\"binaries\": %d, \"columns\": %d, \"rows\": %d, \"seconds\": %.6f, \"heuristic\": %s, "
+                   "\"auto_extra_flops\": %.0f}, ",
+                   os->proven ? "true" : "false", os->gap, os->bound, os->rounds, (long long)os->model_peak,
+                   (long long)os->planner_peak, (long long)os->model_budget, os->n_binaries, os->n_columns,
+                   os->n_rows, os->seconds, os->heuristic ? "true" : "false", os->auto_cost);
         printf("\"plan\": ");
         ot_plan_write_json(p, stdout);
         if (segments) print_segments(pl, true);
@@ -178,6 +192,17 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
     printf("\n  activations held for the backward pass: %s; recompute: %d nodes, %.0f extra FLOPs "
            "(%.1f%% of the step's %.0f)\n",
            kb, rs->n_clones, extra, step > 0 ? 100.0 * extra / step : 0.0, step);
+    if (os && os->heuristic)
+        printf("  optimal: auto's plan: no solution of the programme that the planner accepted was cheaper (%d "
+               "round%s, %.2f s; %d binaries)\n",
+               os->rounds, os->rounds == 1 ? "" : "s", os->seconds, os->n_binaries);
+    else if (os)
+        printf("  optimal: %s (gap %.4g%%, %d round%s, %.2f s; %d binaries); solver's model peak %lld bytes, "
+               "planner's %lld (%+lld)\n",
+               os->proven ? "proven" : "not proven",
+               100.0 * os->gap, os->rounds, os->rounds == 1 ? "" : "s",
+               os->seconds, os->n_binaries, (long long)os->model_peak, (long long)os->planner_peak,
+               (long long)(os->planner_peak - os->model_peak));
     if (segments) print_segments(pl, false);
 }
 
@@ -217,7 +242,7 @@ static ot_status plan_one(const plan_opts *o, ot_model *m, ot_dataset *data, ot_
     to.remat = policy;
     to.batch_size = batch;
     /* a budget is what auto searches within; a fixed policy is planned as it is */
-    to.memory_budget = !strcmp(policy, "auto") ? o->args.memory_budget : 0;
+    to.memory_budget = !strcmp(policy, "auto") || !strcmp(policy, "optimal") ? o->args.memory_budget : 0;
     to.validation = val->n_arrays > 0; /* planned with the step, inside the budget, as train does */
     ot_status st = ot_dist_train_options(o->dist, &to, false, err); /* --ranks: the per-rank step */
     if (st) return st;
@@ -234,7 +259,7 @@ static void policy_label(const char *policy, int64_t budget, char *label, size_t
     ot_remat_policy pol = {0};
     if (ot_remat_policy_parse(policy, &pol, NULL) == OT_OK) ot_remat_policy_str(&pol, label, n);
     else snprintf(label, n, "%s", policy);
-    if (pol.kind == OT_REMAT_AUTO && budget) {
+    if ((pol.kind == OT_REMAT_AUTO || pol.kind == OT_REMAT_OPTIMAL) && budget) {
         char hb[32];
         human((double)budget, hb, sizeof hb);
         size_t l = strlen(label);

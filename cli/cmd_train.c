@@ -71,7 +71,10 @@ static void train_usage(FILE *f) {
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
-          "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto\n"
+          "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto,\n"
+          "                            optimal (least recompute for --memory-budget, solved as a MIP)\n"
+          "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
+          "                            the best plan found and its gap. Needs GLPK at build time\n"
           "  --memory-budget SIZE      for --remat auto: peak bytes, e.g. 512M (K/M/G powers of 1024);\n"
           "                            with --val-input it holds the training step and validation\n"
           "output:\n"
@@ -111,6 +114,8 @@ static void train_usage(FILE *f) {
           "8 data (wrong dtype/shape, label out of range), 9 memory, 10 NaN/Inf, 13 another rank\n"
           "failed or hangs (mpirun; ONNXTRAIN_DIST_TIMEOUT seconds, default 600), 70 internal.\n",
           f);
+    if (!ot_remat_optimal_available())
+        fputs("\nthis build has no MIP solver (GLPK, Debian libglpk-dev): --remat optimal is unavailable\n", f);
 }
 
 typedef struct cli_obs {

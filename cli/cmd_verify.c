@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "ir/json_write.h"
+#include "remat/remat.h"
 #include "train/train.h"
 #include "kernels/kernel.h"
 
@@ -32,14 +33,19 @@ static void usage(FILE *f) {
           "optimizer (for the memory figures; default sgd):\n"
           OT_ARGS_HELP_OPTIM
           "run:\n"
-          "  --remat POLICY            none, all, sqrt, every:K, selective, manual:NAME,... or auto\n"
-          "  --memory-budget SIZE      budget for --remat auto (e.g. 512M)\n"
+          "  --remat POLICY            none, all, sqrt, every:K, selective, manual:NAME,..., auto\n"
+          "                            or optimal (least recompute for the budget, as a MIP)\n"
+          "  --memory-budget SIZE      budget for --remat auto or optimal (e.g. 512M)\n"
+          "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
+          "                            the best plan found and its gap. Needs GLPK at build time\n"
           "  --seed N                  Philox seed of Dropout (default 0)\n"
           "  --threads N               kernel threads (default: OpenMP's)\n"
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --json                    print the comparison as JSON\n"
           "Exit codes: 0 all bitwise equal, 11 a difference, others as `onnxtrain --help`.\n",
           f);
+    if (!ot_remat_optimal_available())
+        fputs("\nthis build has no MIP solver (GLPK, Debian libglpk-dev): --remat optimal is unavailable\n", f);
 }
 
 typedef struct verify_opts {
@@ -62,6 +68,7 @@ static ot_status run_step(const verify_opts *o, ot_model *m, ot_dataset *data, c
     ot_train_options_default(&to);
     ot_common_args_to_train(&o->args, &to);
     to.remat = policy;
+    if (!strcmp(policy, "none")) to.memory_budget = 0; /* the budget is the policy's, not the reference's */
     to.whole_batch = true;       /* every sample unless --batch-size */
     to.keep_host_weights = true; /* the next step reads them from the model again */
     to.no_numerics_check = true; /* a NaN is compared like any other bits */

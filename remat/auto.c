@@ -28,6 +28,23 @@
 #include "plan/planner.h"
 #include "plan/schedule.h"
 
+/* The schedule and bytes in use per step, for a measure that asked for them. */
+static ot_status copy_timeline(const ot_plan *plan, ot_remat_measurement *m, ot_error *err) {
+    m->n_steps = plan->n_steps;
+    m->order = ot_xcalloc((size_t)plan->n_steps + 1, sizeof(int));
+    m->timeline = ot_xcalloc((size_t)plan->n_steps + 1, sizeof(size_t));
+    if (!m->order || !m->timeline) {
+        free(m->order);
+        free(m->timeline);
+        m->order = NULL;
+        m->timeline = NULL;
+        return ot_fail(err, OT_E_MEMORY, "remat: out of memory for a timeline of %d steps", plan->n_steps);
+    }
+    memcpy(m->order, plan->order, (size_t)plan->n_steps * sizeof(int));
+    memcpy(m->timeline, plan->timeline, (size_t)plan->n_steps * sizeof(size_t));
+    return OT_OK;
+}
+
 ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
     int *order = NULL, n = 0;
     ot_plan *plan = NULL;
@@ -37,6 +54,7 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
     if (st == OT_OK) {
         size_t top = 0;
         m->peak = (int64_t)ot_plan_peak_bytes(plan);
+        if (m->want_timeline) st = copy_timeline(plan, m, err);
         m->n_top = 0;
         for (int i = 0; i < plan->n_steps; i++) top = plan->timeline[i] > top ? plan->timeline[i] : top;
         for (int i = 0; i < plan->n_steps; i++) m->n_top += plan->timeline[i] == top;
@@ -66,7 +84,7 @@ static ot_status try_keep_m(search *s, const bool *keep, ot_remat_measurement *m
     ot_remat_rewrite rw;
     ot_status st = ot_remat_apply(s->g, s->a, keep, &rw, err);
     if (st != OT_OK) return st;
-    ot_remat_measurement m = {0, 0};
+    ot_remat_measurement m = {0};
     double cost = rw.extra_flops;
     st = s->measure(s->g, s->user, &m, err);
     int64_t peak = m.peak;
@@ -91,7 +109,7 @@ static ot_status try_keep_m(search *s, const bool *keep, ot_remat_measurement *m
 }
 
 static ot_status try_keep(search *s, const bool *keep, int64_t *peak_out, double *cost_out, ot_error *err) {
-    ot_remat_measurement m = {0, 0};
+    ot_remat_measurement m = {0};
     ot_status st = try_keep_m(s, keep, &m, cost_out, err);
     if (peak_out) *peak_out = m.peak;
     return st;
@@ -138,22 +156,25 @@ static int ranked_desc(const void *x, const void *y) {
     return a->v - b->v;
 }
 
-/* keep = none minus the first k entries of order. */
-static void prefix_keep(const search *s, const ranked *order, int k, bool *keep) {
-    for (int v = 0; v < s->a->n_values; v++) keep[v] = s->a->candidate[v];
+/* keep = none minus the first k entries of order; with chains, the candidates the
+ * backward pass does not read are not kept either (a clone recomputes them rather
+ * than holding them), so that the longest prefix is the least-memory plan. */
+static void prefix_keep(const search *s, const ranked *order, int k, bool chains, bool *keep) {
+    const ot_remat_analysis *a = s->a;
+    for (int v = 0; v < a->n_values; v++) keep[v] = a->candidate[v] && (!chains || a->saved[v] || a->pinned[v]);
     for (int i = 0; i < k; i++) keep[order[i].v] = false;
 }
 
 /* Bisects the prefix length of a drop order for the shortest prefix that fits. */
-static ot_status bisect_order(search *s, const ranked *order, int n, bool *keep, ot_error *err) {
+static ot_status bisect_order(search *s, const ranked *order, int n, bool chains, bool *keep, ot_error *err) {
     int lo = 0, hi = n; /* invariant (assumed): prefix hi fits if anything does */
     int64_t peak = 0;
-    prefix_keep(s, order, hi, keep);
+    prefix_keep(s, order, hi, chains, keep);
     ot_status st = try_keep(s, keep, &peak, NULL, err);
     if (st != OT_OK || peak > s->budget) return st;
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
-        prefix_keep(s, order, mid, keep);
+        prefix_keep(s, order, mid, chains, keep);
         st = try_keep(s, keep, &peak, NULL, err);
         if (st != OT_OK) return st;
         if (peak <= s->budget) hi = mid;
@@ -180,7 +201,7 @@ static bool better(const search *s, ot_remat_measurement m, double c, ot_remat_m
  * backward pass has freed more) that no fixed segmentation gives. */
 static ot_status local_search(search *s, bool *keep, const int *vars, int n_vars, int max_evals, ot_error *err) {
     const ot_remat_analysis *a = s->a;
-    ot_remat_measurement cur = {0, 0};
+    ot_remat_measurement cur = {0};
     double cur_c = 0.0;
     ot_status st = try_keep_m(s, keep, &cur, &cur_c, err);
     bool improved = true;
@@ -199,7 +220,7 @@ static ot_status local_search(search *s, bool *keep, const int *vars, int n_vars
             /* Fitting already: only moves that lower the cost can win; skip the planner. */
             bool cur_fit = s->budget >= 0 && cur.peak <= s->budget;
             double c_est = cur_fit ? ot_remat_keep_cost(s->g, a, keep, NULL) : 0.0;
-            ot_remat_measurement m = {0, 0};
+            ot_remat_measurement m = {0};
             double c = 0.0;
             bool won = false;
             if (!cur_fit || c_est < cur_c) {
@@ -297,6 +318,217 @@ ot_status ot_remat_least_memory(ot_graph *g, const ot_remat_analysis *a, ot_rema
     return st;
 }
 
+/* FLOPs of recomputing saved value v from the other saved values, params and inputs:
+ * its producer and, back through its inputs, every candidate the backward pass does
+ * not read. Freeing a value whose input is such a candidate (a Transpose of a view of
+ * a MatMul) frees nothing unless that chain is recomputed too. stamp/stack: scratch,
+ * stamp[node] == tag marks a visited node. */
+static double closure_flops(const ot_graph *g, const ot_remat_analysis *a, int v, int *stamp, int tag, int *stack) {
+    double f = 0.0;
+    int sp = 0;
+    stack[sp++] = g->values[v].producer;
+    stamp[g->values[v].producer] = tag;
+    while (sp > 0) {
+        const ot_node *n = &g->nodes[stack[--sp]];
+        f += a->node_flops[n->id];
+        for (int i = 0; i < n->n_inputs; i++) {
+            int u = n->inputs[i];
+            if (u < 0 || !a->candidate[u] || a->saved[u] || a->pinned[u]) continue;
+            int p = g->values[u].producer;
+            if (stamp[p] != tag) {
+                stamp[p] = tag;
+                stack[sp++] = p;
+            }
+        }
+    }
+    return f;
+}
+
+static ot_status closure_orders(search *s, const int *vars, int n, ranked *order, bool *keep, ot_error *err) {
+    const ot_remat_analysis *a = s->a;
+    int *stamp = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int)), *stack = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
+    double *cf = ot_xcalloc((size_t)n + 1, sizeof(double));
+    ot_status st = OT_OK;
+    if (!stamp || !stack || !cf) st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", n);
+    for (int i = 0; i < n && !st; i++) {
+        cf[i] = closure_flops(s->g, a, vars[i], stamp, i + 1, stack);
+        order[i] = (ranked){vars[i], (double)ot_remat_value_bytes(s->g, vars[i]) / (1.0 + cf[i])};
+    }
+    if (!st) {
+        qsort(order, (size_t)n, sizeof(ranked), ranked_desc);
+        st = bisect_order(s, order, n, true, keep, err);
+    }
+    for (int i = 0; i < n && !st; i++) order[i] = (ranked){vars[i], -cf[i]};
+    if (!st) {
+        qsort(order, (size_t)n, sizeof(ranked), ranked_desc);
+        st = bisect_order(s, order, n, true, keep, err);
+    }
+    free(stamp);
+    free(stack);
+    free(cf);
+    return st;
+}
+
+/* Exchanges are tried on graphs with at most this many search variables: their
+ * count grows as its square (a 5,000-node graph has ~1,700, and skips them). */
+#define SWAP_MAX_VARS 200
+
+typedef struct swap {
+    double cost;
+    int keep_v, drop_v;
+} swap;
+
+static int swap_cmp(const void *x, const void *y) {
+    const swap *a = x, *b = y;
+    if (a->cost != b->cost) return a->cost < b->cost ? -1 : 1;
+    if (a->keep_v != b->keep_v) return a->keep_v - b->keep_v;
+    return a->drop_v - b->drop_v;
+}
+
+/* Exchange search from the best plan: keep one recomputed value and recompute one
+ * kept one instead, cheapest exchange first, while the peak fits (first fitting
+ * improvement wins, then again). Finds what single flips cannot: keeping the output
+ * of a matmul chain and recomputing a cheap LayerNorm or residual Add in its place,
+ * each flip alone either over the budget or dearer. */
+static ot_status swap_search(search *s, bool *keep, const int *vars, int n, int max_evals, ot_error *err) {
+    const ot_remat_analysis *a = s->a;
+    size_t nb = (size_t)a->n_values * sizeof(bool);
+    swap *sw = ot_xcalloc((size_t)n * (size_t)n + 1, sizeof(swap));
+    if (!sw) return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d exchanges", n * n);
+    ot_status st = OT_OK;
+    bool improved = s->have_best;
+    while (st == OT_OK && improved && max_evals > 0) {
+        improved = false;
+        memcpy(keep, s->best, nb);
+        double cur = s->best_cost;
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            if (keep[vars[i]]) continue;
+            for (int j = 0; j < n; j++) {
+                if (!keep[vars[j]]) continue;
+                keep[vars[i]] = true, keep[vars[j]] = false;
+                double c = ot_remat_keep_cost(s->g, a, keep, NULL);
+                keep[vars[i]] = false, keep[vars[j]] = true;
+                if (c >= 0.0 && c < cur) sw[m++] = (swap){c, vars[i], vars[j]};
+            }
+        }
+        qsort(sw, (size_t)m, sizeof(swap), swap_cmp);
+        for (int k = 0; k < m && max_evals > 0 && !improved; k++) {
+            keep[sw[k].keep_v] = true, keep[sw[k].drop_v] = false;
+            double before = s->best_cost;
+            st = try_keep(s, keep, NULL, NULL, err);
+            max_evals--;
+            if (st != OT_OK) break;
+            improved = s->best_cost < before;
+            keep[sw[k].keep_v] = false, keep[sw[k].drop_v] = true;
+        }
+    }
+    free(sw);
+    return st;
+}
+
+/* Expensive clones an unclone pass tries, and the drops it may add to fit again. */
+#define UNCLONE_NODES 4
+#define UNCLONE_REPAIRS 8
+#define UNCLONE_TRIES 6
+
+/* True when recomputing saved value w under keep clones node p (w's chain reaches it). */
+static bool chain_reaches(const ot_graph *g, const ot_remat_analysis *a, const bool *keep, int w, int p, int *stamp,
+                          int tag, int *stack) {
+    int sp = 0;
+    stack[sp++] = g->values[w].producer;
+    stamp[g->values[w].producer] = tag;
+    while (sp > 0) {
+        const ot_node *n = &g->nodes[stack[--sp]];
+        if (n->id == p) return true;
+        for (int i = 0; i < n->n_inputs; i++) {
+            int u = n->inputs[i], q = u >= 0 ? g->values[u].producer : -1;
+            if (u < 0 || !a->candidate[u] || keep[u] || stamp[q] == tag) continue;
+            stamp[q] = tag;
+            stack[sp++] = q;
+        }
+    }
+    return false;
+}
+
+/* One unclone move: keep every recomputed value whose chain clones p (a matmul three
+ * Transposes share, say: no exchange of one value removes it), then recompute, one by
+ * one, the kept values of best bytes per chain FLOP (cf) until the peak fits. */
+static ot_status unclone_one(search *s, bool *keep, const int *vars, int n, const double *cf, int p, int *stamp,
+                             int *tag, int *stack, bool *group, ot_error *err) {
+    const ot_remat_analysis *a = s->a;
+    memcpy(keep, s->best, (size_t)a->n_values * sizeof(bool));
+    int n_kept = 0;
+    for (int i = 0; i < n; i++) {
+        group[i] = !keep[vars[i]] && chain_reaches(s->g, a, s->best, vars[i], p, stamp, ++*tag, stack);
+        if (group[i]) keep[vars[i]] = true, n_kept++;
+    }
+    if (!n_kept) return OT_OK;
+    int64_t peak = 0;
+    ot_status st = try_keep(s, keep, &peak, NULL, err);
+    /* Peaks are not monotone (a recomputed residual Add may raise it): each repair
+     * measures the UNCLONE_TRIES best-ranked drops and takes the lowest peak. */
+    ranked cand[UNCLONE_TRIES];
+    for (int r = 0; r < UNCLONE_REPAIRS && st == OT_OK && peak > s->budget; r++) {
+        int nc = 0;
+        for (int i = 0; i < n; i++) {
+            if (!keep[vars[i]] || group[i]) continue;
+            ranked c = {i, (double)ot_remat_value_bytes(s->g, vars[i]) / (1.0 + cf[i])};
+            int at = nc < UNCLONE_TRIES ? nc++ : UNCLONE_TRIES;
+            while (at > 0 && ranked_desc(&c, &cand[at - 1]) < 0) {
+                if (at < UNCLONE_TRIES) cand[at] = cand[at - 1];
+                at--;
+            }
+            if (at < UNCLONE_TRIES) cand[at] = c;
+        }
+        int pick = -1;
+        int64_t pick_peak = peak;
+        for (int k = 0; k < nc && st == OT_OK; k++) {
+            int64_t pk = 0;
+            keep[vars[cand[k].v]] = false;
+            st = try_keep(s, keep, &pk, NULL, err);
+            keep[vars[cand[k].v]] = true;
+            if (pk < pick_peak) pick_peak = pk, pick = cand[k].v;
+        }
+        if (pick < 0) break; /* no drop lowers the peak */
+        keep[vars[pick]] = false;
+        peak = pick_peak;
+    }
+    return st;
+}
+
+/* Unclone moves on the best plan's most expensive clones, again while one wins. */
+static ot_status unclone_search(search *s, bool *keep, const int *vars, int n, ot_error *err) {
+    const ot_remat_analysis *a = s->a;
+    int *stamp = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int)), *stack = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
+    bool *cloned = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(bool)), *group = ot_xcalloc((size_t)n + 1, sizeof(bool));
+    int *mstack = ot_xcalloc(ot_remat_stack_room(s->g, a), sizeof(int));
+    double *cf = ot_xcalloc((size_t)n + 1, sizeof(double));
+    ranked *top = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(ranked));
+    ot_status st = OT_OK;
+    if (!stamp || !stack || !cloned || !group || !mstack || !cf || !top)
+        st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d nodes", a->n_nodes);
+    int tag = 0;
+    for (int i = 0; i < n && !st; i++) cf[i] = closure_flops(s->g, a, vars[i], stamp, ++tag, stack);
+    bool improved = s->have_best;
+    for (int round = 0; round < 4 && improved && !st; round++) {
+        improved = false;
+        memset(cloned, 0, (size_t)a->n_nodes * sizeof(bool));
+        ot_remat_mark_clones(s->g, a, s->best, cloned, mstack);
+        int m = 0;
+        for (int id = 0; id < a->n_nodes; id++)
+            if (cloned[id] && a->node_flops[id] > 0.0) top[m++] = (ranked){id, a->node_flops[id]};
+        qsort(top, (size_t)m, sizeof(ranked), ranked_desc);
+        for (int k = 0; k < m && k < UNCLONE_NODES && !st && !improved; k++) {
+            double before = s->best_cost;
+            st = unclone_one(s, keep, vars, n, cf, top[k].v, stamp, &tag, stack, group, err);
+            improved = s->best_cost < before;
+        }
+    }
+    free(stamp), free(stack), free(cloned), free(group), free(mstack), free(cf), free(top);
+    return st;
+}
+
 ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
                         void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
     int nv = a->n_values;
@@ -330,11 +562,15 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
         order[i] = (ranked){vars[i], (double)ot_remat_value_bytes(g, vars[i]) / (1.0 + f)};
     }
     qsort(order, (size_t)n, sizeof(ranked), ranked_desc);
-    st = bisect_order(&s, order, n, keep, err);
+    st = bisect_order(&s, order, n, false, keep, err);
     if (st != OT_OK) goto fail;
     for (int i = 0; i < n; i++) order[i].key = -a->node_flops[g->values[order[i].v].producer];
     qsort(order, (size_t)n, sizeof(ranked), ranked_desc);
-    st = bisect_order(&s, order, n, keep, err);
+    st = bisect_order(&s, order, n, false, keep, err);
+    if (st != OT_OK) goto fail;
+    /* The same two orders by what freeing a value really costs: its producer chain
+     * back to saved values (closure_flops), not its producer alone. */
+    st = closure_orders(&s, vars, n, order, keep, err);
     if (st != OT_OK) goto fail;
 
     if (!s.have_best) { /* tight budget: the least-peak search, which `all` also uses */
@@ -353,6 +589,15 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
     memcpy(keep, s.best, (size_t)nv * sizeof(bool));
     n = search_vars(g, a, vars);
     st = local_search(&s, keep, vars, n, eval_cap(n), err);
+    /* exchanges, then flips again from what they found, while either lowers the cost */
+    for (int round = 0; round < 4 && st == OT_OK && n <= SWAP_MAX_VARS; round++) {
+        double before = s.best_cost;
+        st = swap_search(&s, keep, vars, n, eval_cap(n), err);
+        if (st == OT_OK) st = unclone_search(&s, keep, vars, n, err);
+        if (st != OT_OK || s.best_cost >= before) break;
+        memcpy(keep, s.best, (size_t)nv * sizeof(bool));
+        st = local_search(&s, keep, vars, n, eval_cap(n), err);
+    }
     if (st != OT_OK) goto fail;
 done:
     memcpy(keep_out, s.best, (size_t)nv * sizeof(bool));
@@ -370,6 +615,10 @@ fail:
 ot_status ot_remat_choose(ot_graph *g, const ot_remat_analysis *a, const ot_remat_policy *p,
                           ot_remat_measure_fn measure, void *user, bool *keep, ot_error *err) {
     if (p->kind == OT_REMAT_ALL && measure) return ot_remat_least_memory(g, a, measure, user, keep, NULL, err);
+    if (p->kind == OT_REMAT_OPTIMAL && p->budget_bytes > 0) {
+        if (!measure) return ot_fail(err, OT_E_INTERNAL, "remat optimal: no memory measure given");
+        return ot_remat_optimal(g, a, p->budget_bytes, p->time_limit_s, measure, user, keep, NULL, err);
+    }
     if (p->kind == OT_REMAT_AUTO && p->budget_bytes > 0) {
         if (!measure) return ot_fail(err, OT_E_INTERNAL, "remat auto: no memory measure given");
         return ot_remat_auto(g, a, p->budget_bytes, measure, user, keep, NULL, err);

@@ -49,6 +49,7 @@ ot_status ot_remat_policy_parse(const char *text, ot_remat_policy *p, ot_error *
     else if (!strcmp(text, "sqrt")) p->kind = OT_REMAT_SQRT;
     else if (!strcmp(text, "selective")) p->kind = OT_REMAT_SELECTIVE;
     else if (!strcmp(text, "auto")) p->kind = OT_REMAT_AUTO;
+    else if (!strcmp(text, "optimal")) p->kind = OT_REMAT_OPTIMAL;
     else if (!strncmp(text, "every:", 6)) {
         char *end = NULL;
         errno = 0;
@@ -66,13 +67,14 @@ ot_status ot_remat_policy_parse(const char *text, ot_remat_policy *p, ot_error *
         }
     } else {
         return ot_fail(err, OT_E_USAGE,
-                       "--remat '%s': expected none, all, sqrt, every:K, selective, manual:NAME,... or auto", text);
+                       "--remat '%s': expected none, all, sqrt, every:K, selective, manual:NAME,..., auto or optimal",
+                       text);
     }
     return OT_OK;
 }
 
 const char *ot_remat_policy_str(const ot_remat_policy *p, char *buf, size_t n) {
-    static const char *names[] = {"none", "all", "sqrt", "every", "selective", "manual", "auto"};
+    static const char *names[] = {"none", "all", "sqrt", "every", "selective", "manual", "auto", "optimal"};
     if (p->kind == OT_REMAT_EVERY) {
         snprintf(buf, n, "every:%d", p->every_k);
     } else if (p->kind == OT_REMAT_MANUAL) {
@@ -175,6 +177,11 @@ ot_status ot_remat_policy_keep(const ot_graph *g, const ot_remat_analysis *a, co
         ot_remat_segment_keep(g, a, sqrt((double)a->saved_bytes * unit), 0.0, keep);
         break;
     }
+    case OT_REMAT_OPTIMAL:
+        return ot_fail(err, p->budget_bytes > 0 ? OT_E_INTERNAL : OT_E_USAGE,
+                       p->budget_bytes > 0 ? "remat: optimal is chosen by ot_remat_optimal"
+                                           : "--remat optimal needs --memory-budget SIZE: the least recompute "
+                                             "cost is for a budget");
     case OT_REMAT_AUTO:
         if (p->budget_bytes > 0)
             return ot_fail(err, OT_E_INTERNAL, "remat: auto with a budget is chosen by ot_remat_auto");

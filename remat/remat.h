@@ -78,6 +78,7 @@ typedef enum ot_remat_kind {
     OT_REMAT_SELECTIVE, /* recompute pointwise / norm / view / layout / dropout outputs */
     OT_REMAT_MANUAL,    /* keep exactly the values whose names match the globs */
     OT_REMAT_AUTO,      /* least cost under budget_bytes; selective without a budget */
+    OT_REMAT_OPTIMAL,   /* least cost under budget_bytes, solved as a MIP (remat/optimal.c) */
 } ot_remat_kind;
 
 typedef struct ot_remat_policy {
@@ -85,10 +86,11 @@ typedef struct ot_remat_policy {
     int every_k;          /* OT_REMAT_EVERY */
     char **globs;         /* OT_REMAT_MANUAL: fnmatch patterns */
     int n_globs;
-    int64_t budget_bytes; /* OT_REMAT_AUTO: 0 = no budget */
+    int64_t budget_bytes; /* OT_REMAT_AUTO, OT_REMAT_OPTIMAL: 0 = no budget */
+    double time_limit_s;  /* OT_REMAT_OPTIMAL: the solver's limit; 0 = the default (60 s) */
 } ot_remat_policy;
 
-/* Parses "none" | "all" | "sqrt" | "every:K" | "selective" | "manual:N1,N2" | "auto".
+/* Parses "none" | "all" | "sqrt" | "every:K" | "selective" | "manual:N1,N2" | "auto" | "optimal".
  * OT_E_USAGE naming the text otherwise. Free with ot_remat_policy_free. */
 ot_status ot_remat_policy_parse(const char *text, ot_remat_policy *p, ot_error *err);
 void ot_remat_policy_free(ot_remat_policy *p);
@@ -97,7 +99,7 @@ const char *ot_remat_policy_str(const ot_remat_policy *p, char *buf, size_t n);
 /* Parses a size: "512M", "2G", "1.5GiB", "4096" (bytes); K/M/G/T are powers of 1024. */
 ot_status ot_parse_size(const char *text, int64_t *bytes, ot_error *err);
 
-/* Fills keep[a->n_values] for every policy but auto-with-budget. A manual glob that
+/* Fills keep[a->n_values] for every policy but auto-with-budget and optimal. A manual glob that
  * matches no candidate is OT_E_USAGE naming it. */
 ot_status ot_remat_policy_keep(const ot_graph *g, const ot_remat_analysis *a, const ot_remat_policy *p,
                                bool *keep, ot_error *err);
@@ -138,6 +140,13 @@ void ot_remat_rewrite_free(ot_remat_rewrite *rw);
 typedef struct ot_remat_measurement {
     int64_t peak;
     int64_t n_top;
+    /* Asked for by setting want_timeline (optimal's memory model starts from it): the
+     * schedule (node id per step) and bytes in use per step, malloc'd, the caller
+     * frees them. A measure that cannot leaves them NULL. */
+    bool want_timeline;
+    int n_steps;
+    int *order;
+    size_t *timeline;
 } ot_remat_measurement;
 
 /* The product passes ot_remat_measure_planner; tests may pass their own. */
@@ -167,6 +176,45 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
  * of that peak, the cheapest. *peak gets its peak. g is unchanged on return. */
 ot_status ot_remat_least_memory(ot_graph *g, const ot_remat_analysis *a, ot_remat_measure_fn measure, void *user,
                                 bool *keep, int64_t *peak, ot_error *err);
+
+/* ---- optimal (remat/optimal.c, solver in remat/optimal_glpk.c) -------------- */
+
+/* True when this build has a MIP solver (GLPK): --remat optimal works. */
+bool ot_remat_optimal_available(void);
+
+/* Default and most a solve may take, in seconds (--remat-time-limit). */
+#define OT_REMAT_OPTIMAL_TIME_LIMIT 60.0
+
+typedef struct ot_remat_optimal_stats {
+    int n_binaries, n_columns, n_rows; /* size of the last programme solved */
+    int rounds;            /* solves: 1 + times the budget was tightened */
+    bool proven;           /* the accepted solve closed the gap (optimal under the model) */
+    double gap;            /* relative MIP gap of the accepted solve (0 when proven); for
+                            * auto's plan (heuristic), its cost against the last bound */
+    double cost;           /* recompute FLOPs of the chosen plan */
+    double bound;          /* best lower bound on those FLOPs the solver proved */
+    int64_t model_peak;    /* peak bytes in use the solver's model predicts for the plan */
+    int64_t planner_peak;  /* the planner's exact peak of the same plan */
+    int64_t model_budget;  /* the budget the accepted solve had (budget less tightening) */
+    double seconds;        /* wall time of every solve together */
+    int n_measured;        /* planner runs */
+    bool heuristic;        /* the plan is auto's (the first incumbent): no solution the
+                            * planner accepted was cheaper; model_peak is then 0 */
+    double auto_cost;      /* recompute FLOPs of auto's plan; -1 when auto found none */
+    double auto_seconds;   /* time auto took */
+} ot_remat_optimal_stats;
+
+/* The keep set of least recompute FLOPs whose planned peak fits budget: a mixed-
+ * integer programme over the keep/recompute choices (see remat/optimal.c for the
+ * model), solved by GLPK within time_limit_s (0: the default), with auto's plan for
+ * the budget as the first incumbent; every solution is checked by measure and, while
+ * its exact peak exceeds budget, the programme's budget is lowered by the excess
+ * where the peak is and solved again. When no solution the planner accepts is
+ * cheaper than auto's, auto's plan is the answer (stats->heuristic). A budget the model cannot meet
+ * is OT_E_MEMORY; a build without GLPK is OT_E_UNSUPPORTED. g is unchanged. */
+ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budget, double time_limit_s,
+                           ot_remat_measure_fn measure, void *user, bool *keep, ot_remat_optimal_stats *stats,
+                           ot_error *err);
 
 /* Any policy to a keep set: `all` and `auto` with a budget measure plans with
  * measure/user (see above), the others are ot_remat_policy_keep. */

@@ -103,7 +103,7 @@ static ot_graph *chain(int n, int *t) {
 }
 
 static int64_t measure(ot_graph *g) {
-    ot_remat_measurement m = {0, 0};
+    ot_remat_measurement m = {0};
     ot_error err = {0};
     ot_status st = ot_remat_measure_planner(g, NULL, &m, &err);
     if (st != OT_OK) fail_msg("planner: %s", err.msg);

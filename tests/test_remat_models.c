@@ -211,7 +211,7 @@ static void test_auto_sweep_models(void **state) {
         ot_remat_session *s = session(models[m], "none", 0, batch);
         ot_error err = {0};
         bool *keep = calloc((size_t)s->an.n_values, sizeof(bool));
-        ot_remat_measurement hi = {0, 0};
+        ot_remat_measurement hi = {0};
         assert_int_equal(ot_remat_measure_planner(s->g, s->be, &hi, &err), OT_OK);
         int64_t lo = 0;
         assert_int_equal(ot_remat_least_memory(s->g, &s->an, ot_remat_measure_planner, s->be, keep, &lo, &err), OT_OK);

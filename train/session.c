@@ -286,10 +286,12 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
         s->remat.kept_none = ot_remat_kept_bytes(s->g, &s->an, s->keep);
         return OT_OK;
     }
-    if (s->o.memory_budget && s->pol.kind == OT_REMAT_AUTO &&
+    bool budgeted = s->pol.kind == OT_REMAT_AUTO || s->pol.kind == OT_REMAT_OPTIMAL;
+    s->pol.time_limit_s = s->o.remat_time_limit;
+    if (s->o.memory_budget && budgeted &&
         (st = auto_budget(s, s->o.memory_budget, false, &s->pol.budget_bytes, err)))
         return st;
-    if (!s->o.memory_budget && s->pol.kind == OT_REMAT_AUTO && s->be->name && !strncmp(s->be->name, "cuda", 4) &&
+    if (!s->o.memory_budget && budgeted && s->be->name && !strncmp(s->be->name, "cuda", 4) &&
         (st = device_budget(s, &s->pol.budget_bytes, err)))
         return st;
     if ((st = analyze(s, err))) return st;
@@ -301,7 +303,13 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
     if ((st = measure_step(s->g, &mu, &before, err))) return st;
     double t0 = now_s();
     if (s->pol.kind == OT_REMAT_AUTO && s->pol.budget_bytes > 0) st = auto_within(s, &mu, err);
-    else st = ot_remat_choose(s->g, &s->an, &s->pol, measure_step, &mu, s->keep, err);
+    else if (s->pol.kind == OT_REMAT_OPTIMAL && s->pol.budget_bytes > 0) {
+        s->have_ostats = true;
+        st = ot_remat_optimal(s->g, &s->an, s->pol.budget_bytes, s->pol.time_limit_s, measure_step, &mu, s->keep,
+                              &s->ostats, err);
+    }
+    else
+        st = ot_remat_choose(s->g, &s->an, &s->pol, measure_step, &mu, s->keep, err);
     s->choose_seconds = now_s() - t0;
     ot_remat_rewrite rw = {0};
     if (!st) st = ot_remat_apply(s->g, &s->an, s->keep, &rw, err);
@@ -315,6 +323,10 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
     }
     ot_remat_rewrite_free(&rw);
     return st;
+}
+
+const struct ot_remat_optimal_stats *ot_train_remat_optimal(const ot_train_session *s) {
+    return s->have_ostats ? &s->ostats : NULL;
 }
 
 static const char *loss_name(const ot_train_session *s) {

@@ -63,7 +63,8 @@ typedef struct ot_train_options {
     int n_threads;      /* 0: OpenMP's default */
     const char *device; /* "cpu" (NULL = cpu) or "cuda[:N]" (kernels/backend_select.h) */
     const char *remat;  /* remat policy text; NULL or "none" */
-    int64_t memory_budget; /* bytes, for --remat auto; 0 = none */
+    int64_t memory_budget; /* bytes, for --remat auto and optimal; 0 = none */
+    double remat_time_limit; /* seconds the --remat optimal solver may take; 0 = its default */
     /* Validation data will be given to ot_train_run: the validation plan is made when
      * the session is built, before remat, and the budget (memory_budget, or for
      * --remat auto on a GPU the free memory less a margin) must hold the training
@@ -166,6 +167,9 @@ ot_backend *ot_train_backend(const ot_train_session *s);
 /* The remat analysis of the training graph before the rewrite and the chosen keep
  * set (analysis->n_values entries); NULL with --remat none unless o.plan_only. */
 const struct ot_remat_analysis *ot_train_remat_analysis(const ot_train_session *s, const bool **keep);
+/* What the --remat optimal solve found (gap, rounds, model vs planner peak);
+ * NULL for the other policies. */
+const struct ot_remat_optimal_stats *ot_train_remat_optimal(const ot_train_session *s);
 /* Seconds spent choosing the remat plan (auto: the search). */
 double ot_train_remat_choose_seconds(const ot_train_session *s);
 /* The optimizer configuration in use (total_steps filled in for cosine). */

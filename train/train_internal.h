@@ -37,6 +37,8 @@ struct ot_train_session {
     ot_remat_analysis an;
     bool *keep;
     double choose_seconds;
+    ot_remat_optimal_stats ostats; /* --remat optimal: the solve's figures */
+    bool have_ostats;
     ot_plan *plan;   /* o.plan_only: the step's plan, made without an executor */
     ot_optim_graph og;
     ot_backend *be;

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""remat_optimal.py — `--remat auto` against `--remat optimal` (issue 16 item 3).
+
+For every sample (samples/*.onnx) and a few zoo models (samples/zoo, exported by
+samples/zoo/export_zoo.py into /tmp/onnxtrain-zoo, or --zoo DIR), five budgets from the
+smallest feasible peak (`--remat all`) to the plain one (`--remat none`), evenly spaced.
+At each budget `onnxtrain plan --json` with auto and with optimal gives the recompute
+FLOPs, the planned peak and the seconds the choice took, and for optimal the MIP gap,
+the rounds and the solver's model peak against the planner's. Writes the table between
+the markers in docs/remat.md (--no-write: print it only).
+
+    python3 bench/remat_optimal.py [--build build] [--zoo /tmp/onnxtrain-zoo] [--limit 60]
+
+auto's excess is (auto - optimal) / step FLOPs, in % of the step, and auto / optimal
+where optimal recomputes anything. A cell "—" is a budget the policy did not meet (exit
+9: auto found no plan, or optimal's memory model found none that the planner accepts).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SAMPLES = ["mlp", "chain48", "resnet", "mobilenet", "tinygpt"]
+ZOO = ["gpt2", "bert", "llama", "mobilenet_v2", "resnet18"]
+BEGIN, END = "<!-- remat_optimal:begin -->", "<!-- remat_optimal:end -->"
+
+
+def plan(binary, model, batch, policy, budget=None, limit=None):
+    cmd = [binary, "plan", model, "--batch-size", str(batch), "--remat", policy, "--json", "--threads", "2"]
+    if budget is not None:
+        cmd += ["--memory-budget", str(budget)]
+    if limit is not None:
+        cmd += ["--remat-time-limit", str(limit)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode == 9:
+        return None
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stderr}")
+    d = json.loads(p.stdout)
+    return d, d["plans"][1]
+
+
+def models(zoo):
+    out = [(m, os.path.join(ROOT, "samples", m + ".onnx"), 8) for m in SAMPLES]
+    for m in ZOO:
+        path = os.path.join(zoo, m, m + ".onnx")
+        if os.path.exists(path):
+            out.append((m, path, 4))
+        else:
+            print(f"remat_optimal: {path} missing (samples/zoo/export_zoo.py --only {m}); skipped", file=sys.stderr)
+    return out
+
+
+def fmt_flops(x):
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def row_for(binary, name, path, batch, limit):
+    d, p_all = plan(binary, path, batch, "all")
+    none, least = d["plans"][0]["peak_bytes"], p_all["peak_bytes"]
+    step = d["plans"][0]["step_flops"]
+    rows = []
+    budgets = sorted({least + (none - least) * i // 4 for i in range(5)})
+    for b in budgets:
+        a = plan(binary, path, batch, "auto", b)
+        o = plan(binary, path, batch, "optimal", b, limit)
+        af = a[1]["extra_flops"] if a else None
+        of = o[1]["extra_flops"] if o else None
+        os_ = o[1].get("optimal") if o else None
+        if af is not None and of is not None:
+            excess = f"{100.0 * (af - of) / step:+.2f}%"
+            ratio = f"{af / of:.2f}" if of > 0 else ("1.00" if af == 0 else "∞")
+        else:
+            excess = ratio = "—"
+        if os_:
+            gap = "0" if os_["proven"] else "%.2g%%" % (100 * os_["gap"])
+            diff = os_["planner_peak_bytes"] - os_["model_peak_bytes"]
+            if os_.get("heuristic"):  # the seed, auto's plan, was kept: no model peak
+                solve = f"auto's plan kept; {gap} / {os_['rounds']} / {os_['seconds']:.2f} s / —"
+            else:
+                solve = f"{gap} / {os_['rounds']} / {os_['seconds']:.2f} s / {diff:+,}"
+        else:
+            solve = "—"
+        rows.append(f"| {name} | {d['nodes']} | {b:,} | {fmt_flops(af)} | {a[1]['choose_seconds']:.2f} s | "
+                    f"{fmt_flops(of)} | {excess} | {ratio} | {solve} |" if a else
+                    f"| {name} | {d['nodes']} | {b:,} | — | — | {fmt_flops(of)} | — | — | {solve} |")
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--zoo", default="/tmp/onnxtrain-zoo")
+    ap.add_argument("--limit", type=float, default=60.0, help="--remat-time-limit for optimal")
+    ap.add_argument("--only", help="comma-separated model names")
+    ap.add_argument("--no-write", action="store_true")
+    a = ap.parse_args()
+    binary = os.path.join(a.build, "onnxtrain")
+    head = ["| model | nodes | budget (bytes) | auto extra FLOPs | auto time | optimal extra FLOPs | "
+            "auto − optimal (% of step) | auto / optimal | optimal gap / rounds / time / planner − model peak |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
+    for name, path, batch in models(a.zoo):
+        if a.only and name not in a.only.split(","):
+            continue
+        rows += row_for(binary, name, path, batch, a.limit)
+        print(rows[-1], file=sys.stderr)
+    table = "\n".join(head + rows)
+    print(table)
+    if a.no_write:
+        return
+    doc = os.path.join(ROOT, "docs", "remat.md")
+    text = open(doc).read()
+    i, j = text.index(BEGIN) + len(BEGIN), text.index(END)
+    with open(doc + ".tmp", "w") as f:
+        f.write(text[:i] + "\n" + table + "\n" + text[j:])
+    os.replace(doc + ".tmp", doc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,694 @@
+/* optimal.c — `--remat optimal`: the keep set of least recompute FLOPs whose planned
+ * peak fits a budget, as a mixed-integer programme solved exactly (GLPK, through
+ * remat/optimal_mip.h), each solution then checked by the planner.
+ *
+ * Why not Checkmate's R/S/FREE matrices: they have a variable per (stage, node), n^2
+ * for n nodes, which a free solver cannot branch over at a few thousand nodes. The
+ * schedule here is fixed (plan/schedule.h places every clone just before its first
+ * backward reader), so the only choice is remat's own: which forward values the
+ * backward pass keeps. The programme, over the steps of the --remat none schedule:
+ *   x_v in {0,1}  saved value v is recomputed (not kept)                 per saved value
+ *   k_u in {0,1}  a value the backward pass does not read is kept for     per such value
+ *                 the clones that read it (else they recompute it too)
+ *   r_p in [0,1]  forward node p is cloned; cost FLOPs(p) (remat/cost.c)  per node
+ *   r_prod(v) >= x_v;  r_prod(u) >= r_p - keep(u) for each candidate input u of p
+ * which is exactly the rewrite's closure (ot_remat_mark_clones), so the objective is
+ * the rewrite's extra FLOPs. Memory: bytes in use at step t are the none plan's
+ * timeline T0(t), less b_v for a recomputed v between its last forward read and
+ * its first backward read, plus b_u for a kept-for-clones u from its last forward
+ * read to the clone that reads it. Views share their base's bytes: a base is freed
+ * only when every view of it is (z_r <= x_v). Each term is an interval of steps, so
+ * the constraint "in use <= budget at every step" needs one row per interval
+ * boundary with a running sum S_i (S_i = S_{i-1} + terms starting - terms ending):
+ * O(values) rows and coefficients, not O(values x steps).
+ *
+ * The model ignores the clones' own transients, in-place reuse and fragmentation,
+ * and the arena's peak is the highest end offset, not the bytes in use. So every
+ * solution is planned (the measure), and while its exact peak exceeds the budget,
+ * the model's budget is lowered by the excess and the programme solved again (up to
+ * MAX_ROUNDS); stats say by how much the two peaks differ and how many rounds ran. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "remat/optimal_mip.h"
+#include "remat/remat.h"
+#include "remat/remat_internal.h"
+
+#define MAX_ROUNDS 32
+#define NEVER 0x7fffffff
+
+bool ot_remat_optimal_available(void) { return ot_mip_solver_available(); }
+
+/* A memory term: coef x (column value) over schedule steps [start, end). */
+typedef struct term {
+    int col, start, end;
+    double coef; /* model units; negative: bytes freed */
+} term;
+
+typedef struct model {
+    const ot_graph *g;
+    const ot_remat_analysis *a;
+    ot_remat_measurement m0; /* the none plan: schedule and timeline */
+    int *step_of;            /* per node id: step in m0, -1 when absent */
+    int *first_bwd, *last_fwd, *root; /* per value */
+    int *reach;              /* per node id: earliest backward step a clone of it serves */
+    int *place;              /* per node id: the step its clone would run before (see value_windows) */
+    int *col;                /* per value: x (saved) or k (kept for clones) column, -1 */
+    int *rcol;               /* per node id: r column, -1 */
+    term *terms;
+    int n_terms;
+    int *bounds, n_bounds;   /* interval starts, ascending; the last is n_steps */
+    int *s_col;              /* per interval: S column */
+    double *t0max;           /* per interval: the none plan's most bytes in use (units) */
+    double unit;             /* bytes per model unit */
+    ot_mip mip;
+} model;
+
+static void model_free(model *md) {
+    free(md->m0.order);
+    free(md->m0.timeline);
+    free(md->step_of);
+    free(md->first_bwd);
+    free(md->last_fwd);
+    free(md->root);
+    free(md->reach);
+    free(md->place);
+    free(md->col);
+    free(md->rcol);
+    free(md->terms);
+    free(md->bounds);
+    free(md->s_col);
+    free(md->t0max);
+    ot_mip_free(&md->mip);
+}
+
+static bool is_var(const model *md, int v) { return v >= 0 && md->a->candidate[v] && !md->a->pinned[v]; }
+
+/* Steps of the none plan, and per value its last forward and first backward reader. */
+static void value_windows(model *md) {
+    const ot_graph *g = md->g;
+    const ot_remat_analysis *a = md->a;
+    for (int id = 0; id < a->n_nodes; id++) md->step_of[id] = -1;
+    for (int s = 0; s < md->m0.n_steps; s++)
+        if (md->m0.order[s] >= 0 && md->m0.order[s] < a->n_nodes) md->step_of[md->m0.order[s]] = s;
+    for (int v = 0; v < a->n_values; v++) {
+        md->first_bwd[v] = NEVER;
+        md->last_fwd[v] = -1;
+        md->root[v] = v;
+        if (!a->candidate[v]) continue;
+        md->last_fwd[v] = md->step_of[g->values[v].producer];
+        for (int c = 0; c < g->values[v].n_consumers; c++) {
+            const ot_node *cn = &g->nodes[g->values[v].consumers[c]];
+            int s = cn->id < a->n_nodes ? md->step_of[cn->id] : -1;
+            if (cn->removed || s < 0) continue;
+            if (cn->phase == OT_PHASE_BACKWARD) md->first_bwd[v] = s < md->first_bwd[v] ? s : md->first_bwd[v];
+            else if (s > md->last_fwd[v]) md->last_fwd[v] = s;
+        }
+    }
+    /* Views share their base's bytes (plan/views.h): one root per chain. */
+    for (int p = 0; p < a->n_fwd; p++) {
+        const ot_node *n = &g->nodes[a->fwd[p]];
+        if (!ot_op_has(n->op, OT_T_VIEW) || n->n_inputs < 1 || n->n_outputs < 1) continue;
+        int u = n->inputs[0], v = n->outputs[0];
+        if (u >= 0 && v >= 0 && a->candidate[u] && a->candidate[v] &&
+            ot_remat_value_bytes(g, u) == ot_remat_value_bytes(g, v))
+            md->root[v] = md->root[u];
+    }
+    /* reach[p]: the earliest backward step at which a clone of p would run. */
+    for (int p = a->n_fwd - 1; p >= 0; p--) {
+        const ot_node *n = &g->nodes[a->fwd[p]];
+        int r = NEVER;
+        for (int o = 0; o < n->n_outputs; o++) {
+            int w = n->outputs[o];
+            if (w < 0 || !a->candidate[w]) continue;
+            if (a->saved[w] && md->first_bwd[w] < r) r = md->first_bwd[w];
+            for (int c = 0; c < g->values[w].n_consumers; c++) {
+                int cid = g->values[w].consumers[c];
+                if (cid < a->n_nodes && a->fwd_pos[cid] > p && md->reach[cid] < r) r = md->reach[cid];
+            }
+        }
+        md->reach[a->fwd[p]] = r;
+    }
+    /* place[p]: where a clone of p runs when cloned: before the first backward read of
+     * a saved output, or before the clone of a consumer of an unsaved output (which
+     * exists only for such a chain). Through a saved output the chain is cut: whether
+     * that output is recomputed too is a choice, and the rounds absorb the error. */
+    for (int p = a->n_fwd - 1; p >= 0; p--) {
+        const ot_node *n = &g->nodes[a->fwd[p]];
+        int r = NEVER;
+        for (int o = 0; o < n->n_outputs; o++) {
+            int w = n->outputs[o];
+            if (w < 0 || !a->candidate[w]) continue;
+            if (a->saved[w]) {
+                if (md->first_bwd[w] < r) r = md->first_bwd[w];
+                continue;
+            }
+            for (int c = 0; c < g->values[w].n_consumers; c++) {
+                int cid = g->values[w].consumers[c];
+                if (cid < a->n_nodes && a->fwd_pos[cid] > p && md->place[cid] < r) r = md->place[cid];
+            }
+        }
+        md->place[a->fwd[p]] = r;
+    }
+}
+
+static ot_status oom(ot_error *err) { return ot_fail(err, OT_E_MEMORY, "remat optimal: out of memory"); }
+
+static bool add_term(model *md, int col, int start, int end, double coef, int *cap) {
+    if (col < 0 || start >= end) return true;
+    if (md->n_terms == *cap) {
+        int nc = *cap ? 2 * *cap : 256;
+        term *t = realloc(md->terms, (size_t)nc * sizeof(term));
+        if (!t) return false;
+        md->terms = t;
+        *cap = nc;
+    }
+    md->terms[md->n_terms++] = (term){col, start, end, coef};
+    return true;
+}
+
+/* Columns x/k per value, r per node, and the closure rows between them. */
+static ot_status choice_columns(model *md, ot_error *err) {
+    const ot_graph *g = md->g;
+    const ot_remat_analysis *a = md->a;
+    ot_mip *mp = &md->mip;
+    for (int v = 0; v < a->n_values; v++) md->col[v] = -1;
+    for (int id = 0; id < a->n_nodes; id++) md->rcol[id] = -1;
+    for (int p = 0; p < a->n_fwd; p++) {
+        const ot_node *n = &g->nodes[a->fwd[p]];
+        if (md->reach[n->id] == NEVER) continue; /* no clone of it would ever be read */
+        for (int o = 0; o < n->n_outputs; o++) {
+            int v = n->outputs[o];
+            if (!is_var(md, v)) continue;
+            if ((md->col[v] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, true)) < 0) return oom(err);
+            if (md->rcol[n->id] < 0 && (md->rcol[n->id] = ot_mip_add_col(mp, a->node_flops[n->id], 0.0, 1.0,
+                                                                          false)) < 0)
+                return oom(err);
+        }
+    }
+    for (int p = 0; p < a->n_fwd; p++) {
+        const ot_node *n = &g->nodes[a->fwd[p]];
+        int rp = md->rcol[n->id];
+        if (rp < 0) continue;
+        for (int o = 0; o < n->n_outputs; o++) { /* r_p >= x_v */
+            int v = n->outputs[o];
+            if (!is_var(md, v) || !a->saved[v]) continue;
+            int row = ot_mip_add_row(mp, 0.0, HUGE_VAL);
+            if (row < 0 || !ot_mip_add_coef(mp, row, rp, 1.0) || !ot_mip_add_coef(mp, row, md->col[v], -1.0))
+                return oom(err);
+        }
+        for (int i = 0; i < n->n_inputs; i++) { /* r_prod(u) >= r_p - keep(u) */
+            int u = n->inputs[i];
+            if (!is_var(md, u) || md->col[u] < 0) continue;
+            int ru = md->rcol[g->values[u].producer];
+            bool saved = a->saved[u]; /* keep = 1 - x_u, or k_u */
+            int row = ot_mip_add_row(mp, saved ? -1.0 : 0.0, HUGE_VAL);
+            if (row < 0 || !ot_mip_add_coef(mp, row, ru, 1.0) || !ot_mip_add_coef(mp, row, rp, -1.0) ||
+                !ot_mip_add_coef(mp, row, md->col[u], saved ? -1.0 : 1.0))
+                return oom(err);
+        }
+    }
+    return OT_OK;
+}
+
+typedef struct reader {
+    int step, rcol;
+} reader;
+
+static int reader_cmp(const void *x, const void *y) {
+    const reader *a = x, *b = y;
+    return (a->step > b->step) - (a->step < b->step);
+}
+
+/* A recomputed root comes back before its first backward read when a clone reads it:
+ * from the clone's place. Readers sorted by place P_1 <= P_2 ...; over [P_j, P_j+1)
+ * the bytes are back when z (freed) and any of the first j readers is cloned:
+ * w_j >= z + r_i - 1 for i <= j. Few readers per value, so few rows. */
+static ot_status early_clone_terms(model *md, int root, int zcol, int start, int end, double b, int *cap,
+                                   ot_error *err) {
+    const ot_graph *g = md->g;
+    const ot_remat_analysis *a = md->a;
+    int n = 0, room = 0;
+    for (int v = 0; v < a->n_values; v++)
+        if (a->candidate[v] && md->root[v] == root) room += g->values[v].n_consumers;
+    reader *rd = malloc((size_t)(room + 1) * sizeof(reader));
+    if (!rd) return oom(err);
+    for (int v = 0; v < a->n_values; v++) {
+        if (!a->candidate[v] || md->root[v] != root) continue;
+        for (int c = 0; c < g->values[v].n_consumers; c++) {
+            int cid = g->values[v].consumers[c];
+            if (cid >= a->n_nodes || md->rcol[cid] < 0 || md->place[cid] >= end) continue;
+            rd[n++] = (reader){md->place[cid] > start ? md->place[cid] : start, md->rcol[cid]};
+        }
+    }
+    qsort(rd, (size_t)n, sizeof(reader), reader_cmp);
+    ot_mip *mp = &md->mip;
+    ot_status st = OT_OK;
+    for (int j = 0; j < n && !st; j++) {
+        int until = j + 1 < n ? rd[j + 1].step : end;
+        if (until <= rd[j].step) continue;
+        int w = ot_mip_add_col(mp, 0.0, 0.0, 1.0, false);
+        if (w < 0 || !add_term(md, w, rd[j].step, until, b, cap)) st = oom(err);
+        for (int i = 0; i <= j && !st; i++) { /* w - z - r_i >= -1 */
+            int row = ot_mip_add_row(mp, -1.0, HUGE_VAL);
+            if (row < 0 || !ot_mip_add_coef(mp, row, w, 1.0) || !ot_mip_add_coef(mp, row, zcol, -1.0) ||
+                !ot_mip_add_coef(mp, row, rd[i].rcol, -1.0))
+                st = oom(err);
+        }
+    }
+    free(rd);
+    return st;
+}
+
+/* Memory terms per root (a value and its views): z (freed) for roots the backward
+ * pass reads, y (kept longer for clones) for the others. */
+static ot_status memory_terms(model *md, ot_error *err) {
+    const ot_graph *g = md->g;
+    const ot_remat_analysis *a = md->a;
+    ot_mip *mp = &md->mip;
+    int cap = 0, nv = a->n_values;
+    int *lf = malloc((size_t)nv * sizeof(int)), *fb = malloc((size_t)nv * sizeof(int));
+    int *until = malloc((size_t)nv * sizeof(int)), *gcol = malloc((size_t)nv * sizeof(int));
+    bool *pinned = calloc((size_t)nv, sizeof(bool)), *saved = calloc((size_t)nv, sizeof(bool));
+    ot_status st = OT_OK;
+    if (!lf || !fb || !until || !gcol || !pinned || !saved) {
+        st = oom(err);
+        goto done;
+    }
+    for (int r = 0; r < nv; r++) lf[r] = -1, fb[r] = NEVER, until[r] = -1, gcol[r] = -1;
+    for (int v = 0; v < nv; v++) {
+        if (!a->candidate[v]) continue;
+        int r = md->root[v];
+        if (md->last_fwd[v] > lf[r]) lf[r] = md->last_fwd[v];
+        pinned[r] |= a->pinned[v];
+        if (a->saved[v]) {
+            saved[r] = true;
+            if (md->first_bwd[v] < fb[r]) fb[r] = md->first_bwd[v];
+        } else if (md->col[v] >= 0) {
+            /* kept for clones: alive up to the latest clone among its readers */
+            for (int c = 0; c < g->values[v].n_consumers; c++) {
+                int cid = g->values[v].consumers[c];
+                if (cid < a->n_nodes && md->rcol[cid] >= 0 && md->place[cid] != NEVER && md->place[cid] > until[r])
+                    until[r] = md->place[cid];
+            }
+        }
+    }
+    for (int r = 0; r < nv; r++) {
+        if (!a->candidate[r] || md->root[r] != r || pinned[r]) continue;
+        double b = (double)ot_remat_value_bytes(g, r) / md->unit;
+        if (b <= 0.0) continue;
+        if (saved[r] && lf[r] + 1 < fb[r]) {
+            if ((gcol[r] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, false)) < 0 ||
+                !add_term(md, gcol[r], lf[r] + 1, fb[r], -b, &cap) ||
+                (st = early_clone_terms(md, r, gcol[r], lf[r] + 1, fb[r], b, &cap, err))) {
+                if (!st) st = oom(err);
+                goto done;
+            }
+        } else if (!saved[r] && until[r] > lf[r]) {
+            if ((gcol[r] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, false)) < 0 ||
+                !add_term(md, gcol[r], lf[r] + 1, until[r] + 1, b, &cap)) {
+                st = oom(err);
+                goto done;
+            }
+        }
+    }
+    /* Link each root's column to its members' choices. */
+    for (int v = 0; v < nv && !st; v++) {
+        int r = md->root[v], zc = a->candidate[v] ? gcol[r] : -1;
+        if (zc < 0 || md->col[v] < 0) continue;
+        int row;
+        if (saved[r] && a->saved[v]) { /* z_r <= x_v */
+            row = ot_mip_add_row(mp, -HUGE_VAL, 0.0);
+            if (row < 0 || !ot_mip_add_coef(mp, row, zc, 1.0) || !ot_mip_add_coef(mp, row, md->col[v], -1.0))
+                st = oom(err);
+        } else if (saved[r]) { /* z_r <= 1 - k_v: a view kept for clones holds the base */
+            row = ot_mip_add_row(mp, -HUGE_VAL, 1.0);
+            if (row < 0 || !ot_mip_add_coef(mp, row, zc, 1.0) || !ot_mip_add_coef(mp, row, md->col[v], 1.0))
+                st = oom(err);
+        } else { /* y_r >= k_v */
+            row = ot_mip_add_row(mp, 0.0, HUGE_VAL);
+            if (row < 0 || !ot_mip_add_coef(mp, row, zc, 1.0) || !ot_mip_add_coef(mp, row, md->col[v], -1.0))
+                st = oom(err);
+        }
+    }
+done:
+    free(lf), free(fb), free(until), free(gcol), free(pinned), free(saved);
+    return st;
+}
+
+static int cmp_int(const void *x, const void *y) {
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* Index of the interval that starts at step s (s is one of the bounds). */
+static int interval_of(const model *md, int s) {
+    int lo = 0, hi = md->n_bounds - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (md->bounds[mid] < s) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The running sums: one interval per run of steps where no term starts or ends. */
+static ot_status budget_rows(model *md, ot_error *err) {
+    int ns = md->m0.n_steps, nb = 0;
+    md->bounds = malloc(((size_t)2 * md->n_terms + 2) * sizeof(int));
+    if (!md->bounds) return oom(err);
+    md->bounds[nb++] = 0;
+    for (int i = 0; i < md->n_terms; i++) {
+        md->bounds[nb++] = md->terms[i].start;
+        if (md->terms[i].end < ns) md->bounds[nb++] = md->terms[i].end;
+    }
+    qsort(md->bounds, (size_t)nb, sizeof(int), cmp_int);
+    int u = 0;
+    for (int i = 0; i < nb; i++)
+        if (!u || md->bounds[i] != md->bounds[u - 1]) md->bounds[u++] = md->bounds[i];
+    md->n_bounds = u; /* interval i: steps [bounds[i], bounds[i+1] or ns) */
+    md->s_col = malloc((size_t)u * sizeof(int));
+    md->t0max = calloc((size_t)u, sizeof(double));
+    int *row = malloc((size_t)u * sizeof(int));
+    if (!md->s_col || !md->t0max || !row) {
+        free(row);
+        return oom(err);
+    }
+    ot_mip *mp = &md->mip;
+    ot_status st = OT_OK;
+    for (int i = 0; i < u && !st; i++) {
+        int end = i + 1 < u ? md->bounds[i + 1] : ns;
+        for (int s = md->bounds[i]; s < end; s++)
+            if ((double)md->m0.timeline[s] / md->unit > md->t0max[i]) md->t0max[i] = (double)md->m0.timeline[s] / md->unit;
+        /* S_i - S_{i-1} - (terms starting) + (terms ending) = 0; its bound is set per round */
+        md->s_col[i] = ot_mip_add_col(mp, 0.0, -HUGE_VAL, HUGE_VAL, false);
+        row[i] = ot_mip_add_row(mp, 0.0, 0.0);
+        if (md->s_col[i] < 0 || row[i] < 0 || !ot_mip_add_coef(mp, row[i], md->s_col[i], 1.0) ||
+            (i > 0 && !ot_mip_add_coef(mp, row[i], md->s_col[i - 1], -1.0)))
+            st = oom(err);
+    }
+    for (int t = 0; t < md->n_terms && !st; t++) {
+        const term *tm = &md->terms[t];
+        if (!ot_mip_add_coef(mp, row[interval_of(md, tm->start)], tm->col, -tm->coef)) st = oom(err);
+        if (!st && tm->end < ns && !ot_mip_add_coef(mp, row[interval_of(md, tm->end)], tm->col, tm->coef))
+            st = oom(err);
+    }
+    free(row);
+    return st;
+}
+
+/* The model's bytes in use at its worst interval for a solution x. */
+static int64_t model_peak(const model *md, const double *x) {
+    double worst = 0.0;
+    for (int i = 0; i < md->n_bounds; i++) {
+        double s = md->t0max[i] + x[md->s_col[i]];
+        if (s > worst) worst = s;
+    }
+    return (int64_t)llround(worst * md->unit);
+}
+
+static void solution_keep(const model *md, const double *x, bool *keep) {
+    const ot_remat_analysis *a = md->a;
+    for (int v = 0; v < a->n_values; v++) {
+        keep[v] = a->candidate[v]; /* no column: kept (pinned, or no clone reads it) */
+        if (md->col[v] < 0) continue;
+        bool on = x[md->col[v]] > 0.5;
+        keep[v] = a->saved[v] ? !on : on;
+    }
+}
+
+static ot_status build_model(model *md, ot_error *err) {
+    const ot_remat_analysis *a = md->a;
+    int nv = a->n_values, nn = a->n_nodes;
+    md->step_of = malloc((size_t)nn * sizeof(int));
+    md->reach = malloc((size_t)nn * sizeof(int));
+    md->place = malloc((size_t)nn * sizeof(int));
+    md->rcol = malloc((size_t)nn * sizeof(int));
+    md->first_bwd = malloc((size_t)nv * sizeof(int));
+    md->last_fwd = malloc((size_t)nv * sizeof(int));
+    md->root = malloc((size_t)nv * sizeof(int));
+    md->col = malloc((size_t)nv * sizeof(int));
+    if (!md->step_of || !md->reach || !md->place || !md->rcol || !md->first_bwd || !md->last_fwd || !md->root || !md->col)
+        return oom(err);
+    for (int id = 0; id < nn; id++) md->reach[id] = md->place[id] = NEVER;
+    md->unit = ot_remat_saved_unit(a);
+    if (md->unit < 1.0) md->unit = 1.0;
+    value_windows(md);
+    ot_status st = choice_columns(md, err);
+    if (!st) st = memory_terms(md, err);
+    if (!st) st = budget_rows(md, err);
+    return st;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Plans keep (apply, measure, undo): its exact peak, its extra FLOPs, and the step
+ * of the none schedule where its bytes in use are highest (a clone counts as the
+ * original node that runs next). */
+static ot_status plan_keep(model *md, ot_graph *g, const bool *keep, ot_remat_measure_fn measure, void *user,
+                           int64_t *peak, double *cost, int *top_step, ot_error *err) {
+    ot_remat_rewrite rw;
+    ot_status st = ot_remat_apply(g, md->a, keep, &rw, err);
+    if (st) return st;
+    ot_remat_measurement m = {.want_timeline = true};
+    *cost = rw.extra_flops;
+    st = measure(g, user, &m, err);
+    *peak = m.peak;
+    *top_step = -1;
+    if (!st && m.timeline) {
+        int top = 0;
+        for (int s = 0; s < m.n_steps; s++)
+            if (m.timeline[s] > m.timeline[top]) top = s;
+        for (int s = top; s < m.n_steps && *top_step < 0; s++)
+            if (m.order[s] < md->a->n_nodes) *top_step = md->step_of[m.order[s]];
+    }
+    free(m.order);
+    free(m.timeline);
+    ot_remat_undo(g, &rw);
+    return st;
+}
+
+/* Sets every S_i's bound: the model budget less what the rounds cut there (bytes). */
+static void set_budget(model *md, int64_t budget, const double *cut) {
+    for (int i = 0; i < md->n_bounds; i++)
+        md->mip.col_hi[md->s_col[i]] = ((double)budget - cut[i]) / md->unit - md->t0max[i];
+}
+
+/* The interval holding step s. */
+static int interval_at(const model *md, int s) {
+    int lo = 0, hi = md->n_bounds - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (md->bounds[mid] <= s) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+static ot_status no_plan(int64_t budget, int rounds, ot_error *err) {
+    return ot_fail(err, OT_E_MEMORY,
+                   "memory budget %lld bytes (%.1f MiB) cannot be met by --remat optimal: under its memory model no "
+                   "keep set fits (after %d round%s of tightening to the planner's peaks); --remat all gives the "
+                   "least peak; raise --memory-budget or lower --batch-size",
+                   (long long)budget, (double)budget / 1048576.0, rounds, rounds == 1 ? "" : "s");
+}
+
+/* The heuristic's plan (auto's, the planner's peak within budget), offered to every
+ * solve as its first incumbent and kept as the answer when no solution the planner
+ * accepts is cheaper. */
+typedef struct seed {
+    bool *keep; /* NULL: none */
+    double cost;
+    int64_t peak;
+} seed;
+
+/* The integer columns of a keep set. */
+static void keep_point(const model *md, const bool *keep, double *x) {
+    const ot_remat_analysis *a = md->a;
+    for (int v = 0; v < a->n_values; v++)
+        if (md->col[v] >= 0) x[md->col[v]] = a->saved[v] ? !keep[v] : keep[v];
+}
+
+/* The seed as the answer: stats say so. */
+static void take_seed(const model *md, const seed *sd, bool *keep, ot_remat_optimal_stats *stats) {
+    memcpy(keep, sd->keep, (size_t)md->a->n_values * sizeof(bool));
+    stats->heuristic = true;
+    stats->cost = sd->cost;
+    stats->planner_peak = sd->peak;
+    stats->model_peak = 0;
+    stats->proven = false;
+    /* against the last solve's bound (its model, tightened by the rounds so far) */
+    stats->gap = sd->cost > 0.0 ? (sd->cost - stats->bound) / sd->cost : 0.0;
+    if (stats->gap < 0.0) stats->gap = 0.0;
+}
+
+/* Rounds that only exclude the rejected solution before the budget is tightened too. */
+#define NOGOOD_ROUNDS 16
+
+/* A no-good cut: the binaries may not all take the values they have in x again,
+ * sum_{x_j=1} (1 - x_j) + sum_{x_j=0} x_j >= 1. */
+static ot_status exclude_solution(model *md, const double *x, ot_error *err) {
+    ot_mip *mp = &md->mip;
+    int ones = 0, n = mp->n_cols;
+    for (int j = 0; j < n; j++) ones += mp->col_int[j] && x[j] > 0.5;
+    int row = ot_mip_add_row(mp, 1.0 - ones, HUGE_VAL);
+    if (row < 0) return oom(err);
+    for (int j = 0; j < n; j++)
+        if (mp->col_int[j] && !ot_mip_add_coef(mp, row, j, x[j] > 0.5 ? -1.0 : 1.0)) return oom(err);
+    return OT_OK;
+}
+
+/* The solve-check-tighten loop over a built model; keep gets the accepted plan. */
+static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double limit, ot_remat_measure_fn measure,
+                              void *user, const seed *sd, bool *keep, ot_remat_optimal_stats *stats, ot_error *err) {
+    double *x = calloc((size_t)md->mip.n_cols + 1, sizeof(double));
+    double *start = calloc((size_t)md->mip.n_cols + 1, sizeof(double));
+    double *cut = calloc((size_t)md->n_bounds + 1, sizeof(double));
+    if (!x || !start || !cut) {
+        free(x), free(start), free(cut);
+        return oom(err);
+    }
+    if (sd->keep) keep_point(md, sd->keep, start);
+    double t0 = now_s();
+    bool exact = true;
+    ot_status st = OT_OK;
+    for (;;) {
+        set_budget(md, budget, cut);
+        ot_mip_result r;
+        /* the first solve may take half the limit, each later one half of what is left */
+        double left = limit - (now_s() - t0), slot = stats->rounds + 1 >= MAX_ROUNDS ? left : left / 2.0;
+        if ((st = ot_mip_solve(&md->mip, slot > 0.05 ? slot : 0.05, sd->keep ? start : NULL, x, &r, err))) break;
+        stats->rounds++;
+        if (r.status == OT_MIP_INFEASIBLE || r.status == OT_MIP_NO_SOLUTION) {
+            st = r.status == OT_MIP_INFEASIBLE ? no_plan(budget, stats->rounds, err)
+                                                : ot_fail(err, OT_E_MEMORY,
+                                                          "--remat optimal: no plan within %lld bytes found in the "
+                                                          "time limit (%.1f s); raise --remat-time-limit",
+                                                          (long long)budget, limit);
+            break;
+        }
+        solution_keep(md, x, keep);
+        int64_t peak = 0;
+        double cost = 0.0;
+        int top = -1;
+        if ((st = plan_keep(md, g, keep, measure, user, &peak, &cost, &top, err))) break;
+        stats->n_measured++;
+        stats->planner_peak = peak;
+        stats->model_peak = model_peak(md, x);
+        stats->cost = cost;
+        stats->proven = r.status == OT_MIP_OPTIMAL;
+        stats->gap = r.gap;
+        stats->bound = r.bound;
+        double most = 0.0;
+        for (int i = 0; i < md->n_bounds; i++) most = cut[i] > most ? cut[i] : most;
+        stats->model_budget = budget - (int64_t)most;
+        if (peak <= budget) {
+            if (sd->keep && sd->cost < cost) take_seed(md, sd, keep, stats);
+            break;
+        }
+        if (stats->rounds >= MAX_ROUNDS || now_s() - t0 >= limit) {
+            st = ot_fail(err, OT_E_MEMORY,
+                         "--remat optimal: after %d rounds the planner's peak %lld bytes still exceeds the budget "
+                         "%lld (the solver's model said %lld); raise --memory-budget or use --remat auto",
+                         stats->rounds, (long long)peak, (long long)budget, (long long)stats->model_peak);
+            break;
+        }
+        /* While solves are proven (small programmes), a round excludes just this
+         * solution (exact: no other plan is lost); after NOGOOD_ROUNDS, or once a
+         * solve runs into its time, it also tightens where the plan's bytes in use
+         * peak (all of it when that is unknown): faster, but it may exclude plans
+         * that would fit. */
+        if ((st = exclude_solution(md, x, err))) break;
+        exact &= r.status == OT_MIP_OPTIMAL && stats->rounds < NOGOOD_ROUNDS;
+        if (exact) continue;
+        double over = (double)(peak - budget) + md->unit / 16.0;
+        if (top < 0)
+            for (int i = 0; i < md->n_bounds; i++) cut[i] += over;
+        else
+            cut[interval_at(md, top)] += over;
+    }
+    if (st == OT_E_MEMORY && sd->keep) { /* nothing the planner accepts: the heuristic's plan */
+        take_seed(md, sd, keep, stats);
+        st = OT_OK;
+    }
+    free(cut);
+    free(start);
+    stats->seconds = now_s() - t0;
+    free(x);
+    return st;
+}
+
+/* auto's plan for the budget, when it finds one (a budget it cannot meet is no error
+ * here: the programme may still find a plan). */
+static ot_status seed_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
+                           void *user, seed *sd, ot_remat_optimal_stats *stats, ot_error *err) {
+    ot_remat_auto_stats as;
+    ot_error e2;
+    double t0 = now_s();
+    if (!(sd->keep = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool)))) return oom(err);
+    ot_status st = ot_remat_auto(g, a, budget, measure, user, sd->keep, &as, &e2);
+    stats->n_measured += as.n_measured;
+    stats->auto_seconds = now_s() - t0;
+    if (st == OT_E_MEMORY) {
+        free(sd->keep);
+        sd->keep = NULL;
+        return OT_OK;
+    }
+    if (st) {
+        *err = e2;
+        return st;
+    }
+    sd->cost = as.cost;
+    sd->peak = as.peak;
+    stats->auto_cost = as.cost;
+    return OT_OK;
+}
+
+ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budget, double time_limit_s,
+                           ot_remat_measure_fn measure, void *user, bool *keep, ot_remat_optimal_stats *stats,
+                           ot_error *err) {
+    ot_remat_optimal_stats local;
+    if (!stats) stats = &local;
+    memset(stats, 0, sizeof *stats);
+    stats->auto_cost = -1.0;
+    if (!ot_remat_optimal_available()) {
+        ot_mip_result r;
+        return ot_mip_solve(NULL, 0.0, NULL, NULL, &r, err); /* the refusal naming the package */
+    }
+    if (time_limit_s <= 0.0) time_limit_s = OT_REMAT_OPTIMAL_TIME_LIMIT;
+    model md = {.g = g, .a = a};
+    md.m0.want_timeline = true;
+    for (int v = 0; v < a->n_values; v++) keep[v] = a->candidate[v];
+    ot_status st = measure(g, user, &md.m0, err);
+    stats->n_measured = 1;
+    if (!st && (!md.m0.timeline || !md.m0.order))
+        st = ot_fail(err, OT_E_INTERNAL, "remat optimal: the memory measure gives no timeline");
+    if (!st && md.m0.peak <= budget) { /* none fits: nothing to recompute */
+        stats->proven = true;
+        stats->planner_peak = md.m0.peak;
+        stats->model_budget = budget;
+        for (size_t s = 0; s < (size_t)md.m0.n_steps; s++)
+            if ((int64_t)md.m0.timeline[s] > stats->model_peak) stats->model_peak = (int64_t)md.m0.timeline[s];
+        goto done;
+    }
+    if (!st) st = build_model(&md, err);
+    seed sd = {0};
+    if (!st) st = seed_auto(g, a, budget, measure, user, &sd, stats, err);
+    if (!st) {
+        stats->n_columns = md.mip.n_cols;
+        stats->n_rows = md.mip.n_rows;
+        for (int j = 0; j < md.mip.n_cols; j++) stats->n_binaries += md.mip.col_int[j];
+        st = solve_rounds(&md, g, budget, time_limit_s, measure, user, &sd, keep, stats, err);
+    }
+    free(sd.keep);
+done:
+    model_free(&md);
+    return st;
+}

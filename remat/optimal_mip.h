@@ -1,0 +1,51 @@
+/* optimal_mip.h — a mixed-integer programme as remat/optimal.c builds it (columns with
+ * bounds, objective and integrality, rows with bounds, coefficients as triplets), and
+ * the one call that hands it to the solver (remat/optimal_glpk.c). The model knows no
+ * solver; the solver knows no graph. Not part of the API. */
+#ifndef OT_REMAT_OPTIMAL_MIP_H
+#define OT_REMAT_OPTIMAL_MIP_H
+
+#include "ir.h"
+
+typedef struct ot_mip {
+    int n_cols, n_rows, nnz;
+    int cap_cols, cap_rows, cap_nnz;
+    double *obj, *col_lo, *col_hi; /* per column; -HUGE_VAL / HUGE_VAL: no bound */
+    bool *col_int;
+    double *row_lo, *row_hi;       /* per row */
+    int *ri, *ci;                  /* coefficient k: row ri[k], column ci[k], value v[k] */
+    double *v;
+} ot_mip;
+
+/* Each returns the new index, or -1 when out of memory. */
+int ot_mip_add_col(ot_mip *m, double obj, double lo, double hi, bool is_int);
+int ot_mip_add_row(ot_mip *m, double lo, double hi);
+/* false when out of memory */
+bool ot_mip_add_coef(ot_mip *m, int row, int col, double v);
+void ot_mip_free(ot_mip *m);
+
+typedef enum ot_mip_status {
+    OT_MIP_OPTIMAL = 0,  /* solved, gap closed */
+    OT_MIP_FEASIBLE,     /* a solution, gap open (time limit) */
+    OT_MIP_INFEASIBLE,   /* proven: no solution */
+    OT_MIP_NO_SOLUTION,  /* none found within the time limit */
+} ot_mip_status;
+
+typedef struct ot_mip_result {
+    ot_mip_status status;
+    double obj;     /* objective of the solution (minimised) */
+    double bound;   /* best proven lower bound */
+    double gap;     /* (obj - bound) / max(|obj|, tiny); 0 when optimal */
+    double seconds;
+} ot_mip_result;
+
+/* True when a solver was built in (GLPK found at configure time). */
+bool ot_mip_solver_available(void);
+/* Minimises m within time_limit_s; x[n_cols] gets the solution when there is one.
+ * start (NULL: none) proposes values for the integer columns: when the programme with
+ * them fixed is feasible, that point is the search's first incumbent (the rest of it
+ * solved as an LP). A build without a solver is OT_E_UNSUPPORTED. */
+ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, const double *start, double *x, ot_mip_result *r,
+                       ot_error *err);
+
+#endif
