@@ -157,6 +157,11 @@ int ot_imp_add_const(ot_graph *g, const ot_node *n, const char *what, ot_dtype d
  * with the reason. The importer defers both ops to this pass while it builds nodes
  * (ot_imp_is_sequence_op). */
 bool ot_imp_is_sequence_op(const char *op_type);
+
+/* dropout_pattern.c: the dynamo exporter's lowered Dropout (RandomUniformLike -> Less
+ * -> Cast -> Div -> Mul) becomes one Dropout node, so inference turns it off; after
+ * shape inference (the pattern's constants and shapes must be known). */
+ot_status ot_imp_fuse_dropout(ot_graph *g, ot_error *err);
 ot_status ot_imp_rewrite_sequences(ot_graph *g, ot_model *m, ot_error *err);
 
 #endif

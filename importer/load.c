@@ -694,6 +694,7 @@ static ot_status load_impl(ot_imp_src *src, const char *name, const char *dir, c
     /* ot_shape_infer checks sizes itself; without it, declared dims are checked here. */
     st = opt->no_shape_inference ? ot_imp_check_value_sizes(c.g, err) : ot_shape_infer(c.g, err);
     if (!st) st = ot_imp_normalize_late(c.g, err);
+    if (!st && !opt->no_shape_inference) st = ot_imp_fuse_dropout(c.g, err);
     if (st) {
         ot_error_prefix(err, "%s: ", file);
         goto fail;

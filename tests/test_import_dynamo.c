@@ -1,10 +1,13 @@
-/* test_import_sequence.c — two forms PyTorch's dynamo exporter writes without its
- * optimizer (issue 13): SplitToSequence read by SequenceAt at constant positions
+/* test_import_dynamo.c — forms PyTorch's dynamo exporter writes (issue 13; the first
+ * two without its optimizer): SplitToSequence read by SequenceAt at constant positions
  * becomes one Slice per SequenceAt (importer/sequence.c) and computes the chunks
  * torch.split gives (a scalar split size with a shorter last chunk, explicit sizes
  * with a negative position, no split with keepdims 0); a position computed at run
  * time is refused naming the node and the reason. Clip bounds cast by CastLike from
  * constants become the attributes and the CastLike nodes go (importer/normalize.c).
+ * The lowered Dropout (RandomUniformLike -> Less -> Cast -> Div -> Mul) becomes one
+ * Dropout with ratio 1 - p (importer/dropout_pattern.c); a variant off the pattern
+ * (another keep probability in the Div) stays as written.
  * Models are built in C (fixtures/onnx_builder.h) under OT_BINARY_DIR. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,7 +23,7 @@
 #include "importer/importer.h"
 #include "kernels/kernel.h"
 
-#define TMP OT_BINARY_DIR "/test_import_sequence_tmp"
+#define TMP OT_BINARY_DIR "/test_import_dynamo_tmp"
 #define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
 #define I64 ONNX__TENSOR_PROTO__DATA_TYPE__INT64
 
@@ -190,12 +193,51 @@ static void test_clip_cast_like_bounds(void **state) {
     mb_free(b);
 }
 
+static void check_lowered_dropout(bool same_p) {
+    mb *b = mb_new(20);
+    const int64_t xd[2] = {4, 5};
+    const float keep = 0.75f, other = 0.5f;
+    mb_input(b, "x", F32, 2, xd, NULL);
+    mb_raw(b, mb_init(b, mb_tensor(b, "p", F32, 0, NULL)), &keep, sizeof keep);
+    mb_raw(b, mb_init(b, mb_tensor(b, "q", F32, 0, NULL)), same_p ? &keep : &other, sizeof keep);
+    mb_node(b, "RandomUniformLike", "rand", "x", "u");
+    mb_node(b, "Less", "less", "u,p", "kept");
+    mb_attr_int(b, mb_node(b, "Cast", "cast", "kept", "mask"), "to", 1);
+    mb_node(b, "Div", "div", "mask,q", "scale");
+    mb_node(b, "Mul", "drop", "x,scale", "y");
+    mb_output(b, "y", F32);
+    ot_model *m = load_ok(b, same_p ? "lowered_dropout.onnx" : "not_dropout.onnx");
+    ot_graph *g = m->graph;
+    const ot_node *n = &g->nodes[g->values[ot_graph_find_value(g, "y")].producer];
+    int live = 0;
+    for (int i = 0; i < g->n_nodes; i++) live += !g->nodes[i].removed;
+    if (same_p) {
+        assert_int_equal(n->op, OT_OP_DROPOUT);
+        assert_int_equal(n->inputs[0], ot_graph_find_value(g, "x"));
+        assert_true(ot_node_attr_float(n, "ratio", 0) == 1.0f - keep);
+        assert_int_equal(ot_node_attr_int(n, "training_mode", 0), 1);
+        assert_int_equal(live, 1);
+    } else {
+        assert_int_equal(n->op, OT_OP_MUL);
+        assert_int_equal(live, 5);
+    }
+    ot_model_free(m);
+    mb_free(b);
+}
+
+static void test_lowered_dropout(void **state) {
+    (void)state;
+    check_lowered_dropout(true);
+    check_lowered_dropout(false);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scalar_split),
         cmocka_unit_test(test_sizes_and_unbind),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_clip_cast_like_bounds),
+        cmocka_unit_test(test_lowered_dropout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
