@@ -27,8 +27,13 @@ Everything is deterministic (fixed seeds, deterministic algorithms, one thread).
 --exporter dynamo runs torch.onnx.export(..., dynamo=True) of a current PyTorch (>= 2.5,
 in a venv of its own) at its default opset: the model is exported in training mode, but
 that exporter keeps only Dropout's training form. Its optimizer folds BatchNorm into the
-Conv, merges identical initializers and stores Linear weights transposed; the manifest
-maps what can be mapped by bytes (`shared`, `transposed`) and lists the rest as unmapped.
+Conv, merges identical initializers, drops zero biases, splits tied weights and folds
+position rows. The references are PyTorch's for the graph it wrote (same_graph.py:
+BatchNorm in eval mode, the same folds, each initializer mapped to the parameter uses
+it stands for); the manifest lists merged initializers (`shared`), transposed ones and
+the parameters no initializer stands for (`unmapped`: dropped or folded away). Before
+export every BatchNorm gets statistics of its own from one training-mode pass over the
+trace batch (fresh ones would fold into zero biases, which the optimizer drops).
 """
 import argparse
 import copy
@@ -256,12 +261,20 @@ def export_one(name, out, opset=OPSET, exporter="torchscript", optimize=True):
     model = build(entry, DROPOUT)
     strict = exporter == "dynamo"
     if strict:
-        # BatchNorm's fresh statistics (mean 0, variance 1) fold into a Conv as a zero
-        # bias, which that exporter's optimizer drops: one training-mode pass over the
-        # trace batch gives every BatchNorm statistics of its own first, as the
-        # TorchScript export's tracing does.
+        # That exporter writes BatchNorm in inference form. Fresh statistics (mean 0,
+        # variance 1) fold into a Conv as a zero bias, which its optimizer drops, and
+        # leave the activations unnormalised, shrinking layer by layer (MobileNetV3's
+        # logits ~1e-6, a loss that cannot fall): one training-mode pass over the trace
+        # batch with momentum 1 gives every BatchNorm that batch's statistics, so the
+        # inference graph normalises as the training one did.
+        bns = [mod for mod in model.modules() if isinstance(mod, same_graph.BN)]
+        moms = [bn.momentum for bn in bns]
+        for bn in bns:
+            bn.momentum = 1.0
         with torch.no_grad():
             model(*(trace[n] for n in names))
+        for bn, mom in zip(bns, moms):
+            bn.momentum = mom
     m = export(model, trace, os.path.join(d, f"{name}.onnx"), entry, opset, exporter, optimize)
     mapping, unmapped, inits, transposed = map_params(model, m, strict)
     load_initializers(model, mapping, inits, transposed)
