@@ -329,7 +329,7 @@ def dynamo_reference(nodrop, nd, args):
     same_graph.untie(ref)
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in nd.graph.initializer}
     folded = same_graph.fold_bn(ref, inits, args)
-    gmap = same_graph.mapping(ref, nd, folded)
+    gmap = same_graph.mapping(ref, nd, folded, same_graph.same_computations(ref, args))
     used = {p for uses in gmap.values() for p, _ in uses}
     unmapped = [n for n, p in ref.named_parameters() if n not in used and p.requires_grad]
     shared = {k: [p for p, _ in v] for k, v in gmap.items() if len(v) > 1}

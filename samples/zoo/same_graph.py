@@ -25,6 +25,7 @@ graph's. mapping() returns {initializer: [(parameter, form)]} with form "same", 
 "rows"; reference_grad() turns the parameters' gradients into the initializer's.
 """
 import ast
+import re
 
 import numpy as np
 import onnx
@@ -107,14 +108,52 @@ def untie(model):
             seen.add(id(p))
 
 
+def _meta(node, key):
+    return next((p.value for p in node.metadata_props if p.key == key), "")
+
+
 def _scopes(node):
-    for p in node.metadata_props:
-        if p.key == "pkg.torch.onnx.name_scopes":
-            try:
-                return ast.literal_eval(p.value)
-            except (ValueError, SyntaxError):
-                return []
-    return []
+    try:
+        return ast.literal_eval(_meta(node, "pkg.torch.onnx.name_scopes") or "[]")
+    except (ValueError, SyntaxError):
+        return []
+
+
+def _placeholders(node, by_mangled):
+    """The parameters the node's FX call reads (metadata "pkg.torch.onnx.fx_node":
+    `%p_model_x_weight` is model.x.weight), for calls made inside a module's forward
+    with another module's parameters (F.linear(x, self.qkv.weight, ...) in Swin)."""
+    return [by_mangled[t] for t in re.findall(r"%p_(\w+)", _meta(node, "pkg.torch.onnx.fx_node")) if t in by_mangled]
+
+
+def same_computations(model, args):
+    """Groups of modules that compute the same thing: same type, same input tensor,
+    equal parameters (GPT-NeoX's two LayerNorms of one input, once the exporter has
+    merged their equal scales, are one node after its common-subexpression pass).
+    {module name: [the other names of its group]}."""
+    seen, hooks = {}, []
+    names = {id(m): n for n, m in model.named_modules()}
+    for mod in model.modules():
+        if next(mod.parameters(recurse=False), None) is None:
+            continue
+
+        def pre(m, i):
+            if i and isinstance(i[0], torch.Tensor):
+                key = (type(m), id(i[0]), tuple(p.detach().numpy().tobytes() for p in m.parameters(recurse=False)))
+                seen.setdefault(key, []).append(names[id(m)])
+        hooks.append(mod.register_forward_pre_hook(pre))
+    try:
+        with torch.no_grad():
+            model(*args)
+    finally:
+        for h in hooks:
+            h.remove()
+    groups = {}
+    for members in seen.values():
+        members = list(dict.fromkeys(members))
+        for n in members:
+            groups[n] = [o for o in members if o != n]
+    return groups
 
 
 def _match(a, t):
@@ -133,10 +172,12 @@ def _rows(a, t):
     return "rows" if np.array_equal(t.reshape(k, a.shape[1]), a[:k]) else None
 
 
-def mapping(model, m, folded):
+def mapping(model, m, folded, groups=None):
     """{initializer: [(parameter, form)]} for the float initializers of m that come from
-    parameters of model (see the module docstring); the rest is not in it."""
+    parameters of model (see the module docstring); the rest is not in it. groups
+    (same_computations): a use found for one module of a group stands for all."""
     params = dict(model.named_parameters())
+    by_mangled = {n.replace(".", "_"): n for n in params}
     arrays = {n: p.detach().numpy() for n, p in params.items()}
     modules = dict(model.named_modules())
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
@@ -161,8 +202,15 @@ def mapping(model, m, folded):
             prefix = sc[-2] + "." if sc[-2] else ""
             found = [(prefix + a, f) for a, p in mod.named_parameters(recurse=False)
                      if (f := _match(p.detach().numpy(), t))]
+            if not found:
+                found = [(n, f) for n in _placeholders(node, by_mangled) if (f := _match(arrays[n], t))]
             if len(found) == 1 and found[0] not in hits:
                 hits.append(found[0])
+                owner, _, attr = found[0][0].rpartition(".")
+                for other in (groups or {}).get(owner, []):
+                    twin = (f"{other}.{attr}", found[0][1])
+                    if twin[0] in params and twin not in hits:
+                        hits.append(twin)
         if not hits and name in arrays and _match(arrays[name], t) == "same":
             hits = [(name, "same")]
         if not hits:
