@@ -131,7 +131,7 @@ def same_computations(model, args):
     equal parameters (GPT-NeoX's two LayerNorms of one input, once the exporter has
     merged their equal scales, are one node after its common-subexpression pass).
     {module name: [the other names of its group]}."""
-    seen, hooks = {}, []
+    seen, hooks, alive = {}, [], []
     names = {id(m): n for n, m in model.named_modules()}
     for mod in model.modules():
         if next(mod.parameters(recurse=False), None) is None:
@@ -139,6 +139,7 @@ def same_computations(model, args):
 
         def pre(m, i):
             if i and isinstance(i[0], torch.Tensor):
+                alive.append(i[0])  # so no later tensor reuses its id() during the pass
                 key = (type(m), id(i[0]), tuple(p.detach().numpy().tobytes() for p in m.parameters(recurse=False)))
                 seen.setdefault(key, []).append(names[id(m)])
         hooks.append(mod.register_forward_pre_hook(pre))
