@@ -4,6 +4,8 @@
  *     u = RandomUniformLike(like x)   keep = Less(u, p)   m = Cast(keep, float)
  *     y = Mul(x, Div(m, p))                       (p: the keep probability, a constant)
  *
+ * (without its optimizer: p as CastLike(constant, u), and CastLike(keep, a float
+ * tensor) for the Cast)
  * becomes Dropout(x, ratio = 1 - p, training_mode = 1) writing y. The two compute the
  * same thing in training (a Bernoulli(p) mask scaled by 1/p; onnxtrain draws the mask
  * from Dropout's Philox key), but only Dropout has a mode: `eval`, validation and
@@ -21,17 +23,27 @@ static bool live_op(const ot_graph *g, int node, ot_op op) {
     return node >= 0 && !g->nodes[node].removed && g->nodes[node].op == op;
 }
 
-/* The one consumer of v, or -1 when v has none, several, or is a graph output. */
+/* The one consumer of v, or -1 when v has none, several, or is a graph output. A
+ * CastLike reading v only for its dtype (input 1: p cast like u) does not count. */
 static int only_consumer(const ot_graph *g, int v) {
     const ot_value *val = &g->values[v];
-    if (val->is_graph_output || val->n_consumers != 1) return -1;
-    return val->consumers[0];
+    if (val->is_graph_output) return -1;
+    int found = -1;
+    for (int c = 0; c < val->n_consumers; c++) {
+        const ot_node *n = &g->nodes[val->consumers[c]];
+        if (n->op == OT_OP_CAST_LIKE && n->inputs[0] != v) continue;
+        if (found >= 0 && found != val->consumers[c]) return -1;
+        found = val->consumers[c];
+    }
+    return found;
 }
 
-/* A one-element float32 constant's value. */
+/* A one-element float32 constant's value, also through CastLike(constant, float32). */
 static bool const_f32(const ot_graph *g, int v, float *out) {
     if (v < 0) return false;
     const ot_value *val = &g->values[v];
+    int p = val->producer;
+    if (p >= 0 && live_op(g, p, OT_OP_CAST_LIKE) && val->dtype == OT_F32) return const_f32(g, g->nodes[p].inputs[0], out);
     if (!val->data || val->producer >= 0 || val->dtype != OT_F32 || val->nbytes != sizeof(float)) return false;
     memcpy(out, val->data, sizeof(float));
     return true;
@@ -61,7 +73,11 @@ static bool match(const ot_graph *g, int r, int *div_out, int *mul, int *x, floa
     if (!live_op(g, less, OT_OP_LESS) || g->nodes[less].inputs[0] != rn->outputs[0]) return false;
     if (!const_f32(g, g->nodes[less].inputs[1], p) || !(*p > 0.0f && *p <= 1.0f)) return false;
     int cast = only_consumer(g, g->nodes[less].outputs[0]);
-    if (!live_op(g, cast, OT_OP_CAST) || ot_node_attr_int(&g->nodes[cast], "to", 0) != OT_F32) return false;
+    bool to_f32 = live_op(g, cast, OT_OP_CAST) ? ot_node_attr_int(&g->nodes[cast], "to", 0) == OT_F32
+                  : live_op(g, cast, OT_OP_CAST_LIKE) && g->nodes[cast].inputs[0] == g->nodes[less].outputs[0]
+                      ? g->values[g->nodes[cast].outputs[0]].dtype == OT_F32
+                      : false;
+    if (!to_f32) return false;
     int div = only_consumer(g, g->nodes[cast].outputs[0]);
     float q;
     if (!live_op(g, div, OT_OP_DIV) || g->nodes[div].inputs[0] != g->nodes[cast].outputs[0] ||

@@ -207,11 +207,6 @@ def mapping(model, m, folded, groups=None):
                 found = [(n, f) for n in _placeholders(node, by_mangled) if (f := _match(arrays[n], t))]
             if len(found) == 1 and found[0] not in hits:
                 hits.append(found[0])
-                owner, _, attr = found[0][0].rpartition(".")
-                for other in (groups or {}).get(owner, []):
-                    twin = (f"{other}.{attr}", found[0][1])
-                    if twin[0] in params and twin not in hits:
-                        hits.append(twin)
         if not hits and name in arrays and _match(arrays[name], t) == "same":
             hits = [(name, "same")]
         if not hits:
@@ -220,6 +215,16 @@ def mapping(model, m, folded, groups=None):
             hits = same if len(same) == 1 else rows if len(rows) == 1 else []
         if hits:
             out[name] = hits
+    # A module whose parameters no node reads, computing what a mapped module of its
+    # group computes, was merged into that module's node: its uses are that node's.
+    used = {p for uses in out.values() for p, _ in uses}
+    for uses in out.values():
+        for pname, form in list(uses):
+            owner, _, attr = pname.rpartition(".")
+            for other in (groups or {}).get(owner, []):
+                twin = (f"{other}.{attr}", form)
+                if twin[0] in params and twin[0] not in used and twin not in uses:
+                    uses.append(twin)
     return out
 
 
