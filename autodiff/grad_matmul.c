@@ -164,6 +164,19 @@ static ot_status grad_matmul(ot_grad_ctx *c, const ot_node *n, int dy) {
         ot_gb_add_like(c, a, d, &s);
         (void)a2s;
     }
+    if (ot_gb_needs(c, b) && bs.rank == 2 && as.rank >= 2 && (as.rank == 2 || (all_known(&as) && all_known(&ys)))) {
+        /* B = Transpose(W) read by this node alone (nn.Linear as PyTorch exports it):
+         * W's gradient in W's own layout, dW = dY^T A, as PyTorch computes it, instead
+         * of dB = A^T dY and a Transpose: no weight-sized temporary next to the
+         * gradient (the GEMM's operands swap roles, so it rounds as PyTorch does, not
+         * as the transposed product did). */
+        int w = transposed_from(c, b);
+        if (w >= 0 && ot_gb_needs(c, w) && c->g->values[b].n_consumers == 1) {
+            int dy_rows = as.rank == 2 ? dy2 : flatten_rows(c, dy), a_rows = as.rank == 2 ? a2 : flatten_rows(c, a);
+            ot_gb_add(c, w, gemm(c, dy_rows, a_rows, 1, 0, 1.0f, w));
+            return OT_OK;
+        }
+    }
     if (ot_gb_needs(c, b) && bs.rank == 2 && as.rank >= 3) {
         /* A [..., M, K] against a shared 2-D B [K, N] (every Linear layer applied to a
          * sequence): dB = A_flat^T dY_flat, one GEMM over all P*M rows. The batched

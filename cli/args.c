@@ -226,6 +226,19 @@ ot_status ot_args_load_dataset(const ot_input_specs *inputs, const char *labels,
     return OT_OK;
 }
 
+/* --lora-target GLOB,...: once, split at commas. */
+static ot_status lora_targets(ot_common_args *a, const char *arg, ot_error *err) {
+    if (a->lora_text) return ot_fail(err, OT_E_USAGE, "--lora-target given twice: list the globs once, comma-separated");
+    if (!(a->lora_text = ot_strdup(arg))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    for (char *p = a->lora_text, *next; p; p = next) {
+        if ((next = strchr(p, ','))) *next++ = 0;
+        if (!*p) return ot_fail(err, OT_E_USAGE, "--lora-target '%s': an empty glob", arg);
+        ot_status st = ot_str_list_add(&a->lora_target, p, err);
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
 ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *handled, ot_error *err) {
     static const ot_args_real_range beta_range = {.min = 0, .has_max = true, .max = 1, .max_exclusive = true};
     int64_t v;
@@ -271,6 +284,8 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_SCHED: return ot_schedule_kind_parse(arg, &a->schedule, err);
     case OT_ARG_WARMUP: return ot_args_int("--warmup-steps", arg, 0, OT_ARGS_MAX_STEPS, &a->warmup, err);
     case OT_ARG_ACCUM: return ot_args_int("--accum", arg, 1, OT_ARGS_MAX_ACCUM, &a->accum, err);
+    case OT_ARG_LORA: return ot_lora_parse(arg, &a->lora, err);
+    case OT_ARG_LORA_TARGET: return lora_targets(a, arg, err);
     default: *handled = false; return OT_OK;
     }
 }
@@ -289,6 +304,8 @@ void ot_common_args_free(ot_common_args *a) {
     ot_str_list_free(&a->freeze);
     ot_str_list_free(&a->train);
     ot_str_list_free(&a->bind);
+    ot_str_list_free(&a->lora_target);
+    free(a->lora_text);
 }
 
 void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
@@ -297,6 +314,9 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->n_freeze = a->freeze.n;
     o->train = a->train.v;
     o->n_train = a->train.n;
+    o->lora = a->lora;
+    o->lora.targets = a->lora_target.v;
+    o->lora.n_targets = a->lora_target.n;
     o->batch_size = a->batch_size;
     o->seed = a->seed;
     o->n_threads = a->n_threads;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "autodiff/autodiff.h"
+#include "autodiff/lora.h"
 #include "ir.h"
 #include "train/optim.h"
 
@@ -115,6 +116,8 @@ enum {
     OT_ARG_SCHED,
     OT_ARG_WARMUP,
     OT_ARG_ACCUM,
+    OT_ARG_LORA,
+    OT_ARG_LORA_TARGET,
     OT_ARG_OWN /* first code free for a command's own options */
 };
 #define OT_ARGS_OPT_INPUT {"input", required_argument, NULL, OT_ARG_INPUT}
@@ -146,7 +149,8 @@ enum {
     OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,            \
         OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,             \
         OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT, OT_ARGS_OPT_BUDGET,          \
-        OT_ARGS_OPTS_OPTIM
+        OT_ARGS_OPTS_OPTIM, {"lora", required_argument, NULL, OT_ARG_LORA},                                         \
+        {"lora-target", required_argument, NULL, OT_ARG_LORA_TARGET}
 
 /* Help text of the shared options, one block per group, for the commands' --help. */
 #define OT_ARGS_HELP_DATA                                                                                            \
@@ -168,6 +172,15 @@ enum {
     "  --freeze REGEX            do not train params whose name matches (POSIX ERE). Repeatable.\n"                 \
     "  --train REGEX             train only params whose name matches. Repeatable.\n"                               \
     "                            A pattern that matches no param is an error (exit 2).\n"
+#define OT_ARGS_HELP_LORA                                                                                            \
+    "LoRA (docs/training.md, LoRA):\n"                                                                               \
+    "  --lora RANK[:ALPHA]       train low-rank adapters W + (ALPHA/RANK)*A*B instead of the weights\n"            \
+    "                            (ALPHA defaults to RANK); the base weights are frozen: no gradient,\n"           \
+    "                            no optimizer state. A is drawn from --seed, B starts at zero.\n"                 \
+    "  --lora-target GLOB,...    weights to adapt (fnmatch over param names; default: every 2-D\n"                \
+    "                            float32 weight read only by MatMul/Gemm, except the head, whose\n"             \
+    "                            output reaches the loss through no other MatMul/Gemm;\n"                      \
+    "                            `onnxtrain info MODEL --lora R` lists them)\n"
 #define OT_ARGS_HELP_OPTIM                                                                                           \
     "  --optimizer NAME          sgd (default), adam, adamw\n"                                                      \
     "  --lr X                    learning rate > 0 (default 0.01 for sgd, 0.001 for adam/adamw)\n"                \
@@ -207,6 +220,9 @@ typedef struct ot_common_args {
     ot_schedule_kind schedule;
     int64_t warmup;
     int64_t accum;          /* --accum, 1..OT_ARGS_MAX_ACCUM; 0: not given (1) */
+    ot_lora_options lora;   /* --lora RANK[:ALPHA]; rank 0: none */
+    char *lora_text;        /* --lora-target's text, split at commas (owned) */
+    ot_str_list lora_target; /* the globs, pointing into lora_text */
 } ot_common_args;
 
 /* Reads option `code` with value `arg` into a when it is one of the shared options

@@ -10,17 +10,22 @@
 
 #include "cli.h"
 #include "autodiff/autodiff.h"
+#include "autodiff/lora.h"
+#include "cli/args.h"
 #include "importer/importer.h"
 #include "ir/json_write.h"
 #include "kernels/kernel.h"
 
 static void usage(FILE *f) {
-    fputs("usage: onnxtrain info MODEL [--json] [--dump text|dot]\n\n"
+    fputs("usage: onnxtrain info MODEL [--json] [--dump text|dot] [--lora RANK[:ALPHA] [--lora-target GLOB,...]]\n\n"
           "Shows a model's IR version, producer, opset, inputs and outputs (dtype and shape,\n"
           "symbolic dims by name), parameter and state sizes, an op histogram, and every\n"
           "op onnxtrain does not support with the nodes using it.\n\n"
           "  --json            print the same as one JSON object\n"
           "  --dump text|dot   print the imported graph instead (text, or Graphviz DOT)\n"
+          "  --lora RANK[:ALPHA], --lora-target GLOB,...\n"
+          "                    also list the weights `train --lora` would adapt (and the 2-D float\n"
+          "                    weights it would not, with the reason) and the adapters' size\n"
           "  -h, --help        this help\n\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported ops.\n",
           f);
@@ -162,6 +167,52 @@ static void print_params_text(FILE *f, const ot_graph *g, const model_summary *s
     }
 }
 
+/* --lora: what train --lora would adapt (why[] from ot_lora_targets). Skipped
+ * weights are listed only when they are 2-D floats: biases and norms never qualify. */
+static bool lora_listed(const ot_graph *g, const char **why, int v) {
+    const ot_value *val = &g->values[v];
+    return !why[v] || (val->kind == OT_VK_PARAM && ot_dtype_is_float(val->dtype) && val->shape.rank == 2);
+}
+
+static void print_lora(FILE *f, const ot_graph *g, const ot_lora_options *lo, const char **why, bool json) {
+    int64_t rank = lo->rank, n_ad = 0, adapter_numel = 0, base_numel = 0;
+    for (int v = 0; v < g->n_values; v++)
+        if (!why[v]) {
+            n_ad++;
+            adapter_numel += rank * (g->values[v].shape.dim[0] + g->values[v].shape.dim[1]);
+            base_numel += ot_shape_numel(&g->values[v].shape);
+        }
+    double alpha = lo->alpha > 0 ? lo->alpha : (double)rank;
+    if (json) {
+        fprintf(f, ",\n  \"lora\": {\"rank\": %lld, \"alpha\": %.17g, \"scale\": %.17g, \"adapter_params\": %lld, "
+                   "\"weights\": [",
+                (long long)rank, alpha, ot_lora_scale(lo), (long long)adapter_numel);
+        for (int v = 0, k = 0; v < g->n_values; v++) {
+            if (!lora_listed(g, why, v)) continue;
+            fputs(k++ ? ", {\"name\": " : "{\"name\": ", f);
+            ot_json_string(f, g->values[v].name);
+            fprintf(f, ", \"adapted\": %s", why[v] ? "false" : "true");
+            if (why[v]) {
+                fputs(", \"reason\": ", f);
+                ot_json_string(f, why[v]);
+            }
+            fputc('}', f);
+        }
+        fputs("]}", f);
+        return;
+    }
+    fprintf(f, "lora (rank %lld, alpha %g, scale %g): %lld weights adapted (%lld values) by %lld adapter values:\n",
+            (long long)rank, alpha, ot_lora_scale(lo), (long long)n_ad, (long long)base_numel,
+            (long long)adapter_numel);
+    for (int v = 0; v < g->n_values; v++) {
+        if (!lora_listed(g, why, v)) continue;
+        char sb[128];
+        ot_shape_str(g, &g->values[v].shape, sb, sizeof sb);
+        fprintf(f, "  %-5s %s %s%s%s\n", why[v] ? "skip" : "adapt", g->values[v].name, sb, why[v] ? ": " : "",
+                why[v] ? why[v] : "");
+    }
+}
+
 static ot_status summarize(const ot_graph *g, model_summary *sum) {
     for (int v = 0; v < g->n_values; v++) {
         const ot_value *val = &g->values[v];
@@ -243,7 +294,7 @@ static void print_info_json(FILE *f, const char *path, const ot_model *m, const 
         }
         fputs("]}", f);
     }
-    fputs("]\n}\n", f);
+    fputs("]", f); /* the caller closes the object, after the lora section */
 }
 
 static void print_info_text(FILE *f, const char *path, const ot_model *m, const model_summary *sum) {
@@ -284,11 +335,16 @@ int ot_cmd_info(int argc, char **argv) {
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"dump", required_argument, NULL, 'd'},
+        {"lora", required_argument, NULL, OT_ARG_LORA},
+        {"lora-target", required_argument, NULL, OT_ARG_LORA_TARGET},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false;
+    bool json = false, handled = false;
     const char *dump = NULL;
+    ot_common_args la; /* --lora, --lora-target: parsed as train parses them */
+    ot_common_args_init(&la);
+    ot_error err = {0};
     optind = 1;
     opterr = 0;
     int c;
@@ -303,6 +359,14 @@ int ot_cmd_info(int argc, char **argv) {
             dump = optarg;
             break;
         case 'h': usage(stdout); return OT_OK;
+        case OT_ARG_LORA:
+        case OT_ARG_LORA_TARGET:
+            if (ot_args_common(&la, c, optarg, &handled, &err)) {
+                fprintf(stderr, "onnxtrain: info: %s\n", err.msg);
+                ot_common_args_free(&la);
+                return OT_E_USAGE;
+            }
+            break;
         default:
             fprintf(stderr, "onnxtrain: info: unknown option '%s'\n", argv[optind - 1]);
             usage(stderr);
@@ -318,13 +382,26 @@ int ot_cmd_info(int argc, char **argv) {
     /* info reads shapes, never a weight: big float params stay on disk */
     ot_import_options opt = {.fold_eval = ot_cpu_fold_eval, .allow_unsupported = true, .skip_param_data = true};
     ot_model *m = NULL;
-    ot_error err = {0};
-    ot_status st = ot_model_load(path, &opt, &m, &err);
+    ot_status st = la.lora_target.n && !la.lora.rank
+                       ? ot_fail(&err, OT_E_USAGE, "info: --lora-target needs --lora RANK")
+                       : ot_model_load(path, &opt, &m, &err);
     if (st) {
         fprintf(stderr, "onnxtrain: %s\n", err.msg);
+        ot_common_args_free(&la);
         return st;
     }
     const ot_graph *g = m->graph;
+    ot_lora_options lo = la.lora;
+    lo.targets = la.lora_target.v;
+    lo.n_targets = la.lora_target.n;
+    const char **why = lo.rank ? calloc((size_t)g->n_values + 1, sizeof *why) : NULL;
+    if (lo.rank && (!why || (st = ot_lora_targets(g, &lo, why, &err)))) {
+        fprintf(stderr, "onnxtrain: info: %s\n", why ? err.msg : "out of memory");
+        free(why);
+        ot_common_args_free(&la);
+        ot_model_free(m);
+        return why ? st : OT_E_MEMORY;
+    }
     FILE *f = stdout;
     if (dump) {
         if (!strcmp(dump, "dot")) ot_graph_dump_dot(g, f);
@@ -335,6 +412,8 @@ int ot_cmd_info(int argc, char **argv) {
             fprintf(stderr, "onnxtrain: %s: %s\n", path, list ? list : "unsupported ops");
             free(list);
         }
+        free(why);
+        ot_common_args_free(&la);
         ot_model_free(m);
         return st;
     }
@@ -349,6 +428,8 @@ int ot_cmd_info(int argc, char **argv) {
     }
     if (json) print_info_json(f, path, m, &sum);
     else print_info_text(f, path, m, &sum);
+    if (why) print_lora(f, g, &lo, why, json);
+    if (json) fputs("\n}\n", f);
     if (m->n_unsupported) {
         char *list = ot_model_unsupported_str(m);
         fprintf(stderr, "onnxtrain: %s: %s\n", path, list ? list : "unsupported ops");
@@ -357,6 +438,8 @@ int ot_cmd_info(int argc, char **argv) {
     }
     free(sum.hist);
     free(sum.reason);
+    free(why);
+    ot_common_args_free(&la);
     ot_model_free(m);
     return st;
 }

@@ -18,6 +18,7 @@
 #include "remat/remat.h"
 #include "remat/timeline.h"
 #include "train/outputs.h"
+#include "train/dist.h"
 #include "train/train.h"
 #include "train/train_memory.h"
 
@@ -37,6 +38,7 @@ static void usage(FILE *f) {
           OT_ARGS_HELP_BIND
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_PARAMS
+          OT_ARGS_HELP_LORA
           "optimizer (its state and update are planned with the step; default sgd):\n"
           OT_ARGS_HELP_OPTIM
           "plan:\n"
@@ -44,6 +46,9 @@ static void usage(FILE *f) {
           "                            (default auto: selective, or the cheapest plan within the budget)\n"
           "  --memory-budget SIZE      e.g. 512M, 2G: the peak auto must fit\n"
           "  --device DEV              cpu (default) or cuda[:N]: whose workspace sizes count\n"
+          "  --ranks N                 plan one rank of `mpirun -np N onnxtrain train`: --batch-size\n"
+          "                            is the global batch, each rank's step is planned at B/N\n"
+          "                            (--memory-budget and auto then hold per rank)\n"
           "  --threads N, --seed N     as for train (they change no figure)\n"
           "  --json                    print the plans as JSON\n"
           "  --dot FILE                write the training graph (recompute nodes dashed, orange)\n"
@@ -56,7 +61,10 @@ typedef struct plan_opts {
     ot_common_args args; /* data, loss, params, batch, bind, remat, budget, optimizer */
     ot_input_specs val_inputs;
     const char *val_labels;
+    const char *lora_text; /* --lora's text, for the saving line */
     bool batch_auto, json;
+    int64_t ranks; /* --ranks: plan a rank of a data-parallel run (0, 1: one process) */
+    ot_dist *dist; /* its rank count (ot_dist_for_plan) */
 } plan_opts;
 
 /* One planned step: the session and what plan prints of it. */
@@ -211,7 +219,9 @@ static ot_status plan_one(const plan_opts *o, ot_model *m, ot_dataset *data, ot_
     /* a budget is what auto searches within; a fixed policy is planned as it is */
     to.memory_budget = !strcmp(policy, "auto") ? o->args.memory_budget : 0;
     to.validation = val->n_arrays > 0; /* planned with the step, inside the budget, as train does */
-    ot_status st = ot_train_session_new(m, &to, data->n_arrays ? data : NULL, true, &out->s, err);
+    ot_status st = ot_dist_train_options(o->dist, &to, false, err); /* --ranks: the per-rank step */
+    if (st) return st;
+    st = ot_train_session_new(m, &to, data->n_arrays ? data : NULL, true, &out->s, err);
     if (!st && val->n_arrays) st = ot_train_check_data(out->s, val, "validation data", err);
     if (st) return st;
     out->p = ot_train_plan(out->s);
@@ -236,22 +246,52 @@ static void policy_label(const char *policy, int64_t budget, char *label, size_t
     ot_remat_policy_free(&pol);
 }
 
-static void print_plans(const plan_opts *o, const planned *p0, const planned *p1, const char *label, int64_t batch) {
+/* --lora: the plain step with LoRA (p0) against the same step without it (base). */
+static void print_lora_saving(const plan_opts *o, const planned *p0, const planned *base) {
+    char a[32], b[32], s[32], w[32], wb[32];
+    const ot_plan *p = p0->p, *q = base->p;
+    double trained = (double)(p->slab_bytes[OT_MEM_PARAMS] + p->slab_bytes[OT_MEM_GRADIENTS] + p->slab_bytes[OT_MEM_OPT_STATE]);
+    double trained_b = (double)(q->slab_bytes[OT_MEM_PARAMS] + q->slab_bytes[OT_MEM_GRADIENTS] + q->slab_bytes[OT_MEM_OPT_STATE]);
+    double saved = (double)ot_plan_peak_bytes(q) - (double)ot_plan_peak_bytes(p);
+    human((double)ot_plan_peak_bytes(p), a, sizeof a);
+    human((double)ot_plan_peak_bytes(q), b, sizeof b);
+    human(saved < 0 ? -saved : saved, s, sizeof s);
+    human(trained, w, sizeof w);
+    human(trained_b, wb, sizeof wb);
+    printf("--lora %s: peak %s with --remat none instead of %s without LoRA: %s %s (%.1f%%); trained params, their "
+           "gradients and optimizer state %s instead of %s\n",
+           o->lora_text, a, b, saved >= 0 ? "saves" : "costs", s,
+           100.0 * (saved < 0 ? -saved : saved) / (double)ot_plan_peak_bytes(q), w, wb);
+}
+
+static void print_plans(const plan_opts *o, const planned *p0, const planned *p1, const char *label, int64_t batch,
+                        const planned *nolora) {
     const ot_remat_analysis *an = p1->an ? p1->an : p0->an;
     int n_fwd = an ? an->n_fwd : 0, n_art = an ? an->n_art : 0, n_nodes = ot_train_graph(p0->s)->n_nodes;
     if (o->json) {
         printf("{\"model\": ");
         ot_json_string(stdout, o->model);
-        printf(", \"batch\": %lld, \"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [",
-               (long long)batch, n_nodes, n_fwd, n_art);
+        printf(", \"batch\": %lld, ", (long long)batch);
+        if (o->ranks > 1) printf("\"ranks\": %lld, \"batch_per\": \"rank\", ", (long long)o->ranks);
+        printf("\"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [", n_nodes, n_fwd,
+               n_art);
         print_plan("none", p0, true, false);
         printf(", ");
         print_plan(label, p1, true, true);
-        printf("]}\n");
+        printf("]");
+        if (nolora) {
+            printf(", \"without_lora\": ");
+            print_plan("none", nolora, true, false);
+        }
+        printf("}\n");
         return;
     }
-    printf("%s: batch %lld%s, training graph %d nodes (%d forward), %d articulation points\n", o->model,
-           (long long)batch, o->batch_auto ? " (auto)" : "", n_nodes, n_fwd, n_art);
+    char per_rank[96] = "";
+    if (o->ranks > 1)
+        snprintf(per_rank, sizeof per_rank, " per rank (global batch %lld over %lld ranks)", (long long)(batch * o->ranks),
+                 (long long)o->ranks);
+    printf("%s: batch %lld%s%s, training graph %d nodes (%d forward), %d articulation points\n", o->model,
+           (long long)batch, o->batch_auto ? " (auto)" : "", per_rank, n_nodes, n_fwd, n_art);
     print_plan("none", p0, false, false);
     print_plan(label, p1, false, true);
     double saved = (double)ot_plan_peak_bytes(p0->p) - (double)ot_plan_peak_bytes(p1->p);
@@ -261,13 +301,14 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
     printf("%s %s (%.1f%% of the peak) for %.1f%% more FLOPs\n", saved >= 0 ? "saves" : "costs", hb,
            100.0 * (saved < 0 ? -saved : saved) / (double)ot_plan_peak_bytes(p0->p),
            step > 0 ? 100.0 * ot_train_remat_info(p1->s)->extra_flops / step : 0.0);
+    if (nolora) print_lora_saving(o, p0, nolora);
 }
 
 static ot_status run_plan(const plan_opts *o, ot_error *err) {
     ot_status st = OT_OK;
     ot_model *m = NULL;
     ot_dataset data = {0}, val = {0};
-    planned p0 = {0}, p1 = {0};
+    planned p0 = {0}, p1 = {0}, p2 = {0};
     ot_atomic_file *dot = NULL;
     const ot_common_args *a = &o->args;
     const char *policy = a->remat ? a->remat : "auto";
@@ -288,7 +329,12 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
         ot_common_args_to_train(a, &to);
         to.remat = policy;
         int64_t max = data.n_arrays ? data.n_samples : 1 << 20;
-        if ((st = ot_train_find_batch(m, &to, true, a->memory_budget, max, &batch, err))) goto fail;
+        /* --ranks: the largest per-rank batch; the plans below take the global one */
+        int64_t n = o->ranks > 1 ? o->ranks : 1;
+        if ((st = ot_dist_train_options(o->dist, &to, true, err))) goto fail;
+        if ((st = ot_train_find_batch(m, &to, true, a->memory_budget, max / n > 0 ? max / n : 1, &batch, err)))
+            goto fail;
+        batch *= n;
     }
     if (o->val_inputs.n && (st = ot_args_load_dataset(&o->val_inputs, o->val_labels, &val, err))) goto fail;
     if ((st = plan_one(o, m, &data, &val, "none", batch, &p0, err))) goto fail;
@@ -297,7 +343,13 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
     char label[256];
     policy_label(policy, a->memory_budget, label, sizeof label);
     batch = ot_train_batch_size(p1.s);
-    print_plans(o, &p0, &p1, label, batch);
+    if (a->lora.rank) { /* the same step without LoRA, for the saving */
+        plan_opts base = *o;
+        base.args.lora.rank = 0;
+        base.args.lora_target.n = 0;
+        if ((st = plan_one(&base, m, &data, &val, "none", batch, &p2, err))) goto fail;
+    }
+    print_plans(o, &p0, &p1, label, batch, a->lora.rank ? &p2 : NULL);
     /* --dot is written and synced first and renamed only after the timeline was
      * written, so a failed timeline leaves neither */
     if (o->dot && (st = write_dot(o->dot, ot_train_graph(p1.s), &dot, err))) goto fail;
@@ -319,13 +371,14 @@ fail:
     ot_atomic_abort(dot);
     ot_train_session_free(p0.s);
     ot_train_session_free(p1.s);
+    ot_train_session_free(p2.s);
     ot_dataset_free(&data);
     ot_dataset_free(&val);
     ot_model_free(m);
     return st;
 }
 
-enum { O_JSON = OT_ARG_OWN, O_DOT, O_TIMELINE, O_VAL_INPUT, O_VAL_LABELS };
+enum { O_JSON = OT_ARG_OWN, O_DOT, O_TIMELINE, O_VAL_INPUT, O_VAL_LABELS, O_RANKS };
 
 int ot_cmd_plan(int argc, char **argv) {
     static const struct option longopts[] = {
@@ -335,6 +388,7 @@ int ot_cmd_plan(int argc, char **argv) {
         {"timeline", required_argument, NULL, O_TIMELINE},
         {"val-input", required_argument, NULL, O_VAL_INPUT},
         {"val-labels", required_argument, NULL, O_VAL_LABELS},
+        {"ranks", required_argument, NULL, O_RANKS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -351,6 +405,7 @@ int ot_cmd_plan(int argc, char **argv) {
             o.batch_auto = true;
             continue;
         }
+        if (c == OT_ARG_LORA) o.lora_text = optarg;
         if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
         if (common) continue;
         switch (c) {
@@ -359,6 +414,7 @@ int ot_cmd_plan(int argc, char **argv) {
         case O_TIMELINE: o.timeline = optarg; break;
         case O_VAL_INPUT: st = ot_args_add_input(&o.val_inputs, "--val-input", optarg, &err); break;
         case O_VAL_LABELS: o.val_labels = optarg; break;
+        case O_RANKS: st = ot_args_int("--ranks", optarg, 1, 1 << 24, &o.ranks, &err); break;
         case 'h':
             usage(stdout);
             ot_common_args_free(&o.args);
@@ -375,8 +431,10 @@ int ot_cmd_plan(int argc, char **argv) {
         ot_input_specs_free(&o.val_inputs);
         return st;
     }
-    st = run_plan(&o, &err);
+    if (o.ranks > 1) st = ot_dist_for_plan((int)o.ranks, &o.dist, &err);
+    if (!st) st = run_plan(&o, &err);
     if (st) fprintf(stderr, "onnxtrain plan: %s\n", err.msg);
+    ot_dist_finalize(o.dist);
     ot_common_args_free(&o.args);
     ot_input_specs_free(&o.val_inputs);
     return st;

@@ -15,6 +15,7 @@
 #include "ir/atomic_file.h"
 #include "remat/remat.h"
 #include "train/checkpoint.h"
+#include "train/dist.h"
 #include "train/progress.h"
 #include "train/report.h"
 #include "train/train.h"
@@ -44,14 +45,22 @@ static void train_usage(FILE *f) {
           "                            --seed), nothing is updated. It runs on a second, forward-\n"
           "                            only plan whose memory comes on top of the training peak\n"
           "                            (--memory-budget covers both; the params are shared).\n"
-          "  --batch-size N            samples per micro-batch (default: the model's fixed batch,\n"
+          "  --batch-size N|auto       samples per micro-batch (default: the model's fixed batch,\n"
           "                            else min(32, samples)). The last partial batch of an epoch\n"
-          "                            is dropped, so every step sees exactly N samples.\n"
+          "                            is dropped, so every step sees exactly N samples. auto (with\n"
+          "                            --memory-budget): the largest batch whose planned training\n"
+          "                            step fits the budget (the plan's peak is the run's arena)\n"
+          "                            Under mpirun -np R: the global batch; each rank takes N/R,\n"
+          "                            bitwise one process with --batch-size N/R and R x --accum\n"
+          "                            (docs/training.md, \"Data parallel\")\n"
           OT_ARGS_HELP_BIND
           "  --seed N                  shuffling (Fisher-Yates, splitmix64) and Dropout masks (default 0)\n"
           "  --no-shuffle              visit samples in file order\n"
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_PARAMS
+          OT_ARGS_HELP_LORA
+          "  --lora-save FILE          write the adapters alone to FILE (.npz or .onnx); -o is then\n"
+          "                            optional (when given, the merged model is written too)\n"
           "optimizer (updates follow torch.optim):\n"
           OT_ARGS_HELP_OPTIM
           "loop:\n"
@@ -66,7 +75,9 @@ static void train_usage(FILE *f) {
           "  --memory-budget SIZE      for --remat auto: peak bytes, e.g. 512M (K/M/G powers of 1024);\n"
           "                            with --val-input it holds the training step and validation\n"
           "output:\n"
-          "  -o, --output-model FILE   the tuned model (required)\n"
+          "  -o, --output-model FILE   the tuned model (required unless --lora-save); with --lora the\n"
+          "                            merged model: each adapted W becomes W + (ALPHA/RANK)*A*B, same\n"
+          "                            graph and names as the input\n"
           "  --external-data           write its initializers to FILE.data (as the source stored them:\n"
           "                            one file, or a file per tensor); automatic above protobuf's 2 GB\n"
           "  --report FILE.json        loss history, learning rates, gradient norms, step times,\n"
@@ -97,7 +108,8 @@ static void train_usage(FILE *f) {
           "exits 130 (SIGINT) or 143 (SIGTERM) printing the command that resumes; a second\n"
           "signal stops at once.\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported, 7 shape,\n"
-          "8 data (wrong dtype/shape, label out of range), 9 memory, 10 NaN/Inf, 70 internal.\n",
+          "8 data (wrong dtype/shape, label out of range), 9 memory, 10 NaN/Inf, 13 another rank\n"
+          "failed or hangs (mpirun; ONNXTRAIN_DIST_TIMEOUT seconds, default 600), 70 internal.\n",
           f);
 }
 
@@ -131,8 +143,10 @@ static volatile sig_atomic_t stop_signal;
 static void on_stop_signal(int sig) { stop_signal = sig; }
 
 /* The command line that resumes this run: the same arguments, --resume DIR. */
-static void print_resume_command(FILE *f, int argc, char **argv, const char *dir) {
-    fputs("resume with: onnxtrain", f);
+static void print_resume_command(FILE *f, int argc, char **argv, const char *dir, int ranks) {
+    fputs("resume with: ", f);
+    if (ranks > 1) fprintf(f, "mpirun -np %d ", ranks); /* any rank count that the batch allows (docs/training.md) */
+    fputs("onnxtrain", f);
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
             i++;
@@ -153,15 +167,15 @@ static void print_resume_command(FILE *f, int argc, char **argv, const char *dir
 }
 
 enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
-       O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME, O_EXTERNAL };
+       O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME, O_EXTERNAL, O_LORA_SAVE };
 
 /* Everything one `onnxtrain train` holds, from the command line to the result. */
 typedef struct train_cli {
     ot_train_options o;
     ot_common_args ca;
     ot_input_specs val_inputs;
-    const char *model_path, *val_labels, *out_path, *report, *ckpt_dir, *resume;
-    bool quiet, help, external_data;
+    const char *model_path, *val_labels, *out_path, *report, *ckpt_dir, *resume, *lora_save;
+    bool quiet, help, external_data, batch_auto;
     bool model_written, report_written; /* what write_outputs put in place */
     int64_t log_every;
     char *default_ckpt_dir;
@@ -173,6 +187,7 @@ typedef struct train_cli {
     ot_train_result res;
     struct sigaction old_int, old_term; /* restored when the command ends */
     bool handlers;
+    ot_dist *dist; /* under mpirun: this rank of a data-parallel run (train/dist.h); else NULL */
 } train_cli;
 
 /* The command's own options (the session's are ot_args_common's). */
@@ -197,6 +212,7 @@ static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err)
         return st;
     case O_RESUME: t->resume = arg; return OT_OK;
     case O_EXTERNAL: t->external_data = true; return OT_OK;
+    case O_LORA_SAVE: t->lora_save = arg; return OT_OK;
     case 'o': t->out_path = arg; return OT_OK;
     case 'h': t->help = true; return OT_OK;
     default: return ot_fail(err, OT_E_INTERNAL, "option code %d has no case", c);
@@ -214,6 +230,7 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
         {"check-numerics", no_argument, 0, O_CHECK}, {"checkpoint-dir", required_argument, 0, O_CKPT_DIR},
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY}, {"keep-checkpoints", required_argument, 0, O_CKPT_KEEP},
         {"resume", required_argument, 0, O_RESUME}, {"external-data", no_argument, 0, O_EXTERNAL},
+        {"lora-save", required_argument, 0, O_LORA_SAVE},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ot_status st;
     optind = 1;
@@ -221,6 +238,10 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
     int c;
     bool common;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        if (c == OT_ARG_BATCH && !strcmp(optarg, "auto")) {
+            t->batch_auto = true;
+            continue;
+        }
         if ((st = ot_args_common(&t->ca, c, optarg, &common, err))) return st;
         if (common) continue;
         if (c != 'o' && c != 'h' && c < OT_ARG_OWN)
@@ -235,7 +256,14 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
 /* What can be refused before any work: no output, half the validation data, a bad
  * remat policy. (The output paths themselves are checked by check_files.) */
 static ot_status check_args(const train_cli *t, ot_error *err) {
-    if (!t->out_path) return ot_fail(err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
+    if (!t->out_path && !t->lora_save)
+        return ot_fail(err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
+    if (t->lora_save && t->o.lora.rank == 0) return ot_fail(err, OT_E_USAGE, "--lora-save needs --lora RANK");
+    size_t ls = t->lora_save ? strlen(t->lora_save) : 0;
+    if (ls && !(ls > 4 && !strcmp(t->lora_save + ls - 4, ".npz")) && !(ls > 5 && !strcmp(t->lora_save + ls - 5, ".onnx")))
+        return ot_fail(err, OT_E_USAGE, "--lora-save %s: the name must end in .npz or .onnx", t->lora_save);
+    if (t->batch_auto && !t->o.memory_budget)
+        return ot_fail(err, OT_E_USAGE, "--batch-size auto needs --memory-budget SIZE");
     ot_status st = OT_OK;
     /* the loop numbers micro-batches as step * accum + k: refuse what would overflow */
     if (t->o.steps > 0 &&
@@ -255,9 +283,10 @@ static ot_status check_args(const train_cli *t, ot_error *err) {
  * goes) and the checkpoint to resume from. */
 static ot_status choose_checkpoint_dir(train_cli *t, ot_error *err) {
     if (!t->ckpt_dir) {
-        size_t n = strlen(t->out_path) + 8;
+        const char *out = t->out_path ? t->out_path : t->lora_save;
+        size_t n = strlen(out) + 8;
         if (!(t->default_ckpt_dir = malloc(n))) return ot_fail(err, OT_E_MEMORY, "out of memory");
-        snprintf(t->default_ckpt_dir, n, "%s.ckpt", t->out_path);
+        snprintf(t->default_ckpt_dir, n, "%s.ckpt", out);
     }
     t->o.checkpoint_dir = t->ckpt_dir ? t->ckpt_dir : t->default_ckpt_dir;
     return OT_OK;
@@ -308,13 +337,19 @@ static void print_budget(const train_cli *t) {
 static void print_setup(const train_cli *t, int64_t total) {
     const ot_plan *plan = ot_train_plan(t->s);
     const ot_autodiff_result *ad = ot_train_autodiff(t->s);
+    int n = ot_dist_size(t->dist);
+    if (n > 1) /* t->o holds the one-process equivalent (ot_dist_train_options) */
+        fprintf(stderr, "data parallel over %d ranks: global batch %lld, per rank %lld x %lld micro-batches per step "
+                "(bitwise one process with --batch-size %lld --accum %lld)\n", n,
+                (long long)(ot_train_batch_size(t->s) * n), (long long)ot_train_batch_size(t->s),
+                (long long)t->o.accum / n, (long long)ot_train_batch_size(t->s), (long long)t->o.accum);
     fprintf(stderr, "training %d params (%lld values) with %s, batch %lld x %lld micro-batches, %lld steps\n",
             ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind),
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
     fprintf(stderr,
-            "planned peak memory: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
+            "planned peak memory%s: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
             "workspace %.2f)\n",
-            mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]), mib(plan->slab_bytes[OT_MEM_GRADIENTS]),
+            n > 1 ? " per rank" : "", mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]), mib(plan->slab_bytes[OT_MEM_GRADIENTS]),
             mib(plan->slab_bytes[OT_MEM_OPT_STATE]), mib(ot_plan_peak_bytes(plan) - plan->pinned_bytes));
     const ot_plan *vp = ot_train_validation_plan(t->s);
     if (vp)
@@ -336,12 +371,31 @@ static ot_status check_files(const train_cli *t, ot_error *err) {
     if (!st) st = ot_args_add_input_files(&f, &t->val_inputs, "--val-input", t->val_labels, "--val-labels", err);
     if (!st) st = ot_run_files_input(&f, "--resume", t->resume, err);
     if (!st) st = ot_run_files_output(&f, "-o", t->out_path, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_output(&f, "--lora-save", t->lora_save, OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, "--report", t->report, OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, t->ckpt_dir ? "--checkpoint-dir" : "the checkpoint folder", t->o.checkpoint_dir,
                                       OT_OUTPUT_FOLDER, err);
     if (!st) st = ot_run_files_check(&f, err);
     ot_run_files_free(&f);
     return st;
+}
+
+/* --batch-size auto: the largest batch whose planned step fits --memory-budget, each
+ * probe a plan-only session over the same import (train/train_memory.h). */
+static ot_status auto_batch(train_cli *t, ot_error *err) {
+    int64_t b = 0, n = ot_dist_size(t->dist); /* under mpirun: the per-rank batch (t->o is per rank) */
+    int64_t max = n > 1 && t->data.n_samples >= n ? t->data.n_samples / n : t->data.n_samples;
+    ot_status st = ot_train_find_batch(t->m, &t->o, true, t->o.memory_budget, max, &b, err);
+    if (st) return st;
+    t->o.batch_size = b;
+    if (!t->quiet && n > 1)
+        fprintf(stderr, "--batch-size auto: %lld per rank (global batch %lld over %lld ranks), the largest whose "
+                "planned step fits --memory-budget %.2f MiB per rank\n", (long long)b, (long long)(b * n), (long long)n,
+                mib((size_t)t->o.memory_budget));
+    else if (!t->quiet)
+        fprintf(stderr, "--batch-size auto: %lld, the largest batch whose planned step fits --memory-budget %.2f MiB\n",
+                (long long)b, mib((size_t)t->o.memory_budget));
+    return OT_OK;
 }
 
 /* Loads the model and the data and builds the session (memory advice on OT_E_MEMORY). */
@@ -356,6 +410,7 @@ static ot_status build(train_cli *t, ot_error *err) {
     if (!st && t->o.steps == 0 && t->o.epochs > 0)
         st = ot_args_product("--epochs x samples", t->o.epochs, t->data.n_samples, INT64_MAX, NULL, err);
     if (!st) st = setup_checkpoints(t, err);
+    if (!st && t->batch_auto) st = auto_batch(t, err);
     if (st) return st;
     t->o.validation = t->val_inputs.n > 0; /* planned with the session, inside the memory budget */
     t->o.stream_save = true;                 /* write_outputs() writes the tuned model from the arena */
@@ -368,6 +423,15 @@ static ot_status build(train_cli *t, ot_error *err) {
         if ((st = ot_train_validation_prepare(t->s, err))) return st;
     }
     return OT_OK;
+}
+
+/* Under mpirun: this rank's part of the run (train/dist.h). The options become the
+ * one-process equivalent; ranks other than 0 print nothing but errors. */
+static ot_status start_dist(train_cli *t, ot_error *err) {
+    ot_status st = ot_dist_init(&stop_signal, &t->dist, err);
+    if (!st) st = ot_dist_train_options(t->dist, &t->o, t->batch_auto, err);
+    if (!st && ot_dist_rank(t->dist) != 0) t->quiet = true;
+    return st;
 }
 
 /* Trains with SIGINT/SIGTERM asking for a checkpoint and a stop between steps. */
@@ -399,7 +463,7 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
     ot_status st = OT_OK;
     if (t->report) {
         const ot_loss_options *l = &t->o.loss;
-        ot_report_info info = {.model = t->model_path, .output = t->out_path,
+        ot_report_info info = {.model = t->model_path, .output = t->out_path ? t->out_path : t->lora_save,
                                .loss = l->kind == OT_LOSS_MSE ? "mse" : l->kind == OT_LOSS_OUTPUT ? "output" : "cross-entropy",
                                .remat = t->o.remat, .n_params = ot_train_autodiff(t->s)->n_params,
                                .n_param_elems = param_elems(t->s), .n_threads = t->o.n_threads, .seed = t->o.seed};
@@ -412,7 +476,12 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
             return st;
         }
     }
-    if ((st = ot_train_save_model(t->s, t->out_path, t->external_data, err))) {
+    if (t->lora_save && (st = ot_train_save_adapters(t->s, t->lora_save, err))) {
+        ot_atomic_abort(rep);
+        if (err) ot_error_prefix(err, "--lora-save ");
+        return st;
+    }
+    if (t->out_path && (st = ot_train_save_model(t->s, t->out_path, t->external_data, err))) {
         ot_atomic_abort(rep);
         return st;
     }
@@ -431,12 +500,19 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
 
 /* The outputs and the last line. */
 static ot_status finish(train_cli *t, ot_error *err) {
+    if (ot_dist_rank(t->dist) != 0) return OT_OK; /* rank 0 writes the one tuned model and report */
     ot_status st = write_outputs(t, err);
     if (st) return st;
     const ot_train_result *res = &t->res;
     fprintf(stderr, "trained %lld step%s in %.2f s: loss %.6g -> %.6g; wrote %s\n", (long long)res->n_steps,
             res->n_steps == 1 ? "" : "s", res->total_seconds, res->loss[res->first_step], res->loss[res->n_steps - 1],
-            t->out_path);
+            t->out_path ? t->out_path : t->lora_save);
+    if (t->out_path && t->lora_save) fprintf(stderr, "wrote the adapters to %s\n", t->lora_save);
+    if (ot_dist_size(t->dist) > 1) /* part of the final summary, also with --quiet */
+        fprintf(stderr, "data parallel: rank 0 of %d spent %.3f s of %.3f s in collectives (%.1f%%: the gradient sum, "
+                "losses and running statistics, waiting for the slowest rank included)\n", ot_dist_size(t->dist),
+                ot_dist_comm_seconds(t->dist), res->total_seconds,
+                res->total_seconds > 0 ? 100.0 * ot_dist_comm_seconds(t->dist) / res->total_seconds : 0.0);
     return OT_OK;
 }
 
@@ -469,6 +545,7 @@ int ot_cmd_train(int argc, char **argv) {
         return 0;
     }
     if (!st) st = check_args(&t, &err);
+    if (!st) st = start_dist(&t, &err);
     if (!st) st = build(&t, &err);
     int64_t total = st ? 0 : ot_train_total_steps(t.s, &t.data);
     if (!st && !t.quiet) {
@@ -476,27 +553,33 @@ int ot_cmd_train(int argc, char **argv) {
         ot_train_print_constants_note(t.s, stderr);
     }
     if (!st) st = run(&t, total, &err);
+    if (!st && t.res.interrupted && ot_dist_rank(t.dist) != 0) st = OT_E_PEER; /* rank 0 says it */
     if (!st && t.res.interrupted) {
         int sig = (int)stop_signal;
         fprintf(stderr, "onnxtrain train: interrupted by %s after step %lld of %lld; wrote checkpoint %s (%s was not written)\n",
                 sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", (long long)t.res.n_steps,
-                (long long)total, t.res.last_checkpoint, t.out_path);
-        print_resume_command(stderr, argc, argv, t.ckpt_dir);
+                (long long)total, t.res.last_checkpoint, t.out_path ? t.out_path : t.lora_save);
+        print_resume_command(stderr, argc, argv, t.ckpt_dir, ot_dist_size(t.dist));
+        ot_dist_abort(t.dist, 128 + sig); /* the other ranks stop too */
         train_cli_free(&t);
         return 128 + sig; /* the shell's convention: 130 SIGINT, 143 SIGTERM */
     }
     if (!st) st = finish(&t, &err);
-    if (st) {
+    if (st && st != OT_E_PEER && ot_dist_size(t.dist) > 1) ot_error_prefix(&err, "rank %d: ", ot_dist_rank(t.dist));
+    if (st && (err.code || st != OT_E_PEER)) {
         fprintf(stderr, "onnxtrain train: %s\n", err.msg);
         if (st == OT_E_USAGE) fputs("Run 'onnxtrain train --help' for the options.\n", stderr);
         if (t.model_written)
             fprintf(stderr, "after %lld completed steps: the tuned model %s was written; the report %s was %s\n",
-                    (long long)t.res.n_steps, t.out_path, t.report,
+                    (long long)t.res.n_steps, t.out_path ? t.out_path : t.lora_save, t.report,
                     t.report_written ? "renamed into place but its folder could not be synced" : "not written");
         else if (t.res.n_steps > 0 && st != OT_E_USAGE)
             fprintf(stderr, "stopped after %lld completed steps; %s was not written%s\n", (long long)t.res.n_steps,
-                    t.out_path ? t.out_path : "the model", t.report ? " (nor the report)" : "");
+                    t.out_path ? t.out_path : t.lora_save ? t.lora_save : "the model", t.report ? " (nor the report)" : "");
     }
+    if (st) ot_dist_abort(t.dist, (int)st); /* ends every rank: none waits for this one */
+    ot_dist_finalize(t.dist);
+    t.dist = NULL;
     train_cli_free(&t);
     return (int)st;
 }

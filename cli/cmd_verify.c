@@ -28,6 +28,7 @@ static void usage(FILE *f) {
           OT_ARGS_HELP_BIND
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_PARAMS
+          OT_ARGS_HELP_LORA
           "optimizer (for the memory figures; default sgd):\n"
           OT_ARGS_HELP_OPTIM
           "run:\n"

@@ -27,7 +27,7 @@ static void usage(FILE *f) {
           "  verify   prove a rematerialized step is bitwise equal to the plain one\n\n"
           "Run 'onnxtrain <command> --help' for the options of each command.\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported,\n"
-          "7 shape, 8 data, 9 memory, 10 numerics, 11 mismatch, 12 device, 70 internal.\n",
+          "7 shape, 8 data, 9 memory, 10 numerics, 11 mismatch, 12 device, 13 peer rank, 70 internal.\n",
           f);
 }
 

@@ -119,6 +119,13 @@ typedef struct ot_export_options {
  * data files appear together or not at all (see docs/training.md, "External data"). */
 ot_status ot_model_save_ex(const ot_model *m, const char *path, const ot_export_options *opt, ot_error *err);
 
+/* Writes tensors[i] (float32) as initializers names[i] of a new ONNX model (IR 8,
+ * opset 17) with no nodes, inputs or outputs, and meta[2k] = meta[2k + 1] as its
+ * metadata_props (n_meta pairs): how `--lora-save X.onnx` stores adapters. Atomic. */
+ot_status ot_export_tensors(const char *path, const char *graph_name, const char *const *names,
+                            const ot_tensor *const *tensors, int n, const char *const *meta, int n_meta,
+                            ot_error *err);
+
 /* Shape inference over the whole graph with constant folding of shape subgraphs
  * (Shape → Gather → Concat → Reshape, Range, Expand, ConstantOfShape, ...), folding
  * through g->fold_eval. Symbolic dims stay symbolic unless bound. */

@@ -51,6 +51,7 @@ const char *ot_status_name(ot_status s) {
     case OT_E_NUMERICS: return "numerics error";
     case OT_E_MISMATCH: return "mismatch";
     case OT_E_DEVICE: return "device error";
+    case OT_E_PEER: return "distributed peer error";
     case OT_E_INTERNAL: return "internal error";
     }
     return "error";

@@ -31,6 +31,7 @@ typedef enum ot_status {
     OT_E_NUMERICS = 10,   /* NaN or Inf */
     OT_E_MISMATCH = 11,   /* verify: results differ */
     OT_E_DEVICE = 12,     /* GPU missing or a CUDA call failed */
+    OT_E_PEER = 13,       /* distributed run: another rank failed, hangs, or MPI failed */
     OT_E_INTERNAL = 70,   /* a bug in onnxtrain */
 } ot_status;
 

@@ -211,7 +211,7 @@ static ot_status build_init(build *b) {
     for (int i = 0; i < b->g->n_nodes; i++) b->step_of[i] = -1;
     for (int v = 0; v < nv; v++) {
         p->values[v] = (ot_plan_value){.offset = -1, .def_step = -1, .last_step = -1, .inplace_of = -1,
-                                       .alias_of = -1, .category = OT_MEM_TRANSIENT};
+                                       .alias_of = -1, .slot_of = -1, .category = OT_MEM_TRANSIENT};
         b->opt_first[v] = INT_MAX;
     }
     const ot_graph *g = b->g;
@@ -519,8 +519,36 @@ static bool try_inplace(build *b, int s, const ot_node *nd, int o) {
     return true;
 }
 
+/* A param gradient's first contribution: output o of the node at step s is written
+ * straight into the pinned slot of the gradient that a later Sum makes from it (o is
+ * that Sum's input 0 and read by nothing else, the sizes match), so the Sum adds
+ * the other contributions in place and o costs no bytes of its own while the rest of
+ * the backward pass runs (a tied embedding's head contribution waits from the loss
+ * to the embedding's gradient). Nothing else reads or writes that slot before the
+ * Sum defines the gradient. */
+static bool try_slot(build *b, int s, int o) {
+    const ot_graph *g = b->g;
+    ot_plan *p = b->p;
+    const ot_value *val = &g->values[o];
+    if ((b->opt && b->opt->no_inplace) || val->n_consumers != 1) return false;
+    int c = val->consumers[0];
+    if (c < 0 || c >= g->n_nodes || b->step_of[c] <= s) return false;
+    const ot_node *sum = &g->nodes[c];
+    if (sum->op != OT_OP_SUM || sum->n_inputs < 2 || sum->inputs[0] != o || sum->n_outputs < 1 || sum->outputs[0] < 0)
+        return false;
+    int gr = sum->outputs[0];
+    ot_plan_value *po = &p->values[o], *pg = &p->values[gr];
+    if (!pg->pinned || pg->external || pg->category != OT_MEM_GRADIENTS || pg->offset < 0 || pg->nbytes != po->nbytes ||
+        po->last_step != b->step_of[c] || po->alias_of >= 0)
+        return false;
+    po->offset = pg->offset;
+    po->slot_of = gr;
+    b->released[o] = true; /* its bytes are the slot's: nothing to give back */
+    return true;
+}
+
 /* Offsets of the outputs of the node at step s: an alias points into its base (and
- * takes no block), otherwise in place or a best-fit block. */
+ * takes no block), otherwise a gradient slot, in place or a best-fit block. */
 static void place_outputs(build *b, int s, const ot_node *nd) {
     ot_plan *p = b->p;
     for (int k = 0; k < nd->n_outputs; k++) {
@@ -537,7 +565,7 @@ static void place_outputs(build *b, int s, const ot_node *nd) {
             po->offset = (int64_t)b->base;
             continue;
         }
-        if (k == 0 && try_inplace(b, s, nd, o)) continue;
+        if (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, nd, o))) continue;
         size_t off = alloc_block(&b->al, align_up(po->nbytes));
         po->offset = (int64_t)(b->base + off);
         if (b->base + off + po->nbytes > b->max_end) b->max_end = b->base + off + po->nbytes;
@@ -680,7 +708,7 @@ void ot_plan_print_summary(const ot_plan *p, FILE *f) {
     fputc('\n', f);
     fprintf(f, "  %-18s %14s %14s\n", "category", "at peak", "total");
     for (int c = 0; c < OT_MEM_COUNT; c++) {
-        human(p->at_peak[c], a, sizeof a);
+        human(ot_plan_bytes_at_peak(p, (ot_mem_category)c), a, sizeof a);
         human(p->total[c], b, sizeof b);
         fprintf(f, "  %-18s %14s %14s\n", ot_mem_category_name((ot_mem_category)c), a, b);
     }
@@ -690,7 +718,8 @@ void ot_plan_write_json(const ot_plan *p, FILE *f) {
     fprintf(f, "{\"peak_bytes\": %zu, \"peak_step\": %d, \"steps\": %d, \"pinned_bytes\": %zu, \"at_peak\": {",
             p->peak_bytes, p->peak_step, p->n_steps, p->pinned_bytes);
     for (int c = 0; c < OT_MEM_COUNT; c++)
-        fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c), p->at_peak[c]);
+        fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c),
+                ot_plan_bytes_at_peak(p, (ot_mem_category)c));
     fprintf(f, "}, \"total\": {");
     for (int c = 0; c < OT_MEM_COUNT; c++)
         fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c), p->total[c]);

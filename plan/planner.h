@@ -49,6 +49,15 @@
  * ops must therefore accept out->data == in[0].data. inplace_of names the block's
  * owner (the base when input 0 is an alias).
  *
+ * Gradient slots: when a param's gradient is the Sum of several contributions and
+ * the first (the Sum's input 0, read by nothing else, of the gradient's size) is
+ * made before the others, it is written straight into the gradient's pinned slot
+ * (slot_of; its offset is the slot's, it adds no bytes to any category, the timeline
+ * or the peak) and the Sum adds the rest in place (Sum accepts out == in[0]). A tied
+ * embedding's head contribution, made at the loss, then waits in the slot instead
+ * of in a transient block until the embedding's own contribution at the end of the
+ * backward pass. Off with ot_plan_options.no_inplace.
+ *
  * External: values the caller lists in ot_plan_options.external live in memory
  * outside the arena (another executor's params, say: validation reads the training
  * arena's params and statistics in place). They are pinned (never reused, never taken
@@ -103,6 +112,8 @@ typedef struct ot_plan_value {
     bool external;    /* bound to memory outside the arena (ot_plan_options.external) */
     int alias_of;     /* a view: the value whose memory it shares (see Views); -1 if none */
     size_t alias_offset; /* a view: its first byte's offset within alias_of's memory */
+    int slot_of;      /* a param gradient's first contribution, written into that gradient's
+                         pinned slot (see Gradient slots); -1 if none */
 } ot_plan_value;
 
 typedef struct ot_plan {

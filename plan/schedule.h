@@ -1,7 +1,7 @@
 /* schedule.h — the execution order of a graph's live nodes, shared by the planner
  * (lifetimes), the executor (run order) and remat (placement of recompute clones).
  *
- * The rule (deterministic, O(n log n)): Kahn's topological sort that always picks
+ * The rule (deterministic, O(n log n) per order): Kahn's topological sort that always picks
  * the ready node with the smallest key (phase rank, anchor, recompute-first, id):
  *   - phase rank: FORWARD 0, LOSS 1, BACKWARD and RECOMPUTE 2, OPTIMIZER 3, so the
  *     phases run in that order as far as the dependencies allow;
@@ -10,12 +10,23 @@
  *     clones). A clone therefore waits until just before its first backward consumer
  *     instead of running as soon as its inputs exist (lazy placement), and runs before
  *     that consumer because of the recompute-first tie-break.
- *   - eager: a BACKWARD node that frees at least what it allocates (inputs read only
- *     by it, not graph outputs, as large as its outputs) gets anchor -1, so it runs as
- *     soon as it is ready: the Transpose of a weight gradient out of the exporter's
- *     layout would otherwise keep that gradient alive to the end of the backward pass.
+ *   - eager: a BACKWARD node that frees at least what it allocates (inputs that die
+ *     at it, not graph outputs, as large as its outputs; in the dynamic form below an
+ *     output that is a param's gradient counts as nothing: it has its pinned slot)
+ *     gets anchor -1, so it runs as soon as it is ready instead of keeping its
+ *     inputs alive until its id comes up.
  * Other backward nodes run in id order where possible: autodiff emits them in the
- * order it wants them run. */
+ * order it wants them run.
+ *
+ * Two forms of the eager rule make two orders: static (an input dies at a node when
+ * the node is its only reader) and dynamic (re-evaluated as the sort proceeds: an
+ * input dies at its last reader not yet scheduled, so the GEMM of a weight gradient
+ * turns eager once dX's MatMul has read dY). The planner judges them, without any
+ * device's workspace so that the order depends on the graph alone and every caller
+ * (planner, executor, remat's measurements) gets the same one: the dynamic order is
+ * taken when its planned peak is strictly smaller, or the static one otherwise (and
+ * when the graph cannot be planned, e.g. symbolic shapes). Cost: two planner runs
+ * when the orders differ. */
 #ifndef OT_SCHEDULE_H
 #define OT_SCHEDULE_H
 

@@ -64,14 +64,18 @@ static void test_matmul(void **state) {
     { int64_t a[4] = {2, 1, 3, 4}, b[3] = {3, 4, 2}, y[4] = {2, 3, 3, 2}; check_matmul(4, a, 3, b, 4, y); }
 }
 
-/* nn.Linear as PyTorch exports it: Y = X Transpose(W), X [2, 3, 4], W [5, 4]. The rule
- * reads W for dX (no transpose back) and forms dW^T with one flat GEMM; `perm` given
- * or left to its default (reverse) must not matter. */
-static void check_linear(bool with_perm) {
+/* nn.Linear as PyTorch exports it: Y = X Transpose(W), X [2, 3, 4] (or [6, 4]), W [5, 4].
+ * The rule reads W for dX (no transpose back) and forms dW in W's own layout with
+ * one GEMM, dW = dY^T X as PyTorch computes it: the backward pass has no Transpose
+ * of W's shape and W's gradient comes straight from a Gemm of W's shape. `perm` given or left to
+ * its default (reverse) must not matter. tied: W is read a second time (Y2 = Z W,
+ * as a tied embedding is), so its gradient is the Sum of both contributions. */
+static void check_linear(bool with_perm, int xrank, bool tied) {
     ot_graph *g = gc_graph();
-    uint32_t rng = 91 + (uint32_t)with_perm;
-    int64_t xd[3] = {2, 3, 4}, wd[2] = {5, 4}, td[2] = {4, 5}, yd[3] = {2, 3, 5};
-    int x = gc_param(g, "X", 3, xd, &rng, -1, 1, false);
+    uint32_t rng = 91 + (uint32_t)with_perm + 2u * (uint32_t)xrank + 8u * tied;
+    int64_t xd3[3] = {2, 3, 4}, xd2[2] = {6, 4}, wd[2] = {5, 4}, td[2] = {4, 5}, yd3[3] = {2, 3, 5}, yd2[2] = {6, 5};
+    int64_t zd[2] = {3, 5}, y2d[2] = {3, 4};
+    int x = gc_param(g, "X", xrank, xrank == 3 ? xd3 : xd2, &rng, -1, 1, false);
     int w = gc_param(g, "W", 2, wd, &rng, -1, 1, false);
     int wt = gc_val(g, "Wt", OT_F32, 2, td);
     int t = gc_op(g, OT_OP_TRANSPOSE, &w, 1, &wt, 1);
@@ -79,17 +83,35 @@ static void check_linear(bool with_perm) {
         int64_t perm[2] = {1, 0};
         ot_node_set_attr_ints(&g->nodes[t], "perm", perm, 2);
     }
-    int y = gc_val(g, "Y", OT_F32, 3, yd);
+    int ys[2] = {gc_val(g, "Y", OT_F32, xrank, xrank == 3 ? yd3 : yd2), -1};
     int in[2] = {x, wt};
-    gc_op(g, OT_OP_MATMUL, in, 2, &y, 1);
-    assert_int_equal(gc_check1(g, y), 0);
+    gc_op(g, OT_OP_MATMUL, in, 2, &ys[0], 1);
+    if (tied) {
+        int z = gc_param(g, "Z", 2, zd, &rng, -1, 1, false);
+        ys[1] = gc_val(g, "Y2", OT_F32, 2, y2d);
+        int in2[2] = {z, w};
+        gc_op(g, OT_OP_MATMUL, in2, 2, &ys[1], 1);
+    }
+    gc_opts o = {0};
+    assert_int_equal(gc_check(g, ys, tied ? 2 : 1, &o), 0);
+    int n_gemm_w = 0;
+    for (int id = 0; id < g->n_nodes; id++) {
+        const ot_node *nd = &g->nodes[id];
+        if (nd->phase != OT_PHASE_BACKWARD) continue;
+        bool w_shaped = ot_shape_equal(&g->values[nd->outputs[0]].shape, &g->values[w].shape);
+        assert_false(nd->op == OT_OP_TRANSPOSE && w_shaped); /* (Y2's rule may transpose Z) */
+        n_gemm_w += nd->op == OT_OP_GEMM && w_shaped;
+    }
+    assert_int_equal(n_gemm_w, 1);
     ot_graph_free(g);
 }
 
 static void test_linear(void **state) {
     (void)state;
-    check_linear(true);
-    check_linear(false);
+    check_linear(true, 3, false);
+    check_linear(false, 3, false);
+    check_linear(true, 2, false);
+    check_linear(true, 3, true);
 }
 
 static void test_matmul_1d(void **state) {

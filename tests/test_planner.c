@@ -426,6 +426,48 @@ static void test_plan_5000_nodes_fast(void **state) {
     ot_graph_free(g);
 }
 
+/* A tied weight: its gradient is Sum(c1, c2) with c1 made at the start of the
+ * backward pass and c2 at its end. c1 is written into the gradient's pinned slot and
+ * costs no transient block while the 16 KiB chain runs; with no_inplace it takes a
+ * block of its own, 256 bytes more at the peak. */
+static void test_gradient_slot(void **state) {
+    (void)state;
+    ot_graph *g = ot_graph_new("tied");
+    int x = pc_f32(g, "x", 64, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int w = pc_f32(g, "w", 64, OT_VK_PARAM);
+    int a = pc_f32(g, "a", 64, OT_VK_ACTIVATION);
+    int l = pc_f32(g, "l", 64, OT_VK_ACTIVATION);
+    int d0 = pc_f32(g, "d0", 64, OT_VK_GRADIENT);
+    int c1 = pc_f32(g, "c1", 64, OT_VK_GRADIENT);
+    int d1 = pc_f32(g, "d1", 4096, OT_VK_GRADIENT);
+    int d2 = pc_f32(g, "d2", 64, OT_VK_GRADIENT);
+    int c2 = pc_f32(g, "c2", 64, OT_VK_GRADIENT);
+    int gw = pc_f32(g, "gw", 64, OT_VK_GRADIENT);
+    pc_node2(g, OT_OP_MUL, "f0", x, w, a, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_NEG, "loss", a, l, OT_PHASE_LOSS);
+    pc_mark_output(g, l);
+    pc_node1(g, OT_OP_ONES_LIKE, "b0", l, d0, OT_PHASE_BACKWARD);
+    pc_node2(g, OT_OP_MUL, "b1", d0, x, c1, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_EXPAND, "b2", d0, d1, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_REDUCE_SUM, "b3", d1, d2, OT_PHASE_BACKWARD); /* the planner reads no attributes */
+    pc_node2(g, OT_OP_MUL, "b4", d2, x, c2, OT_PHASE_BACKWARD);
+    pc_node2(g, OT_OP_SUM, "sum", c1, c2, gw, OT_PHASE_BACKWARD);
+    int so[2] = {w, gw};
+    ot_graph_add_node(g, OT_OP_SGD_STEP, "opt", so, 2, NULL, 0, OT_PHASE_OPTIMIZER);
+    ot_plan *p = pc_plan_of(g, NULL, false);
+    assert_int_equal(p->values[c1].slot_of, gw);
+    assert_int_equal(p->values[c1].offset, p->values[gw].offset);
+    assert_int_equal(p->values[c2].slot_of, -1);
+    assert_true(p->values[c2].offset >= (int64_t)p->pinned_bytes);
+    ot_plan *q = pc_plan_of(g, NULL, true);
+    assert_int_equal(q->values[c1].slot_of, -1);
+    assert_int_equal(q->peak_bytes, p->peak_bytes + 256);
+    ot_plan_free(p);
+    ot_plan_free(q);
+    ot_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain_lifetimes_and_inplace),
@@ -438,6 +480,7 @@ int main(void) {
         cmocka_unit_test(test_schedule_phases_and_recompute),
         cmocka_unit_test(test_odd_values),
         cmocka_unit_test(test_plan_5000_nodes_fast),
+        cmocka_unit_test(test_gradient_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,12 +91,67 @@ static void test_plan_budgets(void **state) {
     cli_expect_in(TMP "/out.txt", "--timeline");
 }
 
+/* `plan --json` gives, for each plan (none, then the policy's), the bytes by category
+ * at the peak (issue 16 item 4): the planner's figures, the same that the text
+ * prints on its "at the peak:" lines, and together no more than the peak. */
+static void human(double b, char *buf, size_t n) {
+    if (b >= 1 << 30) snprintf(buf, n, "%.2f GiB", b / (1 << 30));
+    else if (b >= 1 << 20) snprintf(buf, n, "%.2f MiB", b / (1 << 20));
+    else if (b >= 1 << 10) snprintf(buf, n, "%.1f KiB", b / (1 << 10));
+    else snprintf(buf, n, "%.0f B", b);
+}
+
+static void test_plan_json_at_peak(void **state) {
+    (void)state;
+    static const char *cats[] = {"params", "gradients", "optimizer_state", "state", "constants",
+                                 "inputs_outputs", "kept_activations", "transient", "workspace"};
+    const char *args = " plan " S "tinygpt.onnx --batch-size 8 --remat all --threads 2";
+    assert_int_equal(run(BIN "%s --json", args), 0);
+    char *js = cli_slurp(TMP "/out.txt");
+    assert_non_null(js);
+    assert_int_equal(run(BIN "%s", args), 0);
+    char *txt = cli_slurp(TMP "/out.txt");
+    assert_non_null(txt);
+    const char *j = js, *t = txt;
+    for (int plan = 0; plan < 2; plan++) {
+        j = strstr(j, "\"policy\": ");
+        assert_non_null(j);
+        unsigned long long peak = 0, sum = 0;
+        assert_int_equal(sscanf(strstr(j, "\"peak_bytes\": "), "\"peak_bytes\": %llu", &peak), 1);
+        j = strstr(j, "\"at_peak\": {");
+        t = strstr(t, "  at the peak:");
+        assert_non_null(j);
+        assert_non_null(t);
+        const char *line_end = strchr(t, '\n');
+        for (int c = 0; c < 9; c++) {
+            char key[40], want[80];
+            snprintf(key, sizeof key, "\"%s\": ", cats[c]);
+            const char *at = strstr(j, key);
+            assert_non_null(at);
+            unsigned long long v = 0;
+            assert_int_equal(sscanf(at + strlen(key), "%llu", &v), 1);
+            sum += v;
+            char hb[32];
+            human((double)v, hb, sizeof hb);
+            snprintf(want, sizeof want, " %s %s", cats[c], hb);
+            const char *in_text = strstr(t, want);
+            if (!in_text || in_text > line_end) fail_msg("plan %d: text lacks '%s' (json %llu)", plan, want, v);
+        }
+        assert_true(sum > 0 && sum <= peak);
+        j = strchr(j, '}');
+        t = line_end;
+    }
+    free(js);
+    free(txt);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verify_ok),
         cmocka_unit_test(test_verify_usage),
         cmocka_unit_test(test_plan_outputs),
         cmocka_unit_test(test_plan_budgets),
+        cmocka_unit_test(test_plan_json_at_peak),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1,7 +1,9 @@
 /* test_schedule.c — the schedule's eager rule: a backward node that frees at least
  * what it allocates (here the Transpose of a weight gradient in the exporter's
  * layout) runs as soon as it is ready instead of at its id, so its input does not
- * stay alive across the rest of the backward pass (issue 16). */
+ * stay alive across the rest of the backward pass; in its dynamic form, a node
+ * becomes eager once the other readers of its input have run (the GEMM of a weight
+ * gradient after the one of dX), and the planner judges the two forms (issue 16). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,10 +100,67 @@ static void test_growing_node_keeps_id_order(void **state) {
     ot_graph_free(g);
 }
 
+/* The dynamic form: d0 (dY) is read by b1 (a reduction of it, which frees nothing)
+ * and by b5 (dW = d0 * x, a param's gradient, pinned: it allocates nothing). b5 is
+ * not eager while b1 has not run; once it has, b5 is d0's last reader and runs at
+ * once instead of after the chain b2..b4, so d0 dies before b2 grows the chain
+ * again and b2's output reuses d0's block. The planner prefers this order: its peak
+ * is below the id order's. */
+static void test_last_reader_runs_once_the_others_did(void **state) {
+    (void)state;
+    ot_graph *g = ot_graph_new("dynamic");
+    int x = pc_f32(g, "x", 1024, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int w = pc_f32(g, "w", 1024, OT_VK_PARAM);
+    int a = pc_f32(g, "a", 1024, OT_VK_ACTIVATION);
+    int l = pc_f32(g, "l", 1024, OT_VK_ACTIVATION);
+    int d0 = pc_f32(g, "d0", 1024, OT_VK_GRADIENT);
+    int e = pc_f32(g, "e", 256, OT_VK_GRADIENT);
+    int e2 = pc_f32(g, "e2", 1024, OT_VK_GRADIENT);
+    int e3 = pc_f32(g, "e3", 1024, OT_VK_GRADIENT);
+    int e4 = pc_f32(g, "e4", 1024, OT_VK_GRADIENT);
+    int gw = pc_f32(g, "gw", 1024, OT_VK_GRADIENT);
+    pc_node2(g, OT_OP_MUL, "f0", x, w, a, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_NEG, "loss", a, l, OT_PHASE_LOSS);
+    pc_mark_output(g, l);
+    pc_node1(g, OT_OP_ONES_LIKE, "b0", l, d0, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_REDUCE_SUM, "b1", d0, e, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_EXPAND, "b2", e, e2, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_TANH, "b3", e2, e3, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_TANH, "b4", e3, e4, OT_PHASE_BACKWARD);
+    pc_mark_output(g, e4);
+    int b5 = pc_node2(g, OT_OP_MUL, "b5", d0, x, gw, OT_PHASE_BACKWARD);
+    int so[2] = {w, gw};
+    ot_graph_add_node(g, OT_OP_SGD_STEP, "opt", so, 2, NULL, 0, OT_PHASE_OPTIMIZER);
+    assert_int_equal(b5, 7);
+
+    int *order = NULL, n = 0;
+    ot_error err = {0};
+    assert_int_equal(ot_schedule_build(g, &order, &n, &err), OT_OK);
+    assert_int_equal(n, 9);
+    int want[9] = {0, 1, 2, 3, 7, 4, 5, 6, 8};
+    for (int i = 0; i < 9; i++) assert_int_equal(order[i], want[i]);
+    free(order);
+
+    ot_plan *p = pc_plan_of(g, NULL, false);
+    assert_int_equal(p->values[d0].last_step, 4);
+    assert_int_equal(p->values[e2].offset, p->values[d0].offset); /* d0's block, reused */
+    int id_order[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+    ot_plan *q = NULL;
+    assert_int_equal(ot_plan_build(g, id_order, 9, NULL, &q, &err), OT_OK);
+    pc_check_plan(g, q);
+    assert_int_equal(q->values[d0].last_step, 7);
+    assert_true(p->peak_bytes < q->peak_bytes);
+    ot_plan_free(p);
+    ot_plan_free(q);
+    ot_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transposed_gradient_dies_at_once),
         cmocka_unit_test(test_growing_node_keeps_id_order),
+        cmocka_unit_test(test_last_reader_runs_once_the_others_did),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -302,10 +302,10 @@ static const char *descr_of(ot_dtype t) {
     }
 }
 
-ot_status ot_npy_write_version(const char *path, const ot_tensor *t, int major, ot_error *err) {
+ot_status ot_npy_header(const ot_tensor *t, int major, const char *path, unsigned char *head, size_t *len,
+                        ot_error *err) {
     char dict[64 + OT_MAX_RANK * 24];
     const char *descr = descr_of(t->dtype);
-    ot_status st;
     if (!descr)
         return ot_fail(err, OT_E_UNSUPPORTED, "%s: cannot write dtype %s to .npy", path, ot_dtype_name(t->dtype));
     if (major < 0 || major > 3) return ot_fail(err, OT_E_USAGE, "%s: .npy format version %d does not exist", path, major);
@@ -326,7 +326,6 @@ ot_status ot_npy_write_version(const char *path, const ot_tensor *t, int major, 
      * are byte-identical to np.save's. */
     size_t total = prefix + (size_t)n + 1 + (64 - (prefix + (size_t)n + 1) % 64);
     size_t hlen = total - prefix;
-    unsigned char head[12 + sizeof dict + 80];
     memcpy(head, NPY_MAGIC, 6);
     head[6] = (unsigned char)major;
     head[7] = 0;
@@ -334,7 +333,15 @@ ot_status ot_npy_write_version(const char *path, const ot_tensor *t, int major, 
     memcpy(head + prefix, dict, (size_t)n);
     memset(head + prefix + n, ' ', hlen - (size_t)n - 1);
     head[total - 1] = '\n';
+    *len = total;
+    return OT_OK;
+}
 
+ot_status ot_npy_write_version(const char *path, const ot_tensor *t, int major, ot_error *err) {
+    unsigned char head[OT_NPY_HEADER_MAX];
+    size_t total = 0;
+    ot_status st = ot_npy_header(t, major, path, head, &total, err);
+    if (st) return st;
     ot_atomic_file *af;
     if ((st = ot_atomic_open(path, &af, err))) return st;
     FILE *f = ot_atomic_stream(af);

@@ -29,4 +29,11 @@ ot_status ot_npy_write(const char *path, const ot_tensor *t, ot_error *err);
 /* Same with an explicit format version: 1, 2 or 3 (0 = choose as ot_npy_write). */
 ot_status ot_npy_write_version(const char *path, const ot_tensor *t, int major, ot_error *err);
 
+/* The .npy header ot_npy_write_version writes for t (major 0: as ot_npy_write), into
+ * head (OT_NPY_HEADER_MAX bytes); *len gets its length, a multiple of 64. `path`
+ * names the file in errors. For writers that put .npy members elsewhere (.npz). */
+#define OT_NPY_HEADER_MAX (12 + 64 + OT_MAX_RANK * 24 + 80)
+ot_status ot_npy_header(const ot_tensor *t, int major, const char *path, unsigned char *head, size_t *len,
+                        ot_error *err);
+
 #endif

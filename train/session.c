@@ -188,7 +188,7 @@ static ot_status measure_step(const ot_graph *g, void *user, ot_remat_measuremen
     ot_optim_graph og = {0};
     ot_status st = ot_optim_build(s->g, &s->o.optim, s->ad.params, s->ad.grads, s->ad.n_params, &og, err);
     int *accum = NULL;
-    if (!st && s->o.accum > 1) { /* --accum's gradient accumulators, as ot_train_loop_prepare adds them */
+    if (!st && s->o.accum > 1 && !s->o.dist) { /* --accum's gradient accumulators, as ot_train_loop_prepare adds them */
         if (!(accum = calloc((size_t)s->ad.n_params + 1, sizeof *accum)))
             st = ot_fail(err, OT_E_MEMORY, "out of memory");
         else
@@ -342,8 +342,8 @@ static ot_status build_backward(ot_train_session *s, ot_error *err) {
     ot_autodiff_options ao = {.loss_value = s->loss_value,
                               .freeze = s->o.freeze,
                               .n_freeze = s->o.n_freeze,
-                              .train = s->o.train,
-                              .n_train = s->o.n_train};
+                              .train = s->lora.n ? s->lora_train : s->o.train,
+                              .n_train = s->o.n_train + (s->lora.n ? 1 : 0)};
     ot_status st = ot_autodiff_build(s->g, &ao, &s->ad, err);
     if (st) return st;
     s->ad_built = true;
@@ -371,6 +371,7 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
     if ((st = ot_session_bind(g, s->n_model_inputs, s->o.bind, s->o.n_bind, have_data ? data : NULL, s->o.batch_size,
                               dflt, n, &s->B, err)))
         return st;
+    if ((st = ot_train_lora_prepare(s, err))) return st;
     if ((st = build_loss(s, err))) return st;
     if (have_data) {
         if ((st = ot_session_map_data(g, s->n_model_inputs, s->label_value, loss_name(s), data, "data", err)))

@@ -10,6 +10,7 @@
 #include "kernels/backend_select.h"
 #include "plan/schedule.h"
 #include "train/session.h"
+#include "train/train_dist.h"
 #include "train/train_internal.h"
 
 void ot_train_options_default(ot_train_options *o) {
@@ -163,6 +164,7 @@ fail:
 void ot_train_session_free(ot_train_session *s) {
     if (!s) return;
     ot_train_validation_free(s); /* its executor uses s->be */
+    ot_train_dist_free(s);       /* so may its device buffers */
     ot_executor_free(s->ex);
     ot_plan_free(s->plan);
     if (s->g) ot_session_give_back(s->m->graph, s->g);
@@ -179,6 +181,8 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->grad_off);
     free(s->accum_ids);
     free(s->scan_buf);
+    ot_lora_result_free(&s->lora);
+    free(s->lora_train);
     free(s);
 }
 
@@ -268,7 +272,7 @@ void ot_train_memory_info(const ot_train_session *s, ot_train_memory_summary *ou
 
 /* A value's bytes where they lie: on the CPU the arena itself, or the session graph's
  * host copy of a value the executor does not hold. NULL: read through copy_out. */
-static const void *arena_host_ptr(void *user, int v) {
+const void *ot_train_arena_host_ptr(void *user, int v) {
     ot_train_session *s = user;
     /* the arena first: a host copy kept (keep_host_weights) holds the weights as loaded */
     const void *p = ot_executor_value_ptr(s->ex, v);
@@ -276,7 +280,7 @@ static const void *arena_host_ptr(void *user, int v) {
     return s->g->values[v].data;
 }
 
-static ot_status arena_read(void *user, int v, uint64_t offset, void *dst, size_t n, ot_error *err) {
+ot_status ot_train_arena_read(void *user, int v, uint64_t offset, void *dst, size_t n, ot_error *err) {
     ot_train_session *s = user;
     const char *p = ot_executor_value_ptr(s->ex, v);
     if (!p || offset + n > ot_executor_plan(s->ex)->values[v].nbytes)
@@ -287,7 +291,8 @@ static ot_status arena_read(void *user, int v, uint64_t offset, void *dst, size_
 
 ot_status ot_train_save_model(ot_train_session *s, const char *path, bool external_data, ot_error *err) {
     if (!s->ex) return ot_fail(err, OT_E_INTERNAL, "the session was built to plan only: it holds no weights");
-    ot_export_source src = {.host_ptr = arena_host_ptr, .read = arena_read, .user = s};
+    if (s->lora.n) return ot_train_lora_save_merged(s, path, external_data, err);
+    ot_export_source src = {.host_ptr = ot_train_arena_host_ptr, .read = ot_train_arena_read, .user = s};
     ot_export_options eo = {.external_data = external_data, .source = &src};
     return ot_model_save_ex(s->m, path, &eo, err);
 }

@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include "autodiff/autodiff.h"
+#include "autodiff/lora.h"
 #include "importer/importer.h"
 #include "train/data.h"
 #include "train/optim.h"
@@ -70,6 +71,9 @@ typedef struct ot_train_options {
      * use and outside the budget. */
     bool validation;
     bool no_numerics_check; /* skip the NaN/Inf checks (benchmarks) */
+    /* --lora: adapters on the weights autodiff/lora.h picks, only they train
+     * (train/lora_session.c); rank 0: none */
+    ot_lora_options lora;
     /* Plan the step, run nothing (`plan`, --batch-size auto, the memory advice): the
      * same training graph and plan as a run, without an executor; data may be NULL
      * (the batch is then batch_size or the model's own). The model may have been
@@ -101,6 +105,9 @@ typedef struct ot_train_options {
      * scan_f32 as on a GPU, even on the CPU (whose arena is otherwise read in place).
      * Results are bitwise the same; tests/test_device_scan.c compares them. */
     bool scan_on_device;
+    /* A data-parallel run over MPI (train/dist.h, train/train_dist.h): the session
+     * is this rank's share of it, built with ot_dist_train_options. NULL: one process. */
+    struct ot_dist *dist;
 } ot_train_options;
 
 /* Fills o with the defaults (cross-entropy, SGD lr 0.01, accum 1, 1 epoch, seed 0). */
@@ -255,5 +262,12 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
  * buffer (GPU): writing adds no copy of the weights. external_data: as
  * ot_export_options.external_data. */
 ot_status ot_train_save_model(ot_train_session *s, const char *path, bool external_data, ot_error *err);
+
+/* --lora-save: the adapters alone, as .npz (arrays "<W>.lora_A", "<W>.lora_B",
+ * "lora_rank", "lora_alpha") or .onnx (the same tensors as initializers; rank,
+ * alpha, scale and each W's layout as metadata), by the name's ending. In both,
+ * A·B has W's shape: W' = W + (alpha/rank)·A·B for every adapted W (for W stored
+ * [out, in] the pair written is (B^T, A^T) of the graph's adapters). */
+ot_status ot_train_save_adapters(ot_train_session *s, const char *path, ot_error *err);
 
 #endif

@@ -7,6 +7,7 @@
 #ifndef OT_TRAIN_INTERNAL_H
 #define OT_TRAIN_INTERNAL_H
 
+#include "autodiff/lora.h"
 #include "exec/executor.h"
 #include "remat/remat.h"
 #include "train/train.h"
@@ -77,10 +78,16 @@ struct ot_train_session {
     int n_val_shared;
     int64_t val_peak;   /* its planned arena: activations, workspace, inputs and outputs */
     ot_tensor *val_out; /* host copy of the loss's model output, cross-entropy only */
+    /* --lora (train/lora_session.c): the adapters in g, and the --train patterns
+     * with OT_LORA_TRAIN_PATTERN appended (o.n_train + 1 entries) */
+    ot_lora_result lora;
+    const char **lora_train;
     /* what the memory budget covered (ot_train_memory_info) */
     int64_t budget;
     bool budget_from_device;
     bool val_in_budget;
+    /* a data-parallel run's buffers (train_dist.c), made at its first micro-batch */
+    struct ot_train_dist *dist;
 };
 
 static inline const char *vname(const ot_graph *g, int v) {
@@ -98,6 +105,19 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err);
 /* Per-sample dtype and shape of every mapped array against its bound graph input,
  * label range, at least one batch (train.c). */
 ot_status ot_train_check_arrays(ot_train_session *s, ot_dataset *d, ot_error *err);
+
+/* --lora (train/lora_session.c): rewrites g with the adapters (after the dims are
+ * bound, before the loss), draws A from o.seed, sets lora_train. Nothing without
+ * o.lora.rank. */
+ot_status ot_train_lora_prepare(ot_train_session *s, ot_error *err);
+/* h extended with the LoRA settings (unchanged without LoRA), for checkpoints. */
+uint64_t ot_train_lora_fingerprint(const ot_train_session *s, uint64_t h);
+/* The merged model (each adapted W as W + s·A·B) from the arena (lora_session.c). */
+ot_status ot_train_lora_save_merged(ot_train_session *s, const char *path, bool external_data, ot_error *err);
+/* A value's bytes for the exporter (train.c): in place where the arena is host
+ * memory (or the graph's host copy), else NULL; and the copy through the backend. */
+const void *ot_train_arena_host_ptr(void *user, int v);
+ot_status ot_train_arena_read(void *user, int v, uint64_t offset, void *dst, size_t n, ot_error *err);
 
 /* Once the optimizer nodes are in the graph and before the executor is made
  * (train_loop.c): decides how the loop reads values (scan_on_device; a backend whose

@@ -14,6 +14,7 @@
 #include "train/checkpoint.h"
 #include "train/progress.h"
 #include "train/session.h"
+#include "train/train_dist.h"
 #include "train/train_internal.h"
 
 /* ---- reading values where they lie -------------------------------------------- */
@@ -106,6 +107,7 @@ ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err) {
                        "(scan_f32): the training loop cannot check gradients there", s->be->name);
     s->scan_on_device = s->be->scan_f32 && (!s->be->host_memory || s->o.scan_on_device);
     if (!s->with_opt || s->o.accum < 2) return OT_OK;
+    if (s->o.dist) return ot_train_dist_check(s, err); /* the ranks sum them instead (train_dist.c) */
     if (!s->be->accumulate_f32)
         return ot_fail(err, OT_E_UNSUPPORTED, "--accum %lld: the %s backend cannot sum gradients in its memory",
                        (long long)s->o.accum, s->be->name);
@@ -147,6 +149,7 @@ static ot_status write_scalars(ot_train_session *s, double lr, double scale, boo
  * accumulator into the gradient the optimizer reads (g += acc, the same sum as
  * acc + g) and zeroes it for the next step. */
 static ot_status accumulate(ot_train_session *s, bool last, ot_error *err) {
+    if (s->o.dist) return ot_train_dist_end_micro(s, last, err); /* the same sum over the ranks */
     for (int i = 0; i < s->ad.n_params; i++) {
         float *g = ot_executor_value_ptr(s->ex, s->ad.grads[i]), *acc = ot_executor_value_ptr(s->ex, s->accum_ids[i]);
         ot_status st = last ? s->be->accumulate_f32(s->be, g, acc, grad_elems(s, i), true, err)
@@ -178,7 +181,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     }
     int64_t K = s->o.accum;
     bool train = s->mode == MODE_TRAIN;
-    bool last_micro = !train || s->micro == K - 1;
+    bool last_micro = !train || ot_train_dist_last_micro(s);
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
     bool want_norm = check || (train && (clip || K > 1)); /* the norm is reported whenever it is this cheap */
     /* Without accumulation the norm is of these very gradients: one pass checks them
@@ -258,7 +261,7 @@ ot_status ot_train_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, 
     ot_train_session *s = user;
     if (b->step == s->boundary) return boundary(s, err); /* before the optimizer, or the end without one */
     if (b->end && b->ended == OT_PHASE_OPTIMIZER && s->mode == MODE_TRAIN && !s->o.no_numerics_check &&
-        s->micro == s->o.accum - 1)
+        ot_train_dist_last_micro(s))
         return check_updates(s, err);
     return OT_OK;
 }
@@ -371,9 +374,11 @@ void ot_train_result_free(ot_train_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Writes a checkpoint of the state after `steps_done` steps into the checkpoint folder. */
+/* Writes a checkpoint of the state after `steps_done` steps into the checkpoint folder
+ * (in a data-parallel run rank 0 writes the one checkpoint). */
 static ot_status save_checkpoint(ot_train_session *s, const ot_dataset *data, int64_t steps_done, ot_train_result *r,
                                  ot_error *err) {
+    if (ot_dist_rank(s->o.dist) != 0) return OT_OK;
     ot_checkpoint c = {0};
     ot_status st = ot_train_checkpoint_capture(s, data, steps_done, &c, err);
     if (!st)
@@ -452,8 +457,10 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
                 goto done;
             }
             s->micro = k;
-            if ((st = feed(s, data, idx, err)) || (st = run_once(s, MODE_TRAIN, (uint64_t)mb, err))) goto done;
-            loss_sum += s->last_loss;
+            if (!ot_train_dist_owns(s, k)) continue; /* another rank's share of the step */
+            if ((st = feed(s, data, idx, err)) || (st = ot_train_dist_begin_micro(s, err))) goto done;
+            if ((st = run_once(s, MODE_TRAIN, (uint64_t)mb, err))) goto done;
+            loss_sum = ot_train_dist_add_losses(s, loss_sum);
         }
         r->loss[step] = loss_sum / (double)K;
         r->lr[step] = s->lr;

@@ -4,7 +4,7 @@
  * (cuda_ops.c, from cuda_ops.def) and synchronisation. The table's CPU_ONLY ops
  * (Shape, Range, Constant, ConstantOfShape: folded at import, tiny when they remain)
  * run the CPU kernel on host copies of their inputs. It also holds the module's one
- * exported symbol, ot_cuda_module_v2 (kernels/cuda/cuda_module.h): this folder is
+ * exported symbol, ot_cuda_module_v3 (kernels/cuda/cuda_module.h): this folder is
  * built into libonnxtrain_cuda.so, which kernels/backend_select.c loads. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include "kernels/kernel_common.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_module.h"
+#include "kernels/cuda/cuda_nccl.h"
 
 ot_status ot_cuda_fail(ot_error *err, const char *file, int line, const char *call, const char *what) {
     const char *base = strrchr(file, '/');
@@ -429,8 +430,16 @@ static const ot_cuda_module MODULE = {
     .pointwise_host = cuda_pointwise_host,
     .accumulate_host = cuda_accumulate_host,
     .op_status = ot_cuda_module_op_status,
+#ifdef OT_HAVE_NCCL
+    .nccl_unique_id = ot_cuda_nccl_unique_id,
+    .nccl_comm_new = ot_cuda_nccl_comm_new,
+    .nccl_comm_free = ot_cuda_nccl_comm_free,
+    .nccl_reduce_ordered = ot_cuda_nccl_reduce_ordered,
+    .nccl_broadcast = ot_cuda_nccl_broadcast,
+    .nccl_wait = ot_cuda_nccl_wait,
+#endif
 };
 
 /* The one symbol the module exports (cuda_module.map hides everything else). */
-const ot_cuda_module *ot_cuda_module_v2(void);
-const ot_cuda_module *ot_cuda_module_v2(void) { return &MODULE; }
+const ot_cuda_module *ot_cuda_module_v3(void);
+const ot_cuda_module *ot_cuda_module_v3(void) { return &MODULE; }

@@ -14,6 +14,7 @@
 #ifndef OT_CUDA_MODULE_H
 #define OT_CUDA_MODULE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,8 +26,8 @@
 extern "C" {
 #endif
 
-#define OT_CUDA_MODULE_ABI 2
-#define OT_CUDA_MODULE_ENTRY "ot_cuda_module_v2"
+#define OT_CUDA_MODULE_ABI 3
+#define OT_CUDA_MODULE_ENTRY "ot_cuda_module_v3"
 #define OT_CUDA_MODULE_FILE "libonnxtrain_cuda.so"
 /* Environment variable naming the module file; when set, only that file is tried. */
 #define OT_CUDA_MODULE_ENV "ONNXTRAIN_CUDA_MODULE"
@@ -67,7 +68,28 @@ typedef struct ot_cuda_module {
      * host-copy path: OT_CUDA_CPU_ONLY), for tests to compare with the library's
      * ot_cuda_op_status (kernels/kernel.h). Since ABI 2. */
     ot_cuda_op_kind (*op_status)(ot_op op);
+
+    /* Data-parallel training between GPUs through NCCL (kernels/cuda/cuda_nccl.c,
+     * train/train_dist.c). All NULL when the module was built without NCCL. Since
+     * ABI 3. The communicator spans the ranks of an MPI run: rank 0 makes the id
+     * (OT_NCCL_ID_BYTES), every rank passes it to nccl_comm_new with its GPU's
+     * backend (from backend_new). reduce_ordered and broadcast queue work on that
+     * backend's stream over device floats; nccl_wait waits for it (timeout seconds,
+     * or the stop flag: OT_E_PEER, the communicator aborted). reduce_ordered: on
+     * rank 0 acc = (first ? +0 : acc) + mine, then + each other rank's mine in rank
+     * order (the backend's accumulate adds); other ranks send mine. broadcast:
+     * rank 0's send into every rank's recv. */
+    ot_status (*nccl_unique_id)(void *id, size_t id_bytes, ot_error *err);
+    ot_status (*nccl_comm_new)(ot_backend *be, const void *id, int rank, int nranks, double timeout,
+                               const volatile sig_atomic_t *stop, void **comm, ot_error *err);
+    void (*nccl_comm_free)(void *comm);
+    ot_status (*nccl_reduce_ordered)(void *comm, const float *mine, float *acc, size_t n, bool first, ot_error *err);
+    ot_status (*nccl_broadcast)(void *comm, const float *send, float *recv, size_t n, ot_error *err);
+    ot_status (*nccl_wait)(void *comm, ot_error *err);
 } ot_cuda_module;
+
+/* Bytes of an NCCL unique id (NCCL_UNIQUE_ID_BYTES). */
+#define OT_NCCL_ID_BYTES 128
 
 typedef const ot_cuda_module *(*ot_cuda_module_entry_fn)(void);
 

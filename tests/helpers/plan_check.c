@@ -69,6 +69,25 @@ static void check_alias(const ot_plan *p, int v) {
     if (!pr->pinned) assert_true(pr->def_step <= pv->def_step && pv->last_step <= pr->last_step);
 }
 
+/* A gradient's first contribution written into the gradient's pinned slot: the
+ * Sum that defines the gradient is its only reader, at its last step, and reads it
+ * as input 0 (so it adds the rest in place); the slot is nobody else's meanwhile
+ * because the gradient is defined only there. No block, no bytes of its own. */
+static void check_slot(const ot_graph *g, const ot_plan *p, int v) {
+    const ot_plan_value *pv = &p->values[v], *ps = &p->values[pv->slot_of];
+    assert_true(ps->pinned && ps->category == OT_MEM_GRADIENTS && ps->slot_of < 0 && pv->alias_of < 0);
+    assert_false(pv->pinned);
+    assert_int_equal(pv->offset, ps->offset);
+    assert_int_equal(pv->nbytes, ps->nbytes);
+    assert_true(pv->def_step >= 0 && pv->def_step < ps->def_step && pv->last_step == ps->def_step);
+    const ot_value *val = &g->values[v];
+    assert_int_equal(val->n_consumers, 1);
+    const ot_node *sum = &g->nodes[val->consumers[0]];
+    assert_int_equal(sum->op, OT_OP_SUM);
+    assert_int_equal(sum->inputs[0], v);
+    assert_int_equal(sum->outputs[0], pv->slot_of);
+}
+
 /* timeline[s] is the bytes of the blocks live at s (an in-place pair once, aliases
  * never) plus the step's workspace. */
 static void check_timeline(const ot_plan *p) {
@@ -76,7 +95,7 @@ static void check_timeline(const ot_plan *p) {
         size_t sum = p->ws_offset[s] >= 0 ? p->ws_bytes[s] : 0;
         for (int v = 0; v < p->n_values; v++) {
             const ot_plan_value *pv = &p->values[v];
-            if (pv->offset < 0 || pv->alias_of >= 0) continue;
+            if (pv->offset < 0 || pv->alias_of >= 0 || pv->slot_of >= 0) continue;
             if (pv->pinned || (pv->def_step <= s && s <= pv->last_step)) sum += pv->nbytes;
             if (!pv->pinned && pv->inplace_of >= 0 && pv->def_step == s) sum -= p->values[pv->inplace_of].nbytes;
         }
@@ -92,6 +111,10 @@ void pc_check_plan(const ot_graph *g, const ot_plan *p) {
         const ot_plan_value *pv = &p->values[v];
         if (pv->alias_of >= 0) {
             check_alias(p, v);
+            continue;
+        }
+        if (pv->slot_of >= 0) {
+            check_slot(g, p, v);
             continue;
         }
         if (pv->offset < 0) continue;
