@@ -76,10 +76,13 @@ void ot_autodiff_result_free(ot_autodiff_result *res);
 ot_status ot_param_rule(const ot_graph *g, const int *targets, int n_targets, const char **reason,
                         ot_error *err);
 
-/* How many distinct LayerNormalization / BatchNormalization nodes read value v as
- * their scale or bias; *what ("LayerNorms", "BatchNorms" or "normalization layers")
- * names them. Above 1 the exporter may have merged identical tensors. */
-int ot_param_norm_sharing(const ot_graph *g, int v, const char **what);
+/* How many distinct nodes read value v as a layer's own parameter (a norm's scale or
+ * bias, a Gemm's or Conv's weight or bias, a MatMul's weight, a rank-1 Add operand);
+ * `what` (cap bytes) names them: "LayerNorms" when one kind, "layers (5 LayerNorms,
+ * 4 Gemms)" when several. Above 1 the exporter may have merged identical tensors (the
+ * dynamo exporter's optimizer merges every all-zeros bias and all-ones scale of a
+ * shape into one tensor). */
+int ot_param_layer_sharing(const ot_graph *g, int v, char *what, size_t cap);
 
 /* True when op has a gradient rule (autodiff/grad_table.c): exactly the ops ops.def
  * marks OT_T_DIFF. */

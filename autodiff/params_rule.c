@@ -7,6 +7,7 @@
  * always agree. docs/training.md "Which initializers train" documents it. */
 #include "autodiff/autodiff.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Input slots that take no gradient by default even when the tensor there is float. */
@@ -121,24 +122,53 @@ done:
     return st;
 }
 
-int ot_param_norm_sharing(const ot_graph *g, int v, const char **what) {
+/* The layer kind (plural) of node n reading a tensor in `slot` as a layer's own
+ * parameter: a norm's scale or bias, a Gemm's or Conv's weight or bias, a MatMul's
+ * weight, a rank-1 operand of Add (a Linear's bias, once the dynamo exporter has split
+ * the Linear); NULL otherwise. A genuinely tied tensor (an embedding read by Gather
+ * and, transposed, by the output projection) reads in none of these twice. */
+static const char *layer_slot(const ot_graph *g, const ot_node *n, int slot, int v) {
+    switch (n->op) {
+    case OT_OP_LAYER_NORM: return slot == 1 || slot == 2 ? "LayerNorms" : NULL;
+    case OT_OP_BATCH_NORM: return slot == 1 || slot == 2 ? "BatchNorms" : NULL;
+    case OT_OP_GEMM: return slot == 1 || slot == 2 ? "Gemms" : NULL;
+    case OT_OP_CONV: return slot == 1 || slot == 2 ? "Convs" : NULL;
+    case OT_OP_MATMUL: return slot == 1 ? "MatMuls" : NULL;
+    case OT_OP_ADD: return g->values[v].shape.rank == 1 ? "bias Adds" : NULL;
+    default: return NULL;
+    }
+}
+
+int ot_param_layer_sharing(const ot_graph *g, int v, char *what, size_t cap) {
+    enum { KINDS = 6 };
+    const char *kind[KINDS] = {0};
+    int count[KINDS] = {0}, n_kinds = 0, total = 0;
     const ot_value *val = &g->values[v];
-    int n_ln = 0, n_bn = 0;
     for (int c = 0; c < val->n_consumers; c++) {
         const ot_node *n = &g->nodes[val->consumers[c]];
         if (n->removed || !is_fwd(n)) continue;
-        bool ln = n->op == OT_OP_LAYER_NORM, bn = n->op == OT_OP_BATCH_NORM;
-        if (!ln && !bn) continue;
-        /* One node may read v in several slots (scale and bias): count it once. */
-        bool hit = false;
-        for (int i = 1; i <= 2 && i < n->n_inputs; i++) hit |= n->inputs[i] == v;
-        if (!hit) continue;
+        /* One node may read v in several slots (scale and bias) or appear twice in
+         * the consumer list: count it once. */
         bool seen = false;
         for (int d = 0; d < c && !seen; d++) seen = val->consumers[d] == val->consumers[c];
-        if (seen) continue;
-        n_ln += ln;
-        n_bn += bn;
+        const char *k = NULL;
+        for (int i = 0; i < n->n_inputs && !seen && !k; i++)
+            if (n->inputs[i] == v) k = layer_slot(g, n, i, v);
+        if (!k) continue;
+        int j = 0;
+        while (j < n_kinds && kind[j] != k) j++;
+        if (j == n_kinds && n_kinds < KINDS) kind[n_kinds++] = k;
+        if (j < n_kinds) count[j]++, total++;
     }
-    if (what) *what = n_bn == 0 ? "LayerNorms" : n_ln == 0 ? "BatchNorms" : "normalization layers";
-    return n_ln + n_bn;
+    if (what && cap) {
+        if (n_kinds <= 1) {
+            snprintf(what, cap, "%s", n_kinds ? kind[0] : "layers");
+        } else {
+            size_t len = (size_t)snprintf(what, cap, "layers (");
+            for (int j = 0; j < n_kinds && len < cap; j++)
+                len += (size_t)snprintf(what + len, cap - len, "%s%d %s", j ? ", " : "", count[j], kind[j]);
+            if (len < cap) snprintf(what + len, cap - len, ")");
+        }
+    }
+    return total;
 }

@@ -117,11 +117,11 @@ static ot_status summarize_params(const ot_graph *g, model_summary *sum) {
     return OT_OK;
 }
 
-/* The shared-normalization note for v, or 0 when v feeds at most one. */
-static int shared_norms(const ot_graph *g, int v, const char **what) {
+/* The shared-layer note for v, or 0 when v is the parameter of at most one layer. */
+static int shared_layers(const ot_graph *g, int v, char *what, size_t cap) {
     const ot_value *val = &g->values[v];
     if (val->kind != OT_VK_PARAM || !ot_dtype_is_float(val->dtype)) return 0;
-    int n = ot_param_norm_sharing(g, v, what);
+    int n = ot_param_layer_sharing(g, v, what, cap);
     return n > 1 ? n : 0;
 }
 
@@ -138,12 +138,14 @@ static void print_params_json(FILE *f, const ot_graph *g, const model_summary *s
     }
     fputs("],\n  \"shared\": [", f);
     for (int v = 0, k = 0; v < g->n_values; v++) {
-        const char *what = NULL;
-        int n = shared_norms(g, v, &what);
+        char what[160];
+        int n = shared_layers(g, v, what, sizeof what);
         if (!n) continue;
         fputs(k++ ? ", {\"name\": " : "{\"name\": ", f);
         ot_json_string(f, g->values[v].name);
-        fprintf(f, ", \"consumers\": %d, \"of\": \"%s\"}", n, what);
+        fprintf(f, ", \"consumers\": %d, \"of\": ", n);
+        ot_json_string(f, what);
+        fputc('}', f);
     }
     fputc(']', f);
 }
@@ -157,8 +159,8 @@ static void print_params_text(FILE *f, const ot_graph *g, const model_summary *s
             if (sum->reason[v]) fprintf(f, "  %-28s %s\n", g->values[v].name, sum->reason[v]);
     }
     for (int v = 0; v < g->n_values; v++) {
-        const char *what = NULL;
-        int n = shared_norms(g, v, &what);
+        char what[160];
+        int n = shared_layers(g, v, what, sizeof what);
         if (n)
             fprintf(f, "note: '%s' is shared by %d %s: the exporter may have merged identical tensors; its "
                        "gradient is the sum\n", g->values[v].name, n, what);

@@ -193,6 +193,11 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_SCATTER_ND] = {{"reduction", OT_ATTR_STRING}},
     [OT_OP_SCATTER_ELEMENTS] = {{"axis", OT_ATTR_INT}, {"reduction", OT_ATTR_STRING}},
     [OT_OP_GATHER_ND] = {{"batch_dims", OT_ATTR_INT}},
+    /* ---- random sources (issue 13) ---- */
+    [OT_OP_RANDOM_UNIFORM_LIKE] = {{"dtype", OT_ATTR_INT}, {"high", OT_ATTR_FLOAT}, {"low", OT_ATTR_FLOAT},
+                                   {"seed", OT_ATTR_FLOAT}},
+    [OT_OP_RANDOM_UNIFORM] = {{"dtype", OT_ATTR_INT}, {"high", OT_ATTR_FLOAT}, {"low", OT_ATTR_FLOAT},
+                              {"seed", OT_ATTR_FLOAT}, {"shape", OT_ATTR_INTS}},
 };
 
 static const char *type_name(ot_attr_type t) {

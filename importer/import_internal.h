@@ -147,4 +147,21 @@ ot_status ot_imp_normalize(ot_graph *g, ot_error *err);
  * become the attribute; axes still computed at run time are refused. */
 ot_status ot_imp_normalize_late(ot_graph *g, ot_error *err);
 
+/* A new constant value holding a copy of data, named "<node>.<what>" (made unique);
+ * its id, or -1 when out of memory (normalize.c). */
+int ot_imp_add_const(ot_graph *g, const ot_node *n, const char *what, ot_dtype dt, const ot_shape *s,
+                     const void *data, size_t nbytes);
+
+/* sequence.c: SplitToSequence read by SequenceAt at constant positions becomes one
+ * Slice per SequenceAt; what cannot be rewritten is noted in m's unsupported list
+ * with the reason. The importer defers both ops to this pass while it builds nodes
+ * (ot_imp_is_sequence_op). */
+bool ot_imp_is_sequence_op(const char *op_type);
+
+/* dropout_pattern.c: the dynamo exporter's lowered Dropout (RandomUniformLike -> Less
+ * -> Cast -> Div -> Mul) becomes one Dropout node, so inference turns it off; after
+ * shape inference (the pattern's constants and shapes must be known). */
+ot_status ot_imp_fuse_dropout(ot_graph *g, ot_error *err);
+ot_status ot_imp_rewrite_sequences(ot_graph *g, ot_model *m, ot_error *err);
+
 #endif

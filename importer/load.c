@@ -457,6 +457,8 @@ static ot_status add_node(load_ctx *c, ot_model *m, size_t i, int *ins, int *out
         ot_status st = ot_imp_convert_attr(c->file, c->dir, &c->g->nodes[nid], np->attribute[a], &nested, err);
         if (st) return st;
     }
+    /* sequences: rewritten (or listed with the reason) once every node is built */
+    if (op == OT_OP_UNKNOWN && dflt && !nested && ot_imp_is_sequence_op(op_type)) return OT_OK;
     if (op == OT_OP_UNKNOWN || nested) {
         char full[300];
         if (dflt) snprintf(full, sizeof full, "%s", op_type);
@@ -540,6 +542,7 @@ static ot_status build_graph(load_ctx *c, ot_model *m, ot_error *err) {
     if (!st) st = add_nodes(c, m, err);
     if (!st) st = apply_value_info(c, err);
     if (!st) st = add_outputs(c, err);
+    if (!st) st = ot_imp_rewrite_sequences(c->g, m, err);
     return st;
 }
 
@@ -691,6 +694,7 @@ static ot_status load_impl(ot_imp_src *src, const char *name, const char *dir, c
     /* ot_shape_infer checks sizes itself; without it, declared dims are checked here. */
     st = opt->no_shape_inference ? ot_imp_check_value_sizes(c.g, err) : ot_shape_infer(c.g, err);
     if (!st) st = ot_imp_normalize_late(c.g, err);
+    if (!st && !opt->no_shape_inference) st = ot_imp_fuse_dropout(c.g, err);
     if (st) {
         ot_error_prefix(err, "%s: ", file);
         goto fail;

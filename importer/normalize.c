@@ -129,14 +129,36 @@ static ot_status ints_input_to_attr(ot_graph *g, int nid, const char *attr, cons
     return OT_OK;
 }
 
+/* A Clip bound cast to X's dtype (PyTorch's dynamo exporter without its optimizer
+ * writes Constant -> CastLike(bound, X) -> Clip): the constant it casts, or NULL. The
+ * bound becomes a float attribute either way, which is the cast; *cast is the
+ * CastLike node (or -1), removed by the caller once nothing else reads it. */
+static const ot_value *cast_bound(const ot_graph *g, int vid, int *cast) {
+    *cast = -1;
+    int p = vid >= 0 ? g->values[vid].producer : -1;
+    if (p < 0 || g->nodes[p].removed || g->nodes[p].op != OT_OP_CAST_LIKE) return NULL;
+    const ot_value *c = const_value(g, input_at(&g->nodes[p], 0));
+    if (c) *cast = p;
+    return c;
+}
+
+static void drop_unread_cast(ot_graph *g, int cast) {
+    if (cast < 0 || g->nodes[cast].removed) return;
+    int out = g->nodes[cast].outputs[0];
+    if (out >= 0 && (g->values[out].n_consumers > 0 || g->values[out].is_graph_output)) return;
+    ot_graph_remove_node(g, cast);
+}
+
 static ot_status normalize_clip(ot_graph *g, int nid, ot_error *err) {
     ot_node *n = &g->nodes[nid];
     const char *names[2] = {"min", "max"};
     const float dflt[2] = {-INFINITY, INFINITY};
+    int casts[2] = {-1, -1};
     for (int k = 0; k < 2; k++) {
         int vid = input_at(n, k + 1);
         if (vid >= 0) { /* opset 11+: bounds are optional inputs */
             const ot_value *v = const_value(g, vid);
+            if (!v) v = cast_bound(g, vid, &casts[k]);
             if (!v) return not_constant(g, n, vid, "Clip bounds", err);
             double x;
             ot_status st = read_scalar(n, v, &x, err);
@@ -148,6 +170,7 @@ static ot_status normalize_clip(ot_graph *g, int nid, ot_error *err) {
         }
     }
     keep_inputs(g, nid, 1);
+    for (int k = 0; k < 2; k++) drop_unread_cast(g, casts[k]);
     return OT_OK;
 }
 
@@ -263,8 +286,7 @@ static ot_status normalize_gemm(ot_graph *g, int nid, ot_error *err) {
 
 /* ---- layout and indexing (issue 13) ---- */
 
-/* A new constant value holding data, named after the node. */
-static int add_const(ot_graph *g, const ot_node *n, const char *what, ot_dtype dt, const ot_shape *s,
+int ot_imp_add_const(ot_graph *g, const ot_node *n, const char *what, ot_dtype dt, const ot_shape *s,
                      const void *data, size_t nbytes) {
     char base[256];
     snprintf(base, sizeof base, "%s.%s", n->name ? n->name : "pad", what);
@@ -290,9 +312,9 @@ static ot_status normalize_pad(ot_graph *g, int nid, ot_error *err) {
     int64_t np = pa->n;
     ot_shape ps = ot_shape_make(1, &np);
     float value = ot_node_attr_float(n, "value", 0.0f);
-    int pv = add_const(g, n, "pads", OT_I64, &ps, pa->ints, (size_t)pa->n * sizeof(int64_t));
+    int pv = ot_imp_add_const(g, n, "pads", OT_I64, &ps, pa->ints, (size_t)pa->n * sizeof(int64_t));
     ot_shape scalar = ot_shape_make(0, NULL);
-    int cv = pv < 0 ? -1 : add_const(g, n, "value", OT_F32, &scalar, &value, sizeof value);
+    int cv = pv < 0 ? -1 : ot_imp_add_const(g, n, "value", OT_F32, &scalar, &value, sizeof value);
     n = &g->nodes[nid];
     int *in = cv < 0 ? NULL : realloc(n->inputs, 3 * sizeof(int));
     if (!in) return ot_fail(err, OT_E_MEMORY, "out of memory");

@@ -94,6 +94,11 @@ ot_status ot_shape_rule_like_data(ot_shape_ctx *c, const ot_node *n, ot_dtype *d
 ot_status ot_shape_rule_gather_nd(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_gather_elements(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 
+/* ---- random sources (issue 13): shape_rules_random.c ---- */
+/* RandomUniformLike: input 0's shape, attribute dtype or input 0's; RandomUniform:
+ * both from attributes (dtype float32 by default) */
+ot_status ot_shape_rule_random(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+
 /* Shape's [start, end) of a rank-r input from its start / end attributes, clamped as
  * the spec says (opset 15). */
 void ot_shape_range_attrs(const ot_node *n, int r, int *s, int *e);

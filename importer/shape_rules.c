@@ -709,6 +709,9 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_SCATTER_ND] = ot_shape_rule_like_data,
     [OT_OP_SCATTER_ELEMENTS] = ot_shape_rule_like_data,
     [OT_OP_GATHER_ND] = ot_shape_rule_gather_nd,
+    /* ---- random sources (issue 13) ---- */
+    [OT_OP_RANDOM_UNIFORM_LIKE] = ot_shape_rule_random,
+    [OT_OP_RANDOM_UNIFORM] = ot_shape_rule_random,
     [OT_OP_PAD_GRAD] = rule_grad_like_input1,
     [OT_OP_TILE_GRAD] = rule_grad_like_input1,
     [OT_OP_GATHER_ELEMENTS_GRAD] = rule_grad_like_input2,

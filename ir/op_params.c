@@ -200,6 +200,13 @@ static ot_status resolve_index(const ot_node *n, ot_op_params *p, ot_error *err)
     return st;
 }
 
+static ot_status resolve_random(const ot_node *n, ot_op_params *p, ot_error *err) {
+    (void)err;
+    p->u.random.low = ot_node_attr_float(n, "low", 0.0f);
+    p->u.random.high = ot_node_attr_float(n, "high", 1.0f);
+    return OT_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -264,6 +271,9 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_SCATTER_ND] = {OT_PARAMS_INDEX, resolve_index},
     [OT_OP_SCATTER_ELEMENTS] = {OT_PARAMS_INDEX, resolve_index},
     [OT_OP_GATHER_ND] = {OT_PARAMS_INDEX, resolve_index},
+    /* ---- random sources (issue 13) ---- */
+    [OT_OP_RANDOM_UNIFORM_LIKE] = {OT_PARAMS_RANDOM, resolve_random},
+    [OT_OP_RANDOM_UNIFORM] = {OT_PARAMS_RANDOM, resolve_random},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

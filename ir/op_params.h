@@ -37,6 +37,7 @@ typedef enum ot_params_kind {
     OT_PARAMS_MATH,
     /* ---- layout and indexing (issue 13) ---- */
     OT_PARAMS_INDEX,
+    OT_PARAMS_RANDOM, /* random sources (issue 13) */
 } ot_params_kind;
 
 /* Gemm */
@@ -155,6 +156,13 @@ typedef struct ot_index_params {
     bool exclusive, reverse; /* CumSum */
 } ot_index_params;
 
+/* RandomUniformLike, RandomUniform: the range of the draws (the output's dtype and
+ * shape are the shape rule's; the `seed` attribute is not read: every random op
+ * draws from the run's seed, exec/rng.h) */
+typedef struct ot_random_params {
+    float low, high; /* 0, 1 */
+} ot_random_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -169,6 +177,7 @@ typedef struct ot_op_params {
         ot_optim_params optim;
         ot_math_params math;
         ot_index_params index; /* layout and indexing (issue 13) */
+        ot_random_params random; /* random sources (issue 13) */
     } u;
 } ot_op_params;
 

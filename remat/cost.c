@@ -263,6 +263,9 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_SCATTER_ND] = cost_per_element,
     [OT_OP_SCATTER_ELEMENTS] = cost_per_element,
     [OT_OP_GATHER_ND] = cost_per_element,
+    /* ---- random sources (issue 13): one Philox draw per element, like DropoutGrad ---- */
+    [OT_OP_RANDOM_UNIFORM_LIKE] = cost_random_pointwise,
+    [OT_OP_RANDOM_UNIFORM] = cost_random_pointwise,
     [OT_OP_PAD_GRAD] = cost_per_element,
     [OT_OP_TILE_GRAD] = cost_per_element,
     [OT_OP_GATHER_ELEMENTS_GRAD] = cost_per_element,

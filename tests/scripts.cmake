@@ -31,6 +31,12 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_param_rule.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_param_rule_tmp)
   set_tests_properties(check_param_rule PROPERTIES TIMEOUT 120)
+  # Models exported by a current PyTorch's default exporter (dynamo), committed with
+  # PyTorch's references for the graph it wrote (tests/fixtures/dynamo/make_fixtures.py).
+  add_test(NAME check_dynamo_fixtures
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_dynamo_fixtures.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_dynamo_fixtures_tmp)
+  set_tests_properties(check_dynamo_fixtures PROPERTIES TIMEOUT 120)
   # `train --lora`: merged and adapters-only outputs, resume, info, plan, --batch-size auto.
   add_test(NAME check_lora
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_lora.py $<TARGET_FILE:onnxtrain>

@@ -1005,6 +1005,30 @@ static void test_host_dropout(void **state) {
     tc_free(&p);
 }
 
+/* RandomUniformLike / RandomUniform (issue 13): the kernel's draws are the CPU's bit
+ * for bit (the same Philox uniform, the same unfused scaling), past the CPU's blocks. */
+static void test_host_random_uniform(void **state) {
+    (void)state;
+    tc_pool p = {0};
+    const int N = 4099;
+    ot_tensor x = tc_rand(&p, 42, -1, 1, 1, N);
+    const float lows[] = {0.0f, -2.5f, 0.1f}, highs[] = {1.0f, 3.25f, 0.1f};
+    for (int like = 0; like < 2; like++)
+        for (size_t r = 0; r < sizeof lows / sizeof lows[0]; r++) {
+            char label[80];
+            snprintf(label, sizeof label, "Random%s [%g, %g)", like ? "UniformLike" : "Uniform", (double)lows[r],
+                     (double)highs[r]);
+            ot_node n = tk_node(like ? OT_OP_RANDOM_UNIFORM_LIKE : OT_OP_RANDOM_UNIFORM, like, 1);
+            ot_node_set_attr_float(&n, "low", lows[r]);
+            ot_node_set_attr_float(&n, "high", highs[r]);
+            ot_tensor in[1] = {x}, out[1] = {tc_out(OT_F32, 1, N)};
+            hm_rng rng = {0x123456789abcdefULL + r, 7 + r, 42};
+            assert_int_equal(hm_compare_ex(label, &n, in, out, rng, false), OT_OK);
+            tk_node_free(&n);
+        }
+    tc_free(&p);
+}
+
 static void test_host_mse_grad(void **state) {
     (void)state;
     tc_pool p = {0};
@@ -1431,6 +1455,13 @@ static void test_dropout(void **state) {
     ot_tensor gout[1] = {tc_out(OT_F32, 2, 100, 77)};
     tc_check(backend_of(state), "DropoutGrad", &g, gin, gout, 0.0, 0x123456789abcdefULL, 7, 5);
     tk_node_free(&g);
+    /* the random sources of issue 13 draw from the same generator: bitwise too */
+    ot_node u = tk_node(OT_OP_RANDOM_UNIFORM_LIKE, 1, 1);
+    ot_node_set_attr_float(&u, "low", -0.5f);
+    ot_node_set_attr_float(&u, "high", 2.0f);
+    ot_tensor uout[1] = {tc_out(OT_F32, 2, 100, 77)};
+    tc_check(backend_of(state), "RandomUniformLike", &u, in, uout, 0.0, 0x123456789abcdefULL, 7, 42);
+    tk_node_free(&u);
     tc_free(&p);
 }
 
@@ -2610,6 +2641,7 @@ int main(void) {
         cmocka_unit_test(test_host_layout),
         cmocka_unit_test(test_host_pool),
         cmocka_unit_test(test_host_dropout),
+        cmocka_unit_test(test_host_random_uniform),
         cmocka_unit_test(test_host_mse_grad),
         cmocka_unit_test(test_host_optim),
         cmocka_unit_test(test_host_accumulate),

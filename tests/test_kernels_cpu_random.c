@@ -1,7 +1,9 @@
 /* test_kernels_cpu_random.c — Philox4x32-10 against the Random123 known-answer
  * vectors, and Dropout: same key -> same mask, different step or node -> different
  * mask, keep rate ~ 1 - ratio, kept values scaled by 1/(1-ratio), inference mode is
- * the identity, and the mask does not depend on the thread count. */
+ * the identity, and the mask does not depend on the thread count. RandomUniformLike
+ * and RandomUniform (issue 13): low + u * (high - low) of the same generator, keyed
+ * alike, in [low, high), with a mean near the middle. */
 #include "exec/rng.h"
 #include "test_kernels_cpu_util.h"
 
@@ -89,10 +91,63 @@ static void test_dropout(void **state) {
     free(m2);
 }
 
+static int run_uniform(ot_op op, float *x, float *y, int n, float low, float high, uint64_t step, int node,
+                       int threads) {
+    ot_node u = tk_node(op, op == OT_OP_RANDOM_UNIFORM_LIKE ? 1 : 0, 1);
+    ot_node_set_attr_float(&u, "low", low);
+    ot_node_set_attr_float(&u, "high", high);
+    ot_tensor in[1] = {tk_t(OT_F32, x, 1, n)};
+    ot_tensor out[1] = {tk_t(OT_F32, y, 1, n)};
+    ot_status st = tk_run_ex(&u, in, out, threads, 42, step, node, NULL);
+    tk_node_free(&u);
+    return st;
+}
+
+static void test_random_uniform(void **state) {
+    (void)state;
+    enum { N = 100000 };
+    float *x = malloc(N * sizeof(float)), *y1 = malloc(N * sizeof(float)), *y2 = malloc(N * sizeof(float));
+    tk_fill(x, N, 1, 0.5f, 1.5f);
+    assert_int_equal(run_uniform(OT_OP_RANDOM_UNIFORM_LIKE, x, y1, N, -2.0f, 3.0f, 7, 5, 2), OT_OK);
+    double sum = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(y1[i] >= -2.0f && y1[i] < 3.0f);
+        sum += y1[i];
+        /* element by element the generator's uniform, scaled: Dropout's draws */
+        if (i < 1000) assert_true(y1[i] == -2.0f + ot_philox_uniform(42, 7, 5, (uint64_t)i) * 5.0f);
+    }
+    assert_true(fabs(sum / N - 0.5) < 0.03); /* sd of the mean ~ 5 / sqrt(12 N) = 0.0046 */
+    /* same key on one thread, and RandomUniform: the same values (a recompute draws them again) */
+    assert_int_equal(run_uniform(OT_OP_RANDOM_UNIFORM_LIKE, x, y2, N, -2.0f, 3.0f, 7, 5, 1), OT_OK);
+    assert_memory_equal(y1, y2, N * sizeof(float));
+    assert_int_equal(run_uniform(OT_OP_RANDOM_UNIFORM, x, y2, N, -2.0f, 3.0f, 7, 5, 2), OT_OK);
+    assert_memory_equal(y1, y2, N * sizeof(float));
+    /* another step or another node: other values */
+    assert_int_equal(run_uniform(OT_OP_RANDOM_UNIFORM_LIKE, x, y2, N, -2.0f, 3.0f, 8, 5, 2), OT_OK);
+    int same = 0;
+    for (int i = 0; i < N; i++) same += y1[i] == y2[i];
+    assert_true(same < N / 100);
+    assert_int_equal(run_uniform(OT_OP_RANDOM_UNIFORM_LIKE, x, y2, N, -2.0f, 3.0f, 7, 6, 2), OT_OK);
+    same = 0;
+    for (int i = 0; i < N; i++) same += y1[i] == y2[i];
+    assert_true(same < N / 100);
+    /* defaults [0, 1): Dropout's own uniforms; low above high is the model's error */
+    ot_node d = tk_node(OT_OP_RANDOM_UNIFORM_LIKE, 1, 1);
+    ot_tensor in[1] = {tk_t(OT_F32, x, 1, N)}, out[1] = {tk_t(OT_F32, y2, 1, N)};
+    assert_int_equal(tk_run_ex(&d, in, out, 2, 42, 7, 5, NULL), OT_OK);
+    for (int i = 0; i < 1000; i++) assert_true(y2[i] == ot_philox_uniform(42, 7, 5, (uint64_t)i));
+    tk_node_free(&d);
+    assert_int_equal(run_uniform(OT_OP_RANDOM_UNIFORM_LIKE, x, y2, N, 1.0f, 0.0f, 7, 5, 2), OT_E_MODEL);
+    free(x);
+    free(y1);
+    free(y2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox_kat),
         cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_random_uniform),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/cpu/optim_cpu.h"
+#include "kernels/cpu/cpu_random.h"
 
 typedef bool (*cpu_supports_fn)(ot_dtype t0, ot_dtype o0, const ot_tensor *in);
 typedef size_t (*cpu_workspace_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
@@ -87,6 +88,8 @@ static bool sup_scatter(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 static bool sup_cumsum(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return (t0 == OT_F32 || t0 == OT_F64 || t0 == OT_I64 || t0 == OT_I32) && index_dtype(in[1].dtype);
 }
+/* random sources (issue 13): the output's dtype decides, the input gives a shape only */
+static bool sup_f32_out(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return o0 == OT_F32; }
 
 /* ---- the table -------------------------------------------------------------------- */
 
@@ -210,6 +213,9 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_SCATTER_ND] = {ot_cpu_scatter_nd, sup_scatter, NULL},
     [OT_OP_SCATTER_ELEMENTS] = {ot_cpu_scatter_elements, sup_scatter, NULL},
     [OT_OP_GATHER_ND] = {ot_cpu_gather_nd, sup_gather, NULL},
+    /* ---- random sources (issue 13): float32 out; RandomUniformLike reads its input's shape only ---- */
+    [OT_OP_RANDOM_UNIFORM_LIKE] = {ot_cpu_random_uniform, sup_f32_out, NULL},
+    [OT_OP_RANDOM_UNIFORM] = {ot_cpu_random_uniform, sup_f32_out, NULL},
     [OT_OP_PAD_GRAD] = F32(ot_cpu_pad_grad),
     [OT_OP_TILE_GRAD] = F32(ot_cpu_pad_grad),
     [OT_OP_GATHER_ELEMENTS_GRAD] = {ot_cpu_gather_elements_grad, sup_gather_grad, NULL},

@@ -393,6 +393,8 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
         /* layout and indexing (issue 13) */
         ot_cuda_pad, ot_cuda_tile, ot_cuda_trilu, ot_cuda_gather_elements, ot_cuda_cumsum, ot_cuda_pad_grad,
         ot_cuda_gather_elements_grad, ot_cuda_scatter_nd, ot_cuda_scatter_elements, ot_cuda_gather_nd,
+        /* random sources (issue 13) */
+        ot_cuda_random_uniform,
     };
     for (size_t i = 0; fn && i < sizeof with / sizeof with[0]; i++)
         if (with[i] == fn) return true;

@@ -230,6 +230,9 @@ bool ot_cuda_conv_supported(const ot_node *node, const ot_tensor *in, const ot_t
 ot_status ot_cuda_pad_copy(ot_cuda_ctx *cx, const ot_node *node, const float *src, float *dst, int rank,
                            const int64_t *small, const int64_t *big, const int64_t *begin, bool crop, ot_error *err);
 
+/* cuda_random.cu: RandomUniformLike, RandomUniform (issue 13) */
+OT_CUDA_LAUNCHER(ot_cuda_random_uniform);
+
 /* ot_backend.scan_f32 (exec/backend.h): first non-finite index and the sum of
  * squares (double) of n device floats, with one D2H copy of the per-block results.
  * cuda_scan.cu. */

@@ -78,6 +78,8 @@ SUPPORTS(sup_compare) {
 SUPPORTS(sup_logic) { return in0(node, in) == OT_BOOL && in[1].dtype == OT_BOOL; }
 SUPPORTS(sup_not) { return in0(node, in) == OT_BOOL; }
 SUPPORTS(sup_f32_f64) { return in0(node, in) == OT_F32 || in0(node, in) == OT_F64; }
+/* random sources (issue 13): the output's dtype decides, the input gives a shape only */
+SUPPORTS(sup_f32_out) { return out0(node, out) == OT_F32; }
 SUPPORTS(sup_minmax) {
     ot_dtype t0 = in0(node, in);
     return (t0 == OT_F32 || index_dtype(t0)) && out0(node, out) == t0;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_device.cuh"
+#include "kernels/cuda/cuda_philox.cuh"
 
 /* ---- activation gradients ------------------------------------------------------ */
 
@@ -112,26 +113,6 @@ OT_CUDA_LAUNCHER(ot_cuda_act_grad) {
 }
 
 /* ---- Dropout --------------------------------------------------------------------- */
-
-/* Philox4x32-10 exactly as exec/rng.c (key = seed, ctr = (index, step, node)).
- * Host and device: the host copy is what test_cuda checks bitwise against the CPU's
- * generator on machines without a GPU. */
-__host__ __device__ __forceinline__ float philox_uniform(uint64_t seed, uint64_t step, uint32_t node, uint64_t index) {
-    uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = (uint32_t)step, c3 = node;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int round = 0; round < 10; round++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-        uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-        c0 = hi1 ^ c1 ^ k0;
-        c1 = lo1;
-        c2 = hi0 ^ c3 ^ k1;
-        c3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    return (float)(c0 >> 8) * (1.0f / 16777216.0f);
-}
 
 float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, uint64_t index) {
     return philox_uniform(seed, step, node, index);

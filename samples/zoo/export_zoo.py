@@ -27,8 +27,13 @@ Everything is deterministic (fixed seeds, deterministic algorithms, one thread).
 --exporter dynamo runs torch.onnx.export(..., dynamo=True) of a current PyTorch (>= 2.5,
 in a venv of its own) at its default opset: the model is exported in training mode, but
 that exporter keeps only Dropout's training form. Its optimizer folds BatchNorm into the
-Conv, merges identical initializers and stores Linear weights transposed; the manifest
-maps what can be mapped by bytes (`shared`, `transposed`) and lists the rest as unmapped.
+Conv, merges identical initializers, drops zero biases, splits tied weights and folds
+position rows. The references are PyTorch's for the graph it wrote (same_graph.py:
+BatchNorm in eval mode, the same folds, each initializer mapped to the parameter uses
+it stands for); the manifest lists merged initializers (`shared`), transposed ones and
+the parameters no initializer stands for (`unmapped`: dropped or folded away). Before
+export every BatchNorm gets statistics of its own from one training-mode pass over the
+trace batch (fresh ones would fold into zero biases, which the optimizer drops).
 """
 import argparse
 import copy
@@ -47,6 +52,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import same_graph  # noqa: E402
 import zoo_models  # noqa: E402
 
 OPSET = 17  # TorchScript's default; --opset 13..17 (PyTorch 1.13's TorchScript exporter stops at 17)
@@ -122,8 +128,13 @@ def export(wrap, data, path, entry, opset, exporter="torchscript", optimize=True
     # fixed by the model, so record the traced size (as export_samples.py does).
     m = onnx.load(path)
     rename_dims(m, names, axes)
+    # The traced size, without moving BatchNorm's running statistics (a training-mode
+    # forward would): a dynamo file folds them into the Conv, so the model must keep
+    # what the file holds.
+    state = copy.deepcopy(wrap.state_dict())
     with torch.no_grad():
         shape = tuple(wrap(*args).shape)
+    wrap.load_state_dict(state)
     for dim, size in zip(m.graph.output[0].type.tensor_type.shape.dim, shape):
         if dim.dim_param and dim.dim_param not in ("batch", "seq"):
             dim.dim_value = size
@@ -178,19 +189,19 @@ def save(path, array):
     np.save(path, np.ascontiguousarray(array))
 
 
-def references(model, names, data, labels, mapping, d, dtype, transposed=frozenset()):
+def references(model, names, data, labels, mapping, d, dtype, transposed=frozenset(), graph=None):
     """Writes eval logits, training-mode loss and parameter gradients at one precision.
     The default dtype follows: HF mask code calls torch.full(..., finfo(dtype).min)
     without a dtype, which overflows float32 when dtype is float64."""
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        return _references(model, names, data, labels, mapping, d, dtype, transposed)
+        return _references(model, names, data, labels, mapping, d, dtype, transposed, graph)
     finally:
         torch.set_default_dtype(old)
 
 
-def _references(model, names, data, labels, mapping, d, dtype, transposed):
+def _references(model, names, data, labels, mapping, d, dtype, transposed, graph=None):
     tag = "f32" if dtype == torch.float32 else "f64"
     model = copy.deepcopy(model).to(dtype)
     args = [data[n].to(dtype) if data[n].is_floating_point() else data[n] for n in names]
@@ -198,13 +209,21 @@ def _references(model, names, data, labels, mapping, d, dtype, transposed):
     with torch.no_grad():
         save(os.path.join(d, tag, "eval.npy"), model(*args).numpy())
     model.train()
+    if graph is not None:
+        same_graph.bn_eval(model)  # the file's BatchNorm is in inference form
     model.zero_grad()
     logits = model(*args)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
     loss.backward()
     save(os.path.join(d, tag, "loss.npy"), np.array(loss.item(), dtype=np.float64))
     files, grads = {}, {}
-    for pname, p in model.named_parameters():
+    if graph is not None:  # dynamo: {initializer: uses} from same_graph.mapping
+        pgrads = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
+        for init, (uses, shape) in graph.items():
+            g = same_graph.reference_grad(pgrads, uses, shape)
+            if g is not None:
+                grads[init] = g
+    for pname, p in model.named_parameters() if graph is None else ():
         init = mapping.get(pname)
         if init is None or p.grad is None:
             continue
@@ -241,6 +260,21 @@ def export_one(name, out, opset=OPSET, exporter="torchscript", optimize=True):
     data, labels = zoo_models.make_inputs(entry, zoo_models.BATCH, seed=1234)
     model = build(entry, DROPOUT)
     strict = exporter == "dynamo"
+    if strict:
+        # That exporter writes BatchNorm in inference form. Fresh statistics (mean 0,
+        # variance 1) fold into a Conv as a zero bias, which its optimizer drops, and
+        # leave the activations unnormalised, shrinking layer by layer (MobileNetV3's
+        # logits ~1e-6, a loss that cannot fall): one training-mode pass over the trace
+        # batch with momentum 1 gives every BatchNorm that batch's statistics, so the
+        # inference graph normalises as the training one did.
+        bns = [mod for mod in model.modules() if isinstance(mod, same_graph.BN)]
+        moms = [bn.momentum for bn in bns]
+        for bn in bns:
+            bn.momentum = 1.0
+        with torch.no_grad():
+            model(*(trace[n] for n in names))
+        for bn, mom in zip(bns, moms):
+            bn.momentum = mom
     m = export(model, trace, os.path.join(d, f"{name}.onnx"), entry, opset, exporter, optimize)
     mapping, unmapped, inits, transposed = map_params(model, m, strict)
     load_initializers(model, mapping, inits, transposed)
@@ -256,13 +290,17 @@ def export_one(name, out, opset=OPSET, exporter="torchscript", optimize=True):
         # NAME_nodrop.onnx (run_zoo's grad), so they follow its names.
         mapping, unmapped, _, transposed = nd_map
     nodrop.load_state_dict(model.state_dict())  # the running stats of NAME.onnx, for eval
+    ref, graph = nodrop, None
+    shared = {k: v for k, v in _shared(mapping).items() if len(v) > 1}
+    if strict:  # the graph the exporter wrote (same_graph.py), mapped use by use
+        ref, graph, unmapped, shared, transposed = dynamo_reference(nodrop, nd, tuple(trace[n] for n in names))
     inputs = []
     for n, kind, _ in entry["inputs"]:
         save(os.path.join(d, "data", f"{n}.npy"), data[n].numpy())
         inputs.append(dict(name=n, file=f"data/{n}.npy", dtype=str(data[n].dtype).replace("torch.", "")))
     save(os.path.join(d, "data", "labels.npy"), labels.numpy())
-    loss32, g32 = references(nodrop, names, data, labels, mapping, d, torch.float32, transposed)
-    loss64, g64 = references(nodrop, names, data, labels, mapping, d, torch.float64, transposed)
+    loss32, g32 = references(ref, names, data, labels, mapping, d, torch.float32, transposed, graph)
+    loss64, g64 = references(ref, names, data, labels, mapping, d, torch.float64, transposed, graph)
     params = {k: dict(f32=g32[k], f64=g64[k]) for k in sorted(g32)}
     manifest = dict(name=name, family=entry["family"], onnx=f"{name}.onnx", nodrop_onnx=f"{name}_nodrop.onnx",
                     inputs=inputs, labels="data/labels.npy", classes=entry["classes"],
@@ -272,13 +310,31 @@ def export_one(name, out, opset=OPSET, exporter="torchscript", optimize=True):
                     dynseq=entry["dynseq"], dropout=DROPOUT, params=params,
                     opset=next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx")),
                     exporter=exporter, optimize=optimize, torch=torch.__version__,
-                    shared={k: v for k, v in _shared(mapping).items() if len(v) > 1}, functions=len(m.functions),
+                    shared=shared, functions=len(m.functions),
                     unmapped=unmapped, transposed=sorted(transposed),
                     n_params=sum(p.numel() for p in model.parameters()), nodes=len(m.graph.node),
                     bytes=os.path.getsize(os.path.join(d, f"{name}.onnx")))
     with open(os.path.join(d, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     return manifest
+
+
+def dynamo_reference(nodrop, nd, args):
+    """The PyTorch model computing the graph of nd (same_graph.py) and, per float
+    initializer, the parameter uses it stands for and its shape; also the parameters no
+    initializer stands for (dropped or folded away), the merged initializers and the
+    transposed ones, for the manifest."""
+    ref = copy.deepcopy(nodrop)
+    same_graph.bn_eval(ref)
+    same_graph.untie(ref)
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in nd.graph.initializer}
+    folded = same_graph.fold_bn(ref, inits, args)
+    gmap = same_graph.mapping(ref, nd, folded, same_graph.same_computations(ref, args))
+    used = {p for uses in gmap.values() for p, _ in uses}
+    unmapped = [n for n, p in ref.named_parameters() if n not in used and p.requires_grad]
+    shared = {k: [p for p, _ in v] for k, v in gmap.items() if len(v) > 1}
+    transposed = {k for k, v in gmap.items() if any(f == "T" for _, f in v)}
+    return ref, {k: (v, inits[k].shape) for k, v in gmap.items()}, unmapped, shared, transposed
 
 
 def _shared(mapping):

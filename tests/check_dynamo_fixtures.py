@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""check_dynamo_fixtures.py — ctest check_dynamo_fixtures: models exported by a
+current PyTorch's default exporter (torch.onnx.export(dynamo=True), optimizer on),
+committed under tests/fixtures/dynamo/ with PyTorch's references for the graph that
+exporter wrote (make_fixtures.py there regenerates them; CI has no current PyTorch).
+Each fixture is unpacked into export_zoo.py's folder layout and run through
+run_zoo.py's checks: info (no unsupported op), grad against float64 within float32
+rounding, verify bitwise under sqrt / selective / auto, five SGD steps with a falling
+loss, eval within 1e-5.
+
+    check_dynamo_fixtures.py ONNXTRAIN TMPDIR
+"""
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(HERE, "fixtures", "dynamo")
+sys.path.insert(0, os.path.join(HERE, "..", "samples", "zoo"))
+import run_zoo  # noqa: E402
+
+NAMES = ("tiny_gpt2", "tiny_cnn")
+
+
+def unpack(name, zoo):
+    d = os.path.join(zoo, name)
+    os.makedirs(d)
+    with open(os.path.join(FIX, f"{name}.json")) as f:
+        man = json.load(f)
+    with open(os.path.join(d, "manifest.json"), "w") as f:
+        json.dump(man, f)
+    for key in ("onnx", "nodrop_onnx"):
+        if not os.path.exists(os.path.join(d, man[key])):
+            shutil.copyfile(os.path.join(FIX, man[key]), os.path.join(d, man[key]))
+    with np.load(os.path.join(FIX, f"{name}.npz")) as z:
+        for rel in z.files:
+            os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+            np.save(os.path.join(d, rel), z[rel])
+
+
+def main():
+    exe, tmp = sys.argv[1], sys.argv[2]
+    shutil.rmtree(tmp, ignore_errors=True)
+    failed = []
+    for name in NAMES:
+        unpack(name, tmp)
+        row, verdict = run_zoo.run_model(exe, tmp, name)
+        run_zoo.print_row(row)
+        if verdict != "pass":
+            failed.append(name)
+    print(f"check_dynamo_fixtures: {len(NAMES) - len(failed)} of {len(NAMES)} pass"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
