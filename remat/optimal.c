@@ -23,10 +23,19 @@
  * O(values) rows and coefficients, not O(values x steps).
  *
  * The model ignores the clones' own transients, in-place reuse and fragmentation,
- * and the arena's peak is the highest end offset, not the bytes in use. So every
- * solution is planned (the measure), and while its exact peak exceeds the budget,
- * the model's budget is lowered by the excess and the programme solved again (up to
- * MAX_ROUNDS); stats say by how much the two peaks differ and how many rounds ran. */
+ * and the arena's peak is the highest end offset, not the bytes in use. A big
+ * workspace that fits no hole goes on top of the highest live block, so holes left
+ * below it by best fit count in full: on resnet the ConvGradInput/ConvGradWeight
+ * workspace (320 KiB of a 1015 KiB peak) puts the plain plan's peak 64 KiB above its
+ * most bytes in use, and which plans leave such holes no linear model of bytes sees.
+ * So every solution is planned (the measure). While its exact peak exceeds the
+ * budget, the plan is excluded (a no-good cut over the choices that decide its
+ * rewrite: no other plan is lost) and the programme solved again; once the
+ * programme's optimum is no cheaper than the seed (auto's plan, which the planner
+ * accepted), the seed is proven optimal. After NOGOOD_ROUNDS, or once a solve runs
+ * out of time, rounds also lower the model's budget by the excess where the plan
+ * peaks (up to MAX_ROUNDS): faster, not exact. Stats say by how much the two peaks
+ * differ and how many rounds ran. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +46,7 @@
 #include "remat/remat.h"
 #include "remat/remat_internal.h"
 
-#define MAX_ROUNDS 32
+#define MAX_ROUNDS 40
 #define NEVER 0x7fffffff
 
 bool ot_remat_optimal_available(void) { return ot_mip_solver_available(); }
@@ -516,33 +525,61 @@ static void keep_point(const model *md, const bool *keep, double *x) {
         if (md->col[v] >= 0) x[md->col[v]] = a->saved[v] ? !keep[v] : keep[v];
 }
 
-/* The seed as the answer: stats say so. */
-static void take_seed(const model *md, const seed *sd, bool *keep, ot_remat_optimal_stats *stats) {
+/* The seed as the answer: stats say so. proven: the last solve, whose cuts excluded
+ * only plans the planner rejected, found nothing cheaper (its bound is the seed's cost). */
+static void take_seed(const model *md, const seed *sd, bool *keep, ot_remat_optimal_stats *stats, bool proven) {
     memcpy(keep, sd->keep, (size_t)md->a->n_values * sizeof(bool));
     stats->heuristic = true;
     stats->cost = sd->cost;
     stats->planner_peak = sd->peak;
     stats->model_peak = 0;
-    stats->proven = false;
+    stats->proven = proven;
     /* against the last solve's bound (its model, tightened by the rounds so far) */
-    stats->gap = sd->cost > 0.0 ? (sd->cost - stats->bound) / sd->cost : 0.0;
+    stats->gap = sd->cost > 0.0 && !proven ? (sd->cost - stats->bound) / sd->cost : 0.0;
     if (stats->gap < 0.0) stats->gap = 0.0;
 }
 
-/* Rounds that only exclude the rejected solution before the budget is tightened too. */
-#define NOGOOD_ROUNDS 16
+/* Rounds that only exclude the rejected plan before the budget is tightened too. On
+ * the samples, plans that the planner rejects for fragmentation alone take up to 15
+ * exact rounds (resnet) before the cheapest accepted one, and more exact rounds find
+ * cheaper proven plans than tightening does (docs/remat.md's table). */
+#define NOGOOD_ROUNDS 24
 
-/* A no-good cut: the binaries may not all take the values they have in x again,
- * sum_{x_j=1} (1 - x_j) + sum_{x_j=0} x_j >= 1. */
-static ot_status exclude_solution(model *md, const double *x, ot_error *err) {
+/* A no-good cut on the plan x gives: the binaries that decide its rewrite may not all
+ * take their values in x again, sum_{x_j=1} (1 - x_j) + sum_{x_j=0} x_j >= 1. They are
+ * every x (the saved values' keep) and the k of each value that one of the plan's
+ * clones reads; the other k change nothing (ot_remat_mark_clones consults only those),
+ * so a cut over every binary would exclude one of many equal rewrites per round. */
+static ot_status exclude_solution(model *md, const double *x, const bool *keep, ot_error *err) {
+    const ot_graph *g = md->g;
+    const ot_remat_analysis *a = md->a;
     ot_mip *mp = &md->mip;
-    int ones = 0, n = mp->n_cols;
-    for (int j = 0; j < n; j++) ones += mp->col_int[j] && x[j] > 0.5;
-    int row = ot_mip_add_row(mp, 1.0 - ones, HUGE_VAL);
-    if (row < 0) return oom(err);
-    for (int j = 0; j < n; j++)
-        if (mp->col_int[j] && !ot_mip_add_coef(mp, row, j, x[j] > 0.5 ? -1.0 : 1.0)) return oom(err);
-    return OT_OK;
+    bool *cloned = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(bool));
+    bool *on = ot_xcalloc((size_t)mp->n_cols + 1, sizeof(bool));
+    int *stack = ot_xcalloc(ot_remat_stack_room(g, a), sizeof(int));
+    ot_status st = OT_OK;
+    if (!cloned || !on || !stack) {
+        st = oom(err);
+        goto done;
+    }
+    ot_remat_mark_clones(g, a, keep, cloned, stack);
+    for (int v = 0; v < a->n_values; v++) {
+        if (md->col[v] < 0) continue;
+        bool read = a->saved[v];
+        for (int c = 0; c < g->values[v].n_consumers && !read; c++) {
+            int cid = g->values[v].consumers[c];
+            read = cid < a->n_nodes && cloned[cid];
+        }
+        on[md->col[v]] = read;
+    }
+    int ones = 0, row;
+    for (int j = 0; j < mp->n_cols; j++) ones += on[j] && x[j] > 0.5;
+    if ((row = ot_mip_add_row(mp, 1.0 - ones, HUGE_VAL)) < 0) st = oom(err);
+    for (int j = 0; j < mp->n_cols && !st; j++)
+        if (on[j] && !ot_mip_add_coef(mp, row, j, x[j] > 0.5 ? -1.0 : 1.0)) st = oom(err);
+done:
+    free(cloned), free(on), free(stack);
+    return st;
 }
 
 /* The solve-check-tighten loop over a built model; keep gets the accepted plan. */
@@ -574,6 +611,9 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
                                                           (long long)budget, limit);
             break;
         }
+        /* Every cut so far excluded just a plan the planner rejected, and nothing the
+         * programme still admits is cheaper than the seed: the seed is proven optimal. */
+        bool seed_proven = exact && sd->keep && r.status == OT_MIP_OPTIMAL && r.obj >= sd->cost * (1.0 - 1e-9) - 0.5;
         solution_keep(md, x, keep);
         int64_t peak = 0;
         double cost = 0.0;
@@ -589,8 +629,8 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
         double most = 0.0;
         for (int i = 0; i < md->n_bounds; i++) most = cut[i] > most ? cut[i] : most;
         stats->model_budget = budget - (int64_t)most;
-        if (peak <= budget) {
-            if (sd->keep && sd->cost < cost) take_seed(md, sd, keep, stats);
+        if (peak <= budget || seed_proven) {
+            if (sd->keep && (peak > budget || sd->cost < cost)) take_seed(md, sd, keep, stats, seed_proven);
             break;
         }
         if (stats->rounds >= MAX_ROUNDS || now_s() - t0 >= limit) {
@@ -601,11 +641,11 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
             break;
         }
         /* While solves are proven (small programmes), a round excludes just this
-         * solution (exact: no other plan is lost); after NOGOOD_ROUNDS, or once a
+         * plan (exact: no other plan is lost); after NOGOOD_ROUNDS, or once a
          * solve runs into its time, it also tightens where the plan's bytes in use
          * peak (all of it when that is unknown): faster, but it may exclude plans
          * that would fit. */
-        if ((st = exclude_solution(md, x, err))) break;
+        if ((st = exclude_solution(md, x, keep, err))) break;
         exact &= r.status == OT_MIP_OPTIMAL && stats->rounds < NOGOOD_ROUNDS;
         if (exact) continue;
         double over = (double)(peak - budget) + md->unit / 16.0;
@@ -615,7 +655,7 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
             cut[interval_at(md, top)] += over;
     }
     if (st == OT_E_MEMORY && sd->keep) { /* nothing the planner accepts: the heuristic's plan */
-        take_seed(md, sd, keep, stats);
+        take_seed(md, sd, keep, stats, false);
         st = OT_OK;
     }
     free(cut);
