@@ -19,6 +19,10 @@
 
 /* Elements below which a kernel runs on one thread (thread start-up costs more). */
 #define OT_CPU_PAR_MIN 16384
+/* The same for a memory-bound element rule (a copy, a compare, an add): 16 Ki of
+ * them take a few microseconds, less than waking a sleeping OpenMP worker
+ * (OMP_WAIT_POLICY=PASSIVE, cli/main.c) and joining it; 128 Ki repay it. */
+#define OT_CPU_PAR_MIN_CHEAP 131072
 
 /* Threads for an OpenMP region: ctx->n_threads when > 0, else the OpenMP default. */
 int ot_cpu_threads(const ot_kernel_ctx *ctx);
