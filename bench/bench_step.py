@@ -129,6 +129,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--cg-steps", type=int, default=4, help="extra steps of the long callgrind run (default 4)")
     a = ap.parse_args()
     if a.export:
         export(a.export)
@@ -143,9 +144,9 @@ def main():
             if a.callgrind and case != "gpt2s":
                 ins = {}
                 for side, b in bins.items():
-                    il = instructions(train_cmd(b, a.dir, case, SHORT + 4, 1, tmp, []), tmp)
+                    il = instructions(train_cmd(b, a.dir, case, SHORT + a.cg_steps, 1, tmp, []), tmp)
                     ish = instructions(train_cmd(b, a.dir, case, SHORT, 1, tmp, []), tmp)
-                    ins[side] = (il - ish) / 4
+                    ins[side] = (il - ish) / a.cg_steps
                 print(f"{case:9s} callgrind instr/step {ins['old']:14.0f} -> {ins['new']:14.0f} "
                       f"({ins['new'] / ins['old']:.3f}x)", flush=True)
                 lines.insert(0, f"callgrind {case}: {ins['old']:,.0f} -> {ins['new']:,.0f} instr/step "
