@@ -1,6 +1,6 @@
 /* test_step_numerics.c — the fused numerics passes of a training step (issue 14):
  * ot_grad_sum_sq_many gives every gradient's ot_grad_sum_sq to the bit (any count,
- * size, thread count, with NaN and Inf), and the vectorised SGD / Adam updates give
+ * size, thread count, with NaN and Inf; long ones in blocks, ties and binades), and the vectorised SGD / Adam updates give
  * the bits of the scalar torch.optim loop they replace and say when what they wrote
  * is not finite. */
 #include <setjmp.h>
@@ -56,6 +56,32 @@ static void test_sum_sq_many_bitwise(void **state) {
     assert_true(isnan(ss[9]) && isinf(ss[12]) && isnan(ss[20]) && isinf(ss[30]));
     assert_true(isfinite(ss[0]) && isfinite(ss[1]));
     for (int k = 0; k < K; k++) free(g[k]);
+}
+
+/* Long gradients (summed in blocks) whose squares tie often (few-bit dyadic values),
+ * cross many binades (growing magnitudes), hold subnormals, or a huge value late. */
+static void test_sum_sq_blocks_bitwise(void **state) {
+    (void)state;
+    enum { K = 6, N = 50000 };
+    float *g[K];
+    size_t n[K];
+    uint64_t seed = 42;
+    for (int k = 0; k < K; k++) g[k] = malloc(N * sizeof(float)), n[k] = N - (size_t)k * 1013;
+    for (size_t i = 0; i < N; i++) {
+        g[0][i] = (float)((int)(i % 13) - 6) * 0.125f;                 /* ties everywhere */
+        g[1][i] = ldexpf((float)(1 + i % 3), (int)(i % 9) - 4);        /* ties, several binades */
+        g[2][i] = ldexpf(1.0f + (float)(i % 5) / 4.0f, (int)(i / 400)); /* the sum keeps growing */
+        g[3][i] = rnd(&seed) * 1e-19f;                                 /* squares near subnormal */
+        g[4][i] = i % 4093 == 7 ? 1e18f : rnd(&seed);                  /* a few huge ones */
+        g[5][i] = i == 0 ? 1e-30f : rnd(&seed);
+    }
+    double ss[K];
+    ot_grad_sum_sq_many((const float *const *)g, n, K, ss, 1);
+    for (int k = 0; k < K; k++) {
+        double want = ot_grad_sum_sq(g[k], n[k]);
+        if (memcmp(&want, &ss[k], sizeof want)) fail_msg("gradient %d: %.17g, want %.17g", k, ss[k], want);
+        free(g[k]);
+    }
 }
 
 /* The scalar update the vectorised one replaces (torch.optim's order, libm's fmaf). */
@@ -115,6 +141,7 @@ static void test_adam_update_flags_nonfinite(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sum_sq_many_bitwise),
+        cmocka_unit_test(test_sum_sq_blocks_bitwise),
         cmocka_unit_test(test_sgd_update_bitwise),
         cmocka_unit_test(test_adam_update_flags_nonfinite),
     };
