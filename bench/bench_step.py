@@ -31,7 +31,7 @@ ROOT = os.path.dirname(HERE)
 # name: (onnx file, input .npy, labels .npy, batch, steps of the long run)
 CASES = {
     "mlp512": ("mlp512.onnx", 32, 40),
-    "chain512": ("chain512.onnx", 16, 40),
+    "chain512": ("chain512.onnx", 16, 20),
     "gpt4": ("gpt4.onnx", 8, 20),
     "gpt2s": ("gpt2s.onnx", 2, 4),
 }
