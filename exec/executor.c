@@ -28,6 +28,7 @@ struct ot_executor {
     bool *input_set; /* per value: fed since creation (graph inputs only) */
     bool *released;  /* per value: its host copy in g was freed (opt.release_host_data) */
     ot_tensor *scratch; /* the copies of one step's descriptors handed to a kernel */
+    ot_update_check upd; /* what the optimizer kernels of this run reported (kernel_ctx.h) */
 };
 
 static const char *nname(const ot_node *nd) { return nd->name && *nd->name ? nd->name : "?"; }
@@ -354,7 +355,7 @@ static ot_status run_step(ot_executor *ex, int s, ot_error *err) {
     memcpy(scratch, &ex->tensors[ex->tstart[s]], sizeof(ot_tensor) * (size_t)nt);
     ot_kernel_ctx ctx = {.n_threads = ex->opt.n_threads > 0 ? ex->opt.n_threads : ex->be->n_threads,
                          .seed = ex->opt.seed, .step = ex->opt.step, .rng_node = ex->rng_node[s],
-                         .workspace = NULL, .workspace_bytes = 0};
+                         .workspace = NULL, .workspace_bytes = 0, .update_check = &ex->upd};
     if (ex->plan->ws_offset[s] >= 0) {
         ctx.workspace = ex->base + ex->plan->ws_offset[s];
         ctx.workspace_bytes = ex->plan->ws_bytes[s];
@@ -387,6 +388,7 @@ ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
     const ot_graph *g = ex->g;
     ot_status st = check_inputs_set(ex, err);
     if (st) return st;
+    ex->upd = (ot_update_check){0};
     for (int s = 0; s < ex->n_steps; s++) {
         if ((st = run_step(ex, s, err))) return st;
         if (!ex->opt.at_phase_end) continue;
@@ -503,3 +505,5 @@ const ot_plan *ot_executor_plan(const ot_executor *ex) { return ex->plan; }
 const ot_graph *ot_executor_graph(const ot_executor *ex) { return ex->g; }
 ot_backend *ot_executor_backend(const ot_executor *ex) { return ex->be; }
 size_t ot_executor_high_water(const ot_executor *ex) { return ex->high_water; }
+
+const ot_update_check *ot_executor_update_check(const ot_executor *ex) { return &ex->upd; }

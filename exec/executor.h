@@ -125,4 +125,8 @@ ot_backend *ot_executor_backend(const ot_executor *ex);
  * ot_plan_peak_bytes(). */
 size_t ot_executor_high_water(const ot_executor *ex);
 
+/* What the optimizer kernels of the last ot_executor_run reported about the values
+ * they updated (exec/kernel_ctx.h), reset at the start of every run. */
+const ot_update_check *ot_executor_update_check(const ot_executor *ex);
+
 #endif

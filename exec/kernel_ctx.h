@@ -10,6 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Where the optimizer kernels report on the values they updated in place, so that the
+ * training loop's check of the updated params needs no pass of its own: a kernel that
+ * checked what it wrote adds 1 to `checked`, and sets `nonfinite` when a value it wrote
+ * is NaN or Inf. A kernel that does not report leaves both alone; the loop then scans
+ * the updated values itself (train/train_loop.c). The executor resets it every run. */
+typedef struct ot_update_check {
+    int checked;
+    bool nonfinite;
+} ot_update_check;
+
 typedef struct ot_kernel_ctx {
     int n_threads;       /* CPU threads (OpenMP and OpenBLAS); results are bitwise repeatable for a fixed count */
     uint64_t seed;       /* run seed */
@@ -28,6 +38,7 @@ typedef struct ot_kernel_ctx {
      * depthwise, hoisted im2col / col2im ranges) and run the plain GEMM +
      * per-element im2col / col2im path, so a test can compare the two. */
     bool conv_grad_general;
+    ot_update_check *update_check; /* NULL: nobody asks (tests, folding) */
 } ot_kernel_ctx;
 
 #endif

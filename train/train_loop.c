@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_common.h" /* ot_grad_sum_sq_many */
 #include "train/checkpoint.h"
 #include "train/progress.h"
 #include "train/session.h"
@@ -132,6 +133,42 @@ static ot_status grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss,
     return scan_value(s, ot_executor_value_ptr(s->ex, v), OT_F32, grad_elems(s, i) * sizeof(float), bad, &x, ss, err);
 }
 
+/* Every gradient's sum of squares (0 for one not float32), read in place in one pass
+ * over all of them (ot_grad_sum_sq_many: the sums are grad_scan's to the bit), or
+ * NULL in *ss where the gradients are not read in place (then grad_scan, per
+ * gradient). A sum is finite exactly when its gradient is, so the pass is the check. */
+static ot_status grads_sum_sq(ot_train_session *s, double **ss, ot_error *err) {
+    *ss = NULL;
+    if (s->scan_on_device || !s->be->host_memory) return OT_OK;
+    int n = s->ad.n_params;
+    double *out = calloc((size_t)n + 1, sizeof *out);
+    const float **g = calloc((size_t)n + 1, sizeof *g);
+    size_t *cnt = calloc((size_t)n + 1, sizeof *cnt);
+    if (!out || !g || !cnt) {
+        free(out), free(g), free(cnt);
+        return ot_fail(err, OT_E_MEMORY, "out of memory checking the gradients");
+    }
+    for (int i = 0; i < n; i++) {
+        bool f32 = s->g->values[s->ad.grads[i]].dtype == OT_F32;
+        g[i] = f32 ? ot_executor_value_ptr(s->ex, s->ad.grads[i]) : NULL;
+        cnt[i] = f32 && g[i] ? grad_elems(s, i) : 0;
+    }
+    ot_grad_sum_sq_many(g, cnt, n, out, s->o.n_threads);
+    free(g), free(cnt);
+    *ss = out;
+    return OT_OK;
+}
+
+/* Gradient i checked and its sum of squares, from the one pass (all) when there was
+ * one, else grad_scan's; a non-finite sum finds its first bad index. */
+static ot_status grad_checked(ot_train_session *s, int i, const double *all, int64_t *bad, double *ss, ot_error *err) {
+    if (!all) return grad_scan(s, i, bad, ss, err);
+    *ss = all[i];
+    *bad = -1;
+    if (isfinite(all[i])) return OT_OK;
+    return grad_scan(s, i, bad, NULL, err);
+}
+
 /* ---- the hook between the backward pass and the optimizer ---------------------- */
 
 static ot_status write_scalars(ot_train_session *s, double lr, double scale, bool apply, ot_error *err) {
@@ -187,30 +224,36 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     /* Without accumulation the norm is of these very gradients: one pass checks them
      * and sums their squares. With it, the norm waits for the sum of the K. */
     bool norm_now = K == 1 && train && want_norm;
-    double total = 0.0;
+    double total = 0.0, *all = NULL;
+    if ((check || norm_now) && (st = grads_sum_sq(s, &all, err))) return st;
     for (int i = 0; (check || norm_now) && i < s->ad.n_params; i++) {
         int64_t bad = -1;
         double ss = 0.0;
-        if ((st = grad_scan(s, i, &bad, norm_now ? &ss : NULL, err))) return st;
+        if ((st = grad_checked(s, i, all, &bad, &ss, err))) break;
         if (check && bad >= 0) {
             s->nonfinite = true;
-            return ot_fail(err, OT_E_NUMERICS, "training step %lld: the gradient of '%s' is not finite at index %lld",
-                           (long long)s->run_step, vname(s->g, s->ad.params[i]), (long long)bad);
+            st = ot_fail(err, OT_E_NUMERICS, "training step %lld: the gradient of '%s' is not finite at index %lld",
+                         (long long)s->run_step, vname(s->g, s->ad.params[i]), (long long)bad);
+            break;
         }
-        total += ss;
+        total += norm_now ? ss : 0.0;
     }
+    free(all);
+    if (st) return st;
     if (!train) return OT_OK;
     if (!last_micro) {
         if ((st = accumulate(s, false, err))) return st;
         return write_scalars(s, 0, 1, false, err);
     }
     if (K > 1) { /* the step uses the sum of the K micro-batch gradients, scaled by 1/K below */
-        if ((st = accumulate(s, true, err))) return st;
+        if ((st = accumulate(s, true, err)) || (st = grads_sum_sq(s, &all, err))) return st;
         for (int i = 0; i < s->ad.n_params; i++) {
             double ss;
-            if ((st = grad_scan(s, i, NULL, &ss, err))) return st;
+            if (all) ss = all[i];
+            else if ((st = grad_scan(s, i, NULL, &ss, err))) return st;
             total += ss;
         }
+        free(all);
     }
     double scale = 1.0 / (double)K;
     s->last_norm = want_norm ? sqrt(total) / (double)K : NAN;
@@ -246,9 +289,13 @@ static ot_status check_update(ot_train_session *s, int step, const ot_node *node
 
 /* Every optimizer node in schedule order: the first whose update is not finite is
  * named, the node at which the old per-node check stopped (each node updates only
- * its own param and state, so the nodes after it change nothing it reads). */
+ * its own param and state, so the nodes after it change nothing it reads). When every
+ * node's kernel checked what it wrote (the CPU's, exec/kernel_ctx.h) and found it
+ * finite, there is nothing to scan; otherwise the scan finds and names the node. */
 static ot_status check_updates(ot_train_session *s, ot_error *err) {
     const ot_plan *p = ot_executor_plan(s->ex);
+    const ot_update_check *u = ot_executor_update_check(s->ex);
+    if (u->checked == p->n_steps - (s->boundary + 1) && !u->nonfinite) return OT_OK;
     for (int k = s->boundary + 1; k < p->n_steps; k++) {
         ot_status st = check_update(s, k, &s->g->nodes[p->order[k]], err);
         if (st) return st;

@@ -19,6 +19,10 @@
 
 /* Elements below which a kernel runs on one thread (thread start-up costs more). */
 #define OT_CPU_PAR_MIN 16384
+/* The same for a memory-bound element rule (a copy, a compare, an add): 16 Ki of
+ * them take a few microseconds, less than waking a sleeping OpenMP worker
+ * (OMP_WAIT_POLICY=PASSIVE, cli/main.c) and joining it; 128 Ki repay it. */
+#define OT_CPU_PAR_MIN_CHEAP 131072
 
 /* Threads for an OpenMP region: ctx->n_threads when > 0, else the OpenMP default. */
 int ot_cpu_threads(const ot_kernel_ctx *ctx);
@@ -34,6 +38,13 @@ int ot_cpu_threads(const ot_kernel_ctx *ctx);
  * op(A) = A^T, op(B) = B^T (cblas.h stays out of this header: its complex.h defines I). */
 void ot_cpu_sgemm(const ot_kernel_ctx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ss[k] = ot_grad_sum_sq(g[k], n[k]) for k < count, bit for bit, in one pass over the
+ * gradients: up to 16 of them side by side (each sum's add chain in its own order),
+ * the gradients split over up to n_threads threads (0: OpenMP's default) by size. A
+ * sum is finite exactly when its gradient is: no finite float's square overflows a
+ * double, nor does any count of them. */
+void ot_grad_sum_sq_many(const float *const *g, const size_t *n, int count, double *ss, int n_threads);
 
 /* A kernel: same contract as ot_cpu_run_node, dtypes already checked or checked inside. */
 typedef ot_status (*ot_cpu_kernel_fn)(const ot_node *node, const ot_tensor *in, ot_tensor *out,

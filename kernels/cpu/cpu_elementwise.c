@@ -226,7 +226,9 @@ ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
     const float *x = in[0].data;
     float *y = out[0].data;
-    bool par = n >= OT_CPU_PAR_MIN;
+    /* memory-bound rules (a compare or a sign) need more elements to repay a thread */
+    bool cheap = op == OT_OP_NEG || op == OT_OP_RELU || op == OT_OP_LEAKY_RELU || op == OT_OP_CLIP;
+    bool par = n >= (cheap ? OT_CPU_PAR_MIN_CHEAP : OT_CPU_PAR_MIN);
     switch (op) {
     case OT_OP_SQRT:
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
@@ -464,7 +466,8 @@ ot_status ot_cpu_binary(const ot_node *node, const ot_tensor *in, ot_tensor *out
     ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
-    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+    int64_t grain = node->op == OT_OP_POW ? OT_CPU_PAR_MIN : OT_CPU_PAR_MIN_CHEAP;
+    bool par = bc.rows * bc.inner >= grain && bc.rows > 1;
     ot_dtype ta = in[0].dtype, tb = in[1].dtype;
     if (node->op == OT_OP_POW) {
         if ((ta == OT_I64 || ta == OT_I32) && (tb == OT_F32 || tb == OT_I64 || tb == OT_I32))
@@ -515,7 +518,7 @@ ot_status ot_cpu_equal(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
-    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
     if (in[0].dtype != in[1].dtype) return ot_cpu_bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
     switch (in[0].dtype) {
     case OT_F32: BCAST2_LOOP(float, float, uint8_t, a == b); break;
@@ -542,7 +545,7 @@ ot_status ot_cpu_where(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     ot_status st = bcast_setup(node, in, 3, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
-    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
     const uint8_t *c = in[0].data;
     const char *x = in[1].data, *yv = in[2].data;
     char *o = out[0].data;
@@ -579,7 +582,7 @@ ot_status ot_cpu_expand(const ot_node *node, const ot_tensor *in, ot_tensor *out
     ot_status st = bcast_setup(node, in, 1, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
-    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
     const char *x = in[0].data;
     char *o = out[0].data;
     int64_t s0 = bc.stride[0][bc.rank - 1];
@@ -618,7 +621,7 @@ ot_status ot_cpu_sum(const ot_node *node, const ot_tensor *in, ot_tensor *out, c
         ot_bcast bc;
         ot_status st = bcast_setup(node, &in[k], 1, &out[0], &bc, err);
         if (st) return st;
-        bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+        bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
         const float *x = in[k].data;
         float *o = out[0].data;
         int64_t s0 = bc.stride[0][bc.rank - 1];

@@ -74,7 +74,7 @@ ot_status ot_cpu_compare(const ot_node *node, const ot_tensor *in, ot_tensor *ou
     bool logic = node->op == OT_OP_AND || node->op == OT_OP_OR || node->op == OT_OP_XOR;
     if (logic != (in[0].dtype == OT_BOOL)) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
     int nt = ot_cpu_threads(ctx);
-    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+    bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
     switch (in[0].dtype) {
     case OT_F32: COMPARE(float) break;
     case OT_I64: COMPARE(int64_t) break;
@@ -232,7 +232,7 @@ ot_status ot_cpu_minmax(const ot_node *node, const ot_tensor *in, ot_tensor *out
         ot_bcast bc;
         ot_status st = bcast_setup(node, &in[k], 1, &out[0], &bc, err);
         if (st) return st;
-        bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN && bc.rows > 1;
+        bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
         int64_t s0 = bc.stride[0][bc.rank - 1];
         if (t == OT_F32) {
             if (mx) MINMAX_STEP(float, ot_pm_max_f(a, b));

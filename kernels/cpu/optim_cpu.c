@@ -9,6 +9,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cpu/optim_cpu.h"
 #include "kernels/kernel_common.h"
@@ -26,25 +27,129 @@ static double user_double(float f) {
     return (double)f;
 }
 
-void ot_sgd_update(float *p, const float *g, float *buf, size_t n, double lr, float grad_scale,
-                   float momentum, float weight_decay, bool nesterov, int n_threads) {
-    const float neg_lr = (float)-lr;
-    const long long nn = (long long)n;
-#pragma omp parallel for schedule(static) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads()) if (nn > 65536)
-    for (long long i = 0; i < nn; i++) {
-        float d = g[i];
-        if (grad_scale != 1.0f) d = d * grad_scale;
-        if (weight_decay != 0.0f) d = fmaf(weight_decay, p[i], d);
-        if (momentum != 0.0f && buf) {
-            float b = buf[i] * momentum + d; /* dampening 0: alpha 1 - 0 */
+/* The update loops run on contiguous chunks, one per thread, compiled twice
+ * (target_clones): for an x86-64-v3 CPU (AVX2 and FMA), where fmaf is the vfmadd
+ * instruction and the loop is vectorised (CMakeLists.txt builds this file with -O3, whose loop
+ * unswitching takes the hyper-parameter tests out of the loop), and for any other
+ * x86-64, where fmaf is libm's. Both are the exactly rounded a*b+c, as are the vector
+ * add, multiply, divide and square root, so the two clones and the scalar loop they
+ * replace give the same bits. Each chunk also says whether every value it wrote is
+ * finite (the largest magnitude's bits, an integer max in any order, is below the
+ * exponent of Inf), so the training loop's check of the updated params needs no pass
+ * of its own. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define OT_OPTIM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define OT_OPTIM_CLONES
+#endif
+
+/* |x|'s bits, which order like |x| (NaN above Inf). */
+static inline uint32_t abs_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u & 0x7fffffffu;
+}
+#define OT_INF_BITS 0x7f800000u
+
+typedef struct sgd_args {
+    float *p, *buf;
+    const float *g;
+    float neg_lr, grad_scale, momentum, weight_decay;
+    bool nesterov;
+} sgd_args;
+
+OT_OPTIM_CLONES static bool sgd_chunk(const sgd_args *a, long long lo, long long hi) {
+    float *restrict p = a->p, *restrict buf = a->buf;
+    const float *restrict g = a->g;
+    const float neg_lr = a->neg_lr, gs = a->grad_scale, mom = a->momentum, wd = a->weight_decay;
+    const bool scale = gs != 1.0f, decay = wd != 0.0f, nest = a->nesterov;
+    uint32_t top = 0;
+    if (mom != 0.0f && buf) {
+        for (long long i = lo; i < hi; i++) {
+            float d = g[i];
+            if (scale) d = d * gs;
+            if (decay) d = fmaf(wd, p[i], d);
+            float b = buf[i] * mom + d; /* dampening 0: alpha 1 - 0 */
             buf[i] = b;
-            d = nesterov ? fmaf(momentum, b, d) : b;
+            d = nest ? fmaf(mom, b, d) : b;
+            float q = fmaf(neg_lr, d, p[i]);
+            p[i] = q;
+            uint32_t m = abs_bits(q) > abs_bits(b) ? abs_bits(q) : abs_bits(b);
+            top = m > top ? m : top;
         }
-        p[i] = fmaf(neg_lr, d, p[i]);
+    } else {
+        for (long long i = lo; i < hi; i++) {
+            float d = g[i];
+            if (scale) d = d * gs;
+            if (decay) d = fmaf(wd, p[i], d);
+            float q = fmaf(neg_lr, d, p[i]);
+            p[i] = q;
+            top = abs_bits(q) > top ? abs_bits(q) : top;
+        }
     }
+    return top < OT_INF_BITS;
 }
 
-void ot_adam_update(float *p, const float *g, float *m, float *v, size_t n, double lr, float grad_scale,
+/* Threads for an element-wise update of n floats: one per 64 Ki elements (a smaller
+ * loop costs less than waking a thread), at most the caller's count. */
+static int update_threads(size_t n, int n_threads) {
+    int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
+    size_t most = n / 65536;
+    return most < (size_t)nt ? (most ? (int)most : 1) : nt;
+}
+
+bool ot_sgd_update(float *p, const float *g, float *buf, size_t n, double lr, float grad_scale,
+                   float momentum, float weight_decay, bool nesterov, int n_threads) {
+    const sgd_args a = {.p = p, .buf = buf, .g = g, .neg_lr = (float)-lr, .grad_scale = grad_scale,
+                        .momentum = momentum, .weight_decay = weight_decay, .nesterov = nesterov};
+    const long long nn = (long long)n;
+    int nt = update_threads(n, n_threads);
+    if (nt == 1) return sgd_chunk(&a, 0, nn);
+    bool finite = true;
+#pragma omp parallel num_threads(nt) reduction(&& : finite)
+    {
+        long long t = omp_get_thread_num(), k = omp_get_num_threads();
+        finite = sgd_chunk(&a, nn * t / k, nn * (t + 1) / k);
+    }
+    return finite;
+}
+
+typedef struct adam_args {
+    float *p, *m, *v;
+    const float *g;
+    float grad_scale, beta1, beta2, eps, weight_decay;
+    float neg_step_size, bc2_sqrt, one_m_b1, one_m_b2, decay;
+    bool decoupled;
+} adam_args;
+
+OT_OPTIM_CLONES static bool adam_chunk(const adam_args *a, long long lo, long long hi) {
+    float *restrict p = a->p, *restrict m = a->m, *restrict v = a->v;
+    const float *restrict g = a->g;
+    const float gs = a->grad_scale, b1 = a->beta1, b2 = a->beta2, eps = a->eps, wdv = a->weight_decay;
+    const float nss = a->neg_step_size, bc2s = a->bc2_sqrt, omb1 = a->one_m_b1, omb2 = a->one_m_b2, decay = a->decay;
+    const bool scale = gs != 1.0f, dwd = wdv != 0.0f && a->decoupled, lwd = wdv != 0.0f && !a->decoupled;
+    uint32_t top = 0;
+    for (long long i = lo; i < hi; i++) {
+        float d = g[i];
+        d = scale ? d * gs : d;
+        float pi = p[i];
+        pi = dwd ? pi * decay : pi;
+        d = lwd ? fmaf(wdv, pi, d) : d;
+        float mi = fmaf(omb1, d, m[i] * b1);
+        float vi = fmaf(omb2 * d, d, v[i] * b2);
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) / bc2s + eps;
+        float q = pi + nss * mi / denom;
+        p[i] = q;
+        uint32_t t = abs_bits(q) > abs_bits(mi) ? abs_bits(q) : abs_bits(mi);
+        t = t > abs_bits(vi) ? t : abs_bits(vi);
+        top = t > top ? t : top;
+    }
+    return top < OT_INF_BITS;
+}
+
+bool ot_adam_update(float *p, const float *g, float *m, float *v, size_t n, double lr, float grad_scale,
                     float beta1, float beta2, float eps, float weight_decay, bool decoupled, int64_t step,
                     int n_threads) {
     /* Python computes these scalars in double; PyTorch casts them to float when they
@@ -52,30 +157,21 @@ void ot_adam_update(float *p, const float *g, float *m, float *v, size_t n, doub
     const double b1 = user_double(beta1), b2 = user_double(beta2);
     const double bc1 = 1.0 - pow(b1, (double)step);
     const double bc2 = 1.0 - pow(b2, (double)step);
-    const float neg_step_size = (float)(-((double)lr / bc1));
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float one_m_b1 = (float)(1.0 - b1);
-    const float one_m_b2 = (float)(1.0 - b2);
-    const float decay = (float)(1.0 - lr * user_double(weight_decay));
+    const adam_args a = {.p = p, .m = m, .v = v, .g = g, .grad_scale = grad_scale, .beta1 = beta1, .beta2 = beta2,
+                         .eps = eps, .weight_decay = weight_decay,
+                         .neg_step_size = (float)(-((double)lr / bc1)), .bc2_sqrt = (float)sqrt(bc2),
+                         .one_m_b1 = (float)(1.0 - b1), .one_m_b2 = (float)(1.0 - b2),
+                         .decay = (float)(1.0 - lr * user_double(weight_decay)), .decoupled = decoupled};
     const long long nn = (long long)n;
-#pragma omp parallel for schedule(static) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads()) if (nn > 65536)
-    for (long long i = 0; i < nn; i++) {
-        float d = g[i];
-        if (grad_scale != 1.0f) d = d * grad_scale;
-        float pi = p[i];
-        if (weight_decay != 0.0f) {
-            if (decoupled)
-                pi = pi * decay;
-            else
-                d = fmaf(weight_decay, pi, d);
-        }
-        float mi = fmaf(one_m_b1, d, m[i] * beta1);
-        float vi = fmaf(one_m_b2 * d, d, v[i] * beta2);
-        m[i] = mi;
-        v[i] = vi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p[i] = pi + neg_step_size * mi / denom;
+    int nt = update_threads(n, n_threads);
+    if (nt == 1) return adam_chunk(&a, 0, nn);
+    bool finite = true;
+#pragma omp parallel num_threads(nt) reduction(&& : finite)
+    {
+        long long t = omp_get_thread_num(), k = omp_get_num_threads();
+        finite = adam_chunk(&a, nn * t / k, nn * (t + 1) / k);
     }
+    return finite;
 }
 
 static ot_status check_same(const ot_node *node, const ot_tensor *in, int n, ot_error *err) {
@@ -119,6 +215,13 @@ static ot_status scalars_of(const ot_node *node, const ot_tensor *in, int slot, 
     return OT_OK;
 }
 
+/* Tells the training loop (through ctx->update_check) what the update wrote. */
+static void report_update(const ot_kernel_ctx *ctx, bool finite) {
+    if (!ctx->update_check) return;
+    ctx->update_check->checked++;
+    if (!finite) ctx->update_check->nonfinite = true;
+}
+
 ot_status ot_cpu_sgd_step(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                           ot_error *err) {
     (void)out;
@@ -135,9 +238,10 @@ ot_status ot_cpu_sgd_step(const ot_node *node, const ot_tensor *in, ot_tensor *o
     if (momentum != 0.0f && !has_buf)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (SgdStep): momentum %g without a momentum buffer input",
                        node->name ? node->name : "?", (double)momentum);
-    ot_sgd_update((float *)in[0].data, (const float *)in[1].data, has_buf ? (float *)in[2].data : NULL,
-                  (size_t)ot_kernel_numel(&in[0]), sc.lr, sc.grad_scale, momentum,
-                  op_->weight_decay, op_->nesterov, ctx->n_threads);
+    bool finite = ot_sgd_update((float *)in[0].data, (const float *)in[1].data, has_buf ? (float *)in[2].data : NULL,
+                                (size_t)ot_kernel_numel(&in[0]), sc.lr, sc.grad_scale, momentum,
+                                op_->weight_decay, op_->nesterov, ctx->n_threads);
+    report_update(ctx, finite);
     return OT_OK;
 }
 
@@ -155,8 +259,10 @@ ot_status ot_cpu_adam_step(const ot_node *node, const ot_tensor *in, ot_tensor *
     if (sc.step < 1)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (AdamStep): step count %lld, must be >= 1",
                        node->name ? node->name : "?", (long long)sc.step);
-    ot_adam_update((float *)in[0].data, (const float *)in[1].data, (float *)in[2].data, (float *)in[3].data,
-                   (size_t)ot_kernel_numel(&in[0]), sc.lr, sc.grad_scale,
-                   op_->beta1, op_->beta2, op_->epsilon, op_->weight_decay, op_->decoupled, sc.step, ctx->n_threads);
+    bool finite = ot_adam_update((float *)in[0].data, (const float *)in[1].data, (float *)in[2].data,
+                                 (float *)in[3].data, (size_t)ot_kernel_numel(&in[0]), sc.lr, sc.grad_scale,
+                                 op_->beta1, op_->beta2, op_->epsilon, op_->weight_decay, op_->decoupled, sc.step,
+                                 ctx->n_threads);
+    report_update(ctx, finite);
     return OT_OK;
 }

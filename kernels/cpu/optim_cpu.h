@@ -10,8 +10,9 @@
 
 /* SGD (dampening 0): d = g*grad_scale + wd*p; buf = momentum*buf + d;
  * d = nesterov ? d + momentum*buf : buf; p -= lr*d. buf may be NULL when momentum is 0.
- * A zero buffer on the first step gives torch's "buf = clone(d)" exactly. */
-void ot_sgd_update(float *p, const float *g, float *buf, size_t n, double lr, float grad_scale,
+ * A zero buffer on the first step gives torch's "buf = clone(d)" exactly. Returns
+ * whether every value written (p, buf) is finite. */
+bool ot_sgd_update(float *p, const float *g, float *buf, size_t n, double lr, float grad_scale,
                    float momentum, float weight_decay, bool nesterov, int n_threads);
 
 /* Adam / AdamW (no amsgrad), step >= 1:
@@ -19,8 +20,9 @@ void ot_sgd_update(float *p, const float *g, float *buf, size_t n, double lr, fl
  * decimal of each float hyper-parameter, as Python computes them from the user's value.
  * decoupled: p *= 1 - lr*wd; else d = g*grad_scale + wd*p.
  * m = b1*m + (1-b1)*d; v = b2*v + (1-b2)*d*d;
- * p -= (lr / (1-b1^step)) * m / (sqrt(v) / sqrt(1-b2^step) + eps). */
-void ot_adam_update(float *p, const float *g, float *m, float *v, size_t n, double lr, float grad_scale,
+ * p -= (lr / (1-b1^step)) * m / (sqrt(v) / sqrt(1-b2^step) + eps).
+ * Returns whether every value written (p, m, v) is finite. */
+bool ot_adam_update(float *p, const float *g, float *m, float *v, size_t n, double lr, float grad_scale,
                     float beta1, float beta2, float eps, float weight_decay, bool decoupled, int64_t step,
                     int n_threads);
 
