@@ -193,9 +193,10 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
            "(%.1f%% of the step's %.0f)\n",
            kb, rs->n_clones, extra, step > 0 ? 100.0 * extra / step : 0.0, step);
     if (os && os->heuristic)
-        printf("  optimal: auto's plan: no solution of the programme that the planner accepted was cheaper (%d "
-               "round%s, %.2f s; %d binaries)\n",
-               os->rounds, os->rounds == 1 ? "" : "s", os->seconds, os->n_binaries);
+        printf("  optimal: auto's plan, %s: no solution of the programme that the planner accepted was "
+               "cheaper (%d round%s, %.2f s; %d binaries)\n",
+               os->proven ? "proven optimal" : "not proven", os->rounds, os->rounds == 1 ? "" : "s",
+               os->seconds, os->n_binaries);
     else if (os)
         printf("  optimal: %s (gap %.4g%%, %d round%s, %.2f s; %d binaries); solver's model peak %lld bytes, "
                "planner's %lld (%+lld)\n",
