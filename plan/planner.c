@@ -2,7 +2,11 @@
  * transient values and workspaces, in-place reuse, and the exact peak (see planner.h
  * for the contract). One function per concern, in the order ot_plan_build_opts runs
  * them. Cost: O(nodes + values) plus, per allocation, a scan of the free list (which
- * holds only the holes between live blocks, a few dozen even on large graphs). */
+ * holds only the holes between live blocks, a few dozen even on large graphs). Only
+ * scan_steps and walk read the nodes themselves (648 bytes each, in schedule order,
+ * so a cache miss apiece once the graph outgrows the cache): what the other passes
+ * need of a node is kept per step (step_flags, step_phase), and the topological check
+ * uses each value's first read instead of its consumer list. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +137,8 @@ void ot_plan_free(ot_plan *p) {
 
 /* ---- the state of one build ------------------------------------------------- */
 
+enum { STEP_VIEW = 1, STEP_OPTIMIZER = 2 }; /* step_flags bits */
+
 typedef struct build {
     const ot_graph *g;
     const int *order;
@@ -148,7 +154,12 @@ typedef struct build {
     int *opt_read;  /* per value: optimizer nodes that read it */
     int *opt_first; /* per value: first step of an optimizer node reading it; INT_MAX when none */
     int *reach;     /* per value: last read of it or of any view that may alias it */
+    int *first_read; /* per value: first step that reads it; INT_MAX when none */
+    unsigned char *step_flags; /* per step: STEP_VIEW, STEP_OPTIMIZER */
+    unsigned char *step_phase; /* per step: the node's ot_phase */
     int *slab_key, *slab_ids;
+    int n_params;               /* params in the param slab (slab keys 0..n_params-1) */
+    int *sort_count, *sort_tmp; /* sort_by_key's buffers (nv + 2 each) */
     ot_tensor *tin, *tout;
     int max_io;
     allocator al;
@@ -171,6 +182,11 @@ static void build_free(build *b) {
     free(b->opt_read);
     free(b->opt_first);
     free(b->reach);
+    free(b->first_read);
+    free(b->sort_count);
+    free(b->sort_tmp);
+    free(b->step_flags);
+    free(b->step_phase);
     free(b->slab_key);
     free(b->slab_ids);
     free(b->tin);
@@ -201,6 +217,12 @@ static ot_status build_init(build *b) {
     b->reach = malloc(sizeof(int) * (size_t)(nv + 1));
     b->slab_key = malloc(sizeof(int) * (size_t)(nv + 1));
     b->slab_ids = malloc(sizeof(int) * (size_t)(nv + 1));
+    b->first_read = malloc(sizeof(int) * (size_t)(nv + 1));
+    b->sort_count = malloc(sizeof(int) * (size_t)(nv + 2));
+    b->sort_tmp = malloc(sizeof(int) * (size_t)(nv + 2));
+    b->step_flags = malloc((size_t)n + 1);
+    b->step_phase = malloc((size_t)n + 1);
+    if (!b->first_read || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase) return oom(b);
     if (!p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !b->step_of || !b->used ||
         !b->released || !b->is_output || !b->external || !b->opt_read || !b->opt_first || !b->reach ||
         !b->slab_key || !b->slab_ids)
@@ -213,6 +235,7 @@ static ot_status build_init(build *b) {
         p->values[v] = (ot_plan_value){.offset = -1, .def_step = -1, .last_step = -1, .inplace_of = -1,
                                        .alias_of = -1, .slot_of = -1, .category = OT_MEM_TRANSIENT};
         b->opt_first[v] = INT_MAX;
+        b->first_read[v] = INT_MAX;
     }
     const ot_graph *g = b->g;
     for (int k = 0; k < g->n_outputs; k++)
@@ -243,6 +266,9 @@ static ot_status scan_steps(build *b) {
         if (nd->n_outputs > b->max_io) b->max_io = nd->n_outputs;
         if ((nd->phase == OT_PHASE_BACKWARD || nd->phase == OT_PHASE_RECOMPUTE) && p->backward_step == b->n)
             p->backward_step = s;
+        bool is_opt = ot_op_has(nd->op, OT_T_OPTIMIZER);
+        b->step_flags[s] = (unsigned char)((ot_plan_view_candidate(nd) ? STEP_VIEW : 0) | (is_opt ? STEP_OPTIMIZER : 0));
+        b->step_phase[s] = (unsigned char)nd->phase;
         for (int k = 0; k < nd->n_outputs; k++) {
             int v = nd->outputs[k];
             if (v < 0) continue;
@@ -259,7 +285,8 @@ static ot_status scan_steps(build *b) {
                 return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' reads value id %d, out of range", nname(nd), v);
             b->used[v] = true;
             p->values[v].last_step = s;
-            if (ot_op_has(nd->op, OT_T_OPTIMIZER)) {
+            if (b->first_read[v] == INT_MAX) b->first_read[v] = s;
+            if (is_opt) {
                 b->opt_read[v]++;
                 if (b->opt_first[v] == INT_MAX) b->opt_first[v] = s;
             }
@@ -346,8 +373,9 @@ static ot_status classify_values(build *b) {
         }
         if (pv->pinned) pv->def_step = produced ? b->step_of[prod] : -1;
         else if (pv->def_step >= 0 && pv->last_step < pv->def_step) pv->last_step = pv->def_step;
-        /* A transient read before it is written means the schedule is not topological. */
-        if (pv->pinned || !produced || !b->used[v]) continue;
+        /* A transient read before it is written means the schedule is not topological;
+         * the consumer list (a pointer chase per value) is walked only to name the reader. */
+        if (pv->pinned || !produced || !b->used[v] || b->first_read[v] >= pv->def_step) continue;
         for (int c = 0; c < val->n_consumers; c++) {
             int cn = val->consumers[c];
             if (cn >= 0 && cn < g->n_nodes && b->step_of[cn] >= 0 && b->step_of[cn] < pv->def_step)
@@ -387,13 +415,14 @@ static void plan_views(build *b) {
     const ot_graph *g = b->g;
     for (int v = 0; v < b->nv; v++) b->reach[v] = p->values[v].last_step;
     for (int s = b->n - 1; s >= 0; s--) {
+        if (!(b->step_flags[s] & STEP_VIEW)) continue;
         const ot_node *nd = &g->nodes[b->order[s]];
-        if (!ot_plan_view_candidate(nd)) continue;
         int i = nd->inputs[0], o = nd->outputs[0];
         if (b->reach[o] > b->reach[i]) b->reach[i] = b->reach[o];
     }
     if (b->opt && b->opt->no_inplace) return;
     for (int s = 0; s < b->n; s++) {
+        if (!(b->step_flags[s] & STEP_VIEW)) continue;
         const ot_node *nd = &g->nodes[b->order[s]];
         size_t delta = 0;
         if (!ot_plan_view_offset(g, nd, &delta)) continue;
@@ -416,7 +445,7 @@ static void mark_kept(build *b) {
         ot_plan_value *pv = &p->values[v];
         int prod = g->values[v].producer;
         if (pv->pinned || pv->alias_of >= 0 || prod < 0 || prod >= g->n_nodes || b->step_of[prod] < 0) continue;
-        ot_phase ph = g->nodes[prod].phase;
+        ot_phase ph = (ot_phase)b->step_phase[b->step_of[prod]];
         if ((ph == OT_PHASE_FORWARD || ph == OT_PHASE_LOSS) && pv->def_step < p->backward_step &&
             pv->last_step >= p->backward_step)
             pv->category = OT_MEM_KEPT;
@@ -439,9 +468,11 @@ static void slab_keys(build *b) {
         if (p->values[v].pinned && !p->values[v].external && p->values[v].category == OT_MEM_PARAMS)
             b->slab_key[v] = n_params++;
     }
+    b->n_params = n_params;
     for (int s = 0; s < b->n; s++) {
+        if (!(b->step_flags[s] & STEP_OPTIMIZER)) continue;
         const ot_node *nd = &b->g->nodes[b->order[s]];
-        if (!ot_op_has(nd->op, OT_T_OPTIMIZER) || nd->n_inputs < 2 || nd->inputs[0] < 0) continue;
+        if (nd->n_inputs < 2 || nd->inputs[0] < 0) continue;
         int par = nd->inputs[0];
         if (!p->values[par].pinned || p->values[par].external || p->values[par].category != OT_MEM_PARAMS) continue;
         for (int k = 1; k < nd->n_inputs; k++) {
@@ -451,30 +482,48 @@ static void slab_keys(build *b) {
     }
 }
 
+/* Sorts ids (in value-id order) by (slab key, id): a stable counting sort over the
+ * keys 0..n_params-1 and INT_MAX (last), linear where an insertion sort would be
+ * quadratic when autodiff emits the gradients in reverse param order. */
+static void sort_by_key(build *b, int *ids, int n) {
+    int nk = b->n_params + 1, *cnt = b->sort_count, *tmp = b->sort_tmp;
+    memset(cnt, 0, sizeof(int) * (size_t)(nk + 1));
+    for (int i = 0; i < n; i++) {
+        int k = b->slab_key[ids[i]];
+        cnt[(k == INT_MAX ? nk - 1 : k) + 1]++;
+    }
+    for (int k = 0; k < nk; k++) cnt[k + 1] += cnt[k];
+    for (int i = 0; i < n; i++) {
+        int k = b->slab_key[ids[i]];
+        tmp[cnt[k == INT_MAX ? nk - 1 : k]++] = ids[i];
+    }
+    memcpy(ids, tmp, sizeof(int) * (size_t)n);
+}
+
 /* Pinned region: one slab per category, each value 64-byte aligned. */
 static void place_pinned(build *b) {
     ot_plan *p = b->p;
     size_t cursor = 0;
     slab_keys(b);
+    /* One pass buckets the pinned values by category, each bucket in value-id order
+     * (a counting sort: a pass over every value per category would miss the cache
+     * once per value and category on big graphs). */
+    int start[OT_MEM_IO + 2] = {0};
+    for (int v = 0; v < b->nv; v++)
+        if (p->values[v].pinned && !p->values[v].external && p->values[v].category <= OT_MEM_IO)
+            start[p->values[v].category + 1]++;
+    for (int c = OT_MEM_PARAMS; c <= OT_MEM_IO; c++) start[c + 1] += start[c];
+    int fill[OT_MEM_IO + 1];
+    memcpy(fill, start, sizeof fill);
+    for (int v = 0; v < b->nv; v++)
+        if (p->values[v].pinned && !p->values[v].external && p->values[v].category <= OT_MEM_IO)
+            b->slab_ids[fill[p->values[v].category]++] = v;
     for (int c = OT_MEM_PARAMS; c <= OT_MEM_IO; c++) {
         p->slab_offset[c] = cursor;
-        int n_slab = 0;
-        for (int v = 0; v < b->nv; v++)
-            if (p->values[v].pinned && !p->values[v].external && p->values[v].category == (ot_mem_category)c)
-                b->slab_ids[n_slab++] = v;
-        if (c == OT_MEM_GRADIENTS || c == OT_MEM_OPT_STATE) {
-            /* Insertion sort by (key, id): stable, and keys are mostly in order already. */
-            for (int i = 1; i < n_slab; i++) {
-                int v = b->slab_ids[i], j = i;
-                while (j > 0 && b->slab_key[b->slab_ids[j - 1]] > b->slab_key[v]) {
-                    b->slab_ids[j] = b->slab_ids[j - 1];
-                    j--;
-                }
-                b->slab_ids[j] = v;
-            }
-        }
+        int n_slab = start[c + 1] - start[c], *ids = b->slab_ids + start[c];
+        if (c == OT_MEM_GRADIENTS || c == OT_MEM_OPT_STATE) sort_by_key(b, ids, n_slab);
         for (int i = 0; i < n_slab; i++) {
-            ot_plan_value *pv = &p->values[b->slab_ids[i]];
+            ot_plan_value *pv = &p->values[ids[i]];
             pv->offset = (int64_t)cursor;
             if (pv->nbytes && cursor + pv->nbytes > b->max_end) b->max_end = cursor + pv->nbytes;
             cursor += align_up(pv->nbytes);
