@@ -46,6 +46,8 @@ __attribute__((target("avx2"))) static inline __m256i philox_half(__m256i x, uin
     __m256i x1 = q1;
     x2 = _mm256_xor_si256(x3, _mm256_set1_epi64x((uint32_t)(q0 >> 32) ^ k->key1[1]));
     x3 = _mm256_set1_epi64x((uint32_t)q0);
+    /* unrolled: a rolled loop adds two register copies and the loop test per round */
+#pragma GCC unroll 7
     for (int r = 2; r < 9; r++) {
         __m256i e0 = _mm256_mul_epu32(x0, m0), e1 = _mm256_mul_epu32(x2, m1);
         x0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(e1, 32), x1), k->k0[r]);
