@@ -33,6 +33,40 @@ static void test_philox_uniforms_bulk(void **state) {
     }
 }
 
+/* Many keys, steps and nodes, every start offset around the 2^32 carry of the
+ * element index and around 2^64, and every length from 0 to 41 plus whole 256
+ * blocks: the 8-lane path (its per-run scalars, the carry fallback, the tail)
+ * against the scalar rule, bit for bit. */
+static void test_philox_uniforms_many(void **state) {
+    (void)state;
+    const uint64_t seeds[] = {0, 1, 0xffffffffULL, 0xffffffffULL << 32, ~0ULL, 0x0123456789abcdefULL};
+    const uint64_t steps[] = {0, 1, 0xffffffffULL, 0x1234567890ULL};
+    const uint32_t nodes[] = {0, 3, 0xffffffffu};
+    const uint64_t bases[] = {0, (1ULL << 32) - 24, (5ULL << 32) - 24, ~0ULL - 300};
+    float u[300];
+    for (size_t a = 0; a < sizeof seeds / sizeof seeds[0]; a++)
+        for (size_t b = 0; b < sizeof steps / sizeof steps[0]; b++)
+            for (size_t c = 0; c < sizeof nodes / sizeof nodes[0]; c++)
+                for (size_t d = 0; d < sizeof bases / sizeof bases[0]; d++)
+                    for (int off = 0; off < 24; off++) {
+                        int len = off < 20 ? 42 - off : 256 + off;
+                        uint64_t i0 = bases[d] + (uint64_t)off;
+                        ot_cpu_philox_uniforms(seeds[a], steps[b], nodes[c], i0, len, u);
+                        for (int k = 0; k < len; k++) {
+                            float want = ot_philox_uniform(seeds[a], steps[b], nodes[c], i0 + (uint64_t)k);
+                            assert_memory_equal(&u[k], &want, sizeof want);
+                        }
+                    }
+    /* Every length from 0 to 41 at one start, so each tail size is seen. */
+    for (int len = 0; len < 42; len++) {
+        ot_cpu_philox_uniforms(7, 9, 11, 1000, len, u);
+        for (int k = 0; k < len; k++) {
+            float want = ot_philox_uniform(7, 9, 11, 1000 + (uint64_t)k);
+            assert_memory_equal(&u[k], &want, sizeof want);
+        }
+    }
+}
+
 static void check_dropout(int n, float ratio, uint64_t step, int node, int threads) {
     float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
     uint8_t *mask = malloc((size_t)n);
@@ -434,6 +468,7 @@ static void test_gemm_threads_per_context(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox_uniforms_bulk),
+        cmocka_unit_test(test_philox_uniforms_many),
         cmocka_unit_test(test_dropout_matches_scalar_rule),
         cmocka_unit_test(test_depthwise_same_bits),
         cmocka_unit_test(test_relu_clip_same_bits),

@@ -1,6 +1,14 @@
 /* cpu_philox.c — ot_cpu_philox_uniforms: Philox4x32-10 (exec/rng.c) on 8 counters
  * at once with AVX2, chosen at run time, scalar otherwise. One Philox block per
- * element made Dropout 46% of tinygpt's forward instructions (bench/NOTES.md). */
+ * element made Dropout 46% of tinygpt's forward instructions (bench/NOTES.md).
+ *
+ * The 8 counters travel as two halves of four, each 32-bit word in the low half of
+ * a 64-bit lane: _mm256_mul_epu32 then yields the whole 64-bit product per lane
+ * (hi = product >> 32, lo = the product itself, its high half ignored by the next
+ * multiply and by the final blend), so no lane is shuffled inside a round. Within a
+ * run of 8 indices that does not carry into the high word, ctr[1..3] are the same
+ * for all 8: the words they feed in rounds 0 and 1 are scalars computed once per
+ * block, and round 9 keeps only out[0], the word the uniform uses. */
 #include "kernels/cpu/cpu_philox.h"
 
 #include "exec/rng.h"
@@ -9,51 +17,95 @@
 #include <immintrin.h>
 #define PHILOX_X86 1
 
-/* Low and high 32 bits of the eight 32x32-bit products a * m. */
-__attribute__((target("avx2"))) static inline void mulhilo8(__m256i a, __m256i m, __m256i *hi, __m256i *lo) {
-    __m256i even = _mm256_mul_epu32(a, m);                       /* lanes 0,2,4,6 as 64-bit */
-    __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m); /* lanes 1,3,5,7 */
-    *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-    *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+/* The round keys of exec/rng.c's schedule, and the per-run constants. */
+typedef struct {
+    __m256i k0[10], k1[10];
+    uint32_t key0[10], key1[10];
+    uint32_t c2, c3;
+} philox_keys;
+
+/* out[0] of the 4 counters in half x (lo words in 64-bit lanes), hi word h, from
+ * round 0 on: rounds 0-1 fold in the scalars that are the same for every lane. */
+__attribute__((target("avx2"))) static inline __m256i philox_half(__m256i x, uint32_t h, const philox_keys *k) {
+    const __m256i m0 = _mm256_set1_epi64x(PHILOX_M0), m1 = _mm256_set1_epi64x(PHILOX_M1);
+    /* Round 0: ctr[2] * M1 is a scalar, so new x0 and x1 are too. */
+    uint64_t p1 = (uint64_t)PHILOX_M1 * k->c2;
+    uint32_t a0 = (uint32_t)(p1 >> 32) ^ h ^ k->key0[0], a1 = (uint32_t)p1;
+    __m256i p0 = _mm256_mul_epu32(x, m0);
+    __m256i x2 = _mm256_xor_si256(_mm256_srli_epi64(p0, 32), _mm256_set1_epi64x(k->c3 ^ k->key1[0]));
+    __m256i x3 = p0;
+    /* Round 1: x0 (a0) is a scalar, so new x3 is too. */
+    uint64_t q0 = (uint64_t)PHILOX_M0 * a0;
+    __m256i q1 = _mm256_mul_epu32(x2, m1);
+    __m256i x0 = _mm256_xor_si256(_mm256_srli_epi64(q1, 32), _mm256_set1_epi64x(a1 ^ k->key0[1]));
+    __m256i x1 = q1;
+    x2 = _mm256_xor_si256(x3, _mm256_set1_epi64x((uint32_t)(q0 >> 32) ^ k->key1[1]));
+    x3 = _mm256_set1_epi64x((uint32_t)q0);
+    /* unrolled: a rolled loop adds two register copies and the loop test per round */
+#pragma GCC unroll 7
+    for (int r = 2; r < 9; r++) {
+        __m256i e0 = _mm256_mul_epu32(x0, m0), e1 = _mm256_mul_epu32(x2, m1);
+        x0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(e1, 32), x1), k->k0[r]);
+        x1 = e1;
+        x2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(e0, 32), x3), k->k1[r]);
+        x3 = e0;
+    }
+    /* Round 9: only out[0] = hi(x2 * M1) ^ x1 ^ k0. */
+    __m256i e1 = _mm256_mul_epu32(x2, m1);
+    return _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(e1, 32), x1), k->k0[9]);
 }
 
-/* u[k] for 8 counters {lo32[k], hi32[k], c2, c3}: the rounds and key schedule of
- * ot_philox4x32_10, then (out[0] >> 8) * 2^-24 as ot_philox_uniform. */
-__attribute__((target("avx2"))) static void philox8(const uint32_t *lo32, const uint32_t *hi32, uint32_t c2,
-                                                    uint32_t c3, uint64_t seed, float *u) {
-    __m256i x0 = _mm256_loadu_si256((const __m256i *)lo32), x1 = _mm256_loadu_si256((const __m256i *)hi32);
-    __m256i x2 = _mm256_set1_epi32((int)c2), x3 = _mm256_set1_epi32((int)c3);
-    const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u), m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
+/* u[0..n) for n a multiple of 8 from index i0: 8 indices per step; a run of 8 that
+ * carries into the high word takes the scalar rule. */
+__attribute__((target("avx2"))) static void philox_avx2(const philox_keys *k, uint64_t seed, uint64_t step,
+                                                        uint32_t node, uint64_t i0, int64_t n, float *u) {
+    const __m256i even = _mm256_setr_epi64x(0, 2, 4, 6), odd = _mm256_setr_epi64x(1, 3, 5, 7);
+    const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
+    for (int64_t j = 0; j < n; j += 8) {
+        uint64_t idx = i0 + (uint64_t)j;
+        uint32_t lo = (uint32_t)idx;
+        if (lo > 0xFFFFFFF8u) {
+            for (int t = 0; t < 8; t++) u[j + t] = ot_philox_uniform(seed, step, node, idx + (uint64_t)t);
+            continue;
+        }
+        __m256i base = _mm256_set1_epi64x(lo);
+        __m256i e = philox_half(_mm256_add_epi64(base, even), (uint32_t)(idx >> 32), k);
+        __m256i o = philox_half(_mm256_add_epi64(base, odd), (uint32_t)(idx >> 32), k);
+        __m256i out0 = _mm256_blend_epi32(e, _mm256_slli_epi64(o, 32), 0xAA);
+        __m256 f = _mm256_cvtepi32_ps(_mm256_srli_epi32(out0, 8)); /* < 2^24: exact */
+        _mm256_storeu_ps(u + j, _mm256_mul_ps(f, scale));
+    }
+}
+
+__attribute__((target("avx2"))) static void philox_keys_init(philox_keys *k, uint64_t seed, uint64_t step,
+                                                             uint32_t node) {
     uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
     for (int r = 0; r < 10; r++) {
-        __m256i hi0, lo0, hi1, lo1;
-        mulhilo8(x0, m0, &hi0, &lo0);
-        mulhilo8(x2, m1, &hi1, &lo1);
-        x0 = _mm256_xor_si256(_mm256_xor_si256(hi1, x1), _mm256_set1_epi32((int)k0));
-        x1 = lo1;
-        x2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3), _mm256_set1_epi32((int)k1));
-        x3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
+        k->key0[r] = k0;
+        k->key1[r] = k1;
+        k->k0[r] = _mm256_set1_epi64x(k0);
+        k->k1[r] = _mm256_set1_epi64x(k1);
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
     }
-    __m256 f = _mm256_cvtepi32_ps(_mm256_srli_epi32(x0, 8)); /* < 2^24: exact */
-    _mm256_storeu_ps(u, _mm256_mul_ps(f, _mm256_set1_ps(1.0f / 16777216.0f)));
+    k->c2 = (uint32_t)step;
+    k->c3 = node;
 }
 #endif
 
 void ot_cpu_philox_uniforms(uint64_t seed, uint64_t step, uint32_t node, uint64_t i0, int64_t n, float *u) {
     int64_t k = 0;
 #ifdef PHILOX_X86
-    if (__builtin_cpu_supports("avx2")) {
-        for (; k + 8 <= n; k += 8) {
-            uint32_t lo[8], hi[8];
-            for (int j = 0; j < 8; j++) {
-                uint64_t idx = i0 + (uint64_t)(k + j);
-                lo[j] = (uint32_t)idx;
-                hi[j] = (uint32_t)(idx >> 32);
-            }
-            philox8(lo, hi, (uint32_t)step, node, seed, u + k);
-        }
+    if (n >= 8 && __builtin_cpu_supports("avx2")) {
+        philox_keys keys;
+        philox_keys_init(&keys, seed, step, node);
+        k = n & ~(int64_t)7;
+        philox_avx2(&keys, seed, step, node, i0, k, u);
     }
 #endif
     for (; k < n; k++) u[k] = ot_philox_uniform(seed, step, node, i0 + (uint64_t)k);

@@ -38,7 +38,11 @@ OT_GRAD_KERNEL(ot_cpu_act_grad) {
     const float *dy = in[0].data, *v = in[1].data;
     float *dx = out[0].data;
     int nt = ot_cpu_threads(ctx);
-    bool par = n >= OT_CPU_PAR_MIN;
+    /* A compare or a few multiplies per element is memory-bound, as the forward
+     * element ops (cpu_elementwise.c): only 128 Ki elements repay waking a thread.
+     * ErfGrad's and GeluGrad's expf/erff/tanhf keep the compute-bound grain. */
+    bool cheap = node->op != OT_OP_ERF_GRAD && node->op != OT_OP_GELU_GRAD;
+    bool par = n >= (cheap ? OT_CPU_PAR_MIN_CHEAP : OT_CPU_PAR_MIN);
     ot_op_params scratch;
     const ot_op_params *pp;
     ot_status pst = ot_node_params(node, &scratch, &pp, err);
