@@ -16,6 +16,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Philox4x32's round multipliers and Weyl key increments (the Random123 values). The
+ * CPU fast path (kernels/cpu/cpu_philox.c) and the CUDA kernels use these same names. */
+#define OT_PHILOX_M0 0xD2511F53u
+#define OT_PHILOX_M1 0xCD9E8D57u
+#define OT_PHILOX_W0 0x9E3779B9u /* golden ratio */
+#define OT_PHILOX_W1 0xBB67AE85u /* sqrt(3) - 1 */
+
 /* One Philox4x32-10 block: 10 rounds with the Weyl key schedule. */
 void ot_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 

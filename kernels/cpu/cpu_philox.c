@@ -17,11 +17,6 @@
 #include <immintrin.h>
 #define PHILOX_X86 1
 
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-
 /* The round keys of exec/rng.c's schedule, and the per-run constants. */
 typedef struct {
     __m256i k0[10], k1[10];
@@ -32,15 +27,15 @@ typedef struct {
 /* out[0] of the 4 counters in half x (lo words in 64-bit lanes), hi word h, from
  * round 0 on: rounds 0-1 fold in the scalars that are the same for every lane. */
 __attribute__((target("avx2"))) static inline __m256i philox_half(__m256i x, uint32_t h, const philox_keys *k) {
-    const __m256i m0 = _mm256_set1_epi64x(PHILOX_M0), m1 = _mm256_set1_epi64x(PHILOX_M1);
+    const __m256i m0 = _mm256_set1_epi64x(OT_PHILOX_M0), m1 = _mm256_set1_epi64x(OT_PHILOX_M1);
     /* Round 0: ctr[2] * M1 is a scalar, so new x0 and x1 are too. */
-    uint64_t p1 = (uint64_t)PHILOX_M1 * k->c2;
+    uint64_t p1 = (uint64_t)OT_PHILOX_M1 * k->c2;
     uint32_t a0 = (uint32_t)(p1 >> 32) ^ h ^ k->key0[0], a1 = (uint32_t)p1;
     __m256i p0 = _mm256_mul_epu32(x, m0);
     __m256i x2 = _mm256_xor_si256(_mm256_srli_epi64(p0, 32), _mm256_set1_epi64x(k->c3 ^ k->key1[0]));
     __m256i x3 = p0;
     /* Round 1: x0 (a0) is a scalar, so new x3 is too. */
-    uint64_t q0 = (uint64_t)PHILOX_M0 * a0;
+    uint64_t q0 = (uint64_t)OT_PHILOX_M0 * a0;
     __m256i q1 = _mm256_mul_epu32(x2, m1);
     __m256i x0 = _mm256_xor_si256(_mm256_srli_epi64(q1, 32), _mm256_set1_epi64x(a1 ^ k->key0[1]));
     __m256i x1 = q1;
@@ -90,8 +85,8 @@ __attribute__((target("avx2"))) static void philox_keys_init(philox_keys *k, uin
         k->key1[r] = k1;
         k->k0[r] = _mm256_set1_epi64x(k0);
         k->k1[r] = _mm256_set1_epi64x(k1);
-        k0 += PHILOX_W0;
-        k1 += PHILOX_W1;
+        k0 += OT_PHILOX_W0;
+        k1 += OT_PHILOX_W1;
     }
     k->c2 = (uint32_t)step;
     k->c3 = node;
