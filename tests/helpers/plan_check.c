@@ -168,3 +168,18 @@ ot_plan *pc_plan_of(const ot_graph *g, ot_backend *be, bool no_inplace) {
     pc_check_plan(g, p);
     return p;
 }
+
+pc_stem pc_weight_stem(ot_graph *g, int64_t n) {
+    pc_stem s;
+    s.x = pc_f32(g, "x", n, OT_VK_INPUT);
+    pc_mark_input(g, s.x);
+    s.w = pc_f32(g, "w", n, OT_VK_PARAM);
+    s.a = pc_f32(g, "a", n, OT_VK_ACTIVATION);
+    s.l = pc_f32(g, "l", n, OT_VK_ACTIVATION);
+    s.d0 = pc_f32(g, "d0", n, OT_VK_GRADIENT);
+    pc_node2(g, OT_OP_MUL, "f0", s.x, s.w, s.a, OT_PHASE_FORWARD);
+    pc_node1(g, OT_OP_NEG, "loss", s.a, s.l, OT_PHASE_LOSS);
+    pc_mark_output(g, s.l);
+    pc_node1(g, OT_OP_ONES_LIKE, "b0", s.l, s.d0, OT_PHASE_BACKWARD);
+    return s;
+}

@@ -19,6 +19,15 @@ int pc_node2(ot_graph *g, ot_op op, const char *name, int a, int b, int out, ot_
 void pc_mark_output(ot_graph *g, int v);
 void pc_mark_input(ot_graph *g, int v);
 
+/* The stem the schedule and gradient-slot tests share, built in this id order:
+ * input x and param w of n floats, f0: a = x*w (forward), loss: l = -a (a graph
+ * output), b0: d0 = OnesLike(l) (the backward seed). Values made after it get the
+ * next ids, nodes the next node ids (f0, loss, b0 are nodes 0..2). */
+typedef struct {
+    int x, w, a, l, d0;
+} pc_stem;
+pc_stem pc_weight_stem(ot_graph *g, int64_t n);
+
 void pc_check_plan(const ot_graph *g, const ot_plan *p);
 /* Schedules and plans g (be: workspace sizes, may be NULL) and checks the plan. */
 ot_plan *pc_plan_of(const ot_graph *g, ot_backend *be, bool no_inplace);
