@@ -147,3 +147,16 @@ ot_status ot_transpose_perm(const ot_node *node, const ot_shape *x, const ot_sha
     }
     return OT_OK;
 }
+
+ot_status ot_random_uniform_bounds(const ot_node *node, float *low, float *high, ot_error *err) {
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    *low = pp->u.random.low;
+    *high = pp->u.random.high;
+    if (!(*low <= *high))
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): low %g is above high %g", node->name, node->op_type,
+                       (double)*low, (double)*high);
+    return OT_OK;
+}

@@ -63,4 +63,8 @@ bool ot_kernel_is_int_dtype(ot_dtype t);
  * the input's rank, each axis once, and y the permuted x. OT_E_SHAPE naming the node. */
 ot_status ot_transpose_perm(const ot_node *node, const ot_shape *x, const ot_shape *y, int *perm, ot_error *err);
 
+/* RandomUniform(Like)'s bounds from the node's typed params, checked once for both
+ * backends: OT_E_MODEL naming the node when low is above high (or either is NaN). */
+ot_status ot_random_uniform_bounds(const ot_node *node, float *low, float *high, ot_error *err);
+
 #endif

@@ -17,14 +17,9 @@ ot_status ot_cpu_random_uniform(const ot_node *node, const ot_tensor *in, ot_ten
                                 ot_error *err) {
     (void)in; /* RandomUniformLike reads its input's shape, which shape inference gave the output */
     if (out[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    float low, high;
+    ot_status st = ot_random_uniform_bounds(node, &low, &high, err);
     if (st) return st;
-    float low = pp->u.random.low, high = pp->u.random.high;
-    if (!(low <= high))
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): low %g is above high %g", node->name, node->op_type,
-                       (double)low, (double)high);
     int64_t n = ot_kernel_numel(&out[0]);
     float *y = out[0].data;
     uint64_t seed = ctx->seed, step = ctx->step;

@@ -22,14 +22,9 @@ struct random_uniform_op {
 OT_CUDA_LAUNCHER(ot_cuda_random_uniform) {
     (void)in; /* RandomUniformLike reads its input's shape, which shape inference gave the output */
     if (out[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    float low, high;
+    ot_status st = ot_random_uniform_bounds(node, &low, &high, err);
     if (st) return st;
-    float low = pp->u.random.low, high = pp->u.random.high;
-    if (!(low <= high))
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): low %g is above high %g", node->name, node->op_type,
-                       (double)low, (double)high);
     int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
     return ot_cu_map(cx, random_uniform_op{(float *)out[0].data, ctx->seed, ctx->step, (uint32_t)ctx->rng_node, low, high},
