@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/best_fit.h"
 #include "plan/planner.h"
 #include "plan/views.h"
 
@@ -20,86 +21,6 @@ const char *ot_mem_category_name(ot_mem_category c) {
     static const char *names[OT_MEM_COUNT] = {"params", "gradients", "optimizer_state", "state", "constants",
                                               "inputs_outputs", "kept_activations", "transient", "workspace"};
     return (c >= 0 && c < OT_MEM_COUNT) ? names[c] : "?";
-}
-
-/* ---- best-fit allocator over the transient region -------------------------- */
-
-typedef struct fblock {
-    size_t off, size;
-} fblock;
-
-typedef struct allocator {
-    fblock *b; /* free blocks sorted by offset, never adjacent (merged) */
-    int n, cap;
-    size_t top; /* end of the highest block ever handed out (region-relative) */
-} allocator;
-
-static int alloc_remove(allocator *a, int i) {
-    memmove(&a->b[i], &a->b[i + 1], sizeof(fblock) * (size_t)(a->n - i - 1));
-    a->n--;
-    return 0;
-}
-
-/* Smallest free block that fits (lowest offset on ties); else grow the region,
- * extending a free block that ends at the top. */
-static size_t alloc_block(allocator *a, size_t size) {
-    int best = -1;
-    for (int i = 0; i < a->n; i++)
-        if (a->b[i].size >= size && (best < 0 || a->b[i].size < a->b[best].size)) best = i;
-    if (best >= 0) {
-        size_t off = a->b[best].off;
-        a->b[best].off += size;
-        a->b[best].size -= size;
-        if (a->b[best].size == 0) alloc_remove(a, best);
-        return off;
-    }
-    if (a->n > 0 && a->b[a->n - 1].off + a->b[a->n - 1].size == a->top) {
-        size_t off = a->b[a->n - 1].off;
-        alloc_remove(a, a->n - 1);
-        a->top = off + size;
-        return off;
-    }
-    size_t off = a->top;
-    a->top += size;
-    return off;
-}
-
-static int free_block(allocator *a, size_t off, size_t size) {
-    if (size == 0) return 0;
-    int lo = 0, hi = a->n; /* first block with offset > off */
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (a->b[mid].off <= off) lo = mid + 1;
-        else hi = mid;
-    }
-    int i = lo;
-    bool merge_prev = i > 0 && a->b[i - 1].off + a->b[i - 1].size == off;
-    bool merge_next = i < a->n && off + size == a->b[i].off;
-    if (merge_prev && merge_next) {
-        a->b[i - 1].size += size + a->b[i].size;
-        return alloc_remove(a, i);
-    }
-    if (merge_prev) {
-        a->b[i - 1].size += size;
-        return 0;
-    }
-    if (merge_next) {
-        a->b[i].off = off;
-        a->b[i].size += size;
-        return 0;
-    }
-    if (a->n == a->cap) {
-        int cap = a->cap ? a->cap * 2 : 64;
-        fblock *nb = realloc(a->b, sizeof(fblock) * (size_t)cap);
-        if (!nb) return -1;
-        a->b = nb;
-        a->cap = cap;
-    }
-    memmove(&a->b[i + 1], &a->b[i], sizeof(fblock) * (size_t)(a->n - i));
-    a->b[i].off = off;
-    a->b[i].size = size;
-    a->n++;
-    return 0;
 }
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -162,7 +83,7 @@ typedef struct build {
     int *sort_count, *sort_tmp; /* sort_by_key's buffers (nv + 2 each) */
     ot_tensor *tin, *tout;
     int max_io;
-    allocator al;
+    ot_fit al;
     size_t live[OT_MEM_COUNT]; /* bytes of live blocks per category during the walk */
     size_t max_end;            /* highest end offset of any block so far */
     size_t base;               /* start of the transient region */
@@ -615,7 +536,7 @@ static void place_outputs(build *b, int s, const ot_node *nd) {
             continue;
         }
         if (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, nd, o))) continue;
-        size_t off = alloc_block(&b->al, align_up(po->nbytes));
+        size_t off = ot_fit_alloc(&b->al, align_up(po->nbytes));
         po->offset = (int64_t)(b->base + off);
         if (b->base + off + po->nbytes > b->max_end) b->max_end = b->base + off + po->nbytes;
         b->live[po->category] += po->nbytes;
@@ -635,7 +556,7 @@ static size_t place_workspace(build *b, int s, const ot_node *nd, size_t *off) {
         ws = b->dev->workspace_bytes(b->dev->ctx, nd, b->tin, b->tout);
     }
     if (ws == 0) return 0;
-    *off = alloc_block(&b->al, align_up(ws));
+    *off = ot_fit_alloc(&b->al, align_up(ws));
     p->ws_offset[s] = (int64_t)(b->base + *off);
     p->ws_bytes[s] = ws;
     if (b->base + *off + ws > b->max_end) b->max_end = b->base + *off + ws;
@@ -649,7 +570,7 @@ static size_t place_workspace(build *b, int s, const ot_node *nd, size_t *off) {
 static int release_step(build *b, int s, const ot_node *nd, size_t ws, size_t ws_off) {
     ot_plan *p = b->p;
     if (ws > 0) {
-        if (free_block(&b->al, ws_off, align_up(ws))) return -1;
+        if (ot_fit_free(&b->al, ws_off, align_up(ws))) return -1;
         b->live[OT_MEM_WORKSPACE] -= ws;
     }
     for (int pass = 0; pass < 2; pass++) {
@@ -662,7 +583,7 @@ static int release_step(build *b, int s, const ot_node *nd, size_t ws, size_t ws
             if (pv->pinned || b->released[v] || pv->last_step != s || pv->offset < 0) continue;
             b->released[v] = true;
             if (pv->nbytes == 0) continue;
-            if (free_block(&b->al, (size_t)pv->offset - b->base, align_up(pv->nbytes))) return -1;
+            if (ot_fit_free(&b->al, (size_t)pv->offset - b->base, align_up(pv->nbytes))) return -1;
             b->live[pv->category] -= pv->nbytes;
         }
     }
@@ -734,43 +655,4 @@ size_t ot_plan_value_bytes(const ot_plan *p, int value_id) {
 
 size_t ot_plan_bytes_at_peak(const ot_plan *p, ot_mem_category c) {
     return (p && c >= 0 && c < OT_MEM_COUNT) ? p->at_peak[c] : 0;
-}
-
-static void human(size_t b, char *buf, size_t n) {
-    if (b >= (size_t)1 << 30) snprintf(buf, n, "%.2f GiB", (double)b / (double)((size_t)1 << 30));
-    else if (b >= (size_t)1 << 20) snprintf(buf, n, "%.2f MiB", (double)b / (double)((size_t)1 << 20));
-    else if (b >= 1024) snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
-    else snprintf(buf, n, "%zu B", b);
-}
-
-void ot_plan_print_summary(const ot_plan *p, FILE *f) {
-    char a[32], b[32];
-    human(p->peak_bytes, a, sizeof a);
-    fprintf(f, "memory plan: peak %s (%zu bytes) over %d steps", a, p->peak_bytes, p->n_steps);
-    if (p->peak_step >= 0) fprintf(f, ", reached at step %d", p->peak_step);
-    human(p->pinned_bytes, b, sizeof b);
-    fprintf(f, "; pinned region %s", b);
-    if (p->external_bytes) {
-        human(p->external_bytes, b, sizeof b);
-        fprintf(f, "; %s read from external memory", b);
-    }
-    fputc('\n', f);
-    fprintf(f, "  %-18s %14s %14s\n", "category", "at peak", "total");
-    for (int c = 0; c < OT_MEM_COUNT; c++) {
-        human(ot_plan_bytes_at_peak(p, (ot_mem_category)c), a, sizeof a);
-        human(p->total[c], b, sizeof b);
-        fprintf(f, "  %-18s %14s %14s\n", ot_mem_category_name((ot_mem_category)c), a, b);
-    }
-}
-
-void ot_plan_write_json(const ot_plan *p, FILE *f) {
-    fprintf(f, "{\"peak_bytes\": %zu, \"peak_step\": %d, \"steps\": %d, \"pinned_bytes\": %zu, \"at_peak\": {",
-            p->peak_bytes, p->peak_step, p->n_steps, p->pinned_bytes);
-    for (int c = 0; c < OT_MEM_COUNT; c++)
-        fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c),
-                ot_plan_bytes_at_peak(p, (ot_mem_category)c));
-    fprintf(f, "}, \"total\": {");
-    for (int c = 0; c < OT_MEM_COUNT; c++)
-        fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c), p->total[c]);
-    fprintf(f, "}}");
 }
