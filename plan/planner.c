@@ -8,6 +8,7 @@
  * need of a node is kept per step (step_flags, step_phase), and the topological check
  * uses each value's first read instead of its consumer list. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,8 @@ typedef struct build {
     ot_fit al;
     size_t live[OT_MEM_COUNT]; /* bytes of live blocks per category during the walk */
     size_t max_end;            /* highest end offset of any block so far */
+    size_t limit;              /* give up once max_end passes it (ot_plan_build_bounded) */
+    bool exceeded;             /* it did: the plan is incomplete */
     size_t base;               /* start of the transient region */
 } build;
 
@@ -610,6 +613,10 @@ static ot_status walk(build *b) {
             memcpy(p->at_peak, b->live, sizeof b->live);
         }
         if (release_step(b, s, nd, ws, ws_off)) return oom(b);
+        if (b->max_end > b->limit) { /* max_end only grows: the peak will pass limit too */
+            b->exceeded = true;
+            return OT_OK;
+        }
     }
     p->peak_bytes = b->max_end;
     return OT_OK;
@@ -620,9 +627,12 @@ ot_status ot_plan_build(const ot_graph *g, const int *order, int n, const ot_pla
     return ot_plan_build_opts(g, order, n, dev, NULL, out, err);
 }
 
-ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
-                             const ot_plan_options *opt, ot_plan **out, ot_error *err) {
-    build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .err = err, .max_io = 1};
+/* The build behind every entry point: the passes in order, stopping the walk once the
+ * peak passes limit (then *out stays NULL and *exceeded is set). */
+static ot_status plan_run(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
+                          const ot_plan_options *opt, size_t limit, bool *exceeded, ot_plan **out, ot_error *err) {
+    build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .err = err, .max_io = 1,
+               .limit = limit};
     *out = NULL;
     ot_status st = build_init(&b);
     if (!st) st = scan_steps(&b);
@@ -631,14 +641,47 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const o
         plan_views(&b);
         mark_kept(&b);
         place_pinned(&b);
-        st = walk(&b);
+        b.exceeded = b.max_end > limit;
+        if (!b.exceeded) st = walk(&b);
     }
-    if (!st) {
+    if (exceeded) *exceeded = b.exceeded;
+    if (!st && !b.exceeded) {
         *out = b.p;
         b.p = NULL;
     }
     build_free(&b);
     return st;
+}
+
+ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
+                             const ot_plan_options *opt, ot_plan **out, ot_error *err) {
+    return plan_run(g, order, n, dev, opt, SIZE_MAX, NULL, out, err);
+}
+
+ot_status ot_plan_build_bounded(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, size_t limit,
+                                ot_plan **out, bool *exceeded, ot_error *err) {
+    return plan_run(g, order, n, dev, NULL, limit, exceeded, out, err);
+}
+
+bool ot_plan_device_idle(const ot_graph *g, const int *order, int n, const ot_plan_device *dev) {
+    if (!dev || !dev->workspace_bytes) return true;
+    int max_io = 1;
+    for (int s = 0; s < n; s++) {
+        const ot_node *nd = &g->nodes[order[s]];
+        if (nd->n_inputs > max_io) max_io = nd->n_inputs;
+        if (nd->n_outputs > max_io) max_io = nd->n_outputs;
+    }
+    ot_tensor *tin = calloc((size_t)max_io, sizeof *tin), *tout = calloc((size_t)max_io, sizeof *tout);
+    bool idle = tin && tout;
+    for (int s = 0; s < n && idle; s++) {
+        const ot_node *nd = &g->nodes[order[s]];
+        describe(g, nd->inputs, nd->n_inputs, tin);
+        describe(g, nd->outputs, nd->n_outputs, tout);
+        idle = dev->workspace_bytes(dev->ctx, nd, tin, tout) == 0;
+    }
+    free(tin);
+    free(tout);
+    return idle;
 }
 
 size_t ot_plan_peak_bytes(const ot_plan *p) { return p ? p->peak_bytes : 0; }

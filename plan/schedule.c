@@ -328,20 +328,41 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
     return OT_OK;
 }
 
-/* The planned peak of an order, without any device's workspace; -1 when the graph
- * cannot be planned (symbolic shapes): then no order is preferred. */
-static int64_t planned_peak(const ot_graph *g, const int *order, int n) {
-    ot_plan *p = NULL;
+/* Judges two different orders the way schedule.h says, without any device's
+ * workspace: the static order unless the dynamic one plans a strictly smaller peak,
+ * and the static one when the graph cannot be planned (symbolic shapes). The static
+ * order, which wins most often, is planned first; the dynamic order's run stops as
+ * soon as its peak reaches the static one's (it has lost then), so the loser is
+ * rarely planned to the end. Returns true for static; *winner is the chosen order's
+ * device-free plan, or NULL when it could not be planned. */
+static bool judge_static(const ot_graph *g, const int *dyn, const int *stat, int n, ot_plan **winner) {
+    ot_plan *ps = NULL, *pd = NULL;
     ot_error e = {0};
-    if (ot_plan_build(g, order, n, NULL, &p, &e)) return -1;
-    int64_t peak = (int64_t)ot_plan_peak_bytes(p);
-    ot_plan_free(p);
-    return peak;
+    bool exceeded = false;
+    *winner = NULL;
+    if (ot_plan_build(g, stat, n, NULL, &ps, &e)) {
+        /* Static cannot be planned; it stays chosen unless the dynamic order can be
+         * while static cannot, which the old rule (static when either fails) also
+         * keeps static: planning the dynamic order would decide nothing. */
+        return true;
+    }
+    if (ps->peak_bytes > 0 &&
+        ot_plan_build_bounded(g, dyn, n, NULL, ps->peak_bytes - 1, &pd, &exceeded, &e) == OT_OK && !exceeded) {
+        ot_plan_free(ps); /* the dynamic peak is below the static one */
+        *winner = pd;
+        return false;
+    }
+    *winner = ps; /* the dynamic peak reaches the static one, or it failed */
+    return true;
 }
 
-ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_error *err) {
+/* Both orders, the chosen one in *order_out; with plan_out, also its plan for dev:
+ * the judging run's when dev would not change it (ot_plan_device_idle), else a new one. */
+static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, int **order_out, int *n_out,
+                          ot_plan **plan_out, ot_error *err) {
     sched s;
     int *dyn = NULL, *stat = NULL;
+    ot_plan *plan = NULL;
     *order_out = NULL;
     *n_out = 0;
     ot_status st = sched_init(&s, g, err);
@@ -352,24 +373,39 @@ ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_e
     }
     if (!st) st = run_order(&s, true, dyn, err);
     if (!st) st = run_order(&s, false, stat, err);
-    if (!st) {
-        int n = s.n_live;
-        /* The planner judges: the static order unless the dynamic one plans a
-         * strictly smaller peak. Equal orders need no judging. */
-        if (memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0) {
-            int64_t pd = planned_peak(g, dyn, n), ps = pd >= 0 ? planned_peak(g, stat, n) : -1;
-            if (ps < 0 || ps <= pd) {
-                int *t = dyn;
-                dyn = stat;
-                stat = t;
-            }
+    int n = s.n_live;
+    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, dyn, stat, n, &plan)) {
+        int *t = dyn; /* equal orders need no judging */
+        dyn = stat;
+        stat = t;
+    }
+    if (!st && plan_out) {
+        if (plan && !ot_plan_device_idle(g, dyn, n, dev)) {
+            ot_plan_free(plan);
+            plan = NULL;
         }
+        if (!plan) st = ot_plan_build(g, dyn, n, dev, &plan, err);
+        *plan_out = plan;
+        plan = NULL;
+    }
+    if (!st) {
         *order_out = dyn;
         *n_out = n;
         dyn = NULL;
     }
+    ot_plan_free(plan);
     free(dyn);
     free(stat);
     sched_free(&s);
     return st;
+}
+
+ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_error *err) {
+    return schedule(g, NULL, order_out, n_out, NULL, err);
+}
+
+ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **order_out, int *n_out,
+                           ot_plan **plan_out, ot_error *err) {
+    *plan_out = NULL;
+    return schedule(g, dev, order_out, n_out, plan_out, err);
 }
