@@ -104,6 +104,7 @@ typedef struct sched {
     unsigned char *vflags;
     int *sole;
     bool *live; /* per node: node_live */
+    bool *bwd;  /* per node: a BACKWARD node, the only kind that can be eager */
     /* per run */
     int *indeg, *readers;
     bool *done, *eager;
@@ -177,10 +178,9 @@ static bool node_eager(const ot_graph *g, const ot_node *nd, const int *readers)
 
 enum { V_TEMPORARY = 1, V_PINNED_GRADIENT = 2 }; /* vflags bits */
 
-/* Fills the per-value and per-node caches node_eager_fast reads. */
+/* Fills the per-value caches node_eager_fast reads (s->live: edge_topo_order). */
 static void build_value_cache(sched *s) {
     const ot_graph *g = s->g;
-    for (int id = 0; id < s->nn; id++) s->live[id] = !g->nodes[id].removed;
     for (int v = 0; v < g->n_values; v++) {
         const ot_value *val = &g->values[v];
         s->vbytes[v] = value_bytes(val);
@@ -222,6 +222,7 @@ static void sched_free(sched *s) {
     free(s->vflags);
     free(s->sole);
     free(s->live);
+    free(s->bwd);
     free(s->topo);
     free(s->succ_start);
     free(s->succ);
@@ -267,6 +268,28 @@ static ot_status build_edges(sched *s, ot_error *err) {
     return OT_OK;
 }
 
+/* A topological order of the live nodes into s->topo from the edges build_edges made
+ * (arrays, where the graph's own sort reads every node and consumer list again); any
+ * topological order serves build_keys and run_order, whose heap pops by unique keys.
+ * False when some live node is left out: a cycle. */
+static bool edge_topo_order(sched *s) {
+    int *indeg = s->indeg, head = 0, tail = 0, live = 0; /* s->indeg is free until run_order */
+    memcpy(indeg, s->indeg0, sizeof(int) * (size_t)(s->nn + 1));
+    for (int id = 0; id < s->nn; id++) {
+        s->live[id] = !s->g->nodes[id].removed; /* for node_eager_fast's callers too */
+        if (!s->live[id]) continue;
+        live++;
+        if (indeg[id] == 0) s->topo[tail++] = id;
+    }
+    while (head < tail) {
+        int id = s->topo[head++];
+        for (int e = s->succ_start[id]; e < s->succ_start[id + 1]; e++)
+            if (--indeg[s->succ[e]] == 0) s->topo[tail++] = s->succ[e];
+    }
+    s->n_live = tail;
+    return tail == live;
+}
+
 /* Static keys, in reverse topological order so a clone sees its consumers' final
  * keys; then the distinct live readers of every value. */
 static void build_keys(sched *s) {
@@ -275,6 +298,7 @@ static void build_keys(sched *s) {
         int id = s->topo[i];
         const ot_node *nd = &g->nodes[id];
         sched_key k = {phase_rank(nd->phase), id, 1, id};
+        s->bwd[id] = nd->phase == OT_PHASE_BACKWARD;
         if (nd->phase == OT_PHASE_RECOMPUTE) {
             k.sub = 0;
             bool any = false;
@@ -319,19 +343,22 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_error *err) {
     s->vflags = malloc((size_t)nv + 1);
     s->sole = malloc(sizeof(int) * (size_t)(nv + 1));
     s->live = malloc((size_t)nn + 1);
-    if (!s->vbytes || !s->vflags || !s->sole || !s->live)
+    s->bwd = calloc((size_t)nn + 1, sizeof(bool));
+    if (!s->vbytes || !s->vflags || !s->sole || !s->live || !s->bwd)
         return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d values", nv);
     if (!s->topo || !s->keys || !s->indeg0 || !s->indeg || !s->succ_start || !s->readers0 || !s->readers ||
         !s->done || !s->eager)
         return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d nodes", nn);
-    int cycle_node = -1;
-    s->n_live = ot_graph_topo_order(g, s->topo, &cycle_node);
-    if (s->n_live < 0) {
-        const char *nm = node_live(g, cycle_node) ? g->nodes[cycle_node].name : "?";
-        return ot_fail(err, OT_E_MODEL, "schedule: the graph has a cycle through node '%s'", nm ? nm : "?");
-    }
     ot_status st = build_edges(s, err);
     if (st) return st;
+    if (!edge_topo_order(s)) { /* a cycle: the graph's own sort names a node on it */
+        int cycle_node = -1;
+        s->n_live = ot_graph_topo_order(g, s->topo, &cycle_node);
+        if (s->n_live < 0) {
+            const char *nm = node_live(g, cycle_node) ? g->nodes[cycle_node].name : "?";
+            return ot_fail(err, OT_E_MODEL, "schedule: the graph has a cycle through node '%s'", nm ? nm : "?");
+        }
+    }
     build_keys(s);
     build_value_cache(s);
     /* each node is pushed once when ready and at most once more when it turns eager */
@@ -344,7 +371,8 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_error *err) {
 /* The key a node is pushed with: eager nodes go before every other node of their rank. */
 static uint64_t ready_key(sched *s, int id, bool dynamic) {
     sched_key k = s->keys[id];
-    bool eager = node_eager_fast(s, &s->g->nodes[id], dynamic ? s->readers : NULL);
+    /* only a backward node can be eager: others are not read at all */
+    bool eager = s->bwd[id] && node_eager_fast(s, &s->g->nodes[id], dynamic ? s->readers : NULL);
     s->eager[id] = eager;
     if (eager) k.anchor = -1;
     return key_pack(k);
