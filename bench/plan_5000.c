@@ -104,6 +104,11 @@ static int64_t plan_peak(ot_graph *g, double *secs) {
 
 int main(int argc, char **argv) {
     int blocks = argc > 1 ? atoi(argv[1]) : 556; /* 9 nodes per block: 5,006 nodes */
+    /* "auto [BUDGET]" after it runs only analyse, none and auto (at BUDGET, by default
+     * the full run's: halfway between the least peak and none's), for profiling auto
+     * alone */
+    bool only_auto = argc > 2 && strcmp(argv[2], "auto") == 0;
+    int64_t given_budget = only_auto && argc > 3 ? atoll(argv[3]) : 0;
     ot_graph *g = residual_mlp(blocks, 32, 256);
     int live = 0;
     for (int i = 0; i < g->n_nodes; i++) live += !g->nodes[i].removed;
@@ -121,7 +126,7 @@ int main(int argc, char **argv) {
     printf("schedule + plan, --remat none: %.3f s (peak %lld bytes)\n", t_plan, (long long)peak_none);
     bool *keep = calloc((size_t)an.n_values, sizeof(bool));
     const char *pols[] = {"sqrt", "selective", "every:4"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < (only_auto ? 0 : 3); i++) {
         ot_remat_policy p;
         ot_remat_policy_parse(pols[i], &p, &err);
         t0 = now_s();
@@ -141,12 +146,13 @@ int main(int argc, char **argv) {
     ot_remat_auto_stats st;
     int64_t least = 0;
     t0 = now_s();
-    if (ot_remat_least_memory(g, &an, ot_remat_measure_planner, NULL, keep, &least, &err)) {
+    if (!given_budget && ot_remat_least_memory(g, &an, ot_remat_measure_planner, NULL, keep, &least, &err)) {
         fprintf(stderr, "plan_5000: %s\n", err.msg);
         return 1;
     }
-    printf("--remat all (least peak search): %.3f s, peak %lld bytes\n", now_s() - t0, (long long)least);
-    int64_t budget = least + (peak_none - least) / 2;
+    if (!given_budget)
+        printf("--remat all (least peak search): %.3f s, peak %lld bytes\n", now_s() - t0, (long long)least);
+    int64_t budget = given_budget ? given_budget : least + (peak_none - least) / 2;
     t0 = now_s();
     clock_t c0 = clock(); /* CPU time as well: wall time is noisy on a shared machine */
     ot_status s = ot_remat_auto(g, &an, budget, ot_remat_measure_planner, NULL, keep, &st, &err);
@@ -155,7 +161,7 @@ int main(int argc, char **argv) {
            "recompute %.1f%% of the step\n",
            (long long)budget, now_s() - t0, cpu, st.n_measured, (now_s() - t0) / (st.n_measured ? st.n_measured : 1),
            s ? err.msg : "ok,", (long long)st.peak, 100.0 * st.cost / an.step_flops);
-    if (ot_remat_optimal_available()) { /* the MIP at this size, within 20 s */
+    if (!only_auto && ot_remat_optimal_available()) { /* the MIP at this size, within 20 s */
         ot_remat_optimal_stats os;
         t0 = now_s();
         s = ot_remat_optimal(g, &an, budget, 20.0, ot_remat_measure_planner, NULL, keep, &os, &err);

@@ -3,14 +3,17 @@
  * for the contract). One function per concern, in the order ot_plan_build_opts runs
  * them. Cost: O(nodes + values) plus, per allocation, a scan of the free list (which
  * holds only the holes between live blocks, a few dozen even on large graphs). Only
- * scan_steps and walk read the nodes themselves (648 bytes each, in schedule order,
- * so a cache miss apiece once the graph outgrows the cache): what the other passes
- * need of a node is kept per step (step_flags, step_phase), and the topological check
+ * scan_steps reads the nodes themselves (648 bytes each, in schedule order, so a cache
+ * miss apiece once the graph outgrows the cache), and the view and workspace queries
+ * the few nodes they concern: what the other passes need of a node is copied per step
+ * (step_flags, step_phase, and its value ids in one compact array, io), and the topological check
  * uses each value's first read instead of its consumer list. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/best_fit.h"
 #include "plan/planner.h"
 #include "plan/views.h"
 
@@ -20,86 +23,6 @@ const char *ot_mem_category_name(ot_mem_category c) {
     static const char *names[OT_MEM_COUNT] = {"params", "gradients", "optimizer_state", "state", "constants",
                                               "inputs_outputs", "kept_activations", "transient", "workspace"};
     return (c >= 0 && c < OT_MEM_COUNT) ? names[c] : "?";
-}
-
-/* ---- best-fit allocator over the transient region -------------------------- */
-
-typedef struct fblock {
-    size_t off, size;
-} fblock;
-
-typedef struct allocator {
-    fblock *b; /* free blocks sorted by offset, never adjacent (merged) */
-    int n, cap;
-    size_t top; /* end of the highest block ever handed out (region-relative) */
-} allocator;
-
-static int alloc_remove(allocator *a, int i) {
-    memmove(&a->b[i], &a->b[i + 1], sizeof(fblock) * (size_t)(a->n - i - 1));
-    a->n--;
-    return 0;
-}
-
-/* Smallest free block that fits (lowest offset on ties); else grow the region,
- * extending a free block that ends at the top. */
-static size_t alloc_block(allocator *a, size_t size) {
-    int best = -1;
-    for (int i = 0; i < a->n; i++)
-        if (a->b[i].size >= size && (best < 0 || a->b[i].size < a->b[best].size)) best = i;
-    if (best >= 0) {
-        size_t off = a->b[best].off;
-        a->b[best].off += size;
-        a->b[best].size -= size;
-        if (a->b[best].size == 0) alloc_remove(a, best);
-        return off;
-    }
-    if (a->n > 0 && a->b[a->n - 1].off + a->b[a->n - 1].size == a->top) {
-        size_t off = a->b[a->n - 1].off;
-        alloc_remove(a, a->n - 1);
-        a->top = off + size;
-        return off;
-    }
-    size_t off = a->top;
-    a->top += size;
-    return off;
-}
-
-static int free_block(allocator *a, size_t off, size_t size) {
-    if (size == 0) return 0;
-    int lo = 0, hi = a->n; /* first block with offset > off */
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (a->b[mid].off <= off) lo = mid + 1;
-        else hi = mid;
-    }
-    int i = lo;
-    bool merge_prev = i > 0 && a->b[i - 1].off + a->b[i - 1].size == off;
-    bool merge_next = i < a->n && off + size == a->b[i].off;
-    if (merge_prev && merge_next) {
-        a->b[i - 1].size += size + a->b[i].size;
-        return alloc_remove(a, i);
-    }
-    if (merge_prev) {
-        a->b[i - 1].size += size;
-        return 0;
-    }
-    if (merge_next) {
-        a->b[i].off = off;
-        a->b[i].size += size;
-        return 0;
-    }
-    if (a->n == a->cap) {
-        int cap = a->cap ? a->cap * 2 : 64;
-        fblock *nb = realloc(a->b, sizeof(fblock) * (size_t)cap);
-        if (!nb) return -1;
-        a->b = nb;
-        a->cap = cap;
-    }
-    memmove(&a->b[i + 1], &a->b[i], sizeof(fblock) * (size_t)(a->n - i));
-    a->b[i].off = off;
-    a->b[i].size = size;
-    a->n++;
-    return 0;
 }
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -137,7 +60,13 @@ void ot_plan_free(ot_plan *p) {
 
 /* ---- the state of one build ------------------------------------------------- */
 
-enum { STEP_VIEW = 1, STEP_OPTIMIZER = 2 }; /* step_flags bits */
+enum { STEP_VIEW = 1, STEP_OPTIMIZER = 2, STEP_INPLACE = 4 }; /* step_flags bits (INPLACE: OT_T_INPLACE or OT_T_VIEW) */
+
+/* A step's inputs and outputs, from the build's compact copy (build.io). */
+typedef struct step_io {
+    const int *in, *out;
+    int n_in, n_out;
+} step_io;
 
 typedef struct build {
     const ot_graph *g;
@@ -157,14 +86,22 @@ typedef struct build {
     int *first_read; /* per value: first step that reads it; INT_MAX when none */
     unsigned char *step_flags; /* per step: STEP_VIEW, STEP_OPTIMIZER */
     unsigned char *step_phase; /* per step: the node's ot_phase */
+    /* The value ids every step reads and writes, copied once from the nodes (648 bytes
+     * each, their id arrays elsewhere) into one array in schedule order: step s's
+     * inputs are io[io_start[s] .. + n_in[s]), its outputs the rest up to
+     * io_start[s + 1]. The passes after scan_steps read these, not the nodes. */
+    int *io, *io_start, *n_in;
+    int io_cap;
     int *slab_key, *slab_ids;
     int n_params;               /* params in the param slab (slab keys 0..n_params-1) */
     int *sort_count, *sort_tmp; /* sort_by_key's buffers (nv + 2 each) */
     ot_tensor *tin, *tout;
     int max_io;
-    allocator al;
+    ot_fit al;
     size_t live[OT_MEM_COUNT]; /* bytes of live blocks per category during the walk */
     size_t max_end;            /* highest end offset of any block so far */
+    size_t limit;              /* give up once max_end passes it (ot_plan_build_bounded) */
+    bool exceeded;             /* it did: the plan is incomplete */
     size_t base;               /* start of the transient region */
 } build;
 
@@ -187,6 +124,9 @@ static void build_free(build *b) {
     free(b->sort_tmp);
     free(b->step_flags);
     free(b->step_phase);
+    free(b->io);
+    free(b->io_start);
+    free(b->n_in);
     free(b->slab_key);
     free(b->slab_ids);
     free(b->tin);
@@ -222,6 +162,12 @@ static ot_status build_init(build *b) {
     b->sort_tmp = malloc(sizeof(int) * (size_t)(nv + 2));
     b->step_flags = malloc((size_t)n + 1);
     b->step_phase = malloc((size_t)n + 1);
+    b->io_cap = 4 * n + 16;
+    b->io = malloc(sizeof(int) * (size_t)b->io_cap);
+    b->io_start = malloc(sizeof(int) * (size_t)(n + 1));
+    b->n_in = malloc(sizeof(int) * (size_t)(n + 1));
+    if (!b->io || !b->io_start || !b->n_in) return oom(b);
+    b->io_start[0] = 0;
     if (!b->first_read || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase) return oom(b);
     if (!p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !b->step_of || !b->used ||
         !b->released || !b->is_output || !b->external || !b->opt_read || !b->opt_first || !b->reach ||
@@ -251,8 +197,31 @@ static ot_status build_init(build *b) {
     return OT_OK;
 }
 
+static step_io io_of(const build *b, int s) {
+    const int *in = b->io + b->io_start[s];
+    return (step_io){.in = in, .n_in = b->n_in[s], .out = in + b->n_in[s],
+                     .n_out = b->io_start[s + 1] - b->io_start[s] - b->n_in[s]};
+}
+
+/* Appends node nd's inputs and outputs to b->io as step s. */
+static ot_status copy_io(build *b, int s, const ot_node *nd) {
+    int at = b->io_start[s], need = at + nd->n_inputs + nd->n_outputs;
+    if (need > b->io_cap) {
+        int cap = 2 * need;
+        int *io = realloc(b->io, sizeof(int) * (size_t)cap);
+        if (!io) return oom(b);
+        b->io = io;
+        b->io_cap = cap;
+    }
+    if (nd->n_inputs > 0) memcpy(b->io + at, nd->inputs, sizeof(int) * (size_t)nd->n_inputs);
+    if (nd->n_outputs > 0) memcpy(b->io + at + nd->n_inputs, nd->outputs, sizeof(int) * (size_t)nd->n_outputs);
+    b->n_in[s] = nd->n_inputs;
+    b->io_start[s + 1] = need;
+    return OT_OK;
+}
+
 /* Pass 1: the step of every node, the definition and last read of every value, the
- * optimizer reads. */
+ * optimizer reads; the compact copy of every step's ids. */
 static ot_status scan_steps(build *b) {
     const ot_graph *g = b->g;
     ot_plan *p = b->p;
@@ -267,8 +236,12 @@ static ot_status scan_steps(build *b) {
         if ((nd->phase == OT_PHASE_BACKWARD || nd->phase == OT_PHASE_RECOMPUTE) && p->backward_step == b->n)
             p->backward_step = s;
         bool is_opt = ot_op_has(nd->op, OT_T_OPTIMIZER);
-        b->step_flags[s] = (unsigned char)((ot_plan_view_candidate(nd) ? STEP_VIEW : 0) | (is_opt ? STEP_OPTIMIZER : 0));
+        bool inplace = ot_op_has(nd->op, OT_T_INPLACE) || ot_op_has(nd->op, OT_T_VIEW);
+        b->step_flags[s] = (unsigned char)((ot_plan_view_candidate(nd) ? STEP_VIEW : 0) | (is_opt ? STEP_OPTIMIZER : 0) |
+                                           (inplace ? STEP_INPLACE : 0));
         b->step_phase[s] = (unsigned char)nd->phase;
+        ot_status st = copy_io(b, s, nd);
+        if (st) return st;
         for (int k = 0; k < nd->n_outputs; k++) {
             int v = nd->outputs[k];
             if (v < 0) continue;
@@ -416,8 +389,8 @@ static void plan_views(build *b) {
     for (int v = 0; v < b->nv; v++) b->reach[v] = p->values[v].last_step;
     for (int s = b->n - 1; s >= 0; s--) {
         if (!(b->step_flags[s] & STEP_VIEW)) continue;
-        const ot_node *nd = &g->nodes[b->order[s]];
-        int i = nd->inputs[0], o = nd->outputs[0];
+        step_io io = io_of(b, s);
+        int i = io.in[0], o = io.out[0];
         if (b->reach[o] > b->reach[i]) b->reach[i] = b->reach[o];
     }
     if (b->opt && b->opt->no_inplace) return;
@@ -471,12 +444,12 @@ static void slab_keys(build *b) {
     b->n_params = n_params;
     for (int s = 0; s < b->n; s++) {
         if (!(b->step_flags[s] & STEP_OPTIMIZER)) continue;
-        const ot_node *nd = &b->g->nodes[b->order[s]];
-        if (nd->n_inputs < 2 || nd->inputs[0] < 0) continue;
-        int par = nd->inputs[0];
+        step_io io = io_of(b, s);
+        if (io.n_in < 2 || io.in[0] < 0) continue;
+        int par = io.in[0];
         if (!p->values[par].pinned || p->values[par].external || p->values[par].category != OT_MEM_PARAMS) continue;
-        for (int k = 1; k < nd->n_inputs; k++) {
-            int v = nd->inputs[k];
+        for (int k = 1; k < io.n_in; k++) {
+            int v = io.in[k];
             if (v >= 0 && b->opt_read[v] == 1 && v != par) b->slab_key[v] = b->slab_key[par];
         }
     }
@@ -544,19 +517,17 @@ static void place_pinned(build *b) {
  * this step, the sizes match, and no other input of this node is another view of
  * the same block (an elementwise kernel with out == in[0] may read in[0][i] after
  * writing out[i], but not another view of those bytes). */
-static bool try_inplace(build *b, int s, const ot_node *nd, int o) {
+static bool try_inplace(build *b, int s, const step_io *io, int o) {
     ot_plan *p = b->p;
-    int i0 = nd->n_inputs > 0 ? nd->inputs[0] : -1;
-    if ((b->opt && b->opt->no_inplace) || i0 < 0 || i0 == o ||
-        !(ot_op_has(nd->op, OT_T_INPLACE) || ot_op_has(nd->op, OT_T_VIEW)))
-        return false;
+    int i0 = io->n_in > 0 ? io->in[0] : -1;
+    if ((b->opt && b->opt->no_inplace) || i0 < 0 || i0 == o || !(b->step_flags[s] & STEP_INPLACE)) return false;
     int r = root_of(p, i0);
     ot_plan_value *po = &p->values[o], *pi = &p->values[i0], *pr = &p->values[r];
     if (pr->pinned || pr->offset < 0 || b->released[r] || pr->last_step != s || pi->nbytes != po->nbytes ||
         pr->nbytes != po->nbytes)
         return false;
-    for (int k = 1; k < nd->n_inputs; k++) {
-        int v = nd->inputs[k];
+    for (int k = 1; k < io->n_in; k++) {
+        int v = io->in[k];
         if (v >= 0 && v != i0 && root_of(p, v) == r) return false;
     }
     po->offset = pr->offset;
@@ -598,10 +569,10 @@ static bool try_slot(build *b, int s, int o) {
 
 /* Offsets of the outputs of the node at step s: an alias points into its base (and
  * takes no block), otherwise a gradient slot, in place or a best-fit block. */
-static void place_outputs(build *b, int s, const ot_node *nd) {
+static void place_outputs(build *b, int s, const step_io *io) {
     ot_plan *p = b->p;
-    for (int k = 0; k < nd->n_outputs; k++) {
-        int o = nd->outputs[k];
+    for (int k = 0; k < io->n_out; k++) {
+        int o = io->out[k];
         if (o < 0) continue;
         ot_plan_value *po = &p->values[o];
         if (po->alias_of >= 0) {
@@ -614,8 +585,8 @@ static void place_outputs(build *b, int s, const ot_node *nd) {
             po->offset = (int64_t)b->base;
             continue;
         }
-        if (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, nd, o))) continue;
-        size_t off = alloc_block(&b->al, align_up(po->nbytes));
+        if (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, io, o))) continue;
+        size_t off = ot_fit_alloc(&b->al, align_up(po->nbytes));
         po->offset = (int64_t)(b->base + off);
         if (b->base + off + po->nbytes > b->max_end) b->max_end = b->base + off + po->nbytes;
         b->live[po->category] += po->nbytes;
@@ -625,17 +596,18 @@ static void place_outputs(build *b, int s, const ot_node *nd) {
 
 /* The workspace of the node at step s, if the device asks for one: a block alive only
  * during the step. Returns its size; *off is region-relative. */
-static size_t place_workspace(build *b, int s, const ot_node *nd, size_t *off) {
+static size_t place_workspace(build *b, int s, size_t *off) {
     ot_plan *p = b->p;
     size_t ws = 0;
     p->ws_offset[s] = -1;
-    if (b->dev && b->dev->workspace_bytes) {
+    if (b->dev && b->dev->workspace_bytes) { /* the device reads the node itself */
+        const ot_node *nd = &b->g->nodes[b->order[s]];
         describe(b->g, nd->inputs, nd->n_inputs, b->tin);
         describe(b->g, nd->outputs, nd->n_outputs, b->tout);
         ws = b->dev->workspace_bytes(b->dev->ctx, nd, b->tin, b->tout);
     }
     if (ws == 0) return 0;
-    *off = alloc_block(&b->al, align_up(ws));
+    *off = ot_fit_alloc(&b->al, align_up(ws));
     p->ws_offset[s] = (int64_t)(b->base + *off);
     p->ws_bytes[s] = ws;
     if (b->base + *off + ws > b->max_end) b->max_end = b->base + *off + ws;
@@ -646,15 +618,15 @@ static size_t place_workspace(build *b, int s, const ot_node *nd, size_t *off) {
 
 /* After step s: the workspace, and the blocks whose last reader (of the value or of
  * any alias of it) this was, go back to the free list. */
-static int release_step(build *b, int s, const ot_node *nd, size_t ws, size_t ws_off) {
+static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws_off) {
     ot_plan *p = b->p;
     if (ws > 0) {
-        if (free_block(&b->al, ws_off, align_up(ws))) return -1;
+        if (ot_fit_free(&b->al, ws_off, align_up(ws))) return -1;
         b->live[OT_MEM_WORKSPACE] -= ws;
     }
     for (int pass = 0; pass < 2; pass++) {
-        const int *ids = pass == 0 ? nd->inputs : nd->outputs;
-        int cnt = pass == 0 ? nd->n_inputs : nd->n_outputs;
+        const int *ids = pass == 0 ? io->in : io->out;
+        int cnt = pass == 0 ? io->n_in : io->n_out;
         for (int k = 0; k < cnt; k++) {
             if (ids[k] < 0) continue;
             int v = root_of(p, ids[k]);
@@ -662,7 +634,7 @@ static int release_step(build *b, int s, const ot_node *nd, size_t ws, size_t ws
             if (pv->pinned || b->released[v] || pv->last_step != s || pv->offset < 0) continue;
             b->released[v] = true;
             if (pv->nbytes == 0) continue;
-            if (free_block(&b->al, (size_t)pv->offset - b->base, align_up(pv->nbytes))) return -1;
+            if (ot_fit_free(&b->al, (size_t)pv->offset - b->base, align_up(pv->nbytes))) return -1;
             b->live[pv->category] -= pv->nbytes;
         }
     }
@@ -677,10 +649,10 @@ static ot_status walk(build *b) {
     b->tout = calloc((size_t)b->max_io, sizeof *b->tout);
     if (!b->tin || !b->tout) return oom(b);
     for (int s = 0; s < b->n; s++) {
-        const ot_node *nd = &b->g->nodes[b->order[s]];
+        step_io io = io_of(b, s);
         size_t end_before = b->max_end, ws_off = 0;
-        place_outputs(b, s, nd);
-        size_t ws = place_workspace(b, s, nd, &ws_off);
+        place_outputs(b, s, &io);
+        size_t ws = place_workspace(b, s, &ws_off);
         size_t in_use = 0;
         for (int c = 0; c < OT_MEM_COUNT; c++) in_use += b->live[c];
         p->timeline[s] = in_use;
@@ -688,7 +660,11 @@ static ot_status walk(build *b) {
             p->peak_step = s;
             memcpy(p->at_peak, b->live, sizeof b->live);
         }
-        if (release_step(b, s, nd, ws, ws_off)) return oom(b);
+        if (release_step(b, s, &io, ws, ws_off)) return oom(b);
+        if (b->max_end > b->limit) { /* max_end only grows: the peak will pass limit too */
+            b->exceeded = true;
+            return OT_OK;
+        }
     }
     p->peak_bytes = b->max_end;
     return OT_OK;
@@ -699,9 +675,12 @@ ot_status ot_plan_build(const ot_graph *g, const int *order, int n, const ot_pla
     return ot_plan_build_opts(g, order, n, dev, NULL, out, err);
 }
 
-ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
-                             const ot_plan_options *opt, ot_plan **out, ot_error *err) {
-    build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .err = err, .max_io = 1};
+/* The build behind every entry point: the passes in order, stopping the walk once the
+ * peak passes limit (then *out stays NULL and *exceeded is set). */
+static ot_status plan_run(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
+                          const ot_plan_options *opt, size_t limit, bool *exceeded, ot_plan **out, ot_error *err) {
+    build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .err = err, .max_io = 1,
+               .limit = limit};
     *out = NULL;
     ot_status st = build_init(&b);
     if (!st) st = scan_steps(&b);
@@ -710,14 +689,47 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const o
         plan_views(&b);
         mark_kept(&b);
         place_pinned(&b);
-        st = walk(&b);
+        b.exceeded = b.max_end > limit;
+        if (!b.exceeded) st = walk(&b);
     }
-    if (!st) {
+    if (exceeded) *exceeded = b.exceeded;
+    if (!st && !b.exceeded) {
         *out = b.p;
         b.p = NULL;
     }
     build_free(&b);
     return st;
+}
+
+ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
+                             const ot_plan_options *opt, ot_plan **out, ot_error *err) {
+    return plan_run(g, order, n, dev, opt, SIZE_MAX, NULL, out, err);
+}
+
+ot_status ot_plan_build_bounded(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, size_t limit,
+                                ot_plan **out, bool *exceeded, ot_error *err) {
+    return plan_run(g, order, n, dev, NULL, limit, exceeded, out, err);
+}
+
+bool ot_plan_device_idle(const ot_graph *g, const int *order, int n, const ot_plan_device *dev) {
+    if (!dev || !dev->workspace_bytes) return true;
+    int max_io = 1;
+    for (int s = 0; s < n; s++) {
+        const ot_node *nd = &g->nodes[order[s]];
+        if (nd->n_inputs > max_io) max_io = nd->n_inputs;
+        if (nd->n_outputs > max_io) max_io = nd->n_outputs;
+    }
+    ot_tensor *tin = calloc((size_t)max_io, sizeof *tin), *tout = calloc((size_t)max_io, sizeof *tout);
+    bool idle = tin && tout;
+    for (int s = 0; s < n && idle; s++) {
+        const ot_node *nd = &g->nodes[order[s]];
+        describe(g, nd->inputs, nd->n_inputs, tin);
+        describe(g, nd->outputs, nd->n_outputs, tout);
+        idle = dev->workspace_bytes(dev->ctx, nd, tin, tout) == 0;
+    }
+    free(tin);
+    free(tout);
+    return idle;
 }
 
 size_t ot_plan_peak_bytes(const ot_plan *p) { return p ? p->peak_bytes : 0; }
@@ -734,43 +746,4 @@ size_t ot_plan_value_bytes(const ot_plan *p, int value_id) {
 
 size_t ot_plan_bytes_at_peak(const ot_plan *p, ot_mem_category c) {
     return (p && c >= 0 && c < OT_MEM_COUNT) ? p->at_peak[c] : 0;
-}
-
-static void human(size_t b, char *buf, size_t n) {
-    if (b >= (size_t)1 << 30) snprintf(buf, n, "%.2f GiB", (double)b / (double)((size_t)1 << 30));
-    else if (b >= (size_t)1 << 20) snprintf(buf, n, "%.2f MiB", (double)b / (double)((size_t)1 << 20));
-    else if (b >= 1024) snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
-    else snprintf(buf, n, "%zu B", b);
-}
-
-void ot_plan_print_summary(const ot_plan *p, FILE *f) {
-    char a[32], b[32];
-    human(p->peak_bytes, a, sizeof a);
-    fprintf(f, "memory plan: peak %s (%zu bytes) over %d steps", a, p->peak_bytes, p->n_steps);
-    if (p->peak_step >= 0) fprintf(f, ", reached at step %d", p->peak_step);
-    human(p->pinned_bytes, b, sizeof b);
-    fprintf(f, "; pinned region %s", b);
-    if (p->external_bytes) {
-        human(p->external_bytes, b, sizeof b);
-        fprintf(f, "; %s read from external memory", b);
-    }
-    fputc('\n', f);
-    fprintf(f, "  %-18s %14s %14s\n", "category", "at peak", "total");
-    for (int c = 0; c < OT_MEM_COUNT; c++) {
-        human(ot_plan_bytes_at_peak(p, (ot_mem_category)c), a, sizeof a);
-        human(p->total[c], b, sizeof b);
-        fprintf(f, "  %-18s %14s %14s\n", ot_mem_category_name((ot_mem_category)c), a, b);
-    }
-}
-
-void ot_plan_write_json(const ot_plan *p, FILE *f) {
-    fprintf(f, "{\"peak_bytes\": %zu, \"peak_step\": %d, \"steps\": %d, \"pinned_bytes\": %zu, \"at_peak\": {",
-            p->peak_bytes, p->peak_step, p->n_steps, p->pinned_bytes);
-    for (int c = 0; c < OT_MEM_COUNT; c++)
-        fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c),
-                ot_plan_bytes_at_peak(p, (ot_mem_category)c));
-    fprintf(f, "}, \"total\": {");
-    for (int c = 0; c < OT_MEM_COUNT; c++)
-        fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c), p->total[c]);
-    fprintf(f, "}}");
 }

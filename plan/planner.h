@@ -151,6 +151,16 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const o
                              const ot_plan_options *opt, ot_plan **out, ot_error *err);
 void ot_plan_free(ot_plan *p);
 
+/* For judging orders (plan/schedule.c): ot_plan_build, but the walk stops as soon as
+ * the peak passes limit, since the peak only grows along it: then *out is NULL,
+ * *exceeded true and the status OT_OK. Otherwise the same plan as ot_plan_build. */
+ot_status ot_plan_build_bounded(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, size_t limit,
+                                ot_plan **out, bool *exceeded, ot_error *err);
+/* True when dev asks no workspace for any node of order[0..n) (always, for a NULL dev
+ * or one without workspace_bytes): a plan made without dev is then byte for byte the
+ * plan made with it. */
+bool ot_plan_device_idle(const ot_graph *g, const int *order, int n, const ot_plan_device *dev);
+
 size_t ot_plan_peak_bytes(const ot_plan *p);
 int64_t ot_plan_offset(const ot_plan *p, int value_id); /* -1 if not placed, external or a view of one */
 size_t ot_plan_value_bytes(const ot_plan *p, int value_id);

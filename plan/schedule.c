@@ -35,40 +35,48 @@ static int key_cmp(const sched_key *a, const sched_key *b) {
     return (a->id > b->id) - (a->id < b->id);
 }
 
-/* Binary min-heap of keys. An entry carries its key, so a node whose key changes
- * (it became eager) is pushed again and its stale entry skipped when popped. */
+/* A key packed into one integer that orders like key_cmp: rank (2 bits), anchor + 1
+ * (31 bits), sub (1 bit), id (30 bits; sched_init refuses bigger graphs). The heap
+ * compares and moves these 8 bytes instead of four ints. */
+#define KEY_ID_BITS 30
+#define KEY_MAX_NODES (1 << KEY_ID_BITS)
+
+static uint64_t key_pack(sched_key k) {
+    return (uint64_t)k.rank << 62 | (uint64_t)(k.anchor + 1) << 31 | (uint64_t)k.sub << 30 | (uint64_t)k.id;
+}
+static int key_id(uint64_t x) { return (int)(x & (KEY_MAX_NODES - 1)); }
+static bool key_eager(uint64_t x) { return ((x >> 31) & 0x7fffffffu) == 0; } /* anchor -1 */
+
+/* Binary min-heap of packed keys. An entry carries its key, so a node whose key
+ * changes (it became eager) is pushed again and its stale entry skipped when popped. */
 typedef struct heap {
-    sched_key *a;
+    uint64_t *a;
     int n;
 } heap;
 
-static void heap_push(heap *h, sched_key k) {
+static void heap_push(heap *h, uint64_t k) {
     int i = h->n++;
-    h->a[i] = k;
     while (i > 0) {
         int p = (i - 1) / 2;
-        if (key_cmp(&h->a[i], &h->a[p]) >= 0) break;
-        sched_key t = h->a[i];
+        if (k >= h->a[p]) break;
         h->a[i] = h->a[p];
-        h->a[p] = t;
         i = p;
     }
+    h->a[i] = k;
 }
 
-static sched_key heap_pop(heap *h) {
-    sched_key top = h->a[0];
-    h->a[0] = h->a[--h->n];
+static uint64_t heap_pop(heap *h) {
+    uint64_t top = h->a[0], last = h->a[--h->n];
     int i = 0;
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < h->n && key_cmp(&h->a[l], &h->a[m]) < 0) m = l;
-        if (r < h->n && key_cmp(&h->a[r], &h->a[m]) < 0) m = r;
-        if (m == i) break;
-        sched_key t = h->a[i];
+        int l = 2 * i + 1, r = l + 1, m = l;
+        if (l >= h->n) break;
+        if (r < h->n && h->a[r] < h->a[l]) m = r;
+        if (h->a[m] >= last) break;
         h->a[i] = h->a[m];
-        h->a[m] = t;
         i = m;
     }
+    if (h->n > 0) h->a[i] = last;
     return top;
 }
 
@@ -89,10 +97,18 @@ typedef struct sched {
     int nn, n_live;
     int *topo, *succ_start, *succ, *indeg0, *readers0;
     sched_key *keys;
+    /* per value, what node_eager asks of it, read once from the graph's ot_value
+     * (a large struct) instead of at every push: bytes (-1 unknown), whether it is a
+     * temporary, a param's gradient, and its sole reader (-1: none or several) */
+    int64_t *vbytes;
+    unsigned char *vflags;
+    int *sole;
+    bool *live; /* per node: node_live */
+    bool *bwd;  /* per node: a BACKWARD node, the only kind that can be eager */
     /* per run */
     int *indeg, *readers;
     bool *done, *eager;
-    sched_key *heap_mem;
+    uint64_t *heap_mem;
     int heap_cap;
 } sched;
 
@@ -160,7 +176,53 @@ static bool node_eager(const ot_graph *g, const ot_node *nd, const int *readers)
     return shape_match;
 }
 
+enum { V_TEMPORARY = 1, V_PINNED_GRADIENT = 2 }; /* vflags bits */
+
+/* Fills the per-value caches node_eager_fast reads (s->live: edge_topo_order). */
+static void build_value_cache(sched *s) {
+    const ot_graph *g = s->g;
+    for (int v = 0; v < g->n_values; v++) {
+        const ot_value *val = &g->values[v];
+        s->vbytes[v] = value_bytes(val);
+        s->vflags[v] = (unsigned char)((temporary(g, val) ? V_TEMPORARY : 0) |
+                                       (pinned_gradient(g, val) ? V_PINNED_GRADIENT : 0));
+        int sole = val->n_consumers > 0 ? val->consumers[0] : -1;
+        for (int c = 1; c < val->n_consumers && sole >= 0; c++)
+            if (val->consumers[c] != sole) sole = -1;
+        s->sole[v] = sole;
+    }
+}
+
+/* node_eager from the caches: the same answer whenever every size it weighs is known;
+ * otherwise (symbolic shapes) it asks node_eager, which also compares shapes. */
+static bool node_eager_fast(const sched *s, const ot_node *nd, const int *readers) {
+    if (nd->phase != OT_PHASE_BACKWARD) return false;
+    const ot_graph *g = s->g;
+    int64_t freed = 0, alloc = 0;
+    for (int k = 0; k < nd->n_outputs; k++) {
+        int o = nd->outputs[k];
+        if (o < 0 || o >= g->n_values || (readers && (s->vflags[o] & V_PINNED_GRADIENT))) continue;
+        if (s->vbytes[o] < 0) return node_eager(g, nd, readers);
+        alloc += s->vbytes[o];
+    }
+    for (int k = 0; k < nd->n_inputs; k++) {
+        int vid = nd->inputs[k];
+        if (vid < 0 || vid >= g->n_values || !(s->vflags[vid] & V_TEMPORARY)) continue;
+        bool seen = false; /* count a value read twice once */
+        for (int j = 0; j < k && !seen; j++) seen = nd->inputs[j] == vid;
+        if (readers ? seen || readers[vid] != 1 : s->sole[vid] != nd->id) continue;
+        if (s->vbytes[vid] < 0) return node_eager(g, nd, readers);
+        freed += s->vbytes[vid];
+    }
+    return freed > 0 && freed >= alloc;
+}
+
 static void sched_free(sched *s) {
+    free(s->vbytes);
+    free(s->vflags);
+    free(s->sole);
+    free(s->live);
+    free(s->bwd);
     free(s->topo);
     free(s->succ_start);
     free(s->succ);
@@ -206,6 +268,28 @@ static ot_status build_edges(sched *s, ot_error *err) {
     return OT_OK;
 }
 
+/* A topological order of the live nodes into s->topo from the edges build_edges made
+ * (arrays, where the graph's own sort reads every node and consumer list again); any
+ * topological order serves build_keys and run_order, whose heap pops by unique keys.
+ * False when some live node is left out: a cycle. */
+static bool edge_topo_order(sched *s) {
+    int *indeg = s->indeg, head = 0, tail = 0, live = 0; /* s->indeg is free until run_order */
+    memcpy(indeg, s->indeg0, sizeof(int) * (size_t)(s->nn + 1));
+    for (int id = 0; id < s->nn; id++) {
+        s->live[id] = !s->g->nodes[id].removed; /* for node_eager_fast's callers too */
+        if (!s->live[id]) continue;
+        live++;
+        if (indeg[id] == 0) s->topo[tail++] = id;
+    }
+    while (head < tail) {
+        int id = s->topo[head++];
+        for (int e = s->succ_start[id]; e < s->succ_start[id + 1]; e++)
+            if (--indeg[s->succ[e]] == 0) s->topo[tail++] = s->succ[e];
+    }
+    s->n_live = tail;
+    return tail == live;
+}
+
 /* Static keys, in reverse topological order so a clone sees its consumers' final
  * keys; then the distinct live readers of every value. */
 static void build_keys(sched *s) {
@@ -214,6 +298,7 @@ static void build_keys(sched *s) {
         int id = s->topo[i];
         const ot_node *nd = &g->nodes[id];
         sched_key k = {phase_rank(nd->phase), id, 1, id};
+        s->bwd[id] = nd->phase == OT_PHASE_BACKWARD;
         if (nd->phase == OT_PHASE_RECOMPUTE) {
             k.sub = 0;
             bool any = false;
@@ -243,6 +328,8 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_error *err) {
     memset(s, 0, sizeof *s);
     s->g = g;
     int nn = s->nn = g->n_nodes, nv = g->n_values;
+    if (nn >= KEY_MAX_NODES) /* the packed keys' id field */
+        return ot_fail(err, OT_E_UNSUPPORTED, "schedule: %d nodes, more than the %d it can order", nn, KEY_MAX_NODES - 1);
     s->topo = malloc(sizeof(int) * (size_t)(nn + 1));
     s->keys = malloc(sizeof(sched_key) * (size_t)(nn + 1));
     s->indeg0 = calloc((size_t)nn + 1, sizeof(int));
@@ -252,32 +339,43 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_error *err) {
     s->readers = calloc((size_t)nv + 1, sizeof(int));
     s->done = calloc((size_t)nn + 1, sizeof(bool));
     s->eager = calloc((size_t)nn + 1, sizeof(bool));
+    s->vbytes = malloc(sizeof(int64_t) * (size_t)(nv + 1));
+    s->vflags = malloc((size_t)nv + 1);
+    s->sole = malloc(sizeof(int) * (size_t)(nv + 1));
+    s->live = malloc((size_t)nn + 1);
+    s->bwd = calloc((size_t)nn + 1, sizeof(bool));
+    if (!s->vbytes || !s->vflags || !s->sole || !s->live || !s->bwd)
+        return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d values", nv);
     if (!s->topo || !s->keys || !s->indeg0 || !s->indeg || !s->succ_start || !s->readers0 || !s->readers ||
         !s->done || !s->eager)
         return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d nodes", nn);
-    int cycle_node = -1;
-    s->n_live = ot_graph_topo_order(g, s->topo, &cycle_node);
-    if (s->n_live < 0) {
-        const char *nm = node_live(g, cycle_node) ? g->nodes[cycle_node].name : "?";
-        return ot_fail(err, OT_E_MODEL, "schedule: the graph has a cycle through node '%s'", nm ? nm : "?");
-    }
     ot_status st = build_edges(s, err);
     if (st) return st;
+    if (!edge_topo_order(s)) { /* a cycle: the graph's own sort names a node on it */
+        int cycle_node = -1;
+        s->n_live = ot_graph_topo_order(g, s->topo, &cycle_node);
+        if (s->n_live < 0) {
+            const char *nm = node_live(g, cycle_node) ? g->nodes[cycle_node].name : "?";
+            return ot_fail(err, OT_E_MODEL, "schedule: the graph has a cycle through node '%s'", nm ? nm : "?");
+        }
+    }
     build_keys(s);
+    build_value_cache(s);
     /* each node is pushed once when ready and at most once more when it turns eager */
     s->heap_cap = 2 * s->n_live + 1;
-    s->heap_mem = malloc(sizeof(sched_key) * (size_t)s->heap_cap);
+    s->heap_mem = malloc(sizeof(uint64_t) * (size_t)s->heap_cap);
     if (!s->heap_mem) return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d nodes", nn);
     return OT_OK;
 }
 
 /* The key a node is pushed with: eager nodes go before every other node of their rank. */
-static sched_key ready_key(sched *s, int id, bool dynamic) {
+static uint64_t ready_key(sched *s, int id, bool dynamic) {
     sched_key k = s->keys[id];
-    bool eager = node_eager(s->g, &s->g->nodes[id], dynamic ? s->readers : NULL);
+    /* only a backward node can be eager: others are not read at all */
+    bool eager = s->bwd[id] && node_eager_fast(s, &s->g->nodes[id], dynamic ? s->readers : NULL);
     s->eager[id] = eager;
     if (eager) k.anchor = -1;
-    return k;
+    return key_pack(k);
 }
 
 /* After node id ran: each value it read has one reader less; a ready node that is
@@ -294,8 +392,8 @@ static void note_reads(sched *s, int id, heap *h) {
         const ot_value *val = &g->values[v];
         for (int c = 0; c < val->n_consumers; c++) {
             int r = val->consumers[c];
-            if (!node_live(g, r) || s->done[r] || s->indeg[r] != 0 || s->eager[r]) continue;
-            sched_key key = ready_key(s, r, true);
+            if (r < 0 || r >= s->nn || !s->live[r] || s->done[r] || s->indeg[r] != 0 || s->eager[r]) continue;
+            uint64_t key = ready_key(s, r, true);
             if (s->eager[r]) heap_push(h, key);
             break;
         }
@@ -315,9 +413,9 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
         if (s->indeg[s->topo[i]] == 0) heap_push(&h, ready_key(s, s->topo[i], dynamic));
     int n = 0;
     while (h.n > 0) {
-        sched_key k = heap_pop(&h);
-        int id = k.id;
-        if (s->done[id] || (s->eager[id] && k.anchor != -1)) continue; /* a stale entry */
+        uint64_t k = heap_pop(&h);
+        int id = key_id(k);
+        if (s->done[id] || (s->eager[id] && !key_eager(k))) continue; /* a stale entry */
         s->done[id] = true;
         order[n++] = id;
         if (dynamic) note_reads(s, id, &h);
@@ -328,20 +426,41 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
     return OT_OK;
 }
 
-/* The planned peak of an order, without any device's workspace; -1 when the graph
- * cannot be planned (symbolic shapes): then no order is preferred. */
-static int64_t planned_peak(const ot_graph *g, const int *order, int n) {
-    ot_plan *p = NULL;
+/* Judges two different orders the way schedule.h says, without any device's
+ * workspace: the static order unless the dynamic one plans a strictly smaller peak,
+ * and the static one when the graph cannot be planned (symbolic shapes). The static
+ * order, which wins most often, is planned first; the dynamic order's run stops as
+ * soon as its peak reaches the static one's (it has lost then), so the loser is
+ * rarely planned to the end. Returns true for static; *winner is the chosen order's
+ * device-free plan, or NULL when it could not be planned. */
+static bool judge_static(const ot_graph *g, const int *dyn, const int *stat, int n, ot_plan **winner) {
+    ot_plan *ps = NULL, *pd = NULL;
     ot_error e = {0};
-    if (ot_plan_build(g, order, n, NULL, &p, &e)) return -1;
-    int64_t peak = (int64_t)ot_plan_peak_bytes(p);
-    ot_plan_free(p);
-    return peak;
+    bool exceeded = false;
+    *winner = NULL;
+    if (ot_plan_build(g, stat, n, NULL, &ps, &e)) {
+        /* Static cannot be planned; it stays chosen unless the dynamic order can be
+         * while static cannot, which the old rule (static when either fails) also
+         * keeps static: planning the dynamic order would decide nothing. */
+        return true;
+    }
+    if (ps->peak_bytes > 0 &&
+        ot_plan_build_bounded(g, dyn, n, NULL, ps->peak_bytes - 1, &pd, &exceeded, &e) == OT_OK && !exceeded) {
+        ot_plan_free(ps); /* the dynamic peak is below the static one */
+        *winner = pd;
+        return false;
+    }
+    *winner = ps; /* the dynamic peak reaches the static one, or it failed */
+    return true;
 }
 
-ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_error *err) {
+/* Both orders, the chosen one in *order_out; with plan_out, also its plan for dev:
+ * the judging run's when dev would not change it (ot_plan_device_idle), else a new one. */
+static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, int **order_out, int *n_out,
+                          ot_plan **plan_out, ot_error *err) {
     sched s;
     int *dyn = NULL, *stat = NULL;
+    ot_plan *plan = NULL;
     *order_out = NULL;
     *n_out = 0;
     ot_status st = sched_init(&s, g, err);
@@ -352,24 +471,39 @@ ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_e
     }
     if (!st) st = run_order(&s, true, dyn, err);
     if (!st) st = run_order(&s, false, stat, err);
-    if (!st) {
-        int n = s.n_live;
-        /* The planner judges: the static order unless the dynamic one plans a
-         * strictly smaller peak. Equal orders need no judging. */
-        if (memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0) {
-            int64_t pd = planned_peak(g, dyn, n), ps = pd >= 0 ? planned_peak(g, stat, n) : -1;
-            if (ps < 0 || ps <= pd) {
-                int *t = dyn;
-                dyn = stat;
-                stat = t;
-            }
+    int n = s.n_live;
+    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, dyn, stat, n, &plan)) {
+        int *t = dyn; /* equal orders need no judging */
+        dyn = stat;
+        stat = t;
+    }
+    if (!st && plan_out) {
+        if (plan && !ot_plan_device_idle(g, dyn, n, dev)) {
+            ot_plan_free(plan);
+            plan = NULL;
         }
+        if (!plan) st = ot_plan_build(g, dyn, n, dev, &plan, err);
+        *plan_out = plan;
+        plan = NULL;
+    }
+    if (!st) {
         *order_out = dyn;
         *n_out = n;
         dyn = NULL;
     }
+    ot_plan_free(plan);
     free(dyn);
     free(stat);
     sched_free(&s);
     return st;
+}
+
+ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_error *err) {
+    return schedule(g, NULL, order_out, n_out, NULL, err);
+}
+
+ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **order_out, int *n_out,
+                           ot_plan **plan_out, ot_error *err) {
+    *plan_out = NULL;
+    return schedule(g, dev, order_out, n_out, plan_out, err);
 }

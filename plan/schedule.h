@@ -26,14 +26,23 @@
  * (planner, executor, remat's measurements) gets the same one: the dynamic order is
  * taken when its planned peak is strictly smaller, or the static one otherwise (and
  * when the graph cannot be planned, e.g. symbolic shapes). Cost: two planner runs
- * when the orders differ. */
+ * when the orders differ, the static one stopped as soon as its peak passes the
+ * dynamic one's. */
 #ifndef OT_SCHEDULE_H
 #define OT_SCHEDULE_H
 
 #include "ir.h"
+#include "plan/planner.h"
 
 /* Builds the order of every live (not removed) node. *order is malloc'd (free it),
  * *n is its length. A cycle is OT_E_MODEL naming a node on it. */
 ot_status ot_schedule_build(const ot_graph *g, int **order, int *n, ot_error *err);
+
+/* ot_schedule_build followed by ot_plan_build(g, *order, *n, dev, plan): the same
+ * order and plan, but the plan that judged the order is reused when dev asks no
+ * workspace of any node (ot_plan_device_idle), which saves a planner run. *plan is
+ * the caller's to free (NULL on failure). */
+ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **order, int *n, ot_plan **plan,
+                           ot_error *err);
 
 #endif

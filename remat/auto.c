@@ -48,9 +48,8 @@ static ot_status copy_timeline(const ot_plan *plan, ot_remat_measurement *m, ot_
 ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
     int *order = NULL, n = 0;
     ot_plan *plan = NULL;
-    ot_status st = ot_schedule_build(g, &order, &n, err);
     ot_plan_device dev = ot_backend_plan_device((ot_backend *)user);
-    if (st == OT_OK) st = ot_plan_build(g, order, n, &dev, &plan, err);
+    ot_status st = ot_schedule_plan(g, &dev, &order, &n, &plan, err); /* reuses the judging plan */
     if (st == OT_OK) {
         size_t top = 0;
         m->peak = (int64_t)ot_plan_peak_bytes(plan);

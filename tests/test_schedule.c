@@ -3,7 +3,10 @@
  * layout) runs as soon as it is ready instead of at its id, so its input does not
  * stay alive across the rest of the backward pass; in its dynamic form, a node
  * becomes eager once the other readers of its input have run (the GEMM of a weight
- * gradient after the one of dX), and the planner judges the two forms (issue 16). */
+ * gradient after the one of dX), and the planner judges the two forms (issue 16).
+ * ot_schedule_plan returns the same order and plan as ot_schedule_build followed by
+ * ot_plan_build, and a bounded planner run stops exactly when its peak passes the
+ * limit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -140,11 +143,127 @@ static void test_last_reader_runs_once_the_others_did(void **state) {
     ot_graph_free(g);
 }
 
+/* Field by field (a plan's structs may carry padding): the same plan. */
+static void assert_same_plan(const ot_plan *a, const ot_plan *b) {
+    assert_int_equal(a->n_values, b->n_values);
+    assert_int_equal(a->n_steps, b->n_steps);
+    for (int v = 0; v < a->n_values; v++) {
+        const ot_plan_value *x = &a->values[v], *y = &b->values[v];
+        assert_int_equal(x->offset, y->offset);
+        assert_int_equal(x->nbytes, y->nbytes);
+        assert_int_equal(x->def_step, y->def_step);
+        assert_int_equal(x->last_step, y->last_step);
+        assert_int_equal(x->category, y->category);
+        assert_int_equal(x->pinned, y->pinned);
+        assert_int_equal(x->inplace_of, y->inplace_of);
+        assert_int_equal(x->alias_of, y->alias_of);
+        assert_int_equal(x->slot_of, y->slot_of);
+    }
+    for (int s = 0; s < a->n_steps; s++) {
+        assert_int_equal(a->order[s], b->order[s]);
+        assert_int_equal(a->ws_offset[s], b->ws_offset[s]);
+        assert_int_equal(a->ws_bytes[s], b->ws_bytes[s]);
+        assert_int_equal(a->timeline[s], b->timeline[s]);
+    }
+    assert_int_equal(a->peak_bytes, b->peak_bytes);
+    assert_int_equal(a->peak_step, b->peak_step);
+    assert_int_equal(a->pinned_bytes, b->pinned_bytes);
+    for (int c = 0; c < OT_MEM_COUNT; c++) {
+        assert_int_equal(a->at_peak[c], b->at_peak[c]);
+        assert_int_equal(a->total[c], b->total[c]);
+    }
+}
+
+/* A device that asks 256 bytes of scratch for every ReduceSum. */
+static size_t reduce_scratch(void *ctx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)ctx, (void)in, (void)out;
+    return node->op == OT_OP_REDUCE_SUM ? 256 : 0;
+}
+
+/* The dynamic-form graph of the test above (the two orders differ, so the planner
+ * judged them): with no device, and with one that asks workspace (the judging plan,
+ * made without it, must not be reused then), ot_schedule_plan gives the order and
+ * the plan that ot_schedule_build and ot_plan_build give. */
+static void test_schedule_plan_is_schedule_then_plan(void **state) {
+    (void)state;
+    ot_graph *g = ot_graph_new("dynamic");
+    const pc_stem st = pc_weight_stem(g, 1024);
+    int e = pc_f32(g, "e", 256, OT_VK_GRADIENT);
+    int e2 = pc_f32(g, "e2", 1024, OT_VK_GRADIENT);
+    int e3 = pc_f32(g, "e3", 1024, OT_VK_GRADIENT);
+    int gw = pc_f32(g, "gw", 1024, OT_VK_GRADIENT);
+    pc_node1(g, OT_OP_REDUCE_SUM, "b1", st.d0, e, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_EXPAND, "b2", e, e2, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_TANH, "b3", e2, e3, OT_PHASE_BACKWARD);
+    pc_mark_output(g, e3);
+    pc_node2(g, OT_OP_MUL, "b5", st.d0, st.x, gw, OT_PHASE_BACKWARD);
+    int so[2] = {st.w, gw};
+    ot_graph_add_node(g, OT_OP_SGD_STEP, "opt", so, 2, NULL, 0, OT_PHASE_OPTIMIZER);
+    ot_plan_device none = {0}, scratch = {.workspace_bytes = reduce_scratch};
+    const ot_plan_device *devs[3] = {NULL, &none, &scratch};
+    for (int d = 0; d < 3; d++) {
+        int *order = NULL, *order2 = NULL, n = 0, n2 = 0;
+        ot_plan *p = NULL, *q = NULL;
+        ot_error err = {0};
+        assert_int_equal(ot_schedule_plan(g, devs[d], &order, &n, &p, &err), OT_OK);
+        assert_int_equal(ot_schedule_build(g, &order2, &n2, &err), OT_OK);
+        assert_int_equal(n, n2);
+        for (int i = 0; i < n; i++) assert_int_equal(order[i], order2[i]);
+        assert_int_equal(ot_plan_build(g, order2, n2, devs[d], &q, &err), OT_OK);
+        assert_same_plan(p, q);
+        pc_check_plan(g, p);
+        assert_int_equal(ot_plan_device_idle(g, order, n, devs[d]), d < 2);
+        if (d == 2) assert_int_equal(p->ws_bytes[3], 256); /* b1, at step 3 */
+        ot_plan_free(p);
+        ot_plan_free(q);
+        free(order);
+        free(order2);
+    }
+    ot_graph_free(g);
+}
+
+/* A bounded run completes with the same plan when its limit is the peak, and stops
+ * (no plan, no error) when the limit is one byte less. */
+static void test_bounded_run_stops_past_the_limit(void **state) {
+    (void)state;
+    ot_graph *g = ot_graph_new("bounded");
+    const pc_stem st = pc_weight_stem(g, 1024);
+    int e = pc_f32(g, "e", 4096, OT_VK_GRADIENT);
+    int f = pc_f32(g, "f", 1024, OT_VK_GRADIENT);
+    pc_node1(g, OT_OP_EXPAND, "b1", st.d0, e, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_REDUCE_SUM, "b2", e, f, OT_PHASE_BACKWARD);
+    pc_mark_output(g, f);
+    int *order = NULL, n = 0;
+    ot_error err = {0};
+    assert_int_equal(ot_schedule_build(g, &order, &n, &err), OT_OK);
+    ot_plan *p = NULL, *q = NULL;
+    assert_int_equal(ot_plan_build(g, order, n, NULL, &p, &err), OT_OK);
+    bool exceeded = true;
+    assert_int_equal(ot_plan_build_bounded(g, order, n, NULL, p->peak_bytes, &q, &exceeded, &err), OT_OK);
+    assert_false(exceeded);
+    assert_non_null(q);
+    assert_same_plan(p, q);
+    ot_plan_free(q);
+    q = NULL;
+    assert_int_equal(ot_plan_build_bounded(g, order, n, NULL, p->peak_bytes - 1, &q, &exceeded, &err), OT_OK);
+    assert_true(exceeded);
+    assert_null(q);
+    /* below the pinned region: stops before the walk */
+    assert_int_equal(ot_plan_build_bounded(g, order, n, NULL, p->pinned_bytes / 2, &q, &exceeded, &err), OT_OK);
+    assert_true(exceeded);
+    assert_null(q);
+    ot_plan_free(p);
+    free(order);
+    ot_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transposed_gradient_dies_at_once),
         cmocka_unit_test(test_growing_node_keeps_id_order),
         cmocka_unit_test(test_last_reader_runs_once_the_others_did),
+        cmocka_unit_test(test_schedule_plan_is_schedule_then_plan),
+        cmocka_unit_test(test_bounded_run_stops_past_the_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
