@@ -14,7 +14,11 @@
  *      then local search on (peak, steps at the top, cost));
  *   4. local search from the cheapest fitting plan: keep or recompute one saved
  *      value, or move a kept one to its neighbour, while the peak fits and the
- *      cost drops (first improvement, bounded planner runs).
+ *      cost drops (first improvement, bounded planner runs);
+ *   5. on graphs of up to 400 candidates, moves over every candidate, read by the
+ *      backward pass or not, with repairs that make room (remat/auto_polish.c).
+ * When no seed fits, `all`'s own search (ot_remat_least_memory) is the last try, so
+ * that every budget `all` meets, auto meets too.
  * Peaks are not monotone in general (best fit, in place), so bisection only steers
  * the search; a plan is accepted only when its own measured peak fits. On chains of
  * up to 30 nodes this matches an exhaustive search (tests/test_remat.c). */
@@ -24,6 +28,7 @@
 
 #include "remat/remat.h"
 #include "remat/remat_internal.h"
+#include "remat/auto_search.h"
 #include "exec/backend.h"
 #include "plan/planner.h"
 #include "plan/schedule.h"
@@ -63,23 +68,11 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
     return st;
 }
 
-typedef struct search {
-    ot_graph *g;
-    const ot_remat_analysis *a;
-    ot_remat_measure_fn measure;
-    void *user;
-    int64_t budget;
-    ot_remat_auto_stats *stats;
-    bool *best;      /* cheapest feasible keep set so far */
-    double best_cost;
-    int64_t best_peak;
-    bool have_best;
-    bool *min_keep;  /* keep set with the smallest peak */
-} search;
+typedef ot_remat_search search;
 
 /* Measures one keep set; records it as best when it fits and is cheaper. */
-static ot_status try_keep_m(search *s, const bool *keep, ot_remat_measurement *m_out, double *cost_out,
-                            ot_error *err) {
+ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurement *m_out, double *cost_out,
+                                  ot_error *err) {
     ot_remat_rewrite rw;
     ot_status st = ot_remat_apply(s->g, s->a, keep, &rw, err);
     if (st != OT_OK) return st;
@@ -107,9 +100,9 @@ static ot_status try_keep_m(search *s, const bool *keep, ot_remat_measurement *m
     return OT_OK;
 }
 
-static ot_status try_keep(search *s, const bool *keep, int64_t *peak_out, double *cost_out, ot_error *err) {
+ot_status ot_remat_search_try(search *s, const bool *keep, int64_t *peak_out, double *cost_out, ot_error *err) {
     ot_remat_measurement m = {0};
-    ot_status st = try_keep_m(s, keep, &m, cost_out, err);
+    ot_status st = ot_remat_search_measure(s, keep, &m, cost_out, err);
     if (peak_out) *peak_out = m.peak;
     return st;
 }
@@ -126,7 +119,7 @@ static ot_status try_segment_ladder(search *s, bool *keep, ot_error *err) {
         last = K;
         ot_remat_policy p = {.kind = OT_REMAT_EVERY, .every_k = K};
         ot_status st = ot_remat_policy_keep(s->g, a, &p, keep, err);
-        if (st == OT_OK) st = try_keep(s, keep, NULL, NULL, err);
+        if (st == OT_OK) st = ot_remat_search_try(s, keep, NULL, NULL, err);
         if (st != OT_OK) return st;
     }
     double unit = ot_remat_saved_unit(a);
@@ -138,18 +131,15 @@ static ot_status try_segment_ladder(search *s, bool *keep, ot_error *err) {
         last = T;
         for (int v = 0; v < a->n_values; v++) keep[v] = a->pinned[v];
         ot_remat_segment_keep(s->g, a, T * unit, -unit, keep);
-        ot_status st = try_keep(s, keep, NULL, NULL, err);
+        ot_status st = ot_remat_search_try(s, keep, NULL, NULL, err);
         if (st != OT_OK) return st;
     }
     return OT_OK;
 }
 
-typedef struct ranked {
-    int v;
-    double key;
-} ranked;
+typedef ot_remat_ranked ranked;
 
-static int ranked_desc(const void *x, const void *y) {
+int ot_remat_ranked_desc(const void *x, const void *y) {
     const ranked *a = x, *b = y;
     if (a->key != b->key) return a->key > b->key ? -1 : 1;
     return a->v - b->v;
@@ -169,12 +159,12 @@ static ot_status bisect_order(search *s, const ranked *order, int n, bool chains
     int lo = 0, hi = n; /* invariant (assumed): prefix hi fits if anything does */
     int64_t peak = 0;
     prefix_keep(s, order, hi, chains, keep);
-    ot_status st = try_keep(s, keep, &peak, NULL, err);
+    ot_status st = ot_remat_search_try(s, keep, &peak, NULL, err);
     if (st != OT_OK || peak > s->budget) return st;
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
         prefix_keep(s, order, mid, chains, keep);
-        st = try_keep(s, keep, &peak, NULL, err);
+        st = ot_remat_search_try(s, keep, &peak, NULL, err);
         if (st != OT_OK) return st;
         if (peak <= s->budget) hi = mid;
         else lo = mid;
@@ -198,11 +188,11 @@ static bool better(const search *s, ot_remat_measurement m, double c, ot_remat_m
  * wins, until no move improves or max_evals planner runs are spent. Finds the
  * uneven checkpoint spacings (longer segments early in the network, where the
  * backward pass has freed more) that no fixed segmentation gives. */
-static ot_status local_search(search *s, bool *keep, const int *vars, int n_vars, int max_evals, ot_error *err) {
+ot_status ot_remat_search_flips(search *s, bool *keep, const int *vars, int n_vars, int max_evals, ot_error *err) {
     const ot_remat_analysis *a = s->a;
     ot_remat_measurement cur = {0};
     double cur_c = 0.0;
-    ot_status st = try_keep_m(s, keep, &cur, &cur_c, err);
+    ot_status st = ot_remat_search_measure(s, keep, &cur, &cur_c, err);
     bool improved = true;
     while (st == OT_OK && improved && max_evals > 0) {
         improved = false;
@@ -223,7 +213,7 @@ static ot_status local_search(search *s, bool *keep, const int *vars, int n_vars
             double c = 0.0;
             bool won = false;
             if (!cur_fit || c_est < cur_c) {
-                st = try_keep_m(s, keep, &m, &c, err);
+                st = ot_remat_search_measure(s, keep, &m, &c, err);
                 max_evals--;
                 if (st != OT_OK) break;
                 won = better(s, m, c, cur, cur_c);
@@ -243,14 +233,13 @@ static ot_status local_search(search *s, bool *keep, const int *vars, int n_vars
     return st;
 }
 
-/* Saved values that are not pinned, in forward order: the search's variables. */
-static int search_vars(const ot_graph *g, const ot_remat_analysis *a, int *vars) {
+int ot_remat_search_vars(const ot_graph *g, const ot_remat_analysis *a, bool unread_too, int *vars) {
     int n = 0;
     for (int p = 0; p < a->n_fwd; p++) {
         const ot_node *nd = &g->nodes[a->fwd[p]];
         for (int o = 0; o < nd->n_outputs; o++) {
             int v = nd->outputs[o];
-            if (v >= 0 && a->saved[v] && !a->pinned[v]) vars[n++] = v;
+            if (v >= 0 && a->candidate[v] && (unread_too || a->saved[v]) && !a->pinned[v]) vars[n++] = v;
         }
     }
     return n;
@@ -258,7 +247,7 @@ static int search_vars(const ot_graph *g, const ot_remat_analysis *a, int *vars)
 
 /* Planner runs a local search may spend: generous on small graphs, bounded on big
  * ones (a 5,000-node graph plans in ~15 ms: 200 runs stay within seconds). */
-static int eval_cap(int n_vars) { return n_vars <= 64 ? 40 * n_vars + 200 : 200; }
+int ot_remat_eval_cap(int n_vars) { return n_vars <= 64 ? 40 * n_vars + 200 : 200; }
 
 /* The least-peak search shared by `all` and by auto when its seeds do not fit:
  * segment plans, then a local search on (peak, cost). */
@@ -268,12 +257,12 @@ static ot_status min_peak_search(search *s, bool *keep, int *vars, ot_error *err
     s->budget = -1; /* nothing fits: the score is (peak, cost) */
     ot_remat_policy p = {.kind = OT_REMAT_SQRT};
     ot_status st = ot_remat_policy_keep(s->g, a, &p, keep, err);
-    if (st == OT_OK) st = try_keep(s, keep, NULL, NULL, err);
+    if (st == OT_OK) st = ot_remat_search_try(s, keep, NULL, NULL, err);
     if (st == OT_OK) st = try_segment_ladder(s, keep, err);
     if (st == OT_OK) {
-        int n = search_vars(s->g, a, vars);
+        int n = ot_remat_search_vars(s->g, a, false, vars);
         memcpy(keep, s->min_keep, (size_t)a->n_values * sizeof(bool));
-        st = local_search(s, keep, vars, n, eval_cap(n), err);
+        st = ot_remat_search_flips(s, keep, vars, n, ot_remat_eval_cap(n), err);
         memcpy(keep, s->min_keep, (size_t)a->n_values * sizeof(bool));
     }
     s->budget = saved_budget;
@@ -303,8 +292,8 @@ ot_status ot_remat_least_memory(ot_graph *g, const ot_remat_analysis *a, ot_rema
     if (st == OT_OK) { /* then the cheapest plan at that peak */
         s.budget = stats.min_peak;
         memcpy(keep, s.min_keep, (size_t)nv * sizeof(bool));
-        int n = search_vars(g, a, vars);
-        st = local_search(&s, keep, vars, n, eval_cap(n), err);
+        int n = ot_remat_search_vars(g, a, false, vars);
+        st = ot_remat_search_flips(&s, keep, vars, n, ot_remat_eval_cap(n), err);
     }
     if (st == OT_OK) {
         memcpy(keep_out, s.have_best ? s.best : s.min_keep, (size_t)nv * sizeof(bool));
@@ -354,12 +343,12 @@ static ot_status closure_orders(search *s, const int *vars, int n, ranked *order
         order[i] = (ranked){vars[i], (double)ot_remat_value_bytes(s->g, vars[i]) / (1.0 + cf[i])};
     }
     if (!st) {
-        qsort(order, (size_t)n, sizeof(ranked), ranked_desc);
+        qsort(order, (size_t)n, sizeof(ranked), ot_remat_ranked_desc);
         st = bisect_order(s, order, n, true, keep, err);
     }
     for (int i = 0; i < n && !st; i++) order[i] = (ranked){vars[i], -cf[i]};
     if (!st) {
-        qsort(order, (size_t)n, sizeof(ranked), ranked_desc);
+        qsort(order, (size_t)n, sizeof(ranked), ot_remat_ranked_desc);
         st = bisect_order(s, order, n, true, keep, err);
     }
     free(stamp);
@@ -384,18 +373,34 @@ static int swap_cmp(const void *x, const void *y) {
     return a->drop_v - b->drop_v;
 }
 
+/* Keeps the inputs of v's producer that the backward pass does not read (so that a
+ * recomputed v costs its producer alone, as in a Relu after a residual Add). */
+int ot_remat_frontier_keep(const ot_graph *g, const ot_remat_analysis *a, bool *keep, int v, int *undo) {
+    const ot_node *n = &g->nodes[g->values[v].producer];
+    int k = 0;
+    for (int i = 0; i < n->n_inputs && k < OT_REMAT_FRONTIER_MAX; i++) {
+        int u = n->inputs[i];
+        if (u < 0 || !a->candidate[u] || a->saved[u] || a->pinned[u] || keep[u]) continue;
+        keep[u] = true;
+        undo[k++] = u;
+    }
+    return k;
+}
+
 /* Exchange search from the best plan: keep one recomputed value and recompute one
  * kept one instead, cheapest exchange first, while the peak fits (first fitting
  * improvement wins, then again). Finds what single flips cannot: keeping the output
  * of a matmul chain and recomputing a cheap LayerNorm or residual Add in its place,
- * each flip alone either over the budget or dearer. */
-static ot_status swap_search(search *s, bool *keep, const int *vars, int n, int max_evals, ot_error *err) {
+ * each flip alone either over the budget or dearer. With frontier, each exchange also
+ * comes in a second form that keeps the dropped value's inputs (ot_remat_frontier_keep). */
+ot_status ot_remat_search_swaps(search *s, bool *keep, const int *vars, int n, int max_evals, bool frontier, ot_error *err) {
     const ot_remat_analysis *a = s->a;
     size_t nb = (size_t)a->n_values * sizeof(bool);
-    swap *sw = ot_xcalloc((size_t)n * (size_t)n + 1, sizeof(swap));
+    swap *sw = ot_xcalloc(2 * (size_t)n * (size_t)n + 1, sizeof(swap));
     if (!sw) return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d exchanges", n * n);
     ot_status st = OT_OK;
     bool improved = s->have_best;
+    int undo[OT_REMAT_FRONTIER_MAX];
     while (st == OT_OK && improved && max_evals > 0) {
         improved = false;
         memcpy(keep, s->best, nb);
@@ -407,19 +412,30 @@ static ot_status swap_search(search *s, bool *keep, const int *vars, int n, int 
                 if (!keep[vars[j]]) continue;
                 keep[vars[i]] = true, keep[vars[j]] = false;
                 double c = ot_remat_keep_cost(s->g, a, keep, NULL);
-                keep[vars[i]] = false, keep[vars[j]] = true;
                 if (c >= 0.0 && c < cur) sw[m++] = (swap){c, vars[i], vars[j]};
+                if (frontier) {
+                    int k = ot_remat_frontier_keep(s->g, a, keep, vars[j], undo);
+                    if (k > 0) {
+                        c = ot_remat_keep_cost(s->g, a, keep, NULL);
+                        if (c >= 0.0 && c < cur) sw[m++] = (swap){c, vars[i], -1 - vars[j]};
+                    }
+                    for (int t = 0; t < k; t++) keep[undo[t]] = false;
+                }
+                keep[vars[i]] = false, keep[vars[j]] = true;
             }
         }
         qsort(sw, (size_t)m, sizeof(swap), swap_cmp);
         for (int k = 0; k < m && max_evals > 0 && !improved; k++) {
-            keep[sw[k].keep_v] = true, keep[sw[k].drop_v] = false;
+            int dv = sw[k].drop_v < 0 ? -1 - sw[k].drop_v : sw[k].drop_v, nu = 0;
+            keep[sw[k].keep_v] = true, keep[dv] = false;
+            if (sw[k].drop_v < 0) nu = ot_remat_frontier_keep(s->g, a, keep, dv, undo);
             double before = s->best_cost;
-            st = try_keep(s, keep, NULL, NULL, err);
+            st = ot_remat_search_try(s, keep, NULL, NULL, err);
             max_evals--;
             if (st != OT_OK) break;
             improved = s->best_cost < before;
-            keep[sw[k].keep_v] = false, keep[sw[k].drop_v] = true;
+            for (int t = 0; t < nu; t++) keep[undo[t]] = false;
+            keep[sw[k].keep_v] = false, keep[dv] = true;
         }
     }
     free(sw);
@@ -432,7 +448,7 @@ static ot_status swap_search(search *s, bool *keep, const int *vars, int n, int 
 #define UNCLONE_TRIES 6
 
 /* True when recomputing saved value w under keep clones node p (w's chain reaches it). */
-static bool chain_reaches(const ot_graph *g, const ot_remat_analysis *a, const bool *keep, int w, int p, int *stamp,
+bool ot_remat_chain_reaches(const ot_graph *g, const ot_remat_analysis *a, const bool *keep, int w, int p, int *stamp,
                           int tag, int *stack) {
     int sp = 0;
     stack[sp++] = g->values[w].producer;
@@ -459,12 +475,12 @@ static ot_status unclone_one(search *s, bool *keep, const int *vars, int n, cons
     memcpy(keep, s->best, (size_t)a->n_values * sizeof(bool));
     int n_kept = 0;
     for (int i = 0; i < n; i++) {
-        group[i] = !keep[vars[i]] && chain_reaches(s->g, a, s->best, vars[i], p, stamp, ++*tag, stack);
+        group[i] = !keep[vars[i]] && ot_remat_chain_reaches(s->g, a, s->best, vars[i], p, stamp, ++*tag, stack);
         if (group[i]) keep[vars[i]] = true, n_kept++;
     }
     if (!n_kept) return OT_OK;
     int64_t peak = 0;
-    ot_status st = try_keep(s, keep, &peak, NULL, err);
+    ot_status st = ot_remat_search_try(s, keep, &peak, NULL, err);
     /* Peaks are not monotone (a recomputed residual Add may raise it): each repair
      * measures the UNCLONE_TRIES best-ranked drops and takes the lowest peak. */
     ranked cand[UNCLONE_TRIES];
@@ -474,7 +490,7 @@ static ot_status unclone_one(search *s, bool *keep, const int *vars, int n, cons
             if (!keep[vars[i]] || group[i]) continue;
             ranked c = {i, (double)ot_remat_value_bytes(s->g, vars[i]) / (1.0 + cf[i])};
             int at = nc < UNCLONE_TRIES ? nc++ : UNCLONE_TRIES;
-            while (at > 0 && ranked_desc(&c, &cand[at - 1]) < 0) {
+            while (at > 0 && ot_remat_ranked_desc(&c, &cand[at - 1]) < 0) {
                 if (at < UNCLONE_TRIES) cand[at] = cand[at - 1];
                 at--;
             }
@@ -485,7 +501,7 @@ static ot_status unclone_one(search *s, bool *keep, const int *vars, int n, cons
         for (int k = 0; k < nc && st == OT_OK; k++) {
             int64_t pk = 0;
             keep[vars[cand[k].v]] = false;
-            st = try_keep(s, keep, &pk, NULL, err);
+            st = ot_remat_search_try(s, keep, &pk, NULL, err);
             keep[vars[cand[k].v]] = true;
             if (pk < pick_peak) pick_peak = pk, pick = cand[k].v;
         }
@@ -494,6 +510,17 @@ static ot_status unclone_one(search *s, bool *keep, const int *vars, int n, cons
         peak = pick_peak;
     }
     return st;
+}
+
+int ot_remat_costly_clones(const search *s, bool *cloned, int *stack, ranked *top) {
+    const ot_remat_analysis *a = s->a;
+    memset(cloned, 0, (size_t)a->n_nodes * sizeof(bool));
+    ot_remat_mark_clones(s->g, a, s->best, cloned, stack);
+    int m = 0;
+    for (int id = 0; id < a->n_nodes; id++)
+        if (cloned[id] && a->node_flops[id] > 0.0) top[m++] = (ranked){id, a->node_flops[id]};
+    qsort(top, (size_t)m, sizeof(ranked), ot_remat_ranked_desc);
+    return m;
 }
 
 /* Unclone moves on the best plan's most expensive clones, again while one wins. */
@@ -512,12 +539,7 @@ static ot_status unclone_search(search *s, bool *keep, const int *vars, int n, o
     bool improved = s->have_best;
     for (int round = 0; round < 4 && improved && !st; round++) {
         improved = false;
-        memset(cloned, 0, (size_t)a->n_nodes * sizeof(bool));
-        ot_remat_mark_clones(s->g, a, s->best, cloned, mstack);
-        int m = 0;
-        for (int id = 0; id < a->n_nodes; id++)
-            if (cloned[id] && a->node_flops[id] > 0.0) top[m++] = (ranked){id, a->node_flops[id]};
-        qsort(top, (size_t)m, sizeof(ranked), ranked_desc);
+        int m = ot_remat_costly_clones(s, cloned, mstack, top);
         for (int k = 0; k < m && k < UNCLONE_NODES && !st && !improved; k++) {
             double before = s->best_cost;
             st = unclone_one(s, keep, vars, n, cf, top[k].v, stamp, &tag, stack, group, err);
@@ -547,7 +569,7 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         ot_remat_policy p = {.kind = seeds[i]};
         st = ot_remat_policy_keep(g, a, &p, keep, err);
-        if (st == OT_OK) st = try_keep(&s, keep, NULL, NULL, err);
+        if (st == OT_OK) st = ot_remat_search_try(&s, keep, NULL, NULL, err);
         if (st != OT_OK) goto fail;
         if (i == 0 && s.have_best) goto done; /* nothing to recompute: none fits */
     }
@@ -555,16 +577,16 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
     if (st != OT_OK) goto fail;
 
     /* Greedy orders over the saved values, bisected: bytes per FLOP, then FLOPs. */
-    int n = search_vars(g, a, vars);
+    int n = ot_remat_search_vars(g, a, false, vars);
     for (int i = 0; i < n; i++) {
         double f = a->node_flops[g->values[vars[i]].producer];
         order[i] = (ranked){vars[i], (double)ot_remat_value_bytes(g, vars[i]) / (1.0 + f)};
     }
-    qsort(order, (size_t)n, sizeof(ranked), ranked_desc);
+    qsort(order, (size_t)n, sizeof(ranked), ot_remat_ranked_desc);
     st = bisect_order(&s, order, n, false, keep, err);
     if (st != OT_OK) goto fail;
     for (int i = 0; i < n; i++) order[i].key = -a->node_flops[g->values[order[i].v].producer];
-    qsort(order, (size_t)n, sizeof(ranked), ranked_desc);
+    qsort(order, (size_t)n, sizeof(ranked), ot_remat_ranked_desc);
     st = bisect_order(&s, order, n, false, keep, err);
     if (st != OT_OK) goto fail;
     /* The same two orders by what freeing a value really costs: its producer chain
@@ -574,7 +596,12 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
 
     if (!s.have_best) { /* tight budget: the least-peak search, which `all` also uses */
         st = min_peak_search(&s, keep, vars, err);
-        if (st == OT_OK) st = try_keep(&s, keep, NULL, NULL, err);
+        if (st == OT_OK) st = ot_remat_search_try(&s, keep, NULL, NULL, err);
+        if (st != OT_OK) goto fail;
+    }
+    if (!s.have_best) { /* still none: `all`'s own plan, whose cheapest-at-the-peak stage can go lower */
+        st = ot_remat_least_memory(g, a, measure, user, keep, NULL, err);
+        if (st == OT_OK) st = ot_remat_search_try(&s, keep, NULL, NULL, err);
         if (st != OT_OK) goto fail;
     }
     if (!s.have_best) {
@@ -586,17 +613,20 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
         goto fail;
     }
     memcpy(keep, s.best, (size_t)nv * sizeof(bool));
-    n = search_vars(g, a, vars);
-    st = local_search(&s, keep, vars, n, eval_cap(n), err);
+    n = ot_remat_search_vars(g, a, false, vars);
+    st = ot_remat_search_flips(&s, keep, vars, n, ot_remat_eval_cap(n), err);
     /* exchanges, then flips again from what they found, while either lowers the cost */
     for (int round = 0; round < 4 && st == OT_OK && n <= SWAP_MAX_VARS; round++) {
         double before = s.best_cost;
-        st = swap_search(&s, keep, vars, n, eval_cap(n), err);
+        st = ot_remat_search_swaps(&s, keep, vars, n, ot_remat_eval_cap(n), false, err);
         if (st == OT_OK) st = unclone_search(&s, keep, vars, n, err);
         if (st != OT_OK || s.best_cost >= before) break;
         memcpy(keep, s.best, (size_t)nv * sizeof(bool));
-        st = local_search(&s, keep, vars, n, eval_cap(n), err);
+        st = ot_remat_search_flips(&s, keep, vars, n, ot_remat_eval_cap(n), err);
     }
+    if (st != OT_OK) goto fail;
+    /* then the same and larger moves over every candidate (auto_polish.c) */
+    if (st == OT_OK) st = ot_remat_auto_polish(&s, keep, vars, err);
     if (st != OT_OK) goto fail;
 done:
     memcpy(keep_out, s.best, (size_t)nv * sizeof(bool));

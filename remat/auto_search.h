@@ -1,0 +1,70 @@
+/* auto_search.h — the state and moves of auto's search (remat/auto.c), shared with its
+ * second phase (remat/auto_polish.c); not part of the API. */
+#ifndef OT_REMAT_AUTO_SEARCH_H
+#define OT_REMAT_AUTO_SEARCH_H
+
+#include "remat/remat.h"
+
+typedef struct ot_remat_search {
+    ot_graph *g;
+    const ot_remat_analysis *a;
+    ot_remat_measure_fn measure;
+    void *user;
+    int64_t budget;
+    ot_remat_auto_stats *stats;
+    bool *best;      /* cheapest feasible keep set so far */
+    double best_cost;
+    int64_t best_peak;
+    bool have_best;
+    bool *min_keep;  /* keep set with the smallest peak */
+} ot_remat_search;
+
+/* A value (or index) and its sort key; ot_remat_ranked_desc sorts by key, highest
+ * first, then by v. */
+typedef struct ot_remat_ranked {
+    int v;
+    double key;
+} ot_remat_ranked;
+int ot_remat_ranked_desc(const void *x, const void *y);
+
+/* Measures one keep set (planner run); records it as best when it fits and is cheaper.
+ * _measure gives the whole measurement (peak and steps at the top). */
+ot_status ot_remat_search_measure(ot_remat_search *s, const bool *keep, ot_remat_measurement *m_out,
+                                  double *cost_out, ot_error *err);
+ot_status ot_remat_search_try(ot_remat_search *s, const bool *keep, int64_t *peak_out, double *cost_out,
+                              ot_error *err);
+/* Local search from keep over vars: flip one, or shift a kept one to its neighbour. */
+ot_status ot_remat_search_flips(ot_remat_search *s, bool *keep, const int *vars, int n_vars, int max_evals,
+                                ot_error *err);
+/* Exchange search from the best plan (keep one, recompute one); with frontier, also
+ * each exchange that keeps the dropped value's unread inputs. */
+ot_status ot_remat_search_swaps(ot_remat_search *s, bool *keep, const int *vars, int n, int max_evals, bool frontier,
+                                ot_error *err);
+/* The search's variables, in forward order: the saved values that are not pinned, and
+ * with unread_too also the candidates no backward node reads (kept only for clones).
+ * vars: a->n_values room. Returns how many. */
+int ot_remat_search_vars(const ot_graph *g, const ot_remat_analysis *a, bool unread_too, int *vars);
+/* Planner runs one local search may spend over n_vars variables. */
+int ot_remat_eval_cap(int n_vars);
+/* True when recomputing saved value w under keep clones node p. stamp/stack: scratch
+ * of a->n_nodes + 1, stamp[node] == tag marks a visited node. */
+bool ot_remat_chain_reaches(const ot_graph *g, const ot_remat_analysis *a, const bool *keep, int w, int p, int *stamp,
+                            int tag, int *stack);
+
+/* The nodes the best plan clones that cost FLOPs, costliest first, into top (node id
+ * and FLOPs; a->n_nodes + 1 room). cloned (a->n_nodes) and stack
+ * (ot_remat_stack_room) are scratch. Returns how many. */
+int ot_remat_costly_clones(const ot_remat_search *s, bool *cloned, int *stack, ot_remat_ranked *top);
+
+/* Most inputs ot_remat_frontier_keep keeps. */
+#define OT_REMAT_FRONTIER_MAX 8
+/* Keeps (sets keep[]) the inputs of v's producer that are candidates the backward pass
+ * does not read and are not kept yet; writes them to undo (OT_REMAT_FRONTIER_MAX room)
+ * and returns how many. */
+int ot_remat_frontier_keep(const ot_graph *g, const ot_remat_analysis *a, bool *keep, int v, int *undo);
+
+/* auto's second phase (remat/auto_polish.c): from the best plan, the moves above and
+ * add-and-repair moves over every candidate, saved or not. vars: a->n_values room. */
+ot_status ot_remat_auto_polish(ot_remat_search *s, bool *keep, int *vars, ot_error *err);
+
+#endif
