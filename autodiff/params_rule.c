@@ -133,7 +133,8 @@ ot_status ot_param_rule(const ot_graph *g, const int *targets, int n_targets, co
         else if (reach[v] && !live[v])
             reason[v] = why_not_live(g, v);
         else if (reach[v] && folded_table(g, v))
-            reason[v] = "a table the exporter folded (its readers' PyTorch calls read no parameter)";
+            reason[v] = "no PyTorch parameter: its readers' traced calls read none (a folded table, a buffer or "
+                        "a constant)";
         /* Unused on the way to the loss: a param with a zero gradient, as it always was. */
     }
 done:

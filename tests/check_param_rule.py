@@ -50,7 +50,8 @@ def check_traced(binary, scratch, x):
     check(p.returncode == 0, "traced: info --json exits 0 (%d: %s)" % (p.returncode, p.stderr.strip()))
     info = json.loads(p.stdout)
     kept = {e["name"]: e["reason"] for e in info["kept_constant"]}
-    want = {"unsqueeze_3": "a table the exporter folded (its readers' PyTorch calls read no parameter)"}
+    want = {"unsqueeze_3": "no PyTorch parameter: its readers' traced calls read none (a folded table, a buffer "
+                           "or a constant)"}
     check(kept == want, "traced: info keeps only the folded table constant %s" % kept)
     check(info["trainable"] == {"tensors": 3, "count": 136}, "traced: 3 trainable tensors %s" % info["trainable"])
     p = run(binary, "info", model)
