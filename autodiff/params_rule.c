@@ -1,9 +1,10 @@
 /* params_rule.c — which float initializers train: the one rule that pick_params
  * (autodiff.c) applies and `onnxtrain info` shows. An ONNX file carries no marker of
  * what was a parameter, and current exporters store scalars (Pow exponents, the
- * attention scale, eps) and masks as initializers; training those gives NaN or
- * meaningless steps. The rule only looks at shapes and at how each initializer is
- * consumed, never at its values, so `info` (which reads no weights) and `train`
+ * attention scale, eps), masks and folded tables as initializers; training those gives
+ * NaN or meaningless steps. The rule only looks at shapes, at how each initializer is
+ * consumed and at the dynamo exporter's record of each consumer's traced call (node
+ * metadata, kept by the importer as ot_node.trace), never at its values, so `info` (which reads no weights) and `train`
  * always agree. docs/training.md "Which initializers train" documents it. */
 #include "autodiff/autodiff.h"
 
@@ -87,6 +88,24 @@ static const char *why_not_live(const ot_graph *g, int v) {
     return only ? only : "no differentiable path to the loss";
 }
 
+/* A file from PyTorch's dynamo exporter records on every node the call it was traced
+ * from (ot_node.trace). An initializer read only by traced calls none of which reads a
+ * parameter was computed by the exporter's optimizer from buffers, lifted constants or
+ * shapes (rotary cos/sin, position rows at the traced length, a relative-position
+ * bias): a folded table, constant. A reader without a record (another exporter, or a
+ * node the importer made) leaves the decision to the rest of the rule. */
+static bool folded_table(const ot_graph *g, int v) {
+    const ot_value *val = &g->values[v];
+    bool traced = false;
+    for (int c = 0; c < val->n_consumers; c++) {
+        const ot_node *n = &g->nodes[val->consumers[c]];
+        if (n->removed || !is_fwd(n)) continue;
+        if (n->trace != OT_TRACE_NO_PARAM) return false;
+        traced = true;
+    }
+    return traced;
+}
+
 ot_status ot_param_rule(const ot_graph *g, const int *targets, int n_targets, const char **reason, ot_error *err) {
     int nv = g->n_values;
     int *order = ot_xcalloc((size_t)g->n_nodes + 1, sizeof(int));
@@ -113,6 +132,9 @@ ot_status ot_param_rule(const ot_graph *g, const int *targets, int n_targets, co
             reason[v] = "scalar";
         else if (reach[v] && !live[v])
             reason[v] = why_not_live(g, v);
+        else if (reach[v] && folded_table(g, v))
+            reason[v] = "no PyTorch parameter: its readers' traced calls read none (a folded table, a buffer or "
+                        "a constant)";
         /* Unused on the way to the loss: a param with a zero gradient, as it always was. */
     }
 done:

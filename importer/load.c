@@ -425,6 +425,42 @@ static ot_status add_node_outputs(load_ctx *c, ot_error *err) {
     return OT_OK;
 }
 
+/* NodeProto.metadata_props (field 9 since ONNX 1.16) is newer than the schema the
+ * build compiles (libonnx-dev 1.12): protobuf-c keeps it among the unknown fields, each
+ * one a StringStringEntryProto behind its varint length (protobuf-c keeps the prefix). */
+enum { NODE_METADATA_PROPS_FIELD = 9 };
+
+static Onnx__StringStringEntryProto *unknown_entry(const ProtobufCMessageUnknownField *u) {
+    if (u->tag != NODE_METADATA_PROPS_FIELD || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) return NULL;
+    uint64_t len = 0;
+    size_t k = 0;
+    for (unsigned shift = 0; k < u->len && k < 10; shift += 7) {
+        uint8_t b = u->data[k++];
+        len |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) break;
+    }
+    if (len != u->len - k) return NULL; /* malformed: the record is lost, as if absent */
+    return onnx__string_string_entry_proto__unpack(NULL, (size_t)len, u->data + k);
+}
+
+/* The dynamo exporter's record of the traced call (ot_trace): its FX node's text,
+ * "%out : [...] = call_function[target=...](args = (%x, %p_model_fc_weight, ...))",
+ * names parameters as %p_ placeholders (%b_ buffers, %c_ lifted constants). Only the
+ * arguments are read: the call's own name comes before " = ". */
+static ot_trace node_trace(const Onnx__NodeProto *np) {
+    ot_trace t = OT_TRACE_NONE;
+    for (unsigned k = 0; k < np->base.n_unknown_fields && t == OT_TRACE_NONE; k++) {
+        Onnx__StringStringEntryProto *p = unknown_entry(&np->base.unknown_fields[k]);
+        if (!p) continue;
+        if (p->key && p->value && strcmp(p->key, "pkg.torch.onnx.fx_node") == 0) {
+            const char *args = strstr(p->value, " = ");
+            t = strstr(args ? args : p->value, "%p_") ? OT_TRACE_PARAM : OT_TRACE_NO_PARAM;
+        }
+        onnx__string_string_entry_proto__free_unpacked(p, NULL);
+    }
+    return t;
+}
+
 /* One NodeProto as an IR node; ins / outs are scratch arrays of max arity. */
 static ot_status add_node(load_ctx *c, ot_model *m, size_t i, int *ins, int *outs, ot_error *err) {
     const Onnx__NodeProto *np = c->gp->node[i];
@@ -447,6 +483,7 @@ static ot_status add_node(load_ctx *c, ot_model *m, size_t i, int *ins, int *out
     if (nid < 0) return oom(c, err);
     ot_node *n = &c->g->nodes[nid];
     n->src_index = (int)i;
+    n->trace = node_trace(np);
     free(n->op_type);
     free(n->domain);
     n->op_type = ot_strdup(op_type);

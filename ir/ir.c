@@ -647,6 +647,7 @@ static int node_copy(ot_node *dst, const ot_node *src) {
     dst->orig_node = src->orig_node;
     dst->src_index = src->src_index;
     dst->removed = src->removed;
+    dst->trace = src->trace;
     /* typed params point into the node's own attributes: the copy's are resolved
      * again from its own (ot_graph_resolve_params), never shared */
     dst->params.kind = OT_PARAMS_UNRESOLVED;

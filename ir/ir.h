@@ -215,6 +215,13 @@ typedef struct ot_value {
 
 #include "op_params.h" /* ot_op_params: the typed attributes kernels read */
 
+/* What PyTorch's dynamo exporter recorded of the call a node was traced from (node
+ * metadata "pkg.torch.onnx.fx_node"): nothing (another exporter, or a node onnxtrain
+ * made), a call that reads a PyTorch parameter (a `%p_` placeholder among its
+ * arguments), or one that reads none. ot_param_rule uses it to tell a parameter from
+ * a table the exporter's optimizer folded (docs/training.md). */
+typedef enum { OT_TRACE_NONE = 0, OT_TRACE_PARAM, OT_TRACE_NO_PARAM } ot_trace;
+
 typedef struct ot_node {
     int id;
     ot_op op;
@@ -231,6 +238,7 @@ typedef struct ot_node {
     int orig_node;  /* for recompute clones: the node this one copies; else -1 */
     int src_index;  /* index in the source GraphProto's node list, -1 if created */
     bool removed;   /* folded away or rewritten; skipped by every pass */
+    ot_trace trace; /* the dynamo exporter's record of the traced call (above) */
     ot_op_params params; /* filled by ot_graph_resolve_params (ir/op_params.h) */
 } ot_node;
 

@@ -8,6 +8,10 @@ initializers train"), on tests/fixtures/param_rule/make_model.py's model:
     the "kept constant" line;
   - `grad --train exponent --train W` makes the exponent a param again (2 params, 65
     values: W's 64 and the exponent).
+  - on make_model.build_traced() (a dynamo export's node records): the folded table
+    unsqueeze_3 is kept constant, the parameters fc.weight and val_5 (a transposed
+    copy) and the tensor read by a node without a record train; `--train unsqueeze_3`
+    trains the table again.
 
     check_param_rule.py ONNXTRAIN_BINARY SCRATCH_DIR
 """
@@ -36,6 +40,37 @@ def check(ok, what):
 
 def run(binary, *args):
     return subprocess.run([binary, *args], capture_output=True, text=True)
+
+
+def check_traced(binary, scratch, x):
+    import onnx
+    model = os.path.join(scratch, "param_rule_traced.onnx")
+    onnx.save(make_model.build_traced(), model)
+    p = run(binary, "info", model, "--json")
+    check(p.returncode == 0, "traced: info --json exits 0 (%d: %s)" % (p.returncode, p.stderr.strip()))
+    info = json.loads(p.stdout)
+    kept = {e["name"]: e["reason"] for e in info["kept_constant"]}
+    want = {"unsqueeze_3": "no PyTorch parameter: its readers' traced calls read none (a folded table, a buffer "
+                           "or a constant)"}
+    check(kept == want, "traced: info keeps only the folded table constant %s" % kept)
+    check(info["trainable"] == {"tensors": 3, "count": 136}, "traced: 3 trainable tensors %s" % info["trainable"])
+    p = run(binary, "info", model)
+    check(any(l.split()[:1] == ["unsqueeze_3"] and l.endswith(want["unsqueeze_3"]) for l in p.stdout.splitlines()),
+          "traced: info text names the folded table and why")
+    dump = os.path.join(scratch, "grads_traced")
+    p = run(binary, "grad", model, "--input", x, "--loss", "output", "--dump-grads", dump, "--json")
+    check(p.returncode == 0, "traced: grad exits 0 (%d: %s)" % (p.returncode, p.stderr.strip()))
+    if p.returncode == 0:
+        with open(os.path.join(dump, "index.json")) as f:
+            got = sorted(json.load(f))
+        check(got == ["bias_untraced", "fc.weight", "val_5"], "traced: grad dumps the parameters only %s" % got)
+    p = run(binary, "grad", model, "--input", x, "--loss", "output", "--train", "unsqueeze_3", "--dump-grads",
+            dump + "_table", "--json")
+    got = []
+    if p.returncode == 0:
+        with open(os.path.join(dump + "_table", "index.json")) as f:
+            got = sorted(json.load(f))
+    check(got == ["unsqueeze_3"], "traced: --train unsqueeze_3 trains the table (%d, %s)" % (p.returncode, got))
 
 
 def main():
@@ -82,6 +117,7 @@ def main():
     p = run(binary, "grad", model, "--input", x, "--loss", "output", "--freeze", "W|gamma|beta")
     check(p.returncode == 2 and "kept constant by the rule (4 float initializers" in p.stderr,
           "nothing left to train names the rule (%d)" % p.returncode)
+    check_traced(binary, scratch, x)
     if failures:
         sys.exit("%d check(s) failed" % len(failures))
     print("all param-rule checks pass")

@@ -52,12 +52,21 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import kinks  # noqa: E402
 import same_graph  # noqa: E402
 import zoo_models  # noqa: E402
 
 OPSET = 17  # TorchScript's default; --opset 13..17 (PyTorch 1.13's TorchScript exporter stops at 17)
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 DROPOUT = 0.1
+# run_zoo's train check (manifest "train"): the largest of these lrs at which PyTorch's own
+# plain SGD on the same graph and batch lowers the loss at every one of TRAIN_STEPS steps.
+# At 0.01, onnxtrain's default, the check is the plain one (NAME.onnx, a falling loss);
+# a graph that does not descend steadily even in PyTorch at 0.01 (BatchNorm frozen in
+# inference form by the dynamo exporter) is checked at its stable lr on the Dropout-free
+# graph, where Dropout's noise cannot outweigh so small a step.
+TRAIN_LRS = (0.01, 0.003, 0.001, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6)
+TRAIN_STEPS = 5
 
 
 class Logits(nn.Module):
@@ -189,19 +198,50 @@ def save(path, array):
     np.save(path, np.ascontiguousarray(array))
 
 
-def references(model, names, data, labels, mapping, d, dtype, transposed=frozenset(), graph=None):
+def references(model, names, data, labels, mapping, d, dtype, transposed=frozenset(), graph=None, calls32=None):
     """Writes eval logits, training-mode loss and parameter gradients at one precision.
     The default dtype follows: HF mask code calls torch.full(..., finfo(dtype).min)
-    without a dtype, which overflows float32 when dtype is float64."""
+    without a dtype, which overflows float32 when dtype is float64. Returns the loss,
+    {initializer: gradient file}, the kinked calls of the run (kinks.Recorder) and, for
+    float64 given float32's calls, {initializer: kink allowance file} and the number of
+    near-kink entries (kinks.py)."""
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        return _references(model, names, data, labels, mapping, d, dtype, transposed, graph)
+        return _references(model, names, data, labels, mapping, d, dtype, transposed, graph, calls32)
     finally:
         torch.set_default_dtype(old)
 
 
-def _references(model, names, data, labels, mapping, d, dtype, transposed, graph=None):
+def to_initializers(pgrads, mapping, transposed, graph):
+    """{parameter: array} -> {initializer: array}: a merged initializer gets the sum of
+    its parameters', a transposed one the transpose (dynamo: graph's uses)."""
+    out = {}
+    if graph is not None:  # dynamo: {initializer: uses} from same_graph.mapping
+        for init, (uses, shape) in graph.items():
+            g = same_graph.reference_grad(pgrads, uses, shape)
+            if g is not None:
+                out[init] = g
+        return out
+    for pname, g in pgrads.items():
+        init = mapping.get(pname)
+        if init is None:
+            continue
+        g = g.T if pname in transposed else g
+        out[init] = out[init] + g if init in out else g
+    return out
+
+
+def save_per_init(d, sub, arrays):
+    files = {}
+    for init, g in arrays.items():
+        safe = "".join(c if c.isalnum() or c in ".-_" else "_" for c in init)
+        save(os.path.join(d, sub, safe + ".npy"), g)
+        files[init] = f"{sub}/{safe}.npy"
+    return files
+
+
+def _references(model, names, data, labels, mapping, d, dtype, transposed, graph=None, calls32=None):
     tag = "f32" if dtype == torch.float32 else "f64"
     model = copy.deepcopy(model).to(dtype)
     args = [data[n].to(dtype) if data[n].is_floating_point() else data[n] for n in names]
@@ -212,28 +252,43 @@ def _references(model, names, data, labels, mapping, d, dtype, transposed, graph
     if graph is not None:
         same_graph.bn_eval(model)  # the file's BatchNorm is in inference form
     model.zero_grad()
-    logits = model(*args)
+    rec = kinks.Recorder()
+    with rec:
+        logits = model(*args)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    kfiles, n_kinks = {}, 0
+    if calls32 is not None:
+        bound, n_kinks = kinks.allowance(calls32, rec.calls, loss, dict(model.named_parameters()))
+        kfiles = save_per_init(d, os.path.join(tag, "kink"), to_initializers(bound, mapping, transposed, graph))
     loss.backward()
     save(os.path.join(d, tag, "loss.npy"), np.array(loss.item(), dtype=np.float64))
-    files, grads = {}, {}
-    if graph is not None:  # dynamo: {initializer: uses} from same_graph.mapping
-        pgrads = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
-        for init, (uses, shape) in graph.items():
-            g = same_graph.reference_grad(pgrads, uses, shape)
-            if g is not None:
-                grads[init] = g
-    for pname, p in model.named_parameters() if graph is None else ():
-        init = mapping.get(pname)
-        if init is None or p.grad is None:
-            continue
-        g = p.grad.numpy().T if pname in transposed else p.grad.numpy()
-        grads[init] = grads[init] + g if init in grads else g  # a merged initializer: the sum
-    for init, g in grads.items():
-        safe = "".join(c if c.isalnum() or c in ".-_" else "_" for c in init)
-        save(os.path.join(d, tag, "grads", safe + ".npy"), g)
-        files[init] = f"{tag}/grads/{safe}.npy"
-    return float(loss.item()), files
+    pgrads = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
+    files = save_per_init(d, os.path.join(tag, "grads"), to_initializers(pgrads, mapping, transposed, graph))
+    return float(loss.item()), files, rec.calls, kfiles, n_kinks
+
+
+def train_lr(model, names, data, labels, graph):
+    """The lr of run_zoo's train check (TRAIN_LRS) and PyTorch's losses at it: plain SGD,
+    float32, TRAIN_STEPS steps on the one batch, the model as NAME_nodrop.onnx computes it
+    (graph: BatchNorm in inference form), every parameter trained; the first lr at which
+    every step lowers the loss."""
+    args = [data[n] for n in names]
+    for lr in TRAIN_LRS:
+        m = copy.deepcopy(model).float().train()
+        if graph is not None:
+            same_graph.bn_eval(m)
+        opt = torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=lr)
+        losses = []
+        for _ in range(TRAIN_STEPS):
+            opt.zero_grad()
+            logits = m(*args)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.item()))
+        if all(np.isfinite(losses)) and all(b < a for a, b in zip(losses, losses[1:])):
+            return lr, losses
+    raise SystemExit(f"train_lr: PyTorch's loss does not fall at every step at any lr of {TRAIN_LRS}: {losses}")
 
 
 def build(entry, p):
@@ -299,15 +354,19 @@ def export_one(name, out, opset=OPSET, exporter="torchscript", optimize=True):
         save(os.path.join(d, "data", f"{n}.npy"), data[n].numpy())
         inputs.append(dict(name=n, file=f"data/{n}.npy", dtype=str(data[n].dtype).replace("torch.", "")))
     save(os.path.join(d, "data", "labels.npy"), labels.numpy())
-    loss32, g32 = references(ref, names, data, labels, mapping, d, torch.float32, transposed, graph)
-    loss64, g64 = references(ref, names, data, labels, mapping, d, torch.float64, transposed, graph)
-    params = {k: dict(f32=g32[k], f64=g64[k]) for k in sorted(g32)}
+    loss32, g32, calls32, _, _ = references(ref, names, data, labels, mapping, d, torch.float32, transposed, graph)
+    loss64, g64, _, k64, n_kinks = references(ref, names, data, labels, mapping, d, torch.float64, transposed, graph,
+                                              calls32)
+    params = {k: dict(f32=g32[k], f64=g64[k], **({"kink": k64[k]} if k in k64 else {})) for k in sorted(g32)}
+    lr, torch_losses = train_lr(ref, names, data, labels, graph)
     manifest = dict(name=name, family=entry["family"], onnx=f"{name}.onnx", nodrop_onnx=f"{name}_nodrop.onnx",
                     inputs=inputs, labels="data/labels.npy", classes=entry["classes"],
                     loss="cross-entropy, mean, class axis last (logits reshaped to [-1, classes])",
                     loss_f32=loss32, loss_f64=loss64, eval=dict(f32="f32/eval.npy", f64="f64/eval.npy"),
                     batch=zoo_models.BATCH, seq=zoo_models.SEQ if entry["label_shape"] or entry["dynseq"] else None,
-                    dynseq=entry["dynseq"], dropout=DROPOUT, params=params,
+                    dynseq=entry["dynseq"], dropout=DROPOUT, params=params, kink_entries=n_kinks,
+                    train=dict(lr=lr, steps=TRAIN_STEPS, torch_losses=torch_losses,
+                               onnx="onnx" if lr == TRAIN_LRS[0] else "nodrop_onnx"),
                     opset=next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx")),
                     exporter=exporter, optimize=optimize, torch=torch.__version__,
                     shared=shared, functions=len(m.functions),
@@ -330,6 +389,11 @@ def dynamo_reference(nodrop, nd, args):
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in nd.graph.initializer}
     folded = same_graph.fold_bn(ref, inits, args)
     gmap = same_graph.mapping(ref, nd, folded, same_graph.same_computations(ref, args))
+    # A table holding some rows of a parameter (GPT-2's position rows for the traced
+    # length) was computed from it by the exporter: in the file it is a constant, which
+    # onnxtrain does not train (docs/training.md, "Which initializers train"), so the
+    # graph's reference has no gradient for it; the parameter is then unmapped.
+    gmap = {k: v for k, v in gmap.items() if any(f != "rows" for _, f in v)}
     used = {p for uses in gmap.values() for p, _ in uses}
     unmapped = [n for n, p in ref.named_parameters() if n not in used and p.requires_grad]
     shared = {k: [p for p, _ in v] for k, v in gmap.items() if len(v) > 1}
@@ -392,7 +456,8 @@ def main():
         extra = f", {len(man['unmapped'])} unmapped ({man['unmapped'][0]}...)" if man["unmapped"] else ""
         extra += f", {len(man['shared'])} merged initializers" if man["shared"] else ""
         print(f"{n}: {man['nodes']} nodes, {man['n_params']} params, {man['bytes'] // 1024} KiB, "
-              f"{len(man['params'])} grads{extra} ({time.time() - t0:.1f}s)")
+              f"{len(man['params'])} grads{extra}, {man['kink_entries']} near kinks, train lr {man['train']['lr']} "
+              f"({time.time() - t0:.1f}s)")
     return 1 if failed else 0
 
 

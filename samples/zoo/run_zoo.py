@@ -3,16 +3,27 @@
 one table row per model:
 
     python3 samples/zoo/run_zoo.py [--zoo DIR] [--onnxtrain build/onnxtrain] [--only NAME,...]
-                                   [--allow-unsupported]
+                                   [--allow-unsupported] [--json FILE] [--markdown FILE]
 
 Checks, each against PyTorch's references in DIR/NAME/:
   info    the model imports with no unsupported op (else the row names the blocking ops)
   grad    one step on NAME_nodrop.onnx; every parameter gradient and the loss against
           PyTorch's float64 values, judged by float32 rounding: per tensor the largest
-          |ours - f64| / max(|f64|, floor), floor = 1e-3 * max|f64| of that tensor (an
-          absolute view for entries ~0), must be within max(1e-4, 10x PyTorch float32's own)
+          (|ours - f64| - kink allowance) / max(|f64|, floor), floor = max(1e-2 * max|f64|
+          of that tensor, 1e-3 * the model's median max|grad|) (an absolute view for
+          entries ~0), must be within max(1e-3, 30x PyTorch float32's own), and the loss
+          within 1e-5. The kink allowance (export_zoo.py, kinks.py: f64/kink/) bounds, entry
+          by entry, what activations within float32 rounding of a ReLU-like kink can move
+          when they fall on the other side; it is 0 wherever no such activation is upstream.
+          A dynamo export also fails when onnxtrain trains a tensor PyTorch's graph holds
+          constant (a table the exporter folded: docs/training.md, "Which initializers train")
   verify  --remat sqrt, selective and auto on NAME.onnx (with Dropout): bitwise equal
-  train   a few SGD steps on one batch: every loss finite, the last below the first
+  train   5 SGD steps on one batch: every loss finite, the last below the first, at lr 0.01
+          on NAME.onnx; a graph on which PyTorch's own SGD does not lower the loss at every
+          step at 0.01 (export_zoo.py TRAIN_LRS: BatchNorm frozen in inference form) is
+          trained at the manifest's stable lr on NAME_nodrop.onnx instead (column: ok@LR~pt;
+          the note shows how far its losses are from PyTorch's on that graph: such graphs
+          amplify rounding, so that is not judged)
   eval    inference-mode logits within 1e-5 (relative to max(1, max|ref|)) of PyTorch's
 Exit 1 when any model fails a check; a blocked model (unsupported ops) fails too unless
 --allow-unsupported. Needs only numpy.
@@ -90,15 +101,19 @@ def check_info(exe, m, row):
     return False
 
 
-def rel_err(got, ref, scale):
-    """Largest |got - ref| / max(|ref|, floor). The floor gives an absolute view of
-    entries whose true value is ~0: 1e-3 of the tensor's largest entry, and at least
-    1e-4 of the model's typical gradient size (a tensor whose exact gradient is 0, like
-    a key bias under softmax, is judged against that)."""
+def rel_err(got, ref, scale, allow=0.0):
+    """Largest (|got - ref| - allow) / max(|ref|, floor), and the same without the
+    allowance. The floor gives an absolute view of entries whose true value is
+    ~0: 1e-2 of the tensor's largest entry, and at least 1e-3 of the model's typical
+    gradient size (a tensor whose exact gradient is 0, like a key bias under softmax,
+    is judged against that). allow: the kink allowance (kinks.py), entry by entry; the
+    part of a difference it explains is not counted, the rest is judged as usual."""
     if not ref.size:
-        return 0.0
+        return 0.0, 0.0
     floor = max(1e-2 * float(np.max(np.abs(ref))), 1e-3 * scale, 1e-30)
-    return float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), floor)))
+    diff = np.abs(got - ref)
+    denom = np.maximum(np.abs(ref), floor)
+    return float(np.max(np.maximum(diff - allow, 0.0) / denom)), float(np.max(diff / denom))
 
 
 def check_grad(exe, m, row, tmp):
@@ -112,28 +127,39 @@ def check_grad(exe, m, row, tmp):
     loss = json.loads(out)["loss"]
     with open(os.path.join(dump, "index.json")) as f:
         ours = json.load(f)
-    worst, worst_name, worst_t32, missing = 0.0, "", 0.0, []
+    worst, worst_name, worst_t32, missing, covered = 0.0, "", 0.0, [], 0
     scale = float(np.median([np.max(np.abs(m.load(f["f64"]))) for f in m.man["params"].values()] or [0.0]))
     for pname, files in m.man["params"].items():
         if pname not in ours:
             missing.append(pname)
             continue
         ref64 = m.load(files["f64"])
+        allow = m.load(files["kink"]) if "kink" in files else 0.0
         got = np.load(os.path.join(dump, ours[pname])).astype(np.float64)
-        e = rel_err(got, ref64, scale)
-        t32 = rel_err(m.load(files["f32"]).astype(np.float64), ref64, scale)
+        e, raw = rel_err(got, ref64, scale, allow)
+        t32, t32_raw = rel_err(m.load(files["f32"]).astype(np.float64), ref64, scale, allow)
+        covered += raw > max(1e-3, 30 * t32_raw) and e <= max(1e-3, 30 * t32)  # passes only through the allowance
         if e / max(1e-3, 30 * t32) > worst / max(1e-3, 30 * worst_t32) or not worst_name:
             worst, worst_name, worst_t32 = e, pname, t32
     loss_err = abs(loss - m.man["loss_f64"]) / max(abs(m.man["loss_f64"]), 1e-12)
     extra = sorted(set(ours) - set(m.man["params"]))
-    ok = not missing and worst <= max(1e-3, 30 * worst_t32) and loss_err <= 1e-5
+    # A dynamo export's tensors are the graph's parameters or its constants, and the
+    # params rule must tell which (docs/training.md rule 4): training one that PyTorch
+    # does not (a folded table) fails. A TorchScript file may hold float buffers that
+    # train with a zero-effect gradient, as always: only noted.
+    exact = not extra or m.man.get("exporter") != "dynamo"
+    ok = not missing and exact and worst <= max(1e-3, 30 * worst_t32) and loss_err <= 1e-5
     row["grad_err"] = f"{worst:.1e}/{worst_t32:.1e}"
+    row["kinks"] = m.man.get("kink_entries", 0)
     row["grad"] = "ok" if ok else "FAIL"
     notes = []
     if missing:
         notes.append(f"grads missing for {len(missing)} params ({missing[0]}...)")
     if extra:
         notes.append(f"trains {len(extra)} tensors PyTorch does not ({extra[0]}...)")
+    if covered:
+        notes.append(f"{covered} tensors within float32 rounding only after the allowance of "
+                     f"{row['kinks']} near-kink activations")
     if not ok and not missing:
         notes.append(f"worst grad {worst_name}: {worst:.2e} (PyTorch f32 {worst_t32:.2e}), loss {loss_err:.1e}")
     if notes:
@@ -155,8 +181,10 @@ def check_verify(exe, m, row):
 
 def check_train(exe, m, row, tmp):
     report = os.path.join(tmp, "report.json")
-    rc, _, err = run([exe, "train", m.path("onnx"), *m.data, *m.bind, *m.labels, "--steps", str(TRAIN_STEPS),
-                      "--no-shuffle", "--lr", "0.01", "--threads", "1", "--quiet", "--report", report,
+    tr = m.man.get("train", {})
+    lr, key = tr.get("lr", 0.01), tr.get("onnx", "onnx")
+    rc, _, err = run([exe, "train", m.path(key), *m.data, *m.bind, *m.labels, "--steps", str(TRAIN_STEPS),
+                      "--no-shuffle", "--lr", str(lr), "--threads", "1", "--quiet", "--report", report,
                       "-o", os.path.join(tmp, "tuned.onnx")])
     if rc != 0:
         row["train"] = f"exit {rc}"
@@ -166,11 +194,21 @@ def check_train(exe, m, row, tmp):
         rep = json.load(f)
     losses = rep["loss"]
     ok = all(np.isfinite(losses)) and losses[-1] < losses[0]
+    dev = 0.0
+    if key == "nodrop_onnx":  # how far from PyTorch's steps on the same graph (shown, not judged)
+        ref = tr["torch_losses"]
+        dev = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, ref)) if len(ref) == len(losses) else 1.0
     row["train"] = "ok" if ok else "FAIL"
     secs = rep.get("step_seconds", [])[1:] or rep.get("step_seconds", [])
     row["step_ms"] = f"{1000 * float(np.median(secs)):.1f}" if secs else "?"
+    if lr != 0.01:
+        row["train"] += f"@{lr:g}"
+    if key == "nodrop_onnx":
+        row["train"] += "~pt"
+        row.setdefault("note", f"train at lr {lr:g} (PyTorch's stable lr) on the Dropout-free graph: losses within "
+                               f"{dev:.1e} of PyTorch's")
     if not ok:
-        row.setdefault("note", "loss " + " ".join(f"{x:.4g}" for x in losses))
+        row.setdefault("note", f"loss at lr {lr:g}: " + " ".join(f"{x:.4g}" for x in losses))
     return ok
 
 
@@ -196,7 +234,7 @@ def check_eval(exe, m, row, tmp):
 def run_model(exe, zoo, name):
     m = Model(zoo, name)
     row = dict(model=name, family=m.man["family"], nodes="?", ops="?", info="-", grad="-", verify="-",
-               train="-", eval="-", step_ms="", grad_err="", eval_err="")
+               train="-", eval="-", step_ms="", grad_err="", kinks="", eval_err="")
     if not check_info(exe, m, row):
         return row, "blocked" if row["info"] == "blocked" else "fail"
     tmp = tempfile.mkdtemp(prefix=f"zoo-{name}-")
@@ -209,12 +247,28 @@ def run_model(exe, zoo, name):
 
 
 COLS = (("model", 19), ("family", 22), ("nodes", 5), ("ops", 3), ("info", 7), ("grad", 5), ("grad_err", 15),
-        ("verify", 9), ("train", 6), ("eval", 5), ("eval_err", 8), ("step_ms", 7))
+        ("kinks", 5), ("verify", 9), ("train", 9), ("eval", 5), ("eval_err", 8), ("step_ms", 7))
 
 
 def print_row(row):
     cells = [str(row.get(k, "")).ljust(w)[:max(w, len(str(row.get(k, ""))))] for k, w in COLS]
     print(" ".join(cells) + ("  " + row["note"] if row.get("note") else ""), flush=True)
+
+
+def markdown(rows, zoo):
+    """The acceptance's table: per model (grouped by family) nodes, ops, gradient
+    agreement (ours / PyTorch float32's error against float64), verify, train, step time."""
+    def passed(r):
+        return all(str(r.get(k, "")).split("@")[0] == "ok" for k in ("info", "grad", "verify", "train", "eval"))
+    out = [f"zoo {zoo}: {sum(map(passed, rows))} of {len(rows)} pass every check", "",
+           "| family | model | nodes | ops | grad err (ours / PyTorch f32) | near kinks | verify | train | eval err | step ms |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["family"], r["model"])):
+        grad = f"{r['grad']} {r.get('grad_err', '')}".strip()
+        out.append(f"| {r['family']} | {r['model']} | {r['nodes']} | {r['ops']} | {grad} | {r.get('kinks', '')} | "
+                   f"{r['verify']} | {r['train']} | {r.get('eval_err', '')} | {r.get('step_ms', '')} |")
+    notes = [f"- {r['model']}: {r['note']}" for r in rows if r.get("note")]
+    return "\n".join(out + ([""] + notes if notes else [])) + "\n"
 
 
 def main():
@@ -224,6 +278,7 @@ def main():
     ap.add_argument("--only", help="comma-separated model names (default: every model in the zoo folder)")
     ap.add_argument("--allow-unsupported", action="store_true", help="report blocked models without failing")
     ap.add_argument("--json", help="also write the rows to this JSON file")
+    ap.add_argument("--markdown", help="also write the per-family table (markdown) to this file")
     args = ap.parse_args()
     if args.only:
         names = args.only.split(",")
@@ -248,6 +303,9 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(rows, args.zoo))
     return 1 if failed or (blocked and not args.allow_unsupported) else 0
 
 

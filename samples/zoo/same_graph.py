@@ -23,6 +23,7 @@ compares it with PyTorch computing that same graph:
 The reference model holds exactly the file's values, so the forward pass is the
 graph's. mapping() returns {initializer: [(parameter, form)]} with form "same", "T" or
 "rows"; reference_grad() turns the parameters' gradients into the initializer's.
+export_zoo.py drops the "rows" ones: a folded table is a constant of the file.
 """
 import ast
 import re
