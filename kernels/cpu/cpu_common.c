@@ -169,10 +169,13 @@ __attribute__((target("avx2,fma,popcnt"))) static bool ss_block_avx2(const float
     return ss_block_end(s, S, scale, (k[0] + k[1]) + (k[2] + k[3]), tie, up, odd, any, out);
 }
 
-/* ss_block_avx2 in AVX-512 registers: eight doubles a vector, and the compares give
- * the masks' bytes directly (no movemask, shift and or), about a third of the
- * instructions. The same r, masks and K (its four partial sums are the same integers
- * added in another order: exact below 2^53), so the same bits. */
+/* ss_block_avx2 in AVX-512 registers, eight doubles a vector, in two passes: the first
+ * computes every r, their sum K and the tie masks (compares give mask registers: no
+ * movemask) and keeps each 64 elements' sum; only a block with a tie needs more, and
+ * of it only the words (64 elements) that hold one get their up and odd masks, by the
+ * same arithmetic again. A word without a tie contributes only the parity of its r's
+ * to the fix, which is its sum's low bit (integers below 2^53, exact in any order).
+ * The same r, K and fixes as ss_block_avx2: the same bits. */
 __attribute__((target("avx512f,avx2,fma,popcnt"))) static bool ss_block_avx512(const float *x, double s,
                                                                                   double *out) {
     int E;
@@ -180,37 +183,50 @@ __attribute__((target("avx512f,avx2,fma,popcnt"))) static bool ss_block_avx512(c
     const double scale = ldexp(1.0, 53 - E), S = s * scale;
     const __m512d sc = _mm512_set1_pd(scale), magic = _mm512_set1_pd(0x1p52), half = _mm512_set1_pd(0.5);
     const __m512d zero = _mm512_setzero_pd();
-    const __m512i one = _mm512_set1_epi64(1);
-    __m512d k0 = zero, k1 = zero;
-    uint8_t tb[SS_BLOCK / 8], ub[SS_BLOCK / 8], ob[SS_BLOCK / 8];
-    for (int q = 0; q < SS_BLOCK; q += 16) {
-        __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + q)), b = _mm512_cvtps_pd(_mm256_loadu_ps(x + q + 8));
-        __m512d ka = _mm512_mul_pd(_mm512_mul_pd(a, a), sc), kb = _mm512_mul_pd(_mm512_mul_pd(b, b), sc);
-        __m512d ya = _mm512_add_pd(ka, magic), yb = _mm512_add_pd(kb, magic);
-        __m512d ra = _mm512_sub_pd(ya, magic), rb = _mm512_sub_pd(yb, magic);
-        __m512d da = _mm512_sub_pd(ka, ra), db = _mm512_sub_pd(kb, rb);
-        tb[q / 8] = (uint8_t)_mm512_cmp_pd_mask(_mm512_abs_pd(da), half, _CMP_EQ_OQ);
-        tb[q / 8 + 1] = (uint8_t)_mm512_cmp_pd_mask(_mm512_abs_pd(db), half, _CMP_EQ_OQ);
-        ub[q / 8] = (uint8_t)_mm512_cmp_pd_mask(da, zero, _CMP_GT_OQ);
-        ub[q / 8 + 1] = (uint8_t)_mm512_cmp_pd_mask(db, zero, _CMP_GT_OQ);
-        ob[q / 8] = (uint8_t)_mm512_test_epi64_mask(_mm512_castpd_si512(ya), one);
-        ob[q / 8 + 1] = (uint8_t)_mm512_test_epi64_mask(_mm512_castpd_si512(yb), one);
-        k0 = _mm512_add_pd(k0, ra);
-        k1 = _mm512_add_pd(k1, rb);
-    }
-    uint64_t tie[SS_BLOCK / 64], up[SS_BLOCK / 64], odd[SS_BLOCK / 64], any = 0;
-    for (int w = 0; w < SS_BLOCK / 64; w++) { /* byte b of word w: elements 64w + 8b .. +7 */
-        tie[w] = up[w] = odd[w] = 0;
-        for (int b = 0; b < 8; b++) {
-            tie[w] |= (uint64_t)tb[8 * w + b] << (8 * b);
-            up[w] |= (uint64_t)ub[8 * w + b] << (8 * b);
-            odd[w] |= (uint64_t)ob[8 * w + b] << (8 * b);
+    __m512d k = zero;
+    double kw[SS_BLOCK / 64][8];
+    uint8_t tb[SS_BLOCK / 8];
+    for (int w = 0; w < SS_BLOCK / 64; w++) {
+        __m512d k0 = zero, k1 = zero;
+        for (int q = 64 * w; q < 64 * w + 64; q += 16) {
+            __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + q)), b = _mm512_cvtps_pd(_mm256_loadu_ps(x + q + 8));
+            __m512d ka = _mm512_mul_pd(_mm512_mul_pd(a, a), sc), kb = _mm512_mul_pd(_mm512_mul_pd(b, b), sc);
+            __m512d ra = _mm512_sub_pd(_mm512_add_pd(ka, magic), magic), rb = _mm512_sub_pd(_mm512_add_pd(kb, magic), magic);
+            tb[q / 8] = (uint8_t)_mm512_cmp_pd_mask(_mm512_abs_pd(_mm512_sub_pd(ka, ra)), half, _CMP_EQ_OQ);
+            tb[q / 8 + 1] = (uint8_t)_mm512_cmp_pd_mask(_mm512_abs_pd(_mm512_sub_pd(kb, rb)), half, _CMP_EQ_OQ);
+            k0 = _mm512_add_pd(k0, ra);
+            k1 = _mm512_add_pd(k1, rb);
         }
-        any |= tie[w];
+        __m512d kk = _mm512_add_pd(k0, k1);
+        _mm512_storeu_pd(kw[w], kk);
+        k = _mm512_add_pd(k, kk);
     }
-    double k[8];
-    _mm512_storeu_pd(k, _mm512_add_pd(k0, k1));
-    double K = ((k[0] + k[1]) + (k[2] + k[3])) + ((k[4] + k[5]) + (k[6] + k[7]));
+    double kl[8];
+    _mm512_storeu_pd(kl, k);
+    double K = ((kl[0] + kl[1]) + (kl[2] + kl[3])) + ((kl[4] + kl[5]) + (kl[6] + kl[7]));
+    uint64_t tie[SS_BLOCK / 64], up[SS_BLOCK / 64], odd[SS_BLOCK / 64], any = 0;
+    memcpy(tie, tb, sizeof tie); /* byte b of word w: elements 64w + 8b .. + 7 (little-endian) */
+    for (int w = 0; w < SS_BLOCK / 64; w++) any |= tie[w];
+    if (any && S + K + SS_BLOCK < 0x1p53) {
+        const __m512i one = _mm512_set1_epi64(1);
+        uint8_t ub[8], ob[8];
+        for (int w = 0; w < SS_BLOCK / 64; w++) {
+            if (!tie[w]) { /* the parity of the word's r's, its only part in the fix */
+                double sw = ((kw[w][0] + kw[w][1]) + (kw[w][2] + kw[w][3])) + ((kw[w][4] + kw[w][5]) + (kw[w][6] + kw[w][7]));
+                odd[w] = (uint64_t)sw & 1, up[w] = 0;
+                continue;
+            }
+            for (int b = 0; b < 8; b++) {
+                __m512d ka = _mm512_cvtps_pd(_mm256_loadu_ps(x + 64 * w + 8 * b));
+                ka = _mm512_mul_pd(_mm512_mul_pd(ka, ka), sc);
+                __m512d y = _mm512_add_pd(ka, magic), d = _mm512_sub_pd(ka, _mm512_sub_pd(y, magic));
+                ub[b] = (uint8_t)_mm512_cmp_pd_mask(d, zero, _CMP_GT_OQ);
+                ob[b] = (uint8_t)_mm512_test_epi64_mask(_mm512_castpd_si512(y), one);
+            }
+            memcpy(&up[w], ub, 8);
+            memcpy(&odd[w], ob, 8);
+        }
+    }
     return ss_block_end(s, S, scale, K, tie, up, odd, any, out);
 }
 
