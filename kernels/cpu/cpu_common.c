@@ -97,7 +97,7 @@ __attribute__((target("avx2,fma"))) static void ss_lanes_avx2(const float *const
  * bits of the r since. Integers below 2^53 add exactly in any order, so a block adds
  * sum(r)*u in vector registers and fixes each tie by one from the parities. A block
  * that would leave the binade (or holds NaN or Inf, or s is 0 or extreme) is walked
- * in order instead: a few per binade the sum crosses. */
+ * in order instead, up to the crossing (ss_blocked_avx2). */
 #define SS_BLOCK 512
 
 /* The ties' corrections from the block's masks (bit j of word w: element 64w + j):
@@ -245,7 +245,8 @@ __attribute__((target("avx2,fma,popcnt"))) static double ss_blocked_avx2(const f
         }
         int E;
         frexp(s, &E);
-        const double next = s < 0x1p-900 ? 0x1p-900 : ldexp(1.0, E); /* NaN or Inf: the whole block */
+        /* NaN or Inf (no compare with NaN holds): the whole block */
+        const double next = !isfinite(s) ? NAN : s < 0x1p-900 ? 0x1p-900 : ldexp(1.0, E);
         for (size_t end = i + SS_BLOCK; i < end;) {
             s += (double)x[i] * (double)x[i];
             i++;
