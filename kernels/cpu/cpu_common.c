@@ -191,7 +191,10 @@ __attribute__((target("avx512f,avx2,fma,popcnt"))) static bool ss_block_avx512(c
         for (int q = 64 * w; q < 64 * w + 64; q += 16) {
             __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + q)), b = _mm512_cvtps_pd(_mm256_loadu_ps(x + q + 8));
             __m512d ka = _mm512_mul_pd(_mm512_mul_pd(a, a), sc), kb = _mm512_mul_pd(_mm512_mul_pd(b, b), sc);
-            __m512d ra = _mm512_sub_pd(_mm512_add_pd(ka, magic), magic), rb = _mm512_sub_pd(_mm512_add_pd(kb, magic), magic);
+            /* to the nearest integer, ties to even: (k + 2^52) - 2^52 for 0 <= k < 2^52 in one
+             * instruction (a larger k fails the binade check either way) */
+            __m512d ra = _mm512_roundscale_pd(ka, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                    rb = _mm512_roundscale_pd(kb, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             tb[q / 8] = (uint8_t)_mm512_cmp_pd_mask(_mm512_abs_pd(_mm512_sub_pd(ka, ra)), half, _CMP_EQ_OQ);
             tb[q / 8 + 1] = (uint8_t)_mm512_cmp_pd_mask(_mm512_abs_pd(_mm512_sub_pd(kb, rb)), half, _CMP_EQ_OQ);
             k0 = _mm512_add_pd(k0, ra);
