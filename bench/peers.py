@@ -31,8 +31,9 @@ median of the pooled measured step times, the median over repetitions of CPU tim
 step (user + system, all threads), ratios onnxtrain / peer of both, and the fraction of
 the machine's sgemm rate each reaches: the case's FLOPs per step (MatMul, Gemm and Conv of
 the exported graph, shapes from ONNX shape inference; backward counted as twice the
-forward, so 3x; pointwise work not counted) over the median step time, against numpy's
-sgemm (OpenBLAS, T threads, 1024^3) sampled before each repetition in the same run (ORT's
+forward, so 3x; pointwise work not counted) over the median step time, against the
+sgemm of the OpenBLAS that onnxtrain links (the library `ldd` names for the binary, called
+through ctypes; T threads, 1024^3) sampled before each repetition in the same run (ORT's
 own MatMul rate, MLAS, is sampled beside it and shown too).
 The threading environment is pinned for all three as in bench_common.pin_environment
 (OMP_WAIT_POLICY=passive unless --wait-policy; ORT gets allow_spinning=0 alike).
@@ -64,25 +65,50 @@ RUN_TIMEOUT = 1800
 
 # ---- measurement helpers ----------------------------------------------------------------
 
-def sgemm_gflops(threads):
-    """numpy's float32 1024^3 GEMM rate in a child (OpenBLAS reads its thread count at
-    load): the median over calls for ~1 s after one warm-up call, and the BLAS library
-    that numpy loaded."""
+def linked_blas(onnxtrain):
+    """The BLAS library the onnxtrain binary loads (what `ldd` resolves), or None."""
+    try:
+        out = subprocess.run(["ldd", onnxtrain], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        m = re.match(r"\s*(\S*blas\S*)\s+=>\s+(\S+)", line)
+        if m and os.path.exists(m.group(2)):
+            return os.path.realpath(m.group(2))
+    return None
+
+
+def sgemm_gflops(threads, onnxtrain):
+    """The float32 1024^3 GEMM rate of the very OpenBLAS onnxtrain links (ctypes on the
+    library `ldd onnxtrain` names: numpy may load another build, slower on this machine),
+    in a child (OpenBLAS reads its thread count at load): the median over calls for ~1 s
+    after one warm-up call, and the library measured."""
+    lib = linked_blas(onnxtrain)
+    if lib is None:
+        return None
     code = r"""
-import json, time, numpy as np
-n = 1024
-a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
-b = np.random.default_rng(1).standard_normal((n, n), dtype=np.float32)
-a @ b
+import ctypes, json, sys, time
+from array import array
+lib = ctypes.CDLL(sys.argv[1])
+n, t = 1024, int(sys.argv[2])
+if hasattr(lib, "openblas_set_num_threads"):
+    lib.openblas_set_num_threads(t)
+a = array("f", [((i * 7919) % 1009) / 1009.0 - 0.5 for i in range(n * n)])
+b = array("f", [((i * 104729) % 997) / 997.0 - 0.5 for i in range(n * n)])
+c = array("f", bytes(4 * n * n))
+pa, pb, pc = (ctypes.c_void_p(x.buffer_info()[0]) for x in (a, b, c))
+lib.cblas_sgemm.restype = None
+args = (101, 111, 111, n, n, n, ctypes.c_float(1.0), pa, n, pb, n, ctypes.c_float(0.0), pc, n)  # row-major, no transposes
+lib.cblas_sgemm(*args)
 ts, t_end = [], time.perf_counter() + 1.0
 while time.perf_counter() < t_end or len(ts) < 5:
-    t0 = time.perf_counter(); a @ b; ts.append(time.perf_counter() - t0)
+    t0 = time.perf_counter(); lib.cblas_sgemm(*args); ts.append(time.perf_counter() - t0)
 ts.sort()
-lib = sorted({l.split()[-1] for l in open('/proc/self/maps') if 'blas' in l.lower() and '.so' in l})
-print(json.dumps({"gflops": 2 * n ** 3 / ts[len(ts) // 2] / 1e9, "best": 2 * n ** 3 / ts[0] / 1e9, "lib": lib}))
+print(json.dumps({"gflops": 2 * n ** 3 / ts[len(ts) // 2] / 1e9, "best": 2 * n ** 3 / ts[0] / 1e9, "lib": [sys.argv[1]]}))
 """
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run([sys.executable, "-c", code, lib, str(threads)], capture_output=True, text=True, env=env,
+                       timeout=120)
     if r.returncode != 0:
         return None
     return json.loads(r.stdout)
@@ -275,7 +301,7 @@ def runs_of(case, meta, args):
 
 def gemm_rates(args, samples):
     """Appends one sgemm sample (numpy/OpenBLAS, and ORT's MLAS when its venv exists)."""
-    g = sgemm_gflops(args.threads)
+    g = sgemm_gflops(args.threads, args.onnxtrain)
     if g:
         samples.setdefault("openblas", []).append(g["gflops"])
         samples["lib"] = g["lib"]
@@ -431,7 +457,7 @@ def header(args, results, t0):
             f"Command: `/usr/bin/python3 bench/peers.py {' '.join(sys.argv[1:])}`\n\n"
             f"{bc.machine_line(args.threads)}; ONNX Runtime training 1.19.2; SGD lr from each case; "
             f"{args.reps} repetitions per tool, interleaved; sgemm (1024^3, {args.threads} threads, median of "
-            f"~1 s, sampled before each repetition): numpy with {', '.join(libs) or '?'}, and ORT's MatMul (MLAS).\n"
+            f"~1 s, sampled before each repetition): the OpenBLAS onnxtrain links ({', '.join(libs) or '?'}), and ORT's MatMul (MLAS).\n"
             f"Ratios below 1: onnxtrain is faster. FLOPs: MatMul/Gemm/Conv of the exported graph x 3 "
             f"(forward + backward), pointwise work not counted.\n\n")
 

@@ -59,10 +59,11 @@ static void test_sum_sq_many_bitwise(void **state) {
 }
 
 /* Long gradients (summed in blocks) whose squares tie often (few-bit dyadic values),
- * cross many binades (growing magnitudes), hold subnormals, or a huge value late. */
+ * cross many binades (growing magnitudes), hold subnormals, a huge value late, or
+ * an Inf or a NaN early. */
 static void test_sum_sq_blocks_bitwise(void **state) {
     (void)state;
-    enum { K = 6, N = 50000 };
+    enum { K = 8, N = 50000 };
     float *g[K];
     size_t n[K];
     uint64_t seed = 42;
@@ -74,6 +75,8 @@ static void test_sum_sq_blocks_bitwise(void **state) {
         g[3][i] = rnd(&seed) * 1e-19f;                                 /* squares near subnormal */
         g[4][i] = i % 4093 == 7 ? 1e18f : rnd(&seed);                  /* a few huge ones */
         g[5][i] = i == 0 ? 1e-30f : rnd(&seed);
+        g[6][i] = i == 700 ? INFINITY : rnd(&seed); /* an Inf, then a NaN, early in a long one: walked */
+        g[7][i] = i == 3000 ? NAN : rnd(&seed);
     }
     double ss[K];
     ot_grad_sum_sq_many((const float *const *)g, n, K, ss, 1);

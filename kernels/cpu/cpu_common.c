@@ -97,8 +97,40 @@ __attribute__((target("avx2,fma"))) static void ss_lanes_avx2(const float *const
  * bits of the r since. Integers below 2^53 add exactly in any order, so a block adds
  * sum(r)*u in vector registers and fixes each tie by one from the parities. A block
  * that would leave the binade (or holds NaN or Inf, or s is 0 or extreme) is walked
- * in order instead: a few per binade the sum crosses. */
+ * in order instead, up to the crossing (ss_blocked_avx2). */
 #define SS_BLOCK 512
+
+/* The ties' corrections from the block's masks (bit j of word w: element 64w + j):
+ * tie, up (r rounded up from x*x/u) and odd (r odd); S: the sum's integer before the
+ * block. */
+__attribute__((target("popcnt"))) static int64_t ss_tie_fix(const uint64_t *tie, const uint64_t *up,
+                                                            const uint64_t *odd, double S) {
+    uint64_t par = (uint64_t)S & 1;
+    int64_t adj = 0;
+    for (int w = 0; w < SS_BLOCK / 64; w++) {
+        uint64_t T = tie[w], from = ~0ull; /* bits from the last tie on */
+        while (T) {
+            int j = __builtin_ctzll(T);
+            par ^= (uint64_t)__builtin_popcountll(odd[w] & from & ((1ull << j) - 1)) & 1;
+            if (par) adj += (up[w] >> j & 1) ? 1 : -1; /* the odd neighbour: r + 1 above k, r - 1 below */
+            par = 0;
+            from = j == 63 ? 0 : ~0ull << (j + 1);
+            T &= T - 1;
+        }
+        par ^= (uint64_t)__builtin_popcountll(odd[w] & from) & 1;
+    }
+    return adj;
+}
+
+/* The block's sum from K = sum(r) and its masks; false when it leaves the binade. */
+static bool ss_block_end(double s, double S, double scale, double K, const uint64_t *tie, const uint64_t *up,
+                         const uint64_t *odd, uint64_t any, double *out) {
+    /* every r below 2^52 and the sum in the binade, ties' +-1 included; false for NaN */
+    if (!(S + K + SS_BLOCK < 0x1p53)) return false;
+    if (any) K += (double)ss_tie_fix(tie, up, odd, S);
+    *out = s + K / scale;
+    return true;
+}
 
 __attribute__((target("avx2,fma,popcnt"))) static bool ss_block_avx2(const float *x, double s, double *out) {
     int E;
@@ -134,40 +166,95 @@ __attribute__((target("avx2,fma,popcnt"))) static bool ss_block_avx2(const float
     }
     double k[4];
     _mm256_storeu_pd(k, _mm256_add_pd(k0, k1));
-    double K = (k[0] + k[1]) + (k[2] + k[3]);
-    /* every r below 2^52 and the sum in the binade, ties' +-1 included; false for NaN */
-    if (!(S + K + SS_BLOCK < 0x1p53)) return false;
-    if (any) {
-        uint64_t par = (uint64_t)S & 1;
-        int64_t adj = 0;
-        for (int w = 0; w < SS_BLOCK / 64; w++) {
-            uint64_t T = tie[w], from = ~0ull; /* bits from the last tie on */
-            while (T) {
-                int j = __builtin_ctzll(T);
-                par ^= (uint64_t)__builtin_popcountll(odd[w] & from & ((1ull << j) - 1)) & 1;
-                if (par) adj += (up[w] >> j & 1) ? 1 : -1; /* the odd neighbour: r + 1 above k, r - 1 below */
-                par = 0;
-                from = j == 63 ? 0 : ~0ull << (j + 1);
-                T &= T - 1;
-            }
-            par ^= (uint64_t)__builtin_popcountll(odd[w] & from) & 1;
-        }
-        K += (double)adj;
-    }
-    *out = s + K / scale;
-    return true;
+    return ss_block_end(s, S, scale, (k[0] + k[1]) + (k[2] + k[3]), tie, up, odd, any, out);
 }
 
-__attribute__((target("avx2,fma,popcnt"))) static double ss_blocked_avx2(const float *x, size_t n) {
+/* ss_block_avx2 in AVX-512 registers, eight doubles a vector, in two passes: the first
+ * computes every r, their sum K and the tie masks (compares give mask registers: no
+ * movemask) and keeps each 64 elements' sum; only a block with a tie needs more, and
+ * of it only the words (64 elements) that hold one get their up and odd masks, by the
+ * same arithmetic again. A word without a tie contributes only the parity of its r's
+ * to the fix, which is its sum's low bit (integers below 2^53, exact in any order).
+ * The same r, K and fixes as ss_block_avx2: the same bits. */
+__attribute__((target("avx512f,avx2,fma,popcnt"))) static bool ss_block_avx512(const float *x, double s,
+                                                                                  double *out) {
+    int E;
+    frexp(s, &E);
+    const double scale = ldexp(1.0, 53 - E), S = s * scale;
+    const __m512d sc = _mm512_set1_pd(scale), magic = _mm512_set1_pd(0x1p52), half = _mm512_set1_pd(0.5);
+    const __m512d zero = _mm512_setzero_pd();
+    __m512d k = zero;
+    double kw[SS_BLOCK / 64][8];
+    uint8_t tb[SS_BLOCK / 8];
+    for (int w = 0; w < SS_BLOCK / 64; w++) {
+        __m512d k0 = zero, k1 = zero;
+        for (int q = 64 * w; q < 64 * w + 64; q += 16) {
+            __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + q)), b = _mm512_cvtps_pd(_mm256_loadu_ps(x + q + 8));
+            __m512d ka = _mm512_mul_pd(_mm512_mul_pd(a, a), sc), kb = _mm512_mul_pd(_mm512_mul_pd(b, b), sc);
+            /* to the nearest integer, ties to even: (k + 2^52) - 2^52 for 0 <= k < 2^52 in one
+             * instruction (a larger k fails the binade check either way) */
+            __m512d ra = _mm512_roundscale_pd(ka, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                    rb = _mm512_roundscale_pd(kb, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            tb[q / 8] = (uint8_t)_mm512_cmp_pd_mask(_mm512_abs_pd(_mm512_sub_pd(ka, ra)), half, _CMP_EQ_OQ);
+            tb[q / 8 + 1] = (uint8_t)_mm512_cmp_pd_mask(_mm512_abs_pd(_mm512_sub_pd(kb, rb)), half, _CMP_EQ_OQ);
+            k0 = _mm512_add_pd(k0, ra);
+            k1 = _mm512_add_pd(k1, rb);
+        }
+        __m512d kk = _mm512_add_pd(k0, k1);
+        _mm512_storeu_pd(kw[w], kk);
+        k = _mm512_add_pd(k, kk);
+    }
+    double kl[8];
+    _mm512_storeu_pd(kl, k);
+    double K = ((kl[0] + kl[1]) + (kl[2] + kl[3])) + ((kl[4] + kl[5]) + (kl[6] + kl[7]));
+    uint64_t tie[SS_BLOCK / 64], up[SS_BLOCK / 64], odd[SS_BLOCK / 64], any = 0;
+    memcpy(tie, tb, sizeof tie); /* byte b of word w: elements 64w + 8b .. + 7 (little-endian) */
+    for (int w = 0; w < SS_BLOCK / 64; w++) any |= tie[w];
+    if (any && S + K + SS_BLOCK < 0x1p53) {
+        const __m512i one = _mm512_set1_epi64(1);
+        uint8_t ub[8], ob[8];
+        for (int w = 0; w < SS_BLOCK / 64; w++) {
+            if (!tie[w]) { /* the parity of the word's r's, its only part in the fix */
+                double sw = ((kw[w][0] + kw[w][1]) + (kw[w][2] + kw[w][3])) + ((kw[w][4] + kw[w][5]) + (kw[w][6] + kw[w][7]));
+                odd[w] = (uint64_t)sw & 1, up[w] = 0;
+                continue;
+            }
+            for (int b = 0; b < 8; b++) {
+                __m512d ka = _mm512_cvtps_pd(_mm256_loadu_ps(x + 64 * w + 8 * b));
+                ka = _mm512_mul_pd(_mm512_mul_pd(ka, ka), sc);
+                __m512d y = _mm512_add_pd(ka, magic), d = _mm512_sub_pd(ka, _mm512_sub_pd(y, magic));
+                ub[b] = (uint8_t)_mm512_cmp_pd_mask(d, zero, _CMP_GT_OQ);
+                ob[b] = (uint8_t)_mm512_test_epi64_mask(_mm512_castpd_si512(y), one);
+            }
+            memcpy(&up[w], ub, 8);
+            memcpy(&odd[w], ob, 8);
+        }
+    }
+    return ss_block_end(s, S, scale, K, tie, up, odd, any, out);
+}
+
+/* One long gradient's sum: blocks while the sum stays in one binade, else the add
+ * chain itself, only until the sum leaves its binade (or the block ends): a crossing
+ * costs the few elements up to it rather than a block. */
+__attribute__((target("avx2,fma,popcnt"))) static double ss_blocked_avx2(const float *x, size_t n, bool avx512) {
     double s = 0.0;
     size_t i = 0;
-    for (; i + SS_BLOCK <= n; i += SS_BLOCK) {
+    while (i + SS_BLOCK <= n) {
         double t;
-        if (s >= 0x1p-900 && s <= 0x1p900 && ss_block_avx2(x + i, s, &t)) {
+        if (s >= 0x1p-900 && s <= 0x1p900 && (avx512 ? ss_block_avx512(x + i, s, &t) : ss_block_avx2(x + i, s, &t))) {
             s = t;
+            i += SS_BLOCK;
             continue;
         }
-        for (size_t j = i; j < i + SS_BLOCK; j++) s += (double)x[j] * (double)x[j];
+        int E;
+        frexp(s, &E);
+        /* NaN or Inf (no compare with NaN holds): the whole block */
+        const double next = !isfinite(s) ? NAN : s < 0x1p-900 ? 0x1p-900 : ldexp(1.0, E);
+        for (size_t end = i + SS_BLOCK; i < end;) {
+            s += (double)x[i] * (double)x[i];
+            i++;
+            if (s >= next) break;
+        }
     }
     for (; i < n; i++) s += (double)x[i] * (double)x[i];
     return s;
@@ -232,13 +319,14 @@ static void ss_lanes_walk(const float *const *g, const size_t *n, const int *lis
 
 /* The gradients of list on this thread: a long one in blocks (ss_blocked_avx2), the
  * rest side by side (ss_lanes_walk). */
-static void ss_walk(const float *const *g, const size_t *n, const int *list, int count, double *ss, bool avx2) {
+static void ss_walk(const float *const *g, const size_t *n, const int *list, int count, double *ss, int isa) {
+    bool avx2 = isa > 0;
 #ifdef SS_HAVE_AVX2
     int *rest = avx2 ? malloc((size_t)(count ? count : 1) * sizeof *rest) : NULL;
     if (rest) {
         int c = 0;
         for (int a = 0; a < count; a++) {
-            if (n[list[a]] >= 8 * SS_BLOCK) ss[list[a]] = ss_blocked_avx2(g[list[a]], n[list[a]]);
+            if (n[list[a]] >= 8 * SS_BLOCK) ss[list[a]] = ss_blocked_avx2(g[list[a]], n[list[a]], isa > 1);
             else rest[c++] = list[a];
         }
         ss_lanes_walk(g, n, rest, c, ss, avx2);
@@ -250,9 +338,10 @@ static void ss_walk(const float *const *g, const size_t *n, const int *list, int
 }
 
 void ot_grad_sum_sq_many(const float *const *g, const size_t *n, int count, double *ss, int n_threads) {
-    bool avx2 = false;
+    int isa = 0; /* 1: AVX2 and FMA, 2: AVX-512 too */
 #ifdef SS_HAVE_AVX2
-    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        isa = __builtin_cpu_supports("avx512f") ? 2 : 1;
 #endif
     size_t total = 0;
     for (int k = 0; k < count; k++) total += n[k];
@@ -267,7 +356,7 @@ void ot_grad_sum_sq_many(const float *const *g, const size_t *n, int count, doub
             return;
         }
         for (int k = 0; k < count; k++) all[k] = k;
-        ss_walk(g, n, all, count, ss, avx2);
+        ss_walk(g, n, all, count, ss, isa);
         free(all);
         return;
     }
@@ -296,7 +385,7 @@ void ot_grad_sum_sq_many(const float *const *g, const size_t *n, int count, doub
         if (list) {
             for (int k = 0; k < count; k++)
                 if (thread_of[k] == t) list[c++] = k;
-            ss_walk(g, n, list, c, ss, avx2);
+            ss_walk(g, n, list, c, ss, isa);
             free(list);
         } else {
             for (int k = 0; k < count; k++)
