@@ -25,25 +25,52 @@ import torch  # noqa: E402
 SAMPLES = ["mlp", "resnet", "mobilenet", "tinygpt", "chain48"]
 
 
-def pin_environment(threads, wait_policy):
+# OpenBLAS variables that choose its kernels rather than its threads. This workplace's
+# shell sets OPENBLAS_CORETYPE=Haswell (AVX2 kernels: about 235 GFLOP/s sgemm on 2 threads
+# here, against 430 with the AVX-512 kernels OpenBLAS picks for this CPU by itself).
+# ORT's MLAS ignores them, so keeping them compares OpenBLAS at half speed with MLAS.
+BLAS_KERNEL_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+BLAS_WAS_VAR = "OT_BENCH_BLAS_ENV_WAS"
+
+
+def pin_environment(threads, wait_policy, blas_core="machine"):
     """Gives onnxtrain and PyTorch the same threading environment, re-executing this
     script when it must change: OpenMP (libgomp, used by both) and OpenBLAS (the pthread
     build, used by both for GEMM) read their variables once, when they load.
     OPENBLAS_NUM_THREADS: OpenBLAS would otherwise use every core whatever --threads says.
     OMP_WAIT_POLICY: 'passive' puts idle OpenMP workers to sleep at once instead of
     spinning; on a loaded machine spinning workers get descheduled while holding up a
-    barrier, which costs both tools 5-20x (see NOTES.md). 'default' leaves it unset."""
+    barrier, which costs both tools 5-20x (see NOTES.md). 'default' leaves it unset.
+    blas_core 'machine' drops BLAS_KERNEL_VARS, so OpenBLAS picks the kernels of the CPU
+    it runs on; 'env' keeps them. What was dropped is kept in BLAS_WAS_VAR for the
+    report (blas_env_line)."""
     want = {"OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
     if wait_policy != "default":
         want["OMP_WAIT_POLICY"] = wait_policy.upper()
     drop = ["OMP_WAIT_POLICY"] if wait_policy == "default" else []
+    if blas_core == "machine":
+        drop += [k for k in BLAS_KERNEL_VARS if k in os.environ]
     if all(os.environ.get(k) == v for k, v in want.items()) and not any(k in os.environ for k in drop):
         return
     env = dict(os.environ)
     env.update(want)
+    was = [f"{k}={env[k]}" for k in BLAS_KERNEL_VARS if k in drop]
+    if was:
+        env[BLAS_WAS_VAR] = " ".join(was)
     for k in drop:
         env.pop(k, None)
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def blas_env_line():
+    """One sentence on the OpenBLAS kernel variables the runs had."""
+    kept = [f"{k}={os.environ[k]}" for k in BLAS_KERNEL_VARS if k in os.environ]
+    if kept:
+        return f"OpenBLAS kernels as the environment chose ({' '.join(kept)})"
+    was = os.environ.get(BLAS_WAS_VAR)
+    if was:
+        return f"OpenBLAS kernels of this CPU (the environment's {was} removed for the runs; --blas-core env keeps it)"
+    return "OpenBLAS kernels of this CPU"
 
 
 def find_onnxtrain(path):

@@ -36,7 +36,9 @@ sgemm of the OpenBLAS that onnxtrain links (the library `ldd` names for the bina
 through ctypes; T threads, 1024^3) sampled before each repetition in the same run (ORT's
 own MatMul rate, MLAS, is sampled beside it and shown too).
 The threading environment is pinned for all three as in bench_common.pin_environment
-(OMP_WAIT_POLICY=passive unless --wait-policy; ORT gets allow_spinning=0 alike).
+(OMP_WAIT_POLICY=passive unless --wait-policy; ORT gets allow_spinning=0 alike), and
+OpenBLAS picks the kernels of the CPU it runs on (--blas-core env keeps the
+environment's OPENBLAS_CORETYPE, which this workplace sets to Haswell).
 Nothing here asserts a time. Exit status: 0 when every run of every case succeeded,
 1 when any failed (its cell says why), 2 on a usage error.
 """
@@ -455,7 +457,7 @@ def header(args, results, t0):
             f"Written by `bench/peers.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t0))}, "
             f"{(time.time() - t0) / 60:.0f} min); repository at {commit}; binary {args.onnxtrain}.\n"
             f"Command: `/usr/bin/python3 bench/peers.py {' '.join(sys.argv[1:])}`\n\n"
-            f"{bc.machine_line(args.threads)}; ONNX Runtime training 1.19.2; SGD lr from each case; "
+            f"{bc.machine_line(args.threads)}; {bc.blas_env_line()}; ONNX Runtime training 1.19.2; SGD lr from each case; "
             f"{args.reps} repetitions per tool, interleaved; sgemm (1024^3, {args.threads} threads, median of "
             f"~1 s, sampled before each repetition): the OpenBLAS onnxtrain links ({', '.join(libs) or '?'}), and ORT's MatMul (MLAS).\n"
             f"Ratios below 1: onnxtrain is faster. FLOPs: MatMul/Gemm/Conv of the exported graph x 3 "
@@ -472,6 +474,9 @@ def parse_args():
     ap.add_argument("--warmup", type=int, help="warm-up steps per run (default: per case, 1-5)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--wait-policy", choices=["passive", "active", "default"], default="passive")
+    ap.add_argument("--blas-core", choices=["machine", "env"], default="machine",
+                    help="machine (default): drop OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE so OpenBLAS, in "
+                         "onnxtrain and in PyTorch alike, uses the kernels of this CPU; env: keep them")
     ap.add_argument("--onnxtrain")
     ap.add_argument("--ort-python", default=DEFAULT_ORT, help=f"the ORT venv's python (default {DEFAULT_ORT})")
     ap.add_argument("--hf-python", default=DEFAULT_HF, help=f"python with transformers, for bert_base "
@@ -562,7 +567,7 @@ def compare_losses(case, losses):
 
 def main():
     args = parse_args()
-    bc.pin_environment(args.threads, args.wait_policy)
+    bc.pin_environment(args.threads, args.wait_policy, args.blas_core)
     args.onnxtrain = bc.find_onnxtrain(args.onnxtrain)
     work = args.work or tempfile.mkdtemp(prefix="peers-")
     os.makedirs(work, exist_ok=True)
