@@ -2,7 +2,10 @@
  * as the plain rules they replace: the tiled 4-byte Transpose against an element-by-
  * element reference on shapes that are not multiples of the tile, for the permutations
  * a GPT exports (weights [1,0], attention [0,2,1,3] and [0,2,3,1]) and others, on one
- * and two threads. */
+ * and two threads; SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and their
+ * gradient over [N, C, D] scores with D > 1 (positions side by side in lanes) against
+ * one position at a time, with ignored labels, each reduction, D not a multiple of
+ * the lane count. */
 #include "test_kernels_cpu_util.h"
 
 /* y = transpose(x, perm) element by element: the definition, with no tiling. */
@@ -59,9 +62,114 @@ static void test_transpose_tiled(void **state) {
     }
 }
 
+/* The loss one position at a time, as the kernel computed it before lanes: y is the
+ * per-position loss (reduction none) or the reduced one; lp the log-probabilities. */
+static void ce_ref(const float *x, const int64_t *lab, int64_t N, int64_t C, int64_t D, int red, int64_t ignore,
+                   bool softmax, float *y, float *lp) {
+    double sl = 0.0, sw = 0.0;
+    for (int64_t i = 0; i < N * D; i++) {
+        int64_t n = i / D, d = i % D;
+        const float *xi = x + n * C * D + d;
+        float mx = 0.0f, ls = 0.0f;
+        if (softmax) {
+            float sum = 0.0f;
+            mx = -INFINITY;
+            for (int64_t c = 0; c < C; c++) mx = xi[c * D] > mx ? xi[c * D] : mx;
+            for (int64_t c = 0; c < C; c++) sum += expf(xi[c * D] - mx);
+            ls = logf(sum);
+            for (int64_t c = 0; c < C; c++) lp[n * C * D + c * D + d] = (xi[c * D] - mx) - ls;
+        }
+        double li = 0.0, wi = 0.0;
+        if (lab[i] != ignore) {
+            wi = 1.0;
+            li = -(double)((xi[lab[i] * D] - mx) - ls) * wi;
+        }
+        if (red == 0) y[i] = (float)li;
+        sl += li, sw += wi;
+    }
+    if (red) y[0] = (float)(red == 2 ? sl / sw : sl);
+}
+
+static void ce_grad_ref(const float *dl, const float *x, const int64_t *lab, int64_t N, int64_t C, int64_t D,
+                        int red, int64_t ignore, bool softmax, float *dx) {
+    double denom = 0.0;
+    for (int64_t i = 0; i < N * D; i++) denom += lab[i] == ignore ? 0.0 : 1.0;
+    for (int64_t i = 0; i < N * D; i++) {
+        int64_t n = i / D, d = i % D, l = lab[i];
+        const float *xr = x + n * C * D + d;
+        float *dr = dx + n * C * D + d;
+        bool skip = l == ignore;
+        double g = skip ? 0.0 : 1.0;
+        g *= red == 0 ? dl[i] : dl[0];
+        if (red == 2) g = denom > 0.0 ? g / denom : 0.0;
+        if (!softmax) {
+            for (int64_t c = 0; c < C; c++) dr[c * D] = (!skip && c == l) ? (float)-g : 0.0f;
+            continue;
+        }
+        double mx = -INFINITY, s = 0.0;
+        for (int64_t c = 0; c < C; c++) mx = fmax(mx, xr[c * D]);
+        for (int64_t c = 0; c < C; c++) s += exp(xr[c * D] - mx);
+        for (int64_t c = 0; c < C; c++) {
+            double p = exp(xr[c * D] - mx) / s;
+            dr[c * D] = (float)(g * (p - (c == l ? 1.0 : 0.0)));
+        }
+    }
+}
+
+static void check_ce(int64_t N, int64_t C, int64_t D, const char *reduction, bool softmax, int threads) {
+    int64_t nx = N * C * D, nl = N * D, ignore = 2;
+    int red = reduction[0] == 'n' ? 0 : reduction[0] == 's' ? 1 : 2;
+    float *x = malloc((size_t)nx * sizeof(float)), *lp = malloc((size_t)nx * sizeof(float));
+    float *lp_want = malloc((size_t)nx * sizeof(float)), *dx = malloc((size_t)nx * sizeof(float));
+    float *dx_want = malloc((size_t)nx * sizeof(float)), *y = malloc((size_t)nl * sizeof(float));
+    float *y_want = malloc((size_t)nl * sizeof(float)), *dl = malloc((size_t)nl * sizeof(float));
+    int64_t *lab = malloc((size_t)nl * sizeof(int64_t));
+    uint32_t r = 12345;
+    for (int64_t i = 0; i < nx; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)(r >> 8) / (float)(1u << 24) * 8.0f - 4.0f;
+    }
+    for (int64_t i = 0; i < nl; i++) lab[i] = (i * 7 + 3) % C, dl[i] = 0.25f + (float)(i % 5);
+    ot_op op = softmax ? OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS : OT_OP_NLL_LOSS;
+    ot_node f = tk_node(op, 2, softmax ? 2 : 1);
+    ot_node_set_attr_string(&f, "reduction", reduction);
+    ot_node_set_attr_int(&f, "ignore_index", ignore);
+    ot_tensor in[3] = {tk_t(OT_F32, x, 3, (int)N, (int)C, (int)D), tk_t(OT_I64, lab, 2, (int)N, (int)D)};
+    ot_tensor out[2] = {red ? tk_t(OT_F32, y, 0) : tk_t(OT_F32, y, 2, (int)N, (int)D),
+                        tk_t(OT_F32, lp, 3, (int)N, (int)C, (int)D)};
+    assert_int_equal(tk_run_ex(&f, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    ce_ref(x, lab, N, C, D, red, ignore, softmax, y_want, lp_want);
+    assert_memory_equal(y, y_want, (size_t)(red ? 1 : nl) * sizeof(float));
+    if (softmax) assert_memory_equal(lp, lp_want, (size_t)nx * sizeof(float));
+    ot_node b = tk_node(softmax ? OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD : OT_OP_NLL_LOSS_GRAD, 3, 1);
+    ot_node_set_attr_string(&b, "reduction", reduction);
+    ot_node_set_attr_int(&b, "ignore_index", ignore);
+    ot_tensor gin[3] = {red ? tk_t(OT_F32, dl, 0) : tk_t(OT_F32, dl, 2, (int)N, (int)D), in[0], in[1]};
+    ot_tensor gout[1] = {tk_t(OT_F32, dx, 3, (int)N, (int)C, (int)D)};
+    assert_int_equal(tk_run_ex(&b, gin, gout, threads, 0, 0, 0, NULL), OT_OK);
+    ce_grad_ref(dl, x, lab, N, C, D, red, ignore, softmax, dx_want);
+    assert_memory_equal(dx, dx_want, (size_t)nx * sizeof(float));
+    tk_node_free(&f);
+    tk_node_free(&b);
+    free(x), free(lp), free(lp_want), free(dx), free(dx_want), free(y), free(y_want), free(dl), free(lab);
+}
+
+static void test_cross_entropy_lanes(void **state) {
+    (void)state;
+    for (int threads = 1; threads <= 2; threads++) {
+        check_ce(3, 41, 37, "mean", true, threads); /* D: two whole lane groups and a tail */
+        check_ce(3, 41, 37, "none", true, threads);
+        check_ce(2, 600, 16, "sum", true, threads);
+        check_ce(40, 523, 1, "mean", true, threads); /* classes last: one lane */
+        check_ce(3, 41, 37, "mean", false, threads);
+        check_ce(2, 33, 5, "none", false, threads);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transpose_tiled),
+        cmocka_unit_test(test_cross_entropy_lanes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
