@@ -5,7 +5,8 @@
  * and two threads; SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and their
  * gradient over [N, C, D] scores with D > 1 (positions side by side in lanes) against
  * one position at a time, with ignored labels, each reduction, D not a multiple of
- * the lane count. */
+ * the lane count; LayerNormGrad (rows side by side, dScale / dBias by column blocks)
+ * against one row and one column at a time. */
 #include "test_kernels_cpu_util.h"
 
 /* y = transpose(x, perm) element by element: the definition, with no tiling. */
@@ -166,10 +167,92 @@ static void test_cross_entropy_lanes(void **state) {
     }
 }
 
+/* LayerNormGrad over the last axis one row and one column at a time, as the kernel
+ * computed it before rows went side by side. */
+static void ln_grad_ref(const float *dy, const float *xs, const float *sc, int64_t rows, int64_t cols, double eps,
+                        float *dx, float *dsc, float *db) {
+    double *stat = malloc((size_t)rows * 2 * sizeof(double));
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = xs + r * cols, *dr = dy + r * cols;
+        double mean = 0.0, var = 0.0;
+        for (int64_t j = 0; j < cols; j++) mean += xr[j];
+        mean /= (double)cols;
+        for (int64_t j = 0; j < cols; j++) var += (xr[j] - mean) * (xr[j] - mean);
+        var /= (double)cols;
+        double inv = 1.0 / sqrt(var + eps);
+        stat[2 * r] = mean;
+        stat[2 * r + 1] = inv;
+        double mg = 0.0, mgx = 0.0;
+        for (int64_t j = 0; j < cols; j++) {
+            double g = (double)dr[j] * sc[j];
+            mg += g;
+            mgx += g * (xr[j] - mean) * inv;
+        }
+        mg /= (double)cols;
+        mgx /= (double)cols;
+        for (int64_t j = 0; j < cols; j++) {
+            double xh = (xr[j] - mean) * inv;
+            dx[r * cols + j] = (float)(inv * ((double)dr[j] * sc[j] - mg - xh * mgx));
+        }
+    }
+    for (int64_t j = 0; j < cols; j++) {
+        double a = 0.0, b = 0.0;
+        for (int64_t r = 0; r < rows; r++) {
+            double g = dy[r * cols + j];
+            a += g * (xs[r * cols + j] - stat[2 * r]) * stat[2 * r + 1];
+            b += g;
+        }
+        dsc[j] = (float)a;
+        db[j] = (float)b;
+    }
+    free(stat);
+}
+
+static void check_ln_grad(int64_t rows, int64_t cols, int threads) {
+    int64_t n = rows * cols;
+    float *dy = malloc((size_t)n * sizeof(float)), *x = malloc((size_t)n * sizeof(float));
+    float *sc = malloc((size_t)cols * sizeof(float)), *dx = malloc((size_t)n * sizeof(float));
+    float *dx_want = malloc((size_t)n * sizeof(float)), *dsc = malloc((size_t)cols * sizeof(float) * 4);
+    float *dsc_want = dsc + cols, *db = dsc + 2 * cols, *db_want = dsc + 3 * cols;
+    uint32_t r = 777;
+    for (int64_t i = 0; i < n; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)(r >> 8) / (float)(1u << 24) * 6.0f - 2.0f + (float)(i / cols % 3);
+        r = r * 1664525u + 1013904223u;
+        dy[i] = (float)(r >> 8) / (float)(1u << 24) - 0.5f;
+    }
+    for (int64_t j = 0; j < cols; j++) sc[j] = 0.5f + (float)(j % 7) * 0.25f;
+    ot_node node = tk_node(OT_OP_LAYER_NORM_GRAD, 3, 3);
+    ot_node_set_attr_int(&node, "axis", -1);
+    ot_node_set_attr_float(&node, "epsilon", 1e-5f);
+    ot_tensor in[3] = {tk_t(OT_F32, dy, 2, (int)rows, (int)cols), tk_t(OT_F32, x, 2, (int)rows, (int)cols),
+                       tk_t(OT_F32, sc, 1, (int)cols)};
+    ot_tensor out[3] = {tk_t(OT_F32, dx, 2, (int)rows, (int)cols), tk_t(OT_F32, dsc, 1, (int)cols),
+                        tk_t(OT_F32, db, 1, (int)cols)};
+    assert_int_equal(tk_run_ex(&node, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    ln_grad_ref(dy, x, sc, rows, cols, (double)1e-5f, dx_want, dsc_want, db_want);
+    assert_memory_equal(dx, dx_want, (size_t)n * sizeof(float));
+    assert_memory_equal(dsc, dsc_want, (size_t)cols * sizeof(float));
+    assert_memory_equal(db, db_want, (size_t)cols * sizeof(float));
+    tk_node_free(&node);
+    free(dy), free(x), free(sc), free(dx), free(dx_want), free(dsc);
+}
+
+static void test_layer_norm_grad_rows(void **state) {
+    (void)state;
+    for (int threads = 1; threads <= 2; threads++) {
+        check_ln_grad(203, 37, threads); /* row groups and column blocks with tails */
+        check_ln_grad(64, 128, threads);
+        check_ln_grad(3, 5, threads);
+        check_ln_grad(1, 300, threads);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transpose_tiled),
         cmocka_unit_test(test_cross_entropy_lanes),
+        cmocka_unit_test(test_layer_norm_grad_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
