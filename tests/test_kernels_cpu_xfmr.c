@@ -117,7 +117,7 @@ static void ce_grad_ref(const float *dl, const float *x, const int64_t *lab, int
     }
 }
 
-static void check_ce(int64_t N, int64_t C, int64_t D, const char *reduction, bool softmax, int threads) {
+static void check_ce(int64_t N, int64_t C, int64_t D, const char *reduction, bool softmax, bool special, int threads) {
     int64_t nx = N * C * D, nl = N * D, ignore = 2;
     int red = reduction[0] == 'n' ? 0 : reduction[0] == 's' ? 1 : 2;
     float *x = malloc((size_t)nx * sizeof(float)), *lp = malloc((size_t)nx * sizeof(float));
@@ -131,6 +131,12 @@ static void check_ce(int64_t N, int64_t C, int64_t D, const char *reduction, boo
         x[i] = (float)(r >> 8) / (float)(1u << 24) * 8.0f - 4.0f;
     }
     for (int64_t i = 0; i < nl; i++) lab[i] = (i * 7 + 3) % C, dl[i] = 0.25f + (float)(i % 5);
+    if (special) { /* a NaN, an -inf, signed zeros: the max's NaN and tie rules */
+        x[0] = NAN;
+        x[D] = -INFINITY;
+        for (int64_t c = 0; c < C; c++) x[c * D + 1] = c % 2 ? 0.0f : -0.0f;
+        x[3 * D + 2] = -INFINITY;
+    }
     ot_op op = softmax ? OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS : OT_OP_NLL_LOSS;
     ot_node f = tk_node(op, 2, softmax ? 2 : 1);
     ot_node_set_attr_string(&f, "reduction", reduction);
@@ -158,12 +164,14 @@ static void check_ce(int64_t N, int64_t C, int64_t D, const char *reduction, boo
 static void test_cross_entropy_lanes(void **state) {
     (void)state;
     for (int threads = 1; threads <= 2; threads++) {
-        check_ce(3, 41, 37, "mean", true, threads); /* D: two whole lane groups and a tail */
-        check_ce(3, 41, 37, "none", true, threads);
-        check_ce(2, 600, 16, "sum", true, threads);
-        check_ce(40, 523, 1, "mean", true, threads); /* classes last: one lane */
-        check_ce(3, 41, 37, "mean", false, threads);
-        check_ce(2, 33, 5, "none", false, threads);
+        check_ce(3, 41, 37, "mean", true, false, threads); /* D: two whole lane groups and a tail */
+        check_ce(3, 41, 37, "none", true, false, threads);
+        check_ce(2, 600, 16, "sum", true, false, threads);
+        check_ce(40, 523, 1, "mean", true, false, threads); /* classes last: one lane */
+        check_ce(3, 41, 37, "none", true, true, threads);
+        check_ce(40, 523, 3, "none", true, true, threads);
+        check_ce(3, 41, 37, "mean", false, false, threads);
+        check_ce(2, 33, 5, "none", false, false, threads);
     }
 }
 

@@ -46,8 +46,13 @@ static void ce_grad_lanes(const ce_grad_args *a, int64_t n, int64_t d0, int lane
         return;
     }
     for (int k = 0; k < lanes; k++) mx[k] = -INFINITY, s[k] = 0.0;
+    /* fmax(mx, x) without the call: mx starts at -inf and never becomes NaN, a NaN x
+     * leaves it, and on a tie x is taken, as glibc's maxsd-based fmax does */
     for (int64_t c = 0; c < C; c++)
-        for (int k = 0; k < lanes; k++) mx[k] = fmax(mx[k], xr[c * D + k]);
+        for (int k = 0; k < lanes; k++) {
+            double x = xr[c * D + k];
+            mx[k] = mx[k] > x || x != x ? mx[k] : x;
+        }
     for (int64_t c = 0; c < C; c++)
         for (int k = 0; k < lanes; k++) s[k] += exp(xr[c * D + k] - mx[k]);
     for (int64_t c = 0; c < C; c++)
