@@ -6,7 +6,8 @@
  * gradient over [N, C, D] scores with D > 1 (positions side by side in lanes) against
  * one position at a time, with ignored labels, each reduction, D not a multiple of
  * the lane count; LayerNormGrad (rows side by side, dScale / dBias by column blocks)
- * against one row and one column at a time. */
+ * against one row and one column at a time; Gemm(X, W, transB = 1), what
+ * autodiff/fold_linear.c turns MatMul(X, Transpose(W)) into, against that MatMul. */
 #include "test_kernels_cpu_util.h"
 
 /* y = transpose(x, perm) element by element: the definition, with no tiling. */
@@ -256,11 +257,43 @@ static void test_layer_norm_grad_rows(void **state) {
     }
 }
 
+/* MatMul(X, Transpose(W)) and Gemm(X, W, transB = 1): the same bits. */
+static void check_gemm_tb(int M, int K, int N, int threads) {
+    float *x = malloc((size_t)M * K * sizeof(float)), *w = malloc((size_t)N * K * sizeof(float));
+    float *wt = malloc((size_t)N * K * sizeof(float)), *y1 = malloc((size_t)M * N * sizeof(float));
+    float *y2 = malloc((size_t)M * N * sizeof(float));
+    uint32_t r = 4242;
+    for (int i = 0; i < M * K; i++) r = r * 1664525u + 1013904223u, x[i] = (float)(r >> 8) / (float)(1u << 24) - 0.5f;
+    for (int i = 0; i < N * K; i++) r = r * 1664525u + 1013904223u, w[i] = (float)(r >> 8) / (float)(1u << 24) - 0.5f;
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) wt[k * N + n] = w[n * K + k];
+    ot_node mm = tk_node(OT_OP_MATMUL, 2, 1), gm = tk_node(OT_OP_GEMM, 2, 1);
+    ot_node_set_attr_int(&gm, "transB", 1);
+    ot_tensor in1[2] = {tk_t(OT_F32, x, 2, M, K), tk_t(OT_F32, wt, 2, K, N)}, out1[1] = {tk_t(OT_F32, y1, 2, M, N)};
+    ot_tensor in2[2] = {tk_t(OT_F32, x, 2, M, K), tk_t(OT_F32, w, 2, N, K)}, out2[1] = {tk_t(OT_F32, y2, 2, M, N)};
+    assert_int_equal(tk_run_ex(&mm, in1, out1, threads, 0, 0, 0, NULL), OT_OK);
+    assert_int_equal(tk_run_ex(&gm, in2, out2, threads, 0, 0, 0, NULL), OT_OK);
+    assert_memory_equal(y1, y2, (size_t)M * N * sizeof(float));
+    tk_node_free(&gm);
+    free(x), free(w), free(wt), free(y1), free(y2);
+}
+
+static void test_gemm_trans_b(void **state) {
+    (void)state;
+    for (int threads = 1; threads <= 2; threads++) {
+        check_gemm_tb(37, 129, 300, threads);
+        check_gemm_tb(512, 128, 384, threads); /* gpt4_d128's qkv */
+        check_gemm_tb(256, 768, 640, threads);
+        check_gemm_tb(5, 3, 2, threads);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transpose_tiled),
         cmocka_unit_test(test_cross_entropy_lanes),
         cmocka_unit_test(test_layer_norm_grad_rows),
+        cmocka_unit_test(test_gemm_trans_b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
