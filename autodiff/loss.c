@@ -2,6 +2,7 @@
  * int64 "labels" input), mean squared error (MseLoss with a new "targets" input) or
  * "use this scalar output as the loss" to an imported forward graph. */
 #include "autodiff/autodiff.h"
+#include "autodiff/loss_rows.h" /* classes last: [rows, C] instead of a Transpose */
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,8 @@ static ot_status cross_entropy(ot_graph *g, const ot_loss_options *opt, int out,
         }
     }
     int scores = out;
-    if (k != 1) {
+    bool rows = ot_loss_rows_fit(&s, k);
+    if (k != 1 && !rows) {
         char base[512];
         snprintf(base, sizeof base, "%s_classes_on_axis1", name);
         scores = ot_graph_add_value_unique(g, base, g->values[out].dtype, &ts, OT_VK_ACTIVATION);
@@ -66,6 +68,7 @@ static ot_status cross_entropy(ot_graph *g, const ot_loss_options *opt, int out,
     *loss = ot_graph_add_value_unique(g, "loss", OT_F32, &scalar, OT_VK_ACTIVATION);
     if (labels < 0 || *loss < 0) goto oom;
     int in[2] = {scores, labels};
+    if (rows && ot_loss_rows_flatten(g, out, labels, &in[0], &in[1])) goto oom;
     int n = ot_graph_add_node(g, OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS, "loss/cross_entropy", in, 2, loss, 1, OT_PHASE_LOSS);
     if (n < 0 || ot_node_set_attr_string(&g->nodes[n], "reduction", "mean")) goto oom;
     if (opt->has_ignore_index && ot_node_set_attr_int(&g->nodes[n], "ignore_index", opt->ignore_index)) goto oom;

@@ -305,21 +305,40 @@ static void test_loss_builders(void **state) {
     assert_int_equal(g->values[loss].shape.rank, 0);
     ot_graph_free(g);
 
-    /* [2, 7, 5] (classes last): transposed to [2, 5, 7], labels [2, 7] */
+    /* [2, 7, 5] (classes last, every dim known): rows [14, 5] and labels [14], two
+     * Reshapes of the output and of the [2, 7] labels input (autodiff/loss_rows.c) */
     int64_t d3[3] = {2, 7, 5};
     g = model_with_output(3, d3, false);
     assert_int_equal(ot_loss_build(g, &lo, &loss, &err), OT_OK);
     n = &g->nodes[g->values[loss].producer];
-    const ot_value *sc = &g->values[n->inputs[0]];
-    assert_int_equal(g->nodes[sc->producer].op, OT_OP_TRANSPOSE);
+    const ot_value *sc = &g->values[n->inputs[0]], *sl = &g->values[n->inputs[1]];
+    assert_int_equal(g->nodes[sc->producer].op, OT_OP_RESHAPE);
+    assert_int_equal(sc->shape.rank, 2);
+    assert_int_equal(sc->shape.dim[0], 14);
     assert_int_equal(sc->shape.dim[1], 5);
-    assert_int_equal(sc->shape.dim[2], 7);
-    assert_int_equal(g->values[n->inputs[1]].shape.dim[1], 7);
+    assert_int_equal(g->nodes[sl->producer].op, OT_OP_RESHAPE);
+    assert_int_equal(sl->shape.rank, 1);
+    assert_int_equal(sl->shape.dim[0], 14);
+    const ot_value *lab3 = &g->values[g->inputs[g->n_inputs - 1]];
+    assert_string_equal(lab3->name, "labels");
+    assert_int_equal(lab3->shape.rank, 2);
+    assert_int_equal(lab3->shape.dim[1], 7);
     /* and the result differentiates */
     ot_autodiff_options ao = {.loss_value = loss, .wrt = &g->inputs[0], .n_wrt = 1};
     ot_autodiff_result r;
     assert_int_equal(ot_autodiff_build(g, &ao, &r, &err), OT_OK);
     ot_autodiff_result_free(&r);
+    ot_graph_free(g);
+
+    /* [batch, 7, 5] with a symbolic batch: transposed to [batch, 5, 7], labels [batch, 7] */
+    g = model_with_output(3, d3, true);
+    assert_int_equal(ot_loss_build(g, &lo, &loss, &err), OT_OK);
+    n = &g->nodes[g->values[loss].producer];
+    sc = &g->values[n->inputs[0]];
+    assert_int_equal(g->nodes[sc->producer].op, OT_OP_TRANSPOSE);
+    assert_int_equal(sc->shape.dim[1], 5);
+    assert_int_equal(sc->shape.dim[2], 7);
+    assert_int_equal(g->values[n->inputs[1]].shape.dim[1], 7);
     ot_graph_free(g);
 
     /* mse: targets shaped like the output */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autodiff/fold_linear.h" /* weight Transposes into the GEMM */
 #include "kernels/backend_select.h"
 #include "train/session.h"
 #include "train/train_internal.h"
@@ -393,6 +394,10 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
     if ((st = build_backward(s, err))) return st;
     s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err);
     if (!s->be) return err ? err->code : OT_E_DEVICE;
+    /* nn.Linear's weight Transpose as the GEMM's transB (same bits with OpenBLAS; on
+     * CUDA the graph stays as exported, whose cuBLAS results it would change) */
+    if ((!s->o.device || strcmp(s->o.device, "cpu") == 0) && ot_fold_linear_transposes(g) < 0)
+        return ot_fail(err, OT_E_MEMORY, "out of memory folding weight transposes");
     /* validation's plan first: the budget that remat and the check below work to
      * must hold it too */
     if (s->o.validation && (st = ot_train_validation_plan_ahead(s, err))) return st;

@@ -134,6 +134,54 @@ size_t ot_cpu_loss_workspace(const ot_node *node, const ot_tensor *in, const ot_
     return (size_t)(g.N * g.D) * 2 * sizeof(double);
 }
 
+/* Positions d one task handles side by side: with classes on axis 1 and D > 1 (a
+ * [B, T, V] output transposed to [B, V, T] by the loss builder), 16 neighbouring d are
+ * one cache line of a class row, where one position at a time reads one float per line.
+ * Each lane keeps its own max, sum and log-sum, taken over the classes in the same order
+ * and with the same float operations as one position at a time: the same bits. */
+#define OT_LOSS_LANES 16
+
+/* Loss terms of positions (n, d0 .. d0 + lanes - 1): into y (reduction 'none') or the
+ * workspace's (loss, weight) pairs; the log-probabilities into lp when asked for. */
+static void loss_lanes(const loss_geom *g, const ot_tensor *in, const float *w, float *lp, float *y, double *ws,
+                       bool softmax, int64_t n, int64_t d0, int lanes) {
+    int64_t C = g->C, D = g->D;
+    const float *x = (const float *)in[0].data + n * C * D + d0;
+    float mx[OT_LOSS_LANES], ls[OT_LOSS_LANES], sum[OT_LOSS_LANES];
+    for (int k = 0; k < lanes; k++) mx[k] = 0.0f, ls[k] = 0.0f;
+    if (softmax) {
+        /* log p = (x - max) - log(sum exp(x - max)), same rounding as LogSoftmax */
+        for (int k = 0; k < lanes; k++) mx[k] = -INFINITY, sum[k] = 0.0f;
+        for (int64_t c = 0; c < C; c++)
+            for (int k = 0; k < lanes; k++) mx[k] = x[c * D + k] > mx[k] ? x[c * D + k] : mx[k];
+        for (int k = 0; k < lanes; k++)
+            if (mx[k] == -INFINITY) mx[k] = 0.0f;
+        for (int64_t c = 0; c < C; c++)
+            for (int k = 0; k < lanes; k++) sum[k] += expf(x[c * D + k] - mx[k]);
+        for (int k = 0; k < lanes; k++) ls[k] = logf(sum[k]);
+        if (lp) {
+            float *lr = lp + n * C * D + d0;
+            for (int64_t c = 0; c < C; c++)
+                for (int k = 0; k < lanes; k++) lr[c * D + k] = (x[c * D + k] - mx[k]) - ls[k];
+        }
+    }
+    for (int k = 0; k < lanes; k++) {
+        int64_t i = n * D + d0 + k, lab;
+        ot_kernel_load_int(in[1].dtype, in[1].data, i, &lab);
+        double li = 0.0, wi = 0.0;
+        if (!(g->has_ignore && lab == g->ignore)) {
+            wi = w ? w[lab] : 1.0;
+            li = -(double)((x[lab * D + k] - mx[k]) - ls[k]) * wi;
+        }
+        if (g->reduction == 0) {
+            y[i] = (float)li;
+        } else {
+            ws[2 * i] = li;
+            ws[2 * i + 1] = wi;
+        }
+    }
+}
+
 static ot_status loss_run(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                           ot_error *err, bool softmax) {
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "scores", in[0].dtype, err);
@@ -165,38 +213,15 @@ static ot_status loss_run(const ot_node *node, const ot_tensor *in, ot_tensor *o
     if (g.reduction && (!ws || ctx->workspace_bytes < (size_t)M * 2 * sizeof(double)))
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): workspace smaller than ot_cpu_workspace_bytes", node->name,
                        node->op_type);
-    const float *x = in[0].data;
     float *y = out[0].data;
     int nt = ot_cpu_threads(ctx);
     bool par = M * g.C >= OT_CPU_PAR_MIN && M > 1;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t i = 0; i < M; i++) {
-        int64_t n = i / g.D, d = i % g.D, lab;
-        ot_kernel_load_int(in[1].dtype, in[1].data, i, &lab);
-        const float *xi = x + n * g.C * g.D + d;
-        /* log p = (x - max) - log(sum exp(x - max)), same rounding as LogSoftmax */
-        float mx = 0.0f, ls = 0.0f;
-        if (softmax) {
-            float sum = 0.0f;
-            mx = -INFINITY;
-            for (int64_t c = 0; c < g.C; c++) mx = xi[c * g.D] > mx ? xi[c * g.D] : mx;
-            if (mx == -INFINITY) mx = 0.0f;
-            for (int64_t c = 0; c < g.C; c++) sum += expf(xi[c * g.D] - mx);
-            ls = logf(sum);
-            if (lp)
-                for (int64_t c = 0; c < g.C; c++) lp[n * g.C * g.D + c * g.D + d] = (xi[c * g.D] - mx) - ls;
-        }
-        double li = 0.0, wi = 0.0;
-        if (!(g.has_ignore && lab == g.ignore)) {
-            wi = w ? w[lab] : 1.0;
-            li = -(double)((xi[lab * g.D] - mx) - ls) * wi;
-        }
-        if (g.reduction == 0) {
-            y[i] = (float)li;
-        } else {
-            ws[2 * i] = li;
-            ws[2 * i + 1] = wi;
-        }
+    int64_t nb = (g.D + OT_LOSS_LANES - 1) / OT_LOSS_LANES, tasks = g.N * nb;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par && tasks > 1)
+    for (int64_t t = 0; t < tasks; t++) {
+        int64_t d0 = t % nb * OT_LOSS_LANES;
+        int lanes = (int)(g.D - d0 < OT_LOSS_LANES ? g.D - d0 : OT_LOSS_LANES);
+        loss_lanes(&g, in, w, lp, y, ws, softmax, t / nb, d0, lanes);
     }
     if (g.reduction) {
         double sl = 0.0, sw = 0.0;

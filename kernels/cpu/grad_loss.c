@@ -7,6 +7,61 @@
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/loss_geometry.h"
 
+/* Positions d one task handles side by side: with classes on axis 1 and D > 1 (a
+ * [B, T, V] output transposed to [B, V, T] by the loss builder), 16 neighbouring d are
+ * one cache line of a class row, where one position at a time touches one float per
+ * line. Each lane takes its max and sum over the classes in the same order and with the
+ * same double operations as one position at a time: the same bits. */
+#define OT_CE_LANES 16
+
+typedef struct {
+    const ot_tensor *lab;
+    const float *xs, *dls, *ws;
+    float *dx;
+    int64_t C, D, ignore;
+    int mode;
+    bool has_ig, softmax;
+    double denom;
+} ce_grad_args;
+
+/* dX of positions (n, d0 .. d0 + lanes - 1). */
+static void ce_grad_lanes(const ce_grad_args *a, int64_t n, int64_t d0, int lanes) {
+    int64_t C = a->C, D = a->D;
+    const float *xr = a->xs + n * C * D + d0;
+    float *dr = a->dx + n * C * D + d0;
+    int64_t l[OT_CE_LANES];
+    double g[OT_CE_LANES], mx[OT_CE_LANES], s[OT_CE_LANES];
+    bool skip[OT_CE_LANES];
+    for (int k = 0; k < lanes; k++) {
+        int64_t i = n * D + d0 + k;
+        ot_kernel_load_int(a->lab->dtype, a->lab->data, i, &l[k]);
+        skip[k] = a->has_ig && l[k] == a->ignore;
+        g[k] = skip[k] ? 0.0 : (a->ws ? a->ws[l[k]] : 1.0);
+        g[k] *= a->mode == 0 ? a->dls[i] : a->dls[0];
+        if (a->mode == 2) g[k] = a->denom > 0.0 ? g[k] / a->denom : 0.0;
+    }
+    if (!a->softmax) { /* NLL: d/dx of -x[label] */
+        for (int64_t c = 0; c < C; c++)
+            for (int k = 0; k < lanes; k++) dr[c * D + k] = (!skip[k] && c == l[k]) ? (float)-g[k] : 0.0f;
+        return;
+    }
+    for (int k = 0; k < lanes; k++) mx[k] = -INFINITY, s[k] = 0.0;
+    /* fmax(mx, x) without the call: mx starts at -inf and never becomes NaN, a NaN x
+     * leaves it, and on a tie x is taken, as glibc's maxsd-based fmax does */
+    for (int64_t c = 0; c < C; c++)
+        for (int k = 0; k < lanes; k++) {
+            double x = xr[c * D + k];
+            mx[k] = mx[k] > x || x != x ? mx[k] : x;
+        }
+    for (int64_t c = 0; c < C; c++)
+        for (int k = 0; k < lanes; k++) s[k] += exp(xr[c * D + k] - mx[k]);
+    for (int64_t c = 0; c < C; c++)
+        for (int k = 0; k < lanes; k++) {
+            double p = exp(xr[c * D + k] - mx[k]) / s[k];
+            dr[c * D + k] = (float)(g[k] * (p - (c == l[k] ? 1.0 : 0.0)));
+        }
+}
+
 OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
     const ot_tensor *dl = &in[0], *x = &in[1], *lab = &in[2];
     const ot_tensor *w = node->n_inputs > 3 && in[3].data ? &in[3] : NULL;
@@ -39,28 +94,15 @@ OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
                            node->name, node->op_type, (long long)l, (long long)i, (long long)C);
         denom += ws ? ws[l] : 1.0;
     }
+    ce_grad_args ga = {.lab = lab, .xs = xs, .dls = dls, .ws = ws, .dx = dx, .C = C, .D = D, .mode = mode,
+                       .has_ig = has_ig, .ignore = ignore, .denom = denom, .softmax = softmax};
     int nt = ot_cpu_threads(ctx);
-#pragma omp parallel for schedule(static) num_threads(nt) if (N * C * D >= OT_CPU_PAR_MIN)
-    for (int64_t i = 0; i < N * D; i++) {
-        int64_t n = i / D, d = i % D, l;
-        ot_kernel_load_int(lab->dtype, lab->data, i, &l);
-        const float *xr = xs + n * C * D + d;
-        float *dr = dx + n * C * D + d;
-        bool skip = has_ig && l == ignore;
-        double g = skip ? 0.0 : (ws ? ws[l] : 1.0);
-        g *= mode == 0 ? dls[i] : dls[0];
-        if (mode == 2) g = denom > 0.0 ? g / denom : 0.0;
-        if (!softmax) { /* NLL: d/dx of -x[label] */
-            for (int64_t c = 0; c < C; c++) dr[c * D] = (!skip && c == l) ? (float)-g : 0.0f;
-            continue;
-        }
-        double mx = -INFINITY, s = 0.0;
-        for (int64_t c = 0; c < C; c++) mx = fmax(mx, xr[c * D]);
-        for (int64_t c = 0; c < C; c++) s += exp(xr[c * D] - mx);
-        for (int64_t c = 0; c < C; c++) {
-            double p = exp(xr[c * D] - mx) / s;
-            dr[c * D] = (float)(g * (p - (c == l ? 1.0 : 0.0)));
-        }
+    int64_t nb = (D + OT_CE_LANES - 1) / OT_CE_LANES, tasks = N * nb;
+#pragma omp parallel for schedule(static) num_threads(nt) if (N * C * D >= OT_CPU_PAR_MIN && tasks > 1)
+    for (int64_t t = 0; t < tasks; t++) {
+        int64_t d0 = t % nb * OT_CE_LANES;
+        int lanes = (int)(D - d0 < OT_CE_LANES ? D - d0 : OT_CE_LANES);
+        ce_grad_lanes(&ga, t / nb, d0, lanes);
     }
     return OT_OK;
 }

@@ -80,6 +80,47 @@ size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in
     return (size_t)rows * 2 * sizeof(double);
 }
 
+/* LayerNormGrad takes LN_ROWS rows side by side: each row's sums are one chain of
+ * dependent double adds, so one row at a time waits on the adder's latency; four
+ * independent chains fill it. dScale and dBias take LN_COLS columns side by side, so
+ * the walk down the rows reads whole cache lines. Every sum keeps its order: the same
+ * bits as one row (one column) at a time. */
+#define LN_ROWS 4
+#define LN_COLS 16
+
+/* Rows r0 .. r0 + n - 1 (x, dy and dx point at row r0): mean and 1/std into st,
+ * dX when dx is not NULL. */
+static void ln_grad_rows(const float *x, const float *dy, const float *sc, float *dx, double *st, int64_t cols,
+                         int n, double eps) {
+    double mean[LN_ROWS], var[LN_ROWS], inv[LN_ROWS], mg[LN_ROWS], mgx[LN_ROWS];
+    for (int k = 0; k < n; k++) mean[k] = 0.0, var[k] = 0.0, mg[k] = 0.0, mgx[k] = 0.0;
+    for (int64_t j = 0; j < cols; j++)
+        for (int k = 0; k < n; k++) mean[k] += x[k * cols + j];
+    for (int k = 0; k < n; k++) mean[k] /= (double)cols;
+    for (int64_t j = 0; j < cols; j++)
+        for (int k = 0; k < n; k++) var[k] += (x[k * cols + j] - mean[k]) * (x[k * cols + j] - mean[k]);
+    for (int k = 0; k < n; k++) {
+        var[k] /= (double)cols;
+        inv[k] = 1.0 / sqrt(var[k] + eps);
+        st[2 * k] = mean[k];
+        st[2 * k + 1] = inv[k];
+    }
+    if (!dx) return;
+    /* means of g = dy*scale and of g*xhat */
+    for (int64_t j = 0; j < cols; j++)
+        for (int k = 0; k < n; k++) {
+            double g = (double)dy[k * cols + j] * sc[j];
+            mg[k] += g;
+            mgx[k] += g * (x[k * cols + j] - mean[k]) * inv[k];
+        }
+    for (int k = 0; k < n; k++) mg[k] /= (double)cols, mgx[k] /= (double)cols;
+    for (int k = 0; k < n; k++)
+        for (int64_t j = 0; j < cols; j++) {
+            double xh = (x[k * cols + j] - mean[k]) * inv[k];
+            dx[k * cols + j] = (float)(inv[k] * ((double)dy[k * cols + j] * sc[j] - mg[k] - xh * mgx[k]));
+        }
+}
+
 OT_GRAD_KERNEL(ot_cpu_layer_norm_grad) {
     const ot_tensor *x = &in[1];
     if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
@@ -104,42 +145,34 @@ OT_GRAD_KERNEL(ot_cpu_layer_norm_grad) {
     float *dsc = node->n_outputs > 1 ? out[1].data : NULL, *db = node->n_outputs > 2 ? out[2].data : NULL;
     int nt = ot_cpu_threads(ctx);
     bool par = rows * cols >= OT_CPU_PAR_MIN;
+    int64_t groups = (rows + LN_ROWS - 1) / LN_ROWS;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = xs + r * cols, *dr = dy + r * cols;
-        double mean = 0.0, var = 0.0;
-        for (int64_t j = 0; j < cols; j++) mean += xr[j];
-        mean /= (double)cols;
-        for (int64_t j = 0; j < cols; j++) var += (xr[j] - mean) * (xr[j] - mean);
-        var /= (double)cols;
-        double inv = 1.0 / sqrt(var + eps);
-        stat[2 * r] = mean;
-        stat[2 * r + 1] = inv;
-        if (!dx) continue;
-        double mg = 0.0, mgx = 0.0; /* means of g = dy*scale and of g*xhat */
-        for (int64_t j = 0; j < cols; j++) {
-            double g = (double)dr[j] * sc[j];
-            mg += g;
-            mgx += g * (xr[j] - mean) * inv;
-        }
-        mg /= (double)cols;
-        mgx /= (double)cols;
-        for (int64_t j = 0; j < cols; j++) {
-            double xh = (xr[j] - mean) * inv;
-            dx[r * cols + j] = (float)(inv * ((double)dr[j] * sc[j] - mg - xh * mgx));
-        }
+    for (int64_t t = 0; t < groups; t++) {
+        int64_t r0 = t * LN_ROWS;
+        int n = (int)(rows - r0 < LN_ROWS ? rows - r0 : LN_ROWS);
+        ln_grad_rows(xs + r0 * cols, dy + r0 * cols, sc, dx ? dx + r0 * cols : NULL, stat + 2 * r0, cols, n, eps);
     }
     if (dsc || db) {
+        int64_t blocks = (cols + LN_COLS - 1) / LN_COLS;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t j = 0; j < cols; j++) {
-            double a = 0.0, b = 0.0;
+        for (int64_t t = 0; t < blocks; t++) {
+            int64_t j0 = t * LN_COLS;
+            int n = (int)(cols - j0 < LN_COLS ? cols - j0 : LN_COLS);
+            double a[LN_COLS], b[LN_COLS];
+            for (int k = 0; k < n; k++) a[k] = 0.0, b[k] = 0.0;
             for (int64_t r = 0; r < rows; r++) {
-                double g = dy[r * cols + j];
-                a += g * (xs[r * cols + j] - stat[2 * r]) * stat[2 * r + 1];
-                b += g;
+                const float *dr = dy + r * cols + j0, *xr = xs + r * cols + j0;
+                double mean = stat[2 * r], inv = stat[2 * r + 1];
+                for (int k = 0; k < n; k++) {
+                    double g = dr[k];
+                    a[k] += g * (xr[k] - mean) * inv;
+                    b[k] += g;
+                }
             }
-            if (dsc) dsc[j] = (float)a;
-            if (db) db[j] = (float)b;
+            for (int k = 0; k < n; k++) {
+                if (dsc) dsc[j0 + k] = (float)a[k];
+                if (db) db[j0 + k] = (float)b[k];
+            }
         }
     }
     return OT_OK;
