@@ -1,0 +1,103 @@
+/* test_kernels_cpu_cnn.c — the CNN fast paths of issue 14 against plain loops written
+ * out here, bit for bit where the fast path promises the plain loop's bits:
+ * BatchNormGrad with 4 channels side by side (training and inference statistics,
+ * channel counts that leave 1-3 channels over, absent outputs), on 1 and 2 threads. */
+#include "test_kernels_cpu_util.h"
+
+/* The one-channel-at-a-time BatchNormGrad the kernel replaced (its order of
+ * operations is the contract). */
+static void ref_bn_grad(const float *dy, const float *xs, const float *sc, const float *rm, const float *rv,
+                        int64_t N, int64_t C, int64_t S, double eps, bool train, float *dx, float *dsc, float *db) {
+    double M = (double)(N * S);
+    for (int64_t c = 0; c < C; c++) {
+        double mean = 0.0, var = 0.0;
+        if (train) {
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t s = 0; s < S; s++) mean += xs[(n * C + c) * S + s];
+            mean /= M;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t s = 0; s < S; s++) {
+                    double d = xs[(n * C + c) * S + s] - mean;
+                    var += d * d;
+                }
+            var /= M;
+        } else {
+            mean = rm[c];
+            var = rv[c];
+        }
+        double inv = 1.0 / sqrt(var + eps), sdy = 0.0, sdyx = 0.0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t j = (n * C + c) * S + s;
+                sdy += dy[j];
+                sdyx += dy[j] * (xs[j] - mean) * inv;
+            }
+        db[c] = (float)sdy;
+        dsc[c] = (float)sdyx;
+        double k = sc[c] * inv;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t j = (n * C + c) * S + s;
+                if (train) {
+                    double xh = (xs[j] - mean) * inv;
+                    dx[j] = (float)(k * (dy[j] - sdy / M - xh * sdyx / M));
+                } else {
+                    dx[j] = (float)(k * dy[j]);
+                }
+            }
+    }
+}
+
+static void bn_grad_case(int N, int C, int H, int W, bool train, int threads) {
+    int64_t nx = (int64_t)N * C * H * W, S = (int64_t)H * W;
+    float *dy = malloc((size_t)nx * sizeof(float)), *x = malloc((size_t)nx * sizeof(float));
+    float *dx = malloc((size_t)nx * sizeof(float)), *wdx = malloc((size_t)nx * sizeof(float));
+    float sc[37], rm[37], rv[37], dsc[37], db[37], wdsc[37], wdb[37];
+    assert_true(C <= 37);
+    tk_fill(dy, nx, 5 + (uint32_t)C, -1.0f, 1.0f);
+    tk_fill(x, nx, 7 + (uint32_t)C, -3.0f, 5.0f); /* a mean far from 0: the two-pass variance matters */
+    tk_fill(sc, C, 9, 0.5f, 1.5f);
+    tk_fill(rm, C, 10, -1.0f, 1.0f);
+    tk_fill(rv, C, 11, 0.5f, 2.0f);
+    for (int64_t i = 0; i < nx; i++) dx[i] = NAN;
+    ot_node n = tk_node(OT_OP_BATCH_NORM_GRAD, train ? 3 : 5, 3);
+    ot_node_set_attr_float(&n, "epsilon", 1e-5f);
+    ot_node_set_attr_int(&n, "training_mode", train);
+    ot_tensor in[5] = {tk_t(OT_F32, dy, 4, N, C, H, W), tk_t(OT_F32, x, 4, N, C, H, W), tk_t(OT_F32, sc, 1, C),
+                       tk_t(OT_F32, rm, 1, C), tk_t(OT_F32, rv, 1, C)};
+    ot_tensor out[3] = {tk_t(OT_F32, dx, 4, N, C, H, W), tk_t(OT_F32, dsc, 1, C), tk_t(OT_F32, db, 1, C)};
+    ot_error e = {0};
+    ot_status st = tk_run_ex(&n, in, out, threads, 0, 0, 0, &e);
+    if (st) print_error("%s\n", e.msg);
+    assert_int_equal(st, OT_OK);
+    ref_bn_grad(dy, x, sc, rm, rv, N, C, S, (double)1e-5f, train, wdx, wdsc, wdb);
+    assert_memory_equal(dx, wdx, (size_t)nx * sizeof(float));
+    assert_memory_equal(dsc, wdsc, (size_t)C * sizeof(float));
+    assert_memory_equal(db, wdb, (size_t)C * sizeof(float));
+    /* dX only (the scale and bias outputs absent) */
+    out[1].data = out[2].data = NULL;
+    for (int64_t i = 0; i < nx; i++) dx[i] = NAN;
+    assert_int_equal(tk_run_ex(&n, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    assert_memory_equal(dx, wdx, (size_t)nx * sizeof(float));
+    tk_node_free(&n);
+    free(dy);
+    free(x);
+    free(dx);
+    free(wdx);
+}
+
+static void test_batch_norm_grad_same_bits(void **state) {
+    (void)state;
+    const int shapes[][4] = {{2, 1, 3, 3}, {3, 5, 2, 3}, {2, 6, 4, 4}, {2, 7, 1, 5}, {8, 16, 8, 8}, {4, 37, 9, 7}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int t = 1; t <= 2; t++)
+            for (int train = 0; train <= 1; train++)
+                bn_grad_case(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], train, t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_norm_grad_same_bits),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
