@@ -65,13 +65,21 @@ void ot_conv_tap_init(const ot_conv3 *p, int64_t kk, ot_conv_tap *t) {
     }
 }
 
+const ot_conv_tap *ot_conv_taps(const ot_conv3 *p, ot_conv_tap *table) {
+    if (p->K > OT_CONV_TAPS_MAX) return NULL;
+    for (int64_t kk = 0; kk < p->K; kk++) ot_conv_tap_init(p, kk, &table[kk]);
+    return table;
+}
+
 void ot_conv3_im2col(const ot_conv3 *p, const float *x, float *col, int64_t ld, int nt) {
     int64_t rows = p->Cig * p->K;
     const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    const ot_conv_tap *taps = ot_conv_taps(p, table);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && rows * p->L >= OT_CPU_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        ot_conv_tap t;
-        ot_conv_tap_init(p, r % p->K, &t);
+        ot_conv_tap own;
+        const ot_conv_tap t = *ot_conv_tap_of(p, taps, r % p->K, &own);
         const float *xc = x + (r / p->K) * p->S;
         float *cr = col + r * ld;
         for (int64_t o0 = 0; o0 < p->sp.out[0]; o0++) {
@@ -124,13 +132,14 @@ void ot_conv_scatter_tap(const ot_conv3 *p, const ot_conv_tap *t, const float *c
 }
 
 void ot_conv3_col2im(const ot_conv3 *p, const float *col, int64_t ld, float *dx, int nt) {
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    const ot_conv_tap *taps = ot_conv_taps(p, table);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && p->Cig * p->K * p->L >= OT_CPU_PAR_MIN)
     for (int64_t ci = 0; ci < p->Cig; ci++) {
         float *xc = dx + ci * p->S;
         for (int64_t kk = 0; kk < p->K; kk++) {
-            ot_conv_tap t;
-            ot_conv_tap_init(p, kk, &t);
-            ot_conv_scatter_tap(p, &t, col + (ci * p->K + kk) * ld, 1.0f, false, xc);
+            ot_conv_tap own;
+            ot_conv_scatter_tap(p, ot_conv_tap_of(p, taps, kk, &own), col + (ci * p->K + kk) * ld, 1.0f, false, xc);
         }
     }
 }
