@@ -1,11 +1,10 @@
 /* cpu_conv.c — Conv (1-D and 2-D; groups, dilations, strides, pads, auto_pad) on
- * the CPU. Pointwise convolutions are one GEMM on the input as it lies; depthwise
- * ones (one input channel per group) use a direct kernel; the rest go through
- * im2col (conv_cols.h) into ctx->workspace and a GEMM per (image, group). 1-D is run
- * as 2-D with a height of 1. im2col and the bias fill are serial on purpose: they
- * alternate with OpenBLAS calls, and OpenMP workers spinning after a region starve
- * OpenBLAS's own (pthread) workers; measured 3-4x slower convolutions with a threaded
- * im2col on 2 cores. */
+ * the CPU. Depthwise convolutions (one input channel per group) use a direct kernel.
+ * The rest are GEMMs: where images are small, one per (chunk of images, group)
+ * (ot_conv_batch, conv_cols.h) on a column matrix of the chunk's images side by side
+ * (a 1x1 conv's: X's channels as rows, no im2col), into rows that are copied back to
+ * NCHW; else one per (image, group), on the input as it lies (pointwise) or through
+ * im2col into ctx->workspace. 1-D is run as 2-D with a height of 1. */
 #include "kernels/cpu/conv_cols.h"
 
 typedef struct conv_geom {
@@ -53,9 +52,22 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
 
 static bool is_depthwise(const conv_geom *g) { return g->Cg == 1 && g->G > 1; }
 
-/* Workspace floats: one image's column matrix (none for a pointwise conv). */
-static size_t conv_ws_floats(const ot_conv3 *p) {
-    return ot_conv3_pointwise(p) ? 0 : (size_t)(p->Cig * p->K * p->L);
+/* The GEMM paths' geometry (conv_cols.h) and images per GEMM (*nb): X, W, Y. */
+static ot_status gemm_geom(ot_conv3 *p, int64_t *nb, const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                           ot_error *err) {
+    ot_status st = ot_conv3_init(p, node, &in[0].shape, &in[1].shape, &out[0].shape, err);
+    if (st) return st;
+    int64_t kdim = p->Cig * p->K;
+    *nb = kdim > 0 ? ot_conv_batch(p, kdim + p->Cog) : 1;
+    return OT_OK;
+}
+
+/* Workspace floats: the batched path's column matrix (Kg x nb*L) and output rows
+ * (Mg x nb*L); else one image's column matrix (none for a pointwise conv). */
+static size_t conv_ws_floats(const ot_conv3 *p, int64_t nb) {
+    int64_t kdim = p->Cig * p->K;
+    if (nb > 1) return (size_t)((kdim + p->Cog) * nb * p->L);
+    return ot_conv3_pointwise(p) ? 0 : (size_t)(kdim * p->L);
 }
 
 size_t ot_cpu_conv_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
@@ -63,8 +75,9 @@ size_t ot_cpu_conv_workspace(const ot_node *node, const ot_tensor *in, const ot_
     if (conv_geom_init(&g, node, in, out, NULL) != OT_OK) return 0;
     if (is_depthwise(&g)) return 0;
     ot_conv3 p;
-    if (ot_conv3_init(&p, node, &in[0].shape, &in[1].shape, &out[0].shape, NULL)) return 0;
-    return conv_ws_floats(&p) * sizeof(float);
+    int64_t nb;
+    if (gemm_geom(&p, &nb, node, in, out, NULL)) return 0;
+    return conv_ws_floats(&p, nb) * sizeof(float);
 }
 
 /* One depthwise output point with the bounds checks (image borders). */
@@ -160,6 +173,37 @@ static void depthwise(const conv_geom *g, const float *x, const float *w, const 
     }
 }
 
+/* Y over chunks of nb images: per group, the chunk's column matrix (Kg x nb*L), one
+ * GEMM into output rows (Mg x nb*L) that start as the bias (beta = 1, the per-image
+ * path's order), copied back to NCHW. im2col, the bias and the copies are serial on
+ * purpose: they alternate with OpenBLAS calls, and OpenMP workers spinning after a
+ * region starve OpenBLAS's own (pthread) workers; measured 3-4x slower convolutions
+ * with a threaded im2col on 2 cores. */
+static void conv_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int64_t nb, const float *x, const float *w,
+                         const float *bias, float *y) {
+    int64_t kdim = p->Cig * p->K;
+    float *yt = ctx->workspace, *col = yt + p->Cog * nb * p->L;
+    bool pointwise = ot_conv3_pointwise(p);
+    for (int64_t n0 = 0; n0 < p->N; n0 += nb) {
+        int64_t nc = p->N - n0 < nb ? p->N - n0 : nb, ld = nc * p->L;
+        for (int64_t gi = 0; gi < p->G; gi++) {
+            if (pointwise)
+                ot_conv_nc_to_rows(x, p->Cin, p->S, n0, nc, gi * p->Cig, p->Cig, col);
+            else
+                for (int64_t j = 0; j < nc; j++)
+                    ot_conv3_im2col(p, x + ((n0 + j) * p->Cin + gi * p->Cig) * p->S, col + j * p->L, ld, 1);
+            if (bias)
+                for (int64_t m = 0; m < p->Cog; m++) {
+                    float b0 = bias[gi * p->Cog + m], *r = yt + m * ld;
+                    for (int64_t i = 0; i < ld; i++) r[i] = b0;
+                }
+            ot_cpu_sgemm(ctx, false, false, (int)p->Cog, (int)ld, (int)kdim, 1.0f, w + gi * p->Cog * kdim, (int)kdim,
+                        col, (int)ld, bias ? 1.0f : 0.0f, yt, (int)ld);
+            ot_conv_rows_to_nc(yt, p->Cout, p->L, n0, nc, gi * p->Cog, p->Cog, y);
+        }
+    }
+}
+
 ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                       ot_error *err) {
     for (int k = 0; k < node->n_inputs; k++)
@@ -180,14 +224,19 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
         return OT_OK;
     }
     ot_conv3 p;
-    if ((st = ot_conv3_init(&p, node, &in[0].shape, &in[1].shape, &out[0].shape, err))) return st;
-    size_t need = conv_ws_floats(&p) * sizeof(float);
+    int64_t nb;
+    if ((st = gemm_geom(&p, &nb, node, in, out, err))) return st;
+    size_t need = conv_ws_floats(&p, nb) * sizeof(float);
     if (need && (!ctx->workspace || ctx->workspace_bytes < need))
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (Conv): workspace smaller than ot_cpu_workspace_bytes", node->name);
+    if (nb > 1) {
+        conv_batched(ctx, &p, nb, x, w, bias, y);
+        return OT_OK;
+    }
     bool pointwise = ot_conv3_pointwise(&p);
     float *col = ctx->workspace;
     /* Y starts as the broadcast bias so the GEMM accumulates onto it (beta = 1). */
-    if (bias) { /* serial, as im2col */
+    if (bias) { /* serial, as im2col (conv_batched says why) */
         for (int64_t q = 0; q < g.N * g.M; q++) {
             float b0 = bias[q % g.M];
             float *yp = y + q * ohw;
