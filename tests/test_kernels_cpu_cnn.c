@@ -1,7 +1,9 @@
 /* test_kernels_cpu_cnn.c — the CNN fast paths of issue 14 against plain loops written
  * out here, bit for bit where the fast path promises the plain loop's bits:
  * BatchNormGrad with 4 channels side by side (training and inference statistics,
- * channel counts that leave 1-3 channels over, absent outputs), on 1 and 2 threads. */
+ * channel counts that leave 1-3 channels over, absent outputs), on 1 and 2 threads;
+ * ReluGrad and ClipGrad (ReLU6, one-sided, unbounded) through bit masks against the
+ * plain select, with NaN, signed zeros, infinities and values on the bounds. */
 #include "test_kernels_cpu_util.h"
 
 /* The one-channel-at-a-time BatchNormGrad the kernel replaced (its order of
@@ -95,9 +97,51 @@ static void test_batch_norm_grad_same_bits(void **state) {
                 bn_grad_case(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], train, t);
 }
 
+/* ClipGrad with bounds lo / hi (an absent bound: no attribute), or ReluGrad. */
+static void pass_case(ot_op op, bool has_lo, float lo, bool has_hi, float hi, int n, int threads) {
+    float *dy = malloc((size_t)n * sizeof(float)), *v = malloc((size_t)n * sizeof(float));
+    float *dx = malloc((size_t)n * sizeof(float));
+    tk_fill(dy, n, 3, -2.0f, 2.0f);
+    tk_fill(v, n, 4, -8.0f, 8.0f);
+    const float special[] = {NAN, -0.0f, 0.0f, INFINITY, -INFINITY, 6.0f, -1.0f, 1e-30f, -1e-30f, 5.9999995f};
+    for (int i = 0; i < 10 && i * 7 < n; i++) v[i * 7] = special[i];
+    for (int i = 0; i < 10 && i * 11 + 1 < n; i++) dy[i * 11 + 1] = special[i];
+    ot_node g = tk_node(op, 2, 1);
+    if (has_lo) ot_node_set_attr_float(&g, "min", lo);
+    if (has_hi) ot_node_set_attr_float(&g, "max", hi);
+    ot_tensor in[2] = {tk_t(OT_F32, dy, 1, n), tk_t(OT_F32, v, 1, n)}, out[1] = {tk_t(OT_F32, dx, 1, n)};
+    assert_int_equal(tk_run_ex(&g, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    for (int i = 0; i < n; i++) {
+        bool pass = op == OT_OP_RELU_GRAD ? v[i] > 0.0f : (!has_lo || v[i] > lo) && (!has_hi || v[i] < hi);
+        float want = pass ? dy[i] : 0.0f;
+        if (memcmp(&dx[i], &want, sizeof want))
+            print_error("%s v=%g dy=%g: got %g want %g\n", ot_op_name(op), (double)v[i], (double)dy[i], (double)dx[i],
+                        (double)want);
+        assert_memory_equal(&dx[i], &want, sizeof want);
+    }
+    tk_node_free(&g);
+    free(dy);
+    free(v);
+    free(dx);
+}
+
+static void test_relu_clip_grad_same_bits(void **state) {
+    (void)state;
+    const int lens[] = {1, 3, 8, 1031, 300007}; /* tails; the last over several threaded blocks */
+    for (int l = 0; l < 5; l++)
+        for (int t = 1; t <= 2; t++) {
+            pass_case(OT_OP_RELU_GRAD, false, 0, false, 0, lens[l], t);
+            pass_case(OT_OP_CLIP_GRAD, true, 0.0f, true, 6.0f, lens[l], t);
+            pass_case(OT_OP_CLIP_GRAD, true, -1.0f, false, 0, lens[l], t);
+            pass_case(OT_OP_CLIP_GRAD, false, 0, true, 6.0f, lens[l], t);
+            pass_case(OT_OP_CLIP_GRAD, false, 0, false, 0, lens[l], t);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_norm_grad_same_bits),
+        cmocka_unit_test(test_relu_clip_grad_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
