@@ -20,6 +20,7 @@
 #define BN_LANES 4
 
 typedef double v4d __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
 
 typedef struct bn_grad_args {
     const float *dy, *x, *sc, *rm, *rv;
@@ -97,7 +98,15 @@ OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
             } else {
                 r = kc * bn_load(dp, off, s);
             }
-            for (int k = 0; k < nc; k++) o[k * S + s] = (float)r[k];
+            v4f rf = __builtin_convertvector(r, v4f); /* each lane's (float) */
+            if (nc == BN_LANES) {
+                o[s] = rf[0];
+                o[S + s] = rf[1];
+                o[2 * S + s] = rf[2];
+                o[3 * S + s] = rf[3];
+            } else {
+                for (int k = 0; k < nc; k++) o[k * S + s] = rf[k];
+            }
         }
     }
 }
