@@ -71,40 +71,50 @@ const ot_conv_tap *ot_conv_taps(const ot_conv3 *p, ot_conv_tap *table) {
     return table;
 }
 
-void ot_conv3_im2col(const ot_conv3 *p, const float *x, float *col, int64_t ld, int nt) {
-    int64_t rows = p->Cig * p->K;
+/* One column row: tap t of one input channel xc, L outputs into cr. */
+static void im2col_row(const ot_conv3 *p, const ot_conv_tap *tp, const float *xc, float *cr) {
     const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
-    ot_conv_tap table[OT_CONV_TAPS_MAX];
-    const ot_conv_tap *taps = ot_conv_taps(p, table);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && rows * p->L >= OT_CPU_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        ot_conv_tap own;
-        const ot_conv_tap t = *ot_conv_tap_of(p, taps, r % p->K, &own);
-        const float *xc = x + (r / p->K) * p->S;
-        float *cr = col + r * ld;
-        for (int64_t o0 = 0; o0 < p->sp.out[0]; o0++) {
-            float *c0 = cr + o0 * O1 * O2;
-            if (o0 < t.a[0] || o0 >= t.b[0]) {
-                for (int64_t l = 0; l < O1 * O2; l++) c0[l] = 0.0f;
+    const ot_conv_tap t = *tp;
+    for (int64_t o0 = 0; o0 < p->sp.out[0]; o0++) {
+        float *c0 = cr + o0 * O1 * O2;
+        if (o0 < t.a[0] || o0 >= t.b[0]) {
+            for (int64_t l = 0; l < O1 * O2; l++) c0[l] = 0.0f;
+            continue;
+        }
+        int64_t i0 = o0 * p->sp.s[0] + t.base[0];
+        for (int64_t o1 = 0; o1 < O1; o1++) {
+            float *d = c0 + o1 * O2;
+            if (o1 < t.a[1] || o1 >= t.b[1]) {
+                for (int64_t o2 = 0; o2 < O2; o2++) d[o2] = 0.0f;
                 continue;
             }
-            int64_t i0 = o0 * p->sp.s[0] + t.base[0];
-            for (int64_t o1 = 0; o1 < O1; o1++) {
-                float *d = c0 + o1 * O2;
-                if (o1 < t.a[1] || o1 >= t.b[1]) {
-                    for (int64_t o2 = 0; o2 < O2; o2++) d[o2] = 0.0f;
-                    continue;
-                }
-                const float *xr = xc + (i0 * I1 + o1 * p->sp.s[1] + t.base[1]) * I2 + t.base[2];
-                for (int64_t o2 = 0; o2 < t.a[2]; o2++) d[o2] = 0.0f;
-                if (S2 == 1)
-                    for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2];
-                else
-                    for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2 * S2];
-                for (int64_t o2 = t.b[2]; o2 < O2; o2++) d[o2] = 0.0f;
-            }
+            const float *xr = xc + (i0 * I1 + o1 * p->sp.s[1] + t.base[1]) * I2 + t.base[2];
+            for (int64_t o2 = 0; o2 < t.a[2]; o2++) d[o2] = 0.0f;
+            if (S2 == 1)
+                for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2];
+            else
+                for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2 * S2];
+            for (int64_t o2 = t.b[2]; o2 < O2; o2++) d[o2] = 0.0f;
         }
     }
+}
+
+void ot_conv3_im2col_images(const ot_conv3 *p, const float *x, int64_t xstride, int64_t nimg, float *col,
+                            int64_t ld, int nt) {
+    int64_t rows = p->Cig * p->K, total = nimg * rows;
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    const ot_conv_tap *taps = ot_conv_taps(p, table);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && total * p->L >= OT_CPU_PAR_MIN)
+    for (int64_t q = 0; q < total; q++) {
+        int64_t j = q / rows, r = q % rows;
+        ot_conv_tap own;
+        im2col_row(p, ot_conv_tap_of(p, taps, r % p->K, &own), x + j * xstride + (r / p->K) * p->S,
+                   col + r * ld + j * p->L);
+    }
+}
+
+void ot_conv3_im2col(const ot_conv3 *p, const float *x, float *col, int64_t ld, int nt) {
+    ot_conv3_im2col_images(p, x, 0, 1, col, ld, nt);
 }
 
 /* Each input position gets at most one term per tap, so visiting only the valid

@@ -41,6 +41,11 @@ int64_t ot_conv_batch(const ot_conv3 *p, int64_t rows);
  * padding), ci < Cig; x points at the group's first channel of one image. nt threads
  * (1: serial). */
 void ot_conv3_im2col(const ot_conv3 *p, const float *x, float *col, int64_t ld, int nt);
+/* ot_conv3_im2col of nimg images at once, image j (at x + j * xstride) into the
+ * columns from j * L on: one parallel loop over every image's rows instead of one
+ * per image (late ResNet layers: 4 outputs per row). */
+void ot_conv3_im2col_images(const ot_conv3 *p, const float *x, int64_t xstride, int64_t nimg, float *col,
+                            int64_t ld, int nt);
 /* dx[ci] += the column rows of channel ci scattered back (taps in order), one thread
  * per channel; the inverse layout of ot_conv3_im2col. */
 void ot_conv3_col2im(const ot_conv3 *p, const float *col, int64_t ld, float *dx, int nt);

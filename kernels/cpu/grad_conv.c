@@ -229,8 +229,7 @@ static void grad_weight_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int
             if (pointwise)
                 ot_conv_nc_to_rows(xs, p->Cin, p->S, n0, nc, g * p->Cig, p->Cig, col);
             else
-                for (int64_t j = 0; j < nc; j++)
-                    ot_conv3_im2col(p, xs + ((n0 + j) * p->Cin + g * p->Cig) * p->S, col + j * p->L, ld, nt);
+                ot_conv3_im2col_images(p, xs + (n0 * p->Cin + g * p->Cig) * p->S, p->Cin * p->S, nc, col, ld, nt);
             /* dW_g (Cog x Kg) += rows (Cog x nb*L) . col^T (nb*L x Kg) */
             ot_cpu_sgemm(ctx, false, true, (int)p->Cog, (int)Kg, (int)ld, 1.0f, dyt, (int)ld, col, (int)ld,
                         n0 == 0 ? 0.0f : 1.0f, dw + g * p->Cog * Kg, (int)Kg);
