@@ -175,10 +175,11 @@ static void depthwise(const conv_geom *g, const float *x, const float *w, const 
 
 /* Y over chunks of nb images: per group, the chunk's column matrix (Kg x nb*L), one
  * GEMM into output rows (Mg x nb*L) that start as the bias (beta = 1, the per-image
- * path's order), copied back to NCHW. im2col, the bias and the copies are serial on
- * purpose: they alternate with OpenBLAS calls, and OpenMP workers spinning after a
- * region starve OpenBLAS's own (pthread) workers; measured 3-4x slower convolutions
- * with a threaded im2col on 2 cores. */
+ * path's order), copied back to NCHW. im2col runs on the context's threads: OpenBLAS
+ * is the OpenMP build now (cpu_common.h), so its GEMM threads are the same pool, and
+ * the CLI sets OMP_WAIT_POLICY=PASSIVE (a serial im2col was 8% of a ResNet-18 step
+ * on one core, issue 14). The bias fill and the copies stay serial (memory-bound,
+ * short). */
 static void conv_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int64_t nb, const float *x, const float *w,
                          const float *bias, float *y) {
     int64_t kdim = p->Cig * p->K;
@@ -190,8 +191,8 @@ static void conv_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int64_t nb
             if (pointwise)
                 ot_conv_nc_to_rows(x, p->Cin, p->S, n0, nc, gi * p->Cig, p->Cig, col);
             else
-                for (int64_t j = 0; j < nc; j++)
-                    ot_conv3_im2col(p, x + ((n0 + j) * p->Cin + gi * p->Cig) * p->S, col + j * p->L, ld, 1);
+                ot_conv3_im2col_images(p, x + (n0 * p->Cin + gi * p->Cig) * p->S, p->Cin * p->S, nc, col, ld,
+                                       ot_cpu_threads(ctx));
             if (bias)
                 for (int64_t m = 0; m < p->Cog; m++) {
                     float b0 = bias[gi * p->Cog + m], *r = yt + m * ld;
@@ -236,7 +237,7 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
     bool pointwise = ot_conv3_pointwise(&p);
     float *col = ctx->workspace;
     /* Y starts as the broadcast bias so the GEMM accumulates onto it (beta = 1). */
-    if (bias) { /* serial, as im2col (conv_batched says why) */
+    if (bias) { /* serial: memory-bound and short (conv_batched) */
         for (int64_t q = 0; q < g.N * g.M; q++) {
             float b0 = bias[q % g.M];
             float *yp = y + q * ohw;
@@ -248,7 +249,7 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
             const float *xg = x + (n * g.C + gi * g.Cg) * g.H * g.W;
             const float *src = xg;
             if (!pointwise) {
-                ot_conv3_im2col(&p, xg, col, ohw, 1);
+                ot_conv3_im2col(&p, xg, col, ohw, nt);
                 src = col;
             }
             float *yg = y + (n * g.M + gi * g.Mg) * ohw;
