@@ -3,7 +3,9 @@
  * BatchNormGrad with 4 channels side by side (training and inference statistics,
  * channel counts that leave 1-3 channels over, absent outputs), on 1 and 2 threads;
  * ReluGrad and ClipGrad (ReLU6, one-sided, unbounded) through bit masks against the
- * plain select, with NaN, signed zeros, infinities and values on the bounds. */
+ * plain select, with NaN, signed zeros, infinities and values on the bounds; the
+ * depthwise Conv's padded-plane path where a weight is infinite (the border taps must
+ * not turn into 0 * inf). */
 #include "test_kernels_cpu_util.h"
 
 /* The one-channel-at-a-time BatchNormGrad the kernel replaced (its order of
@@ -138,10 +140,48 @@ static void test_relu_clip_grad_same_bits(void **state) {
         }
 }
 
+/* 3x3 depthwise, pad 1, stride 1 or 2, channel 1's top-left weight +inf: every output
+ * equals the valid taps summed in (kh, kw) order from 0.0f, plus the bias. */
+static void test_depthwise_infinite_weight(void **state) {
+    (void)state;
+    enum { N = 2, C = 3, H = 6, W = 5 };
+    float x[N * C * H * W], w[C * 9], b[C], y[N * C * H * W];
+    tk_fill(x, N * C * H * W, 51, -1.0f, 1.0f);
+    tk_fill(w, C * 9, 52, -1.0f, 1.0f);
+    tk_fill(b, C, 53, -1.0f, 1.0f);
+    w[9 + 0] = INFINITY; /* the top-left tap: in the border for the first row and column */
+    for (int s = 1; s <= 2; s++) {
+        int OH = (H + 2 - 3) / s + 1, OW = (W + 2 - 3) / s + 1;
+        ot_node n = tk_node(OT_OP_CONV, 3, 1);
+        int64_t st[2] = {s, s}, pd[4] = {1, 1, 1, 1};
+        ot_node_set_attr_int(&n, "group", C);
+        ot_node_set_attr_ints(&n, "strides", st, 2);
+        ot_node_set_attr_ints(&n, "pads", pd, 4);
+        ot_tensor in[3] = {tk_t(OT_F32, x, 4, N, C, H, W), tk_t(OT_F32, w, 4, C, 1, 3, 3), tk_t(OT_F32, b, 1, C)};
+        ot_tensor out[1] = {tk_t(OT_F32, y, 4, N, C, OH, OW)};
+        assert_int_equal(tk_run_ex(&n, in, out, 1, 0, 0, 0, NULL), OT_OK);
+        for (int p = 0; p < N * C; p++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    float acc = 0.0f;
+                    for (int kh = 0; kh < 3; kh++)
+                        for (int kw = 0; kw < 3; kw++) {
+                            int ih = oh * s - 1 + kh, iw = ow * s - 1 + kw;
+                            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                acc += x[(p * H + ih) * W + iw] * w[(p % C) * 9 + kh * 3 + kw];
+                        }
+                    float want = acc + b[p % C];
+                    assert_memory_equal(&y[(p * OH + oh) * OW + ow], &want, sizeof want);
+                }
+        tk_node_free(&n);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_norm_grad_same_bits),
         cmocka_unit_test(test_relu_clip_grad_same_bits),
+        cmocka_unit_test(test_depthwise_infinite_weight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,6 +121,50 @@ static inline void axpy_strided(float *acc, const float *xs, int64_t sw, float w
     }
 }
 
+/* Depthwise on a zero-bordered copy of the channel whose rows are Wp wide: output
+ * (oh, ow) reads xp[s * (oh * Wp + ow) + kh * DH * Wp + kw * DW] for every tap, so
+ * each tap is one axpy over the flattened plane (the columns past OW are computed and
+ * dropped) instead of one per tap and output row. A tap in the border adds x * w =
+ * +-0 to a sum that is never -0 (it starts at +0.0f), so each output keeps the bits
+ * of its valid taps summed in (kh, kw) order, depthwise_point's; a channel with a
+ * non-finite weight (0 * inf = NaN) takes the row path. Planes of up to DW_PAD_MAX
+ * floats, equal strides. */
+#define DW_PAD_MAX 8192
+
+typedef struct dw_pad {
+    int64_t Wp, J, len; /* row width, flattened outputs, buffer floats */
+} dw_pad;
+
+static bool dw_pad_init(const conv_geom *g, dw_pad *d) {
+    if (g->SH != g->SW || g->OH < 1 || g->OW < 1) return false;
+    int64_t s = g->SH, wr = (g->OW - 1) * s + (g->KW - 1) * g->DW + 1;
+    d->Wp = g->PW + g->W > wr ? g->PW + g->W : wr;
+    d->J = (g->OH - 1) * d->Wp + g->OW;
+    int64_t reads = s * (d->J - 1) + (g->KH - 1) * g->DH * d->Wp + (g->KW - 1) * g->DW + 1;
+    d->len = reads > (g->PH + g->H) * d->Wp ? reads : (g->PH + g->H) * d->Wp;
+    return d->len <= DW_PAD_MAX && d->J <= DW_PAD_MAX;
+}
+
+static bool finite_taps(const float *wk, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(wk[i])) return false;
+    return true;
+}
+
+/* One plane through the padded copy; xpad and acc hold DW_PAD_MAX floats each. */
+static void depthwise_plane_padded(const conv_geom *g, const dw_pad *d, const float *xc, const float *wk, float b0,
+                                   float *yp, float *xpad, float *acc) {
+    memset(xpad, 0, (size_t)d->len * sizeof(float));
+    for (int64_t ih = 0; ih < g->H; ih++)
+        memcpy(xpad + (g->PH + ih) * d->Wp + g->PW, xc + ih * g->W, (size_t)g->W * sizeof(float));
+    for (int64_t j = 0; j < d->J; j++) acc[j] = 0.0f;
+    for (int64_t kh = 0; kh < g->KH; kh++)
+        for (int64_t kw = 0; kw < g->KW; kw++)
+            axpy_strided(acc, xpad + kh * g->DH * d->Wp + kw * g->DW, g->SH, wk[kh * g->KW + kw], d->J);
+    for (int64_t oh = 0; oh < g->OH; oh++)
+        for (int64_t ow = 0; ow < g->OW; ow++) yp[oh * g->OW + ow] = acc[oh * d->Wp + ow] + b0;
+}
+
 /* One input channel per group: each output channel m reads channel m / Mg. Tap-major
  * over a chunk of an output row: for tap kw only the columns [lo[kw], hi[kw]) read
  * inside the row, so no per-tap bounds checks, and each output still sums its valid
@@ -130,6 +174,8 @@ static void depthwise(const conv_geom *g, const float *x, const float *w, const 
     int64_t planes = g->N * g->M, ohw = g->OH * g->OW;
     bool par = planes * ohw * g->KH * g->KW >= OT_CPU_PAR_MIN;
     bool fast = g->KW <= DW_MAX_KW;
+    dw_pad pd;
+    bool padded = dw_pad_init(g, &pd);
     int64_t lo[DW_MAX_KW], hi[DW_MAX_KW];
     for (int64_t kw = 0; fast && kw < g->KW; kw++) {
         int64_t iw0 = kw * g->DW - g->PW; /* iw = ow * SW + iw0 must lie in [0, W) */
@@ -146,6 +192,11 @@ static void depthwise(const conv_geom *g, const float *x, const float *w, const 
         const float *wk = w + m * g->KH * g->KW;
         float *yp = y + p * ohw;
         float b0 = bias ? bias[m] : 0.0f;
+        if (padded && finite_taps(wk, g->KH * g->KW)) {
+            float xpad[DW_PAD_MAX], acc[DW_PAD_MAX];
+            depthwise_plane_padded(g, &pd, xc, wk, b0, yp, xpad, acc);
+            continue;
+        }
         for (int64_t oh = 0; oh < g->OH; oh++) {
             float *yr = yp + oh * g->OW;
             if (!fast) {
