@@ -5,7 +5,8 @@
  * ReluGrad and ClipGrad (ReLU6, one-sided, unbounded) through bit masks against the
  * plain select, with NaN, signed zeros, infinities and values on the bounds; the
  * depthwise Conv's padded-plane path where a weight is infinite (the border taps must
- * not turn into 0 * inf). */
+ * not turn into 0 * inf); MaxPool and MaxPoolGrad (first maximum in window order, NaN
+ * wins, Indices) with ties, NaN and windows that hang over the pads. */
 #include "test_kernels_cpu_util.h"
 
 /* The one-channel-at-a-time BatchNormGrad the kernel replaced (its order of
@@ -177,11 +178,78 @@ static void test_depthwise_infinite_weight(void **state) {
     }
 }
 
+/* MaxPool K x K, stride S, pads P (ceil_mode off): outputs, Indices and MaxPoolGrad
+ * against the window walked in order here. */
+static void maxpool_case(int H, int W, int K, int S, int P, int threads) {
+    enum { N = 2, C = 3 };
+    int OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1, nx = N * C * H * W, ny = N * C * OH * OW;
+    float *x = malloc((size_t)nx * sizeof(float)), *y = malloc((size_t)ny * sizeof(float));
+    float *dy = malloc((size_t)ny * sizeof(float)), *dx = malloc((size_t)nx * sizeof(float));
+    float *want_dx = calloc((size_t)nx, sizeof(float));
+    int64_t *idx = malloc((size_t)ny * sizeof(int64_t));
+    tk_fill(x, nx, 61, -1.0f, 1.0f);
+    for (int i = 0; i < nx; i++) x[i] = floorf(x[i] * 2.0f); /* few levels: ties everywhere */
+    x[5] = NAN;
+    x[nx - 3] = NAN;
+    tk_fill(dy, ny, 62, -1.0f, 1.0f);
+    int64_t ks[2] = {K, K}, st[2] = {S, S}, pd[4] = {P, P, P, P};
+    ot_node n = tk_node(OT_OP_MAX_POOL, 1, 2);
+    ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
+    ot_node_set_attr_ints(&n, "strides", st, 2);
+    ot_node_set_attr_ints(&n, "pads", pd, 4);
+    ot_tensor in[1] = {tk_t(OT_F32, x, 4, N, C, H, W)};
+    ot_tensor out[2] = {tk_t(OT_F32, y, 4, N, C, OH, OW), tk_t(OT_I64, idx, 4, N, C, OH, OW)};
+    assert_int_equal(tk_run_ex(&n, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    for (int p = 0; p < N * C; p++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++) {
+                float best = -INFINITY;
+                int bi = -1;
+                for (int h = oh * S - P; h < oh * S - P + K; h++)
+                    for (int w = ow * S - P; w < ow * S - P + K; w++) {
+                        if (h < 0 || h >= H || w < 0 || w >= W || (bi >= 0 && isnan(best))) continue;
+                        float v = x[(p * H + h) * W + w];
+                        if (bi < 0 || v > best || isnan(v)) best = v, bi = h * W + w;
+                    }
+                int o = (p * OH + oh) * OW + ow;
+                assert_memory_equal(&y[o], &best, sizeof best);
+                assert_int_equal(idx[o], (int64_t)p * H * W + bi);
+                want_dx[p * H * W + bi] += dy[o];
+            }
+    ot_node g = n;
+    g.op = OT_OP_MAX_POOL_GRAD;
+    g.op_type = (char *)ot_op_name(OT_OP_MAX_POOL_GRAD);
+    g.n_inputs = 2;
+    g.n_outputs = 1;
+    ot_tensor gin[2] = {tk_t(OT_F32, dy, 4, N, C, OH, OW), tk_t(OT_F32, x, 4, N, C, H, W)};
+    ot_tensor gout[1] = {tk_t(OT_F32, dx, 4, N, C, H, W)};
+    assert_int_equal(tk_run_ex(&g, gin, gout, threads, 0, 0, 0, NULL), OT_OK);
+    assert_memory_equal(dx, want_dx, (size_t)nx * sizeof(float));
+    tk_node_free(&n);
+    free(x);
+    free(y);
+    free(dy);
+    free(dx);
+    free(want_dx);
+    free(idx);
+}
+
+static void test_maxpool_first_max_same_bits(void **state) {
+    (void)state;
+    for (int t = 1; t <= 2; t++) {
+        maxpool_case(32, 32, 3, 2, 1, t); /* ResNet's stem pool */
+        maxpool_case(9, 7, 3, 2, 1, t);
+        maxpool_case(8, 8, 2, 2, 0, t);
+        maxpool_case(5, 6, 3, 1, 1, t);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_norm_grad_same_bits),
         cmocka_unit_test(test_relu_clip_grad_same_bits),
         cmocka_unit_test(test_depthwise_infinite_weight),
+        cmocka_unit_test(test_maxpool_first_max_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
