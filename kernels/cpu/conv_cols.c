@@ -71,6 +71,49 @@ const ot_conv_tap *ot_conv_taps(const ot_conv3 *p, ot_conv_tap *table) {
     return table;
 }
 
+/* Four floats as one SSE register (GCC and Clang vector extension). */
+typedef float v4f __attribute__((vector_size(16)));
+
+/* x[i] += w * c[i] and x[i] += c[i] for i in [a, b), 4 lanes per step (-O2 at the
+ * x86-64 baseline leaves the plain loops scalar: x and c might overlap); each lane is
+ * the plain loop's multiply and add, so the same bits. x and c never overlap here. */
+static inline void add_scaled(float *x, const float *c, float w, int64_t a, int64_t b) {
+    const v4f w4 = {w, w, w, w};
+    int64_t i = a;
+    for (; i + 4 <= b; i += 4) {
+        v4f xv, cv;
+        memcpy(&xv, x + i, sizeof xv);
+        memcpy(&cv, c + i, sizeof cv);
+        xv += w4 * cv;
+        memcpy(x + i, &xv, sizeof xv);
+    }
+    for (; i < b; i++) x[i] += w * c[i];
+}
+
+/* d[i] = x[i] for i in [a, b), 4 lanes per step (the plain loop stays scalar at -O2;
+ * memcpy's call costs more than a 4- to 16-float run). */
+static inline void copy_run(float *d, const float *x, int64_t a, int64_t b) {
+    int64_t i = a;
+    for (; i + 4 <= b; i += 4) {
+        v4f v;
+        memcpy(&v, x + i, sizeof v);
+        memcpy(d + i, &v, sizeof v);
+    }
+    for (; i < b; i++) d[i] = x[i];
+}
+
+static inline void add_plain(float *x, const float *c, int64_t a, int64_t b) {
+    int64_t i = a;
+    for (; i + 4 <= b; i += 4) {
+        v4f xv, cv;
+        memcpy(&xv, x + i, sizeof xv);
+        memcpy(&cv, c + i, sizeof cv);
+        xv += cv;
+        memcpy(x + i, &xv, sizeof xv);
+    }
+    for (; i < b; i++) x[i] += c[i];
+}
+
 /* One column row: tap t of one input channel xc, L outputs into cr. */
 static void im2col_row(const ot_conv3 *p, const ot_conv_tap *tp, const float *xc, float *cr) {
     const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
@@ -91,7 +134,7 @@ static void im2col_row(const ot_conv3 *p, const ot_conv_tap *tp, const float *xc
             const float *xr = xc + (i0 * I1 + o1 * p->sp.s[1] + t.base[1]) * I2 + t.base[2];
             for (int64_t o2 = 0; o2 < t.a[2]; o2++) d[o2] = 0.0f;
             if (S2 == 1)
-                for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2];
+                copy_run(d, xr, t.a[2], t.b[2]);
             else
                 for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2 * S2];
             for (int64_t o2 = t.b[2]; o2 < O2; o2++) d[o2] = 0.0f;
@@ -115,37 +158,6 @@ void ot_conv3_im2col_images(const ot_conv3 *p, const float *x, int64_t xstride, 
 
 void ot_conv3_im2col(const ot_conv3 *p, const float *x, float *col, int64_t ld, int nt) {
     ot_conv3_im2col_images(p, x, 0, 1, col, ld, nt);
-}
-
-/* Four floats as one SSE register (GCC and Clang vector extension). */
-typedef float v4f __attribute__((vector_size(16)));
-
-/* x[i] += w * c[i] and x[i] += c[i] for i in [a, b), 4 lanes per step (-O2 at the
- * x86-64 baseline leaves the plain loops scalar: x and c might overlap); each lane is
- * the plain loop's multiply and add, so the same bits. x and c never overlap here. */
-static inline void add_scaled(float *x, const float *c, float w, int64_t a, int64_t b) {
-    const v4f w4 = {w, w, w, w};
-    int64_t i = a;
-    for (; i + 4 <= b; i += 4) {
-        v4f xv, cv;
-        memcpy(&xv, x + i, sizeof xv);
-        memcpy(&cv, c + i, sizeof cv);
-        xv += w4 * cv;
-        memcpy(x + i, &xv, sizeof xv);
-    }
-    for (; i < b; i++) x[i] += w * c[i];
-}
-
-static inline void add_plain(float *x, const float *c, int64_t a, int64_t b) {
-    int64_t i = a;
-    for (; i + 4 <= b; i += 4) {
-        v4f xv, cv;
-        memcpy(&xv, x + i, sizeof xv);
-        memcpy(&cv, c + i, sizeof cv);
-        xv += cv;
-        memcpy(x + i, &xv, sizeof xv);
-    }
-    for (; i < b; i++) x[i] += c[i];
 }
 
 /* Each input position gets at most one term per tap, so visiting only the valid
