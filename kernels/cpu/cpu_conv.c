@@ -142,13 +142,34 @@ static bool dw_pad_init(const conv_geom *g, dw_pad *d) {
     d->J = (g->OH - 1) * d->Wp + g->OW;
     int64_t reads = s * (d->J - 1) + (g->KH - 1) * g->DH * d->Wp + (g->KW - 1) * g->DW + 1;
     d->len = reads > (g->PH + g->H) * d->Wp ? reads : (g->PH + g->H) * d->Wp;
-    return d->len <= DW_PAD_MAX && d->J <= DW_PAD_MAX;
+    return d->len < DW_PAD_MAX && d->J <= DW_PAD_MAX;
 }
 
 static bool finite_taps(const float *wk, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(wk[i])) return false;
     return true;
+}
+
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* axpy_strided for a stride of 2 over the padded copy: the even floats of two 4-float
+ * loads (one shuffle) instead of four scalar loads; each lane is the same multiply
+ * and add. The last load reads one float past xs[2 * (len - 1)]: inside the padded
+ * buffer (dw_pad_init keeps len below DW_PAD_MAX). */
+static void axpy_s2_padded(float *acc, const float *xs, float wv, int64_t len) {
+    const v4f wv4 = {wv, wv, wv, wv};
+    const v4i even = {0, 2, 4, 6};
+    int64_t i = 0;
+    for (; i + 4 <= len; i += 4) {
+        v4f a, b, av;
+        memcpy(&a, xs + 2 * i, sizeof a);
+        memcpy(&b, xs + 2 * i + 4, sizeof b);
+        memcpy(&av, acc + i, sizeof av);
+        av += __builtin_shuffle(a, b, even) * wv4;
+        memcpy(acc + i, &av, sizeof av);
+    }
+    for (; i < len; i++) acc[i] += xs[2 * i] * wv;
 }
 
 /* One plane through the padded copy; xpad and acc hold DW_PAD_MAX floats each. */
@@ -160,7 +181,10 @@ static void depthwise_plane_padded(const conv_geom *g, const dw_pad *d, const fl
     for (int64_t j = 0; j < d->J; j++) acc[j] = 0.0f;
     for (int64_t kh = 0; kh < g->KH; kh++)
         for (int64_t kw = 0; kw < g->KW; kw++)
-            axpy_strided(acc, xpad + kh * g->DH * d->Wp + kw * g->DW, g->SH, wk[kh * g->KW + kw], d->J);
+            if (g->SH == 2)
+                axpy_s2_padded(acc, xpad + kh * g->DH * d->Wp + kw * g->DW, wk[kh * g->KW + kw], d->J);
+            else
+                axpy_strided(acc, xpad + kh * g->DH * d->Wp + kw * g->DW, g->SH, wk[kh * g->KW + kw], d->J);
     for (int64_t oh = 0; oh < g->OH; oh++)
         for (int64_t ow = 0; ow < g->OW; ow++) yp[oh * g->OW + ow] = acc[oh * d->Wp + ow] + b0;
 }
