@@ -33,6 +33,26 @@ typedef struct bn_grad_args {
 /* Lane k: p[off[k] + s] as a double (a macro: a function returning a 32-byte vector
  * would change the ABI between the clones). */
 #define bn_load(p, off, s) ((v4d){(p)[(off)[0] + (s)], (p)[(off)[1] + (s)], (p)[(off)[2] + (s)], (p)[(off)[3] + (s)]})
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* The 4x4 transpose of rows r[0..3] (lane k of row q -> lane q of row k). */
+__attribute__((always_inline)) static inline void bn_transpose(v4f *r) {
+    v4f t0 = __builtin_shuffle(r[0], r[1], (v4i){0, 4, 1, 5}), t1 = __builtin_shuffle(r[0], r[1], (v4i){2, 6, 3, 7});
+    v4f t2 = __builtin_shuffle(r[2], r[3], (v4i){0, 4, 1, 5}), t3 = __builtin_shuffle(r[2], r[3], (v4i){2, 6, 3, 7});
+    r[0] = __builtin_shuffle(t0, t2, (v4i){0, 1, 4, 5});
+    r[1] = __builtin_shuffle(t0, t2, (v4i){2, 3, 6, 7});
+    r[2] = __builtin_shuffle(t1, t3, (v4i){0, 1, 4, 5});
+    r[3] = __builtin_shuffle(t1, t3, (v4i){2, 3, 6, 7});
+}
+
+/* c[q] = bn_load(p, off, s + q) for q < 4: four contiguous loads and a transpose
+ * instead of sixteen scalar loads. */
+__attribute__((always_inline)) static inline void bn_load4(const float *p, const int64_t *off, int64_t s, v4d *c) {
+    v4f r[4];
+    for (int k = 0; k < 4; k++) memcpy(&r[k], p + off[k] + s, sizeof r[k]);
+    bn_transpose(r);
+    for (int q = 0; q < 4; q++) c[q] = __builtin_convertvector(r[q], v4d);
+}
 
 /* Channels c0 .. c0 + nc - 1 (nc <= 4); lanes past nc repeat the last channel and are
  * not stored. */
@@ -50,12 +70,27 @@ OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
     if (a->train) {
         for (int64_t n = 0; n < N; n++) {
             const float *xp = a->x + (n * C + c0) * S;
-            for (int64_t s = 0; s < S; s++) mean += bn_load(xp, off, s);
+            int64_t s = 0;
+            for (; s + 4 <= S; s += 4) {
+                v4d c[4];
+                bn_load4(xp, off, s, c);
+                for (int q = 0; q < 4; q++) mean += c[q];
+            }
+            for (; s < S; s++) mean += bn_load(xp, off, s);
         }
         mean /= M;
         for (int64_t n = 0; n < N; n++) {
             const float *xp = a->x + (n * C + c0) * S;
-            for (int64_t s = 0; s < S; s++) {
+            int64_t s = 0;
+            for (; s + 4 <= S; s += 4) {
+                v4d c[4];
+                bn_load4(xp, off, s, c);
+                for (int q = 0; q < 4; q++) {
+                    v4d d = c[q] - mean;
+                    var += d * d;
+                }
+            }
+            for (; s < S; s++) {
                 v4d d = bn_load(xp, off, s) - mean;
                 var += d * d;
             }
@@ -75,7 +110,17 @@ OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
     v4d sdy = {0.0, 0.0, 0.0, 0.0}, sdyx = {0.0, 0.0, 0.0, 0.0};
     for (int64_t n = 0; n < N; n++) {
         const float *xp = a->x + (n * C + c0) * S, *dp = a->dy + (n * C + c0) * S;
-        for (int64_t s = 0; s < S; s++) {
+        int64_t s = 0;
+        for (; s + 4 <= S; s += 4) {
+            v4d g[4], c[4];
+            bn_load4(dp, off, s, g);
+            bn_load4(xp, off, s, c);
+            for (int q = 0; q < 4; q++) {
+                sdy += g[q];
+                sdyx += g[q] * (c[q] - mean) * inv;
+            }
+        }
+        for (; s < S; s++) {
             v4d g = bn_load(dp, off, s);
             sdy += g;
             sdyx += g * (bn_load(xp, off, s) - mean) * inv;
@@ -90,7 +135,26 @@ OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
     for (int64_t n = 0; n < N; n++) {
         const float *xp = a->x + (n * C + c0) * S, *dp = a->dy + (n * C + c0) * S;
         float *o = a->dx + (n * C + c0) * S;
-        for (int64_t s = 0; s < S; s++) {
+        int64_t s = 0;
+        for (; nc == BN_LANES && s + 4 <= S; s += 4) {
+            v4d g[4], c[4];
+            bn_load4(dp, off, s, g);
+            bn_load4(xp, off, s, c);
+            v4f r[4];
+            for (int q = 0; q < 4; q++) {
+                v4d v;
+                if (a->train) {
+                    v4d xh = (c[q] - mean) * inv;
+                    v = kc * (g[q] - t1 - xh * sdyx / M);
+                } else {
+                    v = kc * g[q];
+                }
+                r[q] = __builtin_convertvector(v, v4f);
+            }
+            bn_transpose(r); /* back to one row per channel */
+            for (int k = 0; k < 4; k++) memcpy(o + k * S + s, &r[k], sizeof r[k]);
+        }
+        for (; s < S; s++) {
             v4d r;
             if (a->train) {
                 v4d xh = (bn_load(xp, off, s) - mean) * inv;
