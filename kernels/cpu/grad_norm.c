@@ -33,80 +33,6 @@ typedef struct bn_grad_args {
 /* Lane k: p[off[k] + s] as a double (a macro: a function returning a 32-byte vector
  * would change the ABI between the clones). */
 #define bn_load(p, off, s) ((v4d){(p)[(off)[0] + (s)], (p)[(off)[1] + (s)], (p)[(off)[2] + (s)], (p)[(off)[3] + (s)]})
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-/* The 4x4 transpose of rows r[0..3] (lane k of row q -> lane q of row k). */
-__attribute__((always_inline)) static inline void bn_transpose(v4f *r) {
-    v4f t0 = __builtin_shuffle(r[0], r[1], (v4i){0, 4, 1, 5}), t1 = __builtin_shuffle(r[0], r[1], (v4i){2, 6, 3, 7});
-    v4f t2 = __builtin_shuffle(r[2], r[3], (v4i){0, 4, 1, 5}), t3 = __builtin_shuffle(r[2], r[3], (v4i){2, 6, 3, 7});
-    r[0] = __builtin_shuffle(t0, t2, (v4i){0, 1, 4, 5});
-    r[1] = __builtin_shuffle(t0, t2, (v4i){2, 3, 6, 7});
-    r[2] = __builtin_shuffle(t1, t3, (v4i){0, 1, 4, 5});
-    r[3] = __builtin_shuffle(t1, t3, (v4i){2, 3, 6, 7});
-}
-
-/* c[q] = bn_load(p, off, s + q) for q < 4: four contiguous loads and a transpose
- * instead of sixteen scalar loads. */
-__attribute__((always_inline)) static inline void bn_load4(const float *p, const int64_t *off, int64_t s, v4d *c) {
-    v4f r[4];
-    for (int k = 0; k < 4; k++) memcpy(&r[k], p + off[k] + s, sizeof r[k]);
-    bn_transpose(r);
-    for (int q = 0; q < 4; q++) c[q] = __builtin_convertvector(r[q], v4d);
-}
-
-/* One block's statistics, for its dX pass. */
-typedef struct bn_block_stats {
-    v4d mean, inv, kc, sdy, sdyx, M;
-} bn_block_stats;
-
-/* dX of channels c0 .. c0 + nc - 1 (lanes as bn_grad_block's). */
-OT_BN_CLONES static void bn_grad_dx(const bn_grad_args *a, int64_t c0, int nc, const int64_t *off,
-                                    const bn_block_stats *st) {
-    const int64_t N = a->N, C = a->C, S = a->S;
-    const v4d mean = st->mean, inv = st->inv, kc = st->kc, sdy = st->sdy, sdyx = st->sdyx, M = st->M;
-    const v4d t1 = sdy / M;
-    for (int64_t n = 0; n < N; n++) {
-        const float *xp = a->x + (n * C + c0) * S, *dp = a->dy + (n * C + c0) * S;
-        float *o = a->dx + (n * C + c0) * S;
-        int64_t s = 0;
-        for (; nc == BN_LANES && s + 4 <= S; s += 4) {
-            v4d g[4], c[4];
-            bn_load4(dp, off, s, g);
-            bn_load4(xp, off, s, c);
-            v4f r[4];
-            for (int q = 0; q < 4; q++) {
-                v4d v;
-                if (a->train) {
-                    v4d xh = (c[q] - mean) * inv;
-                    v = kc * (g[q] - t1 - xh * sdyx / M);
-                } else {
-                    v = kc * g[q];
-                }
-                r[q] = __builtin_convertvector(v, v4f);
-            }
-            bn_transpose(r); /* back to one row per channel */
-            for (int k = 0; k < 4; k++) memcpy(o + k * S + s, &r[k], sizeof r[k]);
-        }
-        for (; s < S; s++) {
-            v4d r;
-            if (a->train) {
-                v4d xh = (bn_load(xp, off, s) - mean) * inv;
-                r = kc * (bn_load(dp, off, s) - t1 - xh * sdyx / M);
-            } else {
-                r = kc * bn_load(dp, off, s);
-            }
-            v4f rf = __builtin_convertvector(r, v4f); /* each lane's (float) */
-            if (nc == BN_LANES) {
-                o[s] = rf[0];
-                o[S + s] = rf[1];
-                o[2 * S + s] = rf[2];
-                o[3 * S + s] = rf[3];
-            } else {
-                for (int k = 0; k < nc; k++) o[k * S + s] = rf[k];
-            }
-        }
-    }
-}
 
 /* Channels c0 .. c0 + nc - 1 (nc <= 4); lanes past nc repeat the last channel and are
  * not stored. */
@@ -124,27 +50,12 @@ OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
     if (a->train) {
         for (int64_t n = 0; n < N; n++) {
             const float *xp = a->x + (n * C + c0) * S;
-            int64_t s = 0;
-            for (; s + 4 <= S; s += 4) {
-                v4d c[4];
-                bn_load4(xp, off, s, c);
-                for (int q = 0; q < 4; q++) mean += c[q];
-            }
-            for (; s < S; s++) mean += bn_load(xp, off, s);
+            for (int64_t s = 0; s < S; s++) mean += bn_load(xp, off, s);
         }
         mean /= M;
         for (int64_t n = 0; n < N; n++) {
             const float *xp = a->x + (n * C + c0) * S;
-            int64_t s = 0;
-            for (; s + 4 <= S; s += 4) {
-                v4d c[4];
-                bn_load4(xp, off, s, c);
-                for (int q = 0; q < 4; q++) {
-                    v4d d = c[q] - mean;
-                    var += d * d;
-                }
-            }
-            for (; s < S; s++) {
+            for (int64_t s = 0; s < S; s++) {
                 v4d d = bn_load(xp, off, s) - mean;
                 var += d * d;
             }
@@ -164,17 +75,7 @@ OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
     v4d sdy = {0.0, 0.0, 0.0, 0.0}, sdyx = {0.0, 0.0, 0.0, 0.0};
     for (int64_t n = 0; n < N; n++) {
         const float *xp = a->x + (n * C + c0) * S, *dp = a->dy + (n * C + c0) * S;
-        int64_t s = 0;
-        for (; s + 4 <= S; s += 4) {
-            v4d g[4], c[4];
-            bn_load4(dp, off, s, g);
-            bn_load4(xp, off, s, c);
-            for (int q = 0; q < 4; q++) {
-                sdy += g[q];
-                sdyx += g[q] * (c[q] - mean) * inv;
-            }
-        }
-        for (; s < S; s++) {
+        for (int64_t s = 0; s < S; s++) {
             v4d g = bn_load(dp, off, s);
             sdy += g;
             sdyx += g * (bn_load(xp, off, s) - mean) * inv;
@@ -185,8 +86,29 @@ OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
         if (a->dsc) a->dsc[c0 + k] = (float)sdyx[k];
     }
     if (!a->dx) return;
-    const bn_block_stats st = {mean, inv, kc, sdy, sdyx, M};
-    bn_grad_dx(a, c0, nc, off, &st);
+    const v4d t1 = sdy / M;
+    for (int64_t n = 0; n < N; n++) {
+        const float *xp = a->x + (n * C + c0) * S, *dp = a->dy + (n * C + c0) * S;
+        float *o = a->dx + (n * C + c0) * S;
+        for (int64_t s = 0; s < S; s++) {
+            v4d r;
+            if (a->train) {
+                v4d xh = (bn_load(xp, off, s) - mean) * inv;
+                r = kc * (bn_load(dp, off, s) - t1 - xh * sdyx / M);
+            } else {
+                r = kc * bn_load(dp, off, s);
+            }
+            v4f rf = __builtin_convertvector(r, v4f); /* each lane's (float) */
+            if (nc == BN_LANES) {
+                o[s] = rf[0];
+                o[S + s] = rf[1];
+                o[2 * S + s] = rf[2];
+                o[3 * S + s] = rf[3];
+            } else {
+                for (int k = 0; k < nc; k++) o[k * S + s] = rf[k];
+            }
+        }
+    }
 }
 
 OT_GRAD_KERNEL(ot_cpu_batch_norm_grad) {
