@@ -6,7 +6,8 @@
  * plain select, with NaN, signed zeros, infinities and values on the bounds; the
  * depthwise Conv's padded-plane path where a weight is infinite (the border taps must
  * not turn into 0 * inf); MaxPool and MaxPoolGrad (first maximum in window order, NaN
- * wins, Indices) with ties, NaN and windows that hang over the pads. */
+ * wins, Indices) with ties, NaN and windows that hang over the pads; depthwise
+ * ConvGradInput's padded gather with an infinite weight (keeps the scatter). */
 #include "test_kernels_cpu_util.h"
 
 /* The one-channel-at-a-time BatchNormGrad the kernel replaced (its order of
@@ -244,12 +245,45 @@ static void test_maxpool_first_max_same_bits(void **state) {
     }
 }
 
+/* Depthwise ConvGradInput (3x3, pad 1, stride 1) with channel 1's top-left weight
+ * +inf against the scatter written out here: taps in order from +0. */
+static void test_depthwise_grad_input_infinite_weight(void **state) {
+    (void)state;
+    enum { N = 2, C = 3, H = 6, W = 5 };
+    float dy[N * C * H * W], w[C * 9], x[N * C * H * W], dx[N * C * H * W], want[N * C * H * W];
+    tk_fill(dy, N * C * H * W, 71, -1.0f, 1.0f);
+    tk_fill(w, C * 9, 72, -1.0f, 1.0f);
+    tk_fill(x, N * C * H * W, 73, -1.0f, 1.0f);
+    w[9 + 0] = INFINITY;
+    ot_node n = tk_node(OT_OP_CONV_GRAD_INPUT, 3, 1);
+    int64_t ks[2] = {3, 3}, st[2] = {1, 1}, pd[4] = {1, 1, 1, 1};
+    ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
+    ot_node_set_attr_ints(&n, "strides", st, 2);
+    ot_node_set_attr_ints(&n, "pads", pd, 4);
+    ot_node_set_attr_int(&n, "group", C);
+    ot_tensor in[3] = {tk_t(OT_F32, dy, 4, N, C, H, W), tk_t(OT_F32, w, 4, C, 1, 3, 3), tk_t(OT_F32, x, 4, N, C, H, W)};
+    ot_tensor out[1] = {tk_t(OT_F32, dx, 4, N, C, H, W)};
+    assert_int_equal(tk_run_ex(&n, in, out, 1, 0, 0, 0, NULL), OT_OK);
+    memset(want, 0, sizeof want);
+    for (int p = 0; p < N * C; p++)
+        for (int kk = 0; kk < 9; kk++)
+            for (int oh = 0; oh < H; oh++)
+                for (int ow = 0; ow < W; ow++) {
+                    int ih = oh - 1 + kk / 3, iw = ow - 1 + kk % 3;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                        want[(p * H + ih) * W + iw] += w[(p % C) * 9 + kk] * dy[(p * H + oh) * W + ow];
+                }
+    assert_memory_equal(dx, want, sizeof want);
+    tk_node_free(&n);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_norm_grad_same_bits),
         cmocka_unit_test(test_relu_clip_grad_same_bits),
         cmocka_unit_test(test_depthwise_infinite_weight),
         cmocka_unit_test(test_maxpool_first_max_same_bits),
+        cmocka_unit_test(test_depthwise_grad_input_infinite_weight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
