@@ -1,5 +1,6 @@
 /* test_kernels_cpu_conv.c — Conv against a naive direct convolution in double
- * (groups, depthwise, dilation, stride, asymmetric pads, auto_pad, pointwise, 1-D),
+ * (groups, depthwise, dilation, stride, asymmetric pads, auto_pad, pointwise, 1-D,
+ * images batched into one GEMM, in chunks, or one per GEMM),
  * MaxPool / AveragePool with padding and ceil_mode against PyTorch's window rules
  * written out here, GlobalAveragePool, thread-count repeatability, and unsupported
  * dtypes reported with the node's name. */
@@ -112,6 +113,9 @@ static void test_conv(void **state) {
         {2, 8, 5, 7, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, NULL, false},  /* pointwise */
         {1, 3, 7, 9, 2, 3, 3, 1, 2, 2, 1, 1, 0, 0, 0, 0, "SAME_UPPER", true},
         {1, 2, 40, 40, 8, 5, 5, 1, 1, 1, 1, 1, 2, 2, 2, 2, NULL, true}, /* big enough for the threaded paths */
+        {5, 3, 20, 20, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, NULL, true}, /* images batched in chunks of 3 + 2 */
+        {5, 6, 20, 20, 4, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, NULL, true}, /* pointwise, grouped, chunks */
+        {2, 3, 32, 32, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, NULL, false}, /* one image per GEMM */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_conv_case(&cases[i], false);
     /* 1-D: H = 1 */

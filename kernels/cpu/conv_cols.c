@@ -65,38 +65,99 @@ void ot_conv_tap_init(const ot_conv3 *p, int64_t kk, ot_conv_tap *t) {
     }
 }
 
-void ot_conv3_im2col(const ot_conv3 *p, const float *x, float *col, int64_t ld, int nt) {
-    int64_t rows = p->Cig * p->K;
+const ot_conv_tap *ot_conv_taps(const ot_conv3 *p, ot_conv_tap *table) {
+    if (p->K > OT_CONV_TAPS_MAX) return NULL;
+    for (int64_t kk = 0; kk < p->K; kk++) ot_conv_tap_init(p, kk, &table[kk]);
+    return table;
+}
+
+/* Four floats as one SSE register (GCC and Clang vector extension). */
+typedef float v4f __attribute__((vector_size(16)));
+
+/* x[i] += w * c[i] and x[i] += c[i] for i in [a, b), 4 lanes per step (-O2 at the
+ * x86-64 baseline leaves the plain loops scalar: x and c might overlap); each lane is
+ * the plain loop's multiply and add, so the same bits. x and c never overlap here. */
+static inline void add_scaled(float *x, const float *c, float w, int64_t a, int64_t b) {
+    const v4f w4 = {w, w, w, w};
+    int64_t i = a;
+    for (; i + 4 <= b; i += 4) {
+        v4f xv, cv;
+        memcpy(&xv, x + i, sizeof xv);
+        memcpy(&cv, c + i, sizeof cv);
+        xv += w4 * cv;
+        memcpy(x + i, &xv, sizeof xv);
+    }
+    for (; i < b; i++) x[i] += w * c[i];
+}
+
+/* d[i] = x[i] for i in [a, b), 4 lanes per step (the plain loop stays scalar at -O2;
+ * memcpy's call costs more than a 4- to 16-float run). */
+static inline void copy_run(float *d, const float *x, int64_t a, int64_t b) {
+    int64_t i = a;
+    for (; i + 4 <= b; i += 4) {
+        v4f v;
+        memcpy(&v, x + i, sizeof v);
+        memcpy(d + i, &v, sizeof v);
+    }
+    for (; i < b; i++) d[i] = x[i];
+}
+
+static inline void add_plain(float *x, const float *c, int64_t a, int64_t b) {
+    int64_t i = a;
+    for (; i + 4 <= b; i += 4) {
+        v4f xv, cv;
+        memcpy(&xv, x + i, sizeof xv);
+        memcpy(&cv, c + i, sizeof cv);
+        xv += cv;
+        memcpy(x + i, &xv, sizeof xv);
+    }
+    for (; i < b; i++) x[i] += c[i];
+}
+
+/* One column row: tap t of one input channel xc, L outputs into cr. */
+static void im2col_row(const ot_conv3 *p, const ot_conv_tap *tp, const float *xc, float *cr) {
     const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && rows * p->L >= OT_CPU_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        ot_conv_tap t;
-        ot_conv_tap_init(p, r % p->K, &t);
-        const float *xc = x + (r / p->K) * p->S;
-        float *cr = col + r * ld;
-        for (int64_t o0 = 0; o0 < p->sp.out[0]; o0++) {
-            float *c0 = cr + o0 * O1 * O2;
-            if (o0 < t.a[0] || o0 >= t.b[0]) {
-                for (int64_t l = 0; l < O1 * O2; l++) c0[l] = 0.0f;
+    const ot_conv_tap t = *tp;
+    for (int64_t o0 = 0; o0 < p->sp.out[0]; o0++) {
+        float *c0 = cr + o0 * O1 * O2;
+        if (o0 < t.a[0] || o0 >= t.b[0]) {
+            for (int64_t l = 0; l < O1 * O2; l++) c0[l] = 0.0f;
+            continue;
+        }
+        int64_t i0 = o0 * p->sp.s[0] + t.base[0];
+        for (int64_t o1 = 0; o1 < O1; o1++) {
+            float *d = c0 + o1 * O2;
+            if (o1 < t.a[1] || o1 >= t.b[1]) {
+                for (int64_t o2 = 0; o2 < O2; o2++) d[o2] = 0.0f;
                 continue;
             }
-            int64_t i0 = o0 * p->sp.s[0] + t.base[0];
-            for (int64_t o1 = 0; o1 < O1; o1++) {
-                float *d = c0 + o1 * O2;
-                if (o1 < t.a[1] || o1 >= t.b[1]) {
-                    for (int64_t o2 = 0; o2 < O2; o2++) d[o2] = 0.0f;
-                    continue;
-                }
-                const float *xr = xc + (i0 * I1 + o1 * p->sp.s[1] + t.base[1]) * I2 + t.base[2];
-                for (int64_t o2 = 0; o2 < t.a[2]; o2++) d[o2] = 0.0f;
-                if (S2 == 1)
-                    for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2];
-                else
-                    for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2 * S2];
-                for (int64_t o2 = t.b[2]; o2 < O2; o2++) d[o2] = 0.0f;
-            }
+            const float *xr = xc + (i0 * I1 + o1 * p->sp.s[1] + t.base[1]) * I2 + t.base[2];
+            for (int64_t o2 = 0; o2 < t.a[2]; o2++) d[o2] = 0.0f;
+            if (S2 == 1)
+                copy_run(d, xr, t.a[2], t.b[2]);
+            else
+                for (int64_t o2 = t.a[2]; o2 < t.b[2]; o2++) d[o2] = xr[o2 * S2];
+            for (int64_t o2 = t.b[2]; o2 < O2; o2++) d[o2] = 0.0f;
         }
     }
+}
+
+void ot_conv3_im2col_images(const ot_conv3 *p, const float *x, int64_t xstride, int64_t nimg, float *col,
+                            int64_t ld, int nt) {
+    int64_t rows = p->Cig * p->K, total = nimg * rows;
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    const ot_conv_tap *taps = ot_conv_taps(p, table);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && total * p->L >= OT_CPU_PAR_MIN)
+    for (int64_t q = 0; q < total; q++) {
+        int64_t j = q / rows, r = q % rows;
+        ot_conv_tap own;
+        im2col_row(p, ot_conv_tap_of(p, taps, r % p->K, &own), x + j * xstride + (r / p->K) * p->S,
+                   col + r * ld + j * p->L);
+    }
+}
+
+void ot_conv3_im2col(const ot_conv3 *p, const float *x, float *col, int64_t ld, int nt) {
+    ot_conv3_im2col_images(p, x, 0, 1, col, ld, nt);
 }
 
 /* Each input position gets at most one term per tap, so visiting only the valid
@@ -110,12 +171,12 @@ void ot_conv_scatter_tap(const ot_conv3 *p, const ot_conv_tap *t, const float *c
             const float *c = cr + (o0 * O1 + o1) * O2;
             if (scale) {
                 if (S2 == 1)
-                    for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2] += wv * c[o2];
+                    add_scaled(xr, c, wv, t->a[2], t->b[2]);
                 else
                     for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2 * S2] += wv * c[o2];
             } else {
                 if (S2 == 1)
-                    for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2] += c[o2];
+                    add_plain(xr, c, t->a[2], t->b[2]);
                 else
                     for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2 * S2] += c[o2];
             }
@@ -124,13 +185,14 @@ void ot_conv_scatter_tap(const ot_conv3 *p, const ot_conv_tap *t, const float *c
 }
 
 void ot_conv3_col2im(const ot_conv3 *p, const float *col, int64_t ld, float *dx, int nt) {
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    const ot_conv_tap *taps = ot_conv_taps(p, table);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && p->Cig * p->K * p->L >= OT_CPU_PAR_MIN)
     for (int64_t ci = 0; ci < p->Cig; ci++) {
         float *xc = dx + ci * p->S;
         for (int64_t kk = 0; kk < p->K; kk++) {
-            ot_conv_tap t;
-            ot_conv_tap_init(p, kk, &t);
-            ot_conv_scatter_tap(p, &t, col + (ci * p->K + kk) * ld, 1.0f, false, xc);
+            ot_conv_tap own;
+            ot_conv_scatter_tap(p, ot_conv_tap_of(p, taps, kk, &own), col + (ci * p->K + kk) * ld, 1.0f, false, xc);
         }
     }
 }

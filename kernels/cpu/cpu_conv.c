@@ -1,11 +1,10 @@
 /* cpu_conv.c — Conv (1-D and 2-D; groups, dilations, strides, pads, auto_pad) on
- * the CPU. Pointwise convolutions are one GEMM on the input as it lies; depthwise
- * ones (one input channel per group) use a direct kernel; the rest go through
- * im2col (conv_cols.h) into ctx->workspace and a GEMM per (image, group). 1-D is run
- * as 2-D with a height of 1. im2col and the bias fill are serial on purpose: they
- * alternate with OpenBLAS calls, and OpenMP workers spinning after a region starve
- * OpenBLAS's own (pthread) workers; measured 3-4x slower convolutions with a threaded
- * im2col on 2 cores. */
+ * the CPU. Depthwise convolutions (one input channel per group) use a direct kernel.
+ * The rest are GEMMs: where images are small, one per (chunk of images, group)
+ * (ot_conv_batch, conv_cols.h) on a column matrix of the chunk's images side by side
+ * (a 1x1 conv's: X's channels as rows, no im2col), into rows that are copied back to
+ * NCHW; else one per (image, group), on the input as it lies (pointwise) or through
+ * im2col into ctx->workspace. 1-D is run as 2-D with a height of 1. */
 #include "kernels/cpu/conv_cols.h"
 
 typedef struct conv_geom {
@@ -53,9 +52,22 @@ static ot_status conv_geom_init(conv_geom *g, const ot_node *node, const ot_tens
 
 static bool is_depthwise(const conv_geom *g) { return g->Cg == 1 && g->G > 1; }
 
-/* Workspace floats: one image's column matrix (none for a pointwise conv). */
-static size_t conv_ws_floats(const ot_conv3 *p) {
-    return ot_conv3_pointwise(p) ? 0 : (size_t)(p->Cig * p->K * p->L);
+/* The GEMM paths' geometry (conv_cols.h) and images per GEMM (*nb): X, W, Y. */
+static ot_status gemm_geom(ot_conv3 *p, int64_t *nb, const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                           ot_error *err) {
+    ot_status st = ot_conv3_init(p, node, &in[0].shape, &in[1].shape, &out[0].shape, err);
+    if (st) return st;
+    int64_t kdim = p->Cig * p->K;
+    *nb = kdim > 0 ? ot_conv_batch(p, kdim + p->Cog) : 1;
+    return OT_OK;
+}
+
+/* Workspace floats: the batched path's column matrix (Kg x nb*L) and output rows
+ * (Mg x nb*L); else one image's column matrix (none for a pointwise conv). */
+static size_t conv_ws_floats(const ot_conv3 *p, int64_t nb) {
+    int64_t kdim = p->Cig * p->K;
+    if (nb > 1) return (size_t)((kdim + p->Cog) * nb * p->L);
+    return ot_conv3_pointwise(p) ? 0 : (size_t)(kdim * p->L);
 }
 
 size_t ot_cpu_conv_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
@@ -63,8 +75,9 @@ size_t ot_cpu_conv_workspace(const ot_node *node, const ot_tensor *in, const ot_
     if (conv_geom_init(&g, node, in, out, NULL) != OT_OK) return 0;
     if (is_depthwise(&g)) return 0;
     ot_conv3 p;
-    if (ot_conv3_init(&p, node, &in[0].shape, &in[1].shape, &out[0].shape, NULL)) return 0;
-    return conv_ws_floats(&p) * sizeof(float);
+    int64_t nb;
+    if (gemm_geom(&p, &nb, node, in, out, NULL)) return 0;
+    return conv_ws_floats(&p, nb) * sizeof(float);
 }
 
 /* One depthwise output point with the bounds checks (image borders). */
@@ -108,6 +121,74 @@ static inline void axpy_strided(float *acc, const float *xs, int64_t sw, float w
     }
 }
 
+/* Depthwise on a zero-bordered copy of the channel whose rows are Wp wide: output
+ * (oh, ow) reads xp[s * (oh * Wp + ow) + kh * DH * Wp + kw * DW] for every tap, so
+ * each tap is one axpy over the flattened plane (the columns past OW are computed and
+ * dropped) instead of one per tap and output row. A tap in the border adds x * w =
+ * +-0 to a sum that is never -0 (it starts at +0.0f), so each output keeps the bits
+ * of its valid taps summed in (kh, kw) order, depthwise_point's; a channel with a
+ * non-finite weight (0 * inf = NaN) takes the row path. Planes of up to DW_PAD_MAX
+ * floats, equal strides. */
+#define DW_PAD_MAX 8192
+
+typedef struct dw_pad {
+    int64_t Wp, J, len; /* row width, flattened outputs, buffer floats */
+} dw_pad;
+
+static bool dw_pad_init(const conv_geom *g, dw_pad *d) {
+    if (g->SH != g->SW || g->OH < 1 || g->OW < 1) return false;
+    int64_t s = g->SH, wr = (g->OW - 1) * s + (g->KW - 1) * g->DW + 1;
+    d->Wp = g->PW + g->W > wr ? g->PW + g->W : wr;
+    d->J = (g->OH - 1) * d->Wp + g->OW;
+    int64_t reads = s * (d->J - 1) + (g->KH - 1) * g->DH * d->Wp + (g->KW - 1) * g->DW + 1;
+    d->len = reads > (g->PH + g->H) * d->Wp ? reads : (g->PH + g->H) * d->Wp;
+    return d->len < DW_PAD_MAX && d->J <= DW_PAD_MAX;
+}
+
+static bool finite_taps(const float *wk, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(wk[i])) return false;
+    return true;
+}
+
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* axpy_strided for a stride of 2 over the padded copy: the even floats of two 4-float
+ * loads (one shuffle) instead of four scalar loads; each lane is the same multiply
+ * and add. The last load reads one float past xs[2 * (len - 1)]: inside the padded
+ * buffer (dw_pad_init keeps len below DW_PAD_MAX). */
+static void axpy_s2_padded(float *acc, const float *xs, float wv, int64_t len) {
+    const v4f wv4 = {wv, wv, wv, wv};
+    const v4i even = {0, 2, 4, 6};
+    int64_t i = 0;
+    for (; i + 4 <= len; i += 4) {
+        v4f a, b, av;
+        memcpy(&a, xs + 2 * i, sizeof a);
+        memcpy(&b, xs + 2 * i + 4, sizeof b);
+        memcpy(&av, acc + i, sizeof av);
+        av += __builtin_shuffle(a, b, even) * wv4;
+        memcpy(acc + i, &av, sizeof av);
+    }
+    for (; i < len; i++) acc[i] += xs[2 * i] * wv;
+}
+
+/* One plane through the padded copy; xpad and acc hold DW_PAD_MAX floats each. */
+static void depthwise_plane_padded(const conv_geom *g, const dw_pad *d, const float *xc, const float *wk, float b0,
+                                   float *yp, float *xpad, float *acc) {
+    memset(xpad, 0, (size_t)d->len * sizeof(float));
+    for (int64_t ih = 0; ih < g->H; ih++)
+        memcpy(xpad + (g->PH + ih) * d->Wp + g->PW, xc + ih * g->W, (size_t)g->W * sizeof(float));
+    for (int64_t j = 0; j < d->J; j++) acc[j] = 0.0f;
+    for (int64_t kh = 0; kh < g->KH; kh++)
+        for (int64_t kw = 0; kw < g->KW; kw++)
+            if (g->SH == 2)
+                axpy_s2_padded(acc, xpad + kh * g->DH * d->Wp + kw * g->DW, wk[kh * g->KW + kw], d->J);
+            else
+                axpy_strided(acc, xpad + kh * g->DH * d->Wp + kw * g->DW, g->SH, wk[kh * g->KW + kw], d->J);
+    for (int64_t oh = 0; oh < g->OH; oh++)
+        for (int64_t ow = 0; ow < g->OW; ow++) yp[oh * g->OW + ow] = acc[oh * d->Wp + ow] + b0;
+}
+
 /* One input channel per group: each output channel m reads channel m / Mg. Tap-major
  * over a chunk of an output row: for tap kw only the columns [lo[kw], hi[kw]) read
  * inside the row, so no per-tap bounds checks, and each output still sums its valid
@@ -117,6 +198,8 @@ static void depthwise(const conv_geom *g, const float *x, const float *w, const 
     int64_t planes = g->N * g->M, ohw = g->OH * g->OW;
     bool par = planes * ohw * g->KH * g->KW >= OT_CPU_PAR_MIN;
     bool fast = g->KW <= DW_MAX_KW;
+    dw_pad pd;
+    bool padded = dw_pad_init(g, &pd);
     int64_t lo[DW_MAX_KW], hi[DW_MAX_KW];
     for (int64_t kw = 0; fast && kw < g->KW; kw++) {
         int64_t iw0 = kw * g->DW - g->PW; /* iw = ow * SW + iw0 must lie in [0, W) */
@@ -133,6 +216,11 @@ static void depthwise(const conv_geom *g, const float *x, const float *w, const 
         const float *wk = w + m * g->KH * g->KW;
         float *yp = y + p * ohw;
         float b0 = bias ? bias[m] : 0.0f;
+        if (padded && finite_taps(wk, g->KH * g->KW)) {
+            float xpad[DW_PAD_MAX], acc[DW_PAD_MAX];
+            depthwise_plane_padded(g, &pd, xc, wk, b0, yp, xpad, acc);
+            continue;
+        }
         for (int64_t oh = 0; oh < g->OH; oh++) {
             float *yr = yp + oh * g->OW;
             if (!fast) {
@@ -160,6 +248,38 @@ static void depthwise(const conv_geom *g, const float *x, const float *w, const 
     }
 }
 
+/* Y over chunks of nb images: per group, the chunk's column matrix (Kg x nb*L), one
+ * GEMM into output rows (Mg x nb*L) that start as the bias (beta = 1, the per-image
+ * path's order), copied back to NCHW. im2col runs on the context's threads: OpenBLAS
+ * is the OpenMP build now (cpu_common.h), so its GEMM threads are the same pool, and
+ * the CLI sets OMP_WAIT_POLICY=PASSIVE (a serial im2col was 8% of a ResNet-18 step
+ * on one core, issue 14). The bias fill and the copies stay serial (memory-bound,
+ * short). */
+static void conv_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int64_t nb, const float *x, const float *w,
+                         const float *bias, float *y) {
+    int64_t kdim = p->Cig * p->K;
+    float *yt = ctx->workspace, *col = yt + p->Cog * nb * p->L;
+    bool pointwise = ot_conv3_pointwise(p);
+    for (int64_t n0 = 0; n0 < p->N; n0 += nb) {
+        int64_t nc = p->N - n0 < nb ? p->N - n0 : nb, ld = nc * p->L;
+        for (int64_t gi = 0; gi < p->G; gi++) {
+            if (pointwise)
+                ot_conv_nc_to_rows(x, p->Cin, p->S, n0, nc, gi * p->Cig, p->Cig, col);
+            else
+                ot_conv3_im2col_images(p, x + (n0 * p->Cin + gi * p->Cig) * p->S, p->Cin * p->S, nc, col, ld,
+                                       ot_cpu_threads(ctx));
+            if (bias)
+                for (int64_t m = 0; m < p->Cog; m++) {
+                    float b0 = bias[gi * p->Cog + m], *r = yt + m * ld;
+                    for (int64_t i = 0; i < ld; i++) r[i] = b0;
+                }
+            ot_cpu_sgemm(ctx, false, false, (int)p->Cog, (int)ld, (int)kdim, 1.0f, w + gi * p->Cog * kdim, (int)kdim,
+                        col, (int)ld, bias ? 1.0f : 0.0f, yt, (int)ld);
+            ot_conv_rows_to_nc(yt, p->Cout, p->L, n0, nc, gi * p->Cog, p->Cog, y);
+        }
+    }
+}
+
 ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                       ot_error *err) {
     for (int k = 0; k < node->n_inputs; k++)
@@ -180,14 +300,19 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
         return OT_OK;
     }
     ot_conv3 p;
-    if ((st = ot_conv3_init(&p, node, &in[0].shape, &in[1].shape, &out[0].shape, err))) return st;
-    size_t need = conv_ws_floats(&p) * sizeof(float);
+    int64_t nb;
+    if ((st = gemm_geom(&p, &nb, node, in, out, err))) return st;
+    size_t need = conv_ws_floats(&p, nb) * sizeof(float);
     if (need && (!ctx->workspace || ctx->workspace_bytes < need))
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (Conv): workspace smaller than ot_cpu_workspace_bytes", node->name);
+    if (nb > 1) {
+        conv_batched(ctx, &p, nb, x, w, bias, y);
+        return OT_OK;
+    }
     bool pointwise = ot_conv3_pointwise(&p);
     float *col = ctx->workspace;
     /* Y starts as the broadcast bias so the GEMM accumulates onto it (beta = 1). */
-    if (bias) { /* serial, as im2col */
+    if (bias) { /* serial: memory-bound and short (conv_batched) */
         for (int64_t q = 0; q < g.N * g.M; q++) {
             float b0 = bias[q % g.M];
             float *yp = y + q * ohw;
@@ -199,7 +324,7 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
             const float *xg = x + (n * g.C + gi * g.Cg) * g.H * g.W;
             const float *src = xg;
             if (!pointwise) {
-                ot_conv3_im2col(&p, xg, col, ohw, 1);
+                ot_conv3_im2col(&p, xg, col, ohw, nt);
                 src = col;
             }
             float *yg = y + (n * g.M + gi * g.Mg) * ohw;

@@ -4,6 +4,7 @@
  * kernels/pool_geometry.h, shared with grad_pool.c and the CUDA kernels. Parallel
  * over (image, channel) planes. */
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/pool_fast.h" /* ot_cpu_pool_argmax2d */
 #include "kernels/pool_geometry.h"
 
 ot_status ot_cpu_max_pool(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
@@ -21,11 +22,14 @@ ot_status ot_cpu_max_pool(const ot_node *node, const ot_tensor *in, ot_tensor *o
     float *y = out[0].data;
     int nt = ot_cpu_threads(ctx);
     bool par = p.planes * p.out_sz * p.k[0] * p.k[1] * p.k[2] >= OT_CPU_PAR_MIN;
+    bool plain = ot_cpu_pool_plain2d(&p);
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t pl = 0; pl < p.planes; pl++) {
         const float *xp = x + pl * p.in_sz;
         for (int64_t o = 0; o < p.out_sz; o++) {
-            int64_t bi = ot_pool_window_argmax(&p, xp, o, &y[pl * p.out_sz + o]);
+            float *yo = &y[pl * p.out_sz + o];
+            int64_t bi = plain ? ot_cpu_pool_argmax2d(&p, xp, o / p.out[2], o % p.out[2], yo)
+                               : ot_pool_window_argmax(&p, xp, o, yo);
             if (idx) idx[pl * p.out_sz + o] = ot_pool_window_index(&p, pl, bi, col_major);
         }
     }

@@ -15,6 +15,9 @@
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/cpu/conv_cols.h"
 
+/* Four floats as one SSE register (GCC and Clang vector extension). */
+typedef float v4f __attribute__((vector_size(16)));
+
 /* col[(ci*K + kk) * L + l] = x[ci] at the window position (0 in the padding). */
 static void im2col_general(const ot_conv3 *p, const float *x, float *col, int nt) {
     int64_t rows = p->Cig * p->K;
@@ -112,6 +115,91 @@ static void grad_input_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int6
     }
 }
 
+/* Depthwise dX as a gather on a zero-bordered copy of each dY plane (stride 1, at most
+ * two spatial dims, finite weights, planes up to DWG_PAD_MAX floats): input (ih, iw)
+ * takes w[kk] * dY(ih + PH - kh*DH, iw + PW - kw*DW) for taps kk in order, so each
+ * tap is one axpy over the flattened plane, rows Wq wide (columns past W computed and
+ * dropped). The scatter adds the same terms to each input position in the same tap
+ * order, from the memset's +0; the border adds w * 0 = +-0 to a sum that is never -0,
+ * so the bits are the scatter's. */
+#define DWG_PAD_MAX 8192
+
+typedef struct dwg_pad {
+    int64_t r0, c0, Wq, len, J; /* dY's row and column offsets in the copy, row width, floats, outputs */
+} dwg_pad;
+
+static bool dwg_pad_init(const ot_conv3 *p, dwg_pad *d) {
+    const ot_window3 *w = &p->sp;
+    if (w->in[0] != 1 || w->out[0] != 1 || w->k[0] != 1 || w->s[1] != 1 || w->s[2] != 1) return false;
+    int64_t H = w->in[1], W = w->in[2], OH = w->out[1], OW = w->out[2];
+    int64_t rh = (w->k[1] - 1) * w->d[1] - w->pb[1], rw = (w->k[2] - 1) * w->d[2] - w->pb[2];
+    d->r0 = rh > 0 ? rh : 0;
+    d->c0 = rw > 0 ? rw : 0;
+    int64_t wq = W + w->pb[2] + d->c0;
+    d->Wq = wq > d->c0 + OW ? wq : d->c0 + OW;
+    int64_t hq = H + w->pb[1] + d->r0;
+    if (hq < d->r0 + OH) hq = d->r0 + OH;
+    d->len = hq * d->Wq;
+    d->J = (H - 1) * d->Wq + W;
+    return H > 0 && W > 0 && d->len <= DWG_PAD_MAX && d->J <= DWG_PAD_MAX;
+}
+
+/* acc[i] += wv * y[i] for i < n, 4 lanes per step (the multiply, then the add). */
+static void axpy_plain(float *acc, const float *y, float wv, int64_t n) {
+    const v4f w4 = {wv, wv, wv, wv};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f a, b;
+        memcpy(&a, acc + i, sizeof a);
+        memcpy(&b, y + i, sizeof b);
+        a += w4 * b;
+        memcpy(acc + i, &a, sizeof a);
+    }
+    for (; i < n; i++) acc[i] += wv * y[i];
+}
+
+static void dwg_plane_padded(const ot_conv3 *p, const dwg_pad *d, const float *dyp, const float *wc, float *dxp,
+                             float *ypad, float *acc) {
+    const ot_window3 *w = &p->sp;
+    int64_t H = w->in[1], W = w->in[2], OH = w->out[1], OW = w->out[2];
+    memset(ypad, 0, (size_t)d->len * sizeof(float));
+    for (int64_t oh = 0; oh < OH; oh++)
+        memcpy(ypad + (d->r0 + oh) * d->Wq + d->c0, dyp + oh * OW, (size_t)OW * sizeof(float));
+    memset(acc, 0, (size_t)d->J * sizeof(float));
+    for (int64_t kh = 0; kh < w->k[1]; kh++)
+        for (int64_t kw = 0; kw < w->k[2]; kw++) {
+            int64_t off = (w->pb[1] + d->r0 - kh * w->d[1]) * d->Wq + (w->pb[2] + d->c0 - kw * w->d[2]);
+            axpy_plain(acc, ypad + off, wc[kh * w->k[2] + kw], d->J);
+        }
+    for (int64_t ih = 0; ih < H; ih++) memcpy(dxp + ih * W, acc + ih * d->Wq, (size_t)W * sizeof(float));
+}
+
+/* dX of a depthwise conv (dx zeroed): the GEMM of one (sample, channel) is an outer
+ * product w (K) x dY (L): each plane adds w[kk] * dY tap by tap, the general path's
+ * terms in its order (or the padded gather above, same bits). */
+static void depthwise_grad_input(const ot_conv3 *p, const float *dys, const float *ws, float *dx, int nt) {
+    int64_t planes = p->N * p->Cin;
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    const ot_conv_tap *taps = ot_conv_taps(p, table);
+    dwg_pad pd;
+    bool padded = dwg_pad_init(p, &pd);
+#pragma omp parallel for schedule(static) num_threads(nt) if (planes * p->K * p->L >= OT_CPU_PAR_MIN)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const float *wc = ws + (pl % p->Cin) * p->K;
+        bool finite = true;
+        for (int64_t kk = 0; kk < p->K; kk++) finite = finite && isfinite(wc[kk]);
+        if (padded && finite) {
+            float ypad[DWG_PAD_MAX], acc[DWG_PAD_MAX];
+            dwg_plane_padded(p, &pd, dys + pl * p->L, wc, dx + pl * p->S, ypad, acc);
+            continue;
+        }
+        for (int64_t kk = 0; kk < p->K; kk++) {
+            ot_conv_tap own;
+            ot_conv_scatter_tap(p, ot_conv_tap_of(p, taps, kk, &own), dys + pl * p->L, wc[kk], true, dx + pl * p->S);
+        }
+    }
+}
+
 OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
     const ot_tensor *dy = &in[0], *w = &in[1], *x = &in[2];
     if (dy->dtype != OT_F32 || w->dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", w->dtype, err);
@@ -140,18 +228,7 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
     }
     memset(dx, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     if (!general && is_depthwise(&p)) {
-        /* the GEMM of one (sample, channel) is an outer product w (K) x dY (L): each
-         * plane adds w[kk] * dY tap by tap, the general path's terms in its order */
-        int64_t planes = p.N * p.Cin;
-#pragma omp parallel for schedule(static) num_threads(nt) if (planes * p.K * p.L >= OT_CPU_PAR_MIN)
-        for (int64_t pl = 0; pl < planes; pl++) {
-            const float *wc = ws + (pl % p.Cin) * p.K;
-            for (int64_t kk = 0; kk < p.K; kk++) {
-                ot_conv_tap t;
-                ot_conv_tap_init(&p, kk, &t);
-                ot_conv_scatter_tap(&p, &t, dys + pl * p.L, wc[kk], true, dx + pl * p.S);
-            }
-        }
+        depthwise_grad_input(&p, dys, ws, dx, nt);
         return OT_OK;
     }
     for (int64_t n = 0; n < p.N; n++)
@@ -170,16 +247,20 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
 }
 
 /* Depthwise dW[c][kk] = sum over samples and valid outputs of dY * X, in a fixed
- * order (samples, then rows, output column o2 into partial sum o2 % 4), one thread
- * per channel. */
+ * order (samples, then rows, output column o2 into partial sum o2 % 4 counted from
+ * the tap's first valid column), one thread per channel. The four partial sums are
+ * the lanes of one vector (-O2 at the x86-64 baseline leaves the plain loop scalar):
+ * each lane does the plain loop's multiply and add in its order, so the same bits. */
 static void depthwise_grad_weight(const ot_conv3 *p, const float *dys, const float *xs, float *dw, int nt) {
     const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    const ot_conv_tap *taps = ot_conv_taps(p, table);
 #pragma omp parallel for schedule(static) num_threads(nt) if (p->N * p->Cin * p->K * p->L >= OT_CPU_PAR_MIN)
     for (int64_t c = 0; c < p->Cin; c++)
         for (int64_t kk = 0; kk < p->K; kk++) {
-            ot_conv_tap t;
-            ot_conv_tap_init(p, kk, &t);
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            ot_conv_tap own;
+            const ot_conv_tap t = *ot_conv_tap_of(p, taps, kk, &own);
+            v4f acc = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int64_t n = 0; n < p->N; n++) {
                 const float *dyp = dys + (n * p->Cin + c) * p->L, *xp = xs + (n * p->Cin + c) * p->S;
                 for (int64_t o0 = t.a[0]; o0 < t.b[0]; o0++) {
@@ -188,8 +269,15 @@ static void depthwise_grad_weight(const ot_conv3 *p, const float *dys, const flo
                         const float *xr = xp + (i0 * I1 + o1 * p->sp.s[1] + t.base[1]) * I2 + t.base[2];
                         const float *d = dyp + (o0 * O1 + o1) * O2;
                         int64_t o2 = t.a[2];
-                        for (; o2 + 4 <= t.b[2]; o2 += 4)
-                            for (int q = 0; q < 4; q++) acc[q] += d[o2 + q] * xr[(o2 + q) * S2];
+                        for (; o2 + 4 <= t.b[2]; o2 += 4) {
+                            v4f dv, xv;
+                            memcpy(&dv, d + o2, sizeof dv);
+                            if (S2 == 1)
+                                memcpy(&xv, xr + o2, sizeof xv);
+                            else
+                                xv = (v4f){xr[o2 * S2], xr[(o2 + 1) * S2], xr[(o2 + 2) * S2], xr[(o2 + 3) * S2]};
+                            acc += dv * xv;
+                        }
                         for (int q = 0; o2 < t.b[2]; o2++, q++) acc[q] += d[o2] * xr[o2 * S2];
                     }
                 }
@@ -213,8 +301,7 @@ static void grad_weight_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int
             if (pointwise)
                 ot_conv_nc_to_rows(xs, p->Cin, p->S, n0, nc, g * p->Cig, p->Cig, col);
             else
-                for (int64_t j = 0; j < nc; j++)
-                    ot_conv3_im2col(p, xs + ((n0 + j) * p->Cin + g * p->Cig) * p->S, col + j * p->L, ld, nt);
+                ot_conv3_im2col_images(p, xs + (n0 * p->Cin + g * p->Cig) * p->S, p->Cin * p->S, nc, col, ld, nt);
             /* dW_g (Cog x Kg) += rows (Cog x nb*L) . col^T (nb*L x Kg) */
             ot_cpu_sgemm(ctx, false, true, (int)p->Cog, (int)Kg, (int)ld, 1.0f, dyt, (int)ld, col, (int)ld,
                         n0 == 0 ? 0.0f : 1.0f, dw + g * p->Cog * Kg, (int)Kg);

@@ -29,6 +29,36 @@ static float bound(const ot_node *node, const ot_tensor *in, int slot, bool has_
     return dflt;
 }
 
+/* Four floats and four int masks as one SSE register (GCC and Clang vector extension). */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* dx[i] = lo < v[i] < hi ? dy[i] : 0 (a bound of -/+INFINITY never blocks, NaN passes
+ * only then), four lanes per step through bit masks (dy's bits, or +0 as the plain
+ * select's 0.0f): ReluGrad (lo 0, no hi) and ClipGrad (ReLU6). The plain loop stayed
+ * a compare and a branch per element that mispredicted on every kink-side change:
+ * ClipGrad was 14% of MobileNetV2's step (issue 14). */
+#define PASS_BLOCK 4096
+static void pass_inside(const float *dy, const float *v, float *dx, int64_t n, float lo, float hi, int nt, bool par) {
+    const int32_t lo_open = lo == -INFINITY ? -1 : 0, hi_open = hi == INFINITY ? -1 : 0;
+    const v4f lo4 = {lo, lo, lo, lo}, hi4 = {hi, hi, hi, hi};
+    const v4i lo_o4 = {lo_open, lo_open, lo_open, lo_open}, hi_o4 = {hi_open, hi_open, hi_open, hi_open};
+    int64_t blocks = (n + PASS_BLOCK - 1) / PASS_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t i = b * PASS_BLOCK, e = n - i < PASS_BLOCK ? n : i + PASS_BLOCK;
+        for (; i + 4 <= e; i += 4) {
+            v4f vv, g;
+            memcpy(&vv, v + i, sizeof vv);
+            memcpy(&g, dy + i, sizeof g);
+            v4i m = ((v4i)(vv > lo4) | lo_o4) & ((v4i)(vv < hi4) | hi_o4);
+            v4f r = (v4f)((v4i)g & m);
+            memcpy(dx + i, &r, sizeof r);
+        }
+        for (; i < e; i++) dx[i] = (v[i] > lo || lo_open) && (v[i] < hi || hi_open) ? dy[i] : 0.0f;
+    }
+}
+
 OT_GRAD_KERNEL(ot_cpu_act_grad) {
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
     int64_t n = ot_kernel_numel(&out[0]);
@@ -49,9 +79,8 @@ OT_GRAD_KERNEL(ot_cpu_act_grad) {
     if (pst) return pst;
     const ot_act_params *ap = &pp->u.act; /* LeakyReluGrad, GeluGrad, ClipGrad */
     switch (node->op) {
-    case OT_OP_RELU_GRAD:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = v[i] > 0.0f ? dy[i] : 0.0f;
+    case OT_OP_RELU_GRAD: /* v > 0 ? dy : 0 */
+        pass_inside(dy, v, dx, n, 0.0f, INFINITY, nt, par);
         break;
     case OT_OP_LEAKY_RELU_GRAD: {
         float a = ap->alpha;
@@ -87,9 +116,7 @@ OT_GRAD_KERNEL(ot_cpu_act_grad) {
          * (infinite) bound never blocks. */
         float lo = bound(node, in, 2, ap->has_min, ap->min, -INFINITY),
               hi = bound(node, in, 3, ap->has_max, ap->max, INFINITY);
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++)
-            dx[i] = (v[i] > lo || lo == -INFINITY) && (v[i] < hi || hi == INFINITY) ? dy[i] : 0.0f;
+        pass_inside(dy, v, dx, n, lo, hi, nt, par);
         break;
     }
     default:

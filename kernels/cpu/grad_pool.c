@@ -3,6 +3,7 @@
  * AveragePool's divisor are the forward kernel's, from kernels/pool_geometry.h. One
  * thread per (n, c) plane: no two threads touch one dX element. */
 #include "kernels/cpu/grad_kernels.h"
+#include "kernels/cpu/pool_fast.h" /* ot_cpu_pool_argmax2d */
 #include "kernels/pool_geometry.h"
 
 OT_GRAD_KERNEL(ot_cpu_pool_grad) {
@@ -17,6 +18,7 @@ OT_GRAD_KERNEL(ot_cpu_pool_grad) {
     float *dx = out[0].data;
     memset(dx, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     int nt = ot_cpu_threads(ctx);
+    bool plain = ot_cpu_pool_plain2d(&p);
 #pragma omp parallel for schedule(static) num_threads(nt) if (p.planes * p.out_sz * p.k[0] * p.k[1] * p.k[2] >= OT_CPU_PAR_MIN)
     for (int64_t pl = 0; pl < p.planes; pl++) {
         const float *xp = xs + pl * p.in_sz;
@@ -26,7 +28,8 @@ OT_GRAD_KERNEL(ot_cpu_pool_grad) {
             float g = dys[pl * p.out_sz + o];
             if (is_max) {
                 float best;
-                int64_t bi = ot_pool_window_argmax(&p, xp, o, &best);
+                int64_t bi = plain ? ot_cpu_pool_argmax2d(&p, xp, oi[1], oi[2], &best)
+                                   : ot_pool_window_argmax(&p, xp, o, &best);
                 if (bi >= 0) dp[bi] += g;
                 continue;
             }
