@@ -109,9 +109,11 @@ typedef struct sched {
      * the passes below and both orders read instead of the large ot_node/ot_value
      * structs: per node its phase and its input and output value ids (CSR), per
      * value its producer and its consumers (CSR, in the graph's order) */
-    unsigned char *phase;
+    unsigned char *phase, *flags; /* flags: ot_plan_node_flags, for the planner runs */
     int *in_start, *in_val, *out_start, *out_val;
     int *vprod, *cons_start, *cons;
+    unsigned char *vinfo; /* ot_plan_nodes.vinfo */
+    int64_t *vsize;       /* ot_plan_value_size */
     /* per run */
     int *indeg, *readers;
     bool *done, *eager;
@@ -205,6 +207,7 @@ static bool read_nodes(sched *s) {
         const ot_node *nd = &g->nodes[id];
         s->live[id] = !nd->removed;
         s->phase[id] = (unsigned char)nd->phase;
+        s->flags[id] = ot_plan_node_flags(nd);
         s->bwd[id] = nd->phase == OT_PHASE_BACKWARD;
         s->in_start[id] = n_in;
         s->out_start[id] = n_out;
@@ -234,6 +237,9 @@ static bool read_values(sched *s) {
         s->cons_start[v] = n_cons;
         for (int c = 0; c < nc; c++) s->cons[n_cons++] = cs[c];
         s->vbytes[v] = value_bytes(val);
+        s->vsize[v] = ot_plan_value_size(val);
+        s->vinfo[v] = (unsigned char)(((unsigned)val->kind & OT_PLAN_V_KIND) | (val->is_graph_output ? OT_PLAN_V_OUTPUT : 0) |
+                                      (val->data ? OT_PLAN_V_DATA : 0));
         bool temp = !val->is_graph_output && live_id(s, val->producer) &&
                     (val->kind == OT_VK_ACTIVATION || val->kind == OT_VK_GRADIENT);
         bool pinned = val->is_graph_output;
@@ -298,6 +304,7 @@ static void sched_free(sched *s) {
     free(s->eager);
     free(s->heap_mem);
     free(s->phase);
+    free(s->flags);
     free(s->in_start);
     free(s->in_val);
     free(s->out_start);
@@ -305,6 +312,8 @@ static void sched_free(sched *s) {
     free(s->vprod);
     free(s->cons_start);
     free(s->cons);
+    free(s->vinfo);
+    free(s->vsize);
 }
 
 /* Edges producer -> consumer, one per input slot (CSR), and in-degrees. */
@@ -400,12 +409,15 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_error *err) {
     s->live = malloc((size_t)nn + 1);
     s->bwd = calloc((size_t)nn + 1, sizeof(bool));
     s->phase = malloc((size_t)nn + 1);
+    s->flags = malloc((size_t)nn + 1);
     s->in_start = malloc(sizeof(int) * (size_t)(nn + 1));
     s->out_start = malloc(sizeof(int) * (size_t)(nn + 1));
     s->vprod = malloc(sizeof(int) * (size_t)(nv + 1));
     s->cons_start = malloc(sizeof(int) * (size_t)(nv + 1));
-    if (!s->vbytes || !s->vflags || !s->sole || !s->live || !s->bwd || !s->phase || !s->in_start ||
-        !s->out_start || !s->vprod || !s->cons_start || !read_nodes(s) || !read_values(s))
+    s->vinfo = malloc((size_t)nv + 1);
+    s->vsize = malloc(sizeof(int64_t) * (size_t)(nv + 1));
+    if (!s->vbytes || !s->vflags || !s->sole || !s->live || !s->bwd || !s->phase || !s->flags || !s->in_start ||
+        !s->out_start || !s->vprod || !s->cons_start || !s->vinfo || !s->vsize || !read_nodes(s) || !read_values(s))
         return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d values", nv);
     if (!s->topo || !s->keys || !s->indeg0 || !s->indeg || !s->succ_start || !s->readers0 || !s->readers ||
         !s->done || !s->eager)
@@ -492,19 +504,20 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
  * soon as its peak reaches the static one's (it has lost then), so the loser is
  * rarely planned to the end. Returns true for static; *winner is the chosen order's
  * device-free plan, or NULL when it could not be planned. */
-static bool judge_static(const ot_graph *g, const int *dyn, const int *stat, int n, ot_plan **winner) {
+static bool judge_static(const ot_graph *g, const ot_plan_nodes *nodes, const int *dyn, const int *stat, int n,
+                         ot_plan **winner) {
     ot_plan *ps = NULL, *pd = NULL;
     ot_error e = {0};
     bool exceeded = false;
     *winner = NULL;
-    if (ot_plan_build(g, stat, n, NULL, &ps, &e)) {
+    if (ot_plan_build_nodes(g, stat, n, nodes, SIZE_MAX, &ps, NULL, &e)) {
         /* Static cannot be planned; it stays chosen unless the dynamic order can be
          * while static cannot, which the old rule (static when either fails) also
          * keeps static: planning the dynamic order would decide nothing. */
         return true;
     }
     if (ps->peak_bytes > 0 &&
-        ot_plan_build_bounded(g, dyn, n, NULL, ps->peak_bytes - 1, &pd, &exceeded, &e) == OT_OK && !exceeded) {
+        ot_plan_build_nodes(g, dyn, n, nodes, ps->peak_bytes - 1, &pd, &exceeded, &e) == OT_OK && !exceeded) {
         ot_plan_free(ps); /* the dynamic peak is below the static one */
         *winner = pd;
         return false;
@@ -531,7 +544,10 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, int **or
     if (!st) st = run_order(&s, true, dyn, err);
     if (!st) st = run_order(&s, false, stat, err);
     int n = s.n_live;
-    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, dyn, stat, n, &plan)) {
+    ot_plan_nodes nodes = {.live = s.live, .phase = s.phase, .flags = s.flags, .in_start = s.in_start,
+                           .in_val = s.in_val, .out_start = s.out_start, .out_val = s.out_val, .vprod = s.vprod,
+                           .vinfo = s.vinfo, .vsize = s.vsize};
+    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, &nodes, dyn, stat, n, &plan)) {
         int *t = dyn; /* equal orders need no judging */
         dyn = stat;
         stat = t;
@@ -541,7 +557,10 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, int **or
             ot_plan_free(plan);
             plan = NULL;
         }
-        if (!plan) st = ot_plan_build(g, dyn, n, dev, &plan, err);
+        if (!plan && ot_plan_device_idle(g, dyn, n, dev)) /* the same plan as with dev */
+            st = ot_plan_build_nodes(g, dyn, n, &nodes, SIZE_MAX, &plan, NULL, err);
+        else if (!plan)
+            st = ot_plan_build(g, dyn, n, dev, &plan, err);
         *plan_out = plan;
         plan = NULL;
     }
