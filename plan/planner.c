@@ -74,6 +74,7 @@ typedef struct build {
     int n, nv;
     const ot_plan_device *dev;
     const ot_plan_options *opt;
+    const ot_plan_nodes *nodes; /* NULL: scan_steps reads the graph's nodes */
     ot_error *err;
     ot_plan *p;
     int *step_of;   /* per node: its schedule step, -1 when not scheduled */
@@ -187,7 +188,7 @@ static ot_status build_init(build *b) {
     for (int k = 0; k < g->n_outputs; k++)
         if (g->outputs[k] >= 0 && g->outputs[k] < nv) b->is_output[g->outputs[k]] = true;
     for (int v = 0; v < nv; v++)
-        if (g->values[v].is_graph_output) b->is_output[v] = true;
+        if (b->nodes ? b->nodes->vinfo[v] & OT_PLAN_V_OUTPUT : g->values[v].is_graph_output) b->is_output[v] = true;
     for (int k = 0; b->opt && k < b->opt->n_external; k++) {
         int v = b->opt->external[k];
         if (v < 0 || v >= nv)
@@ -203,9 +204,34 @@ static step_io io_of(const build *b, int s) {
                      .n_out = b->io_start[s + 1] - b->io_start[s] - b->n_in[s]};
 }
 
-/* Appends node nd's inputs and outputs to b->io as step s. */
-static ot_status copy_io(build *b, int s, const ot_node *nd) {
-    int at = b->io_start[s], need = at + nd->n_inputs + nd->n_outputs;
+unsigned char ot_plan_node_flags(const ot_node *nd) {
+    bool is_opt = ot_op_has(nd->op, OT_T_OPTIMIZER);
+    bool inplace = ot_op_has(nd->op, OT_T_INPLACE) || ot_op_has(nd->op, OT_T_VIEW);
+    return (unsigned char)((ot_plan_view_candidate(nd) ? STEP_VIEW : 0) | (is_opt ? STEP_OPTIMIZER : 0) |
+                           (inplace ? STEP_INPLACE : 0));
+}
+
+/* What scan_steps reads of node id: from b->nodes when given, else from the node. */
+typedef struct node_facts {
+    const int *in, *out;
+    int n_in, n_out;
+    unsigned char phase, flags;
+} node_facts;
+
+static node_facts facts_of(const build *b, int id) {
+    const ot_plan_nodes *t = b->nodes;
+    if (t)
+        return (node_facts){.in = t->in_val + t->in_start[id], .n_in = t->in_start[id + 1] - t->in_start[id],
+                            .out = t->out_val + t->out_start[id], .n_out = t->out_start[id + 1] - t->out_start[id],
+                            .phase = t->phase[id], .flags = t->flags[id]};
+    const ot_node *nd = &b->g->nodes[id];
+    return (node_facts){.in = nd->inputs, .n_in = nd->n_inputs, .out = nd->outputs, .n_out = nd->n_outputs,
+                        .phase = (unsigned char)nd->phase, .flags = ot_plan_node_flags(nd)};
+}
+
+/* Appends a node's inputs and outputs to b->io as step s. */
+static ot_status copy_io(build *b, int s, const node_facts *nd) {
+    int at = b->io_start[s], need = at + nd->n_in + nd->n_out;
     if (need > b->io_cap) {
         int cap = 2 * need;
         int *io = realloc(b->io, sizeof(int) * (size_t)cap);
@@ -213,9 +239,9 @@ static ot_status copy_io(build *b, int s, const ot_node *nd) {
         b->io = io;
         b->io_cap = cap;
     }
-    if (nd->n_inputs > 0) memcpy(b->io + at, nd->inputs, sizeof(int) * (size_t)nd->n_inputs);
-    if (nd->n_outputs > 0) memcpy(b->io + at + nd->n_inputs, nd->outputs, sizeof(int) * (size_t)nd->n_outputs);
-    b->n_in[s] = nd->n_inputs;
+    if (nd->n_in > 0) memcpy(b->io + at, nd->in, sizeof(int) * (size_t)nd->n_in);
+    if (nd->n_out > 0) memcpy(b->io + at + nd->n_in, nd->out, sizeof(int) * (size_t)nd->n_out);
+    b->n_in[s] = nd->n_in;
     b->io_start[s + 1] = need;
     return OT_OK;
 }
@@ -227,35 +253,34 @@ static ot_status scan_steps(build *b) {
     ot_plan *p = b->p;
     for (int s = 0; s < b->n; s++) {
         int id = b->order[s];
-        if (id < 0 || id >= g->n_nodes || g->nodes[id].removed || b->step_of[id] >= 0)
+        bool removed = id >= 0 && id < g->n_nodes && (b->nodes ? !b->nodes->live[id] : g->nodes[id].removed);
+        if (id < 0 || id >= g->n_nodes || removed || b->step_of[id] >= 0)
             return ot_fail(b->err, OT_E_INTERNAL, "planner: schedule step %d names node %d, which is removed, out of range or repeated", s, id);
         b->step_of[id] = s;
-        const ot_node *nd = &g->nodes[id];
-        if (nd->n_inputs > b->max_io) b->max_io = nd->n_inputs;
-        if (nd->n_outputs > b->max_io) b->max_io = nd->n_outputs;
-        if ((nd->phase == OT_PHASE_BACKWARD || nd->phase == OT_PHASE_RECOMPUTE) && p->backward_step == b->n)
+        node_facts nd = facts_of(b, id);
+        if (nd.n_in > b->max_io) b->max_io = nd.n_in;
+        if (nd.n_out > b->max_io) b->max_io = nd.n_out;
+        if ((nd.phase == OT_PHASE_BACKWARD || nd.phase == OT_PHASE_RECOMPUTE) && p->backward_step == b->n)
             p->backward_step = s;
-        bool is_opt = ot_op_has(nd->op, OT_T_OPTIMIZER);
-        bool inplace = ot_op_has(nd->op, OT_T_INPLACE) || ot_op_has(nd->op, OT_T_VIEW);
-        b->step_flags[s] = (unsigned char)((ot_plan_view_candidate(nd) ? STEP_VIEW : 0) | (is_opt ? STEP_OPTIMIZER : 0) |
-                                           (inplace ? STEP_INPLACE : 0));
-        b->step_phase[s] = (unsigned char)nd->phase;
-        ot_status st = copy_io(b, s, nd);
+        bool is_opt = nd.flags & STEP_OPTIMIZER;
+        b->step_flags[s] = nd.flags;
+        b->step_phase[s] = nd.phase;
+        ot_status st = copy_io(b, s, &nd);
         if (st) return st;
-        for (int k = 0; k < nd->n_outputs; k++) {
-            int v = nd->outputs[k];
+        for (int k = 0; k < nd.n_out; k++) {
+            int v = nd.out[k];
             if (v < 0) continue;
             if (v >= b->nv)
-                return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' writes value id %d, out of range", nname(nd), v);
+                return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' writes value id %d, out of range", nname(&g->nodes[id]), v);
             b->used[v] = true;
             p->values[v].def_step = s;
             p->values[v].last_step = s;
         }
-        for (int k = 0; k < nd->n_inputs; k++) {
-            int v = nd->inputs[k];
+        for (int k = 0; k < nd.n_in; k++) {
+            int v = nd.in[k];
             if (v < 0) continue;
             if (v >= b->nv)
-                return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' reads value id %d, out of range", nname(nd), v);
+                return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' reads value id %d, out of range", nname(&g->nodes[id]), v);
             b->used[v] = true;
             p->values[v].last_step = s;
             if (b->first_read[v] == INT_MAX) b->first_read[v] = s;
@@ -269,9 +294,9 @@ static ot_status scan_steps(build *b) {
 }
 
 /* Pinned or transient, and the category of a pinned value, from its kind. */
-static void classify_kind(build *b, int v) {
+static void classify_kind(build *b, int v, ot_value_kind kind) {
     ot_plan_value *pv = &b->p->values[v];
-    switch (b->g->values[v].kind) {
+    switch (kind) {
     case OT_VK_PARAM: pv->category = OT_MEM_PARAMS; pv->pinned = true; break;
     case OT_VK_STATE: pv->category = OT_MEM_STATE; pv->pinned = true; break;
     case OT_VK_OPT_STATE: pv->category = OT_MEM_OPT_STATE; pv->pinned = true; break;
@@ -294,8 +319,21 @@ static void classify_kind(build *b, int v) {
 
 /* A value's byte size; fails on a dynamic shape, an unstorable dtype or a size past
  * 2^40 bytes. */
+int64_t ot_plan_value_size(const ot_value *val) {
+    if (!ot_shape_is_static(&val->shape)) return -1;
+    size_t es = ot_dtype_size(val->dtype);
+    int64_t ne = ot_shape_numel(&val->shape);
+    if (es == 0 || ne < 0 || (uint64_t)ne > ((uint64_t)1 << 40) / es) return -1;
+    return ne * (int64_t)es;
+}
+
 static ot_status value_size(build *b, int v) {
     const ot_value *val = &b->g->values[v];
+    int64_t nb = b->nodes ? b->nodes->vsize[v] : ot_plan_value_size(val);
+    if (nb >= 0) {
+        b->p->values[v].nbytes = (size_t)nb;
+        return OT_OK;
+    }
     if (!ot_shape_is_static(&val->shape)) {
         char buf[160];
         ot_shape_str(b->g, &val->shape, buf, sizeof buf);
@@ -316,15 +354,17 @@ static ot_status value_size(build *b, int v) {
 static ot_status classify_values(build *b) {
     const ot_graph *g = b->g;
     ot_status st;
+    const ot_plan_nodes *t = b->nodes;
     for (int v = 0; v < b->nv; v++) {
         const ot_value *val = &g->values[v];
         ot_plan_value *pv = &b->p->values[v];
-        bool keep_always = val->kind == OT_VK_PARAM || val->kind == OT_VK_STATE || val->kind == OT_VK_OPT_STATE ||
-                           val->kind == OT_VK_INPUT || b->is_output[v];
+        ot_value_kind kind = t ? (ot_value_kind)(t->vinfo[v] & OT_PLAN_V_KIND) : val->kind;
+        bool keep_always = kind == OT_VK_PARAM || kind == OT_VK_STATE || kind == OT_VK_OPT_STATE ||
+                           kind == OT_VK_INPUT || b->is_output[v];
         if (!b->used[v] && !keep_always) continue;
-        int prod = val->producer;
+        int prod = t ? t->vprod[v] : val->producer;
         bool produced = prod >= 0 && prod < g->n_nodes && b->step_of[prod] >= 0;
-        classify_kind(b, v);
+        classify_kind(b, v, kind);
         if (b->external[v]) {
             /* Pinned so that no block is reused for it or taken over in place: the
              * memory belongs to someone else, who expects it intact. */
@@ -334,7 +374,7 @@ static ot_status classify_values(build *b) {
             pv->external = true;
         }
         if (!produced && !pv->pinned) {
-            if (!val->data)
+            if (!(t ? t->vinfo[v] & OT_PLAN_V_DATA : val->data != NULL))
                 return ot_fail(b->err, OT_E_MODEL, "planner: value '%s' is read but no scheduled node writes it and it is not an input, initializer or constant", vname(g, v));
             pv->category = OT_MEM_CONSTANTS; /* a folded constant that kept its activation kind */
             pv->pinned = true;
@@ -416,7 +456,7 @@ static void mark_kept(build *b) {
     const ot_graph *g = b->g;
     for (int v = 0; v < b->nv; v++) {
         ot_plan_value *pv = &p->values[v];
-        int prod = g->values[v].producer;
+        int prod = b->nodes ? b->nodes->vprod[v] : g->values[v].producer;
         if (pv->pinned || pv->alias_of >= 0 || prod < 0 || prod >= g->n_nodes || b->step_of[prod] < 0) continue;
         ot_phase ph = (ot_phase)b->step_phase[b->step_of[prod]];
         if ((ph == OT_PHASE_FORWARD || ph == OT_PHASE_LOSS) && pv->def_step < p->backward_step &&
@@ -678,9 +718,10 @@ ot_status ot_plan_build(const ot_graph *g, const int *order, int n, const ot_pla
 /* The build behind every entry point: the passes in order, stopping the walk once the
  * peak passes limit (then *out stays NULL and *exceeded is set). */
 static ot_status plan_run(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
-                          const ot_plan_options *opt, size_t limit, bool *exceeded, ot_plan **out, ot_error *err) {
-    build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .err = err, .max_io = 1,
-               .limit = limit};
+                          const ot_plan_options *opt, const ot_plan_nodes *nodes, size_t limit, bool *exceeded,
+                          ot_plan **out, ot_error *err) {
+    build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .nodes = nodes, .err = err,
+               .max_io = 1, .limit = limit};
     *out = NULL;
     ot_status st = build_init(&b);
     if (!st) st = scan_steps(&b);
@@ -703,12 +744,17 @@ static ot_status plan_run(const ot_graph *g, const int *order, int n, const ot_p
 
 ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
                              const ot_plan_options *opt, ot_plan **out, ot_error *err) {
-    return plan_run(g, order, n, dev, opt, SIZE_MAX, NULL, out, err);
+    return plan_run(g, order, n, dev, opt, NULL, SIZE_MAX, NULL, out, err);
 }
 
 ot_status ot_plan_build_bounded(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, size_t limit,
                                 ot_plan **out, bool *exceeded, ot_error *err) {
-    return plan_run(g, order, n, dev, NULL, limit, exceeded, out, err);
+    return plan_run(g, order, n, dev, NULL, NULL, limit, exceeded, out, err);
+}
+
+ot_status ot_plan_build_nodes(const ot_graph *g, const int *order, int n, const ot_plan_nodes *nodes, size_t limit,
+                              ot_plan **out, bool *exceeded, ot_error *err) {
+    return plan_run(g, order, n, NULL, NULL, nodes, limit, exceeded, out, err);
 }
 
 bool ot_plan_device_idle(const ot_graph *g, const int *order, int n, const ot_plan_device *dev) {

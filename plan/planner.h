@@ -156,6 +156,29 @@ void ot_plan_free(ot_plan *p);
  * *exceeded true and the status OT_OK. Otherwise the same plan as ot_plan_build. */
 ot_status ot_plan_build_bounded(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, size_t limit,
                                 ot_plan **out, bool *exceeded, ot_error *err);
+/* What the planner reads of every node and value, copied once by a caller that plans
+ * several orders of one graph (plan/schedule.c judges two), so that each run reads
+ * these compact arrays instead of the nodes (648 bytes each) and values: per node id
+ * whether it is live, its phase, its flags (ot_plan_node_flags) and its input and
+ * output ids (in_val[in_start[id] .. in_start[id + 1]), out_val likewise); per value
+ * its producer, info (its kind | OT_PLAN_V_OUTPUT for a graph output | OT_PLAN_V_DATA
+ * when it holds data) and size (ot_plan_value_size). */
+typedef struct ot_plan_nodes {
+    const bool *live;
+    const unsigned char *phase, *flags;
+    const int *in_start, *in_val, *out_start, *out_val;
+    const int *vprod;
+    const unsigned char *vinfo;
+    const int64_t *vsize;
+} ot_plan_nodes;
+enum { OT_PLAN_V_KIND = 15, OT_PLAN_V_OUTPUT = 16, OT_PLAN_V_DATA = 32 }; /* ot_plan_nodes.vinfo bits */
+unsigned char ot_plan_node_flags(const ot_node *nd);
+/* A value's bytes as the planner sizes it; -1 when it cannot (the planner then says why). */
+int64_t ot_plan_value_size(const ot_value *val);
+/* ot_plan_build_bounded without a device, reading the nodes from `nodes` (which must
+ * describe g's nodes as they are); limit SIZE_MAX plans to the end. The same plan. */
+ot_status ot_plan_build_nodes(const ot_graph *g, const int *order, int n, const ot_plan_nodes *nodes, size_t limit,
+                              ot_plan **out, bool *exceeded, ot_error *err);
 /* True when dev asks no workspace for any node of order[0..n) (always, for a NULL dev
  * or one without workspace_bytes): a plan made without dev is then byte for byte the
  * plan made with it. */

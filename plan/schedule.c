@@ -105,6 +105,15 @@ typedef struct sched {
     int *sole;
     bool *live; /* per node: node_live */
     bool *bwd;  /* per node: a BACKWARD node, the only kind that can be eager */
+    /* the graph's nodes and values read once per schedule into compact arrays, which
+     * the passes below and both orders read instead of the large ot_node/ot_value
+     * structs: per node its phase and its input and output value ids (CSR), per
+     * value its producer and its consumers (CSR, in the graph's order) */
+    unsigned char *phase, *flags; /* flags: ot_plan_node_flags, for the planner runs */
+    int *in_start, *in_val, *out_start, *out_val;
+    int *vprod, *cons_start, *cons;
+    unsigned char *vinfo; /* ot_plan_nodes.vinfo */
+    int64_t *vsize;       /* ot_plan_value_size */
     /* per run */
     int *indeg, *readers;
     bool *done, *eager;
@@ -178,40 +187,100 @@ static bool node_eager(const ot_graph *g, const ot_node *nd, const int *readers)
 
 enum { V_TEMPORARY = 1, V_PINNED_GRADIENT = 2 }; /* vflags bits */
 
-/* Fills the per-value caches node_eager_fast reads (s->live: edge_topo_order). */
-static void build_value_cache(sched *s) {
+/* True if node id is live, from the compact arrays (node_live). */
+static bool live_id(const sched *s, int id) { return id >= 0 && id < s->nn && s->live[id]; }
+
+/* Per node: live, phase, backward, and its input and output ids (CSR). False when
+ * out of memory. */
+static bool read_nodes(sched *s) {
     const ot_graph *g = s->g;
-    for (int v = 0; v < g->n_values; v++) {
-        const ot_value *val = &g->values[v];
-        s->vbytes[v] = value_bytes(val);
-        s->vflags[v] = (unsigned char)((temporary(g, val) ? V_TEMPORARY : 0) |
-                                       (pinned_gradient(g, val) ? V_PINNED_GRADIENT : 0));
-        int sole = val->n_consumers > 0 ? val->consumers[0] : -1;
-        for (int c = 1; c < val->n_consumers && sole >= 0; c++)
-            if (val->consumers[c] != sole) sole = -1;
-        s->sole[v] = sole;
+    int n_in = 0, n_out = 0;
+    for (int id = 0; id < s->nn; id++) {
+        n_in += g->nodes[id].n_inputs;
+        n_out += g->nodes[id].n_outputs;
     }
+    s->in_val = malloc(sizeof(int) * (size_t)(n_in + 1));
+    s->out_val = malloc(sizeof(int) * (size_t)(n_out + 1));
+    if (!s->in_val || !s->out_val) return false;
+    n_in = n_out = 0;
+    for (int id = 0; id < s->nn; id++) {
+        const ot_node *nd = &g->nodes[id];
+        s->live[id] = !nd->removed;
+        s->phase[id] = (unsigned char)nd->phase;
+        s->flags[id] = ot_plan_node_flags(nd);
+        s->bwd[id] = nd->phase == OT_PHASE_BACKWARD;
+        s->in_start[id] = n_in;
+        s->out_start[id] = n_out;
+        for (int k = 0; k < nd->n_inputs; k++) s->in_val[n_in++] = nd->inputs[k]; /* a few each: no memcpy */
+        for (int k = 0; k < nd->n_outputs; k++) s->out_val[n_out++] = nd->outputs[k];
+    }
+    s->in_start[s->nn] = n_in;
+    s->out_start[s->nn] = n_out;
+    return true;
+}
+
+/* Per value: producer, consumers (CSR), the caches node_eager_fast reads (bytes,
+ * temporary / param gradient flags as temporary() and pinned_gradient() decide them,
+ * sole reader) and the number of distinct live readers. False when out of memory. */
+static bool read_values(sched *s) {
+    const ot_graph *g = s->g;
+    int nv = g->n_values, n_cons = 0;
+    for (int v = 0; v < nv; v++) n_cons += g->values[v].n_consumers;
+    s->cons = malloc(sizeof(int) * (size_t)(n_cons + 1));
+    if (!s->cons) return false;
+    n_cons = 0;
+    for (int v = 0; v < nv; v++) {
+        const ot_value *val = &g->values[v];
+        const int *cs = val->consumers;
+        int nc = val->n_consumers;
+        s->vprod[v] = val->producer;
+        s->cons_start[v] = n_cons;
+        for (int c = 0; c < nc; c++) s->cons[n_cons++] = cs[c];
+        s->vbytes[v] = value_bytes(val);
+        s->vsize[v] = ot_plan_value_size(val);
+        s->vinfo[v] = (unsigned char)(((unsigned)val->kind & OT_PLAN_V_KIND) | (val->is_graph_output ? OT_PLAN_V_OUTPUT : 0) |
+                                      (val->data ? OT_PLAN_V_DATA : 0));
+        bool temp = !val->is_graph_output && live_id(s, val->producer) &&
+                    (val->kind == OT_VK_ACTIVATION || val->kind == OT_VK_GRADIENT);
+        bool pinned = val->is_graph_output;
+        for (int c = 0; c < nc && !pinned && val->kind == OT_VK_GRADIENT; c++)
+            pinned = live_id(s, cs[c]) && s->phase[cs[c]] == OT_PHASE_OPTIMIZER;
+        s->vflags[v] = (unsigned char)((temp ? V_TEMPORARY : 0) | (pinned ? V_PINNED_GRADIENT : 0));
+        int sole = nc > 0 ? cs[0] : -1, n = 0;
+        for (int c = 1; c < nc && sole >= 0; c++)
+            if (cs[c] != sole) sole = -1;
+        s->sole[v] = sole;
+        for (int c = 0; c < nc; c++) {
+            bool dup = false;
+            for (int j = 0; j < c && !dup; j++) dup = cs[j] == cs[c];
+            n += !dup && live_id(s, cs[c]);
+        }
+        s->readers0[v] = n;
+    }
+    s->cons_start[nv] = n_cons;
+    return true;
 }
 
 /* node_eager from the caches: the same answer whenever every size it weighs is known;
  * otherwise (symbolic shapes) it asks node_eager, which also compares shapes. */
-static bool node_eager_fast(const sched *s, const ot_node *nd, const int *readers) {
-    if (nd->phase != OT_PHASE_BACKWARD) return false;
-    const ot_graph *g = s->g;
+static bool node_eager_fast(const sched *s, int id, const int *readers) {
+    if (!s->bwd[id]) return false;
+    int nv = s->g->n_values;
     int64_t freed = 0, alloc = 0;
-    for (int k = 0; k < nd->n_outputs; k++) {
-        int o = nd->outputs[k];
-        if (o < 0 || o >= g->n_values || (readers && (s->vflags[o] & V_PINNED_GRADIENT))) continue;
-        if (s->vbytes[o] < 0) return node_eager(g, nd, readers);
+    for (int k = s->out_start[id]; k < s->out_start[id + 1]; k++) {
+        int o = s->out_val[k];
+        if (o < 0 || o >= nv || (readers && (s->vflags[o] & V_PINNED_GRADIENT))) continue;
+        if (s->vbytes[o] < 0) return node_eager(s->g, &s->g->nodes[id], readers);
         alloc += s->vbytes[o];
     }
-    for (int k = 0; k < nd->n_inputs; k++) {
-        int vid = nd->inputs[k];
-        if (vid < 0 || vid >= g->n_values || !(s->vflags[vid] & V_TEMPORARY)) continue;
+    const int *in = s->in_val + s->in_start[id];
+    for (int k = 0; k < s->in_start[id + 1] - s->in_start[id]; k++) {
+        int vid = in[k];
+        if (vid < 0 || vid >= nv || !(s->vflags[vid] & V_TEMPORARY)) continue;
         bool seen = false; /* count a value read twice once */
-        for (int j = 0; j < k && !seen; j++) seen = nd->inputs[j] == vid;
-        if (readers ? seen || readers[vid] != 1 : s->sole[vid] != nd->id) continue;
-        if (s->vbytes[vid] < 0) return node_eager(g, nd, readers);
+        for (int j = 0; j < k && !seen; j++) seen = in[j] == vid;
+        if (readers ? seen || readers[vid] != 1 : s->sole[vid] != id) continue;
+        if (s->vbytes[vid] < 0) return node_eager(s->g, &s->g->nodes[id], readers);
         freed += s->vbytes[vid];
     }
     return freed > 0 && freed >= alloc;
@@ -234,12 +303,22 @@ static void sched_free(sched *s) {
     free(s->done);
     free(s->eager);
     free(s->heap_mem);
+    free(s->phase);
+    free(s->flags);
+    free(s->in_start);
+    free(s->in_val);
+    free(s->out_start);
+    free(s->out_val);
+    free(s->vprod);
+    free(s->cons_start);
+    free(s->cons);
+    free(s->vinfo);
+    free(s->vsize);
 }
 
 /* Edges producer -> consumer, one per input slot (CSR), and in-degrees. */
 static ot_status build_edges(sched *s, ot_error *err) {
-    const ot_graph *g = s->g;
-    int nn = s->nn, n_edges = 0;
+    int nn = s->nn, nv = s->g->n_values, n_edges = 0;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
             for (int i = 0; i < nn; i++) s->succ_start[i + 1] += s->succ_start[i];
@@ -248,13 +327,12 @@ static ot_status build_edges(sched *s, ot_error *err) {
             memset(s->indeg, 0, sizeof(int) * (size_t)(nn + 1)); /* reused as fill counts */
         }
         for (int id = 0; id < nn; id++) {
-            const ot_node *nd = &g->nodes[id];
-            if (nd->removed) continue;
-            for (int k = 0; k < nd->n_inputs; k++) {
-                int v = nd->inputs[k];
-                if (v < 0 || v >= g->n_values) continue;
-                int p = g->values[v].producer;
-                if (!node_live(g, p)) continue;
+            if (!s->live[id]) continue;
+            for (int k = s->in_start[id]; k < s->in_start[id + 1]; k++) {
+                int v = s->in_val[k];
+                if (v < 0 || v >= nv) continue;
+                int p = s->vprod[v];
+                if (!live_id(s, p)) continue;
                 if (pass == 0) {
                     s->succ_start[p + 1]++;
                     s->indeg0[id]++;
@@ -276,7 +354,6 @@ static bool edge_topo_order(sched *s) {
     int *indeg = s->indeg, head = 0, tail = 0, live = 0; /* s->indeg is free until run_order */
     memcpy(indeg, s->indeg0, sizeof(int) * (size_t)(s->nn + 1));
     for (int id = 0; id < s->nn; id++) {
-        s->live[id] = !s->g->nodes[id].removed; /* for node_eager_fast's callers too */
         if (!s->live[id]) continue;
         live++;
         if (indeg[id] == 0) s->topo[tail++] = id;
@@ -291,15 +368,13 @@ static bool edge_topo_order(sched *s) {
 }
 
 /* Static keys, in reverse topological order so a clone sees its consumers' final
- * keys; then the distinct live readers of every value. */
+ * keys. */
 static void build_keys(sched *s) {
-    const ot_graph *g = s->g;
     for (int i = s->n_live - 1; i >= 0; i--) {
         int id = s->topo[i];
-        const ot_node *nd = &g->nodes[id];
-        sched_key k = {phase_rank(nd->phase), id, 1, id};
-        s->bwd[id] = nd->phase == OT_PHASE_BACKWARD;
-        if (nd->phase == OT_PHASE_RECOMPUTE) {
+        ot_phase ph = (ot_phase)s->phase[id];
+        sched_key k = {phase_rank(ph), id, 1, id};
+        if (ph == OT_PHASE_RECOMPUTE) {
             k.sub = 0;
             bool any = false;
             for (int e = s->succ_start[id]; e < s->succ_start[id + 1]; e++) {
@@ -310,17 +385,6 @@ static void build_keys(sched *s) {
             }
         }
         s->keys[id] = k;
-    }
-    for (int v = 0; v < g->n_values; v++) {
-        const ot_value *val = &g->values[v];
-        int n = 0;
-        for (int c = 0; c < val->n_consumers; c++) {
-            int id = val->consumers[c];
-            bool dup = false;
-            for (int j = 0; j < c && !dup; j++) dup = val->consumers[j] == id;
-            n += !dup && node_live(g, id);
-        }
-        s->readers0[v] = n;
     }
 }
 
@@ -344,7 +408,16 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_error *err) {
     s->sole = malloc(sizeof(int) * (size_t)(nv + 1));
     s->live = malloc((size_t)nn + 1);
     s->bwd = calloc((size_t)nn + 1, sizeof(bool));
-    if (!s->vbytes || !s->vflags || !s->sole || !s->live || !s->bwd)
+    s->phase = malloc((size_t)nn + 1);
+    s->flags = malloc((size_t)nn + 1);
+    s->in_start = malloc(sizeof(int) * (size_t)(nn + 1));
+    s->out_start = malloc(sizeof(int) * (size_t)(nn + 1));
+    s->vprod = malloc(sizeof(int) * (size_t)(nv + 1));
+    s->cons_start = malloc(sizeof(int) * (size_t)(nv + 1));
+    s->vinfo = malloc((size_t)nv + 1);
+    s->vsize = malloc(sizeof(int64_t) * (size_t)(nv + 1));
+    if (!s->vbytes || !s->vflags || !s->sole || !s->live || !s->bwd || !s->phase || !s->flags || !s->in_start ||
+        !s->out_start || !s->vprod || !s->cons_start || !s->vinfo || !s->vsize || !read_nodes(s) || !read_values(s))
         return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d values", nv);
     if (!s->topo || !s->keys || !s->indeg0 || !s->indeg || !s->succ_start || !s->readers0 || !s->readers ||
         !s->done || !s->eager)
@@ -360,7 +433,6 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_error *err) {
         }
     }
     build_keys(s);
-    build_value_cache(s);
     /* each node is pushed once when ready and at most once more when it turns eager */
     s->heap_cap = 2 * s->n_live + 1;
     s->heap_mem = malloc(sizeof(uint64_t) * (size_t)s->heap_cap);
@@ -372,7 +444,7 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_error *err) {
 static uint64_t ready_key(sched *s, int id, bool dynamic) {
     sched_key k = s->keys[id];
     /* only a backward node can be eager: others are not read at all */
-    bool eager = s->bwd[id] && node_eager_fast(s, &s->g->nodes[id], dynamic ? s->readers : NULL);
+    bool eager = node_eager_fast(s, id, dynamic ? s->readers : NULL);
     s->eager[id] = eager;
     if (eager) k.anchor = -1;
     return key_pack(k);
@@ -381,17 +453,16 @@ static uint64_t ready_key(sched *s, int id, bool dynamic) {
 /* After node id ran: each value it read has one reader less; a ready node that is
  * now the last reader of a temporary may have become eager. */
 static void note_reads(sched *s, int id, heap *h) {
-    const ot_graph *g = s->g;
-    const ot_node *nd = &g->nodes[id];
-    for (int k = 0; k < nd->n_inputs; k++) {
-        int v = nd->inputs[k];
-        if (v < 0 || v >= g->n_values) continue;
+    const int *in = s->in_val + s->in_start[id];
+    int n_in = s->in_start[id + 1] - s->in_start[id], nv = s->g->n_values;
+    for (int k = 0; k < n_in; k++) {
+        int v = in[k];
+        if (v < 0 || v >= nv) continue;
         bool seen = false;
-        for (int j = 0; j < k && !seen; j++) seen = nd->inputs[j] == v;
+        for (int j = 0; j < k && !seen; j++) seen = in[j] == v;
         if (seen || --s->readers[v] != 1) continue;
-        const ot_value *val = &g->values[v];
-        for (int c = 0; c < val->n_consumers; c++) {
-            int r = val->consumers[c];
+        for (int c = s->cons_start[v]; c < s->cons_start[v + 1]; c++) {
+            int r = s->cons[c];
             if (r < 0 || r >= s->nn || !s->live[r] || s->done[r] || s->indeg[r] != 0 || s->eager[r]) continue;
             uint64_t key = ready_key(s, r, true);
             if (s->eager[r]) heap_push(h, key);
@@ -433,19 +504,20 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
  * soon as its peak reaches the static one's (it has lost then), so the loser is
  * rarely planned to the end. Returns true for static; *winner is the chosen order's
  * device-free plan, or NULL when it could not be planned. */
-static bool judge_static(const ot_graph *g, const int *dyn, const int *stat, int n, ot_plan **winner) {
+static bool judge_static(const ot_graph *g, const ot_plan_nodes *nodes, const int *dyn, const int *stat, int n,
+                         ot_plan **winner) {
     ot_plan *ps = NULL, *pd = NULL;
     ot_error e = {0};
     bool exceeded = false;
     *winner = NULL;
-    if (ot_plan_build(g, stat, n, NULL, &ps, &e)) {
+    if (ot_plan_build_nodes(g, stat, n, nodes, SIZE_MAX, &ps, NULL, &e)) {
         /* Static cannot be planned; it stays chosen unless the dynamic order can be
          * while static cannot, which the old rule (static when either fails) also
          * keeps static: planning the dynamic order would decide nothing. */
         return true;
     }
     if (ps->peak_bytes > 0 &&
-        ot_plan_build_bounded(g, dyn, n, NULL, ps->peak_bytes - 1, &pd, &exceeded, &e) == OT_OK && !exceeded) {
+        ot_plan_build_nodes(g, dyn, n, nodes, ps->peak_bytes - 1, &pd, &exceeded, &e) == OT_OK && !exceeded) {
         ot_plan_free(ps); /* the dynamic peak is below the static one */
         *winner = pd;
         return false;
@@ -472,7 +544,10 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, int **or
     if (!st) st = run_order(&s, true, dyn, err);
     if (!st) st = run_order(&s, false, stat, err);
     int n = s.n_live;
-    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, dyn, stat, n, &plan)) {
+    ot_plan_nodes nodes = {.live = s.live, .phase = s.phase, .flags = s.flags, .in_start = s.in_start,
+                           .in_val = s.in_val, .out_start = s.out_start, .out_val = s.out_val, .vprod = s.vprod,
+                           .vinfo = s.vinfo, .vsize = s.vsize};
+    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, &nodes, dyn, stat, n, &plan)) {
         int *t = dyn; /* equal orders need no judging */
         dyn = stat;
         stat = t;
@@ -482,7 +557,10 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, int **or
             ot_plan_free(plan);
             plan = NULL;
         }
-        if (!plan) st = ot_plan_build(g, dyn, n, dev, &plan, err);
+        if (!plan && ot_plan_device_idle(g, dyn, n, dev)) /* the same plan as with dev */
+            st = ot_plan_build_nodes(g, dyn, n, &nodes, SIZE_MAX, &plan, NULL, err);
+        else if (!plan)
+            st = ot_plan_build(g, dyn, n, dev, &plan, err);
         *plan_out = plan;
         plan = NULL;
     }

@@ -209,27 +209,32 @@ ot_status ot_remat_policy_keep(const ot_graph *g, const ot_remat_analysis *a, co
 }
 
 size_t ot_remat_stack_room(const ot_graph *g, const ot_remat_analysis *a) {
-    size_t n = (size_t)a->n_values + 1;
-    for (int id = 0; id < a->n_nodes; id++) n += (size_t)g->nodes[id].n_inputs;
-    return n;
+    (void)g; /* ot_remat_mark_clones pushes each node at most once */
+    return (size_t)a->n_nodes + 1;
 }
 
+/* Depth-first over producers, a node marked when it is pushed, so the stack holds
+ * each node at most once (ot_remat_stack_room needs no scan of the graph, which auto
+ * asks for at every cost estimate) and the closure is the same as marking on pop. */
 int ot_remat_mark_clones(const ot_graph *g, const ot_remat_analysis *a, const bool *keep, bool *cloned, int *stack) {
     int n_clones = 0;
     for (int root = 0; root < a->n_values; root++) {
         if (!a->saved[root] || keep[root]) continue;
-        int sp = 0;
-        stack[sp++] = root;
+        int sp = 0, p = g->values[root].producer;
+        if (cloned[p]) continue;
+        cloned[p] = true;
+        n_clones++;
+        stack[sp++] = p;
         while (sp > 0) {
-            int v = stack[--sp];
-            int p = g->values[v].producer;
-            if (cloned[p]) continue;
-            cloned[p] = true;
-            n_clones++;
-            const ot_node *n = &g->nodes[p];
+            const ot_node *n = &g->nodes[stack[--sp]];
             for (int i = 0; i < n->n_inputs; i++) {
                 int u = n->inputs[i];
-                if (u >= 0 && a->candidate[u] && !keep[u] && !cloned[g->values[u].producer]) stack[sp++] = u;
+                if (u < 0 || !a->candidate[u] || keep[u]) continue;
+                int q = g->values[u].producer;
+                if (cloned[q]) continue;
+                cloned[q] = true;
+                n_clones++;
+                stack[sp++] = q;
             }
         }
     }
@@ -252,13 +257,8 @@ done:
     return cost;
 }
 
-int64_t ot_remat_kept_bytes(const ot_graph *g, const ot_remat_analysis *a, const bool *keep) {
-    bool *cloned = ot_xcalloc((size_t)a->n_nodes, sizeof(bool));
-    bool *held = ot_xcalloc((size_t)a->n_values, sizeof(bool));
-    int *stack = ot_xcalloc(ot_remat_stack_room(g, a), sizeof(int));
-    int64_t bytes = -1;
-    if (!cloned || !held || !stack) goto done;
-    ot_remat_mark_clones(g, a, keep, cloned, stack);
+int64_t ot_remat_kept_bytes_marked(const ot_graph *g, const ot_remat_analysis *a, const bool *keep,
+                                   const bool *cloned, bool *held) {
     for (int v = 0; v < a->n_values; v++)
         if (a->saved[v] && keep[v]) held[v] = true;
     for (int id = 0; id < a->n_nodes; id++) {
@@ -269,10 +269,21 @@ int64_t ot_remat_kept_bytes(const ot_graph *g, const ot_remat_analysis *a, const
             if (u >= 0 && a->candidate[u] && keep[u]) held[u] = true;
         }
     }
-    bytes = 0;
+    int64_t bytes = 0;
     for (int v = 0; v < a->n_values; v++)
         if (held[v]) bytes += ot_remat_value_bytes(g, v);
-done:
+    return bytes;
+}
+
+int64_t ot_remat_kept_bytes(const ot_graph *g, const ot_remat_analysis *a, const bool *keep) {
+    bool *cloned = ot_xcalloc((size_t)a->n_nodes, sizeof(bool));
+    bool *held = ot_xcalloc((size_t)a->n_values, sizeof(bool));
+    int *stack = ot_xcalloc(ot_remat_stack_room(g, a), sizeof(int));
+    int64_t bytes = -1;
+    if (cloned && held && stack) {
+        ot_remat_mark_clones(g, a, keep, cloned, stack);
+        bytes = ot_remat_kept_bytes_marked(g, a, keep, cloned, held);
+    }
     free(cloned);
     free(held);
     free(stack);

@@ -27,13 +27,20 @@ void ot_remat_rewrite_free(ot_remat_rewrite *rw) {
     memset(rw, 0, sizeof *rw);
 }
 
+enum { CLONE_LOCAL_IO = 16, CLONE_LOCAL_NAME = 128 }; /* clone_node's buffers on the stack */
+
 /* Creates the clone of forward node `id`; clone_of maps original values to clones. */
 static ot_status clone_node(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *needed, int id,
                             int *clone_of, ot_error *err) {
     const ot_node *orig = &g->nodes[id];
     int n_in = orig->n_inputs, n_out = orig->n_outputs;
-    int *ins = ot_xcalloc((size_t)n_in, sizeof(int)), *outs = ot_xcalloc((size_t)n_out, sizeof(int));
-    char *name = malloc(strlen(orig->name) + 16);
+    /* most nodes fit the local buffers: auto clones thousands of nodes per measurement */
+    int ins_buf[CLONE_LOCAL_IO], outs_buf[CLONE_LOCAL_IO];
+    char name_buf[CLONE_LOCAL_NAME];
+    size_t name_room = strlen(orig->name) + 16;
+    int *ins = n_in <= CLONE_LOCAL_IO ? ins_buf : ot_xcalloc((size_t)n_in, sizeof(int));
+    int *outs = n_out <= CLONE_LOCAL_IO ? outs_buf : ot_xcalloc((size_t)n_out, sizeof(int));
+    char *name = name_room <= CLONE_LOCAL_NAME ? name_buf : malloc(name_room);
     ot_status st = OT_OK;
     if (!ins || !outs || !name) {
         st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", orig->name);
@@ -60,7 +67,8 @@ static ot_status clone_node(ot_graph *g, const ot_remat_analysis *a, const bool 
         ot_dtype dt = g->values[v].dtype;
         ot_shape sh = g->values[v].shape;
         size_t len = strlen(g->values[v].name);
-        char *vname = malloc(len + 4);
+        char vname_buf[CLONE_LOCAL_NAME];
+        char *vname = len + 4 <= CLONE_LOCAL_NAME ? vname_buf : malloc(len + 4);
         if (!vname) {
             st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", orig->name);
             goto fail;
@@ -68,7 +76,7 @@ static ot_status clone_node(ot_graph *g, const ot_remat_analysis *a, const bool 
         memcpy(vname, g->values[v].name, len);
         memcpy(vname + len, ".rc", 4);
         int nv = ot_graph_add_value(g, vname, dt, &sh, OT_VK_ACTIVATION);
-        free(vname);
+        if (vname != vname_buf) free(vname);
         orig = &g->nodes[id];
         if (nv < 0) {
             st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", orig->name);
@@ -77,7 +85,9 @@ static ot_status clone_node(ot_graph *g, const ot_remat_analysis *a, const bool 
         outs[o] = nv;
         clone_of[v] = nv;
     }
-    snprintf(name, strlen(orig->name) + 16, "%s.recompute", orig->name);
+    size_t nlen = strlen(orig->name); /* "<name>.recompute", without snprintf's parsing */
+    memcpy(name, orig->name, nlen);
+    memcpy(name + nlen, ".recompute", sizeof ".recompute");
     ot_op op = orig->op;
     int cid = ot_graph_add_node(g, op, name, ins, n_in, outs, n_out, OT_PHASE_RECOMPUTE);
     if (cid < 0) {
@@ -92,9 +102,9 @@ static ot_status clone_node(ot_graph *g, const ot_remat_analysis *a, const bool 
         goto fail;
     }
 fail:
-    free(ins);
-    free(outs);
-    free(name);
+    if (ins != ins_buf) free(ins);
+    if (outs != outs_buf) free(outs);
+    if (name != name_buf) free(name);
     return st;
 }
 
@@ -172,7 +182,8 @@ ot_status ot_remat_apply(ot_graph *g, const ot_remat_analysis *a, const bool *ke
             }
         }
     }
-    rw->kept_bytes = ot_remat_kept_bytes(g, a, keep);
+    memset(needed, 0, (size_t)a->n_values * sizeof(bool)); /* scratch now */
+    rw->kept_bytes = ot_remat_kept_bytes_marked(g, a, keep, cloned, needed);
 fail:
     free(cloned);
     free(needed);
