@@ -37,36 +37,39 @@ static double ss_block_scalar(const float *x, size_t m) {
 #include <immintrin.h>
 #define SS_HAVE_X86 1
 
-/* Eight AVX2 accumulators of four lanes: acc[q] holds lanes 4q .. 4q + 3. */
+/* acc = fma(x, x, acc) for the floats at p, widened to double. */
+#define SS_FMA4(acc, p) (t4 = _mm256_cvtps_pd(_mm_loadu_ps(p)), acc = _mm256_fmadd_pd(t4, t4, acc))
+#define SS_FMA8(acc, p) (t8 = _mm512_cvtps_pd(_mm256_loadu_ps(p)), acc = _mm512_fmadd_pd(t8, t8, acc))
+
+/* Eight AVX2 accumulators of four lanes: aQ holds lanes 4Q .. 4Q + 3 (named, not an
+ * array: GCC keeps an array of vectors in memory, and the store-reload lengthens every
+ * add chain). */
 __attribute__((target("avx2,fma"))) static double ss_block_avx2(const float *x, size_t m) {
-    __m256d acc[8];
-    for (int q = 0; q < 8; q++) acc[q] = _mm256_setzero_pd();
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, t4;
     size_t j = 0;
     for (; j + OT_SS_LANES <= m; j += OT_SS_LANES) {
-        for (int q = 0; q < 8; q++) {
-            __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + j + 4 * q));
-            acc[q] = _mm256_fmadd_pd(v, v, acc[q]);
-        }
+        const float *p = x + j;
+        SS_FMA4(a0, p), SS_FMA4(a1, p + 4), SS_FMA4(a2, p + 8), SS_FMA4(a3, p + 12);
+        SS_FMA4(a4, p + 16), SS_FMA4(a5, p + 20), SS_FMA4(a6, p + 24), SS_FMA4(a7, p + 28);
     }
     double s[OT_SS_LANES];
-    for (int q = 0; q < 8; q++) _mm256_storeu_pd(s + 4 * q, acc[q]);
+    _mm256_storeu_pd(s, a0), _mm256_storeu_pd(s + 4, a1), _mm256_storeu_pd(s + 8, a2), _mm256_storeu_pd(s + 12, a3);
+    _mm256_storeu_pd(s + 16, a4), _mm256_storeu_pd(s + 20, a5), _mm256_storeu_pd(s + 24, a6);
+    _mm256_storeu_pd(s + 28, a7);
     ss_tail(x, j, m, s);
     return ss_fold(s);
 }
 
-/* Four AVX-512 accumulators of eight lanes: acc[q] holds lanes 8q .. 8q + 7. */
+/* Four AVX-512 accumulators of eight lanes: aQ holds lanes 8Q .. 8Q + 7. */
 __attribute__((target("avx512f"))) static double ss_block_avx512(const float *x, size_t m) {
-    __m512d acc[4];
-    for (int q = 0; q < 4; q++) acc[q] = _mm512_setzero_pd();
+    __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, t8;
     size_t j = 0;
     for (; j + OT_SS_LANES <= m; j += OT_SS_LANES) {
-        for (int q = 0; q < 4; q++) {
-            __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + j + 8 * q));
-            acc[q] = _mm512_fmadd_pd(v, v, acc[q]);
-        }
+        const float *p = x + j;
+        SS_FMA8(a0, p), SS_FMA8(a1, p + 8), SS_FMA8(a2, p + 16), SS_FMA8(a3, p + 24);
     }
     double s[OT_SS_LANES];
-    for (int q = 0; q < 4; q++) _mm512_storeu_pd(s + 8 * q, acc[q]);
+    _mm512_storeu_pd(s, a0), _mm512_storeu_pd(s + 8, a1), _mm512_storeu_pd(s + 16, a2), _mm512_storeu_pd(s + 24, a3);
     ss_tail(x, j, m, s);
     return ss_fold(s);
 }
