@@ -89,11 +89,11 @@ void ot_executor_free(ot_executor *ex);
 ot_status ot_executor_set_input(ot_executor *ex, int value_id, const ot_tensor *t, ot_error *err);
 ot_status ot_executor_set_input_by_name(ot_executor *ex, const char *name, const ot_tensor *t, ot_error *err);
 
-/* Runs the whole schedule once, calling at_phase_end at each phase's end. Every
- * graph input must have been set. */
+/* Runs the whole schedule once, calling after_step after each step and at_phase_end
+ * at each phase's end. Every graph input must have been set. */
 ot_status ot_executor_run(ot_executor *ex, ot_error *err);
 /* Runs steps first .. first+count-1 of the schedule (the plan's order) and waits for
- * them, without calling at_phase_end: for a caller that must look at values between
+ * them, without calling after_step or at_phase_end: for a caller that must look at values between
  * nodes (a transient output lives only until a later node reuses its block), e.g. the
  * re-run that names the first node to produce a NaN. Steps are not independent: a
  * step reads what earlier steps of this run wrote. Every graph input must be set. */
