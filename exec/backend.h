@@ -41,9 +41,10 @@ struct ot_backend {
     /* Optional (NULL: callers copy the values out and scan them on the host): scans n
      * float32 values at device address data without copying them. *first_bad: index
      * of the first non-finite one, -1 if none. sum_sq (may be NULL): the sum of their
-     * squares in double (the CPU: in index order, as ot_grad_global_norm; a GPU: in a
-     * fixed order of its own). The training loop's NaN checks and gradient norm use
-     * it, so a GPU step does not copy every gradient and param to the host. */
+     * squares in double (the CPU: in ot_grad_sum_sq's fixed order, as
+     * ot_grad_global_norm; a GPU: in a fixed order of its own). The training loop's
+     * NaN checks and gradient norm use it, so a GPU step does not copy every gradient
+     * and param to the host. */
     ot_status (*scan_f32)(ot_backend *be, const void *data, size_t n, int64_t *first_bad, double *sum_sq,
                           ot_error *err);
     /* Optional (NULL: the training loop refuses --accum above 1 on this backend):

@@ -391,6 +391,7 @@ ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
     ex->upd = (ot_update_check){0};
     for (int s = 0; s < ex->n_steps; s++) {
         if ((st = run_step(ex, s, err))) return st;
+        if (ex->opt.after_step && (st = ex->opt.after_step(ex->opt.hook_user, ex, s, err))) return st;
         if (!ex->opt.at_phase_end) continue;
         ot_exec_boundary b = {.step = s, .ended = hook_phase(&g->nodes[ex->order[s]]), .end = s + 1 == ex->n_steps};
         b.next = b.end ? b.ended : hook_phase(&g->nodes[ex->order[s + 1]]);

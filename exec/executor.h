@@ -37,9 +37,13 @@ typedef struct ot_exec_boundary {
 
 /* Called when set after the last step of each phase (the step whose successor is of
  * another phase, and the schedule's last step): e.g. the training loop's checks
- * between the backward pass and the optimizer. Nothing is called per node. A non-OK
- * status stops the run with that status. */
+ * between the backward pass and the optimizer. A non-OK status stops the run with
+ * that status. */
 typedef ot_status (*ot_exec_phase_hook)(void *user, ot_executor *ex, const ot_exec_boundary *b, ot_error *err);
+/* Called when set after every step of ot_executor_run (before at_phase_end where a
+ * phase ends): e.g. the training loop's sums of squares of the gradients that step
+ * wrote, while they are still in cache. A non-OK status stops the run. */
+typedef ot_status (*ot_exec_step_hook)(void *user, ot_executor *ex, int step, ot_error *err);
 
 /* A value that lives in memory the executor does not own (e.g. the training
  * executor's params, from ot_executor_value_ptr, read in place by a validation
@@ -56,6 +60,7 @@ typedef struct ot_exec_options {
     uint64_t step;   /* training step (change with ot_executor_set_step) */
     bool no_inplace; /* planner option: never reuse an input's block */
     ot_exec_phase_hook at_phase_end;
+    ot_exec_step_hook after_step; /* may be NULL */
     void *hook_user;
     /* Values bound to external memory (copied at creation; may be NULL). The planner
      * gives them no arena space (planner.h, External), so the arena, the peak and
@@ -84,11 +89,11 @@ void ot_executor_free(ot_executor *ex);
 ot_status ot_executor_set_input(ot_executor *ex, int value_id, const ot_tensor *t, ot_error *err);
 ot_status ot_executor_set_input_by_name(ot_executor *ex, const char *name, const ot_tensor *t, ot_error *err);
 
-/* Runs the whole schedule once, calling at_phase_end at each phase's end. Every
- * graph input must have been set. */
+/* Runs the whole schedule once, calling after_step after each step and at_phase_end
+ * at each phase's end. Every graph input must have been set. */
 ot_status ot_executor_run(ot_executor *ex, ot_error *err);
 /* Runs steps first .. first+count-1 of the schedule (the plan's order) and waits for
- * them, without calling at_phase_end: for a caller that must look at values between
+ * them, without calling after_step or at_phase_end: for a caller that must look at values between
  * nodes (a transient output lives only until a later node reuses its block), e.g. the
  * re-run that names the first node to produce a NaN. Steps are not independent: a
  * step reads what earlier steps of this run wrote. Every graph input must be set. */

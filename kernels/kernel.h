@@ -40,9 +40,10 @@ ot_cuda_op_kind ot_cuda_op_status(ot_op op);
  * Importers get it injected through ot_import_options.fold_eval. */
 ot_status ot_cpu_fold_eval(const ot_node *node, int rng_node, const ot_tensor *in, ot_tensor *out, ot_error *err);
 
-/* One tensor's part of the global gradient norm: the sum of squares in double, element
- * by element in index order (the CPU backend's scan and the training loop share it,
- * so the norm is the same whichever computes it). */
+/* One tensor's part of the global gradient norm: the sum of squares in double, in
+ * the fixed block-and-lane order of kernels/cpu/grad_norm_sum.h, the same bits on
+ * every CPU (the CPU backend's scan and the training loop share it, so the norm is
+ * the same whichever computes it). */
 double ot_grad_sum_sq(const float *g, size_t n);
 
 #endif

@@ -1,8 +1,9 @@
-/* test_step_numerics.c — the fused numerics passes of a training step (issue 14):
- * ot_grad_sum_sq_many gives every gradient's ot_grad_sum_sq to the bit (any count,
- * size, thread count, with NaN and Inf; long ones in blocks, ties and binades), and the vectorised SGD / Adam updates give
- * the bits of the scalar torch.optim loop they replace and say when what they wrote
- * is not finite. */
+/* test_step_numerics.c — the numerics passes of a training step (issue 14): the
+ * gradient sum of squares follows its specified block-and-lane order to the bit on
+ * every code path (scalar, AVX2, AVX-512; NaN, Inf, subnormals, the largest floats),
+ * ot_grad_sum_sq_many gives each gradient's sum at any thread count, and the
+ * vectorised SGD / Adam updates give the bits of the scalar torch.optim loop they
+ * replace and say when what they wrote is not finite. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/grad_norm_sum.h"
 #include "kernels/cpu/optim_cpu.h"
 
 /* xorshift: values spread over many binades, signs mixed */
@@ -23,24 +24,79 @@ static float rnd(uint64_t *s) {
     return ldexpf((*s & 1) ? -m : m, e);
 }
 
+/* The order grad_norm_sum.h specifies, written out from its words: blocks of 4096,
+ * element j of a block into lane j % 32, the lanes folded by halves, the blocks
+ * added in order. */
+static double spec_sum(const float *g, size_t n) {
+    double total = 0.0;
+    for (size_t b = 0; b < n; b += 4096) {
+        double lane[32] = {0};
+        for (size_t j = 0; j < 4096 && b + j < n; j++) lane[j % 32] += (double)g[b + j] * (double)g[b + j];
+        for (int w = 16; w >= 1; w /= 2)
+            for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+        total += lane[0];
+    }
+    return total;
+}
+
+static const size_t sizes[] = {0, 1, 31, 32, 33, 100, 4095, 4096, 4097, 8191, 70001, 300000};
+enum { N_SIZES = sizeof sizes / sizeof *sizes };
+
+/* Gradients of every size above in several flavours: k = size * 6 + flavour. */
+static float *make_grad(int k, size_t *n, uint64_t *seed) {
+    *n = sizes[k / 6];
+    float *g = malloc((*n ? *n : 1) * sizeof(float));
+    for (size_t i = 0; i < *n; i++) {
+        float r = rnd(seed);
+        switch (k % 6) {
+        case 0: g[i] = r; break;                                       /* many binades, mixed signs */
+        case 1: g[i] = r * 1e-25f; break;                              /* subnormal floats */
+        case 2: g[i] = (i % 3) ? 3.4e38f : -3.3e38f; break;            /* the largest floats: finite sum */
+        case 3: g[i] = i == *n / 2 ? NAN : r; break;                   /* a NaN */
+        case 4: g[i] = i == *n - 1 ? -INFINITY : r; break;             /* an Inf, last */
+        default: g[i] = i % 4099 == 5 ? 1e30f : r * 1e-40f; break;     /* huge among tiny */
+        }
+    }
+    return g;
+}
+
+/* Scalar, AVX2 and AVX-512 give the spec's bits for every size and flavour; a sum is
+ * finite exactly when its gradient is. */
+static void test_sum_sq_paths_bitwise(void **state) {
+    (void)state;
+    uint64_t seed = 88172645463325252ull;
+    int best = ot_grad_sum_sq_best_isa();
+    if (best < OT_SS_AVX512)
+        print_message("this CPU lacks %s: that path is not tested here\n", best < OT_SS_AVX2 ? "AVX2 and AVX-512" : "AVX-512");
+    for (int k = 0; k < N_SIZES * 6; k++) {
+        size_t n;
+        float *g = make_grad(k, &n, &seed);
+        double want = spec_sum(g, n);
+        bool finite = true;
+        for (size_t i = 0; i < n; i++) finite = finite && isfinite(g[i]);
+        for (int isa = OT_SS_SCALAR; isa <= best; isa++) {
+            double got = ot_grad_sum_sq_isa(g, n, isa);
+            if (memcmp(&want, &got, sizeof want))
+                fail_msg("path %d, %zu elements, flavour %d: %.17g, want %.17g", isa, n, k % 6, got, want);
+        }
+        double got = ot_grad_sum_sq(g, n);
+        assert_memory_equal(&want, &got, sizeof want);
+        assert_int_equal(finite, isfinite(got));
+        free(g);
+    }
+}
+
+/* ot_grad_sum_sq_many gives every gradient's ot_grad_sum_sq to the bit, for any
+ * count and thread count (the blocks split over threads). */
 static void test_sum_sq_many_bitwise(void **state) {
     (void)state;
-    enum { K = 41 };
-    static const size_t sizes[] = {0, 1, 3, 4, 5, 17, 512, 1000, 4099, 70001, 300000};
+    enum { K = N_SIZES * 6 };
     float *g[K];
     size_t n[K];
-    uint64_t seed = 88172645463325252ull;
-    for (int k = 0; k < K; k++) {
-        n[k] = sizes[(k * 7) % (sizeof sizes / sizeof *sizes)];
-        g[k] = malloc((n[k] ? n[k] : 1) * sizeof(float));
-        for (size_t i = 0; i < n[k]; i++) g[k][i] = rnd(&seed);
-    }
-    g[9][2] = NAN;          /* a NaN, an Inf, both, and an Inf late in a long one */
-    g[12][0] = INFINITY;
-    g[20][1] = -INFINITY, g[20][3] = NAN;
-    g[30][n[30] - 1] = INFINITY;
+    uint64_t seed = 42;
+    for (int k = 0; k < K; k++) g[k] = make_grad((k * 7) % K, &n[k], &seed);
     for (int threads = 0; threads <= 3; threads++) {
-        for (int count = 1; count <= K; count += 8) {
+        for (int count = 1; count <= K; count += 9) {
             double ss[K];
             ot_grad_sum_sq_many((const float *const *)g, n, count, ss, threads);
             for (int k = 0; k < count; k++) {
@@ -51,40 +107,7 @@ static void test_sum_sq_many_bitwise(void **state) {
             }
         }
     }
-    double ss[K];
-    ot_grad_sum_sq_many((const float *const *)g, n, K, ss, 2);
-    assert_true(isnan(ss[9]) && isinf(ss[12]) && isnan(ss[20]) && isinf(ss[30]));
-    assert_true(isfinite(ss[0]) && isfinite(ss[1]));
     for (int k = 0; k < K; k++) free(g[k]);
-}
-
-/* Long gradients (summed in blocks) whose squares tie often (few-bit dyadic values),
- * cross many binades (growing magnitudes), hold subnormals, a huge value late, or
- * an Inf or a NaN early. */
-static void test_sum_sq_blocks_bitwise(void **state) {
-    (void)state;
-    enum { K = 8, N = 50000 };
-    float *g[K];
-    size_t n[K];
-    uint64_t seed = 42;
-    for (int k = 0; k < K; k++) g[k] = malloc(N * sizeof(float)), n[k] = N - (size_t)k * 1013;
-    for (size_t i = 0; i < N; i++) {
-        g[0][i] = (float)((int)(i % 13) - 6) * 0.125f;                 /* ties everywhere */
-        g[1][i] = ldexpf((float)(1 + i % 3), (int)(i % 9) - 4);        /* ties, several binades */
-        g[2][i] = ldexpf(1.0f + (float)(i % 5) / 4.0f, (int)(i / 400)); /* the sum keeps growing */
-        g[3][i] = rnd(&seed) * 1e-19f;                                 /* squares near subnormal */
-        g[4][i] = i % 4093 == 7 ? 1e18f : rnd(&seed);                  /* a few huge ones */
-        g[5][i] = i == 0 ? 1e-30f : rnd(&seed);
-        g[6][i] = i == 700 ? INFINITY : rnd(&seed); /* an Inf, then a NaN, early in a long one: walked */
-        g[7][i] = i == 3000 ? NAN : rnd(&seed);
-    }
-    double ss[K];
-    ot_grad_sum_sq_many((const float *const *)g, n, K, ss, 1);
-    for (int k = 0; k < K; k++) {
-        double want = ot_grad_sum_sq(g[k], n[k]);
-        if (memcmp(&want, &ss[k], sizeof want)) fail_msg("gradient %d: %.17g, want %.17g", k, ss[k], want);
-        free(g[k]);
-    }
 }
 
 /* The scalar update the vectorised one replaces (torch.optim's order, libm's fmaf). */
@@ -143,8 +166,8 @@ static void test_adam_update_flags_nonfinite(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sum_sq_paths_bitwise),
         cmocka_unit_test(test_sum_sq_many_bitwise),
-        cmocka_unit_test(test_sum_sq_blocks_bitwise),
         cmocka_unit_test(test_sgd_update_bitwise),
         cmocka_unit_test(test_adam_update_flags_nonfinite),
     };

@@ -250,13 +250,19 @@ static void test_matches_host_algorithm(void **state) {
 }
 
 /* The device path (what a GPU runs: scan_f32 and accumulate_f32 through the backend)
- * against the CPU's in-place reads, with Dropout, Adam, BatchNorm state, clipping. */
+ * against the CPU's in-place reads, with Dropout, Adam, BatchNorm state, clipping.
+ * With K = 1 the in-place norm is the sums taken right after each gradient's producer
+ * (train_loop.c's after-step hook), the device path's those of the final gradients:
+ * the same bits say no later node wrote a gradient. */
 static void test_device_path_same(void **state) {
     (void)state;
     const cfg cases[] = {
         {"mlp.onnx", "mlp", 2, 3, 3, 0.01, 0.5, OT_OPTIM_ADAM, false},
         {"resnet.onnx", "resnet", 8, 2, 2, 0.003, 0.0, OT_OPTIM_ADAMW, false},
         {"tinygpt.onnx", "tinygpt", 2, 3, 2, 0.01, 1.0, OT_OPTIM_ADAMW, false},
+        {"mlp.onnx", "mlp", 2, 1, 3, 0.01, 0.5, OT_OPTIM_ADAM, false},
+        {"resnet.onnx", "resnet", 8, 1, 2, 0.003, 0.0, OT_OPTIM_ADAMW, false},
+        {"tinygpt.onnx", "tinygpt", 2, 1, 3, 0.01, 1.0, OT_OPTIM_ADAMW, false},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         cfg host = cases[k], dev = cases[k];

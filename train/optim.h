@@ -60,7 +60,8 @@ double ot_optim_lr_at(const ot_optim_config *c, int64_t step);
 
 /* Global L2 norm of a list of float gradients, as torch.nn.utils.clip_grad_norm_
  * defines it (sqrt of the sum of the squared per-tensor norms). Accumulated in double
- * in a fixed order (tensor by tensor, element by element), so it is deterministic. */
+ * in a fixed order (tensor by tensor, each in ot_grad_sum_sq's block-and-lane order),
+ * so it is deterministic. */
 double ot_grad_global_norm(const float *const *grads, const size_t *counts, int n);
 /* clip_grad_norm_'s factor: min(1, max_norm / (total_norm + 1e-6)); 1 when max_norm is 0. */
 float ot_clip_scale(double total_norm, double max_norm);

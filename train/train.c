@@ -117,6 +117,7 @@ static ot_status make_executor(ot_train_session *s, ot_error *err) {
     ot_exec_options eo = {.n_threads = s->o.n_threads,
                           .seed = s->o.seed,
                           .at_phase_end = ot_train_hook,
+                          .after_step = ot_train_after_step,
                           .hook_user = s,
                           .release_host_data = !s->o.keep_host_weights};
     ot_status st = ot_executor_new(s->g, s->be, &eo, &s->ex, err);
@@ -181,6 +182,7 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->grad_off);
     free(s->accum_ids);
     free(s->scan_buf);
+    free(s->hot_step), free(s->hot_grads), free(s->hot_has), free(s->hot_ss);
     ot_lora_result_free(&s->lora);
     free(s->lora_train);
     free(s);

@@ -63,6 +63,14 @@ struct ot_train_session {
      * host-memory arena is read in place. */
     bool scan_on_device;
     double last_norm, last_loss;
+    /* Gradient sums of squares taken by ot_train_after_step right after the step that
+     * writes each gradient, while it is in cache (train_loop.c): hot_step[k] ..
+     * hot_step[k + 1] index hot_grads, the gradients step k writes; hot_has[i]: whether
+     * gradient i is summed there (else at the boundary); hot_ss[i]: its sum in this
+     * run. Built on first use; NULL before. */
+    int *hot_step, *hot_grads;
+    bool *hot_has;
+    double *hot_ss;
     bool nonfinite;
     void *scan_buf;
     size_t scan_cap;
@@ -136,6 +144,9 @@ ot_status ot_train_add_accumulators(const ot_train_session *s, ot_graph *g, int 
  * step before the optimizer (or the schedule's end without one), the check of the
  * updated params after the optimizer. */
 ot_status ot_train_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, ot_error *err);
+/* The executor's after-step hook (train_loop.c): the sums of squares of the gradients
+ * the step just wrote, where the boundary will use them. */
+ot_status ot_train_after_step(void *user, ot_executor *ex, int step, ot_error *err);
 
 /* Builds the validation graph and plans it without allocating (once): sets val_g,
  * val_shared and val_peak. Needs the loss and backward built and the dims bound;

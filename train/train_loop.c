@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_common.h" /* ot_grad_sum_sq_many */
+#include "kernels/cpu/grad_norm_sum.h" /* ot_grad_sum_sq_many */
 #include "train/checkpoint.h"
 #include "train/progress.h"
 #include "train/session.h"
@@ -133,28 +133,98 @@ static ot_status grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss,
     return scan_value(s, ot_executor_value_ptr(s->ex, v), OT_F32, grad_elems(s, i) * sizeof(float), bad, &x, ss, err);
 }
 
-/* Every gradient's sum of squares (0 for one not float32), read in place in one pass
- * over all of them (ot_grad_sum_sq_many: the sums are grad_scan's to the bit), or
- * NULL in *ss where the gradients are not read in place (then grad_scan, per
- * gradient). A sum is finite exactly when its gradient is, so the pass is the check. */
-static ot_status grads_sum_sq(ot_train_session *s, double **ss, ot_error *err) {
+/* Whether the boundary sums the gradients of this run read in place (not through
+ * scan_f32): to check them, or for the norm of a step without accumulation. */
+static bool sums_in_place(const ot_train_session *s) {
+    if (s->scan_on_device || !s->be->host_memory) return false;
+    bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
+    return !s->o.no_numerics_check || (s->o.accum == 1 && s->mode == MODE_TRAIN && clip);
+}
+
+/* Which step writes each gradient: its producer, at or before the boundary. A view
+ * (its memory written by another value's producer) or a gradient with no producer is
+ * left to the boundary. A gradient is pinned, so nothing after its producer writes
+ * its memory: every run recomputes every hot sum before the boundary reads it. */
+static ot_status hot_build(ot_train_session *s, ot_error *err) {
+    const ot_plan *p = ot_executor_plan(s->ex);
+    int n = s->ad.n_params, *at = malloc(((size_t)n + 1) * sizeof *at);
+    s->hot_step = calloc((size_t)p->n_steps + 2, sizeof *s->hot_step);
+    s->hot_grads = malloc(((size_t)n + 1) * sizeof *s->hot_grads);
+    s->hot_has = calloc((size_t)n + 1, sizeof *s->hot_has);
+    s->hot_ss = calloc((size_t)n + 1, sizeof *s->hot_ss);
+    if (!at || !s->hot_step || !s->hot_grads || !s->hot_has || !s->hot_ss) {
+        free(at), free(s->hot_step), free(s->hot_grads), free(s->hot_has), free(s->hot_ss);
+        s->hot_step = s->hot_grads = NULL, s->hot_has = NULL, s->hot_ss = NULL;
+        return ot_fail(err, OT_E_MEMORY, "out of memory checking the gradients");
+    }
+    int *step_of = calloc((size_t)s->g->n_nodes + 1, sizeof *step_of);
+    if (!step_of) {
+        free(at);
+        return ot_fail(err, OT_E_MEMORY, "out of memory checking the gradients");
+    }
+    for (int k = 0; k < s->g->n_nodes; k++) step_of[k] = -1;
+    for (int k = 0; k <= s->boundary && k < p->n_steps; k++) step_of[p->order[k]] = k;
+    for (int i = 0; i < n; i++) {
+        int v = s->ad.grads[i], prod = s->g->values[v].producer;
+        bool f32 = s->g->values[v].dtype == OT_F32 && ot_executor_value_ptr(s->ex, v);
+        at[i] = f32 && prod >= 0 && p->values[v].alias_of < 0 && !p->values[v].external ? step_of[prod] : -1;
+        if (at[i] >= 0) s->hot_step[at[i] + 1]++;
+    }
+    for (int k = 0; k < p->n_steps; k++) s->hot_step[k + 1] += s->hot_step[k];
+    for (int i = 0, *fill = step_of; i < n; i++) /* step_of is done with: reuse it as the fill counts */
+        if (at[i] >= 0) fill[at[i]] = 0;
+    for (int i = 0; i < n; i++) {
+        if (at[i] < 0) continue;
+        s->hot_grads[s->hot_step[at[i]] + step_of[at[i]]++] = i;
+        s->hot_has[i] = true;
+    }
+    free(at), free(step_of);
+    return OT_OK;
+}
+
+ot_status ot_train_after_step(void *user, ot_executor *ex, int step, ot_error *err) {
+    (void)ex;
+    ot_train_session *s = user;
+    if (step > s->boundary || !sums_in_place(s)) return OT_OK;
+    ot_status st;
+    if (!s->hot_step && (st = hot_build(s, err))) return st;
+    for (int a = s->hot_step[step]; a < s->hot_step[step + 1]; a++) {
+        int i = s->hot_grads[a];
+        s->hot_ss[i] = ot_grad_sum_sq(ot_executor_value_ptr(s->ex, s->ad.grads[i]), grad_elems(s, i));
+    }
+    return OT_OK;
+}
+
+/* Every gradient's sum of squares (0 for one not float32), read in place: with hot,
+ * those ot_train_after_step took as each gradient was written, the rest (all without
+ * hot: the accumulated sums) in one pass (ot_grad_sum_sq_many: the sums are
+ * grad_scan's to the bit); or NULL in *ss where the gradients are not read in place
+ * (then grad_scan, per gradient). A sum is finite exactly when its gradient is, so
+ * the sums are the check. */
+static ot_status grads_sum_sq(ot_train_session *s, bool hot, double **ss, ot_error *err) {
     *ss = NULL;
     if (s->scan_on_device || !s->be->host_memory) return OT_OK;
-    int n = s->ad.n_params;
-    double *out = calloc((size_t)n + 1, sizeof *out);
+    hot = hot && s->hot_has;
+    int n = s->ad.n_params, c = 0;
+    double *out = calloc((size_t)n + 1, sizeof *out), *part = calloc((size_t)n + 1, sizeof *part);
     const float **g = calloc((size_t)n + 1, sizeof *g);
     size_t *cnt = calloc((size_t)n + 1, sizeof *cnt);
-    if (!out || !g || !cnt) {
-        free(out), free(g), free(cnt);
+    int *idx = calloc((size_t)n + 1, sizeof *idx);
+    if (!out || !part || !g || !cnt || !idx) {
+        free(out), free(part), free(g), free(cnt), free(idx);
         return ot_fail(err, OT_E_MEMORY, "out of memory checking the gradients");
     }
     for (int i = 0; i < n; i++) {
-        bool f32 = s->g->values[s->ad.grads[i]].dtype == OT_F32;
-        g[i] = f32 ? ot_executor_value_ptr(s->ex, s->ad.grads[i]) : NULL;
-        cnt[i] = f32 && g[i] ? grad_elems(s, i) : 0;
+        if (hot && s->hot_has[i]) {
+            out[i] = s->hot_ss[i];
+            continue;
+        }
+        const float *p = s->g->values[s->ad.grads[i]].dtype == OT_F32 ? ot_executor_value_ptr(s->ex, s->ad.grads[i]) : NULL;
+        if (p) g[c] = p, cnt[c] = grad_elems(s, i), idx[c++] = i;
     }
-    ot_grad_sum_sq_many(g, cnt, n, out, s->o.n_threads);
-    free(g), free(cnt);
+    ot_grad_sum_sq_many(g, cnt, c, part, s->o.n_threads);
+    for (int a = 0; a < c; a++) out[idx[a]] = part[a];
+    free(part), free(g), free(cnt), free(idx);
     *ss = out;
     return OT_OK;
 }
@@ -225,7 +295,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
      * and sums their squares. With it, the norm waits for the sum of the K. */
     bool norm_now = K == 1 && train && want_norm;
     double total = 0.0, *all = NULL;
-    if ((check || norm_now) && (st = grads_sum_sq(s, &all, err))) return st;
+    if ((check || norm_now) && (st = grads_sum_sq(s, true, &all, err))) return st;
     for (int i = 0; (check || norm_now) && i < s->ad.n_params; i++) {
         int64_t bad = -1;
         double ss = 0.0;
@@ -246,7 +316,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
         return write_scalars(s, 0, 1, false, err);
     }
     if (K > 1) { /* the step uses the sum of the K micro-batch gradients, scaled by 1/K below */
-        if ((st = accumulate(s, true, err)) || (st = grads_sum_sq(s, &all, err))) return st;
+        if ((st = accumulate(s, true, err)) || (st = grads_sum_sq(s, false, &all, err))) return st;
         for (int i = 0; i < s->ad.n_params; i++) {
             double ss;
             if (all) ss = all[i];

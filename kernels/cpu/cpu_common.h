@@ -39,13 +39,6 @@ int ot_cpu_threads(const ot_kernel_ctx *ctx);
 void ot_cpu_sgemm(const ot_kernel_ctx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
-/* ss[k] = ot_grad_sum_sq(g[k], n[k]) for k < count, bit for bit, in one pass over the
- * gradients: up to 16 of them side by side (each sum's add chain in its own order),
- * the gradients split over up to n_threads threads (0: OpenMP's default) by size. A
- * sum is finite exactly when its gradient is: no finite float's square overflows a
- * double, nor does any count of them. */
-void ot_grad_sum_sq_many(const float *const *g, const size_t *n, int count, double *ss, int n_threads);
-
 /* A kernel: same contract as ot_cpu_run_node, dtypes already checked or checked inside. */
 typedef ot_status (*ot_cpu_kernel_fn)(const ot_node *node, const ot_tensor *in, ot_tensor *out,
                                       const ot_kernel_ctx *ctx, ot_error *err);
