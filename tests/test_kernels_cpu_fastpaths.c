@@ -35,7 +35,7 @@ static void test_philox_uniforms_bulk(void **state) {
 
 /* Many keys, steps and nodes, every start offset around the 2^32 carry of the
  * element index and around 2^64, and every length from 0 to 41 plus whole 256
- * blocks: the 8-lane path (its per-run scalars, the carry fallback, the tail)
+ * blocks: the 16- and 8-lane paths (per-run scalars, carry fallbacks, the tails)
  * against the scalar rule, bit for bit. */
 static void test_philox_uniforms_many(void **state) {
     (void)state;

@@ -1,7 +1,8 @@
 /* cpu_philox.h — Dropout's uniforms in bulk for the CPU kernels: the floats of
  * ot_philox_uniform (exec/rng.h) for a run of consecutive element indices,
- * computed 8 Philox blocks at a time where the CPU has AVX2. Same bits as the scalar
- * rule, so forward, DropoutGrad and recompute clones may mix the two freely. */
+ * computed 16 Philox blocks at a time where the CPU has AVX-512, 8 with AVX2. Same
+ * bits as the scalar rule, so forward, DropoutGrad and recompute clones may mix the
+ * widths freely. */
 #ifndef OT_CPU_PHILOX_H
 #define OT_CPU_PHILOX_H
 
