@@ -8,8 +8,9 @@
  * not turn into 0 * inf); MaxPool and MaxPoolGrad (first maximum in window order, NaN
  * wins, Indices) with ties, NaN and windows that hang over the pads; depthwise
  * ConvGradInput's padded gather with an infinite weight (keeps the scatter);
- * depthwise ConvGradWeight (8 channels per vector, and the one-channel loop for
- * planes too big for it) against its one-channel loop with four partial sums. */
+ * depthwise ConvGradWeight and ConvGradInput (8 channels per vector, and the
+ * one-channel loops for planes too big for it) against the one-channel loop with four
+ * partial sums and the scatter. */
 #include "test_kernels_cpu_util.h"
 
 /* The one-channel-at-a-time BatchNormGrad the kernel replaced (its order of
@@ -303,6 +304,38 @@ static void ref_dw_grad(const float *dy, const float *x, int N, int C, int H, in
         }
 }
 
+/* Depthwise ConvGradInput against the scatter written out here (taps in order from
+ * +0), with weights from tk_fill and one infinite. */
+static void dw_grad_input_case(const float *dy, float *w, const float *x, int N, int C, int H, int W, int OH, int OW,
+                               int k, int s, int pd, int threads) {
+    int nx = N * C * H * W, K = k * k;
+    float *dx = malloc((size_t)nx * sizeof(float)), *want = calloc((size_t)nx, sizeof(float));
+    tk_fill(w, C * K, 83 + C, -1.0f, 1.0f);
+    w[C * K - 1] = -INFINITY;
+    ot_node n = tk_node(OT_OP_CONV_GRAD_INPUT, 3, 1);
+    int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {pd, pd, pd, pd};
+    ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
+    ot_node_set_attr_ints(&n, "strides", st, 2);
+    ot_node_set_attr_ints(&n, "pads", pads, 4);
+    ot_node_set_attr_int(&n, "group", C);
+    ot_tensor in[3] = {tk_t(OT_F32, (void *)dy, 4, N, C, OH, OW), tk_t(OT_F32, w, 4, C, 1, k, k),
+                       tk_t(OT_F32, (void *)x, 4, N, C, H, W)};
+    ot_tensor out[1] = {tk_t(OT_F32, dx, 4, N, C, H, W)};
+    assert_int_equal(tk_run_ex(&n, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    for (int p = 0; p < N * C; p++)
+        for (int kk = 0; kk < K; kk++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    int ih = oh * s - pd + kk / k, iw = ow * s - pd + kk % k;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                        want[(p * H + ih) * W + iw] += w[(p % C) * K + kk] * dy[(p * OH + oh) * OW + ow];
+                }
+    assert_memory_equal(dx, want, (size_t)nx * sizeof(float));
+    tk_node_free(&n);
+    free(dx);
+    free(want);
+}
+
 static void dw_grad_case(int N, int C, int H, int W, int k, int s, int pd, int threads) {
     int OH = (H + 2 * pd - k) / s + 1, OW = (W + 2 * pd - k) / s + 1;
     int nx = N * C * H * W, ny = N * C * OH * OW;
@@ -326,6 +359,7 @@ static void dw_grad_case(int N, int C, int H, int W, int k, int s, int pd, int t
     ref_dw_grad(dy, x, N, C, H, W, OH, OW, k, s, pd, want);
     assert_memory_equal(dw, want, (size_t)(C * k * k) * sizeof(float));
     tk_node_free(&n);
+    dw_grad_input_case(dy, w, x, N, C, H, W, OH, OW, k, s, pd, threads);
     free(x);
     free(dy);
     free(w);

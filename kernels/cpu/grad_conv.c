@@ -9,8 +9,8 @@
  * range of each tap (no per-element bounds checks); 1x1 stride-1 unpadded convs GEMM
  * straight on the NCHW planes (no col buffer); depthwise convs (one input and one
  * output channel per group) run direct loops, dX one plane per thread, dW one
- * channel per thread with a fixed sum order (8 channels per vector where the planes
- * are small enough, same bits). dX has the general path's bits; dW
+ * channel per thread with a fixed sum order (both 8 channels per vector where the
+ * planes are small enough, same bits). dX has the general path's bits; dW
  * differs in rounding where images are batched (a GEMM sums over nb*L at once) and
  * for depthwise. ot_kernel_ctx.conv_grad_general forces the plain path (tests). */
 #include "kernels/cpu/grad_kernels.h"
@@ -146,6 +146,52 @@ static void dww_interleave(const float *src, int64_t stride, int64_t nc, int64_t
 #define dww_term(d, xr, o2, S2) (dww_load((d) + (o2) * DWW_LANES) * dww_load((xr) + (o2) * (S2) * DWW_LANES))
 #define dww_load(ptr) (__extension__({ v8f v_; memcpy(&v_, (ptr), sizeof v_); v_; }))
 
+/* Depthwise dX with 8 channels side by side (like dW below): each image's 8 dY planes
+ * interleaved, then every tap adds w[c][kk] * dY to the interleaved dX from +0 in tap
+ * order, the scatter's terms in its order per element, so the same bits (for any
+ * weights: no border terms). Then copied back to the 8 planes. */
+OT_DWW_CLONES static void dwx_block(const ot_conv3 *p, const ot_conv_tap *taps, const float *dys, const float *ws,
+                                    int64_t n, int64_t c0, float *dx) {
+    const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
+    const int64_t nc = p->Cin - c0 < DWW_LANES ? p->Cin - c0 : DWW_LANES;
+    float xt[DWW_MAX * DWW_LANES] __attribute__((aligned(32))), dt[DWW_MAX * DWW_LANES] __attribute__((aligned(32)));
+    memset(xt, 0, (size_t)p->S * DWW_LANES * sizeof(float));
+    if (nc < DWW_LANES) memset(dt, 0, (size_t)p->L * DWW_LANES * sizeof(float));
+    dww_interleave(dys + (n * p->Cin + c0) * p->L, p->L, nc, p->L, dt);
+    for (int64_t kk = 0; kk < p->K; kk++) {
+        const ot_conv_tap *t = &taps[kk];
+        v8f wv = {0};
+        for (int64_t j = 0; j < nc; j++) wv[j] = ws[(c0 + j) * p->K + kk];
+        for (int64_t o0 = t->a[0]; o0 < t->b[0]; o0++) {
+            int64_t i0 = o0 * p->sp.s[0] + t->base[0];
+            for (int64_t o1 = t->a[1]; o1 < t->b[1]; o1++) {
+                float *xr = xt + ((i0 * I1 + o1 * p->sp.s[1] + t->base[1]) * I2 + t->base[2]) * DWW_LANES;
+                const float *d = dt + (o0 * O1 + o1) * O2 * DWW_LANES;
+                for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) {
+                    v8f a = dww_load(xr + o2 * S2 * DWW_LANES);
+                    a += wv * dww_load(d + o2 * DWW_LANES);
+                    memcpy(xr + o2 * S2 * DWW_LANES, &a, sizeof a);
+                }
+            }
+        }
+    }
+    for (int64_t j = 0; j < nc; j++) {
+        float *dst = dx + (n * p->Cin + c0 + j) * p->S;
+        for (int64_t l = 0; l < p->S; l++) dst[l] = xt[l * DWW_LANES + j];
+    }
+}
+
+/* The lanes path above where it applies: false leaves dx to the loops below. */
+static bool depthwise_grad_input_lanes(const ot_conv3 *p, const float *dys, const float *ws, float *dx, int nt) {
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    const ot_conv_tap *taps = ot_conv_taps(p, table);
+    if (!taps || p->S > DWW_MAX || p->L > DWW_MAX) return false;
+    int64_t blocks = (p->Cin + DWW_LANES - 1) / DWW_LANES;
+#pragma omp parallel for schedule(static) num_threads(nt) if (p->N * p->Cin * p->K * p->L >= OT_CPU_PAR_MIN)
+    for (int64_t b = 0; b < p->N * blocks; b++) dwx_block(p, taps, dys, ws, b / blocks, b % blocks * DWW_LANES, dx);
+    return true;
+}
+
 /* Depthwise dX as a gather on a zero-bordered copy of each dY plane (stride 1, at most
  * two spatial dims, finite weights, planes up to DWG_PAD_MAX floats): input (ih, iw)
  * takes w[kk] * dY(ih + PH - kh*DH, iw + PW - kw*DW) for taps kk in order, so each
@@ -257,6 +303,7 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
                             dx + (n * p.Cin + g * p.Cig) * p.S, (int)p.S);
         return OT_OK;
     }
+    if (!general && is_depthwise(&p) && depthwise_grad_input_lanes(&p, dys, ws, dx, nt)) return OT_OK;
     memset(dx, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     if (!general && is_depthwise(&p)) {
         depthwise_grad_input(&p, dys, ws, dx, nt);
