@@ -210,3 +210,33 @@ void ot_conv_rows_to_nc(const float *rows, int64_t C, int64_t L, int64_t n0, int
         for (int64_t j = 0; j < nb; j++)
             memcpy(t + ((n0 + j) * C + c0 + c) * L, rows + (c * nb + j) * L, (size_t)L * sizeof(float));
 }
+
+void ot_conv_interleave(const float *src, int64_t stride, int64_t nc, int64_t len, float *t) {
+    for (int64_t j = 0; j < nc; j++)
+        for (int64_t l = 0; l < len; l++) t[l * OT_CONV_LANES + j] = src[j * stride + l];
+}
+
+OT_CONV_LANES_CLONES void ot_conv_lanes_taps(const ot_conv3 *p, const ot_conv_tap *taps, const float *wl, int64_t nc,
+                                             bool forward, const float *src, float *dst) {
+    const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
+    const int64_t so = forward ? S2 * OT_CONV_LANES : OT_CONV_LANES, sd = forward ? OT_CONV_LANES : S2 * OT_CONV_LANES;
+    for (int64_t kk = 0; kk < p->K; kk++) {
+        const ot_conv_tap *t = &taps[kk];
+        ot_v8f wv = {0};
+        for (int64_t j = 0; j < nc; j++) wv[j] = wl[j * p->K + kk];
+        for (int64_t o0 = t->a[0]; o0 < t->b[0]; o0++) {
+            int64_t i0 = o0 * p->sp.s[0] + t->base[0];
+            for (int64_t o1 = t->a[1]; o1 < t->b[1]; o1++) {
+                int64_t in = ((i0 * I1 + o1 * p->sp.s[1] + t->base[1]) * I2 + t->base[2]) * OT_CONV_LANES;
+                int64_t on = (o0 * O1 + o1) * O2 * OT_CONV_LANES;
+                const float *s = src + (forward ? in : on);
+                float *d = dst + (forward ? on : in);
+                for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) {
+                    ot_v8f a = ot_conv_load8(d + o2 * sd);
+                    a += wv * ot_conv_load8(s + o2 * so);
+                    memcpy(d + o2 * sd, &a, sizeof a);
+                }
+            }
+        }
+    }
+}

@@ -116,65 +116,24 @@ static void grad_input_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int6
     }
 }
 
-/* Depthwise dW with 8 channels side by side, one per lane of a 32-byte vector
- * (MobileNetV2's late planes are 4x4 and 2x2: a tap's row has 2-4 valid outputs, so
- * the one-channel loop above was mostly its scalar tail and row bookkeeping). Each
- * image's 8 X and dY planes are copied interleaved ([position][lane]), then every
- * tap's four partial sums run over (samples, rows, columns) with column o2 into sum
- * (o2 - a2) % 4, the one-channel loop's terms in its order per channel and sum, so
- * the same bits. Planes up to DWW_MAX floats and kernels of up to OT_CONV_TAPS_MAX
- * taps (else the loop above). Lanes past the last channel read zeros and are not
- * stored. Compiled for x86-64-v3 too (-std=c11 keeps -ffp-contract=off: no FMA). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define OT_DWW_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define OT_DWW_CLONES
-#endif
-#define DWW_LANES 8
-#define DWW_MAX 1024
-
-typedef float v8f __attribute__((vector_size(32)));
-
-/* t[l * 8 + j] = channel j's plane[l] for j < nc, planes `stride` apart. */
-static void dww_interleave(const float *src, int64_t stride, int64_t nc, int64_t len, float *t) {
-    for (int64_t j = 0; j < nc; j++)
-        for (int64_t l = 0; l < len; l++) t[l * DWW_LANES + j] = src[j * stride + l];
-}
-
-/* dY * X of column o2 in every lane (a macro: a function returning a 32-byte vector
- * would change the ABI between the clones). */
-#define dww_term(d, xr, o2, S2) (dww_load((d) + (o2) * DWW_LANES) * dww_load((xr) + (o2) * (S2) * DWW_LANES))
-#define dww_load(ptr) (__extension__({ v8f v_; memcpy(&v_, (ptr), sizeof v_); v_; }))
+/* dY * X of column o2 in every lane (a macro, as ot_conv_load8). */
+#define dww_term(d, xr, o2, S2) (ot_conv_load8((d) + (o2) * DWW_LANES) * ot_conv_load8((xr) + (o2) * (S2) * DWW_LANES))
+#define DWW_LANES OT_CONV_LANES
+#define DWW_MAX OT_CONV_LANES_MAX
+typedef ot_v8f v8f;
 
 /* Depthwise dX with 8 channels side by side (like dW below): each image's 8 dY planes
  * interleaved, then every tap adds w[c][kk] * dY to the interleaved dX from +0 in tap
  * order, the scatter's terms in its order per element, so the same bits (for any
  * weights: no border terms). Then copied back to the 8 planes. */
-OT_DWW_CLONES static void dwx_block(const ot_conv3 *p, const ot_conv_tap *taps, const float *dys, const float *ws,
-                                    int64_t n, int64_t c0, float *dx) {
-    const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
+static void dwx_block(const ot_conv3 *p, const ot_conv_tap *taps, const float *dys, const float *ws, int64_t n,
+                      int64_t c0, float *dx) {
     const int64_t nc = p->Cin - c0 < DWW_LANES ? p->Cin - c0 : DWW_LANES;
     float xt[DWW_MAX * DWW_LANES] __attribute__((aligned(32))), dt[DWW_MAX * DWW_LANES] __attribute__((aligned(32)));
     memset(xt, 0, (size_t)p->S * DWW_LANES * sizeof(float));
     if (nc < DWW_LANES) memset(dt, 0, (size_t)p->L * DWW_LANES * sizeof(float));
-    dww_interleave(dys + (n * p->Cin + c0) * p->L, p->L, nc, p->L, dt);
-    for (int64_t kk = 0; kk < p->K; kk++) {
-        const ot_conv_tap *t = &taps[kk];
-        v8f wv = {0};
-        for (int64_t j = 0; j < nc; j++) wv[j] = ws[(c0 + j) * p->K + kk];
-        for (int64_t o0 = t->a[0]; o0 < t->b[0]; o0++) {
-            int64_t i0 = o0 * p->sp.s[0] + t->base[0];
-            for (int64_t o1 = t->a[1]; o1 < t->b[1]; o1++) {
-                float *xr = xt + ((i0 * I1 + o1 * p->sp.s[1] + t->base[1]) * I2 + t->base[2]) * DWW_LANES;
-                const float *d = dt + (o0 * O1 + o1) * O2 * DWW_LANES;
-                for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) {
-                    v8f a = dww_load(xr + o2 * S2 * DWW_LANES);
-                    a += wv * dww_load(d + o2 * DWW_LANES);
-                    memcpy(xr + o2 * S2 * DWW_LANES, &a, sizeof a);
-                }
-            }
-        }
-    }
+    ot_conv_interleave(dys + (n * p->Cin + c0) * p->L, p->L, nc, p->L, dt);
+    ot_conv_lanes_taps(p, taps, ws + c0 * p->K, nc, false, dt, xt);
     for (int64_t j = 0; j < nc; j++) {
         float *dst = dx + (n * p->Cin + c0 + j) * p->S;
         for (int64_t l = 0; l < p->S; l++) dst[l] = xt[l * DWW_LANES + j];
@@ -364,7 +323,7 @@ static void depthwise_grad_weight(const ot_conv3 *p, const float *dys, const flo
         }
 }
 
-OT_DWW_CLONES static void dww_block(const ot_conv3 *p, const ot_conv_tap *taps, const float *dys, const float *xs,
+OT_CONV_LANES_CLONES static void dww_block(const ot_conv3 *p, const ot_conv_tap *taps, const float *dys, const float *xs,
                                     int64_t c0, float *dw) {
     const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
     const int64_t nc = p->Cin - c0 < DWW_LANES ? p->Cin - c0 : DWW_LANES;
@@ -376,8 +335,8 @@ OT_DWW_CLONES static void dww_block(const ot_conv3 *p, const ot_conv_tap *taps, 
         memset(dt, 0, (size_t)p->L * DWW_LANES * sizeof(float));
     }
     for (int64_t n = 0; n < p->N; n++) {
-        dww_interleave(xs + (n * p->Cin + c0) * p->S, p->S, nc, p->S, xt);
-        dww_interleave(dys + (n * p->Cin + c0) * p->L, p->L, nc, p->L, dt);
+        ot_conv_interleave(xs + (n * p->Cin + c0) * p->S, p->S, nc, p->S, xt);
+        ot_conv_interleave(dys + (n * p->Cin + c0) * p->L, p->L, nc, p->L, dt);
         for (int64_t kk = 0; kk < p->K; kk++) {
             const ot_conv_tap *t = &taps[kk];
             v8f a0 = acc[kk][0], a1 = acc[kk][1], a2 = acc[kk][2], a3 = acc[kk][3];
