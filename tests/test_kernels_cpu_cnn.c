@@ -8,7 +8,7 @@
  * not turn into 0 * inf); MaxPool and MaxPoolGrad (first maximum in window order, NaN
  * wins, Indices) with ties, NaN and windows that hang over the pads; depthwise
  * ConvGradInput's padded gather with an infinite weight (keeps the scatter);
- * depthwise ConvGradWeight and ConvGradInput (8 channels per vector, and the
+ * depthwise Conv, ConvGradWeight and ConvGradInput (8 channels per vector, and the
  * one-channel loops for planes too big for it) against the one-channel loop with four
  * partial sums and the scatter. */
 #include "test_kernels_cpu_util.h"
@@ -336,6 +336,42 @@ static void dw_grad_input_case(const float *dy, float *w, const float *x, int N,
     free(want);
 }
 
+/* Depthwise Conv (weights from dw_grad_input_case, one infinite), with a bias and
+ * without, against its valid taps summed in order from +0, then + bias (or + 0). */
+static void dw_forward_case(const float *x, float *w, int N, int C, int H, int W, int OH, int OW, int k, int s,
+                            int pd, int threads) {
+    int ny = N * C * OH * OW, K = k * k;
+    float *y = malloc((size_t)ny * sizeof(float)), *want = malloc((size_t)ny * sizeof(float));
+    float *b = malloc((size_t)C * sizeof(float));
+    tk_fill(b, C, 84, -1.0f, 1.0f);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        ot_node n = tk_node(OT_OP_CONV, 2 + with_bias, 1);
+        int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {pd, pd, pd, pd};
+        ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
+        ot_node_set_attr_ints(&n, "strides", st, 2);
+        ot_node_set_attr_ints(&n, "pads", pads, 4);
+        ot_node_set_attr_int(&n, "group", C);
+        ot_tensor in[3] = {tk_t(OT_F32, (void *)x, 4, N, C, H, W), tk_t(OT_F32, w, 4, C, 1, k, k),
+                           tk_t(OT_F32, b, 1, C)};
+        ot_tensor out[1] = {tk_t(OT_F32, y, 4, N, C, OH, OW)};
+        assert_int_equal(tk_run_ex(&n, in, out, threads, 0, 0, 0, NULL), OT_OK);
+        for (int p = 0; p < N * C; p++)
+            for (int o = 0; o < OH * OW; o++) {
+                float acc = 0.0f;
+                for (int kk = 0; kk < K; kk++) {
+                    int ih = o / OW * s - pd + kk / k, iw = o % OW * s - pd + kk % k;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W) acc += x[(p * H + ih) * W + iw] * w[(p % C) * K + kk];
+                }
+                want[p * OH * OW + o] = acc + (with_bias ? b[p % C] : 0.0f);
+            }
+        assert_memory_equal(y, want, (size_t)ny * sizeof(float));
+        tk_node_free(&n);
+    }
+    free(y);
+    free(want);
+    free(b);
+}
+
 static void dw_grad_case(int N, int C, int H, int W, int k, int s, int pd, int threads) {
     int OH = (H + 2 * pd - k) / s + 1, OW = (W + 2 * pd - k) / s + 1;
     int nx = N * C * H * W, ny = N * C * OH * OW;
@@ -360,6 +396,7 @@ static void dw_grad_case(int N, int C, int H, int W, int k, int s, int pd, int t
     assert_memory_equal(dw, want, (size_t)(C * k * k) * sizeof(float));
     tk_node_free(&n);
     dw_grad_input_case(dy, w, x, N, C, H, W, OH, OW, k, s, pd, threads);
+    dw_forward_case(x, w, N, C, H, W, OH, OW, k, s, pd, threads);
     free(x);
     free(dy);
     free(w);

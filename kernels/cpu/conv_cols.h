@@ -100,6 +100,8 @@ typedef float ot_v8f __attribute__((vector_size(32)));
 #define ot_conv_load8(ptr) (__extension__({ ot_v8f v_; memcpy(&v_, (ptr), sizeof v_); v_; }))
 /* t[l * 8 + j] = src[j * stride + l] for channels j < nc and l < len. */
 void ot_conv_interleave(const float *src, int64_t stride, int64_t nc, int64_t len, float *t);
+/* The inverse: dst[j * stride + l] = t[l * 8 + j] (+ add[j] where add is not NULL). */
+void ot_conv_deinterleave(const float *t, int64_t nc, int64_t len, const float *add, float *dst, int64_t stride);
 /* Every tap kk in order adds w[kk] (lane j: wl[j * K + kk]) times src at one end of
  * the tap to dst at the other, over the tap's valid outputs; `forward`: dst at the
  * outputs, src at the inputs (Conv), else the reverse (ConvGradInput). Interleaved

@@ -306,10 +306,8 @@ static bool depthwise_lanes(const ot_node *node, const ot_tensor *in, ot_tensor 
         memset(yt, 0, (size_t)p.L * OT_CONV_LANES * sizeof(float));
         ot_conv_interleave(x + (n * p.Cin + c0) * p.S, p.S, nc, p.S, xt);
         ot_conv_lanes_taps(&p, taps, w + c0 * p.K, nc, true, xt, yt);
-        for (int64_t j = 0; j < nc; j++) {
-            float *yp = y + (n * p.Cin + c0 + j) * p.L, b0 = bias ? bias[c0 + j] : 0.0f;
-            for (int64_t l = 0; l < p.L; l++) yp[l] = yt[l * OT_CONV_LANES + j] + b0;
-        }
+        static const float zeros[OT_CONV_LANES] = {0.0f}; /* depthwise_point's + 0.0f without a bias */
+        ot_conv_deinterleave(yt, nc, p.L, bias ? bias + c0 : zeros, y + (n * p.Cin + c0) * p.L, p.L);
     }
     return true;
 }

@@ -134,10 +134,7 @@ static void dwx_block(const ot_conv3 *p, const ot_conv_tap *taps, const float *d
     if (nc < DWW_LANES) memset(dt, 0, (size_t)p->L * DWW_LANES * sizeof(float));
     ot_conv_interleave(dys + (n * p->Cin + c0) * p->L, p->L, nc, p->L, dt);
     ot_conv_lanes_taps(p, taps, ws + c0 * p->K, nc, false, dt, xt);
-    for (int64_t j = 0; j < nc; j++) {
-        float *dst = dx + (n * p->Cin + c0 + j) * p->S;
-        for (int64_t l = 0; l < p->S; l++) dst[l] = xt[l * DWW_LANES + j];
-    }
+    ot_conv_deinterleave(xt, nc, p->S, NULL, dx + (n * p->Cin + c0) * p->S, p->S);
 }
 
 /* The lanes path above where it applies: false leaves dx to the loops below. */
