@@ -7,7 +7,10 @@
  * depthwise Conv's padded-plane path where a weight is infinite (the border taps must
  * not turn into 0 * inf); MaxPool and MaxPoolGrad (first maximum in window order, NaN
  * wins, Indices) with ties, NaN and windows that hang over the pads; depthwise
- * ConvGradInput's padded gather with an infinite weight (keeps the scatter). */
+ * ConvGradInput's padded gather with an infinite weight (keeps the scatter);
+ * depthwise Conv, ConvGradWeight and ConvGradInput (8 channels per vector, and the
+ * one-channel loops for planes too big for it) against the one-channel loop with four
+ * partial sums and the scatter. */
 #include "test_kernels_cpu_util.h"
 
 /* The one-channel-at-a-time BatchNormGrad the kernel replaced (its order of
@@ -277,6 +280,142 @@ static void test_depthwise_grad_input_infinite_weight(void **state) {
     tk_node_free(&n);
 }
 
+/* Depthwise ConvGradWeight's contract (2-D, square stride s, pad pd, kernel k): per
+ * channel and tap, column ow of each valid row into partial sum (ow - first valid
+ * ow) % 4, over samples, then rows, then columns; dW = (p0 + p1) + (p2 + p3). */
+static void ref_dw_grad(const float *dy, const float *x, int N, int C, int H, int W, int OH, int OW, int k, int s,
+                        int pd, float *dw) {
+    for (int c = 0; c < C; c++)
+        for (int kk = 0; kk < k * k; kk++) {
+            int kh = kk / k, kw = kk % k, a = 0;
+            while (a < OW && (a * s - pd + kw < 0 || a * s - pd + kw >= W)) a++;
+            float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int n = 0; n < N; n++)
+                for (int oh = 0; oh < OH; oh++) {
+                    int ih = oh * s - pd + kh;
+                    if (ih < 0 || ih >= H) continue;
+                    for (int ow = a; ow < OW; ow++) {
+                        int iw = ow * s - pd + kw;
+                        if (iw >= W) break;
+                        q[(ow - a) % 4] += dy[((n * C + c) * OH + oh) * OW + ow] * x[((n * C + c) * H + ih) * W + iw];
+                    }
+                }
+            dw[c * k * k + kk] = (q[0] + q[1]) + (q[2] + q[3]);
+        }
+}
+
+/* Depthwise ConvGradInput against the scatter written out here (taps in order from
+ * +0), with weights from tk_fill and one infinite. */
+static void dw_grad_input_case(const float *dy, float *w, const float *x, int N, int C, int H, int W, int OH, int OW,
+                               int k, int s, int pd, int threads) {
+    int nx = N * C * H * W, K = k * k;
+    float *dx = malloc((size_t)nx * sizeof(float)), *want = calloc((size_t)nx, sizeof(float));
+    tk_fill(w, C * K, 83 + C, -1.0f, 1.0f);
+    w[C * K - 1] = -INFINITY;
+    ot_node n = tk_node(OT_OP_CONV_GRAD_INPUT, 3, 1);
+    int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {pd, pd, pd, pd};
+    ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
+    ot_node_set_attr_ints(&n, "strides", st, 2);
+    ot_node_set_attr_ints(&n, "pads", pads, 4);
+    ot_node_set_attr_int(&n, "group", C);
+    ot_tensor in[3] = {tk_t(OT_F32, (void *)dy, 4, N, C, OH, OW), tk_t(OT_F32, w, 4, C, 1, k, k),
+                       tk_t(OT_F32, (void *)x, 4, N, C, H, W)};
+    ot_tensor out[1] = {tk_t(OT_F32, dx, 4, N, C, H, W)};
+    assert_int_equal(tk_run_ex(&n, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    for (int p = 0; p < N * C; p++)
+        for (int kk = 0; kk < K; kk++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    int ih = oh * s - pd + kk / k, iw = ow * s - pd + kk % k;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                        want[(p * H + ih) * W + iw] += w[(p % C) * K + kk] * dy[(p * OH + oh) * OW + ow];
+                }
+    assert_memory_equal(dx, want, (size_t)nx * sizeof(float));
+    tk_node_free(&n);
+    free(dx);
+    free(want);
+}
+
+/* Depthwise Conv (weights from dw_grad_input_case, one infinite), with a bias and
+ * without, against its valid taps summed in order from +0, then + bias (or + 0). */
+static void dw_forward_case(const float *x, float *w, int N, int C, int H, int W, int OH, int OW, int k, int s,
+                            int pd, int threads) {
+    int ny = N * C * OH * OW, K = k * k;
+    float *y = malloc((size_t)ny * sizeof(float)), *want = malloc((size_t)ny * sizeof(float));
+    float *b = malloc((size_t)C * sizeof(float));
+    tk_fill(b, C, 84, -1.0f, 1.0f);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        ot_node n = tk_node(OT_OP_CONV, 2 + with_bias, 1);
+        int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {pd, pd, pd, pd};
+        ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
+        ot_node_set_attr_ints(&n, "strides", st, 2);
+        ot_node_set_attr_ints(&n, "pads", pads, 4);
+        ot_node_set_attr_int(&n, "group", C);
+        ot_tensor in[3] = {tk_t(OT_F32, (void *)x, 4, N, C, H, W), tk_t(OT_F32, w, 4, C, 1, k, k),
+                           tk_t(OT_F32, b, 1, C)};
+        ot_tensor out[1] = {tk_t(OT_F32, y, 4, N, C, OH, OW)};
+        assert_int_equal(tk_run_ex(&n, in, out, threads, 0, 0, 0, NULL), OT_OK);
+        for (int p = 0; p < N * C; p++)
+            for (int o = 0; o < OH * OW; o++) {
+                float acc = 0.0f;
+                for (int kk = 0; kk < K; kk++) {
+                    int ih = o / OW * s - pd + kk / k, iw = o % OW * s - pd + kk % k;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W) acc += x[(p * H + ih) * W + iw] * w[(p % C) * K + kk];
+                }
+                want[p * OH * OW + o] = acc + (with_bias ? b[p % C] : 0.0f);
+            }
+        assert_memory_equal(y, want, (size_t)ny * sizeof(float));
+        tk_node_free(&n);
+    }
+    free(y);
+    free(want);
+    free(b);
+}
+
+static void dw_grad_case(int N, int C, int H, int W, int k, int s, int pd, int threads) {
+    int OH = (H + 2 * pd - k) / s + 1, OW = (W + 2 * pd - k) / s + 1;
+    int nx = N * C * H * W, ny = N * C * OH * OW;
+    float *x = malloc((size_t)nx * sizeof(float)), *dy = malloc((size_t)ny * sizeof(float));
+    float *w = calloc((size_t)(C * k * k), sizeof(float)), *dw = malloc((size_t)(C * k * k) * sizeof(float));
+    float *want = malloc((size_t)(C * k * k) * sizeof(float));
+    tk_fill(x, nx, 81 + H, -2.0f, 2.0f);
+    tk_fill(dy, ny, 82 + W, -1.0f, 1.0f);
+    x[nx / 3] = INFINITY; /* a NaN or infinite sum stays one in its lane only */
+    dy[ny / 2] = NAN;
+    ot_node n = tk_node(OT_OP_CONV_GRAD_WEIGHT, 3, 1);
+    int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {pd, pd, pd, pd};
+    ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
+    ot_node_set_attr_ints(&n, "strides", st, 2);
+    ot_node_set_attr_ints(&n, "pads", pads, 4);
+    ot_node_set_attr_int(&n, "group", C);
+    ot_tensor in[3] = {tk_t(OT_F32, dy, 4, N, C, OH, OW), tk_t(OT_F32, x, 4, N, C, H, W),
+                       tk_t(OT_F32, w, 4, C, 1, k, k)};
+    ot_tensor out[1] = {tk_t(OT_F32, dw, 4, C, 1, k, k)};
+    assert_int_equal(tk_run_ex(&n, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    ref_dw_grad(dy, x, N, C, H, W, OH, OW, k, s, pd, want);
+    assert_memory_equal(dw, want, (size_t)(C * k * k) * sizeof(float));
+    tk_node_free(&n);
+    dw_grad_input_case(dy, w, x, N, C, H, W, OH, OW, k, s, pd, threads);
+    dw_forward_case(x, w, N, C, H, W, OH, OW, k, s, pd, threads);
+    free(x);
+    free(dy);
+    free(w);
+    free(dw);
+    free(want);
+}
+
+static void test_depthwise_grad_weight_same_bits(void **state) {
+    (void)state;
+    for (int t = 1; t <= 2; t++) {
+        dw_grad_case(3, 11, 4, 4, 3, 1, 1, t); /* 8 + 3 channels */
+        dw_grad_case(2, 8, 2, 2, 3, 1, 1, t);
+        dw_grad_case(2, 5, 9, 7, 3, 2, 1, t);
+        dw_grad_case(2, 17, 13, 10, 3, 1, 1, t);
+        dw_grad_case(1, 3, 8, 8, 5, 2, 2, t);
+        dw_grad_case(2, 9, 40, 36, 3, 1, 1, t); /* planes past the lanes' buffers */
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_norm_grad_same_bits),
@@ -284,6 +423,7 @@ int main(void) {
         cmocka_unit_test(test_depthwise_infinite_weight),
         cmocka_unit_test(test_maxpool_first_max_same_bits),
         cmocka_unit_test(test_depthwise_grad_input_infinite_weight),
+        cmocka_unit_test(test_depthwise_grad_weight_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

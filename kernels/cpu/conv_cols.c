@@ -210,3 +210,84 @@ void ot_conv_rows_to_nc(const float *rows, int64_t C, int64_t L, int64_t n0, int
         for (int64_t j = 0; j < nb; j++)
             memcpy(t + ((n0 + j) * C + c0 + c) * L, rows + (c * nb + j) * L, (size_t)L * sizeof(float));
 }
+
+/* r[q] = column q of the 8 x 8 block whose row j is r[j] (unpack pairs, then pairs
+ * of pairs, then 128-bit halves): data movement only. */
+#define OT_TRANSPOSE8(r)                                                                                   \
+    do {                                                                                                   \
+        const ot_v8i lo_ = {0, 8, 1, 9, 4, 12, 5, 13}, hi_ = {2, 10, 3, 11, 6, 14, 7, 15};                 \
+        const ot_v8i l2_ = {0, 1, 8, 9, 4, 5, 12, 13}, h2_ = {2, 3, 10, 11, 6, 7, 14, 15};                 \
+        const ot_v8i l4_ = {0, 1, 2, 3, 8, 9, 10, 11}, h4_ = {4, 5, 6, 7, 12, 13, 14, 15};                 \
+        ot_v8f t_[8], u_[8];                                                                               \
+        for (int k_ = 0; k_ < 8; k_ += 2) {                                                                \
+            t_[k_] = __builtin_shuffle(r[k_], r[k_ + 1], lo_);                                             \
+            t_[k_ + 1] = __builtin_shuffle(r[k_], r[k_ + 1], hi_);                                         \
+        }                                                                                                  \
+        for (int k_ = 0; k_ < 8; k_ += 4)                                                                  \
+            for (int h_ = 0; h_ < 2; h_++) {                                                               \
+                u_[k_ + 2 * h_] = __builtin_shuffle(t_[k_ + h_], t_[k_ + h_ + 2], l2_);                    \
+                u_[k_ + 2 * h_ + 1] = __builtin_shuffle(t_[k_ + h_], t_[k_ + h_ + 2], h2_);                \
+            }                                                                                              \
+        for (int q_ = 0; q_ < 4; q_++) {                                                                   \
+            r[q_] = __builtin_shuffle(u_[q_], u_[q_ + 4], l4_);                                            \
+            r[q_ + 4] = __builtin_shuffle(u_[q_], u_[q_ + 4], h4_);                                        \
+        }                                                                                                  \
+    } while (0)
+
+typedef int32_t ot_v8i __attribute__((vector_size(32)));
+
+OT_CONV_LANES_CLONES void ot_conv_interleave(const float *src, int64_t stride, int64_t nc, int64_t len, float *t) {
+    int64_t l0 = 0;
+    if (nc == OT_CONV_LANES)
+        for (; l0 + 8 <= len; l0 += 8) {
+            ot_v8f r[8];
+            for (int j = 0; j < 8; j++) memcpy(&r[j], src + j * stride + l0, sizeof r[j]);
+            OT_TRANSPOSE8(r);
+            for (int q = 0; q < 8; q++) memcpy(t + (l0 + q) * OT_CONV_LANES, &r[q], sizeof r[q]);
+        }
+    for (int64_t j = 0; j < nc; j++)
+        for (int64_t l = l0; l < len; l++) t[l * OT_CONV_LANES + j] = src[j * stride + l];
+}
+
+OT_CONV_LANES_CLONES void ot_conv_deinterleave(const float *t, int64_t nc, int64_t len, const float *add, float *dst,
+                                               int64_t stride) {
+    int64_t l0 = 0;
+    if (nc == OT_CONV_LANES)
+        for (; l0 + 8 <= len; l0 += 8) {
+            ot_v8f r[8];
+            for (int q = 0; q < 8; q++) memcpy(&r[q], t + (l0 + q) * OT_CONV_LANES, sizeof r[q]);
+            OT_TRANSPOSE8(r);
+            for (int j = 0; j < 8; j++) {
+                if (add) r[j] += (ot_v8f){add[j], add[j], add[j], add[j], add[j], add[j], add[j], add[j]};
+                memcpy(dst + j * stride + l0, &r[j], sizeof r[j]);
+            }
+        }
+    for (int64_t j = 0; j < nc; j++)
+        for (int64_t l = l0; l < len; l++)
+            dst[j * stride + l] = add ? t[l * OT_CONV_LANES + j] + add[j] : t[l * OT_CONV_LANES + j];
+}
+
+OT_CONV_LANES_CLONES void ot_conv_lanes_taps(const ot_conv3 *p, const ot_conv_tap *taps, const float *wl, int64_t nc,
+                                             bool forward, const float *src, float *dst) {
+    const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
+    const int64_t so = forward ? S2 * OT_CONV_LANES : OT_CONV_LANES, sd = forward ? OT_CONV_LANES : S2 * OT_CONV_LANES;
+    for (int64_t kk = 0; kk < p->K; kk++) {
+        const ot_conv_tap *t = &taps[kk];
+        ot_v8f wv = {0};
+        for (int64_t j = 0; j < nc; j++) wv[j] = wl[j * p->K + kk];
+        for (int64_t o0 = t->a[0]; o0 < t->b[0]; o0++) {
+            int64_t i0 = o0 * p->sp.s[0] + t->base[0];
+            for (int64_t o1 = t->a[1]; o1 < t->b[1]; o1++) {
+                int64_t in = ((i0 * I1 + o1 * p->sp.s[1] + t->base[1]) * I2 + t->base[2]) * OT_CONV_LANES;
+                int64_t on = (o0 * O1 + o1) * O2 * OT_CONV_LANES;
+                const float *s = src + (forward ? in : on);
+                float *d = dst + (forward ? on : in);
+                for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) {
+                    ot_v8f a = ot_conv_load8(d + o2 * sd);
+                    a += wv * ot_conv_load8(s + o2 * so);
+                    memcpy(d + o2 * sd, &a, sizeof a);
+                }
+            }
+        }
+    }
+}

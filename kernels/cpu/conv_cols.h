@@ -81,4 +81,32 @@ static inline const ot_conv_tap *ot_conv_tap_of(const ot_conv3 *p, const ot_conv
 /* xc += wv * cr (or cr, scale false) at the valid positions of tap t. */
 void ot_conv_scatter_tap(const ot_conv3 *p, const ot_conv_tap *t, const float *cr, float wv, bool scale, float *xc);
 
+/* Depthwise convs with 8 channels side by side (grad_conv.c, cpu_conv.c): each
+ * image's planes copied interleaved ([position][lane]) so that a vector's lanes are
+ * 8 channels at one position; each lane then does the one-channel loop's operations
+ * in its order (same bits). Planes of up to OT_CONV_LANES_MAX floats (two interleaved
+ * copies on a thread's stack: 64 KiB). Compiled for x86-64-v3 too (-std=c11 keeps
+ * -ffp-contract=off: no FMA is formed). */
+#define OT_CONV_LANES 8
+#define OT_CONV_LANES_MAX 1024
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define OT_CONV_LANES_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define OT_CONV_LANES_CLONES
+#endif
+typedef float ot_v8f __attribute__((vector_size(32)));
+/* 8 floats from ptr as one vector (a macro: a function returning a 32-byte vector
+ * would change the ABI between the clones). */
+#define ot_conv_load8(ptr) (__extension__({ ot_v8f v_; memcpy(&v_, (ptr), sizeof v_); v_; }))
+/* t[l * 8 + j] = src[j * stride + l] for channels j < nc and l < len. */
+void ot_conv_interleave(const float *src, int64_t stride, int64_t nc, int64_t len, float *t);
+/* The inverse: dst[j * stride + l] = t[l * 8 + j] (+ add[j] where add is not NULL). */
+void ot_conv_deinterleave(const float *t, int64_t nc, int64_t len, const float *add, float *dst, int64_t stride);
+/* Every tap kk in order adds w[kk] (lane j: wl[j * K + kk]) times src at one end of
+ * the tap to dst at the other, over the tap's valid outputs; `forward`: dst at the
+ * outputs, src at the inputs (Conv), else the reverse (ConvGradInput). Interleaved
+ * planes; lanes past nc get weight 0. */
+void ot_conv_lanes_taps(const ot_conv3 *p, const ot_conv_tap *taps, const float *wl, int64_t nc, bool forward,
+                        const float *src, float *dst);
+
 #endif

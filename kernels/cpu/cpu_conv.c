@@ -1,5 +1,7 @@
 /* cpu_conv.c — Conv (1-D and 2-D; groups, dilations, strides, pads, auto_pad) on
- * the CPU. Depthwise convolutions (one input channel per group) use a direct kernel.
+ * the CPU. Depthwise convolutions (one input channel per group) use a direct kernel
+ * (8 channels per vector where there is one output channel per group and the planes
+ * are small, conv_cols.h).
  * The rest are GEMMs: where images are small, one per (chunk of images, group)
  * (ot_conv_batch, conv_cols.h) on a column matrix of the chunk's images side by side
  * (a 1x1 conv's: X's channels as rows, no im2col), into rows that are copied back to
@@ -280,6 +282,36 @@ static void conv_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int64_t nb
     }
 }
 
+/* Depthwise with one output channel per input channel, 8 channels side by side
+ * (conv_cols.h): each image's 8 X planes interleaved, every tap adds x * w to the
+ * interleaved Y from +0 in (kh, kw) order over its valid outputs, then + bias: each
+ * output's valid taps in depthwise_point's order, so the same bits, for any weights.
+ * False where it does not apply (planes over OT_CONV_LANES_MAX, too many taps). */
+static bool depthwise_lanes(const ot_node *node, const ot_tensor *in, ot_tensor *out, const float *bias, int nt) {
+    ot_conv3 p;
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    if (ot_conv3_init(&p, node, &in[0].shape, &in[1].shape, &out[0].shape, NULL)) return false;
+    const ot_conv_tap *taps = ot_conv_taps(&p, table);
+    if (!taps || p.S > OT_CONV_LANES_MAX || p.L > OT_CONV_LANES_MAX) return false;
+    const float *x = in[0].data, *w = in[1].data;
+    float *y = out[0].data;
+    int64_t blocks = (p.Cin + OT_CONV_LANES - 1) / OT_CONV_LANES;
+#pragma omp parallel for schedule(static) num_threads(nt) if (p.N * p.Cin * p.K * p.L >= OT_CPU_PAR_MIN)
+    for (int64_t b = 0; b < p.N * blocks; b++) {
+        int64_t n = b / blocks, c0 = b % blocks * OT_CONV_LANES;
+        int64_t nc = p.Cin - c0 < OT_CONV_LANES ? p.Cin - c0 : OT_CONV_LANES;
+        float xt[OT_CONV_LANES_MAX * OT_CONV_LANES] __attribute__((aligned(32)));
+        float yt[OT_CONV_LANES_MAX * OT_CONV_LANES] __attribute__((aligned(32)));
+        if (nc < OT_CONV_LANES) memset(xt, 0, (size_t)p.S * OT_CONV_LANES * sizeof(float));
+        memset(yt, 0, (size_t)p.L * OT_CONV_LANES * sizeof(float));
+        ot_conv_interleave(x + (n * p.Cin + c0) * p.S, p.S, nc, p.S, xt);
+        ot_conv_lanes_taps(&p, taps, w + c0 * p.K, nc, true, xt, yt);
+        static const float zeros[OT_CONV_LANES] = {0.0f}; /* depthwise_point's + 0.0f without a bias */
+        ot_conv_deinterleave(yt, nc, p.L, bias ? bias + c0 : zeros, y + (n * p.Cin + c0) * p.L, p.L);
+    }
+    return true;
+}
+
 ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                       ot_error *err) {
     for (int k = 0; k < node->n_inputs; k++)
@@ -296,7 +328,7 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
     int64_t ohw = g.OH * g.OW, kdim = g.Cg * g.KH * g.KW;
     if (ot_kernel_numel(&out[0]) == 0) return OT_OK;
     if (is_depthwise(&g)) {
-        depthwise(&g, x, w, bias, y, nt);
+        if (!(g.Mg == 1 && depthwise_lanes(node, in, out, bias, nt))) depthwise(&g, x, w, bias, y, nt);
         return OT_OK;
     }
     ot_conv3 p;

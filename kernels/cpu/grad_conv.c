@@ -9,7 +9,8 @@
  * range of each tap (no per-element bounds checks); 1x1 stride-1 unpadded convs GEMM
  * straight on the NCHW planes (no col buffer); depthwise convs (one input and one
  * output channel per group) run direct loops, dX one plane per thread, dW one
- * channel per thread with a fixed sum order. dX has the general path's bits; dW
+ * channel per thread with a fixed sum order (both 8 channels per vector where the
+ * planes are small enough, same bits). dX has the general path's bits; dW
  * differs in rounding where images are batched (a GEMM sums over nb*L at once) and
  * for depthwise. ot_kernel_ctx.conv_grad_general forces the plain path (tests). */
 #include "kernels/cpu/grad_kernels.h"
@@ -113,6 +114,38 @@ static void grad_input_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int6
                 ot_conv3_col2im(p, col + j * p->L, ld, dx + ((n0 + j) * p->Cin + g * p->Cig) * p->S, nt);
         }
     }
+}
+
+/* dY * X of column o2 in every lane (a macro, as ot_conv_load8). */
+#define dww_term(d, xr, o2, S2) (ot_conv_load8((d) + (o2) * DWW_LANES) * ot_conv_load8((xr) + (o2) * (S2) * DWW_LANES))
+#define DWW_LANES OT_CONV_LANES
+#define DWW_MAX OT_CONV_LANES_MAX
+typedef ot_v8f v8f;
+
+/* Depthwise dX with 8 channels side by side (like dW below): each image's 8 dY planes
+ * interleaved, then every tap adds w[c][kk] * dY to the interleaved dX from +0 in tap
+ * order, the scatter's terms in its order per element, so the same bits (for any
+ * weights: no border terms). Then copied back to the 8 planes. */
+static void dwx_block(const ot_conv3 *p, const ot_conv_tap *taps, const float *dys, const float *ws, int64_t n,
+                      int64_t c0, float *dx) {
+    const int64_t nc = p->Cin - c0 < DWW_LANES ? p->Cin - c0 : DWW_LANES;
+    float xt[DWW_MAX * DWW_LANES] __attribute__((aligned(32))), dt[DWW_MAX * DWW_LANES] __attribute__((aligned(32)));
+    memset(xt, 0, (size_t)p->S * DWW_LANES * sizeof(float));
+    if (nc < DWW_LANES) memset(dt, 0, (size_t)p->L * DWW_LANES * sizeof(float));
+    ot_conv_interleave(dys + (n * p->Cin + c0) * p->L, p->L, nc, p->L, dt);
+    ot_conv_lanes_taps(p, taps, ws + c0 * p->K, nc, false, dt, xt);
+    ot_conv_deinterleave(xt, nc, p->S, NULL, dx + (n * p->Cin + c0) * p->S, p->S);
+}
+
+/* The lanes path above where it applies: false leaves dx to the loops below. */
+static bool depthwise_grad_input_lanes(const ot_conv3 *p, const float *dys, const float *ws, float *dx, int nt) {
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    const ot_conv_tap *taps = ot_conv_taps(p, table);
+    if (!taps || p->S > DWW_MAX || p->L > DWW_MAX) return false;
+    int64_t blocks = (p->Cin + DWW_LANES - 1) / DWW_LANES;
+#pragma omp parallel for schedule(static) num_threads(nt) if (p->N * p->Cin * p->K * p->L >= OT_CPU_PAR_MIN)
+    for (int64_t b = 0; b < p->N * blocks; b++) dwx_block(p, taps, dys, ws, b / blocks, b % blocks * DWW_LANES, dx);
+    return true;
 }
 
 /* Depthwise dX as a gather on a zero-bordered copy of each dY plane (stride 1, at most
@@ -226,6 +259,7 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
                             dx + (n * p.Cin + g * p.Cig) * p.S, (int)p.S);
         return OT_OK;
     }
+    if (!general && is_depthwise(&p) && depthwise_grad_input_lanes(&p, dys, ws, dx, nt)) return OT_OK;
     memset(dx, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     if (!general && is_depthwise(&p)) {
         depthwise_grad_input(&p, dys, ws, dx, nt);
@@ -286,6 +320,62 @@ static void depthwise_grad_weight(const ot_conv3 *p, const float *dys, const flo
         }
 }
 
+OT_CONV_LANES_CLONES static void dww_block(const ot_conv3 *p, const ot_conv_tap *taps, const float *dys, const float *xs,
+                                    int64_t c0, float *dw) {
+    const int64_t O1 = p->sp.out[1], O2 = p->sp.out[2], I1 = p->sp.in[1], I2 = p->sp.in[2], S2 = p->sp.s[2];
+    const int64_t nc = p->Cin - c0 < DWW_LANES ? p->Cin - c0 : DWW_LANES;
+    float xt[DWW_MAX * DWW_LANES] __attribute__((aligned(32))), dt[DWW_MAX * DWW_LANES] __attribute__((aligned(32)));
+    v8f acc[OT_CONV_TAPS_MAX][4];
+    memset(acc, 0, (size_t)p->K * sizeof acc[0]);
+    if (nc < DWW_LANES) {
+        memset(xt, 0, (size_t)p->S * DWW_LANES * sizeof(float));
+        memset(dt, 0, (size_t)p->L * DWW_LANES * sizeof(float));
+    }
+    for (int64_t n = 0; n < p->N; n++) {
+        ot_conv_interleave(xs + (n * p->Cin + c0) * p->S, p->S, nc, p->S, xt);
+        ot_conv_interleave(dys + (n * p->Cin + c0) * p->L, p->L, nc, p->L, dt);
+        for (int64_t kk = 0; kk < p->K; kk++) {
+            const ot_conv_tap *t = &taps[kk];
+            v8f a0 = acc[kk][0], a1 = acc[kk][1], a2 = acc[kk][2], a3 = acc[kk][3];
+            for (int64_t o0 = t->a[0]; o0 < t->b[0]; o0++) {
+                int64_t i0 = o0 * p->sp.s[0] + t->base[0];
+                for (int64_t o1 = t->a[1]; o1 < t->b[1]; o1++) {
+                    const float *xr = xt + ((i0 * I1 + o1 * p->sp.s[1] + t->base[1]) * I2 + t->base[2]) * DWW_LANES;
+                    const float *d = dt + (o0 * O1 + o1) * O2 * DWW_LANES;
+                    int64_t o2 = t->a[2], e = t->b[2];
+                    for (; o2 + 4 <= e; o2 += 4) {
+                        a0 += dww_term(d, xr, o2, S2);
+                        a1 += dww_term(d, xr, o2 + 1, S2);
+                        a2 += dww_term(d, xr, o2 + 2, S2);
+                        a3 += dww_term(d, xr, o2 + 3, S2);
+                    }
+                    if (o2 < e) a0 += dww_term(d, xr, o2, S2);
+                    if (o2 + 1 < e) a1 += dww_term(d, xr, o2 + 1, S2);
+                    if (o2 + 2 < e) a2 += dww_term(d, xr, o2 + 2, S2);
+                }
+            }
+            acc[kk][0] = a0;
+            acc[kk][1] = a1;
+            acc[kk][2] = a2;
+            acc[kk][3] = a3;
+        }
+    }
+    for (int64_t j = 0; j < nc; j++)
+        for (int64_t kk = 0; kk < p->K; kk++)
+            dw[(c0 + j) * p->K + kk] = (acc[kk][0][j] + acc[kk][1][j]) + (acc[kk][2][j] + acc[kk][3][j]);
+}
+
+/* The lanes path above where it applies: false leaves dw to the one-channel loop. */
+static bool depthwise_grad_weight_lanes(const ot_conv3 *p, const float *dys, const float *xs, float *dw, int nt) {
+    ot_conv_tap table[OT_CONV_TAPS_MAX];
+    const ot_conv_tap *taps = ot_conv_taps(p, table);
+    if (!taps || p->S > DWW_MAX || p->L > DWW_MAX) return false;
+    int64_t blocks = (p->Cin + DWW_LANES - 1) / DWW_LANES;
+#pragma omp parallel for schedule(static) num_threads(nt) if (p->N * p->Cin * p->K * p->L >= OT_CPU_PAR_MIN)
+    for (int64_t b = 0; b < blocks; b++) dww_block(p, taps, dys, xs, b * DWW_LANES, dw);
+    return true;
+}
+
 /* dW over chunks of nb images: per group, dY's channels as rows (Cog x nb*L) and the
  * column matrix of nb images side by side (a 1x1 conv's: X's channels as rows), one
  * GEMM each, accumulated over the chunks in order. */
@@ -323,7 +413,8 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
     int64_t Kg = p.Cig * p.K;
     bool general = ctx->conv_grad_general;
     if (!general && is_depthwise(&p)) {
-        depthwise_grad_weight(&p, dys, xs, dw, nt);
+        if (!depthwise_grad_weight_lanes(&p, dys, xs, dw, nt))
+            depthwise_grad_weight(&p, dys, xs, dw, nt);
         return OT_OK;
     }
     if (!general && nb > 1) {
