@@ -212,29 +212,27 @@ void ot_conv_rows_to_nc(const float *rows, int64_t C, int64_t L, int64_t n0, int
 }
 
 /* r[q] = column q of the 8 x 8 block whose row j is r[j] (unpack pairs, then pairs
- * of pairs, then 128-bit halves): data movement only. */
+ * of pairs, then 128-bit halves): data movement only. __builtin_shufflevector, not
+ * GCC's __builtin_shuffle: clang (the fuzz and sanitizer builds) has only the former,
+ * GCC has both since 12. */
 #define OT_TRANSPOSE8(r)                                                                                   \
     do {                                                                                                   \
-        const ot_v8i lo_ = {0, 8, 1, 9, 4, 12, 5, 13}, hi_ = {2, 10, 3, 11, 6, 14, 7, 15};                 \
-        const ot_v8i l2_ = {0, 1, 8, 9, 4, 5, 12, 13}, h2_ = {2, 3, 10, 11, 6, 7, 14, 15};                 \
-        const ot_v8i l4_ = {0, 1, 2, 3, 8, 9, 10, 11}, h4_ = {4, 5, 6, 7, 12, 13, 14, 15};                 \
         ot_v8f t_[8], u_[8];                                                                               \
         for (int k_ = 0; k_ < 8; k_ += 2) {                                                                \
-            t_[k_] = __builtin_shuffle(r[k_], r[k_ + 1], lo_);                                             \
-            t_[k_ + 1] = __builtin_shuffle(r[k_], r[k_ + 1], hi_);                                         \
+            t_[k_] = __builtin_shufflevector(r[k_], r[k_ + 1], 0, 8, 1, 9, 4, 12, 5, 13);              \
+            t_[k_ + 1] = __builtin_shufflevector(r[k_], r[k_ + 1], 2, 10, 3, 11, 6, 14, 7, 15);        \
         }                                                                                                  \
         for (int k_ = 0; k_ < 8; k_ += 4)                                                                  \
             for (int h_ = 0; h_ < 2; h_++) {                                                               \
-                u_[k_ + 2 * h_] = __builtin_shuffle(t_[k_ + h_], t_[k_ + h_ + 2], l2_);                    \
-                u_[k_ + 2 * h_ + 1] = __builtin_shuffle(t_[k_ + h_], t_[k_ + h_ + 2], h2_);                \
+                u_[k_ + 2 * h_] = __builtin_shufflevector(t_[k_ + h_], t_[k_ + h_ + 2], 0, 1, 8, 9, 4, 5, 12, 13); \
+                u_[k_ + 2 * h_ + 1] = __builtin_shufflevector(t_[k_ + h_], t_[k_ + h_ + 2], 2, 3, 10, 11, 6, 7, 14, 15); \
             }                                                                                              \
         for (int q_ = 0; q_ < 4; q_++) {                                                                   \
-            r[q_] = __builtin_shuffle(u_[q_], u_[q_ + 4], l4_);                                            \
-            r[q_ + 4] = __builtin_shuffle(u_[q_], u_[q_ + 4], h4_);                                        \
+            r[q_] = __builtin_shufflevector(u_[q_], u_[q_ + 4], 0, 1, 2, 3, 8, 9, 10, 11);             \
+            r[q_ + 4] = __builtin_shufflevector(u_[q_], u_[q_ + 4], 4, 5, 6, 7, 12, 13, 14, 15);       \
         }                                                                                                  \
     } while (0)
 
-typedef int32_t ot_v8i __attribute__((vector_size(32)));
 
 OT_CONV_LANES_CLONES void ot_conv_interleave(const float *src, int64_t stride, int64_t nc, int64_t len, float *t) {
     int64_t l0 = 0;

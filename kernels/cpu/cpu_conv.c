@@ -153,7 +153,6 @@ static bool finite_taps(const float *wk, int64_t n) {
     return true;
 }
 
-typedef int32_t v4i __attribute__((vector_size(16)));
 
 /* axpy_strided for a stride of 2 over the padded copy: the even floats of two 4-float
  * loads (one shuffle) instead of four scalar loads; each lane is the same multiply
@@ -161,14 +160,13 @@ typedef int32_t v4i __attribute__((vector_size(16)));
  * buffer (dw_pad_init keeps len below DW_PAD_MAX). */
 static void axpy_s2_padded(float *acc, const float *xs, float wv, int64_t len) {
     const v4f wv4 = {wv, wv, wv, wv};
-    const v4i even = {0, 2, 4, 6};
     int64_t i = 0;
     for (; i + 4 <= len; i += 4) {
         v4f a, b, av;
         memcpy(&a, xs + 2 * i, sizeof a);
         memcpy(&b, xs + 2 * i + 4, sizeof b);
         memcpy(&av, acc + i, sizeof av);
-        av += __builtin_shuffle(a, b, even) * wv4;
+        av += __builtin_shufflevector(a, b, 0, 2, 4, 6) * wv4; /* clang and GCC >= 12 */
         memcpy(acc + i, &av, sizeof av);
     }
     for (; i < len; i++) acc[i] += xs[2 * i] * wv;
