@@ -300,13 +300,15 @@ ot_status ot_cpu_transpose(const ot_node *node, const ot_tensor *in, ot_tensor *
     }
     int64_t inner = out[0].shape.dim[r - 1], rows = n / inner, istep = instr[perm[r - 1]];
     int nt = ot_cpu_threads(ctx);
-    bool par = n >= OT_CPU_PAR_MIN && rows > 1;
+    /* A copy: memory-bound, so the cheap grain (a GPT's [8, 64, 4, 32] head split costs
+     * less on one thread than waking and joining a second). */
+    bool par = n >= OT_CPU_PAR_MIN_CHEAP && rows > 1;
     const char *src = in[0].data;
     char *dst = out[0].data;
     if (istep != 1 && es == 4) {
         int j = 0;
         while (perm[j] != r - 1) j++;
-        transpose_tiled4(in[0].data, out[0].data, &out[0].shape, perm, instr, j, nt, n >= OT_CPU_PAR_MIN);
+        transpose_tiled4(in[0].data, out[0].data, &out[0].shape, perm, instr, j, nt, n >= OT_CPU_PAR_MIN_CHEAP);
         return OT_OK;
     }
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)

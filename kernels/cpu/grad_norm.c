@@ -221,33 +221,38 @@ OT_GRAD_KERNEL(ot_cpu_layer_norm_grad) {
     float *dsc = node->n_outputs > 1 ? out[1].data : NULL, *db = node->n_outputs > 2 ? out[2].data : NULL;
     int nt = ot_cpu_threads(ctx);
     bool par = rows * cols >= OT_CPU_PAR_MIN;
-    int64_t groups = (rows + LN_ROWS - 1) / LN_ROWS;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t t = 0; t < groups; t++) {
-        int64_t r0 = t * LN_ROWS;
-        int n = (int)(rows - r0 < LN_ROWS ? rows - r0 : LN_ROWS);
-        ln_grad_rows(xs + r0 * cols, dy + r0 * cols, sc, dx ? dx + r0 * cols : NULL, stat + 2 * r0, cols, n, eps);
-    }
-    if (dsc || db) {
-        int64_t blocks = (cols + LN_COLS - 1) / LN_COLS;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t t = 0; t < blocks; t++) {
-            int64_t j0 = t * LN_COLS;
-            int n = (int)(cols - j0 < LN_COLS ? cols - j0 : LN_COLS);
-            double a[LN_COLS], b[LN_COLS];
-            for (int k = 0; k < n; k++) a[k] = 0.0, b[k] = 0.0;
-            for (int64_t r = 0; r < rows; r++) {
-                const float *dr = dy + r * cols + j0, *xr = xs + r * cols + j0;
-                double mean = stat[2 * r], inv = stat[2 * r + 1];
-                for (int k = 0; k < n; k++) {
-                    double g = dr[k];
-                    a[k] += g * (xr[k] - mean) * inv;
-                    b[k] += g;
+    int64_t groups = (rows + LN_ROWS - 1) / LN_ROWS, blocks = (cols + LN_COLS - 1) / LN_COLS;
+    bool sums = dsc || db;
+    /* One team for both loops: the barrier after the rows (dScale and dBias read every
+     * row's statistics) is cheaper than joining the team and waking it again. */
+#pragma omp parallel num_threads(nt) if (par)
+    {
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < groups; t++) {
+            int64_t r0 = t * LN_ROWS;
+            int n = (int)(rows - r0 < LN_ROWS ? rows - r0 : LN_ROWS);
+            ln_grad_rows(xs + r0 * cols, dy + r0 * cols, sc, dx ? dx + r0 * cols : NULL, stat + 2 * r0, cols, n, eps);
+        }
+        if (sums) {
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < blocks; t++) {
+                int64_t j0 = t * LN_COLS;
+                int n = (int)(cols - j0 < LN_COLS ? cols - j0 : LN_COLS);
+                double a[LN_COLS], b[LN_COLS];
+                for (int k = 0; k < n; k++) a[k] = 0.0, b[k] = 0.0;
+                for (int64_t r = 0; r < rows; r++) {
+                    const float *dr = dy + r * cols + j0, *xr = xs + r * cols + j0;
+                    double mean = stat[2 * r], inv = stat[2 * r + 1];
+                    for (int k = 0; k < n; k++) {
+                        double g = dr[k];
+                        a[k] += g * (xr[k] - mean) * inv;
+                        b[k] += g;
+                    }
                 }
-            }
-            for (int k = 0; k < n; k++) {
-                if (dsc) dsc[j0 + k] = (float)a[k];
-                if (db) db[j0 + k] = (float)b[k];
+                for (int k = 0; k < n; k++) {
+                    if (dsc) dsc[j0 + k] = (float)a[k];
+                    if (db) db[j0 + k] = (float)b[k];
+                }
             }
         }
     }
