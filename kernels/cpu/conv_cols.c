@@ -74,22 +74,6 @@ const ot_conv_tap *ot_conv_taps(const ot_conv3 *p, ot_conv_tap *table) {
 /* Four floats as one SSE register (GCC and Clang vector extension). */
 typedef float v4f __attribute__((vector_size(16)));
 
-/* x[i] += w * c[i] and x[i] += c[i] for i in [a, b), 4 lanes per step (-O2 at the
- * x86-64 baseline leaves the plain loops scalar: x and c might overlap); each lane is
- * the plain loop's multiply and add, so the same bits. x and c never overlap here. */
-static inline void add_scaled(float *x, const float *c, float w, int64_t a, int64_t b) {
-    const v4f w4 = {w, w, w, w};
-    int64_t i = a;
-    for (; i + 4 <= b; i += 4) {
-        v4f xv, cv;
-        memcpy(&xv, x + i, sizeof xv);
-        memcpy(&cv, c + i, sizeof cv);
-        xv += w4 * cv;
-        memcpy(x + i, &xv, sizeof xv);
-    }
-    for (; i < b; i++) x[i] += w * c[i];
-}
-
 /* d[i] = x[i] for i in [a, b), 4 lanes per step (the plain loop stays scalar at -O2;
  * memcpy's call costs more than a 4- to 16-float run). */
 static inline void copy_run(float *d, const float *x, int64_t a, int64_t b) {
@@ -102,6 +86,8 @@ static inline void copy_run(float *d, const float *x, int64_t a, int64_t b) {
     for (; i < b; i++) d[i] = x[i];
 }
 
+/* x[i] += c[i] for i in [a, b), 4 lanes per step (scalar at -O2 otherwise: x and c
+ * might overlap; they never do here); each lane is the plain loop's add. */
 static inline void add_plain(float *x, const float *c, int64_t a, int64_t b) {
     int64_t i = a;
     for (; i + 4 <= b; i += 4) {
@@ -171,7 +157,7 @@ void ot_conv_scatter_tap(const ot_conv3 *p, const ot_conv_tap *t, const float *c
             const float *c = cr + (o0 * O1 + o1) * O2;
             if (scale) {
                 if (S2 == 1)
-                    add_scaled(xr, c, wv, t->a[2], t->b[2]);
+                    ot_conv_axpy4(xr + t->a[2], c + t->a[2], wv, t->b[2] - t->a[2]);
                 else
                     for (int64_t o2 = t->a[2]; o2 < t->b[2]; o2++) xr[o2 * S2] += wv * c[o2];
             } else {

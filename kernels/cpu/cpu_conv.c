@@ -103,24 +103,13 @@ static float depthwise_point(const conv_geom *g, const float *xc, const float *w
 /* Four floats as one SSE register (GCC and Clang vector extension). */
 typedef float v4f __attribute__((vector_size(16)));
 
-/* acc[i] += xs[i * sw] * wv for i < len; 4 lanes per step where sw == 1 (-O2 at the
- * x86-64 baseline leaves the plain loop scalar). Each lane is one output: the same
- * multiply and add as the scalar loop. */
+/* acc[i] += xs[i * sw] * wv for i < len: the conv kernels' 4-lane axpy where sw == 1. */
 static inline void axpy_strided(float *acc, const float *xs, int64_t sw, float wv, int64_t len) {
-    int64_t i = 0;
     if (sw == 1) {
-        const v4f wv4 = {wv, wv, wv, wv};
-        for (; i + 4 <= len; i += 4) {
-            v4f xv, av;
-            memcpy(&xv, xs + i, sizeof xv);
-            memcpy(&av, acc + i, sizeof av);
-            av += xv * wv4;
-            memcpy(acc + i, &av, sizeof av);
-        }
-        for (; i < len; i++) acc[i] += xs[i] * wv;
-    } else {
-        for (; i < len; i++) acc[i] += xs[i * sw] * wv;
+        ot_conv_axpy4(acc, xs, wv, len);
+        return;
     }
+    for (int64_t i = 0; i < len; i++) acc[i] += xs[i * sw] * wv;
 }
 
 /* Depthwise on a zero-bordered copy of the channel whose rows are Wp wide: output

@@ -177,20 +177,6 @@ static bool dwg_pad_init(const ot_conv3 *p, dwg_pad *d) {
     return H > 0 && W > 0 && d->len <= DWG_PAD_MAX && d->J <= DWG_PAD_MAX;
 }
 
-/* acc[i] += wv * y[i] for i < n, 4 lanes per step (the multiply, then the add). */
-static void axpy_plain(float *acc, const float *y, float wv, int64_t n) {
-    const v4f w4 = {wv, wv, wv, wv};
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        v4f a, b;
-        memcpy(&a, acc + i, sizeof a);
-        memcpy(&b, y + i, sizeof b);
-        a += w4 * b;
-        memcpy(acc + i, &a, sizeof a);
-    }
-    for (; i < n; i++) acc[i] += wv * y[i];
-}
-
 static void dwg_plane_padded(const ot_conv3 *p, const dwg_pad *d, const float *dyp, const float *wc, float *dxp,
                              float *ypad, float *acc) {
     const ot_window3 *w = &p->sp;
@@ -202,7 +188,7 @@ static void dwg_plane_padded(const ot_conv3 *p, const dwg_pad *d, const float *d
     for (int64_t kh = 0; kh < w->k[1]; kh++)
         for (int64_t kw = 0; kw < w->k[2]; kw++) {
             int64_t off = (w->pb[1] + d->r0 - kh * w->d[1]) * d->Wq + (w->pb[2] + d->c0 - kw * w->d[2]);
-            axpy_plain(acc, ypad + off, wc[kh * w->k[2] + kw], d->J);
+            ot_conv_axpy4(acc, ypad + off, wc[kh * w->k[2] + kw], d->J);
         }
     for (int64_t ih = 0; ih < H; ih++) memcpy(dxp + ih * W, acc + ih * d->Wq, (size_t)W * sizeof(float));
 }
