@@ -67,9 +67,8 @@ fail:
 ot_status ot_remat_session_plan(const ot_remat_session *s, ot_plan **plan, ot_error *err) {
     int *order = NULL, n = 0;
     *plan = NULL;
-    ot_status st = ot_schedule_build(s->g, &order, &n, err);
     ot_plan_device dev = ot_backend_plan_device(s->be);
-    if (st == OT_OK) st = ot_plan_build(s->g, order, n, &dev, plan, err);
+    ot_status st = ot_schedule_plan(s->g, &dev, &order, &n, plan, err); /* reuses the plan that judged the order */
     free(order);
     return st;
 }

@@ -80,9 +80,8 @@ static ot_status find_boundary(ot_train_session *s, ot_error *err) {
 /* o.plan_only: the step's plan as the executor would make it, nothing allocated. */
 static ot_status plan_only(ot_train_session *s, ot_error *err) {
     int *order = NULL, n = 0;
-    ot_status st = ot_schedule_build(s->g, &order, &n, err);
     ot_plan_device dev = ot_backend_plan_device(s->be);
-    if (!st) st = ot_plan_build(s->g, order, n, &dev, &s->plan, err);
+    ot_status st = ot_schedule_plan(s->g, &dev, &order, &n, &s->plan, err); /* reuses the plan that judged the order */
     free(order);
     return st;
 }
