@@ -22,18 +22,14 @@
 #include "ref_eval.h"
 #include "importer/importer.h"
 #include "kernels/kernel.h"
+#include "fixtures/mb_load.h"
 
 #define TMP OT_BINARY_DIR "/test_import_dynamo_tmp"
 #define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
 #define I64 ONNX__TENSOR_PROTO__DATA_TYPE__INT64
 
 static ot_status load_mb(mb *b, const char *name, ot_model **m, ot_error *err) {
-    char path[512];
-    mkdir(TMP, 0755);
-    snprintf(path, sizeof path, "%s/%s", TMP, name);
-    assert_int_equal(mb_write(b, path), 0);
-    ot_import_options opt = {.fold_eval = ot_cpu_fold_eval};
-    return ot_model_load(path, &opt, m, err);
+    return mb_load(b, TMP, name, NULL, m, err);
 }
 
 /* x [2,7,3] = 0..41 (row-major) */

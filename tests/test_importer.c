@@ -17,6 +17,7 @@
 #include "fixtures/onnx_builder.h"
 #include "importer/importer.h"
 #include "kernels/kernel.h"
+#include "fixtures/mb_load.h"
 
 #define TMP OT_BINARY_DIR "/test_importer_tmp"
 #define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
@@ -37,10 +38,8 @@ static void write_bytes(const char *path, const void *data, size_t n) {
 
 /* Loads the builder's model from a file named `name` under TMP. */
 static ot_status load_mb(mb *b, const char *name, const ot_import_options *opt, ot_model **m, ot_error *err) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", TMP, name);
-    assert_int_equal(mb_write(b, path), 0);
-    return ot_model_load(path, opt, m, err);
+    static const ot_import_options plain = {0};
+    return mb_load(b, TMP, name, opt ? opt : &plain, m, err);
 }
 
 static void expect_fail(mb *b, const char *name, ot_status code, const char *const *needles) {
