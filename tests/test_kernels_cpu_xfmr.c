@@ -5,7 +5,8 @@
  * and two threads; SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and their
  * gradient over [N, C, D] scores with D > 1 (positions side by side in lanes) against
  * one position at a time, with ignored labels, each reduction, D not a multiple of
- * the lane count; LayerNormGrad (rows side by side, dScale / dBias by column blocks)
+ * the lane count, and with D = 1 (the gradient keeping each row's exps in dX's next
+ * row) on one to three threads; LayerNormGrad (rows side by side, dScale / dBias by column blocks)
  * against one row and one column at a time; Gemm(X, W, transB = 1), what
  * autodiff/fold_linear.c turns MatMul(X, Transpose(W)) into, against that MatMul. */
 #include "test_kernels_cpu_util.h"
@@ -164,11 +165,16 @@ static void check_ce(int64_t N, int64_t C, int64_t D, const char *reduction, boo
 
 static void test_cross_entropy_lanes(void **state) {
     (void)state;
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int threads = 1; threads <= 3; threads++) {
         check_ce(3, 41, 37, "mean", true, false, threads); /* D: two whole lane groups and a tail */
         check_ce(3, 41, 37, "none", true, false, threads);
         check_ce(2, 600, 16, "sum", true, false, threads);
         check_ce(40, 523, 1, "mean", true, false, threads); /* classes last: one lane */
+        /* classes last, the gradient keeping its exps in dX: NaN / -inf / signed zeros,
+         * runs of rows that do not split evenly over the threads, a lone row */
+        check_ce(40, 523, 1, "none", true, true, threads);
+        check_ce(7, 3001, 1, "sum", true, false, threads);
+        check_ce(1, 20000, 1, "mean", true, false, threads);
         check_ce(3, 41, 37, "none", true, true, threads);
         check_ce(40, 523, 3, "none", true, true, threads);
         check_ce(3, 41, 37, "mean", false, false, threads);
