@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_max_f32 */
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/loss_geometry.h"
 
@@ -89,10 +90,15 @@ static void ce_grad_row(const ce_grad_args *a, int64_t r, bool spare_next) {
     double g = skip ? 0.0 : (a->ws ? a->ws[l] : 1.0);
     g *= a->mode == 0 ? a->dls[r] : a->dls[0];
     if (a->mode == 2) g = a->denom > 0.0 ? g / a->denom : 0.0;
-    double mx = -INFINITY, s = 0.0;
-    for (int64_t c = 0; c < C; c++) {
-        double x = xr[c];
-        mx = mx > x || x != x ? mx : x; /* as ce_grad_lanes */
+    /* ce_grad_lanes's max takes the last of equal values, ot_cpu_max_f32 the first:
+     * the same but for the sign of a zero max, which the plain loop then decides */
+    double mx = ot_cpu_max_f32(xr, C), s = 0.0;
+    if (mx == 0.0) {
+        mx = -INFINITY;
+        for (int64_t c = 0; c < C; c++) {
+            double x = xr[c];
+            mx = mx > x || x != x ? mx : x; /* as ce_grad_lanes */
+        }
     }
     for (int64_t c = 0; c < C; c++) {
         double e = exp(xr[c] - mx);

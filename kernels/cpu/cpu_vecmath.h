@@ -1,0 +1,15 @@
+/* cpu_vecmath.h — element loops vectorised where the CPU allows, with the bits of the
+ * one-at-a-time loops they replace (cpu_vecmath.c): expf over an array, a running max. */
+#ifndef OT_CPU_VECMATH_H
+#define OT_CPU_VECMATH_H
+
+#include <stdint.h>
+
+/* y[i] = expf(x[i]) for i < n, bit for bit; y may be x. */
+void ot_cpu_expf_n(const float *x, float *y, int64_t n);
+
+/* The result of m = -inf; for i < n: m = x[i] > m ? x[i] : m (NaNs skipped, the first
+ * of equal values kept), bit for bit. */
+float ot_cpu_max_f32(const float *x, int64_t n);
+
+#endif
