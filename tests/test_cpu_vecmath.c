@@ -2,7 +2,8 @@
  * sweep of float bit patterns over the whole 32-bit space, on the edges of expf's fast
  * range (±88, the overflow and underflow thresholds, subnormal results), on infinities,
  * NaNs and signed zeros, at lengths that are not multiples of 16, in place;
- * ot_cpu_max_f32 against the running max (NaNs, zeros of both signs); and the
+ * ot_cpu_exp_diff_f64 against exp on swept and dense arguments; ot_cpu_max_f32
+ * against the running max (NaNs, zeros of both signs); and the
  * kernels that call it (Softmax over a contiguous line, the cross-entropy loss over
  * [rows, C], ErfGrad) give the bits of their one-expf-at-a-time rules. */
 #include "test_kernels_cpu_util.h"
@@ -62,6 +63,34 @@ static void test_expf_edges(void **state) {
     float y[512];
     for (int k = 0; k < 512; k++) y[k] = from_bits((k % 2 ? 0xc2b00000u : 0x42b00000u) - 256u + (uint32_t)(k / 2));
     check_expf(y, 512);
+}
+
+/* ot_cpu_exp_diff_f64 against exp((double)x - m): float bit patterns swept over the
+ * whole space and dense over the logits' range, against maxima that put the
+ * arguments in, at the edges of and outside exp's fast range. */
+static void test_exp_diff(void **state) {
+    (void)state;
+    enum { N = 1 << 19 };
+    float *x = malloc(N * sizeof(float));
+    double *y = malloc(N * sizeof(double));
+    const double ms[] = {0.0, 3.25, -7.5, 1e-17, 511.9, 600.0, -745.0, 1e300, INFINITY, -INFINITY, NAN};
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t i = 0; i < N; i++)
+            x[i] = pass ? -40.0f * (float)i / (float)N + 1e-4f * (float)(i % 13)
+                        : from_bits((uint32_t)((uint64_t)i * 8191u));
+        for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
+            for (int64_t n = N; n >= N - 7; n -= 7) { /* a multiple of 8 and a tail */
+                ot_cpu_exp_diff_f64(x, ms[j], y, n);
+                for (int64_t i = 0; i < n; i++) {
+                    double w = exp((double)x[i] - ms[j]);
+                    if (memcmp(&w, &y[i], sizeof w) != 0)
+                        fail_msg("exp(%a - %a): got %a, want %a", (double)x[i], ms[j], y[i], w);
+                }
+            }
+        }
+    }
+    free(x);
+    free(y);
 }
 
 static float max_ref(const float *x, int64_t n) {
@@ -157,6 +186,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expf_sweep),
         cmocka_unit_test(test_expf_edges),
+        cmocka_unit_test(test_exp_diff),
         cmocka_unit_test(test_max),
         cmocka_unit_test(test_softmax_lines),
         cmocka_unit_test(test_erf_grad),

@@ -1,5 +1,6 @@
 /* cpu_vecmath.h — element loops vectorised where the CPU allows, with the bits of the
- * one-at-a-time loops they replace (cpu_vecmath.c): expf over an array, a running max. */
+ * one-at-a-time loops they replace (cpu_vecmath.c): expf over an array, exp of float
+ * minus a double, a running max. */
 #ifndef OT_CPU_VECMATH_H
 #define OT_CPU_VECMATH_H
 
@@ -7,6 +8,9 @@
 
 /* y[i] = expf(x[i]) for i < n, bit for bit; y may be x. */
 void ot_cpu_expf_n(const float *x, float *y, int64_t n);
+
+/* y[i] = exp((double)x[i] - m) for i < n, bit for bit (the C library's exp). */
+void ot_cpu_exp_diff_f64(const float *x, double m, double *y, int64_t n);
 
 /* The result of m = -inf; for i < n: m = x[i] > m ? x[i] : m (NaNs skipped, the first
  * of equal values kept), bit for bit. */
