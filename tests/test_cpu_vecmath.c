@@ -3,7 +3,8 @@
  * range (±88, the overflow and underflow thresholds, subnormal results), on infinities,
  * NaNs and signed zeros, at lengths that are not multiples of 16, in place;
  * ot_cpu_exp_diff_f64 against exp on swept and dense arguments; ot_cpu_max_f32
- * against the running max (NaNs, zeros of both signs); and the
+ * against the running max (NaNs, zeros of both signs); ot_cpu_dropout_select against
+ * the keep-and-scale rule; and the
  * kernels that call it (Softmax over a contiguous line, the cross-entropy loss over
  * [rows, C], ErfGrad) give the bits of their one-expf-at-a-time rules. */
 #include "test_kernels_cpu_util.h"
@@ -127,6 +128,35 @@ static void test_max(void **state) {
     }
 }
 
+/* ot_cpu_dropout_select against the keep-and-scale rule, with and without a mask,
+ * in place, with NaN / inf / -0 inputs, ratios 0, 0.1 and 1, lengths around 16. */
+static void test_dropout_select(void **state) {
+    (void)state;
+    enum { N = 300 };
+    float u[N], x[N], y[N], w[N];
+    uint8_t mk[N], mw[N];
+    const float ratios[] = {0.0f, 0.1f, 0.5f, 1.0f};
+    tk_fill(u, N, 5, 0.0f, 1.0f);
+    tk_fill(x, N, 6, -3.0f, 3.0f);
+    x[1] = NAN, x[2] = INFINITY, x[3] = -0.0f, u[4] = 0.1f, u[5] = 0.0f;
+    for (int r = 0; r < 4; r++) {
+        float ratio = ratios[r], scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+        for (int64_t n = 1; n <= N; n += (n < 40 ? 1 : 37)) {
+            for (int64_t k = 0; k < n; k++) {
+                bool keep = u[k] >= ratio;
+                w[k] = keep ? x[k] * scale : 0.0f;
+                mw[k] = keep;
+            }
+            ot_cpu_dropout_select(u, ratio, x, scale, y, mk, n);
+            assert_memory_equal(y, w, (size_t)n * sizeof(float));
+            assert_memory_equal(mk, mw, (size_t)n);
+            memcpy(y, x, (size_t)n * sizeof(float)); /* in place, no mask */
+            ot_cpu_dropout_select(u, ratio, y, scale, y, NULL, n);
+            assert_memory_equal(y, w, (size_t)n * sizeof(float));
+        }
+    }
+}
+
 /* Softmax over the last axis (a contiguous line) against one expf at a time. */
 static void test_softmax_lines(void **state) {
     (void)state;
@@ -188,6 +218,7 @@ int main(void) {
         cmocka_unit_test(test_expf_edges),
         cmocka_unit_test(test_exp_diff),
         cmocka_unit_test(test_max),
+        cmocka_unit_test(test_dropout_select),
         cmocka_unit_test(test_softmax_lines),
         cmocka_unit_test(test_erf_grad),
     };

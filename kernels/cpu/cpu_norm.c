@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/norm_geometry.h"
-#include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n, ot_cpu_max_f32 */
+#include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n, ot_cpu_max_f32, ot_cpu_dropout_select */
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
 #include "exec/rng.h"
 
@@ -267,11 +267,7 @@ ot_status ot_cpu_dropout(const ot_node *node, const ot_tensor *in, ot_tensor *ou
         int64_t i0 = b * DROP_BLOCK, len = n - i0 < DROP_BLOCK ? n - i0 : DROP_BLOCK;
         float u[DROP_BLOCK];
         ot_cpu_philox_uniforms(seed, step, nid, (uint64_t)i0, len, u);
-        for (int64_t k = 0; k < len; k++) {
-            bool keep = u[k] >= ratio;
-            y[i0 + k] = keep ? x[i0 + k] * scale : 0.0f;
-            if (mask) mask[i0 + k] = keep;
-        }
+        ot_cpu_dropout_select(u, ratio, x + i0, scale, y + i0, mask ? mask + i0 : NULL, len);
     }
     return OT_OK;
 }

@@ -2,7 +2,9 @@
  * AVX-512 where the CPU has it, with the bits of the one-at-a-time loops they replace:
  * ot_cpu_expf_n (the C library's expf), ot_cpu_exp_diff_f64 (its exp, the same way:
  * glibc's __ieee754_exp_fma step for step, 8 doubles at once, any argument outside
- * its fast range handed to exp) and ot_cpu_max_f32 (a running max).
+ * its fast range handed to exp), ot_cpu_max_f32 (a running max) and
+ * ot_cpu_dropout_select (Dropout's keep-and-scale: a compare and a masked multiply,
+ * the same IEEE multiply per kept element).
  *
  * ot_cpu_expf_n: the kernels called glibc 2.36's expf one element at a time (Softmax,
  * the cross-entropy loss, ErfGrad).
@@ -22,6 +24,7 @@
 #include "kernels/cpu/cpu_vecmath.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -222,7 +225,34 @@ __attribute__((target("avx512f"))) static void exp_diff_avx512(const float *x, d
         _mm512_storeu_pd(y + i, exp8(a));
     }
 }
+/* dropout_select for n a multiple of 16. */
+__attribute__((target("avx512f"))) static void select_avx512(const float *u, float ratio, const float *x, float scale,
+                                                             float *y, uint8_t *mask, int64_t n) {
+    const __m512 rv = _mm512_set1_ps(ratio), sv = _mm512_set1_ps(scale);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 keep = _mm512_cmp_ps_mask(_mm512_loadu_ps(u + i), rv, _CMP_GE_OQ);
+        _mm512_storeu_ps(y + i, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + i), sv));
+        if (mask)
+            for (int k = 0; k < 16; k++) mask[i + k] = (uint8_t)((keep >> k) & 1);
+    }
+}
 #endif
+
+void ot_cpu_dropout_select(const float *u, float ratio, const float *x, float scale, float *y, uint8_t *mask,
+                           int64_t n) {
+    int64_t k = 0;
+#ifdef VM_X86
+    if (n >= 16 && __builtin_cpu_supports("avx512f")) {
+        k = n & ~(int64_t)15;
+        select_avx512(u, ratio, x, scale, y, mask, k);
+    }
+#endif
+    for (; k < n; k++) {
+        bool keep = u[k] >= ratio;
+        y[k] = keep ? x[k] * scale : 0.0f;
+        if (mask) mask[k] = keep;
+    }
+}
 
 void ot_cpu_exp_diff_f64(const float *x, double m, double *y, int64_t n) {
     int64_t k = 0;

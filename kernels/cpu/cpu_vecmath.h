@@ -1,6 +1,6 @@
 /* cpu_vecmath.h — element loops vectorised where the CPU allows, with the bits of the
  * one-at-a-time loops they replace (cpu_vecmath.c): expf over an array, exp of float
- * minus a double, a running max. */
+ * minus a double, a running max, Dropout's select. */
 #ifndef OT_CPU_VECMATH_H
 #define OT_CPU_VECMATH_H
 
@@ -15,5 +15,10 @@ void ot_cpu_exp_diff_f64(const float *x, double m, double *y, int64_t n);
 /* The result of m = -inf; for i < n: m = x[i] > m ? x[i] : m (NaNs skipped, the first
  * of equal values kept), bit for bit. */
 float ot_cpu_max_f32(const float *x, int64_t n);
+
+/* y[k] = u[k] >= ratio ? x[k] * scale : 0 and, when mask is not NULL, mask[k] = the
+ * keep bit, for k < n (Dropout and DropoutGrad after their uniforms); y may be x. */
+void ot_cpu_dropout_select(const float *u, float ratio, const float *x, float scale, float *y, uint8_t *mask,
+                           int64_t n);
 
 #endif

@@ -3,7 +3,7 @@
  * the ZerosLike / OnesLike fills. */
 #include <math.h>
 
-#include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n */
+#include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n, ot_cpu_dropout_select */
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
 #include "kernels/cpu/grad_kernels.h"
 #include "exec/rng.h"
@@ -160,7 +160,7 @@ OT_GRAD_KERNEL(ot_cpu_dropout_grad) {
         int64_t i0 = b * 256, len = n - i0 < 256 ? n - i0 : 256;
         float u[256];
         ot_cpu_philox_uniforms(ctx->seed, ctx->step, key, (uint64_t)i0, len, u);
-        for (int64_t k = 0; k < len; k++) dx[i0 + k] = u[k] >= ratio ? dy[i0 + k] * scale : 0.0f;
+        ot_cpu_dropout_select(u, ratio, dy + i0, scale, dx + i0, NULL, len);
     }
     return OT_OK;
 }
