@@ -7,7 +7,8 @@
  * one position at a time, with ignored labels, each reduction, D not a multiple of
  * the lane count, and with D = 1 (the gradient keeping each row's exps in dX's next
  * row) on one to three threads; LayerNormGrad (rows side by side, dScale / dBias by column blocks)
- * against one row and one column at a time; Gemm(X, W, transB = 1), what
+ * against one row and one column at a time; SoftmaxGrad over the last axis (lines
+ * side by side) against one line at a time; Gemm(X, W, transB = 1), what
  * autodiff/fold_linear.c turns MatMul(X, Transpose(W)) into, against that MatMul. */
 #include "test_kernels_cpu_util.h"
 
@@ -284,6 +285,37 @@ static void check_gemm_tb(int M, int K, int N, int threads) {
     free(x), free(w), free(wt), free(y1), free(y2);
 }
 
+/* SoftmaxGrad over the last axis (lines side by side) against one line at a time. */
+static void check_softmax_grad(int64_t lines, int64_t len, int threads) {
+    int64_t n = lines * len;
+    float *dy = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    float *dx = malloc((size_t)n * sizeof(float)), *want = malloc((size_t)n * sizeof(float));
+    tk_fill(dy, n, 11, -1.0f, 1.0f);
+    tk_fill(y, n, 12, 0.0f, 0.1f);
+    for (int64_t l = 0; l < lines; l++) {
+        double dot = 0.0;
+        for (int64_t j = 0; j < len; j++) dot += (double)dy[l * len + j] * y[l * len + j];
+        for (int64_t j = 0; j < len; j++) want[l * len + j] = (float)(y[l * len + j] * (dy[l * len + j] - dot));
+    }
+    ot_node node = tk_node(OT_OP_SOFTMAX_GRAD, 2, 1);
+    ot_node_set_attr_int(&node, "axis", -1);
+    ot_tensor in[2] = {tk_t(OT_F32, dy, 2, (int)lines, (int)len), tk_t(OT_F32, y, 2, (int)lines, (int)len)};
+    ot_tensor out[1] = {tk_t(OT_F32, dx, 2, (int)lines, (int)len)};
+    assert_int_equal(tk_run_ex(&node, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    assert_memory_equal(dx, want, (size_t)n * sizeof(float));
+    tk_node_free(&node);
+    free(dy), free(y), free(dx), free(want);
+}
+
+static void test_softmax_grad_lines(void **state) {
+    (void)state;
+    for (int threads = 1; threads <= 2; threads++) {
+        check_softmax_grad(203, 97, threads); /* groups of lines with a tail */
+        check_softmax_grad(3, 7, threads);
+        check_softmax_grad(64, 256, threads);
+    }
+}
+
 static void test_gemm_trans_b(void **state) {
     (void)state;
     for (int threads = 1; threads <= 2; threads++) {
@@ -299,6 +331,7 @@ int main(void) {
         cmocka_unit_test(test_transpose_tiled),
         cmocka_unit_test(test_cross_entropy_lanes),
         cmocka_unit_test(test_layer_norm_grad_rows),
+        cmocka_unit_test(test_softmax_grad_lines),
         cmocka_unit_test(test_gemm_trans_b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
