@@ -4,7 +4,7 @@
  * NaNs and signed zeros, at lengths that are not multiples of 16, in place;
  * ot_cpu_exp_diff_f64 against exp on swept and dense arguments; ot_cpu_max_f32
  * against the running max (NaNs, zeros of both signs); ot_cpu_dropout_select against
- * the keep-and-scale rule; and the
+ * the keep-and-scale rule; ot_cpu_select_u32 against Where's rule; and the
  * kernels that call it (Softmax over a contiguous line, the cross-entropy loss over
  * [rows, C], ErfGrad) give the bits of their one-expf-at-a-time rules. */
 #include "test_kernels_cpu_util.h"
@@ -157,6 +157,25 @@ static void test_dropout_select(void **state) {
     }
 }
 
+/* ot_cpu_select_u32 against the Where rule: contiguous or broadcast X and Y, any
+ * nonzero condition byte as true, NaN payloads kept, lengths around 16. */
+static void test_select(void **state) {
+    (void)state;
+    enum { N = 200 };
+    uint8_t c[N];
+    uint32_t x[N], y[N], o[N], w[N];
+    for (int i = 0; i < N; i++) c[i] = (uint8_t)((i * 7) % 3 ? (i % 5 == 0 ? 2 : 1) : 0), x[i] = 0x7fc00001u + (uint32_t)i,
+                                y[i] = 0xff800000u - (uint32_t)i;
+    for (int v = 0; v < 4; v++) {
+        bool xs = v & 1, ys = v & 2;
+        for (int64_t n = 0; n <= N; n += (n < 40 ? 1 : 23)) {
+            for (int64_t k = 0; k < n; k++) w[k] = c[k] ? x[xs ? k : 0] : y[ys ? k : 0];
+            ot_cpu_select_u32(c, x, xs, y, ys, o, n);
+            if (n > 0) assert_memory_equal(o, w, (size_t)n * sizeof(uint32_t));
+        }
+    }
+}
+
 /* Softmax over the last axis (a contiguous line) against one expf at a time. */
 static void test_softmax_lines(void **state) {
     (void)state;
@@ -219,6 +238,7 @@ int main(void) {
         cmocka_unit_test(test_exp_diff),
         cmocka_unit_test(test_max),
         cmocka_unit_test(test_dropout_select),
+        cmocka_unit_test(test_select),
         cmocka_unit_test(test_softmax_lines),
         cmocka_unit_test(test_erf_grad),
     };

@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_select_u32 */
 
 /* Four floats (and four int masks) as one SSE register (GCC and Clang vector
  * extension): -O2 at the x86-64 baseline leaves the plain loops scalar. */
@@ -558,7 +559,10 @@ ot_status ot_cpu_where(const ot_node *node, const ot_tensor *in, ot_tensor *out,
             /* 4-byte payloads copied as integers so every bit pattern survives */
             const uint32_t *X = (const uint32_t *)x + off[1], *Y = (const uint32_t *)yv + off[2];
             uint32_t *O = (uint32_t *)o + r * bc.inner;
-            for (int64_t i = 0; i < bc.inner; i++) O[i] = c[off[0] + i * s0] ? X[i * s1] : Y[i * s2];
+            if (s0 == 1 && (s1 | 1) == 1 && (s2 | 1) == 1) /* a causal mask's Where, 16 at a time */
+                ot_cpu_select_u32(c + off[0], X, s1 == 1, Y, s2 == 1, O, bc.inner);
+            else
+                for (int64_t i = 0; i < bc.inner; i++) O[i] = c[off[0] + i * s0] ? X[i * s1] : Y[i * s2];
         }
         return OT_OK;
     }

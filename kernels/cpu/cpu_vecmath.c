@@ -4,7 +4,8 @@
  * glibc's __ieee754_exp_fma step for step, 8 doubles at once, any argument outside
  * its fast range handed to exp), ot_cpu_max_f32 (a running max) and
  * ot_cpu_dropout_select (Dropout's keep-and-scale: a compare and a masked multiply,
- * the same IEEE multiply per kept element).
+ * the same IEEE multiply per kept element) and ot_cpu_select_u32 (Where on 4-byte
+ * payloads, copied as integers).
  *
  * ot_cpu_expf_n: the kernels called glibc 2.36's expf one element at a time (Softmax,
  * the cross-entropy loss, ErfGrad).
@@ -236,7 +237,31 @@ __attribute__((target("avx512f"))) static void select_avx512(const float *u, flo
             for (int k = 0; k < 16; k++) mask[i + k] = (uint8_t)((keep >> k) & 1);
     }
 }
+/* select_u32 for n a multiple of 16. */
+__attribute__((target("avx512f"))) static void select_avx512_u32(const uint8_t *c, const uint32_t *x, bool xs,
+                                                                 const uint32_t *y, bool ys, uint32_t *o, int64_t n) {
+    const __m512i x0 = _mm512_set1_epi32((int)x[0]), y0 = _mm512_set1_epi32((int)y[0]);
+    for (int64_t i = 0; i < n; i += 16) {
+        __m128i cb = _mm_loadu_si128((const __m128i *)(const void *)(c + i));
+        __mmask16 m = _mm512_cmpneq_epi32_mask(_mm512_cvtepu8_epi32(cb), _mm512_setzero_si512());
+        __m512i xv = xs ? _mm512_loadu_si512((const void *)(x + i)) : x0;
+        __m512i yv = ys ? _mm512_loadu_si512((const void *)(y + i)) : y0;
+        _mm512_storeu_si512((void *)(o + i), _mm512_mask_blend_epi32(m, yv, xv));
+    }
+}
 #endif
+
+void ot_cpu_select_u32(const uint8_t *c, const uint32_t *x, bool x_step, const uint32_t *y, bool y_step, uint32_t *o,
+                       int64_t n) {
+    int64_t k = 0;
+#ifdef VM_X86
+    if (n >= 16 && __builtin_cpu_supports("avx512f")) {
+        k = n & ~(int64_t)15;
+        select_avx512_u32(c, x, x_step, y, y_step, o, k);
+    }
+#endif
+    for (; k < n; k++) o[k] = c[k] ? x[x_step ? k : 0] : y[y_step ? k : 0];
+}
 
 void ot_cpu_dropout_select(const float *u, float ratio, const float *x, float scale, float *y, uint8_t *mask,
                            int64_t n) {

@@ -1,9 +1,11 @@
 /* cpu_vecmath.h — element loops vectorised where the CPU allows, with the bits of the
  * one-at-a-time loops they replace (cpu_vecmath.c): expf over an array, exp of float
- * minus a double, a running max, Dropout's select. */
+ * minus a double, a running max, Dropout's select,
+ * Where's. */
 #ifndef OT_CPU_VECMATH_H
 #define OT_CPU_VECMATH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* y[i] = expf(x[i]) for i < n, bit for bit; y may be x. */
@@ -20,5 +22,10 @@ float ot_cpu_max_f32(const float *x, int64_t n);
  * keep bit, for k < n (Dropout and DropoutGrad after their uniforms); y may be x. */
 void ot_cpu_dropout_select(const float *u, float ratio, const float *x, float scale, float *y, uint8_t *mask,
                            int64_t n);
+
+/* o[k] = c[k] ? x[x_step ? k : 0] : y[y_step ? k : 0] for k < n: Where over a
+ * contiguous condition, with X and Y contiguous or one broadcast value each. */
+void ot_cpu_select_u32(const uint8_t *c, const uint32_t *x, bool x_step, const uint32_t *y, bool y_step, uint32_t *o,
+                       int64_t n);
 
 #endif
