@@ -233,8 +233,9 @@ __attribute__((target("avx512f"))) static void select_avx512(const float *u, flo
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 keep = _mm512_cmp_ps_mask(_mm512_loadu_ps(u + i), rv, _CMP_GE_OQ);
         _mm512_storeu_ps(y + i, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + i), sv));
-        if (mask)
-            for (int k = 0; k < 16; k++) mask[i + k] = (uint8_t)((keep >> k) & 1);
+        if (mask) /* the 16 keep bits as bytes 0 / 1 */
+            _mm_storeu_si128((__m128i *)(void *)(mask + i),
+                             _mm512_cvtepi32_epi8(_mm512_maskz_set1_epi32(keep, 1)));
     }
 }
 /* select_u32 for n a multiple of 16. */
