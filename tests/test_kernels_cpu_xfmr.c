@@ -8,7 +8,8 @@
  * the lane count, and with D = 1 (the gradient keeping each row's exps in dX's next
  * row) on one to three threads; LayerNormGrad (rows side by side, dScale / dBias by column blocks)
  * against one row and one column at a time; SoftmaxGrad over the last axis (lines
- * side by side) against one line at a time; Gemm(X, W, transB = 1), what
+ * side by side) against one line at a time; Sum of same-shaped inputs in one pass,
+ * in place or not, against input-by-input adds; Gemm(X, W, transB = 1), what
  * autodiff/fold_linear.c turns MatMul(X, Transpose(W)) into, against that MatMul. */
 #include "test_kernels_cpu_util.h"
 
@@ -316,6 +317,30 @@ static void test_softmax_grad_lines(void **state) {
     }
 }
 
+/* Sum of same-shaped inputs (one fused pass) against input-by-input adds, out of
+ * place and with the output over input 0 or input 2. */
+static void test_sum_fused(void **state) {
+    (void)state;
+    int64_t n = 3 * 1024 + 7;
+    float *a = malloc((size_t)n * 4 * sizeof(float)), *b = a + n, *c = a + 2 * n, *o = a + 3 * n;
+    float *want = malloc((size_t)n * sizeof(float)), *keep = malloc((size_t)n * 3 * sizeof(float));
+    tk_fill(a, 3 * n, 21, -1e3f, 1e3f);
+    memcpy(keep, a, (size_t)n * 3 * sizeof(float));
+    for (int64_t i = 0; i < n; i++) want[i] = (a[i] + b[i]) + c[i];
+    for (int alias = 0; alias < 3; alias++)
+        for (int threads = 1; threads <= 2; threads++) {
+            memcpy(a, keep, (size_t)n * 3 * sizeof(float));
+            float *dst = alias == 0 ? o : alias == 1 ? a : c;
+            ot_node node = tk_node(OT_OP_SUM, 3, 1);
+            ot_tensor in[3] = {tk_t(OT_F32, a, 1, (int)n), tk_t(OT_F32, b, 1, (int)n), tk_t(OT_F32, c, 1, (int)n)};
+            ot_tensor out[1] = {tk_t(OT_F32, dst, 1, (int)n)};
+            assert_int_equal(tk_run_ex(&node, in, out, threads, 0, 0, 0, NULL), OT_OK);
+            assert_memory_equal(dst, want, (size_t)n * sizeof(float));
+            tk_node_free(&node);
+        }
+    free(a), free(want), free(keep);
+}
+
 static void test_gemm_trans_b(void **state) {
     (void)state;
     for (int threads = 1; threads <= 2; threads++) {
@@ -332,6 +357,7 @@ int main(void) {
         cmocka_unit_test(test_cross_entropy_lanes),
         cmocka_unit_test(test_layer_norm_grad_rows),
         cmocka_unit_test(test_softmax_grad_lines),
+        cmocka_unit_test(test_sum_fused),
         cmocka_unit_test(test_gemm_trans_b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
