@@ -5,8 +5,11 @@
  * and two threads; SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and their
  * gradient over [N, C, D] scores with D > 1 (positions side by side in lanes) against
  * one position at a time, with ignored labels, each reduction, D not a multiple of
- * the lane count; LayerNormGrad (rows side by side, dScale / dBias by column blocks)
- * against one row and one column at a time; Gemm(X, W, transB = 1), what
+ * the lane count, and with D = 1 (the gradient keeping each row's exps in dX's next
+ * row) on one to three threads; LayerNormGrad (rows side by side, dScale / dBias by column blocks)
+ * against one row and one column at a time; SoftmaxGrad over the last axis (lines
+ * side by side) against one line at a time; Sum of same-shaped inputs in one pass,
+ * in place or not, against input-by-input adds; Gemm(X, W, transB = 1), what
  * autodiff/fold_linear.c turns MatMul(X, Transpose(W)) into, against that MatMul. */
 #include "test_kernels_cpu_util.h"
 
@@ -164,11 +167,16 @@ static void check_ce(int64_t N, int64_t C, int64_t D, const char *reduction, boo
 
 static void test_cross_entropy_lanes(void **state) {
     (void)state;
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int threads = 1; threads <= 3; threads++) {
         check_ce(3, 41, 37, "mean", true, false, threads); /* D: two whole lane groups and a tail */
         check_ce(3, 41, 37, "none", true, false, threads);
         check_ce(2, 600, 16, "sum", true, false, threads);
         check_ce(40, 523, 1, "mean", true, false, threads); /* classes last: one lane */
+        /* classes last, the gradient keeping its exps in dX: NaN / -inf / signed zeros,
+         * runs of rows that do not split evenly over the threads, a lone row */
+        check_ce(40, 523, 1, "none", true, true, threads);
+        check_ce(7, 3001, 1, "sum", true, false, threads);
+        check_ce(1, 20000, 1, "mean", true, false, threads);
         check_ce(3, 41, 37, "none", true, true, threads);
         check_ce(40, 523, 3, "none", true, true, threads);
         check_ce(3, 41, 37, "mean", false, false, threads);
@@ -278,6 +286,61 @@ static void check_gemm_tb(int M, int K, int N, int threads) {
     free(x), free(w), free(wt), free(y1), free(y2);
 }
 
+/* SoftmaxGrad over the last axis (lines side by side) against one line at a time. */
+static void check_softmax_grad(int64_t lines, int64_t len, int threads) {
+    int64_t n = lines * len;
+    float *dy = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    float *dx = malloc((size_t)n * sizeof(float)), *want = malloc((size_t)n * sizeof(float));
+    tk_fill(dy, n, 11, -1.0f, 1.0f);
+    tk_fill(y, n, 12, 0.0f, 0.1f);
+    for (int64_t l = 0; l < lines; l++) {
+        double dot = 0.0;
+        for (int64_t j = 0; j < len; j++) dot += (double)dy[l * len + j] * y[l * len + j];
+        for (int64_t j = 0; j < len; j++) want[l * len + j] = (float)(y[l * len + j] * (dy[l * len + j] - dot));
+    }
+    ot_node node = tk_node(OT_OP_SOFTMAX_GRAD, 2, 1);
+    ot_node_set_attr_int(&node, "axis", -1);
+    ot_tensor in[2] = {tk_t(OT_F32, dy, 2, (int)lines, (int)len), tk_t(OT_F32, y, 2, (int)lines, (int)len)};
+    ot_tensor out[1] = {tk_t(OT_F32, dx, 2, (int)lines, (int)len)};
+    assert_int_equal(tk_run_ex(&node, in, out, threads, 0, 0, 0, NULL), OT_OK);
+    assert_memory_equal(dx, want, (size_t)n * sizeof(float));
+    tk_node_free(&node);
+    free(dy), free(y), free(dx), free(want);
+}
+
+static void test_softmax_grad_lines(void **state) {
+    (void)state;
+    for (int threads = 1; threads <= 2; threads++) {
+        check_softmax_grad(203, 97, threads); /* groups of lines with a tail */
+        check_softmax_grad(3, 7, threads);
+        check_softmax_grad(64, 256, threads);
+    }
+}
+
+/* Sum of same-shaped inputs (one fused pass) against input-by-input adds, out of
+ * place and with the output over input 0 or input 2. */
+static void test_sum_fused(void **state) {
+    (void)state;
+    int64_t n = 3 * 1024 + 7;
+    float *a = malloc((size_t)n * 4 * sizeof(float)), *b = a + n, *c = a + 2 * n, *o = a + 3 * n;
+    float *want = malloc((size_t)n * sizeof(float)), *keep = malloc((size_t)n * 3 * sizeof(float));
+    tk_fill(a, 3 * n, 21, -1e3f, 1e3f);
+    memcpy(keep, a, (size_t)n * 3 * sizeof(float));
+    for (int64_t i = 0; i < n; i++) want[i] = (a[i] + b[i]) + c[i];
+    for (int alias = 0; alias < 3; alias++)
+        for (int threads = 1; threads <= 2; threads++) {
+            memcpy(a, keep, (size_t)n * 3 * sizeof(float));
+            float *dst = alias == 0 ? o : alias == 1 ? a : c;
+            ot_node node = tk_node(OT_OP_SUM, 3, 1);
+            ot_tensor in[3] = {tk_t(OT_F32, a, 1, (int)n), tk_t(OT_F32, b, 1, (int)n), tk_t(OT_F32, c, 1, (int)n)};
+            ot_tensor out[1] = {tk_t(OT_F32, dst, 1, (int)n)};
+            assert_int_equal(tk_run_ex(&node, in, out, threads, 0, 0, 0, NULL), OT_OK);
+            assert_memory_equal(dst, want, (size_t)n * sizeof(float));
+            tk_node_free(&node);
+        }
+    free(a), free(want), free(keep);
+}
+
 static void test_gemm_trans_b(void **state) {
     (void)state;
     for (int threads = 1; threads <= 2; threads++) {
@@ -293,6 +356,8 @@ int main(void) {
         cmocka_unit_test(test_transpose_tiled),
         cmocka_unit_test(test_cross_entropy_lanes),
         cmocka_unit_test(test_layer_norm_grad_rows),
+        cmocka_unit_test(test_softmax_grad_lines),
+        cmocka_unit_test(test_sum_fused),
         cmocka_unit_test(test_gemm_trans_b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

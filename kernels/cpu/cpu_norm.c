@@ -9,8 +9,42 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/norm_geometry.h"
+#include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n, ot_cpu_max_f32, ot_cpu_dropout_select */
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
 #include "exec/rng.h"
+
+/* Softmax over n <= SM_LINES contiguous lines (inner = 1, attention's last axis),
+ * each with the rule of one line at a time below: the running max (ot_cpu_max_f32),
+ * x - max, expf (ot_cpu_expf_n: expf's bits), one float sum in order, times 1/sum.
+ * The lines' sums run side by side, independent chains instead of one waiting on the
+ * adder; called with n = SM_LINES where it is, so the lane loops unroll. y may be x. */
+#define SM_LINES 4
+
+static inline __attribute__((always_inline)) void softmax_lines(const float *x, float *y, int64_t len, int n) {
+    float sum[SM_LINES];
+    for (int k = 0; k < n; k++) {
+        const float *xl = x + k * len;
+        float *yl = y + k * len;
+        float mx = ot_cpu_max_f32(xl, len);
+        if (mx == -INFINITY) mx = 0.0f; /* all -inf: avoid inf - inf */
+        for (int64_t j = 0; j < len; j++) yl[j] = xl[j] - mx;
+        ot_cpu_expf_n(yl, yl, len);
+        sum[k] = 0.0f;
+    }
+    if (n == SM_LINES) { /* four chains in registers */
+        const float *y0 = y, *y1 = y + len, *y2 = y + 2 * len, *y3 = y + 3 * len;
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        for (int64_t j = 0; j < len; j++) s0 += y0[j], s1 += y1[j], s2 += y2[j], s3 += y3[j];
+        sum[0] = s0, sum[1] = s1, sum[2] = s2, sum[3] = s3;
+    } else {
+        for (int k = 0; k < n; k++)
+            for (int64_t j = 0; j < len; j++) sum[k] += y[k * len + j];
+    }
+    for (int k = 0; k < n; k++) {
+        float inv = 1.0f / sum[k], *yl = y + k * len;
+        for (int64_t j = 0; j < len; j++) yl[j] *= inv;
+    }
+}
 
 ot_status ot_cpu_softmax(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                          ot_error *err) {
@@ -33,6 +67,17 @@ ot_status ot_cpu_softmax(const ot_node *node, const ot_tensor *in, ot_tensor *ou
     int nt = ot_cpu_threads(ctx);
     int64_t lines = g.lines;
     bool par = lines * len >= OT_CPU_PAR_MIN && lines > 1;
+    if (!logsm && inner == 1) {
+        int64_t groups = (lines + SM_LINES - 1) / SM_LINES;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par && groups > 1)
+        for (int64_t t = 0; t < groups; t++) {
+            int64_t l0 = t * SM_LINES;
+            int n = (int)(lines - l0 < SM_LINES ? lines - l0 : SM_LINES);
+            if (n == SM_LINES) softmax_lines(x + l0 * len, y + l0 * len, len, SM_LINES);
+            else softmax_lines(x + l0 * len, y + l0 * len, len, n);
+        }
+        return OT_OK;
+    }
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t l = 0; l < lines; l++) {
         int64_t o = l / inner, i = l % inner;
@@ -256,11 +301,7 @@ ot_status ot_cpu_dropout(const ot_node *node, const ot_tensor *in, ot_tensor *ou
         int64_t i0 = b * DROP_BLOCK, len = n - i0 < DROP_BLOCK ? n - i0 : DROP_BLOCK;
         float u[DROP_BLOCK];
         ot_cpu_philox_uniforms(seed, step, nid, (uint64_t)i0, len, u);
-        for (int64_t k = 0; k < len; k++) {
-            bool keep = u[k] >= ratio;
-            y[i0 + k] = keep ? x[i0 + k] * scale : 0.0f;
-            if (mask) mask[i0 + k] = keep;
-        }
+        ot_cpu_dropout_select(u, ratio, x + i0, scale, y + i0, mask ? mask + i0 : NULL, len);
     }
     return OT_OK;
 }

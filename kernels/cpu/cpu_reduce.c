@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_expf_n, ot_cpu_max_f32 */
 #include "kernels/loss_geometry.h"
 #include "kernels/reduce_geometry.h"
 
@@ -152,12 +153,24 @@ static void loss_lanes(const loss_geom *g, const ot_tensor *in, const float *w, 
     if (softmax) {
         /* log p = (x - max) - log(sum exp(x - max)), same rounding as LogSoftmax */
         for (int k = 0; k < lanes; k++) mx[k] = -INFINITY, sum[k] = 0.0f;
-        for (int64_t c = 0; c < C; c++)
-            for (int k = 0; k < lanes; k++) mx[k] = x[c * D + k] > mx[k] ? x[c * D + k] : mx[k];
+        if (D == 1) mx[0] = ot_cpu_max_f32(x, C);
+        else
+            for (int64_t c = 0; c < C; c++)
+                for (int k = 0; k < lanes; k++) mx[k] = x[c * D + k] > mx[k] ? x[c * D + k] : mx[k];
         for (int k = 0; k < lanes; k++)
             if (mx[k] == -INFINITY) mx[k] = 0.0f;
-        for (int64_t c = 0; c < C; c++)
-            for (int k = 0; k < lanes; k++) sum[k] += expf(x[c * D + k] - mx[k]);
+        if (D == 1) { /* classes last: the exps 256 at a time (cpu_vecmath.h, expf's bits), summed in order */
+            float e[256];
+            for (int64_t c0 = 0; c0 < C; c0 += 256) {
+                int64_t m = C - c0 < 256 ? C - c0 : 256;
+                for (int64_t c = 0; c < m; c++) e[c] = x[c0 + c] - mx[0];
+                ot_cpu_expf_n(e, e, m);
+                for (int64_t c = 0; c < m; c++) sum[0] += e[c];
+            }
+        } else {
+            for (int64_t c = 0; c < C; c++)
+                for (int k = 0; k < lanes; k++) sum[k] += expf(x[c * D + k] - mx[k]);
+        }
         for (int k = 0; k < lanes; k++) ls[k] = logf(sum[k]);
         if (lp) {
             float *lr = lp + n * C * D + d0;

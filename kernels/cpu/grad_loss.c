@@ -3,7 +3,11 @@
  * [, weight [C]]) with the forward node's reduction / ignore_index) and of the
  * mean-squared-error pair MseLoss / MseLossGrad. */
 #include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
 
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_max_f32, ot_cpu_exp_diff_f64 */
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/loss_geometry.h"
 
@@ -62,6 +66,65 @@ static void ce_grad_lanes(const ce_grad_args *a, int64_t n, int64_t d0, int lane
         }
 }
 
+/* The rows case (D == 1: a language model's [B*T, V] logits, autodiff/loss_rows.c)
+ * takes exp(x - max) once per element instead of once for the sum and again for p:
+ * the exps of row r are kept as doubles in dX's rows r and r+1 (2 C floats are C
+ * doubles), and row r's dX, written in ascending c, overwrites only exps already read
+ * (float c lies in double c/2). So the row after it must not have been written yet:
+ * each thread walks its own rows in order, and its last row, whose next row is
+ * another thread's, takes exp twice, as D > 1 does. Every value is the same exp of
+ * the same argument, summed in the same order and divided by the same sum: the same
+ * bits. The bytes go through memcpy, which may alias floats and doubles. */
+static void ce_grad_row(const ce_grad_args *a, int64_t r, bool spare_next) {
+    int64_t C = a->C;
+    if (!spare_next) {
+        ce_grad_lanes(a, r, 0, 1);
+        return;
+    }
+    const float *xr = a->xs + r * C;
+    float *dr = a->dx + r * C;
+    unsigned char *ek = (unsigned char *)dr;
+    int64_t l;
+    ot_kernel_load_int(a->lab->dtype, a->lab->data, r, &l);
+    bool skip = a->has_ig && l == a->ignore;
+    double g = skip ? 0.0 : (a->ws ? a->ws[l] : 1.0);
+    g *= a->mode == 0 ? a->dls[r] : a->dls[0];
+    if (a->mode == 2) g = a->denom > 0.0 ? g / a->denom : 0.0;
+    /* ce_grad_lanes's max takes the last of equal values, ot_cpu_max_f32 the first:
+     * the same but for the sign of a zero max, which the plain loop then decides */
+    double mx = ot_cpu_max_f32(xr, C), s = 0.0;
+    if (mx == 0.0) {
+        mx = -INFINITY;
+        for (int64_t c = 0; c < C; c++) {
+            double x = xr[c];
+            mx = mx > x || x != x ? mx : x; /* as ce_grad_lanes */
+        }
+    }
+    for (int64_t c0 = 0; c0 < C; c0 += 256) { /* the exps 256 at a time (cpu_vecmath.h), summed in order */
+        int64_t m = C - c0 < 256 ? C - c0 : 256;
+        double e[256];
+        ot_cpu_exp_diff_f64(xr + c0, mx, e, m);
+        for (int64_t c = 0; c < m; c++) s += e[c];
+        memcpy(ek + 8 * c0, e, (size_t)m * sizeof(double));
+    }
+    for (int64_t c = 0; c < C; c++) {
+        double e;
+        memcpy(&e, ek + 8 * c, sizeof e);
+        float v = (float)(g * (e / s - (c == l ? 1.0 : 0.0)));
+        memcpy(ek + 4 * c, &v, sizeof v);
+    }
+}
+
+/* ce_grad_row over rows [0, N) on nt threads, each taking one contiguous run. */
+static void ce_grad_rows(const ce_grad_args *a, int64_t N, int nt, bool par) {
+#pragma omp parallel num_threads(nt) if (par)
+    {
+        int T = omp_get_num_threads(), t = omp_get_thread_num();
+        int64_t r0 = N * t / T, r1 = N * (t + 1) / T;
+        for (int64_t r = r0; r < r1; r++) ce_grad_row(a, r, r + 1 < r1);
+    }
+}
+
 OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
     const ot_tensor *dl = &in[0], *x = &in[1], *lab = &in[2];
     const ot_tensor *w = node->n_inputs > 3 && in[3].data ? &in[3] : NULL;
@@ -97,6 +160,13 @@ OT_GRAD_KERNEL(ot_cpu_class_loss_grad) {
     ce_grad_args ga = {.lab = lab, .xs = xs, .dls = dls, .ws = ws, .dx = dx, .C = C, .D = D, .mode = mode,
                        .has_ig = has_ig, .ignore = ignore, .denom = denom, .softmax = softmax};
     int nt = ot_cpu_threads(ctx);
+    bool par = N * C * D >= OT_CPU_PAR_MIN;
+    /* dX must not overlap the scores for ce_grad_row to keep exps in it */
+    uintptr_t xa = (uintptr_t)xs, da = (uintptr_t)dx, bytes = (uintptr_t)(N * C) * sizeof(float);
+    if (softmax && D == 1 && (da + bytes <= xa || xa + bytes <= da)) {
+        ce_grad_rows(&ga, N, nt, par && N > 1);
+        return OT_OK;
+    }
     int64_t nb = (D + OT_CE_LANES - 1) / OT_CE_LANES, tasks = N * nb;
 #pragma omp parallel for schedule(static) num_threads(nt) if (N * C * D >= OT_CPU_PAR_MIN && tasks > 1)
     for (int64_t t = 0; t < tasks; t++) {

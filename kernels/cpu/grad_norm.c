@@ -166,8 +166,9 @@ size_t ot_cpu_layer_norm_grad_workspace(const ot_node *node, const ot_tensor *in
 
 /* Rows r0 .. r0 + n - 1 (x, dy and dx point at row r0): mean and 1/std into st,
  * dX when dx is not NULL. */
-static void ln_grad_rows(const float *x, const float *dy, const float *sc, float *dx, double *st, int64_t cols,
-                         int n, double eps) {
+static inline __attribute__((always_inline)) void ln_grad_rows_n(const float *x, const float *dy, const float *sc,
+                                                                 float *dx, double *st, int64_t cols, int n,
+                                                                 double eps) {
     double mean[LN_ROWS], var[LN_ROWS], inv[LN_ROWS], mg[LN_ROWS], mgx[LN_ROWS];
     for (int k = 0; k < n; k++) mean[k] = 0.0, var[k] = 0.0, mg[k] = 0.0, mgx[k] = 0.0;
     for (int64_t j = 0; j < cols; j++)
@@ -195,6 +196,36 @@ static void ln_grad_rows(const float *x, const float *dy, const float *sc, float
             double xh = (x[k * cols + j] - mean[k]) * inv[k];
             dx[k * cols + j] = (float)(inv[k] * ((double)dy[k * cols + j] * sc[j] - mg[k] - xh * mgx[k]));
         }
+}
+
+/* ln_grad_rows_n with n known to be LN_ROWS where it is: the lane loops unroll into
+ * LN_ROWS straight chains (the same operations in the same order per row). */
+static void ln_grad_rows(const float *x, const float *dy, const float *sc, float *dx, double *st, int64_t cols,
+                         int n, double eps) {
+    if (n == LN_ROWS) ln_grad_rows_n(x, dy, sc, dx, st, cols, LN_ROWS, eps);
+    else ln_grad_rows_n(x, dy, sc, dx, st, cols, n, eps);
+}
+
+/* dScale and dBias of columns j0 .. j0 + n - 1, down the rows; called with n =
+ * LN_COLS where it is, so the lane loops unroll (same operations, same order). */
+static inline __attribute__((always_inline)) void ln_grad_cols_n(const float *dy, const float *xs,
+                                                                 const double *stat, float *dsc, float *db,
+                                                                 int64_t rows, int64_t cols, int64_t j0, int n) {
+    double a[LN_COLS], b[LN_COLS];
+    for (int k = 0; k < n; k++) a[k] = 0.0, b[k] = 0.0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *dr = dy + r * cols + j0, *xr = xs + r * cols + j0;
+        double mean = stat[2 * r], inv = stat[2 * r + 1];
+        for (int k = 0; k < n; k++) {
+            double g = dr[k];
+            a[k] += g * (xr[k] - mean) * inv;
+            b[k] += g;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        if (dsc) dsc[j0 + k] = (float)a[k];
+        if (db) db[j0 + k] = (float)b[k];
+    }
 }
 
 OT_GRAD_KERNEL(ot_cpu_layer_norm_grad) {
@@ -238,21 +269,8 @@ OT_GRAD_KERNEL(ot_cpu_layer_norm_grad) {
             for (int64_t t = 0; t < blocks; t++) {
                 int64_t j0 = t * LN_COLS;
                 int n = (int)(cols - j0 < LN_COLS ? cols - j0 : LN_COLS);
-                double a[LN_COLS], b[LN_COLS];
-                for (int k = 0; k < n; k++) a[k] = 0.0, b[k] = 0.0;
-                for (int64_t r = 0; r < rows; r++) {
-                    const float *dr = dy + r * cols + j0, *xr = xs + r * cols + j0;
-                    double mean = stat[2 * r], inv = stat[2 * r + 1];
-                    for (int k = 0; k < n; k++) {
-                        double g = dr[k];
-                        a[k] += g * (xr[k] - mean) * inv;
-                        b[k] += g;
-                    }
-                }
-                for (int k = 0; k < n; k++) {
-                    if (dsc) dsc[j0 + k] = (float)a[k];
-                    if (db) db[j0 + k] = (float)b[k];
-                }
+                if (n == LN_COLS) ln_grad_cols_n(dy, xs, stat, dsc, db, rows, cols, j0, LN_COLS);
+                else ln_grad_cols_n(dy, xs, stat, dsc, db, rows, cols, j0, n);
             }
         }
     }

@@ -3,6 +3,7 @@
  * the ZerosLike / OnesLike fills. */
 #include <math.h>
 
+#include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n, ot_cpu_dropout_select */
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
 #include "kernels/cpu/grad_kernels.h"
 #include "exec/rng.h"
@@ -96,10 +97,18 @@ OT_GRAD_KERNEL(ot_cpu_act_grad) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - v[i] * v[i]);
         break;
-    case OT_OP_ERF_GRAD:
+    case OT_OP_ERF_GRAD: { /* the exps 256 at a time (cpu_vecmath.h, expf's bits) */
+        int64_t blocks = (n + 255) / 256;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * 1.1283791670955126f * expf(-v[i] * v[i]);
+        for (int64_t b = 0; b < blocks; b++) {
+            int64_t i0 = b * 256, m = n - i0 < 256 ? n - i0 : 256;
+            float e[256];
+            for (int64_t k = 0; k < m; k++) e[k] = -v[i0 + k] * v[i0 + k];
+            ot_cpu_expf_n(e, e, m);
+            for (int64_t k = 0; k < m; k++) dx[i0 + k] = dy[i0 + k] * 1.1283791670955126f * e[k];
+        }
         break;
+    }
     case OT_OP_GELU_GRAD: {
         bool th = ap->approximate == OT_GELU_TANH;
         if (ap->approximate == OT_GELU_OTHER)
@@ -151,7 +160,7 @@ OT_GRAD_KERNEL(ot_cpu_dropout_grad) {
         int64_t i0 = b * 256, len = n - i0 < 256 ? n - i0 : 256;
         float u[256];
         ot_cpu_philox_uniforms(ctx->seed, ctx->step, key, (uint64_t)i0, len, u);
-        for (int64_t k = 0; k < len; k++) dx[i0 + k] = u[k] >= ratio ? dy[i0 + k] * scale : 0.0f;
+        ot_cpu_dropout_select(u, ratio, dy + i0, scale, dx + i0, NULL, len);
     }
     return OT_OK;
 }

@@ -124,6 +124,22 @@ OT_GRAD_KERNEL(ot_cpu_expand_like) {
     return OT_OK;
 }
 
+/* Softmax over contiguous lines (inner = 1, attention's last axis): SMG_LINES lines
+ * side by side, each line's dot product one chain of double adds in order, as one
+ * line at a time (which waits on the adder's latency); called with n = SMG_LINES
+ * where it is, so the lane loops unroll. Same operations, same order: same bits. */
+#define SMG_LINES 4
+
+static inline __attribute__((always_inline)) void softmax_grad_lines(const float *dy, const float *y, float *dx,
+                                                                     int64_t a, int n) {
+    double dot[SMG_LINES];
+    for (int k = 0; k < n; k++) dot[k] = 0.0;
+    for (int64_t j = 0; j < a; j++)
+        for (int k = 0; k < n; k++) dot[k] += (double)dy[k * a + j] * y[k * a + j];
+    for (int k = 0; k < n; k++)
+        for (int64_t j = 0; j < a; j++) dx[k * a + j] = (float)(y[k * a + j] * (dy[k * a + j] - dot[k]));
+}
+
 OT_GRAD_KERNEL(ot_cpu_softmax_grad) {
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
     const ot_shape *s = &in[1].shape;
@@ -141,6 +157,17 @@ OT_GRAD_KERNEL(ot_cpu_softmax_grad) {
     float *dx = out[0].data;
     bool log_sm = node->op == OT_OP_LOG_SOFTMAX_GRAD;
     int nt = ot_cpu_threads(ctx);
+    if (!log_sm && inner == 1) {
+        int64_t groups = (outer + SMG_LINES - 1) / SMG_LINES;
+#pragma omp parallel for schedule(static) num_threads(nt) if (outer * a >= OT_CPU_PAR_MIN)
+        for (int64_t t = 0; t < groups; t++) {
+            int64_t l0 = t * SMG_LINES;
+            int n = (int)(outer - l0 < SMG_LINES ? outer - l0 : SMG_LINES);
+            if (n == SMG_LINES) softmax_grad_lines(dy + l0 * a, y + l0 * a, dx + l0 * a, a, SMG_LINES);
+            else softmax_grad_lines(dy + l0 * a, y + l0 * a, dx + l0 * a, a, n);
+        }
+        return OT_OK;
+    }
 #pragma omp parallel for schedule(static) num_threads(nt) if (outer * a * inner >= OT_CPU_PAR_MIN)
     for (int64_t oi = 0; oi < outer * inner; oi++) {
         int64_t o = oi / inner, i = oi % inner, base = o * a * inner + i;

@@ -1,0 +1,31 @@
+/* cpu_vecmath.h — element loops vectorised where the CPU allows, with the bits of the
+ * one-at-a-time loops they replace (cpu_vecmath.c): expf over an array, exp of float
+ * minus a double, a running max, Dropout's select,
+ * Where's. */
+#ifndef OT_CPU_VECMATH_H
+#define OT_CPU_VECMATH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* y[i] = expf(x[i]) for i < n, bit for bit; y may be x. */
+void ot_cpu_expf_n(const float *x, float *y, int64_t n);
+
+/* y[i] = exp((double)x[i] - m) for i < n, bit for bit (the C library's exp). */
+void ot_cpu_exp_diff_f64(const float *x, double m, double *y, int64_t n);
+
+/* The result of m = -inf; for i < n: m = x[i] > m ? x[i] : m (NaNs skipped, the first
+ * of equal values kept), bit for bit. */
+float ot_cpu_max_f32(const float *x, int64_t n);
+
+/* y[k] = u[k] >= ratio ? x[k] * scale : 0 and, when mask is not NULL, mask[k] = the
+ * keep bit, for k < n (Dropout and DropoutGrad after their uniforms); y may be x. */
+void ot_cpu_dropout_select(const float *u, float ratio, const float *x, float scale, float *y, uint8_t *mask,
+                           int64_t n);
+
+/* o[k] = c[k] ? x[x_step ? k : 0] : y[y_step ? k : 0] for k < n: Where over a
+ * contiguous condition, with X and Y contiguous or one broadcast value each. */
+void ot_cpu_select_u32(const uint8_t *c, const uint32_t *x, bool x_step, const uint32_t *y, bool y_step, uint32_t *o,
+                       int64_t n);
+
+#endif

@@ -1,0 +1,246 @@
+/* test_cpu_vecmath.c — ot_cpu_expf_n (kernels/cpu/cpu_vecmath.c) gives expf's bits: on a
+ * sweep of float bit patterns over the whole 32-bit space, on the edges of expf's fast
+ * range (±88, the overflow and underflow thresholds, subnormal results), on infinities,
+ * NaNs and signed zeros, at lengths that are not multiples of 16, in place;
+ * ot_cpu_exp_diff_f64 against exp on swept and dense arguments; ot_cpu_max_f32
+ * against the running max (NaNs, zeros of both signs); ot_cpu_dropout_select against
+ * the keep-and-scale rule; ot_cpu_select_u32 against Where's rule; and the
+ * kernels that call it (Softmax over a contiguous line, the cross-entropy loss over
+ * [rows, C], ErfGrad) give the bits of their one-expf-at-a-time rules. */
+#include "test_kernels_cpu_util.h"
+
+#include <float.h>
+
+#include "kernels/cpu/cpu_vecmath.h"
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void check_expf(const float *x, int64_t n) {
+    float *y = malloc((size_t)n * sizeof(float)), *w = malloc((size_t)n * sizeof(float));
+    ot_cpu_expf_n(x, y, n);
+    for (int64_t i = 0; i < n; i++) {
+        w[i] = expf(x[i]);
+        if (memcmp(&w[i], &y[i], sizeof(float)) != 0) fail_msg("expf(%a): got %a, want %a", x[i], y[i], w[i]);
+    }
+    memcpy(y, x, (size_t)n * sizeof(float)); /* in place */
+    ot_cpu_expf_n(y, y, n);
+    assert_memory_equal(y, w, (size_t)n * sizeof(float));
+    free(y);
+    free(w);
+}
+
+static void test_expf_sweep(void **state) {
+    (void)state;
+    enum { N = 1 << 20 };
+    float *x = malloc(N * sizeof(float));
+    /* every 4093rd bit pattern (an odd stride: every low bit pattern is hit) */
+    for (int64_t i = 0; i < N; i++) x[i] = from_bits((uint32_t)((uint64_t)i * 4093u));
+    check_expf(x, N);
+    /* dense around 0 and the arguments Softmax sees (x - max <= 0, down to -100) */
+    for (int64_t i = 0; i < N; i++) x[i] = -100.0f * (float)i / (float)N + 1e-3f * (float)(i % 7);
+    check_expf(x, N);
+    free(x);
+}
+
+static void test_expf_edges(void **state) {
+    (void)state;
+    const float base[] = {0.0f,  -0.0f,     INFINITY, -INFINITY, NAN,      -NAN,      88.0f,
+                          -88.0f, 88.72f,   88.7228f, 89.0f,     -87.33f,  -87.34f,   -103.27f,
+                          -103.29f, -103.96f, -103.98f, -104.0f, 1e-30f,   -1e-30f,   1.4e-45f,
+                          FLT_MAX, -FLT_MAX, 0.5f,     -0.5f,    1.0f,     -1.0f,     20.0f};
+    int nb = (int)(sizeof base / sizeof base[0]);
+    float x[64 * 3];
+    /* each edge value among fast-range ones, at every position of a 16-group */
+    for (int e = 0; e < nb; e++) {
+        for (int k = 0; k < 64 * 3; k++) x[k] = -0.01f * (float)k;
+        for (int p = 0; p < 16; p++) x[p * 11 % (64 * 3)] = base[e];
+        for (int64_t n = 1; n <= 64 * 3; n += 13) check_expf(x, n);
+    }
+    /* the bit patterns next to the fast range's limit (top 12 bits of |x| = 0x42a / 0x42b) */
+    float y[512];
+    for (int k = 0; k < 512; k++) y[k] = from_bits((k % 2 ? 0xc2b00000u : 0x42b00000u) - 256u + (uint32_t)(k / 2));
+    check_expf(y, 512);
+}
+
+/* ot_cpu_exp_diff_f64 against exp((double)x - m): float bit patterns swept over the
+ * whole space and dense over the logits' range, against maxima that put the
+ * arguments in, at the edges of and outside exp's fast range. */
+static void test_exp_diff(void **state) {
+    (void)state;
+    enum { N = 1 << 19 };
+    float *x = malloc(N * sizeof(float));
+    double *y = malloc(N * sizeof(double));
+    const double ms[] = {0.0, 3.25, -7.5, 1e-17, 511.9, 600.0, -745.0, 1e300, INFINITY, -INFINITY, NAN};
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t i = 0; i < N; i++)
+            x[i] = pass ? -40.0f * (float)i / (float)N + 1e-4f * (float)(i % 13)
+                        : from_bits((uint32_t)((uint64_t)i * 8191u));
+        for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
+            for (int64_t n = N; n >= N - 7; n -= 7) { /* a multiple of 8 and a tail */
+                ot_cpu_exp_diff_f64(x, ms[j], y, n);
+                for (int64_t i = 0; i < n; i++) {
+                    double w = exp((double)x[i] - ms[j]);
+                    if (memcmp(&w, &y[i], sizeof w) != 0)
+                        fail_msg("exp(%a - %a): got %a, want %a", (double)x[i], ms[j], y[i], w);
+                }
+            }
+        }
+    }
+    free(x);
+    free(y);
+}
+
+static float max_ref(const float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* ot_cpu_max_f32: NaNs anywhere, equal zeros of both signs in either order (in the
+ * 16-lane part and in the tail), all -inf, a max in the tail, lengths around 16. */
+static void test_max(void **state) {
+    (void)state;
+    float x[100];
+    for (int c = 0; c < 12; c++) {
+        for (int64_t n = 1; n <= 100; n += (n < 40 ? 1 : 7)) {
+            for (int64_t i = 0; i < n; i++) x[i] = -1.0f - (float)((i * 37) % 11);
+            switch (c) {
+            case 1: x[n / 2] = NAN; break;
+            case 2: x[0] = -0.0f, x[n - 1] = 0.0f; break;
+            case 3: x[0] = 0.0f, x[n - 1] = -0.0f; break;
+            case 4: x[n - 1] = -0.0f; if (n > 20) x[17] = 0.0f; break;
+            case 5: for (int64_t i = 0; i < n; i++) x[i] = -INFINITY; break;
+            case 6: for (int64_t i = 0; i < n; i++) x[i] = NAN; break;
+            case 7: x[n - 1] = 5.0f, x[0] = 5.0f; break;
+            case 8: for (int64_t i = 0; i < n; i++) x[i] = (i % 3) ? -0.0f : 0.0f; break;
+            case 9: for (int64_t i = 0; i < n; i++) x[i] = (i % 3) ? 0.0f : -0.0f; break;
+            case 10: x[n / 3] = INFINITY, x[0] = NAN; break;
+            case 11: if (n > 16) x[16] = -0.0f, x[3] = 0.0f; break;
+            default: break;
+            }
+            float got = ot_cpu_max_f32(x, n), want = max_ref(x, n);
+            if (memcmp(&got, &want, sizeof got) != 0) fail_msg("case %d n %lld: got %a, want %a", c, (long long)n, got, want);
+        }
+    }
+}
+
+/* ot_cpu_dropout_select against the keep-and-scale rule, with and without a mask,
+ * in place, with NaN / inf / -0 inputs, ratios 0, 0.1 and 1, lengths around 16. */
+static void test_dropout_select(void **state) {
+    (void)state;
+    enum { N = 300 };
+    float u[N], x[N], y[N], w[N];
+    uint8_t mk[N], mw[N];
+    const float ratios[] = {0.0f, 0.1f, 0.5f, 1.0f};
+    tk_fill(u, N, 5, 0.0f, 1.0f);
+    tk_fill(x, N, 6, -3.0f, 3.0f);
+    x[1] = NAN, x[2] = INFINITY, x[3] = -0.0f, u[4] = 0.1f, u[5] = 0.0f;
+    for (int r = 0; r < 4; r++) {
+        float ratio = ratios[r], scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+        for (int64_t n = 1; n <= N; n += (n < 40 ? 1 : 37)) {
+            for (int64_t k = 0; k < n; k++) {
+                bool keep = u[k] >= ratio;
+                w[k] = keep ? x[k] * scale : 0.0f;
+                mw[k] = keep;
+            }
+            ot_cpu_dropout_select(u, ratio, x, scale, y, mk, n);
+            assert_memory_equal(y, w, (size_t)n * sizeof(float));
+            assert_memory_equal(mk, mw, (size_t)n);
+            memcpy(y, x, (size_t)n * sizeof(float)); /* in place, no mask */
+            ot_cpu_dropout_select(u, ratio, y, scale, y, NULL, n);
+            assert_memory_equal(y, w, (size_t)n * sizeof(float));
+        }
+    }
+}
+
+/* ot_cpu_select_u32 against the Where rule: contiguous or broadcast X and Y, any
+ * nonzero condition byte as true, NaN payloads kept, lengths around 16. */
+static void test_select(void **state) {
+    (void)state;
+    enum { N = 200 };
+    uint8_t c[N];
+    uint32_t x[N], y[N], o[N], w[N];
+    for (int i = 0; i < N; i++) c[i] = (uint8_t)((i * 7) % 3 ? (i % 5 == 0 ? 2 : 1) : 0), x[i] = 0x7fc00001u + (uint32_t)i,
+                                y[i] = 0xff800000u - (uint32_t)i;
+    for (int v = 0; v < 4; v++) {
+        bool xs = v & 1, ys = v & 2;
+        for (int64_t n = 0; n <= N; n += (n < 40 ? 1 : 23)) {
+            for (int64_t k = 0; k < n; k++) w[k] = c[k] ? x[xs ? k : 0] : y[ys ? k : 0];
+            ot_cpu_select_u32(c, x, xs, y, ys, o, n);
+            if (n > 0) assert_memory_equal(o, w, (size_t)n * sizeof(uint32_t));
+        }
+    }
+}
+
+/* Softmax over the last axis (a contiguous line) against one expf at a time. */
+static void test_softmax_lines(void **state) {
+    (void)state;
+    int rows = 70, len = 301;
+    int64_t n = (int64_t)rows * len;
+    float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    float *w = malloc((size_t)n * sizeof(float));
+    tk_fill(x, n, 99, -30.0f, 30.0f);
+    x[5] = -INFINITY;
+    for (int j = 0; j < len; j++) x[3 * len + j] = -INFINITY; /* a whole line of -inf */
+    for (int j = 0; j < len; j++) x[4 * len + j] = j % 5 ? -(float)j : (j % 2 ? 0.0f : -0.0f); /* max ±0 */
+    for (int r = 0; r < rows; r++) {
+        const float *xl = x + (int64_t)r * len;
+        float *wl = w + (int64_t)r * len, mx = -INFINITY, sum = 0.0f;
+        for (int k = 0; k < len; k++) mx = xl[k] > mx ? xl[k] : mx;
+        if (mx == -INFINITY) mx = 0.0f;
+        for (int k = 0; k < len; k++) {
+            wl[k] = expf(xl[k] - mx);
+            sum += wl[k];
+        }
+        float inv = 1.0f / sum;
+        for (int k = 0; k < len; k++) wl[k] *= inv;
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        ot_node node = tk_node(OT_OP_SOFTMAX, 1, 1);
+        ot_node_set_attr_int(&node, "axis", -1);
+        ot_tensor in[1] = {tk_t(OT_F32, x, 2, rows, len)}, out[1] = {tk_t(OT_F32, y, 2, rows, len)};
+        assert_int_equal(tk_run_ex(&node, in, out, threads, 0, 0, 0, NULL), OT_OK);
+        assert_memory_equal(y, w, (size_t)n * sizeof(float));
+        tk_node_free(&node);
+    }
+    free(x), free(y), free(w);
+}
+
+/* ErfGrad: dx = dy * 2/sqrt(pi) * expf(-v * v), one element at a time. */
+static void test_erf_grad(void **state) {
+    (void)state;
+    int64_t n = 70000 + 5;
+    float *dy = malloc((size_t)n * sizeof(float)), *v = malloc((size_t)n * sizeof(float));
+    float *dx = malloc((size_t)n * sizeof(float)), *w = malloc((size_t)n * sizeof(float));
+    tk_fill(dy, n, 3, -1.0f, 1.0f);
+    tk_fill(v, n, 4, -12.0f, 12.0f);
+    v[7] = NAN, v[8] = INFINITY, v[9] = -0.0f;
+    for (int64_t i = 0; i < n; i++) w[i] = dy[i] * 1.1283791670955126f * expf(-v[i] * v[i]);
+    for (int threads = 1; threads <= 2; threads++) {
+        ot_node node = tk_node(OT_OP_ERF_GRAD, 2, 1);
+        ot_tensor in[2] = {tk_t(OT_F32, dy, 1, (int)n), tk_t(OT_F32, v, 1, (int)n)};
+        ot_tensor out[1] = {tk_t(OT_F32, dx, 1, (int)n)};
+        assert_int_equal(tk_run_ex(&node, in, out, threads, 0, 0, 0, NULL), OT_OK);
+        assert_memory_equal(dx, w, (size_t)n * sizeof(float));
+        tk_node_free(&node);
+    }
+    free(dy), free(v), free(dx), free(w);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expf_sweep),
+        cmocka_unit_test(test_expf_edges),
+        cmocka_unit_test(test_exp_diff),
+        cmocka_unit_test(test_max),
+        cmocka_unit_test(test_dropout_select),
+        cmocka_unit_test(test_select),
+        cmocka_unit_test(test_softmax_lines),
+        cmocka_unit_test(test_erf_grad),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
