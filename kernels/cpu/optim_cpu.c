@@ -98,20 +98,36 @@ static int update_threads(size_t n, int n_threads) {
     return most < (size_t)nt ? (most ? (int)most : 1) : nt;
 }
 
+/* The update of parts[0..n) (n_elems[j] floats each) as one index space split evenly
+ * over the threads, one OpenMP team for all of them instead of one per param (a
+ * passive worker costs ~15 us to wake and join: 48 of them per chain48 step). */
+static bool sgd_update_parts(const sgd_args *parts, const long long *n_elems, int n, int n_threads) {
+    long long total = 0;
+    for (int j = 0; j < n; j++) total += n_elems[j];
+    int nt = update_threads((size_t)total, n_threads);
+    bool finite = true;
+    if (nt == 1) {
+        for (int j = 0; j < n; j++) finite = sgd_chunk(&parts[j], 0, n_elems[j]) && finite;
+        return finite;
+    }
+#pragma omp parallel num_threads(nt) reduction(&& : finite)
+    {
+        long long t = omp_get_thread_num(), k = omp_get_num_threads();
+        long long lo = total * t / k, hi = total * (t + 1) / k, at = 0;
+        for (int j = 0; j < n && at < hi; at += n_elems[j], j++) {
+            long long a = lo > at ? lo - at : 0, b = hi - at < n_elems[j] ? hi - at : n_elems[j];
+            if (a < b) finite = sgd_chunk(&parts[j], a, b) && finite;
+        }
+    }
+    return finite;
+}
+
 bool ot_sgd_update(float *p, const float *g, float *buf, size_t n, double lr, float grad_scale,
                    float momentum, float weight_decay, bool nesterov, int n_threads) {
     const sgd_args a = {.p = p, .buf = buf, .g = g, .neg_lr = (float)-lr, .grad_scale = grad_scale,
                         .momentum = momentum, .weight_decay = weight_decay, .nesterov = nesterov};
     const long long nn = (long long)n;
-    int nt = update_threads(n, n_threads);
-    if (nt == 1) return sgd_chunk(&a, 0, nn);
-    bool finite = true;
-#pragma omp parallel num_threads(nt) reduction(&& : finite)
-    {
-        long long t = omp_get_thread_num(), k = omp_get_num_threads();
-        finite = sgd_chunk(&a, nn * t / k, nn * (t + 1) / k);
-    }
-    return finite;
+    return sgd_update_parts(&a, &nn, 1, n_threads);
 }
 
 typedef struct adam_args {
@@ -222,6 +238,52 @@ static void report_update(const ot_kernel_ctx *ctx, bool finite) {
     if (!finite) ctx->update_check->nonfinite = true;
 }
 
+/* How many nodes of ctx's run (kernel_ctx.h), from this one, one pass may update: each
+ * an SgdStep with this one's hyper-parameters, scalars and inputs (float32, the
+ * param's size, the momentum buffer when this one has one). 1 without a run. */
+static int sgd_run_len(const ot_tensor *in, bool has_buf, const ot_optim_params *op0, const ot_kernel_ctx *ctx) {
+    int m = 1;
+    for (; m < ctx->run_len; m++) {
+        const ot_node *nd = ctx->run_nodes[m];
+        const ot_tensor *t = ctx->run_in[m];
+        ot_op_params scratch;
+        const ot_op_params *pp;
+        ot_error ignored = {0};
+        if (nd->op != OT_OP_SGD_STEP || nd->n_inputs != 4 || t[3].data != in[3].data) break;
+        if (ot_node_params(nd, &scratch, &pp, &ignored)) break;
+        const ot_optim_params *o = &pp->u.optim;
+        if (o->momentum != op0->momentum || o->weight_decay != op0->weight_decay || o->nesterov != op0->nesterov) break;
+        int64_t n = ot_kernel_numel(&t[0]);
+        bool ok = t[0].dtype == OT_F32 && t[1].dtype == OT_F32 && t[0].data && t[1].data && ot_kernel_numel(&t[1]) == n;
+        if (has_buf) ok = ok && t[2].dtype == OT_F32 && t[2].data && ot_kernel_numel(&t[2]) == n;
+        else ok = ok && !t[2].data;
+        if (!ok) break;
+    }
+    return m;
+}
+
+/* SgdStep over m nodes of ctx's run at once; false when out of memory (then nothing
+ * was updated). */
+static bool sgd_run(const ot_tensor *in, int m, const sgd_args *a0, const ot_kernel_ctx *ctx, bool *finite) {
+    sgd_args *parts = malloc(sizeof *parts * (size_t)m);
+    long long *n_elems = malloc(sizeof *n_elems * (size_t)m);
+    if (!parts || !n_elems) {
+        free(parts), free(n_elems);
+        return false;
+    }
+    for (int j = 0; j < m; j++) {
+        const ot_tensor *t = j ? ctx->run_in[j] : in;
+        parts[j] = *a0;
+        parts[j].p = (float *)t[0].data;
+        parts[j].g = (const float *)t[1].data;
+        parts[j].buf = a0->buf ? (float *)t[2].data : NULL;
+        n_elems[j] = (long long)ot_kernel_numel(&t[0]);
+    }
+    *finite = sgd_update_parts(parts, n_elems, m, ctx->n_threads);
+    free(parts), free(n_elems);
+    return true;
+}
+
 ot_status ot_cpu_sgd_step(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                           ot_error *err) {
     (void)out;
@@ -238,10 +300,18 @@ ot_status ot_cpu_sgd_step(const ot_node *node, const ot_tensor *in, ot_tensor *o
     if (momentum != 0.0f && !has_buf)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (SgdStep): momentum %g without a momentum buffer input",
                        node->name ? node->name : "?", (double)momentum);
-    bool finite = ot_sgd_update((float *)in[0].data, (const float *)in[1].data, has_buf ? (float *)in[2].data : NULL,
-                                (size_t)ot_kernel_numel(&in[0]), sc.lr, sc.grad_scale, momentum,
-                                op_->weight_decay, op_->nesterov, ctx->n_threads);
-    report_update(ctx, finite);
+    const sgd_args a = {.p = (float *)in[0].data, .buf = has_buf ? (float *)in[2].data : NULL,
+                        .g = (const float *)in[1].data, .neg_lr = (float)-sc.lr, .grad_scale = sc.grad_scale,
+                        .momentum = momentum, .weight_decay = op_->weight_decay, .nesterov = op_->nesterov};
+    int m = ctx->run_len > 1 && ctx->run_done && node->n_inputs == 4 ? sgd_run_len(in, has_buf, op_, ctx) : 1;
+    bool finite;
+    if (m > 1 && sgd_run(in, m, &a, ctx, &finite)) {
+        *ctx->run_done = m;
+        for (int j = 0; j < m; j++) report_update(ctx, finite);
+        return OT_OK;
+    }
+    const long long n_elems = (long long)ot_kernel_numel(&in[0]);
+    report_update(ctx, sgd_update_parts(&a, &n_elems, 1, ctx->n_threads));
     return OT_OK;
 }
 
