@@ -1,4 +1,4 @@
-/* test_optim_runs.c — a run of SgdStep nodes updated in one pass (kernel_ctx.h
+/* test_optim_runs.c — a run of SgdStep (or AdamStep) nodes updated in one pass (kernel_ctx.h
  * run_len, the executor's runs of optimizer nodes): the same bits as each node on its
  * own at 1 and 2 threads, the run cut where a node's hyper-parameters differ, and
  * the update check counting every node of the run and seeing a non-finite one. */
@@ -22,14 +22,14 @@ static const int64_t sizes[NP] = {70001, 131072, 5, 90000};
 typedef struct fixture {
     ot_graph *g;
     ot_optim_graph og;
-    float *p[NP], *gr[NP], *buf[NP];
+    float *p[NP], *gr[NP], *buf[NP], *buf2[NP];
     double scalars[OT_OPT_N_SCALARS];
-    ot_tensor in[NP][4];
+    ot_tensor in[NP][5];
     const ot_node *nodes[NP];
     const ot_tensor *ins[NP];
 } fixture;
 
-static void fixture_new(fixture *f, double momentum) {
+static void fixture_new(fixture *f, ot_optim_kind kind, double momentum) {
     memset(f, 0, sizeof *f);
     f->g = ot_graph_new("runs");
     int params[NP], grads[NP];
@@ -42,7 +42,7 @@ static void fixture_new(fixture *f, double momentum) {
         grads[k] = ot_graph_add_value(f->g, name, OT_F32, &s, OT_VK_GRADIENT);
     }
     ot_optim_config c;
-    ot_optim_config_default(&c, OT_OPTIM_SGD);
+    ot_optim_config_default(&c, kind);
     c.momentum = momentum;
     c.weight_decay = 0.01;
     ot_error err = {0};
@@ -56,6 +56,7 @@ static void fixture_new(fixture *f, double momentum) {
         f->p[k] = malloc(n * sizeof(float));
         f->gr[k] = malloc(n * sizeof(float));
         f->buf[k] = calloc(n, sizeof(float));
+        f->buf2[k] = calloc(n, sizeof(float));
         for (size_t i = 0; i < n; i++) {
             f->p[k][i] = sinf((float)(i + 7 * k));
             f->gr[k][i] = cosf((float)i * 0.37f + (float)k);
@@ -68,15 +69,16 @@ static void fixture_new(fixture *f, double momentum) {
             if (v < 0) continue;
             t->dtype = f->g->values[v].dtype;
             t->shape = f->g->values[v].shape;
-            t->data = j == 0 ? (void *)f->p[k] : j == 1 ? (void *)f->gr[k] : j == 2 ? (void *)f->buf[k] : f->scalars;
-            t->nbytes = j == 3 ? sizeof f->scalars : n * sizeof(float);
+            bool last = j == nd->n_inputs - 1;
+            t->data = last ? (void *)f->scalars : j == 0 ? f->p[k] : j == 1 ? f->gr[k] : j == 2 ? f->buf[k] : f->buf2[k];
+            t->nbytes = last ? sizeof f->scalars : n * sizeof(float);
         }
         f->ins[k] = f->in[k];
     }
 }
 
 static void fixture_free(fixture *f) {
-    for (int k = 0; k < NP; k++) free(f->p[k]), free(f->gr[k]), free(f->buf[k]);
+    for (int k = 0; k < NP; k++) free(f->p[k]), free(f->gr[k]), free(f->buf[k]), free(f->buf2[k]);
     ot_optim_graph_free(&f->og);
     ot_graph_free(f->g);
 }
@@ -97,7 +99,10 @@ static int two_steps(fixture *f, int threads, bool runs, int *done_first, ot_upd
                 ctx.run_in = &f->ins[k];
                 ctx.run_done = &done;
             }
-            if (ot_cpu_sgd_step(f->nodes[k], f->in[k], NULL, &ctx, &err)) fail_msg("%s", err.msg);
+            const ot_node *nd = f->nodes[k];
+            ot_status st = nd->op == OT_OP_SGD_STEP ? ot_cpu_sgd_step(nd, f->in[k], NULL, &ctx, &err)
+                                                    : ot_cpu_adam_step(nd, f->in[k], NULL, &ctx, &err);
+            if (st) fail_msg("%s", err.msg);
             if (step == 0 && n_calls == 0) *done_first = done;
             n_calls += step == 0;
             k += done;
@@ -110,15 +115,15 @@ static void assert_same(const fixture *a, const fixture *b) {
     for (int k = 0; k < NP; k++) {
         assert_memory_equal(a->p[k], b->p[k], (size_t)sizes[k] * sizeof(float));
         assert_memory_equal(a->buf[k], b->buf[k], (size_t)sizes[k] * sizeof(float));
+        assert_memory_equal(a->buf2[k], b->buf2[k], (size_t)sizes[k] * sizeof(float));
     }
 }
 
-static void test_run_bitwise(void **state) {
-    (void)state;
+static void run_bitwise(ot_optim_kind kind) {
     for (int threads = 1; threads <= 2; threads++) {
         fixture one, run;
-        fixture_new(&one, 0.9);
-        fixture_new(&run, 0.9);
+        fixture_new(&one, kind, kind == OT_OPTIM_SGD ? 0.9 : 0.0);
+        fixture_new(&run, kind, kind == OT_OPTIM_SGD ? 0.9 : 0.0);
         ot_update_check u1, u2;
         int d1 = 0, d2 = 0;
         assert_int_equal(two_steps(&one, threads, false, &d1, &u1), NP);
@@ -132,11 +137,21 @@ static void test_run_bitwise(void **state) {
     }
 }
 
+static void test_run_bitwise_sgd(void **state) {
+    (void)state;
+    run_bitwise(OT_OPTIM_SGD);
+}
+
+static void test_run_bitwise_adamw(void **state) {
+    (void)state;
+    run_bitwise(OT_OPTIM_ADAMW);
+}
+
 static void test_run_cut_at_other_hyperparams(void **state) {
     (void)state;
     fixture one, run;
-    fixture_new(&one, 0.9);
-    fixture_new(&run, 0.9);
+    fixture_new(&one, OT_OPTIM_SGD, 0.9);
+    fixture_new(&run, OT_OPTIM_SGD, 0.9);
     for (int k = 0; k < 2; k++) { /* node 2 of both: another momentum, so its own pass */
         fixture *f = k ? &run : &one;
         ot_node *nd = &f->g->nodes[f->og.step_nodes[2]];
@@ -156,7 +171,7 @@ static void test_run_cut_at_other_hyperparams(void **state) {
 static void test_run_sees_nonfinite(void **state) {
     (void)state;
     fixture f;
-    fixture_new(&f, 0.0);
+    fixture_new(&f, OT_OPTIM_SGD, 0.0);
     f.gr[3][89999] = INFINITY; /* the last element of the last param */
     ot_update_check u;
     int d = 0;
@@ -168,7 +183,8 @@ static void test_run_sees_nonfinite(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_run_bitwise),
+        cmocka_unit_test(test_run_bitwise_sgd),
+        cmocka_unit_test(test_run_bitwise_adamw),
         cmocka_unit_test(test_run_cut_at_other_hyperparams),
         cmocka_unit_test(test_run_sees_nonfinite),
     };
