@@ -20,6 +20,7 @@ struct ot_executor {
     char *base;      /* arena (device pointer) */
     void **ext;      /* per value: its external memory when bound (opt.bind), else NULL */
     size_t high_water;
+    bool measured;   /* a whole run is done: every run touches the same arena bytes, so the next cannot raise high_water */
     /* per step: tensors of inputs then outputs in `tensors`, starting at tstart[s] */
     ot_tensor *tensors;
     int *tstart;
@@ -394,7 +395,7 @@ static void touch_step(ot_executor *ex, int s) {
 static ot_status run_step(ot_executor *ex, int s, bool runs, int *done, ot_error *err) {
     const ot_node *nd = &ex->g->nodes[ex->order[s]];
     *done = 1;
-    touch_step(ex, s);
+    if (!ex->measured) touch_step(ex, s);
     /* A view's output already is its input's bytes: no kernel, on every backend. */
     if (ex->views_only[s]) return OT_OK;
     /* Kernels get copies so a misbehaving kernel cannot corrupt the descriptors. */
@@ -439,7 +440,7 @@ ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
     ex->upd = (ot_update_check){0};
     for (int s = 0, ran = 0; s < ex->n_steps; s++) {
         if (s < ran) { /* updated already, by the kernel of its run's first step */
-            touch_step(ex, s);
+            if (!ex->measured) touch_step(ex, s);
         } else {
             int done = 1;
             if ((st = run_step(ex, s, true, &done, err))) return st;
@@ -451,7 +452,9 @@ ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
         b.next = b.end ? b.ended : hook_phase(&g->nodes[ex->order[s + 1]]);
         if ((b.end || b.next != b.ended) && (st = ex->opt.at_phase_end(ex->opt.hook_user, ex, &b, err))) return st;
     }
-    return ex->be->synchronize(ex->be, err);
+    if ((st = ex->be->synchronize(ex->be, err))) return st;
+    ex->measured = true;
+    return OT_OK;
 }
 
 ot_status ot_executor_run_steps(ot_executor *ex, int first, int count, ot_error *err) {
