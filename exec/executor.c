@@ -149,10 +149,12 @@ static ot_status check_support(ot_executor *ex, ot_error *err) {
 }
 
 /* Runs of optimizer nodes: consecutive steps with one optimizer op (SgdStep, ...),
- * none of them a view or with a workspace. Only nodes the optimizer appends run
- * there, after every read of the params they update, each on its own param and
- * state, so running a run's updates in one pass at its first step reads and writes
- * what the steps one by one would. */
+ * none of them a view or with a workspace, on a backend whose tensors are host
+ * memory (a device's CPU-only fallback copies one node's tensors to the host, not
+ * its run's: there the descriptors would point at device memory). Only nodes the
+ * optimizer appends run there, after every read of the params they update, each on
+ * its own param and state, so running a run's updates in one pass at its first step
+ * reads and writes what the steps one by one would. */
 static ot_status build_runs(ot_executor *ex, ot_error *err) {
     int n = ex->n_steps;
     ex->run_len = calloc((size_t)n + 1, sizeof *ex->run_len);
@@ -163,7 +165,8 @@ static ot_status build_runs(ot_executor *ex, ot_error *err) {
         const ot_node *nd = &ex->g->nodes[ex->order[s]];
         ex->step_node[s] = nd;
         ex->step_in[s] = &ex->tensors[ex->tstart[s]];
-        if (!ot_op_has(nd->op, OT_T_OPTIMIZER) || ex->views_only[s] || ex->plan->ws_offset[s] >= 0) continue;
+        if (!ex->be->host_memory || !ot_op_has(nd->op, OT_T_OPTIMIZER) || ex->views_only[s] || ex->plan->ws_offset[s] >= 0)
+            continue;
         bool same = s + 1 < n && ex->run_len[s + 1] > 0 && ex->g->nodes[ex->order[s + 1]].op == nd->op;
         ex->run_len[s] = same ? ex->run_len[s + 1] + 1 : 1;
     }
