@@ -9,7 +9,10 @@
 #
 # WORK holds the cases of bench/peers.py (its --work folder): WORK/mlp6x512 and
 # WORK/chain48, each with model.onnx, x.npy and y.npy. Runs SGD at --threads 2 as
-# peers.py does. Prints one line per build, case and repetition; never asserts.
+# peers.py does, with OpenBLAS on this CPU's own kernels (the workplace shell's
+# OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE dropped, as peers.py drops them: they halve
+# the GEMMs and so shrink every other share). Prints one line per build, case and
+# repetition; never asserts.
 set -uo pipefail
 OLD=$(realpath "$1") NEW=$(realpath "$2") WORK=$(realpath "$3") REPS=${4:-2}
 T=$(mktemp -d /tmp/check_cost.XXXXXX)
@@ -19,14 +22,14 @@ command -v perf >/dev/null || { echo "check_cost: perf is not installed" >&2; ex
 # samples BIN CASE BATCH STEPS: "sum-of-squares samples, all samples" of one run
 samples() {
   local d=$WORK/$2
-  perf record -q -F 2000 -o "$T/perf.data" -- "$1" train "$d/model.onnx" --input "$d/x.npy" --labels "$d/y.npy" \
+  perf record -q -F 2000 -o "$T/perf.data" -- env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$1" train "$d/model.onnx" --input "$d/x.npy" --labels "$d/y.npy" \
     --loss cross-entropy --batch-size "$3" --steps "$4" --lr 0.01 --optimizer sgd --threads 2 --remat none \
     --no-shuffle -o "$T/tuned.onnx" >/dev/null 2>&1 || { echo "check_cost: $1 failed on $2" >&2; exit 1; }
   perf report -i "$T/perf.data" -n --no-children --sort symbol --stdio 2>/dev/null |
     awk '/^ +[0-9.]+%/ {t += $2; if ($4 ~ /^(ss_|grads_sum_sq|ot_grad_sum_sq)/) s += $2} END {print s + 0, t + 0}'
 }
 
-echo "load: $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for the runs (the shell had ${OPENBLAS_CORETYPE:-none} / ${OPENBLAS_L2_SIZE:-none})"
 for r in $(seq 1 "$REPS"); do
   for c in "chain48 16 63" "mlp6x512 32 153"; do
     set -- $c

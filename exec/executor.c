@@ -20,6 +20,7 @@ struct ot_executor {
     char *base;      /* arena (device pointer) */
     void **ext;      /* per value: its external memory when bound (opt.bind), else NULL */
     size_t high_water;
+    bool measured;   /* a whole run is done: every run touches the same arena bytes, so the next cannot raise high_water */
     /* per step: tensors of inputs then outputs in `tensors`, starting at tstart[s] */
     ot_tensor *tensors;
     int *tstart;
@@ -28,6 +29,12 @@ struct ot_executor {
     bool *input_set; /* per value: fed since creation (graph inputs only) */
     bool *released;  /* per value: its host copy in g was freed (opt.release_host_data) */
     ot_tensor *scratch; /* the copies of one step's descriptors handed to a kernel */
+    /* per step: how many consecutive steps from it run the same optimizer op (0 for
+     * any other node), and every step's node and input descriptors, for a kernel that
+     * updates such a run in one pass (kernel_ctx.h, run_len) */
+    int *run_len;
+    const ot_node **step_node;
+    const ot_tensor **step_in;
     ot_update_check upd; /* what the optimizer kernels of this run reported (kernel_ctx.h) */
 };
 
@@ -141,6 +148,31 @@ static ot_status check_support(ot_executor *ex, ot_error *err) {
                    bad == 1 ? "" : "s", list);
 }
 
+/* Runs of optimizer nodes: consecutive steps with one optimizer op (SgdStep, ...),
+ * none of them a view or with a workspace, on a backend whose tensors are host
+ * memory (a device's CPU-only fallback copies one node's tensors to the host, not
+ * its run's: there the descriptors would point at device memory). Only nodes the
+ * optimizer appends run there, after every read of the params they update, each on
+ * its own param and state, so running a run's updates in one pass at its first step
+ * reads and writes what the steps one by one would. */
+static ot_status build_runs(ot_executor *ex, ot_error *err) {
+    int n = ex->n_steps;
+    ex->run_len = calloc((size_t)n + 1, sizeof *ex->run_len);
+    ex->step_node = calloc((size_t)n + 1, sizeof *ex->step_node);
+    ex->step_in = calloc((size_t)n + 1, sizeof *ex->step_in);
+    if (!ex->run_len || !ex->step_node || !ex->step_in) return ot_fail(err, OT_E_MEMORY, "executor: out of memory");
+    for (int s = n - 1; s >= 0; s--) {
+        const ot_node *nd = &ex->g->nodes[ex->order[s]];
+        ex->step_node[s] = nd;
+        ex->step_in[s] = &ex->tensors[ex->tstart[s]];
+        if (!ex->be->host_memory || !ot_op_has(nd->op, OT_T_OPTIMIZER) || ex->views_only[s] || ex->plan->ws_offset[s] >= 0)
+            continue;
+        bool same = s + 1 < n && ex->run_len[s + 1] > 0 && ex->g->nodes[ex->order[s + 1]].op == nd->op;
+        ex->run_len[s] = same ? ex->run_len[s + 1] + 1 : 1;
+    }
+    return OT_OK;
+}
+
 /* A creation that fails after freeing some host copies puts them back from the
  * arena (where they were loaded unchanged), so a failed ot_executor_new leaves g as
  * it found it. Best effort: without memory a value stays without data. */
@@ -231,6 +263,7 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
         for (int k = 0; k < nd->n_inputs; k++) fill_tensor(ex, nd->inputs[k], &t[k]);
         for (int k = 0; k < nd->n_outputs; k++) fill_tensor(ex, nd->outputs[k], &t[nd->n_inputs + k]);
     }
+    if ((st = build_runs(ex, err))) goto fail;
 
     /* Load everything that carries data: params, state, constants. */
     bool any_released = false;
@@ -293,6 +326,9 @@ void ot_executor_free(ot_executor *ex) {
     free(ex->input_set);
     free(ex->released);
     free(ex->scratch);
+    free(ex->run_len);
+    free(ex->step_node);
+    free(ex->step_in);
     free(ex);
 }
 
@@ -346,9 +382,25 @@ static ot_status check_inputs_set(const ot_executor *ex, ot_error *err) {
     return OT_OK;
 }
 
-/* Runs schedule step s on the backend. */
-static ot_status run_step(ot_executor *ex, int s, ot_error *err) {
+/* Measures step s's arena use (its workspace and tensors). */
+static void touch_step(ot_executor *ex, int s) {
     const ot_node *nd = &ex->g->nodes[ex->order[s]];
+    const ot_tensor *t = &ex->tensors[ex->tstart[s]];
+    if (ex->plan->ws_offset[s] >= 0) touch(ex, ex->base + ex->plan->ws_offset[s], ex->plan->ws_bytes[s]);
+    for (int k = 0; k < nd->n_inputs + nd->n_outputs; k++) { /* external memory is not the arena's: not measured */
+        int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];
+        if (!is_external(ex, v)) touch(ex, t[k].data, t[k].nbytes);
+    }
+}
+
+/* Runs schedule step s on the backend; *done: the steps from s that its kernel ran
+ * (more than 1 only with runs, for a run of optimizer nodes: kernel_ctx.h). */
+static ot_status run_step(ot_executor *ex, int s, bool runs, int *done, ot_error *err) {
+    const ot_node *nd = &ex->g->nodes[ex->order[s]];
+    *done = 1;
+    if (!ex->measured) touch_step(ex, s);
+    /* A view's output already is its input's bytes: no kernel, on every backend. */
+    if (ex->views_only[s]) return OT_OK;
     /* Kernels get copies so a misbehaving kernel cannot corrupt the descriptors. */
     ot_tensor *scratch = ex->scratch;
     int nt = ex->tstart[s + 1] - ex->tstart[s];
@@ -359,15 +411,15 @@ static ot_status run_step(ot_executor *ex, int s, ot_error *err) {
     if (ex->plan->ws_offset[s] >= 0) {
         ctx.workspace = ex->base + ex->plan->ws_offset[s];
         ctx.workspace_bytes = ex->plan->ws_bytes[s];
-        touch(ex, ctx.workspace, ctx.workspace_bytes);
     }
-    for (int k = 0; k < nt; k++) { /* external memory is not the arena's: not measured */
-        int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];
-        if (!is_external(ex, v)) touch(ex, scratch[k].data, scratch[k].nbytes);
+    if (runs && ex->run_len[s] > 1) {
+        ctx.run_len = ex->run_len[s];
+        ctx.run_nodes = &ex->step_node[s];
+        ctx.run_in = &ex->step_in[s];
+        ctx.run_done = done;
     }
-    /* A view's output already is its input's bytes: no kernel, on every backend. */
-    if (ex->views_only[s]) return OT_OK;
     ot_status st = ex->be->run_node(ex->be, ex->g, nd, scratch, scratch + nd->n_inputs, &ctx, err);
+    if (*done < 1 || *done > (ctx.run_len > 1 ? ctx.run_len : 1)) *done = 1; /* a kernel that wrote nonsense: its node only */
     if (st) {
         /* Kernel messages usually name the node already; name it once. */
         char quoted[300];
@@ -389,15 +441,23 @@ ot_status ot_executor_run(ot_executor *ex, ot_error *err) {
     ot_status st = check_inputs_set(ex, err);
     if (st) return st;
     ex->upd = (ot_update_check){0};
-    for (int s = 0; s < ex->n_steps; s++) {
-        if ((st = run_step(ex, s, err))) return st;
+    for (int s = 0, ran = 0; s < ex->n_steps; s++) {
+        if (s < ran) { /* updated already, by the kernel of its run's first step */
+            if (!ex->measured) touch_step(ex, s);
+        } else {
+            int done = 1;
+            if ((st = run_step(ex, s, true, &done, err))) return st;
+            ran = s + done;
+        }
         if (ex->opt.after_step && (st = ex->opt.after_step(ex->opt.hook_user, ex, s, err))) return st;
         if (!ex->opt.at_phase_end) continue;
         ot_exec_boundary b = {.step = s, .ended = hook_phase(&g->nodes[ex->order[s]]), .end = s + 1 == ex->n_steps};
         b.next = b.end ? b.ended : hook_phase(&g->nodes[ex->order[s + 1]]);
         if ((b.end || b.next != b.ended) && (st = ex->opt.at_phase_end(ex->opt.hook_user, ex, &b, err))) return st;
     }
-    return ex->be->synchronize(ex->be, err);
+    if ((st = ex->be->synchronize(ex->be, err))) return st;
+    ex->measured = true;
+    return OT_OK;
 }
 
 ot_status ot_executor_run_steps(ot_executor *ex, int first, int count, ot_error *err) {
@@ -405,7 +465,8 @@ ot_status ot_executor_run_steps(ot_executor *ex, int first, int count, ot_error 
         return ot_fail(err, OT_E_USAGE, "executor: steps %d..%d are outside the schedule's %d", first,
                        first + count - 1, ex->n_steps);
     ot_status st = check_inputs_set(ex, err);
-    for (int s = first; !st && s < first + count; s++) st = run_step(ex, s, err);
+    int done;
+    for (int s = first; !st && s < first + count; s++) st = run_step(ex, s, false, &done, err);
     return st ? st : ex->be->synchronize(ex->be, err);
 }
 

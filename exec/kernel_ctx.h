@@ -39,6 +39,17 @@ typedef struct ot_kernel_ctx {
      * per-element im2col / col2im path, so a test can compare the two. */
     bool conv_grad_general;
     ot_update_check *update_check; /* NULL: nobody asks (tests, folding) */
+    /* A run of optimizer nodes (exec/executor.c): when run_len > 1 this node is the
+     * first of run_len consecutive schedule steps of the same op, and run_nodes[j] /
+     * run_in[j] are step j's node and input descriptors (j = 0: this node). A kernel
+     * that updates the whole run in one pass (one OpenMP team over every param, not
+     * one per param: issue 14) stores run_len in *run_done and the executor runs no
+     * kernel for the others; one that leaves *run_done at 1 updated this node only.
+     * Every element's update is the same, so the bits do not change. */
+    int run_len;
+    const struct ot_node *const *run_nodes;
+    const struct ot_tensor *const *run_in;
+    int *run_done;
 } ot_kernel_ctx;
 
 #endif

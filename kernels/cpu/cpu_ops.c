@@ -231,6 +231,18 @@ bool ot_cpu_has_kernel(ot_op op) { return row_of(op) != NULL; }
 
 /* ---- entry points ----------------------------------------------------------------- */
 
+/* A sum over axes (the OT_T_REDUCE ops: ReduceSum / ReduceMean, the bias gradient
+ * ReduceToLike, TileGrad) adds one value per element it reads: memory-bound like the
+ * cheap element rules, so below OT_CPU_PAR_MIN_CHEAP elements read it runs on one
+ * thread. Waking a passive OpenMP worker and joining it cost more than the whole sum
+ * there (a 32 x 512 bias gradient: ~60 us on two threads against a few on one, issue
+ * 14). Every CPU kernel gives the same bits on any thread count, so this changes the
+ * time only. */
+static bool serial_below_grain(const ot_node *node, const ot_tensor *in) {
+    if (!ot_op_has(node->op, OT_T_REDUCE) || node->n_inputs < 1) return false;
+    return ot_kernel_numel(&in[0]) < OT_CPU_PAR_MIN_CHEAP;
+}
+
 ot_status ot_cpu_run_node(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                           ot_error *err) {
     const cpu_op *row = row_of(node->op);
@@ -255,7 +267,13 @@ ot_status ot_cpu_run_node(const ot_node *node, const ot_tensor *in, ot_tensor *o
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): needs %zu bytes of workspace, given %zu", node->name,
                        node->op_type, ws, ctx ? ctx->workspace_bytes : (size_t)0);
     ot_kernel_ctx dflt = {0};
-    return row->run(node, in, out, ctx ? ctx : &dflt, err);
+    if (!ctx) ctx = &dflt;
+    if (serial_below_grain(node, in)) {
+        ot_kernel_ctx one = *ctx;
+        one.n_threads = 1;
+        return row->run(node, in, out, &one, err);
+    }
+    return row->run(node, in, out, ctx, err);
 }
 
 size_t ot_cpu_workspace_bytes(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {

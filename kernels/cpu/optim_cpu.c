@@ -98,20 +98,44 @@ static int update_threads(size_t n, int n_threads) {
     return most < (size_t)nt ? (most ? (int)most : 1) : nt;
 }
 
+/* One update over parts (count of them, `size` bytes apart, n_elems[j] floats each) as
+ * one index space split evenly over the threads: one OpenMP team for all of them
+ * instead of one per param (a passive worker costs ~15 us to wake and join, and
+ * chain48 has 48 params). chunk(part, lo, hi) updates [lo, hi) of one part and says
+ * whether what it wrote is finite. With one part the split is the per-param one. */
+typedef bool (*update_chunk_fn)(const void *part, long long lo, long long hi);
+
+static bool update_parts(update_chunk_fn chunk, const void *parts, size_t size, const long long *n_elems, int count,
+                         int n_threads) {
+    const char *base = parts;
+    long long total = 0;
+    for (int j = 0; j < count; j++) total += n_elems[j];
+    int nt = update_threads((size_t)total, n_threads);
+    bool finite = true;
+    if (nt == 1) {
+        for (int j = 0; j < count; j++) finite = chunk(base + size * (size_t)j, 0, n_elems[j]) && finite;
+        return finite;
+    }
+#pragma omp parallel num_threads(nt) reduction(&& : finite)
+    {
+        long long t = omp_get_thread_num(), k = omp_get_num_threads();
+        long long lo = total * t / k, hi = total * (t + 1) / k, at = 0;
+        for (int j = 0; j < count && at < hi; at += n_elems[j], j++) {
+            long long a = lo > at ? lo - at : 0, b = hi - at < n_elems[j] ? hi - at : n_elems[j];
+            if (a < b) finite = chunk(base + size * (size_t)j, a, b) && finite;
+        }
+    }
+    return finite;
+}
+
+static bool sgd_part(const void *a, long long lo, long long hi) { return sgd_chunk(a, lo, hi); }
+
 bool ot_sgd_update(float *p, const float *g, float *buf, size_t n, double lr, float grad_scale,
                    float momentum, float weight_decay, bool nesterov, int n_threads) {
     const sgd_args a = {.p = p, .buf = buf, .g = g, .neg_lr = (float)-lr, .grad_scale = grad_scale,
                         .momentum = momentum, .weight_decay = weight_decay, .nesterov = nesterov};
     const long long nn = (long long)n;
-    int nt = update_threads(n, n_threads);
-    if (nt == 1) return sgd_chunk(&a, 0, nn);
-    bool finite = true;
-#pragma omp parallel num_threads(nt) reduction(&& : finite)
-    {
-        long long t = omp_get_thread_num(), k = omp_get_num_threads();
-        finite = sgd_chunk(&a, nn * t / k, nn * (t + 1) / k);
-    }
-    return finite;
+    return update_parts(sgd_part, &a, sizeof a, &nn, 1, n_threads);
 }
 
 typedef struct adam_args {
@@ -149,29 +173,29 @@ OT_OPTIM_CLONES static bool adam_chunk(const adam_args *a, long long lo, long lo
     return top < OT_INF_BITS;
 }
 
-bool ot_adam_update(float *p, const float *g, float *m, float *v, size_t n, double lr, float grad_scale,
-                    float beta1, float beta2, float eps, float weight_decay, bool decoupled, int64_t step,
-                    int n_threads) {
+static bool adam_part(const void *a, long long lo, long long hi) { return adam_chunk(a, lo, hi); }
+
+/* Adam's per-step scalars, for params p, g, m, v. */
+static adam_args adam_args_of(float *p, const float *g, float *m, float *v, double lr, float grad_scale, float beta1,
+                              float beta2, float eps, float weight_decay, bool decoupled, int64_t step) {
     /* Python computes these scalars in double; PyTorch casts them to float when they
      * meet a float tensor. */
     const double b1 = user_double(beta1), b2 = user_double(beta2);
     const double bc1 = 1.0 - pow(b1, (double)step);
     const double bc2 = 1.0 - pow(b2, (double)step);
-    const adam_args a = {.p = p, .m = m, .v = v, .g = g, .grad_scale = grad_scale, .beta1 = beta1, .beta2 = beta2,
-                         .eps = eps, .weight_decay = weight_decay,
-                         .neg_step_size = (float)(-((double)lr / bc1)), .bc2_sqrt = (float)sqrt(bc2),
-                         .one_m_b1 = (float)(1.0 - b1), .one_m_b2 = (float)(1.0 - b2),
-                         .decay = (float)(1.0 - lr * user_double(weight_decay)), .decoupled = decoupled};
+    return (adam_args){.p = p, .m = m, .v = v, .g = g, .grad_scale = grad_scale, .beta1 = beta1, .beta2 = beta2,
+                       .eps = eps, .weight_decay = weight_decay,
+                       .neg_step_size = (float)(-((double)lr / bc1)), .bc2_sqrt = (float)sqrt(bc2),
+                       .one_m_b1 = (float)(1.0 - b1), .one_m_b2 = (float)(1.0 - b2),
+                       .decay = (float)(1.0 - lr * user_double(weight_decay)), .decoupled = decoupled};
+}
+
+bool ot_adam_update(float *p, const float *g, float *m, float *v, size_t n, double lr, float grad_scale,
+                    float beta1, float beta2, float eps, float weight_decay, bool decoupled, int64_t step,
+                    int n_threads) {
+    const adam_args a = adam_args_of(p, g, m, v, lr, grad_scale, beta1, beta2, eps, weight_decay, decoupled, step);
     const long long nn = (long long)n;
-    int nt = update_threads(n, n_threads);
-    if (nt == 1) return adam_chunk(&a, 0, nn);
-    bool finite = true;
-#pragma omp parallel num_threads(nt) reduction(&& : finite)
-    {
-        long long t = omp_get_thread_num(), k = omp_get_num_threads();
-        finite = adam_chunk(&a, nn * t / k, nn * (t + 1) / k);
-    }
-    return finite;
+    return update_parts(adam_part, &a, sizeof a, &nn, 1, n_threads);
 }
 
 static ot_status check_same(const ot_node *node, const ot_tensor *in, int n, ot_error *err) {
@@ -222,6 +246,78 @@ static void report_update(const ot_kernel_ctx *ctx, bool finite) {
     if (!finite) ctx->update_check->nonfinite = true;
 }
 
+/* How many nodes of ctx's run (kernel_ctx.h), from this one (op, n_in inputs, the
+ * scalars last), one pass may update with it: each of the same op with the same
+ * hyper-parameters and scalars, its other inputs float32 of its param's size (absent
+ * where this node's are: SGD's momentum buffer). 1 without a run. */
+static int run_len_of(const ot_node *node, const ot_tensor *in, const ot_optim_params *o0, const ot_kernel_ctx *ctx) {
+    int n_in = node->n_inputs, m = 1;
+    if (ctx->run_len < 2 || !ctx->run_done) return 1;
+    for (; m < ctx->run_len; m++) {
+        const ot_node *nd = ctx->run_nodes[m];
+        const ot_tensor *t = ctx->run_in[m];
+        ot_op_params scratch;
+        const ot_op_params *pp;
+        ot_error ignored = {0};
+        if (nd->op != node->op || nd->n_inputs != n_in || t[n_in - 1].data != in[n_in - 1].data) break;
+        if (ot_node_params(nd, &scratch, &pp, &ignored)) break;
+        const ot_optim_params *o = &pp->u.optim;
+        if (o->momentum != o0->momentum || o->weight_decay != o0->weight_decay || o->nesterov != o0->nesterov ||
+            o->beta1 != o0->beta1 || o->beta2 != o0->beta2 || o->epsilon != o0->epsilon || o->decoupled != o0->decoupled)
+            break;
+        int64_t n = ot_kernel_numel(&t[0]);
+        bool ok = true;
+        for (int k = 0; k + 1 < n_in && ok; k++)
+            ok = !in[k].data ? !t[k].data : t[k].dtype == OT_F32 && t[k].data && ot_kernel_numel(&t[k]) == n;
+        if (!ok) break;
+    }
+    return m;
+}
+
+/* Fills part j of m (`size` bytes each, part 0 given) for node j of ctx's run. */
+typedef void (*part_fill_fn)(void *part, const ot_tensor *in);
+
+static void sgd_fill(void *part, const ot_tensor *in) {
+    sgd_args *a = part;
+    a->p = (float *)in[0].data;
+    a->g = (const float *)in[1].data;
+    a->buf = a->buf ? (float *)in[2].data : NULL;
+}
+
+static void adam_fill(void *part, const ot_tensor *in) {
+    adam_args *a = part;
+    a->p = (float *)in[0].data;
+    a->g = (const float *)in[1].data;
+    a->m = (float *)in[2].data;
+    a->v = (float *)in[3].data;
+}
+
+/* The update of this node (part a0) and, when ctx has a run, of the nodes after it
+ * that run_len_of accepts, in one pass; reports each node it updated to the update
+ * check and their count in *ctx->run_done. Out of memory for the run: this node
+ * alone. */
+static void update_run(const ot_node *node, const ot_tensor *in, const ot_optim_params *o, const void *a0, size_t size,
+                       update_chunk_fn chunk, part_fill_fn fill, const ot_kernel_ctx *ctx) {
+    int m = run_len_of(node, in, o, ctx);
+    char *parts = m > 1 ? malloc(size * (size_t)m) : NULL;
+    long long *n_elems = m > 1 ? malloc(sizeof *n_elems * (size_t)m) : NULL;
+    if (!parts || !n_elems) {
+        free(parts), free(n_elems);
+        const long long n = (long long)ot_kernel_numel(&in[0]);
+        report_update(ctx, update_parts(chunk, a0, size, &n, 1, ctx->n_threads));
+        return;
+    }
+    for (int j = 0; j < m; j++) {
+        memcpy(parts + size * (size_t)j, a0, size);
+        fill(parts + size * (size_t)j, j ? ctx->run_in[j] : in);
+        n_elems[j] = (long long)ot_kernel_numel(j ? &ctx->run_in[j][0] : &in[0]);
+    }
+    bool finite = update_parts(chunk, parts, size, n_elems, m, ctx->n_threads);
+    for (int j = 0; j < m; j++) report_update(ctx, finite);
+    *ctx->run_done = m;
+    free(parts), free(n_elems);
+}
+
 ot_status ot_cpu_sgd_step(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                           ot_error *err) {
     (void)out;
@@ -238,10 +334,10 @@ ot_status ot_cpu_sgd_step(const ot_node *node, const ot_tensor *in, ot_tensor *o
     if (momentum != 0.0f && !has_buf)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (SgdStep): momentum %g without a momentum buffer input",
                        node->name ? node->name : "?", (double)momentum);
-    bool finite = ot_sgd_update((float *)in[0].data, (const float *)in[1].data, has_buf ? (float *)in[2].data : NULL,
-                                (size_t)ot_kernel_numel(&in[0]), sc.lr, sc.grad_scale, momentum,
-                                op_->weight_decay, op_->nesterov, ctx->n_threads);
-    report_update(ctx, finite);
+    const sgd_args a = {.p = (float *)in[0].data, .buf = has_buf ? (float *)in[2].data : NULL,
+                        .g = (const float *)in[1].data, .neg_lr = (float)-sc.lr, .grad_scale = sc.grad_scale,
+                        .momentum = momentum, .weight_decay = op_->weight_decay, .nesterov = op_->nesterov};
+    update_run(node, in, op_, &a, sizeof a, sgd_part, sgd_fill, ctx);
     return OT_OK;
 }
 
@@ -259,10 +355,9 @@ ot_status ot_cpu_adam_step(const ot_node *node, const ot_tensor *in, ot_tensor *
     if (sc.step < 1)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (AdamStep): step count %lld, must be >= 1",
                        node->name ? node->name : "?", (long long)sc.step);
-    bool finite = ot_adam_update((float *)in[0].data, (const float *)in[1].data, (float *)in[2].data,
-                                 (float *)in[3].data, (size_t)ot_kernel_numel(&in[0]), sc.lr, sc.grad_scale,
-                                 op_->beta1, op_->beta2, op_->epsilon, op_->weight_decay, op_->decoupled, sc.step,
-                                 ctx->n_threads);
-    report_update(ctx, finite);
+    const adam_args a = adam_args_of((float *)in[0].data, (const float *)in[1].data, (float *)in[2].data,
+                                     (float *)in[3].data, sc.lr, sc.grad_scale, op_->beta1, op_->beta2, op_->epsilon,
+                                     op_->weight_decay, op_->decoupled, sc.step);
+    update_run(node, in, op_, &a, sizeof a, adam_part, adam_fill, ctx);
     return OT_OK;
 }
