@@ -183,27 +183,18 @@ void ot_conv3_col2im(const ot_conv3 *p, const float *col, int64_t ld, float *dx,
     }
 }
 
-/* The copies take nt threads from OT_CPU_PAR_MIN floats on (64 KiB, a few
- * microseconds of copying): MobileNetV2's batched 1x1 convs copy 16-400 Ki floats per
- * call, forward and in both gradients, and run serial they were a tenth of the
- * instructions its main thread ran alone (callgrind, one file per thread). */
-static void copy_nc_rows(const float *src, float *dst, bool to_rows, int64_t C, int64_t L, int64_t n0, int64_t nb,
-                         int64_t c0, int64_t nc, int nt) {
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && nc * nb * L >= OT_CPU_PAR_MIN)
-    for (int64_t q = 0; q < nc * nb; q++) {
-        int64_t c = q / nb, j = q % nb, t = ((n0 + j) * C + c0 + c) * L, r = q * L;
-        memcpy(dst + (to_rows ? r : t), src + (to_rows ? t : r), (size_t)L * sizeof(float));
-    }
-}
-
 void ot_conv_nc_to_rows(const float *t, int64_t C, int64_t L, int64_t n0, int64_t nb, int64_t c0, int64_t nc,
-                        float *rows, int nt) {
-    copy_nc_rows(t, rows, true, C, L, n0, nb, c0, nc, nt);
+                        float *rows) {
+    for (int64_t c = 0; c < nc; c++)
+        for (int64_t j = 0; j < nb; j++)
+            memcpy(rows + (c * nb + j) * L, t + ((n0 + j) * C + c0 + c) * L, (size_t)L * sizeof(float));
 }
 
 void ot_conv_rows_to_nc(const float *rows, int64_t C, int64_t L, int64_t n0, int64_t nb, int64_t c0, int64_t nc,
-                        float *t, int nt) {
-    copy_nc_rows(rows, t, false, C, L, n0, nb, c0, nc, nt);
+                        float *t) {
+    for (int64_t c = 0; c < nc; c++)
+        for (int64_t j = 0; j < nb; j++)
+            memcpy(t + ((n0 + j) * C + c0 + c) * L, rows + (c * nb + j) * L, (size_t)L * sizeof(float));
 }
 
 /* r[q] = column q of the 8 x 8 block whose row j is r[j] (unpack pairs, then pairs

@@ -52,11 +52,11 @@ void ot_conv3_col2im(const ot_conv3 *p, const float *col, int64_t ld, float *dx,
 
 /* Channels [c0, c0 + nc) of images n0 .. n0 + nb of an NC(L) tensor with C channels,
  * to and from a (nc x nb*L) matrix whose row c holds channel c0 + c of every image in
- * turn; nt threads where the copy is big enough (1: serial). */
+ * turn. */
 void ot_conv_nc_to_rows(const float *t, int64_t C, int64_t L, int64_t n0, int64_t nb, int64_t c0, int64_t nc,
-                        float *rows, int nt);
+                        float *rows);
 void ot_conv_rows_to_nc(const float *rows, int64_t C, int64_t L, int64_t n0, int64_t nb, int64_t c0, int64_t nc,
-                        float *t, int nt);
+                        float *t);
 
 /* The valid outputs of one tap per spatial dim (the rest read padding), and the input
  * index of output 0. */

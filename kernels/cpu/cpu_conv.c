@@ -242,31 +242,29 @@ static void depthwise(const conv_geom *g, const float *x, const float *w, const 
  * path's order), copied back to NCHW. im2col runs on the context's threads: OpenBLAS
  * is the OpenMP build now (cpu_common.h), so its GEMM threads are the same pool, and
  * the CLI sets OMP_WAIT_POLICY=PASSIVE (a serial im2col was 8% of a ResNet-18 step
- * on one core, issue 14). The bias fill and the copies take the threads from
- * OT_CPU_PAR_MIN floats on (conv_cols.c: serial, MobileNetV2's were a tenth of what
- * its main thread ran alone). */
+ * on one core, issue 14). The bias fill and the copies stay serial (memory-bound,
+ * short). */
 static void conv_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int64_t nb, const float *x, const float *w,
                          const float *bias, float *y) {
     int64_t kdim = p->Cig * p->K;
     float *yt = ctx->workspace, *col = yt + p->Cog * nb * p->L;
     bool pointwise = ot_conv3_pointwise(p);
-    int nt = ot_cpu_threads(ctx);
     for (int64_t n0 = 0; n0 < p->N; n0 += nb) {
         int64_t nc = p->N - n0 < nb ? p->N - n0 : nb, ld = nc * p->L;
         for (int64_t gi = 0; gi < p->G; gi++) {
             if (pointwise)
-                ot_conv_nc_to_rows(x, p->Cin, p->S, n0, nc, gi * p->Cig, p->Cig, col, nt);
+                ot_conv_nc_to_rows(x, p->Cin, p->S, n0, nc, gi * p->Cig, p->Cig, col);
             else
-                ot_conv3_im2col_images(p, x + (n0 * p->Cin + gi * p->Cig) * p->S, p->Cin * p->S, nc, col, ld, nt);
+                ot_conv3_im2col_images(p, x + (n0 * p->Cin + gi * p->Cig) * p->S, p->Cin * p->S, nc, col, ld,
+                                       ot_cpu_threads(ctx));
             if (bias)
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && p->Cog * ld >= OT_CPU_PAR_MIN)
                 for (int64_t m = 0; m < p->Cog; m++) {
                     float b0 = bias[gi * p->Cog + m], *r = yt + m * ld;
                     for (int64_t i = 0; i < ld; i++) r[i] = b0;
                 }
             ot_cpu_sgemm(ctx, false, false, (int)p->Cog, (int)ld, (int)kdim, 1.0f, w + gi * p->Cog * kdim, (int)kdim,
                         col, (int)ld, bias ? 1.0f : 0.0f, yt, (int)ld);
-            ot_conv_rows_to_nc(yt, p->Cout, p->L, n0, nc, gi * p->Cog, p->Cog, y, nt);
+            ot_conv_rows_to_nc(yt, p->Cout, p->L, n0, nc, gi * p->Cog, p->Cog, y);
         }
     }
 }

@@ -103,11 +103,11 @@ static void grad_input_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int6
     for (int64_t n0 = 0; n0 < p->N; n0 += nb) {
         int64_t nc = p->N - n0 < nb ? p->N - n0 : nb, ld = nc * p->L;
         for (int64_t g = 0; g < p->G; g++) {
-            ot_conv_nc_to_rows(dys, p->Cout, p->L, n0, nc, g * p->Cog, p->Cog, dyt, nt);
+            ot_conv_nc_to_rows(dys, p->Cout, p->L, n0, nc, g * p->Cog, p->Cog, dyt);
             ot_cpu_sgemm(ctx, true, false, (int)Kg, (int)ld, (int)p->Cog, 1.0f, ws + g * p->Cog * Kg, (int)Kg, dyt,
                         (int)ld, 0.0f, col, (int)ld);
             if (pointwise) {
-                ot_conv_rows_to_nc(col, p->Cin, p->S, n0, nc, g * p->Cig, p->Cig, dx, nt);
+                ot_conv_rows_to_nc(col, p->Cin, p->S, n0, nc, g * p->Cig, p->Cig, dx);
                 continue;
             }
             for (int64_t j = 0; j < nc; j++)
@@ -373,9 +373,9 @@ static void grad_weight_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int
     for (int64_t n0 = 0; n0 < p->N; n0 += nb) {
         int64_t nc = p->N - n0 < nb ? p->N - n0 : nb, ld = nc * p->L;
         for (int64_t g = 0; g < p->G; g++) {
-            ot_conv_nc_to_rows(dys, p->Cout, p->L, n0, nc, g * p->Cog, p->Cog, dyt, nt);
+            ot_conv_nc_to_rows(dys, p->Cout, p->L, n0, nc, g * p->Cog, p->Cog, dyt);
             if (pointwise)
-                ot_conv_nc_to_rows(xs, p->Cin, p->S, n0, nc, g * p->Cig, p->Cig, col, nt);
+                ot_conv_nc_to_rows(xs, p->Cin, p->S, n0, nc, g * p->Cig, p->Cig, col);
             else
                 ot_conv3_im2col_images(p, xs + (n0 * p->Cin + g * p->Cig) * p->S, p->Cin * p->S, nc, col, ld, nt);
             /* dW_g (Cog x Kg) += rows (Cog x nb*L) . col^T (nb*L x Kg) */
