@@ -567,11 +567,12 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, ot_plan_
         stat = t;
     }
     if (!st && plan_out) {
-        if (plan && !ot_plan_device_idle(g, dyn, n, dev)) {
+        bool idle = ot_plan_device_idle(g, dyn, n, dev); /* asks dev of every node: once */
+        if (plan && !idle) {
             if (!scr) ot_plan_free(plan);
             plan = NULL;
         }
-        if (!plan && ot_plan_device_idle(g, dyn, n, dev)) /* the same plan as with dev */
+        if (!plan && idle) /* the same plan as with dev */
             st = ot_plan_build_in(g, dyn, n, NULL, &nodes, SIZE_MAX, scr, &plan, NULL, err);
         else if (!plan)
             st = ot_plan_build_in(g, dyn, n, dev, NULL, SIZE_MAX, scr, &plan, NULL, err);
