@@ -2,7 +2,8 @@
  * (scheduled by ot_schedule_build, planned without a device) to stdout: the order,
  * each value's offset, size, lifetime, category, in-place / alias / slot links, each
  * step's workspace and timeline, the peaks. Without remat and under the sqrt,
- * selective, every:4 and every:2 rewrites (recompute clones). bench/plan_5000_dump.sh
+ * selective, every:4 and every:2 rewrites (recompute clones), and auto's choice at one
+ * budget with the plan of its rewrite. bench/plan_5000_dump.sh
  * runs it against two builds and compares the bytes: a planner change that is meant
  * to be a pure speed-up must leave them equal. Not a test: the big graph is too slow
  * for ctest. */
@@ -35,6 +36,38 @@ static int dump(ot_graph *g) {
     return 0;
 }
 
+/* auto at a budget halfway between the sqrt plan's peak and none's: its keep set, its
+ * statistics and the plan of its rewrite, so that a change to auto's search or to
+ * what it measures shows here too. */
+static int dump_auto(ot_graph *g, const ot_remat_analysis *an, bool *keep) {
+    ot_error err = {0};
+    ot_remat_policy pol = {.kind = OT_REMAT_SQRT};
+    ot_remat_rewrite rw;
+    ot_remat_measurement none = {0}, sq = {0};
+    if (ot_remat_measure_planner(g, NULL, &none, &err) || ot_remat_policy_keep(g, an, &pol, keep, &err) ||
+        ot_remat_apply(g, an, keep, &rw, &err)) {
+        fprintf(stderr, "plan_5000_dump: auto: %s\n", err.msg);
+        return 1;
+    }
+    ot_status st = ot_remat_measure_planner(g, NULL, &sq, &err);
+    ot_remat_undo(g, &rw);
+    int64_t budget = sq.peak + (none.peak - sq.peak) / 2;
+    ot_remat_auto_stats as;
+    if (st || ot_remat_auto(g, an, budget, ot_remat_measure_planner, NULL, keep, &as, &err) ||
+        ot_remat_apply(g, an, keep, &rw, &err)) {
+        fprintf(stderr, "plan_5000_dump: auto: %s\n", err.msg);
+        return 1;
+    }
+    printf("auto %lld: %d measured, peak %lld, least %lld, cost %.17g\nkeep", (long long)budget, as.n_measured,
+           (long long)as.peak, (long long)as.min_peak, as.cost);
+    for (int v = 0; v < an->n_values; v++)
+        if (keep[v]) printf(" %d", v);
+    printf("\n");
+    int rc = dump(g);
+    ot_remat_undo(g, &rw);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     int blocks = argc > 1 ? atoi(argv[1]) : 556;
     ot_graph *g = residual_mlp(blocks, 32, 256);
@@ -60,6 +93,7 @@ int main(int argc, char **argv) {
         ot_remat_undo(g, &rw);
         ot_remat_policy_free(&pol);
     }
+    if (!rc) rc = dump_auto(g, &an, keep);
     free(keep);
     ot_remat_analysis_free(&an);
     ot_graph_free(g);

@@ -1,5 +1,6 @@
-/* plan_report.c — the human summary and the JSON object of a plan (`plan`, `plan
- * --json`): peak, pinned region, bytes by category at the peak and in total. */
+/* plan_report.c — what a plan reports: the accessors, the human summary and the JSON
+ * object of a plan (`plan`, `plan --json`): peak, pinned region, bytes by category at
+ * the peak and in total. */
 #include <stdio.h>
 
 #include "plan/planner.h"
@@ -41,4 +42,26 @@ void ot_plan_write_json(const ot_plan *p, FILE *f) {
     for (int c = 0; c < OT_MEM_COUNT; c++)
         fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c), p->total[c]);
     fprintf(f, "}}");
+}
+
+const char *ot_mem_category_name(ot_mem_category c) {
+    static const char *names[OT_MEM_COUNT] = {"params", "gradients", "optimizer_state", "state", "constants",
+                                              "inputs_outputs", "kept_activations", "transient", "workspace"};
+    return (c >= 0 && c < OT_MEM_COUNT) ? names[c] : "?";
+}
+
+size_t ot_plan_peak_bytes(const ot_plan *p) { return p ? p->peak_bytes : 0; }
+
+int64_t ot_plan_offset(const ot_plan *p, int value_id) {
+    if (!p || value_id < 0 || value_id >= p->n_values) return -1;
+    return p->values[value_id].offset;
+}
+
+size_t ot_plan_value_bytes(const ot_plan *p, int value_id) {
+    if (!p || value_id < 0 || value_id >= p->n_values) return 0;
+    return p->values[value_id].nbytes;
+}
+
+size_t ot_plan_bytes_at_peak(const ot_plan *p, ot_mem_category c) {
+    return (p && c >= 0 && c < OT_MEM_COUNT) ? p->at_peak[c] : 0;
 }

@@ -15,15 +15,10 @@
 
 #include "plan/best_fit.h"
 #include "plan/planner.h"
+#include "plan/scratch.h"
 #include "plan/views.h"
 
 static size_t align_up(size_t x) { return (x + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
-
-const char *ot_mem_category_name(ot_mem_category c) {
-    static const char *names[OT_MEM_COUNT] = {"params", "gradients", "optimizer_state", "state", "constants",
-                                              "inputs_outputs", "kept_activations", "transient", "workspace"};
-    return (c >= 0 && c < OT_MEM_COUNT) ? names[c] : "?";
-}
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -60,7 +55,7 @@ void ot_plan_free(ot_plan *p) {
 
 /* ---- the state of one build ------------------------------------------------- */
 
-enum { STEP_VIEW = 1, STEP_OPTIMIZER = 2, STEP_INPLACE = 4 }; /* step_flags bits (INPLACE: OT_T_INPLACE or OT_T_VIEW) */
+enum { STEP_VIEW = 1, STEP_OPTIMIZER = 2, STEP_INPLACE = 4, STEP_SUM = 8 }; /* step_flags bits (INPLACE: OT_T_INPLACE or OT_T_VIEW) */
 
 /* A step's inputs and outputs, from the build's compact copy (build.io). */
 typedef struct step_io {
@@ -75,6 +70,7 @@ typedef struct build {
     const ot_plan_device *dev;
     const ot_plan_options *opt;
     const ot_plan_nodes *nodes; /* NULL: scan_steps reads the graph's nodes */
+    ot_plan_scratch *scr;       /* where the plan and the tables come from: NULL for the heap */
     ot_error *err;
     ot_plan *p;
     int *step_of;   /* per node: its schedule step, -1 when not scheduled */
@@ -111,27 +107,27 @@ static ot_status oom(const build *b) {
 }
 
 static void build_free(build *b) {
-    ot_plan_free(b->p);
-    free(b->step_of);
-    free(b->used);
-    free(b->released);
-    free(b->is_output);
-    free(b->external);
-    free(b->opt_read);
-    free(b->opt_first);
-    free(b->reach);
-    free(b->first_read);
-    free(b->sort_count);
-    free(b->sort_tmp);
-    free(b->step_flags);
-    free(b->step_phase);
-    free(b->io);
-    free(b->io_start);
-    free(b->n_in);
-    free(b->slab_key);
-    free(b->slab_ids);
-    free(b->tin);
-    free(b->tout);
+    if (!b->scr) ot_plan_free(b->p);
+    ot_scratch_release(b->scr, b->step_of);
+    ot_scratch_release(b->scr, b->used);
+    ot_scratch_release(b->scr, b->released);
+    ot_scratch_release(b->scr, b->is_output);
+    ot_scratch_release(b->scr, b->external);
+    ot_scratch_release(b->scr, b->opt_read);
+    ot_scratch_release(b->scr, b->opt_first);
+    ot_scratch_release(b->scr, b->reach);
+    ot_scratch_release(b->scr, b->first_read);
+    ot_scratch_release(b->scr, b->sort_count);
+    ot_scratch_release(b->scr, b->sort_tmp);
+    ot_scratch_release(b->scr, b->step_flags);
+    ot_scratch_release(b->scr, b->step_phase);
+    ot_scratch_release(b->scr, b->io);
+    ot_scratch_release(b->scr, b->io_start);
+    ot_scratch_release(b->scr, b->n_in);
+    ot_scratch_release(b->scr, b->slab_key);
+    ot_scratch_release(b->scr, b->slab_ids);
+    ot_scratch_release(b->scr, b->tin);
+    ot_scratch_release(b->scr, b->tout);
     free(b->al.b);
 }
 
@@ -139,34 +135,34 @@ static void build_free(build *b) {
  * external values. */
 static ot_status build_init(build *b) {
     int nv = b->nv, n = b->n;
-    ot_plan *p = b->p = calloc(1, sizeof *p);
+    ot_plan *p = b->p = ot_scratch_calloc(b->scr, 1, sizeof *p);
     if (!p) return oom(b);
     p->n_values = nv;
     p->n_steps = n;
-    p->values = calloc((size_t)nv + 1, sizeof *p->values);
-    p->order = malloc(sizeof(int) * (size_t)(n + 1));
-    p->ws_offset = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    p->ws_bytes = calloc((size_t)n + 1, sizeof(size_t));
-    p->timeline = calloc((size_t)n + 1, sizeof(size_t));
-    b->step_of = malloc(sizeof(int) * (size_t)(b->g->n_nodes + 1));
-    b->used = calloc((size_t)nv + 1, sizeof(bool));
-    b->released = calloc((size_t)nv + 1, sizeof(bool));
-    b->is_output = calloc((size_t)nv + 1, sizeof(bool));
-    b->external = calloc((size_t)nv + 1, sizeof(bool));
-    b->opt_read = calloc((size_t)nv + 1, sizeof(int));
-    b->opt_first = malloc(sizeof(int) * (size_t)(nv + 1));
-    b->reach = malloc(sizeof(int) * (size_t)(nv + 1));
-    b->slab_key = malloc(sizeof(int) * (size_t)(nv + 1));
-    b->slab_ids = malloc(sizeof(int) * (size_t)(nv + 1));
-    b->first_read = malloc(sizeof(int) * (size_t)(nv + 1));
-    b->sort_count = malloc(sizeof(int) * (size_t)(nv + 2));
-    b->sort_tmp = malloc(sizeof(int) * (size_t)(nv + 2));
-    b->step_flags = malloc((size_t)n + 1);
-    b->step_phase = malloc((size_t)n + 1);
+    p->values = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof *p->values);
+    p->order = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
+    p->ws_offset = ot_scratch_alloc(b->scr, sizeof(int64_t) * (size_t)(n + 1));
+    p->ws_bytes = ot_scratch_calloc(b->scr, (size_t)n + 1, sizeof(size_t));
+    p->timeline = ot_scratch_calloc(b->scr, (size_t)n + 1, sizeof(size_t));
+    b->step_of = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(b->g->n_nodes + 1));
+    b->used = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof(bool));
+    b->released = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof(bool));
+    b->is_output = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof(bool));
+    b->external = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof(bool));
+    b->opt_read = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof(int));
+    b->opt_first = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
+    b->reach = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
+    b->slab_key = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
+    b->slab_ids = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
+    b->first_read = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
+    b->sort_count = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 2));
+    b->sort_tmp = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 2));
+    b->step_flags = ot_scratch_alloc(b->scr, (size_t)n + 1);
+    b->step_phase = ot_scratch_alloc(b->scr, (size_t)n + 1);
     b->io_cap = 4 * n + 16;
-    b->io = malloc(sizeof(int) * (size_t)b->io_cap);
-    b->io_start = malloc(sizeof(int) * (size_t)(n + 1));
-    b->n_in = malloc(sizeof(int) * (size_t)(n + 1));
+    b->io = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)b->io_cap);
+    b->io_start = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
+    b->n_in = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
     if (!b->io || !b->io_start || !b->n_in) return oom(b);
     b->io_start[0] = 0;
     if (!b->first_read || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase) return oom(b);
@@ -208,7 +204,7 @@ unsigned char ot_plan_node_flags(const ot_node *nd) {
     bool is_opt = ot_op_has(nd->op, OT_T_OPTIMIZER);
     bool inplace = ot_op_has(nd->op, OT_T_INPLACE) || ot_op_has(nd->op, OT_T_VIEW);
     return (unsigned char)((ot_plan_view_candidate(nd) ? STEP_VIEW : 0) | (is_opt ? STEP_OPTIMIZER : 0) |
-                           (inplace ? STEP_INPLACE : 0));
+                           (inplace ? STEP_INPLACE : 0) | (nd->op == OT_OP_SUM ? STEP_SUM : 0));
 }
 
 /* What scan_steps reads of node id: from b->nodes when given, else from the node. */
@@ -234,7 +230,7 @@ static ot_status copy_io(build *b, int s, const node_facts *nd) {
     int at = b->io_start[s], need = at + nd->n_in + nd->n_out;
     if (need > b->io_cap) {
         int cap = 2 * need;
-        int *io = realloc(b->io, sizeof(int) * (size_t)cap);
+        int *io = ot_scratch_realloc(b->scr, b->io, sizeof(int) * (size_t)b->io_cap, sizeof(int) * (size_t)cap);
         if (!io) return oom(b);
         b->io = io;
         b->io_cap = cap;
@@ -589,14 +585,26 @@ static bool try_inplace(build *b, int s, const step_io *io, int o) {
 static bool try_slot(build *b, int s, int o) {
     const ot_graph *g = b->g;
     ot_plan *p = b->p;
-    const ot_value *val = &g->values[o];
-    if ((b->opt && b->opt->no_inplace) || val->n_consumers != 1) return false;
-    int c = val->consumers[0];
+    const ot_plan_nodes *t = b->nodes;
+    if (b->opt && b->opt->no_inplace) return false;
+    /* from the compact copy when there is one: the value and node structs are a cache
+     * miss each on a big graph, and this runs for every block placed */
+    int n_cons = t ? t->cons_start[o + 1] - t->cons_start[o] : g->values[o].n_consumers;
+    if (n_cons != 1) return false;
+    int c = t ? t->cons[t->cons_start[o]] : g->values[o].consumers[0];
     if (c < 0 || c >= g->n_nodes || b->step_of[c] <= s) return false;
-    const ot_node *sum = &g->nodes[c];
-    if (sum->op != OT_OP_SUM || sum->n_inputs < 2 || sum->inputs[0] != o || sum->n_outputs < 1 || sum->outputs[0] < 0)
-        return false;
-    int gr = sum->outputs[0];
+    int gr;
+    if (t) {
+        int in0 = t->in_start[c + 1] - t->in_start[c] >= 2 ? t->in_val[t->in_start[c]] : -1;
+        gr = t->out_start[c + 1] > t->out_start[c] ? t->out_val[t->out_start[c]] : -1;
+        if (!(t->flags[c] & STEP_SUM) || in0 != o || gr < 0) return false;
+    } else {
+        const ot_node *sum = &g->nodes[c];
+        if (sum->op != OT_OP_SUM || sum->n_inputs < 2 || sum->inputs[0] != o || sum->n_outputs < 1 ||
+            sum->outputs[0] < 0)
+            return false;
+        gr = sum->outputs[0];
+    }
     ot_plan_value *po = &p->values[o], *pg = &p->values[gr];
     if (!pg->pinned || pg->external || pg->category != OT_MEM_GRADIENTS || pg->offset < 0 || pg->nbytes != po->nbytes ||
         po->last_step != b->step_of[c] || po->alias_of >= 0)
@@ -685,8 +693,8 @@ static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws
  * records the timeline and the live bytes per category when the peak is reached. */
 static ot_status walk(build *b) {
     ot_plan *p = b->p;
-    b->tin = calloc((size_t)b->max_io, sizeof *b->tin);
-    b->tout = calloc((size_t)b->max_io, sizeof *b->tout);
+    b->tin = ot_scratch_calloc(b->scr, (size_t)b->max_io, sizeof *b->tin);
+    b->tout = ot_scratch_calloc(b->scr, (size_t)b->max_io, sizeof *b->tout);
     if (!b->tin || !b->tout) return oom(b);
     for (int s = 0; s < b->n; s++) {
         step_io io = io_of(b, s);
@@ -718,10 +726,10 @@ ot_status ot_plan_build(const ot_graph *g, const int *order, int n, const ot_pla
 /* The build behind every entry point: the passes in order, stopping the walk once the
  * peak passes limit (then *out stays NULL and *exceeded is set). */
 static ot_status plan_run(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
-                          const ot_plan_options *opt, const ot_plan_nodes *nodes, size_t limit, bool *exceeded,
-                          ot_plan **out, ot_error *err) {
-    build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .nodes = nodes, .err = err,
-               .max_io = 1, .limit = limit};
+                          const ot_plan_options *opt, const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr,
+                          bool *exceeded, ot_plan **out, ot_error *err) {
+    build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .nodes = nodes, .scr = scr,
+               .err = err, .max_io = 1, .limit = limit};
     *out = NULL;
     ot_status st = build_init(&b);
     if (!st) st = scan_steps(&b);
@@ -744,17 +752,23 @@ static ot_status plan_run(const ot_graph *g, const int *order, int n, const ot_p
 
 ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
                              const ot_plan_options *opt, ot_plan **out, ot_error *err) {
-    return plan_run(g, order, n, dev, opt, NULL, SIZE_MAX, NULL, out, err);
+    return plan_run(g, order, n, dev, opt, NULL, SIZE_MAX, NULL, NULL, out, err);
 }
 
 ot_status ot_plan_build_bounded(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, size_t limit,
                                 ot_plan **out, bool *exceeded, ot_error *err) {
-    return plan_run(g, order, n, dev, NULL, NULL, limit, exceeded, out, err);
+    return plan_run(g, order, n, dev, NULL, NULL, limit, NULL, exceeded, out, err);
 }
 
 ot_status ot_plan_build_nodes(const ot_graph *g, const int *order, int n, const ot_plan_nodes *nodes, size_t limit,
                               ot_plan **out, bool *exceeded, ot_error *err) {
-    return plan_run(g, order, n, NULL, NULL, nodes, limit, exceeded, out, err);
+    return plan_run(g, order, n, NULL, NULL, nodes, limit, NULL, exceeded, out, err);
+}
+
+ot_status ot_plan_build_in(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
+                           const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr, ot_plan **out, bool *exceeded,
+                           ot_error *err) {
+    return plan_run(g, order, n, dev, NULL, nodes, limit, scr, exceeded, out, err);
 }
 
 bool ot_plan_device_idle(const ot_graph *g, const int *order, int n, const ot_plan_device *dev) {
@@ -776,20 +790,4 @@ bool ot_plan_device_idle(const ot_graph *g, const int *order, int n, const ot_pl
     free(tin);
     free(tout);
     return idle;
-}
-
-size_t ot_plan_peak_bytes(const ot_plan *p) { return p ? p->peak_bytes : 0; }
-
-int64_t ot_plan_offset(const ot_plan *p, int value_id) {
-    if (!p || value_id < 0 || value_id >= p->n_values) return -1;
-    return p->values[value_id].offset;
-}
-
-size_t ot_plan_value_bytes(const ot_plan *p, int value_id) {
-    if (!p || value_id < 0 || value_id >= p->n_values) return 0;
-    return p->values[value_id].nbytes;
-}
-
-size_t ot_plan_bytes_at_peak(const ot_plan *p, ot_mem_category c) {
-    return (p && c >= 0 && c < OT_MEM_COUNT) ? p->at_peak[c] : 0;
 }

@@ -162,12 +162,13 @@ ot_status ot_plan_build_bounded(const ot_graph *g, const int *order, int n, cons
  * whether it is live, its phase, its flags (ot_plan_node_flags) and its input and
  * output ids (in_val[in_start[id] .. in_start[id + 1]), out_val likewise); per value
  * its producer, info (its kind | OT_PLAN_V_OUTPUT for a graph output | OT_PLAN_V_DATA
- * when it holds data) and size (ot_plan_value_size). */
+ * when it holds data) and size (ot_plan_value_size), and its consumers as the value
+ * lists them (cons[cons_start[v] .. cons_start[v + 1]), removed nodes included). */
 typedef struct ot_plan_nodes {
     const bool *live;
     const unsigned char *phase, *flags;
     const int *in_start, *in_val, *out_start, *out_val;
-    const int *vprod;
+    const int *vprod, *cons_start, *cons;
     const unsigned char *vinfo;
     const int64_t *vsize;
 } ot_plan_nodes;
@@ -179,6 +180,15 @@ int64_t ot_plan_value_size(const ot_value *val);
  * describe g's nodes as they are); limit SIZE_MAX plans to the end. The same plan. */
 ot_status ot_plan_build_nodes(const ot_graph *g, const int *order, int n, const ot_plan_nodes *nodes, size_t limit,
                               ot_plan **out, bool *exceeded, ot_error *err);
+/* The build behind every entry point above, all its inputs given: dev (NULL: no
+ * workspace), nodes (NULL: read the graph's), limit (SIZE_MAX: plan to the end), and
+ * scr: with one, the plan and every table of the build come from it (plan/scratch.h),
+ * so that planning many versions of a graph faults no page in after the first; the
+ * plan is then valid until scr is reset or freed and is not freed with ot_plan_free. */
+typedef struct ot_plan_scratch ot_plan_scratch;
+ot_status ot_plan_build_in(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
+                           const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr, ot_plan **out, bool *exceeded,
+                           ot_error *err);
 /* True when dev asks no workspace for any node of order[0..n) (always, for a NULL dev
  * or one without workspace_bytes): a plan made without dev is then byte for byte the
  * plan made with it. */

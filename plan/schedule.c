@@ -9,6 +9,7 @@
 
 #include "plan/planner.h"
 #include "plan/schedule.h"
+#include "plan/scratch.h"
 
 typedef struct sched_key {
     int rank;   /* phase rank */
@@ -94,6 +95,7 @@ static int64_t value_bytes(const ot_value *v) {
  * edges, static keys, and per value the number of distinct live nodes that read it. */
 typedef struct sched {
     const ot_graph *g;
+    ot_plan_scratch *scr; /* where the arrays come from: NULL for the heap */
     int nn, n_live;
     int *topo, *succ_start, *succ, *indeg0, *readers0;
     sched_key *keys;
@@ -190,6 +192,11 @@ enum { V_TEMPORARY = 1, V_PINNED_GRADIENT = 2 }; /* vflags bits */
 /* True if node id is live, from the compact arrays (node_live). */
 static bool live_id(const sched *s, int id) { return id >= 0 && id < s->nn && s->live[id]; }
 
+/* How many nodes or values ahead read_nodes and read_values prefetch the separately
+ * allocated id arrays: on a graph larger than the cache, waiting for each in turn was
+ * most of a schedule's time. */
+#define READ_AHEAD 16
+
 /* Per node: live, phase, backward, and its input and output ids (CSR). False when
  * out of memory. */
 static bool read_nodes(sched *s) {
@@ -199,12 +206,16 @@ static bool read_nodes(sched *s) {
         n_in += g->nodes[id].n_inputs;
         n_out += g->nodes[id].n_outputs;
     }
-    s->in_val = malloc(sizeof(int) * (size_t)(n_in + 1));
-    s->out_val = malloc(sizeof(int) * (size_t)(n_out + 1));
+    s->in_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(n_in + 1));
+    s->out_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(n_out + 1));
     if (!s->in_val || !s->out_val) return false;
     n_in = n_out = 0;
     for (int id = 0; id < s->nn; id++) {
         const ot_node *nd = &g->nodes[id];
+        if (id + READ_AHEAD < s->nn) { /* each id array is its own allocation: a miss apiece, overlapped */
+            __builtin_prefetch(nd[READ_AHEAD].inputs);
+            __builtin_prefetch(nd[READ_AHEAD].outputs);
+        }
         s->live[id] = !nd->removed;
         s->phase[id] = (unsigned char)nd->phase;
         s->flags[id] = ot_plan_node_flags(nd);
@@ -226,11 +237,12 @@ static bool read_values(sched *s) {
     const ot_graph *g = s->g;
     int nv = g->n_values, n_cons = 0;
     for (int v = 0; v < nv; v++) n_cons += g->values[v].n_consumers;
-    s->cons = malloc(sizeof(int) * (size_t)(n_cons + 1));
+    s->cons = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(n_cons + 1));
     if (!s->cons) return false;
     n_cons = 0;
     for (int v = 0; v < nv; v++) {
         const ot_value *val = &g->values[v];
+        if (v + READ_AHEAD < nv) __builtin_prefetch(val[READ_AHEAD].consumers); /* as in read_nodes */
         const int *cs = val->consumers;
         int nc = val->n_consumers;
         s->vprod[v] = val->producer;
@@ -287,33 +299,33 @@ static bool node_eager_fast(const sched *s, int id, const int *readers) {
 }
 
 static void sched_free(sched *s) {
-    free(s->vbytes);
-    free(s->vflags);
-    free(s->sole);
-    free(s->live);
-    free(s->bwd);
-    free(s->topo);
-    free(s->succ_start);
-    free(s->succ);
-    free(s->indeg0);
-    free(s->readers0);
-    free(s->keys);
-    free(s->indeg);
-    free(s->readers);
-    free(s->done);
-    free(s->eager);
-    free(s->heap_mem);
-    free(s->phase);
-    free(s->flags);
-    free(s->in_start);
-    free(s->in_val);
-    free(s->out_start);
-    free(s->out_val);
-    free(s->vprod);
-    free(s->cons_start);
-    free(s->cons);
-    free(s->vinfo);
-    free(s->vsize);
+    ot_scratch_release(s->scr, s->vbytes);
+    ot_scratch_release(s->scr, s->vflags);
+    ot_scratch_release(s->scr, s->sole);
+    ot_scratch_release(s->scr, s->live);
+    ot_scratch_release(s->scr, s->bwd);
+    ot_scratch_release(s->scr, s->topo);
+    ot_scratch_release(s->scr, s->succ_start);
+    ot_scratch_release(s->scr, s->succ);
+    ot_scratch_release(s->scr, s->indeg0);
+    ot_scratch_release(s->scr, s->readers0);
+    ot_scratch_release(s->scr, s->keys);
+    ot_scratch_release(s->scr, s->indeg);
+    ot_scratch_release(s->scr, s->readers);
+    ot_scratch_release(s->scr, s->done);
+    ot_scratch_release(s->scr, s->eager);
+    ot_scratch_release(s->scr, s->heap_mem);
+    ot_scratch_release(s->scr, s->phase);
+    ot_scratch_release(s->scr, s->flags);
+    ot_scratch_release(s->scr, s->in_start);
+    ot_scratch_release(s->scr, s->in_val);
+    ot_scratch_release(s->scr, s->out_start);
+    ot_scratch_release(s->scr, s->out_val);
+    ot_scratch_release(s->scr, s->vprod);
+    ot_scratch_release(s->scr, s->cons_start);
+    ot_scratch_release(s->scr, s->cons);
+    ot_scratch_release(s->scr, s->vinfo);
+    ot_scratch_release(s->scr, s->vsize);
 }
 
 /* Edges producer -> consumer, one per input slot (CSR), and in-degrees. */
@@ -322,7 +334,7 @@ static ot_status build_edges(sched *s, ot_error *err) {
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
             for (int i = 0; i < nn; i++) s->succ_start[i + 1] += s->succ_start[i];
-            s->succ = malloc(sizeof(int) * (size_t)(n_edges + 1));
+            s->succ = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(n_edges + 1));
             if (!s->succ) return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d edges", n_edges);
             memset(s->indeg, 0, sizeof(int) * (size_t)(nn + 1)); /* reused as fill counts */
         }
@@ -388,34 +400,35 @@ static void build_keys(sched *s) {
     }
 }
 
-static ot_status sched_init(sched *s, const ot_graph *g, ot_error *err) {
+static ot_status sched_init(sched *s, const ot_graph *g, ot_plan_scratch *scr, ot_error *err) {
     memset(s, 0, sizeof *s);
     s->g = g;
+    s->scr = scr;
     int nn = s->nn = g->n_nodes, nv = g->n_values;
     if (nn >= KEY_MAX_NODES) /* the packed keys' id field */
         return ot_fail(err, OT_E_UNSUPPORTED, "schedule: %d nodes, more than the %d it can order", nn, KEY_MAX_NODES - 1);
-    s->topo = malloc(sizeof(int) * (size_t)(nn + 1));
-    s->keys = malloc(sizeof(sched_key) * (size_t)(nn + 1));
-    s->indeg0 = calloc((size_t)nn + 1, sizeof(int));
-    s->indeg = calloc((size_t)nn + 1, sizeof(int));
-    s->succ_start = calloc((size_t)nn + 2, sizeof(int));
-    s->readers0 = calloc((size_t)nv + 1, sizeof(int));
-    s->readers = calloc((size_t)nv + 1, sizeof(int));
-    s->done = calloc((size_t)nn + 1, sizeof(bool));
-    s->eager = calloc((size_t)nn + 1, sizeof(bool));
-    s->vbytes = malloc(sizeof(int64_t) * (size_t)(nv + 1));
-    s->vflags = malloc((size_t)nv + 1);
-    s->sole = malloc(sizeof(int) * (size_t)(nv + 1));
-    s->live = malloc((size_t)nn + 1);
-    s->bwd = calloc((size_t)nn + 1, sizeof(bool));
-    s->phase = malloc((size_t)nn + 1);
-    s->flags = malloc((size_t)nn + 1);
-    s->in_start = malloc(sizeof(int) * (size_t)(nn + 1));
-    s->out_start = malloc(sizeof(int) * (size_t)(nn + 1));
-    s->vprod = malloc(sizeof(int) * (size_t)(nv + 1));
-    s->cons_start = malloc(sizeof(int) * (size_t)(nv + 1));
-    s->vinfo = malloc((size_t)nv + 1);
-    s->vsize = malloc(sizeof(int64_t) * (size_t)(nv + 1));
+    s->topo = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
+    s->keys = ot_scratch_alloc(s->scr, sizeof(sched_key) * (size_t)(nn + 1));
+    s->indeg0 = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(int));
+    s->indeg = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(int));
+    s->succ_start = ot_scratch_calloc(s->scr, (size_t)nn + 2, sizeof(int));
+    s->readers0 = ot_scratch_calloc(s->scr, (size_t)nv + 1, sizeof(int));
+    s->readers = ot_scratch_calloc(s->scr, (size_t)nv + 1, sizeof(int));
+    s->done = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(bool));
+    s->eager = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(bool));
+    s->vbytes = ot_scratch_alloc(s->scr, sizeof(int64_t) * (size_t)(nv + 1));
+    s->vflags = ot_scratch_alloc(s->scr, (size_t)nv + 1);
+    s->sole = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nv + 1));
+    s->live = ot_scratch_alloc(s->scr, (size_t)nn + 1);
+    s->bwd = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(bool));
+    s->phase = ot_scratch_alloc(s->scr, (size_t)nn + 1);
+    s->flags = ot_scratch_alloc(s->scr, (size_t)nn + 1);
+    s->in_start = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
+    s->out_start = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
+    s->vprod = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nv + 1));
+    s->cons_start = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nv + 1));
+    s->vinfo = ot_scratch_alloc(s->scr, (size_t)nv + 1);
+    s->vsize = ot_scratch_alloc(s->scr, sizeof(int64_t) * (size_t)(nv + 1));
     if (!s->vbytes || !s->vflags || !s->sole || !s->live || !s->bwd || !s->phase || !s->flags || !s->in_start ||
         !s->out_start || !s->vprod || !s->cons_start || !s->vinfo || !s->vsize || !read_nodes(s) || !read_values(s))
         return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d values", nv);
@@ -435,7 +448,7 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_error *err) {
     build_keys(s);
     /* each node is pushed once when ready and at most once more when it turns eager */
     s->heap_cap = 2 * s->n_live + 1;
-    s->heap_mem = malloc(sizeof(uint64_t) * (size_t)s->heap_cap);
+    s->heap_mem = ot_scratch_alloc(s->scr, sizeof(uint64_t) * (size_t)s->heap_cap);
     if (!s->heap_mem) return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d nodes", nn);
     return OT_OK;
 }
@@ -505,20 +518,20 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
  * rarely planned to the end. Returns true for static; *winner is the chosen order's
  * device-free plan, or NULL when it could not be planned. */
 static bool judge_static(const ot_graph *g, const ot_plan_nodes *nodes, const int *dyn, const int *stat, int n,
-                         ot_plan **winner) {
+                         ot_plan_scratch *scr, ot_plan **winner) {
     ot_plan *ps = NULL, *pd = NULL;
     ot_error e = {0};
     bool exceeded = false;
     *winner = NULL;
-    if (ot_plan_build_nodes(g, stat, n, nodes, SIZE_MAX, &ps, NULL, &e)) {
+    if (ot_plan_build_in(g, stat, n, NULL, nodes, SIZE_MAX, scr, &ps, NULL, &e)) {
         /* Static cannot be planned; it stays chosen unless the dynamic order can be
          * while static cannot, which the old rule (static when either fails) also
          * keeps static: planning the dynamic order would decide nothing. */
         return true;
     }
     if (ps->peak_bytes > 0 &&
-        ot_plan_build_nodes(g, dyn, n, nodes, ps->peak_bytes - 1, &pd, &exceeded, &e) == OT_OK && !exceeded) {
-        ot_plan_free(ps); /* the dynamic peak is below the static one */
+        ot_plan_build_in(g, dyn, n, NULL, nodes, ps->peak_bytes - 1, scr, &pd, &exceeded, &e) == OT_OK && !exceeded) {
+        if (!scr) ot_plan_free(ps); /* the dynamic peak is below the static one */
         *winner = pd;
         return false;
     }
@@ -528,17 +541,17 @@ static bool judge_static(const ot_graph *g, const ot_plan_nodes *nodes, const in
 
 /* Both orders, the chosen one in *order_out; with plan_out, also its plan for dev:
  * the judging run's when dev would not change it (ot_plan_device_idle), else a new one. */
-static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, int **order_out, int *n_out,
-                          ot_plan **plan_out, ot_error *err) {
+static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, int **order_out,
+                          int *n_out, ot_plan **plan_out, ot_error *err) {
     sched s;
     int *dyn = NULL, *stat = NULL;
     ot_plan *plan = NULL;
     *order_out = NULL;
     *n_out = 0;
-    ot_status st = sched_init(&s, g, err);
+    ot_status st = sched_init(&s, g, scr, err);
     if (!st) {
-        dyn = malloc(sizeof(int) * (size_t)(s.n_live + 1));
-        stat = malloc(sizeof(int) * (size_t)(s.n_live + 1));
+        dyn = ot_scratch_alloc(scr, sizeof(int) * (size_t)(s.n_live + 1));
+        stat = ot_scratch_alloc(scr, sizeof(int) * (size_t)(s.n_live + 1));
         if (!dyn || !stat) st = ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d nodes", s.nn);
     }
     if (!st) st = run_order(&s, true, dyn, err);
@@ -546,21 +559,23 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, int **or
     int n = s.n_live;
     ot_plan_nodes nodes = {.live = s.live, .phase = s.phase, .flags = s.flags, .in_start = s.in_start,
                            .in_val = s.in_val, .out_start = s.out_start, .out_val = s.out_val, .vprod = s.vprod,
+                           .cons_start = s.cons_start, .cons = s.cons,
                            .vinfo = s.vinfo, .vsize = s.vsize};
-    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, &nodes, dyn, stat, n, &plan)) {
+    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, &nodes, dyn, stat, n, scr, &plan)) {
         int *t = dyn; /* equal orders need no judging */
         dyn = stat;
         stat = t;
     }
     if (!st && plan_out) {
-        if (plan && !ot_plan_device_idle(g, dyn, n, dev)) {
-            ot_plan_free(plan);
+        bool idle = ot_plan_device_idle(g, dyn, n, dev); /* asks dev of every node: once */
+        if (plan && !idle) {
+            if (!scr) ot_plan_free(plan);
             plan = NULL;
         }
-        if (!plan && ot_plan_device_idle(g, dyn, n, dev)) /* the same plan as with dev */
-            st = ot_plan_build_nodes(g, dyn, n, &nodes, SIZE_MAX, &plan, NULL, err);
+        if (!plan && idle) /* the same plan as with dev */
+            st = ot_plan_build_in(g, dyn, n, NULL, &nodes, SIZE_MAX, scr, &plan, NULL, err);
         else if (!plan)
-            st = ot_plan_build(g, dyn, n, dev, &plan, err);
+            st = ot_plan_build_in(g, dyn, n, dev, NULL, SIZE_MAX, scr, &plan, NULL, err);
         *plan_out = plan;
         plan = NULL;
     }
@@ -569,19 +584,26 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, int **or
         *n_out = n;
         dyn = NULL;
     }
-    ot_plan_free(plan);
-    free(dyn);
-    free(stat);
+    if (!scr) ot_plan_free(plan);
+    ot_scratch_release(scr, dyn);
+    ot_scratch_release(scr, stat);
     sched_free(&s);
     return st;
 }
 
 ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_error *err) {
-    return schedule(g, NULL, order_out, n_out, NULL, err);
+    return schedule(g, NULL, NULL, order_out, n_out, NULL, err);
 }
 
 ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **order_out, int *n_out,
                            ot_plan **plan_out, ot_error *err) {
     *plan_out = NULL;
-    return schedule(g, dev, order_out, n_out, plan_out, err);
+    return schedule(g, dev, NULL, order_out, n_out, plan_out, err);
+}
+
+ot_status ot_schedule_plan_scratch(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, int **order_out,
+                                   int *n_out, ot_plan **plan_out, ot_error *err) {
+    *plan_out = NULL;
+    ot_plan_scratch_reset(scr);
+    return schedule(g, dev, scr, order_out, n_out, plan_out, err);
 }

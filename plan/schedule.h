@@ -33,6 +33,7 @@
 
 #include "ir.h"
 #include "plan/planner.h"
+#include "plan/scratch.h"
 
 /* Builds the order of every live (not removed) node. *order is malloc'd (free it),
  * *n is its length. A cycle is OT_E_MODEL naming a node on it. */
@@ -44,5 +45,13 @@ ot_status ot_schedule_build(const ot_graph *g, int **order, int *n, ot_error *er
  * the caller's to free (NULL on failure). */
 ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **order, int *n, ot_plan **plan,
                            ot_error *err);
+
+/* ot_schedule_plan with every array from scr (plan/scratch.h), which it resets first:
+ * *order and *plan are the same, but they live in scr until the next call with it (or
+ * its reset or free) and are not the caller's to free. For a caller that plans many
+ * versions of one graph (remat's measurements): no call after the first faults a page
+ * in. scr NULL: ot_schedule_plan. */
+ot_status ot_schedule_plan_scratch(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, int **order,
+                                   int *n, ot_plan **plan, ot_error *err);
 
 #endif

@@ -54,7 +54,8 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
     int *order = NULL, n = 0;
     ot_plan *plan = NULL;
     ot_plan_device dev = ot_backend_plan_device((ot_backend *)user);
-    ot_status st = ot_schedule_plan(g, &dev, &order, &n, &plan, err); /* reuses the judging plan */
+    /* reuses the judging plan; with a scratch, the order and plan live in it */
+    ot_status st = ot_schedule_plan_scratch(g, &dev, m->scratch, &order, &n, &plan, err);
     if (st == OT_OK) {
         size_t top = 0;
         m->peak = (int64_t)ot_plan_peak_bytes(plan);
@@ -63,8 +64,10 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
         for (int i = 0; i < plan->n_steps; i++) top = plan->timeline[i] > top ? plan->timeline[i] : top;
         for (int i = 0; i < plan->n_steps; i++) m->n_top += plan->timeline[i] == top;
     }
-    ot_plan_free(plan);
-    free(order);
+    if (!m->scratch) {
+        ot_plan_free(plan);
+        free(order);
+    }
     return st;
 }
 
@@ -74,9 +77,11 @@ typedef ot_remat_search search;
 ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurement *m_out, double *cost_out,
                                   ot_error *err) {
     ot_remat_rewrite rw;
-    ot_status st = ot_remat_apply(s->g, s->a, keep, &rw, err);
+    int n_clones = 0;
+    ot_remat_search_cost(s, keep, &n_clones); /* marks the clones from the search's copy */
+    ot_status st = ot_remat_apply_marked(s->g, s->a, keep, s->walk_cloned, n_clones, &rw, err);
     if (st != OT_OK) return st;
-    ot_remat_measurement m = {0};
+    ot_remat_measurement m = {.scratch = s->scratch};
     double cost = rw.extra_flops;
     st = s->measure(s->g, s->user, &m, err);
     int64_t peak = m.peak;
@@ -189,7 +194,6 @@ static bool better(const search *s, ot_remat_measurement m, double c, ot_remat_m
  * uneven checkpoint spacings (longer segments early in the network, where the
  * backward pass has freed more) that no fixed segmentation gives. */
 ot_status ot_remat_search_flips(search *s, bool *keep, const int *vars, int n_vars, int max_evals, ot_error *err) {
-    const ot_remat_analysis *a = s->a;
     ot_remat_measurement cur = {0};
     double cur_c = 0.0;
     ot_status st = ot_remat_search_measure(s, keep, &cur, &cur_c, err);
@@ -208,7 +212,7 @@ ot_status ot_remat_search_flips(search *s, bool *keep, const int *vars, int n_va
             }
             /* Fitting already: only moves that lower the cost can win; skip the planner. */
             bool cur_fit = s->budget >= 0 && cur.peak <= s->budget;
-            double c_est = cur_fit ? ot_remat_keep_cost(s->g, a, keep, NULL) : 0.0;
+            double c_est = cur_fit ? ot_remat_search_cost(s, keep, NULL) : 0.0;
             ot_remat_measurement m = {0};
             double c = 0.0;
             bool won = false;
@@ -269,13 +273,80 @@ static ot_status min_peak_search(search *s, bool *keep, int *vars, ot_error *err
     return st;
 }
 
+double ot_remat_search_cost(search *s, const bool *keep, int *n_clones) {
+    const ot_remat_analysis *a = s->a;
+    bool *cloned = s->walk_cloned;
+    int *stack = s->walk_stack, nc = 0;
+    memset(cloned, 0, (size_t)a->n_nodes * sizeof(bool));
+    for (int root = 0; root < a->n_values; root++) { /* ot_remat_mark_clones, on the copy */
+        if (!a->saved[root] || keep[root]) continue;
+        int sp = 0, p = s->walk_prod[root];
+        if (cloned[p]) continue;
+        cloned[p] = true;
+        nc++;
+        stack[sp++] = p;
+        while (sp > 0) {
+            int id = stack[--sp];
+            for (int k = s->walk_start[id]; k < s->walk_start[id + 1]; k++) {
+                int u = s->walk_in[k];
+                if (keep[u] || cloned[s->walk_prod[u]]) continue;
+                cloned[s->walk_prod[u]] = true;
+                nc++;
+                stack[sp++] = s->walk_prod[u];
+            }
+        }
+    }
+    if (n_clones) *n_clones = nc;
+    double cost = 0.0;
+    for (int id = 0; id < a->n_nodes; id++)
+        if (cloned[id]) cost += a->node_flops[id];
+    return cost;
+}
+
+/* The search's copy of what the clone walk reads (see ot_remat_search). */
+static bool walk_init(search *s) {
+    const ot_graph *g = s->g;
+    const ot_remat_analysis *a = s->a;
+    int n_in = 0;
+    for (int id = 0; id < a->n_nodes; id++) n_in += g->nodes[id].n_inputs;
+    s->walk_prod = ot_xcalloc((size_t)a->n_values + 1, sizeof(int));
+    s->walk_start = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
+    s->walk_in = ot_xcalloc((size_t)n_in + 1, sizeof(int));
+    s->walk_stack = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
+    s->walk_cloned = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(bool));
+    if (!s->walk_prod || !s->walk_start || !s->walk_in || !s->walk_stack || !s->walk_cloned) return false;
+    for (int v = 0; v < a->n_values; v++) s->walk_prod[v] = g->values[v].producer;
+    n_in = 0;
+    for (int id = 0; id < a->n_nodes; id++) {
+        s->walk_start[id] = n_in;
+        const ot_node *n = &g->nodes[id];
+        for (int i = 0; i < n->n_inputs; i++)
+            if (n->inputs[i] >= 0 && a->candidate[n->inputs[i]]) s->walk_in[n_in++] = n->inputs[i];
+    }
+    s->walk_start[a->n_nodes] = n_in;
+    return true;
+}
+
+static void search_free(search *s) {
+    free(s->best);
+    free(s->min_keep);
+    ot_plan_scratch_free(s->scratch);
+    free(s->walk_prod);
+    free(s->walk_start);
+    free(s->walk_in);
+    free(s->walk_stack);
+    free(s->walk_cloned);
+}
+
 static ot_status search_init(search *s, ot_graph *g, const ot_remat_analysis *a, int64_t budget,
                              ot_remat_measure_fn measure, void *user, ot_remat_auto_stats *stats, ot_error *err) {
     memset(stats, 0, sizeof *stats);
-    *s = (search){g, a, measure, user, budget, stats, NULL, 0.0, 0, false, NULL};
+    *s = (search){.g = g, .a = a, .measure = measure, .user = user, .budget = budget, .stats = stats};
     s->best = ot_xcalloc((size_t)a->n_values, sizeof(bool));
     s->min_keep = ot_xcalloc((size_t)a->n_values, sizeof(bool));
-    if (!s->best || !s->min_keep) return ot_fail(err, OT_E_MEMORY, "remat: out of memory for %d values", a->n_values);
+    s->scratch = ot_plan_scratch_new();
+    if (!s->best || !s->min_keep || !s->scratch || !walk_init(s))
+        return ot_fail(err, OT_E_MEMORY, "remat: out of memory for %d values", a->n_values);
     return OT_OK;
 }
 
@@ -301,8 +372,7 @@ ot_status ot_remat_least_memory(ot_graph *g, const ot_remat_analysis *a, ot_rema
     }
     free(keep);
     free(vars);
-    free(s.best);
-    free(s.min_keep);
+    search_free(&s);
     return st;
 }
 
@@ -411,12 +481,12 @@ ot_status ot_remat_search_swaps(search *s, bool *keep, const int *vars, int n, i
             for (int j = 0; j < n; j++) {
                 if (!keep[vars[j]]) continue;
                 keep[vars[i]] = true, keep[vars[j]] = false;
-                double c = ot_remat_keep_cost(s->g, a, keep, NULL);
+                double c = ot_remat_search_cost(s, keep, NULL);
                 if (c >= 0.0 && c < cur) sw[m++] = (swap){c, vars[i], vars[j]};
                 if (frontier) {
                     int k = ot_remat_frontier_keep(s->g, a, keep, vars[j], undo);
                     if (k > 0) {
-                        c = ot_remat_keep_cost(s->g, a, keep, NULL);
+                        c = ot_remat_search_cost(s, keep, NULL);
                         if (c >= 0.0 && c < cur) sw[m++] = (swap){c, vars[i], -1 - vars[j]};
                     }
                     for (int t = 0; t < k; t++) keep[undo[t]] = false;
@@ -636,8 +706,7 @@ fail:
     free(keep);
     free(order);
     free(vars);
-    free(s.best);
-    free(s.min_keep);
+    search_free(&s);
     return st;
 }
 

@@ -17,6 +17,14 @@ typedef struct ot_remat_search {
     int64_t best_peak;
     bool have_best;
     bool *min_keep;  /* keep set with the smallest peak */
+    struct ot_plan_scratch *scratch; /* the measurements' reused memory (ot_remat_measurement.scratch) */
+    /* What ot_remat_mark_clones walks, copied once per search (forward nodes' inputs
+     * never change under the rewrite): per value its producer; per node id its inputs
+     * that are candidates (walk_in[walk_start[id] .. walk_start[id + 1])); and the
+     * walk's marks and stack. ot_remat_search_cost reads these arrays instead of the
+     * nodes, a cache miss each on a big graph, at every price the searches ask. */
+    int *walk_prod, *walk_start, *walk_in, *walk_stack;
+    bool *walk_cloned;
 } ot_remat_search;
 
 /* A value (or index) and its sort key; ot_remat_ranked_desc sorts by key, highest
@@ -26,6 +34,16 @@ typedef struct ot_remat_ranked {
     double key;
 } ot_remat_ranked;
 int ot_remat_ranked_desc(const void *x, const void *y);
+
+/* ot_remat_keep_cost(s->g, s->a, keep, NULL), the same value to the bit (the same
+ * clones, summed in node id order), from the search's copy of the graph. The clones
+ * stay marked in s->walk_cloned (their count in *n_clones when not NULL). */
+double ot_remat_search_cost(ot_remat_search *s, const bool *keep, int *n_clones);
+
+/* ot_remat_apply with the clones already marked (cloned[node id], n_clones of them:
+ * what ot_remat_mark_clones marks for keep), for auto's measurements (rewrite.c). */
+ot_status ot_remat_apply_marked(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *cloned,
+                                int n_clones, ot_remat_rewrite *rw, ot_error *err);
 
 /* Measures one keep set (planner run); records it as best when it fits and is cheaper.
  * _measure gives the whole measurement (peak and steps at the top). */

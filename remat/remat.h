@@ -57,6 +57,8 @@ typedef struct ot_remat_analysis {
     int *art;
     int *segment;   /* per value: segment index (0..n_art), -1 for non-candidates */
     double *node_flops; /* per node id */
+    bool *bwd_node; /* per node id: a BACKWARD-phase node (the rewrite asks it of each reader
+                     * of a recomputed value: the nodes are a cache miss each on a big graph) */
     double step_flops;
     int64_t saved_bytes; /* sum of bytes of saved values */
 } ot_remat_analysis;
@@ -147,6 +149,11 @@ typedef struct ot_remat_measurement {
     int n_steps;
     int *order;
     size_t *timeline;
+    /* Given by a caller that measures many plans of one graph (auto), NULL otherwise:
+     * memory the planner's measure reuses from one call to the next (plan/scratch.h),
+     * so that no measurement after the first faults pages in. A measure that wraps
+     * ot_remat_measure_planner passes m on as it is. */
+    struct ot_plan_scratch *scratch;
 } ot_remat_measurement;
 
 /* The product passes ot_remat_measure_planner; tests may pass their own. */

@@ -17,6 +17,7 @@
 
 #include "remat/remat.h"
 #include "remat/remat_internal.h"
+#include "remat/auto_search.h"
 
 void ot_remat_rewrite_free(ot_remat_rewrite *rw) {
     if (!rw) return;
@@ -25,6 +26,12 @@ void ot_remat_rewrite_free(ot_remat_rewrite *rw) {
     free(rw->rw_old);
     free(rw->clone_of);
     memset(rw, 0, sizeof *rw);
+}
+
+/* Whether node id is a backward node: from the analysis for the nodes it saw (the
+ * graph's own node otherwise: none is a reader here, but the guard costs nothing). */
+static bool backward(const ot_graph *g, const ot_remat_analysis *a, int id) {
+    return id < a->n_nodes ? a->bwd_node[id] : g->nodes[id].phase == OT_PHASE_BACKWARD;
 }
 
 enum { CLONE_LOCAL_IO = 16, CLONE_LOCAL_NAME = 128 }; /* clone_node's buffers on the stack */
@@ -108,26 +115,31 @@ fail:
     return st;
 }
 
-ot_status ot_remat_apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep, ot_remat_rewrite *rw,
-                         ot_error *err) {
+/* The rewrite; marked: the clones ot_remat_mark_clones marks for keep, already marked
+ * by the caller (n_marked of them), or NULL to mark them here. */
+static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *marked, int n_marked,
+                       ot_remat_rewrite *rw, ot_error *err) {
     ot_status st = OT_OK;
-    bool *cloned = NULL, *needed = NULL;
+    bool *own = NULL, *needed = NULL;
+    const bool *cloned = marked;
     int *stack = NULL, *readers = NULL;
     memset(rw, 0, sizeof *rw);
     if (g->n_values != a->n_values || g->n_nodes != a->n_nodes)
         return ot_fail(err, OT_E_INTERNAL, "remat: graph '%s' changed since it was analysed", g->name);
     rw->n_nodes0 = g->n_nodes;
     rw->n_values0 = g->n_values;
-    cloned = ot_xcalloc((size_t)a->n_nodes, sizeof(bool));
+    if (!marked) {
+        cloned = own = ot_xcalloc((size_t)a->n_nodes, sizeof(bool));
+        stack = ot_xcalloc(ot_remat_stack_room(g, a), sizeof(int));
+    }
     needed = ot_xcalloc((size_t)a->n_values, sizeof(bool));
-    stack = ot_xcalloc(ot_remat_stack_room(g, a), sizeof(int));
     rw->clone_of = ot_xcalloc((size_t)a->n_values, sizeof(int));
-    if (!cloned || !needed || !stack || !rw->clone_of) {
+    if (!cloned || (!marked && !stack) || !needed || !rw->clone_of) {
         st = ot_fail(err, OT_E_MEMORY, "remat: out of memory rewriting '%s'", g->name);
         goto fail;
     }
     for (int v = 0; v < a->n_values; v++) rw->clone_of[v] = -1;
-    rw->n_clones = ot_remat_mark_clones(g, a, keep, cloned, stack);
+    rw->n_clones = marked ? n_marked : ot_remat_mark_clones(g, a, keep, own, stack);
 
     /* A value is needed as a clone output when the backward or another clone reads it. */
     int n_slots = 0;
@@ -135,7 +147,7 @@ ot_status ot_remat_apply(ot_graph *g, const ot_remat_analysis *a, const bool *ke
         if (!a->saved[v] || keep[v]) continue;
         needed[v] = true;
         for (int c = 0; c < g->values[v].n_consumers; c++)
-            n_slots += g->nodes[g->values[v].consumers[c]].phase == OT_PHASE_BACKWARD;
+            n_slots += backward(g, a, g->values[v].consumers[c]);
     }
     for (int id = 0; id < a->n_nodes; id++) {
         if (!cloned[id]) continue;
@@ -169,7 +181,7 @@ ot_status ot_remat_apply(ot_graph *g, const ot_remat_analysis *a, const bool *ke
         int nr = 0;
         const ot_value *val = &g->values[v];
         for (int c = 0; c < val->n_consumers; c++)
-            if (g->nodes[val->consumers[c]].phase == OT_PHASE_BACKWARD) readers[nr++] = val->consumers[c];
+            if (backward(g, a, val->consumers[c])) readers[nr++] = val->consumers[c];
         for (int r = 0; r < nr; r++) {
             ot_node *n = &g->nodes[readers[r]];
             for (int i = 0; i < n->n_inputs; i++) {
@@ -185,12 +197,41 @@ ot_status ot_remat_apply(ot_graph *g, const ot_remat_analysis *a, const bool *ke
     memset(needed, 0, (size_t)a->n_values * sizeof(bool)); /* scratch now */
     rw->kept_bytes = ot_remat_kept_bytes_marked(g, a, keep, cloned, needed);
 fail:
-    free(cloned);
+    free(own);
     free(needed);
     free(stack);
     free(readers);
     if (st != OT_OK) ot_remat_undo(g, rw);
     return st;
+}
+
+ot_status ot_remat_apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep, ot_remat_rewrite *rw,
+                         ot_error *err) {
+    return apply(g, a, keep, NULL, 0, rw, err);
+}
+
+ot_status ot_remat_apply_marked(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *cloned,
+                                int n_clones, ot_remat_rewrite *rw, ot_error *err) {
+    return apply(g, a, keep, cloned, n_clones, rw, err);
+}
+
+/* How far ahead the undo prefetches what removing a clone reads: each input's value
+ * (2 * UNDO_AHEAD nodes ahead) and then its consumer list (UNDO_AHEAD ahead), a cache
+ * miss apiece on a big graph otherwise, taken one after the other. */
+#define UNDO_AHEAD 8
+
+static void undo_prefetch(const ot_graph *g, const ot_remat_rewrite *rw, int id) {
+    for (int d = 1; d <= 2; d++) {
+        int ahead = id - d * UNDO_AHEAD;
+        if (ahead < rw->n_nodes0) return;
+        const ot_node *n = &g->nodes[ahead];
+        for (int i = 0; i < n->n_inputs; i++) {
+            if (n->inputs[i] < 0) continue;
+            const ot_value *v = &g->values[n->inputs[i]];
+            if (d == 2) __builtin_prefetch(&v->consumers);
+            else __builtin_prefetch(v->consumers);
+        }
+    }
 }
 
 void ot_remat_undo(ot_graph *g, ot_remat_rewrite *rw) {
@@ -201,6 +242,7 @@ void ot_remat_undo(ot_graph *g, ot_remat_rewrite *rw) {
     for (int i = rw->n_rewired - 1; i >= 0; i--) ot_graph_set_input(g, rw->rw_node[i], rw->rw_slot[i], rw->rw_old[i]);
     for (int id = g->n_nodes - 1; id >= rw->n_nodes0; id--) {
         ot_node *n = &g->nodes[id];
+        undo_prefetch(g, rw, id);
         ot_graph_remove_node(g, id);
         free(n->op_type);
         free(n->domain);

@@ -28,6 +28,7 @@ void ot_remat_analysis_free(ot_remat_analysis *a) {
     free(a->art);
     free(a->segment);
     free(a->node_flops);
+    free(a->bwd_node);
     memset(a, 0, sizeof *a);
 }
 
@@ -54,14 +55,16 @@ ot_status ot_remat_analyze(const ot_graph *g, ot_remat_analysis *a, ot_error *er
     a->art = ot_xcalloc((size_t)nv, sizeof(int));
     a->segment = ot_xcalloc((size_t)nv, sizeof(int));
     a->node_flops = ot_xcalloc((size_t)nn, sizeof(double));
+    a->bwd_node = ot_xcalloc((size_t)nn + 1, sizeof(bool));
     last_use = ot_xcalloc((size_t)nv, sizeof(int));
     if (!a->fwd || !a->fwd_pos || !a->candidate || !a->saved || !a->pinned || !a->is_static || !a->art ||
-        !a->segment || !a->node_flops || !last_use) {
+        !a->segment || !a->node_flops || !a->bwd_node || !last_use) {
         st = ot_fail(err, OT_E_MEMORY, "remat: out of memory analysing graph '%s'", g->name);
         goto fail;
     }
     for (int id = 0; id < nn; id++) {
         a->fwd_pos[id] = -1;
+        a->bwd_node[id] = g->nodes[id].phase == OT_PHASE_BACKWARD;
         if (!g->nodes[id].removed) a->node_flops[id] = ot_remat_node_flops(g, &g->nodes[id]);
     }
     a->step_flops = ot_remat_step_flops(g);
