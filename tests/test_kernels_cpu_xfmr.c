@@ -9,7 +9,8 @@
  * row) on one to three threads; LayerNormGrad (rows side by side, dScale / dBias by column blocks)
  * against one row and one column at a time; SoftmaxGrad over the last axis (lines
  * side by side) against one line at a time; Sum of same-shaped inputs in one pass,
- * in place or not, against input-by-input adds; Gemm(X, W, transB = 1), what
+ * in place or not, against input-by-input adds; ReduceToLike over leading axes against
+ * column sums in row order; Gemm(X, W, transB = 1), what
  * autodiff/fold_linear.c turns MatMul(X, Transpose(W)) into, against that MatMul. */
 #include "test_kernels_cpu_util.h"
 
@@ -341,6 +342,30 @@ static void test_sum_fused(void **state) {
     free(a), free(want), free(keep);
 }
 
+/* ReduceToLike over leading axes (a bias gradient) against column sums in row order. */
+static void test_reduce_to_like_columns(void **state) {
+    (void)state;
+    int b = 3, t = 37, c = 2 * 256 + 41;
+    int64_t n = (int64_t)b * t * c;
+    float *dy = malloc((size_t)n * sizeof(float)), *dx = malloc((size_t)c * sizeof(float));
+    float *want = malloc((size_t)c * sizeof(float));
+    tk_fill(dy, n, 31, -10.0f, 10.0f);
+    for (int k = 0; k < c; k++) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < (int64_t)b * t; j++) acc += dy[j * c + k];
+        want[k] = (float)acc;
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        ot_node node = tk_node(OT_OP_REDUCE_TO_LIKE, 2, 1);
+        ot_tensor in[2] = {tk_t(OT_F32, dy, 3, b, t, c), tk_t(OT_F32, dx, 1, c)};
+        ot_tensor out[1] = {tk_t(OT_F32, dx, 1, c)};
+        assert_int_equal(tk_run_ex(&node, in, out, threads, 0, 0, 0, NULL), OT_OK);
+        assert_memory_equal(dx, want, (size_t)c * sizeof(float));
+        tk_node_free(&node);
+    }
+    free(dy), free(dx), free(want);
+}
+
 static void test_gemm_trans_b(void **state) {
     (void)state;
     for (int threads = 1; threads <= 2; threads++) {
@@ -358,6 +383,7 @@ int main(void) {
         cmocka_unit_test(test_layer_norm_grad_rows),
         cmocka_unit_test(test_softmax_grad_lines),
         cmocka_unit_test(test_sum_fused),
+        cmocka_unit_test(test_reduce_to_like_columns),
         cmocka_unit_test(test_gemm_trans_b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,8 @@
  * its fast range handed to exp), ot_cpu_max_f32 (a running max) and
  * ot_cpu_dropout_select (Dropout's keep-and-scale: a compare and a masked multiply,
  * the same IEEE multiply per kept element) and ot_cpu_select_u32 (Where on 4-byte
- * payloads, copied as integers).
+ * payloads, copied as integers), ot_cpu_div_scale_f64 (the cross-entropy gradient's
+ * g * (e / s) rounded to float: IEEE divides and multiplies, 8 at a time).
  *
  * ot_cpu_expf_n: the kernels called glibc 2.36's expf one element at a time (Softmax,
  * the cross-entropy loss, ErfGrad).
@@ -250,7 +251,25 @@ __attribute__((target("avx512f"))) static void select_avx512_u32(const uint8_t *
         _mm512_storeu_si512((void *)(o + i), _mm512_mask_blend_epi32(m, yv, xv));
     }
 }
+/* div_scale for n a multiple of 8. */
+__attribute__((target("avx512f"))) static void div_scale_avx512(const double *e, double s, double g, float *v,
+                                                                int64_t n) {
+    const __m512d sv = _mm512_set1_pd(s), gv = _mm512_set1_pd(g);
+    for (int64_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(v + i, _mm512_cvtpd_ps(_mm512_mul_pd(gv, _mm512_div_pd(_mm512_loadu_pd(e + i), sv))));
+}
 #endif
+
+void ot_cpu_div_scale_f64(const double *e, double s, double g, float *v, int64_t n) {
+    int64_t k = 0;
+#ifdef VM_X86
+    if (n >= 8 && __builtin_cpu_supports("avx512f")) {
+        k = n & ~(int64_t)7;
+        div_scale_avx512(e, s, g, v, k);
+    }
+#endif
+    for (; k < n; k++) v[k] = (float)(g * (e[k] / s));
+}
 
 void ot_cpu_select_u32(const uint8_t *c, const uint32_t *x, bool x_step, const uint32_t *y, bool y_step, uint32_t *o,
                        int64_t n) {

@@ -28,4 +28,7 @@ void ot_cpu_dropout_select(const float *u, float ratio, const float *x, float sc
 void ot_cpu_select_u32(const uint8_t *c, const uint32_t *x, bool x_step, const uint32_t *y, bool y_step, uint32_t *o,
                        int64_t n);
 
+/* v[k] = (float)(g * (e[k] / s)) for k < n. */
+void ot_cpu_div_scale_f64(const double *e, double s, double g, float *v, int64_t n);
+
 #endif

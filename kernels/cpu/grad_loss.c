@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_max_f32, ot_cpu_exp_diff_f64 */
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_max_f32, ot_cpu_exp_diff_f64, ot_cpu_div_scale_f64 */
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/loss_geometry.h"
 
@@ -107,11 +107,17 @@ static void ce_grad_row(const ce_grad_args *a, int64_t r, bool spare_next) {
         for (int64_t c = 0; c < m; c++) s += e[c];
         memcpy(ek + 8 * c0, e, (size_t)m * sizeof(double));
     }
-    for (int64_t c = 0; c < C; c++) {
-        double e;
-        memcpy(&e, ek + 8 * c, sizeof e);
-        float v = (float)(g * (e / s - (c == l ? 1.0 : 0.0)));
-        memcpy(ek + 4 * c, &v, sizeof v);
+    /* g * (p - [c == l]) 256 at a time: e / s - 0.0 is e / s, so only the label's
+     * element takes the - 1.0. A chunk's floats overwrite only exps of this chunk,
+     * copied out first, and of earlier ones. */
+    for (int64_t c0 = 0; c0 < C; c0 += 256) {
+        int64_t m = C - c0 < 256 ? C - c0 : 256;
+        double e[256];
+        float v[256];
+        memcpy(e, ek + 8 * c0, (size_t)m * sizeof(double));
+        ot_cpu_div_scale_f64(e, s, g, v, m);
+        if (l >= c0 && l < c0 + m) v[l - c0] = (float)(g * (e[l - c0] / s - 1.0));
+        memcpy(ek + 4 * c0, v, (size_t)m * sizeof(float));
     }
 }
 

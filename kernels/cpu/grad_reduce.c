@@ -22,6 +22,20 @@ static bool aligned_strides(const ot_shape *big, const ot_shape *small, int64_t 
     return true;
 }
 
+/* dx[k] = sum over rows j of dy[j * stride + k] for k < len, each column in row order
+ * into a double; called with len = 256 where it is, a trip count the vectoriser takes
+ * whole (each lane one column's adds: the same bits). */
+static inline __attribute__((always_inline)) void column_sums(const float *dy, float *dx, int64_t rows,
+                                                              int64_t stride, int64_t len) {
+    double cacc[256];
+    for (int64_t k = 0; k < len; k++) cacc[k] = 0.0;
+    for (int64_t j = 0; j < rows; j++) {
+        const float *row = dy + j * stride;
+        for (int64_t k = 0; k < len; k++) cacc[k] += row[k];
+    }
+    for (int64_t k = 0; k < len; k++) dx[k] = (float)cacc[k];
+}
+
 OT_GRAD_KERNEL(ot_cpu_reduce_to_like) {
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", in[0].dtype, err);
     const ot_shape *ys = &in[0].shape;
@@ -63,13 +77,8 @@ OT_GRAD_KERNEL(ot_cpu_reduce_to_like) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par && chunks > 1)
         for (int64_t ch = 0; ch < chunks; ch++) {
             int64_t c0 = ch * 256, len = n_out - c0 < 256 ? n_out - c0 : 256;
-            double cacc[256];
-            for (int64_t k = 0; k < len; k++) cacc[k] = 0.0;
-            for (int64_t j = 0; j < red; j++) {
-                const float *row = dy + j * n_out + c0;
-                for (int64_t k = 0; k < len; k++) cacc[k] += row[k];
-            }
-            for (int64_t k = 0; k < len; k++) dx[c0 + k] = (float)cacc[k];
+            if (len == 256) column_sums(dy + c0, dx + c0, red, n_out, 256);
+            else column_sums(dy + c0, dx + c0, red, n_out, len);
         }
         return OT_OK;
     }
