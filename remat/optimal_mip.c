@@ -1,5 +1,6 @@
 /* optimal_mip.c — building a mixed-integer programme column by column and row by row
- * (remat/optimal_mip.h); growable arrays, nothing solver-specific. */
+ * (remat/optimal_mip.h); growable arrays, nothing solver-specific; and the choice of
+ * solver (CBC, else GLPK). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,4 +69,20 @@ void ot_mip_free(ot_mip *m) {
     free(m->ci);
     free(m->v);
     memset(m, 0, sizeof *m);
+}
+
+bool ot_mip_solver_available(void) { return ot_mip_cbc_available() || ot_mip_glpk_available(); }
+
+const char *ot_mip_solver_name(void) {
+    return ot_mip_cbc_available() ? "CBC" : ot_mip_glpk_available() ? "GLPK" : "none";
+}
+
+ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, const double *start, double *x, ot_mip_result *r,
+                       ot_error *err) {
+    if (ot_mip_cbc_available()) return ot_mip_solve_cbc(m, time_limit_s, start, x, r, err);
+    if (ot_mip_glpk_available()) return ot_mip_solve_glpk(m, time_limit_s, start, x, r, err);
+    *r = (ot_mip_result){.status = OT_MIP_NO_SOLUTION};
+    return ot_fail(err, OT_E_UNSUPPORTED,
+                   "--remat optimal: this onnxtrain was built without a MIP solver; install COIN-OR CBC (Debian "
+                   "coinor-libcbc-dev) or GLPK (libglpk-dev) and rebuild, or use --remat auto");
 }
