@@ -1,10 +1,11 @@
 /* optimal_cbc.c — solves remat/optimal_mip.h's programme with COIN-OR CBC (Debian
- * coinor-libcbc-dev, through its C interface), within a wall-clock time limit. CBC is
- * the solver ot_mip_solve prefers: its root cuts and preprocessing close the gap of
- * programmes GLPK's branch and bound leaves open (chain48's 48 interchangeable
- * layers: GLPK 2.7% after 20 s, CBC proven at the root in 0.1 s; docs/remat.md).
- * Built empty of CBC when CMake did not find it (OT_HAVE_CBC unset): then
- * ot_mip_solve_cbc refuses and ot_mip_solve falls back to GLPK. */
+ * coinor-libcbc-dev, through its C interface), within a wall-clock time limit. Its
+ * root cuts and preprocessing close the gap of programmes GLPK's branch and bound
+ * leaves open (chain48's 48 interchangeable layers: GLPK 2.7% after 20 s, CBC proven
+ * at the root in 0.1 s; docs/remat.md); ot_mip_solve runs it after GLPK's first slice
+ * or first of all when it closed the last solve (remat/optimal_mip.c). Built empty of
+ * CBC when CMake did not find it (OT_HAVE_CBC unset): then ot_mip_solve_cbc refuses
+ * and ot_mip_solve uses GLPK alone. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>

@@ -2,9 +2,9 @@
  * (remat/optimal_cbc.c, remat/optimal_glpk.c) on small programmes whose optimum an
  * exhaustive search gives: a covering programme shaped like remat's own (binary
  * choices, continuous columns priced through r >= x rows, a running-sum budget row),
- * solved from scratch and from a start point; an infeasible one; and the choice
- * ot_mip_solve makes (CBC when built in). Each solver the build lacks is skipped,
- * saying so. */
+ * solved from scratch and from a start point; an infeasible one; and ot_mip_solve's
+ * use of both (one first, the other for the rest, the settling one first next time).
+ * Each solver the build lacks is skipped, saying so. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -140,10 +140,11 @@ static void test_glpk(void **state) {
     check_solver(ot_mip_solve_glpk, "GLPK");
 }
 
-/* ot_mip_solve takes CBC when the build has it, else GLPK, else refuses. */
+/* ot_mip_solve uses the solvers the build has, or refuses. */
 static void test_choice(void **state) {
     (void)state;
-    const char *want = ot_mip_cbc_available() ? "CBC" : ot_mip_glpk_available() ? "GLPK" : "none";
+    bool c = ot_mip_cbc_available(), g = ot_mip_glpk_available();
+    const char *want = c && g ? "CBC+GLPK" : c ? "CBC" : g ? "GLPK" : "none";
     assert_string_equal(ot_mip_solver_name(), want);
     assert_int_equal(ot_mip_solver_available(), strcmp(want, "none") != 0);
     if (!ot_mip_solver_available()) {
@@ -155,11 +156,45 @@ static void test_choice(void **state) {
     check_solver(ot_mip_solve, want);
 }
 
+/* ot_mip_solve_from: the solver that settles a programme is the one tried first next
+ * time; from either order the optimum is the exhaustive one. */
+static void test_prefer(void **state) {
+    (void)state;
+    if (!ot_mip_cbc_available() || !ot_mip_glpk_available()) {
+        printf("skipped: this build lacks CBC or GLPK; nothing to choose between\n");
+        return;
+    }
+    double w[N], c[N], total = 0.0;
+    instance(w, c);
+    for (int i = 0; i < N; i++) total += w[i];
+    unsigned arg = 0;
+    double want = brute(total / 2.0, w, c, &arg);
+    ot_mip m = {0};
+    build(&m, total / 2.0, w, c);
+    double *x = calloc((size_t)m.n_cols, sizeof(double));
+    assert_non_null(x);
+    int order[] = {-1, OT_MIP_CBC, OT_MIP_GLPK};
+    for (int k = 0; k < 3; k++) {
+        int prefer = order[k];
+        ot_mip_result r;
+        ot_error err = {0};
+        assert_int_equal(ot_mip_solve_from(&m, 30.0, NULL, &prefer, x, &r, &err), OT_OK);
+        assert_int_equal(r.status, OT_MIP_OPTIMAL);
+        assert_true(fabs(r.obj - want) < 1e-6);
+        /* a programme this small settles in the first solver's slice */
+        assert_int_equal(prefer, order[k] < 0 ? OT_MIP_GLPK : order[k]);
+        assert_int_equal(r.solver, prefer);
+    }
+    free(x);
+    ot_mip_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cbc),
         cmocka_unit_test(test_glpk),
         cmocka_unit_test(test_choice),
+        cmocka_unit_test(test_prefer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
