@@ -1,6 +1,6 @@
 /* optimal.c — `--remat optimal`: the keep set of least recompute FLOPs whose planned
- * peak fits a budget, as a mixed-integer programme solved exactly (GLPK, through
- * remat/optimal_mip.h), each solution then checked by the planner.
+ * peak fits a budget, as a mixed-integer programme solved exactly (CBC and GLPK,
+ * through remat/optimal_mip.h), each solution then checked by the planner.
  *
  * Why not Checkmate's R/S/FREE matrices: they have a variable per (stage, node), n^2
  * for n nodes, which a free solver cannot branch over at a few thousand nodes. The
@@ -595,13 +595,16 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
     if (sd->keep) keep_point(md, sd->keep, start);
     double t0 = now_s();
     bool exact = true;
+    int prefer = -1; /* the solver that closed the last round's solve goes first */
     ot_status st = OT_OK;
     for (;;) {
         set_budget(md, budget, cut);
         ot_mip_result r;
         /* the first solve may take half the limit, each later one half of what is left */
         double left = limit - (now_s() - t0), slot = stats->rounds + 1 >= MAX_ROUNDS ? left : left / 2.0;
-        if ((st = ot_mip_solve(&md->mip, slot > 0.05 ? slot : 0.05, sd->keep ? start : NULL, x, &r, err))) break;
+        if ((st = ot_mip_solve_from(&md->mip, slot > 0.05 ? slot : 0.05, sd->keep ? start : NULL, &prefer, x, &r,
+                                    err)))
+            break;
         stats->rounds++;
         if (r.status == OT_MIP_INFEASIBLE || r.status == OT_MIP_NO_SOLUTION) {
             st = r.status == OT_MIP_INFEASIBLE ? no_plan(budget, stats->rounds, err)

@@ -1,8 +1,9 @@
 /* optimal_glpk.c — solves remat/optimal_mip.h's programme with GLPK (Debian
  * libglpk-dev), branch and cut with presolve, within a time limit; records the best
- * bound as the search goes so that a solve cut short still reports its gap. Built
+ * bound as the search goes so that a solve cut short still reports its gap. The
+ * fallback of ot_mip_solve when the build has no CBC (remat/optimal_cbc.c). Built
  * empty of GLPK when CMake did not find it (OT_HAVE_GLPK unset): then
- * ot_mip_solve refuses, naming the package. */
+ * ot_mip_solve_glpk refuses, naming the package. */
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
@@ -12,7 +13,7 @@
 #ifdef OT_HAVE_GLPK
 #include <glpk.h>
 
-bool ot_mip_solver_available(void) { return true; }
+bool ot_mip_glpk_available(void) { return true; }
 
 /* What the branch-and-cut callback saw: the best bound of the open nodes; and the
  * incumbent it is to offer (heur, 1-based, NULL: none). */
@@ -70,8 +71,8 @@ static double *fixed_point(glp_prob *lp, const ot_mip *m, const double *start, i
     return pt;
 }
 
-ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, const double *start, double *x, ot_mip_result *r,
-                       ot_error *err) {
+ot_status ot_mip_solve_glpk(const ot_mip *m, double time_limit_s, const double *start, double *x, ot_mip_result *r,
+                            ot_error *err) {
     double t0 = now_s();
     *r = (ot_mip_result){.status = OT_MIP_NO_SOLUTION};
     int *ia = malloc(((size_t)m->nnz + 1) * sizeof(int)), *ja = malloc(((size_t)m->nnz + 1) * sizeof(int));
@@ -155,15 +156,14 @@ ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, const double *start
 
 #else
 
-bool ot_mip_solver_available(void) { return false; }
+bool ot_mip_glpk_available(void) { return false; }
 
-ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, const double *start, double *x, ot_mip_result *r,
-                       ot_error *err) {
+ot_status ot_mip_solve_glpk(const ot_mip *m, double time_limit_s, const double *start, double *x, ot_mip_result *r,
+                            ot_error *err) {
     (void)m, (void)time_limit_s, (void)start, (void)x;
     *r = (ot_mip_result){.status = OT_MIP_NO_SOLUTION};
     return ot_fail(err, OT_E_UNSUPPORTED,
-                   "--remat optimal: this onnxtrain was built without a MIP solver; install GLPK (Debian "
-                   "libglpk-dev) and rebuild, or use --remat auto");
+                   "--remat optimal: this onnxtrain was built without GLPK (Debian libglpk-dev)");
 }
 
 #endif

@@ -1,5 +1,7 @@
 /* optimal_mip.c — building a mixed-integer programme column by column and row by row
- * (remat/optimal_mip.h); growable arrays, nothing solver-specific. */
+ * (remat/optimal_mip.h); growable arrays, nothing solver-specific; and the choice of
+ * solver (CBC, else GLPK). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,4 +70,75 @@ void ot_mip_free(ot_mip *m) {
     free(m->ci);
     free(m->v);
     memset(m, 0, sizeof *m);
+}
+
+bool ot_mip_solver_available(void) { return ot_mip_cbc_available() || ot_mip_glpk_available(); }
+
+const char *ot_mip_solver_name(void) {
+    bool c = ot_mip_cbc_available(), g = ot_mip_glpk_available();
+    return c && g ? "CBC+GLPK" : c ? "CBC" : g ? "GLPK" : "none";
+}
+
+static ot_status solve_one(int which, const ot_mip *m, double limit, const double *start, double *x, ot_mip_result *r,
+                           ot_error *err) {
+    ot_status st = which == OT_MIP_CBC ? ot_mip_solve_cbc(m, limit, start, x, r, err)
+                                       : ot_mip_solve_glpk(m, limit, start, x, r, err);
+    r->solver = which;
+    return st;
+}
+
+static bool settled(const ot_mip_result *r) { return r->status == OT_MIP_OPTIMAL || r->status == OT_MIP_INFEASIBLE; }
+
+/* r (with x) and the second solver's r2 (with x2) as one result: the cheaper
+ * solution, the higher bound (both bound the same programme). */
+static void merge(const ot_mip *m, ot_mip_result *r, double *x, const ot_mip_result *r2, const double *x2) {
+    bool have = r->status == OT_MIP_FEASIBLE, have2 = r2->status == OT_MIP_FEASIBLE || r2->status == OT_MIP_OPTIMAL;
+    double bound = have && r->bound > r2->bound ? r->bound : r2->bound, seconds = r->seconds + r2->seconds;
+    if (have2 ? !have || r2->status == OT_MIP_OPTIMAL || r2->obj <= r->obj : !have) {
+        if (have2) memcpy(x, x2, (size_t)m->n_cols * sizeof(double));
+        *r = *r2;
+    }
+    if (r->status == OT_MIP_FEASIBLE) {
+        r->bound = bound < r->obj ? bound : r->obj;
+        double den = fabs(r->obj) > 1e-12 ? fabs(r->obj) : 1e-12;
+        r->gap = (r->obj - r->bound) / den;
+        if (r->gap <= 1e-9) r->status = OT_MIP_OPTIMAL, r->gap = 0.0, r->bound = r->obj; /* the bounds met */
+    }
+    r->seconds = seconds;
+}
+
+ot_status ot_mip_solve_from(const ot_mip *m, double time_limit_s, const double *start, int *prefer, double *x,
+                            ot_mip_result *r, ot_error *err) {
+    bool c = ot_mip_cbc_available(), g = ot_mip_glpk_available();
+    if (c != g) return solve_one(c ? OT_MIP_CBC : OT_MIP_GLPK, m, time_limit_s, start, x, r, err);
+    if (!c) {
+        *r = (ot_mip_result){.status = OT_MIP_NO_SOLUTION};
+        return ot_fail(err, OT_E_UNSUPPORTED,
+                       "--remat optimal: this onnxtrain was built without a MIP solver; install COIN-OR CBC (Debian "
+                       "coinor-libcbc-dev) or GLPK (libglpk-dev) and rebuild, or use --remat auto");
+    }
+    int first = *prefer == OT_MIP_CBC ? OT_MIP_CBC : OT_MIP_GLPK;
+    double slice = *prefer >= 0 ? time_limit_s / 2.0 : time_limit_s / 4.0 < 1.0 ? time_limit_s / 4.0 : 1.0;
+    ot_status st = solve_one(first, m, slice, start, x, r, err);
+    if (st || settled(r)) {
+        if (!st) *prefer = first;
+        return st;
+    }
+    double *x2 = malloc(((size_t)m->n_cols + 1) * sizeof(double));
+    if (!x2) return ot_fail(err, OT_E_MEMORY, "remat optimal: out of memory for %d columns", m->n_cols);
+    ot_mip_result r2;
+    double left = time_limit_s - r->seconds;
+    st = solve_one(1 - first, m, left > 0.05 ? left : 0.05, r->status == OT_MIP_FEASIBLE ? x : start, x2, &r2, err);
+    if (!st) {
+        if (settled(&r2)) *prefer = 1 - first;
+        merge(m, r, x, &r2, x2);
+    }
+    free(x2);
+    return st;
+}
+
+ot_status ot_mip_solve(const ot_mip *m, double time_limit_s, const double *start, double *x, ot_mip_result *r,
+                       ot_error *err) {
+    int prefer = -1;
+    return ot_mip_solve_from(m, time_limit_s, start, &prefer, x, r, err);
 }

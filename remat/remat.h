@@ -184,7 +184,7 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
 ot_status ot_remat_least_memory(ot_graph *g, const ot_remat_analysis *a, ot_remat_measure_fn measure, void *user,
                                 bool *keep, int64_t *peak, ot_error *err);
 
-/* ---- optimal (remat/optimal.c, solver in remat/optimal_glpk.c) -------------- */
+/* ---- optimal (remat/optimal.c; solver: remat/optimal_cbc.c or optimal_glpk.c) - */
 
 /* True when this build has a MIP solver (GLPK): --remat optimal works. */
 bool ot_remat_optimal_available(void);
