@@ -38,13 +38,14 @@ static void transpose(const float *x, int rows, int cols, float *y) {
     for (int i0 = 0; i0 < rows; i0 += 32)
         for (int j0 = 0; j0 < cols; j0 += 32)
             for (int i = i0; i < rows && i < i0 + 32; i++)
-                for (int j = j0; j < cols && j < j0 + 32; j++) y[(size_t)j * rows + i] = x[(size_t)i * cols + j];
+                for (int j = j0; j < cols && j < j0 + 32; j++)
+                    y[(size_t)j * rows + i] = x[(size_t)i * cols + j];
 }
 
 static void run_ob(const probe *p, const float *A, const float *B, float *C) {
     int lda = p->ta == 'T' ? p->M : p->K, ldb = p->tb == 'T' ? p->K : p->N;
-    cblas_sgemm(CblasRowMajor, p->ta == 'T' ? CblasTrans : CblasNoTrans, p->tb == 'T' ? CblasTrans : CblasNoTrans,
-                p->M, p->N, p->K, 1.0f, A, lda, B, ldb, 0.0f, C, p->N);
+    cblas_sgemm(CblasRowMajor, p->ta == 'T' ? CblasTrans : CblasNoTrans, p->tb == 'T' ? CblasTrans : CblasNoTrans, p->M,
+                p->N, p->K, 1.0f, A, lda, B, ldb, 0.0f, C, p->N);
 }
 
 static void run_dn(const probe *p, const float *A, const float *B, float *C) {
@@ -90,7 +91,8 @@ static double time_variant(const probe *p, int variant) {
     double best = 1e30;
     for (int s = 0; s < 7; s++) {
         t0 = now();
-        for (int r = 0; r < reps; r++) one(p, variant);
+        for (int r = 0; r < reps; r++)
+            one(p, variant);
         double t = (now() - t0) / reps;
         if (t < best) best = t;
     }
@@ -100,7 +102,8 @@ static double time_variant(const probe *p, int variant) {
 
 static float *fill(size_t n) {
     float *x = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) x[i] = (float)(rand() % 200 - 100) / 128.0f;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(rand() % 200 - 100) / 128.0f;
     return x;
 }
 
@@ -110,7 +113,8 @@ int main(int argc, char **argv) {
     omp_set_num_threads(T);
     static const char *names[] = {"ob", "dn", "dnT", "dnS", "pob", "pdn"};
     printf("%-3s %5s %5s %5s %5s %2s", "op", "M", "N", "K", "count", "T");
-    for (int v = 0; v < 6; v++) printf(" %9s", names[v]);
+    for (int v = 0; v < 6; v++)
+        printf(" %9s", names[v]);
     printf("  best  GF/s(best)\n");
     char tt[8];
     probe p;

@@ -13,21 +13,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef void (*sgemm_fn)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, const enum CBLAS_TRANSPOSE,
-                         const blasint, const blasint, const blasint, const float, const float *, const blasint,
-                         const float *, const blasint, const float, float *, const blasint);
+typedef void (*sgemm_fn)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, const enum CBLAS_TRANSPOSE, const blasint,
+                         const blasint, const blasint, const float, const float *, const blasint, const float *,
+                         const blasint, const float, float *, const blasint);
 
 void cblas_sgemm(const enum CBLAS_ORDER o, const enum CBLAS_TRANSPOSE ta, const enum CBLAS_TRANSPOSE tb,
                  const blasint M, const blasint N, const blasint K, const float alpha, const float *A,
-                 const blasint lda, const float *B, const blasint ldb, const float beta, float *C,
-                 const blasint ldc) {
+                 const blasint lda, const float *B, const blasint ldb, const float beta, float *C, const blasint ldc) {
     sgemm_fn real = (sgemm_fn)dlsym(RTLD_NEXT, "cblas_sgemm");
     const char *path = getenv("GEMM_LOG");
     FILE *f = path ? fopen(path, "a") : stderr;
     if (f) {
         fprintf(f, "%c %c%c %d %d %d %d %d %d %g %g par=%d\n", o == CblasRowMajor ? 'R' : 'C',
-                ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', (int)M, (int)N, (int)K, (int)lda,
-                (int)ldb, (int)ldc, (double)alpha, (double)beta, omp_in_parallel());
+                ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', (int)M, (int)N, (int)K, (int)lda, (int)ldb,
+                (int)ldc, (double)alpha, (double)beta, omp_in_parallel());
         if (path) fclose(f);
     }
     real(o, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

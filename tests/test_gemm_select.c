@@ -44,9 +44,7 @@ static gemm_case make_case(bool ta, bool tb, int M, int N, int K, unsigned seed)
     return g;
 }
 
-static void free_case(gemm_case *g) {
-    free(g->A), free(g->B), free(g->C0);
-}
+static void free_case(gemm_case *g) { free(g->A), free(g->B), free(g->C0); }
 
 /* Runs impl on the case at an offset of `shift` floats from the case's buffers. */
 static float *run_case(const gemm_case *g, ot_gemm_impl impl, int threads, float alpha, float beta, int shift) {
@@ -83,7 +81,8 @@ static void check_against_reference(const gemm_case *g, const float *c, float al
                          (double)c[(size_t)i * g->ldc + j], want, g->M, g->N, g->K, g->ta, g->tb);
         }
         /* The padding past N is C's own: never written. */
-        for (int j = g->N; j < g->ldc; j++) assert_true(c[(size_t)i * g->ldc + j] == g->C0[(size_t)i * g->ldc + j]);
+        for (int j = g->N; j < g->ldc; j++)
+            assert_true(c[(size_t)i * g->ldc + j] == g->C0[(size_t)i * g->ldc + j]);
     }
 }
 
@@ -162,7 +161,8 @@ static void test_bits_inside_parallel(void **state) {
             if (t == 1) {
                 float *par[4] = {0};
 #pragma omp parallel for num_threads(4) schedule(static, 1)
-                for (int i = 0; i < 4; i++) par[i] = run_case(&g, impl, 1, 1.0f, 0.0f, i);
+                for (int i = 0; i < 4; i++)
+                    par[i] = run_case(&g, impl, 1, 1.0f, 0.0f, i);
                 for (int i = 0; i < 4; i++) {
                     assert_memory_equal(c0, par[i], nc * sizeof(float));
                     free(par[i]);
@@ -198,7 +198,7 @@ static void test_thread_count_restored(void **state) {
  * otherwise) give NN and NT other bits, as on main. */
 static void test_nn_nt_same_bits(void **state) {
     (void)state;
-    static const int shapes[][3] = {{16, 512, 512}, {32, 512, 512}, {16, 96, 1024}, {37, 129, 300},
+    static const int shapes[][3] = {{16, 512, 512},  {32, 512, 512},  {16, 96, 1024},  {37, 129, 300},
                                     {512, 128, 384}, {256, 768, 640}, {512, 768, 768}, {8, 1280, 1000}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
@@ -206,7 +206,8 @@ static void test_nn_nt_same_bits(void **state) {
         float *wt = malloc((size_t)N * K * sizeof(float)), *y1 = malloc((size_t)M * N * sizeof(float)),
               *y2 = malloc((size_t)M * N * sizeof(float));
         for (int n = 0; n < N; n++)
-            for (int k = 0; k < K; k++) wt[(size_t)k * N + n] = w[(size_t)n * K + k];
+            for (int k = 0; k < K; k++)
+                wt[(size_t)k * N + n] = w[(size_t)n * K + k];
         for (int t = 1; t <= 2; t++) {
             ot_kernel_ctx ctx;
             memset(&ctx, 0, sizeof ctx);
@@ -242,10 +243,12 @@ static void test_batched_matmul_spread(void **state) {
     for (int m = 0; m < M; m += 9)
         for (int j = 0; j < N; j += 7) {
             double s = 0;
-            for (int k = 0; k < K; k++) s += (double)a[((size_t)5 * M + m) * K + k] * b[((size_t)1 * K + k) * N + j];
+            for (int k = 0; k < K; k++)
+                s += (double)a[((size_t)5 * M + m) * K + k] * b[((size_t)1 * K + k) * N + j];
             assert_float_equal(y[1][((size_t)5 * M + m) * N + j], s, 1e-4);
         }
-    for (int t = 0; t < 3; t++) free(y[t]);
+    for (int t = 0; t < 3; t++)
+        free(y[t]);
     free(a), free(b);
 }
 

@@ -86,9 +86,11 @@ static bool run_dnnl_ct(bool ta, int M, int N, int K, float alpha, const float *
     for (int i = 0; i < M; i++) {
         float *c = C + (int64_t)i * ldc;
         if (beta == 0.0f)
-            for (int j = 0; j < N; j++) c[j] = s[(int64_t)j * M + i];
+            for (int j = 0; j < N; j++)
+                c[j] = s[(int64_t)j * M + i];
         else
-            for (int j = 0; j < N; j++) c[j] = s[(int64_t)j * M + i] + beta * c[j];
+            for (int j = 0; j < N; j++)
+                c[j] = s[(int64_t)j * M + i] + beta * c[j];
     }
     return true;
 }
@@ -109,8 +111,7 @@ void ot_gemm_run(ot_gemm_impl impl, int threads, bool ta, bool tb, int M, int N,
     bool done = false;
 #ifdef OT_HAVE_DNNL
     if (impl == OT_GEMM_DNNL)
-        done = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) ==
-               dnnl_success;
+        done = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == dnnl_success;
     else if (impl == OT_GEMM_DNNL_CT)
         done = run_dnnl_ct(ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif
