@@ -6,7 +6,7 @@
  * Determinism: every kernel parallelises over independent output elements (rows,
  * channels, batches) with static schedules and reduces in a fixed sequential order
  * inside one output element, so results do not depend on the thread count except
- * where OpenBLAS splits a GEMM. */
+ * where a GEMM library splits a GEMM (ot_cpu_sgemm). */
 #ifndef OT_CPU_COMMON_H
 #define OT_CPU_COMMON_H
 
@@ -27,15 +27,13 @@
 /* Threads for an OpenMP region: ctx->n_threads when > 0, else the OpenMP default. */
 int ot_cpu_threads(const ot_kernel_ctx *ctx);
 
-/* Row-major cblas_sgemm on ot_cpu_threads(ctx) threads: ctx->n_threads, or with 0
- * the OpenMP default, as the kernels' own loops. OpenBLAS's OpenMP build (0.3.21,
- * Debian's libopenblas-openmp) keeps a count of its own, which stays at 1 once set to
- * 1 and otherwise follows the calling thread's omp_get_max_threads;
- * openblas_set_num_threads sets both. So each call gives OpenBLAS its context's count
- * (setting it only when it differs) and the calling thread's OpenMP count for the
- * call, which it puts back after: the count belongs to the context, not to whatever
- * set it last for the process, and the same count gives the same bits. ta / tb:
- * op(A) = A^T, op(B) = B^T (cblas.h stays out of this header: its complex.h defines I). */
+/* Row-major C = alpha op(A) op(B) + beta C on ot_cpu_threads(ctx) threads (ctx->n_threads,
+ * or with 0 the OpenMP default, as the kernels' own loops; one thread inside an active
+ * OpenMP parallel region), by OpenBLAS or oneDNN as gemm_select.c's rule picks from the
+ * shape, the transposes and the thread count: the same call gives the same bits. Each
+ * library is given the context's count for the call, and the calling thread's OpenMP
+ * count is put back after: the count belongs to the context, not to whatever set it
+ * last for the process. ta / tb: op(A) = A^T, op(B) = B^T. */
 void ot_cpu_sgemm(const ot_kernel_ctx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 

@@ -1,10 +1,14 @@
-/* cpu_matmul.c — Gemm and MatMul on the CPU through OpenBLAS (ot_cpu_sgemm, on the
- * context's threads).
+/* cpu_matmul.c — Gemm and MatMul on the CPU through ot_cpu_sgemm (OpenBLAS or oneDNN,
+ * as kernels/cpu/gemm_select.c picks, on the context's threads).
  *
- * OpenBLAS threads each call itself, so sgemm is never called from inside an OpenMP
- * region (nested pools oversubscribe, and OpenBLAS runs single-threaded inside
- * one); batches run one call after another. */
+ * Each GEMM library threads a call itself, so a batched MatMul either runs its GEMMs
+ * one after another, each on all the threads, or (ot_gemm_batch_parallel: many small
+ * ones) spreads them over the threads with one single-threaded GEMM each. A GEMM's
+ * bits depend on its shape and thread count only, never on which thread runs it, so
+ * the spread batches give the bits of the same GEMMs run one by one on one thread
+ * (tests/test_gemm_select.c). */
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/gemm_select.h"
 #include "kernels/matmul_geometry.h"
 
 static ot_status mm_shape(const ot_node *node, const char *what, ot_error *err) {
@@ -49,6 +53,25 @@ ot_status ot_cpu_gemm(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
     return OT_OK;
 }
 
+/* Batch i of a MatMul: by ot_cpu_sgemm on ctx's threads, or with ctx NULL by impl on
+ * the calling thread alone. */
+static void mm_batch(const ot_matmul_geometry *mg, const float *a, const float *b, float *y, int64_t i,
+                     const ot_kernel_ctx *ctx, ot_gemm_impl impl) {
+    int64_t M = mg->M, K = mg->K, N = mg->N, oa, ob;
+    ot_matmul_batch_offsets(mg, i, &oa, &ob);
+    if (M == 1 && N == 1) {
+        double s = 0;
+        for (int64_t k = 0; k < K; k++) s += (double)a[oa + k] * b[ob + k * N];
+        y[i] = (float)s;
+    } else if (ctx) {
+        ot_cpu_sgemm(ctx, false, false, (int)M, (int)N, (int)K, 1.0f, a + oa, (int)K, b + ob, (int)N, 0.0f,
+                     y + i * M * N, (int)N);
+    } else {
+        ot_gemm_run(impl, 1, false, false, (int)M, (int)N, (int)K, 1.0f, a + oa, (int)K, b + ob, (int)N, 0.0f,
+                    y + i * M * N, (int)N);
+    }
+}
+
 /* MatMul with numpy semantics: 1-D operands are promoted (and the added dim removed
  * from the result), leading batch dims broadcast. */
 ot_status ot_cpu_matmul(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
@@ -80,22 +103,13 @@ ot_status ot_cpu_matmul(const ot_node *node, const ot_tensor *in, ot_tensor *out
                     (int)N, 0.0f, y, (int)N);
         return OT_OK;
     }
-    for (int64_t i = 0; i < batch; i++) {
-        int64_t oa = 0, ob = 0, q = i;
-        for (int d = r - 1; d >= 0; d--) {
-            int64_t j = q % bdim[d];
-            q /= bdim[d];
-            oa += j * sa[d];
-            ob += j * sb[d];
-        }
-        if (M == 1 && N == 1) {
-            double s = 0;
-            for (int64_t k = 0; k < K; k++) s += (double)a[oa + k] * b[ob + k * N];
-            y[i] = (float)s;
-        } else {
-            ot_cpu_sgemm(ctx, false, false, (int)M, (int)N, (int)K, 1.0f, a + oa, (int)K, b + ob,
-                        (int)N, 0.0f, y + i * M * N, (int)N);
-        }
+    int nt = ot_cpu_threads(ctx);
+    if (ot_gemm_batch_parallel(batch, (int)M, (int)N, (int)K, nt)) {
+        ot_gemm_impl one = ot_gemm_select(false, false, (int)M, (int)N, (int)K, 1);
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int64_t i = 0; i < batch; i++) mm_batch(&mg, a, b, y, i, NULL, one);
+    } else {
+        for (int64_t i = 0; i < batch; i++) mm_batch(&mg, a, b, y, i, ctx, OT_GEMM_OPENBLAS);
     }
     return OT_OK;
 }
