@@ -47,7 +47,7 @@ static void usage(FILE *f) {
           "                            (default auto: selective, or the cheapest plan within the budget)\n"
           "  --memory-budget SIZE      e.g. 512M, 2G: the peak auto or optimal must fit\n"
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
-          "                            the best plan found and its gap. Needs GLPK at build time\n"
+          "                            the best plan found and its gap. Needs CBC or GLPK at build time\n"
           "  --device DEV              cpu (default) or cuda[:N]: whose workspace sizes count\n"
           "  --ranks N                 plan one rank of `mpirun -np N onnxtrain train`: --batch-size\n"
           "                            is the global batch, each rank's step is planned at B/N\n"
@@ -58,7 +58,7 @@ static void usage(FILE *f) {
           "  --timeline FILE.svg       draw bytes in use along the schedule for both plans\n",
           f);
     if (!ot_remat_optimal_available())
-        fputs("\nthis build has no MIP solver (GLPK, Debian libglpk-dev): --remat optimal is unavailable\n", f);
+        fputs("\nthis build has no MIP solver (COIN-OR CBC, Debian coinor-libcbc-dev, or GLPK, libglpk-dev): --remat optimal is unavailable\n", f);
 }
 
 typedef struct plan_opts {

@@ -74,7 +74,7 @@ static void train_usage(FILE *f) {
           "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto,\n"
           "                            optimal (least recompute for --memory-budget, solved as a MIP)\n"
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
-          "                            the best plan found and its gap. Needs GLPK at build time\n"
+          "                            the best plan found and its gap. Needs CBC or GLPK at build time\n"
           "  --memory-budget SIZE      for --remat auto: peak bytes, e.g. 512M (K/M/G powers of 1024);\n"
           "                            with --val-input it holds the training step and validation\n"
           "output:\n"
@@ -115,7 +115,7 @@ static void train_usage(FILE *f) {
           "failed or hangs (mpirun; ONNXTRAIN_DIST_TIMEOUT seconds, default 600), 70 internal.\n",
           f);
     if (!ot_remat_optimal_available())
-        fputs("\nthis build has no MIP solver (GLPK, Debian libglpk-dev): --remat optimal is unavailable\n", f);
+        fputs("\nthis build has no MIP solver (COIN-OR CBC, Debian coinor-libcbc-dev, or GLPK, libglpk-dev): --remat optimal is unavailable\n", f);
 }
 
 typedef struct cli_obs {

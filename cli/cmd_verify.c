@@ -37,7 +37,7 @@ static void usage(FILE *f) {
           "                            or optimal (least recompute for the budget, as a MIP)\n"
           "  --memory-budget SIZE      budget for --remat auto or optimal (e.g. 512M)\n"
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
-          "                            the best plan found and its gap. Needs GLPK at build time\n"
+          "                            the best plan found and its gap. Needs CBC or GLPK at build time\n"
           "  --seed N                  Philox seed of Dropout (default 0)\n"
           "  --threads N               kernel threads (default: OpenMP's)\n"
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
@@ -45,7 +45,7 @@ static void usage(FILE *f) {
           "Exit codes: 0 all bitwise equal, 11 a difference, others as `onnxtrain --help`.\n",
           f);
     if (!ot_remat_optimal_available())
-        fputs("\nthis build has no MIP solver (GLPK, Debian libglpk-dev): --remat optimal is unavailable\n", f);
+        fputs("\nthis build has no MIP solver (COIN-OR CBC, Debian coinor-libcbc-dev, or GLPK, libglpk-dev): --remat optimal is unavailable\n", f);
 }
 
 typedef struct verify_opts {
