@@ -73,6 +73,8 @@ typedef struct model {
     int *s_col;              /* per interval: S column */
     double *t0max;           /* per interval: the none plan's most bytes in use (units) */
     double unit;             /* bytes per model unit */
+    double pad;              /* bytes off every row's budget: the none plan's pinned padding (0 after
+                                the fallback; see the file header) */
     ot_mip mip;
 } model;
 
@@ -487,7 +489,7 @@ static ot_status plan_keep(model *md, ot_graph *g, const bool *keep, ot_remat_me
 /* Sets every S_i's bound: the model budget less what the rounds cut there (bytes). */
 static void set_budget(model *md, int64_t budget, const double *cut) {
     for (int i = 0; i < md->n_bounds; i++)
-        md->mip.col_hi[md->s_col[i]] = ((double)budget - cut[i]) / md->unit - md->t0max[i];
+        md->mip.col_hi[md->s_col[i]] = ((double)budget - md->pad - cut[i]) / md->unit - md->t0max[i];
 }
 
 /* The interval holding step s. */
@@ -606,6 +608,10 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
                                     err)))
             break;
         stats->rounds++;
+        if (r.status == OT_MIP_INFEASIBLE && md->pad > 0.0) { /* the fallback: the full budget */
+            md->pad = 0.0;
+            continue;
+        }
         if (r.status == OT_MIP_INFEASIBLE || r.status == OT_MIP_NO_SOLUTION) {
             st = r.status == OT_MIP_INFEASIBLE ? no_plan(budget, stats->rounds, err)
                                                 : ot_fail(err, OT_E_MEMORY,
@@ -722,6 +728,7 @@ ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budg
         goto done;
     }
     if (!st) st = build_model(&md, err);
+    md.pad = (double)md.m0.pinned_padding;
     seed sd = {0};
     if (!st) st = seed_auto(g, a, budget, measure, user, &sd, stats, err);
     if (!st) {
