@@ -35,7 +35,22 @@
  * accepted), the seed is proven optimal. After NOGOOD_ROUNDS, or once a solve runs
  * out of time, rounds also lower the model's budget by the excess where the plan
  * peaks (up to MAX_ROUNDS): faster, not exact. Stats say by how much the two peaks
- * differ and how many rounds ran. */
+ * differ and how many rounds ran.
+ *
+ * Padding. Every row's budget is the budget less the none plan's pinned padding P
+ * (planner.h: every pinned value starts on a 64-byte boundary, and those bytes are in
+ * no timeline entry). That excludes no plan the planner accepts whose bytes in use
+ * the model states exactly or understates: the rewrite changes no pinned value (it
+ * clones forward nodes, whose outputs are transient, and rewires backward readers),
+ * so every rewrite has the same pinned region and P; its transient blocks lie above
+ * that region, so its peak is at least T(t) + P at every step t where one is live
+ * (T: its true bytes in use), and a plan with peak <= budget has T(t) <= budget - P.
+ * The rows can then cut such a plan only where the model's bytes at some step exceed
+ * its T(t), the case in which the full budget's rows already can. On chain48 the
+ * padding was the 140 of the 172 bytes by which the rejected permutations' peaks
+ * exceed the model's. Where the padded programme is infeasible the rounds go on at
+ * the full budget (the fallback), so the padding never turns a budget the old
+ * programme met into no plan. model_budget leaves P out: it reports the tightening. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
