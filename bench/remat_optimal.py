@@ -13,7 +13,8 @@ the markers in docs/remat.md (--no-write: print it only).
 
 auto's excess is (auto - optimal) / step FLOPs, in % of the step, and auto / optimal
 where optimal recomputes anything. A gap "0 at −N" is a proof under the model's budget
-lowered by N bytes (the rounds that tighten it), not under the budget itself. A cell "—" is a budget the policy did not meet (exit
+lowered by N bytes (the rounds that tighten it), not under the budget itself; the
+pinned padding that every row of the programme leaves out (remat/optimal.c) is not in N. A cell "—" is a budget the policy did not meet (exit
 9: auto found no plan, or optimal's memory model found none that the planner accepts).
 """
 import argparse

@@ -33,8 +33,9 @@ void ot_plan_print_summary(const ot_plan *p, FILE *f) {
 }
 
 void ot_plan_write_json(const ot_plan *p, FILE *f) {
-    fprintf(f, "{\"peak_bytes\": %zu, \"peak_step\": %d, \"steps\": %d, \"pinned_bytes\": %zu, \"at_peak\": {",
-            p->peak_bytes, p->peak_step, p->n_steps, p->pinned_bytes);
+    fprintf(f, "{\"peak_bytes\": %zu, \"peak_step\": %d, \"steps\": %d, \"pinned_bytes\": %zu, "
+            "\"pinned_padding_bytes\": %zu, \"at_peak\": {",
+            p->peak_bytes, p->peak_step, p->n_steps, p->pinned_bytes, p->pinned_padding);
     for (int c = 0; c < OT_MEM_COUNT; c++)
         fprintf(f, "%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c),
                 ot_plan_bytes_at_peak(p, (ot_mem_category)c));

@@ -512,7 +512,7 @@ static void sort_by_key(build *b, int *ids, int n) {
 /* Pinned region: one slab per category, each value 64-byte aligned. */
 static void place_pinned(build *b) {
     ot_plan *p = b->p;
-    size_t cursor = 0;
+    size_t cursor = 0, held = 0;
     slab_keys(b);
     /* One pass buckets the pinned values by category, each bucket in value-id order
      * (a counting sort: a pass over every value per category would miss the cache
@@ -536,12 +536,14 @@ static void place_pinned(build *b) {
             pv->offset = (int64_t)cursor;
             if (pv->nbytes && cursor + pv->nbytes > b->max_end) b->max_end = cursor + pv->nbytes;
             cursor += align_up(pv->nbytes);
+            held += pv->nbytes;
             b->live[c] += pv->nbytes;
             p->total[c] += pv->nbytes;
         }
         p->slab_bytes[c] = cursor - p->slab_offset[c];
     }
     p->pinned_bytes = cursor;
+    p->pinned_padding = cursor - held;
     memcpy(p->at_peak, b->live, sizeof b->live);
     b->base = cursor;
 }

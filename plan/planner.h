@@ -65,7 +65,14 @@
  * scheduled node may write one.
  *
  * Peak: the highest end offset (offset + bytes) of any block, which is what the
- * executor allocates and what it measures at run time. */
+ * executor allocates and what it measures at run time.
+ *
+ * Padding: every pinned value starts on a 64-byte boundary, so the pinned region
+ * (pinned_bytes) holds pinned_padding bytes more than its values, and those bytes are
+ * in no timeline entry. Every transient block and workspace lies at or above
+ * pinned_bytes, disjoint from the others live with it, so at any step s where one is
+ * live the peak is at least timeline[s] + pinned_padding (a bound --remat optimal
+ * takes off its budget: remat/optimal.c). */
 #ifndef OT_PLANNER_H
 #define OT_PLANNER_H
 
@@ -127,6 +134,8 @@ typedef struct ot_plan {
     size_t peak_bytes;     /* arena size: max end offset of any block */
     int peak_step;         /* step at which the peak was first reached (-1: pinned only) */
     size_t pinned_bytes;   /* end of the pinned region = start of the transient region */
+    size_t pinned_padding; /* alignment padding in the pinned region: pinned_bytes less the bytes
+                              of the values placed there (see Padding) */
     int backward_step;     /* first BACKWARD/RECOMPUTE step; n_steps when none */
     /* Pinned slabs: [slab_offset, slab_offset + slab_bytes) for categories up to IO. */
     size_t slab_offset[OT_MEM_COUNT], slab_bytes[OT_MEM_COUNT];

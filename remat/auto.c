@@ -47,6 +47,7 @@ static ot_status copy_timeline(const ot_plan *plan, ot_remat_measurement *m, ot_
     }
     memcpy(m->order, plan->order, (size_t)plan->n_steps * sizeof(int));
     memcpy(m->timeline, plan->timeline, (size_t)plan->n_steps * sizeof(size_t));
+    m->pinned_padding = plan->pinned_padding;
     return OT_OK;
 }
 

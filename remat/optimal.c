@@ -35,7 +35,22 @@
  * accepted), the seed is proven optimal. After NOGOOD_ROUNDS, or once a solve runs
  * out of time, rounds also lower the model's budget by the excess where the plan
  * peaks (up to MAX_ROUNDS): faster, not exact. Stats say by how much the two peaks
- * differ and how many rounds ran. */
+ * differ and how many rounds ran.
+ *
+ * Padding. Every row's budget is the budget less the none plan's pinned padding P
+ * (planner.h: every pinned value starts on a 64-byte boundary, and those bytes are in
+ * no timeline entry). That excludes no plan the planner accepts whose bytes in use
+ * the model states exactly or understates: the rewrite changes no pinned value (it
+ * clones forward nodes, whose outputs are transient, and rewires backward readers),
+ * so every rewrite has the same pinned region and P; its transient blocks lie above
+ * that region, so its peak is at least T(t) + P at every step t where one is live
+ * (T: its true bytes in use), and a plan with peak <= budget has T(t) <= budget - P.
+ * The rows can then cut such a plan only where the model's bytes at some step exceed
+ * its T(t), the case in which the full budget's rows already can. On chain48 the
+ * padding was the 140 of the 172 bytes by which the rejected permutations' peaks
+ * exceed the model's. Where the padded programme is infeasible the rounds go on at
+ * the full budget (the fallback), so the padding never turns a budget the old
+ * programme met into no plan. model_budget leaves P out: it reports the tightening. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +88,8 @@ typedef struct model {
     int *s_col;              /* per interval: S column */
     double *t0max;           /* per interval: the none plan's most bytes in use (units) */
     double unit;             /* bytes per model unit */
+    double pad;              /* bytes off every row's budget: the none plan's pinned padding (0 after
+                                the fallback; see the file header) */
     ot_mip mip;
 } model;
 
@@ -487,7 +504,7 @@ static ot_status plan_keep(model *md, ot_graph *g, const bool *keep, ot_remat_me
 /* Sets every S_i's bound: the model budget less what the rounds cut there (bytes). */
 static void set_budget(model *md, int64_t budget, const double *cut) {
     for (int i = 0; i < md->n_bounds; i++)
-        md->mip.col_hi[md->s_col[i]] = ((double)budget - cut[i]) / md->unit - md->t0max[i];
+        md->mip.col_hi[md->s_col[i]] = ((double)budget - md->pad - cut[i]) / md->unit - md->t0max[i];
 }
 
 /* The interval holding step s. */
@@ -606,6 +623,10 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
                                     err)))
             break;
         stats->rounds++;
+        if (r.status == OT_MIP_INFEASIBLE && md->pad > 0.0) { /* the fallback: the full budget */
+            md->pad = 0.0;
+            continue;
+        }
         if (r.status == OT_MIP_INFEASIBLE || r.status == OT_MIP_NO_SOLUTION) {
             st = r.status == OT_MIP_INFEASIBLE ? no_plan(budget, stats->rounds, err)
                                                 : ot_fail(err, OT_E_MEMORY,
@@ -722,6 +743,7 @@ ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budg
         goto done;
     }
     if (!st) st = build_model(&md, err);
+    md.pad = (double)md.m0.pinned_padding;
     seed sd = {0};
     if (!st) st = seed_auto(g, a, budget, measure, user, &sd, stats, err);
     if (!st) {

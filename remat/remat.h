@@ -149,6 +149,7 @@ typedef struct ot_remat_measurement {
     int n_steps;
     int *order;
     size_t *timeline;
+    size_t pinned_padding; /* with the timeline: the plan's (planner.h, Padding); 0 when unknown */
     /* Given by a caller that measures many plans of one graph (auto), NULL otherwise:
      * memory the planner's measure reuses from one call to the next (plan/scratch.h),
      * so that no measurement after the first faults pages in. A measure that wraps

@@ -163,6 +163,16 @@ static void test_pinned_slabs(void **state) {
     assert_int_equal(p->total[OT_MEM_GRADIENTS], 160);
     assert_int_equal(p->total[OT_MEM_OPT_STATE], 160);
     assert_int_equal(p->total[OT_MEM_KEPT], 40);
+    /* Padding: the 40-byte values (x, w1, m1, k, w1_grad, loss) take 64-byte slots, the
+     * 120-byte ones (w2, m2, w2_grad) 128; the peak is at least every step's bytes in
+     * use plus it while a transient block is live (the bound --remat optimal uses). */
+    assert_int_equal(p->pinned_padding, 6 * 24 + 3 * 8);
+    size_t held = 0;
+    for (int v = 0; v < p->n_values; v++)
+        if (p->values[v].pinned && p->values[v].offset >= 0) held += p->values[v].nbytes;
+    assert_int_equal(p->pinned_bytes - held, p->pinned_padding);
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->timeline[s] > held) assert_true(p->peak_bytes >= p->timeline[s] + p->pinned_padding);
     ot_plan_free(p);
     ot_graph_free(g);
 }
