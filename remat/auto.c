@@ -16,7 +16,9 @@
  *      value, or move a kept one to its neighbour, while the peak fits and the
  *      cost drops (first improvement, bounded planner runs);
  *   5. on graphs of up to 400 candidates, moves over every candidate, read by the
- *      backward pass or not, with repairs that make room (remat/auto_polish.c).
+ *      backward pass or not, with repairs that make room (remat/auto_polish.c);
+ *   6. on those graphs, steps 1-5 once more under a budget one byte below the plan's
+ *      peak (ot_remat_auto), the cheaper plan kept.
  * When no seed fits, `all`'s own search (ot_remat_least_memory) is the last try, so
  * that every budget `all` meets, auto meets too.
  * Peaks are not monotone in general (best fit, in place), so bisection only steers
@@ -621,11 +623,10 @@ static ot_status unclone_search(search *s, bool *keep, const int *vars, int n, o
     return st;
 }
 
-ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
-                        void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
+/* Steps 1-5 of the file comment under budget: the plan into keep_out, stats filled. */
+static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
+                             void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
     int nv = a->n_values;
-    ot_remat_auto_stats local;
-    if (!stats) stats = &local;
     search s;
     bool *keep = ot_xcalloc((size_t)nv, sizeof(bool));
     int *vars = ot_xcalloc((size_t)nv, sizeof(int));
@@ -708,6 +709,43 @@ fail:
     free(order);
     free(vars);
     search_free(&s);
+    return st;
+}
+
+/* The search is local and its path depends on the budget: on tinygpt (issue 16, 821,696
+ * bytes) it ends at a plan that fits with 448 bytes to spare, 1,311,232 FLOPs, from
+ * which no move fits and is cheaper, while the same search under a budget just below that
+ * plan's peak passes elsewhere and ends at 729,600. So, on the graphs the polish runs on
+ * (the small ones, where a search takes a fraction of a second), auto searches once more
+ * under the first plan's peak less one byte (every plan that fits that fits the budget)
+ * and keeps the cheaper plan; the first plan is never given up for a dearer one. */
+ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
+                        void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
+    ot_remat_auto_stats local;
+    if (!stats) stats = &local;
+    ot_status st = auto_search(g, a, budget, measure, user, keep_out, stats, err);
+    if (st != OT_OK || stats->cost <= 0.0) return st;
+    int *vars = ot_xcalloc((size_t)a->n_values + 1, sizeof(int));
+    bool *keep = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool));
+    if (!vars || !keep) {
+        free(vars), free(keep);
+        return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", a->n_values);
+    }
+    if (ot_remat_search_vars(g, a, true, vars) <= OT_REMAT_POLISH_MAX_VARS) {
+        ot_remat_auto_stats again = {0};
+        ot_error e2 = {0};
+        st = auto_search(g, a, stats->peak - 1, measure, user, keep, &again, &e2);
+        stats->n_measured += again.n_measured;
+        if (st == OT_OK && again.cost < stats->cost) {
+            memcpy(keep_out, keep, (size_t)a->n_values * sizeof(bool));
+            stats->peak = again.peak;
+            stats->cost = again.cost;
+        }
+        if (st == OT_E_MEMORY) st = OT_OK; /* nothing fits below the first plan's peak: it stays */
+        else if (st != OT_OK && err) *err = e2;
+    }
+    free(vars);
+    free(keep);
     return st;
 }
 

@@ -23,9 +23,6 @@
 #include "remat/auto_search.h"
 #include "remat/remat_internal.h"
 
-/* The phase runs on graphs of at most this many candidates (its exchanges grow as the
- * square: a 5,000-node graph has ~3,300 and skips it). */
-#define POLISH_MAX_VARS 400
 /* Moves tried per round, repair steps per move, and drops measured per step. */
 #define ADD_TRIES 8
 #define REPAIR_STEPS 16
@@ -384,7 +381,7 @@ static ot_status unclone_moves(repair_ctx *r, bool *keep, ot_error *err) {
 ot_status ot_remat_auto_polish(ot_remat_search *s, bool *keep, int *vars, ot_error *err) {
     const ot_remat_analysis *a = s->a;
     int n = ot_remat_search_vars(s->g, a, true, vars);
-    if (!s->have_best || n > POLISH_MAX_VARS) return OT_OK;
+    if (!s->have_best || n > OT_REMAT_POLISH_MAX_VARS) return OT_OK;
     repair_ctx r = {s, vars, n, ot_xcalloc((size_t)n + 1, sizeof(bool)), ot_xcalloc((size_t)n + 1, sizeof(bool)),
                     ot_xcalloc((size_t)a->n_values + 1, sizeof(int)), 0};
     ot_status st = OT_OK;

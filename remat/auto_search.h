@@ -81,6 +81,11 @@ int ot_remat_costly_clones(const ot_remat_search *s, bool *cloned, int *stack, o
  * and returns how many. */
 int ot_remat_frontier_keep(const ot_graph *g, const ot_remat_analysis *a, bool *keep, int v, int *undo);
 
+/* The second phase (and auto's second search, remat/auto.c) runs on graphs of at most
+ * this many candidates (its exchanges grow as the square: a 5,000-node graph has ~3,300
+ * and skips it). */
+#define OT_REMAT_POLISH_MAX_VARS 400
+
 /* auto's second phase (remat/auto_polish.c): from the best plan, the moves above and
  * add-and-repair moves over every candidate, saved or not. vars: a->n_values room. */
 ot_status ot_remat_auto_polish(ot_remat_search *s, bool *keep, int *vars, ot_error *err);
