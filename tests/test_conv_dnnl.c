@@ -1,6 +1,6 @@
-/* test_conv_dnnl.c — the depthwise convolutions that run on oneDNN
- * (kernels/cpu/conv_dnnl.c): Conv, ConvGradInput and ConvGradWeight agree with our
- * own kernels (ot_kernel_ctx.no_dnnl) within float32 rounding, two runs have the same
+/* test_conv_dnnl.c — the convolutions that run on oneDNN (depthwise and dense 3x3,
+ * kernels/cpu/conv_dnnl.c): Conv, ConvGradInput and ConvGradWeight agree with our own
+ * kernels (ot_kernel_ctx.no_dnnl) within float32 rounding, two runs have the same
  * bits at 1 and at 2 threads, a run that keeps its primitives in a node slot has the
  * bits of one that builds them in the call, the slot is freed through the CPU
  * backend's free_node_state, and a shape outside the rule keeps nothing (our kernel
@@ -11,6 +11,7 @@
 
 typedef struct dw_case {
     int N, C, H, W, S, bias;
+    int dense; /* group 1 and C output channels (ResNet's 3x3), else depthwise */
 } dw_case;
 
 static void fill(float *x, int n, unsigned seed) {
@@ -36,8 +37,9 @@ static void setup(run_in *r, const dw_case *c, int op, int k, float *x, float *w
     ot_node_set_attr_ints(&r->n, "kernel_shape", ks, 2);
     ot_node_set_attr_ints(&r->n, "strides", st, 2);
     ot_node_set_attr_ints(&r->n, "pads", pd, 4);
-    ot_node_set_attr_int(&r->n, "group", c->C);
-    ot_tensor X = tk_t(OT_F32, x, 4, c->N, c->C, c->H, c->W), W = tk_t(OT_F32, w, 4, c->C, 1, k, k);
+    ot_node_set_attr_int(&r->n, "group", c->dense ? 1 : c->C);
+    int cig = c->dense ? c->C : 1;
+    ot_tensor X = tk_t(OT_F32, x, 4, c->N, c->C, c->H, c->W), W = tk_t(OT_F32, w, 4, c->C, cig, k, k);
     ot_tensor Y = tk_t(OT_F32, dy, 4, c->N, c->C, OH, OW);
     if (op == 0) {
         r->in[0] = X, r->in[1] = W, r->in[2] = tk_t(OT_F32, b, 1, c->C);
@@ -47,7 +49,7 @@ static void setup(run_in *r, const dw_case *c, int op, int k, float *x, float *w
         r->out[0] = tk_t(OT_F32, res, 4, c->N, c->C, c->H, c->W);
     } else {
         r->in[0] = Y, r->in[1] = X, r->in[2] = W;
-        r->out[0] = tk_t(OT_F32, res, 4, c->C, 1, k, k);
+        r->out[0] = tk_t(OT_F32, res, 4, c->C, cig, k, k);
     }
     r->nout = (int)ot_shape_numel(&r->out[0].shape);
 }
@@ -66,8 +68,9 @@ static void run(run_in *r, int threads, bool no_dnnl, void **slot) {
 /* Runs one case and direction; returns whether oneDNN kept a state (it ran). */
 static bool check(const dw_case *c, int op, int k) {
     int OH = (c->H + 2 - k) / c->S + 1, OW = (c->W + 2 - k) / c->S + 1;
-    int nx = c->N * c->C * c->H * c->W, ny = c->N * c->C * OH * OW, nw = c->C * k * k;
+    int nx = c->N * c->C * c->H * c->W, ny = c->N * c->C * OH * OW, nw = c->C * (c->dense ? c->C : 1) * k * k;
     int big = nx > ny ? nx : ny;
+    big = big > nw ? big : nw;
     float *x = malloc(sizeof(float) * (size_t)nx), *w = malloc(sizeof(float) * (size_t)nw);
     float *b = malloc(sizeof(float) * (size_t)c->C), *dy = malloc(sizeof(float) * (size_t)ny);
     float *ref = calloc((size_t)big, sizeof(float)), *got = calloc((size_t)big, sizeof(float));
@@ -93,7 +96,7 @@ static bool check(const dw_case *c, int op, int k) {
         assert_memory_equal(got, again, sizeof(float) * (size_t)r.nout);
         assert_memory_equal(got, fresh, sizeof(float) * (size_t)r.nout);
         /* Each output sums at most N*OH*OW products of values below 0.5 in magnitude. */
-        double tol = 4e-7 * (op == 2 ? c->N * OH * OW : k * k) + 1e-6;
+        double tol = 4e-7 * (op == 2 ? c->N * OH * OW : k * k * (c->dense ? c->C : 1)) + 1e-6;
         for (int i = 0; i < r.nout; i++)
             if (fabs((double)got[i] - ref[i]) > tol)
                 fail_msg("op %d threads %d [%d]: oneDNN %.9g, ours %.9g", op, threads, i, got[i], ref[i]);
@@ -106,12 +109,13 @@ static bool check(const dw_case *c, int op, int k) {
 }
 
 static const dw_case CASES[] = {
-    {2, 16, 8, 8, 1, 1},   /* stride 1, bias */
-    {3, 24, 10, 10, 2, 0}, /* stride 2, no bias */
-    {2, 20, 9, 7, 1, 0},   /* channels and planes off oneDNN's blocks */
+    {2, 16, 8, 8, 1, 1, 0},  /* stride 1, bias */
+    {3, 24, 16, 15, 2, 0, 0}, /* stride 2 (8x8 outputs), no bias */
+    {2, 20, 9, 7, 1, 0, 0},  /* channels and planes off oneDNN's blocks */
+    {2, 64, 8, 8, 1, 1, 1},  /* dense 3x3, 64 channels */
 };
 
-static void test_depthwise_on_dnnl(void **state) {
+static void test_3x3_on_dnnl(void **state) {
     (void)state;
 #ifndef OT_HAVE_DNNL
     print_message("skipped: built without oneDNN (libdnnl-dev, OT_WITH_DNNL)\n");
@@ -121,16 +125,21 @@ static void test_depthwise_on_dnnl(void **state) {
         for (int op = 0; op < 3; op++) assert_true(check(&CASES[i], op, 3));
 }
 
-/* A 5x5 depthwise conv is outside the rule: our kernels run, nothing is kept. */
+/* Outside the rule our kernels run and nothing is kept: a 5x5 depthwise conv, and
+ * dense 3x3 ones at 32 channels and on a 2x2 plane. */
 static void test_outside_rule_keeps_nothing(void **state) {
     (void)state;
-    dw_case c = {2, 16, 9, 9, 1, 1};
-    for (int op = 0; op < 3; op++) assert_false(check(&c, op, 5));
+    dw_case dw5 = {2, 16, 9, 9, 1, 1, 0}, narrow = {2, 32, 8, 8, 1, 0, 1}, small = {2, 64, 2, 2, 1, 0, 1};
+    for (int op = 0; op < 3; op++) {
+        assert_false(check(&dw5, op, 5));
+        assert_false(check(&narrow, op, 3));
+        assert_false(check(&small, op, 3));
+    }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_depthwise_on_dnnl),
+        cmocka_unit_test(test_3x3_on_dnnl),
         cmocka_unit_test(test_outside_rule_keeps_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,20 +1,32 @@
 /* conv_dnnl.c — Conv, ConvGradInput and ConvGradWeight on oneDNN (conv_dnnl.h).
  *
- * The rule (shape and thread count only, so a given model and --threads always take
- * the same path, recompute clones included, and `verify` stays bitwise): oneDNN runs
- * a 2-D depthwise convolution (group == channels, one output channel per group)
- * with a 3x3 kernel, no dilation, stride 1 or 2, pads that fit the kernel and
- * output planes of at least DNNL_MIN_PLANE points, in every direction. There
- * bench/conv_dnnl.sh measured it (forward + dX + dW, 2 threads) at 0.30 ms against our
- * 0.69 (96 channels, 16x16) and 0.29 against 0.50 (144, stride 2); on plain NCHW
- * memory it lost (2.7 ms), so the operands go through reorders into the layouts
- * oneDNN picks (nChw16c on AVX-512). Elsewhere (dense 3x3 at 512 channels, strided
- * 256->512, small 1x1) it lost or was not measured, and our kernels run.
+ * The rule (shape only, so a given model always takes the same path, recompute
+ * clones included, and `verify` stays bitwise): oneDNN runs a 2-D convolution with a
+ * 3x3 kernel, no dilation, stride 1 or 2 and pads of 0 or 1 at each end when it is
+ *   - depthwise (group == channels, one output channel per group), with an output
+ *     plane OH*OW of at least 16 at stride 1 and 64 at stride 2, every direction;
+ *   - dense (group 1) with 64 to 256 input and output channels, an output plane of
+ *     at least 64; ConvGradInput at stride 1 already from 16.
+ * bench/conv_dnnl.sh measured each direction at ResNet-18's and MobileNetV2's shapes
+ * (batch 8, 64x64 input, 2 threads, best of 29, load 5-6; "run" column: this file,
+ * "ot": our kernels), ms fwd / dX / dW:
+ *   dw 96ch 16x16: ours .248/.287/.209, oneDNN .126/.142/.107; 16ch 32x32: .175/.170/
+ *   .138 vs .089/.101/.066; 288ch 4x4: .064/.063/.057 vs .039/.048/.037; stride 2, 96ch
+ *   16x16: .109/.115/.099 vs .060/.085/.059; but stride 2 96ch 8x8 (4x4 outputs):
+ *   .037/.037/.034 against oneDNN's .035/.049/.035, and 480ch 2x2 ties: ours.
+ *   dense 64ch 16x16: 1.43/1.09/1.42 vs .73/.69/.80; 128ch 8x8: 1.09/.94/1.22 vs
+ *   .69/.69/.75; 64->128 stride 2: .59/.58/.59 vs .40/.48/.42; 256ch 4x4: oneDNN's dX
+ *   .69 beats our .97, its fwd ties and its dW loses (1.35 vs 1.08); 128->256 stride 2
+ *   (4x4 outputs) loses in dX and dW; 512 channels lose 1.3-3x: ours.
+ * On plain NCHW memory oneDNN lost everywhere on depthwise (2.7 ms against our 0.7),
+ * so the operands go through reorders into the layouts it picks (nChw16c on AVX-512),
+ * each timed above. The 7x7 stride-2 stem (fwd 1.0 ms vs our 1.75) is left for later.
  *
  * Memory: the blocked copies and oneDNN's scratchpad (user scratchpad mode) live in
- * the node's planned workspace, sized by ot_dnnl_conv_workspace for the machine's
- * core count (scratchpads grow with threads: dW keeps one partial sum per thread);
- * a run with more threads than that whose scratchpad does not fit runs our kernel.
+ * the node's planned workspace, sized by ot_dnnl_conv_workspace (an upper bound for
+ * the machine's core count: scratchpads grow with threads, dW keeps one partial sum
+ * per thread); a build whose exact need does not fit (more threads than cores, or
+ * another oneDNN) runs our kernel, the same way on every step.
  * Nothing is allocated per step: the primitives, built for the node's shapes and
  * thread count, are kept in the node's slot (ot_kernel_ctx.node_state) and rebuilt
  * only if either changes. oneDNN's OpenMP runtime takes its thread count from
@@ -28,8 +40,12 @@
 #include <omp.h>
 #include <stdlib.h>
 
-/* Smallest output plane (OH*OW) sent to oneDNN: the measured shapes had 64-256. */
-#define DNNL_MIN_PLANE 16
+/* Output planes (OH*OW) of the rule (file header). */
+#define DNNL_SMALL_PLANE 16
+#define DNNL_PLANE 64
+/* Channels of the dense 3x3 convs sent to oneDNN (ResNet's 64 to 256). */
+#define DNNL_DENSE_MIN_C 64
+#define DNNL_DENSE_MAX_C 256
 #define DNNL_ALIGN 64
 
 /* One operand: our NCHW memory (`user`), the layout the primitive wants (`inner`,
@@ -54,16 +70,28 @@ typedef struct dnnl_conv_state {
     size_t scratch_bytes, need;
 } dnnl_conv_state;
 
-static bool rule(const ot_conv3 *p) {
+/* 2-D, 3x3, no dilation, stride 1 or 2, begin and end pads of 0 or 1. */
+static bool window_3x3(const ot_conv3 *p) {
     const ot_window3 *s = &p->sp;
-    if (!(p->Cig == 1 && p->Cog == 1 && p->G > 1)) return false;
-    if (s->in[0] != 1 || s->k[0] != 1 || s->k[1] != 3 || s->k[2] != 3) return false;
+    if (s->in[0] != 1 || s->k[0] != 1 || s->k[1] != 3 || s->k[2] != 3 || p->N < 1) return false;
     for (int j = 1; j < 3; j++) {
         if (s->d[j] != 1 || (s->s[j] != 1 && s->s[j] != 2)) return false;
         int64_t pe = (s->out[j] - 1) * s->s[j] + s->k[j] - s->in[j] - s->pb[j];
         if (s->pb[j] < 0 || s->pb[j] > 1 || pe < 0 || pe > 1) return false;
     }
-    return s->out[1] * s->out[2] >= DNNL_MIN_PLANE && p->N > 0;
+    return true;
+}
+
+/* The rule of the file header, per direction. */
+static bool rule(const ot_conv3 *p, ot_dnnl_dir dir) {
+    if (!window_3x3(p)) return false;
+    int64_t plane = p->sp.out[1] * p->sp.out[2];
+    bool s1 = p->sp.s[1] == 1 && p->sp.s[2] == 1;
+    if (p->Cig == 1 && p->Cog == 1 && p->G > 1) return plane >= (s1 ? DNNL_SMALL_PLANE : DNNL_PLANE);
+    if (p->G != 1 || p->Cin < DNNL_DENSE_MIN_C || p->Cout < DNNL_DENSE_MIN_C || p->Cin > DNNL_DENSE_MAX_C ||
+        p->Cout > DNNL_DENSE_MAX_C)
+        return false;
+    return plane >= (dir == OT_DNNL_BWD_DATA && s1 ? DNNL_SMALL_PLANE : DNNL_PLANE);
 }
 
 static void key_of(const ot_conv3 *p, ot_dnnl_dir dir, bool bias, int nt, int64_t *k) {
@@ -230,24 +258,24 @@ static dnnl_status_t build(dnnl_conv_state *c, const ot_conv3 *p, ot_dnnl_dir di
     return s;
 }
 
-static size_t need_of(const ot_conv3 *p, ot_dnnl_dir dir, bool bias) {
-    dnnl_conv_state *c = calloc(1, sizeof *c);
-    if (!c) return 0;
-    int nt = omp_get_num_procs();
-    size_t need = build(c, p, dir, bias, nt > 0 ? nt : 1, false) == dnnl_success ? c->need : 0;
-    ot_dnnl_state_free(c);
-    return need;
-}
+static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
-/* The planner's tensors say nothing of whether Conv's bias is there: both are sized. */
+/* An upper bound of what build() finds, without creating anything (ot_cpu_run_node
+ * asks for the workspace on every call; a descriptor costs 30-40 us): every operand
+ * with its channels padded to 16 (oneDNN's widest f32 block: nChw16c, OIhw16i16o,
+ * Goihw16g), plus a scratchpad of one padded copy of the weights and bias per core
+ * (what dW's per-thread partial sums take; 0.7 KiB measured at 2 threads for 16
+ * depthwise channels, none for dense ResNet shapes). A build that needs more runs our
+ * kernel instead (ot_dnnl_conv_run checks). */
 size_t ot_dnnl_conv_workspace(const ot_conv3 *p, ot_dnnl_dir dir) {
-    if (!rule(p)) return 0;
-    size_t need = need_of(p, dir, false);
-    if (dir == OT_DNNL_FWD) {
-        size_t with_bias = need_of(p, dir, true);
-        if (with_bias > need) need = with_bias;
-    }
-    return need;
+    if (!rule(p, dir)) return 0;
+    int64_t cin = round16(p->Cin), cout = round16(p->Cout);
+    int64_t w = p->G > 1 ? round16(p->G) * p->Cog * p->Cig * p->K : cout * round16(p->Cig) * p->K;
+    int nt = omp_get_num_procs();
+    size_t f = sizeof(float);
+    size_t bytes = align_up((size_t)(p->N * cin * p->S) * f) + align_up((size_t)(p->N * cout * p->L) * f) +
+                   align_up((size_t)w * f) + align_up((size_t)cout * f);
+    return bytes + align_up((size_t)(nt > 1 ? nt : 1) * (size_t)(w + cout) * f);
 }
 
 /* Reorders in, the primitive, reorders out, on the workspace. */
@@ -281,7 +309,7 @@ static dnnl_status_t execute(dnnl_conv_state *c, void *ws, void *const *user) {
 ot_status ot_dnnl_conv_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir dir, const ot_kernel_ctx *ctx,
                            const float *a, const float *b, const float *bias, float *out, bool *ran, ot_error *err) {
     *ran = false;
-    if (ctx->no_dnnl || !rule(p)) return OT_OK;
+    if (ctx->no_dnnl || !rule(p, dir)) return OT_OK;
     int nt = ot_cpu_threads(ctx);
     int64_t key[16];
     key_of(p, dir, bias != NULL, nt, key);

@@ -79,8 +79,9 @@ size_t ot_cpu_conv_workspace(const ot_node *node, const ot_tensor *in, const ot_
     ot_conv3 p;
     int64_t nb;
     if (gemm_geom(&p, &nb, node, in, out, NULL)) return 0;
-    if (is_depthwise(&g)) return ot_dnnl_conv_workspace(&p, OT_DNNL_FWD);
-    return conv_ws_floats(&p, nb) * sizeof(float);
+    size_t ours = is_depthwise(&g) ? 0 : conv_ws_floats(&p, nb) * sizeof(float);
+    size_t dnnl = ot_dnnl_conv_workspace(&p, OT_DNNL_FWD);
+    return dnnl > ours ? dnnl : ours;
 }
 
 /* One depthwise output point with the bounds checks (image borders). */
@@ -315,18 +316,15 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
     int nt = ot_cpu_threads(ctx);
     int64_t ohw = g.OH * g.OW, kdim = g.Cg * g.KH * g.KW;
     if (ot_kernel_numel(&out[0]) == 0) return OT_OK;
+    ot_conv3 p;
+    int64_t nb;
+    bool ran;
+    if ((st = gemm_geom(&p, &nb, node, in, out, err))) return st;
+    if ((st = ot_dnnl_conv_run(node, &p, OT_DNNL_FWD, ctx, x, w, bias, y, &ran, err)) || ran) return st;
     if (is_depthwise(&g)) {
-        ot_conv3 p;
-        bool ran;
-        st = ot_conv3_init(&p, node, &in[0].shape, &in[1].shape, &out[0].shape, err);
-        if (!st) st = ot_dnnl_conv_run(node, &p, OT_DNNL_FWD, ctx, x, w, bias, y, &ran, err);
-        if (st || ran) return st;
         if (!(g.Mg == 1 && depthwise_lanes(node, in, out, bias, nt))) depthwise(&g, x, w, bias, y, nt);
         return OT_OK;
     }
-    ot_conv3 p;
-    int64_t nb;
-    if ((st = gemm_geom(&p, &nb, node, in, out, err))) return st;
     size_t need = conv_ws_floats(&p, nb) * sizeof(float);
     if (need && (!ctx->workspace || ctx->workspace_bytes < need))
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (Conv): workspace smaller than ot_cpu_workspace_bytes", node->name);

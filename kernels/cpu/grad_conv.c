@@ -234,7 +234,9 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
     const float *dys = dy->data, *ws = w->data;
     int nt = ot_cpu_threads(ctx);
     int64_t Kg = p.Cig * p.K;
-    bool general = ctx->conv_grad_general;
+    bool general = ctx->conv_grad_general, ran = false;
+    if (!general && (st = ot_dnnl_conv_run(node, &p, OT_DNNL_BWD_DATA, ctx, dys, ws, NULL, dx, &ran, err))) return st;
+    if (ran) return OT_OK;
     if (!general && nb > 1) {
         grad_input_batched(ctx, &p, nb, dys, ws, dx, nt);
         return OT_OK;
@@ -248,9 +250,6 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
                             dx + (n * p.Cin + g * p.Cig) * p.S, (int)p.S);
         return OT_OK;
     }
-    bool ran = false;
-    if (!general && (st = ot_dnnl_conv_run(node, &p, OT_DNNL_BWD_DATA, ctx, dys, ws, NULL, dx, &ran, err))) return st;
-    if (ran) return OT_OK;
     if (!general && is_depthwise(&p) && depthwise_grad_input_lanes(&p, dys, ws, dx, nt)) return OT_OK;
     memset(dx, 0, (size_t)ot_kernel_numel(&out[0]) * sizeof(float));
     if (!general && is_depthwise(&p)) {
