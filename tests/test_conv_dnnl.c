@@ -61,6 +61,7 @@ static void run(run_in *r, int threads, bool no_dnnl, void **slot) {
     ot_error e = {0};
     ot_status st = ot_cpu_run_node(&r->n, r->in, r->out, &ctx, &e);
     free(ctx.workspace);
+    tk_node_free(&r->n);
     if (st) print_error("%s\n", e.msg);
     assert_int_equal(st, OT_OK);
 }
@@ -101,7 +102,6 @@ static bool check(const dw_case *c, int op, int k) {
             if (fabs((double)got[i] - ref[i]) > tol)
                 fail_msg("op %d threads %d [%d]: oneDNN %.9g, ours %.9g", op, threads, i, got[i], ref[i]);
         if (slot) be->free_node_state(be, slot);
-        tk_node_free(&r.n);
     }
     ot_backend_free(be);
     free(x), free(w), free(b), free(dy), free(ref), free(got), free(again), free(fresh);
