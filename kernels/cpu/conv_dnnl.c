@@ -68,6 +68,7 @@ typedef struct dnnl_conv_state {
     int n;
     dnnl_operand op[4];
     size_t scratch_bytes, need;
+    bool unavailable; /* oneDNN has no implementation for it here: ours runs, without asking again */
 } dnnl_conv_state;
 
 /* 2-D, 3x3, no dilation, stride 1 or 2, begin and end pads of 0 or 1. */
@@ -324,12 +325,15 @@ ot_status ot_dnnl_conv_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir d
                            node->op_type);
         memcpy(c->key, key, sizeof key);
         dnnl_status_t s = build(c, p, dir, bias != NULL, nt, true);
-        if (s != dnnl_success) { /* no oneDNN implementation for it here: ours runs */
+        if (s != dnnl_success) { /* kept as such, so a step does not build it again */
             ot_dnnl_state_free(c);
-            return OT_OK;
+            if (!ctx->node_state || !(c = calloc(1, sizeof *c))) return OT_OK;
+            memcpy(c->key, key, sizeof key);
+            c->unavailable = true;
         }
         if (ctx->node_state) *ctx->node_state = c;
     }
+    if (c->unavailable) return OT_OK;
     /* A thread count above the core count may want more scratchpad than was planned. */
     if (c->need > ctx->workspace_bytes || (c->need && !ctx->workspace)) {
         if (!ctx->node_state) ot_dnnl_state_free(c);
