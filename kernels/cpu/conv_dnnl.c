@@ -6,7 +6,9 @@
  *   - depthwise (group == channels, one output channel per group), with an output
  *     plane OH*OW of at least 16 at stride 1 and 64 at stride 2, every direction;
  *   - dense (group 1) with 64 to 256 input and output channels, an output plane of
- *     at least 64; ConvGradInput at stride 1 already from 16.
+ *     at least 64; ConvGradInput at stride 1 already from 16;
+ * and ResNet's stem, 7x7 stride 2 (pads up to 3) from 3 to 64 channels with an output
+ * plane of at least 64: Conv and ConvGradWeight.
  * bench/conv_dnnl.sh measured each direction at ResNet-18's and MobileNetV2's shapes
  * (batch 8, 64x64 input, 2 threads, best of 29, load 5-6; "run" column: this file,
  * "ot": our kernels), ms fwd / dX / dW:
@@ -20,7 +22,8 @@
  *   (4x4 outputs) loses in dX and dW; 512 channels lose 1.3-3x: ours.
  * On plain NCHW memory oneDNN lost everywhere on depthwise (2.7 ms against our 0.7),
  * so the operands go through reorders into the layouts it picks (nChw16c on AVX-512),
- * each timed above. The 7x7 stride-2 stem (fwd 1.0 ms vs our 1.75) is left for later.
+ * each timed above. The stem (3->64, 7x7 stride 2, 64x64 input): oneDNN's fwd 1.00 and
+ * dW 1.29 against our 1.75 and 2.02; its dX 3.88 against our 1.65.
  *
  * Memory: the blocked copies and oneDNN's scratchpad (user scratchpad mode) live in
  * the node's planned workspace, sized by ot_dnnl_conv_workspace (an upper bound for
@@ -71,23 +74,25 @@ typedef struct dnnl_conv_state {
     bool unavailable; /* oneDNN has no implementation for it here: ours runs, without asking again */
 } dnnl_conv_state;
 
-/* 2-D, 3x3, no dilation, stride 1 or 2, begin and end pads of 0 or 1. */
-static bool window_3x3(const ot_conv3 *p) {
+/* 2-D, k x k, no dilation, stride 1 or 2, begin and end pads of 0 to pmax. */
+static bool window_kxk(const ot_conv3 *p, int64_t k, int64_t pmax) {
     const ot_window3 *s = &p->sp;
-    if (s->in[0] != 1 || s->k[0] != 1 || s->k[1] != 3 || s->k[2] != 3 || p->N < 1) return false;
+    if (s->in[0] != 1 || s->k[0] != 1 || s->k[1] != k || s->k[2] != k || p->N < 1) return false;
     for (int j = 1; j < 3; j++) {
         if (s->d[j] != 1 || (s->s[j] != 1 && s->s[j] != 2)) return false;
         int64_t pe = (s->out[j] - 1) * s->s[j] + s->k[j] - s->in[j] - s->pb[j];
-        if (s->pb[j] < 0 || s->pb[j] > 1 || pe < 0 || pe > 1) return false;
+        if (s->pb[j] < 0 || s->pb[j] > pmax || pe < 0 || pe > pmax) return false;
     }
     return true;
 }
 
 /* The rule of the file header, per direction. */
 static bool rule(const ot_conv3 *p, ot_dnnl_dir dir) {
-    if (!window_3x3(p)) return false;
     int64_t plane = p->sp.out[1] * p->sp.out[2];
     bool s1 = p->sp.s[1] == 1 && p->sp.s[2] == 1;
+    if (window_kxk(p, 7, 3)) /* ResNet's stem; its dX lost (3.9 ms vs 1.5) */
+        return p->G == 1 && !s1 && p->Cin == 3 && p->Cout == 64 && plane >= DNNL_PLANE && dir != OT_DNNL_BWD_DATA;
+    if (!window_kxk(p, 3, 1)) return false;
     if (p->Cig == 1 && p->Cog == 1 && p->G > 1) return plane >= (s1 ? DNNL_SMALL_PLANE : DNNL_PLANE);
     if (p->G != 1 || p->Cin < DNNL_DENSE_MIN_C || p->Cout < DNNL_DENSE_MIN_C || p->Cin > DNNL_DENSE_MAX_C ||
         p->Cout > DNNL_DENSE_MAX_C)
