@@ -20,6 +20,11 @@
  *   .69/.69/.75; 64->128 stride 2: .59/.58/.59 vs .40/.48/.42; 256ch 4x4: oneDNN's dX
  *   .69 beats our .97, its fwd ties and its dW loses (1.35 vs 1.08); 128->256 stride 2
  *   (4x4 outputs) loses in dX and dW; 512 channels lose 1.3-3x: ours.
+ * Depthwise convs run on oneDNN with one thread whatever ctx->n_threads says: at 2
+ * threads they were slower than at 1 in every run (96ch 8x8: .129 ms against .050 at
+ * load 5; 2.5-3.5x slower at load 3.4, where the other core was busy and the team
+ * waited for it), too short for a fork and join; oneDNN at 1 thread beat our kernels
+ * at 2 threads on every shape of the rule (96ch 16x16: .200 against .50-.67 ms).
  * On plain NCHW memory oneDNN lost everywhere on depthwise (2.7 ms against our 0.7),
  * so the operands go through reorders into the layouts it picks (nChw16c on AVX-512),
  * each timed above. The stem (3->64, 7x7 stride 2, 64x64 input): oneDNN's fwd 1.00 and
@@ -316,7 +321,8 @@ ot_status ot_dnnl_conv_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir d
                            const float *a, const float *b, const float *bias, float *out, bool *ran, ot_error *err) {
     *ran = false;
     if (ctx->no_dnnl || !rule(p, dir)) return OT_OK;
-    int nt = ot_cpu_threads(ctx);
+    /* Depthwise convs take 10-200 us: one thread (file header). */
+    int nt = p->Cig == 1 && p->Cog == 1 && p->G > 1 ? 1 : ot_cpu_threads(ctx);
     int64_t key[16];
     key_of(p, dir, bias != NULL, nt, key);
     dnnl_conv_state *c = ctx->node_state ? *ctx->node_state : NULL;
