@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exec/backend.h"
 #include "kernels/kernel.h"
 
 #define CHECK(x)                                                                                                     \
@@ -48,6 +49,16 @@ static const shape SHAPES[] = {
     {"mb pw 1x1 96-24 8x8", 8, 96, 8, 8, 24, 1, 1, 0, 1},
     {"mb dw 3x3 96 16x16", 8, 96, 16, 16, 96, 3, 1, 1, 96},
     {"mb dw 3x3s2 144 16x16", 8, 144, 16, 16, 144, 3, 2, 1, 144},
+    /* bench/peers.py's mobilenet_v2 (x0.5, 64x64, batch 8): every depthwise shape */
+    {"mb dw 3x3 16 32x32", 8, 16, 32, 32, 16, 3, 1, 1, 16},
+    {"mb dw 3x3s2 48 32x32", 8, 48, 32, 32, 48, 3, 2, 1, 48},
+    {"mb dw 3x3s2 96 16x16", 8, 96, 16, 16, 96, 3, 2, 1, 96},
+    {"mb dw 3x3 96 8x8", 8, 96, 8, 8, 96, 3, 1, 1, 96},
+    {"mb dw 3x3s2 96 8x8", 8, 96, 8, 8, 96, 3, 2, 1, 96},
+    {"mb dw 3x3 192 4x4", 8, 192, 4, 4, 192, 3, 1, 1, 192},
+    {"mb dw 3x3 288 4x4", 8, 288, 4, 4, 288, 3, 1, 1, 288},
+    {"mb dw 3x3s2 288 4x4", 8, 288, 4, 4, 288, 3, 2, 1, 288},
+    {"mb dw 3x3 480 2x2", 8, 480, 2, 2, 480, 3, 1, 1, 480},
 };
 
 static double now_ms(void) {
@@ -82,8 +93,10 @@ typedef struct bufs {
     size_t nx, nw, ny;
 } bufs;
 
-/* Best of reps wall times of one onnxtrain kernel (op 0 Conv, 1 ConvGradInput, 2 ConvGradWeight). */
-static double ot_time(const shape *s, bufs *b, int op, int nt, int reps) {
+/* Best of reps wall times of one onnxtrain kernel (op 0 Conv, 1 ConvGradInput, 2 ConvGradWeight):
+ * slot false: our own kernels only (no_dnnl); true: as the executor runs it, with a node
+ * slot (oneDNN where kernels/cpu/conv_dnnl.c's rule picks it). */
+static double ot_time(ot_backend *be, const shape *s, bufs *b, int op, int nt, int reps, bool slot) {
     static const ot_op ops[3] = {OT_OP_CONV, OT_OP_CONV_GRAD_INPUT, OT_OP_CONV_GRAD_WEIGHT};
     ot_node n;
     memset(&n, 0, sizeof n);
@@ -108,6 +121,9 @@ static double ot_time(const shape *s, bufs *b, int op, int nt, int reps) {
     ot_kernel_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.n_threads = nt;
+    void *state = NULL;
+    ctx.no_dnnl = !slot;
+    ctx.node_state = slot ? &state : NULL;
     ctx.workspace_bytes = ot_cpu_workspace_bytes(&n, in, out);
     ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
     ot_error e = {0};
@@ -122,6 +138,7 @@ static double ot_time(const shape *s, bufs *b, int op, int nt, int reps) {
         if (r && t < best) best = t; /* the first run warms caches and OpenBLAS */
     }
     free(ctx.workspace);
+    if (state) be->free_node_state(be, state);
     for (int i = 0; i < n.n_attrs; i++) ot_attr_free(&n.attrs[i]);
     free(n.attrs);
     return best;
@@ -286,13 +303,17 @@ int main(int argc, char **argv) {
     dnn d;
     CHECK(dnnl_engine_create(&d.eng, dnnl_cpu, 0));
     CHECK(dnnl_stream_create(&d.st, d.eng, dnnl_stream_default_flags));
+    ot_error e = {0};
+    ot_backend *be = ot_backend_cpu_new(nt, &e);
+    if (!be) return 1;
     printf("threads %d, best of %d (ms); dnnl-nchw: plain layouts; dnnl-any+reorders: oneDNN's layouts, reorders "
-           "from/to NCHW included; bits: two runs equal (F/D/W)\n",
+           "from/to NCHW included; run: onnxtrain's kernels as the executor runs them (oneDNN where "
+           "kernels/cpu/conv_dnnl.c's rule picks it, primitives kept in the node slot); bits: two runs equal (F/D/W)\n",
            nt, reps - 1);
-    printf("| shape | ot fwd | ot dX | ot dW | ot sum | nchw fwd | nchw dX | nchw dW | nchw sum | any fwd | any dX | "
+    printf("| shape | ot fwd | ot dX | ot dW | ot sum | run fwd | run dX | run dW | run sum | nchw fwd | nchw dX | nchw dW | nchw sum | any fwd | any dX | "
            "any dW | any sum | bits nchw | bits any | impl (any: fwd / dX / dW) |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    double tot[3] = {0};
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    double tot[4] = {0};
     for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) {
         const shape *s = &SHAPES[i];
         bufs b;
@@ -311,14 +332,16 @@ int main(int argc, char **argv) {
         b.x = malloc(b.nx * 4), b.dx = malloc(b.nx * 4), b.w = malloc(b.nw * 4), b.dw = malloc(b.nw * 4);
         b.y = malloc(b.ny * 4), b.dy = malloc(b.ny * 4), b.tmp = malloc(big * 4);
         fill(b.x, b.nx, 1), fill(b.w, b.nw, 2), fill(b.dy, b.ny, 3);
-        double ot[3];
-        for (int k = 0; k < 3; k++) ot[k] = ot_time(s, &b, k, nt, reps);
+        double ot[3], run[3];
+        for (int k = 0; k < 3; k++) ot[k] = ot_time(be, s, &b, k, nt, reps, false);
+        for (int k = 0; k < 3; k++) run[k] = ot_time(be, s, &b, k, nt, reps, true);
         dnn_result rn, ra;
         dnn_time(&d, s, &b, dnnl_nchw, reps, &rn);
         dnn_time(&d, s, &b, dnnl_format_tag_any, reps, &ra);
-        printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %c%c%c | "
-               "%c%c%c | %s / %s / %s |\n",
-               s->name, ot[0], ot[1], ot[2], ot[0] + ot[1] + ot[2], rn.ms[0], rn.ms[1], rn.ms[2],
+        printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | "
+               "%.3f | %.3f | %.3f | %c%c%c | %c%c%c | %s / %s / %s |\n",
+               s->name, ot[0], ot[1], ot[2], ot[0] + ot[1] + ot[2], run[0], run[1], run[2],
+               run[0] + run[1] + run[2], rn.ms[0], rn.ms[1], rn.ms[2],
                rn.ms[0] + rn.ms[1] + rn.ms[2], ra.ms[0], ra.ms[1], ra.ms[2], ra.ms[0] + ra.ms[1] + ra.ms[2],
                rn.same_bits[0] ? 'y' : 'n', rn.same_bits[1] ? 'y' : 'n', rn.same_bits[2] ? 'y' : 'n',
                ra.same_bits[0] ? 'y' : 'n', ra.same_bits[1] ? 'y' : 'n', ra.same_bits[2] ? 'y' : 'n', ra.impl[0],
@@ -327,9 +350,12 @@ int main(int argc, char **argv) {
         tot[0] += ot[0] + ot[1] + ot[2];
         tot[1] += rn.ms[0] + rn.ms[1] + rn.ms[2];
         tot[2] += ra.ms[0] + ra.ms[1] + ra.ms[2];
+        tot[3] += run[0] + run[1] + run[2];
         free(b.x), free(b.dx), free(b.w), free(b.dw), free(b.y), free(b.dy), free(b.tmp);
     }
-    printf("sum over shapes (each once): ot %.3f, dnnl-nchw %.3f, dnnl-any+reorders %.3f ms\n", tot[0], tot[1], tot[2]);
+    printf("sum over shapes (each once): ot %.3f, run %.3f, dnnl-nchw %.3f, dnnl-any+reorders %.3f ms\n", tot[0],
+           tot[3], tot[1], tot[2]);
+    ot_backend_free(be);
     dnnl_stream_destroy(d.st);
     dnnl_engine_destroy(d.eng);
     return 0;

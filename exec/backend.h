@@ -55,6 +55,10 @@ struct ot_backend {
      * goes through the host; the CPU's and a GPU's sums are bitwise the same (but for
      * the sign and payload of a NaN, which IEEE leaves to the hardware). */
     ot_status (*accumulate_f32)(ot_backend *be, float *dst, float *src, size_t n, bool clear_src, ot_error *err);
+    /* Optional (NULL: its kernels keep no node state): frees what a kernel stored in
+     * ot_kernel_ctx.node_state; the executor calls it once per non-NULL slot when it
+     * is destroyed, before the backend is. */
+    void (*free_node_state)(ot_backend *be, void *state);
     void *impl;    /* backend-private state */
 };
 

@@ -36,6 +36,7 @@ struct ot_executor {
     const ot_node **step_node;
     const ot_tensor **step_in;
     ot_update_check upd; /* what the optimizer kernels of this run reported (kernel_ctx.h) */
+    void **node_state; /* per step: the kernel's slot across runs (kernel_ctx.h); NULL until first run */
 };
 
 static const char *nname(const ot_node *nd) { return nd->name && *nd->name ? nd->name : "?"; }
@@ -232,7 +233,8 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
     ex->input_set = calloc((size_t)g->n_values + 1, sizeof(bool));
     ex->released = calloc((size_t)g->n_values + 1, sizeof(bool));
     ex->views_only = calloc((size_t)ex->n_steps + 1, sizeof(bool));
-    if (!ex->tstart || !ex->rng_node || !ex->input_set || !ex->released || !ex->views_only) goto oom;
+    ex->node_state = calloc((size_t)ex->n_steps + 1, sizeof(void *));
+    if (!ex->tstart || !ex->rng_node || !ex->input_set || !ex->released || !ex->views_only || !ex->node_state) goto oom;
     for (int s = 0; s < ex->n_steps; s++) {
         const ot_node *nd = &g->nodes[ex->order[s]];
         ex->views_only[s] = views_only(ex, nd);
@@ -313,6 +315,14 @@ fail:
     return st;
 }
 
+/* Kernels' per-node state goes back through the backend that made it. */
+static void free_node_states(ot_executor *ex) {
+    if (!ex->node_state) return;
+    for (int s = 0; s < ex->n_steps; s++)
+        if (ex->node_state[s] && ex->be->free_node_state) ex->be->free_node_state(ex->be, ex->node_state[s]);
+    free(ex->node_state);
+}
+
 void ot_executor_free(ot_executor *ex) {
     if (!ex) return;
     if (ex->base) ex->be->arena_free(ex->be, ex->base);
@@ -329,6 +339,7 @@ void ot_executor_free(ot_executor *ex) {
     free(ex->run_len);
     free(ex->step_node);
     free(ex->step_in);
+    free_node_states(ex);
     free(ex);
 }
 
@@ -412,6 +423,7 @@ static ot_status run_step(ot_executor *ex, int s, bool runs, int *done, ot_error
         ctx.workspace = ex->base + ex->plan->ws_offset[s];
         ctx.workspace_bytes = ex->plan->ws_bytes[s];
     }
+    if (ex->node_state) ctx.node_state = &ex->node_state[s];
     if (runs && ex->run_len[s] > 1) {
         ctx.run_len = ex->run_len[s];
         ctx.run_nodes = &ex->step_node[s];

@@ -38,6 +38,9 @@ typedef struct ot_kernel_ctx {
      * depthwise, hoisted im2col / col2im ranges) and run the plain GEMM +
      * per-element im2col / col2im path, so a test can compare the two. */
     bool conv_grad_general;
+    /* Tests and bench only: Conv and its gradients never run on oneDNN
+     * (kernels/cpu/conv_dnnl.c), so a test can compare the two. */
+    bool no_dnnl;
     ot_update_check *update_check; /* NULL: nobody asks (tests, folding) */
     /* A run of optimizer nodes (exec/executor.c): when run_len > 1 this node is the
      * first of run_len consecutive schedule steps of the same op, and run_nodes[j] /
@@ -50,6 +53,14 @@ typedef struct ot_kernel_ctx {
     const struct ot_node *const *run_nodes;
     const struct ot_tensor *const *run_in;
     int *run_done;
+    /* This node's slot that lasts across runs (one per schedule step of an executor;
+     * NULL where nothing lasts: folding, tests calling a kernel directly). A kernel may
+     * keep what is costly to build once per node here (oneDNN primitives,
+     * kernels/cpu/conv_dnnl.c); it owns what it stores, and the executor hands a
+     * non-NULL *node_state to the backend's free_node_state when it is destroyed.
+     * What a kernel keeps must not change its results: it stands for work the kernel
+     * could redo on every call. */
+    void **node_state;
 } ot_kernel_ctx;
 
 #endif

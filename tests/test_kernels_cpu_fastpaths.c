@@ -329,7 +329,7 @@ static void cg_run(const cg_case *c, ot_op op, int threads, bool general, float 
         in[2] = cg_tensor(w, rank, wd);
         out[0] = cg_tensor(res, rank, wd);
     }
-    ot_kernel_ctx ctx = {.n_threads = threads, .conv_grad_general = general};
+    ot_kernel_ctx ctx = {.n_threads = threads, .conv_grad_general = general, .no_dnnl = true}; /* ours vs ours */
     ctx.workspace_bytes = ot_cpu_workspace_bytes(&n, in, out);
     ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
     ot_error e = {0};

@@ -68,6 +68,8 @@ static inline ot_status tk_run_ex(const ot_node *n, ot_tensor *in, ot_tensor *ou
     ctx.seed = seed;
     ctx.step = step;
     ctx.rng_node = rng_node;
+    /* These tests pin our own kernels' summation order; test_conv_dnnl checks oneDNN's. */
+    ctx.no_dnnl = true;
     ctx.workspace_bytes = ot_cpu_workspace_bytes(n, in, out);
     ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
     ot_error e = {0};

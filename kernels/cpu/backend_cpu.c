@@ -8,6 +8,7 @@
 
 #include "kernels/kernel.h"
 #include "exec/backend.h"
+#include "kernels/cpu/conv_dnnl.h"
 
 #define CPU_ARENA_ALIGN 64
 
@@ -63,6 +64,12 @@ static ot_status cpu_run_node(ot_backend *be, const ot_graph *g, const ot_node *
 static size_t cpu_workspace_bytes(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     (void)be;
     return ot_cpu_workspace_bytes(node, in, out);
+}
+
+/* The only kernel state today is oneDNN's (kernels/cpu/conv_dnnl.c). */
+static void cpu_free_node_state(ot_backend *be, void *state) {
+    (void)be;
+    ot_dnnl_state_free(state);
 }
 
 static bool cpu_supports(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
@@ -134,6 +141,7 @@ ot_backend *ot_backend_cpu_new(int n_threads, ot_error *err) {
     be->run_node = cpu_run_node;
     be->workspace_bytes = cpu_workspace_bytes;
     be->supports = cpu_supports;
+    be->free_node_state = cpu_free_node_state;
     be->synchronize = cpu_synchronize;
     be->destroy = cpu_destroy;
     be->n_threads = n_threads;

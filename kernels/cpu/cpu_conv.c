@@ -8,6 +8,7 @@
  * NCHW; else one per (image, group), on the input as it lies (pointwise) or through
  * im2col into ctx->workspace. 1-D is run as 2-D with a height of 1. */
 #include "kernels/cpu/conv_cols.h"
+#include "kernels/cpu/conv_dnnl.h"
 
 typedef struct conv_geom {
     int64_t N, C, H, W, M, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW, G, Cg, Mg;
@@ -75,11 +76,12 @@ static size_t conv_ws_floats(const ot_conv3 *p, int64_t nb) {
 size_t ot_cpu_conv_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     conv_geom g;
     if (conv_geom_init(&g, node, in, out, NULL) != OT_OK) return 0;
-    if (is_depthwise(&g)) return 0;
     ot_conv3 p;
     int64_t nb;
     if (gemm_geom(&p, &nb, node, in, out, NULL)) return 0;
-    return conv_ws_floats(&p, nb) * sizeof(float);
+    size_t ours = is_depthwise(&g) ? 0 : conv_ws_floats(&p, nb) * sizeof(float);
+    size_t dnnl = ot_dnnl_conv_workspace(&p, OT_DNNL_FWD);
+    return dnnl > ours ? dnnl : ours;
 }
 
 /* One depthwise output point with the bounds checks (image borders). */
@@ -314,13 +316,15 @@ ot_status ot_cpu_conv(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
     int nt = ot_cpu_threads(ctx);
     int64_t ohw = g.OH * g.OW, kdim = g.Cg * g.KH * g.KW;
     if (ot_kernel_numel(&out[0]) == 0) return OT_OK;
+    ot_conv3 p;
+    int64_t nb;
+    bool ran;
+    if ((st = gemm_geom(&p, &nb, node, in, out, err))) return st;
+    if ((st = ot_dnnl_conv_run(node, &p, OT_DNNL_FWD, ctx, x, w, bias, y, &ran, err)) || ran) return st;
     if (is_depthwise(&g)) {
         if (!(g.Mg == 1 && depthwise_lanes(node, in, out, bias, nt))) depthwise(&g, x, w, bias, y, nt);
         return OT_OK;
     }
-    ot_conv3 p;
-    int64_t nb;
-    if ((st = gemm_geom(&p, &nb, node, in, out, err))) return st;
     size_t need = conv_ws_floats(&p, nb) * sizeof(float);
     if (need && (!ctx->workspace || ctx->workspace_bytes < need))
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (Conv): workspace smaller than ot_cpu_workspace_bytes", node->name);

@@ -15,6 +15,7 @@
  * for depthwise. ot_kernel_ctx.conv_grad_general forces the plain path (tests). */
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/cpu/conv_cols.h"
+#include "kernels/cpu/conv_dnnl.h"
 
 /* Four floats as one SSE register (GCC and Clang vector extension). */
 typedef float v4f __attribute__((vector_size(16)));
@@ -80,7 +81,9 @@ size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in, cons
     ot_conv3 p;
     if (ot_conv3_init(&p, node, &x->shape, &w->shape, &in[0].shape, NULL)) return 0;
     int64_t nb;
-    return grad_ws_floats(&p, &nb) * sizeof(float);
+    size_t ours = grad_ws_floats(&p, &nb) * sizeof(float);
+    size_t dnnl = ot_dnnl_conv_workspace(&p, node->op == OT_OP_CONV_GRAD_INPUT ? OT_DNNL_BWD_DATA : OT_DNNL_BWD_WEIGHTS);
+    return dnnl > ours ? dnnl : ours;
 }
 
 static ot_status check_ws(const ot_node *node, const ot_conv3 *p, const ot_kernel_ctx *ctx, int64_t *nb,
@@ -231,7 +234,9 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
     const float *dys = dy->data, *ws = w->data;
     int nt = ot_cpu_threads(ctx);
     int64_t Kg = p.Cig * p.K;
-    bool general = ctx->conv_grad_general;
+    bool general = ctx->conv_grad_general, ran = false;
+    if (!general && (st = ot_dnnl_conv_run(node, &p, OT_DNNL_BWD_DATA, ctx, dys, ws, NULL, dx, &ran, err))) return st;
+    if (ran) return OT_OK;
     if (!general && nb > 1) {
         grad_input_batched(ctx, &p, nb, dys, ws, dx, nt);
         return OT_OK;
@@ -398,6 +403,9 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
     int nt = ot_cpu_threads(ctx);
     int64_t Kg = p.Cig * p.K;
     bool general = ctx->conv_grad_general;
+    bool ran = false;
+    if (!general && (st = ot_dnnl_conv_run(node, &p, OT_DNNL_BWD_WEIGHTS, ctx, dys, xs, NULL, dw, &ran, err))) return st;
+    if (ran) return OT_OK;
     if (!general && is_depthwise(&p)) {
         if (!depthwise_grad_weight_lanes(&p, dys, xs, dw, nt))
             depthwise_grad_weight(&p, dys, xs, dw, nt);
