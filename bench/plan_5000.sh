@@ -9,8 +9,11 @@ BUILD=${BUILD:-$ROOT/build}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
+# The optional libraries the build found (GLPK, CBC, oneDNN), as CMake's cache names
+# them; the linker drops any the library does not use.
+SOLVER_LIBS=$(sed -n 's/^OT_\(GLPK_LIBRARY\|CBC_LIB_[A-Za-z]*\|DNNL_LIB\):FILEPATH=\(\/.*\)$/\2/p' "$BUILD/CMakeCache.txt")
 cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$ROOT" -I"$ROOT/ir" -o "$OUT/plan_5000" \
   "$ROOT/bench/plan_5000.c" "$BUILD/libonnxtrain_lib.a" "$BUILD/onnx/libot_onnx_proto.a" \
-  -lprotobuf-c -lopenblas -fopenmp -lm $(grep -q "OT_GLPK_LIBRARY:FILEPATH=/" "$BUILD/CMakeCache.txt" && echo -lglpk)
+  -lprotobuf-c -lopenblas -fopenmp -lm $SOLVER_LIBS
 [ $# -gt 0 ] || set -- 556
 "$OUT/plan_5000" "$@"

@@ -15,9 +15,11 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 for b in old new; do
   B=$OLD; [ $b = new ] && B=$NEW
+  # the optional libraries that build found (GLPK, CBC, oneDNN), from CMake's cache
   cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$ROOT" -I"$ROOT/ir" -I"$ROOT/bench" -o "$OUT/$b" \
     "$ROOT/bench/plan_5000_dump.c" "$B/libonnxtrain_lib.a" "$B/onnx/libot_onnx_proto.a" \
-    -lprotobuf-c -lopenblas -fopenmp -lm $(grep -q "OT_GLPK_LIBRARY:FILEPATH=/" "$B/CMakeCache.txt" && echo -lglpk)
+    -lprotobuf-c -lopenblas -fopenmp -lm \
+    $(sed -n 's/^OT_\(GLPK_LIBRARY\|CBC_LIB_[A-Za-z]*\|DNNL_LIB\):FILEPATH=\(\/.*\)$/\2/p' "$B/CMakeCache.txt")
 done
 status=0
 for n in "$@"; do
