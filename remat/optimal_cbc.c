@@ -108,12 +108,7 @@ ot_status ot_mip_solve_cbc(const ot_mip *m, double time_limit_s, const double *s
         for (int j = 0; j < m->n_cols; j++) x[j] = best[j];
         r->obj = Cbc_getObjValue(cm);
         bool closed = Cbc_isProvenOptimal(cm) && rc == 0;
-        r->status = closed ? OT_MIP_OPTIMAL : OT_MIP_FEASIBLE;
-        r->bound = closed ? r->obj : Cbc_getBestPossibleObjValue(cm);
-        if (!(r->bound <= r->obj)) r->bound = r->obj;
-        if (r->bound < 0.0) r->bound = 0.0; /* every objective coefficient is >= 0 */
-        double den = fabs(r->obj) > 1e-12 ? fabs(r->obj) : 1e-12;
-        r->gap = closed ? 0.0 : (r->obj - r->bound) / den;
+        ot_mip_result_set_bound(r, closed, closed ? r->obj : Cbc_getBestPossibleObjValue(cm));
     }
     Cbc_deleteModel(cm);
     r->seconds = now_s() - t0;

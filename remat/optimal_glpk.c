@@ -142,12 +142,7 @@ ot_status ot_mip_solve_glpk(const ot_mip *m, double time_limit_s, const double *
         r->obj = glp_mip_obj_val(lp);
         for (int j = 0; j < m->n_cols; j++) x[j] = glp_mip_col_val(lp, j + 1);
         bool closed = ms == GLP_OPT && rc == 0;
-        r->status = closed ? OT_MIP_OPTIMAL : OT_MIP_FEASIBLE;
-        r->bound = closed ? r->obj : pr.have_bound ? pr.bound : 0.0;
-        if (r->bound > r->obj) r->bound = r->obj;
-        if (r->bound < 0.0) r->bound = 0.0; /* every objective coefficient is >= 0 */
-        double den = fabs(r->obj) > 1e-12 ? fabs(r->obj) : 1e-12;
-        r->gap = closed ? 0.0 : (r->obj - r->bound) / den;
+        ot_mip_result_set_bound(r, closed, pr.have_bound ? pr.bound : 0.0);
     }
     glp_delete_prob(lp);
     r->seconds = now_s() - t0;

@@ -87,6 +87,15 @@ static ot_status solve_one(int which, const ot_mip *m, double limit, const doubl
     return st;
 }
 
+void ot_mip_result_set_bound(ot_mip_result *r, bool closed, double bound) {
+    r->status = closed ? OT_MIP_OPTIMAL : OT_MIP_FEASIBLE;
+    r->bound = closed ? r->obj : bound;
+    if (!(r->bound <= r->obj)) r->bound = r->obj;
+    if (r->bound < 0.0) r->bound = 0.0;
+    double den = fabs(r->obj) > 1e-12 ? fabs(r->obj) : 1e-12;
+    r->gap = closed ? 0.0 : (r->obj - r->bound) / den;
+}
+
 static bool settled(const ot_mip_result *r) { return r->status == OT_MIP_OPTIMAL || r->status == OT_MIP_INFEASIBLE; }
 
 /* r (with x) and the second solver's r2 (with x2) as one result: the cheaper

@@ -41,6 +41,11 @@ typedef struct ot_mip_result {
     int solver;     /* OT_MIP_CBC or OT_MIP_GLPK: the one whose result this is */
 } ot_mip_result;
 
+/* Fills in a solver's finished result r (r->obj set): closed (proven) or feasible, the
+ * bound clamped to [0, obj] (every objective coefficient is >= 0; a bound that is NaN
+ * or above obj counts as obj), and the gap. Both solvers report through it. */
+void ot_mip_result_set_bound(ot_mip_result *r, bool closed, double bound);
+
 /* True when a solver was built in (CBC or GLPK found at configure time). */
 bool ot_mip_solver_available(void);
 /* The solvers ot_mip_solve uses: "CBC+GLPK", "CBC", "GLPK" or "none". */
