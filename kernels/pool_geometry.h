@@ -67,6 +67,18 @@ ot_status ot_pool_window_init(ot_window3 *p, const ot_node *node, const ot_tenso
 }
 #endif
 
+/* One tap of the ordered argmax walk (ot_pool_window_argmax's rule: the first maximum,
+ * or the first NaN): takes v at index ii when it is the first tap, larger, or NaN;
+ * true when the walk stops there (a NaN). */
+OT_POOL_FN bool ot_pool_argmax_take(float v, int64_t ii, float *best, int64_t *bi) {
+    if (*bi < 0 || v > *best || isnan(v)) {
+        *best = v;
+        *bi = ii;
+        return isnan(v);
+    }
+    return false;
+}
+
 /* Argmax of output o over plane xp: the flat spatial index (-1 when the window holds
  * no input position), its value in *best. */
 OT_POOL_FN int64_t ot_pool_window_argmax(const ot_window3 *p, const float *xp, int64_t o, float *best_out) {
@@ -83,14 +95,9 @@ OT_POOL_FN int64_t ot_pool_window_argmax(const ot_window3 *p, const float *xp, i
                 int64_t i2 = o2 * p->s[2] - p->pb[2] + c * p->d[2];
                 if (i2 < 0 || i2 >= p->in[2]) continue;
                 int64_t ii = (i0 * p->in[1] + i1) * p->in[2] + i2;
-                float v = xp[ii];
-                if (bi < 0 || v > best || isnan(v)) {
-                    best = v;
-                    bi = ii;
-                    if (isnan(v)) {
-                        *best_out = best;
-                        return bi;
-                    }
+                if (ot_pool_argmax_take(xp[ii], ii, &best, &bi)) { /* a NaN: the walk stops */
+                    *best_out = best;
+                    return bi;
                 }
             }
         }

@@ -24,18 +24,11 @@ static inline int64_t ot_cpu_pool_argmax_ordered(const float *xp, int64_t W, int
     float best = -INFINITY;
     int64_t bi = -1;
     for (int64_t h = ha; h < hb; h++)
-        for (int64_t w = wa; w < wb; w++) {
-            int64_t ii = h * W + w;
-            float v = xp[ii];
-            if (bi < 0 || v > best || isnan(v)) {
-                best = v;
-                bi = ii;
-                if (isnan(v)) {
-                    *best_out = best;
-                    return bi;
-                }
+        for (int64_t w = wa; w < wb; w++)
+            if (ot_pool_argmax_take(xp[h * W + w], h * W + w, &best, &bi)) { /* a NaN: the walk stops */
+                *best_out = best;
+                return bi;
             }
-        }
     *best_out = best;
     return bi;
 }
