@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli/wait_policy.h"
 #include "cli/args.h"
 #include "ir/atomic_file.h"
 #include "remat/remat.h"
@@ -71,6 +72,7 @@ static void train_usage(FILE *f) {
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
+          OT_ARGS_HELP_WAIT
           "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto,\n"
           "                            optimal (least recompute for --memory-budget, solved as a MIP)\n"
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
@@ -351,6 +353,8 @@ static void print_setup(const train_cli *t, int64_t total) {
     fprintf(stderr, "training %d params (%lld values) with %s, batch %lld x %lld micro-batches, %lld steps\n",
             ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind),
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
+    const char *wait = getenv(OT_WAIT_APPLIED_ENV);
+    if (wait) fprintf(stderr, "idle worker threads: %s\n", wait);
     fprintf(stderr,
             "planned peak memory%s: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
             "workspace %.2f)\n",
