@@ -122,15 +122,23 @@ static void train_usage(FILE *f) {
 
 typedef struct cli_obs {
     ot_progress prog;
+    ot_wait_watch wait; /* spinning workers on a machine that got busy: say so once */
 } cli_obs;
 
 static void on_step(void *user, int64_t step, int64_t total, double loss, double lr, double sps) {
     (void)total;
-    ot_progress_step(&((cli_obs *)user)->prog, step, loss, lr, sps);
+    cli_obs *o = user;
+    ot_progress_step(&o->prog, step, loss, lr, sps);
+    double slower = ot_wait_watch_step(&o->wait, ot_now_seconds());
+    if (slower > 0 && !o->prog.quiet)
+        ot_progress_message(&o->prog, "steps now take %.1fx as long as at their fastest; the idle worker threads "
+                            "spin, which is slow when other work shares these CPUs: --wait-policy passive "
+                            "makes them sleep", slower);
 }
 
 static void on_epoch(void *user, const ot_train_epoch_stats *e) {
     cli_obs *o = user;
+    ot_wait_watch_pause(&o->wait); /* validation ran since the last step */
     if (o->prog.quiet || isnan(e->val_loss)) return;
     if (isnan(e->val_accuracy))
         ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %.6g over %lld samples", (long long)e->epoch + 1,
@@ -447,6 +455,7 @@ static ot_status start_dist(train_cli *t, ot_error *err) {
 static ot_status run(train_cli *t, int64_t total, ot_error *err) {
     cli_obs ob;
     ot_progress_init(&ob.prog, stderr, isatty(fileno(stderr)) != 0, t->quiet, total, t->log_every);
+    ot_wait_watch_init(&ob.wait);
     ot_train_observer obs = {.on_step = on_step, .on_epoch = on_epoch, .user = &ob};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -119,3 +119,39 @@ void ot_cli_apply_wait_policy(int argc, char **argv) {
     /* exec failed (no /proc): carry on with libgomp's default policy, and say nothing */
     unsetenv(OT_WAIT_APPLIED_ENV);
 }
+
+void ot_wait_watch_init(ot_wait_watch *w) {
+    memset(w, 0, sizeof *w);
+    const char *applied = getenv(OT_WAIT_APPLIED_ENV);
+    w->active = applied && !strncmp(applied, "spin", 4);
+    w->t_prev = -1;
+}
+
+void ot_wait_watch_pause(ot_wait_watch *w) {
+    w->t_prev = -1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double ot_wait_watch_step(ot_wait_watch *w, double now) {
+    if (!w->active || w->hinted) return 0;
+    double prev = w->t_prev;
+    w->t_prev = now;
+    if (prev < 0) return 0;
+    w->window[w->n++] = now - prev;
+    if (w->n < OT_WAIT_WATCH_WINDOW) return 0;
+    w->n = 0;
+    double sorted[OT_WAIT_WATCH_WINDOW];
+    memcpy(sorted, w->window, sizeof sorted);
+    qsort(sorted, OT_WAIT_WATCH_WINDOW, sizeof sorted[0], cmp_double);
+    double median = sorted[OT_WAIT_WATCH_WINDOW / 2];
+    if (w->fastest == 0 || median < w->fastest) w->fastest = median;
+    if (w->fastest > 0 && median >= 2.5 * w->fastest) {
+        w->hinted = true;
+        return median / w->fastest;
+    }
+    return 0;
+}

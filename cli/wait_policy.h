@@ -41,4 +41,26 @@ bool ot_wait_policy_parse(const char *text, ot_wait_policy *out);
  * failed: then the program goes on with libgomp's default). */
 void ot_cli_apply_wait_policy(int argc, char **argv);
 
+/* Watches step times under "spin" for a machine that got busy after the start (auto
+ * measured only then): the median step of each window of OT_WAIT_WATCH_WINDOW steps
+ * against the fastest window's. A single slow step (a checkpoint, validation) moves
+ * no median. */
+#define OT_WAIT_WATCH_WINDOW 10
+typedef struct ot_wait_watch {
+    bool active;  /* the workers spin: set from OT_WAIT_APPLIED_ENV */
+    bool hinted;  /* said once; never again */
+    double t_prev; /* the previous step's end, seconds; < 0 before the first */
+    double fastest; /* the fastest window's median step, seconds; 0 before one */
+    double window[OT_WAIT_WATCH_WINDOW];
+    int n;
+} ot_wait_watch;
+
+void ot_wait_watch_init(ot_wait_watch *w);
+/* Forget the previous step's end (after a pause that is no step: validation). */
+void ot_wait_watch_pause(ot_wait_watch *w);
+/* A step ended at `now` (seconds, monotonic). Returns the slowdown (current window's
+ * median over the fastest's) the first time it reaches 2.5x, else 0: the caller then
+ * suggests --wait-policy passive once. */
+double ot_wait_watch_step(ot_wait_watch *w, double now);
+
 #endif

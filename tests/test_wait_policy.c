@@ -5,7 +5,8 @@
  *     tuned model byte for byte (how idle threads wait changes no result);
  *   - auto names what it measured;
  *   - the environment's own choice wins and is named;
- *   - a value that is not a policy is a usage error (exit 2) naming the option. */
+ *   - a value that is not a policy is a usage error (exit 2) naming the option;
+ *   - the step watcher that suggests passive once when spinning steps slow down. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/wait_policy.h" /* OT_WAIT_APPLIED_ENV only: the test runs the binary */
+#include "cli/wait_policy.h"
 #include "cli_run.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
@@ -46,6 +47,32 @@ static bool same_file(const char *a, const char *b) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "cmp -s %s %s", a, b);
     return system(cmd) == 0;
+}
+
+/* The watcher: quiet without spinning; a lone slow step (a checkpoint) moves no median;
+ * a window of steps 3x the fastest window's is reported once, with its ratio. */
+static void test_watch(void **state) {
+    (void)state;
+    ot_wait_watch w;
+    setenv(OT_WAIT_APPLIED_ENV, "passive (--wait-policy passive)", 1);
+    ot_wait_watch_init(&w);
+    double t = 0;
+    for (int i = 0; i < 100; i++) assert_true(ot_wait_watch_step(&w, t += (i < 50 ? 0.001 : 0.01)) == 0);
+    setenv(OT_WAIT_APPLIED_ENV, "spin (auto: 0.00 of 2 CPUs busy before the start, 2 threads)", 1);
+    ot_wait_watch_init(&w);
+    t = 0;
+    for (int i = 0; i < 41; i++) assert_true(ot_wait_watch_step(&w, t += (i == 25 ? 1.0 : 0.001)) == 0);
+    ot_wait_watch_pause(&w); /* validation: the gap is no step */
+    assert_true(ot_wait_watch_step(&w, t += 5.0) == 0);
+    double said = 0;
+    int times = 0;
+    for (int i = 0; i < 40; i++) {
+        double r = ot_wait_watch_step(&w, t += 0.003);
+        if (r > 0) said = r, times++;
+    }
+    assert_int_equal(times, 1);
+    assert_true(said > 2.9 && said < 3.1);
+    unsetenv(OT_WAIT_APPLIED_ENV);
 }
 
 static void test_spin_and_passive_same_model(void **state) {
@@ -80,6 +107,7 @@ static void test_bad_value(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_watch),
         cmocka_unit_test(test_spin_and_passive_same_model),
         cmocka_unit_test(test_auto_names_its_measure),
         cmocka_unit_test(test_environment_wins),
