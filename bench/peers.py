@@ -36,7 +36,10 @@ sgemm of the OpenBLAS that onnxtrain links (the library `ldd` names for the bina
 through ctypes; T threads, 1024^3) sampled before each repetition in the same run (ORT's
 own MatMul rate, MLAS, is sampled beside it and shown too).
 The threading environment is pinned for all three as in bench_common.pin_environment
-(OMP_WAIT_POLICY=passive unless --wait-policy; ORT gets allow_spinning=0 alike), and
+(OMP_WAIT_POLICY=passive unless --wait-policy; ORT gets allow_spinning=0 alike;
+--wait-policy own gives each tool its own way instead: onnxtrain its default, --wait-policy
+auto, which spins on the idle machine; ORT its spinning thread pool; PyTorch passive, its
+faster setting here: libgomp's spinning workers starve Debian's OpenBLAS pthreads), and
 OpenBLAS picks the kernels of the CPU it runs on (--blas-core env keeps the
 environment's OPENBLAS_CORETYPE, which this workplace sets to Haswell).
 Nothing here asserts a time. Exit status: 0 when every run of every case succeeded,
@@ -199,7 +202,7 @@ def run_onnxtrain(args, case_dir, meta, steps, warmup, remat, tag):
     step_re = re.compile(r"^step (\d+)/\d+ ")
     with open(log, "w") as f:
         f.write(" ".join(cmd) + "\n")
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=onnxtrain_env(args))
         t_end = time.monotonic() + RUN_TIMEOUT
         for line in p.stdout:
             m = step_re.match(line)
@@ -223,6 +226,20 @@ def run_onnxtrain(args, case_dir, meta, steps, warmup, remat, tag):
     return {"steps": t, "cpu": cpu, "loss0": losses[0], "losses": losses}
 
 
+def ort_spinning_off(args):
+    """ORT's thread pool waits as the OpenMP workers do, except under --wait-policy own."""
+    return args.wait_policy != "own" and os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive"
+
+
+def onnxtrain_env(args):
+    """onnxtrain's environment: the pinned one; under --wait-policy own without
+    OMP_WAIT_POLICY, so that onnxtrain's own --wait-policy auto decides."""
+    env = dict(os.environ)
+    if args.wait_policy == "own":
+        env.pop("OMP_WAIT_POLICY", None)
+    return env
+
+
 def run_child(cmd, log):
     with open(log, "w") as f:
         f.write(" ".join(cmd) + "\n")
@@ -243,7 +260,7 @@ def run_peer(who, args, case_dir, case, steps, warmup, remat, tag):
                "--remat", remat] + common
     else:
         cmd = [args.ort_python, os.path.join(HERE, "peers_ort.py"), "train"] + common
-        if os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive":
+        if ort_spinning_off(args):
             cmd.append("--no-spinning")
     rc = run_child(cmd, log)
     if rc != 0:
@@ -309,7 +326,7 @@ def gemm_rates(args, samples):
         samples["lib"] = g["lib"]
     if os.access(args.ort_python, os.X_OK):
         cmd = [args.ort_python, os.path.join(HERE, "peers_ort.py"), "sgemm", "--threads", str(args.threads)]
-        if os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive":
+        if ort_spinning_off(args):
             cmd.append("--no-spinning")
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if r.returncode == 0:
@@ -448,6 +465,14 @@ def tables(results):
     return out
 
 
+def wait_line(args):
+    """One phrase on how each tool's idle threads waited."""
+    if args.wait_policy == "own":
+        return ("idle threads wait each tool's own way: onnxtrain --wait-policy auto (its default), "
+                "ORT spinning (its default), PyTorch OMP_WAIT_POLICY=passive (the pinned variable above is PyTorch's)")
+    return f"OMP_WAIT_POLICY={args.wait_policy} for all three (ORT's allow_spinning alike)"
+
+
 def header(args, results, t0):
     commit = subprocess.run(["git", "-C", bc.ROOT, "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
@@ -457,7 +482,7 @@ def header(args, results, t0):
             f"Written by `bench/peers.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t0))}, "
             f"{(time.time() - t0) / 60:.0f} min); repository at {commit}; binary {args.onnxtrain}.\n"
             f"Command: `/usr/bin/python3 bench/peers.py {' '.join(sys.argv[1:])}`\n\n"
-            f"{bc.machine_line(args.threads)}; {bc.blas_env_line()}; ONNX Runtime training 1.19.2; SGD lr from each case; "
+            f"{bc.machine_line(args.threads)}; {bc.blas_env_line()}; {wait_line(args)}; ONNX Runtime training 1.19.2; SGD lr from each case; "
             f"{args.reps} repetitions per tool, interleaved; sgemm (1024^3, {args.threads} threads, median of "
             f"~1 s, sampled before each repetition): the OpenBLAS onnxtrain links ({', '.join(libs) or '?'}), and ORT's MatMul (MLAS).\n"
             f"Ratios below 1: onnxtrain is faster. FLOPs: MatMul/Gemm/Conv of the exported graph x 3 "
@@ -473,7 +498,9 @@ def parse_args():
     ap.add_argument("--steps", type=int, help="measured steps per run (default: per case, 3-40)")
     ap.add_argument("--warmup", type=int, help="warm-up steps per run (default: per case, 1-5)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--wait-policy", choices=["passive", "active", "default"], default="passive")
+    ap.add_argument("--wait-policy", choices=["passive", "active", "default", "own"], default="passive",
+                    help="how idle threads wait, for all three tools alike (passive: default), or own: "
+                         "each tool its own way (onnxtrain --wait-policy auto, ORT spinning, PyTorch passive)")
     ap.add_argument("--blas-core", choices=["machine", "env"], default="machine",
                     help="machine (default): drop OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE so OpenBLAS, in "
                          "onnxtrain and in PyTorch alike, uses the kernels of this CPU; env: keep them")
@@ -567,7 +594,7 @@ def compare_losses(case, losses):
 
 def main():
     args = parse_args()
-    bc.pin_environment(args.threads, args.wait_policy, args.blas_core)
+    bc.pin_environment(args.threads, "passive" if args.wait_policy == "own" else args.wait_policy, args.blas_core)
     args.onnxtrain = bc.find_onnxtrain(args.onnxtrain)
     work = args.work or tempfile.mkdtemp(prefix="peers-")
     os.makedirs(work, exist_ok=True)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/wait_policy.h"
 #include "train/npy.h"
 #include "train/outputs.h"
 #include "train/train.h"
@@ -268,6 +269,12 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_THREADS:
         if (!(st = ot_args_int("--threads", arg, 1, 1024, &v, err))) a->n_threads = (int)v;
         return st;
+    case OT_ARG_WAIT: {
+        ot_wait_policy p;
+        if (!ot_wait_policy_parse(arg, &p))
+            return ot_fail(err, OT_E_USAGE, "--wait-policy '%s': expected auto, spin or passive", arg);
+        return OT_OK; /* already applied before main: cli/wait_policy.c */
+    }
     case OT_ARG_DEVICE: a->device = arg; return OT_OK;
     case OT_ARG_BIND: return ot_str_list_add(&a->bind, arg, err);
     case OT_ARG_REMAT: a->remat = arg; return OT_OK;

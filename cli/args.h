@@ -119,6 +119,7 @@ enum {
     OT_ARG_LORA,
     OT_ARG_LORA_TARGET,
     OT_ARG_REMAT_TIME,
+    OT_ARG_WAIT,
     OT_ARG_OWN /* first code free for a command's own options */
 };
 #define OT_ARGS_OPT_INPUT {"input", required_argument, NULL, OT_ARG_INPUT}
@@ -127,6 +128,8 @@ enum {
 #define OT_ARGS_OPT_BATCH {"batch-size", required_argument, NULL, OT_ARG_BATCH}
 #define OT_ARGS_OPT_SEED {"seed", required_argument, NULL, OT_ARG_SEED}
 #define OT_ARGS_OPT_THREADS {"threads", required_argument, NULL, OT_ARG_THREADS}
+/* applied before main by cli/wait_policy.c; the parsers only check the value */
+#define OT_ARGS_OPT_WAIT {"wait-policy", required_argument, NULL, OT_ARG_WAIT}
 #define OT_ARGS_OPT_DEVICE {"device", required_argument, NULL, OT_ARG_DEVICE}
 #define OT_ARGS_OPT_BIND {"bind", required_argument, NULL, OT_ARG_BIND}
 #define OT_ARGS_OPT_REMAT {"remat", required_argument, NULL, OT_ARG_REMAT}
@@ -150,11 +153,17 @@ enum {
 #define OT_ARGS_OPTS_SESSION                                                                                         \
     OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,            \
         OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,             \
-        OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT, OT_ARGS_OPT_BUDGET,          \
-        OT_ARGS_OPT_REMAT_TIME, OT_ARGS_OPTS_OPTIM, {"lora", required_argument, NULL, OT_ARG_LORA},                 \
+        OT_ARGS_OPT_THREADS, OT_ARGS_OPT_WAIT, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT,             \
+        OT_ARGS_OPT_BUDGET, OT_ARGS_OPT_REMAT_TIME, OT_ARGS_OPTS_OPTIM, {"lora", required_argument, NULL, OT_ARG_LORA}, \
         {"lora-target", required_argument, NULL, OT_ARG_LORA_TARGET}
 
 /* Help text of the shared options, one block per group, for the commands' --help. */
+#define OT_ARGS_HELP_WAIT                                                                                            \
+    "  --wait-policy P           how idle worker threads wait between parallel regions: spin\n"                   \
+    "                            (fast on an idle machine), passive (sleep: for a shared or busy\n"               \
+    "                            one), auto (default: spin if the CPUs were idle for 100 ms before\n"            \
+    "                            the start, else passive). OMP_WAIT_POLICY or GOMP_SPINCOUNT in the\n"            \
+    "                            environment override it. Results are the same either way.\n"
 #define OT_ARGS_HELP_DATA                                                                                            \
     "  --input FILE | NAME=FILE  .npy array for a model input, samples along axis 0. Without\n"                     \
     "                            NAME the files go to the model's inputs in order. Repeatable.\n"                   \

@@ -39,6 +39,7 @@ static void usage(FILE *f) {
           "                            over the same import, reading the first one's weights.\n"
           OT_ARGS_HELP_BIND
           "  --threads N               kernel threads (default: OpenMP's default)\n"
+          OT_ARGS_HELP_WAIT
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --train-mode              run BatchNormalization and Dropout as the model says\n"
           "                            (a model exported with TrainingMode.TRAINING: batch\n"
@@ -241,7 +242,7 @@ fail:
 
 int ot_cmd_eval(int argc, char **argv) {
     static const struct option longopts[] = {
-        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_BIND, OT_ARGS_OPT_THREADS, OT_ARGS_OPT_DEVICE,
+        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_BIND, OT_ARGS_OPT_THREADS, OT_ARGS_OPT_WAIT, OT_ARGS_OPT_DEVICE,
         OT_ARGS_OPT_SEED,  {"no-dropout", no_argument, NULL, 'D'}, {"train-mode", no_argument, NULL, 'T'},
         {"dump-outputs", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},

@@ -52,7 +52,8 @@ static void usage(FILE *f) {
           "  --ranks N                 plan one rank of `mpirun -np N onnxtrain train`: --batch-size\n"
           "                            is the global batch, each rank's step is planned at B/N\n"
           "                            (--memory-budget and auto then hold per rank)\n"
-          "  --threads N, --seed N     as for train (they change no figure)\n"
+          "  --threads N, --seed N,    as for train (they change no figure)\n"
+          "  --wait-policy P\n"
           "  --json                    print the plans as JSON\n"
           "  --dot FILE                write the training graph (recompute nodes dashed, orange)\n"
           "  --timeline FILE.svg       draw bytes in use along the schedule for both plans\n",

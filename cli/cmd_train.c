@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli/wait_policy.h"
 #include "cli/args.h"
 #include "ir/atomic_file.h"
 #include "remat/remat.h"
@@ -71,6 +72,7 @@ static void train_usage(FILE *f) {
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
+          OT_ARGS_HELP_WAIT
           "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto,\n"
           "                            optimal (least recompute for --memory-budget, solved as a MIP)\n"
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
@@ -120,15 +122,23 @@ static void train_usage(FILE *f) {
 
 typedef struct cli_obs {
     ot_progress prog;
+    ot_wait_watch wait; /* spinning workers on a machine that got busy: say so once */
 } cli_obs;
 
 static void on_step(void *user, int64_t step, int64_t total, double loss, double lr, double sps) {
     (void)total;
-    ot_progress_step(&((cli_obs *)user)->prog, step, loss, lr, sps);
+    cli_obs *o = user;
+    ot_progress_step(&o->prog, step, loss, lr, sps);
+    double slower = ot_wait_watch_step(&o->wait, ot_now_seconds());
+    if (slower > 0 && !o->prog.quiet)
+        ot_progress_message(&o->prog, "steps now take %.1fx as long as at their fastest; the idle worker threads "
+                            "spin, which is slow when other work shares these CPUs: --wait-policy passive "
+                            "makes them sleep", slower);
 }
 
 static void on_epoch(void *user, const ot_train_epoch_stats *e) {
     cli_obs *o = user;
+    ot_wait_watch_pause(&o->wait); /* validation ran since the last step */
     if (o->prog.quiet || isnan(e->val_loss)) return;
     if (isnan(e->val_accuracy))
         ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %.6g over %lld samples", (long long)e->epoch + 1,
@@ -351,6 +361,8 @@ static void print_setup(const train_cli *t, int64_t total) {
     fprintf(stderr, "training %d params (%lld values) with %s, batch %lld x %lld micro-batches, %lld steps\n",
             ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind),
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
+    const char *wait = getenv(OT_WAIT_APPLIED_ENV);
+    if (wait) fprintf(stderr, "idle worker threads: %s\n", wait);
     fprintf(stderr,
             "planned peak memory%s: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
             "workspace %.2f)\n",
@@ -443,6 +455,7 @@ static ot_status start_dist(train_cli *t, ot_error *err) {
 static ot_status run(train_cli *t, int64_t total, ot_error *err) {
     cli_obs ob;
     ot_progress_init(&ob.prog, stderr, isatty(fileno(stderr)) != 0, t->quiet, total, t->log_every);
+    ot_wait_watch_init(&ob.wait);
     ot_train_observer obs = {.on_step = on_step, .on_epoch = on_epoch, .user = &ob};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -40,6 +40,7 @@ static void usage(FILE *f) {
           "                            the best plan found and its gap. Needs CBC or GLPK at build time\n"
           "  --seed N                  Philox seed of Dropout (default 0)\n"
           "  --threads N               kernel threads (default: OpenMP's)\n"
+          OT_ARGS_HELP_WAIT
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --json                    print the comparison as JSON\n"
           "Exit codes: 0 all bitwise equal, 11 a difference, others as `onnxtrain --help`.\n",

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli/wait_policy.h"
 
 static void usage(FILE *f) {
     fputs("usage: onnxtrain [OPTIONS] MODEL.onnx\n"
@@ -29,18 +30,6 @@ static void usage(FILE *f) {
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported,\n"
           "7 shape, 8 data, 9 memory, 10 numerics, 11 mismatch, 12 device, 13 peer rank, 70 internal.\n",
           f);
-}
-
-/* libgomp reads OMP_WAIT_POLICY once, when it is loaded, before main runs. Its
- * default lets idle threads spin, which on a shared or busy machine starves the
- * threads doing work: a tinygpt step measured 40x slower under load. Unless the
- * user chose a policy, re-run ourselves once with PASSIVE (threads sleep when idle).
- * ONNXTRAIN_NO_REEXEC=1 turns this off. */
-static void ensure_passive_wait_policy(char **argv) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("ONNXTRAIN_NO_REEXEC")) return;
-    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    /* exec failed (no /proc): carry on with the default policy */
 }
 
 /* Edit distance (insertions, deletions, substitutions, adjacent swaps) between two
@@ -66,7 +55,7 @@ static int edit_distance(const char *a, const char *b) {
 }
 
 int main(int argc, char **argv) {
-    ensure_passive_wait_policy(argv);
+    ot_cli_apply_wait_policy(argc, argv); /* may re-run the program: cli/wait_policy.h */
     if (argc < 2) {
         usage(stderr);
         return 2;
