@@ -49,15 +49,21 @@ ot_status ot_train_check_build(ot_train_session *s, ot_error *err) {
         s->hot_gemm = s->opt_at = NULL, s->hot_proven = NULL, s->opt_ss = NULL;
         return ot_fail(err, OT_E_MEMORY, "out of memory checking the gradients");
     }
+    int *param_of = malloc(((size_t)s->g->n_values + 1) * sizeof *param_of); /* gradient value -> param */
+    if (!param_of) return ot_fail(err, OT_E_MEMORY, "out of memory checking the gradients");
+    for (int v = 0; v < s->g->n_values; v++) param_of[v] = -1;
     for (int i = 0; i < n; i++) {
         int v = s->ad.grads[i], prod = s->g->values[v].producer;
         s->hot_gemm[i] = s->hot_has[i] && gemm_like(s->g, &s->g->nodes[prod], v) ? prod : -1;
         s->opt_at[i] = -1;
-        for (int k = s->boundary + 1; k < p->n_steps; k++) { /* the optimizer node reading it as input 1 */
-            const ot_node *nd = &s->g->nodes[p->order[k]];
-            if (nd->phase == OT_PHASE_OPTIMIZER && nd->n_inputs > 1 && nd->inputs[1] == v) s->opt_at[i] = k;
-        }
+        param_of[v] = i;
     }
+    for (int k = s->boundary + 1; k < p->n_steps; k++) { /* the optimizer node reading the gradient as input 1 */
+        const ot_node *nd = &s->g->nodes[p->order[k]];
+        int v = nd->n_inputs > 1 ? nd->inputs[1] : -1;
+        if (nd->phase == OT_PHASE_OPTIMIZER && v >= 0 && param_of[v] >= 0) s->opt_at[param_of[v]] = k;
+    }
+    free(param_of);
     return OT_OK;
 }
 
@@ -70,11 +76,12 @@ bool ot_train_check_may_prove(const ot_train_session *s) {
 static bool overlap(const float *p, size_t n, const float *q, size_t m) { return p < q + m && q < p + n; }
 
 /* The bound: a computed sum of K products, each of magnitude at most P, in any order
- * and blocking, with or without FMA, stays below K P (1 + u)^K < 1.07 K P for
- * K <= 2^20, and alpha's scaling rounds once more, so with |alpha| K max|A| max|B| at
- * most FLT_MAX / 4 no partial result overflows; finite operands that never overflow
- * make no NaN (that needs a NaN, Inf - Inf or 0 x Inf). The CPU's GEMMs never read
- * their output when beta is 0 (kernels/cpu/gemm_select.c), and an output that shares
+ * and blocking, with or without FMA, stays below K P (1 + u)^(K + 1) < 1.07 K P for
+ * K <= 2^20, and alpha's scaling (of the sum, or of A or B first) rounds once more,
+ * so with |alpha| K max|A| max|B|, |alpha| max|A| and |alpha| max|B| at most
+ * FLT_MAX / 4 no partial result overflows; finite operands that never overflow make
+ * no NaN (that needs a NaN, Inf - Inf or 0 x Inf). The CPU's GEMMs never read their
+ * output when beta is 0 (kernels/cpu/gemm_select.c), and an output that shares
  * memory with an input is not proved. */
 bool ot_train_check_proves(ot_train_session *s, int i) {
     const ot_node *nd = &s->g->nodes[s->hot_gemm[i]];
@@ -93,7 +100,8 @@ bool ot_train_check_proves(ot_train_session *s, int i) {
     float ma, mb;
     memcpy(&ma, &ba, sizeof ma), memcpy(&mb, &bb, sizeof mb);
     double alpha = nd->op == OT_OP_GEMM ? fabs((double)ot_node_attr_float(nd, "alpha", 1.0f)) : 1.0;
-    return alpha * (double)K * (double)ma * (double)mb <= (double)FLT_MAX / 4;
+    const double lim = (double)FLT_MAX / 4;
+    return alpha * (double)K * (double)ma * (double)mb <= lim && alpha * (double)ma <= lim && alpha * (double)mb <= lim;
 }
 
 bool ot_train_check_defer_norm(ot_train_session *s, const double *ss) {
