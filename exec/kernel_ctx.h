@@ -46,8 +46,9 @@ typedef struct ot_kernel_ctx {
      * the sum of squares of the gradient it read (ot_grad_sum_sq's bits) in
      * grad_ss[j] for the j-th node it updated (j = 0: this one; j < *run_done with a
      * run), taken on the way through the update, so that the training loop's
-     * gradient norm needs no pass of its own (train/train_loop.c). A kernel that does
-     * not store leaves the slots alone. */
+     * gradient norm needs no pass of its own (train/train_check.c). The caller marks
+     * the slots it wants with a NaN; a kernel fills only those and leaves the others
+     * alone, and one that does not store leaves every slot alone. */
     double *grad_ss;
     /* A run of optimizer nodes (exec/executor.c): when run_len > 1 this node is the
      * first of run_len consecutive schedule steps of the same op, and run_nodes[j] /

@@ -113,7 +113,11 @@ bool ot_train_check_defer_norm(ot_train_session *s, const double *ss) {
     if (!any) return false;
     const ot_plan *p = ot_executor_plan(s->ex);
     for (int i = 0; i < s->ad.n_params; i++) s->hot_ss[i] = ss[i];
-    for (int k = 0; k < p->n_steps; k++) s->opt_ss[k] = NAN; /* a slot no kernel fills reads as "not taken" */
+    /* NaN marks the slots whose sums are wanted (the proved gradients', the others are
+     * known); a slot no kernel fills reads as "not taken" */
+    for (int k = 0; k < p->n_steps; k++) s->opt_ss[k] = 0.0;
+    for (int i = 0; i < s->ad.n_params; i++)
+        if (s->hot_proven[i] && s->opt_at[i] >= 0) s->opt_ss[s->opt_at[i]] = NAN;
     ot_executor_set_grad_ss(s->ex, s->opt_ss);
     s->norm_pending = true;
     return true;

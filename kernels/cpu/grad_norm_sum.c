@@ -121,8 +121,8 @@ static size_t ss_locate(const size_t *first, const size_t *n, size_t b, int *k, 
     return at;
 }
 
-bool ot_grad_sum_sq_visit(const float *const *g, const size_t *n, int count, double *ss, int n_threads,
-                          ot_ss_visit_fn visit, const void *user, bool *all_true) {
+bool ot_grad_sum_sq_visit(const float *const *g, const size_t *n, int count, double *ss, const bool *want,
+                          int n_threads, ot_ss_visit_fn visit, const void *user, bool *all_true) {
     int isa = ss_clamp(OT_SS_AVX512);
     size_t nb = 0;
     for (int k = 0; k < count; k++) nb += (n[k] + OT_SS_BLOCK - 1) / OT_SS_BLOCK;
@@ -147,10 +147,11 @@ bool ot_grad_sum_sq_visit(const float *const *g, const size_t *n, int count, dou
         for (size_t b = lo; b < hi; b++) {
             size_t m, at = ss_locate(first, n, b, &k, &m);
             if (visit) ok = visit(user, k, at, at + m) && ok;
-            part[b] = ss_block(g[k] + at, m, isa);
+            if (!want || want[k]) part[b] = ss_block(g[k] + at, m, isa);
         }
     }
     for (int k = 0; k < count; k++) {
+        if (want && !want[k]) continue;
         double t = 0.0;
         for (size_t b = first[k]; b < first[k + 1]; b++) t += part[b];
         ss[k] = t;
@@ -164,7 +165,7 @@ void ot_grad_sum_sq_many(const float *const *g, const size_t *n, int count, doub
     size_t nb = 0;
     for (int k = 0; k < count; k++) nb += (n[k] + OT_SS_BLOCK - 1) / OT_SS_BLOCK;
     int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
-    if (nt > 1 && nb >= SS_PAR_MIN_BLOCKS && ot_grad_sum_sq_visit(g, n, count, ss, nt, NULL, NULL, NULL)) return;
+    if (nt > 1 && nb >= SS_PAR_MIN_BLOCKS && ot_grad_sum_sq_visit(g, n, count, ss, NULL, nt, NULL, NULL, NULL)) return;
     /* one thread (or no memory for the split): the same sums in turn */
     for (int k = 0; k < count; k++) ss[k] = ot_grad_sum_sq(g[k], n[k]);
 }

@@ -47,12 +47,13 @@ void ot_grad_sum_sq_many(const float *const *g, const size_t *n, int count, doub
  * out finite (the optimizer's update: kernels/cpu/optim_cpu.c). */
 typedef bool (*ot_ss_visit_fn)(const void *user, int k, size_t lo, size_t hi);
 
-/* ot_grad_sum_sq_many's sums (to the bit) on exactly n_threads threads (0: OpenMP's
- * default), calling visit (when not NULL) on every block before its sum, each block
- * once; *all_true (when not NULL): whether every visit returned true. False, with
- * nothing done, when out of memory. */
-bool ot_grad_sum_sq_visit(const float *const *g, const size_t *n, int count, double *ss, int n_threads,
-                          ot_ss_visit_fn visit, const void *user, bool *all_true);
+/* ot_grad_sum_sq_many's sums (to the bit) in ss[k] for each k with want[k] (want
+ * NULL: every k; the others are left alone) on exactly n_threads threads (0:
+ * OpenMP's default), calling visit (when not NULL) on every block of every gradient
+ * before its sum, each block once; *all_true (when not NULL): whether every visit
+ * returned true. False, with nothing done, when out of memory. */
+bool ot_grad_sum_sq_visit(const float *const *g, const size_t *n, int count, double *ss, const bool *want,
+                          int n_threads, ot_ss_visit_fn visit, const void *user, bool *all_true);
 
 /* The largest |x[i]|'s bits (an integer that orders like |x|, NaN above Inf): every
  * x[i] is finite exactly when the result is below 0x7f800000, and the result read

@@ -306,26 +306,31 @@ static bool ss_visit(const void *user, int k, size_t lo, size_t hi) {
 }
 
 /* update_parts, and the sum of squares of each part's gradient (input 1 of node j of
- * the run) into ctx->grad_ss[j], block by block on the way (kernels/cpu/grad_norm_sum.h:
- * the same bits as a pass of its own; every element's update is the same whichever
- * thread runs its block). Without ctx->grad_ss, or out of memory, only the update. */
+ * the run) into ctx->grad_ss[j] where that slot is NaN (wanted), block by block on the
+ * way (kernels/cpu/grad_norm_sum.h: the same bits as a pass of its own; every
+ * element's update is the same whichever thread runs its block). Without a wanted
+ * slot, or out of memory, only the update. */
 static bool update_parts_ss(update_chunk_fn chunk, const void *parts, size_t size, const long long *n_elems, int count,
                             const ot_tensor *in, const ot_kernel_ctx *ctx) {
-    const float **g = ctx->grad_ss ? malloc(sizeof *g * (size_t)count) : NULL;
+    bool any = false; /* a slot marked NaN: its sum is wanted */
+    for (int j = 0; ctx->grad_ss && j < count && !any; j++) any = isnan(ctx->grad_ss[j]);
+    const float **g = any ? malloc(sizeof *g * (size_t)count) : NULL;
     size_t *n = g ? malloc(sizeof *n * (size_t)count) : NULL;
+    bool *want = n ? malloc(sizeof *want * (size_t)count) : NULL;
     bool finite = true, done = false;
-    if (n) {
+    if (want) {
         long long total = 0;
         for (int j = 0; j < count; j++) {
             g[j] = (const float *)(j ? ctx->run_in[j] : in)[1].data;
             n[j] = (size_t)n_elems[j];
+            want[j] = isnan(ctx->grad_ss[j]);
             total += n_elems[j];
         }
         const ss_parts u = {.chunk = chunk, .parts = parts, .size = size};
-        done = ot_grad_sum_sq_visit(g, n, count, ctx->grad_ss, update_threads((size_t)total, ctx->n_threads), ss_visit,
-                                    &u, &finite);
+        done = ot_grad_sum_sq_visit(g, n, count, ctx->grad_ss, want, update_threads((size_t)total, ctx->n_threads),
+                                    ss_visit, &u, &finite);
     }
-    free(g), free(n);
+    free(g), free(n), free(want);
     return done ? finite : update_parts(chunk, parts, size, n_elems, count, ctx->n_threads);
 }
 
