@@ -37,6 +37,7 @@ struct ot_executor {
     const ot_tensor **step_in;
     ot_update_check upd; /* what the optimizer kernels of this run reported (kernel_ctx.h) */
     void **node_state; /* per step: the kernel's slot across runs (kernel_ctx.h); NULL until first run */
+    double *grad_ss;   /* per step: where optimizer kernels store gradient sums (kernel_ctx.h); the caller's, or NULL */
 };
 
 static const char *nname(const ot_node *nd) { return nd->name && *nd->name ? nd->name : "?"; }
@@ -418,7 +419,8 @@ static ot_status run_step(ot_executor *ex, int s, bool runs, int *done, ot_error
     memcpy(scratch, &ex->tensors[ex->tstart[s]], sizeof(ot_tensor) * (size_t)nt);
     ot_kernel_ctx ctx = {.n_threads = ex->opt.n_threads > 0 ? ex->opt.n_threads : ex->be->n_threads,
                          .seed = ex->opt.seed, .step = ex->opt.step, .rng_node = ex->rng_node[s],
-                         .workspace = NULL, .workspace_bytes = 0, .update_check = &ex->upd};
+                         .workspace = NULL, .workspace_bytes = 0, .update_check = &ex->upd,
+                         .grad_ss = ex->grad_ss ? ex->grad_ss + s : NULL};
     if (ex->plan->ws_offset[s] >= 0) {
         ctx.workspace = ex->base + ex->plan->ws_offset[s];
         ctx.workspace_bytes = ex->plan->ws_bytes[s];
@@ -581,3 +583,5 @@ ot_backend *ot_executor_backend(const ot_executor *ex) { return ex->be; }
 size_t ot_executor_high_water(const ot_executor *ex) { return ex->high_water; }
 
 const ot_update_check *ot_executor_update_check(const ot_executor *ex) { return &ex->upd; }
+
+void ot_executor_set_grad_ss(ot_executor *ex, double *per_step) { ex->grad_ss = per_step; }

@@ -134,4 +134,10 @@ size_t ot_executor_high_water(const ot_executor *ex);
  * they updated (exec/kernel_ctx.h), reset at the start of every run. */
 const ot_update_check *ot_executor_update_check(const ot_executor *ex);
 
+/* per_step[s] (n_steps doubles, the caller's; NULL: none) is where the optimizer
+ * kernel of schedule step s may store its gradient's sum of squares during a run
+ * (exec/kernel_ctx.h, grad_ss; a kernel that updates a run of steps fills their
+ * consecutive slots). Slots no kernel fills are left as they are. */
+void ot_executor_set_grad_ss(ot_executor *ex, double *per_step);
+
 #endif

@@ -42,6 +42,14 @@ typedef struct ot_kernel_ctx {
      * (kernels/cpu/conv_dnnl.c), so a test can compare the two. */
     bool no_dnnl;
     ot_update_check *update_check; /* NULL: nobody asks (tests, folding) */
+    /* NULL: nobody asks. Else an optimizer kernel that applies its update may store
+     * the sum of squares of the gradient it read (ot_grad_sum_sq's bits) in
+     * grad_ss[j] for the j-th node it updated (j = 0: this one; j < *run_done with a
+     * run), taken on the way through the update, so that the training loop's
+     * gradient norm needs no pass of its own (train/train_check.c). The caller marks
+     * the slots it wants with a NaN; a kernel fills only those and leaves the others
+     * alone, and one that does not store leaves every slot alone. */
+    double *grad_ss;
     /* A run of optimizer nodes (exec/executor.c): when run_len > 1 this node is the
      * first of run_len consecutive schedule steps of the same op, and run_nodes[j] /
      * run_in[j] are step j's node and input descriptors (j = 0: this node). A kernel

@@ -182,6 +182,7 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->accum_ids);
     free(s->scan_buf);
     free(s->hot_step), free(s->hot_grads), free(s->hot_has), free(s->hot_ss);
+    free(s->hot_gemm), free(s->opt_at), free(s->hot_proven), free(s->opt_ss);
     ot_lora_result_free(&s->lora);
     free(s->lora_train);
     free(s);

@@ -71,6 +71,16 @@ struct ot_train_session {
     int *hot_step, *hot_grads;
     bool *hot_has;
     double *hot_ss;
+    /* The check without a read (train_loop.c, gemm_proves_finite): per param, the
+     * Gemm / MatMul node that writes its gradient from two inputs (-1: none) and
+     * whether this run proved the gradient finite from them; per param, the schedule
+     * step of its optimizer node (-1: none); per schedule step, the gradient sum its
+     * optimizer kernel took during the update (ot_executor_set_grad_ss). With a
+     * gradient proved, the step's norm is added up after the update (norm_pending). */
+    int *hot_gemm, *opt_at;
+    bool *hot_proven;
+    double *opt_ss;
+    bool norm_pending;
     bool nonfinite;
     void *scan_buf;
     size_t scan_cap;

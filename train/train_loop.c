@@ -15,6 +15,7 @@
 #include "train/checkpoint.h"
 #include "train/progress.h"
 #include "train/session.h"
+#include "train/train_check.h" /* gradients proved finite, the norm from the update */
 #include "train/train_dist.h"
 #include "train/train_internal.h"
 
@@ -179,7 +180,7 @@ static ot_status hot_build(ot_train_session *s, ot_error *err) {
         s->hot_has[i] = true;
     }
     free(at), free(step_of);
-    return OT_OK;
+    return ot_train_check_build(s, err);
 }
 
 ot_status ot_train_after_step(void *user, ot_executor *ex, int step, ot_error *err) {
@@ -188,9 +189,12 @@ ot_status ot_train_after_step(void *user, ot_executor *ex, int step, ot_error *e
     if (step > s->boundary || !sums_in_place(s)) return OT_OK;
     ot_status st;
     if (!s->hot_step && (st = hot_build(s, err))) return st;
+    bool prove = ot_train_check_may_prove(s);
     for (int a = s->hot_step[step]; a < s->hot_step[step + 1]; a++) {
         int i = s->hot_grads[a];
-        s->hot_ss[i] = ot_grad_sum_sq(ot_executor_value_ptr(s->ex, s->ad.grads[i]), grad_elems(s, i));
+        /* proved finite from its GEMM's inputs: not read now (its sum comes from the update) */
+        s->hot_proven[i] = prove && s->hot_gemm[i] >= 0 && ot_train_check_proves(s, i);
+        s->hot_ss[i] = s->hot_proven[i] ? 0.0 : ot_grad_sum_sq(ot_executor_value_ptr(s->ex, s->ad.grads[i]), grad_elems(s, i));
     }
     return OT_OK;
 }
@@ -308,6 +312,9 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
         }
         total += norm_now ? ss : 0.0;
     }
+    /* With gradients proved finite (train_check.c) the norm is added up after the
+     * update, from the sums the optimizer kernels take on the way. */
+    bool deferred = !st && norm_now && all && ot_train_check_defer_norm(s, all);
     free(all);
     if (st) return st;
     if (!train) return OT_OK;
@@ -326,7 +333,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
         free(all);
     }
     double scale = 1.0 / (double)K;
-    s->last_norm = want_norm ? sqrt(total) / (double)K : NAN;
+    s->last_norm = want_norm && !deferred ? sqrt(total) / (double)K : NAN;
     if (clip) scale = (double)((float)scale * ot_clip_scale(s->last_norm, s->o.optim.clip_grad_norm));
     return write_scalars(s, s->lr, scale, true, err);
 }
@@ -444,8 +451,11 @@ static ot_status feed(ot_train_session *s, const ot_dataset *d, const int64_t *i
 static ot_status run_once(ot_train_session *s, int mode, uint64_t rng_step, ot_error *err) {
     s->mode = mode;
     s->nonfinite = false;
+    s->norm_pending = false;
+    ot_executor_set_grad_ss(s->ex, NULL);
     ot_executor_set_step(s->ex, rng_step);
     ot_status st = ot_executor_run(s->ex, err);
+    if (!st) ot_train_check_finish(s);
     if (st == OT_E_NUMERICS && s->nonfinite) {
         /* NaN/Inf in the data itself is the user's to fix: name the file and sample */
         for (int i = 0; s->cur_data && i < s->cur_data->n_arrays && i < s->n_batch; i++) {

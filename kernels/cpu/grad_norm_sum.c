@@ -7,12 +7,14 @@
  * the float-to-double conversions, so a block costs about an eighth of a cycle an
  * element, fast enough to run right after each gradient's last writer while it is in
  * L2. Fixing lanes and blocks by index (not by thread or vector width) keeps the bits
- * the same everywhere. */
+ * the same everywhere, so a pass that already reads the gradient (the optimizer's
+ * update, ot_grad_sum_sq_visit) can take the sums on the way at no extra read. */
 #include "kernels/cpu/grad_norm_sum.h"
 
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The lanes folded by halves: lane l += lane l + w, w = 16, 8, 4, 2, 1. */
 static double ss_fold(double *s) {
@@ -110,38 +112,95 @@ double ot_grad_sum_sq(const float *g, size_t n) { return ot_grad_sum_sq_isa(g, n
  * tens of microseconds, about what waking a passive OpenMP worker costs. */
 #define SS_PAR_MIN_BLOCKS 64
 
-void ot_grad_sum_sq_many(const float *const *g, const size_t *n, int count, double *ss, int n_threads) {
+/* Block b's gradient k (found by stepping forward from *k), its first element and
+ * length. */
+static size_t ss_locate(const size_t *first, const size_t *n, size_t b, int *k, size_t *m) {
+    while (first[*k + 1] <= b) (*k)++;
+    size_t at = (b - first[*k]) * OT_SS_BLOCK;
+    *m = n[*k] - at < OT_SS_BLOCK ? n[*k] - at : OT_SS_BLOCK;
+    return at;
+}
+
+bool ot_grad_sum_sq_visit(const float *const *g, const size_t *n, int count, double *ss, const bool *want,
+                          int n_threads, ot_ss_visit_fn visit, const void *user, bool *all_true) {
     int isa = ss_clamp(OT_SS_AVX512);
     size_t nb = 0;
     for (int k = 0; k < count; k++) nb += (n[k] + OT_SS_BLOCK - 1) / OT_SS_BLOCK;
-    int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
-    double *part = nt > 1 && nb >= SS_PAR_MIN_BLOCKS ? malloc(nb * sizeof *part) : NULL;
-    size_t *first = part ? malloc(((size_t)count + 1) * sizeof *first) : NULL;
-    if (!first) { /* one thread (or no memory for the split): the same sums in turn */
-        free(part);
-        for (int k = 0; k < count; k++) ss[k] = ot_grad_sum_sq_isa(g[k], n[k], isa);
-        return;
+    double *part = malloc((nb + 1) * sizeof *part);
+    size_t *first = malloc(((size_t)count + 1) * sizeof *first);
+    if (!part || !first) {
+        free(part), free(first);
+        return false;
     }
     first[0] = 0;
     for (int k = 0; k < count; k++) first[k + 1] = first[k] + (n[k] + OT_SS_BLOCK - 1) / OT_SS_BLOCK;
+    int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
+    bool ok = true;
     /* Each block's sum is its own whatever thread runs it; a static split of the
      * blocks walks the gradients in order, so each thread finds its next gradient by
-     * stepping forward. */
-#pragma omp parallel num_threads(nt)
+     * stepping forward. The block's sum comes right after the visit, which brought
+     * the block into L1. */
+#pragma omp parallel num_threads(nt) if (nt > 1 && nb > 1) reduction(&& : ok)
     {
-        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        int t = omp_get_thread_num(), T = omp_get_num_threads(), k = 0;
         size_t lo = nb * (size_t)t / (size_t)T, hi = nb * (size_t)(t + 1) / (size_t)T;
-        int k = 0;
         for (size_t b = lo; b < hi; b++) {
-            while (first[k + 1] <= b) k++;
-            size_t at = (b - first[k]) * OT_SS_BLOCK, m = n[k] - at < OT_SS_BLOCK ? n[k] - at : OT_SS_BLOCK;
-            part[b] = ss_block(g[k] + at, m, isa);
+            size_t m, at = ss_locate(first, n, b, &k, &m);
+            if (visit) ok = visit(user, k, at, at + m) && ok;
+            if (!want || want[k]) part[b] = ss_block(g[k] + at, m, isa);
         }
     }
     for (int k = 0; k < count; k++) {
+        if (want && !want[k]) continue;
         double t = 0.0;
         for (size_t b = first[k]; b < first[k + 1]; b++) t += part[b];
         ss[k] = t;
     }
+    if (all_true) *all_true = ok;
     free(part), free(first);
+    return true;
+}
+
+void ot_grad_sum_sq_many(const float *const *g, const size_t *n, int count, double *ss, int n_threads) {
+    size_t nb = 0;
+    for (int k = 0; k < count; k++) nb += (n[k] + OT_SS_BLOCK - 1) / OT_SS_BLOCK;
+    int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
+    if (nt > 1 && nb >= SS_PAR_MIN_BLOCKS && ot_grad_sum_sq_visit(g, n, count, ss, NULL, nt, NULL, NULL, NULL)) return;
+    /* one thread (or no memory for the split): the same sums in turn */
+    for (int k = 0; k < count; k++) ss[k] = ot_grad_sum_sq(g[k], n[k]);
+}
+
+#ifdef SS_HAVE_X86
+/* Sixteen lanes of |x|'s bits, maxed (an integer max: any order gives the same). */
+__attribute__((target("avx512f"))) static uint32_t max_abs_bits_avx512(const float *x, size_t n) {
+    const __m512i mask = _mm512_set1_epi32(0x7fffffff);
+    __m512i a = _mm512_setzero_si512(), b = a;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a = _mm512_max_epu32(a, _mm512_and_si512(_mm512_loadu_si512(x + i), mask));
+        b = _mm512_max_epu32(b, _mm512_and_si512(_mm512_loadu_si512(x + i + 16), mask));
+    }
+    uint32_t top = _mm512_reduce_max_epu32(_mm512_max_epu32(a, b));
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        u &= 0x7fffffffu;
+        top = u > top ? u : top;
+    }
+    return top;
+}
+#endif
+
+uint32_t ot_f32_max_abs_bits(const float *x, size_t n) {
+#ifdef SS_HAVE_X86
+    if (ot_grad_sum_sq_best_isa() == OT_SS_AVX512) return max_abs_bits_avx512(x, n);
+#endif
+    uint32_t top = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        u &= 0x7fffffffu;
+        top = u > top ? u : top;
+    }
+    return top;
 }

@@ -9,11 +9,18 @@
  * lanes are folded by halves (lane l += lane l + w for w = 16, 8, 4, 2, 1), and the
  * block sums added in block order. Nothing depends on the thread count or the CPU.
  * A sum is finite exactly when its gradient is: no finite float's square overflows a
- * double, nor does any count of them. */
+ * double, nor does any count of them.
+ *
+ * The sums feed the training loop's NaN/Inf check and its reported gradient norm
+ * (train/train_loop.c); the optimizer's kernels can take them during their update
+ * (ot_grad_sum_sq_visit), so that a gradient proved finite before the update is
+ * never read twice. */
 #ifndef OT_GRAD_NORM_SUM_H
 #define OT_GRAD_NORM_SUM_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/kernel.h" /* ot_grad_sum_sq: the same sum on the best path */
 
@@ -34,5 +41,23 @@ double ot_grad_sum_sq_isa(const float *g, size_t n, int isa);
  * the gradients split over up to n_threads threads (0: OpenMP's default), each
  * gradient's block sums then added in order. */
 void ot_grad_sum_sq_many(const float *const *g, const size_t *n, int count, double *ss, int n_threads);
+
+/* Called on elements [lo, hi) of gradient k, one block at a time, right before the
+ * block's sum is taken (which then reads it from L1); says whether what it did came
+ * out finite (the optimizer's update: kernels/cpu/optim_cpu.c). */
+typedef bool (*ot_ss_visit_fn)(const void *user, int k, size_t lo, size_t hi);
+
+/* ot_grad_sum_sq_many's sums (to the bit) in ss[k] for each k with want[k] (want
+ * NULL: every k; the others are left alone) on exactly n_threads threads (0:
+ * OpenMP's default), calling visit (when not NULL) on every block of every gradient
+ * before its sum, each block once; *all_true (when not NULL): whether every visit
+ * returned true. False, with nothing done, when out of memory. */
+bool ot_grad_sum_sq_visit(const float *const *g, const size_t *n, int count, double *ss, const bool *want,
+                          int n_threads, ot_ss_visit_fn visit, const void *user, bool *all_true);
+
+/* The largest |x[i]|'s bits (an integer that orders like |x|, NaN above Inf): every
+ * x[i] is finite exactly when the result is below 0x7f800000, and the result read
+ * back as a float is max |x[i]|. */
+uint32_t ot_f32_max_abs_bits(const float *x, size_t n);
 
 #endif

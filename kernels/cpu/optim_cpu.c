@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/grad_norm_sum.h" /* ot_grad_sum_sq_visit: the gradient sums on the way */
 #include "kernels/cpu/optim_cpu.h"
 #include "kernels/kernel_common.h"
 
@@ -292,6 +293,47 @@ static void adam_fill(void *part, const ot_tensor *in) {
     a->v = (float *)in[3].data;
 }
 
+/* The parts of an update that also sums its gradients' squares (ctx->grad_ss). */
+typedef struct ss_parts {
+    update_chunk_fn chunk;
+    const char *parts;
+    size_t size;
+} ss_parts;
+
+static bool ss_visit(const void *user, int k, size_t lo, size_t hi) {
+    const ss_parts *u = user;
+    return u->chunk(u->parts + u->size * (size_t)k, (long long)lo, (long long)hi);
+}
+
+/* update_parts, and the sum of squares of each part's gradient (input 1 of node j of
+ * the run) into ctx->grad_ss[j] where that slot is NaN (wanted), block by block on the
+ * way (kernels/cpu/grad_norm_sum.h: the same bits as a pass of its own; every
+ * element's update is the same whichever thread runs its block). Without a wanted
+ * slot, or out of memory, only the update. */
+static bool update_parts_ss(update_chunk_fn chunk, const void *parts, size_t size, const long long *n_elems, int count,
+                            const ot_tensor *in, const ot_kernel_ctx *ctx) {
+    bool any = false; /* a slot marked NaN: its sum is wanted */
+    for (int j = 0; ctx->grad_ss && j < count && !any; j++) any = isnan(ctx->grad_ss[j]);
+    const float **g = any ? malloc(sizeof *g * (size_t)count) : NULL;
+    size_t *n = g ? malloc(sizeof *n * (size_t)count) : NULL;
+    bool *want = n ? malloc(sizeof *want * (size_t)count) : NULL;
+    bool finite = true, done = false;
+    if (want) {
+        long long total = 0;
+        for (int j = 0; j < count; j++) {
+            g[j] = (const float *)(j ? ctx->run_in[j] : in)[1].data;
+            n[j] = (size_t)n_elems[j];
+            want[j] = isnan(ctx->grad_ss[j]);
+            total += n_elems[j];
+        }
+        const ss_parts u = {.chunk = chunk, .parts = parts, .size = size};
+        done = ot_grad_sum_sq_visit(g, n, count, ctx->grad_ss, want, update_threads((size_t)total, ctx->n_threads),
+                                    ss_visit, &u, &finite);
+    }
+    free(g), free(n), free(want);
+    return done ? finite : update_parts(chunk, parts, size, n_elems, count, ctx->n_threads);
+}
+
 /* The update of this node (part a0) and, when ctx has a run, of the nodes after it
  * that run_len_of accepts, in one pass; reports each node it updated to the update
  * check and their count in *ctx->run_done. Out of memory for the run: this node
@@ -304,7 +346,7 @@ static void update_run(const ot_node *node, const ot_tensor *in, const ot_optim_
     if (!parts || !n_elems) {
         free(parts), free(n_elems);
         const long long n = (long long)ot_kernel_numel(&in[0]);
-        report_update(ctx, update_parts(chunk, a0, size, &n, 1, ctx->n_threads));
+        report_update(ctx, update_parts_ss(chunk, a0, size, &n, 1, in, ctx));
         return;
     }
     for (int j = 0; j < m; j++) {
@@ -312,7 +354,7 @@ static void update_run(const ot_node *node, const ot_tensor *in, const ot_optim_
         fill(parts + size * (size_t)j, j ? ctx->run_in[j] : in);
         n_elems[j] = (long long)ot_kernel_numel(j ? &ctx->run_in[j][0] : &in[0]);
     }
-    bool finite = update_parts(chunk, parts, size, n_elems, m, ctx->n_threads);
+    bool finite = update_parts_ss(chunk, parts, size, n_elems, m, in, ctx);
     for (int j = 0; j < m; j++) report_update(ctx, finite);
     *ctx->run_done = m;
     free(parts), free(n_elems);
