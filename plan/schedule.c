@@ -48,17 +48,25 @@ static uint64_t key_pack(sched_key k) {
 static int key_id(uint64_t x) { return (int)(x & (KEY_MAX_NODES - 1)); }
 static bool key_eager(uint64_t x) { return ((x >> 31) & 0x7fffffffu) == 0; } /* anchor -1 */
 
-/* Binary min-heap of packed keys. An entry carries its key, so a node whose key
- * changes (it became eager) is pushed again and its stale entry skipped when popped. */
+/* 4-ary min-heap of packed keys: half the levels of a binary heap, a node's four
+ * children side by side (32 bytes), so a pop on a heap of thousands of ready nodes (the
+ * weight Transposes a training graph can run from the start wait there all through
+ * the forward pass) takes half the dependent, badly predicted steps. Keys are unique
+ * (a node's id is in its key, and it is pushed at most twice, with different
+ * anchors), so every heap pops the same sequence: the order does not depend on the
+ * heap's shape. An entry carries its key, so a node whose key changes (it became
+ * eager) is pushed again and its stale entry skipped when popped. */
 typedef struct heap {
     uint64_t *a;
     int n;
 } heap;
 
+#define HEAP_ARITY 4
+
 static void heap_push(heap *h, uint64_t k) {
     int i = h->n++;
     while (i > 0) {
-        int p = (i - 1) / 2;
+        int p = (i - 1) / HEAP_ARITY;
         if (k >= h->a[p]) break;
         h->a[i] = h->a[p];
         i = p;
@@ -70,9 +78,10 @@ static uint64_t heap_pop(heap *h) {
     uint64_t top = h->a[0], last = h->a[--h->n];
     int i = 0;
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = l;
-        if (l >= h->n) break;
-        if (r < h->n && h->a[r] < h->a[l]) m = r;
+        int c = HEAP_ARITY * i + 1, m = c;
+        if (c >= h->n) break;
+        int end = c + HEAP_ARITY < h->n ? c + HEAP_ARITY : h->n;
+        for (int k = c + 1; k < end; k++) m = h->a[k] < h->a[m] ? k : m;
         if (h->a[m] >= last) break;
         h->a[i] = h->a[m];
         i = m;
