@@ -206,19 +206,34 @@ static bool live_id(const sched *s, int id) { return id >= 0 && id < s->nn && s-
  * most of a schedule's time. */
 #define READ_AHEAD 16
 
-/* Per node: live, phase, backward, and its input and output ids (CSR). False when
- * out of memory. */
+/* Makes room for `need` ints in *arr (holding `used` of *cap), doubling; false when
+ * out of memory (*arr is then released). */
+static bool ids_room(sched *s, int **arr, int *cap, int used, int need) {
+    if (need <= *cap) return true;
+    int cap2 = *cap;
+    while (cap2 < need) cap2 = cap2 < (1 << 29) ? 2 * cap2 : need;
+    int *n = ot_scratch_realloc(s->scr, *arr, sizeof(int) * (size_t)used, sizeof(int) * (size_t)(cap2 + 1));
+    if (!n) {
+        ot_scratch_release(s->scr, *arr);
+        *arr = NULL;
+        return false;
+    }
+    *arr = n;
+    *cap = cap2;
+    return true;
+}
+
+/* Per node: live, phase, backward, and its input and output ids (CSR). One pass over
+ * the node structs (648 bytes each: a 25,000-node graph's do not stay in cache, and a
+ * counting pass first read each of them twice): the id arrays start at a size that
+ * holds most graphs (three inputs and two outputs per node) and double when not.
+ * False when out of memory. */
 static bool read_nodes(sched *s) {
     const ot_graph *g = s->g;
-    int n_in = 0, n_out = 0;
-    for (int id = 0; id < s->nn; id++) {
-        n_in += g->nodes[id].n_inputs;
-        n_out += g->nodes[id].n_outputs;
-    }
-    s->in_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(n_in + 1));
-    s->out_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(n_out + 1));
+    int n_in = 0, n_out = 0, cap_in = 3 * s->nn + 16, cap_out = 2 * s->nn + 16;
+    s->in_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(cap_in + 1));
+    s->out_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(cap_out + 1));
     if (!s->in_val || !s->out_val) return false;
-    n_in = n_out = 0;
     for (int id = 0; id < s->nn; id++) {
         const ot_node *nd = &g->nodes[id];
         if (id + READ_AHEAD < s->nn) { /* each id array is its own allocation: a miss apiece, overlapped */
@@ -231,6 +246,9 @@ static bool read_nodes(sched *s) {
         s->bwd[id] = nd->phase == OT_PHASE_BACKWARD;
         s->in_start[id] = n_in;
         s->out_start[id] = n_out;
+        if (!ids_room(s, &s->in_val, &cap_in, n_in, n_in + nd->n_inputs) ||
+            !ids_room(s, &s->out_val, &cap_out, n_out, n_out + nd->n_outputs))
+            return false;
         for (int k = 0; k < nd->n_inputs; k++) s->in_val[n_in++] = nd->inputs[k]; /* a few each: no memcpy */
         for (int k = 0; k < nd->n_outputs; k++) s->out_val[n_out++] = nd->outputs[k];
     }
@@ -241,14 +259,15 @@ static bool read_nodes(sched *s) {
 
 /* Per value: producer, consumers (CSR), the caches node_eager_fast reads (bytes,
  * temporary / param gradient flags as temporary() and pinned_gradient() decide them,
- * sole reader) and the number of distinct live readers. False when out of memory. */
+ * sole reader) and the number of distinct live readers. One pass, as read_nodes: a
+ * consumer list holds one entry per input slot that reads the value, so the slots
+ * read_nodes counted bound them all (the array grows should a list say otherwise).
+ * False when out of memory. */
 static bool read_values(sched *s) {
     const ot_graph *g = s->g;
-    int nv = g->n_values, n_cons = 0;
-    for (int v = 0; v < nv; v++) n_cons += g->values[v].n_consumers;
-    s->cons = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(n_cons + 1));
+    int nv = g->n_values, n_cons = 0, cap_cons = s->in_start[s->nn] + 16;
+    s->cons = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(cap_cons + 1));
     if (!s->cons) return false;
-    n_cons = 0;
     for (int v = 0; v < nv; v++) {
         const ot_value *val = &g->values[v];
         if (v + READ_AHEAD < nv) __builtin_prefetch(val[READ_AHEAD].consumers); /* as in read_nodes */
@@ -256,6 +275,7 @@ static bool read_values(sched *s) {
         int nc = val->n_consumers;
         s->vprod[v] = val->producer;
         s->cons_start[v] = n_cons;
+        if (!ids_room(s, &s->cons, &cap_cons, n_cons, n_cons + nc)) return false;
         for (int c = 0; c < nc; c++) s->cons[n_cons++] = cs[c];
         s->vbytes[v] = value_bytes(val);
         s->vsize[v] = ot_plan_value_size(val);
