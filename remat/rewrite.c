@@ -117,6 +117,23 @@ fail:
     return st;
 }
 
+/* Room for `need` ids in *a (and in *b and *c when given, the same length), growing
+ * *cap by doubling; false when out of memory (the arrays stay valid). */
+static bool grow_ids(int **a, int **b, int **c, int *cap, int need) {
+    if (need <= *cap) return true;
+    int n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    int **arr[3] = {a, b, c};
+    for (int k = 0; k < 3; k++) {
+        if (!arr[k]) continue;
+        int *p = realloc(*arr[k], sizeof(int) * (size_t)n);
+        if (!p) return false;
+        *arr[k] = p;
+    }
+    *cap = n;
+    return true;
+}
+
 /* The rewrite; marked: the clones ot_remat_mark_clones marks for keep, already marked
  * by the caller (n_marked of them), or NULL to mark them here. */
 static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *marked, int n_marked,
@@ -144,13 +161,7 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
     rw->n_clones = marked ? n_marked : ot_remat_mark_clones(g, a, keep, own, stack);
 
     /* A value is needed as a clone output when the backward or another clone reads it. */
-    int n_slots = 0;
-    for (int v = 0; v < a->n_values; v++) {
-        if (!a->saved[v] || keep[v]) continue;
-        needed[v] = true;
-        for (int c = 0; c < g->values[v].n_consumers; c++)
-            n_slots += backward(g, a, g->values[v].consumers[c]);
-    }
+    for (int v = 0; v < a->n_values; v++) needed[v] = a->saved[v] && !keep[v];
     for (int id = 0; id < a->n_nodes; id++) {
         if (!cloned[id]) continue;
         const ot_node *n = &g->nodes[id];
@@ -169,25 +180,22 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
         rw->extra_flops += a->node_flops[id];
     }
 
-    /* Rewire the backward readers; collect them first since rewiring edits the lists. */
-    rw->rw_node = ot_xcalloc((size_t)n_slots, sizeof(int));
-    rw->rw_slot = ot_xcalloc((size_t)n_slots, sizeof(int));
-    rw->rw_old = ot_xcalloc((size_t)n_slots, sizeof(int));
-    readers = ot_xcalloc((size_t)n_slots, sizeof(int));
-    if (!rw->rw_node || !rw->rw_slot || !rw->rw_old || !readers) {
-        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory rewiring '%s'", g->name);
-        goto fail;
-    }
-    for (int v = 0; v < a->n_values; v++) {
+    /* Rewire the backward readers; collect them first since rewiring edits the lists.
+     * The journal grows as it fills: counting the slots first read every recomputed
+     * value's struct and list once more, misses on a big graph. */
+    int cap_slots = 0, cap_readers = 0;
+    for (int v = 0; v < a->n_values && st == OT_OK; v++) {
         if (!a->saved[v] || keep[v]) continue;
-        int nr = 0;
         const ot_value *val = &g->values[v];
+        int nr = 0;
+        if (!grow_ids(&readers, NULL, NULL, &cap_readers, val->n_consumers)) goto oom;
         for (int c = 0; c < val->n_consumers; c++)
             if (backward(g, a, val->consumers[c])) readers[nr++] = val->consumers[c];
         for (int r = 0; r < nr; r++) {
             ot_node *n = &g->nodes[readers[r]];
             for (int i = 0; i < n->n_inputs; i++) {
                 if (n->inputs[i] != v) continue;
+                if (!grow_ids(&rw->rw_node, &rw->rw_slot, &rw->rw_old, &cap_slots, rw->n_rewired + 1)) goto oom;
                 rw->rw_node[rw->n_rewired] = n->id;
                 rw->rw_slot[rw->n_rewired] = i;
                 rw->rw_old[rw->n_rewired] = v;
@@ -196,8 +204,13 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
             }
         }
     }
-    memset(needed, 0, (size_t)a->n_values * sizeof(bool)); /* scratch now */
-    rw->kept_bytes = ot_remat_kept_bytes_marked(g, a, keep, cloned, needed);
+    if (!marked) { /* what plan reports; auto's measurements read the FLOPs alone */
+        memset(needed, 0, (size_t)a->n_values * sizeof(bool)); /* scratch now */
+        rw->kept_bytes = ot_remat_kept_bytes_marked(g, a, keep, cloned, needed);
+    }
+    goto fail; /* done: the cleanup below */
+oom:
+    st = ot_fail(err, OT_E_MEMORY, "remat: out of memory rewiring '%s'", g->name);
 fail:
     free(own);
     free(needed);
