@@ -48,17 +48,25 @@ static uint64_t key_pack(sched_key k) {
 static int key_id(uint64_t x) { return (int)(x & (KEY_MAX_NODES - 1)); }
 static bool key_eager(uint64_t x) { return ((x >> 31) & 0x7fffffffu) == 0; } /* anchor -1 */
 
-/* Binary min-heap of packed keys. An entry carries its key, so a node whose key
- * changes (it became eager) is pushed again and its stale entry skipped when popped. */
+/* 4-ary min-heap of packed keys: half the levels of a binary heap, a node's four
+ * children side by side (32 bytes), so a pop on a heap of thousands of ready nodes (the
+ * weight Transposes a training graph can run from the start wait there all through
+ * the forward pass) takes half the dependent, badly predicted steps. Keys are unique
+ * (a node's id is in its key, and it is pushed at most twice, with different
+ * anchors), so every heap pops the same sequence: the order does not depend on the
+ * heap's shape. An entry carries its key, so a node whose key changes (it became
+ * eager) is pushed again and its stale entry skipped when popped. */
 typedef struct heap {
     uint64_t *a;
     int n;
 } heap;
 
+#define HEAP_ARITY 4
+
 static void heap_push(heap *h, uint64_t k) {
     int i = h->n++;
     while (i > 0) {
-        int p = (i - 1) / 2;
+        int p = (i - 1) / HEAP_ARITY;
         if (k >= h->a[p]) break;
         h->a[i] = h->a[p];
         i = p;
@@ -70,9 +78,10 @@ static uint64_t heap_pop(heap *h) {
     uint64_t top = h->a[0], last = h->a[--h->n];
     int i = 0;
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = l;
-        if (l >= h->n) break;
-        if (r < h->n && h->a[r] < h->a[l]) m = r;
+        int c = HEAP_ARITY * i + 1, m = c;
+        if (c >= h->n) break;
+        int end = c + HEAP_ARITY < h->n ? c + HEAP_ARITY : h->n;
+        for (int k = c + 1; k < end; k++) m = h->a[k] < h->a[m] ? k : m;
         if (h->a[m] >= last) break;
         h->a[i] = h->a[m];
         i = m;
@@ -197,19 +206,34 @@ static bool live_id(const sched *s, int id) { return id >= 0 && id < s->nn && s-
  * most of a schedule's time. */
 #define READ_AHEAD 16
 
-/* Per node: live, phase, backward, and its input and output ids (CSR). False when
- * out of memory. */
+/* Makes room for `need` ints in *arr (holding `used` of *cap), doubling; false when
+ * out of memory (*arr is then released). */
+static bool ids_room(sched *s, int **arr, int *cap, int used, int need) {
+    if (need <= *cap) return true;
+    int cap2 = *cap;
+    while (cap2 < need) cap2 = cap2 < (1 << 29) ? 2 * cap2 : need;
+    int *n = ot_scratch_realloc(s->scr, *arr, sizeof(int) * (size_t)used, sizeof(int) * (size_t)(cap2 + 1));
+    if (!n) {
+        ot_scratch_release(s->scr, *arr);
+        *arr = NULL;
+        return false;
+    }
+    *arr = n;
+    *cap = cap2;
+    return true;
+}
+
+/* Per node: live, phase, backward, and its input and output ids (CSR). One pass over
+ * the node structs (648 bytes each: a 25,000-node graph's do not stay in cache, and a
+ * counting pass first read each of them twice): the id arrays start at a size that
+ * holds most graphs (three inputs and two outputs per node) and double when not.
+ * False when out of memory. */
 static bool read_nodes(sched *s) {
     const ot_graph *g = s->g;
-    int n_in = 0, n_out = 0;
-    for (int id = 0; id < s->nn; id++) {
-        n_in += g->nodes[id].n_inputs;
-        n_out += g->nodes[id].n_outputs;
-    }
-    s->in_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(n_in + 1));
-    s->out_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(n_out + 1));
+    int n_in = 0, n_out = 0, cap_in = 3 * s->nn + 16, cap_out = 2 * s->nn + 16;
+    s->in_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(cap_in + 1));
+    s->out_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(cap_out + 1));
     if (!s->in_val || !s->out_val) return false;
-    n_in = n_out = 0;
     for (int id = 0; id < s->nn; id++) {
         const ot_node *nd = &g->nodes[id];
         if (id + READ_AHEAD < s->nn) { /* each id array is its own allocation: a miss apiece, overlapped */
@@ -222,6 +246,9 @@ static bool read_nodes(sched *s) {
         s->bwd[id] = nd->phase == OT_PHASE_BACKWARD;
         s->in_start[id] = n_in;
         s->out_start[id] = n_out;
+        if (!ids_room(s, &s->in_val, &cap_in, n_in, n_in + nd->n_inputs) ||
+            !ids_room(s, &s->out_val, &cap_out, n_out, n_out + nd->n_outputs))
+            return false;
         for (int k = 0; k < nd->n_inputs; k++) s->in_val[n_in++] = nd->inputs[k]; /* a few each: no memcpy */
         for (int k = 0; k < nd->n_outputs; k++) s->out_val[n_out++] = nd->outputs[k];
     }
@@ -232,14 +259,15 @@ static bool read_nodes(sched *s) {
 
 /* Per value: producer, consumers (CSR), the caches node_eager_fast reads (bytes,
  * temporary / param gradient flags as temporary() and pinned_gradient() decide them,
- * sole reader) and the number of distinct live readers. False when out of memory. */
+ * sole reader) and the number of distinct live readers. One pass, as read_nodes: a
+ * consumer list holds one entry per input slot that reads the value, so the slots
+ * read_nodes counted bound them all (the array grows should a list say otherwise).
+ * False when out of memory. */
 static bool read_values(sched *s) {
     const ot_graph *g = s->g;
-    int nv = g->n_values, n_cons = 0;
-    for (int v = 0; v < nv; v++) n_cons += g->values[v].n_consumers;
-    s->cons = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(n_cons + 1));
+    int nv = g->n_values, n_cons = 0, cap_cons = s->in_start[s->nn] + 16;
+    s->cons = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(cap_cons + 1));
     if (!s->cons) return false;
-    n_cons = 0;
     for (int v = 0; v < nv; v++) {
         const ot_value *val = &g->values[v];
         if (v + READ_AHEAD < nv) __builtin_prefetch(val[READ_AHEAD].consumers); /* as in read_nodes */
@@ -247,6 +275,7 @@ static bool read_values(sched *s) {
         int nc = val->n_consumers;
         s->vprod[v] = val->producer;
         s->cons_start[v] = n_cons;
+        if (!ids_room(s, &s->cons, &cap_cons, n_cons, n_cons + nc)) return false;
         for (int c = 0; c < nc; c++) s->cons[n_cons++] = cs[c];
         s->vbytes[v] = value_bytes(val);
         s->vsize[v] = ot_plan_value_size(val);

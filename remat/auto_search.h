@@ -41,7 +41,9 @@ int ot_remat_ranked_desc(const void *x, const void *y);
 double ot_remat_search_cost(ot_remat_search *s, const bool *keep, int *n_clones);
 
 /* ot_remat_apply with the clones already marked (cloned[node id], n_clones of them:
- * what ot_remat_mark_clones marks for keep), for auto's measurements (rewrite.c). */
+ * what ot_remat_mark_clones marks for keep), for auto's measurements (rewrite.c): the
+ * same rewrite, but rw->kept_bytes is left 0 (the search reads the FLOPs alone, and
+ * counting the bytes read the clones' nodes and values once more). */
 ot_status ot_remat_apply_marked(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *cloned,
                                 int n_clones, ot_remat_rewrite *rw, ot_error *err);
 

@@ -34,6 +34,8 @@ static bool backward(const ot_graph *g, const ot_remat_analysis *a, int id) {
     return id < a->n_nodes ? a->bwd_node[id] : g->nodes[id].phase == OT_PHASE_BACKWARD;
 }
 
+static void undo_graph(ot_graph *g, ot_remat_rewrite *rw, bool journaled);
+
 enum { CLONE_LOCAL_IO = 16, CLONE_LOCAL_NAME = 128 }; /* clone_node's buffers on the stack */
 
 /* Creates the clone of forward node `id`; clone_of maps original values to clones. */
@@ -115,6 +117,23 @@ fail:
     return st;
 }
 
+/* Room for `need` ids in *a (and in *b and *c when given, the same length), growing
+ * *cap by doubling; false when out of memory (the arrays stay valid). */
+static bool grow_ids(int **a, int **b, int **c, int *cap, int need) {
+    if (need <= *cap) return true;
+    int n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    int **arr[3] = {a, b, c};
+    for (int k = 0; k < 3; k++) {
+        if (!arr[k]) continue;
+        int *p = realloc(*arr[k], sizeof(int) * (size_t)n);
+        if (!p) return false;
+        *arr[k] = p;
+    }
+    *cap = n;
+    return true;
+}
+
 /* The rewrite; marked: the clones ot_remat_mark_clones marks for keep, already marked
  * by the caller (n_marked of them), or NULL to mark them here. */
 static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *marked, int n_marked,
@@ -142,13 +161,7 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
     rw->n_clones = marked ? n_marked : ot_remat_mark_clones(g, a, keep, own, stack);
 
     /* A value is needed as a clone output when the backward or another clone reads it. */
-    int n_slots = 0;
-    for (int v = 0; v < a->n_values; v++) {
-        if (!a->saved[v] || keep[v]) continue;
-        needed[v] = true;
-        for (int c = 0; c < g->values[v].n_consumers; c++)
-            n_slots += backward(g, a, g->values[v].consumers[c]);
-    }
+    for (int v = 0; v < a->n_values; v++) needed[v] = a->saved[v] && !keep[v];
     for (int id = 0; id < a->n_nodes; id++) {
         if (!cloned[id]) continue;
         const ot_node *n = &g->nodes[id];
@@ -167,25 +180,22 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
         rw->extra_flops += a->node_flops[id];
     }
 
-    /* Rewire the backward readers; collect them first since rewiring edits the lists. */
-    rw->rw_node = ot_xcalloc((size_t)n_slots, sizeof(int));
-    rw->rw_slot = ot_xcalloc((size_t)n_slots, sizeof(int));
-    rw->rw_old = ot_xcalloc((size_t)n_slots, sizeof(int));
-    readers = ot_xcalloc((size_t)n_slots, sizeof(int));
-    if (!rw->rw_node || !rw->rw_slot || !rw->rw_old || !readers) {
-        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory rewiring '%s'", g->name);
-        goto fail;
-    }
-    for (int v = 0; v < a->n_values; v++) {
+    /* Rewire the backward readers; collect them first since rewiring edits the lists.
+     * The journal grows as it fills: counting the slots first read every recomputed
+     * value's struct and list once more, misses on a big graph. */
+    int cap_slots = 0, cap_readers = 0;
+    for (int v = 0; v < a->n_values && st == OT_OK; v++) {
         if (!a->saved[v] || keep[v]) continue;
-        int nr = 0;
         const ot_value *val = &g->values[v];
+        int nr = 0;
+        if (!grow_ids(&readers, NULL, NULL, &cap_readers, val->n_consumers)) goto oom;
         for (int c = 0; c < val->n_consumers; c++)
             if (backward(g, a, val->consumers[c])) readers[nr++] = val->consumers[c];
         for (int r = 0; r < nr; r++) {
             ot_node *n = &g->nodes[readers[r]];
             for (int i = 0; i < n->n_inputs; i++) {
                 if (n->inputs[i] != v) continue;
+                if (!grow_ids(&rw->rw_node, &rw->rw_slot, &rw->rw_old, &cap_slots, rw->n_rewired + 1)) goto oom;
                 rw->rw_node[rw->n_rewired] = n->id;
                 rw->rw_slot[rw->n_rewired] = i;
                 rw->rw_old[rw->n_rewired] = v;
@@ -194,14 +204,22 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
             }
         }
     }
-    memset(needed, 0, (size_t)a->n_values * sizeof(bool)); /* scratch now */
-    rw->kept_bytes = ot_remat_kept_bytes_marked(g, a, keep, cloned, needed);
+    if (!marked) { /* what plan reports; auto's measurements read the FLOPs alone */
+        memset(needed, 0, (size_t)a->n_values * sizeof(bool)); /* scratch now */
+        rw->kept_bytes = ot_remat_kept_bytes_marked(g, a, keep, cloned, needed);
+    }
+    goto fail; /* done: the cleanup below */
+oom:
+    st = ot_fail(err, OT_E_MEMORY, "remat: out of memory rewiring '%s'", g->name);
 fail:
     free(own);
     free(needed);
     free(stack);
     free(readers);
-    if (st != OT_OK) ot_remat_undo(g, rw);
+    if (st != OT_OK) { /* a part of the rewrite: undone the general way */
+        undo_graph(g, rw, false);
+        ot_remat_rewrite_free(rw);
+    }
     return st;
 }
 
@@ -234,16 +252,64 @@ static void undo_prefetch(const ot_graph *g, const ot_remat_rewrite *rw, int id)
     }
 }
 
-void ot_remat_undo(ot_graph *g, ot_remat_rewrite *rw) {
-    if (rw->n_nodes0 == 0 && rw->n_values0 == 0) { /* nothing was applied */
-        ot_remat_rewrite_free(rw);
-        return;
+/* The undo's reads ahead of the clone it removes: the blocks free() will touch and,
+ * journaled, the value structs whose counts go down (each a cache miss on a big
+ * graph otherwise, taken one after the other). */
+static void undo_prefetch_blocks(const ot_graph *g, const ot_remat_rewrite *rw, int id, bool journaled) {
+    int ahead = id - UNDO_AHEAD;
+    if (ahead < rw->n_nodes0) return;
+    const ot_node *n = &g->nodes[ahead];
+    __builtin_prefetch(n->op_type);
+    __builtin_prefetch(n->domain);
+    __builtin_prefetch(n->name);
+    __builtin_prefetch(n->inputs);
+    __builtin_prefetch(n->outputs);
+    if (id - 2 * UNDO_AHEAD >= rw->n_nodes0) __builtin_prefetch(&g->nodes[id - 2 * UNDO_AHEAD]);
+    for (int i = 0; journaled && i < n->n_inputs; i++)
+        if (n->inputs[i] >= 0 && n->inputs[i] < rw->n_values0) __builtin_prefetch(&g->values[n->inputs[i]].n_consumers, 1);
+}
+
+/* The journaled undo restores the consumer lists without the general removal's
+ * searches (ot_graph_remove_node, ot_graph_set_input: a scan of each list and of the
+ * clone's own lists, a cache miss apiece on a big graph). What a completed rewrite
+ * did is known: the originals a clone reads are never rewired (they are kept values
+ * or not candidates, while the rewired ones are recomputed), so each clone's entries
+ * are the tail of those lists, and dropping them is a count; the rewired readers go
+ * back to the end of their value's list in reverse order, as ot_graph_set_input
+ * appends them; the clones' own values are freed anyway. The lists end exactly as
+ * the general removal leaves them. */
+static void unwire_journaled(ot_graph *g, const ot_remat_rewrite *rw) {
+    for (int i = rw->n_rewired - 1; i >= 0; i--) {
+        ot_value *v = &g->values[rw->rw_old[i]];
+        if (v->n_consumers >= v->cap_consumers) {
+            /* no room (the rewiring only shortened the list, so never expected): the
+             * general way, which also drops the reader from the clone value's list */
+            ot_graph_set_input(g, rw->rw_node[i], rw->rw_slot[i], rw->rw_old[i]);
+            continue;
+        }
+        g->nodes[rw->rw_node[i]].inputs[rw->rw_slot[i]] = rw->rw_old[i];
+        v->consumers[v->n_consumers++] = rw->rw_node[i];
     }
-    for (int i = rw->n_rewired - 1; i >= 0; i--) ot_graph_set_input(g, rw->rw_node[i], rw->rw_slot[i], rw->rw_old[i]);
+}
+
+/* Removes the clones and restores the lists; journaled: a completed rewrite's own
+ * journal (unwire_journaled), else the general way. rw's arrays stay. */
+static void undo_graph(ot_graph *g, ot_remat_rewrite *rw, bool journaled) {
+    if (rw->n_nodes0 == 0 && rw->n_values0 == 0) return; /* nothing was applied */
+    if (journaled) unwire_journaled(g, rw);
+    else
+        for (int i = rw->n_rewired - 1; i >= 0; i--)
+            ot_graph_set_input(g, rw->rw_node[i], rw->rw_slot[i], rw->rw_old[i]);
     for (int id = g->n_nodes - 1; id >= rw->n_nodes0; id--) {
         ot_node *n = &g->nodes[id];
-        undo_prefetch(g, rw, id);
-        ot_graph_remove_node(g, id);
+        undo_prefetch_blocks(g, rw, id, journaled);
+        if (journaled) {
+            for (int i = 0; i < n->n_inputs; i++)
+                if (n->inputs[i] >= 0 && n->inputs[i] < rw->n_values0) g->values[n->inputs[i]].n_consumers--;
+        } else {
+            undo_prefetch(g, rw, id);
+            ot_graph_remove_node(g, id);
+        }
         free(n->op_type);
         free(n->domain);
         free(n->name);
@@ -254,6 +320,10 @@ void ot_remat_undo(ot_graph *g, ot_remat_rewrite *rw) {
     }
     for (int v = g->n_values - 1; v >= rw->n_values0; v--) {
         ot_value *val = &g->values[v];
+        if (v - UNDO_AHEAD >= rw->n_values0) {
+            __builtin_prefetch(val[-UNDO_AHEAD].name);
+            __builtin_prefetch(val[-UNDO_AHEAD].consumers);
+        }
         free(val->name);
         free(val->consumers);
         free(val->data);
@@ -261,5 +331,11 @@ void ot_remat_undo(ot_graph *g, ot_remat_rewrite *rw) {
     }
     g->n_nodes = rw->n_nodes0;
     g->n_values = rw->n_values0;
+}
+
+void ot_remat_undo(ot_graph *g, ot_remat_rewrite *rw) {
+    /* clone_of: a completed rewrite (apply), whose edits undo_journaled knows; any
+     * other tail (the session's optimizer nodes) is removed the general way */
+    undo_graph(g, rw, rw->clone_of != NULL);
     ot_remat_rewrite_free(rw);
 }

@@ -1,6 +1,6 @@
 /* test_remat.c — unit tests of remat on hand-built training graphs: policy and size
  * parsing, articulation points of a residual graph, the rewrite (clone structure,
- * rewiring, schedule placement, undo), BatchNorm/Dropout clones, the policies'
+ * rewiring, schedule placement, undo, the journaled undo against the general one), BatchNorm/Dropout clones, the policies'
  * figures on a 48-layer chain, and auto against budgets and an exhaustive search.
  * Memory is measured by the real planner (plan/planner.h). */
 #include <setjmp.h>
@@ -282,6 +282,68 @@ static void test_rewrite_chain(void **state) {
     free(keep);
     ot_remat_analysis_free(&an);
     ot_graph_free(g);
+}
+
+/* The undo of a completed rewrite restores consumer lists by count (remat/rewrite.c,
+ * unwire_journaled); the general undo removes every clone and rewiring one by one.
+ * Both must leave every list in the same order, cycle after cycle (the order
+ * drifts: rewired readers come back at the end, and the schedule reads the order). */
+static void general_undo(ot_graph *g, ot_remat_rewrite *rw) {
+    for (int i = rw->n_rewired - 1; i >= 0; i--) ot_graph_set_input(g, rw->rw_node[i], rw->rw_slot[i], rw->rw_old[i]);
+    for (int id = g->n_nodes - 1; id >= rw->n_nodes0; id--) ot_graph_remove_node(g, id);
+    free(rw->clone_of); /* without it, ot_remat_undo takes the general way: the lists are done */
+    rw->clone_of = NULL;
+    rw->n_rewired = 0;
+    ot_remat_undo(g, rw);
+}
+
+static void assert_same_lists(const ot_graph *a, const ot_graph *b) {
+    assert_int_equal(a->n_nodes, b->n_nodes);
+    assert_int_equal(a->n_values, b->n_values);
+    for (int v = 0; v < a->n_values; v++) {
+        assert_int_equal(a->values[v].n_consumers, b->values[v].n_consumers);
+        assert_int_equal(a->values[v].producer, b->values[v].producer);
+        for (int c = 0; c < a->values[v].n_consumers; c++)
+            assert_int_equal(a->values[v].consumers[c], b->values[v].consumers[c]);
+    }
+    for (int id = 0; id < a->n_nodes; id++)
+        for (int i = 0; i < a->nodes[id].n_inputs; i++) assert_int_equal(a->nodes[id].inputs[i], b->nodes[id].inputs[i]);
+}
+
+static void test_undo_lists(void **state) {
+    (void)state;
+    int t[9];
+    ot_graph *g1 = chain(8, t), *g2 = chain(8, NULL);
+    ot_remat_analysis a1, a2;
+    ot_error err = {0};
+    assert_int_equal(ot_remat_analyze(g1, &a1, &err), OT_OK);
+    assert_int_equal(ot_remat_analyze(g2, &a2, &err), OT_OK);
+    bool *keep = calloc((size_t)a1.n_values, sizeof(bool));
+    /* keep sets in turn: none, t3, t2 and t5, none again, t4 (a value recomputed in
+     * some cycles and kept in others) */
+    const int sets[5][2] = {{0, 0}, {3, 0}, {2, 5}, {0, 0}, {4, 0}};
+    for (int cyc = 0; cyc < 5; cyc++) {
+        memset(keep, 0, (size_t)a1.n_values * sizeof(bool));
+        keep[t[8]] = true;
+        for (int k = 0; k < 2; k++)
+            if (sets[cyc][k]) keep[t[sets[cyc][k]]] = true;
+        ot_remat_rewrite r1, r2;
+        assert_int_equal(ot_remat_apply(g1, &a1, keep, &r1, &err), OT_OK);
+        assert_int_equal(ot_remat_apply(g2, &a2, keep, &r2, &err), OT_OK);
+        assert_true(r1.n_rewired > 0);
+        assert_same_lists(g1, g2);
+        int64_t p1 = measure(g1), p2 = measure(g2);
+        assert_int_equal(p1, p2);
+        ot_remat_undo(g1, &r1);
+        general_undo(g2, &r2);
+        assert_same_lists(g1, g2);
+        assert_int_equal(ot_graph_verify(g1, &err), OT_OK);
+    }
+    free(keep);
+    ot_remat_analysis_free(&a1);
+    ot_remat_analysis_free(&a2);
+    ot_graph_free(g1);
+    ot_graph_free(g2);
 }
 
 /* x -> BatchNorm(train) -> y -> Dropout -> d -> Relu -> r -> loss; nothing kept:
@@ -622,6 +684,7 @@ int main(void) {
         cmocka_unit_test(test_node_flops_by_class),
         cmocka_unit_test(test_articulation_residual),
         cmocka_unit_test(test_rewrite_chain),
+        cmocka_unit_test(test_undo_lists),
         cmocka_unit_test(test_bn_dropout_clone),
         cmocka_unit_test(test_policies_chain48),
         cmocka_unit_test(test_auto_sweep),
