@@ -23,13 +23,20 @@ fails=0
 say() { printf '%s\n' "$*"; }
 differ() { say "DIFF  $*"; fails=$((fails + 1)); }
 
+# A binary that takes --report-grad-norm computes the norm history only when asked; the
+# older ones always did. Ask those that can, so the histories compare norms either way.
+norm_flag() { "$1" train --help 2>/dev/null | grep -q -- --report-grad-norm && echo --report-grad-norm; }
+OLD_NORM=$(norm_flag "$OLD") NEW_NORM=$(norm_flag "$NEW")
 # run TAG ARGS...: runs both binaries with the same arguments, outputs under $W/{old,new}/TAG
+# (train with --report: plus the binary's norm_flag)
 run() {
   local tag=$1; shift
   for side in old new; do
-    local bin=$OLD; [ $side = new ] && bin=$NEW
+    local bin=$OLD nf=$OLD_NORM; [ $side = new ] && bin=$NEW nf=$NEW_NORM
+    local extra=()
+    [ "$1" = train ] && [ -n "$nf" ] && [[ " $* " == *" --report "* ]] && extra=("$nf")
     local d=$W/$side/$tag; mkdir -p "$d"
-    (cd "$d" && "$bin" "$@" >stdout.txt 2>stderr.txt; echo $? >rc.txt)
+    (cd "$d" && "$bin" "$@" "${extra[@]}" >stdout.txt 2>stderr.txt; echo $? >rc.txt)
   done
   cmp -s "$W/old/$tag/rc.txt" "$W/new/$tag/rc.txt" ||
     differ "$tag: exit $(cat "$W/old/$tag/rc.txt") → $(cat "$W/new/$tag/rc.txt") ($(tail -1 "$W/new/$tag/stderr.txt"))"

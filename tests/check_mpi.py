@@ -51,7 +51,7 @@ def same_run(binary, src, tmp, tag, model, data, global_batch, extra, accum_per_
     (extra2: options of the 2-rank run instead of extra's last two)."""
     m = os.path.join(src, "samples", model + ".onnx")
     d = [a if a.startswith("--") else os.path.join(src, "samples", a) for a in data]
-    common = [binary, "train", m, *d, "--threads", "1", "--seed", "5", "--quiet", *extra]
+    common = [binary, "train", m, *d, "--threads", "1", "--seed", "5", "--quiet", "--report-grad-norm", *extra]
     one = os.path.join(tmp, tag + "-one.onnx")
     two = os.path.join(tmp, tag + "-two.onnx")
     p1 = run(common + ["--batch-size", str(global_batch // 2), "--accum", str(2 * accum_per_rank),

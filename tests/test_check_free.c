@@ -109,6 +109,9 @@ typedef struct run {
     ot_status st;
 } run;
 
+/* Set by test_norm_only_when_asked: the runs leave the norm out (the default). */
+static bool g_no_norm;
+
 /* Trains the model at path on d; clip > 0 makes the loop sum every gradient before
  * the update (the norm is needed for the clip), the path this file compares with:
  * 1e300 never clips (as a float it is Inf, so the clip factor is 1). */
@@ -130,6 +133,7 @@ static void train_run(const char *path, ot_dataset *d, ot_loss_kind loss, ot_opt
     ot_optim_config_default(&o.optim, opt);
     o.optim.lr = 0.01;
     o.optim.clip_grad_norm = clip;
+    o.record_grad_norm = !g_no_norm; /* the norm compared below (--report-grad-norm) */
     ot_train_session *s = NULL;
     if (ot_train_session_new(m, &o, d, true, &s, &err)) fail_msg("%s: %s", path, err.msg);
     out->st = ot_train_run(s, d, NULL, NULL, &out->r, &err);
@@ -228,6 +232,29 @@ static void scaled_data(ot_dataset *d, float x) {
     if (ot_dataset_add(d, "", "x.npy", -1, t, &err)) fail_msg("%s", err.msg);
 }
 
+/* Without --report-grad-norm and clipping no norm is taken: the history is NaN, the
+ * check still proves or sums every gradient, and the params are the same bits. */
+static void test_norm_only_when_asked(void **state) {
+    (void)state;
+    ot_dataset d;
+    load_mlp(&d);
+    run a, b;
+    train_run(SAMPLES "mlp.onnx", &d, OT_LOSS_CROSS_ENTROPY, OT_OPTIM_SGD, 0.0, 3, &a);
+    g_no_norm = true;
+    train_run(SAMPLES "mlp.onnx", &d, OT_LOSS_CROSS_ENTROPY, OT_OPTIM_SGD, 0.0, 3, &b);
+    g_no_norm = false;
+    assert_int_equal(a.st, OT_OK);
+    assert_int_equal(b.st, OT_OK);
+    assert_true(b.proven > 0);
+    assert_int_equal(b.from_kernel, 0); /* no kernel was asked for a sum */
+    for (int64_t t = 0; t < b.r.n_steps; t++) assert_true(isnan(b.r.grad_norm[t]));
+    assert_memory_equal(a.r.loss, b.r.loss, sizeof(double) * (size_t)a.r.n_steps);
+    assert_int_equal(a.w_bytes, b.w_bytes);
+    assert_memory_equal(a.w, b.w, a.w_bytes);
+    run_free(&a), run_free(&b);
+    ot_dataset_free(&d);
+}
+
 /* Three regimes of one MatMul gradient: proved (small inputs), not provable but
  * finite (summed before the update, the same bits), and overflowing (caught at the
  * boundary before any update, with the message of the summing run). */
@@ -274,6 +301,7 @@ int main(void) {
         cmocka_unit_test(test_visit_sums_bitwise),
         cmocka_unit_test(test_max_abs_bits),
         cmocka_unit_test(test_mlp_same_bits),
+        cmocka_unit_test(test_norm_only_when_asked),
         cmocka_unit_test(test_gemm_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,6 +46,7 @@ static void train(const char *model, const char *dir, bool device, ot_optim_kind
     load_data(dir, &d);
     ot_train_options o;
     ot_train_options_default(&o);
+    o.record_grad_norm = true; /* compared below */
     o.n_threads = 2;
     o.batch_size = 0; /* the fixed batch, else all the samples (up to 32) */
     o.steps = 5;

@@ -77,6 +77,7 @@ static void load_data(const char *dir, int64_t first, int64_t n, ot_dataset *d) 
 
 static void options(const cfg *c, ot_train_options *o) {
     ot_train_options_default(o);
+    o->record_grad_norm = true; /* the norms are compared */
     o->n_threads = 1;
     o->no_shuffle = true;
     o->steps = c->steps;

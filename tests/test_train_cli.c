@@ -91,6 +91,8 @@ static void test_usage_errors_exit_2(void **state) {
     assert_int_equal(run(BIN " train " S "mlp.onnx" MLP_DATA " --labels " S "mlp/labels.npy --lr -1 -o " TMP "/tuned.onnx"), 2);
     assert_int_equal(run(BIN " train " S "mlp.onnx" MLP_DATA " --labels " S "mlp/labels.npy --nesterov -o " TMP "/tuned.onnx"), 2);
     expect_output("momentum");
+    assert_int_equal(run(BIN " train " S "mlp.onnx" MLP_DATA " --labels " S "mlp/labels.npy --report-grad-norm -o " TMP "/tuned.onnx"), 2);
+    expect_output("give --report FILE.json too");
     expect_sentinel(TMP "/tuned.onnx");
 }
 
@@ -137,6 +139,15 @@ static void test_train_writes_model_and_report(void **state) {
     assert_non_null(strstr(r, "\"step_seconds\": ["));
     assert_non_null(strstr(r, "\"planned_peak\""));
     assert_non_null(strstr(r, "\"steps\": 6")); /* 7 samples / 3 = 2 batches per epoch x 3 */
+    assert_non_null(strstr(r, "\"grad_norm\": [null, null")); /* not asked for: not computed */
+    free(r);
+    assert_int_equal(run(BIN " train " S "mlp.onnx" MLP_DATA " --labels " S "mlp/labels.npy --steps 2 --threads 2 "
+                         "--report-grad-norm --report " TMP "/report.json -o " TMP "/tuned2.onnx"), 0);
+    r = cli_slurp(TMP "/report.json");
+    assert_non_null(r);
+    char *g = strstr(r, "\"grad_norm\": [");
+    assert_non_null(g);
+    assert_true(strtod(g + strlen("\"grad_norm\": ["), NULL) > 0); /* a number, not null */
     free(r);
     /* the tuned model trains further from where it stopped: it loads and has a lower loss */
     assert_int_equal(run(BIN " grad " TMP "/tuned.onnx" MLP_DATA " --labels " S "mlp/labels.npy --json"), 0);

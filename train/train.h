@@ -72,6 +72,11 @@ typedef struct ot_train_options {
      * use and outside the budget. */
     bool validation;
     bool no_numerics_check; /* skip the NaN/Inf checks (benchmarks) */
+    /* Compute the global gradient norm of every step for ot_train_result.grad_norm
+     * (--report-grad-norm) even where clipping does not need it: one more pass over the
+     * gradients or their sums in the update (~3% of a step of small layers). Off, the
+     * history holds NaN except under --clip-grad-norm. */
+    bool record_grad_norm;
     /* --lora: adapters on the weights autodiff/lora.h picks, only they train
      * (train/lora_session.c); rank 0: none */
     ot_lora_options lora;

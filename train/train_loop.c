@@ -139,7 +139,7 @@ static ot_status grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss,
 static bool sums_in_place(const ot_train_session *s) {
     if (s->scan_on_device || !s->be->host_memory) return false;
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
-    return !s->o.no_numerics_check || (s->o.accum == 1 && s->mode == MODE_TRAIN && clip);
+    return !s->o.no_numerics_check || (s->o.accum == 1 && s->mode == MODE_TRAIN && (clip || s->o.record_grad_norm));
 }
 
 /* Which step writes each gradient: its producer, at or before the boundary. A view
@@ -294,7 +294,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     bool train = s->mode == MODE_TRAIN;
     bool last_micro = !train || ot_train_dist_last_micro(s);
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
-    bool want_norm = check || (train && (clip || K > 1)); /* the norm is reported whenever it is this cheap */
+    bool want_norm = train && (clip || s->o.record_grad_norm); /* for the update, or asked for the history */
     /* Without accumulation the norm is of these very gradients: one pass checks them
      * and sums their squares. With it, the norm waits for the sum of the K. */
     bool norm_now = K == 1 && train && want_norm;
@@ -316,6 +316,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
      * update, from the sums the optimizer kernels take on the way. */
     bool deferred = !st && norm_now && all && ot_train_check_defer_norm(s, all);
     free(all);
+    all = NULL;
     if (st) return st;
     if (!train) return OT_OK;
     if (!last_micro) {
@@ -323,8 +324,9 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
         return write_scalars(s, 0, 1, false, err);
     }
     if (K > 1) { /* the step uses the sum of the K micro-batch gradients, scaled by 1/K below */
-        if ((st = accumulate(s, true, err)) || (st = grads_sum_sq(s, false, &all, err))) return st;
-        for (int i = 0; i < s->ad.n_params; i++) {
+        if ((st = accumulate(s, true, err))) return st;
+        if (want_norm && (st = grads_sum_sq(s, false, &all, err))) return st;
+        for (int i = 0; want_norm && i < s->ad.n_params; i++) {
             double ss;
             if (all) ss = all[i];
             else if ((st = grad_scan(s, i, NULL, &ss, err))) return st;
