@@ -35,9 +35,9 @@
  * accepted), the seed is proven optimal. A rejected plan also shows where clones ran
  * earlier than the model placed them (a chain through recomputed saved values,
  * remat/optimal_chain.h): each such chain holds for every plan, so it becomes rows
- * and the programme is rebuilt with them (in the exact rounds). After
- * NOGOOD_ROUNDS, or once a solve runs
- * out of time, rounds also lower the model's budget by the excess where the plan
+ * and the programme is rebuilt with them (in the exact rounds). After the exact
+ * rounds (NOGOOD_ROUNDS, more while time is left), or once a solve runs out of time,
+ * rounds also lower the model's budget by the excess where the plan
  * peaks (up to MAX_ROUNDS): faster, not exact. Stats say by how much the two peaks
  * differ and how many rounds ran.
  *
@@ -346,14 +346,18 @@ static void take_seed(const model *md, const seed *sd, bool *keep, ot_remat_opti
     if (stats->gap < 0.0) stats->gap = 0.0;
 }
 
-/* Rounds that only exclude the rejected plan before the budget is tightened too. On
- * the samples, plans that the planner rejects for fragmentation alone take up to 15
- * exact rounds (resnet) before the cheapest accepted one, and more exact rounds find
- * cheaper proven plans than tightening does (docs/remat.md's table). mobilenet at its
- * least peak (731,328 bytes) needs 89 once the chains state its bytes in use: the
- * planner rejects 88 plans, most for holes alone, before the proof (24 left it at
- * 5.6%). Solves that run into their time end the exact rounds sooner anyway. */
-#define NOGOOD_ROUNDS 120
+/* Rounds that only exclude the rejected plan before the budget is tightened too:
+ * NOGOOD_ROUNDS, and more up to MORE_NOGOOD_ROUNDS while they have taken less than
+ * half of the time limit. On the samples, plans that the planner rejects for
+ * fragmentation alone take up to 15 exact rounds (resnet) before the cheapest
+ * accepted one, and more exact rounds find cheaper proven plans than tightening does
+ * (docs/remat.md's table). mobilenet at its least peak (731,328 bytes) needs 89 once
+ * the chains state its bytes in use (the planner rejects 88 plans first; 24 rounds
+ * left it at 5.6%); resnet18 of the zoo proves nothing in 111 and, with the time
+ * bound, keeps its tightened rounds' quick end. Solves that run into their time end
+ * the exact rounds sooner anyway. */
+#define NOGOOD_ROUNDS 24
+#define MORE_NOGOOD_ROUNDS 120
 
 /* A no-good cut on the plan x gives: the binaries that decide its rewrite may not all
  * take their values in x again, sum_{x_j=1} (1 - x_j) + sum_{x_j=0} x_j >= 1. They are
@@ -497,7 +501,8 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
          * peak (all of it when that is unknown): faster, but it may exclude plans
          * that would fit. */
         if ((st = exclude_solution(md, x, keep, err))) break;
-        exact &= r.status == OT_MIP_OPTIMAL && stats->rounds < NOGOOD_ROUNDS;
+        exact &= r.status == OT_MIP_OPTIMAL && stats->rounds < MORE_NOGOOD_ROUNDS &&
+                 (stats->rounds < NOGOOD_ROUNDS || now_s() - t0 < limit / 2.0);
         /* The chains it shows hold for every plan: rows, and the round stays exact.
          * Only in exact rounds: a rebuild would lose the tightening's intervals, and on
          * tinygpt, whose solves run into their time, adding chains in every round left
