@@ -32,8 +32,12 @@
  * budget, the plan is excluded (a no-good cut over the choices that decide its
  * rewrite: no other plan is lost) and the programme solved again; once the
  * programme's optimum is no cheaper than the seed (auto's plan, which the planner
- * accepted), the seed is proven optimal. After NOGOOD_ROUNDS, or once a solve runs
- * out of time, rounds also lower the model's budget by the excess where the plan
+ * accepted), the seed is proven optimal. A rejected plan also shows where clones ran
+ * earlier than the model placed them (a chain through recomputed saved values,
+ * remat/optimal_chain.h): each such chain holds for every plan, so it becomes rows
+ * and the programme is rebuilt with them (in the exact rounds). After the exact
+ * rounds (NOGOOD_ROUNDS, more while time is left), or once a solve runs out of time,
+ * rounds also lower the model's budget by the excess where the plan
  * peaks (up to MAX_ROUNDS): faster, not exact. Stats say by how much the two peaks
  * differ and how many rounds ran.
  *
@@ -57,45 +61,19 @@
 #include <string.h>
 #include <time.h>
 
-#include "remat/optimal_mip.h"
+#include "remat/optimal_model.h"
 #include "remat/remat.h"
 #include "remat/remat_internal.h"
 
-#define MAX_ROUNDS 40
-#define NEVER 0x7fffffff
+#define MAX_ROUNDS 140
+#define NEVER OT_OPT_NEVER
 
 bool ot_remat_optimal_available(void) { return ot_mip_solver_available(); }
 
-/* A memory term: coef x (column value) over schedule steps [start, end). */
-typedef struct term {
-    int col, start, end;
-    double coef; /* model units; negative: bytes freed */
-} term;
+typedef ot_opt_model model;
 
-typedef struct model {
-    const ot_graph *g;
-    const ot_remat_analysis *a;
-    ot_remat_measurement m0; /* the none plan: schedule and timeline */
-    int *step_of;            /* per node id: step in m0, -1 when absent */
-    int *first_bwd, *last_fwd, *root; /* per value */
-    int *reach;              /* per node id: earliest backward step a clone of it serves */
-    int *place;              /* per node id: the step its clone would run before (see value_windows) */
-    int *col;                /* per value: x (saved) or k (kept for clones) column, -1 */
-    int *rcol;               /* per node id: r column, -1 */
-    term *terms;
-    int n_terms;
-    int *bounds, n_bounds;   /* interval starts, ascending; the last is n_steps */
-    int *s_col;              /* per interval: S column */
-    double *t0max;           /* per interval: the none plan's most bytes in use (units) */
-    double unit;             /* bytes per model unit */
-    double pad;              /* bytes off every row's budget: the none plan's pinned padding (0 after
-                                the fallback; see the file header) */
-    ot_mip mip;
-} model;
-
-static void model_free(model *md) {
-    free(md->m0.order);
-    free(md->m0.timeline);
+/* Frees what build_model makes. */
+static void model_clear(model *md) {
     free(md->step_of);
     free(md->first_bwd);
     free(md->last_fwd);
@@ -109,6 +87,18 @@ static void model_free(model *md) {
     free(md->s_col);
     free(md->t0max);
     ot_mip_free(&md->mip);
+    md->step_of = md->first_bwd = md->last_fwd = md->root = md->reach = md->place = md->col = md->rcol = NULL;
+    md->terms = NULL, md->bounds = md->s_col = NULL, md->t0max = NULL;
+    md->n_terms = md->n_bounds = 0;
+    memset(&md->mip, 0, sizeof md->mip);
+}
+
+static void model_free(model *md) {
+    model_clear(md);
+    free(md->m0.order);
+    free(md->m0.timeline);
+    ot_opt_chains_free(&md->chains);
+    ot_mip_free(&md->cuts);
 }
 
 static bool is_var(const model *md, int v) { return v >= 0 && md->a->candidate[v] && !md->a->pinned[v]; }
@@ -161,7 +151,8 @@ static void value_windows(model *md) {
     /* place[p]: where a clone of p runs when cloned: before the first backward read of
      * a saved output, or before the clone of a consumer of an unsaved output (which
      * exists only for such a chain). Through a saved output the chain is cut: whether
-     * that output is recomputed too is a choice, and the rounds absorb the error. */
+     * that output is recomputed too is a choice: the chains that a rejected plan
+     * shows through such outputs become rows (remat/optimal_chain.h). */
     for (int p = a->n_fwd - 1; p >= 0; p--) {
         const ot_node *n = &g->nodes[a->fwd[p]];
         int r = NEVER;
@@ -181,21 +172,6 @@ static void value_windows(model *md) {
     }
 }
 
-static ot_status oom(ot_error *err) { return ot_fail(err, OT_E_MEMORY, "remat optimal: out of memory"); }
-
-static bool add_term(model *md, int col, int start, int end, double coef, int *cap) {
-    if (col < 0 || start >= end) return true;
-    if (md->n_terms == *cap) {
-        int nc = *cap ? 2 * *cap : 256;
-        term *t = realloc(md->terms, (size_t)nc * sizeof(term));
-        if (!t) return false;
-        md->terms = t;
-        *cap = nc;
-    }
-    md->terms[md->n_terms++] = (term){col, start, end, coef};
-    return true;
-}
-
 /* Columns x/k per value, r per node, and the closure rows between them. */
 static ot_status choice_columns(model *md, ot_error *err) {
     const ot_graph *g = md->g;
@@ -209,10 +185,10 @@ static ot_status choice_columns(model *md, ot_error *err) {
         for (int o = 0; o < n->n_outputs; o++) {
             int v = n->outputs[o];
             if (!is_var(md, v)) continue;
-            if ((md->col[v] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, true)) < 0) return oom(err);
+            if ((md->col[v] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, true)) < 0) return ot_opt_oom(err);
             if (md->rcol[n->id] < 0 && (md->rcol[n->id] = ot_mip_add_col(mp, a->node_flops[n->id], 0.0, 1.0,
                                                                           false)) < 0)
-                return oom(err);
+                return ot_opt_oom(err);
         }
     }
     for (int p = 0; p < a->n_fwd; p++) {
@@ -224,7 +200,7 @@ static ot_status choice_columns(model *md, ot_error *err) {
             if (!is_var(md, v) || !a->saved[v]) continue;
             int row = ot_mip_add_row(mp, 0.0, HUGE_VAL);
             if (row < 0 || !ot_mip_add_coef(mp, row, rp, 1.0) || !ot_mip_add_coef(mp, row, md->col[v], -1.0))
-                return oom(err);
+                return ot_opt_oom(err);
         }
         for (int i = 0; i < n->n_inputs; i++) { /* r_prod(u) >= r_p - keep(u) */
             int u = n->inputs[i];
@@ -234,196 +210,10 @@ static ot_status choice_columns(model *md, ot_error *err) {
             int row = ot_mip_add_row(mp, saved ? -1.0 : 0.0, HUGE_VAL);
             if (row < 0 || !ot_mip_add_coef(mp, row, ru, 1.0) || !ot_mip_add_coef(mp, row, rp, -1.0) ||
                 !ot_mip_add_coef(mp, row, md->col[u], saved ? -1.0 : 1.0))
-                return oom(err);
+                return ot_opt_oom(err);
         }
     }
     return OT_OK;
-}
-
-typedef struct reader {
-    int step, rcol;
-} reader;
-
-static int reader_cmp(const void *x, const void *y) {
-    const reader *a = x, *b = y;
-    return (a->step > b->step) - (a->step < b->step);
-}
-
-/* A recomputed root comes back before its first backward read when a clone reads it:
- * from the clone's place. Readers sorted by place P_1 <= P_2 ...; over [P_j, P_j+1)
- * the bytes are back when z (freed) and any of the first j readers is cloned:
- * w_j >= z + r_i - 1 for i <= j. Few readers per value, so few rows. */
-static ot_status early_clone_terms(model *md, int root, int zcol, int start, int end, double b, int *cap,
-                                   ot_error *err) {
-    const ot_graph *g = md->g;
-    const ot_remat_analysis *a = md->a;
-    int n = 0, room = 0;
-    for (int v = 0; v < a->n_values; v++)
-        if (a->candidate[v] && md->root[v] == root) room += g->values[v].n_consumers;
-    reader *rd = malloc((size_t)(room + 1) * sizeof(reader));
-    if (!rd) return oom(err);
-    for (int v = 0; v < a->n_values; v++) {
-        if (!a->candidate[v] || md->root[v] != root) continue;
-        for (int c = 0; c < g->values[v].n_consumers; c++) {
-            int cid = g->values[v].consumers[c];
-            if (cid >= a->n_nodes || md->rcol[cid] < 0 || md->place[cid] >= end) continue;
-            rd[n++] = (reader){md->place[cid] > start ? md->place[cid] : start, md->rcol[cid]};
-        }
-    }
-    qsort(rd, (size_t)n, sizeof(reader), reader_cmp);
-    ot_mip *mp = &md->mip;
-    ot_status st = OT_OK;
-    for (int j = 0; j < n && !st; j++) {
-        int until = j + 1 < n ? rd[j + 1].step : end;
-        if (until <= rd[j].step) continue;
-        int w = ot_mip_add_col(mp, 0.0, 0.0, 1.0, false);
-        if (w < 0 || !add_term(md, w, rd[j].step, until, b, cap)) st = oom(err);
-        for (int i = 0; i <= j && !st; i++) { /* w - z - r_i >= -1 */
-            int row = ot_mip_add_row(mp, -1.0, HUGE_VAL);
-            if (row < 0 || !ot_mip_add_coef(mp, row, w, 1.0) || !ot_mip_add_coef(mp, row, zcol, -1.0) ||
-                !ot_mip_add_coef(mp, row, rd[i].rcol, -1.0))
-                st = oom(err);
-        }
-    }
-    free(rd);
-    return st;
-}
-
-/* Memory terms per root (a value and its views): z (freed) for roots the backward
- * pass reads, y (kept longer for clones) for the others. */
-static ot_status memory_terms(model *md, ot_error *err) {
-    const ot_graph *g = md->g;
-    const ot_remat_analysis *a = md->a;
-    ot_mip *mp = &md->mip;
-    int cap = 0, nv = a->n_values;
-    int *lf = malloc((size_t)nv * sizeof(int)), *fb = malloc((size_t)nv * sizeof(int));
-    int *until = malloc((size_t)nv * sizeof(int)), *gcol = malloc((size_t)nv * sizeof(int));
-    bool *pinned = calloc((size_t)nv, sizeof(bool)), *saved = calloc((size_t)nv, sizeof(bool));
-    ot_status st = OT_OK;
-    if (!lf || !fb || !until || !gcol || !pinned || !saved) {
-        st = oom(err);
-        goto done;
-    }
-    for (int r = 0; r < nv; r++) lf[r] = -1, fb[r] = NEVER, until[r] = -1, gcol[r] = -1;
-    for (int v = 0; v < nv; v++) {
-        if (!a->candidate[v]) continue;
-        int r = md->root[v];
-        if (md->last_fwd[v] > lf[r]) lf[r] = md->last_fwd[v];
-        pinned[r] |= a->pinned[v];
-        if (a->saved[v]) {
-            saved[r] = true;
-            if (md->first_bwd[v] < fb[r]) fb[r] = md->first_bwd[v];
-        } else if (md->col[v] >= 0) {
-            /* kept for clones: alive up to the latest clone among its readers */
-            for (int c = 0; c < g->values[v].n_consumers; c++) {
-                int cid = g->values[v].consumers[c];
-                if (cid < a->n_nodes && md->rcol[cid] >= 0 && md->place[cid] != NEVER && md->place[cid] > until[r])
-                    until[r] = md->place[cid];
-            }
-        }
-    }
-    for (int r = 0; r < nv; r++) {
-        if (!a->candidate[r] || md->root[r] != r || pinned[r]) continue;
-        double b = (double)ot_remat_value_bytes(g, r) / md->unit;
-        if (b <= 0.0) continue;
-        if (saved[r] && lf[r] + 1 < fb[r]) {
-            if ((gcol[r] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, false)) < 0 ||
-                !add_term(md, gcol[r], lf[r] + 1, fb[r], -b, &cap) ||
-                (st = early_clone_terms(md, r, gcol[r], lf[r] + 1, fb[r], b, &cap, err))) {
-                if (!st) st = oom(err);
-                goto done;
-            }
-        } else if (!saved[r] && until[r] > lf[r]) {
-            if ((gcol[r] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, false)) < 0 ||
-                !add_term(md, gcol[r], lf[r] + 1, until[r] + 1, b, &cap)) {
-                st = oom(err);
-                goto done;
-            }
-        }
-    }
-    /* Link each root's column to its members' choices. */
-    for (int v = 0; v < nv && !st; v++) {
-        int r = md->root[v], zc = a->candidate[v] ? gcol[r] : -1;
-        if (zc < 0 || md->col[v] < 0) continue;
-        int row;
-        if (saved[r] && a->saved[v]) { /* z_r <= x_v */
-            row = ot_mip_add_row(mp, -HUGE_VAL, 0.0);
-            if (row < 0 || !ot_mip_add_coef(mp, row, zc, 1.0) || !ot_mip_add_coef(mp, row, md->col[v], -1.0))
-                st = oom(err);
-        } else if (saved[r]) { /* z_r <= 1 - k_v: a view kept for clones holds the base */
-            row = ot_mip_add_row(mp, -HUGE_VAL, 1.0);
-            if (row < 0 || !ot_mip_add_coef(mp, row, zc, 1.0) || !ot_mip_add_coef(mp, row, md->col[v], 1.0))
-                st = oom(err);
-        } else { /* y_r >= k_v */
-            row = ot_mip_add_row(mp, 0.0, HUGE_VAL);
-            if (row < 0 || !ot_mip_add_coef(mp, row, zc, 1.0) || !ot_mip_add_coef(mp, row, md->col[v], -1.0))
-                st = oom(err);
-        }
-    }
-done:
-    free(lf), free(fb), free(until), free(gcol), free(pinned), free(saved);
-    return st;
-}
-
-static int cmp_int(const void *x, const void *y) {
-    int a = *(const int *)x, b = *(const int *)y;
-    return (a > b) - (a < b);
-}
-
-/* Index of the interval that starts at step s (s is one of the bounds). */
-static int interval_of(const model *md, int s) {
-    int lo = 0, hi = md->n_bounds - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (md->bounds[mid] < s) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* The running sums: one interval per run of steps where no term starts or ends. */
-static ot_status budget_rows(model *md, ot_error *err) {
-    int ns = md->m0.n_steps, nb = 0;
-    md->bounds = malloc(((size_t)2 * md->n_terms + 2) * sizeof(int));
-    if (!md->bounds) return oom(err);
-    md->bounds[nb++] = 0;
-    for (int i = 0; i < md->n_terms; i++) {
-        md->bounds[nb++] = md->terms[i].start;
-        if (md->terms[i].end < ns) md->bounds[nb++] = md->terms[i].end;
-    }
-    qsort(md->bounds, (size_t)nb, sizeof(int), cmp_int);
-    int u = 0;
-    for (int i = 0; i < nb; i++)
-        if (!u || md->bounds[i] != md->bounds[u - 1]) md->bounds[u++] = md->bounds[i];
-    md->n_bounds = u; /* interval i: steps [bounds[i], bounds[i+1] or ns) */
-    md->s_col = malloc((size_t)u * sizeof(int));
-    md->t0max = calloc((size_t)u, sizeof(double));
-    int *row = malloc((size_t)u * sizeof(int));
-    if (!md->s_col || !md->t0max || !row) {
-        free(row);
-        return oom(err);
-    }
-    ot_mip *mp = &md->mip;
-    ot_status st = OT_OK;
-    for (int i = 0; i < u && !st; i++) {
-        int end = i + 1 < u ? md->bounds[i + 1] : ns;
-        for (int s = md->bounds[i]; s < end; s++)
-            if ((double)md->m0.timeline[s] / md->unit > md->t0max[i]) md->t0max[i] = (double)md->m0.timeline[s] / md->unit;
-        /* S_i - S_{i-1} - (terms starting) + (terms ending) = 0; its bound is set per round */
-        md->s_col[i] = ot_mip_add_col(mp, 0.0, -HUGE_VAL, HUGE_VAL, false);
-        row[i] = ot_mip_add_row(mp, 0.0, 0.0);
-        if (md->s_col[i] < 0 || row[i] < 0 || !ot_mip_add_coef(mp, row[i], md->s_col[i], 1.0) ||
-            (i > 0 && !ot_mip_add_coef(mp, row[i], md->s_col[i - 1], -1.0)))
-            st = oom(err);
-    }
-    for (int t = 0; t < md->n_terms && !st; t++) {
-        const term *tm = &md->terms[t];
-        if (!ot_mip_add_coef(mp, row[interval_of(md, tm->start)], tm->col, -tm->coef)) st = oom(err);
-        if (!st && tm->end < ns && !ot_mip_add_coef(mp, row[interval_of(md, tm->end)], tm->col, tm->coef))
-            st = oom(err);
-    }
-    free(row);
-    return st;
 }
 
 /* The model's bytes in use at its worst interval for a solution x. */
@@ -458,14 +248,14 @@ static ot_status build_model(model *md, ot_error *err) {
     md->root = malloc((size_t)nv * sizeof(int));
     md->col = malloc((size_t)nv * sizeof(int));
     if (!md->step_of || !md->reach || !md->place || !md->rcol || !md->first_bwd || !md->last_fwd || !md->root || !md->col)
-        return oom(err);
+        return ot_opt_oom(err);
     for (int id = 0; id < nn; id++) md->reach[id] = md->place[id] = NEVER;
     md->unit = ot_remat_saved_unit(a);
     if (md->unit < 1.0) md->unit = 1.0;
     value_windows(md);
     ot_status st = choice_columns(md, err);
-    if (!st) st = memory_terms(md, err);
-    if (!st) st = budget_rows(md, err);
+    if (!st) st = ot_opt_memory_terms(md, err);
+    if (!st) st = ot_opt_budget_rows(md, err);
     return st;
 }
 
@@ -556,11 +346,18 @@ static void take_seed(const model *md, const seed *sd, bool *keep, ot_remat_opti
     if (stats->gap < 0.0) stats->gap = 0.0;
 }
 
-/* Rounds that only exclude the rejected plan before the budget is tightened too. On
- * the samples, plans that the planner rejects for fragmentation alone take up to 15
- * exact rounds (resnet) before the cheapest accepted one, and more exact rounds find
- * cheaper proven plans than tightening does (docs/remat.md's table). */
+/* Rounds that only exclude the rejected plan before the budget is tightened too:
+ * NOGOOD_ROUNDS, and more up to MORE_NOGOOD_ROUNDS while they have taken less than
+ * half of the time limit. On the samples, plans that the planner rejects for
+ * fragmentation alone take up to 15 exact rounds (resnet) before the cheapest
+ * accepted one, and more exact rounds find cheaper proven plans than tightening does
+ * (docs/remat.md's table). mobilenet at its least peak (731,328 bytes) needs 89 once
+ * the chains state its bytes in use (the planner rejects 88 plans first; 24 rounds
+ * left it at 5.6%); resnet18 of the zoo proves nothing in 111 and, with the time
+ * bound, keeps its tightened rounds' quick end. Solves that run into their time end
+ * the exact rounds sooner anyway. */
 #define NOGOOD_ROUNDS 24
+#define MORE_NOGOOD_ROUNDS 120
 
 /* A no-good cut on the plan x gives: the binaries that decide its rewrite may not all
  * take their values in x again, sum_{x_j=1} (1 - x_j) + sum_{x_j=0} x_j >= 1. They are
@@ -576,7 +373,7 @@ static ot_status exclude_solution(model *md, const double *x, const bool *keep, 
     int *stack = ot_xcalloc(ot_remat_stack_room(g, a), sizeof(int));
     ot_status st = OT_OK;
     if (!cloned || !on || !stack) {
-        st = oom(err);
+        st = ot_opt_oom(err);
         goto done;
     }
     ot_remat_mark_clones(g, a, keep, cloned, stack);
@@ -589,14 +386,48 @@ static ot_status exclude_solution(model *md, const double *x, const bool *keep, 
         }
         on[md->col[v]] = read;
     }
-    int ones = 0, row;
+    int ones = 0, row = -1, kept = -1;
     for (int j = 0; j < mp->n_cols; j++) ones += on[j] && x[j] > 0.5;
-    if ((row = ot_mip_add_row(mp, 1.0 - ones, HUGE_VAL)) < 0) st = oom(err);
+    if ((row = ot_mip_add_row(mp, 1.0 - ones, HUGE_VAL)) < 0 || (kept = ot_mip_add_row(&md->cuts, 1.0 - ones, HUGE_VAL)) < 0)
+        st = ot_opt_oom(err);
     for (int j = 0; j < mp->n_cols && !st; j++)
-        if (on[j] && !ot_mip_add_coef(mp, row, j, x[j] > 0.5 ? -1.0 : 1.0)) st = oom(err);
+        if (on[j] && (!ot_mip_add_coef(mp, row, j, x[j] > 0.5 ? -1.0 : 1.0) ||
+                      !ot_mip_add_coef(&md->cuts, kept, j, x[j] > 0.5 ? -1.0 : 1.0)))
+            st = ot_opt_oom(err);
 done:
     free(cloned), free(on), free(stack);
     return st;
+}
+
+/* The programme again, with the chains found so far, and the cuts made so far. */
+static ot_status model_rebuild(model *md, ot_error *err) {
+    model_clear(md);
+    ot_status st = build_model(md, err);
+    const ot_mip *c = &md->cuts;
+    int first = md->mip.n_rows;
+    for (int i = 0; i < c->n_rows && !st; i++)
+        if (ot_mip_add_row(&md->mip, c->row_lo[i], c->row_hi[i]) < 0) st = ot_opt_oom(err);
+    for (int k = 0; k < c->nnz && !st; k++)
+        if (!ot_mip_add_coef(&md->mip, first + c->ri[k], c->ci[k], c->v[k])) st = ot_opt_oom(err);
+    return st;
+}
+
+/* The chains a rejected plan shows (optimal_chain.h); when there are new ones, the
+ * programme is rebuilt with them and x, start and cut are made anew. */
+static ot_status add_chains(model *md, const bool *keep, const seed *sd, double **x, double **start, double **cut,
+                            ot_error *err) {
+    ot_opt_chain_view vw = {md->g, md->a, md->first_bwd, md->last_fwd, md->root, md->col, md->place, NEVER};
+    int added = 0;
+    ot_status st = ot_opt_chains_find(&vw, keep, &md->chains, &added, err);
+    if (st || !added) return st;
+    if ((st = model_rebuild(md, err))) return st;
+    free(*x), free(*start), free(*cut); /* cut: still all 0, the exact rounds cut nothing */
+    *x = calloc((size_t)md->mip.n_cols + 1, sizeof(double));
+    *start = calloc((size_t)md->mip.n_cols + 1, sizeof(double));
+    *cut = calloc((size_t)md->n_bounds + 1, sizeof(double));
+    if (!*x || !*start || !*cut) return ot_opt_oom(err);
+    if (sd->keep) keep_point(md, sd->keep, *start);
+    return OT_OK;
 }
 
 /* The solve-check-tighten loop over a built model; keep gets the accepted plan. */
@@ -607,7 +438,7 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
     double *cut = calloc((size_t)md->n_bounds + 1, sizeof(double));
     if (!x || !start || !cut) {
         free(x), free(start), free(cut);
-        return oom(err);
+        return ot_opt_oom(err);
     }
     if (sd->keep) keep_point(md, sd->keep, start);
     double t0 = now_s();
@@ -670,8 +501,16 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
          * peak (all of it when that is unknown): faster, but it may exclude plans
          * that would fit. */
         if ((st = exclude_solution(md, x, keep, err))) break;
-        exact &= r.status == OT_MIP_OPTIMAL && stats->rounds < NOGOOD_ROUNDS;
-        if (exact) continue;
+        exact &= r.status == OT_MIP_OPTIMAL && stats->rounds < MORE_NOGOOD_ROUNDS &&
+                 (stats->rounds < NOGOOD_ROUNDS || now_s() - t0 < limit / 2.0);
+        /* The chains it shows hold for every plan: rows, and the round stays exact.
+         * Only in exact rounds: a rebuild would lose the tightening's intervals, and on
+         * tinygpt, whose solves run into their time, adding chains in every round left
+         * wider gaps (657,344 bytes: 53% against 21%). */
+        if (exact) {
+            if ((st = add_chains(md, keep, sd, &x, &start, &cut, err))) break;
+            continue;
+        }
         double over = (double)(peak - budget) + md->unit / 16.0;
         if (top < 0)
             for (int i = 0; i < md->n_bounds; i++) cut[i] += over;
@@ -696,7 +535,7 @@ static ot_status seed_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budg
     ot_remat_auto_stats as;
     ot_error e2;
     double t0 = now_s();
-    if (!(sd->keep = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool)))) return oom(err);
+    if (!(sd->keep = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool)))) return ot_opt_oom(err);
     ot_status st = ot_remat_auto(g, a, budget, measure, user, sd->keep, &as, &e2);
     stats->n_measured += as.n_measured;
     stats->auto_seconds = now_s() - t0;

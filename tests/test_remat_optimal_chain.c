@@ -1,0 +1,70 @@
+/* test_remat_optimal_chain.c — the recompute chains of remat/optimal_chain.h in
+ * `--remat optimal`: on mobilenet at the least planned peak (`--remat all`'s), where
+ * the clones of block1 run together before the pointwise ConvGradInput (a chain through
+ * recomputed saved values) and not each before its own first backward reader as the
+ * model placed them, `plan` proves its plan optimal (gap 0: before the chains the
+ * planner rejected the model's plans for 196,608 bytes the model did not count, and
+ * the gap stayed at 45%), the plan fits, costs no more than auto's, and `verify` finds
+ * it bitwise equal to --remat none. Skips, saying so, when the build has no MIP solver. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli_run.h"
+#include "remat/remat.h"
+
+#define BIN OT_BINARY_DIR "/onnxtrain"
+#define S OT_SOURCE_DIR "/samples/"
+#define TMP OT_BINARY_DIR "/test_remat_optimal_chain_tmp"
+#define OUT TMP "/out.txt"
+#define run(...) cli_run(OUT, __VA_ARGS__)
+#define DATA S "mobilenet.onnx --input " S "mobilenet/input.npy --labels " S "mobilenet/labels.npy"
+/* wall clock: the proof takes a few seconds of CPU; the margin is for a loaded machine */
+#define LIMIT "--remat-time-limit 60 --threads 2"
+
+/* The n-th (0-based) "key": NUMBER in the last output. */
+static double json_real(const char *key, int nth) {
+    char *text = cli_slurp(OUT);
+    assert_non_null(text);
+    const char *p = text;
+    for (int i = 0; i <= nth && p; i++) {
+        p = strstr(p, key);
+        if (p && i < nth) p += strlen(key);
+    }
+    assert_non_null(p);
+    double v = strtod(p + strlen(key), NULL);
+    free(text);
+    return v;
+}
+
+static void test_mobilenet_least_peak(void **state) {
+    (void)state;
+    if (!ot_remat_optimal_available()) {
+        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
+        return;
+    }
+    mkdir(TMP, 0755);
+    assert_int_equal(run(BIN " plan " DATA " --remat all --json"), 0);
+    long long budget = (long long)json_real("\"peak_bytes\": ", 2); /* all's own plan: the third figure */
+    assert_true(budget > 0);
+    assert_int_equal(run(BIN " plan " DATA " --remat optimal --memory-budget %lld " LIMIT " --json", budget), 0);
+    cli_expect_in(OUT, "\"optimal\": {\"proven\": true, \"gap\": 0,");
+    assert_true(json_real("\"planner_peak_bytes\": ", 0) <= (double)budget);
+    double extra = json_real("\"extra_flops\": ", 1), auto_extra = json_real("\"auto_extra_flops\": ", 0);
+    assert_true(extra > 0.0);
+    assert_true(auto_extra < 0.0 || extra <= auto_extra);
+    assert_int_equal(run(BIN " verify " DATA " --remat optimal --memory-budget %lld " LIMIT " --json", budget), 0);
+    cli_expect_in(OUT, "\"equal\": true");
+    cli_expect_in(OUT, "\"n_different\": 0");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_mobilenet_least_peak)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
