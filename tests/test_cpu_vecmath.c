@@ -1,7 +1,8 @@
 /* test_cpu_vecmath.c — ot_cpu_expf_n (kernels/cpu/cpu_vecmath.c) gives expf's bits: on a
  * sweep of float bit patterns over the whole 32-bit space, on the edges of expf's fast
  * range (±88, the overflow and underflow thresholds, subnormal results), on infinities,
- * NaNs and signed zeros, at lengths that are not multiples of 16, in place;
+ * NaNs and signed zeros, on every pattern near the bound below which expf is +0 (the
+ * lanes the vector path zeroes itself), at lengths that are not multiples of 16, in place;
  * ot_cpu_exp_diff_f64 against exp on swept and dense arguments; ot_cpu_max_f32
  * against the running max (NaNs, zeros of both signs); ot_cpu_dropout_select against
  * the keep-and-scale rule; ot_cpu_select_u32 against Where's rule; and the
@@ -64,6 +65,36 @@ static void test_expf_edges(void **state) {
     float y[512];
     for (int k = 0; k < 512; k++) y[k] = from_bits((k % 2 ? 0xc2b00000u : 0x42b00000u) - 256u + (uint32_t)(k / 2));
     check_expf(y, 512);
+}
+
+/* The lanes expf sends to +0 before any arithmetic (-inf, x < -0x1.9fe368p6f), which
+ * the vector path answers itself: every float bit pattern from 2^20 below that bound
+ * down to -inf, checked densely across the bound (2^19 on each side) and strided
+ * beyond; each among fast-range lanes and among the slow ones
+ * ([-103.97, -88], NaN, +inf) that still hand their group to expf, at every position
+ * of a 16-group; and a causal Softmax row pattern (a run of -inf after a prefix). */
+static void test_expf_underflow_lanes(void **state) {
+    (void)state;
+    enum { N = 1 << 21 };
+    float *x = malloc(N * sizeof(float));
+    const uint32_t bound = 0xc2cff1b4u; /* -0x1.9fe368p6f: below it (larger bits) expf is +0 */
+    for (int64_t i = 0; i < N; i++) {
+        uint32_t b = i < N / 2 ? bound - (1u << 19) + (uint32_t)i /* dense across the bound */
+                               : bound + (uint32_t)((uint64_t)(i - N / 2) * 0x3cbu);
+        x[i] = from_bits(b > 0xff800000u ? 0xff800000u : b);
+    }
+    check_expf(x, N);
+    const float others[] = {-0.5f, 3.0f, -87.9f, -95.0f, -103.5f, NAN, INFINITY, 89.0f};
+    float y[48];
+    for (int o = 0; o < (int)(sizeof others / sizeof others[0]); o++)
+        for (int p = 0; p < 16; p++) {
+            for (int k = 0; k < 48; k++) y[k] = k % 3 ? -INFINITY : -104.0f - (float)k;
+            y[16 + p] = others[o];
+            check_expf(y, 48);
+        }
+    for (int64_t i = 0; i < N; i++) x[i] = (i % 256) <= (i / 256) % 256 ? -0.01f * (float)(i % 97) : -INFINITY;
+    check_expf(x, N);
+    free(x);
 }
 
 /* ot_cpu_exp_diff_f64 against exp((double)x - m): float bit patterns swept over the
@@ -235,6 +266,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expf_sweep),
         cmocka_unit_test(test_expf_edges),
+        cmocka_unit_test(test_expf_underflow_lanes),
         cmocka_unit_test(test_exp_diff),
         cmocka_unit_test(test_max),
         cmocka_unit_test(test_dropout_select),

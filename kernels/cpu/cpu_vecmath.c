@@ -19,8 +19,10 @@
  * for |x| below 88 (the top 12 bits of |x| at most 0x42a), and takes a slow path for
  * the rest (infinities, NaN, overflow and underflow with errno). The vector path below
  * does those operations in that order with the same constants, one lane per element,
- * and hands any group of 16 with an element outside the fast range to expf itself: so
- * every result is expf's, bit for bit. tests/test_kernels_cpu_xfmr.c checks that against
+ * and hands any group of 16 with an element outside the fast range to expf itself,
+ * except -inf and arguments below -0x1.9fe368p6f (log(2^-150)), for which expf returns
+ * +0 before any arithmetic (its __math_uflowf(0) and -inf cases) and the vector path
+ * writes +0: so every result is expf's, bit for bit. tests/test_kernels_cpu_xfmr.c checks that against
  * expf on a sweep of float bit patterns and on the special values; a C library with
  * another expf would fail it. Without AVX-512 every element goes to expf. */
 #include "kernels/cpu/cpu_vecmath.h"
@@ -79,18 +81,28 @@ __attribute__((target("avx512f"))) static void expf_avx512(const float *x, float
     __m512i tab[4];
     for (int q = 0; q < 4; q++) tab[q] = _mm512_loadu_si512((const void *)(expf_tab + 8 * q));
     const __m512i absmask = _mm512_set1_epi32(0x7fffffff), limit = _mm512_set1_epi32(0x42afffff);
+    const __m512 uflow = _mm512_set1_ps(-0x1.9fe368p6f);
     for (int64_t i = 0; i < n; i += 16) {
         __m512 v = _mm512_loadu_ps(x + i);
         /* the slow path: the top 12 bits of |x| (sign cleared) above 0x42a, |x| >= 88 */
         __mmask16 slow = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(v), absmask), limit);
+        /* Of the slow path's arguments, -inf and those below log(2^-150) (causal
+         * Softmax's masked lanes) get expf's +0 here: the lanes are zeroed before and
+         * after the fast formula. Any other (NaN, overflow, [-103.97, -88]) hands the
+         * group to expf. */
+        __mmask16 zero = 0;
         if (slow) {
-            for (int k = 0; k < 16; k++) y[i + k] = expf(x[i + k]);
-            continue;
+            zero = _mm512_cmp_ps_mask(v, uflow, _CMP_LT_OQ);
+            if (slow & (__mmask16)~zero) {
+                for (int k = 0; k < 16; k++) y[i + k] = expf(x[i + k]);
+                continue;
+            }
+            v = _mm512_maskz_mov_ps((__mmask16)~zero, v);
         }
         __m256 a = expf8(_mm512_castps512_ps256(v), tab);
         __m256 b = expf8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), tab);
         __m512d ab = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1);
-        _mm512_storeu_ps(y + i, _mm512_castpd_ps(ab));
+        _mm512_storeu_ps(y + i, _mm512_maskz_mov_ps((__mmask16)~zero, _mm512_castpd_ps(ab)));
     }
 }
 
