@@ -152,7 +152,11 @@ static ot_status grad_dropout(ot_grad_ctx *c, const ot_node *n, int dy) {
         ot_gb_add(c, x, dy);
         return OT_OK;
     }
-    int in[2] = {dy, x}, node = -1;
+    /* DropoutGrad redraws the mask and reads only dY; its second operand gives dX's
+     * shape, which dY has. X there would be a saved value no kernel reads: kept by
+     * every plan, and recomputed under remat with the producer chain behind it (GPT-2's
+     * mlp.2 GEMM per block under sqrt, bench/NOTES.md). */
+    int in[2] = {dy, dy}, node = -1;
     ot_shape xs = ot_gb_shape(c, x);
     int out = ot_gb_op_s(c, OT_OP_DROPOUT_GRAD, in, 2, ot_gb_dtype(c, x), &xs, &node);
     ot_gb_copy_attrs(c, node, n);

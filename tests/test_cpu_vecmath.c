@@ -1,10 +1,13 @@
 /* test_cpu_vecmath.c — ot_cpu_expf_n (kernels/cpu/cpu_vecmath.c) gives expf's bits: on a
  * sweep of float bit patterns over the whole 32-bit space, on the edges of expf's fast
  * range (±88, the overflow and underflow thresholds, subnormal results), on infinities,
- * NaNs and signed zeros, at lengths that are not multiples of 16, in place;
+ * NaNs and signed zeros, on every pattern near the bound below which expf is +0 (the
+ * lanes the vector path zeroes itself), at lengths that are not multiples of 16, in place;
  * ot_cpu_exp_diff_f64 against exp on swept and dense arguments; ot_cpu_max_f32
  * against the running max (NaNs, zeros of both signs); ot_cpu_dropout_select against
- * the keep-and-scale rule; ot_cpu_select_u32 against Where's rule; and the
+ * the keep-and-scale rule; ot_cpu_select_u32 against Where's rule; ot_cpu_erf_n
+ * against ot_cpu_erf1 (a bit-pattern sweep, the clamps, special values);
+ * ot_cpu_arith_f32 against the plain + - * / (NaN payloads included); and the
  * kernels that call it (Softmax over a contiguous line, the cross-entropy loss over
  * [rows, C], ErfGrad) give the bits of their one-expf-at-a-time rules. */
 #include "test_kernels_cpu_util.h"
@@ -64,6 +67,36 @@ static void test_expf_edges(void **state) {
     float y[512];
     for (int k = 0; k < 512; k++) y[k] = from_bits((k % 2 ? 0xc2b00000u : 0x42b00000u) - 256u + (uint32_t)(k / 2));
     check_expf(y, 512);
+}
+
+/* The lanes expf sends to +0 before any arithmetic (-inf, x < -0x1.9fe368p6f), which
+ * the vector path answers itself: every float bit pattern from 2^20 below that bound
+ * down to -inf, checked densely across the bound (2^19 on each side) and strided
+ * beyond; each among fast-range lanes and among the slow ones
+ * ([-103.97, -88], NaN, +inf) that still hand their group to expf, at every position
+ * of a 16-group; and a causal Softmax row pattern (a run of -inf after a prefix). */
+static void test_expf_underflow_lanes(void **state) {
+    (void)state;
+    enum { N = 1 << 21 };
+    float *x = malloc(N * sizeof(float));
+    const uint32_t bound = 0xc2cff1b4u; /* -0x1.9fe368p6f: below it (larger bits) expf is +0 */
+    for (int64_t i = 0; i < N; i++) {
+        uint32_t b = i < N / 2 ? bound - (1u << 19) + (uint32_t)i /* dense across the bound */
+                               : bound + (uint32_t)((uint64_t)(i - N / 2) * 0x3cbu);
+        x[i] = from_bits(b > 0xff800000u ? 0xff800000u : b);
+    }
+    check_expf(x, N);
+    const float others[] = {-0.5f, 3.0f, -87.9f, -95.0f, -103.5f, NAN, INFINITY, 89.0f};
+    float y[48];
+    for (int o = 0; o < (int)(sizeof others / sizeof others[0]); o++)
+        for (int p = 0; p < 16; p++) {
+            for (int k = 0; k < 48; k++) y[k] = k % 3 ? -INFINITY : -104.0f - (float)k;
+            y[16 + p] = others[o];
+            check_expf(y, 48);
+        }
+    for (int64_t i = 0; i < N; i++) x[i] = (i % 256) <= (i / 256) % 256 ? -0.01f * (float)(i % 97) : -INFINITY;
+    check_expf(x, N);
+    free(x);
 }
 
 /* ot_cpu_exp_diff_f64 against exp((double)x - m): float bit patterns swept over the
@@ -210,6 +243,122 @@ static void test_softmax_lines(void **state) {
     free(x), free(y), free(w);
 }
 
+/* ot_cpu_erf_n against ot_cpu_erf1 bit for bit: a sweep of float bit patterns over the
+ * whole 32-bit space, dense over [-4.5, 4.5] and across the clamps, the special values
+ * at every position of a 16-group, lengths that are not multiples of 16 or 4, in
+ * place; and the Erf kernel (blocks split between threads) against the same rule. */
+static void check_erf(const float *x, int64_t n) {
+    float *y = malloc((size_t)n * sizeof(float)), *w = malloc((size_t)n * sizeof(float));
+    ot_cpu_erf_n(x, y, n);
+    for (int64_t i = 0; i < n; i++) {
+        w[i] = ot_cpu_erf1(x[i]);
+        if (memcmp(&w[i], &y[i], sizeof(float)) != 0) fail_msg("erf(%a): got %a, want %a", x[i], y[i], w[i]);
+    }
+    memcpy(y, x, (size_t)n * sizeof(float));
+    ot_cpu_erf_n(y, y, n);
+    assert_memory_equal(y, w, (size_t)n * sizeof(float));
+    free(y);
+    free(w);
+}
+
+static void test_erf(void **state) {
+    (void)state;
+    enum { N = 1 << 20 };
+    float *x = malloc(N * sizeof(float));
+    for (int64_t i = 0; i < N; i++) x[i] = from_bits((uint32_t)((uint64_t)i * 4093u));
+    check_erf(x, N);
+    for (int64_t i = 0; i < N; i++) x[i] = -4.5f + 9.0f * (float)i / (float)N;
+    check_erf(x, N);
+    for (int64_t i = 0; i < N; i++) /* the bit patterns next to ±4 */
+        x[i] = from_bits((i % 2 ? 0xc0800000u : 0x40800000u) - (uint32_t)(N / 4) + (uint32_t)(i / 2));
+    check_erf(x, N);
+    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1.4e-45f, -1.4e-45f, FLT_MAX, 4.0f, -4.0f};
+    float z[48];
+    for (int e = 0; e < (int)(sizeof special / sizeof special[0]); e++)
+        for (int p = 0; p < 16; p++) {
+            for (int k = 0; k < 48; k++) z[k] = 0.1f * (float)(k - 24);
+            z[16 + p] = special[e];
+            for (int64_t n = 1; n <= 48; n += 5) check_erf(z, n);
+        }
+    int64_t n = 3 * 4096 + 37; /* several kernel blocks and a ragged end */
+    float *y = malloc((size_t)n * sizeof(float));
+    tk_fill(x, n, 17, -6.0f, 6.0f);
+    for (int threads = 1; threads <= 2; threads++) {
+        ot_node node = tk_node(OT_OP_ERF, 1, 1);
+        ot_tensor in[1] = {tk_t(OT_F32, x, 1, (int)n)}, out[1] = {tk_t(OT_F32, y, 1, (int)n)};
+        assert_int_equal(tk_run_ex(&node, in, out, threads, 0, 0, 0, NULL), OT_OK);
+        for (int64_t i = 0; i < n; i++) {
+            float w = ot_cpu_erf1(x[i]);
+            assert_memory_equal(&y[i], &w, sizeof w);
+        }
+        tk_node_free(&node);
+    }
+    free(x), free(y);
+}
+
+/* ot_cpu_arith_f32 against the plain loop's IEEE operation, bit for bit: random
+ * operands and special ones (infinities, zeros of both signs, subnormals, NaNs with
+ * payloads on either side or both), B contiguous or one value, lengths around 16 and
+ * 4, in place; and Add / Mul / Div kernels on equal shapes and with a scalar (one row
+ * that the threads split into chunks) against the same loop. */
+static float arith_ref(int op, float a, float b) {
+    switch (op) {
+    case OT_CPU_ARITH_ADD: return a + b;
+    case OT_CPU_ARITH_SUB: return a - b;
+    case OT_CPU_ARITH_MUL: return a * b;
+    default: return a / b;
+    }
+}
+
+static void test_arith(void **state) {
+    (void)state;
+    enum { N = 4099 };
+    float *a = malloc(N * sizeof(float)), *b = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    float *w = malloc(N * sizeof(float));
+    tk_fill(a, N, 5, -3.0f, 3.0f);
+    tk_fill(b, N, 6, -3.0f, 3.0f);
+    const float special[] = {INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f, FLT_MAX, from_bits(0x7fc00001u),
+                             from_bits(0xffc12345u), from_bits(0x7f800abcu)};
+    int ns = (int)(sizeof special / sizeof special[0]);
+    for (int i = 0; i < 400; i++) { /* every pair of specials, at varying positions */
+        a[7 * i % N] = special[i % ns];
+        b[7 * i % N] = special[(i / ns) % ns];
+    }
+    for (int op = OT_CPU_ARITH_ADD; op <= OT_CPU_ARITH_DIV; op++)
+        for (int step = 0; step < 2; step++)
+            for (int64_t n = 1; n <= N; n = n < 40 ? n + 1 : n * 3 + 1) {
+                for (int64_t k = 0; k < n; k++) w[k] = arith_ref(op, a[k], b[step ? k : 7]);
+                ot_cpu_arith_f32((ot_cpu_arith_op)op, a, step ? b : b + 7, step, y, n);
+                for (int64_t k = 0; k < n; k++)
+                    if (memcmp(&y[k], &w[k], sizeof(float)) != 0)
+                        fail_msg("op %d step %d n %lld: %a, %a -> %a, want %a", op, step, (long long)n, a[k],
+                                 b[step ? k : 7], y[k], w[k]);
+                memcpy(y, a, (size_t)n * sizeof(float)); /* in place */
+                ot_cpu_arith_f32((ot_cpu_arith_op)op, y, step ? b : b + 7, step, y, n);
+                assert_memory_equal(y, w, (size_t)n * sizeof(float));
+            }
+    free(a), free(b), free(y), free(w);
+    int64_t n = 3 * 16384 + 77; /* one merged row, more than one chunk */
+    a = malloc((size_t)n * sizeof(float)), b = malloc((size_t)n * sizeof(float)), y = malloc((size_t)n * sizeof(float));
+    w = malloc((size_t)n * sizeof(float));
+    tk_fill(a, n, 8, -2.0f, 2.0f);
+    tk_fill(b, n, 9, 0.5f, 2.0f);
+    const ot_op ops[] = {OT_OP_ADD, OT_OP_MUL, OT_OP_DIV};
+    const int rule[] = {OT_CPU_ARITH_ADD, OT_CPU_ARITH_MUL, OT_CPU_ARITH_DIV};
+    for (int o = 0; o < 3; o++)
+        for (int scalar = 0; scalar < 2; scalar++)
+            for (int threads = 1; threads <= 2; threads++) {
+                for (int64_t k = 0; k < n; k++) w[k] = arith_ref(rule[o], a[k], b[scalar ? 0 : k]);
+                ot_node node = tk_node(ops[o], 2, 1);
+                ot_tensor in[2] = {tk_t(OT_F32, a, 2, 1, (int)n), scalar ? tk_t(OT_F32, b, 0) : tk_t(OT_F32, b, 2, 1, (int)n)};
+                ot_tensor out[1] = {tk_t(OT_F32, y, 2, 1, (int)n)};
+                assert_int_equal(tk_run_ex(&node, in, out, threads, 0, 0, 0, NULL), OT_OK);
+                assert_memory_equal(y, w, (size_t)n * sizeof(float));
+                tk_node_free(&node);
+            }
+    free(a), free(b), free(y), free(w);
+}
+
 /* ErfGrad: dx = dy * 2/sqrt(pi) * expf(-v * v), one element at a time. */
 static void test_erf_grad(void **state) {
     (void)state;
@@ -235,11 +384,14 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expf_sweep),
         cmocka_unit_test(test_expf_edges),
+        cmocka_unit_test(test_expf_underflow_lanes),
         cmocka_unit_test(test_exp_diff),
         cmocka_unit_test(test_max),
         cmocka_unit_test(test_dropout_select),
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_softmax_lines),
+        cmocka_unit_test(test_erf),
+        cmocka_unit_test(test_arith),
         cmocka_unit_test(test_erf_grad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
-#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_select_u32 */
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_select_u32, ot_cpu_erf_n, ot_cpu_arith_f32 */
 
 /* Four floats (and four int masks) as one SSE register (GCC and Clang vector
  * extension): -O2 at the x86-64 baseline leaves the plain loops scalar. */
@@ -70,53 +70,17 @@ static void tanh_rows(const float *xin, float *y, int64_t n, int nt, bool par) {
     for (int64_t i = 4 * n4; i < n; i++) y[i] = tanh_rational(xin[i]);
 }
 
-/* erf the same way: x * P(x^2) / Q(x^2) on x clamped to [-4, 4] (Eigen's float erf
- * coefficients). Max relative error 4.5e-7 against double erf over [-6, 6]; libm's
- * erff was 21% of tinygpt's forward instructions (exact GELU exports Erf). */
-#define ERF_POLY(T, x2, x)                                                                               \
-    T p = ERF_SPLAT(-2.72614225801306e-10f);                                                            \
-    p = p * x2 + ERF_SPLAT(2.77068142495902e-08f);                                                      \
-    p = p * x2 + ERF_SPLAT(-2.10102402082508e-06f);                                                     \
-    p = p * x2 + ERF_SPLAT(-5.69250639462346e-05f);                                                     \
-    p = p * x2 + ERF_SPLAT(-7.34990630326855e-04f);                                                     \
-    p = p * x2 + ERF_SPLAT(-2.95459980854025e-03f);                                                     \
-    p = p * x2 + ERF_SPLAT(-1.60960333262415e-02f);                                                     \
-    p = p * x;                                                                                          \
-    T q = ERF_SPLAT(-1.45660718464996e-05f);                                                            \
-    q = q * x2 + ERF_SPLAT(-2.13374055278905e-04f);                                                     \
-    q = q * x2 + ERF_SPLAT(-1.68282697438203e-03f);                                                     \
-    q = q * x2 + ERF_SPLAT(-7.37332916720468e-03f);                                                     \
-    q = q * x2 + ERF_SPLAT(-1.42647390514189e-02f);
-
-static inline float erf_rational(float a) {
-#define ERF_SPLAT(c) (c)
-    float x = a < -4.0f ? -4.0f : a;
-    x = x > 4.0f ? 4.0f : x;
-    float x2 = x * x;
-    ERF_POLY(float, x2, x)
-    return p / q;
-#undef ERF_SPLAT
-}
-
+/* erf: ot_cpu_erf_n (cpu_vecmath.c: x * P(x^2) / Q(x^2) on x clamped to [-4, 4], 16
+ * lanes with AVX-512, 4 without), in blocks so the threads split the array; each
+ * element's bits are its own, whatever the split. */
+#define ERF_BLOCK 4096
 static void erf_rows(const float *xin, float *y, int64_t n, int nt, bool par) {
-    int64_t n4 = n / 4;
-#define ERF_SPLAT(c) ((v4f){(c), (c), (c), (c)})
-    const v4f lo = ERF_SPLAT(-4.0f), hi = ERF_SPLAT(4.0f);
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t q4 = 0; q4 < n4; q4++) {
-        v4f a;
-        memcpy(&a, xin + 4 * q4, sizeof a);
-        v4i m = (v4i)(a < lo);
-        v4f x = (v4f)(((v4i)lo & m) | ((v4i)a & ~m));
-        m = (v4i)(x > hi);
-        x = (v4f)(((v4i)hi & m) | ((v4i)x & ~m));
-        v4f x2 = x * x;
-        ERF_POLY(v4f, x2, x)
-        v4f r = p / q;
-        memcpy(y + 4 * q4, &r, sizeof r);
+    int64_t blocks = (n + ERF_BLOCK - 1) / ERF_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par && blocks > 1)
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t i0 = b * ERF_BLOCK;
+        ot_cpu_erf_n(xin + i0, y + i0, n - i0 < ERF_BLOCK ? n - i0 : ERF_BLOCK);
     }
-#undef ERF_SPLAT
-    for (int64_t i = 4 * n4; i < n; i++) y[i] = erf_rational(xin[i]);
 }
 
 /* Clip to [lo, hi] 4 lanes at a time with the scalar rule's comparisons (a NaN fails
@@ -342,53 +306,40 @@ ot_status ot_cpu_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     } while (0)
 
 /* Y = A op B over rows where A runs contiguously and B contiguously or as one value per
- * row: 4 lanes per step. At -O2 and the x86-64 baseline the BCAST2_LOOP loops stay
- * scalar; the GELU chain's Div/Add/Mul were 16% of tinygpt's forward instructions.
- * Each lane does the one IEEE operation of the scalar loop: same bits. */
-#define F32_ROWS(OPR)                                                                                   \
-    _Pragma("omp parallel for schedule(static) num_threads(nt) if (par)") for (int64_t r = 0; r < bc->rows; \
-                                                                               r++) {                   \
-        int64_t off[OT_BCAST_MAX_IN];                                                               \
-        ot_bcast_row(bc, r, off);                                                                   \
-        const float *A = pa + off[0], *B = pb + off[1];                                                 \
-        float *Y = py + r * inner;                                                                      \
-        int64_t i = 0;                                                                                  \
-        if (sb == 1) {                                                                                  \
-            for (; i + 4 <= inner; i += 4) {                                                            \
-                v4f va, vb;                                                                             \
-                memcpy(&va, A + i, sizeof va);                                                          \
-                memcpy(&vb, B + i, sizeof vb);                                                          \
-                va = va OPR vb;                                                                         \
-                memcpy(Y + i, &va, sizeof va);                                                          \
-            }                                                                                           \
-            for (; i < inner; i++) Y[i] = A[i] OPR B[i];                                                \
-        } else {                                                                                        \
-            const float b0 = B[0];                                                                      \
-            const v4f vb = {b0, b0, b0, b0};                                                            \
-            for (; i + 4 <= inner; i += 4) {                                                            \
-                v4f va;                                                                                 \
-                memcpy(&va, A + i, sizeof va);                                                          \
-                va = va OPR vb;                                                                         \
-                memcpy(Y + i, &va, sizeof va);                                                          \
-            }                                                                                           \
-            for (; i < inner; i++) Y[i] = A[i] OPR b0;                                                  \
-        }                                                                                               \
-    }
-
+ * row: ot_cpu_arith_f32 (cpu_vecmath.c: 16 lanes with AVX-512, else 4), each lane the one
+ * IEEE operation of the scalar loop, same bits. At -O2 and the x86-64 baseline the
+ * BCAST2_LOOP loops stay scalar; the GELU chain's Div/Add/Mul were 16% of tinygpt's
+ * forward instructions. Rows are cut into chunks of ARITH_CHUNK for the threads: an
+ * operation on equal shapes, or with a scalar, is one row of every element (ot_bcast
+ * merges the dims), which a loop over rows ran on one thread. */
+#define ARITH_CHUNK 16384
 static bool f32_arith_rows(ot_op op, const ot_bcast *bc, const ot_tensor *in, ot_tensor *out, int nt,
                            bool par) {
     if (in[1].dtype != OT_F32) return false;
     int64_t inner = bc->inner, sa = bc->stride[0][bc->rank - 1], sb = bc->stride[1][bc->rank - 1];
     if (sa != 1 || (sb != 1 && sb != 0)) return false;
-    const float *pa = in[0].data, *pb = in[1].data;
-    float *py = out[0].data;
+    ot_cpu_arith_op ao;
     switch (op) {
-    case OT_OP_ADD: F32_ROWS(+) return true;
-    case OT_OP_SUB: F32_ROWS(-) return true;
-    case OT_OP_MUL: F32_ROWS(*) return true;
-    case OT_OP_DIV: F32_ROWS(/) return true;
+    case OT_OP_ADD: ao = OT_CPU_ARITH_ADD; break;
+    case OT_OP_SUB: ao = OT_CPU_ARITH_SUB; break;
+    case OT_OP_MUL: ao = OT_CPU_ARITH_MUL; break;
+    case OT_OP_DIV: ao = OT_CPU_ARITH_DIV; break;
     default: return false;
     }
+    const float *pa = in[0].data, *pb = in[1].data;
+    float *py = out[0].data;
+    int64_t per_row = inner > ARITH_CHUNK ? (inner + ARITH_CHUNK - 1) / ARITH_CHUNK : 1;
+    int64_t tasks = bc->rows * per_row, chunk = (inner + per_row - 1) / per_row;
+    par = par || (tasks > 1 && bc->rows * inner >= OT_CPU_PAR_MIN_CHEAP);
+#pragma omp parallel for schedule(static) num_threads(nt) if (par && tasks > 1)
+    for (int64_t t = 0; t < tasks; t++) {
+        int64_t r = t / per_row, c0 = (t % per_row) * chunk;
+        int64_t len = inner - c0 < chunk ? inner - c0 : chunk;
+        int64_t off[OT_BCAST_MAX_IN];
+        ot_bcast_row(bc, r, off);
+        ot_cpu_arith_f32(ao, pa + off[0] + c0, pb + off[1] + (sb ? c0 : 0), sb == 1, py + r * inner + c0, len);
+    }
+    return true;
 }
 
 static ot_status bcast_setup(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out,

@@ -6,7 +6,10 @@
  * ot_cpu_dropout_select (Dropout's keep-and-scale: a compare and a masked multiply,
  * the same IEEE multiply per kept element) and ot_cpu_select_u32 (Where on 4-byte
  * payloads, copied as integers), ot_cpu_div_scale_f64 (the cross-entropy gradient's
- * g * (e / s) rounded to float: IEEE divides and multiplies, 8 at a time).
+ * g * (e / s) rounded to float: IEEE divides and multiplies, 8 at a time), ot_cpu_erf_n
+ * (Erf's rational rule, ot_cpu_erf1, with the same IEEE operations in each of 16 lanes;
+ * 4 lanes on CPUs without AVX-512; -std=c11 keeps -ffp-contract=off, so no FMA forms),
+ * ot_cpu_arith_f32 (Add, Sub, Mul, Div: one IEEE operation per lane).
  *
  * ot_cpu_expf_n: the kernels called glibc 2.36's expf one element at a time (Softmax,
  * the cross-entropy loss, ErfGrad).
@@ -19,18 +22,130 @@
  * for |x| below 88 (the top 12 bits of |x| at most 0x42a), and takes a slow path for
  * the rest (infinities, NaN, overflow and underflow with errno). The vector path below
  * does those operations in that order with the same constants, one lane per element,
- * and hands any group of 16 with an element outside the fast range to expf itself: so
- * every result is expf's, bit for bit. tests/test_kernels_cpu_xfmr.c checks that against
+ * and hands any group of 16 with an element outside the fast range to expf itself,
+ * except -inf and arguments below -0x1.9fe368p6f (log(2^-150)), for which expf returns
+ * +0 before any arithmetic (its __math_uflowf(0) and -inf cases) and the vector path
+ * writes +0: so every result is expf's, bit for bit. tests/test_kernels_cpu_xfmr.c checks that against
  * expf on a sweep of float bit patterns and on the special values; a C library with
  * another expf would fail it. Without AVX-512 every element goes to expf. */
 #include "kernels/cpu/cpu_vecmath.h"
 
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
+
+/* Erf: x * P(x^2) / Q(x^2) (Eigen's float erf coefficients), written once for a scalar
+ * or a vector type T with ERF_SPLAT(c) broadcasting a constant; libm's erff was 21% of
+ * tinygpt's forward instructions (exact GELU exports Erf). */
+#define ERF_POLY(T, x2, x)                                                                               \
+    T p = ERF_SPLAT(-2.72614225801306e-10f);                                                            \
+    p = p * x2 + ERF_SPLAT(2.77068142495902e-08f);                                                      \
+    p = p * x2 + ERF_SPLAT(-2.10102402082508e-06f);                                                     \
+    p = p * x2 + ERF_SPLAT(-5.69250639462346e-05f);                                                     \
+    p = p * x2 + ERF_SPLAT(-7.34990630326855e-04f);                                                     \
+    p = p * x2 + ERF_SPLAT(-2.95459980854025e-03f);                                                     \
+    p = p * x2 + ERF_SPLAT(-1.60960333262415e-02f);                                                     \
+    p = p * x;                                                                                          \
+    T q = ERF_SPLAT(-1.45660718464996e-05f);                                                            \
+    q = q * x2 + ERF_SPLAT(-2.13374055278905e-04f);                                                     \
+    q = q * x2 + ERF_SPLAT(-1.68282697438203e-03f);                                                     \
+    q = q * x2 + ERF_SPLAT(-7.37332916720468e-03f);                                                     \
+    q = q * x2 + ERF_SPLAT(-1.42647390514189e-02f);
+
+float ot_cpu_erf1(float a) {
+#define ERF_SPLAT(c) (c)
+    float x = a < -4.0f ? -4.0f : a; /* a NaN fails both compares and stays */
+    x = x > 4.0f ? 4.0f : x;
+    float x2 = x * x;
+    ERF_POLY(float, x2, x)
+    return p / q;
+#undef ERF_SPLAT
+}
+
+/* 4 lanes (GCC and Clang vector extension), the baseline's SSE. */
+typedef float vm_v4f __attribute__((vector_size(16)));
+typedef int32_t vm_v4i __attribute__((vector_size(16)));
+static void erf_v4(const float *xin, float *y, int64_t n) {
+#define ERF_SPLAT(c) ((vm_v4f){(c), (c), (c), (c)})
+    const vm_v4f lo = ERF_SPLAT(-4.0f), hi = ERF_SPLAT(4.0f);
+    for (int64_t i = 0; i < n; i += 4) {
+        vm_v4f a;
+        memcpy(&a, xin + i, sizeof a);
+        vm_v4i m = (vm_v4i)(a < lo);
+        vm_v4f x = (vm_v4f)(((vm_v4i)lo & m) | ((vm_v4i)a & ~m));
+        m = (vm_v4i)(x > hi);
+        x = (vm_v4f)(((vm_v4i)hi & m) | ((vm_v4i)x & ~m));
+        vm_v4f x2 = x * x;
+        ERF_POLY(vm_v4f, x2, x)
+        vm_v4f r = p / q;
+        memcpy(y + i, &r, sizeof r);
+    }
+#undef ERF_SPLAT
+}
+
+/* a OP b over n elements, W floats per step through vector type T (LOAD/STORE move
+ * one), then the plain loop for the rest: an operation and a layout per loop. */
+#define ARITH_LOOP(T, W, LOAD, STORE, OPR)                                                               \
+    do {                                                                                                 \
+        if (b_step)                                                                                      \
+            for (; k + (W) <= n; k += (W)) STORE(y + k, LOAD(a + k) OPR LOAD(b + k));                  \
+        else {                                                                                           \
+            T vb = LOAD_SPLAT(b[0]);                                                                     \
+            for (; k + (W) <= n; k += (W)) STORE(y + k, LOAD(a + k) OPR vb);                           \
+        }                                                                                                \
+    } while (0)
+#define ARITH_SWITCH(T, W, LOAD, STORE)                                                                  \
+    switch (op) {                                                                                        \
+    case OT_CPU_ARITH_ADD: ARITH_LOOP(T, W, LOAD, STORE, +); break;                                     \
+    case OT_CPU_ARITH_SUB: ARITH_LOOP(T, W, LOAD, STORE, -); break;                                     \
+    case OT_CPU_ARITH_MUL: ARITH_LOOP(T, W, LOAD, STORE, *); break;                                     \
+    case OT_CPU_ARITH_DIV: ARITH_LOOP(T, W, LOAD, STORE, /); break;                                     \
+    }
+
+static inline vm_v4f v4_load(const float *p) {
+    vm_v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void v4_store(float *p, vm_v4f v) { memcpy(p, &v, sizeof v); }
+
+/* returns the elements done: n rounded down to 4 */
+static int64_t arith_v4(ot_cpu_arith_op op, const float *a, const float *b, bool b_step, float *y, int64_t n) {
+    int64_t k = 0;
+#define LOAD_SPLAT(c) ((vm_v4f){(c), (c), (c), (c)})
+    ARITH_SWITCH(vm_v4f, 4, v4_load, v4_store)
+#undef LOAD_SPLAT
+    return k;
+}
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define VM_X86 1
+
+/* arith for 16 at a time; returns n rounded down to 16 */
+__attribute__((target("avx512f"))) static int64_t arith_avx512(ot_cpu_arith_op op, const float *a, const float *b,
+                                                               bool b_step, float *y, int64_t n) {
+    int64_t k = 0;
+#define LOAD_SPLAT(c) _mm512_set1_ps(c)
+    ARITH_SWITCH(__m512, 16, _mm512_loadu_ps, _mm512_storeu_ps)
+#undef LOAD_SPLAT
+    return k;
+}
+
+/* erf for n a multiple of 16: the compares and blends of the clamps, then ERF_POLY. */
+__attribute__((target("avx512f"))) static void erf_avx512(const float *xin, float *y, int64_t n) {
+#define ERF_SPLAT(c) _mm512_set1_ps(c)
+    const __m512 lo = ERF_SPLAT(-4.0f), hi = ERF_SPLAT(4.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __m512 a = _mm512_loadu_ps(xin + i);
+        __m512 x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, lo, _CMP_LT_OQ), a, lo);
+        x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), x, hi);
+        __m512 x2 = x * x;
+        ERF_POLY(__m512, x2, x)
+        _mm512_storeu_ps(y + i, p / q);
+    }
+#undef ERF_SPLAT
+}
 
 /* glibc's __exp2f_data: T[i] = bits(2^(i/32)) - (i << 47), then 32/ln2, the scaled
  * polynomial c0, c1, c2 and the rounding shift 1.5 * 2^52. */
@@ -79,18 +194,28 @@ __attribute__((target("avx512f"))) static void expf_avx512(const float *x, float
     __m512i tab[4];
     for (int q = 0; q < 4; q++) tab[q] = _mm512_loadu_si512((const void *)(expf_tab + 8 * q));
     const __m512i absmask = _mm512_set1_epi32(0x7fffffff), limit = _mm512_set1_epi32(0x42afffff);
+    const __m512 uflow = _mm512_set1_ps(-0x1.9fe368p6f);
     for (int64_t i = 0; i < n; i += 16) {
         __m512 v = _mm512_loadu_ps(x + i);
         /* the slow path: the top 12 bits of |x| (sign cleared) above 0x42a, |x| >= 88 */
         __mmask16 slow = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(v), absmask), limit);
+        /* Of the slow path's arguments, -inf and those below log(2^-150) (causal
+         * Softmax's masked lanes) get expf's +0 here: the lanes are zeroed before and
+         * after the fast formula. Any other (NaN, overflow, [-103.97, -88]) hands the
+         * group to expf. */
+        __mmask16 zero = 0;
         if (slow) {
-            for (int k = 0; k < 16; k++) y[i + k] = expf(x[i + k]);
-            continue;
+            zero = _mm512_cmp_ps_mask(v, uflow, _CMP_LT_OQ);
+            if (slow & (__mmask16)~zero) {
+                for (int k = 0; k < 16; k++) y[i + k] = expf(x[i + k]);
+                continue;
+            }
+            v = _mm512_maskz_mov_ps((__mmask16)~zero, v);
         }
         __m256 a = expf8(_mm512_castps512_ps256(v), tab);
         __m256 b = expf8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), tab);
         __m512d ab = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1);
-        _mm512_storeu_ps(y + i, _mm512_castpd_ps(ab));
+        _mm512_storeu_ps(y + i, _mm512_maskz_mov_ps((__mmask16)~zero, _mm512_castpd_ps(ab)));
     }
 }
 
@@ -338,4 +463,37 @@ void ot_cpu_expf_n(const float *x, float *y, int64_t n) {
     }
 #endif
     for (; k < n; k++) y[k] = expf(x[k]);
+}
+
+void ot_cpu_erf_n(const float *x, float *y, int64_t n) {
+    int64_t k = 0;
+#ifdef VM_X86
+    if (n >= 16 && __builtin_cpu_supports("avx512f")) {
+        k = n & ~(int64_t)15;
+        erf_avx512(x, y, k);
+    }
+#endif
+    if (n - k >= 4) {
+        int64_t k4 = k + ((n - k) & ~(int64_t)3);
+        erf_v4(x + k, y + k, k4 - k);
+        k = k4;
+    }
+    for (; k < n; k++) y[k] = ot_cpu_erf1(x[k]);
+}
+
+void ot_cpu_arith_f32(ot_cpu_arith_op op, const float *a, const float *b, bool b_step, float *y, int64_t n) {
+    int64_t k = 0;
+#ifdef VM_X86
+    if (n >= 16 && __builtin_cpu_supports("avx512f")) k = arith_avx512(op, a, b, b_step, y, n);
+#endif
+    k += arith_v4(op, a + k, b_step ? b + k : b, b_step, y + k, n - k);
+    for (; k < n; k++) {
+        float u = a[k], v = b[b_step ? k : 0];
+        switch (op) {
+        case OT_CPU_ARITH_ADD: y[k] = u + v; break;
+        case OT_CPU_ARITH_SUB: y[k] = u - v; break;
+        case OT_CPU_ARITH_MUL: y[k] = u * v; break;
+        case OT_CPU_ARITH_DIV: y[k] = u / v; break;
+        }
+    }
 }
