@@ -38,36 +38,9 @@ static int setup(void **state) {
     return 0;
 }
 
-/* The n-th (0-based) "key": NUMBER in the last output, as a double. */
-static double json_real(const char *key, int nth) {
-    char *text = cli_slurp(OUT);
-    assert_non_null(text);
-    const char *p = text;
-    for (int i = 0; i <= nth && p; i++) {
-        p = strstr(p, key);
-        if (p && i < nth) p += strlen(key);
-    }
-    assert_non_null(p);
-    double v = strtod(p + strlen(key), NULL);
-    free(text);
-    return v;
-}
-
-/* The n-th (0-based) "key": NUMBER in the last output. */
-static long long json_number(const char *key, int nth) {
-    char *text = cli_slurp(OUT);
-    assert_non_null(text);
-    const char *p = text;
-    long long v = -1;
-    for (int i = 0; i <= nth && p; i++) {
-        p = strstr(p, key);
-        if (p && i < nth) p += strlen(key);
-    }
-    if (p) v = strtoll(p + strlen(key), NULL, 10);
-    free(text);
-    assert_true(v >= 0);
-    return v;
-}
+/* The n-th (0-based) "key": NUMBER in the last output, as a double and as a count. */
+#define json_real(key, nth) cli_json_nth(OUT, key, nth)
+#define json_number(key, nth) ((long long)cli_json_nth(OUT, key, nth))
 
 /* The model's data arguments: input and labels of the sample. */
 static void data_args(const char *name, char *buf, size_t n) {

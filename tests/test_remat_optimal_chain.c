@@ -29,19 +29,7 @@
 #define LIMIT "--remat-time-limit 60 --threads 2"
 
 /* The n-th (0-based) "key": NUMBER in the last output. */
-static double json_real(const char *key, int nth) {
-    char *text = cli_slurp(OUT);
-    assert_non_null(text);
-    const char *p = text;
-    for (int i = 0; i <= nth && p; i++) {
-        p = strstr(p, key);
-        if (p && i < nth) p += strlen(key);
-    }
-    assert_non_null(p);
-    double v = strtod(p + strlen(key), NULL);
-    free(text);
-    return v;
-}
+#define json_real(key, nth) cli_json_nth(OUT, key, nth)
 
 static void test_mobilenet_least_peak(void **state) {
     (void)state;

@@ -42,3 +42,17 @@ void cli_expect_in(const char *path, const char *needle) {
     if (!strstr(o, needle)) fail_msg("expected '%s' in %s:\n%s", needle, path, o);
     free(o);
 }
+
+double cli_json_nth(const char *path, const char *key, int nth) {
+    char *text = cli_slurp(path);
+    assert_non_null(text);
+    const char *p = text;
+    for (int i = 0; i <= nth && p; i++) {
+        p = strstr(p, key);
+        if (p && i < nth) p += strlen(key);
+    }
+    if (!p) fail_msg("no %d-th '%s' in %s:\n%s", nth, key, path, text);
+    double v = strtod(p + strlen(key), NULL);
+    free(text);
+    return v;
+}

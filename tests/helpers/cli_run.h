@@ -10,6 +10,9 @@
 int cli_run(const char *out_path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The whole file, NUL-terminated and malloc'd; NULL when it cannot be read. */
 char *cli_slurp(const char *path);
+/* The number after the nth (0-based) occurrence of key in the file (e.g. key
+ * "\"peak_bytes\": " in a --json output); fails the test when there is none. */
+double cli_json_nth(const char *path, const char *key, int nth);
 /* Fails the test, printing the file, unless it contains needle. */
 void cli_expect_in(const char *path, const char *needle);
 
