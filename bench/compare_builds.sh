@@ -25,7 +25,8 @@ differ() { say "DIFF  $*"; fails=$((fails + 1)); }
 
 # A binary that takes --report-grad-norm computes the norm history only when asked; the
 # older ones always did. Ask those that can, so the histories compare norms either way.
-norm_flag() { "$1" train --help 2>/dev/null | grep -q -- --report-grad-norm && echo --report-grad-norm; }
+# (the help read whole first: under pipefail, grep -q closing the pipe early could fail it)
+norm_flag() { local h; h=$("$1" train --help 2>/dev/null); [[ $h == *--report-grad-norm* ]] && echo --report-grad-norm; }
 OLD_NORM=$(norm_flag "$OLD") NEW_NORM=$(norm_flag "$NEW")
 # run TAG ARGS...: runs both binaries with the same arguments, outputs under $W/{old,new}/TAG
 # (train with --report: plus the binary's norm_flag)
