@@ -89,7 +89,8 @@ static void test_samples(void **state) {
 }
 
 /* auto against optimal where auto used to lose (issue 16: resnet at half the way from
- * the least peak to the plain one, 1.2x optimal's FLOPs; mobilenet at a quarter, 1.8x):
+ * the least peak to the plain one, 1.2x optimal's FLOPs; mobilenet at a quarter, 1.8x;
+ * tinygpt at half, 1.19x: its repair wrote off drops that tied the step's best):
  * at a quarter and at half the way, wherever optimal proves its plan, auto's costs at
  * most 5% more. At the least peak itself (`all`'s) auto finds a plan. */
 static void test_auto_near_optimal(void **state) {
@@ -98,7 +99,7 @@ static void test_auto_near_optimal(void **state) {
         printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
         return;
     }
-    static const char *samples[] = {"resnet", "mobilenet"};
+    static const char *samples[] = {"resnet", "mobilenet", "tinygpt"};
     int proven = 0;
     for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
         char d[1024];
