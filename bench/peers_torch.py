@@ -95,7 +95,7 @@ CASES = {
     "gpt2_small": dict(make=lambda: gpt2_init(es.TinyGPT(vocab=50257, d=768, heads=12, seq=256, layers=12, p=0.1,
                                                          tie_head=True)),
                        input=("tokens", (2, 256), 50257), loss="cross-entropy", classes=50257, label_shape=(2, 256),
-                       steps=2, warmup=1, blocks="blocks", dropout=True, needs=None,
+                       steps=4, warmup=1, blocks="blocks", dropout=True, needs=None,
                        what="GPT-2 small shape (12 x 768, 12 heads, vocab 50257, tied head, GPT-2 init), 2x256 tokens"),
     "mlp6x512": dict(make=MLP, input=("float", (32, 512)), loss="cross-entropy", classes=10, label_shape=(32,),
                      steps=40, warmup=5, blocks=None, dropout=False, needs=None, what="6 x (Linear 512 + ReLU) + head, batch 32"),
