@@ -3,10 +3,11 @@
  * (dW = dY^T X): when every element of its two inputs is finite and their magnitudes
  * bound every output below FLT_MAX, the output is finite, so the check reads the
  * inputs, K (M + N) floats, instead of the M N of the gradient (16 x 512 twice
- * against 512 x 512 in chain48). The sums of squares that the check took were also
- * the step's reported gradient norm; for a proved gradient the optimizer kernel takes
- * that sum during its update, which reads the gradient anyway (exec/kernel_ctx.h,
- * grad_ss), and the norm is added up after the step in param order: the same bits.
+ * against 512 x 512 in chain48). The gradient norm is taken only where something
+ * reads it (record_grad_norm: --report-grad-norm); then, for a proved gradient, the
+ * optimizer kernel takes its sum of squares during the update, which reads the
+ * gradient anyway (exec/kernel_ctx.h, grad_ss), and the norm is added up after the
+ * step in param order: the same bits as the sums taken before the update.
  *
  * The check still decides before any update: a gradient not proved (a non-finite or
  * huge input, another producer) is summed as before (train_loop.c), and a non-finite

@@ -15,8 +15,9 @@
 ot_status ot_train_check_build(ot_train_session *s, ot_error *err);
 
 /* Whether this run may prove gradients finite instead of summing them before the
- * update: the check is on and the norm is wanted only for the report (a training
- * step without clipping, accumulation or ranks), so it can wait for the update. */
+ * update: the check is on and nothing needs the norm before the update (a training
+ * step without clipping, accumulation or ranks); a norm wanted for the report alone
+ * can wait for the update. */
 bool ot_train_check_may_prove(const ot_train_session *s);
 
 /* Right after gradient i's writer hot_gemm[i] ran: whether its inputs prove it

@@ -385,37 +385,39 @@ __attribute__((target("avx512f"))) static void div_scale_avx512(const double *e,
 }
 #endif
 
-void ot_cpu_div_scale_f64(const double *e, double s, double g, float *v, int64_t n) {
-    int64_t k = 0;
+/* The leading elements, whole groups of `lanes`, that a kernel's AVX-512 path takes:
+ * 0 without AVX-512 or below one group; the scalar tail does the rest. */
+static int64_t avx512_prefix(int64_t n, int64_t lanes) {
 #ifdef VM_X86
-    if (n >= 8 && __builtin_cpu_supports("avx512f")) {
-        k = n & ~(int64_t)7;
-        div_scale_avx512(e, s, g, v, k);
-    }
+    if (n >= lanes && __builtin_cpu_supports("avx512f")) return n & ~(lanes - 1);
+#else
+    (void)n, (void)lanes;
+#endif
+    return 0;
+}
+
+void ot_cpu_div_scale_f64(const double *e, double s, double g, float *v, int64_t n) {
+    int64_t k = avx512_prefix(n, 8);
+#ifdef VM_X86
+    if (k) div_scale_avx512(e, s, g, v, k);
 #endif
     for (; k < n; k++) v[k] = (float)(g * (e[k] / s));
 }
 
 void ot_cpu_select_u32(const uint8_t *c, const uint32_t *x, bool x_step, const uint32_t *y, bool y_step, uint32_t *o,
                        int64_t n) {
-    int64_t k = 0;
+    int64_t k = avx512_prefix(n, 16);
 #ifdef VM_X86
-    if (n >= 16 && __builtin_cpu_supports("avx512f")) {
-        k = n & ~(int64_t)15;
-        select_avx512_u32(c, x, x_step, y, y_step, o, k);
-    }
+    if (k) select_avx512_u32(c, x, x_step, y, y_step, o, k);
 #endif
     for (; k < n; k++) o[k] = c[k] ? x[x_step ? k : 0] : y[y_step ? k : 0];
 }
 
 void ot_cpu_dropout_select(const float *u, float ratio, const float *x, float scale, float *y, uint8_t *mask,
                            int64_t n) {
-    int64_t k = 0;
+    int64_t k = avx512_prefix(n, 16);
 #ifdef VM_X86
-    if (n >= 16 && __builtin_cpu_supports("avx512f")) {
-        k = n & ~(int64_t)15;
-        select_avx512(u, ratio, x, scale, y, mask, k);
-    }
+    if (k) select_avx512(u, ratio, x, scale, y, mask, k);
 #endif
     for (; k < n; k++) {
         bool keep = u[k] >= ratio;
@@ -425,24 +427,18 @@ void ot_cpu_dropout_select(const float *u, float ratio, const float *x, float sc
 }
 
 void ot_cpu_exp_diff_f64(const float *x, double m, double *y, int64_t n) {
-    int64_t k = 0;
+    int64_t k = avx512_prefix(n, 8);
 #ifdef VM_X86
-    if (n >= 8 && __builtin_cpu_supports("avx512f")) {
-        k = n & ~(int64_t)7;
-        exp_diff_avx512(x, m, y, k);
-    }
+    if (k) exp_diff_avx512(x, m, y, k);
 #endif
     for (; k < n; k++) y[k] = exp((double)x[k] - m);
 }
 
 float ot_cpu_max_f32(const float *x, int64_t n) {
     float m = -INFINITY;
-    int64_t k = 0;
+    int64_t k = avx512_prefix(n, 16);
 #ifdef VM_X86
-    if (n >= 16 && __builtin_cpu_supports("avx512f")) {
-        k = n & ~(int64_t)15;
-        m = max_avx512(x, k);
-    }
+    if (k) m = max_avx512(x, k);
 #endif
     for (; k < n; k++) m = x[k] > m ? x[k] : m;
     /* A zero max is the first of the equal zeros, +0 or -0, an order the lanes do
@@ -455,23 +451,17 @@ float ot_cpu_max_f32(const float *x, int64_t n) {
 }
 
 void ot_cpu_expf_n(const float *x, float *y, int64_t n) {
-    int64_t k = 0;
+    int64_t k = avx512_prefix(n, 16);
 #ifdef VM_X86
-    if (n >= 16 && __builtin_cpu_supports("avx512f")) {
-        k = n & ~(int64_t)15;
-        expf_avx512(x, y, k);
-    }
+    if (k) expf_avx512(x, y, k);
 #endif
     for (; k < n; k++) y[k] = expf(x[k]);
 }
 
 void ot_cpu_erf_n(const float *x, float *y, int64_t n) {
-    int64_t k = 0;
+    int64_t k = avx512_prefix(n, 16);
 #ifdef VM_X86
-    if (n >= 16 && __builtin_cpu_supports("avx512f")) {
-        k = n & ~(int64_t)15;
-        erf_avx512(x, y, k);
-    }
+    if (k) erf_avx512(x, y, k);
 #endif
     if (n - k >= 4) {
         int64_t k4 = k + ((n - k) & ~(int64_t)3);
