@@ -7,7 +7,8 @@ smallest feasible peak (`--remat all`) to the plain one (`--remat none`), evenly
 At each budget `onnxtrain plan --json` with auto and with optimal gives the recompute
 FLOPs, the planned peak and the seconds the choice took, and for optimal the MIP gap,
 the rounds and the solver's model peak against the planner's. Writes the table between
-the markers in docs/remat.md (--no-write: print it only).
+the markers in docs/remat.md (--no-write: print it only). With --only, just the named
+models' rows are replaced, where they stood; the other models' rows are kept as they are.
 
     python3 bench/remat_optimal.py [--build build] [--zoo /tmp/onnxtrain-zoo] [--limit 60]
 
@@ -96,6 +97,33 @@ def row_for(binary, name, path, batch, limit):
     return rows
 
 
+def row_model(row):
+    """The model named in a table row's first cell."""
+    return row.split("|")[1].strip()
+
+
+def merge_rows(old_table, new_rows, only):
+    """The table's old rows with those of the models in `only` replaced by new_rows:
+    each model's new rows stand where its first old row stood (a model new to the
+    table goes last), so a run over a few models keeps every other model's rows."""
+    old = [r for r in old_table.strip().splitlines()[2:] if r.startswith("|")]
+    fresh = {}
+    for r in new_rows:
+        fresh.setdefault(row_model(r), []).append(r)
+    out, placed = [], set()
+    for r in old:
+        m = row_model(r)
+        if m not in only:
+            out.append(r)
+        elif m not in placed and m in fresh:
+            out += fresh[m]
+            placed.add(m)
+    for m, rs in fresh.items():
+        if m not in placed:
+            out += rs
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -114,13 +142,15 @@ def main():
             continue
         rows += row_for(binary, name, path, batch, a.limit)
         print(rows[-1], file=sys.stderr)
-    table = "\n".join(head + rows)
-    print(table)
+    print("\n".join(head + rows))
     if a.no_write:
         return
     doc = os.path.join(ROOT, "docs", "remat.md")
     text = open(doc).read()
     i, j = text.index(BEGIN) + len(BEGIN), text.index(END)
+    if a.only:
+        rows = merge_rows(text[i:j], rows, a.only.split(","))
+    table = "\n".join(head + rows)
     with open(doc + ".tmp", "w") as f:
         f.write(text[:i] + "\n" + table + "\n" + text[j:])
     os.replace(doc + ".tmp", doc)
