@@ -67,6 +67,10 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
         for (int i = 0; i < plan->n_steps; i++) top = plan->timeline[i] > top ? plan->timeline[i] : top;
         for (int i = 0; i < plan->n_steps; i++) m->n_top += plan->timeline[i] == top;
     }
+    if (st == OT_OK && m->want_plan && !m->scratch) { /* the caller's now */
+        m->plan = plan;
+        plan = NULL;
+    }
     if (!m->scratch) {
         ot_plan_free(plan);
         free(order);

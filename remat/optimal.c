@@ -61,6 +61,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "plan/planner.h"
 #include "remat/optimal_model.h"
 #include "remat/remat.h"
 #include "remat/remat_internal.h"
@@ -89,7 +90,7 @@ static void model_clear(model *md) {
     ot_mip_free(&md->mip);
     md->step_of = md->first_bwd = md->last_fwd = md->root = md->reach = md->place = md->col = md->rcol = NULL;
     md->terms = NULL, md->bounds = md->s_col = NULL, md->t0max = NULL;
-    md->n_terms = md->n_bounds = 0;
+    md->n_terms = md->cap_terms = md->n_bounds = 0;
     memset(&md->mip, 0, sizeof md->mip);
 }
 
@@ -99,6 +100,7 @@ static void model_free(model *md) {
     free(md->m0.timeline);
     ot_opt_chains_free(&md->chains);
     ot_mip_free(&md->cuts);
+    ot_plan_free(md->p0);
 }
 
 static bool is_var(const model *md, int v) { return v >= 0 && md->a->candidate[v] && !md->a->pinned[v]; }
@@ -255,6 +257,7 @@ static ot_status build_model(model *md, ot_error *err) {
     value_windows(md);
     ot_status st = choice_columns(md, err);
     if (!st) st = ot_opt_memory_terms(md, err);
+    if (!st) st = ot_opt_hole_terms(md, err);
     if (!st) st = ot_opt_budget_rows(md, err);
     return st;
 }
@@ -568,8 +571,10 @@ ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budg
     if (time_limit_s <= 0.0) time_limit_s = OT_REMAT_OPTIMAL_TIME_LIMIT;
     model md = {.g = g, .a = a};
     md.m0.want_timeline = true;
+    md.m0.want_plan = true; /* for the holes (optimal_hole.c); a test's measure gives none */
     for (int v = 0; v < a->n_values; v++) keep[v] = a->candidate[v];
     ot_status st = measure(g, user, &md.m0, err);
+    md.p0 = md.m0.plan;
     stats->n_measured = 1;
     if (!st && (!md.m0.timeline || !md.m0.order))
         st = ot_fail(err, OT_E_INTERNAL, "remat optimal: the memory measure gives no timeline");

@@ -29,7 +29,7 @@ typedef struct ot_opt_model {
     int *col;                /* per value: x (saved) or k (kept for clones) column, -1 */
     int *rcol;               /* per node id: r column, -1 */
     ot_opt_term *terms;
-    int n_terms;
+    int n_terms, cap_terms;
     int *bounds, n_bounds;   /* interval starts, ascending; the last is n_steps */
     int *s_col;              /* per interval: S column */
     double *t0max;           /* per interval: the none plan's most bytes in use (units) */
@@ -37,6 +37,9 @@ typedef struct ot_opt_model {
     double pad;              /* bytes off every row's budget: the none plan's pinned padding (0 after
                                 the fallback; see the file header) */
     ot_mip mip;
+    /* The none plan as the planner placed it (NULL when the measure is not the
+     * planner's own): where best fit must leave a hole (remat/optimal_hole.c). */
+    struct ot_plan *p0;
     /* Kept when the programme is rebuilt (model_rebuild): the chains found so far
      * (optimal_chain.h) and the no-good cuts, as rows over x/k columns, which a
      * rebuild numbers the same (choice_columns adds them first). */
@@ -49,6 +52,13 @@ ot_status ot_opt_oom(ot_error *err);
 /* The memory terms per root (a value and its views) and the rows that tie them to the
  * choices; needs the columns of optimal.c's choice_columns. */
 ot_status ot_opt_memory_terms(ot_opt_model *md, ot_error *err);
+/* Appends the term coef x col over steps [start, end) (nothing when empty); false when
+ * out of memory. */
+bool ot_opt_add_term(ot_opt_model *md, int col, int start, int end, double coef);
+/* The holes best fit must leave below the arena's top in every plan (optimal_hole.c):
+ * their bytes as terms, each on a column fixed at 1 or, where a clone could run before
+ * the hole is made, a column that is 1 unless one of those clones runs. */
+ot_status ot_opt_hole_terms(ot_opt_model *md, ot_error *err);
 /* The running sums over the terms: one interval per run of steps where none starts or
  * ends; their bounds are set per round. */
 ot_status ot_opt_budget_rows(ot_opt_model *md, ot_error *err);

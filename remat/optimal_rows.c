@@ -13,14 +13,14 @@ typedef ot_opt_model model;
 
 ot_status ot_opt_oom(ot_error *err) { return ot_fail(err, OT_E_MEMORY, "remat optimal: out of memory"); }
 
-static bool add_term(model *md, int col, int start, int end, double coef, int *cap) {
+bool ot_opt_add_term(model *md, int col, int start, int end, double coef) {
     if (col < 0 || start >= end) return true;
-    if (md->n_terms == *cap) {
-        int nc = *cap ? 2 * *cap : 256;
+    if (md->n_terms == md->cap_terms) {
+        int nc = md->cap_terms ? 2 * md->cap_terms : 256;
         ot_opt_term *t = realloc(md->terms, (size_t)nc * sizeof(ot_opt_term));
         if (!t) return false;
         md->terms = t;
-        *cap = nc;
+        md->cap_terms = nc;
     }
     md->terms[md->n_terms++] = (ot_opt_term){col, start, end, coef};
     return true;
@@ -57,8 +57,7 @@ static bool reader_row(model *md, const reader *rd, int w, int zcol) {
  * place P_1 <= P_2 ...; over [P_j, P_j+1) the bytes are back when z (freed) and any of
  * the first j readers is cloned: w_j >= z + r_i - 1 for i <= j (a chain: all of its
  * literals for r_i). Few readers per value, so few rows. */
-static ot_status early_clone_terms(model *md, int root, int zcol, int start, int end, double b, int *cap,
-                                   ot_error *err) {
+static ot_status early_clone_terms(model *md, int root, int zcol, int start, int end, double b, ot_error *err) {
     const ot_graph *g = md->g;
     const ot_remat_analysis *a = md->a;
     int n = 0, room = 0;
@@ -86,7 +85,7 @@ static ot_status early_clone_terms(model *md, int root, int zcol, int start, int
         int until = j + 1 < n ? rd[j + 1].step : end;
         if (until <= rd[j].step) continue;
         int w = ot_mip_add_col(mp, 0.0, 0.0, 1.0, false);
-        if (w < 0 || !add_term(md, w, rd[j].step, until, b, cap)) st = ot_opt_oom(err);
+        if (w < 0 || !ot_opt_add_term(md, w, rd[j].step, until, b)) st = ot_opt_oom(err);
         for (int i = 0; i <= j && !st; i++)
             if (!reader_row(md, &rd[i], w, zcol)) st = ot_opt_oom(err);
     }
@@ -100,7 +99,7 @@ ot_status ot_opt_memory_terms(model *md, ot_error *err) {
     const ot_graph *g = md->g;
     const ot_remat_analysis *a = md->a;
     ot_mip *mp = &md->mip;
-    int cap = 0, nv = a->n_values;
+    int nv = a->n_values;
     int *lf = malloc((size_t)nv * sizeof(int)), *fb = malloc((size_t)nv * sizeof(int));
     int *until = malloc((size_t)nv * sizeof(int)), *gcol = malloc((size_t)nv * sizeof(int));
     bool *pinned = calloc((size_t)nv, sizeof(bool)), *saved = calloc((size_t)nv, sizeof(bool));
@@ -133,14 +132,14 @@ ot_status ot_opt_memory_terms(model *md, ot_error *err) {
         if (b <= 0.0) continue;
         if (saved[r] && lf[r] + 1 < fb[r]) {
             if ((gcol[r] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, false)) < 0 ||
-                !add_term(md, gcol[r], lf[r] + 1, fb[r], -b, &cap) ||
-                (st = early_clone_terms(md, r, gcol[r], lf[r] + 1, fb[r], b, &cap, err))) {
+                !ot_opt_add_term(md, gcol[r], lf[r] + 1, fb[r], -b) ||
+                (st = early_clone_terms(md, r, gcol[r], lf[r] + 1, fb[r], b, err))) {
                 if (!st) st = ot_opt_oom(err);
                 goto done;
             }
         } else if (!saved[r] && until[r] > lf[r]) {
             if ((gcol[r] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, false)) < 0 ||
-                !add_term(md, gcol[r], lf[r] + 1, until[r] + 1, b, &cap)) {
+                !ot_opt_add_term(md, gcol[r], lf[r] + 1, until[r] + 1, b)) {
                 st = ot_opt_oom(err);
                 goto done;
             }

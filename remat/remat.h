@@ -150,6 +150,11 @@ typedef struct ot_remat_measurement {
     int *order;
     size_t *timeline;
     size_t pinned_padding; /* with the timeline: the plan's (planner.h, Padding); 0 when unknown */
+    /* Asked for by setting want_plan without a scratch (optimal's holes read where best
+     * fit placed every block): the plan itself, the caller frees it (ot_plan_free). A
+     * measure that cannot leaves it NULL. */
+    bool want_plan;
+    struct ot_plan *plan;
     /* Given by a caller that measures many plans of one graph (auto), NULL otherwise:
      * memory the planner's measure reuses from one call to the next (plan/scratch.h),
      * so that no measurement after the first faults pages in. A measure that wraps
