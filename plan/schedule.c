@@ -1,6 +1,6 @@
-/* schedule.c — Kahn's sort with a min-heap on (phase rank, anchor, recompute-first,
- * id), in two forms (the eager rule evaluated once per node, or again whenever a
- * value's readers run), the one with the smaller planned peak chosen; see
+/* schedule.c — Kahn's sort taking the ready node with the least (phase rank, anchor,
+ * recompute-first, id), in two forms (the eager rule evaluated once per node, or again
+ * whenever a value's readers run), the one with the smaller planned peak chosen; see
  * schedule.h for the rule, why recompute clones are placed lazily and why nodes that
  * free at least what they allocate run eagerly. */
 #include <stdint.h>
@@ -36,59 +36,44 @@ static int key_cmp(const sched_key *a, const sched_key *b) {
     return (a->id > b->id) - (a->id < b->id);
 }
 
-/* A key packed into one integer that orders like key_cmp: rank (2 bits), anchor + 1
- * (31 bits), sub (1 bit), id (30 bits; sched_init refuses bigger graphs). The heap
- * compares and moves these 8 bytes instead of four ints. */
-#define KEY_ID_BITS 30
-#define KEY_MAX_NODES (1 << KEY_ID_BITS)
+/* The ready nodes wait in a bitmap over every key a node can be pushed with, in key
+ * order: a node's static key and, for a backward node, its eager key (rank 2, anchor
+ * -1). Those keys are known once build_keys has run, so sched_init sorts them once
+ * (a counting sort: linear) and a push sets the key's bit, a pop takes the lowest set
+ * bit. A binary or 4-ary heap of packed keys did the same with a sift per pop through
+ * a heap of some 700 nodes on average at 5,000 nodes (the weight Transposes and the
+ * input Transposes of a training graph are ready from the forward pass on and waited
+ * there all through it): heap_pop was the largest single item of auto's time. Keys
+ * are unique and each is pushed at most once per order (a node at its readiness and
+ * at most once more when it turns eager), so both pop the same sequence. An entry
+ * carries its key, so a node whose key changed (it became eager) is pushed again and
+ * its stale entry skipped when popped. */
+typedef struct ready_set {
+    uint64_t *bits; /* one bit per key position */
+    uint64_t *sum;  /* bit w: bits[w] != 0 */
+    int n_sum, lo;  /* lo: no sum word below it is nonzero */
+} ready_set;
 
-static uint64_t key_pack(sched_key k) {
-    return (uint64_t)k.rank << 62 | (uint64_t)(k.anchor + 1) << 31 | (uint64_t)k.sub << 30 | (uint64_t)k.id;
-}
-static int key_id(uint64_t x) { return (int)(x & (KEY_MAX_NODES - 1)); }
-static bool key_eager(uint64_t x) { return ((x >> 31) & 0x7fffffffu) == 0; } /* anchor -1 */
-
-/* 4-ary min-heap of packed keys: half the levels of a binary heap, a node's four
- * children side by side (32 bytes), so a pop on a heap of thousands of ready nodes (the
- * weight Transposes a training graph can run from the start wait there all through
- * the forward pass) takes half the dependent, badly predicted steps. Keys are unique
- * (a node's id is in its key, and it is pushed at most twice, with different
- * anchors), so every heap pops the same sequence: the order does not depend on the
- * heap's shape. An entry carries its key, so a node whose key changes (it became
- * eager) is pushed again and its stale entry skipped when popped. */
-typedef struct heap {
-    uint64_t *a;
-    int n;
-} heap;
-
-#define HEAP_ARITY 4
-
-static void heap_push(heap *h, uint64_t k) {
-    int i = h->n++;
-    while (i > 0) {
-        int p = (i - 1) / HEAP_ARITY;
-        if (k >= h->a[p]) break;
-        h->a[i] = h->a[p];
-        i = p;
-    }
-    h->a[i] = k;
+static void ready_push(ready_set *r, int pos) {
+    int w = pos >> 6;
+    r->bits[w] |= (uint64_t)1 << (pos & 63);
+    r->sum[w >> 6] |= (uint64_t)1 << (w & 63);
+    if ((w >> 6) < r->lo) r->lo = w >> 6;
 }
 
-static uint64_t heap_pop(heap *h) {
-    uint64_t top = h->a[0], last = h->a[--h->n];
-    int i = 0;
-    for (;;) {
-        int c = HEAP_ARITY * i + 1, m = c;
-        if (c >= h->n) break;
-        int end = c + HEAP_ARITY < h->n ? c + HEAP_ARITY : h->n;
-        for (int k = c + 1; k < end; k++) m = h->a[k] < h->a[m] ? k : m;
-        if (h->a[m] >= last) break;
-        h->a[i] = h->a[m];
-        i = m;
-    }
-    if (h->n > 0) h->a[i] = last;
-    return top;
+/* The lowest set position, cleared; -1 when the set is empty. */
+static int ready_pop(ready_set *r) {
+    while (r->lo < r->n_sum && r->sum[r->lo] == 0) r->lo++;
+    if (r->lo == r->n_sum) return -1;
+    int w = (r->lo << 6) + __builtin_ctzll(r->sum[r->lo]);
+    int b = __builtin_ctzll(r->bits[w]);
+    r->bits[w] &= r->bits[w] - 1;
+    if (r->bits[w] == 0) r->sum[w >> 6] &= ~((uint64_t)1 << (w & 63));
+    return (w << 6) + b;
 }
+
+/* build_keys' buckets (rank, anchor + 1) must fit an int. */
+#define SCHED_MAX_NODES (INT32_MAX / 4 - 2)
 
 static bool node_live(const ot_graph *g, int id) { return id >= 0 && id < g->n_nodes && !g->nodes[id].removed; }
 
@@ -128,8 +113,12 @@ typedef struct sched {
     /* per run */
     int *indeg, *readers;
     bool *done, *eager;
-    uint64_t *heap_mem;
-    int heap_cap;
+    /* the ready set's key positions (ready_set): per node its static key's and its
+     * eager key's (-1: not a backward node), per position its node; the eager keys
+     * are the positions [eager_lo, eager_hi) */
+    int *pos_static, *pos_eager, *pos_node;
+    int n_pos, eager_lo, eager_hi;
+    uint64_t *ready_bits, *ready_sum;
 } sched;
 
 /* True if v is a temporary: produced by a live node, an activation or gradient, not
@@ -343,7 +332,11 @@ static void sched_free(sched *s) {
     ot_scratch_release(s->scr, s->readers);
     ot_scratch_release(s->scr, s->done);
     ot_scratch_release(s->scr, s->eager);
-    ot_scratch_release(s->scr, s->heap_mem);
+    ot_scratch_release(s->scr, s->pos_static);
+    ot_scratch_release(s->scr, s->pos_eager);
+    ot_scratch_release(s->scr, s->pos_node);
+    ot_scratch_release(s->scr, s->ready_bits);
+    ot_scratch_release(s->scr, s->ready_sum);
     ot_scratch_release(s->scr, s->phase);
     ot_scratch_release(s->scr, s->flags);
     ot_scratch_release(s->scr, s->in_start);
@@ -389,7 +382,7 @@ static ot_status build_edges(sched *s, ot_error *err) {
 
 /* A topological order of the live nodes into s->topo from the edges build_edges made
  * (arrays, where the graph's own sort reads every node and consumer list again); any
- * topological order serves build_keys and run_order, whose heap pops by unique keys.
+ * topological order serves build_keys and run_order, whose ready set pops by unique keys.
  * False when some live node is left out: a cycle. */
 static bool edge_topo_order(sched *s) {
     int *indeg = s->indeg, head = 0, tail = 0, live = 0; /* s->indeg is free until run_order */
@@ -429,13 +422,61 @@ static void build_keys(sched *s) {
     }
 }
 
+/* The bucket of key k in build_positions' counting sort: (rank, anchor + 1). */
+static int key_bucket(const sched *s, sched_key k) { return k.rank * (s->nn + 1) + k.anchor + 1; }
+
+/* Every key a live node can be pushed with, in key_cmp's order (ready_set): a counting
+ * sort on (rank, anchor + 1), filled with the sub-0 keys (clones) in id order, then the
+ * sub-1 keys in id order, the eager keys (rank 2, anchor -1) among them. Linear, where
+ * sorting the keys would not be. False when out of memory. */
+static bool build_positions(sched *s) {
+    int nn = s->nn, nb = 4 * (nn + 1);
+    int eager_b = key_bucket(s, (sched_key){2, -1, 1, 0});
+    int *start = ot_scratch_calloc(s->scr, (size_t)nb + 1, sizeof(int));
+    s->pos_static = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
+    s->pos_eager = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
+    s->pos_node = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(2 * nn + 1));
+    if (!start || !s->pos_static || !s->pos_eager || !s->pos_node) {
+        ot_scratch_release(s->scr, start);
+        return false;
+    }
+    for (int id = 0; id < nn; id++) {
+        if (!s->live[id]) continue;
+        start[key_bucket(s, s->keys[id]) + 1]++;
+        start[eager_b + 1] += s->bwd[id];
+    }
+    for (int b = 0; b < nb; b++) start[b + 1] += start[b];
+    s->n_pos = start[nb];
+    s->eager_lo = start[eager_b];
+    s->eager_hi = start[eager_b + 1];
+    for (int sub = 0; sub < 2; sub++)
+        for (int id = 0; id < nn; id++) {
+            if (!s->live[id]) continue;
+            if (s->keys[id].sub == sub) {
+                int at = start[key_bucket(s, s->keys[id])]++;
+                s->pos_static[id] = at;
+                s->pos_node[at] = id;
+            }
+            if (sub == 1) {
+                int at = s->bwd[id] ? start[eager_b]++ : -1;
+                s->pos_eager[id] = at;
+                if (at >= 0) s->pos_node[at] = id;
+            }
+        }
+    ot_scratch_release(s->scr, start);
+    int n_words = (s->n_pos + 63) / 64 + 1;
+    s->ready_bits = ot_scratch_alloc(s->scr, sizeof(uint64_t) * (size_t)n_words);
+    s->ready_sum = ot_scratch_alloc(s->scr, sizeof(uint64_t) * (size_t)((n_words + 63) / 64));
+    return s->ready_bits && s->ready_sum;
+}
+
 static ot_status sched_init(sched *s, const ot_graph *g, ot_plan_scratch *scr, ot_error *err) {
     memset(s, 0, sizeof *s);
     s->g = g;
     s->scr = scr;
     int nn = s->nn = g->n_nodes, nv = g->n_values;
-    if (nn >= KEY_MAX_NODES) /* the packed keys' id field */
-        return ot_fail(err, OT_E_UNSUPPORTED, "schedule: %d nodes, more than the %d it can order", nn, KEY_MAX_NODES - 1);
+    if (nn >= SCHED_MAX_NODES)
+        return ot_fail(err, OT_E_UNSUPPORTED, "schedule: %d nodes, more than the %d it can order", nn, SCHED_MAX_NODES - 1);
     s->topo = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
     s->keys = ot_scratch_alloc(s->scr, sizeof(sched_key) * (size_t)(nn + 1));
     s->indeg0 = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(int));
@@ -475,26 +516,22 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_plan_scratch *scr, o
         }
     }
     build_keys(s);
-    /* each node is pushed once when ready and at most once more when it turns eager */
-    s->heap_cap = 2 * s->n_live + 1;
-    s->heap_mem = ot_scratch_alloc(s->scr, sizeof(uint64_t) * (size_t)s->heap_cap);
-    if (!s->heap_mem) return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d nodes", nn);
+    if (!build_positions(s)) return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d nodes", nn);
     return OT_OK;
 }
 
-/* The key a node is pushed with: eager nodes go before every other node of their rank. */
-static uint64_t ready_key(sched *s, int id, bool dynamic) {
-    sched_key k = s->keys[id];
+/* The position of the key a node is pushed with: eager nodes go before every other
+ * node of their rank. */
+static int ready_key(sched *s, int id, bool dynamic) {
     /* only a backward node can be eager: others are not read at all */
     bool eager = node_eager_fast(s, id, dynamic ? s->readers : NULL);
     s->eager[id] = eager;
-    if (eager) k.anchor = -1;
-    return key_pack(k);
+    return eager ? s->pos_eager[id] : s->pos_static[id];
 }
 
 /* After node id ran: each value it read has one reader less; a ready node that is
  * now the last reader of a temporary may have become eager. */
-static void note_reads(sched *s, int id, heap *h) {
+static void note_reads(sched *s, int id, ready_set *h) {
     const int *in = s->in_val + s->in_start[id];
     int n_in = s->in_start[id + 1] - s->in_start[id], nv = s->g->n_values;
     for (int k = 0; k < n_in; k++) {
@@ -506,8 +543,8 @@ static void note_reads(sched *s, int id, heap *h) {
         for (int c = s->cons_start[v]; c < s->cons_start[v + 1]; c++) {
             int r = s->cons[c];
             if (r < 0 || r >= s->nn || !s->live[r] || s->done[r] || s->indeg[r] != 0 || s->eager[r]) continue;
-            uint64_t key = ready_key(s, r, true);
-            if (s->eager[r]) heap_push(h, key);
+            int key = ready_key(s, r, true);
+            if (s->eager[r]) ready_push(h, key);
             break;
         }
     }
@@ -521,19 +558,22 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
     memcpy(s->readers, s->readers0, sizeof(int) * (size_t)(s->g->n_values + 1));
     memset(s->done, 0, sizeof(bool) * (size_t)(s->nn + 1));
     memset(s->eager, 0, sizeof(bool) * (size_t)(s->nn + 1));
-    heap h = {s->heap_mem, 0};
+    int n_words = (s->n_pos + 63) / 64 + 1;
+    ready_set h = {s->ready_bits, s->ready_sum, (n_words + 63) / 64, 0};
+    memset(h.bits, 0, sizeof(uint64_t) * (size_t)n_words);
+    memset(h.sum, 0, sizeof(uint64_t) * (size_t)h.n_sum);
     for (int i = 0; i < s->n_live; i++)
-        if (s->indeg[s->topo[i]] == 0) heap_push(&h, ready_key(s, s->topo[i], dynamic));
+        if (s->indeg[s->topo[i]] == 0) ready_push(&h, ready_key(s, s->topo[i], dynamic));
     int n = 0;
-    while (h.n > 0) {
-        uint64_t k = heap_pop(&h);
-        int id = key_id(k);
-        if (s->done[id] || (s->eager[id] && !key_eager(k))) continue; /* a stale entry */
+    for (int k; (k = ready_pop(&h)) >= 0;) {
+        int id = s->pos_node[k];
+        bool eager_key = k >= s->eager_lo && k < s->eager_hi;
+        if (s->done[id] || (s->eager[id] && !eager_key)) continue; /* a stale entry */
         s->done[id] = true;
         order[n++] = id;
         if (dynamic) note_reads(s, id, &h);
         for (int e = s->succ_start[id]; e < s->succ_start[id + 1]; e++)
-            if (--s->indeg[s->succ[e]] == 0) heap_push(&h, ready_key(s, s->succ[e], dynamic));
+            if (--s->indeg[s->succ[e]] == 0) ready_push(&h, ready_key(s, s->succ[e], dynamic));
     }
     if (n != s->n_live) return ot_fail(err, OT_E_INTERNAL, "schedule: scheduled %d of %d live nodes", n, s->n_live);
     return OT_OK;
