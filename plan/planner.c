@@ -83,10 +83,12 @@ typedef struct build {
     int *first_read; /* per value: first step that reads it; INT_MAX when none */
     unsigned char *step_flags; /* per step: STEP_VIEW, STEP_OPTIMIZER */
     unsigned char *step_phase; /* per step: the node's ot_phase */
-    /* The value ids every step reads and writes, copied once from the nodes (648 bytes
-     * each, their id arrays elsewhere) into one array in schedule order: step s's
-     * inputs are io[io_start[s] .. + n_in[s]), its outputs the rest up to
-     * io_start[s + 1]. The passes after scan_steps read these, not the nodes. */
+    /* Without the caller's compact copy (nodes), the value ids every step reads and
+     * writes, copied once from the nodes (648 bytes each, their id arrays elsewhere)
+     * into one array in schedule order: step s's inputs are io[io_start[s] .. +
+     * n_in[s]), its outputs the rest up to io_start[s + 1]. The passes after scan_steps
+     * read these, not the nodes. With nodes they read that copy (io_of): copying it
+     * again in step order cost more than the walk's reads through the order. */
     int *io, *io_start, *n_in;
     int io_cap;
     int *slab_key, *slab_ids;
@@ -128,7 +130,7 @@ static void build_free(build *b) {
     ot_scratch_release(b->scr, b->slab_ids);
     ot_scratch_release(b->scr, b->tin);
     ot_scratch_release(b->scr, b->tout);
-    free(b->al.b);
+    ot_scratch_release(b->scr, b->al.b);
 }
 
 /* Allocates the plan and the per-node / per-value tables; marks graph outputs and
@@ -139,11 +141,11 @@ static ot_status build_init(build *b) {
     if (!p) return oom(b);
     p->n_values = nv;
     p->n_steps = n;
-    p->values = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof *p->values);
+    p->values = ot_scratch_alloc(b->scr, sizeof *p->values * (size_t)(nv + 1)); /* each set below */
     p->order = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
     p->ws_offset = ot_scratch_alloc(b->scr, sizeof(int64_t) * (size_t)(n + 1));
     p->ws_bytes = ot_scratch_calloc(b->scr, (size_t)n + 1, sizeof(size_t));
-    p->timeline = ot_scratch_calloc(b->scr, (size_t)n + 1, sizeof(size_t));
+    p->timeline = ot_scratch_alloc(b->scr, sizeof(size_t) * (size_t)(n + 1)); /* a plan's walk sets each */
     b->step_of = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(b->g->n_nodes + 1));
     b->used = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof(bool));
     b->released = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof(bool));
@@ -159,12 +161,14 @@ static ot_status build_init(build *b) {
     b->sort_tmp = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 2));
     b->step_flags = ot_scratch_alloc(b->scr, (size_t)n + 1);
     b->step_phase = ot_scratch_alloc(b->scr, (size_t)n + 1);
-    b->io_cap = 4 * n + 16;
-    b->io = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)b->io_cap);
-    b->io_start = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
-    b->n_in = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
-    if (!b->io || !b->io_start || !b->n_in) return oom(b);
-    b->io_start[0] = 0;
+    if (!b->nodes) {
+        b->io_cap = 4 * n + 16;
+        b->io = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)b->io_cap);
+        b->io_start = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
+        b->n_in = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
+        if (!b->io || !b->io_start || !b->n_in) return oom(b);
+        b->io_start[0] = 0;
+    }
     if (!b->first_read || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase) return oom(b);
     if (!p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !b->step_of || !b->used ||
         !b->released || !b->is_output || !b->external || !b->opt_read || !b->opt_first || !b->reach ||
@@ -173,7 +177,7 @@ static ot_status build_init(build *b) {
     if (n > 0) memcpy(p->order, b->order, sizeof(int) * (size_t)n);
     p->peak_step = -1;
     p->backward_step = n;
-    for (int i = 0; i < b->g->n_nodes; i++) b->step_of[i] = -1;
+    memset(b->step_of, 0xff, sizeof(int) * (size_t)b->g->n_nodes); /* -1 each */
     for (int v = 0; v < nv; v++) {
         p->values[v] = (ot_plan_value){.offset = -1, .def_step = -1, .last_step = -1, .inplace_of = -1,
                                        .alias_of = -1, .slot_of = -1, .category = OT_MEM_TRANSIENT};
@@ -192,12 +196,6 @@ static ot_status build_init(build *b) {
         b->external[v] = true;
     }
     return OT_OK;
-}
-
-static step_io io_of(const build *b, int s) {
-    const int *in = b->io + b->io_start[s];
-    return (step_io){.in = in, .n_in = b->n_in[s], .out = in + b->n_in[s],
-                     .n_out = b->io_start[s + 1] - b->io_start[s] - b->n_in[s]};
 }
 
 unsigned char ot_plan_node_flags(const ot_node *nd) {
@@ -223,6 +221,17 @@ static node_facts facts_of(const build *b, int id) {
     const ot_node *nd = &b->g->nodes[id];
     return (node_facts){.in = nd->inputs, .n_in = nd->n_inputs, .out = nd->outputs, .n_out = nd->n_outputs,
                         .phase = (unsigned char)nd->phase, .flags = ot_plan_node_flags(nd)};
+}
+
+/* Step s's inputs and outputs: from the caller's compact copy or from b->io. */
+static step_io io_of(const build *b, int s) {
+    if (b->nodes) {
+        node_facts nd = facts_of(b, b->order[s]);
+        return (step_io){.in = nd.in, .n_in = nd.n_in, .out = nd.out, .n_out = nd.n_out};
+    }
+    const int *in = b->io + b->io_start[s];
+    return (step_io){.in = in, .n_in = b->n_in[s], .out = in + b->n_in[s],
+                     .n_out = b->io_start[s + 1] - b->io_start[s] - b->n_in[s]};
 }
 
 /* Appends a node's inputs and outputs to b->io as step s. */
@@ -261,7 +270,7 @@ static ot_status scan_steps(build *b) {
         bool is_opt = nd.flags & STEP_OPTIMIZER;
         b->step_flags[s] = nd.flags;
         b->step_phase[s] = nd.phase;
-        ot_status st = copy_io(b, s, &nd);
+        ot_status st = b->nodes ? OT_OK : copy_io(b, s, &nd);
         if (st) return st;
         for (int k = 0; k < nd.n_out; k++) {
             int v = nd.out[k];
@@ -731,7 +740,7 @@ static ot_status plan_run(const ot_graph *g, const int *order, int n, const ot_p
                           const ot_plan_options *opt, const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr,
                           bool *exceeded, ot_plan **out, ot_error *err) {
     build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .nodes = nodes, .scr = scr,
-               .err = err, .max_io = 1, .limit = limit};
+               .err = err, .max_io = 1, .limit = limit, .al = {.scr = scr}};
     *out = NULL;
     ot_status st = build_init(&b);
     if (!st) st = scan_steps(&b);

@@ -21,6 +21,10 @@
 
 void ot_remat_rewrite_free(ot_remat_rewrite *rw) {
     if (!rw) return;
+    if (rw->borrowed) { /* the arrays are the search's */
+        memset(rw, 0, sizeof *rw);
+        return;
+    }
     free(rw->rw_node);
     free(rw->rw_slot);
     free(rw->rw_old);
@@ -134,14 +138,25 @@ static bool grow_ids(int **a, int **b, int **c, int *cap, int need) {
     return true;
 }
 
+void ot_remat_rewrite_buf_free(ot_remat_rewrite_buf *b) {
+    free(b->needed);
+    free(b->clone_of);
+    free(b->readers);
+    free(b->rw_node);
+    free(b->rw_slot);
+    free(b->rw_old);
+    memset(b, 0, sizeof *b);
+}
+
 /* The rewrite; marked: the clones ot_remat_mark_clones marks for keep, already marked
- * by the caller (n_marked of them), or NULL to mark them here. */
+ * by the caller (n_marked of them), or NULL to mark them here. buf: where the arrays
+ * come from (auto_search.h), or NULL to allocate them for rw alone. */
 static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *marked, int n_marked,
-                       ot_remat_rewrite *rw, ot_error *err) {
+                       ot_remat_rewrite_buf *buf, ot_remat_rewrite *rw, ot_error *err) {
     ot_status st = OT_OK;
     bool *own = NULL, *needed = NULL;
     const bool *cloned = marked;
-    int *stack = NULL, *readers = NULL;
+    int *stack = NULL, *readers = NULL, cap_slots = 0, cap_readers = 0;
     memset(rw, 0, sizeof *rw);
     if (g->n_values != a->n_values || g->n_nodes != a->n_nodes)
         return ot_fail(err, OT_E_INTERNAL, "remat: graph '%s' changed since it was analysed", g->name);
@@ -151,8 +166,25 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
         cloned = own = ot_xcalloc((size_t)a->n_nodes, sizeof(bool));
         stack = ot_xcalloc(ot_remat_stack_room(g, a), sizeof(int));
     }
-    needed = ot_xcalloc((size_t)a->n_values, sizeof(bool));
-    rw->clone_of = ot_xcalloc((size_t)a->n_values, sizeof(int));
+    if (buf && !buf->needed) { /* a search's first rewrite: its arrays, for every rewrite after it */
+        buf->needed = ot_xcalloc((size_t)a->n_values, sizeof(bool));
+        buf->clone_of = ot_xcalloc((size_t)a->n_values, sizeof(int));
+        if (!buf->needed || !buf->clone_of) ot_remat_rewrite_buf_free(buf);
+    }
+    if (buf) { /* every entry of both is set below */
+        needed = buf->needed;
+        rw->clone_of = buf->clone_of;
+        readers = buf->readers;
+        rw->rw_node = buf->rw_node;
+        rw->rw_slot = buf->rw_slot;
+        rw->rw_old = buf->rw_old;
+        cap_readers = buf->cap_readers;
+        cap_slots = buf->cap_slots;
+        rw->borrowed = true;
+    } else {
+        needed = ot_xcalloc((size_t)a->n_values, sizeof(bool));
+        rw->clone_of = ot_xcalloc((size_t)a->n_values, sizeof(int));
+    }
     if (!cloned || (!marked && !stack) || !needed || !rw->clone_of) {
         st = ot_fail(err, OT_E_MEMORY, "remat: out of memory rewriting '%s'", g->name);
         goto fail;
@@ -183,7 +215,6 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
     /* Rewire the backward readers; collect them first since rewiring edits the lists.
      * The journal grows as it fills: counting the slots first read every recomputed
      * value's struct and list once more, misses on a big graph. */
-    int cap_slots = 0, cap_readers = 0;
     for (int v = 0; v < a->n_values && st == OT_OK; v++) {
         if (!a->saved[v] || keep[v]) continue;
         const ot_value *val = &g->values[v];
@@ -213,9 +244,18 @@ oom:
     st = ot_fail(err, OT_E_MEMORY, "remat: out of memory rewiring '%s'", g->name);
 fail:
     free(own);
-    free(needed);
     free(stack);
-    free(readers);
+    if (buf) { /* what grew stays the search's */
+        buf->readers = readers;
+        buf->rw_node = rw->rw_node;
+        buf->rw_slot = rw->rw_slot;
+        buf->rw_old = rw->rw_old;
+        buf->cap_readers = cap_readers;
+        buf->cap_slots = cap_slots;
+    } else {
+        free(needed);
+        free(readers);
+    }
     if (st != OT_OK) { /* a part of the rewrite: undone the general way */
         undo_graph(g, rw, false);
         ot_remat_rewrite_free(rw);
@@ -225,12 +265,12 @@ fail:
 
 ot_status ot_remat_apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep, ot_remat_rewrite *rw,
                          ot_error *err) {
-    return apply(g, a, keep, NULL, 0, rw, err);
+    return apply(g, a, keep, NULL, 0, NULL, rw, err);
 }
 
 ot_status ot_remat_apply_marked(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *cloned,
-                                int n_clones, ot_remat_rewrite *rw, ot_error *err) {
-    return apply(g, a, keep, cloned, n_clones, rw, err);
+                                int n_clones, ot_remat_rewrite_buf *buf, ot_remat_rewrite *rw, ot_error *err) {
+    return apply(g, a, keep, cloned, n_clones, buf, rw, err);
 }
 
 /* How far ahead the undo prefetches what removing a clone reads: each input's value
