@@ -225,9 +225,11 @@ static node_facts facts_of(const build *b, int id) {
 
 /* Step s's inputs and outputs: from the caller's compact copy or from b->io. */
 static step_io io_of(const build *b, int s) {
-    if (b->nodes) {
-        node_facts nd = facts_of(b, b->order[s]);
-        return (step_io){.in = nd.in, .n_in = nd.n_in, .out = nd.out, .n_out = nd.n_out};
+    const ot_plan_nodes *t = b->nodes;
+    if (t) {
+        int id = b->order[s], i = t->in_start[id], o = t->out_start[id];
+        return (step_io){.in = t->in_val + i, .n_in = t->in_start[id + 1] - i, .out = t->out_val + o,
+                         .n_out = t->out_start[id + 1] - o};
     }
     const int *in = b->io + b->io_start[s];
     return (step_io){.in = in, .n_in = b->n_in[s], .out = in + b->n_in[s],
