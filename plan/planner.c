@@ -199,8 +199,9 @@ static ot_status build_init(build *b) {
 }
 
 unsigned char ot_plan_node_flags(const ot_node *nd) {
-    bool is_opt = ot_op_has(nd->op, OT_T_OPTIMIZER);
-    bool inplace = ot_op_has(nd->op, OT_T_INPLACE) || ot_op_has(nd->op, OT_T_VIEW);
+    unsigned traits = ot_op_get(nd->op)->traits; /* one lookup: the schedule asks this of every node */
+    bool is_opt = traits & OT_T_OPTIMIZER;
+    bool inplace = traits & (OT_T_INPLACE | OT_T_VIEW);
     return (unsigned char)((ot_plan_view_candidate(nd) ? STEP_VIEW : 0) | (is_opt ? STEP_OPTIMIZER : 0) |
                            (inplace ? STEP_INPLACE : 0) | (nd->op == OT_OP_SUM ? STEP_SUM : 0));
 }
@@ -223,8 +224,9 @@ static node_facts facts_of(const build *b, int id) {
                         .phase = (unsigned char)nd->phase, .flags = ot_plan_node_flags(nd)};
 }
 
-/* Step s's inputs and outputs: from the caller's compact copy or from b->io. */
-static step_io io_of(const build *b, int s) {
+/* Step s's inputs and outputs: from the caller's compact copy or from b->io. Inlined:
+ * the walk asks it at every step, and a call returning the struct cost more than it. */
+static inline __attribute__((always_inline)) step_io io_of(const build *b, int s) {
     const ot_plan_nodes *t = b->nodes;
     if (t) {
         int id = b->order[s], i = t->in_start[id], o = t->out_start[id];

@@ -72,8 +72,8 @@ static int ready_pop(ready_set *r) {
     return (w << 6) + b;
 }
 
-/* build_keys' buckets (rank, anchor + 1) must fit an int. */
-#define SCHED_MAX_NODES (INT32_MAX / 4 - 2)
+/* The ready set's positions (two per node) must fit an int. */
+#define SCHED_MAX_NODES (INT32_MAX / 2 - 2)
 
 static bool node_live(const ot_graph *g, int id) { return id >= 0 && id < g->n_nodes && !g->nodes[id].removed; }
 
@@ -266,8 +266,8 @@ static bool read_values(sched *s) {
         s->cons_start[v] = n_cons;
         if (!ids_room(s, &s->cons, &cap_cons, n_cons, n_cons + nc)) return false;
         for (int c = 0; c < nc; c++) s->cons[n_cons++] = cs[c];
-        s->vbytes[v] = value_bytes(val);
         s->vsize[v] = ot_plan_value_size(val);
+        s->vbytes[v] = s->vsize[v] >= 0 ? s->vsize[v] : value_bytes(val); /* the same bytes when sized */
         s->vinfo[v] = (unsigned char)(((unsigned)val->kind & OT_PLAN_V_KIND) | (val->is_graph_output ? OT_PLAN_V_OUTPUT : 0) |
                                       (val->data ? OT_PLAN_V_DATA : 0));
         bool temp = !val->is_graph_output && live_id(s, val->producer) &&
@@ -422,17 +422,16 @@ static void build_keys(sched *s) {
     }
 }
 
-/* The bucket of key k in build_positions' counting sort: (rank, anchor + 1). */
-static int key_bucket(const sched *s, sched_key k) { return k.rank * (s->nn + 1) + k.anchor + 1; }
-
 /* Every key a live node can be pushed with, in key_cmp's order (ready_set): a counting
- * sort on (rank, anchor + 1), filled with the sub-0 keys (clones) in id order, then the
- * sub-1 keys in id order, the eager keys (rank 2, anchor -1) among them. Linear, where
- * sorting the keys would not be. False when out of memory. */
+ * sort by (rank, anchor), filled with the sub-0 keys (clones) in id order, then the
+ * sub-1 keys in id order. The anchor decides the rank: a key's anchor is a node whose
+ * own key has that anchor and rank (a node that is not a clone, or a clone no node
+ * reads), so the buckets are one per anchor, laid out rank by rank in id order, and
+ * the eager keys (rank 2, anchor -1, by id) open rank 2. Linear, where sorting the keys
+ * would not be. False when out of memory. */
 static bool build_positions(sched *s) {
-    int nn = s->nn, nb = 4 * (nn + 1);
-    int eager_b = key_bucket(s, (sched_key){2, -1, 1, 0});
-    int *start = ot_scratch_calloc(s->scr, (size_t)nb + 1, sizeof(int));
+    int nn = s->nn, rank_n[4] = {0}, n_eager = 0;
+    int *start = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(int)); /* per anchor: its keys, then their first position */
     s->pos_static = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
     s->pos_eager = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
     s->pos_node = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(2 * nn + 1));
@@ -442,23 +441,32 @@ static bool build_positions(sched *s) {
     }
     for (int id = 0; id < nn; id++) {
         if (!s->live[id]) continue;
-        start[key_bucket(s, s->keys[id]) + 1]++;
-        start[eager_b + 1] += s->bwd[id];
+        start[s->keys[id].anchor]++;
+        rank_n[s->keys[id].rank]++;
+        n_eager += s->bwd[id];
     }
-    for (int b = 0; b < nb; b++) start[b + 1] += start[b];
-    s->n_pos = start[nb];
-    s->eager_lo = start[eager_b];
-    s->eager_hi = start[eager_b + 1];
+    int base[4] = {0, rank_n[0], rank_n[0] + rank_n[1] + n_eager, 0};
+    base[3] = base[2] + rank_n[2];
+    s->eager_lo = rank_n[0] + rank_n[1];
+    s->eager_hi = s->eager_lo + n_eager;
+    s->n_pos = base[3] + rank_n[3];
+    for (int a = 0; a < nn; a++) { /* the anchors of each rank in id order */
+        if (!s->live[a] || s->keys[a].anchor != a) continue;
+        int cnt = start[a];
+        start[a] = base[s->keys[a].rank];
+        base[s->keys[a].rank] += cnt;
+    }
+    int eager_at = s->eager_lo;
     for (int sub = 0; sub < 2; sub++)
         for (int id = 0; id < nn; id++) {
             if (!s->live[id]) continue;
             if (s->keys[id].sub == sub) {
-                int at = start[key_bucket(s, s->keys[id])]++;
+                int at = start[s->keys[id].anchor]++;
                 s->pos_static[id] = at;
                 s->pos_node[at] = id;
             }
             if (sub == 1) {
-                int at = s->bwd[id] ? start[eager_b]++ : -1;
+                int at = s->bwd[id] ? eager_at++ : -1;
                 s->pos_eager[id] = at;
                 if (at >= 0) s->pos_node[at] = id;
             }
