@@ -92,6 +92,11 @@ typedef struct build {
     int *io, *io_start, *n_in;
     int io_cap;
     int *slab_key, *slab_ids;
+    /* The values classify_values pins (but external ones), in id order: the passes of
+     * the pinned region run over these instead of every value (each pass over the 64-byte
+     * plan values of a big graph misses the cache all along). */
+    int *pinned_ids, n_pinned;
+    int n_views; /* steps flagged STEP_VIEW */
     int n_params;               /* params in the param slab (slab keys 0..n_params-1) */
     int *sort_count, *sort_tmp; /* sort_by_key's buffers (nv + 2 each) */
     ot_tensor *tin, *tout;
@@ -128,6 +133,7 @@ static void build_free(build *b) {
     ot_scratch_release(b->scr, b->n_in);
     ot_scratch_release(b->scr, b->slab_key);
     ot_scratch_release(b->scr, b->slab_ids);
+    ot_scratch_release(b->scr, b->pinned_ids);
     ot_scratch_release(b->scr, b->tin);
     ot_scratch_release(b->scr, b->tout);
     ot_scratch_release(b->scr, b->al.b);
@@ -156,6 +162,7 @@ static ot_status build_init(build *b) {
     b->reach = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->slab_key = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->slab_ids = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
+    b->pinned_ids = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->first_read = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->sort_count = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 2));
     b->sort_tmp = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 2));
@@ -172,7 +179,7 @@ static ot_status build_init(build *b) {
     if (!b->first_read || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase) return oom(b);
     if (!p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !b->step_of || !b->used ||
         !b->released || !b->is_output || !b->external || !b->opt_read || !b->opt_first || !b->reach ||
-        !b->slab_key || !b->slab_ids)
+        !b->slab_key || !b->slab_ids || !b->pinned_ids)
         return oom(b);
     if (n > 0) memcpy(p->order, b->order, sizeof(int) * (size_t)n);
     p->peak_step = -1;
@@ -273,6 +280,7 @@ static ot_status scan_steps(build *b) {
             p->backward_step = s;
         bool is_opt = nd.flags & STEP_OPTIMIZER;
         b->step_flags[s] = nd.flags;
+        b->n_views += (nd.flags & STEP_VIEW) != 0;
         b->step_phase[s] = nd.phase;
         ot_status st = b->nodes ? OT_OK : copy_io(b, s, &nd);
         if (st) return st;
@@ -389,6 +397,8 @@ static ot_status classify_values(build *b) {
             pv->pinned = true;
         }
         if ((st = value_size(b, v))) return st;
+        if (pv->pinned && !pv->external && pv->category <= OT_MEM_IO) /* final: later passes leave pinned values be */
+            b->pinned_ids[b->n_pinned++] = v;
         if (pv->external) {
             if (b->used[v]) b->p->external_bytes += pv->nbytes;
             continue; /* no block, no category: the arena does not hold it */
@@ -435,7 +445,13 @@ static bool may_alias(const build *b, const ot_node *nd, int i, int o, size_t de
 static void plan_views(build *b) {
     ot_plan *p = b->p;
     const ot_graph *g = b->g;
-    for (int v = 0; v < b->nv; v++) b->reach[v] = p->values[v].last_step;
+    if (b->n_views == 0) return; /* reach is read for the views' inputs and outputs alone */
+    for (int s = 0; s < b->n; s++) {
+        if (!(b->step_flags[s] & STEP_VIEW)) continue;
+        step_io io = io_of(b, s);
+        b->reach[io.in[0]] = p->values[io.in[0]].last_step;
+        b->reach[io.out[0]] = p->values[io.out[0]].last_step;
+    }
     for (int s = b->n - 1; s >= 0; s--) {
         if (!(b->step_flags[s] & STEP_VIEW)) continue;
         step_io io = io_of(b, s);
@@ -472,8 +488,11 @@ static void mark_kept(build *b) {
             pv->last_step >= p->backward_step)
             pv->category = OT_MEM_KEPT;
     }
-    for (int v = 0; v < b->nv; v++)
-        if (p->values[v].alias_of >= 0) p->values[v].category = p->values[p->values[v].alias_of].category;
+    for (int s = 0; s < b->n && b->n_views > 0; s++) { /* an alias is a view step's output 0 (plan_views) */
+        if (!(b->step_flags[s] & STEP_VIEW)) continue;
+        ot_plan_value *po = &p->values[io_of(b, s).out[0]];
+        if (po->alias_of >= 0) po->category = p->values[po->alias_of].category;
+    }
 }
 
 /* ---- the pinned region ------------------------------------------------------ */
@@ -485,10 +504,9 @@ static void mark_kept(build *b) {
 static void slab_keys(build *b) {
     const ot_plan *p = b->p;
     int n_params = 0;
-    for (int v = 0; v < b->nv; v++) {
-        b->slab_key[v] = INT_MAX;
-        if (p->values[v].pinned && !p->values[v].external && p->values[v].category == OT_MEM_PARAMS)
-            b->slab_key[v] = n_params++;
+    for (int k = 0; k < b->n_pinned; k++) { /* sort_by_key reads the keys of pinned values alone */
+        int v = b->pinned_ids[k];
+        b->slab_key[v] = p->values[v].category == OT_MEM_PARAMS ? n_params++ : INT_MAX;
     }
     b->n_params = n_params;
     for (int s = 0; s < b->n; s++) {
@@ -527,19 +545,18 @@ static void place_pinned(build *b) {
     ot_plan *p = b->p;
     size_t cursor = 0, held = 0;
     slab_keys(b);
-    /* One pass buckets the pinned values by category, each bucket in value-id order
+    /* One pass over the pinned values buckets them by category, each in value-id order
      * (a counting sort: a pass over every value per category would miss the cache
      * once per value and category on big graphs). */
     int start[OT_MEM_IO + 2] = {0};
-    for (int v = 0; v < b->nv; v++)
-        if (p->values[v].pinned && !p->values[v].external && p->values[v].category <= OT_MEM_IO)
-            start[p->values[v].category + 1]++;
+    for (int k = 0; k < b->n_pinned; k++) start[p->values[b->pinned_ids[k]].category + 1]++;
     for (int c = OT_MEM_PARAMS; c <= OT_MEM_IO; c++) start[c + 1] += start[c];
     int fill[OT_MEM_IO + 1];
     memcpy(fill, start, sizeof fill);
-    for (int v = 0; v < b->nv; v++)
-        if (p->values[v].pinned && !p->values[v].external && p->values[v].category <= OT_MEM_IO)
-            b->slab_ids[fill[p->values[v].category]++] = v;
+    for (int k = 0; k < b->n_pinned; k++) {
+        int v = b->pinned_ids[k];
+        b->slab_ids[fill[p->values[v].category]++] = v;
+    }
     for (int c = OT_MEM_PARAMS; c <= OT_MEM_IO; c++) {
         p->slab_offset[c] = cursor;
         int n_slab = start[c + 1] - start[c], *ids = b->slab_ids + start[c];
