@@ -288,6 +288,7 @@ static bool read_values(sched *s) {
         s->readers0[v] = n;
     }
     s->cons_start[nv] = n_cons;
+    s->readers0[nv] = 0; /* copied with the rest */
     return true;
 }
 
@@ -488,17 +489,19 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_plan_scratch *scr, o
     s->topo = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
     s->keys = ot_scratch_alloc(s->scr, sizeof(sched_key) * (size_t)(nn + 1));
     s->indeg0 = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(int));
-    s->indeg = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(int));
     s->succ_start = ot_scratch_calloc(s->scr, (size_t)nn + 2, sizeof(int));
-    s->readers0 = ot_scratch_calloc(s->scr, (size_t)nv + 1, sizeof(int));
-    s->readers = ot_scratch_calloc(s->scr, (size_t)nv + 1, sizeof(int));
-    s->done = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(bool));
-    s->eager = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(bool));
+    /* set in full before they are read (read_nodes, read_values, build_edges, run_order):
+     * no calloc, whose clearing is a pass over each */
+    s->indeg = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
+    s->readers0 = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nv + 1));
+    s->readers = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nv + 1));
+    s->done = ot_scratch_alloc(s->scr, (size_t)nn + 1);
+    s->eager = ot_scratch_alloc(s->scr, (size_t)nn + 1);
     s->vbytes = ot_scratch_alloc(s->scr, sizeof(int64_t) * (size_t)(nv + 1));
     s->vflags = ot_scratch_alloc(s->scr, (size_t)nv + 1);
     s->sole = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nv + 1));
     s->live = ot_scratch_alloc(s->scr, (size_t)nn + 1);
-    s->bwd = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(bool));
+    s->bwd = ot_scratch_alloc(s->scr, (size_t)nn + 1);
     s->phase = ot_scratch_alloc(s->scr, (size_t)nn + 1);
     s->flags = ot_scratch_alloc(s->scr, (size_t)nn + 1);
     s->in_start = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
