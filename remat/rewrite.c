@@ -21,7 +21,7 @@
 
 void ot_remat_rewrite_free(ot_remat_rewrite *rw) {
     if (!rw) return;
-    if (rw->borrowed) { /* the arrays are the search's */
+    if (rw->buf) { /* the arrays are the search's */
         memset(rw, 0, sizeof *rw);
         return;
     }
@@ -42,20 +42,69 @@ static void undo_graph(ot_graph *g, ot_remat_rewrite *rw, bool journaled);
 
 enum { CLONE_LOCAL_IO = 16, CLONE_LOCAL_NAME = 128 }; /* clone_node's buffers on the stack */
 
-/* Creates the clone of forward node `id`; clone_of maps original values to clones. */
+/* The clone of value v, "<name>.rc": with the blocks its last clone left in park (the
+ * same name) or new ones. Returns its id, -1 when out of memory. */
+static int clone_value(ot_graph *g, int v, ot_value_blocks *park) {
+    /* g->values may move: copy what we need before adding. */
+    ot_dtype dt = g->values[v].dtype;
+    ot_shape sh = g->values[v].shape;
+    if (park && park->name) {
+        int nv = ot_graph_add_value_blocks(g, park, dt, &sh, OT_VK_ACTIVATION);
+        if (nv >= 0) *park = (ot_value_blocks){0}; /* the graph's now */
+        return nv;
+    }
+    size_t len = strlen(g->values[v].name);
+    char vname_buf[CLONE_LOCAL_NAME];
+    char *vname = len + 4 <= CLONE_LOCAL_NAME ? vname_buf : malloc(len + 4);
+    if (!vname) return -1;
+    memcpy(vname, g->values[v].name, len);
+    memcpy(vname + len, ".rc", 4);
+    int nv = ot_graph_add_value(g, vname, dt, &sh, OT_VK_ACTIVATION);
+    if (vname != vname_buf) free(vname);
+    return nv;
+}
+
+/* The clone node of forward node id, "<name>.recompute", reading ins and writing outs,
+ * its attributes copied: with the blocks its last clone left in park or new ones.
+ * Returns its id, -1 when out of memory. */
+static int clone_add_node(ot_graph *g, int id, const int *ins, const int *outs, ot_remat_parked_node *park) {
+    const ot_node *orig = &g->nodes[id];
+    ot_op op = orig->op;
+    int n_in = orig->n_inputs, n_out = orig->n_outputs, cid;
+    if (park && park->b.name) {
+        int n0 = g->n_nodes;
+        cid = ot_graph_add_node_blocks(g, op, &park->b, ins, n_in, outs, n_out, OT_PHASE_RECOMPUTE);
+        if (g->n_nodes == n0) return -1; /* not added: the blocks stay parked */
+        g->nodes[g->n_nodes - 1].attrs = park->attrs; /* copies of orig's, which do not change */
+        g->nodes[g->n_nodes - 1].n_attrs = park->n_attrs;
+        *park = (ot_remat_parked_node){0};
+    } else {
+        size_t nlen = strlen(orig->name); /* "<name>.recompute", without snprintf's parsing */
+        char name_buf[CLONE_LOCAL_NAME];
+        char *name = nlen + 16 <= CLONE_LOCAL_NAME ? name_buf : malloc(nlen + 16);
+        if (!name) return -1;
+        memcpy(name, orig->name, nlen);
+        memcpy(name + nlen, ".recompute", sizeof ".recompute");
+        cid = ot_graph_add_node(g, op, name, ins, n_in, outs, n_out, OT_PHASE_RECOMPUTE);
+        if (name != name_buf) free(name);
+        if (cid >= 0 && ot_node_copy_attrs(&g->nodes[cid], &g->nodes[id])) cid = -1;
+    }
+    if (cid >= 0) g->nodes[cid].orig_node = id;
+    return cid;
+}
+
+/* Creates the clone of forward node `id`; clone_of maps original values to clones.
+ * buf: the search's parked blocks (NULL: allocate them). */
 static ot_status clone_node(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *needed, int id,
-                            int *clone_of, ot_error *err) {
+                            int *clone_of, ot_remat_rewrite_buf *buf, ot_error *err) {
     const ot_node *orig = &g->nodes[id];
     int n_in = orig->n_inputs, n_out = orig->n_outputs;
     /* most nodes fit the local buffers: auto clones thousands of nodes per measurement */
     int ins_buf[CLONE_LOCAL_IO], outs_buf[CLONE_LOCAL_IO];
-    char name_buf[CLONE_LOCAL_NAME];
-    size_t name_room = strlen(orig->name) + 16;
     int *ins = n_in <= CLONE_LOCAL_IO ? ins_buf : ot_xcalloc((size_t)n_in, sizeof(int));
     int *outs = n_out <= CLONE_LOCAL_IO ? outs_buf : ot_xcalloc((size_t)n_out, sizeof(int));
-    char *name = name_room <= CLONE_LOCAL_NAME ? name_buf : malloc(name_room);
     ot_status st = OT_OK;
-    if (!ins || !outs || !name) {
+    if (!ins || !outs) {
         st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", orig->name);
         goto fail;
     }
@@ -71,53 +120,24 @@ static ot_status clone_node(ot_graph *g, const ot_remat_analysis *a, const bool 
     int min_out = ot_op_get(orig->op)->min_outputs;
     bool stateful = orig->op == OT_OP_BATCH_NORM;
     for (int o = 0; o < n_out; o++) {
-        int v = orig->outputs[o];
+        int v = g->nodes[id].outputs[o];
         outs[o] = -1;
         if (v < 0) continue;
         if (stateful && o > 0) continue; /* running statistics: only the original updates them */
         if (!needed[v] && o >= min_out) continue;
-        /* g->values may move: copy what we need before adding. */
-        ot_dtype dt = g->values[v].dtype;
-        ot_shape sh = g->values[v].shape;
-        size_t len = strlen(g->values[v].name);
-        char vname_buf[CLONE_LOCAL_NAME];
-        char *vname = len + 4 <= CLONE_LOCAL_NAME ? vname_buf : malloc(len + 4);
-        if (!vname) {
-            st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", orig->name);
-            goto fail;
-        }
-        memcpy(vname, g->values[v].name, len);
-        memcpy(vname + len, ".rc", 4);
-        int nv = ot_graph_add_value(g, vname, dt, &sh, OT_VK_ACTIVATION);
-        if (vname != vname_buf) free(vname);
-        orig = &g->nodes[id];
+        int nv = clone_value(g, v, buf && buf->park_val ? &buf->park_val[v] : NULL);
         if (nv < 0) {
-            st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", orig->name);
+            st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", g->nodes[id].name);
             goto fail;
         }
         outs[o] = nv;
         clone_of[v] = nv;
     }
-    size_t nlen = strlen(orig->name); /* "<name>.recompute", without snprintf's parsing */
-    memcpy(name, orig->name, nlen);
-    memcpy(name + nlen, ".recompute", sizeof ".recompute");
-    ot_op op = orig->op;
-    int cid = ot_graph_add_node(g, op, name, ins, n_in, outs, n_out, OT_PHASE_RECOMPUTE);
-    if (cid < 0) {
-        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", name);
-        goto fail;
-    }
-    ot_node *c = &g->nodes[cid];
-    orig = &g->nodes[id];
-    c->orig_node = id;
-    if (ot_node_copy_attrs(c, orig)) {
-        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory copying attributes of '%s'", orig->name);
-        goto fail;
-    }
+    if (clone_add_node(g, id, ins, outs, buf && buf->park_node ? &buf->park_node[id] : NULL) < 0)
+        st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", g->nodes[id].name);
 fail:
     if (ins != ins_buf) free(ins);
     if (outs != outs_buf) free(outs);
-    if (name != name_buf) free(name);
     return st;
 }
 
@@ -138,7 +158,25 @@ static bool grow_ids(int **a, int **b, int **c, int *cap, int need) {
     return true;
 }
 
+static void free_node_blocks(ot_node_blocks *b, ot_attr *attrs, int n_attrs) {
+    free(b->op_type);
+    free(b->domain);
+    free(b->name);
+    free(b->inputs);
+    free(b->outputs);
+    for (int k = 0; k < n_attrs; k++) ot_attr_free(&attrs[k]);
+    free(attrs);
+}
+
 void ot_remat_rewrite_buf_free(ot_remat_rewrite_buf *b) {
+    for (int i = 0; b->park_node && i < b->n_park_nodes; i++)
+        free_node_blocks(&b->park_node[i].b, b->park_node[i].attrs, b->park_node[i].n_attrs);
+    for (int v = 0; b->park_val && v < b->n_park_vals; v++) {
+        free(b->park_val[v].name);
+        free(b->park_val[v].consumers);
+    }
+    free(b->park_node);
+    free(b->park_val);
     free(b->needed);
     free(b->clone_of);
     free(b->readers);
@@ -169,7 +207,11 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
     if (buf && !buf->needed) { /* a search's first rewrite: its arrays, for every rewrite after it */
         buf->needed = ot_xcalloc((size_t)a->n_values, sizeof(bool));
         buf->clone_of = ot_xcalloc((size_t)a->n_values, sizeof(int));
-        if (!buf->needed || !buf->clone_of) ot_remat_rewrite_buf_free(buf);
+        buf->park_node = ot_xcalloc((size_t)a->n_nodes, sizeof *buf->park_node);
+        buf->park_val = ot_xcalloc((size_t)a->n_values, sizeof *buf->park_val);
+        buf->n_park_nodes = a->n_nodes;
+        buf->n_park_vals = a->n_values;
+        if (!buf->needed || !buf->clone_of || !buf->park_node || !buf->park_val) ot_remat_rewrite_buf_free(buf);
     }
     if (buf) { /* every entry of both is set below */
         needed = buf->needed;
@@ -180,7 +222,7 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
         rw->rw_old = buf->rw_old;
         cap_readers = buf->cap_readers;
         cap_slots = buf->cap_slots;
-        rw->borrowed = true;
+        rw->buf = buf;
     } else {
         needed = ot_xcalloc((size_t)a->n_values, sizeof(bool));
         rw->clone_of = ot_xcalloc((size_t)a->n_values, sizeof(int));
@@ -207,7 +249,7 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
     for (int p = 0; p < a->n_fwd; p++) {
         int id = a->fwd[p];
         if (!cloned[id]) continue;
-        st = clone_node(g, a, keep, needed, id, rw->clone_of, err);
+        st = clone_node(g, a, keep, needed, id, rw->clone_of, buf, err);
         if (st != OT_OK) goto fail;
         rw->extra_flops += a->node_flops[id];
     }
@@ -332,6 +374,31 @@ static void unwire_journaled(ot_graph *g, const ot_remat_rewrite *rw) {
     }
 }
 
+/* Parks clone n's blocks and its values' in the search's buffer (auto_search.h) for
+ * the next clone of the same node; false when there is none to park them in (no
+ * search, not a clone of a node the search knows, or a slot already taken). The
+ * values' name and consumers become NULL: the undo frees nothing of them. */
+static bool park_clone(ot_graph *g, const ot_remat_rewrite *rw, ot_node *n) {
+    ot_remat_rewrite_buf *buf = rw->buf;
+    int o = n->orig_node;
+    if (!buf || !buf->park_node || n->phase != OT_PHASE_RECOMPUTE || o < 0 || o >= rw->n_nodes0 ||
+        o >= buf->n_park_nodes || buf->park_node[o].b.name)
+        return false;
+    const ot_node *orig = &g->nodes[o];
+    for (int k = 0; k < n->n_outputs && k < orig->n_outputs; k++) {
+        int cv = n->outputs[k], ov = orig->outputs[k];
+        if (cv < rw->n_values0 || cv >= g->n_values || ov < 0 || ov >= buf->n_park_vals || buf->park_val[ov].name)
+            continue; /* freed with the values */
+        ot_value *val = &g->values[cv];
+        buf->park_val[ov] = (ot_value_blocks){val->name, val->consumers, val->cap_consumers};
+        val->name = NULL;
+        val->consumers = NULL;
+    }
+    buf->park_node[o] = (ot_remat_parked_node){{n->op_type, n->domain, n->name, n->inputs, n->outputs}, n->attrs,
+                                               n->n_attrs};
+    return true;
+}
+
 /* Removes the clones and restores the lists; journaled: a completed rewrite's own
  * journal (unwire_journaled), else the general way. rw's arrays stay. */
 static void undo_graph(ot_graph *g, ot_remat_rewrite *rw, bool journaled) {
@@ -350,13 +417,9 @@ static void undo_graph(ot_graph *g, ot_remat_rewrite *rw, bool journaled) {
             undo_prefetch(g, rw, id);
             ot_graph_remove_node(g, id);
         }
-        free(n->op_type);
-        free(n->domain);
-        free(n->name);
-        free(n->inputs);
-        free(n->outputs);
-        for (int k = 0; k < n->n_attrs; k++) ot_attr_free(&n->attrs[k]);
-        free(n->attrs);
+        if (journaled && park_clone(g, rw, n)) continue;
+        free_node_blocks(&(ot_node_blocks){n->op_type, n->domain, n->name, n->inputs, n->outputs}, n->attrs,
+                         n->n_attrs);
     }
     for (int v = g->n_values - 1; v >= rw->n_values0; v--) {
         ot_value *val = &g->values[v];
