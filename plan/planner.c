@@ -103,6 +103,7 @@ typedef struct build {
     int max_io;
     ot_fit al;
     size_t live[OT_MEM_COUNT]; /* bytes of live blocks per category during the walk */
+    size_t live_sum;           /* their sum, kept with them (live_add, live_sub): the timeline's entry */
     size_t max_end;            /* highest end offset of any block so far */
     size_t limit;              /* give up once max_end passes it (ot_plan_build_bounded) */
     bool exceeded;             /* it did: the plan is incomplete */
@@ -337,9 +338,8 @@ static void classify_kind(build *b, int v, ot_value_kind kind) {
 /* A value's byte size; fails on a dynamic shape, an unstorable dtype or a size past
  * 2^40 bytes. */
 int64_t ot_plan_value_size(const ot_value *val) {
-    if (!ot_shape_is_static(&val->shape)) return -1;
+    int64_t ne = ot_shape_numel(&val->shape); /* -1 exactly when the shape is not static */
     size_t es = ot_dtype_size(val->dtype);
-    int64_t ne = ot_shape_numel(&val->shape);
     if (es == 0 || ne < 0 || (uint64_t)ne > ((uint64_t)1 << 40) / es) return -1;
     return ne * (int64_t)es;
 }
@@ -497,6 +497,16 @@ static void mark_kept(build *b) {
 
 /* ---- the pinned region ------------------------------------------------------ */
 
+/* Bytes of category c becoming live or free: live[c] and their sum move together. */
+static void live_add(build *b, int c, size_t n) {
+    b->live[c] += n;
+    b->live_sum += n;
+}
+static void live_sub(build *b, int c, size_t n) {
+    b->live[c] -= n;
+    b->live_sum -= n;
+}
+
 /* Slab order. Params by value id; a gradient or optimizer state that exactly one
  * optimizer node reads next to a param sorts by that param's position, so the
  * gradient and state slabs are laid out like the param slab (one loop, one
@@ -567,7 +577,7 @@ static void place_pinned(build *b) {
             if (pv->nbytes && cursor + pv->nbytes > b->max_end) b->max_end = cursor + pv->nbytes;
             cursor += align_up(pv->nbytes);
             held += pv->nbytes;
-            b->live[c] += pv->nbytes;
+            live_add(b, c, pv->nbytes);
             p->total[c] += pv->nbytes;
         }
         p->slab_bytes[c] = cursor - p->slab_offset[c];
@@ -601,8 +611,8 @@ static bool try_inplace(build *b, int s, const step_io *io, int o) {
     po->offset = pr->offset;
     po->inplace_of = r;
     b->released[r] = true; /* its block now belongs to o */
-    b->live[pr->category] -= pr->nbytes;
-    b->live[po->category] += po->nbytes;
+    live_sub(b, pr->category, pr->nbytes);
+    live_add(b, po->category, po->nbytes);
     p->total[po->category] += po->nbytes;
     return true;
 }
@@ -669,7 +679,7 @@ static void place_outputs(build *b, int s, const step_io *io) {
         size_t off = ot_fit_alloc(&b->al, align_up(po->nbytes));
         po->offset = (int64_t)(b->base + off);
         if (b->base + off + po->nbytes > b->max_end) b->max_end = b->base + off + po->nbytes;
-        b->live[po->category] += po->nbytes;
+        live_add(b, po->category, po->nbytes);
         p->total[po->category] += po->nbytes;
     }
 }
@@ -691,7 +701,7 @@ static size_t place_workspace(build *b, int s, size_t *off) {
     p->ws_offset[s] = (int64_t)(b->base + *off);
     p->ws_bytes[s] = ws;
     if (b->base + *off + ws > b->max_end) b->max_end = b->base + *off + ws;
-    b->live[OT_MEM_WORKSPACE] += ws;
+    live_add(b, OT_MEM_WORKSPACE, ws);
     p->total[OT_MEM_WORKSPACE] += ws;
     return ws;
 }
@@ -702,7 +712,7 @@ static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws
     ot_plan *p = b->p;
     if (ws > 0) {
         if (ot_fit_free(&b->al, ws_off, align_up(ws))) return -1;
-        b->live[OT_MEM_WORKSPACE] -= ws;
+        live_sub(b, OT_MEM_WORKSPACE, ws);
     }
     for (int pass = 0; pass < 2; pass++) {
         const int *ids = pass == 0 ? io->in : io->out;
@@ -715,7 +725,7 @@ static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws
             b->released[v] = true;
             if (pv->nbytes == 0) continue;
             if (ot_fit_free(&b->al, (size_t)pv->offset - b->base, align_up(pv->nbytes))) return -1;
-            b->live[pv->category] -= pv->nbytes;
+            live_sub(b, pv->category, pv->nbytes);
         }
     }
     return 0;
@@ -733,9 +743,7 @@ static ot_status walk(build *b) {
         size_t end_before = b->max_end, ws_off = 0;
         place_outputs(b, s, &io);
         size_t ws = place_workspace(b, s, &ws_off);
-        size_t in_use = 0;
-        for (int c = 0; c < OT_MEM_COUNT; c++) in_use += b->live[c];
-        p->timeline[s] = in_use;
+        p->timeline[s] = b->live_sum; /* the sum over the categories */
         if (b->max_end > end_before) {
             p->peak_step = s;
             memcpy(p->at_peak, b->live, sizeof b->live);

@@ -196,9 +196,14 @@ static bool live_id(const sched *s, int id) { return id >= 0 && id < s->nn && s-
 #define READ_AHEAD 16
 
 /* Makes room for `need` ints in *arr (holding `used` of *cap), doubling; false when
- * out of memory (*arr is then released). */
-static bool ids_room(sched *s, int **arr, int *cap, int used, int need) {
-    if (need <= *cap) return true;
+ * out of memory (*arr is then released). The check inline (it is asked per node and
+ * per value and almost always holds), the growth out of line. */
+static bool ids_grow(sched *s, int **arr, int *cap, int used, int need);
+static inline bool ids_room(sched *s, int **arr, int *cap, int used, int need) {
+    return need <= *cap || ids_grow(s, arr, cap, used, need);
+}
+
+static bool ids_grow(sched *s, int **arr, int *cap, int used, int need) {
     int cap2 = *cap;
     while (cap2 < need) cap2 = cap2 < (1 << 29) ? 2 * cap2 : need;
     int *n = ot_scratch_realloc(s->scr, *arr, sizeof(int) * (size_t)used, sizeof(int) * (size_t)(cap2 + 1));
