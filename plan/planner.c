@@ -17,6 +17,7 @@
 #include "plan/planner.h"
 #include "plan/scratch.h"
 #include "plan/views.h"
+#include "plan/workspace.h"
 
 static size_t align_up(size_t x) { return (x + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
 
@@ -28,30 +29,6 @@ static const char *vname(const ot_graph *g, int v) {
 }
 
 static const char *nname(const ot_node *nd) { return nd->name && *nd->name ? nd->name : "?"; }
-
-/* Dtype + shape descriptors (no data) of a node's inputs and outputs, for the
- * backend's workspace query. */
-static void describe(const ot_graph *g, const int *ids, int n, ot_tensor *t) {
-    for (int k = 0; k < n; k++) {
-        memset(&t[k], 0, sizeof t[k]);
-        int v = ids[k];
-        if (v < 0 || v >= g->n_values) continue;
-        t[k].dtype = g->values[v].dtype;
-        t[k].shape = g->values[v].shape;
-        int64_t ne = ot_shape_numel(&t[k].shape);
-        t[k].nbytes = ne > 0 ? (size_t)ne * ot_dtype_size(t[k].dtype) : 0;
-    }
-}
-
-void ot_plan_free(ot_plan *p) {
-    if (!p) return;
-    free(p->values);
-    free(p->order);
-    free(p->ws_offset);
-    free(p->ws_bytes);
-    free(p->timeline);
-    free(p);
-}
 
 /* ---- the state of one build ------------------------------------------------- */
 
@@ -83,18 +60,14 @@ typedef struct build {
     int *first_read; /* per value: first step that reads it; INT_MAX when none */
     unsigned char *step_flags; /* per step: STEP_VIEW, STEP_OPTIMIZER */
     unsigned char *step_phase; /* per step: the node's ot_phase */
-    /* Without the caller's compact copy (nodes), the value ids every step reads and
-     * writes, copied once from the nodes (648 bytes each, their id arrays elsewhere)
-     * into one array in schedule order: step s's inputs are io[io_start[s] .. +
-     * n_in[s]), its outputs the rest up to io_start[s + 1]. The passes after scan_steps
-     * read these, not the nodes. With nodes they read that copy (io_of): copying it
-     * again in step order cost more than the walk's reads through the order. */
+    /* Without nodes, the value ids every step reads and writes, copied once from the
+     * nodes (648 bytes each) in schedule order: step s's inputs are io[io_start[s] .. +
+     * n_in[s]), its outputs the rest up to io_start[s + 1]; with nodes, io_of reads those. */
     int *io, *io_start, *n_in;
     int io_cap;
     int *slab_key, *slab_ids;
-    /* The values classify_values pins (but external ones), in id order: the passes of
-     * the pinned region run over these instead of every value (each pass over the 64-byte
-     * plan values of a big graph misses the cache all along). */
+    /* The values classify_values pins (not external), in id order: the pinned region's
+     * passes run over these, not over every 64-byte plan value (a miss each, big graphs). */
     int *pinned_ids, n_pinned;
     int n_views; /* steps flagged STEP_VIEW */
     int n_params;               /* params in the param slab (slab keys 0..n_params-1) */
@@ -498,14 +471,8 @@ static void mark_kept(build *b) {
 /* ---- the pinned region ------------------------------------------------------ */
 
 /* Bytes of category c becoming live or free: live[c] and their sum move together. */
-static void live_add(build *b, int c, size_t n) {
-    b->live[c] += n;
-    b->live_sum += n;
-}
-static void live_sub(build *b, int c, size_t n) {
-    b->live[c] -= n;
-    b->live_sum -= n;
-}
+static void live_add(build *b, int c, size_t n) { b->live[c] += n, b->live_sum += n; }
+static void live_sub(build *b, int c, size_t n) { b->live[c] -= n, b->live_sum -= n; }
 
 /* Slab order. Params by value id; a gradient or optimizer state that exactly one
  * optimizer node reads next to a param sorts by that param's position, so the
@@ -688,14 +655,9 @@ static void place_outputs(build *b, int s, const step_io *io) {
  * during the step. Returns its size; *off is region-relative. */
 static size_t place_workspace(build *b, int s, size_t *off) {
     ot_plan *p = b->p;
-    size_t ws = 0;
     p->ws_offset[s] = -1;
-    if (b->dev && b->dev->workspace_bytes) { /* the device reads the node itself */
-        const ot_node *nd = &b->g->nodes[b->order[s]];
-        describe(b->g, nd->inputs, nd->n_inputs, b->tin);
-        describe(b->g, nd->outputs, nd->n_outputs, b->tout);
-        ws = b->dev->workspace_bytes(b->dev->ctx, nd, b->tin, b->tout);
-    }
+    /* the device reads the node itself */
+    size_t ws = b->dev ? ot_plan_node_workspace(b->dev, b->g, &b->g->nodes[b->order[s]], b->tin, b->tout) : 0;
     if (ws == 0) return 0;
     *off = ot_fit_alloc(&b->al, align_up(ws));
     p->ws_offset[s] = (int64_t)(b->base + *off);
@@ -809,25 +771,4 @@ ot_status ot_plan_build_in(const ot_graph *g, const int *order, int n, const ot_
                            const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr, ot_plan **out, bool *exceeded,
                            ot_error *err) {
     return plan_run(g, order, n, dev, NULL, nodes, limit, scr, exceeded, out, err);
-}
-
-bool ot_plan_device_idle(const ot_graph *g, const int *order, int n, const ot_plan_device *dev) {
-    if (!dev || !dev->workspace_bytes) return true;
-    int max_io = 1;
-    for (int s = 0; s < n; s++) {
-        const ot_node *nd = &g->nodes[order[s]];
-        if (nd->n_inputs > max_io) max_io = nd->n_inputs;
-        if (nd->n_outputs > max_io) max_io = nd->n_outputs;
-    }
-    ot_tensor *tin = calloc((size_t)max_io, sizeof *tin), *tout = calloc((size_t)max_io, sizeof *tout);
-    bool idle = tin && tout;
-    for (int s = 0; s < n && idle; s++) {
-        const ot_node *nd = &g->nodes[order[s]];
-        describe(g, nd->inputs, nd->n_inputs, tin);
-        describe(g, nd->outputs, nd->n_outputs, tout);
-        idle = dev->workspace_bytes(dev->ctx, nd, tin, tout) == 0;
-    }
-    free(tin);
-    free(tout);
-    return idle;
 }
