@@ -32,6 +32,7 @@ typedef struct ot_remat_rewrite_buf {
     ot_remat_parked_node *park_node; /* per forward node id (n_park_nodes) */
     ot_value_blocks *park_val;       /* per value id (n_park_vals); name NULL: nothing parked */
     int n_park_nodes, n_park_vals;
+    int *val_orig, n_val_orig;       /* the values the rewrite cloned, in the order of their clones */
 } ot_remat_rewrite_buf;
 void ot_remat_rewrite_buf_free(ot_remat_rewrite_buf *b);
 

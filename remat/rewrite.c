@@ -132,6 +132,7 @@ static ot_status clone_node(ot_graph *g, const ot_remat_analysis *a, const bool 
         }
         outs[o] = nv;
         clone_of[v] = nv;
+        if (buf && buf->val_orig) buf->val_orig[buf->n_val_orig++] = v; /* value n_values0 + k clones val_orig[k] */
     }
     if (clone_add_node(g, id, ins, outs, buf && buf->park_node ? &buf->park_node[id] : NULL) < 0)
         st = ot_fail(err, OT_E_MEMORY, "remat: out of memory cloning node '%s'", g->nodes[id].name);
@@ -177,6 +178,7 @@ void ot_remat_rewrite_buf_free(ot_remat_rewrite_buf *b) {
     }
     free(b->park_node);
     free(b->park_val);
+    free(b->val_orig);
     free(b->needed);
     free(b->clone_of);
     free(b->readers);
@@ -209,10 +211,13 @@ static ot_status apply(ot_graph *g, const ot_remat_analysis *a, const bool *keep
         buf->clone_of = ot_xcalloc((size_t)a->n_values, sizeof(int));
         buf->park_node = ot_xcalloc((size_t)a->n_nodes, sizeof *buf->park_node);
         buf->park_val = ot_xcalloc((size_t)a->n_values, sizeof *buf->park_val);
+        buf->val_orig = ot_xcalloc((size_t)a->n_values, sizeof(int));
         buf->n_park_nodes = a->n_nodes;
         buf->n_park_vals = a->n_values;
-        if (!buf->needed || !buf->clone_of || !buf->park_node || !buf->park_val) ot_remat_rewrite_buf_free(buf);
+        if (!buf->needed || !buf->clone_of || !buf->park_node || !buf->park_val || !buf->val_orig)
+            ot_remat_rewrite_buf_free(buf);
     }
+    if (buf) buf->n_val_orig = 0;
     if (buf) { /* every entry of both is set below */
         needed = buf->needed;
         rw->clone_of = buf->clone_of;
@@ -341,11 +346,13 @@ static void undo_prefetch_blocks(const ot_graph *g, const ot_remat_rewrite *rw, 
     int ahead = id - UNDO_AHEAD;
     if (ahead < rw->n_nodes0) return;
     const ot_node *n = &g->nodes[ahead];
-    __builtin_prefetch(n->op_type);
-    __builtin_prefetch(n->domain);
-    __builtin_prefetch(n->name);
+    if (!journaled || !rw->buf) { /* freed: parked blocks are not read */
+        __builtin_prefetch(n->op_type);
+        __builtin_prefetch(n->domain);
+        __builtin_prefetch(n->name);
+        __builtin_prefetch(n->outputs);
+    }
     __builtin_prefetch(n->inputs);
-    __builtin_prefetch(n->outputs);
     if (id - 2 * UNDO_AHEAD >= rw->n_nodes0) __builtin_prefetch(&g->nodes[id - 2 * UNDO_AHEAD]);
     for (int i = 0; journaled && i < n->n_inputs; i++)
         if (n->inputs[i] >= 0 && n->inputs[i] < rw->n_values0) __builtin_prefetch(&g->values[n->inputs[i]].n_consumers, 1);
@@ -374,28 +381,26 @@ static void unwire_journaled(ot_graph *g, const ot_remat_rewrite *rw) {
     }
 }
 
-/* Parks clone n's blocks and its values' in the search's buffer (auto_search.h) for
- * the next clone of the same node; false when there is none to park them in (no
- * search, not a clone of a node the search knows, or a slot already taken). The
- * values' name and consumers become NULL: the undo frees nothing of them. */
-static bool park_clone(ot_graph *g, const ot_remat_rewrite *rw, ot_node *n) {
+/* Parks clone n's blocks in the search's buffer (auto_search.h) for the next clone of
+ * the same node; false when there is none to park them in (no search, not a clone of
+ * a node the search knows, or a slot already taken): the undo frees them then. */
+static bool park_clone(const ot_remat_rewrite *rw, const ot_node *n) {
     ot_remat_rewrite_buf *buf = rw->buf;
     int o = n->orig_node;
     if (!buf || !buf->park_node || n->phase != OT_PHASE_RECOMPUTE || o < 0 || o >= rw->n_nodes0 ||
         o >= buf->n_park_nodes || buf->park_node[o].b.name)
         return false;
-    const ot_node *orig = &g->nodes[o];
-    for (int k = 0; k < n->n_outputs && k < orig->n_outputs; k++) {
-        int cv = n->outputs[k], ov = orig->outputs[k];
-        if (cv < rw->n_values0 || cv >= g->n_values || ov < 0 || ov >= buf->n_park_vals || buf->park_val[ov].name)
-            continue; /* freed with the values */
-        ot_value *val = &g->values[cv];
-        buf->park_val[ov] = (ot_value_blocks){val->name, val->consumers, val->cap_consumers};
-        val->name = NULL;
-        val->consumers = NULL;
-    }
     buf->park_node[o] = (ot_remat_parked_node){{n->op_type, n->domain, n->name, n->inputs, n->outputs}, n->attrs,
                                                n->n_attrs};
+    return true;
+}
+
+/* Parks clone value v's name and consumer list, as park_clone does a node's. */
+static bool park_value(const ot_remat_rewrite *rw, const ot_value *val, int v) {
+    ot_remat_rewrite_buf *buf = rw->buf;
+    int k = v - rw->n_values0, ov = buf && buf->park_val && k < buf->n_val_orig ? buf->val_orig[k] : -1;
+    if (ov < 0 || ov >= buf->n_park_vals || buf->park_val[ov].name) return false;
+    buf->park_val[ov] = (ot_value_blocks){val->name, val->consumers, val->cap_consumers};
     return true;
 }
 
@@ -417,18 +422,20 @@ static void undo_graph(ot_graph *g, ot_remat_rewrite *rw, bool journaled) {
             undo_prefetch(g, rw, id);
             ot_graph_remove_node(g, id);
         }
-        if (journaled && park_clone(g, rw, n)) continue;
+        if (journaled && park_clone(rw, n)) continue;
         free_node_blocks(&(ot_node_blocks){n->op_type, n->domain, n->name, n->inputs, n->outputs}, n->attrs,
                          n->n_attrs);
     }
     for (int v = g->n_values - 1; v >= rw->n_values0; v--) {
         ot_value *val = &g->values[v];
-        if (v - UNDO_AHEAD >= rw->n_values0) {
+        if (v - UNDO_AHEAD >= rw->n_values0 && (!journaled || !rw->buf)) { /* freed, not parked */
             __builtin_prefetch(val[-UNDO_AHEAD].name);
             __builtin_prefetch(val[-UNDO_AHEAD].consumers);
         }
-        free(val->name);
-        free(val->consumers);
+        if (!journaled || !park_value(rw, val, v)) {
+            free(val->name);
+            free(val->consumers);
+        }
         free(val->data);
         free(val->doc);
     }
