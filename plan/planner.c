@@ -58,6 +58,11 @@ typedef struct build {
     int *opt_first; /* per value: first step of an optimizer node reading it; INT_MAX when none */
     int *reach;     /* per value: last read of it or of any view that may alias it */
     int *first_read; /* per value: first step that reads it; INT_MAX when none */
+    /* per value: the step that writes it and the last that reads it (-1: none), as
+     * scan_steps finds them: classify_values then writes each plan value whole, in the
+     * one pass over those 64-byte structs that sets them (a pass of its own before the
+     * scan, to clear them, missed the cache along all of them again on big graphs) */
+    int *def_of, *last_of;
     unsigned char *step_flags; /* per step: STEP_VIEW, STEP_OPTIMIZER */
     unsigned char *step_phase; /* per step: the node's ot_phase */
     /* Without nodes, the value ids every step reads and writes, copied once from the
@@ -98,6 +103,8 @@ static void build_free(build *b) {
     ot_scratch_release(b->scr, b->opt_first);
     ot_scratch_release(b->scr, b->reach);
     ot_scratch_release(b->scr, b->first_read);
+    ot_scratch_release(b->scr, b->def_of);
+    ot_scratch_release(b->scr, b->last_of);
     ot_scratch_release(b->scr, b->sort_count);
     ot_scratch_release(b->scr, b->sort_tmp);
     ot_scratch_release(b->scr, b->step_flags);
@@ -121,7 +128,9 @@ static ot_status build_init(build *b) {
     if (!p) return oom(b);
     p->n_values = nv;
     p->n_steps = n;
-    p->values = ot_scratch_alloc(b->scr, sizeof *p->values * (size_t)(nv + 1)); /* each set below */
+    p->values = ot_scratch_alloc(b->scr, sizeof *p->values * (size_t)(nv + 1)); /* classify_values sets each */
+    b->def_of = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
+    b->last_of = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     p->order = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
     p->ws_offset = ot_scratch_alloc(b->scr, sizeof(int64_t) * (size_t)(n + 1));
     p->ws_bytes = ot_scratch_calloc(b->scr, (size_t)n + 1, sizeof(size_t));
@@ -150,7 +159,9 @@ static ot_status build_init(build *b) {
         if (!b->io || !b->io_start || !b->n_in) return oom(b);
         b->io_start[0] = 0;
     }
-    if (!b->first_read || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase) return oom(b);
+    if (!b->first_read || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase || !b->def_of ||
+        !b->last_of)
+        return oom(b);
     if (!p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !b->step_of || !b->used ||
         !b->released || !b->is_output || !b->external || !b->opt_read || !b->opt_first || !b->reach ||
         !b->slab_key || !b->slab_ids || !b->pinned_ids)
@@ -159,9 +170,9 @@ static ot_status build_init(build *b) {
     p->peak_step = -1;
     p->backward_step = n;
     memset(b->step_of, 0xff, sizeof(int) * (size_t)b->g->n_nodes); /* -1 each */
+    memset(b->def_of, 0xff, sizeof(int) * (size_t)nv); /* -1 each */
+    memset(b->last_of, 0xff, sizeof(int) * (size_t)nv);
     for (int v = 0; v < nv; v++) {
-        p->values[v] = (ot_plan_value){.offset = -1, .def_step = -1, .last_step = -1, .inplace_of = -1,
-                                       .alias_of = -1, .slot_of = -1, .category = OT_MEM_TRANSIENT};
         b->opt_first[v] = INT_MAX;
         b->first_read[v] = INT_MAX;
     }
@@ -264,8 +275,8 @@ static ot_status scan_steps(build *b) {
             if (v >= b->nv)
                 return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' writes value id %d, out of range", nname(&g->nodes[id]), v);
             b->used[v] = true;
-            p->values[v].def_step = s;
-            p->values[v].last_step = s;
+            b->def_of[v] = s;
+            b->last_of[v] = s;
         }
         for (int k = 0; k < nd.n_in; k++) {
             int v = nd.in[k];
@@ -273,7 +284,7 @@ static ot_status scan_steps(build *b) {
             if (v >= b->nv)
                 return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' reads value id %d, out of range", nname(&g->nodes[id]), v);
             b->used[v] = true;
-            p->values[v].last_step = s;
+            b->last_of[v] = s;
             if (b->first_read[v] == INT_MAX) b->first_read[v] = s;
             if (is_opt) {
                 b->opt_read[v]++;
@@ -348,6 +359,8 @@ static ot_status classify_values(build *b) {
     for (int v = 0; v < b->nv; v++) {
         const ot_value *val = &g->values[v];
         ot_plan_value *pv = &b->p->values[v];
+        *pv = (ot_plan_value){.offset = -1, .def_step = b->def_of[v], .last_step = b->last_of[v], .inplace_of = -1,
+                              .alias_of = -1, .slot_of = -1, .category = OT_MEM_TRANSIENT};
         ot_value_kind kind = t ? (ot_value_kind)(t->vinfo[v] & OT_PLAN_V_KIND) : val->kind;
         bool keep_always = kind == OT_VK_PARAM || kind == OT_VK_STATE || kind == OT_VK_OPT_STATE ||
                            kind == OT_VK_INPUT || b->is_output[v];
