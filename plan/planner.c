@@ -350,6 +350,18 @@ static ot_status value_size(build *b, int v) {
     return OT_OK;
 }
 
+/* Value v (produced by node prod) is a kept activation when a forward node writes it
+ * and the backward pass reads it, or an alias of it (mark_kept). */
+static void mark_kept_value(build *b, int v, int prod) {
+    ot_plan *p = b->p;
+    ot_plan_value *pv = &p->values[v];
+    if (pv->pinned || pv->alias_of >= 0 || prod < 0 || prod >= b->g->n_nodes || b->step_of[prod] < 0) return;
+    ot_phase ph = (ot_phase)b->step_phase[b->step_of[prod]];
+    if ((ph == OT_PHASE_FORWARD || ph == OT_PHASE_LOSS) && pv->def_step < p->backward_step &&
+        pv->last_step >= p->backward_step)
+        pv->category = OT_MEM_KEPT;
+}
+
 /* Classifies every value (pinned slabs or transient), sizes it and checks that the
  * schedule writes each transient before any read. */
 static ot_status classify_values(build *b) {
@@ -391,6 +403,7 @@ static ot_status classify_values(build *b) {
         }
         if (pv->pinned) pv->def_step = produced ? b->step_of[prod] : -1;
         else if (pv->def_step >= 0 && pv->last_step < pv->def_step) pv->last_step = pv->def_step;
+        if (b->n_views == 0) mark_kept_value(b, v, prod); /* its lifetime is final: no alias extends it */
         /* A transient read before it is written means the schedule is not topological;
          * the consumer list (a pointer chase per value) is walked only to name the reader. */
         if (pv->pinned || !produced || !b->used[v] || b->first_read[v] >= pv->def_step) continue;
@@ -465,15 +478,8 @@ static void plan_views(build *b) {
 static void mark_kept(build *b) {
     ot_plan *p = b->p;
     const ot_graph *g = b->g;
-    for (int v = 0; v < b->nv; v++) {
-        ot_plan_value *pv = &p->values[v];
-        int prod = b->nodes ? b->nodes->vprod[v] : g->values[v].producer;
-        if (pv->pinned || pv->alias_of >= 0 || prod < 0 || prod >= g->n_nodes || b->step_of[prod] < 0) continue;
-        ot_phase ph = (ot_phase)b->step_phase[b->step_of[prod]];
-        if ((ph == OT_PHASE_FORWARD || ph == OT_PHASE_LOSS) && pv->def_step < p->backward_step &&
-            pv->last_step >= p->backward_step)
-            pv->category = OT_MEM_KEPT;
-    }
+    for (int v = 0; v < b->nv && b->n_views > 0; v++) /* without views classify_values did it */
+        mark_kept_value(b, v, b->nodes ? b->nodes->vprod[v] : g->values[v].producer);
     for (int s = 0; s < b->n && b->n_views > 0; s++) { /* an alias is a view step's output 0 (plan_views) */
         if (!(b->step_flags[s] & STEP_VIEW)) continue;
         ot_plan_value *po = &p->values[io_of(b, s).out[0]];
