@@ -5,15 +5,13 @@
 # ("auto": only analyse, none and auto, at budget or the full run's; for profiling)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/plan_5000_libs.sh"
 BUILD=${BUILD:-$ROOT/build}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-# The optional libraries the build found (GLPK, CBC, oneDNN), as CMake's cache names
-# them; the linker drops any the library does not use.
-SOLVER_LIBS=$(sed -n 's/^OT_\(GLPK_LIBRARY\|CBC_LIB_[A-Za-z]*\|DNNL_LIB\):FILEPATH=\(\/.*\)$/\2/p' "$BUILD/CMakeCache.txt")
 cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$ROOT" -I"$ROOT/ir" -o "$OUT/plan_5000" \
   "$ROOT/bench/plan_5000.c" "$BUILD/libonnxtrain_lib.a" "$BUILD/onnx/libot_onnx_proto.a" \
-  -lprotobuf-c -lopenblas -fopenmp -lm $SOLVER_LIBS
+  -lprotobuf-c -fopenmp -lm $(plan_5000_libs "$BUILD")
 [ $# -gt 0 ] || set -- 556
 "$OUT/plan_5000" "$@"

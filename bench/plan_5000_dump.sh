@@ -8,6 +8,7 @@
 # (a build directory: the one holding libonnxtrain_lib.a and CMakeCache.txt)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/plan_5000_libs.sh"
 [ $# -ge 2 ] || { echo "usage: $0 OLD_BUILD NEW_BUILD [blocks...]" >&2; exit 2; }
 OLD=$(cd "$1" && pwd); NEW=$(cd "$2" && pwd); shift 2
 [ $# -gt 0 ] || set -- 37 556 1112 2780
@@ -18,8 +19,7 @@ for b in old new; do
   # the optional libraries that build found (GLPK, CBC, oneDNN), from CMake's cache
   cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$ROOT" -I"$ROOT/ir" -I"$ROOT/bench" -o "$OUT/$b" \
     "$ROOT/bench/plan_5000_dump.c" "$B/libonnxtrain_lib.a" "$B/onnx/libot_onnx_proto.a" \
-    -lprotobuf-c -lopenblas -fopenmp -lm \
-    $(sed -n 's/^OT_\(GLPK_LIBRARY\|CBC_LIB_[A-Za-z]*\|DNNL_LIB\):FILEPATH=\(\/.*\)$/\2/p' "$B/CMakeCache.txt")
+    -lprotobuf-c -fopenmp -lm $(plan_5000_libs "$B")
 done
 status=0
 for n in "$@"; do

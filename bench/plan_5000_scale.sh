@@ -9,6 +9,7 @@
 #   bash bench/plan_5000_scale.sh BUILD [BUILD2 ...] [-- REPS]   (default 2 runs each)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/plan_5000_libs.sh"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 reps=2 n=0
@@ -18,8 +19,7 @@ while [ $# -gt 0 ]; do
   *) B=$(cd "$1" && pwd); n=$((n + 1))
      cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$ROOT" -I"$ROOT/ir" -o "$OUT/b$n" \
        "$ROOT/bench/plan_5000.c" "$B/libonnxtrain_lib.a" "$B/onnx/libot_onnx_proto.a" \
-       -lprotobuf-c -lopenblas -fopenmp -lm \
-       $(sed -n 's/^OT_\(GLPK_LIBRARY\|CBC_LIB_[A-Za-z]*\|DNNL_LIB\):FILEPATH=\(\/.*\)$/\2/p' "$B/CMakeCache.txt")
+       -lprotobuf-c -fopenmp -lm $(plan_5000_libs "$B")
      echo "build $n: $B" ;;
   esac
   shift

@@ -263,12 +263,21 @@ void ot_graph_free(ot_graph *g) {
 
 int ot_graph_add_value(ot_graph *g, const char *name, ot_dtype dtype, const ot_shape *shape,
                        ot_value_kind kind) {
+    ot_value_blocks b = {.name = ot_strdup(name ? name : "")};
+    int id = b.name ? ot_graph_add_value_blocks(g, &b, dtype, shape, kind) : -1;
+    if (id < 0) free(b.name);
+    return id;
+}
+
+int ot_graph_add_value_blocks(ot_graph *g, const ot_value_blocks *b, ot_dtype dtype, const ot_shape *shape,
+                              ot_value_kind kind) {
     if (grow((void **)&g->values, &g->cap_values, g->n_values + 1, sizeof(ot_value))) return -1;
     ot_value *v = &g->values[g->n_values];
     memset(v, 0, sizeof *v);
     v->id = g->n_values;
-    v->name = ot_strdup(name ? name : "");
-    if (!v->name) return -1;
+    v->name = b->name;
+    v->consumers = b->consumers;
+    v->cap_consumers = b->consumers ? b->cap_consumers : 0;
     v->dtype = dtype;
     v->shape = shape ? *shape : ot_shape_unknown();
     v->kind = kind;
@@ -308,32 +317,51 @@ static void drop_consumer(ot_value *v, int node_id) {
 
 int ot_graph_add_node(ot_graph *g, ot_op op, const char *name, const int *inputs, int n_inputs,
                       const int *outputs, int n_outputs, ot_phase phase) {
+    /* malloc, not calloc, for the id arrays: ot_graph_add_node_blocks sets every entry,
+     * and glibc's calloc skips its per-thread cache */
+    ot_node_blocks b = {.op_type = ot_strdup(op == OT_OP_UNKNOWN ? "" : ot_op_name(op)),
+                        .domain = ot_strdup(ot_op_has(op, OT_T_INTERNAL) ? "ai.onnxtrain" : ""),
+                        .name = ot_strdup(name ? name : ""),
+                        .inputs = malloc(sizeof(int) * (size_t)(n_inputs > 0 ? n_inputs : 1)),
+                        .outputs = malloc(sizeof(int) * (size_t)(n_outputs > 0 ? n_outputs : 1))};
+    int id = -1, n0 = g->n_nodes;
+    if (b.op_type && b.domain && b.name && b.inputs && b.outputs)
+        id = ot_graph_add_node_blocks(g, op, &b, inputs, n_inputs, outputs, n_outputs, phase);
+    if (id < 0 && g->n_nodes == n0) { /* not added: the blocks are still ours */
+        free(b.op_type);
+        free(b.domain);
+        free(b.name);
+        free(b.inputs);
+        free(b.outputs);
+    }
+    return id;
+}
+
+int ot_graph_add_node_blocks(ot_graph *g, ot_op op, const ot_node_blocks *b, const int *inputs, int n_inputs,
+                             const int *outputs, int n_outputs, ot_phase phase) {
     if (grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof(ot_node))) return -1;
     int id = g->n_nodes;
     ot_node *n = &g->nodes[id];
     memset(n, 0, sizeof *n);
     n->id = id;
     n->op = op;
-    n->op_type = ot_strdup(op == OT_OP_UNKNOWN ? "" : ot_op_name(op));
-    n->domain = ot_strdup(ot_op_has(op, OT_T_INTERNAL) ? "ai.onnxtrain" : "");
-    n->name = ot_strdup(name ? name : "");
-    n->inputs = ot_xcalloc((size_t)n_inputs, sizeof(int));
-    n->outputs = ot_xcalloc((size_t)n_outputs, sizeof(int));
-    if (!n->op_type || !n->domain || !n->name || !n->inputs || !n->outputs) return -1;
+    n->op_type = b->op_type;
+    n->domain = b->domain;
+    n->name = b->name;
+    n->inputs = b->inputs;
+    n->outputs = b->outputs;
     n->n_inputs = n_inputs;
     n->n_outputs = n_outputs;
     n->phase = phase;
     n->orig_node = -1;
     n->src_index = -1;
     g->n_nodes++;
-    for (int i = 0; i < n_inputs; i++) {
-        n->inputs[i] = inputs[i];
+    if (n_inputs > 0) memcpy(n->inputs, inputs, sizeof(int) * (size_t)n_inputs);
+    if (n_outputs > 0) memcpy(n->outputs, outputs, sizeof(int) * (size_t)n_outputs);
+    for (int i = 0; i < n_inputs; i++)
         if (inputs[i] >= 0 && add_consumer(&g->values[inputs[i]], id)) return -1;
-    }
-    for (int i = 0; i < n_outputs; i++) {
-        n->outputs[i] = outputs[i];
+    for (int i = 0; i < n_outputs; i++)
         if (outputs[i] >= 0) g->values[outputs[i]].producer = id;
-    }
     return id;
 }
 

@@ -285,6 +285,27 @@ int ot_graph_add_value_unique(ot_graph *g, const char *base, ot_dtype dtype,
  * records producer / consumers. Returns the node id or -1. */
 int ot_graph_add_node(ot_graph *g, ot_op op, const char *name, const int *inputs, int n_inputs,
                       const int *outputs, int n_outputs, ot_phase phase);
+/* The blocks a node or value owns, for the two functions below: malloc'd, the id
+ * arrays with room for the node's inputs and outputs (at least one entry each), the
+ * consumer list NULL or cap_consumers entries (its contents ignored). */
+typedef struct ot_node_blocks {
+    char *op_type, *domain, *name;
+    int *inputs, *outputs;
+} ot_node_blocks;
+typedef struct ot_value_blocks {
+    char *name;
+    int *consumers;
+    int cap_consumers;
+} ot_value_blocks;
+/* ot_graph_add_node and ot_graph_add_value with the blocks given instead of allocated
+ * (remat's measurements reuse a removed clone's: allocating and freeing thousands of
+ * small blocks per measurement was a large share of its time); the strings are taken
+ * as they are. The graph owns the blocks once the node or value is added; on -1 from a
+ * full graph (nothing added) they stay the caller's. */
+int ot_graph_add_node_blocks(ot_graph *g, ot_op op, const ot_node_blocks *b, const int *inputs, int n_inputs,
+                             const int *outputs, int n_outputs, ot_phase phase);
+int ot_graph_add_value_blocks(ot_graph *g, const ot_value_blocks *b, ot_dtype dtype, const ot_shape *shape,
+                              ot_value_kind kind);
 /* Marks a node removed and unlinks it from its values' producer/consumer lists. */
 void ot_graph_remove_node(ot_graph *g, int node_id);
 /* Replaces input slot `slot` of node with value `new_value`, fixing consumer lists. */

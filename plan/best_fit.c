@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "plan/best_fit.h"
+#include "plan/scratch.h"
 
 static int alloc_remove(ot_fit *a, int i) {
     memmove(&a->b[i], &a->b[i + 1], sizeof(ot_fit_block) * (size_t)(a->n - i - 1));
@@ -62,7 +63,8 @@ int ot_fit_free(ot_fit *a, size_t off, size_t size) {
     }
     if (a->n == a->cap) {
         int cap = a->cap ? a->cap * 2 : 64;
-        ot_fit_block *nb = realloc(a->b, sizeof(ot_fit_block) * (size_t)cap);
+        size_t bs = sizeof(ot_fit_block);
+        ot_fit_block *nb = ot_scratch_realloc(a->scr, a->b, bs * (size_t)a->n, bs * (size_t)cap);
         if (!nb) return -1;
         a->b = nb;
         a->cap = cap;

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "plan/scratch.h"
+
 typedef struct ot_fit_block {
     size_t off, size;
 } ot_fit_block;
@@ -15,6 +17,7 @@ typedef struct ot_fit {
     ot_fit_block *b; /* free blocks sorted by offset, never adjacent (merged) */
     int n, cap;
     size_t top; /* end of the highest block ever handed out (region-relative) */
+    ot_plan_scratch *scr; /* where b comes from (plan/scratch.h): NULL for the heap */
 } ot_fit;
 
 /* Smallest free block that fits (lowest offset on ties); else grows the region,

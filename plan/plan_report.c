@@ -1,7 +1,8 @@
 /* plan_report.c — what a plan reports: the accessors, the human summary and the JSON
  * object of a plan (`plan`, `plan --json`): peak, pinned region, bytes by category at
- * the peak and in total. */
+ * the peak and in total; and its release. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "plan/planner.h"
 
@@ -52,6 +53,16 @@ const char *ot_mem_category_name(ot_mem_category c) {
 }
 
 size_t ot_plan_peak_bytes(const ot_plan *p) { return p ? p->peak_bytes : 0; }
+
+void ot_plan_free(ot_plan *p) {
+    if (!p) return;
+    free(p->values);
+    free(p->order);
+    free(p->ws_offset);
+    free(p->ws_bytes);
+    free(p->timeline);
+    free(p);
+}
 
 int64_t ot_plan_offset(const ot_plan *p, int value_id) {
     if (!p || value_id < 0 || value_id >= p->n_values) return -1;

@@ -17,6 +17,7 @@
 #include "plan/planner.h"
 #include "plan/scratch.h"
 #include "plan/views.h"
+#include "plan/workspace.h"
 
 static size_t align_up(size_t x) { return (x + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
 
@@ -28,30 +29,6 @@ static const char *vname(const ot_graph *g, int v) {
 }
 
 static const char *nname(const ot_node *nd) { return nd->name && *nd->name ? nd->name : "?"; }
-
-/* Dtype + shape descriptors (no data) of a node's inputs and outputs, for the
- * backend's workspace query. */
-static void describe(const ot_graph *g, const int *ids, int n, ot_tensor *t) {
-    for (int k = 0; k < n; k++) {
-        memset(&t[k], 0, sizeof t[k]);
-        int v = ids[k];
-        if (v < 0 || v >= g->n_values) continue;
-        t[k].dtype = g->values[v].dtype;
-        t[k].shape = g->values[v].shape;
-        int64_t ne = ot_shape_numel(&t[k].shape);
-        t[k].nbytes = ne > 0 ? (size_t)ne * ot_dtype_size(t[k].dtype) : 0;
-    }
-}
-
-void ot_plan_free(ot_plan *p) {
-    if (!p) return;
-    free(p->values);
-    free(p->order);
-    free(p->ws_offset);
-    free(p->ws_bytes);
-    free(p->timeline);
-    free(p);
-}
 
 /* ---- the state of one build ------------------------------------------------- */
 
@@ -81,21 +58,30 @@ typedef struct build {
     int *opt_first; /* per value: first step of an optimizer node reading it; INT_MAX when none */
     int *reach;     /* per value: last read of it or of any view that may alias it */
     int *first_read; /* per value: first step that reads it; INT_MAX when none */
+    /* per value: the step that writes it and the last that reads it (-1: none), as
+     * scan_steps finds them: classify_values then writes each plan value whole, in the
+     * one pass over those 64-byte structs that sets them (a pass of its own before the
+     * scan, to clear them, missed the cache along all of them again on big graphs) */
+    int *def_of, *last_of;
     unsigned char *step_flags; /* per step: STEP_VIEW, STEP_OPTIMIZER */
     unsigned char *step_phase; /* per step: the node's ot_phase */
-    /* The value ids every step reads and writes, copied once from the nodes (648 bytes
-     * each, their id arrays elsewhere) into one array in schedule order: step s's
-     * inputs are io[io_start[s] .. + n_in[s]), its outputs the rest up to
-     * io_start[s + 1]. The passes after scan_steps read these, not the nodes. */
+    /* Without nodes, the value ids every step reads and writes, copied once from the
+     * nodes (648 bytes each) in schedule order: step s's inputs are io[io_start[s] .. +
+     * n_in[s]), its outputs the rest up to io_start[s + 1]; with nodes, io_of reads those. */
     int *io, *io_start, *n_in;
     int io_cap;
     int *slab_key, *slab_ids;
+    /* The values classify_values pins (not external), in id order: the pinned region's
+     * passes run over these, not over every 64-byte plan value (a miss each, big graphs). */
+    int *pinned_ids, n_pinned;
+    int n_views; /* steps flagged STEP_VIEW */
     int n_params;               /* params in the param slab (slab keys 0..n_params-1) */
     int *sort_count, *sort_tmp; /* sort_by_key's buffers (nv + 2 each) */
     ot_tensor *tin, *tout;
     int max_io;
     ot_fit al;
     size_t live[OT_MEM_COUNT]; /* bytes of live blocks per category during the walk */
+    size_t live_sum;           /* their sum, kept with them (live_add, live_sub): the timeline's entry */
     size_t max_end;            /* highest end offset of any block so far */
     size_t limit;              /* give up once max_end passes it (ot_plan_build_bounded) */
     bool exceeded;             /* it did: the plan is incomplete */
@@ -117,6 +103,8 @@ static void build_free(build *b) {
     ot_scratch_release(b->scr, b->opt_first);
     ot_scratch_release(b->scr, b->reach);
     ot_scratch_release(b->scr, b->first_read);
+    ot_scratch_release(b->scr, b->def_of);
+    ot_scratch_release(b->scr, b->last_of);
     ot_scratch_release(b->scr, b->sort_count);
     ot_scratch_release(b->scr, b->sort_tmp);
     ot_scratch_release(b->scr, b->step_flags);
@@ -126,9 +114,10 @@ static void build_free(build *b) {
     ot_scratch_release(b->scr, b->n_in);
     ot_scratch_release(b->scr, b->slab_key);
     ot_scratch_release(b->scr, b->slab_ids);
+    ot_scratch_release(b->scr, b->pinned_ids);
     ot_scratch_release(b->scr, b->tin);
     ot_scratch_release(b->scr, b->tout);
-    free(b->al.b);
+    ot_scratch_release(b->scr, b->al.b);
 }
 
 /* Allocates the plan and the per-node / per-value tables; marks graph outputs and
@@ -139,11 +128,13 @@ static ot_status build_init(build *b) {
     if (!p) return oom(b);
     p->n_values = nv;
     p->n_steps = n;
-    p->values = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof *p->values);
+    p->values = ot_scratch_alloc(b->scr, sizeof *p->values * (size_t)(nv + 1)); /* classify_values sets each */
+    b->def_of = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
+    b->last_of = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     p->order = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
     p->ws_offset = ot_scratch_alloc(b->scr, sizeof(int64_t) * (size_t)(n + 1));
     p->ws_bytes = ot_scratch_calloc(b->scr, (size_t)n + 1, sizeof(size_t));
-    p->timeline = ot_scratch_calloc(b->scr, (size_t)n + 1, sizeof(size_t));
+    p->timeline = ot_scratch_alloc(b->scr, sizeof(size_t) * (size_t)(n + 1)); /* a plan's walk sets each */
     b->step_of = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(b->g->n_nodes + 1));
     b->used = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof(bool));
     b->released = ot_scratch_calloc(b->scr, (size_t)nv + 1, sizeof(bool));
@@ -154,29 +145,34 @@ static ot_status build_init(build *b) {
     b->reach = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->slab_key = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->slab_ids = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
+    b->pinned_ids = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->first_read = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->sort_count = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 2));
     b->sort_tmp = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 2));
     b->step_flags = ot_scratch_alloc(b->scr, (size_t)n + 1);
     b->step_phase = ot_scratch_alloc(b->scr, (size_t)n + 1);
-    b->io_cap = 4 * n + 16;
-    b->io = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)b->io_cap);
-    b->io_start = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
-    b->n_in = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
-    if (!b->io || !b->io_start || !b->n_in) return oom(b);
-    b->io_start[0] = 0;
-    if (!b->first_read || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase) return oom(b);
+    if (!b->nodes) {
+        b->io_cap = 4 * n + 16;
+        b->io = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)b->io_cap);
+        b->io_start = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
+        b->n_in = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(n + 1));
+        if (!b->io || !b->io_start || !b->n_in) return oom(b);
+        b->io_start[0] = 0;
+    }
+    if (!b->first_read || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase || !b->def_of ||
+        !b->last_of)
+        return oom(b);
     if (!p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !b->step_of || !b->used ||
         !b->released || !b->is_output || !b->external || !b->opt_read || !b->opt_first || !b->reach ||
-        !b->slab_key || !b->slab_ids)
+        !b->slab_key || !b->slab_ids || !b->pinned_ids)
         return oom(b);
     if (n > 0) memcpy(p->order, b->order, sizeof(int) * (size_t)n);
     p->peak_step = -1;
     p->backward_step = n;
-    for (int i = 0; i < b->g->n_nodes; i++) b->step_of[i] = -1;
+    memset(b->step_of, 0xff, sizeof(int) * (size_t)b->g->n_nodes); /* -1 each */
+    memset(b->def_of, 0xff, sizeof(int) * (size_t)nv); /* -1 each */
+    memset(b->last_of, 0xff, sizeof(int) * (size_t)nv);
     for (int v = 0; v < nv; v++) {
-        p->values[v] = (ot_plan_value){.offset = -1, .def_step = -1, .last_step = -1, .inplace_of = -1,
-                                       .alias_of = -1, .slot_of = -1, .category = OT_MEM_TRANSIENT};
         b->opt_first[v] = INT_MAX;
         b->first_read[v] = INT_MAX;
     }
@@ -194,15 +190,10 @@ static ot_status build_init(build *b) {
     return OT_OK;
 }
 
-static step_io io_of(const build *b, int s) {
-    const int *in = b->io + b->io_start[s];
-    return (step_io){.in = in, .n_in = b->n_in[s], .out = in + b->n_in[s],
-                     .n_out = b->io_start[s + 1] - b->io_start[s] - b->n_in[s]};
-}
-
 unsigned char ot_plan_node_flags(const ot_node *nd) {
-    bool is_opt = ot_op_has(nd->op, OT_T_OPTIMIZER);
-    bool inplace = ot_op_has(nd->op, OT_T_INPLACE) || ot_op_has(nd->op, OT_T_VIEW);
+    unsigned traits = ot_op_get(nd->op)->traits; /* one lookup: the schedule asks this of every node */
+    bool is_opt = traits & OT_T_OPTIMIZER;
+    bool inplace = traits & (OT_T_INPLACE | OT_T_VIEW);
     return (unsigned char)((ot_plan_view_candidate(nd) ? STEP_VIEW : 0) | (is_opt ? STEP_OPTIMIZER : 0) |
                            (inplace ? STEP_INPLACE : 0) | (nd->op == OT_OP_SUM ? STEP_SUM : 0));
 }
@@ -223,6 +214,20 @@ static node_facts facts_of(const build *b, int id) {
     const ot_node *nd = &b->g->nodes[id];
     return (node_facts){.in = nd->inputs, .n_in = nd->n_inputs, .out = nd->outputs, .n_out = nd->n_outputs,
                         .phase = (unsigned char)nd->phase, .flags = ot_plan_node_flags(nd)};
+}
+
+/* Step s's inputs and outputs: from the caller's compact copy or from b->io. Inlined:
+ * the walk asks it at every step, and a call returning the struct cost more than it. */
+static inline __attribute__((always_inline)) step_io io_of(const build *b, int s) {
+    const ot_plan_nodes *t = b->nodes;
+    if (t) {
+        int id = b->order[s], i = t->in_start[id], o = t->out_start[id];
+        return (step_io){.in = t->in_val + i, .n_in = t->in_start[id + 1] - i, .out = t->out_val + o,
+                         .n_out = t->out_start[id + 1] - o};
+    }
+    const int *in = b->io + b->io_start[s];
+    return (step_io){.in = in, .n_in = b->n_in[s], .out = in + b->n_in[s],
+                     .n_out = b->io_start[s + 1] - b->io_start[s] - b->n_in[s]};
 }
 
 /* Appends a node's inputs and outputs to b->io as step s. */
@@ -260,8 +265,9 @@ static ot_status scan_steps(build *b) {
             p->backward_step = s;
         bool is_opt = nd.flags & STEP_OPTIMIZER;
         b->step_flags[s] = nd.flags;
+        b->n_views += (nd.flags & STEP_VIEW) != 0;
         b->step_phase[s] = nd.phase;
-        ot_status st = copy_io(b, s, &nd);
+        ot_status st = b->nodes ? OT_OK : copy_io(b, s, &nd);
         if (st) return st;
         for (int k = 0; k < nd.n_out; k++) {
             int v = nd.out[k];
@@ -269,8 +275,8 @@ static ot_status scan_steps(build *b) {
             if (v >= b->nv)
                 return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' writes value id %d, out of range", nname(&g->nodes[id]), v);
             b->used[v] = true;
-            p->values[v].def_step = s;
-            p->values[v].last_step = s;
+            b->def_of[v] = s;
+            b->last_of[v] = s;
         }
         for (int k = 0; k < nd.n_in; k++) {
             int v = nd.in[k];
@@ -278,7 +284,7 @@ static ot_status scan_steps(build *b) {
             if (v >= b->nv)
                 return ot_fail(b->err, OT_E_MODEL, "planner: node '%s' reads value id %d, out of range", nname(&g->nodes[id]), v);
             b->used[v] = true;
-            p->values[v].last_step = s;
+            b->last_of[v] = s;
             if (b->first_read[v] == INT_MAX) b->first_read[v] = s;
             if (is_opt) {
                 b->opt_read[v]++;
@@ -316,9 +322,8 @@ static void classify_kind(build *b, int v, ot_value_kind kind) {
 /* A value's byte size; fails on a dynamic shape, an unstorable dtype or a size past
  * 2^40 bytes. */
 int64_t ot_plan_value_size(const ot_value *val) {
-    if (!ot_shape_is_static(&val->shape)) return -1;
+    int64_t ne = ot_shape_numel(&val->shape); /* -1 exactly when the shape is not static */
     size_t es = ot_dtype_size(val->dtype);
-    int64_t ne = ot_shape_numel(&val->shape);
     if (es == 0 || ne < 0 || (uint64_t)ne > ((uint64_t)1 << 40) / es) return -1;
     return ne * (int64_t)es;
 }
@@ -345,6 +350,18 @@ static ot_status value_size(build *b, int v) {
     return OT_OK;
 }
 
+/* Value v (produced by node prod) is a kept activation when a forward node writes it
+ * and the backward pass reads it, or an alias of it (mark_kept). */
+static void mark_kept_value(build *b, int v, int prod) {
+    ot_plan *p = b->p;
+    ot_plan_value *pv = &p->values[v];
+    if (pv->pinned || pv->alias_of >= 0 || prod < 0 || prod >= b->g->n_nodes || b->step_of[prod] < 0) return;
+    ot_phase ph = (ot_phase)b->step_phase[b->step_of[prod]];
+    if ((ph == OT_PHASE_FORWARD || ph == OT_PHASE_LOSS) && pv->def_step < p->backward_step &&
+        pv->last_step >= p->backward_step)
+        pv->category = OT_MEM_KEPT;
+}
+
 /* Classifies every value (pinned slabs or transient), sizes it and checks that the
  * schedule writes each transient before any read. */
 static ot_status classify_values(build *b) {
@@ -354,6 +371,8 @@ static ot_status classify_values(build *b) {
     for (int v = 0; v < b->nv; v++) {
         const ot_value *val = &g->values[v];
         ot_plan_value *pv = &b->p->values[v];
+        *pv = (ot_plan_value){.offset = -1, .def_step = b->def_of[v], .last_step = b->last_of[v], .inplace_of = -1,
+                              .alias_of = -1, .slot_of = -1, .category = OT_MEM_TRANSIENT};
         ot_value_kind kind = t ? (ot_value_kind)(t->vinfo[v] & OT_PLAN_V_KIND) : val->kind;
         bool keep_always = kind == OT_VK_PARAM || kind == OT_VK_STATE || kind == OT_VK_OPT_STATE ||
                            kind == OT_VK_INPUT || b->is_output[v];
@@ -376,12 +395,15 @@ static ot_status classify_values(build *b) {
             pv->pinned = true;
         }
         if ((st = value_size(b, v))) return st;
+        if (pv->pinned && !pv->external && pv->category <= OT_MEM_IO) /* final: later passes leave pinned values be */
+            b->pinned_ids[b->n_pinned++] = v;
         if (pv->external) {
             if (b->used[v]) b->p->external_bytes += pv->nbytes;
             continue; /* no block, no category: the arena does not hold it */
         }
         if (pv->pinned) pv->def_step = produced ? b->step_of[prod] : -1;
         else if (pv->def_step >= 0 && pv->last_step < pv->def_step) pv->last_step = pv->def_step;
+        if (b->n_views == 0) mark_kept_value(b, v, prod); /* its lifetime is final: no alias extends it */
         /* A transient read before it is written means the schedule is not topological;
          * the consumer list (a pointer chase per value) is walked only to name the reader. */
         if (pv->pinned || !produced || !b->used[v] || b->first_read[v] >= pv->def_step) continue;
@@ -422,7 +444,13 @@ static bool may_alias(const build *b, const ot_node *nd, int i, int o, size_t de
 static void plan_views(build *b) {
     ot_plan *p = b->p;
     const ot_graph *g = b->g;
-    for (int v = 0; v < b->nv; v++) b->reach[v] = p->values[v].last_step;
+    if (b->n_views == 0) return; /* reach is read for the views' inputs and outputs alone */
+    for (int s = 0; s < b->n; s++) {
+        if (!(b->step_flags[s] & STEP_VIEW)) continue;
+        step_io io = io_of(b, s);
+        b->reach[io.in[0]] = p->values[io.in[0]].last_step;
+        b->reach[io.out[0]] = p->values[io.out[0]].last_step;
+    }
     for (int s = b->n - 1; s >= 0; s--) {
         if (!(b->step_flags[s] & STEP_VIEW)) continue;
         step_io io = io_of(b, s);
@@ -450,20 +478,20 @@ static void plan_views(build *b) {
 static void mark_kept(build *b) {
     ot_plan *p = b->p;
     const ot_graph *g = b->g;
-    for (int v = 0; v < b->nv; v++) {
-        ot_plan_value *pv = &p->values[v];
-        int prod = b->nodes ? b->nodes->vprod[v] : g->values[v].producer;
-        if (pv->pinned || pv->alias_of >= 0 || prod < 0 || prod >= g->n_nodes || b->step_of[prod] < 0) continue;
-        ot_phase ph = (ot_phase)b->step_phase[b->step_of[prod]];
-        if ((ph == OT_PHASE_FORWARD || ph == OT_PHASE_LOSS) && pv->def_step < p->backward_step &&
-            pv->last_step >= p->backward_step)
-            pv->category = OT_MEM_KEPT;
+    for (int v = 0; v < b->nv && b->n_views > 0; v++) /* without views classify_values did it */
+        mark_kept_value(b, v, b->nodes ? b->nodes->vprod[v] : g->values[v].producer);
+    for (int s = 0; s < b->n && b->n_views > 0; s++) { /* an alias is a view step's output 0 (plan_views) */
+        if (!(b->step_flags[s] & STEP_VIEW)) continue;
+        ot_plan_value *po = &p->values[io_of(b, s).out[0]];
+        if (po->alias_of >= 0) po->category = p->values[po->alias_of].category;
     }
-    for (int v = 0; v < b->nv; v++)
-        if (p->values[v].alias_of >= 0) p->values[v].category = p->values[p->values[v].alias_of].category;
 }
 
 /* ---- the pinned region ------------------------------------------------------ */
+
+/* Bytes of category c becoming live or free: live[c] and their sum move together. */
+static void live_add(build *b, int c, size_t n) { b->live[c] += n, b->live_sum += n; }
+static void live_sub(build *b, int c, size_t n) { b->live[c] -= n, b->live_sum -= n; }
 
 /* Slab order. Params by value id; a gradient or optimizer state that exactly one
  * optimizer node reads next to a param sorts by that param's position, so the
@@ -472,10 +500,9 @@ static void mark_kept(build *b) {
 static void slab_keys(build *b) {
     const ot_plan *p = b->p;
     int n_params = 0;
-    for (int v = 0; v < b->nv; v++) {
-        b->slab_key[v] = INT_MAX;
-        if (p->values[v].pinned && !p->values[v].external && p->values[v].category == OT_MEM_PARAMS)
-            b->slab_key[v] = n_params++;
+    for (int k = 0; k < b->n_pinned; k++) { /* sort_by_key reads the keys of pinned values alone */
+        int v = b->pinned_ids[k];
+        b->slab_key[v] = p->values[v].category == OT_MEM_PARAMS ? n_params++ : INT_MAX;
     }
     b->n_params = n_params;
     for (int s = 0; s < b->n; s++) {
@@ -514,19 +541,18 @@ static void place_pinned(build *b) {
     ot_plan *p = b->p;
     size_t cursor = 0, held = 0;
     slab_keys(b);
-    /* One pass buckets the pinned values by category, each bucket in value-id order
+    /* One pass over the pinned values buckets them by category, each in value-id order
      * (a counting sort: a pass over every value per category would miss the cache
      * once per value and category on big graphs). */
     int start[OT_MEM_IO + 2] = {0};
-    for (int v = 0; v < b->nv; v++)
-        if (p->values[v].pinned && !p->values[v].external && p->values[v].category <= OT_MEM_IO)
-            start[p->values[v].category + 1]++;
+    for (int k = 0; k < b->n_pinned; k++) start[p->values[b->pinned_ids[k]].category + 1]++;
     for (int c = OT_MEM_PARAMS; c <= OT_MEM_IO; c++) start[c + 1] += start[c];
     int fill[OT_MEM_IO + 1];
     memcpy(fill, start, sizeof fill);
-    for (int v = 0; v < b->nv; v++)
-        if (p->values[v].pinned && !p->values[v].external && p->values[v].category <= OT_MEM_IO)
-            b->slab_ids[fill[p->values[v].category]++] = v;
+    for (int k = 0; k < b->n_pinned; k++) {
+        int v = b->pinned_ids[k];
+        b->slab_ids[fill[p->values[v].category]++] = v;
+    }
     for (int c = OT_MEM_PARAMS; c <= OT_MEM_IO; c++) {
         p->slab_offset[c] = cursor;
         int n_slab = start[c + 1] - start[c], *ids = b->slab_ids + start[c];
@@ -537,7 +563,7 @@ static void place_pinned(build *b) {
             if (pv->nbytes && cursor + pv->nbytes > b->max_end) b->max_end = cursor + pv->nbytes;
             cursor += align_up(pv->nbytes);
             held += pv->nbytes;
-            b->live[c] += pv->nbytes;
+            live_add(b, c, pv->nbytes);
             p->total[c] += pv->nbytes;
         }
         p->slab_bytes[c] = cursor - p->slab_offset[c];
@@ -571,8 +597,8 @@ static bool try_inplace(build *b, int s, const step_io *io, int o) {
     po->offset = pr->offset;
     po->inplace_of = r;
     b->released[r] = true; /* its block now belongs to o */
-    b->live[pr->category] -= pr->nbytes;
-    b->live[po->category] += po->nbytes;
+    live_sub(b, pr->category, pr->nbytes);
+    live_add(b, po->category, po->nbytes);
     p->total[po->category] += po->nbytes;
     return true;
 }
@@ -639,7 +665,7 @@ static void place_outputs(build *b, int s, const step_io *io) {
         size_t off = ot_fit_alloc(&b->al, align_up(po->nbytes));
         po->offset = (int64_t)(b->base + off);
         if (b->base + off + po->nbytes > b->max_end) b->max_end = b->base + off + po->nbytes;
-        b->live[po->category] += po->nbytes;
+        live_add(b, po->category, po->nbytes);
         p->total[po->category] += po->nbytes;
     }
 }
@@ -648,20 +674,15 @@ static void place_outputs(build *b, int s, const step_io *io) {
  * during the step. Returns its size; *off is region-relative. */
 static size_t place_workspace(build *b, int s, size_t *off) {
     ot_plan *p = b->p;
-    size_t ws = 0;
     p->ws_offset[s] = -1;
-    if (b->dev && b->dev->workspace_bytes) { /* the device reads the node itself */
-        const ot_node *nd = &b->g->nodes[b->order[s]];
-        describe(b->g, nd->inputs, nd->n_inputs, b->tin);
-        describe(b->g, nd->outputs, nd->n_outputs, b->tout);
-        ws = b->dev->workspace_bytes(b->dev->ctx, nd, b->tin, b->tout);
-    }
+    /* the device reads the node itself */
+    size_t ws = b->dev ? ot_plan_node_workspace(b->dev, b->g, &b->g->nodes[b->order[s]], b->tin, b->tout) : 0;
     if (ws == 0) return 0;
     *off = ot_fit_alloc(&b->al, align_up(ws));
     p->ws_offset[s] = (int64_t)(b->base + *off);
     p->ws_bytes[s] = ws;
     if (b->base + *off + ws > b->max_end) b->max_end = b->base + *off + ws;
-    b->live[OT_MEM_WORKSPACE] += ws;
+    live_add(b, OT_MEM_WORKSPACE, ws);
     p->total[OT_MEM_WORKSPACE] += ws;
     return ws;
 }
@@ -672,7 +693,7 @@ static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws
     ot_plan *p = b->p;
     if (ws > 0) {
         if (ot_fit_free(&b->al, ws_off, align_up(ws))) return -1;
-        b->live[OT_MEM_WORKSPACE] -= ws;
+        live_sub(b, OT_MEM_WORKSPACE, ws);
     }
     for (int pass = 0; pass < 2; pass++) {
         const int *ids = pass == 0 ? io->in : io->out;
@@ -685,7 +706,7 @@ static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws
             b->released[v] = true;
             if (pv->nbytes == 0) continue;
             if (ot_fit_free(&b->al, (size_t)pv->offset - b->base, align_up(pv->nbytes))) return -1;
-            b->live[pv->category] -= pv->nbytes;
+            live_sub(b, pv->category, pv->nbytes);
         }
     }
     return 0;
@@ -703,9 +724,7 @@ static ot_status walk(build *b) {
         size_t end_before = b->max_end, ws_off = 0;
         place_outputs(b, s, &io);
         size_t ws = place_workspace(b, s, &ws_off);
-        size_t in_use = 0;
-        for (int c = 0; c < OT_MEM_COUNT; c++) in_use += b->live[c];
-        p->timeline[s] = in_use;
+        p->timeline[s] = b->live_sum; /* the sum over the categories */
         if (b->max_end > end_before) {
             p->peak_step = s;
             memcpy(p->at_peak, b->live, sizeof b->live);
@@ -731,7 +750,7 @@ static ot_status plan_run(const ot_graph *g, const int *order, int n, const ot_p
                           const ot_plan_options *opt, const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr,
                           bool *exceeded, ot_plan **out, ot_error *err) {
     build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .nodes = nodes, .scr = scr,
-               .err = err, .max_io = 1, .limit = limit};
+               .err = err, .max_io = 1, .limit = limit, .al = {.scr = scr}};
     *out = NULL;
     ot_status st = build_init(&b);
     if (!st) st = scan_steps(&b);
@@ -771,25 +790,4 @@ ot_status ot_plan_build_in(const ot_graph *g, const int *order, int n, const ot_
                            const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr, ot_plan **out, bool *exceeded,
                            ot_error *err) {
     return plan_run(g, order, n, dev, NULL, nodes, limit, scr, exceeded, out, err);
-}
-
-bool ot_plan_device_idle(const ot_graph *g, const int *order, int n, const ot_plan_device *dev) {
-    if (!dev || !dev->workspace_bytes) return true;
-    int max_io = 1;
-    for (int s = 0; s < n; s++) {
-        const ot_node *nd = &g->nodes[order[s]];
-        if (nd->n_inputs > max_io) max_io = nd->n_inputs;
-        if (nd->n_outputs > max_io) max_io = nd->n_outputs;
-    }
-    ot_tensor *tin = calloc((size_t)max_io, sizeof *tin), *tout = calloc((size_t)max_io, sizeof *tout);
-    bool idle = tin && tout;
-    for (int s = 0; s < n && idle; s++) {
-        const ot_node *nd = &g->nodes[order[s]];
-        describe(g, nd->inputs, nd->n_inputs, tin);
-        describe(g, nd->outputs, nd->n_outputs, tout);
-        idle = dev->workspace_bytes(dev->ctx, nd, tin, tout) == 0;
-    }
-    free(tin);
-    free(tout);
-    return idle;
 }

@@ -1,6 +1,6 @@
-/* schedule.c — Kahn's sort with a min-heap on (phase rank, anchor, recompute-first,
- * id), in two forms (the eager rule evaluated once per node, or again whenever a
- * value's readers run), the one with the smaller planned peak chosen; see
+/* schedule.c — Kahn's sort taking the ready node with the least (phase rank, anchor,
+ * recompute-first, id), in two forms (the eager rule evaluated once per node, or again
+ * whenever a value's readers run), the one with the smaller planned peak chosen; see
  * schedule.h for the rule, why recompute clones are placed lazily and why nodes that
  * free at least what they allocate run eagerly. */
 #include <stdint.h>
@@ -36,59 +36,44 @@ static int key_cmp(const sched_key *a, const sched_key *b) {
     return (a->id > b->id) - (a->id < b->id);
 }
 
-/* A key packed into one integer that orders like key_cmp: rank (2 bits), anchor + 1
- * (31 bits), sub (1 bit), id (30 bits; sched_init refuses bigger graphs). The heap
- * compares and moves these 8 bytes instead of four ints. */
-#define KEY_ID_BITS 30
-#define KEY_MAX_NODES (1 << KEY_ID_BITS)
+/* The ready nodes wait in a bitmap over every key a node can be pushed with, in key
+ * order: a node's static key and, for a backward node, its eager key (rank 2, anchor
+ * -1). Those keys are known once build_keys has run, so sched_init sorts them once
+ * (a counting sort: linear) and a push sets the key's bit, a pop takes the lowest set
+ * bit. A binary or 4-ary heap of packed keys did the same with a sift per pop through
+ * a heap of some 700 nodes on average at 5,000 nodes (the weight Transposes and the
+ * input Transposes of a training graph are ready from the forward pass on and waited
+ * there all through it): heap_pop was the largest single item of auto's time. Keys
+ * are unique and each is pushed at most once per order (a node at its readiness and
+ * at most once more when it turns eager), so both pop the same sequence. An entry
+ * carries its key, so a node whose key changed (it became eager) is pushed again and
+ * its stale entry skipped when popped. */
+typedef struct ready_set {
+    uint64_t *bits; /* one bit per key position */
+    uint64_t *sum;  /* bit w: bits[w] != 0 */
+    int n_sum, lo;  /* lo: no sum word below it is nonzero */
+} ready_set;
 
-static uint64_t key_pack(sched_key k) {
-    return (uint64_t)k.rank << 62 | (uint64_t)(k.anchor + 1) << 31 | (uint64_t)k.sub << 30 | (uint64_t)k.id;
-}
-static int key_id(uint64_t x) { return (int)(x & (KEY_MAX_NODES - 1)); }
-static bool key_eager(uint64_t x) { return ((x >> 31) & 0x7fffffffu) == 0; } /* anchor -1 */
-
-/* 4-ary min-heap of packed keys: half the levels of a binary heap, a node's four
- * children side by side (32 bytes), so a pop on a heap of thousands of ready nodes (the
- * weight Transposes a training graph can run from the start wait there all through
- * the forward pass) takes half the dependent, badly predicted steps. Keys are unique
- * (a node's id is in its key, and it is pushed at most twice, with different
- * anchors), so every heap pops the same sequence: the order does not depend on the
- * heap's shape. An entry carries its key, so a node whose key changes (it became
- * eager) is pushed again and its stale entry skipped when popped. */
-typedef struct heap {
-    uint64_t *a;
-    int n;
-} heap;
-
-#define HEAP_ARITY 4
-
-static void heap_push(heap *h, uint64_t k) {
-    int i = h->n++;
-    while (i > 0) {
-        int p = (i - 1) / HEAP_ARITY;
-        if (k >= h->a[p]) break;
-        h->a[i] = h->a[p];
-        i = p;
-    }
-    h->a[i] = k;
+static void ready_push(ready_set *r, int pos) {
+    int w = pos >> 6;
+    r->bits[w] |= (uint64_t)1 << (pos & 63);
+    r->sum[w >> 6] |= (uint64_t)1 << (w & 63);
+    if ((w >> 6) < r->lo) r->lo = w >> 6;
 }
 
-static uint64_t heap_pop(heap *h) {
-    uint64_t top = h->a[0], last = h->a[--h->n];
-    int i = 0;
-    for (;;) {
-        int c = HEAP_ARITY * i + 1, m = c;
-        if (c >= h->n) break;
-        int end = c + HEAP_ARITY < h->n ? c + HEAP_ARITY : h->n;
-        for (int k = c + 1; k < end; k++) m = h->a[k] < h->a[m] ? k : m;
-        if (h->a[m] >= last) break;
-        h->a[i] = h->a[m];
-        i = m;
-    }
-    if (h->n > 0) h->a[i] = last;
-    return top;
+/* The lowest set position, cleared; -1 when the set is empty. */
+static int ready_pop(ready_set *r) {
+    while (r->lo < r->n_sum && r->sum[r->lo] == 0) r->lo++;
+    if (r->lo == r->n_sum) return -1;
+    int w = (r->lo << 6) + __builtin_ctzll(r->sum[r->lo]);
+    int b = __builtin_ctzll(r->bits[w]);
+    r->bits[w] &= r->bits[w] - 1;
+    if (r->bits[w] == 0) r->sum[w >> 6] &= ~((uint64_t)1 << (w & 63));
+    return (w << 6) + b;
 }
+
+/* The ready set's positions (two per node) must fit an int. */
+#define SCHED_MAX_NODES (INT32_MAX / 2 - 2)
 
 static bool node_live(const ot_graph *g, int id) { return id >= 0 && id < g->n_nodes && !g->nodes[id].removed; }
 
@@ -128,8 +113,12 @@ typedef struct sched {
     /* per run */
     int *indeg, *readers;
     bool *done, *eager;
-    uint64_t *heap_mem;
-    int heap_cap;
+    /* the ready set's key positions (ready_set): per node its static key's and its
+     * eager key's (-1: not a backward node), per position its node; the eager keys
+     * are the positions [eager_lo, eager_hi) */
+    int *pos_static, *pos_eager, *pos_node;
+    int n_pos, eager_lo, eager_hi;
+    uint64_t *ready_bits, *ready_sum;
 } sched;
 
 /* True if v is a temporary: produced by a live node, an activation or gradient, not
@@ -207,9 +196,14 @@ static bool live_id(const sched *s, int id) { return id >= 0 && id < s->nn && s-
 #define READ_AHEAD 16
 
 /* Makes room for `need` ints in *arr (holding `used` of *cap), doubling; false when
- * out of memory (*arr is then released). */
-static bool ids_room(sched *s, int **arr, int *cap, int used, int need) {
-    if (need <= *cap) return true;
+ * out of memory (*arr is then released). The check inline (it is asked per node and
+ * per value and almost always holds), the growth out of line. */
+static bool ids_grow(sched *s, int **arr, int *cap, int used, int need);
+static inline bool ids_room(sched *s, int **arr, int *cap, int used, int need) {
+    return need <= *cap || ids_grow(s, arr, cap, used, need);
+}
+
+static bool ids_grow(sched *s, int **arr, int *cap, int used, int need) {
     int cap2 = *cap;
     while (cap2 < need) cap2 = cap2 < (1 << 29) ? 2 * cap2 : need;
     int *n = ot_scratch_realloc(s->scr, *arr, sizeof(int) * (size_t)used, sizeof(int) * (size_t)(cap2 + 1));
@@ -277,8 +271,8 @@ static bool read_values(sched *s) {
         s->cons_start[v] = n_cons;
         if (!ids_room(s, &s->cons, &cap_cons, n_cons, n_cons + nc)) return false;
         for (int c = 0; c < nc; c++) s->cons[n_cons++] = cs[c];
-        s->vbytes[v] = value_bytes(val);
         s->vsize[v] = ot_plan_value_size(val);
+        s->vbytes[v] = s->vsize[v] >= 0 ? s->vsize[v] : value_bytes(val); /* the same bytes when sized */
         s->vinfo[v] = (unsigned char)(((unsigned)val->kind & OT_PLAN_V_KIND) | (val->is_graph_output ? OT_PLAN_V_OUTPUT : 0) |
                                       (val->data ? OT_PLAN_V_DATA : 0));
         bool temp = !val->is_graph_output && live_id(s, val->producer) &&
@@ -299,6 +293,7 @@ static bool read_values(sched *s) {
         s->readers0[v] = n;
     }
     s->cons_start[nv] = n_cons;
+    s->readers0[nv] = 0; /* copied with the rest */
     return true;
 }
 
@@ -343,7 +338,11 @@ static void sched_free(sched *s) {
     ot_scratch_release(s->scr, s->readers);
     ot_scratch_release(s->scr, s->done);
     ot_scratch_release(s->scr, s->eager);
-    ot_scratch_release(s->scr, s->heap_mem);
+    ot_scratch_release(s->scr, s->pos_static);
+    ot_scratch_release(s->scr, s->pos_eager);
+    ot_scratch_release(s->scr, s->pos_node);
+    ot_scratch_release(s->scr, s->ready_bits);
+    ot_scratch_release(s->scr, s->ready_sum);
     ot_scratch_release(s->scr, s->phase);
     ot_scratch_release(s->scr, s->flags);
     ot_scratch_release(s->scr, s->in_start);
@@ -389,7 +388,7 @@ static ot_status build_edges(sched *s, ot_error *err) {
 
 /* A topological order of the live nodes into s->topo from the edges build_edges made
  * (arrays, where the graph's own sort reads every node and consumer list again); any
- * topological order serves build_keys and run_order, whose heap pops by unique keys.
+ * topological order serves build_keys and run_order, whose ready set pops by unique keys.
  * False when some live node is left out: a cycle. */
 static bool edge_topo_order(sched *s) {
     int *indeg = s->indeg, head = 0, tail = 0, live = 0; /* s->indeg is free until run_order */
@@ -429,27 +428,85 @@ static void build_keys(sched *s) {
     }
 }
 
+/* Every key a live node can be pushed with, in key_cmp's order (ready_set): a counting
+ * sort by (rank, anchor), filled with the sub-0 keys (clones) in id order, then the
+ * sub-1 keys in id order. The anchor decides the rank: a key's anchor is a node whose
+ * own key has that anchor and rank (a node that is not a clone, or a clone no node
+ * reads), so the buckets are one per anchor, laid out rank by rank in id order, and
+ * the eager keys (rank 2, anchor -1, by id) open rank 2. Linear, where sorting the keys
+ * would not be. False when out of memory. */
+static bool build_positions(sched *s) {
+    int nn = s->nn, rank_n[4] = {0}, n_eager = 0;
+    int *start = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(int)); /* per anchor: its keys, then their first position */
+    s->pos_static = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
+    s->pos_eager = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
+    s->pos_node = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(2 * nn + 1));
+    if (!start || !s->pos_static || !s->pos_eager || !s->pos_node) {
+        ot_scratch_release(s->scr, start);
+        return false;
+    }
+    for (int id = 0; id < nn; id++) {
+        if (!s->live[id]) continue;
+        start[s->keys[id].anchor]++;
+        rank_n[s->keys[id].rank]++;
+        n_eager += s->bwd[id];
+    }
+    int base[4] = {0, rank_n[0], rank_n[0] + rank_n[1] + n_eager, 0};
+    base[3] = base[2] + rank_n[2];
+    s->eager_lo = rank_n[0] + rank_n[1];
+    s->eager_hi = s->eager_lo + n_eager;
+    s->n_pos = base[3] + rank_n[3];
+    for (int a = 0; a < nn; a++) { /* the anchors of each rank in id order */
+        if (!s->live[a] || s->keys[a].anchor != a) continue;
+        int cnt = start[a];
+        start[a] = base[s->keys[a].rank];
+        base[s->keys[a].rank] += cnt;
+    }
+    int eager_at = s->eager_lo;
+    for (int sub = 0; sub < 2; sub++)
+        for (int id = 0; id < nn; id++) {
+            if (!s->live[id]) continue;
+            if (s->keys[id].sub == sub) {
+                int at = start[s->keys[id].anchor]++;
+                s->pos_static[id] = at;
+                s->pos_node[at] = id;
+            }
+            if (sub == 1) {
+                int at = s->bwd[id] ? eager_at++ : -1;
+                s->pos_eager[id] = at;
+                if (at >= 0) s->pos_node[at] = id;
+            }
+        }
+    ot_scratch_release(s->scr, start);
+    int n_words = (s->n_pos + 63) / 64 + 1;
+    s->ready_bits = ot_scratch_alloc(s->scr, sizeof(uint64_t) * (size_t)n_words);
+    s->ready_sum = ot_scratch_alloc(s->scr, sizeof(uint64_t) * (size_t)((n_words + 63) / 64));
+    return s->ready_bits && s->ready_sum;
+}
+
 static ot_status sched_init(sched *s, const ot_graph *g, ot_plan_scratch *scr, ot_error *err) {
     memset(s, 0, sizeof *s);
     s->g = g;
     s->scr = scr;
     int nn = s->nn = g->n_nodes, nv = g->n_values;
-    if (nn >= KEY_MAX_NODES) /* the packed keys' id field */
-        return ot_fail(err, OT_E_UNSUPPORTED, "schedule: %d nodes, more than the %d it can order", nn, KEY_MAX_NODES - 1);
+    if (nn >= SCHED_MAX_NODES)
+        return ot_fail(err, OT_E_UNSUPPORTED, "schedule: %d nodes, more than the %d it can order", nn, SCHED_MAX_NODES - 1);
     s->topo = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
     s->keys = ot_scratch_alloc(s->scr, sizeof(sched_key) * (size_t)(nn + 1));
     s->indeg0 = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(int));
-    s->indeg = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(int));
     s->succ_start = ot_scratch_calloc(s->scr, (size_t)nn + 2, sizeof(int));
-    s->readers0 = ot_scratch_calloc(s->scr, (size_t)nv + 1, sizeof(int));
-    s->readers = ot_scratch_calloc(s->scr, (size_t)nv + 1, sizeof(int));
-    s->done = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(bool));
-    s->eager = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(bool));
+    /* set in full before they are read (read_nodes, read_values, build_edges, run_order):
+     * no calloc, whose clearing is a pass over each */
+    s->indeg = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
+    s->readers0 = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nv + 1));
+    s->readers = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nv + 1));
+    s->done = ot_scratch_alloc(s->scr, (size_t)nn + 1);
+    s->eager = ot_scratch_alloc(s->scr, (size_t)nn + 1);
     s->vbytes = ot_scratch_alloc(s->scr, sizeof(int64_t) * (size_t)(nv + 1));
     s->vflags = ot_scratch_alloc(s->scr, (size_t)nv + 1);
     s->sole = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nv + 1));
     s->live = ot_scratch_alloc(s->scr, (size_t)nn + 1);
-    s->bwd = ot_scratch_calloc(s->scr, (size_t)nn + 1, sizeof(bool));
+    s->bwd = ot_scratch_alloc(s->scr, (size_t)nn + 1);
     s->phase = ot_scratch_alloc(s->scr, (size_t)nn + 1);
     s->flags = ot_scratch_alloc(s->scr, (size_t)nn + 1);
     s->in_start = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(nn + 1));
@@ -475,26 +532,22 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_plan_scratch *scr, o
         }
     }
     build_keys(s);
-    /* each node is pushed once when ready and at most once more when it turns eager */
-    s->heap_cap = 2 * s->n_live + 1;
-    s->heap_mem = ot_scratch_alloc(s->scr, sizeof(uint64_t) * (size_t)s->heap_cap);
-    if (!s->heap_mem) return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d nodes", nn);
+    if (!build_positions(s)) return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d nodes", nn);
     return OT_OK;
 }
 
-/* The key a node is pushed with: eager nodes go before every other node of their rank. */
-static uint64_t ready_key(sched *s, int id, bool dynamic) {
-    sched_key k = s->keys[id];
+/* The position of the key a node is pushed with: eager nodes go before every other
+ * node of their rank. */
+static int ready_key(sched *s, int id, bool dynamic) {
     /* only a backward node can be eager: others are not read at all */
     bool eager = node_eager_fast(s, id, dynamic ? s->readers : NULL);
     s->eager[id] = eager;
-    if (eager) k.anchor = -1;
-    return key_pack(k);
+    return eager ? s->pos_eager[id] : s->pos_static[id];
 }
 
 /* After node id ran: each value it read has one reader less; a ready node that is
  * now the last reader of a temporary may have become eager. */
-static void note_reads(sched *s, int id, heap *h) {
+static void note_reads(sched *s, int id, ready_set *h) {
     const int *in = s->in_val + s->in_start[id];
     int n_in = s->in_start[id + 1] - s->in_start[id], nv = s->g->n_values;
     for (int k = 0; k < n_in; k++) {
@@ -506,8 +559,8 @@ static void note_reads(sched *s, int id, heap *h) {
         for (int c = s->cons_start[v]; c < s->cons_start[v + 1]; c++) {
             int r = s->cons[c];
             if (r < 0 || r >= s->nn || !s->live[r] || s->done[r] || s->indeg[r] != 0 || s->eager[r]) continue;
-            uint64_t key = ready_key(s, r, true);
-            if (s->eager[r]) heap_push(h, key);
+            int key = ready_key(s, r, true);
+            if (s->eager[r]) ready_push(h, key);
             break;
         }
     }
@@ -521,19 +574,22 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
     memcpy(s->readers, s->readers0, sizeof(int) * (size_t)(s->g->n_values + 1));
     memset(s->done, 0, sizeof(bool) * (size_t)(s->nn + 1));
     memset(s->eager, 0, sizeof(bool) * (size_t)(s->nn + 1));
-    heap h = {s->heap_mem, 0};
+    int n_words = (s->n_pos + 63) / 64 + 1;
+    ready_set h = {s->ready_bits, s->ready_sum, (n_words + 63) / 64, 0};
+    memset(h.bits, 0, sizeof(uint64_t) * (size_t)n_words);
+    memset(h.sum, 0, sizeof(uint64_t) * (size_t)h.n_sum);
     for (int i = 0; i < s->n_live; i++)
-        if (s->indeg[s->topo[i]] == 0) heap_push(&h, ready_key(s, s->topo[i], dynamic));
+        if (s->indeg[s->topo[i]] == 0) ready_push(&h, ready_key(s, s->topo[i], dynamic));
     int n = 0;
-    while (h.n > 0) {
-        uint64_t k = heap_pop(&h);
-        int id = key_id(k);
-        if (s->done[id] || (s->eager[id] && !key_eager(k))) continue; /* a stale entry */
+    for (int k; (k = ready_pop(&h)) >= 0;) {
+        int id = s->pos_node[k];
+        bool eager_key = k >= s->eager_lo && k < s->eager_hi;
+        if (s->done[id] || (s->eager[id] && !eager_key)) continue; /* a stale entry */
         s->done[id] = true;
         order[n++] = id;
         if (dynamic) note_reads(s, id, &h);
         for (int e = s->succ_start[id]; e < s->succ_start[id + 1]; e++)
-            if (--s->indeg[s->succ[e]] == 0) heap_push(&h, ready_key(s, s->succ[e], dynamic));
+            if (--s->indeg[s->succ[e]] == 0) ready_push(&h, ready_key(s, s->succ[e], dynamic));
     }
     if (n != s->n_live) return ot_fail(err, OT_E_INTERNAL, "schedule: scheduled %d of %d live nodes", n, s->n_live);
     return OT_OK;

@@ -86,7 +86,7 @@ ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurem
     ot_remat_rewrite rw;
     int n_clones = 0;
     ot_remat_search_cost(s, keep, &n_clones); /* marks the clones from the search's copy */
-    ot_status st = ot_remat_apply_marked(s->g, s->a, keep, s->walk_cloned, n_clones, &rw, err);
+    ot_status st = ot_remat_apply_marked(s->g, s->a, keep, s->walk_cloned, n_clones, &s->rw_buf, &rw, err);
     if (st != OT_OK) return st;
     ot_remat_measurement m = {.scratch = s->scratch};
     double cost = rw.extra_flops;
@@ -338,6 +338,7 @@ static void search_free(search *s) {
     free(s->best);
     free(s->min_keep);
     ot_plan_scratch_free(s->scratch);
+    ot_remat_rewrite_buf_free(&s->rw_buf);
     free(s->walk_prod);
     free(s->walk_start);
     free(s->walk_in);

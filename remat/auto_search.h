@@ -4,6 +4,37 @@
 #define OT_REMAT_AUTO_SEARCH_H
 
 #include "remat/remat.h"
+/* The arrays of auto's rewrites, reused from one measurement to the next (each rewrite
+ * is undone before the next is applied). Why: allocated per rewrite, the first of
+ * them, a large block, came right after the undo had freed the clones' thousands of
+ * small blocks, and glibc merges all those (malloc_consolidate) before it serves a
+ * large block; the next clones then came from the merged chunks, the slow path:
+ * about a tenth of auto's time at 5,000 nodes. Capacities in entries; freed by
+ * ot_remat_rewrite_buf_free.
+ *
+ * The clones' own blocks are kept too: the undo parks each clone's (its node's
+ * strings and id arrays, its attributes, its values' names and consumer lists) under
+ * the forward node or value it copies, and the next clone of that node takes them
+ * back: the same name, the same sizes. Allocating and freeing some six small blocks
+ * per clone, thousands per measurement, took a tenth of auto's time at 5,007 nodes and
+ * a fifth at 25,023 (the allocator's lists spread over a heap that outgrew the cache). */
+typedef struct ot_remat_parked_node {
+    ot_node_blocks b; /* b.name NULL: nothing parked */
+    ot_attr *attrs;
+    int n_attrs;
+} ot_remat_parked_node;
+typedef struct ot_remat_rewrite_buf {
+    bool *needed;            /* a->n_values */
+    int *clone_of;           /* a->n_values */
+    int *readers;            /* cap_readers */
+    int *rw_node, *rw_slot, *rw_old; /* cap_slots */
+    int cap_readers, cap_slots;
+    ot_remat_parked_node *park_node; /* per forward node id (n_park_nodes) */
+    ot_value_blocks *park_val;       /* per value id (n_park_vals); name NULL: nothing parked */
+    int n_park_nodes, n_park_vals;
+    int *val_orig, n_val_orig;       /* the values the rewrite cloned, in the order of their clones */
+} ot_remat_rewrite_buf;
+void ot_remat_rewrite_buf_free(ot_remat_rewrite_buf *b);
 
 typedef struct ot_remat_search {
     ot_graph *g;
@@ -25,6 +56,7 @@ typedef struct ot_remat_search {
      * nodes, a cache miss each on a big graph, at every price the searches ask. */
     int *walk_prod, *walk_start, *walk_in, *walk_stack;
     bool *walk_cloned;
+    ot_remat_rewrite_buf rw_buf; /* the measurements' rewrites' arrays */
 } ot_remat_search;
 
 /* A value (or index) and its sort key; ot_remat_ranked_desc sorts by key, highest
@@ -43,9 +75,10 @@ double ot_remat_search_cost(ot_remat_search *s, const bool *keep, int *n_clones)
 /* ot_remat_apply with the clones already marked (cloned[node id], n_clones of them:
  * what ot_remat_mark_clones marks for keep), for auto's measurements (rewrite.c): the
  * same rewrite, but rw->kept_bytes is left 0 (the search reads the FLOPs alone, and
- * counting the bytes read the clones' nodes and values once more). */
+ * counting the bytes read the clones' nodes and values once more), and rw's arrays
+ * are buf's (rw->borrowed), valid until buf's next rewrite. */
 ot_status ot_remat_apply_marked(ot_graph *g, const ot_remat_analysis *a, const bool *keep, const bool *cloned,
-                                int n_clones, ot_remat_rewrite *rw, ot_error *err);
+                                int n_clones, ot_remat_rewrite_buf *buf, ot_remat_rewrite *rw, ot_error *err);
 
 /* Measures one keep set (planner run); records it as best when it fits and is cheaper.
  * _measure gives the whole measurement (peak and steps at the top). */

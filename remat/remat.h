@@ -123,6 +123,7 @@ typedef struct ot_remat_rewrite {
     double extra_flops;      /* FLOPs of the clones */
     int64_t kept_bytes;      /* forward activations read after the forward pass */
     int *clone_of;           /* per value id: its clone (value id) or -1; n_values0 entries */
+    struct ot_remat_rewrite_buf *buf; /* the search's arrays (remat/auto_search.h), not freed with rw; or NULL */
 } ot_remat_rewrite;
 
 /* Rewrites g so that every saved value not in keep is recomputed. keep has
