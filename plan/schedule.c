@@ -573,3 +573,11 @@ void ot_schedule_base_hint(ot_plan_scratch *scr, const ot_graph *g, const int *c
     b->changed = changed;
     b->n_changed = n_changed;
 }
+
+void ot_schedule_base_grown(ot_plan_scratch *scr, const ot_graph *g) {
+    if (!scr) return;
+    ot_sched_base *b = ot_plan_scratch_base(scr);
+    if (!g || b->hint_g != g) return;
+    b->hint_nn = g->n_nodes;
+    b->hint_nv = g->n_values;
+}

@@ -67,10 +67,16 @@ ot_status ot_schedule_base_set(ot_plan_scratch *scr, const ot_graph *g, ot_error
 /* Declares the next ot_schedule_plan_scratch with scr: g is the base with changed
  * (n_changed node ids, repeats allowed) the only base nodes whose inputs differ, and
  * what was appended since. It serves that call alone, and only when g still has the
- * node and value counts it has now (a measure that appends more, as the session's
- * optimizer nodes, reads in full and drops the base; so does any call with scr that
- * was not declared, and a declaration withdrawn unused). g NULL withdraws it. Nothing
+ * node and value counts it has now (a measure that appends more reads in full and
+ * drops the base unless it says so, ot_schedule_base_grown; so does any call with scr
+ * that was not declared, and a declaration withdrawn unused). g NULL withdraws it. Nothing
  * without a base. */
 void ot_schedule_base_hint(ot_plan_scratch *scr, const ot_graph *g, const int *changed, int n_changed);
+
+/* The graph declared for the next call has since had nodes and values appended, and
+ * nothing else changed (the session's measure appends the optimizer nodes, which write
+ * no value, on top of the rewrite): the declaration covers them. Nothing when scr has
+ * no declaration for g. */
+void ot_schedule_base_grown(ot_plan_scratch *scr, const ot_graph *g);
 
 #endif
