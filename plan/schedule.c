@@ -2,7 +2,9 @@
  * recompute-first, id), in two forms (the eager rule evaluated once per node, or again
  * whenever a value's readers run), the one with the smaller planned peak chosen; see
  * schedule.h for the rule, why recompute clones are placed lazily and why nodes that
- * free at least what they allocate run eagerly. */
+ * free at least what they allocate run eagerly. The graph is read into compact arrays
+ * by plan/sched_read.c, from a base kept in the scratch when the caller declared its
+ * rewrite (ot_schedule_base_set, plan/sched_base.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,13 +12,8 @@
 #include "plan/planner.h"
 #include "plan/schedule.h"
 #include "plan/scratch.h"
-
-typedef struct sched_key {
-    int rank;   /* phase rank */
-    int anchor; /* node id, a clone's first consumer, or -1 for an eager node */
-    int sub;    /* 0 for recompute clones: run right before their anchor */
-    int id;
-} sched_key;
+#include "plan/sched_base.h"
+#include "plan/sched_internal.h"
 
 static int phase_rank(ot_phase p) {
     switch (p) {
@@ -76,50 +73,6 @@ static int ready_pop(ready_set *r) {
 #define SCHED_MAX_NODES (INT32_MAX / 2 - 2)
 
 static bool node_live(const ot_graph *g, int id) { return id >= 0 && id < g->n_nodes && !g->nodes[id].removed; }
-
-/* Bytes of a value with a static shape, -1 otherwise. */
-static int64_t value_bytes(const ot_value *v) {
-    int64_t n = ot_shape_numel(&v->shape);
-    size_t es = ot_dtype_size(v->dtype);
-    if (n < 0 || es == 0 || n > INT64_MAX / (int64_t)es) return -1;
-    return n * (int64_t)es;
-}
-
-/* What both forms share: the live nodes in topological order, producer -> consumer
- * edges, static keys, and per value the number of distinct live nodes that read it. */
-typedef struct sched {
-    const ot_graph *g;
-    ot_plan_scratch *scr; /* where the arrays come from: NULL for the heap */
-    int nn, n_live;
-    int *topo, *succ_start, *succ, *indeg0, *readers0;
-    sched_key *keys;
-    /* per value, what node_eager asks of it, read once from the graph's ot_value
-     * (a large struct) instead of at every push: bytes (-1 unknown), whether it is a
-     * temporary, a param's gradient, and its sole reader (-1: none or several) */
-    int64_t *vbytes;
-    unsigned char *vflags;
-    int *sole;
-    bool *live; /* per node: node_live */
-    bool *bwd;  /* per node: a BACKWARD node, the only kind that can be eager */
-    /* the graph's nodes and values read once per schedule into compact arrays, which
-     * the passes below and both orders read instead of the large ot_node/ot_value
-     * structs: per node its phase and its input and output value ids (CSR), per
-     * value its producer and its consumers (CSR, in the graph's order) */
-    unsigned char *phase, *flags; /* flags: ot_plan_node_flags, for the planner runs */
-    int *in_start, *in_val, *out_start, *out_val;
-    int *vprod, *cons_start, *cons;
-    unsigned char *vinfo; /* ot_plan_nodes.vinfo */
-    int64_t *vsize;       /* ot_plan_value_size */
-    /* per run */
-    int *indeg, *readers;
-    bool *done, *eager;
-    /* the ready set's key positions (ready_set): per node its static key's and its
-     * eager key's (-1: not a backward node), per position its node; the eager keys
-     * are the positions [eager_lo, eager_hi) */
-    int *pos_static, *pos_eager, *pos_node;
-    int n_pos, eager_lo, eager_hi;
-    uint64_t *ready_bits, *ready_sum;
-} sched;
 
 /* True if v is a temporary: produced by a live node, an activation or gradient, not
  * a graph output (a pinned slot that outlives the step). */
@@ -183,118 +136,6 @@ static bool node_eager(const ot_graph *g, const ot_node *nd, const int *readers)
     }
     if (sizes_known) return freed > 0 && freed >= alloc;
     return shape_match;
-}
-
-enum { V_TEMPORARY = 1, V_PINNED_GRADIENT = 2 }; /* vflags bits */
-
-/* True if node id is live, from the compact arrays (node_live). */
-static bool live_id(const sched *s, int id) { return id >= 0 && id < s->nn && s->live[id]; }
-
-/* How many nodes or values ahead read_nodes and read_values prefetch the separately
- * allocated id arrays: on a graph larger than the cache, waiting for each in turn was
- * most of a schedule's time. */
-#define READ_AHEAD 16
-
-/* Makes room for `need` ints in *arr (holding `used` of *cap), doubling; false when
- * out of memory (*arr is then released). The check inline (it is asked per node and
- * per value and almost always holds), the growth out of line. */
-static bool ids_grow(sched *s, int **arr, int *cap, int used, int need);
-static inline bool ids_room(sched *s, int **arr, int *cap, int used, int need) {
-    return need <= *cap || ids_grow(s, arr, cap, used, need);
-}
-
-static bool ids_grow(sched *s, int **arr, int *cap, int used, int need) {
-    int cap2 = *cap;
-    while (cap2 < need) cap2 = cap2 < (1 << 29) ? 2 * cap2 : need;
-    int *n = ot_scratch_realloc(s->scr, *arr, sizeof(int) * (size_t)used, sizeof(int) * (size_t)(cap2 + 1));
-    if (!n) {
-        ot_scratch_release(s->scr, *arr);
-        *arr = NULL;
-        return false;
-    }
-    *arr = n;
-    *cap = cap2;
-    return true;
-}
-
-/* Per node: live, phase, backward, and its input and output ids (CSR). One pass over
- * the node structs (648 bytes each: a 25,000-node graph's do not stay in cache, and a
- * counting pass first read each of them twice): the id arrays start at a size that
- * holds most graphs (three inputs and two outputs per node) and double when not.
- * False when out of memory. */
-static bool read_nodes(sched *s) {
-    const ot_graph *g = s->g;
-    int n_in = 0, n_out = 0, cap_in = 3 * s->nn + 16, cap_out = 2 * s->nn + 16;
-    s->in_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(cap_in + 1));
-    s->out_val = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(cap_out + 1));
-    if (!s->in_val || !s->out_val) return false;
-    for (int id = 0; id < s->nn; id++) {
-        const ot_node *nd = &g->nodes[id];
-        if (id + READ_AHEAD < s->nn) { /* each id array is its own allocation: a miss apiece, overlapped */
-            __builtin_prefetch(nd[READ_AHEAD].inputs);
-            __builtin_prefetch(nd[READ_AHEAD].outputs);
-        }
-        s->live[id] = !nd->removed;
-        s->phase[id] = (unsigned char)nd->phase;
-        s->flags[id] = ot_plan_node_flags(nd);
-        s->bwd[id] = nd->phase == OT_PHASE_BACKWARD;
-        s->in_start[id] = n_in;
-        s->out_start[id] = n_out;
-        if (!ids_room(s, &s->in_val, &cap_in, n_in, n_in + nd->n_inputs) ||
-            !ids_room(s, &s->out_val, &cap_out, n_out, n_out + nd->n_outputs))
-            return false;
-        for (int k = 0; k < nd->n_inputs; k++) s->in_val[n_in++] = nd->inputs[k]; /* a few each: no memcpy */
-        for (int k = 0; k < nd->n_outputs; k++) s->out_val[n_out++] = nd->outputs[k];
-    }
-    s->in_start[s->nn] = n_in;
-    s->out_start[s->nn] = n_out;
-    return true;
-}
-
-/* Per value: producer, consumers (CSR), the caches node_eager_fast reads (bytes,
- * temporary / param gradient flags as temporary() and pinned_gradient() decide them,
- * sole reader) and the number of distinct live readers. One pass, as read_nodes: a
- * consumer list holds one entry per input slot that reads the value, so the slots
- * read_nodes counted bound them all (the array grows should a list say otherwise).
- * False when out of memory. */
-static bool read_values(sched *s) {
-    const ot_graph *g = s->g;
-    int nv = g->n_values, n_cons = 0, cap_cons = s->in_start[s->nn] + 16;
-    s->cons = ot_scratch_alloc(s->scr, sizeof(int) * (size_t)(cap_cons + 1));
-    if (!s->cons) return false;
-    for (int v = 0; v < nv; v++) {
-        const ot_value *val = &g->values[v];
-        if (v + READ_AHEAD < nv) __builtin_prefetch(val[READ_AHEAD].consumers); /* as in read_nodes */
-        const int *cs = val->consumers;
-        int nc = val->n_consumers;
-        s->vprod[v] = val->producer;
-        s->cons_start[v] = n_cons;
-        if (!ids_room(s, &s->cons, &cap_cons, n_cons, n_cons + nc)) return false;
-        for (int c = 0; c < nc; c++) s->cons[n_cons++] = cs[c];
-        s->vsize[v] = ot_plan_value_size(val);
-        s->vbytes[v] = s->vsize[v] >= 0 ? s->vsize[v] : value_bytes(val); /* the same bytes when sized */
-        s->vinfo[v] = (unsigned char)(((unsigned)val->kind & OT_PLAN_V_KIND) | (val->is_graph_output ? OT_PLAN_V_OUTPUT : 0) |
-                                      (val->data ? OT_PLAN_V_DATA : 0));
-        bool temp = !val->is_graph_output && live_id(s, val->producer) &&
-                    (val->kind == OT_VK_ACTIVATION || val->kind == OT_VK_GRADIENT);
-        bool pinned = val->is_graph_output;
-        for (int c = 0; c < nc && !pinned && val->kind == OT_VK_GRADIENT; c++)
-            pinned = live_id(s, cs[c]) && s->phase[cs[c]] == OT_PHASE_OPTIMIZER;
-        s->vflags[v] = (unsigned char)((temp ? V_TEMPORARY : 0) | (pinned ? V_PINNED_GRADIENT : 0));
-        int sole = nc > 0 ? cs[0] : -1, n = 0;
-        for (int c = 1; c < nc && sole >= 0; c++)
-            if (cs[c] != sole) sole = -1;
-        s->sole[v] = sole;
-        for (int c = 0; c < nc; c++) {
-            bool dup = false;
-            for (int j = 0; j < c && !dup; j++) dup = cs[j] == cs[c];
-            n += !dup && live_id(s, cs[c]);
-        }
-        s->readers0[v] = n;
-    }
-    s->cons_start[nv] = n_cons;
-    s->readers0[nv] = 0; /* copied with the rest */
-    return true;
 }
 
 /* node_eager from the caches: the same answer whenever every size it weighs is known;
@@ -516,7 +357,7 @@ static ot_status sched_init(sched *s, const ot_graph *g, ot_plan_scratch *scr, o
     s->vinfo = ot_scratch_alloc(s->scr, (size_t)nv + 1);
     s->vsize = ot_scratch_alloc(s->scr, sizeof(int64_t) * (size_t)(nv + 1));
     if (!s->vbytes || !s->vflags || !s->sole || !s->live || !s->bwd || !s->phase || !s->flags || !s->in_start ||
-        !s->out_start || !s->vprod || !s->cons_start || !s->vinfo || !s->vsize || !read_nodes(s) || !read_values(s))
+        !s->out_start || !s->vprod || !s->cons_start || !s->vinfo || !s->vsize || !ot_sched_read_graph(s))
         return ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d values", nv);
     if (!s->topo || !s->keys || !s->indeg0 || !s->indeg || !s->succ_start || !s->readers0 || !s->readers ||
         !s->done || !s->eager)
@@ -691,4 +532,52 @@ ot_status ot_schedule_plan_scratch(const ot_graph *g, const ot_plan_device *dev,
     *plan_out = NULL;
     ot_plan_scratch_reset(scr);
     return schedule(g, dev, scr, order_out, n_out, plan_out, err);
+}
+
+ot_status ot_schedule_base_set(ot_plan_scratch *scr, const ot_graph *g, ot_error *err) {
+    ot_sched_base *b = ot_plan_scratch_base(scr);
+    ot_sched_base_clear(b);
+    sched s;
+    ot_status st = sched_init(&s, g, NULL, err); /* no scratch: the arrays are the heap's, and no base */
+    int nv = g->n_values;
+    b->mark = calloc((size_t)nv + 1, 1);
+    b->stale = malloc(sizeof(int) * (size_t)(nv + 1));
+    b->touched = malloc(sizeof(int) * (size_t)(nv + 1));
+    if (!st && (!b->mark || !b->stale || !b->touched))
+        st = ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d values", nv);
+    if (!st) { /* the facts move to the base */
+#define TAKE(f) (b->f = s.f, s.f = NULL)
+        TAKE(live), TAKE(bwd), TAKE(phase), TAKE(flags), TAKE(in_start), TAKE(in_val), TAKE(out_start);
+        TAKE(out_val), TAKE(vprod), TAKE(cons_start), TAKE(cons), TAKE(sole), TAKE(readers0), TAKE(vsize);
+        TAKE(vbytes), TAKE(vinfo), TAKE(vflags);
+#undef TAKE
+        b->g = g;
+        b->nn = g->n_nodes;
+        b->nv = nv;
+    }
+    sched_free(&s);
+    if (st) ot_sched_base_clear(b);
+    return st;
+}
+
+void ot_schedule_base_hint(ot_plan_scratch *scr, const ot_graph *g, const int *changed, int n_changed) {
+    if (!scr) return;
+    ot_sched_base *b = ot_plan_scratch_base(scr);
+    if (!g && b->hint_g) { /* declared, never called: that rewrite's changes are unknown */
+        ot_sched_base_clear(b);
+        return;
+    }
+    b->hint_g = b->g ? g : NULL;
+    b->hint_nn = g ? g->n_nodes : 0;
+    b->hint_nv = g ? g->n_values : 0;
+    b->changed = changed;
+    b->n_changed = n_changed;
+}
+
+void ot_schedule_base_grown(ot_plan_scratch *scr, const ot_graph *g) {
+    if (!scr) return;
+    ot_sched_base *b = ot_plan_scratch_base(scr);
+    if (!g || b->hint_g != g) return;
+    b->hint_nn = g->n_nodes;
+    b->hint_nv = g->n_values;
 }

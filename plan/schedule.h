@@ -54,4 +54,29 @@ ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **o
 ot_status ot_schedule_plan_scratch(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, int **order,
                                    int *n, ot_plan **plan, ot_error *err);
 
+/* Opt-in, for a caller that plans many rewrites of one graph (remat's auto): the
+ * facts the schedule reads of every node and value, kept in scr for g as it is now
+ * (the base: the graph between rewrites), so that a declared call reads only what its
+ * rewrite changed (plan/sched_base.h says why and the rule). Until scr is freed or
+ * the base set again, g may change only by rewrites that append nodes and values,
+ * rewire base nodes' inputs, and are undone before the next; the caller declares each
+ * call with ot_schedule_base_hint. An undeclared call reads the whole graph, as
+ * without a base. */
+ot_status ot_schedule_base_set(ot_plan_scratch *scr, const ot_graph *g, ot_error *err);
+
+/* Declares the next ot_schedule_plan_scratch with scr: g is the base with changed
+ * (n_changed node ids, repeats allowed) the only base nodes whose inputs differ, and
+ * what was appended since. It serves that call alone, and only when g still has the
+ * node and value counts it has now (a measure that appends more reads in full and
+ * drops the base unless it says so, ot_schedule_base_grown; so does any call with scr
+ * that was not declared, and a declaration withdrawn unused). g NULL withdraws it. Nothing
+ * without a base. */
+void ot_schedule_base_hint(ot_plan_scratch *scr, const ot_graph *g, const int *changed, int n_changed);
+
+/* The graph declared for the next call has since had nodes and values appended, and
+ * nothing else changed (the session's measure appends the optimizer nodes, which write
+ * no value, on top of the rewrite): the declaration covers them. Nothing when scr has
+ * no declaration for g. */
+void ot_schedule_base_grown(ot_plan_scratch *scr, const ot_graph *g);
+
 #endif

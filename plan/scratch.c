@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plan/scratch.h"
+#include "plan/sched_base.h"
 
 #define SCRATCH_ALIGN 64
 #define SCRATCH_FIRST ((size_t)1 << 20)
@@ -19,12 +20,14 @@ typedef struct chunk {
 struct ot_plan_scratch {
     chunk *c; /* c[n - 1] is the one being filled */
     int n, cap;
+    ot_sched_base base; /* the schedule's, kept across resets (plan/sched_base.h) */
 };
 
 ot_plan_scratch *ot_plan_scratch_new(void) { return calloc(1, sizeof(ot_plan_scratch)); }
 
 void ot_plan_scratch_free(ot_plan_scratch *s) {
     if (!s) return;
+    ot_sched_base_clear(&s->base);
     for (int i = 0; i < s->n; i++) free(s->c[i].mem);
     free(s->c);
     free(s);
@@ -98,4 +101,14 @@ void *ot_scratch_realloc(ot_plan_scratch *s, void *p, size_t old_bytes, size_t n
     void *q = ot_scratch_alloc(s, new_bytes);
     if (q && p && old_bytes) memcpy(q, p, old_bytes < new_bytes ? old_bytes : new_bytes);
     return q;
+}
+
+ot_sched_base *ot_plan_scratch_base(ot_plan_scratch *s) { return &s->base; }
+
+void ot_sched_base_clear(ot_sched_base *b) {
+    void *arrays[] = {b->live, b->phase, b->flags, b->bwd, b->in_start, b->in_val, b->out_start, b->out_val,
+                      b->vprod, b->cons_start, b->cons, b->sole, b->readers0, b->vsize, b->vbytes, b->vinfo,
+                      b->vflags, b->mark, b->stale, b->touched};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
+    memset(b, 0, sizeof *b);
 }

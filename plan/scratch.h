@@ -11,7 +11,11 @@
  * first call no page is faulted again.
  *
  * Every function takes a NULL scratch to mean the ordinary heap (malloc, calloc,
- * free), so the code that allocates is the same with and without one. */
+ * free), so the code that allocates is the same with and without one.
+ *
+ * A scratch also holds the schedule's base when its caller sets one (a copy of the
+ * un-rewritten graph's compact facts, plan/sched_base.h): a reset keeps it, a free
+ * frees it. */
 #ifndef OT_PLAN_SCRATCH_H
 #define OT_PLAN_SCRATCH_H
 

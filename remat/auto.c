@@ -90,7 +90,11 @@ ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurem
     if (st != OT_OK) return st;
     ot_remat_measurement m = {.scratch = s->scratch};
     double cost = rw.extra_flops;
+    /* the rewrite rewired the journal's nodes and appended the clones: the schedule
+     * reads those and copies the rest from the search's base (search_init) */
+    ot_schedule_base_hint(s->scratch, s->g, rw.rw_node, rw.n_rewired);
     st = s->measure(s->g, s->user, &m, err);
+    ot_schedule_base_hint(s->scratch, NULL, NULL, 0);
     int64_t peak = m.peak;
     ot_remat_undo(s->g, &rw);
     if (st != OT_OK) return st;
@@ -355,6 +359,10 @@ static ot_status search_init(search *s, ot_graph *g, const ot_remat_analysis *a,
     s->scratch = ot_plan_scratch_new();
     if (!s->best || !s->min_keep || !s->scratch || !walk_init(s))
         return ot_fail(err, OT_E_MEMORY, "remat: out of memory for %d values", a->n_values);
+    /* The graph between the measurements' rewrites, for their schedules (plan/sched_base.h);
+     * without it (out of memory, a graph the schedule refuses) each reads the whole graph. */
+    ot_error ignored = {0};
+    ot_schedule_base_set(s->scratch, g, &ignored);
     return OT_OK;
 }
 

@@ -1,6 +1,7 @@
 /* test_remat.c — unit tests of remat on hand-built training graphs: policy and size
  * parsing, articulation points of a residual graph, the rewrite (clone structure,
- * rewiring, schedule placement, undo, the journaled undo against the general one), BatchNorm/Dropout clones, the policies'
+ * rewiring, schedule placement, undo, the journaled undo against the general one), the
+ * schedule's kept base under rewrites, BatchNorm/Dropout clones, the policies'
  * figures on a 48-layer chain, and auto against budgets and an exhaustive search.
  * Memory is measured by the real planner (plan/planner.h). */
 #include <setjmp.h>
@@ -16,6 +17,8 @@
 #include "remat/remat.h"
 #include "train/remat_session.h"
 #include "plan/schedule.h"
+#include "plan/scratch.h"
+#include "plan/sched_base.h"
 
 #define B 4
 #define D 8
@@ -344,6 +347,65 @@ static void test_undo_lists(void **state) {
     ot_remat_analysis_free(&a2);
     ot_graph_free(g1);
     ot_graph_free(g2);
+}
+
+/* The schedule's base (plan/sched_base.h): a scratch with the graph's facts kept,
+ * each rewrite declared with its journal, must give the order and plan of a plain
+ * schedule of the same graph, over keep sets that recompute a value in one cycle and
+ * keep it in the next (the undo leaves consumer lists in another order: the stale
+ * values), with an optimizer node appended on top in some (ot_schedule_base_grown), an
+ * undeclared call (which drops the base) and a base set again. */
+static void test_schedule_base(void **state) {
+    (void)state;
+    int t[13];
+    ot_graph *g = chain(12, t);
+    ot_remat_analysis an;
+    ot_error err = {0};
+    assert_int_equal(ot_remat_analyze(g, &an, &err), OT_OK);
+    bool *keep = calloc((size_t)an.n_values, sizeof(bool));
+    ot_plan_scratch *scr = ot_plan_scratch_new();
+    assert_non_null(scr);
+    assert_int_equal(ot_schedule_base_set(scr, g, &err), OT_OK);
+    ot_plan_device dev = {0};
+    const unsigned sets[] = {0x000, 0x008, 0x124, 0x008, 0x000, 0x0a4, 0x155, 0x0aa, 0x008, 0x7ff, 0x010};
+    for (int cyc = 0; cyc < (int)(sizeof sets / sizeof sets[0]); cyc++) {
+        memset(keep, 0, (size_t)an.n_values * sizeof(bool));
+        keep[t[12]] = true;
+        for (int i = 1; i < 12; i++) keep[t[i]] = (sets[cyc] >> (i - 1)) & 1;
+        ot_remat_rewrite rw;
+        assert_int_equal(ot_remat_apply(g, &an, keep, &rw, &err), OT_OK);
+        int *o1 = NULL, *o2 = NULL, n1 = 0, n2 = 0;
+        ot_plan *p1 = NULL, *p2 = NULL;
+        if (cyc != 4) ot_schedule_base_hint(scr, g, rw.rw_node, rw.n_rewired); /* 4: undeclared */
+        /* odd cycles: an optimizer step on top, as the session's measure appends it */
+        ot_remat_rewrite tail = {.n_nodes0 = g->n_nodes, .n_values0 = g->n_values};
+        if (cyc % 2) {
+            int w = ot_graph_find_value(g, "W3"), dw = ot_graph_find_value(g, "W3_grad");
+            int st = val(g, "W3.momentum", shp(D, D), OT_VK_OPT_STATE), in[3] = {w, dw, st};
+            assert_true(ot_graph_add_node(g, OT_OP_SGD_STEP, "W3/step", in, 3, NULL, 0, OT_PHASE_OPTIMIZER) >= 0);
+            ot_schedule_base_grown(scr, g);
+        }
+        assert_int_equal(ot_schedule_plan(g, &dev, &o1, &n1, &p1, &err), OT_OK);
+        assert_int_equal(ot_schedule_plan_scratch(g, &dev, scr, &o2, &n2, &p2, &err), OT_OK);
+        ot_schedule_base_hint(scr, NULL, NULL, 0);
+        assert_true((ot_plan_scratch_base(scr)->g != NULL) == (cyc != 4 && cyc != 5)); /* it served the call */
+        assert_int_equal(n1, n2);
+        assert_memory_equal(o1, o2, sizeof(int) * (size_t)n1);
+        assert_int_equal(p1->peak_bytes, p2->peak_bytes);
+        assert_int_equal(p1->n_values, p2->n_values);
+        for (int v = 0; v < p1->n_values; v++) assert_int_equal(p1->values[v].offset, p2->values[v].offset);
+        assert_memory_equal(p1->timeline, p2->timeline, sizeof(size_t) * (size_t)p1->n_steps);
+        free(o1);
+        ot_plan_free(p1);
+        if (cyc % 2) ot_remat_undo(g, &tail); /* the general way, as the session's */
+        ot_remat_undo(g, &rw);
+        assert_true(ot_sched_base_holds(scr, g));
+        if (cyc == 5) assert_int_equal(ot_schedule_base_set(scr, g, &err), OT_OK); /* again, after cycle 4 dropped it */
+    }
+    ot_plan_scratch_free(scr);
+    free(keep);
+    ot_remat_analysis_free(&an);
+    ot_graph_free(g);
 }
 
 /* x -> BatchNorm(train) -> y -> Dropout -> d -> Relu -> r -> loss; nothing kept:
@@ -685,6 +747,7 @@ int main(void) {
         cmocka_unit_test(test_articulation_residual),
         cmocka_unit_test(test_rewrite_chain),
         cmocka_unit_test(test_undo_lists),
+        cmocka_unit_test(test_schedule_base),
         cmocka_unit_test(test_bn_dropout_clone),
         cmocka_unit_test(test_policies_chain48),
         cmocka_unit_test(test_auto_sweep),

@@ -7,6 +7,7 @@
 
 #include "autodiff/fold_linear.h" /* weight Transposes into the GEMM */
 #include "kernels/backend_select.h"
+#include "plan/schedule.h"
 #include "train/session.h"
 #include "train/train_internal.h"
 #include "train/train_memory.h"
@@ -196,6 +197,9 @@ static ot_status measure_step(const ot_graph *g, void *user, ot_remat_measuremen
             st = ot_train_add_accumulators(s, s->g, accum, err);
     }
     free(accum);
+    /* appended only (no node writes a value of the graph before them): a search's
+     * declared rewrite (plan/schedule.h) still describes the graph */
+    if (!st) ot_schedule_base_grown(m->scratch, s->g);
     if (!st) st = ot_remat_measure_planner(s->g, sm->be, m, err);
     ot_optim_graph_free(&og);
     ot_remat_undo(s->g, &tail);
