@@ -18,6 +18,14 @@
 /* Makes room for `need` ints in *arr (holding `used` of *cap), doubling; false when
  * out of memory (*arr is then released). The check inline (it is asked per node and
  * per value and almost always holds), the growth out of line. */
+/* memcpy and memcmp over n bytes that may be 0: a node without inputs or a value
+ * without readers holds a NULL array there, and the C library's functions take no
+ * NULL even for 0 bytes (UBSan reports it) */
+static inline void copy_n(void *dst, const void *src, size_t n) {
+    if (n) memcpy(dst, src, n);
+}
+static inline bool same_n(const void *a, const void *b, size_t n) { return n == 0 || memcmp(a, b, n) == 0; }
+
 static bool ids_grow(sched *s, int **arr, int *cap, int used, int need);
 static inline bool ids_room(sched *s, int **arr, int *cap, int used, int need) {
     return need <= *cap || ids_grow(s, arr, cap, used, need);
@@ -166,19 +174,19 @@ static int nodes_from_base(sched *s, ot_sched_base *b) {
             return -1;
     }
     if (!ids_room(s, &s->in_val, &s->cap_in, 0, n_in) || !ids_room(s, &s->out_val, &s->cap_out, 0, n_out)) return 0;
-    memcpy(s->live, b->live, (size_t)bn);
-    memcpy(s->bwd, b->bwd, (size_t)bn);
-    memcpy(s->phase, b->phase, (size_t)bn);
-    memcpy(s->flags, b->flags, (size_t)bn);
-    memcpy(s->in_start, b->in_start, sizeof(int) * (size_t)bn);
-    memcpy(s->out_start, b->out_start, sizeof(int) * (size_t)bn);
-    memcpy(s->in_val, b->in_val, sizeof(int) * (size_t)n_in);
-    memcpy(s->out_val, b->out_val, sizeof(int) * (size_t)n_out);
+    copy_n(s->live, b->live, (size_t)bn);
+    copy_n(s->bwd, b->bwd, (size_t)bn);
+    copy_n(s->phase, b->phase, (size_t)bn);
+    copy_n(s->flags, b->flags, (size_t)bn);
+    copy_n(s->in_start, b->in_start, sizeof(int) * (size_t)bn);
+    copy_n(s->out_start, b->out_start, sizeof(int) * (size_t)bn);
+    copy_n(s->in_val, b->in_val, sizeof(int) * (size_t)n_in);
+    copy_n(s->out_val, b->out_val, sizeof(int) * (size_t)n_out);
     for (int i = 0; i < b->n_changed; i++) {
         int id = b->changed[i];
         if (id < 0 || id >= bn) continue;
         const ot_node *nd = &s->g->nodes[id];
-        memcpy(s->in_val + b->in_start[id], nd->inputs, sizeof(int) * (size_t)nd->n_inputs);
+        copy_n(s->in_val + b->in_start[id], nd->inputs, sizeof(int) * (size_t)nd->n_inputs);
         s->flags[id] = ot_plan_node_flags(nd); /* reads inputs[0] */
     }
     if (!read_nodes(s, bn, n_in, n_out)) return 0;
@@ -211,19 +219,19 @@ static void touch_values(const sched *s, ot_sched_base *b) {
  * dropped after this call, which has read right). */
 static int values_from_base(sched *s, ot_sched_base *b) {
     int bv = b->nv, n_cons = 0, ret = 1;
-    memcpy(s->vprod, b->vprod, sizeof(int) * (size_t)bv);
-    memcpy(s->vsize, b->vsize, sizeof(int64_t) * (size_t)bv);
-    memcpy(s->vbytes, b->vbytes, sizeof(int64_t) * (size_t)bv);
-    memcpy(s->vinfo, b->vinfo, (size_t)bv);
-    memcpy(s->vflags, b->vflags, (size_t)bv);
-    memcpy(s->sole, b->sole, sizeof(int) * (size_t)bv);
-    memcpy(s->readers0, b->readers0, sizeof(int) * (size_t)bv);
+    copy_n(s->vprod, b->vprod, sizeof(int) * (size_t)bv);
+    copy_n(s->vsize, b->vsize, sizeof(int64_t) * (size_t)bv);
+    copy_n(s->vbytes, b->vbytes, sizeof(int64_t) * (size_t)bv);
+    copy_n(s->vinfo, b->vinfo, (size_t)bv);
+    copy_n(s->vflags, b->vflags, (size_t)bv);
+    copy_n(s->sole, b->sole, sizeof(int) * (size_t)bv);
+    copy_n(s->readers0, b->readers0, sizeof(int) * (size_t)bv);
     for (int v = 0; v < bv;) {
         int w = v;
         while (w < bv && !b->mark[w]) w++;
         int from = b->cons_start[v], len = b->cons_start[w] - from, delta = n_cons - from;
         if (!ids_room(s, &s->cons, &s->cap_cons, n_cons, n_cons + len)) return 0;
-        memcpy(s->cons + n_cons, b->cons + from, sizeof(int) * (size_t)len);
+        copy_n(s->cons + n_cons, b->cons + from, sizeof(int) * (size_t)len);
         n_cons += len;
         for (int u = v; u < w; u++) s->cons_start[u] = b->cons_start[u] + delta;
         if (w == bv) break;
@@ -231,7 +239,7 @@ static int values_from_base(sched *s, ot_sched_base *b) {
         if (b->mark[w] == BASE_STALE) { /* untouched now: the graph holds its base state */
             int at = b->cons_start[w], nc = n_cons - s->cons_start[w];
             if (nc != b->cons_start[w + 1] - at) ret = -1;
-            else memcpy(b->cons + at, s->cons + s->cons_start[w], sizeof(int) * (size_t)nc);
+            else copy_n(b->cons + at, s->cons + s->cons_start[w], sizeof(int) * (size_t)nc);
             b->sole[w] = s->sole[w];
             b->readers0[w] = s->readers0[w];
             b->vflags[w] = s->vflags[w];
@@ -280,7 +288,7 @@ bool ot_sched_base_holds(ot_plan_scratch *scr, const ot_graph *g) {
     for (int id = 0; id < b->nn; id++) {
         const ot_node *nd = &g->nodes[id];
         if (nd->removed == b->live[id] || nd->n_inputs != b->in_start[id + 1] - b->in_start[id] ||
-            memcmp(nd->inputs, b->in_val + b->in_start[id], sizeof(int) * (size_t)nd->n_inputs) != 0)
+            !same_n(nd->inputs, b->in_val + b->in_start[id], sizeof(int) * (size_t)nd->n_inputs))
             return false;
     }
     for (int i = 0; i < b->n_stale; i++) b->mark[b->stale[i]] = BASE_STALE;
@@ -289,7 +297,7 @@ bool ot_sched_base_holds(ot_plan_scratch *scr, const ot_graph *g) {
         const ot_value *val = &g->values[v];
         int at = b->cons_start[v], nc = b->cons_start[v + 1] - at;
         ok = val->n_consumers == nc &&
-             (b->mark[v] || memcmp(val->consumers, b->cons + at, sizeof(int) * (size_t)nc) == 0);
+             (b->mark[v] || same_n(val->consumers, b->cons + at, sizeof(int) * (size_t)nc));
     }
     for (int i = 0; i < b->n_stale; i++) b->mark[b->stale[i]] = 0;
     return ok;
