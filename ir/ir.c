@@ -242,11 +242,7 @@ void ot_graph_free(ot_graph *g) {
     }
     for (int i = 0; i < g->n_nodes; i++) {
         ot_node *n = &g->nodes[i];
-        free(n->op_type);
-        free(n->domain);
-        free(n->name);
-        free(n->inputs);
-        free(n->outputs);
+        ot_node_blocks_free(&(ot_node_blocks){n->op_type, n->domain, n->name, n->inputs, n->outputs});
         for (int a = 0; a < n->n_attrs; a++) ot_attr_free(&n->attrs[a]);
         free(n->attrs);
     }
@@ -315,6 +311,14 @@ static void drop_consumer(ot_value *v, int node_id) {
         }
 }
 
+void ot_node_blocks_free(ot_node_blocks *b) {
+    free(b->op_type);
+    free(b->domain);
+    free(b->name);
+    free(b->inputs);
+    free(b->outputs);
+}
+
 int ot_graph_add_node(ot_graph *g, ot_op op, const char *name, const int *inputs, int n_inputs,
                       const int *outputs, int n_outputs, ot_phase phase) {
     /* malloc, not calloc, for the id arrays: ot_graph_add_node_blocks sets every entry,
@@ -327,13 +331,7 @@ int ot_graph_add_node(ot_graph *g, ot_op op, const char *name, const int *inputs
     int id = -1, n0 = g->n_nodes;
     if (b.op_type && b.domain && b.name && b.inputs && b.outputs)
         id = ot_graph_add_node_blocks(g, op, &b, inputs, n_inputs, outputs, n_outputs, phase);
-    if (id < 0 && g->n_nodes == n0) { /* not added: the blocks are still ours */
-        free(b.op_type);
-        free(b.domain);
-        free(b.name);
-        free(b.inputs);
-        free(b.outputs);
-    }
+    if (id < 0 && g->n_nodes == n0) ot_node_blocks_free(&b); /* not added: the blocks are still ours */
     return id;
 }
 

@@ -297,6 +297,9 @@ typedef struct ot_value_blocks {
     int *consumers;
     int cap_consumers;
 } ot_value_blocks;
+/* Frees a node's blocks (not its attributes): a node that was never added, a removed
+ * clone's, a freed graph's. */
+void ot_node_blocks_free(ot_node_blocks *b);
 /* ot_graph_add_node and ot_graph_add_value with the blocks given instead of allocated
  * (remat's measurements reuse a removed clone's: allocating and freeing thousands of
  * small blocks per measurement was a large share of its time); the strings are taken

@@ -19,8 +19,6 @@
 #include "plan/views.h"
 #include "plan/workspace.h"
 
-static size_t align_up(size_t x) { return (x + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
-
 /* ---- helpers ---------------------------------------------------------------- */
 
 static const char *vname(const ot_graph *g, int v) {
@@ -561,7 +559,7 @@ static void place_pinned(build *b) {
             ot_plan_value *pv = &p->values[ids[i]];
             pv->offset = (int64_t)cursor;
             if (pv->nbytes && cursor + pv->nbytes > b->max_end) b->max_end = cursor + pv->nbytes;
-            cursor += align_up(pv->nbytes);
+            cursor += ot_plan_aligned(pv->nbytes);
             held += pv->nbytes;
             live_add(b, c, pv->nbytes);
             p->total[c] += pv->nbytes;
@@ -662,7 +660,7 @@ static void place_outputs(build *b, int s, const step_io *io) {
             continue;
         }
         if (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, io, o))) continue;
-        size_t off = ot_fit_alloc(&b->al, align_up(po->nbytes));
+        size_t off = ot_fit_alloc(&b->al, ot_plan_aligned(po->nbytes));
         po->offset = (int64_t)(b->base + off);
         if (b->base + off + po->nbytes > b->max_end) b->max_end = b->base + off + po->nbytes;
         live_add(b, po->category, po->nbytes);
@@ -678,7 +676,7 @@ static size_t place_workspace(build *b, int s, size_t *off) {
     /* the device reads the node itself */
     size_t ws = b->dev ? ot_plan_node_workspace(b->dev, b->g, &b->g->nodes[b->order[s]], b->tin, b->tout) : 0;
     if (ws == 0) return 0;
-    *off = ot_fit_alloc(&b->al, align_up(ws));
+    *off = ot_fit_alloc(&b->al, ot_plan_aligned(ws));
     p->ws_offset[s] = (int64_t)(b->base + *off);
     p->ws_bytes[s] = ws;
     if (b->base + *off + ws > b->max_end) b->max_end = b->base + *off + ws;
@@ -692,7 +690,7 @@ static size_t place_workspace(build *b, int s, size_t *off) {
 static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws_off) {
     ot_plan *p = b->p;
     if (ws > 0) {
-        if (ot_fit_free(&b->al, ws_off, align_up(ws))) return -1;
+        if (ot_fit_free(&b->al, ws_off, ot_plan_aligned(ws))) return -1;
         live_sub(b, OT_MEM_WORKSPACE, ws);
     }
     for (int pass = 0; pass < 2; pass++) {
@@ -705,7 +703,7 @@ static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws
             if (pv->pinned || b->released[v] || pv->last_step != s || pv->offset < 0) continue;
             b->released[v] = true;
             if (pv->nbytes == 0) continue;
-            if (ot_fit_free(&b->al, (size_t)pv->offset - b->base, align_up(pv->nbytes))) return -1;
+            if (ot_fit_free(&b->al, (size_t)pv->offset - b->base, ot_plan_aligned(pv->nbytes))) return -1;
             live_sub(b, pv->category, pv->nbytes);
         }
     }

@@ -90,6 +90,10 @@ typedef struct ot_plan_device {
 } ot_plan_device;
 
 #define OT_PLAN_ALIGN 64
+/* The bytes a block of x bytes takes in the arena: every block starts on an
+ * OT_PLAN_ALIGN boundary (the planner's placement and remat/optimal_hole.c's bound on
+ * it both use this one rule). */
+static inline size_t ot_plan_aligned(size_t x) { return (x + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
 
 typedef enum ot_mem_category {
     OT_MEM_PARAMS = 0,

@@ -56,8 +56,6 @@
 
 typedef ot_opt_model model;
 
-static size_t align_up(size_t x) { return (x + OT_PLAN_ALIGN - 1) / OT_PLAN_ALIGN * OT_PLAN_ALIGN; }
-
 static size_t gcd(size_t x, size_t y) {
     while (y) {
         size_t t = x % y;
@@ -110,9 +108,9 @@ static fit_block *fit_blocks(const model *md, int *n_out, int *known_out) {
             if (v < 0 || v >= nv || !own_block(&p->values[v]) || p->values[v].def_step != s) continue;
             int last = v;
             for (int hops = 0; taker[last] >= 0 && hops < nv; hops++) last = taker[last];
-            b[n++] = (fit_block){s, v, p->values[last].last_step, align_up(p->values[v].nbytes)};
+            b[n++] = (fit_block){s, v, p->values[last].last_step, ot_plan_aligned(p->values[v].nbytes)};
         }
-        if (p->ws_bytes[s] > 0) b[n++] = (fit_block){s, -1, s, align_up(p->ws_bytes[s])};
+        if (p->ws_bytes[s] > 0) b[n++] = (fit_block){s, -1, s, ot_plan_aligned(p->ws_bytes[s])};
     }
     free(taker);
     *n_out = n;
@@ -138,7 +136,7 @@ static size_t grain_before(const model *md, int x) {
     for (int v = 0; v < p->n_values; v++) {
         const ot_plan_value *pv = &p->values[v];
         if (transient(pv) && (pv->def_step < a || (pv->def_step == a && out_index(md, v) < kx)))
-            gr = gcd(gr, align_up(pv->nbytes));
+            gr = gcd(gr, ot_plan_aligned(pv->nbytes));
     }
     return gr;
 }
@@ -154,10 +152,10 @@ static size_t grain_before(const model *md, int x) {
 static int first_odd_workspace(const model *md, int a, size_t gr) {
     const ot_plan *p = md->p0;
     for (int s = 0; s < a; s++) {
-        size_t w = align_up(p->ws_bytes[s]);
+        size_t w = ot_plan_aligned(p->ws_bytes[s]);
         if (p->ws_bytes[s] == 0 || (gr && w % gr == 0)) continue;
         for (int r = s; r < a; r++)
-            if (p->ws_bytes[r] > 0 && gr && align_up(p->ws_bytes[r]) > gr) return -1;
+            if (p->ws_bytes[r] > 0 && gr && ot_plan_aligned(p->ws_bytes[r]) > gr) return -1;
         return s;
     }
     return a;
@@ -186,12 +184,12 @@ static size_t slack_before(const model *md, int x, int end) {
     size_t most = 0;
     for (int v = 0; v < p->n_values; v++) {
         const ot_plan_value *pv = &p->values[v];
-        if (v != x && transient(pv) && pv->def_step < end && align_up(pv->nbytes) - pv->nbytes > most)
-            most = align_up(pv->nbytes) - pv->nbytes;
+        if (v != x && transient(pv) && pv->def_step < end && ot_plan_aligned(pv->nbytes) - pv->nbytes > most)
+            most = ot_plan_aligned(pv->nbytes) - pv->nbytes;
     }
     for (int s = 0; s < end && s < p->n_steps; s++)
-        if (p->ws_bytes[s] > 0 && align_up(p->ws_bytes[s]) - p->ws_bytes[s] > most)
-            most = align_up(p->ws_bytes[s]) - p->ws_bytes[s];
+        if (p->ws_bytes[s] > 0 && ot_plan_aligned(p->ws_bytes[s]) - p->ws_bytes[s] > most)
+            most = ot_plan_aligned(p->ws_bytes[s]) - p->ws_bytes[s];
     return most;
 }
 
@@ -244,7 +242,7 @@ static void hole_of(const model *md, const fit_block *bl, int n, int known, int 
     for (int v = 0; v < p->n_values; v++) {
         const ot_plan_value *pv = &p->values[v];
         if (!transient(pv) || pv->def_step < y->step || pv->def_step >= stop || v == y->value) continue;
-        if (gr && align_up(pv->nbytes) % gr == 0) continue;
+        if (gr && ot_plan_aligned(pv->nbytes) % gr == 0) continue;
         if (pv->def_step > y->step || out_index(md, v) > ky) stop = pv->def_step;
     }
     size_t slack = slack_before(md, x->value, stop);

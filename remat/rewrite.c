@@ -160,11 +160,7 @@ static bool grow_ids(int **a, int **b, int **c, int *cap, int need) {
 }
 
 static void free_node_blocks(ot_node_blocks *b, ot_attr *attrs, int n_attrs) {
-    free(b->op_type);
-    free(b->domain);
-    free(b->name);
-    free(b->inputs);
-    free(b->outputs);
+    ot_node_blocks_free(b);
     for (int k = 0; k < n_attrs; k++) ot_attr_free(&attrs[k]);
     free(attrs);
 }
