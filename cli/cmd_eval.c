@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "cli/args.h"
 #include "importer/importer.h"
+#include "ir/human_size.h"
 #include "kernels/kernel.h"
 #include "train/infer.h"
 #include "train/npy.h"
@@ -155,10 +156,6 @@ static ot_status write_outputs(const eval_opts *o, const ot_graph *g, eval_outpu
     return OT_OK;
 }
 
-static void human(size_t b, char *buf, size_t n) {
-    if (b >= (size_t)1 << 20) snprintf(buf, n, "%.2f MiB", (double)b / (double)((size_t)1 << 20));
-    else snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
-}
 
 static void print_result(const eval_opts *o, ot_infer_session *s, int64_t count, double sec, const eval_output *outs,
                          int n_out) {
@@ -179,13 +176,13 @@ static void print_result(const eval_opts *o, ot_infer_session *s, int64_t count,
         return;
     }
     char pk[32], mw[32];
-    human(ot_plan_peak_bytes(p), pk, sizeof pk);
-    human(hw, mw, sizeof mw);
+    ot_human_size((double)ot_plan_peak_bytes(p), pk, sizeof pk);
+    ot_human_size((double)hw, mw, sizeof mw);
     printf("%s: %lld samples in %lld batch%s of %lld", o->model, (long long)count, (long long)n_batches,
            n_batches == 1 ? "" : "es", (long long)bs);
     if (rest) printf(" (last: %lld)", (long long)rest);
     printf(", %.2f ms, %.1f samples/s, %s mode\n", sec * 1e3, rate, o->train_mode ? "train" : "inference");
-    printf("planned peak %s (%zu bytes), measured high-water %s\n", pk, ot_plan_peak_bytes(p), mw);
+    printf("planned peak %s, measured high-water %s\n", pk, mw);
     for (int k = 0; k < n_out && gather; k++) printf("wrote %s\n", outs[k].file);
 }
 

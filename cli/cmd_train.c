@@ -94,6 +94,7 @@ static void train_usage(FILE *f) {
           "  --log-every N             without a terminal: a log line every N steps (default ~20\n"
           "                            lines per run). On a terminal one line is updated in place.\n"
           "  --quiet                   print only errors and the final summary\n"
+          "  -v, --verbose             also diagnostic lines (how idle worker threads wait, and why)\n"
           "  --check-numerics          stop at the first NaN/Inf (the default): names the step, the\n"
           "                            node and its phase (forward, loss, backward, recompute, optimizer)\n"
           "  --no-check-numerics       skip the NaN/Inf checks of the loss, gradients and updated params\n"
@@ -128,10 +129,9 @@ typedef struct cli_obs {
     ot_wait_watch wait; /* spinning workers on a machine that got busy: say so once */
 } cli_obs;
 
-static void on_step(void *user, int64_t step, int64_t total, double loss, double lr, double sps) {
-    (void)total;
+static void on_step(void *user, const ot_train_step_info *si) {
     cli_obs *o = user;
-    ot_progress_step(&o->prog, step, loss, lr, sps);
+    ot_progress_step(&o->prog, si->step, si->epoch, si->n_epochs, si->loss, si->lr, si->samples_per_s);
     double slower = ot_wait_watch_step(&o->wait, ot_now_seconds());
     if (slower > 0 && !o->prog.quiet)
         ot_progress_message(&o->prog, "steps now take %.1fx as long as at their fastest; the idle worker threads "
@@ -143,13 +143,10 @@ static void on_epoch(void *user, const ot_train_epoch_stats *e) {
     cli_obs *o = user;
     ot_wait_watch_pause(&o->wait); /* validation ran since the last step */
     if (o->prog.quiet || isnan(e->val_loss)) return;
-    if (isnan(e->val_accuracy))
-        ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %.6g over %lld samples", (long long)e->epoch + 1,
-                            (long long)e->step, e->val_loss, (long long)e->val_samples);
-    else
-        ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %.6g, accuracy %.2f%% over %lld samples",
-                            (long long)e->epoch + 1, (long long)e->step, e->val_loss, 100.0 * e->val_accuracy,
-                            (long long)e->val_samples);
+    char ls[32], acc[48] = "";
+    if (!isnan(e->val_accuracy)) snprintf(acc, sizeof acc, ", accuracy %.2f%%", 100.0 * e->val_accuracy);
+    ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %s%s over %lld samples", (long long)e->epoch + 1,
+                        (long long)e->step, ot_loss_str(e->val_loss, ls, sizeof ls), acc, (long long)e->val_samples);
 }
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -194,7 +191,7 @@ typedef struct train_cli {
     ot_common_args ca;
     ot_input_specs val_inputs;
     const char *model_path, *val_labels, *out_path, *report, *ckpt_dir, *resume, *lora_save;
-    bool quiet, help, external_data, batch_auto;
+    bool quiet, verbose, help, external_data, batch_auto;
     bool model_written, report_written; /* what write_outputs put in place */
     int64_t log_every;
     char *default_ckpt_dir;
@@ -222,6 +219,7 @@ static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err)
     case O_REPORT_NORM: t->o.record_grad_norm = true; return OT_OK;
     case O_LOG_EVERY: return ot_args_int("--log-every", arg, 1, INT64_MAX / 4, &t->log_every, err);
     case O_QUIET: t->quiet = true; return OT_OK;
+    case 'v': t->verbose = true; return OT_OK;
     case O_NO_SHUFFLE: t->o.no_shuffle = true; return OT_OK;
     case O_NO_CHECK: t->o.no_numerics_check = true; return OT_OK;
     case O_CHECK: t->o.no_numerics_check = false; return OT_OK;
@@ -246,7 +244,7 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
         {"steps", required_argument, 0, O_STEPS}, {"epochs", required_argument, 0, O_EPOCHS},
         {"report", required_argument, 0, O_REPORT}, {"report-grad-norm", no_argument, 0, O_REPORT_NORM},
         {"log-every", required_argument, 0, O_LOG_EVERY},
-        {"quiet", no_argument, 0, O_QUIET}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
+        {"quiet", no_argument, 0, O_QUIET}, {"verbose", no_argument, 0, 'v'}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
         {"no-check-numerics", no_argument, 0, O_NO_CHECK}, {"output-model", required_argument, 0, 'o'},
         {"check-numerics", no_argument, 0, O_CHECK}, {"checkpoint-dir", required_argument, 0, O_CKPT_DIR},
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY}, {"keep-checkpoints", required_argument, 0, O_CKPT_KEEP},
@@ -258,14 +256,14 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
     opterr = 0;
     int c;
     bool common;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hvo:", opts, NULL)) != -1) {
         if (c == OT_ARG_BATCH && !strcmp(optarg, "auto")) {
             t->batch_auto = true;
             continue;
         }
         if ((st = ot_args_common(&t->ca, c, optarg, &common, err))) return st;
         if (common) continue;
-        if (c != 'o' && c != 'h' && c < OT_ARG_OWN)
+        if (c != 'o' && c != 'h' && c != 'v' && c < OT_ARG_OWN)
             return ot_fail(err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
         if ((st = own_option(t, c, optarg, err))) return st;
         if (t->help) return OT_OK;
@@ -370,7 +368,7 @@ static void print_setup(const train_cli *t, int64_t total) {
             ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind),
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
     const char *wait = getenv(OT_WAIT_APPLIED_ENV);
-    if (wait) fprintf(stderr, "idle worker threads: %s\n", wait);
+    if (wait && t->verbose) fprintf(stderr, "idle worker threads: %s\n", wait); /* a diagnosis: -v */
     fprintf(stderr,
             "planned peak memory%s: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
             "workspace %.2f)\n",
@@ -530,9 +528,10 @@ static ot_status finish(train_cli *t, ot_error *err) {
     ot_status st = write_outputs(t, err);
     if (st) return st;
     const ot_train_result *res = &t->res;
-    fprintf(stderr, "trained %lld step%s in %.2f s: loss %.6g -> %.6g; wrote %s\n", (long long)res->n_steps,
-            res->n_steps == 1 ? "" : "s", res->total_seconds, res->loss[res->first_step], res->loss[res->n_steps - 1],
-            t->out_path ? t->out_path : t->lora_save);
+    char l0[32], l1[32];
+    fprintf(stderr, "trained %lld step%s in %.2f s: loss %s -> %s; wrote %s\n", (long long)res->n_steps,
+            res->n_steps == 1 ? "" : "s", res->total_seconds, ot_loss_str(res->loss[res->first_step], l0, sizeof l0),
+            ot_loss_str(res->loss[res->n_steps - 1], l1, sizeof l1), t->out_path ? t->out_path : t->lora_save);
     if (t->out_path && t->lora_save) fprintf(stderr, "wrote the adapters to %s\n", t->lora_save);
     if (ot_dist_size(t->dist) > 1) /* part of the final summary, also with --quiet */
         fprintf(stderr, "data parallel: rank 0 of %d spent %.3f s of %.3f s in collectives (%.1f%%: the gradient sum, "

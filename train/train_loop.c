@@ -597,9 +597,12 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         r->step_seconds[step] = ot_now_seconds() - ts;
         r->n_steps = step + 1;
         double el = ot_now_seconds() - t0;
-        if (obs && obs->on_step)
-            obs->on_step(obs->user, step + 1, T, r->loss[step], s->lr,
-                         el > 0 ? (double)((step + 1 - start) * K * s->B) / el : 0.0);
+        if (obs && obs->on_step) {
+            ot_train_step_info si = {.step = step + 1, .total = T, .epoch = epoch + 1,
+                                     .n_epochs = (T * K + per_epoch - 1) / per_epoch, .loss = r->loss[step],
+                                     .lr = s->lr, .samples_per_s = el > 0 ? (double)((step + 1 - start) * K * s->B) / el : 0.0};
+            obs->on_step(obs->user, &si);
+        }
         /* Validate when this step completed an epoch (a step of K micro-batches may
          * straddle the boundary: the check runs after it), and after the last step. */
         int64_t done_before = (step * K) / per_epoch, done_after = ((step + 1) * K) / per_epoch;
