@@ -14,6 +14,7 @@
 #include "cli/wait_policy.h"
 #include "cli/args.h"
 #include "ir/atomic_file.h"
+#include "ir/human_size.h"
 #include "remat/remat.h"
 #include "train/checkpoint.h"
 #include "train/dist.h"
@@ -143,10 +144,11 @@ static void on_epoch(void *user, const ot_train_epoch_stats *e) {
     cli_obs *o = user;
     ot_wait_watch_pause(&o->wait); /* validation ran since the last step */
     if (o->prog.quiet || isnan(e->val_loss)) return;
-    char ls[32], acc[48] = "";
+    char ls[32], acc[48] = "", ppl[48] = "";
     if (!isnan(e->val_accuracy)) snprintf(acc, sizeof acc, ", accuracy %.2f%%", 100.0 * e->val_accuracy);
-    ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %s%s over %lld samples", (long long)e->epoch + 1,
-                        (long long)e->step, ot_loss_str(e->val_loss, ls, sizeof ls), acc, (long long)e->val_samples);
+    if (!isnan(e->val_perplexity)) snprintf(ppl, sizeof ppl, ", perplexity %.2f", e->val_perplexity);
+    ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %s%s%s over %lld samples", (long long)e->epoch + 1,
+                        (long long)e->step, ot_loss_str(e->val_loss, ls, sizeof ls), acc, ppl, (long long)e->val_samples);
 }
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -345,13 +347,16 @@ static void print_budget(const train_cli *t) {
         fprintf(stderr, " = %.2f MiB planned\n", mib((size_t)used));
     }
     const ot_train_remat_summary *rs = ot_train_remat_info(t->s);
+    char pk[OT_HUMAN_SIZE_LEN], pk0[OT_HUMAN_SIZE_LEN], kp[OT_HUMAN_SIZE_LEN], kp0[OT_HUMAN_SIZE_LEN];
     if (rs->applied && rs->peak_none > 0)
         fprintf(stderr,
-                "remat %s: peak %.2f MiB instead of %.2f MiB without remat (%.1f%% less); kept activations "
-                "%.2f MiB instead of %.2f MiB; recomputes %d nodes, +%.1f%% FLOPs per step\n",
-                t->o.remat, mib((size_t)rs->peak), mib((size_t)rs->peak_none),
-                100.0 * (double)(rs->peak_none - rs->peak) / (double)rs->peak_none, mib((size_t)rs->kept),
-                mib((size_t)rs->kept_none), rs->n_clones, rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
+                "remat %s: peak %s instead of %s without remat (%.1f%% less); kept activations "
+                "%s instead of %s; recomputes %d nodes, +%.1f%% FLOPs per step\n",
+                t->o.remat, ot_human_size((double)rs->peak, pk, sizeof pk),
+                ot_human_size((double)rs->peak_none, pk0, sizeof pk0),
+                100.0 * (double)(rs->peak_none - rs->peak) / (double)rs->peak_none,
+                ot_human_size((double)rs->kept, kp, sizeof kp), ot_human_size((double)rs->kept_none, kp0, sizeof kp0),
+                rs->n_clones, rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
 }
 
 /* What is about to run and the memory it was planned to take. */

@@ -205,6 +205,7 @@ typedef struct ot_train_epoch_stats {
     int64_t step;       /* optimizer steps done when it ended */
     double val_loss;    /* mean over the validation batches; NaN without validation */
     double val_accuracy; /* cross-entropy only; NaN otherwise */
+    double val_perplexity; /* exp(val_loss) for cross-entropy over a sequence (train/metrics.h); NaN otherwise */
     int64_t val_samples;
 } ot_train_epoch_stats;
 

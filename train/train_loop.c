@@ -610,7 +610,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
             ot_train_epoch_stats *e = &r->epochs[r->n_epochs];
             e->epoch = done_after > done_before ? done_after - 1 : epoch;
             e->step = step + 1;
-            e->val_loss = e->val_accuracy = NAN;
+            e->val_loss = e->val_accuracy = e->val_perplexity = NAN;
             if (val && (st = ot_train_validate(s, val, e, err))) goto done;
             r->n_epochs++;
             if (obs && obs->on_epoch) obs->on_epoch(obs->user, e);
