@@ -20,6 +20,7 @@
 #include "train/dist.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/report_svg.h"
 #include "train/train.h"
 #include "train/outputs.h"
 #include "train/train_memory.h"
@@ -88,7 +89,9 @@ static void train_usage(FILE *f) {
           "                            one file, or a file per tensor); automatic above protobuf's 2 GB\n"
           "  --report FILE.json        loss history, learning rates, step times, validation results\n"
           "                            and the memory plan; written in full before the tuned model,\n"
-          "                            renamed into place after it\n"
+          "                            renamed into place after it. Also FILE.svg beside it: the loss\n"
+          "                            curve with the validation loss and the learning rate\n"
+          "                            (`onnxtrain report FILE.json` draws it again)\n"
           "  --report-grad-norm        also the global gradient norm of every step (null otherwise,\n"
           "                            except with --clip-grad-norm, which computes it anyway): one\n"
           "                            more pass over the gradients, ~3% of a step of small layers\n"
@@ -197,6 +200,7 @@ typedef struct train_cli {
     bool model_written, report_written; /* what write_outputs put in place */
     int64_t log_every;
     char *default_ckpt_dir;
+    char *report_svg; /* the loss curve beside --report */
     ot_checkpoint ck;
     char ck_path[4096];
     ot_dataset data, val;
@@ -401,6 +405,7 @@ static ot_status check_files(const train_cli *t, ot_error *err) {
     if (!st) st = ot_run_files_output(&f, "-o", t->out_path, OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, "--lora-save", t->lora_save, OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, "--report", t->report, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_output(&f, "--report's picture", t->report_svg, OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, t->ckpt_dir ? "--checkpoint-dir" : "the checkpoint folder", t->o.checkpoint_dir,
                                       OT_OUTPUT_FOLDER, err);
     if (!st) st = ot_run_files_check(&f, err);
@@ -429,6 +434,7 @@ static ot_status auto_batch(train_cli *t, ot_error *err) {
 /* Loads the model and the data and builds the session (memory advice on OT_E_MEMORY). */
 static ot_status build(train_cli *t, ot_error *err) {
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
+    if (t->report && !(t->report_svg = ot_report_svg_path(t->report))) return ot_fail(err, OT_E_MEMORY, "out of memory");
     ot_status st = ot_model_load(t->model_path, &io, &t->m, err);
     if (!st) st = choose_checkpoint_dir(t, err);
     if (!st) st = check_files(t, err);
@@ -482,6 +488,25 @@ static ot_status run(train_cli *t, int64_t total, ot_error *err) {
     return st;
 }
 
+/* The loss curve beside the report (train/report_svg.h). */
+static ot_status write_curve(train_cli *t, ot_error *err) {
+    const ot_train_result *r = &t->res;
+    int64_t *vs = calloc((size_t)r->n_epochs + 1, sizeof *vs);
+    double *vl = calloc((size_t)r->n_epochs + 1, sizeof *vl);
+    ot_status st = vs && vl ? OT_OK : ot_fail(err, OT_E_MEMORY, "out of memory");
+    ot_report_curves c = {.title = (char *)t->model_path, .loss = r->loss, .lr = r->lr, .n_steps = r->n_steps,
+                          .val_step = vs, .val_loss = vl};
+    for (int64_t i = 0; !st && i < r->n_epochs; i++)
+        if (!isnan(r->epochs[i].val_loss)) {
+            vs[c.n_val] = r->epochs[i].step;
+            vl[c.n_val++] = r->epochs[i].val_loss;
+        }
+    if (!st && (st = ot_report_svg_write(t->report_svg, &c, err))) ot_error_prefix(err, "the report's picture ");
+    free(vs);
+    free(vl);
+    return st;
+}
+
 /* The report and the tuned model, which appear together only now that the run has
  * succeeded: the report is written in full and synced under its temporary name (a
  * full disk stops here, before the model), then the model is saved (temporary name
@@ -524,6 +549,7 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
     t->report_written = !st || (stat(t->report, &after) == 0 &&
                                 (!had || after.st_ino != before.st_ino || after.st_dev != before.st_dev));
     if (st && err) ot_error_prefix(err, "report ");
+    if (!st) st = write_curve(t, err);
     return st;
 }
 
@@ -538,6 +564,7 @@ static ot_status finish(train_cli *t, ot_error *err) {
             res->n_steps == 1 ? "" : "s", res->total_seconds, ot_loss_str(res->loss[res->first_step], l0, sizeof l0),
             ot_loss_str(res->loss[res->n_steps - 1], l1, sizeof l1), t->out_path ? t->out_path : t->lora_save);
     if (t->out_path && t->lora_save) fprintf(stderr, "wrote the adapters to %s\n", t->lora_save);
+    if (t->report) fprintf(stderr, "wrote the report %s and its loss curve %s\n", t->report, t->report_svg);
     if (ot_dist_size(t->dist) > 1) /* part of the final summary, also with --quiet */
         fprintf(stderr, "data parallel: rank 0 of %d spent %.3f s of %.3f s in collectives (%.1f%%: the gradient sum, "
                 "losses and running statistics, waiting for the slowest rank included)\n", ot_dist_size(t->dist),
@@ -555,6 +582,7 @@ static void train_cli_free(train_cli *t) {
     ot_train_session_free(t->s);
     ot_checkpoint_free(&t->ck);
     free(t->default_ckpt_dir);
+    free(t->report_svg);
     ot_dataset_free(&t->data);
     ot_dataset_free(&t->val);
     ot_model_free(t->m);
