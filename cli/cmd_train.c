@@ -154,7 +154,6 @@ static void on_epoch(void *user, const ot_train_epoch_stats *e) {
                         (long long)e->step, ot_loss_str(e->val_loss, ls, sizeof ls), acc, ppl, (long long)e->val_samples);
 }
 
-static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
 /* Set by the SIGINT/SIGTERM handler, read by the training loop between steps. A
  * signal handler can reach nothing else, hence this one file-scope variable. */
@@ -345,10 +344,12 @@ static void print_budget(const train_cli *t) {
     ot_train_memory_info(t->s, &ms);
     if (ms.budget > 0) {
         int64_t used = ms.train_peak + (ms.val_in_budget ? ms.val_peak : 0);
-        fprintf(stderr, "memory budget %.2f MiB (%s) holds the training step %.2f MiB", mib((size_t)ms.budget),
-                ms.budget_from_device ? "GPU free memory less a margin" : "--memory-budget", mib((size_t)ms.train_peak));
-        if (ms.val_in_budget) fprintf(stderr, " + validation %.2f MiB", mib((size_t)ms.val_peak));
-        fprintf(stderr, " = %.2f MiB planned\n", mib((size_t)used));
+        char b[OT_HUMAN_SIZE_LEN], tp[OT_HUMAN_SIZE_LEN], vp[OT_HUMAN_SIZE_LEN], u[OT_HUMAN_SIZE_LEN];
+        fprintf(stderr, "memory budget %s (%s) holds the training step %s", ot_human_size((double)ms.budget, b, sizeof b),
+                ms.budget_from_device ? "GPU free memory less a margin" : "--memory-budget",
+                ot_human_size((double)ms.train_peak, tp, sizeof tp));
+        if (ms.val_in_budget) fprintf(stderr, " + validation %s", ot_human_size((double)ms.val_peak, vp, sizeof vp));
+        fprintf(stderr, " = %s planned\n", ot_human_size((double)used, u, sizeof u));
     }
     const ot_train_remat_summary *rs = ot_train_remat_info(t->s);
     char pk[OT_HUMAN_SIZE_LEN], pk0[OT_HUMAN_SIZE_LEN], kp[OT_HUMAN_SIZE_LEN], kp0[OT_HUMAN_SIZE_LEN];
@@ -378,18 +379,23 @@ static void print_setup(const train_cli *t, int64_t total) {
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
     const char *wait = getenv(OT_WAIT_APPLIED_ENV);
     if (wait && t->verbose) fprintf(stderr, "idle worker threads: %s\n", wait); /* a diagnosis: -v */
+    char h[5][OT_HUMAN_SIZE_LEN];
     fprintf(stderr,
-            "planned peak memory%s: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
-            "workspace %.2f)\n",
-            n > 1 ? " per rank" : "", mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]), mib(plan->slab_bytes[OT_MEM_GRADIENTS]),
-            mib(plan->slab_bytes[OT_MEM_OPT_STATE]), mib(ot_plan_peak_bytes(plan) - plan->pinned_bytes));
+            "planned peak memory%s: %s (params %s, gradients %s, optimizer state %s, activations and workspace %s)\n",
+            n > 1 ? " per rank" : "", ot_human_size((double)ot_plan_peak_bytes(plan), h[0], sizeof h[0]),
+            ot_human_size((double)plan->slab_bytes[OT_MEM_PARAMS], h[1], sizeof h[1]),
+            ot_human_size((double)plan->slab_bytes[OT_MEM_GRADIENTS], h[2], sizeof h[2]),
+            ot_human_size((double)plan->slab_bytes[OT_MEM_OPT_STATE], h[3], sizeof h[3]),
+            ot_human_size((double)(ot_plan_peak_bytes(plan) - plan->pinned_bytes), h[4], sizeof h[4]));
     const ot_plan *vp = ot_train_validation_plan(t->s);
     if (vp)
         fprintf(stderr,
-                "validation plan (forward only, inference mode): %.2f MiB more (activations and workspace %.2f, "
-                "inputs and outputs %.2f; reads the training arena's params and statistics, %.2f MiB, in place)\n",
-                mib(ot_plan_peak_bytes(vp)), mib(ot_plan_peak_bytes(vp) - vp->pinned_bytes), mib(vp->pinned_bytes),
-                mib(vp->external_bytes));
+                "validation plan (forward only, inference mode): %s more (activations and workspace %s, "
+                "inputs and outputs %s; reads the training arena's params and statistics, %s, in place)\n",
+                ot_human_size((double)ot_plan_peak_bytes(vp), h[0], sizeof h[0]),
+                ot_human_size((double)(ot_plan_peak_bytes(vp) - vp->pinned_bytes), h[1], sizeof h[1]),
+                ot_human_size((double)vp->pinned_bytes, h[2], sizeof h[2]),
+                ot_human_size((double)vp->external_bytes, h[3], sizeof h[3]));
     print_budget(t);
     if (t->resume) fprintf(stderr, "resuming from %s at step %lld\n", t->ck_path, (long long)t->ck.step);
 }
@@ -421,13 +427,14 @@ static ot_status auto_batch(train_cli *t, ot_error *err) {
     ot_status st = ot_train_find_batch(t->m, &t->o, true, t->o.memory_budget, max, &b, err);
     if (st) return st;
     t->o.batch_size = b;
+    char hb[OT_HUMAN_SIZE_LEN];
+    ot_human_size((double)t->o.memory_budget, hb, sizeof hb);
     if (!t->quiet && n > 1)
         fprintf(stderr, "--batch-size auto: %lld per rank (global batch %lld over %lld ranks), the largest whose "
-                "planned step fits --memory-budget %.2f MiB per rank\n", (long long)b, (long long)(b * n), (long long)n,
-                mib((size_t)t->o.memory_budget));
+                "planned step fits --memory-budget %s per rank\n", (long long)b, (long long)(b * n), (long long)n, hb);
     else if (!t->quiet)
-        fprintf(stderr, "--batch-size auto: %lld, the largest batch whose planned step fits --memory-budget %.2f MiB\n",
-                (long long)b, mib((size_t)t->o.memory_budget));
+        fprintf(stderr, "--batch-size auto: %lld, the largest batch whose planned step fits --memory-budget %s\n",
+                (long long)b, hb);
     return OT_OK;
 }
 
