@@ -6,7 +6,8 @@
 
 #include <stddef.h>
 
-/* Longest text ot_human_size writes, NUL included ("-1023.99 GiB"). */
+/* Room for any size up to 9e18 bytes (the most a size option takes), NUL included;
+ * a longer text is cut, never overrun. */
 #define OT_HUMAN_SIZE_LEN 32
 
 /* Writes b into buf (n bytes, OT_HUMAN_SIZE_LEN is enough): "512 B", "3.5 KiB",
