@@ -85,7 +85,6 @@ typedef struct planned {
     const bool *keep;
 } planned;
 
-
 /* Names shown per kept or recomputed list on the terminal; the rest are counted
  * ("... (+N more)"). -v and --json list them all. */
 #define PLAN_FOLD_NAMES 4
@@ -207,13 +206,15 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
                "cheaper (%d round%s, %.2f s; %d binaries)\n",
                os->proven ? "proven optimal" : "not proven", os->rounds, os->rounds == 1 ? "" : "s",
                os->seconds, os->n_binaries);
-    else if (os)
-        printf("  optimal: %s (gap %.4g%%, %d round%s, %.2f s; %d binaries); solver's model peak %lld bytes, "
-               "planner's %lld (%+lld)\n",
-               os->proven ? "proven" : "not proven",
-               100.0 * os->gap, os->rounds, os->rounds == 1 ? "" : "s",
-               os->seconds, os->n_binaries, (long long)os->model_peak, (long long)os->planner_peak,
-               (long long)(os->planner_peak - os->model_peak));
+    else if (os) {
+        char mp[OT_HUMAN_SIZE_LEN], pp[OT_HUMAN_SIZE_LEN], dp[OT_HUMAN_SIZE_LEN];
+        printf("  optimal: %s (gap %.4g%%, %d round%s, %.2f s; %d binaries); solver's model peak %s, planner's %s "
+               "(%s%s)\n",
+               os->proven ? "proven" : "not proven", 100.0 * os->gap, os->rounds, os->rounds == 1 ? "" : "s",
+               os->seconds, os->n_binaries, ot_human_size((double)os->model_peak, mp, sizeof mp),
+               ot_human_size((double)os->planner_peak, pp, sizeof pp), os->planner_peak >= os->model_peak ? "+" : "",
+               ot_human_size((double)(os->planner_peak - os->model_peak), dp, sizeof dp));
+    }
     if (segments) print_segments(pl, false, limit);
 }
 
