@@ -23,6 +23,7 @@
 #include "cli/args.h"
 #include "importer/importer.h"
 #include "ir/human_size.h"
+#include "ir/json_write.h"
 #include "kernels/kernel.h"
 #include "train/infer.h"
 #include "train/npy.h"
@@ -186,9 +187,11 @@ static void print_result(const eval_opts *o, ot_infer_session *s, int64_t count,
     ot_metrics_result mr;
     bool have = ot_infer_metrics(s, &mr);
     if (o->json) {
-        printf("{\"model\": \"%s\", \"mode\": \"%s\", \"samples\": %lld, \"batch_size\": %lld, \"batches\": %lld, \"last_batch\": %lld, "
+        printf("{\"model\": ");
+        ot_json_string(stdout, o->model); /* a path may hold quotes or backslashes */
+        printf(", \"mode\": \"%s\", \"samples\": %lld, \"batch_size\": %lld, \"batches\": %lld, \"last_batch\": %lld, "
                "\"seconds\": %.6f, \"samples_per_sec\": %.2f, \"peak_bytes\": %zu, \"high_water_bytes\": %zu, \"memory\": ",
-               o->model, o->train_mode ? "train" : "inference", (long long)count, (long long)bs, (long long)n_batches,
+               o->train_mode ? "train" : "inference", (long long)count, (long long)bs, (long long)n_batches,
                (long long)(rest ? rest : bs), sec, rate, ot_plan_peak_bytes(p), hw);
         ot_plan_write_json(p, stdout);
         if (have) {
@@ -201,7 +204,10 @@ static void print_result(const eval_opts *o, ot_infer_session *s, int64_t count,
             printf(", \"labels_counted\": %lld", (long long)mr.counted);
         }
         printf(", \"outputs\": [");
-        for (int k = 0; k < n_out && gather; k++) printf("%s\"%s\"", k ? ", " : "", outs[k].file);
+        for (int k = 0; k < n_out && gather; k++) {
+            if (k) printf(", ");
+            ot_json_string(stdout, outs[k].file);
+        }
         printf("]}\n");
         return;
     }
