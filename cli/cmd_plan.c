@@ -198,9 +198,11 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
         ot_human_size((double)ot_plan_bytes_at_peak(p, (ot_mem_category)c), b, sizeof b);
         printf("%s %s %s", c ? "," : "", ot_mem_category_name((ot_mem_category)c), b);
     }
-    printf("\n  activations held for the backward pass: %s; recompute: %d nodes, %.0f extra FLOPs "
-           "(%.1f%% of the step's %.0f)\n",
-           kb, rs->n_clones, extra, step > 0 ? 100.0 * extra / step : 0.0, step);
+    char xf[OT_HUMAN_SIZE_LEN], sf[OT_HUMAN_SIZE_LEN];
+    printf("\n  activations held for the backward pass: %s; recompute: %d nodes, %s extra FLOPs "
+           "(%.1f%% of the step's %s)\n",
+           kb, rs->n_clones, ot_human_count(extra, xf, sizeof xf), step > 0 ? 100.0 * extra / step : 0.0,
+           ot_human_count(step, sf, sizeof sf));
     if (os && os->heuristic)
         printf("  optimal: auto's plan, %s: no solution of the programme that the planner accepted was "
                "cheaper (%d round%s, %.2f s; %d binaries)\n",

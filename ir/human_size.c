@@ -11,3 +11,13 @@ char *ot_human_size(double b, char *buf, size_t n) {
     else snprintf(buf, n, "%.0f B", b);
     return buf;
 }
+
+char *ot_human_count(double v, char *buf, size_t n) {
+    static const char *const unit[] = {"", " k", " M", " G", " T", " P", " E"};
+    double a = v < 0 ? -v : v;
+    int u = 0;
+    while (a >= 999.5 && u < 6) a /= 1000.0, v /= 1000.0, u++;
+    if (u == 0) snprintf(buf, n, "%.0f", v);
+    else snprintf(buf, n, "%.*f%s", a >= 99.95 ? 0 : a >= 9.995 ? 1 : 2, v, unit[u]);
+    return buf;
+}

@@ -1,5 +1,6 @@
 /* test_human_size.c — the one byte formatter of every terminal line (ir/human_size.h):
- * units of 1024, one decimal below a MiB and two from there, signs kept. */
+ * units of 1024, one decimal below a MiB and two from there, signs kept; and counts in
+ * units of 1000 with three significant digits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +23,19 @@ static void test_units(void **state) {
     assert_string_equal(ot_human_size(-9e18, b, sizeof b), "-8381903171.54 GiB"); /* the largest size an option takes fits */
 }
 
+static void test_counts(void **state) {
+    (void)state;
+    char b[OT_HUMAN_SIZE_LEN];
+    assert_string_equal(ot_human_count(0, b, sizeof b), "0");
+    assert_string_equal(ot_human_count(950, b, sizeof b), "950");
+    assert_string_equal(ot_human_count(999.7, b, sizeof b), "1.00 k");
+    assert_string_equal(ot_human_count(1458176, b, sizeof b), "1.46 M");
+    assert_string_equal(ot_human_count(38306305, b, sizeof b), "38.3 M");
+    assert_string_equal(ot_human_count(523e6, b, sizeof b), "523 M");
+    assert_string_equal(ot_human_count(2.1e9, b, sizeof b), "2.10 G");
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_units)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_units), cmocka_unit_test(test_counts)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
