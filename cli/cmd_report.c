@@ -37,7 +37,8 @@ int ot_cmd_report(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-        if (c == 'o') out = optarg;
+        if (c == 'o')
+            out = optarg;
         else {
             st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
             break;
@@ -63,8 +64,10 @@ int ot_cmd_report(int argc, char **argv) {
     ot_report_curves cv = {0};
     if (!st) st = ot_report_read_curves(in, &cv, &err);
     if (!st) st = ot_report_svg_write(out, &cv, &err);
-    if (!st) printf("wrote %s (%lld steps%s)\n", out, (long long)cv.n_steps, cv.n_val ? ", validation loss" : "");
-    else fprintf(stderr, "onnxtrain report: %s\n", err.msg);
+    if (!st)
+        printf("wrote %s (%lld steps%s)\n", out, (long long)cv.n_steps, cv.n_val ? ", validation loss" : "");
+    else
+        fprintf(stderr, "onnxtrain report: %s\n", err.msg);
     ot_report_curves_free(&cv);
     free(dflt);
     return st;

@@ -45,7 +45,8 @@ static void reference(const ot_tensor *lg, const ot_tensor *y, int64_t r0, int64
         for (int64_t c = 1; c < C; c++)
             if (row[c] > row[best]) best = c;
         mx = row[best];
-        for (int64_t c = 0; c < C; c++) z += exp((double)row[c] - mx);
+        for (int64_t c = 0; c < C; c++)
+            z += exp((double)row[c] - mx);
         sum += log(z) + mx - (double)row[t[i]];
         *hits += best == t[i];
         (*count)++;
@@ -57,9 +58,8 @@ static void reference(const ot_tensor *lg, const ot_tensor *y, int64_t r0, int64
  * its samples; perplexity exp(loss) for a token model; accuracy over every token. */
 static void test_against_the_logits(void **state) {
     (void)state;
-    assert_int_equal(run(BIN " eval " S "tinygpt.onnx" TOKENS LABELS " --batch-size 100 --dump-outputs " TMP
-                             "/dump --json"),
-                     0);
+    assert_int_equal(
+        run(BIN " eval " S "tinygpt.onnx" TOKENS LABELS " --batch-size 100 --dump-outputs " TMP "/dump --json"), 0);
     double loss = cli_json_nth(OUT, "\"loss\": ", 0), acc = cli_json_nth(OUT, "\"accuracy\": ", 0);
     double ppl = cli_json_nth(OUT, "\"perplexity\": ", 0);
     assert_true(cli_json_nth(OUT, "\"labels_counted\": ", 0) == 512 * 16);

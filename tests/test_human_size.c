@@ -20,7 +20,8 @@ static void test_units(void **state) {
     assert_string_equal(ot_human_size(2168512, b, sizeof b), "2.07 MiB");
     assert_string_equal(ot_human_size(1.25 * 1073741824.0, b, sizeof b), "1.25 GiB");
     assert_string_equal(ot_human_size(-141312, b, sizeof b), "-138.0 KiB");
-    assert_string_equal(ot_human_size(-9e18, b, sizeof b), "-8381903171.54 GiB"); /* the largest size an option takes fits */
+    assert_string_equal(ot_human_size(-9e18, b, sizeof b),
+                        "-8381903171.54 GiB"); /* the largest size an option takes fits */
 }
 
 static void test_counts(void **state) {

@@ -46,11 +46,17 @@ static bool round_number(double v) {
 static void test_ticks_legend_title(void **state) {
     (void)state;
     double loss[37], lr[37];
-    for (int i = 0; i < 37; i++) loss[i] = 4.37 - 0.093 * i, lr[i] = 3e-3 * (1.0 - i / 40.0);
+    for (int i = 0; i < 37; i++)
+        loss[i] = 4.37 - 0.093 * i, lr[i] = 3e-3 * (1.0 - i / 40.0);
     int64_t vs[2] = {18, 37};
     double vl[2] = {2.9, 1.1};
-    ot_report_curves c = {.title = "/home/someone/models/tiny&gpt.onnx", .loss = loss, .lr = lr, .n_steps = 37,
-                          .val_step = vs, .val_loss = vl, .n_val = 2};
+    ot_report_curves c = {.title = "/home/someone/models/tiny&gpt.onnx",
+                          .loss = loss,
+                          .lr = lr,
+                          .n_steps = 37,
+                          .val_step = vs,
+                          .val_loss = vl,
+                          .n_val = 2};
     char *svg = draw(&c);
     assert_non_null(strstr(svg, "training loss: tiny&amp;gpt.onnx"));
     assert_null(strstr(svg, "/home/someone"));
@@ -90,7 +96,8 @@ static void test_ticks_legend_title(void **state) {
 static void test_train_and_report_command(void **state) {
     (void)state;
     assert_int_equal(run(BIN " train " S "mlp.onnx --input " S "mlp/input.npy --labels " S "mlp/labels.npy"
-                             " --val-input " S "mlp/input.npy --val-labels " S "mlp/labels.npy --batch-size 2 --epochs 3"
+                             " --val-input " S "mlp/input.npy --val-labels " S
+                             "mlp/labels.npy --batch-size 2 --epochs 3"
                              " --threads 2 --report " TMP "/r.json -o " TMP "/t.onnx"),
                      0);
     cli_expect_in(OUT, "r.svg");

@@ -20,8 +20,10 @@ static void count_correct(ot_metrics *m, const ot_tensor *logits, const int64_t 
     const ot_shape *ls = &logits->shape;
     const float *l = logits->data;
     int64_t C = ls->dim[m->class_axis], outer = 1, inner = 1;
-    for (int k = 0; k < m->class_axis; k++) outer *= ls->dim[k];
-    for (int k = m->class_axis + 1; k < ls->rank; k++) inner *= ls->dim[k];
+    for (int k = 0; k < m->class_axis; k++)
+        outer *= ls->dim[k];
+    for (int k = m->class_axis + 1; k < ls->rank; k++)
+        inner *= ls->dim[k];
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++) {
             int64_t t = y[o * inner + in];

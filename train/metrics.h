@@ -17,24 +17,24 @@
 
 typedef struct ot_metrics {
     /* what to compute (ot_metrics_init) */
-    bool accuracy;     /* cross-entropy with float32 logits: count argmax hits */
-    bool per_token;    /* cross-entropy whose labels have axes past the sample axis */
-    int class_axis;    /* of the logits, resolved */
+    bool accuracy;  /* cross-entropy with float32 logits: count argmax hits */
+    bool per_token; /* cross-entropy whose labels have axes past the sample axis */
+    int class_axis; /* of the logits, resolved */
     bool has_ignore;
     int64_t ignore_index;
     /* sums over the batches so far */
-    double loss_sum;      /* of the batch losses */
-    double weighted_sum;  /* of batch loss x batch samples */
+    double loss_sum;     /* of the batch losses */
+    double weighted_sum; /* of batch loss x batch samples */
     int64_t batches, samples, first_batch;
     int64_t correct, counted;
 } ot_metrics;
 
 typedef struct ot_metrics_result {
-    double loss;        /* NaN before any batch */
-    double accuracy;    /* NaN unless m->accuracy and a label counted */
-    double perplexity;  /* NaN unless m->per_token */
+    double loss;       /* NaN before any batch */
+    double accuracy;   /* NaN unless m->accuracy and a label counted */
+    double perplexity; /* NaN unless m->per_token */
     int64_t samples;
-    int64_t counted;    /* labels accuracy counted */
+    int64_t counted; /* labels accuracy counted */
 } ot_metrics_result;
 
 /* For a loss: class_axis is the logits' class axis, resolved (cross-entropy only);

@@ -13,9 +13,12 @@ double ot_now_seconds(void) {
 
 char *ot_loss_str(double loss, char *buf, size_t n) {
     double a = fabs(loss);
-    if (!isfinite(loss)) snprintf(buf, n, "%s", isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf");
-    else if (a > 0 && a < 1e-3) snprintf(buf, n, "%.3e", loss);
-    else snprintf(buf, n, "%.4f", loss);
+    if (!isfinite(loss))
+        snprintf(buf, n, "%s", isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf");
+    else if (a > 0 && a < 1e-3)
+        snprintf(buf, n, "%.3e", loss);
+    else
+        snprintf(buf, n, "%.4f", loss);
     return buf;
 }
 

@@ -35,7 +35,9 @@ static axis make_axis(double lo, double hi, int want, bool from_zero) {
     return a;
 }
 
-static double px(const axis *a, double v, double p0, double p1) { return p0 + (v - a->lo) / (a->hi - a->lo) * (p1 - p0); }
+static double px(const axis *a, double v, double p0, double p1) {
+    return p0 + (v - a->lo) / (a->hi - a->lo) * (p1 - p0);
+}
 
 /* A tick label: %g of the value rounded to the step (no 0.30000000000000004). */
 static void tick_text(double v, double step, char *buf, size_t n) {
@@ -45,11 +47,16 @@ static void tick_text(double v, double step, char *buf, size_t n) {
 
 static void esc(FILE *f, const char *s) {
     for (; s && *s; s++) {
-        if (*s == '&') fputs("&amp;", f);
-        else if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
+        if (*s == '&')
+            fputs("&amp;", f);
+        else if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else if (*s == '"')
+            fputs("&quot;", f);
+        else
+            fputc(*s, f);
     }
 }
 
@@ -97,7 +104,8 @@ void ot_report_svg(FILE *f, const ot_report_curves *c) {
     axis ay = make_axis(lo, hi, 6, false), alr = make_axis(0, has_lr ? lr_hi : 1, 6, true);
     const char *title = c->title ? strrchr(c->title, '/') : NULL;
     title = title ? title + 1 : c->title ? c->title : "";
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
             "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n",
             W, H, W, H, W, H);
     fputs("<text x=\"400\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">training loss: ", f);
@@ -108,27 +116,34 @@ void ot_report_svg(FILE *f, const ot_report_curves *c) {
     for (double v = ax.lo; v <= ax.hi + ax.step * 1e-6; v += ax.step) {
         double x = px(&ax, v, L, R);
         tick_text(v, ax.step, t, sizeof t);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
-                "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x, T, x, B, x, B + 16, t);
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
+                "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+                x, T, x, B, x, B + 16, t);
     }
     for (double v = ay.lo; v <= ay.hi + ay.step * 1e-6; v += ay.step) {
         double y = px(&ay, v, B, T);
         tick_text(v, ay.step, t, sizeof t);
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
-                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", L, y, R, y, L - 6, y + 4, t);
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                L, y, R, y, L - 6, y + 4, t);
     }
     if (has_lr)
         for (double v = alr.lo; v <= alr.hi + alr.step * 1e-6; v += alr.step) {
             tick_text(v, alr.step, t, sizeof t);
             fprintf(f, "<text x=\"%d\" y=\"%.1f\" fill=\"#777\">%s</text>\n", R + 6, px(&alr, v, B, T) + 4, t);
         }
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#444\"/>\n", L, T, R - L, B - T);
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#444\"/>\n", L, T, R - L,
+            B - T);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">step</text>\n", (L + R) / 2, B + 36);
     fprintf(f, "<text x=\"18\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 18 %d)\">loss</text>\n",
             (T + B) / 2, (T + B) / 2);
     if (has_lr)
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#777\" transform=\"rotate(90 %d %d)\">"
-                "learning rate</text>\n", W - 12, (T + B) / 2, W - 12, (T + B) / 2);
+        fprintf(f,
+                "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#777\" transform=\"rotate(90 %d %d)\">"
+                "learning rate</text>\n",
+                W - 12, (T + B) / 2, W - 12, (T + B) / 2);
     /* curves */
     if (has_lr) polyline(f, c->lr, c->n_steps, &ax, &alr, "stroke=\"#999\" stroke-dasharray=\"5 3\"");
     polyline(f, c->loss, c->n_steps, &ax, &ay, "stroke=\"#1f77b4\" stroke-width=\"1.5\"");
@@ -145,8 +160,9 @@ void ot_report_svg(FILE *f, const ot_report_curves *c) {
     }
     /* legend: inside the plot area, top right */
     int rows = 1 + (c->n_val > 0) + has_lr, lw = 150, lx = R - lw - 8, ly = T + 8;
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#bbb\"/>\n",
-            lx, ly, lw, rows * 18 + 8);
+    fprintf(
+        f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#bbb\"/>\n",
+        lx, ly, lw, rows * 18 + 8);
     const char *names[3] = {"training loss", "validation loss", "learning rate (right)"};
     const char *styles[3] = {"stroke=\"#1f77b4\" stroke-width=\"2\"", "stroke=\"#d62728\" stroke-width=\"2\"",
                              "stroke=\"#999\" stroke-dasharray=\"5 3\""};
@@ -174,8 +190,10 @@ char *ot_report_svg_path(const char *report_path) {
     char *p = malloc(n + 5);
     if (!p) return NULL;
     memcpy(p, report_path, n + 1);
-    if (n > 5 && !strcmp(p + n - 5, ".json")) strcpy(p + n - 5, ".svg");
-    else strcpy(p + n, ".svg");
+    if (n > 5 && !strcmp(p + n - 5, ".json"))
+        strcpy(p + n - 5, ".svg");
+    else
+        strcpy(p + n, ".svg");
     return p;
 }
 
@@ -193,7 +211,8 @@ static const char *find_key(const char *js, const char *key, bool array) {
 
 /* A number or null (NaN) at *p; false on anything else. */
 static bool read_num(const char **p, double *v) {
-    while (**p == ' ' || **p == '\n') (*p)++;
+    while (**p == ' ' || **p == '\n')
+        (*p)++;
     if (!strncmp(*p, "null", 4)) {
         *v = NAN;
         *p += 4;
@@ -210,12 +229,14 @@ static bool read_num(const char **p, double *v) {
 static ot_status read_array(const char *path, const char *js, const char *key, double **out, int64_t *n,
                             ot_error *err) {
     const char *p = find_key(js, key, true);
-    if (!p || *p != '[') return ot_fail(err, OT_E_PARSE, "%s: no \"%s\" array: not a report of `onnxtrain train --report`", path, key);
+    if (!p || *p != '[')
+        return ot_fail(err, OT_E_PARSE, "%s: no \"%s\" array: not a report of `onnxtrain train --report`", path, key);
     p++;
     int64_t cap = 64, k = 0;
     double *v = malloc((size_t)cap * sizeof *v);
     for (;;) {
-        while (*p == ' ' || *p == '\n') p++;
+        while (*p == ' ' || *p == '\n')
+            p++;
         if (!v || *p == ']') break;
         if (k == cap) {
             double *nv = realloc(v, (size_t)(cap *= 2) * sizeof *v);
@@ -227,7 +248,8 @@ static ot_status read_array(const char *path, const char *js, const char *key, d
             return ot_fail(err, OT_E_PARSE, "%s: \"%s\"[%lld] is not a number", path, key, (long long)k);
         }
         k++;
-        while (*p == ' ') p++;
+        while (*p == ' ')
+            p++;
         if (*p == ',') p++;
     }
     if (!v) return ot_fail(err, OT_E_MEMORY, "out of memory reading %s", path);
@@ -242,17 +264,20 @@ static ot_status read_epochs(const char *path, const char *js, ot_report_curves 
     if (!p || *p != '[') return ot_fail(err, OT_E_PARSE, "%s: no \"epochs\" array", path);
     const char *end = strchr(p, ']');
     int n = 0;
-    for (const char *q = p; q && q < end; q = strchr(q + 1, '{')) n += *q == '{';
+    for (const char *q = p; q && q < end; q = strchr(q + 1, '{'))
+        n += *q == '{';
     c->val_step = calloc((size_t)n + 1, sizeof *c->val_step);
     c->val_loss = calloc((size_t)n + 1, sizeof *c->val_loss);
     if (!c->val_step || !c->val_loss) return ot_fail(err, OT_E_MEMORY, "out of memory reading %s", path);
     for (const char *q = strchr(p, '{'); q && q < end; q = strchr(q + 1, '{')) {
         const char *s = strstr(q, "\"step\": "), *l = strstr(q, "\"val_loss\": ");
         double step, loss;
-        if (!s || !l || s > end || l > end) return ot_fail(err, OT_E_PARSE, "%s: an epoch without \"step\" or \"val_loss\"", path);
+        if (!s || !l || s > end || l > end)
+            return ot_fail(err, OT_E_PARSE, "%s: an epoch without \"step\" or \"val_loss\"", path);
         s += 8;
         l += 12;
-        if (!read_num(&s, &step) || !read_num(&l, &loss)) return ot_fail(err, OT_E_PARSE, "%s: a bad epoch entry", path);
+        if (!read_num(&s, &step) || !read_num(&l, &loss))
+            return ot_fail(err, OT_E_PARSE, "%s: a bad epoch entry", path);
         if (isfinite(loss)) {
             c->val_step[c->n_val] = (int64_t)step;
             c->val_loss[c->n_val++] = loss;
@@ -271,14 +296,16 @@ ot_status ot_report_read_curves(const char *path, ot_report_curves *c, ot_error 
     const char *m = find_key(js, "model", false);
     if (m && *m == '"') { /* the model's path as written (escapes are rare in a path: kept as they are) */
         const char *e = m + 1;
-        while (*e && (*e != '"' || e[-1] == '\\')) e++;
+        while (*e && (*e != '"' || e[-1] == '\\'))
+            e++;
         c->title = strndup(m + 1, (size_t)(e - m - 1));
     }
     int64_t n_lr = 0;
     st = read_array(path, js, "loss", &c->loss, &c->n_steps, err);
     if (!st) st = read_array(path, js, "lr", &c->lr, &n_lr, err);
     if (!st && n_lr != c->n_steps)
-        st = ot_fail(err, OT_E_PARSE, "%s: %lld losses but %lld learning rates", path, (long long)c->n_steps, (long long)n_lr);
+        st = ot_fail(err, OT_E_PARSE, "%s: %lld losses but %lld learning rates", path, (long long)c->n_steps,
+                     (long long)n_lr);
     if (!st) st = read_epochs(path, js, c, err);
     free(buf);
     if (st) ot_report_curves_free(c);
