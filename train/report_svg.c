@@ -42,7 +42,7 @@ static double px(const axis *a, double v, double p0, double p1) {
 /* A tick label: %g of the value rounded to the step (no 0.30000000000000004). */
 static void tick_text(double v, double step, char *buf, size_t n) {
     if (fabs(v) < step * 1e-6) v = 0;
-    snprintf(buf, n, "%.6g", round(v / step) * step);
+    snprintf(buf, n, "%.12g", round(v / step) * step); /* 2000000, not 2e+06 */
 }
 
 static void esc(FILE *f, const char *s) {
