@@ -50,14 +50,19 @@ same_file() { # TAG FILE
 same_dir() { # TAG DIR
   diff -rq "$W/old/$1/$2" "$W/new/$1/$2" >/dev/null 2>&1 || differ "$1: $2/ differs ($(diff -rq "$W/old/$1/$2" "$W/new/$1/$2" 2>&1 | head -3 | tr '\n' ' '))"
 }
-# The report's histories: losses, lrs, grad norms, validation; not times or memory.
+# The report's histories: losses, lrs, grad norms, validation; not times or memory. A
+# figure only one build reports (a key new in an epoch's entry, e.g. val_perplexity) is
+# no difference of behaviour: each side keeps the epoch keys both have.
 same_history() { # TAG
   local py='import json,sys
-r=json.load(open(sys.argv[1]))
+r,o=(json.load(open(f)) for f in sys.argv[1:3])
 keep={k:r[k] for k in r if any(w in k for w in ("loss","lr","norm","val","steps","epoch","accuracy"))}
+both=set().union(*[e.keys() for e in r.get("epochs",[])[:1]]) & set().union(*[e.keys() for e in o.get("epochs",[])[:1]])
+keep["epochs"]=[{k:v for k,v in e.items() if k in both} for e in keep.get("epochs",[])]
 print(json.dumps(keep,sort_keys=True))'
   local a b
-  a=$(python3 -c "$py" "$W/old/$1/report.json" 2>&1) b=$(python3 -c "$py" "$W/new/$1/report.json" 2>&1)
+  a=$(python3 -c "$py" "$W/old/$1/report.json" "$W/new/$1/report.json" 2>&1)
+  b=$(python3 -c "$py" "$W/new/$1/report.json" "$W/old/$1/report.json" 2>&1)
   [ "$a" = "$b" ] || differ "$1: report histories differ"
 }
 # verify --json without timings and memory figures (those are compared as peaks).

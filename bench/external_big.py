@@ -108,7 +108,7 @@ def run_sampled(cmd, watch):
             lines.append(line)
             if line.startswith("training "):
                 started.set()
-            m = re.match(r"step (\d+)/(\d+)", line)
+            m = re.search(r"\bstep (\d+)/(\d+)", line)  # "epoch E/N  step k/T  loss ..."
             if m:
                 steps_logged.append((int(m.group(1)), int(m.group(2))))
     th = threading.Thread(target=reader)

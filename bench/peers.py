@@ -199,13 +199,13 @@ def run_onnxtrain(args, case_dir, meta, steps, warmup, remat, tag):
            "--threads", str(args.threads), "--remat", remat, "--no-shuffle", "--log-every", "1",
            "-o", os.path.join(case_dir, "tuned.onnx"), "--report", rep]
     marks = {}
-    step_re = re.compile(r"^step (\d+)/\d+ ")
+    step_re = re.compile(r"\bstep (\d+)/\d+ ")  # in "epoch E/N  step k/T  loss ..."
     with open(log, "w") as f:
         f.write(" ".join(cmd) + "\n")
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=onnxtrain_env(args))
         t_end = time.monotonic() + RUN_TIMEOUT
         for line in p.stdout:
-            m = step_re.match(line)
+            m = step_re.search(line)
             if m and int(m.group(1)) in (warmup, warmup + steps):
                 marks[int(m.group(1))] = task_cpu_seconds(p.pid)  # the threads are alive: the step just ended
             f.write(line)

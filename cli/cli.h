@@ -18,6 +18,7 @@ int ot_cmd_grad(int argc, char **argv);
 int ot_cmd_train(int argc, char **argv);
 int ot_cmd_plan(int argc, char **argv);
 int ot_cmd_verify(int argc, char **argv);
+int ot_cmd_report(int argc, char **argv);
 
 /* `train`'s command line (argv[0] "train") read and checked as `train` reads it, with
  * nothing loaded, for the bare form (cli/cmd_bare.c): *ca gets the shared options

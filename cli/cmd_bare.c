@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "ir/human_size.h"
 #include "kernels/kernel.h"
 #include "train/outputs.h"
 #include "train/train.h"
@@ -270,16 +271,7 @@ static ot_status synthetic(const bare *b, ot_model *m, ot_dataset *d, int64_t *b
     return st;
 }
 
-static void human(double v, char *buf, size_t n) {
-    if (v >= 1 << 30)
-        snprintf(buf, n, "%.2f GiB", v / (1 << 30));
-    else if (v >= 1 << 20)
-        snprintf(buf, n, "%.2f MiB", v / (1 << 20));
-    else if (v >= 1 << 10)
-        snprintf(buf, n, "%.1f KiB", v / (1 << 10));
-    else
-        snprintf(buf, n, "%.0f B", v);
-}
+static void human(double v, char *buf, size_t n) { ot_human_size(v, buf, n); }
 
 /* "[N,16]": an array's shape with the sample axis as N; an axis the model leaves
  * symbolic (model: its import's shape, or NULL) and no --bind fixes is named, as the

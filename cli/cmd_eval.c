@@ -1,8 +1,9 @@
 /* cmd_eval.c — `onnxtrain eval MODEL --input ...`: the forward pass over .npy data in
  * batches. Everything that can be wrong with the data (missing input, dtype, shape,
- * sample counts, batch size) is checked before any batch runs; then it prints the
- * throughput and the planned peak memory, and with --dump-outputs writes every graph
- * output concatenated over the batches.
+ * sample counts, batch size, labels) is checked before any batch runs; then it prints
+ * the throughput and the planned peak memory, with --labels the loss, accuracy and
+ * perplexity (train/metrics.h, validation's code path), and with --dump-outputs writes
+ * every graph output concatenated over the batches.
  *
  * It runs in inference mode by default, as PyTorch's model.eval(): models meant for
  * training with onnxtrain are exported in training mode (BatchNorm training_mode=1,
@@ -10,6 +11,7 @@
  * should not normalise by the batch or drop activations. --train-mode runs the graph
  * as exported. */
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +22,24 @@
 #include "cli.h"
 #include "cli/args.h"
 #include "importer/importer.h"
+#include "ir/human_size.h"
+#include "ir/json_write.h"
 #include "kernels/kernel.h"
 #include "train/infer.h"
 #include "train/npy.h"
+#include "train/progress.h" /* ot_loss_str */
 
 static void usage(FILE *f) {
-    fputs("usage: onnxtrain eval MODEL --input FILE.npy | --input NAME=FILE.npy ... [options]\n\n"
+    fputs("usage: onnxtrain eval MODEL --input FILE.npy | --input NAME=FILE.npy ... [--labels FILE.npy]\n"
+          "                      [options]\n\n"
           "Runs the model's forward pass over .npy data (samples along axis 0) in batches,\n"
           "in inference mode unless --train-mode is given, and prints the throughput and\n"
-          "the planned peak memory.\n\n"
+          "the planned peak memory. With --labels (or --loss output) it also evaluates the\n"
+          "loss over the whole data, as train's validation does after every epoch: the loss\n"
+          "(the mean of the batch losses weighted by their samples, as HF's Trainer reports\n"
+          "eval_loss), for cross-entropy the accuracy (argmax against every label that is not\n"
+          "the ignore index) and, when the labels are sequences (a token model), the\n"
+          "perplexity exp(loss).\n\n"
           "  --input FILE | NAME=FILE  data of a graph input (repeat for several inputs;\n"
           "                            unnamed files go to the inputs in model order)\n"
           "  --batch-size N            samples per batch; binds the symbolic dim of axis 0\n"
@@ -37,6 +48,9 @@ static void usage(FILE *f) {
           "                            count must be a multiple of it. Otherwise a last\n"
           "                            partial batch runs on a second plan of that size,\n"
           "                            over the same import, reading the first one's weights.\n"
+          "  --labels FILE             labels of the loss: int64 (or int32) class indices for\n"
+          "                            cross-entropy, float targets for mse, as train takes them\n"
+          OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_BIND
           "  --threads N               kernel threads (default: OpenMP's default)\n"
           OT_ARGS_HELP_WAIT
@@ -68,6 +82,7 @@ typedef struct eval_opts {
     bool no_dropout;
     const char *dump_dir;
     bool json;
+    bool with_loss; /* --labels or --loss given: evaluate the loss */
 } eval_opts;
 
 /* One graph output gathered over the batches. */
@@ -155,9 +170,11 @@ static ot_status write_outputs(const eval_opts *o, const ot_graph *g, eval_outpu
     return OT_OK;
 }
 
-static void human(size_t b, char *buf, size_t n) {
-    if (b >= (size_t)1 << 20) snprintf(buf, n, "%.2f MiB", (double)b / (double)((size_t)1 << 20));
-    else snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+
+/* JSON has no NaN: null. */
+static void json_num(double x) {
+    if (isfinite(x)) printf("%.9g", x);
+    else printf("null");
 }
 
 static void print_result(const eval_opts *o, ot_infer_session *s, int64_t count, double sec, const eval_output *outs,
@@ -167,25 +184,49 @@ static void print_result(const eval_opts *o, ot_infer_session *s, int64_t count,
     int64_t bs = ot_infer_batch_size(s), rest = ot_infer_last_batch(s), n_batches = ot_infer_full_batches(s) + (rest ? 1 : 0);
     bool gather = o->dump_dir != NULL;
     double rate = sec > 0 ? (double)count / sec : 0;
+    ot_metrics_result mr;
+    bool have = ot_infer_metrics(s, &mr);
     if (o->json) {
-        printf("{\"model\": \"%s\", \"mode\": \"%s\", \"samples\": %lld, \"batch_size\": %lld, \"batches\": %lld, \"last_batch\": %lld, "
+        printf("{\"model\": ");
+        ot_json_string(stdout, o->model); /* a path may hold quotes or backslashes */
+        printf(", \"mode\": \"%s\", \"samples\": %lld, \"batch_size\": %lld, \"batches\": %lld, \"last_batch\": %lld, "
                "\"seconds\": %.6f, \"samples_per_sec\": %.2f, \"peak_bytes\": %zu, \"high_water_bytes\": %zu, \"memory\": ",
-               o->model, o->train_mode ? "train" : "inference", (long long)count, (long long)bs, (long long)n_batches,
+               o->train_mode ? "train" : "inference", (long long)count, (long long)bs, (long long)n_batches,
                (long long)(rest ? rest : bs), sec, rate, ot_plan_peak_bytes(p), hw);
         ot_plan_write_json(p, stdout);
+        if (have) {
+            printf(", \"loss\": ");
+            json_num(mr.loss);
+            printf(", \"accuracy\": ");
+            json_num(mr.accuracy);
+            printf(", \"perplexity\": ");
+            json_num(mr.perplexity);
+            printf(", \"labels_counted\": %lld", (long long)mr.counted);
+        }
         printf(", \"outputs\": [");
-        for (int k = 0; k < n_out && gather; k++) printf("%s\"%s\"", k ? ", " : "", outs[k].file);
+        for (int k = 0; k < n_out && gather; k++) {
+            if (k) printf(", ");
+            ot_json_string(stdout, outs[k].file);
+        }
         printf("]}\n");
         return;
     }
     char pk[32], mw[32];
-    human(ot_plan_peak_bytes(p), pk, sizeof pk);
-    human(hw, mw, sizeof mw);
+    ot_human_size((double)ot_plan_peak_bytes(p), pk, sizeof pk);
+    ot_human_size((double)hw, mw, sizeof mw);
     printf("%s: %lld samples in %lld batch%s of %lld", o->model, (long long)count, (long long)n_batches,
            n_batches == 1 ? "" : "es", (long long)bs);
     if (rest) printf(" (last: %lld)", (long long)rest);
     printf(", %.2f ms, %.1f samples/s, %s mode\n", sec * 1e3, rate, o->train_mode ? "train" : "inference");
-    printf("planned peak %s (%zu bytes), measured high-water %s\n", pk, ot_plan_peak_bytes(p), mw);
+    printf("planned peak %s, measured high-water %s\n", pk, mw);
+    if (have) {
+        char ls[32];
+        printf("loss %s over %lld samples", ot_loss_str(mr.loss, ls, sizeof ls), (long long)mr.samples);
+        if (!isnan(mr.accuracy))
+            printf(", accuracy %.2f%% (%lld labels)", 100.0 * mr.accuracy, (long long)mr.counted);
+        if (!isnan(mr.perplexity)) printf(", perplexity %.2f", mr.perplexity);
+        putchar('\n');
+    }
     for (int k = 0; k < n_out && gather; k++) printf("wrote %s\n", outs[k].file);
 }
 
@@ -200,10 +241,10 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail; /* once: the last batch plans over it too */
     if ((st = ot_args_check_output(m, a, "--dump-outputs", o->dump_dir, true, err))) goto fail;
-    if ((st = ot_args_load_dataset(&a->inputs, NULL, &data, err))) goto fail;
+    if ((st = ot_args_load_dataset(&a->inputs, a->labels, &data, err))) goto fail;
     ot_infer_options eo = {.bind = a->bind.v, .n_bind = a->bind.n, .batch_size = a->batch_size, .seed = a->seed,
                            .n_threads = a->n_threads, .device = a->device, .train_mode = o->train_mode,
-                           .no_dropout = o->no_dropout};
+                           .no_dropout = o->no_dropout, .loss = o->with_loss ? &a->loss : NULL};
     if ((st = ot_infer_session_new(m, &eo, &data, &s, err))) goto fail;
     const ot_graph *g = ot_infer_graph(s);
     int64_t bs = ot_infer_batch_size(s), n_full = ot_infer_full_batches(s), rest = ot_infer_last_batch(s);
@@ -242,7 +283,8 @@ fail:
 
 int ot_cmd_eval(int argc, char **argv) {
     static const struct option longopts[] = {
-        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_BIND, OT_ARGS_OPT_THREADS, OT_ARGS_OPT_WAIT, OT_ARGS_OPT_DEVICE,
+        OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,
+        OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_BIND, OT_ARGS_OPT_THREADS, OT_ARGS_OPT_WAIT, OT_ARGS_OPT_DEVICE,
         OT_ARGS_OPT_SEED,  {"no-dropout", no_argument, NULL, 'D'}, {"train-mode", no_argument, NULL, 'T'},
         {"dump-outputs", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
@@ -257,6 +299,7 @@ int ot_cmd_eval(int argc, char **argv) {
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
+        if (c == OT_ARG_LABELS || c == OT_ARG_LOSS) o.with_loss = true;
         if (common) continue;
         switch (c) {
         case 'D': o.no_dropout = true; break;

@@ -13,6 +13,7 @@
 #include "autodiff/lora.h"
 #include "cli/args.h"
 #include "importer/importer.h"
+#include "ir/human_size.h"
 #include "ir/json_write.h"
 #include "kernels/kernel.h"
 
@@ -307,10 +308,11 @@ static void print_info_text(FILE *f, const char *path, const ot_model *m, const 
     fprintf(f, "graph:       %s (%d nodes)\n", g->name, sum->n_live);
     print_values_text(f, g, "inputs", g->inputs, g->n_inputs);
     print_values_text(f, g, "outputs", g->outputs, g->n_outputs);
-    fprintf(f, "parameters:  %lld in %lld tensors (%lld bytes)\n", (long long)sum->params.numel,
-            (long long)sum->params.n_tensors, (long long)sum->params.bytes);
-    fprintf(f, "state:       %lld in %lld tensors (%lld bytes)\n", (long long)sum->state.numel,
-            (long long)sum->state.n_tensors, (long long)sum->state.bytes);
+    char pb[OT_HUMAN_SIZE_LEN], sb[OT_HUMAN_SIZE_LEN]; /* bytes in --json */
+    fprintf(f, "parameters:  %lld in %lld tensors (%s)\n", (long long)sum->params.numel,
+            (long long)sum->params.n_tensors, ot_human_size((double)sum->params.bytes, pb, sizeof pb));
+    fprintf(f, "state:       %lld in %lld tensors (%s)\n", (long long)sum->state.numel,
+            (long long)sum->state.n_tensors, ot_human_size((double)sum->state.bytes, sb, sizeof sb));
     print_params_text(f, g, sum);
     fprintf(f, "ops (%d kinds):\n", sum->n_hist);
     for (int k = 0; k < sum->n_hist; k++) {

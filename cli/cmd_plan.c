@@ -13,6 +13,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "ir/atomic_file.h"
+#include "ir/human_size.h"
 #include "ir/json_write.h"
 #include "kernels/kernel.h"
 #include "remat/remat.h"
@@ -54,7 +55,9 @@ static void usage(FILE *f) {
           "                            (--memory-budget and auto then hold per rank)\n"
           "  --threads N, --seed N,    as for train (they change no figure)\n"
           "  --wait-policy P\n"
-          "  --json                    print the plans as JSON\n"
+          "  --json                    print the plans as JSON (sizes in bytes, every value name)\n"
+          "  -v, --verbose             list every kept and recomputed value of a segment (the\n"
+          "                            terminal shows the first few and a count of the rest)\n"
           "  --dot FILE                write the training graph (recompute nodes dashed, orange)\n"
           "  --timeline FILE.svg       draw bytes in use along the schedule for both plans\n",
           f);
@@ -69,6 +72,7 @@ typedef struct plan_opts {
     const char *val_labels;
     const char *lora_text; /* --lora's text, for the saving line */
     bool batch_auto, json;
+    bool verbose; /* -v: every value name of the segment lines */
     int64_t ranks; /* --ranks: plan a rank of a data-parallel run (0, 1: one process) */
     ot_dist *dist; /* its rank count (ot_dist_for_plan) */
 } plan_opts;
@@ -81,32 +85,34 @@ typedef struct planned {
     const bool *keep;
 } planned;
 
-static void human(double b, char *buf, size_t n) {
-    if (b >= 1 << 30) snprintf(buf, n, "%.2f GiB", b / (1 << 30));
-    else if (b >= 1 << 20) snprintf(buf, n, "%.2f MiB", b / (1 << 20));
-    else if (b >= 1 << 10) snprintf(buf, n, "%.1f KiB", b / (1 << 10));
-    else snprintf(buf, n, "%.0f B", b);
-}
+/* Names shown per kept or recomputed list on the terminal; the rest are counted
+ * ("... (+N more)"). -v and --json list them all. */
+#define PLAN_FOLD_NAMES 4
 
-/* Prints the saved values of segment k that are kept (want true) or recomputed. */
-static void print_values(const planned *pl, int k, bool want, bool json) {
+/* Prints the saved values of segment k that are kept (want true) or recomputed: all of
+ * them in JSON, at most `limit` on the terminal (< 0: all). */
+static void print_values(const planned *pl, int k, bool want, bool json, int limit) {
     const ot_remat_analysis *a = pl->an;
     const ot_graph *g = ot_train_graph(pl->s);
-    bool first = true;
+    int shown = 0, more = 0;
     for (int v = 0; v < a->n_values; v++) {
         if (!a->saved[v] || a->segment[v] != k || pl->keep[v] != want) continue;
         if (json) {
-            if (!first) printf(", ");
+            if (shown) printf(", ");
             ot_json_string(stdout, g->values[v].name);
-        } else {
+        } else if (limit < 0 || shown < limit) {
             printf(" %s", g->values[v].name);
+        } else {
+            more++;
+            continue;
         }
-        first = false;
+        shown++;
     }
+    if (more) printf(" ... (+%d more)", more);
 }
 
 /* Kept and recomputed saved values, by segment. */
-static void print_segments(const planned *pl, bool json) {
+static void print_segments(const planned *pl, bool json, int limit) {
     const ot_remat_analysis *a = pl->an;
     if (!a) return;
     int n_seg = a->n_art + 1;
@@ -122,19 +128,19 @@ static void print_segments(const planned *pl, bool json) {
         if (!n_kept && !n_rec) continue;
         if (json) {
             printf("%s{\"segment\": %d, \"kept\": [", first_seg ? "" : ", ", k);
-            print_values(pl, k, true, true);
+            print_values(pl, k, true, true, -1);
             printf("], \"recomputed\": [");
-            print_values(pl, k, false, true);
+            print_values(pl, k, false, true, -1);
             printf("]}");
         } else {
             printf("  segment %d:", k);
             if (n_kept) {
                 printf(" kept");
-                print_values(pl, k, true, false);
+                print_values(pl, k, true, false, limit);
             }
             if (n_rec) {
                 printf("%s recomputed", n_kept ? ";" : "");
-                print_values(pl, k, false, false);
+                print_values(pl, k, false, false, limit);
             }
             putchar('\n');
         }
@@ -145,7 +151,9 @@ static void print_segments(const planned *pl, bool json) {
 
 static double step_flops(const planned *pl) { return pl->an ? pl->an->step_flops : 0.0; }
 
-static void print_plan(const char *label, const planned *pl, bool json, bool segments) {
+/* segments: the kept and recomputed values by segment, each list folded to `limit`
+ * names on the terminal (< 0: all). */
+static void print_plan(const char *label, const planned *pl, bool json, bool segments, int limit) {
     const ot_train_remat_summary *rs = ot_train_remat_info(pl->s);
     const ot_plan *p = pl->p;
     ot_train_memory_summary ms;
@@ -171,41 +179,45 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
                    os->n_rows, os->seconds, os->heuristic ? "true" : "false", os->auto_cost);
         printf("\"plan\": ");
         ot_plan_write_json(p, stdout);
-        if (segments) print_segments(pl, true);
+        if (segments) print_segments(pl, true, -1);
         printf("}");
         return;
     }
     char pk[32], kb[32];
-    human((double)ot_plan_peak_bytes(p), pk, sizeof pk);
-    human((double)kept, kb, sizeof kb);
-    printf("--remat %s: peak %s (%zu bytes)\n", label, pk, ot_plan_peak_bytes(p));
+    ot_human_size((double)ot_plan_peak_bytes(p), pk, sizeof pk);
+    ot_human_size((double)kept, kb, sizeof kb);
+    printf("--remat %s: peak %s\n", label, pk);
     if (ms.val_peak) {
         char vb[32];
-        human((double)ms.val_peak, vb, sizeof vb);
-        printf("  validation plan (forward only, inference mode): %s (%lld bytes) more\n", vb, (long long)ms.val_peak);
+        ot_human_size((double)ms.val_peak, vb, sizeof vb);
+        printf("  validation plan (forward only, inference mode): %s more\n", vb);
     }
     printf("  at the peak:");
     for (int c = 0; c < OT_MEM_COUNT; c++) {
         char b[32];
-        human((double)ot_plan_bytes_at_peak(p, (ot_mem_category)c), b, sizeof b);
+        ot_human_size((double)ot_plan_bytes_at_peak(p, (ot_mem_category)c), b, sizeof b);
         printf("%s %s %s", c ? "," : "", ot_mem_category_name((ot_mem_category)c), b);
     }
-    printf("\n  activations held for the backward pass: %s; recompute: %d nodes, %.0f extra FLOPs "
-           "(%.1f%% of the step's %.0f)\n",
-           kb, rs->n_clones, extra, step > 0 ? 100.0 * extra / step : 0.0, step);
+    char xf[OT_HUMAN_SIZE_LEN], sf[OT_HUMAN_SIZE_LEN];
+    printf("\n  activations held for the backward pass: %s; recompute: %d nodes, %s extra FLOPs "
+           "(%.1f%% of the step's %s)\n",
+           kb, rs->n_clones, ot_human_count(extra, xf, sizeof xf), step > 0 ? 100.0 * extra / step : 0.0,
+           ot_human_count(step, sf, sizeof sf));
     if (os && os->heuristic)
         printf("  optimal: auto's plan, %s: no solution of the programme that the planner accepted was "
                "cheaper (%d round%s, %.2f s; %d binaries)\n",
                os->proven ? "proven optimal" : "not proven", os->rounds, os->rounds == 1 ? "" : "s",
                os->seconds, os->n_binaries);
-    else if (os)
-        printf("  optimal: %s (gap %.4g%%, %d round%s, %.2f s; %d binaries); solver's model peak %lld bytes, "
-               "planner's %lld (%+lld)\n",
-               os->proven ? "proven" : "not proven",
-               100.0 * os->gap, os->rounds, os->rounds == 1 ? "" : "s",
-               os->seconds, os->n_binaries, (long long)os->model_peak, (long long)os->planner_peak,
-               (long long)(os->planner_peak - os->model_peak));
-    if (segments) print_segments(pl, false);
+    else if (os) {
+        char mp[OT_HUMAN_SIZE_LEN], pp[OT_HUMAN_SIZE_LEN], dp[OT_HUMAN_SIZE_LEN];
+        printf("  optimal: %s (gap %.4g%%, %d round%s, %.2f s; %d binaries); solver's model peak %s, planner's %s "
+               "(%s%s)\n",
+               os->proven ? "proven" : "not proven", 100.0 * os->gap, os->rounds, os->rounds == 1 ? "" : "s",
+               os->seconds, os->n_binaries, ot_human_size((double)os->model_peak, mp, sizeof mp),
+               ot_human_size((double)os->planner_peak, pp, sizeof pp), os->planner_peak >= os->model_peak ? "+" : "",
+               ot_human_size((double)(os->planner_peak - os->model_peak), dp, sizeof dp));
+    }
+    if (segments) print_segments(pl, false, limit);
 }
 
 /* Writes and syncs the graph under a temporary name; *out is committed by the caller. */
@@ -263,7 +275,7 @@ static void policy_label(const char *policy, int64_t budget, char *label, size_t
     else snprintf(label, n, "%s", policy);
     if ((pol.kind == OT_REMAT_AUTO || pol.kind == OT_REMAT_OPTIMAL) && budget) {
         char hb[32];
-        human((double)budget, hb, sizeof hb);
+        ot_human_size((double)budget, hb, sizeof hb);
         size_t l = strlen(label);
         snprintf(label + l, n - l, " (budget %s)", hb);
     } else if (pol.kind == OT_REMAT_AUTO) {
@@ -280,11 +292,11 @@ static void print_lora_saving(const plan_opts *o, const planned *p0, const plann
     double trained = (double)(p->slab_bytes[OT_MEM_PARAMS] + p->slab_bytes[OT_MEM_GRADIENTS] + p->slab_bytes[OT_MEM_OPT_STATE]);
     double trained_b = (double)(q->slab_bytes[OT_MEM_PARAMS] + q->slab_bytes[OT_MEM_GRADIENTS] + q->slab_bytes[OT_MEM_OPT_STATE]);
     double saved = (double)ot_plan_peak_bytes(q) - (double)ot_plan_peak_bytes(p);
-    human((double)ot_plan_peak_bytes(p), a, sizeof a);
-    human((double)ot_plan_peak_bytes(q), b, sizeof b);
-    human(saved < 0 ? -saved : saved, s, sizeof s);
-    human(trained, w, sizeof w);
-    human(trained_b, wb, sizeof wb);
+    ot_human_size((double)ot_plan_peak_bytes(p), a, sizeof a);
+    ot_human_size((double)ot_plan_peak_bytes(q), b, sizeof b);
+    ot_human_size(saved < 0 ? -saved : saved, s, sizeof s);
+    ot_human_size(trained, w, sizeof w);
+    ot_human_size(trained_b, wb, sizeof wb);
     printf("--lora %s: peak %s with --remat none instead of %s without LoRA: %s %s (%.1f%%); trained params, their "
            "gradients and optimizer state %s instead of %s\n",
            o->lora_text, a, b, saved >= 0 ? "saves" : "costs", s,
@@ -302,13 +314,13 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
         if (o->ranks > 1) printf("\"ranks\": %lld, \"batch_per\": \"rank\", ", (long long)o->ranks);
         printf("\"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [", n_nodes, n_fwd,
                n_art);
-        print_plan("none", p0, true, false);
+        print_plan("none", p0, true, false, -1);
         printf(", ");
-        print_plan(label, p1, true, true);
+        print_plan(label, p1, true, true, -1);
         printf("]");
         if (nolora) {
             printf(", \"without_lora\": ");
-            print_plan("none", nolora, true, false);
+            print_plan("none", nolora, true, false, -1);
         }
         printf("}\n");
         return;
@@ -319,11 +331,11 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
                  (long long)o->ranks);
     printf("%s: batch %lld%s%s, training graph %d nodes (%d forward), %d articulation points\n", o->model,
            (long long)batch, o->batch_auto ? " (auto)" : "", per_rank, n_nodes, n_fwd, n_art);
-    print_plan("none", p0, false, false);
-    print_plan(label, p1, false, true);
+    print_plan("none", p0, false, false, -1);
+    print_plan(label, p1, false, true, o->verbose ? -1 : PLAN_FOLD_NAMES);
     double saved = (double)ot_plan_peak_bytes(p0->p) - (double)ot_plan_peak_bytes(p1->p);
     char hb[32];
-    human(saved < 0 ? -saved : saved, hb, sizeof hb);
+    ot_human_size(saved < 0 ? -saved : saved, hb, sizeof hb);
     double step = step_flops(p1);
     printf("%s %s (%.1f%% of the peak) for %.1f%% more FLOPs\n", saved >= 0 ? "saves" : "costs", hb,
            100.0 * (saved < 0 ? -saved : saved) / (double)ot_plan_peak_bytes(p0->p),
@@ -411,6 +423,7 @@ int ot_cmd_plan(int argc, char **argv) {
     static const struct option longopts[] = {
         OT_ARGS_OPTS_SESSION,
         {"json", no_argument, NULL, O_JSON},
+        {"verbose", no_argument, NULL, 'v'},
         {"dot", required_argument, NULL, O_DOT},
         {"timeline", required_argument, NULL, O_TIMELINE},
         {"val-input", required_argument, NULL, O_VAL_INPUT},
@@ -427,7 +440,7 @@ int ot_cmd_plan(int argc, char **argv) {
     bool common;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
         if (c == OT_ARG_BATCH && !strcmp(optarg, "auto")) {
             o.batch_auto = true;
             continue;
@@ -437,6 +450,7 @@ int ot_cmd_plan(int argc, char **argv) {
         if (common) continue;
         switch (c) {
         case O_JSON: o.json = true; break;
+        case 'v': o.verbose = true; break;
         case O_DOT: o.dot = optarg; break;
         case O_TIMELINE: o.timeline = optarg; break;
         case O_VAL_INPUT: st = ot_args_add_input(&o.val_inputs, "--val-input", optarg, &err); break;

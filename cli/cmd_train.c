@@ -14,11 +14,13 @@
 #include "cli/wait_policy.h"
 #include "cli/args.h"
 #include "ir/atomic_file.h"
+#include "ir/human_size.h"
 #include "remat/remat.h"
 #include "train/checkpoint.h"
 #include "train/dist.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/report_svg.h"
 #include "train/train.h"
 #include "train/outputs.h"
 #include "train/train_memory.h"
@@ -87,13 +89,16 @@ static void train_usage(FILE *f) {
           "                            one file, or a file per tensor); automatic above protobuf's 2 GB\n"
           "  --report FILE.json        loss history, learning rates, step times, validation results\n"
           "                            and the memory plan; written in full before the tuned model,\n"
-          "                            renamed into place after it\n"
+          "                            renamed into place after it. Also FILE.svg beside it: the loss\n"
+          "                            curve with the validation loss and the learning rate\n"
+          "                            (`onnxtrain report FILE.json` draws it again)\n"
           "  --report-grad-norm        also the global gradient norm of every step (null otherwise,\n"
           "                            except with --clip-grad-norm, which computes it anyway): one\n"
           "                            more pass over the gradients, ~3% of a step of small layers\n"
           "  --log-every N             without a terminal: a log line every N steps (default ~20\n"
           "                            lines per run). On a terminal one line is updated in place.\n"
           "  --quiet                   print only errors and the final summary\n"
+          "  -v, --verbose             also diagnostic lines (how idle worker threads wait, and why)\n"
           "  --check-numerics          stop at the first NaN/Inf (the default): names the step, the\n"
           "                            node and its phase (forward, loss, backward, recompute, optimizer)\n"
           "  --no-check-numerics       skip the NaN/Inf checks of the loss, gradients and updated params\n"
@@ -128,10 +133,9 @@ typedef struct cli_obs {
     ot_wait_watch wait; /* spinning workers on a machine that got busy: say so once */
 } cli_obs;
 
-static void on_step(void *user, int64_t step, int64_t total, double loss, double lr, double sps) {
-    (void)total;
+static void on_step(void *user, const ot_train_step_info *si) {
     cli_obs *o = user;
-    ot_progress_step(&o->prog, step, loss, lr, sps);
+    ot_progress_step(&o->prog, si->step, si->epoch, si->n_epochs, si->loss, si->lr, si->samples_per_s);
     double slower = ot_wait_watch_step(&o->wait, ot_now_seconds());
     if (slower > 0 && !o->prog.quiet)
         ot_progress_message(&o->prog, "steps now take %.1fx as long as at their fastest; the idle worker threads "
@@ -143,16 +147,13 @@ static void on_epoch(void *user, const ot_train_epoch_stats *e) {
     cli_obs *o = user;
     ot_wait_watch_pause(&o->wait); /* validation ran since the last step */
     if (o->prog.quiet || isnan(e->val_loss)) return;
-    if (isnan(e->val_accuracy))
-        ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %.6g over %lld samples", (long long)e->epoch + 1,
-                            (long long)e->step, e->val_loss, (long long)e->val_samples);
-    else
-        ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %.6g, accuracy %.2f%% over %lld samples",
-                            (long long)e->epoch + 1, (long long)e->step, e->val_loss, 100.0 * e->val_accuracy,
-                            (long long)e->val_samples);
+    char ls[32], acc[48] = "", ppl[48] = "";
+    if (!isnan(e->val_accuracy)) snprintf(acc, sizeof acc, ", accuracy %.2f%%", 100.0 * e->val_accuracy);
+    if (!isnan(e->val_perplexity)) snprintf(ppl, sizeof ppl, ", perplexity %.2f", e->val_perplexity);
+    ot_progress_message(&o->prog, "epoch %lld (step %lld): val loss %s%s%s over %lld samples", (long long)e->epoch + 1,
+                        (long long)e->step, ot_loss_str(e->val_loss, ls, sizeof ls), acc, ppl, (long long)e->val_samples);
 }
 
-static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
 /* Set by the SIGINT/SIGTERM handler, read by the training loop between steps. A
  * signal handler can reach nothing else, hence this one file-scope variable. */
@@ -194,10 +195,11 @@ typedef struct train_cli {
     ot_common_args ca;
     ot_input_specs val_inputs;
     const char *model_path, *val_labels, *out_path, *report, *ckpt_dir, *resume, *lora_save;
-    bool quiet, help, external_data, batch_auto;
+    bool quiet, verbose, help, external_data, batch_auto;
     bool model_written, report_written; /* what write_outputs put in place */
     int64_t log_every;
     char *default_ckpt_dir;
+    char *report_svg; /* the loss curve beside --report */
     ot_checkpoint ck;
     char ck_path[4096];
     ot_dataset data, val;
@@ -222,6 +224,7 @@ static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err)
     case O_REPORT_NORM: t->o.record_grad_norm = true; return OT_OK;
     case O_LOG_EVERY: return ot_args_int("--log-every", arg, 1, INT64_MAX / 4, &t->log_every, err);
     case O_QUIET: t->quiet = true; return OT_OK;
+    case 'v': t->verbose = true; return OT_OK;
     case O_NO_SHUFFLE: t->o.no_shuffle = true; return OT_OK;
     case O_NO_CHECK: t->o.no_numerics_check = true; return OT_OK;
     case O_CHECK: t->o.no_numerics_check = false; return OT_OK;
@@ -246,7 +249,7 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
         {"steps", required_argument, 0, O_STEPS}, {"epochs", required_argument, 0, O_EPOCHS},
         {"report", required_argument, 0, O_REPORT}, {"report-grad-norm", no_argument, 0, O_REPORT_NORM},
         {"log-every", required_argument, 0, O_LOG_EVERY},
-        {"quiet", no_argument, 0, O_QUIET}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
+        {"quiet", no_argument, 0, O_QUIET}, {"verbose", no_argument, 0, 'v'}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
         {"no-check-numerics", no_argument, 0, O_NO_CHECK}, {"output-model", required_argument, 0, 'o'},
         {"check-numerics", no_argument, 0, O_CHECK}, {"checkpoint-dir", required_argument, 0, O_CKPT_DIR},
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY}, {"keep-checkpoints", required_argument, 0, O_CKPT_KEEP},
@@ -258,14 +261,14 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
     opterr = 0;
     int c;
     bool common;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hvo:", opts, NULL)) != -1) {
         if (c == OT_ARG_BATCH && !strcmp(optarg, "auto")) {
             t->batch_auto = true;
             continue;
         }
         if ((st = ot_args_common(&t->ca, c, optarg, &common, err))) return st;
         if (common) continue;
-        if (c != 'o' && c != 'h' && c < OT_ARG_OWN)
+        if (c != 'o' && c != 'h' && c != 'v' && c < OT_ARG_OWN)
             return ot_fail(err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
         if ((st = own_option(t, c, optarg, err))) return st;
         if (t->help) return OT_OK;
@@ -341,19 +344,24 @@ static void print_budget(const train_cli *t) {
     ot_train_memory_info(t->s, &ms);
     if (ms.budget > 0) {
         int64_t used = ms.train_peak + (ms.val_in_budget ? ms.val_peak : 0);
-        fprintf(stderr, "memory budget %.2f MiB (%s) holds the training step %.2f MiB", mib((size_t)ms.budget),
-                ms.budget_from_device ? "GPU free memory less a margin" : "--memory-budget", mib((size_t)ms.train_peak));
-        if (ms.val_in_budget) fprintf(stderr, " + validation %.2f MiB", mib((size_t)ms.val_peak));
-        fprintf(stderr, " = %.2f MiB planned\n", mib((size_t)used));
+        char b[OT_HUMAN_SIZE_LEN], tp[OT_HUMAN_SIZE_LEN], vp[OT_HUMAN_SIZE_LEN], u[OT_HUMAN_SIZE_LEN];
+        fprintf(stderr, "memory budget %s (%s) holds the training step %s", ot_human_size((double)ms.budget, b, sizeof b),
+                ms.budget_from_device ? "GPU free memory less a margin" : "--memory-budget",
+                ot_human_size((double)ms.train_peak, tp, sizeof tp));
+        if (ms.val_in_budget) fprintf(stderr, " + validation %s", ot_human_size((double)ms.val_peak, vp, sizeof vp));
+        fprintf(stderr, " = %s planned\n", ot_human_size((double)used, u, sizeof u));
     }
     const ot_train_remat_summary *rs = ot_train_remat_info(t->s);
+    char pk[OT_HUMAN_SIZE_LEN], pk0[OT_HUMAN_SIZE_LEN], kp[OT_HUMAN_SIZE_LEN], kp0[OT_HUMAN_SIZE_LEN];
     if (rs->applied && rs->peak_none > 0)
         fprintf(stderr,
-                "remat %s: peak %.2f MiB instead of %.2f MiB without remat (%.1f%% less); kept activations "
-                "%.2f MiB instead of %.2f MiB; recomputes %d nodes, +%.1f%% FLOPs per step\n",
-                t->o.remat, mib((size_t)rs->peak), mib((size_t)rs->peak_none),
-                100.0 * (double)(rs->peak_none - rs->peak) / (double)rs->peak_none, mib((size_t)rs->kept),
-                mib((size_t)rs->kept_none), rs->n_clones, rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
+                "remat %s: peak %s instead of %s without remat (%.1f%% less); kept activations "
+                "%s instead of %s; recomputes %d nodes, +%.1f%% FLOPs per step\n",
+                t->o.remat, ot_human_size((double)rs->peak, pk, sizeof pk),
+                ot_human_size((double)rs->peak_none, pk0, sizeof pk0),
+                100.0 * (double)(rs->peak_none - rs->peak) / (double)rs->peak_none,
+                ot_human_size((double)rs->kept, kp, sizeof kp), ot_human_size((double)rs->kept_none, kp0, sizeof kp0),
+                rs->n_clones, rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
 }
 
 /* What is about to run and the memory it was planned to take. */
@@ -370,19 +378,24 @@ static void print_setup(const train_cli *t, int64_t total) {
             ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind),
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
     const char *wait = getenv(OT_WAIT_APPLIED_ENV);
-    if (wait) fprintf(stderr, "idle worker threads: %s\n", wait);
+    if (wait && t->verbose) fprintf(stderr, "idle worker threads: %s\n", wait); /* a diagnosis: -v */
+    char h[5][OT_HUMAN_SIZE_LEN];
     fprintf(stderr,
-            "planned peak memory%s: %.2f MiB (params %.2f, gradients %.2f, optimizer state %.2f, activations and "
-            "workspace %.2f)\n",
-            n > 1 ? " per rank" : "", mib(ot_plan_peak_bytes(plan)), mib(plan->slab_bytes[OT_MEM_PARAMS]), mib(plan->slab_bytes[OT_MEM_GRADIENTS]),
-            mib(plan->slab_bytes[OT_MEM_OPT_STATE]), mib(ot_plan_peak_bytes(plan) - plan->pinned_bytes));
+            "planned peak memory%s: %s (params %s, gradients %s, optimizer state %s, activations and workspace %s)\n",
+            n > 1 ? " per rank" : "", ot_human_size((double)ot_plan_peak_bytes(plan), h[0], sizeof h[0]),
+            ot_human_size((double)plan->slab_bytes[OT_MEM_PARAMS], h[1], sizeof h[1]),
+            ot_human_size((double)plan->slab_bytes[OT_MEM_GRADIENTS], h[2], sizeof h[2]),
+            ot_human_size((double)plan->slab_bytes[OT_MEM_OPT_STATE], h[3], sizeof h[3]),
+            ot_human_size((double)(ot_plan_peak_bytes(plan) - plan->pinned_bytes), h[4], sizeof h[4]));
     const ot_plan *vp = ot_train_validation_plan(t->s);
     if (vp)
         fprintf(stderr,
-                "validation plan (forward only, inference mode): %.2f MiB more (activations and workspace %.2f, "
-                "inputs and outputs %.2f; reads the training arena's params and statistics, %.2f MiB, in place)\n",
-                mib(ot_plan_peak_bytes(vp)), mib(ot_plan_peak_bytes(vp) - vp->pinned_bytes), mib(vp->pinned_bytes),
-                mib(vp->external_bytes));
+                "validation plan (forward only, inference mode): %s more (activations and workspace %s, "
+                "inputs and outputs %s; reads the training arena's params and statistics, %s, in place)\n",
+                ot_human_size((double)ot_plan_peak_bytes(vp), h[0], sizeof h[0]),
+                ot_human_size((double)(ot_plan_peak_bytes(vp) - vp->pinned_bytes), h[1], sizeof h[1]),
+                ot_human_size((double)vp->pinned_bytes, h[2], sizeof h[2]),
+                ot_human_size((double)vp->external_bytes, h[3], sizeof h[3]));
     print_budget(t);
     if (t->resume) fprintf(stderr, "resuming from %s at step %lld\n", t->ck_path, (long long)t->ck.step);
 }
@@ -398,6 +411,7 @@ static ot_status check_files(const train_cli *t, ot_error *err) {
     if (!st) st = ot_run_files_output(&f, "-o", t->out_path, OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, "--lora-save", t->lora_save, OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, "--report", t->report, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_output(&f, "--report's picture", t->report_svg, OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, t->ckpt_dir ? "--checkpoint-dir" : "the checkpoint folder", t->o.checkpoint_dir,
                                       OT_OUTPUT_FOLDER, err);
     if (!st) st = ot_run_files_check(&f, err);
@@ -413,19 +427,21 @@ static ot_status auto_batch(train_cli *t, ot_error *err) {
     ot_status st = ot_train_find_batch(t->m, &t->o, true, t->o.memory_budget, max, &b, err);
     if (st) return st;
     t->o.batch_size = b;
+    char hb[OT_HUMAN_SIZE_LEN];
+    ot_human_size((double)t->o.memory_budget, hb, sizeof hb);
     if (!t->quiet && n > 1)
         fprintf(stderr, "--batch-size auto: %lld per rank (global batch %lld over %lld ranks), the largest whose "
-                "planned step fits --memory-budget %.2f MiB per rank\n", (long long)b, (long long)(b * n), (long long)n,
-                mib((size_t)t->o.memory_budget));
+                "planned step fits --memory-budget %s per rank\n", (long long)b, (long long)(b * n), (long long)n, hb);
     else if (!t->quiet)
-        fprintf(stderr, "--batch-size auto: %lld, the largest batch whose planned step fits --memory-budget %.2f MiB\n",
-                (long long)b, mib((size_t)t->o.memory_budget));
+        fprintf(stderr, "--batch-size auto: %lld, the largest batch whose planned step fits --memory-budget %s\n",
+                (long long)b, hb);
     return OT_OK;
 }
 
 /* Loads the model and the data and builds the session (memory advice on OT_E_MEMORY). */
 static ot_status build(train_cli *t, ot_error *err) {
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
+    if (t->report && !(t->report_svg = ot_report_svg_path(t->report))) return ot_fail(err, OT_E_MEMORY, "out of memory");
     ot_status st = ot_model_load(t->model_path, &io, &t->m, err);
     if (!st) st = choose_checkpoint_dir(t, err);
     if (!st) st = check_files(t, err);
@@ -479,6 +495,25 @@ static ot_status run(train_cli *t, int64_t total, ot_error *err) {
     return st;
 }
 
+/* The loss curve beside the report (train/report_svg.h). */
+static ot_status write_curve(train_cli *t, ot_error *err) {
+    const ot_train_result *r = &t->res;
+    int64_t *vs = calloc((size_t)r->n_epochs + 1, sizeof *vs);
+    double *vl = calloc((size_t)r->n_epochs + 1, sizeof *vl);
+    ot_status st = vs && vl ? OT_OK : ot_fail(err, OT_E_MEMORY, "out of memory");
+    ot_report_curves c = {.title = (char *)t->model_path, .loss = r->loss, .lr = r->lr, .n_steps = r->n_steps,
+                          .val_step = vs, .val_loss = vl};
+    for (int64_t i = 0; !st && i < r->n_epochs; i++)
+        if (!isnan(r->epochs[i].val_loss)) {
+            vs[c.n_val] = r->epochs[i].step;
+            vl[c.n_val++] = r->epochs[i].val_loss;
+        }
+    if (!st && (st = ot_report_svg_write(t->report_svg, &c, err))) ot_error_prefix(err, "the report's picture ");
+    free(vs);
+    free(vl);
+    return st;
+}
+
 /* The report and the tuned model, which appear together only now that the run has
  * succeeded: the report is written in full and synced under its temporary name (a
  * full disk stops here, before the model), then the model is saved (temporary name
@@ -521,6 +556,7 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
     t->report_written = !st || (stat(t->report, &after) == 0 &&
                                 (!had || after.st_ino != before.st_ino || after.st_dev != before.st_dev));
     if (st && err) ot_error_prefix(err, "report ");
+    if (!st) st = write_curve(t, err);
     return st;
 }
 
@@ -530,10 +566,12 @@ static ot_status finish(train_cli *t, ot_error *err) {
     ot_status st = write_outputs(t, err);
     if (st) return st;
     const ot_train_result *res = &t->res;
-    fprintf(stderr, "trained %lld step%s in %.2f s: loss %.6g -> %.6g; wrote %s\n", (long long)res->n_steps,
-            res->n_steps == 1 ? "" : "s", res->total_seconds, res->loss[res->first_step], res->loss[res->n_steps - 1],
-            t->out_path ? t->out_path : t->lora_save);
+    char l0[32], l1[32];
+    fprintf(stderr, "trained %lld step%s in %.2f s: loss %s -> %s; wrote %s\n", (long long)res->n_steps,
+            res->n_steps == 1 ? "" : "s", res->total_seconds, ot_loss_str(res->loss[res->first_step], l0, sizeof l0),
+            ot_loss_str(res->loss[res->n_steps - 1], l1, sizeof l1), t->out_path ? t->out_path : t->lora_save);
     if (t->out_path && t->lora_save) fprintf(stderr, "wrote the adapters to %s\n", t->lora_save);
+    if (t->report) fprintf(stderr, "wrote the report %s and its loss curve %s\n", t->report, t->report_svg);
     if (ot_dist_size(t->dist) > 1) /* part of the final summary, also with --quiet */
         fprintf(stderr, "data parallel: rank 0 of %d spent %.3f s of %.3f s in collectives (%.1f%%: the gradient sum, "
                 "losses and running statistics, waiting for the slowest rank included)\n", ot_dist_size(t->dist),
@@ -551,6 +589,7 @@ static void train_cli_free(train_cli *t) {
     ot_train_session_free(t->s);
     ot_checkpoint_free(&t->ck);
     free(t->default_ckpt_dir);
+    free(t->report_svg);
     ot_dataset_free(&t->data);
     ot_dataset_free(&t->val);
     ot_model_free(t->m);

@@ -4,31 +4,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ir/human_size.h"
 #include "plan/planner.h"
 
-static void human(size_t b, char *buf, size_t n) {
-    if (b >= (size_t)1 << 30) snprintf(buf, n, "%.2f GiB", (double)b / (double)((size_t)1 << 30));
-    else if (b >= (size_t)1 << 20) snprintf(buf, n, "%.2f MiB", (double)b / (double)((size_t)1 << 20));
-    else if (b >= 1024) snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
-    else snprintf(buf, n, "%zu B", b);
-}
 
 void ot_plan_print_summary(const ot_plan *p, FILE *f) {
     char a[32], b[32];
-    human(p->peak_bytes, a, sizeof a);
-    fprintf(f, "memory plan: peak %s (%zu bytes) over %d steps", a, p->peak_bytes, p->n_steps);
+    ot_human_size((double)p->peak_bytes, a, sizeof a);
+    fprintf(f, "memory plan: peak %s over %d steps", a, p->n_steps);
     if (p->peak_step >= 0) fprintf(f, ", reached at step %d", p->peak_step);
-    human(p->pinned_bytes, b, sizeof b);
+    ot_human_size((double)p->pinned_bytes, b, sizeof b);
     fprintf(f, "; pinned region %s", b);
     if (p->external_bytes) {
-        human(p->external_bytes, b, sizeof b);
+        ot_human_size((double)p->external_bytes, b, sizeof b);
         fprintf(f, "; %s read from external memory", b);
     }
     fputc('\n', f);
     fprintf(f, "  %-18s %14s %14s\n", "category", "at peak", "total");
     for (int c = 0; c < OT_MEM_COUNT; c++) {
-        human(ot_plan_bytes_at_peak(p, (ot_mem_category)c), a, sizeof a);
-        human(p->total[c], b, sizeof b);
+        ot_human_size((double)ot_plan_bytes_at_peak(p, (ot_mem_category)c), a, sizeof a);
+        ot_human_size((double)p->total[c], b, sizeof b);
         fprintf(f, "  %-18s %14s %14s\n", ot_mem_category_name((ot_mem_category)c), a, b);
     }
 }

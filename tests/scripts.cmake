@@ -71,3 +71,16 @@ if(OT_PY3)
                    ${CMAKE_BINARY_DIR}/check_mpi_tmp ${OT_MPI_KIND})
   set_tests_properties(check_mpi PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
 endif()
+# README's and docs/training.md's example outputs are what this build prints (tests/readme_examples.py, which
+# masks times, rates and load; `--update` regenerates them after a change of output).
+if(OT_PY3)
+  add_test(NAME readme_examples
+           COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/readme_examples.py --binary $<TARGET_FILE:onnxtrain>
+                   --repo ${CMAKE_SOURCE_DIR} README.md docs/training.md)
+  set_tests_properties(readme_examples PROPERTIES TIMEOUT 120)
+  # ...and the check can fail: a stale example is found (its masked times aside)
+  add_test(NAME readme_examples_drift
+           COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/readme_examples.py --binary $<TARGET_FILE:onnxtrain>
+                   --repo ${CMAKE_SOURCE_DIR} tests/fixtures/readme/drift.md)
+  set_tests_properties(readme_examples_drift PROPERTIES PASS_REGULAR_EXPRESSION "drift.md:4: the example of .* differs" TIMEOUT 60)
+endif()

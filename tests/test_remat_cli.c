@@ -64,12 +64,21 @@ static void test_plan_outputs(void **state) {
     cli_expect_in(TMP "/out.txt", "--remat none: peak");
     cli_expect_in(TMP "/out.txt", "--remat sqrt: peak");
     cli_expect_in(TMP "/out.txt", "kept_activations");
-    cli_expect_in(TMP "/out.txt", " /blocks.0/attn/Softmax_output_0");
     cli_expect_in(TMP "/out.txt", "; recomputed ");
+    cli_expect_in(TMP "/out.txt", " ... (+"); /* long name lists folded with a count... */
+    cli_expect_in(TMP "/out.txt", " more)");
     cli_expect_in(TMP "/g.dot", "dashed");
     cli_expect_in(TMP "/g.dot", ".recompute");
     cli_expect_in(TMP "/t.svg", "<svg");
     cli_expect_in(TMP "/t.svg", "--remat sqrt");
+    /* ...in full with -v */
+    assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 8 --remat sqrt -v"), 0);
+    cli_expect_in(TMP "/out.txt", " /blocks.0/attn/Softmax_output_0");
+    char *full = cli_slurp(TMP "/out.txt");
+    assert_non_null(full);
+    assert_null(strstr(full, " more)"));
+    assert_null(strstr(full, "bytes)")); /* sizes in KiB/MiB on the terminal */
+    free(full);
     assert_int_equal(run(BIN " plan " S "chain48.onnx --batch-size 16 --remat auto --memory-budget 480K --json"), 0);
     cli_expect_in(TMP "/out.txt", "\"policy\": \"auto (budget 480.0 KiB)\"");
     cli_expect_in(TMP "/out.txt", "\"segments\": [");

@@ -1,6 +1,6 @@
 /* test_train_data.c — unit tests of the training loop's helpers: deterministic
  * shuffling and batching (data.c), label checks, safe file names for dumped
- * gradients and the JSON report (report.c), the progress display (progress.c). */
+ * gradients and the JSON report (report.c); the progress display is test_progress.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -149,36 +149,6 @@ static void test_report_json(void **state) {
     free(buf);
 }
 
-static void test_progress_plain_lines(void **state) {
-    (void)state;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ot_progress p;
-    ot_progress_init(&p, f, false, false, 10, 5);
-    for (int s = 1; s <= 10; s++) ot_progress_step(&p, s, 1.0 / s, 0.1, 100.0);
-    ot_progress_message(&p, "epoch %d", 1);
-    ot_progress_finish(&p);
-    fclose(f);
-    /* steps 1, 5 and 10 are logged, no terminal control codes */
-    assert_non_null(strstr(buf, "step 1/10"));
-    assert_non_null(strstr(buf, "step 5/10"));
-    assert_non_null(strstr(buf, "step 10/10"));
-    assert_null(strstr(buf, "step 3/10"));
-    assert_null(strchr(buf, '\r'));
-    assert_non_null(strstr(buf, "epoch 1\n"));
-    free(buf);
-
-    f = open_memstream(&buf, &len);
-    ot_progress_init(&p, f, true, false, 3, 0);
-    for (int s = 1; s <= 3; s++) ot_progress_step(&p, s, 1.0, 0.1, 100.0);
-    fclose(f);
-    assert_non_null(strchr(buf, '\r')); /* in place on a terminal */
-    assert_non_null(strstr(buf, "step 3/3"));
-    assert_non_null(strstr(buf, "ETA"));
-    free(buf);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shuffle_is_a_deterministic_permutation),
@@ -187,7 +157,6 @@ int main(void) {
         cmocka_unit_test(test_dataset_and_labels),
         cmocka_unit_test(test_safe_file_stem),
         cmocka_unit_test(test_report_json),
-        cmocka_unit_test(test_progress_plain_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

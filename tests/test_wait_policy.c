@@ -77,23 +77,29 @@ static void test_watch(void **state) {
 
 static void test_spin_and_passive_same_model(void **state) {
     (void)state;
-    expect_exit(run(TRAIN("", "--wait-policy spin", TMP "/spin.onnx")), 0);
+    expect_exit(run(TRAIN("", "-v --wait-policy spin", TMP "/spin.onnx")), 0);
     cli_expect_in(OUT, "idle worker threads: spin (--wait-policy spin)");
-    expect_exit(run(TRAIN("", "--wait-policy=passive", TMP "/passive.onnx")), 0);
+    expect_exit(run(TRAIN("", "--verbose --wait-policy=passive", TMP "/passive.onnx")), 0);
     cli_expect_in(OUT, "idle worker threads: passive (--wait-policy passive)");
     assert_true(same_file(TMP "/spin.onnx", TMP "/passive.onnx"));
 }
 
 static void test_auto_names_its_measure(void **state) {
     (void)state;
-    expect_exit(run(TRAIN("", "", TMP "/auto.onnx")), 0);
+    expect_exit(run(TRAIN("", "-v", TMP "/auto.onnx")), 0);
     cli_expect_in(OUT, "CPUs busy before the start, 2 threads)");
+    /* a diagnosis: only with -v */
+    expect_exit(run(TRAIN("", "", TMP "/auto.onnx")), 0);
+    char *out = cli_slurp(OUT);
+    assert_non_null(out);
+    assert_null(strstr(out, "idle worker threads"));
+    free(out);
     assert_true(same_file(TMP "/auto.onnx", TMP "/passive.onnx"));
 }
 
 static void test_environment_wins(void **state) {
     (void)state;
-    expect_exit(run(TRAIN("OMP_WAIT_POLICY=ACTIVE", "--wait-policy passive", TMP "/env.onnx")), 0);
+    expect_exit(run(TRAIN("OMP_WAIT_POLICY=ACTIVE", "-v --wait-policy passive", TMP "/env.onnx")), 0);
     cli_expect_in(OUT, "idle worker threads: as the environment's OMP_WAIT_POLICY / GOMP_SPINCOUNT say");
 }
 

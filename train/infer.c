@@ -1,12 +1,13 @@
 /* infer.c — batched forward passes over a bound copy of the imported graph, and a
- * second plan for a last partial batch that reads the first one's weights (see
- * infer.h). */
+ * second plan for a last partial batch that reads the first one's weights, with an
+ * optional loss and its metrics (see infer.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend_select.h"
 #include "train/infer.h"
 #include "train/session.h"
+#include "train/train.h" /* OT_DATA_LABELS */
 
 struct ot_infer_session {
     ot_model *m;
@@ -16,6 +17,12 @@ struct ot_infer_session {
     ot_executor *ex, *ex_rest;
     ot_executor *last;          /* the executor of the last run */
     int64_t batch, n_full, rest;
+    /* with o.loss: the loss value, its labels input and the model output it reads (ids
+     * equal in both plans), host copies of the logits for accuracy, the sums */
+    int loss_value, label_value, out_value, class_axis;
+    const ot_data_array *labels;
+    ot_tensor *logits, *logits_rest;
+    ot_metrics metrics;
 };
 
 /* Data against the model's inputs: dtype, rank and every fixed dim past axis 0 (on
@@ -24,6 +31,7 @@ struct ot_infer_session {
 static ot_status check_data(const ot_graph *g, const ot_dataset *d, ot_error *err) {
     for (int i = 0; i < d->n_arrays; i++) {
         const ot_data_array *a = &d->arrays[i];
+        if (a->value_id < 0 || a->value_id >= g->n_values) continue; /* labels, before the loss exists */
         const ot_value *v = &g->values[a->value_id];
         const ot_tensor *t = a->t;
         char want[160], got[160];
@@ -57,6 +65,63 @@ static ot_status set_modes(const ot_infer_options *o, ot_graph *g, ot_error *err
     return OT_OK;
 }
 
+/* The loss on a bound copy, as the training session builds it; the ids it sets are
+ * the same for every copy of one import. */
+static ot_status add_loss(ot_infer_session *s, ot_graph *g, ot_error *err) {
+    const ot_loss_options *l = s->o.loss;
+    int loss = -1;
+    ot_status st = ot_loss_build(g, l, &loss, err);
+    if (st) return st;
+    g->values[loss].is_graph_output = true; /* pinned: read after every batch */
+    int label = l->kind == OT_LOSS_OUTPUT ? -1 : g->inputs[g->n_inputs - 1];
+    int out = l->output_name ? ot_graph_find_value(g, l->output_name) : g->n_outputs > 0 ? g->outputs[0] : -1;
+    if (s->g && (loss != s->loss_value || label != s->label_value || out != s->out_value))
+        return ot_fail(err, OT_E_INTERNAL, "eval: the last batch's loss differs from the first's");
+    s->loss_value = loss;
+    s->label_value = label;
+    s->out_value = out;
+    if (l->kind == OT_LOSS_CROSS_ENTROPY && out >= 0) {
+        const ot_shape *ls = &g->values[out].shape;
+        s->class_axis = l->class_axis < 0 ? ls->rank + l->class_axis : l->class_axis;
+    }
+    return OT_OK;
+}
+
+/* The labels against the loss's input (after the first plan's loss): class labels in
+ * range and widened to int64 as training takes them; the metrics set up. */
+static ot_status map_labels(ot_infer_session *s, ot_dataset *d, ot_error *err) {
+    const ot_loss_options *l = s->o.loss;
+    ot_data_array *a = (ot_data_array *)ot_dataset_find(d, OT_DATA_LABELS);
+    if (l->kind == OT_LOSS_OUTPUT && a)
+        return ot_fail(err, OT_E_USAGE, "labels given (%s) but --loss output takes no labels", a->path);
+    if (l->kind != OT_LOSS_OUTPUT && !a)
+        return ot_fail(err, OT_E_USAGE, "--loss %s needs --labels FILE.npy",
+                       l->kind == OT_LOSS_MSE ? "mse" : "cross-entropy");
+    const ot_value *ov = s->out_value >= 0 ? &s->g->values[s->out_value] : NULL;
+    bool f32 = ov && ov->dtype == OT_F32;
+    if (a) {
+        a->value_id = s->label_value;
+        if (l->kind == OT_LOSS_CROSS_ENTROPY && ov) {
+            ot_status st = ot_data_check_labels(a->t, a->path, ov->shape.dim[s->class_axis], l->has_ignore_index,
+                                                l->ignore_index, err);
+            if (st) return st;
+            if (a->t->dtype == OT_I32) { /* int64 like the loss's input, as train widens them */
+                ot_tensor *w = ot_tensor_new(OT_I64, &a->t->shape);
+                if (!w) return ot_fail(err, OT_E_MEMORY, "out of memory widening %s", a->path);
+                int64_t n = ot_shape_numel(&a->t->shape);
+                for (int64_t k = 0; k < n; k++) ((int64_t *)w->data)[k] = ((const int32_t *)a->t->data)[k];
+                ot_tensor_free(a->t);
+                a->t = w;
+            }
+        }
+        s->labels = a;
+    }
+    ot_metrics_init(&s->metrics, l, s->class_axis, a ? a->t->shape.rank : 0, f32);
+    if (s->metrics.accuracy && !(s->logits = ot_tensor_new(OT_F32, &ov->shape)))
+        return ot_fail(err, OT_E_MEMORY, "out of memory");
+    return OT_OK;
+}
+
 /* A bound copy of the import at `batch` (want; 0: the default), modes set; with
  * weights it borrows them (the full batches' plan), else it reads another's. */
 static ot_status bound_copy(ot_infer_session *s, const ot_dataset *d, int64_t want, bool weights, ot_graph **out,
@@ -74,6 +139,7 @@ static ot_status bound_copy(ot_infer_session *s, const ot_dataset *d, int64_t wa
                      v->name, g->values[g->inputs[0]].name, shape, (long long)*batch);
     }
     if (!st) st = set_modes(&s->o, g, err);
+    if (!st && s->o.loss) st = add_loss(s, g, err);
     if (!st) st = ot_graph_require_static(g, err);
     if (st) {
         ot_session_give_back(s->m->graph, g);
@@ -110,7 +176,7 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
     const ot_graph *g0 = m->graph;
     if (g0->n_inputs == 0) return ot_fail(err, OT_E_MODEL, "%s: the model has no data inputs", m->path);
     if (data->n_arrays == 0) return ot_fail(err, OT_E_USAGE, "no input data: pass --input FILE.npy");
-    ot_status st = ot_session_map_data(g0, g0->n_inputs, -1, NULL, data, "data", err);
+    ot_status st = ot_session_map_data(g0, g0->n_inputs, o->loss ? OT_SESSION_LABELS_LATER : -1, NULL, data, "data", err);
     if (!st) st = check_data(g0, data, err);
     if (st) return st;
     ot_infer_session *s = calloc(1, sizeof *s);
@@ -121,8 +187,10 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
     const ot_value *x = &g0->values[g0->inputs[0]];
     bool fixed = x->shape.rank >= 1 && x->shape.dim[0] >= 0;
     if (!fixed && want > count) want = count;
+    s->loss_value = s->label_value = s->out_value = -1;
     if ((st = bound_copy(s, data, want, true, &s->g, &s->batch, err))) goto fail;
-    if ((st = check_data(s->g, data, err))) goto fail; /* against what --bind fixed too */
+    if (o->loss && (st = map_labels(s, data, err))) goto fail;
+    if ((st = check_data(s->g, data, err))) goto fail; /* against what --bind fixed too (and the labels) */
     s->n_full = count / s->batch;
     s->rest = count % s->batch;
     if (s->rest && s->g->values[s->g->inputs[0]].shape.sym[0] < 0) {
@@ -142,6 +210,10 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
         int64_t b = 0;
         if ((st = bound_copy(s, data, s->rest, false, &s->g_rest, &b, err))) goto fail;
         if ((st = rest_executor(s, err))) goto fail;
+        if (s->logits && !(s->logits_rest = ot_tensor_new(OT_F32, &s->g_rest->values[s->out_value].shape))) {
+            st = ot_fail(err, OT_E_MEMORY, "out of memory");
+            goto fail;
+        }
     }
     *out = s;
     return OT_OK;
@@ -158,6 +230,8 @@ void ot_infer_session_free(ot_infer_session *s) {
     if (s->g) ot_session_give_back(s->m->graph, s->g);
     ot_graph_free(s->g);
     ot_graph_free(s->g_rest);
+    ot_tensor_free(s->logits);
+    ot_tensor_free(s->logits_rest);
     free(s);
 }
 
@@ -182,7 +256,23 @@ ot_status ot_infer_run(ot_infer_session *s, const ot_dataset *data, int64_t star
         if (st) return st;
     }
     s->last = ex;
-    return ot_executor_run(ex, err);
+    ot_status st = ot_executor_run(ex, err);
+    if (st || !s->o.loss) return st;
+    const int64_t *labels = NULL;
+    if (s->labels) {
+        const ot_tensor *t = s->labels->t;
+        labels = (const int64_t *)t->data + start * (ot_shape_numel(&t->shape) / t->shape.dim[0]);
+    }
+    bool loss64 = s->g->values[s->loss_value].dtype == OT_F64;
+    const void *out = s->out_value >= 0 ? ot_executor_value_ptr(ex, s->out_value) : NULL;
+    return ot_metrics_add_batch(&s->metrics, s->be, ot_executor_value_ptr(ex, s->loss_value), loss64, n, out,
+                                ex == s->ex ? s->logits : s->logits_rest, labels, err);
+}
+
+bool ot_infer_metrics(const ot_infer_session *s, ot_metrics_result *r) {
+    if (!s->o.loss) return false;
+    ot_metrics_get(&s->metrics, r);
+    return true;
 }
 
 ot_status ot_infer_get_output(ot_infer_session *s, int k, ot_tensor **out, ot_error *err) {

@@ -15,6 +15,7 @@
 #include "exec/executor.h"
 #include "importer/importer.h"
 #include "train/data.h"
+#include "train/metrics.h"
 
 typedef struct ot_infer_options {
     const char *const *bind; /* --bind specs */
@@ -24,6 +25,12 @@ typedef struct ot_infer_options {
     int n_threads;
     const char *device;      /* NULL: cpu */
     bool train_mode, no_dropout;
+    /* A loss over the outputs (eval --labels / --loss): built on every plan as the
+     * training session builds it (autodiff/loss.c), its labels (OT_DATA_LABELS, checked
+     * and int32 widened as for training) fed with each batch, and the loss, accuracy and
+     * perplexity summed over the batches by train/metrics.h, as validation does. NULL:
+     * no loss. */
+    const ot_loss_options *loss;
 } ot_infer_options;
 
 typedef struct ot_infer_session ot_infer_session;
@@ -49,5 +56,8 @@ size_t ot_infer_high_water(const ot_infer_session *s);
 ot_status ot_infer_run(ot_infer_session *s, const ot_dataset *data, int64_t start, int64_t n, ot_error *err);
 /* A copy of graph output k (0..n_outputs-1) of the last run. */
 ot_status ot_infer_get_output(ot_infer_session *s, int k, ot_tensor **out, ot_error *err);
+/* With o.loss: the loss, accuracy and perplexity over the batches run so far; false
+ * without a loss. */
+bool ot_infer_metrics(const ot_infer_session *s, ot_metrics_result *r);
 
 #endif

@@ -1,4 +1,5 @@
 /* progress.c — the training progress display (progress.h). */
+#include <math.h>
 #include <stdarg.h>
 #include <time.h>
 
@@ -8,6 +9,17 @@ double ot_now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+char *ot_loss_str(double loss, char *buf, size_t n) {
+    double a = fabs(loss);
+    if (!isfinite(loss))
+        snprintf(buf, n, "%s", isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf");
+    else if (a > 0 && a < 1e-3)
+        snprintf(buf, n, "%.3e", loss);
+    else
+        snprintf(buf, n, "%.4f", loss);
+    return buf;
 }
 
 void ot_progress_init(ot_progress *p, FILE *f, bool tty, bool quiet, int64_t total, int64_t log_every) {
@@ -35,29 +47,23 @@ static void fmt_eta(double s, char *buf, size_t n) {
         snprintf(buf, n, "%lds", t);
 }
 
-void ot_progress_step(ot_progress *p, int64_t step, double loss, double lr, double samples_per_s) {
+void ot_progress_step(ot_progress *p, int64_t step, int64_t epoch, int64_t n_epochs, double loss, double lr,
+                      double samples_per_s) {
     if (p->quiet || !p->f) return;
     double now = ot_now_seconds();
     double el = now - p->t_start;
-    char eta[32];
+    char eta[32], ls[32];
     fmt_eta(step > 0 ? el / (double)step * (double)(p->total - step) : -1, eta, sizeof eta);
-    bool last = step >= p->total;
-    if (p->tty) {
-        /* redraw at most ~10 times a second, but always the last step */
-        if (!last && now - p->t_last_draw < 0.1) return;
-        p->t_last_draw = now;
-        fprintf(p->f, "\r\033[Kstep %lld/%lld  loss %.6g  lr %.3g  %.1f samples/s  ETA %s", (long long)step,
-                (long long)p->total, loss, lr, samples_per_s, eta);
-        p->line_open = true;
-        if (last) {
-            fputc('\n', p->f);
-            p->line_open = false;
-        }
-    } else {
-        if (!last && step != 1 && step % p->log_every != 0) return;
-        fprintf(p->f, "step %lld/%lld loss %.6g lr %.6g samples/s %.1f eta %s\n", (long long)step,
-                (long long)p->total, loss, lr, samples_per_s, eta);
-    }
+    bool log = step >= p->total || step == 1 || step % p->log_every == 0;
+    /* between log lines only a terminal shows the step, redrawn at most ~10 times a second */
+    if (!log && (!p->tty || now - p->t_last_draw < 0.1)) return;
+    p->t_last_draw = now;
+    if (p->line_open) fputs("\r\033[K", p->f);
+    fprintf(p->f, "epoch %lld/%lld  step %lld/%lld  loss %s  lr %.3g  %.1f samples/s  ETA %s", (long long)epoch,
+            (long long)n_epochs, (long long)step, (long long)p->total, ot_loss_str(loss, ls, sizeof ls), lr,
+            samples_per_s, eta);
+    p->line_open = !log;
+    if (log) fputc('\n', p->f);
     fflush(p->f);
 }
 

@@ -98,6 +98,8 @@ void ot_report_write_json(FILE *f, const ot_report_info *info, const ot_optim_co
         num(f, e->val_loss);
         fputs(", \"val_accuracy\": ", f);
         num(f, e->val_accuracy);
+        fputs(", \"val_perplexity\": ", f);
+        num(f, e->val_perplexity);
         fprintf(f, ", \"val_samples\": %lld}", (long long)e->val_samples);
     }
     fprintf(f, "],\n  \"memory\": {\"planned_peak\": %zu, \"measured_peak\": %zu", r->planned_peak, r->measured_peak);

@@ -205,6 +205,7 @@ typedef struct ot_train_epoch_stats {
     int64_t step;       /* optimizer steps done when it ended */
     double val_loss;    /* mean over the validation batches; NaN without validation */
     double val_accuracy; /* cross-entropy only; NaN otherwise */
+    double val_perplexity; /* exp(val_loss) for cross-entropy over a sequence (train/metrics.h); NaN otherwise */
     int64_t val_samples;
 } ot_train_epoch_stats;
 
@@ -227,10 +228,19 @@ typedef struct ot_train_result {
 
 void ot_train_result_free(ot_train_result *r);
 
+/* One optimizer step, as the observer sees it. */
+typedef struct ot_train_step_info {
+    int64_t step, total;     /* 1-based, of the run's total */
+    int64_t epoch, n_epochs; /* 1-based epoch of the step's last micro-batch, of the epochs the run touches */
+    double loss;             /* mean loss of its micro-batches */
+    double lr;
+    double samples_per_s;    /* samples consumed per second so far */
+} ot_train_step_info;
+
 /* Observer of the loop (progress display): called after every optimizer step and at
  * the end of every epoch (with the validation results). May be NULL. */
 typedef struct ot_train_observer {
-    void (*on_step)(void *user, int64_t step, int64_t total, double loss, double lr, double samples_per_s);
+    void (*on_step)(void *user, const ot_train_step_info *info);
     void (*on_epoch)(void *user, const ot_train_epoch_stats *e);
     void *user;
 } ot_train_observer;

@@ -517,6 +517,18 @@ static ot_status save_checkpoint(ot_train_session *s, const ot_dataset *data, in
     return st;
 }
 
+/* The observer's view of optimizer step `step` (0-based), whose last micro-batch was in
+ * epoch `epoch` (0-based) of per_epoch micro-batches. */
+static void notify_step(const ot_train_observer *obs, const ot_train_session *s, double loss, int64_t step, int64_t T,
+                        int64_t epoch, int64_t per_epoch, double samples_per_s) {
+    if (!obs || !obs->on_step) return;
+    int64_t K = s->o.accum;
+    ot_train_step_info si = {.step = step + 1, .total = T, .epoch = epoch + 1,
+                             .n_epochs = (T * K + per_epoch - 1) / per_epoch, .loss = loss, .lr = s->lr,
+                             .samples_per_s = samples_per_s};
+    obs->on_step(obs->user, &si);
+}
+
 ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dataset *val,
                        const ot_train_observer *obs, ot_train_result *r, ot_error *err) {
     ot_status st = OT_OK;
@@ -597,9 +609,8 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         r->step_seconds[step] = ot_now_seconds() - ts;
         r->n_steps = step + 1;
         double el = ot_now_seconds() - t0;
-        if (obs && obs->on_step)
-            obs->on_step(obs->user, step + 1, T, r->loss[step], s->lr,
-                         el > 0 ? (double)((step + 1 - start) * K * s->B) / el : 0.0);
+        notify_step(obs, s, r->loss[step], step, T, epoch, per_epoch,
+                    el > 0 ? (double)((step + 1 - start) * K * s->B) / el : 0.0);
         /* Validate when this step completed an epoch (a step of K micro-batches may
          * straddle the boundary: the check runs after it), and after the last step. */
         int64_t done_before = (step * K) / per_epoch, done_after = ((step + 1) * K) / per_epoch;
@@ -607,7 +618,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
             ot_train_epoch_stats *e = &r->epochs[r->n_epochs];
             e->epoch = done_after > done_before ? done_after - 1 : epoch;
             e->step = step + 1;
-            e->val_loss = e->val_accuracy = NAN;
+            e->val_loss = e->val_accuracy = e->val_perplexity = NAN;
             if (val && (st = ot_train_validate(s, val, e, err))) goto done;
             r->n_epochs++;
             if (obs && obs->on_epoch) obs->on_epoch(obs->user, e);

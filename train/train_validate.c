@@ -20,6 +20,9 @@
  * separate values, dropped here), and the planner and executor refuse a write to an
  * external value. Training and validation never run at the same time.
  *
+ * The loss, accuracy and perplexity are summed over the batches by train/metrics.h,
+ * which `eval --labels` uses too.
+ *
  * The plan can be made before the training executor exists (and before remat), so
  * that --memory-budget covers the training step and validation together (train.c). */
 #include <math.h>
@@ -27,6 +30,7 @@
 #include <string.h>
 
 #include "plan/schedule.h"
+#include "train/metrics.h"
 #include "train/train_internal.h"
 
 /* ---- the inference graph -------------------------------------------------------- */
@@ -254,34 +258,17 @@ const ot_plan *ot_train_validation_plan(const ot_train_session *s) {
 
 /* ---- a validation pass ---------------------------------------------------------- */
 
-/* Correct predictions (argmax over the class axis) and counted labels of one batch. */
-static void count_correct(const ot_train_session *s, const float *l, const int64_t *y, int64_t *correct,
-                          int64_t *counted) {
-    const ot_shape *ls = &s->val_out->shape;
-    int64_t C = ls->dim[s->class_axis], outer = 1, inner = 1;
-    for (int k = 0; k < s->class_axis; k++) outer *= ls->dim[k];
-    for (int k = s->class_axis + 1; k < ls->rank; k++) inner *= ls->dim[k];
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t in = 0; in < inner; in++) {
-            int64_t t = y[o * inner + in];
-            if (s->o.loss.has_ignore_index && t == s->o.loss.ignore_index) continue;
-            int64_t best = 0;
-            for (int64_t c = 1; c < C; c++)
-                if (l[(o * C + c) * inner + in] > l[(o * C + best) * inner + in]) best = c;
-            *correct += best == t;
-            (*counted)++;
-        }
-}
-
 ot_status ot_train_validate(ot_train_session *s, const ot_dataset *val, ot_train_epoch_stats *e, ot_error *err) {
     ot_status st = ot_train_validation_prepare(s, err);
     if (st) return st;
-    int64_t nb = val->n_samples / s->B, correct = 0, counted = 0;
-    double sum = 0;
+    int64_t nb = val->n_samples / s->B;
     const ot_data_array *lab = ot_dataset_find(val, OT_DATA_LABELS);
     int lab_i = lab ? (int)(lab - val->arrays) : -1;
     const void *loss_ptr = ot_executor_value_ptr(s->val_ex, s->loss_value);
     bool loss64 = s->g->values[s->loss_value].dtype == OT_F64;
+    const void *out_ptr = s->val_out ? ot_executor_value_ptr(s->val_ex, s->out_value) : NULL;
+    ot_metrics m;
+    ot_metrics_init(&m, &s->o.loss, s->class_axis, lab ? lab->t->shape.rank : 0, s->val_out != NULL);
     for (int64_t b = 0; b < nb; b++) {
         /* batches in file order: rows b*B .. b*B+B-1, gathered into the session's host
          * batch buffers (ot_train_check_data made their arrays match) */
@@ -293,24 +280,15 @@ ot_status ot_train_validate(ot_train_session *s, const ot_dataset *val, ot_train
                 return ot_error_prefix(err, "%s: ", val->arrays[i].path);
         }
         if ((st = ot_executor_run(s->val_ex, err))) return ot_error_prefix(err, "validation: ");
-        double loss;
-        if (loss64) {
-            st = s->be->copy_out(s->be, &loss, loss_ptr, sizeof loss, err);
-        } else {
-            float l32 = 0;
-            st = s->be->copy_out(s->be, &l32, loss_ptr, sizeof l32, err);
-            loss = l32;
-        }
-        if (st) return st;
-        sum += loss;
-        if (!s->val_out || lab_i < 0) continue;
-        if ((st = s->be->copy_out(s->be, s->val_out->data, ot_executor_value_ptr(s->val_ex, s->out_value),
-                                  s->val_out->nbytes, err)))
+        if ((st = ot_metrics_add_batch(&m, s->be, loss_ptr, loss64, s->B, out_ptr, s->val_out,
+                                       lab_i >= 0 ? s->batch[lab_i]->data : NULL, err)))
             return st;
-        count_correct(s, s->val_out->data, s->batch[lab_i]->data, &correct, &counted);
     }
-    e->val_loss = nb ? sum / (double)nb : NAN;
-    e->val_accuracy = counted ? (double)correct / (double)counted : NAN;
+    ot_metrics_result mr;
+    ot_metrics_get(&m, &mr);
+    e->val_loss = mr.loss;
+    e->val_accuracy = mr.accuracy;
+    e->val_perplexity = mr.perplexity;
     e->val_samples = nb * s->B;
     return OT_OK;
 }
