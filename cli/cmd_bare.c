@@ -46,7 +46,7 @@ static void bare_usage(FILE *f) {
           "  --remat                   default auto (no --memory-budget: selective)\n"
           "Every option of `onnxtrain train --help` applies, before or after the model.\n\n"
           "Which words start the bare form: when the first argument is not a command (info, eval, grad,\n"
-          "train, plan, verify), it is the bare form if it is an option or the model: a word ending in\n"
+          "train, plan, verify, bench), it is the bare form if it is an option or the model: a word ending in\n"
           ".onnx or naming an existing file. Anything else is an unknown command (exit 2), so a typo\n"
           "such as `onnxtrain trian m.onnx` still fails. A model file named like a command: ./train.\n",
           f);
@@ -172,9 +172,9 @@ typedef struct bare_step {
 /* The session options of a step as `verify` sets them: every sample of the data in
  * one step, the weights left in the model for the next step, NaNs compared as bits.
  * The budget is the policy's only: the plain step is checked, not fitted. */
-static void step_options(const bare *b, const char *policy, int64_t batch, ot_train_options *to) {
+static void step_options(const ot_common_args *ca, const char *policy, int64_t batch, ot_train_options *to) {
     ot_train_options_default(to);
-    ot_common_args_to_train(&b->ca, to);
+    ot_common_args_to_train(ca, to);
     to->remat = policy;
     to->batch_size = batch;
     if (!strcmp(policy, "none")) to->memory_budget = 0;
@@ -186,7 +186,7 @@ static void step_options(const bare *b, const char *policy, int64_t batch, ot_tr
 static ot_status run_step(const bare *b, ot_model *m, ot_dataset *d, int64_t batch, const char *policy, bare_step *out,
                           ot_error *err) {
     ot_train_options to;
-    step_options(b, policy, batch, &to);
+    step_options(&b->ca, policy, batch, &to);
     ot_train_session *s = NULL;
     ot_status st = ot_train_session_new(m, &to, d, true, &s, err);
     if (!st) st = ot_train_step_results(s, d, &out->r, err);
@@ -201,10 +201,10 @@ static ot_status run_step(const bare *b, ot_model *m, ot_dataset *d, int64_t bat
 }
 
 /* Whether a --bind spec ("NAME=SIZE[,NAME=SIZE]") names the dim. */
-static bool bound_by_user(const bare *b, const char *dim) {
+static bool bound_by_user(const ot_common_args *ca, const char *dim) {
     size_t n = strlen(dim);
-    for (int i = 0; i < b->ca.bind.n; i++)
-        for (const char *p = b->ca.bind.v[i]; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+    for (int i = 0; i < ca->bind.n; i++)
+        for (const char *p = ca->bind.v[i]; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
             if (!strncmp(p, dim, n) && p[n] == '=') return true;
     return false;
 }
@@ -212,14 +212,14 @@ static bool bound_by_user(const bare *b, const char *dim) {
 /* The symbolic dims past axis 0 of the model's inputs that no --bind names get
  * BARE_DIM: without data nothing else fixes them. Specs go to binds[] (each a
  * malloc'd "NAME=8"), their names to *names for the message. */
-static int default_binds(const bare *b, const ot_graph *g, char **binds, int cap, char *names, size_t n) {
+static int default_binds(const ot_common_args *ca, const ot_graph *g, char **binds, int cap, char *names, size_t n) {
     int k = 0;
     names[0] = 0;
     for (int i = 0; i < g->n_inputs; i++) {
         const ot_shape *sh = &g->values[g->inputs[i]].shape;
         for (int a = 1; a < sh->rank; a++) {
             int sym = sh->sym[a];
-            if (sh->dim[a] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || bound_by_user(b, g->syms[sym])) continue;
+            if (sh->dim[a] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || bound_by_user(ca, g->syms[sym])) continue;
             bool dup = false;
             size_t sl = strlen(g->syms[sym]);
             for (int j = 0; j < k; j++)
@@ -235,25 +235,25 @@ static int default_binds(const bare *b, const ot_graph *g, char **binds, int cap
     return k;
 }
 
-/* The synthetic data: shaped by a plan-only session (no data, --remat none) at the
- * model's batch, --batch-size, or BARE_BATCH, and other symbolic dims as --bind
- * gives them, else BARE_DIM (*dims names those). */
-static ot_status synthetic(const bare *b, ot_model *m, ot_dataset *d, int64_t *batch, bool *dflt, char *dims,
-                           size_t dims_n, ot_error *err) {
+/* The synthetic data (cli.h): shaped by a plan-only session (no data, --remat none)
+ * at the model's batch, --batch-size, or BARE_BATCH, and other symbolic dims as
+ * --bind gives them, else BARE_DIM (*dims names those). */
+ot_status ot_cli_synthetic_data(const ot_common_args *ca, ot_model *m, ot_dataset *d, int64_t *batch, bool *dflt,
+                                char *dims, size_t dims_n, ot_error *err) {
     const ot_graph *g = m->graph;
-    int64_t want = b->ca.batch_size;
+    int64_t want = ca->batch_size;
     *dflt =
         !want && g->n_inputs > 0 && g->values[g->inputs[0]].shape.rank > 0 && g->values[g->inputs[0]].shape.dim[0] < 0;
     if (*dflt) want = BARE_BATCH;
     ot_train_options to;
-    step_options(b, "none", want, &to);
+    step_options(ca, "none", want, &to);
     to.plan_only = true;
     enum { MAX_BINDS = 32 };
     const char *binds[2 * MAX_BINDS];
     char *own[MAX_BINDS];
-    int n_own = default_binds(b, g, own, MAX_BINDS, dims, dims_n), n_binds = 0;
-    for (int i = 0; i < b->ca.bind.n && n_binds < MAX_BINDS; i++)
-        binds[n_binds++] = b->ca.bind.v[i];
+    int n_own = default_binds(ca, g, own, MAX_BINDS, dims, dims_n), n_binds = 0;
+    for (int i = 0; i < ca->bind.n && n_binds < MAX_BINDS; i++)
+        binds[n_binds++] = ca->bind.v[i];
     for (int i = 0; i < n_own; i++)
         binds[n_binds++] = own[i];
     to.bind = binds;
@@ -262,7 +262,7 @@ static ot_status synthetic(const bare *b, ot_model *m, ot_dataset *d, int64_t *b
     ot_status st = ot_train_session_new(m, &to, NULL, true, &s, err);
     if (!st) {
         *batch = ot_train_batch_size(s);
-        st = ot_train_synthetic_data(s, b->ca.seed, *batch, d, err);
+        st = ot_train_synthetic_data(s, ca->seed, *batch, d, err);
     }
     ot_train_session_free(s);
     for (int i = 0; i < n_own; i++)
@@ -289,7 +289,7 @@ static void sample_shape(const bare *b, const ot_graph *g, const ot_shape *model
     size_t l = (size_t)snprintf(buf, n, "[N");
     for (int k = 1; k < t->shape.rank && l < n; k++) {
         int sym = model && k < model->rank && model->dim[k] < 0 ? model->sym[k] : -1;
-        if (sym >= 0 && !bound_by_user(b, g->syms[sym]))
+        if (sym >= 0 && !bound_by_user(&b->ca, g->syms[sym]))
             l += (size_t)snprintf(buf + l, n - l, ",%s", g->syms[sym]);
         else
             l += (size_t)snprintf(buf + l, n - l, ",%lld", (long long)t->shape.dim[k]);
@@ -434,7 +434,7 @@ static ot_status dry_run(const bare *b, const char *policy, ot_error *err) {
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     ot_status st = ot_model_load(b->model, &io, &m, err); /* once, for every session below */
     if (!st) st = check_printed_output(b, m, err);
-    if (!st) st = synthetic(b, m, &d, &batch, &dflt, dims, sizeof dims, err);
+    if (!st) st = ot_cli_synthetic_data(&b->ca, m, &d, &batch, &dflt, dims, sizeof dims, err);
     if (!st) st = run_step(b, m, &d, batch, "none", &v0, err);
     if (!st) st = run_step(b, m, &d, batch, policy, &v1, err);
     if (!st) {

@@ -10,5 +10,6 @@ const ot_cli_command ot_cli_commands[] = {
     {"plan", ot_cmd_plan},
     {"grad", ot_cmd_grad},
     {"train", ot_cmd_train},
+    {"bench", ot_cmd_bench},
     {NULL, NULL},
 };
