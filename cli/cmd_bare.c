@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/measure_print.h"
 #include "kernels/kernel.h"
+#include "train/measure.h"
 #include "train/outputs.h"
 #include "train/train.h"
 #include "train/train_synthetic.h"
@@ -27,6 +29,8 @@
 #define BARE_BATCH 4
 /* Other symbolic dims (a sequence length), without data or --bind: small too. */
 #define BARE_DIM 8
+/* Timed rounds of the time line without --time-steps (as verify's). */
+#define BARE_TIME_STEPS 5
 
 static void bare_usage(FILE *f) {
     fputs("usage: onnxtrain [OPTIONS] MODEL.onnx\n\n"
@@ -37,8 +41,10 @@ static void bare_usage(FILE *f) {
           "state update bitwise (as `onnxtrain verify`), then prints the command that trains. The\n"
           "synthetic data is seeded (--seed): floats N(0,1); integer ids in [0, rows) of the table a\n"
           "Gather reads with them, else in [0, 2); cross-entropy labels in [0, classes). The batch is\n"
-          "the model's, else --batch-size, else 4; other symbolic dims --bind, else 8. Exit 0, or 11\n"
-          "when the two steps differ.\n\n"
+          "the model's, else --batch-size, else 4; other symbolic dims --bind, else 8. Then it times\n"
+          "training steps of both as `onnxtrain bench` does (one warm-up step each, then\n"
+          "--time-steps N interleaved steps, default 5, 0 for none) and prints the median step time\n"
+          "[IQR] of each and their ratio. Exit 0, or 11 when the two steps differ.\n\n"
           "With data it trains: it is `onnxtrain train MODEL.onnx OPTIONS` with\n"
           "  -o                        default MODEL.tuned.onnx in the current folder (the model's file\n"
           "                            name with .onnx replaced). If that file exists nothing runs\n"
@@ -72,6 +78,9 @@ typedef struct bare {
     const char *model, *out;
     bool help;
     char default_out[4096]; /* MODEL.tuned.onnx, when -o is not given */
+    int64_t time_steps;     /* --time-steps (without data): rounds of the time line, 0 none */
+    bool time_steps_given;
+    double load0;           /* the load average when the command started */
 } bare;
 
 /* "train", the user's arguments, then extra: a new array (the strings are shared). */
@@ -270,17 +279,6 @@ ot_status ot_cli_synthetic_data(const ot_common_args *ca, ot_model *m, ot_datase
     return st;
 }
 
-static void human(double v, char *buf, size_t n) {
-    if (v >= 1 << 30)
-        snprintf(buf, n, "%.2f GiB", v / (1 << 30));
-    else if (v >= 1 << 20)
-        snprintf(buf, n, "%.2f MiB", v / (1 << 20));
-    else if (v >= 1 << 10)
-        snprintf(buf, n, "%.1f KiB", v / (1 << 10));
-    else
-        snprintf(buf, n, "%.0f B", v);
-}
-
 /* "[N,16]": an array's shape with the sample axis as N; an axis the model leaves
  * symbolic (model: its import's shape, or NULL) and no --bind fixes is named, as the
  * data may give it any size. */
@@ -301,9 +299,9 @@ static void print_plan(const bare *b, const char *policy, int64_t batch, bool df
                        const bare_step *v0, const bare_step *v1) {
     char pk0[32], pk1[32], sv[32];
     double p0 = (double)v0->r.planned_peak, p1 = (double)v1->r.planned_peak, saved = p0 - p1;
-    human(p0, pk0, sizeof pk0);
-    human(p1, pk1, sizeof pk1);
-    human(saved < 0 ? -saved : saved, sv, sizeof sv);
+    ot_cli_human_bytes(p0, pk0, sizeof pk0);
+    ot_cli_human_bytes(p1, pk1, sizeof pk1);
+    ot_cli_human_bytes(saved < 0 ? -saved : saved, sv, sizeof sv);
     printf("plan of one training step, batch %lld%s, %s:\n", (long long)batch,
            dflt               ? " (a small default: the model's batch is symbolic; --batch-size N for another)"
            : b->ca.batch_size ? ""
@@ -313,7 +311,7 @@ static void print_plan(const bare *b, const char *policy, int64_t batch, bool df
     char budget[64] = "";
     if (v1->ms.budget > 0) {
         char hb[32];
-        human((double)v1->ms.budget, hb, sizeof hb);
+        ot_cli_human_bytes((double)v1->ms.budget, hb, sizeof hb);
         snprintf(budget, sizeof budget, " (budget %s)", hb);
     } else if (!strcmp(policy, "auto")) {
         snprintf(budget, sizeof budget, " (no budget: selective)");
@@ -325,7 +323,7 @@ static void print_plan(const bare *b, const char *policy, int64_t batch, bool df
     for (int c = 0; c < OT_MEM_COUNT; c++) {
         if (!v1->at_peak[c]) continue;
         char hb[32];
-        human((double)v1->at_peak[c], hb, sizeof hb);
+        ot_cli_human_bytes((double)v1->at_peak[c], hb, sizeof hb);
         printf("%s %s %s", first ? "" : ",", ot_mem_category_name((ot_mem_category)c), hb);
         first = false;
     }
@@ -437,14 +435,23 @@ static ot_status dry_run(const bare *b, const char *policy, ot_error *err) {
     if (!st) st = ot_cli_synthetic_data(&b->ca, m, &d, &batch, &dflt, dims, sizeof dims, err);
     if (!st) st = run_step(b, m, &d, batch, "none", &v0, err);
     if (!st) st = run_step(b, m, &d, batch, policy, &v1, err);
+    ot_measure mr = {0};
+    if (!st && b->time_steps) {
+        ot_train_options to;
+        step_options(&b->ca, "none", batch, &to);
+        ot_measure_config cfg[2] = {{.remat = "none"}, {.remat = policy, .memory_budget = b->ca.memory_budget}};
+        st = ot_measure_run(m, &to, &d, cfg, 2, b->time_steps, b->load0, &mr, err);
+    }
     if (!st) {
         printf("%s: no --input or --labels, so nothing is trained or written. Without data:\n\n", b->model);
         print_plan(b, policy, batch, dflt, dims, &v0, &v1);
         int n_diff = print_verify(b, policy, &d, &v0, &v1);
+        if (mr.n) ot_cli_print_time_line(stdout, &mr, 1, "  ");
         print_command(b, m->graph, dims, &d);
         if (n_diff)
             st = ot_fail(err, OT_E_MISMATCH, "%d tensors differ between --remat none and --remat %s", n_diff, policy);
     }
+    ot_measure_free(&mr);
     ot_step_results_free(&v0.r);
     ot_step_results_free(&v1.r);
     ot_dataset_free(&d);
@@ -452,17 +459,53 @@ static ot_status dry_run(const bare *b, const char *policy, ot_error *err) {
     return st;
 }
 
+/* Takes --time-steps N (or =N), the bare form's own option, out of the user's
+ * arguments (b->argv, a copy) before train's parser reads them. */
+static ot_status take_time_steps(bare *b, ot_error *err) {
+    int k = 0;
+    ot_status st = OT_OK;
+    for (int i = 0; i < b->argc && !st; i++) {
+        const char *a = b->argv[i], *val = NULL;
+        if (!strcmp(a, "--")) { /* the rest are not options */
+            while (i < b->argc) b->argv[k++] = b->argv[i++];
+            break;
+        }
+        if (!strcmp(a, "--time-steps")) {
+            if (i + 1 == b->argc) return ot_fail(err, OT_E_USAGE, "--time-steps needs a value (N steps; 0: no timing)");
+            val = b->argv[++i];
+        } else if (!strncmp(a, "--time-steps=", 13)) {
+            val = a + 13;
+        } else {
+            b->argv[k++] = b->argv[i];
+            continue;
+        }
+        st = ot_args_int("--time-steps", val, 0, 100000, &b->time_steps, err);
+        b->time_steps_given = true;
+    }
+    b->argc = k;
+    return st;
+}
+
 int ot_cmd_bare(int argc, char **argv) {
     bare b;
     memset(&b, 0, sizeof b);
+    b.load0 = ot_measure_loadavg(); /* before this process loads the machine */
+    b.time_steps = BARE_TIME_STEPS;
     b.argc = argc - 1;
-    b.argv = argv + 1;
+    b.argv = calloc((size_t)argc, sizeof *b.argv);
+    if (!b.argv) {
+        fputs("onnxtrain: out of memory\n", stderr);
+        return OT_E_MEMORY;
+    }
+    memcpy(b.argv, argv + 1, (size_t)(argc - 1) * sizeof *b.argv);
     ot_common_args_init(&b.ca);
     ot_error err = {0};
-    ot_status st = parse(&b, NULL, &err);
+    ot_status st = take_time_steps(&b, &err);
+    if (!st) st = parse(&b, NULL, &err);
     if (!st && b.help) {
         bare_usage(stdout);
         ot_common_args_free(&b.ca);
+        free(b.argv);
         return 0;
     }
     if (!st && !ends_with(b.model, ".onnx") && !is_file(b.model))
@@ -470,6 +513,9 @@ int ot_cmd_bare(int argc, char **argv) {
                      b.model);
     if (!st && !b.out) st = default_output(b.model, b.default_out, sizeof b.default_out, &err);
     bool data = !st && (b.ca.inputs.n > 0 || b.ca.labels);
+    if (data && b.time_steps_given)
+        st = ot_fail(&err, OT_E_USAGE, "--time-steps times the check without data; with data it trains (train's "
+                     "--report has every step's time)");
     /* without data, train's checks of the output the printed command would write */
     if (!st && !data && !b.out) {
         st = parse(&b, b.default_out, &err);
@@ -481,6 +527,7 @@ int ot_cmd_bare(int argc, char **argv) {
                 "for the commands.\n",
                 err.msg);
         ot_common_args_free(&b.ca);
+        free(b.argv);
         return st;
     }
     int rc;
@@ -491,5 +538,6 @@ int ot_cmd_bare(int argc, char **argv) {
         if (rc) fprintf(stderr, "onnxtrain: %s\n", err.msg);
     }
     ot_common_args_free(&b.ca);
+    free(b.argv);
     return rc;
 }
