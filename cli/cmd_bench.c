@@ -241,8 +241,10 @@ int ot_cmd_bench(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (c == OT_ARG_BUDGET) { /* a list here: split below */
+        if (c == OT_ARG_BUDGET) { /* a list here; the last --memory-budget counts, as elsewhere */
             o.budgets = optarg;
+            o.n_budgets = 0;
+            if ((st = split_budgets(&o, &err))) break;
             continue;
         }
         if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
@@ -262,7 +264,6 @@ int ot_cmd_bench(int argc, char **argv) {
     if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
     if (!st && !o.args.remat) st = ot_fail(&err, OT_E_USAGE, "missing --remat POLICY[,POLICY...] (the policies to measure against none)");
     if (!st) st = split_policies(&o, o.args.remat, &err);
-    if (!st && o.budgets) st = split_budgets(&o, &err);
     if (!st && o.n_policies == 0 && !o.n_budgets)
         st = ot_fail(&err, OT_E_USAGE, "--remat '%s': nothing to measure against none", o.args.remat);
     if (!st) st = run_bench(&o, load0, &err);
