@@ -67,6 +67,11 @@ static void canvas_init(canvas *c, double xdata, double ydata, int n_legend, boo
     c->yunit = byte_unit(ydata, &c->yunit_name);
     c->ystep = nice_step(ydata / c->yunit, 5) * c->yunit;
     c->ymax = ceil(ydata / c->ystep) * c->ystep;
+    if (c->ymax >= 1024 * c->yunit && c->yunit < (double)(1 << 30)) { /* 1000 KiB and up: in MiB */
+        c->yunit = byte_unit(c->ymax, &c->yunit_name);
+        c->ystep = nice_step(ydata / c->yunit, 5) * c->yunit;
+        c->ymax = ceil(ydata / c->ystep) * c->ystep;
+    }
     if (c->ymax <= 0) c->ymax = c->ystep;
     c->xstep = nice_step(xdata, 8);
     if (xint && c->xstep < 1) c->xstep = 1;
