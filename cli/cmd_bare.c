@@ -80,7 +80,7 @@ typedef struct bare {
     char default_out[4096]; /* MODEL.tuned.onnx, when -o is not given */
     int64_t time_steps;     /* --time-steps (without data): rounds of the time line, 0 none */
     bool time_steps_given;
-    double load0;           /* the load average when the command started */
+    double load0; /* the load average when the command started */
 } bare;
 
 /* "train", the user's arguments, then extra: a new array (the strings are shared). */
@@ -467,7 +467,8 @@ static ot_status take_time_steps(bare *b, ot_error *err) {
     for (int i = 0; i < b->argc && !st; i++) {
         const char *a = b->argv[i], *val = NULL;
         if (!strcmp(a, "--")) { /* the rest are not options */
-            while (i < b->argc) b->argv[k++] = b->argv[i++];
+            while (i < b->argc)
+                b->argv[k++] = b->argv[i++];
             break;
         }
         if (!strcmp(a, "--time-steps")) {
@@ -514,7 +515,8 @@ int ot_cmd_bare(int argc, char **argv) {
     if (!st && !b.out) st = default_output(b.model, b.default_out, sizeof b.default_out, &err);
     bool data = !st && (b.ca.inputs.n > 0 || b.ca.labels);
     if (data && b.time_steps_given)
-        st = ot_fail(&err, OT_E_USAGE, "--time-steps times the check without data; with data it trains (train's "
+        st = ot_fail(&err, OT_E_USAGE,
+                     "--time-steps times the check without data; with data it trains (train's "
                      "--report has every step's time)");
     /* without data, train's checks of the output the printed command would write */
     if (!st && !data && !b.out) {

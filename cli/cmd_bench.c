@@ -43,21 +43,13 @@ static void usage(FILE *f) {
           "  --memory-budget S1,S2,... budgets (e.g. 64M,128M) for auto and optimal: one configuration\n"
           "                            per budget for each; the other policies take none\n"
           "  --steps N                 timed rounds (default 10, at most 100000)\n"
-          "data (default: synthetic, as the bare form makes it, `onnxtrain MODEL.onnx --help`):\n"
-          OT_ARGS_HELP_DATA
+          "data (default: synthetic, as the bare form makes it, `onnxtrain MODEL.onnx --help`):\n" OT_ARGS_HELP_DATA
           "  --batch-size N            samples per step (default: train's; synthetic: the model's\n"
-          "                            batch, else 4)\n"
-          OT_ARGS_HELP_BIND
-          OT_ARGS_HELP_LOSS
-          OT_ARGS_HELP_PARAMS
-          OT_ARGS_HELP_LORA
-          "optimizer (default sgd):\n"
-          OT_ARGS_HELP_OPTIM
-          "run:\n"
+          "                            batch, else 4)\n" OT_ARGS_HELP_BIND OT_ARGS_HELP_LOSS OT_ARGS_HELP_PARAMS
+              OT_ARGS_HELP_LORA "optimizer (default sgd):\n" OT_ARGS_HELP_OPTIM "run:\n"
           "  --remat-time-limit SEC    for optimal: the MIP solver's limit (default 60)\n"
           "  --seed N                  Philox seed of Dropout and of the synthetic data (default 0)\n"
-          "  --threads N               kernel threads (default: OpenMP's)\n"
-          OT_ARGS_HELP_WAIT
+          "  --threads N               kernel threads (default: OpenMP's)\n" OT_ARGS_HELP_WAIT
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --json                    print the measurement as JSON (bytes and seconds)\n"
           "  --svg FILE                draw planned and measured peak against the median step time\n"
@@ -123,8 +115,10 @@ static ot_status split_budgets(bench_opts *o, ot_error *err) {
     if (!copy) return ot_fail(err, OT_E_MEMORY, "out of memory");
     ot_status st = OT_OK;
     for (char *t = strtok_r(copy, ",", &save); t && !st; t = strtok_r(NULL, ",", &save)) {
-        if (o->n_budgets == BENCH_MAX_CONFIGS) st = ot_fail(err, OT_E_USAGE, "--memory-budget: at most %d sizes", BENCH_MAX_CONFIGS);
-        else st = ot_args_budget(t, &o->budget[o->n_budgets++], err);
+        if (o->n_budgets == BENCH_MAX_CONFIGS)
+            st = ot_fail(err, OT_E_USAGE, "--memory-budget: at most %d sizes", BENCH_MAX_CONFIGS);
+        else
+            st = ot_args_budget(t, &o->budget[o->n_budgets++], err);
     }
     if (!st && o->n_budgets == 0) st = ot_fail(err, OT_E_USAGE, "--memory-budget '%s': no size given", o->budgets);
     free(copy);
@@ -140,7 +134,8 @@ static ot_status configs(const bench_opts *o, ot_measure_config *c, int *n, ot_e
         bool tb = takes_budget(o->policies[i]) && o->n_budgets;
         any_budget |= tb;
         for (int k = 0; k < (tb ? o->n_budgets : 1); k++) {
-            if (*n == BENCH_MAX_CONFIGS) return ot_fail(err, OT_E_USAGE, "more than %d configurations", BENCH_MAX_CONFIGS);
+            if (*n == BENCH_MAX_CONFIGS)
+                return ot_fail(err, OT_E_USAGE, "more than %d configurations", BENCH_MAX_CONFIGS);
             c[(*n)++] = (ot_measure_config){.remat = o->policies[i], .memory_budget = tb ? o->budget[k] : 0};
         }
     }
@@ -153,7 +148,7 @@ static ot_status configs(const bench_opts *o, ot_measure_config *c, int *n, ot_e
 static ot_status write_svg(const bench_opts *o, const ot_measure *mr, ot_error *err) {
     ot_timeline_point *pts = calloc((size_t)mr->n, sizeof *pts);
     if (!pts) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    char (*labels)[96] = calloc((size_t)mr->n, sizeof *labels);
+    char(*labels)[96] = calloc((size_t)mr->n, sizeof *labels);
     if (!labels) return free(pts), ot_fail(err, OT_E_MEMORY, "out of memory");
     for (int c = 0; c < mr->n; c++) {
         const ot_measure_result *r = &mr->r[c];
@@ -164,8 +159,11 @@ static ot_status write_svg(const bench_opts *o, const ot_measure *mr, ot_error *
         } else {
             snprintf(labels[c], sizeof labels[c], "%s", r->cfg.remat);
         }
-        pts[c] = (ot_timeline_point){.label = labels[c], .seconds = r->wall_s.median, .q1 = r->wall_s.q1,
-                                     .q3 = r->wall_s.q3, .planned = (double)r->planned_peak,
+        pts[c] = (ot_timeline_point){.label = labels[c],
+                                     .seconds = r->wall_s.median,
+                                     .q1 = r->wall_s.q1,
+                                     .q3 = r->wall_s.q3,
+                                     .planned = (double)r->planned_peak,
                                      .measured = (double)r->measured_peak};
     }
     ot_status st = ot_timeline_tradeoff_svg(o->svg, o->model, pts, mr->n, mr->busy, err);
@@ -189,8 +187,10 @@ static ot_status run_bench(bench_opts *o, double load0, ot_error *err) {
     if ((st = configs(o, cfg, &n, err))) goto fail;
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail;
     if (o->svg && (st = ot_args_check_output(m, a, "--svg", o->svg, false, err))) goto fail;
-    if (synthetic) st = ot_cli_synthetic_data(a, m, &data, &batch, &dflt, dims, sizeof dims, err);
-    else st = ot_args_load_dataset(&a->inputs, a->labels, &data, err);
+    if (synthetic)
+        st = ot_cli_synthetic_data(a, m, &data, &batch, &dflt, dims, sizeof dims, err);
+    else
+        st = ot_args_load_dataset(&a->inputs, a->labels, &data, err);
     if (st) goto fail;
     ot_train_options to;
     ot_train_options_default(&to);
@@ -262,13 +262,17 @@ int ot_cmd_bench(int argc, char **argv) {
         if (st) break;
     }
     if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
-    if (!st && !o.args.remat) st = ot_fail(&err, OT_E_USAGE, "missing --remat POLICY[,POLICY...] (the policies to measure against none)");
+    if (!st && !o.args.remat)
+        st = ot_fail(&err, OT_E_USAGE, "missing --remat POLICY[,POLICY...] (the policies to measure against none)");
     if (!st) st = split_policies(&o, o.args.remat, &err);
     if (!st && o.n_policies == 0 && !o.n_budgets)
         st = ot_fail(&err, OT_E_USAGE, "--remat '%s': nothing to measure against none", o.args.remat);
     if (!st) st = run_bench(&o, load0, &err);
-    if (st) fprintf(stderr, "onnxtrain bench: %s\n%s", err.msg, st == OT_E_USAGE ? "Run 'onnxtrain bench --help' for the options.\n" : "");
-    for (int i = 0; i < o.n_policies; i++) free(o.policies[i]);
+    if (st)
+        fprintf(stderr, "onnxtrain bench: %s\n%s", err.msg,
+                st == OT_E_USAGE ? "Run 'onnxtrain bench --help' for the options.\n" : "");
+    for (int i = 0; i < o.n_policies; i++)
+        free(o.policies[i]);
     ot_common_args_free(&o.args);
     return st;
 }

@@ -10,10 +10,14 @@
 
 void ot_cli_human_bytes(double v, char *buf, size_t n) {
     double a = fabs(v);
-    if (a >= 1 << 30) snprintf(buf, n, "%.2f GiB", v / (1 << 30));
-    else if (a >= 1 << 20) snprintf(buf, n, "%.2f MiB", v / (1 << 20));
-    else if (a >= 1 << 10) snprintf(buf, n, "%.1f KiB", v / (1 << 10));
-    else snprintf(buf, n, "%.0f B", v);
+    if (a >= 1 << 30)
+        snprintf(buf, n, "%.2f GiB", v / (1 << 30));
+    else if (a >= 1 << 20)
+        snprintf(buf, n, "%.2f MiB", v / (1 << 20));
+    else if (a >= 1 << 10)
+        snprintf(buf, n, "%.1f KiB", v / (1 << 10));
+    else
+        snprintf(buf, n, "%.0f B", v);
 }
 
 void ot_cli_print_busy(FILE *f, const ot_measure *mr, const char *indent) {
@@ -92,20 +96,24 @@ static void json_stats(FILE *f, const char *key, const ot_stats *s) {
 
 static void json_array(FILE *f, const char *key, const double *x, int64_t n) {
     fprintf(f, "\"%s\": [", key);
-    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%.9g", i ? ", " : "", x[i]);
+    for (int64_t i = 0; i < n; i++)
+        fprintf(f, "%s%.9g", i ? ", " : "", x[i]);
     fputc(']', f);
 }
 
 /* A load average, or null when it could not be read. */
 static void json_load(FILE *f, const char *key, double v) {
-    if (isnan(v)) fprintf(f, "\"%s\": null", key);
-    else fprintf(f, "\"%s\": %.2f", key, v);
+    if (isnan(v))
+        fprintf(f, "\"%s\": null", key);
+    else
+        fprintf(f, "\"%s\": %.2f", key, v);
 }
 
 void ot_cli_print_measure_json(FILE *f, const ot_measure *mr) {
-    fprintf(f, "{\"method\": \"one warm-up step per configuration, then rounds of one step each, interleaved\", "
-               "\"spread\": \"q1..q3 (interquartile), min..max\", \"steps\": %lld, \"warmup_steps\": 1, \"batch\": %lld, "
-               "\"threads\": %d, \"cpus\": %d, ",
+    fprintf(f,
+            "{\"method\": \"one warm-up step per configuration, then rounds of one step each, interleaved\", "
+            "\"spread\": \"q1..q3 (interquartile), min..max\", \"steps\": %lld, \"warmup_steps\": 1, \"batch\": %lld, "
+            "\"threads\": %d, \"cpus\": %d, ",
             (long long)mr->steps, (long long)mr->batch, mr->threads, mr->cpus);
     json_load(f, "load_before", mr->load_before);
     fputs(", ", f);
@@ -116,8 +124,9 @@ void ot_cli_print_measure_json(FILE *f, const ot_measure *mr) {
         const ot_measure_result *r = &mr->r[c];
         fprintf(f, "%s{\"remat\": ", c ? ", " : "");
         ot_json_string(f, r->cfg.remat);
-        fprintf(f, ", \"memory_budget\": %lld, \"planned_peak_bytes\": %zu, \"measured_peak_bytes\": %zu, "
-                   "\"rss_delta_bytes\": %lld, ",
+        fprintf(f,
+                ", \"memory_budget\": %lld, \"planned_peak_bytes\": %zu, \"measured_peak_bytes\": %zu, "
+                "\"rss_delta_bytes\": %lld, ",
                 (long long)r->cfg.memory_budget, r->planned_peak, r->measured_peak, (long long)r->rss_delta);
         json_stats(f, "wall_seconds", &r->wall_s);
         fputs(", ", f);
@@ -126,8 +135,10 @@ void ot_cli_print_measure_json(FILE *f, const ot_measure *mr) {
         json_stats(f, "ratio_vs_none", &r->ratio);
         fprintf(f, ", \"recompute_nodes\": %d, \"extra_flops\": %.0f, \"step_flops\": %.0f, ", r->rs.n_clones,
                 r->rs.extra_flops, r->rs.step_flops);
-        if (isfinite(r->loss)) fprintf(f, "\"loss\": %.9g, ", r->loss);
-        else fputs("\"loss\": null, ", f);
+        if (isfinite(r->loss))
+            fprintf(f, "\"loss\": %.9g, ", r->loss);
+        else
+            fputs("\"loss\": null, ", f);
         json_array(f, "wall_per_round", r->wall, mr->steps);
         fputs(", ", f);
         json_array(f, "cpu_per_round", r->cpu, mr->steps);

@@ -41,10 +41,14 @@ static double nice_step(double max, int want) {
 
 static void xml_text(FILE *f, const char *s) {
     for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else fputc(*s, f);
+        if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else if (*s == '&')
+            fputs("&amp;", f);
+        else
+            fputc(*s, f);
     }
 }
 
@@ -82,8 +86,10 @@ static void canvas_init(canvas *c, double xdata, double ydata, int n_legend, boo
 /* Header, title, grid, both axes with their ticks, and the x title. */
 static void draw_frame(FILE *f, const canvas *c, const char *title, const char *xtitle, double xscale,
                        const char *xfmt) {
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
-               "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", c->W, c->H);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
+            "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+            c->W, c->H);
     fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"15\">", c->L);
     xml_text(f, title);
     fputs("</text>\n", f);
@@ -94,8 +100,8 @@ static void draw_frame(FILE *f, const canvas *c, const char *title, const char *
                 b / c->yunit, c->yunit_name);
     }
     for (double x = 0; x <= c->xmax * (1 + 1e-9); x += c->xstep) {
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", cx(c, x),
-                c->T + c->ph, cx(c, x), c->T + c->ph + 5);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", cx(c, x), c->T + c->ph,
+                cx(c, x), c->T + c->ph + 5);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", cx(c, x), c->T + c->ph + 18);
         fprintf(f, xfmt, x * xscale);
         fputs("</text>\n", f);
@@ -104,8 +110,8 @@ static void draw_frame(FILE *f, const canvas *c, const char *title, const char *
             c->W - c->R, c->T + c->ph);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", c->L, c->T, c->L,
             c->T + c->ph);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", c->L + c->pw / 2,
-            c->T + c->ph + 36, xtitle);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", c->L + c->pw / 2, c->T + c->ph + 36,
+            xtitle);
 }
 
 /* A legend entry i in the band under the plot: a swatch, then the text (escaped). */
@@ -159,7 +165,8 @@ ot_status ot_remat_timeline_svg(const char *path, const ot_plan *const *plans, c
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"6,4\"/>\n",
                 c.L, cy(&c, (double)p->peak_bytes), c.W - c.R, cy(&c, (double)p->peak_bytes), col);
         if (p->backward_step < p->n_steps)
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"2,3\"/>\n",
+            fprintf(f,
+                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"2,3\"/>\n",
                     cx(&c, p->backward_step), c.T, cx(&c, p->backward_step), c.T + c.ph, col);
         if (p->peak_step >= 0 && p->peak_step < p->n_steps) {
             /* the peak step itself, drawn as a bar of its exact width and height: a
@@ -176,8 +183,9 @@ ot_status ot_remat_timeline_svg(const char *path, const ot_plan *const *plans, c
         }
         char hb[32], text[512];
         human((double)p->peak_bytes, hb, sizeof hb);
-        snprintf(text, sizeof text, "%s: peak %s (dashed) first reached at step %d (dot), backward from step %d (dotted)",
-                 labels[i], hb, p->peak_step, p->backward_step);
+        snprintf(text, sizeof text,
+                 "%s: peak %s (dashed) first reached at step %d (dot), backward from step %d (dotted)", labels[i], hb,
+                 p->peak_step, p->backward_step);
         legend_entry(f, &c, i, col, text);
     }
     return commit_svg(af, "timeline", err);
@@ -219,6 +227,7 @@ ot_status ot_timeline_tradeoff_svg(const char *path, const char *model, const ot
         legend_entry(f, &c, i, col, text);
     }
     if (busy)
-        legend_entry(f, &c, n, "#000", "the machine was busy (load above the CPUs left free): the times are unreliable");
+        legend_entry(f, &c, n, "#000",
+                     "the machine was busy (load above the CPUs left free): the times are unreliable");
     return commit_svg(af, "--svg", err);
 }

@@ -86,7 +86,8 @@ static void test_bench_json(void **state) {
 
 static void test_bench_table(void **state) {
     (void)state;
-    assert_int_equal(run(BIN " bench " S "mlp.onnx --remat all,manual:/Relu_output_0,logits --steps 2 --threads 1" MLP_DATA), 0);
+    assert_int_equal(
+        run(BIN " bench " S "mlp.onnx --remat all,manual:/Relu_output_0,logits --steps 2 --threads 1" MLP_DATA), 0);
     cli_expect_in(OUT, "step ms median [IQR]");
     cli_expect_in(OUT, "x none median [IQR]");
     cli_expect_in(OUT, "\nnone ");
@@ -141,9 +142,8 @@ static void test_budget_zero(void **state) {
     (void)state;
     static const char *const cmds[] = {"train", "plan", "verify", "grad", "bench"};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
-        assert_int_equal(run(BIN " %s " S "mlp.onnx --remat auto --memory-budget 0 -o " TMP "/z.onnx" MLP_DATA,
-                             cmds[i]),
-                         2);
+        assert_int_equal(
+            run(BIN " %s " S "mlp.onnx --remat auto --memory-budget 0 -o " TMP "/z.onnx" MLP_DATA, cmds[i]), 2);
         cli_expect_in(OUT, "--memory-budget '0'");
     }
     assert_int_equal(run("cd " TMP " && " BIN " " S "mlp.onnx --memory-budget 0B"), 2); /* the bare form */

@@ -107,7 +107,8 @@ static ot_status build_one(ot_model *m, const ot_train_options *base, ot_dataset
     if (st) return ot_error_prefix(err, "--remat %s: ", r->cfg.remat);
     ot_train_return_weights(*out); /* the arena holds its copy: the next session borrows them */
     double w, c;
-    if ((st = timed_step(*out, data, 0, &w, &c, &r->loss, err))) return ot_error_prefix(err, "--remat %s: ", r->cfg.remat);
+    if ((st = timed_step(*out, data, 0, &w, &c, &r->loss, err)))
+        return ot_error_prefix(err, "--remat %s: ", r->cfg.remat);
     r->rss_delta = rss_now() - rss0;
     r->rs = *ot_train_remat_info(*out);
     r->planned_peak = ot_plan_peak_bytes(ot_train_plan(*out));
@@ -155,7 +156,8 @@ ot_status ot_measure_run(ot_model *m, const ot_train_options *base, ot_dataset *
         ot_measure_result *r = &out->r[c];
         ot_stats_of(r->wall, (int)steps, &r->wall_s);
         ot_stats_of(r->cpu, (int)steps, &r->cpu_s);
-        for (int64_t k = 0; k < steps; k++) ratio[k] = out->r[0].wall[k] > 0 ? r->wall[k] / out->r[0].wall[k] : NAN;
+        for (int64_t k = 0; k < steps; k++)
+            ratio[k] = out->r[0].wall[k] > 0 ? r->wall[k] / out->r[0].wall[k] : NAN;
         ot_stats_of(ratio, (int)steps, &r->ratio);
         r->measured_peak = ot_train_high_water(s[c]);
     }
@@ -163,7 +165,8 @@ ot_status ot_measure_run(ot_model *m, const ot_train_options *base, ot_dataset *
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) out->max_rss = (int64_t)ru.ru_maxrss * 1024;
 fail:
-    for (int c = 0; s && c < n; c++) ot_train_session_free(s[c]);
+    for (int c = 0; s && c < n; c++)
+        ot_train_session_free(s[c]);
     free(s);
     free(ratio);
     if (st) ot_measure_free(out);

@@ -45,25 +45,25 @@ typedef struct ot_measure_config {
 
 typedef struct ot_measure_result {
     ot_measure_config cfg;
-    double *wall, *cpu;       /* per round, seconds (steps entries) */
-    ot_stats wall_s, cpu_s;   /* of wall[] and cpu[] */
-    ot_stats ratio;           /* wall[r] / the baseline's wall[r], per round; the baseline: 1 */
-    size_t planned_peak;      /* the training arena the planner predicted */
-    size_t measured_peak;     /* the arena's high-water mark after the steps */
-    int64_t rss_delta;        /* process resident bytes added by building and warming this session */
+    double *wall, *cpu;     /* per round, seconds (steps entries) */
+    ot_stats wall_s, cpu_s; /* of wall[] and cpu[] */
+    ot_stats ratio;         /* wall[r] / the baseline's wall[r], per round; the baseline: 1 */
+    size_t planned_peak;    /* the training arena the planner predicted */
+    size_t measured_peak;   /* the arena's high-water mark after the steps */
+    int64_t rss_delta;      /* process resident bytes added by building and warming this session */
     ot_train_remat_summary rs;
-    double loss;              /* the last timed step's loss */
+    double loss; /* the last timed step's loss */
 } ot_measure_result;
 
 typedef struct ot_measure {
-    int n;                    /* configurations; r[0] is the baseline */
+    int n; /* configurations; r[0] is the baseline */
     ot_measure_result *r;
-    int64_t steps;            /* timed rounds */
-    int64_t batch;            /* samples per micro-batch */
-    int threads, cpus;        /* kernel threads of the steps; CPUs this process may use */
+    int64_t steps;                  /* timed rounds */
+    int64_t batch;                  /* samples per micro-batch */
+    int threads, cpus;              /* kernel threads of the steps; CPUs this process may use */
     double load_before, load_after; /* 1-minute load averages; NaN when unreadable */
-    bool busy;                /* see the header comment */
-    int64_t max_rss;          /* the process's peak resident bytes at the end */
+    bool busy;                      /* see the header comment */
+    int64_t max_rss;                /* the process's peak resident bytes at the end */
 } ot_measure;
 
 /* The 1-minute load average (/proc/loadavg), NaN when it cannot be read. */
