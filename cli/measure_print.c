@@ -74,13 +74,15 @@ void ot_cli_print_measure_table(FILE *f, const ot_measure *mr) {
         snprintf(fl, sizeof fl, "+%.1f%%", r->rs.step_flops > 0 ? 100.0 * r->rs.extra_flops / r->rs.step_flops : 0.0);
         fprintf(f, "%-22s %11s %11s %10s %26s %26s %24s %9s\n", lb, pl, ar, rs, w, cp, c ? ra : "1", fl);
     }
-    fprintf(f,
-            "\n%lld rounds after one warm-up step per configuration, interleaved (each round runs every row once, "
-            "in order); batch %lld, %d threads on %d CPUs, load average %.2f before and %.2f after.\n"
-            "planned: the planner's peak of the training arena; arena: its measured high-water mark; RSS +: "
-            "resident memory the process gained building and warming that session.\n"
-            "x none: per-round step time over none's in the same round; CPU: all threads of the process.\n",
-            (long long)mr->steps, (long long)mr->batch, mr->threads, mr->cpus, mr->load_before, mr->load_after);
+    fprintf(
+        f,
+        "\n%lld rounds after one warm-up step per configuration, interleaved (each round runs every row once, "
+        "in order); batch %lld, %d threads on %d CPUs, load average %.2f before and %.2f after.\n"
+        "planned: the planner's peak of the training arena; arena: its measured high-water mark; RSS +: "
+        "resident memory the process gained building and warming that session (the first row also pays the process's "
+        "one-time costs: thread pools, libraries' buffers).\n"
+        "x none: per-round step time over none's in the same round; CPU: all threads of the process.\n",
+        (long long)mr->steps, (long long)mr->batch, mr->threads, mr->cpus, mr->load_before, mr->load_after);
     for (int c = 1; c < mr->n; c++) {
         char lb[160];
         policy_label(&mr->r[c].cfg, lb, sizeof lb);
