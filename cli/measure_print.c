@@ -30,6 +30,7 @@ void ot_cli_print_busy(FILE *f, const ot_measure *mr, const char *indent) {
 
 /* What a ratio's IQR says about the policy against none. */
 static const char *meaning(const ot_stats *r) {
+    if (r->n < 5) return "too few rounds to tell (5 or more)"; /* quartiles of 2-4 values say little */
     if (r->q3 < 1.0) return "faster than none";
     if (r->q1 > 1.0) return "slower than none";
     return "no difference beyond the spread";
