@@ -29,7 +29,7 @@ static double byte_unit(double max, const char **name) {
 static void human(double b, char *buf, size_t n) {
     const char *u;
     double unit = byte_unit(b, &u);
-    snprintf(buf, n, unit > 1 ? "%.2f %s" : "%.0f %s", b / unit, u);
+    snprintf(buf, n, unit == 1 ? "%.0f %s" : unit == 1024 ? "%.1f %s" : "%.2f %s", b / unit, u); /* as the CLI */
 }
 
 /* A round tick spacing (1, 2 or 5 x 10^k) giving about `want` intervals up to max. */
