@@ -70,7 +70,8 @@ print(json.dumps(keep,sort_keys=True))'
 # peak (all, auto) may change with the planner: a note, like a peak.
 same_verdict() { # TAG
   local f='s/"(seconds|peak|measured|saved)_?[a-z]*": [0-9.e+-]*//g' c='s/"(extra_flops|recompute_nodes)": [0-9.e+-]*//g'
-  local a b; a=$(sed -E "$f" "$W/old/$1/stdout.txt") b=$(sed -E "$f" "$W/new/$1/stdout.txt")
+  local t='s/, "timing": (null|\{.*\})\}$/}/' # the time line's measurement (train/measure.h), last
+  local a b; a=$(sed -E -e "$t" -e "$f" "$W/old/$1/stdout.txt") b=$(sed -E -e "$t" -e "$f" "$W/new/$1/stdout.txt")
   [ "$a" = "$b" ] && return
   case $1 in
     *.verify.all | *.verify.auto) if [ "$PEAKS" != --peaks ] && [ "$(sed -E "$c" <<<"$a")" = "$(sed -E "$c" <<<"$b")" ]; then

@@ -278,7 +278,7 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_DEVICE: a->device = arg; return OT_OK;
     case OT_ARG_BIND: return ot_str_list_add(&a->bind, arg, err);
     case OT_ARG_REMAT: a->remat = arg; return OT_OK;
-    case OT_ARG_BUDGET: return ot_args_size("--memory-budget", arg, &a->memory_budget, err);
+    case OT_ARG_BUDGET: return ot_args_budget(arg, &a->memory_budget, err);
     case OT_ARG_REMAT_TIME: return ot_args_double("--remat-time-limit", arg, 0, true, &a->remat_time_limit, err);
     case OT_ARG_OPTIMIZER: return ot_optim_kind_parse(arg, &a->optim, err);
     case OT_ARG_LR: return ot_args_double("--lr", arg, 0, true, &a->lr, err);
@@ -346,6 +346,14 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->optim.schedule = a->schedule;
     o->optim.warmup_steps = a->warmup;
     if (a->accum) o->accum = a->accum;
+}
+
+ot_status ot_args_budget(const char *text, int64_t *bytes, ot_error *err) {
+    ot_status st = ot_args_size("--memory-budget", text, bytes, err);
+    if (!st && *bytes == 0)
+        st = ot_fail(err, OT_E_USAGE, "--memory-budget '%s': a budget of 0 bytes holds no step; give the peak to fit "
+                     "(e.g. 512M), or leave the option out for no budget", text);
+    return st;
 }
 
 ot_status ot_args_one_model(int argc, char **argv, int optind_after, const char **model, ot_error *err) {

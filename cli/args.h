@@ -43,6 +43,9 @@ ot_status ot_args_double(const char *opt, const char *text, double min, bool min
 /* A byte size: "4096", "512K", "512M", "2G", "1.5GiB", "1T" (K/M/G/T and KiB/... are
  * powers of 1024; a trailing "B" is allowed); not negative, at most 9e18. */
 ot_status ot_args_size(const char *opt, const char *text, int64_t *bytes, ot_error *err);
+/* --memory-budget's value: ot_args_size, and 0 refused (no step fits in 0 bytes; no
+ * budget is the option left out). */
+ot_status ot_args_budget(const char *text, int64_t *bytes, ot_error *err);
 /* a * b of two option values, refused (OT_E_USAGE naming `what` and both) when it
  * overflows or exceeds max; *out (may be NULL) receives it. */
 ot_status ot_args_product(const char *what, int64_t a, int64_t b, int64_t max, int64_t *out, ot_error *err);

@@ -17,8 +17,10 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/measure_print.h"
 #include "ir/human_size.h"
 #include "kernels/kernel.h"
+#include "train/measure.h"
 #include "train/outputs.h"
 #include "train/train.h"
 #include "train/train_synthetic.h"
@@ -28,6 +30,8 @@
 #define BARE_BATCH 4
 /* Other symbolic dims (a sequence length), without data or --bind: small too. */
 #define BARE_DIM 8
+/* Timed rounds of the time line without --time-steps (as verify's). */
+#define BARE_TIME_STEPS 5
 
 static void bare_usage(FILE *f) {
     fputs("usage: onnxtrain [OPTIONS] MODEL.onnx\n\n"
@@ -38,8 +42,10 @@ static void bare_usage(FILE *f) {
           "state update bitwise (as `onnxtrain verify`), then prints the command that trains. The\n"
           "synthetic data is seeded (--seed): floats N(0,1); integer ids in [0, rows) of the table a\n"
           "Gather reads with them, else in [0, 2); cross-entropy labels in [0, classes). The batch is\n"
-          "the model's, else --batch-size, else 4; other symbolic dims --bind, else 8. Exit 0, or 11\n"
-          "when the two steps differ.\n\n"
+          "the model's, else --batch-size, else 4; other symbolic dims --bind, else 8. Then it times\n"
+          "training steps of both as `onnxtrain bench` does (one warm-up step each, then\n"
+          "--time-steps N interleaved steps, default 5, 0 for none) and prints the median step time\n"
+          "[IQR] of each and their ratio. Exit 0, or 11 when the two steps differ.\n\n"
           "With data it trains: it is `onnxtrain train MODEL.onnx OPTIONS` with\n"
           "  -o                        default MODEL.tuned.onnx in the current folder (the model's file\n"
           "                            name with .onnx replaced). If that file exists nothing runs\n"
@@ -47,7 +53,7 @@ static void bare_usage(FILE *f) {
           "  --remat                   default auto (no --memory-budget: selective)\n"
           "Every option of `onnxtrain train --help` applies, before or after the model.\n\n"
           "Which words start the bare form: when the first argument is not a command (info, eval, grad,\n"
-          "train, plan, verify), it is the bare form if it is an option or the model: a word ending in\n"
+          "train, plan, verify, bench), it is the bare form if it is an option or the model: a word ending in\n"
           ".onnx or naming an existing file. Anything else is an unknown command (exit 2), so a typo\n"
           "such as `onnxtrain trian m.onnx` still fails. A model file named like a command: ./train.\n",
           f);
@@ -73,6 +79,9 @@ typedef struct bare {
     const char *model, *out;
     bool help;
     char default_out[4096]; /* MODEL.tuned.onnx, when -o is not given */
+    int64_t time_steps;     /* --time-steps (without data): rounds of the time line, 0 none */
+    bool time_steps_given;
+    double load0; /* the load average when the command started */
 } bare;
 
 /* "train", the user's arguments, then extra: a new array (the strings are shared). */
@@ -173,9 +182,9 @@ typedef struct bare_step {
 /* The session options of a step as `verify` sets them: every sample of the data in
  * one step, the weights left in the model for the next step, NaNs compared as bits.
  * The budget is the policy's only: the plain step is checked, not fitted. */
-static void step_options(const bare *b, const char *policy, int64_t batch, ot_train_options *to) {
+static void step_options(const ot_common_args *ca, const char *policy, int64_t batch, ot_train_options *to) {
     ot_train_options_default(to);
-    ot_common_args_to_train(&b->ca, to);
+    ot_common_args_to_train(ca, to);
     to->remat = policy;
     to->batch_size = batch;
     if (!strcmp(policy, "none")) to->memory_budget = 0;
@@ -187,7 +196,7 @@ static void step_options(const bare *b, const char *policy, int64_t batch, ot_tr
 static ot_status run_step(const bare *b, ot_model *m, ot_dataset *d, int64_t batch, const char *policy, bare_step *out,
                           ot_error *err) {
     ot_train_options to;
-    step_options(b, policy, batch, &to);
+    step_options(&b->ca, policy, batch, &to);
     ot_train_session *s = NULL;
     ot_status st = ot_train_session_new(m, &to, d, true, &s, err);
     if (!st) st = ot_train_step_results(s, d, &out->r, err);
@@ -202,10 +211,10 @@ static ot_status run_step(const bare *b, ot_model *m, ot_dataset *d, int64_t bat
 }
 
 /* Whether a --bind spec ("NAME=SIZE[,NAME=SIZE]") names the dim. */
-static bool bound_by_user(const bare *b, const char *dim) {
+static bool bound_by_user(const ot_common_args *ca, const char *dim) {
     size_t n = strlen(dim);
-    for (int i = 0; i < b->ca.bind.n; i++)
-        for (const char *p = b->ca.bind.v[i]; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+    for (int i = 0; i < ca->bind.n; i++)
+        for (const char *p = ca->bind.v[i]; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
             if (!strncmp(p, dim, n) && p[n] == '=') return true;
     return false;
 }
@@ -213,14 +222,14 @@ static bool bound_by_user(const bare *b, const char *dim) {
 /* The symbolic dims past axis 0 of the model's inputs that no --bind names get
  * BARE_DIM: without data nothing else fixes them. Specs go to binds[] (each a
  * malloc'd "NAME=8"), their names to *names for the message. */
-static int default_binds(const bare *b, const ot_graph *g, char **binds, int cap, char *names, size_t n) {
+static int default_binds(const ot_common_args *ca, const ot_graph *g, char **binds, int cap, char *names, size_t n) {
     int k = 0;
     names[0] = 0;
     for (int i = 0; i < g->n_inputs; i++) {
         const ot_shape *sh = &g->values[g->inputs[i]].shape;
         for (int a = 1; a < sh->rank; a++) {
             int sym = sh->sym[a];
-            if (sh->dim[a] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || bound_by_user(b, g->syms[sym])) continue;
+            if (sh->dim[a] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || bound_by_user(ca, g->syms[sym])) continue;
             bool dup = false;
             size_t sl = strlen(g->syms[sym]);
             for (int j = 0; j < k; j++)
@@ -236,25 +245,25 @@ static int default_binds(const bare *b, const ot_graph *g, char **binds, int cap
     return k;
 }
 
-/* The synthetic data: shaped by a plan-only session (no data, --remat none) at the
- * model's batch, --batch-size, or BARE_BATCH, and other symbolic dims as --bind
- * gives them, else BARE_DIM (*dims names those). */
-static ot_status synthetic(const bare *b, ot_model *m, ot_dataset *d, int64_t *batch, bool *dflt, char *dims,
-                           size_t dims_n, ot_error *err) {
+/* The synthetic data (cli.h): shaped by a plan-only session (no data, --remat none)
+ * at the model's batch, --batch-size, or BARE_BATCH, and other symbolic dims as
+ * --bind gives them, else BARE_DIM (*dims names those). */
+ot_status ot_cli_synthetic_data(const ot_common_args *ca, ot_model *m, ot_dataset *d, int64_t *batch, bool *dflt,
+                                char *dims, size_t dims_n, ot_error *err) {
     const ot_graph *g = m->graph;
-    int64_t want = b->ca.batch_size;
+    int64_t want = ca->batch_size;
     *dflt =
         !want && g->n_inputs > 0 && g->values[g->inputs[0]].shape.rank > 0 && g->values[g->inputs[0]].shape.dim[0] < 0;
     if (*dflt) want = BARE_BATCH;
     ot_train_options to;
-    step_options(b, "none", want, &to);
+    step_options(ca, "none", want, &to);
     to.plan_only = true;
     enum { MAX_BINDS = 32 };
     const char *binds[2 * MAX_BINDS];
     char *own[MAX_BINDS];
-    int n_own = default_binds(b, g, own, MAX_BINDS, dims, dims_n), n_binds = 0;
-    for (int i = 0; i < b->ca.bind.n && n_binds < MAX_BINDS; i++)
-        binds[n_binds++] = b->ca.bind.v[i];
+    int n_own = default_binds(ca, g, own, MAX_BINDS, dims, dims_n), n_binds = 0;
+    for (int i = 0; i < ca->bind.n && n_binds < MAX_BINDS; i++)
+        binds[n_binds++] = ca->bind.v[i];
     for (int i = 0; i < n_own; i++)
         binds[n_binds++] = own[i];
     to.bind = binds;
@@ -263,15 +272,13 @@ static ot_status synthetic(const bare *b, ot_model *m, ot_dataset *d, int64_t *b
     ot_status st = ot_train_session_new(m, &to, NULL, true, &s, err);
     if (!st) {
         *batch = ot_train_batch_size(s);
-        st = ot_train_synthetic_data(s, b->ca.seed, *batch, d, err);
+        st = ot_train_synthetic_data(s, ca->seed, *batch, d, err);
     }
     ot_train_session_free(s);
     for (int i = 0; i < n_own; i++)
         free(own[i]);
     return st;
 }
-
-static void human(double v, char *buf, size_t n) { ot_human_size(v, buf, n); }
 
 /* "[N,16]": an array's shape with the sample axis as N; an axis the model leaves
  * symbolic (model: its import's shape, or NULL) and no --bind fixes is named, as the
@@ -281,7 +288,7 @@ static void sample_shape(const bare *b, const ot_graph *g, const ot_shape *model
     size_t l = (size_t)snprintf(buf, n, "[N");
     for (int k = 1; k < t->shape.rank && l < n; k++) {
         int sym = model && k < model->rank && model->dim[k] < 0 ? model->sym[k] : -1;
-        if (sym >= 0 && !bound_by_user(b, g->syms[sym]))
+        if (sym >= 0 && !bound_by_user(&b->ca, g->syms[sym]))
             l += (size_t)snprintf(buf + l, n - l, ",%s", g->syms[sym]);
         else
             l += (size_t)snprintf(buf + l, n - l, ",%lld", (long long)t->shape.dim[k]);
@@ -293,9 +300,9 @@ static void print_plan(const bare *b, const char *policy, int64_t batch, bool df
                        const bare_step *v0, const bare_step *v1) {
     char pk0[32], pk1[32], sv[32];
     double p0 = (double)v0->r.planned_peak, p1 = (double)v1->r.planned_peak, saved = p0 - p1;
-    human(p0, pk0, sizeof pk0);
-    human(p1, pk1, sizeof pk1);
-    human(saved < 0 ? -saved : saved, sv, sizeof sv);
+    ot_human_size(p0, pk0, sizeof pk0);
+    ot_human_size(p1, pk1, sizeof pk1);
+    ot_human_size(saved < 0 ? -saved : saved, sv, sizeof sv);
     printf("plan of one training step, batch %lld%s, %s:\n", (long long)batch,
            dflt               ? " (a small default: the model's batch is symbolic; --batch-size N for another)"
            : b->ca.batch_size ? ""
@@ -305,7 +312,7 @@ static void print_plan(const bare *b, const char *policy, int64_t batch, bool df
     char budget[64] = "";
     if (v1->ms.budget > 0) {
         char hb[32];
-        human((double)v1->ms.budget, hb, sizeof hb);
+        ot_human_size((double)v1->ms.budget, hb, sizeof hb);
         snprintf(budget, sizeof budget, " (budget %s)", hb);
     } else if (!strcmp(policy, "auto")) {
         snprintf(budget, sizeof budget, " (no budget: selective)");
@@ -317,7 +324,7 @@ static void print_plan(const bare *b, const char *policy, int64_t batch, bool df
     for (int c = 0; c < OT_MEM_COUNT; c++) {
         if (!v1->at_peak[c]) continue;
         char hb[32];
-        human((double)v1->at_peak[c], hb, sizeof hb);
+        ot_human_size((double)v1->at_peak[c], hb, sizeof hb);
         printf("%s %s %s", first ? "" : ",", ot_mem_category_name((ot_mem_category)c), hb);
         first = false;
     }
@@ -426,17 +433,26 @@ static ot_status dry_run(const bare *b, const char *policy, ot_error *err) {
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     ot_status st = ot_model_load(b->model, &io, &m, err); /* once, for every session below */
     if (!st) st = check_printed_output(b, m, err);
-    if (!st) st = synthetic(b, m, &d, &batch, &dflt, dims, sizeof dims, err);
+    if (!st) st = ot_cli_synthetic_data(&b->ca, m, &d, &batch, &dflt, dims, sizeof dims, err);
     if (!st) st = run_step(b, m, &d, batch, "none", &v0, err);
     if (!st) st = run_step(b, m, &d, batch, policy, &v1, err);
+    ot_measure mr = {0};
+    if (!st && b->time_steps) {
+        ot_train_options to;
+        step_options(&b->ca, "none", batch, &to);
+        ot_measure_config cfg[2] = {{.remat = "none"}, {.remat = policy, .memory_budget = b->ca.memory_budget}};
+        st = ot_measure_run(m, &to, &d, cfg, 2, b->time_steps, b->load0, &mr, err);
+    }
     if (!st) {
         printf("%s: no --input or --labels, so nothing is trained or written. Without data:\n\n", b->model);
         print_plan(b, policy, batch, dflt, dims, &v0, &v1);
         int n_diff = print_verify(b, policy, &d, &v0, &v1);
+        if (mr.n) ot_cli_print_time_line(stdout, &mr, 1, "  ");
         print_command(b, m->graph, dims, &d);
         if (n_diff)
             st = ot_fail(err, OT_E_MISMATCH, "%d tensors differ between --remat none and --remat %s", n_diff, policy);
     }
+    ot_measure_free(&mr);
     ot_step_results_free(&v0.r);
     ot_step_results_free(&v1.r);
     ot_dataset_free(&d);
@@ -444,17 +460,54 @@ static ot_status dry_run(const bare *b, const char *policy, ot_error *err) {
     return st;
 }
 
+/* Takes --time-steps N (or =N), the bare form's own option, out of the user's
+ * arguments (b->argv, a copy) before train's parser reads them. */
+static ot_status take_time_steps(bare *b, ot_error *err) {
+    int k = 0;
+    ot_status st = OT_OK;
+    for (int i = 0; i < b->argc && !st; i++) {
+        const char *a = b->argv[i], *val = NULL;
+        if (!strcmp(a, "--")) { /* the rest are not options */
+            while (i < b->argc)
+                b->argv[k++] = b->argv[i++];
+            break;
+        }
+        if (!strcmp(a, "--time-steps")) {
+            if (i + 1 == b->argc) return ot_fail(err, OT_E_USAGE, "--time-steps needs a value (N steps; 0: no timing)");
+            val = b->argv[++i];
+        } else if (!strncmp(a, "--time-steps=", 13)) {
+            val = a + 13;
+        } else {
+            b->argv[k++] = b->argv[i];
+            continue;
+        }
+        st = ot_args_int("--time-steps", val, 0, 100000, &b->time_steps, err);
+        b->time_steps_given = true;
+    }
+    b->argc = k;
+    return st;
+}
+
 int ot_cmd_bare(int argc, char **argv) {
     bare b;
     memset(&b, 0, sizeof b);
+    b.load0 = ot_measure_loadavg(); /* before this process loads the machine */
+    b.time_steps = BARE_TIME_STEPS;
     b.argc = argc - 1;
-    b.argv = argv + 1;
+    b.argv = calloc((size_t)argc, sizeof *b.argv);
+    if (!b.argv) {
+        fputs("onnxtrain: out of memory\n", stderr);
+        return OT_E_MEMORY;
+    }
+    memcpy(b.argv, argv + 1, (size_t)(argc - 1) * sizeof *b.argv);
     ot_common_args_init(&b.ca);
     ot_error err = {0};
-    ot_status st = parse(&b, NULL, &err);
+    ot_status st = take_time_steps(&b, &err);
+    if (!st) st = parse(&b, NULL, &err);
     if (!st && b.help) {
         bare_usage(stdout);
         ot_common_args_free(&b.ca);
+        free(b.argv);
         return 0;
     }
     if (!st && !ends_with(b.model, ".onnx") && !is_file(b.model))
@@ -462,6 +515,10 @@ int ot_cmd_bare(int argc, char **argv) {
                      b.model);
     if (!st && !b.out) st = default_output(b.model, b.default_out, sizeof b.default_out, &err);
     bool data = !st && (b.ca.inputs.n > 0 || b.ca.labels);
+    if (data && b.time_steps_given)
+        st = ot_fail(&err, OT_E_USAGE,
+                     "--time-steps times the check without data; with data it trains (train's "
+                     "--report has every step's time)");
     /* without data, train's checks of the output the printed command would write */
     if (!st && !data && !b.out) {
         st = parse(&b, b.default_out, &err);
@@ -473,6 +530,7 @@ int ot_cmd_bare(int argc, char **argv) {
                 "for the commands.\n",
                 err.msg);
         ot_common_args_free(&b.ca);
+        free(b.argv);
         return st;
     }
     int rc;
@@ -483,5 +541,6 @@ int ot_cmd_bare(int argc, char **argv) {
         if (rc) fprintf(stderr, "onnxtrain: %s\n", err.msg);
     }
     ot_common_args_free(&b.ca);
+    free(b.argv);
     return rc;
 }

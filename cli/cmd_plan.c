@@ -398,7 +398,9 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
         snprintf(l1, sizeof l1, "--remat %s", label);
         const char *labels[2] = {"--remat none", l1};
         char title[512];
-        snprintf(title, sizeof title, "%s, batch %lld: bytes in use along the schedule", o->model, (long long)batch);
+        const char *base = strrchr(o->model, '/'); /* the file name: a title holds no folder of this machine */
+        snprintf(title, sizeof title, "%s, batch %lld: bytes in use along the schedule", base ? base + 1 : o->model,
+                 (long long)batch);
         if ((st = ot_remat_timeline_svg(o->timeline, plans, labels, 2, title, err))) goto fail;
     }
     if (dot) {

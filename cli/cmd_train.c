@@ -415,6 +415,8 @@ static ot_status check_files(const train_cli *t, ot_error *err) {
     if (!st) st = ot_run_files_output(&f, t->ckpt_dir ? "--checkpoint-dir" : "the checkpoint folder", t->o.checkpoint_dir,
                                       OT_OUTPUT_FOLDER, err);
     if (!st) st = ot_run_files_check(&f, err);
+    /* -o's data file (the exporter checks again when it writes, for every file) */
+    if (!st && t->out_path && t->external_data) st = ot_model_data_file_check(t->out_path, NULL, err);
     ot_run_files_free(&f);
     return st;
 }

@@ -2,7 +2,9 @@
  * one training step with --remat none and one with the policy, from the same
  * weights, data and seed, each a session as `train` builds it over the one import;
  * compares the loss, every gradient and every state update bitwise. Exit 0 only when
- * all are equal, 11 (OT_E_MISMATCH) otherwise. */
+ * all are equal, 11 (OT_E_MISMATCH) otherwise. Prints a summary (the tensors that
+ * differ, every one with -v or in --json) and a time line measured as `bench`
+ * measures (train/measure.h: warm-up, interleaved training steps, median and IQR). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,10 +13,16 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/measure_print.h"
 #include "ir/json_write.h"
 #include "remat/remat.h"
+#include "train/measure.h"
 #include "train/train.h"
 #include "kernels/kernel.h"
+
+/* Timed rounds of the time line by default: enough for a median and quartiles, few
+ * enough that verify stays a check. */
+#define VERIFY_TIME_STEPS 5
 
 static void usage(FILE *f) {
     fputs("usage: onnxtrain verify MODEL --input FILE.npy --labels FILE.npy --remat POLICY [options]\n\n"
@@ -22,7 +30,9 @@ static void usage(FILE *f) {
           "from the same weights, data and seed, and compares the loss, every parameter gradient\n"
           "and every state update (BatchNorm running statistics) bitwise. Both steps are built as\n"
           "`train` builds them, optimizer nodes included, so the peaks are a training step's; the\n"
-          "optimizer applies nothing here and does not change the verdict.\n\n"
+          "optimizer applies nothing here and does not change the verdict. Then it times both as\n"
+          "`onnxtrain bench` does (one warm-up step each, --time-steps interleaved training steps) and\n"
+          "prints the median step time of each, with its interquartile range, and their ratio.\n\n"
           "data:\n"
           OT_ARGS_HELP_DATA
           "  --batch-size N            samples in the step (default: the model's batch, else all)\n"
@@ -42,7 +52,11 @@ static void usage(FILE *f) {
           "  --threads N               kernel threads (default: OpenMP's)\n"
           OT_ARGS_HELP_WAIT
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
-          "  --json                    print the comparison as JSON\n"
+          "  --time-steps N            time line: after one warm-up step each, N training steps of\n"
+          "                            none and of POLICY, interleaved (default 5; 0: no timing). The\n"
+          "                            median [IQR] per step and the ratio, as `onnxtrain bench`\n"
+          "  -v, --verbose             list every tensor compared (default: only those that differ)\n"
+          "  --json                    print the comparison as JSON (every tensor, bytes, seconds)\n"
           "Exit codes: 0 all bitwise equal, 11 a difference, others as `onnxtrain --help`.\n",
           f);
     if (!ot_remat_optimal_available())
@@ -52,7 +66,9 @@ static void usage(FILE *f) {
 typedef struct verify_opts {
     const char *model;
     ot_common_args args; /* remat: the policy checked against none */
-    bool json;
+    bool json, verbose;
+    int64_t time_steps; /* timed rounds of the time line; 0: no timing */
+    double load0;       /* the load average when the command started */
 } verify_opts;
 
 /* What one step under `policy` computed, and its remat figures. */
@@ -81,27 +97,65 @@ static ot_status run_step(const verify_opts *o, ot_model *m, ot_dataset *data, c
     return st;
 }
 
-static void print_verdict(const verify_opts *o, const verify_step *v0, const verify_step *v1, int n_diff) {
+/* The JSON fields after the tensors: the verdict, the peaks, the timing. */
+static void print_json_tail(const verify_opts *o, const verify_step *v0, const verify_step *v1, int n_diff,
+                            const ot_measure *mr) {
+    const ot_step_results *r0 = &v0->r, *r1 = &v1->r;
+    double saved = (double)r0->planned_peak - (double)r1->planned_peak;
+    printf("], \"equal\": %s, \"n_different\": %d, \"peak_none\": %zu, \"peak_remat\": %zu, "
+           "\"measured_none\": %zu, \"measured_remat\": %zu, \"saved_bytes\": %.0f, ",
+           n_diff ? "false" : "true", n_diff, r0->planned_peak, r1->planned_peak, r0->measured_peak,
+           r1->measured_peak, saved);
+    if (mr->n) /* the medians of the interleaved warm steps (train/measure.h) */
+        printf("\"seconds_none\": %.6f, \"seconds_remat\": %.6f, ", mr->r[0].wall_s.median, mr->r[1].wall_s.median);
+    else
+        printf("\"seconds_none\": null, \"seconds_remat\": null, ");
+    printf("\"extra_flops\": %.0f, \"step_flops\": %.0f, \"recompute_nodes\": %d, \"timing\": ", v1->rs.extra_flops,
+           v1->rs.step_flops, v1->rs.n_clones);
+    if (mr->n) ot_cli_print_measure_json(stdout, mr);
+    else fputs("null", stdout);
+    (void)o;
+    printf("}\n");
+}
+
+static void print_verdict(const verify_opts *o, const verify_step *v0, const verify_step *v1, int n_diff,
+                          const ot_measure *mr) {
     const ot_step_results *r0 = &v0->r, *r1 = &v1->r;
     const char *remat = o->args.remat;
     double saved = (double)r0->planned_peak - (double)r1->planned_peak;
-    double cost = r0->seconds > 0 ? 100.0 * (r1->seconds - r0->seconds) / r0->seconds : 0.0;
     double extra = v1->rs.extra_flops, step = v1->rs.step_flops;
-    if (o->json) {
-        printf("], \"equal\": %s, \"n_different\": %d, \"peak_none\": %zu, \"peak_remat\": %zu, "
-               "\"measured_none\": %zu, \"measured_remat\": %zu, \"saved_bytes\": %.0f, \"seconds_none\": %.6f, "
-               "\"seconds_remat\": %.6f, \"extra_flops\": %.0f, \"step_flops\": %.0f, \"recompute_nodes\": %d}\n",
-               n_diff ? "false" : "true", n_diff, r0->planned_peak, r1->planned_peak, r0->measured_peak,
-               r1->measured_peak, saved, r0->seconds, r1->seconds, extra, step, v1->rs.n_clones);
-        return;
+    int n_grad = 0, n_state = 0;
+    for (int i = 0; i < r0->n; i++) {
+        n_grad += !strncmp(r0->names[i], "grad:", 5);
+        n_state += !strncmp(r0->names[i], "state:", 6);
     }
-    printf("\nloss %.9g (none) %.9g (%s); %d of %d tensors differ\n", r0->loss, r1->loss, remat, n_diff, r0->n);
-    printf("peak memory: %zu bytes (none) -> %zu bytes (%s): %.1f%% saved; measured %zu / %zu\n", r0->planned_peak,
-           r1->planned_peak, remat, r0->planned_peak ? 100.0 * saved / (double)r0->planned_peak : 0.0,
-           r0->measured_peak, r1->measured_peak);
-    printf("time: %.3f ms (none) -> %.3f ms (%s): %+.1f%%; %d recompute nodes, %.0f extra FLOPs (%.1f%% of the step)\n",
-           r0->seconds * 1e3, r1->seconds * 1e3, remat, cost, v1->rs.n_clones, extra,
+    char p0[32], p1[32], m0[32], m1[32], sv[32];
+    ot_human_size((double)r0->planned_peak, p0, sizeof p0);
+    ot_human_size((double)r1->planned_peak, p1, sizeof p1);
+    ot_human_size((double)r0->measured_peak, m0, sizeof m0);
+    ot_human_size((double)r1->measured_peak, m1, sizeof m1);
+    ot_human_size(saved, sv, sizeof sv);
+    printf("%s: --remat %s against none: %s, %d of %d tensors differ (the loss, %d gradients, %d state updates)\n",
+           o->model, remat, n_diff ? "MISMATCH" : "bitwise equal", n_diff, r0->n, n_grad, n_state);
+    printf("loss %.9g (none) %.9g (%s)\n", r0->loss, r1->loss, remat);
+    printf("peak memory: %s (none) -> %s (%s): %s saved (%.1f%%); arena measured %s / %s\n", p0, p1, remat, sv,
+           r0->planned_peak ? 100.0 * saved / (double)r0->planned_peak : 0.0, m0, m1);
+    printf("recompute: %d nodes, %.0f extra FLOPs (%.1f%% of the step)\n", v1->rs.n_clones, extra,
            step > 0 ? 100.0 * extra / step : 0.0);
+    if (mr->n) ot_cli_print_time_line(stdout, mr, 1, "");
+    else printf("time: not measured (--time-steps 0)\n");
+}
+
+/* The time line's measurement: none and the policy, sessions as `train` builds them
+ * (train/measure.h), on the data verify compared with. */
+static ot_status measure(const verify_opts *o, ot_model *m, ot_dataset *data, ot_measure *mr, ot_error *err) {
+    if (!o->time_steps) return OT_OK;
+    ot_train_options to;
+    ot_train_options_default(&to);
+    ot_common_args_to_train(&o->args, &to);
+    to.whole_batch = true; /* the batch verify compared: every sample unless --batch-size */
+    ot_measure_config cfg[2] = {{.remat = "none"}, {.remat = o->args.remat, .memory_budget = o->args.memory_budget}};
+    return ot_measure_run(m, &to, data, cfg, 2, o->time_steps, o->load0, mr, err);
 }
 
 static ot_status run_verify(const verify_opts *o, ot_error *err) {
@@ -109,6 +163,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
     ot_dataset data = {0};
     ot_model *m = NULL;
     verify_step v0 = {0}, v1 = {0};
+    ot_measure mr = {0};
     const ot_common_args *a = &o->args;
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail; /* once, for both steps */
@@ -119,6 +174,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
         st = ot_fail(err, OT_E_INTERNAL, "verify: %d results without remat, %d with", v0.r.n, v1.r.n);
         goto fail;
     }
+    if ((st = measure(o, m, &data, &mr, err))) goto fail;
     int n_diff = 0;
     if (o->json) {
         printf("{\"model\": ");
@@ -126,7 +182,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
         printf(", \"remat\": ");
         ot_json_string(stdout, a->remat);
         printf(", \"tensors\": [");
-    } else {
+    } else if (o->verbose) {
         printf("%-48s %-7s %s\n", "tensor", "equal", "max |diff|");
     }
     for (int i = 0; i < v0.r.n; i++) {
@@ -137,15 +193,17 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
             printf("%s{\"name\": ", i ? ", " : "");
             ot_json_string(stdout, v0.r.names[i]);
             printf(", \"equal\": %s, \"max_abs_diff\": %.9g}", eq ? "true" : "false", d != d ? -1.0 : d);
-        } else {
+        } else if (o->verbose || !eq) { /* the differing ones always; all of them with -v */
             printf("%-48s %-7s %.9g\n", v0.r.names[i], eq ? "yes" : "NO", d);
         }
     }
-    print_verdict(o, &v0, &v1, n_diff);
+    if (o->json) print_json_tail(o, &v0, &v1, n_diff, &mr);
+    else print_verdict(o, &v0, &v1, n_diff, &mr);
     if (n_diff)
         st = ot_fail(err, OT_E_MISMATCH, "%d of %d tensors differ between --remat none and --remat %s", n_diff, v0.r.n,
                      a->remat);
 fail:
+    ot_measure_free(&mr);
     ot_step_results_free(&v0.r);
     ot_step_results_free(&v1.r);
     ot_dataset_free(&data);
@@ -153,13 +211,18 @@ fail:
     return st;
 }
 
-enum { O_JSON = OT_ARG_OWN };
+enum { O_JSON = OT_ARG_OWN, O_TIME_STEPS };
 
 int ot_cmd_verify(int argc, char **argv) {
     static const struct option longopts[] = {
-        OT_ARGS_OPTS_SESSION, {"json", no_argument, NULL, O_JSON}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+        OT_ARGS_OPTS_SESSION,
+        {"json", no_argument, NULL, O_JSON},
+        {"time-steps", required_argument, NULL, O_TIME_STEPS},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
-    verify_opts o = {0};
+    verify_opts o = {.time_steps = VERIFY_TIME_STEPS, .load0 = ot_measure_loadavg()}; /* the load before our work */
     ot_common_args_init(&o.args);
     ot_error err = {0};
     ot_status st = OT_OK;
@@ -167,11 +230,13 @@ int ot_cmd_verify(int argc, char **argv) {
     bool common;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
         if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
         if (common) continue;
         switch (c) {
         case O_JSON: o.json = true; break;
+        case 'v': o.verbose = true; break;
+        case O_TIME_STEPS: st = ot_args_int("--time-steps", optarg, 0, 100000, &o.time_steps, &err); break;
         case 'h':
             usage(stdout);
             ot_common_args_free(&o.args);

@@ -11,5 +11,6 @@ const ot_cli_command ot_cli_commands[] = {
     {"grad", ot_cmd_grad},
     {"train", ot_cmd_train},
     {"report", ot_cmd_report},
+    {"bench", ot_cmd_bench},
     {NULL, NULL},
 };

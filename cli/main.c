@@ -26,7 +26,8 @@ static void usage(FILE *f) {
           "  train    train a model and write the tuned model back as ONNX\n"
           "  plan     show the memory plan and rematerialization choices (runs nothing)\n"
           "  verify   prove a rematerialized step is bitwise equal to the plain one\n"
-          "  report   draw the loss curve of a training report (JSON) as SVG\n\n"
+          "  report   draw the loss curve of a training report (JSON) as SVG\n"
+          "  bench    measure step time and peak memory of remat policies against none\n\n"
           "Run 'onnxtrain <command> --help' for the options of each command.\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported,\n"
           "7 shape, 8 data, 9 memory, 10 numerics, 11 mismatch, 12 device, 13 peer rank, 70 internal.\n",

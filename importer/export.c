@@ -275,6 +275,10 @@ static ot_status write_files(exporter *x, const Onnx__ModelProto *mcopy, size_t 
         }
         memcpy(paths[f], x->path, dl);
         memcpy(paths[f] + dl, locs[f], ll + 1);
+    }
+    for (int f = 0; f < n_files; f++) /* all checked before anything is written */
+        if ((st = ot_model_data_file_check(x->path, paths[f], err))) goto fail;
+    for (int f = 0; f < n_files; f++) {
         if ((st = ot_atomic_open(paths[f], &data[f], err))) goto fail;
         write_data_file(x, f, ot_atomic_stream(data[f]));
         if ((st = x->st)) goto fail;

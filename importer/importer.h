@@ -83,6 +83,12 @@ char *ot_model_unsupported_str(const ot_model *m);
  * none. Free with ot_model_external_files_free. Only OT_E_MEMORY can fail. */
 ot_status ot_model_external_files(const ot_model *m, char ***paths, int *n, ot_error *err);
 void ot_model_external_files_free(char **paths, int n);
+/* Before writing the model model_path with external data: data_path (NULL: the one
+ * data file PATH.data) may be written over only when it does not exist or when the
+ * model now at model_path reads its data from it (it is that model's, written by an
+ * earlier export under this name). Any other existing file is OT_E_USAGE naming it
+ * and what to do: the exporter never replaces a file the user did not name. */
+ot_status ot_model_data_file_check(const char *model_path, const char *data_path, ot_error *err);
 
 /* Writes the model back: the original graph, opset, names, metadata and doc strings;
  * each initializer takes the current data of its IR value (params and state).

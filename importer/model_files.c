@@ -1,9 +1,12 @@
 /* model_files.c — the files a loaded model was read from besides the model itself:
  * the external data files its tensors name (initializers, and the tensors of Constant
  * and other nodes' attributes in the main graph, the only graph the importer reads).
- * Commands use the list to refuse an output path that would overwrite one of them. */
+ * Commands use the list to refuse an output path that would overwrite one of them.
+ * And the check that writing a model with external data replaces no data file but
+ * that model's own. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "import_internal.h"
 
@@ -64,4 +67,54 @@ ot_status ot_model_external_files(const ot_model *m, char ***paths, int *n, ot_e
 void ot_model_external_files_free(char **paths, int n) {
     for (int i = 0; i < n; i++) free(paths[i]);
     free(paths);
+}
+
+/* Whether a and b name one file (same device and inode). */
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+ot_status ot_model_data_file_check(const char *model_path, const char *data_path, ot_error *err) {
+    char *own = NULL;
+    ot_status st = OT_OK;
+    if (!data_path) { /* the one data file: PATH.data beside the model */
+        const char *slash = strrchr(model_path, '/');
+        size_t dl = slash ? (size_t)(slash - model_path) + 1 : 0;
+        char *loc = ot_imp_data_location(model_path, NULL, -1);
+        if (!loc || !(own = malloc(dl + strlen(loc) + 1))) {
+            free(loc);
+            return ot_fail(err, OT_E_MEMORY, "out of memory");
+        }
+        memcpy(own, model_path, dl);
+        strcpy(own + dl, loc);
+        free(loc);
+        data_path = own;
+    }
+    struct stat sb;
+    if (lstat(data_path, &sb) != 0) goto done; /* nothing there to replace */
+    /* It may be replaced only as part of the model the user named: when the model
+     * now at model_path reads its initializers from it (an earlier -o of the same
+     * name). */
+    bool ours = false;
+    ot_model *old = NULL;
+    ot_import_options io = {.skip_param_data = true};
+    ot_error ignored = {0};
+    if (lstat(model_path, &sb) == 0 && !ot_model_load(model_path, &io, &old, &ignored)) {
+        char **paths = NULL;
+        int n = 0;
+        if (!ot_model_external_files(old, &paths, &n, &ignored))
+            for (int i = 0; i < n && !ours; i++) ours = same_file(paths[i], data_path);
+        ot_model_external_files_free(paths, n);
+    }
+    ot_model_free(old);
+    if (!ours)
+        st = ot_fail(err, OT_E_USAGE,
+                     "%s: writing the model %s with external data would replace this file, which is not the external "
+                     "data of the model at %s (onnxtrain did not write it): move or remove it, or write the model "
+                     "under another name",
+                     data_path, model_path, model_path);
+done:
+    free(own);
+    return st;
 }

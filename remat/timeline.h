@@ -11,4 +11,17 @@
 ot_status ot_remat_timeline_svg(const char *path, const ot_plan *const *plans, const char *const *labels, int n,
                                 const char *title, ot_error *err);
 
+/* One measured configuration for the trade-off picture (`bench --svg`). */
+typedef struct ot_timeline_point {
+    const char *label;          /* "sqrt", "auto @ 64.00 MiB" */
+    double seconds, q1, q3;     /* median step time and its interquartile range */
+    double planned, measured;   /* peak bytes: the planner's, the arena's high-water mark */
+} ot_timeline_point;
+
+/* Draws planned (hollow) and measured (filled) peak against the median step time of
+ * each point, with the IQR as a horizontal bar, labelled; `model`'s file name (no
+ * folder) in the title, and a note when the machine was busy. Atomic, as above. */
+ot_status ot_timeline_tradeoff_svg(const char *path, const char *model, const ot_timeline_point *pts, int n, bool busy,
+                                   ot_error *err);
+
 #endif

@@ -27,7 +27,7 @@ static int setup(void **state) {
 static void test_verify_ok(void **state) {
     (void)state;
     assert_int_equal(run(BIN " verify " S "tinygpt.onnx --input " S "tinygpt/input.npy --labels " S
-                             "tinygpt/labels.npy --remat sqrt --seed 5 --threads 2"),
+                             "tinygpt/labels.npy --remat sqrt --seed 5 --threads 2 -v"),
                      0);
     cli_expect_in(TMP "/out.txt", "0 of 30 tensors differ");
     cli_expect_in(TMP "/out.txt", "grad:blocks.0.attn.qkv.weight");

@@ -216,6 +216,10 @@ void ot_train_print_constants_note(const ot_train_session *s, FILE *f) {
 }
 ot_graph *ot_train_graph(ot_train_session *s) { return s->g; }
 ot_backend *ot_train_backend(const ot_train_session *s) { return s->be; }
+void ot_train_return_weights(ot_train_session *s) {
+    if (s->ex && s->o.keep_host_weights) ot_session_give_back(s->m->graph, s->g);
+}
+size_t ot_train_high_water(const ot_train_session *s) { return s->ex ? ot_executor_high_water(s->ex) : 0; }
 const ot_optim_config *ot_train_optim(const ot_train_session *s) { return &s->o.optim; }
 
 int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data) {

@@ -169,6 +169,13 @@ void ot_train_memory_info(const ot_train_session *s, ot_train_memory_summary *ou
 ot_graph *ot_train_graph(ot_train_session *s);
 /* The backend the session plans for (and runs on). */
 ot_backend *ot_train_backend(const ot_train_session *s);
+/* With o.keep_host_weights, once the executor holds its own copy of the weights: gives
+ * the host copies back to m->graph, so that another session can be built from the
+ * import while this one lives and runs (train/measure.c keeps several). Nothing
+ * otherwise; the session then can no longer write the weights it was built with. */
+void ot_train_return_weights(ot_train_session *s);
+/* The training arena's high-water mark so far (bytes); 0 for a plan-only session. */
+size_t ot_train_high_water(const ot_train_session *s);
 /* The remat analysis of the training graph before the rewrite and the chosen keep
  * set (analysis->n_values entries); NULL with --remat none unless o.plan_only. */
 const struct ot_remat_analysis *ot_train_remat_analysis(const ot_train_session *s, const bool **keep);
@@ -197,6 +204,14 @@ ot_status ot_train_get_state_update(ot_train_session *s, int i, ot_tensor **out,
  * scalars say "do not apply": they change nothing, and the results are those of a
  * session without them. */
 ot_status ot_train_step_results(ot_train_session *s, const ot_dataset *data, ot_step_results *r, ot_error *err);
+
+/* One optimizer step as ot_train_run does it (o.accum micro-batches, the optimizer
+ * applied, BatchNorm statistics updated), numbered `step` (0-based: the lr schedule,
+ * the Dropout masks): micro-batch j takes samples j*B.. of data in file order,
+ * wrapping around. For measuring a step's time (train/measure.h); *loss (may be NULL)
+ * receives the mean loss. The session must have been built with the optimizer and not
+ * plan_only; data must have passed its checks (the data it was built with). */
+ot_status ot_train_step_once(ot_train_session *s, const ot_dataset *data, int64_t step, double *loss, ot_error *err);
 
 /* ---- the training loop ---- */
 

@@ -489,6 +489,30 @@ ot_status ot_train_grad_once(ot_train_session *s, const ot_dataset *data, double
     return st;
 }
 
+ot_status ot_train_step_once(ot_train_session *s, const ot_dataset *data, int64_t step, double *loss, ot_error *err) {
+    if (!s->ex || !s->with_opt) return ot_fail(err, OT_E_INTERNAL, "ot_train_step_once needs a session with an optimizer that runs");
+    if (data->n_samples < 1) return ot_fail(err, OT_E_DATA, "no samples to run a step on");
+    int64_t K = s->o.accum, *idx = malloc((size_t)s->B * sizeof *idx);
+    if (!idx) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    ot_status st = OT_OK;
+    double loss_sum = 0;
+    s->opt_step = step + 1;
+    s->run_step = step + 1;
+    s->lr = ot_optim_lr_at(&s->o.optim, step);
+    for (int64_t k = 0; k < K && !st; k++) {
+        int64_t mb = step * K + k;
+        for (int64_t i = 0; i < s->B; i++) idx[i] = (mb * s->B + i) % data->n_samples; /* no shuffling: the same cost */
+        s->micro = k;
+        if (!ot_train_dist_owns(s, k)) continue;
+        if (!(st = feed(s, data, idx, err)) && !(st = ot_train_dist_begin_micro(s, err)))
+            st = run_once(s, MODE_TRAIN, (uint64_t)mb, err);
+        if (!st) loss_sum = ot_train_dist_add_losses(s, loss_sum);
+    }
+    free(idx);
+    if (!st && loss) *loss = loss_sum / (double)K;
+    return st;
+}
+
 ot_status ot_train_get_grad(ot_train_session *s, int i, ot_tensor **out, ot_error *err) {
     if (i < 0 || i >= s->ad.n_params) return ot_fail(err, OT_E_INTERNAL, "param index %d out of range", i);
     return ot_executor_get(s->ex, s->ad.grads[i], out, err);
