@@ -51,12 +51,21 @@ MASKS = [
     (re.compile(r"\bETA \S+"), "ETA <time>"),
     (re.compile(r"\d+(\.\d+)? of \d+ CPUs busy"), "<load> CPUs busy"),
     (re.compile(r"\(\d+(\.\d+)?%: the gradient sum"), "(<share>: the gradient sum"),
+    # the measured time line of verify and the bare form (cli/measure_print.c): times,
+    # their spread and the ratio's verdict all vary with the machine
+    (re.compile(r"(after a warm-up: ).*$"), r"\1<timing>"),
 ]
+
+
+# Lines that come and go with the machine's load, not with the build: dropped.
+DROP = re.compile(r"^\s*BUSY MACHINE: ")
 
 
 def mask(lines):
     out = []
     for line in lines:
+        if DROP.match(line):
+            continue
         for rx, rep in MASKS:
             line = rx.sub(rep, line)
         out.append(line)
