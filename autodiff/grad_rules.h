@@ -69,5 +69,8 @@ ot_status ot_grad_loss(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_math(ot_grad_ctx *c, const ot_node *n, const int *dy);
 /* layout and indexing (issue 13): Pad, Tile, Trilu, GatherElements, CumSum */
 ot_status ot_grad_index(ot_grad_ctx *c, const ot_node *n, const int *dy);
+/* ops batch 1 (issue 26): Elu, Selu, Celu, PRelu, ThresholdedRelu, Softsign, and the
+ * zero-gradient Sign, Floor, Ceil, Round */
+ot_status ot_grad_activation(ot_grad_ctx *c, const ot_node *n, const int *dy);
 
 #endif

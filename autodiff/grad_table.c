@@ -84,6 +84,17 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     /* Not differentiable (no entry): Shape, Range, Equal, the comparisons,
      * Not, And, Or, Xor, IsNaN, IsInf, Constant, ConstantOfShape,
      * every backward-only op and the optimizer steps. */
+    /* ---- ops batch 1 (issue 26): grad_activation.c ---- */
+    [OT_OP_ELU] = ot_grad_activation,
+    [OT_OP_SELU] = ot_grad_activation,
+    [OT_OP_CELU] = ot_grad_activation,
+    [OT_OP_PRELU] = ot_grad_activation,
+    [OT_OP_THRESHOLDED_RELU] = ot_grad_activation,
+    [OT_OP_SOFTSIGN] = ot_grad_activation,
+    [OT_OP_SIGN] = ot_grad_activation,
+    [OT_OP_FLOOR] = ot_grad_activation,
+    [OT_OP_CEIL] = ot_grad_activation,
+    [OT_OP_ROUND] = ot_grad_activation,
 };
 
 ot_grad_rule_fn ot_grad_rule_of(ot_op op) { return (op > 0 && op < OT_OP_COUNT) ? grad_rules[op] : NULL; }

@@ -198,6 +198,11 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
                                    {"seed", OT_ATTR_FLOAT}},
     [OT_OP_RANDOM_UNIFORM] = {{"dtype", OT_ATTR_INT}, {"high", OT_ATTR_FLOAT}, {"low", OT_ATTR_FLOAT},
                               {"seed", OT_ATTR_FLOAT}, {"shape", OT_ATTR_INTS}},
+    /* ---- ops batch 1 (issue 26) ---- */
+    [OT_OP_ELU] = {{"alpha", OT_ATTR_FLOAT}},
+    [OT_OP_SELU] = {{"alpha", OT_ATTR_FLOAT}, {"gamma", OT_ATTR_FLOAT}},
+    [OT_OP_CELU] = {{"alpha", OT_ATTR_FLOAT}},
+    [OT_OP_THRESHOLDED_RELU] = {{"alpha", OT_ATTR_FLOAT}},
 };
 
 static const char *type_name(ot_attr_type t) {

@@ -207,6 +207,31 @@ static ot_status resolve_random(const ot_node *n, ot_op_params *p, ot_error *err
     return OT_OK;
 }
 
+/* ---- ops batch 1 (issue 26) ---- */
+/* Selu's ONNX defaults (float32 values of the constants in the spec). */
+#define SELU_ALPHA 1.67326319217681884765625f
+#define SELU_GAMMA 1.05070102214813232421875f
+
+static ot_status resolve_unary(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_unary_params *u = &p->u.unary;
+    bool selu = n->op == OT_OP_SELU, grad = n->op == OT_OP_ELU_GRAD;
+    u->alpha = ot_node_attr_float(n, "alpha", selu ? SELU_ALPHA : 1.0f);
+    u->scale = selu ? ot_node_attr_float(n, "gamma", SELU_GAMMA) : grad ? ot_node_attr_float(n, "scale", 1.0f) : 1.0f;
+    u->input_scale = grad ? ot_node_attr_float(n, "input_scale", 1.0f) : 1.0f;
+    u->threshold = u->alpha;
+    if (n->op == OT_OP_CELU) {
+        /* Celu divides by alpha: alpha = 0 has no meaning (PyTorch refuses it too) */
+        if (u->alpha == 0.0f || u->alpha != u->alpha)
+            return ot_fail(err, OT_E_MODEL, "node '%s' (%s): attribute 'alpha' must be non-zero, got %g", label(n),
+                           op_label(n), (double)u->alpha);
+        u->scale = 1.0f;
+        u->input_scale = (float)(1.0 / (double)u->alpha);
+    }
+    u->negcoef = (float)((double)u->alpha * (double)u->scale);
+    u->poscoef = u->scale;
+    return OT_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -274,6 +299,14 @@ static const family FAMILY[OT_OP_COUNT] = {
     /* ---- random sources (issue 13) ---- */
     [OT_OP_RANDOM_UNIFORM_LIKE] = {OT_PARAMS_RANDOM, resolve_random},
     [OT_OP_RANDOM_UNIFORM] = {OT_PARAMS_RANDOM, resolve_random},
+    /* ---- ops batch 1 (issue 26) ---- */
+    [OT_OP_ELU] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_SELU] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_CELU] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_ELU_GRAD] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_THRESHOLDED_RELU] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_THRESHOLDED_RELU_GRAD] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_PRELU_GRAD] = {OT_PARAMS_MATH, resolve_math},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -38,6 +38,7 @@ typedef enum ot_params_kind {
     /* ---- layout and indexing (issue 13) ---- */
     OT_PARAMS_INDEX,
     OT_PARAMS_RANDOM, /* random sources (issue 13) */
+    OT_PARAMS_UNARY,  /* ops batch 1 (issue 26): Elu, Selu, Celu, ThresholdedRelu */
 } ot_params_kind;
 
 /* Gemm */
@@ -163,6 +164,18 @@ typedef struct ot_random_params {
     float low, high; /* 0, 1 */
 } ot_random_params;
 
+/* ops batch 1 (issue 26): Elu, Selu, Celu, EluGrad, ThresholdedRelu(Grad). The elu
+ * family as PyTorch's elu(x, alpha, scale, input_scale): x <= 0 ? negcoef *
+ * expm1(x * input_scale) : poscoef * x; negcoef = alpha * scale (computed in double,
+ * as PyTorch's Scalars are). Elu: alpha (1), scale 1; Selu: alpha, scale = gamma;
+ * Celu: alpha, input_scale = 1 / alpha; EluGrad: its attributes alpha, scale,
+ * input_scale as the gradient rule wrote them. */
+typedef struct ot_unary_params {
+    float alpha, scale, input_scale;
+    float negcoef, poscoef;
+    float threshold; /* ThresholdedRelu(Grad): alpha, 1 by default */
+} ot_unary_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -178,6 +191,7 @@ typedef struct ot_op_params {
         ot_math_params math;
         ot_index_params index; /* layout and indexing (issue 13) */
         ot_random_params random; /* random sources (issue 13) */
+        ot_unary_params unary;   /* ops batch 1 (issue 26) */
     } u;
 } ot_op_params;
 

@@ -2611,6 +2611,88 @@ static void test_host_index(void **state) {
 static void test_index(void **state) { ix_cases(backend_of(state)); }
 #endif /* OT_HAVE_CUDA */
 
+/* ---- ops batch 1 (issue 26): activations and rounding --------------------------------- */
+
+/* The element code of cuda_activation.cu run on the host against the CPU kernels, bit
+ * for bit (both call kernels/activation_math.h). */
+static void test_host_activation(void **state) {
+    (void)state;
+    float xf[12] = {-4.0f, -2.5f, -0.5f, -0.0f, 0.0f, 0.5f, 1.5f, 2.5f, NAN, INFINITY, -INFINITY, 90.0f};
+    float dy[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, sl[3] = {0.25f, -0.5f, 2.0f};
+    ot_tensor fin[1] = {tk_t(OT_F32, xf, 2, 3, 4)}, fout[1] = {tc_out(OT_F32, 2, 3, 4)};
+    ot_op un[9] = {OT_OP_ELU, OT_OP_SELU, OT_OP_CELU, OT_OP_THRESHOLDED_RELU, OT_OP_SOFTSIGN,
+                   OT_OP_SIGN, OT_OP_FLOOR, OT_OP_CEIL, OT_OP_ROUND};
+    for (int o = 0; o < 9; o++)
+        for (int a = 0; a < 2; a++) {
+            ot_node n = tk_node(un[o], 1, 1);
+            if (a) ot_node_set_attr_float(&n, "alpha", 0.75f);
+            assert_int_equal(hm_compare(ot_op_name(un[o]), &n, fin, fout), OT_OK);
+            tk_node_free(&n);
+        }
+    int64_t a64[4] = {-7, 0, 7, INT64_MIN};
+    ot_node sg = tk_node(OT_OP_SIGN, 1, 1);
+    ot_tensor iin[1] = {tk_t(OT_I64, a64, 1, 4)}, iout[1] = {tc_out(OT_I64, 1, 4)};
+    assert_int_equal(hm_compare("Sign int64", &sg, iin, iout), OT_OK);
+    tk_node_free(&sg);
+    ot_node pr = tk_node(OT_OP_PRELU, 2, 1);
+    ot_tensor pin[2] = {tk_t(OT_F32, xf, 2, 3, 4), tk_t(OT_F32, sl, 2, 3, 1)};
+    assert_int_equal(hm_compare("PRelu", &pr, pin, fout), OT_OK);
+    tk_node_free(&pr);
+    ot_op gr[3] = {OT_OP_ELU_GRAD, OT_OP_THRESHOLDED_RELU_GRAD, OT_OP_SOFTSIGN_GRAD};
+    ot_tensor gin[2] = {tk_t(OT_F32, dy, 2, 3, 4), tk_t(OT_F32, xf, 2, 3, 4)};
+    for (int o = 0; o < 3; o++) {
+        ot_node n = tk_node(gr[o], 2, 1);
+        ot_node_set_attr_float(&n, "alpha", 1.5f);
+        ot_node_set_attr_float(&n, "scale", 1.25f);
+        ot_node_set_attr_float(&n, "input_scale", 0.5f);
+        assert_int_equal(hm_compare(ot_op_name(gr[o]), &n, gin, fout), OT_OK);
+        tk_node_free(&n);
+    }
+    for (int k = 0; k < 2; k++) {
+        ot_node n = tk_node(OT_OP_PRELU_GRAD, 3, 1);
+        ot_node_set_attr_int(&n, "index", k);
+        ot_tensor in[3] = {tk_t(OT_F32, dy, 2, 3, 4), tk_t(OT_F32, xf, 2, 3, 4), tk_t(OT_F32, sl, 2, 3, 1)};
+        assert_int_equal(hm_compare("PReluGrad", &n, in, fout), OT_OK);
+        tk_node_free(&n);
+    }
+}
+
+/* The same ops on the GPU against the CPU, within float32 rounding (the device's expf). */
+static void test_activation(void **state) {
+    tc_pool p = {0};
+    ot_op un[9] = {OT_OP_ELU, OT_OP_SELU, OT_OP_CELU, OT_OP_THRESHOLDED_RELU, OT_OP_SOFTSIGN,
+                   OT_OP_SIGN, OT_OP_FLOOR, OT_OP_CEIL, OT_OP_ROUND};
+    for (int o = 0; o < 9; o++) {
+        ot_node n = tk_node(un[o], 1, 1);
+        ot_tensor in[1] = {tc_rand(&p, 160 + (uint32_t)o, -6.0f, 6.0f, 2, 37, 29)}, out[1] = {tc_out(OT_F32, 2, 37, 29)};
+        tc_check(backend_of(state), ot_op_name(un[o]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    ot_op gr[3] = {OT_OP_ELU_GRAD, OT_OP_THRESHOLDED_RELU_GRAD, OT_OP_SOFTSIGN_GRAD};
+    for (int o = 0; o < 3; o++) {
+        ot_node n = tk_node(gr[o], 2, 1);
+        ot_tensor in[2] = {tc_rand(&p, 170 + (uint32_t)o, -2, 2, 1, 1000), tc_rand(&p, 180 + (uint32_t)o, -5, 5, 1, 1000)};
+        ot_tensor out[1] = {tc_out(OT_F32, 1, 1000)};
+        tc_check(backend_of(state), ot_op_name(gr[o]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    ot_node pr = tk_node(OT_OP_PRELU, 2, 1);
+    ot_tensor pin[2] = {tc_rand(&p, 190, -3, 3, 4, 2, 3, 5, 7), tc_rand(&p, 191, -1, 1, 3, 3, 1, 1)};
+    ot_tensor pout[1] = {tc_out(OT_F32, 4, 2, 3, 5, 7)};
+    tc_check(backend_of(state), "PRelu", &pr, pin, pout, 0, 0, 0, 0);
+    tk_node_free(&pr);
+    for (int k = 0; k < 2; k++) {
+        ot_node n = tk_node(OT_OP_PRELU_GRAD, 3, 1);
+        ot_node_set_attr_int(&n, "index", k);
+        ot_tensor in[3] = {tc_rand(&p, 192, -2, 2, 4, 2, 3, 5, 7), tc_rand(&p, 193, -3, 3, 4, 2, 3, 5, 7),
+                           tc_rand(&p, 194, -1, 1, 3, 3, 1, 1)};
+        ot_tensor out[1] = {tc_out(OT_F32, 4, 2, 3, 5, 7)};
+        tc_check(backend_of(state), "PReluGrad", &n, in, out, 0, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    tc_free(&p);
+}
+
 int main(void) {
     const struct CMUnitTest select_tests[] = {
         cmocka_unit_test(test_select_names),
@@ -2648,6 +2730,7 @@ int main(void) {
         cmocka_unit_test(test_host_index), /* layout and indexing (issue 13) */
         cmocka_unit_test(test_samples_supported),
         cmocka_unit_test(test_host_pointwise_math),
+        cmocka_unit_test(test_host_activation), /* ops batch 1 (issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
     char reason[1024];
@@ -2673,6 +2756,7 @@ int main(void) {
         cmocka_unit_test(test_samples_remat_bitwise),
         cmocka_unit_test(test_pointwise_math),
         cmocka_unit_test(test_index), /* layout and indexing (issue 13) */
+        cmocka_unit_test(test_activation), /* ops batch 1 (issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

@@ -44,5 +44,8 @@ OT_GRAD_KERNEL(ot_cpu_minmax_grad);
 /* grad_index.c (layout and indexing, issue 13): PadGrad and TileGrad, GatherElementsGrad */
 OT_GRAD_KERNEL(ot_cpu_pad_grad);
 OT_GRAD_KERNEL(ot_cpu_gather_elements_grad);
+/* cpu_activation.c (ops batch 1, issue 26): EluGrad, ThresholdedReluGrad, SoftsignGrad; PReluGrad */
+OT_GRAD_KERNEL(ot_cpu_act_ext_grad);
+OT_GRAD_KERNEL(ot_cpu_prelu_grad);
 
 #endif

@@ -97,6 +97,8 @@ SUPPORTS(sup_cumsum) {
     ot_dtype t0 = in0(node, in);
     return (t0 == OT_F32 || t0 == OT_F64 || t0 == OT_I64 || t0 == OT_I32) && index_dtype(in[1].dtype);
 }
+/* ops batch 1 (issue 26): PRelu's X and slope float32 */
+SUPPORTS(sup_prelu) { return in0(node, in) == OT_F32 && in[1].dtype == OT_F32; }
 #undef SUPPORTS
 
 /* ---- workspace functions (cx NULL: the host-side query, without cuDNN) ------------ */
