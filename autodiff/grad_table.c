@@ -95,6 +95,14 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_FLOOR] = ot_grad_activation,
     [OT_OP_CEIL] = ot_grad_activation,
     [OT_OP_ROUND] = ot_grad_activation,
+    /* grad_reduce_ext.c (ArgMax, ArgMin: indices, no entry) */
+    [OT_OP_REDUCE_MAX] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_MIN] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_PROD] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_L1] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_L2] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_LOG_SUM_EXP] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_SUM_SQUARE] = ot_grad_reduce_ext,
 };
 
 ot_grad_rule_fn ot_grad_rule_of(ot_op op) { return (op > 0 && op < OT_OP_COUNT) ? grad_rules[op] : NULL; }

@@ -203,6 +203,15 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_SELU] = {{"alpha", OT_ATTR_FLOAT}, {"gamma", OT_ATTR_FLOAT}},
     [OT_OP_CELU] = {{"alpha", OT_ATTR_FLOAT}},
     [OT_OP_THRESHOLDED_RELU] = {{"alpha", OT_ATTR_FLOAT}},
+    [OT_OP_REDUCE_MAX] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_MIN] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_PROD] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_L1] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_L2] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_LOG_SUM_EXP] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_SUM_SQUARE] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_ARG_MAX] = {{"axis", OT_ATTR_INT}, {"keepdims", OT_ATTR_INT}, {"select_last_index", OT_ATTR_INT}},
+    [OT_OP_ARG_MIN] = {{"axis", OT_ATTR_INT}, {"keepdims", OT_ATTR_INT}, {"select_last_index", OT_ATTR_INT}},
 };
 
 static const char *type_name(ot_attr_type t) {

@@ -730,6 +730,17 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_THRESHOLDED_RELU_GRAD] = rule_grad_pointwise,
     [OT_OP_SOFTSIGN_GRAD] = rule_grad_pointwise,
     [OT_OP_PRELU_GRAD] = rule_like_dy,
+    /* ---- ops batch 1 (issue 26): reductions ---- */
+    [OT_OP_REDUCE_MAX] = rule_reduce,
+    [OT_OP_REDUCE_MIN] = rule_reduce,
+    [OT_OP_REDUCE_PROD] = rule_reduce,
+    [OT_OP_REDUCE_L1] = rule_reduce,
+    [OT_OP_REDUCE_L2] = rule_reduce,
+    [OT_OP_REDUCE_LOG_SUM_EXP] = rule_reduce,
+    [OT_OP_REDUCE_SUM_SQUARE] = rule_reduce,
+    [OT_OP_ARG_MAX] = ot_shape_rule_arg_reduce,
+    [OT_OP_ARG_MIN] = ot_shape_rule_arg_reduce,
+    [OT_OP_REDUCE_GRAD] = rule_grad_like_input1,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

@@ -1,5 +1,6 @@
 /* shape_rules_ops1.c — shape rules of issue 26's "ops batch 1" that are more than
- * "like the input": PRelu (Y like X; the slope must broadcast to X, one way). */
+ * "like the input" or the Reduce rule: PRelu (Y like X; the slope must broadcast to X,
+ * one way), ArgMax and ArgMin. */
 #include "shape_internal.h"
 
 #define SHP(s, buf) ot_shape_str(c->g, (s), (buf), sizeof(buf))
@@ -20,5 +21,25 @@ ot_status ot_shape_rule_prelu(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, o
         ok = sd == 1 || sd < 0 || xd < 0 || sd == xd;
     }
     if (!ok) return ot_shape_fail(c, n, "slope %s does not broadcast to X %s", SHP(&S, a), SHP(&X, b));
+    return OT_OK;
+}
+
+/* ArgMax, ArgMin: int64 indices, X's shape with `axis` removed (keepdims 0) or 1. */
+ot_status ot_shape_rule_arg_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    const ot_value *x = ot_shape_input(c, n, 0);
+    dt[0] = OT_I64;
+    ot_shape X = x ? x->shape : ot_shape_unknown();
+    if (X.rank < 0) return OT_OK;
+    int ax;
+    ot_status st = ot_shape_axis(c, n, ot_node_attr_int(n, "axis", 0), X.rank, false, &X, &ax);
+    if (st) return st;
+    sh[0] = X;
+    if (ot_node_attr_int(n, "keepdims", 1)) {
+        sh[0].dim[ax] = 1;
+        sh[0].sym[ax] = -1;
+        return OT_OK;
+    }
+    for (int i = ax; i + 1 < X.rank; i++) sh[0].dim[i] = X.dim[i + 1], sh[0].sym[i] = X.sym[i + 1];
+    sh[0].rank = X.rank - 1;
     return OT_OK;
 }

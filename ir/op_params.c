@@ -120,12 +120,48 @@ static ot_status resolve_loss(const ot_node *n, ot_op_params *p, ot_error *err) 
     return OT_OK;
 }
 
+/* ops batch 1 (issue 26): the mode of a reduction op, and ReduceGrad's mode names */
+static const struct {
+    ot_op op;
+    ot_reduce_mode mode;
+    const char *name;
+} REDUCE_MODES[] = {
+    {OT_OP_REDUCE_SUM, OT_RMODE_SUM, "sum"},
+    {OT_OP_REDUCE_MEAN, OT_RMODE_MEAN, "mean"},
+    {OT_OP_REDUCE_MAX, OT_RMODE_MAX, "max"},
+    {OT_OP_REDUCE_MIN, OT_RMODE_MIN, "min"},
+    {OT_OP_REDUCE_PROD, OT_RMODE_PROD, "prod"},
+    {OT_OP_REDUCE_L1, OT_RMODE_L1, "l1"},
+    {OT_OP_REDUCE_L2, OT_RMODE_L2, "l2"},
+    {OT_OP_REDUCE_LOG_SUM_EXP, OT_RMODE_LOG_SUM_EXP, "log_sum_exp"},
+    {OT_OP_REDUCE_SUM_SQUARE, OT_RMODE_SUM_SQUARE, "sum_square"},
+    {OT_OP_ARG_MAX, OT_RMODE_ARG_MAX, "arg_max"},
+    {OT_OP_ARG_MIN, OT_RMODE_ARG_MIN, "arg_min"},
+};
+
+const char *ot_reduce_mode_name(ot_reduce_mode m) {
+    for (size_t i = 0; i < sizeof REDUCE_MODES / sizeof REDUCE_MODES[0]; i++)
+        if (REDUCE_MODES[i].mode == m) return REDUCE_MODES[i].name;
+    return "other";
+}
+
 static ot_status resolve_reduce(const ot_node *n, ot_op_params *p, ot_error *err) {
     ot_reduce_params *r = &p->u.reduce;
     int c = 0;
     r->axes = ot_node_attr_ints(n, "axes", &c);
     r->n_axes = r->axes ? c : -1;
-    return flag_attr(n, "noop_with_empty_axes", &r->noop_with_empty_axes, err);
+    r->mode = OT_RMODE_OTHER;
+    r->mode_name = ot_node_attr_string(n, "mode", "");
+    for (size_t i = 0; i < sizeof REDUCE_MODES / sizeof REDUCE_MODES[0]; i++)
+        if (n->op == OT_OP_REDUCE_GRAD ? !strcmp(r->mode_name, REDUCE_MODES[i].name) : n->op == REDUCE_MODES[i].op)
+            r->mode = REDUCE_MODES[i].mode;
+    int keep = 1;
+    ot_status st = int_attr(n, "keepdims", 1, &keep, err);
+    r->keepdims = keep != 0;
+    if (!st) st = int_attr(n, "axis", 0, &r->axis, err);
+    if (!st) st = flag_attr(n, "select_last_index", &r->select_last_index, err);
+    if (!st) st = flag_attr(n, "noop_with_empty_axes", &r->noop_with_empty_axes, err);
+    return st;
 }
 
 static ot_status resolve_layout(const ot_node *n, ot_op_params *p, ot_error *err) {
@@ -307,6 +343,16 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_THRESHOLDED_RELU] = {OT_PARAMS_UNARY, resolve_unary},
     [OT_OP_THRESHOLDED_RELU_GRAD] = {OT_PARAMS_UNARY, resolve_unary},
     [OT_OP_PRELU_GRAD] = {OT_PARAMS_MATH, resolve_math},
+    [OT_OP_REDUCE_MAX] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_MIN] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_PROD] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_L1] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_L2] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_LOG_SUM_EXP] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_SUM_SQUARE] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_ARG_MAX] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_ARG_MIN] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_GRAD] = {OT_PARAMS_REDUCE, resolve_reduce},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

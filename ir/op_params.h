@@ -103,11 +103,24 @@ typedef struct ot_loss_params {
     int64_t ignore_index; /* compared with int64 labels: kept whole, not narrowed */
 } ot_loss_params;
 
-/* ReduceMean, ReduceSum */
+/* ops batch 1 (issue 26): what a reduction computes (ReduceGrad: its "mode" attribute) */
+typedef enum ot_reduce_mode {
+    OT_RMODE_SUM, OT_RMODE_MEAN, OT_RMODE_MAX, OT_RMODE_MIN, OT_RMODE_PROD, OT_RMODE_L1, OT_RMODE_L2,
+    OT_RMODE_LOG_SUM_EXP, OT_RMODE_SUM_SQUARE, OT_RMODE_ARG_MAX, OT_RMODE_ARG_MIN, OT_RMODE_OTHER
+} ot_reduce_mode;
+
+/* ReduceMean, ReduceSum; ops batch 1 (issue 26): ReduceMax .. ReduceSumSquare, ArgMax,
+ * ArgMin, ReduceGrad */
 typedef struct ot_reduce_params {
     int n_axes;           /* -1: no axes attribute (the opset-18 input, read at run time) */
     const int64_t *axes;  /* the node's attribute (any length; duplicates allowed) */
     bool noop_with_empty_axes;
+    /* ops batch 1 (issue 26) */
+    ot_reduce_mode mode;    /* from the op; ReduceGrad: its "mode" string (OTHER if unknown) */
+    const char *mode_name;  /* ReduceGrad: as written, for OTHER's error */
+    int axis;               /* ArgMax, ArgMin: 0 by default (not yet normalised to the rank) */
+    bool keepdims;          /* 1 by default */
+    bool select_last_index; /* ArgMax, ArgMin */
 } ot_reduce_params;
 
 /* Transpose, Concat, Split, Gather, GatherGrad, Shape */
@@ -197,6 +210,9 @@ typedef struct ot_op_params {
 
 struct ot_node;
 struct ot_graph;
+
+/* ops batch 1 (issue 26): "max", "prod", ... (ReduceGrad's mode attribute), "other". */
+const char *ot_reduce_mode_name(ot_reduce_mode m);
 
 /* Fills *p from node's attributes (p may be &node->params). OT_E_MODEL naming the node
  * for an integer attribute out of range. Ops without parameters get OT_PARAMS_NONE. */

@@ -284,6 +284,17 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_THRESHOLDED_RELU_GRAD] = cost_pointwise,
     [OT_OP_SOFTSIGN_GRAD] = cost_pointwise,
     [OT_OP_PRELU_GRAD] = cost_pointwise,
+    /* ---- ops batch 1 (issue 26): reductions (LogSumExp: an exp per element) ---- */
+    [OT_OP_REDUCE_MAX] = cost_per_element,
+    [OT_OP_REDUCE_MIN] = cost_per_element,
+    [OT_OP_REDUCE_PROD] = cost_per_element,
+    [OT_OP_REDUCE_L1] = cost_per_element,
+    [OT_OP_REDUCE_L2] = cost_per_element,
+    [OT_OP_REDUCE_LOG_SUM_EXP] = cost_transcendental,
+    [OT_OP_REDUCE_SUM_SQUARE] = cost_per_element,
+    [OT_OP_ARG_MAX] = cost_per_element,
+    [OT_OP_ARG_MIN] = cost_per_element,
+    [OT_OP_REDUCE_GRAD] = cost_pointwise,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

@@ -7,7 +7,12 @@
      `onnxtrain grad` must give PyTorch's loss and gradients (the rounding ops pass
      zeros, as PyTorch's autograd does);
   2. a model built with onnx.helper for what PyTorch 1.13 does not export
-     (ThresholdedRelu, Softsign), against gradients torch computes here.
+     (ThresholdedRelu, Softsign), against gradients torch computes here;
+  3. the reductions exported the same way: torch.amax with exact ties (dY split
+     evenly, as PyTorch), amin, prod with a zero, norm p=1 and p=2, logsumexp,
+     x.max(), argmax and argmin (their indices select rows through Gather);
+  4. ReduceSumSquare and ReduceMax / ReduceL2 at opset 18 (axes as an input), built
+     with onnx.helper, against torch.
 Prints the largest absolute difference per parameter; fails above 1e-5 absolute plus
 1e-5 relative to the gradient's largest magnitude.
 
@@ -129,10 +134,86 @@ def built(binary, scratch):
     return compare("built", ours, {"p": tp.grad.numpy()})
 
 
+class Reductions(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("w", torch.linspace(0.5, 1.5, 6))
+
+    def forward(self, x):
+        h = self.lin(x).reshape(2, 3, 4)
+        t = torch.round(h * 2) / 2  # exact ties for amax / amin
+        a = torch.amax(t, dim=1).sum() + torch.amin(t, dim=(0, 2), keepdim=True).sum() + t.max()
+        z = h * (torch.arange(24.0).reshape(2, 3, 4) != 5).float()  # one exact zero
+        b = torch.prod(z, dim=2).sum() + torch.prod(h, dim=1).sum()
+        c = torch.norm(h, p=1, dim=1).sum() + torch.norm(h, p=2, dim=2).sum() + torch.logsumexp(h, dim=1).sum()
+        i = torch.argmax(h, dim=2)  # [2, 3] int64
+        j = torch.argmin(h, dim=1, keepdim=True)  # [2, 1, 4]
+        d = torch.gather(h, 2, i.unsqueeze(2)).sum() + torch.gather(h, 1, j).sum()
+        return (a + b + c + d) * self.w.sum() + (h * h).mean()
+
+
+def reductions(binary, scratch):
+    torch.manual_seed(5)
+    m = Reductions()
+    x = torch.randn(6, 4)
+    path, xpath = os.path.join(scratch, "reductions.onnx"), os.path.join(scratch, "rx.npy")
+    torch.onnx.export(m, (x,), path, opset_version=17, do_constant_folding=False, input_names=["x"],
+                      output_names=["loss"], training=torch.onnx.TrainingMode.TRAINING)
+    np.save(xpath, x.numpy())
+    ops = {n.op_type for n in onnx.load(path).graph.node}
+    want = {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ArgMax", "ArgMin"}
+    if not want <= ops:
+        sys.exit("the export lacks %s (has %s)" % (sorted(want - ops), sorted(ops)))
+    run(binary, ["info", path])
+    res, ours = grad(binary, path, xpath, os.path.join(scratch, "reductions"))
+    t = torch.round(m.lin(x).reshape(2, 3, 4) * 2) / 2
+    if not bool(((t == t.amax(dim=1, keepdim=True)).sum(dim=1) > 1).any()):
+        sys.exit("reductions: the data has no tie for amax: change the seed")
+    loss = m(x)
+    loss.backward()
+    bad = compare("reductions", ours, {n: p.grad.numpy() for n, p in m.named_parameters()})
+    if abs(res["loss"] - loss.item()) > 1e-5 * max(1.0, abs(loss.item())):
+        print("reductions: loss %r, PyTorch %r" % (res["loss"], loss.item()))
+        bad += 1
+    return bad
+
+
+def opset18(binary, scratch):
+    rng = np.random.default_rng(18)
+    x = rng.uniform(-2, 2, (3, 4, 5)).astype(np.float32)
+    p = rng.uniform(-2, 2, (3, 4, 5)).astype(np.float32)
+    const = lambda name, arr: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(arr))
+    nodes = [
+        const("ax1", np.array([1], np.int64)), const("ax02", np.array([0, 2], np.int64)),
+        helper.make_node("Mul", ["x", "p"], ["h"]),
+        helper.make_node("ReduceSumSquare", ["h", "ax02"], ["s"], keepdims=0),
+        helper.make_node("ReduceMax", ["h", "ax1"], ["m"], keepdims=0),
+        helper.make_node("ReduceL2", ["h", "ax1"], ["l"], keepdims=1),
+        helper.make_node("ReduceSum", ["s"], ["s1"], keepdims=0),
+        helper.make_node("ReduceSum", ["m"], ["m1"], keepdims=0),
+        helper.make_node("ReduceSum", ["l"], ["l1"], keepdims=0),
+        helper.make_node("Sum", ["s1", "m1", "l1"], ["loss"]),
+    ]
+    graph = helper.make_graph(nodes, "ops1_opset18", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5])],
+                              [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                              [numpy_helper.from_array(p, "p")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    path, xpath = os.path.join(scratch, "opset18.onnx"), os.path.join(scratch, "x18.npy")
+    onnx.save(model, path)
+    np.save(xpath, x)
+    _, ours = grad(binary, path, xpath, os.path.join(scratch, "opset18"))
+    tp = torch.tensor(p, requires_grad=True)
+    h = torch.tensor(x) * tp
+    loss = (h * h).sum(dim=(0, 2)).sum() + torch.amax(h, dim=1).sum() + torch.norm(h, p=2, dim=1).sum()
+    loss.backward()
+    return compare("opset18", ours, {"p": tp.grad.numpy()})
+
+
 def main():
     binary, scratch = sys.argv[1:3]
     os.makedirs(scratch, exist_ok=True)
-    bad = exported(binary, scratch) + built(binary, scratch)
+    bad = exported(binary, scratch) + built(binary, scratch) + reductions(binary, scratch) + opset18(binary, scratch)
     if bad:
         sys.exit("check_ops1: %d mismatch(es) with PyTorch" % bad)
     print("check_ops1: every gradient matches PyTorch")

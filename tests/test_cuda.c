@@ -2693,6 +2693,82 @@ static void test_activation(void **state) {
     tc_free(&p);
 }
 
+/* Issue 26's reductions: the element code of cuda_reduce_ext.cu on the host against
+ * the CPU kernels, bit for bit (one walker per output, kernels/reduce_ext.h), with
+ * NaN, ties and zeros in the data. */
+static const ot_op RX_OPS[7] = {OT_OP_REDUCE_MAX, OT_OP_REDUCE_MIN, OT_OP_REDUCE_PROD, OT_OP_REDUCE_L1,
+                                OT_OP_REDUCE_L2, OT_OP_REDUCE_LOG_SUM_EXP, OT_OP_REDUCE_SUM_SQUARE};
+static const char *RX_MODES[7] = {"max", "min", "prod", "l1", "l2", "log_sum_exp", "sum_square"};
+
+static void test_host_reduce_ext(void **state) {
+    (void)state;
+    float x[24], y[8];
+    tk_fill(x, 24, 9, -2, 2);
+    x[3] = x[7] = 1.75f, x[5] = 0.0f, x[13] = NAN, x[20] = x[21] = 0.0f;
+    int64_t ax[1] = {1};
+    ot_tensor out[1] = {tc_out(OT_F32, 2, 2, 4)};
+    for (int o = 0; o < 7; o++) {
+        ot_node n = tk_node(RX_OPS[o], 2, 1);
+        ot_node_set_attr_int(&n, "keepdims", 0);
+        ot_tensor in[2] = {tk_t(OT_F32, x, 3, 2, 3, 4), tk_t(OT_I64, ax, 1, 1)};
+        assert_int_equal(hm_compare(ot_op_name(RX_OPS[o]), &n, in, out), OT_OK);
+        tk_node_free(&n);
+        /* its gradient, Y from the CPU kernel */
+        ot_node f = tk_node(RX_OPS[o], 1, 1);
+        ot_node_set_attr_ints(&f, "axes", ax, 1);
+        ot_node_set_attr_int(&f, "keepdims", 0);
+        ot_tensor fo[1] = {tk_t(OT_F32, y, 2, 2, 4)};
+        assert_int_equal(tk_run(&f, in, fo), OT_OK);
+        tk_node_free(&f);
+        ot_node g = tk_node(OT_OP_REDUCE_GRAD, 3, 1);
+        ot_node_set_attr_ints(&g, "axes", ax, 1);
+        ot_node_set_attr_string(&g, "mode", RX_MODES[o]);
+        float dy8[8] = {1, -2, 0.5f, 3, -1, 2, 0.25f, -0.5f};
+        ot_tensor gi[3] = {tk_t(OT_F32, dy8, 2, 2, 4), tk_t(OT_F32, x, 3, 2, 3, 4), tk_t(OT_F32, y, 2, 2, 4)};
+        ot_tensor go[1] = {tc_out(OT_F32, 3, 2, 3, 4)};
+        assert_int_equal(hm_compare("ReduceGrad", &g, gi, go), OT_OK);
+        tk_node_free(&g);
+    }
+    int64_t ids[6] = {4, 9, 1, 7, 9, 0};
+    for (int k = 0; k < 4; k++) {
+        ot_node n = tk_node(k & 1 ? OT_OP_ARG_MIN : OT_OP_ARG_MAX, 1, 1);
+        ot_node_set_attr_int(&n, "axis", 1);
+        ot_node_set_attr_int(&n, "select_last_index", k >> 1);
+        ot_tensor in[1] = {tk_t(OT_F32, x, 3, 2, 3, 4)}, ao[1] = {tc_out(OT_I64, 3, 2, 1, 4)};
+        assert_int_equal(hm_compare("ArgMax / ArgMin", &n, in, ao), OT_OK);
+        ot_tensor ii[1] = {tk_t(OT_I64, ids, 2, 2, 3)}, io[1] = {tc_out(OT_I64, 2, 2, 1)};
+        assert_int_equal(hm_compare("ArgMax / ArgMin int64", &n, ii, io), OT_OK);
+        tk_node_free(&n);
+    }
+}
+
+/* The same on the GPU against the CPU: within float32 rounding (the device's libm). */
+static void test_reduce_ext(void **state) {
+    tc_pool p = {0};
+    int64_t ax[2] = {0, 2};
+    for (int o = 0; o < 7; o++) {
+        ot_node n = tk_node(RX_OPS[o], 1, 1);
+        ot_node_set_attr_ints(&n, "axes", ax, 2);
+        ot_tensor in[1] = {tc_rand(&p, 200 + (uint32_t)o, 0.5f, 1.5f, 3, 5, 37, 9)}, out[1] = {tc_out(OT_F32, 3, 1, 37, 1)};
+        tc_check(backend_of(state), ot_op_name(RX_OPS[o]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+        ot_node g = tk_node(OT_OP_REDUCE_GRAD, 3, 1);
+        ot_node_set_attr_ints(&g, "axes", ax, 2);
+        ot_node_set_attr_string(&g, "mode", RX_MODES[o]);
+        ot_tensor gi[3] = {tc_rand(&p, 210 + (uint32_t)o, -1, 1, 3, 1, 37, 1), in[0],
+                           tc_rand(&p, 220 + (uint32_t)o, 0.5f, 1.5f, 3, 1, 37, 1)};
+        ot_tensor go[1] = {tc_out(OT_F32, 3, 5, 37, 9)};
+        tc_check(backend_of(state), "ReduceGrad", &g, gi, go, TOL, 0, 0, 0);
+        tk_node_free(&g);
+    }
+    ot_node a = tk_node(OT_OP_ARG_MAX, 1, 1);
+    ot_node_set_attr_int(&a, "axis", 1);
+    ot_tensor ai[1] = {tc_rand(&p, 230, -1, 1, 3, 5, 37, 9)}, ao[1] = {tc_out(OT_I64, 3, 5, 1, 9)};
+    tc_check(backend_of(state), "ArgMax", &a, ai, ao, 0, 0, 0, 0);
+    tk_node_free(&a);
+    tc_free(&p);
+}
+
 int main(void) {
     const struct CMUnitTest select_tests[] = {
         cmocka_unit_test(test_select_names),
@@ -2731,6 +2807,7 @@ int main(void) {
         cmocka_unit_test(test_samples_supported),
         cmocka_unit_test(test_host_pointwise_math),
         cmocka_unit_test(test_host_activation), /* ops batch 1 (issue 26) */
+        cmocka_unit_test(test_host_reduce_ext),
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
     char reason[1024];
@@ -2757,6 +2834,7 @@ int main(void) {
         cmocka_unit_test(test_pointwise_math),
         cmocka_unit_test(test_index), /* layout and indexing (issue 13) */
         cmocka_unit_test(test_activation), /* ops batch 1 (issue 26) */
+        cmocka_unit_test(test_reduce_ext),
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

@@ -111,5 +111,8 @@ ot_status ot_cpu_pad_geom(const ot_node *node, const ot_tensor *pads_t, const ot
 /* cpu_activation.c (ops batch 1, issue 26): Elu .. Round, PRelu */
 ot_status ot_cpu_act_unary(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_prelu(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* cpu_reduce_ext.c (ops batch 1, issue 26): ReduceMax .. ReduceSumSquare, ArgMax / ArgMin */
+ot_status ot_cpu_reduce_ext(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_arg_reduce(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 
 #endif

@@ -236,6 +236,17 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_THRESHOLDED_RELU_GRAD] = F32(ot_cpu_act_ext_grad),
     [OT_OP_SOFTSIGN_GRAD] = F32(ot_cpu_act_ext_grad),
     [OT_OP_PRELU_GRAD] = F32(ot_cpu_prelu_grad),
+    /* ---- ops batch 1 (issue 26): reductions ---- */
+    [OT_OP_REDUCE_MAX] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_MIN] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_PROD] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_L1] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_L2] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_LOG_SUM_EXP] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_SUM_SQUARE] = F32(ot_cpu_reduce_ext),
+    [OT_OP_ARG_MAX] = {ot_cpu_arg_reduce, sup_neg, NULL},
+    [OT_OP_ARG_MIN] = {ot_cpu_arg_reduce, sup_neg, NULL},
+    [OT_OP_REDUCE_GRAD] = F32(ot_cpu_reduce_grad),
 };
 #undef F32
 

@@ -47,5 +47,7 @@ OT_GRAD_KERNEL(ot_cpu_gather_elements_grad);
 /* cpu_activation.c (ops batch 1, issue 26): EluGrad, ThresholdedReluGrad, SoftsignGrad; PReluGrad */
 OT_GRAD_KERNEL(ot_cpu_act_ext_grad);
 OT_GRAD_KERNEL(ot_cpu_prelu_grad);
+/* cpu_reduce_ext.c (ops batch 1, issue 26): ReduceGrad */
+OT_GRAD_KERNEL(ot_cpu_reduce_grad);
 
 #endif

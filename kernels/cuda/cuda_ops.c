@@ -112,6 +112,10 @@ static size_t ws_mod(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, 
 static size_t ws_reduce(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     return ot_cuda_reduce_workspace(node, in, out);
 }
+/* ops batch 1 (issue 26) */
+static size_t ws_reduce_grad(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return ot_cuda_reduce_grad_workspace(node, in, out);
+}
 static size_t ws_conv(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     if (!cx) return 0;
     size_t b = 0;
