@@ -103,6 +103,9 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_REDUCE_L2] = ot_grad_reduce_ext,
     [OT_OP_REDUCE_LOG_SUM_EXP] = ot_grad_reduce_ext,
     [OT_OP_REDUCE_SUM_SQUARE] = ot_grad_reduce_ext,
+    /* grad_norm.c (issue 26) */
+    [OT_OP_INSTANCE_NORM] = ot_grad_norm,
+    [OT_OP_GROUP_NORM] = ot_grad_norm,
 };
 
 ot_grad_rule_fn ot_grad_rule_of(ot_op op) { return (op > 0 && op < OT_OP_COUNT) ? grad_rules[op] : NULL; }

@@ -212,6 +212,8 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_REDUCE_SUM_SQUARE] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
     [OT_OP_ARG_MAX] = {{"axis", OT_ATTR_INT}, {"keepdims", OT_ATTR_INT}, {"select_last_index", OT_ATTR_INT}},
     [OT_OP_ARG_MIN] = {{"axis", OT_ATTR_INT}, {"keepdims", OT_ATTR_INT}, {"select_last_index", OT_ATTR_INT}},
+    [OT_OP_INSTANCE_NORM] = {{"epsilon", OT_ATTR_FLOAT}},
+    [OT_OP_GROUP_NORM] = {{"epsilon", OT_ATTR_FLOAT}, {"num_groups", OT_ATTR_INT}, {"stash_type", OT_ATTR_INT}},
 };
 
 static const char *type_name(ot_attr_type t) {

@@ -49,6 +49,7 @@ static const int64_t SINCE[OT_OP_COUNT] = {
     [OT_OP_THRESHOLDED_RELU] = 10,
     [OT_OP_SIGN] = 9,
     [OT_OP_ROUND] = 11,
+    [OT_OP_GROUP_NORM] = 18, /* InstanceNormalization: opset 1 */
 };
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }

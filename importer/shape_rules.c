@@ -741,6 +741,10 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_ARG_MAX] = ot_shape_rule_arg_reduce,
     [OT_OP_ARG_MIN] = ot_shape_rule_arg_reduce,
     [OT_OP_REDUCE_GRAD] = rule_grad_like_input1,
+    /* ---- issue 26: InstanceNormalization, GroupNormalization ---- */
+    [OT_OP_INSTANCE_NORM] = ot_shape_rule_group_norm,
+    [OT_OP_GROUP_NORM] = ot_shape_rule_group_norm,
+    [OT_OP_GROUP_NORM_GRAD] = rule_norm_grad,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

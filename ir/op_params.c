@@ -104,6 +104,7 @@ static ot_status resolve_norm(const ot_node *n, ot_op_params *p, ot_error *err) 
     if (!st) st = flag_attr(n, "unbiased_running_var", &m->unbiased_running_var, err);
     m->epsilon = ot_node_attr_float(n, "epsilon", 1e-5f);
     m->momentum = ot_node_attr_float(n, "momentum", 0.9f);
+    if (!st) st = int_attr(n, "num_groups", 0, &m->num_groups, err);
     return st;
 }
 
@@ -353,6 +354,9 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_ARG_MAX] = {OT_PARAMS_REDUCE, resolve_reduce},
     [OT_OP_ARG_MIN] = {OT_PARAMS_REDUCE, resolve_reduce},
     [OT_OP_REDUCE_GRAD] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_INSTANCE_NORM] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_GROUP_NORM] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_GROUP_NORM_GRAD] = {OT_PARAMS_NORM, resolve_norm},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -91,6 +91,7 @@ typedef struct ot_norm_params {
     float epsilon;  /* 1e-5 */
     float momentum; /* BatchNorm: 0.9 */
     bool training_mode, unbiased_running_var;
+    int num_groups; /* GroupNormalization(Grad) (issue 26): 0 when absent (InstanceNorm: one per channel) */
 } ot_norm_params;
 
 typedef enum ot_reduction { OT_REDUCTION_MEAN, OT_REDUCTION_SUM, OT_REDUCTION_NONE, OT_REDUCTION_OTHER } ot_reduction;

@@ -295,6 +295,10 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_ARG_MAX] = cost_per_element,
     [OT_OP_ARG_MIN] = cost_per_element,
     [OT_OP_REDUCE_GRAD] = cost_pointwise,
+    /* ---- issue 26: InstanceNormalization, GroupNormalization ---- */
+    [OT_OP_INSTANCE_NORM] = cost_norm,
+    [OT_OP_GROUP_NORM] = cost_norm,
+    [OT_OP_GROUP_NORM_GRAD] = cost_norm_grad,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

@@ -12,7 +12,11 @@
      evenly, as PyTorch), amin, prod with a zero, norm p=1 and p=2, logsumexp,
      x.max(), argmax and argmin (their indices select rows through Gather);
   4. ReduceSumSquare and ReduceMax / ReduceL2 at opset 18 (axes as an input), built
-     with onnx.helper, against torch.
+     with onnx.helper, against torch;
+  5. nn.InstanceNorm2d(affine=True) and nn.GroupNorm exported the same way (GroupNorm
+     comes out as Reshape -> InstanceNormalization -> Reshape -> Mul -> Add, the form
+     the dynamo exporter writes at opset 18 too), and GroupNormalization built with
+     onnx.helper at opset 18 (scale and bias per group) and 21 (per channel).
 Prints the largest absolute difference per parameter; fails above 1e-5 absolute plus
 1e-5 relative to the gradient's largest magnitude.
 
@@ -210,10 +214,82 @@ def opset18(binary, scratch):
     return compare("opset18", ours, {"p": tp.grad.numpy()})
 
 
+class Norms(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 6, 3, padding=1)
+        self.inorm = torch.nn.InstanceNorm2d(6, affine=True)
+        self.gnorm = torch.nn.GroupNorm(3, 6)
+        with torch.no_grad():
+            for m in (self.inorm, self.gnorm):
+                m.weight.copy_(torch.linspace(0.5, 1.5, 6))
+                m.bias.copy_(torch.linspace(-0.3, 0.4, 6))
+        self.register_buffer("w", torch.linspace(-1.0, 2.0, 2 * 6 * 4 * 5).reshape(2, 6, 4, 5))
+
+    def forward(self, x):
+        h = self.conv(x)
+        return ((self.inorm(h) + self.gnorm(h * h)) * self.w).sum()
+
+
+def norms(binary, scratch):
+    torch.manual_seed(7)
+    m = Norms()
+    x = torch.randn(2, 2, 4, 5)
+    path, xpath = os.path.join(scratch, "norms.onnx"), os.path.join(scratch, "nx.npy")
+    torch.onnx.export(m, (x,), path, opset_version=17, do_constant_folding=False, input_names=["x"],
+                      output_names=["loss"], training=torch.onnx.TrainingMode.TRAINING)
+    np.save(xpath, x.numpy())
+    if "InstanceNormalization" not in {n.op_type for n in onnx.load(path).graph.node}:
+        sys.exit("the export has no InstanceNormalization")
+    run(binary, ["info", path])
+    res, ours = grad(binary, path, xpath, os.path.join(scratch, "norms"))
+    loss = m(x)
+    loss.backward()
+    bad = compare("norms", ours, {n: p.grad.numpy() for n, p in m.named_parameters()})
+    if abs(res["loss"] - loss.item()) > 1e-5 * max(1.0, abs(loss.item())):
+        print("norms: loss %r, PyTorch %r" % (res["loss"], loss.item()))
+        bad += 1
+    bad += group_norm_op(binary, scratch, 18) + group_norm_op(binary, scratch, 21)
+    return bad
+
+
+def group_norm_op(binary, scratch, opset):
+    rng = np.random.default_rng(opset)
+    x = rng.uniform(-2, 2, (2, 6, 3, 4)).astype(np.float32)
+    p = rng.uniform(0.5, 2, (2, 6, 3, 4)).astype(np.float32)
+    n_par = 3 if opset < 21 else 6
+    sc = rng.uniform(0.5, 1.5, (n_par,)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n_par,)).astype(np.float32)
+    w = rng.uniform(-1, 1, (2, 6, 3, 4)).astype(np.float32)
+    nodes = [
+        helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(w)),
+        helper.make_node("Mul", ["x", "p"], ["h"]),
+        helper.make_node("GroupNormalization", ["h", "scale", "b"], ["y"], num_groups=3, epsilon=1e-4),
+        helper.make_node("Mul", ["y", "w"], ["yw"]),
+        helper.make_node("ReduceSum", ["yw"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(nodes, "gn%d" % opset, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 3, 4])],
+                              [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                              [numpy_helper.from_array(a, n) for a, n in ((p, "p"), (sc, "scale"), (b, "b"))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    path, xpath = os.path.join(scratch, "gn%d.onnx" % opset), os.path.join(scratch, "gnx.npy")
+    onnx.save(model, path)
+    np.save(xpath, x)
+    _, ours = grad(binary, path, xpath, os.path.join(scratch, "gn%d" % opset))
+    tp, ts, tb = (torch.tensor(a, requires_grad=True) for a in (p, sc, b))
+    h = torch.tensor(x) * tp
+    rep = 6 // n_par
+    y = F.group_norm(h, 3, ts.repeat_interleave(rep), tb.repeat_interleave(rep), eps=1e-4)
+    (y * torch.tensor(w)).sum().backward()
+    return compare("GroupNormalization-%d" % opset, ours, {"p": tp.grad.numpy(), "scale": ts.grad.numpy(),
+                                                           "b": tb.grad.numpy()})
+
+
 def main():
     binary, scratch = sys.argv[1:3]
     os.makedirs(scratch, exist_ok=True)
     bad = exported(binary, scratch) + built(binary, scratch) + reductions(binary, scratch) + opset18(binary, scratch)
+    bad += norms(binary, scratch)
     if bad:
         sys.exit("check_ops1: %d mismatch(es) with PyTorch" % bad)
     print("check_ops1: every gradient matches PyTorch")

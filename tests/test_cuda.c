@@ -2769,6 +2769,42 @@ static void test_reduce_ext(void **state) {
     tc_free(&p);
 }
 
+/* InstanceNormalization / GroupNormalization and GroupNormGrad (issue 26): host mode
+ * against the CPU kernels bit for bit; the GPU within float32 rounding. */
+static void gn_cases(ot_backend *be) {
+    tc_pool p = {0};
+    struct {
+        ot_op op;
+        int groups, np;
+    } c[3] = {{OT_OP_INSTANCE_NORM, 0, 6}, {OT_OP_GROUP_NORM, 3, 6}, {OT_OP_GROUP_NORM, 3, 3}};
+    for (int k = 0; k < 3; k++) {
+        ot_node n = tk_node(c[k].op, 3, 1);
+        if (c[k].groups) ot_node_set_attr_int(&n, "num_groups", c[k].groups);
+        ot_tensor in[3] = {tc_rand(&p, 240 + (uint32_t)k, -2, 2, 4, 2, 6, 3, 5), tc_rand(&p, 243, 0.5f, 1.5f, 1, c[k].np),
+                           tc_rand(&p, 244, -1, 1, 1, c[k].np)};
+        ot_tensor out[1] = {tc_out(OT_F32, 4, 2, 6, 3, 5)};
+        ot_node gr = tk_node(OT_OP_GROUP_NORM_GRAD, 3, 3);
+        if (c[k].groups) ot_node_set_attr_int(&gr, "num_groups", c[k].groups);
+        ot_tensor gi[3] = {tc_rand(&p, 245, -1, 1, 4, 2, 6, 3, 5), in[0], in[1]};
+        ot_tensor go[3] = {tc_out(OT_F32, 4, 2, 6, 3, 5), tc_out(OT_F32, 1, c[k].np), tc_out(OT_F32, 1, c[k].np)};
+        if (be) {
+            tc_check(be, ot_op_name(c[k].op), &n, in, out, TOL, 0, 0, 0);
+            tc_check(be, "GroupNormGrad", &gr, gi, go, TOL, 0, 0, 0);
+        } else {
+            assert_int_equal(hm_compare(ot_op_name(c[k].op), &n, in, out), OT_OK);
+            assert_int_equal(hm_compare("GroupNormGrad", &gr, gi, go), OT_OK);
+        }
+        tk_node_free(&n);
+        tk_node_free(&gr);
+        tc_free(&p);
+    }
+}
+static void test_host_group_norm(void **state) {
+    (void)state;
+    gn_cases(NULL);
+}
+static void test_group_norm(void **state) { gn_cases(backend_of(state)); }
+
 int main(void) {
     const struct CMUnitTest select_tests[] = {
         cmocka_unit_test(test_select_names),
@@ -2808,6 +2844,7 @@ int main(void) {
         cmocka_unit_test(test_host_pointwise_math),
         cmocka_unit_test(test_host_activation), /* ops batch 1 (issue 26) */
         cmocka_unit_test(test_host_reduce_ext),
+        cmocka_unit_test(test_host_group_norm),
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
     char reason[1024];
@@ -2835,6 +2872,7 @@ int main(void) {
         cmocka_unit_test(test_index), /* layout and indexing (issue 13) */
         cmocka_unit_test(test_activation), /* ops batch 1 (issue 26) */
         cmocka_unit_test(test_reduce_ext),
+        cmocka_unit_test(test_group_norm),
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

@@ -114,5 +114,7 @@ ot_status ot_cpu_prelu(const ot_node *, const ot_tensor *, ot_tensor *, const ot
 /* cpu_reduce_ext.c (ops batch 1, issue 26): ReduceMax .. ReduceSumSquare, ArgMax / ArgMin */
 ot_status ot_cpu_reduce_ext(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_arg_reduce(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* cpu_group_norm.c (issue 26): InstanceNormalization, GroupNormalization */
+ot_status ot_cpu_group_norm(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 
 #endif

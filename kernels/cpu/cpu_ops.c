@@ -247,6 +247,10 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_ARG_MAX] = {ot_cpu_arg_reduce, sup_neg, NULL},
     [OT_OP_ARG_MIN] = {ot_cpu_arg_reduce, sup_neg, NULL},
     [OT_OP_REDUCE_GRAD] = F32(ot_cpu_reduce_grad),
+    /* ---- issue 26: InstanceNormalization, GroupNormalization ---- */
+    [OT_OP_INSTANCE_NORM] = F32(ot_cpu_group_norm),
+    [OT_OP_GROUP_NORM] = F32(ot_cpu_group_norm),
+    [OT_OP_GROUP_NORM_GRAD] = F32(ot_cpu_group_norm_grad),
 };
 #undef F32
 

@@ -49,5 +49,7 @@ OT_GRAD_KERNEL(ot_cpu_act_ext_grad);
 OT_GRAD_KERNEL(ot_cpu_prelu_grad);
 /* cpu_reduce_ext.c (ops batch 1, issue 26): ReduceGrad */
 OT_GRAD_KERNEL(ot_cpu_reduce_grad);
+/* cpu_group_norm.c (issue 26): GroupNormGrad */
+OT_GRAD_KERNEL(ot_cpu_group_norm_grad);
 
 #endif
