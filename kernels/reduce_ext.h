@@ -154,6 +154,21 @@ OT_RX_FN int64_t ot_rx_arg_i32(const int32_t *x, const ot_rx_geom *g, int64_t ba
     OT_RX_ARG_BODY(int32_t, OT_RX_ISNAN_I)
 }
 
+/* ReduceMax / ReduceMin on int64 / int32 (shape arithmetic): an empty set gives the
+ * dtype's lowest (Max) or highest (Min) value, as ONNX specifies. */
+#define OT_RX_INT_EXTREMUM(T, NAME, LO, HI)                                             \
+    OT_RX_FN T NAME(const T *x, const ot_rx_geom *g, int64_t o, int is_max) {           \
+        int64_t base = ot_rx_base(g, o);                                                \
+        T acc = is_max ? LO : HI;                                                       \
+        for (int64_t j = 0; j < g->n_red; j++) {                                        \
+            T v = x[base + ot_rx_off(g, j)];                                            \
+            if (is_max ? v > acc : v < acc) acc = v;                                    \
+        }                                                                               \
+        return acc;                                                                     \
+    }
+OT_RX_INT_EXTREMUM(int64_t, ot_rx_extremum_i64, INT64_MIN, INT64_MAX)
+OT_RX_INT_EXTREMUM(int32_t, ot_rx_extremum_i32, INT32_MIN, INT32_MAX)
+
 /* ---- backward ----------------------------------------------------------------------- */
 
 /* Whether x is one of Max / Min's selected elements y (a NaN result selects the NaNs). */

@@ -2730,6 +2730,12 @@ static void test_host_reduce_ext(void **state) {
         tk_node_free(&g);
     }
     int64_t ids[6] = {4, 9, 1, 7, 9, 0};
+    for (int mx = 0; mx < 2; mx++) { /* int64 Max / Min over every axis */
+        ot_node n = tk_node(mx ? OT_OP_REDUCE_MAX : OT_OP_REDUCE_MIN, 1, 1);
+        ot_tensor ii[1] = {tk_t(OT_I64, ids, 2, 2, 3)}, io[1] = {tc_out(OT_I64, 2, 1, 1)};
+        assert_int_equal(hm_compare("ReduceMax / ReduceMin int64", &n, ii, io), OT_OK);
+        tk_node_free(&n);
+    }
     for (int k = 0; k < 4; k++) {
         ot_node n = tk_node(k & 1 ? OT_OP_ARG_MIN : OT_OP_ARG_MAX, 1, 1);
         ot_node_set_attr_int(&n, "axis", 1);

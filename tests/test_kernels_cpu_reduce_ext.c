@@ -77,6 +77,33 @@ static void test_edges(void **state) {
     }
 }
 
+/* Max / Min on int64 and int32 (shape arithmetic), an empty set the dtype's extreme;
+ * the other modes refuse integers. */
+static void test_int(void **state) {
+    (void)state;
+    int64_t a[6] = {4, INT64_MIN, 7, -3, 9, INT64_MAX}, y[2];
+    int32_t b[6] = {4, -8, 7, -3, 9, 2}, z[2];
+    for (int mx = 0; mx < 2; mx++) {
+        ot_node n = tk_node(mx ? OT_OP_REDUCE_MAX : OT_OP_REDUCE_MIN, 1, 1);
+        int64_t ax[1] = {1};
+        ot_node_set_attr_ints(&n, "axes", ax, 1);
+        ot_tensor in[1] = {tk_t(OT_I64, a, 2, 2, 3)}, out[1] = {tk_t(OT_I64, y, 1, 2)};
+        assert_int_equal(tk_run(&n, in, out), OT_OK);
+        assert_true(mx ? (y[0] == 7 && y[1] == INT64_MAX) : (y[0] == INT64_MIN && y[1] == -3));
+        in[0] = tk_t(OT_I32, b, 2, 2, 3), out[0] = tk_t(OT_I32, z, 1, 2);
+        assert_int_equal(tk_run(&n, in, out), OT_OK);
+        assert_true(mx ? (z[0] == 7 && z[1] == 9) : (z[0] == -8 && z[1] == -3));
+        in[0] = tk_t(OT_I64, a, 2, 2, 0), out[0] = tk_t(OT_I64, y, 1, 2);
+        assert_int_equal(tk_run(&n, in, out), OT_OK);
+        assert_true(y[0] == (mx ? INT64_MIN : INT64_MAX));
+        tk_node_free(&n);
+    }
+    ot_node p = tk_node(OT_OP_REDUCE_PROD, 1, 1);
+    ot_tensor in[1] = {tk_t(OT_I64, a, 1, 6)}, out[1] = {tk_t(OT_I64, y, 0)};
+    assert_true(tk_run(&p, in, out) != OT_OK);
+    tk_node_free(&p);
+}
+
 static void test_arg(void **state) {
     (void)state;
     /* [2, 4] along axis 1: ties, NaN */
@@ -166,6 +193,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_modes),
         cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_int),
         cmocka_unit_test(test_arg),
         cmocka_unit_test(test_grad_edges),
     };

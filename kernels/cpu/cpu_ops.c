@@ -237,8 +237,8 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_SOFTSIGN_GRAD] = F32(ot_cpu_act_ext_grad),
     [OT_OP_PRELU_GRAD] = F32(ot_cpu_prelu_grad),
     /* ---- ops batch 1 (issue 26): reductions ---- */
-    [OT_OP_REDUCE_MAX] = F32(ot_cpu_reduce_ext),
-    [OT_OP_REDUCE_MIN] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_MAX] = {ot_cpu_reduce_ext, sup_neg, NULL}, /* float32, int64, int32 */
+    [OT_OP_REDUCE_MIN] = {ot_cpu_reduce_ext, sup_neg, NULL},
     [OT_OP_REDUCE_PROD] = F32(ot_cpu_reduce_ext),
     [OT_OP_REDUCE_L1] = F32(ot_cpu_reduce_ext),
     [OT_OP_REDUCE_L2] = F32(ot_cpu_reduce_ext),

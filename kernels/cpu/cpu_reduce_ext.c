@@ -1,5 +1,6 @@
 /* cpu_reduce_ext.c — CPU kernels of issue 26's reductions: ReduceMax, ReduceMin,
- * ReduceProd, ReduceL1, ReduceL2, ReduceLogSumExp, ReduceSumSquare (float32; the axes
+ * ReduceProd, ReduceL1, ReduceL2, ReduceLogSumExp, ReduceSumSquare (float32, and int64 /
+ * int32 for Max and Min, forward only; the axes
  * attribute, or the opset-18 axes input; keepdims and noop_with_empty_axes), ArgMax
  * and ArgMin (float32, int64, int32 in; int64 indices out) and ReduceGrad, their
  * backward op. The element rules and the geometry live in kernels/reduce_ext.h, shared
@@ -48,17 +49,20 @@ static ot_status mode_of(const ot_node *node, int *mode, ot_error *err) {
 
 ot_status ot_cpu_reduce_ext(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                             ot_error *err) {
-    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
-    if (out[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     int mode;
     ot_status st = mode_of(node, &mode, err);
     if (st) return st;
+    ot_dtype t = in[0].dtype;
+    bool ints = (t == OT_I64 || t == OT_I32) && (mode == OT_RMODE_MAX || mode == OT_RMODE_MIN);
+    if (t != OT_F32 && !ints) return ot_cpu_bad_dtype(node, "input", t, err);
+    if (out[0].dtype != t) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     bool red[OT_MAX_RANK] = {0}, noop;
     if ((st = reduced_dims(node, in, 1, &in[0].shape, red, &noop, err))) return st;
     if (noop) { /* noop_with_empty_axes without axes: Y is X */
         if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
             return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
-        if (out[0].data != in[0].data) memmove(out[0].data, in[0].data, (size_t)ot_kernel_numel(&in[0]) * 4);
+        if (out[0].data != in[0].data)
+            memmove(out[0].data, in[0].data, (size_t)ot_kernel_numel(&in[0]) * ot_dtype_size(t));
         return OT_OK;
     }
     ot_rx_geom g;
@@ -66,10 +70,18 @@ ot_status ot_cpu_reduce_ext(const ot_node *node, const ot_tensor *in, ot_tensor 
     if (ot_kernel_numel(&out[0]) != g.n_out)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from the reduced shape", node->name,
                        node->op_type);
+    int nt = ot_cpu_threads(ctx), is_max = mode == OT_RMODE_MAX;
+    bool par = g.n_out > 1 && g.n_out * g.n_red >= OT_CPU_PAR_MIN;
+    if (t == OT_I64) {
+        for (int64_t o = 0; o < g.n_out; o++) ((int64_t *)out[0].data)[o] = ot_rx_extremum_i64(in[0].data, &g, o, is_max);
+        return OT_OK;
+    }
+    if (t == OT_I32) {
+        for (int64_t o = 0; o < g.n_out; o++) ((int32_t *)out[0].data)[o] = ot_rx_extremum_i32(in[0].data, &g, o, is_max);
+        return OT_OK;
+    }
     const float *x = in[0].data;
     float *y = out[0].data;
-    int nt = ot_cpu_threads(ctx);
-    bool par = g.n_out > 1 && g.n_out * g.n_red >= OT_CPU_PAR_MIN;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t o = 0; o < g.n_out; o++) y[o] = ot_rx_reduce(x, &g, o, mode);
     return OT_OK;

@@ -46,14 +46,14 @@ static ot_status mode_of(const ot_node *node, int *mode, ot_error *err) {
     return OT_OK;
 }
 
-/* A device or host copy of n floats from src to dst (noop reductions). */
-static ot_status copy_floats(ot_cuda_ctx *cx, void *dst, const void *src, int64_t n, ot_error *err) {
+/* A device or host copy of n bytes from src to dst (noop reductions). */
+static ot_status copy_bytes(ot_cuda_ctx *cx, void *dst, const void *src, int64_t n, ot_error *err) {
     if (!n || dst == src) return OT_OK;
     if (!cx) {
-        memmove(dst, src, (size_t)n * 4);
+        memmove(dst, src, (size_t)n);
         return OT_OK;
     }
-    OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)n * 4, cudaMemcpyDeviceToDevice, cx->stream));
+    OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)n, cudaMemcpyDeviceToDevice, cx->stream));
     return OT_OK;
 }
 
@@ -65,19 +65,47 @@ struct reduce_op {
     __host__ __device__ void operator()(int64_t o) const { y[o] = ot_rx_reduce(x, &g, o, mode); }
 };
 
+template <typename T> struct int_extremum_op {
+    const T *x;
+    T *y;
+    ot_rx_geom g;
+    int is_max;
+    __host__ __device__ void operator()(int64_t o) const;
+};
+template <> __host__ __device__ void int_extremum_op<int64_t>::operator()(int64_t o) const {
+    y[o] = ot_rx_extremum_i64(x, &g, o, is_max);
+}
+template <> __host__ __device__ void int_extremum_op<int32_t>::operator()(int64_t o) const {
+    y[o] = ot_rx_extremum_i32(x, &g, o, is_max);
+}
+
+template <typename T>
+static ot_status launch_int_extremum(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out, const ot_rx_geom &g,
+                                     int is_max, ot_error *err) {
+    int_extremum_op<T> f;
+    memset(&f, 0, sizeof f);
+    f.x = (const T *)in[0].data;
+    f.y = (T *)out[0].data;
+    f.g = g;
+    f.is_max = is_max;
+    return ot_cu_map(cx, f, g.n_out, err);
+}
+
 OT_CUDA_LAUNCHER(ot_cuda_reduce_ext) {
     (void)ctx;
-    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[0].dtype, err);
-    if (out[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     int mode;
     ot_status st = mode_of(node, &mode, err);
     if (st) return st;
+    ot_dtype t = in[0].dtype;
+    bool ints = (t == OT_I64 || t == OT_I32) && (mode == OT_RMODE_MAX || mode == OT_RMODE_MIN);
+    if (t != OT_F32 && !ints) return ot_cuda_bad_dtype(node, "input", t, err);
+    if (out[0].dtype != t) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     bool red[OT_MAX_RANK] = {0}, noop;
     if ((st = reduced_dims(cx, node, in, 1, &in[0].shape, red, &noop, err))) return st;
     if (noop) {
         if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
             return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
-        return copy_floats(cx, out[0].data, in[0].data, ot_kernel_numel(&in[0]), err);
+        return copy_bytes(cx, out[0].data, in[0].data, ot_kernel_numel(&in[0]) * (int64_t)ot_dtype_size(t), err);
     }
     reduce_op f;
     memset(&f, 0, sizeof f);
@@ -85,6 +113,8 @@ OT_CUDA_LAUNCHER(ot_cuda_reduce_ext) {
     if (ot_kernel_numel(&out[0]) != f.g.n_out)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from the reduced shape", node->name,
                        node->op_type);
+    if (t == OT_I64) return launch_int_extremum<int64_t>(cx, in, out, f.g, mode == OT_RMODE_MAX, err);
+    if (t == OT_I32) return launch_int_extremum<int32_t>(cx, in, out, f.g, mode == OT_RMODE_MAX, err);
     f.x = (const float *)in[0].data;
     f.y = (float *)out[0].data;
     f.mode = mode;
@@ -195,7 +225,7 @@ OT_CUDA_LAUNCHER(ot_cuda_reduce_grad) {
         ot_kernel_numel(&out[0]) != f.g.n_in)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, Y or dX does not fit X's reduction", node->name,
                        node->op_type);
-    if (noop) return copy_floats(cx, out[0].data, in[0].data, f.g.n_in, err);
+    if (noop) return copy_bytes(cx, out[0].data, in[0].data, f.g.n_in * 4, err);
     if (f.g.n_in == 0) return OT_OK;
     size_t need = (size_t)f.g.n_out * 2 * sizeof(double);
     if (!ctx->workspace || ctx->workspace_bytes < need)
