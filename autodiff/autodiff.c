@@ -40,6 +40,9 @@ void ot_gb_set_float(ot_grad_ctx *c, int node_id, const char *name, float v) {
 void ot_gb_set_ints(ot_grad_ctx *c, int node_id, const char *name, const int64_t *v, int n) {
     if (node_id >= 0 && ot_node_set_attr_ints(&c->g->nodes[node_id], name, v, n)) c->oom = true;
 }
+void ot_gb_set_string(ot_grad_ctx *c, int node_id, const char *name, const char *v) {
+    if (node_id >= 0 && ot_node_set_attr_string(&c->g->nodes[node_id], name, v)) c->oom = true;
+}
 void ot_gb_copy_attrs(ot_grad_ctx *c, int node_id, const ot_node *src) {
     if (node_id >= 0 && ot_node_copy_attrs(&c->g->nodes[node_id], src)) c->oom = true;
 }

@@ -1,6 +1,7 @@
 /* grad_norm.c — gradient rules of normalisations: BatchNormalization (training
  * mode: batch statistics recomputed from X; inference mode: running statistics
- * passed to BatchNormGrad as inputs 3/4), LayerNormalization, Softmax, LogSoftmax. */
+ * passed to BatchNormGrad as inputs 3/4), LayerNormalization, Softmax, LogSoftmax,
+ * InstanceNormalization and GroupNormalization (issue 26: one GroupNormGrad). */
 #include "autodiff/grad_rules.h"
 
 /* Emits a 3-output *NormGrad node (dX, dScale, dBias), creating only the outputs
@@ -42,6 +43,12 @@ ot_status ot_grad_norm(ot_grad_ctx *c, const ot_node *n, const int *dy) {
                            n->name);
         int in[3] = {dy[0], n->inputs[0], n->inputs[1]};
         norm_grad(c, n, OT_OP_LAYER_NORM_GRAD, in, 3, n->n_inputs > 2 ? n->inputs[2] : -1);
+        return OT_OK;
+    }
+    case OT_OP_INSTANCE_NORM: /* issue 26: GroupNormGrad (dY, X, scale) -> dX, dScale, dB */
+    case OT_OP_GROUP_NORM: {
+        int in[3] = {dy[0], n->inputs[0], n->inputs[1]};
+        norm_grad(c, n, OT_OP_GROUP_NORM_GRAD, in, 3, n->inputs[2]);
         return OT_OK;
     }
     case OT_OP_SOFTMAX:

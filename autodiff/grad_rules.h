@@ -33,6 +33,7 @@ int ot_gb_emit(ot_grad_ctx *c, ot_op op, const int *in, int n_in, const int *out
 void ot_gb_set_int(ot_grad_ctx *c, int node_id, const char *name, int64_t v);
 void ot_gb_set_float(ot_grad_ctx *c, int node_id, const char *name, float v);
 void ot_gb_set_ints(ot_grad_ctx *c, int node_id, const char *name, const int64_t *v, int n);
+void ot_gb_set_string(ot_grad_ctx *c, int node_id, const char *name, const char *v);
 void ot_gb_copy_attrs(ot_grad_ctx *c, int node_id, const ot_node *src);
 /* One-output node whose output has dtype/shape of value `like`; returns the value. */
 int ot_gb_op(ot_grad_ctx *c, ot_op op, const int *in, int n_in, int like);
@@ -69,5 +70,10 @@ ot_status ot_grad_loss(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_math(ot_grad_ctx *c, const ot_node *n, const int *dy);
 /* layout and indexing (issue 13): Pad, Tile, Trilu, GatherElements, CumSum */
 ot_status ot_grad_index(ot_grad_ctx *c, const ot_node *n, const int *dy);
+/* ops batch 1 (issue 26): Elu, Selu, Celu, PRelu, ThresholdedRelu, Softsign, and the
+ * zero-gradient Sign, Floor, Ceil, Round */
+ot_status ot_grad_activation(ot_grad_ctx *c, const ot_node *n, const int *dy);
+/* ops batch 1 (issue 26): ReduceMax .. ReduceSumSquare (ReduceGrad) */
+ot_status ot_grad_reduce_ext(ot_grad_ctx *c, const ot_node *n, const int *dy);
 
 #endif

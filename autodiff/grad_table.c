@@ -84,6 +84,28 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     /* Not differentiable (no entry): Shape, Range, Equal, the comparisons,
      * Not, And, Or, Xor, IsNaN, IsInf, Constant, ConstantOfShape,
      * every backward-only op and the optimizer steps. */
+    /* ---- ops batch 1 (issue 26): grad_activation.c ---- */
+    [OT_OP_ELU] = ot_grad_activation,
+    [OT_OP_SELU] = ot_grad_activation,
+    [OT_OP_CELU] = ot_grad_activation,
+    [OT_OP_PRELU] = ot_grad_activation,
+    [OT_OP_THRESHOLDED_RELU] = ot_grad_activation,
+    [OT_OP_SOFTSIGN] = ot_grad_activation,
+    [OT_OP_SIGN] = ot_grad_activation,
+    [OT_OP_FLOOR] = ot_grad_activation,
+    [OT_OP_CEIL] = ot_grad_activation,
+    [OT_OP_ROUND] = ot_grad_activation,
+    /* grad_reduce_ext.c (ArgMax, ArgMin: indices, no entry) */
+    [OT_OP_REDUCE_MAX] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_MIN] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_PROD] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_L1] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_L2] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_LOG_SUM_EXP] = ot_grad_reduce_ext,
+    [OT_OP_REDUCE_SUM_SQUARE] = ot_grad_reduce_ext,
+    /* grad_norm.c (issue 26) */
+    [OT_OP_INSTANCE_NORM] = ot_grad_norm,
+    [OT_OP_GROUP_NORM] = ot_grad_norm,
 };
 
 ot_grad_rule_fn ot_grad_rule_of(ot_op op) { return (op > 0 && op < OT_OP_COUNT) ? grad_rules[op] : NULL; }

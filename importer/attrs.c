@@ -198,6 +198,22 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
                                    {"seed", OT_ATTR_FLOAT}},
     [OT_OP_RANDOM_UNIFORM] = {{"dtype", OT_ATTR_INT}, {"high", OT_ATTR_FLOAT}, {"low", OT_ATTR_FLOAT},
                               {"seed", OT_ATTR_FLOAT}, {"shape", OT_ATTR_INTS}},
+    /* ---- ops batch 1 (issue 26) ---- */
+    [OT_OP_ELU] = {{"alpha", OT_ATTR_FLOAT}},
+    [OT_OP_SELU] = {{"alpha", OT_ATTR_FLOAT}, {"gamma", OT_ATTR_FLOAT}},
+    [OT_OP_CELU] = {{"alpha", OT_ATTR_FLOAT}},
+    [OT_OP_THRESHOLDED_RELU] = {{"alpha", OT_ATTR_FLOAT}},
+    [OT_OP_REDUCE_MAX] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_MIN] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_PROD] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_L1] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_L2] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_LOG_SUM_EXP] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_REDUCE_SUM_SQUARE] = {{"axes", OT_ATTR_INTS}, {"keepdims", OT_ATTR_INT}, {"noop_with_empty_axes", OT_ATTR_INT}},
+    [OT_OP_ARG_MAX] = {{"axis", OT_ATTR_INT}, {"keepdims", OT_ATTR_INT}, {"select_last_index", OT_ATTR_INT}},
+    [OT_OP_ARG_MIN] = {{"axis", OT_ATTR_INT}, {"keepdims", OT_ATTR_INT}, {"select_last_index", OT_ATTR_INT}},
+    [OT_OP_INSTANCE_NORM] = {{"epsilon", OT_ATTR_FLOAT}},
+    [OT_OP_GROUP_NORM] = {{"epsilon", OT_ATTR_FLOAT}, {"num_groups", OT_ATTR_INT}, {"stash_type", OT_ATTR_INT}},
 };
 
 static const char *type_name(ot_attr_type t) {

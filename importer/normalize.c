@@ -348,6 +348,14 @@ static const normalize_fn normalizers[OT_OP_COUNT] = {
     [OT_OP_REDUCE_SUM] = normalize_reduce,
     /* ---- layout and indexing (issue 13) ---- */
     [OT_OP_PAD] = normalize_pad,
+    /* ---- ops batch 1 (issue 26): axes as ReduceSum's ---- */
+    [OT_OP_REDUCE_MAX] = normalize_reduce,
+    [OT_OP_REDUCE_MIN] = normalize_reduce,
+    [OT_OP_REDUCE_PROD] = normalize_reduce,
+    [OT_OP_REDUCE_L1] = normalize_reduce,
+    [OT_OP_REDUCE_L2] = normalize_reduce,
+    [OT_OP_REDUCE_LOG_SUM_EXP] = normalize_reduce,
+    [OT_OP_REDUCE_SUM_SQUARE] = normalize_reduce,
 };
 
 ot_status ot_imp_normalize(ot_graph *g, ot_error *err) {
@@ -363,7 +371,7 @@ ot_status ot_imp_normalize(ot_graph *g, ot_error *err) {
 ot_status ot_imp_normalize_late(ot_graph *g, ot_error *err) {
     for (int id = 0; id < g->n_nodes; id++) {
         const ot_node *n = &g->nodes[id];
-        if (n->removed || (n->op != OT_OP_REDUCE_MEAN && n->op != OT_OP_REDUCE_SUM)) continue;
+        if (n->removed || normalizers[n->op] != normalize_reduce) continue;
         ot_status st = input_at(n, 1) >= 0 ? ints_input_to_attr(g, id, "axes", "axes", err) : OT_OK;
         if (st) return st;
     }

@@ -44,6 +44,12 @@ static const int64_t SINCE[OT_OP_COUNT] = {
     [OT_OP_SCATTER_ND] = 11,
     [OT_OP_SCATTER_ELEMENTS] = 11,
     [OT_OP_GATHER_ND] = 11,
+    /* ---- ops batch 1 (issue 26) ---- (Elu, Selu, PRelu, Softsign, Floor, Ceil: opset 1) */
+    [OT_OP_CELU] = 12,
+    [OT_OP_THRESHOLDED_RELU] = 10,
+    [OT_OP_SIGN] = 9,
+    [OT_OP_ROUND] = 11,
+    [OT_OP_GROUP_NORM] = 18, /* InstanceNormalization: opset 1 */
 };
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }

@@ -98,6 +98,10 @@ ot_status ot_shape_rule_gather_elements(ot_shape_ctx *c, const ot_node *n, ot_dt
 /* RandomUniformLike: input 0's shape, attribute dtype or input 0's; RandomUniform:
  * both from attributes (dtype float32 by default) */
 ot_status ot_shape_rule_random(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+/* shape_rules_ops1.c (ops batch 1, issue 26) */
+ot_status ot_shape_rule_prelu(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_arg_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_group_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 
 /* Shape's [start, end) of a rank-r input from its start / end attributes, clamped as
  * the spec says (opset 15). */

@@ -715,6 +715,36 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_PAD_GRAD] = rule_grad_like_input1,
     [OT_OP_TILE_GRAD] = rule_grad_like_input1,
     [OT_OP_GATHER_ELEMENTS_GRAD] = rule_grad_like_input2,
+    /* ---- ops batch 1 (issue 26): activations and rounding ---- */
+    [OT_OP_ELU] = rule_like_input,
+    [OT_OP_SELU] = rule_like_input,
+    [OT_OP_CELU] = rule_like_input,
+    [OT_OP_PRELU] = ot_shape_rule_prelu,
+    [OT_OP_THRESHOLDED_RELU] = rule_like_input,
+    [OT_OP_SOFTSIGN] = rule_like_input,
+    [OT_OP_SIGN] = rule_like_input,
+    [OT_OP_FLOOR] = rule_like_input,
+    [OT_OP_CEIL] = rule_like_input,
+    [OT_OP_ROUND] = rule_like_input,
+    [OT_OP_ELU_GRAD] = rule_grad_pointwise,
+    [OT_OP_THRESHOLDED_RELU_GRAD] = rule_grad_pointwise,
+    [OT_OP_SOFTSIGN_GRAD] = rule_grad_pointwise,
+    [OT_OP_PRELU_GRAD] = rule_like_dy,
+    /* ---- ops batch 1 (issue 26): reductions ---- */
+    [OT_OP_REDUCE_MAX] = rule_reduce,
+    [OT_OP_REDUCE_MIN] = rule_reduce,
+    [OT_OP_REDUCE_PROD] = rule_reduce,
+    [OT_OP_REDUCE_L1] = rule_reduce,
+    [OT_OP_REDUCE_L2] = rule_reduce,
+    [OT_OP_REDUCE_LOG_SUM_EXP] = rule_reduce,
+    [OT_OP_REDUCE_SUM_SQUARE] = rule_reduce,
+    [OT_OP_ARG_MAX] = ot_shape_rule_arg_reduce,
+    [OT_OP_ARG_MIN] = ot_shape_rule_arg_reduce,
+    [OT_OP_REDUCE_GRAD] = rule_grad_like_input1,
+    /* ---- issue 26: InstanceNormalization, GroupNormalization ---- */
+    [OT_OP_INSTANCE_NORM] = ot_shape_rule_group_norm,
+    [OT_OP_GROUP_NORM] = ot_shape_rule_group_norm,
+    [OT_OP_GROUP_NORM_GRAD] = rule_norm_grad,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

@@ -95,7 +95,11 @@ ot_status ot_shape_rule_tile(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot
         if (rep[d] < 0) return ot_shape_fail(c, n, "repeats[%d] = %lld is negative", d, (long long)rep[d]);
         if (rep[d] == 1) continue;
         sh[0].sym[d] = -1;
-        sh[0].dim[d] = X.dim[d] < 0 ? -1 : X.dim[d] * rep[d];
+        /* a product past int64 wrapped (4 x 2^62 gave 0: a silent zero-width output) */
+        if (X.dim[d] >= 0 && !ot_i64_mul(X.dim[d], rep[d], &sh[0].dim[d]))
+            return ot_shape_fail(c, n, "dim %d of %s times repeats[%d] = %lld overflows int64", d, SHP(&X, a), d,
+                                 (long long)rep[d]);
+        if (X.dim[d] < 0) sh[0].dim[d] = -1;
     }
     return OT_OK;
 }

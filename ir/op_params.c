@@ -104,6 +104,7 @@ static ot_status resolve_norm(const ot_node *n, ot_op_params *p, ot_error *err) 
     if (!st) st = flag_attr(n, "unbiased_running_var", &m->unbiased_running_var, err);
     m->epsilon = ot_node_attr_float(n, "epsilon", 1e-5f);
     m->momentum = ot_node_attr_float(n, "momentum", 0.9f);
+    if (!st) st = int_attr(n, "num_groups", 0, &m->num_groups, err);
     return st;
 }
 
@@ -120,12 +121,48 @@ static ot_status resolve_loss(const ot_node *n, ot_op_params *p, ot_error *err) 
     return OT_OK;
 }
 
+/* ops batch 1 (issue 26): the mode of a reduction op, and ReduceGrad's mode names */
+static const struct {
+    ot_op op;
+    ot_reduce_mode mode;
+    const char *name;
+} REDUCE_MODES[] = {
+    {OT_OP_REDUCE_SUM, OT_RMODE_SUM, "sum"},
+    {OT_OP_REDUCE_MEAN, OT_RMODE_MEAN, "mean"},
+    {OT_OP_REDUCE_MAX, OT_RMODE_MAX, "max"},
+    {OT_OP_REDUCE_MIN, OT_RMODE_MIN, "min"},
+    {OT_OP_REDUCE_PROD, OT_RMODE_PROD, "prod"},
+    {OT_OP_REDUCE_L1, OT_RMODE_L1, "l1"},
+    {OT_OP_REDUCE_L2, OT_RMODE_L2, "l2"},
+    {OT_OP_REDUCE_LOG_SUM_EXP, OT_RMODE_LOG_SUM_EXP, "log_sum_exp"},
+    {OT_OP_REDUCE_SUM_SQUARE, OT_RMODE_SUM_SQUARE, "sum_square"},
+    {OT_OP_ARG_MAX, OT_RMODE_ARG_MAX, "arg_max"},
+    {OT_OP_ARG_MIN, OT_RMODE_ARG_MIN, "arg_min"},
+};
+
+const char *ot_reduce_mode_name(ot_reduce_mode m) {
+    for (size_t i = 0; i < sizeof REDUCE_MODES / sizeof REDUCE_MODES[0]; i++)
+        if (REDUCE_MODES[i].mode == m) return REDUCE_MODES[i].name;
+    return "other";
+}
+
 static ot_status resolve_reduce(const ot_node *n, ot_op_params *p, ot_error *err) {
     ot_reduce_params *r = &p->u.reduce;
     int c = 0;
     r->axes = ot_node_attr_ints(n, "axes", &c);
     r->n_axes = r->axes ? c : -1;
-    return flag_attr(n, "noop_with_empty_axes", &r->noop_with_empty_axes, err);
+    r->mode = OT_RMODE_OTHER;
+    r->mode_name = ot_node_attr_string(n, "mode", "");
+    for (size_t i = 0; i < sizeof REDUCE_MODES / sizeof REDUCE_MODES[0]; i++)
+        if (n->op == OT_OP_REDUCE_GRAD ? !strcmp(r->mode_name, REDUCE_MODES[i].name) : n->op == REDUCE_MODES[i].op)
+            r->mode = REDUCE_MODES[i].mode;
+    int keep = 1;
+    ot_status st = int_attr(n, "keepdims", 1, &keep, err);
+    r->keepdims = keep != 0;
+    if (!st) st = int_attr(n, "axis", 0, &r->axis, err);
+    if (!st) st = flag_attr(n, "select_last_index", &r->select_last_index, err);
+    if (!st) st = flag_attr(n, "noop_with_empty_axes", &r->noop_with_empty_axes, err);
+    return st;
 }
 
 static ot_status resolve_layout(const ot_node *n, ot_op_params *p, ot_error *err) {
@@ -207,6 +244,31 @@ static ot_status resolve_random(const ot_node *n, ot_op_params *p, ot_error *err
     return OT_OK;
 }
 
+/* ---- ops batch 1 (issue 26) ---- */
+/* Selu's ONNX defaults (float32 values of the constants in the spec). */
+#define SELU_ALPHA 1.67326319217681884765625f
+#define SELU_GAMMA 1.05070102214813232421875f
+
+static ot_status resolve_unary(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_unary_params *u = &p->u.unary;
+    bool selu = n->op == OT_OP_SELU, grad = n->op == OT_OP_ELU_GRAD;
+    u->alpha = ot_node_attr_float(n, "alpha", selu ? SELU_ALPHA : 1.0f);
+    u->scale = selu ? ot_node_attr_float(n, "gamma", SELU_GAMMA) : grad ? ot_node_attr_float(n, "scale", 1.0f) : 1.0f;
+    u->input_scale = grad ? ot_node_attr_float(n, "input_scale", 1.0f) : 1.0f;
+    u->threshold = u->alpha;
+    if (n->op == OT_OP_CELU) {
+        /* Celu divides by alpha: alpha = 0 has no meaning (PyTorch refuses it too) */
+        if (u->alpha == 0.0f || u->alpha != u->alpha)
+            return ot_fail(err, OT_E_MODEL, "node '%s' (%s): attribute 'alpha' must be non-zero, got %g", label(n),
+                           op_label(n), (double)u->alpha);
+        u->scale = 1.0f;
+        u->input_scale = (float)(1.0 / (double)u->alpha);
+    }
+    u->negcoef = (float)((double)u->alpha * (double)u->scale);
+    u->poscoef = u->scale;
+    return OT_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -274,6 +336,27 @@ static const family FAMILY[OT_OP_COUNT] = {
     /* ---- random sources (issue 13) ---- */
     [OT_OP_RANDOM_UNIFORM_LIKE] = {OT_PARAMS_RANDOM, resolve_random},
     [OT_OP_RANDOM_UNIFORM] = {OT_PARAMS_RANDOM, resolve_random},
+    /* ---- ops batch 1 (issue 26) ---- */
+    [OT_OP_ELU] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_SELU] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_CELU] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_ELU_GRAD] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_THRESHOLDED_RELU] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_THRESHOLDED_RELU_GRAD] = {OT_PARAMS_UNARY, resolve_unary},
+    [OT_OP_PRELU_GRAD] = {OT_PARAMS_MATH, resolve_math},
+    [OT_OP_REDUCE_MAX] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_MIN] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_PROD] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_L1] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_L2] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_LOG_SUM_EXP] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_SUM_SQUARE] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_ARG_MAX] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_ARG_MIN] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_REDUCE_GRAD] = {OT_PARAMS_REDUCE, resolve_reduce},
+    [OT_OP_INSTANCE_NORM] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_GROUP_NORM] = {OT_PARAMS_NORM, resolve_norm},
+    [OT_OP_GROUP_NORM_GRAD] = {OT_PARAMS_NORM, resolve_norm},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

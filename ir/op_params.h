@@ -38,6 +38,7 @@ typedef enum ot_params_kind {
     /* ---- layout and indexing (issue 13) ---- */
     OT_PARAMS_INDEX,
     OT_PARAMS_RANDOM, /* random sources (issue 13) */
+    OT_PARAMS_UNARY,  /* ops batch 1 (issue 26): Elu, Selu, Celu, ThresholdedRelu */
 } ot_params_kind;
 
 /* Gemm */
@@ -90,6 +91,7 @@ typedef struct ot_norm_params {
     float epsilon;  /* 1e-5 */
     float momentum; /* BatchNorm: 0.9 */
     bool training_mode, unbiased_running_var;
+    int num_groups; /* GroupNormalization(Grad) (issue 26): 0 when absent (InstanceNorm: one per channel) */
 } ot_norm_params;
 
 typedef enum ot_reduction { OT_REDUCTION_MEAN, OT_REDUCTION_SUM, OT_REDUCTION_NONE, OT_REDUCTION_OTHER } ot_reduction;
@@ -102,11 +104,24 @@ typedef struct ot_loss_params {
     int64_t ignore_index; /* compared with int64 labels: kept whole, not narrowed */
 } ot_loss_params;
 
-/* ReduceMean, ReduceSum */
+/* ops batch 1 (issue 26): what a reduction computes (ReduceGrad: its "mode" attribute) */
+typedef enum ot_reduce_mode {
+    OT_RMODE_SUM, OT_RMODE_MEAN, OT_RMODE_MAX, OT_RMODE_MIN, OT_RMODE_PROD, OT_RMODE_L1, OT_RMODE_L2,
+    OT_RMODE_LOG_SUM_EXP, OT_RMODE_SUM_SQUARE, OT_RMODE_ARG_MAX, OT_RMODE_ARG_MIN, OT_RMODE_OTHER
+} ot_reduce_mode;
+
+/* ReduceMean, ReduceSum; ops batch 1 (issue 26): ReduceMax .. ReduceSumSquare, ArgMax,
+ * ArgMin, ReduceGrad */
 typedef struct ot_reduce_params {
     int n_axes;           /* -1: no axes attribute (the opset-18 input, read at run time) */
     const int64_t *axes;  /* the node's attribute (any length; duplicates allowed) */
     bool noop_with_empty_axes;
+    /* ops batch 1 (issue 26) */
+    ot_reduce_mode mode;    /* from the op; ReduceGrad: its "mode" string (OTHER if unknown) */
+    const char *mode_name;  /* ReduceGrad: as written, for OTHER's error */
+    int axis;               /* ArgMax, ArgMin: 0 by default (not yet normalised to the rank) */
+    bool keepdims;          /* 1 by default */
+    bool select_last_index; /* ArgMax, ArgMin */
 } ot_reduce_params;
 
 /* Transpose, Concat, Split, Gather, GatherGrad, Shape */
@@ -163,6 +178,18 @@ typedef struct ot_random_params {
     float low, high; /* 0, 1 */
 } ot_random_params;
 
+/* ops batch 1 (issue 26): Elu, Selu, Celu, EluGrad, ThresholdedRelu(Grad). The elu
+ * family as PyTorch's elu(x, alpha, scale, input_scale): x <= 0 ? negcoef *
+ * expm1(x * input_scale) : poscoef * x; negcoef = alpha * scale (computed in double,
+ * as PyTorch's Scalars are). Elu: alpha (1), scale 1; Selu: alpha, scale = gamma;
+ * Celu: alpha, input_scale = 1 / alpha; EluGrad: its attributes alpha, scale,
+ * input_scale as the gradient rule wrote them. */
+typedef struct ot_unary_params {
+    float alpha, scale, input_scale;
+    float negcoef, poscoef;
+    float threshold; /* ThresholdedRelu(Grad): alpha, 1 by default */
+} ot_unary_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -178,11 +205,15 @@ typedef struct ot_op_params {
         ot_math_params math;
         ot_index_params index; /* layout and indexing (issue 13) */
         ot_random_params random; /* random sources (issue 13) */
+        ot_unary_params unary;   /* ops batch 1 (issue 26) */
     } u;
 } ot_op_params;
 
 struct ot_node;
 struct ot_graph;
+
+/* ops batch 1 (issue 26): "max", "prod", ... (ReduceGrad's mode attribute), "other". */
+const char *ot_reduce_mode_name(ot_reduce_mode m);
 
 /* Fills *p from node's attributes (p may be &node->params). OT_E_MODEL naming the node
  * for an integer attribute out of range. Ops without parameters get OT_PARAMS_NONE. */

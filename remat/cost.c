@@ -269,6 +269,36 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_PAD_GRAD] = cost_per_element,
     [OT_OP_TILE_GRAD] = cost_per_element,
     [OT_OP_GATHER_ELEMENTS_GRAD] = cost_per_element,
+    /* ---- ops batch 1 (issue 26): activations and rounding ---- */
+    [OT_OP_ELU] = cost_transcendental,
+    [OT_OP_SELU] = cost_transcendental,
+    [OT_OP_CELU] = cost_transcendental,
+    [OT_OP_PRELU] = cost_pointwise,
+    [OT_OP_THRESHOLDED_RELU] = cost_pointwise,
+    [OT_OP_SOFTSIGN] = cost_pointwise,
+    [OT_OP_SIGN] = cost_pointwise,
+    [OT_OP_FLOOR] = cost_pointwise,
+    [OT_OP_CEIL] = cost_pointwise,
+    [OT_OP_ROUND] = cost_pointwise,
+    [OT_OP_ELU_GRAD] = cost_transcendental,
+    [OT_OP_THRESHOLDED_RELU_GRAD] = cost_pointwise,
+    [OT_OP_SOFTSIGN_GRAD] = cost_pointwise,
+    [OT_OP_PRELU_GRAD] = cost_pointwise,
+    /* ---- ops batch 1 (issue 26): reductions (LogSumExp: an exp per element) ---- */
+    [OT_OP_REDUCE_MAX] = cost_per_element,
+    [OT_OP_REDUCE_MIN] = cost_per_element,
+    [OT_OP_REDUCE_PROD] = cost_per_element,
+    [OT_OP_REDUCE_L1] = cost_per_element,
+    [OT_OP_REDUCE_L2] = cost_per_element,
+    [OT_OP_REDUCE_LOG_SUM_EXP] = cost_transcendental,
+    [OT_OP_REDUCE_SUM_SQUARE] = cost_per_element,
+    [OT_OP_ARG_MAX] = cost_per_element,
+    [OT_OP_ARG_MIN] = cost_per_element,
+    [OT_OP_REDUCE_GRAD] = cost_pointwise,
+    /* ---- issue 26: InstanceNormalization, GroupNormalization ---- */
+    [OT_OP_INSTANCE_NORM] = cost_norm,
+    [OT_OP_GROUP_NORM] = cost_norm,
+    [OT_OP_GROUP_NORM_GRAD] = cost_norm_grad,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

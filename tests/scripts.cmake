@@ -21,6 +21,11 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_pointwise_math.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_pointwise_math_tmp)
   set_tests_properties(check_pointwise_math PROPERTIES TIMEOUT 120)
+  # Issue 26's ops batch 1: a torch-exported model through info and grad, against PyTorch 1.13.
+  add_test(NAME check_ops1
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_ops1.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_ops1_tmp)
+  set_tests_properties(check_ops1 PROPERTIES TIMEOUT 120)
   # `train --external-data`: layouts, confinement, atomicity, onnx.checker.
   add_test(NAME check_external_out
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_external_out.py $<TARGET_FILE:onnxtrain>

@@ -2611,6 +2611,206 @@ static void test_host_index(void **state) {
 static void test_index(void **state) { ix_cases(backend_of(state)); }
 #endif /* OT_HAVE_CUDA */
 
+/* ---- ops batch 1 (issue 26): activations and rounding --------------------------------- */
+
+/* The element code of cuda_activation.cu run on the host against the CPU kernels, bit
+ * for bit (both call kernels/activation_math.h). */
+static void test_host_activation(void **state) {
+    (void)state;
+    float xf[12] = {-4.0f, -2.5f, -0.5f, -0.0f, 0.0f, 0.5f, 1.5f, 2.5f, NAN, INFINITY, -INFINITY, 90.0f};
+    float dy[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, sl[3] = {0.25f, -0.5f, 2.0f};
+    ot_tensor fin[1] = {tk_t(OT_F32, xf, 2, 3, 4)}, fout[1] = {tc_out(OT_F32, 2, 3, 4)};
+    ot_op un[9] = {OT_OP_ELU, OT_OP_SELU, OT_OP_CELU, OT_OP_THRESHOLDED_RELU, OT_OP_SOFTSIGN,
+                   OT_OP_SIGN, OT_OP_FLOOR, OT_OP_CEIL, OT_OP_ROUND};
+    for (int o = 0; o < 9; o++)
+        for (int a = 0; a < 2; a++) {
+            ot_node n = tk_node(un[o], 1, 1);
+            if (a) ot_node_set_attr_float(&n, "alpha", 0.75f);
+            assert_int_equal(hm_compare(ot_op_name(un[o]), &n, fin, fout), OT_OK);
+            tk_node_free(&n);
+        }
+    int64_t a64[4] = {-7, 0, 7, INT64_MIN};
+    ot_node sg = tk_node(OT_OP_SIGN, 1, 1);
+    ot_tensor iin[1] = {tk_t(OT_I64, a64, 1, 4)}, iout[1] = {tc_out(OT_I64, 1, 4)};
+    assert_int_equal(hm_compare("Sign int64", &sg, iin, iout), OT_OK);
+    tk_node_free(&sg);
+    ot_node pr = tk_node(OT_OP_PRELU, 2, 1);
+    ot_tensor pin[2] = {tk_t(OT_F32, xf, 2, 3, 4), tk_t(OT_F32, sl, 2, 3, 1)};
+    assert_int_equal(hm_compare("PRelu", &pr, pin, fout), OT_OK);
+    tk_node_free(&pr);
+    ot_op gr[3] = {OT_OP_ELU_GRAD, OT_OP_THRESHOLDED_RELU_GRAD, OT_OP_SOFTSIGN_GRAD};
+    ot_tensor gin[2] = {tk_t(OT_F32, dy, 2, 3, 4), tk_t(OT_F32, xf, 2, 3, 4)};
+    for (int o = 0; o < 3; o++) {
+        ot_node n = tk_node(gr[o], 2, 1);
+        ot_node_set_attr_float(&n, "alpha", 1.5f);
+        ot_node_set_attr_float(&n, "scale", 1.25f);
+        ot_node_set_attr_float(&n, "input_scale", 0.5f);
+        assert_int_equal(hm_compare(ot_op_name(gr[o]), &n, gin, fout), OT_OK);
+        tk_node_free(&n);
+    }
+    for (int k = 0; k < 2; k++) {
+        ot_node n = tk_node(OT_OP_PRELU_GRAD, 3, 1);
+        ot_node_set_attr_int(&n, "index", k);
+        ot_tensor in[3] = {tk_t(OT_F32, dy, 2, 3, 4), tk_t(OT_F32, xf, 2, 3, 4), tk_t(OT_F32, sl, 2, 3, 1)};
+        assert_int_equal(hm_compare("PReluGrad", &n, in, fout), OT_OK);
+        tk_node_free(&n);
+    }
+}
+
+/* The same ops on the GPU against the CPU, within float32 rounding (the device's expf). */
+static void test_activation(void **state) {
+    tc_pool p = {0};
+    ot_op un[9] = {OT_OP_ELU, OT_OP_SELU, OT_OP_CELU, OT_OP_THRESHOLDED_RELU, OT_OP_SOFTSIGN,
+                   OT_OP_SIGN, OT_OP_FLOOR, OT_OP_CEIL, OT_OP_ROUND};
+    for (int o = 0; o < 9; o++) {
+        ot_node n = tk_node(un[o], 1, 1);
+        ot_tensor in[1] = {tc_rand(&p, 160 + (uint32_t)o, -6.0f, 6.0f, 2, 37, 29)}, out[1] = {tc_out(OT_F32, 2, 37, 29)};
+        tc_check(backend_of(state), ot_op_name(un[o]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    ot_op gr[3] = {OT_OP_ELU_GRAD, OT_OP_THRESHOLDED_RELU_GRAD, OT_OP_SOFTSIGN_GRAD};
+    for (int o = 0; o < 3; o++) {
+        ot_node n = tk_node(gr[o], 2, 1);
+        ot_tensor in[2] = {tc_rand(&p, 170 + (uint32_t)o, -2, 2, 1, 1000), tc_rand(&p, 180 + (uint32_t)o, -5, 5, 1, 1000)};
+        ot_tensor out[1] = {tc_out(OT_F32, 1, 1000)};
+        tc_check(backend_of(state), ot_op_name(gr[o]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    ot_node pr = tk_node(OT_OP_PRELU, 2, 1);
+    ot_tensor pin[2] = {tc_rand(&p, 190, -3, 3, 4, 2, 3, 5, 7), tc_rand(&p, 191, -1, 1, 3, 3, 1, 1)};
+    ot_tensor pout[1] = {tc_out(OT_F32, 4, 2, 3, 5, 7)};
+    tc_check(backend_of(state), "PRelu", &pr, pin, pout, 0, 0, 0, 0);
+    tk_node_free(&pr);
+    for (int k = 0; k < 2; k++) {
+        ot_node n = tk_node(OT_OP_PRELU_GRAD, 3, 1);
+        ot_node_set_attr_int(&n, "index", k);
+        ot_tensor in[3] = {tc_rand(&p, 192, -2, 2, 4, 2, 3, 5, 7), tc_rand(&p, 193, -3, 3, 4, 2, 3, 5, 7),
+                           tc_rand(&p, 194, -1, 1, 3, 3, 1, 1)};
+        ot_tensor out[1] = {tc_out(OT_F32, 4, 2, 3, 5, 7)};
+        tc_check(backend_of(state), "PReluGrad", &n, in, out, 0, 0, 0, 0);
+        tk_node_free(&n);
+    }
+    tc_free(&p);
+}
+
+/* Issue 26's reductions: the element code of cuda_reduce_ext.cu on the host against
+ * the CPU kernels, bit for bit (one walker per output, kernels/reduce_ext.h), with
+ * NaN, ties and zeros in the data. */
+static const ot_op RX_OPS[7] = {OT_OP_REDUCE_MAX, OT_OP_REDUCE_MIN, OT_OP_REDUCE_PROD, OT_OP_REDUCE_L1,
+                                OT_OP_REDUCE_L2, OT_OP_REDUCE_LOG_SUM_EXP, OT_OP_REDUCE_SUM_SQUARE};
+static const char *RX_MODES[7] = {"max", "min", "prod", "l1", "l2", "log_sum_exp", "sum_square"};
+
+static void test_host_reduce_ext(void **state) {
+    (void)state;
+    float x[24], y[8];
+    tk_fill(x, 24, 9, -2, 2);
+    x[3] = x[7] = 1.75f, x[5] = 0.0f, x[13] = NAN, x[20] = x[21] = 0.0f;
+    int64_t ax[1] = {1};
+    ot_tensor out[1] = {tc_out(OT_F32, 2, 2, 4)};
+    for (int o = 0; o < 7; o++) {
+        ot_node n = tk_node(RX_OPS[o], 2, 1);
+        ot_node_set_attr_int(&n, "keepdims", 0);
+        ot_tensor in[2] = {tk_t(OT_F32, x, 3, 2, 3, 4), tk_t(OT_I64, ax, 1, 1)};
+        assert_int_equal(hm_compare(ot_op_name(RX_OPS[o]), &n, in, out), OT_OK);
+        tk_node_free(&n);
+        /* its gradient, Y from the CPU kernel */
+        ot_node f = tk_node(RX_OPS[o], 1, 1);
+        ot_node_set_attr_ints(&f, "axes", ax, 1);
+        ot_node_set_attr_int(&f, "keepdims", 0);
+        ot_tensor fo[1] = {tk_t(OT_F32, y, 2, 2, 4)};
+        assert_int_equal(tk_run(&f, in, fo), OT_OK);
+        tk_node_free(&f);
+        ot_node g = tk_node(OT_OP_REDUCE_GRAD, 3, 1);
+        ot_node_set_attr_ints(&g, "axes", ax, 1);
+        ot_node_set_attr_string(&g, "mode", RX_MODES[o]);
+        float dy8[8] = {1, -2, 0.5f, 3, -1, 2, 0.25f, -0.5f};
+        ot_tensor gi[3] = {tk_t(OT_F32, dy8, 2, 2, 4), tk_t(OT_F32, x, 3, 2, 3, 4), tk_t(OT_F32, y, 2, 2, 4)};
+        ot_tensor go[1] = {tc_out(OT_F32, 3, 2, 3, 4)};
+        assert_int_equal(hm_compare("ReduceGrad", &g, gi, go), OT_OK);
+        tk_node_free(&g);
+    }
+    int64_t ids[6] = {4, 9, 1, 7, 9, 0};
+    for (int mx = 0; mx < 2; mx++) { /* int64 Max / Min over every axis */
+        ot_node n = tk_node(mx ? OT_OP_REDUCE_MAX : OT_OP_REDUCE_MIN, 1, 1);
+        ot_tensor ii[1] = {tk_t(OT_I64, ids, 2, 2, 3)}, io[1] = {tc_out(OT_I64, 2, 1, 1)};
+        assert_int_equal(hm_compare("ReduceMax / ReduceMin int64", &n, ii, io), OT_OK);
+        tk_node_free(&n);
+    }
+    for (int k = 0; k < 4; k++) {
+        ot_node n = tk_node(k & 1 ? OT_OP_ARG_MIN : OT_OP_ARG_MAX, 1, 1);
+        ot_node_set_attr_int(&n, "axis", 1);
+        ot_node_set_attr_int(&n, "select_last_index", k >> 1);
+        ot_tensor in[1] = {tk_t(OT_F32, x, 3, 2, 3, 4)}, ao[1] = {tc_out(OT_I64, 3, 2, 1, 4)};
+        assert_int_equal(hm_compare("ArgMax / ArgMin", &n, in, ao), OT_OK);
+        ot_tensor ii[1] = {tk_t(OT_I64, ids, 2, 2, 3)}, io[1] = {tc_out(OT_I64, 2, 2, 1)};
+        assert_int_equal(hm_compare("ArgMax / ArgMin int64", &n, ii, io), OT_OK);
+        tk_node_free(&n);
+    }
+}
+
+/* The same on the GPU against the CPU: within float32 rounding (the device's libm). */
+static void test_reduce_ext(void **state) {
+    tc_pool p = {0};
+    int64_t ax[2] = {0, 2};
+    for (int o = 0; o < 7; o++) {
+        ot_node n = tk_node(RX_OPS[o], 1, 1);
+        ot_node_set_attr_ints(&n, "axes", ax, 2);
+        ot_tensor in[1] = {tc_rand(&p, 200 + (uint32_t)o, 0.5f, 1.5f, 3, 5, 37, 9)}, out[1] = {tc_out(OT_F32, 3, 1, 37, 1)};
+        tc_check(backend_of(state), ot_op_name(RX_OPS[o]), &n, in, out, TOL, 0, 0, 0);
+        tk_node_free(&n);
+        ot_node g = tk_node(OT_OP_REDUCE_GRAD, 3, 1);
+        ot_node_set_attr_ints(&g, "axes", ax, 2);
+        ot_node_set_attr_string(&g, "mode", RX_MODES[o]);
+        ot_tensor gi[3] = {tc_rand(&p, 210 + (uint32_t)o, -1, 1, 3, 1, 37, 1), in[0],
+                           tc_rand(&p, 220 + (uint32_t)o, 0.5f, 1.5f, 3, 1, 37, 1)};
+        ot_tensor go[1] = {tc_out(OT_F32, 3, 5, 37, 9)};
+        tc_check(backend_of(state), "ReduceGrad", &g, gi, go, TOL, 0, 0, 0);
+        tk_node_free(&g);
+    }
+    ot_node a = tk_node(OT_OP_ARG_MAX, 1, 1);
+    ot_node_set_attr_int(&a, "axis", 1);
+    ot_tensor ai[1] = {tc_rand(&p, 230, -1, 1, 3, 5, 37, 9)}, ao[1] = {tc_out(OT_I64, 3, 5, 1, 9)};
+    tc_check(backend_of(state), "ArgMax", &a, ai, ao, 0, 0, 0, 0);
+    tk_node_free(&a);
+    tc_free(&p);
+}
+
+/* InstanceNormalization / GroupNormalization and GroupNormGrad (issue 26): host mode
+ * against the CPU kernels bit for bit; the GPU within float32 rounding. */
+static void gn_cases(ot_backend *be) {
+    tc_pool p = {0};
+    struct {
+        ot_op op;
+        int groups, np;
+    } c[3] = {{OT_OP_INSTANCE_NORM, 0, 6}, {OT_OP_GROUP_NORM, 3, 6}, {OT_OP_GROUP_NORM, 3, 3}};
+    for (int k = 0; k < 3; k++) {
+        ot_node n = tk_node(c[k].op, 3, 1);
+        if (c[k].groups) ot_node_set_attr_int(&n, "num_groups", c[k].groups);
+        ot_tensor in[3] = {tc_rand(&p, 240 + (uint32_t)k, -2, 2, 4, 2, 6, 3, 5), tc_rand(&p, 243, 0.5f, 1.5f, 1, c[k].np),
+                           tc_rand(&p, 244, -1, 1, 1, c[k].np)};
+        ot_tensor out[1] = {tc_out(OT_F32, 4, 2, 6, 3, 5)};
+        ot_node gr = tk_node(OT_OP_GROUP_NORM_GRAD, 3, 3);
+        if (c[k].groups) ot_node_set_attr_int(&gr, "num_groups", c[k].groups);
+        ot_tensor gi[3] = {tc_rand(&p, 245, -1, 1, 4, 2, 6, 3, 5), in[0], in[1]};
+        ot_tensor go[3] = {tc_out(OT_F32, 4, 2, 6, 3, 5), tc_out(OT_F32, 1, c[k].np), tc_out(OT_F32, 1, c[k].np)};
+        if (be) {
+            tc_check(be, ot_op_name(c[k].op), &n, in, out, TOL, 0, 0, 0);
+            tc_check(be, "GroupNormGrad", &gr, gi, go, TOL, 0, 0, 0);
+        } else {
+            assert_int_equal(hm_compare(ot_op_name(c[k].op), &n, in, out), OT_OK);
+            assert_int_equal(hm_compare("GroupNormGrad", &gr, gi, go), OT_OK);
+        }
+        tk_node_free(&n);
+        tk_node_free(&gr);
+        tc_free(&p);
+    }
+}
+static void test_host_group_norm(void **state) {
+    (void)state;
+    gn_cases(NULL);
+}
+static void test_group_norm(void **state) { gn_cases(backend_of(state)); }
+
 int main(void) {
     const struct CMUnitTest select_tests[] = {
         cmocka_unit_test(test_select_names),
@@ -2648,6 +2848,9 @@ int main(void) {
         cmocka_unit_test(test_host_index), /* layout and indexing (issue 13) */
         cmocka_unit_test(test_samples_supported),
         cmocka_unit_test(test_host_pointwise_math),
+        cmocka_unit_test(test_host_activation), /* ops batch 1 (issue 26) */
+        cmocka_unit_test(test_host_reduce_ext),
+        cmocka_unit_test(test_host_group_norm),
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
     char reason[1024];
@@ -2673,6 +2876,9 @@ int main(void) {
         cmocka_unit_test(test_samples_remat_bitwise),
         cmocka_unit_test(test_pointwise_math),
         cmocka_unit_test(test_index), /* layout and indexing (issue 13) */
+        cmocka_unit_test(test_activation), /* ops batch 1 (issue 26) */
+        cmocka_unit_test(test_reduce_ext),
+        cmocka_unit_test(test_group_norm),
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

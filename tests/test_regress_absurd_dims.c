@@ -123,6 +123,41 @@ static void test_rank_above_max(void **state) {
     assert_non_null(strstr(err.msg, "'x' has rank 9"));
 }
 
+/* Issue 26: a Tile whose repeats overflow int64 with the input's dim (4 x 2^62 wraps
+ * to 0) got the output shape [?, 0] and `eval` wrote a zero-width output with exit 0.
+ * Shape inference now refuses the product, naming the node; a sane Tile still loads. */
+static ot_status load_tile(int64_t repeat, ot_error *err) {
+    mb *b = mb_new(17);
+    const int64_t dims[2] = {-1, 4}, rd[1] = {2}, reps[2] = {1, repeat};
+    const char *syms[2] = {"batch", NULL};
+    mb_input(b, "x", F32, 2, dims, syms);
+    mb_init_i64(b, "repeats", 1, rd, reps);
+    mb_node(b, "Tile", "tile_huge", "x,repeats", "y");
+    mb_output(b, "y", F32);
+    size_t len = 0;
+    uint8_t *buf = mb_pack(b, &len);
+    ot_model *m = NULL;
+    ot_status st = ot_model_load_buffer(buf, len, "tile.onnx", NULL, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, err);
+    mb_free(b);
+    if (st == OT_OK) {
+        const ot_value *y = &m->graph->values[m->graph->outputs[0]];
+        assert_int_equal(y->shape.rank, 2);
+        assert_int_equal(y->shape.dim[1], 4 * repeat);
+    }
+    ot_model_free(m);
+    return st;
+}
+
+static void test_tile_repeats_overflow(void **state) {
+    (void)state;
+    ot_error err = {0};
+    ot_status st = load_tile((int64_t)1 << 62, &err);
+    if (st != OT_E_SHAPE) fail_msg("expected OT_E_SHAPE, got %d: %s", st, err.msg);
+    assert_non_null(strstr(err.msg, "tile_huge"));
+    assert_non_null(strstr(err.msg, "overflows"));
+    assert_int_equal(load_tile(3, &err), OT_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_declared_input),
@@ -130,6 +165,7 @@ int main(void) {
         cmocka_unit_test(test_reshape_target_overflow),
         cmocka_unit_test(test_bound_dim),
         cmocka_unit_test(test_rank_above_max),
+        cmocka_unit_test(test_tile_repeats_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,5 +108,13 @@ ot_status ot_cpu_gather_nd(const ot_node *, const ot_tensor *, ot_tensor *, cons
 struct ot_pad_geom;
 ot_status ot_cpu_pad_geom(const ot_node *node, const ot_tensor *pads_t, const ot_tensor *axes_t, const ot_shape *xs,
                           const ot_shape *ys, struct ot_pad_geom *g, ot_error *err);
+/* cpu_activation.c (ops batch 1, issue 26): Elu .. Round, PRelu */
+ot_status ot_cpu_act_unary(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_prelu(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* cpu_reduce_ext.c (ops batch 1, issue 26): ReduceMax .. ReduceSumSquare, ArgMax / ArgMin */
+ot_status ot_cpu_reduce_ext(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_arg_reduce(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* cpu_group_norm.c (issue 26): InstanceNormalization, GroupNormalization */
+ot_status ot_cpu_group_norm(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 
 #endif

@@ -90,6 +90,8 @@ static bool sup_cumsum(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 }
 /* random sources (issue 13): the output's dtype decides, the input gives a shape only */
 static bool sup_f32_out(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return o0 == OT_F32; }
+/* ops batch 1 (issue 26): PRelu's X and slope float32 */
+static bool sup_prelu(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_F32 && in[1].dtype == OT_F32; }
 
 /* ---- the table -------------------------------------------------------------------- */
 
@@ -219,6 +221,36 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_PAD_GRAD] = F32(ot_cpu_pad_grad),
     [OT_OP_TILE_GRAD] = F32(ot_cpu_pad_grad),
     [OT_OP_GATHER_ELEMENTS_GRAD] = {ot_cpu_gather_elements_grad, sup_gather_grad, NULL},
+    /* ---- ops batch 1 (issue 26): activations and rounding ---- */
+    [OT_OP_ELU] = F32(ot_cpu_act_unary),
+    [OT_OP_SELU] = F32(ot_cpu_act_unary),
+    [OT_OP_CELU] = F32(ot_cpu_act_unary),
+    [OT_OP_PRELU] = {ot_cpu_prelu, sup_prelu, NULL},
+    [OT_OP_THRESHOLDED_RELU] = F32(ot_cpu_act_unary),
+    [OT_OP_SOFTSIGN] = F32(ot_cpu_act_unary),
+    [OT_OP_SIGN] = {ot_cpu_act_unary, sup_neg, NULL},
+    [OT_OP_FLOOR] = F32(ot_cpu_act_unary),
+    [OT_OP_CEIL] = F32(ot_cpu_act_unary),
+    [OT_OP_ROUND] = F32(ot_cpu_act_unary),
+    [OT_OP_ELU_GRAD] = F32(ot_cpu_act_ext_grad),
+    [OT_OP_THRESHOLDED_RELU_GRAD] = F32(ot_cpu_act_ext_grad),
+    [OT_OP_SOFTSIGN_GRAD] = F32(ot_cpu_act_ext_grad),
+    [OT_OP_PRELU_GRAD] = F32(ot_cpu_prelu_grad),
+    /* ---- ops batch 1 (issue 26): reductions ---- */
+    [OT_OP_REDUCE_MAX] = {ot_cpu_reduce_ext, sup_neg, NULL}, /* float32, int64, int32 */
+    [OT_OP_REDUCE_MIN] = {ot_cpu_reduce_ext, sup_neg, NULL},
+    [OT_OP_REDUCE_PROD] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_L1] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_L2] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_LOG_SUM_EXP] = F32(ot_cpu_reduce_ext),
+    [OT_OP_REDUCE_SUM_SQUARE] = F32(ot_cpu_reduce_ext),
+    [OT_OP_ARG_MAX] = {ot_cpu_arg_reduce, sup_neg, NULL},
+    [OT_OP_ARG_MIN] = {ot_cpu_arg_reduce, sup_neg, NULL},
+    [OT_OP_REDUCE_GRAD] = F32(ot_cpu_reduce_grad),
+    /* ---- issue 26: InstanceNormalization, GroupNormalization ---- */
+    [OT_OP_INSTANCE_NORM] = F32(ot_cpu_group_norm),
+    [OT_OP_GROUP_NORM] = F32(ot_cpu_group_norm),
+    [OT_OP_GROUP_NORM_GRAD] = F32(ot_cpu_group_norm_grad),
 };
 #undef F32
 

@@ -44,5 +44,12 @@ OT_GRAD_KERNEL(ot_cpu_minmax_grad);
 /* grad_index.c (layout and indexing, issue 13): PadGrad and TileGrad, GatherElementsGrad */
 OT_GRAD_KERNEL(ot_cpu_pad_grad);
 OT_GRAD_KERNEL(ot_cpu_gather_elements_grad);
+/* cpu_activation.c (ops batch 1, issue 26): EluGrad, ThresholdedReluGrad, SoftsignGrad; PReluGrad */
+OT_GRAD_KERNEL(ot_cpu_act_ext_grad);
+OT_GRAD_KERNEL(ot_cpu_prelu_grad);
+/* cpu_reduce_ext.c (ops batch 1, issue 26): ReduceGrad */
+OT_GRAD_KERNEL(ot_cpu_reduce_grad);
+/* cpu_group_norm.c (issue 26): GroupNormGrad */
+OT_GRAD_KERNEL(ot_cpu_group_norm_grad);
 
 #endif

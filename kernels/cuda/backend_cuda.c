@@ -395,6 +395,9 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
         ot_cuda_gather_elements_grad, ot_cuda_scatter_nd, ot_cuda_scatter_elements, ot_cuda_gather_nd,
         /* random sources (issue 13) */
         ot_cuda_random_uniform,
+        /* ops batch 1 (issue 26) */
+        ot_cuda_act_unary, ot_cuda_prelu, ot_cuda_act_ext_grad, ot_cuda_prelu_grad,
+        ot_cuda_reduce_ext, ot_cuda_arg_reduce, ot_cuda_reduce_grad, ot_cuda_group_norm, ot_cuda_group_norm_grad,
     };
     for (size_t i = 0; fn && i < sizeof with / sizeof with[0]; i++)
         if (with[i] == fn) return true;

@@ -157,6 +157,22 @@ OT_CUDA_LAUNCHER(ot_cuda_mod);
 OT_CUDA_LAUNCHER(ot_cuda_math_grad);
 OT_CUDA_LAUNCHER(ot_cuda_mod_grad);
 OT_CUDA_LAUNCHER(ot_cuda_minmax_grad);
+/* cuda_activation.cu (ops batch 1, issue 26): Elu .. Round, PRelu and their backward
+ * ops (all with a host mode) */
+OT_CUDA_LAUNCHER(ot_cuda_act_unary);
+OT_CUDA_LAUNCHER(ot_cuda_prelu);
+OT_CUDA_LAUNCHER(ot_cuda_act_ext_grad);
+OT_CUDA_LAUNCHER(ot_cuda_prelu_grad);
+/* cuda_reduce_ext.cu (ops batch 1, issue 26): ReduceMax .. ReduceSumSquare, ArgMax /
+ * ArgMin, ReduceGrad (all with a host mode); ReduceGrad's workspace: its groups' figures */
+OT_CUDA_LAUNCHER(ot_cuda_reduce_ext);
+OT_CUDA_LAUNCHER(ot_cuda_arg_reduce);
+OT_CUDA_LAUNCHER(ot_cuda_reduce_grad);
+size_t ot_cuda_reduce_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* cuda_group_norm.cu (issue 26): InstanceNormalization, GroupNormalization, GroupNormGrad
+ * (with a host mode) */
+OT_CUDA_LAUNCHER(ot_cuda_group_norm);
+OT_CUDA_LAUNCHER(ot_cuda_group_norm_grad);
 /* integer Mod's zero-divisor flag */
 size_t ot_cuda_mod_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* y[i] = beta * c[broadcast(i)] over out's shape (Gemm's C term). */

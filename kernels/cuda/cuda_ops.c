@@ -97,6 +97,8 @@ SUPPORTS(sup_cumsum) {
     ot_dtype t0 = in0(node, in);
     return (t0 == OT_F32 || t0 == OT_F64 || t0 == OT_I64 || t0 == OT_I32) && index_dtype(in[1].dtype);
 }
+/* ops batch 1 (issue 26): PRelu's X and slope float32 */
+SUPPORTS(sup_prelu) { return in0(node, in) == OT_F32 && in[1].dtype == OT_F32; }
 #undef SUPPORTS
 
 /* ---- workspace functions (cx NULL: the host-side query, without cuDNN) ------------ */
@@ -109,6 +111,10 @@ static size_t ws_mod(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, 
 }
 static size_t ws_reduce(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     return ot_cuda_reduce_workspace(node, in, out);
+}
+/* ops batch 1 (issue 26) */
+static size_t ws_reduce_grad(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return ot_cuda_reduce_grad_workspace(node, in, out);
 }
 static size_t ws_conv(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     if (!cx) return 0;
