@@ -38,6 +38,12 @@ static const struct {
     {OT_OP_SLICE, 3, "only Slice's starts, ends, axes or steps"},
     {OT_OP_SLICE, 4, "only Slice's starts, ends, axes or steps"},
     {OT_OP_TRILU, 1, "only Trilu's k"},
+    /* spatial ops (issue 26, ops batch 2) */
+    {OT_OP_RESIZE, 1, "only Resize's roi, scales or sizes"},
+    {OT_OP_RESIZE, 2, "only Resize's roi, scales or sizes"},
+    {OT_OP_RESIZE, 3, "only Resize's roi, scales or sizes"},
+    {OT_OP_UPSAMPLE, 1, "only Upsample's scales"},
+    {OT_OP_UPSAMPLE, 2, "only Upsample's scales"},
 };
 
 static const char *nondiff_slot(ot_op op, int slot) {

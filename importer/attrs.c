@@ -121,7 +121,7 @@ ot_status ot_imp_convert_attr(const char *file, const char *dir, ot_node *n, con
 /* The attribute types an op's kernels and rules read, per op: an attribute present with
  * another type is refused at import. Checked in this order, so the first mismatch named
  * is the first listed. An op without an entry has no typed attributes to check. */
-#define OT_MAX_TYPED_ATTRS 8
+#define OT_MAX_TYPED_ATTRS 10
 typedef struct attr_rule {
     const char *name; /* NULL ends an op's list */
     ot_attr_type type;
@@ -198,6 +198,12 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
                                    {"seed", OT_ATTR_FLOAT}},
     [OT_OP_RANDOM_UNIFORM] = {{"dtype", OT_ATTR_INT}, {"high", OT_ATTR_FLOAT}, {"low", OT_ATTR_FLOAT},
                               {"seed", OT_ATTR_FLOAT}, {"shape", OT_ATTR_INTS}},
+    /* ---- spatial ops (issue 26, ops batch 2) ---- */
+    [OT_OP_RESIZE] = {{"antialias", OT_ATTR_INT}, {"axes", OT_ATTR_INTS}, {"coordinate_transformation_mode", OT_ATTR_STRING},
+                      {"cubic_coeff_a", OT_ATTR_FLOAT}, {"exclude_outside", OT_ATTR_INT},
+                      {"extrapolation_value", OT_ATTR_FLOAT}, {"keep_aspect_ratio_policy", OT_ATTR_STRING},
+                      {"mode", OT_ATTR_STRING}, {"nearest_mode", OT_ATTR_STRING}},
+    [OT_OP_UPSAMPLE] = {{"mode", OT_ATTR_STRING}, {"scales", OT_ATTR_FLOATS}},
 };
 
 static const char *type_name(ot_attr_type t) {

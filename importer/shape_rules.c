@@ -715,6 +715,10 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_PAD_GRAD] = rule_grad_like_input1,
     [OT_OP_TILE_GRAD] = rule_grad_like_input1,
     [OT_OP_GATHER_ELEMENTS_GRAD] = rule_grad_like_input2,
+    /* ---- spatial ops (issue 26, ops batch 2) ---- */
+    [OT_OP_RESIZE] = ot_shape_rule_resize,
+    [OT_OP_UPSAMPLE] = ot_shape_rule_resize,
+    [OT_OP_RESIZE_GRAD] = rule_grad_like_input1,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

@@ -207,6 +207,44 @@ static ot_status resolve_random(const ot_node *n, ot_op_params *p, ot_error *err
     return OT_OK;
 }
 
+/* ---- spatial ops (issue 26, ops batch 2) ---- */
+
+/* The index of name in names[0..n), n (the OTHER value) when absent. */
+static int pick(const char *name, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return n;
+}
+
+static ot_status resolve_resize(const ot_node *n, ot_op_params *p, ot_error *err) {
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const ctms[] = {"half_pixel",          "pytorch_half_pixel", "align_corners", "asymmetric",
+                                       "half_pixel_symmetric", "tf_crop_and_resize"};
+    static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    static const char *const aspect[] = {"stretch", "not_larger", "not_smaller"};
+    ot_resize_params *x = &p->u.resize;
+    bool upsample = n->op == OT_OP_UPSAMPLE;
+    x->mode_name = ot_node_attr_string(n, "mode", "nearest");
+    x->mode = (ot_resize_mode)pick(x->mode_name, modes, 3);
+    if (strcmp(x->mode_name, "bilinear") == 0) x->mode = OT_RESIZE_LINEAR;
+    if (strcmp(x->mode_name, "bicubic") == 0) x->mode = OT_RESIZE_CUBIC;
+    x->ctm_name = ot_node_attr_string(n, "coordinate_transformation_mode", upsample ? "asymmetric" : "half_pixel");
+    x->ctm = (ot_resize_ctm)pick(x->ctm_name, ctms, 6);
+    x->nearest_name = ot_node_attr_string(n, "nearest_mode", upsample ? "floor" : "round_prefer_floor");
+    x->nearest = (ot_resize_nearest)pick(x->nearest_name, nearest, 4);
+    x->aspect_name = ot_node_attr_string(n, "keep_aspect_ratio_policy", "stretch");
+    x->aspect = (ot_resize_aspect)pick(x->aspect_name, aspect, 3);
+    x->cubic_a = ot_node_attr_float(n, "cubic_coeff_a", -0.75f);
+    x->extrapolation_value = ot_node_attr_float(n, "extrapolation_value", 0.0f);
+    ot_status st = flag_attr(n, "exclude_outside", &x->exclude_outside, err);
+    if (!st) st = flag_attr(n, "antialias", &x->antialias, err);
+    list_attr(n, "axes", &x->n_axes, x->axes);
+    if (!st && x->n_axes > OT_PARAMS_MAX_LIST)
+        st = ot_fail(err, OT_E_MODEL, "node '%s' (%s): %d axes (at most %d)", label(n), op_label(n), x->n_axes,
+                     OT_PARAMS_MAX_LIST);
+    return st;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -274,6 +312,10 @@ static const family FAMILY[OT_OP_COUNT] = {
     /* ---- random sources (issue 13) ---- */
     [OT_OP_RANDOM_UNIFORM_LIKE] = {OT_PARAMS_RANDOM, resolve_random},
     [OT_OP_RANDOM_UNIFORM] = {OT_PARAMS_RANDOM, resolve_random},
+    /* ---- spatial ops (issue 26, ops batch 2) ---- */
+    [OT_OP_RESIZE] = {OT_PARAMS_RESIZE, resolve_resize},
+    [OT_OP_UPSAMPLE] = {OT_PARAMS_RESIZE, resolve_resize},
+    [OT_OP_RESIZE_GRAD] = {OT_PARAMS_RESIZE, resolve_resize},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -38,6 +38,7 @@ typedef enum ot_params_kind {
     /* ---- layout and indexing (issue 13) ---- */
     OT_PARAMS_INDEX,
     OT_PARAMS_RANDOM, /* random sources (issue 13) */
+    OT_PARAMS_RESIZE, /* Resize, Upsample, ResizeGrad (issue 26, ops batch 2) */
 } ot_params_kind;
 
 /* Gemm */
@@ -163,6 +164,34 @@ typedef struct ot_random_params {
     float low, high; /* 0, 1 */
 } ot_random_params;
 
+/* ---- spatial ops (issue 26, ops batch 2) ---- */
+typedef enum ot_resize_mode { OT_RESIZE_NEAREST, OT_RESIZE_LINEAR, OT_RESIZE_CUBIC, OT_RESIZE_MODE_OTHER } ot_resize_mode;
+typedef enum ot_resize_ctm {
+    OT_CTM_HALF_PIXEL, OT_CTM_PYTORCH_HALF_PIXEL, OT_CTM_ALIGN_CORNERS, OT_CTM_ASYMMETRIC,
+    OT_CTM_HALF_PIXEL_SYMMETRIC, OT_CTM_TF_CROP_AND_RESIZE, OT_CTM_OTHER
+} ot_resize_ctm;
+typedef enum ot_resize_nearest {
+    OT_NEAREST_ROUND_PREFER_FLOOR, OT_NEAREST_ROUND_PREFER_CEIL, OT_NEAREST_FLOOR, OT_NEAREST_CEIL, OT_NEAREST_OTHER
+} ot_resize_nearest;
+typedef enum ot_resize_aspect { OT_ASPECT_STRETCH, OT_ASPECT_NOT_LARGER, OT_ASPECT_NOT_SMALLER, OT_ASPECT_OTHER } ot_resize_aspect;
+
+/* Resize and ResizeGrad (ONNX's defaults: nearest, half_pixel, round_prefer_floor,
+ * cubic_coeff_a -0.75); Upsample (opset < 10: the asymmetric transform and floor
+ * rounding, which is what Resize-10 and PyTorch's nearest mean). "bilinear" /
+ * "bicubic" (written by some old exporters) read as linear / cubic. Names kept as
+ * written for the error of an OTHER. */
+typedef struct ot_resize_params {
+    ot_resize_mode mode;
+    ot_resize_ctm ctm;
+    ot_resize_nearest nearest;
+    ot_resize_aspect aspect;
+    const char *mode_name, *ctm_name, *nearest_name, *aspect_name;
+    float cubic_a, extrapolation_value;
+    bool exclude_outside, antialias;
+    int n_axes; /* -1: every axis */
+    int64_t axes[OT_PARAMS_MAX_LIST];
+} ot_resize_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -178,6 +207,7 @@ typedef struct ot_op_params {
         ot_math_params math;
         ot_index_params index; /* layout and indexing (issue 13) */
         ot_random_params random; /* random sources (issue 13) */
+        ot_resize_params resize; /* spatial ops (issue 26, ops batch 2) */
     } u;
 } ot_op_params;
 

@@ -269,6 +269,10 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_PAD_GRAD] = cost_per_element,
     [OT_OP_TILE_GRAD] = cost_per_element,
     [OT_OP_GATHER_ELEMENTS_GRAD] = cost_per_element,
+    /* ---- spatial ops (issue 26, ops batch 2): a few taps per element ---- */
+    [OT_OP_RESIZE] = cost_pointwise,
+    [OT_OP_UPSAMPLE] = cost_pointwise,
+    [OT_OP_RESIZE_GRAD] = cost_pointwise,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

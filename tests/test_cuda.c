@@ -2609,6 +2609,54 @@ static void test_host_index(void **state) {
 }
 
 static void test_index(void **state) { ix_cases(backend_of(state)); }
+
+/* ---- spatial ops (issue 26, ops batch 2) ---- */
+
+/* Resize (linear pytorch_half_pixel by scales, cubic align_corners and nearest by
+ * sizes, a downscale with exclude_outside) and ResizeGrad for each: host mode bit for
+ * bit with the CPU, the GPU exactly (the same element code and summation order). */
+static void rs_cases(ot_backend *be) {
+    tc_pool p = {0};
+    static const char *const modes[4] = {"linear", "cubic", "nearest", "cubic"};
+    static const char *const ctms[4] = {"pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel"};
+    int64_t yh[4] = {10, 7, 9, 3}, yw[4] = {12, 5, 4, 2};
+    ot_tensor x = tc_rand(&p, 301, -1, 1, 4, 2, 3, 5, 6);
+    for (int m = 0; m < 4; m++) {
+        ot_tensor none;
+        memset(&none, 0, sizeof none);
+        ot_tensor scales = tc_tensor(&p, OT_F32, 1, (int64_t[]){4});
+        float *sv = scales.data;
+        sv[0] = sv[1] = 1.0f, sv[2] = 2.0f, sv[3] = 2.0f;
+        int64_t sz[4] = {2, 3, yh[m], yw[m]};
+        ot_tensor sizes = m == 0 ? none : tc_ints(&p, 4, sz);
+        ot_node n = tk_node(OT_OP_RESIZE, 4, 1);
+        ot_node_set_attr_string(&n, "mode", modes[m]);
+        ot_node_set_attr_string(&n, "coordinate_transformation_mode", ctms[m]);
+        ot_node_set_attr_string(&n, "nearest_mode", "floor");
+        if (m == 3) ot_node_set_attr_int(&n, "exclude_outside", 1);
+        ot_tensor in[4] = {x, none, m == 0 ? scales : none, sizes};
+        ot_tensor out[1] = {tc_out(OT_F32, 4, 2, 3, yh[m], yw[m])};
+        ix_case(be, modes[m], &n, in, out);
+        ot_node g = tk_node(OT_OP_RESIZE_GRAD, 5, 1);
+        ot_node_set_attr_string(&g, "mode", modes[m]);
+        ot_node_set_attr_string(&g, "coordinate_transformation_mode", ctms[m]);
+        ot_node_set_attr_string(&g, "nearest_mode", "floor");
+        if (m == 3) ot_node_set_attr_int(&g, "exclude_outside", 1);
+        ot_tensor gin[5] = {tc_rand(&p, 302, -1, 1, 4, 2, 3, yh[m], yw[m]), x, none, in[2], in[3]};
+        ot_tensor gout[1] = {tc_out(OT_F32, 4, 2, 3, 5, 6)};
+        ix_case(be, "ResizeGrad", &g, gin, gout);
+        tk_node_free(&n);
+        tk_node_free(&g);
+    }
+    tc_free(&p);
+}
+
+static void test_host_resize(void **state) {
+    (void)state;
+    rs_cases(NULL);
+}
+
+static void test_resize(void **state) { rs_cases(backend_of(state)); }
 #endif /* OT_HAVE_CUDA */
 
 int main(void) {
@@ -2646,6 +2694,7 @@ int main(void) {
         cmocka_unit_test(test_host_optim),
         cmocka_unit_test(test_host_accumulate),
         cmocka_unit_test(test_host_index), /* layout and indexing (issue 13) */
+        cmocka_unit_test(test_host_resize), /* spatial ops (issue 26) */
         cmocka_unit_test(test_samples_supported),
         cmocka_unit_test(test_host_pointwise_math),
     };
@@ -2673,6 +2722,7 @@ int main(void) {
         cmocka_unit_test(test_samples_remat_bitwise),
         cmocka_unit_test(test_pointwise_math),
         cmocka_unit_test(test_index), /* layout and indexing (issue 13) */
+        cmocka_unit_test(test_resize), /* spatial ops (issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

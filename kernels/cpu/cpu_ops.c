@@ -219,6 +219,10 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_PAD_GRAD] = F32(ot_cpu_pad_grad),
     [OT_OP_TILE_GRAD] = F32(ot_cpu_pad_grad),
     [OT_OP_GATHER_ELEMENTS_GRAD] = {ot_cpu_gather_elements_grad, sup_gather_grad, NULL},
+    /* ---- spatial ops (issue 26, ops batch 2) ---- */
+    [OT_OP_RESIZE] = F32(ot_cpu_resize),
+    [OT_OP_UPSAMPLE] = F32(ot_cpu_resize),
+    [OT_OP_RESIZE_GRAD] = F32(ot_cpu_resize_grad),
 };
 #undef F32
 

@@ -185,6 +185,9 @@ OT_CUDA_LAUNCHER(ot_cuda_gather_elements_grad);
 OT_CUDA_LAUNCHER(ot_cuda_scatter_nd);
 OT_CUDA_LAUNCHER(ot_cuda_scatter_elements);
 OT_CUDA_LAUNCHER(ot_cuda_gather_nd);
+/* cuda_resize.cu: spatial ops (issue 26, ops batch 2) */
+OT_CUDA_LAUNCHER(ot_cuda_resize);
+OT_CUDA_LAUNCHER(ot_cuda_resize_grad);
 /* cuda_reduce.cu: reductions, normalisation, softmax; cuda_loss.cu: losses and the
  * reduce-family workspace */
 OT_CUDA_LAUNCHER(ot_cuda_reduce);

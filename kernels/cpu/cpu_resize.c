@@ -1,0 +1,66 @@
+/* cpu_resize.c — CPU kernels of Resize / Upsample (X, roi, scales, sizes) and their
+ * gradient ResizeGrad (dY, X, roi, scales, sizes), float32: one output element per
+ * iteration through resize_geometry.h's element code, which the CUDA kernels run too.
+ * The gradient is a gather (each dX element sums its outputs in order): no atomics,
+ * the same bits on any thread count. */
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/grad_kernels.h"
+#include "kernels/resize_geometry.h"
+
+/* The geometry from the operands at in[first ..] (roi, scales, sizes), host data. */
+static ot_status cpu_resize_geom(const ot_node *node, const ot_tensor *in, int first, const ot_shape *xs,
+                                 const ot_shape *ys, ot_resize_geom *g, ot_error *err) {
+    ot_op_params scratch;
+    const ot_op_params *pp = NULL;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    double scales[OT_MAX_RANK];
+    int64_t sizes[OT_MAX_RANK];
+    int ns = 0, nz = 0;
+    const ot_tensor *st_t = node->n_inputs > first + 1 ? &in[first + 1] : NULL;
+    const ot_tensor *sz_t = node->n_inputs > first + 2 ? &in[first + 2] : NULL;
+    if (st_t && st_t->data && ot_kernel_numel(st_t) > 0) {
+        if (ot_kernel_numel(st_t) > OT_MAX_RANK) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): too many scales", node->name, node->op_type);
+        ns = (int)ot_kernel_numel(st_t);
+        for (int k = 0; k < ns; k++)
+            if (st_t->dtype != OT_F32 || !ot_kernel_load_double(st_t->dtype, st_t->data, k, &scales[k]))
+                return ot_cpu_bad_dtype(node, "scales", st_t->dtype, err);
+    }
+    if (sz_t && sz_t->data && ot_kernel_numel(sz_t) > 0) {
+        if (ot_kernel_numel(sz_t) > OT_MAX_RANK) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): too many sizes", node->name, node->op_type);
+        nz = (int)ot_kernel_numel(sz_t);
+        for (int k = 0; k < nz; k++)
+            if (sz_t->dtype != OT_I64 || !ot_kernel_load_int(sz_t->dtype, sz_t->data, k, &sizes[k]))
+                return ot_cpu_bad_dtype(node, "sizes", sz_t->dtype, err);
+    }
+    return ot_resize_geometry(node, &pp->u.resize, xs, ys, ns ? scales : NULL, ns, nz ? sizes : NULL, nz, g, err);
+}
+
+ot_status ot_cpu_resize(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                        ot_error *err) {
+    if (in[0].dtype != OT_F32 || out[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "X", in[0].dtype, err);
+    ot_resize_geom g;
+    ot_status st = cpu_resize_geom(node, in, 1, &in[0].shape, &out[0].shape, &g, err);
+    if (st) return st;
+    int64_t n = ot_kernel_numel(&out[0]);
+    const float *x = in[0].data;
+    float *y = out[0].data;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= OT_CPU_PAR_MIN / 4)
+    for (int64_t o = 0; o < n; o++) y[o] = ot_resize_at(&g, x, o);
+    return OT_OK;
+}
+
+OT_GRAD_KERNEL(ot_cpu_resize_grad) {
+    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", in[0].dtype, err);
+    ot_resize_geom g;
+    ot_status st = cpu_resize_geom(node, in, 2, &out[0].shape, &in[0].shape, &g, err);
+    if (st) return st;
+    int64_t n = ot_kernel_numel(&out[0]);
+    const float *dy = in[0].data;
+    float *dx = out[0].data;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= OT_CPU_PAR_MIN / 4)
+    for (int64_t i = 0; i < n; i++) dx[i] = ot_resize_grad_at(&g, dy, i);
+    return OT_OK;
+}
