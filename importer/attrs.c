@@ -203,7 +203,8 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
                       {"cubic_coeff_a", OT_ATTR_FLOAT}, {"exclude_outside", OT_ATTR_INT},
                       {"extrapolation_value", OT_ATTR_FLOAT}, {"keep_aspect_ratio_policy", OT_ATTR_STRING},
                       {"mode", OT_ATTR_STRING}, {"nearest_mode", OT_ATTR_STRING}},
-    [OT_OP_UPSAMPLE] = {{"mode", OT_ATTR_STRING}, {"scales", OT_ATTR_FLOATS}},
+    [OT_OP_UPSAMPLE] = {{"mode", OT_ATTR_STRING}, {"scales", OT_ATTR_FLOATS}, {"height_scale", OT_ATTR_FLOAT},
+                        {"width_scale", OT_ATTR_FLOAT}},
 };
 
 static const char *type_name(ot_attr_type t) {

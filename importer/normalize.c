@@ -332,7 +332,8 @@ static ot_status normalize_pad(ot_graph *g, int nid, ot_error *err) {
 /* ---- spatial ops (issue 26, ops batch 2) ---- */
 
 /* Resize-10 (X, scales) and Upsample-9 (X, scales) become Resize-11's (X, roi, scales)
- * with no roi; Upsample-7's scales attribute becomes that constant input. Both older
+ * with no roi; Upsample-7's scales attribute (Upsample-1's height_scale / width_scale
+ * of a 4-D input: [1, 1, h, w]) becomes that constant input. Both older
  * forms mean the asymmetric transform with floor rounding (PyTorch's nearest), written
  * out for Resize-10 (Upsample's params default to it). */
 static ot_status normalize_resize(ot_graph *g, int nid, ot_error *err) {
@@ -346,6 +347,14 @@ static ot_status normalize_resize(ot_graph *g, int nid, ot_error *err) {
         return ot_fail(err, OT_E_MODEL, "node '%s' (%s): %d inputs (this opset's form is (X, scales))", n->name,
                        n->op_type, n->n_inputs);
     int sv = input_at(n, 1);
+    float hw[4] = {1.0f, 1.0f, ot_node_attr_float(n, "height_scale", 0.0f), ot_node_attr_float(n, "width_scale", 0.0f)};
+    if (upsample && !sa && sv < 0 && (ot_node_attr(n, "height_scale") || ot_node_attr(n, "width_scale"))) {
+        int64_t four = 4;
+        ot_shape fs = ot_shape_make(1, &four);
+        if ((sv = ot_imp_add_const(g, n, "scales", OT_F32, &fs, hw, sizeof hw)) < 0)
+            return ot_fail(err, OT_E_MEMORY, "out of memory");
+        n = &g->nodes[nid];
+    }
     if (sa) {
         if (sa->type != OT_ATTR_FLOATS)
             return ot_fail(err, OT_E_MODEL, "node '%s' (Upsample): attribute 'scales' must be floats", n->name);

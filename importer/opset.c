@@ -44,9 +44,8 @@ static const int64_t SINCE[OT_OP_COUNT] = {
     [OT_OP_SCATTER_ND] = 11,
     [OT_OP_SCATTER_ELEMENTS] = 11,
     [OT_OP_GATHER_ND] = 11,
-    /* ---- spatial ops (issue 26, ops batch 2) ---- (Upsample-1 was experimental) */
+    /* ---- spatial ops (issue 26, ops batch 2) ---- (Upsample exists since opset 1) */
     [OT_OP_RESIZE] = 10,
-    [OT_OP_UPSAMPLE] = 7,
 };
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
