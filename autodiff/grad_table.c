@@ -84,6 +84,7 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     /* ---- spatial ops (issue 26, ops batch 2): grad_index.c ---- */
     [OT_OP_RESIZE] = ot_grad_index,
     [OT_OP_UPSAMPLE] = ot_grad_index,
+    [OT_OP_CONV_TRANSPOSE] = ot_grad_conv, /* grad_conv.c */
     /* Not differentiable (no entry): Shape, Range, Equal, the comparisons,
      * Not, And, Or, Xor, IsNaN, IsInf, Constant, ConstantOfShape,
      * every backward-only op and the optimizer steps. */

@@ -161,6 +161,7 @@ static const char *layer_slot(const ot_graph *g, const ot_node *n, int slot, int
     case OT_OP_BATCH_NORM: return slot == 1 || slot == 2 ? "BatchNorms" : NULL;
     case OT_OP_GEMM: return slot == 1 || slot == 2 ? "Gemms" : NULL;
     case OT_OP_CONV: return slot == 1 || slot == 2 ? "Convs" : NULL;
+    case OT_OP_CONV_TRANSPOSE: return slot == 1 || slot == 2 ? "ConvTransposes" : NULL;
     case OT_OP_MATMUL: return slot == 1 ? "MatMuls" : NULL;
     case OT_OP_ADD: return g->values[v].shape.rank == 1 ? "bias Adds" : NULL;
     default: return NULL;

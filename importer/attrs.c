@@ -203,6 +203,9 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
                       {"cubic_coeff_a", OT_ATTR_FLOAT}, {"exclude_outside", OT_ATTR_INT},
                       {"extrapolation_value", OT_ATTR_FLOAT}, {"keep_aspect_ratio_policy", OT_ATTR_STRING},
                       {"mode", OT_ATTR_STRING}, {"nearest_mode", OT_ATTR_STRING}},
+    [OT_OP_CONV_TRANSPOSE] = {{"auto_pad", OT_ATTR_STRING}, {"dilations", OT_ATTR_INTS}, {"group", OT_ATTR_INT},
+                              {"kernel_shape", OT_ATTR_INTS}, {"output_padding", OT_ATTR_INTS},
+                              {"output_shape", OT_ATTR_INTS}, {"pads", OT_ATTR_INTS}, {"strides", OT_ATTR_INTS}},
     [OT_OP_UPSAMPLE] = {{"mode", OT_ATTR_STRING}, {"scales", OT_ATTR_FLOATS}, {"height_scale", OT_ATTR_FLOAT},
                         {"width_scale", OT_ATTR_FLOAT}},
 };

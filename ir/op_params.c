@@ -56,6 +56,8 @@ static ot_status resolve_window(const ot_node *n, ot_op_params *p, ot_error *err
     list_attr(n, "strides", &w->n_strides, w->strides);
     list_attr(n, "dilations", &w->n_dilations, w->dilations);
     list_attr(n, "pads", &w->n_pads, w->pads);
+    list_attr(n, "output_padding", &w->n_output_padding, w->output_padding);
+    list_attr(n, "output_shape", &w->n_output_shape, w->output_shape);
     /* anything but these three is NOTSET: explicit pads */
     const char *ap = ot_node_attr_string(n, "auto_pad", "NOTSET");
     w->auto_pad = strcmp(ap, "SAME_UPPER") == 0   ? OT_AUTO_PAD_SAME_UPPER
@@ -209,6 +211,50 @@ static ot_status resolve_random(const ot_node *n, ot_op_params *p, ot_error *err
 
 /* ---- spatial ops (issue 26, ops batch 2) ---- */
 
+/* Stride, dilation and output padding of spatial dim i (defaults 1, 1, 0). */
+static void ct_dim(const ot_window_params *wp, int nd, int i, int64_t *s, int64_t *d, int64_t *op) {
+    *s = wp->n_strides == nd ? wp->strides[i] : 1;
+    *d = wp->n_dilations == nd ? wp->dilations[i] : 1;
+    *op = wp->n_output_padding == nd ? wp->output_padding[i] : wp->n_output_padding == 2 * nd ? wp->output_padding[i] : 0;
+}
+
+bool ot_conv_transpose_out(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t *out) {
+    int64_t s, d, op, span, r;
+    ct_dim(wp, nd, i, &s, &d, &op);
+    if (wp->n_output_shape == nd || wp->n_output_shape == nd + 2) {
+        *out = wp->output_shape[wp->n_output_shape - nd + i];
+        return *out >= 1;
+    }
+    if (__builtin_mul_overflow(k - 1, d, &span) || __builtin_add_overflow(span, 1, &span)) return false;
+    if (wp->auto_pad == OT_AUTO_PAD_SAME_UPPER || wp->auto_pad == OT_AUTO_PAD_SAME_LOWER) {
+        if (__builtin_mul_overflow(in, s, out)) return false;
+        return *out >= 1;
+    }
+    int64_t pb = wp->n_pads == 2 * nd ? wp->pads[i] : 0, pe = wp->n_pads == 2 * nd ? wp->pads[nd + i] : 0;
+    if (__builtin_mul_overflow(s, in - 1, &r) || __builtin_add_overflow(r, op, &r) ||
+        __builtin_add_overflow(r, span, &r) || __builtin_sub_overflow(r, pb, &r) || __builtin_sub_overflow(r, pe, &r))
+        return false;
+    *out = r;
+    return r >= 1;
+}
+
+void ot_conv_transpose_pads(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t out, int64_t *pb,
+                            int64_t *pe) {
+    int64_t s, d, op;
+    ct_dim(wp, nd, i, &s, &d, &op);
+    int64_t span = (k - 1) * d + 1, natural = s * (in - 1) + span;
+    if (wp->n_pads == 2 * nd) {
+        *pb = wp->pads[i];
+    } else if (wp->auto_pad == OT_AUTO_PAD_SAME_UPPER || wp->auto_pad == OT_AUTO_PAD_SAME_LOWER) {
+        int64_t total = natural + op - out, half = total >= 0 ? total / 2 : -((-total + 1) / 2); /* floor */
+        *pb = wp->auto_pad == OT_AUTO_PAD_SAME_UPPER ? half : total - half;
+    } else {
+        *pb = 0;
+    }
+    *pe = natural - out - *pb;
+    if (*pe < 0) *pe = 0;
+}
+
 /* The index of name in names[0..n), n (the OTHER value) when absent. */
 static int pick(const char *name, const char *const *names, int n) {
     for (int i = 0; i < n; i++)
@@ -257,6 +303,7 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_CONV] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_CONV_GRAD_INPUT] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_CONV_GRAD_WEIGHT] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_CONV_TRANSPOSE] = {OT_PARAMS_WINDOW, resolve_window}, /* issue 26, ops batch 2 */
     [OT_OP_MAX_POOL] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_AVERAGE_POOL] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_MAX_POOL_GRAD] = {OT_PARAMS_WINDOW, resolve_window},

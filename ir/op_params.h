@@ -58,7 +58,25 @@ typedef struct ot_window_params {
     ot_auto_pad auto_pad;
     bool count_include_pad; /* AveragePool */
     bool storage_order;     /* MaxPool: 1 = column-major Indices */
+    /* ConvTranspose (issue 26, ops batch 2): n_* < 0 when absent */
+    int n_output_padding, n_output_shape;
+    int64_t output_padding[OT_PARAMS_MAX_LIST], output_shape[OT_PARAMS_MAX_LIST];
 } ot_window_params;
+
+/* ConvTranspose's geometry, which shape inference, autodiff and both backends share.
+ * The transpose is the input gradient of the convolution whose input is the
+ * transpose's output: spatial dim i of that convolution reads the transpose's output
+ * (size out) with begin pad *pb and produces the transpose's input (size in).
+ * ot_conv_transpose_out: out from the attributes as ONNX's reference computes it
+ * (output_shape, else in x stride under auto_pad SAME_*, else stride x (in - 1) +
+ * output_padding + the kernel's span - both pads); false on overflow or a result
+ * below 1. ot_conv_transpose_pads: the begin pad (explicit pads, else auto_pad's split
+ * of the total padding: SAME_UPPER puts the smaller half first, SAME_LOWER the larger,
+ * as the reference does) and an end pad that gives that convolution exactly `in`
+ * outputs (never negative: a shortfall below one stride is dropped by the floor). */
+bool ot_conv_transpose_out(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t *out);
+void ot_conv_transpose_pads(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t out, int64_t *pb,
+                            int64_t *pe);
 
 typedef enum ot_gelu_approx { OT_GELU_NONE, OT_GELU_TANH, OT_GELU_OTHER } ot_gelu_approx;
 

@@ -273,6 +273,7 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_RESIZE] = cost_pointwise,
     [OT_OP_UPSAMPLE] = cost_pointwise,
     [OT_OP_RESIZE_GRAD] = cost_pointwise,
+    [OT_OP_CONV_TRANSPOSE] = cost_conv_grad_input, /* it runs ConvGradInput: (X, W) */
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

@@ -2,8 +2,10 @@
 """check_spatial.py — issue 26's spatial ops against PyTorch 1.13: exports small
 models that use F.interpolate (bilinear, bicubic with align_corners, nearest; by
 scale_factor and by a size read from another tensor's shape, as LRASPP does) at
-opsets 9 (Upsample), 10 (Resize-10) and 11 / 13 (Resize), runs `onnxtrain grad` on
-each and compares the loss and every parameter gradient with torch's. Fails above
+opsets 9 (Upsample), 10 (Resize-10) and 11 / 13 (Resize), and ConvTranspose1d / 2d
+(stride, pads, output_padding, dilation, groups, with and without bias), runs
+`onnxtrain grad` on each and compares the loss and every parameter gradient with
+torch's. Fails above
 1e-5 absolute plus 1e-5 relative to the gradient's largest magnitude.
 
     check_spatial.py ONNXTRAIN_BINARY SCRATCH_DIR
@@ -53,10 +55,32 @@ class Interp(torch.nn.Module):
         return (e * self.w1).sum()
 
 
+class Deconv(torch.nn.Module):
+    """A decoder's transposed convolutions: 2-D k3 s2 p1 output_padding 1, k4 s2 p1
+    without bias, and a grouped, dilated 1-D one over the flattened rows."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(27)
+        self.up1 = torch.nn.ConvTranspose2d(2, 4, 3, stride=2, padding=1, output_padding=1)
+        self.up2 = torch.nn.ConvTranspose2d(4, 4, 4, stride=2, padding=1, bias=False)
+        self.up3 = torch.nn.ConvTranspose1d(4, 6, 3, stride=2, padding=2, dilation=2, groups=2)
+        self.register_buffer("w1", torch.randn(2, 6, 84))
+
+    def forward(self, x):
+        h = self.up2(torch.relu(self.up1(x)))  # [2, 4, 20, 24]
+        h = self.up3(h.mean(dim=3))  # [2, 6, 2 * 19 - 4 + 5 = 39] -> see w1
+        return (h * self.w1[:, :, : h.shape[2]]).sum()
+
+
 def check(binary, scratch, opset, full):
-    label = "opset %d%s" % (opset, " (bilinear, bicubic, nearest)" if full else " (nearest)")
-    m = Interp(full)
-    x = torch.randn(1, 2, 5, 6)
+    if full == "deconv":
+        label, m, x = "opset %d (ConvTranspose)" % opset, Deconv(), torch.randn(2, 2, 5, 6)
+        full = 2
+    else:
+        label = "opset %d%s" % (opset, " (bilinear, bicubic, nearest)" if full else " (nearest)")
+        m = Interp(full)
+        x = torch.randn(1, 2, 5, 6)
     path = os.path.join(scratch, "interp_%d_%d.onnx" % (opset, full))
     xpath = os.path.join(scratch, "x.npy")
     with warnings.catch_warnings():
@@ -90,6 +114,7 @@ def main():
     os.makedirs(scratch, exist_ok=True)
     bad = check(binary, scratch, 9, False) + check(binary, scratch, 10, False)
     bad += check(binary, scratch, 11, True) + check(binary, scratch, 13, True)
+    bad += check(binary, scratch, 13, "deconv")
     if bad:
         sys.exit("check_spatial: %d mismatch(es) with PyTorch" % bad)
     print("check_spatial: every gradient matches PyTorch")

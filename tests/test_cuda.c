@@ -2651,6 +2651,34 @@ static void rs_cases(ot_backend *be) {
     tc_free(&p);
 }
 
+/* ConvTranspose on cuDNN against the CPU (issue 26): k3 s2 p1 output_padding 1 with
+ * bias (no explicit padding), and a grouped 1-D one whose pads cuDNN cannot express. */
+static void test_conv_transpose(void **state) {
+    ot_backend *be = backend_of(state);
+    tc_pool p = {0};
+    ot_node n = tk_node(OT_OP_CONV_TRANSPOSE, 3, 1);
+    int64_t s2[2] = {2, 2}, p1[4] = {1, 1, 1, 1}, op1[2] = {1, 1};
+    ot_node_set_attr_ints(&n, "strides", s2, 2);
+    ot_node_set_attr_ints(&n, "pads", p1, 4);
+    ot_node_set_attr_ints(&n, "output_padding", op1, 2);
+    ot_tensor in[3] = {tc_rand(&p, 401, -1, 1, 4, 2, 4, 5, 6), tc_rand(&p, 402, -1, 1, 4, 4, 3, 3, 3),
+                       tc_rand(&p, 403, -1, 1, 1, 3)};
+    ot_tensor out[1] = {tc_out(OT_F32, 4, 2, 3, 10, 12)};
+    tc_check(be, "ConvTranspose 2-D", &n, in, out, TOL, 0, 0, 0);
+    ot_node m = tk_node(OT_OP_CONV_TRANSPOSE, 2, 1);
+    int64_t s1[1] = {2}, pads1[2] = {2, 1}, d1[1] = {2};
+    ot_node_set_attr_ints(&m, "strides", s1, 1);
+    ot_node_set_attr_ints(&m, "pads", pads1, 2);
+    ot_node_set_attr_ints(&m, "dilations", d1, 1);
+    ot_node_set_attr_int(&m, "group", 2);
+    ot_tensor min[2] = {tc_rand(&p, 404, -1, 1, 3, 2, 4, 5), tc_rand(&p, 405, -1, 1, 3, 4, 3, 3)};
+    ot_tensor mout[1] = {tc_out(OT_F32, 3, 2, 6, 10)};
+    tc_check(be, "ConvTranspose 1-D grouped", &m, min, mout, TOL, 0, 0, 0);
+    tk_node_free(&n);
+    tk_node_free(&m);
+    tc_free(&p);
+}
+
 static void test_host_resize(void **state) {
     (void)state;
     rs_cases(NULL);
@@ -2723,6 +2751,7 @@ int main(void) {
         cmocka_unit_test(test_pointwise_math),
         cmocka_unit_test(test_index), /* layout and indexing (issue 13) */
         cmocka_unit_test(test_resize), /* spatial ops (issue 26) */
+        cmocka_unit_test(test_conv_transpose),
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

@@ -223,6 +223,7 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_RESIZE] = F32(ot_cpu_resize),
     [OT_OP_UPSAMPLE] = F32(ot_cpu_resize),
     [OT_OP_RESIZE_GRAD] = F32(ot_cpu_resize_grad),
+    [OT_OP_CONV_TRANSPOSE] = {ot_cpu_conv_transpose, sup_f32, ot_cpu_conv_grad_workspace},
 };
 #undef F32
 

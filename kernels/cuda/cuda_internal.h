@@ -188,6 +188,8 @@ OT_CUDA_LAUNCHER(ot_cuda_gather_nd);
 /* cuda_resize.cu: spatial ops (issue 26, ops batch 2) */
 OT_CUDA_LAUNCHER(ot_cuda_resize);
 OT_CUDA_LAUNCHER(ot_cuda_resize_grad);
+/* cuda_blas.c: ConvTranspose (issue 26), through the convolutions' cuDNN path */
+OT_CUDA_LAUNCHER(ot_cuda_conv_transpose);
 /* cuda_reduce.cu: reductions, normalisation, softmax; cuda_loss.cu: losses and the
  * reduce-family workspace */
 OT_CUDA_LAUNCHER(ot_cuda_reduce);

@@ -1,5 +1,6 @@
-/* shape_rules_resize.c — shape rules of the spatial ops of issue 26 (ops batch 2):
- * Resize and Upsample (normalised to (X, roi, scales, sizes)). The output sizes follow
+/* shape_rules_spatial.c — shape rules of the spatial ops of issue 26 (ops batch 2):
+ * ConvTranspose (ir/op_params.h's ot_conv_transpose_out, checked), and Resize and
+ * Upsample (normalised to (X, roi, scales, sizes)). The output sizes follow
  * ONNX's reference: floor(in x scale) from constant scales, the sizes input (known
  * elements, or a symbol Shape read from a dim) as given, or rounded by
  * keep_aspect_ratio_policy. The params' modes are checked here so that `info`
@@ -8,6 +9,8 @@
 #include <string.h>
 
 #include "shape_internal.h"
+
+#define SHP(s, buf) ot_shape_str(c->g, (s), (buf), sizeof(buf))
 
 /* The kernels' own check, restated for the importer (which may not include kernels/):
  * unknown names, tf_crop_and_resize. */
@@ -126,6 +129,76 @@ ot_status ot_shape_rule_resize(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, 
                                "node '%s' (%s): antialias = 1 when downscaling is not supported; export with "
                                "antialias=False",
                                ot_shape_node_label(n), n->op_type);
+    sh[0] = Y;
+    return OT_OK;
+}
+
+/* ConvTranspose (X [N, C, spatial...], W [C, M / group, k...] [, B [M]]) -> [N, M,
+ * out...]; output_padding must stay below the stride (the gradient's Conv then gives
+ * X's size back) and the sizes may not overflow. */
+ot_status ot_shape_rule_conv_transpose(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160], b[160];
+    const ot_value *xv = ot_shape_input(c, n, 0), *bv = ot_shape_input(c, n, 2);
+    ot_shape X = xv ? xv->shape : ot_shape_unknown(), W = ot_shape_input(c, n, 1) ? ot_shape_input(c, n, 1)->shape : ot_shape_unknown();
+    dt[0] = xv ? xv->dtype : OT_UNDEFINED;
+    ot_op_params scratch;
+    const ot_op_params *pp = NULL;
+    ot_status st = ot_node_params(n, &scratch, &pp, c->err);
+    if (st || X.rank < 0 || W.rank < 0) return st;
+    const ot_window_params *wp = &pp->u.window;
+    int nd = X.rank - 2;
+    if (nd < 1 || W.rank != X.rank)
+        return ot_shape_fail(c, n, "input %s and weight %s: expected [N,C,spatial...] and [C,M/group,kernel...]",
+                             SHP(&X, a), SHP(&W, b));
+    if ((wp->n_kernel >= 0 && wp->n_kernel != nd) || (wp->n_strides >= 0 && wp->n_strides != nd) ||
+        (wp->n_dilations >= 0 && wp->n_dilations != nd) || (wp->n_pads >= 0 && wp->n_pads != 2 * nd) ||
+        (wp->n_output_padding >= 0 && wp->n_output_padding != nd && wp->n_output_padding != 2 * nd) ||
+        (wp->n_output_shape >= 0 && wp->n_output_shape != nd && wp->n_output_shape != nd + 2))
+        return ot_shape_fail_model(c, n, "kernel_shape / strides / dilations / pads / output_padding / output_shape "
+                                         "lengths do not match %d spatial dims", nd);
+    if (wp->group < 1) return ot_shape_fail_model(c, n, "group %d < 1", wp->group);
+    if (X.dim[1] >= 0 && W.dim[0] >= 0 && X.dim[1] != W.dim[0])
+        return ot_shape_fail(c, n, "input %s has %lld channels but weight %s expects %lld", SHP(&X, a),
+                             (long long)X.dim[1], SHP(&W, b), (long long)W.dim[0]);
+    if (W.dim[0] >= 0 && W.dim[0] % wp->group)
+        return ot_shape_fail(c, n, "weight %s: %lld input channels not divisible by group %d", SHP(&W, a),
+                             (long long)W.dim[0], wp->group);
+    ot_shape Y = ot_shape_make(X.rank, NULL);
+    Y.dim[0] = X.dim[0];
+    Y.sym[0] = X.sym[0];
+    if (W.dim[1] >= 0 && !ot_i64_mul(W.dim[1], wp->group, &Y.dim[1]))
+        return ot_shape_fail_model(c, n, "group %d times %lld output channels overflows", wp->group, (long long)W.dim[1]);
+    if (W.dim[1] < 0) Y.dim[1] = -1;
+    if (bv && bv->shape.rank >= 0 && (bv->shape.rank != 1 || (bv->shape.dim[0] >= 0 && Y.dim[1] >= 0 && bv->shape.dim[0] != Y.dim[1])))
+        return ot_shape_fail(c, n, "bias %s does not match %lld output channels", SHP(&bv->shape, a), (long long)Y.dim[1]);
+    for (int i = 0; i < nd; i++) {
+        int64_t k = W.dim[2 + i], s = wp->n_strides == nd ? wp->strides[i] : 1, d = wp->n_dilations == nd ? wp->dilations[i] : 1;
+        int64_t op = wp->n_output_padding > 0 ? wp->output_padding[i] : 0, pb = 0, pe = 0;
+        if (wp->n_kernel == nd && k >= 0 && wp->kernel[i] != k)
+            return ot_shape_fail(c, n, "kernel_shape does not match weight %s", SHP(&W, a));
+        if (s < 1 || d < 1 || k == 0) return ot_shape_fail_model(c, n, "kernel, strides and dilations must be >= 1");
+        if (op < 0 || op >= s)
+            return ot_shape_fail_model(c, n, "output_padding %lld must be at least 0 and below the stride %lld",
+                                       (long long)op, (long long)s);
+        if (wp->n_pads == 2 * nd && (wp->pads[i] < 0 || wp->pads[nd + i] < 0))
+            return ot_shape_fail_model(c, n, "pads must not be negative");
+        Y.sym[2 + i] = -1;
+        if (X.dim[2 + i] < 0 || k < 0) {
+            Y.dim[2 + i] = wp->n_output_shape >= nd ? wp->output_shape[wp->n_output_shape - nd + i] : -1;
+            continue;
+        }
+        int64_t span;
+        if (!ot_conv_transpose_out(wp, nd, i, X.dim[2 + i], k, &Y.dim[2 + i]) || !ot_i64_mul(k - 1, d, &span) ||
+            !ot_i64_mul(s, X.dim[2 + i], &pb))
+            return ot_shape_fail(c, n, "spatial dim %d: the output size overflows or is below 1", i);
+        ot_conv_transpose_pads(wp, nd, i, X.dim[2 + i], k, Y.dim[2 + i], &pb, &pe);
+        /* the output past stride x (in - 1) + span - pads reads nothing (bias only) up to
+         * one stride; beyond that the gradient's Conv would not give X's size back */
+        int64_t natural = s * (X.dim[2 + i] - 1) + span + 1 - pb;
+        if (pb < 0 || Y.dim[2 + i] - natural >= s)
+            return ot_shape_fail_model(c, n, "output_shape %lld on spatial dim %d is out of reach of the input (%lld)",
+                                       (long long)Y.dim[2 + i], i, (long long)X.dim[2 + i]);
+    }
     sh[0] = Y;
     return OT_OK;
 }

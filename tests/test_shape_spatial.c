@@ -1,5 +1,7 @@
-/* test_shape_resize.c — the shape rule of Resize / Upsample (issue 26, ops batch 2,
- * importer/shape_rules_resize.c): sizes read from a symbolic-batch input's shape (the
+/* test_shape_spatial.c — the shape rules of issue 26's spatial ops (ops batch 2,
+ * importer/shape_rules_spatial.c). ConvTranspose: output sizes (pads, output_padding,
+ * auto_pad, output_shape, groups) and bad attributes refused naming the node.
+ * Resize / Upsample: sizes read from a symbolic-batch input's shape (the
  * LRASPP form keeps `batch`), constant scales (floor), axes, keep_aspect_ratio_policy,
  * and bad input refused naming the node: absurd and negative scales, both or neither
  * of scales and sizes, a wrong count, tf_crop_and_resize, unknown modes. */
@@ -8,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "importer/importer.h"
@@ -112,8 +115,64 @@ static void test_resize_refused(void **state) {
     expect_refused(ok, 4, NULL, 0, "mode", "lanczos", OT_E_MODEL, "lanczos");
 }
 
+static int wconst(ot_graph *g, const char *name, int rank, const int64_t *dims) {
+    ot_shape s = ot_shape_make(rank, dims);
+    int v = ot_graph_add_value(g, name, OT_F32, &s, OT_VK_PARAM);
+    float *zero = calloc((size_t)ot_shape_numel(&s), sizeof(float));
+    assert_int_equal(ot_value_set_data(&g->values[v], zero, (size_t)ot_shape_numel(&s) * sizeof(float)), 0);
+    free(zero);
+    return v;
+}
+
+/* One ConvTranspose of x [batch, 4, 5, 6] with weight w; attrs as "name=v,v" pairs. */
+static ot_status ct_shape(const int64_t *wd, int group, const char *auto_pad, const int64_t *strides,
+                          const int64_t *pads, const int64_t *out_pad, const int64_t *out_shape, char *shape,
+                          ot_error *err) {
+    ot_graph *g = graph();
+    int x = input(g, "x", 4, (int64_t[]){-1, 4, 5, 6}, "batch"), y = act(g, "y");
+    ot_node *n = node(g, OT_OP_CONV_TRANSPOSE, "ct", IDS(x, wconst(g, "w", 4, wd)), IDS(y));
+    ot_node_set_attr_int(n, "group", group);
+    if (auto_pad) ot_node_set_attr_string(n, "auto_pad", auto_pad);
+    if (strides) ot_node_set_attr_ints(n, "strides", strides, 2);
+    if (pads) ot_node_set_attr_ints(n, "pads", pads, 4);
+    if (out_pad) ot_node_set_attr_ints(n, "output_padding", out_pad, 2);
+    if (out_shape) ot_node_set_attr_ints(n, "output_shape", out_shape, 2);
+    ot_status st = ot_shape_infer(g, err);
+    if (!st) ot_shape_str(g, &g->values[y].shape, shape, 160);
+    ot_graph_free(g);
+    return st;
+}
+
+static void test_conv_transpose_shapes(void **state) {
+    (void)state;
+    char s[160];
+    ot_error err = {0};
+    int64_t w[4] = {4, 3, 3, 3}, two[2] = {2, 2}, p1[4] = {1, 1, 1, 1}, op1[2] = {1, 1};
+    assert_int_equal(ct_shape(w, 1, NULL, two, p1, op1, NULL, s, &err), OT_OK);
+    assert_string_equal(s, "[batch,3,10,12]");
+    assert_int_equal(ct_shape(w, 2, NULL, NULL, NULL, NULL, NULL, s, &err), OT_OK);
+    assert_string_equal(s, "[batch,6,7,8]");
+    assert_int_equal(ct_shape(w, 1, "SAME_UPPER", two, NULL, NULL, NULL, s, &err), OT_OK);
+    assert_string_equal(s, "[batch,3,10,12]");
+    assert_int_equal(ct_shape(w, 1, NULL, two, NULL, NULL, (int64_t[]){12, 13}, s, &err), OT_OK);
+    assert_string_equal(s, "[batch,3,12,13]");
+    /* refused, naming the node */
+    assert_int_equal(ct_shape(w, 1, NULL, two, p1, (int64_t[]){2, 0}, NULL, s, &err), OT_E_MODEL);
+    assert_non_null(strstr(err.msg, "'ct'"));
+    assert_non_null(strstr(err.msg, "output_padding"));
+    assert_int_equal(ct_shape((int64_t[]){3, 3, 3, 3}, 1, NULL, NULL, NULL, NULL, NULL, s, &err), OT_E_SHAPE);
+    assert_non_null(strstr(err.msg, "channels"));
+    assert_int_equal(ct_shape(w, 3, NULL, NULL, NULL, NULL, NULL, s, &err), OT_E_SHAPE);
+    assert_int_equal(ct_shape(w, 1, NULL, (int64_t[]){(int64_t)1 << 62, 1}, NULL, NULL, NULL, s, &err), OT_E_SHAPE);
+    assert_non_null(strstr(err.msg, "overflows"));
+    assert_int_equal(ct_shape(w, 1, NULL, two, NULL, NULL, (int64_t[]){40, 13}, s, &err), OT_E_MODEL);
+    assert_non_null(strstr(err.msg, "out of reach"));
+    assert_int_equal(ct_shape(w, 1, NULL, two, (int64_t[]){-1, 0, 0, 0}, NULL, NULL, s, &err), OT_E_MODEL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_transpose_shapes),
         cmocka_unit_test(test_resize_shapes),
         cmocka_unit_test(test_resize_refused),
     };
