@@ -16,6 +16,8 @@
  *   Resize / Upsample (issue 26): dX = ResizeGrad(dY, X, roi, scales, sizes), the
  *                   adjoint of the interpolation; Upsample's implied transform
  *                   (asymmetric, floor) is written on the backward node
+ *   DepthToSpace / SpaceToDepth (issue 26): dX = the other op on dY with the same
+ *                   blocksize and mode (a permutation's inverse)
  *   GatherND (batch_dims 0): dData = ScatterND(ZerosLike(data), indices, dY, add),
  *                   repeated index tuples adding up in order
  * Pad's constant_value, Tile's repeats, Trilu's k and CumSum's axis are integer or
@@ -110,6 +112,12 @@ ot_status ot_grad_index(ot_grad_ctx *c, const ot_node *n, const int *dy) {
             c->oom = true;
         ot_gb_add(c, x, out);
         return OT_OK;
+    }
+    case OT_OP_DEPTH_TO_SPACE:
+    case OT_OP_SPACE_TO_DEPTH: {
+        ot_op inv = n->op == OT_OP_DEPTH_TO_SPACE ? OT_OP_SPACE_TO_DEPTH : OT_OP_DEPTH_TO_SPACE;
+        out = ot_gb_op_s(c, inv, dy, 1, xt, &xs, &node);
+        break;
     }
     case OT_OP_CUMSUM: {
         int in[2] = {dy[0], n->inputs[1]};

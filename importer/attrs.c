@@ -206,6 +206,8 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_CONV_TRANSPOSE] = {{"auto_pad", OT_ATTR_STRING}, {"dilations", OT_ATTR_INTS}, {"group", OT_ATTR_INT},
                               {"kernel_shape", OT_ATTR_INTS}, {"output_padding", OT_ATTR_INTS},
                               {"output_shape", OT_ATTR_INTS}, {"pads", OT_ATTR_INTS}, {"strides", OT_ATTR_INTS}},
+    [OT_OP_DEPTH_TO_SPACE] = {{"blocksize", OT_ATTR_INT}, {"mode", OT_ATTR_STRING}},
+    [OT_OP_SPACE_TO_DEPTH] = {{"blocksize", OT_ATTR_INT}, {"mode", OT_ATTR_STRING}},
     [OT_OP_UPSAMPLE] = {{"mode", OT_ATTR_STRING}, {"scales", OT_ATTR_FLOATS}, {"height_scale", OT_ATTR_FLOAT},
                         {"width_scale", OT_ATTR_FLOAT}},
 };

@@ -98,6 +98,7 @@ ot_status ot_shape_rule_gather_elements(ot_shape_ctx *c, const ot_node *n, ot_dt
 /* Resize, Upsample: (X, roi, scales, sizes) after normalisation */
 ot_status ot_shape_rule_resize(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_conv_transpose(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_depth_space(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 
 /* ---- random sources (issue 13): shape_rules_random.c ---- */
 /* RandomUniformLike: input 0's shape, attribute dtype or input 0's; RandomUniform:

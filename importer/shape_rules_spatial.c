@@ -1,5 +1,5 @@
 /* shape_rules_spatial.c — shape rules of the spatial ops of issue 26 (ops batch 2):
- * ConvTranspose (ir/op_params.h's ot_conv_transpose_out, checked), and Resize and
+ * DepthToSpace and SpaceToDepth, ConvTranspose (ir/op_params.h's ot_conv_transpose_out, checked), and Resize and
  * Upsample (normalised to (X, roi, scales, sizes)). The output sizes follow
  * ONNX's reference: floor(in x scale) from constant scales, the sizes input (known
  * elements, or a symbol Shape read from a dim) as given, or rounded by
@@ -198,6 +198,45 @@ ot_status ot_shape_rule_conv_transpose(ot_shape_ctx *c, const ot_node *n, ot_dty
         if (pb < 0 || Y.dim[2 + i] - natural >= s)
             return ot_shape_fail_model(c, n, "output_shape %lld on spatial dim %d is out of reach of the input (%lld)",
                                        (long long)Y.dim[2 + i], i, (long long)X.dim[2 + i]);
+    }
+    sh[0] = Y;
+    return OT_OK;
+}
+
+/* DepthToSpace [N, C, H, W] -> [N, C / b^2, H b, W b]; SpaceToDepth the reverse. */
+ot_status ot_shape_rule_depth_space(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    char a[160];
+    const ot_value *xv = ot_shape_input(c, n, 0);
+    dt[0] = xv ? xv->dtype : OT_UNDEFINED;
+    ot_op_params scratch;
+    const ot_op_params *pp = NULL;
+    ot_status st = ot_node_params(n, &scratch, &pp, c->err);
+    if (st) return st;
+    const ot_depth_params *p = &pp->u.depth;
+    if (p->mode_other) return ot_shape_fail_model(c, n, "mode '%s' (DCR or CRD)", p->mode_name);
+    if (p->blocksize < 1 || p->blocksize > (int64_t)1 << 20)
+        return ot_shape_fail_model(c, n, "blocksize %lld (required, at least 1)", (long long)p->blocksize);
+    if (!xv || xv->shape.rank < 0) return OT_OK;
+    ot_shape X = xv->shape, Y = X;
+    if (X.rank != 4) return ot_shape_fail(c, n, "input %s is not [N, C, H, W]", SHP(&X, a));
+    int64_t b = p->blocksize, bb = b * b;
+    bool to_space = n->op == OT_OP_DEPTH_TO_SPACE;
+    for (int d = 1; d < 4; d++) Y.sym[d] = -1;
+    if (to_space) {
+        if (X.dim[1] >= 0 && X.dim[1] % bb)
+            return ot_shape_fail(c, n, "input %s: channels not divisible by blocksize^2 = %lld", SHP(&X, a), (long long)bb);
+        Y.dim[1] = X.dim[1] < 0 ? -1 : X.dim[1] / bb;
+        for (int d = 2; d < 4; d++)
+            if (X.dim[d] >= 0 && !ot_i64_mul(X.dim[d], b, &Y.dim[d]))
+                return ot_shape_fail(c, n, "input %s times blocksize overflows", SHP(&X, a));
+    } else {
+        for (int d = 2; d < 4; d++) {
+            if (X.dim[d] >= 0 && X.dim[d] % b)
+                return ot_shape_fail(c, n, "input %s: H and W must be divisible by blocksize %lld", SHP(&X, a), (long long)b);
+            Y.dim[d] = X.dim[d] < 0 ? -1 : X.dim[d] / b;
+        }
+        if (X.dim[1] >= 0 && !ot_i64_mul(X.dim[1], bb, &Y.dim[1]))
+            return ot_shape_fail(c, n, "input %s: channels times blocksize^2 overflows", SHP(&X, a));
     }
     sh[0] = Y;
     return OT_OK;

@@ -291,6 +291,16 @@ static ot_status resolve_resize(const ot_node *n, ot_op_params *p, ot_error *err
     return st;
 }
 
+static ot_status resolve_depth(const ot_node *n, ot_op_params *p, ot_error *err) {
+    (void)err;
+    ot_depth_params *d = &p->u.depth;
+    d->blocksize = ot_node_attr_int(n, "blocksize", 0);
+    d->mode_name = ot_node_attr_string(n, "mode", "DCR");
+    d->crd = strcmp(d->mode_name, "CRD") == 0;
+    d->mode_other = !d->crd && strcmp(d->mode_name, "DCR") != 0;
+    return OT_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -304,6 +314,8 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_CONV_GRAD_INPUT] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_CONV_GRAD_WEIGHT] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_CONV_TRANSPOSE] = {OT_PARAMS_WINDOW, resolve_window}, /* issue 26, ops batch 2 */
+    [OT_OP_DEPTH_TO_SPACE] = {OT_PARAMS_DEPTH, resolve_depth},
+    [OT_OP_SPACE_TO_DEPTH] = {OT_PARAMS_DEPTH, resolve_depth},
     [OT_OP_MAX_POOL] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_AVERAGE_POOL] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_MAX_POOL_GRAD] = {OT_PARAMS_WINDOW, resolve_window},

@@ -39,6 +39,7 @@ typedef enum ot_params_kind {
     OT_PARAMS_INDEX,
     OT_PARAMS_RANDOM, /* random sources (issue 13) */
     OT_PARAMS_RESIZE, /* Resize, Upsample, ResizeGrad (issue 26, ops batch 2) */
+    OT_PARAMS_DEPTH,  /* DepthToSpace, SpaceToDepth (issue 26, ops batch 2) */
 } ot_params_kind;
 
 /* Gemm */
@@ -210,6 +211,14 @@ typedef struct ot_resize_params {
     int64_t axes[OT_PARAMS_MAX_LIST];
 } ot_resize_params;
 
+/* DepthToSpace, SpaceToDepth: blocksize (required, >= 1, checked by the shape rule)
+ * and mode ("DCR" by default; "CRD"; anything else is mode_other) */
+typedef struct ot_depth_params {
+    int64_t blocksize;
+    bool crd, mode_other;
+    const char *mode_name;
+} ot_depth_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -226,6 +235,7 @@ typedef struct ot_op_params {
         ot_index_params index; /* layout and indexing (issue 13) */
         ot_random_params random; /* random sources (issue 13) */
         ot_resize_params resize; /* spatial ops (issue 26, ops batch 2) */
+        ot_depth_params depth;
     } u;
 } ot_op_params;
 

@@ -274,6 +274,8 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_UPSAMPLE] = cost_pointwise,
     [OT_OP_RESIZE_GRAD] = cost_pointwise,
     [OT_OP_CONV_TRANSPOSE] = cost_conv_grad_input, /* it runs ConvGradInput: (X, W) */
+    [OT_OP_DEPTH_TO_SPACE] = cost_per_element,
+    [OT_OP_SPACE_TO_DEPTH] = cost_per_element,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

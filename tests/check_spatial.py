@@ -3,7 +3,8 @@
 models that use F.interpolate (bilinear, bicubic with align_corners, nearest; by
 scale_factor and by a size read from another tensor's shape, as LRASPP does) at
 opsets 9 (Upsample), 10 (Resize-10) and 11 / 13 (Resize), and ConvTranspose1d / 2d
-(stride, pads, output_padding, dilation, groups, with and without bias), runs
+(stride, pads, output_padding, dilation, groups, with and without bias), and
+pixel_shuffle (DepthToSpace, CRD); runs
 `onnxtrain grad` on each and compares the loss and every parameter gradient with
 torch's. Fails above
 1e-5 absolute plus 1e-5 relative to the gradient's largest magnitude.
@@ -73,8 +74,27 @@ class Deconv(torch.nn.Module):
         return (h * self.w1[:, :, : h.shape[2]]).sum()
 
 
+class Shuffle(torch.nn.Module):
+    """ESPCN's sub-pixel upsampler: conv to C r^2 channels, pixel_shuffle (exported
+    as DepthToSpace CRD), then a conv."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(28)
+        self.conv1 = torch.nn.Conv2d(2, 12, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(3, 2, 3, padding=1)
+        self.register_buffer("w1", torch.randn(2, 2, 10, 12))
+
+    def forward(self, x):
+        h = F.pixel_shuffle(self.conv1(x), 2)  # [2, 3, 10, 12]
+        return (self.conv2(torch.tanh(h)) * self.w1).sum()
+
+
 def check(binary, scratch, opset, full):
-    if full == "deconv":
+    if full == "shuffle":
+        label, m, x = "opset %d (DepthToSpace)" % opset, Shuffle(), torch.randn(2, 2, 5, 6)
+        full = 3
+    elif full == "deconv":
         label, m, x = "opset %d (ConvTranspose)" % opset, Deconv(), torch.randn(2, 2, 5, 6)
         full = 2
     else:
@@ -114,7 +134,7 @@ def main():
     os.makedirs(scratch, exist_ok=True)
     bad = check(binary, scratch, 9, False) + check(binary, scratch, 10, False)
     bad += check(binary, scratch, 11, True) + check(binary, scratch, 13, True)
-    bad += check(binary, scratch, 13, "deconv")
+    bad += check(binary, scratch, 13, "deconv") + check(binary, scratch, 13, "shuffle")
     if bad:
         sys.exit("check_spatial: %d mismatch(es) with PyTorch" % bad)
     print("check_spatial: every gradient matches PyTorch")

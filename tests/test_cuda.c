@@ -2613,8 +2613,9 @@ static void test_index(void **state) { ix_cases(backend_of(state)); }
 /* ---- spatial ops (issue 26, ops batch 2) ---- */
 
 /* Resize (linear pytorch_half_pixel by scales, cubic align_corners and nearest by
- * sizes, a downscale with exclude_outside) and ResizeGrad for each: host mode bit for
- * bit with the CPU, the GPU exactly (the same element code and summation order). */
+ * sizes, a downscale with exclude_outside) and ResizeGrad for each, DepthToSpace and
+ * SpaceToDepth: host mode bit for bit with the CPU, the GPU exactly (the same element
+ * code and summation order). */
 static void rs_cases(ot_backend *be) {
     tc_pool p = {0};
     static const char *const modes[4] = {"linear", "cubic", "nearest", "cubic"};
@@ -2647,6 +2648,25 @@ static void rs_cases(ot_backend *be) {
         ix_case(be, "ResizeGrad", &g, gin, gout);
         tk_node_free(&n);
         tk_node_free(&g);
+    }
+    /* DepthToSpace (DCR, CRD) and SpaceToDepth (DCR, and CRD as in DepthToSpace's
+     * gradient), float32 and int64 */
+    int64_t iv[48];
+    for (int i = 0; i < 48; i++) iv[i] = 1000 + i;
+    for (int k = 0; k < 4; k++) {
+        bool to_space = k < 2;
+        ot_node d = tk_node(to_space ? OT_OP_DEPTH_TO_SPACE : OT_OP_SPACE_TO_DEPTH, 1, 1);
+        ot_node_set_attr_int(&d, "blocksize", 2);
+        ot_node_set_attr_string(&d, "mode", k & 1 ? "CRD" : "DCR");
+        ot_tensor din[1] = {to_space ? tc_rand(&p, 303, -1, 1, 4, 2, 8, 3, 2) : tc_rand(&p, 304, -1, 1, 4, 2, 2, 6, 4)};
+        ot_tensor dout[1] = {to_space ? tc_out(OT_F32, 4, 2, 2, 6, 4) : tc_out(OT_F32, 4, 2, 8, 3, 2)};
+        ix_case(be, to_space ? "DepthToSpace" : "SpaceToDepth", &d, din, dout);
+        ot_tensor ii = tc_ints(&p, 48, iv);
+        ii.shape = to_space ? ot_shape_make(4, (int64_t[]){1, 8, 3, 2}) : ot_shape_make(4, (int64_t[]){1, 2, 6, 4});
+        ot_tensor iin[1] = {ii};
+        ot_tensor iout[1] = {to_space ? tc_out(OT_I64, 4, 1, 2, 6, 4) : tc_out(OT_I64, 4, 1, 8, 3, 2)};
+        ix_case(be, "DepthToSpace / SpaceToDepth int64", &d, iin, iout);
+        tk_node_free(&d);
     }
     tc_free(&p);
 }

@@ -224,6 +224,8 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_UPSAMPLE] = F32(ot_cpu_resize),
     [OT_OP_RESIZE_GRAD] = F32(ot_cpu_resize_grad),
     [OT_OP_CONV_TRANSPOSE] = {ot_cpu_conv_transpose, sup_f32, ot_cpu_conv_grad_workspace},
+    [OT_OP_DEPTH_TO_SPACE] = {ot_cpu_depth_space, sup_any, NULL},
+    [OT_OP_SPACE_TO_DEPTH] = {ot_cpu_depth_space, sup_any, NULL},
 };
 #undef F32
 

@@ -44,7 +44,7 @@ OT_GRAD_KERNEL(ot_cpu_minmax_grad);
 /* grad_index.c (layout and indexing, issue 13): PadGrad and TileGrad, GatherElementsGrad */
 OT_GRAD_KERNEL(ot_cpu_pad_grad);
 OT_GRAD_KERNEL(ot_cpu_gather_elements_grad);
-/* spatial ops (issue 26, ops batch 2): cpu_resize.c */
+/* spatial ops (issue 26, ops batch 2): cpu_spatial.c */
 OT_GRAD_KERNEL(ot_cpu_resize_grad);
 
 #endif

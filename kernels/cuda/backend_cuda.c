@@ -396,7 +396,7 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
         /* random sources (issue 13) */
         ot_cuda_random_uniform,
         /* spatial ops (issue 26, ops batch 2) */
-        ot_cuda_resize, ot_cuda_resize_grad,
+        ot_cuda_resize, ot_cuda_resize_grad, ot_cuda_depth_space,
     };
     for (size_t i = 0; fn && i < sizeof with / sizeof with[0]; i++)
         if (with[i] == fn) return true;

@@ -1,10 +1,10 @@
-/* cuda_resize.cu — Resize / Upsample and ResizeGrad on the GPU, counterparts of
- * kernels/cpu/cpu_resize.c: one thread per output element running
- * resize_geometry.h's element code (the gradient a gather, in the CPU's order, no
- * atomics), so the results are the CPU's bit for bit. Both have a host mode. */
+/* cuda_spatial.cu — Resize / Upsample, ResizeGrad, DepthToSpace and SpaceToDepth on
+ * the GPU, counterparts of kernels/cpu/cpu_spatial.c: one thread per output element
+ * running spatial_geometry.h's element code (Resize's gradient a gather, in the CPU's
+ * order, no atomics), so the results are the CPU's bit for bit. All have a host mode. */
 #include "kernels/cuda/cuda_device.cuh"
 extern "C" {
-#include "kernels/resize_geometry.h"
+#include "kernels/spatial_geometry.h"
 }
 
 static ot_status bad(const ot_node *node, const char *what, ot_error *err) {
@@ -74,4 +74,40 @@ OT_CUDA_LAUNCHER(ot_cuda_resize_grad) {
     if (st) return st;
     return ot_cu_map(cx, resize_grad_op{(const float *)in[0].data, (float *)out[0].data, g}, ot_kernel_numel(&out[0]),
                      err);
+}
+
+template <typename T> struct depth_op {
+    const T *src;
+    T *dst;
+    ot_depth_geom g;
+    __host__ __device__ void operator()(int64_t o) const { dst[o] = src[ot_depth_src(&g, o)]; }
+};
+
+template <typename T>
+static ot_status depth_run(ot_cuda_ctx *cx, const void *src, void *dst, const ot_depth_geom &g, int64_t n,
+                           ot_error *err) {
+    return ot_cu_map(cx, depth_op<T>{(const T *)src, (T *)dst, g}, n, err);
+}
+
+/* DepthToSpace / SpaceToDepth, any dtype of 1 to 8 bytes (elements are moved). */
+OT_CUDA_LAUNCHER(ot_cuda_depth_space) {
+    (void)ctx;
+    size_t es = ot_dtype_size(in[0].dtype);
+    if (!es || es > 8 || in[0].dtype != out[0].dtype) return ot_cuda_bad_dtype(node, "input", in[0].dtype, err);
+    ot_op_params scratch;
+    const ot_op_params *pp = NULL;
+    ot_depth_geom g;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (!st)
+        st = ot_depth_geometry(node, &pp->u.depth, node->op == OT_OP_DEPTH_TO_SPACE, &in[0].shape, &out[0].shape, &g,
+                               err);
+    if (st) return st;
+    int64_t n = ot_kernel_numel(&out[0]);
+    switch (es) {
+    case 1: return depth_run<uint8_t>(cx, in[0].data, out[0].data, g, n, err);
+    case 2: return depth_run<uint16_t>(cx, in[0].data, out[0].data, g, n, err);
+    case 4: return depth_run<uint32_t>(cx, in[0].data, out[0].data, g, n, err);
+    case 8: return depth_run<uint64_t>(cx, in[0].data, out[0].data, g, n, err);
+    default: return ot_cuda_bad_dtype(node, "input", in[0].dtype, err);
+    }
 }

@@ -1,7 +1,7 @@
-/* resize_geometry.c — the host half of resize_geometry.h: Resize's per-axis scales
- * and output sizes from its inputs, as ONNX's reference computes them, checked
- * against the shapes the planner gave. */
-#include "kernels/resize_geometry.h"
+/* spatial_geometry.c — the host half of spatial_geometry.h: Resize's per-axis scales
+ * and output sizes from its inputs, as ONNX's reference computes them, and the
+ * DepthToSpace / SpaceToDepth geometry, checked against the shapes the planner gave. */
+#include "kernels/spatial_geometry.h"
 
 #include <string.h>
 
@@ -131,5 +131,20 @@ ot_status ot_resize_geometry(const ot_node *node, const ot_resize_params *p, con
                        "antialias = 1 when downscaling is not supported; export with antialias=False", err);
         g->active[g->n_active++] = d;
     }
+    return OT_OK;
+}
+
+ot_status ot_depth_geometry(const ot_node *node, const ot_depth_params *p, bool to_space, const ot_shape *xs,
+                            const ot_shape *ys, ot_depth_geom *g, ot_error *err) {
+    if (p->mode_other) return bad(node, OT_E_MODEL, "mode must be DCR or CRD", err);
+    if (p->blocksize < 1 || p->blocksize > (int64_t)1 << 20) return bad(node, OT_E_MODEL, "blocksize must be >= 1", err);
+    if (xs->rank != 4 || ys->rank != 4) return bad(node, OT_E_SHAPE, "input and output must be [N, C, H, W]", err);
+    int64_t b = p->blocksize, bb = b * b;
+    *g = (ot_depth_geom){xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], b, to_space, p->crd};
+    bool ok = to_space ? xs->dim[1] % bb == 0 && ys->dim[1] == xs->dim[1] / bb && ys->dim[2] == xs->dim[2] * b &&
+                             ys->dim[3] == xs->dim[3] * b
+                       : xs->dim[2] % b == 0 && xs->dim[3] % b == 0 && ys->dim[1] == xs->dim[1] * bb &&
+                             ys->dim[2] == xs->dim[2] / b && ys->dim[3] == xs->dim[3] / b;
+    if (!ok || ys->dim[0] != xs->dim[0]) return bad(node, OT_E_SHAPE, "output shape differs from what blocksize gives", err);
     return OT_OK;
 }

@@ -1,11 +1,12 @@
-/* cpu_resize.c — CPU kernels of Resize / Upsample (X, roi, scales, sizes) and their
- * gradient ResizeGrad (dY, X, roi, scales, sizes), float32: one output element per
- * iteration through resize_geometry.h's element code, which the CUDA kernels run too.
+/* cpu_spatial.c — CPU kernels of Resize / Upsample (X, roi, scales, sizes) and their
+ * gradient ResizeGrad (dY, X, roi, scales, sizes), float32, and of DepthToSpace /
+ * SpaceToDepth (any dtype: they move elements): one output element per iteration
+ * through spatial_geometry.h's element code, which the CUDA kernels run too.
  * The gradient is a gather (each dX element sums its outputs in order): no atomics,
  * the same bits on any thread count. */
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/grad_kernels.h"
-#include "kernels/resize_geometry.h"
+#include "kernels/spatial_geometry.h"
 
 /* The geometry from the operands at in[first ..] (roi, scales, sizes), host data. */
 static ot_status cpu_resize_geom(const ot_node *node, const ot_tensor *in, int first, const ot_shape *xs,
@@ -62,5 +63,28 @@ OT_GRAD_KERNEL(ot_cpu_resize_grad) {
     int nt = ot_cpu_threads(ctx);
 #pragma omp parallel for schedule(static) num_threads(nt) if (n >= OT_CPU_PAR_MIN / 4)
     for (int64_t i = 0; i < n; i++) dx[i] = ot_resize_grad_at(&g, dy, i);
+    return OT_OK;
+}
+
+/* DepthToSpace / SpaceToDepth (and, with mode CRD, the SpaceToDepth of DepthToSpace's
+ * gradient). */
+ot_status ot_cpu_depth_space(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                             ot_error *err) {
+    size_t es = ot_dtype_size(in[0].dtype);
+    if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
+    ot_op_params scratch;
+    const ot_op_params *pp = NULL;
+    ot_depth_geom g;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (!st)
+        st = ot_depth_geometry(node, &pp->u.depth, node->op == OT_OP_DEPTH_TO_SPACE, &in[0].shape, &out[0].shape, &g,
+                               err);
+    if (st) return st;
+    int64_t n = ot_kernel_numel(&out[0]);
+    const char *src = in[0].data;
+    char *dst = out[0].data;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= OT_CPU_PAR_MIN)
+    for (int64_t o = 0; o < n; o++) memcpy(dst + (size_t)o * es, src + (size_t)ot_depth_src(&g, o) * es, es);
     return OT_OK;
 }

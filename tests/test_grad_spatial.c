@@ -1,7 +1,8 @@
-/* test_grad_resize.c — finite-difference checks of Resize's and Upsample's gradient
- * rule (ResizeGrad, the adjoint computed as a gather): every mode, the coordinate
- * transforms PyTorch emits, nearest roundings, cubic with exclude_outside, scales and
- * sizes, axes, downscaling and upscaling (issue 26, ops batch 2). */
+/* test_grad_spatial.c — finite-difference checks of the gradient rules of issue 26's
+ * spatial ops (ops batch 2): Resize and Upsample (ResizeGrad, the adjoint computed as
+ * a gather: every mode, the coordinate transforms PyTorch emits, nearest roundings,
+ * cubic with exclude_outside, scales and sizes, axes, downscaling and upscaling), and
+ * DepthToSpace (DCR, CRD) and SpaceToDepth (each the other's gradient). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -76,8 +77,40 @@ static void test_upsample(void **state) {
     check_resize(OT_OP_UPSAMPLE, &l);
 }
 
+/* DepthToSpace in both modes, then SpaceToDepth of its output (the loss reads both,
+ * every element weighted differently), and SpaceToDepth with blocksize 3 alone. */
+static void test_depth_space(void **state) {
+    (void)state;
+    for (int m = 0; m < 3; m++) {
+        ot_graph *g = gc_graph();
+        uint32_t rng = 313;
+        int64_t xd[4] = {2, 8, 2, 3}, yd[4] = {2, 2, 4, 6}, x3[4] = {1, 2, 6, 3}, z3[4] = {1, 18, 2, 1};
+        int x = gc_param(g, "X", 4, m < 2 ? xd : x3, &rng, -1, 1, false);
+        int ys[2], ny = 0;
+        if (m < 2) {
+            int y = gc_val(g, "Y", OT_F32, 4, yd), z = gc_val(g, "Z", OT_F32, 4, xd);
+            int d = gc_op(g, OT_OP_DEPTH_TO_SPACE, &x, 1, &y, 1);
+            ot_node_set_attr_int(&g->nodes[d], "blocksize", 2);
+            ot_node_set_attr_string(&g->nodes[d], "mode", m ? "CRD" : "DCR");
+            int s2 = gc_op(g, OT_OP_SPACE_TO_DEPTH, &y, 1, &z, 1);
+            ot_node_set_attr_int(&g->nodes[s2], "blocksize", 2);
+            ys[ny++] = y;
+            ys[ny++] = z;
+        } else {
+            int z = gc_val(g, "Z", OT_F32, 4, z3);
+            int s3 = gc_op(g, OT_OP_SPACE_TO_DEPTH, &x, 1, &z, 1);
+            ot_node_set_attr_int(&g->nodes[s3], "blocksize", 3);
+            ys[ny++] = z;
+        }
+        gc_opts o = {0};
+        assert_int_equal(gc_check(g, ys, ny, &o), 0);
+        ot_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_depth_space),
         cmocka_unit_test(test_resize_modes),
         cmocka_unit_test(test_upsample),
     };

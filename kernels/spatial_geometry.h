@@ -1,6 +1,6 @@
-/* resize_geometry.h — geometry and element code of Resize, Upsample and ResizeGrad
- * (issue 26), in one place for both backends (kernels/cpu/cpu_resize.c and
- * kernels/cuda/cuda_resize.cu). The host works out an ot_resize_geom from the node's
+/* spatial_geometry.h — geometry and element code of Resize, Upsample and ResizeGrad,
+ * DepthToSpace and SpaceToDepth (issue 26), in one place for both backends (kernels/cpu/cpu_spatial.c and
+ * kernels/cuda/cuda_spatial.cu). The host works out an ot_resize_geom from the node's
  * params, the shapes and the scales / sizes inputs; the element functions below
  * (host and device) compute one output element.
  *
@@ -15,8 +15,8 @@
  * o; the edge indices also collect the clamped taps), found by binary search, and
  * dY is summed over them in increasing output order. No scatter, no atomics: every
  * backend and thread count gives the same bits, and a recompute the first bits. */
-#ifndef OT_KERNELS_RESIZE_GEOMETRY_H
-#define OT_KERNELS_RESIZE_GEOMETRY_H
+#ifndef OT_KERNELS_SPATIAL_GEOMETRY_H
+#define OT_KERNELS_SPATIAL_GEOMETRY_H
 
 #include <math.h>
 #include <stdbool.h>
@@ -217,6 +217,40 @@ OT_RESIZE_FN float ot_resize_grad_at(const ot_resize_geom *g, const float *dy, i
         from = a;
     }
     return sum;
+}
+
+/* DepthToSpace / SpaceToDepth: input dims n, c, h, w, block b; crd: DepthToSpace's
+ * CRD order (and the SpaceToDepth that inverts it). */
+typedef struct ot_depth_geom {
+    int64_t n, c, h, w, b;
+    bool to_space, crd;
+} ot_depth_geom;
+
+/* From the params and the [N, C, H, W] input and output shapes (OT_E_MODEL /
+ * OT_E_SHAPE naming the node). */
+ot_status ot_depth_geometry(const ot_node *node, const ot_depth_params *p, bool to_space, const ot_shape *xs,
+                            const ot_shape *ys, ot_depth_geom *g, ot_error *err);
+
+/* The input element output element o reads. */
+OT_RESIZE_FN int64_t ot_depth_src(const ot_depth_geom *g, int64_t o) {
+    int64_t b = g->b, ch, y, x;
+    if (g->to_space) { /* out [n, c / b^2, h b, w b] */
+        int64_t W = g->w * b, H = g->h * b, C = g->c / (b * b);
+        int64_t ox = o % W, oy = (o / W) % H, oc = (o / (W * H)) % C, on = o / (W * H * C);
+        int64_t ij = (oy % b) * b + ox % b;
+        ch = g->crd ? oc * b * b + ij : ij * C + oc;
+        y = oy / b;
+        x = ox / b;
+        return ((on * g->c + ch) * g->h + y) * g->w + x;
+    }
+    /* out [n, c b^2, h / b, w / b] */
+    int64_t W = g->w / b, H = g->h / b, C = g->c * b * b;
+    int64_t ox = o % W, oy = (o / W) % H, oc = (o / (W * H)) % C, on = o / (W * H * C);
+    int64_t ij = g->crd ? oc % (b * b) : oc / g->c;
+    ch = g->crd ? oc / (b * b) : oc % g->c;
+    y = oy * b + ij / b;
+    x = ox * b + ij % b;
+    return ((on * g->c + ch) * g->h + y) * g->w + x;
 }
 
 #ifdef __cplusplus
