@@ -190,14 +190,39 @@ HF = {
                                  attention_dropout=p, activation_dropout=p),
 }
 
+# ---- torchvision segmentation (issue 26) ---------------------------------------------
+
+SEG_CLASSES = 5
+
+
+class _SegOut(nn.Module):
+    """torchvision's segmentation models return {"out": logits}: the logits alone."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def lraspp(p):
+    """LRASPP over a dilated MobileNetV3-Large (width 0.25): per-pixel logits
+    [batch, SEG_CLASSES, 64, 64], brought back to the input's size by bilinear Resizes
+    whose sizes come from the input's shape."""
+    from torchvision.models.segmentation.lraspp import _lraspp_mobilenetv3
+    return _SegOut(_lraspp_mobilenetv3(_tv().mobilenet_v3_large(width_mult=0.25, dilated=True), SEG_CLASSES))
+
+
 TV = {"resnet18": resnet18, "vgg11": vgg11, "densenet121": densenet121, "mobilenet_v2": mobilenet_v2,
       "mobilenet_v3_small": mobilenet_v3_small, "efficientnet_b0": efficientnet_b0, "regnet": regnet,
       "convnext_tiny": convnext_tiny, "shufflenet_v2": shufflenet_v2, "squeezenet": squeezenet,
       "googlenet": googlenet, "mnasnet": mnasnet, "vit": vit_tv, "swin_t": swin_t}
 
 
-def _entry(family, make, inputs, classes, label_shape, dynseq=False):
-    return dict(family=family, make=make, inputs=inputs, classes=classes, label_shape=label_shape, dynseq=dynseq)
+def _entry(family, make, inputs, classes, label_shape, dynseq=False, class_axis=-1):
+    return dict(family=family, make=make, inputs=inputs, classes=classes, label_shape=label_shape, dynseq=dynseq,
+                class_axis=class_axis)
 
 
 def _zoo():
@@ -205,6 +230,7 @@ def _zoo():
     img = [("x", "image", (3, IMAGE, IMAGE))]
     for name, make in TV.items():
         z[name] = _entry(f"tv/{name}", make, img, CLASSES, ())
+    z["lraspp"] = _entry("tv/segmentation/lraspp", lraspp, img, SEG_CLASSES, (IMAGE, IMAGE), class_axis=1)
     ids = [("input_ids", "ids", (SEQ,))]
     idm = ids + [("attention_mask", "mask", (SEQ,))]
     lm = dict(classes=VOCAB, label_shape=(SEQ,))
