@@ -215,7 +215,7 @@ ot_status ot_shape_rule_depth_space(ot_shape_ctx *c, const ot_node *n, ot_dtype 
     const ot_depth_params *p = &pp->u.depth;
     if (p->mode_other) return ot_shape_fail_model(c, n, "mode '%s' (DCR or CRD)", p->mode_name);
     if (p->blocksize < 1 || p->blocksize > (int64_t)1 << 20)
-        return ot_shape_fail_model(c, n, "blocksize %lld (required, at least 1)", (long long)p->blocksize);
+        return ot_shape_fail_model(c, n, "blocksize %lld is out of range (required; 1 .. 2^20)", (long long)p->blocksize);
     if (!xv || xv->shape.rank < 0) return OT_OK;
     ot_shape X = xv->shape, Y = X;
     if (X.rank != 4) return ot_shape_fail(c, n, "input %s is not [N, C, H, W]", SHP(&X, a));

@@ -137,7 +137,7 @@ ot_status ot_resize_geometry(const ot_node *node, const ot_resize_params *p, con
 ot_status ot_depth_geometry(const ot_node *node, const ot_depth_params *p, bool to_space, const ot_shape *xs,
                             const ot_shape *ys, ot_depth_geom *g, ot_error *err) {
     if (p->mode_other) return bad(node, OT_E_MODEL, "mode must be DCR or CRD", err);
-    if (p->blocksize < 1 || p->blocksize > (int64_t)1 << 20) return bad(node, OT_E_MODEL, "blocksize must be >= 1", err);
+    if (p->blocksize < 1 || p->blocksize > (int64_t)1 << 20) return bad(node, OT_E_MODEL, "blocksize is out of range (1 .. 2^20)", err);
     if (xs->rank != 4 || ys->rank != 4) return bad(node, OT_E_SHAPE, "input and output must be [N, C, H, W]", err);
     int64_t b = p->blocksize, bb = b * b;
     *g = (ot_depth_geom){xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], b, to_space, p->crd};
