@@ -134,6 +134,28 @@ ot_status ot_resize_geometry(const ot_node *node, const ot_resize_params *p, con
     return OT_OK;
 }
 
+int64_t ot_resize_tab_entries(const ot_shape *ys) {
+    int64_t n = 0;
+    for (int d = 0; d < ys->rank; d++) n += ys->dim[d] > 0 ? ys->dim[d] : 0;
+    return n;
+}
+
+void ot_resize_fill_taps(ot_resize_geom *g, ot_resize_tap *mem) {
+    int64_t at = 0;
+    g->tab = NULL; /* computed, below, by the element code's own rule */
+    for (int a = 0; a < g->n_active; a++) {
+        int d = g->active[a];
+        g->tab_off[d] = at;
+        for (int64_t o = 0; o < g->out[d]; o++, at++) {
+            double r;
+            memset(&mem[at], 0, sizeof mem[at]);
+            mem[at].base = ot_resize_base(g, d, o, &r);
+            ot_resize_taps(g, d, o, mem[at].idx, mem[at].w);
+        }
+    }
+    g->tab = mem;
+}
+
 ot_status ot_depth_geometry(const ot_node *node, const ot_depth_params *p, bool to_space, const ot_shape *xs,
                             const ot_shape *ys, ot_depth_geom *g, ot_error *err) {
     if (p->mode_other) return bad(node, OT_E_MODEL, "mode must be DCR or CRD", err);

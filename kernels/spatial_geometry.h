@@ -33,6 +33,12 @@ extern "C" {
 #endif
 #include "ir.h"
 
+/* The taps of one output coordinate along one axis, and its base (below). */
+typedef struct ot_resize_tap {
+    int64_t base, idx[4];
+    float w[4];
+} ot_resize_tap;
+
 typedef struct ot_resize_geom {
     int rank, n_active;
     int mode, ctm, nearest; /* ot_resize_mode, ot_resize_ctm, ot_resize_nearest */
@@ -42,6 +48,11 @@ typedef struct ot_resize_geom {
     int64_t in[OT_MAX_RANK], out[OT_MAX_RANK];
     int64_t in_stride[OT_MAX_RANK], out_stride[OT_MAX_RANK];
     double scale[OT_MAX_RANK], out_f[OT_MAX_RANK]; /* out_f: scale x in, ONNX's output_width */
+    /* The CPU kernels' table of every active axis's taps (ot_resize_fill_taps), axis d
+     * from tab_off[d]; NULL: the element code computes them (the CUDA kernels). The
+     * same function fills the table, so either way the same values. */
+    const ot_resize_tap *tab;
+    int64_t tab_off[OT_MAX_RANK];
 } ot_resize_geom;
 
 /* From the params, the input and output shapes, and the scales (n_scales entries, or
@@ -51,6 +62,11 @@ typedef struct ot_resize_geom {
 ot_status ot_resize_geometry(const ot_node *node, const ot_resize_params *p, const ot_shape *xs, const ot_shape *ys,
                              const double *scales, int n_scales, const int64_t *sizes, int n_sizes,
                              ot_resize_geom *g, ot_error *err);
+
+/* Entries of the tap table for output shape ys (every axis, an upper bound), and the
+ * table itself, written to mem (that many entries) and set as g->tab. */
+int64_t ot_resize_tab_entries(const ot_shape *ys);
+void ot_resize_fill_taps(ot_resize_geom *g, ot_resize_tap *mem);
 
 /* The mode / transform / rounding / aspect policy / antialias checks alone (the shape
  * rule uses them to refuse a model at import). */
@@ -125,6 +141,23 @@ OT_RESIZE_FN int ot_resize_taps(const ot_resize_geom *g, int d, int64_t o, int64
     return nt;
 }
 
+/* ot_resize_taps and ot_resize_base through the table when there is one. */
+OT_RESIZE_FN int ot_resize_taps_of(const ot_resize_geom *g, int d, int64_t o, int64_t *idx, float *w) {
+    if (!g->tab) return ot_resize_taps(g, d, o, idx, w);
+    const ot_resize_tap *t = &g->tab[g->tab_off[d] + o];
+    int nt = ot_resize_ntaps(g);
+    for (int k = 0; k < nt; k++) {
+        idx[k] = t->idx[k];
+        w[k] = t->w[k];
+    }
+    return nt;
+}
+
+OT_RESIZE_FN int64_t ot_resize_base_of(const ot_resize_geom *g, int d, int64_t o) {
+    double r;
+    return g->tab ? g->tab[g->tab_off[d] + o].base : ot_resize_base(g, d, o, &r);
+}
+
 /* Y at output element o. */
 OT_RESIZE_FN float ot_resize_at(const ot_resize_geom *g, const float *x, int64_t o) {
     int64_t c[OT_MAX_RANK], ti[OT_MAX_RANK][4], base = 0;
@@ -138,7 +171,7 @@ OT_RESIZE_FN float ot_resize_at(const ot_resize_geom *g, const float *x, int64_t
     for (int a = 0; a < g->n_active; a++) {
         int d = g->active[a];
         base -= c[d] * g->in_stride[d];
-        nt[a] = ot_resize_taps(g, d, c[d], ti[a], tw[a]);
+        nt[a] = ot_resize_taps_of(g, d, c[d], ti[a], tw[a]);
         k[a] = 0;
     }
     float sum = 0.0f;
@@ -162,7 +195,7 @@ OT_RESIZE_FN float ot_resize_at(const ot_resize_geom *g, const float *x, int64_t
 OT_RESIZE_FN float ot_resize_weight(const ot_resize_geom *g, int d, int64_t o, int64_t i) {
     int64_t idx[4];
     float w[4], s = 0.0f;
-    int nt = ot_resize_taps(g, d, o, idx, w);
+    int nt = ot_resize_taps_of(g, d, o, idx, w);
     for (int k = 0; k < nt; k++)
         if (idx[k] == i) s += w[k];
     return s;
@@ -171,19 +204,25 @@ OT_RESIZE_FN float ot_resize_weight(const ot_resize_geom *g, int d, int64_t o, i
 /* The first o in [0, out) with base(o) >= v (out when none). */
 OT_RESIZE_FN int64_t ot_resize_lower(const ot_resize_geom *g, int d, int64_t v) {
     int64_t lo = 0, hi = g->out[d];
-    double r;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (ot_resize_base(g, d, mid, &r) >= v) hi = mid;
+        if (ot_resize_base_of(g, d, mid) >= v) hi = mid;
         else lo = mid + 1;
     }
     return lo;
 }
 
+/* ot_resize_grad_at keeps the weights of the first OT_RESIZE_CACHE_AXES active axes
+ * for up to OT_RESIZE_CACHE outputs each (an 8x bilinear upsample reads ~17), so the
+ * inner loop does not recompute taps; longer ranges recompute them (same values). */
+#define OT_RESIZE_CACHE 32
+#define OT_RESIZE_CACHE_AXES 4
+
 /* dX at input element i: dY summed over the outputs that read it, weighted. */
 OT_RESIZE_FN float ot_resize_grad_at(const ot_resize_geom *g, const float *dy, int64_t i) {
     int64_t c[OT_MAX_RANK], lo[OT_MAX_RANK], hi[OT_MAX_RANK], o[OT_MAX_RANK], base = 0;
-    float pw[OT_MAX_RANK + 1];
+    float pw[OT_MAX_RANK + 1], wc[OT_RESIZE_CACHE_AXES][OT_RESIZE_CACHE];
+    bool cached[OT_MAX_RANK];
     for (int d = g->rank - 1; d >= 0; d--) {
         c[d] = i % g->in[d];
         i /= g->in[d];
@@ -199,12 +238,15 @@ OT_RESIZE_FN float ot_resize_grad_at(const ot_resize_geom *g, const float *dy, i
         hi[a] = ci == n - 1 ? g->out[d] : ot_resize_lower(g, d, ci - t0 + 1);
         if (lo[a] >= hi[a]) return 0.0f;
         o[a] = lo[a];
+        cached[a] = a < OT_RESIZE_CACHE_AXES && hi[a] - lo[a] <= OT_RESIZE_CACHE;
+        for (int64_t k = lo[a]; cached[a] && k < hi[a]; k++) wc[a][k - lo[a]] = ot_resize_weight(g, d, k, ci);
     }
     float sum = 0.0f;
     int from = 0; /* partial weight products pw[a] = prod of the weights of axes < a */
     pw[0] = 1.0f;
     for (;;) {
-        for (int a = from; a < g->n_active; a++) pw[a + 1] = pw[a] * ot_resize_weight(g, g->active[a], o[a], c[g->active[a]]);
+        for (int a = from; a < g->n_active; a++)
+            pw[a + 1] = pw[a] * (cached[a] ? wc[a][o[a] - lo[a]] : ot_resize_weight(g, g->active[a], o[a], c[g->active[a]]));
         int64_t off = base;
         for (int a = 0; a < g->n_active; a++) off += o[a] * g->out_stride[g->active[a]];
         sum += pw[g->n_active] * dy[off];

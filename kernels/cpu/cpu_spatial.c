@@ -1,7 +1,8 @@
 /* cpu_spatial.c — CPU kernels of Resize / Upsample (X, roi, scales, sizes) and their
  * gradient ResizeGrad (dY, X, roi, scales, sizes), float32, and of DepthToSpace /
  * SpaceToDepth (any dtype: they move elements): one output element per iteration
- * through spatial_geometry.h's element code, which the CUDA kernels run too.
+ * through spatial_geometry.h's element code, which the CUDA kernels run too (Resize's
+ * taps come from a table in the workspace here, computed by the same rule).
  * The gradient is a gather (each dX element sums its outputs in order): no atomics,
  * the same bits on any thread count. */
 #include "kernels/cpu/cpu_common.h"
@@ -37,11 +38,29 @@ static ot_status cpu_resize_geom(const ot_node *node, const ot_tensor *in, int f
     return ot_resize_geometry(node, &pp->u.resize, xs, ys, ns ? scales : NULL, ns, nz ? sizes : NULL, nz, g, err);
 }
 
+/* The tap table of every axis of Y (dY for ResizeGrad), in the workspace: the taps
+ * are worked out once per output coordinate instead of once per element. */
+size_t ot_cpu_resize_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    const ot_shape *ys = node->op == OT_OP_RESIZE_GRAD ? &in[0].shape : &out[0].shape;
+    return (size_t)ot_resize_tab_entries(ys) * sizeof(ot_resize_tap);
+}
+
+static ot_status use_table(const ot_node *node, ot_resize_geom *g, const ot_shape *ys, const ot_kernel_ctx *ctx,
+                           ot_error *err) {
+    size_t need = (size_t)ot_resize_tab_entries(ys) * sizeof(ot_resize_tap);
+    if (!ctx->workspace || ctx->workspace_bytes < need)
+        return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): needs %zu bytes of workspace, given %zu", node->name,
+                       node->op_type, need, ctx->workspace_bytes);
+    ot_resize_fill_taps(g, ctx->workspace);
+    return OT_OK;
+}
+
 ot_status ot_cpu_resize(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                         ot_error *err) {
     if (in[0].dtype != OT_F32 || out[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "X", in[0].dtype, err);
     ot_resize_geom g;
     ot_status st = cpu_resize_geom(node, in, 1, &in[0].shape, &out[0].shape, &g, err);
+    if (!st) st = use_table(node, &g, &out[0].shape, ctx, err);
     if (st) return st;
     int64_t n = ot_kernel_numel(&out[0]);
     const float *x = in[0].data;
@@ -56,6 +75,7 @@ OT_GRAD_KERNEL(ot_cpu_resize_grad) {
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", in[0].dtype, err);
     ot_resize_geom g;
     ot_status st = cpu_resize_geom(node, in, 2, &out[0].shape, &in[0].shape, &g, err);
+    if (!st) st = use_table(node, &g, &in[0].shape, ctx, err);
     if (st) return st;
     int64_t n = ot_kernel_numel(&out[0]);
     const float *dy = in[0].data;
