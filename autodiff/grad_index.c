@@ -13,6 +13,11 @@
  *                   indices under none (undefined in ONNX; the kernels keep the last
  *                   update) every update still gets its gathered dY, as with
  *                   PyTorch's scatter.
+ *   Resize / Upsample (issue 26): dX = ResizeGrad(dY, X, roi, scales, sizes), the
+ *                   adjoint of the interpolation; Upsample's implied transform
+ *                   (asymmetric, floor) is written on the backward node
+ *   DepthToSpace / SpaceToDepth (issue 26): dX = the other op on dY with the same
+ *                   blocksize and mode (a permutation's inverse)
  *   GatherND (batch_dims 0): dData = ScatterND(ZerosLike(data), indices, dY, add),
  *                   repeated index tuples adding up in order
  * Pad's constant_value, Tile's repeats, Trilu's k and CumSum's axis are integer or
@@ -95,6 +100,24 @@ ot_status ot_grad_index(ot_grad_ctx *c, const ot_node *n, const int *dy) {
         set_reduction(c, node, "add");
         ot_gb_add(c, x, out);
         return OT_OK;
+    }
+    case OT_OP_RESIZE:
+    case OT_OP_UPSAMPLE: {
+        int in[5] = {dy[0], x, input_or_absent(n, 1), input_or_absent(n, 2), input_or_absent(n, 3)};
+        out = ot_gb_op_s(c, OT_OP_RESIZE_GRAD, in, n->n_inputs + 1, xt, &xs, &node);
+        ot_gb_copy_attrs(c, node, n);
+        if (n->op == OT_OP_UPSAMPLE && node >= 0 &&
+            (ot_node_set_attr_string(&c->g->nodes[node], "coordinate_transformation_mode", "asymmetric") ||
+             ot_node_set_attr_string(&c->g->nodes[node], "nearest_mode", "floor")))
+            c->oom = true;
+        ot_gb_add(c, x, out);
+        return OT_OK;
+    }
+    case OT_OP_DEPTH_TO_SPACE:
+    case OT_OP_SPACE_TO_DEPTH: {
+        ot_op inv = n->op == OT_OP_DEPTH_TO_SPACE ? OT_OP_SPACE_TO_DEPTH : OT_OP_DEPTH_TO_SPACE;
+        out = ot_gb_op_s(c, inv, dy, 1, xt, &xs, &node);
+        break;
     }
     case OT_OP_CUMSUM: {
         int in[2] = {dy[0], n->inputs[1]};

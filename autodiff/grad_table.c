@@ -81,6 +81,12 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_SCATTER_ND] = ot_grad_index,
     [OT_OP_SCATTER_ELEMENTS] = ot_grad_index,
     [OT_OP_GATHER_ND] = ot_grad_index,
+    /* ---- spatial ops (issue 26, ops batch 2): grad_index.c ---- */
+    [OT_OP_RESIZE] = ot_grad_index,
+    [OT_OP_UPSAMPLE] = ot_grad_index,
+    [OT_OP_CONV_TRANSPOSE] = ot_grad_conv, /* grad_conv.c */
+    [OT_OP_DEPTH_TO_SPACE] = ot_grad_index,
+    [OT_OP_SPACE_TO_DEPTH] = ot_grad_index,
     /* Not differentiable (no entry): Shape, Range, Equal, the comparisons,
      * Not, And, Or, Xor, IsNaN, IsInf, Constant, ConstantOfShape,
      * every backward-only op and the optimizer steps. */

@@ -38,6 +38,12 @@ static const struct {
     {OT_OP_SLICE, 3, "only Slice's starts, ends, axes or steps"},
     {OT_OP_SLICE, 4, "only Slice's starts, ends, axes or steps"},
     {OT_OP_TRILU, 1, "only Trilu's k"},
+    /* spatial ops (issue 26, ops batch 2) */
+    {OT_OP_RESIZE, 1, "only Resize's roi, scales or sizes"},
+    {OT_OP_RESIZE, 2, "only Resize's roi, scales or sizes"},
+    {OT_OP_RESIZE, 3, "only Resize's roi, scales or sizes"},
+    {OT_OP_UPSAMPLE, 1, "only Upsample's scales"},
+    {OT_OP_UPSAMPLE, 2, "only Upsample's scales"},
 };
 
 static const char *nondiff_slot(ot_op op, int slot) {
@@ -155,6 +161,7 @@ static const char *layer_slot(const ot_graph *g, const ot_node *n, int slot, int
     case OT_OP_BATCH_NORM: return slot == 1 || slot == 2 ? "BatchNorms" : NULL;
     case OT_OP_GEMM: return slot == 1 || slot == 2 ? "Gemms" : NULL;
     case OT_OP_CONV: return slot == 1 || slot == 2 ? "Convs" : NULL;
+    case OT_OP_CONV_TRANSPOSE: return slot == 1 || slot == 2 ? "ConvTransposes" : NULL;
     case OT_OP_MATMUL: return slot == 1 ? "MatMuls" : NULL;
     case OT_OP_ADD: return g->values[v].shape.rank == 1 ? "bias Adds" : NULL;
     default: return NULL;

@@ -121,7 +121,7 @@ ot_status ot_imp_convert_attr(const char *file, const char *dir, ot_node *n, con
 /* The attribute types an op's kernels and rules read, per op: an attribute present with
  * another type is refused at import. Checked in this order, so the first mismatch named
  * is the first listed. An op without an entry has no typed attributes to check. */
-#define OT_MAX_TYPED_ATTRS 8
+#define OT_MAX_TYPED_ATTRS 10
 typedef struct attr_rule {
     const char *name; /* NULL ends an op's list */
     ot_attr_type type;
@@ -214,6 +214,18 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_ARG_MIN] = {{"axis", OT_ATTR_INT}, {"keepdims", OT_ATTR_INT}, {"select_last_index", OT_ATTR_INT}},
     [OT_OP_INSTANCE_NORM] = {{"epsilon", OT_ATTR_FLOAT}},
     [OT_OP_GROUP_NORM] = {{"epsilon", OT_ATTR_FLOAT}, {"num_groups", OT_ATTR_INT}, {"stash_type", OT_ATTR_INT}},
+    /* ---- spatial ops (issue 26, ops batch 2) ---- */
+    [OT_OP_RESIZE] = {{"antialias", OT_ATTR_INT}, {"axes", OT_ATTR_INTS}, {"coordinate_transformation_mode", OT_ATTR_STRING},
+                      {"cubic_coeff_a", OT_ATTR_FLOAT}, {"exclude_outside", OT_ATTR_INT},
+                      {"extrapolation_value", OT_ATTR_FLOAT}, {"keep_aspect_ratio_policy", OT_ATTR_STRING},
+                      {"mode", OT_ATTR_STRING}, {"nearest_mode", OT_ATTR_STRING}},
+    [OT_OP_CONV_TRANSPOSE] = {{"auto_pad", OT_ATTR_STRING}, {"dilations", OT_ATTR_INTS}, {"group", OT_ATTR_INT},
+                              {"kernel_shape", OT_ATTR_INTS}, {"output_padding", OT_ATTR_INTS},
+                              {"output_shape", OT_ATTR_INTS}, {"pads", OT_ATTR_INTS}, {"strides", OT_ATTR_INTS}},
+    [OT_OP_DEPTH_TO_SPACE] = {{"blocksize", OT_ATTR_INT}, {"mode", OT_ATTR_STRING}},
+    [OT_OP_SPACE_TO_DEPTH] = {{"blocksize", OT_ATTR_INT}, {"mode", OT_ATTR_STRING}},
+    [OT_OP_UPSAMPLE] = {{"mode", OT_ATTR_STRING}, {"scales", OT_ATTR_FLOATS}, {"height_scale", OT_ATTR_FLOAT},
+                        {"width_scale", OT_ATTR_FLOAT}},
 };
 
 static const char *type_name(ot_attr_type t) {

@@ -329,6 +329,57 @@ static ot_status normalize_pad(ot_graph *g, int nid, ot_error *err) {
     return OT_OK;
 }
 
+/* ---- spatial ops (issue 26, ops batch 2) ---- */
+
+/* Resize-10 (X, scales) and Upsample-9 (X, scales) become Resize-11's (X, roi, scales)
+ * with no roi; Upsample-7's scales attribute (Upsample-1's height_scale / width_scale
+ * of a 4-D input: [1, 1, h, w]) becomes that constant input. Both older
+ * forms mean the asymmetric transform with floor rounding (PyTorch's nearest), written
+ * out for Resize-10 (Upsample's params default to it). */
+static ot_status normalize_resize(ot_graph *g, int nid, ot_error *err) {
+    ot_node *n = &g->nodes[nid];
+    bool upsample = n->op == OT_OP_UPSAMPLE, old = upsample || g->opset < 11;
+    if (!old) return OT_OK;
+    const ot_attr *sa = upsample ? ot_node_attr(n, "scales") : NULL;
+    if (sa && n->n_inputs >= 2)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (Upsample): scales given both as an attribute and an input", n->name);
+    if (n->n_inputs > 2)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): %d inputs (this opset's form is (X, scales))", n->name,
+                       n->op_type, n->n_inputs);
+    int sv = input_at(n, 1);
+    float hw[4] = {1.0f, 1.0f, ot_node_attr_float(n, "height_scale", 0.0f), ot_node_attr_float(n, "width_scale", 0.0f)};
+    if (upsample && !sa && sv < 0 && (ot_node_attr(n, "height_scale") || ot_node_attr(n, "width_scale"))) {
+        int64_t four = 4;
+        ot_shape fs = ot_shape_make(1, &four);
+        if ((sv = ot_imp_add_const(g, n, "scales", OT_F32, &fs, hw, sizeof hw)) < 0)
+            return ot_fail(err, OT_E_MEMORY, "out of memory");
+        n = &g->nodes[nid];
+    }
+    if (sa) {
+        if (sa->type != OT_ATTR_FLOATS)
+            return ot_fail(err, OT_E_MODEL, "node '%s' (Upsample): attribute 'scales' must be floats", n->name);
+        int64_t ns = sa->n;
+        ot_shape ss = ot_shape_make(1, &ns);
+        if ((sv = ot_imp_add_const(g, n, "scales", OT_F32, &ss, sa->floats, (size_t)sa->n * sizeof(float))) < 0)
+            return ot_fail(err, OT_E_MEMORY, "out of memory");
+        n = &g->nodes[nid];
+        ot_node_remove_attr(n, "scales");
+    }
+    if (sv < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): no scales", n->name, n->op_type);
+    int *in = realloc(n->inputs, 3 * sizeof(int));
+    if (!in) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    n->inputs = in;
+    for (int k = n->n_inputs; k < 3; k++) n->inputs[k] = -1;
+    n->n_inputs = 3;
+    if (input_at(n, 1) >= 0) ot_graph_set_input(g, nid, 1, -1);
+    ot_graph_set_input(g, nid, 2, sv);
+    if (!upsample && ((!ot_node_attr(n, "coordinate_transformation_mode") &&
+                       ot_node_set_attr_string(n, "coordinate_transformation_mode", "asymmetric")) ||
+                      (!ot_node_attr(n, "nearest_mode") && ot_node_set_attr_string(n, "nearest_mode", "floor"))))
+        return ot_fail(err, OT_E_MEMORY, "out of memory");
+    return OT_OK;
+}
+
 typedef ot_status (*normalize_fn)(ot_graph *g, int nid, ot_error *err);
 
 /* The normalisation of each op whose form differs across opsets or whose defaults
@@ -356,6 +407,9 @@ static const normalize_fn normalizers[OT_OP_COUNT] = {
     [OT_OP_REDUCE_L2] = normalize_reduce,
     [OT_OP_REDUCE_LOG_SUM_EXP] = normalize_reduce,
     [OT_OP_REDUCE_SUM_SQUARE] = normalize_reduce,
+    /* ---- spatial ops (issue 26, ops batch 2) ---- */
+    [OT_OP_RESIZE] = normalize_resize,
+    [OT_OP_UPSAMPLE] = normalize_resize,
 };
 
 ot_status ot_imp_normalize(ot_graph *g, ot_error *err) {

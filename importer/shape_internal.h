@@ -94,6 +94,12 @@ ot_status ot_shape_rule_like_data(ot_shape_ctx *c, const ot_node *n, ot_dtype *d
 ot_status ot_shape_rule_gather_nd(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_gather_elements(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 
+/* ---- spatial ops (issue 26, ops batch 2): shape_rules_spatial.c ---- */
+/* Resize, Upsample: (X, roi, scales, sizes) after normalisation */
+ot_status ot_shape_rule_resize(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_conv_transpose(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_depth_space(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+
 /* ---- random sources (issue 13): shape_rules_random.c ---- */
 /* RandomUniformLike: input 0's shape, attribute dtype or input 0's; RandomUniform:
  * both from attributes (dtype float32 by default) */

@@ -745,6 +745,13 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_INSTANCE_NORM] = ot_shape_rule_group_norm,
     [OT_OP_GROUP_NORM] = ot_shape_rule_group_norm,
     [OT_OP_GROUP_NORM_GRAD] = rule_norm_grad,
+    /* ---- spatial ops (issue 26, ops batch 2) ---- */
+    [OT_OP_RESIZE] = ot_shape_rule_resize,
+    [OT_OP_UPSAMPLE] = ot_shape_rule_resize,
+    [OT_OP_RESIZE_GRAD] = rule_grad_like_input1,
+    [OT_OP_CONV_TRANSPOSE] = ot_shape_rule_conv_transpose,
+    [OT_OP_DEPTH_TO_SPACE] = ot_shape_rule_depth_space,
+    [OT_OP_SPACE_TO_DEPTH] = ot_shape_rule_depth_space,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

@@ -56,6 +56,8 @@ static ot_status resolve_window(const ot_node *n, ot_op_params *p, ot_error *err
     list_attr(n, "strides", &w->n_strides, w->strides);
     list_attr(n, "dilations", &w->n_dilations, w->dilations);
     list_attr(n, "pads", &w->n_pads, w->pads);
+    list_attr(n, "output_padding", &w->n_output_padding, w->output_padding);
+    list_attr(n, "output_shape", &w->n_output_shape, w->output_shape);
     /* anything but these three is NOTSET: explicit pads */
     const char *ap = ot_node_attr_string(n, "auto_pad", "NOTSET");
     w->auto_pad = strcmp(ap, "SAME_UPPER") == 0   ? OT_AUTO_PAD_SAME_UPPER
@@ -269,6 +271,98 @@ static ot_status resolve_unary(const ot_node *n, ot_op_params *p, ot_error *err)
     return OT_OK;
 }
 
+/* ---- spatial ops (issue 26, ops batch 2) ---- */
+
+/* Stride, dilation and output padding of spatial dim i (defaults 1, 1, 0). */
+static void ct_dim(const ot_window_params *wp, int nd, int i, int64_t *s, int64_t *d, int64_t *op) {
+    *s = wp->n_strides == nd ? wp->strides[i] : 1;
+    *d = wp->n_dilations == nd ? wp->dilations[i] : 1;
+    *op = wp->n_output_padding == nd ? wp->output_padding[i] : wp->n_output_padding == 2 * nd ? wp->output_padding[i] : 0;
+}
+
+bool ot_conv_transpose_out(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t *out) {
+    int64_t s, d, op, span, r;
+    ct_dim(wp, nd, i, &s, &d, &op);
+    if (wp->n_output_shape == nd || wp->n_output_shape == nd + 2) {
+        *out = wp->output_shape[wp->n_output_shape - nd + i];
+        return *out >= 1;
+    }
+    if (__builtin_mul_overflow(k - 1, d, &span) || __builtin_add_overflow(span, 1, &span)) return false;
+    if (wp->auto_pad == OT_AUTO_PAD_SAME_UPPER || wp->auto_pad == OT_AUTO_PAD_SAME_LOWER) {
+        if (__builtin_mul_overflow(in, s, out)) return false;
+        return *out >= 1;
+    }
+    int64_t pb = wp->n_pads == 2 * nd ? wp->pads[i] : 0, pe = wp->n_pads == 2 * nd ? wp->pads[nd + i] : 0;
+    if (__builtin_mul_overflow(s, in - 1, &r) || __builtin_add_overflow(r, op, &r) ||
+        __builtin_add_overflow(r, span, &r) || __builtin_sub_overflow(r, pb, &r) || __builtin_sub_overflow(r, pe, &r))
+        return false;
+    *out = r;
+    return r >= 1;
+}
+
+void ot_conv_transpose_pads(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t out, int64_t *pb,
+                            int64_t *pe) {
+    int64_t s, d, op;
+    ct_dim(wp, nd, i, &s, &d, &op);
+    int64_t span = (k - 1) * d + 1, natural = s * (in - 1) + span;
+    if (wp->n_pads == 2 * nd) {
+        *pb = wp->pads[i];
+    } else if (wp->auto_pad == OT_AUTO_PAD_SAME_UPPER || wp->auto_pad == OT_AUTO_PAD_SAME_LOWER) {
+        int64_t total = natural + op - out, half = total >= 0 ? total / 2 : -((-total + 1) / 2); /* floor */
+        *pb = wp->auto_pad == OT_AUTO_PAD_SAME_UPPER ? half : total - half;
+    } else {
+        *pb = 0;
+    }
+    *pe = natural - out - *pb;
+    if (*pe < 0) *pe = 0;
+}
+
+/* The index of name in names[0..n), n (the OTHER value) when absent. */
+static int pick(const char *name, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return n;
+}
+
+static ot_status resolve_resize(const ot_node *n, ot_op_params *p, ot_error *err) {
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const ctms[] = {"half_pixel",          "pytorch_half_pixel", "align_corners", "asymmetric",
+                                       "half_pixel_symmetric", "tf_crop_and_resize"};
+    static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    static const char *const aspect[] = {"stretch", "not_larger", "not_smaller"};
+    ot_resize_params *x = &p->u.resize;
+    bool upsample = n->op == OT_OP_UPSAMPLE;
+    x->mode_name = ot_node_attr_string(n, "mode", "nearest");
+    x->mode = (ot_resize_mode)pick(x->mode_name, modes, 3);
+    if (strcmp(x->mode_name, "bilinear") == 0) x->mode = OT_RESIZE_LINEAR;
+    if (strcmp(x->mode_name, "bicubic") == 0) x->mode = OT_RESIZE_CUBIC;
+    x->ctm_name = ot_node_attr_string(n, "coordinate_transformation_mode", upsample ? "asymmetric" : "half_pixel");
+    x->ctm = (ot_resize_ctm)pick(x->ctm_name, ctms, 6);
+    x->nearest_name = ot_node_attr_string(n, "nearest_mode", upsample ? "floor" : "round_prefer_floor");
+    x->nearest = (ot_resize_nearest)pick(x->nearest_name, nearest, 4);
+    x->aspect_name = ot_node_attr_string(n, "keep_aspect_ratio_policy", "stretch");
+    x->aspect = (ot_resize_aspect)pick(x->aspect_name, aspect, 3);
+    x->cubic_a = ot_node_attr_float(n, "cubic_coeff_a", -0.75f);
+    x->extrapolation_value = ot_node_attr_float(n, "extrapolation_value", 0.0f);
+    ot_status st = flag_attr(n, "exclude_outside", &x->exclude_outside, err);
+    if (!st) st = flag_attr(n, "antialias", &x->antialias, err);
+    list_attr(n, "axes", &x->n_axes, x->axes);
+    if (!st && x->n_axes > OT_PARAMS_MAX_LIST)
+        st = ot_fail(err, OT_E_MODEL, "node '%s' (%s): %d axes (at most %d)", label(n), op_label(n), x->n_axes,
+                     OT_PARAMS_MAX_LIST);
+    return st;
+}
+
+static ot_status resolve_depth(const ot_node *n, ot_op_params *p, ot_error *err) {
+    (void)err;
+    ot_depth_params *d = &p->u.depth;
+    d->blocksize = ot_node_attr_int(n, "blocksize", 0);
+    d->mode_name = ot_node_attr_string(n, "mode", "DCR");
+    d->crd = strcmp(d->mode_name, "CRD") == 0;
+    d->mode_other = !d->crd && strcmp(d->mode_name, "DCR") != 0;
+    return OT_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -281,6 +375,9 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_CONV] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_CONV_GRAD_INPUT] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_CONV_GRAD_WEIGHT] = {OT_PARAMS_WINDOW, resolve_window},
+    [OT_OP_CONV_TRANSPOSE] = {OT_PARAMS_WINDOW, resolve_window}, /* issue 26, ops batch 2 */
+    [OT_OP_DEPTH_TO_SPACE] = {OT_PARAMS_DEPTH, resolve_depth},
+    [OT_OP_SPACE_TO_DEPTH] = {OT_PARAMS_DEPTH, resolve_depth},
     [OT_OP_MAX_POOL] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_AVERAGE_POOL] = {OT_PARAMS_WINDOW, resolve_window},
     [OT_OP_MAX_POOL_GRAD] = {OT_PARAMS_WINDOW, resolve_window},
@@ -357,6 +454,10 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_INSTANCE_NORM] = {OT_PARAMS_NORM, resolve_norm},
     [OT_OP_GROUP_NORM] = {OT_PARAMS_NORM, resolve_norm},
     [OT_OP_GROUP_NORM_GRAD] = {OT_PARAMS_NORM, resolve_norm},
+    /* ---- spatial ops (issue 26, ops batch 2) ---- */
+    [OT_OP_RESIZE] = {OT_PARAMS_RESIZE, resolve_resize},
+    [OT_OP_UPSAMPLE] = {OT_PARAMS_RESIZE, resolve_resize},
+    [OT_OP_RESIZE_GRAD] = {OT_PARAMS_RESIZE, resolve_resize},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

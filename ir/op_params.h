@@ -39,6 +39,8 @@ typedef enum ot_params_kind {
     OT_PARAMS_INDEX,
     OT_PARAMS_RANDOM, /* random sources (issue 13) */
     OT_PARAMS_UNARY,  /* ops batch 1 (issue 26): Elu, Selu, Celu, ThresholdedRelu */
+    OT_PARAMS_RESIZE, /* Resize, Upsample, ResizeGrad (issue 26, ops batch 2) */
+    OT_PARAMS_DEPTH,  /* DepthToSpace, SpaceToDepth (issue 26, ops batch 2) */
 } ot_params_kind;
 
 /* Gemm */
@@ -58,7 +60,25 @@ typedef struct ot_window_params {
     ot_auto_pad auto_pad;
     bool count_include_pad; /* AveragePool */
     bool storage_order;     /* MaxPool: 1 = column-major Indices */
+    /* ConvTranspose (issue 26, ops batch 2): n_* < 0 when absent */
+    int n_output_padding, n_output_shape;
+    int64_t output_padding[OT_PARAMS_MAX_LIST], output_shape[OT_PARAMS_MAX_LIST];
 } ot_window_params;
+
+/* ConvTranspose's geometry, which shape inference, autodiff and both backends share.
+ * The transpose is the input gradient of the convolution whose input is the
+ * transpose's output: spatial dim i of that convolution reads the transpose's output
+ * (size out) with begin pad *pb and produces the transpose's input (size in).
+ * ot_conv_transpose_out: out from the attributes as ONNX's reference computes it
+ * (output_shape, else in x stride under auto_pad SAME_*, else stride x (in - 1) +
+ * output_padding + the kernel's span - both pads); false on overflow or a result
+ * below 1. ot_conv_transpose_pads: the begin pad (explicit pads, else auto_pad's split
+ * of the total padding: SAME_UPPER puts the smaller half first, SAME_LOWER the larger,
+ * as the reference does) and an end pad that gives that convolution exactly `in`
+ * outputs (never negative: a shortfall below one stride is dropped by the floor). */
+bool ot_conv_transpose_out(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t *out);
+void ot_conv_transpose_pads(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t out, int64_t *pb,
+                            int64_t *pe);
 
 typedef enum ot_gelu_approx { OT_GELU_NONE, OT_GELU_TANH, OT_GELU_OTHER } ot_gelu_approx;
 
@@ -189,6 +209,41 @@ typedef struct ot_unary_params {
     float negcoef, poscoef;
     float threshold; /* ThresholdedRelu(Grad): alpha, 1 by default */
 } ot_unary_params;
+/* ---- spatial ops (issue 26, ops batch 2) ---- */
+typedef enum ot_resize_mode { OT_RESIZE_NEAREST, OT_RESIZE_LINEAR, OT_RESIZE_CUBIC, OT_RESIZE_MODE_OTHER } ot_resize_mode;
+typedef enum ot_resize_ctm {
+    OT_CTM_HALF_PIXEL, OT_CTM_PYTORCH_HALF_PIXEL, OT_CTM_ALIGN_CORNERS, OT_CTM_ASYMMETRIC,
+    OT_CTM_HALF_PIXEL_SYMMETRIC, OT_CTM_TF_CROP_AND_RESIZE, OT_CTM_OTHER
+} ot_resize_ctm;
+typedef enum ot_resize_nearest {
+    OT_NEAREST_ROUND_PREFER_FLOOR, OT_NEAREST_ROUND_PREFER_CEIL, OT_NEAREST_FLOOR, OT_NEAREST_CEIL, OT_NEAREST_OTHER
+} ot_resize_nearest;
+typedef enum ot_resize_aspect { OT_ASPECT_STRETCH, OT_ASPECT_NOT_LARGER, OT_ASPECT_NOT_SMALLER, OT_ASPECT_OTHER } ot_resize_aspect;
+
+/* Resize and ResizeGrad (ONNX's defaults: nearest, half_pixel, round_prefer_floor,
+ * cubic_coeff_a -0.75); Upsample (opset < 10: the asymmetric transform and floor
+ * rounding, which is what Resize-10 and PyTorch's nearest mean). "bilinear" /
+ * "bicubic" (written by some old exporters) read as linear / cubic. Names kept as
+ * written for the error of an OTHER. */
+typedef struct ot_resize_params {
+    ot_resize_mode mode;
+    ot_resize_ctm ctm;
+    ot_resize_nearest nearest;
+    ot_resize_aspect aspect;
+    const char *mode_name, *ctm_name, *nearest_name, *aspect_name;
+    float cubic_a, extrapolation_value;
+    bool exclude_outside, antialias;
+    int n_axes; /* -1: every axis */
+    int64_t axes[OT_PARAMS_MAX_LIST];
+} ot_resize_params;
+
+/* DepthToSpace, SpaceToDepth: blocksize (required, >= 1, checked by the shape rule)
+ * and mode ("DCR" by default; "CRD"; anything else is mode_other) */
+typedef struct ot_depth_params {
+    int64_t blocksize;
+    bool crd, mode_other;
+    const char *mode_name;
+} ot_depth_params;
 
 typedef struct ot_op_params {
     ot_params_kind kind;
@@ -206,6 +261,8 @@ typedef struct ot_op_params {
         ot_index_params index; /* layout and indexing (issue 13) */
         ot_random_params random; /* random sources (issue 13) */
         ot_unary_params unary;   /* ops batch 1 (issue 26) */
+        ot_resize_params resize; /* spatial ops (issue 26, ops batch 2) */
+        ot_depth_params depth;
     } u;
 } ot_op_params;
 

@@ -33,7 +33,13 @@ ot_status ot_window_init(ot_window *w, const ot_node *node, const ot_shape *x, c
             return ot_fail(err, OT_E_MODEL, "node '%s' (%s): kernel, strides and dilations must be positive",
                            node->name, node->op_type);
         int64_t span = (w->k[i] - 1) * w->dil[i] + 1;
-        if (auto_pad == OT_AUTO_PAD_SAME_UPPER || auto_pad == OT_AUTO_PAD_SAME_LOWER) {
+        if (node->op == OT_OP_CONV_TRANSPOSE) {
+            /* x is the transpose's output, y its input (ir/op_params.h) */
+            ot_conv_transpose_pads(wp, nd, i, w->out[i], w->k[i], w->in[i], &w->pad_begin[i], &w->pad_end[i]);
+            if (w->pad_begin[i] < 0)
+                return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): output_shape needs a negative begin pad",
+                               node->name, node->op_type);
+        } else if (auto_pad == OT_AUTO_PAD_SAME_UPPER || auto_pad == OT_AUTO_PAD_SAME_LOWER) {
             int64_t total = (w->out[i] - 1) * w->stride[i] + span - w->in[i];
             if (total < 0) total = 0;
             int64_t small = total / 2;

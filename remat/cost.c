@@ -299,6 +299,13 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_INSTANCE_NORM] = cost_norm,
     [OT_OP_GROUP_NORM] = cost_norm,
     [OT_OP_GROUP_NORM_GRAD] = cost_norm_grad,
+    /* ---- spatial ops (issue 26, ops batch 2): a few taps per element ---- */
+    [OT_OP_RESIZE] = cost_pointwise,
+    [OT_OP_UPSAMPLE] = cost_pointwise,
+    [OT_OP_RESIZE_GRAD] = cost_pointwise,
+    [OT_OP_CONV_TRANSPOSE] = cost_conv_grad_input, /* it runs ConvGradInput: (X, W) */
+    [OT_OP_DEPTH_TO_SPACE] = cost_per_element,
+    [OT_OP_SPACE_TO_DEPTH] = cost_per_element,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

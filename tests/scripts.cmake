@@ -26,6 +26,11 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_ops1.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_ops1_tmp)
   set_tests_properties(check_ops1 PROPERTIES TIMEOUT 120)
+  # Issue 26's spatial ops (Resize, Upsample): gradients of PyTorch 1.13 exports at opsets 9-13.
+  add_test(NAME check_spatial
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_spatial.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_spatial_tmp)
+  set_tests_properties(check_spatial PROPERTIES TIMEOUT 120)
   # `train --external-data`: layouts, confinement, atomicity, onnx.checker.
   add_test(NAME check_external_out
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_external_out.py $<TARGET_FILE:onnxtrain>

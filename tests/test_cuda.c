@@ -2609,6 +2609,102 @@ static void test_host_index(void **state) {
 }
 
 static void test_index(void **state) { ix_cases(backend_of(state)); }
+
+/* ---- spatial ops (issue 26, ops batch 2) ---- */
+
+/* Resize (linear pytorch_half_pixel by scales, cubic align_corners and nearest by
+ * sizes, a downscale with exclude_outside) and ResizeGrad for each, DepthToSpace and
+ * SpaceToDepth: host mode bit for bit with the CPU, the GPU exactly (the same element
+ * code and summation order). */
+static void rs_cases(ot_backend *be) {
+    tc_pool p = {0};
+    static const char *const modes[4] = {"linear", "cubic", "nearest", "cubic"};
+    static const char *const ctms[4] = {"pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel"};
+    int64_t yh[4] = {10, 7, 9, 3}, yw[4] = {12, 5, 4, 2};
+    ot_tensor x = tc_rand(&p, 301, -1, 1, 4, 2, 3, 5, 6);
+    for (int m = 0; m < 4; m++) {
+        ot_tensor none;
+        memset(&none, 0, sizeof none);
+        ot_tensor scales = tc_tensor(&p, OT_F32, 1, (int64_t[]){4});
+        float *sv = scales.data;
+        sv[0] = sv[1] = 1.0f, sv[2] = 2.0f, sv[3] = 2.0f;
+        int64_t sz[4] = {2, 3, yh[m], yw[m]};
+        ot_tensor sizes = m == 0 ? none : tc_ints(&p, 4, sz);
+        ot_node n = tk_node(OT_OP_RESIZE, 4, 1);
+        ot_node_set_attr_string(&n, "mode", modes[m]);
+        ot_node_set_attr_string(&n, "coordinate_transformation_mode", ctms[m]);
+        ot_node_set_attr_string(&n, "nearest_mode", "floor");
+        if (m == 3) ot_node_set_attr_int(&n, "exclude_outside", 1);
+        ot_tensor in[4] = {x, none, m == 0 ? scales : none, sizes};
+        ot_tensor out[1] = {tc_out(OT_F32, 4, 2, 3, yh[m], yw[m])};
+        ix_case(be, modes[m], &n, in, out);
+        ot_node g = tk_node(OT_OP_RESIZE_GRAD, 5, 1);
+        ot_node_set_attr_string(&g, "mode", modes[m]);
+        ot_node_set_attr_string(&g, "coordinate_transformation_mode", ctms[m]);
+        ot_node_set_attr_string(&g, "nearest_mode", "floor");
+        if (m == 3) ot_node_set_attr_int(&g, "exclude_outside", 1);
+        ot_tensor gin[5] = {tc_rand(&p, 302, -1, 1, 4, 2, 3, yh[m], yw[m]), x, none, in[2], in[3]};
+        ot_tensor gout[1] = {tc_out(OT_F32, 4, 2, 3, 5, 6)};
+        ix_case(be, "ResizeGrad", &g, gin, gout);
+        tk_node_free(&n);
+        tk_node_free(&g);
+    }
+    /* DepthToSpace (DCR, CRD) and SpaceToDepth (DCR, and CRD as in DepthToSpace's
+     * gradient), float32 and int64 */
+    int64_t iv[48];
+    for (int i = 0; i < 48; i++) iv[i] = 1000 + i;
+    for (int k = 0; k < 4; k++) {
+        bool to_space = k < 2;
+        ot_node d = tk_node(to_space ? OT_OP_DEPTH_TO_SPACE : OT_OP_SPACE_TO_DEPTH, 1, 1);
+        ot_node_set_attr_int(&d, "blocksize", 2);
+        ot_node_set_attr_string(&d, "mode", k & 1 ? "CRD" : "DCR");
+        ot_tensor din[1] = {to_space ? tc_rand(&p, 303, -1, 1, 4, 2, 8, 3, 2) : tc_rand(&p, 304, -1, 1, 4, 2, 2, 6, 4)};
+        ot_tensor dout[1] = {to_space ? tc_out(OT_F32, 4, 2, 2, 6, 4) : tc_out(OT_F32, 4, 2, 8, 3, 2)};
+        ix_case(be, to_space ? "DepthToSpace" : "SpaceToDepth", &d, din, dout);
+        ot_tensor ii = tc_ints(&p, 48, iv);
+        ii.shape = to_space ? ot_shape_make(4, (int64_t[]){1, 8, 3, 2}) : ot_shape_make(4, (int64_t[]){1, 2, 6, 4});
+        ot_tensor iin[1] = {ii};
+        ot_tensor iout[1] = {to_space ? tc_out(OT_I64, 4, 1, 2, 6, 4) : tc_out(OT_I64, 4, 1, 8, 3, 2)};
+        ix_case(be, "DepthToSpace / SpaceToDepth int64", &d, iin, iout);
+        tk_node_free(&d);
+    }
+    tc_free(&p);
+}
+
+/* ConvTranspose on cuDNN against the CPU (issue 26): k3 s2 p1 output_padding 1 with
+ * bias (no explicit padding), and a grouped 1-D one whose pads cuDNN cannot express. */
+static void test_conv_transpose(void **state) {
+    ot_backend *be = backend_of(state);
+    tc_pool p = {0};
+    ot_node n = tk_node(OT_OP_CONV_TRANSPOSE, 3, 1);
+    int64_t s2[2] = {2, 2}, p1[4] = {1, 1, 1, 1}, op1[2] = {1, 1};
+    ot_node_set_attr_ints(&n, "strides", s2, 2);
+    ot_node_set_attr_ints(&n, "pads", p1, 4);
+    ot_node_set_attr_ints(&n, "output_padding", op1, 2);
+    ot_tensor in[3] = {tc_rand(&p, 401, -1, 1, 4, 2, 4, 5, 6), tc_rand(&p, 402, -1, 1, 4, 4, 3, 3, 3),
+                       tc_rand(&p, 403, -1, 1, 1, 3)};
+    ot_tensor out[1] = {tc_out(OT_F32, 4, 2, 3, 10, 12)};
+    tc_check(be, "ConvTranspose 2-D", &n, in, out, TOL, 0, 0, 0);
+    ot_node m = tk_node(OT_OP_CONV_TRANSPOSE, 2, 1);
+    int64_t s1[1] = {2}, pads1[2] = {2, 1}, d1[1] = {2};
+    ot_node_set_attr_ints(&m, "strides", s1, 1);
+    ot_node_set_attr_ints(&m, "pads", pads1, 2);
+    ot_node_set_attr_ints(&m, "dilations", d1, 1);
+    ot_node_set_attr_int(&m, "group", 2);
+    ot_tensor min[2] = {tc_rand(&p, 404, -1, 1, 3, 2, 4, 5), tc_rand(&p, 405, -1, 1, 3, 4, 3, 3)};
+    ot_tensor mout[1] = {tc_out(OT_F32, 3, 2, 6, 10)};
+    tc_check(be, "ConvTranspose 1-D grouped", &m, min, mout, TOL, 0, 0, 0);
+    tk_node_free(&n);
+    tk_node_free(&m);
+    tc_free(&p);
+}
+
+static void test_host_resize(void **state) {
+    (void)state;
+    rs_cases(NULL);
+}
+
+static void test_resize(void **state) { rs_cases(backend_of(state)); }
 #endif /* OT_HAVE_CUDA */
 
 /* ---- ops batch 1 (issue 26): activations and rounding --------------------------------- */
@@ -2846,6 +2942,7 @@ int main(void) {
         cmocka_unit_test(test_host_optim),
         cmocka_unit_test(test_host_accumulate),
         cmocka_unit_test(test_host_index), /* layout and indexing (issue 13) */
+        cmocka_unit_test(test_host_resize), /* spatial ops (issue 26) */
         cmocka_unit_test(test_samples_supported),
         cmocka_unit_test(test_host_pointwise_math),
         cmocka_unit_test(test_host_activation), /* ops batch 1 (issue 26) */
@@ -2879,6 +2976,8 @@ int main(void) {
         cmocka_unit_test(test_activation), /* ops batch 1 (issue 26) */
         cmocka_unit_test(test_reduce_ext),
         cmocka_unit_test(test_group_norm),
+        cmocka_unit_test(test_resize), /* spatial ops (issue 26) */
+        cmocka_unit_test(test_conv_transpose),
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

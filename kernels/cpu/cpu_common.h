@@ -97,6 +97,12 @@ ot_status ot_cpu_mod(const ot_node *, const ot_tensor *, ot_tensor *, const ot_k
 /* cpu_index.c: layout and indexing (issue 13) */
 ot_status ot_cpu_pad(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_tile(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* spatial ops (issue 26, ops batch 2): cpu_spatial.c; ConvTranspose in grad_conv.c (it
+ * runs ConvGradInput's kernels) */
+ot_status ot_cpu_conv_transpose(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_depth_space(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_resize(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+size_t ot_cpu_resize_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out); /* also ResizeGrad's */
 ot_status ot_cpu_trilu(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_gather_elements(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_cumsum(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);

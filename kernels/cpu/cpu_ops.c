@@ -251,6 +251,13 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_INSTANCE_NORM] = F32(ot_cpu_group_norm),
     [OT_OP_GROUP_NORM] = F32(ot_cpu_group_norm),
     [OT_OP_GROUP_NORM_GRAD] = F32(ot_cpu_group_norm_grad),
+    /* ---- spatial ops (issue 26, ops batch 2) ---- */
+    [OT_OP_RESIZE] = {ot_cpu_resize, sup_f32, ot_cpu_resize_workspace},
+    [OT_OP_UPSAMPLE] = {ot_cpu_resize, sup_f32, ot_cpu_resize_workspace},
+    [OT_OP_RESIZE_GRAD] = {ot_cpu_resize_grad, sup_f32, ot_cpu_resize_workspace},
+    [OT_OP_CONV_TRANSPOSE] = {ot_cpu_conv_transpose, sup_f32, ot_cpu_conv_grad_workspace},
+    [OT_OP_DEPTH_TO_SPACE] = {ot_cpu_depth_space, sup_any, NULL},
+    [OT_OP_SPACE_TO_DEPTH] = {ot_cpu_depth_space, sup_any, NULL},
 };
 #undef F32
 

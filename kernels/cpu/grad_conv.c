@@ -75,14 +75,16 @@ static size_t grad_ws_floats(const ot_conv3 *p, int64_t *nb) {
 }
 
 size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
-    /* ConvGradInput: (dY, W, X); ConvGradWeight: (dY, X, W) */
-    const ot_tensor *x = node->op == OT_OP_CONV_GRAD_INPUT ? &in[2] : &in[1];
-    const ot_tensor *w = node->op == OT_OP_CONV_GRAD_INPUT ? &in[1] : &in[2];
+    /* ConvGradInput: (dY, W, X); ConvGradWeight: (dY, X, W); ConvTranspose: (X, W [, B])
+     * -> Y, ConvGradInput's (dY, W) -> dX */
+    bool gi = node->op == OT_OP_CONV_GRAD_INPUT || node->op == OT_OP_CONV_TRANSPOSE;
+    const ot_tensor *x = node->op == OT_OP_CONV_TRANSPOSE ? &out[0] : gi ? &in[2] : &in[1];
+    const ot_tensor *w = gi ? &in[1] : &in[2];
     ot_conv3 p;
     if (ot_conv3_init(&p, node, &x->shape, &w->shape, &in[0].shape, NULL)) return 0;
     int64_t nb;
     size_t ours = grad_ws_floats(&p, &nb) * sizeof(float);
-    size_t dnnl = ot_dnnl_conv_workspace(&p, node->op == OT_OP_CONV_GRAD_INPUT ? OT_DNNL_BWD_DATA : OT_DNNL_BWD_WEIGHTS);
+    size_t dnnl = ot_dnnl_conv_workspace(&p, gi ? OT_DNNL_BWD_DATA : OT_DNNL_BWD_WEIGHTS);
     return dnnl > ours ? dnnl : ours;
 }
 
@@ -431,5 +433,26 @@ OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
                         dys + (n * p.Cout + g * p.Cog) * p.L, (int)p.L, b, (int)p.L, n == 0 ? 0.0f : 1.0f,
                         dw + g * p.Cog * Kg, (int)Kg);
         }
+    return OT_OK;
+}
+
+/* ConvTranspose (X, W [, B]) -> Y (issue 26): ConvGradInput of the convolution whose
+ * input is Y (pads: ot_conv_transpose_pads), then the bias per channel. */
+ot_status ot_cpu_conv_transpose(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                                ot_error *err) {
+    ot_tensor gin[3] = {in[0], in[1], out[0]};
+    ot_status st = ot_cpu_conv_grad_input(node, gin, out, ctx, err);
+    if (st || node->n_inputs < 3 || !in[2].data) return st;
+    if (in[2].dtype != OT_F32 || ot_kernel_numel(&in[2]) != out[0].shape.dim[1])
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (ConvTranspose): bias must be float32 with one entry per output channel",
+                       node->name);
+    int64_t C = out[0].shape.dim[1], plane = C > 0 ? ot_kernel_numel(&out[0]) / (out[0].shape.dim[0] * C) : 0;
+    int64_t rows = out[0].shape.dim[0] * C;
+    const float *b = in[2].data;
+    float *y = out[0].data;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (rows * plane >= OT_CPU_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < plane; i++) y[r * plane + i] += b[r % C];
     return OT_OK;
 }

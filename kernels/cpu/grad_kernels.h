@@ -51,5 +51,7 @@ OT_GRAD_KERNEL(ot_cpu_prelu_grad);
 OT_GRAD_KERNEL(ot_cpu_reduce_grad);
 /* cpu_group_norm.c (issue 26): GroupNormGrad */
 OT_GRAD_KERNEL(ot_cpu_group_norm_grad);
+/* spatial ops (issue 26, ops batch 2): cpu_spatial.c */
+OT_GRAD_KERNEL(ot_cpu_resize_grad);
 
 #endif

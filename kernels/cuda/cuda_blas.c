@@ -128,7 +128,7 @@ static void conv_shapes(const ot_node *node, const ot_tensor *in, const ot_tenso
                         const ot_shape **w, const ot_shape **y) {
     if (node->op == OT_OP_CONV) {
         *x = &in[0].shape, *w = &in[1].shape, *y = &out[0].shape;
-    } else if (node->op == OT_OP_CONV_GRAD_INPUT) {
+    } else if (node->op == OT_OP_CONV_GRAD_INPUT || node->op == OT_OP_CONV_TRANSPOSE) {
         *y = &in[0].shape, *w = &in[1].shape, *x = &out[0].shape;
     } else {
         *y = &in[0].shape, *x = &in[1].shape, *w = &out[0].shape;
@@ -263,7 +263,9 @@ static ot_status conv_desc_make(conv_desc *d, const conv_geom *g, ot_error *err)
 }
 
 static int conv_kind(ot_op op) {
-    return op == OT_OP_CONV ? CONV_FWD : op == OT_OP_CONV_GRAD_INPUT ? CONV_BWD_DATA : CONV_BWD_FILTER;
+    return op == OT_OP_CONV                                              ? CONV_FWD
+           : op == OT_OP_CONV_GRAD_INPUT || op == OT_OP_CONV_TRANSPOSE ? CONV_BWD_DATA
+                                                                       : CONV_BWD_FILTER;
 }
 
 /* The cache key: what cuDNN is asked, so the padded X's shape, not the node's. */
@@ -361,7 +363,7 @@ static ot_status conv_run(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor 
         if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
     conv_geom g;
     conv_desc d;
-    cudnnTensorDescriptor_t bd = NULL;
+    cudnnTensorDescriptor_t bd = NULL, xd = NULL;
     const ot_cuda_conv_algo *a = NULL;
     ot_status st = conv_geom_init(&g, node, in, out, err);
     if (st) return st;
@@ -406,6 +408,20 @@ static ot_status conv_run(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor 
         if (cs == CUDNN_STATUS_SUCCESS && xpad &&
             (st = ot_cuda_pad_copy(cx, node, xpad, out[0].data, g.nd, g.x, g.xc, begin, true, err)))
             goto fail;
+        /* ConvTranspose's bias (issue 26), per output channel */
+        if (cs == CUDNN_STATUS_SUCCESS && node->op == OT_OP_CONV_TRANSPOSE && node->n_inputs > 2 && in[2].data) {
+            if (ot_kernel_numel(&in[2]) != g.x[1]) {
+                st = ot_fail(err, OT_E_SHAPE, "node '%s' (ConvTranspose): bias length differs from output channels",
+                             node->name);
+                goto fail;
+            }
+            int64_t bdims[5] = {1, g.x[1], 1, 1, 1};
+            cs = cudnnCreateTensorDescriptor(&bd);
+            if (cs == CUDNN_STATUS_SUCCESS) cs = cudnnCreateTensorDescriptor(&xd);
+            if (cs == CUDNN_STATUS_SUCCESS) cs = tensor_desc(bd, g.nd, bdims);
+            if (cs == CUDNN_STATUS_SUCCESS) cs = tensor_desc(xd, g.nd, g.x);
+            if (cs == CUDNN_STATUS_SUCCESS) cs = cudnnAddTensor(cx->cudnn, &one, bd, in[2].data, &one, xd, out[0].data);
+        }
     } else {
         const void *xin = in[1].data;
         if (xpad) {
@@ -421,6 +437,7 @@ static ot_status conv_run(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor 
                      node->op_type, a->algo, cudnnGetErrorString(cs));
 fail:
     if (bd) cudnnDestroyTensorDescriptor(bd);
+    if (xd) cudnnDestroyTensorDescriptor(xd);
     conv_desc_free(&d);
     return st;
 }
@@ -428,3 +445,5 @@ fail:
 OT_CUDA_LAUNCHER(ot_cuda_conv) { return conv_run(cx, node, in, out, ctx, err); }
 OT_CUDA_LAUNCHER(ot_cuda_conv_grad_input) { return conv_run(cx, node, in, out, ctx, err); }
 OT_CUDA_LAUNCHER(ot_cuda_conv_grad_weight) { return conv_run(cx, node, in, out, ctx, err); }
+/* issue 26: cuDNN's backward data of the convolution whose input is Y, plus the bias */
+OT_CUDA_LAUNCHER(ot_cuda_conv_transpose) { return conv_run(cx, node, in, out, ctx, err); }

@@ -201,6 +201,12 @@ OT_CUDA_LAUNCHER(ot_cuda_gather_elements_grad);
 OT_CUDA_LAUNCHER(ot_cuda_scatter_nd);
 OT_CUDA_LAUNCHER(ot_cuda_scatter_elements);
 OT_CUDA_LAUNCHER(ot_cuda_gather_nd);
+/* cuda_spatial.cu: spatial ops (issue 26, ops batch 2) */
+OT_CUDA_LAUNCHER(ot_cuda_resize);
+OT_CUDA_LAUNCHER(ot_cuda_resize_grad);
+OT_CUDA_LAUNCHER(ot_cuda_depth_space);
+/* cuda_blas.c: ConvTranspose (issue 26), through the convolutions' cuDNN path */
+OT_CUDA_LAUNCHER(ot_cuda_conv_transpose);
 /* cuda_reduce.cu: reductions, normalisation, softmax; cuda_loss.cu: losses and the
  * reduce-family workspace */
 OT_CUDA_LAUNCHER(ot_cuda_reduce);

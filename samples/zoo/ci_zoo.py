@@ -21,8 +21,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 SKIP = 77
 # a BatchNorm CNN; ids + mask; ids only with Dropout; HardSwish/HardSigmoid on the
-# gradient path; rotary tables and a causal mask (Trilu, Greater, Sin, Cos) folded
-REQUIRED = ["regnet", "bert", "gpt2", "mobilenet_v3_small", "llama"]
+# gradient path; rotary tables and a causal mask (Trilu, Greater, Sin, Cos) folded;
+# per-pixel cross-entropy over bilinear Resizes sized from the input's shape (issue 26)
+REQUIRED = ["regnet", "bert", "gpt2", "mobilenet_v3_small", "llama", "lraspp"]
 PENDING = {}
 
 

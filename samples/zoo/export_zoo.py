@@ -198,7 +198,14 @@ def save(path, array):
     np.save(path, np.ascontiguousarray(array))
 
 
-def references(model, names, data, labels, mapping, d, dtype, transposed=frozenset(), graph=None, calls32=None):
+def cross_entropy(logits, labels, axis):
+    """Mean cross-entropy over every position, the classes on `axis` (-1 for the last;
+    1 for a segmentation model's [batch, classes, H, W] logits: per pixel)."""
+    return F.cross_entropy(logits.movedim(axis, -1).reshape(-1, logits.shape[axis]), labels.reshape(-1))
+
+
+def references(model, names, data, labels, mapping, d, dtype, transposed=frozenset(), graph=None, calls32=None,
+               axis=-1):
     """Writes eval logits, training-mode loss and parameter gradients at one precision.
     The default dtype follows: HF mask code calls torch.full(..., finfo(dtype).min)
     without a dtype, which overflows float32 when dtype is float64. Returns the loss,
@@ -208,7 +215,7 @@ def references(model, names, data, labels, mapping, d, dtype, transposed=frozens
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        return _references(model, names, data, labels, mapping, d, dtype, transposed, graph, calls32)
+        return _references(model, names, data, labels, mapping, d, dtype, transposed, graph, calls32, axis)
     finally:
         torch.set_default_dtype(old)
 
@@ -241,7 +248,7 @@ def save_per_init(d, sub, arrays):
     return files
 
 
-def _references(model, names, data, labels, mapping, d, dtype, transposed, graph=None, calls32=None):
+def _references(model, names, data, labels, mapping, d, dtype, transposed, graph=None, calls32=None, axis=-1):
     tag = "f32" if dtype == torch.float32 else "f64"
     model = copy.deepcopy(model).to(dtype)
     args = [data[n].to(dtype) if data[n].is_floating_point() else data[n] for n in names]
@@ -255,7 +262,7 @@ def _references(model, names, data, labels, mapping, d, dtype, transposed, graph
     rec = kinks.Recorder()
     with rec:
         logits = model(*args)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    loss = cross_entropy(logits, labels, axis)
     kfiles, n_kinks = {}, 0
     if calls32 is not None:
         bound, n_kinks = kinks.allowance(calls32, rec.calls, loss, dict(model.named_parameters()))
@@ -267,7 +274,7 @@ def _references(model, names, data, labels, mapping, d, dtype, transposed, graph
     return float(loss.item()), files, rec.calls, kfiles, n_kinks
 
 
-def train_lr(model, names, data, labels, graph):
+def train_lr(model, names, data, labels, graph, axis=-1):
     """The lr of run_zoo's train check (TRAIN_LRS) and PyTorch's losses at it: plain SGD,
     float32, TRAIN_STEPS steps on the one batch, the model as NAME_nodrop.onnx computes it
     (graph: BatchNorm in inference form), every parameter trained; the first lr at which
@@ -282,7 +289,7 @@ def train_lr(model, names, data, labels, graph):
         for _ in range(TRAIN_STEPS):
             opt.zero_grad()
             logits = m(*args)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+            loss = cross_entropy(logits, labels, axis)
             loss.backward()
             opt.step()
             losses.append(float(loss.item()))
@@ -354,16 +361,20 @@ def export_one(name, out, opset=OPSET, exporter="torchscript", optimize=True):
         save(os.path.join(d, "data", f"{n}.npy"), data[n].numpy())
         inputs.append(dict(name=n, file=f"data/{n}.npy", dtype=str(data[n].dtype).replace("torch.", "")))
     save(os.path.join(d, "data", "labels.npy"), labels.numpy())
-    loss32, g32, calls32, _, _ = references(ref, names, data, labels, mapping, d, torch.float32, transposed, graph)
+    axis = entry["class_axis"]
+    loss32, g32, calls32, _, _ = references(ref, names, data, labels, mapping, d, torch.float32, transposed, graph,
+                                            axis=axis)
     loss64, g64, _, k64, n_kinks = references(ref, names, data, labels, mapping, d, torch.float64, transposed, graph,
-                                              calls32)
+                                              calls32, axis=axis)
     params = {k: dict(f32=g32[k], f64=g64[k], **({"kink": k64[k]} if k in k64 else {})) for k in sorted(g32)}
-    lr, torch_losses = train_lr(ref, names, data, labels, graph)
+    lr, torch_losses = train_lr(ref, names, data, labels, graph, axis)
     manifest = dict(name=name, family=entry["family"], onnx=f"{name}.onnx", nodrop_onnx=f"{name}_nodrop.onnx",
                     inputs=inputs, labels="data/labels.npy", classes=entry["classes"],
-                    loss="cross-entropy, mean, class axis last (logits reshaped to [-1, classes])",
+                    loss="cross-entropy, mean, class axis %s (logits reshaped to [-1, classes])"
+                         % ("last" if axis == -1 else axis), class_axis=axis,
                     loss_f32=loss32, loss_f64=loss64, eval=dict(f32="f32/eval.npy", f64="f64/eval.npy"),
-                    batch=zoo_models.BATCH, seq=zoo_models.SEQ if entry["label_shape"] or entry["dynseq"] else None,
+                    batch=zoo_models.BATCH,
+                    seq=zoo_models.SEQ if (entry["label_shape"] and axis == -1) or entry["dynseq"] else None,
                     dynseq=entry["dynseq"], dropout=DROPOUT, params=params, kink_entries=n_kinks,
                     train=dict(lr=lr, steps=TRAIN_STEPS, torch_losses=torch_losses,
                                onnx="onnx" if lr == TRAIN_LRS[0] else "nodrop_onnx"),

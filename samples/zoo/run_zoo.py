@@ -73,6 +73,8 @@ class Model:
         self.data += ["--batch-size", str(self.man["batch"])]
         self.bind = ["--bind", f"seq={self.man['seq']}"] if self.man["dynseq"] else []
         self.labels = ["--labels", os.path.join(self.dir, self.man["labels"])]
+        if self.man.get("class_axis", -1) != -1:  # segmentation: per-pixel classes on axis 1
+            self.labels += ["--class-axis", str(self.man["class_axis"])]
 
     def path(self, key):
         return os.path.join(self.dir, self.man[key])

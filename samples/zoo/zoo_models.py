@@ -190,14 +190,70 @@ HF = {
                                  attention_dropout=p, activation_dropout=p),
 }
 
+# ---- torchvision segmentation (issue 26) ---------------------------------------------
+
+SEG_CLASSES = 5
+
+
+class _SegOut(nn.Module):
+    """torchvision's segmentation models return {"out": logits}: the logits alone."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def lraspp(p):
+    """LRASPP over a dilated MobileNetV3-Large (width 0.25): per-pixel logits
+    [batch, SEG_CLASSES, 64, 64], brought back to the input's size by bilinear Resizes
+    whose sizes come from the input's shape."""
+    from torchvision.models.segmentation.lraspp import _lraspp_mobilenetv3
+    return _SegOut(_lraspp_mobilenetv3(_tv().mobilenet_v3_large(width_mult=0.25, dilated=True), SEG_CLASSES))
+
+
+def deeplabv3(p):
+    """DeepLabV3 over the same backbone; its head (ASPP with rates 12, 24, 36, whose
+    pooling branch is resized back by a bilinear Resize) cut from 256 to 32 channels."""
+    from torchvision.models.segmentation.deeplabv3 import ASPP, _deeplabv3_mobilenetv3
+    m = _deeplabv3_mobilenetv3(_tv().mobilenet_v3_large(width_mult=0.25, dilated=True), SEG_CLASSES, False)
+    aspp = ASPP(m.classifier[0].convs[0][0].in_channels, [12, 24, 36], 32)
+    aspp.project[3].p = p
+    m.classifier = nn.Sequential(aspp, nn.Conv2d(32, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+                                 nn.Conv2d(32, SEG_CLASSES, 1))
+    return _SegOut(m)
+
+
+def fcn(p):
+    """FCN over a dilated Bottleneck ResNet (one block per stage, widths 8..64, strides
+    replaced by dilation in the last two stages as torchvision's fcn_resnet50 does)."""
+    from torchvision.models._utils import IntermediateLayerGetter
+    from torchvision.models.resnet import Bottleneck, ResNet
+    from torchvision.models.segmentation.fcn import FCN, FCNHead
+    r = ResNet(Bottleneck, [1, 1, 1, 1], replace_stride_with_dilation=[False, True, True])
+    r.inplanes, r.dilation = 8, 1
+    r.conv1 = nn.Conv2d(3, 8, 7, 2, 3, bias=False)
+    r.bn1 = nn.BatchNorm2d(8)
+    r.layer1 = r._make_layer(Bottleneck, 8, 1)
+    r.layer2 = r._make_layer(Bottleneck, 16, 1, stride=2)
+    r.layer3 = r._make_layer(Bottleneck, 32, 1, stride=2, dilate=True)
+    r.layer4 = r._make_layer(Bottleneck, 64, 1, stride=2, dilate=True)
+    head = FCNHead(256, SEG_CLASSES)
+    head[3].p = p
+    return _SegOut(FCN(IntermediateLayerGetter(r, {"layer4": "out"}), head, None))
+
+
 TV = {"resnet18": resnet18, "vgg11": vgg11, "densenet121": densenet121, "mobilenet_v2": mobilenet_v2,
       "mobilenet_v3_small": mobilenet_v3_small, "efficientnet_b0": efficientnet_b0, "regnet": regnet,
       "convnext_tiny": convnext_tiny, "shufflenet_v2": shufflenet_v2, "squeezenet": squeezenet,
       "googlenet": googlenet, "mnasnet": mnasnet, "vit": vit_tv, "swin_t": swin_t}
 
 
-def _entry(family, make, inputs, classes, label_shape, dynseq=False):
-    return dict(family=family, make=make, inputs=inputs, classes=classes, label_shape=label_shape, dynseq=dynseq)
+def _entry(family, make, inputs, classes, label_shape, dynseq=False, class_axis=-1):
+    return dict(family=family, make=make, inputs=inputs, classes=classes, label_shape=label_shape, dynseq=dynseq,
+                class_axis=class_axis)
 
 
 def _zoo():
@@ -205,6 +261,8 @@ def _zoo():
     img = [("x", "image", (3, IMAGE, IMAGE))]
     for name, make in TV.items():
         z[name] = _entry(f"tv/{name}", make, img, CLASSES, ())
+    for name, make in (("lraspp", lraspp), ("deeplabv3", deeplabv3), ("fcn", fcn)):
+        z[name] = _entry(f"tv/segmentation/{name}", make, img, SEG_CLASSES, (IMAGE, IMAGE), class_axis=1)
     ids = [("input_ids", "ids", (SEQ,))]
     idm = ids + [("attention_mask", "mask", (SEQ,))]
     lm = dict(classes=VOCAB, label_shape=(SEQ,))
