@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "cli/wait_policy.h"
 #include "cli/args.h"
+#include "cli/defaults.h"
 #include "ir/atomic_file.h"
 #include "remat/remat.h"
 #include "train/checkpoint.h"
@@ -73,11 +74,14 @@ static void train_usage(FILE *f) {
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
           OT_ARGS_HELP_WAIT
-          "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto,\n"
-          "                            optimal (least recompute for --memory-budget, solved as a MIP)\n"
+          "  --remat POLICY            none, all, sqrt, every:K, selective, manual:N1,N2, auto (default),\n"
+          "                            optimal (least recompute for --memory-budget, solved as a MIP).\n"
+          "                            auto: the cheapest plan within --memory-budget; without one the\n"
+          "                            least peak within +5% FLOPs, never above none's\n"
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
           "                            the best plan found and its gap. Needs CBC or GLPK at build time\n"
-          "  --memory-budget SIZE      for --remat auto: peak bytes, e.g. 512M (K/M/G powers of 1024);\n"
+          "  --memory-budget SIZE      peak bytes, e.g. 512M (K/M/G powers of 1024): auto and optimal\n"
+          "                            plan within it, another policy is checked against it (exit 9);\n"
           "                            with --val-input it holds the training step and validation\n"
           "output:\n"
           "  -o, --output-model FILE   the tuned model (required unless --lora-save); with --lora the\n"
@@ -347,12 +351,16 @@ static void print_budget(const train_cli *t) {
         fprintf(stderr, " = %.2f MiB planned\n", mib((size_t)used));
     }
     const ot_train_remat_summary *rs = ot_train_remat_info(t->s);
-    if (rs->applied && rs->peak_none > 0)
+    char label[160], change[64];
+    ot_cli_remat_label(t->o.remat, ms.budget, rs, label, sizeof label);
+    ot_cli_peak_change(rs->peak_none, rs->peak, change, sizeof change);
+    if (rs->applied && rs->no_gain)
+        fprintf(stderr, "remat %s: peak %.2f MiB, as without remat\n", label, mib((size_t)rs->peak));
+    else if (rs->applied && rs->peak_none > 0)
         fprintf(stderr,
-                "remat %s: peak %.2f MiB instead of %.2f MiB without remat (%.1f%% less); kept activations "
+                "remat %s: peak %.2f MiB instead of %.2f MiB without remat, %s; kept activations "
                 "%.2f MiB instead of %.2f MiB; recomputes %d nodes, +%.1f%% FLOPs per step\n",
-                t->o.remat, mib((size_t)rs->peak), mib((size_t)rs->peak_none),
-                100.0 * (double)(rs->peak_none - rs->peak) / (double)rs->peak_none, mib((size_t)rs->kept),
+                label, mib((size_t)rs->peak), mib((size_t)rs->peak_none), change, mib((size_t)rs->kept),
                 mib((size_t)rs->kept_none), rs->n_clones, rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
 }
 
