@@ -44,8 +44,11 @@ static void test_verify_usage(void **state) {
                              "mlp/labels.npy --remat sometimes"),
                      2);
     cli_expect_in(TMP "/out.txt", "sometimes");
-    assert_int_equal(run(BIN " verify " S "mlp.onnx --input " S "mlp/input.npy --labels " S "mlp/labels.npy"), 2);
-    cli_expect_in(TMP "/out.txt", "--remat");
+    /* no --remat: auto, the default of every command (it used to be refused) */
+    assert_int_equal(run(BIN " verify " S "mlp.onnx --input " S "mlp/input.npy --labels " S "mlp/labels.npy"), 0);
+    cli_expect_in(TMP "/out.txt", "--remat auto against none");
+    cli_expect_in(TMP "/out.txt", "optimizer sgd");
+    cli_expect_in(TMP "/out.txt", "batch 7 (train's default: min(32, samples)");
     assert_int_equal(run(BIN " verify " S "mlp.onnx --input " S "mlp/input.npy --labels " S
                              "mlp/labels.npy --remat manual:no_such_value"),
                      2);
@@ -85,8 +88,11 @@ static void test_plan_budgets(void **state) {
     assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size auto --memory-budget 4M --remat auto"), 0);
     cli_expect_in(TMP "/out.txt", "(auto)");
     assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 8 --remat every:0"), 2);
-    assert_int_equal(run(BIN " plan " S "tinygpt.onnx"), 2); /* symbolic batch needs --batch-size */
-    cli_expect_in(TMP "/out.txt", "--batch-size");
+    /* a symbolic batch without data or --batch-size: the bare form's small default, said */
+    assert_int_equal(run(BIN " plan " S "tinygpt.onnx"), 0);
+    cli_expect_in(TMP "/out.txt", "batch 4 (a small default: the model's batch is symbolic; --batch-size N");
+    cli_expect_in(TMP "/out.txt", "optimizer sgd: its state and update are planned");
+    cli_expect_in(TMP "/out.txt", "--remat auto (no budget: the least peak within +5% FLOPs)");
     assert_int_equal(run(BIN " plan --help"), 0);
     cli_expect_in(TMP "/out.txt", "--timeline");
 }
