@@ -1,4 +1,4 @@
-/* cmd_verify.c — `onnxtrain verify MODEL --input ... --labels ... --remat POLICY`:
+/* cmd_verify.c — `onnxtrain verify MODEL --input ... --labels ... [--remat POLICY]`:
  * one training step with --remat none and one with the policy, from the same
  * weights, data and seed, each a session as `train` builds it over the one import;
  * compares the loss, every gradient and every state update bitwise. Exit 0 only when
