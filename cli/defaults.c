@@ -23,7 +23,8 @@ static ot_status default_binds(const ot_graph *g, const ot_common_args *ca, ot_c
         const ot_shape *sh = &g->values[g->inputs[i]].shape;
         for (int a = 1; a < sh->rank; a++) {
             int sym = sh->sym[a];
-            if (sh->dim[a] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || ot_cli_bound_by_user(ca, g->syms[sym])) continue;
+            if (sh->dim[a] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || ot_cli_bound_by_user(ca, g->syms[sym]))
+                continue;
             bool dup = false;
             size_t sl = strlen(g->syms[sym]);
             for (int j = 0; j < p->n_own; j++)
@@ -47,24 +48,29 @@ ot_status ot_cli_pick_batch(const ot_graph *g, const ot_common_args *ca, int64_t
     memset(p, 0, sizeof *p);
     const ot_shape *in0 = g->n_inputs > 0 ? &g->values[g->inputs[0]].shape : NULL;
     bool symbolic = in0 && in0->rank > 0 && in0->dim[0] < 0;
-    if (ca->batch_size) p->batch = ca->batch_size, p->from = OT_BATCH_GIVEN;
-    else if (!symbolic) p->batch = 0, p->from = OT_BATCH_MODEL;
+    if (ca->batch_size)
+        p->batch = ca->batch_size, p->from = OT_BATCH_GIVEN;
+    else if (!symbolic)
+        p->batch = 0, p->from = OT_BATCH_MODEL;
     else if (n_samples >= 0)
         p->batch = n_samples < OT_CLI_BATCH_DATA_MAX ? n_samples : OT_CLI_BATCH_DATA_MAX, p->from = OT_BATCH_DATA;
-    else p->batch = OT_CLI_BATCH_NO_DATA, p->from = OT_BATCH_NO_DATA;
-    for (int i = 0; i < ca->bind.n && i < OT_CLI_MAX_BINDS; i++) p->binds[p->n_binds++] = ca->bind.v[i];
-    if (ca->bind.n > OT_CLI_MAX_BINDS)
-        return ot_fail(err, OT_E_USAGE, "more than %d --bind options", OT_CLI_MAX_BINDS);
+    else
+        p->batch = OT_CLI_BATCH_NO_DATA, p->from = OT_BATCH_NO_DATA;
+    for (int i = 0; i < ca->bind.n && i < OT_CLI_MAX_BINDS; i++)
+        p->binds[p->n_binds++] = ca->bind.v[i];
+    if (ca->bind.n > OT_CLI_MAX_BINDS) return ot_fail(err, OT_E_USAGE, "more than %d --bind options", OT_CLI_MAX_BINDS);
     if (n_samples < 0) {
         ot_status st = default_binds(g, ca, p, err);
         if (st) return st;
     }
-    for (int i = 0; i < p->n_own; i++) p->binds[p->n_binds++] = p->own[i];
+    for (int i = 0; i < p->n_own; i++)
+        p->binds[p->n_binds++] = p->own[i];
     return OT_OK;
 }
 
 void ot_cli_batch_pick_free(ot_cli_batch_pick *p) {
-    for (int i = 0; i < p->n_own; i++) free(p->own[i]);
+    for (int i = 0; i < p->n_own; i++)
+        free(p->own[i]);
     p->n_own = 0;
 }
 
@@ -79,10 +85,14 @@ const char *ot_cli_batch_note(const ot_cli_batch_pick *p) {
 }
 
 void ot_cli_human_bytes(double v, char *buf, size_t n) {
-    if (v >= 1 << 30) snprintf(buf, n, "%.2f GiB", v / (1 << 30));
-    else if (v >= 1 << 20) snprintf(buf, n, "%.2f MiB", v / (1 << 20));
-    else if (v >= 1 << 10) snprintf(buf, n, "%.1f KiB", v / (1 << 10));
-    else snprintf(buf, n, "%.0f B", v);
+    if (v >= 1 << 30)
+        snprintf(buf, n, "%.2f GiB", v / (1 << 30));
+    else if (v >= 1 << 20)
+        snprintf(buf, n, "%.2f MiB", v / (1 << 20));
+    else if (v >= 1 << 10)
+        snprintf(buf, n, "%.1f KiB", v / (1 << 10));
+    else
+        snprintf(buf, n, "%.0f B", v);
 }
 
 void ot_cli_peak_change(int64_t peak_none, int64_t peak, char *buf, size_t n) {
@@ -99,8 +109,10 @@ void ot_cli_peak_change(int64_t peak_none, int64_t peak, char *buf, size_t n) {
 
 void ot_cli_remat_label(const char *policy, int64_t budget, const ot_train_remat_summary *rs, char *buf, size_t n) {
     ot_remat_policy pol = {0};
-    if (ot_remat_policy_parse(policy, &pol, NULL) == OT_OK) ot_remat_policy_str(&pol, buf, n);
-    else snprintf(buf, n, "%s", policy);
+    if (ot_remat_policy_parse(policy, &pol, NULL) == OT_OK)
+        ot_remat_policy_str(&pol, buf, n);
+    else
+        snprintf(buf, n, "%s", policy);
     size_t l = strlen(buf);
     if ((pol.kind == OT_REMAT_AUTO || pol.kind == OT_REMAT_OPTIMAL) && budget > 0) {
         char hb[32];

@@ -35,13 +35,13 @@ typedef enum ot_cli_batch_from {
 
 /* The batch and binds a command passes to its sessions (batch_size, bind, n_bind). */
 typedef struct ot_cli_batch_pick {
-    int64_t batch;           /* 0: the model's fixed batch (the session takes it) */
+    int64_t batch; /* 0: the model's fixed batch (the session takes it) */
     ot_cli_batch_from from;
     const char *binds[2 * OT_CLI_MAX_BINDS]; /* the user's --bind specs, then own[] */
     int n_binds;
     char *own[OT_CLI_MAX_BINDS]; /* malloc'd "NAME=8" for the dims no --bind names, without data */
     int n_own;
-    char dims[256];          /* the names of those dims, ", "-separated; "" when none */
+    char dims[256]; /* the names of those dims, ", "-separated; "" when none */
 } ot_cli_batch_pick;
 
 /* The pick for model graph g (as imported, unbound), the user's options ca, and

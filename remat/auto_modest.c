@@ -36,8 +36,10 @@ static ot_status capped_prefixes(search *s, const ranked *order, int n, bool cha
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
         ot_remat_prefix_keep(s, order, mid, chains, keep);
-        if (ot_remat_search_cost(s, keep, NULL) <= s->cost_cap) lo = mid;
-        else hi = mid - 1;
+        if (ot_remat_search_cost(s, keep, NULL) <= s->cost_cap)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     for (int k = lo; k > 0; k = k * 2 / 3) {
         ot_remat_prefix_keep(s, order, k, chains, keep);
@@ -51,11 +53,13 @@ static ot_status capped_prefixes(search *s, const ranked *order, int n, bool cha
 static ot_status greedy_orders(search *s, const int *vars, int n, ranked *order, bool *keep, ot_error *err) {
     const ot_remat_analysis *a = s->a;
     const ot_graph *g = s->g;
-    int *stamp = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int)), *stack = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
+    int *stamp = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int)),
+        *stack = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
     double *cf = ot_xcalloc((size_t)n + 1, sizeof(double));
     ot_status st = OT_OK;
     if (!stamp || !stack || !cf) st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", n);
-    for (int i = 0; i < n && !st; i++) cf[i] = ot_remat_closure_flops(g, a, vars[i], stamp, i + 1, stack);
+    for (int i = 0; i < n && !st; i++)
+        cf[i] = ot_remat_closure_flops(g, a, vars[i], stamp, i + 1, stack);
     for (int pass = 0; pass < 4 && !st; pass++) {
         bool chains = pass >= 2, by_bytes = pass % 2 == 0;
         for (int i = 0; i < n; i++) {
@@ -127,7 +131,8 @@ ot_status ot_remat_auto_modest(ot_graph *g, const ot_remat_analysis *a, ot_remat
     int *vars = ot_xcalloc((size_t)nv + 1, sizeof(int));
     ranked *order = ot_xcalloc((size_t)nv + 1, sizeof(ranked));
     ot_status st = ot_remat_search_init(&s, g, a, -1, measure, user, stats, err);
-    if (!st && (!keep || !vars || !order)) st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", nv);
+    if (!st && (!keep || !vars || !order))
+        st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", nv);
     s.cost_cap = OT_REMAT_AUTO_MODEST * a->step_flops;
     stats->cost_cap = s.cost_cap;
     if (!st) st = modest_search(&s, keep, vars, order, keep_out, err);

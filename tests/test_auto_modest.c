@@ -64,7 +64,8 @@ static bool check_one(ot_model *m, int64_t batch, int lora, const char *target) 
         assert_true(rs->extra_flops == 0.0);
     }
     print_message("%-34s batch %3lld lora %d: none %8zu auto %8zu (%+.1f%%, +%.1f%% FLOPs)%s\n", m->path,
-                  (long long)ot_train_batch_size(s1), lora, none, peak, 100.0 * ((double)peak - (double)none) / (double)none,
+                  (long long)ot_train_batch_size(s1), lora, none, peak,
+                  100.0 * ((double)peak - (double)none) / (double)none,
                   an->step_flops > 0 ? 100.0 * rs->extra_flops / an->step_flops : 0.0, rs->no_gain ? " no gain" : "");
     ot_train_session_free(s0);
     ot_train_session_free(s1);
@@ -77,8 +78,8 @@ static void test_every_sample(void **state) {
      * targets leave out, so the head is named */
     static const struct {
         const char *name, *lora_target;
-    } models[] = {{"mlp", NULL}, {"chain48", NULL}, {"resnet", "*"}, {"mobilenet", "*"},
-                  {"tinygpt", NULL}, {"tinygpt_nodrop", NULL}};
+    } models[] = {{"mlp", NULL},      {"chain48", NULL}, {"resnet", "*"},
+                  {"mobilenet", "*"}, {"tinygpt", NULL}, {"tinygpt_nodrop", NULL}};
     static const int64_t batches[] = {1, 4, 16};
     int n_saved = 0, n_checked = 0;
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
