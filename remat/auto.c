@@ -451,9 +451,6 @@ static ot_status closure_orders(search *s, const int *vars, int n, ranked *order
     return st;
 }
 
-/* Exchanges are tried on graphs with at most this many search variables: their
- * count grows as its square (a 5,000-node graph has ~1,700, and skips them). */
-#define SWAP_MAX_VARS 200
 
 typedef struct swap {
     double cost;
@@ -709,7 +706,7 @@ static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t bu
     n = ot_remat_search_vars(g, a, false, vars);
     st = ot_remat_search_flips(&s, keep, vars, n, ot_remat_eval_cap(n), err);
     /* exchanges, then flips again from what they found, while either lowers the cost */
-    for (int round = 0; round < 4 && st == OT_OK && n <= SWAP_MAX_VARS; round++) {
+    for (int round = 0; round < 4 && st == OT_OK && n <= OT_REMAT_SWAP_MAX_VARS; round++) {
         double before = s.best_cost;
         st = ot_remat_search_swaps(&s, keep, vars, n, ot_remat_eval_cap(n), false, err);
         if (st == OT_OK) st = unclone_search(&s, keep, vars, n, err);

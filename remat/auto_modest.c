@@ -107,7 +107,8 @@ static ot_status modest_search(search *s, bool *keep, int *vars, ranked *order, 
     s->budget = stats->min_peak; /* 4: the cheapest plan at that peak */
     memcpy(keep, s->min_keep, nb);
     st = ot_remat_search_flips(s, keep, vars, n, ot_remat_eval_cap(n), err);
-    for (int round = 0; round < 4 && !st && n <= 200; round++) { /* exchanges, then flips, while cheaper */
+    /* exchanges, then flips, while either makes it cheaper */
+    for (int round = 0; round < 4 && !st && n <= OT_REMAT_SWAP_MAX_VARS; round++) {
         double before = s->best_cost;
         st = ot_remat_search_swaps(s, keep, vars, n, ot_remat_eval_cap(n), true, err);
         if (st || s->best_cost >= before) break;

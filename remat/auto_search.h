@@ -136,6 +136,10 @@ int ot_remat_costly_clones(const ot_remat_search *s, bool *cloned, int *stack, o
  * and returns how many. */
 int ot_remat_frontier_keep(const ot_graph *g, const ot_remat_analysis *a, bool *keep, int v, int *undo);
 
+/* Exchanges (ot_remat_search_swaps) are tried on graphs with at most this many search
+ * variables: their count grows as its square (a 5,000-node graph has ~1,700, and skips them). */
+#define OT_REMAT_SWAP_MAX_VARS 200
+
 /* The second phase (and auto's second search, remat/auto.c) runs on graphs of at most
  * this many candidates (its exchanges grow as the square: a 5,000-node graph has ~3,300
  * and skips it). */
