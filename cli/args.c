@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/defaults.h"
 #include "cli/wait_policy.h"
 #include "train/npy.h"
 #include "train/outputs.h"
@@ -329,7 +330,7 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->seed = a->seed;
     o->n_threads = a->n_threads;
     o->device = a->device;
-    o->remat = a->remat;
+    o->remat = a->remat ? a->remat : OT_CLI_REMAT_DEFAULT; /* the same in every command */
     o->memory_budget = a->memory_budget;
     o->remat_time_limit = a->remat_time_limit;
     o->bind = a->bind.v;

@@ -225,7 +225,7 @@ typedef struct ot_common_args {
     int n_threads;          /* --threads, 1..1024; 0: OpenMP's default */
     const char *device;     /* --device, or NULL (cpu) */
     ot_str_list bind;       /* --bind, repeatable */
-    const char *remat;      /* --remat POLICY, or NULL */
+    const char *remat;      /* --remat POLICY, or NULL (ot_common_args_to_train: OT_CLI_REMAT_DEFAULT) */
     int64_t memory_budget;  /* --memory-budget bytes; 0: none */
     double remat_time_limit; /* --remat-time-limit seconds for --remat optimal; 0: the default */
     /* the optimizer: the kind's defaults, then the values the user set (NaN: not set) */

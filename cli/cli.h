@@ -22,14 +22,16 @@ int ot_cmd_report(int argc, char **argv);
 int ot_cmd_bench(int argc, char **argv);
 
 /* The bare form's synthetic data (cli/cmd_bare.c), also `bench`'s without data: one
- * batch shaped by a plan-only session of the model at --batch-size, else the model's
- * batch, else 4 (*dflt: that small default was taken), other symbolic dims as --bind
- * gives them, else 8 (*dims names those, "" when none); seeded by --seed
- * (train/train_synthetic.h). *batch receives the batch. */
+ * batch shaped by a plan-only session of the model at the batch and binds that every
+ * command picks without data (cli/defaults.h: --batch-size, else the model's batch,
+ * else 4; other symbolic dims --bind, else 8; *pick says which, the caller frees it
+ * with ot_cli_batch_pick_free); seeded by --seed (train/train_synthetic.h). *batch
+ * receives the batch. */
 struct ot_model;
 struct ot_dataset;
+struct ot_cli_batch_pick;
 ot_status ot_cli_synthetic_data(const ot_common_args *ca, struct ot_model *m, struct ot_dataset *d, int64_t *batch,
-                                bool *dflt, char *dims, size_t dims_n, ot_error *err);
+                                struct ot_cli_batch_pick *pick, ot_error *err);
 
 /* `train`'s command line (argv[0] "train") read and checked as `train` reads it, with
  * nothing loaded, for the bare form (cli/cmd_bare.c): *ca gets the shared options

@@ -2,9 +2,9 @@
  * the user who names a model and nothing else.
  *
  * With data (--input or --labels) it is `train` itself, read by train's own parser,
- * with two defaults of its own: -o MODEL.tuned.onnx in the current folder (refused
- * when that file exists: the bare form never writes over a file it was not told to)
- * and --remat auto.
+ * with one default of its own: -o MODEL.tuned.onnx in the current folder (refused
+ * when that file exists: the bare form never writes over a file it was not told to);
+ * --remat defaults to auto as in every command (cli/defaults.h).
  * Without data it does what can be done honestly without data: one import, a
  * plan-only session to learn the inputs' bound shapes, seeded synthetic data shaped
  * like them (train/train_synthetic.h), one step with --remat none and one with the
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/defaults.h"
 #include "cli/measure_print.h"
 #include "ir/human_size.h"
 #include "kernels/kernel.h"
@@ -25,11 +26,6 @@
 #include "train/train.h"
 #include "train/train_synthetic.h"
 
-/* The batch of a model whose batch is symbolic, without data: small, so that the
- * check runs in seconds and little memory whatever the model. */
-#define BARE_BATCH 4
-/* Other symbolic dims (a sequence length), without data or --bind: small too. */
-#define BARE_DIM 8
 /* Timed rounds of the time line without --time-steps (as verify's). */
 #define BARE_TIME_STEPS 5
 
@@ -50,7 +46,7 @@ static void bare_usage(FILE *f) {
           "  -o                        default MODEL.tuned.onnx in the current folder (the model's file\n"
           "                            name with .onnx replaced). If that file exists nothing runs\n"
           "                            (exit 2): the bare form never overwrites a file; give -o FILE.\n"
-          "  --remat                   default auto (no --memory-budget: selective)\n"
+          "--remat defaults to auto, as in every command (docs/training.md, Defaults).\n"
           "Every option of `onnxtrain train --help` applies, before or after the model.\n\n"
           "Which words start the bare form: when the first argument is not a command (info, eval, grad,\n"
           "train, plan, verify, bench), it is the bare form if it is an option or the model: a word ending in\n"
@@ -141,9 +137,8 @@ static ot_status parse(bare *b, const char *out, ot_error *err) {
 
 /* With data: `train` with the bare form's defaults, said on one line first. */
 static int train_with_data(bare *b) {
-    const char *extra[4];
+    const char *extra[2];
     int n_extra = 0, n = 0;
-    if (!b->ca.remat) extra[n_extra++] = "--remat", extra[n_extra++] = "auto";
     if (!b->out) {
         struct stat st;
         if (lstat(b->default_out, &st) == 0) { /* a dangling link too: rename would replace it */
@@ -210,73 +205,24 @@ static ot_status run_step(const bare *b, ot_model *m, ot_dataset *d, int64_t bat
     return st;
 }
 
-/* Whether a --bind spec ("NAME=SIZE[,NAME=SIZE]") names the dim. */
-static bool bound_by_user(const ot_common_args *ca, const char *dim) {
-    size_t n = strlen(dim);
-    for (int i = 0; i < ca->bind.n; i++)
-        for (const char *p = ca->bind.v[i]; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
-            if (!strncmp(p, dim, n) && p[n] == '=') return true;
-    return false;
-}
-
-/* The symbolic dims past axis 0 of the model's inputs that no --bind names get
- * BARE_DIM: without data nothing else fixes them. Specs go to binds[] (each a
- * malloc'd "NAME=8"), their names to *names for the message. */
-static int default_binds(const ot_common_args *ca, const ot_graph *g, char **binds, int cap, char *names, size_t n) {
-    int k = 0;
-    names[0] = 0;
-    for (int i = 0; i < g->n_inputs; i++) {
-        const ot_shape *sh = &g->values[g->inputs[i]].shape;
-        for (int a = 1; a < sh->rank; a++) {
-            int sym = sh->sym[a];
-            if (sh->dim[a] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || bound_by_user(ca, g->syms[sym])) continue;
-            bool dup = false;
-            size_t sl = strlen(g->syms[sym]);
-            for (int j = 0; j < k; j++)
-                dup |= !strncmp(binds[j], g->syms[sym], sl) && binds[j][sl] == '=';
-            if (dup || k == cap) continue;
-            size_t len = strlen(g->syms[sym]) + 24;
-            if (!(binds[k] = malloc(len))) break;
-            snprintf(binds[k++], len, "%s=%d", g->syms[sym], BARE_DIM);
-            size_t l = strlen(names);
-            snprintf(names + l, n - l, "%s%s", l ? ", " : "", g->syms[sym]);
-        }
-    }
-    return k;
-}
-
 /* The synthetic data (cli.h): shaped by a plan-only session (no data, --remat none)
- * at the model's batch, --batch-size, or BARE_BATCH, and other symbolic dims as
- * --bind gives them, else BARE_DIM (*dims names those). */
-ot_status ot_cli_synthetic_data(const ot_common_args *ca, ot_model *m, ot_dataset *d, int64_t *batch, bool *dflt,
-                                char *dims, size_t dims_n, ot_error *err) {
-    const ot_graph *g = m->graph;
-    int64_t want = ca->batch_size;
-    *dflt =
-        !want && g->n_inputs > 0 && g->values[g->inputs[0]].shape.rank > 0 && g->values[g->inputs[0]].shape.dim[0] < 0;
-    if (*dflt) want = BARE_BATCH;
+ * at the batch and binds the commands pick without data (cli/defaults.h). */
+ot_status ot_cli_synthetic_data(const ot_common_args *ca, ot_model *m, ot_dataset *d, int64_t *batch,
+                                ot_cli_batch_pick *pick, ot_error *err) {
+    ot_status st = ot_cli_pick_batch(m->graph, ca, -1, pick, err);
+    if (st) return st;
     ot_train_options to;
-    step_options(ca, "none", want, &to);
+    step_options(ca, "none", pick->batch, &to);
     to.plan_only = true;
-    enum { MAX_BINDS = 32 };
-    const char *binds[2 * MAX_BINDS];
-    char *own[MAX_BINDS];
-    int n_own = default_binds(ca, g, own, MAX_BINDS, dims, dims_n), n_binds = 0;
-    for (int i = 0; i < ca->bind.n && n_binds < MAX_BINDS; i++)
-        binds[n_binds++] = ca->bind.v[i];
-    for (int i = 0; i < n_own; i++)
-        binds[n_binds++] = own[i];
-    to.bind = binds;
-    to.n_bind = n_binds;
+    to.bind = pick->binds;
+    to.n_bind = pick->n_binds;
     ot_train_session *s = NULL;
-    ot_status st = ot_train_session_new(m, &to, NULL, true, &s, err);
+    st = ot_train_session_new(m, &to, NULL, true, &s, err);
     if (!st) {
         *batch = ot_train_batch_size(s);
         st = ot_train_synthetic_data(s, ca->seed, *batch, d, err);
     }
     ot_train_session_free(s);
-    for (int i = 0; i < n_own; i++)
-        free(own[i]);
     return st;
 }
 
@@ -288,7 +234,7 @@ static void sample_shape(const bare *b, const ot_graph *g, const ot_shape *model
     size_t l = (size_t)snprintf(buf, n, "[N");
     for (int k = 1; k < t->shape.rank && l < n; k++) {
         int sym = model && k < model->rank && model->dim[k] < 0 ? model->sym[k] : -1;
-        if (sym >= 0 && !bound_by_user(&b->ca, g->syms[sym]))
+        if (sym >= 0 && !ot_cli_bound_by_user(&b->ca, g->syms[sym]))
             l += (size_t)snprintf(buf + l, n - l, ",%s", g->syms[sym]);
         else
             l += (size_t)snprintf(buf + l, n - l, ",%lld", (long long)t->shape.dim[k]);
@@ -296,29 +242,22 @@ static void sample_shape(const bare *b, const ot_graph *g, const ot_shape *model
     if (l < n) snprintf(buf + l, n - l, "]");
 }
 
-static void print_plan(const bare *b, const char *policy, int64_t batch, bool dflt, const char *dims,
+static void print_plan(const bare *b, const char *policy, int64_t batch, const ot_cli_batch_pick *pick,
                        const bare_step *v0, const bare_step *v1) {
-    char pk0[32], pk1[32], sv[32];
-    double p0 = (double)v0->r.planned_peak, p1 = (double)v1->r.planned_peak, saved = p0 - p1;
-    ot_human_size(p0, pk0, sizeof pk0);
-    ot_human_size(p1, pk1, sizeof pk1);
-    ot_human_size(saved < 0 ? -saved : saved, sv, sizeof sv);
-    printf("plan of one training step, batch %lld%s, %s:\n", (long long)batch,
-           dflt               ? " (a small default: the model's batch is symbolic; --batch-size N for another)"
-           : b->ca.batch_size ? ""
-                              : " (the model's)",
+    char pk0[32], pk1[32], change[64], label[160];
+    ot_human_size((double)v0->r.planned_peak, pk0, sizeof pk0);
+    ot_human_size((double)v1->r.planned_peak, pk1, sizeof pk1);
+    ot_cli_peak_change((int64_t)v0->r.planned_peak, (int64_t)v1->r.planned_peak, change, sizeof change);
+    printf("plan of one training step, batch %lld%s, %s:\n", (long long)batch, ot_cli_batch_note(pick),
            ot_optim_kind_name(b->ca.optim));
-    if (*dims) printf("  %s = %d (a small default without data; --bind NAME=SIZE for another)\n", dims, BARE_DIM);
-    char budget[64] = "";
-    if (v1->ms.budget > 0) {
-        char hb[32];
-        ot_human_size((double)v1->ms.budget, hb, sizeof hb);
-        snprintf(budget, sizeof budget, " (budget %s)", hb);
-    } else if (!strcmp(policy, "auto")) {
-        snprintf(budget, sizeof budget, " (no budget: selective)");
-    }
-    printf("  --remat %s%s: peak %s instead of %s without remat: %s %s (%.1f%%)\n", policy, budget, pk1, pk0,
-           saved >= 0 ? "saves" : "costs", sv, p0 > 0 ? 100.0 * (saved < 0 ? -saved : saved) / p0 : 0.0);
+    if (*pick->dims)
+        printf("  %s = %d (a small default without data; --bind NAME=SIZE for another)\n", pick->dims,
+               OT_CLI_DIM_NO_DATA);
+    ot_cli_remat_label(policy, v1->ms.budget, &v1->rs, label, sizeof label);
+    if (v1->rs.no_gain)
+        printf("  --remat %s: peak %s, as without remat\n", label, pk1);
+    else
+        printf("  --remat %s: peak %s instead of %s without remat: %s\n", label, pk1, pk0, change);
     printf("  at the peak:");
     bool first = true;
     for (int c = 0; c < OT_MEM_COUNT; c++) {
@@ -399,7 +338,7 @@ static void print_command(const bare *b, const ot_graph *g, const char *dims, co
         sample_shape(b, g, v >= 0 ? &g->values[v].shape : NULL, a->t, sh, sizeof sh);
         printf("%s %s is %s %s", i ? ";" : "", ph, ot_dtype_name(a->t->dtype), sh);
         if (labels && b->ca.loss.kind == OT_LOSS_CROSS_ENTROPY) printf(" class indices");
-        if (labels && *dims) printf(" (as planned, with %s %d)", dims, BARE_DIM);
+        if (labels && *dims) printf(" (as planned, with %s %d)", dims, OT_CLI_DIM_NO_DATA);
     }
     if (b->out) {
         printf(".\n  It writes %s.\n", b->out);
@@ -428,12 +367,11 @@ static ot_status dry_run(const bare *b, const char *policy, ot_error *err) {
     ot_dataset d = {0};
     bare_step v0 = {0}, v1 = {0};
     int64_t batch = 0;
-    bool dflt = false;
-    char dims[256] = "";
+    ot_cli_batch_pick pick = {0};
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     ot_status st = ot_model_load(b->model, &io, &m, err); /* once, for every session below */
     if (!st) st = check_printed_output(b, m, err);
-    if (!st) st = ot_cli_synthetic_data(&b->ca, m, &d, &batch, &dflt, dims, sizeof dims, err);
+    if (!st) st = ot_cli_synthetic_data(&b->ca, m, &d, &batch, &pick, err);
     if (!st) st = run_step(b, m, &d, batch, "none", &v0, err);
     if (!st) st = run_step(b, m, &d, batch, policy, &v1, err);
     ot_measure mr = {0};
@@ -445,16 +383,17 @@ static ot_status dry_run(const bare *b, const char *policy, ot_error *err) {
     }
     if (!st) {
         printf("%s: no --input or --labels, so nothing is trained or written. Without data:\n\n", b->model);
-        print_plan(b, policy, batch, dflt, dims, &v0, &v1);
+        print_plan(b, policy, batch, &pick, &v0, &v1);
         int n_diff = print_verify(b, policy, &d, &v0, &v1);
         if (mr.n) ot_cli_print_time_line(stdout, &mr, 1, "  ");
-        print_command(b, m->graph, dims, &d);
+        print_command(b, m->graph, pick.dims, &d);
         if (n_diff)
             st = ot_fail(err, OT_E_MISMATCH, "%d tensors differ between --remat none and --remat %s", n_diff, policy);
     }
     ot_measure_free(&mr);
     ot_step_results_free(&v0.r);
     ot_step_results_free(&v1.r);
+    ot_cli_batch_pick_free(&pick);
     ot_dataset_free(&d);
     ot_model_free(m);
     return st;
@@ -537,7 +476,7 @@ int ot_cmd_bare(int argc, char **argv) {
     if (data) {
         rc = train_with_data(&b);
     } else {
-        rc = (int)dry_run(&b, b.ca.remat ? b.ca.remat : "auto", &err);
+        rc = (int)dry_run(&b, b.ca.remat ? b.ca.remat : OT_CLI_REMAT_DEFAULT, &err);
         if (rc) fprintf(stderr, "onnxtrain: %s\n", err.msg);
     }
     ot_common_args_free(&b.ca);

@@ -13,6 +13,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/defaults.h"
 #include "cli/measure_print.h"
 #include "ir/json_write.h"
 #include "kernels/kernel.h"
@@ -181,14 +182,15 @@ static ot_status run_bench(bench_opts *o, double load0, ot_error *err) {
     int n = 0;
     const ot_common_args *a = &o->args;
     int64_t batch = a->batch_size;
-    bool synthetic = a->inputs.n == 0 && !a->labels, dflt = false;
-    char dims[256] = "";
+    bool synthetic = a->inputs.n == 0 && !a->labels;
+    ot_cli_batch_pick pick = {0};
+    const char *dims = "";
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = configs(o, cfg, &n, err))) goto fail;
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail;
     if (o->svg && (st = ot_args_check_output(m, a, "--svg", o->svg, false, err))) goto fail;
     if (synthetic)
-        st = ot_cli_synthetic_data(a, m, &data, &batch, &dflt, dims, sizeof dims, err);
+        st = ot_cli_synthetic_data(a, m, &data, &batch, &pick, err), dims = pick.dims;
     else
         st = ot_args_load_dataset(&a->inputs, a->labels, &data, err);
     if (st) goto fail;
@@ -209,11 +211,12 @@ static ot_status run_bench(bench_opts *o, double load0, ot_error *err) {
         printf("bench %s: batch %lld, %s data%s%s, optimizer %s, device %s\n\n", o->model, (long long)mr.batch,
                synthetic ? "synthetic" : "the given", *dims ? ", " : "", *dims ? dims : "",
                ot_optim_kind_name(a->optim), a->device ? a->device : "cpu");
-        if (*dims) printf("(%s bound to 8: a small default without data; --bind NAME=SIZE for another)\n\n", dims);
+        if (*dims) printf("(%s bound to %d: a small default without data; --bind NAME=SIZE for another)\n\n", dims, OT_CLI_DIM_NO_DATA);
         ot_cli_print_measure_table(stdout, &mr);
     }
     if (o->svg && (st = write_svg(o, &mr, err))) goto fail;
 fail:
+    ot_cli_batch_pick_free(&pick);
     ot_measure_free(&mr);
     ot_dataset_free(&data);
     ot_model_free(m);

@@ -12,6 +12,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/defaults.h"
 #include "ir/atomic_file.h"
 #include "ir/human_size.h"
 #include "ir/json_write.h"
@@ -30,12 +31,14 @@ static void usage(FILE *f) {
           "and with POLICY, bytes by category, recompute cost, and which activations are kept\n"
           "or recomputed, segment by segment. The figures are `train`'s for the same model,\n"
           "batch, policy and optimizer, to the byte.\n\n"
-          "data (optional: without it, --batch-size gives the batch):\n"
+          "data (optional: without it the batch is --batch-size, else the model's, else 4, and other\n"
+          "symbolic dims --bind, else 8):\n"
           OT_ARGS_HELP_DATA
           "  --val-input, --val-labels validation data as for train: its forward-only plan is\n"
           "                            made too, and --memory-budget must hold both\n"
           "  --batch-size N|auto       batch to plan for (default: the model's, else the data's\n"
-          "                            min(32, samples); auto: the largest that fits --memory-budget)\n"
+          "                            min(32, samples), else 4; auto: the largest that fits\n"
+          "                            --memory-budget)\n"
           OT_ARGS_HELP_BIND
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_PARAMS
@@ -45,7 +48,8 @@ static void usage(FILE *f) {
           "plan:\n"
           "  --remat POLICY            none, all, sqrt, every:K, selective, manual:NAME,..., auto\n"
           "                            or optimal (least recompute for the budget, as a MIP)\n"
-          "                            (default auto: selective, or the cheapest plan within the budget)\n"
+          "                            (default auto: the cheapest plan within --memory-budget; without\n"
+          "                            one the least peak within +5% FLOPs, never above none's)\n"
           "  --memory-budget SIZE      e.g. 512M, 2G: the peak auto or optimal must fit\n"
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
           "                            the best plan found and its gap. Needs CBC or GLPK at build time\n"
@@ -75,6 +79,7 @@ typedef struct plan_opts {
     bool verbose; /* -v: every value name of the segment lines */
     int64_t ranks; /* --ranks: plan a rank of a data-parallel run (0, 1: one process) */
     ot_dist *dist; /* its rank count (ot_dist_for_plan) */
+    ot_cli_batch_pick pick; /* the batch and binds when the user gives none (cli/defaults.h) */
 } plan_opts;
 
 /* One planned step: the session and what plan prints of it. */
@@ -255,6 +260,8 @@ static ot_status plan_one(const plan_opts *o, ot_model *m, ot_dataset *data, ot_
     to.plan_only = true; /* nothing here runs: the weights were never loaded */
     to.remat = policy;
     to.batch_size = batch;
+    to.bind = o->pick.binds; /* the user's, and without data the small defaults (cli/defaults.h) */
+    to.n_bind = o->pick.n_binds;
     /* a budget is what auto searches within; a fixed policy is planned as it is */
     to.memory_budget = !strcmp(policy, "auto") || !strcmp(policy, "optimal") ? o->args.memory_budget : 0;
     to.validation = val->n_arrays > 0; /* planned with the step, inside the budget, as train does */
@@ -268,39 +275,20 @@ static ot_status plan_one(const plan_opts *o, ot_model *m, ot_dataset *data, ot_
     return OT_OK;
 }
 
-/* The policy's label: its text, and for auto the budget or its absence. */
-static void policy_label(const char *policy, int64_t budget, char *label, size_t n) {
-    ot_remat_policy pol = {0};
-    if (ot_remat_policy_parse(policy, &pol, NULL) == OT_OK) ot_remat_policy_str(&pol, label, n);
-    else snprintf(label, n, "%s", policy);
-    if ((pol.kind == OT_REMAT_AUTO || pol.kind == OT_REMAT_OPTIMAL) && budget) {
-        char hb[32];
-        ot_human_size((double)budget, hb, sizeof hb);
-        size_t l = strlen(label);
-        snprintf(label + l, n - l, " (budget %s)", hb);
-    } else if (pol.kind == OT_REMAT_AUTO) {
-        size_t l = strlen(label);
-        snprintf(label + l, n - l, " (no budget: selective)");
-    }
-    ot_remat_policy_free(&pol);
-}
-
 /* --lora: the plain step with LoRA (p0) against the same step without it (base). */
 static void print_lora_saving(const plan_opts *o, const planned *p0, const planned *base) {
-    char a[32], b[32], s[32], w[32], wb[32];
+    char a[32], b[32], s[64], w[32], wb[32];
     const ot_plan *p = p0->p, *q = base->p;
     double trained = (double)(p->slab_bytes[OT_MEM_PARAMS] + p->slab_bytes[OT_MEM_GRADIENTS] + p->slab_bytes[OT_MEM_OPT_STATE]);
     double trained_b = (double)(q->slab_bytes[OT_MEM_PARAMS] + q->slab_bytes[OT_MEM_GRADIENTS] + q->slab_bytes[OT_MEM_OPT_STATE]);
-    double saved = (double)ot_plan_peak_bytes(q) - (double)ot_plan_peak_bytes(p);
     ot_human_size((double)ot_plan_peak_bytes(p), a, sizeof a);
     ot_human_size((double)ot_plan_peak_bytes(q), b, sizeof b);
-    ot_human_size(saved < 0 ? -saved : saved, s, sizeof s);
+    ot_cli_peak_change((int64_t)ot_plan_peak_bytes(q), (int64_t)ot_plan_peak_bytes(p), s, sizeof s);
     ot_human_size(trained, w, sizeof w);
     ot_human_size(trained_b, wb, sizeof wb);
-    printf("--lora %s: peak %s with --remat none instead of %s without LoRA: %s %s (%.1f%%); trained params, their "
+    printf("--lora %s: peak %s with --remat none instead of %s without LoRA: %s; trained params, their "
            "gradients and optimizer state %s instead of %s\n",
-           o->lora_text, a, b, saved >= 0 ? "saves" : "costs", s,
-           100.0 * (saved < 0 ? -saved : saved) / (double)ot_plan_peak_bytes(q), w, wb);
+           o->lora_text, a, b, s, w, wb);
 }
 
 static void print_plans(const plan_opts *o, const planned *p0, const planned *p1, const char *label, int64_t batch,
@@ -310,7 +298,9 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
     if (o->json) {
         printf("{\"model\": ");
         ot_json_string(stdout, o->model);
-        printf(", \"batch\": %lld, ", (long long)batch);
+        static const char *from[] = {"given", "model", "data", "default"};
+        printf(", \"batch\": %lld, \"batch_from\": \"%s\", \"optimizer\": \"%s\", ", (long long)batch,
+               o->batch_auto ? "auto" : from[o->pick.from], ot_optim_kind_name(o->args.optim));
         if (o->ranks > 1) printf("\"ranks\": %lld, \"batch_per\": \"rank\", ", (long long)o->ranks);
         printf("\"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [", n_nodes, n_fwd,
                n_art);
@@ -330,34 +320,43 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
         snprintf(per_rank, sizeof per_rank, " per rank (global batch %lld over %lld ranks)", (long long)(batch * o->ranks),
                  (long long)o->ranks);
     printf("%s: batch %lld%s%s, training graph %d nodes (%d forward), %d articulation points\n", o->model,
-           (long long)batch, o->batch_auto ? " (auto)" : "", per_rank, n_nodes, n_fwd, n_art);
+           (long long)batch, o->batch_auto ? " (auto)" : ot_cli_batch_note(&o->pick), per_rank, n_nodes, n_fwd, n_art);
+    if (*o->pick.dims)
+        printf("%s = %d (a small default without data; --bind NAME=SIZE for another)\n", o->pick.dims,
+               OT_CLI_DIM_NO_DATA);
+    printf("optimizer %s: its state and update are planned with the step (--optimizer for another)\n",
+           ot_optim_kind_name(o->args.optim));
     print_plan("none", p0, false, false, -1);
     print_plan(label, p1, false, true, o->verbose ? -1 : PLAN_FOLD_NAMES);
-    double saved = (double)ot_plan_peak_bytes(p0->p) - (double)ot_plan_peak_bytes(p1->p);
-    char hb[32];
-    ot_human_size(saved < 0 ? -saved : saved, hb, sizeof hb);
+    const ot_train_remat_summary *rs = ot_train_remat_info(p1->s);
     double step = step_flops(p1);
-    printf("%s %s (%.1f%% of the peak) for %.1f%% more FLOPs\n", saved >= 0 ? "saves" : "costs", hb,
-           100.0 * (saved < 0 ? -saved : saved) / (double)ot_plan_peak_bytes(p0->p),
-           step > 0 ? 100.0 * ot_train_remat_info(p1->s)->extra_flops / step : 0.0);
+    char change[64];
+    ot_cli_peak_change((int64_t)ot_plan_peak_bytes(p0->p), (int64_t)ot_plan_peak_bytes(p1->p), change, sizeof change);
+    if (rs->no_gain)
+        printf("no remat helps here: no plan within +%.0f%% FLOPs peaks below --remat none's, so auto's plan is "
+               "none's (--memory-budget SIZE searches further)\n", 100.0 * OT_REMAT_AUTO_MODEST);
+    else
+        printf("%s for %.1f%% more FLOPs\n", change, step > 0 ? 100.0 * rs->extra_flops / step : 0.0);
     if (nolora) print_lora_saving(o, p0, nolora);
 }
 
-static ot_status run_plan(const plan_opts *o, ot_error *err) {
+static ot_status run_plan(plan_opts *o, ot_error *err) {
     ot_status st = OT_OK;
     ot_model *m = NULL;
     ot_dataset data = {0}, val = {0};
     planned p0 = {0}, p1 = {0}, p2 = {0};
     ot_atomic_file *dot = NULL;
     const ot_common_args *a = &o->args;
-    const char *policy = a->remat ? a->remat : "auto";
+    const char *policy = a->remat ? a->remat : OT_CLI_REMAT_DEFAULT;
     /* one import for every plan below (and every --batch-size auto probe): each plan
      * binds its own copy of the graph. Nothing runs, so the weights are not read. */
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true};
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail;
     if ((st = check_files(o, m, err))) goto fail;
     if ((st = ot_args_load_dataset(&a->inputs, a->labels, &data, err))) goto fail;
-    int64_t batch = a->batch_size;
+    if ((st = ot_cli_pick_batch(m->graph, a, data.n_arrays ? data.n_samples : -1, &o->pick, err))) goto fail;
+    int64_t batch = o->pick.batch;
+    if (o->pick.from == OT_BATCH_NO_DATA && o->ranks > 1) batch *= o->ranks; /* the small default per rank */
     if (o->batch_auto) {
         if (!a->memory_budget) {
             st = ot_fail(err, OT_E_USAGE, "--batch-size auto needs --memory-budget SIZE");
@@ -367,6 +366,8 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
         ot_train_options_default(&to);
         ot_common_args_to_train(a, &to);
         to.remat = policy;
+        to.bind = o->pick.binds;
+        to.n_bind = o->pick.n_binds;
         int64_t max = data.n_arrays ? data.n_samples : 1 << 20;
         /* --ranks: the largest per-rank batch; the plans below take the global one */
         int64_t n = o->ranks > 1 ? o->ranks : 1;
@@ -380,7 +381,7 @@ static ot_status run_plan(const plan_opts *o, ot_error *err) {
     ot_train_print_constants_note(p0.s, stderr);
     if ((st = plan_one(o, m, &data, &val, policy, batch, &p1, err))) goto fail;
     char label[256];
-    policy_label(policy, a->memory_budget, label, sizeof label);
+    ot_cli_remat_label(policy, a->memory_budget, ot_train_remat_info(p1.s), label, sizeof label);
     batch = ot_train_batch_size(p1.s);
     if (a->lora.rank) { /* the same step without LoRA, for the saving */
         plan_opts base = *o;
@@ -415,6 +416,7 @@ fail:
     ot_train_session_free(p2.s);
     ot_dataset_free(&data);
     ot_dataset_free(&val);
+    ot_cli_batch_pick_free(&o->pick);
     ot_model_free(m);
     return st;
 }

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "cli/wait_policy.h"
 #include "cli/args.h"
+#include "cli/defaults.h"
 #include "ir/atomic_file.h"
 #include "ir/human_size.h"
 #include "remat/remat.h"
@@ -75,11 +76,14 @@ static void train_usage(FILE *f) {
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
           OT_ARGS_HELP_WAIT
-          "  --remat POLICY            none (default), all, sqrt, every:K, selective, manual:N1,N2, auto,\n"
-          "                            optimal (least recompute for --memory-budget, solved as a MIP)\n"
+          "  --remat POLICY            none, all, sqrt, every:K, selective, manual:N1,N2, auto (default),\n"
+          "                            optimal (least recompute for --memory-budget, solved as a MIP).\n"
+          "                            auto: the cheapest plan within --memory-budget; without one the\n"
+          "                            least peak within +5% FLOPs, never above none's\n"
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
           "                            the best plan found and its gap. Needs CBC or GLPK at build time\n"
-          "  --memory-budget SIZE      for --remat auto: peak bytes, e.g. 512M (K/M/G powers of 1024);\n"
+          "  --memory-budget SIZE      peak bytes, e.g. 512M (K/M/G powers of 1024): auto and optimal\n"
+          "                            plan within it, another policy is checked against it (exit 9);\n"
           "                            with --val-input it holds the training step and validation\n"
           "output:\n"
           "  -o, --output-model FILE   the tuned model (required unless --lora-save); with --lora the\n"
@@ -352,14 +356,18 @@ static void print_budget(const train_cli *t) {
         fprintf(stderr, " = %s planned\n", ot_human_size((double)used, u, sizeof u));
     }
     const ot_train_remat_summary *rs = ot_train_remat_info(t->s);
+    char label[160], change[64];
     char pk[OT_HUMAN_SIZE_LEN], pk0[OT_HUMAN_SIZE_LEN], kp[OT_HUMAN_SIZE_LEN], kp0[OT_HUMAN_SIZE_LEN];
-    if (rs->applied && rs->peak_none > 0)
+    ot_cli_remat_label(t->o.remat, ms.budget, rs, label, sizeof label);
+    ot_cli_peak_change(rs->peak_none, rs->peak, change, sizeof change);
+    if (rs->applied && rs->no_gain)
+        fprintf(stderr, "remat %s: peak %s, as without remat\n", label, ot_human_size((double)rs->peak, pk, sizeof pk));
+    else if (rs->applied && rs->peak_none > 0)
         fprintf(stderr,
-                "remat %s: peak %s instead of %s without remat (%.1f%% less); kept activations "
-                "%s instead of %s; recomputes %d nodes, +%.1f%% FLOPs per step\n",
-                t->o.remat, ot_human_size((double)rs->peak, pk, sizeof pk),
-                ot_human_size((double)rs->peak_none, pk0, sizeof pk0),
-                100.0 * (double)(rs->peak_none - rs->peak) / (double)rs->peak_none,
+                "remat %s: peak %s instead of %s without remat, %s; kept activations %s instead of %s; recomputes "
+                "%d nodes, +%.1f%% FLOPs per step\n",
+                label, ot_human_size((double)rs->peak, pk, sizeof pk),
+                ot_human_size((double)rs->peak_none, pk0, sizeof pk0), change,
                 ot_human_size((double)rs->kept, kp, sizeof kp), ot_human_size((double)rs->kept_none, kp0, sizeof kp0),
                 rs->n_clones, rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
 }

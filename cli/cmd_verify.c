@@ -1,4 +1,4 @@
-/* cmd_verify.c — `onnxtrain verify MODEL --input ... --labels ... --remat POLICY`:
+/* cmd_verify.c — `onnxtrain verify MODEL --input ... --labels ... [--remat POLICY]`:
  * one training step with --remat none and one with the policy, from the same
  * weights, data and seed, each a session as `train` builds it over the one import;
  * compares the loss, every gradient and every state update bitwise. Exit 0 only when
@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/measure_print.h"
+#include "cli/defaults.h"
 #include "ir/json_write.h"
 #include "remat/remat.h"
 #include "train/measure.h"
@@ -25,7 +26,7 @@
 #define VERIFY_TIME_STEPS 5
 
 static void usage(FILE *f) {
-    fputs("usage: onnxtrain verify MODEL --input FILE.npy --labels FILE.npy --remat POLICY [options]\n\n"
+    fputs("usage: onnxtrain verify MODEL --input FILE.npy --labels FILE.npy [--remat POLICY] [options]\n\n"
           "Runs one training step (forward, loss, backward) with --remat none and one with POLICY,\n"
           "from the same weights, data and seed, and compares the loss, every parameter gradient\n"
           "and every state update (BatchNorm running statistics) bitwise. Both steps are built as\n"
@@ -35,7 +36,8 @@ static void usage(FILE *f) {
           "prints the median step time of each, with its interquartile range, and their ratio.\n\n"
           "data:\n"
           OT_ARGS_HELP_DATA
-          "  --batch-size N            samples in the step (default: the model's batch, else all)\n"
+          "  --batch-size N            samples in the step (default: the model's batch, else train's\n"
+          "                            default, min(32, samples))\n"
           OT_ARGS_HELP_BIND
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_PARAMS
@@ -44,7 +46,8 @@ static void usage(FILE *f) {
           OT_ARGS_HELP_OPTIM
           "run:\n"
           "  --remat POLICY            none, all, sqrt, every:K, selective, manual:NAME,..., auto\n"
-          "                            or optimal (least recompute for the budget, as a MIP)\n"
+          "                            (default, as in every command) or optimal (least recompute for\n"
+          "                            the budget, as a MIP)\n"
           "  --memory-budget SIZE      budget for --remat auto or optimal (e.g. 512M)\n"
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
           "                            the best plan found and its gap. Needs CBC or GLPK at build time\n"
@@ -67,14 +70,16 @@ typedef struct verify_opts {
     const char *model;
     ot_common_args args; /* remat: the policy checked against none */
     bool json, verbose;
-    int64_t time_steps; /* timed rounds of the time line; 0: no timing */
-    double load0;       /* the load average when the command started */
+    int64_t time_steps;     /* timed rounds of the time line; 0: no timing */
+    double load0;           /* the load average when the command started */
+    ot_cli_batch_pick pick; /* the batch when the user gives none (cli/defaults.h) */
 } verify_opts;
 
 /* What one step under `policy` computed, and its remat figures. */
 typedef struct verify_step {
     ot_step_results r;
     ot_train_remat_summary rs;
+    int64_t batch;
 } verify_step;
 
 /* One step under `policy`: a session over the model (the weights borrowed and given
@@ -85,6 +90,7 @@ static ot_status run_step(const verify_opts *o, ot_model *m, ot_dataset *data, c
     ot_train_options_default(&to);
     ot_common_args_to_train(&o->args, &to);
     to.remat = policy;
+    to.batch_size = o->pick.batch;
     if (!strcmp(policy, "none")) to.memory_budget = 0; /* the budget is the policy's, not the reference's */
     to.whole_batch = true;       /* every sample unless --batch-size */
     to.keep_host_weights = true; /* the next step reads them from the model again */
@@ -92,7 +98,7 @@ static ot_status run_step(const verify_opts *o, ot_model *m, ot_dataset *data, c
     ot_train_session *s = NULL;
     ot_status st = ot_train_session_new(m, &to, data, true, &s, err);
     if (!st) st = ot_train_step_results(s, data, &out->r, err);
-    if (!st) out->rs = *ot_train_remat_info(s);
+    if (!st) out->rs = *ot_train_remat_info(s), out->batch = ot_train_batch_size(s);
     ot_train_session_free(s);
     return st;
 }
@@ -153,12 +159,13 @@ static ot_status measure(const verify_opts *o, ot_model *m, ot_dataset *data, ot
     ot_train_options to;
     ot_train_options_default(&to);
     ot_common_args_to_train(&o->args, &to);
-    to.whole_batch = true; /* the batch verify compared: every sample unless --batch-size */
+    to.batch_size = o->pick.batch; /* the batch verify compared */
+    to.whole_batch = true;
     ot_measure_config cfg[2] = {{.remat = "none"}, {.remat = o->args.remat, .memory_budget = o->args.memory_budget}};
     return ot_measure_run(m, &to, data, cfg, 2, o->time_steps, o->load0, mr, err);
 }
 
-static ot_status run_verify(const verify_opts *o, ot_error *err) {
+static ot_status run_verify(verify_opts *o, ot_error *err) {
     ot_status st = OT_OK;
     ot_dataset data = {0};
     ot_model *m = NULL;
@@ -168,6 +175,7 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail; /* once, for both steps */
     if ((st = ot_args_load_dataset(&a->inputs, a->labels, &data, err))) goto fail;
+    if ((st = ot_cli_pick_batch(m->graph, a, data.n_samples, &o->pick, err))) goto fail;
     if ((st = run_step(o, m, &data, "none", &v0, err))) goto fail;
     if ((st = run_step(o, m, &data, a->remat, &v1, err))) goto fail;
     if (v0.r.n != v1.r.n) {
@@ -182,8 +190,10 @@ static ot_status run_verify(const verify_opts *o, ot_error *err) {
         printf(", \"remat\": ");
         ot_json_string(stdout, a->remat);
         printf(", \"tensors\": [");
-    } else if (o->verbose) {
-        printf("%-48s %-7s %s\n", "tensor", "equal", "max |diff|");
+    } else { /* what it assumed */
+        printf("batch %lld%s, optimizer %s (for the memory figures), --remat %s against none\n",
+               (long long)v0.batch, ot_cli_batch_note(&o->pick), ot_optim_kind_name(a->optim), a->remat);
+        if (o->verbose) printf("%-48s %-7s %s\n", "tensor", "equal", "max |diff|");
     }
     for (int i = 0; i < v0.r.n; i++) {
         bool eq = false;
@@ -207,6 +217,7 @@ fail:
     ot_step_results_free(&v0.r);
     ot_step_results_free(&v1.r);
     ot_dataset_free(&data);
+    ot_cli_batch_pick_free(&o->pick);
     ot_model_free(m);
     return st;
 }
@@ -249,7 +260,7 @@ int ot_cmd_verify(int argc, char **argv) {
     }
     if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
     if (!st && o.args.inputs.n == 0) st = ot_fail(&err, OT_E_USAGE, "missing --input FILE.npy");
-    if (!st && !o.args.remat) st = ot_fail(&err, OT_E_USAGE, "missing --remat POLICY (the policy to check against none)");
+    if (!o.args.remat) o.args.remat = OT_CLI_REMAT_DEFAULT;
     if (st) {
         fprintf(stderr, "onnxtrain verify: %s\nRun 'onnxtrain verify --help' for the options.\n", err.msg);
         ot_common_args_free(&o.args);

@@ -14,7 +14,7 @@ static void usage(FILE *f) {
           "       onnxtrain <command> [options]\n\n"
           "The bare form, `onnxtrain [OPTIONS] MODEL.onnx`, is `train` with defaults: with --input and\n"
           "--labels it trains and writes MODEL.tuned.onnx in the current folder (never over an existing\n"
-          "file; -o FILE for another) with --remat auto; without data it plans a step, checks on\n"
+          "file; -o FILE for another); without data it plans a step, checks on\n"
           "synthetic inputs that the policy's step is bitwise the plain one, and prints the command\n"
           "that trains. It applies when the first argument is not a command but an option, a word\n"
           "ending in .onnx or an existing file; anything else is an unknown command. Details:\n"
@@ -28,7 +28,9 @@ static void usage(FILE *f) {
           "  verify   prove a rematerialized step is bitwise equal to the plain one\n"
           "  report   draw the loss curve of a training report (JSON) as SVG\n"
           "  bench    measure step time and peak memory of remat policies against none\n\n"
-          "Run 'onnxtrain <command> --help' for the options of each command.\n"
+          "Run 'onnxtrain <command> --help' for the options of each command. Every command defaults\n"
+          "to --remat auto: without --memory-budget the least planned peak within +5% FLOPs, never\n"
+          "above --remat none's; with it the cheapest plan that fits.\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported,\n"
           "7 shape, 8 data, 9 memory, 10 numerics, 11 mismatch, 12 device, 13 peer rank, 70 internal.\n",
           f);

@@ -85,7 +85,12 @@ ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurem
                                   ot_error *err) {
     ot_remat_rewrite rw;
     int n_clones = 0;
-    ot_remat_search_cost(s, keep, &n_clones); /* marks the clones from the search's copy */
+    double est = ot_remat_search_cost(s, keep, &n_clones); /* marks the clones from the search's copy */
+    if (est > s->cost_cap) { /* over the no-budget search's cap: never chosen, so not planned */
+        if (m_out) *m_out = (ot_remat_measurement){.peak = INT64_MAX, .n_top = INT64_MAX};
+        if (cost_out) *cost_out = est;
+        return OT_OK;
+    }
     ot_status st = ot_remat_apply_marked(s->g, s->a, keep, s->walk_cloned, n_clones, &s->rw_buf, &rw, err);
     if (st != OT_OK) return st;
     ot_remat_measurement m = {.scratch = s->scratch};
@@ -126,7 +131,7 @@ ot_status ot_remat_search_try(search *s, const bool *keep, int64_t *peak_out, do
 /* Segment plans: every:K for K on a ladder from 1 to n_art (from `all`-like to
  * none), and tapered segmentations (first segment T units, each next one unit less)
  * for T on a ladder. */
-static ot_status try_segment_ladder(search *s, bool *keep, ot_error *err) {
+ot_status ot_remat_try_segment_ladder(search *s, bool *keep, ot_error *err) {
     const ot_remat_analysis *a = s->a;
     int last = -1;
     for (double k = 1.0; k <= (double)a->n_art + 0.5; k *= 1.25) {
@@ -164,7 +169,7 @@ int ot_remat_ranked_desc(const void *x, const void *y) {
 /* keep = none minus the first k entries of order; with chains, the candidates the
  * backward pass does not read are not kept either (a clone recomputes them rather
  * than holding them), so that the longest prefix is the least-memory plan. */
-static void prefix_keep(const search *s, const ranked *order, int k, bool chains, bool *keep) {
+void ot_remat_prefix_keep(const search *s, const ranked *order, int k, bool chains, bool *keep) {
     const ot_remat_analysis *a = s->a;
     for (int v = 0; v < a->n_values; v++) keep[v] = a->candidate[v] && (!chains || a->saved[v] || a->pinned[v]);
     for (int i = 0; i < k; i++) keep[order[i].v] = false;
@@ -174,12 +179,12 @@ static void prefix_keep(const search *s, const ranked *order, int k, bool chains
 static ot_status bisect_order(search *s, const ranked *order, int n, bool chains, bool *keep, ot_error *err) {
     int lo = 0, hi = n; /* invariant (assumed): prefix hi fits if anything does */
     int64_t peak = 0;
-    prefix_keep(s, order, hi, chains, keep);
+    ot_remat_prefix_keep(s, order, hi, chains, keep);
     ot_status st = ot_remat_search_try(s, keep, &peak, NULL, err);
     if (st != OT_OK || peak > s->budget) return st;
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
-        prefix_keep(s, order, mid, chains, keep);
+        ot_remat_prefix_keep(s, order, mid, chains, keep);
         st = ot_remat_search_try(s, keep, &peak, NULL, err);
         if (st != OT_OK) return st;
         if (peak <= s->budget) hi = mid;
@@ -188,9 +193,11 @@ static ot_status bisect_order(search *s, const ranked *order, int n, bool chains
     return OT_OK;
 }
 
-/* Lexicographic score of a plan: fitting plans by (cost, peak), the others after
- * them by (peak, cost). Lower is better. */
+/* Lexicographic score of a plan: plans within the cost cap first (no cap but for
+ * auto without a budget), fitting plans by (cost, peak), the others after them by
+ * (peak, cost). Lower is better. */
 static bool better(const search *s, ot_remat_measurement m, double c, ot_remat_measurement cur, double cur_c) {
+    if ((c <= s->cost_cap) != (cur_c <= s->cost_cap)) return c <= s->cost_cap;
     bool fit = s->budget >= 0 && m.peak <= s->budget, cur_fit = s->budget >= 0 && cur.peak <= s->budget;
     if (fit != cur_fit) return fit;
     if (fit) return c < cur_c || (c == cur_c && m.peak < cur.peak);
@@ -273,7 +280,7 @@ static ot_status min_peak_search(search *s, bool *keep, int *vars, ot_error *err
     ot_remat_policy p = {.kind = OT_REMAT_SQRT};
     ot_status st = ot_remat_policy_keep(s->g, a, &p, keep, err);
     if (st == OT_OK) st = ot_remat_search_try(s, keep, NULL, NULL, err);
-    if (st == OT_OK) st = try_segment_ladder(s, keep, err);
+    if (st == OT_OK) st = ot_remat_try_segment_ladder(s, keep, err);
     if (st == OT_OK) {
         int n = ot_remat_search_vars(s->g, a, false, vars);
         memcpy(keep, s->min_keep, (size_t)a->n_values * sizeof(bool));
@@ -338,7 +345,7 @@ static bool walk_init(search *s) {
     return true;
 }
 
-static void search_free(search *s) {
+void ot_remat_search_free(search *s) {
     free(s->best);
     free(s->min_keep);
     ot_plan_scratch_free(s->scratch);
@@ -350,10 +357,11 @@ static void search_free(search *s) {
     free(s->walk_cloned);
 }
 
-static ot_status search_init(search *s, ot_graph *g, const ot_remat_analysis *a, int64_t budget,
+ot_status ot_remat_search_init(search *s, ot_graph *g, const ot_remat_analysis *a, int64_t budget,
                              ot_remat_measure_fn measure, void *user, ot_remat_auto_stats *stats, ot_error *err) {
     memset(stats, 0, sizeof *stats);
-    *s = (search){.g = g, .a = a, .measure = measure, .user = user, .budget = budget, .stats = stats};
+    *s = (search){.g = g, .a = a, .measure = measure, .user = user, .budget = budget, .stats = stats,
+                  .cost_cap = HUGE_VAL};
     s->best = ot_xcalloc((size_t)a->n_values, sizeof(bool));
     s->min_keep = ot_xcalloc((size_t)a->n_values, sizeof(bool));
     s->scratch = ot_plan_scratch_new();
@@ -373,7 +381,7 @@ ot_status ot_remat_least_memory(ot_graph *g, const ot_remat_analysis *a, ot_rema
     int nv = a->n_values;
     bool *keep = ot_xcalloc((size_t)nv, sizeof(bool));
     int *vars = ot_xcalloc((size_t)nv, sizeof(int));
-    ot_status st = search_init(&s, g, a, -1, measure, user, &stats, err);
+    ot_status st = ot_remat_search_init(&s, g, a, -1, measure, user, &stats, err);
     if (st == OT_OK && (!keep || !vars)) st = ot_fail(err, OT_E_MEMORY, "remat: out of memory for %d values", nv);
     if (st == OT_OK) st = min_peak_search(&s, keep, vars, err);
     if (st == OT_OK) { /* then the cheapest plan at that peak */
@@ -388,7 +396,7 @@ ot_status ot_remat_least_memory(ot_graph *g, const ot_remat_analysis *a, ot_rema
     }
     free(keep);
     free(vars);
-    search_free(&s);
+    ot_remat_search_free(&s);
     return st;
 }
 
@@ -397,7 +405,7 @@ ot_status ot_remat_least_memory(ot_graph *g, const ot_remat_analysis *a, ot_rema
  * not read. Freeing a value whose input is such a candidate (a Transpose of a view of
  * a MatMul) frees nothing unless that chain is recomputed too. stamp/stack: scratch,
  * stamp[node] == tag marks a visited node. */
-static double closure_flops(const ot_graph *g, const ot_remat_analysis *a, int v, int *stamp, int tag, int *stack) {
+double ot_remat_closure_flops(const ot_graph *g, const ot_remat_analysis *a, int v, int *stamp, int tag, int *stack) {
     double f = 0.0;
     int sp = 0;
     stack[sp++] = g->values[v].producer;
@@ -425,7 +433,7 @@ static ot_status closure_orders(search *s, const int *vars, int n, ranked *order
     ot_status st = OT_OK;
     if (!stamp || !stack || !cf) st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", n);
     for (int i = 0; i < n && !st; i++) {
-        cf[i] = closure_flops(s->g, a, vars[i], stamp, i + 1, stack);
+        cf[i] = ot_remat_closure_flops(s->g, a, vars[i], stamp, i + 1, stack);
         order[i] = (ranked){vars[i], (double)ot_remat_value_bytes(s->g, vars[i]) / (1.0 + cf[i])};
     }
     if (!st) {
@@ -443,9 +451,6 @@ static ot_status closure_orders(search *s, const int *vars, int n, ranked *order
     return st;
 }
 
-/* Exchanges are tried on graphs with at most this many search variables: their
- * count grows as its square (a 5,000-node graph has ~1,700, and skips them). */
-#define SWAP_MAX_VARS 200
 
 typedef struct swap {
     double cost;
@@ -621,7 +626,7 @@ static ot_status unclone_search(search *s, bool *keep, const int *vars, int n, o
     if (!stamp || !stack || !cloned || !group || !mstack || !cf || !top)
         st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d nodes", a->n_nodes);
     int tag = 0;
-    for (int i = 0; i < n && !st; i++) cf[i] = closure_flops(s->g, a, vars[i], stamp, ++tag, stack);
+    for (int i = 0; i < n && !st; i++) cf[i] = ot_remat_closure_flops(s->g, a, vars[i], stamp, ++tag, stack);
     bool improved = s->have_best;
     for (int round = 0; round < 4 && improved && !st; round++) {
         improved = false;
@@ -644,7 +649,7 @@ static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t bu
     bool *keep = ot_xcalloc((size_t)nv, sizeof(bool));
     int *vars = ot_xcalloc((size_t)nv, sizeof(int));
     ranked *order = ot_xcalloc((size_t)nv, sizeof(ranked));
-    ot_status st = search_init(&s, g, a, budget, measure, user, stats, err);
+    ot_status st = ot_remat_search_init(&s, g, a, budget, measure, user, stats, err);
     if (st != OT_OK) goto fail;
     if (!keep || !order || !vars) {
         st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", nv);
@@ -658,7 +663,7 @@ static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t bu
         if (st != OT_OK) goto fail;
         if (i == 0 && s.have_best) goto done; /* nothing to recompute: none fits */
     }
-    st = try_segment_ladder(&s, keep, err);
+    st = ot_remat_try_segment_ladder(&s, keep, err);
     if (st != OT_OK) goto fail;
 
     /* Greedy orders over the saved values, bisected: bytes per FLOP, then FLOPs. */
@@ -701,7 +706,7 @@ static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t bu
     n = ot_remat_search_vars(g, a, false, vars);
     st = ot_remat_search_flips(&s, keep, vars, n, ot_remat_eval_cap(n), err);
     /* exchanges, then flips again from what they found, while either lowers the cost */
-    for (int round = 0; round < 4 && st == OT_OK && n <= SWAP_MAX_VARS; round++) {
+    for (int round = 0; round < 4 && st == OT_OK && n <= OT_REMAT_SWAP_MAX_VARS; round++) {
         double before = s.best_cost;
         st = ot_remat_search_swaps(&s, keep, vars, n, ot_remat_eval_cap(n), false, err);
         if (st == OT_OK) st = unclone_search(&s, keep, vars, n, err);
@@ -721,7 +726,7 @@ fail:
     free(keep);
     free(order);
     free(vars);
-    search_free(&s);
+    ot_remat_search_free(&s);
     return st;
 }
 
@@ -769,8 +774,9 @@ ot_status ot_remat_choose(ot_graph *g, const ot_remat_analysis *a, const ot_rema
         if (!measure) return ot_fail(err, OT_E_INTERNAL, "remat optimal: no memory measure given");
         return ot_remat_optimal(g, a, p->budget_bytes, p->time_limit_s, measure, user, keep, NULL, err);
     }
-    if (p->kind == OT_REMAT_AUTO && p->budget_bytes > 0) {
+    if (p->kind == OT_REMAT_AUTO) {
         if (!measure) return ot_fail(err, OT_E_INTERNAL, "remat auto: no memory measure given");
+        if (p->budget_bytes <= 0) return ot_remat_auto_modest(g, a, measure, user, keep, NULL, err);
         return ot_remat_auto(g, a, p->budget_bytes, measure, user, keep, NULL, err);
     }
     return ot_remat_policy_keep(g, a, p, keep, err);

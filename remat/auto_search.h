@@ -42,6 +42,10 @@ typedef struct ot_remat_search {
     ot_remat_measure_fn measure;
     void *user;
     int64_t budget;
+    /* Recompute FLOPs a plan may cost (auto without a budget: remat/auto_modest.c);
+     * HUGE_VAL otherwise. A dearer plan is not planned: its measurement is a peak of
+     * INT64_MAX, and it is never the best nor the least-peak plan. */
+    double cost_cap;
     ot_remat_auto_stats *stats;
     bool *best;      /* cheapest feasible keep set so far */
     double best_cost;
@@ -59,6 +63,14 @@ typedef struct ot_remat_search {
     ot_remat_rewrite_buf rw_buf; /* the measurements' rewrites' arrays */
 } ot_remat_search;
 
+/* Sets up a search of g under budget (-1: none fits; the least-peak searches), cost_cap
+ * HUGE_VAL; free with ot_remat_search_free. stats is zeroed and filled by the search. */
+ot_status ot_remat_search_init(ot_remat_search *s, ot_graph *g, const ot_remat_analysis *a, int64_t budget,
+                               ot_remat_measure_fn measure, void *user, ot_remat_auto_stats *stats, ot_error *err);
+void ot_remat_search_free(ot_remat_search *s);
+/* Measures the segment plans: every:K on a ladder of K, and tapered segmentations. */
+ot_status ot_remat_try_segment_ladder(ot_remat_search *s, bool *keep, ot_error *err);
+
 /* A value (or index) and its sort key; ot_remat_ranked_desc sorts by key, highest
  * first, then by v. */
 typedef struct ot_remat_ranked {
@@ -66,6 +78,14 @@ typedef struct ot_remat_ranked {
     double key;
 } ot_remat_ranked;
 int ot_remat_ranked_desc(const void *x, const void *y);
+
+/* keep = none minus the first k values of order; with chains, the candidates the
+ * backward pass does not read are not kept either. */
+void ot_remat_prefix_keep(const ot_remat_search *s, const ot_remat_ranked *order, int k, bool chains, bool *keep);
+/* FLOPs of recomputing saved value v: its producer and, back through its inputs, every
+ * candidate the backward pass does not read. stamp/stack: a->n_nodes + 1 of scratch,
+ * stamp[node] == tag marks a visited node. */
+double ot_remat_closure_flops(const ot_graph *g, const ot_remat_analysis *a, int v, int *stamp, int tag, int *stack);
 
 /* ot_remat_keep_cost(s->g, s->a, keep, NULL), the same value to the bit (the same
  * clones, summed in node id order), from the search's copy of the graph. The clones
@@ -115,6 +135,10 @@ int ot_remat_costly_clones(const ot_remat_search *s, bool *cloned, int *stack, o
  * does not read and are not kept yet; writes them to undo (OT_REMAT_FRONTIER_MAX room)
  * and returns how many. */
 int ot_remat_frontier_keep(const ot_graph *g, const ot_remat_analysis *a, bool *keep, int v, int *undo);
+
+/* Exchanges (ot_remat_search_swaps) are tried on graphs with at most this many search
+ * variables: their count grows as its square (a 5,000-node graph has ~1,700, and skips them). */
+#define OT_REMAT_SWAP_MAX_VARS 200
 
 /* The second phase (and auto's second search, remat/auto.c) runs on graphs of at most
  * this many candidates (its exchanges grow as the square: a 5,000-node graph has ~3,300

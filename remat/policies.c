@@ -182,11 +182,8 @@ ot_status ot_remat_policy_keep(const ot_graph *g, const ot_remat_analysis *a, co
                        p->budget_bytes > 0 ? "remat: optimal is chosen by ot_remat_optimal"
                                            : "--remat optimal needs --memory-budget SIZE: the least recompute "
                                              "cost is for a budget");
-    case OT_REMAT_AUTO:
-        if (p->budget_bytes > 0)
-            return ot_fail(err, OT_E_INTERNAL, "remat: auto with a budget is chosen by ot_remat_auto");
-        /* auto without a budget is selective */
-        /* fall through */
+    case OT_REMAT_AUTO: /* every plan of auto's is measured: ot_remat_choose */
+        return ot_fail(err, OT_E_INTERNAL, "remat: auto is chosen by ot_remat_auto or ot_remat_auto_modest");
     case OT_REMAT_SELECTIVE:
         for (int v = 0; v < a->n_values; v++)
             if (a->candidate[v] && !cheap_op(g->nodes[g->values[v].producer].op)) keep[v] = true;

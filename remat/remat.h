@@ -79,7 +79,8 @@ typedef enum ot_remat_kind {
                          * reads (every K-th layer / residual block) */
     OT_REMAT_SELECTIVE, /* recompute pointwise / norm / view / layout / dropout outputs */
     OT_REMAT_MANUAL,    /* keep exactly the values whose names match the globs */
-    OT_REMAT_AUTO,      /* least cost under budget_bytes; selective without a budget */
+    OT_REMAT_AUTO,      /* least cost under budget_bytes; without a budget the least peak at
+                         * modest recompute, never above none's (ot_remat_auto_modest) */
     OT_REMAT_OPTIMAL,   /* least cost under budget_bytes, solved as a MIP (remat/optimal.c) */
 } ot_remat_kind;
 
@@ -101,7 +102,7 @@ const char *ot_remat_policy_str(const ot_remat_policy *p, char *buf, size_t n);
 /* Parses a size: "512M", "2G", "1.5GiB", "4096" (bytes); K/M/G/T are powers of 1024. */
 ot_status ot_parse_size(const char *text, int64_t *bytes, ot_error *err);
 
-/* Fills keep[a->n_values] for every policy but auto-with-budget and optimal. A manual glob that
+/* Fills keep[a->n_values] for every policy but auto and optimal (chosen by measuring). A manual glob that
  * matches no candidate is OT_E_USAGE naming it. */
 ot_status ot_remat_policy_keep(const ot_graph *g, const ot_remat_analysis *a, const ot_remat_policy *p,
                                bool *keep, ot_error *err);
@@ -175,6 +176,10 @@ typedef struct ot_remat_auto_stats {
     int64_t peak;         /* peak of the chosen plan */
     int64_t min_peak;     /* smallest peak seen (the `all`-like plans) */
     double cost;          /* recompute FLOPs of the chosen plan */
+    /* auto without a budget (ot_remat_auto_modest) only: */
+    int64_t none_peak;    /* peak of --remat none */
+    double cost_cap;      /* the recompute FLOPs a plan might cost (OT_REMAT_AUTO_MODEST of the step) */
+    bool no_gain;         /* no plan within the cap peaked below none: the plan is none */
 } ot_remat_auto_stats;
 
 /* Chooses the keep set with the least recompute cost whose measured peak is at most
@@ -184,6 +189,21 @@ typedef struct ot_remat_auto_stats {
  * stating the smallest peak found. g is unchanged on return. */
 ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
                         void *user, bool *keep, ot_remat_auto_stats *stats, ot_error *err);
+
+/* "Modest" recompute, what auto without a budget may spend: at most this share of the
+ * step's FLOPs (ot_remat_analysis.step_flops). Selective recompute, Megatron's, costs
+ * some 2-4% on transformers; segment checkpointing (sqrt, all) about one more forward
+ * pass, 20-35%. */
+#define OT_REMAT_AUTO_MODEST 0.05
+
+/* auto without a budget: the keep set of least measured peak among the plans whose
+ * recompute FLOPs are at most OT_REMAT_AUTO_MODEST of the step (the policy plans,
+ * segment ladders and greedy prefixes within that cap, then local search on (peak,
+ * cost)), and the cheapest plan found at that peak. Never a plan whose peak exceeds
+ * none's: when no plan within the cap peaks below none, keep is none's (every
+ * candidate kept) and stats->no_gain is set. g is unchanged on return. */
+ot_status ot_remat_auto_modest(ot_graph *g, const ot_remat_analysis *a, ot_remat_measure_fn measure, void *user,
+                               bool *keep, ot_remat_auto_stats *stats, ot_error *err);
 
 /* The `all` policy: keep only segment inputs, with the segmentation (every:K over the
  * articulation values, and sqrt) whose measured peak is least; among plans within 1%
@@ -230,8 +250,8 @@ ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budg
                            ot_remat_measure_fn measure, void *user, bool *keep, ot_remat_optimal_stats *stats,
                            ot_error *err);
 
-/* Any policy to a keep set: `all` and `auto` with a budget measure plans with
- * measure/user (see above), the others are ot_remat_policy_keep. */
+/* Any policy to a keep set: `all`, `auto` (with or without a budget) and `optimal` measure
+ * plans with measure/user (see above), the others are ot_remat_policy_keep. */
 ot_status ot_remat_choose(ot_graph *g, const ot_remat_analysis *a, const ot_remat_policy *p,
                           ot_remat_measure_fn measure, void *user, bool *keep, ot_error *err);
 

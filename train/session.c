@@ -313,7 +313,13 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
         st = ot_remat_optimal(s->g, &s->an, s->pol.budget_bytes, s->pol.time_limit_s, measure_step, &mu, s->keep,
                               &s->ostats, err);
     }
-    else
+    else if (s->pol.kind == OT_REMAT_AUTO) { /* no budget: the least peak at modest recompute */
+        ot_remat_auto_stats as = {0};
+        st = ot_remat_auto_modest(s->g, &s->an, measure_step, &mu, s->keep, &as, err);
+        s->remat.modest = true;
+        s->remat.no_gain = as.no_gain;
+        s->remat.modest_cap = as.cost_cap;
+    } else
         st = ot_remat_choose(s->g, &s->an, &s->pol, measure_step, &mu, s->keep, err);
     s->choose_seconds = now_s() - t0;
     ot_remat_rewrite rw = {0};

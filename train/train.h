@@ -154,6 +154,11 @@ typedef struct ot_train_remat_summary {
     int64_t kept_none, kept;          /* forward activation bytes kept for the backward */
     double extra_flops, step_flops;   /* recompute FLOPs, FLOPs of the plain step */
     int n_clones;
+    /* auto without a budget (ot_remat_auto_modest): searched within modest_cap FLOPs, and
+     * no_gain when no plan peaked below none's (then the plan is none's) */
+    bool modest;
+    bool no_gain;
+    double modest_cap;
 } ot_train_remat_summary;
 const ot_train_remat_summary *ot_train_remat_info(const ot_train_session *s);
 

@@ -154,12 +154,13 @@ void ot_train_memory_advice(ot_model *m, const ot_train_options *o, int64_t n_sa
     append(err, ". Measured alternatives:");
     /* with validation these are the training step's figures: its plan comes on top */
     const char *alone = o->validation ? " for the training step, validation on top" : "";
-    if (strcmp(policy, "all") && !is_auto) /* auto's own message states the least peak */
+    bool auto_said = is_auto && budget > 0; /* auto within a budget: its own message states the least peak */
+    if (strcmp(policy, "all") && !auto_said)
         append(err, " --remat all needs %lld bytes (%.1f MiB)%s%s", (long long)all, mib(all), alone,
                fits_all && !o->validation ? ", within the budget (--remat auto picks the cheapest plan that fits)" : "");
     if (budget > 0) {
         if (fits_all) return;
-        if (strcmp(policy, "all") && !is_auto) append(err, ";");
+        if (strcmp(policy, "all") && !auto_said) append(err, ";");
         /* the largest batch that fits, under the user's policy first, then the least-memory one */
         const char *tries[2] = {is_auto ? "all" : policy, "all"};
         for (int k = 0; k < 2; k++) {

@@ -18,6 +18,8 @@ Checks, each against PyTorch's references in DIR/NAME/:
           A dynamo export also fails when onnxtrain trains a tensor PyTorch's graph holds
           constant (a table the exporter folded: docs/training.md, "Which initializers train")
   verify  --remat sqrt, selective and auto on NAME.onnx (with Dropout): bitwise equal
+  plan    `plan --remat auto` without a budget, with and without --lora 4 (LoRA on the
+          models it has targets for): auto's planned peak at most --remat none's (issue 31)
   train   5 SGD steps on one batch: every loss finite, the last below the first, at lr 0.01
           on NAME.onnx; a graph on which PyTorch's own SGD does not lower the loss at every
           step at 0.01 (export_zoo.py TRAIN_LRS: BatchNorm frozen in inference form) is
@@ -181,6 +183,32 @@ def check_verify(exe, m, row):
     return row["verify"] == "ok"
 
 
+def check_plan(exe, m, row):
+    """auto without a budget never plans more than none (remat/auto_modest.c); the cell
+    gives auto's saving in % of none's peak (LoRA's after the slash, '-' when the model has
+    no default LoRA target)."""
+    cells = []
+    for extra in ([], ["--lora", "4"]):
+        rc, out, err = run([exe, "plan", m.path("onnx"), *m.data, *m.bind, *m.labels, "--remat", "auto", "--json",
+                            "--threads", "1", *extra])
+        if rc != 0 and extra and "no weight that takes an adapter" in err:
+            cells.append("-")
+            continue
+        if rc != 0:
+            row["plan"] = f"exit {rc}"
+            row.setdefault("note", f"plan{' --lora 4' if extra else ''}: {last_line(err)}")
+            return False
+        plans = json.loads(out)["plans"]
+        none, auto = plans[0]["peak_bytes"], plans[1]["peak_bytes"]
+        if auto > none:
+            row["plan"] = "FAIL"
+            row.setdefault("note", f"plan --remat auto{' --lora 4' if extra else ''}: peak {auto} > none's {none}")
+            return False
+        cells.append(f"{100.0 * (none - auto) / none:.0f}%")
+    row["plan"] = "/".join(cells)
+    return True
+
+
 def check_train(exe, m, row, tmp):
     report = os.path.join(tmp, "report.json")
     tr = m.man.get("train", {})
@@ -235,21 +263,21 @@ def check_eval(exe, m, row, tmp):
 
 def run_model(exe, zoo, name):
     m = Model(zoo, name)
-    row = dict(model=name, family=m.man["family"], nodes="?", ops="?", info="-", grad="-", verify="-",
+    row = dict(model=name, family=m.man["family"], nodes="?", ops="?", info="-", grad="-", verify="-", plan="-",
                train="-", eval="-", step_ms="", grad_err="", kinks="", eval_err="")
     if not check_info(exe, m, row):
         return row, "blocked" if row["info"] == "blocked" else "fail"
     tmp = tempfile.mkdtemp(prefix=f"zoo-{name}-")
     try:
-        ok = [check_grad(exe, m, row, tmp), check_verify(exe, m, row), check_train(exe, m, row, tmp),
-              check_eval(exe, m, row, tmp)]
+        ok = [check_grad(exe, m, row, tmp), check_verify(exe, m, row), check_plan(exe, m, row),
+              check_train(exe, m, row, tmp), check_eval(exe, m, row, tmp)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return row, "pass" if all(ok) else "fail"
 
 
 COLS = (("model", 19), ("family", 22), ("nodes", 5), ("ops", 3), ("info", 7), ("grad", 5), ("grad_err", 15),
-        ("kinks", 5), ("verify", 9), ("train", 9), ("eval", 5), ("eval_err", 8), ("step_ms", 7))
+        ("kinks", 5), ("verify", 9), ("plan", 7), ("train", 9), ("eval", 5), ("eval_err", 8), ("step_ms", 7))
 
 
 def print_row(row):
@@ -263,12 +291,12 @@ def markdown(rows, zoo):
     def passed(r):
         return all(str(r.get(k, "")).split("@")[0] == "ok" for k in ("info", "grad", "verify", "train", "eval"))
     out = [f"zoo {zoo}: {sum(map(passed, rows))} of {len(rows)} pass every check", "",
-           "| family | model | nodes | ops | grad err (ours / PyTorch f32) | near kinks | verify | train | eval err | step ms |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| family | model | nodes | ops | grad err (ours / PyTorch f32) | near kinks | verify | auto saves (/ lora 4) | train | eval err | step ms |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["family"], r["model"])):
         grad = f"{r['grad']} {r.get('grad_err', '')}".strip()
         out.append(f"| {r['family']} | {r['model']} | {r['nodes']} | {r['ops']} | {grad} | {r.get('kinks', '')} | "
-                   f"{r['verify']} | {r['train']} | {r.get('eval_err', '')} | {r.get('step_ms', '')} |")
+                   f"{r['verify']} | {r.get('plan', '')} | {r['train']} | {r.get('eval_err', '')} | {r.get('step_ms', '')} |")
     notes = [f"- {r['model']}: {r['note']}" for r in rows if r.get("note")]
     return "\n".join(out + ([""] + notes if notes else [])) + "\n"
 
