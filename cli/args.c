@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/args.h"
 #include "cli/wait_policy.h"
@@ -240,6 +241,27 @@ static ot_status lora_targets(ot_common_args *a, const char *arg, ot_error *err)
     return OT_OK;
 }
 
+/* --output NAME, the old spelling of --loss-output: a file name (".onnx", a folder)
+ * was meant for -o, and is refused saying so; a plain name still names the model
+ * output the loss reads (ot_args_notes says it is now --loss-output). */
+static ot_status old_output(ot_common_args *a, const char *arg, ot_error *err) {
+    size_t n = arg ? strlen(arg) : 0;
+    if (n == 0) return ot_fail(err, OT_E_USAGE, "--output: missing value");
+    if (strchr(arg, '/') || (n > 5 && !strcasecmp(arg + n - 5, ".onnx")))
+        return ot_fail(err, OT_E_USAGE, "--output %s: the tuned model file is -o %s (--output-model); --output was the "
+                       "model output the loss reads, now --loss-output NAME", arg, arg);
+    a->loss.output_name = arg;
+    a->output_old = true;
+    return OT_OK;
+}
+
+void ot_args_notes(const ot_common_args *a, const char *cmd, FILE *f) {
+    if (a->output_old)
+        fprintf(f, "onnxtrain %s: note: --output %s read as --loss-output %s (the model output the loss reads; "
+                "--output is its old name); -o FILE names the tuned model file\n", cmd, a->loss.output_name,
+                a->loss.output_name);
+}
+
 ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *handled, ot_error *err) {
     static const ot_args_real_range beta_range = {.min = 0, .has_max = true, .max = 1, .max_exclusive = true};
     int64_t v;
@@ -250,11 +272,16 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_LABELS: a->labels = arg; return OT_OK;
     case OT_ARG_LOSS: return ot_loss_kind_parse(arg, &a->loss.kind, err);
     case OT_ARG_OUTPUT: a->loss.output_name = arg; return OT_OK;
+    case OT_ARG_OUTPUT_OLD: return old_output(a, arg, err);
     case OT_ARG_CLASS_AXIS:
         if (!(st = ot_args_int("--class-axis", arg, -OT_MAX_RANK, OT_MAX_RANK - 1, &v, err)))
             a->loss.class_axis = (int)v;
         return st;
     case OT_ARG_IGNORE:
+        if (arg && !strcmp(arg, "none")) { /* every label must be a class */
+            a->loss.has_ignore_index = false;
+            return OT_OK;
+        }
         if (!(st = ot_args_int("--ignore-index", arg, INT64_MIN, INT64_MAX, &v, err))) {
             a->loss.has_ignore_index = true;
             a->loss.ignore_index = v;
@@ -302,6 +329,8 @@ void ot_common_args_init(ot_common_args *a) {
     memset(a, 0, sizeof *a);
     a->loss.kind = OT_LOSS_CROSS_ENTROPY;
     a->loss.class_axis = -1;
+    a->loss.has_ignore_index = true; /* as torch.nn.CrossEntropyLoss: labels of -100 count nothing */
+    a->loss.ignore_index = OT_DEFAULT_IGNORE_INDEX;
     a->optim = OT_OPTIM_SGD;
     a->lr = a->momentum = a->weight_decay = a->beta1 = a->beta2 = a->eps = NAN;
     a->schedule = OT_SCHED_CONSTANT;

@@ -48,7 +48,9 @@ static void train_usage(FILE *f) {
           "                            (--memory-budget covers both; the params are shared).\n"
           "  --batch-size N|auto       samples per micro-batch (default: the model's fixed batch,\n"
           "                            else min(32, samples)). The last partial batch of an epoch\n"
-          "                            is dropped, so every step sees exactly N samples. auto (with\n"
+          "                            is kept, as PyTorch's DataLoader (it runs padded in the full\n"
+          "                            batch's plan, its padding masked out of the loss: cross-entropy\n"
+          "                            without BatchNorm; otherwise it is dropped, said). auto (with\n"
           "                            --memory-budget): the largest batch whose planned training\n"
           "                            step fits the budget (the plan's peak is the run's arena)\n"
           "                            Under mpirun -np R: the global batch; each rank takes N/R,\n"
@@ -57,6 +59,8 @@ static void train_usage(FILE *f) {
           OT_ARGS_HELP_BIND
           "  --seed N                  shuffling (Fisher-Yates, splitmix64) and Dropout masks (default 0)\n"
           "  --no-shuffle              visit samples in file order\n"
+          "  --drop-last               drop the last partial batch of each epoch (DataLoader's\n"
+          "                            drop_last=True): every step then sees exactly N samples\n"
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_PARAMS
           OT_ARGS_HELP_LORA
@@ -186,7 +190,7 @@ static void print_resume_command(FILE *f, int argc, char **argv, const char *dir
 
 enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
        O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME, O_EXTERNAL, O_LORA_SAVE,
-       O_REPORT_NORM };
+       O_REPORT_NORM, O_DROP_LAST };
 
 /* Everything one `onnxtrain train` holds, from the command line to the result. */
 typedef struct train_cli {
@@ -223,6 +227,7 @@ static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err)
     case O_LOG_EVERY: return ot_args_int("--log-every", arg, 1, INT64_MAX / 4, &t->log_every, err);
     case O_QUIET: t->quiet = true; return OT_OK;
     case O_NO_SHUFFLE: t->o.no_shuffle = true; return OT_OK;
+    case O_DROP_LAST: t->o.drop_last = true; return OT_OK;
     case O_NO_CHECK: t->o.no_numerics_check = true; return OT_OK;
     case O_CHECK: t->o.no_numerics_check = false; return OT_OK;
     case O_CKPT_DIR: t->ckpt_dir = arg; return OT_OK;
@@ -247,6 +252,7 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
         {"report", required_argument, 0, O_REPORT}, {"report-grad-norm", no_argument, 0, O_REPORT_NORM},
         {"log-every", required_argument, 0, O_LOG_EVERY},
         {"quiet", no_argument, 0, O_QUIET}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
+        {"drop-last", no_argument, 0, O_DROP_LAST},
         {"no-check-numerics", no_argument, 0, O_NO_CHECK}, {"output-model", required_argument, 0, 'o'},
         {"check-numerics", no_argument, 0, O_CHECK}, {"checkpoint-dir", required_argument, 0, O_CKPT_DIR},
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY}, {"keep-checkpoints", required_argument, 0, O_CKPT_KEEP},
@@ -277,6 +283,10 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
 /* What can be refused before any work: no output, half the validation data, a bad
  * remat policy. (The output paths themselves are checked by check_files.) */
 static ot_status check_args(const train_cli *t, ot_error *err) {
+    if (!t->out_path && !t->lora_save && t->ca.output_old) /* --output was meant as -o */
+        return ot_fail(err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model); --output %s names "
+                       "the model output the loss reads (now --loss-output): for the tuned model file write -o %s",
+                       t->ca.loss.output_name, t->ca.loss.output_name);
     if (!t->out_path && !t->lora_save)
         return ot_fail(err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
     if (t->lora_save && t->o.lora.rank == 0) return ot_fail(err, OT_E_USAGE, "--lora-save needs --lora RANK");
@@ -356,6 +366,19 @@ static void print_budget(const train_cli *t) {
                 mib((size_t)rs->kept_none), rs->n_clones, rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
 }
 
+/* The last partial batch of an epoch: kept (padded in the plan) or dropped, and why. */
+static void print_partial_batch(const train_cli *t) {
+    const char *why = NULL;
+    int64_t n = t->data.n_samples, B = ot_train_batch_size(t->s), kept = ot_train_partial_batch(t->s, n, &why);
+    if (kept > 0)
+        fprintf(stderr, "%lld samples make %lld batches of %lld and one of %lld per epoch (the last runs padded to %lld: "
+                "same plan and peak; --drop-last drops it)\n", (long long)n, (long long)(n / B), (long long)B,
+                (long long)kept, (long long)B);
+    else if (why)
+        fprintf(stderr, "dropping the last %lld of %lld samples of every epoch's order (a partial batch; %lld batches of "
+                "%lld): %s\n", (long long)(n % B), (long long)n, (long long)(n / B), (long long)B, why);
+}
+
 /* What is about to run and the memory it was planned to take. */
 static void print_setup(const train_cli *t, int64_t total) {
     const ot_plan *plan = ot_train_plan(t->s);
@@ -384,6 +407,7 @@ static void print_setup(const train_cli *t, int64_t total) {
                 mib(ot_plan_peak_bytes(vp)), mib(ot_plan_peak_bytes(vp) - vp->pinned_bytes), mib(vp->pinned_bytes),
                 mib(vp->external_bytes));
     print_budget(t);
+    print_partial_batch(t);
     if (t->resume) fprintf(stderr, "resuming from %s at step %lld\n", t->ck_path, (long long)t->ck.step);
 }
 
@@ -570,6 +594,7 @@ int ot_cmd_train(int argc, char **argv) {
         train_cli_free(&t);
         return 0;
     }
+    if (!st && !t.quiet) ot_args_notes(&t.ca, "train", stderr);
     if (!st) st = check_args(&t, &err);
     if (!st) st = start_dist(&t, &err);
     if (!st) st = build(&t, &err);

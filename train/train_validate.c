@@ -277,18 +277,31 @@ ot_status ot_train_validate(ot_train_session *s, const ot_dataset *val, ot_train
     ot_status st = ot_train_validation_prepare(s, err);
     if (st) return st;
     int64_t nb = val->n_samples / s->B, correct = 0, counted = 0;
-    double sum = 0;
+    /* The partial batch at the end runs padded, its padding's labels ignored, where
+     * that is exact: cross-entropy with an ignore index (inference mode normalises by
+     * the running statistics, so samples do not mix). Otherwise it is left out. */
+    int64_t tail = val->n_samples % s->B;
+    if (s->o.loss.kind != OT_LOSS_CROSS_ENTROPY || !s->o.loss.has_ignore_index) tail = 0;
+    double sum = 0, tail_loss = 0;
     const ot_data_array *lab = ot_dataset_find(val, OT_DATA_LABELS);
     int lab_i = lab ? (int)(lab - val->arrays) : -1;
     const void *loss_ptr = ot_executor_value_ptr(s->val_ex, s->loss_value);
     bool loss64 = s->g->values[s->loss_value].dtype == OT_F64;
-    for (int64_t b = 0; b < nb; b++) {
+    for (int64_t b = 0; b < nb + (tail > 0); b++) {
         /* batches in file order: rows b*B .. b*B+B-1, gathered into the session's host
          * batch buffers (ot_train_check_data made their arrays match) */
+        int64_t n = b < nb ? s->B : tail;
         for (int i = 0; i < val->n_arrays; i++) {
             const ot_tensor *t = val->arrays[i].t;
             size_t row = t->nbytes / (size_t)t->shape.dim[0];
-            memcpy(s->batch[i]->data, (const char *)t->data + (size_t)(b * s->B) * row, (size_t)s->B * row);
+            char *dst = s->batch[i]->data;
+            memcpy(dst, (const char *)t->data + (size_t)(b * s->B) * row, (size_t)n * row);
+            for (int64_t r = n; r < s->B; r++) { /* padding: the first sample, its labels ignored */
+                if (val->arrays[i].value_id != s->label_value) memcpy(dst + (size_t)r * row, dst, row);
+                else
+                    for (size_t k = 0; k < row / sizeof(int64_t); k++)
+                        ((int64_t *)(dst + (size_t)r * row))[k] = s->o.loss.ignore_index;
+            }
             if ((st = ot_executor_set_input(s->val_ex, val->arrays[i].value_id, s->batch[i], err)))
                 return ot_error_prefix(err, "%s: ", val->arrays[i].path);
         }
@@ -302,15 +315,18 @@ ot_status ot_train_validate(ot_train_session *s, const ot_dataset *val, ot_train
             loss = l32;
         }
         if (st) return st;
-        sum += loss;
+        if (b < nb) sum += loss;
+        else tail_loss = loss;
         if (!s->val_out || lab_i < 0) continue;
         if ((st = s->be->copy_out(s->be, s->val_out->data, ot_executor_value_ptr(s->val_ex, s->out_value),
                                   s->val_out->nbytes, err)))
             return st;
         count_correct(s, s->val_out->data, s->batch[lab_i]->data, &correct, &counted);
     }
-    e->val_loss = nb ? sum / (double)nb : NAN;
+    /* the mean over samples: the partial batch weighs what it holds */
+    e->val_loss = !tail ? (nb ? sum / (double)nb : NAN)
+                        : (sum * (double)s->B + tail_loss * (double)tail) / (double)(nb * s->B + tail);
     e->val_accuracy = counted ? (double)correct / (double)counted : NAN;
-    e->val_samples = nb * s->B;
+    e->val_samples = nb * s->B + tail;
     return OT_OK;
 }
