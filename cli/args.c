@@ -307,7 +307,7 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_REMAT: a->remat = arg; return OT_OK;
     case OT_ARG_BUDGET: return ot_args_size("--memory-budget", arg, &a->memory_budget, err);
     case OT_ARG_REMAT_TIME: return ot_args_double("--remat-time-limit", arg, 0, true, &a->remat_time_limit, err);
-    case OT_ARG_OPTIMIZER: return ot_optim_kind_parse(arg, &a->optim, err);
+    case OT_ARG_OPTIMIZER: a->optim_named = true; return ot_optim_kind_parse(arg, &a->optim, err);
     case OT_ARG_LR: return ot_args_double("--lr", arg, 0, true, &a->lr, err);
     case OT_ARG_MOMENTUM: return ot_args_double("--momentum", arg, 0, false, &a->momentum, err);
     case OT_ARG_NESTEROV: a->nesterov = true; return OT_OK;
@@ -331,7 +331,7 @@ void ot_common_args_init(ot_common_args *a) {
     a->loss.class_axis = -1;
     a->loss.has_ignore_index = true; /* as torch.nn.CrossEntropyLoss: labels of -100 count nothing */
     a->loss.ignore_index = OT_DEFAULT_IGNORE_INDEX;
-    a->optim = OT_OPTIM_SGD;
+    a->optim = OT_OPTIM_DEFAULT_KIND;
     a->lr = a->momentum = a->weight_decay = a->beta1 = a->beta2 = a->eps = NAN;
     a->schedule = OT_SCHED_CONSTANT;
 }
@@ -364,6 +364,7 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->bind = a->bind.v;
     o->n_bind = a->bind.n;
     ot_optim_config_default(&o->optim, a->optim);
+    if (!a->optim_named) o->optim.lr = OT_OPTIM_DEFAULT_LR; /* the default recipe (train/optim.h) */
     if (!isnan(a->lr)) o->optim.lr = a->lr;
     if (!isnan(a->momentum)) o->optim.momentum = a->momentum;
     if (!isnan(a->weight_decay)) o->optim.weight_decay = a->weight_decay;

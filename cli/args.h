@@ -199,8 +199,10 @@ enum {
     "                            output reaches the loss through no other MatMul/Gemm;\n"                      \
     "                            `onnxtrain info MODEL --lora R` lists them)\n"
 #define OT_ARGS_HELP_OPTIM                                                                                           \
-    "  --optimizer NAME          sgd (default), adam, adamw\n"                                                      \
-    "  --lr X                    learning rate > 0 (default 0.01 for sgd, 0.001 for adam/adamw)\n"                \
+    "  --optimizer NAME          sgd, adam, adamw. Default: adamw at lr 3e-3 (torch's other AdamW\n"              \
+    "                            defaults; docs/training.md, Defaults)\n"                                          \
+    "  --lr X                    learning rate > 0 (default 3e-3 without --optimizer; with it\n"                 \
+    "                            PyTorch's: 0.01 for sgd, 0.001 for adam/adamw)\n"                                \
     "  --momentum X              sgd momentum (default 0; dampening is always 0)\n"                                 \
     "  --nesterov                sgd Nesterov momentum (needs --momentum > 0)\n"                                    \
     "  --weight-decay X          sgd/adam: L2 added to the gradient; adamw: decoupled\n"                            \
@@ -232,7 +234,8 @@ typedef struct ot_common_args {
     int64_t memory_budget;  /* --memory-budget bytes; 0: none */
     double remat_time_limit; /* --remat-time-limit seconds for --remat optimal; 0: the default */
     /* the optimizer: the kind's defaults, then the values the user set (NaN: not set) */
-    ot_optim_kind optim;
+    ot_optim_kind optim;    /* OT_OPTIM_DEFAULT_KIND unless --optimizer (optim_named) */
+    bool optim_named;
     double lr, momentum, weight_decay, beta1, beta2, eps, clip;
     bool nesterov;
     ot_schedule_kind schedule;

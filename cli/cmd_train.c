@@ -370,13 +370,14 @@ static void print_budget(const train_cli *t) {
 static void print_partial_batch(const train_cli *t) {
     const char *why = NULL;
     int64_t n = t->data.n_samples, B = ot_train_batch_size(t->s), kept = ot_train_partial_batch(t->s, n, &why);
+    const char *s = n / B == 1 ? "" : "es";
     if (kept > 0)
-        fprintf(stderr, "%lld samples make %lld batches of %lld and one of %lld per epoch (the last runs padded to %lld: "
-                "same plan and peak; --drop-last drops it)\n", (long long)n, (long long)(n / B), (long long)B,
-                (long long)kept, (long long)B);
+        fprintf(stderr, "each epoch of %lld samples: %lld batch%s of %lld, then a partial batch of %lld (run padded to "
+                "%lld in the same plan: same peak; --drop-last drops it)\n", (long long)n, (long long)(n / B), s,
+                (long long)B, (long long)kept, (long long)B);
     else if (why)
-        fprintf(stderr, "dropping the last %lld of %lld samples of every epoch's order (a partial batch; %lld batches of "
-                "%lld): %s\n", (long long)(n % B), (long long)n, (long long)(n / B), (long long)B, why);
+        fprintf(stderr, "each epoch of %lld samples: %lld batch%s of %lld; the last %lld samples of its order are dropped "
+                "(%s)\n", (long long)n, (long long)(n / B), s, (long long)B, (long long)(n % B), why);
 }
 
 /* What is about to run and the memory it was planned to take. */
@@ -389,8 +390,8 @@ static void print_setup(const train_cli *t, int64_t total) {
                 "(bitwise one process with --batch-size %lld --accum %lld)\n", n,
                 (long long)(ot_train_batch_size(t->s) * n), (long long)ot_train_batch_size(t->s),
                 (long long)t->o.accum / n, (long long)ot_train_batch_size(t->s), (long long)t->o.accum);
-    fprintf(stderr, "training %d params (%lld values) with %s, batch %lld x %lld micro-batches, %lld steps\n",
-            ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind),
+    fprintf(stderr, "training %d params (%lld values) with %s lr %g, batch %lld x %lld micro-batches, %lld steps\n",
+            ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind), t->o.optim.lr,
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
     const char *wait = getenv(OT_WAIT_APPLIED_ENV);
     if (wait) fprintf(stderr, "idle worker threads: %s\n", wait);
@@ -558,6 +559,12 @@ static ot_status finish(train_cli *t, ot_error *err) {
             res->n_steps == 1 ? "" : "s", res->total_seconds, res->loss[res->first_step], res->loss[res->n_steps - 1],
             t->out_path ? t->out_path : t->lora_save);
     if (t->out_path && t->lora_save) fprintf(stderr, "wrote the adapters to %s\n", t->lora_save);
+    double first, last;
+    if (ot_train_loss_flat(res, &first, &last)) /* part of the summary: a run that did not train says so */
+        fprintf(stderr, "the loss %s: mean %.4f over the first fifth of the steps, %.4f over the last (%+.1f%%); try a "
+                "larger --lr (this run: %g) or more %s (this run: %lld)\n", last > first ? "rose" : "barely fell", first,
+                last, 100.0 * (last - first) / first, ot_train_optim(t->s)->lr, t->o.steps ? "--steps" : "--epochs",
+                (long long)(t->o.steps ? t->o.steps : t->o.epochs > 0 ? t->o.epochs : 1));
     if (ot_dist_size(t->dist) > 1) /* part of the final summary, also with --quiet */
         fprintf(stderr, "data parallel: rank 0 of %d spent %.3f s of %.3f s in collectives (%.1f%%: the gradient sum, "
                 "losses and running statistics, waiting for the slowest rank included)\n", ot_dist_size(t->dist),

@@ -70,7 +70,7 @@ static void test_plan_outputs(void **state) {
     cli_expect_in(TMP "/g.dot", ".recompute");
     cli_expect_in(TMP "/t.svg", "<svg");
     cli_expect_in(TMP "/t.svg", "--remat sqrt");
-    assert_int_equal(run(BIN " plan " S "chain48.onnx --batch-size 16 --remat auto --memory-budget 480K --json"), 0);
+    assert_int_equal(run(BIN " plan " S "chain48.onnx --batch-size 16 --optimizer sgd --remat auto --memory-budget 480K --json"), 0);
     cli_expect_in(TMP "/out.txt", "\"policy\": \"auto (budget 480.0 KiB)\"");
     cli_expect_in(TMP "/out.txt", "\"segments\": [");
     cli_expect_in(TMP "/out.txt", "\"kept_activations\"");

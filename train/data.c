@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "train/data.h"
+#include "autodiff/autodiff.h" /* OT_DEFAULT_IGNORE_INDEX */
 
 ot_status ot_dataset_add(ot_dataset *d, const char *name, const char *path, int value_id, ot_tensor *t,
                          ot_error *err) {
@@ -84,7 +85,8 @@ ot_status ot_data_check_labels(const ot_tensor *labels, const char *path, int64_
         if (v < 0 || v >= n_classes)
             return ot_fail(err, OT_E_DATA, "%s: label %lld at index %lld is out of range: the model has %lld classes (0..%lld)%s",
                            path, (long long)v, (long long)i, (long long)n_classes, (long long)(n_classes - 1),
-                           has_ignore ? " and it is not the ignore index" : "");
+                           has_ignore ? " and it is not the ignore index"
+                           : v == OT_DEFAULT_IGNORE_INDEX ? " (-100 marks labels to ignore unless --ignore-index none)" : "");
     }
     return OT_OK;
 }

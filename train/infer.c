@@ -111,6 +111,10 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
     if (g0->n_inputs == 0) return ot_fail(err, OT_E_MODEL, "%s: the model has no data inputs", m->path);
     if (data->n_arrays == 0) return ot_fail(err, OT_E_USAGE, "no input data: pass --input FILE.npy");
     ot_status st = ot_session_map_data(g0, g0->n_inputs, -1, NULL, data, "data", err);
+    /* int32 token ids (HF tokenizers' numpy output) for an int64 input: widened once */
+    for (int i = 0; i < data->n_arrays && !st; i++)
+        if (data->arrays[i].t->dtype == OT_I32 && g0->values[data->arrays[i].value_id].dtype == OT_I64)
+            st = ot_data_widen_i32(&data->arrays[i].t, data->arrays[i].path, err);
     if (!st) st = check_data(g0, data, err);
     if (st) return st;
     ot_infer_session *s = calloc(1, sizeof *s);

@@ -222,6 +222,19 @@ ot_graph *ot_train_graph(ot_train_session *s) { return s->g; }
 ot_backend *ot_train_backend(const ot_train_session *s) { return s->be; }
 const ot_optim_config *ot_train_optim(const ot_train_session *s) { return &s->o.optim; }
 
+bool ot_train_loss_flat(const ot_train_result *r, double *first, double *last) {
+    int64_t n = r->n_steps - r->first_step, k = n / 5 > 0 ? n / 5 : 1;
+    if (n < 2) return false;
+    double a = 0, b = 0;
+    for (int64_t i = 0; i < k; i++) {
+        a += r->loss[r->first_step + i];
+        b += r->loss[r->n_steps - k + i];
+    }
+    *first = a / (double)k;
+    *last = b / (double)k;
+    return !(*last < 0.99 * *first);
+}
+
 /* Whether a BatchNormalization node of the step normalises by batch statistics. */
 static bool has_training_batchnorm(const ot_graph *g) {
     for (int i = 0; i < g->n_nodes; i++) {

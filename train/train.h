@@ -247,6 +247,12 @@ typedef struct ot_train_result {
 
 void ot_train_result_free(ot_train_result *r);
 
+/* Whether the loss of a run hardly fell: the mean loss of the last fifth of its steps
+ * (an epoch of a 5-epoch run; at least one step) is not 1% below that of the first
+ * fifth, or is above it. *first and *last get the two means. false for a run of fewer
+ * than 2 steps (a resumed run counts from its first step). */
+bool ot_train_loss_flat(const ot_train_result *r, double *first, double *last);
+
 /* Observer of the loop (progress display): called after every optimizer step and at
  * the end of every epoch (with the validation results). May be NULL. */
 typedef struct ot_train_observer {
