@@ -35,6 +35,9 @@ void ot_name_pattern_free(ot_name_pattern *p) {
 
 bool ot_name_pattern_as_regex(ot_name_pattern *p) {
     if (p->is_regex) return true;
+    /* a glob's own wildcards (ln_9*) mean something else in a regex: such a pattern is
+     * read the old way only when it also holds what only a regex writes (^layer1\..*) */
+    if (strpbrk(p->text, "*?") && !strpbrk(p->text, "^$\\|()+{")) return false;
     if (regcomp(&p->re, p->text, REG_EXTENDED | REG_NOSUB) != 0) return false;
     p->compiled = p->is_regex = p->legacy = true;
     return true;

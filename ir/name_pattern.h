@@ -30,7 +30,9 @@ bool ot_name_pattern_match(const ot_name_pattern *p, const char *name);
 void ot_name_pattern_free(ot_name_pattern *p);
 /* Old scripts: --freeze and --train took regular expressions without a prefix. For a
  * glob that matched no name the caller may read its text as that regex: true when it
- * compiles (p is then a regex, legacy set); ot_name_pattern_as_glob undoes it. */
+ * compiles and either has no glob wildcard (fc1, bias$) or holds regex-only syntax
+ * (^ $ \ | ( ) + {: 'blocks\.0\..*'); p is then a regex, legacy set. A glob such as
+ * 'ln_9*' stays a glob. ot_name_pattern_as_glob undoes it. */
 bool ot_name_pattern_as_regex(ot_name_pattern *p);
 void ot_name_pattern_as_glob(ot_name_pattern *p);
 /* Fails with OT_E_USAGE: option opt's pattern p matched no name of `what` (e.g.
