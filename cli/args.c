@@ -258,7 +258,7 @@ static ot_status old_output(ot_common_args *a, const char *arg, ot_error *err) {
 void ot_args_notes(const ot_common_args *a, const char *cmd, FILE *f) {
     if (a->output_old)
         fprintf(f, "onnxtrain %s: note: --output %s read as --loss-output %s (the model output the loss reads; "
-                "--output is its old name); -o FILE names the tuned model file\n", cmd, a->loss.output_name,
+                "--output is its old name); train's -o FILE names the tuned model file\n", cmd, a->loss.output_name,
                 a->loss.output_name);
 }
 

@@ -458,6 +458,7 @@ int ot_cmd_plan(int argc, char **argv) {
         ot_input_specs_free(&o.val_inputs);
         return st;
     }
+    ot_args_notes(&o.args, "plan", stderr);
     if (o.ranks > 1) st = ot_dist_for_plan((int)o.ranks, &o.dist, &err);
     if (!st) st = run_plan(&o, &err);
     if (st) fprintf(stderr, "onnxtrain plan: %s\n", err.msg);

@@ -160,9 +160,8 @@ static void test_hf_token_data(void **state) {
     assert_int_equal(run(BIN " eval " S "tinygpt.onnx --input tokens=" TMP "/tok32.npy"), 0);
 }
 
-/* 64 samples in batches of 48: 48 and 16 every epoch, or 48 alone with --drop-last. */
-static void test_partial_batch(void **state) {
-    (void)state;
+/* TMP/tok64.npy and lab64.npy: the first 64 tinygpt samples. */
+static void write_64(void) {
     ot_error err = {0};
     ot_tensor *tok = NULL, *lab = NULL, *t64 = NULL, *l64 = NULL;
     assert_int_equal(ot_npy_read(D "tinygpt_tokens.npy", &tok, &err), OT_OK);
@@ -174,6 +173,12 @@ static void test_partial_batch(void **state) {
     assert_int_equal(ot_npy_write(TMP "/tok64.npy", t64, &err), OT_OK);
     assert_int_equal(ot_npy_write(TMP "/lab64.npy", l64, &err), OT_OK);
     ot_tensor_free(tok), ot_tensor_free(lab), ot_tensor_free(t64), ot_tensor_free(l64);
+}
+
+/* 64 samples in batches of 48: 48 and 16 every epoch, or 48 alone with --drop-last. */
+static void test_partial_batch(void **state) {
+    (void)state;
+    write_64();
 #define T64 S "tinygpt.onnx --input tokens=" TMP "/tok64.npy --labels " TMP "/lab64.npy --batch-size 48 --epochs 2"
     assert_int_equal(run(BIN " train " T64 " --report " TMP "/r.json -o " TMP "/t.onnx"), 0);
     expect_output("then a partial batch of 16");
@@ -198,6 +203,17 @@ static void test_final_checkpoint(void **state) {
     assert_int_equal(run(BIN " train " TINY " --batch-size 8 --steps 28 --checkpoint-every 10 --resume " TMP
                          "/ck -o " TMP "/t.onnx"), 2);
     expect_output("checkpoint is at step 28");
+    /* with a partial batch in every epoch (64 samples in batches of 10: 6 + a padded 4),
+     * resuming from a checkpoint gives the uninterrupted run's bits; a checkpoint of a
+     * run that kept it refuses --drop-last, naming the setting */
+    write_64();
+#define R64 S "tinygpt.onnx --input tokens=" TMP "/tok64.npy --labels " TMP "/lab64.npy --batch-size 10 --epochs 2 --threads 1"
+    assert_int_equal(run("rm -rf " TMP "/ck64"), 0);
+    assert_int_equal(run(BIN " train " R64 " --checkpoint-every 4 --checkpoint-dir " TMP "/ck64 -o " TMP "/a.onnx"), 0);
+    assert_int_equal(run(BIN " train " R64 " --resume " TMP "/ck64/ckpt-8.otc -o " TMP "/b.onnx"), 0);
+    assert_int_equal(run("cmp " TMP "/a.onnx " TMP "/b.onnx"), 0);
+    assert_int_equal(run(BIN " train " R64 " --drop-last --resume " TMP "/ck64/ckpt-8.otc -o " TMP "/c.onnx"), 8);
+    expect_output("the last partial batch dropped (--drop-last) (checkpoint: kept)");
 }
 
 int main(void) {
