@@ -120,7 +120,9 @@ typedef struct ot_train_options {
     struct ot_dist *dist;
 } ot_train_options;
 
-/* Fills o with the defaults (cross-entropy, SGD lr 0.01, accum 1, 1 epoch, seed 0). */
+/* Fills o with the library's defaults: cross-entropy ignoring labels of -100, SGD lr
+ * 0.01, accum 1, 1 epoch, seed 0, the last partial batch kept. (The CLI's optimizer
+ * without --optimizer is AdamW at 3e-3: OT_OPTIM_DEFAULT_KIND, train/optim.h.) */
 void ot_train_options_default(ot_train_options *o);
 
 typedef struct ot_train_session ot_train_session;
