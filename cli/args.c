@@ -241,6 +241,8 @@ static ot_status lora_targets(ot_common_args *a, const char *arg, ot_error *err)
     return OT_OK;
 }
 
+static bool sgd_implied(const struct ot_common_args *a);
+
 /* --output NAME, the old spelling of --loss-output: a file name (".onnx", a folder)
  * was meant for -o, and is refused saying so; a plain name still names the model
  * output the loss reads (ot_args_notes says it is now --loss-output). */
@@ -256,6 +258,9 @@ static ot_status old_output(ot_common_args *a, const char *arg, ot_error *err) {
 }
 
 void ot_args_notes(const ot_common_args *a, const char *cmd, FILE *f) {
+    if (sgd_implied(a))
+        fprintf(f, "onnxtrain %s: note: --%s without --optimizer: SGD (lr 0.01 unless --lr), whose option it is; the "
+                "default optimizer is AdamW\n", cmd, isnan(a->momentum) ? "nesterov" : "momentum");
     if (a->output_old)
         fprintf(f, "onnxtrain %s: note: --output %s read as --loss-output %s (the model output the loss reads; "
                 "--output is its old name); train's -o FILE names the tuned model file\n", cmd, a->loss.output_name,
@@ -345,6 +350,12 @@ void ot_common_args_free(ot_common_args *a) {
     free(a->lora_text);
 }
 
+/* --momentum or --nesterov without --optimizer: SGD's options, so SGD with its
+ * defaults, as the scripts meant that gave them when SGD was the default. */
+static bool sgd_implied(const ot_common_args *a) { return !a->optim_named && (!isnan(a->momentum) || a->nesterov); }
+
+ot_optim_kind ot_args_optim_kind(const ot_common_args *a) { return sgd_implied(a) ? OT_OPTIM_SGD : a->optim; }
+
 void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->loss = a->loss;
     o->freeze = a->freeze.v;
@@ -363,8 +374,8 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->remat_time_limit = a->remat_time_limit;
     o->bind = a->bind.v;
     o->n_bind = a->bind.n;
-    ot_optim_config_default(&o->optim, a->optim);
-    if (!a->optim_named) o->optim.lr = OT_OPTIM_DEFAULT_LR; /* the default recipe (train/optim.h) */
+    ot_optim_config_default(&o->optim, ot_args_optim_kind(a));
+    if (!a->optim_named && !sgd_implied(a)) o->optim.lr = OT_OPTIM_DEFAULT_LR; /* the default recipe (train/optim.h) */
     if (!isnan(a->lr)) o->optim.lr = a->lr;
     if (!isnan(a->momentum)) o->optim.momentum = a->momentum;
     if (!isnan(a->weight_decay)) o->optim.weight_decay = a->weight_decay;

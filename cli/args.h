@@ -203,7 +203,8 @@ enum {
     "                            defaults; docs/training.md, Defaults)\n"                                          \
     "  --lr X                    learning rate > 0 (default 3e-3 without --optimizer; with it\n"                 \
     "                            PyTorch's: 0.01 for sgd, 0.001 for adam/adamw)\n"                                \
-    "  --momentum X              sgd momentum (default 0; dampening is always 0)\n"                                 \
+    "  --momentum X              sgd momentum (default 0; dampening is always 0). Without\n"                        \
+    "                            --optimizer, it and --nesterov select sgd (lr 0.01)\n"                           \
     "  --nesterov                sgd Nesterov momentum (needs --momentum > 0)\n"                                    \
     "  --weight-decay X          sgd/adam: L2 added to the gradient; adamw: decoupled\n"                            \
     "                            (default 0; adamw 0.01)\n"                                                         \
@@ -234,7 +235,7 @@ typedef struct ot_common_args {
     int64_t memory_budget;  /* --memory-budget bytes; 0: none */
     double remat_time_limit; /* --remat-time-limit seconds for --remat optimal; 0: the default */
     /* the optimizer: the kind's defaults, then the values the user set (NaN: not set) */
-    ot_optim_kind optim;    /* OT_OPTIM_DEFAULT_KIND unless --optimizer (optim_named) */
+    ot_optim_kind optim;    /* OT_OPTIM_DEFAULT_KIND unless --optimizer (optim_named); ot_args_optim_kind */
     bool optim_named;
     double lr, momentum, weight_decay, beta1, beta2, eps, clip;
     bool nesterov;
@@ -267,6 +268,9 @@ struct ot_train_options;
 /* Copies the shared settings into training options (the lists point into a), the
  * optimizer included. */
 void ot_common_args_to_train(const ot_common_args *a, struct ot_train_options *o);
+/* The optimizer the options name: --optimizer, else SGD when --momentum or --nesterov
+ * was given (its options), else OT_OPTIM_DEFAULT_KIND. */
+ot_optim_kind ot_args_optim_kind(const ot_common_args *a);
 
 /* Reads every input spec and the labels file (may be NULL) as .npy into d: inputs
  * named as given ("" for positional ones), labels as OT_DATA_LABELS (train/train.h).

@@ -309,7 +309,7 @@ static void print_plan(const bare *b, const char *policy, int64_t batch, bool df
            dflt               ? " (a small default: the model's batch is symbolic; --batch-size N for another)"
            : b->ca.batch_size ? ""
                               : " (the model's)",
-           ot_optim_kind_name(b->ca.optim));
+           ot_optim_kind_name(ot_args_optim_kind(&b->ca)));
     if (*dims) printf("  %s = %d (a small default without data; --bind NAME=SIZE for another)\n", dims, BARE_DIM);
     char budget[64] = "";
     if (v1->ms.budget > 0) {

@@ -7,7 +7,8 @@
  *   - `--freeze '*.bias'` is a glob; a bad `re:` pattern says it was a regex;
  *   - HF labels of -100 are ignored by default; int32 token ids are accepted;
  *   - the last partial batch is kept (or dropped with --drop-last, said);
- *   - `--checkpoint-every 10` over 28 steps also checkpoints the final state. */
+ *   - `--checkpoint-every 10` over 28 steps also checkpoints the final state;
+ *   - no --optimizer is AdamW at 3e-3, --momentum alone still SGD; a flat loss is said. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -118,6 +119,22 @@ static void test_output_names(void **state) {
     expect_output("no output named 'nope'");
 }
 
+/* Runs that named no optimizer used SGD; --momentum (SGD's option) still selects it. */
+static void test_optimizer_default(void **state) {
+    (void)state;
+    assert_int_equal(run(BIN " train " TINY " --steps 1 -o " TMP "/t.onnx"), 0);
+    expect_output("with adamw lr 0.003");
+    assert_int_equal(run(BIN " train " TINY " --momentum 0.9 --steps 1 -o " TMP "/t.onnx"), 0);
+    expect_output("--momentum without --optimizer: SGD");
+    expect_output("with sgd lr 0.01,");
+    assert_int_equal(run(BIN " train " TINY " --optimizer adamw --momentum 0.9 --steps 1 -o " TMP "/t.onnx"), 2);
+    expect_output("--beta1");
+    /* a run whose loss barely falls says so, naming the options that help */
+    assert_int_equal(run(BIN " train " TINY " --optimizer sgd --steps 10 -o " TMP "/t.onnx"), 0);
+    expect_output("the loss barely fell");
+    expect_output("try a larger --lr (this run: 0.01) or more --steps (this run: 10)");
+}
+
 static void test_pattern_syntax(void **state) {
     (void)state;
     assert_int_equal(run(BIN " train " TINY " --freeze '*.bias' --steps 1 -o " TMP "/t.onnx"), 0);
@@ -222,6 +239,7 @@ int main(void) {
         cmocka_unit_test(test_suggested_command_trains), cmocka_unit_test(test_output_names),
         cmocka_unit_test(test_pattern_syntax),           cmocka_unit_test(test_hf_token_data),
         cmocka_unit_test(test_partial_batch),            cmocka_unit_test(test_final_checkpoint),
+        cmocka_unit_test(test_optimizer_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
