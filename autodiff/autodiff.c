@@ -1,13 +1,14 @@
-/* autodiff.c — the autodiff driver: picks the params (freeze/train regexes), finds
+/* autodiff.c — the autodiff driver: picks the params (--freeze/--train patterns), finds
  * the nodes on a param→loss path, seeds d(loss) with OnesLike, walks the forward
  * nodes in reverse topological order calling each op's rule (grad_table.c), sums
  * gradient contributions, and pins the param gradients and BatchNorm state updates
  * as graph outputs. Also the builder helpers the rules share (grad_rules.h). */
 #include "autodiff/grad_rules.h"
 
-#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ir/name_pattern.h"
 
 /* ---- builder helpers ------------------------------------------------------- */
 
@@ -162,28 +163,29 @@ static int finalize(ot_grad_ctx *c, int v) {
 }
 
 /* The trained params: ot_param_rule decides by default, --train / --freeze patterns win. */
+/* Whether pattern p matches a float param's name. */
+static bool any_param(const ot_graph *g, const ot_name_pattern *p) {
+    for (int v = 0; v < g->n_values; v++) {
+        const ot_value *val = &g->values[v];
+        if (val->kind == OT_VK_PARAM && ot_dtype_is_float(val->dtype) && ot_name_pattern_match(p, val->name)) return true;
+    }
+    return false;
+}
+
 static ot_status pick_params(ot_graph *g, const ot_autodiff_options *opt, ot_autodiff_result *res, ot_error *err) {
     ot_status st = OT_OK;
     int np = opt->n_freeze + opt->n_train;
-    regex_t *re = ot_xcalloc((size_t)np + 1, sizeof(regex_t));
+    ot_name_pattern *pat = ot_xcalloc((size_t)np + 1, sizeof *pat);
     bool *hit = ot_xcalloc((size_t)np + 1, sizeof(bool));
     const char **reason = NULL; /* ot_param_rule's verdict per value */
     int compiled = 0;
-    if (!re || !hit) {
+    if (!pat || !hit) {
         st = ot_fail(err, OT_E_MEMORY, "autodiff: out of memory");
         goto fail;
     }
-    for (int i = 0; i < np; i++) {
-        const char *pat = i < opt->n_freeze ? opt->freeze[i] : opt->train[i - opt->n_freeze];
-        int rc = regcomp(&re[i], pat, REG_EXTENDED | REG_NOSUB);
-        if (rc != 0) {
-            char msg[256];
-            regerror(rc, &re[i], msg, sizeof msg);
-            st = ot_fail(err, OT_E_USAGE, "%s pattern '%s' is not a valid regular expression: %s",
-                         i < opt->n_freeze ? "--freeze" : "--train", pat, msg);
-            goto fail;
-        }
-        compiled++;
+    for (int i = 0; i < np; i++, compiled++) {
+        const char *text = i < opt->n_freeze ? opt->freeze[i] : opt->train[i - opt->n_freeze];
+        if ((st = ot_name_pattern_compile(&pat[i], i < opt->n_freeze ? "--freeze" : "--train", text, err))) goto fail;
     }
     res->params = ot_xcalloc((size_t)g->n_values, sizeof(int));
     reason = ot_xcalloc((size_t)g->n_values + 1, sizeof(const char *));
@@ -192,6 +194,18 @@ static ot_status pick_params(ot_graph *g, const ot_autodiff_options *opt, ot_aut
         goto fail;
     }
     if ((st = ot_param_rule(g, &opt->loss_value, 1, reason, err))) goto fail;
+    /* Old scripts: a glob that matches no param is read as the regex it was before
+     * globs were the default, when that matches one; the result names it (a note). */
+    for (int i = 0; i < np; i++) {
+        if (pat[i].is_regex || any_param(g, &pat[i])) continue;
+        if (!ot_name_pattern_as_regex(&pat[i])) continue;
+        if (!any_param(g, &pat[i])) {
+            ot_name_pattern_as_glob(&pat[i]);
+        } else if (!res->legacy_pattern) {
+            res->legacy_pattern = pat[i].text;
+            res->legacy_option = i < opt->n_freeze ? "--freeze" : "--train";
+        }
+    }
     /* Decide first, change kinds only when every pattern matched something, so a
      * usage error leaves the graph as it was. */
     for (int v = 0; v < g->n_values; v++) {
@@ -199,7 +213,7 @@ static ot_status pick_params(ot_graph *g, const ot_autodiff_options *opt, ot_aut
         if (val->kind != OT_VK_PARAM || !ot_dtype_is_float(val->dtype)) continue;
         bool frozen = false, trained = opt->n_train == 0 && !reason[v];
         for (int i = 0; i < np; i++) {
-            if (regexec(&re[i], val->name, 0, NULL, 0) != 0) continue;
+            if (!ot_name_pattern_match(&pat[i], val->name)) continue;
             hit[i] = true;
             if (i < opt->n_freeze) frozen = true;
             else trained = true;
@@ -209,9 +223,8 @@ static ot_status pick_params(ot_graph *g, const ot_autodiff_options *opt, ot_aut
     }
     for (int i = 0; i < np; i++)
         if (!hit[i]) {
-            st = ot_fail(err, OT_E_USAGE, "%s pattern '%s' matches no parameter; list them with `onnxtrain info`",
-                         i < opt->n_freeze ? "--freeze" : "--train",
-                         i < opt->n_freeze ? opt->freeze[i] : opt->train[i - opt->n_freeze]);
+            st = ot_name_pattern_no_match(&pat[i], i < opt->n_freeze ? "--freeze" : "--train", "parameter",
+                                          "; list them with `onnxtrain info`", err);
             res->n_params = 0;
             goto fail;
         }
@@ -224,8 +237,8 @@ static ot_status pick_params(ot_graph *g, const ot_autodiff_options *opt, ot_aut
         if (g->values[v].kind == OT_VK_PARAM) g->values[v].kind = OT_VK_CONSTANT;
     }
 fail:
-    for (int i = 0; i < compiled; i++) regfree(&re[i]);
-    free(re);
+    for (int i = 0; i < compiled && pat; i++) ot_name_pattern_free(&pat[i]);
+    free(pat);
     free(hit);
     free(reason);
     return st;

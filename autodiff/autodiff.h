@@ -19,7 +19,8 @@
 
 typedef struct ot_autodiff_options {
     int loss_value;            /* value id of the scalar float loss */
-    /* POSIX extended regexes matched (regexec, unanchored) against param names.
+    /* Name patterns (ir/name_pattern.h: globs over whole names, "re:" for a POSIX
+     * extended regex searched in the name) matched against param names.
      * A param matching any freeze pattern is frozen; when train patterns are given,
      * only params matching one of them are trained (even one ot_param_rule would keep
      * constant); without them, the params ot_param_rule accepts train. A pattern that matches no
@@ -49,6 +50,10 @@ typedef struct ot_autodiff_result {
     /* Float initializers that ot_param_rule kept constant and no --train pattern
      * revived (for the "K float initializers kept constant" note). */
     int n_rule_constant;
+    /* The first --freeze/--train pattern that matched no param as a glob and was read
+     * as a regular expression, as before globs were the default (ir/name_pattern.h),
+     * and its option; NULL when none. Points into the options' strings. */
+    const char *legacy_pattern, *legacy_option;
 } ot_autodiff_result;
 
 /* Appends the backward pass for opt->loss_value to g. Gradients are summed (one Sum
@@ -95,6 +100,10 @@ typedef enum ot_loss_kind {
     OT_LOSS_MSE,               /* MseLoss, new float input "targets" shaped like the output */
     OT_LOSS_OUTPUT,            /* the named model output is already a scalar float loss */
 } ot_loss_kind;
+
+/* The ignore index by default, torch.nn.CrossEntropyLoss's (and the label HF's
+ * collators give padding). */
+#define OT_DEFAULT_IGNORE_INDEX (-100)
 
 typedef struct ot_loss_options {
     ot_loss_kind kind;

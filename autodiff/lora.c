@@ -4,11 +4,12 @@
  * data, so `info --lora` (which reads no weights) lists what `train --lora` adapts. */
 #include "autodiff/lora.h"
 
-#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ir/name_pattern.h"
 
 #define LORA_MAX_RANK 65536
 
@@ -171,16 +172,18 @@ static const char *eligible(const ot_graph *g, int v, head_scratch *hs, bool *he
 
 ot_status ot_lora_targets(const ot_graph *g, const ot_lora_options *o, const char **why, ot_error *err) {
     bool *hit = ot_xcalloc((size_t)o->n_targets + 1, sizeof *hit);
+    ot_name_pattern *pat = ot_xcalloc((size_t)o->n_targets + 1, sizeof *pat);
     head_scratch hs = {.out = o->output ? ot_graph_find_value(g, o->output) : g->n_outputs > 0 ? g->outputs[0] : -1,
                        .seen = ot_xcalloc((size_t)g->n_values + 1, sizeof(bool)),
                        .stack = ot_xcalloc((size_t)g->n_values + 1, sizeof(int))};
-    if (!hit || !hs.seen || !hs.stack) {
-        free(hit);
-        free(hs.seen);
-        free(hs.stack);
-        return ot_fail(err, OT_E_MEMORY, "lora: out of memory");
+    ot_status st = OT_OK;
+    int compiled = 0, n = 0;
+    if (!hit || !pat || !hs.seen || !hs.stack) {
+        st = ot_fail(err, OT_E_MEMORY, "lora: out of memory");
+        goto done;
     }
-    int n = 0;
+    for (; compiled < o->n_targets; compiled++)
+        if ((st = ot_name_pattern_compile(&pat[compiled], "--lora-target", o->targets[compiled], err))) goto done;
     for (int v = 0; v < g->n_values; v++) {
         bool head = false;
         why[v] = eligible(g, v, &hs, &head);
@@ -190,22 +193,23 @@ ot_status ot_lora_targets(const ot_graph *g, const ot_lora_options *o, const cha
         } else {
             bool any = false;
             for (int i = 0; i < o->n_targets; i++)
-                if (fnmatch(o->targets[i], g->values[v].name, 0) == 0) any = hit[i] = true;
+                if (ot_name_pattern_match(&pat[i], g->values[v].name)) any = hit[i] = true;
             if (!any) why[v] = "not matched";
         }
         n += why[v] == NULL;
     }
-    ot_status st = OT_OK;
     for (int i = 0; i < o->n_targets && !st; i++)
         if (!hit[i])
-            st = ot_fail(err, OT_E_USAGE,
-                         "--lora-target '%s' matches no weight that can take an adapter (2-D float32 params read by "
-                         "MatMul or Gemm); `onnxtrain info --lora R` lists them",
-                         o->targets[i]);
+            st = ot_name_pattern_no_match(&pat[i], "--lora-target",
+                                          "weight that can take an adapter (2-D float32 params read by MatMul or Gemm)",
+                                          "; `onnxtrain info --lora R` lists them", err);
     if (!st && n == 0)
         st = ot_fail(err, OT_E_USAGE, "--lora: the model has no weight that takes an adapter by default (2-D float32 "
                                       "params read only by MatMul or Gemm, the head excepted); name one with "
                                       "--lora-target");
+done:
+    for (int i = 0; i < compiled; i++) ot_name_pattern_free(&pat[i]);
+    free(pat);
     free(hit);
     free(hs.seen);
     free(hs.stack);

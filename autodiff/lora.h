@@ -30,7 +30,7 @@
 #include "ir.h"
 
 /* The --train pattern (POSIX ERE) that trains the adapters and nothing else. */
-#define OT_LORA_TRAIN_PATTERN "\\.lora_[AB]$"
+#define OT_LORA_TRAIN_PATTERN "*.lora_[AB]"
 
 typedef struct ot_lora_options {
     int64_t rank;               /* 0: no LoRA */

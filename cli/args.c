@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/args.h"
 #include "cli/defaults.h"
@@ -241,6 +242,32 @@ static ot_status lora_targets(ot_common_args *a, const char *arg, ot_error *err)
     return OT_OK;
 }
 
+static bool sgd_implied(const struct ot_common_args *a);
+
+/* --output NAME, the old spelling of --loss-output: a file name (".onnx", a folder)
+ * was meant for -o, and is refused saying so; a plain name still names the model
+ * output the loss reads (ot_args_notes says it is now --loss-output). */
+static ot_status old_output(ot_common_args *a, const char *arg, ot_error *err) {
+    size_t n = arg ? strlen(arg) : 0;
+    if (n == 0) return ot_fail(err, OT_E_USAGE, "--output: missing value");
+    if (strchr(arg, '/') || (n > 5 && !strcasecmp(arg + n - 5, ".onnx")))
+        return ot_fail(err, OT_E_USAGE, "--output %s: the tuned model file is -o %s (--output-model); --output was the "
+                       "model output the loss reads, now --loss-output NAME", arg, arg);
+    a->loss.output_name = arg;
+    a->output_old = true;
+    return OT_OK;
+}
+
+void ot_args_notes(const ot_common_args *a, const char *cmd, FILE *f) {
+    if (sgd_implied(a))
+        fprintf(f, "onnxtrain %s: note: --%s without --optimizer: SGD (lr 0.01 unless --lr), whose option it is; the "
+                "default optimizer is AdamW\n", cmd, isnan(a->momentum) ? "nesterov" : "momentum");
+    if (a->output_old)
+        fprintf(f, "onnxtrain %s: note: --output %s read as --loss-output %s (the model output the loss reads; "
+                "--output is its old name); train's -o FILE names the tuned model file\n", cmd, a->loss.output_name,
+                a->loss.output_name);
+}
+
 ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *handled, ot_error *err) {
     static const ot_args_real_range beta_range = {.min = 0, .has_max = true, .max = 1, .max_exclusive = true};
     int64_t v;
@@ -251,11 +278,16 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_LABELS: a->labels = arg; return OT_OK;
     case OT_ARG_LOSS: return ot_loss_kind_parse(arg, &a->loss.kind, err);
     case OT_ARG_OUTPUT: a->loss.output_name = arg; return OT_OK;
+    case OT_ARG_OUTPUT_OLD: return old_output(a, arg, err);
     case OT_ARG_CLASS_AXIS:
         if (!(st = ot_args_int("--class-axis", arg, -OT_MAX_RANK, OT_MAX_RANK - 1, &v, err)))
             a->loss.class_axis = (int)v;
         return st;
     case OT_ARG_IGNORE:
+        if (arg && !strcmp(arg, "none")) { /* every label must be a class */
+            a->loss.has_ignore_index = false;
+            return OT_OK;
+        }
         if (!(st = ot_args_int("--ignore-index", arg, INT64_MIN, INT64_MAX, &v, err))) {
             a->loss.has_ignore_index = true;
             a->loss.ignore_index = v;
@@ -281,7 +313,7 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_REMAT: a->remat = arg; return OT_OK;
     case OT_ARG_BUDGET: return ot_args_budget(arg, &a->memory_budget, err);
     case OT_ARG_REMAT_TIME: return ot_args_double("--remat-time-limit", arg, 0, true, &a->remat_time_limit, err);
-    case OT_ARG_OPTIMIZER: return ot_optim_kind_parse(arg, &a->optim, err);
+    case OT_ARG_OPTIMIZER: a->optim_named = true; return ot_optim_kind_parse(arg, &a->optim, err);
     case OT_ARG_LR: return ot_args_double("--lr", arg, 0, true, &a->lr, err);
     case OT_ARG_MOMENTUM: return ot_args_double("--momentum", arg, 0, false, &a->momentum, err);
     case OT_ARG_NESTEROV: a->nesterov = true; return OT_OK;
@@ -303,7 +335,9 @@ void ot_common_args_init(ot_common_args *a) {
     memset(a, 0, sizeof *a);
     a->loss.kind = OT_LOSS_CROSS_ENTROPY;
     a->loss.class_axis = -1;
-    a->optim = OT_OPTIM_SGD;
+    a->loss.has_ignore_index = true; /* as torch.nn.CrossEntropyLoss: labels of -100 count nothing */
+    a->loss.ignore_index = OT_DEFAULT_IGNORE_INDEX;
+    a->optim = OT_OPTIM_DEFAULT_KIND;
     a->lr = a->momentum = a->weight_decay = a->beta1 = a->beta2 = a->eps = NAN;
     a->schedule = OT_SCHED_CONSTANT;
 }
@@ -316,6 +350,12 @@ void ot_common_args_free(ot_common_args *a) {
     ot_str_list_free(&a->lora_target);
     free(a->lora_text);
 }
+
+/* --momentum or --nesterov without --optimizer: SGD's options, so SGD with its
+ * defaults, as the scripts meant that gave them when SGD was the default. */
+static bool sgd_implied(const ot_common_args *a) { return !a->optim_named && (!isnan(a->momentum) || a->nesterov); }
+
+ot_optim_kind ot_args_optim_kind(const ot_common_args *a) { return sgd_implied(a) ? OT_OPTIM_SGD : a->optim; }
 
 void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->loss = a->loss;
@@ -335,7 +375,8 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->remat_time_limit = a->remat_time_limit;
     o->bind = a->bind.v;
     o->n_bind = a->bind.n;
-    ot_optim_config_default(&o->optim, a->optim);
+    ot_optim_config_default(&o->optim, ot_args_optim_kind(a));
+    if (!a->optim_named && !sgd_implied(a)) o->optim.lr = OT_OPTIM_DEFAULT_LR; /* the default recipe (train/optim.h) */
     if (!isnan(a->lr)) o->optim.lr = a->lr;
     if (!isnan(a->momentum)) o->optim.momentum = a->momentum;
     if (!isnan(a->weight_decay)) o->optim.weight_decay = a->weight_decay;

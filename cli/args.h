@@ -8,6 +8,7 @@
 
 #include <getopt.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "autodiff/autodiff.h"
 #include "autodiff/lora.h"
@@ -123,6 +124,7 @@ enum {
     OT_ARG_LORA_TARGET,
     OT_ARG_REMAT_TIME,
     OT_ARG_WAIT,
+    OT_ARG_OUTPUT_OLD, /* --output: the old name of --loss-output (cli/args.c says which option is meant) */
     OT_ARG_OWN /* first code free for a command's own options */
 };
 #define OT_ARGS_OPT_INPUT {"input", required_argument, NULL, OT_ARG_INPUT}
@@ -138,7 +140,7 @@ enum {
 #define OT_ARGS_OPT_REMAT {"remat", required_argument, NULL, OT_ARG_REMAT}
 #define OT_ARGS_OPT_BUDGET {"memory-budget", required_argument, NULL, OT_ARG_BUDGET}
 #define OT_ARGS_OPT_REMAT_TIME {"remat-time-limit", required_argument, NULL, OT_ARG_REMAT_TIME}
-#define OT_ARGS_OPT_OUTPUT {"output", required_argument, NULL, OT_ARG_OUTPUT}
+#define OT_ARGS_OPT_OUTPUT {"loss-output", required_argument, NULL, OT_ARG_OUTPUT}, {"output", required_argument, NULL, OT_ARG_OUTPUT_OLD}
 #define OT_ARGS_OPT_CLASS_AXIS {"class-axis", required_argument, NULL, OT_ARG_CLASS_AXIS}
 #define OT_ARGS_OPT_IGNORE {"ignore-index", required_argument, NULL, OT_ARG_IGNORE}
 #define OT_ARGS_OPT_FREEZE {"freeze", required_argument, NULL, OT_ARG_FREEZE}
@@ -178,27 +180,34 @@ enum {
 #define OT_ARGS_HELP_LOSS                                                                                            \
     "loss:\n"                                                                                                        \
     "  --loss KIND               cross-entropy (default), mse, or output (a scalar model output)\n"                 \
-    "  --output NAME             model output that feeds the loss (default: the first)\n"                           \
+    "  --loss-output NAME        model output that feeds the loss (default: the first; was --output)\n"            \
     "  --class-axis N            cross-entropy: axis of the classes (default -1, the last)\n"                       \
-    "  --ignore-index N          cross-entropy: label value that contributes nothing\n"
+    "  --ignore-index N|none     cross-entropy: label value that contributes nothing (default -100,\n"              \
+    "                            as torch.nn.CrossEntropyLoss and HF's padded labels); none: every\n"            \
+    "                            label must be a class\n"
 #define OT_ARGS_HELP_PARAMS                                                                                          \
     "params:\n"                                                                                                      \
-    "  --freeze REGEX            do not train params whose name matches (POSIX ERE). Repeatable.\n"                 \
-    "  --train REGEX             train only params whose name matches. Repeatable.\n"                               \
+    "  --freeze PATTERN          do not train params whose name matches. Repeatable.\n"                            \
+    "  --train PATTERN           train only params whose name matches. Repeatable.\n"                               \
+    "                            PATTERN is a glob over the whole name ('*.bias'), or re:REGEX, a\n"             \
+    "                            POSIX extended regex searched in the name ('re:^layer[12]\\.').\n"              \
     "                            A pattern that matches no param is an error (exit 2).\n"
 #define OT_ARGS_HELP_LORA                                                                                            \
     "LoRA (docs/training.md, LoRA):\n"                                                                               \
     "  --lora RANK[:ALPHA]       train low-rank adapters W + (ALPHA/RANK)*A*B instead of the weights\n"            \
     "                            (ALPHA defaults to RANK); the base weights are frozen: no gradient,\n"           \
     "                            no optimizer state. A is drawn from --seed, B starts at zero.\n"                 \
-    "  --lora-target GLOB,...    weights to adapt (fnmatch over param names; default: every 2-D\n"                \
+    "  --lora-target PATTERN,... weights to adapt (globs, or re:REGEX as --freeze; default: every 2-D\n"                \
     "                            float32 weight read only by MatMul/Gemm, except the head, whose\n"             \
     "                            output reaches the loss through no other MatMul/Gemm;\n"                      \
     "                            `onnxtrain info MODEL --lora R` lists them)\n"
 #define OT_ARGS_HELP_OPTIM                                                                                           \
-    "  --optimizer NAME          sgd (default), adam, adamw\n"                                                      \
-    "  --lr X                    learning rate > 0 (default 0.01 for sgd, 0.001 for adam/adamw)\n"                \
-    "  --momentum X              sgd momentum (default 0; dampening is always 0)\n"                                 \
+    "  --optimizer NAME          sgd, adam, adamw. Default: adamw at lr 3e-3 (torch's other AdamW\n"              \
+    "                            defaults; docs/training.md, Defaults)\n"                                          \
+    "  --lr X                    learning rate > 0 (default 3e-3 without --optimizer; with it\n"                 \
+    "                            PyTorch's: 0.01 for sgd, 0.001 for adam/adamw)\n"                                \
+    "  --momentum X              sgd momentum (default 0; dampening is always 0). Without\n"                        \
+    "                            --optimizer, it and --nesterov select sgd (lr 0.01)\n"                           \
     "  --nesterov                sgd Nesterov momentum (needs --momentum > 0)\n"                                    \
     "  --weight-decay X          sgd/adam: L2 added to the gradient; adamw: decoupled\n"                            \
     "                            (default 0; adamw 0.01)\n"                                                         \
@@ -217,9 +226,9 @@ enum {
 typedef struct ot_common_args {
     ot_input_specs inputs;  /* --input, repeatable */
     const char *labels;     /* --labels FILE, or NULL */
-    ot_loss_options loss;   /* --loss, --output, --class-axis, --ignore-index */
-    ot_str_list freeze;     /* --freeze REGEX, repeatable */
-    ot_str_list train;      /* --train REGEX, repeatable */
+    ot_loss_options loss;   /* --loss, --loss-output, --class-axis, --ignore-index (default -100) */
+    ot_str_list freeze;     /* --freeze PATTERN, repeatable (ir/name_pattern.h) */
+    ot_str_list train;      /* --train PATTERN, repeatable */
     int64_t batch_size;     /* --batch-size, 1..INT32_MAX; 0: the command's default */
     uint64_t seed;          /* --seed */
     int n_threads;          /* --threads, 1..1024; 0: OpenMP's default */
@@ -229,7 +238,8 @@ typedef struct ot_common_args {
     int64_t memory_budget;  /* --memory-budget bytes; 0: none */
     double remat_time_limit; /* --remat-time-limit seconds for --remat optimal; 0: the default */
     /* the optimizer: the kind's defaults, then the values the user set (NaN: not set) */
-    ot_optim_kind optim;
+    ot_optim_kind optim;    /* OT_OPTIM_DEFAULT_KIND unless --optimizer (optim_named); ot_args_optim_kind */
+    bool optim_named;
     double lr, momentum, weight_decay, beta1, beta2, eps, clip;
     bool nesterov;
     ot_schedule_kind schedule;
@@ -237,6 +247,7 @@ typedef struct ot_common_args {
     int64_t accum;          /* --accum, 1..OT_ARGS_MAX_ACCUM; 0: not given (1) */
     ot_lora_options lora;   /* --lora RANK[:ALPHA]; rank 0: none */
     char *lora_text;        /* --lora-target's text, split at commas (owned) */
+    bool output_old;        /* the loss output came as --output (its old name) */
     ot_str_list lora_target; /* the globs, pointing into lora_text */
 } ot_common_args;
 
@@ -244,6 +255,9 @@ typedef struct ot_common_args {
  * (*handled true); otherwise leaves a alone and sets *handled false. */
 ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *handled, ot_error *err);
 void ot_common_args_init(ot_common_args *a);
+/* Notes on what was read (an old option name and what it became), to f, as
+ * "onnxtrain CMD: note: ...". */
+void ot_args_notes(const ot_common_args *a, const char *cmd, FILE *f);
 void ot_common_args_free(ot_common_args *a);
 
 /* Checks one output of a command (opt, path; NULL: none) against the model, its
@@ -257,6 +271,9 @@ struct ot_train_options;
 /* Copies the shared settings into training options (the lists point into a), the
  * optimizer included. */
 void ot_common_args_to_train(const ot_common_args *a, struct ot_train_options *o);
+/* The optimizer the options name: --optimizer, else SGD when --momentum or --nesterov
+ * was given (its options), else OT_OPTIM_DEFAULT_KIND. */
+ot_optim_kind ot_args_optim_kind(const ot_common_args *a);
 
 /* Reads every input spec and the labels file (may be NULL) as .npy into d: inputs
  * named as given ("" for positional ones), labels as OT_DATA_LABELS (train/train.h).

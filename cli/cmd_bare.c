@@ -10,6 +10,7 @@
  * like them (train/train_synthetic.h), one step with --remat none and one with the
  * policy (the sessions `verify` builds), compared bitwise; then it prints the plan,
  * the verdict and the command that trains. Exit 0, or 11 when a tensor differs. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,7 +250,7 @@ static void print_plan(const bare *b, const char *policy, int64_t batch, const o
     ot_human_size((double)v1->r.planned_peak, pk1, sizeof pk1);
     ot_cli_peak_change((int64_t)v0->r.planned_peak, (int64_t)v1->r.planned_peak, change, sizeof change);
     printf("plan of one training step, batch %lld%s, %s:\n", (long long)batch, ot_cli_batch_note(pick),
-           ot_optim_kind_name(b->ca.optim));
+           ot_optim_kind_name(ot_args_optim_kind(&b->ca)));
     if (*pick->dims)
         printf("  %s = %d (a small default without data; --bind NAME=SIZE for another)\n", pick->dims,
                OT_CLI_DIM_NO_DATA);
@@ -315,6 +316,10 @@ static void placeholder(const char *name, char *buf, size_t n) {
     snprintf(buf + l, n - l, "%s.npy", l ? "" : "INPUT");
 }
 
+/* Epochs in the suggested command: with the default optimizer every sample that can
+ * learn loses at least half its loss in 5 (docs/training.md, Defaults). */
+#define BARE_EPOCHS 5
+
 static void print_command(const bare *b, const ot_graph *g, const char *dims, const ot_dataset *d) {
     printf("\nto train, give it data (.npy files, samples along axis 0):\n  onnxtrain");
     for (int i = 0; i < b->argc; i++)
@@ -328,6 +333,12 @@ static void print_command(const bare *b, const ot_graph *g, const char *dims, co
         printf(" %s", labels ? "--labels" : "--input");
         print_word(stdout, spec);
     }
+    /* one epoch of a small data set is a few steps: suggest enough to learn from
+     * (docs/training.md, Defaults), unless the length is already given */
+    bool length = false;
+    for (int i = 0; i < b->argc; i++)
+        length |= !strncmp(b->argv[i], "--epochs", 8) || !strncmp(b->argv[i], "--steps", 7);
+    if (!length) printf(" --epochs %d", BARE_EPOCHS);
     printf("\n  where");
     for (int i = 0; i < d->n_arrays; i++) {
         const ot_data_array *a = &d->arrays[i];
@@ -336,7 +347,8 @@ static void print_command(const bare *b, const ot_graph *g, const char *dims, co
         placeholder(labels ? "labels" : a->name, ph, sizeof ph);
         int v = labels ? -1 : ot_graph_find_value(g, a->name);
         sample_shape(b, g, v >= 0 ? &g->values[v].shape : NULL, a->t, sh, sizeof sh);
-        printf("%s %s is %s %s", i ? ";" : "", ph, ot_dtype_name(a->t->dtype), sh);
+        printf("%s %s is %s%s %s", i ? ";" : "", ph, ot_dtype_name(a->t->dtype),
+               a->t->dtype == OT_I64 ? " (or int32)" : "", sh);
         if (labels && b->ca.loss.kind == OT_LOSS_CROSS_ENTROPY) printf(" class indices");
         if (labels && *dims) printf(" (as planned, with %s %d)", dims, OT_CLI_DIM_NO_DATA);
     }
@@ -348,6 +360,9 @@ static void print_command(const bare *b, const ot_graph *g, const char *dims, co
             printf("; %s exists, so it would refuse until you give -o or remove it", b->default_out);
         printf(".\n");
     }
+    if (!length && !b->ca.optim_named && isnan(b->ca.lr))
+        printf("  %d epochs with the default optimizer, AdamW at lr 3e-3 (docs/training.md, Defaults); a loss that\n"
+               "  barely falls is said at the end.\n", BARE_EPOCHS);
     printf("  Every option of `onnxtrain train --help` applies.\n");
 }
 

@@ -204,13 +204,13 @@ static ot_status run_bench(bench_opts *o, double load0, ot_error *err) {
         ot_json_string(stdout, o->model);
         printf(", \"data\": \"%s\", \"device\": ", synthetic ? "synthetic" : "files");
         ot_json_string(stdout, a->device ? a->device : "cpu");
-        printf(", \"optimizer\": \"%s\", \"measurement\": ", ot_optim_kind_name(a->optim));
+        printf(", \"optimizer\": \"%s\", \"measurement\": ", ot_optim_kind_name(ot_args_optim_kind(a)));
         ot_cli_print_measure_json(stdout, &mr);
         printf("}\n");
     } else {
         printf("bench %s: batch %lld, %s data%s%s, optimizer %s, device %s\n\n", o->model, (long long)mr.batch,
                synthetic ? "synthetic" : "the given", *dims ? ", " : "", *dims ? dims : "",
-               ot_optim_kind_name(a->optim), a->device ? a->device : "cpu");
+               ot_optim_kind_name(ot_args_optim_kind(a)), a->device ? a->device : "cpu");
         if (*dims) printf("(%s bound to %d: a small default without data; --bind NAME=SIZE for another)\n\n", dims, OT_CLI_DIM_NO_DATA);
         ot_cli_print_measure_table(stdout, &mr);
     }

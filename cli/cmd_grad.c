@@ -145,6 +145,7 @@ int ot_cmd_grad(int argc, char **argv) {
     const char *model_path = NULL;
     if ((st = ot_args_one_model(argc, argv, optind, &model_path, &err))) goto done;
     ot_common_args_to_train(&ca, &o);
+    ot_args_notes(&ca, "grad", stderr);
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = ot_model_load(model_path, &io, &m, &err))) goto done;
     if ((st = ot_args_check_output(m, &ca, "--dump-grads", dump, true, &err))) goto done;

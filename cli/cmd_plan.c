@@ -300,7 +300,7 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
         ot_json_string(stdout, o->model);
         static const char *from[] = {"given", "model", "data", "default"};
         printf(", \"batch\": %lld, \"batch_from\": \"%s\", \"optimizer\": \"%s\", ", (long long)batch,
-               o->batch_auto ? "auto" : from[o->pick.from], ot_optim_kind_name(o->args.optim));
+               o->batch_auto ? "auto" : from[o->pick.from], ot_optim_kind_name(ot_args_optim_kind(&o->args)));
         if (o->ranks > 1) printf("\"ranks\": %lld, \"batch_per\": \"rank\", ", (long long)o->ranks);
         printf("\"nodes\": %d, \"forward_nodes\": %d, \"articulation_points\": %d, \"plans\": [", n_nodes, n_fwd,
                n_art);
@@ -325,7 +325,7 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
         printf("%s = %d (a small default without data; --bind NAME=SIZE for another)\n", o->pick.dims,
                OT_CLI_DIM_NO_DATA);
     printf("optimizer %s: its state and update are planned with the step (--optimizer for another)\n",
-           ot_optim_kind_name(o->args.optim));
+           ot_optim_kind_name(ot_args_optim_kind(&o->args)));
     print_plan("none", p0, false, false, -1);
     print_plan(label, p1, false, true, o->verbose ? -1 : PLAN_FOLD_NAMES);
     const ot_train_remat_summary *rs = ot_train_remat_info(p1->s);
@@ -476,6 +476,7 @@ int ot_cmd_plan(int argc, char **argv) {
         ot_input_specs_free(&o.val_inputs);
         return st;
     }
+    ot_args_notes(&o.args, "plan", stderr);
     if (o.ranks > 1) st = ot_dist_for_plan((int)o.ranks, &o.dist, &err);
     if (!st) st = run_plan(&o, &err);
     if (st) fprintf(stderr, "onnxtrain plan: %s\n", err.msg);

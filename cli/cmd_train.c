@@ -51,7 +51,9 @@ static void train_usage(FILE *f) {
           "                            (--memory-budget covers both; the params are shared).\n"
           "  --batch-size N|auto       samples per micro-batch (default: the model's fixed batch,\n"
           "                            else min(32, samples)). The last partial batch of an epoch\n"
-          "                            is dropped, so every step sees exactly N samples. auto (with\n"
+          "                            is kept, as PyTorch's DataLoader (it runs padded in the full\n"
+          "                            batch's plan, its padding masked out of the loss: cross-entropy\n"
+          "                            without BatchNorm; otherwise it is dropped, said). auto (with\n"
           "                            --memory-budget): the largest batch whose planned training\n"
           "                            step fits the budget (the plan's peak is the run's arena)\n"
           "                            Under mpirun -np R: the global batch; each rank takes N/R,\n"
@@ -60,6 +62,8 @@ static void train_usage(FILE *f) {
           OT_ARGS_HELP_BIND
           "  --seed N                  shuffling (Fisher-Yates, splitmix64) and Dropout masks (default 0)\n"
           "  --no-shuffle              visit samples in file order\n"
+          "  --drop-last               drop the last partial batch of each epoch (DataLoader's\n"
+          "                            drop_last=True): every step then sees exactly N samples\n"
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_PARAMS
           OT_ARGS_HELP_LORA
@@ -191,7 +195,7 @@ static void print_resume_command(FILE *f, int argc, char **argv, const char *dir
 
 enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
        O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME, O_EXTERNAL, O_LORA_SAVE,
-       O_REPORT_NORM };
+       O_REPORT_NORM, O_DROP_LAST };
 
 /* Everything one `onnxtrain train` holds, from the command line to the result. */
 typedef struct train_cli {
@@ -230,6 +234,7 @@ static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err)
     case O_QUIET: t->quiet = true; return OT_OK;
     case 'v': t->verbose = true; return OT_OK;
     case O_NO_SHUFFLE: t->o.no_shuffle = true; return OT_OK;
+    case O_DROP_LAST: t->o.drop_last = true; return OT_OK;
     case O_NO_CHECK: t->o.no_numerics_check = true; return OT_OK;
     case O_CHECK: t->o.no_numerics_check = false; return OT_OK;
     case O_CKPT_DIR: t->ckpt_dir = arg; return OT_OK;
@@ -254,6 +259,7 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
         {"report", required_argument, 0, O_REPORT}, {"report-grad-norm", no_argument, 0, O_REPORT_NORM},
         {"log-every", required_argument, 0, O_LOG_EVERY},
         {"quiet", no_argument, 0, O_QUIET}, {"verbose", no_argument, 0, 'v'}, {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
+        {"drop-last", no_argument, 0, O_DROP_LAST},
         {"no-check-numerics", no_argument, 0, O_NO_CHECK}, {"output-model", required_argument, 0, 'o'},
         {"check-numerics", no_argument, 0, O_CHECK}, {"checkpoint-dir", required_argument, 0, O_CKPT_DIR},
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY}, {"keep-checkpoints", required_argument, 0, O_CKPT_KEEP},
@@ -284,6 +290,10 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
 /* What can be refused before any work: no output, half the validation data, a bad
  * remat policy. (The output paths themselves are checked by check_files.) */
 static ot_status check_args(const train_cli *t, ot_error *err) {
+    if (!t->out_path && !t->lora_save && t->ca.output_old) /* --output was meant as -o */
+        return ot_fail(err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model); --output %s names "
+                       "the model output the loss reads (now --loss-output): for the tuned model file write -o %s",
+                       t->ca.loss.output_name, t->ca.loss.output_name);
     if (!t->out_path && !t->lora_save)
         return ot_fail(err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
     if (t->lora_save && t->o.lora.rank == 0) return ot_fail(err, OT_E_USAGE, "--lora-save needs --lora RANK");
@@ -372,6 +382,20 @@ static void print_budget(const train_cli *t) {
                 rs->n_clones, rs->step_flops > 0 ? 100.0 * rs->extra_flops / rs->step_flops : 0.0);
 }
 
+/* The last partial batch of an epoch: kept (padded in the plan) or dropped, and why. */
+static void print_partial_batch(const train_cli *t) {
+    const char *why = NULL;
+    int64_t n = t->data.n_samples, B = ot_train_batch_size(t->s), kept = ot_train_partial_batch(t->s, n, &why);
+    const char *s = n / B == 1 ? "" : "es";
+    if (kept > 0)
+        fprintf(stderr, "each epoch of %lld samples: %lld batch%s of %lld, then a partial batch of %lld (run padded to "
+                "%lld in the same plan: same peak; --drop-last drops it)\n", (long long)n, (long long)(n / B), s,
+                (long long)B, (long long)kept, (long long)B);
+    else if (why)
+        fprintf(stderr, "each epoch of %lld samples: %lld batch%s of %lld; the last %lld samples of its order are dropped "
+                "(%s)\n", (long long)n, (long long)(n / B), s, (long long)B, (long long)(n % B), why);
+}
+
 /* What is about to run and the memory it was planned to take. */
 static void print_setup(const train_cli *t, int64_t total) {
     const ot_plan *plan = ot_train_plan(t->s);
@@ -382,8 +406,8 @@ static void print_setup(const train_cli *t, int64_t total) {
                 "(bitwise one process with --batch-size %lld --accum %lld)\n", n,
                 (long long)(ot_train_batch_size(t->s) * n), (long long)ot_train_batch_size(t->s),
                 (long long)t->o.accum / n, (long long)ot_train_batch_size(t->s), (long long)t->o.accum);
-    fprintf(stderr, "training %d params (%lld values) with %s, batch %lld x %lld micro-batches, %lld steps\n",
-            ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind),
+    fprintf(stderr, "training %d params (%lld values) with %s lr %g, batch %lld x %lld micro-batches, %lld steps\n",
+            ad->n_params, (long long)param_elems(t->s), ot_optim_kind_name(t->o.optim.kind), t->o.optim.lr,
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
     const char *wait = getenv(OT_WAIT_APPLIED_ENV);
     if (wait && t->verbose) fprintf(stderr, "idle worker threads: %s\n", wait); /* a diagnosis: -v */
@@ -405,6 +429,7 @@ static void print_setup(const train_cli *t, int64_t total) {
                 ot_human_size((double)vp->pinned_bytes, h[2], sizeof h[2]),
                 ot_human_size((double)vp->external_bytes, h[3], sizeof h[3]));
     print_budget(t);
+    print_partial_batch(t);
     if (t->resume) fprintf(stderr, "resuming from %s at step %lld\n", t->ck_path, (long long)t->ck.step);
 }
 
@@ -582,6 +607,12 @@ static ot_status finish(train_cli *t, ot_error *err) {
             ot_loss_str(res->loss[res->n_steps - 1], l1, sizeof l1), t->out_path ? t->out_path : t->lora_save);
     if (t->out_path && t->lora_save) fprintf(stderr, "wrote the adapters to %s\n", t->lora_save);
     if (t->report) fprintf(stderr, "wrote the report %s and its loss curve %s\n", t->report, t->report_svg);
+    double first, last;
+    if (ot_train_loss_flat(res, &first, &last)) /* part of the summary: a run that did not train says so */
+        fprintf(stderr, "the loss %s: mean %.4f over the first fifth of the steps, %.4f over the last (%+.1f%%); try a "
+                "larger --lr (this run: %g) or more %s (this run: %lld)\n", last > first ? "rose" : "barely fell", first,
+                last, 100.0 * (last - first) / first, ot_train_optim(t->s)->lr, t->o.steps ? "--steps" : "--epochs",
+                (long long)(t->o.steps ? t->o.steps : t->o.epochs > 0 ? t->o.epochs : 1));
     if (ot_dist_size(t->dist) > 1) /* part of the final summary, also with --quiet */
         fprintf(stderr, "data parallel: rank 0 of %d spent %.3f s of %.3f s in collectives (%.1f%%: the gradient sum, "
                 "losses and running statistics, waiting for the slowest rank included)\n", ot_dist_size(t->dist),
@@ -619,6 +650,7 @@ int ot_cmd_train(int argc, char **argv) {
         train_cli_free(&t);
         return 0;
     }
+    if (!st && !t.quiet) ot_args_notes(&t.ca, "train", stderr);
     if (!st) st = check_args(&t, &err);
     if (!st) st = start_dist(&t, &err);
     if (!st) st = build(&t, &err);

@@ -192,7 +192,7 @@ static ot_status run_verify(verify_opts *o, ot_error *err) {
         printf(", \"tensors\": [");
     } else { /* what it assumed */
         printf("batch %lld%s, optimizer %s (for the memory figures), --remat %s against none\n",
-               (long long)v0.batch, ot_cli_batch_note(&o->pick), ot_optim_kind_name(a->optim), a->remat);
+               (long long)v0.batch, ot_cli_batch_note(&o->pick), ot_optim_kind_name(ot_args_optim_kind(a)), a->remat);
         if (o->verbose) printf("%-48s %-7s %s\n", "tensor", "equal", "max |diff|");
     }
     for (int i = 0; i < v0.r.n; i++) {

@@ -137,11 +137,13 @@ static void test_params_freeze_train(void **state) {
     ot_autodiff_result_free(&r);
     ot_graph_free(g);
 
-    /* --freeze 'bias$' : the bias gets no gradient and is no longer a param */
+    /* --freeze '*.bias' (a glob, the default syntax): the bias gets no gradient and is
+     * no longer a param */
     g = mlp(&loss, id);
-    const char *fr[1] = {"bias$"};
+    const char *fr[1] = {"*.bias"};
     o = (ot_autodiff_options){.loss_value = loss, .freeze = fr, .n_freeze = 1};
     assert_int_equal(ot_autodiff_build(g, &o, &r, &err), OT_OK);
+    assert_null(r.legacy_pattern);
     assert_int_equal(r.n_params, 2);
     for (int i = 0; i < r.n_params; i++) assert_int_not_equal(r.params[i], id[2]);
     assert_int_equal(g->values[id[2]].kind, OT_VK_CONSTANT);
@@ -151,12 +153,27 @@ static void test_params_freeze_train(void **state) {
     ot_autodiff_result_free(&r);
     ot_graph_free(g);
 
-    /* --train '^layer1\.' keeps only layer1 */
+    /* --train 're:^layer1\.' keeps only layer1 */
     g = mlp(&loss, id);
-    const char *tr[1] = {"^layer1\\."};
+    const char *tr[1] = {"re:^layer1\\."};
     o = (ot_autodiff_options){.loss_value = loss, .train = tr, .n_train = 1};
     assert_int_equal(ot_autodiff_build(g, &o, &r, &err), OT_OK);
     assert_int_equal(r.n_params, 2);
+    assert_null(r.legacy_pattern);
+    ot_autodiff_result_free(&r);
+    ot_graph_free(g);
+
+    /* an old script's regex without the prefix ('bias$' matches no name as a glob) is
+     * still read as one, and the result names it for a note */
+    g = mlp(&loss, id);
+    const char *old[1] = {"bias$"};
+    o = (ot_autodiff_options){.loss_value = loss, .freeze = old, .n_freeze = 1};
+    assert_int_equal(ot_autodiff_build(g, &o, &r, &err), OT_OK);
+    assert_int_equal(r.n_params, 2);
+    assert_int_equal(g->values[id[2]].kind, OT_VK_CONSTANT);
+    assert_non_null(r.legacy_pattern);
+    assert_string_equal(r.legacy_pattern, "bias$");
+    assert_string_equal(r.legacy_option, "--freeze");
     ot_autodiff_result_free(&r);
     ot_graph_free(g);
 }

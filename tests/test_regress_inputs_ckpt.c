@@ -111,6 +111,7 @@ static void test_crafted_fields(void **state) {
     CASE("'total_steps'", x.set.optim.total_steps = -1);
     CASE("'step' is 3, past the run's 2 steps", (x.set.optim.schedule = OT_SCHED_COSINE, x.set.optim.total_steps = 2));
     CASE("'memory_budget'", x.set.memory_budget = -1);
+    CASE("'keep_partial'", (x.set.keep_partial = true, x.set.n_samples = 32)); /* 4 divides 32: no partial batch */
     CASE("'remat'", x.set.remat[1] = '\n');
     CASE("kind 5", x.tensors[1].kind = (ot_ckpt_kind)5);
     CASE("dtype 99", x.tensors[1].dtype = (ot_dtype)99);
@@ -162,8 +163,15 @@ static void test_crafted_bytes(void **state) {
     /* no_shuffle: payload = fingerprint, 4 x i64, then batch, accum, n_samples, seed */
     const size_t flags = 32 + 8 + 32 + 32;
     memcpy(w, buf, len);
-    w[flags] = 2;
+    w[flags] = 4; /* bits 0 and 1 are flags (shuffling, the partial batch kept); 4 is none */
     expect_bytes(w, len, "'no_shuffle");
+    memcpy(w, buf, len);
+    w[flags] = 2; /* the partial batch kept: 35 samples in batches of 4, a valid file */
+    reseal(w, len);
+    ot_checkpoint kp;
+    assert_int_equal(ot_checkpoint_decode(w, len, "bytes.otc", &kp, &err), OT_OK);
+    assert_true(kp.set.keep_partial && !kp.set.no_shuffle);
+    ot_checkpoint_free(&kp);
     /* the tensor count: after the settings (140 bytes with remat "none") */
     const size_t count_at = 32 + 8 + 32 + 140;
     assert_memory_equal(buf + count_at, "\x02\x00\x00\x00", 4);

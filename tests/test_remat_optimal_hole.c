@@ -28,7 +28,7 @@
 #define OUT TMP "/out.txt"
 #define run(...) cli_run(OUT, __VA_ARGS__)
 /* the sample's data has 7 samples; the table's rows plan batch 8 */
-#define DATA S "chain48.onnx --input " TMP "/input8.npy --labels " TMP "/labels8.npy --batch-size 8"
+#define DATA S "chain48.onnx --input " TMP "/input8.npy --labels " TMP "/labels8.npy --batch-size 8 --optimizer sgd"
 #define BUDGET "431584"
 /* wall clock: the proof takes about a second of CPU; the margin is for a loaded machine */
 #define LIMIT "--remat-time-limit 60 --threads 2"

@@ -458,11 +458,125 @@ static void test_bad_labels(void **state) {
 static void test_freeze_matches_nothing(void **state) {
     (void)state;
     ot_error err = {0};
-    const char *pat[1] = {"^no_such_param$"};
+    const char *pat[1] = {"re:^no_such_param$"};
     assert_int_equal(session_with_labels(NULL, pat, 1, &err), OT_E_USAGE);
     assert_non_null(strstr(err.msg, "no_such_param"));
-    const char *all[1] = {"."};
+    assert_non_null(strstr(err.msg, "regular expression"));
+    const char *all[1] = {"re:."}; /* freezes every param: nothing left to train */
     assert_int_equal(session_with_labels(NULL, all, 1, &err), OT_E_USAGE);
+}
+
+/* Patterns are globs over whole names unless they start with re: (ir/name_pattern.h);
+ * each error says which syntax it read. */
+static void test_freeze_globs(void **state) {
+    (void)state;
+    ot_error err = {0};
+    const char *bias[1] = {"*.bias"}; /* the trap: a regex error before globs were the default */
+    assert_int_equal(session_with_labels(NULL, bias, 1, &err), OT_OK);
+    const char *part[1] = {"fc9"}; /* a glob matches the whole name; as a regex it matches nothing either */
+    assert_int_equal(session_with_labels(NULL, part, 1, &err), OT_E_USAGE);
+    assert_non_null(strstr(err.msg, "the glob matches no parameter"));
+    assert_non_null(strstr(err.msg, "'*fc9*'"));
+    assert_non_null(strstr(err.msg, "'re:fc9'"));
+    const char *old[1] = {"fc1"}; /* an old script's regex: no param is named fc1, read as before */
+    assert_int_equal(session_with_labels(NULL, old, 1, &err), OT_OK);
+    const char *re[1] = {"re:fc1"};
+    assert_int_equal(session_with_labels(NULL, re, 1, &err), OT_OK);
+    const char *bad[1] = {"re:*.bias"};
+    assert_int_equal(session_with_labels(NULL, bad, 1, &err), OT_E_USAGE);
+    assert_non_null(strstr(err.msg, "not a valid regular expression"));
+    assert_non_null(strstr(err.msg, "re:*.bias"));
+}
+
+/* fc1.weight after training mlp.onnx on rows [first, first + n) of its data: batch b,
+ * `steps` steps in file order, SGD lr 0.1 (m keeps the trained weights). */
+static double train_rows(ot_model *m, int64_t first, int64_t n, int64_t b, int64_t steps, bool drop_last, ot_tensor **w) {
+    ot_error err = {0};
+    ot_dataset full, d = {0};
+    load_data("mlp", &full, NULL);
+    int64_t idx[16];
+    for (int64_t i = 0; i < n; i++) idx[i] = first + i;
+    for (int i = 0; i < full.n_arrays; i++) {
+        ot_tensor *t = NULL;
+        assert_int_equal(ot_data_gather_new(full.arrays[i].t, idx, n, &t, &err), OT_OK);
+        assert_int_equal(ot_dataset_add(&d, full.arrays[i].name, full.arrays[i].path, -1, t, &err), OT_OK);
+    }
+    ot_train_options o;
+    ot_train_options_default(&o);
+    o.n_threads = 1;
+    o.no_shuffle = true;
+    o.batch_size = b;
+    o.steps = steps;
+    o.drop_last = drop_last;
+    o.optim.lr = 0.1;
+    ot_train_session *s = NULL;
+    if (ot_train_session_new(m, &o, &d, true, &s, &err) != OT_OK) fail_msg("%s", err.msg);
+    ot_train_result r;
+    if (ot_train_run(s, &d, NULL, NULL, &r, &err) != OT_OK) fail_msg("%s", err.msg);
+    double last = r.loss[r.n_steps - 1];
+    const ot_graph *g = m->graph;
+    int v = ot_graph_find_value(g, "fc1.weight");
+    assert_true(v >= 0);
+    *w = ot_tensor_new(OT_F32, &g->values[v].shape);
+    memcpy((*w)->data, g->values[v].data, (*w)->nbytes);
+    ot_train_result_free(&r);
+    ot_train_session_free(s);
+    ot_dataset_free(&d);
+    ot_dataset_free(&full);
+    return last;
+}
+
+/* The last partial batch is kept, as PyTorch's DataLoader keeps it: 7 samples in
+ * batches of 4 are a step of 4 and a step of 3 run padded in the batch-4 plan, whose
+ * loss and update are those of the 3 samples alone (a batch-3 session after the first
+ * step); --drop-last makes the second step the first 4 samples again. */
+static void test_partial_batch_kept(void **state) {
+    (void)state;
+    ot_tensor *wa = NULL, *wb = NULL, *w1 = NULL, *wd = NULL;
+    ot_model *a = load_model("mlp.onnx"), *b = load_model("mlp.onnx"), *c = load_model("mlp.onnx");
+    double la = train_rows(a, 0, 7, 4, 2, false, &wa);
+    train_rows(b, 0, 4, 4, 1, false, &w1);
+    double lb = train_rows(b, 4, 3, 3, 1, false, &wb);
+    if (fabs(la - lb) > 1e-6 * fabs(lb)) fail_msg("padded partial batch: loss %.9g, the 3 samples alone %.9g", la, lb);
+    double r = rel_l2(wa->data, wb->data, ot_shape_numel(&wa->shape));
+    if (r > 1e-6) fail_msg("padded partial batch: the update differs from the 3 samples' alone: relative L2 %.3g", r);
+    double ld = train_rows(c, 0, 7, 4, 2, true, &wd); /* --drop-last: the 4 first samples twice */
+    assert_true(fabs(ld - la) > 1e-6);
+    ot_tensor_free(wa), ot_tensor_free(wb), ot_tensor_free(w1), ot_tensor_free(wd);
+    ot_model_free(a), ot_model_free(b), ot_model_free(c);
+}
+
+/* Where padding would not be exact the partial batch is dropped, and the reason says
+ * why: BatchNorm's batch statistics (resnet, 12 samples in batches of 8), --drop-last. */
+static void test_partial_batch_dropped(void **state) {
+    (void)state;
+    ot_error err = {0};
+    ot_model *m = load_model("resnet.onnx");
+    ot_dataset full, d = {0};
+    load_data("resnet", &full, NULL);
+    int64_t idx[12];
+    for (int i = 0; i < 12; i++) idx[i] = i % 8;
+    for (int i = 0; i < full.n_arrays; i++) {
+        ot_tensor *t = NULL;
+        assert_int_equal(ot_data_gather_new(full.arrays[i].t, idx, 12, &t, &err), OT_OK);
+        assert_int_equal(ot_dataset_add(&d, full.arrays[i].name, full.arrays[i].path, -1, t, &err), OT_OK);
+    }
+    ot_train_options o;
+    ot_train_options_default(&o);
+    o.plan_only = true;
+    ot_train_session *s = NULL;
+    if (ot_train_session_new(m, &o, &d, true, &s, &err) != OT_OK) fail_msg("%s", err.msg);
+    const char *why = NULL;
+    assert_int_equal(ot_train_partial_batch(s, 12, &why), 0);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "BatchNormalization"));
+    assert_int_equal(ot_train_batches_per_epoch(s, 12), 1);
+    assert_int_equal(ot_train_partial_batch(s, 16, &why), 0);
+    assert_null(why); /* no partial batch at all */
+    ot_train_session_free(s);
+    ot_dataset_free(&d);
+    ot_dataset_free(&full);
+    ot_model_free(m);
 }
 
 /* A huge learning rate makes the weights overflow after the first step: training
@@ -501,6 +615,8 @@ int main(void) {
         cmocka_unit_test(test_accumulation),
         cmocka_unit_test(test_batchnorm_state_copied), cmocka_unit_test(test_adamw_clip_cosine_vs_torch),
         cmocka_unit_test(test_bad_labels),       cmocka_unit_test(test_freeze_matches_nothing),
+        cmocka_unit_test(test_freeze_globs),     cmocka_unit_test(test_partial_batch_kept),
+        cmocka_unit_test(test_partial_batch_dropped),
         cmocka_unit_test(test_nan_stops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

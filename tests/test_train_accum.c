@@ -80,6 +80,7 @@ static void options(const cfg *c, ot_train_options *o) {
     o->record_grad_norm = true; /* the norms are compared */
     o->n_threads = 1;
     o->no_shuffle = true;
+    o->drop_last = true; /* the host algorithm below visits full batches only */
     o->steps = c->steps;
     o->batch_size = c->B;
     o->accum = c->K;

@@ -41,29 +41,55 @@ static void test_batcher_drops_partial_batch(void **state) {
     (void)state;
     ot_batcher b;
     ot_error err = {0};
-    assert_int_equal(ot_batcher_init(&b, 10, 4, false, 0, &err), OT_OK);
-    assert_int_equal(ot_batcher_per_epoch(&b), 2); /* samples 8 and 9 are dropped */
-    int64_t e;
-    const int64_t *x = ot_batcher_batch(&b, 1, &e);
+    assert_int_equal(ot_batcher_init(&b, 10, 4, false, true, 0, &err), OT_OK);
+    assert_int_equal(ot_batcher_per_epoch(&b), 2); /* drop_last: samples 8 and 9 are dropped */
+    int64_t e, n = 0;
+    const int64_t *x = ot_batcher_batch(&b, 1, &e, &n);
+    assert_int_equal(n, 4);
     assert_int_equal(e, 0);
     assert_int_equal(x[0], 4);
     assert_int_equal(x[3], 7);
-    x = ot_batcher_batch(&b, 2, &e); /* first batch of epoch 1 */
+    x = ot_batcher_batch(&b, 2, &e, NULL); /* first batch of epoch 1 */
     assert_int_equal(e, 1);
     assert_int_equal(x[0], 0);
     ot_batcher_free(&b);
 
-    assert_int_equal(ot_batcher_init(&b, 10, 5, true, 7, &err), OT_OK);
+    assert_int_equal(ot_batcher_init(&b, 10, 5, true, true, 7, &err), OT_OK);
     int64_t seen[10] = {0};
     for (int k = 0; k < 2; k++) {
-        x = ot_batcher_batch(&b, k, &e);
+        x = ot_batcher_batch(&b, k, &e, NULL);
         for (int i = 0; i < 5; i++) seen[x[i]]++;
     }
     for (int i = 0; i < 10; i++) assert_int_equal(seen[i], 1); /* an epoch visits each sample once */
     ot_batcher_free(&b);
 
-    assert_int_equal(ot_batcher_init(&b, 3, 4, false, 0, &err), OT_E_DATA);
+    assert_int_equal(ot_batcher_init(&b, 3, 4, false, true, 0, &err), OT_E_DATA);
     assert_non_null(strstr(err.msg, "3 samples"));
+}
+
+/* The default, as PyTorch's DataLoader: the last partial batch is kept, so an epoch
+ * of 10 samples in batches of 4 is 4, 4 and 2, and every sample is visited. */
+static void test_batcher_keeps_partial_batch(void **state) {
+    (void)state;
+    ot_batcher b;
+    ot_error err = {0};
+    assert_int_equal(ot_batches_per_epoch(10, 4, false), 3);
+    assert_int_equal(ot_batches_per_epoch(10, 4, true), 2);
+    assert_int_equal(ot_batches_per_epoch(8, 4, false), 2);
+    assert_int_equal(ot_batches_per_epoch(3, 4, false), 0);
+    assert_int_equal(ot_batcher_init(&b, 10, 4, true, false, 3, &err), OT_OK);
+    assert_int_equal(ot_batcher_per_epoch(&b), 3);
+    for (int ep = 0; ep < 2; ep++) {
+        int64_t seen[10] = {0}, e = -1, n = 0;
+        for (int k = 0; k < 3; k++) {
+            const int64_t *x = ot_batcher_batch(&b, ep * 3 + k, &e, &n);
+            assert_int_equal(e, ep);
+            assert_int_equal(n, k < 2 ? 4 : 2);
+            for (int i = 0; i < n; i++) seen[x[i]]++;
+        }
+        for (int i = 0; i < 10; i++) assert_int_equal(seen[i], 1);
+    }
+    ot_batcher_free(&b);
 }
 
 static void test_gather_rows(void **state) {
@@ -153,6 +179,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shuffle_is_a_deterministic_permutation),
         cmocka_unit_test(test_batcher_drops_partial_batch),
+        cmocka_unit_test(test_batcher_keeps_partial_batch),
         cmocka_unit_test(test_gather_rows),
         cmocka_unit_test(test_dataset_and_labels),
         cmocka_unit_test(test_safe_file_stem),

@@ -315,9 +315,10 @@ static void train_run(const char *model, const char *dir, bool with_val, double 
 
 static void test_validation_changes_nothing(void **state) {
     (void)state;
-    /* resnet: BatchNorm state, 1 step per epoch; tinygpt: Dropout, 3 steps per epoch */
+    /* resnet: BatchNorm state, 1 step per epoch; tinygpt: Dropout, 4 steps per epoch
+     * (7 samples in batches of 2: the last batch of 1 runs padded) */
     const char *cases[2][2] = {{"resnet.onnx", "resnet"}, {"tinygpt.onnx", "tinygpt"}};
-    const int64_t steps[2] = {3, 9};
+    const int64_t steps[2] = {3, 12};
     for (int k = 0; k < 2; k++) {
         double a[16], b[16];
         char *wa, *wb;
@@ -330,6 +331,33 @@ static void test_validation_changes_nothing(void **state) {
         free(wa);
         free(wb);
     }
+}
+
+/* The last partial validation batch counts: 7 tinygpt samples in batches of 2 (the last
+ * of 1 padded, its padding's labels ignored) give the loss and accuracy of one batch
+ * of 7, over all 7 samples. */
+static void test_partial_batch_validated(void **state) {
+    (void)state;
+    ot_train_epoch_stats e[2];
+    for (int k = 0; k < 2; k++) {
+        ot_model *m = load_model("tinygpt_nodrop.onnx");
+        ot_dataset d;
+        load_sample_data("tinygpt", &d);
+        ot_train_options o;
+        ot_train_options_default(&o);
+        o.n_threads = 1;
+        o.batch_size = k == 0 ? 2 : 7;
+        ot_train_session *s = session(m, &d, &d, &o);
+        e[k] = validate(s, &d);
+        ot_train_session_free(s);
+        ot_dataset_free(&d);
+        ot_model_free(m);
+    }
+    assert_int_equal(e[0].val_samples, 7);
+    assert_int_equal(e[1].val_samples, 7);
+    if (fabs(e[0].val_loss - e[1].val_loss) > 1e-6 * fabs(e[1].val_loss))
+        fail_msg("validation loss %.9g in batches of 2, %.9g in one batch of 7", e[0].val_loss, e[1].val_loss);
+    assert_true(fabs(e[0].val_accuracy - e[1].val_accuracy) < 1e-12);
 }
 
 /* ---- memory: nothing duplicated, the budget holds both plans ------------------------ */
@@ -587,6 +615,7 @@ int main(void) {
         cmocka_unit_test(test_resnet_matches_pytorch_eval), cmocka_unit_test(test_mobilenet_matches_pytorch_eval),
         cmocka_unit_test(test_after_training_equals_tuned_model), cmocka_unit_test(test_tinygpt_dropout_off),
         cmocka_unit_test(test_validation_changes_nothing),   cmocka_unit_test(test_params_not_duplicated),
+        cmocka_unit_test(test_partial_batch_validated),
         cmocka_unit_test(test_budget_covers_validation),     cmocka_unit_test(test_eval_cli_modes),
         cmocka_unit_test(test_train_cli_validation), cmocka_unit_test(test_cuda_matches_cpu),
     };

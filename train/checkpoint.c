@@ -137,7 +137,7 @@ static void put_settings(wbuf *w, const ot_ckpt_settings *s) {
     put_i64(w, s->accum);
     put_i64(w, s->n_samples);
     put_u64(w, s->seed);
-    put_u32(w, s->no_shuffle);
+    put_u32(w, (uint32_t)s->no_shuffle | (uint32_t)s->keep_partial << 1);
     put_u32(w, (uint32_t)s->loss_kind);
     const ot_optim_config *o = &s->optim;
     put_u32(w, (uint32_t)o->kind);
@@ -279,9 +279,10 @@ static void get_settings(rbuf *r, ot_ckpt_settings *s, const char **bad) {
     s->accum = get_i64(r);
     s->n_samples = get_i64(r);
     s->seed = get_u64(r);
-    uint32_t no_shuffle = get_u32(r);
-    if (no_shuffle > 1) *bad = "no_shuffle (a flag, not 0 or 1)";
-    s->no_shuffle = no_shuffle != 0;
+    uint32_t flags = get_u32(r);
+    if (flags > 3) *bad = "no_shuffle (flags, not 0 to 3)";
+    s->no_shuffle = (flags & 1) != 0;
+    s->keep_partial = (flags & 2) != 0;
     s->loss_kind = (int)get_u32(r);
     ot_optim_config *o = &s->optim;
     o->kind = (ot_optim_kind)get_u32(r);
@@ -623,6 +624,8 @@ ot_status ot_checkpoint_check_settings(const ot_ckpt_settings *run, const ot_ckp
          (unsigned long long)ck->seed);
     DIFF(run->no_shuffle != ck->no_shuffle, "shuffling %s (checkpoint: %s)", run->no_shuffle ? "off" : "on",
          ck->no_shuffle ? "off" : "on");
+    DIFF(run->keep_partial != ck->keep_partial, "the last partial batch %s (checkpoint: %s)",
+         run->keep_partial ? "kept" : "dropped (--drop-last)", ck->keep_partial ? "kept" : "dropped: add --drop-last");
     DIFF(run->loss_kind != ck->loss_kind, "a different --loss");
     DIFF(a->kind != b->kind, "--optimizer %s (checkpoint: %s)", ot_optim_kind_name(a->kind),
          ot_optim_kind_name(b->kind));

@@ -52,6 +52,11 @@ typedef struct ot_ckpt_settings {
     int64_t n_samples; /* training data's sample count: the shuffled order depends on it */
     uint64_t seed;
     bool no_shuffle;
+    /* the last partial batch of an epoch runs (padded, data.h) instead of being
+     * dropped: set only where N mod B > 0. Stored as bit 1 of the no_shuffle word, so
+     * checkpoints written before partial batches were kept read as dropped, as they
+     * were, and resume where that is still the run's choice (--drop-last). */
+    bool keep_partial;
     int loss_kind; /* ot_loss_kind */
     ot_optim_config optim;
     char remat[128];

@@ -28,7 +28,9 @@ static ot_status check_counts(const ot_checkpoint *c, const char *what, ot_error
     if (__builtin_mul_overflow(c->step, s->accum, &micro) || micro != c->micro_batches)
         return BAD("micro_batches", "%lld, not step %lld x accum %lld", (long long)c->micro_batches, (long long)c->step,
                    (long long)s->accum);
-    int64_t per_epoch = s->n_samples / s->batch_size;
+    if (s->keep_partial && s->n_samples % s->batch_size == 0)
+        return BAD("keep_partial", "%s", "set, but the batch size divides the sample count");
+    int64_t per_epoch = ot_batches_per_epoch(s->n_samples, s->batch_size, !s->keep_partial);
     if (c->epoch != micro / per_epoch)
         return BAD("epoch", "%lld; %lld micro-batches of %lld per epoch end in epoch %lld", (long long)c->epoch,
                    (long long)micro, (long long)per_epoch, (long long)(micro / per_epoch));

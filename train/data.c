@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "train/data.h"
+#include "autodiff/autodiff.h" /* OT_DEFAULT_IGNORE_INDEX */
 
 ot_status ot_dataset_add(ot_dataset *d, const char *name, const char *path, int value_id, ot_tensor *t,
                          ot_error *err) {
@@ -56,6 +57,22 @@ const ot_data_array *ot_dataset_find(const ot_dataset *d, const char *name) {
     return NULL;
 }
 
+int64_t ot_batches_per_epoch(int64_t n_samples, int64_t batch, bool drop_last) {
+    if (batch < 1 || batch > n_samples) return 0;
+    return drop_last ? n_samples / batch : n_samples / batch + (n_samples % batch != 0);
+}
+
+ot_status ot_data_widen_i32(ot_tensor **t, const char *path, ot_error *err) {
+    const ot_tensor *s = *t;
+    ot_tensor *w = ot_tensor_new(OT_I64, &s->shape);
+    if (!w) return ot_fail(err, OT_E_MEMORY, "out of memory widening %s from int32 to int64", path);
+    int64_t n = ot_shape_numel(&s->shape);
+    for (int64_t k = 0; k < n; k++) ((int64_t *)w->data)[k] = ((const int32_t *)s->data)[k];
+    ot_tensor_free(*t);
+    *t = w;
+    return OT_OK;
+}
+
 ot_status ot_data_check_labels(const ot_tensor *labels, const char *path, int64_t n_classes, bool has_ignore,
                                int64_t ignore_index, ot_error *err) {
     if (labels->dtype != OT_I64 && labels->dtype != OT_I32)
@@ -68,7 +85,8 @@ ot_status ot_data_check_labels(const ot_tensor *labels, const char *path, int64_
         if (v < 0 || v >= n_classes)
             return ot_fail(err, OT_E_DATA, "%s: label %lld at index %lld is out of range: the model has %lld classes (0..%lld)%s",
                            path, (long long)v, (long long)i, (long long)n_classes, (long long)(n_classes - 1),
-                           has_ignore ? " and it is not the ignore index" : "");
+                           has_ignore ? " and it is not the ignore index"
+                           : v == OT_DEFAULT_IGNORE_INDEX ? " (-100 marks labels to ignore unless --ignore-index none)" : "");
     }
     return OT_OK;
 }
@@ -95,8 +113,8 @@ void ot_shuffle_perm(int64_t *perm, int64_t n, uint64_t seed, uint64_t epoch) {
     }
 }
 
-ot_status ot_batcher_init(ot_batcher *b, int64_t n_samples, int64_t batch, bool shuffle, uint64_t seed,
-                          ot_error *err) {
+ot_status ot_batcher_init(ot_batcher *b, int64_t n_samples, int64_t batch, bool shuffle, bool drop_last,
+                          uint64_t seed, ot_error *err) {
     memset(b, 0, sizeof *b);
     if (batch < 1 || batch > n_samples)
         return ot_fail(err, OT_E_DATA, "batch size %lld: the data has %lld samples; use --batch-size between 1 and %lld",
@@ -106,6 +124,7 @@ ot_status ot_batcher_init(ot_batcher *b, int64_t n_samples, int64_t batch, bool 
     b->n_samples = n_samples;
     b->batch = batch;
     b->shuffle = shuffle;
+    b->drop_last = drop_last;
     b->seed = seed;
     b->epoch = -1;
     return OT_OK;
@@ -117,10 +136,10 @@ void ot_batcher_free(ot_batcher *b) {
 }
 
 int64_t ot_batcher_per_epoch(const ot_batcher *b) {
-    return b->batch > 0 ? b->n_samples / b->batch : 0;
+    return ot_batches_per_epoch(b->n_samples, b->batch, b->drop_last);
 }
 
-const int64_t *ot_batcher_batch(ot_batcher *b, int64_t k, int64_t *epoch) {
+const int64_t *ot_batcher_batch(ot_batcher *b, int64_t k, int64_t *epoch, int64_t *n) {
     int64_t per = ot_batcher_per_epoch(b);
     /* k comes from a step that may have been read from a file (--resume): a negative
      * one would index before the permutation */
@@ -134,7 +153,9 @@ const int64_t *ot_batcher_batch(ot_batcher *b, int64_t k, int64_t *epoch) {
         b->epoch = e;
     }
     if (epoch) *epoch = e;
-    return b->perm + (k % per) * b->batch;
+    int64_t first = (k % per) * b->batch, left = b->n_samples - first;
+    if (n) *n = left < b->batch ? left : b->batch;
+    return b->perm + first;
 }
 
 void ot_data_gather(const ot_tensor *src, const int64_t *idx, int64_t n, void *dst) {

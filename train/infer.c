@@ -105,14 +105,8 @@ static ot_status map_labels(ot_infer_session *s, ot_dataset *d, ot_error *err) {
             ot_status st = ot_data_check_labels(a->t, a->path, ov->shape.dim[s->class_axis], l->has_ignore_index,
                                                 l->ignore_index, err);
             if (st) return st;
-            if (a->t->dtype == OT_I32) { /* int64 like the loss's input, as train widens them */
-                ot_tensor *w = ot_tensor_new(OT_I64, &a->t->shape);
-                if (!w) return ot_fail(err, OT_E_MEMORY, "out of memory widening %s", a->path);
-                int64_t n = ot_shape_numel(&a->t->shape);
-                for (int64_t k = 0; k < n; k++) ((int64_t *)w->data)[k] = ((const int32_t *)a->t->data)[k];
-                ot_tensor_free(a->t);
-                a->t = w;
-            }
+            /* int64 like the loss's input, as train widens them */
+            if (a->t->dtype == OT_I32 && (st = ot_data_widen_i32(&a->t, a->path, err))) return st;
         }
         s->labels = a;
     }
@@ -177,6 +171,12 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
     if (g0->n_inputs == 0) return ot_fail(err, OT_E_MODEL, "%s: the model has no data inputs", m->path);
     if (data->n_arrays == 0) return ot_fail(err, OT_E_USAGE, "no input data: pass --input FILE.npy");
     ot_status st = ot_session_map_data(g0, g0->n_inputs, o->loss ? OT_SESSION_LABELS_LATER : -1, NULL, data, "data", err);
+    /* int32 token ids (HF tokenizers' numpy output) for an int64 input: widened once
+     * (labels are mapped, and widened, with the loss: map_labels) */
+    for (int i = 0; i < data->n_arrays && !st; i++)
+        if (data->arrays[i].value_id >= 0 && data->arrays[i].t->dtype == OT_I32 &&
+            g0->values[data->arrays[i].value_id].dtype == OT_I64)
+            st = ot_data_widen_i32(&data->arrays[i].t, data->arrays[i].path, err);
     if (!st) st = check_data(g0, data, err);
     if (st) return st;
     ot_infer_session *s = calloc(1, sizeof *s);

@@ -58,6 +58,8 @@ ot_status ot_optim_config_check(const ot_optim_config *c, ot_error *err) {
         return ot_fail(err, OT_E_USAGE, "--weight-decay %g: must be >= 0", c->weight_decay);
     if (!finite_nonneg(c->clip_grad_norm))
         return ot_fail(err, OT_E_USAGE, "--clip-grad-norm %g: must be > 0 (or 0 for no clipping)", c->clip_grad_norm);
+    if (c->kind != OT_OPTIM_SGD && c->nesterov)
+        return ot_fail(err, OT_E_USAGE, "--nesterov applies to --optimizer sgd only (with --momentum > 0)");
     if (c->kind == OT_OPTIM_SGD && c->nesterov && c->momentum <= 0.0)
         return ot_fail(err, OT_E_USAGE, "--nesterov needs --momentum > 0 (as torch.optim.SGD)");
     if (c->kind != OT_OPTIM_SGD && c->momentum != 0.0)

@@ -17,6 +17,8 @@ void ot_train_options_default(ot_train_options *o) {
     memset(o, 0, sizeof *o);
     o->loss.kind = OT_LOSS_CROSS_ENTROPY;
     o->loss.class_axis = -1;
+    o->loss.has_ignore_index = true;
+    o->loss.ignore_index = OT_DEFAULT_IGNORE_INDEX;
     ot_optim_config_default(&o->optim, OT_OPTIM_SGD);
     o->accum = 1;
 }
@@ -32,14 +34,12 @@ ot_status ot_train_check_arrays(ot_train_session *s, ot_dataset *d, ot_error *er
             ot_status st = ot_data_check_labels(a->t, a->path, s->n_classes, s->o.loss.has_ignore_index,
                                                 s->o.loss.ignore_index, err);
             if (st) return st;
-            if (a->t->dtype == OT_I32) { /* widen once, so batches are int64 like the input */
-                ot_tensor *w = ot_tensor_new(OT_I64, &a->t->shape);
-                if (!w) return ot_fail(err, OT_E_MEMORY, "out of memory widening %s", a->path);
-                int64_t n = ot_shape_numel(&a->t->shape);
-                for (int64_t k = 0; k < n; k++) ((int64_t *)w->data)[k] = ((const int32_t *)a->t->data)[k];
-                ot_tensor_free(a->t);
-                a->t = w;
-            }
+        }
+        /* int32 class labels and token ids (HF tokenizers' numpy output) for an int64
+         * input: widened once, so batches are int64 like the input */
+        if (a->t->dtype == OT_I32 && v->dtype == OT_I64) {
+            ot_status st = ot_data_widen_i32(&a->t, a->path, err);
+            if (st) return st;
         }
         if (a->t->dtype != v->dtype)
             return ot_fail(err, OT_E_DATA, "%s: %s data, but %s '%s' is %s", a->path, ot_dtype_name(a->t->dtype),
@@ -208,6 +208,10 @@ const ot_plan *ot_train_plan(const ot_train_session *s) { return s->ex ? ot_exec
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s) { return &s->ad; }
 
 void ot_train_print_constants_note(const ot_train_session *s, FILE *f) {
+    if (s->ad_built && s->ad.legacy_pattern)
+        fprintf(f, "note: %s '%s' matches no param as a glob, so it was read as a regular expression (the syntax before "
+                "globs were the default): write %s 're:%s' to say so\n", s->ad.legacy_option, s->ad.legacy_pattern,
+                s->ad.legacy_option, s->ad.legacy_pattern);
     if (!s->ad_built || s->ad.n_rule_constant == 0) return;
     long long elems = 0;
     for (int i = 0; i < s->ad.n_params; i++) elems += ot_shape_numel(&s->g->values[s->ad.params[i]].shape);
@@ -222,9 +226,51 @@ void ot_train_return_weights(ot_train_session *s) {
 size_t ot_train_high_water(const ot_train_session *s) { return s->ex ? ot_executor_high_water(s->ex) : 0; }
 const ot_optim_config *ot_train_optim(const ot_train_session *s) { return &s->o.optim; }
 
+bool ot_train_loss_flat(const ot_train_result *r, double *first, double *last) {
+    int64_t n = r->n_steps - r->first_step, k = n / 5 > 0 ? n / 5 : 1;
+    if (n < 2) return false;
+    double a = 0, b = 0;
+    for (int64_t i = 0; i < k; i++) {
+        a += r->loss[r->first_step + i];
+        b += r->loss[r->n_steps - k + i];
+    }
+    *first = a / (double)k;
+    *last = b / (double)k;
+    return !(*last < 0.99 * *first);
+}
+
+/* Whether a BatchNormalization node of the step normalises by batch statistics. */
+static bool has_training_batchnorm(const ot_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ot_node *n = &g->nodes[i];
+        if (!n->removed && n->op == OT_OP_BATCH_NORM && ot_node_attr_int(n, "training_mode", 0)) return true;
+    }
+    return false;
+}
+
+int64_t ot_train_partial_batch(const ot_train_session *s, int64_t n_samples, const char **dropped_why) {
+    const char *why = NULL;
+    int64_t tail = s->B > 0 && n_samples > s->B ? n_samples % s->B : 0;
+    if (tail == 0) why = NULL;
+    else if (s->o.drop_last) why = "--drop-last";
+    else if (s->o.loss.kind != OT_LOSS_CROSS_ENTROPY)
+        why = "a partial batch runs padded to the planned batch, and only cross-entropy can leave the padding out of "
+              "the loss";
+    else if (!s->o.loss.has_ignore_index) why = "--ignore-index none leaves no label value to mark the padding with";
+    else if (has_training_batchnorm(s->g))
+        why = "a partial batch runs padded to the planned batch, and BatchNormalization's batch statistics would "
+              "include the padding";
+    if (dropped_why) *dropped_why = why;
+    return why ? 0 : tail;
+}
+
+int64_t ot_train_batches_per_epoch(const ot_train_session *s, int64_t n_samples) {
+    return ot_batches_per_epoch(n_samples, s->B, ot_train_partial_batch(s, n_samples, NULL) == 0);
+}
+
 int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data) {
     if (s->o.steps > 0) return s->o.steps;
-    int64_t per_epoch = s->B > 0 ? data->n_samples / s->B : 0;
+    int64_t per_epoch = ot_train_batches_per_epoch(s, data->n_samples);
     int64_t epochs = s->o.epochs > 0 ? s->o.epochs : 1;
     return epochs * per_epoch / (s->o.accum > 0 ? s->o.accum : 1);
 }

@@ -46,7 +46,7 @@
 
 typedef struct ot_train_options {
     ot_loss_options loss;
-    const char *const *freeze; /* POSIX extended regexes over param names */
+    const char *const *freeze; /* name patterns (ir/name_pattern.h: globs, re:REGEX) over param names */
     int n_freeze;
     const char *const *train;
     int n_train;
@@ -55,6 +55,10 @@ typedef struct ot_train_options {
     ot_optim_config optim;
     int64_t batch_size; /* 0: the model's fixed batch, else min(32, samples) (grad, whole_batch: all samples) */
     bool whole_batch;   /* batch_size 0 means every sample also with the optimizer (verify) */
+    /* The last partial batch of an epoch (N mod B samples) is dropped, as PyTorch's
+     * DataLoader(drop_last=True). Off (the default, DataLoader's), it is kept where
+     * that is exact (ot_train_partial_batch). */
+    bool drop_last;
     int64_t accum;      /* micro-batches per optimizer step (>= 1) */
     int64_t steps;      /* optimizer steps; 0: derived from epochs */
     int64_t epochs;     /* used when steps is 0 (0 means 1) */
@@ -116,7 +120,9 @@ typedef struct ot_train_options {
     struct ot_dist *dist;
 } ot_train_options;
 
-/* Fills o with the defaults (cross-entropy, SGD lr 0.01, accum 1, 1 epoch, seed 0). */
+/* Fills o with the library's defaults: cross-entropy ignoring labels of -100, SGD lr
+ * 0.01, accum 1, 1 epoch, seed 0, the last partial batch kept. (The CLI's optimizer
+ * without --optimizer is AdamW at 3e-3: OT_OPTIM_DEFAULT_KIND, train/optim.h.) */
 void ot_train_options_default(ot_train_options *o);
 
 typedef struct ot_train_session ot_train_session;
@@ -140,11 +146,27 @@ void ot_train_session_free(ot_train_session *s);
 ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char *what, ot_error *err);
 
 int64_t ot_train_batch_size(const ot_train_session *s);
+/* The last partial batch of an epoch of n_samples (N mod B samples). Returns its
+ * sample count when it is kept: it then runs in the planned shapes of a full batch,
+ * padded with copies of its first sample whose labels are the ignore index, so the
+ * loss (a mean over the labels not ignored), the gradients and the plan are those of
+ * the partial batch alone. Returns 0 when there is none or it is dropped; then
+ * *dropped_why (may be NULL) says why, or is NULL where there is none. Padding is exact
+ * for cross-entropy with an ignore index on a model that treats samples separately;
+ * it is dropped with --drop-last, for mse and output losses, --ignore-index none and
+ * models with BatchNormalization in training mode (the padding would enter the batch
+ * statistics). */
+int64_t ot_train_partial_batch(const ot_train_session *s, int64_t n_samples, const char **dropped_why);
+/* Batches (micro-batches) in one epoch of n_samples, the partial one included when
+ * kept. */
+int64_t ot_train_batches_per_epoch(const ot_train_session *s, int64_t n_samples);
 const ot_plan *ot_train_plan(const ot_train_session *s);
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s);
 /* When the params rule (ot_param_rule) kept float initializers constant, prints one
  * line to f: "training N params (M values); K float initializers kept constant: see
- * `onnxtrain info`". Prints nothing otherwise, or before the backward pass exists. */
+ * `onnxtrain info`"; before it, a note when a --freeze/--train pattern was read as a
+ * regular expression the old way (autodiff.h, legacy_pattern). Prints nothing
+ * otherwise, or before the backward pass exists. */
 void ot_train_print_constants_note(const ot_train_session *s, FILE *f);
 
 /* What --remat did to the step, measured by the planner (applied false for none). */
@@ -256,6 +278,12 @@ typedef struct ot_train_step_info {
     double lr;
     double samples_per_s;    /* samples consumed per second so far */
 } ot_train_step_info;
+
+/* Whether the loss of a run hardly fell: the mean loss of the last fifth of its steps
+ * (an epoch of a 5-epoch run; at least one step) is not 1% below that of the first
+ * fifth, or is above it. *first and *last get the two means. false for a run of fewer
+ * than 2 steps (a resumed run counts from its first step). */
+bool ot_train_loss_flat(const ot_train_result *r, double *first, double *last);
 
 /* Observer of the loop (progress display): called after every optimizer step and at
  * the end of every epoch (with the validation results). May be NULL. */

@@ -62,6 +62,7 @@ void ot_train_ckpt_settings(const ot_train_session *s, const ot_dataset *data, o
     out->n_samples = data->n_samples;
     out->seed = s->o.seed;
     out->no_shuffle = s->o.no_shuffle;
+    out->keep_partial = ot_train_partial_batch(s, data->n_samples, NULL) > 0;
     out->loss_kind = (int)s->o.loss.kind;
     out->optim = s->o.optim;
     snprintf(out->remat, sizeof out->remat, "%s", s->o.remat ? s->o.remat : "none");
@@ -107,7 +108,7 @@ ot_status ot_train_checkpoint_capture(ot_train_session *s, const ot_dataset *dat
     c.fingerprint = ot_train_fingerprint(s);
     c.step = steps_done;
     c.micro_batches = steps_done * s->o.accum;
-    int64_t per_epoch = s->B > 0 ? data->n_samples / s->B : 0;
+    int64_t per_epoch = ot_train_batches_per_epoch(s, data->n_samples);
     c.epoch = per_epoch > 0 ? c.micro_batches / per_epoch : 0;
     c.epoch_batch = per_epoch > 0 ? c.micro_batches % per_epoch : 0;
     ot_train_ckpt_settings(s, data, &c.set);

@@ -437,11 +437,30 @@ static ot_status diagnose(ot_train_session *s, ot_error *err) {
 
 /* ---- running micro-batches ---------------------------------------------------- */
 
-static ot_status feed(ot_train_session *s, const ot_dataset *d, const int64_t *idx, ot_error *err) {
+/* Rows n..B-1 of a kept partial batch (ot_train_partial_batch): copies of its first
+ * sample, whose labels are all the ignore index, so they change neither the loss (a
+ * mean over the labels not ignored) nor any gradient, and the plan stays the full
+ * batch's. */
+static void pad_batch(const ot_train_session *s, const ot_data_array *a, ot_tensor *t, const int64_t *idx, int64_t n) {
+    size_t row = t->nbytes / (size_t)s->B;
+    char *dst = t->data;
+    for (int64_t r = n; r < s->B; r++) {
+        if (a->value_id == s->label_value) {
+            int64_t *lab = (int64_t *)(dst + (size_t)r * row); /* labels are int64 (widened at the check) */
+            for (size_t k = 0; k < row / sizeof *lab; k++) lab[k] = s->o.loss.ignore_index;
+        } else {
+            ot_data_gather(a->t, idx, 1, dst + (size_t)r * row);
+        }
+    }
+}
+
+/* Feeds the n samples idx[0..n) (n <= B; below B only for a kept partial batch). */
+static ot_status feed(ot_train_session *s, const ot_dataset *d, const int64_t *idx, int64_t n, ot_error *err) {
     s->cur_data = d;
     s->cur_idx = idx;
     for (int i = 0; i < d->n_arrays; i++) {
-        ot_data_gather(d->arrays[i].t, idx, s->B, s->batch[i]->data);
+        ot_data_gather(d->arrays[i].t, idx, n, s->batch[i]->data);
+        if (n < s->B) pad_batch(s, &d->arrays[i], s->batch[i], idx, n);
         ot_status st = ot_executor_set_input(s->ex, d->arrays[i].value_id, s->batch[i], err);
         if (st) return ot_error_prefix(err, "%s: ", d->arrays[i].path);
     }
@@ -482,7 +501,7 @@ ot_status ot_train_grad_once(ot_train_session *s, const ot_dataset *data, double
     if (!idx) return ot_fail(err, OT_E_MEMORY, "out of memory");
     for (int64_t i = 0; i < s->B; i++) idx[i] = i;
     s->run_step = 1;
-    ot_status st = feed(s, data, idx, err);
+    ot_status st = feed(s, data, idx, s->B, err);
     free(idx);
     if (!st) st = run_once(s, MODE_GRAD, 0, err);
     if (!st) *loss = s->last_loss;
@@ -504,7 +523,7 @@ ot_status ot_train_step_once(ot_train_session *s, const ot_dataset *data, int64_
         for (int64_t i = 0; i < s->B; i++) idx[i] = (mb * s->B + i) % data->n_samples; /* no shuffling: the same cost */
         s->micro = k;
         if (!ot_train_dist_owns(s, k)) continue;
-        if (!(st = feed(s, data, idx, err)) && !(st = ot_train_dist_begin_micro(s, err)))
+        if (!(st = feed(s, data, idx, s->B, err)) && !(st = ot_train_dist_begin_micro(s, err)))
             st = run_once(s, MODE_TRAIN, (uint64_t)mb, err);
         if (!st) loss_sum = ot_train_dist_add_losses(s, loss_sum);
     }
@@ -553,6 +572,30 @@ static void notify_step(const ot_train_observer *obs, const ot_train_session *s,
     obs->on_step(obs->user, &si);
 }
 
+/* The K micro-batches of optimizer step `step` (this rank's share of them): their
+ * summed loss into *loss_sum, the samples of all of them added to *seen, the epoch of
+ * the last in *epoch. */
+static ot_status run_micro_batches(ot_train_session *s, ot_batcher *bt, const ot_dataset *data, int64_t step,
+                                   double *loss_sum, int64_t *seen, int64_t *epoch, ot_error *err) {
+    int64_t K = s->o.accum;
+    for (int64_t k = 0; k < K; k++) {
+        int64_t mb = step * K + k, n = 0;
+        const int64_t *idx = ot_batcher_batch(bt, mb, epoch, &n);
+        if (!idx)
+            return ot_fail(err, OT_E_INTERNAL, "training step %lld: micro-batch %lld is outside the data",
+                           (long long)step + 1, (long long)mb);
+        s->micro = k;
+        *seen += n; /* every rank's share: the run's samples per second */
+        if (!ot_train_dist_owns(s, k)) continue; /* another rank's share of the step */
+        ot_status st = feed(s, data, idx, n, err);
+        if (!st) st = ot_train_dist_begin_micro(s, err);
+        if (!st) st = run_once(s, MODE_TRAIN, (uint64_t)mb, err);
+        if (st) return st;
+        *loss_sum = ot_train_dist_add_losses(s, *loss_sum);
+    }
+    return OT_OK;
+}
+
 ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dataset *val,
                        const ot_train_observer *obs, ot_train_result *r, ot_error *err) {
     ot_status st = OT_OK;
@@ -560,7 +603,8 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
     memset(r, 0, sizeof *r);
     if (!s->with_opt) return ot_fail(err, OT_E_INTERNAL, "ot_train_run on a session built without an optimizer");
     int64_t K = s->o.accum, T = ot_train_total_steps(s, data);
-    if ((st = ot_batcher_init(&bt, data->n_samples, s->B, !s->o.no_shuffle, s->o.seed, err))) return st;
+    bool drop_last = ot_train_partial_batch(s, data->n_samples, NULL) == 0;
+    if ((st = ot_batcher_init(&bt, data->n_samples, s->B, !s->o.no_shuffle, drop_last, s->o.seed, err))) return st;
     int64_t per_epoch = ot_batcher_per_epoch(&bt);
     if (T < 1) {
         st = ot_fail(err, OT_E_DATA, "%lld samples make %lld batches of %lld per epoch: not enough for one step of %lld micro-batches; use more --epochs or --steps",
@@ -577,7 +621,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
     }
     r->batch_size = s->B;
     r->accum = K;
-    r->samples_per_epoch = per_epoch * s->B;
+    r->samples_per_epoch = drop_last ? per_epoch * s->B : data->n_samples;
     r->loss = calloc((size_t)T, sizeof(double));
     r->lr = calloc((size_t)T, sizeof(double));
     r->step_seconds = calloc((size_t)T, sizeof(double));
@@ -607,34 +651,21 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
     }
     r->first_step = start;
     double t0 = ot_now_seconds();
+    int64_t seen = 0; /* samples run since t0 (a kept partial batch counts its own) */
     for (int64_t step = start; step < T; step++) {
         double ts = ot_now_seconds(), loss_sum = 0;
         s->opt_step = step + 1;
         s->run_step = step + 1;
         s->lr = ot_optim_lr_at(&s->o.optim, step);
         int64_t epoch = 0;
-        for (int64_t k = 0; k < K; k++) {
-            int64_t mb = step * K + k;
-            const int64_t *idx = ot_batcher_batch(&bt, mb, &epoch);
-            if (!idx) {
-                st = ot_fail(err, OT_E_INTERNAL, "training step %lld: micro-batch %lld is outside the data",
-                             (long long)step + 1, (long long)mb);
-                goto done;
-            }
-            s->micro = k;
-            if (!ot_train_dist_owns(s, k)) continue; /* another rank's share of the step */
-            if ((st = feed(s, data, idx, err)) || (st = ot_train_dist_begin_micro(s, err))) goto done;
-            if ((st = run_once(s, MODE_TRAIN, (uint64_t)mb, err))) goto done;
-            loss_sum = ot_train_dist_add_losses(s, loss_sum);
-        }
+        if ((st = run_micro_batches(s, &bt, data, step, &loss_sum, &seen, &epoch, err))) goto done;
         r->loss[step] = loss_sum / (double)K;
         r->lr[step] = s->lr;
         r->grad_norm[step] = s->last_norm;
         r->step_seconds[step] = ot_now_seconds() - ts;
         r->n_steps = step + 1;
         double el = ot_now_seconds() - t0;
-        notify_step(obs, s, r->loss[step], step, T, epoch, per_epoch,
-                    el > 0 ? (double)((step + 1 - start) * K * s->B) / el : 0.0);
+        notify_step(obs, s, r->loss[step], step, T, epoch, per_epoch, el > 0 ? (double)seen / el : 0.0);
         /* Validate when this step completed an epoch (a step of K micro-batches may
          * straddle the boundary: the check runs after it), and after the last step. */
         int64_t done_before = (step * K) / per_epoch, done_after = ((step + 1) * K) / per_epoch;
@@ -650,7 +681,8 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         /* A stop request (SIGINT/SIGTERM in the CLI) is honoured here, between steps,
          * so the checkpoint holds a whole step and resuming loses nothing. */
         bool stop = s->o.stop && *s->o.stop && step + 1 < T;
-        bool periodic = s->o.checkpoint_every > 0 && (step + 1) % s->o.checkpoint_every == 0;
+        /* with checkpoints on, the final state too (28 steps every 10: 10, 20 and 28) */
+        bool periodic = s->o.checkpoint_every > 0 && ((step + 1) % s->o.checkpoint_every == 0 || step + 1 == T);
         if ((stop || periodic) && s->o.checkpoint_dir && (st = save_checkpoint(s, data, step + 1, r, err))) goto done;
         if (stop) {
             r->interrupted = true;

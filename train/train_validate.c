@@ -262,6 +262,11 @@ ot_status ot_train_validate(ot_train_session *s, const ot_dataset *val, ot_train
     ot_status st = ot_train_validation_prepare(s, err);
     if (st) return st;
     int64_t nb = val->n_samples / s->B;
+    /* The partial batch at the end runs padded, its padding's labels ignored, where
+     * that is exact: cross-entropy with an ignore index (inference mode normalises by
+     * the running statistics, so samples do not mix). Otherwise it is left out. */
+    int64_t tail = val->n_samples % s->B;
+    if (s->o.loss.kind != OT_LOSS_CROSS_ENTROPY || !s->o.loss.has_ignore_index) tail = 0;
     const ot_data_array *lab = ot_dataset_find(val, OT_DATA_LABELS);
     int lab_i = lab ? (int)(lab - val->arrays) : -1;
     const void *loss_ptr = ot_executor_value_ptr(s->val_ex, s->loss_value);
@@ -269,18 +274,27 @@ ot_status ot_train_validate(ot_train_session *s, const ot_dataset *val, ot_train
     const void *out_ptr = s->val_out ? ot_executor_value_ptr(s->val_ex, s->out_value) : NULL;
     ot_metrics m;
     ot_metrics_init(&m, &s->o.loss, s->class_axis, lab ? lab->t->shape.rank : 0, s->val_out != NULL);
-    for (int64_t b = 0; b < nb; b++) {
+    for (int64_t b = 0; b < nb + (tail > 0); b++) {
         /* batches in file order: rows b*B .. b*B+B-1, gathered into the session's host
          * batch buffers (ot_train_check_data made their arrays match) */
+        int64_t n = b < nb ? s->B : tail;
         for (int i = 0; i < val->n_arrays; i++) {
             const ot_tensor *t = val->arrays[i].t;
             size_t row = t->nbytes / (size_t)t->shape.dim[0];
-            memcpy(s->batch[i]->data, (const char *)t->data + (size_t)(b * s->B) * row, (size_t)s->B * row);
+            char *dst = s->batch[i]->data;
+            memcpy(dst, (const char *)t->data + (size_t)(b * s->B) * row, (size_t)n * row);
+            for (int64_t r = n; r < s->B; r++) { /* padding: the first sample, its labels ignored */
+                if (val->arrays[i].value_id != s->label_value) memcpy(dst + (size_t)r * row, dst, row);
+                else
+                    for (size_t k = 0; k < row / sizeof(int64_t); k++)
+                        ((int64_t *)(dst + (size_t)r * row))[k] = s->o.loss.ignore_index;
+            }
             if ((st = ot_executor_set_input(s->val_ex, val->arrays[i].value_id, s->batch[i], err)))
                 return ot_error_prefix(err, "%s: ", val->arrays[i].path);
         }
         if ((st = ot_executor_run(s->val_ex, err))) return ot_error_prefix(err, "validation: ");
-        if ((st = ot_metrics_add_batch(&m, s->be, loss_ptr, loss64, s->B, out_ptr, s->val_out,
+        /* weighted by the samples it holds: the partial batch counts its own */
+        if ((st = ot_metrics_add_batch(&m, s->be, loss_ptr, loss64, n, out_ptr, s->val_out,
                                        lab_i >= 0 ? s->batch[lab_i]->data : NULL, err)))
             return st;
     }
@@ -289,6 +303,6 @@ ot_status ot_train_validate(ot_train_session *s, const ot_dataset *val, ot_train
     e->val_loss = mr.loss;
     e->val_accuracy = mr.accuracy;
     e->val_perplexity = mr.perplexity;
-    e->val_samples = nb * s->B;
+    e->val_samples = nb * s->B + tail;
     return OT_OK;
 }
