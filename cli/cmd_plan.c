@@ -43,7 +43,7 @@ static void usage(FILE *f) {
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_PARAMS
           OT_ARGS_HELP_LORA
-          "optimizer (its state and update are planned with the step; default sgd):\n"
+          "optimizer (its state and update are planned with the step):\n"
           OT_ARGS_HELP_OPTIM
           "plan:\n"
           "  --remat POLICY            none, all, sqrt, every:K, selective, manual:NAME,..., auto\n"

@@ -42,7 +42,7 @@ static void usage(FILE *f) {
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_PARAMS
           OT_ARGS_HELP_LORA
-          "optimizer (for the memory figures; default sgd):\n"
+          "optimizer (for the memory figures):\n"
           OT_ARGS_HELP_OPTIM
           "run:\n"
           "  --remat POLICY            none, all, sqrt, every:K, selective, manual:NAME,..., auto\n"

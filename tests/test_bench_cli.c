@@ -55,7 +55,7 @@ static void test_bench_json(void **state) {
     (void)state;
     remove(TMP "/b.svg");
     assert_int_equal(run(BIN " bench " S "tinygpt.onnx --remat sqrt,none,auto --memory-budget 600K,700K "
-                             "--steps 3 --threads 2 --json --svg " TMP "/b.svg"),
+                             "--steps 3 --threads 2 --optimizer sgd --json --svg " TMP "/b.svg"),
                      0);
     cli_expect_in(OUT, "\"data\": \"synthetic\"");
     cli_expect_in(OUT, "\"steps\": 3, \"warmup_steps\": 1");
