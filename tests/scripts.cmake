@@ -84,3 +84,11 @@ if(OT_PY3)
                    --repo ${CMAKE_SOURCE_DIR} tests/fixtures/readme/drift.md)
   set_tests_properties(readme_examples_drift PROPERTIES PASS_REGULAR_EXPRESSION "drift.md:4: the example of .* differs" TIMEOUT 60)
 endif()
+# The public C API from an installed prefix: header as C and C++, exported symbols,
+# samples/c_api built through pkg-config and find_package, bitwise the CLI's results.
+if(EXISTS /usr/bin/python3)
+  add_test(NAME check_c_api
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_c_api.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/check_c_api_tmp)
+  set_tests_properties(check_c_api PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
+endif()
