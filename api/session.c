@@ -253,39 +253,40 @@ ot_status api_batch_make(const onnxtrain_tensor *inputs, int n_inputs, const onn
     memset(b, 0, sizeof *b);
     if (n_inputs < 1 || !inputs)
         return ot_fail(err, OT_E_USAGE, "inputs: %s", !inputs ? "NULL" : "n_inputs must be at least 1");
-    if (!(b->borrowed = calloc((size_t)n_inputs + 1, sizeof *b->borrowed))) return ot_fail(err, OT_E_MEMORY, "out of memory");
-    ot_status st = OT_OK;
-    for (int i = 0; i <= n_inputs && !st; i++) {
+    int n = n_inputs + (labels != NULL);
+    /* the arrays are laid out here, not by ot_dataset_add, which frees a tensor it refuses */
+    b->borrowed = calloc((size_t)n, sizeof *b->borrowed);
+    b->d.arrays = calloc((size_t)n, sizeof *b->d.arrays);
+    if (!b->borrowed || !b->d.arrays) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    for (int i = 0; i < n; i++) {
         const onnxtrain_tensor *t = i < n_inputs ? &inputs[i] : labels;
-        if (!t) break;
         char arg[320];
         if (i < n_inputs) snprintf(arg, sizeof arg, "inputs[%d] ('%s')", i, t->name ? t->name : "");
         else snprintf(arg, sizeof arg, "labels");
-        ot_tensor v, *copy = malloc(sizeof *copy);
-        if (!copy) return ot_fail(err, OT_E_MEMORY, "out of memory");
-        if ((st = check_tensor(t, arg, &v, err))) {
-            free(copy);
-            break;
-        }
-        *copy = v;
+        ot_tensor v;
+        ot_status st = check_tensor(t, arg, &v, err);
+        if (st) return st;
+        if (i > 0 && v.shape.dim[0] != b->d.n_samples)
+            return ot_fail(err, OT_E_DATA, "%s: %lld samples (axis 0), but %s has %lld", arg, (long long)v.shape.dim[0],
+                           b->d.arrays[0].path, (long long)b->d.n_samples);
+        ot_data_array *a = &b->d.arrays[i];
+        a->value_id = -1;
+        a->name = ot_strdup(i < n_inputs ? (t->name ? t->name : "") : OT_DATA_LABELS);
+        a->path = ot_strdup(arg);
+        b->d.n_arrays = i + 1;
+        if (!a->name || !a->path) return ot_fail(err, OT_E_MEMORY, "out of memory");
         if (i == n_inputs && v.dtype == OT_I32) { /* widened here: see api_batch */
-            ot_tensor *w = ot_tensor_new(OT_I64, &v.shape);
-            if (!w) {
-                free(copy);
-                return ot_fail(err, OT_E_MEMORY, "out of memory");
-            }
-            int64_t n = ot_shape_numel(&v.shape);
-            for (int64_t k = 0; k < n; k++) ((int64_t *)w->data)[k] = ((const int32_t *)v.data)[k];
-            free(copy);
-            copy = w;
+            if (!(a->t = ot_tensor_new(OT_I64, &v.shape))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+            int64_t m = ot_shape_numel(&v.shape);
+            for (int64_t k = 0; k < m; k++) ((int64_t *)a->t->data)[k] = ((const int32_t *)v.data)[k];
         } else {
-            b->borrowed[b->d.n_arrays] = t->data;
+            if (!(a->t = malloc(sizeof *a->t))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+            *a->t = v;
+            b->borrowed[i] = v.data;
         }
-        const char *name = i < n_inputs ? (t->name ? t->name : "") : OT_DATA_LABELS;
-        st = ot_dataset_add(&b->d, name, arg, -1, copy, err); /* a sample-count mismatch names both arguments */
-        if (st && copy->data == t->data) b->borrowed[b->d.n_arrays] = NULL;
+        b->d.n_samples = v.shape.dim[0];
     }
-    return st;
+    return OT_OK;
 }
 
 /* ---- building the session ----------------------------------------------------- */
@@ -310,8 +311,7 @@ static ot_status match_sig(const onnxtrain_session *s, const api_batch *b, bool 
         const api_sig *g = &s->sig[i];
         if (strcmp(a->name, g->name))
             return ot_fail(err, OT_E_DATA, "%s: named '%s', the session's batch has '%s' there", a->path, a->name, g->name);
-        bool same = a->t->dtype == g->dtype || (g->dtype == OT_I64 && a->t->dtype == OT_I64);
-        same = same && a->t->shape.rank == g->shape.rank;
+        bool same = a->t->dtype == g->dtype && a->t->shape.rank == g->shape.rank;
         for (int k = exact_count ? 0 : 1; same && k < g->shape.rank; k++) same = a->t->shape.dim[k] == g->shape.dim[k];
         if (!same) {
             char want[160], got[160];
