@@ -21,7 +21,11 @@ set_target_properties(onnxtrain_shared PROPERTIES
   VERSION ${PROJECT_VERSION}
   SOVERSION ${PROJECT_VERSION_MAJOR}
   LINK_DEPENDS ${OT_API_MAP}
+  # $ORIGIN: the CUDA module installed beside the library is found by the loader's
+  # search kernels/backend_select.c falls back to (a dlopen uses the caller's RUNPATH);
   # the OpenMP OpenBLAS lives outside the loader's default folders (see above)
+  BUILD_RPATH "$ORIGIN"
+  INSTALL_RPATH "$ORIGIN"
   INSTALL_RPATH_USE_LINK_PATH ON)
 
 add_library(onnxtrain_static STATIC $<TARGET_OBJECTS:onnxtrain_lib> $<TARGET_OBJECTS:ot_onnx_proto>)

@@ -8,7 +8,9 @@ samples/c_api/train_tinygpt.c against the *installed* library through pkg-config
 through find_package(onnxtrain) (shared and static), runs each, and checks that their
 losses and tuned model are bitwise those of `onnxtrain train` with the same settings.
 
-usage: check_c_api.py ONNXTRAIN BUILD_DIR SOURCE_DIR TMP_DIR
+usage: check_c_api.py ONNXTRAIN BUILD_DIR SOURCE_DIR TMP_DIR [EXTRA_FLAGS]
+EXTRA_FLAGS (one string) is added to every compile and link of the sample: the
+sanitizer build's -fsanitize flags, without which an instrumented library will not load.
 """
 import json
 import os
@@ -32,6 +34,7 @@ def losses_of(out):
 
 def main():
     onnxtrain, build, src, tmp = (os.path.abspath(a) for a in sys.argv[1:5])
+    extra = sys.argv[5].split() if len(sys.argv) > 5 else []
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     prefix = os.path.join(tmp, "prefix")
@@ -63,10 +66,11 @@ def main():
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig"))
     flags = run(["pkg-config", "--cflags", "--libs", "onnxtrain"], env=env).split()
     exe_pc = os.path.join(tmp, "train_tinygpt_pc")
-    run(["cc", "-std=c11", "-Wall", "-Werror", sample, "-o", exe_pc] + flags)
+    run(["cc", "-std=c11", "-Wall", "-Werror", sample, "-o", exe_pc] + flags + extra)
     cm = os.path.join(tmp, "cmake_build")
     run(["cmake", "-S", os.path.join(src, "samples", "c_api"), "-B", cm, "-DCMAKE_PREFIX_PATH=" + prefix,
-         "-DONNXTRAIN_SAMPLE_STATIC=ON"])
+         "-DONNXTRAIN_SAMPLE_STATIC=ON", "-DCMAKE_C_FLAGS=" + " ".join(extra),
+         "-DCMAKE_EXE_LINKER_FLAGS=" + " ".join(extra)])
     run(["cmake", "--build", cm])
     libs = run(["ldd", exe_pc])
     assert os.path.realpath(so) in [os.path.realpath(l.split()[2]) for l in libs.splitlines()

@@ -87,8 +87,12 @@ endif()
 # The public C API from an installed prefix: header as C and C++, exported symbols,
 # samples/c_api built through pkg-config and find_package, bitwise the CLI's results.
 if(EXISTS /usr/bin/python3)
+  set(OT_SAMPLE_FLAGS "")
+  if(OT_SANITIZE)
+    set(OT_SAMPLE_FLAGS "-fsanitize=address,undefined")
+  endif()
   add_test(NAME check_c_api
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_c_api.py $<TARGET_FILE:onnxtrain>
-                   ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/check_c_api_tmp)
+                   ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/check_c_api_tmp "${OT_SAMPLE_FLAGS}")
   set_tests_properties(check_c_api PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
 endif()
