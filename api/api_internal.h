@@ -13,7 +13,6 @@
 
 /* The shape of one array of the batch the session was built for. */
 typedef struct api_sig {
-    char *name;
     ot_dtype dtype;
     ot_shape shape;
 } api_sig;

@@ -31,6 +31,20 @@ set_target_properties(onnxtrain_shared PROPERTIES
 add_library(onnxtrain_static STATIC $<TARGET_OBJECTS:onnxtrain_lib> $<TARGET_OBJECTS:ot_onnx_proto>)
 set_target_properties(onnxtrain_static PROPERTIES OUTPUT_NAME onnxtrain LINKER_LANGUAGE C)
 
+# `pip install .` (pyproject.toml, scikit-build-core sets SKBUILD): the Python package's
+# own copy of the library, its header (the binding reads its declarations) and the CUDA
+# module, in the package folder; component python only, so the wheel holds nothing else.
+if(SKBUILD)
+  # one file under its SONAME (a wheel has no symlinks), with the build tree's RUNPATH
+  install(PROGRAMS $<TARGET_FILE:onnxtrain_shared> DESTINATION onnxtrain RENAME libonnxtrain.so.${PROJECT_VERSION_MAJOR}
+          COMPONENT python)
+  install(FILES ${CMAKE_SOURCE_DIR}/include/onnxtrain.h DESTINATION onnxtrain COMPONENT python)
+  if(OT_HAVE_CUDA)
+    add_dependencies(onnxtrain_shared onnxtrain_cuda) # pyproject builds onnxtrain_shared only
+    install(PROGRAMS $<TARGET_FILE:onnxtrain_cuda> DESTINATION onnxtrain COMPONENT python)
+  endif()
+endif()
+
 install(FILES ${CMAKE_SOURCE_DIR}/include/onnxtrain.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS onnxtrain_shared onnxtrain_static
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

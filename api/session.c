@@ -198,7 +198,6 @@ void onnxtrain_session_close(onnxtrain_session *s) {
     ot_train_session_free(s->ts);
     ot_model_free(s->m);
     ot_checkpoint_free(&s->resume);
-    for (int i = 0; i < s->n_sig; i++) free(s->sig[i].name);
     free(s->sig);
     for (int i = 0; i < s->n_strs; i++) free(s->strs[i]);
     free(s->strs);
@@ -301,7 +300,7 @@ ot_status api_train_options(const onnxtrain_session *s, const api_batch *b, ot_t
     return OT_OK;
 }
 
-/* Whether b has the arrays the session was built for. */
+/* Whether b's arrays have the dtypes and shapes of the batch the session was built for. */
 static ot_status match_sig(const onnxtrain_session *s, const api_batch *b, bool exact_count, ot_error *err) {
     if (b->d.n_arrays != s->n_sig)
         return ot_fail(err, OT_E_DATA, "%d arrays (inputs and labels), the session was built for %d", b->d.n_arrays,
@@ -309,8 +308,8 @@ static ot_status match_sig(const onnxtrain_session *s, const api_batch *b, bool 
     for (int i = 0; i < s->n_sig; i++) {
         const ot_data_array *a = &b->d.arrays[i];
         const api_sig *g = &s->sig[i];
-        if (strcmp(a->name, g->name))
-            return ot_fail(err, OT_E_DATA, "%s: named '%s', the session's batch has '%s' there", a->path, a->name, g->name);
+        /* names are checked by ot_train_check_data, which maps them: "" and the input's
+         * own name feed the same input */
         bool same = a->t->dtype == g->dtype && a->t->shape.rank == g->shape.rank;
         for (int k = exact_count ? 0 : 1; same && k < g->shape.rank; k++) same = a->t->shape.dim[k] == g->shape.dim[k];
         if (!same) {
@@ -329,9 +328,7 @@ static ot_status keep_sig(onnxtrain_session *s, const api_batch *b, ot_error *er
     if (!(s->sig = calloc((size_t)b->d.n_arrays, sizeof *s->sig))) return ot_fail(err, OT_E_MEMORY, "out of memory");
     s->n_sig = b->d.n_arrays;
     for (int i = 0; i < s->n_sig; i++) {
-        s->sig[i] = (api_sig){.name = ot_strdup(b->d.arrays[i].name), .dtype = b->d.arrays[i].t->dtype,
-                              .shape = b->d.arrays[i].t->shape};
-        if (!s->sig[i].name) return ot_fail(err, OT_E_MEMORY, "out of memory");
+        s->sig[i] = (api_sig){.dtype = b->d.arrays[i].t->dtype, .shape = b->d.arrays[i].t->shape};
     }
     return OT_OK;
 }
@@ -359,7 +356,6 @@ fail:
     /* back to unbuilt: the weights go home to the import */
     ot_train_session_free(s->ts);
     s->ts = NULL;
-    for (int i = 0; i < s->n_sig; i++) free(s->sig[i].name);
     free(s->sig);
     s->sig = NULL;
     s->n_sig = 0;
