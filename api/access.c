@@ -36,8 +36,10 @@ static int param_count(const onnxtrain_session *s) {
     return n;
 }
 
-/* The value id of param `name`, or an error naming it. */
-static ot_status find_param(const onnxtrain_session *s, const char *fn, const char *name, int *v, ot_error *err) {
+/* The value id of param `name`, or an error naming it; for reading, once built, any
+ * initializer of the model file as well. */
+static ot_status find_param(const onnxtrain_session *s, const char *fn, const char *name, bool for_write, int *v,
+                            ot_error *err) {
     if (!name) return ot_fail(err, OT_E_USAGE, "%s: name is NULL", fn);
     int n = param_count(s);
     for (int i = 0; i < n; i++) {
@@ -48,8 +50,16 @@ static ot_status find_param(const onnxtrain_session *s, const char *fn, const ch
             return OT_OK;
         }
     }
-    return ot_fail(err, OT_E_USAGE, "%s: no param or running statistic named '%s' (%d in the session: "
-                   "onnxtrain_param_name lists them)", fn, name, n);
+    /* a frozen initializer of the file (--freeze, LoRA's base weights) can be read too */
+    const ot_graph *g = param_graph(s);
+    int id = s->ts && !for_write ? ot_graph_find_value(g, name) : -1;
+    if (id >= 0 && g->values[id].init_index >= 0) {
+        *v = id;
+        return OT_OK;
+    }
+    return ot_fail(err, OT_E_USAGE, "%s: no %s named '%s' (%d trained params and running statistics in the session: "
+                   "onnxtrain_param_name lists them)", fn, for_write ? "param or running statistic" : "initializer",
+                   name, n);
 }
 
 int onnxtrain_param_count(onnxtrain_session *s) {
@@ -78,7 +88,7 @@ onnxtrain_status onnxtrain_param_info(onnxtrain_session *s, const char *name, on
     int v = -1;
     ot_status st = api_enter(s, "onnxtrain_param_info", &err);
     if (st) return api_result(st, &err);
-    if (!(st = find_param(s, "onnxtrain_param_info", name, &v, &err))) {
+    if (!(st = find_param(s, "onnxtrain_param_info", name, false, &v, &err))) {
         const ot_value *val = &param_graph(s)->values[v];
         if (dtype) *dtype = (onnxtrain_dtype)val->dtype;
         if (rank) *rank = val->shape.rank;
@@ -99,7 +109,7 @@ onnxtrain_status onnxtrain_param_read(onnxtrain_session *s, const char *name, vo
     int v = -1;
     ot_status st = api_enter(s, fn, &err);
     if (st) return api_result(st, &err);
-    if (!(st = find_param(s, fn, name, &v, &err))) {
+    if (!(st = find_param(s, fn, name, false, &v, &err))) {
         const ot_value *val = &param_graph(s)->values[v];
         size_t need = value_bytes(val);
         if (!dst) st = ot_fail(&err, OT_E_USAGE, "%s: dst is NULL", fn);
@@ -125,7 +135,7 @@ onnxtrain_status onnxtrain_param_write(onnxtrain_session *s, const char *name, c
     int v = -1;
     ot_status st = api_enter(s, fn, &err);
     if (st) return api_result(st, &err);
-    if (!(st = find_param(s, fn, name, &v, &err))) {
+    if (!(st = find_param(s, fn, name, true, &v, &err))) {
         ot_value *val = &((ot_graph *)param_graph(s))->values[v];
         size_t need = value_bytes(val);
         if (!src) st = ot_fail(&err, OT_E_USAGE, "%s: src is NULL", fn);

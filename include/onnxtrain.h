@@ -214,7 +214,9 @@ ONNXTRAIN_API onnxtrain_status onnxtrain_eval(onnxtrain_session *s, const onnxtr
 ONNXTRAIN_API int onnxtrain_param_count(onnxtrain_session *s);
 /* Name of param i (0 .. count-1), valid until the next call on s; NULL when out of range. */
 ONNXTRAIN_API const char *onnxtrain_param_name(onnxtrain_session *s, int i);
-/* dtype, rank and shape (ONNXTRAIN_MAX_RANK entries) of a param; any out pointer may be NULL. */
+/* dtype, rank and shape (ONNXTRAIN_MAX_RANK entries) of a param; any out pointer may be NULL.
+ * info and read also take a frozen initializer of the model (--freeze, LoRA's base
+ * weights) once the session is built; write takes trained params and statistics only. */
 ONNXTRAIN_API onnxtrain_status onnxtrain_param_info(onnxtrain_session *s, const char *name, onnxtrain_dtype *dtype,
                                                     int *rank, int64_t *shape);
 /* Copies a param's current value into dst (at least its size in bytes). */

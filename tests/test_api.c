@@ -364,6 +364,44 @@ static void test_checkpoint_resume(void **state) {
     onnxtrain_session_free(s);
 }
 
+/* LoRA through the options: only the adapters train, the tuned model is merged. */
+static void test_lora(void **state) {
+    (void)state;
+    onnxtrain_options o;
+    api_options(&o);
+    o.lora_rank = 4;
+    o.lora_alpha = 8;
+    onnxtrain_session *s = open_mlp(&o);
+    onnxtrain_tensor x, y;
+    batch_of(0, &x, &y);
+    static float w0[128 * 128], w1[128 * 128]; /* fc2: the default rule adapts hidden layers, not the head */
+    assert_int_equal(onnxtrain_param_read(s, "fc2.weight", w0, sizeof w0), ONNXTRAIN_OK);
+    double l0, l1;
+    assert_int_equal(onnxtrain_train_step(s, &x, 1, &y, &l0), ONNXTRAIN_OK);
+    assert_int_equal(onnxtrain_train_step(s, &x, 1, &y, &l1), ONNXTRAIN_OK);
+    assert_true(l1 != l0);
+    int n = onnxtrain_param_count(s), n_lora = 0;
+    for (int i = 0; i < n; i++) n_lora += strstr(onnxtrain_param_name(s, i), ".lora_") != NULL;
+    assert_int_equal(n_lora, n); /* only adapters train */
+    assert_true(n > 0);
+    float w_frozen[128 * 128];
+    assert_int_equal(onnxtrain_param_read(s, "fc2.weight", w_frozen, sizeof w_frozen), ONNXTRAIN_OK);
+    assert_memory_equal(w_frozen, w0, sizeof w0); /* the base weight is read, and not trained */
+    expect_error(onnxtrain_param_write(s, "fc2.weight", w_frozen, sizeof w_frozen), ONNXTRAIN_E_USAGE,
+                 "no param or running statistic named 'fc2.weight'");
+    char out[512];
+    snprintf(out, sizeof out, "%s/test_api_tmp/lora_merged.onnx", OT_BINARY_DIR);
+    assert_int_equal(onnxtrain_save_model(s, out, 0), ONNXTRAIN_OK);
+    onnxtrain_session_free(s);
+    onnxtrain_session *t = NULL;
+    assert_int_equal(onnxtrain_session_open(out, NULL, &t), ONNXTRAIN_OK);
+    assert_int_equal(onnxtrain_param_read(t, "fc2.weight", w1, sizeof w1), ONNXTRAIN_OK);
+    assert_memory_not_equal(w0, w1, sizeof w0); /* the adapters merged into W */
+    onnxtrain_session_free(t);
+    o.lora_rank = -1;
+    expect_error(onnxtrain_session_open(MLP, &o, &t), ONNXTRAIN_E_USAGE, "options.lora_rank");
+}
+
 static void test_closed_and_busy(void **state) {
     (void)state;
     onnxtrain_options o;
@@ -391,7 +429,7 @@ int main(void) {
         cmocka_unit_test(test_steps_match_loop), cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_bad_input),        cmocka_unit_test(test_params_eval_plan),
         cmocka_unit_test(test_verify),           cmocka_unit_test(test_checkpoint_resume),
-        cmocka_unit_test(test_closed_and_busy),
+        cmocka_unit_test(test_lora),             cmocka_unit_test(test_closed_and_busy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
