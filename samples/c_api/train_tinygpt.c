@@ -64,21 +64,19 @@ int main(int argc, char **argv) {
         return 2;
     }
     int steps = argc > 5 ? atoi(argv[5]) : 8, rank_x, rank_y;
-    int64_t sx[8], sy[8];
+    int64_t sx[8] = {0}, sy[8] = {0};
     int64_t *tokens = read_npy_i64(argv[2], &rank_x, sx), *labels = read_npy_i64(argv[3], &rank_y, sy);
-    if (!tokens || !labels) return 3;
-
     onnxtrain_options o;
     onnxtrain_options_init(&o);
     o.optimizer = "adam";
     o.lr = 0.003;
     o.seed = 1;
     onnxtrain_session *s = NULL;
-    if (onnxtrain_session_open(argv[1], &o, &s)) return fail("open");
+    int rc = !tokens || !labels ? 3 : 0;
+    if (!rc && onnxtrain_session_open(argv[1], &o, &s)) rc = fail("open");
 
     const int64_t batch = 16, per_sample = sx[1]; /* tokens and labels: [N, 16] */
     int64_t shape[2] = {batch, per_sample};
-    int rc = 0;
     for (int step = 0; step < steps && !rc; step++) {
         int64_t first = (step * batch) % (sx[0] - sx[0] % batch); /* file order, wrapping as an epoch does */
         onnxtrain_tensor x = {"tokens", ONNXTRAIN_INT64, 2, shape, tokens + first * per_sample,
@@ -96,7 +94,7 @@ int main(int argc, char **argv) {
                     (unsigned long long)r.at_peak[0], (unsigned long long)r.at_peak[6]);
     if (!rc && onnxtrain_save_model(s, argv[4], 0)) rc = fail("save");
     if (!rc) printf("wrote %s after %lld steps\n", argv[4], (long long)onnxtrain_step_count(s));
-    onnxtrain_session_free(s);
+    onnxtrain_session_free(s); /* NULL after a failed open: nothing */
     free(tokens);
     free(labels);
     return rc;
