@@ -179,7 +179,9 @@ ONNXTRAIN_API onnxtrain_status onnxtrain_session_open(const char *model_path, co
 ONNXTRAIN_API onnxtrain_status onnxtrain_session_open_bytes(const void *bytes, size_t nbytes, const char *dir,
                                                             const onnxtrain_options *o, onnxtrain_session **out);
 /* Releases everything the session holds (model, arena); later calls on it fail with
- * ONNXTRAIN_E_USAGE ("closed session") until onnxtrain_session_free. NULL: nothing. */
+ * ONNXTRAIN_E_USAGE ("the session is closed") until onnxtrain_session_free. NULL or a
+ * closed session: nothing. Called while another thread's call on s runs, it does
+ * nothing (close and free are the caller's to order after every other call). */
 ONNXTRAIN_API void onnxtrain_session_close(onnxtrain_session *s);
 /* Closes the session and frees the handle itself. NULL: nothing. */
 ONNXTRAIN_API void onnxtrain_session_free(onnxtrain_session *s);
@@ -199,7 +201,7 @@ ONNXTRAIN_API onnxtrain_status onnxtrain_prepare(onnxtrain_session *s, const onn
  * from 0, or from a resumed checkpoint's step. On failure nothing was updated. */
 ONNXTRAIN_API onnxtrain_status onnxtrain_train_step(onnxtrain_session *s, const onnxtrain_tensor *inputs,
                                                     int n_inputs, const onnxtrain_tensor *labels, double *loss);
-/* Optimizer steps done so far (resumed steps included). */
+/* Optimizer steps done so far (resumed steps included); 0 for NULL or a closed session. */
 ONNXTRAIN_API int64_t onnxtrain_step_count(const onnxtrain_session *s);
 /* Loss in inference mode (BatchNorm on running statistics, Dropout off), mean over the
  * full batches of B samples in the buffers; *accuracy (may be NULL) gets the top-1
@@ -210,7 +212,7 @@ ONNXTRAIN_API onnxtrain_status onnxtrain_eval(onnxtrain_session *s, const onnxtr
 /* ---- parameters ---- */
 
 /* Trained params and running statistics of the session's graph (the model's own before
- * it is built; with LoRA, the adapters once built). */
+ * it is built; with LoRA, the adapters once built); -1 on error (a closed session). */
 ONNXTRAIN_API int onnxtrain_param_count(onnxtrain_session *s);
 /* Name of param i (0 .. count-1), valid until the next call on s; NULL when out of range. */
 ONNXTRAIN_API const char *onnxtrain_param_name(onnxtrain_session *s, int i);
