@@ -150,3 +150,32 @@ def test_errors(tmp_path, data):
     assert e.value.code == 2
     with pytest.raises(ValueError, match="batch_size"):
         onnxtrain.batches({"tokens": tok})
+
+
+def test_hf_gpt2_dataloader_bitwise_cli(tmp_path):
+    """The acceptance loop: a HuggingFace GPT-2 export (the zoo's, with its Dropout) over a
+    torch DataLoader for two epochs, AdamW and remat, bitwise the CLI's losses and model."""
+    torch = pytest.importorskip("torch")
+    venv = os.environ.get("ONNXTRAIN_ZOO_VENV", "/work/venvs/hf")
+    py = os.environ.get("ONNXTRAIN_ZOO_PYTHON") or os.path.join(venv, "bin", "python")
+    if not os.path.exists(py) or subprocess.run([py, "-c", "import transformers"], capture_output=True).returncode:
+        pytest.skip("no interpreter with transformers to export the zoo's gpt2 (.ci/install_zoo.sh)")
+    subprocess.run([py, os.path.join(ROOT, "samples", "zoo", "export_zoo.py"), "--out", str(tmp_path / "zoo"),
+                    "--only", "gpt2"], check=True, capture_output=True)
+    model = str(tmp_path / "zoo" / "gpt2" / "gpt2.onnx")
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 64, size=(64, 8)).astype(np.int64)
+    lab = rng.integers(0, 64, size=(64, 8)).astype(np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+    np.save(tmp_path / "lab.npy", lab)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.from_numpy(ids), torch.from_numpy(lab)),
+                                         batch_size=8, shuffle=False, drop_last=True)
+    with onnxtrain.Trainer(model, optimizer="adamw", lr=0.01, seed=3, remat="sqrt") as t:
+        losses = ["%.9g" % x for x in t.fit(loader, epochs=2)]
+        t.save(tmp_path / "py.onnx")
+    subprocess.run([CLI, "train", model, "--input", str(tmp_path / "ids.npy"), "--labels", str(tmp_path / "lab.npy"),
+                    "--optimizer", "adamw", "--lr", "0.01", "--seed", "3", "--remat", "sqrt", "--batch-size", "8",
+                    "--no-shuffle", "--steps", "16", "--quiet", "--report", str(tmp_path / "cli.json"), "-o",
+                    str(tmp_path / "cli.onnx")], check=True)
+    assert losses == ["%.9g" % x for x in json.loads((tmp_path / "cli.json").read_text())["loss"]]
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
