@@ -335,6 +335,13 @@ static ot_status keep_sig(onnxtrain_session *s, const api_batch *b, ot_error *er
 
 ot_status api_build(onnxtrain_session *s, api_batch *b, bool exact_count, const char *fn, ot_error *err) {
     ot_status st;
+    /* said in the API's words before the session builder says it in the CLI's */
+    bool has_labels = ot_dataset_find(&b->d, OT_DATA_LABELS) != NULL, wants = s->o.loss.kind != OT_LOSS_OUTPUT;
+    if (has_labels != wants)
+        return ot_fail(err, OT_E_USAGE, "%s: labels %s", fn,
+                       wants ? "is NULL, but the loss (options.loss) needs them: class indices for cross-entropy, "
+                               "targets for mse"
+                             : "given, but options.loss \"output\" reads the model's own loss output and takes none");
     if (s->ts) {
         if ((st = match_sig(s, b, exact_count, err))) return ot_error_prefix(err, "%s: ", fn);
         /* names, dtypes, per-sample shapes and label range against the built graph */

@@ -208,7 +208,7 @@ static void test_bad_input(void **state) {
     expect_error(onnxtrain_train_step(s, &xo, 1, &yo, &loss), ONNXTRAIN_E_DATA, "options.accum");
     yo = y, yo.shape = oddy;
     expect_error(onnxtrain_train_step(s, &x, 1, &yo, &loss), ONNXTRAIN_E_DATA, "labels");
-    expect_error(onnxtrain_train_step(s, &x, 1, NULL, &loss), ONNXTRAIN_E_USAGE, "labels");
+    expect_error(onnxtrain_train_step(s, &x, 1, NULL, &loss), ONNXTRAIN_E_USAGE, "labels is NULL, but the loss");
     int64_t bad_labels[B * K];
     memcpy(bad_labels, ys, sizeof bad_labels);
     bad_labels[3] = 10;
