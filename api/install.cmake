@@ -7,6 +7,16 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+# The header's version macros are the library's version: the SONAME, the .pc file and
+# the CMake package take the project's, so the two must agree.
+foreach(part MAJOR MINOR PATCH)
+  file(STRINGS ${CMAKE_SOURCE_DIR}/include/onnxtrain.h line REGEX "^#define ONNXTRAIN_VERSION_${part} ")
+  string(REGEX REPLACE ".* ([0-9]+)$" "\\1" v "${line}")
+  if(NOT v STREQUAL "${PROJECT_VERSION_${part}}")
+    message(FATAL_ERROR "include/onnxtrain.h: ONNXTRAIN_VERSION_${part} ${v}, the project's version is ${PROJECT_VERSION}")
+  endif()
+endforeach()
+
 set(OT_API_MAP ${CMAKE_SOURCE_DIR}/api/onnxtrain.map)
 file(GLOB OT_API_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/api/*.c)
 add_library(onnxtrain_shared SHARED ${OT_API_SOURCES})

@@ -26,7 +26,11 @@ onnxtrain_status api_result(ot_status st, const ot_error *err) {
     return (onnxtrain_status)st;
 }
 
-const char *onnxtrain_version(void) { return "0.1.0"; }
+#define API_STR_(x) #x
+#define API_STR(x) API_STR_(x)
+const char *onnxtrain_version(void) {
+    return API_STR(ONNXTRAIN_VERSION_MAJOR) "." API_STR(ONNXTRAIN_VERSION_MINOR) "." API_STR(ONNXTRAIN_VERSION_PATCH);
+}
 const char *onnxtrain_last_error(void) { return last_err.msg; }
 onnxtrain_status onnxtrain_last_status(void) { return (onnxtrain_status)last_err.code; }
 
