@@ -4,7 +4,7 @@
 The layers (shared DESIGN.md, "Layout"; docs/architecture.md) point down only:
 
     0 onnx/  1 ir/  2 importer/ autodiff/  3 plan/  4 exec/  5 kernels/  6 remat/
-    7 train/  8 cli/
+    7 train/  8 api/ include/  9 cli/
 
 An #include "..." is resolved the way the build resolves it: relative to the including
 file's folder first, then from the repository root, then from ir/ (the one extra include
@@ -19,7 +19,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYER = {"onnx": 0, "ir": 1, "importer": 2, "autodiff": 2, "plan": 3, "exec": 4,
-         "kernels": 5, "remat": 6, "train": 7, "cli": 8}
+         "kernels": 5, "remat": 6, "train": 7, "api": 8, "include": 8, "cli": 9}
 # pairs of folders in the same layer that must not include each other
 SIBLINGS = [("importer", "autodiff"), ("kernels/cpu", "kernels/cuda")]
 GENERATED = {"onnx.pb-c.h": "onnx"}

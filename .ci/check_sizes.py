@@ -15,7 +15,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRODUCT = ["ir", "importer", "autodiff", "plan", "exec", "kernels", "remat", "train", "cli"]
+PRODUCT = ["ir", "importer", "autodiff", "plan", "exec", "kernels", "remat", "train", "api", "include", "cli"]
 MAX_FILE, MAX_FUNC = 800, 120
 SIG_START = re.compile(r"^[A-Za-z_][\w \*]*\b(\w+)\s*\(")
 SOURCE = (".c", ".h", ".cu", ".cuh")

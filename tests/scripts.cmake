@@ -94,3 +94,24 @@ if(OT_PY3)
                    --repo ${CMAKE_SOURCE_DIR} tests/fixtures/readme/drift.md)
   set_tests_properties(readme_examples_drift PROPERTIES PASS_REGULAR_EXPRESSION "drift.md:4: the example of .* differs" TIMEOUT 60)
 endif()
+# The public C API from an installed prefix: header as C and C++, exported symbols,
+# samples/c_api built through pkg-config and find_package, bitwise the CLI's results.
+if(EXISTS /usr/bin/python3)
+  set(OT_SAMPLE_FLAGS "")
+  if(OT_SANITIZE)
+    set(OT_SAMPLE_FLAGS "-fsanitize=address,undefined")
+  endif()
+  add_test(NAME check_c_api
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_c_api.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/check_c_api_tmp "${OT_SAMPLE_FLAGS}")
+  set_tests_properties(check_c_api PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
+  # The Python package (python/) over this build's library; not under the sanitizers
+  # (an instrumented library cannot be loaded into an uninstrumented interpreter).
+  if(NOT OT_SANITIZE)
+    add_test(NAME check_python
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_python.py $<TARGET_FILE:onnxtrain>
+                     $<TARGET_FILE:onnxtrain_shared> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/check_python_tmp)
+    set_tests_properties(check_python PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
+  endif()
+endif()

@@ -225,6 +225,13 @@ ot_status ot_train_get_grad(ot_train_session *s, int i, ot_tensor **out, ot_erro
  * the last run computed. */
 ot_status ot_train_get_state_update(ot_train_session *s, int i, ot_tensor **out, ot_error *err);
 
+/* A copy of value v of the training graph (a param, running statistic or optimizer
+ * state) as the executor holds it now (the public API's parameter access). */
+ot_status ot_train_get_value(ot_train_session *s, int v, ot_tensor **out, ot_error *err);
+/* Overwrites value v (a param or running statistic) in the executor with nbytes of
+ * host data (exactly its size); nothing else changes. */
+ot_status ot_train_set_value(ot_train_session *s, int v, const void *data, size_t nbytes, ot_error *err);
+
 /* `verify`: ot_train_grad_once and that run's results (train/step_results.h): the
  * loss, every gradient, every state update, the run's time and peaks. With the
  * optimizer nodes in the graph (so that the peaks are a training step's) their step

@@ -537,6 +537,21 @@ ot_status ot_train_get_grad(ot_train_session *s, int i, ot_tensor **out, ot_erro
     return ot_executor_get(s->ex, s->ad.grads[i], out, err);
 }
 
+ot_status ot_train_get_value(ot_train_session *s, int v, ot_tensor **out, ot_error *err) {
+    if (!s->ex) return ot_fail(err, OT_E_INTERNAL, "the session was built to plan only: it holds no values");
+    if (v < 0 || v >= s->g->n_values) return ot_fail(err, OT_E_INTERNAL, "value id %d out of range", v);
+    return ot_executor_get(s->ex, v, out, err);
+}
+
+ot_status ot_train_set_value(ot_train_session *s, int v, const void *data, size_t nbytes, ot_error *err) {
+    if (!s->ex) return ot_fail(err, OT_E_INTERNAL, "the session was built to plan only: it holds no values");
+    if (v < 0 || v >= s->g->n_values) return ot_fail(err, OT_E_INTERNAL, "value id %d out of range", v);
+    ot_value_kind k = s->g->values[v].kind;
+    if (k != OT_VK_PARAM && k != OT_VK_STATE)
+        return ot_fail(err, OT_E_USAGE, "'%s' is not a param or running statistic", vname(s->g, v));
+    return ot_executor_write(s->ex, v, data, nbytes, err);
+}
+
 void ot_train_result_free(ot_train_result *r) {
     free(r->loss);
     free(r->lr);

@@ -1,0 +1,181 @@
+"""test_onnxtrain.py — the Python package against `onnxtrain train` and its own contract.
+
+The tinygpt sample trained through a torch DataLoader and through numpy batches gives
+bitwise the CLI's losses and tuned model; eval, params, plan, verify, checkpoints; bad
+input raises with the argument named and the arrays untouched.
+Needs the package importable (pip install ., or PYTHONPATH=python with ONNXTRAIN_LIBRARY
+and ONNXTRAIN_HEADER naming a build's library and header) and the CLI (ONNXTRAIN_CLI,
+default build/onnxtrain).
+"""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import onnxtrain
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI = os.environ.get("ONNXTRAIN_CLI", os.path.join(ROOT, "build", "onnxtrain"))
+MODEL = os.path.join(ROOT, "samples", "tinygpt.onnx")
+TOK = os.path.join(ROOT, "samples", "data", "tinygpt_tokens.npy")
+LAB = os.path.join(ROOT, "samples", "data", "tinygpt_labels.npy")
+OPTS = dict(optimizer="adam", lr=0.003, seed=1)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return np.load(TOK), np.load(LAB)
+
+
+def cli_train(tmp_path, steps, batch, accum=1):
+    """Losses (as the report prints them) and the tuned model's bytes of the CLI run."""
+    out, rep = tmp_path / "cli.onnx", tmp_path / "cli.json"
+    subprocess.run([CLI, "train", MODEL, "--input", TOK, "--labels", LAB, "--optimizer", "adam", "--lr", "0.003",
+                    "--seed", "1", "--batch-size", str(batch), "--accum", str(accum), "--no-shuffle", "--steps",
+                    str(steps), "--quiet", "--report", str(rep), "-o", str(out)], check=True)
+    return ["%.9g" % x for x in json.loads(rep.read_text())["loss"]], out.read_bytes()
+
+
+def test_dataloader_bitwise_cli(tmp_path, data):
+    torch = pytest.importorskip("torch")
+    tok, lab = data
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.from_numpy(tok), torch.from_numpy(lab)),
+                                         batch_size=16, shuffle=False, drop_last=True)
+    with onnxtrain.Trainer(MODEL, **OPTS) as t:
+        losses = []
+        for i, (x, y) in enumerate(loader):
+            if i == 4:
+                break
+            losses.append("%.9g" % t.step({"tokens": x}, y))
+        t.save(tmp_path / "py.onnx")
+    want, model = cli_train(tmp_path, 4, 16)
+    assert losses == want
+    assert (tmp_path / "py.onnx").read_bytes() == model
+
+
+def test_numpy_accum_bitwise_cli(tmp_path, data):
+    tok, lab = data
+    tok0, lab0 = tok.copy(), lab.copy()
+    with onnxtrain.Trainer(MODEL, accum=2, **OPTS) as t:
+        src = onnxtrain.batches({"tokens": tok, "labels": lab}, batch_size=16)
+        losses = ["%.9g" % x for x in t.fit(src[:3])]
+        assert t.step_count == 3
+        t.save(tmp_path / "py.onnx")
+    want, model = cli_train(tmp_path, 3, 8, accum=2)
+    assert losses == want
+    assert (tmp_path / "py.onnx").read_bytes() == model
+    assert np.array_equal(tok, tok0) and np.array_equal(lab, lab0)  # never written
+
+
+def test_eval_params_plan(data):
+    tok, lab = data
+    with onnxtrain.Trainer(MODEL, remat="sqrt", **OPTS) as t:
+        assert t.verify(tok[:16], lab[:16])
+        names = t.param_names()
+        assert names[0] == "tok.weight"
+        w = t.get_param("tok.weight")
+        assert w.shape == (64, 32) and w.dtype == np.float32
+        t.set_param("tok.weight", w * 0.5)
+        assert np.array_equal(t.get_param("tok.weight"), w * 0.5)
+        t.prepare(tok[:16], lab[:16])
+        p = t.plan()
+        assert p["batch_size"] == 16 and p["peak_bytes"] > 0 and p["peak_without_remat"] >= p["peak_bytes"]
+        assert p["at_peak"]["params"] >= 4 * sum(t.get_param(n).size for n in names if "ln" not in n) // 2
+        l0, acc = t.eval({"tokens": tok, "labels": lab})
+        assert np.isfinite(l0) and 0 <= acc <= 1
+        assert t.eval({"tokens": tok, "labels": lab}) == (l0, acc)  # eval changes nothing
+        with pytest.raises(onnxtrain.OnnxtrainError) as e:
+            t.verify(tok[:16], lab[:16])  # after the build: refused
+        assert e.value.code == 2
+
+
+def test_checkpoint_resume(tmp_path, data):
+    tok, lab = data
+    src = onnxtrain.batches({"tokens": tok, "labels": lab}, batch_size=16)
+    with onnxtrain.Trainer(MODEL, **OPTS) as t:
+        t.fit(src[:2])
+        t.save_checkpoint(tmp_path / "ck.otc")
+        want = t.fit(src[2:4])
+        w = t.get_param("head.weight") if "head.weight" in t.param_names() else t.get_param("tok.weight")
+    with onnxtrain.Trainer(MODEL, **OPTS) as t:
+        t.load_checkpoint(tmp_path / "ck.otc")
+        assert t.fit(src[2:4]) == want
+        assert t.step_count == 4
+        w2 = t.get_param("head.weight") if "head.weight" in t.param_names() else t.get_param("tok.weight")
+        assert np.array_equal(w, w2)
+
+
+def test_errors(tmp_path, data):
+    tok, lab = data
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        onnxtrain.Trainer(str(tmp_path / "missing.onnx"))
+    assert e.value.code == 3 and "missing.onnx" in e.value.message
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        onnxtrain.Trainer(MODEL, loss="hinge")
+    assert e.value.code == 2 and "options.loss" in e.value.message
+    with pytest.raises(TypeError, match="model"):
+        onnxtrain.Trainer(42)
+    t = onnxtrain.Trainer(MODEL, **OPTS)
+    with pytest.raises(TypeError, match=r"inputs\['tokens'\]: a list"):
+        t.step({"tokens": [[1] * 16] * 16}, lab[:16])
+    with pytest.raises(TypeError, match="labels"):
+        t.step({"tokens": tok[:16]}, "labels")
+    with pytest.raises(TypeError, match="dtype"):
+        t.step({"tokens": tok[:16].astype(np.uint16)}, lab[:16])
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        t.step({"tokens": tok[:16].astype(np.float32)}, lab[:16])
+    assert e.value.code == 8 and "tokens" in e.value.message
+    bad = lab[:16].copy()
+    bad[0, 0] = 1000
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        t.step({"tokens": tok[:16]}, bad)
+    assert e.value.code == 8 and "labels" in e.value.message
+    assert bad[0, 0] == 1000
+    t.step({"tokens": tok[:16]}, lab[:16])
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        t.step({"tokens": tok[:8]}, lab[:8])
+    assert e.value.code == 8 and "[16,16]" in e.value.message
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        t.get_param("nope")
+    assert e.value.code == 2 and "'nope'" in e.value.message
+    with pytest.raises(ValueError, match="shape"):
+        t.set_param("tok.weight", np.zeros((2, 2), np.float32))
+    with pytest.raises(TypeError, match="batch"):
+        t.fit([42])
+    t.close()
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        t.step({"tokens": tok[:16]}, lab[:16])
+    assert e.value.code == 2
+    with pytest.raises(ValueError, match="batch_size"):
+        onnxtrain.batches({"tokens": tok})
+
+
+def test_hf_gpt2_dataloader_bitwise_cli(tmp_path):
+    """The acceptance loop: a HuggingFace GPT-2 export (the zoo's, with its Dropout) over a
+    torch DataLoader for two epochs, AdamW and remat, bitwise the CLI's losses and model."""
+    torch = pytest.importorskip("torch")
+    venv = os.environ.get("ONNXTRAIN_ZOO_VENV", "/work/venvs/hf")
+    py = os.environ.get("ONNXTRAIN_ZOO_PYTHON") or os.path.join(venv, "bin", "python")
+    if not os.path.exists(py) or subprocess.run([py, "-c", "import transformers"], capture_output=True).returncode:
+        pytest.skip("no interpreter with transformers to export the zoo's gpt2 (.ci/install_zoo.sh)")
+    subprocess.run([py, os.path.join(ROOT, "samples", "zoo", "export_zoo.py"), "--out", str(tmp_path / "zoo"),
+                    "--only", "gpt2"], check=True, capture_output=True)
+    model = str(tmp_path / "zoo" / "gpt2" / "gpt2.onnx")
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 64, size=(64, 8)).astype(np.int64)
+    lab = rng.integers(0, 64, size=(64, 8)).astype(np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+    np.save(tmp_path / "lab.npy", lab)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.from_numpy(ids), torch.from_numpy(lab)),
+                                         batch_size=8, shuffle=False, drop_last=True)
+    with onnxtrain.Trainer(model, optimizer="adamw", lr=0.01, seed=3, remat="sqrt") as t:
+        losses = ["%.9g" % x for x in t.fit(loader, epochs=2)]
+        t.save(tmp_path / "py.onnx")
+    subprocess.run([CLI, "train", model, "--input", str(tmp_path / "ids.npy"), "--labels", str(tmp_path / "lab.npy"),
+                    "--optimizer", "adamw", "--lr", "0.01", "--seed", "3", "--remat", "sqrt", "--batch-size", "8",
+                    "--no-shuffle", "--steps", "16", "--quiet", "--report", str(tmp_path / "cli.json"), "-o",
+                    str(tmp_path / "cli.onnx")], check=True)
+    assert losses == ["%.9g" % x for x in json.loads((tmp_path / "cli.json").read_text())["loss"]]
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
