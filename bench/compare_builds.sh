@@ -114,10 +114,12 @@ PY
   same_file "$m.adam" tuned.onnx; same_history "$m.adam"; same_peak "$m.adam" report.json
   run "$m.grad" grad "$model" "${data[@]}" --dump-grads grads --seed 2 --remat selective
   same_dir "$m.grad" grads; same_file "$m.grad" stdout.txt
+  # --optimizer sgd: plan and verify size the optimizer's state, and the CLI's default
+  # optimizer changed (SGD, then AdamW): both builds plan the same step
   for p in none all sqrt every:2 selective auto; do
-    run "$m.verify.$p" verify "$model" "${data[@]}" --remat "$p" --seed 4 --json
+    run "$m.verify.$p" verify "$model" "${data[@]}" --remat "$p" --seed 4 --optimizer sgd --json
     same_file "$m.verify.$p" rc.txt; same_verdict "$m.verify.$p"
-    run "$m.plan.$p" plan "$model" --batch-size 8 --remat "$p" --json
+    run "$m.plan.$p" plan "$model" --batch-size 8 --remat "$p" --optimizer sgd --json
     same_file "$m.plan.$p" rc.txt; same_peak "$m.plan.$p" stdout.txt policy
   done
   case $m in
