@@ -69,5 +69,7 @@ ot_status ot_grad_loss(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_math(ot_grad_ctx *c, const ot_node *n, const int *dy);
 /* layout and indexing (issue 13): Pad, Tile, Trilu, GatherElements, CumSum */
 ot_status ot_grad_index(ot_grad_ctx *c, const ot_node *n, const int *dy);
+/* ops3 (issue 26): RMSNormalization, RotaryEmbedding, Attention (grad_xfmr.c) */
+ot_status ot_grad_xfmr(ot_grad_ctx *c, const ot_node *n, const int *dy);
 
 #endif

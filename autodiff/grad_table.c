@@ -81,6 +81,10 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_SCATTER_ND] = ot_grad_index,
     [OT_OP_SCATTER_ELEMENTS] = ot_grad_index,
     [OT_OP_GATHER_ND] = ot_grad_index,
+    /* ---- ops3 (issue 26) ---- */
+    [OT_OP_RMS_NORM] = ot_grad_xfmr,
+    [OT_OP_ROTARY_EMBEDDING] = ot_grad_xfmr,
+    [OT_OP_ATTENTION] = ot_grad_xfmr,
     /* Not differentiable (no entry): Shape, Range, Equal, the comparisons,
      * Not, And, Or, Xor, IsNaN, IsInf, Constant, ConstantOfShape,
      * every backward-only op and the optimizer steps. */

@@ -198,6 +198,18 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
                                    {"seed", OT_ATTR_FLOAT}},
     [OT_OP_RANDOM_UNIFORM] = {{"dtype", OT_ATTR_INT}, {"high", OT_ATTR_FLOAT}, {"low", OT_ATTR_FLOAT},
                               {"seed", OT_ATTR_FLOAT}, {"shape", OT_ATTR_INTS}},
+    /* ---- ops3 (issue 26) ---- */
+    [OT_OP_RMS_NORM] = {{"axis", OT_ATTR_INT}, {"epsilon", OT_ATTR_FLOAT}, {"stash_type", OT_ATTR_INT}},
+    [OT_OP_ROTARY_EMBEDDING] = {{"interleaved", OT_ATTR_INT},
+                                {"num_heads", OT_ATTR_INT},
+                                {"rotary_embedding_dim", OT_ATTR_INT}},
+    [OT_OP_ATTENTION] = {{"is_causal", OT_ATTR_INT},
+                         {"kv_num_heads", OT_ATTR_INT},
+                         {"q_num_heads", OT_ATTR_INT},
+                         {"qk_matmul_output_mode", OT_ATTR_INT},
+                         {"scale", OT_ATTR_FLOAT},
+                         {"softcap", OT_ATTR_FLOAT},
+                         {"softmax_precision", OT_ATTR_INT}},
 };
 
 static const char *type_name(ot_attr_type t) {

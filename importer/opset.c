@@ -44,6 +44,10 @@ static const int64_t SINCE[OT_OP_COUNT] = {
     [OT_OP_SCATTER_ND] = 11,
     [OT_OP_SCATTER_ELEMENTS] = 11,
     [OT_OP_GATHER_ND] = 11,
+    /* ---- ops3 (issue 26) ---- */
+    [OT_OP_RMS_NORM] = 23,
+    [OT_OP_ROTARY_EMBEDDING] = 23,
+    [OT_OP_ATTENTION] = 23,
 };
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }

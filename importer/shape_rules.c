@@ -715,6 +715,13 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_PAD_GRAD] = rule_grad_like_input1,
     [OT_OP_TILE_GRAD] = rule_grad_like_input1,
     [OT_OP_GATHER_ELEMENTS_GRAD] = rule_grad_like_input2,
+    /* ---- ops3 (issue 26): shape_rules_xfmr.c ---- */
+    [OT_OP_RMS_NORM] = ot_shape_rule_rms_norm,
+    [OT_OP_RMS_NORM_GRAD] = rule_norm_grad,
+    [OT_OP_ROTARY_EMBEDDING] = ot_shape_rule_rotary,
+    [OT_OP_ROTARY_EMBEDDING_GRAD] = ot_shape_rule_rotary,
+    [OT_OP_ATTENTION] = ot_shape_rule_attention,
+    [OT_OP_ATTENTION_GRAD] = ot_shape_rule_attention_grad,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

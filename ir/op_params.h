@@ -38,6 +38,7 @@ typedef enum ot_params_kind {
     /* ---- layout and indexing (issue 13) ---- */
     OT_PARAMS_INDEX,
     OT_PARAMS_RANDOM, /* random sources (issue 13) */
+    OT_PARAMS_XFMR,   /* ops3 (issue 26): RMSNormalization, RotaryEmbedding, Attention */
 } ot_params_kind;
 
 /* Gemm */
@@ -163,6 +164,23 @@ typedef struct ot_random_params {
     float low, high; /* 0, 1 */
 } ot_random_params;
 
+/* ops3 (issue 26): RMSNormalization, RotaryEmbedding, Attention and their gradients,
+ * each reading its own members (the ONNX defaults) */
+typedef struct ot_xfmr_params {
+    int axis;         /* RMSNormalization: -1 */
+    float epsilon;    /* RMSNormalization: 1e-5 */
+    int stash_type;   /* RMSNormalization: 1 (float) */
+    bool interleaved; /* RotaryEmbedding: 0 */
+    int num_heads;    /* RotaryEmbedding: 0 (absent; required for 3-D input) */
+    int rotary_dim;   /* RotaryEmbedding: 0 (the whole head) */
+    bool is_causal;   /* Attention: 0 */
+    int q_num_heads, kv_num_heads; /* Attention: 0 (absent; required for 3-D inputs) */
+    int qk_matmul_output_mode;     /* Attention: 0 */
+    int softmax_precision;         /* Attention: 0 (absent) */
+    bool has_scale;                /* Attention: absent means 1/sqrt(head size) */
+    float scale, softcap;          /* Attention: softcap 0 (none) */
+} ot_xfmr_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -178,6 +196,7 @@ typedef struct ot_op_params {
         ot_math_params math;
         ot_index_params index; /* layout and indexing (issue 13) */
         ot_random_params random; /* random sources (issue 13) */
+        ot_xfmr_params xfmr;     /* ops3 (issue 26) */
     } u;
 } ot_op_params;
 

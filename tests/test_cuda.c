@@ -2609,6 +2609,100 @@ static void test_host_index(void **state) {
 }
 
 static void test_index(void **state) { ix_cases(backend_of(state)); }
+
+/* ---- transformer ops (ops3, issue 26): RMSNormalization, RotaryEmbedding, Attention ---- */
+
+static void xf_case(ot_backend *be, const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *out,
+                    double tol) {
+    if (!be) assert_int_equal(hm_compare(label, n, in, out), OT_OK);
+    else tc_check(be, label, n, in, out, tol, 0, 0, 0);
+}
+
+/* RMSNormalization and RMSNormGrad (per-column and one-element scale), RotaryEmbedding
+ * and its inverse (3-D with position ids, 4-D interleaved with a partial rotary dim
+ * and per-token caches), Attention and AttentionGrad (4-D GQA causal with a past
+ * cache and a bool mask; 3-D with a float mask and softcap). */
+static void xf_cases(ot_backend *be) {
+    tc_pool p = {0};
+    for (int scalar = 0; scalar < 2; scalar++) {
+        ot_node n = tk_node(OT_OP_RMS_NORM, 2, 1);
+        ot_tensor x = tc_rand(&p, 301, -2, 2, 3, 3, 5, 33);
+        ot_tensor in[2] = {x, scalar ? tc_rand(&p, 302, 0.5f, 1.5f, 1, 1) : tc_rand(&p, 302, 0.5f, 1.5f, 1, 33)};
+        ot_tensor out[1] = {tc_out(OT_F32, 3, 3, 5, 33)};
+        xf_case(be, "RMSNormalization", &n, in, out, TOL);
+        ot_node g = tk_node(OT_OP_RMS_NORM_GRAD, 3, 2);
+        ot_tensor gin[3] = {tc_rand(&p, 303, -1, 1, 3, 3, 5, 33), x, in[1]};
+        ot_tensor gout[2] = {tc_out(OT_F32, 3, 3, 5, 33), scalar ? tc_out(OT_F32, 1, 1) : tc_out(OT_F32, 1, 33)};
+        xf_case(be, "RMSNormGrad", &g, gin, gout, TOL_RED);
+        tk_node_free(&n);
+        tk_node_free(&g);
+    }
+    for (int inv = 0; inv < 2; inv++) {
+        ot_op op = inv ? OT_OP_ROTARY_EMBEDDING_GRAD : OT_OP_ROTARY_EMBEDDING;
+        ot_node r3 = tk_node(op, 4, 1);
+        ot_node_set_attr_int(&r3, "num_heads", 3);
+        int64_t ids[8] = {0, 5, 2, 7, 1, 1, 3, 6};
+        ot_tensor pos = tc_ints(&p, 8, ids);
+        pos.shape = ot_shape_make(2, (int64_t[]){2, 4});
+        ot_tensor in3[4] = {tc_rand(&p, 311, -1, 1, 3, 2, 4, 24), tc_rand(&p, 312, -1, 1, 2, 8, 4),
+                            tc_rand(&p, 313, -1, 1, 2, 8, 4), pos};
+        ot_tensor out3[1] = {tc_out(OT_F32, 3, 2, 4, 24)};
+        xf_case(be, inv ? "RotaryEmbeddingGrad 3-D" : "RotaryEmbedding 3-D", &r3, in3, out3, TOL);
+        ot_node r4 = tk_node(op, 3, 1);
+        ot_node_set_attr_int(&r4, "interleaved", 1);
+        ot_node_set_attr_int(&r4, "rotary_embedding_dim", 4);
+        ot_tensor in4[3] = {tc_rand(&p, 314, -1, 1, 4, 2, 3, 4, 6), tc_rand(&p, 315, -1, 1, 3, 2, 4, 2),
+                            tc_rand(&p, 316, -1, 1, 3, 2, 4, 2)};
+        ot_tensor out4[1] = {tc_out(OT_F32, 4, 2, 3, 4, 6)};
+        xf_case(be, inv ? "RotaryEmbeddingGrad 4-D" : "RotaryEmbedding 4-D", &r4, in4, out4, TOL);
+        tk_node_free(&r3);
+        tk_node_free(&r4);
+    }
+    /* 4-D: B 2, Hq 4, Hkv 2, Sq 3, Skv 3, past 2 (T 5), D 8, Dv 5; causal, bool mask [3, 5] */
+    ot_tensor q = tc_rand(&p, 321, -1, 1, 4, 2, 4, 3, 8), k = tc_rand(&p, 322, -1, 1, 4, 2, 2, 3, 8);
+    ot_tensor v = tc_rand(&p, 323, -1, 1, 4, 2, 2, 3, 5), mask = tc_tensor(&p, OT_BOOL, 2, (int64_t[]){3, 5});
+    for (int i = 0; i < 15; i++) ((uint8_t *)mask.data)[i] = (uint8_t)(i % 4 != 1);
+    ot_tensor pk = tc_rand(&p, 324, -1, 1, 4, 2, 2, 2, 8), pv = tc_rand(&p, 325, -1, 1, 4, 2, 2, 2, 5);
+    ot_node a = tk_node(OT_OP_ATTENTION, 6, 3);
+    ot_node_set_attr_int(&a, "is_causal", 1);
+    ot_tensor ain[6] = {q, k, v, mask, pk, pv};
+    ot_tensor aout[3] = {tc_out(OT_F32, 4, 2, 4, 3, 5), tc_out(OT_F32, 4, 2, 2, 5, 8), tc_out(OT_F32, 4, 2, 2, 5, 5)};
+    xf_case(be, "Attention 4-D", &a, ain, aout, TOL_RED);
+    ot_node ag = tk_node(OT_OP_ATTENTION_GRAD, 7, 3);
+    ot_node_set_attr_int(&ag, "is_causal", 1);
+    ot_tensor agin[7] = {tc_rand(&p, 326, -1, 1, 4, 2, 4, 3, 5), q, k, v, mask, pk, pv};
+    ot_tensor agout[3] = {tc_out(OT_F32, 4, 2, 4, 3, 8), tc_out(OT_F32, 4, 2, 2, 3, 8), tc_out(OT_F32, 4, 2, 2, 3, 5)};
+    xf_case(be, "AttentionGrad 4-D", &ag, agin, agout, TOL_RED);
+    /* 3-D: q_num_heads 2, kv_num_heads 2, Sq 4, Skv 6, D 4; float mask [2, 1, 4, 6], softcap */
+    ot_tensor q3 = tc_rand(&p, 331, -1, 1, 3, 2, 4, 8), k3 = tc_rand(&p, 332, -1, 1, 3, 2, 6, 8);
+    ot_tensor v3 = tc_rand(&p, 333, -1, 1, 3, 2, 6, 8), fm = tc_rand(&p, 334, -1, 1, 4, 2, 1, 4, 6);
+    ot_node a3 = tk_node(OT_OP_ATTENTION, 4, 1);
+    ot_node_set_attr_int(&a3, "q_num_heads", 2);
+    ot_node_set_attr_int(&a3, "kv_num_heads", 2);
+    ot_node_set_attr_float(&a3, "softcap", 2.0f);
+    ot_tensor a3in[4] = {q3, k3, v3, fm};
+    ot_tensor a3out[1] = {tc_out(OT_F32, 3, 2, 4, 8)};
+    xf_case(be, "Attention 3-D", &a3, a3in, a3out, TOL_RED);
+    ot_node a3g = tk_node(OT_OP_ATTENTION_GRAD, 5, 3);
+    ot_node_set_attr_int(&a3g, "q_num_heads", 2);
+    ot_node_set_attr_int(&a3g, "kv_num_heads", 2);
+    ot_node_set_attr_float(&a3g, "softcap", 2.0f);
+    ot_tensor a3gin[5] = {tc_rand(&p, 335, -1, 1, 3, 2, 4, 8), q3, k3, v3, fm};
+    ot_tensor a3gout[3] = {tc_out(OT_F32, 3, 2, 4, 8), tc_out(OT_F32, 3, 2, 6, 8), tc_out(OT_F32, 3, 2, 6, 8)};
+    xf_case(be, "AttentionGrad 3-D", &a3g, a3gin, a3gout, TOL_RED);
+    tk_node_free(&a);
+    tk_node_free(&ag);
+    tk_node_free(&a3);
+    tk_node_free(&a3g);
+    tc_free(&p);
+}
+
+static void test_host_xfmr(void **state) {
+    (void)state;
+    xf_cases(NULL);
+}
+
+static void test_xfmr(void **state) { xf_cases(backend_of(state)); }
 #endif /* OT_HAVE_CUDA */
 
 int main(void) {
@@ -2648,6 +2742,7 @@ int main(void) {
         cmocka_unit_test(test_host_index), /* layout and indexing (issue 13) */
         cmocka_unit_test(test_samples_supported),
         cmocka_unit_test(test_host_pointwise_math),
+        cmocka_unit_test(test_host_xfmr), /* transformer ops (ops3, issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
     char reason[1024];
@@ -2673,6 +2768,7 @@ int main(void) {
         cmocka_unit_test(test_samples_remat_bitwise),
         cmocka_unit_test(test_pointwise_math),
         cmocka_unit_test(test_index), /* layout and indexing (issue 13) */
+        cmocka_unit_test(test_xfmr),  /* transformer ops (ops3, issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

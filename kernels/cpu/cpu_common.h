@@ -109,4 +109,11 @@ struct ot_pad_geom;
 ot_status ot_cpu_pad_geom(const ot_node *node, const ot_tensor *pads_t, const ot_tensor *axes_t, const ot_shape *xs,
                           const ot_shape *ys, struct ot_pad_geom *g, ot_error *err);
 
+/* cpu_xfmr.c (ops3, issue 26): RMSNormalization, RotaryEmbedding (and its inverse),
+ * Attention */
+ot_status ot_cpu_rms_norm(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_rotary_embedding(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_attention(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+size_t ot_cpu_attention_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
 #endif

@@ -219,6 +219,13 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_PAD_GRAD] = F32(ot_cpu_pad_grad),
     [OT_OP_TILE_GRAD] = F32(ot_cpu_pad_grad),
     [OT_OP_GATHER_ELEMENTS_GRAD] = {ot_cpu_gather_elements_grad, sup_gather_grad, NULL},
+    /* ---- ops3 (issue 26): transformer ops, cpu_xfmr.c ---- */
+    [OT_OP_RMS_NORM] = F32(ot_cpu_rms_norm),
+    [OT_OP_RMS_NORM_GRAD] = {ot_cpu_rms_norm_grad, sup_f32, ot_cpu_rms_norm_grad_workspace},
+    [OT_OP_ROTARY_EMBEDDING] = F32(ot_cpu_rotary_embedding),
+    [OT_OP_ROTARY_EMBEDDING_GRAD] = F32(ot_cpu_rotary_embedding),
+    [OT_OP_ATTENTION] = {ot_cpu_attention, sup_f32, ot_cpu_attention_workspace},
+    [OT_OP_ATTENTION_GRAD] = {ot_cpu_attention_grad, sup_f32, ot_cpu_attention_grad_workspace},
 };
 #undef F32
 

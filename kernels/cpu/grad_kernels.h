@@ -45,4 +45,11 @@ OT_GRAD_KERNEL(ot_cpu_minmax_grad);
 OT_GRAD_KERNEL(ot_cpu_pad_grad);
 OT_GRAD_KERNEL(ot_cpu_gather_elements_grad);
 
+/* cpu_xfmr.c (ops3, issue 26): RMSNormGrad, AttentionGrad (RotaryEmbeddingGrad is the
+ * forward kernel's inverse mode) */
+OT_GRAD_KERNEL(ot_cpu_rms_norm_grad);
+size_t ot_cpu_rms_norm_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+OT_GRAD_KERNEL(ot_cpu_attention_grad);
+size_t ot_cpu_attention_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
 #endif

@@ -395,6 +395,8 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
         ot_cuda_gather_elements_grad, ot_cuda_scatter_nd, ot_cuda_scatter_elements, ot_cuda_gather_nd,
         /* random sources (issue 13) */
         ot_cuda_random_uniform,
+        /* ops3 (issue 26): transformer ops */
+        ot_cuda_rms_norm, ot_cuda_rms_norm_grad, ot_cuda_rotary_embedding, ot_cuda_attention, ot_cuda_attention_grad,
     };
     for (size_t i = 0; fn && i < sizeof with / sizeof with[0]; i++)
         if (with[i] == fn) return true;
