@@ -61,19 +61,50 @@ static void attn_dims(const ot_shape *s, int64_t heads_attr, int64_t *H, int64_t
     }
 }
 
+/* attn_mask: bool or float, rank 1 to 4, broadcastable to [B, Hq, Sq, *], its last
+ * dim at most past + new keys (a shorter one is padded as masked). Known dims only. */
+static ot_status attn_mask_check(ot_shape_ctx *c, const ot_node *n, const ot_value *m, int64_t B, int64_t Hq,
+                                 int64_t Sq, int64_t total) {
+    if (!m) return OT_OK;
+    if (m->dtype != OT_BOOL && m->dtype != OT_F32 && m->dtype != OT_UNDEFINED)
+        return ot_fail(c->err, OT_E_UNSUPPORTED,
+                       "node '%s' (Attention): attn_mask '%s' is %s; it must be bool or float32", n->name, m->name,
+                       ot_dtype_name(m->dtype));
+    const ot_shape *s = &m->shape;
+    if (s->rank < 0) return OT_OK;
+    if (s->rank < 1 || s->rank > 4)
+        return ot_shape_fail(c, n, "attn_mask '%s' has rank %d; it must have rank 1 to 4", m->name, s->rank);
+    int64_t last = s->dim[s->rank - 1];
+    if (last >= 0 && total >= 0 && last > total)
+        return ot_shape_fail(c, n, "attn_mask '%s' covers %lld keys but there are %lld (past + new)", m->name,
+                             (long long)last, (long long)total);
+    int64_t want[3] = {B, Hq, Sq};
+    for (int k = 0; k < 3; k++) {
+        int d = s->rank - 4 + k;
+        if (d < 0 || s->dim[d] < 0 || want[k] < 0) continue;
+        if (s->dim[d] != 1 && s->dim[d] != want[k])
+            return ot_shape_fail(c, n,
+                                 "attn_mask '%s' dim %d is %lld; it must be 1 or %lld ([batch, heads, q_seq, keys])",
+                                 m->name, d, (long long)s->dim[d], (long long)want[k]);
+    }
+    return OT_OK;
+}
+
 /* Attention: Y [B, Hq, Sq, Dv] (4-D) or [B, Sq, Hq * Dv] (3-D); present_key / value
  * [B, Hkv, past + Skv, D / Dv]. nonpad_kv_seqlen and qk_matmul_output are refused. */
 ot_status ot_shape_rule_attention(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
     if (in_value(c, n, 6))
         return ot_fail(c->err, OT_E_UNSUPPORTED,
-                       "%s: the nonpad_kv_seqlen input (Attention-24's static cache) is not supported; give the "
+                       "node '%s' (Attention): the nonpad_kv_seqlen input (Attention-24's static cache) is not "
+                       "supported; give the "
                        "cache as past_key / past_value",
                        ot_shape_node_label(n));
     if (n->n_outputs > 3 && n->outputs[3] >= 0)
-        return ot_fail(c->err, OT_E_UNSUPPORTED,
-                       "%s: the qk_matmul_output output is not supported (training reads Y, present_key and "
-                       "present_value only); drop it from the node",
-                       ot_shape_node_label(n));
+        return ot_fail(
+            c->err, OT_E_UNSUPPORTED,
+            "node '%s' (Attention): the qk_matmul_output output is not supported (training reads Y, present_key and "
+            "present_value only); drop it from the node",
+            ot_shape_node_label(n));
     ot_shape Q = shape_or_unknown(in_value(c, n, 0)), K = shape_or_unknown(in_value(c, n, 1));
     ot_shape V = shape_or_unknown(in_value(c, n, 2));
     const ot_value *pk = in_value(c, n, 4);
@@ -121,6 +152,8 @@ ot_status ot_shape_rule_attention(ot_shape_ctx *c, const ot_node *n, ot_dtype *d
         else if (!ot_i64_add(past, Sk, &total))
             return ot_shape_fail(c, n, "past + new keys overflow int64");
     }
+    ot_status rc = attn_mask_check(c, n, in_value(c, n, 3), Q.dim[0], Hq, Sq, total);
+    if (rc) return rc;
     for (int o = 1; o <= 2 && o < n->n_outputs; o++) {
         ot_shape s = ot_shape_make(4, NULL);
         s.dim[0] = Q.dim[0], s.sym[0] = Q.sym[0];

@@ -13,7 +13,10 @@ torch (float64) for the reference.
 
 For each: `onnxtrain grad --loss output` against torch's loss and gradients (fails
 above 1e-5 absolute plus 1e-4 relative to the gradient's largest magnitude), and
-`onnxtrain verify` bitwise under sqrt, selective and all.
+`onnxtrain verify` bitwise under sqrt, selective and all. Then bad input to each op
+(masks of the wrong shape, head counts that do not divide, position ids past the
+caches, ...): `onnxtrain eval` must exit with the documented code and a message naming
+the node, never crash.
 
     check_xfmr.py ONNXTRAIN_BINARY SCRATCH_DIR
 """
@@ -248,13 +251,64 @@ def cached_step(binary, scratch):
     return compare("cached step", res, ours, float(loss), ref) + verify(binary, "cached step", path, inputs)
 
 
+# ---- 3: bad input ---------------------------------------------------------------
+
+
+def bad_inputs(binary, scratch):
+    """(label, nodes, inputs {name: array}, initializers, exit code, words the message must hold)"""
+    f = lambda *s: np.ones(s, np.float32)
+    cos, sin = rope_caches(4, 2)
+    cases = [
+        ("mask too long", [helper.make_node("Attention", ["q", "k", "v", "m"], ["y"], name="att")],
+         {"q": f(1, 2, 3, 4), "k": f(1, 2, 3, 4), "v": f(1, 2, 3, 4)}, {"m": f(3, 4)}, 7,
+         ["'att'", "covers 4 keys but there are 3"]),
+        ("mask not broadcastable", [helper.make_node("Attention", ["q", "k", "v", "m"], ["y"], name="att")],
+         {"q": f(1, 2, 3, 4), "k": f(1, 2, 3, 4), "v": f(1, 2, 3, 4)}, {"m": f(2, 3)}, 7, ["'att'", "must be 1 or 3"]),
+        ("3-D without heads", [helper.make_node("Attention", ["q", "k", "v"], ["y"], name="att")],
+         {"q": f(1, 3, 8), "k": f(1, 3, 8), "v": f(1, 3, 8)}, {}, 5, ["'att'", "q_num_heads"]),
+        ("heads do not divide", [helper.make_node("Attention", ["q", "k", "v"], ["y"], name="att", q_num_heads=3,
+                                                  kv_num_heads=2)],
+         {"q": f(1, 3, 8), "k": f(1, 3, 8), "v": f(1, 3, 8)}, {}, 7, ["'att'", "multiple"]),
+        ("qk_matmul_output", [helper.make_node("Attention", ["q", "k", "v"], ["y", "", "", "qk"], name="att")],
+         {"q": f(1, 2, 3, 4), "k": f(1, 2, 3, 4), "v": f(1, 2, 3, 4)}, {}, 6, ["'att'", "qk_matmul_output"]),
+        ("position id past the caches",
+         [helper.make_node("RotaryEmbedding", ["x", "c", "s", "p"], ["y"], name="rope", num_heads=2)],
+         {"x": f(1, 2, 8), "p": np.array([[0, 9]], np.int64)}, {"c": cos, "s": sin}, 5,
+         ["'rope'", "position id 9"]),
+        ("odd rotary dim", [helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"], name="rope",
+                                             rotary_embedding_dim=3)],
+         {"x": f(1, 2, 2, 4)}, {"c": f(1, 2, 2), "s": f(1, 2, 2)}, 5, ["'rope'", "rotary_embedding_dim"]),
+        ("rotary 3-D without heads", [helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"], name="rope")],
+         {"x": f(1, 2, 4)}, {"c": f(1, 2, 2), "s": f(1, 2, 2)}, 5, ["'rope'", "num_heads"]),
+        ("rms scale size", [helper.make_node("RMSNormalization", ["x", "g"], ["y"], name="rms")],
+         {"x": f(2, 6)}, {"g": f(4)}, 7, ["'rms'", "scale"]),
+        ("rms stash_type", [helper.make_node("RMSNormalization", ["x", "g"], ["y"], name="rms", stash_type=0)],
+         {"x": f(2, 6)}, {"g": f(6)}, 6, ["'rms'", "stash_type"]),
+    ]
+    bad = 0
+    for k, (label, nodes, inputs, inits, code, words) in enumerate(cases):
+        path = os.path.join(scratch, "bad%d.onnx" % k)
+        ins = [helper.make_tensor_value_info(n, TensorProto.INT64 if a.dtype == np.int64 else F, list(a.shape))
+               for n, a in inputs.items()]
+        save_model(path, nodes, ins, [helper.make_tensor_value_info("y", F, None)], inits)
+        args = ["eval", path]
+        for n, a in inputs.items():
+            np.save(os.path.join(scratch, "bad%d_%s.npy" % (k, n)), a)
+            args += ["--input", "%s=%s" % (n, os.path.join(scratch, "bad%d_%s.npy" % (k, n)))]
+        rc, out = run(binary, args)
+        ok = rc == code and all(w in out for w in words)
+        print("bad input: %-28s exit %d%s" % (label, rc, "" if ok else " (want %d and %s): %s" % (code, words, out)))
+        bad += not ok
+    return bad
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     binary, scratch = sys.argv[1], sys.argv[2]
     os.makedirs(scratch, exist_ok=True)
     torch.manual_seed(0)
-    bad = llama_block(binary, scratch) + cached_step(binary, scratch)
+    bad = llama_block(binary, scratch) + cached_step(binary, scratch) + bad_inputs(binary, scratch)
     if bad:
         sys.exit("check_xfmr: %d mismatches" % bad)
     print("check_xfmr: ok")
