@@ -1,8 +1,14 @@
 #!/usr/bin/python3
 """check_xfmr.py — issue 26's transformer ops (RMSNormalization, RotaryEmbedding,
-Attention at opset 23) in whole models against PyTorch 1.13, which cannot export them:
-the models are built here with onnx.helper and the same computation is written in
-torch (float64) for the reference.
+Attention at opset 23) in whole models:
+
+  0. tests/fixtures/xfmr/model.onnx, a tiny LLaMA-style decoder (nn.RMSNorm, SDPA with
+     GQA and is_causal) exported by PyTorch 2.15's dynamo exporter at opset 23 as fused
+     RMSNormalization and Attention ops (make_fixture.py there), against PyTorch's
+     float64 loss and gradients stored beside it;
+
+and against PyTorch 1.13 (which cannot export these ops), in models built here with
+onnx.helper whose computation is written again in torch (float64) for the reference:
 
   1. a LLaMA-style block: RMSNorm, Q/K/V projections, RotaryEmbedding on 3-D Q and K
      with position ids, Attention 3-D with GQA (4 query heads, 2 key/value heads) and
@@ -302,13 +308,26 @@ def bad_inputs(binary, scratch):
     return bad
 
 
+# ---- 0: PyTorch 2.15's export ------------------------------------------------------
+
+
+def exported(binary, scratch):
+    fx = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "xfmr")
+    model, inputs = os.path.join(fx, "model.onnx"), {"x": os.path.join(fx, "x.npy")}
+    res, ours = grad(binary, model, inputs, os.path.join(scratch, "exported_grads"))
+    with open(os.path.join(fx, "grads", "index.json")) as f:
+        ref = {k: np.load(os.path.join(fx, "grads", v)) for k, v in json.load(f).items()}
+    loss = float(np.load(os.path.join(fx, "loss.npy")))
+    return compare("torch 2.15 export", res, ours, loss, ref) + verify(binary, "torch 2.15 export", model, inputs)
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     binary, scratch = sys.argv[1], sys.argv[2]
     os.makedirs(scratch, exist_ok=True)
     torch.manual_seed(0)
-    bad = llama_block(binary, scratch) + cached_step(binary, scratch) + bad_inputs(binary, scratch)
+    bad = exported(binary, scratch) + llama_block(binary, scratch) + cached_step(binary, scratch) + bad_inputs(binary, scratch)
     if bad:
         sys.exit("check_xfmr: %d mismatches" % bad)
     print("check_xfmr: ok")
