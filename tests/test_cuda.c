@@ -2648,6 +2648,14 @@ static void xf_cases(ot_backend *be) {
                             tc_rand(&p, 313, -1, 1, 2, 8, 4), pos};
         ot_tensor out3[1] = {tc_out(OT_F32, 3, 2, 4, 24)};
         xf_case(be, inv ? "RotaryEmbeddingGrad 3-D" : "RotaryEmbedding 3-D", &r3, in3, out3, TOL);
+        if (!be) {
+            /* an id past the caches: the same OT_E_MODEL on both, no read out of bounds */
+            int64_t bad_ids[8] = {0, 5, 2, 8, 1, 1, 3, 6};
+            ot_tensor bad = tc_ints(&p, 8, bad_ids);
+            bad.shape = pos.shape;
+            ot_tensor bin[4] = {in3[0], in3[1], in3[2], bad};
+            assert_int_equal(hm_compare("RotaryEmbedding, id past the caches", &r3, bin, out3), OT_E_MODEL);
+        }
         ot_node r4 = tk_node(op, 3, 1);
         ot_node_set_attr_int(&r4, "interleaved", 1);
         ot_node_set_attr_int(&r4, "rotary_embedding_dim", 4);
