@@ -35,8 +35,8 @@ static ot_status grad_attention(ot_grad_ctx *c, const ot_node *n, const int *dy)
                            "autodiff: Attention '%s': past_key / past_value would need a gradient (a trained "
                            "prefix); give the cache as data or freeze what it is computed from",
                            n->name);
-    int in[7] = {dy[0], n->inputs[0], n->inputs[1], n->inputs[2], -1, -1, -1}, n_in = 4;
-    for (int k = 3; k < n->n_inputs && k < 6; k++) {
+    int in[8] = {dy[0], n->inputs[0], n->inputs[1], n->inputs[2], -1, -1, -1, -1}, n_in = 4;
+    for (int k = 3; k < n->n_inputs && k < 7; k++) {
         in[k + 1] = n->inputs[k];
         if (n->inputs[k] >= 0) n_in = k + 2;
     }

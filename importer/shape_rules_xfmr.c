@@ -91,14 +91,17 @@ static ot_status attn_mask_check(ot_shape_ctx *c, const ot_node *n, const ot_val
 }
 
 /* Attention: Y [B, Hq, Sq, Dv] (4-D) or [B, Sq, Hq * Dv] (3-D); present_key / value
- * [B, Hkv, past + Skv, D / Dv]. nonpad_kv_seqlen and qk_matmul_output are refused. */
+ * [B, Hkv, past + Skv, D / Dv]. qk_matmul_output is refused; nonpad_kv_seqlen (Attention-24)
+ * needs int64 and no past. */
 ot_status ot_shape_rule_attention(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    if (in_value(c, n, 6))
-        return ot_fail(c->err, OT_E_UNSUPPORTED,
-                       "node '%s' (Attention): the nonpad_kv_seqlen input (Attention-24's static cache) is not "
-                       "supported; give the "
-                       "cache as past_key / past_value",
-                       ot_shape_node_label(n));
+    const ot_value *np = in_value(c, n, 6);
+    if (np && np->dtype != OT_I64 && np->dtype != OT_UNDEFINED)
+        return ot_fail(c->err, OT_E_MODEL, "node '%s' (Attention): nonpad_kv_seqlen '%s' must be int64", n->name,
+                       np->name);
+    if (np && in_value(c, n, 4))
+        return ot_fail(c->err, OT_E_MODEL,
+                       "node '%s' (Attention): nonpad_kv_seqlen cannot be combined with past_key / past_value",
+                       n->name);
     if (n->n_outputs > 3 && n->outputs[3] >= 0)
         return ot_fail(
             c->err, OT_E_UNSUPPORTED,

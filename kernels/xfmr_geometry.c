@@ -165,7 +165,7 @@ static ot_status attn_mask_geom(ot_attn_geom *g, const ot_node *node, const ot_s
 
 ot_status ot_attn_geometry(ot_attn_geom *g, const ot_node *node, const ot_shape *q, const ot_shape *k,
                            const ot_shape *v, const ot_shape *mask, ot_dtype mask_dt, const ot_shape *pk,
-                           const ot_shape *pv, ot_error *err) {
+                           const ot_shape *pv, const ot_shape *nonpad, ot_error *err) {
     ot_op_params scratch;
     const ot_xfmr_params *xp = NULL;
     ot_status st = params_of(node, &scratch, &xp, err);
@@ -217,6 +217,18 @@ ot_status ot_attn_geometry(ot_attn_geom *g, const ot_node *node, const ot_shape 
     if (!(g->softcap >= 0.0f) || !isfinite(g->scale))
         return bad(err, OT_E_MODEL, node, "softcap < 0 or scale not finite");
     g->causal = xp->is_causal;
+    g->has_nonpad = nonpad != NULL;
+    if (nonpad && pk) return bad(err, OT_E_MODEL, node, "nonpad_kv_seqlen cannot be combined with past_key");
+    if (nonpad && (nonpad->rank != 1 || nonpad->dim[0] != g->B))
+        return bad(err, OT_E_SHAPE, node, "nonpad_kv_seqlen must be [batch]");
+    return OT_OK;
+}
+
+ot_status ot_attn_check_nonpad(const ot_attn_geom *g, const ot_node *node, const int64_t *nonpad, ot_error *err) {
+    for (int64_t b = 0; g->has_nonpad && b < g->B; b++)
+        if (nonpad[b] < 0 || nonpad[b] > g->T)
+            return ot_fail(err, OT_E_MODEL, "node '%s' (%s): nonpad_kv_seqlen %lld is outside 0 .. %lld (the keys)",
+                           node->name, ot_op_name(node->op), (long long)nonpad[b], (long long)g->T);
     return OT_OK;
 }
 
@@ -225,9 +237,10 @@ size_t ot_attn_workspace(const ot_node *node, const ot_tensor *in, bool grad) {
     ot_attn_geom g;
     ot_error ignored;
     const ot_tensor *m = ot_xfmr_input(node, in, o + 3), *pk = ot_xfmr_input(node, in, o + 4);
-    const ot_tensor *pv = ot_xfmr_input(node, in, o + 5);
+    const ot_tensor *pv = ot_xfmr_input(node, in, o + 5), *np = ot_xfmr_input(node, in, o + 6);
     if (ot_attn_geometry(&g, node, &in[o].shape, &in[o + 1].shape, &in[o + 2].shape, m ? &m->shape : NULL,
-                         m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL, &ignored))
+                         m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL,
+                         np ? &np->shape : NULL, &ignored))
         return 0;
     return (size_t)(g.B * g.Hq * g.Sq * g.T) * sizeof(float) * (grad ? 2 : 1);
 }

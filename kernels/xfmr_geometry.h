@@ -230,17 +230,21 @@ typedef struct ot_attn_geom {
     int64_t m_sb, m_sh, m_sq, m_len; /* mask strides (0: broadcast) and its last dim */
     float scale, softcap;
     bool causal;
+    bool has_nonpad; /* Attention-24's nonpad_kv_seqlen: keys [0, nonpad[b]) of batch b */
 } ot_attn_geom;
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 /* From the node's params and the shapes of Q, K, V and the optional mask (mask_dt its
- * dtype), past key and past value (NULL when absent). OT_E_MODEL / OT_E_SHAPE /
- * OT_E_UNSUPPORTED naming the node. */
+ * dtype), past key and past value, nonpad_kv_seqlen (NULL when absent). OT_E_MODEL /
+ * OT_E_SHAPE / OT_E_UNSUPPORTED naming the node. */
 ot_status ot_attn_geometry(ot_attn_geom *g, const ot_node *node, const ot_shape *q, const ot_shape *k,
                            const ot_shape *v, const ot_shape *mask, ot_dtype mask_dt, const ot_shape *pk,
-                           const ot_shape *pv, ot_error *err);
+                           const ot_shape *pv, const ot_shape *nonpad, ot_error *err);
+/* Every nonpad_kv_seqlen value (B of them, host memory) in [0, T]: OT_E_MODEL naming
+ * the node and the first one outside. */
+ot_status ot_attn_check_nonpad(const ot_attn_geom *g, const ot_node *node, const int64_t *nonpad, ot_error *err);
 /* Workspace of Attention (the probabilities) and AttentionGrad (probabilities and
  * score gradients), in bytes; 0 when the shapes do not resolve. */
 size_t ot_attn_workspace(const ot_node *node, const ot_tensor *in, bool grad);
@@ -252,6 +256,7 @@ size_t ot_attn_workspace(const ot_node *node, const ot_tensor *in, bool grad);
 typedef struct ot_attn_ptrs {
     const float *q, *k, *v, *pk, *pv, *dy;
     const void *mask;
+    const int64_t *nonpad;
     float *y, *dq, *dk, *dv, *prob, *dscore;
 } ot_attn_ptrs;
 
@@ -263,14 +268,21 @@ OT_XF_FN const float *ot_attn_krow(const ot_attn_geom *g, const float *past, con
 }
 
 /* The additive bias of score (b, h, i, j): 0, the float mask, or -inf where the bool
- * mask is false, j is past the mask's last dim, or causal masking hides j. */
-OT_XF_FN float ot_attn_bias(const ot_attn_geom *g, const void *mask, int64_t b, int64_t h, int64_t i, int64_t j) {
-    if (g->causal && j > i + g->P) return -INFINITY;
+ * mask is false, j is past the mask's last dim or batch b's nonpad length, or causal
+ * masking hides j (aligned to the end: the past, or the nonpad length, precedes the
+ * queries). */
+OT_XF_FN float ot_attn_bias(const ot_attn_geom *g, const ot_attn_ptrs *a, int64_t b, int64_t h, int64_t i, int64_t j) {
+    int64_t offset = g->P;
+    if (g->has_nonpad) {
+        if (j >= a->nonpad[b]) return -INFINITY;
+        offset = a->nonpad[b] - g->Sq;
+    }
+    if (g->causal && j > i + offset) return -INFINITY;
     if (g->mask_kind == OT_ATTN_MASK_NONE) return 0.0f;
     if (j >= g->m_len) return -INFINITY;
     int64_t o = b * g->m_sb + h * g->m_sh + i * g->m_sq + j;
-    if (g->mask_kind == OT_ATTN_MASK_BOOL) return ((const uint8_t *)mask)[o] ? 0.0f : -INFINITY;
-    return ((const float *)mask)[o];
+    if (g->mask_kind == OT_ATTN_MASK_BOOL) return ((const uint8_t *)a->mask)[o] ? 0.0f : -INFINITY;
+    return ((const float *)a->mask)[o];
 }
 
 /* The probabilities of query row r = (b * Hq + h) * Sq + i into p (T floats); with raw,
@@ -287,7 +299,7 @@ OT_XF_FN bool ot_attn_probs(const ot_attn_geom *g, const ot_attn_ptrs *a, int64_
         float s = (float)xf_dmul(dot, g->scale);
         if (raw) raw[j] = s;
         if (g->softcap > 0.0f) s = xf_mul(g->softcap, tanhf(s / g->softcap));
-        s = xf_add(s, ot_attn_bias(g, a->mask, b, h, i, j));
+        s = xf_add(s, ot_attn_bias(g, a, b, h, i, j));
         p[j] = s;
         if (s > mx) mx = s;
     }

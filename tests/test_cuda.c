@@ -2698,6 +2698,25 @@ static void xf_cases(ot_backend *be) {
     ot_tensor a3gin[5] = {tc_rand(&p, 335, -1, 1, 3, 2, 4, 8), q3, k3, v3, fm};
     ot_tensor a3gout[3] = {tc_out(OT_F32, 3, 2, 4, 8), tc_out(OT_F32, 3, 2, 6, 8), tc_out(OT_F32, 3, 2, 6, 8)};
     xf_case(be, "AttentionGrad 3-D", &a3g, a3gin, a3gout, TOL_RED);
+    /* Attention-24's nonpad_kv_seqlen (batch 0: 4 keys, batch 1: 6), causal from its end */
+    int64_t lens[2] = {4, 6};
+    ot_tensor npl = tc_ints(&p, 2, lens);
+    ot_node an = tk_node(OT_OP_ATTENTION, 7, 1);
+    ot_node_set_attr_int(&an, "q_num_heads", 2);
+    ot_node_set_attr_int(&an, "kv_num_heads", 2);
+    ot_node_set_attr_int(&an, "is_causal", 1);
+    ot_tensor none;
+    memset(&none, 0, sizeof none);
+    ot_tensor anin[7] = {q3, k3, v3, none, none, none, npl};
+    xf_case(be, "Attention nonpad_kv_seqlen", &an, anin, a3out, TOL_RED);
+    ot_node ang = tk_node(OT_OP_ATTENTION_GRAD, 8, 3);
+    ot_node_set_attr_int(&ang, "q_num_heads", 2);
+    ot_node_set_attr_int(&ang, "kv_num_heads", 2);
+    ot_node_set_attr_int(&ang, "is_causal", 1);
+    ot_tensor angin[8] = {a3gin[0], q3, k3, v3, none, none, none, npl};
+    xf_case(be, "AttentionGrad nonpad_kv_seqlen", &ang, angin, a3gout, TOL_RED);
+    tk_node_free(&an);
+    tk_node_free(&ang);
     tk_node_free(&a);
     tk_node_free(&ag);
     tk_node_free(&a3);

@@ -3,7 +3,7 @@
  * RMSNormalization (X and scale; last axis, an inner axis, a one-element scale),
  * RotaryEmbedding (3-D with position ids, 4-D without, interleaved, a partial rotary
  * dim) and Attention (4-D, 3-D with GQA, causal, bool and float masks, softcap, a
- * scale, a past key/value cache, fully masked rows). */
+ * scale, a past key/value cache, Attention-24's nonpad_kv_seqlen). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -84,6 +84,7 @@ typedef struct attn_case {
     int mask; /* 0 none, 1 bool, 2 float */
     bool causal;
     float softcap, scale;
+    bool nonpad; /* Attention-24's nonpad_kv_seqlen: {skv - 1, skv} */
 } attn_case;
 
 static void check_attention(const attn_case *k) {
@@ -97,7 +98,7 @@ static void check_attention(const attn_case *k) {
     int q = gc_param(g, "Q", r, k->three_d ? qd3 : qd4, &rng, -1, 1, false);
     int kk = gc_param(g, "K", r, k->three_d ? kd3 : kd4, &rng, -1, 1, false);
     int v = gc_param(g, "V", r, k->three_d ? vd3 : vd4, &rng, -1, 1, false);
-    int in[6] = {q, kk, v, -1, -1, -1}, n_in = 3;
+    int in[7] = {q, kk, v, -1, -1, -1, -1}, n_in = 3;
     if (k->mask) {
         /* [sq, T] broadcast over batch and heads; bool: row 0 keeps one key only */
         int64_t md[2] = {k->sq, T};
@@ -119,6 +120,11 @@ static void check_attention(const attn_case *k) {
         in[5] = gc_const(g, "past_value", OT_F32, 4, pvd, pv);
         n_in = 6;
     }
+    if (k->nonpad) {
+        int64_t nb = B, lens[2] = {k->skv - 1, k->skv};
+        in[6] = gc_const(g, "nonpad", OT_I64, 1, &nb, lens);
+        n_in = 7;
+    }
     int y = gc_val(g, "Y", OT_F32, r, k->three_d ? yd3 : yd4);
     int n = gc_op(g, OT_OP_ATTENTION, in, n_in, &y, 1);
     if (k->three_d) {
@@ -135,12 +141,13 @@ static void check_attention(const attn_case *k) {
 static void test_attention(void **state) {
     (void)state;
     const attn_case cases[] = {
-        {false, 2, 2, 3, 4, 0, 0, false, 0, 0},    /* plain 4-D */
-        {true, 4, 2, 3, 3, 0, 0, true, 0, 0},      /* 3-D, GQA, causal */
-        {false, 2, 1, 3, 4, 0, 1, false, 0, 0.7f}, /* bool mask, scale, MQA */
-        {false, 2, 2, 2, 3, 0, 2, true, 1.5f, 0},  /* float mask, causal, softcap */
-        {false, 2, 2, 2, 2, 3, 0, true, 0, 0},     /* past cache, causal offset */
-        {true, 2, 2, 2, 3, 2, 1, false, 0, 0},     /* 3-D, past, bool mask over past + new */
+        {false, 2, 2, 3, 4, 0, 0, false, 0, 0, false},    /* plain 4-D */
+        {true, 4, 2, 3, 3, 0, 0, true, 0, 0, false},      /* 3-D, GQA, causal */
+        {false, 2, 1, 3, 4, 0, 1, false, 0, 0.7f, false}, /* bool mask, scale, MQA */
+        {false, 2, 2, 2, 3, 0, 2, true, 1.5f, 0, false},  /* float mask, causal, softcap */
+        {false, 2, 2, 2, 2, 3, 0, true, 0, 0, false},     /* past cache, causal offset */
+        {true, 2, 2, 2, 3, 2, 1, false, 0, 0, false},     /* 3-D, past, bool mask over past + new */
+        {false, 2, 1, 2, 4, 0, 2, true, 0, 0, true},      /* nonpad_kv_seqlen, causal from its end */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_attention(&cases[i]);

@@ -4,7 +4,7 @@
  * outputs in 3-D and 4-D, with and without a past; AttentionGrad like Q, K, V; and
  * each refusal naming the node: a mask that does not broadcast or covers too many
  * keys, heads that do not divide, 3-D inputs without head counts, the qk_matmul_output
- * output, Attention-24's nonpad_kv_seqlen, a scale of the wrong size. */
+ * output, Attention-24's nonpad_kv_seqlen beside a past, a scale of the wrong size. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,7 +28,9 @@ static int f32(ot_graph *g, const char *name, int rank, const int64_t *dims) {
     return input(g, name, OT_F32, rank, dims, NULL, NULL);
 }
 
-static int act(ot_graph *g, const char *name) { return ot_graph_add_value(g, name, OT_UNDEFINED, NULL, OT_VK_ACTIVATION); }
+static int act(ot_graph *g, const char *name) {
+    return ot_graph_add_value(g, name, OT_UNDEFINED, NULL, OT_VK_ACTIVATION);
+}
 
 static ot_node *node(ot_graph *g, ot_op op, const char *name, const int *in, int nin, const int *out, int nout) {
     int id = ot_graph_add_node(g, op, name, in, nin, out, nout, OT_PHASE_FORWARD);
@@ -118,7 +120,9 @@ static ot_graph *attn4(int64_t mrank, const int64_t *mdims, ot_dtype mdt, int ex
     int q = f32(g, "q", 4, (int64_t[]){2, 4, 3, 8}), k = f32(g, "k", 4, (int64_t[]){2, 2, 5, 8});
     int v = f32(g, "v", 4, (int64_t[]){2, 2, 5, 8});
     int m = mrank ? input(g, "m", mdt, (int)mrank, mdims, NULL, NULL) : -1;
-    int in[7] = {q, k, v, m, -1, -1, extra_in ? input(g, "nonpad", OT_I64, 1, (int64_t[]){2}, NULL, NULL) : -1};
+    int pk = extra_in ? f32(g, "pk", 4, (int64_t[]){2, 2, 1, 8}) : -1,
+        pv = extra_in ? f32(g, "pv", 4, (int64_t[]){2, 2, 1, 8}) : -1;
+    int in[7] = {q, k, v, m, pk, pv, extra_in ? input(g, "nonpad", OT_I64, 1, (int64_t[]){2}, NULL, NULL) : -1};
     int out[4] = {act(g, "y"), -1, -1, n_out > 3 ? act(g, "qk") : -1};
     node(g, OT_OP_ATTENTION, "att", in, extra_in ? 7 : 4, out, n_out);
     return g;
@@ -129,7 +133,7 @@ static void test_attention_refusals(void **state) {
     infer_fails(attn4(2, (int64_t[]){3, 6}, OT_BOOL, 0, 1), OT_E_SHAPE, "'att'", "covers 6 keys but there are 5");
     infer_fails(attn4(3, (int64_t[]){3, 3, 5}, OT_F32, 0, 1), OT_E_SHAPE, "'att'", "must be 1 or 4");
     infer_fails(attn4(2, (int64_t[]){3, 5}, OT_I64, 0, 1), OT_E_UNSUPPORTED, "'att'", "bool or float32");
-    infer_fails(attn4(0, NULL, OT_F32, 1, 1), OT_E_UNSUPPORTED, "'att'", "nonpad_kv_seqlen");
+    infer_fails(attn4(0, NULL, OT_F32, 1, 1), OT_E_MODEL, "'att'", "nonpad_kv_seqlen cannot be combined");
     infer_fails(attn4(0, NULL, OT_F32, 0, 4), OT_E_UNSUPPORTED, "'att'", "qk_matmul_output");
 
     ot_graph *g = ot_graph_new("heads");

@@ -97,21 +97,29 @@ ot_status ot_cpu_rotary_embedding(const ot_node *node, const ot_tensor *in, ot_t
 /* ---- Attention -------------------------------------------------------------------- */
 
 /* The geometry and operands of an Attention (o = 0) or AttentionGrad (o = 1) node. */
+static ot_status attn_nonpad_check(const ot_attn_geom *g, const ot_node *node, const ot_tensor *np, ot_error *err) {
+    return ot_attn_check_nonpad(g, node, np->data, err);
+}
+
 static ot_status attn_setup(const ot_node *node, const ot_tensor *in, int o, ot_attn_geom *g, ot_attn_ptrs *a,
                             ot_error *err) {
     const ot_tensor *m = ot_xfmr_input(node, in, o + 3), *pk = ot_xfmr_input(node, in, o + 4);
-    const ot_tensor *pv = ot_xfmr_input(node, in, o + 5);
-    for (int k = 0; k <= o + 5 && k < node->n_inputs; k++)
+    const ot_tensor *pv = ot_xfmr_input(node, in, o + 5), *np = ot_xfmr_input(node, in, o + 6);
+    for (int k = 0; k <= o + 5 && k < node->n_inputs; k++) /* nonpad (o + 6) is int64 */
         if (ot_xfmr_input(node, in, k) && k != o + 3 && in[k].dtype != OT_F32)
             return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
     ot_status st = ot_attn_geometry(g, node, &in[o].shape, &in[o + 1].shape, &in[o + 2].shape, m ? &m->shape : NULL,
-                                    m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL, err);
+                                    m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL,
+                                    np ? &np->shape : NULL, err);
+    if (!st && np && np->dtype != OT_I64) st = ot_cpu_bad_dtype(node, "nonpad_kv_seqlen", np->dtype, err);
+    if (!st && np) st = attn_nonpad_check(g, node, np, err);
     if (st) return st;
     memset(a, 0, sizeof *a);
     a->q = in[o].data, a->k = in[o + 1].data, a->v = in[o + 2].data;
     a->mask = m ? m->data : NULL;
     a->pk = pk ? pk->data : NULL;
     a->pv = pv ? pv->data : NULL;
+    a->nonpad = np ? np->data : NULL;
     return OT_OK;
 }
 

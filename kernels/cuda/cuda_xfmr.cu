@@ -149,28 +149,45 @@ struct attn_present_op {
 };
 
 /* The geometry and operands of an Attention (o = 0) or AttentionGrad (o = 1) node. */
-static ot_status attn_setup(const ot_node *node, const ot_tensor *in, int o, ot_attn_geom *g, ot_attn_ptrs *a,
-                            ot_error *err) {
+/* nonpad_kv_seqlen read to the host and checked: a length past the keys is the
+ * model's error, never a read out of bounds. */
+static ot_status attn_nonpad_check(ot_cuda_ctx *cx, const ot_attn_geom *g, const ot_node *node, const ot_tensor *np,
+                                   ot_error *err) {
+    int64_t *host = (int64_t *)malloc((size_t)(g->B > 0 ? g->B : 1) * sizeof(int64_t));
+    if (!host) return ot_fail(err, OT_E_MEMORY, "node '%s': out of host memory", node->name);
+    int got = 0;
+    ot_status st = ot_cuda_read_ints(cx, np, host, (int)g->B, &got, err);
+    if (!st) st = ot_attn_check_nonpad(g, node, host, err);
+    free(host);
+    return st;
+}
+
+static ot_status attn_setup(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int o, ot_attn_geom *g,
+                            ot_attn_ptrs *a, ot_error *err) {
     const ot_tensor *m = ot_xfmr_input(node, in, o + 3), *pk = ot_xfmr_input(node, in, o + 4);
-    const ot_tensor *pv = ot_xfmr_input(node, in, o + 5);
-    for (int k = 0; k <= o + 5 && k < node->n_inputs; k++)
+    const ot_tensor *pv = ot_xfmr_input(node, in, o + 5), *np = ot_xfmr_input(node, in, o + 6);
+    for (int k = 0; k <= o + 5 && k < node->n_inputs; k++) /* nonpad (o + 6) is int64 */
         if (ot_xfmr_input(node, in, k) && k != o + 3 && in[k].dtype != OT_F32)
             return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
     ot_status st = ot_attn_geometry(g, node, &in[o].shape, &in[o + 1].shape, &in[o + 2].shape, m ? &m->shape : NULL,
-                                    m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL, err);
+                                    m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL,
+                                    np ? &np->shape : NULL, err);
+    if (!st && np && np->dtype != OT_I64) st = ot_cuda_bad_dtype(node, "nonpad_kv_seqlen", np->dtype, err);
+    if (!st && np) st = attn_nonpad_check(cx, g, node, np, err);
     if (st) return st;
     memset(a, 0, sizeof *a);
     a->q = (const float *)in[o].data, a->k = (const float *)in[o + 1].data, a->v = (const float *)in[o + 2].data;
     a->mask = m ? m->data : NULL;
     a->pk = pk ? (const float *)pk->data : NULL;
     a->pv = pv ? (const float *)pv->data : NULL;
+    a->nonpad = np ? (const int64_t *)np->data : NULL;
     return OT_OK;
 }
 
 OT_CUDA_LAUNCHER(ot_cuda_attention) {
     ot_attn_geom g;
     ot_attn_ptrs a;
-    ot_status st = attn_setup(node, in, 0, &g, &a, err);
+    ot_status st = attn_setup(cx, node, in, 0, &g, &a, err);
     if (!st) st = need_ws(node, ctx, ot_attn_workspace(node, in, false), err);
     if (st) return st;
     a.y = (float *)out[0].data;
@@ -195,7 +212,7 @@ OT_CUDA_LAUNCHER(ot_cuda_attention_grad) {
     ot_attn_geom g;
     ot_attn_ptrs a;
     ot_status st = in[0].dtype == OT_F32 ? OT_OK : ot_cuda_bad_dtype(node, "dY", in[0].dtype, err);
-    if (!st) st = attn_setup(node, in, 1, &g, &a, err);
+    if (!st) st = attn_setup(cx, node, in, 1, &g, &a, err);
     if (!st) st = need_ws(node, ctx, ot_attn_workspace(node, in, true), err);
     if (st) return st;
     a.dy = (const float *)in[0].data;
