@@ -285,19 +285,13 @@ OT_XF_FN float ot_attn_bias(const ot_attn_geom *g, const ot_attn_ptrs *a, int64_
     return ((const float *)a->mask)[o];
 }
 
-/* The probabilities of query row r = (b * Hq + h) * Sq + i into p (T floats); with raw,
- * the scaled scores before the softcap too. False for a fully masked row (p all 0). */
-OT_XF_FN bool ot_attn_probs(const ot_attn_geom *g, const ot_attn_ptrs *a, int64_t r, float *p, float *raw) {
-    int64_t i = r % g->Sq, bh = r / g->Sq, h = bh % g->Hq, b = bh / g->Hq, hk = h / (g->Hq / g->Hkv);
-    const float *qr = a->q + b * g->q_sb + h * g->q_sh + i * g->q_ss;
+/* Query row (b, h, i) from its scaled scores s[0..T) (in place): softcap, the bias,
+ * softmax. False for a fully masked row (all 0). */
+OT_XF_FN bool ot_attn_finish_row(const ot_attn_geom *g, const ot_attn_ptrs *a, int64_t b, int64_t h, int64_t i,
+                                 float *p) {
     float mx = -INFINITY;
     for (int64_t j = 0; j < g->T; j++) {
-        const float *kr = ot_attn_krow(g, a->pk, a->k, g->k_sb, g->k_sh, g->k_ss, g->D, b, hk, j);
-        double dot = 0.0;
-        for (int64_t d = 0; d < g->D; d++)
-            dot = xf_dadd(dot, xf_dmul(qr[d], kr[d]));
-        float s = (float)xf_dmul(dot, g->scale);
-        if (raw) raw[j] = s;
+        float s = p[j];
         if (g->softcap > 0.0f) s = xf_mul(g->softcap, tanhf(s / g->softcap));
         s = xf_add(s, ot_attn_bias(g, a, b, h, i, j));
         p[j] = s;
@@ -318,6 +312,34 @@ OT_XF_FN bool ot_attn_probs(const ot_attn_geom *g, const ot_attn_ptrs *a, int64_
     return true;
 }
 
+/* The score gradient of one score from its probability p, dP = (dY V^T) there, the
+ * row's sum of p dP and the scaled score before the softcap (raw; read only with a
+ * softcap): the scale and softcap's derivative 1 - tanh^2 included. */
+OT_XF_FN float ot_attn_dscore(const ot_attn_geom *g, float p, float dp, double rowdot, float raw) {
+    float v = (float)xf_dmul(xf_dmul(p, xf_dsub(dp, rowdot)), g->scale);
+    if (g->softcap > 0.0f) {
+        float t = tanhf(raw / g->softcap);
+        v = xf_mul(v, xf_sub(1.0f, xf_mul(t, t)));
+    }
+    return v;
+}
+
+/* The probabilities of query row r = (b * Hq + h) * Sq + i into p (T floats); with raw,
+ * the scaled scores before the softcap too. False for a fully masked row (p all 0). */
+OT_XF_FN bool ot_attn_probs(const ot_attn_geom *g, const ot_attn_ptrs *a, int64_t r, float *p, float *raw) {
+    int64_t i = r % g->Sq, bh = r / g->Sq, h = bh % g->Hq, b = bh / g->Hq, hk = h / (g->Hq / g->Hkv);
+    const float *qr = a->q + b * g->q_sb + h * g->q_sh + i * g->q_ss;
+    for (int64_t j = 0; j < g->T; j++) {
+        const float *kr = ot_attn_krow(g, a->pk, a->k, g->k_sb, g->k_sh, g->k_ss, g->D, b, hk, j);
+        double dot = 0.0;
+        for (int64_t d = 0; d < g->D; d++)
+            dot = xf_dadd(dot, xf_dmul(qr[d], kr[d]));
+        p[j] = (float)xf_dmul(dot, g->scale);
+        if (raw) raw[j] = p[j];
+    }
+    return ot_attn_finish_row(g, a, b, h, i, p);
+}
+
 /* Forward, one query row: probabilities into the workspace, Y = P V. */
 OT_XF_FN void ot_attn_row(const ot_attn_geom *g, const ot_attn_ptrs *a, int64_t r) {
     int64_t i = r % g->Sq, bh = r / g->Sq, h = bh % g->Hq, b = bh / g->Hq, hk = h / (g->Hq / g->Hkv);
@@ -334,38 +356,29 @@ OT_XF_FN void ot_attn_row(const ot_attn_geom *g, const ot_attn_ptrs *a, int64_t 
     }
 }
 
-/* Backward, one query row: P and the scaled score gradients dS (softcap's derivative
- * and the scale included) into the workspaces, then dQ = dS K. */
+/* dP of query row (b, h, i) at key j: dY_i . V_j, in float as the CPU's GEMM gives it. */
+OT_XF_FN float ot_attn_dp(const ot_attn_geom *g, const ot_attn_ptrs *a, const float *dyr, int64_t b, int64_t hk,
+                          int64_t j) {
+    const float *vr = ot_attn_krow(g, a->pv, a->v, g->v_sb, g->v_sh, g->v_ss, g->Dv, b, hk, j);
+    double dp = 0.0;
+    for (int64_t d = 0; d < g->Dv; d++)
+        dp = xf_dadd(dp, xf_dmul(dyr[d], vr[d]));
+    return (float)dp;
+}
+
+/* Backward, one query row: P into the workspace and the raw scores into the score
+ * gradient row, the row's sum of P dP, then dS in place of the raw scores (dP computed
+ * twice rather than kept), then dQ = dS K. */
 OT_XF_FN void ot_attn_grad_row(const ot_attn_geom *g, const ot_attn_ptrs *a, int64_t r) {
     int64_t i = r % g->Sq, bh = r / g->Sq, h = bh % g->Hq, b = bh / g->Hq, hk = h / (g->Hq / g->Hkv);
     float *p = a->prob + r * g->T, *ds = a->dscore + r * g->T;
-    ot_attn_probs(g, a, r, p, NULL);
+    ot_attn_probs(g, a, r, p, ds);
     const float *dyr = a->dy + b * g->y_sb + h * g->y_sh + i * g->y_ss;
     double rowdot = 0.0;
-    for (int64_t j = 0; j < g->T; j++) {
-        const float *vr = ot_attn_krow(g, a->pv, a->v, g->v_sb, g->v_sh, g->v_ss, g->Dv, b, hk, j);
-        double dp = 0.0;
-        for (int64_t d = 0; d < g->Dv; d++)
-            dp = xf_dadd(dp, xf_dmul(dyr[d], vr[d]));
-        ds[j] = (float)dp; /* dP for now */
-        rowdot = xf_dadd(rowdot, xf_dmul(p[j], dp));
-    }
-    for (int64_t j = 0; j < g->T; j++) {
-        double dsj = xf_dmul(p[j], xf_dsub(ds[j], rowdot));
-        ds[j] = (float)xf_dmul(dsj, g->scale);
-    }
-    if (g->softcap > 0.0f) {
-        /* d(c * tanh(s / c)) / ds = 1 - tanh^2; the raw scores are recomputed (ds held dP) */
-        const float *qr = a->q + b * g->q_sb + h * g->q_sh + i * g->q_ss;
-        for (int64_t j = 0; j < g->T; j++) {
-            const float *kr = ot_attn_krow(g, a->pk, a->k, g->k_sb, g->k_sh, g->k_ss, g->D, b, hk, j);
-            double dot = 0.0;
-            for (int64_t d = 0; d < g->D; d++)
-                dot = xf_dadd(dot, xf_dmul(qr[d], kr[d]));
-            float t = tanhf((float)xf_dmul(dot, g->scale) / g->softcap);
-            ds[j] = xf_mul(ds[j], xf_sub(1.0f, xf_mul(t, t)));
-        }
-    }
+    for (int64_t j = 0; j < g->T; j++)
+        rowdot = xf_dadd(rowdot, xf_dmul(p[j], ot_attn_dp(g, a, dyr, b, hk, j)));
+    for (int64_t j = 0; j < g->T; j++)
+        ds[j] = ot_attn_dscore(g, p[j], ot_attn_dp(g, a, dyr, b, hk, j), rowdot, ds[j]);
     if (!a->dq) return;
     float *dqr = a->dq + b * g->q_sb + h * g->q_sh + i * g->q_ss;
     for (int64_t d = 0; d < g->D; d++) {
