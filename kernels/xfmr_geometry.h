@@ -1,9 +1,11 @@
 /* xfmr_geometry.h — geometry and element code of the transformer ops of issue 26
  * (RMSNormalization, RotaryEmbedding, Attention and their backward ops), written once
- * for both backends: the CPU kernels (kernels/cpu/cpu_xfmr.c) loop over the units
- * below, the CUDA launchers (kernels/cuda/cuda_xfmr.cu) run one thread per unit
- * through ot_cu_map (host mode included), so the CUDA host mode gives the CPU's bits
- * and the device differs only by its libm (expf, tanhf).
+ * for both backends: the CUDA launchers (kernels/cuda/cuda_xfmr.cu) run one thread per
+ * unit through ot_cu_map (host mode included); the CPU kernels (kernels/cpu/cpu_xfmr.c)
+ * run the same units for RMSNorm and RotaryEmbedding, so the CUDA host mode gives the
+ * CPU's bits there and the device differs only by its libm (expf, tanhf). The CPU's
+ * Attention runs its products through GEMMs and shares the rest (bias, softcap,
+ * softmax, the score gradient): the two agree within float32 rounding.
  *
  * Every sum is taken in double in a fixed order, one unit (a row, a column, a head of
  * one token) per thread, with no atomics: the results do not depend on the thread
@@ -13,7 +15,8 @@
  * Units: RMSNorm rows (dX) and columns (dScale); RotaryEmbedding one (token, head);
  * Attention one query row (b, q-head, i) forward and for dQ, one key row (b, kv-head,
  * j) for dK and dV. Attention keeps each query row's probabilities and score
- * gradients in a workspace of B*Hq*Sq*T floats (two of them for the backward). */
+ * gradients in a workspace of B*Hq*Sq*T floats (two of them for the backward; the
+ * CPU's three: the raw scores too). */
 #ifndef OT_KERNELS_XFMR_GEOMETRY_H
 #define OT_KERNELS_XFMR_GEOMETRY_H
 

@@ -4,9 +4,10 @@
  * the CPU's rules (kernels/xfmr_geometry.c); every kernel is one thread per unit (a
  * row, a column, a token's head, a query or key row) running xfmr_geometry.h's
  * element code through ot_cu_map, in the CPU's order and without atomics, so the
- * host mode gives the CPU's bits and the device differs only by its libm. All have a
- * host mode. Attention is a plain fused kernel (no tiling): correct and deterministic
- * first; its probabilities live in the planned workspace. */
+ * host mode gives the CPU's bits (Attention: the CPU's GEMMs round otherwise; within
+ * float32 rounding) and the device differs only by its libm. All have a host mode.
+ * Attention is a plain fused kernel (one thread per query row, no tiling): correct and
+ * deterministic first; its probabilities live in the planned workspace. */
 #include <stdlib.h>
 #include <string.h>
 
