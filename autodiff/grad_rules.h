@@ -75,5 +75,7 @@ ot_status ot_grad_index(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_activation(ot_grad_ctx *c, const ot_node *n, const int *dy);
 /* ops batch 1 (issue 26): ReduceMax .. ReduceSumSquare (ReduceGrad) */
 ot_status ot_grad_reduce_ext(ot_grad_ctx *c, const ot_node *n, const int *dy);
+/* ops3 (issue 26): RMSNormalization, RotaryEmbedding, Attention (grad_xfmr.c) */
+ot_status ot_grad_xfmr(ot_grad_ctx *c, const ot_node *n, const int *dy);
 
 #endif

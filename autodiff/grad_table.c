@@ -87,6 +87,10 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_CONV_TRANSPOSE] = ot_grad_conv, /* grad_conv.c */
     [OT_OP_DEPTH_TO_SPACE] = ot_grad_index,
     [OT_OP_SPACE_TO_DEPTH] = ot_grad_index,
+    /* ---- ops3 (issue 26) ---- */
+    [OT_OP_RMS_NORM] = ot_grad_xfmr,
+    [OT_OP_ROTARY_EMBEDDING] = ot_grad_xfmr,
+    [OT_OP_ATTENTION] = ot_grad_xfmr,
     /* Not differentiable (no entry): Shape, Range, Equal, the comparisons,
      * Not, And, Or, Xor, IsNaN, IsInf, Constant, ConstantOfShape,
      * every backward-only op and the optimizer steps. */

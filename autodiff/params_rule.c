@@ -44,6 +44,13 @@ static const struct {
     {OT_OP_RESIZE, 3, "only Resize's roi, scales or sizes"},
     {OT_OP_UPSAMPLE, 1, "only Upsample's scales"},
     {OT_OP_UPSAMPLE, 2, "only Upsample's scales"},
+    /* ops3 (issue 26): rotary caches and position ids, attention masks */
+    {OT_OP_ROTARY_EMBEDDING, 1, "only RotaryEmbedding's cos/sin caches"},
+    {OT_OP_ROTARY_EMBEDDING, 2, "only RotaryEmbedding's cos/sin caches"},
+    {OT_OP_ROTARY_EMBEDDING, 3, "only RotaryEmbedding's position ids"},
+    {OT_OP_ATTENTION, 3, "only Attention's mask"},
+    {OT_OP_ATTENTION, 4, "only Attention's past key/value cache"},
+    {OT_OP_ATTENTION, 5, "only Attention's past key/value cache"},
 };
 
 static const char *nondiff_slot(ot_op op, int slot) {
@@ -158,6 +165,7 @@ done:
 static const char *layer_slot(const ot_graph *g, const ot_node *n, int slot, int v) {
     switch (n->op) {
     case OT_OP_LAYER_NORM: return slot == 1 || slot == 2 ? "LayerNorms" : NULL;
+    case OT_OP_RMS_NORM: return slot == 1 ? "RMSNorms" : NULL;
     case OT_OP_BATCH_NORM: return slot == 1 || slot == 2 ? "BatchNorms" : NULL;
     case OT_OP_GEMM: return slot == 1 || slot == 2 ? "Gemms" : NULL;
     case OT_OP_CONV: return slot == 1 || slot == 2 ? "Convs" : NULL;

@@ -226,6 +226,18 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_SPACE_TO_DEPTH] = {{"blocksize", OT_ATTR_INT}, {"mode", OT_ATTR_STRING}},
     [OT_OP_UPSAMPLE] = {{"mode", OT_ATTR_STRING}, {"scales", OT_ATTR_FLOATS}, {"height_scale", OT_ATTR_FLOAT},
                         {"width_scale", OT_ATTR_FLOAT}},
+    /* ---- ops3 (issue 26) ---- */
+    [OT_OP_RMS_NORM] = {{"axis", OT_ATTR_INT}, {"epsilon", OT_ATTR_FLOAT}, {"stash_type", OT_ATTR_INT}},
+    [OT_OP_ROTARY_EMBEDDING] = {{"interleaved", OT_ATTR_INT},
+                                {"num_heads", OT_ATTR_INT},
+                                {"rotary_embedding_dim", OT_ATTR_INT}},
+    [OT_OP_ATTENTION] = {{"is_causal", OT_ATTR_INT},
+                         {"kv_num_heads", OT_ATTR_INT},
+                         {"q_num_heads", OT_ATTR_INT},
+                         {"qk_matmul_output_mode", OT_ATTR_INT},
+                         {"scale", OT_ATTR_FLOAT},
+                         {"softcap", OT_ATTR_FLOAT},
+                         {"softmax_precision", OT_ATTR_INT}},
 };
 
 static const char *type_name(ot_attr_type t) {

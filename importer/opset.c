@@ -52,6 +52,10 @@ static const int64_t SINCE[OT_OP_COUNT] = {
     [OT_OP_GROUP_NORM] = 18, /* InstanceNormalization: opset 1 */
     /* ---- spatial ops (issue 26, ops batch 2) ---- (Upsample exists since opset 1) */
     [OT_OP_RESIZE] = 10,
+    /* ---- ops3 (issue 26) ---- */
+    [OT_OP_RMS_NORM] = 23,
+    [OT_OP_ROTARY_EMBEDDING] = 23,
+    [OT_OP_ATTENTION] = 23,
 };
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }

@@ -109,6 +109,13 @@ ot_status ot_shape_rule_prelu(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, o
 ot_status ot_shape_rule_arg_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_group_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 
+/* ---- ops3 (issue 26), transformer ops: shape_rules_xfmr.c ---- */
+ot_status ot_shape_rule_rms_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+/* RotaryEmbedding and RotaryEmbeddingGrad: like input 0 */
+ot_status ot_shape_rule_rotary(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_attention(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_attention_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+
 /* Shape's [start, end) of a rank-r input from its start / end attributes, clamped as
  * the spec says (opset 15). */
 void ot_shape_range_attrs(const ot_node *n, int r, int *s, int *e);

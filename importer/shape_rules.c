@@ -752,6 +752,13 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_CONV_TRANSPOSE] = ot_shape_rule_conv_transpose,
     [OT_OP_DEPTH_TO_SPACE] = ot_shape_rule_depth_space,
     [OT_OP_SPACE_TO_DEPTH] = ot_shape_rule_depth_space,
+    /* ---- ops3 (issue 26): shape_rules_xfmr.c ---- */
+    [OT_OP_RMS_NORM] = ot_shape_rule_rms_norm,
+    [OT_OP_RMS_NORM_GRAD] = rule_norm_grad,
+    [OT_OP_ROTARY_EMBEDDING] = ot_shape_rule_rotary,
+    [OT_OP_ROTARY_EMBEDDING_GRAD] = ot_shape_rule_rotary,
+    [OT_OP_ATTENTION] = ot_shape_rule_attention,
+    [OT_OP_ATTENTION_GRAD] = ot_shape_rule_attention_grad,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

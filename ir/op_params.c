@@ -363,6 +363,28 @@ static ot_status resolve_depth(const ot_node *n, ot_op_params *p, ot_error *err)
     return OT_OK;
 }
 
+/* ops3 (issue 26): every integer range-checked; which members an op reads is its own
+ * business (ir/op_params.h) */
+static ot_status resolve_xfmr(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_xfmr_params *x = &p->u.xfmr;
+    ot_status st = int_attr(n, "axis", -1, &x->axis, err);
+    if (!st) st = int_attr(n, "stash_type", 1, &x->stash_type, err);
+    if (!st) st = flag_attr(n, "interleaved", &x->interleaved, err);
+    if (!st) st = int_attr(n, "num_heads", 0, &x->num_heads, err);
+    if (!st) st = int_attr(n, "rotary_embedding_dim", 0, &x->rotary_dim, err);
+    if (!st) st = flag_attr(n, "is_causal", &x->is_causal, err);
+    if (!st) st = int_attr(n, "q_num_heads", 0, &x->q_num_heads, err);
+    if (!st) st = int_attr(n, "kv_num_heads", 0, &x->kv_num_heads, err);
+    if (!st) st = int_attr(n, "qk_matmul_output_mode", 0, &x->qk_matmul_output_mode, err);
+    if (!st) st = int_attr(n, "softmax_precision", 0, &x->softmax_precision, err);
+    x->epsilon = ot_node_attr_float(n, "epsilon", 1e-5f);
+    const ot_attr *a = ot_node_attr(n, "scale");
+    x->has_scale = a && a->type == OT_ATTR_FLOAT;
+    x->scale = x->has_scale ? a->f : 0.0f;
+    x->softcap = ot_node_attr_float(n, "softcap", 0.0f);
+    return st;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct family {
@@ -458,6 +480,13 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_RESIZE] = {OT_PARAMS_RESIZE, resolve_resize},
     [OT_OP_UPSAMPLE] = {OT_PARAMS_RESIZE, resolve_resize},
     [OT_OP_RESIZE_GRAD] = {OT_PARAMS_RESIZE, resolve_resize},
+    /* ops3 (issue 26) */
+    [OT_OP_RMS_NORM] = {OT_PARAMS_XFMR, resolve_xfmr},
+    [OT_OP_RMS_NORM_GRAD] = {OT_PARAMS_XFMR, resolve_xfmr},
+    [OT_OP_ROTARY_EMBEDDING] = {OT_PARAMS_XFMR, resolve_xfmr},
+    [OT_OP_ROTARY_EMBEDDING_GRAD] = {OT_PARAMS_XFMR, resolve_xfmr},
+    [OT_OP_ATTENTION] = {OT_PARAMS_XFMR, resolve_xfmr},
+    [OT_OP_ATTENTION_GRAD] = {OT_PARAMS_XFMR, resolve_xfmr},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -41,6 +41,7 @@ typedef enum ot_params_kind {
     OT_PARAMS_UNARY,  /* ops batch 1 (issue 26): Elu, Selu, Celu, ThresholdedRelu */
     OT_PARAMS_RESIZE, /* Resize, Upsample, ResizeGrad (issue 26, ops batch 2) */
     OT_PARAMS_DEPTH,  /* DepthToSpace, SpaceToDepth (issue 26, ops batch 2) */
+    OT_PARAMS_XFMR,   /* ops3 (issue 26): RMSNormalization, RotaryEmbedding, Attention */
 } ot_params_kind;
 
 /* Gemm */
@@ -244,6 +245,22 @@ typedef struct ot_depth_params {
     bool crd, mode_other;
     const char *mode_name;
 } ot_depth_params;
+/* ops3 (issue 26): RMSNormalization, RotaryEmbedding, Attention and their gradients,
+ * each reading its own members (the ONNX defaults) */
+typedef struct ot_xfmr_params {
+    int axis;         /* RMSNormalization: -1 */
+    float epsilon;    /* RMSNormalization: 1e-5 */
+    int stash_type;   /* RMSNormalization: 1 (float) */
+    bool interleaved; /* RotaryEmbedding: 0 */
+    int num_heads;    /* RotaryEmbedding: 0 (absent; required for 3-D input) */
+    int rotary_dim;   /* RotaryEmbedding: 0 (the whole head) */
+    bool is_causal;   /* Attention: 0 */
+    int q_num_heads, kv_num_heads; /* Attention: 0 (absent; required for 3-D inputs) */
+    int qk_matmul_output_mode;     /* Attention: 0 */
+    int softmax_precision;         /* Attention: 0 (absent) */
+    bool has_scale;                /* Attention: absent means 1/sqrt(head size) */
+    float scale, softcap;          /* Attention: softcap 0 (none) */
+} ot_xfmr_params;
 
 typedef struct ot_op_params {
     ot_params_kind kind;
@@ -263,6 +280,7 @@ typedef struct ot_op_params {
         ot_unary_params unary;   /* ops batch 1 (issue 26) */
         ot_resize_params resize; /* spatial ops (issue 26, ops batch 2) */
         ot_depth_params depth;
+        ot_xfmr_params xfmr;     /* ops3 (issue 26) */
     } u;
 } ot_op_params;
 

@@ -137,6 +137,21 @@ static double cost_window(const ot_graph *g, const ot_node *n, const cost_io *io
     return io->out * win;
 }
 
+/* Attention (Q, K, V, ...): QK^T and PV, 2 * D MACs per score each way, over
+ * B * Hq * Sq query rows of T = past + new keys (the output's Dv read as D). */
+static int64_t attn_keys(const ot_graph *g, const ot_node *n, int k_slot, int past_slot) {
+    int64_t t = dim_of(g, n->inputs[k_slot], g->values[n->inputs[k_slot]].shape.rank == 4 ? 2 : 1);
+    if (n->n_inputs > past_slot && n->inputs[past_slot] >= 0) t += dim_of(g, n->inputs[past_slot], 2);
+    return t;
+}
+static double cost_attention(const ot_graph *g, const ot_node *n, const cost_io *io) {
+    return 4.0 * io->out * (double)attn_keys(g, n, 1, 4) + 5.0 * io->out;
+}
+/* AttentionGrad (dY, Q, K, V, ...): the scores again, then dP, dQ, dK and dV. */
+static double cost_attention_grad(const ot_graph *g, const ot_node *n, const cost_io *io) {
+    return 10.0 * io->in * (double)attn_keys(g, n, 2, 5);
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 /* The cost of every op: a formula or a class. Every op of ops.def has an entry
@@ -306,6 +321,13 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_CONV_TRANSPOSE] = cost_conv_grad_input, /* it runs ConvGradInput: (X, W) */
     [OT_OP_DEPTH_TO_SPACE] = cost_per_element,
     [OT_OP_SPACE_TO_DEPTH] = cost_per_element,
+    /* ---- ops3 (issue 26) ---- */
+    [OT_OP_RMS_NORM] = cost_norm,
+    [OT_OP_RMS_NORM_GRAD] = cost_norm_grad,
+    [OT_OP_ROTARY_EMBEDDING] = cost_pointwise,
+    [OT_OP_ROTARY_EMBEDDING_GRAD] = cost_pointwise,
+    [OT_OP_ATTENTION] = cost_attention,
+    [OT_OP_ATTENTION_GRAD] = cost_attention_grad,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

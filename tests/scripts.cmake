@@ -31,6 +31,12 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_spatial.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_spatial_tmp)
   set_tests_properties(check_spatial PROPERTIES TIMEOUT 120)
+  # Issue 26's transformer ops (ops3) in whole opset-23 models built with onnx.helper:
+  # gradients against PyTorch 1.13 (float64), verify bitwise under sqrt / selective / all.
+  add_test(NAME check_xfmr
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_xfmr.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_xfmr_tmp)
+  set_tests_properties(check_xfmr PROPERTIES TIMEOUT 120)
   # `train --external-data`: layouts, confinement, atomicity, onnx.checker.
   add_test(NAME check_external_out
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_external_out.py $<TARGET_FILE:onnxtrain>

@@ -491,9 +491,10 @@ typedef struct hm_rng {
 
 /* Bitwise comparison of one buffer of the CPU kernel with the host mode's; fails
  * naming the element and both values. */
-static void hm_same(const char *label, const char *what, int k, const ot_tensor *t, const void *cpu, const void *host) {
-    tc_worst w = tc_diff(t->dtype, host, cpu, t->nbytes, true);
-    if (w.index >= 0) {
+static void hm_same(const char *label, const char *what, int k, const ot_tensor *t, const void *cpu, const void *host,
+                    double tol) {
+    tc_worst w = tc_diff(t->dtype, host, cpu, t->nbytes, tol == 0.0);
+    if (w.index >= 0 && w.d > tol) {
         char shp[128];
         fail_msg("%s: %s %d (%s %s) differs from the CPU's at flat index %lld: host mode %.9g, CPU %.9g", label, what,
                  k, ot_dtype_name(t->dtype), tc_shape_str(&t->shape, shp, sizeof shp), (long long)w.index,
@@ -503,9 +504,10 @@ static void hm_same(const char *label, const char *what, int k, const ot_tensor 
 
 /* hm_compare with a seed, step and node id for the random ops, and, with `inplace`,
  * every input compared too (the optimizer steps update theirs): each side then runs
- * on its own copies of the inputs. */
-static ot_status hm_compare_ex(const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *outs, hm_rng r,
-                               bool inplace) {
+ * on its own copies of the inputs. tol 0: bit for bit; else float32 outputs within tol
+ * (relative to max(1, |CPU|)). */
+static ot_status hm_compare_tol(const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *outs, hm_rng r,
+                                bool inplace, double tol) {
     tc_pool p = {0};
     int ni = n->n_inputs, no = n->n_outputs;
     ot_tensor cin[TC_MAX], hin[TC_MAX], cout[TC_MAX], hout[TC_MAX];
@@ -536,11 +538,17 @@ static ot_status hm_compare_ex(const char *label, const ot_node *n, ot_tensor *i
     ot_status hs = mod()->pointwise_host(n, hin, hout, &ctx, &he);
     if (cs != hs) fail_msg("%s: CPU status %d (%s), CUDA host mode %d (%s)", label, cs, ce.msg, hs, he.msg);
     for (int k = 0; k < no && cs == OT_OK; k++)
-        if (cout[k].data) hm_same(label, "output", k, &outs[k], cout[k].data, hout[k].data);
+        if (cout[k].data) hm_same(label, "output", k, &outs[k], cout[k].data, hout[k].data, tol);
     for (int k = 0; inplace && k < ni && cs == OT_OK; k++)
-        if (in[k].data) hm_same(label, "input", k, &in[k], cin[k].data, hin[k].data);
+        if (in[k].data) hm_same(label, "input", k, &in[k], cin[k].data, hin[k].data, tol);
     tc_free(&p);
     return cs;
+}
+
+/* hm_compare_tol with tol 0: bit for bit. */
+static ot_status hm_compare_ex(const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *outs, hm_rng r,
+                               bool inplace) {
+    return hm_compare_tol(label, n, in, outs, r, inplace, 0.0);
 }
 
 static ot_status hm_compare(const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *outs) {
@@ -2705,6 +2713,130 @@ static void test_host_resize(void **state) {
 }
 
 static void test_resize(void **state) { rs_cases(backend_of(state)); }
+/* ---- transformer ops (ops3, issue 26): RMSNormalization, RotaryEmbedding, Attention ---- */
+
+/* Host mode: bit for bit, except Attention and AttentionGrad, whose CPU kernels run
+ * their products through GEMMs (cpu_xfmr.c): within tol there. */
+static void xf_case(ot_backend *be, const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *out,
+                    double tol) {
+    bool gemm = n->op == OT_OP_ATTENTION || n->op == OT_OP_ATTENTION_GRAD;
+    hm_rng r = {0, 0, 0};
+    if (!be) assert_int_equal(hm_compare_tol(label, n, in, out, r, false, gemm ? tol : 0.0), OT_OK);
+    else tc_check(be, label, n, in, out, tol, 0, 0, 0);
+}
+
+/* RMSNormalization and RMSNormGrad (per-column and one-element scale), RotaryEmbedding
+ * and its inverse (3-D with position ids, 4-D interleaved with a partial rotary dim
+ * and per-token caches), Attention and AttentionGrad (4-D GQA causal with a past
+ * cache and a bool mask; 3-D with a float mask and softcap). */
+static void xf_cases(ot_backend *be) {
+    tc_pool p = {0};
+    for (int scalar = 0; scalar < 2; scalar++) {
+        ot_node n = tk_node(OT_OP_RMS_NORM, 2, 1);
+        ot_tensor x = tc_rand(&p, 301, -2, 2, 3, 3, 5, 33);
+        ot_tensor in[2] = {x, scalar ? tc_rand(&p, 302, 0.5f, 1.5f, 1, 1) : tc_rand(&p, 302, 0.5f, 1.5f, 1, 33)};
+        ot_tensor out[1] = {tc_out(OT_F32, 3, 3, 5, 33)};
+        xf_case(be, "RMSNormalization", &n, in, out, TOL);
+        ot_node g = tk_node(OT_OP_RMS_NORM_GRAD, 3, 2);
+        ot_tensor gin[3] = {tc_rand(&p, 303, -1, 1, 3, 3, 5, 33), x, in[1]};
+        ot_tensor gout[2] = {tc_out(OT_F32, 3, 3, 5, 33), scalar ? tc_out(OT_F32, 1, 1) : tc_out(OT_F32, 1, 33)};
+        xf_case(be, "RMSNormGrad", &g, gin, gout, TOL_RED);
+        tk_node_free(&n);
+        tk_node_free(&g);
+    }
+    for (int inv = 0; inv < 2; inv++) {
+        ot_op op = inv ? OT_OP_ROTARY_EMBEDDING_GRAD : OT_OP_ROTARY_EMBEDDING;
+        ot_node r3 = tk_node(op, 4, 1);
+        ot_node_set_attr_int(&r3, "num_heads", 3);
+        int64_t ids[8] = {0, 5, 2, 7, 1, 1, 3, 6};
+        ot_tensor pos = tc_ints(&p, 8, ids);
+        pos.shape = ot_shape_make(2, (int64_t[]){2, 4});
+        ot_tensor in3[4] = {tc_rand(&p, 311, -1, 1, 3, 2, 4, 24), tc_rand(&p, 312, -1, 1, 2, 8, 4),
+                            tc_rand(&p, 313, -1, 1, 2, 8, 4), pos};
+        ot_tensor out3[1] = {tc_out(OT_F32, 3, 2, 4, 24)};
+        xf_case(be, inv ? "RotaryEmbeddingGrad 3-D" : "RotaryEmbedding 3-D", &r3, in3, out3, TOL);
+        if (!be) {
+            /* an id past the caches: the same OT_E_MODEL on both, no read out of bounds */
+            int64_t bad_ids[8] = {0, 5, 2, 8, 1, 1, 3, 6};
+            ot_tensor bad = tc_ints(&p, 8, bad_ids);
+            bad.shape = pos.shape;
+            ot_tensor bin[4] = {in3[0], in3[1], in3[2], bad};
+            assert_int_equal(hm_compare("RotaryEmbedding, id past the caches", &r3, bin, out3), OT_E_MODEL);
+        }
+        ot_node r4 = tk_node(op, 3, 1);
+        ot_node_set_attr_int(&r4, "interleaved", 1);
+        ot_node_set_attr_int(&r4, "rotary_embedding_dim", 4);
+        ot_tensor in4[3] = {tc_rand(&p, 314, -1, 1, 4, 2, 3, 4, 6), tc_rand(&p, 315, -1, 1, 3, 2, 4, 2),
+                            tc_rand(&p, 316, -1, 1, 3, 2, 4, 2)};
+        ot_tensor out4[1] = {tc_out(OT_F32, 4, 2, 3, 4, 6)};
+        xf_case(be, inv ? "RotaryEmbeddingGrad 4-D" : "RotaryEmbedding 4-D", &r4, in4, out4, TOL);
+        tk_node_free(&r3);
+        tk_node_free(&r4);
+    }
+    /* 4-D: B 2, Hq 4, Hkv 2, Sq 3, Skv 3, past 2 (T 5), D 8, Dv 5; causal, bool mask [3, 5] */
+    ot_tensor q = tc_rand(&p, 321, -1, 1, 4, 2, 4, 3, 8), k = tc_rand(&p, 322, -1, 1, 4, 2, 2, 3, 8);
+    ot_tensor v = tc_rand(&p, 323, -1, 1, 4, 2, 2, 3, 5), mask = tc_tensor(&p, OT_BOOL, 2, (int64_t[]){3, 5});
+    for (int i = 0; i < 15; i++) ((uint8_t *)mask.data)[i] = (uint8_t)(i % 4 != 1);
+    ot_tensor pk = tc_rand(&p, 324, -1, 1, 4, 2, 2, 2, 8), pv = tc_rand(&p, 325, -1, 1, 4, 2, 2, 2, 5);
+    ot_node a = tk_node(OT_OP_ATTENTION, 6, 3);
+    ot_node_set_attr_int(&a, "is_causal", 1);
+    ot_tensor ain[6] = {q, k, v, mask, pk, pv};
+    ot_tensor aout[3] = {tc_out(OT_F32, 4, 2, 4, 3, 5), tc_out(OT_F32, 4, 2, 2, 5, 8), tc_out(OT_F32, 4, 2, 2, 5, 5)};
+    xf_case(be, "Attention 4-D", &a, ain, aout, TOL_RED);
+    ot_node ag = tk_node(OT_OP_ATTENTION_GRAD, 7, 3);
+    ot_node_set_attr_int(&ag, "is_causal", 1);
+    ot_tensor agin[7] = {tc_rand(&p, 326, -1, 1, 4, 2, 4, 3, 5), q, k, v, mask, pk, pv};
+    ot_tensor agout[3] = {tc_out(OT_F32, 4, 2, 4, 3, 8), tc_out(OT_F32, 4, 2, 2, 3, 8), tc_out(OT_F32, 4, 2, 2, 3, 5)};
+    xf_case(be, "AttentionGrad 4-D", &ag, agin, agout, TOL_RED);
+    /* 3-D: q_num_heads 2, kv_num_heads 2, Sq 4, Skv 6, D 4; float mask [2, 1, 4, 6], softcap */
+    ot_tensor q3 = tc_rand(&p, 331, -1, 1, 3, 2, 4, 8), k3 = tc_rand(&p, 332, -1, 1, 3, 2, 6, 8);
+    ot_tensor v3 = tc_rand(&p, 333, -1, 1, 3, 2, 6, 8), fm = tc_rand(&p, 334, -1, 1, 4, 2, 1, 4, 6);
+    ot_node a3 = tk_node(OT_OP_ATTENTION, 4, 1);
+    ot_node_set_attr_int(&a3, "q_num_heads", 2);
+    ot_node_set_attr_int(&a3, "kv_num_heads", 2);
+    ot_node_set_attr_float(&a3, "softcap", 2.0f);
+    ot_tensor a3in[4] = {q3, k3, v3, fm};
+    ot_tensor a3out[1] = {tc_out(OT_F32, 3, 2, 4, 8)};
+    xf_case(be, "Attention 3-D", &a3, a3in, a3out, TOL_RED);
+    ot_node a3g = tk_node(OT_OP_ATTENTION_GRAD, 5, 3);
+    ot_node_set_attr_int(&a3g, "q_num_heads", 2);
+    ot_node_set_attr_int(&a3g, "kv_num_heads", 2);
+    ot_node_set_attr_float(&a3g, "softcap", 2.0f);
+    ot_tensor a3gin[5] = {tc_rand(&p, 335, -1, 1, 3, 2, 4, 8), q3, k3, v3, fm};
+    ot_tensor a3gout[3] = {tc_out(OT_F32, 3, 2, 4, 8), tc_out(OT_F32, 3, 2, 6, 8), tc_out(OT_F32, 3, 2, 6, 8)};
+    xf_case(be, "AttentionGrad 3-D", &a3g, a3gin, a3gout, TOL_RED);
+    /* Attention-24's nonpad_kv_seqlen (batch 0: 4 keys, batch 1: 6), causal from its end */
+    int64_t lens[2] = {4, 6};
+    ot_tensor npl = tc_ints(&p, 2, lens);
+    ot_node an = tk_node(OT_OP_ATTENTION, 7, 1);
+    ot_node_set_attr_int(&an, "q_num_heads", 2);
+    ot_node_set_attr_int(&an, "kv_num_heads", 2);
+    ot_node_set_attr_int(&an, "is_causal", 1);
+    ot_tensor none;
+    memset(&none, 0, sizeof none);
+    ot_tensor anin[7] = {q3, k3, v3, none, none, none, npl};
+    xf_case(be, "Attention nonpad_kv_seqlen", &an, anin, a3out, TOL_RED);
+    ot_node ang = tk_node(OT_OP_ATTENTION_GRAD, 8, 3);
+    ot_node_set_attr_int(&ang, "q_num_heads", 2);
+    ot_node_set_attr_int(&ang, "kv_num_heads", 2);
+    ot_node_set_attr_int(&ang, "is_causal", 1);
+    ot_tensor angin[8] = {a3gin[0], q3, k3, v3, none, none, none, npl};
+    xf_case(be, "AttentionGrad nonpad_kv_seqlen", &ang, angin, a3gout, TOL_RED);
+    tk_node_free(&an);
+    tk_node_free(&ang);
+    tk_node_free(&a);
+    tk_node_free(&ag);
+    tk_node_free(&a3);
+    tk_node_free(&a3g);
+    tc_free(&p);
+}
+
+static void test_host_xfmr(void **state) {
+    (void)state;
+    xf_cases(NULL);
+}
+
+static void test_xfmr(void **state) { xf_cases(backend_of(state)); }
 #endif /* OT_HAVE_CUDA */
 
 /* ---- ops batch 1 (issue 26): activations and rounding --------------------------------- */
@@ -2948,6 +3080,7 @@ int main(void) {
         cmocka_unit_test(test_host_activation), /* ops batch 1 (issue 26) */
         cmocka_unit_test(test_host_reduce_ext),
         cmocka_unit_test(test_host_group_norm),
+        cmocka_unit_test(test_host_xfmr), /* transformer ops (ops3, issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
     char reason[1024];
@@ -2978,6 +3111,7 @@ int main(void) {
         cmocka_unit_test(test_group_norm),
         cmocka_unit_test(test_resize), /* spatial ops (issue 26) */
         cmocka_unit_test(test_conv_transpose),
+        cmocka_unit_test(test_xfmr),  /* transformer ops (ops3, issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

@@ -123,4 +123,11 @@ ot_status ot_cpu_arg_reduce(const ot_node *, const ot_tensor *, ot_tensor *, con
 /* cpu_group_norm.c (issue 26): InstanceNormalization, GroupNormalization */
 ot_status ot_cpu_group_norm(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 
+/* cpu_xfmr.c (ops3, issue 26): RMSNormalization, RotaryEmbedding (and its inverse),
+ * Attention */
+ot_status ot_cpu_rms_norm(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_rotary_embedding(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_attention(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+size_t ot_cpu_attention_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
 #endif

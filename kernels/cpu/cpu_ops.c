@@ -258,6 +258,13 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_CONV_TRANSPOSE] = {ot_cpu_conv_transpose, sup_f32, ot_cpu_conv_grad_workspace},
     [OT_OP_DEPTH_TO_SPACE] = {ot_cpu_depth_space, sup_any, NULL},
     [OT_OP_SPACE_TO_DEPTH] = {ot_cpu_depth_space, sup_any, NULL},
+    /* ---- ops3 (issue 26): transformer ops, cpu_xfmr.c ---- */
+    [OT_OP_RMS_NORM] = F32(ot_cpu_rms_norm),
+    [OT_OP_RMS_NORM_GRAD] = {ot_cpu_rms_norm_grad, sup_f32, ot_cpu_rms_norm_grad_workspace},
+    [OT_OP_ROTARY_EMBEDDING] = F32(ot_cpu_rotary_embedding),
+    [OT_OP_ROTARY_EMBEDDING_GRAD] = F32(ot_cpu_rotary_embedding),
+    [OT_OP_ATTENTION] = {ot_cpu_attention, sup_f32, ot_cpu_attention_workspace},
+    [OT_OP_ATTENTION_GRAD] = {ot_cpu_attention_grad, sup_f32, ot_cpu_attention_grad_workspace},
 };
 #undef F32
 

@@ -54,4 +54,11 @@ OT_GRAD_KERNEL(ot_cpu_group_norm_grad);
 /* spatial ops (issue 26, ops batch 2): cpu_spatial.c */
 OT_GRAD_KERNEL(ot_cpu_resize_grad);
 
+/* cpu_xfmr.c (ops3, issue 26): RMSNormGrad, AttentionGrad (RotaryEmbeddingGrad is the
+ * forward kernel's inverse mode) */
+OT_GRAD_KERNEL(ot_cpu_rms_norm_grad);
+size_t ot_cpu_rms_norm_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+OT_GRAD_KERNEL(ot_cpu_attention_grad);
+size_t ot_cpu_attention_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
 #endif

@@ -400,6 +400,8 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
         ot_cuda_reduce_ext, ot_cuda_arg_reduce, ot_cuda_reduce_grad, ot_cuda_group_norm, ot_cuda_group_norm_grad,
         /* spatial ops (issue 26, ops batch 2) */
         ot_cuda_resize, ot_cuda_resize_grad, ot_cuda_depth_space,
+        /* ops3 (issue 26): transformer ops */
+        ot_cuda_rms_norm, ot_cuda_rms_norm_grad, ot_cuda_rotary_embedding, ot_cuda_attention, ot_cuda_attention_grad,
     };
     for (size_t i = 0; fn && i < sizeof with / sizeof with[0]; i++)
         if (with[i] == fn) return true;

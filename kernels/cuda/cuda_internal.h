@@ -220,6 +220,12 @@ OT_CUDA_LAUNCHER(ot_cuda_batch_norm_grad);
 OT_CUDA_LAUNCHER(ot_cuda_class_loss);
 OT_CUDA_LAUNCHER(ot_cuda_class_loss_grad);
 OT_CUDA_LAUNCHER(ot_cuda_mse_loss);
+/* cuda_xfmr.cu (ops3, issue 26): transformer ops, all with a host mode */
+OT_CUDA_LAUNCHER(ot_cuda_rms_norm);
+OT_CUDA_LAUNCHER(ot_cuda_rms_norm_grad);
+OT_CUDA_LAUNCHER(ot_cuda_rotary_embedding);
+OT_CUDA_LAUNCHER(ot_cuda_attention);
+OT_CUDA_LAUNCHER(ot_cuda_attention_grad);
 OT_CUDA_LAUNCHER(ot_cuda_mse_loss_grad);
 size_t ot_cuda_reduce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* Scratch of the pointwise kernels (integer Div's zero-divisor flag). */

@@ -7,6 +7,8 @@
 #include <stddef.h>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/kernel_common.h"
+#include "kernels/xfmr_geometry.h"
 
 /* ---- supports predicates ---------------------------------------------------------- */
 
@@ -126,6 +128,14 @@ static size_t ws_conv(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in,
     /* a failure here resurfaces with its message when the node runs */
     if (ot_cuda_conv_workspace(cx, node, in, out, &b, &e) != OT_OK) return 0;
     return b;
+}
+
+/* ops3 (issue 26): the same sizes as the CPU kernels' (kernels/xfmr_geometry.c) */
+static size_t ws_rms_grad(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return ot_rms_grad_workspace(node, &in[1].shape, ot_kernel_numel(&in[2]));
+}
+static size_t ws_attention(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return ot_attn_workspace(node, in, node->op == OT_OP_ATTENTION_GRAD);
 }
 
 /* ---- the table -------------------------------------------------------------------- */

@@ -1,0 +1,280 @@
+/* cpu_xfmr.c — CPU kernels of the transformer ops of issue 26: RMSNormalization,
+ * RotaryEmbedding, Attention and their backward ops. RMSNorm and RotaryEmbedding run
+ * kernels/xfmr_geometry.h's element code, shared with the CUDA launchers
+ * (cuda_xfmr.cu), one unit per OpenMP iteration, each unit's sums in its own fixed
+ * order: the bits do not depend on the thread count and the CUDA host mode gives the
+ * same ones. Attention runs its products through ot_cpu_sgemm (below). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/grad_kernels.h"
+#include "kernels/xfmr_geometry.h"
+
+static ot_status f32_inputs(const ot_node *node, const ot_tensor *in, int first, int last, ot_error *err) {
+    for (int k = first; k <= last && k < node->n_inputs; k++)
+        if (ot_xfmr_input(node, in, k) && in[k].dtype != OT_F32)
+            return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
+    return OT_OK;
+}
+
+static ot_status need_ws(const ot_node *node, const ot_kernel_ctx *ctx, size_t bytes, ot_error *err) {
+    if (bytes && (!ctx->workspace || ctx->workspace_bytes < bytes))
+        return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): workspace missing", node->name, ot_op_name(node->op));
+    return OT_OK;
+}
+
+/* ---- RMSNormalization ----------------------------------------------------------- */
+
+ot_status ot_cpu_rms_norm(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                          ot_error *err) {
+    ot_rms_geom g;
+    ot_status st = f32_inputs(node, in, 0, 1, err);
+    if (!st) st = ot_rms_geometry(&g, node, &in[0].shape, ot_kernel_numel(&in[1]), err);
+    if (st) return st;
+    const float *x = in[0].data, *sc = in[1].data;
+    float *y = out[0].data;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (g.rows * g.cols >= OT_CPU_PAR_MIN && g.rows > 1)
+    for (int64_t r = 0; r < g.rows; r++)
+        ot_rms_row(&g, r, x, sc, y);
+    return OT_OK;
+}
+
+size_t ot_cpu_rms_norm_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)out;
+    return ot_rms_grad_workspace(node, &in[1].shape, ot_kernel_numel(&in[2]));
+}
+
+OT_GRAD_KERNEL(ot_cpu_rms_norm_grad) {
+    ot_rms_geom g;
+    ot_status st = f32_inputs(node, in, 0, 2, err);
+    if (!st) st = ot_rms_geometry(&g, node, &in[1].shape, ot_kernel_numel(&in[2]), err);
+    if (!st) st = need_ws(node, ctx, (size_t)(g.rows + g.cols) * sizeof(double), err);
+    if (st) return st;
+    const float *dy = in[0].data, *x = in[1].data, *sc = in[2].data;
+    float *dx = ot_xfmr_output(node, out, 0);
+    float *dsc = ot_xfmr_output(node, out, 1);
+    double *inv = ctx->workspace, *col = inv + g.rows;
+    int nt = ot_cpu_threads(ctx);
+    bool par = g.rows * g.cols >= OT_CPU_PAR_MIN;
+#pragma omp parallel num_threads(nt) if (par)
+    {
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < g.rows; r++)
+            ot_rms_grad_row(&g, r, dy, x, sc, dx, inv);
+        if (dsc) {
+#pragma omp for schedule(static)
+            for (int64_t j = 0; j < g.cols; j++)
+                ot_rms_grad_col(&g, j, dy, x, inv, col, dsc);
+        }
+    }
+    if (dsc && !g.scale_step) ot_rms_grad_scalar(&g, col, dsc);
+    return OT_OK;
+}
+
+/* ---- RotaryEmbedding (and its inverse, RotaryEmbeddingGrad) ---------------------- */
+
+ot_status ot_cpu_rotary_embedding(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                                  ot_error *err) {
+    ot_rope_geom g;
+    const ot_tensor *pos = ot_xfmr_input(node, in, 3);
+    ot_status st = f32_inputs(node, in, 0, 2, err);
+    if (!st && pos && pos->dtype != OT_I64) st = ot_cpu_bad_dtype(node, "position_ids", pos->dtype, err);
+    if (!st) st = ot_rope_geometry(&g, node, &in[0].shape, &in[1].shape, &in[2].shape, pos ? &pos->shape : NULL, err);
+    const int64_t *pp = pos ? pos->data : NULL;
+    if (!st) st = ot_rope_check_positions(&g, node, pp, err);
+    if (st) return st;
+    bool inverse = node->op == OT_OP_ROTARY_EMBEDDING_GRAD;
+    const float *x = in[0].data, *c = in[1].data, *s = in[2].data;
+    float *y = out[0].data;
+    int64_t units = g.B * g.S * g.H;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (units * g.D >= OT_CPU_PAR_MIN && units > 1)
+    for (int64_t u = 0; u < units; u++)
+        ot_rope_unit(&g, u, x, c, s, pp, y, inverse);
+    return OT_OK;
+}
+
+/* ---- Attention -------------------------------------------------------------------- */
+
+/* The geometry and operands of an Attention (o = 0) or AttentionGrad (o = 1) node. */
+static ot_status attn_nonpad_check(const ot_attn_geom *g, const ot_node *node, const ot_tensor *np, ot_error *err) {
+    return ot_attn_check_nonpad(g, node, np->data, err);
+}
+
+static ot_status attn_setup(const ot_node *node, const ot_tensor *in, int o, ot_attn_geom *g, ot_attn_ptrs *a,
+                            ot_error *err) {
+    const ot_tensor *m = ot_xfmr_input(node, in, o + 3), *pk = ot_xfmr_input(node, in, o + 4);
+    const ot_tensor *pv = ot_xfmr_input(node, in, o + 5), *np = ot_xfmr_input(node, in, o + 6);
+    for (int k = 0; k <= o + 5 && k < node->n_inputs; k++) /* nonpad (o + 6) is int64 */
+        if (ot_xfmr_input(node, in, k) && k != o + 3 && in[k].dtype != OT_F32)
+            return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
+    ot_status st = ot_attn_geometry(g, node, &in[o].shape, &in[o + 1].shape, &in[o + 2].shape, m ? &m->shape : NULL,
+                                    m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL,
+                                    np ? &np->shape : NULL, err);
+    if (!st && np && np->dtype != OT_I64) st = ot_cpu_bad_dtype(node, "nonpad_kv_seqlen", np->dtype, err);
+    if (!st && np) st = attn_nonpad_check(g, node, np, err);
+    if (st) return st;
+    memset(a, 0, sizeof *a);
+    a->q = in[o].data, a->k = in[o + 1].data, a->v = in[o + 2].data;
+    a->mask = m ? m->data : NULL;
+    a->pk = pk ? pk->data : NULL;
+    a->pv = pv ? pv->data : NULL;
+    a->nonpad = np ? np->data : NULL;
+    return OT_OK;
+}
+
+/* The CPU kernels run each head's products through ot_cpu_sgemm (the scores Q K^T, P V,
+ * dP = dY V^T, dQ = dS K, dK = dS^T Q, dV = P^T dY) and the element code of
+ * xfmr_geometry.h for what lies between (softcap, bias, softmax, dS), one head (one
+ * key/value head in the backward, whose query heads add into dK and dV in order) per
+ * OpenMP iteration: about as fast as the MatMul / Softmax graph it replaces, and
+ * deterministic for a given thread count. The keys and values are two blocks, the past
+ * then the new rows, so no concatenation is made. The CUDA kernels run the element
+ * code alone (one thread per row): the two agree within float32 rounding, not bit for bit. */
+
+/* C = alpha op(A) op(B) + beta C, for any of M, N, K zero (K zero: C = beta C). */
+static void gemm(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        for (int64_t r = 0; r < M && beta == 0.0f; r++)
+            memset(C + r * ldc, 0, (size_t)N * sizeof(float));
+        return;
+    }
+    ot_cpu_sgemm(ctx, ta, tb, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+/* The key (or value) blocks of (b, hk): the past's rows and the new ones. */
+typedef struct kv_blocks {
+    const float *past, *cur;
+    int64_t ld_cur;
+} kv_blocks;
+
+static kv_blocks blocks_of(const ot_attn_geom *g, const float *past, const float *cur, int64_t sb, int64_t sh,
+                           int64_t ss, int64_t d, int64_t b, int64_t hk) {
+    kv_blocks k = {past ? past + (b * g->Hkv + hk) * g->P * d : NULL, cur + b * sb + hk * sh, ss};
+    return k;
+}
+
+/* s (Sq x T) = scale Q_h K^T of head (b, h). */
+static void head_scores(const ot_kernel_ctx *c1, const ot_attn_geom *g, const ot_attn_ptrs *a, int64_t b, int64_t h,
+                        float *s) {
+    int64_t hk = h / (g->Hq / g->Hkv);
+    const float *qh = a->q + b * g->q_sb + h * g->q_sh;
+    kv_blocks k = blocks_of(g, a->pk, a->k, g->k_sb, g->k_sh, g->k_ss, g->D, b, hk);
+    if (g->P) gemm(c1, false, true, g->Sq, g->P, g->D, g->scale, qh, g->q_ss, k.past, g->D, 0.0f, s, g->T);
+    gemm(c1, false, true, g->Sq, g->Skv, g->D, g->scale, qh, g->q_ss, k.cur, k.ld_cur, 0.0f, s + g->P, g->T);
+}
+
+/* out (Sq x n, ldo) = s (Sq x T) times the T rows of (b, hk)'s blocks (past, then new). */
+static void times_blocks(const ot_kernel_ctx *c1, const ot_attn_geom *g, const float *s, kv_blocks v, int64_t n,
+                         float *out, int64_t ldo) {
+    if (g->P) gemm(c1, false, false, g->Sq, n, g->P, 1.0f, s, g->T, v.past, n, 0.0f, out, ldo);
+    gemm(c1, false, false, g->Sq, n, g->Skv, 1.0f, s + g->P, g->T, v.cur, v.ld_cur, g->P ? 1.0f : 0.0f, out, ldo);
+}
+
+size_t ot_cpu_attention_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)out;
+    return ot_attn_workspace(node, in, false);
+}
+
+/* AttentionGrad: P, dP (then dS) and the raw scores, Sq x T each per query head. */
+size_t ot_cpu_attention_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)out;
+    return ot_attn_workspace(node, in, true) / 2 * 3;
+}
+
+ot_status ot_cpu_attention(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                           ot_error *err) {
+    ot_attn_geom g;
+    ot_attn_ptrs a;
+    ot_status st = attn_setup(node, in, 0, &g, &a, err);
+    if (!st) st = need_ws(node, ctx, ot_attn_workspace(node, in, false), err);
+    if (st) return st;
+    a.y = out[0].data;
+    a.prob = ctx->workspace;
+    int64_t heads = g.B * g.Hq;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (heads * g.Sq * g.T * g.D >= OT_CPU_PAR_MIN && heads > 1)
+    for (int64_t bh = 0; bh < heads; bh++) {
+        int64_t b = bh / g.Hq, h = bh % g.Hq, hk = h / (g.Hq / g.Hkv);
+        float *s = a.prob + bh * g.Sq * g.T;
+        head_scores(ctx, &g, &a, b, h, s);
+        for (int64_t i = 0; i < g.Sq; i++)
+            ot_attn_finish_row(&g, &a, b, h, i, s + i * g.T);
+        times_blocks(ctx, &g, s, blocks_of(&g, a.pv, a.v, g.v_sb, g.v_sh, g.v_ss, g.Dv, b, hk), g.Dv,
+                     a.y + b * g.y_sb + h * g.y_sh, g.y_ss);
+    }
+    for (int p = 1; p <= 2 && p < node->n_outputs; p++) {
+        float *dst = ot_xfmr_output(node, out, p);
+        if (!dst) continue;
+        int64_t dsz = p == 1 ? g.D : g.Dv, n = g.B * g.Hkv * g.T * dsz;
+        const float *past = p == 1 ? a.pk : a.pv, *cur = p == 1 ? a.k : a.v;
+        int64_t sb = p == 1 ? g.k_sb : g.v_sb, sh = p == 1 ? g.k_sh : g.v_sh, ss = p == 1 ? g.k_ss : g.v_ss;
+        for (int64_t e = 0; e < n; e++)
+            ot_attn_present(&g, e, past, cur, sb, sh, ss, dsz, dst);
+    }
+    return OT_OK;
+}
+
+/* One query head h of key/value group (b, hk): P, dS, dQ_h, and its part of dK, dV
+ * (beta 0 for the group's first head, then 1: the heads add in order). */
+static void grad_head(const ot_kernel_ctx *c1, const ot_attn_geom *g, const ot_attn_ptrs *a, int64_t b, int64_t h,
+                      bool first) {
+    int64_t hk = h / (g->Hq / g->Hkv), bh = b * g->Hq + h, n = g->Sq * g->T, heads = g->B * g->Hq;
+    float *p = a->prob + bh * n, *ds = a->dscore + bh * n, *raw = a->dscore + heads * n + bh * n;
+    head_scores(c1, g, a, b, h, raw);
+    memcpy(p, raw, (size_t)n * sizeof(float));
+    for (int64_t i = 0; i < g->Sq; i++)
+        ot_attn_finish_row(g, a, b, h, i, p + i * g->T);
+    const float *dyh = a->dy + b * g->y_sb + h * g->y_sh;
+    kv_blocks k = blocks_of(g, a->pk, a->k, g->k_sb, g->k_sh, g->k_ss, g->D, b, hk);
+    kv_blocks v = blocks_of(g, a->pv, a->v, g->v_sb, g->v_sh, g->v_ss, g->Dv, b, hk);
+    /* dP = dY_h V^T */
+    if (g->P) gemm(c1, false, true, g->Sq, g->P, g->Dv, 1.0f, dyh, g->y_ss, v.past, g->Dv, 0.0f, ds, g->T);
+    gemm(c1, false, true, g->Sq, g->Skv, g->Dv, 1.0f, dyh, g->y_ss, v.cur, v.ld_cur, 0.0f, ds + g->P, g->T);
+    for (int64_t i = 0; i < g->Sq; i++) {
+        const float *pr = p + i * g->T, *rr = raw + i * g->T;
+        float *dr = ds + i * g->T;
+        double rowdot = 0.0;
+        for (int64_t j = 0; j < g->T; j++)
+            rowdot = xf_dadd(rowdot, xf_dmul(pr[j], dr[j]));
+        for (int64_t j = 0; j < g->T; j++)
+            dr[j] = ot_attn_dscore(g, pr[j], dr[j], rowdot, rr[j]);
+    }
+    if (a->dq) times_blocks(c1, g, ds, k, g->D, a->dq + b * g->q_sb + h * g->q_sh, g->q_ss);
+    const float *qh = a->q + b * g->q_sb + h * g->q_sh;
+    float beta = first ? 0.0f : 1.0f;
+    if (a->dk)
+        gemm(c1, true, false, g->Skv, g->D, g->Sq, 1.0f, ds + g->P, g->T, qh, g->q_ss, beta,
+             a->dk + b * g->k_sb + hk * g->k_sh, g->k_ss);
+    if (a->dv)
+        gemm(c1, true, false, g->Skv, g->Dv, g->Sq, 1.0f, p + g->P, g->T, dyh, g->y_ss, beta,
+             a->dv + b * g->v_sb + hk * g->v_sh, g->v_ss);
+}
+
+OT_GRAD_KERNEL(ot_cpu_attention_grad) {
+    ot_attn_geom g;
+    ot_attn_ptrs a;
+    ot_status st = in[0].dtype == OT_F32 ? OT_OK : ot_cpu_bad_dtype(node, "dY", in[0].dtype, err);
+    if (!st) st = attn_setup(node, in, 1, &g, &a, err);
+    if (!st) st = need_ws(node, ctx, ot_cpu_attention_grad_workspace(node, in, out), err);
+    if (st) return st;
+    a.dy = in[0].data;
+    a.dq = ot_xfmr_output(node, out, 0);
+    a.dk = ot_xfmr_output(node, out, 1);
+    a.dv = ot_xfmr_output(node, out, 2);
+    a.prob = ctx->workspace;
+    a.dscore = a.prob + g.B * g.Hq * g.Sq * g.T;
+    int64_t groups = g.B * g.Hkv, grp = g.Hq / g.Hkv;
+    int nt = ot_cpu_threads(ctx);
+#pragma omp parallel for schedule(static) num_threads(nt) if (groups * g.Sq * g.T * g.D >= OT_CPU_PAR_MIN && groups > 1)
+    for (int64_t u = 0; u < groups; u++) {
+        int64_t b = u / g.Hkv, hk = u % g.Hkv;
+        for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
+            grad_head(ctx, &g, &a, b, h, h == hk * grp);
+    }
+    return OT_OK;
+}
