@@ -62,6 +62,17 @@ if(OT_PY3)
   add_test(NAME check_opset_since COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/check_opset_since.py ${CMAKE_SOURCE_DIR})
   set_tests_properties(check_opset_since PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+# docs/ops.md, the op coverage page, against ir/ops.def and kernels/cuda/cuda_ops.def
+# (tests/op_coverage.py; `python3 tests/op_coverage.py --write` regenerates it), and a
+# stale page, which must fail naming the op.
+if(OT_PY3)
+  add_test(NAME check_op_coverage COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/op_coverage.py --check)
+  add_test(NAME check_op_coverage_stale
+           COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/op_coverage.py --check
+                   --page ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/op_coverage/stale.md)
+  set_tests_properties(check_op_coverage_stale PROPERTIES
+                       PASS_REGULAR_EXPRESSION "Abs: page says forward/gradient/CUDA/ORT yes/-/yes/yes")
+endif()
 # Data-parallel train under mpirun (issue 17): -np 2 against --accum 2 byte for byte,
 # resume across rank counts, a killed and a hung rank; a build without MPI checks that
 # it refuses 2 ranks. Skipped (77) without mpirun.
