@@ -75,5 +75,7 @@ ot_status ot_grad_index(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_activation(ot_grad_ctx *c, const ot_node *n, const int *dy);
 /* ops batch 1 (issue 26): ReduceMax .. ReduceSumSquare (ReduceGrad) */
 ot_status ot_grad_reduce_ext(ot_grad_ctx *c, const ot_node *n, const int *dy);
+/* grad_select.c (ops batch 4, issue 26): Einsum, TopK */
+ot_status ot_grad_select(ot_grad_ctx *c, const ot_node *n, const int *dy);
 
 #endif

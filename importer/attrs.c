@@ -214,6 +214,10 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
     [OT_OP_ARG_MIN] = {{"axis", OT_ATTR_INT}, {"keepdims", OT_ATTR_INT}, {"select_last_index", OT_ATTR_INT}},
     [OT_OP_INSTANCE_NORM] = {{"epsilon", OT_ATTR_FLOAT}},
     [OT_OP_GROUP_NORM] = {{"epsilon", OT_ATTR_FLOAT}, {"num_groups", OT_ATTR_INT}, {"stash_type", OT_ATTR_INT}},
+    /* ---- ops batch 4 (issue 26) ---- (TopK's k: opset 1, normalised to an input) */
+    [OT_OP_EINSUM] = {{"equation", OT_ATTR_STRING}},
+    [OT_OP_TOP_K] = {{"axis", OT_ATTR_INT}, {"largest", OT_ATTR_INT}, {"sorted", OT_ATTR_INT}, {"k", OT_ATTR_INT}},
+    [OT_OP_ONE_HOT] = {{"axis", OT_ATTR_INT}},
 };
 
 static const char *type_name(ot_attr_type t) {

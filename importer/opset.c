@@ -50,6 +50,9 @@ static const int64_t SINCE[OT_OP_COUNT] = {
     [OT_OP_SIGN] = 9,
     [OT_OP_ROUND] = 11,
     [OT_OP_GROUP_NORM] = 18, /* InstanceNormalization: opset 1 */
+    /* ---- ops batch 4 (issue 26) ---- (TopK, Size: opset 1) */
+    [OT_OP_EINSUM] = 12,
+    [OT_OP_ONE_HOT] = 9,
 };
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }

@@ -102,6 +102,15 @@ ot_status ot_shape_rule_random(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, 
 ot_status ot_shape_rule_prelu(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_arg_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_group_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+/* ---- ops batch 4 (issue 26): shape_rules_ops4.c ---- */
+ot_status ot_shape_rule_einsum(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_einsum_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_top_k(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_one_hot(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_size(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+/* Up to max int elements of input slot `slot` when known (constant data, or shape data
+ * for short vectors); -1 when not known, 0 when absent (shape_rules_index.c). */
+int ot_shape_known_ints(ot_shape_ctx *c, const ot_node *n, int slot, int64_t *v, int max);
 
 /* Shape's [start, end) of a rank-r input from its start / end attributes, clamped as
  * the spec says (opset 15). */

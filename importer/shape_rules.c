@@ -745,6 +745,12 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_INSTANCE_NORM] = ot_shape_rule_group_norm,
     [OT_OP_GROUP_NORM] = ot_shape_rule_group_norm,
     [OT_OP_GROUP_NORM_GRAD] = rule_norm_grad,
+    /* ---- ops batch 4 (issue 26) ---- */
+    [OT_OP_EINSUM] = ot_shape_rule_einsum,
+    [OT_OP_EINSUM_GRAD] = ot_shape_rule_einsum_grad,
+    [OT_OP_TOP_K] = ot_shape_rule_top_k,
+    [OT_OP_ONE_HOT] = ot_shape_rule_one_hot,
+    [OT_OP_SIZE] = ot_shape_rule_size,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

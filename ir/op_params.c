@@ -276,6 +276,23 @@ typedef struct family {
     resolve_fn resolve;
 } family;
 
+/* ---- ops batch 4 (issue 26) ---- */
+static ot_status resolve_einsum(const ot_node *n, ot_op_params *p, ot_error *err) {
+    p->u.einsum.equation = ot_node_attr_string(n, "equation", NULL);
+    return int_attr(n, "index", 0, &p->u.einsum.index, err);
+}
+
+static ot_status resolve_select(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_select_params *x = &p->u.select;
+    int largest = 1, sorted = 1;
+    ot_status st = int_attr(n, "axis", -1, &x->axis, err);
+    if (!st) st = int_attr(n, "largest", 1, &largest, err);
+    if (!st) st = int_attr(n, "sorted", 1, &sorted, err);
+    x->largest = largest != 0;
+    x->sorted = sorted != 0;
+    return st;
+}
+
 static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_GEMM] = {OT_PARAMS_GEMM, resolve_gemm},
     [OT_OP_CONV] = {OT_PARAMS_WINDOW, resolve_window},
@@ -357,6 +374,11 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_INSTANCE_NORM] = {OT_PARAMS_NORM, resolve_norm},
     [OT_OP_GROUP_NORM] = {OT_PARAMS_NORM, resolve_norm},
     [OT_OP_GROUP_NORM_GRAD] = {OT_PARAMS_NORM, resolve_norm},
+    /* ---- ops batch 4 (issue 26) ---- */
+    [OT_OP_EINSUM] = {OT_PARAMS_EINSUM, resolve_einsum},
+    [OT_OP_EINSUM_GRAD] = {OT_PARAMS_EINSUM, resolve_einsum},
+    [OT_OP_TOP_K] = {OT_PARAMS_SELECT, resolve_select},
+    [OT_OP_ONE_HOT] = {OT_PARAMS_SELECT, resolve_select},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -39,6 +39,9 @@ typedef enum ot_params_kind {
     OT_PARAMS_INDEX,
     OT_PARAMS_RANDOM, /* random sources (issue 13) */
     OT_PARAMS_UNARY,  /* ops batch 1 (issue 26): Elu, Selu, Celu, ThresholdedRelu */
+    /* ---- ops batch 4 (issue 26) ---- */
+    OT_PARAMS_EINSUM, /* Einsum, EinsumGrad */
+    OT_PARAMS_SELECT, /* TopK, OneHot */
 } ot_params_kind;
 
 /* Gemm */
@@ -190,6 +193,20 @@ typedef struct ot_unary_params {
     float threshold; /* ThresholdedRelu(Grad): alpha, 1 by default */
 } ot_unary_params;
 
+/* ---- ops batch 4 (issue 26) ---- */
+/* Einsum, EinsumGrad: the equation (the node's attribute, parsed against the operands'
+ * ranks by ir/einsum.h where they are known); EinsumGrad: the operand whose gradient */
+typedef struct ot_einsum_params {
+    const char *equation; /* NULL when absent */
+    int index;            /* EinsumGrad: 0 by default */
+} ot_einsum_params;
+
+/* TopK: axis (-1), largest (1), sorted (1); OneHot: axis (-1) */
+typedef struct ot_select_params {
+    int axis;
+    bool largest, sorted;
+} ot_select_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -206,6 +223,8 @@ typedef struct ot_op_params {
         ot_index_params index; /* layout and indexing (issue 13) */
         ot_random_params random; /* random sources (issue 13) */
         ot_unary_params unary;   /* ops batch 1 (issue 26) */
+        ot_einsum_params einsum; /* ops batch 4 (issue 26) */
+        ot_select_params select; /* ops batch 4 (issue 26) */
     } u;
 } ot_op_params;
 

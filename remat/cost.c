@@ -5,6 +5,7 @@
  * planner measures it). */
 #include <stdlib.h>
 
+#include "ir/einsum.h"
 #include "remat/remat.h"
 
 static int64_t numel_of(const ot_graph *g, int v) {
@@ -142,6 +143,30 @@ static double cost_window(const ot_graph *g, const ot_node *n, const cost_io *io
 /* The cost of every op: a formula or a class. Every op of ops.def has an entry
  * (tests/test_op_table.c checks it); so does OT_OP_UNKNOWN, which import refuses
  * anyway, so that a node of one never reads a hole. */
+/* ops batch 4 (issue 26): Einsum and EinsumGrad multiply-add once per assignment of
+ * every label, the product of the label sizes (each the largest dim it has). */
+static double cost_einsum(const ot_graph *g, const ot_node *n, const cost_io *io) {
+    (void)io;
+    int first = n->op == OT_OP_EINSUM_GRAD ? 1 : 0, nx = n->n_inputs - first, ranks[OT_EIN_MAX_IN];
+    if (nx < 1 || nx > OT_EIN_MAX_IN) return 0.0;
+    for (int k = 0; k < nx; k++) {
+        int v = n->inputs[first + k];
+        if (v < 0 || g->values[v].shape.rank < 0) return 0.0;
+        ranks[k] = g->values[v].shape.rank;
+    }
+    ot_einsum e;
+    if (!ot_einsum_parse(ot_node_attr_string(n, "equation", NULL), nx, ranks, &e, NULL, 0)) return 0.0;
+    int64_t size[OT_EIN_MAX_LABELS] = {0};
+    for (int k = 0; k < nx; k++)
+        for (int d = 0; d < e.rank[k]; d++) {
+            int64_t v = dim_of(g, n->inputs[first + k], d);
+            if (v > size[e.label[k][d]]) size[e.label[k][d]] = v;
+        }
+    double f = 2.0;
+    for (int l = 0; l < e.n_labels; l++) f *= (double)(size[l] > 0 ? size[l] : 1);
+    return f;
+}
+
 static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_UNKNOWN] = cost_per_element,
     [OT_OP_GEMM] = cost_gemm,
@@ -299,6 +324,12 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_INSTANCE_NORM] = cost_norm,
     [OT_OP_GROUP_NORM] = cost_norm,
     [OT_OP_GROUP_NORM_GRAD] = cost_norm_grad,
+    /* ---- ops batch 4 (issue 26) ---- */
+    [OT_OP_EINSUM] = cost_einsum,
+    [OT_OP_EINSUM_GRAD] = cost_einsum,
+    [OT_OP_TOP_K] = cost_per_element,
+    [OT_OP_ONE_HOT] = cost_per_element,
+    [OT_OP_SIZE] = cost_free,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

@@ -26,6 +26,12 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_ops1.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_ops1_tmp)
   set_tests_properties(check_ops1 PROPERTIES TIMEOUT 120)
+  # Issue 26's ops batch 4 (Einsum, TopK, OneHot, Size): a torch export and onnx.helper
+  # models through info and grad, against PyTorch 1.13; bad equations and K refused.
+  add_test(NAME check_ops4
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_ops4.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_ops4_tmp)
+  set_tests_properties(check_ops4 PROPERTIES TIMEOUT 120)
   # `train --external-data`: layouts, confinement, atomicity, onnx.checker.
   add_test(NAME check_external_out
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_external_out.py $<TARGET_FILE:onnxtrain>

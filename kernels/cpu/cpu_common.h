@@ -117,4 +117,12 @@ ot_status ot_cpu_arg_reduce(const ot_node *, const ot_tensor *, ot_tensor *, con
 /* cpu_group_norm.c (issue 26): InstanceNormalization, GroupNormalization */
 ot_status ot_cpu_group_norm(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 
+/* ---- ops batch 4 (issue 26) ---- */
+/* cpu_einsum.c: Einsum, EinsumGrad */
+ot_status ot_cpu_einsum(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* cpu_select.c: TopK, OneHot, Size */
+ot_status ot_cpu_top_k(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_one_hot(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_size(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+
 #endif

@@ -93,7 +93,8 @@ static ot_status run_on_host(ot_cuda_ctx *cx, const ot_node *node, const ot_tens
         hin[k] = in[k];
         hin[k].data = NULL;
         size_t nb = (size_t)ot_kernel_numel(&in[k]) * ot_dtype_size(in[k].dtype);
-        if (!in[k].data || node->op == OT_OP_SHAPE) continue; /* Shape reads the shape only */
+        /* Shape and Size read the shape only */
+        if (!in[k].data || node->op == OT_OP_SHAPE || node->op == OT_OP_SIZE) continue;
         if (!(hin[k].data = malloc(nb ? nb : 1))) goto oom;
         if (nb) {
             cudaError_t e = cudaMemcpyAsync(hin[k].data, in[k].data, nb, cudaMemcpyDeviceToHost, cx->stream);
@@ -398,6 +399,8 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
         /* ops batch 1 (issue 26) */
         ot_cuda_act_unary, ot_cuda_prelu, ot_cuda_act_ext_grad, ot_cuda_prelu_grad,
         ot_cuda_reduce_ext, ot_cuda_arg_reduce, ot_cuda_reduce_grad, ot_cuda_group_norm, ot_cuda_group_norm_grad,
+        /* ops batch 4 (issue 26) */
+        ot_cuda_einsum, ot_cuda_top_k, ot_cuda_one_hot,
     };
     for (size_t i = 0; fn && i < sizeof with / sizeof with[0]; i++)
         if (with[i] == fn) return true;

@@ -77,6 +77,13 @@ SUPPORTS(sup_compare) {
 }
 SUPPORTS(sup_logic) { return in0(node, in) == OT_BOOL && in[1].dtype == OT_BOOL; }
 SUPPORTS(sup_not) { return in0(node, in) == OT_BOOL; }
+/* ops batch 4 (issue 26): TopK's float32 X and integer K; OneHot's indices and values */
+SUPPORTS(sup_top_k) { return in0(node, in) == OT_F32 && index_dtype(in[1].dtype); }
+SUPPORTS(sup_one_hot) {
+    ot_dtype it = in0(node, in), vt = out0(node, out);
+    return (it == OT_I64 || it == OT_I32 || it == OT_F32) && cast_dtype(in[1].dtype) &&
+           (vt == OT_F32 || vt == OT_I64 || vt == OT_I32) && in[2].dtype == vt;
+}
 SUPPORTS(sup_f32_f64) { return in0(node, in) == OT_F32 || in0(node, in) == OT_F64; }
 /* random sources (issue 13): the output's dtype decides, the input gives a shape only */
 SUPPORTS(sup_f32_out) { return out0(node, out) == OT_F32; }
