@@ -2811,6 +2811,73 @@ static void test_host_group_norm(void **state) {
 }
 static void test_group_norm(void **state) { gn_cases(backend_of(state)); }
 
+/* ops batch 4 (issue 26): Einsum, EinsumGrad, TopK, OneHot. Host mode against the
+ * CPU kernels bit for bit; the GPU too (one thread per output element or row, the
+ * CPU's order, rounding-exact double sums), so the tolerance is 0. */
+static void sel_run(ot_backend *be, const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *out) {
+    if (be)
+        tc_check(be, label, n, in, out, 0, 0, 0, 0);
+    else
+        assert_int_equal(hm_compare(label, n, in, out), OT_OK);
+}
+
+static void sel_cases(ot_backend *be) {
+    tc_pool p = {0};
+    static const struct {
+        const char *eq;
+        int n;
+    } ein[3] = {{"bhqd,bhkd->bhqk", 2}, {"...ij,...kj->...ik", 2}, {"bi,oij,bj->bo", 3}};
+    ot_tensor eq_in[3][3] = {
+        {tc_rand(&p, 300, -1, 1, 4, 2, 3, 17, 8), tc_rand(&p, 301, -1, 1, 4, 2, 3, 9, 8)},
+        {tc_rand(&p, 302, -1, 1, 3, 1, 5, 7), tc_rand(&p, 303, -1, 1, 3, 4, 6, 7)},
+        {tc_rand(&p, 304, -1, 1, 2, 5, 6), tc_rand(&p, 305, -1, 1, 3, 3, 6, 4), tc_rand(&p, 306, -1, 1, 2, 5, 4)}};
+    ot_tensor eq_out[3] = {tc_out(OT_F32, 4, 2, 3, 17, 9), tc_out(OT_F32, 3, 4, 5, 6), tc_out(OT_F32, 2, 5, 3)};
+    for (int k = 0; k < 3; k++) {
+        ot_node n = tk_node(OT_OP_EINSUM, ein[k].n, 1);
+        ot_node_set_attr_string(&n, "equation", ein[k].eq);
+        sel_run(be, ein[k].eq, &n, eq_in[k], &eq_out[k]);
+        tk_node_free(&n);
+    }
+    /* EinsumGrad onto the broadcast [1, 5, 7] of the second form */
+    ot_node g = tk_node(OT_OP_EINSUM_GRAD, 3, 1);
+    ot_node_set_attr_string(&g, "equation", "...ij,...kj->...ik");
+    ot_tensor gi[3] = {tc_rand(&p, 307, -1, 1, 3, 4, 5, 6), eq_in[1][0], eq_in[1][1]};
+    ot_tensor go[1] = {tc_out(OT_F32, 3, 1, 5, 7)};
+    sel_run(be, "EinsumGrad", &g, gi, go);
+    tk_node_free(&g);
+    /* TopK along the middle axis, both orders, with ties (values on a 0.25 grid) */
+    ot_tensor tx = tc_rand(&p, 308, -2, 2, 3, 4, 33, 5);
+    float *tv = tx.data;
+    for (int i = 0; i < 4 * 33 * 5; i++) tv[i] = floorf(tv[i] * 4) / 4;
+    int64_t k = 7;
+    for (int largest = 0; largest < 2; largest++) {
+        ot_node t = tk_node(OT_OP_TOP_K, 2, 2);
+        ot_node_set_attr_int(&t, "axis", 1);
+        ot_node_set_attr_int(&t, "largest", largest);
+        ot_tensor ti[2] = {tx, tc_ints(&p, 1, &k)};
+        ot_tensor to[2] = {tc_out(OT_F32, 3, 4, 7, 5), tc_out(OT_I64, 3, 4, 7, 5)};
+        sel_run(be, "TopK", &t, ti, to);
+        tk_node_free(&t);
+    }
+    /* OneHot: int64 indices with negatives and one out of range, float32 values */
+    int64_t ind[6] = {0, -1, 4, 2, -5, 1}, depth = 5;
+    float onoff[2] = {-1, 3};
+    ot_tensor oi[3] = {tc_ints(&p, 6, ind), tc_ints(&p, 1, &depth), tc_rand(&p, 309, 0, 1, 1, 2)};
+    memcpy(oi[2].data, onoff, sizeof onoff);
+    ot_node o = tk_node(OT_OP_ONE_HOT, 3, 1);
+    ot_node_set_attr_int(&o, "axis", 0);
+    ot_tensor oo[1] = {tc_out(OT_F32, 2, 5, 6)};
+    sel_run(be, "OneHot", &o, oi, oo);
+    tk_node_free(&o);
+    tc_free(&p);
+}
+
+static void test_host_select(void **state) {
+    (void)state;
+    sel_cases(NULL);
+}
+static void test_select(void **state) { sel_cases(backend_of(state)); }
+
 int main(void) {
     const struct CMUnitTest select_tests[] = {
         cmocka_unit_test(test_select_names),
@@ -2851,6 +2918,7 @@ int main(void) {
         cmocka_unit_test(test_host_activation), /* ops batch 1 (issue 26) */
         cmocka_unit_test(test_host_reduce_ext),
         cmocka_unit_test(test_host_group_norm),
+        cmocka_unit_test(test_host_select), /* ops batch 4 (issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
     char reason[1024];
@@ -2879,6 +2947,7 @@ int main(void) {
         cmocka_unit_test(test_activation), /* ops batch 1 (issue 26) */
         cmocka_unit_test(test_reduce_ext),
         cmocka_unit_test(test_group_norm),
+        cmocka_unit_test(test_select), /* ops batch 4 (issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else
