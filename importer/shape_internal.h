@@ -108,6 +108,8 @@ ot_status ot_shape_rule_einsum_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype 
 ot_status ot_shape_rule_top_k(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_one_hot(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_size(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_rnn(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh); /* GRU, LSTM */
+ot_status ot_shape_rule_rnn_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 /* Up to max int elements of input slot `slot` when known (constant data, or shape data
  * for short vectors); -1 when not known, 0 when absent (shape_rules_index.c). */
 int ot_shape_known_ints(ot_shape_ctx *c, const ot_node *n, int slot, int64_t *v, int max);

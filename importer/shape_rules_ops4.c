@@ -174,3 +174,57 @@ ot_status ot_shape_rule_size(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot
     sh[0] = ot_shape_make(0, NULL);
     return OT_OK;
 }
+
+/* ---- recurrent ops (issue 26) ---- */
+/* RNN, GRU, LSTM: Y [T, D, B, H] (layout 1: [B, T, D, H]); Y_h and Y_c [D, B, H]
+ * (layout 1: [B, D, H]); H from R's last dim (hidden_size must agree), D from the
+ * direction. */
+ot_status ot_shape_rule_rnn(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    const ot_value *x = ot_shape_input(c, n, 0), *r = ot_shape_input(c, n, 2);
+    for (int o = 0; o < n->n_outputs; o++)
+        dt[o] = x ? x->dtype : OT_UNDEFINED;
+    const char *dir = ot_node_attr_string(n, "direction", "forward");
+    int64_t D = !strcmp(dir, "bidirectional") ? 2 : (!strcmp(dir, "forward") || !strcmp(dir, "reverse")) ? 1 : 0;
+    if (!D) return ot_shape_fail_model(c, n, "direction '%s' (forward, reverse or bidirectional)", dir);
+    int64_t hs = ot_node_attr_int(n, "hidden_size", -1), layout = ot_node_attr_int(n, "layout", 0);
+    if (layout != 0 && layout != 1) return ot_shape_fail_model(c, n, "layout %lld (0 or 1)", (long long)layout);
+    if (!x || !r || x->shape.rank < 0 || r->shape.rank < 0) return OT_OK;
+    char a[160];
+    if (x->shape.rank != 3) return ot_shape_fail(c, n, "X %s is not 3-D", SHP(&x->shape, a));
+    if (r->shape.rank != 3) return ot_shape_fail(c, n, "R %s is not 3-D", SHP(&r->shape, a));
+    int64_t H = r->shape.dim[2];
+    if (hs >= 0 && H >= 0 && hs != H)
+        return ot_shape_fail(c, n, "hidden_size %lld, but R %s", (long long)hs, SHP(&r->shape, a));
+    if (hs < 1 && H == 0) return ot_shape_fail(c, n, "hidden size 0");
+    if (hs > 0) H = hs;
+    int ti = layout ? 1 : 0, bi = layout ? 0 : 1;
+    int64_t T = x->shape.dim[ti], B = x->shape.dim[bi];
+    int32_t ts = x->shape.sym[ti], bs = x->shape.sym[bi];
+    if (n->n_outputs > 0) {
+        sh[0] = ot_shape_make(4, NULL);
+        int64_t dims[4] = {T, D, B, H}, ldims[4] = {B, T, D, H};
+        int32_t syms[4] = {ts, -1, bs, -1}, lsyms[4] = {bs, ts, -1, -1};
+        for (int d = 0; d < 4; d++)
+            sh[0].dim[d] = layout ? ldims[d] : dims[d], sh[0].sym[d] = layout ? lsyms[d] : syms[d];
+    }
+    for (int o = 1; o < n->n_outputs; o++) {
+        sh[o] = ot_shape_make(3, NULL);
+        int64_t dims[3] = {D, B, H}, ldims[3] = {B, D, H};
+        int32_t syms[3] = {-1, bs, -1}, lsyms[3] = {bs, -1, -1};
+        for (int d = 0; d < 3; d++)
+            sh[o].dim[d] = layout ? ldims[d] : dims[d], sh[o].sym[d] = layout ? lsyms[d] : syms[d];
+    }
+    return OT_OK;
+}
+
+/* RnnGrad: output k typed and shaped like input 3 + k (X, W, R, B, initial_h,
+ * initial_c, P; sequence_lens, input 7, has no gradient: output 4 is input 8's). */
+ot_status ot_shape_rule_rnn_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    static const int like[7] = {3, 4, 5, 6, 8, 9, 10};
+    for (int o = 0; o < n->n_outputs && o < 7; o++) {
+        const ot_value *v = ot_shape_input(c, n, like[o]);
+        dt[o] = v ? v->dtype : OT_F32;
+        sh[o] = v ? v->shape : ot_shape_unknown();
+    }
+    return OT_OK;
+}

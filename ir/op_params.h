@@ -42,6 +42,7 @@ typedef enum ot_params_kind {
     /* ---- ops batch 4 (issue 26) ---- */
     OT_PARAMS_EINSUM, /* Einsum, EinsumGrad */
     OT_PARAMS_SELECT, /* TopK, OneHot */
+    OT_PARAMS_RNN,    /* RNN, GRU, LSTM, RnnGrad */
 } ot_params_kind;
 
 /* Gemm */
@@ -207,6 +208,23 @@ typedef struct ot_select_params {
     bool largest, sorted;
 } ot_select_params;
 
+/* RNN, GRU, LSTM and RnnGrad (its "cell" attribute names the forward op). The
+ * activations are ONNX's defaults (RNN: Tanh or Relu, the same in both directions);
+ * any other list sets bad_activations, and the kernels refuse it, naming it. */
+typedef struct ot_rnn_params {
+    int cell;          /* OT_OP_RNN / OT_OP_GRU / OT_OP_LSTM; OT_OP_UNKNOWN: none */
+    int hidden_size;   /* -1 when absent */
+    int dirs;          /* 1, 2 (bidirectional); 0 for an unknown direction string */
+    bool reverse;      /* direction "reverse" */
+    const char *direction;
+    bool layout1;      /* layout 1: batch first */
+    bool lbr;          /* GRU: linear_before_reset */
+    bool relu;         /* RNN: Relu activations */
+    bool bad_activations;
+    bool has_clip;     /* clip given (not supported) */
+    bool input_forget; /* LSTM: input_forget = 1 (not supported) */
+} ot_rnn_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -225,6 +243,7 @@ typedef struct ot_op_params {
         ot_unary_params unary;   /* ops batch 1 (issue 26) */
         ot_einsum_params einsum; /* ops batch 4 (issue 26) */
         ot_select_params select; /* ops batch 4 (issue 26) */
+        ot_rnn_params rnn;       /* recurrent ops (issue 26) */
     } u;
 } ot_op_params;
 

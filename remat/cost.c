@@ -167,6 +167,18 @@ static double cost_einsum(const ot_graph *g, const ot_node *n, const cost_io *io
     return f;
 }
 
+/* RNN, GRU, LSTM: two multiply-adds per weight per step and batch element; RnnGrad
+ * recomputes the forward and runs about twice its work back. */
+static double cost_rnn(const ot_graph *g, const ot_node *n, const cost_io *io) {
+    (void)io;
+    int first = n->op == OT_OP_RNN_GRAD ? 3 : 0;
+    if (n->n_inputs < first + 3) return 0.0;
+    int x = n->inputs[first], w = n->inputs[first + 1], r = n->inputs[first + 2];
+    double steps = (double)numel_of(g, x) / (double)(dim_of(g, x, 2) ? dim_of(g, x, 2) : 1);
+    double f = 2.0 * steps * (double)(numel_of(g, w) + numel_of(g, r));
+    return n->op == OT_OP_RNN_GRAD ? 3.0 * f : f;
+}
+
 static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_UNKNOWN] = cost_per_element,
     [OT_OP_GEMM] = cost_gemm,
@@ -330,6 +342,11 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_TOP_K] = cost_per_element,
     [OT_OP_ONE_HOT] = cost_per_element,
     [OT_OP_SIZE] = cost_free,
+    /* ---- recurrent ops (issue 26) ---- */
+    [OT_OP_RNN] = cost_rnn,
+    [OT_OP_GRU] = cost_rnn,
+    [OT_OP_LSTM] = cost_rnn,
+    [OT_OP_RNN_GRAD] = cost_rnn,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

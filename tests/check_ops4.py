@@ -13,7 +13,10 @@ PyTorch 1.13, end to end:
      has ("ij,j->i" summing j of one side), an ellipsis that broadcasts a size-1 batch
      dim, TopK at opset 1 (k an attribute), OneHot with negative indices and a middle
      axis, Size feeding arithmetic; against torch's gradients and numpy's forward;
-  3. bad input: an Einsum whose equation does not fit its operands and a TopK whose
+  3. nn.LSTM (two layers, bidirectional, batch first), nn.GRU (initial state a
+     parameter) and nn.RNN (Relu, bidirectional) exported the same way: every weight,
+     bias and the initial state against PyTorch;
+  4. bad input: an Einsum whose equation does not fit its operands and a TopK whose
      K passes the axis are refused by `onnxtrain info` naming the node.
 Fails above 1e-5 absolute plus 1e-5 relative to the gradient's largest magnitude.
 
@@ -174,6 +177,41 @@ def built(binary, scratch):
     return compare("built", ours, {k: a.grad.numpy() for k, a in t.items()}, res, loss.item())
 
 
+class Recurrent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(12)
+        self.lstm = torch.nn.LSTM(4, 5, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = torch.nn.GRU(10, 3)
+        self.rnn = torch.nn.RNN(3, 4, nonlinearity="relu", bidirectional=True)
+        self.h0 = torch.nn.Parameter(torch.randn(1, 2, 3) * 0.5)
+
+    def forward(self, x):  # x [2, 6, 4], batch first
+        y, (h, c) = self.lstm(x)
+        g, gh = self.gru(y.transpose(0, 1), self.h0)
+        r, rh = self.rnn(g)
+        return (y * y).sum() + h.sum() + c.sum() * 0.5 + (g * g).sum() + gh.sum() + (r * r).sum() + rh.sum()
+
+
+def recurrent(binary, scratch):
+    m = Recurrent()
+    x = torch.randn(2, 6, 4)
+    path, xpath = os.path.join(scratch, "recurrent.onnx"), os.path.join(scratch, "rx.npy")
+    torch.onnx.export(m, (x,), path, opset_version=14, do_constant_folding=False, input_names=["x"],
+                      output_names=["loss"], training=torch.onnx.TrainingMode.TRAINING)
+    np.save(xpath, x.numpy())
+    ops = {n.op_type for n in onnx.load(path).graph.node}
+    if not {"LSTM", "GRU", "RNN"} <= ops:
+        sys.exit("the recurrent export lacks LSTM, GRU or RNN (has %s)" % sorted(ops))
+    run(binary, ["info", path])
+    res, ours = grad(binary, path, xpath, os.path.join(scratch, "recurrent"))
+    loss = m(x)
+    loss.backward()
+    # the exporter keeps PyTorch's weights as initializers (reordered into ONNX's gate
+    # order by Slice / Concat nodes), so every parameter is compared by name
+    return compare("recurrent", ours, {n: p.grad.numpy() for n, p in m.named_parameters()}, res, loss.item())
+
+
 def bad_input(binary, scratch):
     bad = 0
     cases = [
@@ -182,11 +220,16 @@ def bad_input(binary, scratch):
         ("einsum_label", helper.make_node("Einsum", ["a", "b"], ["y"], equation="ij,ij->i", name="ein2"),
          "ein2", "label 'j'"),
         ("topk_k", helper.make_node("TopK", ["a", "k"], ["y", "i"], axis=1, name="tk"), "tk", "K = 9"),
+        ("lstm_hidden", helper.make_node("LSTM", ["x3", "w3", "r3"], ["y"], hidden_size=7, name="lstm"), "lstm",
+         "hidden_size 7"),
     ]
     for tag, node, name, words in cases:
         inits = [numpy_helper.from_array(np.ones((2, 3), np.float32), "a"),
                  numpy_helper.from_array(np.ones((2, 4), np.float32), "b"),
-                 numpy_helper.from_array(np.array([9], np.int64), "k")]
+                 numpy_helper.from_array(np.array([9], np.int64), "k"),
+                 numpy_helper.from_array(np.ones((2, 1, 3), np.float32), "x3"),
+                 numpy_helper.from_array(np.ones((1, 20, 3), np.float32), "w3"),
+                 numpy_helper.from_array(np.ones((1, 20, 5), np.float32), "r3")]
         outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output[:1]]
         g = helper.make_graph([node], tag, [], outs, inits)
         path = os.path.join(scratch, tag + ".onnx")
@@ -206,7 +249,7 @@ def main():
         sys.exit(__doc__)
     binary, scratch = sys.argv[1], sys.argv[2]
     os.makedirs(scratch, exist_ok=True)
-    bad = exported(binary, scratch) + built(binary, scratch) + bad_input(binary, scratch)
+    bad = exported(binary, scratch) + built(binary, scratch) + recurrent(binary, scratch) + bad_input(binary, scratch)
     if bad:
         sys.exit("%d check(s) failed" % bad)
     print("ops batch 4: every gradient within tolerance")

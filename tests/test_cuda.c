@@ -269,7 +269,7 @@ static void test_workspace_sizes(void **state) {
 
 /* ---- per-op comparison harness ------------------------------------------------------ */
 
-#define TC_MAX 8
+#define TC_MAX 12 /* RnnGrad: 11 inputs */
 
 /* Owns every buffer a test allocates. */
 typedef struct tc_pool {
@@ -2814,11 +2814,15 @@ static void test_group_norm(void **state) { gn_cases(backend_of(state)); }
 /* ops batch 4 (issue 26): Einsum, EinsumGrad, TopK, OneHot. Host mode against the
  * CPU kernels bit for bit; the GPU too (one thread per output element or row, the
  * CPU's order, rounding-exact double sums), so the tolerance is 0. */
-static void sel_run(ot_backend *be, const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *out) {
+static void sel_run_tol(ot_backend *be, const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *out,
+                        double tol) {
     if (be)
-        tc_check(be, label, n, in, out, 0, 0, 0, 0);
+        tc_check(be, label, n, in, out, tol, 0, 0, 0);
     else
         assert_int_equal(hm_compare(label, n, in, out), OT_OK);
+}
+static void sel_run(ot_backend *be, const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *out) {
+    sel_run_tol(be, label, n, in, out, 0);
 }
 
 static void sel_cases(ot_backend *be) {
@@ -2872,11 +2876,56 @@ static void sel_cases(ot_backend *be) {
     tc_free(&p);
 }
 
+/* RNN, GRU, LSTM and RnnGrad (issue 26): one thread per sequence, then per weight
+ * gradient element, in the CPU's order: bit for bit in host mode; on the GPU within
+ * float32 rounding (the device's expf / tanhf, through every step). */
+static void rnn_cases(ot_backend *be) {
+    tc_pool p = {0};
+    const ot_op ops[3] = {OT_OP_RNN, OT_OP_GRU, OT_OP_LSTM};
+    int32_t lens[3] = {5, 2, 0};
+    ot_tensor absent;
+    memset(&absent, 0, sizeof absent);
+    for (int k = 0; k < 3; k++) {
+        int G = k == 0 ? 1 : k == 1 ? 3 : 4, H = 4, I = 3, B = 3, T = 5, D = 2;
+        ot_tensor x = tc_rand(&p, 320, -1, 1, 3, T, B, I), w = tc_rand(&p, 321, -0.7f, 0.7f, 3, D, G * H, I);
+        ot_tensor r = tc_rand(&p, 322, -0.7f, 0.7f, 3, D, G * H, H), b = tc_rand(&p, 323, -0.5f, 0.5f, 2, D, 2 * G * H);
+        ot_tensor seq = tc_tensor(&p, OT_I32, 1, (int64_t[]){B});
+        memcpy(seq.data, lens, sizeof lens);
+        ot_tensor h0 = tc_rand(&p, 324, -0.5f, 0.5f, 3, D, B, H), c0 = tc_rand(&p, 325, -0.5f, 0.5f, 3, D, B, H);
+        ot_tensor pp = tc_rand(&p, 326, -0.5f, 0.5f, 2, D, 3 * H);
+        int n_in = k == 2 ? 8 : 6, n_out = k == 2 ? 3 : 2;
+        ot_tensor in[8] = {x, w, r, b, seq, h0, c0, pp};
+        ot_tensor out[3] = {tc_out(OT_F32, 4, T, D, B, H), tc_out(OT_F32, 3, D, B, H), tc_out(OT_F32, 3, D, B, H)};
+        ot_node n = tk_node(ops[k], n_in, n_out);
+        ot_node_set_attr_string(&n, "direction", "bidirectional");
+        if (k == 1) ot_node_set_attr_int(&n, "linear_before_reset", 1);
+        sel_run_tol(be, ot_op_name(ops[k]), &n, in, out, TOL_RED);
+        tk_node_free(&n);
+        ot_node gnode = tk_node(OT_OP_RNN_GRAD, 11, 7);
+        ot_node_set_attr_string(&gnode, "direction", "bidirectional");
+        ot_node_set_attr_int(&gnode, "cell", ops[k]);
+        if (k == 1) ot_node_set_attr_int(&gnode, "linear_before_reset", 1);
+        ot_tensor gi[11] = {tc_rand(&p, 327, -1, 1, 4, T, D, B, H), tc_rand(&p, 328, -1, 1, 3, D, B, H),
+                            k == 2 ? tc_rand(&p, 329, -1, 1, 3, D, B, H) : absent, x, w, r, b, seq, h0,
+                            k == 2 ? c0 : absent, k == 2 ? pp : absent};
+        ot_tensor go[7] = {tc_out(OT_F32, 3, T, B, I), tc_out(OT_F32, 3, D, G * H, I), tc_out(OT_F32, 3, D, G * H, H),
+                           tc_out(OT_F32, 2, D, 2 * G * H), tc_out(OT_F32, 3, D, B, H),
+                           k == 2 ? tc_out(OT_F32, 3, D, B, H) : absent, k == 2 ? tc_out(OT_F32, 2, D, 3 * H) : absent};
+        sel_run_tol(be, "RnnGrad", &gnode, gi, go, TOL_RED);
+        tk_node_free(&gnode);
+    }
+    tc_free(&p);
+}
+
 static void test_host_select(void **state) {
     (void)state;
     sel_cases(NULL);
+    rnn_cases(NULL);
 }
-static void test_select(void **state) { sel_cases(backend_of(state)); }
+static void test_select(void **state) {
+    sel_cases(backend_of(state));
+    rnn_cases(backend_of(state));
+}
 
 int main(void) {
     const struct CMUnitTest select_tests[] = {

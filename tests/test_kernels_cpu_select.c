@@ -3,7 +3,7 @@
  * (onto a repeated label, onto a broadcast dim), TopK (ties by the lower index, NaN on
  * top, smallest, the same on 1 and 4 threads), OneHot (negative and out-of-range
  * indices, float indices, int64 values, a middle axis), Size; and the bad inputs each
- * refuses with a status naming the node. */
+ * refuses with a status naming the node; the recurrent ops' bad input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -184,10 +184,41 @@ static void test_size(void **state) {
     tk_node_free(&n);
 }
 
+/* RNN / LSTM bad input: a length past the sequence, clip, activations other than
+ * ONNX's defaults, a hidden_size W does not hold: refused, naming the node. */
+static void test_rnn_bad_input(void **state) {
+    (void)state;
+    float x[6] = {0}, w[4] = {0}, r[4] = {0}, y[12], yh[4];
+    int32_t lens[2] = {3, 4};
+    ot_tensor absent;
+    memset(&absent, 0, sizeof absent);
+    ot_node n = tk_node(OT_OP_RNN, 5, 2);
+    ot_tensor in[5] = {tk_t(OT_F32, x, 3, 3, 2, 1), tk_t(OT_F32, w, 3, 1, 2, 1), tk_t(OT_F32, r, 3, 1, 2, 2), absent,
+                       tk_t(OT_I32, lens, 1, 2)};
+    ot_tensor out[2] = {tk_t(OT_F32, y, 4, 3, 1, 2, 2), tk_t(OT_F32, yh, 3, 1, 2, 2)};
+    ot_error e = {0};
+    assert_int_equal(tk_run_ex(&n, in, out, 1, 0, 0, 0, &e), OT_E_MODEL);
+    assert_non_null(strstr(e.msg, "sequence_lens[1] = 4 outside [0, 3]"));
+    lens[1] = 3;
+    assert_int_equal(tk_run(&n, in, out), OT_OK);
+    ot_node_set_attr_float(&n, "clip", 5.0f);
+    assert_int_equal(tk_run(&n, in, out), OT_E_UNSUPPORTED);
+    tk_node_free(&n);
+    n = tk_node(OT_OP_RNN, 5, 2);
+    const char *acts[1] = {"Sigmoid"};
+    ot_node_set_attr_strings(&n, "activations", acts, 1);
+    assert_int_equal(tk_run(&n, in, out), OT_E_UNSUPPORTED);
+    tk_node_free(&n);
+    n = tk_node(OT_OP_RNN, 5, 2);
+    ot_node_set_attr_int(&n, "hidden_size", 3);
+    assert_int_equal(tk_run(&n, in, out), OT_E_SHAPE);
+    tk_node_free(&n);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_einsum),  cmocka_unit_test(test_einsum_grad), cmocka_unit_test(test_top_k),
-        cmocka_unit_test(test_one_hot), cmocka_unit_test(test_size),
+        cmocka_unit_test(test_one_hot), cmocka_unit_test(test_size),        cmocka_unit_test(test_rnn_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * broadcasts a size-1 ellipsis dim, refuses disagreeing letters and an equation that
  * does not fit the operands; TopK with a constant K, an unknown K and a K past the
  * axis; OneHot's inserted depth at a middle axis; Size folded to a constant when its
- * input's shape is static, kept as a node on a symbolic one. */
+ * input's shape is static, kept as a node on a symbolic one; LSTM's and GRU's output
+ * shapes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -144,10 +145,39 @@ static void test_top_k_one_hot_size(void **state) {
     ot_graph_free(g);
 }
 
+/* LSTM, layout 1 and bidirectional: Y [batch, T, 2, H], Y_h and Y_c [batch, 2, H];
+ * a hidden_size R does not hold is refused. */
+static void test_rnn_shapes(void **state) {
+    (void)state;
+    ot_graph *g = graph();
+    int x = input(g, "x", OT_F32, 3, (int64_t[]){-1, 7, 3}, "batch");
+    int w = input(g, "w", OT_F32, 3, (int64_t[]){2, 20, 3}, NULL);
+    int r = input(g, "r", OT_F32, 3, (int64_t[]){2, 20, 5}, NULL);
+    int y = act(g, "y"), yh = act(g, "yh"), yc = act(g, "yc");
+    ot_node *n = node(g, OT_OP_LSTM, "lstm", IDS(x, w, r), IDS(y, yh, yc));
+    ot_node_set_attr_int(n, "layout", 1);
+    ot_node_set_attr_string(n, "direction", "bidirectional");
+    infer_ok(g);
+    expect_shape(g, y, "[batch,7,2,5]");
+    expect_shape(g, yh, "[batch,2,5]");
+    expect_shape(g, yc, "[batch,2,5]");
+    ot_graph_free(g);
+    g = graph();
+    x = input(g, "x", OT_F32, 3, (int64_t[]){7, 2, 3}, NULL);
+    w = input(g, "w", OT_F32, 3, (int64_t[]){1, 15, 3}, NULL);
+    r = input(g, "r", OT_F32, 3, (int64_t[]){1, 15, 5}, NULL);
+    y = act(g, "y");
+    n = node(g, OT_OP_GRU, "gru", IDS(x, w, r), IDS(y));
+    ot_node_set_attr_int(n, "hidden_size", 4);
+    infer_fails(g, OT_E_SHAPE, "hidden_size 4");
+    ot_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_einsum_shapes),
         cmocka_unit_test(test_top_k_one_hot_size),
+        cmocka_unit_test(test_rnn_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,4 +52,7 @@ OT_GRAD_KERNEL(ot_cpu_reduce_grad);
 /* cpu_group_norm.c (issue 26): GroupNormGrad */
 OT_GRAD_KERNEL(ot_cpu_group_norm_grad);
 
+/* cpu_rnn.c (issue 26): RnnGrad */
+OT_GRAD_KERNEL(ot_cpu_rnn_grad);
+
 #endif

@@ -401,6 +401,8 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
         ot_cuda_reduce_ext, ot_cuda_arg_reduce, ot_cuda_reduce_grad, ot_cuda_group_norm, ot_cuda_group_norm_grad,
         /* ops batch 4 (issue 26) */
         ot_cuda_einsum, ot_cuda_top_k, ot_cuda_one_hot,
+        /* recurrent ops (issue 26) */
+        ot_cuda_rnn, ot_cuda_rnn_grad,
     };
     for (size_t i = 0; fn && i < sizeof with / sizeof with[0]; i++)
         if (with[i] == fn) return true;
