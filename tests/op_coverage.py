@@ -156,6 +156,7 @@ def render(onnx_version, schemas):
     add(f"Every ai.onnx op of ONNX {onnx_version}'s schema list (`onnx.defs.get_all_schemas()`), and")
     add("every op onnxtrain knows that this list lacks, with what onnxtrain does with it:")
     add("")
+    add("- **version**: the opset of the op's latest version in that list.")
     add("- **forward**: `yes` the importer maps it to a row of `ir/ops.def` (shape rule, CPU")
     add("  kernel, cost); `lowered` the importer rewrites it into such ops; `-` refused at import.")
     add("- **gradient**: `yes` it has a gradient rule (`autodiff/grad_table.c`); a few rules")
@@ -173,7 +174,7 @@ def render(onnx_version, schemas):
     add(f"{len(names)} ops: onnxtrain imports {n_fwd}, differentiates {n_grad}, runs {n_cuda} "
         "with a CUDA kernel.")
     add("")
-    add("| op | since | forward | gradient | CUDA | ORT training |")
+    add("| op | version | forward | gradient | CUDA | ORT training |")
     add("|---|---|---|---|---|---|")
     for n in names:
         f, g, c = status(n, ops, cuda, lowered)
