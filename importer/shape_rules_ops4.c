@@ -1,5 +1,6 @@
 /* shape_rules_ops4.c — shape rules of ops batch 4 (issue 26): Einsum and EinsumGrad,
- * TopK, OneHot, Size. Declared in shape_internal.h; the table is shape_rules.c's. */
+ * TopK, OneHot, Size, and the recurrent ops RNN, GRU, LSTM and RnnGrad. Declared in
+ * shape_internal.h; the table is shape_rules.c's. */
 #include <string.h>
 
 #include "ir/einsum.h"
