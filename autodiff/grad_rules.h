@@ -77,5 +77,9 @@ ot_status ot_grad_activation(ot_grad_ctx *c, const ot_node *n, const int *dy);
 ot_status ot_grad_reduce_ext(ot_grad_ctx *c, const ot_node *n, const int *dy);
 /* ops3 (issue 26): RMSNormalization, RotaryEmbedding, Attention (grad_xfmr.c) */
 ot_status ot_grad_xfmr(ot_grad_ctx *c, const ot_node *n, const int *dy);
+/* grad_select.c (ops batch 4, issue 26): Einsum, TopK */
+ot_status ot_grad_select(ot_grad_ctx *c, const ot_node *n, const int *dy);
+/* grad_rnn.c (issue 26): RNN, GRU, LSTM */
+ot_status ot_grad_rnn(ot_grad_ctx *c, const ot_node *n, const int *dy);
 
 #endif

@@ -116,6 +116,13 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     /* grad_norm.c (issue 26) */
     [OT_OP_INSTANCE_NORM] = ot_grad_norm,
     [OT_OP_GROUP_NORM] = ot_grad_norm,
+    /* grad_select.c (ops batch 4, issue 26) */
+    [OT_OP_EINSUM] = ot_grad_select,
+    [OT_OP_TOP_K] = ot_grad_select,
+    /* grad_rnn.c (issue 26) */
+    [OT_OP_RNN] = ot_grad_rnn,
+    [OT_OP_GRU] = ot_grad_rnn,
+    [OT_OP_LSTM] = ot_grad_rnn,
 };
 
 ot_grad_rule_fn ot_grad_rule_of(ot_op op) { return (op > 0 && op < OT_OP_COUNT) ? grad_rules[op] : NULL; }

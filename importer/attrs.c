@@ -238,6 +238,14 @@ static const attr_rule rules[OT_OP_COUNT][OT_MAX_TYPED_ATTRS] = {
                          {"scale", OT_ATTR_FLOAT},
                          {"softcap", OT_ATTR_FLOAT},
                          {"softmax_precision", OT_ATTR_INT}},
+    /* ---- ops batch 4 (issue 26) ---- (TopK's k: opset 1, normalised to an input) */
+    [OT_OP_EINSUM] = {{"equation", OT_ATTR_STRING}},
+    [OT_OP_TOP_K] = {{"axis", OT_ATTR_INT}, {"largest", OT_ATTR_INT}, {"sorted", OT_ATTR_INT}, {"k", OT_ATTR_INT}},
+    [OT_OP_ONE_HOT] = {{"axis", OT_ATTR_INT}},
+    /* ---- recurrent ops (issue 26) ---- */
+    [OT_OP_RNN] = {{"activations", OT_ATTR_STRINGS}, {"clip", OT_ATTR_FLOAT}, {"direction", OT_ATTR_STRING}, {"hidden_size", OT_ATTR_INT}, {"layout", OT_ATTR_INT}},
+    [OT_OP_GRU] = {{"activations", OT_ATTR_STRINGS}, {"clip", OT_ATTR_FLOAT}, {"direction", OT_ATTR_STRING}, {"hidden_size", OT_ATTR_INT}, {"layout", OT_ATTR_INT}, {"linear_before_reset", OT_ATTR_INT}},
+    [OT_OP_LSTM] = {{"activations", OT_ATTR_STRINGS}, {"clip", OT_ATTR_FLOAT}, {"direction", OT_ATTR_STRING}, {"hidden_size", OT_ATTR_INT}, {"layout", OT_ATTR_INT}, {"input_forget", OT_ATTR_INT}},
 };
 
 static const char *type_name(ot_attr_type t) {

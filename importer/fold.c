@@ -106,7 +106,7 @@ ot_status ot_fold_node(ot_graph *g, int id, bool *folded, ot_error *err) {
     ot_status st = OT_OK;
     *folded = false;
     if (n->removed || !foldable_op(n) || !outputs_small_static(g, n)) return OT_OK;
-    bool is_meta = n->op == OT_OP_CONSTANT || n->op == OT_OP_SHAPE;
+    bool is_meta = n->op == OT_OP_CONSTANT || n->op == OT_OP_SHAPE || n->op == OT_OP_SIZE;
     if (!is_meta && (!g->fold_eval || !inputs_constant(g, n))) return OT_OK;
     in = ot_xcalloc((size_t)n->n_inputs, sizeof *in);
     out = ot_xcalloc((size_t)n->n_outputs, sizeof *out);
@@ -132,6 +132,10 @@ ot_status ot_fold_node(ot_graph *g, int id, bool *folded, ot_error *err) {
     } else if (n->op == OT_OP_SHAPE) {
         ok = out[0].dtype == OT_I64 &&
              shape_bytes(g, n, out[0].data, (int64_t)(out[0].nbytes / sizeof(int64_t)));
+    } else if (n->op == OT_OP_SIZE) { /* ops batch 4 (issue 26): a static input's count */
+        const ot_value *x = n->inputs[0] >= 0 ? &g->values[n->inputs[0]] : NULL;
+        ok = out[0].dtype == OT_I64 && out[0].nbytes == sizeof(int64_t) && x && ot_shape_is_static(&x->shape);
+        if (ok) *(int64_t *)out[0].data = ot_shape_numel(&x->shape);
     } else {
         for (int i = 0; i < n->n_inputs; i++) {
             if (n->inputs[i] < 0) continue; /* absent: data NULL, dtype undefined */

@@ -380,6 +380,31 @@ static ot_status normalize_resize(ot_graph *g, int nid, ot_error *err) {
     return OT_OK;
 }
 
+/* ops batch 4 (issue 26): TopK before opset 10 gives k as an attribute; it becomes
+ * the constant input K (int64 [1]) of the later opsets. */
+static ot_status normalize_top_k(ot_graph *g, int nid, ot_error *err) {
+    ot_node *n = &g->nodes[nid];
+    const ot_attr *ka = ot_node_attr(n, "k");
+    if (n->n_inputs >= 2) {
+        if (ka) return ot_fail(err, OT_E_MODEL, "node '%s' (TopK): k given both as an attribute and an input", n->name);
+        return OT_OK;
+    }
+    if (!ka || ka->type != OT_ATTR_INT)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (TopK): no K (an int attribute k before opset 10)", n->name);
+    int64_t one = 1, k = ka->i;
+    ot_shape ks = ot_shape_make(1, &one);
+    int kv = ot_imp_add_const(g, n, "k", OT_I64, &ks, &k, sizeof k);
+    n = &g->nodes[nid];
+    int *in = kv < 0 ? NULL : realloc(n->inputs, 2 * sizeof(int));
+    if (!in) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    n->inputs = in;
+    n->inputs[1] = -1;
+    n->n_inputs = 2;
+    ot_graph_set_input(g, nid, 1, kv);
+    ot_node_remove_attr(n, "k");
+    return OT_OK;
+}
+
 typedef ot_status (*normalize_fn)(ot_graph *g, int nid, ot_error *err);
 
 /* The normalisation of each op whose form differs across opsets or whose defaults
@@ -399,6 +424,7 @@ static const normalize_fn normalizers[OT_OP_COUNT] = {
     [OT_OP_REDUCE_SUM] = normalize_reduce,
     /* ---- layout and indexing (issue 13) ---- */
     [OT_OP_PAD] = normalize_pad,
+    [OT_OP_TOP_K] = normalize_top_k, /* ops batch 4 (issue 26) */
     /* ---- ops batch 1 (issue 26): axes as ReduceSum's ---- */
     [OT_OP_REDUCE_MAX] = normalize_reduce,
     [OT_OP_REDUCE_MIN] = normalize_reduce,

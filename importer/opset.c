@@ -56,6 +56,11 @@ static const int64_t SINCE[OT_OP_COUNT] = {
     [OT_OP_RMS_NORM] = 23,
     [OT_OP_ROTARY_EMBEDDING] = 23,
     [OT_OP_ATTENTION] = 23,
+    /* ---- ops batch 4 (issue 26) ---- (TopK, Size: opset 1) */
+    [OT_OP_EINSUM] = 12,
+    [OT_OP_ONE_HOT] = 9,
+    /* recurrent ops (issue 26): RNN, GRU and LSTM exist since opset 1 (GRU-1 had no
+     * linear_before_reset: its default 0 is GRU-1's behaviour) */
 };
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }

@@ -108,6 +108,17 @@ ot_status ot_shape_rule_random(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, 
 ot_status ot_shape_rule_prelu(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_arg_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_group_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+/* ---- ops batch 4 (issue 26): shape_rules_ops4.c ---- */
+ot_status ot_shape_rule_einsum(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_einsum_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_top_k(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_one_hot(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_size(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_rnn(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh); /* GRU, LSTM */
+ot_status ot_shape_rule_rnn_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+/* Up to max int elements of input slot `slot` when known (constant data, or shape data
+ * for short vectors); -1 when not known, 0 when absent (shape_rules_index.c). */
+int ot_shape_known_ints(ot_shape_ctx *c, const ot_node *n, int slot, int64_t *v, int max);
 
 /* ---- ops3 (issue 26), transformer ops: shape_rules_xfmr.c ---- */
 ot_status ot_shape_rule_rms_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);

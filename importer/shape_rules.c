@@ -759,6 +759,17 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_ROTARY_EMBEDDING_GRAD] = ot_shape_rule_rotary,
     [OT_OP_ATTENTION] = ot_shape_rule_attention,
     [OT_OP_ATTENTION_GRAD] = ot_shape_rule_attention_grad,
+    /* ---- ops batch 4 (issue 26) ---- */
+    [OT_OP_EINSUM] = ot_shape_rule_einsum,
+    [OT_OP_EINSUM_GRAD] = ot_shape_rule_einsum_grad,
+    [OT_OP_TOP_K] = ot_shape_rule_top_k,
+    [OT_OP_ONE_HOT] = ot_shape_rule_one_hot,
+    [OT_OP_SIZE] = ot_shape_rule_size,
+    /* ---- recurrent ops (issue 26) ---- */
+    [OT_OP_RNN] = ot_shape_rule_rnn,
+    [OT_OP_GRU] = ot_shape_rule_rnn,
+    [OT_OP_LSTM] = ot_shape_rule_rnn,
+    [OT_OP_RNN_GRAD] = ot_shape_rule_rnn_grad,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

@@ -35,6 +35,10 @@ static int known_ints(ot_shape_ctx *c, const ot_node *n, int slot, int64_t *v, i
     return iv->rank;
 }
 
+int ot_shape_known_ints(ot_shape_ctx *c, const ot_node *n, int slot, int64_t *v, int max) {
+    return known_ints(c, n, slot, v, max);
+}
+
 static void all_unknown(ot_shape *s) {
     for (int i = 0; i < s->rank; i++) s->dim[i] = -1, s->sym[i] = -1;
 }

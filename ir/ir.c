@@ -501,6 +501,18 @@ int ot_node_set_attr_string(ot_node *n, const char *name, const char *v) {
     return a->s ? 0 : -1;
 }
 
+int ot_node_set_attr_strings(ot_node *n, const char *name, const char *const *v, int count) {
+    ot_attr *a = attr_slot(n, name);
+    if (!a) return -1;
+    a->type = OT_ATTR_STRINGS;
+    a->strings = ot_xcalloc((size_t)(count ? count : 1), sizeof(char *));
+    if (!a->strings) return -1;
+    a->n = count;
+    for (int k = 0; k < count; k++)
+        if (!(a->strings[k] = ot_strdup(v[k]))) return -1;
+    return 0;
+}
+
 int ot_node_set_attr_ints(ot_node *n, const char *name, const int64_t *v, int count) {
     ot_attr *a = attr_slot(n, name);
     if (!a) return -1;

@@ -332,6 +332,7 @@ int ot_node_set_attr_int(ot_node *n, const char *name, int64_t v);
 int ot_node_set_attr_float(ot_node *n, const char *name, float v);
 int ot_node_set_attr_string(ot_node *n, const char *name, const char *v);
 int ot_node_set_attr_ints(ot_node *n, const char *name, const int64_t *v, int count);
+int ot_node_set_attr_strings(ot_node *n, const char *name, const char *const *v, int count);
 int ot_node_set_attr_floats(ot_node *n, const char *name, const float *v, int count);
 /* Takes ownership of t (and its data). */
 int ot_node_set_attr_tensor(ot_node *n, const char *name, ot_tensor *t);

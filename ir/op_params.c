@@ -392,6 +392,66 @@ typedef struct family {
     resolve_fn resolve;
 } family;
 
+/* ---- ops batch 4 (issue 26) ---- */
+static ot_status resolve_einsum(const ot_node *n, ot_op_params *p, ot_error *err) {
+    p->u.einsum.equation = ot_node_attr_string(n, "equation", NULL);
+    return int_attr(n, "index", 0, &p->u.einsum.index, err);
+}
+
+static ot_status resolve_select(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_select_params *x = &p->u.select;
+    int largest = 1, sorted = 1;
+    ot_status st = int_attr(n, "axis", -1, &x->axis, err);
+    if (!st) st = int_attr(n, "largest", 1, &largest, err);
+    if (!st) st = int_attr(n, "sorted", 1, &sorted, err);
+    x->largest = largest != 0;
+    x->sorted = sorted != 0;
+    return st;
+}
+
+/* The activations a cell's list must hold per direction (RNN: Tanh, or Relu). */
+static bool default_activations(const ot_node *n, int cell, int dirs, bool *relu) {
+    const ot_attr *a = ot_node_attr(n, "activations");
+    *relu = false;
+    if (!a) return true;
+    static const char *gru[2] = {"Sigmoid", "Tanh"}, *lstm[3] = {"Sigmoid", "Tanh", "Tanh"};
+    int per = cell == OT_OP_RNN ? 1 : cell == OT_OP_GRU ? 2 : 3;
+    if (a->type != OT_ATTR_STRINGS || a->n != per * (dirs > 0 ? dirs : 1)) return false;
+    for (int k = 0; k < a->n; k++) {
+        const char *v = a->strings[k], *want = cell == OT_OP_RNN ? NULL : cell == OT_OP_GRU ? gru[k % 2] : lstm[k % 3];
+        if (!want) {
+            bool r = !strcmp(v, "Relu");
+            if (!r && strcmp(v, "Tanh")) return false;
+            if (k > 0 && r != *relu) return false;
+            *relu = r;
+        } else if (strcmp(v, want)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static ot_status resolve_rnn(const ot_node *n, ot_op_params *p, ot_error *err) {
+    ot_rnn_params *x = &p->u.rnn;
+    x->cell = n->op == OT_OP_RNN_GRAD ? (int)ot_node_attr_int(n, "cell", OT_OP_UNKNOWN) : (int)n->op;
+    if (x->cell != OT_OP_RNN && x->cell != OT_OP_GRU && x->cell != OT_OP_LSTM) x->cell = OT_OP_UNKNOWN;
+    x->direction = ot_node_attr_string(n, "direction", "forward");
+    x->dirs = !strcmp(x->direction, "bidirectional") ? 2
+              : (!strcmp(x->direction, "forward") || !strcmp(x->direction, "reverse")) ? 1 : 0;
+    x->reverse = !strcmp(x->direction, "reverse");
+    int lbr = 0, layout = 0, input_forget = 0;
+    ot_status st = int_attr(n, "hidden_size", -1, &x->hidden_size, err);
+    if (!st) st = int_attr(n, "layout", 0, &layout, err);
+    if (!st) st = int_attr(n, "linear_before_reset", 0, &lbr, err);
+    if (!st) st = int_attr(n, "input_forget", 0, &input_forget, err);
+    x->layout1 = layout != 0;
+    x->lbr = lbr != 0;
+    x->input_forget = input_forget != 0;
+    x->has_clip = ot_node_attr(n, "clip") != NULL;
+    x->bad_activations = x->cell != OT_OP_UNKNOWN && !default_activations(n, x->cell, x->dirs, &x->relu);
+    return st;
+}
+
 static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_GEMM] = {OT_PARAMS_GEMM, resolve_gemm},
     [OT_OP_CONV] = {OT_PARAMS_WINDOW, resolve_window},
@@ -487,6 +547,16 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_ROTARY_EMBEDDING_GRAD] = {OT_PARAMS_XFMR, resolve_xfmr},
     [OT_OP_ATTENTION] = {OT_PARAMS_XFMR, resolve_xfmr},
     [OT_OP_ATTENTION_GRAD] = {OT_PARAMS_XFMR, resolve_xfmr},
+    /* ---- ops batch 4 (issue 26) ---- */
+    [OT_OP_EINSUM] = {OT_PARAMS_EINSUM, resolve_einsum},
+    [OT_OP_EINSUM_GRAD] = {OT_PARAMS_EINSUM, resolve_einsum},
+    [OT_OP_TOP_K] = {OT_PARAMS_SELECT, resolve_select},
+    [OT_OP_ONE_HOT] = {OT_PARAMS_SELECT, resolve_select},
+    /* ---- recurrent ops (issue 26) ---- */
+    [OT_OP_RNN] = {OT_PARAMS_RNN, resolve_rnn},
+    [OT_OP_GRU] = {OT_PARAMS_RNN, resolve_rnn},
+    [OT_OP_LSTM] = {OT_PARAMS_RNN, resolve_rnn},
+    [OT_OP_RNN_GRAD] = {OT_PARAMS_RNN, resolve_rnn},
 };
 
 ot_status ot_node_resolve_params(const ot_node *node, ot_op_params *p, ot_error *err) {

@@ -42,6 +42,10 @@ typedef enum ot_params_kind {
     OT_PARAMS_RESIZE, /* Resize, Upsample, ResizeGrad (issue 26, ops batch 2) */
     OT_PARAMS_DEPTH,  /* DepthToSpace, SpaceToDepth (issue 26, ops batch 2) */
     OT_PARAMS_XFMR,   /* ops3 (issue 26): RMSNormalization, RotaryEmbedding, Attention */
+    /* ---- ops batch 4 (issue 26) ---- */
+    OT_PARAMS_EINSUM, /* Einsum, EinsumGrad */
+    OT_PARAMS_SELECT, /* TopK, OneHot */
+    OT_PARAMS_RNN,    /* RNN, GRU, LSTM, RnnGrad */
 } ot_params_kind;
 
 /* Gemm */
@@ -262,6 +266,37 @@ typedef struct ot_xfmr_params {
     float scale, softcap;          /* Attention: softcap 0 (none) */
 } ot_xfmr_params;
 
+/* ---- ops batch 4 (issue 26) ---- */
+/* Einsum, EinsumGrad: the equation (the node's attribute, parsed against the operands'
+ * ranks by ir/einsum.h where they are known); EinsumGrad: the operand whose gradient */
+typedef struct ot_einsum_params {
+    const char *equation; /* NULL when absent */
+    int index;            /* EinsumGrad: 0 by default */
+} ot_einsum_params;
+
+/* TopK: axis (-1), largest (1), sorted (1); OneHot: axis (-1) */
+typedef struct ot_select_params {
+    int axis;
+    bool largest, sorted;
+} ot_select_params;
+
+/* RNN, GRU, LSTM and RnnGrad (its "cell" attribute names the forward op). The
+ * activations are ONNX's defaults (RNN: Tanh or Relu, the same in both directions);
+ * any other list sets bad_activations, and the kernels refuse it, naming it. */
+typedef struct ot_rnn_params {
+    int cell;          /* OT_OP_RNN / OT_OP_GRU / OT_OP_LSTM; OT_OP_UNKNOWN: none */
+    int hidden_size;   /* -1 when absent */
+    int dirs;          /* 1, 2 (bidirectional); 0 for an unknown direction string */
+    bool reverse;      /* direction "reverse" */
+    const char *direction;
+    bool layout1;      /* layout 1: batch first */
+    bool lbr;          /* GRU: linear_before_reset */
+    bool relu;         /* RNN: Relu activations */
+    bool bad_activations;
+    bool has_clip;     /* clip given (not supported) */
+    bool input_forget; /* LSTM: input_forget = 1 (not supported) */
+} ot_rnn_params;
+
 typedef struct ot_op_params {
     ot_params_kind kind;
     union {
@@ -281,6 +316,9 @@ typedef struct ot_op_params {
         ot_resize_params resize; /* spatial ops (issue 26, ops batch 2) */
         ot_depth_params depth;
         ot_xfmr_params xfmr;     /* ops3 (issue 26) */
+        ot_einsum_params einsum; /* ops batch 4 (issue 26) */
+        ot_select_params select; /* ops batch 4 (issue 26) */
+        ot_rnn_params rnn;       /* recurrent ops (issue 26) */
     } u;
 } ot_op_params;
 

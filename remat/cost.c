@@ -5,6 +5,7 @@
  * planner measures it). */
 #include <stdlib.h>
 
+#include "ir/einsum.h"
 #include "remat/remat.h"
 
 static int64_t numel_of(const ot_graph *g, int v) {
@@ -157,6 +158,42 @@ static double cost_attention_grad(const ot_graph *g, const ot_node *n, const cos
 /* The cost of every op: a formula or a class. Every op of ops.def has an entry
  * (tests/test_op_table.c checks it); so does OT_OP_UNKNOWN, which import refuses
  * anyway, so that a node of one never reads a hole. */
+/* ops batch 4 (issue 26): Einsum and EinsumGrad multiply-add once per assignment of
+ * every label, the product of the label sizes (each the largest dim it has). */
+static double cost_einsum(const ot_graph *g, const ot_node *n, const cost_io *io) {
+    (void)io;
+    int first = n->op == OT_OP_EINSUM_GRAD ? 1 : 0, nx = n->n_inputs - first, ranks[OT_EIN_MAX_IN];
+    if (nx < 1 || nx > OT_EIN_MAX_IN) return 0.0;
+    for (int k = 0; k < nx; k++) {
+        int v = n->inputs[first + k];
+        if (v < 0 || g->values[v].shape.rank < 0) return 0.0;
+        ranks[k] = g->values[v].shape.rank;
+    }
+    ot_einsum e;
+    if (!ot_einsum_parse(ot_node_attr_string(n, "equation", NULL), nx, ranks, &e, NULL, 0)) return 0.0;
+    int64_t size[OT_EIN_MAX_LABELS] = {0};
+    for (int k = 0; k < nx; k++)
+        for (int d = 0; d < e.rank[k]; d++) {
+            int64_t v = dim_of(g, n->inputs[first + k], d);
+            if (v > size[e.label[k][d]]) size[e.label[k][d]] = v;
+        }
+    double f = 2.0;
+    for (int l = 0; l < e.n_labels; l++) f *= (double)(size[l] > 0 ? size[l] : 1);
+    return f;
+}
+
+/* RNN, GRU, LSTM: two multiply-adds per weight per step and batch element; RnnGrad
+ * recomputes the forward and runs about twice its work back. */
+static double cost_rnn(const ot_graph *g, const ot_node *n, const cost_io *io) {
+    (void)io;
+    int first = n->op == OT_OP_RNN_GRAD ? 3 : 0;
+    if (n->n_inputs < first + 3) return 0.0;
+    int x = n->inputs[first], w = n->inputs[first + 1], r = n->inputs[first + 2];
+    double steps = (double)numel_of(g, x) / (double)(dim_of(g, x, 2) ? dim_of(g, x, 2) : 1);
+    double f = 2.0 * steps * (double)(numel_of(g, w) + numel_of(g, r));
+    return n->op == OT_OP_RNN_GRAD ? 3.0 * f : f;
+}
+
 static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_UNKNOWN] = cost_per_element,
     [OT_OP_GEMM] = cost_gemm,
@@ -328,6 +365,17 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_ROTARY_EMBEDDING_GRAD] = cost_pointwise,
     [OT_OP_ATTENTION] = cost_attention,
     [OT_OP_ATTENTION_GRAD] = cost_attention_grad,
+    /* ---- ops batch 4 (issue 26) ---- */
+    [OT_OP_EINSUM] = cost_einsum,
+    [OT_OP_EINSUM_GRAD] = cost_einsum,
+    [OT_OP_TOP_K] = cost_per_element,
+    [OT_OP_ONE_HOT] = cost_per_element,
+    [OT_OP_SIZE] = cost_free,
+    /* ---- recurrent ops (issue 26) ---- */
+    [OT_OP_RNN] = cost_rnn,
+    [OT_OP_GRU] = cost_rnn,
+    [OT_OP_LSTM] = cost_rnn,
+    [OT_OP_RNN_GRAD] = cost_rnn,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

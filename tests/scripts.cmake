@@ -37,6 +37,12 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_xfmr.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_xfmr_tmp)
   set_tests_properties(check_xfmr PROPERTIES TIMEOUT 120)
+  # Issue 26's ops batch 4 (Einsum, TopK, OneHot, Size): a torch export and onnx.helper
+  # models through info and grad, against PyTorch 1.13; bad equations and K refused.
+  add_test(NAME check_ops4
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_ops4.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_ops4_tmp)
+  set_tests_properties(check_ops4 PROPERTIES TIMEOUT 120)
   # `train --external-data`: layouts, confinement, atomicity, onnx.checker.
   add_test(NAME check_external_out
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_external_out.py $<TARGET_FILE:onnxtrain>
@@ -72,6 +78,17 @@ find_program(OT_PY3 python3)
 if(OT_PY3)
   add_test(NAME check_opset_since COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/check_opset_since.py ${CMAKE_SOURCE_DIR})
   set_tests_properties(check_opset_since PROPERTIES SKIP_RETURN_CODE 77)
+endif()
+# docs/ops.md, the op coverage page, against ir/ops.def and kernels/cuda/cuda_ops.def
+# (tests/op_coverage.py; `python3 tests/op_coverage.py --write` regenerates it), and a
+# stale page, which must fail naming the op.
+if(OT_PY3)
+  add_test(NAME check_op_coverage COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/op_coverage.py --check)
+  add_test(NAME check_op_coverage_stale
+           COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/op_coverage.py --check
+                   --page ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/op_coverage/stale.md)
+  set_tests_properties(check_op_coverage_stale PROPERTIES
+                       PASS_REGULAR_EXPRESSION "Abs: page says forward/gradient/CUDA/ORT yes/-/yes/yes")
 endif()
 # Data-parallel train under mpirun (issue 17): -np 2 against --accum 2 byte for byte,
 # resume across rank counts, a killed and a hung rank; a build without MPI checks that

@@ -269,7 +269,7 @@ static void test_workspace_sizes(void **state) {
 
 /* ---- per-op comparison harness ------------------------------------------------------ */
 
-#define TC_MAX 8
+#define TC_MAX 12 /* RnnGrad: 11 inputs */
 
 /* Owns every buffer a test allocates. */
 typedef struct tc_pool {
@@ -3039,6 +3039,122 @@ static void test_host_group_norm(void **state) {
 }
 static void test_group_norm(void **state) { gn_cases(backend_of(state)); }
 
+/* ops batch 4 (issue 26): Einsum, EinsumGrad, TopK, OneHot. Host mode against the
+ * CPU kernels bit for bit; the GPU too (one thread per output element or row, the
+ * CPU's order, rounding-exact double sums), so the tolerance is 0. */
+static void sel_run_tol(ot_backend *be, const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *out,
+                        double tol) {
+    if (be)
+        tc_check(be, label, n, in, out, tol, 0, 0, 0);
+    else
+        assert_int_equal(hm_compare(label, n, in, out), OT_OK);
+}
+static void sel_run(ot_backend *be, const char *label, const ot_node *n, ot_tensor *in, const ot_tensor *out) {
+    sel_run_tol(be, label, n, in, out, 0);
+}
+
+static void sel_cases(ot_backend *be) {
+    tc_pool p = {0};
+    static const struct {
+        const char *eq;
+        int n;
+    } ein[3] = {{"bhqd,bhkd->bhqk", 2}, {"...ij,...kj->...ik", 2}, {"bi,oij,bj->bo", 3}};
+    ot_tensor eq_in[3][3] = {
+        {tc_rand(&p, 300, -1, 1, 4, 2, 3, 17, 8), tc_rand(&p, 301, -1, 1, 4, 2, 3, 9, 8)},
+        {tc_rand(&p, 302, -1, 1, 3, 1, 5, 7), tc_rand(&p, 303, -1, 1, 3, 4, 6, 7)},
+        {tc_rand(&p, 304, -1, 1, 2, 5, 6), tc_rand(&p, 305, -1, 1, 3, 3, 6, 4), tc_rand(&p, 306, -1, 1, 2, 5, 4)}};
+    ot_tensor eq_out[3] = {tc_out(OT_F32, 4, 2, 3, 17, 9), tc_out(OT_F32, 3, 4, 5, 6), tc_out(OT_F32, 2, 5, 3)};
+    for (int k = 0; k < 3; k++) {
+        ot_node n = tk_node(OT_OP_EINSUM, ein[k].n, 1);
+        ot_node_set_attr_string(&n, "equation", ein[k].eq);
+        sel_run(be, ein[k].eq, &n, eq_in[k], &eq_out[k]);
+        tk_node_free(&n);
+    }
+    /* EinsumGrad onto the broadcast [1, 5, 7] of the second form */
+    ot_node g = tk_node(OT_OP_EINSUM_GRAD, 3, 1);
+    ot_node_set_attr_string(&g, "equation", "...ij,...kj->...ik");
+    ot_tensor gi[3] = {tc_rand(&p, 307, -1, 1, 3, 4, 5, 6), eq_in[1][0], eq_in[1][1]};
+    ot_tensor go[1] = {tc_out(OT_F32, 3, 1, 5, 7)};
+    sel_run(be, "EinsumGrad", &g, gi, go);
+    tk_node_free(&g);
+    /* TopK along the middle axis, both orders, with ties (values on a 0.25 grid) */
+    ot_tensor tx = tc_rand(&p, 308, -2, 2, 3, 4, 33, 5);
+    float *tv = tx.data;
+    for (int i = 0; i < 4 * 33 * 5; i++) tv[i] = floorf(tv[i] * 4) / 4;
+    int64_t k = 7;
+    for (int largest = 0; largest < 2; largest++) {
+        ot_node t = tk_node(OT_OP_TOP_K, 2, 2);
+        ot_node_set_attr_int(&t, "axis", 1);
+        ot_node_set_attr_int(&t, "largest", largest);
+        ot_tensor ti[2] = {tx, tc_ints(&p, 1, &k)};
+        ot_tensor to[2] = {tc_out(OT_F32, 3, 4, 7, 5), tc_out(OT_I64, 3, 4, 7, 5)};
+        sel_run(be, "TopK", &t, ti, to);
+        tk_node_free(&t);
+    }
+    /* OneHot: int64 indices with negatives and one out of range, float32 values */
+    int64_t ind[6] = {0, -1, 4, 2, -5, 1}, depth = 5;
+    float onoff[2] = {-1, 3};
+    ot_tensor oi[3] = {tc_ints(&p, 6, ind), tc_ints(&p, 1, &depth), tc_rand(&p, 309, 0, 1, 1, 2)};
+    memcpy(oi[2].data, onoff, sizeof onoff);
+    ot_node o = tk_node(OT_OP_ONE_HOT, 3, 1);
+    ot_node_set_attr_int(&o, "axis", 0);
+    ot_tensor oo[1] = {tc_out(OT_F32, 2, 5, 6)};
+    sel_run(be, "OneHot", &o, oi, oo);
+    tk_node_free(&o);
+    tc_free(&p);
+}
+
+/* RNN, GRU, LSTM and RnnGrad (issue 26): one thread per sequence, then per weight
+ * gradient element, in the CPU's order: bit for bit in host mode; on the GPU within
+ * float32 rounding (the device's expf / tanhf, through every step). */
+static void rnn_cases(ot_backend *be) {
+    tc_pool p = {0};
+    const ot_op ops[3] = {OT_OP_RNN, OT_OP_GRU, OT_OP_LSTM};
+    int32_t lens[3] = {5, 2, 0};
+    ot_tensor absent;
+    memset(&absent, 0, sizeof absent);
+    for (int k = 0; k < 3; k++) {
+        int G = k == 0 ? 1 : k == 1 ? 3 : 4, H = 4, I = 3, B = 3, T = 5, D = 2;
+        ot_tensor x = tc_rand(&p, 320, -1, 1, 3, T, B, I), w = tc_rand(&p, 321, -0.7f, 0.7f, 3, D, G * H, I);
+        ot_tensor r = tc_rand(&p, 322, -0.7f, 0.7f, 3, D, G * H, H), b = tc_rand(&p, 323, -0.5f, 0.5f, 2, D, 2 * G * H);
+        ot_tensor seq = tc_tensor(&p, OT_I32, 1, (int64_t[]){B});
+        memcpy(seq.data, lens, sizeof lens);
+        ot_tensor h0 = tc_rand(&p, 324, -0.5f, 0.5f, 3, D, B, H), c0 = tc_rand(&p, 325, -0.5f, 0.5f, 3, D, B, H);
+        ot_tensor pp = tc_rand(&p, 326, -0.5f, 0.5f, 2, D, 3 * H);
+        int n_in = k == 2 ? 8 : 6, n_out = k == 2 ? 3 : 2;
+        ot_tensor in[8] = {x, w, r, b, seq, h0, c0, pp};
+        ot_tensor out[3] = {tc_out(OT_F32, 4, T, D, B, H), tc_out(OT_F32, 3, D, B, H), tc_out(OT_F32, 3, D, B, H)};
+        ot_node n = tk_node(ops[k], n_in, n_out);
+        ot_node_set_attr_string(&n, "direction", "bidirectional");
+        if (k == 1) ot_node_set_attr_int(&n, "linear_before_reset", 1);
+        sel_run_tol(be, ot_op_name(ops[k]), &n, in, out, TOL_RED);
+        tk_node_free(&n);
+        ot_node gnode = tk_node(OT_OP_RNN_GRAD, 11, 7);
+        ot_node_set_attr_string(&gnode, "direction", "bidirectional");
+        ot_node_set_attr_int(&gnode, "cell", ops[k]);
+        if (k == 1) ot_node_set_attr_int(&gnode, "linear_before_reset", 1);
+        ot_tensor gi[11] = {tc_rand(&p, 327, -1, 1, 4, T, D, B, H), tc_rand(&p, 328, -1, 1, 3, D, B, H),
+                            k == 2 ? tc_rand(&p, 329, -1, 1, 3, D, B, H) : absent, x, w, r, b, seq, h0,
+                            k == 2 ? c0 : absent, k == 2 ? pp : absent};
+        ot_tensor go[7] = {tc_out(OT_F32, 3, T, B, I), tc_out(OT_F32, 3, D, G * H, I), tc_out(OT_F32, 3, D, G * H, H),
+                           tc_out(OT_F32, 2, D, 2 * G * H), tc_out(OT_F32, 3, D, B, H),
+                           k == 2 ? tc_out(OT_F32, 3, D, B, H) : absent, k == 2 ? tc_out(OT_F32, 2, D, 3 * H) : absent};
+        sel_run_tol(be, "RnnGrad", &gnode, gi, go, TOL_RED);
+        tk_node_free(&gnode);
+    }
+    tc_free(&p);
+}
+
+static void test_host_select(void **state) {
+    (void)state;
+    sel_cases(NULL);
+    rnn_cases(NULL);
+}
+static void test_select(void **state) {
+    sel_cases(backend_of(state));
+    rnn_cases(backend_of(state));
+}
+
 int main(void) {
     const struct CMUnitTest select_tests[] = {
         cmocka_unit_test(test_select_names),
@@ -3081,6 +3197,7 @@ int main(void) {
         cmocka_unit_test(test_host_reduce_ext),
         cmocka_unit_test(test_host_group_norm),
         cmocka_unit_test(test_host_xfmr), /* transformer ops (ops3, issue 26) */
+        cmocka_unit_test(test_host_select), /* ops batch 4 (issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda backend, host side", host_tests, NULL, NULL);
     char reason[1024];
@@ -3112,6 +3229,7 @@ int main(void) {
         cmocka_unit_test(test_resize), /* spatial ops (issue 26) */
         cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_xfmr),  /* transformer ops (ops3, issue 26) */
+        cmocka_unit_test(test_select), /* ops batch 4 (issue 26) */
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

@@ -129,5 +129,16 @@ ot_status ot_cpu_rms_norm(const ot_node *, const ot_tensor *, ot_tensor *, const
 ot_status ot_cpu_rotary_embedding(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_attention(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 size_t ot_cpu_attention_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* ---- ops batch 4 (issue 26) ---- */
+/* cpu_einsum.c: Einsum, EinsumGrad */
+ot_status ot_cpu_einsum(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+/* cpu_select.c: TopK, OneHot, Size */
+ot_status ot_cpu_top_k(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_one_hot(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_size(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+
+/* ---- recurrent ops (issue 26): cpu_rnn.c ---- */
+ot_status ot_cpu_rnn(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+size_t ot_cpu_rnn_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 
 #endif

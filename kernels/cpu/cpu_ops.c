@@ -92,6 +92,16 @@ static bool sup_cumsum(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 static bool sup_f32_out(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return o0 == OT_F32; }
 /* ops batch 1 (issue 26): PRelu's X and slope float32 */
 static bool sup_prelu(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_F32 && in[1].dtype == OT_F32; }
+/* ops batch 4 (issue 26): TopK's float32 X and integer K; OneHot's numeric indices and
+ * float32 / int64 / int32 values */
+static bool sup_top_k(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 && index_dtype(in[1].dtype);
+}
+/* RnnGrad: its dY or dY_h may be absent; X (input 3) is float32 */
+static bool sup_any_rnn_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return in[3].dtype == OT_F32; }
+static bool sup_one_hot(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return num_dtype(t0) && num_dtype(in[1].dtype) && arith_dtype(o0) && in[2].dtype == o0;
+}
 
 /* ---- the table -------------------------------------------------------------------- */
 
@@ -265,6 +275,17 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_ROTARY_EMBEDDING_GRAD] = F32(ot_cpu_rotary_embedding),
     [OT_OP_ATTENTION] = {ot_cpu_attention, sup_f32, ot_cpu_attention_workspace},
     [OT_OP_ATTENTION_GRAD] = {ot_cpu_attention_grad, sup_f32, ot_cpu_attention_grad_workspace},
+    /* ---- ops batch 4 (issue 26) ---- */
+    [OT_OP_EINSUM] = {ot_cpu_einsum, sup_f32_f64, NULL},
+    [OT_OP_EINSUM_GRAD] = {ot_cpu_einsum, sup_f32_f64, NULL},
+    [OT_OP_TOP_K] = {ot_cpu_top_k, sup_top_k, NULL},
+    [OT_OP_ONE_HOT] = {ot_cpu_one_hot, sup_one_hot, NULL},
+    [OT_OP_SIZE] = {ot_cpu_size, sup_any, NULL},
+    /* ---- recurrent ops (issue 26) ---- */
+    [OT_OP_RNN] = {ot_cpu_rnn, sup_f32, ot_cpu_rnn_workspace},
+    [OT_OP_GRU] = {ot_cpu_rnn, sup_f32, ot_cpu_rnn_workspace},
+    [OT_OP_LSTM] = {ot_cpu_rnn, sup_f32, ot_cpu_rnn_workspace},
+    [OT_OP_RNN_GRAD] = {ot_cpu_rnn_grad, sup_any_rnn_grad, ot_cpu_rnn_workspace},
 };
 #undef F32
 
@@ -300,13 +321,17 @@ ot_status ot_cpu_run_node(const ot_node *node, const ot_tensor *in, ot_tensor *o
         node->n_outputs < info->min_outputs || (info->max_outputs >= 0 && node->n_outputs > info->max_outputs))
         return ot_fail(err, OT_E_MODEL, "node '%s' (%s): %d inputs / %d outputs outside the op's arity", node->name,
                        node->op_type, node->n_inputs, node->n_outputs);
-    /* Shape reads only the input's shape: shape inference folds it on activations */
-    for (int k = 0; k < info->min_inputs && node->op != OT_OP_SHAPE; k++)
+    /* Shape (and Size) read only the input's shape: shape inference folds them on
+     * activations */
+    bool shape_only = node->op == OT_OP_SHAPE || node->op == OT_OP_SIZE;
+    for (int k = 0; k < info->min_inputs && !shape_only; k++)
         if (!in[k].data && ot_kernel_numel(&in[k]) > 0)
             return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): required input %d has no data", node->name,
                            node->op_type, k);
     /* internal ops may leave output 0 absent (a gradient nobody needs) */
-    if (!ot_op_has(node->op, OT_T_INTERNAL) && node->n_outputs > 0 && !out[0].data && ot_kernel_numel(&out[0]) > 0)
+    /* (an absent optional output 0, RNN's Y when only Y_h is read, has none either) */
+    if (!ot_op_has(node->op, OT_T_INTERNAL) && node->n_outputs > 0 && (!node->outputs || node->outputs[0] >= 0) && !out[0].data &&
+        ot_kernel_numel(&out[0]) > 0)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): output 0 has no buffer", node->name, node->op_type);
     size_t ws = row->workspace ? row->workspace(node, in, out) : 0;
     if (ws > 0 && (!ctx || !ctx->workspace || ctx->workspace_bytes < ws))

@@ -61,4 +61,7 @@ size_t ot_cpu_rms_norm_grad_workspace(const ot_node *node, const ot_tensor *in, 
 OT_GRAD_KERNEL(ot_cpu_attention_grad);
 size_t ot_cpu_attention_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 
+/* cpu_rnn.c (issue 26): RnnGrad */
+OT_GRAD_KERNEL(ot_cpu_rnn_grad);
+
 #endif

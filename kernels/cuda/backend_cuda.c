@@ -93,7 +93,8 @@ static ot_status run_on_host(ot_cuda_ctx *cx, const ot_node *node, const ot_tens
         hin[k] = in[k];
         hin[k].data = NULL;
         size_t nb = (size_t)ot_kernel_numel(&in[k]) * ot_dtype_size(in[k].dtype);
-        if (!in[k].data || node->op == OT_OP_SHAPE) continue; /* Shape reads the shape only */
+        /* Shape and Size read the shape only */
+        if (!in[k].data || node->op == OT_OP_SHAPE || node->op == OT_OP_SIZE) continue;
         if (!(hin[k].data = malloc(nb ? nb : 1))) goto oom;
         if (nb) {
             cudaError_t e = cudaMemcpyAsync(hin[k].data, in[k].data, nb, cudaMemcpyDeviceToHost, cx->stream);
@@ -402,6 +403,10 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
         ot_cuda_resize, ot_cuda_resize_grad, ot_cuda_depth_space,
         /* ops3 (issue 26): transformer ops */
         ot_cuda_rms_norm, ot_cuda_rms_norm_grad, ot_cuda_rotary_embedding, ot_cuda_attention, ot_cuda_attention_grad,
+        /* ops batch 4 (issue 26) */
+        ot_cuda_einsum, ot_cuda_top_k, ot_cuda_one_hot,
+        /* recurrent ops (issue 26) */
+        ot_cuda_rnn, ot_cuda_rnn_grad,
     };
     for (size_t i = 0; fn && i < sizeof with / sizeof with[0]; i++)
         if (with[i] == fn) return true;

@@ -167,6 +167,16 @@ OT_CUDA_LAUNCHER(ot_cuda_prelu_grad);
  * ArgMin, ReduceGrad (all with a host mode); ReduceGrad's workspace: its groups' figures */
 OT_CUDA_LAUNCHER(ot_cuda_reduce_ext);
 OT_CUDA_LAUNCHER(ot_cuda_arg_reduce);
+/* ---- ops batch 4 (issue 26) ---- */
+/* cuda_einsum.cu: Einsum, EinsumGrad (host mode) */
+OT_CUDA_LAUNCHER(ot_cuda_einsum);
+/* cuda_select.cu: TopK, OneHot (host mode) */
+OT_CUDA_LAUNCHER(ot_cuda_top_k);
+OT_CUDA_LAUNCHER(ot_cuda_one_hot);
+/* cuda_rnn.cu (issue 26): RNN, GRU, LSTM, RnnGrad (host mode) */
+OT_CUDA_LAUNCHER(ot_cuda_rnn);
+OT_CUDA_LAUNCHER(ot_cuda_rnn_grad);
+size_t ot_cuda_rnn_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 OT_CUDA_LAUNCHER(ot_cuda_reduce_grad);
 size_t ot_cuda_reduce_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* cuda_group_norm.cu (issue 26): InstanceNormalization, GroupNormalization, GroupNormGrad

@@ -79,6 +79,15 @@ SUPPORTS(sup_compare) {
 }
 SUPPORTS(sup_logic) { return in0(node, in) == OT_BOOL && in[1].dtype == OT_BOOL; }
 SUPPORTS(sup_not) { return in0(node, in) == OT_BOOL; }
+/* ops batch 4 (issue 26): TopK's float32 X and integer K; OneHot's indices and values */
+SUPPORTS(sup_top_k) { return in0(node, in) == OT_F32 && index_dtype(in[1].dtype); }
+SUPPORTS(sup_one_hot) {
+    ot_dtype it = in0(node, in), vt = out0(node, out);
+    return (it == OT_I64 || it == OT_I32 || it == OT_F32) && cast_dtype(in[1].dtype) &&
+           (vt == OT_F32 || vt == OT_I64 || vt == OT_I32) && in[2].dtype == vt;
+}
+/* recurrent ops (issue 26): RnnGrad's X is input 3 */
+SUPPORTS(sup_rnn_grad) { return node->n_inputs > 3 && in[3].dtype == OT_F32; }
 SUPPORTS(sup_f32_f64) { return in0(node, in) == OT_F32 || in0(node, in) == OT_F64; }
 /* random sources (issue 13): the output's dtype decides, the input gives a shape only */
 SUPPORTS(sup_f32_out) { return out0(node, out) == OT_F32; }
@@ -117,6 +126,10 @@ static size_t ws_reduce(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *i
 /* ops batch 1 (issue 26) */
 static size_t ws_reduce_grad(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     return ot_cuda_reduce_grad_workspace(node, in, out);
+}
+static size_t ws_rnn(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)cx;
+    return ot_cuda_rnn_workspace(node, in, out);
 }
 static size_t ws_conv(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     if (!cx) return 0;
