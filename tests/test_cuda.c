@@ -2837,7 +2837,6 @@ static void test_host_xfmr(void **state) {
 }
 
 static void test_xfmr(void **state) { xf_cases(backend_of(state)); }
-#endif /* OT_HAVE_CUDA */
 
 /* ---- ops batch 1 (issue 26): activations and rounding --------------------------------- */
 
@@ -3154,6 +3153,8 @@ static void test_select(void **state) {
     sel_cases(backend_of(state));
     rnn_cases(backend_of(state));
 }
+
+#endif /* OT_HAVE_CUDA */
 
 int main(void) {
     const struct CMUnitTest select_tests[] = {
