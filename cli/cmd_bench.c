@@ -24,6 +24,7 @@
 #include "remat/remat.h"
 #include "remat/timeline.h"
 #include "train/measure.h"
+#include "train/outputs.h"
 #include "train/train.h"
 
 #define BENCH_DEFAULT_STEPS 10
@@ -153,6 +154,19 @@ static ot_status configs(const bench_opts *o, ot_measure_config *c, int *n, ot_e
     return OT_OK;
 }
 
+/* --svg and --timeline against the model, its external data, the data files and each
+ * other, before any work. */
+static ot_status check_outputs(const bench_opts *o, const ot_model *m, ot_error *err) {
+    ot_run_files f = {0};
+    ot_status st = ot_run_files_model(&f, m, err);
+    if (!st) st = ot_args_add_input_files(&f, &o->args.inputs, "--input", o->args.labels, "--labels", err);
+    if (!st) st = ot_run_files_output(&f, "--svg", o->svg, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_output(&f, "--timeline", o->timeline, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_check(&f, err);
+    ot_run_files_free(&f);
+    return st;
+}
+
 /* A configuration's name in the pictures: "sqrt", "auto @ 64.00 MiB". */
 static void config_label(const ot_measure_result *r, char *buf, size_t n) {
     if (r->cfg.memory_budget > 0) {
@@ -230,8 +244,7 @@ static ot_status run_bench(bench_opts *o, double load0, ot_error *err) {
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = configs(o, cfg, &n, err))) goto fail;
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail;
-    if (o->svg && (st = ot_args_check_output(m, a, "--svg", o->svg, false, err))) goto fail;
-    if (o->timeline && (st = ot_args_check_output(m, a, "--timeline", o->timeline, false, err))) goto fail;
+    if ((st = check_outputs(o, m, err))) goto fail;
     if (synthetic)
         st = ot_cli_synthetic_data(a, m, &data, &batch, &pick, err), dims = pick.dims;
     else
@@ -311,8 +324,6 @@ int ot_cmd_bench(int argc, char **argv) {
         if (st) break;
     }
     if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
-    if (!st && o.svg && o.timeline && !strcmp(o.svg, o.timeline))
-        st = ot_fail(&err, OT_E_USAGE, "--svg and --timeline name the same file '%s': give each its own", o.svg);
     if (!st && !o.args.remat)
         st = ot_fail(&err, OT_E_USAGE, "missing --remat POLICY[,POLICY...] (the policies to measure against none)");
     if (!st) st = split_policies(&o, o.args.remat, &err);
