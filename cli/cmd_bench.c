@@ -3,8 +3,12 @@
  * model, measured as train/measure.h says (sessions as `train` builds them over one
  * import, one warm-up step each, interleaved rounds, medians and spreads), with
  * --remat none as the baseline. Without --input/--labels the data is the bare form's
- * synthetic data (ot_cli_synthetic_data). A table, --json, and with --svg the peaks
- * against the median step time (remat/timeline.h). */
+ * synthetic data (ot_cli_synthetic_data). A table, --json, with --svg the peaks
+ * against the median step time, and with --timeline `plan --timeline`'s picture of
+ * every configuration's plan with the measured high-water mark beside its planned peak
+ * (remat/timeline.h). The timeline lives here rather than as a `plan` option because
+ * plan runs nothing, and bench already builds, warms and steps exactly these sessions:
+ * the measured marks come from the same run as the table, with no second loop. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +24,7 @@
 #include "remat/remat.h"
 #include "remat/timeline.h"
 #include "train/measure.h"
+#include "train/outputs.h"
 #include "train/train.h"
 
 #define BENCH_DEFAULT_STEPS 10
@@ -54,12 +59,16 @@ static void usage(FILE *f) {
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           "  --json                    print the measurement as JSON (bytes and seconds)\n"
           "  --svg FILE                draw planned and measured peak against the median step time\n"
+          "  --timeline FILE.svg       draw bytes in use along the schedule for every configuration's\n"
+          "                            plan (as `plan --timeline`) with the measured arena high-water\n"
+          "                            mark (hollow diamond) at the step that first reached it, beside\n"
+          "                            the planned peak (dashed) and its step (dot)\n"
           "Exit codes: 0 measured, others as `onnxtrain --help`.\n",
           f);
 }
 
 typedef struct bench_opts {
-    const char *model, *svg;
+    const char *model, *svg, *timeline;
     ot_common_args args;
     const char *budgets; /* --memory-budget's text */
     int64_t steps;
@@ -145,6 +154,30 @@ static ot_status configs(const bench_opts *o, ot_measure_config *c, int *n, ot_e
     return OT_OK;
 }
 
+/* --svg and --timeline against the model, its external data, the data files and each
+ * other, before any work. */
+static ot_status check_outputs(const bench_opts *o, const ot_model *m, ot_error *err) {
+    ot_run_files f = {0};
+    ot_status st = ot_run_files_model(&f, m, err);
+    if (!st) st = ot_args_add_input_files(&f, &o->args.inputs, "--input", o->args.labels, "--labels", err);
+    if (!st) st = ot_run_files_output(&f, "--svg", o->svg, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_output(&f, "--timeline", o->timeline, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_check(&f, err);
+    ot_run_files_free(&f);
+    return st;
+}
+
+/* A configuration's name in the pictures: "sqrt", "auto @ 64.00 MiB". */
+static void config_label(const ot_measure_result *r, char *buf, size_t n) {
+    if (r->cfg.memory_budget > 0) {
+        char b[32];
+        ot_human_size((double)r->cfg.memory_budget, b, sizeof b);
+        snprintf(buf, n, "%s @ %s", r->cfg.remat, b);
+    } else {
+        snprintf(buf, n, "%s", r->cfg.remat);
+    }
+}
+
 /* The SVG: planned and measured peak of each configuration against its median step. */
 static ot_status write_svg(const bench_opts *o, const ot_measure *mr, ot_error *err) {
     ot_timeline_point *pts = calloc((size_t)mr->n, sizeof *pts);
@@ -153,13 +186,7 @@ static ot_status write_svg(const bench_opts *o, const ot_measure *mr, ot_error *
     if (!labels) return free(pts), ot_fail(err, OT_E_MEMORY, "out of memory");
     for (int c = 0; c < mr->n; c++) {
         const ot_measure_result *r = &mr->r[c];
-        if (r->cfg.memory_budget > 0) {
-            char b[32];
-            ot_human_size((double)r->cfg.memory_budget, b, sizeof b);
-            snprintf(labels[c], sizeof labels[c], "%s @ %s", r->cfg.remat, b);
-        } else {
-            snprintf(labels[c], sizeof labels[c], "%s", r->cfg.remat);
-        }
+        config_label(r, labels[c], sizeof labels[c]);
         pts[c] = (ot_timeline_point){.label = labels[c],
                                      .seconds = r->wall_s.median,
                                      .q1 = r->wall_s.q1,
@@ -170,6 +197,35 @@ static ot_status write_svg(const bench_opts *o, const ot_measure *mr, ot_error *
     ot_status st = ot_timeline_tradeoff_svg(o->svg, o->model, pts, mr->n, mr->busy, err);
     free(labels);
     free(pts);
+    return st;
+}
+
+/* --timeline: each configuration's planned timeline with its measured high-water mark. */
+static ot_status write_timeline(const bench_opts *o, const ot_measure *mr, ot_error *err) {
+    ot_timeline_curve *cv = calloc((size_t)mr->n, sizeof *cv);
+    char(*labels)[96] = calloc((size_t)mr->n, sizeof *labels);
+    if (!cv || !labels) return free(cv), free(labels), ot_fail(err, OT_E_MEMORY, "out of memory");
+    for (int c = 0; c < mr->n; c++) {
+        const ot_measure_result *r = &mr->r[c];
+        config_label(r, labels[c], sizeof labels[c]);
+        cv[c] = (ot_timeline_curve){.label = labels[c],
+                                    .timeline = r->timeline,
+                                    .n_steps = r->n_sched,
+                                    .peak_step = r->planned_peak_step,
+                                    .backward_step = r->backward_step,
+                                    .peak_bytes = r->planned_peak,
+                                    .measured = true,
+                                    .measured_peak = r->measured_peak,
+                                    .measured_step = r->measured_peak_step};
+    }
+    const char *base = strrchr(o->model, '/');
+    char title[512];
+    snprintf(title, sizeof title, "%s, batch %lld: bytes in use along the schedule (measured: warm-up + %lld steps)",
+             base ? base + 1 : o->model, (long long)mr->batch, (long long)mr->steps);
+    ot_status st = ot_timeline_curves_svg(o->timeline, cv, mr->n, title, err);
+    if (st) ot_error_prefix(err, "--");
+    free(labels);
+    free(cv);
     return st;
 }
 
@@ -188,7 +244,7 @@ static ot_status run_bench(bench_opts *o, double load0, ot_error *err) {
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
     if ((st = configs(o, cfg, &n, err))) goto fail;
     if ((st = ot_model_load(o->model, &io, &m, err))) goto fail;
-    if (o->svg && (st = ot_args_check_output(m, a, "--svg", o->svg, false, err))) goto fail;
+    if ((st = check_outputs(o, m, err))) goto fail;
     if (synthetic)
         st = ot_cli_synthetic_data(a, m, &data, &batch, &pick, err), dims = pick.dims;
     else
@@ -215,6 +271,7 @@ static ot_status run_bench(bench_opts *o, double load0, ot_error *err) {
         ot_cli_print_measure_table(stdout, &mr);
     }
     if (o->svg && (st = write_svg(o, &mr, err))) goto fail;
+    if (o->timeline && (st = write_timeline(o, &mr, err))) goto fail;
 fail:
     ot_cli_batch_pick_free(&pick);
     ot_measure_free(&mr);
@@ -223,7 +280,7 @@ fail:
     return st;
 }
 
-enum { O_JSON = OT_ARG_OWN, O_STEPS, O_SVG };
+enum { O_JSON = OT_ARG_OWN, O_STEPS, O_SVG, O_TIMELINE };
 
 int ot_cmd_bench(int argc, char **argv) {
     static const struct option longopts[] = {
@@ -231,6 +288,7 @@ int ot_cmd_bench(int argc, char **argv) {
         {"json", no_argument, NULL, O_JSON},
         {"steps", required_argument, NULL, O_STEPS},
         {"svg", required_argument, NULL, O_SVG},
+        {"timeline", required_argument, NULL, O_TIMELINE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -256,6 +314,7 @@ int ot_cmd_bench(int argc, char **argv) {
         case O_JSON: o.json = true; break;
         case O_STEPS: st = ot_args_int("--steps", optarg, 1, BENCH_MAX_STEPS, &o.steps, &err); break;
         case O_SVG: o.svg = optarg; break;
+        case O_TIMELINE: o.timeline = optarg; break;
         case 'h':
             usage(stdout);
             ot_common_args_free(&o.args);

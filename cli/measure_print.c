@@ -118,8 +118,9 @@ void ot_cli_print_measure_json(FILE *f, const ot_measure *mr) {
         ot_json_string(f, r->cfg.remat);
         fprintf(f,
                 ", \"memory_budget\": %lld, \"planned_peak_bytes\": %zu, \"measured_peak_bytes\": %zu, "
-                "\"rss_delta_bytes\": %lld, ",
-                (long long)r->cfg.memory_budget, r->planned_peak, r->measured_peak, (long long)r->rss_delta);
+                "\"planned_peak_step\": %d, \"measured_peak_step\": %d, \"rss_delta_bytes\": %lld, ",
+                (long long)r->cfg.memory_budget, r->planned_peak, r->measured_peak, r->planned_peak_step,
+                r->measured_peak_step, (long long)r->rss_delta);
         json_stats(f, "wall_seconds", &r->wall_s);
         fputs(", ", f);
         json_stats(f, "cpu_seconds", &r->cpu_s);

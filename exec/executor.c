@@ -20,6 +20,8 @@ struct ot_executor {
     char *base;      /* arena (device pointer) */
     void **ext;      /* per value: its external memory when bound (opt.bind), else NULL */
     size_t high_water;
+    int high_water_step; /* the schedule step whose tensors first reached high_water; -1: none or a copy outside a step */
+    int touching;        /* the step touch_step is measuring; -1 outside one */
     bool measured;   /* a whole run is done: every run touches the same arena bytes, so the next cannot raise high_water */
     /* per step: tensors of inputs then outputs in `tensors`, starting at tstart[s] */
     ot_tensor *tensors;
@@ -46,7 +48,10 @@ static const char *vname(const ot_graph *g, int v) { return g->values[v].name ? 
 static void touch(ot_executor *ex, const void *p, size_t n) {
     if (!p || n == 0) return;
     size_t end = (size_t)((const char *)p - ex->base) + n;
-    if (end > ex->high_water) ex->high_water = end;
+    if (end > ex->high_water) {
+        ex->high_water = end;
+        ex->high_water_step = ex->touching;
+    }
 }
 
 /* Device address of value v: its arena slot, or the memory it (or, for a view, its
@@ -205,6 +210,7 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
     if (!ex) return ot_fail(err, OT_E_MEMORY, "executor: out of memory");
     ex->g = g;
     ex->be = be;
+    ex->high_water_step = ex->touching = -1;
     if (opt) ex->opt = *opt;
     const ot_exec_binding *bind = ex->opt.bind;
     int n_bind = bind ? ex->opt.n_bind : 0;
@@ -398,11 +404,13 @@ static ot_status check_inputs_set(const ot_executor *ex, ot_error *err) {
 static void touch_step(ot_executor *ex, int s) {
     const ot_node *nd = &ex->g->nodes[ex->order[s]];
     const ot_tensor *t = &ex->tensors[ex->tstart[s]];
+    ex->touching = s;
     if (ex->plan->ws_offset[s] >= 0) touch(ex, ex->base + ex->plan->ws_offset[s], ex->plan->ws_bytes[s]);
     for (int k = 0; k < nd->n_inputs + nd->n_outputs; k++) { /* external memory is not the arena's: not measured */
         int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];
         if (!is_external(ex, v)) touch(ex, t[k].data, t[k].nbytes);
     }
+    ex->touching = -1;
 }
 
 /* Runs schedule step s on the backend; *done: the steps from s that its kernel ran
@@ -581,6 +589,7 @@ const ot_plan *ot_executor_plan(const ot_executor *ex) { return ex->plan; }
 const ot_graph *ot_executor_graph(const ot_executor *ex) { return ex->g; }
 ot_backend *ot_executor_backend(const ot_executor *ex) { return ex->be; }
 size_t ot_executor_high_water(const ot_executor *ex) { return ex->high_water; }
+int ot_executor_high_water_step(const ot_executor *ex) { return ex->high_water_step; }
 
 const ot_update_check *ot_executor_update_check(const ot_executor *ex) { return &ex->upd; }
 

@@ -129,6 +129,10 @@ ot_backend *ot_executor_backend(const ot_executor *ex);
  * or by a tensor/workspace handed to a kernel so far. After a full run it must equal
  * ot_plan_peak_bytes(). */
 size_t ot_executor_high_water(const ot_executor *ex);
+/* The schedule step whose workspace or tensors first reached that mark (as the plan's
+ * peak_step is the step whose blocks first reach its peak); -1 before any step or when
+ * the mark was set by a copy outside one. Recorded with the mark, in the first run only. */
+int ot_executor_high_water_step(const ot_executor *ex);
 
 /* What the optimizer kernels of the last ot_executor_run reported about the values
  * they updated (exec/kernel_ctx.h), reset at the start of every run. */

@@ -1,7 +1,9 @@
 /* timeline.c — the SVG pictures of remat: `plan --timeline FILE.svg`, bytes in use
  * along the schedule for one or more plans (e.g. --remat none and the chosen policy)
  * as step curves on one set of axes, with each plan's peak and the start of its
- * backward pass marked, so a user sees where the peak is and what remat removed; and
+ * backward pass marked, so a user sees where the peak is and what remat removed (with
+ * `bench --timeline`, also the measured arena high-water mark of a warmed run beside
+ * each planned peak, and whether the two are equal, as the planner promises); and
  * `bench --svg FILE`, planned and measured peak against the median step time of each
  * measured configuration, the trade-off curve. Plain SVG, no dependencies; written
  * through ot_atomic_open (temporary name, fsync, rename). Everything drawn stays in
@@ -136,25 +138,59 @@ static ot_status commit_svg(ot_atomic_file *af, const char *what, ot_error *err)
     return st;
 }
 
-ot_status ot_remat_timeline_svg(const char *path, const ot_plan *const *plans, const char *const *labels, int n,
-                                const char *title, ot_error *err) {
-    int max_steps = 1;
+/* The hollow diamond of a measured high-water mark, and its legend line. */
+static void draw_measured(FILE *f, const canvas *c, const ot_timeline_curve *p, int legend_i, const char *col) {
+    double x = p->measured_step >= 0 ? (cx(c, p->measured_step) + cx(c, p->measured_step + 1)) / 2 : c->W - c->R;
+    double y = cy(c, (double)p->measured_peak);
+    fprintf(f,
+            "<path class=\"measured\" data-measured-bytes=\"%zu\" data-measured-step=\"%d\" "
+            "d=\"M%.2f,%.1f l7,7 l-7,7 l-7,-7 z\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+            p->measured_peak, p->measured_step, x, y - 7, col);
+    char hm[32], hp[32], at[64], text[512];
+    human((double)p->measured_peak, hm, sizeof hm);
+    human((double)p->peak_bytes, hp, sizeof hp);
+    if (p->measured_step < 0)
+        snprintf(at, sizeof at, "step unknown (diamond at the right edge)");
+    else
+        snprintf(at, sizeof at, "first reached at step %d%s (diamond)", p->measured_step,
+                 p->measured_step == p->peak_step ? " as planned" : "");
+    if (p->measured_peak == p->peak_bytes)
+        snprintf(text, sizeof text, "    measured: arena high-water %s, %s; equals the planned peak", hm, at);
+    else
+        snprintf(text, sizeof text, "    measured: arena high-water %s, %s; differs from the planned %s", hm, at, hp);
+    legend_entry(f, c, legend_i, col, text);
+}
+
+ot_status ot_timeline_curves_svg(const char *path, const ot_timeline_curve *curves, int n, const char *title,
+                                 ot_error *err) {
+    int max_steps = 1, n_legend = n, n_measured = 0, n_equal = 0;
     double max_bytes = 1;
     for (int i = 0; i < n; i++) {
-        if (plans[i]->n_steps > max_steps) max_steps = plans[i]->n_steps;
-        if ((double)plans[i]->peak_bytes > max_bytes) max_bytes = (double)plans[i]->peak_bytes;
-        for (int s = 0; s < plans[i]->n_steps; s++)
-            if ((double)plans[i]->timeline[s] > max_bytes) max_bytes = (double)plans[i]->timeline[s];
+        const ot_timeline_curve *p = &curves[i];
+        if (p->n_steps > max_steps) max_steps = p->n_steps;
+        max_bytes = fmax(max_bytes, (double)p->peak_bytes);
+        if (p->measured) {
+            max_bytes = fmax(max_bytes, (double)p->measured_peak);
+            n_legend++, n_measured++;
+            n_equal += p->measured_peak == p->peak_bytes;
+        }
+        for (int s = 0; s < p->n_steps; s++)
+            max_bytes = fmax(max_bytes, (double)p->timeline[s]);
     }
     canvas c;
-    canvas_init(&c, max_steps, max_bytes, n, true);
+    canvas_init(&c, max_steps, max_bytes, n_legend, true);
     ot_atomic_file *af;
     ot_status st = open_svg(path, &af, "timeline", err);
     if (st) return st;
     FILE *f = ot_atomic_stream(af);
-    draw_frame(f, &c, title ? title : "memory in use along the schedule", "schedule step", 1, "%.0f");
-    for (int i = 0; i < n; i++) {
-        const ot_plan *p = plans[i];
+    char full[512];
+    snprintf(full, sizeof full, "%s%s", title ? title : "memory in use along the schedule",
+             !n_measured              ? ""
+             : n_equal == n_measured ? ": measured peak = planned peak, for every plan"
+                                     : ": a measured peak differs from its plan (see the legend)");
+    draw_frame(f, &c, full, "schedule step", 1, "%.0f");
+    for (int i = 0, li = 0; i < n; i++) {
+        const ot_timeline_curve *p = &curves[i];
         const char *col = colors[i % N_COLORS];
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", col);
         for (int s = 0; s < p->n_steps; s++)
@@ -184,11 +220,27 @@ ot_status ot_remat_timeline_svg(const char *path, const ot_plan *const *plans, c
         char hb[32], text[512];
         human((double)p->peak_bytes, hb, sizeof hb);
         snprintf(text, sizeof text,
-                 "%s: peak %s (dashed) first reached at step %d (dot), backward from step %d (dotted)", labels[i], hb,
-                 p->peak_step, p->backward_step);
-        legend_entry(f, &c, i, col, text);
+                 "%s: %speak %s (dashed) first reached at step %d (dot), backward from step %d (dotted)", p->label,
+                 p->measured ? "planned " : "", hb, p->peak_step, p->backward_step);
+        legend_entry(f, &c, li++, col, text);
+        if (p->measured) draw_measured(f, &c, p, li++, col);
     }
     return commit_svg(af, "timeline", err);
+}
+
+ot_status ot_remat_timeline_svg(const char *path, const ot_plan *const *plans, const char *const *labels, int n,
+                                const char *title, ot_error *err) {
+    ot_timeline_curve cv[8];
+    if (n < 0 || n > (int)(sizeof cv / sizeof *cv))
+        return ot_fail(err, OT_E_INTERNAL, "timeline: %d plans (at most %d)", n, (int)(sizeof cv / sizeof *cv));
+    for (int i = 0; i < n; i++)
+        cv[i] = (ot_timeline_curve){.label = labels[i],
+                                    .timeline = plans[i]->timeline,
+                                    .n_steps = plans[i]->n_steps,
+                                    .peak_step = plans[i]->peak_step,
+                                    .backward_step = plans[i]->backward_step,
+                                    .peak_bytes = plans[i]->peak_bytes};
+    return ot_timeline_curves_svg(path, cv, n, title, err);
 }
 
 ot_status ot_timeline_tradeoff_svg(const char *path, const char *model, const ot_timeline_point *pts, int n, bool busy,

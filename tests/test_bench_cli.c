@@ -2,7 +2,8 @@
  * commands that print it: the statistics helper on fixed inputs; `onnxtrain bench`'s
  * table, --json structure, --svg and argument errors; verify's summary and time line;
  * --memory-budget 0 refused by every command that takes it; -o with --external-data
- * never replacing a data file onnxtrain did not write. No assertion on a time: only
+ * never replacing a data file onnxtrain did not write; bench --timeline's measured
+ * marks, equal to the JSON's measured peaks, and the picture of a mark that differs. No assertion on a time: only
  * that the figures are there, finite, and consistent with one another. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "cli_run.h"
+#include "remat/timeline.h"
 #include "train/measure.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
@@ -97,6 +99,61 @@ static void test_bench_table(void **state) {
     assert_int_equal(run(BIN " bench --help"), 0);
     cli_expect_in(OUT, "--memory-budget S1,S2");
     cli_expect_in(OUT, "--steps N");
+}
+
+/* bench --timeline: per configuration a measured mark whose bytes and step are the
+ * JSON's measured peak and step (and, the planner being exact, the planned ones), and
+ * a title saying that they coincide. */
+static void test_bench_timeline(void **state) {
+    (void)state;
+    remove(TMP "/t.svg");
+    assert_int_equal(run(BIN " bench " S "tinygpt.onnx --remat sqrt,all --steps 1 --threads 1 --optimizer sgd "
+                             "--json --timeline " TMP "/t.svg"),
+                     0);
+    cli_expect_in(TMP "/t.svg", "measured peak = planned peak, for every plan");
+    cli_expect_in(TMP "/t.svg", "sqrt: planned peak ");
+    cli_expect_in(TMP "/t.svg", "; equals the planned peak");
+    for (int c = 0; c < 3; c++) {
+        double measured = cli_json_nth(OUT, "\"measured_peak_bytes\": ", c);
+        double mstep = cli_json_nth(OUT, "\"measured_peak_step\": ", c);
+        assert_true(measured > 0);
+        assert_true(measured == cli_json_nth(OUT, "\"planned_peak_bytes\": ", c));
+        assert_true(mstep >= 0 && mstep == cli_json_nth(OUT, "\"planned_peak_step\": ", c));
+        assert_true(measured == cli_json_nth(TMP "/t.svg", "data-measured-bytes=\"", c));
+        assert_true(mstep == cli_json_nth(TMP "/t.svg", "data-measured-step=\"", c));
+    }
+    char *svg = cli_slurp(TMP "/t.svg");
+    assert_non_null(svg);
+    int marks = 0;
+    for (const char *p = svg; (p = strstr(p, "class=\"measured\"")); p++)
+        marks++;
+    assert_int_equal(marks, 3); /* none, sqrt, all */
+    free(svg);
+    assert_int_equal(run(BIN " bench " S "mlp.onnx --remat sqrt --svg " TMP "/x.svg --timeline " TMP "/x.svg"), 2);
+    cli_expect_in(OUT, "--svg '" TMP "/x.svg' and --timeline '" TMP "/x.svg' name the same file");
+    assert_int_equal(run(BIN " bench --help"), 0);
+    cli_expect_in(OUT, "--timeline FILE.svg");
+}
+
+/* A measured mark that is not the plan's says so, in its legend line and the title;
+ * one whose step is unknown sits at the right edge. */
+static void test_timeline_differs(void **state) {
+    (void)state;
+    const size_t tl[4] = {100, 300, 200, 50};
+    ot_timeline_curve cv[2] = {
+        {.label = "a", .timeline = tl, .n_steps = 4, .peak_step = 1, .backward_step = 2, .peak_bytes = 320,
+         .measured = true, .measured_peak = 320, .measured_step = 1},
+        {.label = "b", .timeline = tl, .n_steps = 4, .peak_step = 1, .backward_step = 2, .peak_bytes = 320,
+         .measured = true, .measured_peak = 400, .measured_step = -1},
+    };
+    ot_error err = {0};
+    assert_int_equal(ot_timeline_curves_svg(TMP "/d.svg", cv, 2, NULL, &err), OT_OK);
+    cli_expect_in(TMP "/d.svg", "a measured peak differs from its plan");
+    cli_expect_in(TMP "/d.svg", "first reached at step 1 as planned (diamond); equals the planned peak");
+    cli_expect_in(TMP "/d.svg", "arena high-water 400 B, step unknown (diamond at the right edge); differs from the planned 320 B");
+    cli_expect_in(TMP "/d.svg", "data-measured-bytes=\"400\" data-measured-step=\"-1\"");
+    assert_int_equal(ot_timeline_curves_svg(TMP "/d.svg", cv, 1, "t", &err), OT_OK);
+    cli_expect_in(TMP "/d.svg", "t: measured peak = planned peak, for every plan");
 }
 
 static void test_bench_usage(void **state) {
@@ -181,6 +238,8 @@ int main(void) {
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_bench_json),
         cmocka_unit_test(test_bench_table),
+        cmocka_unit_test(test_bench_timeline),
+        cmocka_unit_test(test_timeline_differs),
         cmocka_unit_test(test_bench_usage),
         cmocka_unit_test(test_verify_summary),
         cmocka_unit_test(test_budget_zero),

@@ -78,6 +78,7 @@ void ot_measure_free(ot_measure *mr) {
     for (int i = 0; mr->r && i < mr->n; i++) {
         free(mr->r[i].wall);
         free(mr->r[i].cpu);
+        free(mr->r[i].timeline);
     }
     free(mr->r);
     memset(mr, 0, sizeof *mr);
@@ -111,7 +112,14 @@ static ot_status build_one(ot_model *m, const ot_train_options *base, ot_dataset
         return ot_error_prefix(err, "--remat %s: ", r->cfg.remat);
     r->rss_delta = rss_now() - rss0;
     r->rs = *ot_train_remat_info(*out);
-    r->planned_peak = ot_plan_peak_bytes(ot_train_plan(*out));
+    const ot_plan *p = ot_train_plan(*out);
+    r->planned_peak = ot_plan_peak_bytes(p);
+    r->planned_peak_step = p->peak_step;
+    r->backward_step = p->backward_step;
+    r->timeline = malloc((size_t)(p->n_steps > 0 ? p->n_steps : 1) * sizeof *r->timeline);
+    if (!r->timeline) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    memcpy(r->timeline, p->timeline, (size_t)p->n_steps * sizeof *r->timeline);
+    r->n_sched = p->n_steps;
     return OT_OK;
 }
 
@@ -160,6 +168,7 @@ ot_status ot_measure_run(ot_model *m, const ot_train_options *base, ot_dataset *
             ratio[k] = out->r[0].wall[k] > 0 ? r->wall[k] / out->r[0].wall[k] : NAN;
         ot_stats_of(ratio, (int)steps, &r->ratio);
         r->measured_peak = ot_train_high_water(s[c]);
+        r->measured_peak_step = ot_train_high_water_step(s[c]);
     }
     out->load_after = ot_measure_loadavg();
     struct rusage ru;

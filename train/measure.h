@@ -50,6 +50,11 @@ typedef struct ot_measure_result {
     ot_stats ratio;         /* wall[r] / the baseline's wall[r], per round; the baseline: 1 */
     size_t planned_peak;    /* the training arena the planner predicted */
     size_t measured_peak;   /* the arena's high-water mark after the steps */
+    int measured_peak_step; /* the schedule step that first reached it (-1: unknown) */
+    /* the plan's bytes in use per schedule step (n_sched entries), its peak step and
+     * first backward step: what `bench --timeline` draws beside the measured mark */
+    size_t *timeline;
+    int n_sched, planned_peak_step, backward_step;
     int64_t rss_delta;      /* process resident bytes added by building and warming this session */
     ot_train_remat_summary rs;
     double loss; /* the last timed step's loss */

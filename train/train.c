@@ -224,6 +224,7 @@ void ot_train_return_weights(ot_train_session *s) {
     if (s->ex && s->o.keep_host_weights) ot_session_give_back(s->m->graph, s->g);
 }
 size_t ot_train_high_water(const ot_train_session *s) { return s->ex ? ot_executor_high_water(s->ex) : 0; }
+int ot_train_high_water_step(const ot_train_session *s) { return s->ex ? ot_executor_high_water_step(s->ex) : -1; }
 const ot_optim_config *ot_train_optim(const ot_train_session *s) { return &s->o.optim; }
 
 bool ot_train_loss_flat(const ot_train_result *r, double *first, double *last) {

@@ -203,6 +203,9 @@ ot_backend *ot_train_backend(const ot_train_session *s);
 void ot_train_return_weights(ot_train_session *s);
 /* The training arena's high-water mark so far (bytes); 0 for a plan-only session. */
 size_t ot_train_high_water(const ot_train_session *s);
+/* The schedule step at which it was first reached (ot_executor_high_water_step); -1
+ * for a plan-only session or when unknown. */
+int ot_train_high_water_step(const ot_train_session *s);
 /* The remat analysis of the training graph before the rewrite and the chosen keep
  * set (analysis->n_values entries); NULL with --remat none unless o.plan_only. */
 const struct ot_remat_analysis *ot_train_remat_analysis(const ot_train_session *s, const bool **keep);
