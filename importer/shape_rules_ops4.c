@@ -125,7 +125,9 @@ ot_status ot_shape_rule_top_k(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, o
     } else {
         char a[160];
         /* the range first: converting a double past int64 (1e30) is undefined */
-        if (!(k >= 0 && k < 9.2e18) || k != (double)(int64_t)k || (X.dim[ax] >= 0 && k > (double)X.dim[ax]))
+        if (k >= 9.2e18)
+            return ot_shape_fail(c, n, "K = %g is past int64 (axis %d of %s)", k, ax, SHP(&X, a));
+        if (!(k >= 0) || k != (double)(int64_t)k || (X.dim[ax] >= 0 && k > (double)X.dim[ax]))
             return ot_shape_fail(c, n, "K = %g outside [0, %lld], axis %d of %s", k, (long long)X.dim[ax], ax,
                                  SHP(&X, a));
         sh[0].dim[ax] = (int64_t)k;

@@ -95,7 +95,7 @@ static ot_status from_sizes(ot_shape_ctx *c, const ot_node *n, const ot_resize_p
     for (int k = 0; k < count; k++) {
         double o = s * (double)x->dim[axis[k]] + 0.5;
         if (!(o < 4.0e18)) /* checked before the conversion, undefined past int64 */
-            return ot_shape_fail(c, n, "keep_aspect_ratio_policy scales dim %lld by %g: past int64",
+            return ot_shape_fail(c, n, "keep_aspect_ratio_policy scales axis %d (%lld) by %g: past int64", axis[k],
                                  (long long)x->dim[axis[k]], s);
         y->dim[axis[k]] = (int64_t)o;
     }
