@@ -22,13 +22,13 @@ ot_status ot_shape_rule_rms_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt
     ot_status rc = ot_shape_axis(c, n, ot_node_attr_int(n, "axis", -1), X.rank, false, &X, &ax);
     if (rc) return rc;
     int64_t cols = 1;
-    bool zero = false;
-    for (int d = ax; d < X.rank; d++) zero |= X.dim[d] == 0;
-    for (int d = ax; d < X.rank && cols >= 0 && !zero; d++)
-        if (X.dim[d] < 0) cols = -1;
-        else if (!ot_i64_mul(cols, X.dim[d], &cols))
+    bool zero = false, unknown = false;
+    for (int d = ax; d < X.rank; d++) zero |= X.dim[d] == 0, unknown |= X.dim[d] < 0;
+    for (int d = ax; d < X.rank && !zero && !unknown; d++) /* 0 x (past int64) is no overflow */
+        if (!ot_i64_mul(cols, X.dim[d], &cols))
             return ot_shape_fail(c, n, "the normalised dims of X (from axis %d) multiply past int64", ax);
-    if (zero) cols = 0;
+    if (unknown) cols = -1;
+    else if (zero) cols = 0;
     int64_t ns = sv ? ot_shape_numel(&sv->shape) : -1;
     if (cols >= 0 && ns >= 0 && ns != cols && ns != 1)
         return ot_shape_fail(c, n, "scale '%s' has %lld elements; the normalised dims have %lld", sv->name,
