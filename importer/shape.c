@@ -186,7 +186,8 @@ ot_status ot_shape_infer(ot_graph *g, ot_error *err) {
                 goto fail;
             }
         }
-        ot_shape_propagate_ivals(&c, n);
+        st = ot_shape_propagate_ivals(&c, n);
+        if (st) goto fail;
         if (!writes_graph_output(g, n)) {
             bool folded = false;
             st = ot_fold_node(g, id, &folded, err);

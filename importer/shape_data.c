@@ -23,8 +23,11 @@ static void set_known(ot_shape *o, int j, int64_t v) {
     o->sym[j] = v < 0 ? OT_IVAL_CONST : -1;
 }
 
-/* Elementwise ops on shape data; a symbol survives x*1, x+0, x-0, x/1 and x==x. */
-static void ival_binary(ot_op op, const ot_shape *a, const ot_shape *b, ot_shape *o) {
+/* Elementwise ops on shape data; a symbol survives x*1, x+0, x-0, x/1 and x==x. A
+ * result past int64 (2^62 * 4) fails naming the node and both values: propagated, a
+ * wrapped value would become a dim (a Reshape or Tile of the wrong size). */
+static ot_status ival_binary(ot_shape_ctx *c, const ot_node *n, const ot_shape *a, const ot_shape *b, ot_shape *o) {
+    ot_op op = n->op;
     for (int j = 0; j < o->rank; j++) {
         int64_t x, y;
         int32_t sx, sy;
@@ -34,14 +37,24 @@ static void ival_binary(ot_op op, const ot_shape *a, const ot_shape *b, ot_shape
         o->dim[j] = -1;
         o->sym[j] = -1;
         if (kx && ky) {
+            int64_t r = 0;
+            bool fits = true;
             switch (op) {
-            case OT_OP_ADD: set_known(o, j, x + y); break;
-            case OT_OP_SUB: set_known(o, j, x - y); break;
-            case OT_OP_MUL: set_known(o, j, x * y); break;
-            case OT_OP_DIV: if (y) set_known(o, j, x / y); break; /* shape data is >= 0: truncation = floor */
-            case OT_OP_EQUAL: set_known(o, j, x == y); break;
-            default: break;
+            case OT_OP_ADD: fits = ot_i64_add(x, y, &r); break;
+            case OT_OP_SUB: fits = ot_i64_sub(x, y, &r); break;
+            case OT_OP_MUL: fits = ot_i64_mul(x, y, &r); break;
+            case OT_OP_DIV: /* shape data is >= 0: truncation = floor */
+                if (!y) continue;
+                fits = !(x == INT64_MIN && y == -1);
+                r = fits ? x / y : 0;
+                break;
+            case OT_OP_EQUAL: r = x == y; break;
+            default: continue;
             }
+            if (!fits)
+                return ot_shape_fail(c, n, "shape data %lld and %lld (element %d) overflow int64", (long long)x,
+                                     (long long)y, j);
+            set_known(o, j, r);
         } else if (!kx && sx >= 0 && ky) {
             bool keep = ((op == OT_OP_MUL || op == OT_OP_DIV) && y == 1) || ((op == OT_OP_ADD || op == OT_OP_SUB) && y == 0);
             if (keep) o->sym[j] = sx;
@@ -53,12 +66,13 @@ static void ival_binary(ot_op op, const ot_shape *a, const ot_shape *b, ot_shape
             set_known(o, j, 1);
         }
     }
+    return OT_OK;
 }
 
-void ot_shape_propagate_ivals(ot_shape_ctx *c, const ot_node *n) {
-    if (n->n_outputs < 1 || n->outputs[0] < 0) return;
+ot_status ot_shape_propagate_ivals(ot_shape_ctx *c, const ot_node *n) {
+    if (n->n_outputs < 1 || n->outputs[0] < 0) return OT_OK;
     const ot_value *out = &c->g->values[n->outputs[0]];
-    if (!ival_output(out)) return;
+    if (!ival_output(out)) return OT_OK;
     int count = (int)ot_shape_numel(&out->shape);
     ot_shape o = ot_shape_make(count, NULL);
     for (int j = 0; j < count; j++) o.dim[j] = -1;
@@ -67,27 +81,27 @@ void ot_shape_propagate_ivals(ot_shape_ctx *c, const ot_node *n) {
     const ot_shape *b = n->n_inputs > 1 ? ot_shape_ivals(c, n->inputs[1]) : NULL;
     switch (n->op) {
     case OT_OP_SHAPE: {
-        if (!x || x->shape.rank < 0) return;
+        if (!x || x->shape.rank < 0) return OT_OK;
         int s, e;
         ot_shape_range_attrs(n, x->shape.rank, &s, &e);
-        if (e - s != count) return;
+        if (e - s != count) return OT_OK;
         for (int j = 0; j < count; j++) o.dim[j] = x->shape.dim[s + j], o.sym[j] = x->shape.sym[s + j];
         break;
     }
     case OT_OP_GATHER: {
-        if (!a || !b || a->rank == 0 || x->shape.rank != 1 || b->rank != count) return;
+        if (!a || !b || a->rank == 0 || x->shape.rank != 1 || b->rank != count) return OT_OK;
         for (int j = 0; j < count; j++) {
             if (!ot_shape_ival_known(b, j)) continue;
             int64_t idx = b->dim[j] < 0 ? b->dim[j] + a->rank : b->dim[j];
-            if (idx < 0 || idx >= a->rank) return;
+            if (idx < 0 || idx >= a->rank) return OT_OK;
             o.dim[j] = a->dim[idx], o.sym[j] = a->sym[idx];
         }
         break;
     }
     case OT_OP_UNSQUEEZE: case OT_OP_SQUEEZE: case OT_OP_IDENTITY: case OT_OP_RESHAPE: case OT_OP_FLATTEN:
     case OT_OP_CAST:
-        if (!a || a->rank != count) return;
-        if (n->op == OT_OP_CAST && out->dtype == OT_BOOL) return;
+        if (!a || a->rank != count) return OT_OK;
+        if (n->op == OT_OP_CAST && out->dtype == OT_BOOL) return OT_OK;
         o = *a;
         break;
     case OT_OP_CONCAT: {
@@ -96,52 +110,53 @@ void ot_shape_propagate_ivals(ot_shape_ctx *c, const ot_node *n) {
             const ot_value *v = ot_shape_input(c, n, i);
             if (!v) continue;
             int64_t len = ot_shape_numel(&v->shape);
-            if (len < 0 || k + len > count) return;
+            if (len < 0 || k + len > count) return OT_OK;
             const ot_shape *iv = ot_shape_ivals(c, v->id);
             for (int j = 0; j < len; j++, k++)
                 if (iv) o.dim[k] = iv->dim[j], o.sym[k] = iv->sym[j];
         }
-        if (k != count) return;
+        if (k != count) return OT_OK;
         break;
     }
     case OT_OP_SLICE: {
         const ot_shape *st = ot_shape_ivals(c, n->inputs[1]), *en = ot_shape_ivals(c, n->inputs[2]);
         const ot_shape *sp = n->n_inputs > 4 && n->inputs[4] >= 0 ? ot_shape_ivals(c, n->inputs[4]) : NULL;
-        if (!a || a->rank == 0 || x->shape.rank != 1 || !st || !en || st->rank != 1 || en->rank != 1) return;
-        if (!ot_shape_ival_known(st, 0)) return;
+        if (!a || a->rank == 0 || x->shape.rank != 1 || !st || !en || st->rank != 1 || en->rank != 1) return OT_OK;
+        if (!ot_shape_ival_known(st, 0)) return OT_OK;
         int64_t s = st->dim[0], step = sp && ot_shape_ival_known(sp, 0) ? sp->dim[0] : 1, len = a->rank;
-        if (n->n_inputs > 4 && n->inputs[4] >= 0 && !sp) return;
+        if (n->n_inputs > 4 && n->inputs[4] >= 0 && !sp) return OT_OK;
         if (s < 0) s += len;
         if (step > 0) s = s < 0 ? 0 : (s > len ? len : s);
         else s = s < 0 ? 0 : (s > len - 1 ? len - 1 : s);
         for (int j = 0; j < count; j++) {
-            int64_t idx = s + j * step;
-            if (idx < 0 || idx >= len) return;
+            int64_t idx; /* a huge step leaves the vector: nothing known, as out of range */
+            if (!ot_i64_mul(j, step, &idx) || !ot_i64_add(s, idx, &idx) || idx < 0 || idx >= len) return OT_OK;
             o.dim[j] = a->dim[idx], o.sym[j] = a->sym[idx];
         }
         break;
     }
     case OT_OP_ADD: case OT_OP_SUB: case OT_OP_MUL: case OT_OP_DIV: case OT_OP_EQUAL: {
         /* single elements broadcast */
-        if (!a || !b || (a->rank != count && a->rank != 1) || (b->rank != count && b->rank != 1)) return;
+        if (!a || !b || (a->rank != count && a->rank != 1) || (b->rank != count && b->rank != 1)) return OT_OK;
         ot_shape aa = *a, bb = *b;
         for (int j = 1; j < count; j++) {
             if (a->rank == 1) aa.dim[j] = a->dim[0], aa.sym[j] = a->sym[0];
             if (b->rank == 1) bb.dim[j] = b->dim[0], bb.sym[j] = b->sym[0];
         }
         aa.rank = bb.rank = count;
-        ival_binary(n->op, &aa, &bb, &o);
+        ot_status st = ival_binary(c, n, &aa, &bb, &o);
+        if (st) return st;
         break;
     }
     case OT_OP_WHERE: {
         const ot_shape *cond = a, *tv = b, *fv = n->n_inputs > 2 ? ot_shape_ivals(c, n->inputs[2]) : NULL;
-        if (!cond || !tv || !fv) return;
+        if (!cond || !tv || !fv) return OT_OK;
         for (int j = 0; j < count; j++) {
             int64_t cd, td, fd;
             int32_t cs, ts, fs;
             if ((cond->rank != count && cond->rank != 1) || (tv->rank != count && tv->rank != 1) ||
                 (fv->rank != count && fv->rank != 1))
-                return;
+                return OT_OK;
             ival_at(cond, cond->rank == 1 ? 0 : j, &cd, &cs);
             ival_at(tv, tv->rank == 1 ? 0 : j, &td, &ts);
             ival_at(fv, fv->rank == 1 ? 0 : j, &fd, &fs);
@@ -158,15 +173,16 @@ void ot_shape_propagate_ivals(ot_shape_ctx *c, const ot_node *n) {
             if (va->t->dtype == OT_I64) memcpy(&v, va->t->data, 8);
             else if (va->t->dtype == OT_I32) { int32_t w; memcpy(&w, va->t->data, 4); v = w; }
             else if (va->t->dtype == OT_BOOL) v = *(const uint8_t *)va->t->data;
-            else return;
+            else return OT_OK;
         } else if (va) {
-            return;
+            return OT_OK;
         }
         for (int j = 0; j < count; j++) set_known(&o, j, v);
         break;
     }
     default:
-        return;
+        return OT_OK;
     }
     c->ivals[out->id] = o;
+    return OT_OK;
 }

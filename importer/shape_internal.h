@@ -66,8 +66,9 @@ typedef ot_status (*ot_shape_rule_fn)(ot_shape_ctx *c, const ot_node *n, ot_dtyp
 ot_status ot_shape_rule(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 
 /* Records what is known of small integer outputs of n in c->ivals (after the
- * outputs' dtypes and shapes are set). */
-void ot_shape_propagate_ivals(ot_shape_ctx *c, const ot_node *n);
+ * outputs' dtypes and shapes are set). OT_E_SHAPE naming the node when arithmetic on
+ * known elements overflows int64. */
+ot_status ot_shape_propagate_ivals(ot_shape_ctx *c, const ot_node *n);
 
 /* Rules of the layout and shape-computing ops, in shape_rules_tensor.c; entries of
  * the table in shape_rules.c. */
@@ -132,8 +133,9 @@ ot_status ot_shape_rule_attention_grad(ot_shape_ctx *c, const ot_node *n, ot_dty
 void ot_shape_range_attrs(const ot_node *n, int r, int *s, int *e);
 
 /* Product of dims [from, to) of s: known when all are known; a symbol when exactly
- * one dim is symbolic and the others multiply to 1; unknown otherwise. */
-void ot_shape_dim_product(const ot_shape *s, int from, int to, int64_t *dim, int32_t *sym);
+ * one dim is symbolic and the others multiply to 1; unknown otherwise. False when
+ * the known dims (none of them 0) multiply past int64. */
+bool ot_shape_dim_product(const ot_shape *s, int from, int to, int64_t *dim, int32_t *sym);
 
 /* Multidirectional (numpy) broadcast of a and b into out; false on a contradiction. */
 bool ot_shape_broadcast(const ot_shape *a, const ot_shape *b, ot_shape *out);

@@ -11,14 +11,15 @@
 
 #define SHP(s, buf) ot_shape_str(c->g, (s), (buf), sizeof(buf))
 
-void ot_shape_dim_product(const ot_shape *s, int from, int to, int64_t *dim, int32_t *sym) {
+bool ot_shape_dim_product(const ot_shape *s, int from, int to, int64_t *dim, int32_t *sym) {
     int64_t known = 1;
     int n_sym = 0, n_unknown = 0;
     int32_t the_sym = -1;
+    bool overflow = false, zero = false;
     for (int i = from; i < to; i++) {
         if (s->dim[i] >= 0) {
-            /* saturate: absurd products are refused by the size checks afterwards */
-            if (__builtin_mul_overflow(known, s->dim[i], &known)) known = INT64_MAX;
+            zero |= s->dim[i] == 0;
+            overflow |= !ot_i64_mul(known, s->dim[i], &known);
         } else if (s->sym[i] >= 0) {
             n_sym++;
             the_sym = s->sym[i];
@@ -27,12 +28,18 @@ void ot_shape_dim_product(const ot_shape *s, int from, int to, int64_t *dim, int
     }
     *dim = -1;
     *sym = -1;
+    if (zero) { /* [2^62, 4, 0] holds no element: not an overflow */
+        *dim = 0;
+        return true;
+    }
+    if (overflow) return false;
     if (n_sym == 0 && n_unknown == 0)
         *dim = known;
     else if (known == 0)
         *dim = 0;
     else if (n_unknown == 0 && n_sym == 1 && known == 1)
         *sym = the_sym;
+    return true;
 }
 
 /* Broadcast of one dim pair (numpy rules); false on a contradiction. */

@@ -67,15 +67,20 @@ ot_status ot_shape_rule_pad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_
     for (int j = 0; j < na; j++) {
         int d = (int)(axes[j] < 0 ? axes[j] + X.rank : axes[j]);
         if (d < 0 || d >= X.rank) return ot_shape_fail(c, n, "axis %lld out of range for %s", (long long)axes[j], SHP(&X, a));
-        int64_t grow = pads[j] + pads[j + na];
+        int64_t grow, out;
+        if (!ot_i64_add(pads[j], pads[j + na], &grow))
+            return ot_shape_fail(c, n, "pads %lld and %lld on axis %d overflow int64", (long long)pads[j],
+                                 (long long)pads[j + na], d);
         if (grow == 0) continue;
         sh[0].sym[d] = -1;
         if (X.dim[d] < 0) {
             sh[0].dim[d] = -1;
             continue;
         }
-        if (X.dim[d] + grow < 0) return ot_shape_fail(c, n, "pads crop axis %d of %s below 0", d, SHP(&X, a));
-        sh[0].dim[d] = X.dim[d] + grow;
+        if (!ot_i64_add(X.dim[d], grow, &out))
+            return ot_shape_fail(c, n, "axis %d of %s padded by %lld overflows int64", d, SHP(&X, a), (long long)grow);
+        if (out < 0) return ot_shape_fail(c, n, "pads crop axis %d of %s below 0", d, SHP(&X, a));
+        sh[0].dim[d] = out;
     }
     return OT_OK;
 }

@@ -67,7 +67,11 @@ ot_status ot_shape_rule_group_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *
         const ot_value *p = ot_shape_input(c, n, k);
         if (!p || p->shape.rank < 0) continue;
         int64_t cnt = 1;
-        for (int d = 0; d < p->shape.rank && cnt >= 0; d++) cnt = p->shape.dim[d] < 0 ? -1 : cnt * p->shape.dim[d];
+        for (int d = 0; d < p->shape.rank && cnt >= 0; d++)
+            if (p->shape.dim[d] < 0) cnt = -1;
+            else if (!ot_i64_mul(cnt, p->shape.dim[d], &cnt))
+                return ot_shape_fail(c, n, "the element count of %s %s overflows int64", k == 1 ? "scale" : "B",
+                                     SHP(&p->shape, a));
         if (cnt >= 0 && cnt != want)
             return ot_shape_fail(c, n, "%s %s must hold %lld values (%s)", k == 1 ? "scale" : "B", SHP(&p->shape, a),
                                  (long long)want, want == C ? "one per channel" : "one per group before opset 21");

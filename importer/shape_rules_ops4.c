@@ -124,6 +124,9 @@ ot_status ot_shape_rule_top_k(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, o
         sh[0].dim[ax] = -1;
     } else {
         char a[160];
+        /* the range first: converting a double past int64 (1e30) is undefined */
+        if (k >= 9.2e18)
+            return ot_shape_fail(c, n, "K = %g is past int64 (axis %d of %s)", k, ax, SHP(&X, a));
         if (!(k >= 0) || k != (double)(int64_t)k || (X.dim[ax] >= 0 && k > (double)X.dim[ax]))
             return ot_shape_fail(c, n, "K = %g outside [0, %lld], axis %d of %s", k, (long long)X.dim[ax], ax,
                                  SHP(&X, a));
@@ -198,6 +201,14 @@ ot_status ot_shape_rule_rnn(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_
         return ot_shape_fail(c, n, "hidden_size %lld, but R %s", (long long)hs, SHP(&r->shape, a));
     if (hs < 1 && H == 0) return ot_shape_fail(c, n, "hidden size 0");
     if (hs > 0) H = hs;
+    /* W [D, gates x H, I]: the product checked, a hidden_size of 2^62 overflows it */
+    const ot_value *w = ot_shape_input(c, n, 1);
+    int64_t gates = n->op == OT_OP_LSTM ? 4 : n->op == OT_OP_GRU ? 3 : 1, GH;
+    if (H >= 0 && !ot_i64_mul(gates, H, &GH))
+        return ot_shape_fail(c, n, "%lld gates of hidden size %lld overflow int64", (long long)gates, (long long)H);
+    if (H >= 0 && w && w->shape.rank == 3 && w->shape.dim[1] >= 0 && w->shape.dim[1] != GH)
+        return ot_shape_fail(c, n, "W %s must hold %lld gates of hidden size %lld (%lld) on dim 1",
+                             SHP(&w->shape, a), (long long)gates, (long long)H, (long long)GH);
     int ti = layout ? 1 : 0, bi = layout ? 0 : 1;
     int64_t T = x->shape.dim[ti], B = x->shape.dim[bi];
     int32_t ts = x->shape.sym[ti], bs = x->shape.sym[bi];

@@ -92,7 +92,13 @@ static ot_status from_sizes(ot_shape_ctx *c, const ot_node *n, const ot_resize_p
         double r = (double)y->dim[d] / (double)x->dim[d];
         if (k == 0 || (p->aspect == OT_ASPECT_NOT_LARGER ? r < s : r > s)) s = r;
     }
-    for (int k = 0; k < count; k++) y->dim[axis[k]] = (int64_t)(s * (double)x->dim[axis[k]] + 0.5);
+    for (int k = 0; k < count; k++) {
+        double o = s * (double)x->dim[axis[k]] + 0.5;
+        if (!(o < 4.0e18)) /* checked before the conversion, undefined past int64 */
+            return ot_shape_fail(c, n, "keep_aspect_ratio_policy scales axis %d (%lld) by %g: past int64", axis[k],
+                                 (long long)x->dim[axis[k]], s);
+        y->dim[axis[k]] = (int64_t)o;
+    }
     return OT_OK;
 }
 
@@ -187,15 +193,22 @@ ot_status ot_shape_rule_conv_transpose(ot_shape_ctx *c, const ot_node *n, ot_dty
             Y.dim[2 + i] = wp->n_output_shape >= nd ? wp->output_shape[wp->n_output_shape - nd + i] : -1;
             continue;
         }
-        int64_t span;
-        if (!ot_conv_transpose_out(wp, nd, i, X.dim[2 + i], k, &Y.dim[2 + i]) || !ot_i64_mul(k - 1, d, &span) ||
-            !ot_i64_mul(s, X.dim[2 + i], &pb))
-            return ot_shape_fail(c, n, "spatial dim %d: the output size overflows or is below 1", i);
-        ot_conv_transpose_pads(wp, nd, i, X.dim[2 + i], k, Y.dim[2 + i], &pb, &pe);
+        int64_t natural, past, span;
+        if (!ot_conv_transpose_out(wp, nd, i, X.dim[2 + i], k, &Y.dim[2 + i]))
+            return ot_shape_fail(c, n, "spatial dim %d: the output size overflows int64 or is below 1 (input %lld, "
+                                 "kernel %lld, stride %lld, dilation %lld)",
+                                 i, (long long)X.dim[2 + i], (long long)k, (long long)s, (long long)d);
         /* the output past stride x (in - 1) + span - pads reads nothing (bias only) up to
          * one stride; beyond that the gradient's Conv would not give X's size back */
-        int64_t natural = s * (X.dim[2 + i] - 1) + span + 1 - pb;
-        if (pb < 0 || Y.dim[2 + i] - natural >= s)
+        if (!ot_conv_transpose_pads(wp, nd, i, X.dim[2 + i], k, Y.dim[2 + i], &pb, &pe) ||
+            !ot_i64_mul(k - 1, d, &span) || !ot_i64_mul(s, X.dim[2 + i] - 1, &natural) ||
+            !ot_i64_add(natural, span, &natural) || !ot_i64_add(natural, 1, &natural) ||
+            !ot_i64_sub(natural, pb, &natural) || !ot_i64_sub(Y.dim[2 + i], natural, &past))
+            return ot_shape_fail(c, n, "spatial dim %d: output %lld, input %lld, kernel %lld, stride %lld, dilation "
+                                 "%lld and pads overflow int64",
+                                 i, (long long)Y.dim[2 + i], (long long)X.dim[2 + i], (long long)k, (long long)s,
+                                 (long long)d);
+        if (pb < 0 || past >= s)
             return ot_shape_fail_model(c, n, "output_shape %lld on spatial dim %d is out of reach of the input (%lld)",
                                        (long long)Y.dim[2 + i], i, (long long)X.dim[2 + i]);
     }

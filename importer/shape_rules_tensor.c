@@ -4,6 +4,7 @@
  * propagated by shape_data.c) where the output shape depends on values. */
 #include "shape_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,7 +109,7 @@ static ot_status rule_reshape(ot_shape_ctx *c, const ot_node *n, ot_shape *out) 
     for (int i = 0; i < X.rank; i++) {
         if (X.dim[i] >= 0) {
             if (__builtin_mul_overflow(kin, X.dim[i], &kin))
-                return ot_shape_fail(c, n, "input element count overflows int64");
+                return ot_shape_fail(c, n, "the element count of input %s overflows int64", SHP(&X, a));
         }
         else if (X.sym[i] >= 0) sin[nsin++] = X.sym[i];
         else unk_in = true;
@@ -117,7 +118,7 @@ static ot_status rule_reshape(ot_shape_ctx *c, const ot_node *n, ot_shape *out) 
         if (j == infer) continue;
         if (o.dim[j] >= 0) {
             if (__builtin_mul_overflow(kout, o.dim[j], &kout))
-                return ot_shape_fail(c, n, "target shape's element count overflows int64");
+                return ot_shape_fail(c, n, "the element count of target shape %s overflows int64", IVS(iv, b));
         }
         else if (o.sym[j] >= 0) sout[nsout++] = o.sym[j];
         else unk_out = true;
@@ -257,7 +258,8 @@ static ot_status rule_concat(ot_shape_ctx *c, const ot_node *n, ot_shape *out) {
         }
         if (v->shape.dim[ax] < 0) sum_known = false;
         else if (!ot_i64_add(sum, v->shape.dim[ax], &sum))
-            return ot_shape_fail(c, n, "the inputs' sizes on axis %d add up past int64", ax);
+            return ot_shape_fail(c, n, "the inputs' sizes on axis %d add up past int64 (%lld + input '%s' %s)", ax,
+                                 (long long)sum, v->name, SHP(&v->shape, a));
     }
     if (o.rank >= 0) {
         o.dim[ax] = sum_known ? sum : -1;
@@ -304,9 +306,9 @@ static ot_status rule_split(ot_shape_ctx *c, const ot_node *n, ot_shape *sh) {
             return ot_shape_fail(c, n, "split sizes add up to %lld but axis %d of %s has %lld", (long long)total, ax,
                                  SHP(&X, a), (long long)dim);
     } else if (dim >= 0) { /* equal parts; the last one smaller when uneven (opset 18) */
-        int64_t parts = n->n_outputs, each = (dim + parts - 1) / parts;
+        int64_t parts = n->n_outputs, each = dim / parts + (dim % parts != 0), used;
         for (int o = 0; o < n->n_outputs; o++) {
-            int64_t left = dim - each * o;
+            int64_t left = ot_i64_mul(each, o, &used) ? dim - used : -1; /* past int64: past dim too */
             sh[o].dim[ax] = left < 0 ? 0 : (left < each ? left : each);
         }
     }
@@ -418,8 +420,10 @@ ot_status ot_shape_rule_flatten(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt,
     ot_status rc = ot_shape_axis(c, n, ot_node_attr_int(n, "axis", 1), X.rank, true, &X, &ax);
     if (rc) return rc;
     sh[0] = ot_shape_make(2, NULL);
-    ot_shape_dim_product(&X, 0, ax, &sh[0].dim[0], &sh[0].sym[0]);
-    ot_shape_dim_product(&X, ax, X.rank, &sh[0].dim[1], &sh[0].sym[1]);
+    char a[160];
+    if (!ot_shape_dim_product(&X, 0, ax, &sh[0].dim[0], &sh[0].sym[0]) ||
+        !ot_shape_dim_product(&X, ax, X.rank, &sh[0].dim[1], &sh[0].sym[1]))
+        return ot_shape_fail(c, n, "flattening %s at axis %d: a product of its dims overflows int64", SHP(&X, a), ax);
     return OT_OK;
 }
 
@@ -505,10 +509,11 @@ ot_status ot_shape_rule_range(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, o
     }
     if (!ks || !kd) return OT_OK;
     if (d == 0) return ot_shape_fail(c, n, "delta is 0");
-    double cnt = (l - s) / d;
-    int64_t k = (int64_t)cnt;
-    if ((double)k < cnt) k++;
-    sh[0].dim[0] = k > 0 ? k : 0;
+    double cnt = ceil((l - s) / d);
+    /* checked before the conversion, which is undefined past int64 (and for NaN) */
+    if (!(cnt < 9.2e18))
+        return ot_shape_fail(c, n, "Range(%g, %g, %g) would have %g elements: past int64", s, l, d, cnt);
+    sh[0].dim[0] = cnt > 0 ? (int64_t)cnt : 0;
     return OT_OK;
 }
 

@@ -22,8 +22,13 @@ ot_status ot_shape_rule_rms_norm(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt
     ot_status rc = ot_shape_axis(c, n, ot_node_attr_int(n, "axis", -1), X.rank, false, &X, &ax);
     if (rc) return rc;
     int64_t cols = 1;
-    for (int d = ax; d < X.rank && cols >= 0; d++)
-        if (X.dim[d] < 0 || !ot_i64_mul(cols, X.dim[d], &cols)) cols = -1;
+    bool zero = false, unknown = false;
+    for (int d = ax; d < X.rank; d++) zero |= X.dim[d] == 0, unknown |= X.dim[d] < 0;
+    for (int d = ax; d < X.rank && !zero && !unknown; d++) /* 0 x (past int64) is no overflow */
+        if (!ot_i64_mul(cols, X.dim[d], &cols))
+            return ot_shape_fail(c, n, "the normalised dims of X (from axis %d) multiply past int64", ax);
+    if (unknown) cols = -1;
+    else if (zero) cols = 0;
     int64_t ns = sv ? ot_shape_numel(&sv->shape) : -1;
     if (cols >= 0 && ns >= 0 && ns != cols && ns != 1)
         return ot_shape_fail(c, n, "scale '%s' has %lld elements; the normalised dims have %lld", sv->name,
@@ -139,7 +144,7 @@ ot_status ot_shape_rule_attention(ot_shape_ctx *c, const ot_node *n, ot_dtype *d
         Y.dim[3] = Dv, Y.sym[3] = -1;
     } else {
         int64_t hid = -1;
-        if (Dv >= 0 && !ot_i64_mul(qh, Dv, &hid)) return ot_shape_fail(c, n, "Hq * Dv overflows int64");
+        if (Dv >= 0 && !ot_i64_mul(qh, Dv, &hid)) return ot_shape_fail(c, n, "q_num_heads %lld x head size %lld overflows int64", (long long)qh, (long long)Dv);
         Y.dim[2] = hid, Y.sym[2] = -1;
     }
     sh[0] = Y;
@@ -153,7 +158,7 @@ ot_status ot_shape_rule_attention(ot_shape_ctx *c, const ot_node *n, ot_dtype *d
         if (past < 0 || Sk < 0)
             total = -1;
         else if (!ot_i64_add(past, Sk, &total))
-            return ot_shape_fail(c, n, "past + new keys overflow int64");
+            return ot_shape_fail(c, n, "past %lld + new keys %lld overflow int64", (long long)past, (long long)Sk);
     }
     ot_status rc = attn_mask_check(c, n, in_value(c, n, 3), Q.dim[0], Hq, Sq, total);
     if (rc) return rc;

@@ -300,21 +300,26 @@ bool ot_conv_transpose_out(const ot_window_params *wp, int nd, int i, int64_t in
     return r >= 1;
 }
 
-void ot_conv_transpose_pads(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t out, int64_t *pb,
+bool ot_conv_transpose_pads(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t out, int64_t *pb,
                             int64_t *pe) {
-    int64_t s, d, op;
+    int64_t s, d, op, span, natural, total;
     ct_dim(wp, nd, i, &s, &d, &op);
-    int64_t span = (k - 1) * d + 1, natural = s * (in - 1) + span;
+    *pb = *pe = 0;
+    /* span = (k - 1) d + 1, natural = s (in - 1) + span: checked, attributes may be 2^62 */
+    if (__builtin_mul_overflow(k - 1, d, &span) || __builtin_add_overflow(span, 1, &span) ||
+        __builtin_mul_overflow(s, in - 1, &natural) || __builtin_add_overflow(natural, span, &natural) ||
+        __builtin_sub_overflow(natural, out, &total))
+        return false;
     if (wp->n_pads == 2 * nd) {
         *pb = wp->pads[i];
     } else if (wp->auto_pad == OT_AUTO_PAD_SAME_UPPER || wp->auto_pad == OT_AUTO_PAD_SAME_LOWER) {
-        int64_t total = natural + op - out, half = total >= 0 ? total / 2 : -((-total + 1) / 2); /* floor */
+        if (__builtin_add_overflow(total, op, &total)) return false;
+        int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); /* floor */
         *pb = wp->auto_pad == OT_AUTO_PAD_SAME_UPPER ? half : total - half;
-    } else {
-        *pb = 0;
     }
-    *pe = natural - out - *pb;
+    if (__builtin_sub_overflow(natural - out, *pb, pe)) return false;
     if (*pe < 0) *pe = 0;
+    return true;
 }
 
 /* The index of name in names[0..n), n (the OTHER value) when absent. */

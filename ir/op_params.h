@@ -80,9 +80,11 @@ typedef struct ot_window_params {
  * below 1. ot_conv_transpose_pads: the begin pad (explicit pads, else auto_pad's split
  * of the total padding: SAME_UPPER puts the smaller half first, SAME_LOWER the larger,
  * as the reference does) and an end pad that gives that convolution exactly `in`
- * outputs (never negative: a shortfall below one stride is dropped by the floor). */
+ * outputs (never negative: a shortfall below one stride is dropped by the floor);
+ * false when that arithmetic overflows int64 (the shape rule refuses such a node, so
+ * callers after shape inference may ignore it). */
 bool ot_conv_transpose_out(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t *out);
-void ot_conv_transpose_pads(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t out, int64_t *pb,
+bool ot_conv_transpose_pads(const ot_window_params *wp, int nd, int i, int64_t in, int64_t k, int64_t out, int64_t *pb,
                             int64_t *pe);
 
 typedef enum ot_gelu_approx { OT_GELU_NONE, OT_GELU_TANH, OT_GELU_OTHER } ot_gelu_approx;
