@@ -208,6 +208,7 @@ const ot_plan *ot_train_plan(const ot_train_session *s) { return s->ex ? ot_exec
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s) { return &s->ad; }
 
 void ot_train_print_constants_note(const ot_train_session *s, FILE *f) {
+    if (*s->kv_note) fprintf(f, "%s\n", s->kv_note);
     if (s->ad_built && s->ad.legacy_pattern)
         fprintf(f, "note: %s '%s' matches no param as a glob, so it was read as a regular expression (the syntax before "
                 "globs were the default): write %s 're:%s' to say so\n", s->ad.legacy_option, s->ad.legacy_pattern,
