@@ -212,7 +212,7 @@ ot_status ot_kv_add_defaults(const ot_graph *g, int n_model_inputs, ot_dataset *
         } else {
             size_t l = strlen(other);
             snprintf(other + l, sizeof other - l, ", %s %s", vname(g, v),
-                     role == OT_KV_MASK ? "of ones over past + sequence" : how + strlen("default: "));
+                     role == OT_KV_MASK ? "of ones over past + sequence" : how + strlen("default: positions "));
         }
     }
     if (note && n_note && (n_past || *other))
