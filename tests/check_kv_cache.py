@@ -83,6 +83,17 @@ def main():
               [o.name for o in a.output] == [o.name for o in b.output], "the tuned model keeps every input and output")
         ref_check(tuned)
 
+    # prefix tuning: the cache given as data, the mask and positions defaulted over it
+    r = run(binary, "train", dec, *data, *pasts, "--epochs", "1", "-o", P("prefix.onnx"))
+    check(r.returncode == 0 and "position_ids %d..%d" % (PL, PL + T - 1) in r.stderr + r.stdout
+          and "empty past" not in r.stderr + r.stdout,
+          "train with a given past: positions %d..%d, a mask over past + sequence (rc %d) %s"
+          % (PL, PL + T - 1, r.returncode, r.stderr[-300:]))
+    # the derived symbol is never bound on its own
+    r = run(binary, "train", dec, *data, "--bind", "total_sequence_length=7", "-o", P("x.onnx"))
+    check(r.returncode == 2 and "never bound on its own" in r.stderr,
+          "--bind of the derived total_sequence_length is refused (rc %d) %s" % (r.returncode, r.stderr.strip()))
+
     # verify, bitwise with an empty and with a given past
     for policy in ("sqrt", "auto"):
         r = run(binary, "verify", dec, *data, "--remat", policy)

@@ -117,14 +117,33 @@ static bool is_model_input(const ot_graph *g, int n_model_inputs, int v) {
     return false;
 }
 
+/* The first derived symbol a --bind spec ("NAME=SIZE[,NAME=SIZE]") names, -1 if none. */
+static int derived_in_spec(const ot_graph *g, const bool *derived, const char *spec) {
+    for (int s = 0; s < g->n_syms; s++) {
+        size_t n = strlen(g->syms[s]);
+        for (const char *p = spec; derived[s] && p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+            if (!strncmp(p, g->syms[s], n) && p[n] == '=') return s;
+    }
+    return -1;
+}
+
 ot_status ot_session_bind(ot_graph *g, int n_model_inputs, const char *const *bind, int n_bind, const ot_dataset *d,
                           int64_t want, int64_t dflt, int64_t n_samples, int64_t *batch, ot_error *err) {
     ot_status st;
     bool *derived = ot_xcalloc((size_t)g->n_syms + 1, sizeof *derived);
     if (!derived) return ot_fail(err, OT_E_MEMORY, "out of memory");
     if ((st = ot_kv_derived_syms(g, n_model_inputs, derived, err))) goto fail;
-    for (int i = 0; i < n_bind; i++)
+    for (int i = 0; i < n_bind; i++) {
+        int sym = derived_in_spec(g, derived, bind[i]);
+        if (sym >= 0) {
+            st = ot_fail(err, OT_E_USAGE,
+                         "--bind %s: the model computes '%s' from its other dims (e.g. past + sequence length), so it "
+                         "is never bound on its own: bind those, or give the data that fixes them",
+                         bind[i], g->syms[sym]);
+            goto fail;
+        }
         if ((st = ot_graph_bind_dims_from_string(g, bind[i], err))) goto fail;
+    }
     /* symbolic dims past axis 0 come from the data (every input must agree: the
      * second one that disagrees fails to bind, naming the dim) */
     for (int i = 0; d && i < d->n_arrays; i++) {
