@@ -89,6 +89,14 @@ def main():
           and "empty past" not in r.stderr + r.stdout,
           "train with a given past: positions %d..%d, a mask over past + sequence (rc %d) %s"
           % (PL, PL + T - 1, r.returncode, r.stderr[-300:]))
+    # validation data and eval take the same defaults
+    r = run(binary, "train", dec, *data, "--val-input", "input_ids=" + P("ids.npy"), "--val-labels", P("labels.npy"),
+            "--epochs", "1", "-o", P("val.onnx"))
+    check(r.returncode == 0 and "val loss" in r.stdout + r.stderr, "train with validation data of token ids only (rc %d) %s"
+          % (r.returncode, r.stderr[-300:]))
+    r = run(binary, "eval", tuned if os.path.exists(tuned) else dec, *data)
+    check(r.returncode == 0 and "loss" in r.stdout, "eval with token ids and labels only (rc %d) %s"
+          % (r.returncode, r.stderr[-300:]))
     # the derived symbol is never bound on its own
     r = run(binary, "train", dec, *data, "--bind", "total_sequence_length=7", "-o", P("x.onnx"))
     check(r.returncode == 2 and "never bound on its own" in r.stderr,
