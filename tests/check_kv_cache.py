@@ -155,8 +155,26 @@ def main():
     r = run(binary, "grad", three, "--input", "a=" + P("a.npy"), "--labels", P("a.npy"), "--loss", "mse")
     check(r.returncode == 2 and "no data for 2 inputs: 'b', 'c'" in r.stderr,
           "inputs without data listed at once (rc %d) %s" % (r.returncode, r.stderr.strip()))
+    check_by_symbol(binary, P)
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0
+
+
+def check_by_symbol(binary, P):
+    """A cache input named neither past_key_values.* nor past.*, known by its
+    past-length symbol; its output's total length derived from past + sequence."""
+    m = P("by_symbol.onnx")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 4])
+    c = helper.make_tensor_value_info("cache_k", TensorProto.FLOAT, ["batch", "past_seq_len", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 4])
+    k = helper.make_tensor_value_info("new_k", TensorProto.FLOAT, ["batch", "total_len", 4])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], list(np.arange(16, dtype=np.float32) / 16))
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Concat", ["cache_k", "y"], ["new_k"], axis=1)]
+    onnx.save(helper.make_model(helper.make_graph(nodes, "by_symbol", [x, c], [y, k], [w]),
+                                opset_imports=[helper.make_opsetid("", 17)]), m)
+    r = run(binary, "--loss", "mse", m)
+    check(r.returncode == 0 and "default: an empty past" in r.stdout and "bitwise equal" in r.stdout,
+          "a cache input known by its past-length symbol: the bare form (rc %d) %s" % (r.returncode, r.stderr[-300:]))
 
 
 REF_PYTHONS = [sys.executable, "/work/venvs/hf/bin/python", "/work/venvs/ops3/bin/python", "python3"]

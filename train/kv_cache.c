@@ -19,9 +19,10 @@ static bool past_by_name(const char *n) {
 
 int ot_kv_past_axis(const ot_graph *g, int v) {
     const ot_shape *s = &g->values[v].shape;
+    /* by symbol, bound or not: a bound dim keeps its symbol (importer/shape.c) */
     for (int a = 1; a < s->rank; a++)
-        if (s->dim[a] < 0 && past_sym(g, s->sym[a])) return a;
-    if (s->rank == 4 && s->dim[2] < 0 && past_by_name(vname(g, v))) return 2;
+        if (past_sym(g, s->sym[a])) return a;
+    if (s->rank == 4 && s->sym[2] >= 0 && past_by_name(vname(g, v))) return 2;
     return -1;
 }
 

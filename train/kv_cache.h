@@ -25,7 +25,8 @@ typedef enum { OT_KV_NONE, OT_KV_PAST, OT_KV_MASK, OT_KV_POSITIONS } ot_kv_role;
 /* The role of graph input v among g's first n_model_inputs inputs. */
 ot_kv_role ot_kv_role_of(const ot_graph *g, int n_model_inputs, int v);
 /* The axis of a past input whose symbol is a past length (or axis 2 of a rank-4 past
- * with a symbolic axis 2, HF's [batch, heads, past, head_dim]); -1 when none. */
+ * with a symbolic axis 2, HF's [batch, heads, past, head_dim]), bound or not; -1 when
+ * none (a past of fixed length). */
 int ot_kv_past_axis(const ot_graph *g, int v);
 /* derived[sym] (g->n_syms entries) for each symbol of the model inputs that the graph
  * derives from the others (see above). g is the import, unbound. */
