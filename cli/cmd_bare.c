@@ -39,7 +39,9 @@ static void bare_usage(FILE *f) {
           "state update bitwise (as `onnxtrain verify`), then prints the command that trains. The\n"
           "synthetic data is seeded (--seed): floats N(0,1); integer ids in [0, rows) of the table a\n"
           "Gather reads with them, else in [0, 2); cross-entropy labels in [0, classes). The batch is\n"
-          "the model's, else --batch-size, else 4; other symbolic dims --bind, else 8. Then it times\n"
+          "the model's, else --batch-size, else 4; other symbolic dims --bind, else 8, but a KV cache\n"
+          "(past_key_values.*) is empty, its attention_mask ones and position_ids 0..T-1, as HF's\n"
+          "defaults, and a dim the graph derives (past + sequence) is inferred. Then it times\n"
           "training steps of both as `onnxtrain bench` does (one warm-up step each, then\n"
           "--time-steps N interleaved steps, default 5, 0 for none) and prints the median step time\n"
           "[IQR] of each and their ratio. Exit 0, or 11 when the two steps differ.\n\n"
@@ -320,14 +322,22 @@ static void placeholder(const char *name, char *buf, size_t n) {
  * learn loses at least half its loss in 5 (docs/training.md, Defaults). */
 #define BARE_EPOCHS 5
 
+/* An array the session made for a KV-cache input (train/kv_cache.h), not data. */
+static bool is_kv_default(const ot_data_array *a) { return !strncmp(a->path, "default: ", 9); }
+
 static void print_command(const bare *b, const ot_graph *g, const char *dims, const ot_dataset *d) {
     printf("\nto train, give it data (.npy files, samples along axis 0):\n  onnxtrain");
     for (int i = 0; i < b->argc; i++)
         print_word(stdout, b->argv[i]);
+    int n_kv = 0;
     for (int i = 0; i < d->n_arrays; i++) {
         const ot_data_array *a = &d->arrays[i];
         char ph[300], spec[600];
         bool labels = !strcmp(a->name, OT_DATA_LABELS);
+        if (is_kv_default(a)) { /* optional: the session defaults them as it did here */
+            n_kv++;
+            continue;
+        }
         placeholder(labels ? "labels" : a->name, ph, sizeof ph);
         snprintf(spec, sizeof spec, "%s%s%s", labels ? "" : a->name, labels ? "" : "=", ph);
         printf(" %s", labels ? "--labels" : "--input");
@@ -340,18 +350,22 @@ static void print_command(const bare *b, const ot_graph *g, const char *dims, co
         length |= !strncmp(b->argv[i], "--epochs", 8) || !strncmp(b->argv[i], "--steps", 7);
     if (!length) printf(" --epochs %d", BARE_EPOCHS);
     printf("\n  where");
-    for (int i = 0; i < d->n_arrays; i++) {
+    for (int i = 0, n = 0; i < d->n_arrays; i++) {
         const ot_data_array *a = &d->arrays[i];
         char ph[300], sh[128];
         bool labels = !strcmp(a->name, OT_DATA_LABELS);
+        if (is_kv_default(a)) continue;
         placeholder(labels ? "labels" : a->name, ph, sizeof ph);
         int v = labels ? -1 : ot_graph_find_value(g, a->name);
         sample_shape(b, g, v >= 0 ? &g->values[v].shape : NULL, a->t, sh, sizeof sh);
-        printf("%s %s is %s%s %s", i ? ";" : "", ph, ot_dtype_name(a->t->dtype),
+        printf("%s %s is %s%s %s", n++ ? ";" : "", ph, ot_dtype_name(a->t->dtype),
                a->t->dtype == OT_I64 ? " (or int32)" : "", sh);
         if (labels && b->ca.loss.kind == OT_LOSS_CROSS_ENTROPY) printf(" class indices");
         if (labels && *dims) printf(" (as planned, with %s %d)", dims, OT_CLI_DIM_NO_DATA);
     }
+    if (n_kv)
+        printf(".\n  The model's %d KV-cache inputs are optional: without data they take HF's defaults, as above "
+               "(--input NAME=FILE.npy gives them, e.g. a prefix)", n_kv);
     if (b->out) {
         printf(".\n  It writes %s.\n", b->out);
     } else {

@@ -6,6 +6,7 @@
 #include "cli/defaults.h"
 #include "ir/human_size.h"
 #include "remat/remat.h"
+#include "train/kv_cache.h"
 #include "train/train.h"
 
 /* Whether a --bind spec ("NAME=SIZE[,NAME=SIZE]") names the dim. */
@@ -20,28 +21,40 @@ bool ot_cli_bound_by_user(const ot_common_args *ca, const char *dim) {
 /* The symbolic dims past axis 0 of the model's inputs that no --bind names get
  * OT_CLI_DIM_NO_DATA: without data nothing else fixes them. */
 static ot_status default_binds(const ot_graph *g, const ot_common_args *ca, ot_cli_batch_pick *p, ot_error *err) {
-    for (int i = 0; i < g->n_inputs; i++) {
+    bool *derived = ot_xcalloc((size_t)g->n_syms + 1, sizeof *derived);
+    if (!derived) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    ot_status st = ot_kv_derived_syms(g, g->n_inputs, derived, err);
+    for (int i = 0; !st && i < g->n_inputs; i++) {
         const ot_shape *sh = &g->values[g->inputs[i]].shape;
-        for (int a = 1; a < sh->rank; a++) {
+        /* a KV cache without data is empty (the session binds its past length to 0) */
+        int past = ot_kv_role_of(g, g->n_inputs, g->inputs[i]) == OT_KV_PAST ? ot_kv_past_axis(g, g->inputs[i]) : -1;
+        for (int a = 1; !st && a < sh->rank; a++) {
             int sym = sh->sym[a];
-            if (sh->dim[a] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || ot_cli_bound_by_user(ca, g->syms[sym]))
+            if (sh->dim[a] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || ot_cli_bound_by_user(ca, g->syms[sym]) ||
+                derived[sym] || a == past)
                 continue;
             bool dup = false;
             size_t sl = strlen(g->syms[sym]);
             for (int j = 0; j < p->n_own; j++)
                 dup |= !strncmp(p->own[j], g->syms[sym], sl) && p->own[j][sl] == '=';
             if (dup) continue;
-            if (p->n_own == OT_CLI_MAX_BINDS)
-                return ot_fail(err, OT_E_USAGE, "the model has more than %d symbolic dims: give --bind NAME=SIZE",
-                               OT_CLI_MAX_BINDS);
+            if (p->n_own == OT_CLI_MAX_BINDS) {
+                st = ot_fail(err, OT_E_USAGE, "the model has more than %d symbolic dims: give --bind NAME=SIZE",
+                             OT_CLI_MAX_BINDS);
+                break;
+            }
             size_t len = sl + 24;
-            if (!(p->own[p->n_own] = malloc(len))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+            if (!(p->own[p->n_own] = malloc(len))) {
+                st = ot_fail(err, OT_E_MEMORY, "out of memory");
+                break;
+            }
             snprintf(p->own[p->n_own++], len, "%s=%d", g->syms[sym], OT_CLI_DIM_NO_DATA);
             size_t l = strlen(p->dims);
             snprintf(p->dims + l, sizeof p->dims - l, "%s%s", l ? ", " : "", g->syms[sym]);
         }
     }
-    return OT_OK;
+    free(derived);
+    return st;
 }
 
 ot_status ot_cli_pick_batch(const ot_graph *g, const ot_common_args *ca, int64_t n_samples, ot_cli_batch_pick *p,

@@ -6,6 +6,7 @@
 
 #include "kernels/backend_select.h"
 #include "train/infer.h"
+#include "train/kv_cache.h"
 #include "train/session.h"
 #include "train/train.h" /* OT_DATA_LABELS */
 
@@ -189,6 +190,8 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
     if (!fixed && want > count) want = count;
     s->loss_value = s->label_value = s->out_value = -1;
     if ((st = bound_copy(s, data, want, true, &s->g, &s->batch, err))) goto fail;
+    /* a KV-cache decoder's cache inputs without data: HF's defaults (train/kv_cache.h) */
+    if ((st = ot_kv_add_defaults(s->g, s->g->n_inputs, data, NULL, 0, err))) goto fail;
     if (o->loss && (st = map_labels(s, data, err))) goto fail;
     if ((st = check_data(s->g, data, err))) goto fail; /* against what --bind fixed too (and the labels) */
     s->n_full = count / s->batch;

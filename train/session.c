@@ -8,6 +8,7 @@
 #include "autodiff/fold_linear.h" /* weight Transposes into the GEMM */
 #include "kernels/backend_select.h"
 #include "plan/schedule.h"
+#include "train/kv_cache.h"
 #include "train/session.h"
 #include "train/train_internal.h"
 #include "train/train_memory.h"
@@ -62,14 +63,24 @@ ot_status ot_session_map_data(const ot_graph *g, int n_model_inputs, int label_v
                                d->arrays[j].path, a->path);
         a->value_id = v;
     }
+    /* every input without data at once; KV-cache inputs take their defaults later */
+    char missing[512] = "";
+    int n_missing = 0, first = -1;
     for (int k = 0; k < n_model_inputs; k++) {
         int v = g->inputs[k];
         bool have = false;
         for (int i = 0; i < d->n_arrays; i++) have |= d->arrays[i].value_id == v;
-        if (!have)
-            return ot_fail(err, OT_E_USAGE, "%s: no data for input '%s' (use --input %s=FILE.npy)", what,
-                           name_of(g, v), name_of(g, v));
+        if (have || ot_kv_role_of(g, n_model_inputs, v) != OT_KV_NONE) continue;
+        size_t l = strlen(missing);
+        snprintf(missing + l, sizeof missing - l, "%s'%s'", n_missing ? ", " : "", name_of(g, v));
+        if (n_missing++ == 0) first = v;
     }
+    if (n_missing == 1)
+        return ot_fail(err, OT_E_USAGE, "%s: no data for input '%s' (use --input %s=FILE.npy)", what,
+                       name_of(g, first), name_of(g, first));
+    if (n_missing > 1)
+        return ot_fail(err, OT_E_USAGE, "%s: no data for %d inputs: %s (use --input NAME=FILE.npy for each)", what,
+                       n_missing, missing);
     if (label_value >= 0 && !ot_dataset_find(d, OT_DATA_LABELS))
         return ot_fail(err, OT_E_USAGE, "%s: --loss %s needs --labels FILE.npy", what, loss ? loss : "cross-entropy");
     return OT_OK;
@@ -106,11 +117,33 @@ static bool is_model_input(const ot_graph *g, int n_model_inputs, int v) {
     return false;
 }
 
+/* The first derived symbol a --bind spec ("NAME=SIZE[,NAME=SIZE]") names, -1 if none. */
+static int derived_in_spec(const ot_graph *g, const bool *derived, const char *spec) {
+    for (int s = 0; s < g->n_syms; s++) {
+        size_t n = strlen(g->syms[s]);
+        for (const char *p = spec; derived[s] && p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+            if (!strncmp(p, g->syms[s], n) && p[n] == '=') return s;
+    }
+    return -1;
+}
+
 ot_status ot_session_bind(ot_graph *g, int n_model_inputs, const char *const *bind, int n_bind, const ot_dataset *d,
                           int64_t want, int64_t dflt, int64_t n_samples, int64_t *batch, ot_error *err) {
     ot_status st;
-    for (int i = 0; i < n_bind; i++)
-        if ((st = ot_graph_bind_dims_from_string(g, bind[i], err))) return st;
+    bool *derived = ot_xcalloc((size_t)g->n_syms + 1, sizeof *derived);
+    if (!derived) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    if ((st = ot_kv_derived_syms(g, n_model_inputs, derived, err))) goto fail;
+    for (int i = 0; i < n_bind; i++) {
+        int sym = derived_in_spec(g, derived, bind[i]);
+        if (sym >= 0) {
+            st = ot_fail(err, OT_E_USAGE,
+                         "--bind %s: the model computes '%s' from its other dims (e.g. past + sequence length), so it "
+                         "is never bound on its own: bind those, or give the data that fixes them",
+                         bind[i], g->syms[sym]);
+            goto fail;
+        }
+        if ((st = ot_graph_bind_dims_from_string(g, bind[i], err))) goto fail;
+    }
     /* symbolic dims past axis 0 come from the data (every input must agree: the
      * second one that disagrees fails to bind, naming the dim) */
     for (int i = 0; d && i < d->n_arrays; i++) {
@@ -120,19 +153,29 @@ ot_status ot_session_bind(ot_graph *g, int n_model_inputs, const char *const *bi
         const ot_tensor *t = d->arrays[i].t;
         for (int k = 1; k < s->rank && k < t->shape.rank; k++) {
             int sym = s->sym[k];
-            if (s->dim[k] >= 0 || sym < 0 || g->sym_values[sym] >= 0) continue;
-            if ((st = ot_graph_bind_dim(g, g->syms[sym], t->shape.dim[k], err))) return st;
+            if (s->dim[k] >= 0 || sym < 0 || g->sym_values[sym] >= 0 || derived[sym]) continue;
+            if ((st = ot_graph_bind_dim(g, g->syms[sym], t->shape.dim[k], err))) goto fail;
         }
     }
-    if ((st = ot_session_batch(g, want, dflt, n_samples, batch, err))) return st;
+    /* a KV cache without data is empty: its past length 0 */
+    for (int k = 0; k < n_model_inputs; k++) {
+        int v = g->inputs[k], a = ot_kv_role_of(g, n_model_inputs, v) == OT_KV_PAST ? ot_kv_past_axis(g, v) : -1;
+        int sym = a >= 0 ? g->values[v].shape.sym[a] : -1;
+        if (sym >= 0 && g->sym_values[sym] < 0 && (st = ot_graph_bind_dim(g, g->syms[sym], 0, err))) goto fail;
+    }
+    if ((st = ot_session_batch(g, want, dflt, n_samples, batch, err))) goto fail;
     /* the batch: the first input's axis 0, then any other input naming it otherwise */
     for (int k = 0; k < n_model_inputs; k++) {
         const ot_shape *s = &g->values[g->inputs[k]].shape;
         int sym = s->rank >= 1 && s->dim[0] < 0 ? s->sym[0] : -1;
         if (sym < 0 || g->sym_values[sym] >= 0) continue;
-        if ((st = ot_graph_bind_dim(g, g->syms[sym], *batch, err))) return st;
+        if ((st = ot_graph_bind_dim(g, g->syms[sym], *batch, err))) goto fail;
     }
-    return OT_OK;
+    /* what the graph derives (total_sequence_length = past + sequence) last */
+    st = ot_kv_bind_derived(g, n_model_inputs, derived, err);
+fail:
+    free(derived);
+    return st;
 }
 
 static bool is_weight(const ot_value *v) { return v->kind == OT_VK_PARAM || v->kind == OT_VK_STATE; }
@@ -397,6 +440,7 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
     if ((st = ot_train_lora_prepare(s, err))) return st;
     if ((st = build_loss(s, err))) return st;
     if (have_data) {
+        if ((st = ot_kv_add_defaults(g, s->n_model_inputs, data, s->kv_note, sizeof s->kv_note, err))) return st;
         if ((st = ot_session_map_data(g, s->n_model_inputs, s->label_value, loss_name(s), data, "data", err)))
             return st;
         if ((st = ot_train_check_arrays(s, data, err))) return st;

@@ -9,6 +9,7 @@
 
 #include "kernels/backend_select.h"
 #include "plan/schedule.h"
+#include "train/kv_cache.h"
 #include "train/session.h"
 #include "train/train_dist.h"
 #include "train/train_internal.h"
@@ -191,6 +192,8 @@ void ot_train_session_free(ot_train_session *s) {
 ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char *what, ot_error *err) {
     ot_status st = ot_session_map_data(s->g, s->n_model_inputs, s->label_value,
                                        s->o.loss.kind == OT_LOSS_MSE ? "mse" : "cross-entropy", data, what, err);
+    /* a KV-cache decoder's cache inputs: the defaults the training data took */
+    if (!st) st = ot_kv_add_defaults(s->g, s->n_model_inputs, data, NULL, 0, err);
     if (!st) st = ot_train_check_arrays(s, data, err);
     if (st || s->o.plan_only) return st; /* a plan holds no host batches to share */
     /* batches reuse the training data's host buffers, array by array */
@@ -208,6 +211,7 @@ const ot_plan *ot_train_plan(const ot_train_session *s) { return s->ex ? ot_exec
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s) { return &s->ad; }
 
 void ot_train_print_constants_note(const ot_train_session *s, FILE *f) {
+    if (*s->kv_note) fprintf(f, "%s\n", s->kv_note);
     if (s->ad_built && s->ad.legacy_pattern)
         fprintf(f, "note: %s '%s' matches no param as a glob, so it was read as a regular expression (the syntax before "
                 "globs were the default): write %s 're:%s' to say so\n", s->ad.legacy_option, s->ad.legacy_pattern,

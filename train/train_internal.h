@@ -21,6 +21,7 @@ struct ot_train_session {
     ot_train_options o;
     bool with_opt;
     int64_t B;
+    char kv_note[512]; /* the KV-cache defaults the data took (train/kv_cache.h), "" when none */
     int n_model_inputs;
     int label_value; /* loss's labels/targets input, -1 for --loss output */
     int loss_value;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec/rng.h"
+#include "train/kv_cache.h"
 #include "train/train_internal.h"
 #include "train/train_synthetic.h"
 
@@ -103,6 +104,12 @@ static ot_status add_array(ot_train_session *s, int v, bool labels, uint64_t see
     const ot_graph *g = s->g;
     const ot_value *x = &g->values[v];
     ot_dtype d = x->dtype;
+    if (!labels && ot_kv_role_of(g, s->n_model_inputs, v) != OT_KV_NONE) { /* HF's defaults, as without data */
+        char kv_how[96];
+        ot_tensor *t = ot_kv_default(g, s->n_model_inputs, v, n_samples, kv_how, sizeof kv_how, err);
+        if (!t) return err ? err->code : OT_E_USAGE;
+        return ot_dataset_add(out, x->name, kv_how, -1, t, err);
+    }
     bool is_int = d == OT_I64 || d == OT_I32 || d == OT_I8 || d == OT_U8 || d == OT_BOOL;
     if (!is_int && d != OT_F32 && d != OT_F64)
         return ot_fail(err, OT_E_UNSUPPORTED,
