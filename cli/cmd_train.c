@@ -151,6 +151,12 @@ static void on_step(void *user, const ot_train_step_info *si) {
                             "makes them sleep", slower);
 }
 
+static void on_warning(void *user, const char *msg) {
+    cli_obs *o = user;
+    if (o->prog.f) ot_progress_message(&o->prog, "warning: %s", msg);
+    else fprintf(stderr, "warning: %s\n", msg); /* --quiet still says what it carried on past */
+}
+
 static void on_epoch(void *user, const ot_train_epoch_stats *e) {
     cli_obs *o = user;
     ot_wait_watch_pause(&o->wait); /* validation ran since the last step */
@@ -515,7 +521,7 @@ static ot_status run(train_cli *t, int64_t total, ot_error *err) {
     cli_obs ob;
     ot_progress_init(&ob.prog, stderr, isatty(fileno(stderr)) != 0, t->quiet, total, t->log_every);
     ot_wait_watch_init(&ob.wait);
-    ot_train_observer obs = {.on_step = on_step, .on_epoch = on_epoch, .user = &ob};
+    ot_train_observer obs = {.on_step = on_step, .on_epoch = on_epoch, .on_warning = on_warning, .user = &ob};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;

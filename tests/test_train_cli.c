@@ -123,6 +123,23 @@ static void test_nan_exit_10(void **state) {
     expect_sentinel(TMP "/tuned.onnx");
 }
 
+/* tinygpt with every label -100 (issue 28): not 0/0 = NaN blamed on the causal mask,
+ * but a warning naming the step, loss 0, the model written. */
+static void test_all_labels_ignored_warns(void **state) {
+    (void)state;
+    ot_error err = {0};
+    ot_tensor *l = NULL;
+    assert_int_equal(ot_npy_read(S "tinygpt/labels.npy", &l, &err), OT_OK);
+    for (int64_t i = 0; i < (int64_t)(l->nbytes / sizeof(int64_t)); i++) ((int64_t *)l->data)[i] = -100;
+    assert_int_equal(ot_npy_write(TMP "/ignored.npy", l, &err), OT_OK);
+    ot_tensor_free(l);
+    assert_int_equal(run(BIN " train " S "tinygpt_nodrop.onnx --input " S "tinygpt/input.npy --labels " TMP
+                         "/ignored.npy --batch-size 7 --steps 2 --quiet -o " TMP "/tuned.onnx"),
+                     0);
+    expect_output("warning: training step 2, micro-batch 1 of 1: every label is the ignore index -100");
+    expect_output("loss 0.0000 -> 0.0000");
+}
+
 static void test_train_writes_model_and_report(void **state) {
     (void)state;
     remove(TMP "/tuned.onnx");
@@ -194,6 +211,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_labels_exit_8),   cmocka_unit_test(test_usage_errors_exit_2),
         cmocka_unit_test(test_loss_output_not_scalar), cmocka_unit_test(test_nan_exit_10),
+        cmocka_unit_test(test_all_labels_ignored_warns),
         cmocka_unit_test(test_train_writes_model_and_report), cmocka_unit_test(test_grad_dump),
         cmocka_unit_test(test_help_lists_options),
     };

@@ -241,7 +241,8 @@ bool ot_train_loss_flat(const ot_train_result *r, double *first, double *last) {
     }
     *first = a / (double)k;
     *last = b / (double)k;
-    return !(*last < 0.99 * *first);
+    /* a loss of 0 (micro-batches whose every label is ignored) has nothing to fall from */
+    return *first != 0.0 && !(*last < 0.99 * *first);
 }
 
 /* Whether a BatchNormalization node of the step normalises by batch statistics. */

@@ -292,7 +292,8 @@ typedef struct ot_train_step_info {
 /* Whether the loss of a run hardly fell: the mean loss of the last fifth of its steps
  * (an epoch of a 5-epoch run; at least one step) is not 1% below that of the first
  * fifth, or is above it. *first and *last get the two means. false for a run of fewer
- * than 2 steps (a resumed run counts from its first step). */
+ * than 2 steps (a resumed run counts from its first step) or whose first fifth has
+ * mean loss 0. */
 bool ot_train_loss_flat(const ot_train_result *r, double *first, double *last);
 
 /* Observer of the loop (progress display): called after every optimizer step and at
@@ -300,6 +301,9 @@ bool ot_train_loss_flat(const ot_train_result *r, double *first, double *last);
 typedef struct ot_train_observer {
     void (*on_step)(void *user, const ot_train_step_info *info);
     void (*on_epoch)(void *user, const ot_train_epoch_stats *e);
+    /* one line, no newline: something the run carried on past (a micro-batch whose
+     * every label is the ignore index); may be NULL */
+    void (*on_warning)(void *user, const char *msg);
     void *user;
 } ot_train_observer;
 

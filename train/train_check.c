@@ -8,6 +8,7 @@
  * optimizer kernel takes its sum of squares during the update, which reads the
  * gradient anyway (exec/kernel_ctx.h, grad_ss), and the norm is added up after the
  * step in param order: the same bits as the sums taken before the update.
+ * ot_train_inf_intended tells the diagnosis (train_loop.c) which Infs a mask meant.
  *
  * The check still decides before any update: a gradient not proved (a non-finite or
  * huge input, another producer) is summed as before (train_loop.c), and a non-finite
@@ -141,4 +142,35 @@ void ot_train_check_finish(ot_train_session *s) {
         total += ss;
     }
     s->last_norm = sqrt(total) / 1.0; /* the boundary's sqrt(total) / K, K = 1 */
+}
+
+/* Whether an infinity in value v is intended (docs/bad-input.md, "Which value is
+ * named"): a causal or padding mask writes -Inf on purpose (Where, a masked Add) for a
+ * Softmax, a max or a comparison to consume. It is intended when every reader is such
+ * an op, or passes it on unchanged (views, layout, Add/Sub, Cast) to a value that is
+ * itself intended; an Inf that reaches anything else, the loss, a graph output or a
+ * value nothing reads is named at the first node that made it. NaN is never intended.
+ * depth bounds the walk (a deeper chain counts as unintended: it is named). */
+bool ot_train_inf_intended(const ot_graph *g, int v, int depth) {
+    const ot_value *val = &g->values[v];
+    if (val->n_consumers == 0 || depth > 32) return false;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == v) return false;
+    for (int k = 0; k < val->n_consumers; k++) {
+        const ot_node *c = &g->nodes[val->consumers[k]];
+        switch (c->op) {
+        case OT_OP_SOFTMAX: case OT_OP_LOG_SOFTMAX: case OT_OP_WHERE: case OT_OP_MAX: case OT_OP_MIN:
+        case OT_OP_REDUCE_MAX: case OT_OP_REDUCE_MIN: case OT_OP_MAX_GRAD: case OT_OP_MIN_GRAD: case OT_OP_EQUAL:
+        case OT_OP_LESS: case OT_OP_GREATER: case OT_OP_LESS_OR_EQUAL: case OT_OP_GREATER_OR_EQUAL:
+            continue; /* consumes an infinity as intended */
+        case OT_OP_ADD: case OT_OP_SUB: case OT_OP_RESHAPE: case OT_OP_TRANSPOSE: case OT_OP_SQUEEZE:
+        case OT_OP_UNSQUEEZE: case OT_OP_CONCAT: case OT_OP_SLICE: case OT_OP_EXPAND: case OT_OP_IDENTITY:
+        case OT_OP_CAST:
+            for (int o = 0; o < c->n_outputs; o++)
+                if (c->outputs[o] >= 0 && !ot_train_inf_intended(g, c->outputs[o], depth + 1)) return false;
+            continue; /* passes it on */
+        default: return false;
+        }
+    }
+    return true;
 }

@@ -35,4 +35,9 @@ bool ot_train_check_defer_norm(ot_train_session *s, const double *ss);
  * was taken, from a pass over it (the update does not write the gradient). */
 void ot_train_check_finish(ot_train_session *s);
 
+/* Whether an infinity in value v of g is intended (a mask's -Inf read only by a
+ * Softmax, Where, a max or a comparison, possibly through views, Add/Sub or Cast):
+ * then the NaN/Inf diagnosis looks for NaN only there. Call with depth 0. */
+bool ot_train_inf_intended(const ot_graph *g, int v, int depth);
+
 #endif

@@ -27,7 +27,7 @@ static ot_status copy_out(ot_train_session *s, void *host, const void *dev, size
 
 /* The n bytes at device address dev, readable on the host: in place on a backend
  * whose arena is host memory (the CPU), else copied into the session's scan buffer.
- * Only float64 values off the host come here (scan_value): the backend scans float32. */
+ * Float64 values off the host come here (scan_value), and the diagnosis's NaN-only scan (first_nan). */
 static ot_status host_view(ot_train_session *s, const void *dev, size_t n, const void **view, ot_error *err) {
     if (s->be->host_memory) {
         *view = dev;
@@ -394,6 +394,21 @@ ot_status ot_train_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, 
 
 /* ---- naming the first bad node ------------------------------------------------ */
 
+/* The first NaN of the value of nbytes at dev (its Infs intended), read on the host. */
+static ot_status first_nan(ot_train_session *s, const void *dev, ot_dtype dt, size_t nbytes, int64_t *bad,
+                           double *x, ot_error *err) {
+    const void *h = NULL;
+    ot_status st = host_view(s, dev, nbytes, &h, err);
+    if (st) return st;
+    int64_t n = (int64_t)(nbytes / ot_dtype_size(dt));
+    *bad = -1;
+    for (int64_t i = 0; i < n && *bad < 0; i++) {
+        double v = dt == OT_F32 ? (double)((const float *)h)[i] : ((const double *)h)[i];
+        if (isnan(v)) *bad = i, *x = v;
+    }
+    return OT_OK;
+}
+
 /* The outputs of the node at schedule step `step`, just run. */
 static ot_status scan_outputs(ot_train_session *s, int step, const ot_node *node, ot_error *err) {
     const ot_plan *p = ot_executor_plan(s->ex);
@@ -406,7 +421,8 @@ static ot_status scan_outputs(ot_train_session *s, int step, const ot_node *node
         if (!dev || (dt != OT_F32 && dt != OT_F64) || !nb) continue;
         int64_t i = -1;
         double x = 0.0;
-        ot_status st = scan_value(s, dev, dt, nb, &i, &x, NULL, err);
+        ot_status st = ot_train_inf_intended(s->g, v, 0) ? first_nan(s, dev, dt, nb, &i, &x, err)
+                                                       : scan_value(s, dev, dt, nb, &i, &x, NULL, err);
         if (st) return st;
         if (i >= 0)
             return ot_fail(err, OT_E_NUMERICS,
@@ -587,11 +603,38 @@ static void notify_step(const ot_train_observer *obs, const ot_train_session *s,
     obs->on_step(obs->user, &si);
 }
 
+/* Whether the micro-batch just fed has no counted label (cross-entropy with every
+ * label the ignore index): its loss is defined as 0 and its gradients are zero (the
+ * loss kernels), where PyTorch's mean gives 0/0 = NaN. Labels are int64 here. */
+static bool labels_all_ignored(const ot_train_session *s, const ot_dataset *d) {
+    if (s->o.loss.kind != OT_LOSS_CROSS_ENTROPY || !s->o.loss.has_ignore_index) return false;
+    for (int i = 0; i < d->n_arrays; i++) {
+        if (d->arrays[i].value_id != s->label_value || s->batch[i]->dtype != OT_I64) continue;
+        const int64_t *lab = s->batch[i]->data;
+        size_t n = s->batch[i]->nbytes / sizeof *lab;
+        for (size_t k = 0; k < n; k++)
+            if (lab[k] != s->o.loss.ignore_index) return false;
+        return n > 0;
+    }
+    return false;
+}
+
+static void warn_all_ignored(const ot_train_observer *obs, const ot_train_session *s, int64_t step, int64_t k) {
+    if (!obs || !obs->on_warning) return;
+    char msg[320];
+    snprintf(msg, sizeof msg,
+             "training step %lld, micro-batch %lld of %lld: every label is the ignore index %lld; its loss counts "
+             "as 0 and its gradients are zero (0 tokens; PyTorch's mean would give NaN)",
+             (long long)step + 1, (long long)k + 1, (long long)s->o.accum, (long long)s->o.loss.ignore_index);
+    obs->on_warning(obs->user, msg);
+}
+
 /* The K micro-batches of optimizer step `step` (this rank's share of them): their
  * summed loss into *loss_sum, the samples of all of them added to *seen, the epoch of
  * the last in *epoch. */
 static ot_status run_micro_batches(ot_train_session *s, ot_batcher *bt, const ot_dataset *data, int64_t step,
-                                   double *loss_sum, int64_t *seen, int64_t *epoch, ot_error *err) {
+                                   const ot_train_observer *obs, double *loss_sum, int64_t *seen, int64_t *epoch,
+                                   ot_error *err) {
     int64_t K = s->o.accum;
     for (int64_t k = 0; k < K; k++) {
         int64_t mb = step * K + k, n = 0;
@@ -603,6 +646,7 @@ static ot_status run_micro_batches(ot_train_session *s, ot_batcher *bt, const ot
         *seen += n; /* every rank's share: the run's samples per second */
         if (!ot_train_dist_owns(s, k)) continue; /* another rank's share of the step */
         ot_status st = feed(s, data, idx, n, err);
+        if (!st && labels_all_ignored(s, data)) warn_all_ignored(obs, s, step, k);
         if (!st) st = ot_train_dist_begin_micro(s, err);
         if (!st) st = run_once(s, MODE_TRAIN, (uint64_t)mb, err);
         if (st) return st;
@@ -673,7 +717,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         s->run_step = step + 1;
         s->lr = ot_optim_lr_at(&s->o.optim, step);
         int64_t epoch = 0;
-        if ((st = run_micro_batches(s, &bt, data, step, &loss_sum, &seen, &epoch, err))) goto done;
+        if ((st = run_micro_batches(s, &bt, data, step, obs, &loss_sum, &seen, &epoch, err))) goto done;
         r->loss[step] = loss_sum / (double)K;
         r->lr[step] = s->lr;
         r->grad_norm[step] = s->last_norm;

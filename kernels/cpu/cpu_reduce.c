@@ -239,7 +239,9 @@ static ot_status loss_run(const ot_node *node, const ot_tensor *in, ot_tensor *o
     if (g.reduction) {
         double sl = 0.0, sw = 0.0;
         for (int64_t i = 0; i < M; i++) sl += ws[2 * i], sw += ws[2 * i + 1];
-        y[0] = (float)(g.reduction == 2 ? sl / sw : sl);
+        /* mean over no counted label (every one the ignore index): 0, not PyTorch's 0/0
+         * NaN, as the gradient kernels give zero (docs/bad-input.md) */
+        y[0] = (float)(g.reduction == 2 ? (sw != 0.0 ? sl / sw : 0.0) : sl);
     }
     return OT_OK;
 }

@@ -97,7 +97,8 @@ __global__ void k_loss_total(const double *ws, int64_t M, float *y, int mean) {
     for (int64_t i = threadIdx.x; i < M; i += blockDim.x) sl += ws[2 * i], sw += ws[2 * i + 1];
     sl = ot_cu_block_sum(sl, sh);
     sw = ot_cu_block_sum(sw, sh);
-    if (threadIdx.x == 0) y[0] = (float)(mean ? sl / sw : sl);
+    /* no counted label: 0, as on the CPU (cpu_reduce.c) */
+    if (threadIdx.x == 0) y[0] = (float)(mean ? (sw != 0.0 ? sl / sw : 0.0) : sl);
 }
 
 OT_CUDA_LAUNCHER(ot_cuda_class_loss) {
