@@ -10,16 +10,6 @@
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/grad_kernels.h"
 
-static ot_status bcast_setup(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_bcast *bc,
-                             ot_error *err) {
-    const ot_shape *shapes[OT_BCAST_MAX_IN];
-    for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
-    if (!ot_bcast_init(bc, &out->shape, shapes, n_in))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape",
-                       node->name, node->op_type);
-    return OT_OK;
-}
-
 /* Sign on integers (int64, int32): -1, 0, 1 in the input's dtype. */
 static ot_status int_sign(const ot_node *node, const ot_tensor *in, ot_tensor *out, int64_t n, ot_error *err) {
     if (out[0].dtype != in[0].dtype) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
@@ -48,15 +38,14 @@ static ot_status int_sign(const ot_node *node, const ot_tensor *in, ot_tensor *o
 ot_status ot_cpu_act_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                            ot_error *err) {
     int64_t n = ot_kernel_numel(&in[0]);
-    if (ot_kernel_numel(&out[0]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
-                       node->op_type, (long long)ot_kernel_numel(&out[0]), (long long)n);
+    ot_status st = ot_kernel_same_numel(node, &in[0], &out[0], err);
+    if (st) return st;
     if (node->op == OT_OP_SIGN && (in[0].dtype == OT_I64 || in[0].dtype == OT_I32)) return int_sign(node, in, out, n, err);
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
     if (out[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     ot_op_params scratch;
     const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    st = ot_node_params(node, &scratch, &pp, err);
     if (st) return st;
     const ot_unary_params *u = &pp->u.unary;
     const float *x = in[0].data;
@@ -95,7 +84,7 @@ ot_status ot_cpu_prelu(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[k].dtype, err);
     if (out[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     ot_bcast bc;
-    ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_kernel_bcast(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     const float *x = in[0].data, *s = in[1].data;
     float *y = out[0].data;
@@ -116,13 +105,10 @@ ot_status ot_cpu_prelu(const ot_node *node, const ot_tensor *in, ot_tensor *out,
 
 /* EluGrad, ThresholdedReluGrad, SoftsignGrad: (dY, X) -> dX. */
 OT_GRAD_KERNEL(ot_cpu_act_ext_grad) {
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, X and dX differ in size", node->name, node->op_type);
+    int64_t n;
     ot_op_params scratch;
     const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    ot_status st = ot_kernel_grad_dy_x(node, in, out, ot_cpu_bad_dtype, &n, &scratch, &pp, err);
     if (st) return st;
     const float *dy = in[0].data, *x = in[1].data;
     float *dx = out[0].data;
@@ -166,7 +152,7 @@ OT_GRAD_KERNEL(ot_cpu_prelu_grad) {
         return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not 0 (X) or 1 (slope)", node->name,
                        node->op_type, which);
     ot_bcast bc;
-    if ((st = bcast_setup(node, in, 3, &out[0], &bc, err))) return st;
+    if ((st = ot_kernel_bcast(node, in, 3, &out[0], &bc, err))) return st;
     const float *g = in[0].data, *x = in[1].data, *s = in[2].data;
     float *o = out[0].data;
     int64_t s0 = bc.stride[0][bc.rank - 1], s1 = bc.stride[1][bc.rank - 1], s2 = bc.stride[2][bc.rank - 1];

@@ -59,6 +59,15 @@ static inline ot_cu_bcast ot_cu_bcast_from(const ot_bcast *c) {
     return b;
 }
 
+/* ot_kernel_bcast (the node's first n_in inputs against out) as a device descriptor. */
+static inline ot_status ot_cu_bcast_node(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out,
+                                         ot_cu_bcast *b, ot_error *err) {
+    ot_bcast c;
+    ot_status st = ot_kernel_bcast(node, in, n_in, out, &c, err);
+    if (!st) *b = ot_cu_bcast_from(&c);
+    return st;
+}
+
 __host__ __device__ __forceinline__ void ot_cu_bcast_off(const ot_cu_bcast &b, int64_t i, int64_t *off) {
     for (int k = 0; k < OT_BCAST_MAX_IN; k++) off[k] = 0;
     for (int d = b.rank - 1; d >= 0; d--) {
