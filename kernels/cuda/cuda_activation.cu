@@ -14,13 +14,11 @@
 
 enum { A_ELU, A_THRESHOLDED_RELU, A_SOFTSIGN, A_SIGN, A_FLOOR, A_CEIL, A_ROUND };
 
-struct act_unary_op {
-    const float *x;
-    float *y;
+struct act_unary_rule {
     int op;
     float nc, pc, is, th;
-    __host__ __device__ void operator()(int64_t i) const {
-        float v = x[i], r;
+    __host__ __device__ float operator()(float v) const {
+        float r;
         switch (op) {
         case A_ELU: r = ot_am_elu(v, nc, pc, is); break;
         case A_THRESHOLDED_RELU: r = ot_am_thresholded_relu(v, th); break;
@@ -30,7 +28,7 @@ struct act_unary_op {
         case A_CEIL: r = ceilf(v); break;
         default: r = ot_am_round(v); break;
         }
-        y[i] = r;
+        return r;
     }
 };
 
@@ -74,9 +72,7 @@ OT_CUDA_LAUNCHER(ot_cuda_act_unary) {
                        node->op_type);
     }
     const ot_unary_params *u = &pp->u.unary;
-    act_unary_op f = {(const float *)in[0].data, (float *)out[0].data, op, u->negcoef, u->poscoef, u->input_scale,
-                      u->threshold};
-    return ot_cu_map(cx, f, n, err);
+    return ot_cu_map_x_y(cx, in, out, act_unary_rule{op, u->negcoef, u->poscoef, u->input_scale, u->threshold}, n, err);
 }
 
 struct prelu_op {
@@ -106,19 +102,17 @@ OT_CUDA_LAUNCHER(ot_cuda_prelu) {
 
 enum { AG_ELU, AG_THRESHOLDED_RELU, AG_SOFTSIGN };
 
-struct act_grad_op {
-    const float *dy, *x;
-    float *dx;
+struct act_grad_rule {
     int op;
     float nc, pc, is, th;
-    __host__ __device__ void operator()(int64_t i) const {
-        float g = dy[i], v = x[i], r;
+    __host__ __device__ float operator()(float g, float v) const {
+        float r;
         switch (op) {
         case AG_ELU: r = ot_am_elu_grad(g, v, nc, pc, is); break;
         case AG_THRESHOLDED_RELU: r = ot_am_thresholded_relu_grad(g, v, th); break;
         default: r = ot_am_softsign_grad(g, v); break;
         }
-        dx[i] = r;
+        return r;
     }
 };
 
@@ -139,9 +133,7 @@ OT_CUDA_LAUNCHER(ot_cuda_act_ext_grad) {
                        node->op_type);
     }
     const ot_unary_params *u = &pp->u.unary;
-    act_grad_op f = {(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, op, u->negcoef,
-                     u->poscoef, u->input_scale, u->threshold};
-    return ot_cu_map(cx, f, n, err);
+    return ot_cu_map_dy_x(cx, in, out, act_grad_rule{op, u->negcoef, u->poscoef, u->input_scale, u->threshold}, n, err);
 }
 
 struct prelu_grad_op {

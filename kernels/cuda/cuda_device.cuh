@@ -97,6 +97,37 @@ template <typename Op> static ot_status ot_cu_map(ot_cuda_ctx *cx, const Op &op,
     return OT_OK;
 }
 
+/* The float32 elementwise launchers' element loops, written once: X -> Y
+ * (y[i] = rule(x[i])) and an elementwise gradient (dY, X) -> dX
+ * (dx[i] = rule(dy[i], x[i])). The rule is a __host__ __device__ functor holding
+ * the op the launcher picked from the node and its attributes. */
+template <typename R> struct ot_cu_x_y_op {
+    const float *x;
+    float *y;
+    R rule;
+    __host__ __device__ void operator()(int64_t i) const { y[i] = rule(x[i]); }
+};
+
+template <typename R> struct ot_cu_dy_x_op {
+    const float *dy, *x;
+    float *dx;
+    R rule;
+    __host__ __device__ void operator()(int64_t i) const { dx[i] = rule(dy[i], x[i]); }
+};
+
+template <typename R>
+static ot_status ot_cu_map_x_y(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out, const R &rule, int64_t n,
+                               ot_error *err) {
+    return ot_cu_map(cx, ot_cu_x_y_op<R>{(const float *)in[0].data, (float *)out[0].data, rule}, n, err);
+}
+
+template <typename R>
+static ot_status ot_cu_map_dy_x(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out, const R &rule, int64_t n,
+                                ot_error *err) {
+    ot_cu_dy_x_op<R> f = {(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, rule};
+    return ot_cu_map(cx, f, n, err);
+}
+
 /* As ot_cu_map, for element code that first derives per-launch values from device
  * memory (the optimizer's step scalars): `bool prepare(typename Op::prep *q) const`
  * runs once per thread (false: do nothing), then `operator()(const prep &, int64_t)`

@@ -115,13 +115,11 @@ OT_CUDA_LAUNCHER(ot_cuda_predicate) {
 
 enum { M_ABS, M_SIN, M_COS, M_HARD_SIGMOID, M_HARD_SWISH, M_SOFTPLUS, M_MISH };
 
-struct math_unary_op {
-    const float *x;
-    float *y;
+struct math_unary_rule {
     int op;
     float a, b;
-    __host__ __device__ void operator()(int64_t i) const {
-        float v = x[i], r;
+    __host__ __device__ float operator()(float v) const {
+        float r;
         switch (op) {
         case M_ABS: r = fabsf(v); break;
         case M_SIN: r = sinf(v); break;
@@ -131,7 +129,7 @@ struct math_unary_op {
         case M_SOFTPLUS: r = ot_pm_softplus(v); break;
         default: r = ot_pm_mish(v); break;
         }
-        y[i] = r;
+        return r;
     }
 };
 
@@ -179,7 +177,7 @@ OT_CUDA_LAUNCHER(ot_cuda_math_unary) {
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the CUDA pointwise maths kernel", node->name,
                        node->op_type);
     }
-    return ot_cu_map(cx, math_unary_op{(const float *)in[0].data, (float *)out[0].data, op, a, b}, n, err);
+    return ot_cu_map_x_y(cx, in, out, math_unary_rule{op, a, b}, n, err);
 }
 
 /* ---- Min, Max ------------------------------------------------------------------------ */
@@ -336,20 +334,18 @@ size_t ot_cuda_mod_workspace(const ot_node *node, const ot_tensor *in, const ot_
 
 enum { G_ABS, G_HARD_SIGMOID, G_HARD_SWISH, G_MISH };
 
-struct math_grad_op {
-    const float *dy, *x;
-    float *dx;
+struct math_grad_rule {
     int op;
     float a, b;
-    __host__ __device__ void operator()(int64_t i) const {
-        float g = dy[i], v = x[i], r;
+    __host__ __device__ float operator()(float g, float v) const {
+        float r;
         switch (op) {
         case G_ABS: r = ot_pm_abs_grad(g, v); break;
         case G_HARD_SIGMOID: r = ot_pm_hard_sigmoid_grad(g, v, a, b); break;
         case G_HARD_SWISH: r = ot_pm_hard_swish_grad(g, v); break;
         default: r = ot_pm_mish_grad(g, v); break;
         }
-        dx[i] = r;
+        return r;
     }
 };
 
@@ -370,9 +366,7 @@ OT_CUDA_LAUNCHER(ot_cuda_math_grad) {
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not a pointwise maths gradient op", node->name,
                        node->op_type);
     }
-    math_grad_op f = {(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, op,
-                      pp->u.math.alpha, pp->u.math.beta};
-    return ot_cu_map(cx, f, n, err);
+    return ot_cu_map_dy_x(cx, in, out, math_grad_rule{op, pp->u.math.alpha, pp->u.math.beta}, n, err);
 }
 
 struct mod_grad_op {
