@@ -25,16 +25,6 @@ static ot_status int_sign(const ot_node *node, const ot_tensor *in, ot_tensor *o
     return OT_OK;
 }
 
-/* Runs EXPR over x[i] into y[i], rows in parallel above the grain. */
-#define UNARY_LOOP(EXPR)                                                                 \
-    do {                                                                                 \
-        _Pragma("omp parallel for schedule(static) num_threads(nt) if (par)")           \
-        for (int64_t i = 0; i < n; i++) {                                                \
-            float v = x[i];                                                              \
-            y[i] = (EXPR);                                                               \
-        }                                                                                \
-    } while (0)
-
 ot_status ot_cpu_act_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                            ot_error *err) {
     int64_t n = ot_kernel_numel(&in[0]);
@@ -57,19 +47,19 @@ ot_status ot_cpu_act_unary(const ot_node *node, const ot_tensor *in, ot_tensor *
     case OT_OP_SELU:
     case OT_OP_CELU: {
         float nc = u->negcoef, pc = u->poscoef, is = u->input_scale;
-        UNARY_LOOP(ot_am_elu(v, nc, pc, is));
+        OT_CPU_X_Y_LOOP(x, y, n, ot_am_elu(v, nc, pc, is));
         break;
     }
     case OT_OP_THRESHOLDED_RELU: {
         float a = u->threshold;
-        UNARY_LOOP(ot_am_thresholded_relu(v, a));
+        OT_CPU_X_Y_LOOP(x, y, n, ot_am_thresholded_relu(v, a));
         break;
     }
-    case OT_OP_SOFTSIGN: UNARY_LOOP(ot_am_softsign(v)); break;
-    case OT_OP_SIGN: UNARY_LOOP(ot_am_sign(v)); break;
-    case OT_OP_FLOOR: UNARY_LOOP(floorf(v)); break;
-    case OT_OP_CEIL: UNARY_LOOP(ceilf(v)); break;
-    case OT_OP_ROUND: UNARY_LOOP(ot_am_round(v)); break;
+    case OT_OP_SOFTSIGN: OT_CPU_X_Y_LOOP(x, y, n, ot_am_softsign(v)); break;
+    case OT_OP_SIGN: OT_CPU_X_Y_LOOP(x, y, n, ot_am_sign(v)); break;
+    case OT_OP_FLOOR: OT_CPU_X_Y_LOOP(x, y, n, floorf(v)); break;
+    case OT_OP_CEIL: OT_CPU_X_Y_LOOP(x, y, n, ceilf(v)); break;
+    case OT_OP_ROUND: OT_CPU_X_Y_LOOP(x, y, n, ot_am_round(v)); break;
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the activation kernel", node->name,
                        node->op_type);
@@ -117,19 +107,16 @@ OT_GRAD_KERNEL(ot_cpu_act_ext_grad) {
     switch (node->op) {
     case OT_OP_ELU_GRAD: {
         float nc = pp->u.unary.negcoef, pc = pp->u.unary.poscoef, is = pp->u.unary.input_scale;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_am_elu_grad(dy[i], x[i], nc, pc, is);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_am_elu_grad(g, v, nc, pc, is));
         break;
     }
     case OT_OP_THRESHOLDED_RELU_GRAD: {
         float a = pp->u.unary.threshold;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_am_thresholded_relu_grad(dy[i], x[i], a);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_am_thresholded_relu_grad(g, v, a));
         break;
     }
     case OT_OP_SOFTSIGN_GRAD:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_am_softsign_grad(dy[i], x[i]);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_am_softsign_grad(g, v));
         break;
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not an activation gradient op", node->name,

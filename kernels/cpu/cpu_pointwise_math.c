@@ -141,34 +141,27 @@ ot_status ot_cpu_math_unary(const ot_node *node, const ot_tensor *in, ot_tensor 
     bool par = n >= OT_CPU_PAR_MIN;
     switch (node->op) {
     case OT_OP_ABS:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, fabsf(v));
         break;
     case OT_OP_SIN:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = sinf(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, sinf(v));
         break;
     case OT_OP_COS:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = cosf(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, cosf(v));
         break;
     case OT_OP_HARD_SIGMOID: {
         float a = pp->u.math.alpha, b = pp->u.math.beta;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = ot_pm_hard_sigmoid(x[i], a, b);
+        OT_CPU_X_Y_LOOP(x, y, n, ot_pm_hard_sigmoid(v, a, b));
         break;
     }
     case OT_OP_HARD_SWISH:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = ot_pm_hard_swish(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, ot_pm_hard_swish(v));
         break;
     case OT_OP_SOFTPLUS:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = ot_pm_softplus(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, ot_pm_softplus(v));
         break;
     case OT_OP_MISH:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = ot_pm_mish(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, ot_pm_mish(v));
         break;
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the pointwise maths kernel", node->name,
@@ -291,22 +284,18 @@ OT_GRAD_KERNEL(ot_cpu_math_grad) {
     bool par = n >= OT_CPU_PAR_MIN;
     switch (node->op) {
     case OT_OP_ABS_GRAD:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_pm_abs_grad(dy[i], x[i]);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_pm_abs_grad(g, v));
         break;
     case OT_OP_HARD_SIGMOID_GRAD: {
         float a = pp->u.math.alpha, b = pp->u.math.beta;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_pm_hard_sigmoid_grad(dy[i], x[i], a, b);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_pm_hard_sigmoid_grad(g, v, a, b));
         break;
     }
     case OT_OP_HARD_SWISH_GRAD:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_pm_hard_swish_grad(dy[i], x[i]);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_pm_hard_swish_grad(g, v));
         break;
     case OT_OP_MISH_GRAD:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_pm_mish_grad(dy[i], x[i]);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_pm_mish_grad(g, v));
         break;
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not a pointwise maths gradient op", node->name,
