@@ -189,3 +189,18 @@ ot_status ot_random_uniform_bounds(const ot_node *node, float *low, float *high,
                        (double)*low, (double)*high);
     return OT_OK;
 }
+
+ot_status ot_prelu_grad_setup(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                              ot_kernel_bad_dtype_fn bad, int *which, ot_bcast *b, ot_error *err) {
+    for (int k = 0; k < 3; k++)
+        if (in[k].dtype != OT_F32) return bad(node, "input", in[k].dtype, err);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    *which = pp->u.math.index;
+    if (*which != 0 && *which != 1)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not 0 (X) or 1 (slope)", node->name,
+                       node->op_type, *which);
+    return ot_kernel_bcast(node, in, 3, out, b, err);
+}

@@ -87,4 +87,10 @@ ot_status ot_transpose_perm(const ot_node *node, const ot_shape *x, const ot_sha
  * backends: OT_E_MODEL naming the node when low is above high (or either is NaN). */
 ot_status ot_random_uniform_bounds(const ot_node *node, float *low, float *high, ot_error *err);
 
+/* PReluGrad's checks for both backends: dY, X and slope float32 (else `bad`), the
+ * index param 0 (dX) or 1 (the slope's share) in *which (else OT_E_MODEL naming the
+ * node), and the three inputs broadcast to the output in *b. */
+ot_status ot_prelu_grad_setup(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                              ot_kernel_bad_dtype_fn bad, int *which, ot_bcast *b, ot_error *err);
+
 #endif

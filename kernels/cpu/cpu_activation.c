@@ -128,18 +128,10 @@ OT_GRAD_KERNEL(ot_cpu_act_ext_grad) {
 /* PReluGrad (dY, X, slope) -> shaped like dY: dX (index 0) or the slope's share per
  * element (index 1; the gradient rule reduces it to the slope's shape). */
 OT_GRAD_KERNEL(ot_cpu_prelu_grad) {
-    for (int k = 0; k < 3; k++)
-        if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[k].dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
-    if (st) return st;
-    int which = pp->u.math.index;
-    if (which != 0 && which != 1)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not 0 (X) or 1 (slope)", node->name,
-                       node->op_type, which);
+    int which;
     ot_bcast bc;
-    if ((st = ot_kernel_bcast(node, in, 3, &out[0], &bc, err))) return st;
+    ot_status st = ot_prelu_grad_setup(node, in, &out[0], ot_cpu_bad_dtype, &which, &bc, err);
+    if (st) return st;
     const float *g = in[0].data, *x = in[1].data, *s = in[2].data;
     float *o = out[0].data;
     int64_t s0 = bc.stride[0][bc.rank - 1], s1 = bc.stride[1][bc.rank - 1], s2 = bc.stride[2][bc.rank - 1];

@@ -150,18 +150,11 @@ struct prelu_grad_op {
 
 OT_CUDA_LAUNCHER(ot_cuda_prelu_grad) {
     (void)ctx;
-    for (int k = 0; k < 3; k++)
-        if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[k].dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    int which;
+    ot_bcast c;
+    ot_status st = ot_prelu_grad_setup(node, in, &out[0], ot_cuda_bad_dtype, &which, &c, err);
     if (st) return st;
-    int which = pp->u.math.index;
-    if (which != 0 && which != 1)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not 0 (X) or 1 (slope)", node->name,
-                       node->op_type, which);
-    ot_cu_bcast bc;
-    if ((st = ot_cu_bcast_node(node, in, 3, &out[0], &bc, err))) return st;
+    ot_cu_bcast bc = ot_cu_bcast_from(&c);
     prelu_grad_op f = {(const float *)in[0].data, (const float *)in[1].data, (const float *)in[2].data,
                        (float *)out[0].data, bc, which};
     return ot_cu_map(cx, f, ot_kernel_numel(&out[0]), err);
