@@ -14,6 +14,35 @@ int ot_kernel_axis(int64_t axis, int rank) {
 
 /* ---- broadcasting ----------------------------------------------------------- */
 
+ot_status ot_kernel_bcast(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_bcast *b,
+                          ot_error *err) {
+    const ot_shape *shapes[OT_BCAST_MAX_IN];
+    for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
+    if (!ot_bcast_init(b, &out->shape, shapes, n_in))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape",
+                       node->name, node->op_type);
+    return OT_OK;
+}
+
+/* ---- elementwise launch checks ---------------------------------------------- */
+
+ot_status ot_kernel_same_numel(const ot_node *node, const ot_tensor *x, const ot_tensor *y, ot_error *err) {
+    if (ot_kernel_numel(x) != ot_kernel_numel(y))
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
+                       node->op_type, (long long)ot_kernel_numel(y), (long long)ot_kernel_numel(x));
+    return OT_OK;
+}
+
+ot_status ot_kernel_grad_dy_x(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                              ot_kernel_bad_dtype_fn bad, int64_t *n, ot_op_params *scratch,
+                              const ot_op_params **pp, ot_error *err) {
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return bad(node, "input", in[1].dtype, err);
+    *n = ot_kernel_numel(&out[0]);
+    if (ot_kernel_numel(&in[0]) != *n || ot_kernel_numel(&in[1]) != *n)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, X and dX differ in size", node->name, node->op_type);
+    return ot_node_params(node, scratch, pp, err);
+}
+
 bool ot_bcast_init(ot_bcast *b, const ot_shape *out, const ot_shape *const *ins, int n_in) {
     memset(b, 0, sizeof *b);
     b->n_in = n_in;
@@ -159,4 +188,19 @@ ot_status ot_random_uniform_bounds(const ot_node *node, float *low, float *high,
         return ot_fail(err, OT_E_MODEL, "node '%s' (%s): low %g is above high %g", node->name, node->op_type,
                        (double)*low, (double)*high);
     return OT_OK;
+}
+
+ot_status ot_prelu_grad_setup(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                              ot_kernel_bad_dtype_fn bad, int *which, ot_bcast *b, ot_error *err) {
+    for (int k = 0; k < 3; k++)
+        if (in[k].dtype != OT_F32) return bad(node, "input", in[k].dtype, err);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    *which = pp->u.math.index;
+    if (*which != 0 && *which != 1)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not 0 (X) or 1 (slope)", node->name,
+                       node->op_type, *which);
+    return ot_kernel_bcast(node, in, 3, out, b, err);
 }

@@ -43,6 +43,26 @@ typedef struct ot_bcast {
 bool ot_bcast_init(ot_bcast *b, const ot_shape *out, const ot_shape *const *ins, int n_in);
 /* Element offsets of each input at the start of row `row`. */
 void ot_bcast_row(const ot_bcast *b, int64_t row, int64_t *off);
+/* ot_bcast_init over a node's first n_in inputs, for both backends' launchers:
+ * OT_E_SHAPE naming the node when they do not broadcast to `out`. */
+ot_status ot_kernel_bcast(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_bcast *b,
+                          ot_error *err);
+
+/* ---- elementwise launch checks ---------------------------------------------- */
+
+/* A backend's "unsupported dtype" error (ot_cpu_bad_dtype, ot_cuda_bad_dtype), so
+ * the shared checks below word it as the backend that runs. */
+typedef ot_status (*ot_kernel_bad_dtype_fn)(const ot_node *node, const char *what, ot_dtype t, ot_error *err);
+
+/* X -> Y of one element count: OT_E_SHAPE naming the node and both counts otherwise. */
+ot_status ot_kernel_same_numel(const ot_node *node, const ot_tensor *x, const ot_tensor *y, ot_error *err);
+
+/* The checks of an elementwise gradient (dY, X) -> dX, shared by both backends:
+ * dY and X float32 (else `bad`), all three of one element count (*n), and the
+ * node's typed params in *pp (scratch holds them when the node has none cached). */
+ot_status ot_kernel_grad_dy_x(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                              ot_kernel_bad_dtype_fn bad, int64_t *n, ot_op_params *scratch,
+                              const ot_op_params **pp, ot_error *err);
 
 /* ---- dtypes ----------------------------------------------------------------- */
 
@@ -66,5 +86,11 @@ ot_status ot_transpose_perm(const ot_node *node, const ot_shape *x, const ot_sha
 /* RandomUniform(Like)'s bounds from the node's typed params, checked once for both
  * backends: OT_E_MODEL naming the node when low is above high (or either is NaN). */
 ot_status ot_random_uniform_bounds(const ot_node *node, float *low, float *high, ot_error *err);
+
+/* PReluGrad's checks for both backends: dY, X and slope float32 (else `bad`), the
+ * index param 0 (dX) or 1 (the slope's share) in *which (else OT_E_MODEL naming the
+ * node), and the three inputs broadcast to the output in *b. */
+ot_status ot_prelu_grad_setup(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                              ot_kernel_bad_dtype_fn bad, int *which, ot_bcast *b, ot_error *err);
 
 #endif

@@ -1,7 +1,9 @@
-/* reduce_geometry.c — the reduced dims of ReduceMean / ReduceSum (see reduce_geometry.h). */
+/* reduce_geometry.c — the reduced dims of ReduceMean / ReduceSum and the host-side
+ * checks of issue 26's reductions (see reduce_geometry.h). */
 #include "kernels/reduce_geometry.h"
 
 #include "kernels/kernel_common.h"
+#include "kernels/reduce_ext.h"
 
 ot_status ot_reduce_attr_axes(const ot_node *node, const int64_t **axes, int *n, ot_error *err) {
     ot_op_params scratch;
@@ -34,5 +36,46 @@ ot_status ot_reduce_dims(const ot_node *node, const int64_t *axes, int n, int ra
         if (a < 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis out of range", node->name, node->op_type);
         red[a] = true;
     }
+    return OT_OK;
+}
+
+ot_status ot_reduce_ext_mode(const ot_node *node, int *mode, ot_error *err) {
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    *mode = pp->u.reduce.mode;
+    if (*mode < OT_RMODE_MAX || *mode > OT_RMODE_SUM_SQUARE)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): unknown reduction mode '%s'", node->name, node->op_type,
+                       pp->u.reduce.mode_name ? pp->u.reduce.mode_name : "?");
+    return OT_OK;
+}
+
+ot_status ot_reduce_arg_geom(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                             ot_kernel_bad_dtype_fn bad, struct ot_rx_geom *g, int *is_max, int *last,
+                             ot_error *err) {
+    ot_dtype t = in[0].dtype;
+    if (t != OT_F32 && t != OT_I64 && t != OT_I32) return bad(node, "input", t, err);
+    if (out[0].dtype != OT_I64) return bad(node, "output", out[0].dtype, err);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    const ot_shape *xs = &in[0].shape;
+    int ax = ot_kernel_axis(pp->u.reduce.axis, xs->rank);
+    if (ax < 0)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis %d out of range for rank %d", node->name, node->op_type,
+                       pp->u.reduce.axis, xs->rank);
+    if (xs->dim[ax] == 0)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): axis %d is empty: no index to return", node->name,
+                       node->op_type, ax);
+    bool red[OT_MAX_RANK] = {0};
+    red[ax] = true;
+    ot_rx_init(g, xs, red);
+    if (ot_kernel_numel(&out[0]) != g->n_out)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from the reduced shape", node->name,
+                       node->op_type);
+    *is_max = node->op == OT_OP_ARG_MAX;
+    *last = pp->u.reduce.select_last_index;
     return OT_OK;
 }

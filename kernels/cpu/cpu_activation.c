@@ -10,16 +10,6 @@
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/grad_kernels.h"
 
-static ot_status bcast_setup(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_bcast *bc,
-                             ot_error *err) {
-    const ot_shape *shapes[OT_BCAST_MAX_IN];
-    for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
-    if (!ot_bcast_init(bc, &out->shape, shapes, n_in))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape",
-                       node->name, node->op_type);
-    return OT_OK;
-}
-
 /* Sign on integers (int64, int32): -1, 0, 1 in the input's dtype. */
 static ot_status int_sign(const ot_node *node, const ot_tensor *in, ot_tensor *out, int64_t n, ot_error *err) {
     if (out[0].dtype != in[0].dtype) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
@@ -35,28 +25,17 @@ static ot_status int_sign(const ot_node *node, const ot_tensor *in, ot_tensor *o
     return OT_OK;
 }
 
-/* Runs EXPR over x[i] into y[i], rows in parallel above the grain. */
-#define UNARY_LOOP(EXPR)                                                                 \
-    do {                                                                                 \
-        _Pragma("omp parallel for schedule(static) num_threads(nt) if (par)")           \
-        for (int64_t i = 0; i < n; i++) {                                                \
-            float v = x[i];                                                              \
-            y[i] = (EXPR);                                                               \
-        }                                                                                \
-    } while (0)
-
 ot_status ot_cpu_act_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                            ot_error *err) {
     int64_t n = ot_kernel_numel(&in[0]);
-    if (ot_kernel_numel(&out[0]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
-                       node->op_type, (long long)ot_kernel_numel(&out[0]), (long long)n);
+    ot_status st = ot_kernel_same_numel(node, &in[0], &out[0], err);
+    if (st) return st;
     if (node->op == OT_OP_SIGN && (in[0].dtype == OT_I64 || in[0].dtype == OT_I32)) return int_sign(node, in, out, n, err);
     if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
     if (out[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     ot_op_params scratch;
     const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    st = ot_node_params(node, &scratch, &pp, err);
     if (st) return st;
     const ot_unary_params *u = &pp->u.unary;
     const float *x = in[0].data;
@@ -68,19 +47,19 @@ ot_status ot_cpu_act_unary(const ot_node *node, const ot_tensor *in, ot_tensor *
     case OT_OP_SELU:
     case OT_OP_CELU: {
         float nc = u->negcoef, pc = u->poscoef, is = u->input_scale;
-        UNARY_LOOP(ot_am_elu(v, nc, pc, is));
+        OT_CPU_X_Y_LOOP(x, y, n, ot_am_elu(v, nc, pc, is));
         break;
     }
     case OT_OP_THRESHOLDED_RELU: {
         float a = u->threshold;
-        UNARY_LOOP(ot_am_thresholded_relu(v, a));
+        OT_CPU_X_Y_LOOP(x, y, n, ot_am_thresholded_relu(v, a));
         break;
     }
-    case OT_OP_SOFTSIGN: UNARY_LOOP(ot_am_softsign(v)); break;
-    case OT_OP_SIGN: UNARY_LOOP(ot_am_sign(v)); break;
-    case OT_OP_FLOOR: UNARY_LOOP(floorf(v)); break;
-    case OT_OP_CEIL: UNARY_LOOP(ceilf(v)); break;
-    case OT_OP_ROUND: UNARY_LOOP(ot_am_round(v)); break;
+    case OT_OP_SOFTSIGN: OT_CPU_X_Y_LOOP(x, y, n, ot_am_softsign(v)); break;
+    case OT_OP_SIGN: OT_CPU_X_Y_LOOP(x, y, n, ot_am_sign(v)); break;
+    case OT_OP_FLOOR: OT_CPU_X_Y_LOOP(x, y, n, floorf(v)); break;
+    case OT_OP_CEIL: OT_CPU_X_Y_LOOP(x, y, n, ceilf(v)); break;
+    case OT_OP_ROUND: OT_CPU_X_Y_LOOP(x, y, n, ot_am_round(v)); break;
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the activation kernel", node->name,
                        node->op_type);
@@ -95,7 +74,7 @@ ot_status ot_cpu_prelu(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[k].dtype, err);
     if (out[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     ot_bcast bc;
-    ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_kernel_bcast(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     const float *x = in[0].data, *s = in[1].data;
     float *y = out[0].data;
@@ -116,13 +95,10 @@ ot_status ot_cpu_prelu(const ot_node *node, const ot_tensor *in, ot_tensor *out,
 
 /* EluGrad, ThresholdedReluGrad, SoftsignGrad: (dY, X) -> dX. */
 OT_GRAD_KERNEL(ot_cpu_act_ext_grad) {
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, X and dX differ in size", node->name, node->op_type);
+    int64_t n;
     ot_op_params scratch;
     const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    ot_status st = ot_kernel_grad_dy_x(node, in, out, ot_cpu_bad_dtype, &n, &scratch, &pp, err);
     if (st) return st;
     const float *dy = in[0].data, *x = in[1].data;
     float *dx = out[0].data;
@@ -131,19 +107,16 @@ OT_GRAD_KERNEL(ot_cpu_act_ext_grad) {
     switch (node->op) {
     case OT_OP_ELU_GRAD: {
         float nc = pp->u.unary.negcoef, pc = pp->u.unary.poscoef, is = pp->u.unary.input_scale;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_am_elu_grad(dy[i], x[i], nc, pc, is);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_am_elu_grad(g, v, nc, pc, is));
         break;
     }
     case OT_OP_THRESHOLDED_RELU_GRAD: {
         float a = pp->u.unary.threshold;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_am_thresholded_relu_grad(dy[i], x[i], a);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_am_thresholded_relu_grad(g, v, a));
         break;
     }
     case OT_OP_SOFTSIGN_GRAD:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_am_softsign_grad(dy[i], x[i]);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_am_softsign_grad(g, v));
         break;
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not an activation gradient op", node->name,
@@ -155,18 +128,10 @@ OT_GRAD_KERNEL(ot_cpu_act_ext_grad) {
 /* PReluGrad (dY, X, slope) -> shaped like dY: dX (index 0) or the slope's share per
  * element (index 1; the gradient rule reduces it to the slope's shape). */
 OT_GRAD_KERNEL(ot_cpu_prelu_grad) {
-    for (int k = 0; k < 3; k++)
-        if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[k].dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
-    if (st) return st;
-    int which = pp->u.math.index;
-    if (which != 0 && which != 1)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not 0 (X) or 1 (slope)", node->name,
-                       node->op_type, which);
+    int which;
     ot_bcast bc;
-    if ((st = bcast_setup(node, in, 3, &out[0], &bc, err))) return st;
+    ot_status st = ot_prelu_grad_setup(node, in, &out[0], ot_cpu_bad_dtype, &which, &bc, err);
+    if (st) return st;
     const float *g = in[0].data, *x = in[1].data, *s = in[2].data;
     float *o = out[0].data;
     int64_t s0 = bc.stride[0][bc.rank - 1], s1 = bc.stride[1][bc.rank - 1], s2 = bc.stride[2][bc.rank - 1];

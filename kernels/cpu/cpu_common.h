@@ -24,6 +24,27 @@
  * (OMP_WAIT_POLICY=PASSIVE, cli/main.c) and joining it; 128 Ki repay it. */
 #define OT_CPU_PAR_MIN_CHEAP 131072
 
+/* The float32 elementwise kernels' loops, written once: Y[i] = EXPR of v = X[i], and
+ * dX[i] = EXPR of (g, v) = (dY[i], X[i]), for i < n, on the caller's `nt` threads when
+ * its `par` is true (the pragma cannot take them as arguments). Macros rather than a
+ * function over a rule so that each op's loop keeps its own inlined body. */
+#define OT_CPU_X_Y_LOOP(X, Y, N, EXPR)                                                   \
+    do {                                                                                 \
+        _Pragma("omp parallel for schedule(static) num_threads(nt) if (par)")           \
+        for (int64_t i_ = 0; i_ < (N); i_++) {                                           \
+            float v = (X)[i_];                                                           \
+            (Y)[i_] = (EXPR);                                                            \
+        }                                                                                \
+    } while (0)
+#define OT_CPU_DY_X_LOOP(DY, X, DX, N, EXPR)                                             \
+    do {                                                                                 \
+        _Pragma("omp parallel for schedule(static) num_threads(nt) if (par)")           \
+        for (int64_t i_ = 0; i_ < (N); i_++) {                                           \
+            float g = (DY)[i_], v = (X)[i_];                                             \
+            (DX)[i_] = (EXPR);                                                           \
+        }                                                                                \
+    } while (0)
+
 /* Threads for an OpenMP region: ctx->n_threads when > 0, else the OpenMP default. */
 int ot_cpu_threads(const ot_kernel_ctx *ctx);
 

@@ -342,16 +342,6 @@ static bool f32_arith_rows(ot_op op, const ot_bcast *bc, const ot_tensor *in, ot
     return true;
 }
 
-static ot_status bcast_setup(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out,
-                             ot_bcast *bc, ot_error *err) {
-    const ot_shape *shapes[OT_BCAST_MAX_IN];
-    for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
-    if (!ot_bcast_init(bc, &out->shape, shapes, n_in))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape",
-                       node->name, node->op_type);
-    return OT_OK;
-}
-
 /* Integer division truncating toward zero like C and ONNX Runtime; a zero divisor
  * is reported rather than trapping. */
 static ot_status int_div(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_bcast *b,
@@ -415,7 +405,7 @@ static ot_status int_pow(const ot_node *node, const ot_tensor *in, ot_tensor *ou
 ot_status ot_cpu_binary(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                         ot_error *err) {
     ot_bcast bc;
-    ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_kernel_bcast(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
     int64_t grain = node->op == OT_OP_POW ? OT_CPU_PAR_MIN : OT_CPU_PAR_MIN_CHEAP;
@@ -467,7 +457,7 @@ bad_op:
 ot_status ot_cpu_equal(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                        ot_error *err) {
     ot_bcast bc;
-    ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_kernel_bcast(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
     bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
@@ -494,7 +484,7 @@ ot_status ot_cpu_where(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     size_t es = ot_dtype_size(in[1].dtype);
     if (!es) return ot_cpu_bad_dtype(node, "X", in[1].dtype, err);
     ot_bcast bc;
-    ot_status st = bcast_setup(node, in, 3, &out[0], &bc, err);
+    ot_status st = ot_kernel_bcast(node, in, 3, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
     bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
@@ -534,7 +524,7 @@ ot_status ot_cpu_expand(const ot_node *node, const ot_tensor *in, ot_tensor *out
     size_t es = ot_dtype_size(in[0].dtype);
     if (!es || in[0].dtype != out[0].dtype) return ot_cpu_bad_dtype(node, "input 0", in[0].dtype, err);
     ot_bcast bc;
-    ot_status st = bcast_setup(node, in, 1, &out[0], &bc, err);
+    ot_status st = ot_kernel_bcast(node, in, 1, &out[0], &bc, err);
     if (st) return st;
     int nt = ot_cpu_threads(ctx);
     bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
@@ -612,7 +602,7 @@ ot_status ot_cpu_sum(const ot_node *node, const ot_tensor *in, ot_tensor *out, c
     if (sum_same_shape(node, in, out, nt)) return OT_OK;
     for (int k = 0; k < node->n_inputs; k++) {
         ot_bcast bc;
-        ot_status st = bcast_setup(node, &in[k], 1, &out[0], &bc, err);
+        ot_status st = ot_kernel_bcast(node, &in[k], 1, &out[0], &bc, err);
         if (st) return st;
         bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
         const float *x = in[k].data;

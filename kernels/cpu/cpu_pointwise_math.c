@@ -12,23 +12,6 @@
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/pointwise_math.h"
 
-static ot_status bcast_setup(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_bcast *bc,
-                             ot_error *err) {
-    const ot_shape *shapes[OT_BCAST_MAX_IN];
-    for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
-    if (!ot_bcast_init(bc, &out->shape, shapes, n_in))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape",
-                       node->name, node->op_type);
-    return OT_OK;
-}
-
-static ot_status same_size(const ot_node *node, const ot_tensor *a, const ot_tensor *b, ot_error *err) {
-    if (ot_kernel_numel(a) != ot_kernel_numel(b))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
-                       node->op_type, (long long)ot_kernel_numel(b), (long long)ot_kernel_numel(a));
-    return OT_OK;
-}
-
 /* Runs EXPR(a, b) into Y over a broadcast pair; rows in parallel. */
 #define PAIR_LOOP(TA, TB, TY, EXPR)                                                                        \
     do {                                                                                                   \
@@ -67,7 +50,7 @@ static ot_status same_size(const ot_node *node, const ot_tensor *a, const ot_ten
 ot_status ot_cpu_compare(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                          ot_error *err) {
     ot_bcast bc;
-    ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_kernel_bcast(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     if (in[0].dtype != in[1].dtype) return ot_cpu_bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
     if (out[0].dtype != OT_BOOL) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
@@ -91,7 +74,7 @@ bad_op:
 /* Not (bool), IsNaN and IsInf (float32, float64): a bool output shaped like the input. */
 ot_status ot_cpu_predicate(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                            ot_error *err) {
-    ot_status st = same_size(node, &in[0], &out[0], err);
+    ot_status st = ot_kernel_same_numel(node, &in[0], &out[0], err);
     if (st) return st;
     if (out[0].dtype != OT_BOOL) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     int64_t n = ot_kernel_numel(&in[0]);
@@ -143,7 +126,7 @@ static ot_status int_abs(const ot_node *node, const ot_tensor *in, ot_tensor *ou
 
 ot_status ot_cpu_math_unary(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                             ot_error *err) {
-    ot_status st = same_size(node, &in[0], &out[0], err);
+    ot_status st = ot_kernel_same_numel(node, &in[0], &out[0], err);
     if (st) return st;
     int64_t n = ot_kernel_numel(&in[0]);
     if (node->op == OT_OP_ABS && (in[0].dtype == OT_I64 || in[0].dtype == OT_I32)) return int_abs(node, in, out, n, err);
@@ -158,34 +141,27 @@ ot_status ot_cpu_math_unary(const ot_node *node, const ot_tensor *in, ot_tensor 
     bool par = n >= OT_CPU_PAR_MIN;
     switch (node->op) {
     case OT_OP_ABS:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, fabsf(v));
         break;
     case OT_OP_SIN:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = sinf(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, sinf(v));
         break;
     case OT_OP_COS:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = cosf(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, cosf(v));
         break;
     case OT_OP_HARD_SIGMOID: {
         float a = pp->u.math.alpha, b = pp->u.math.beta;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = ot_pm_hard_sigmoid(x[i], a, b);
+        OT_CPU_X_Y_LOOP(x, y, n, ot_pm_hard_sigmoid(v, a, b));
         break;
     }
     case OT_OP_HARD_SWISH:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = ot_pm_hard_swish(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, ot_pm_hard_swish(v));
         break;
     case OT_OP_SOFTPLUS:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = ot_pm_softplus(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, ot_pm_softplus(v));
         break;
     case OT_OP_MISH:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) y[i] = ot_pm_mish(x[i]);
+        OT_CPU_X_Y_LOOP(x, y, n, ot_pm_mish(v));
         break;
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the pointwise maths kernel", node->name,
@@ -230,7 +206,7 @@ ot_status ot_cpu_minmax(const ot_node *node, const ot_tensor *in, ot_tensor *out
     int nt = ot_cpu_threads(ctx);
     for (int k = 0; k < node->n_inputs; k++) {
         ot_bcast bc;
-        ot_status st = bcast_setup(node, &in[k], 1, &out[0], &bc, err);
+        ot_status st = ot_kernel_bcast(node, &in[k], 1, &out[0], &bc, err);
         if (st) return st;
         bool par = bc.rows * bc.inner >= OT_CPU_PAR_MIN_CHEAP && bc.rows > 1;
         int64_t s0 = bc.stride[0][bc.rank - 1];
@@ -273,7 +249,7 @@ static ot_status int_mod(const ot_node *node, const ot_tensor *in, ot_tensor *ou
 ot_status ot_cpu_mod(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                      ot_error *err) {
     ot_bcast bc;
-    ot_status st = bcast_setup(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_kernel_bcast(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     ot_dtype t = in[0].dtype;
     if (in[1].dtype != t) return ot_cpu_bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
@@ -297,13 +273,10 @@ ot_status ot_cpu_mod(const ot_node *node, const ot_tensor *in, ot_tensor *out, c
 
 /* AbsGrad, HardSigmoidGrad, HardSwishGrad, MishGrad: (dY, X) -> dX. */
 OT_GRAD_KERNEL(ot_cpu_math_grad) {
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, X and dX differ in size", node->name, node->op_type);
+    int64_t n;
     ot_op_params scratch;
     const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    ot_status st = ot_kernel_grad_dy_x(node, in, out, ot_cpu_bad_dtype, &n, &scratch, &pp, err);
     if (st) return st;
     const float *dy = in[0].data, *x = in[1].data;
     float *dx = out[0].data;
@@ -311,22 +284,18 @@ OT_GRAD_KERNEL(ot_cpu_math_grad) {
     bool par = n >= OT_CPU_PAR_MIN;
     switch (node->op) {
     case OT_OP_ABS_GRAD:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_pm_abs_grad(dy[i], x[i]);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_pm_abs_grad(g, v));
         break;
     case OT_OP_HARD_SIGMOID_GRAD: {
         float a = pp->u.math.alpha, b = pp->u.math.beta;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_pm_hard_sigmoid_grad(dy[i], x[i], a, b);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_pm_hard_sigmoid_grad(g, v, a, b));
         break;
     }
     case OT_OP_HARD_SWISH_GRAD:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_pm_hard_swish_grad(dy[i], x[i]);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_pm_hard_swish_grad(g, v));
         break;
     case OT_OP_MISH_GRAD:
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) dx[i] = ot_pm_mish_grad(dy[i], x[i]);
+        OT_CPU_DY_X_LOOP(dy, x, dx, n, ot_pm_mish_grad(g, v));
         break;
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not a pointwise maths gradient op", node->name,
@@ -340,7 +309,7 @@ OT_GRAD_KERNEL(ot_cpu_mod_grad) {
     for (int k = 0; k < 3; k++)
         if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[k].dtype, err);
     ot_bcast bc;
-    ot_status st = bcast_setup(node, in, 3, &out[0], &bc, err);
+    ot_status st = ot_kernel_bcast(node, in, 3, &out[0], &bc, err);
     if (st) return st;
     const float *g = in[0].data, *a = in[1].data, *b = in[2].data;
     float *o = out[0].data;
@@ -385,7 +354,7 @@ OT_GRAD_KERNEL(ot_cpu_minmax_grad) {
                        node->op_type, k, nx);
     ot_bcast bx[OT_MINMAX_GRAD_MAX_IN];
     for (int j = 0; j < nx; j++) {
-        st = bcast_setup(node, &in[2 + j], 1, &out[0], &bx[j], err);
+        st = ot_kernel_bcast(node, &in[2 + j], 1, &out[0], &bx[j], err);
         if (st) return st;
     }
     const float *g = in[0].data, *y = in[1].data;

@@ -35,22 +35,10 @@ static ot_status reduced_dims(const ot_node *node, const ot_tensor *in, int axes
     return ot_reduce_dims(node, axes, na, xs->rank, red, noop, err);
 }
 
-static ot_status mode_of(const ot_node *node, int *mode, ot_error *err) {
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
-    if (st) return st;
-    *mode = pp->u.reduce.mode;
-    if (*mode < OT_RMODE_MAX || *mode > OT_RMODE_SUM_SQUARE)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): unknown reduction mode '%s'", node->name, node->op_type,
-                       pp->u.reduce.mode_name ? pp->u.reduce.mode_name : "?");
-    return OT_OK;
-}
-
 ot_status ot_cpu_reduce_ext(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                             ot_error *err) {
     int mode;
-    ot_status st = mode_of(node, &mode, err);
+    ot_status st = ot_reduce_ext_mode(node, &mode, err);
     if (st) return st;
     ot_dtype t = in[0].dtype;
     bool ints = (t == OT_I64 || t == OT_I32) && (mode == OT_RMODE_MAX || mode == OT_RMODE_MIN);
@@ -90,29 +78,11 @@ ot_status ot_cpu_reduce_ext(const ot_node *node, const ot_tensor *in, ot_tensor 
 /* ArgMax / ArgMin: one axis; the output's size is the same with or without keepdims. */
 ot_status ot_cpu_arg_reduce(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                             ot_error *err) {
-    ot_dtype t = in[0].dtype;
-    if (t != OT_F32 && t != OT_I64 && t != OT_I32) return ot_cpu_bad_dtype(node, "input", t, err);
-    if (out[0].dtype != OT_I64) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
-    if (st) return st;
-    const ot_shape *xs = &in[0].shape;
-    int ax = ot_kernel_axis(pp->u.reduce.axis, xs->rank);
-    if (ax < 0)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis %d out of range for rank %d", node->name, node->op_type,
-                       pp->u.reduce.axis, xs->rank);
-    if (xs->dim[ax] == 0)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): axis %d is empty: no index to return", node->name,
-                       node->op_type, ax);
-    bool red[OT_MAX_RANK] = {0};
-    red[ax] = true;
     ot_rx_geom g;
-    ot_rx_init(&g, xs, red);
-    if (ot_kernel_numel(&out[0]) != g.n_out)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from the reduced shape", node->name,
-                       node->op_type);
-    int is_max = node->op == OT_OP_ARG_MAX, last = pp->u.reduce.select_last_index;
+    int is_max, last;
+    ot_status st = ot_reduce_arg_geom(node, in, out, ot_cpu_bad_dtype, &g, &is_max, &last, err);
+    if (st) return st;
+    ot_dtype t = in[0].dtype;
     int64_t *y = out[0].data;
     int nt = ot_cpu_threads(ctx);
     bool par = g.n_out > 1 && g.n_out * g.n_red >= OT_CPU_PAR_MIN;
@@ -132,7 +102,7 @@ OT_GRAD_KERNEL(ot_cpu_reduce_grad) {
     for (int k = 0; k < 3; k++)
         if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[k].dtype, err);
     int mode;
-    ot_status st = mode_of(node, &mode, err);
+    ot_status st = ot_reduce_ext_mode(node, &mode, err);
     if (st) return st;
     bool red[OT_MAX_RANK] = {0}, noop;
     if ((st = reduced_dims(node, in, -1, &in[1].shape, red, &noop, err))) return st;

@@ -10,29 +10,15 @@
 #include "kernels/activation_math.h"
 #include "kernels/cuda/cuda_device.cuh"
 
-static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_cu_bcast *b,
-                            ot_error *err) {
-    const ot_shape *shapes[OT_BCAST_MAX_IN];
-    for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
-    ot_bcast c;
-    if (!ot_bcast_init(&c, &out->shape, shapes, n_in))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape", node->name,
-                       node->op_type);
-    *b = ot_cu_bcast_from(&c);
-    return OT_OK;
-}
-
 /* ---- forward ---------------------------------------------------------------------- */
 
 enum { A_ELU, A_THRESHOLDED_RELU, A_SOFTSIGN, A_SIGN, A_FLOOR, A_CEIL, A_ROUND };
 
-struct act_unary_op {
-    const float *x;
-    float *y;
+struct act_unary_rule {
     int op;
     float nc, pc, is, th;
-    __host__ __device__ void operator()(int64_t i) const {
-        float v = x[i], r;
+    __host__ __device__ float operator()(float v) const {
+        float r;
         switch (op) {
         case A_ELU: r = ot_am_elu(v, nc, pc, is); break;
         case A_THRESHOLDED_RELU: r = ot_am_thresholded_relu(v, th); break;
@@ -42,7 +28,7 @@ struct act_unary_op {
         case A_CEIL: r = ceilf(v); break;
         default: r = ot_am_round(v); break;
         }
-        y[i] = r;
+        return r;
     }
 };
 
@@ -55,9 +41,8 @@ template <typename T> struct sign_int_op {
 OT_CUDA_LAUNCHER(ot_cuda_act_unary) {
     (void)ctx;
     int64_t n = ot_kernel_numel(&in[0]);
-    if (ot_kernel_numel(&out[0]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
-                       node->op_type, (long long)ot_kernel_numel(&out[0]), (long long)n);
+    ot_status st = ot_kernel_same_numel(node, &in[0], &out[0], err);
+    if (st) return st;
     ot_dtype t = in[0].dtype;
     if (node->op == OT_OP_SIGN && (t == OT_I64 || t == OT_I32)) {
         if (out[0].dtype != t) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
@@ -69,7 +54,7 @@ OT_CUDA_LAUNCHER(ot_cuda_act_unary) {
     if (out[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     ot_op_params scratch;
     const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    st = ot_node_params(node, &scratch, &pp, err);
     if (st) return st;
     int op;
     switch (node->op) {
@@ -87,9 +72,7 @@ OT_CUDA_LAUNCHER(ot_cuda_act_unary) {
                        node->op_type);
     }
     const ot_unary_params *u = &pp->u.unary;
-    act_unary_op f = {(const float *)in[0].data, (float *)out[0].data, op, u->negcoef, u->poscoef, u->input_scale,
-                      u->threshold};
-    return ot_cu_map(cx, f, n, err);
+    return ot_cu_map_x_y(cx, in, out, act_unary_rule{op, u->negcoef, u->poscoef, u->input_scale, u->threshold}, n, err);
 }
 
 struct prelu_op {
@@ -109,7 +92,7 @@ OT_CUDA_LAUNCHER(ot_cuda_prelu) {
         if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[k].dtype, err);
     if (out[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     ot_cu_bcast bc;
-    ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_cu_bcast_node(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     prelu_op f = {(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, bc};
     return ot_cu_map(cx, f, ot_kernel_numel(&out[0]), err);
@@ -119,31 +102,26 @@ OT_CUDA_LAUNCHER(ot_cuda_prelu) {
 
 enum { AG_ELU, AG_THRESHOLDED_RELU, AG_SOFTSIGN };
 
-struct act_grad_op {
-    const float *dy, *x;
-    float *dx;
+struct act_grad_rule {
     int op;
     float nc, pc, is, th;
-    __host__ __device__ void operator()(int64_t i) const {
-        float g = dy[i], v = x[i], r;
+    __host__ __device__ float operator()(float g, float v) const {
+        float r;
         switch (op) {
         case AG_ELU: r = ot_am_elu_grad(g, v, nc, pc, is); break;
         case AG_THRESHOLDED_RELU: r = ot_am_thresholded_relu_grad(g, v, th); break;
         default: r = ot_am_softsign_grad(g, v); break;
         }
-        dx[i] = r;
+        return r;
     }
 };
 
 OT_CUDA_LAUNCHER(ot_cuda_act_ext_grad) {
     (void)ctx;
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, X and dX differ in size", node->name, node->op_type);
+    int64_t n;
     ot_op_params scratch;
     const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    ot_status st = ot_kernel_grad_dy_x(node, in, out, ot_cuda_bad_dtype, &n, &scratch, &pp, err);
     if (st) return st;
     int op;
     switch (node->op) {
@@ -155,9 +133,7 @@ OT_CUDA_LAUNCHER(ot_cuda_act_ext_grad) {
                        node->op_type);
     }
     const ot_unary_params *u = &pp->u.unary;
-    act_grad_op f = {(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, op, u->negcoef,
-                     u->poscoef, u->input_scale, u->threshold};
-    return ot_cu_map(cx, f, n, err);
+    return ot_cu_map_dy_x(cx, in, out, act_grad_rule{op, u->negcoef, u->poscoef, u->input_scale, u->threshold}, n, err);
 }
 
 struct prelu_grad_op {
@@ -174,18 +150,11 @@ struct prelu_grad_op {
 
 OT_CUDA_LAUNCHER(ot_cuda_prelu_grad) {
     (void)ctx;
-    for (int k = 0; k < 3; k++)
-        if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[k].dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    int which;
+    ot_bcast c;
+    ot_status st = ot_prelu_grad_setup(node, in, &out[0], ot_cuda_bad_dtype, &which, &c, err);
     if (st) return st;
-    int which = pp->u.math.index;
-    if (which != 0 && which != 1)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not 0 (X) or 1 (slope)", node->name,
-                       node->op_type, which);
-    ot_cu_bcast bc;
-    if ((st = bcast_init(node, in, 3, &out[0], &bc, err))) return st;
+    ot_cu_bcast bc = ot_cu_bcast_from(&c);
     prelu_grad_op f = {(const float *)in[0].data, (const float *)in[1].data, (const float *)in[2].data,
                        (float *)out[0].data, bc, which};
     return ot_cu_map(cx, f, ot_kernel_numel(&out[0]), err);

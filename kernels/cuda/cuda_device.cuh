@@ -59,6 +59,15 @@ static inline ot_cu_bcast ot_cu_bcast_from(const ot_bcast *c) {
     return b;
 }
 
+/* ot_kernel_bcast (the node's first n_in inputs against out) as a device descriptor. */
+static inline ot_status ot_cu_bcast_node(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out,
+                                         ot_cu_bcast *b, ot_error *err) {
+    ot_bcast c;
+    ot_status st = ot_kernel_bcast(node, in, n_in, out, &c, err);
+    if (!st) *b = ot_cu_bcast_from(&c);
+    return st;
+}
+
 __host__ __device__ __forceinline__ void ot_cu_bcast_off(const ot_cu_bcast &b, int64_t i, int64_t *off) {
     for (int k = 0; k < OT_BCAST_MAX_IN; k++) off[k] = 0;
     for (int d = b.rank - 1; d >= 0; d--) {
@@ -86,6 +95,37 @@ template <typename Op> static ot_status ot_cu_map(ot_cuda_ctx *cx, const Op &op,
     ot_cu_k_map<Op><<<ot_cu_blocks(n), OT_CU_THREADS, 0, cx->stream>>>(op, n);
     OT_CUDA_LAUNCHED();
     return OT_OK;
+}
+
+/* The float32 elementwise launchers' element loops, written once: X -> Y
+ * (y[i] = rule(x[i])) and an elementwise gradient (dY, X) -> dX
+ * (dx[i] = rule(dy[i], x[i])). The rule is a __host__ __device__ functor holding
+ * the op the launcher picked from the node and its attributes. */
+template <typename R> struct ot_cu_x_y_op {
+    const float *x;
+    float *y;
+    R rule;
+    __host__ __device__ void operator()(int64_t i) const { y[i] = rule(x[i]); }
+};
+
+template <typename R> struct ot_cu_dy_x_op {
+    const float *dy, *x;
+    float *dx;
+    R rule;
+    __host__ __device__ void operator()(int64_t i) const { dx[i] = rule(dy[i], x[i]); }
+};
+
+template <typename R>
+static ot_status ot_cu_map_x_y(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out, const R &rule, int64_t n,
+                               ot_error *err) {
+    return ot_cu_map(cx, ot_cu_x_y_op<R>{(const float *)in[0].data, (float *)out[0].data, rule}, n, err);
+}
+
+template <typename R>
+static ot_status ot_cu_map_dy_x(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out, const R &rule, int64_t n,
+                                ot_error *err) {
+    ot_cu_dy_x_op<R> f = {(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, rule};
+    return ot_cu_map(cx, f, n, err);
 }
 
 /* As ot_cu_map, for element code that first derives per-launch values from device

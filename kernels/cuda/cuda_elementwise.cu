@@ -15,18 +15,6 @@
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/half_float.h"
 
-static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_cu_bcast *b,
-                            ot_error *err) {
-    const ot_shape *shapes[OT_BCAST_MAX_IN];
-    for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
-    ot_bcast c;
-    if (!ot_bcast_init(&c, &out->shape, shapes, n_in))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape", node->name,
-                       node->op_type);
-    *b = ot_cu_bcast_from(&c);
-    return OT_OK;
-}
-
 static bool is_int_arith(ot_dtype t) { return t == OT_I64 || t == OT_I32 || t == OT_I8 || t == OT_U8; }
 
 /* ---- unary ------------------------------------------------------------------- */
@@ -330,7 +318,7 @@ static ot_status launch_int_pow_base(ot_cuda_ctx *cx, const ot_node *node, const
 
 OT_CUDA_LAUNCHER(ot_cuda_binary) {
     ot_cu_bcast bc;
-    ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_cu_bcast_node(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     ot_dtype ta = in[0].dtype, tb = in[1].dtype;
     int op = node->op == OT_OP_ADD ? B_ADD : node->op == OT_OP_SUB ? B_SUB : node->op == OT_OP_MUL ? B_MUL
@@ -374,7 +362,7 @@ size_t ot_cuda_pointwise_workspace(const ot_node *node, const ot_tensor *in, con
 
 OT_CUDA_LAUNCHER(ot_cuda_equal) {
     ot_cu_bcast bc;
-    ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_cu_bcast_node(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     if (in[0].dtype != in[1].dtype) return ot_cuda_bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
     switch (in[0].dtype) {
@@ -429,7 +417,7 @@ OT_CUDA_LAUNCHER(ot_cuda_where) {
     if (in[1].dtype != in[2].dtype || in[1].dtype != out[0].dtype)
         return ot_cuda_bad_dtype(node, "mixed X/Y dtypes, Y", in[2].dtype, err);
     ot_cu_bcast bc;
-    ot_status st = bcast_init(node, in, 3, &out[0], &bc, err);
+    ot_status st = ot_cu_bcast_node(node, in, 3, &out[0], &bc, err);
     if (st) return st;
     int64_t n = ot_kernel_numel(&out[0]);
     size_t es = ot_dtype_size(in[1].dtype);
@@ -445,7 +433,7 @@ OT_CUDA_LAUNCHER(ot_cuda_expand) {
     (void)ctx;
     if (in[0].dtype != out[0].dtype) return ot_cuda_bad_dtype(node, "input 0", in[0].dtype, err);
     ot_cu_bcast bc;
-    ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
+    ot_status st = ot_cu_bcast_node(node, in, 1, &out[0], &bc, err);
     if (st) return st;
     int64_t n = ot_kernel_numel(&out[0]);
     size_t es = ot_dtype_size(in[0].dtype);
@@ -459,7 +447,7 @@ OT_CUDA_LAUNCHER(ot_cuda_expand_like) {
     (void)ctx;
     if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "dY", in[0].dtype, err);
     ot_cu_bcast bc;
-    ot_status st = bcast_init(node, in, 1, &out[0], &bc, err);
+    ot_status st = ot_cu_bcast_node(node, in, 1, &out[0], &bc, err);
     if (st) return st;
     return ot_cu_map(cx, bcast_copy_op<uint32_t>{(const uint32_t *)in[0].data, (uint32_t *)out[0].data, bc},
                      ot_kernel_numel(&out[0]), err);
@@ -480,7 +468,7 @@ struct scaled_bcast_op {
 ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *c, ot_tensor *out, float beta,
                                    ot_error *err) {
     ot_cu_bcast bc;
-    ot_status st = bcast_init(node, c, 1, out, &bc, err);
+    ot_status st = ot_cu_bcast_node(node, c, 1, out, &bc, err);
     if (st) return st;
     return ot_cu_map(cx, scaled_bcast_op{(const float *)c->data, (float *)out->data, bc, beta}, ot_kernel_numel(out), err);
 }
@@ -507,7 +495,7 @@ OT_CUDA_LAUNCHER(ot_cuda_sum) {
     if (n == 0) return OT_OK;
     for (int k = 0; k < node->n_inputs; k++) {
         ot_cu_bcast bc;
-        ot_status st = bcast_init(node, &in[k], 1, &out[0], &bc, err);
+        ot_status st = ot_cu_bcast_node(node, &in[k], 1, &out[0], &bc, err);
         if (st) return st;
         if (k == 0 && in[0].data == out[0].data) continue;
         st = ot_cu_map(cx, sum_step_op{(const float *)in[k].data, (float *)out[0].data, bc, k == 0}, n, err);

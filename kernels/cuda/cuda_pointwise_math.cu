@@ -11,25 +11,6 @@
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/pointwise_math.h"
 
-static ot_status bcast_init(const ot_node *node, const ot_tensor *in, int n_in, const ot_tensor *out, ot_cu_bcast *b,
-                            ot_error *err) {
-    const ot_shape *shapes[OT_BCAST_MAX_IN];
-    for (int k = 0; k < n_in; k++) shapes[k] = &in[k].shape;
-    ot_bcast c;
-    if (!ot_bcast_init(&c, &out->shape, shapes, n_in))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): input shapes do not broadcast to the output shape", node->name,
-                       node->op_type);
-    *b = ot_cu_bcast_from(&c);
-    return OT_OK;
-}
-
-static ot_status same_size(const ot_node *node, const ot_tensor *a, const ot_tensor *b, ot_error *err) {
-    if (ot_kernel_numel(a) != ot_kernel_numel(b))
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output has %lld elements, input %lld", node->name,
-                       node->op_type, (long long)ot_kernel_numel(b), (long long)ot_kernel_numel(a));
-    return OT_OK;
-}
-
 /* ---- comparisons and logic -------------------------------------------------------- */
 
 enum { C_LT, C_GT, C_LE, C_GE, C_AND, C_OR, C_XOR };
@@ -67,7 +48,7 @@ static ot_status launch_compare(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor 
 OT_CUDA_LAUNCHER(ot_cuda_compare) {
     (void)ctx;
     ot_cu_bcast bc;
-    ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_cu_bcast_node(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     if (in[0].dtype != in[1].dtype) return ot_cuda_bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
     if (out[0].dtype != OT_BOOL) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
@@ -112,7 +93,7 @@ struct predicate_op {
 
 OT_CUDA_LAUNCHER(ot_cuda_predicate) {
     (void)ctx;
-    ot_status st = same_size(node, &in[0], &out[0], err);
+    ot_status st = ot_kernel_same_numel(node, &in[0], &out[0], err);
     if (st) return st;
     if (out[0].dtype != OT_BOOL) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     int op = node->op == OT_OP_NOT ? P_NOT : node->op == OT_OP_IS_NAN ? P_NAN : P_INF;
@@ -134,13 +115,11 @@ OT_CUDA_LAUNCHER(ot_cuda_predicate) {
 
 enum { M_ABS, M_SIN, M_COS, M_HARD_SIGMOID, M_HARD_SWISH, M_SOFTPLUS, M_MISH };
 
-struct math_unary_op {
-    const float *x;
-    float *y;
+struct math_unary_rule {
     int op;
     float a, b;
-    __host__ __device__ void operator()(int64_t i) const {
-        float v = x[i], r;
+    __host__ __device__ float operator()(float v) const {
+        float r;
         switch (op) {
         case M_ABS: r = fabsf(v); break;
         case M_SIN: r = sinf(v); break;
@@ -150,7 +129,7 @@ struct math_unary_op {
         case M_SOFTPLUS: r = ot_pm_softplus(v); break;
         default: r = ot_pm_mish(v); break;
         }
-        y[i] = r;
+        return r;
     }
 };
 
@@ -163,7 +142,7 @@ template <typename T, typename U> struct abs_int_op {
 
 OT_CUDA_LAUNCHER(ot_cuda_math_unary) {
     (void)ctx;
-    ot_status st = same_size(node, &in[0], &out[0], err);
+    ot_status st = ot_kernel_same_numel(node, &in[0], &out[0], err);
     if (st) return st;
     int64_t n = ot_kernel_numel(&in[0]);
     ot_dtype t = in[0].dtype;
@@ -198,7 +177,7 @@ OT_CUDA_LAUNCHER(ot_cuda_math_unary) {
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the CUDA pointwise maths kernel", node->name,
                        node->op_type);
     }
-    return ot_cu_map(cx, math_unary_op{(const float *)in[0].data, (float *)out[0].data, op, a, b}, n, err);
+    return ot_cu_map_x_y(cx, in, out, math_unary_rule{op, a, b}, n, err);
 }
 
 /* ---- Min, Max ------------------------------------------------------------------------ */
@@ -243,7 +222,7 @@ static ot_status launch_minmax(ot_cuda_ctx *cx, const ot_node *node, const ot_te
     if (n == 0) return OT_OK;
     for (int k = 0; k < node->n_inputs; k++) {
         ot_cu_bcast bc;
-        ot_status st = bcast_init(node, &in[k], 1, &out[0], &bc, err);
+        ot_status st = ot_cu_bcast_node(node, &in[k], 1, &out[0], &bc, err);
         if (st) return st;
         minmax_step_op<T> f = {(const T *)in[k].data, (T *)out[0].data, bc, k == 0, node->op == OT_OP_MAX};
         st = ot_cu_map(cx, f, n, err);
@@ -326,7 +305,7 @@ static ot_status launch_int_mod(ot_cuda_ctx *cx, const ot_node *node, const ot_t
 
 OT_CUDA_LAUNCHER(ot_cuda_mod) {
     ot_cu_bcast bc;
-    ot_status st = bcast_init(node, in, 2, &out[0], &bc, err);
+    ot_status st = ot_cu_bcast_node(node, in, 2, &out[0], &bc, err);
     if (st) return st;
     ot_dtype t = in[0].dtype;
     if (in[1].dtype != t) return ot_cuda_bad_dtype(node, "mixed input dtypes, input 1", in[1].dtype, err);
@@ -355,32 +334,27 @@ size_t ot_cuda_mod_workspace(const ot_node *node, const ot_tensor *in, const ot_
 
 enum { G_ABS, G_HARD_SIGMOID, G_HARD_SWISH, G_MISH };
 
-struct math_grad_op {
-    const float *dy, *x;
-    float *dx;
+struct math_grad_rule {
     int op;
     float a, b;
-    __host__ __device__ void operator()(int64_t i) const {
-        float g = dy[i], v = x[i], r;
+    __host__ __device__ float operator()(float g, float v) const {
+        float r;
         switch (op) {
         case G_ABS: r = ot_pm_abs_grad(g, v); break;
         case G_HARD_SIGMOID: r = ot_pm_hard_sigmoid_grad(g, v, a, b); break;
         case G_HARD_SWISH: r = ot_pm_hard_swish_grad(g, v); break;
         default: r = ot_pm_mish_grad(g, v); break;
         }
-        dx[i] = r;
+        return r;
     }
 };
 
 OT_CUDA_LAUNCHER(ot_cuda_math_grad) {
     (void)ctx;
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, X and dX differ in size", node->name, node->op_type);
+    int64_t n;
     ot_op_params scratch;
     const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    ot_status st = ot_kernel_grad_dy_x(node, in, out, ot_cuda_bad_dtype, &n, &scratch, &pp, err);
     if (st) return st;
     int op;
     switch (node->op) {
@@ -392,9 +366,7 @@ OT_CUDA_LAUNCHER(ot_cuda_math_grad) {
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not a pointwise maths gradient op", node->name,
                        node->op_type);
     }
-    math_grad_op f = {(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, op,
-                      pp->u.math.alpha, pp->u.math.beta};
-    return ot_cu_map(cx, f, n, err);
+    return ot_cu_map_dy_x(cx, in, out, math_grad_rule{op, pp->u.math.alpha, pp->u.math.beta}, n, err);
 }
 
 struct mod_grad_op {
@@ -413,7 +385,7 @@ OT_CUDA_LAUNCHER(ot_cuda_mod_grad) {
     for (int k = 0; k < 3; k++)
         if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[k].dtype, err);
     ot_cu_bcast bc;
-    ot_status st = bcast_init(node, in, 3, &out[0], &bc, err);
+    ot_status st = ot_cu_bcast_node(node, in, 3, &out[0], &bc, err);
     if (st) return st;
     mod_grad_op f = {(const float *)in[0].data, (const float *)in[1].data, (const float *)in[2].data,
                      (float *)out[0].data, bc};
@@ -464,7 +436,7 @@ OT_CUDA_LAUNCHER(ot_cuda_minmax_grad) {
         return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not one of its %d inputs", node->name,
                        node->op_type, f.k, nx);
     for (int j = 0; j < nx; j++) {
-        st = bcast_init(node, &in[2 + j], 1, &out[0], &f.bx[j], err);
+        st = ot_cu_bcast_node(node, &in[2 + j], 1, &out[0], &f.bx[j], err);
         if (st) return st;
         f.x[j] = (const float *)in[2 + j].data;
     }

@@ -34,18 +34,6 @@ static ot_status reduced_dims(ot_cuda_ctx *cx, const ot_node *node, const ot_ten
     return ot_reduce_dims(node, axes, na, xs->rank, red, noop, err);
 }
 
-static ot_status mode_of(const ot_node *node, int *mode, ot_error *err) {
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
-    if (st) return st;
-    *mode = pp->u.reduce.mode;
-    if (*mode < OT_RMODE_MAX || *mode > OT_RMODE_SUM_SQUARE)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): unknown reduction mode '%s'", node->name, node->op_type,
-                       pp->u.reduce.mode_name ? pp->u.reduce.mode_name : "?");
-    return OT_OK;
-}
-
 /* A device or host copy of n bytes from src to dst (noop reductions). */
 static ot_status copy_bytes(ot_cuda_ctx *cx, void *dst, const void *src, int64_t n, ot_error *err) {
     if (!n || dst == src) return OT_OK;
@@ -94,7 +82,7 @@ static ot_status launch_int_extremum(ot_cuda_ctx *cx, const ot_tensor *in, ot_te
 OT_CUDA_LAUNCHER(ot_cuda_reduce_ext) {
     (void)ctx;
     int mode;
-    ot_status st = mode_of(node, &mode, err);
+    ot_status st = ot_reduce_ext_mode(node, &mode, err);
     if (st) return st;
     ot_dtype t = in[0].dtype;
     bool ints = (t == OT_I64 || t == OT_I32) && (mode == OT_RMODE_MAX || mode == OT_RMODE_MIN);
@@ -153,29 +141,11 @@ static ot_status launch_arg(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *out
 
 OT_CUDA_LAUNCHER(ot_cuda_arg_reduce) {
     (void)ctx;
-    ot_dtype t = in[0].dtype;
-    if (t != OT_F32 && t != OT_I64 && t != OT_I32) return ot_cuda_bad_dtype(node, "input", t, err);
-    if (out[0].dtype != OT_I64) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
-    if (st) return st;
-    const ot_shape *xs = &in[0].shape;
-    int ax = ot_kernel_axis(pp->u.reduce.axis, xs->rank);
-    if (ax < 0)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): axis %d out of range for rank %d", node->name, node->op_type,
-                       pp->u.reduce.axis, xs->rank);
-    if (xs->dim[ax] == 0)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): axis %d is empty: no index to return", node->name,
-                       node->op_type, ax);
-    bool red[OT_MAX_RANK] = {0};
-    red[ax] = true;
     ot_rx_geom g;
-    ot_rx_init(&g, xs, red);
-    if (ot_kernel_numel(&out[0]) != g.n_out)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): output size differs from the reduced shape", node->name,
-                       node->op_type);
-    int is_max = node->op == OT_OP_ARG_MAX, last = pp->u.reduce.select_last_index;
+    int is_max, last;
+    ot_status st = ot_reduce_arg_geom(node, in, out, ot_cuda_bad_dtype, &g, &is_max, &last, err);
+    if (st) return st;
+    ot_dtype t = in[0].dtype;
     if (t == OT_F32) return launch_arg<float>(cx, in, out, g, is_max, last, err);
     if (t == OT_I64) return launch_arg<int64_t>(cx, in, out, g, is_max, last, err);
     return launch_arg<int32_t>(cx, in, out, g, is_max, last, err);
@@ -212,7 +182,7 @@ OT_CUDA_LAUNCHER(ot_cuda_reduce_grad) {
     for (int k = 0; k < 3; k++)
         if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[k].dtype, err);
     int mode;
-    ot_status st = mode_of(node, &mode, err);
+    ot_status st = ot_reduce_ext_mode(node, &mode, err);
     if (st) return st;
     bool red[OT_MAX_RANK] = {0}, noop;
     if ((st = reduced_dims(cx, node, in, -1, &in[1].shape, red, &noop, err))) return st;
