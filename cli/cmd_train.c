@@ -512,6 +512,10 @@ static ot_status build(train_cli *t, ot_error *err) {
         if (st == OT_E_MEMORY) ot_train_memory_advice(t->m, &t->o, t->data.n_samples, err);
         return st;
     }
+    if (t->lora_save && ot_lora_peft_is_dir(t->lora_save) && (st = ot_train_lora_peft_check(t->s, err))) {
+        if (err) ot_error_prefix(err, "--lora-save ");
+        return st; /* before any step: a weight PEFT cannot name */
+    }
     if (t->val_inputs.n) {
         if ((st = ot_train_check_data(t->s, &t->val, "validation data", err))) return st;
         if ((st = ot_train_validation_prepare(t->s, err))) return st;

@@ -2,8 +2,10 @@
  * the safetensors file parses (header length, F32 entries of PEFT's names and shapes,
  * data_offsets contiguous and covering the data), adapter_config.json says LORA with
  * the run's r and alpha; training continues from a folder bitwise (2 + 2 steps of
- * plain SGD on one batch equal 4), a session made from a folder saves the same bytes; and bad folders or settings are refused with their exit codes. (PEFT itself
- * loading the folder is ctest check_peft, samples/zoo/peft_check.py.) */
+ * plain SGD on one batch equal 4), a session made from a folder saves the same bytes;
+ * a dynamo export's names map, its folded head is refused before any step; bad folders
+ * or settings are refused with their exit codes. (PEFT itself loading the folder is
+ * ctest check_peft, samples/zoo/peft_check.py.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -160,12 +162,37 @@ static void test_refusals(void **state) {
     cli_expect_in(OUT, "or in '/' for a PEFT folder");
 }
 
+/* A dynamo export (tests/fixtures/dynamo): the blocks' weights keep their module paths;
+ * the LM head it folded into a constant (val_117) has none and is refused before any
+ * step. */
+static void test_dynamo_names(void **state) {
+    (void)state;
+#define DYN OT_SOURCE_DIR "/tests/fixtures/dynamo/"
+    if (system("unzip -p " DYN "tiny_gpt2.npz data/input_ids.npy.npy > " TMP "/ids.npy && unzip -p " DYN
+               "tiny_gpt2.npz data/labels.npy.npy > " TMP "/labels.npy"))
+        skip(); /* no unzip */
+#define DTRAIN BIN " train " DYN "tiny_gpt2_nodrop.onnx --input " TMP "/ids.npy --labels " TMP "/labels.npy --steps 2"
+    assert_int_equal(run(DTRAIN " --lora 2 --lora-save " TMP "/dyn/"), 0);
+    size_t n = 0;
+    char *cfg = slurp(TMP "/dyn/adapter_config.json", &n);
+    assert_non_null(cfg);
+    assert_non_null(strstr(cfg, "\"target_modules\": [\"model.transformer.h.0.attn.c_attn\", "));
+    assert_non_null(strstr(cfg, "\"fan_in_fan_out\": true")); /* Conv1D: W stored [in, out] */
+    free(cfg);
+    assert_int_equal(run(DTRAIN " --lora 2 --lora-target 'val_117,*c_fc*' --lora-save " TMP "/dyn2/"), 6);
+    cli_expect_in(OUT, "weight 'val_117' has no module name for PEFT");
+    char *txt = cli_slurp(OUT);
+    assert_null(strstr(txt, "step 1/2")); /* refused before training */
+    free(txt);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_continue_bitwise),
         cmocka_unit_test(test_load_save_bitwise),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_dynamo_names),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -48,19 +48,18 @@ static char *join(const char *dir, const char *name) {
     return p;
 }
 
-/* The module of W ("<module>.weight"), in a fresh string; NULL with err set. */
-static char *module_of(const char *w, ot_error *err) {
+/* The module of W ("<module>.weight") in a fresh string (*m), or why there is none. */
+static ot_status module_of(const char *w, char **m, ot_error *err) {
     size_t n = strlen(w), t = strlen(".weight");
-    if (n <= t || strcmp(w + n - t, ".weight")) {
-        ot_fail(err, OT_E_UNSUPPORTED,
-                "weight '%s' has no module name for PEFT (only names ending in '.weight' map to a module): "
-                "leave it out with --lora-target, or write .npz/.onnx adapters", w);
-        return NULL;
-    }
-    char *m = malloc(n - t + 1);
-    if (!m) ot_fail(err, OT_E_MEMORY, "out of memory");
-    else memcpy(m, w, n - t), m[n - t] = 0;
-    return m;
+    *m = NULL;
+    if (n <= t || strcmp(w + n - t, ".weight"))
+        return ot_fail(err, OT_E_UNSUPPORTED,
+                       "weight '%s' has no module name for PEFT (only names ending in '.weight' map to a module): "
+                       "leave it out with --lora-target, or write .npz/.onnx adapters", w);
+    if (!(*m = malloc(n - t + 1))) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    memcpy(*m, w, n - t);
+    (*m)[n - t] = 0;
+    return OT_OK;
 }
 
 /* ---- writing --------------------------------------------------------------------- */
@@ -154,30 +153,40 @@ static void free_mods(char **mods, int n) {
     free(mods);
 }
 
-static char **all_modules(const ot_train_session *s, ot_error *err) {
+/* Every adapted weight's module, in the session's order (*out: s->lora.n strings). */
+static ot_status all_modules(const ot_train_session *s, char ***out, ot_error *err) {
     char **mods = calloc((size_t)s->lora.n + 1, sizeof *mods);
-    if (!mods) {
-        ot_fail(err, OT_E_MEMORY, "out of memory");
-        return NULL;
-    }
-    for (int k = 0; k < s->lora.n; k++)
-        if (!(mods[k] = module_of(vname(s->g, s->lora.v[k].base), err))) {
+    *out = NULL;
+    if (!mods) return ot_fail(err, OT_E_MEMORY, "out of memory");
+    for (int k = 0; k < s->lora.n; k++) {
+        ot_status st = module_of(vname(s->g, s->lora.v[k].base), &mods[k], err);
+        if (st) {
             free_mods(mods, k);
-            return NULL;
+            return st;
         }
-    return mods;
+    }
+    *out = mods;
+    return OT_OK;
+}
+
+ot_status ot_train_lora_peft_check(const ot_train_session *s, ot_error *err) {
+    char **mods = NULL;
+    ot_status st = all_modules(s, &mods, err);
+    free_mods(mods, s->lora.n);
+    return st;
 }
 
 ot_status ot_train_lora_save_peft(ot_train_session *s, const char *dir, ot_error *err) {
-    char **mods = all_modules(s, err);
-    if (!mods) return err ? err->code : OT_E_UNSUPPORTED;
+    char **mods = NULL;
+    ot_status st = all_modules(s, &mods, err);
+    if (st) return st;
     if (mkdir(dir, 0777) && errno != EEXIST) {
         free_mods(mods, s->lora.n);
         return ot_fail(err, OT_E_IO, "%s: cannot create the folder: %s", dir, strerror(errno));
     }
     char *wp = join(dir, PEFT_WEIGHTS), *cp = join(dir, PEFT_CONFIG);
     ot_atomic_file *wf = NULL, *cf = NULL;
-    ot_status st = wp && cp ? OT_OK : ot_fail(err, OT_E_MEMORY, "out of memory");
+    st = wp && cp ? OT_OK : ot_fail(err, OT_E_MEMORY, "out of memory");
     if (!st) st = ot_atomic_open(wp, &wf, err);
     if (!st) st = write_weights(s, mods, ot_atomic_stream(wf), err);
     if (!st) st = ot_atomic_open(cp, &cf, err);
@@ -448,8 +457,8 @@ ot_status ot_train_lora_load_peft(ot_train_session *s, const char *dir, ot_error
                        "%lld:%g: leave --lora out to take the folder's", dir, (long long)rank, alpha,
                        (long long)s->lora.rank, my_alpha);
     if (st) return st;
-    char **mods = all_modules(s, err);
-    if (!mods) return err ? err->code : OT_E_UNSUPPORTED;
+    char **mods = NULL;
+    if ((st = all_modules(s, &mods, err))) return st;
     char *path = join(dir, PEFT_WEIGHTS);
     bool *seen = calloc((size_t)2 * s->lora.n + 1, sizeof *seen);
     uint8_t *buf = NULL;

@@ -356,6 +356,10 @@ ot_status ot_train_save_adapters(ot_train_session *s, const char *path, ot_error
  * and lora_alpha of DIR/adapter_config.json (for --lora-load without --lora):
  * OT_E_IO, OT_E_PARSE, OT_E_DATA (out of range) or OT_E_UNSUPPORTED (not LORA). */
 bool ot_lora_peft_is_dir(const char *path);
+/* Whether every adapted weight has a PEFT module name ("<module>.weight"); else
+ * OT_E_UNSUPPORTED naming the first that has none. Writing checks it too; a caller
+ * checks before training so that no run is lost to it. */
+ot_status ot_train_lora_peft_check(const ot_train_session *s, ot_error *err);
 ot_status ot_lora_peft_read_config(const char *dir, int64_t *rank, double *alpha, ot_error *err);
 
 #endif
