@@ -237,7 +237,9 @@ static bool jeat(jr *j, char c) {
 static ot_status jstring(jr *j, char **out) {
     *out = NULL;
     if (!jeat(j, '"')) return jbad(j, "expected a string");
-    char *s = malloc((size_t)(j->end - j->p) + 1), *o = s;
+    const char *q = j->p; /* its extent, to size the buffer */
+    while (q < j->end && *q != '"') q += *q == '\\' ? 2 : 1;
+    char *s = malloc((size_t)(q - j->p) + 1), *o = s;
     if (!s) return ot_fail(j->err, OT_E_MEMORY, "out of memory");
     while (j->p < j->end && *j->p != '"') {
         char c = *j->p++;
@@ -402,8 +404,9 @@ static ot_status st_entry(ot_train_session *s, jr *j, const char *key, char **mo
     if (!st && (!dtype || strcmp(dtype, "F32")))
         st = ot_fail(j->err, OT_E_DATA, "%s: '%s' is %s, expected F32", j->file, key, dtype ? dtype : "(no dtype)");
     if (!st && (ns != 2 || shape[0] != d0 || shape[1] != d1))
-        st = ot_fail(j->err, OT_E_DATA, "%s: '%s' has shape %s, expected [%lld, %lld] (rank %lld)", j->file, key,
-                     ns == 2 ? "other" : "of another rank", (long long)d0, (long long)d1, (long long)r);
+        st = ot_fail(j->err, OT_E_DATA, "%s: '%s' has %d dims [%lld, %lld%s], expected [%lld, %lld] (r %lld)", j->file,
+                     key, ns, ns > 0 ? (long long)shape[0] : 0LL, ns > 1 ? (long long)shape[1] : 0LL,
+                     ns > 2 ? ", ..." : "", (long long)d0, (long long)d1, (long long)r);
     if (!st && (no != 2 || off[1] < off[0] || (uint64_t)off[1] > n_data || (uint64_t)(off[1] - off[0]) != (uint64_t)(d0 * d1 * 4)))
         st = ot_fail(j->err, OT_E_DATA, "%s: '%s' has data_offsets outside the file or of the wrong size", j->file, key);
     if (!st && seen[2 * found + ab]) st = ot_fail(j->err, OT_E_DATA, "%s: '%s' given twice", j->file, key);
