@@ -13,4 +13,9 @@ apt-get install -y -qq --no-install-recommends python3-venv python3-torch python
 mkdir -p "$(dirname "$VENV")"
 [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$VENV"
 "$VENV/bin/pip" install -q --disable-pip-version-check 'transformers<4.40'
-"$VENV/bin/python" -c "import torch, torchvision, transformers; print('zoo venv', '$VENV:', 'torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"
+# PEFT for ctest check_peft (samples/zoo/peft_check.py). --no-deps: peft's and accelerate's
+# requirements would replace Debian's torch 1.13 with a current one; 0.10.0 and 0.28.0
+# still run on 1.13; psutil and pyyaml have no requirements; safetensors and huggingface_hub
+# come with transformers.
+"$VENV/bin/pip" install -q --disable-pip-version-check --no-deps 'peft==0.10.0' 'accelerate==0.28.0' psutil pyyaml
+"$VENV/bin/python" -c "import torch, torchvision, transformers, peft; print('zoo venv', '$VENV:', 'torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"

@@ -296,6 +296,18 @@ onnxtrain_status onnxtrain_checkpoint_load(onnxtrain_session *s, const char *pat
     return api_result(st, &err);
 }
 
+onnxtrain_status onnxtrain_save_adapters(onnxtrain_session *s, const char *path) {
+    ot_error err = {0};
+    const char *fn = "onnxtrain_save_adapters";
+    ot_status st = api_enter(s, fn, &err);
+    if (st) return api_result(st, &err);
+    if (!path || !path[0]) st = ot_fail(&err, OT_E_USAGE, "%s: path is NULL or empty", fn);
+    else if (!s->ts) st = ot_fail(&err, OT_E_USAGE, "%s: the session is not built yet (train a step first)", fn);
+    else st = ot_train_save_adapters(s->ts, path, &err);
+    api_leave(s);
+    return api_result(st, &err);
+}
+
 onnxtrain_status onnxtrain_save_model(onnxtrain_session *s, const char *path, int external_data) {
     ot_error err = {0};
     const char *fn = "onnxtrain_save_model";

@@ -139,6 +139,11 @@ static ot_status apply_options(onnxtrain_session *s, const onnxtrain_options *in
         return ot_fail(err, OT_E_USAGE, "options.lora_rank must be in 0..65536 and options.lora_alpha finite and >= 0");
     o->lora.rank = u.lora_rank;
     o->lora.alpha = u.lora_alpha;
+    if (u.lora_load) {
+        if (!(o->lora_load = keep_str(s, u.lora_load, err))) return OT_E_MEMORY;
+        if (!o->lora.rank && (st = ot_lora_peft_read_config(o->lora_load, &o->lora.rank, &o->lora.alpha, err)))
+            return ot_error_prefix(err, "options.lora_load: ");
+    }
     if (u.threads < 0) return ot_fail(err, OT_E_USAGE, "options.threads %d: must be >= 0", u.threads);
     o->n_threads = u.threads;
     o->device = keep_str(s, u.device, err);

@@ -67,8 +67,12 @@ static void train_usage(FILE *f) {
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_PARAMS
           OT_ARGS_HELP_LORA
-          "  --lora-save FILE          write the adapters alone to FILE (.npz or .onnx); -o is then\n"
-          "                            optional (when given, the merged model is written too)\n"
+          "  --lora-save FILE|DIR/     write the adapters alone to FILE (.npz or .onnx) or, for a name\n"
+          "                            ending in '/' (or a folder), as PEFT's adapter_model.safetensors\n"
+          "                            and adapter_config.json; -o is then optional (when given, the\n"
+          "                            merged model is written too)\n"
+          "  --lora-load DIR/          start the adapters from a PEFT folder (as --lora-save DIR/ writes);\n"
+          "                            without --lora its r and lora_alpha are taken\n"
           "optimizer (updates follow torch.optim):\n"
           OT_ARGS_HELP_OPTIM
           "loop:\n"
@@ -200,7 +204,7 @@ static void print_resume_command(FILE *f, int argc, char **argv, const char *dir
 }
 
 enum { O_VAL_INPUT = OT_ARG_OWN, O_VAL_LABELS, O_STEPS, O_EPOCHS, O_REPORT, O_LOG_EVERY, O_QUIET, O_NO_SHUFFLE,
-       O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME, O_EXTERNAL, O_LORA_SAVE,
+       O_NO_CHECK, O_CHECK, O_CKPT_DIR, O_CKPT_EVERY, O_CKPT_KEEP, O_RESUME, O_EXTERNAL, O_LORA_SAVE, O_LORA_LOAD,
        O_REPORT_NORM, O_DROP_LAST };
 
 /* Everything one `onnxtrain train` holds, from the command line to the result. */
@@ -208,7 +212,7 @@ typedef struct train_cli {
     ot_train_options o;
     ot_common_args ca;
     ot_input_specs val_inputs;
-    const char *model_path, *val_labels, *out_path, *report, *ckpt_dir, *resume, *lora_save;
+    const char *model_path, *val_labels, *out_path, *report, *ckpt_dir, *resume, *lora_save, *lora_load;
     bool quiet, verbose, help, external_data, batch_auto;
     bool model_written, report_written; /* what write_outputs put in place */
     int64_t log_every;
@@ -251,6 +255,7 @@ static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err)
     case O_RESUME: t->resume = arg; return OT_OK;
     case O_EXTERNAL: t->external_data = true; return OT_OK;
     case O_LORA_SAVE: t->lora_save = arg; return OT_OK;
+    case O_LORA_LOAD: t->lora_load = t->o.lora_load = arg; return OT_OK;
     case 'o': t->out_path = arg; return OT_OK;
     case 'h': t->help = true; return OT_OK;
     default: return ot_fail(err, OT_E_INTERNAL, "option code %d has no case", c);
@@ -271,6 +276,7 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
         {"checkpoint-every", required_argument, 0, O_CKPT_EVERY}, {"keep-checkpoints", required_argument, 0, O_CKPT_KEEP},
         {"resume", required_argument, 0, O_RESUME}, {"external-data", no_argument, 0, O_EXTERNAL},
         {"lora-save", required_argument, 0, O_LORA_SAVE},
+        {"lora-load", required_argument, 0, O_LORA_LOAD},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ot_status st;
     optind = 1;
@@ -290,6 +296,14 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
         if (t->help) return OT_OK;
     }
     ot_common_args_to_train(&t->ca, &t->o);
+    t->o.lora_load = t->lora_load;
+    if (t->lora_load && t->o.lora.rank == 0) { /* the folder's r and lora_alpha */
+        st = ot_lora_peft_read_config(t->lora_load, &t->o.lora.rank, &t->o.lora.alpha, err);
+        if (st) {
+            if (err) ot_error_prefix(err, "--lora-load ");
+            return st;
+        }
+    }
     return ot_args_one_model(argc, argv, optind, &t->model_path, err);
 }
 
@@ -304,8 +318,10 @@ static ot_status check_args(const train_cli *t, ot_error *err) {
         return ot_fail(err, OT_E_USAGE, "missing -o TUNED.onnx (where to write the trained model)");
     if (t->lora_save && t->o.lora.rank == 0) return ot_fail(err, OT_E_USAGE, "--lora-save needs --lora RANK");
     size_t ls = t->lora_save ? strlen(t->lora_save) : 0;
-    if (ls && !(ls > 4 && !strcmp(t->lora_save + ls - 4, ".npz")) && !(ls > 5 && !strcmp(t->lora_save + ls - 5, ".onnx")))
-        return ot_fail(err, OT_E_USAGE, "--lora-save %s: the name must end in .npz or .onnx", t->lora_save);
+    if (ls && !(ls > 4 && !strcmp(t->lora_save + ls - 4, ".npz")) && !(ls > 5 && !strcmp(t->lora_save + ls - 5, ".onnx")) &&
+        !ot_lora_peft_is_dir(t->lora_save))
+        return ot_fail(err, OT_E_USAGE, "--lora-save %s: the name must end in .npz or .onnx, or in '/' for a PEFT folder",
+                       t->lora_save);
     if (t->batch_auto && !t->o.memory_budget)
         return ot_fail(err, OT_E_USAGE, "--batch-size auto needs --memory-budget SIZE");
     if (t->o.record_grad_norm && !t->report)
@@ -330,9 +346,10 @@ static ot_status check_args(const train_cli *t, ot_error *err) {
 static ot_status choose_checkpoint_dir(train_cli *t, ot_error *err) {
     if (!t->ckpt_dir) {
         const char *out = t->out_path ? t->out_path : t->lora_save;
-        size_t n = strlen(out) + 8;
+        size_t len = strlen(out), n = len + 8;
+        while (len > 1 && out[len - 1] == '/') len--; /* a PEFT folder DIR/: DIR.ckpt */
         if (!(t->default_ckpt_dir = malloc(n))) return ot_fail(err, OT_E_MEMORY, "out of memory");
-        snprintf(t->default_ckpt_dir, n, "%s.ckpt", out);
+        snprintf(t->default_ckpt_dir, n, "%.*s.ckpt", (int)len, out);
     }
     t->o.checkpoint_dir = t->ckpt_dir ? t->ckpt_dir : t->default_ckpt_dir;
     return OT_OK;
@@ -448,7 +465,8 @@ static ot_status check_files(const train_cli *t, ot_error *err) {
     if (!st) st = ot_args_add_input_files(&f, &t->val_inputs, "--val-input", t->val_labels, "--val-labels", err);
     if (!st) st = ot_run_files_input(&f, "--resume", t->resume, err);
     if (!st) st = ot_run_files_output(&f, "-o", t->out_path, OT_OUTPUT_FILE, err);
-    if (!st) st = ot_run_files_output(&f, "--lora-save", t->lora_save, OT_OUTPUT_FILE, err);
+    if (!st) st = ot_run_files_output(&f, "--lora-save", t->lora_save,
+                                      t->lora_save && ot_lora_peft_is_dir(t->lora_save) ? OT_OUTPUT_FOLDER : OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, "--report", t->report, OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, "--report's picture", t->report_svg, OT_OUTPUT_FILE, err);
     if (!st) st = ot_run_files_output(&f, t->ckpt_dir ? "--checkpoint-dir" : "the checkpoint folder", t->o.checkpoint_dir,
@@ -499,6 +517,10 @@ static ot_status build(train_cli *t, ot_error *err) {
     if ((st = ot_train_session_new(t->m, &t->o, &t->data, true, &t->s, err))) {
         if (st == OT_E_MEMORY) ot_train_memory_advice(t->m, &t->o, t->data.n_samples, err);
         return st;
+    }
+    if (t->lora_save && ot_lora_peft_is_dir(t->lora_save) && (st = ot_train_lora_peft_check(t->s, err))) {
+        if (err) ot_error_prefix(err, "--lora-save ");
+        return st; /* before any step: a weight PEFT cannot name */
     }
     if (t->val_inputs.n) {
         if ((st = ot_train_check_data(t->s, &t->val, "validation data", err))) return st;

@@ -136,6 +136,11 @@ typedef struct onnxtrain_options {
     const char *device; /* "cpu" (NULL) or "cuda[:N]" */
     uint64_t seed;      /* Dropout masks and LoRA's initial A */
     int check_numerics; /* 1 (default): a NaN/Inf loss or gradient fails the step */
+    /* LoRA adapters to start from: a PEFT folder (adapter_config.json and
+     * adapter_model.safetensors, as onnxtrain_save_adapters writes; --lora-load);
+     * NULL (default): A drawn from seed, B zero. With lora_rank 0 the folder's r and
+     * lora_alpha are taken, else they must be equal. */
+    const char *lora_load;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;
@@ -257,6 +262,11 @@ ONNXTRAIN_API onnxtrain_status onnxtrain_checkpoint_load(onnxtrain_session *s, c
  * merged), atomically; external_data non-zero writes the initializers to path.data
  * beside it (as `onnxtrain train --external-data`). */
 ONNXTRAIN_API onnxtrain_status onnxtrain_save_model(onnxtrain_session *s, const char *path, int external_data);
+/* Writes the LoRA adapters alone (as `train --lora-save`): path ending in ".npz" or
+ * ".onnx", or in '/' (or an existing folder) for PEFT's adapter_model.safetensors and
+ * adapter_config.json (docs/training.md "Adapters for PEFT"). The session must be
+ * built with lora_rank > 0. */
+ONNXTRAIN_API onnxtrain_status onnxtrain_save_adapters(onnxtrain_session *s, const char *path);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,12 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/samples/zoo/ci_zoo.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_zoo_tmp)
   set_tests_properties(check_zoo PROPERTIES SKIP_RETURN_CODE 77)
+  # Issue 29 part 4: PEFT loads `--lora-save DIR/` onto the zoo's GPT-2 and its merged
+  # model matches onnxtrain's; skipped (77) without an interpreter that has peft.
+  add_test(NAME check_peft
+           COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/samples/zoo/peft_check.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_peft_tmp)
+  set_tests_properties(check_peft PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
   set_tests_properties(check_export check_info check_zoo PROPERTIES TIMEOUT 120)
   # Issue 13's pointwise ops: gradients against PyTorch 1.13 (torch in /usr/bin/python3).
   add_test(NAME check_pointwise_math

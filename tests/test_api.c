@@ -389,7 +389,20 @@ static void test_lora(void **state) {
     assert_memory_equal(w_frozen, w0, sizeof w0); /* the base weight is read, and not trained */
     expect_error(onnxtrain_param_write(s, "fc2.weight", w_frozen, sizeof w_frozen), ONNXTRAIN_E_USAGE,
                  "no param or running statistic named 'fc2.weight'");
-    char out[512];
+    char out[512], dir[512];
+    /* the adapters as a PEFT folder; a session started from it computes the loss s
+     * computes next, bitwise (the loss is the forward pass before the update) */
+    snprintf(dir, sizeof dir, "%s/test_api_tmp/lora_peft/", OT_BINARY_DIR);
+    assert_int_equal(onnxtrain_save_adapters(s, dir), ONNXTRAIN_OK);
+    double l2, l2_loaded;
+    assert_int_equal(onnxtrain_train_step(s, &x, 1, &y, &l2), ONNXTRAIN_OK);
+    onnxtrain_options lo;
+    api_options(&lo);
+    lo.lora_load = dir; /* rank and alpha from the folder */
+    onnxtrain_session *u = open_mlp(&lo);
+    assert_int_equal(onnxtrain_train_step(u, &x, 1, &y, &l2_loaded), ONNXTRAIN_OK);
+    assert_true(l2_loaded == l2);
+    onnxtrain_session_free(u);
     snprintf(out, sizeof out, "%s/test_api_tmp/lora_merged.onnx", OT_BINARY_DIR);
     assert_int_equal(onnxtrain_save_model(s, out, 0), ONNXTRAIN_OK);
     onnxtrain_session_free(s);

@@ -5,7 +5,7 @@
  * one params rule, so the base weights become constants: no gradient, no optimizer
  * state). Outputs: the merged model (each adapted W replaced by W + s·A·B, computed
  * one weight at a time while the exporter streams the rest from the arena) or the
- * adapters alone (.npz or .onnx). */
+ * adapters alone (.npz or .onnx; a PEFT folder: lora_peft.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,12 +30,15 @@ static void init_a(ot_graph *g, const ot_lora_adapter *ad, int k, uint64_t seed)
 
 ot_status ot_train_lora_prepare(ot_train_session *s, ot_error *err) {
     if (s->o.lora.rank <= 0)
-        return s->o.lora.n_targets ? ot_fail(err, OT_E_USAGE, "--lora-target needs --lora RANK") : OT_OK;
+        return s->o.lora.n_targets ? ot_fail(err, OT_E_USAGE, "--lora-target needs --lora RANK")
+               : s->o.lora_load ? ot_fail(err, OT_E_USAGE, "--lora-load needs --lora RANK (or the folder's r)")
+                                : OT_OK;
     ot_lora_options lo = s->o.lora;
     lo.output = s->o.loss.output_name; /* the head is the weight next to the loss's output */
     ot_status st = ot_lora_apply(s->g, &lo, &s->lora, err);
     if (st) return st;
     for (int k = 0; k < s->lora.n; k++) init_a(s->g, &s->lora.v[k], k, s->o.seed);
+    if (s->o.lora_load && (st = ot_train_lora_load_peft(s, s->o.lora_load, err))) return st;
     s->lora_train = calloc((size_t)s->o.n_train + 1, sizeof *s->lora_train);
     if (!s->lora_train) return ot_fail(err, OT_E_MEMORY, "lora: out of memory");
     for (int i = 0; i < s->o.n_train; i++) s->lora_train[i] = s->o.train[i];
@@ -168,9 +171,10 @@ static bool ends_with(const char *s, const char *tail) {
 ot_status ot_train_save_adapters(ot_train_session *s, const char *path, ot_error *err) {
     if (!s->ex) return ot_fail(err, OT_E_INTERNAL, "the session was built to plan only: it holds no adapters");
     if (!s->lora.n) return ot_fail(err, OT_E_USAGE, "--lora-save needs --lora RANK");
+    if (ot_lora_peft_is_dir(path)) return ot_train_lora_save_peft(s, path, err);
     bool npz = ends_with(path, ".npz");
     if (!npz && !ends_with(path, ".onnx"))
-        return ot_fail(err, OT_E_USAGE, "--lora-save %s: the name must end in .npz or .onnx", path);
+        return ot_fail(err, OT_E_USAGE, "--lora-save %s: the name must end in .npz or .onnx, or in '/' for a PEFT folder", path);
     int n = 2 * s->lora.n;
     ot_tensor **t = ot_xcalloc((size_t)n + 2, sizeof *t);
     const char **names = ot_xcalloc((size_t)n + 2, sizeof *names);

@@ -84,6 +84,9 @@ typedef struct ot_train_options {
     /* --lora: adapters on the weights autodiff/lora.h picks, only they train
      * (train/lora_session.c); rank 0: none */
     ot_lora_options lora;
+    /* --lora-load DIR: the adapters start from a PEFT folder (train/lora_peft.c)
+     * instead of A drawn and B zero; its r and alpha must equal lora's */
+    const char *lora_load;
     /* Plan the step, run nothing (`plan`, --batch-size auto, the memory advice): the
      * same training graph and plan as a run, without an executor; data may be NULL
      * (the batch is then batch_size or the model's own). The model may have been
@@ -350,5 +353,17 @@ ot_status ot_train_save_model(ot_train_session *s, const char *path, bool extern
  * A·B has W's shape: W' = W + (alpha/rank)·A·B for every adapted W (for W stored
  * [out, in] the pair written is (B^T, A^T) of the graph's adapters). */
 ot_status ot_train_save_adapters(ot_train_session *s, const char *path, ot_error *err);
+
+/* PEFT's adapter folder (train/lora_peft.c, docs/training.md "Adapters for PEFT"):
+ * ot_train_save_adapters writes one (adapter_model.safetensors, adapter_config.json)
+ * when path ends in '/' or is a folder (ot_lora_peft_is_dir). read_config reads r
+ * and lora_alpha of DIR/adapter_config.json (for --lora-load without --lora):
+ * OT_E_IO, OT_E_PARSE, OT_E_DATA (out of range) or OT_E_UNSUPPORTED (not LORA). */
+bool ot_lora_peft_is_dir(const char *path);
+/* Whether every adapted weight has a PEFT module name ("<module>.weight"); else
+ * OT_E_UNSUPPORTED naming the first that has none. Writing checks it too; a caller
+ * checks before training so that no run is lost to it. */
+ot_status ot_train_lora_peft_check(const ot_train_session *s, ot_error *err);
+ot_status ot_lora_peft_read_config(const char *dir, int64_t *rank, double *alpha, ot_error *err);
 
 #endif

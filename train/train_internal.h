@@ -134,6 +134,9 @@ ot_status ot_train_lora_prepare(ot_train_session *s, ot_error *err);
 /* h extended with the LoRA settings (unchanged without LoRA), for checkpoints. */
 uint64_t ot_train_lora_fingerprint(const ot_train_session *s, uint64_t h);
 /* The merged model (each adapted W as W + s·A·B) from the arena (lora_session.c). */
+/* PEFT's folder format (lora_peft.c): write the adapters; fill g's A and B from one. */
+ot_status ot_train_lora_save_peft(ot_train_session *s, const char *dir, ot_error *err);
+ot_status ot_train_lora_load_peft(ot_train_session *s, const char *dir, ot_error *err);
 ot_status ot_train_lora_save_merged(ot_train_session *s, const char *path, bool external_data, ot_error *err);
 /* A value's bytes for the exporter (train.c): in place where the arena is host
  * memory (or the graph's host copy), else NULL; and the copy through the backend. */
