@@ -400,7 +400,10 @@ onnxtrain_status onnxtrain_train_step(onnxtrain_session *s, const onnxtrain_tens
     const char *fn = "onnxtrain_train_step";
     ot_status st = api_enter(s, fn, &err);
     if (st) return api_result(st, &err);
-    if ((st = api_batch_make(inputs, n_inputs, labels, &b, &err))) ot_error_prefix(&err, "%s: ", fn);
+    if (s->ts && s->o.split_update)
+        st = ot_fail(&err, OT_E_USAGE, "%s: the session takes its steps in two calls (onnxtrain_backward came "
+                     "first): use onnxtrain_optimizer_step", fn);
+    if (!st && (st = api_batch_make(inputs, n_inputs, labels, &b, &err))) ot_error_prefix(&err, "%s: ", fn);
     if (!st) st = api_build(s, &b, true, fn, &err);
     double l = NAN;
     if (!st && !(st = ot_train_step_once(s->ts, &b.d, s->step, &l, &err))) {
