@@ -107,7 +107,9 @@ typedef struct onnxtrain_options {
     int class_axis;          /* cross-entropy: class axis of the logits; -1 (default): last */
     int has_ignore_index;    /* cross-entropy: labels equal to ignore_index do not count */
     int64_t ignore_index;
-    /* optimizer: "sgd" (default), "adam", "adamw"; its settings (NaN: its default) */
+    /* optimizer: "sgd" (default), "adam", "adamw", or "adamw-hf" (AdamW in HuggingFace's
+     * form, that of ONNX Runtime's artifacts: eps added to sqrt(v) before the bias
+     * correction, the decay applied after the update); its settings (NaN: its default) */
     const char *optimizer;
     double lr, momentum, weight_decay, beta1, beta2, eps;
     int nesterov;
@@ -143,6 +145,10 @@ typedef struct onnxtrain_options {
      * NULL (default): A drawn from seed, B zero. With lora_rank 0 the folder's r and
      * lora_alpha are taken, else they must be equal. */
     const char *lora_load;
+    /* 1: the session takes its steps in two calls (onnxtrain_backward, then
+     * onnxtrain_optimizer_step) whichever call builds it; 0 (default): the first call
+     * decides (onnxtrain_backward: two calls; prepare, train_step, eval: whole steps). */
+    int split_step;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;
