@@ -273,7 +273,7 @@ class Module:
         if state._module is not None:
             raise ValueError("state: this CheckpointState already belongs to a Module")
         self._settings, self._t_path = settings, path
-        opt = settings.get("optimizer") or {"optimizer": "sgd", "lr": 0.0}
+        opt = settings.get("optimizer") or {"optimizer": "sgd"}  # no optimizer file: gradients only
         kw = {k: opt[k] for k in ("lr", "momentum", "weight_decay", "beta1", "beta2", "eps") if k in opt}
         self._t = Trainer(path, loss=settings["loss"], class_axis=1 if settings["loss"] == "cross-entropy" else -1,
                           optimizer=opt["optimizer"], train=[_ere_exact(n) for n in settings["requires_grad"] or []],
