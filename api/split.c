@@ -30,8 +30,10 @@ onnxtrain_status onnxtrain_backward(onnxtrain_session *s, const onnxtrain_tensor
         if (!s->ts) s->o.split_update = false;
     }
     double l = NAN;
-    if (!st && !(st = ot_train_backward(s->ts, &b.d, &l, &err)) && loss) *loss = l;
-    else if (st && s->ts) ot_error_prefix(&err, "%s: ", fn);
+    if (!st) {
+        if ((st = ot_train_backward(s->ts, &b.d, &l, &err))) ot_error_prefix(&err, "%s: ", fn);
+        else if (loss) *loss = l;
+    }
     api_batch_free(&b);
     api_leave(s);
     return api_result(st, &err);
