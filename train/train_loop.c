@@ -111,8 +111,8 @@ ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err) {
     if (!s->with_opt || (s->o.accum < 2 && !s->o.split_update)) return OT_OK;
     if (s->o.dist) return ot_train_dist_check(s, err); /* the ranks sum them instead (train_dist.c) */
     if (!s->be->accumulate_f32)
-        return ot_fail(err, OT_E_UNSUPPORTED, "--accum %lld: the %s backend cannot sum gradients in its memory",
-                       (long long)s->o.accum, s->be->name);
+        return ot_fail(err, OT_E_UNSUPPORTED, "--accum %lld%s: the %s backend cannot sum gradients in its memory",
+                       (long long)s->o.accum, s->o.split_update ? " (or the two-call step)" : "", s->be->name);
     if (!(s->accum_ids = calloc((size_t)s->ad.n_params + 1, sizeof *s->accum_ids)))
         return ot_fail(err, OT_E_MEMORY, "out of memory");
     return ot_train_add_accumulators(s, s->g, s->accum_ids, err);
