@@ -1,6 +1,6 @@
 /* api_internal.h — the public API's session handle and the helpers its files share
  * (api/session.c: open, options, batches, steps, eval; api/access.c: params, plan,
- * verify, checkpoints, the tuned model). Not installed: applications see only
+ * verify, checkpoints, the tuned model; api/split.c: the step in two calls). Not installed: applications see only
  * include/onnxtrain.h. */
 #ifndef OT_API_INTERNAL_H
 #define OT_API_INTERNAL_H
@@ -29,6 +29,8 @@ struct onnxtrain_session {
     api_sig *sig;         /* that batch's arrays (labels last, named OT_DATA_LABELS) */
     int n_sig;
     int64_t step;         /* optimizer steps done */
+    bool has_lr;          /* onnxtrain_set_learning_rate: lr replaces the schedule's (api/split.c) */
+    double lr;
     ot_checkpoint resume; /* onnxtrain_checkpoint_load before the session is built */
     bool has_resume;
     char resume_path[4096];

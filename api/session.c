@@ -102,9 +102,13 @@ static ot_status apply_options(onnxtrain_session *s, const onnxtrain_options *in
     o->loss.has_ignore_index = u.has_ignore_index != 0;
     o->loss.ignore_index = u.ignore_index;
     ot_optim_kind kind = OT_OPTIM_SGD;
-    if (u.optimizer && (st = ot_optim_kind_parse(u.optimizer, &kind, err)))
-        return ot_error_prefix(err, "options.optimizer: ");
+    /* "adamw-hf": AdamW in HuggingFace's form, ONNX Runtime's artifacts' (train/optim.h) */
+    bool hf = u.optimizer && strcmp(u.optimizer, "adamw-hf") == 0;
+    if (hf) kind = OT_OPTIM_ADAMW;
+    else if (u.optimizer && (st = ot_optim_kind_parse(u.optimizer, &kind, err)))
+        return ot_fail(err, st, "options.optimizer: %s; or adamw-hf (AdamW in HuggingFace's form)", err->msg);
     ot_optim_config_default(&o->optim, kind);
+    o->optim.eps_hf = hf;
     SET_IF(lr, o->optim.lr);
     SET_IF(momentum, o->optim.momentum);
     SET_IF(weight_decay, o->optim.weight_decay);
@@ -144,6 +148,10 @@ static ot_status apply_options(onnxtrain_session *s, const onnxtrain_options *in
         if (!o->lora.rank && (st = ot_lora_peft_read_config(o->lora_load, &o->lora.rank, &o->lora.alpha, err)))
             return ot_error_prefix(err, "options.lora_load: ");
     }
+    o->split_update = u.split_step != 0; /* 0 for an application built before the field */
+    if (o->split_update && u.accum != 1)
+        return ot_fail(err, OT_E_USAGE, "options.split_step with options.accum %lld: the two-call step sums over "
+                       "calls instead (use accum 1)", (long long)u.accum);
     if (u.threads < 0) return ot_fail(err, OT_E_USAGE, "options.threads %d: must be >= 0", u.threads);
     o->n_threads = u.threads;
     o->device = keep_str(s, u.device, err);
@@ -400,7 +408,10 @@ onnxtrain_status onnxtrain_train_step(onnxtrain_session *s, const onnxtrain_tens
     const char *fn = "onnxtrain_train_step";
     ot_status st = api_enter(s, fn, &err);
     if (st) return api_result(st, &err);
-    if ((st = api_batch_make(inputs, n_inputs, labels, &b, &err))) ot_error_prefix(&err, "%s: ", fn);
+    if (s->ts && s->o.split_update)
+        st = ot_fail(&err, OT_E_USAGE, "%s: the session takes its steps in two calls (onnxtrain_backward came "
+                     "first): use onnxtrain_optimizer_step", fn);
+    if (!st && (st = api_batch_make(inputs, n_inputs, labels, &b, &err))) ot_error_prefix(&err, "%s: ", fn);
     if (!st) st = api_build(s, &b, true, fn, &err);
     double l = NAN;
     if (!st && !(st = ot_train_step_once(s->ts, &b.d, s->step, &l, &err))) {

@@ -99,6 +99,8 @@ typedef enum ot_loss_kind {
     OT_LOSS_CROSS_ENTROPY = 0, /* SoftmaxCrossEntropyLoss, mean, new int64 input "labels" */
     OT_LOSS_MSE,               /* MseLoss, new float input "targets" shaped like the output */
     OT_LOSS_OUTPUT,            /* the named model output is already a scalar float loss */
+    OT_LOSS_BCE_LOGITS,        /* BceWithLogitsLoss, new float input "targets" shaped like the output */
+    OT_LOSS_L1,                /* L1Loss, new float input "targets" shaped like the output */
 } ot_loss_kind;
 
 /* The ignore index by default, torch.nn.CrossEntropyLoss's (and the label HF's
@@ -115,6 +117,8 @@ typedef struct ot_loss_options {
 
 /* Parses "cross-entropy" | "mse" | "output". OT_E_USAGE naming the word otherwise. */
 ot_status ot_loss_kind_parse(const char *s, ot_loss_kind *out, ot_error *err);
+/* The --loss spelling of a kind ("cross-entropy", "mse", "bce", "l1", "output"). */
+const char *ot_loss_kind_name(ot_loss_kind k);
 
 /* Appends the loss to g (phase OT_PHASE_LOSS) and sets *loss_value to the scalar
  * loss. New graph inputs ("labels", "targets") are appended to g->inputs. */

@@ -1,13 +1,14 @@
 /* grad_loss.c — gradient rules of the losses: SoftmaxCrossEntropyLoss (and its
- * optional log_prob output), NegativeLogLikelihoodLoss and MseLoss. Labels and
- * weights get no gradient. */
+ * optional log_prob output), NegativeLogLikelihoodLoss, MseLoss, BceWithLogitsLoss and
+ * L1Loss. Labels and weights get no gradient; of the targets, only MSE's (the loss
+ * builders make targets graph inputs, which need none). */
 #include "autodiff/grad_rules.h"
 
 static void loss_grad(ot_grad_ctx *c, const ot_node *n, ot_op op, int dy) {
     int x = n->inputs[0];
     int in[4] = {dy, x, n->inputs[1], n->n_inputs > 2 ? n->inputs[2] : -1}, node = -1;
     ot_shape xs = ot_gb_shape(c, x);
-    int nin = op == OT_OP_MSE_LOSS_GRAD ? 3 : (n->n_inputs > 2 ? 4 : 3);
+    int nin = n->n_inputs > 2 ? 4 : 3;
     int out = ot_gb_op_s(c, op, in, nin, ot_gb_dtype(c, x), &xs, &node);
     ot_gb_copy_attrs(c, node, n);
     ot_gb_add(c, x, out);
@@ -34,6 +35,15 @@ ot_status ot_grad_loss(ot_grad_ctx *c, const ot_node *n, const int *dy) {
             int t = n->inputs[1];
             ot_gb_add(c, t, ot_gb_op(c, OT_OP_MSE_LOSS_GRAD, in, 3, t));
         }
+        return OT_OK;
+    case OT_OP_BCE_LOGITS_LOSS:
+    case OT_OP_L1_LOSS:
+        if (ot_gb_needs(c, n->inputs[1]))
+            return ot_fail(c->err, OT_E_UNSUPPORTED,
+                           "autodiff: node '%s' (%s): the targets need a gradient, which this loss does not give; "
+                           "feed the targets as data",
+                           n->name, n->op_type ? n->op_type : ot_op_name(n->op));
+        loss_grad(c, n, n->op == OT_OP_L1_LOSS ? OT_OP_L1_LOSS_GRAD : OT_OP_BCE_LOGITS_LOSS_GRAD, dy[0]);
         return OT_OK;
     default:
         return ot_fail(c->err, OT_E_UNSUPPORTED, "autodiff: node '%s': no gradient rule for %s", n->name,

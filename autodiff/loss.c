@@ -1,6 +1,7 @@
 /* loss.c — loss builders: appends cross-entropy (SoftmaxCrossEntropyLoss with a new
- * int64 "labels" input), mean squared error (MseLoss with a new "targets" input) or
- * "use this scalar output as the loss" to an imported forward graph. */
+ * int64 "labels" input), mean squared error, BCE-with-logits or L1 (MseLoss,
+ * BceWithLogitsLoss, L1Loss with a new float "targets" input shaped like the output)
+ * or "use this scalar output as the loss" to an imported forward graph. */
 #include "autodiff/autodiff.h"
 #include "autodiff/loss_rows.h" /* classes last: [rows, C] instead of a Transpose */
 
@@ -10,9 +11,22 @@
 ot_status ot_loss_kind_parse(const char *s, ot_loss_kind *out, ot_error *err) {
     if (strcmp(s, "cross-entropy") == 0) *out = OT_LOSS_CROSS_ENTROPY;
     else if (strcmp(s, "mse") == 0) *out = OT_LOSS_MSE;
+    else if (strcmp(s, "bce") == 0) *out = OT_LOSS_BCE_LOGITS;
+    else if (strcmp(s, "l1") == 0) *out = OT_LOSS_L1;
     else if (strcmp(s, "output") == 0) *out = OT_LOSS_OUTPUT;
-    else return ot_fail(err, OT_E_USAGE, "unknown loss '%s'; use cross-entropy, mse or output", s);
+    else return ot_fail(err, OT_E_USAGE, "unknown loss '%s'; use cross-entropy, mse, bce, l1 or output", s);
     return OT_OK;
+}
+
+const char *ot_loss_kind_name(ot_loss_kind k) {
+    switch (k) {
+    case OT_LOSS_CROSS_ENTROPY: return "cross-entropy";
+    case OT_LOSS_MSE: return "mse";
+    case OT_LOSS_BCE_LOGITS: return "bce";
+    case OT_LOSS_L1: return "l1";
+    case OT_LOSS_OUTPUT: return "output";
+    }
+    return "?";
 }
 
 static int add_input(ot_graph *g, const char *base, ot_dtype dt, const ot_shape *s) {
@@ -23,6 +37,20 @@ static int add_input(ot_graph *g, const char *base, ot_dtype dt, const ot_shape 
     g->inputs = p;
     g->inputs[g->n_inputs++] = v;
     return v;
+}
+
+/* A loss over (output, a new "targets" input shaped like it): MSE, BCE, L1. */
+static ot_status elementwise_loss(ot_graph *g, ot_op op, ot_loss_kind kind, int out, int *loss, ot_error *err) {
+    ot_shape s = g->values[out].shape;
+    int targets = add_input(g, "targets", g->values[out].dtype, &s);
+    ot_shape scalar = ot_shape_make(0, NULL);
+    *loss = ot_graph_add_value_unique(g, "loss", OT_F32, &scalar, OT_VK_ACTIVATION);
+    char name[64];
+    snprintf(name, sizeof name, "loss/%s", ot_loss_kind_name(kind));
+    int in[2] = {out, targets};
+    if (targets < 0 || *loss < 0 || ot_graph_add_node(g, op, name, in, 2, loss, 1, OT_PHASE_LOSS) < 0)
+        return ot_fail(err, OT_E_MEMORY, "%s loss: out of memory", ot_loss_kind_name(kind));
+    return OT_OK;
 }
 
 static ot_status cross_entropy(ot_graph *g, const ot_loss_options *opt, int out, int *loss, ot_error *err) {
@@ -94,17 +122,9 @@ ot_status ot_loss_build(ot_graph *g, const ot_loss_options *opt, int *loss_value
                        ot_dtype_name(ov->dtype));
     switch (opt->kind) {
     case OT_LOSS_CROSS_ENTROPY: return cross_entropy(g, opt, out, loss_value, err);
-    case OT_LOSS_MSE: {
-        ot_shape s = ov->shape;
-        int targets = add_input(g, "targets", ov->dtype, &s);
-        ot_shape scalar = ot_shape_make(0, NULL);
-        *loss_value = ot_graph_add_value_unique(g, "loss", OT_F32, &scalar, OT_VK_ACTIVATION);
-        int in[2] = {out, targets};
-        if (targets < 0 || *loss_value < 0 ||
-            ot_graph_add_node(g, OT_OP_MSE_LOSS, "loss/mse", in, 2, loss_value, 1, OT_PHASE_LOSS) < 0)
-            return ot_fail(err, OT_E_MEMORY, "mse loss: out of memory");
-        return OT_OK;
-    }
+    case OT_LOSS_MSE: return elementwise_loss(g, OT_OP_MSE_LOSS, OT_LOSS_MSE, out, loss_value, err);
+    case OT_LOSS_BCE_LOGITS: return elementwise_loss(g, OT_OP_BCE_LOGITS_LOSS, OT_LOSS_BCE_LOGITS, out, loss_value, err);
+    case OT_LOSS_L1: return elementwise_loss(g, OT_OP_L1_LOSS, OT_LOSS_L1, out, loss_value, err);
     case OT_LOSS_OUTPUT:
         if (ov->shape.rank < 0 || ot_shape_numel(&ov->shape) != 1)
             return ot_fail(err, OT_E_MODEL,

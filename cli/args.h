@@ -179,7 +179,8 @@ enum {
     "                            otherwise taken from the data). Repeatable.\n"
 #define OT_ARGS_HELP_LOSS                                                                                            \
     "loss:\n"                                                                                                        \
-    "  --loss KIND               cross-entropy (default), mse, or output (a scalar model output)\n"                 \
+    "  --loss KIND               cross-entropy (default), mse, bce (BCE-with-logits), l1 (mean absolute\n"       \
+    "                            error), or output (a scalar model output)\n"                                     \
     "  --loss-output NAME        model output that feeds the loss (default: the first; was --output)\n"            \
     "  --class-axis N            cross-entropy: axis of the classes (default -1, the last)\n"                       \
     "  --ignore-index N|none     cross-entropy: label value that contributes nothing (default -100,\n"              \

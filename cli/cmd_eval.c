@@ -49,7 +49,7 @@ static void usage(FILE *f) {
           "                            partial batch runs on a second plan of that size,\n"
           "                            over the same import, reading the first one's weights.\n"
           "  --labels FILE             labels of the loss: int64 (or int32) class indices for\n"
-          "                            cross-entropy, float targets for mse, as train takes them\n"
+          "                            cross-entropy, float targets for mse, bce and l1, as train takes them\n"
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_BIND
           "  --threads N               kernel threads (default: OpenMP's default)\n"

@@ -27,7 +27,7 @@ static void grad_usage(FILE *f) {
           "  --input FILE | NAME=FILE  .npy array for a model input, samples along axis 0. Without\n"
           "                            NAME the files go to the model's inputs in order. Repeatable.\n"
           "  --labels FILE             .npy labels: int64 class indices (cross-entropy) or float\n"
-          "                            targets shaped like the output (mse)\n"
+          "                            targets shaped like the output (mse, bce, l1)\n"
           "  --batch-size N            samples in the batch (default: the model's fixed batch, else\n"
           "                            every sample in the files)\n"
           OT_ARGS_HELP_BIND

@@ -40,7 +40,8 @@ static void train_usage(FILE *f) {
           "  --input FILE | NAME=FILE  .npy array for a model input, samples along axis 0. Without\n"
           "                            NAME the files go to the model's inputs in order. Repeatable.\n"
           "  --labels FILE             .npy labels: int64 class indices (cross-entropy; checked to be\n"
-          "                            in range before training) or float targets (mse)\n"
+          "                            in range before training) or float targets shaped like the\n"
+          "                            output (mse, bce, l1)\n"
           "  --val-input, --val-labels validation data, same form; loss (and accuracy for\n"
           "                            cross-entropy) over its full batches after every epoch and\n"
           "                            after the last step, in inference mode as PyTorch's\n"
@@ -588,7 +589,7 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
     if (t->report) {
         const ot_loss_options *l = &t->o.loss;
         ot_report_info info = {.model = t->model_path, .output = t->out_path ? t->out_path : t->lora_save,
-                               .loss = l->kind == OT_LOSS_MSE ? "mse" : l->kind == OT_LOSS_OUTPUT ? "output" : "cross-entropy",
+                               .loss = ot_loss_kind_name(l->kind),
                                .remat = t->o.remat, .n_params = ot_train_autodiff(t->s)->n_params,
                                .n_param_elems = param_elems(t->s), .n_threads = t->o.n_threads, .seed = t->o.seed};
         if (!(st = ot_atomic_open(t->report, &rep, err))) {

@@ -556,6 +556,7 @@ static ot_status rule_fill_like(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt,
     return like(c, n, 0, -1, OT_UNDEFINED, dt, sh, 0);
 }
 
+/* MseLoss, BceWithLogitsLoss, L1Loss: (prediction, target) of one shape -> scalar. */
 static ot_status rule_mse_loss(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
     char a[160], b[160];
     ot_shape X = shape_of(ot_shape_input(c, n, 0)), T = shape_of(ot_shape_input(c, n, 1)), m;
@@ -676,6 +677,10 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_ONES_LIKE] = rule_fill_like,
     [OT_OP_MSE_LOSS] = rule_mse_loss,
     [OT_OP_MSE_LOSS_GRAD] = rule_loss_grad,
+    [OT_OP_BCE_LOGITS_LOSS] = rule_mse_loss,
+    [OT_OP_BCE_LOGITS_LOSS_GRAD] = rule_loss_grad,
+    [OT_OP_L1_LOSS] = rule_mse_loss,
+    [OT_OP_L1_LOSS_GRAD] = rule_loss_grad,
     [OT_OP_SGD_STEP] = rule_no_outputs,
     [OT_OP_ADAM_STEP] = rule_no_outputs,
     /* ---- comparison, logic and pointwise math (issue 13) ---- */

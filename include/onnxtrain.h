@@ -98,14 +98,18 @@ typedef struct onnxtrain_tensor {
  * out. Strings and arrays are copied by onnxtrain_session_open. */
 typedef struct onnxtrain_options {
     size_t struct_size;
-    /* loss: "cross-entropy" (default), "mse", or "output" (the model's output named
-     * loss_output is already the scalar loss; no labels) */
+    /* loss: "cross-entropy" (default), "mse", "bce" (BCE-with-logits, float targets
+     * shaped like the output, torch.nn.BCEWithLogitsLoss), "l1" (mean absolute error,
+     * torch.nn.L1Loss), or "output" (the model's output named loss_output is already
+     * the scalar loss; no labels) */
     const char *loss;
     const char *loss_output; /* model output the loss reads; NULL: the first */
     int class_axis;          /* cross-entropy: class axis of the logits; -1 (default): last */
     int has_ignore_index;    /* cross-entropy: labels equal to ignore_index do not count */
     int64_t ignore_index;
-    /* optimizer: "sgd" (default), "adam", "adamw"; its settings (NaN: its default) */
+    /* optimizer: "sgd" (default), "adam", "adamw", or "adamw-hf" (AdamW in HuggingFace's
+     * form, that of ONNX Runtime's artifacts: eps added to sqrt(v) before the bias
+     * correction, the decay applied after the update); its settings (NaN: its default) */
     const char *optimizer;
     double lr, momentum, weight_decay, beta1, beta2, eps;
     int nesterov;
@@ -141,6 +145,10 @@ typedef struct onnxtrain_options {
      * NULL (default): A drawn from seed, B zero. With lora_rank 0 the folder's r and
      * lora_alpha are taken, else they must be equal. */
     const char *lora_load;
+    /* 1: the session takes its steps in two calls (onnxtrain_backward, then
+     * onnxtrain_optimizer_step) whichever call builds it; 0 (default): the first call
+     * decides (onnxtrain_backward: two calls; prepare, train_step, eval: whole steps). */
+    int split_step;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;
@@ -206,6 +214,28 @@ ONNXTRAIN_API onnxtrain_status onnxtrain_prepare(onnxtrain_session *s, const onn
  * from 0, or from a resumed checkpoint's step. On failure nothing was updated. */
 ONNXTRAIN_API onnxtrain_status onnxtrain_train_step(onnxtrain_session *s, const onnxtrain_tensor *inputs,
                                                     int n_inputs, const onnxtrain_tensor *labels, double *loss);
+/* The step in two calls, as ONNX Runtime's training API takes it (Module(...), then
+ * Optimizer.step(), lazy_reset_grad()): onnxtrain_backward runs forward and backward
+ * on one batch (exactly the samples of the first, options.accum 1) and adds the
+ * gradients to the session's sums, or copies them there on the first call after
+ * onnxtrain_zero_grad (and on the very first); *loss (may be NULL) gets the loss.
+ * Nothing is updated but BatchNorm's running statistics. onnxtrain_optimizer_step
+ * updates the params from the sums (which stay until onnxtrain_zero_grad: calling it
+ * twice applies them twice, as ONNX Runtime does) at the rate onnxtrain_learning_rate
+ * reports, without clipping, and counts a step. A session takes whole steps
+ * (onnxtrain_train_step) or steps in two calls, whichever it was built with (the
+ * first call): the other is refused with ONNXTRAIN_E_USAGE. The sums cost one float
+ * per trained param (the plan's optimizer state). */
+ONNXTRAIN_API onnxtrain_status onnxtrain_backward(onnxtrain_session *s, const onnxtrain_tensor *inputs, int n_inputs,
+                                                  const onnxtrain_tensor *labels, double *loss);
+ONNXTRAIN_API onnxtrain_status onnxtrain_optimizer_step(onnxtrain_session *s);
+ONNXTRAIN_API onnxtrain_status onnxtrain_zero_grad(onnxtrain_session *s);
+/* The learning rate of the following onnxtrain_optimizer_step calls, replacing the
+ * schedule's (options.lr and schedule); NaN returns to the schedule. Negative or
+ * infinite: ONNXTRAIN_E_USAGE. */
+ONNXTRAIN_API onnxtrain_status onnxtrain_set_learning_rate(onnxtrain_session *s, double lr);
+/* The rate the next onnxtrain_optimizer_step uses: the one set, else the schedule's. */
+ONNXTRAIN_API onnxtrain_status onnxtrain_learning_rate(onnxtrain_session *s, double *lr);
 /* Optimizer steps done so far (resumed steps included); 0 for NULL or a closed session. */
 ONNXTRAIN_API int64_t onnxtrain_step_count(const onnxtrain_session *s);
 /* Loss in inference mode (BatchNorm on running statistics, Dropout off), mean over the

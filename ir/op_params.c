@@ -195,6 +195,7 @@ static ot_status resolve_optim(const ot_node *n, ot_op_params *p, ot_error *err)
     o->epsilon = ot_node_attr_float(n, "epsilon", 1e-8f);
     ot_status st = flag_attr(n, "nesterov", &o->nesterov, err);
     if (!st) st = flag_attr(n, "decoupled", &o->decoupled, err);
+    if (!st) st = flag_attr(n, "eps_hf", &o->eps_hf, err);
     return st;
 }
 

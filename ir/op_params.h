@@ -170,6 +170,7 @@ typedef struct ot_optim_params {
     float beta1, beta2; /* Adam: 0.9, 0.999 */
     float epsilon;      /* Adam: 1e-8 */
     bool decoupled;     /* Adam: AdamW's decay */
+    bool eps_hf;        /* Adam: HuggingFace's eps and decay order (train/optim.h) */
 } ot_optim_params;
 
 /* HardSigmoid, IsInf, Mod and the backward ops of issue 13's pointwise math */

@@ -275,6 +275,10 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_ONES_LIKE] = cost_per_element,
     [OT_OP_MSE_LOSS] = cost_loss,
     [OT_OP_MSE_LOSS_GRAD] = cost_loss_grad,
+    [OT_OP_BCE_LOGITS_LOSS] = cost_loss,
+    [OT_OP_BCE_LOGITS_LOSS_GRAD] = cost_loss_grad,
+    [OT_OP_L1_LOSS] = cost_loss,
+    [OT_OP_L1_LOSS_GRAD] = cost_loss_grad,
     [OT_OP_SGD_STEP] = cost_per_element,
     [OT_OP_ADAM_STEP] = cost_per_element,
     /* ---- comparison, logic and pointwise math (issue 13) ---- */

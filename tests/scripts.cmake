@@ -149,5 +149,13 @@ if(EXISTS /usr/bin/python3)
                      $<TARGET_FILE:onnxtrain_shared> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/check_python_tmp)
     set_tests_properties(check_python PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                          ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
+    # Issue 29's acceptance: ONNX Runtime's training loop with onnxruntime-training 1.19.2
+    # and with onnxtrain.training, loss curves within float32 rounding (bench/ort_drop_in.py;
+    # the venv is bench/setup_peers.sh's, made by .ci/install; skipped without it).
+    add_test(NAME check_ort_drop_in
+             COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/bench/ort_drop_in.py
+                     --library $<TARGET_FILE:onnxtrain_shared>)
+    set_tests_properties(check_ort_drop_in PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
   endif()
 endif()

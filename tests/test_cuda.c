@@ -1770,6 +1770,22 @@ static void test_losses(void **state) {
     ot_tensor mgout[1] = {tc_out(OT_F32, 2, 8, 9)};
     tc_check(backend_of(state), "MseLossGrad", &mg, mgin, mgout, TOL, 0, 0, 0);
     tk_node_free(&mg);
+    /* BceWithLogitsLoss, L1Loss (issue 29): logits past +-20 (the stable form), equal
+     * pairs (L1's gradient is 0 there) */
+    for (int k = 0; k < 2; k++) {
+        ot_op f = k ? OT_OP_L1_LOSS : OT_OP_BCE_LOGITS_LOSS, fg = k ? OT_OP_L1_LOSS_GRAD : OT_OP_BCE_LOGITS_LOSS_GRAD;
+        ot_node e = tk_node(f, 2, 1);
+        ot_tensor ein[2] = {tc_rand(&p, 155, -30, 30, 2, 8, 9), tc_rand(&p, 156, 0, 1, 2, 8, 9)};
+        memcpy(ein[1].data, ein[0].data, 5 * sizeof(float)); /* x = y: L1's kink */
+        ot_tensor eout[1] = {tc_out(OT_F32, 0)};
+        tc_check(backend_of(state), k ? "L1Loss" : "BceWithLogitsLoss", &e, ein, eout, TOL_RED, 0, 0, 0);
+        tk_node_free(&e);
+        ot_node eg = tk_node(fg, 3, 1);
+        ot_tensor egin[3] = {tc_rand(&p, 157, 0.5f, 1.5f, 0), ein[0], ein[1]};
+        ot_tensor egout[1] = {tc_out(OT_F32, 2, 8, 9)};
+        tc_check(backend_of(state), k ? "L1LossGrad" : "BceWithLogitsLossGrad", &eg, egin, egout, TOL, 0, 0, 0);
+        tk_node_free(&eg);
+    }
     tc_free(&p);
 }
 

@@ -64,11 +64,42 @@ static void test_mse(void **state) {
     ot_graph_free(g);
 }
 
+/* BceWithLogitsLoss / L1Loss against finite differences, the targets a constant (the
+ * loss builders feed them as data: no gradient). L1's targets are 0 and its X at least
+ * 0.2 from 0, so the difference never straddles the kink. */
+static void check_elementwise(ot_op op, float lo, float hi, float tlo, float thi) {
+    ot_graph *g = gc_graph();
+    uint32_t rng = 17;
+    int64_t d[2] = {3, 5};
+    int x = gc_param(g, "X", 2, d, &rng, lo, hi, true);
+    float tv[15];
+    for (int i = 0; i < 15; i++) tv[i] = tlo + (thi - tlo) * gc_rand(&rng);
+    int t = gc_const(g, "T", OT_F32, 2, d, tv);
+    int y = gc_val(g, "loss", OT_F32, 0, NULL);
+    int in[2] = {x, t};
+    ot_graph_add_node(g, op, "loss", in, 2, &y, 1, OT_PHASE_LOSS);
+    assert_int_equal(gc_check1(g, y), 0);
+    ot_graph_free(g);
+}
+
+static void test_bce_logits(void **state) {
+    (void)state;
+    check_elementwise(OT_OP_BCE_LOGITS_LOSS, -4, 4, 0, 1);
+    check_elementwise(OT_OP_BCE_LOGITS_LOSS, -40, 40, 0, 1); /* saturated: exp never overflows */
+}
+
+static void test_l1(void **state) {
+    (void)state;
+    check_elementwise(OT_OP_L1_LOSS, -1, 1, 0, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_cross_entropy),
         cmocka_unit_test(test_nll),
         cmocka_unit_test(test_mse),
+        cmocka_unit_test(test_bce_logits),
+        cmocka_unit_test(test_l1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,7 +44,7 @@ static ot_status check_counts(const ot_checkpoint *c, const char *what, ot_error
 static ot_status check_optim(const ot_checkpoint *c, const char *what, ot_error *err) {
     const ot_ckpt_settings *s = &c->set;
     const ot_optim_config *o = &s->optim;
-    if (s->loss_kind < OT_LOSS_CROSS_ENTROPY || s->loss_kind > OT_LOSS_OUTPUT)
+    if (s->loss_kind < OT_LOSS_CROSS_ENTROPY || s->loss_kind > OT_LOSS_L1)
         return BAD("loss_kind", "%d, no loss", s->loss_kind);
     if ((unsigned)o->kind > OT_OPTIM_ADAMW) return BAD("optimizer", "%u, no optimizer", (unsigned)o->kind);
     if ((unsigned)o->schedule > OT_SCHED_COSINE) return BAD("schedule", "%u, no schedule", (unsigned)o->schedule);

@@ -97,7 +97,7 @@ static ot_status map_labels(ot_infer_session *s, ot_dataset *d, ot_error *err) {
         return ot_fail(err, OT_E_USAGE, "labels given (%s) but --loss output takes no labels", a->path);
     if (l->kind != OT_LOSS_OUTPUT && !a)
         return ot_fail(err, OT_E_USAGE, "--loss %s needs --labels FILE.npy",
-                       l->kind == OT_LOSS_MSE ? "mse" : "cross-entropy");
+                       ot_loss_kind_name(l->kind));
     const ot_value *ov = s->out_value >= 0 ? &s->g->values[s->out_value] : NULL;
     bool f32 = ov && ov->dtype == OT_F32;
     if (a) {

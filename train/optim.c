@@ -174,6 +174,7 @@ ot_status ot_optim_build(ot_graph *g, const ot_optim_config *c, const int *param
             rc |= ot_node_set_attr_float(n, "epsilon", (float)c->eps);
             rc |= ot_node_set_attr_float(n, "weight_decay", (float)c->weight_decay);
             rc |= ot_node_set_attr_int(n, "decoupled", c->kind == OT_OPTIM_ADAMW ? 1 : 0);
+            if (c->eps_hf) rc |= ot_node_set_attr_int(n, "eps_hf", 1);
         }
         if (rc) goto oom;
         og.step_nodes[og.n_params++] = nid;

@@ -37,6 +37,11 @@ typedef struct ot_optim_config {
     bool nesterov;       /* SGD; needs momentum > 0 */
     double weight_decay; /* SGD, Adam: L2 on the gradient; AdamW: decoupled. Default 0 (AdamW 0.01) */
     double beta1, beta2, eps; /* Adam/AdamW: 0.9, 0.999, 1e-8 */
+    /* AdamW in HuggingFace's form (transformers' old AdamW; ONNX Runtime's artifacts,
+     * AdamWOptimizer adam_mode 1): eps is added to sqrt(v) before the bias correction
+     * (eps / sqrt(1 - beta2^t) in torch's form) and the decay multiplies the updated
+     * param. The public API's optimizer "adamw-hf". */
+    bool eps_hf;
     double clip_grad_norm;    /* max global L2 norm; 0 = no clipping */
     ot_schedule_kind schedule;
     int64_t warmup_steps; /* W */

@@ -233,7 +233,7 @@ static ot_status measure_step(const ot_graph *g, void *user, ot_remat_measuremen
     ot_optim_graph og = {0};
     ot_status st = ot_optim_build(s->g, &s->o.optim, s->ad.params, s->ad.grads, s->ad.n_params, &og, err);
     int *accum = NULL;
-    if (!st && s->o.accum > 1 && !s->o.dist) { /* --accum's gradient accumulators, as ot_train_loop_prepare adds them */
+    if (!st && (s->o.accum > 1 || s->o.split_update) && !s->o.dist) { /* --accum's gradient accumulators, as ot_train_loop_prepare adds them */
         if (!(accum = calloc((size_t)s->ad.n_params + 1, sizeof *accum)))
             st = ot_fail(err, OT_E_MEMORY, "out of memory");
         else
@@ -384,7 +384,7 @@ const struct ot_remat_optimal_stats *ot_train_remat_optimal(const ot_train_sessi
 }
 
 static const char *loss_name(const ot_train_session *s) {
-    return s->o.loss.kind == OT_LOSS_MSE ? "mse" : s->o.loss.kind == OT_LOSS_OUTPUT ? "output" : "cross-entropy";
+    return ot_loss_kind_name(s->o.loss.kind);
 }
 
 /* The loss, its labels input and the model output feeding it. */

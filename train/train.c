@@ -191,7 +191,7 @@ void ot_train_session_free(ot_train_session *s) {
 
 ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char *what, ot_error *err) {
     ot_status st = ot_session_map_data(s->g, s->n_model_inputs, s->label_value,
-                                       s->o.loss.kind == OT_LOSS_MSE ? "mse" : "cross-entropy", data, what, err);
+                                       ot_loss_kind_name(s->o.loss.kind), data, what, err);
     /* a KV-cache decoder's cache inputs: the defaults the training data took */
     if (!st) st = ot_kv_add_defaults(s->g, s->n_model_inputs, data, NULL, 0, err);
     if (!st) st = ot_train_check_arrays(s, data, err);

@@ -60,6 +60,9 @@ typedef struct ot_train_options {
      * that is exact (ot_train_partial_batch). */
     bool drop_last;
     int64_t accum;      /* micro-batches per optimizer step (>= 1) */
+    /* The step in two calls (train_split.c: ot_train_backward, ot_train_optimizer_update):
+     * gradients summed over backward calls in accumulators; accum must be 1. */
+    bool split_update;
     int64_t steps;      /* optimizer steps; 0: derived from epochs */
     int64_t epochs;     /* used when steps is 0 (0 means 1) */
     uint64_t seed;      /* shuffling and Dropout masks */
@@ -252,6 +255,18 @@ ot_status ot_train_step_results(ot_train_session *s, const ot_dataset *data, ot_
  * receives the mean loss. The session must have been built with the optimizer and not
  * plan_only; data must have passed its checks (the data it was built with). */
 ot_status ot_train_step_once(ot_train_session *s, const ot_dataset *data, int64_t step, double *loss, ot_error *err);
+
+/* ---- the step in two calls (split_update, train_split.c) ---- */
+
+/* Forward and backward on data's samples (exactly B of them), the gradients added to
+ * the session's sums (or copied there, the first call after ot_train_zero_grad); no
+ * update. *loss (may be NULL) receives the loss. */
+ot_status ot_train_backward(ot_train_session *s, const ot_dataset *data, double *loss, ot_error *err);
+/* The next backward call starts the sums afresh (ONNX Runtime's lazy_reset_grad). */
+void ot_train_zero_grad(ot_train_session *s);
+/* The optimizer update from the sums, numbered `step` (0-based; Adam's bias
+ * correction), at learning rate lr (no schedule, no clipping). */
+ot_status ot_train_optimizer_update(ot_train_session *s, int64_t step, double lr, ot_error *err);
 
 /* ---- the training loop ---- */
 

@@ -59,6 +59,10 @@ struct ot_train_session {
      * the arena) its micro-batch gradients are summed into (ot_train_loop_prepare);
      * NULL otherwise. No gradient has a host copy. */
     int *accum_ids;
+    /* split_update (train_split.c): backward calls run so far; whether the
+     * accumulators hold a sum (false: the next call copies instead of adding) */
+    int64_t split_calls;
+    bool split_have_grads;
     /* Float32 checks and norms go through the backend's scan_f32 where the values lie
      * (a GPU, or the CPU when ot_train_options.scan_on_device asks); otherwise the
      * host-memory arena is read in place. */
@@ -153,6 +157,16 @@ ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err);
  * ot_train_loop_prepare adds for --accum, and what remat's measure adds to a
  * candidate so that its plan is the step's. */
 ot_status ot_train_add_accumulators(const ot_train_session *s, ot_graph *g, int *ids, ot_error *err);
+
+/* Pieces of the loop (train_loop.c) the two-call step (train_split.c) runs: the
+ * step scalars, the check of one optimizer node's update, feeding samples idx[0..n)
+ * of d, and one executor run with the numerics diagnosis. */
+ot_status ot_train_write_scalars(ot_train_session *s, double lr, double scale, bool apply, ot_error *err);
+ot_status ot_train_check_update(ot_train_session *s, int step, const ot_node *node, ot_error *err);
+ot_status ot_train_feed(ot_train_session *s, const ot_dataset *d, const int64_t *idx, int64_t n, ot_error *err);
+ot_status ot_train_run_once(ot_train_session *s, int mode, uint64_t rng_step, ot_error *err);
+/* The boundary of a split_update run: gradients into the accumulators, no update. */
+ot_status ot_train_split_boundary(ot_train_session *s, ot_error *err);
 
 /* The executor's phase-end hook (train_loop.c): the boundary work after the last
  * step before the optimizer (or the schedule's end without one), the check of the

@@ -108,11 +108,11 @@ ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err) {
         return ot_fail(err, OT_E_UNSUPPORTED, "the %s backend can neither be read in place nor scan its own memory "
                        "(scan_f32): the training loop cannot check gradients there", s->be->name);
     s->scan_on_device = s->be->scan_f32 && (!s->be->host_memory || s->o.scan_on_device);
-    if (!s->with_opt || s->o.accum < 2) return OT_OK;
+    if (!s->with_opt || (s->o.accum < 2 && !s->o.split_update)) return OT_OK;
     if (s->o.dist) return ot_train_dist_check(s, err); /* the ranks sum them instead (train_dist.c) */
     if (!s->be->accumulate_f32)
-        return ot_fail(err, OT_E_UNSUPPORTED, "--accum %lld: the %s backend cannot sum gradients in its memory",
-                       (long long)s->o.accum, s->be->name);
+        return ot_fail(err, OT_E_UNSUPPORTED, "--accum %lld%s: the %s backend cannot sum gradients in its memory",
+                       (long long)s->o.accum, s->o.split_update ? " (or the two-call step)" : "", s->be->name);
     if (!(s->accum_ids = calloc((size_t)s->ad.n_params + 1, sizeof *s->accum_ids)))
         return ot_fail(err, OT_E_MEMORY, "out of memory");
     return ot_train_add_accumulators(s, s->g, s->accum_ids, err);
@@ -245,7 +245,7 @@ static ot_status grad_checked(ot_train_session *s, int i, const double *all, int
 
 /* ---- the hook between the backward pass and the optimizer ---------------------- */
 
-static ot_status write_scalars(ot_train_session *s, double lr, double scale, bool apply, ot_error *err) {
+ot_status ot_train_write_scalars(ot_train_session *s, double lr, double scale, bool apply, ot_error *err) {
     if (!s->with_opt) return OT_OK;
     double sc[OT_OPT_N_SCALARS] = {0};
     sc[OT_OPT_LR] = lr;
@@ -319,9 +319,10 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     all = NULL;
     if (st) return st;
     if (!train) return OT_OK;
+    if (s->o.split_update) return ot_train_split_boundary(s, err); /* onnxtrain_backward: no update now */
     if (!last_micro) {
         if ((st = accumulate(s, false, err))) return st;
-        return write_scalars(s, 0, 1, false, err);
+        return ot_train_write_scalars(s, 0, 1, false, err);
     }
     if (K > 1) { /* the step uses the sum of the K micro-batch gradients, scaled by 1/K below */
         if ((st = accumulate(s, true, err))) return st;
@@ -337,14 +338,14 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     double scale = 1.0 / (double)K;
     s->last_norm = want_norm && !deferred ? sqrt(total) / (double)K : NAN;
     if (clip) scale = (double)((float)scale * ot_clip_scale(s->last_norm, s->o.optim.clip_grad_norm));
-    return write_scalars(s, s->lr, scale, true, err);
+    return ot_train_write_scalars(s, s->lr, scale, true, err);
 }
 
 /* After the optimizer nodes of an applied step: the param and optimizer state that
  * the node at schedule step `step` updated in place must still be finite (a huge --lr
  * overflows here, after every gradient was finite). The step node has no outputs to
  * scan, so read its inputs. */
-static ot_status check_update(ot_train_session *s, int step, const ot_node *node, ot_error *err) {
+ot_status ot_train_check_update(ot_train_session *s, int step, const ot_node *node, ot_error *err) {
     for (int k = 0; k + 1 < node->n_inputs; k++) {
         int v = node->inputs[k];
         if (k == 1 || v < 0 || s->g->values[v].dtype != OT_F32) continue; /* input 1 is the gradient */
@@ -376,7 +377,7 @@ static ot_status check_updates(ot_train_session *s, ot_error *err) {
     const ot_update_check *u = ot_executor_update_check(s->ex);
     if (u->checked == p->n_steps - (s->boundary + 1) && !u->nonfinite) return OT_OK;
     for (int k = s->boundary + 1; k < p->n_steps; k++) {
-        ot_status st = check_update(s, k, &s->g->nodes[p->order[k]], err);
+        ot_status st = ot_train_check_update(s, k, &s->g->nodes[p->order[k]], err);
         if (st) return st;
     }
     return OT_OK;
@@ -471,7 +472,7 @@ static void pad_batch(const ot_train_session *s, const ot_data_array *a, ot_tens
 }
 
 /* Feeds the n samples idx[0..n) (n <= B; below B only for a kept partial batch). */
-static ot_status feed(ot_train_session *s, const ot_dataset *d, const int64_t *idx, int64_t n, ot_error *err) {
+ot_status ot_train_feed(ot_train_session *s, const ot_dataset *d, const int64_t *idx, int64_t n, ot_error *err) {
     s->cur_data = d;
     s->cur_idx = idx;
     for (int i = 0; i < d->n_arrays; i++) {
@@ -485,7 +486,7 @@ static ot_status feed(ot_train_session *s, const ot_dataset *d, const int64_t *i
 
 /* One executor run in `mode`; on a non-finite loss/gradient re-runs it step by step
  * (diagnose) so that the error names the first node at fault. */
-static ot_status run_once(ot_train_session *s, int mode, uint64_t rng_step, ot_error *err) {
+ot_status ot_train_run_once(ot_train_session *s, int mode, uint64_t rng_step, ot_error *err) {
     s->mode = mode;
     s->nonfinite = false;
     s->norm_pending = false;
@@ -517,9 +518,9 @@ ot_status ot_train_grad_once(ot_train_session *s, const ot_dataset *data, double
     if (!idx) return ot_fail(err, OT_E_MEMORY, "out of memory");
     for (int64_t i = 0; i < s->B; i++) idx[i] = i;
     s->run_step = 1;
-    ot_status st = feed(s, data, idx, s->B, err);
+    ot_status st = ot_train_feed(s, data, idx, s->B, err);
     free(idx);
-    if (!st) st = run_once(s, MODE_GRAD, 0, err);
+    if (!st) st = ot_train_run_once(s, MODE_GRAD, 0, err);
     if (!st) *loss = s->last_loss;
     return st;
 }
@@ -539,8 +540,8 @@ ot_status ot_train_step_once(ot_train_session *s, const ot_dataset *data, int64_
         for (int64_t i = 0; i < s->B; i++) idx[i] = (mb * s->B + i) % data->n_samples; /* no shuffling: the same cost */
         s->micro = k;
         if (!ot_train_dist_owns(s, k)) continue;
-        if (!(st = feed(s, data, idx, s->B, err)) && !(st = ot_train_dist_begin_micro(s, err)))
-            st = run_once(s, MODE_TRAIN, (uint64_t)mb, err);
+        if (!(st = ot_train_feed(s, data, idx, s->B, err)) && !(st = ot_train_dist_begin_micro(s, err)))
+            st = ot_train_run_once(s, MODE_TRAIN, (uint64_t)mb, err);
         if (!st) loss_sum = ot_train_dist_add_losses(s, loss_sum);
     }
     free(idx);
@@ -645,10 +646,10 @@ static ot_status run_micro_batches(ot_train_session *s, ot_batcher *bt, const ot
         s->micro = k;
         *seen += n; /* every rank's share: the run's samples per second */
         if (!ot_train_dist_owns(s, k)) continue; /* another rank's share of the step */
-        ot_status st = feed(s, data, idx, n, err);
+        ot_status st = ot_train_feed(s, data, idx, n, err);
         if (!st && labels_all_ignored(s, data)) warn_all_ignored(obs, s, step, k);
         if (!st) st = ot_train_dist_begin_micro(s, err);
-        if (!st) st = run_once(s, MODE_TRAIN, (uint64_t)mb, err);
+        if (!st) st = ot_train_run_once(s, MODE_TRAIN, (uint64_t)mb, err);
         if (st) return st;
         *loss_sum = ot_train_dist_add_losses(s, *loss_sum);
     }

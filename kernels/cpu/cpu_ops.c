@@ -185,6 +185,10 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_ONES_LIKE] = {ot_cpu_fill_like, sup_ones, NULL},
     [OT_OP_MSE_LOSS] = F32(ot_cpu_mse_loss),
     [OT_OP_MSE_LOSS_GRAD] = F32(ot_cpu_mse_loss_grad),
+    [OT_OP_BCE_LOGITS_LOSS] = F32(ot_cpu_elementwise_loss),
+    [OT_OP_BCE_LOGITS_LOSS_GRAD] = F32(ot_cpu_elementwise_loss_grad),
+    [OT_OP_L1_LOSS] = F32(ot_cpu_elementwise_loss),
+    [OT_OP_L1_LOSS_GRAD] = F32(ot_cpu_elementwise_loss_grad),
     [OT_OP_SGD_STEP] = F32(ot_cpu_sgd_step),
     [OT_OP_ADAM_STEP] = F32(ot_cpu_adam_step),
     /* ---- comparison, logic and pointwise math (issue 13) ---- */

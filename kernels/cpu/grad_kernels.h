@@ -23,6 +23,9 @@ OT_GRAD_KERNEL(ot_cpu_softmax_grad);
 OT_GRAD_KERNEL(ot_cpu_class_loss_grad);
 OT_GRAD_KERNEL(ot_cpu_mse_loss);
 OT_GRAD_KERNEL(ot_cpu_mse_loss_grad);
+/* BceWithLogitsLoss and L1Loss and their gradients (kernels/cpu/grad_loss.c) */
+OT_GRAD_KERNEL(ot_cpu_elementwise_loss);
+OT_GRAD_KERNEL(ot_cpu_elementwise_loss_grad);
 /* grad_norm.c: BatchNormGrad, LayerNormGrad */
 OT_GRAD_KERNEL(ot_cpu_batch_norm_grad);
 OT_GRAD_KERNEL(ot_cpu_layer_norm_grad);

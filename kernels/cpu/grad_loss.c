@@ -1,7 +1,8 @@
 /* grad_loss.c — CPU kernels of the loss gradients (SoftmaxCrossEntropyLossGrad,
  * NegativeLogLikelihoodLossGrad: inputs (dLoss, scores [N, C, d...], labels [N, d...]
- * [, weight [C]]) with the forward node's reduction / ignore_index) and of the
- * mean-squared-error pair MseLoss / MseLossGrad. */
+ * [, weight [C]]) with the forward node's reduction / ignore_index), of the
+ * mean-squared-error pair MseLoss / MseLossGrad, and of BceWithLogitsLoss and L1Loss
+ * with their gradients. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -212,5 +213,61 @@ OT_GRAD_KERNEL(ot_cpu_mse_loss_grad) {
     int nt = ot_cpu_threads(ctx);
 #pragma omp parallel for schedule(static) num_threads(nt) if (n >= OT_CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++) dx[i] = g * (x[i] - t[i]);
+    return OT_OK;
+}
+
+/* BceWithLogitsLoss's term in the stable form torch uses: no exp of a positive number. */
+static double bce_term(double x, double y) { return (x > 0 ? x : 0) - x * y + log1p(exp(-fabs(x))); }
+
+/* The sigmoid without overflow for either sign (expf of a non-positive argument only). */
+static float sigmoid_f32(float x) {
+    if (x >= 0) return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+
+static ot_status check_pair(const ot_node *node, const ot_tensor *x, const ot_tensor *t, const ot_tensor *dx,
+                            ot_error *err) {
+    int64_t n = ot_kernel_numel(x);
+    if (ot_kernel_numel(t) != n || (dx && ot_kernel_numel(dx) != n))
+        return ot_fail(err, OT_E_DATA, "node '%s' (%s): the targets have %lld elements, the prediction %lld",
+                       node->name, ot_op_name(node->op), (long long)ot_kernel_numel(t), (long long)n);
+    return OT_OK;
+}
+
+/* BceWithLogitsLoss / L1Loss: the mean over every element, summed in double in order
+ * (the loss is bitwise independent of the thread count, as MseLoss's). */
+OT_GRAD_KERNEL(ot_cpu_elementwise_loss) {
+    (void)ctx;
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
+    ot_status st = check_pair(node, &in[0], &in[1], NULL, err);
+    if (st) return st;
+    int64_t n = ot_kernel_numel(&in[0]);
+    const float *x = in[0].data, *t = in[1].data;
+    bool bce = node->op == OT_OP_BCE_LOGITS_LOSS;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += bce ? bce_term(x[i], t[i]) : fabs((double)x[i] - t[i]);
+    *(float *)out[0].data = n > 0 ? (float)(s / (double)n) : 0.0f;
+    return OT_OK;
+}
+
+/* (dLoss, X, target) -> dX = dL/N (sigmoid(x) - y) or dL/N sign(x - y), 0 where x = y. */
+OT_GRAD_KERNEL(ot_cpu_elementwise_loss_grad) {
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32 || in[2].dtype != OT_F32)
+        return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
+    ot_status st = check_pair(node, &in[1], &in[2], &out[0], err);
+    if (st) return st;
+    int64_t n = ot_kernel_numel(&in[1]);
+    const float *x = in[1].data, *t = in[2].data;
+    float *dx = out[0].data;
+    float g = n > 0 ? *(const float *)in[0].data / (float)n : 0.0f;
+    int nt = ot_cpu_threads(ctx);
+    if (node->op == OT_OP_BCE_LOGITS_LOSS_GRAD) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= OT_CPU_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) dx[i] = g * (sigmoid_f32(x[i]) - t[i]);
+    } else {
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= OT_CPU_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) dx[i] = x[i] > t[i] ? g : x[i] < t[i] ? -g : 0.0f;
+    }
     return OT_OK;
 }

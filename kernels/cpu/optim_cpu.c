@@ -145,6 +145,7 @@ typedef struct adam_args {
     float grad_scale, beta1, beta2, eps, weight_decay;
     float neg_step_size, bc2_sqrt, one_m_b1, one_m_b2, decay;
     bool decoupled;
+    bool hf; /* eps_hf (train/optim.h): eps already divided by bc2_sqrt, decay after the update */
 } adam_args;
 
 OT_OPTIM_CLONES static bool adam_chunk(const adam_args *a, long long lo, long long hi) {
@@ -152,7 +153,8 @@ OT_OPTIM_CLONES static bool adam_chunk(const adam_args *a, long long lo, long lo
     const float *restrict g = a->g;
     const float gs = a->grad_scale, b1 = a->beta1, b2 = a->beta2, eps = a->eps, wdv = a->weight_decay;
     const float nss = a->neg_step_size, bc2s = a->bc2_sqrt, omb1 = a->one_m_b1, omb2 = a->one_m_b2, decay = a->decay;
-    const bool scale = gs != 1.0f, dwd = wdv != 0.0f && a->decoupled, lwd = wdv != 0.0f && !a->decoupled;
+    const bool scale = gs != 1.0f, dwd = wdv != 0.0f && a->decoupled && !a->hf, lwd = wdv != 0.0f && !a->decoupled;
+    const bool dwd_after = wdv != 0.0f && a->decoupled && a->hf;
     uint32_t top = 0;
     for (long long i = lo; i < hi; i++) {
         float d = g[i];
@@ -166,6 +168,7 @@ OT_OPTIM_CLONES static bool adam_chunk(const adam_args *a, long long lo, long lo
         v[i] = vi;
         float denom = sqrtf(vi) / bc2s + eps;
         float q = pi + nss * mi / denom;
+        q = dwd_after ? q * decay : q;
         p[i] = q;
         uint32_t t = abs_bits(q) > abs_bits(mi) ? abs_bits(q) : abs_bits(mi);
         t = t > abs_bits(vi) ? t : abs_bits(vi);
@@ -397,9 +400,10 @@ ot_status ot_cpu_adam_step(const ot_node *node, const ot_tensor *in, ot_tensor *
     if (sc.step < 1)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (AdamStep): step count %lld, must be >= 1",
                        node->name ? node->name : "?", (long long)sc.step);
-    const adam_args a = adam_args_of((float *)in[0].data, (const float *)in[1].data, (float *)in[2].data,
-                                     (float *)in[3].data, sc.lr, sc.grad_scale, op_->beta1, op_->beta2, op_->epsilon,
-                                     op_->weight_decay, op_->decoupled, sc.step);
+    adam_args a = adam_args_of((float *)in[0].data, (const float *)in[1].data, (float *)in[2].data,
+                               (float *)in[3].data, sc.lr, sc.grad_scale, op_->beta1, op_->beta2, op_->epsilon,
+                               op_->weight_decay, op_->decoupled, sc.step);
+    if (op_->eps_hf) a.hf = true, a.eps = a.eps / a.bc2_sqrt;
     update_run(node, in, op_, &a, sizeof a, adam_part, adam_fill, ctx);
     return OT_OK;
 }

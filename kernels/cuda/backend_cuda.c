@@ -386,7 +386,7 @@ bool ot_cuda_has_host_mode(ot_cuda_kernel_fn fn) {
         ot_cuda_expand,      ot_cuda_expand_like, ot_cuda_cast,       ot_cuda_copy_view,   ot_cuda_act_grad,
         ot_cuda_dropout,     ot_cuda_dropout_grad, ot_cuda_fill_like, ot_cuda_transpose,   ot_cuda_concat,
         ot_cuda_split,       ot_cuda_slice,       ot_cuda_slice_grad, ot_cuda_gather,      ot_cuda_gather_grad,
-        ot_cuda_max_pool,    ot_cuda_average_pool, ot_cuda_pool_grad, ot_cuda_mse_loss_grad, ot_cuda_sgd_step,
+        ot_cuda_max_pool,    ot_cuda_average_pool, ot_cuda_pool_grad, ot_cuda_mse_loss_grad, ot_cuda_elementwise_loss_grad, ot_cuda_sgd_step,
         ot_cuda_adam_step,
         /* issue 13: comparison, logic and pointwise math */
         ot_cuda_compare,     ot_cuda_predicate,   ot_cuda_math_unary, ot_cuda_minmax,      ot_cuda_mod,

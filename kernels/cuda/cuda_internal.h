@@ -237,6 +237,8 @@ OT_CUDA_LAUNCHER(ot_cuda_rotary_embedding);
 OT_CUDA_LAUNCHER(ot_cuda_attention);
 OT_CUDA_LAUNCHER(ot_cuda_attention_grad);
 OT_CUDA_LAUNCHER(ot_cuda_mse_loss_grad);
+OT_CUDA_LAUNCHER(ot_cuda_elementwise_loss); /* BceWithLogitsLoss, L1Loss */
+OT_CUDA_LAUNCHER(ot_cuda_elementwise_loss_grad);
 size_t ot_cuda_reduce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* Scratch of the pointwise kernels (integer Div's zero-divisor flag). */
 size_t ot_cuda_pointwise_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);

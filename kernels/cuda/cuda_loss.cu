@@ -1,6 +1,6 @@
 /* cuda_loss.cu — the losses on the GPU, the counterparts of cpu_reduce.c's
  * SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss and grad_loss.c (their
- * gradients, MseLoss, MseLossGrad), and the scratch the loss and LayerNormGrad
+ * gradients, MseLoss, MseLossGrad, BceWithLogitsLoss, L1Loss and theirs), and the scratch the loss and LayerNormGrad
  * kernels ask the planner for. One warp per sample; totals over samples in one block
  * in a fixed tree (double), so results are repeatable; no atomics. */
 #include <math.h>
@@ -246,5 +246,70 @@ OT_CUDA_LAUNCHER(ot_cuda_mse_loss_grad) {
         return ot_fail(err, OT_E_DATA, "node '%s' (MseLossGrad): X, target and dX differ in size", node->name);
     return ot_cu_map(cx, mse_grad_op{(const float *)in[0].data, (const float *)in[1].data, (const float *)in[2].data,
                                      (float *)out[0].data, n},
+                     n, err);
+}
+
+/* ---- BceWithLogitsLoss and L1Loss (grad_loss.c's CPU reference: the same formulas) ---- */
+
+__device__ double ot_cu_bce_term(double x, double y) { return (x > 0 ? x : 0) - x * y + log1p(exp(-fabs(x))); }
+
+__global__ void k_elementwise_loss(const float *x, const float *t, int64_t n, int bce, float *y) {
+    __shared__ double sh[32];
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += bce ? ot_cu_bce_term(x[i], t[i]) : fabs((double)x[i] - t[i]);
+    s = ot_cu_block_sum(s, sh);
+    if (threadIdx.x == 0) y[0] = n > 0 ? (float)(s / (double)n) : 0.0f;
+}
+
+static ot_status pair_sizes(const ot_node *node, const ot_tensor *x, const ot_tensor *t, const ot_tensor *dx,
+                            ot_error *err) {
+    int64_t n = ot_kernel_numel(x);
+    if (ot_kernel_numel(t) != n || (dx && ot_kernel_numel(dx) != n))
+        return ot_fail(err, OT_E_DATA, "node '%s' (%s): the targets have %lld elements, the prediction %lld",
+                       node->name, ot_op_name(node->op), (long long)ot_kernel_numel(t), (long long)n);
+    return OT_OK;
+}
+
+OT_CUDA_LAUNCHER(ot_cuda_elementwise_loss) {
+    (void)ctx;
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
+    ot_status st = pair_sizes(node, &in[0], &in[1], NULL, err);
+    if (st) return st;
+    k_elementwise_loss<<<1, 1024, 0, cx->stream>>>((const float *)in[0].data, (const float *)in[1].data,
+                                                   ot_kernel_numel(&in[0]), node->op == OT_OP_BCE_LOGITS_LOSS,
+                                                   (float *)out[0].data);
+    OT_CUDA_LAUNCHED();
+    return OT_OK;
+}
+
+/* dL read on the device per element, as mse_grad_op. */
+struct elementwise_loss_grad_op {
+    const float *dl, *x, *t;
+    float *dx;
+    int64_t n;
+    int bce;
+    __host__ __device__ void operator()(int64_t i) const {
+        float g = dl[0] / (float)n, xi = x[i], ti = t[i];
+        if (bce) {
+            float e = expf(xi >= 0 ? -xi : xi), s = xi >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+            dx[i] = g * (s - ti);
+        } else {
+            dx[i] = xi > ti ? g : xi < ti ? -g : 0.0f;
+        }
+    }
+};
+
+OT_CUDA_LAUNCHER(ot_cuda_elementwise_loss_grad) {
+    (void)ctx;
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32 || in[2].dtype != OT_F32)
+        return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
+    ot_status st = pair_sizes(node, &in[1], &in[2], &out[0], err);
+    if (st) return st;
+    int64_t n = ot_kernel_numel(&in[1]);
+    return ot_cu_map(cx,
+                     elementwise_loss_grad_op{(const float *)in[0].data, (const float *)in[1].data,
+                                              (const float *)in[2].data, (float *)out[0].data, n,
+                                              node->op == OT_OP_BCE_LOGITS_LOSS_GRAD},
                      n, err);
 }

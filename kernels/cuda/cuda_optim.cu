@@ -77,8 +77,9 @@ struct adam_op {
     double b1, b2, wd_user;
     float beta1, beta2, eps, weight_decay;
     int decoupled;
+    int hf; /* eps_hf (train/optim.h), as optim_cpu.c: eps / bc2_sqrt, decay after the update */
     struct prep {
-        float neg_step_size, bc2_sqrt, one_m_b1, one_m_b2, decay, grad_scale;
+        float neg_step_size, bc2_sqrt, one_m_b1, one_m_b2, decay, grad_scale, eps;
     };
     __host__ __device__ bool prepare(prep *q) const {
         opt_scalars s;
@@ -94,6 +95,7 @@ struct adam_op {
         /* optim_cpu.c rounds lr * wd before the subtraction; nvcc would fuse it */
         q->decay = (float)(1.0 - ot_cu_dmul(s.lr, wd_user));
         q->grad_scale = s.grad_scale;
+        q->eps = hf ? ot_cu_fdiv(eps, q->bc2_sqrt) : eps;
         return true;
     }
     __host__ __device__ void operator()(const prep &q, int64_t i) const {
@@ -101,15 +103,16 @@ struct adam_op {
         if (q.grad_scale != 1.0f) d = ot_cu_fmul(d, q.grad_scale);
         float pi = p[i];
         if (weight_decay != 0.0f) {
-            if (decoupled) pi = ot_cu_fmul(pi, q.decay);
+            if (decoupled && !hf) pi = ot_cu_fmul(pi, q.decay);
             else d = fmaf(weight_decay, pi, d);
         }
         float mi = fmaf(q.one_m_b1, d, ot_cu_fmul(m[i], beta1));
         float vi = fmaf(ot_cu_fmul(q.one_m_b2, d), d, ot_cu_fmul(v[i], beta2));
         m[i] = mi;
         v[i] = vi;
-        float denom = ot_cu_fadd(ot_cu_fdiv(ot_cu_fsqrt(vi), q.bc2_sqrt), eps);
-        p[i] = ot_cu_fadd(pi, ot_cu_fdiv(ot_cu_fmul(q.neg_step_size, mi), denom));
+        float denom = ot_cu_fadd(ot_cu_fdiv(ot_cu_fsqrt(vi), q.bc2_sqrt), q.eps);
+        float r = ot_cu_fadd(pi, ot_cu_fdiv(ot_cu_fmul(q.neg_step_size, mi), denom));
+        p[i] = hf && decoupled && weight_decay != 0.0f ? ot_cu_fmul(r, q.decay) : r;
     }
 };
 
@@ -192,6 +195,6 @@ OT_CUDA_LAUNCHER(ot_cuda_adam_step) {
     float wd = op_->weight_decay;
     adam_op op = {(float *)in[0].data, (const float *)in[1].data, (float *)in[2].data, (float *)in[3].data, sc, dflt,
                   user_double(beta1), user_double(beta2), user_double(wd), beta1, beta2,
-                  op_->epsilon, wd, op_->decoupled};
+                  op_->epsilon, wd, op_->decoupled, op_->eps_hf};
     return ot_cu_map_prepared(cx, op, n, err);
 }

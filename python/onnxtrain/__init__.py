@@ -14,6 +14,7 @@ is released while a step runs. Errors raise OnnxtrainError with the CLI's exit c
 (.code) and the library's message.
 """
 import math
+import os
 
 import numpy as np
 
@@ -126,14 +127,16 @@ class Trainer:
     """A training session over an ONNX model, with the options of `onnxtrain train`.
 
     model: path of the .onnx file. Options (keyword only; None: the CLI's default):
-      loss ("cross-entropy", "mse", "output"), output (model output the loss reads),
+      loss ("cross-entropy", "mse", "bce" (BCE-with-logits), "l1", "output"), output
+      (model output the loss reads),
       class_axis, ignore_index; optimizer ("sgd", "adam", "adamw"), lr, momentum,
       nesterov, weight_decay, beta1, beta2, eps, clip_grad_norm, schedule ("constant",
       "warmup", "cosine"), warmup_steps, total_steps; accum (micro-batches per step);
       remat (policy, as --remat), memory_budget (bytes or "512M"), remat_time_limit;
-      freeze, train (regexes over param names); lora (rank), lora_alpha, lora_targets;
-      bind ("NAME=SIZE" specs); threads, device ("cpu", "cuda:0"), seed,
-      check_numerics.
+      freeze, train (regexes over param names); lora (rank), lora_alpha, lora_targets,
+      lora_load (a PEFT adapter folder to start from, as --lora-load); bind ("NAME=SIZE"
+      specs); threads, device ("cpu", "cuda:0"), seed, check_numerics; split_step (steps
+      in two calls: backward() then optimizer_step(), as onnxtrain.training uses).
 
     The training graph is built for the first batch (prepare, step or eval); later
     training batches must have its shapes. Use as a context manager, or close().
@@ -143,7 +146,8 @@ class Trainer:
                  lr=None, momentum=None, nesterov=False, weight_decay=None, beta1=None, beta2=None, eps=None,
                  clip_grad_norm=0.0, schedule=None, warmup_steps=0, total_steps=0, accum=1, remat=None,
                  memory_budget=0, remat_time_limit=0.0, freeze=(), train=(), lora=0, lora_alpha=0.0,
-                 lora_targets=(), bind=(), threads=0, device=None, seed=0, check_numerics=True):
+                 lora_targets=(), lora_load=None, bind=(), threads=0, device=None, seed=0, check_numerics=True,
+                 split_step=False):
         if not isinstance(model, (str, bytes)) and not hasattr(model, "__fspath__"):
             raise TypeError("model: a %s, not a path" % type(model).__name__)
         o = ffi.new("onnxtrain_options *")
@@ -159,6 +163,8 @@ class Trainer:
 
         o.loss, o.loss_output, o.optimizer, o.schedule = s(loss), s(output), s(optimizer), s(schedule)
         o.remat, o.device = s(remat), s(device)
+        o.lora_load = s(None if lora_load is None else str(lora_load))
+        o.split_step = int(bool(split_step))
         o.class_axis = class_axis
         if ignore_index is not None:
             o.has_ignore_index, o.ignore_index = 1, int(ignore_index)
@@ -225,6 +231,34 @@ class Trainer:
             for batch in data:
                 losses.append(self.step(*_split(batch)))
         return losses
+
+    # ---- the step in two calls (ONNX Runtime's Module / Optimizer, onnxtrain.training) ----
+    def backward(self, inputs, labels=None):
+        """Forward and backward on this batch, the gradients added to the session's sums
+        (copied there on the first call after zero_grad); no update. Returns the loss."""
+        b = _Batch(inputs, labels)
+        loss = ffi.new("double *")
+        _check(lib.onnxtrain_backward(self._session(), b.inputs, b.n, b.labels, loss))
+        return loss[0]
+
+    def optimizer_step(self):
+        """The update from the summed gradients (which stay until zero_grad)."""
+        _check(lib.onnxtrain_optimizer_step(self._session()))
+
+    def zero_grad(self):
+        """The next backward() starts the sums afresh."""
+        _check(lib.onnxtrain_zero_grad(self._session()))
+
+    @property
+    def learning_rate(self):
+        """The rate of the next optimizer_step(): the one set, else the schedule's."""
+        lr = ffi.new("double *")
+        _check(lib.onnxtrain_learning_rate(self._session(), lr))
+        return lr[0]
+
+    @learning_rate.setter
+    def learning_rate(self, lr):
+        _check(lib.onnxtrain_set_learning_rate(self._session(), math.nan if lr is None else float(lr)))
 
     @property
     def step_count(self):
@@ -298,6 +332,12 @@ class Trainer:
     def save(self, path, external_data=False):
         """Writes the tuned model (with LoRA, merged)."""
         _check(lib.onnxtrain_save_model(self._session(), str(path).encode(), int(bool(external_data))))
+
+    def save_adapters(self, path):
+        """Writes the LoRA adapters alone (as --lora-save): a path ending in ".npz" or
+        ".onnx", or a folder ("dir/", or an existing one) for PEFT's
+        adapter_model.safetensors and adapter_config.json."""
+        _check(lib.onnxtrain_save_adapters(self._session(), os.fspath(path).encode()))
 
 
 def _split(batch):

@@ -179,3 +179,23 @@ def test_hf_gpt2_dataloader_bitwise_cli(tmp_path):
                     str(tmp_path / "cli.onnx")], check=True)
     assert losses == ["%.9g" % x for x in json.loads((tmp_path / "cli.json").read_text())["loss"]]
     assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+
+
+def test_lora_save_adapters_and_lora_load(tmp_path, data):
+    """save_adapters writes PEFT's folder; lora_load= starts a new Trainer from it (its
+    adapters read back equal)."""
+    tok, lab = data
+    with onnxtrain.Trainer(MODEL, lora=2, optimizer="adam", lr=0.01, seed=1) as t:
+        t.step({"tokens": tok[:8]}, lab[:8])
+        t.save_adapters(str(tmp_path / "adapters") + "/")
+        names = [n for n in t.param_names() if "lora" in n.lower()]
+        saved = {n: t.get_param(n) for n in names}
+    assert (tmp_path / "adapters" / "adapter_model.safetensors").exists()
+    assert (tmp_path / "adapters" / "adapter_config.json").exists()
+    assert names
+    with onnxtrain.Trainer(MODEL, lora_load=tmp_path / "adapters", optimizer="adam", lr=0.01) as t:
+        t.prepare({"tokens": tok[:8]}, lab[:8])
+        for n in names:
+            np.testing.assert_array_equal(t.get_param(n), saved[n])
+    with pytest.raises(onnxtrain.OnnxtrainError, match="lora_load"):
+        onnxtrain.Trainer(MODEL, lora_load=tmp_path / "missing")
