@@ -59,6 +59,13 @@ static bool sup_range(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 static bool sup_class_loss(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return t0 == OT_F32 && index_dtype(in[1].dtype);
 }
+/* issue 27: Gemm and MatMul take bfloat16 or float16 A and B (the same dtype) into a
+ * float32 Y or one of their dtype, float32 sums (gemm_lowp.h); Gemm's C is checked in
+ * the kernel (float32 or A's dtype) */
+static bool lowp_dtype(ot_dtype t) { return t == OT_BF16 || t == OT_F16; }
+static bool sup_gemm(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || (lowp_dtype(t0) && in[1].dtype == t0 && (o0 == OT_F32 || o0 == t0));
+}
 /* 1-D and 2-D convolutions */
 static bool sup_conv(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return t0 == OT_F32 && (in[0].shape.rank == 3 || in[0].shape.rank == 4);
@@ -107,8 +114,8 @@ static bool sup_one_hot(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 
 #define F32(fn) {fn, sup_f32, NULL}
 static const cpu_op CPU_OPS[OT_OP_COUNT] = {
-    [OT_OP_GEMM] = F32(ot_cpu_gemm),
-    [OT_OP_MATMUL] = F32(ot_cpu_matmul),
+    [OT_OP_GEMM] = {ot_cpu_gemm, sup_gemm, ot_cpu_matmul_workspace},
+    [OT_OP_MATMUL] = {ot_cpu_matmul, sup_gemm, ot_cpu_matmul_workspace},
     [OT_OP_ADD] = {ot_cpu_binary, sup_arith, NULL},
     [OT_OP_SUB] = {ot_cpu_binary, sup_arith, NULL},
     [OT_OP_MUL] = {ot_cpu_binary, sup_arith, NULL},
