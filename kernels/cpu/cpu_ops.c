@@ -8,6 +8,7 @@
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/cpu/optim_cpu.h"
 #include "kernels/cpu/cpu_random.h"
+#include "kernels/cpu/cpu_lowp.h"
 
 typedef bool (*cpu_supports_fn)(ot_dtype t0, ot_dtype o0, const ot_tensor *in);
 typedef size_t (*cpu_workspace_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
@@ -66,9 +67,17 @@ static bool lowp_dtype(ot_dtype t) { return t == OT_BF16 || t == OT_F16; }
 static bool sup_gemm(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return t0 == OT_F32 || (lowp_dtype(t0) && in[1].dtype == t0 && (o0 == OT_F32 || o0 == t0));
 }
-/* 1-D and 2-D convolutions */
+/* 1-D and 2-D convolutions; with bfloat16 / float16 X and W (the same dtype) into Y of
+ * their dtype or float32 through the float32 kernels (cpu_lowp.c) */
+static bool sup_conv_lowp(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return lowp_dtype(t0) && in[1].dtype == t0 && (o0 == t0 || o0 == OT_F32);
+}
 static bool sup_conv(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
-    return t0 == OT_F32 && (in[0].shape.rank == 3 || in[0].shape.rank == 4);
+    return (t0 == OT_F32 || sup_conv_lowp(t0, o0, in)) && (in[0].shape.rank == 3 || in[0].shape.rank == 4);
+}
+/* ConvGradInput (dY, W), ConvGradWeight (dY, X), ConvTranspose (X, W) */
+static bool sup_conv_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || sup_conv_lowp(t0, o0, in);
 }
 static bool sup_ones(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return o0 == OT_F32 || o0 == OT_F64; }
 static bool sup_gather_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
@@ -135,7 +144,7 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_GELU] = F32(ot_cpu_unary),
     [OT_OP_SOFTMAX] = F32(ot_cpu_softmax),
     [OT_OP_LOG_SOFTMAX] = F32(ot_cpu_softmax),
-    [OT_OP_CONV] = {ot_cpu_conv, sup_conv, ot_cpu_conv_workspace},
+    [OT_OP_CONV] = {ot_cpu_conv_any, sup_conv, ot_cpu_conv_any_workspace},
     [OT_OP_MAX_POOL] = F32(ot_cpu_max_pool),
     [OT_OP_AVERAGE_POOL] = F32(ot_cpu_average_pool),
     [OT_OP_GLOBAL_AVERAGE_POOL] = F32(ot_cpu_global_average_pool),
@@ -175,8 +184,8 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_CLIP_GRAD] = F32(ot_cpu_act_grad),
     [OT_OP_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
     [OT_OP_LOG_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
-    [OT_OP_CONV_GRAD_INPUT] = {ot_cpu_conv_grad_input, sup_f32, ot_cpu_conv_grad_workspace},
-    [OT_OP_CONV_GRAD_WEIGHT] = {ot_cpu_conv_grad_weight, sup_f32, ot_cpu_conv_grad_workspace},
+    [OT_OP_CONV_GRAD_INPUT] = {ot_cpu_conv_any, sup_conv_grad, ot_cpu_conv_any_workspace},
+    [OT_OP_CONV_GRAD_WEIGHT] = {ot_cpu_conv_any, sup_conv_grad, ot_cpu_conv_any_workspace},
     [OT_OP_MAX_POOL_GRAD] = F32(ot_cpu_pool_grad),
     [OT_OP_AVERAGE_POOL_GRAD] = F32(ot_cpu_pool_grad),
     [OT_OP_BATCH_NORM_GRAD] = F32(ot_cpu_batch_norm_grad),
@@ -272,7 +281,7 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_RESIZE] = {ot_cpu_resize, sup_f32, ot_cpu_resize_workspace},
     [OT_OP_UPSAMPLE] = {ot_cpu_resize, sup_f32, ot_cpu_resize_workspace},
     [OT_OP_RESIZE_GRAD] = {ot_cpu_resize_grad, sup_f32, ot_cpu_resize_workspace},
-    [OT_OP_CONV_TRANSPOSE] = {ot_cpu_conv_transpose, sup_f32, ot_cpu_conv_grad_workspace},
+    [OT_OP_CONV_TRANSPOSE] = {ot_cpu_conv_any, sup_conv_grad, ot_cpu_conv_any_workspace},
     [OT_OP_DEPTH_TO_SPACE] = {ot_cpu_depth_space, sup_any, NULL},
     [OT_OP_SPACE_TO_DEPTH] = {ot_cpu_depth_space, sup_any, NULL},
     /* ---- ops3 (issue 26): transformer ops, cpu_xfmr.c ---- */
