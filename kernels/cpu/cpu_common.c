@@ -30,6 +30,8 @@ ot_status ot_cpu_gemm_lowp(const ot_node *node, const ot_kernel_ctx *ctx, const 
                             ctx ? ctx->workspace_bytes : 0, err);
 }
 
+const char *ot_cpu_bf16_note(void) { return ot_gemm_lowp_isa_note(); }
+
 ot_status ot_cpu_bad_dtype(const ot_node *node, const char *what, ot_dtype t, ot_error *err) {
     return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (%s): the CPU kernel does not support %s of dtype %s",
                    node->name ? node->name : "?", node->op_type ? node->op_type : ot_op_name(node->op), what,
