@@ -31,4 +31,15 @@ ot_status ot_cpu_lowp_run(const ot_node *node, const ot_tensor *in, ot_tensor *o
 ot_status ot_cpu_conv_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 size_t ot_cpu_conv_any_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 
+/* Element-wise ops with bfloat16 / float16 operands and output (float32 ones too),
+ * float32 math: chunk by chunk through the float32 kernel when no operand broadcasts
+ * (no workspace; the float32 kernel's bits on the rounded inputs, rounded), through
+ * float32 copies in the workspace when one does. Float32 nodes run the float32
+ * kernel as they are. Unary: Relu, Gelu, Tanh, ...; binary: Add, Sub, Mul, Div;
+ * activation gradients: ReluGrad, GeluGrad, ... */
+ot_status ot_cpu_unary_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_binary_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_act_grad_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+size_t ot_cpu_elementwise_any_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
 #endif

@@ -67,6 +67,17 @@ static bool lowp_dtype(ot_dtype t) { return t == OT_BF16 || t == OT_F16; }
 static bool sup_gemm(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return t0 == OT_F32 || (lowp_dtype(t0) && in[1].dtype == t0 && (o0 == OT_F32 || o0 == t0));
 }
+/* issue 27: element-wise ops with bfloat16 / float16 operands and output of one dtype,
+ * float32 math (cpu_lowp.c) */
+static bool sup_unary_lp(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || (lowp_dtype(t0) && o0 == t0);
+}
+static bool sup_arith_lp(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return sup_arith(t0, o0, in) || (lowp_dtype(t0) && in[1].dtype == t0 && o0 == t0);
+}
+static bool sup_grad_lp(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || (lowp_dtype(t0) && in[1].dtype == t0 && o0 == t0);
+}
 /* 1-D and 2-D convolutions; with bfloat16 / float16 X and W (the same dtype) into Y of
  * their dtype or float32 through the float32 kernels (cpu_lowp.c) */
 static bool sup_conv_lowp(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
@@ -125,23 +136,23 @@ static bool sup_one_hot(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_GEMM] = {ot_cpu_gemm, sup_gemm, ot_cpu_matmul_workspace},
     [OT_OP_MATMUL] = {ot_cpu_matmul, sup_gemm, ot_cpu_matmul_workspace},
-    [OT_OP_ADD] = {ot_cpu_binary, sup_arith, NULL},
-    [OT_OP_SUB] = {ot_cpu_binary, sup_arith, NULL},
-    [OT_OP_MUL] = {ot_cpu_binary, sup_arith, NULL},
-    [OT_OP_DIV] = {ot_cpu_binary, sup_arith, NULL},
+    [OT_OP_ADD] = {ot_cpu_binary_any, sup_arith_lp, ot_cpu_elementwise_any_workspace},
+    [OT_OP_SUB] = {ot_cpu_binary_any, sup_arith_lp, ot_cpu_elementwise_any_workspace},
+    [OT_OP_MUL] = {ot_cpu_binary_any, sup_arith_lp, ot_cpu_elementwise_any_workspace},
+    [OT_OP_DIV] = {ot_cpu_binary_any, sup_arith_lp, ot_cpu_elementwise_any_workspace},
     [OT_OP_POW] = {ot_cpu_binary, sup_pow, NULL},
-    [OT_OP_SQRT] = F32(ot_cpu_unary),
+    [OT_OP_SQRT] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_RECIPROCAL] = F32(ot_cpu_unary),
     [OT_OP_NEG] = {ot_cpu_unary, sup_neg, NULL},
-    [OT_OP_EXP] = F32(ot_cpu_unary),
+    [OT_OP_EXP] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_LOG] = F32(ot_cpu_unary),
-    [OT_OP_ERF] = F32(ot_cpu_unary),
-    [OT_OP_TANH] = F32(ot_cpu_unary),
-    [OT_OP_SIGMOID] = F32(ot_cpu_unary),
-    [OT_OP_RELU] = F32(ot_cpu_unary),
-    [OT_OP_LEAKY_RELU] = F32(ot_cpu_unary),
+    [OT_OP_ERF] = {ot_cpu_unary_any, sup_unary_lp, NULL},
+    [OT_OP_TANH] = {ot_cpu_unary_any, sup_unary_lp, NULL},
+    [OT_OP_SIGMOID] = {ot_cpu_unary_any, sup_unary_lp, NULL},
+    [OT_OP_RELU] = {ot_cpu_unary_any, sup_unary_lp, NULL},
+    [OT_OP_LEAKY_RELU] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_CLIP] = {ot_cpu_unary, sup_clip, NULL},
-    [OT_OP_GELU] = F32(ot_cpu_unary),
+    [OT_OP_GELU] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_SOFTMAX] = F32(ot_cpu_softmax),
     [OT_OP_LOG_SOFTMAX] = F32(ot_cpu_softmax),
     [OT_OP_CONV] = {ot_cpu_conv_any, sup_conv, ot_cpu_conv_any_workspace},
@@ -175,12 +186,12 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = {ot_cpu_softmax_ce_loss, sup_class_loss, ot_cpu_loss_workspace},
     [OT_OP_NLL_LOSS] = {ot_cpu_nll_loss, sup_class_loss, ot_cpu_loss_workspace},
     /* internal ops: backward kernels (float32), losses onnxtrain adds, optimizer steps */
-    [OT_OP_RELU_GRAD] = F32(ot_cpu_act_grad),
-    [OT_OP_LEAKY_RELU_GRAD] = F32(ot_cpu_act_grad),
-    [OT_OP_SIGMOID_GRAD] = F32(ot_cpu_act_grad),
-    [OT_OP_TANH_GRAD] = F32(ot_cpu_act_grad),
-    [OT_OP_GELU_GRAD] = F32(ot_cpu_act_grad),
-    [OT_OP_ERF_GRAD] = F32(ot_cpu_act_grad),
+    [OT_OP_RELU_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
+    [OT_OP_LEAKY_RELU_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
+    [OT_OP_SIGMOID_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
+    [OT_OP_TANH_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
+    [OT_OP_GELU_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
+    [OT_OP_ERF_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
     [OT_OP_CLIP_GRAD] = F32(ot_cpu_act_grad),
     [OT_OP_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
     [OT_OP_LOG_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),

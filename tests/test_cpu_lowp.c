@@ -1,9 +1,12 @@
-/* test_conv_lowp.c — Conv, ConvGradInput, ConvGradWeight and ConvTranspose with
- * bfloat16 and float16 tensors (issue 27, kernels/cpu/cpu_lowp.c): each gives exactly
- * the float32 kernel's result on the rounded inputs, rounded to nearest even (the
- * documented contract), on our kernels and on oneDNN's (a 3x3 64-channel shape its
- * rule picks), with a float32 or a low-precision output; the same bits twice; the op
- * table answers for the low-precision dtypes; its planned workspace suffices. */
+/* test_cpu_lowp.c — the CPU ops that run bfloat16 / float16 through their float32
+ * kernels (issue 27, kernels/cpu/cpu_lowp.c): Conv, ConvGradInput, ConvGradWeight and
+ * ConvTranspose, and the element-wise ops (Add .. Div with and without broadcasting,
+ * Relu, Gelu, Tanh, ..., their gradients). Each gives exactly the float32 kernel's
+ * result on the rounded inputs, rounded to nearest even (the documented contract): the
+ * convolutions on our kernels and on oneDNN's (a 3x3 64-channel shape its rule picks),
+ * with a float32 or a low-precision output; the element-wise ops chunk by chunk on 1
+ * and 2 threads alike; the same bits twice; the op table answers for the
+ * low-precision dtypes; the planned workspace suffices. */
 #include "kernels/half_float.h"
 #include "test_kernels_cpu_util.h"
 #include "kernels/cpu/cpu_common.h"
@@ -137,11 +140,84 @@ static void test_conv_mixed_refused(void **state) {
     tk_node_free(&n);
 }
 
+/* node op over inputs of dims (broadcast allowed) into out dims, dtype t throughout:
+ * bitwise the float32 kernel on the rounded inputs, rounded, on 1 and 2 threads. */
+static void check_elem(ot_op op, ot_dtype t, int n_in, const int64_t *const *dims, const int *ranks, int yrank,
+                       const int64_t *ydims, bool positive) {
+    ot_node n = tk_node(op, n_in, 1);
+    if (op == OT_OP_GELU) ot_node_set_attr_string(&n, "approximate", "tanh");
+    ot_tensor in[3], fin[3], out[1], fout[1];
+    void *bufs[8] = {0};
+    int nb = 0;
+    for (int k = 0; k < n_in; k++) {
+        int64_t cnt = 1;
+        for (int d = 0; d < ranks[k]; d++) cnt *= dims[k][d];
+        uint16_t *h = malloc((size_t)cnt * 2);
+        float *f = malloc((size_t)cnt * 4);
+        for (int64_t i = 0; i < cnt; i++) {
+            float v = rnd();
+            if (positive) v = fabsf(v) + 0.25f;
+            f[i] = from_lp(t, h[i] = to_lp(t, v));
+        }
+        bufs[nb++] = h, bufs[nb++] = f;
+        in[k] = (ot_tensor){.dtype = t, .shape = ot_shape_make(ranks[k], dims[k]), .data = h, .nbytes = (size_t)cnt * 2};
+        fin[k] = (ot_tensor){.dtype = OT_F32, .shape = in[k].shape, .data = f, .nbytes = (size_t)cnt * 4};
+    }
+    int64_t ny = 1;
+    for (int d = 0; d < yrank; d++) ny *= ydims[d];
+    uint16_t *y = malloc((size_t)ny * 2), *y1 = malloc((size_t)ny * 2);
+    float *yref = malloc((size_t)ny * 4);
+    out[0] = (ot_tensor){.dtype = t, .shape = ot_shape_make(yrank, ydims), .data = y, .nbytes = (size_t)ny * 2};
+    fout[0] = (ot_tensor){.dtype = OT_F32, .shape = out[0].shape, .data = yref, .nbytes = (size_t)ny * 4};
+    assert_true(ot_cpu_supports(&n, in, out));
+    assert_int_equal(run(&n, fin, fout, false, NULL), OT_OK);
+    assert_int_equal(run(&n, in, out, false, NULL), OT_OK);
+    for (int64_t i = 0; i < ny; i++)
+        if (y[i] != to_lp(t, yref[i]))
+            fail_msg("%s %s element %lld: %04x vs %04x (%.9g)", ot_op_name(op), ot_dtype_name(t), (long long)i, y[i],
+                     to_lp(t, yref[i]), yref[i]);
+    /* one thread: the same bits */
+    ot_kernel_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.n_threads = 1;
+    ctx.workspace_bytes = ot_cpu_workspace_bytes(&n, in, out);
+    ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
+    out[0].data = y1;
+    ot_error e = {0};
+    assert_int_equal(ot_cpu_run_node(&n, in, out, &ctx, &e), OT_OK);
+    assert_memory_equal(y, y1, (size_t)ny * 2);
+    free(ctx.workspace);
+    for (int i = 0; i < nb; i++) free(bufs[i]);
+    free(y), free(y1), free(yref);
+    tk_node_free(&n);
+}
+
+static void test_elementwise_lowp(void **state) {
+    (void)state;
+    /* 3 x 50000 elements: more than one chunk, several threads' worth, a ragged tail */
+    const int64_t big[2] = {3, 50001}, row[1] = {50001};
+    const int64_t *same[3] = {big, big, big}, *bc[2] = {big, row};
+    const int r2[3] = {2, 2, 2}, rb[2] = {2, 1};
+    const ot_dtype ts[2] = {OT_BF16, OT_F16};
+    for (int k = 0; k < 2; k++) {
+        ot_dtype t = ts[k];
+        const ot_op bin[4] = {OT_OP_ADD, OT_OP_SUB, OT_OP_MUL, OT_OP_DIV};
+        for (int i = 0; i < 4; i++) {
+            check_elem(bin[i], t, 2, same, r2, 2, big, bin[i] == OT_OP_DIV);
+            check_elem(bin[i], t, 2, bc, rb, 2, big, bin[i] == OT_OP_DIV); /* broadcast: the copies path */
+        }
+        const ot_op un[6] = {OT_OP_RELU, OT_OP_GELU, OT_OP_TANH, OT_OP_SIGMOID, OT_OP_ERF, OT_OP_EXP};
+        for (int i = 0; i < 6; i++) check_elem(un[i], t, 1, same, r2, 2, big, false);
+        const ot_op gr[5] = {OT_OP_RELU_GRAD, OT_OP_GELU_GRAD, OT_OP_TANH_GRAD, OT_OP_SIGMOID_GRAD, OT_OP_ERF_GRAD};
+        for (int i = 0; i < 5; i++) check_elem(gr[i], t, 2, same, r2, 2, big, false);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_bf16),          cmocka_unit_test(test_conv_f16),
         cmocka_unit_test(test_conv_bf16_dnnl),     cmocka_unit_test(test_conv_transpose_bf16),
-        cmocka_unit_test(test_conv_mixed_refused),
+        cmocka_unit_test(test_conv_mixed_refused), cmocka_unit_test(test_elementwise_lowp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
