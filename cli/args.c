@@ -309,6 +309,7 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
         return OT_OK; /* already applied before main: cli/wait_policy.c */
     }
     case OT_ARG_DEVICE: a->device = arg; return OT_OK;
+    case OT_ARG_TF32: a->tf32 = true; return OT_OK;
     case OT_ARG_BIND: return ot_str_list_add(&a->bind, arg, err);
     case OT_ARG_REMAT: a->remat = arg; return OT_OK;
     case OT_ARG_BUDGET: return ot_args_budget(arg, &a->memory_budget, err);
@@ -370,6 +371,7 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->seed = a->seed;
     o->n_threads = a->n_threads;
     o->device = a->device;
+    o->tf32 = a->tf32;
     o->remat = a->remat ? a->remat : OT_CLI_REMAT_DEFAULT; /* the same in every command */
     o->memory_budget = a->memory_budget;
     o->remat_time_limit = a->remat_time_limit;

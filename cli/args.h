@@ -100,6 +100,7 @@ enum {
     OT_ARG_SEED,
     OT_ARG_THREADS,
     OT_ARG_DEVICE,
+    OT_ARG_TF32,
     OT_ARG_BIND,
     OT_ARG_REMAT,
     OT_ARG_BUDGET,
@@ -135,7 +136,7 @@ enum {
 #define OT_ARGS_OPT_THREADS {"threads", required_argument, NULL, OT_ARG_THREADS}
 /* applied before main by cli/wait_policy.c; the parsers only check the value */
 #define OT_ARGS_OPT_WAIT {"wait-policy", required_argument, NULL, OT_ARG_WAIT}
-#define OT_ARGS_OPT_DEVICE {"device", required_argument, NULL, OT_ARG_DEVICE}
+#define OT_ARGS_OPT_DEVICE {"device", required_argument, NULL, OT_ARG_DEVICE}, {"tf32", no_argument, NULL, OT_ARG_TF32}
 #define OT_ARGS_OPT_BIND {"bind", required_argument, NULL, OT_ARG_BIND}
 #define OT_ARGS_OPT_REMAT {"remat", required_argument, NULL, OT_ARG_REMAT}
 #define OT_ARGS_OPT_BUDGET {"memory-budget", required_argument, NULL, OT_ARG_BUDGET}
@@ -174,6 +175,10 @@ enum {
     "                            NAME the files go to the model's inputs in order. Repeatable.\n"                   \
     "  --labels FILE             .npy labels: int64 class indices (cross-entropy; checked to be\n"                  \
     "                            in range) or float targets (mse)\n"
+#define OT_ARGS_HELP_TF32                                                                                            \
+    "  --tf32                    on a GPU, float32 GEMMs on TF32 tensor cores (10-bit products:\n"                 \
+    "                            faster, about 1e-3 from float32; off by default). The CPU has no\n"              \
+    "                            TF32 and ignores it\n"
 #define OT_ARGS_HELP_BIND                                                                                            \
     "  --bind NAME=SIZE[,...]    bind other symbolic dims (e.g. seq=16; those of axis >= 1 are\n"                   \
     "                            otherwise taken from the data). Repeatable.\n"
@@ -234,6 +239,7 @@ typedef struct ot_common_args {
     uint64_t seed;          /* --seed */
     int n_threads;          /* --threads, 1..1024; 0: OpenMP's default */
     const char *device;     /* --device, or NULL (cpu) */
+    bool tf32;              /* --tf32: float32 GEMMs on a GPU's TF32 tensor cores */
     ot_str_list bind;       /* --bind, repeatable */
     const char *remat;      /* --remat POLICY, or NULL (ot_common_args_to_train: OT_CLI_REMAT_DEFAULT) */
     int64_t memory_budget;  /* --memory-budget bytes; 0: none */

@@ -57,6 +57,7 @@ static void usage(FILE *f) {
           "  --seed N                  Philox seed of Dropout and of the synthetic data (default 0)\n"
           "  --threads N               kernel threads (default: OpenMP's)\n" OT_ARGS_HELP_WAIT
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
+          OT_ARGS_HELP_TF32
           "  --json                    print the measurement as JSON (bytes and seconds)\n"
           "  --svg FILE                draw planned and measured peak against the median step time\n"
           "  --timeline FILE.svg       draw bytes in use along the schedule for every configuration's\n"

@@ -55,6 +55,7 @@ static void usage(FILE *f) {
           "  --threads N               kernel threads (default: OpenMP's default)\n"
           OT_ARGS_HELP_WAIT
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
+          OT_ARGS_HELP_TF32
           "  --train-mode              run BatchNormalization and Dropout as the model says\n"
           "                            (a model exported with TrainingMode.TRAINING: batch\n"
           "                            statistics, Dropout masks drawn with --seed). Default:\n"
@@ -243,7 +244,7 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
     if ((st = ot_args_check_output(m, a, "--dump-outputs", o->dump_dir, true, err))) goto fail;
     if ((st = ot_args_load_dataset(&a->inputs, a->labels, &data, err))) goto fail;
     ot_infer_options eo = {.bind = a->bind.v, .n_bind = a->bind.n, .batch_size = a->batch_size, .seed = a->seed,
-                           .n_threads = a->n_threads, .device = a->device, .train_mode = o->train_mode,
+                           .n_threads = a->n_threads, .device = a->device, .tf32 = a->tf32, .train_mode = o->train_mode,
                            .no_dropout = o->no_dropout, .loss = o->with_loss ? &a->loss : NULL};
     if ((st = ot_infer_session_new(m, &eo, &data, &s, err))) goto fail;
     const ot_graph *g = ot_infer_graph(s);

@@ -38,6 +38,7 @@ static void grad_usage(FILE *f) {
           "  --threads N               CPU threads (default: OpenMP's default)\n"
           OT_ARGS_HELP_WAIT
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
+          OT_ARGS_HELP_TF32
           "  --remat POLICY            none, all, sqrt, every:K, selective, manual:N1,N2, auto (default;\n"
           "                            the gradients are the same bits under every policy)\n"
           "  --memory-budget SIZE      for --remat auto, e.g. 512M (K/M/G are powers of 1024)\n"

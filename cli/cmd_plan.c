@@ -54,6 +54,7 @@ static void usage(FILE *f) {
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
           "                            the best plan found and its gap. Needs CBC or GLPK at build time\n"
           "  --device DEV              cpu (default) or cuda[:N]: whose workspace sizes count\n"
+          OT_ARGS_HELP_TF32
           "  --ranks N                 plan one rank of `mpirun -np N onnxtrain train`: --batch-size\n"
           "                            is the global batch, each rank's step is planned at B/N\n"
           "                            (--memory-budget and auto then hold per rank)\n"

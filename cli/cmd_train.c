@@ -82,6 +82,7 @@ static void train_usage(FILE *f) {
           "  --epochs E                passes over the data (default 1, at most 2^30); ignored with\n"
           "                            --steps\n"
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
+          OT_ARGS_HELP_TF32
           "  --threads N               CPU threads (default: OpenMP's default). The same seed, data\n"
           "                            and thread count give a bitwise identical tuned model.\n"
           OT_ARGS_HELP_WAIT

@@ -55,6 +55,7 @@ static void usage(FILE *f) {
           "  --threads N               kernel threads (default: OpenMP's)\n"
           OT_ARGS_HELP_WAIT
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
+          OT_ARGS_HELP_TF32
           "  --time-steps N            time line: after one warm-up step each, N training steps of\n"
           "                            none and of POLICY, interleaved (default 5; 0: no timing). The\n"
           "                            median [IQR] per step and the ratio, as `onnxtrain bench`\n"

@@ -59,6 +59,10 @@ struct ot_backend {
      * ot_kernel_ctx.node_state; the executor calls it once per non-NULL slot when it
      * is destroyed, before the backend is. */
     void (*free_node_state)(ot_backend *be, void *state);
+    /* float32 GEMMs may run on TF32 tensor cores (--tf32, off by default: 10-bit
+     * significands in the products, results about 1e-3 from float32's). A GPU
+     * backend reads it before each node; the CPU has no TF32 and ignores it. */
+    bool tf32;
     void *impl;    /* backend-private state */
 };
 

@@ -36,6 +36,11 @@ bool ot_cpu_has_kernel(ot_op op);
 typedef enum ot_cuda_op_kind { OT_CUDA_MISSING = 0, OT_CUDA_KERNEL, OT_CUDA_CPU_ONLY } ot_cuda_op_kind;
 ot_cuda_op_kind ot_cuda_op_status(ot_op op);
 
+/* NULL when the CPU multiplies bfloat16 natively (AVX512-BF16 or AMX, as oneDNN
+ * reports); else the line to say once at start of a run with bfloat16 GEMMs or
+ * convolutions on the CPU: oneDNN emulates them (correct, slower). */
+const char *ot_cpu_bf16_note(void);
+
 /* ot_fold_eval_fn (ir/ir.h) over the CPU kernels: one thread, its own workspace.
  * Importers get it injected through ot_import_options.fold_eval. */
 ot_status ot_cpu_fold_eval(const ot_node *node, int rng_node, const ot_tensor *in, ot_tensor *out, ot_error *err);

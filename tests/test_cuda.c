@@ -249,6 +249,43 @@ static void test_supports_dtypes(void **state) {
     tk_node_free(&r);
 }
 
+/* issue 27: Gemm / MatMul take bfloat16 or float16 A and B into float32 or their
+ * dtype, as on the CPU; cuDNN convolutions take X, W, Y of one low-precision dtype
+ * with pads it can express (the zero-pad copy is float32 only); mixed dtypes are
+ * refused. The library's ot_cuda_op_status agrees that both ops have kernels. */
+static void test_supports_lowp(void **state) {
+    (void)state;
+    float dummy[8] = {0};
+    const ot_dtype lp[2] = {OT_BF16, OT_F16};
+    for (int k = 0; k < 2; k++) {
+        ot_dtype t = lp[k], other = lp[1 - k];
+        ot_node mm = tk_node(OT_OP_MATMUL, 2, 1), gm = tk_node(OT_OP_GEMM, 3, 1);
+        ot_tensor in[3] = {tk_t(t, dummy, 2, 4, 3), tk_t(t, dummy, 2, 3, 5), tk_t(OT_F32, dummy, 1, 5)};
+        ot_tensor y32[1] = {tk_t(OT_F32, dummy, 2, 4, 5)}, ylp[1] = {tk_t(t, dummy, 2, 4, 5)},
+                  yot[1] = {tk_t(other, dummy, 2, 4, 5)};
+        assert_true(mod()->supports_node(&mm, in, y32));
+        assert_true(mod()->supports_node(&mm, in, ylp));
+        assert_true(mod()->supports_node(&gm, in, ylp));
+        assert_false(mod()->supports_node(&mm, in, yot));
+        assert_int_equal(mod()->supports_node(&mm, in, ylp), ot_cpu_supports(&mm, in, ylp));
+        in[1].dtype = OT_F32;
+        assert_false(mod()->supports_node(&mm, in, y32));
+        tk_node_free(&mm), tk_node_free(&gm);
+        ot_node cv = tk_node(OT_OP_CONV, 2, 1);
+        int64_t ks[2] = {3, 3}, sym[4] = {1, 1, 1, 1}, asym[4] = {0, 0, 2, 2};
+        ot_node_set_attr_ints(&cv, "kernel_shape", ks, 2);
+        ot_node_set_attr_ints(&cv, "pads", sym, 4);
+        ot_tensor cin[2] = {tk_t(t, dummy, 4, 2, 3, 8, 8), tk_t(t, dummy, 4, 4, 3, 3, 3)};
+        ot_tensor cout[1] = {tk_t(t, dummy, 4, 2, 4, 8, 8)}, cout32[1] = {tk_t(OT_F32, dummy, 4, 2, 4, 8, 8)};
+        assert_true(mod()->supports_node(&cv, cin, cout));
+        assert_false(mod()->supports_node(&cv, cin, cout32)); /* cuDNN writes X's dtype */
+        ot_node_set_attr_ints(&cv, "pads", asym, 4);
+        assert_false(mod()->supports_node(&cv, cin, cout));
+        tk_node_free(&cv);
+    }
+    assert_int_equal(ot_cuda_op_status(OT_OP_MATMUL), OT_CUDA_KERNEL);
+}
+
 /* Scratch the CUDA kernels ask the planner for, where they share the CPU's layout. */
 static void test_workspace_sizes(void **state) {
     (void)state;
@@ -354,7 +391,11 @@ static tc_worst tc_diff(ot_dtype t, const void *gpu, const void *cpu, size_t nby
     size_t es = ot_dtype_size(t) ? ot_dtype_size(t) : 1;
     for (size_t i = 0; i < nbytes / es; i++) {
         double d;
-        if (t == OT_F32 && !bitwise) {
+        if ((t == OT_F16 || t == OT_BF16) && !bitwise) { /* issue 27: by value, as float32 */
+            double a = tc_value(t, gpu, (int64_t)i), b = tc_value(t, cpu, (int64_t)i);
+            if (isnan(a) || isnan(b)) d = isnan(a) && isnan(b) ? 0.0 : INFINITY;
+            else d = fabs(a - b) / (fabs(b) > 1.0 ? fabs(b) : 1.0);
+        } else if (t == OT_F32 && !bitwise) {
             float a = ((const float *)gpu)[i], b = ((const float *)cpu)[i];
             if (isnan(a) || isnan(b)) d = isnan(a) && isnan(b) ? 0.0 : INFINITY;
             else d = fabs((double)a - b) / (fabs(b) > 1.0 ? fabs(b) : 1.0);
@@ -1909,6 +1950,55 @@ static void test_conv(void **state) {
     tc_free(&p);
 }
 
+/* issue 27: a random tensor of dtype t (float32 values rounded to it). */
+static ot_tensor tc_rand_lp(tc_pool *pool, uint32_t seed, ot_dtype t, int rank, const int64_t *dims) {
+    ot_tensor x = tc_tensor(pool, t, rank, dims);
+    uint32_t s = seed * 2654435761u + 7;
+    int64_t n = ot_kernel_numel(&x);
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        float v = (float)((int)(s >> 9) % 2001 - 1000) / 1000.0f;
+        ((uint16_t *)x.data)[i] = t == OT_BF16 ? ot_f32_to_bf16(v) : ot_f32_to_f16(v);
+    }
+    return x;
+}
+
+/* issue 27: bfloat16 / float16 Gemm, MatMul and the cuDNN convolutions on tensor cores
+ * against the CPU's low-precision kernels (float32 sums on both, in other orders):
+ * float32 outputs within 1e-4, low-precision ones within two of their ulps. */
+static void test_lowp(void **state) {
+    tc_pool p = {0};
+    const ot_dtype lp[2] = {OT_BF16, OT_F16};
+    for (int k = 0; k < 2; k++) {
+        ot_dtype t = lp[k];
+        double tol_lp = t == OT_BF16 ? 1.6e-2 : 2e-3;
+        ot_node g = tk_node(OT_OP_GEMM, 3, 1);
+        ot_node_set_attr_int(&g, "transB", 1);
+        int64_t a[2] = {37, 64}, b[2] = {19, 64}, c[1] = {19};
+        ot_tensor gin[3] = {tc_rand_lp(&p, 1, t, 2, a), tc_rand_lp(&p, 2, t, 2, b), tc_rand_lp(&p, 3, t, 1, c)};
+        ot_tensor y32[1] = {tc_out(OT_F32, 2, 37, 19)}, ylp[1] = {tc_out(t, 2, 37, 19)};
+        tc_check(backend_of(state), "Gemm lowp transB + bias -> f32", &g, gin, y32, 1e-4, 0, 0, 0);
+        tc_check(backend_of(state), "Gemm lowp transB + bias -> lowp", &g, gin, ylp, tol_lp, 0, 0, 0);
+        tk_node_free(&g);
+        ot_node m = tk_node(OT_OP_MATMUL, 2, 1);
+        int64_t ma[4] = {2, 1, 5, 48}, mb[3] = {3, 48, 7};
+        ot_tensor min[2] = {tc_rand_lp(&p, 4, t, 4, ma), tc_rand_lp(&p, 5, t, 3, mb)};
+        ot_tensor m32[1] = {tc_out(OT_F32, 4, 2, 3, 5, 7)}, mlp[1] = {tc_out(t, 4, 2, 3, 5, 7)};
+        tc_check(backend_of(state), "MatMul lowp broadcast -> f32", &m, min, m32, 1e-4, 0, 0, 0);
+        tc_check(backend_of(state), "MatMul lowp broadcast -> lowp", &m, min, mlp, tol_lp, 0, 0, 0);
+        tk_node_free(&m);
+        ot_node cv = tk_node(OT_OP_CONV, 2, 1);
+        int64_t ks[2] = {3, 3}, pads[4] = {1, 1, 1, 1}, xd[4] = {2, 16, 8, 8}, wd[4] = {8, 16, 3, 3};
+        ot_node_set_attr_ints(&cv, "kernel_shape", ks, 2);
+        ot_node_set_attr_ints(&cv, "pads", pads, 4);
+        ot_tensor cin[2] = {tc_rand_lp(&p, 6, t, 4, xd), tc_rand_lp(&p, 7, t, 4, wd)};
+        ot_tensor cout[1] = {tc_out(t, 4, 2, 8, 8, 8)};
+        tc_check(backend_of(state), "Conv lowp 3x3", &cv, cin, cout, tol_lp, 0, 0, 0);
+        tk_node_free(&cv);
+    }
+    tc_free(&p);
+}
+
 static void test_pool(void **state) {
     tc_pool p = {0};
     int64_t ks[2] = {3, 3}, st[2] = {2, 2}, pads[4] = {1, 1, 1, 1};
@@ -3191,6 +3281,7 @@ int main(void) {
         cmocka_unit_test(test_philox_matches_cpu),
         cmocka_unit_test(test_conv_geometry),
         cmocka_unit_test(test_supports_dtypes),
+        cmocka_unit_test(test_supports_lowp), /* issue 27 */
         cmocka_unit_test(test_workspace_sizes),
         cmocka_unit_test(test_host_clip_grad),
         cmocka_unit_test(test_host_clip),
@@ -3247,6 +3338,7 @@ int main(void) {
         cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_xfmr),  /* transformer ops (ops3, issue 26) */
         cmocka_unit_test(test_select), /* ops batch 4 (issue 26) */
+        cmocka_unit_test(test_lowp), /* bf16 / fp16 GEMMs and convolutions (issue 27) */
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

@@ -205,6 +205,7 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
         st = err ? err->code : OT_E_DEVICE;
         goto fail;
     }
+    s->be->tf32 = o->tf32;
     /* Nothing reads the model's weights after this (eval writes no model): the
      * executor's arena keeps the only copy. */
     ot_exec_options eo = {.n_threads = o->n_threads, .seed = o->seed, .release_host_data = true};

@@ -24,6 +24,7 @@ typedef struct ot_infer_options {
     uint64_t seed;           /* Dropout with train_mode */
     int n_threads;
     const char *device;      /* NULL: cpu */
+    bool tf32;               /* float32 GEMMs on TF32 tensor cores where the backend has them */
     bool train_mode, no_dropout;
     /* A loss over the outputs (eval --labels / --loss): built on every plan as the
      * training session builds it (autodiff/loss.c), its labels (OT_DATA_LABELS, checked

@@ -448,6 +448,7 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
     if ((st = build_backward(s, err))) return st;
     s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err);
     if (!s->be) return err ? err->code : OT_E_DEVICE;
+    s->be->tf32 = s->o.tf32;
     /* nn.Linear's weight Transpose as the GEMM's transB (same bits with OpenBLAS; on
      * CUDA the graph stays as exported, whose cuBLAS results it would change) */
     if ((!s->o.device || strcmp(s->o.device, "cpu") == 0) && ot_fold_linear_transposes(g) < 0)

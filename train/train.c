@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "kernels/backend_select.h"
+#include "kernels/kernel.h" /* ot_cpu_bf16_note */
 #include "plan/schedule.h"
 #include "train/kv_cache.h"
 #include "train/session.h"
@@ -210,8 +211,21 @@ int64_t ot_train_batch_size(const ot_train_session *s) { return s->B; }
 const ot_plan *ot_train_plan(const ot_train_session *s) { return s->ex ? ot_executor_plan(s->ex) : s->plan; }
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s) { return &s->ad; }
 
+/* Whether a GEMM or convolution of the step reads bfloat16 (issue 27). */
+static bool has_bf16_compute(const ot_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ot_node *n = &g->nodes[i];
+        bool heavy = n->op == OT_OP_MATMUL || n->op == OT_OP_GEMM || n->op == OT_OP_CONV ||
+                     n->op == OT_OP_CONV_GRAD_INPUT || n->op == OT_OP_CONV_GRAD_WEIGHT || n->op == OT_OP_CONV_TRANSPOSE;
+        if (heavy && n->n_inputs > 0 && n->inputs[0] >= 0 && g->values[n->inputs[0]].dtype == OT_BF16) return true;
+    }
+    return false;
+}
+
 void ot_train_print_constants_note(const ot_train_session *s, FILE *f) {
     if (*s->kv_note) fprintf(f, "%s\n", s->kv_note);
+    const char *bf16 = s->be && s->be->host_memory && has_bf16_compute(s->g) ? ot_cpu_bf16_note() : NULL;
+    if (bf16) fprintf(f, "note: %s\n", bf16);
     if (s->ad_built && s->ad.legacy_pattern)
         fprintf(f, "note: %s '%s' matches no param as a glob, so it was read as a regular expression (the syntax before "
                 "globs were the default): write %s 're:%s' to say so\n", s->ad.legacy_option, s->ad.legacy_pattern,

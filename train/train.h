@@ -69,6 +69,7 @@ typedef struct ot_train_options {
     bool no_shuffle;
     int n_threads;      /* 0: OpenMP's default */
     const char *device; /* "cpu" (NULL = cpu) or "cuda[:N]" (kernels/backend_select.h) */
+    bool tf32;          /* float32 GEMMs on TF32 tensor cores where the backend has them (ot_backend.tf32) */
     const char *remat;  /* remat policy text; NULL or "none" */
     int64_t memory_budget; /* bytes, for --remat auto and optimal; 0 = none */
     double remat_time_limit; /* seconds the --remat optimal solver may take; 0 = its default */

@@ -66,10 +66,11 @@ static size_t cpu_workspace_bytes(ot_backend *be, const ot_node *node, const ot_
     return ot_cpu_workspace_bytes(node, in, out);
 }
 
-/* The only kernel state today is oneDNN's (kernels/cpu/conv_dnnl.c). */
+/* Kernel states (oneDNN's convolutions, conv_dnnl.c; low-precision GEMMs,
+ * gemm_lowp.c) start with their own free function (ot_cpu_node_state). */
 static void cpu_free_node_state(ot_backend *be, void *state) {
     (void)be;
-    ot_dnnl_state_free(state);
+    if (state) ((ot_cpu_node_state *)state)->free(state);
 }
 
 static bool cpu_supports(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {

@@ -67,6 +67,7 @@ typedef struct dnnl_operand {
 } dnnl_operand;
 
 typedef struct dnnl_conv_state {
+    ot_cpu_node_state base; /* first: the backend frees any node state through it */
     int64_t key[16]; /* shape, direction, bias and thread count it was built for */
     dnnl_engine_t eng;
     dnnl_stream_t stream;
@@ -326,19 +327,22 @@ ot_status ot_dnnl_conv_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir d
     int64_t key[16];
     key_of(p, dir, bias != NULL, nt, key);
     dnnl_conv_state *c = ctx->node_state ? *ctx->node_state : NULL;
-    if (c && memcmp(c->key, key, sizeof key)) { /* shapes or threads changed: rebuild */
-        ot_dnnl_state_free(c);
+    if (c && (c->base.free != ot_dnnl_state_free || memcmp(c->key, key, sizeof key))) {
+        /* shapes or threads changed (or another kernel's state): rebuild */
+        c->base.free(c);
         c = *ctx->node_state = NULL;
     }
     if (!c) {
         if (!(c = calloc(1, sizeof *c)))
             return ot_fail(err, OT_E_MEMORY, "node '%s' (%s): out of memory for oneDNN's state", node->name,
                            node->op_type);
+        c->base.free = ot_dnnl_state_free;
         memcpy(c->key, key, sizeof key);
         dnnl_status_t s = build(c, p, dir, bias != NULL, nt, true);
         if (s != dnnl_success) { /* kept as such, so a step does not build it again */
             ot_dnnl_state_free(c);
             if (!ctx->node_state || !(c = calloc(1, sizeof *c))) return OT_OK;
+            c->base.free = ot_dnnl_state_free;
             memcpy(c->key, key, sizeof key);
             c->unavailable = true;
         }

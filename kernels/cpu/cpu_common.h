@@ -58,6 +58,21 @@ int ot_cpu_threads(const ot_kernel_ctx *ctx);
 void ot_cpu_sgemm(const ot_kernel_ctx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+/* What a CPU kernel keeps in its node slot (ot_kernel_ctx.node_state) starts with
+ * this: the backend's free_node_state calls it, so kernels of different families
+ * (oneDNN convolutions, low-precision GEMMs) may keep states of their own types. */
+typedef struct ot_cpu_node_state {
+    void (*free)(void *state);
+} ot_cpu_node_state;
+
+struct ot_gemm_lowp_args;
+/* The low-precision GEMM beside ot_cpu_sgemm (kernels/cpu/gemm_lowp.h: bfloat16 on
+ * oneDNN, float16 through float32 panels in ctx->workspace), on the same thread count
+ * ot_cpu_sgemm would use, with oneDNN's primitive kept in ctx->node_state: the same
+ * call gives the same bits for a fixed count. */
+ot_status ot_cpu_gemm_lowp(const ot_node *node, const ot_kernel_ctx *ctx, const struct ot_gemm_lowp_args *g,
+                           ot_error *err);
+
 /* A kernel: same contract as ot_cpu_run_node, dtypes already checked or checked inside. */
 typedef ot_status (*ot_cpu_kernel_fn)(const ot_node *node, const ot_tensor *in, ot_tensor *out,
                                       const ot_kernel_ctx *ctx, ot_error *err);
@@ -87,9 +102,10 @@ ot_status ot_cpu_range(const ot_node *, const ot_tensor *, ot_tensor *, const ot
 ot_status ot_cpu_constant(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_constant_of_shape(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *,
                                    ot_error *);
-/* cpu_matmul.c */
+/* cpu_matmul.c (float32; bfloat16 / float16 A and B into float32 or their own dtype) */
 ot_status ot_cpu_gemm(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_matmul(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+size_t ot_cpu_matmul_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out); /* Gemm's too */
 /* cpu_conv.c */
 ot_status ot_cpu_conv(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 size_t ot_cpu_conv_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);

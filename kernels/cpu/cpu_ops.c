@@ -8,6 +8,7 @@
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/cpu/optim_cpu.h"
 #include "kernels/cpu/cpu_random.h"
+#include "kernels/cpu/cpu_lowp.h"
 
 typedef bool (*cpu_supports_fn)(ot_dtype t0, ot_dtype o0, const ot_tensor *in);
 typedef size_t (*cpu_workspace_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
@@ -59,9 +60,35 @@ static bool sup_range(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 static bool sup_class_loss(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return t0 == OT_F32 && index_dtype(in[1].dtype);
 }
-/* 1-D and 2-D convolutions */
+/* issue 27: Gemm and MatMul take bfloat16 or float16 A and B (the same dtype) into a
+ * float32 Y or one of their dtype, float32 sums (gemm_lowp.h); Gemm's C is checked in
+ * the kernel (float32 or A's dtype) */
+static bool lowp_dtype(ot_dtype t) { return t == OT_BF16 || t == OT_F16; }
+static bool sup_gemm(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || (lowp_dtype(t0) && in[1].dtype == t0 && (o0 == OT_F32 || o0 == t0));
+}
+/* issue 27: element-wise ops with bfloat16 / float16 operands and output of one dtype,
+ * float32 math (cpu_lowp.c) */
+static bool sup_unary_lp(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || (lowp_dtype(t0) && o0 == t0);
+}
+static bool sup_arith_lp(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return sup_arith(t0, o0, in) || (lowp_dtype(t0) && in[1].dtype == t0 && o0 == t0);
+}
+static bool sup_grad_lp(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || (lowp_dtype(t0) && in[1].dtype == t0 && o0 == t0);
+}
+/* 1-D and 2-D convolutions; with bfloat16 / float16 X and W (the same dtype) into Y of
+ * their dtype or float32 through the float32 kernels (cpu_lowp.c) */
+static bool sup_conv_lowp(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return lowp_dtype(t0) && in[1].dtype == t0 && (o0 == t0 || o0 == OT_F32);
+}
 static bool sup_conv(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
-    return t0 == OT_F32 && (in[0].shape.rank == 3 || in[0].shape.rank == 4);
+    return (t0 == OT_F32 || sup_conv_lowp(t0, o0, in)) && (in[0].shape.rank == 3 || in[0].shape.rank == 4);
+}
+/* ConvGradInput (dY, W), ConvGradWeight (dY, X), ConvTranspose (X, W) */
+static bool sup_conv_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || sup_conv_lowp(t0, o0, in);
 }
 static bool sup_ones(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return o0 == OT_F32 || o0 == OT_F64; }
 static bool sup_gather_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
@@ -107,28 +134,28 @@ static bool sup_one_hot(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 
 #define F32(fn) {fn, sup_f32, NULL}
 static const cpu_op CPU_OPS[OT_OP_COUNT] = {
-    [OT_OP_GEMM] = F32(ot_cpu_gemm),
-    [OT_OP_MATMUL] = F32(ot_cpu_matmul),
-    [OT_OP_ADD] = {ot_cpu_binary, sup_arith, NULL},
-    [OT_OP_SUB] = {ot_cpu_binary, sup_arith, NULL},
-    [OT_OP_MUL] = {ot_cpu_binary, sup_arith, NULL},
-    [OT_OP_DIV] = {ot_cpu_binary, sup_arith, NULL},
+    [OT_OP_GEMM] = {ot_cpu_gemm, sup_gemm, ot_cpu_matmul_workspace},
+    [OT_OP_MATMUL] = {ot_cpu_matmul, sup_gemm, ot_cpu_matmul_workspace},
+    [OT_OP_ADD] = {ot_cpu_binary_any, sup_arith_lp, ot_cpu_elementwise_any_workspace},
+    [OT_OP_SUB] = {ot_cpu_binary_any, sup_arith_lp, ot_cpu_elementwise_any_workspace},
+    [OT_OP_MUL] = {ot_cpu_binary_any, sup_arith_lp, ot_cpu_elementwise_any_workspace},
+    [OT_OP_DIV] = {ot_cpu_binary_any, sup_arith_lp, ot_cpu_elementwise_any_workspace},
     [OT_OP_POW] = {ot_cpu_binary, sup_pow, NULL},
-    [OT_OP_SQRT] = F32(ot_cpu_unary),
+    [OT_OP_SQRT] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_RECIPROCAL] = F32(ot_cpu_unary),
     [OT_OP_NEG] = {ot_cpu_unary, sup_neg, NULL},
-    [OT_OP_EXP] = F32(ot_cpu_unary),
+    [OT_OP_EXP] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_LOG] = F32(ot_cpu_unary),
-    [OT_OP_ERF] = F32(ot_cpu_unary),
-    [OT_OP_TANH] = F32(ot_cpu_unary),
-    [OT_OP_SIGMOID] = F32(ot_cpu_unary),
-    [OT_OP_RELU] = F32(ot_cpu_unary),
-    [OT_OP_LEAKY_RELU] = F32(ot_cpu_unary),
+    [OT_OP_ERF] = {ot_cpu_unary_any, sup_unary_lp, NULL},
+    [OT_OP_TANH] = {ot_cpu_unary_any, sup_unary_lp, NULL},
+    [OT_OP_SIGMOID] = {ot_cpu_unary_any, sup_unary_lp, NULL},
+    [OT_OP_RELU] = {ot_cpu_unary_any, sup_unary_lp, NULL},
+    [OT_OP_LEAKY_RELU] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_CLIP] = {ot_cpu_unary, sup_clip, NULL},
-    [OT_OP_GELU] = F32(ot_cpu_unary),
+    [OT_OP_GELU] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_SOFTMAX] = F32(ot_cpu_softmax),
     [OT_OP_LOG_SOFTMAX] = F32(ot_cpu_softmax),
-    [OT_OP_CONV] = {ot_cpu_conv, sup_conv, ot_cpu_conv_workspace},
+    [OT_OP_CONV] = {ot_cpu_conv_any, sup_conv, ot_cpu_conv_any_workspace},
     [OT_OP_MAX_POOL] = F32(ot_cpu_max_pool),
     [OT_OP_AVERAGE_POOL] = F32(ot_cpu_average_pool),
     [OT_OP_GLOBAL_AVERAGE_POOL] = F32(ot_cpu_global_average_pool),
@@ -159,17 +186,17 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = {ot_cpu_softmax_ce_loss, sup_class_loss, ot_cpu_loss_workspace},
     [OT_OP_NLL_LOSS] = {ot_cpu_nll_loss, sup_class_loss, ot_cpu_loss_workspace},
     /* internal ops: backward kernels (float32), losses onnxtrain adds, optimizer steps */
-    [OT_OP_RELU_GRAD] = F32(ot_cpu_act_grad),
-    [OT_OP_LEAKY_RELU_GRAD] = F32(ot_cpu_act_grad),
-    [OT_OP_SIGMOID_GRAD] = F32(ot_cpu_act_grad),
-    [OT_OP_TANH_GRAD] = F32(ot_cpu_act_grad),
-    [OT_OP_GELU_GRAD] = F32(ot_cpu_act_grad),
-    [OT_OP_ERF_GRAD] = F32(ot_cpu_act_grad),
+    [OT_OP_RELU_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
+    [OT_OP_LEAKY_RELU_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
+    [OT_OP_SIGMOID_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
+    [OT_OP_TANH_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
+    [OT_OP_GELU_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
+    [OT_OP_ERF_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
     [OT_OP_CLIP_GRAD] = F32(ot_cpu_act_grad),
     [OT_OP_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
     [OT_OP_LOG_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
-    [OT_OP_CONV_GRAD_INPUT] = {ot_cpu_conv_grad_input, sup_f32, ot_cpu_conv_grad_workspace},
-    [OT_OP_CONV_GRAD_WEIGHT] = {ot_cpu_conv_grad_weight, sup_f32, ot_cpu_conv_grad_workspace},
+    [OT_OP_CONV_GRAD_INPUT] = {ot_cpu_conv_any, sup_conv_grad, ot_cpu_conv_any_workspace},
+    [OT_OP_CONV_GRAD_WEIGHT] = {ot_cpu_conv_any, sup_conv_grad, ot_cpu_conv_any_workspace},
     [OT_OP_MAX_POOL_GRAD] = F32(ot_cpu_pool_grad),
     [OT_OP_AVERAGE_POOL_GRAD] = F32(ot_cpu_pool_grad),
     [OT_OP_BATCH_NORM_GRAD] = F32(ot_cpu_batch_norm_grad),
@@ -269,7 +296,7 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_RESIZE] = {ot_cpu_resize, sup_f32, ot_cpu_resize_workspace},
     [OT_OP_UPSAMPLE] = {ot_cpu_resize, sup_f32, ot_cpu_resize_workspace},
     [OT_OP_RESIZE_GRAD] = {ot_cpu_resize_grad, sup_f32, ot_cpu_resize_workspace},
-    [OT_OP_CONV_TRANSPOSE] = {ot_cpu_conv_transpose, sup_f32, ot_cpu_conv_grad_workspace},
+    [OT_OP_CONV_TRANSPOSE] = {ot_cpu_conv_any, sup_conv_grad, ot_cpu_conv_any_workspace},
     [OT_OP_DEPTH_TO_SPACE] = {ot_cpu_depth_space, sup_any, NULL},
     [OT_OP_SPACE_TO_DEPTH] = {ot_cpu_depth_space, sup_any, NULL},
     /* ---- ops3 (issue 26): transformer ops, cpu_xfmr.c ---- */

@@ -163,6 +163,7 @@ static ot_status cuda_run_node(ot_backend *be, const ot_graph *g, const ot_node 
     if (node->n_outputs > 0 && !out[0].data && ot_kernel_numel(&out[0]) > 0)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): output 0 has no buffer", node->name, opname);
     snprintf(cx->last_node, sizeof cx->last_node, "'%s' (%s)", node->name ? node->name : "?", opname);
+    cx->tf32 = be->tf32;
     ot_status st = fn(cx, node, in, out, ctx, err);
     if (st == OT_OK && cx->sync_each) {
         /* a kernel's fault surfaces at the next synchronisation: here, the node's */

@@ -465,11 +465,35 @@ struct scaled_bcast_op {
     }
 };
 
+/* the same with C and Y each float32, float16 or bfloat16 (issue 27: a low-precision
+ * Gemm's bias; Y holds beta C rounded, as on the CPU) */
+struct scaled_bcast_lp_op {
+    const void *c;
+    void *y;
+    ot_cu_bcast bc;
+    float beta;
+    ot_dtype ct, yt;
+    __host__ __device__ void operator()(int64_t i) const {
+        int64_t off[OT_BCAST_MAX_IN];
+        ot_cu_bcast_off(bc, i, off);
+        float v = ct == OT_BF16  ? ot_hf_bf16_to_f32(((const uint16_t *)c)[off[0]])
+                  : ct == OT_F16 ? ot_hf_f16_to_f32(((const uint16_t *)c)[off[0]])
+                                 : ((const float *)c)[off[0]];
+        v = beta * v;
+        if (yt == OT_BF16) ((uint16_t *)y)[i] = ot_hf_f32_to_bf16(v);
+        else if (yt == OT_F16) ((uint16_t *)y)[i] = ot_hf_f32_to_f16(v);
+        else ((float *)y)[i] = v;
+    }
+};
+
 ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *c, ot_tensor *out, float beta,
                                    ot_error *err) {
     ot_cu_bcast bc;
     ot_status st = ot_cu_bcast_node(node, c, 1, out, &bc, err);
     if (st) return st;
+    if (c->dtype != OT_F32 || out->dtype != OT_F32)
+        return ot_cu_map(cx, scaled_bcast_lp_op{c->data, out->data, bc, beta, c->dtype, out->dtype},
+                         ot_kernel_numel(out), err);
     return ot_cu_map(cx, scaled_bcast_op{(const float *)c->data, (float *)out->data, bc, beta}, ot_kernel_numel(out), err);
 }
 

@@ -56,6 +56,9 @@ typedef struct ot_cuda_ctx {
      * with the context so a training step allocates nothing */
     double *scan_sums;
     long long *scan_bad;
+    /* float32 GEMMs on TF32 tensor cores (--tf32, ot_backend.tf32; copied here before
+     * each node): CUBLAS_COMPUTE_32F_FAST_TF32 instead of cublasSgemm's FMA */
+    bool tf32;
 } ot_cuda_ctx;
 
 /* Blocks of the scan kernel: its per-block results are summed on the host in block
@@ -185,7 +188,13 @@ OT_CUDA_LAUNCHER(ot_cuda_group_norm);
 OT_CUDA_LAUNCHER(ot_cuda_group_norm_grad);
 /* integer Mod's zero-divisor flag */
 size_t ot_cuda_mod_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
-/* y[i] = beta * c[broadcast(i)] over out's shape (Gemm's C term). */
+/* cuda_blas.c: whether Gemm / MatMul run A, B of dtypes (ab, b) into Y of dtype yt:
+ * float32, or bfloat16 / float16 (the same for both) into float32 or their dtype. */
+bool ot_cuda_gemm_dtypes(ot_dtype ab, ot_dtype b, ot_dtype yt);
+/* cuda_blas.c: the dtypes of a cuDNN convolution (X, W, Y alike): float32, bfloat16, float16 */
+bool ot_cuda_conv_dtype(ot_dtype t);
+/* y[i] = beta * c[broadcast(i)] over out's shape (Gemm's C term); C and Y float32,
+ * float16 or bfloat16 (rounded to nearest even). */
 ot_status ot_cuda_broadcast_scaled(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *c, ot_tensor *out, float beta,
                                    ot_error *err);
 /* The Dropout generator of the CUDA kernels, run on the host (tests compare it with

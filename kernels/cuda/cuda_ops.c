@@ -30,6 +30,8 @@ static bool index_dtype(ot_dtype t) { return t == OT_I64 || t == OT_I32; }
 #define SUPPORTS(name) static bool name(const ot_node *node, const ot_tensor *in, const ot_tensor *out)
 /* compute kernels, forward and backward, are float32 */
 SUPPORTS(sup_f32) { return in0(node, in) == OT_F32; }
+/* issue 27: float32, or bfloat16 / float16 A and B into float32 or their dtype (cuda_blas.c) */
+SUPPORTS(sup_gemm) { return node->n_inputs >= 2 && ot_cuda_gemm_dtypes(in0(node, in), in[1].dtype, out0(node, out)); }
 SUPPORTS(sup_arith) {
     ot_dtype t0 = in0(node, in);
     return (t0 == OT_F32 || int_arith(t0)) && in[1].dtype == t0;
@@ -63,7 +65,12 @@ SUPPORTS(sup_move) {
 SUPPORTS(sup_gather) { return any_dtype(in0(node, in)) && index_dtype(in[1].dtype); }
 SUPPORTS(sup_cast) { return cast_dtype(in0(node, in)) && cast_dtype(out0(node, out)); }
 SUPPORTS(sup_class_loss) { return in0(node, in) == OT_F32 && index_dtype(in[1].dtype); }
-SUPPORTS(sup_conv) { return in0(node, in) == OT_F32 && ot_cuda_conv_supported(node, in, out); }
+/* X, W (or dY and W / X) and Y of one dtype: float32, or bfloat16 / float16 (issue 27) */
+SUPPORTS(sup_conv) {
+    ot_dtype t0 = in0(node, in);
+    return ot_cuda_conv_dtype(t0) && in[1].dtype == t0 && out0(node, out) == t0 &&
+           ot_cuda_conv_supported(node, in, out);
+}
 SUPPORTS(sup_any_out) { return any_dtype(out0(node, out)); }
 SUPPORTS(sup_ones) {
     ot_dtype o0 = out0(node, out);

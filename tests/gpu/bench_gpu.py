@@ -17,7 +17,12 @@ Like for like: the same batch, data shapes, loss (mean cross-entropy), optimizer
 TF32 off on both sides (onnxtrain runs cuBLAS in pedantic float32 and cuDNN with FMA
 math; PyTorch would use TF32 tensor cores for convolutions by default); onnxtrain
 without its per-step NaN/Inf scan (--no-check-numerics), which reads every gradient
-and updated param (on the GPU, ot_backend.scan_f32) and has no PyTorch counterpart."""
+and updated param (on the GPU, ot_backend.scan_f32) and has no PyTorch counterpart.
+
+Tensor cores (issue 27), --remat none only, after the float32 rows: onnxtrain with
+--tf32 against PyTorch with TF32 allowed for matmuls and convolutions; and, when the
+CLI has --precision, onnxtrain --precision bf16 / fp16 against PyTorch's
+torch.autocast(dtype=bfloat16 / float16) (fp16 with a GradScaler, as its docs do)."""
 import argparse
 import json
 import os
@@ -54,13 +59,14 @@ def write_data(kind, batch, folder):
     return x, y
 
 
-def run_onnxtrain(exe, model, x, y, batch, remat, budget, folder, timeout):
-    rep = os.path.join(folder, f"report_{os.path.basename(model)}_{remat}.json")
+def run_onnxtrain(exe, model, x, y, batch, remat, budget, folder, timeout, extra=()):
+    rep = os.path.join(folder, f"report_{os.path.basename(model)}_{remat}{'_'.join(extra)}.json")
     cmd = [exe, "train", model, "--input", x, "--labels", y, "--device", "cuda", "--remat", remat,
            "--steps", str(STEPS), "--batch-size", str(batch), "--no-shuffle", "--no-check-numerics",
            "--report", rep, "-o", os.path.join(folder, "tuned.onnx")]
     if budget:
         cmd += ["--memory-budget", str(budget)]
+    cmd += list(extra)
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
@@ -82,7 +88,8 @@ def torch_model(kind):
     return es.ResNet50()
 
 
-def run_torch(kind, batch, checkpoint):
+def run_torch(kind, batch, checkpoint, tensor_cores=None):
+    """tensor_cores: None (float32, TF32 off), "tf32", "bf16" or "fp16" (autocast)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -98,8 +105,9 @@ def run_torch(kind, batch, checkpoint):
 
     # float32 as onnxtrain computes it: no TF32 tensor cores (PyTorch's default for
     # cuDNN convolutions), so the step times compare the same arithmetic
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = tensor_cores == "tf32"
+    torch.backends.cudnn.allow_tf32 = tensor_cores == "tf32"
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(tensor_cores)
     torch.manual_seed(0)
     m = torch_model(kind).train()
     if checkpoint:
@@ -116,16 +124,23 @@ def run_torch(kind, batch, checkpoint):
     else:
         x = torch.randn(batch, 3, 224, 224, device=dev)
         y = torch.randint(0, 1000, (batch,), device=dev)
+    scaler = torch.cuda.amp.GradScaler() if tensor_cores == "fp16" else None
     torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(STEPS):
         torch.cuda.synchronize()
         t0 = time.time()
         opt.zero_grad(set_to_none=False)
-        out = m(x)
-        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-        loss.backward()
-        opt.step()
+        with torch.autocast("cuda", dtype=amp or torch.float32, enabled=amp is not None):
+            out = m(x)
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
         torch.cuda.synchronize()
         times.append(time.time() - t0)
     t = statistics.median(times[1:])
@@ -192,6 +207,31 @@ def main():
                     failed = True
                 rows.append((name, label, r))
                 print(f"{name} {label}: {r}", flush=True)
+            # tensor cores (issue 27): --remat none
+            modes = [("tf32", ["--tf32"])] if "--tf32" in help_text else []
+            if "--precision" in help_text:
+                modes += [("bf16", ["--precision", "bf16"]), ("fp16", ["--precision", "fp16"])]
+            for mode, extra in modes:
+                for who in ("onnxtrain", "pytorch"):
+                    label = f"onnxtrain {' '.join(extra)}" if who == "onnxtrain" else \
+                        f"pytorch eager {'TF32' if mode == 'tf32' else 'autocast ' + mode}"
+                    if left() < 40:
+                        rows.append((name, label, {"error": "skipped: out of time"}))
+                        continue
+                    try:
+                        if who == "onnxtrain":
+                            r = run_onnxtrain(a.onnxtrain, model, x, y, batch, "none", None, folder,
+                                              max(30, left() - 30), extra)
+                        else:
+                            r = run_torch(kind, batch, False, mode)
+                    except subprocess.TimeoutExpired:
+                        r = {"error": "timed out"}
+                    except Exception as e:
+                        r = {"error": f"{type(e).__name__}: {e}"[:90]}
+                    if "error" in r:
+                        failed = True
+                    rows.append((name, label, r))
+                    print(f"{name} {label}: {r}", flush=True)
     lines = [f"{'model':<11} {'run':<44} {'step (ms)':>10} {'samples/s':>10} {'peak memory':>12}"]
     for name, label, r in rows:
         if "error" in r:

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # check.sh — everything a machine with an NVIDIA GPU checks, in one run (< 8 minutes):
-#   1. the GPU tests: build/tests/test_cuda (every op and every sample model, CUDA vs CPU)
+#   1. the GPU tests: build/tests/test_cuda (every op and every sample model, CUDA vs CPU;
+#      test_lowp: bfloat16 and float16 Gemm, MatMul and Conv on tensor cores against the
+#      CPU's low-precision kernels, issue 27)
 #   2. a benchmark: GPT-2-small- and ResNet-50-sized models (exported by
 #      tests/gpu/export_bench.py while the tests run) trained a few steps with
 #      --remat none / every:K (one kept value per block) / selective / auto (at a
 #      budget) against PyTorch eager with and without torch.utils.checkpoint per
-#      block; the table (step time, samples/s, peak memory) is printed last.
+#      block; then the tensor-core step times: --tf32 against PyTorch with TF32, and
+#      (once the CLI has --precision) bf16 and fp16 against torch.autocast; the table
+#      (step time, samples/s, peak memory) is printed last.
 #
 # usage: tests/gpu/check.sh [BUILD_DIR]          (default BUILD_DIR: build-gpu)
 #        tests/gpu/check.sh --bundle BUILD_DIR   (on the build machine, see below)

@@ -1,0 +1,45 @@
+/* cpu_lowp.h — private to kernels/cpu: running a float32 kernel on a node whose
+ * float tensors are bfloat16 or float16 (cpu_lowp.c says how and why): the float32
+ * copies and the kernel's own workspace come from the node's planned workspace. */
+#ifndef OT_CPU_LOWP_H
+#define OT_CPU_LOWP_H
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/grad_kernels.h"
+
+/* The most inputs a node run this way has. */
+#define OT_CPU_LOWP_MAX_IN 8
+
+typedef size_t (*ot_cpu_workspace_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
+/* Whether any input or output 0 is bfloat16 or float16. */
+bool ot_cpu_lowp_any(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
+/* Workspace bytes: the float32 copies of the low-precision inputs whose bit is set in
+ * `reads` (bit k: input k; inputs the kernel reads for their shape only stay out) and
+ * of a low-precision output 0, plus f32_workspace's bytes for the float32 view. */
+size_t ot_cpu_lowp_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out, unsigned reads,
+                             ot_cpu_workspace_fn f32_workspace);
+
+/* Converts the read inputs, runs f32_kernel on the float32 view with the rest of the
+ * workspace, rounds its output 0 to nearest even into out[0]. */
+ot_status ot_cpu_lowp_run(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
+                          unsigned reads, ot_cpu_kernel_fn f32_kernel, ot_error *err);
+
+/* Conv, ConvGradInput, ConvGradWeight and ConvTranspose in float32 (their kernels
+ * as they are) or with bfloat16 / float16 tensors (through the float32 kernels). */
+ot_status ot_cpu_conv_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+size_t ot_cpu_conv_any_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
+/* Element-wise ops with bfloat16 / float16 operands and output (float32 ones too),
+ * float32 math: chunk by chunk through the float32 kernel when no operand broadcasts
+ * (no workspace; the float32 kernel's bits on the rounded inputs, rounded), through
+ * float32 copies in the workspace when one does. Float32 nodes run the float32
+ * kernel as they are. Unary: Relu, Gelu, Tanh, ...; binary: Add, Sub, Mul, Div;
+ * activation gradients: ReluGrad, GeluGrad, ... */
+ot_status ot_cpu_unary_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_binary_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+ot_status ot_cpu_act_grad_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
+size_t ot_cpu_elementwise_any_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+
+#endif
