@@ -4,17 +4,20 @@
  *
  * Why: the bound a solve proves holds for the plans the programme admits. The memory
  * rows are meant to understate or state exactly every accepted plan's bytes in use
- * (optimal.c's header), but the model places each clone just before its first backward
- * reader in the plain order, adds certain holes and the pinned padding, and the
- * rewritten schedule can differ (the planner's memory-aware order runs backward nodes
- * elsewhere). Where the model overstates an accepted plan's bytes, the programme
- * excludes that plan, and its bound can lie above it: issue 28 saw mobilenet_v2's bound
- * 10,204,130 FLOPs against an accepted plan of 10,176,512, and the report said "gap 0".
- * So before the rounds, the seed's own integer choices are fixed and an LP finds the
+ * (optimal.c's header), but that argument holds for plans whose steps run as the model
+ * assumes (each clone just before its first backward reader, in the plain order, the
+ * certain holes and the pinned padding): where the model overstates an accepted
+ * plan's bytes, the programme excludes that plan, and its bound can lie above it.
+ * (Issue 28's bounds above accepted plans came from the tightened rounds, which
+ * optimal.c no longer takes a bound from, and from auto's plan as a point that kept
+ * values for clones that never run, up to 896,497 bytes over at one step: that point
+ * is fixed in keep_point. This is the guard for the rest.)
+ * So after the rounds, the seed's own integer choices are fixed and an LP finds the
  * least excess over the budget at each interval (a slack per interval, their sum
- * minimised); each interval's budget is then raised by its slack. The seed fits the
- * widened programme, every solve's bound is at most its cost, and the proofs hold for
- * every plan the old rows admitted plus the seed. */
+ * minimised); when there is any, optimal.c raises each interval's budget by its slack
+ * and solves once more for the bound: the seed fits that widened programme, its bound
+ * is at most the seed's cost, and it holds for every plan the rows admitted plus the
+ * seed. */
 #include <math.h>
 #include <stdlib.h>
 
