@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
-"""remat_optimal.py — `--remat auto` against `--remat optimal` (issue 16 item 3).
+"""remat_optimal.py — `--remat auto` against `--remat optimal` (issue 16 item 3, issue 28 item 3).
 
-For every sample (samples/*.onnx) and a few zoo models (samples/zoo, exported by
-samples/zoo/export_zoo.py into /tmp/onnxtrain-zoo, or --zoo DIR), five budgets from the
-smallest feasible peak (`--remat all`) to the plain one (`--remat none`), evenly spaced.
-At each budget `onnxtrain plan --json` with auto and with optimal gives the recompute
-FLOPs, the planned peak and the seconds the choice took, and for optimal the MIP gap,
-the rounds and the solver's model peak against the planner's. Writes the table between
-the markers in docs/remat.md (--no-write: print it only). With --only, just the named
-models' rows are replaced, where they stood; the other models' rows are kept as they are.
+For every sample (samples/*.onnx, batch 8), a few zoo models (samples/zoo, exported by
+samples/zoo/export_zoo.py into /tmp/onnxtrain-zoo, or --zoo DIR; batch 4) and any --extra
+model, budgets a quarter, half and three quarters of the way from the smallest feasible
+peak (`--remat all`) to the plain one (`--remat none`) (--quarters 0,1,2,3,4 for all five),
+every plan with `--optimizer sgd`. At each budget `onnxtrain plan --json` with auto and
+with optimal gives the recompute FLOPs, the planned peak and the seconds the choice took,
+and for optimal its lower bound on the FLOPs of any plan the planner accepts, whether it
+proved its plan (the bound meets it), the gap (plan - bound) / plan, the rounds and the
+seconds. Writes the table between the markers in docs/remat.md (--no-write: print it
+only). With --only, just the named models' rows are replaced, where they stood; the other
+models' rows are kept as they are.
 
     python3 bench/remat_optimal.py [--build build] [--zoo /tmp/onnxtrain-zoo] [--limit 60]
+        [--extra gpt4_d128=DIR/model.onnx]
 
 auto's excess is (auto - optimal) / step FLOPs, in % of the step, and auto / optimal
-where optimal recomputes anything. A gap "0 at −N" is a proof under the model's budget
-lowered by N bytes (the rounds that tighten it), not under the budget itself; the
-pinned padding that every row of the programme leaves out (remat/optimal.c) is not in N. A cell "—" is a budget the policy did not meet (exit
+where optimal recomputes anything. A cell "—" is a budget the policy did not meet (exit
 9: auto found no plan, or optimal's memory model found none that the planner accepts).
 """
 import argparse
@@ -32,7 +34,8 @@ BEGIN, END = "<!-- remat_optimal:begin -->", "<!-- remat_optimal:end -->"
 
 
 def plan(binary, model, batch, policy, budget=None, limit=None):
-    cmd = [binary, "plan", model, "--batch-size", str(batch), "--remat", policy, "--json", "--threads", "2"]
+    cmd = [binary, "plan", model, "--batch-size", str(batch), "--remat", policy, "--json", "--threads", "2",
+           "--optimizer", "sgd"]
     if budget is not None:
         cmd += ["--memory-budget", str(budget)]
     if limit is not None:
@@ -46,8 +49,12 @@ def plan(binary, model, batch, policy, budget=None, limit=None):
     return d, d["plans"][1]
 
 
-def models(zoo):
+def models(zoo, extra):
     out = [(m, os.path.join(ROOT, "samples", m + ".onnx"), 8) for m in SAMPLES]
+    for e in extra:  # NAME=PATH[:BATCH], e.g. bench/peers_torch.py's exports
+        name, rest = e.split("=", 1)
+        path, _, batch = rest.partition(":")
+        out.append((name, path, int(batch or 8)))
     for m in ZOO:
         path = os.path.join(zoo, m, m + ".onnx")
         if os.path.exists(path):
@@ -61,12 +68,12 @@ def fmt_flops(x):
     return "—" if x is None else f"{x:,.0f}"
 
 
-def row_for(binary, name, path, batch, limit):
+def row_for(binary, name, path, batch, limit, quarters):
     d, p_all = plan(binary, path, batch, "all")
     none, least = d["plans"][0]["peak_bytes"], p_all["peak_bytes"]
     step = d["plans"][0]["step_flops"]
     rows = []
-    budgets = sorted({least + (none - least) * i // 4 for i in range(5)})
+    budgets = sorted({least + (none - least) * i // 4 for i in quarters})
     for b in budgets:
         a = plan(binary, path, batch, "auto", b)
         o = plan(binary, path, batch, "optimal", b, limit)
@@ -79,16 +86,11 @@ def row_for(binary, name, path, batch, limit):
         else:
             excess = ratio = "—"
         if os_:
+            # proven: the bound meets the plan; else the certified gap (plan - bound) / plan
             gap = "0" if os_["proven"] else "%.2g%%" % (100 * os_["gap"])
-            cut = b - os_["model_budget_bytes"]
-            if os_["proven"] and cut > 0:  # optimal under a budget the rounds lowered
-                gap = f"0 at −{cut:,}"
-
-            diff = os_["planner_peak_bytes"] - os_["model_peak_bytes"]
-            if os_.get("heuristic"):  # the seed, auto's plan, was kept: no model peak
-                solve = f"auto's plan kept; {gap} / {os_['rounds']} / {os_['seconds']:.2f} s / —"
-            else:
-                solve = f"{gap} / {os_['rounds']} / {os_['seconds']:.2f} s / {diff:+,}"
+            kept = "auto's plan kept; " if os_.get("heuristic") else ""
+            solve = (f"{kept}{fmt_flops(os_['bound_flops'])} / {'yes' if os_['proven'] else 'no'} / {gap} / "
+                     f"{os_['rounds']} / {os_['seconds']:.2f} s")
         else:
             solve = "—"
         rows.append(f"| {name} | {d['nodes']} | {b:,} | {fmt_flops(af)} | {a[1]['choose_seconds']:.2f} s | "
@@ -130,17 +132,22 @@ def main():
     ap.add_argument("--zoo", default="/tmp/onnxtrain-zoo")
     ap.add_argument("--limit", type=float, default=60.0, help="--remat-time-limit for optimal")
     ap.add_argument("--only", help="comma-separated model names")
+    ap.add_argument("--quarters", default="1,2,3",
+                    help="budgets, in quarters of the way from all's peak (0) to none's (4); default 1,2,3")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--extra", action="append", default=[], metavar="NAME=PATH[:BATCH]",
+                    help="one more model (batch 8 unless given), e.g. gpt4_d128=DIR/model.onnx from "
+                         "bench/peers_torch.py export --case gpt4_d128 --dir DIR")
     a = ap.parse_args()
     binary = os.path.join(a.build, "onnxtrain")
     head = ["| model | nodes | budget (bytes) | auto extra FLOPs | auto time | optimal extra FLOPs | "
-            "auto − optimal (% of step) | auto / optimal | optimal gap / rounds / time / planner − model peak |",
+            "auto − optimal (% of step) | auto / optimal | optimal bound / proven / gap / rounds / time |",
             "|---|---|---|---|---|---|---|---|---|"]
     rows = []
-    for name, path, batch in models(a.zoo):
+    for name, path, batch in models(a.zoo, a.extra):
         if a.only and name not in a.only.split(","):
             continue
-        rows += row_for(binary, name, path, batch, a.limit)
+        rows += row_for(binary, name, path, batch, a.limit, [int(q) for q in a.quarters.split(",")])
         print(rows[-1], file=sys.stderr)
     print("\n".join(head + rows))
     if a.no_write:

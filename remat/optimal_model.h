@@ -59,6 +59,11 @@ bool ot_opt_add_term(ot_opt_model *md, int col, int start, int end, double coef)
  * their bytes as terms, each on a column fixed at 1 or, where a clone could run before
  * the hole is made, a column that is 1 unless one of those clones runs. */
 ot_status ot_opt_hole_terms(ot_opt_model *md, ot_error *err);
+/* Per interval, the bytes (relax[n_bounds]) by which the memory rows at budget must
+ * widen to admit the plan whose integer columns are start: the least total, by an LP
+ * (optimal_relax.c). *outside: a row that is no memory row excludes it. */
+ot_status ot_opt_seed_relax(const ot_opt_model *md, int64_t budget, const double *start, double *relax,
+                            bool *outside, ot_error *err);
 /* The running sums over the terms: one interval per run of steps where none starts or
  * ends; their bounds are set per round. */
 ot_status ot_opt_budget_rows(ot_opt_model *md, ot_error *err);
