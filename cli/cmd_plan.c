@@ -41,6 +41,7 @@ static void usage(FILE *f) {
           "                            --memory-budget)\n"
           OT_ARGS_HELP_BIND
           OT_ARGS_HELP_LOSS
+          OT_ARGS_HELP_CHUNKED
           OT_ARGS_HELP_PARAMS
           OT_ARGS_HELP_LORA
           "optimizer (its state and update are planned with the step):\n"

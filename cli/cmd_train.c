@@ -65,6 +65,7 @@ static void train_usage(FILE *f) {
           "  --drop-last               drop the last partial batch of each epoch (DataLoader's\n"
           "                            drop_last=True): every step then sees exactly N samples\n"
           OT_ARGS_HELP_LOSS
+          OT_ARGS_HELP_CHUNKED
           OT_ARGS_HELP_PARAMS
           OT_ARGS_HELP_LORA
           "  --lora-save FILE|DIR/     write the adapters alone to FILE (.npz or .onnx) or, for a name\n"
