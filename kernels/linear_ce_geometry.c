@@ -42,5 +42,5 @@ size_t ot_linear_ce_workspace_bytes(const ot_node *node, const ot_tensor *in) {
     ot_linear_ce_geometry g;
     bool grad = node->op == OT_OP_LINEAR_CROSS_ENTROPY_GRAD;
     if (ot_linear_ce_geometry_init(&g, node, grad ? in + 1 : in, NULL) != OT_OK) return 0;
-    return (size_t)(g.chunk * g.V) * sizeof(float) + (size_t)g.chunk * 2 * sizeof(double);
+    return (size_t)(g.chunk * g.V) * sizeof(float) + (size_t)(g.chunk * 2 + 2) * sizeof(double);
 }

@@ -26,7 +26,9 @@ typedef struct ot_linear_ce_geometry {
 ot_status ot_linear_ce_geometry_init(ot_linear_ce_geometry *g, const ot_node *node, const ot_tensor *in,
                                      ot_error *err);
 
-/* chunk x V floats of logits and chunk doubles of row losses; 0 when the node is malformed. */
+/* chunk x V floats of logits, then 2 chunk + 2 doubles: each row's (loss, counted) and
+ * the running totals (the CUDA kernels keep them on the device). 0 when the node is
+ * malformed. */
 size_t ot_linear_ce_workspace_bytes(const ot_node *node, const ot_tensor *in);
 
 #ifdef __cplusplus
