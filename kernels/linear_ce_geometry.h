@@ -31,6 +31,12 @@ ot_status ot_linear_ce_geometry_init(ot_linear_ce_geometry *g, const ot_node *no
  * malformed. */
 size_t ot_linear_ce_workspace_bytes(const ot_node *node, const ot_tensor *in);
 
+/* The gradient's output k (dH, dW, dBias) when the node has it, else NULL. */
+static inline void *ot_linear_ce_grad_out(const ot_node *node, ot_tensor *out, int k) {
+    if (node->n_outputs <= k || (node->outputs && node->outputs[k] < 0)) return NULL;
+    return out[k].data;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -135,9 +135,9 @@ ot_status ot_cpu_linear_ce_grad(const ot_node *node, const ot_tensor *in, ot_ten
     if (!ctx->workspace || ctx->workspace_bytes < need)
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): workspace smaller than ot_cpu_workspace_bytes", node->name,
                        node->op_type);
-    float *dH = node->outputs[0] >= 0 ? out[0].data : NULL;
-    float *dW = node->n_outputs > 1 && node->outputs[1] >= 0 ? out[1].data : NULL;
-    float *dB = g.has_bias && node->n_outputs > 2 && node->outputs[2] >= 0 ? out[2].data : NULL;
+    float *dH = ot_linear_ce_grad_out(node, out, 0);
+    float *dW = ot_linear_ce_grad_out(node, out, 1);
+    float *dB = g.has_bias ? ot_linear_ce_grad_out(node, out, 2) : NULL;
     const float *H = in[1].data, *W = in[2].data, *bias = g.has_bias ? in[4].data : NULL;
     /* the mean's gradient per counted row; none counted: zero, as the loss is 0 */
     double scale = counted > 0 ? (double)*(const float *)in[0].data / (double)counted : 0.0;

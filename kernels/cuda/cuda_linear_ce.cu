@@ -161,9 +161,9 @@ OT_CUDA_LAUNCHER(ot_cuda_linear_ce_grad) {
     ot_status st = setup(node, in + 1, ctx, &g, &dl, &rl, err);
     if (st) return st;
     if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "dLoss", in[0].dtype, err);
-    float *dH = node->outputs[0] >= 0 ? (float *)out[0].data : NULL;
-    float *dW = node->n_outputs > 1 && node->outputs[1] >= 0 ? (float *)out[1].data : NULL;
-    float *dB = g.has_bias && node->n_outputs > 2 && node->outputs[2] >= 0 ? (float *)out[2].data : NULL;
+    float *dH = (float *)ot_linear_ce_grad_out(node, out, 0);
+    float *dW = (float *)ot_linear_ce_grad_out(node, out, 1);
+    float *dB = g.has_bias ? (float *)ot_linear_ce_grad_out(node, out, 2) : NULL;
     const float *H = (const float *)in[1].data, *W = (const float *)in[2].data;
     const float *bias = g.has_bias ? (const float *)in[4].data : NULL;
     int i64 = in[3].dtype == OT_I64;
