@@ -211,7 +211,12 @@ ot_status ot_linear_ce_rewrite(ot_graph *g, int loss_value, int out_value, const
     int64_t ig = ot_node_attr_int(L, "ignore_index", 0);
     char name[512];
     snprintf(name, sizeof name, "%s/linear_cross_entropy", L->name);
-    for (int k = 0; k < m.n_drop; k++) ot_graph_remove_node(g, m.drop[k]);
+    for (int k = 0; k < m.n_drop; k++) { /* their outputs, the logits among them, are no model outputs now */
+        const ot_node *d = &g->nodes[m.drop[k]];
+        for (int j = 0; j < d->n_outputs; j++)
+            if (d->outputs[j] >= 0 && d->outputs[j] != loss_value) g->values[d->outputs[j]].is_graph_output = false;
+        ot_graph_remove_node(g, m.drop[k]);
+    }
     int in[4] = {m.h, m.w, m.labels, m.bias};
     int n = ot_graph_add_node(g, OT_OP_LINEAR_CROSS_ENTROPY, name, in, m.bias >= 0 ? 4 : 3, &loss_value, 1,
                               OT_PHASE_LOSS);

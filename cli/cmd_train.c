@@ -435,6 +435,10 @@ static void print_setup(const train_cli *t, int64_t total) {
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
     const char *wait = getenv(OT_WAIT_APPLIED_ENV);
     if (wait && t->verbose) fprintf(stderr, "idle worker threads: %s\n", wait); /* a diagnosis: -v */
+    const ot_linear_ce_result *lce = ot_train_chunked_loss(t->s);
+    if (lce->applied) fprintf(stderr, "chunked cross-entropy: %s\n", lce->why);
+    else if (t->o.chunked_loss == OT_CHUNKED_LOSS_ON || (t->o.chunked_loss && t->verbose)) /* asked for, or -v */
+        fprintf(stderr, "chunked cross-entropy not used: %s\n", lce->why);
     char h[5][OT_HUMAN_SIZE_LEN];
     fprintf(stderr,
             "planned peak memory%s: %s (params %s, gradients %s, optimizer state %s, activations and workspace %s)\n",

@@ -53,6 +53,7 @@ static void set_output(ot_graph *g, int v) {
     g->outputs = realloc(g->outputs, sizeof(int));
     g->outputs[0] = v;
     g->n_outputs = 1;
+    g->values[v].is_graph_output = true; /* as the importer marks a model output */
 }
 
 /* input x [B, T, D] -> the head of `kind` -> logits [B, T, V] (the model's output). */
@@ -166,6 +167,8 @@ static void expect_fused(head_kind kind, bool trans_w, bool bias) {
     assert_int_equal(r.chunk_rows, 4);
     assert_int_equal(r.logits_bytes, B * T * V * sizeof(float));
     assert_int_equal(g->n_outputs, 0); /* the logits are no model output any more */
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].is_graph_output) fail_msg("'%s' is still a graph output", g->values[v].name);
     const ot_node *n = &g->nodes[g->values[loss].producer];
     assert_int_equal(n->op, OT_OP_LINEAR_CROSS_ENTROPY);
     assert_int_equal(ot_node_attr_int(n, "ignore_index", 0), -100);
