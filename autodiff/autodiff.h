@@ -128,8 +128,8 @@ typedef enum ot_chunked_loss_mode {
     OT_CHUNKED_LOSS_ON,      /* fused whenever the pattern matches */
 } ot_chunked_loss_mode;
 
-/* "off" | "on" | "auto"; OT_E_USAGE naming --chunked-loss and the word otherwise. */
-ot_status ot_chunked_loss_parse(const char *s, ot_chunked_loss_mode *out, ot_error *err);
+/* "off" | "on" | "auto"; OT_E_USAGE naming opt (the option or field) and the word otherwise. */
+ot_status ot_chunked_loss_parse(const char *opt, const char *s, ot_chunked_loss_mode *out, ot_error *err);
 
 typedef struct ot_linear_ce_options {
     ot_chunked_loss_mode mode;

@@ -168,11 +168,11 @@ static bool match_all(const ot_graph *g, int loss_value, int out_value, match *m
     return match_head(g, v, V, m, outs_ok, r);
 }
 
-ot_status ot_chunked_loss_parse(const char *s, ot_chunked_loss_mode *out, ot_error *err) {
+ot_status ot_chunked_loss_parse(const char *opt, const char *s, ot_chunked_loss_mode *out, ot_error *err) {
     if (strcmp(s, "off") == 0) *out = OT_CHUNKED_LOSS_OFF;
     else if (strcmp(s, "on") == 0) *out = OT_CHUNKED_LOSS_ON;
     else if (strcmp(s, "auto") == 0) *out = OT_CHUNKED_LOSS_AUTO;
-    else return ot_fail(err, OT_E_USAGE, "--chunked-loss '%s': expected off, on or auto", s);
+    else return ot_fail(err, OT_E_USAGE, "%s '%s': expected off, on or auto", opt, s);
     return OT_OK;
 }
 

@@ -141,6 +141,11 @@ typedef struct onnxtrain_options {
      * NULL (default): A drawn from seed, B zero. With lora_rank 0 the folder's r and
      * lora_alpha are taken, else they must be equal. */
     const char *lora_load;
+    /* cross-entropy over a MatMul/Gemm head without the full logits, as --chunked-loss:
+     * "off" (NULL, default), "on", "auto"; chunked_loss_rows rows of logits per chunk
+     * (0: the default, the most that fit 16 MiB) */
+    const char *chunked_loss;
+    int64_t chunked_loss_rows;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;

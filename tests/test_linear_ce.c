@@ -232,7 +232,7 @@ static void test_skips(void **state) {
     ot_graph_free(g);
     ot_chunked_loss_mode m;
     ot_error err = {0};
-    assert_int_equal(ot_chunked_loss_parse("sometimes", &m, &err), OT_E_USAGE);
+    assert_int_equal(ot_chunked_loss_parse("--chunked-loss", "sometimes", &m, &err), OT_E_USAGE);
     assert_non_null(strstr(err.msg, "--chunked-loss 'sometimes'"));
 }
 
