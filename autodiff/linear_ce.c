@@ -11,7 +11,8 @@
  * D])) (nn.Linear, a tied embedding); Gemm(H, W, [bias], transB); Add(MatMul(..),
  * bias [V]) in either order; any Reshape/Flatten/Squeeze/Unsqueeze/Identity between
  * the head and the loss; the loss SoftmaxCrossEntropyLoss or
- * NegativeLogLikelihoodLoss(LogSoftmax), mean, without class weights. Every value
+ * NegativeLogLikelihoodLoss(LogSoftmax), mean, without class weights; a Cast to the
+ * dtype the logits already have (LLaMA's logits.float()) counts as a view. Every value
  * between head and loss must feed only the next step of the chain. */
 #include "autodiff/autodiff.h"
 
@@ -155,7 +156,9 @@ static bool match_all(const ot_graph *g, int loss_value, int out_value, match *m
             return skip(r, "'%s' is a model output that the chunked loss would not compute", g->values[v].name);
         if (g->values[v].producer < 0) return skip(r, "the logits '%s' are an input", g->values[v].name);
         const ot_node *p = &g->nodes[g->values[v].producer];
-        if (!is_view(p->op)) break;
+        /* a Cast to the dtype it already has (LLaMA's logits.float()) moves nothing either */
+        bool same_cast = p->op == OT_OP_CAST && p->inputs[0] >= 0 && g->values[p->inputs[0]].dtype == g->values[v].dtype;
+        if (!is_view(p->op) && !same_cast) break;
         if (!push(m, p->id)) return skip(r, "the chain from head to loss is too long");
         v = p->inputs[0];
     }

@@ -26,7 +26,7 @@
 #define D 4
 #define V 7
 
-typedef enum { HEAD_UNTIED, HEAD_TIED, HEAD_ADD_BIAS, HEAD_BIAS_ADD, HEAD_GEMM, HEAD_RESHAPE, HEAD_RELU } head_kind;
+typedef enum { HEAD_UNTIED, HEAD_TIED, HEAD_ADD_BIAS, HEAD_BIAS_ADD, HEAD_GEMM, HEAD_RESHAPE, HEAD_RELU, HEAD_CAST } head_kind;
 
 static int val(ot_graph *g, const char *name, ot_value_kind k, int rank, const int64_t *d) {
     ot_shape s = ot_shape_make(rank, d);
@@ -120,6 +120,13 @@ static ot_graph *model(head_kind kind, int *logits) {
         node(g, OT_OP_RESHAPE, r2, 2, y);
         break;
     }
+    case HEAD_CAST: { /* LLaMA's logits.float(): a Cast to the dtype they have */
+        int w = val(g, "w", OT_VK_PARAM, 2, wd), m = val(g, "mm", OT_VK_ACTIVATION, 3, ld), in[2] = {h, w};
+        node(g, OT_OP_MATMUL, in, 2, m);
+        int c = node(g, OT_OP_CAST, &m, 1, y);
+        ot_node_set_attr_int(&g->nodes[c], "to", 1);
+        break;
+    }
     case HEAD_RELU: {
         int w = val(g, "w", OT_VK_PARAM, 2, wd), m = val(g, "mm", OT_VK_ACTIVATION, 3, ld), in[2] = {h, w};
         node(g, OT_OP_MATMUL, in, 2, m);
@@ -158,7 +165,7 @@ static void expect_fused(head_kind kind, bool trans_w, bool bias) {
     assert_true(r.applied);
     assert_int_equal(live(g, OT_OP_LINEAR_CROSS_ENTROPY), 1);
     assert_int_equal(live(g, OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS) + live(g, OT_OP_MATMUL) + live(g, OT_OP_GEMM) +
-                         live(g, OT_OP_TRANSPOSE) + live(g, OT_OP_ADD),
+                         live(g, OT_OP_TRANSPOSE) + live(g, OT_OP_ADD) + live(g, OT_OP_CAST),
                      0);
     assert_int_equal(r.trans_w, trans_w);
     assert_int_equal(r.has_bias, bias);
@@ -186,6 +193,7 @@ static void test_patterns(void **state) {
     expect_fused(HEAD_BIAS_ADD, false, true);
     expect_fused(HEAD_GEMM, true, true);
     expect_fused(HEAD_RESHAPE, false, false);
+    expect_fused(HEAD_CAST, false, false);
 }
 
 static void expect_skipped(head_kind kind, const ot_linear_ce_options *o, const char *why, bool extra_reader) {
