@@ -157,7 +157,8 @@ static bool match_all(const ot_graph *g, int loss_value, int out_value, match *m
         if (g->values[v].producer < 0) return skip(r, "the logits '%s' are an input", g->values[v].name);
         const ot_node *p = &g->nodes[g->values[v].producer];
         /* a Cast to the dtype it already has (LLaMA's logits.float()) moves nothing either */
-        bool same_cast = p->op == OT_OP_CAST && p->inputs[0] >= 0 && g->values[p->inputs[0]].dtype == g->values[v].dtype;
+        bool same_cast =
+            p->op == OT_OP_CAST && p->inputs[0] >= 0 && g->values[p->inputs[0]].dtype == g->values[v].dtype;
         if (!is_view(p->op) && !same_cast) break;
         if (!push(m, p->id)) return skip(r, "the chain from head to loss is too long");
         v = p->inputs[0];
@@ -172,10 +173,14 @@ static bool match_all(const ot_graph *g, int loss_value, int out_value, match *m
 }
 
 ot_status ot_chunked_loss_parse(const char *opt, const char *s, ot_chunked_loss_mode *out, ot_error *err) {
-    if (strcmp(s, "off") == 0) *out = OT_CHUNKED_LOSS_OFF;
-    else if (strcmp(s, "on") == 0) *out = OT_CHUNKED_LOSS_ON;
-    else if (strcmp(s, "auto") == 0) *out = OT_CHUNKED_LOSS_AUTO;
-    else return ot_fail(err, OT_E_USAGE, "%s '%s': expected off, on or auto", opt, s);
+    if (strcmp(s, "off") == 0)
+        *out = OT_CHUNKED_LOSS_OFF;
+    else if (strcmp(s, "on") == 0)
+        *out = OT_CHUNKED_LOSS_ON;
+    else if (strcmp(s, "auto") == 0)
+        *out = OT_CHUNKED_LOSS_AUTO;
+    else
+        return ot_fail(err, OT_E_USAGE, "%s '%s': expected off, on or auto", opt, s);
     return OT_OK;
 }
 
@@ -183,7 +188,8 @@ int64_t ot_linear_ce_default_chunk(int64_t rows, int64_t vocab) {
     /* the largest power of two whose chunk of logits stays within 16 MiB: big enough
      * that each chunk's GEMM reads the weight for many rows at once */
     int64_t c = 1;
-    while (c * 2 * vocab * (int64_t)sizeof(float) <= ((int64_t)16 << 20)) c *= 2;
+    while (c * 2 * vocab * (int64_t)sizeof(float) <= ((int64_t)16 << 20))
+        c *= 2;
     return c < rows ? c : rows;
 }
 
@@ -221,8 +227,8 @@ ot_status ot_linear_ce_rewrite(ot_graph *g, int loss_value, int out_value, const
         ot_graph_remove_node(g, m.drop[k]);
     }
     int in[4] = {m.h, m.w, m.labels, m.bias};
-    int n = ot_graph_add_node(g, OT_OP_LINEAR_CROSS_ENTROPY, name, in, m.bias >= 0 ? 4 : 3, &loss_value, 1,
-                              OT_PHASE_LOSS);
+    int n =
+        ot_graph_add_node(g, OT_OP_LINEAR_CROSS_ENTROPY, name, in, m.bias >= 0 ? 4 : 3, &loss_value, 1, OT_PHASE_LOSS);
     if (n < 0 || ot_node_set_attr_int(&g->nodes[n], "chunk_rows", chunk) ||
         ot_node_set_attr_int(&g->nodes[n], "trans_w", m.trans_w) ||
         (has_ig && ot_node_set_attr_int(&g->nodes[n], "ignore_index", ig)))

@@ -15,7 +15,8 @@ static ot_status check(ot_shape_ctx *c, const ot_node *n, int h) {
     char a[160], b[160];
     ot_shape H = shape_at(c, n, h), W = shape_at(c, n, h + 1), L = shape_at(c, n, h + 2), B = shape_at(c, n, h + 3);
     bool tw = ot_node_attr_int(n, "trans_w", 0) != 0;
-    if (W.rank >= 0 && W.rank != 2) return ot_shape_fail(c, n, "weight %s must be 2-D", ot_shape_str(c->g, &W, a, sizeof a));
+    if (W.rank >= 0 && W.rank != 2)
+        return ot_shape_fail(c, n, "weight %s must be 2-D", ot_shape_str(c->g, &W, a, sizeof a));
     if (H.rank >= 0 && H.rank < 1) return ot_shape_fail(c, n, "hidden states must have rank >= 1");
     int64_t D = W.rank == 2 ? W.dim[tw ? 1 : 0] : -1, V = W.rank == 2 ? W.dim[tw ? 0 : 1] : -1;
     if (H.rank >= 1 && D >= 0 && H.dim[H.rank - 1] >= 0 && H.dim[H.rank - 1] != D)

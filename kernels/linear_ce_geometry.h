@@ -23,8 +23,7 @@ typedef struct ot_linear_ce_geometry {
 
 /* in: the node's inputs from H on (the gradient's in + 1). OT_E_SHAPE naming the node
  * when the shapes disagree, OT_E_MODEL for a reduction other than mean. */
-ot_status ot_linear_ce_geometry_init(ot_linear_ce_geometry *g, const ot_node *node, const ot_tensor *in,
-                                     ot_error *err);
+ot_status ot_linear_ce_geometry_init(ot_linear_ce_geometry *g, const ot_node *node, const ot_tensor *in, ot_error *err);
 
 /* chunk x V floats of logits, then 2 chunk + 2 doubles: each row's (loss, counted) and
  * the running totals (the CUDA kernels keep them on the device). 0 when the node is

@@ -26,11 +26,12 @@ static int setup(void **state) {
 
 static void test_verify_every_policy(void **state) {
     (void)state;
-    static const char *policies[] = {"all", "sqrt", "selective", "every:2", "auto", "manual:/ln_f/LayerNormalization_output_0"};
+    static const char *policies[] = {"all",     "sqrt", "selective",
+                                     "every:2", "auto", "manual:/ln_f/LayerNormalization_output_0"};
     for (size_t k = 0; k < sizeof policies / sizeof *policies; k++) {
-        assert_int_equal(run(BIN " verify " GPT " --chunked-loss on --chunked-loss-rows 5 --time-steps 1 --remat %s",
-                             policies[k]),
-                         0);
+        assert_int_equal(
+            run(BIN " verify " GPT " --chunked-loss on --chunked-loss-rows 5 --time-steps 1 --remat %s", policies[k]),
+            0);
         cli_expect_in(OUT, "bitwise equal, 0 of 30 tensors differ");
     }
 }

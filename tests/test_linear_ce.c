@@ -26,7 +26,16 @@
 #define D 4
 #define V 7
 
-typedef enum { HEAD_UNTIED, HEAD_TIED, HEAD_ADD_BIAS, HEAD_BIAS_ADD, HEAD_GEMM, HEAD_RESHAPE, HEAD_RELU, HEAD_CAST } head_kind;
+typedef enum {
+    HEAD_UNTIED,
+    HEAD_TIED,
+    HEAD_ADD_BIAS,
+    HEAD_BIAS_ADD,
+    HEAD_GEMM,
+    HEAD_RESHAPE,
+    HEAD_RELU,
+    HEAD_CAST
+} head_kind;
 
 static int val(ot_graph *g, const char *name, ot_value_kind k, int rank, const int64_t *d) {
     ot_shape s = ot_shape_make(rank, d);
@@ -36,7 +45,8 @@ static int val(ot_graph *g, const char *name, ot_value_kind k, int rank, const i
         int64_t n = ot_shape_numel(&s);
         float *x = malloc((size_t)n * sizeof *x);
         uint32_t rng = (uint32_t)(7 + v * 13);
-        for (int64_t i = 0; i < n; i++) x[i] = gc_rand(&rng) * 2.0f - 1.0f;
+        for (int64_t i = 0; i < n; i++)
+            x[i] = gc_rand(&rng) * 2.0f - 1.0f;
         ot_value_set_data(&g->values[v], x, (size_t)n * sizeof *x);
         free(x);
     }
@@ -141,7 +151,8 @@ static ot_graph *model(head_kind kind, int *logits) {
 
 static int live(const ot_graph *g, ot_op op) {
     int n = 0;
-    for (int i = 0; i < g->n_nodes; i++) n += !g->nodes[i].removed && g->nodes[i].op == op;
+    for (int i = 0; i < g->n_nodes; i++)
+        n += !g->nodes[i].removed && g->nodes[i].op == op;
     return n;
 }
 
@@ -149,8 +160,8 @@ static int live(const ot_graph *g, ot_op op) {
 static ot_graph *fused(head_kind kind, const ot_linear_ce_options *o, ot_linear_ce_result *r, int *loss) {
     int y;
     ot_graph *g = model(kind, &y);
-    ot_loss_options lo = {.kind = OT_LOSS_CROSS_ENTROPY, .class_axis = -1, .has_ignore_index = true,
-                          .ignore_index = -100};
+    ot_loss_options lo = {
+        .kind = OT_LOSS_CROSS_ENTROPY, .class_axis = -1, .has_ignore_index = true, .ignore_index = -100};
     ot_error err = {0};
     assert_int_equal(ot_loss_build(g, &lo, loss, &err), OT_OK);
     assert_int_equal(ot_linear_ce_rewrite(g, *loss, y, o, r, &err), OT_OK);
@@ -209,12 +220,14 @@ static void expect_skipped(head_kind kind, const ot_linear_ce_options *o, const 
     ot_linear_ce_result r;
     assert_int_equal(ot_loss_build(g, &lo, &loss, &err), OT_OK);
     int nodes = 0;
-    for (int i = 0; i < g->n_nodes; i++) nodes += !g->nodes[i].removed;
+    for (int i = 0; i < g->n_nodes; i++)
+        nodes += !g->nodes[i].removed;
     assert_int_equal(ot_linear_ce_rewrite(g, loss, y, o, &r, &err), OT_OK);
     assert_false(r.applied);
     if (!strstr(r.why, why)) fail_msg("why '%s' lacks '%s'", r.why, why);
     int after = 0;
-    for (int i = 0; i < g->n_nodes; i++) after += !g->nodes[i].removed;
+    for (int i = 0; i < g->n_nodes; i++)
+        after += !g->nodes[i].removed;
     assert_int_equal(after, nodes); /* untouched */
     assert_int_equal(g->n_outputs, 1);
     ot_graph_free(g);
@@ -277,8 +290,8 @@ static double run(head_kind kind, ot_chunked_loss_mode mode, int64_t chunk, cons
                   float **grads, int64_t *sizes, int *n_grads) {
     int y, loss;
     ot_graph *g = model(kind, &y);
-    ot_loss_options lo = {.kind = OT_LOSS_CROSS_ENTROPY, .class_axis = -1, .has_ignore_index = true,
-                          .ignore_index = -100};
+    ot_loss_options lo = {
+        .kind = OT_LOSS_CROSS_ENTROPY, .class_axis = -1, .has_ignore_index = true, .ignore_index = -100};
     ot_error err = {0};
     assert_int_equal(ot_loss_build(g, &lo, &loss, &err), OT_OK);
     ot_linear_ce_options o = {.mode = mode, .chunk_rows = chunk};
@@ -292,7 +305,8 @@ static double run(head_kind kind, ot_chunked_loss_mode mode, int64_t chunk, cons
     e->n_threads = threads;
     float x[B * T * D];
     uint32_t rng = 3;
-    for (int i = 0; i < B * T * D; i++) x[i] = gc_rand(&rng) * 4.0f - 2.0f;
+    for (int i = 0; i < B * T * D; i++)
+        x[i] = gc_rand(&rng) * 4.0f - 2.0f;
     assert_int_equal(ot_ref_feed(e, g->inputs[0], x, sizeof x, &err), OT_OK);
     assert_int_equal(ot_ref_feed(e, g->inputs[1], labels, B * T * sizeof(int64_t), &err), OT_OK);
     if (ot_ref_run(e, false, &err)) fail_msg("%s", err.msg);
@@ -354,7 +368,8 @@ static void test_all_ignored(void **state) {
     double l1 = run(HEAD_UNTIED, OT_CHUNKED_LOSS_ON, 4, labels, 1, g1, sz, &n1);
     assert_true(l0 == 0.0 && l1 == 0.0);
     for (int k = 0; k < n1; k++) {
-        for (int64_t i = 0; i < sz[k]; i++) assert_true(g1[k][i] == 0.0f && g0[k][i] == 0.0f);
+        for (int64_t i = 0; i < sz[k]; i++)
+            assert_true(g1[k][i] == 0.0f && g0[k][i] == 0.0f);
         free(g0[k]), free(g1[k]);
     }
 }

@@ -44,13 +44,13 @@ static ot_status check_labels(const ot_node *node, const ot_linear_ce_geometry *
 static void chunk_logits(const ot_kernel_ctx *ctx, const ot_linear_ce_geometry *g, const float *H, const float *W,
                          const float *bias, int64_t r0, int64_t m, float *logits) {
     int D = (int)g->D, V = (int)g->V;
-    ot_cpu_sgemm(ctx, false, g->trans_w, (int)m, V, D, 1.0f, H + r0 * g->D, D, W, g->trans_w ? D : V, 0.0f, logits,
-                 V);
+    ot_cpu_sgemm(ctx, false, g->trans_w, (int)m, V, D, 1.0f, H + r0 * g->D, D, W, g->trans_w ? D : V, 0.0f, logits, V);
     if (!bias) return;
     int nt = ot_cpu_threads(ctx);
 #pragma omp parallel for schedule(static) num_threads(nt) if (m * g->V >= OT_CPU_PAR_MIN && m > 1)
     for (int64_t r = 0; r < m; r++)
-        for (int64_t c = 0; c < g->V; c++) logits[r * g->V + c] += bias[c];
+        for (int64_t c = 0; c < g->V; c++)
+            logits[r * g->V + c] += bias[c];
 }
 
 /* -log softmax(x)[label] of one row of C logits, with the loss kernel's rows-layout
@@ -60,9 +60,11 @@ static double row_loss(const float *x, int64_t C, int64_t lab) {
     if (mx == -INFINITY) mx = 0.0f;
     for (int64_t c0 = 0; c0 < C; c0 += 256) {
         int64_t m = C - c0 < 256 ? C - c0 : 256;
-        for (int64_t c = 0; c < m; c++) e[c] = x[c0 + c] - mx;
+        for (int64_t c = 0; c < m; c++)
+            e[c] = x[c0 + c] - mx;
         ot_cpu_expf_n(e, e, m);
-        for (int64_t c = 0; c < m; c++) sum += e[c];
+        for (int64_t c = 0; c < m; c++)
+            sum += e[c];
     }
     return -(double)((x[lab] - mx) - logf(sum));
 }
@@ -94,7 +96,8 @@ ot_status ot_cpu_linear_ce(const ot_node *node, const ot_tensor *in, ot_tensor *
             li[2 * r] = ig ? 0.0 : row_loss(logits + r * g.V, g.V, l);
             li[2 * r + 1] = ig ? 0.0 : 1.0;
         }
-        for (int64_t r = 0; r < m; r++) sl += li[2 * r], sw += li[2 * r + 1]; /* in row order, as the loss kernel */
+        for (int64_t r = 0; r < m; r++)
+            sl += li[2 * r], sw += li[2 * r + 1]; /* in row order, as the loss kernel */
     }
     /* every label ignored: 0, as SoftmaxCrossEntropyLoss gives (docs/bad-input.md) */
     *(float *)out[0].data = (float)(sw != 0.0 ? sl / sw : 0.0);
@@ -113,7 +116,8 @@ static void row_grad(float *x, int64_t C, int64_t l, double g) {
         int64_t m = C - c0 < 256 ? C - c0 : 256;
         double e[256];
         ot_cpu_exp_diff_f64(x + c0, mx, e, m);
-        for (int64_t c = 0; c < m; c++) s += e[c];
+        for (int64_t c = 0; c < m; c++)
+            s += e[c];
     }
     for (int64_t c0 = 0; c0 < C; c0 += 256) {
         int64_t m = C - c0 < 256 ? C - c0 : 256;
@@ -153,8 +157,10 @@ ot_status ot_cpu_linear_ce_grad(const ot_node *node, const ot_tensor *in, ot_ten
         for (int64_t r = 0; r < m; r++) {
             int64_t l;
             ot_kernel_load_int(in[3].dtype, in[3].data, r0 + r, &l);
-            if (g.has_ignore && l == g.ignore) memset(dl + r * g.V, 0, (size_t)g.V * sizeof(float));
-            else row_grad(dl + r * g.V, g.V, l, scale);
+            if (g.has_ignore && l == g.ignore)
+                memset(dl + r * g.V, 0, (size_t)g.V * sizeof(float));
+            else
+                row_grad(dl + r * g.V, g.V, l, scale);
         }
         if (dH) /* dH_c = dl · Wᵀ (W [D, V]) or dl · W (W [V, D]) */
             ot_cpu_sgemm(ctx, false, !g.trans_w, (int)m, D, V, 1.0f, dl, V, W, g.trans_w ? D : V, 0.0f, dH + r0 * g.D,
@@ -167,7 +173,8 @@ ot_status ot_cpu_linear_ce_grad(const ot_node *node, const ot_tensor *in, ot_ten
         if (dB) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (g.V >= OT_CPU_PAR_MIN)
             for (int64_t c = 0; c < g.V; c++)
-                for (int64_t r = 0; r < m; r++) dB[c] += dl[r * g.V + c];
+                for (int64_t r = 0; r < m; r++)
+                    dB[c] += dl[r * g.V + c];
         }
     }
     return OT_OK;

@@ -29,11 +29,13 @@ __global__ void k_lce_rows(const float *logits, const void *lab, int i64, int64_
         const float *x = logits + r * g.V;
         int64_t l = lce_label(lab, i64, r0 + r);
         float mx = -INFINITY;
-        for (int64_t c = lane; c < g.V; c += 32) mx = fmaxf(mx, x[c]);
+        for (int64_t c = lane; c < g.V; c += 32)
+            mx = fmaxf(mx, x[c]);
         mx = ot_cu_warp_max(mx);
         if (mx == -INFINITY) mx = 0.0f;
         float sum = 0.0f;
-        for (int64_t c = lane; c < g.V; c += 32) sum += expf(x[c] - mx);
+        for (int64_t c = lane; c < g.V; c += 32)
+            sum += expf(x[c] - mx);
         sum = ot_cu_warp_sum(sum);
         if (lane == 0) {
             bool ig = g.has_ignore && l == g.ignore;
@@ -49,7 +51,8 @@ __global__ void k_lce_rows(const float *logits, const void *lab, int i64, int64_
 __global__ void k_lce_total(const double *rl, int64_t m, double *tot, int first, int last, float *y) {
     __shared__ double sh[32];
     double sl = 0.0, sw = 0.0;
-    for (int64_t i = threadIdx.x; i < m; i += blockDim.x) sl += rl[2 * i], sw += rl[2 * i + 1];
+    for (int64_t i = threadIdx.x; i < m; i += blockDim.x)
+        sl += rl[2 * i], sw += rl[2 * i + 1];
     sl = ot_cu_block_sum(sl, sh);
     sw = ot_cu_block_sum(sw, sh);
     if (threadIdx.x == 0) {
@@ -82,10 +85,13 @@ __global__ void k_lce_grad_rows(float *x0, const float *dls, const void *lab, in
         double gg = skip || count[0] <= 0.0 ? 0.0 : (double)dls[0] / count[0];
         if (bad) gg = nan("");
         double mx = -INFINITY, s = 0.0;
-        for (int64_t c = lane; c < g.V; c += 32) mx = fmax(mx, (double)x[c]);
-        for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_down_sync(0xffffffffu, mx, o));
+        for (int64_t c = lane; c < g.V; c += 32)
+            mx = fmax(mx, (double)x[c]);
+        for (int o = 16; o > 0; o >>= 1)
+            mx = fmax(mx, __shfl_down_sync(0xffffffffu, mx, o));
         mx = __shfl_sync(0xffffffffu, mx, 0);
-        for (int64_t c = lane; c < g.V; c += 32) s += exp(x[c] - mx);
+        for (int64_t c = lane; c < g.V; c += 32)
+            s += exp(x[c] - mx);
         s = ot_cu_warp_sum(s);
         for (int64_t c = lane; c < g.V; c += 32) {
             double p = exp(x[c] - mx) / s;
@@ -98,7 +104,8 @@ __global__ void k_lce_grad_rows(float *x0, const float *dls, const void *lab, in
 __global__ void k_lce_dbias(const float *dl, int64_t m, int64_t V, int first, float *db) {
     OT_CU_LOOP(c, V) {
         float s = first ? 0.0f : db[c];
-        for (int64_t r = 0; r < m; r++) s += dl[r * V + c];
+        for (int64_t r = 0; r < m; r++)
+            s += dl[r * V + c];
         db[c] = s;
     }
 }
@@ -146,7 +153,7 @@ OT_CUDA_LAUNCHER(ot_cuda_linear_ce) {
         if ((st = chunk_logits(cx, &g, (const float *)in[0].data, (const float *)in[1].data, bias, r0, m, logits, err)))
             return st;
         k_lce_rows<<<ot_cu_warp_blocks(m), OT_CU_THREADS, 0, cx->stream>>>(logits, in[2].data, in[2].dtype == OT_I64,
-                                                                          r0, m, g, rl);
+                                                                           r0, m, g, rl);
         OT_CUDA_LAUNCHED();
         k_lce_total<<<1, OT_CU_THREADS, 0, cx->stream>>>(rl, m, tot, r0 == 0, r0 + m >= g.rows, (float *)out[0].data);
         OT_CUDA_LAUNCHED();
@@ -177,11 +184,11 @@ OT_CUDA_LAUNCHER(ot_cuda_linear_ce_grad) {
     for (int64_t r0 = 0; r0 < g.rows; r0 += g.chunk) {
         int64_t m = g.rows - r0 < g.chunk ? g.rows - r0 : g.chunk;
         if ((st = chunk_logits(cx, &g, H, W, bias, r0, m, dl, err))) return st;
-        k_lce_grad_rows<<<ot_cu_warp_blocks(m), OT_CU_THREADS, 0, cx->stream>>>(
-            dl, (const float *)in[0].data, in[3].data, i64, r0, m, g, rl);
+        k_lce_grad_rows<<<ot_cu_warp_blocks(m), OT_CU_THREADS, 0, cx->stream>>>(dl, (const float *)in[0].data,
+                                                                                in[3].data, i64, r0, m, g, rl);
         OT_CUDA_LAUNCHED();
-        if (dH && (st = ot_cuda_sgemm(cx, false, !g.trans_w, m, g.D, g.V, 1.0f, dl, g.V, W, g.trans_w ? g.D : g.V,
-                                      0.0f, dH + r0 * g.D, g.D, err)))
+        if (dH && (st = ot_cuda_sgemm(cx, false, !g.trans_w, m, g.D, g.V, 1.0f, dl, g.V, W, g.trans_w ? g.D : g.V, 0.0f,
+                                      dH + r0 * g.D, g.D, err)))
             return st;
         float beta = r0 == 0 ? 0.0f : 1.0f;
         if (dW && !g.trans_w)
