@@ -196,8 +196,9 @@ enum {
     "                            off (default), on, or auto (on when a chunk is smaller than the\n"              \
     "                            logits). Loss and gradients are computed a chunk of rows at a time;\n"        \
     "                            the head's weight gradient is summed over the chunks in order\n"              \
-    "  --chunked-loss-rows N     rows of logits per chunk (default: the most that fit 16 MiB);\n"              \
-    "                            part of the plan: the same N gives the same bits\n"
+    "  --chunked-loss-rows N     rows of logits per chunk (default: the most that fit 16 MiB, and\n"          \
+    "                            under --memory-budget the largest power of two below that whose\n"          \
+    "                            step fits); part of the plan: the same N gives the same bits\n"
 #define OT_ARGS_HELP_PARAMS                                                                                          \
     "params:\n"                                                                                                      \
     "  --freeze PATTERN          do not train params whose name matches. Repeatable.\n"                            \

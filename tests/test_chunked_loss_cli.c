@@ -65,6 +65,26 @@ static void test_train_messages(void **state) {
     cli_expect_in(OUT, "chunked cross-entropy: '/Relu_1_output_0' x 'fc3.weight'^T + bias -> loss in chunks of 2");
 }
 
+/* Under --memory-budget without --chunked-loss-rows: the largest chunk whose step fits,
+ * halving from the default (128 rows here, the whole batch). */
+static void test_budget_picks_chunk(void **state) {
+    (void)state;
+#define STEP                                                                                                           \
+    S "tinygpt_nodrop.onnx --input " S "data/tinygpt_tokens.npy --labels " S "data/tinygpt_labels.npy "                \
+      "--threads 2 --batch-size 8 --optimizer sgd --remat none --chunked-loss on"
+    assert_int_equal(run(BIN " plan " STEP " --chunked-loss-rows 128 --json"), 0);
+    double big = cli_json_nth(OUT, "\"peak_bytes\": ", 1);
+    assert_int_equal(run(BIN " plan " STEP " --chunked-loss-rows 64 --json"), 0);
+    double half = cli_json_nth(OUT, "\"peak_bytes\": ", 1);
+    assert_true(half < big); /* the chunk's workspace is at the peak */
+    long long budget = (long long)((big + half) / 2);
+    assert_int_equal(run(BIN " train " STEP " --steps 1 --memory-budget %lld -o " TMP "/b.onnx", budget), 0);
+    cli_expect_in(OUT, "loss in chunks of 64 of 128 rows");
+    assert_int_equal(run(BIN " train " STEP " --steps 1 --memory-budget %lld -o " TMP "/b.onnx", (long long)big), 0);
+    cli_expect_in(OUT, "loss in chunks of 128 of 128 rows");
+#undef STEP
+}
+
 static void test_usage(void **state) {
     (void)state;
     assert_int_equal(run(BIN " train " GPT " --chunked-loss sometimes"), 2);
@@ -80,6 +100,7 @@ int main(void) {
         cmocka_unit_test(test_verify_every_policy),
         cmocka_unit_test(test_plan_saving),
         cmocka_unit_test(test_train_messages),
+        cmocka_unit_test(test_budget_picks_chunk),
         cmocka_unit_test(test_usage),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
