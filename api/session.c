@@ -152,6 +152,12 @@ static ot_status apply_options(onnxtrain_session *s, const onnxtrain_options *in
     if (o->split_update && u.accum != 1)
         return ot_fail(err, OT_E_USAGE, "options.split_step with options.accum %lld: the two-call step sums over "
                        "calls instead (use accum 1)", (long long)u.accum);
+    if (u.chunked_loss && (st = ot_chunked_loss_parse("options.chunked_loss", u.chunked_loss, &o->chunked_loss, err)))
+        return st;
+    if (u.chunked_loss_rows < 0 || u.chunked_loss_rows > INT32_MAX)
+        return ot_fail(err, OT_E_USAGE, "options.chunked_loss_rows %lld: must be between 0 (the default) and 2^31 - 1",
+                       (long long)u.chunked_loss_rows);
+    o->chunked_loss_rows = u.chunked_loss_rows;
     if (u.threads < 0) return ot_fail(err, OT_E_USAGE, "options.threads %d: must be >= 0", u.threads);
     o->n_threads = u.threads;
     o->device = keep_str(s, u.device, err);

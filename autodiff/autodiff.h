@@ -124,4 +124,41 @@ const char *ot_loss_kind_name(ot_loss_kind k);
  * loss. New graph inputs ("labels", "targets") are appended to g->inputs. */
 ot_status ot_loss_build(ot_graph *g, const ot_loss_options *opt, int *loss_value, ot_error *err);
 
+/* ---- cross-entropy without the full logits (autodiff/linear_ce.c, issue 28) ---- */
+
+typedef enum ot_chunked_loss_mode {
+    OT_CHUNKED_LOSS_OFF = 0, /* the loss builder's graph as it is */
+    OT_CHUNKED_LOSS_AUTO,    /* fused when a chunk holds fewer rows than the logits */
+    OT_CHUNKED_LOSS_ON,      /* fused whenever the pattern matches */
+} ot_chunked_loss_mode;
+
+/* "off" | "on" | "auto"; OT_E_USAGE naming opt (the option or field) and the word otherwise. */
+ot_status ot_chunked_loss_parse(const char *opt, const char *s, ot_chunked_loss_mode *out, ot_error *err);
+
+typedef struct ot_linear_ce_options {
+    ot_chunked_loss_mode mode;
+    int64_t chunk_rows;      /* rows of logits per chunk; 0 = ot_linear_ce_default_chunk */
+    const char *keep_logits; /* non-NULL: what reads the logits (the rewrite is skipped) */
+} ot_linear_ce_options;
+
+typedef struct ot_linear_ce_result {
+    bool applied, has_bias, trans_w;
+    int node;                /* the LinearCrossEntropy node when applied */
+    int64_t rows, vocab, chunk_rows;
+    size_t logits_bytes;     /* the [rows, vocab] float32 logits the fused op never holds */
+    char why[320];           /* what was fused, or why nothing was */
+} ot_linear_ce_result;
+
+/* Rows per chunk when none is given: the largest power of two whose chunk of logits
+ * fits 16 MiB, at most rows. */
+int64_t ot_linear_ce_default_chunk(int64_t rows, int64_t vocab);
+
+/* Replaces the MatMul/Gemm head and the mean cross-entropy producing loss_value by one
+ * LinearCrossEntropy node (see linear_ce.c for the patterns). out_value, the model
+ * output the loss reads (-1: none), may lie on the chain; it is then dropped from
+ * g->outputs. Not matching is no error: r->applied false and r->why says why. Only
+ * allocation failures fail. */
+ot_status ot_linear_ce_rewrite(ot_graph *g, int loss_value, int out_value, const ot_linear_ce_options *o,
+                               ot_linear_ce_result *r, ot_error *err);
+
 #endif

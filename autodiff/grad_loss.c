@@ -1,7 +1,8 @@
 /* grad_loss.c — gradient rules of the losses: SoftmaxCrossEntropyLoss (and its
- * optional log_prob output), NegativeLogLikelihoodLoss, MseLoss, BceWithLogitsLoss and
- * L1Loss. Labels and weights get no gradient; of the targets, only MSE's (the loss
- * builders make targets graph inputs, which need none). */
+ * optional log_prob output), NegativeLogLikelihoodLoss, MseLoss, BceWithLogitsLoss,
+ * L1Loss and the chunked LinearCrossEntropy (issue 28). Labels and weights get no
+ * gradient; of the targets, only MSE's (the loss builders make targets graph inputs,
+ * which need none). */
 #include "autodiff/grad_rules.h"
 
 static void loss_grad(ot_grad_ctx *c, const ot_node *n, ot_op op, int dy) {
@@ -12,6 +13,26 @@ static void loss_grad(ot_grad_ctx *c, const ot_node *n, ot_op op, int dy) {
     int out = ot_gb_op_s(c, op, in, nin, ot_gb_dtype(c, x), &xs, &node);
     ot_gb_copy_attrs(c, node, n);
     ot_gb_add(c, x, out);
+}
+
+/* LinearCrossEntropy (H, W, labels [, bias]): one LinearCrossEntropyGrad gives every
+ * gradient asked for, recomputing the logits chunk by chunk as the forward did. */
+static void linear_ce_grad(ot_grad_ctx *c, const ot_node *n, int dy) {
+    int bias = n->n_inputs > 3 ? n->inputs[3] : -1;
+    int in[5] = {dy, n->inputs[0], n->inputs[1], n->inputs[2], bias}, out[3] = {-1, -1, -1};
+    int of[3] = {n->inputs[0], n->inputs[1], bias};
+    bool any = false;
+    for (int k = 0; k < 3; k++)
+        if (of[k] >= 0 && ot_gb_needs(c, of[k])) {
+            ot_shape s = ot_gb_shape(c, of[k]);
+            out[k] = ot_gb_new(c, ot_gb_dtype(c, of[k]), &s);
+            any = true;
+        }
+    if (!any) return;
+    int node = ot_gb_emit(c, OT_OP_LINEAR_CROSS_ENTROPY_GRAD, in, bias >= 0 ? 5 : 4, out, bias >= 0 ? 3 : 2);
+    ot_gb_copy_attrs(c, node, n);
+    for (int k = 0; k < 3; k++)
+        if (out[k] >= 0) ot_gb_add(c, of[k], out[k]);
 }
 
 ot_status ot_grad_loss(ot_grad_ctx *c, const ot_node *n, const int *dy) {
@@ -26,6 +47,9 @@ ot_status ot_grad_loss(ot_grad_ctx *c, const ot_node *n, const int *dy) {
             ot_gb_set_int(c, node, "axis", 1);
             ot_gb_add(c, x, out);
         }
+        return OT_OK;
+    case OT_OP_LINEAR_CROSS_ENTROPY:
+        if (dy[0] >= 0) linear_ce_grad(c, n, dy[0]);
         return OT_OK;
     case OT_OP_NLL_LOSS: loss_grad(c, n, OT_OP_NLL_LOSS_GRAD, dy[0]); return OT_OK;
     case OT_OP_MSE_LOSS:

@@ -62,6 +62,7 @@ static const ot_grad_rule_fn grad_rules[OT_OP_COUNT] = {
     [OT_OP_MSE_LOSS] = ot_grad_loss,
     [OT_OP_BCE_LOGITS_LOSS] = ot_grad_loss,
     [OT_OP_L1_LOSS] = ot_grad_loss,
+    [OT_OP_LINEAR_CROSS_ENTROPY] = ot_grad_loss,
     /* ---- comparison, logic and pointwise math (issue 13): grad_math.c ---- */
     [OT_OP_ABS] = ot_grad_math,
     [OT_OP_SIN] = ot_grad_math,

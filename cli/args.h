@@ -125,6 +125,8 @@ enum {
     OT_ARG_LORA_TARGET,
     OT_ARG_REMAT_TIME,
     OT_ARG_WAIT,
+    OT_ARG_CHUNKED_LOSS,
+    OT_ARG_CHUNKED_ROWS,
     OT_ARG_OUTPUT_OLD, /* --output: the old name of --loss-output (cli/args.c says which option is meant) */
     OT_ARG_OWN /* first code free for a command's own options */
 };
@@ -142,6 +144,9 @@ enum {
 #define OT_ARGS_OPT_BUDGET {"memory-budget", required_argument, NULL, OT_ARG_BUDGET}
 #define OT_ARGS_OPT_REMAT_TIME {"remat-time-limit", required_argument, NULL, OT_ARG_REMAT_TIME}
 #define OT_ARGS_OPT_OUTPUT {"loss-output", required_argument, NULL, OT_ARG_OUTPUT}, {"output", required_argument, NULL, OT_ARG_OUTPUT_OLD}
+#define OT_ARGS_OPT_CHUNKED                                                                                          \
+    {"chunked-loss", required_argument, NULL, OT_ARG_CHUNKED_LOSS},                                                  \
+        {"chunked-loss-rows", required_argument, NULL, OT_ARG_CHUNKED_ROWS}
 #define OT_ARGS_OPT_CLASS_AXIS {"class-axis", required_argument, NULL, OT_ARG_CLASS_AXIS}
 #define OT_ARGS_OPT_IGNORE {"ignore-index", required_argument, NULL, OT_ARG_IGNORE}
 #define OT_ARGS_OPT_FREEZE {"freeze", required_argument, NULL, OT_ARG_FREEZE}
@@ -158,8 +163,8 @@ enum {
  * seed, threads, device, bind, remat, budget and the optimizer. */
 #define OT_ARGS_OPTS_SESSION                                                                                         \
     OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,            \
-        OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_SEED,             \
-        OT_ARGS_OPT_THREADS, OT_ARGS_OPT_WAIT, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT,             \
+        OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_CHUNKED, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH,          \
+        OT_ARGS_OPT_SEED, OT_ARGS_OPT_THREADS, OT_ARGS_OPT_WAIT, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT,             \
         OT_ARGS_OPT_BUDGET, OT_ARGS_OPT_REMAT_TIME, OT_ARGS_OPTS_OPTIM, {"lora", required_argument, NULL, OT_ARG_LORA}, \
         {"lora-target", required_argument, NULL, OT_ARG_LORA_TARGET}
 
@@ -191,6 +196,15 @@ enum {
     "  --ignore-index N|none     cross-entropy: label value that contributes nothing (default -100,\n"              \
     "                            as torch.nn.CrossEntropyLoss and HF's padded labels); none: every\n"            \
     "                            label must be a class\n"
+/* --chunked-loss (autodiff/linear_ce.c, docs/memory.md) */
+#define OT_ARGS_HELP_CHUNKED                                                                                         \
+    "  --chunked-loss MODE       cross-entropy over a MatMul/Gemm head without the full logits:\n"                \
+    "                            off (default), on, or auto (on when a chunk is smaller than the\n"              \
+    "                            logits). Loss and gradients are computed a chunk of rows at a time;\n"        \
+    "                            the head's weight gradient is summed over the chunks in order\n"              \
+    "  --chunked-loss-rows N     rows of logits per chunk (default: the most that fit 16 MiB, and\n"          \
+    "                            under --memory-budget the largest power of two below that whose\n"          \
+    "                            step fits); part of the plan: the same N gives the same bits\n"
 #define OT_ARGS_HELP_PARAMS                                                                                          \
     "params:\n"                                                                                                      \
     "  --freeze PATTERN          do not train params whose name matches. Repeatable.\n"                            \
@@ -244,6 +258,8 @@ typedef struct ot_common_args {
     const char *remat;      /* --remat POLICY, or NULL (ot_common_args_to_train: OT_CLI_REMAT_DEFAULT) */
     int64_t memory_budget;  /* --memory-budget bytes; 0: none */
     double remat_time_limit; /* --remat-time-limit seconds for --remat optimal; 0: the default */
+    ot_chunked_loss_mode chunked_loss; /* --chunked-loss; OFF by default */
+    int64_t chunked_rows;   /* --chunked-loss-rows; 0: the default */
     /* the optimizer: the kind's defaults, then the values the user set (NaN: not set) */
     ot_optim_kind optim;    /* OT_OPTIM_DEFAULT_KIND unless --optimizer (optim_named); ot_args_optim_kind */
     bool optim_named;

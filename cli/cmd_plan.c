@@ -41,6 +41,7 @@ static void usage(FILE *f) {
           "                            --memory-budget)\n"
           OT_ARGS_HELP_BIND
           OT_ARGS_HELP_LOSS
+          OT_ARGS_HELP_CHUNKED
           OT_ARGS_HELP_PARAMS
           OT_ARGS_HELP_LORA
           "optimizer (its state and update are planned with the step):\n"
@@ -292,8 +293,49 @@ static void print_lora_saving(const plan_opts *o, const planned *p0, const plann
            o->lora_text, a, b, s, w, wb);
 }
 
+/* --chunked-loss: what the fused head and loss (p1) saved against the same policy
+ * without them (plain), category by category at each plan's peak. */
+static void print_chunked_saving(const planned *p1, const planned *plain, bool json) {
+    const ot_linear_ce_result *r = ot_train_chunked_loss(p1->s);
+    const ot_plan *p = p1->p, *q = plain ? plain->p : NULL;
+    if (json) {
+        printf(", \"chunked_loss\": {\"applied\": %s, \"what\": ", r->applied ? "true" : "false");
+        ot_json_string(stdout, r->why);
+        if (r->applied)
+            printf(", \"rows\": %lld, \"classes\": %lld, \"chunk_rows\": %lld, \"logits_bytes\": %zu",
+                   (long long)r->rows, (long long)r->vocab, (long long)r->chunk_rows, r->logits_bytes);
+        if (r->applied && q) {
+            printf(", \"peak_bytes_without\": %zu, \"at_peak_without\": {", ot_plan_peak_bytes(q));
+            for (int c = 0; c < OT_MEM_COUNT; c++)
+                printf("%s\"%s\": %zu", c ? ", " : "", ot_mem_category_name((ot_mem_category)c),
+                       ot_plan_bytes_at_peak(q, (ot_mem_category)c));
+            printf("}");
+        }
+        printf("}");
+        return;
+    }
+    if (!r->applied) {
+        printf("--chunked-loss: not applied: %s\n", r->why);
+        return;
+    }
+    char a[32], b[32], lb[32], change[64];
+    ot_human_size((double)ot_plan_peak_bytes(p), a, sizeof a);
+    ot_human_size((double)ot_plan_peak_bytes(q), b, sizeof b);
+    ot_human_size((double)r->logits_bytes, lb, sizeof lb);
+    ot_cli_peak_change((int64_t)ot_plan_peak_bytes(q), (int64_t)ot_plan_peak_bytes(p), change, sizeof change);
+    printf("--chunked-loss: %s; the %s of logits and their gradient never exist\n", r->why, lb);
+    printf("  peak %s instead of %s without it: %s\n  at the peak, without -> with:", a, b, change);
+    for (int c = 0; c < OT_MEM_COUNT; c++) {
+        char x[32], y[32];
+        ot_human_size((double)ot_plan_bytes_at_peak(q, (ot_mem_category)c), x, sizeof x);
+        ot_human_size((double)ot_plan_bytes_at_peak(p, (ot_mem_category)c), y, sizeof y);
+        printf("%s %s %s -> %s", c ? "," : "", ot_mem_category_name((ot_mem_category)c), x, y);
+    }
+    printf("\n");
+}
+
 static void print_plans(const plan_opts *o, const planned *p0, const planned *p1, const char *label, int64_t batch,
-                        const planned *nolora) {
+                        const planned *nolora, const planned *plain) {
     const ot_remat_analysis *an = p1->an ? p1->an : p0->an;
     int n_fwd = an ? an->n_fwd : 0, n_art = an ? an->n_art : 0, n_nodes = ot_train_graph(p0->s)->n_nodes;
     if (o->json) {
@@ -313,6 +355,7 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
             printf(", \"without_lora\": ");
             print_plan("none", nolora, true, false, -1);
         }
+        if (o->args.chunked_loss != OT_CHUNKED_LOSS_OFF) print_chunked_saving(p1, plain, true);
         printf("}\n");
         return;
     }
@@ -339,13 +382,14 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
     else
         printf("%s for %.1f%% more FLOPs\n", change, step > 0 ? 100.0 * rs->extra_flops / step : 0.0);
     if (nolora) print_lora_saving(o, p0, nolora);
+    if (o->args.chunked_loss != OT_CHUNKED_LOSS_OFF) print_chunked_saving(p1, plain, false);
 }
 
 static ot_status run_plan(plan_opts *o, ot_error *err) {
     ot_status st = OT_OK;
     ot_model *m = NULL;
     ot_dataset data = {0}, val = {0};
-    planned p0 = {0}, p1 = {0}, p2 = {0};
+    planned p0 = {0}, p1 = {0}, p2 = {0}, p3 = {0};
     ot_atomic_file *dot = NULL;
     const ot_common_args *a = &o->args;
     const char *policy = a->remat ? a->remat : OT_CLI_REMAT_DEFAULT;
@@ -390,7 +434,12 @@ static ot_status run_plan(plan_opts *o, ot_error *err) {
         base.args.lora_target.n = 0;
         if ((st = plan_one(&base, m, &data, &val, "none", batch, &p2, err))) goto fail;
     }
-    print_plans(o, &p0, &p1, label, batch, a->lora.rank ? &p2 : NULL);
+    if (ot_train_chunked_loss(p1.s)->applied) { /* the same policy without --chunked-loss, for the saving */
+        plan_opts plain = *o;
+        plain.args.chunked_loss = OT_CHUNKED_LOSS_OFF;
+        if ((st = plan_one(&plain, m, &data, &val, policy, batch, &p3, err))) goto fail;
+    }
+    print_plans(o, &p0, &p1, label, batch, a->lora.rank ? &p2 : NULL, p3.s ? &p3 : NULL);
     /* --dot is written and synced first and renamed only after the timeline was
      * written, so a failed timeline leaves neither */
     if (o->dot && (st = write_dot(o->dot, ot_train_graph(p1.s), &dot, err))) goto fail;
@@ -415,6 +464,7 @@ fail:
     ot_train_session_free(p0.s);
     ot_train_session_free(p1.s);
     ot_train_session_free(p2.s);
+    ot_train_session_free(p3.s);
     ot_dataset_free(&data);
     ot_dataset_free(&val);
     ot_cli_batch_pick_free(&o->pick);

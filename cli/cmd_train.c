@@ -66,6 +66,7 @@ static void train_usage(FILE *f) {
           "  --drop-last               drop the last partial batch of each epoch (DataLoader's\n"
           "                            drop_last=True): every step then sees exactly N samples\n"
           OT_ARGS_HELP_LOSS
+          OT_ARGS_HELP_CHUNKED
           OT_ARGS_HELP_PARAMS
           OT_ARGS_HELP_LORA
           "  --lora-save FILE|DIR/     write the adapters alone to FILE (.npz or .onnx) or, for a name\n"
@@ -436,6 +437,10 @@ static void print_setup(const train_cli *t, int64_t total) {
             (long long)ot_train_batch_size(t->s), (long long)t->o.accum, (long long)total);
     const char *wait = getenv(OT_WAIT_APPLIED_ENV);
     if (wait && t->verbose) fprintf(stderr, "idle worker threads: %s\n", wait); /* a diagnosis: -v */
+    const ot_linear_ce_result *lce = ot_train_chunked_loss(t->s);
+    if (lce->applied) fprintf(stderr, "chunked cross-entropy: %s\n", lce->why);
+    else if (t->o.chunked_loss == OT_CHUNKED_LOSS_ON || (t->o.chunked_loss && t->verbose)) /* asked for, or -v */
+        fprintf(stderr, "chunked cross-entropy not used: %s\n", lce->why);
     char h[5][OT_HUMAN_SIZE_LEN];
     fprintf(stderr,
             "planned peak memory%s: %s (params %s, gradients %s, optimizer state %s, activations and workspace %s)\n",

@@ -40,6 +40,7 @@ static void usage(FILE *f) {
           "                            default, min(32, samples))\n"
           OT_ARGS_HELP_BIND
           OT_ARGS_HELP_LOSS
+          OT_ARGS_HELP_CHUNKED
           OT_ARGS_HELP_PARAMS
           OT_ARGS_HELP_LORA
           "optimizer (for the memory figures):\n"

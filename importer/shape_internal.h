@@ -128,6 +128,10 @@ ot_status ot_shape_rule_rotary(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, 
 ot_status ot_shape_rule_attention(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 ot_status ot_shape_rule_attention_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
 
+/* ---- chunked cross-entropy (issue 28): shape_rules_lce.c ---- */
+ot_status ot_shape_rule_linear_ce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+ot_status ot_shape_rule_linear_ce_grad(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh);
+
 /* Shape's [start, end) of a rank-r input from its start / end attributes, clamped as
  * the spec says (opset 15). */
 void ot_shape_range_attrs(const ot_node *n, int r, int *s, int *e);

@@ -782,6 +782,8 @@ static const ot_shape_rule_fn shape_rules[OT_OP_COUNT] = {
     [OT_OP_GRU] = ot_shape_rule_rnn,
     [OT_OP_LSTM] = ot_shape_rule_rnn,
     [OT_OP_RNN_GRAD] = ot_shape_rule_rnn_grad,
+    [OT_OP_LINEAR_CROSS_ENTROPY] = ot_shape_rule_linear_ce, /* shape_rules_lce.c (issue 28) */
+    [OT_OP_LINEAR_CROSS_ENTROPY_GRAD] = ot_shape_rule_linear_ce_grad,
 };
 
 bool ot_shape_has_rule(ot_op op) { return op > 0 && op < OT_OP_COUNT && shape_rules[op]; }

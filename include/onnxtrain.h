@@ -149,6 +149,11 @@ typedef struct onnxtrain_options {
      * onnxtrain_optimizer_step) whichever call builds it; 0 (default): the first call
      * decides (onnxtrain_backward: two calls; prepare, train_step, eval: whole steps). */
     int split_step;
+    /* cross-entropy over a MatMul/Gemm head without the full logits, as --chunked-loss:
+     * "off" (NULL, default), "on", "auto"; chunked_loss_rows rows of logits per chunk
+     * (0: the default, the most that fit 16 MiB) */
+    const char *chunked_loss;
+    int64_t chunked_loss_rows;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;

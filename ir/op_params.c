@@ -120,7 +120,16 @@ static ot_status resolve_loss(const ot_node *n, ot_op_params *p, ot_error *err) 
     const ot_attr *a = ot_node_attr(n, "ignore_index");
     l->has_ignore_index = a && a->type == OT_ATTR_INT;
     l->ignore_index = l->has_ignore_index ? a->i : 0;
-    return OT_OK;
+    l->trans_w = false;
+    l->chunk_rows = 0;
+    if (n->op != OT_OP_LINEAR_CROSS_ENTROPY && n->op != OT_OP_LINEAR_CROSS_ENTROPY_GRAD) return OT_OK;
+    ot_status st = flag_attr(n, "trans_w", &l->trans_w, err);
+    int64_t rows = ot_node_attr_int(n, "chunk_rows", 0);
+    if (!st && (rows < 1 || rows > INT32_MAX))
+        st = ot_fail(err, OT_E_MODEL, "node '%s' (%s): chunk_rows %lld is not in [1, 2^31)", n->name, n->op_type,
+                     (long long)rows);
+    l->chunk_rows = rows;
+    return st;
 }
 
 /* ops batch 1 (issue 26): the mode of a reduction op, and ReduceGrad's mode names */
@@ -490,6 +499,8 @@ static const family FAMILY[OT_OP_COUNT] = {
     [OT_OP_NLL_LOSS] = {OT_PARAMS_LOSS, resolve_loss},
     [OT_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD] = {OT_PARAMS_LOSS, resolve_loss},
     [OT_OP_NLL_LOSS_GRAD] = {OT_PARAMS_LOSS, resolve_loss},
+    [OT_OP_LINEAR_CROSS_ENTROPY] = {OT_PARAMS_LOSS, resolve_loss},
+    [OT_OP_LINEAR_CROSS_ENTROPY_GRAD] = {OT_PARAMS_LOSS, resolve_loss},
     [OT_OP_REDUCE_MEAN] = {OT_PARAMS_REDUCE, resolve_reduce},
     [OT_OP_REDUCE_SUM] = {OT_PARAMS_REDUCE, resolve_reduce},
     [OT_OP_TRANSPOSE] = {OT_PARAMS_LAYOUT, resolve_layout},

@@ -129,6 +129,10 @@ typedef struct ot_loss_params {
     const char *reduction_name; /* as written (the node's attribute), for OTHER's error */
     bool has_ignore_index;
     int64_t ignore_index; /* compared with int64 labels: kept whole, not narrowed */
+    /* LinearCrossEntropy(Grad) only: W is [V, D] (a tied embedding), and the rows of
+     * logits one chunk holds (fixed by the plan: dW's summation order depends on it) */
+    bool trans_w;
+    int64_t chunk_rows;
 } ot_loss_params;
 
 /* ops batch 1 (issue 26): what a reduction computes (ReduceGrad: its "mode" attribute) */

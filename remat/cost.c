@@ -194,6 +194,19 @@ static double cost_rnn(const ot_graph *g, const ot_node *n, const cost_io *io) {
     return n->op == OT_OP_RNN_GRAD ? 3.0 * f : f;
 }
 
+/* LinearCrossEntropy: the head's GEMM (2 rows D V) and its softmax over the chunks;
+ * the gradient recomputes the logits and runs two more GEMMs (dH and dW). */
+static double cost_linear_ce(const ot_graph *g, const ot_node *n, const cost_io *io) {
+    int first = n->op == OT_OP_LINEAR_CROSS_ENTROPY_GRAD ? 1 : 0;
+    if (n->n_inputs < first + 2) return 0.0;
+    int w = n->inputs[first + 1];
+    double wn = (double)numel_of(g, w), D = (double)dim_of(g, n->inputs[first], -1);
+    double rows = D > 0 ? (double)numel_of(g, n->inputs[first]) / D : 0.0;
+    (void)io;
+    double f = 2.0 * rows * wn + 5.0 * rows * (D > 0 ? wn / D : 0.0);
+    return n->op == OT_OP_LINEAR_CROSS_ENTROPY_GRAD ? 3.0 * f : f;
+}
+
 static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_UNKNOWN] = cost_per_element,
     [OT_OP_GEMM] = cost_gemm,
@@ -380,6 +393,8 @@ static const cost_fn cost_rules[OT_OP_COUNT] = {
     [OT_OP_GRU] = cost_rnn,
     [OT_OP_LSTM] = cost_rnn,
     [OT_OP_RNN_GRAD] = cost_rnn,
+    [OT_OP_LINEAR_CROSS_ENTROPY] = cost_linear_ce,
+    [OT_OP_LINEAR_CROSS_ENTROPY_GRAD] = cost_linear_ce,
 };
 
 bool ot_cost_has_rule(ot_op op) { return (unsigned)op < OT_OP_COUNT && cost_rules[op]; }

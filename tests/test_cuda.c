@@ -1830,6 +1830,35 @@ static void test_losses(void **state) {
     tc_free(&p);
 }
 
+/* LinearCrossEntropy and its gradient (issue 28): 12 rows in chunks of 5, a bias, W
+ * as [V, D] (transposed) and as [D, V]. */
+static void test_linear_ce(void **state) {
+    tc_pool p = {0};
+    int64_t lab[12] = {0, 3, 9, 2, 2, 5, -100, 7, 1, 0, 8, 4};
+    for (int tw = 0; tw < 2; tw++) {
+        ot_node n = tk_node(OT_OP_LINEAR_CROSS_ENTROPY, 4, 1);
+        ot_node_set_attr_int(&n, "ignore_index", -100);
+        ot_node_set_attr_int(&n, "chunk_rows", 5);
+        ot_node_set_attr_int(&n, "trans_w", tw);
+        ot_tensor h = tc_rand(&p, 170, -1, 1, 3, 2, 6, 16);
+        ot_tensor w = tw ? tc_rand(&p, 171, -1, 1, 2, 10, 16) : tc_rand(&p, 171, -1, 1, 2, 16, 10);
+        ot_tensor in[4] = {h, w, tc_ints(&p, 12, lab), tc_rand(&p, 172, -1, 1, 1, 10)};
+        ot_tensor out[1] = {tc_out(OT_F32, 0)};
+        tc_check(backend_of(state), "LinearCrossEntropy", &n, in, out, TOL_RED, 0, 0, 0);
+        tk_node_free(&n);
+        ot_node g = tk_node(OT_OP_LINEAR_CROSS_ENTROPY_GRAD, 5, 3);
+        ot_node_set_attr_int(&g, "ignore_index", -100);
+        ot_node_set_attr_int(&g, "chunk_rows", 5);
+        ot_node_set_attr_int(&g, "trans_w", tw);
+        ot_tensor gin[5] = {tc_rand(&p, 173, 0.5f, 1.5f, 0), h, w, in[2], in[3]};
+        ot_tensor gout[3] = {tc_out(OT_F32, 3, 2, 6, 16), tw ? tc_out(OT_F32, 2, 10, 16) : tc_out(OT_F32, 2, 16, 10),
+                             tc_out(OT_F32, 1, 10)};
+        tc_check(backend_of(state), "LinearCrossEntropyGrad", &g, gin, gout, TOL_RED, 0, 0, 0);
+        tk_node_free(&g);
+    }
+    tc_free(&p);
+}
+
 /* ---- convolution and pooling ----------------------------------------------------------- */
 
 static void conv_case(void **state, tc_pool *p, const char *label, int C, int M, int H, int K, int stride, int pad,
@@ -3322,7 +3351,7 @@ int main(void) {
         cmocka_unit_test(test_where_equal_cast_expand), cmocka_unit_test(test_layout),
         cmocka_unit_test(test_reduce),        cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_layer_norm),    cmocka_unit_test(test_batch_norm),
-        cmocka_unit_test(test_losses),        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_losses), cmocka_unit_test(test_linear_ce),        cmocka_unit_test(test_conv),
         cmocka_unit_test(test_pool),          cmocka_unit_test(test_optim),
         cmocka_unit_test(test_shapes_more),   cmocka_unit_test(test_launch_limits),
         cmocka_unit_test(test_scan),

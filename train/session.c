@@ -403,6 +403,22 @@ static ot_status build_loss(ot_train_session *s, ot_error *err) {
     return OT_OK;
 }
 
+/* --chunked-loss: the head and the cross-entropy as one LinearCrossEntropy node, before
+ * autodiff so that its gradient rule replaces theirs. The logits then never exist:
+ * validation's accuracy, which reads them, keeps the plain graph. */
+static ot_status fuse_loss(ot_train_session *s, ot_error *err) {
+    if (s->o.loss.kind != OT_LOSS_CROSS_ENTROPY) {
+        snprintf(s->lce.why, sizeof s->lce.why, "the loss is not cross-entropy");
+        return OT_OK;
+    }
+    ot_linear_ce_options lo = {.mode = s->o.chunked_loss,
+                               .chunk_rows = s->o.chunked_loss_rows,
+                               .keep_logits = s->o.validation ? "validation (its accuracy)" : NULL};
+    ot_status st = ot_linear_ce_rewrite(s->g, s->loss_value, s->out_value, &lo, &s->lce, err);
+    if (!st && s->lce.applied) s->out_value = -1; /* no logits to pin or read */
+    return st;
+}
+
 /* The backward pass over the params left after --freeze / --train. */
 static ot_status build_backward(ot_train_session *s, ot_error *err) {
     ot_autodiff_options ao = {.loss_value = s->loss_value,
@@ -445,7 +461,7 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
             return st;
         if ((st = ot_train_check_arrays(s, data, err))) return st;
     }
-    if ((st = build_backward(s, err))) return st;
+    if ((st = fuse_loss(s, err)) || (st = build_backward(s, err))) return st;
     s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err);
     if (!s->be) return err ? err->code : OT_E_DEVICE;
     s->be->tf32 = s->o.tf32;

@@ -127,8 +127,30 @@ static ot_status make_executor(ot_train_session *s, ot_error *err) {
     return st;
 }
 
+static ot_status session_new(ot_model *m, const ot_train_options *o, ot_dataset *data, bool with_optimizer,
+                             ot_train_session **out, int64_t *chunk_tried, ot_error *err);
+
+/* --chunked-loss under --memory-budget without --chunked-loss-rows: the largest chunk
+ * whose step fits the budget, halving from the default (ot_linear_ce_default_chunk)
+ * down to one row. The choice depends only on the options and the model, so verify,
+ * recompute and --resume make the same one, and the plan records it. */
 ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_dataset *data, bool with_optimizer,
                                ot_train_session **out, ot_error *err) {
+    int64_t tried = 0;
+    ot_status st = session_new(m, o, data, with_optimizer, out, &tried, err);
+    if (st != OT_E_MEMORY || !o->memory_budget || o->chunked_loss == OT_CHUNKED_LOSS_OFF || o->chunked_loss_rows)
+        return st;
+    ot_train_options smaller = *o;
+    for (int64_t rows = tried / 2; rows >= 1 && st == OT_E_MEMORY; rows /= 2) {
+        smaller.chunked_loss_rows = rows;
+        st = session_new(m, &smaller, data, with_optimizer, out, &tried, err);
+    }
+    return st;
+}
+
+/* One session build; *chunk_tried gets the chunk the fused loss used (0: none). */
+static ot_status session_new(ot_model *m, const ot_train_options *o, ot_dataset *data, bool with_optimizer,
+                             ot_train_session **out, int64_t *chunk_tried, ot_error *err) {
     ot_status st = OT_OK;
     *out = NULL;
     ot_train_session *s = calloc(1, sizeof *s);
@@ -145,7 +167,9 @@ ot_status ot_train_session_new(ot_model *m, const ot_train_options *o, ot_datase
         st = ot_fail(err, OT_E_MEMORY, "out of memory copying the graph of %s", m->path ? m->path : "the model");
         goto fail;
     }
-    if ((st = ot_train_build_graph(s, data, err))) goto fail;
+    st = ot_train_build_graph(s, data, err);
+    *chunk_tried = s->lce.applied ? s->lce.chunk_rows : 0;
+    if (st) goto fail;
     if (s->o.plan_only) {
         if ((st = plan_only(s, err))) goto fail;
         *out = s;
@@ -296,6 +320,7 @@ int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data) 
 }
 
 const ot_train_remat_summary *ot_train_remat_info(const ot_train_session *s) { return &s->remat; }
+const ot_linear_ce_result *ot_train_chunked_loss(const ot_train_session *s) { return &s->lce; }
 
 const ot_remat_analysis *ot_train_remat_analysis(const ot_train_session *s, const bool **keep) {
     if (keep) *keep = s->an_built ? s->keep : NULL;

@@ -73,6 +73,10 @@ typedef struct ot_train_options {
     const char *remat;  /* remat policy text; NULL or "none" */
     int64_t memory_budget; /* bytes, for --remat auto and optimal; 0 = none */
     double remat_time_limit; /* seconds the --remat optimal solver may take; 0 = its default */
+    /* cross-entropy without the full logits (autodiff/linear_ce.c): off by default,
+     * which keeps every bit of earlier releases; chunked_loss_rows 0 = the default chunk */
+    ot_chunked_loss_mode chunked_loss;
+    int64_t chunked_loss_rows;
     /* Validation data will be given to ot_train_run: the validation plan is made when
      * the session is built, before remat, and the budget (memory_budget, or for
      * --remat auto on a GPU the free memory less a margin) must hold the training
@@ -190,6 +194,8 @@ typedef struct ot_train_remat_summary {
     double modest_cap;
 } ot_train_remat_summary;
 const ot_train_remat_summary *ot_train_remat_info(const ot_train_session *s);
+/* What --chunked-loss did: the fused head and loss, or why there is none. */
+const ot_linear_ce_result *ot_train_chunked_loss(const ot_train_session *s);
 
 /* What the memory budget had to hold. */
 typedef struct ot_train_memory_summary {

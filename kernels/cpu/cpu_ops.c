@@ -57,6 +57,10 @@ static bool sup_cast(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return num
 static bool sup_range(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return t0 == OT_F32 || t0 == OT_F64 || t0 == OT_I64 || t0 == OT_I32;
 }
+/* LinearCrossEntropyGrad: float32 dLoss, H, W */
+static bool sup_linear_ce_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 && in[1].dtype == OT_F32 && in[2].dtype == OT_F32;
+}
 static bool sup_class_loss(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return t0 == OT_F32 && index_dtype(in[1].dtype);
 }
@@ -317,6 +321,8 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_GRU] = {ot_cpu_rnn, sup_f32, ot_cpu_rnn_workspace},
     [OT_OP_LSTM] = {ot_cpu_rnn, sup_f32, ot_cpu_rnn_workspace},
     [OT_OP_RNN_GRAD] = {ot_cpu_rnn_grad, sup_any_rnn_grad, ot_cpu_rnn_workspace},
+    [OT_OP_LINEAR_CROSS_ENTROPY] = {ot_cpu_linear_ce, sup_f32, ot_cpu_linear_ce_workspace},
+    [OT_OP_LINEAR_CROSS_ENTROPY_GRAD] = {ot_cpu_linear_ce_grad, sup_linear_ce_grad, ot_cpu_linear_ce_workspace},
 };
 #undef F32
 

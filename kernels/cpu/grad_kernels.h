@@ -26,6 +26,11 @@ OT_GRAD_KERNEL(ot_cpu_mse_loss_grad);
 /* BceWithLogitsLoss and L1Loss and their gradients (kernels/cpu/grad_loss.c) */
 OT_GRAD_KERNEL(ot_cpu_elementwise_loss);
 OT_GRAD_KERNEL(ot_cpu_elementwise_loss_grad);
+/* cpu_linear_ce.c (issue 28): LinearCrossEntropy, LinearCrossEntropyGrad (one chunk of
+ * logits in ctx->workspace) */
+OT_GRAD_KERNEL(ot_cpu_linear_ce);
+OT_GRAD_KERNEL(ot_cpu_linear_ce_grad);
+size_t ot_cpu_linear_ce_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 /* grad_norm.c: BatchNormGrad, LayerNormGrad */
 OT_GRAD_KERNEL(ot_cpu_batch_norm_grad);
 OT_GRAD_KERNEL(ot_cpu_layer_norm_grad);

@@ -71,6 +71,11 @@ static ot_status gemm_rm(ot_cuda_ctx *cx, bool ta, bool tb, int64_t M, int64_t N
     return OT_OK;
 }
 
+ot_status ot_cuda_sgemm(ot_cuda_ctx *cx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a,
+                        int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ot_error *err) {
+    return sgemm_rm(cx, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, err);
+}
+
 OT_CUDA_LAUNCHER(ot_cuda_gemm) {
     (void)ctx;
     ot_dtype ab = in[0].dtype, yt = out[0].dtype;

@@ -239,6 +239,13 @@ OT_CUDA_LAUNCHER(ot_cuda_batch_norm_grad);
 OT_CUDA_LAUNCHER(ot_cuda_class_loss);
 OT_CUDA_LAUNCHER(ot_cuda_class_loss_grad);
 OT_CUDA_LAUNCHER(ot_cuda_mse_loss);
+/* cuda_linear_ce.cu (issue 28): the chunked cross-entropy and its gradient */
+OT_CUDA_LAUNCHER(ot_cuda_linear_ce);
+OT_CUDA_LAUNCHER(ot_cuda_linear_ce_grad);
+/* cuda_blas.c: row-major C[M,N] = alpha op(A) op(B) + beta C on cuBLAS (lda.. the row
+ * lengths), for kernels that run GEMMs of their own (cuda_linear_ce.cu) */
+ot_status ot_cuda_sgemm(ot_cuda_ctx *cx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a,
+                        int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ot_error *err);
 /* cuda_xfmr.cu (ops3, issue 26): transformer ops, all with a host mode */
 OT_CUDA_LAUNCHER(ot_cuda_rms_norm);
 OT_CUDA_LAUNCHER(ot_cuda_rms_norm_grad);

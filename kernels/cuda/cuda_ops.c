@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/kernel_common.h"
+#include "kernels/linear_ce_geometry.h"
 #include "kernels/xfmr_geometry.h"
 
 /* ---- supports predicates ---------------------------------------------------------- */
@@ -133,6 +134,10 @@ static size_t ws_reduce(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *i
 /* ops batch 1 (issue 26) */
 static size_t ws_reduce_grad(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     return ot_cuda_reduce_grad_workspace(node, in, out);
+}
+static size_t ws_linear_ce(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)cx, (void)out;
+    return ot_linear_ce_workspace_bytes(node, in);
 }
 static size_t ws_rnn(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     (void)cx;

@@ -29,12 +29,12 @@ def data():
     return np.load(TOK), np.load(LAB)
 
 
-def cli_train(tmp_path, steps, batch, accum=1):
+def cli_train(tmp_path, steps, batch, accum=1, extra=()):
     """Losses (as the report prints them) and the tuned model's bytes of the CLI run."""
     out, rep = tmp_path / "cli.onnx", tmp_path / "cli.json"
     subprocess.run([CLI, "train", MODEL, "--input", TOK, "--labels", LAB, "--optimizer", "adam", "--lr", "0.003",
                     "--seed", "1", "--batch-size", str(batch), "--accum", str(accum), "--no-shuffle", "--steps",
-                    str(steps), "--quiet", "--report", str(rep), "-o", str(out)], check=True)
+                    str(steps), "--quiet", "--report", str(rep), "-o", str(out)] + list(extra), check=True)
     return ["%.9g" % x for x in json.loads(rep.read_text())["loss"]], out.read_bytes()
 
 
@@ -67,6 +67,20 @@ def test_numpy_accum_bitwise_cli(tmp_path, data):
     assert losses == want
     assert (tmp_path / "py.onnx").read_bytes() == model
     assert np.array_equal(tok, tok0) and np.array_equal(lab, lab0)  # never written
+
+
+def test_chunked_loss_bitwise_cli(tmp_path, data):
+    tok, lab = data
+    with onnxtrain.Trainer(MODEL, chunked_loss="on", chunked_loss_rows=8, **OPTS) as t:
+        src = onnxtrain.batches({"tokens": tok, "labels": lab}, batch_size=16)
+        losses = ["%.9g" % x for x in t.fit(src[:2])]
+        t.save(tmp_path / "py.onnx")
+    want, model = cli_train(tmp_path, 2, 16, extra=["--chunked-loss", "on", "--chunked-loss-rows", "8"])
+    assert losses == want
+    assert (tmp_path / "py.onnx").read_bytes() == model
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        onnxtrain.Trainer(MODEL, chunked_loss="sometimes")
+    assert e.value.code == 2 and "options.chunked_loss 'sometimes'" in e.value.message
 
 
 def test_eval_params_plan(data):

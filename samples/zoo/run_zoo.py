@@ -4,6 +4,7 @@ one table row per model:
 
     python3 samples/zoo/run_zoo.py [--zoo DIR] [--onnxtrain build/onnxtrain] [--only NAME,...]
                                    [--allow-unsupported] [--json FILE] [--markdown FILE]
+                                   [--session-args "ARGS"]
 
 Checks, each against PyTorch's references in DIR/NAME/:
   info    the model imports with no unsupported op (else the row names the blocking ops)
@@ -27,6 +28,8 @@ Checks, each against PyTorch's references in DIR/NAME/:
           the note shows how far its losses are from PyTorch's on that graph: such graphs
           amplify rounding, so that is not judged)
   eval    inference-mode logits within 1e-5 (relative to max(1, max|ref|)) of PyTorch's
+--session-args adds options to every grad, verify, plan and train command (e.g.
+"--chunked-loss on --chunked-loss-rows 5": the fused loss judged by the same rules).
 Exit 1 when any model fails a check; a blocked model (unsupported ops) fails too unless
 --allow-unsupported. Needs only numpy.
 """
@@ -45,6 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 POLICIES = ("sqrt", "selective", "auto")
 TRAIN_STEPS = 5
+SESSION_ARGS = []  # --session-args: appended to grad, verify, plan and train
 
 
 def run(cmd, timeout=600):
@@ -123,7 +127,7 @@ def rel_err(got, ref, scale, allow=0.0):
 def check_grad(exe, m, row, tmp):
     dump = os.path.join(tmp, "grads")
     rc, out, err = run([exe, "grad", m.path("nodrop_onnx"), *m.data, *m.bind, *m.labels, "--threads", "1",
-                        "--dump-grads", dump, "--json"])
+                        "--dump-grads", dump, "--json", *SESSION_ARGS])
     if rc != 0:
         row["grad"] = f"exit {rc}"
         row.setdefault("note", last_line(err))
@@ -175,7 +179,7 @@ def check_verify(exe, m, row):
     marks = []
     for pol in POLICIES:
         rc, _, err = run([exe, "verify", m.path("onnx"), *m.data, *m.bind, *m.labels, "--remat", pol,
-                          "--threads", "1"])
+                          "--threads", "1", *SESSION_ARGS])
         marks.append("ok" if rc == 0 else ("DIFF" if rc == 11 else f"exit{rc}"))
         if rc != 0:
             row.setdefault("note", f"verify {pol}: {last_line(err)}")
@@ -190,7 +194,7 @@ def check_plan(exe, m, row):
     cells = []
     for extra in ([], ["--lora", "4"]):
         rc, out, err = run([exe, "plan", m.path("onnx"), *m.data, *m.bind, *m.labels, "--remat", "auto", "--json",
-                            "--threads", "1", *extra])
+                            "--threads", "1", *extra, *SESSION_ARGS])
         if rc != 0 and extra and "no weight that takes an adapter" in err:
             cells.append("-")
             continue
@@ -215,7 +219,7 @@ def check_train(exe, m, row, tmp):
     lr, key = tr.get("lr", 0.01), tr.get("onnx", "onnx")
     rc, _, err = run([exe, "train", m.path(key), *m.data, *m.bind, *m.labels, "--steps", str(TRAIN_STEPS),
                       "--no-shuffle", "--lr", str(lr), "--threads", "1", "--quiet", "--report", report,
-                      "-o", os.path.join(tmp, "tuned.onnx")])
+                      "-o", os.path.join(tmp, "tuned.onnx"), *SESSION_ARGS])
     if rc != 0:
         row["train"] = f"exit {rc}"
         row.setdefault("note", last_line(err))
@@ -309,7 +313,9 @@ def main():
     ap.add_argument("--allow-unsupported", action="store_true", help="report blocked models without failing")
     ap.add_argument("--json", help="also write the rows to this JSON file")
     ap.add_argument("--markdown", help="also write the per-family table (markdown) to this file")
+    ap.add_argument("--session-args", default="", help="options added to grad, verify, plan and train")
     args = ap.parse_args()
+    SESSION_ARGS.extend(args.session_args.split())
     if args.only:
         names = args.only.split(",")
     else:
