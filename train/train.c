@@ -185,6 +185,7 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->hot_step), free(s->hot_grads), free(s->hot_has), free(s->hot_ss);
     free(s->hot_gemm), free(s->opt_at), free(s->hot_proven), free(s->opt_ss);
     ot_lora_result_free(&s->lora);
+    ot_autocast_result_free(&s->ac);
     free(s->lora_train);
     free(s);
 }
@@ -209,6 +210,7 @@ ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char 
 int64_t ot_train_batch_size(const ot_train_session *s) { return s->B; }
 const ot_plan *ot_train_plan(const ot_train_session *s) { return s->ex ? ot_executor_plan(s->ex) : s->plan; }
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s) { return &s->ad; }
+const ot_autocast_result *ot_train_autocast(const ot_train_session *s) { return &s->ac; }
 
 void ot_train_print_constants_note(const ot_train_session *s, FILE *f) {
     if (*s->kv_note) fprintf(f, "%s\n", s->kv_note);
