@@ -280,3 +280,46 @@ void ot_autocast_result_free(ot_autocast_result *r) {
     free(r->cls);
     memset(r, 0, sizeof *r);
 }
+
+/* Makes cast node c again (a recompute clone) for its backward readers; 1 when it did, 0 when nothing
+ * reads it there, -1 when out of memory. */
+static int recast(ot_graph *g, int c) {
+    int src = g->nodes[c].inputs[0], y = g->nodes[c].outputs[0], copy = -1;
+    for (int k = 0; k < g->values[y].n_consumers; k++) {
+        int r = g->values[y].consumers[k];
+        if (g->nodes[r].removed || g->nodes[r].phase != OT_PHASE_BACKWARD) continue;
+        if (copy < 0) {
+            char nm[512];
+            snprintf(nm, sizeof nm, "%.480s" OT_AUTOCAST_AGAIN, g->values[y].name);
+            ot_shape s = g->values[y].shape;
+            copy = ot_graph_add_value_unique(g, nm, g->values[y].dtype, &s, OT_VK_ACTIVATION);
+            if (copy < 0) return -1;
+            /* a recompute clone: the schedule places it just before its first reader */
+            int node = ot_graph_add_node(g, OT_OP_CAST, nm, &src, 1, &copy, 1, OT_PHASE_RECOMPUTE);
+            if (node < 0 || ot_node_set_attr_int(&g->nodes[node], "to", g->values[y].dtype)) return -1;
+            g->nodes[node].orig_node = c;
+        }
+        for (int i = 0; i < g->nodes[r].n_inputs; i++)
+            if (g->nodes[r].inputs[i] == y) {
+                ot_graph_set_input(g, r, i, copy);
+                k = -1; /* the consumer list changed: start over */
+                break;
+            }
+    }
+    return copy >= 0;
+}
+
+int ot_autocast_recast_backward(ot_graph *g, const ot_autocast_result *r) {
+    int n = 0, n_nodes = r->n_nodes < g->n_nodes ? r->n_nodes : g->n_nodes;
+    for (int c = 0; r->cls && c < n_nodes; c++) {
+        const ot_node *n0 = &g->nodes[c];
+        if (r->cls[c] != OT_AC_CAST || n0->removed || n0->op != OT_OP_CAST) continue;
+        int src = n0->inputs[0];
+        bool exact_up = g->values[src].dtype == r->low && g->values[n0->outputs[0]].dtype == OT_F32;
+        if (!exact_up && !is_init(g, src)) continue;
+        int k = recast(g, c);
+        if (k < 0) return -1;
+        n += k;
+    }
+    return n;
+}

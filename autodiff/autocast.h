@@ -70,6 +70,20 @@ int ot_autocast_op_list(ot_op op);
 ot_status ot_autocast_apply(ot_graph *g, ot_dtype low, ot_autocast_supports_fn supports, void *ctx,
                             ot_autocast_result *res, ot_error *err);
 void ot_autocast_result_free(ot_autocast_result *r);
+
+/* After the backward pass is built: a cast the pass added whose result the backward
+ * pass reads is made again there, by a recompute clone of the Cast (phase recompute,
+ * placed by the schedule just before its first reader), when that
+ * is exact and cheaper to keep: a weight's low copy (its source, the float32 param,
+ * is held anyway) and a cast up of a low value (the low value, half the bytes, is
+ * what stays). So the activations kept for the backward pass are the low tensors,
+ * and the planner, remat and --memory-budget see that. Same bits: a Cast is exact
+ * arithmetic on the same input. Returns the number of casts made again, or -1
+ * when out of memory. */
+int ot_autocast_recast_backward(ot_graph *g, const ot_autocast_result *r);
+/* The suffix of those casts' names (and of their outputs'), by which remat tells
+ * them from clones of its own (remat/segments.c). */
+#define OT_AUTOCAST_AGAIN ".again"
 const char *ot_autocast_class_name(ot_autocast_class c);
 
 #endif

@@ -430,6 +430,8 @@ static ot_status build_backward(ot_train_session *s, ot_error *err) {
     ot_status st = ot_autodiff_build(s->g, &ao, &s->ad, err);
     if (st) return st;
     s->ad_built = true;
+    if (ot_autocast_recast_backward(s->g, &s->ac) < 0)
+        return ot_fail(err, OT_E_MEMORY, "--precision: out of memory making casts again in the backward pass");
     if (s->ad.n_params == 0 && s->ad.n_rule_constant > 0)
         return ot_fail(err, OT_E_USAGE,
                        "nothing to train: every parameter is frozen or kept constant by the rule (%d float "
