@@ -144,6 +144,8 @@ static ot_status apply_options(onnxtrain_session *s, const onnxtrain_options *in
         if (!o->lora.rank && (st = ot_lora_peft_read_config(o->lora_load, &o->lora.rank, &o->lora.alpha, err)))
             return ot_error_prefix(err, "options.lora_load: ");
     }
+    if (u.precision && (st = ot_precision_parse(u.precision, &o->precision, err)))
+        return ot_error_prefix(err, "options.precision: ");
     if (u.threads < 0) return ot_fail(err, OT_E_USAGE, "options.threads %d: must be >= 0", u.threads);
     o->n_threads = u.threads;
     o->device = keep_str(s, u.device, err);

@@ -141,6 +141,9 @@ typedef struct onnxtrain_options {
      * NULL (default): A drawn from seed, B zero. With lora_rank 0 the folder's r and
      * lora_alpha are taken, else they must be equal. */
     const char *lora_load;
+    /* mixed precision, as --precision: "fp32" (NULL, default), "bf16" or "fp16"
+     * (docs/training.md, "Mixed precision") */
+    const char *precision;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;

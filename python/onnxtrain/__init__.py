@@ -133,7 +133,7 @@ class Trainer:
       remat (policy, as --remat), memory_budget (bytes or "512M"), remat_time_limit;
       freeze, train (regexes over param names); lora (rank), lora_alpha, lora_targets;
       bind ("NAME=SIZE" specs); threads, device ("cpu", "cuda:0"), seed,
-      check_numerics.
+      check_numerics; precision ("fp32", "bf16", "fp16": mixed precision as --precision).
 
     The training graph is built for the first batch (prepare, step or eval); later
     training batches must have its shapes. Use as a context manager, or close().
@@ -143,7 +143,8 @@ class Trainer:
                  lr=None, momentum=None, nesterov=False, weight_decay=None, beta1=None, beta2=None, eps=None,
                  clip_grad_norm=0.0, schedule=None, warmup_steps=0, total_steps=0, accum=1, remat=None,
                  memory_budget=0, remat_time_limit=0.0, freeze=(), train=(), lora=0, lora_alpha=0.0,
-                 lora_targets=(), bind=(), threads=0, device=None, seed=0, check_numerics=True):
+                 lora_targets=(), bind=(), threads=0, device=None, seed=0, check_numerics=True,
+                 precision=None):
         if not isinstance(model, (str, bytes)) and not hasattr(model, "__fspath__"):
             raise TypeError("model: a %s, not a path" % type(model).__name__)
         o = ffi.new("onnxtrain_options *")
@@ -158,7 +159,7 @@ class Trainer:
             return c
 
         o.loss, o.loss_output, o.optimizer, o.schedule = s(loss), s(output), s(optimizer), s(schedule)
-        o.remat, o.device = s(remat), s(device)
+        o.remat, o.device, o.precision = s(remat), s(device), s(precision)
         o.class_axis = class_axis
         if ignore_index is not None:
             o.has_ignore_index, o.ignore_index = 1, int(ignore_index)
