@@ -1,0 +1,70 @@
+/* precision_plan.c — the planned kept-activation + transient bytes of one training
+ * step in float32 and under --precision bf16 (issue 27's memory target), for a model
+ * at a batch: with the CPU's own op table (what `onnxtrain plan --precision bf16`
+ * plans today) and with a stand-in that answers "has a low-precision kernel" for every
+ * node the rewrite asks about (what the plan becomes once the bf16 GEMM/conv and
+ * element kernels exist). Plan-only sessions: nothing runs, the weights are not read.
+ *   bench/precision_plan.sh MODEL.onnx BATCH [REMAT] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "train/train.h"
+
+static bool every_kernel(void *ctx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)ctx, (void)node, (void)in, (void)out;
+    return true;
+}
+
+static int plan(ot_model *m, int64_t batch, const char *remat, ot_precision p, bool stand_in, const char *label,
+                double base) {
+    ot_train_options o;
+    ot_train_options_default(&o);
+    o.plan_only = true;
+    o.batch_size = batch;
+    o.remat = remat;
+    o.precision = p;
+    if (stand_in) o.precision_supports = every_kernel;
+    o.optim.kind = OT_OPTIM_ADAM;
+    ot_train_session *s = NULL;
+    ot_error err = {0};
+    if (ot_train_session_new(m, &o, NULL, true, &s, &err)) {
+        fprintf(stderr, "%s: %s\n", label, err.msg);
+        return -1;
+    }
+    const ot_plan *pl = ot_train_plan(s);
+    size_t kept = ot_plan_bytes_at_peak(pl, OT_MEM_KEPT), tr = ot_plan_bytes_at_peak(pl, OT_MEM_TRANSIENT);
+    const ot_autocast_result *ac = ot_train_autocast(s);
+    printf("%-34s kept %8.3f GiB  transient %7.3f GiB  sum %8.3f GiB", label, kept / 1073741824.0, tr / 1073741824.0,
+           (kept + tr) / 1073741824.0);
+    if (base > 0) printf("  %.3fx", (double)(kept + tr) / base);
+    printf("  peak %.3f GiB  (low nodes %d, casts %d)\n", ot_plan_peak_bytes(pl) / 1073741824.0, ac->n_low, ac->n_casts);
+    ot_train_session_free(s);
+    return (int)((kept + tr) >> 10);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: precision_plan MODEL.onnx BATCH [REMAT]\n");
+        return 2;
+    }
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true};
+    ot_model *m = NULL;
+    ot_error err = {0};
+    if (ot_model_load(argv[1], &io, &m, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    int64_t batch = atoll(argv[2]);
+    const char *remat = argc > 3 ? argv[3] : "none";
+    printf("%s, batch %lld, --remat %s, adam\n", argv[1], (long long)batch, remat);
+    int f = plan(m, batch, remat, OT_PRECISION_FP32, false, "fp32", 0);
+    if (f < 0) return 1;
+    double base = (double)f * 1024;
+    int ok = plan(m, batch, remat, OT_PRECISION_BF16, false, "bf16, the CPU's op table", base) >= 0 &&
+             plan(m, batch, remat, OT_PRECISION_BF16, true, "bf16, low kernels for every node", base) >= 0 &&
+             plan(m, batch, remat, OT_PRECISION_FP16, true, "fp16, low kernels for every node", base) >= 0;
+    ot_model_free(m);
+    return ok ? 0 : 1;
+}
