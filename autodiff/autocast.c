@@ -79,11 +79,44 @@ static bool is_init(const ot_graph *g, int v) {
     return g->values[v].kind == OT_VK_PARAM || g->values[v].kind == OT_VK_CONSTANT;
 }
 
-/* The cast of value v to dtype `to` (one per value and dtype), made on first use. */
+static int cast_of(pass *p, int v, ot_dtype to);
+
+/* W when v = Transpose(W) swaps the two dims of a float32 initializer W (nn.Linear's
+ * weight as PyTorch exports it) and the backend transposes in the low dtype; else -1. */
+static int transposed_weight(pass *p, int v) {
+    const ot_graph *g = p->g;
+    int t = g->values[v].producer, n = 0;
+    if (t < 0 || g->nodes[t].op != OT_OP_TRANSPOSE || g->nodes[t].n_inputs != 1) return -1;
+    int w = g->nodes[t].inputs[0];
+    if (w < 0 || !is_f32(g, w) || !is_init(g, w) || g->values[w].shape.rank != 2) return -1;
+    const int64_t *perm = ot_node_attr_ints(&g->nodes[t], "perm", &n);
+    if (perm && !(n == 2 && perm[0] == 1 && perm[1] == 0)) return -1;
+    ot_tensor in = {.dtype = p->low, .shape = g->values[w].shape}, out = {.dtype = p->low, .shape = g->values[v].shape};
+    return p->supports(p->ctx, &g->nodes[t], &in, &out) ? w : -1;
+}
+
+/* The cast of value v to dtype `to` (one per value and dtype), made on first use. A
+ * transposed weight is cast before its Transpose (Transpose(Cast(W))), so the MatMul
+ * still reads a Transpose of a weight and its gradient rule uses that weight's low
+ * copy itself (autodiff/grad_matmul.c) instead of transposing it in every step. */
 static int cast_of(pass *p, int v, ot_dtype to) {
     int *slot = v < p->n_orig_values ? (to == OT_F32 ? &p->cast_f32[v] : &p->cast_low[v]) : NULL;
     if (slot && *slot >= 0) return *slot;
     ot_graph *g = p->g;
+    int w = to == p->low ? transposed_weight(p, v) : -1;
+    if (w >= 0) {
+        int wl = cast_of(p, w, to), t = g->values[v].producer;
+        if (wl < 0) return -1;
+        char nm[512];
+        snprintf(nm, sizeof nm, "%.480s.%s", g->values[v].name, to == OT_BF16 ? "bf16" : "fp16");
+        ot_shape s = g->values[v].shape;
+        int c = ot_graph_add_value_unique(g, nm, to, &s, OT_VK_ACTIVATION);
+        if (c < 0) return -1;
+        int node = ot_graph_add_node(g, OT_OP_TRANSPOSE, g->values[c].name, &wl, 1, &c, 1, OT_PHASE_FORWARD);
+        if (node < 0 || ot_node_copy_attrs(&g->nodes[node], &g->nodes[t])) return -1;
+        if (slot) *slot = c;
+        return c;
+    }
     char nm[512];
     snprintf(nm, sizeof nm, "%.480s.%s", g->values[v].name ? g->values[v].name : "v",
              to == OT_F32 ? "f32" : to == OT_BF16 ? "bf16" : "fp16");
@@ -314,7 +347,11 @@ int ot_autocast_recast_backward(ot_graph *g, const ot_autocast_result *r) {
     for (int c = 0; r->cls && c < n_nodes; c++) {
         const ot_node *n0 = &g->nodes[c];
         if (r->cls[c] != OT_AC_CAST || n0->removed || n0->op != OT_OP_CAST) continue;
-        int src = n0->inputs[0];
+        int src = n0->inputs[0], y = n0->outputs[0];
+        /* a graph output (the logits the loss reads) is held for the whole step anyway */
+        bool is_out = g->values[y].is_graph_output;
+        for (int k = 0; k < g->n_outputs && !is_out; k++) is_out = g->outputs[k] == y;
+        if (is_out) continue;
         bool exact_up = g->values[src].dtype == r->low && g->values[n0->outputs[0]].dtype == OT_F32;
         if (!exact_up && !is_init(g, src)) continue;
         int k = recast(g, c);

@@ -76,7 +76,8 @@ void ot_autocast_result_free(ot_autocast_result *r);
  * placed by the schedule just before its first reader), when that
  * is exact and cheaper to keep: a weight's low copy (its source, the float32 param,
  * is held anyway) and a cast up of a low value (the low value, half the bytes, is
- * what stays). So the activations kept for the backward pass are the low tensors,
+ * what stays); not a graph output, which is held for the whole step anyway. So the
+ * activations kept for the backward pass are the low tensors,
  * and the planner, remat and --memory-budget see that. Same bits: a Cast is exact
  * arithmetic on the same input. Returns the number of casts made again, or -1
  * when out of memory. */

@@ -4,7 +4,9 @@
  * plans today) and with a stand-in that answers "has a low-precision kernel" for every
  * node the rewrite asks about (what the plan becomes once the bf16 GEMM/conv and
  * element kernels exist). Plan-only sessions: nothing runs, the weights are not read.
- *   bench/precision_plan.sh MODEL.onnx BATCH [REMAT] */
+ *   bench/precision_plan.sh MODEL.onnx BATCH [REMAT]
+ * PRECISION_PLAN_TOP=1 also lists the transient values over 4 MiB live at each peak
+ * (with PRECISION_PLAN_KEPT=1 the kept ones), with producer and readers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,25 @@ static int plan(ot_model *m, int64_t batch, const char *remat, ot_precision p, b
            (kept + tr) / 1073741824.0);
     if (base > 0) printf("  %.3fx", (double)(kept + tr) / base);
     printf("  peak %.3f GiB  (low nodes %d, casts %d)\n", ot_plan_peak_bytes(pl) / 1073741824.0, ac->n_low, ac->n_casts);
+    if (getenv("PRECISION_PLAN_TOP")) { /* the largest values live at the peak */
+        const ot_graph *g = ot_train_graph(s);
+        for (int v = 0; v < pl->n_values; v++) {
+            const ot_plan_value *pv = &pl->values[v];
+            if (pv->nbytes < ((size_t)4 << 20) || pv->category != (getenv("PRECISION_PLAN_KEPT") ? OT_MEM_KEPT : OT_MEM_TRANSIENT) || pv->offset < 0 || pv->alias_of >= 0 || pv->def_step > pl->peak_step ||
+                pv->last_step < pl->peak_step)
+                continue;
+            const ot_value *val = &g->values[v];
+            printf("    %-24s %-8s %7.1f MiB  steps %d..%d  by %s (%s)", val->name, ot_dtype_name(val->dtype),
+                   pv->nbytes / 1048576.0, pv->def_step, pv->last_step,
+                   val->producer >= 0 ? g->nodes[val->producer].name : "-",
+                   val->producer >= 0 ? g->nodes[val->producer].op_type : "-");
+            for (int c = 0; c < val->n_consumers; c++)
+                printf(" -> %s (%s)", g->nodes[val->consumers[c]].name, g->nodes[val->consumers[c]].op_type);
+            printf("\n");
+        }
+        const ot_node *pk = &g->nodes[pl->order[pl->peak_step]];
+        printf("    peak at step %d: %s (%s)\n", pl->peak_step, pk->name, pk->op_type);
+    }
     ot_train_session_free(s);
     return (int)((kept + tr) >> 10);
 }
