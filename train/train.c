@@ -214,6 +214,15 @@ const ot_autocast_result *ot_train_autocast(const ot_train_session *s) { return 
 
 void ot_train_print_constants_note(const ot_train_session *s, FILE *f) {
     if (*s->kv_note) fprintf(f, "%s\n", s->kv_note);
+    if (s->ac.low == OT_BF16 || s->ac.low == OT_F16) { /* said once: what --precision bought on this device */
+        const char *dt = s->ac.low == OT_BF16 ? "bf16" : "fp16";
+        fprintf(f, "precision %s on %s: %d nodes run in %s, %d casts", dt, s->be && s->be->name ? s->be->name : "cpu",
+                s->ac.n_low, dt, s->ac.n_casts);
+        if (s->ac.n_low_list_fallback)
+            fprintf(f, "; %d MatMul/Gemm/Conv/Attention nodes have no %s kernel here and run in float32 (`onnxtrain "
+                       "info MODEL --precision %s` lists them)", s->ac.n_low_list_fallback, dt, dt);
+        fputc('\n', f);
+    }
     if (s->ad_built && s->ad.legacy_pattern)
         fprintf(f, "note: %s '%s' matches no param as a glob, so it was read as a regular expression (the syntax before "
                 "globs were the default): write %s 're:%s' to say so\n", s->ad.legacy_option, s->ad.legacy_pattern,

@@ -181,8 +181,10 @@ const ot_autocast_result *ot_train_autocast(const ot_train_session *s);
 /* When the params rule (ot_param_rule) kept float initializers constant, prints one
  * line to f: "training N params (M values); K float initializers kept constant: see
  * `onnxtrain info`"; before it, a note when a --freeze/--train pattern was read as a
- * regular expression the old way (autodiff.h, legacy_pattern). Prints nothing
- * otherwise, or before the backward pass exists. */
+ * regular expression the old way (autodiff.h, legacy_pattern); with --precision bf16 or
+ * fp16, a line saying how many nodes run low on the device and how many low-list
+ * nodes fall back to float32 for want of a kernel. Prints nothing otherwise, or
+ * before the backward pass exists. */
 void ot_train_print_constants_note(const ot_train_session *s, FILE *f);
 
 /* What --remat did to the step, measured by the planner (applied false for none). */
