@@ -360,3 +360,75 @@ int ot_autocast_recast_backward(ot_graph *g, const ot_autocast_result *r) {
     }
     return n;
 }
+
+static bool node_supported(const ot_graph *g, int node, ot_dtype as, ot_autocast_supports_fn supports, void *ctx) {
+    const ot_node *n = &g->nodes[node];
+    ot_tensor *t = calloc((size_t)(n->n_inputs + n->n_outputs) + 1, sizeof *t);
+    if (!t) return false;
+    ot_tensor *in = t, *out = t + n->n_inputs;
+    for (int i = 0; i < n->n_inputs + n->n_outputs; i++) {
+        int v = i < n->n_inputs ? n->inputs[i] : n->outputs[i - n->n_inputs];
+        if (v < 0) continue;
+        t[i] = (ot_tensor){.dtype = g->values[v].dtype, .shape = g->values[v].shape};
+        if (as != OT_UNDEFINED && (t[i].dtype == OT_BF16 || t[i].dtype == OT_F16)) t[i].dtype = as;
+    }
+    bool ok = supports(ctx, n, in, out);
+    free(t);
+    return ok;
+}
+
+/* A backward Cast of v to `to`, writing a new value; -1 when out of memory. */
+static int backward_cast(ot_graph *g, int v, ot_dtype to, const char *suffix) {
+    char nm[512];
+    snprintf(nm, sizeof nm, "%.480s%s", g->values[v].name, suffix);
+    ot_shape s = g->values[v].shape;
+    int c = ot_graph_add_value_unique(g, nm, to, &s, OT_VK_GRADIENT);
+    if (c < 0) return -1;
+    int node = ot_graph_add_node(g, OT_OP_CAST, g->values[c].name, &v, 1, &c, 1, OT_PHASE_BACKWARD);
+    return node < 0 || ot_node_set_attr_int(&g->nodes[node], "to", to) ? -1 : c;
+}
+
+static int wrap_f32(ot_graph *g, int node, ot_dtype low) {
+    for (int i = 0; i < g->nodes[node].n_inputs; i++) {
+        int v = g->nodes[node].inputs[i];
+        if (v < 0 || g->values[v].dtype != low) continue;
+        int c = backward_cast(g, v, OT_F32, ".f32");
+        if (c < 0) return -1;
+        ot_graph_set_input(g, node, i, c);
+    }
+    for (int i = 0; i < g->nodes[node].n_outputs; i++) {
+        int y = g->nodes[node].outputs[i];
+        if (y < 0 || g->values[y].dtype != low) continue;
+        char nm[512];
+        snprintf(nm, sizeof nm, "%.480s.f32", g->values[y].name);
+        ot_shape s = g->values[y].shape;
+        int y32 = ot_graph_add_value_unique(g, nm, OT_F32, &s, g->values[y].kind);
+        if (y32 < 0) return -1;
+        g->nodes[node].outputs[i] = y32; /* y keeps its id and readers, written by the cast */
+        g->values[y32].producer = node;
+        int c = ot_graph_add_node(g, OT_OP_CAST, g->values[y].name, &y32, 1, &y, 1, OT_PHASE_BACKWARD);
+        if (c < 0 || ot_node_set_attr_int(&g->nodes[c], "to", low)) return -1;
+    }
+    return 0;
+}
+
+int ot_autocast_legalize_backward(ot_graph *g, ot_dtype low, int first_node, ot_autocast_supports_fn supports,
+                                  void *ctx) {
+    if (low != OT_BF16 && low != OT_F16) return 0;
+    int n = 0, n_nodes = g->n_nodes;
+    for (int i = first_node < 0 ? 0 : first_node; i < n_nodes; i++) {
+        const ot_node *nd = &g->nodes[i];
+        if (nd->removed || nd->phase != OT_PHASE_BACKWARD || nd->op == OT_OP_CAST) continue;
+        bool has_low = false;
+        for (int k = 0; k < nd->n_inputs + nd->n_outputs && !has_low; k++) {
+            int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];
+            has_low = v >= 0 && g->values[v].dtype == low;
+        }
+        if (!has_low || node_supported(g, i, OT_UNDEFINED, supports, ctx) ||
+            !node_supported(g, i, OT_F32, supports, ctx))
+            continue;
+        if (wrap_f32(g, i, low)) return -1;
+        n++;
+    }
+    return n;
+}

@@ -82,6 +82,15 @@ void ot_autocast_result_free(ot_autocast_result *r);
  * arithmetic on the same input. Returns the number of casts made again, or -1
  * when out of memory. */
 int ot_autocast_recast_backward(ot_graph *g, const ot_autocast_result *r);
+/* After the backward pass is built: a backward node the backend cannot run in the
+ * dtypes its gradient rule gave it (a ReluGrad or a gradient sum over low values
+ * where only the GEMMs have low kernels), but can in float32, reads its low inputs
+ * through casts up and writes its low outputs through casts down: the nodes from
+ * first_node on (the backward pass). Returns the number of nodes so wrapped, or -1
+ * when out of memory. */
+int ot_autocast_legalize_backward(ot_graph *g, ot_dtype low, int first_node, ot_autocast_supports_fn supports,
+                                  void *ctx);
+
 /* The suffix of those casts' names (and of their outputs'), by which remat tells
  * them from clones of its own (remat/segments.c). */
 #define OT_AUTOCAST_AGAIN ".again"

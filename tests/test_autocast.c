@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "autodiff/autocast.h"
+#include "grad_check.h"
 #include "kernels/kernel.h"
 #include "test_files.h"
 #include "train/train.h"
@@ -27,6 +28,20 @@
 static bool fake_supports(void *ctx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     (void)node, (void)in, (void)out;
     (*(int *)ctx)++;
+    return true;
+}
+
+/* A stand-in with low kernels for the GEMMs only (and the casts and data movement):
+ * the backward pass's element ops then need float32 with casts. */
+static bool gemm_only(void *ctx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)ctx;
+    if (node->op == OT_OP_MATMUL || node->op == OT_OP_GEMM || node->op == OT_OP_CAST ||
+        ot_op_has(node->op, OT_T_VIEW) || ot_op_has(node->op, OT_T_LAYOUT))
+        return true;
+    for (int i = 0; i < node->n_inputs; i++)
+        if (in[i].dtype == OT_BF16 || in[i].dtype == OT_F16) return false;
+    for (int i = 0; i < node->n_outputs; i++)
+        if (out[i].dtype == OT_BF16 || out[i].dtype == OT_F16) return false;
     return true;
 }
 
@@ -223,6 +238,87 @@ static void test_plan_shrinks(void **state) {
     }
 }
 
+/* Kernels for the GEMMs only: every node of the training step, backward included, is
+ * one the stand-in runs (the gradient rules' element ops and sums over low values
+ * are wrapped in casts), the GEMMs still low. */
+static void test_backward_legal(void **state) {
+    (void)state;
+    ot_model *m = test_model(S "tinygpt.onnx");
+    ot_error err = {0};
+    ot_train_options o;
+    ot_train_options_default(&o);
+    o.plan_only = true;
+    o.batch_size = 2;
+    o.remat = "selective";
+    o.precision = OT_PRECISION_BF16;
+    o.precision_supports = gemm_only;
+    ot_train_session *s = NULL;
+    if (ot_train_session_new(m, &o, NULL, true, &s, &err)) fail_msg("%s", err.msg);
+    const ot_graph *g = ot_train_graph(s);
+    int low_gemms = 0, wrapped = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ot_node *n = &g->nodes[i];
+        if (n->removed) continue;
+        ot_tensor in[16] = {{0}}, out[8] = {{0}};
+        for (int k = 0; k < n->n_inputs && k < 16; k++)
+            if (n->inputs[k] >= 0) in[k] = (ot_tensor){.dtype = g->values[n->inputs[k]].dtype, .shape = g->values[n->inputs[k]].shape};
+        for (int k = 0; k < n->n_outputs && k < 8; k++)
+            if (n->outputs[k] >= 0) out[k] = (ot_tensor){.dtype = g->values[n->outputs[k]].dtype, .shape = g->values[n->outputs[k]].shape};
+        if (!gemm_only(NULL, n, in, out)) fail_msg("node '%s' (%s, %s) has low values the stand-in cannot run", n->name, n->op_type, ot_phase_name(n->phase));
+        low_gemms += (n->op == OT_OP_MATMUL || n->op == OT_OP_GEMM) && in[0].dtype == OT_BF16;
+        if (n->phase == OT_PHASE_BACKWARD && n->op == OT_OP_CAST) {
+            const char *a = g->values[n->inputs[0]].name, *b = g->values[n->outputs[0]].name;
+            size_t la = strlen(a), lb = strlen(b);
+            wrapped += (la > 4 && !strcmp(a + la - 4, ".f32")) || (lb > 4 && !strcmp(b + lb - 4, ".f32"));
+        }
+    }
+    print_message("tinygpt bf16, GEMM kernels only: %d low GEMMs, %d casts around backward nodes\n", low_gemms, wrapped);
+    assert_true(low_gemms > 8);
+    ot_train_session_free(s);
+    ot_model_free(m);
+}
+
+/* y = x·W1 + x·W2: x's low copy feeds two GEMMs, so its gradient is a sum of two low
+ * contributions, which the stand-in cannot add in bf16: the sum is wrapped in casts
+ * (float32 inside), and every node is then one the stand-in runs. */
+static void test_backward_sum_wrapped(void **state) {
+    (void)state;
+    uint32_t rng = 7;
+    ot_graph *g = gc_graph();
+    const int64_t xd[2] = {4, 8}, wd[2] = {8, 8};
+    int x = gc_param(g, "x", 2, xd, &rng, -1, 1, false), w1 = gc_param(g, "w1", 2, wd, &rng, -1, 1, false),
+        w2 = gc_param(g, "w2", 2, wd, &rng, -1, 1, false);
+    int y1 = gc_val(g, "y1", OT_F32, 2, xd), y2 = gc_val(g, "y2", OT_F32, 2, xd), y = gc_val(g, "y", OT_F32, 2, xd);
+    int a[2] = {x, w1}, b[2] = {x, w2}, c[2] = {y1, y2};
+    gc_op(g, OT_OP_MATMUL, a, 2, &y1, 1);
+    gc_op(g, OT_OP_MATMUL, b, 2, &y2, 1);
+    gc_op(g, OT_OP_ADD, c, 2, &y, 1);
+    ot_error err = {0};
+    ot_autocast_result r;
+    if (ot_autocast_apply(g, OT_BF16, gemm_only, NULL, &r, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(r.n_low, 2);
+    int loss = gc_loss(g, &y, 1, &rng);
+    ot_autodiff_options ao = {.loss_value = loss};
+    ot_autodiff_result ad;
+    if (ot_autodiff_build(g, &ao, &ad, &err)) fail_msg("%s", err.msg);
+    int n = ot_autocast_legalize_backward(g, OT_BF16, 0, gemm_only, NULL);
+    assert_true(n >= 1);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ot_node *nd = &g->nodes[i];
+        if (nd->removed) continue;
+        ot_tensor in[8] = {{0}}, out[4] = {{0}};
+        for (int k = 0; k < nd->n_inputs && k < 8; k++)
+            if (nd->inputs[k] >= 0) in[k] = (ot_tensor){.dtype = g->values[nd->inputs[k]].dtype};
+        for (int k = 0; k < nd->n_outputs && k < 4; k++)
+            if (nd->outputs[k] >= 0) out[k] = (ot_tensor){.dtype = g->values[nd->outputs[k]].dtype};
+        if (!gemm_only(NULL, nd, in, out)) fail_msg("node '%s' (%s) left with low values", nd->name, nd->op_type);
+    }
+    for (int k = 0; k < ad.n_params; k++) assert_int_equal(g->values[ad.grads[k]].dtype, OT_F32);
+    ot_autodiff_result_free(&ad);
+    ot_autocast_result_free(&r);
+    ot_graph_free(g);
+}
+
 static void test_parse(void **state) {
     (void)state;
     ot_precision p;
@@ -291,7 +387,8 @@ static void test_grads_bitwise(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_fake),     cmocka_unit_test(test_tinygpt_fake), cmocka_unit_test(test_cpu_table),
-        cmocka_unit_test(test_plan_shrinks), cmocka_unit_test(test_parse),        cmocka_unit_test(test_grads_bitwise),
+        cmocka_unit_test(test_plan_shrinks), cmocka_unit_test(test_parse), cmocka_unit_test(test_backward_legal),
+        cmocka_unit_test(test_backward_sum_wrapped),        cmocka_unit_test(test_grads_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -430,8 +430,11 @@ static ot_status build_backward(ot_train_session *s, ot_error *err) {
     ot_status st = ot_autodiff_build(s->g, &ao, &s->ad, err);
     if (st) return st;
     s->ad_built = true;
-    if (ot_autocast_recast_backward(s->g, &s->ac) < 0)
-        return ot_fail(err, OT_E_MEMORY, "--precision: out of memory making casts again in the backward pass");
+    if (ot_autocast_recast_backward(s->g, &s->ac) < 0 ||
+        (s->ac.cls && ot_autocast_legalize_backward(s->g, s->ac.low, 0,
+                                                    s->o.precision_supports ? s->o.precision_supports : backend_supports,
+                                                    s->o.precision_supports ? s->o.precision_ctx : s->be) < 0))
+        return ot_fail(err, OT_E_MEMORY, "--precision: out of memory adding the backward pass's casts");
     if (s->ad.n_params == 0 && s->ad.n_rule_constant > 0)
         return ot_fail(err, OT_E_USAGE,
                        "nothing to train: every parameter is frozen or kept constant by the rule (%d float "
