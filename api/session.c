@@ -158,6 +158,8 @@ static ot_status apply_options(onnxtrain_session *s, const onnxtrain_options *in
         return ot_fail(err, OT_E_USAGE, "options.chunked_loss_rows %lld: must be between 0 (the default) and 2^31 - 1",
                        (long long)u.chunked_loss_rows);
     o->chunked_loss_rows = u.chunked_loss_rows;
+    if (u.precision && (st = ot_precision_parse(u.precision, &o->precision, err)))
+        return ot_error_prefix(err, "options.precision: ");
     if (u.threads < 0) return ot_fail(err, OT_E_USAGE, "options.threads %d: must be >= 0", u.threads);
     o->n_threads = u.threads;
     o->device = keep_str(s, u.device, err);

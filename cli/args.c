@@ -330,6 +330,7 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_ACCUM: return ot_args_int("--accum", arg, 1, OT_ARGS_MAX_ACCUM, &a->accum, err);
     case OT_ARG_LORA: return ot_lora_parse(arg, &a->lora, err);
     case OT_ARG_LORA_TARGET: return lora_targets(a, arg, err);
+    case OT_ARG_PRECISION: return ot_precision_parse(arg, &a->precision, err);
     default: *handled = false; return OT_OK;
     }
 }
@@ -369,6 +370,7 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->lora = a->lora;
     o->lora.targets = a->lora_target.v;
     o->lora.n_targets = a->lora_target.n;
+    o->precision = a->precision;
     o->batch_size = a->batch_size;
     o->seed = a->seed;
     o->n_threads = a->n_threads;

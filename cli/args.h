@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "autodiff/autocast.h"
 #include "autodiff/autodiff.h"
 #include "autodiff/lora.h"
 #include "ir.h"
@@ -127,6 +128,7 @@ enum {
     OT_ARG_WAIT,
     OT_ARG_CHUNKED_LOSS,
     OT_ARG_CHUNKED_ROWS,
+    OT_ARG_PRECISION,
     OT_ARG_OUTPUT_OLD, /* --output: the old name of --loss-output (cli/args.c says which option is meant) */
     OT_ARG_OWN /* first code free for a command's own options */
 };
@@ -147,6 +149,7 @@ enum {
 #define OT_ARGS_OPT_CHUNKED                                                                                          \
     {"chunked-loss", required_argument, NULL, OT_ARG_CHUNKED_LOSS},                                                  \
         {"chunked-loss-rows", required_argument, NULL, OT_ARG_CHUNKED_ROWS}
+#define OT_ARGS_OPT_PRECISION {"precision", required_argument, NULL, OT_ARG_PRECISION}
 #define OT_ARGS_OPT_CLASS_AXIS {"class-axis", required_argument, NULL, OT_ARG_CLASS_AXIS}
 #define OT_ARGS_OPT_IGNORE {"ignore-index", required_argument, NULL, OT_ARG_IGNORE}
 #define OT_ARGS_OPT_FREEZE {"freeze", required_argument, NULL, OT_ARG_FREEZE}
@@ -166,7 +169,7 @@ enum {
         OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_CHUNKED, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH,          \
         OT_ARGS_OPT_SEED, OT_ARGS_OPT_THREADS, OT_ARGS_OPT_WAIT, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT,             \
         OT_ARGS_OPT_BUDGET, OT_ARGS_OPT_REMAT_TIME, OT_ARGS_OPTS_OPTIM, {"lora", required_argument, NULL, OT_ARG_LORA}, \
-        {"lora-target", required_argument, NULL, OT_ARG_LORA_TARGET}
+        {"lora-target", required_argument, NULL, OT_ARG_LORA_TARGET}, OT_ARGS_OPT_PRECISION
 
 /* Help text of the shared options, one block per group, for the commands' --help. */
 #define OT_ARGS_HELP_WAIT                                                                                            \
@@ -221,6 +224,12 @@ enum {
     "                            float32 weight read only by MatMul/Gemm, except the head, whose\n"             \
     "                            output reaches the loss through no other MatMul/Gemm;\n"                      \
     "                            `onnxtrain info MODEL --lora R` lists them)\n"
+#define OT_ARGS_HELP_PRECISION                                                                                       \
+    "  --precision P             fp32 (default), bf16 or fp16: mixed precision as PyTorch's autocast\n"            \
+    "                            (docs/training.md, Mixed precision): MatMul/Gemm/Conv/Attention in P\n"          \
+    "                            where the device has such a kernel, norms, softmax, losses and the\n"        \
+    "                            optimizer in float32, master weights float32; `onnxtrain info\n"            \
+    "                            MODEL --precision P` lists what runs in which\n"
 #define OT_ARGS_HELP_OPTIM                                                                                           \
     "  --optimizer NAME          sgd, adam, adamw. Default: adamw at lr 3e-3 (torch's other AdamW\n"              \
     "                            defaults; docs/training.md, Defaults)\n"                                          \
@@ -272,6 +281,7 @@ typedef struct ot_common_args {
     char *lora_text;        /* --lora-target's text, split at commas (owned) */
     bool output_old;        /* the loss output came as --output (its old name) */
     ot_str_list lora_target; /* the globs, pointing into lora_text */
+    ot_precision precision;  /* --precision; fp32 when not given */
 } ot_common_args;
 
 /* Reads option `code` with value `arg` into a when it is one of the shared options

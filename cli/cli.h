@@ -21,6 +21,10 @@ int ot_cmd_verify(int argc, char **argv);
 int ot_cmd_report(int argc, char **argv);
 int ot_cmd_bench(int argc, char **argv);
 
+/* `info --precision P` (cli/info_precision.c): which nodes the mixed-precision rewrite
+ * runs low on the CPU and which fall back to float32, as text or as a JSON member. */
+ot_status ot_info_print_precision(FILE *f, const ot_graph *g, ot_precision p, bool json, ot_error *err);
+
 /* The bare form's synthetic data (cli/cmd_bare.c), also `bench`'s without data: one
  * batch shaped by a plan-only session of the model at the batch and binds that every
  * command picks without data (cli/defaults.h: --batch-size, else the model's batch,

@@ -52,7 +52,7 @@ static void usage(FILE *f) {
           "data (default: synthetic, as the bare form makes it, `onnxtrain MODEL.onnx --help`):\n" OT_ARGS_HELP_DATA
           "  --batch-size N            samples per step (default: train's; synthetic: the model's\n"
           "                            batch, else 4)\n" OT_ARGS_HELP_BIND OT_ARGS_HELP_LOSS OT_ARGS_HELP_CHUNKED OT_ARGS_HELP_PARAMS
-              OT_ARGS_HELP_LORA "optimizer:\n" OT_ARGS_HELP_OPTIM "run:\n"
+              OT_ARGS_HELP_LORA OT_ARGS_HELP_PRECISION "optimizer:\n" OT_ARGS_HELP_OPTIM "run:\n"
           "  --remat-time-limit SEC    for optimal: the MIP solver's limit (default 60)\n"
           "  --seed N                  Philox seed of Dropout and of the synthetic data (default 0)\n"
           "  --threads N               kernel threads (default: OpenMP's)\n" OT_ARGS_HELP_WAIT

@@ -56,6 +56,7 @@ static void usage(FILE *f) {
           OT_ARGS_HELP_WAIT
           "  --device DEV              cpu (default) or cuda[:N] (when built with CUDA)\n"
           OT_ARGS_HELP_TF32
+          OT_ARGS_HELP_PRECISION
           "  --train-mode              run BatchNormalization and Dropout as the model says\n"
           "                            (a model exported with TrainingMode.TRAINING: batch\n"
           "                            statistics, Dropout masks drawn with --seed). Default:\n"
@@ -245,7 +246,8 @@ static ot_status run_eval(const eval_opts *o, ot_error *err) {
     if ((st = ot_args_load_dataset(&a->inputs, a->labels, &data, err))) goto fail;
     ot_infer_options eo = {.bind = a->bind.v, .n_bind = a->bind.n, .batch_size = a->batch_size, .seed = a->seed,
                            .n_threads = a->n_threads, .device = a->device, .tf32 = a->tf32, .train_mode = o->train_mode,
-                           .no_dropout = o->no_dropout, .loss = o->with_loss ? &a->loss : NULL};
+                           .no_dropout = o->no_dropout, .loss = o->with_loss ? &a->loss : NULL,
+                           .precision = a->precision};
     if ((st = ot_infer_session_new(m, &eo, &data, &s, err))) goto fail;
     const ot_graph *g = ot_infer_graph(s);
     int64_t bs = ot_infer_batch_size(s), n_full = ot_infer_full_batches(s), rest = ot_infer_last_batch(s);
@@ -286,7 +288,7 @@ int ot_cmd_eval(int argc, char **argv) {
     static const struct option longopts[] = {
         OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,
         OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_BATCH, OT_ARGS_OPT_BIND, OT_ARGS_OPT_THREADS, OT_ARGS_OPT_WAIT, OT_ARGS_OPT_DEVICE,
-        OT_ARGS_OPT_SEED,  {"no-dropout", no_argument, NULL, 'D'}, {"train-mode", no_argument, NULL, 'T'},
+        OT_ARGS_OPT_SEED,  OT_ARGS_OPT_PRECISION, {"no-dropout", no_argument, NULL, 'D'}, {"train-mode", no_argument, NULL, 'T'},
         {"dump-outputs", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };

@@ -34,6 +34,7 @@ static void grad_usage(FILE *f) {
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_CHUNKED
           OT_ARGS_HELP_PARAMS
+          OT_ARGS_HELP_PRECISION
           "run:\n"
           "  --seed N                  Dropout masks (default 0)\n"
           "  --threads N               CPU threads (default: OpenMP's default)\n"
@@ -114,6 +115,7 @@ int ot_cmd_grad(int argc, char **argv) {
         OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,
         OT_ARGS_OPT_IGNORE, OT_ARGS_OPT_CHUNKED, OT_ARGS_OPT_FREEZE, OT_ARGS_OPT_TRAIN, OT_ARGS_OPT_BATCH,
         OT_ARGS_OPT_SEED, OT_ARGS_OPT_THREADS, OT_ARGS_OPT_WAIT, OT_ARGS_OPT_DEVICE, OT_ARGS_OPT_BIND, OT_ARGS_OPT_REMAT, OT_ARGS_OPT_BUDGET,
+        OT_ARGS_OPT_PRECISION,
         {"dump-grads", required_argument, 0, O_DUMP}, {"json", no_argument, 0, O_JSON},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ot_error err = {0};

@@ -18,7 +18,8 @@
 #include "kernels/kernel.h"
 
 static void usage(FILE *f) {
-    fputs("usage: onnxtrain info MODEL [--json] [--dump text|dot] [--lora RANK[:ALPHA] [--lora-target GLOB,...]]\n\n"
+    fputs("usage: onnxtrain info MODEL [--json] [--dump text|dot] [--lora RANK[:ALPHA] [--lora-target GLOB,...]]\n"
+          "                      [--precision bf16|fp16]\n\n"
           "Shows a model's IR version, producer, opset, inputs and outputs (dtype and shape,\n"
           "symbolic dims by name), parameter and state sizes, an op histogram, and every\n"
           "op onnxtrain does not support with the nodes using it.\n\n"
@@ -27,6 +28,9 @@ static void usage(FILE *f) {
           "  --lora RANK[:ALPHA], --lora-target GLOB,...\n"
           "                    also list the weights `train --lora` would adapt (and the 2-D float\n"
           "                    weights it would not, with the reason) and the adapters' size\n"
+          "  --precision P     also list where `train --precision P` (bf16, fp16) runs each node on\n"
+          "                    the CPU: low, float32 list, or float32 with casts for want of a\n"
+          "                    low-precision kernel\n"
           "  -h, --help        this help\n\n"
           "Exit codes: 0 ok, 2 usage, 3 I/O, 4 parse, 5 invalid model, 6 unsupported ops.\n",
           f);
@@ -339,6 +343,7 @@ int ot_cmd_info(int argc, char **argv) {
         {"dump", required_argument, NULL, 'd'},
         {"lora", required_argument, NULL, OT_ARG_LORA},
         {"lora-target", required_argument, NULL, OT_ARG_LORA_TARGET},
+        OT_ARGS_OPT_PRECISION,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -363,6 +368,7 @@ int ot_cmd_info(int argc, char **argv) {
         case 'h': usage(stdout); return OT_OK;
         case OT_ARG_LORA:
         case OT_ARG_LORA_TARGET:
+        case OT_ARG_PRECISION:
             if (ot_args_common(&la, c, optarg, &handled, &err)) {
                 fprintf(stderr, "onnxtrain: info: %s\n", err.msg);
                 ot_common_args_free(&la);
@@ -431,6 +437,8 @@ int ot_cmd_info(int argc, char **argv) {
     if (json) print_info_json(f, path, m, &sum);
     else print_info_text(f, path, m, &sum);
     if (why) print_lora(f, g, &lo, why, json);
+    if (la.precision != OT_PRECISION_FP32 && (st = ot_info_print_precision(f, g, la.precision, json, &err)))
+        fprintf(stderr, "onnxtrain: info: %s\n", err.msg);
     if (json) fputs("\n}\n", f);
     if (m->n_unsupported) {
         char *list = ot_model_unsupported_str(m);

@@ -43,7 +43,7 @@ static void usage(FILE *f) {
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_CHUNKED
           OT_ARGS_HELP_PARAMS
-          OT_ARGS_HELP_LORA
+          OT_ARGS_HELP_LORA OT_ARGS_HELP_PRECISION
           "optimizer (its state and update are planned with the step):\n"
           OT_ARGS_HELP_OPTIM
           "plan:\n"
@@ -158,6 +158,31 @@ static void print_segments(const planned *pl, bool json, int limit) {
 
 static double step_flops(const planned *pl) { return pl->an ? pl->an->step_flops : 0.0; }
 
+/* --precision: the kept activations and the transient values at the peak by stored
+ * dtype, as a line or a JSON member; nothing for a float32 session. */
+static void print_by_dtype(const planned *pl, bool json) {
+    const ot_autocast_result *ac = ot_train_autocast(pl->s);
+    if (ac->low != OT_BF16 && ac->low != OT_F16) return;
+    const ot_graph *g = ot_train_graph(pl->s);
+    static const ot_mem_category cats[2] = {OT_MEM_KEPT, OT_MEM_TRANSIENT};
+    printf(json ? "\"bytes_by_dtype\": {" : "  by precision:");
+    for (int k = 0; k < 2; k++) {
+        size_t by[OT_PLAN_DTYPES];
+        ot_plan_bytes_by_dtype(pl->p, g, cats[k], true, by);
+        printf(json ? "%s\"%s\": {" : "%s %s", k ? (json ? ", " : ";") : "", ot_mem_category_name(cats[k]));
+        int n = 0;
+        for (int d = 0; d < OT_PLAN_DTYPES; d++) {
+            if (!by[d] && d != (int)OT_F32 && d != (int)ac->low) continue;
+            char b[32];
+            if (json) printf("%s\"%s\": %zu", n++ ? ", " : "", d ? ot_dtype_name((ot_dtype)d) : "other", by[d]);
+            else printf("%s %s %s", n++ ? "," : "", d ? ot_dtype_name((ot_dtype)d) : "other",
+                        ot_human_size((double)by[d], b, sizeof b));
+        }
+        if (json) printf("}");
+    }
+    printf(json ? "}, " : " (live at the peak)\n");
+}
+
 /* segments: the kept and recomputed values by segment, each list folded to `limit`
  * names on the terminal (< 0: all). */
 static void print_plan(const char *label, const planned *pl, bool json, bool segments, int limit) {
@@ -184,6 +209,7 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
                    os->proven ? "true" : "false", os->gap, os->bound, os->rounds, (long long)os->model_peak,
                    (long long)os->planner_peak, (long long)os->model_budget, os->n_binaries, os->n_columns,
                    os->n_rows, os->seconds, os->heuristic ? "true" : "false", os->auto_cost);
+        print_by_dtype(pl, true);
         printf("\"plan\": ");
         ot_plan_write_json(p, stdout);
         if (segments) print_segments(pl, true, -1);
@@ -205,8 +231,10 @@ static void print_plan(const char *label, const planned *pl, bool json, bool seg
         ot_human_size((double)ot_plan_bytes_at_peak(p, (ot_mem_category)c), b, sizeof b);
         printf("%s %s %s", c ? "," : "", ot_mem_category_name((ot_mem_category)c), b);
     }
+    printf("\n");
+    print_by_dtype(pl, false);
     char xf[OT_HUMAN_SIZE_LEN], sf[OT_HUMAN_SIZE_LEN];
-    printf("\n  activations held for the backward pass: %s; recompute: %d nodes, %s extra FLOPs "
+    printf("  activations held for the backward pass: %s; recompute: %d nodes, %s extra FLOPs "
            "(%.1f%% of the step's %s)\n",
            kb, rs->n_clones, ot_human_count(extra, xf, sizeof xf), step > 0 ? 100.0 * extra / step : 0.0,
            ot_human_count(step, sf, sizeof sf));

@@ -68,7 +68,7 @@ static void train_usage(FILE *f) {
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_CHUNKED
           OT_ARGS_HELP_PARAMS
-          OT_ARGS_HELP_LORA
+          OT_ARGS_HELP_LORA OT_ARGS_HELP_PRECISION
           "  --lora-save FILE|DIR/     write the adapters alone to FILE (.npz or .onnx) or, for a name\n"
           "                            ending in '/' (or a folder), as PEFT's adapter_model.safetensors\n"
           "                            and adapter_config.json; -o is then optional (when given, the\n"

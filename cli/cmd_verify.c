@@ -42,7 +42,7 @@ static void usage(FILE *f) {
           OT_ARGS_HELP_LOSS
           OT_ARGS_HELP_CHUNKED
           OT_ARGS_HELP_PARAMS
-          OT_ARGS_HELP_LORA
+          OT_ARGS_HELP_LORA OT_ARGS_HELP_PRECISION
           "optimizer (for the memory figures):\n"
           OT_ARGS_HELP_OPTIM
           "run:\n"

@@ -154,6 +154,9 @@ typedef struct onnxtrain_options {
      * (0: the default, the most that fit 16 MiB) */
     const char *chunked_loss;
     int64_t chunked_loss_rows;
+    /* mixed precision, as --precision: "fp32" (NULL, default), "bf16" or "fp16"
+     * (docs/training.md, "Mixed precision") */
+    const char *precision;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;

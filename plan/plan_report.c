@@ -69,6 +69,28 @@ size_t ot_plan_value_bytes(const ot_plan *p, int value_id) {
     return p->values[value_id].nbytes;
 }
 
+static bool live_at_peak(const ot_plan *p, int v) {
+    const ot_plan_value *pv = &p->values[v];
+    return pv->def_step <= p->peak_step && pv->last_step >= p->peak_step;
+}
+
+void ot_plan_bytes_by_dtype(const ot_plan *p, const ot_graph *g, ot_mem_category c, bool at_peak,
+                            size_t by[OT_PLAN_DTYPES]) {
+    for (int d = 0; d < OT_PLAN_DTYPES; d++) by[d] = 0;
+    if (!p || !g) return;
+    for (int v = 0; v < p->n_values && v < g->n_values; v++) {
+        const ot_plan_value *pv = &p->values[v];
+        if (pv->category != c || !pv->nbytes || pv->offset < 0 || pv->external || pv->alias_of >= 0 ||
+            pv->slot_of >= 0)
+            continue;
+        if (at_peak && (p->peak_step < 0 || !live_at_peak(p, v))) continue;
+        /* a block taken over in place is counted once, by whichever of the two is live */
+        if (at_peak && pv->inplace_of >= 0 && live_at_peak(p, pv->inplace_of)) continue;
+        int d = (int)g->values[v].dtype;
+        by[d >= 0 && d < OT_PLAN_DTYPES ? d : 0] += pv->nbytes;
+    }
+}
+
 size_t ot_plan_bytes_at_peak(const ot_plan *p, ot_mem_category c) {
     return (p && c >= 0 && c < OT_MEM_COUNT) ? p->at_peak[c] : 0;
 }

@@ -213,6 +213,16 @@ size_t ot_plan_value_bytes(const ot_plan *p, int value_id);
 /* Bytes of the arena that hold values or workspace of category c at the peak. */
 size_t ot_plan_bytes_at_peak(const ot_plan *p, ot_mem_category c);
 
+/* Bytes of category c by stored dtype (by[] indexed by ot_dtype; anything beyond
+ * the table in by[0]): at_peak, the values live at the peak step (def_step <=
+ * peak_step <= last_step), else every block's size once. Views, external values and
+ * gradient slots add nothing; a block taken over in place counts once. The figures of
+ * `plan`'s "by precision" line: how much of the kept and transient bytes are low
+ * precision. */
+#define OT_PLAN_DTYPES 17
+void ot_plan_bytes_by_dtype(const ot_plan *p, const ot_graph *g, ot_mem_category c, bool at_peak,
+                            size_t by[OT_PLAN_DTYPES]);
+
 /* A human summary: peak, pinned region, bytes by category at the peak and in total. */
 void ot_plan_print_summary(const ot_plan *p, FILE *f);
 /* The same as one JSON object (no trailing newline). */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autodiff/autocast.h"
 #include "remat/remat.h"
 #include "plan/schedule.h"
 
@@ -35,6 +36,19 @@ void ot_remat_analysis_free(ot_remat_analysis *a) {
 static bool live_producer(const ot_graph *g, int v, ot_phase phase) {
     int p = g->values[v].producer;
     return p >= 0 && !g->nodes[p].removed && g->nodes[p].phase == phase;
+}
+
+/* A cast that --precision made again for the backward pass (autodiff/autocast.h:
+ * a recompute clone of a forward Cast named OT_AUTOCAST_AGAIN, made before any
+ * policy): to remat it is a backward reader like any other, whose input a policy
+ * keeps or recomputes. */
+static bool precision_recast(const ot_graph *g, int id) {
+    const ot_node *n = &g->nodes[id];
+    size_t l = n->name ? strlen(n->name) : 0, k = strlen(OT_AUTOCAST_AGAIN);
+    return n->phase == OT_PHASE_RECOMPUTE && n->op == OT_OP_CAST && l > k && !strcmp(n->name + l - k, OT_AUTOCAST_AGAIN) &&
+           n->orig_node >= 0 &&
+           n->orig_node < g->n_nodes && g->nodes[n->orig_node].phase == OT_PHASE_FORWARD &&
+           g->nodes[n->orig_node].op == OT_OP_CAST;
 }
 
 ot_status ot_remat_analyze(const ot_graph *g, ot_remat_analysis *a, ot_error *err) {
@@ -64,13 +78,13 @@ ot_status ot_remat_analyze(const ot_graph *g, ot_remat_analysis *a, ot_error *er
     }
     for (int id = 0; id < nn; id++) {
         a->fwd_pos[id] = -1;
-        a->bwd_node[id] = g->nodes[id].phase == OT_PHASE_BACKWARD;
+        a->bwd_node[id] = g->nodes[id].phase == OT_PHASE_BACKWARD || precision_recast(g, id);
         if (!g->nodes[id].removed) a->node_flops[id] = ot_remat_node_flops(g, &g->nodes[id]);
     }
     a->step_flops = ot_remat_step_flops(g);
     for (int i = 0; i < n_order; i++) {
         const ot_node *n = &g->nodes[order[i]];
-        if (n->phase == OT_PHASE_RECOMPUTE) {
+        if (n->phase == OT_PHASE_RECOMPUTE && !precision_recast(g, order[i])) {
             st = ot_fail(err, OT_E_USAGE, "remat: graph '%s' was already rewritten (node '%s' is a clone)",
                          g->name, n->name);
             goto fail;
@@ -107,7 +121,7 @@ ot_status ot_remat_analyze(const ot_graph *g, ot_remat_analysis *a, ot_error *er
         for (int c = 0; c < val->n_consumers; c++) {
             const ot_node *cn = &g->nodes[val->consumers[c]];
             if (cn->removed) continue;
-            if (cn->phase == OT_PHASE_BACKWARD) a->saved[v] = true;
+            if (cn->phase == OT_PHASE_BACKWARD || precision_recast(g, cn->id)) a->saved[v] = true;
             if (cn->phase == OT_PHASE_LOSS || cn->phase == OT_PHASE_OPTIMIZER) {
                 a->pinned[v] = true;
                 last_use[v] = a->n_fwd;

@@ -22,6 +22,11 @@ if(EXISTS /usr/bin/python3)
                    ${CMAKE_BINARY_DIR}/check_peft_tmp)
   set_tests_properties(check_peft PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
   set_tests_properties(check_export check_info check_zoo PROPERTIES TIMEOUT 120)
+  # Issue 27: --precision through info, plan (bytes by dtype), verify, train and grad.
+  add_test(NAME check_precision
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_precision.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/check_precision_tmp)
+  set_tests_properties(check_precision PROPERTIES TIMEOUT 120)
   # Issue 13's pointwise ops: gradients against PyTorch 1.13 (torch in /usr/bin/python3).
   add_test(NAME check_pointwise_math
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_pointwise_math.py $<TARGET_FILE:onnxtrain>

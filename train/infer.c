@@ -117,6 +117,22 @@ static ot_status map_labels(ot_infer_session *s, ot_dataset *d, ot_error *err) {
     return OT_OK;
 }
 
+static bool backend_supports(void *ctx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    ot_backend *be = ctx;
+    return be->supports(be, node, in, out);
+}
+
+/* --precision: the same rewrite as training's, before the loss. */
+static ot_status apply_precision(ot_infer_session *s, ot_graph *g, ot_error *err) {
+    if (s->o.precision == OT_PRECISION_FP32) return OT_OK;
+    if (!s->be && !(s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err)))
+        return err ? err->code : OT_E_DEVICE;
+    ot_autocast_result r;
+    ot_status st = ot_autocast_apply(g, ot_precision_dtype(s->o.precision), backend_supports, s->be, &r, err);
+    ot_autocast_result_free(&r);
+    return st;
+}
+
 /* A bound copy of the import at `batch` (want; 0: the default), modes set; with
  * weights it borrows them (the full batches' plan), else it reads another's. */
 static ot_status bound_copy(ot_infer_session *s, const ot_dataset *d, int64_t want, bool weights, ot_graph **out,
@@ -134,6 +150,7 @@ static ot_status bound_copy(ot_infer_session *s, const ot_dataset *d, int64_t wa
                      v->name, g->values[g->inputs[0]].name, shape, (long long)*batch);
     }
     if (!st) st = set_modes(&s->o, g, err);
+    if (!st) st = apply_precision(s, g, err);
     if (!st && s->o.loss) st = add_loss(s, g, err);
     if (!st) st = ot_graph_require_static(g, err);
     if (st) {
@@ -201,7 +218,7 @@ ot_status ot_infer_session_new(ot_model *m, const ot_infer_options *o, ot_datase
                      x->name, data->arrays[0].path, (long long)s->batch, (long long)count);
         goto fail;
     }
-    if (!(s->be = ot_backend_new_by_name(o->device ? o->device : "cpu", o->n_threads, err))) {
+    if (!s->be && !(s->be = ot_backend_new_by_name(o->device ? o->device : "cpu", o->n_threads, err))) {
         st = err ? err->code : OT_E_DEVICE;
         goto fail;
     }

@@ -12,6 +12,7 @@
 #ifndef OT_INFER_H
 #define OT_INFER_H
 
+#include "autodiff/autocast.h"
 #include "exec/executor.h"
 #include "importer/importer.h"
 #include "train/data.h"
@@ -32,6 +33,9 @@ typedef struct ot_infer_options {
      * perplexity summed over the batches by train/metrics.h, as validation does. NULL:
      * no loss. */
     const ot_loss_options *loss;
+    /* --precision: the forward graph in mixed precision, as training rewrites it
+     * (autodiff/autocast.h), asked of the device's kernels */
+    ot_precision precision;
 } ot_infer_options;
 
 typedef struct ot_infer_session ot_infer_session;

@@ -387,6 +387,23 @@ static const char *loss_name(const ot_train_session *s) {
     return ot_loss_kind_name(s->o.loss.kind);
 }
 
+static bool backend_supports(void *ctx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    ot_backend *be = ctx;
+    return be->supports(be, node, in, out);
+}
+
+/* --precision: the forward graph rewritten for the backend's low-precision kernels,
+ * before the loss (which then reads float32 outputs) and the backward pass. */
+static ot_status apply_precision(ot_train_session *s, ot_error *err) {
+    if (s->o.precision == OT_PRECISION_FP32) return OT_OK;
+    if (!s->be && !(s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err)))
+        return err ? err->code : OT_E_DEVICE;
+    if (s->o.precision_supports)
+        return ot_autocast_apply(s->g, ot_precision_dtype(s->o.precision), s->o.precision_supports,
+                                 s->o.precision_ctx, &s->ac, err);
+    return ot_autocast_apply(s->g, ot_precision_dtype(s->o.precision), backend_supports, s->be, &s->ac, err);
+}
+
 /* The loss, its labels input and the model output feeding it. */
 static ot_status build_loss(ot_train_session *s, ot_error *err) {
     ot_graph *g = s->g;
@@ -429,6 +446,11 @@ static ot_status build_backward(ot_train_session *s, ot_error *err) {
     ot_status st = ot_autodiff_build(s->g, &ao, &s->ad, err);
     if (st) return st;
     s->ad_built = true;
+    if (ot_autocast_recast_backward(s->g, &s->ac) < 0 ||
+        (s->ac.cls && ot_autocast_legalize_backward(s->g, s->ac.low, 0,
+                                                    s->o.precision_supports ? s->o.precision_supports : backend_supports,
+                                                    s->o.precision_supports ? s->o.precision_ctx : s->be) < 0))
+        return ot_fail(err, OT_E_MEMORY, "--precision: out of memory adding the backward pass's casts");
     if (s->ad.n_params == 0 && s->ad.n_rule_constant > 0)
         return ot_fail(err, OT_E_USAGE,
                        "nothing to train: every parameter is frozen or kept constant by the rule (%d float "
@@ -454,6 +476,7 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
                               dflt, n, &s->B, err)))
         return st;
     if ((st = ot_train_lora_prepare(s, err))) return st;
+    if ((st = apply_precision(s, err))) return st;
     if ((st = build_loss(s, err))) return st;
     if (have_data) {
         if ((st = ot_kv_add_defaults(g, s->n_model_inputs, data, s->kv_note, sizeof s->kv_note, err))) return st;
@@ -462,8 +485,8 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
         if ((st = ot_train_check_arrays(s, data, err))) return st;
     }
     if ((st = fuse_loss(s, err)) || (st = build_backward(s, err))) return st;
-    s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err);
-    if (!s->be) return err ? err->code : OT_E_DEVICE;
+    if (!s->be && !(s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err)))
+        return err ? err->code : OT_E_DEVICE;
     s->be->tf32 = s->o.tf32;
     /* nn.Linear's weight Transpose as the GEMM's transB (same bits with OpenBLAS; on
      * CUDA the graph stays as exported, whose cuBLAS results it would change) */

@@ -210,6 +210,7 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->hot_step), free(s->hot_grads), free(s->hot_has), free(s->hot_ss);
     free(s->hot_gemm), free(s->opt_at), free(s->hot_proven), free(s->opt_ss);
     ot_lora_result_free(&s->lora);
+    ot_autocast_result_free(&s->ac);
     free(s->lora_train);
     free(s);
 }
@@ -234,6 +235,7 @@ ot_status ot_train_check_data(ot_train_session *s, ot_dataset *data, const char 
 int64_t ot_train_batch_size(const ot_train_session *s) { return s->B; }
 const ot_plan *ot_train_plan(const ot_train_session *s) { return s->ex ? ot_executor_plan(s->ex) : s->plan; }
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s) { return &s->ad; }
+const ot_autocast_result *ot_train_autocast(const ot_train_session *s) { return &s->ac; }
 
 /* Whether a GEMM or convolution of the step reads bfloat16 (issue 27). */
 static bool has_bf16_compute(const ot_graph *g) {
@@ -250,6 +252,15 @@ void ot_train_print_constants_note(const ot_train_session *s, FILE *f) {
     if (*s->kv_note) fprintf(f, "%s\n", s->kv_note);
     const char *bf16 = s->be && s->be->host_memory && has_bf16_compute(s->g) ? ot_cpu_bf16_note() : NULL;
     if (bf16) fprintf(f, "note: %s\n", bf16);
+    if (s->ac.low == OT_BF16 || s->ac.low == OT_F16) { /* said once: what --precision bought on this device */
+        const char *dt = s->ac.low == OT_BF16 ? "bf16" : "fp16";
+        fprintf(f, "precision %s on %s: %d nodes run in %s, %d casts", dt, s->be && s->be->name ? s->be->name : "cpu",
+                s->ac.n_low, dt, s->ac.n_casts);
+        if (s->ac.n_low_list_fallback)
+            fprintf(f, "; %d MatMul/Gemm/Conv/Attention nodes have no %s kernel here and run in float32 (`onnxtrain "
+                       "info MODEL --precision %s` lists them)", s->ac.n_low_list_fallback, dt, dt);
+        fputc('\n', f);
+    }
     if (s->ad_built && s->ad.legacy_pattern)
         fprintf(f, "note: %s '%s' matches no param as a glob, so it was read as a regular expression (the syntax before "
                 "globs were the default): write %s 're:%s' to say so\n", s->ad.legacy_option, s->ad.legacy_pattern,

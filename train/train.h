@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include "autodiff/autodiff.h"
+#include "autodiff/autocast.h"
 #include "autodiff/lora.h"
 #include "importer/importer.h"
 #include "train/data.h"
@@ -92,6 +93,15 @@ typedef struct ot_train_options {
     /* --lora: adapters on the weights autodiff/lora.h picks, only they train
      * (train/lora_session.c); rank 0: none */
     ot_lora_options lora;
+    /* --precision: mixed precision as a rewrite of the forward graph after LoRA and
+     * before the loss (autodiff/autocast.h; the backend's kernels decide which nodes
+     * run low). FP32: none. */
+    ot_precision precision;
+    /* Testing: which nodes have a low-precision kernel, asked instead of the
+     * backend's op table (a plan_only session standing in for kernels not written
+     * yet). NULL: the backend's. */
+    ot_autocast_supports_fn precision_supports;
+    void *precision_ctx;
     /* --lora-load DIR: the adapters start from a PEFT folder (train/lora_peft.c)
      * instead of A drawn and B zero; its r and alpha must equal lora's */
     const char *lora_load;
@@ -173,11 +183,16 @@ int64_t ot_train_partial_batch(const ot_train_session *s, int64_t n_samples, con
 int64_t ot_train_batches_per_epoch(const ot_train_session *s, int64_t n_samples);
 const ot_plan *ot_train_plan(const ot_train_session *s);
 const ot_autodiff_result *ot_train_autodiff(const ot_train_session *s);
+/* What --precision did to the forward graph (all zero with fp32); node ids are the
+ * training graph's (ot_train_graph). */
+const ot_autocast_result *ot_train_autocast(const ot_train_session *s);
 /* When the params rule (ot_param_rule) kept float initializers constant, prints one
  * line to f: "training N params (M values); K float initializers kept constant: see
  * `onnxtrain info`"; before it, a note when a --freeze/--train pattern was read as a
- * regular expression the old way (autodiff.h, legacy_pattern). Prints nothing
- * otherwise, or before the backward pass exists. */
+ * regular expression the old way (autodiff.h, legacy_pattern); with --precision bf16 or
+ * fp16, a line saying how many nodes run low on the device and how many low-list
+ * nodes fall back to float32 for want of a kernel. Prints nothing otherwise, or
+ * before the backward pass exists. */
 void ot_train_print_constants_note(const ot_train_session *s, FILE *f);
 
 /* What --remat did to the step, measured by the planner (applied false for none). */

@@ -52,6 +52,9 @@ uint64_t ot_train_fingerprint(const ot_train_session *s) {
      * (with its own message) when the tensors are matched */
     for (int v = 0; v < g->n_values; v++)
         if (g->values[v].init_index >= 0) h = hash_value(h, g, v);
+    /* --precision changes the step's numbers: a run resumes in the precision it was
+     * written in (fp32 adds nothing, so older checkpoints keep their fingerprint) */
+    if (s->o.precision != OT_PRECISION_FP32) h = hash_str(h, ot_precision_name(s->o.precision));
     return ot_train_lora_fingerprint(s, h);
 }
 
@@ -142,8 +145,8 @@ ot_status ot_train_checkpoint_restore(ot_train_session *s, const ot_dataset *dat
     if (c->fingerprint != fp)
         return ot_fail(err, OT_E_MODEL,
                        "%s: the checkpoint belongs to another model (fingerprint %016llx, this model %016llx: its "
-                       "nodes, inputs or params differ, or the --lora settings); resume with the model and --lora "
-                       "it was written for",
+                       "nodes, inputs or params differ, or the --lora or --precision settings); resume with the model, "
+                       "--lora and --precision it was written for",
                        path, (unsigned long long)c->fingerprint, (unsigned long long)fp);
     ot_ckpt_settings run;
     ot_train_ckpt_settings(s, data, &run);

@@ -107,6 +107,7 @@ struct ot_train_session {
     /* --lora (train/lora_session.c): the adapters in g, and the --train patterns
      * with OT_LORA_TRAIN_PATTERN appended (o.n_train + 1 entries) */
     ot_lora_result lora;
+    ot_autocast_result ac; /* --precision (autodiff/autocast.h) */
     const char **lora_train;
     /* what the memory budget covered (ot_train_memory_info) */
     int64_t budget;

@@ -137,7 +137,8 @@ class Trainer:
       lora_load (a PEFT adapter folder to start from, as --lora-load); bind ("NAME=SIZE"
       specs); threads, device ("cpu", "cuda:0"), seed, check_numerics; split_step (steps
       in two calls: backward() then optimizer_step(), as onnxtrain.training uses);
-      chunked_loss ("off", "on", "auto", as --chunked-loss) and chunked_loss_rows.
+      chunked_loss ("off", "on", "auto", as --chunked-loss) and chunked_loss_rows;
+      precision ("fp32", "bf16", "fp16": mixed precision as --precision).
 
     The training graph is built for the first batch (prepare, step or eval); later
     training batches must have its shapes. Use as a context manager, or close().
@@ -148,7 +149,7 @@ class Trainer:
                  clip_grad_norm=0.0, schedule=None, warmup_steps=0, total_steps=0, accum=1, remat=None,
                  memory_budget=0, remat_time_limit=0.0, freeze=(), train=(), lora=0, lora_alpha=0.0,
                  lora_targets=(), lora_load=None, bind=(), threads=0, device=None, seed=0, check_numerics=True,
-                 split_step=False, chunked_loss=None, chunked_loss_rows=0):
+                 split_step=False, chunked_loss=None, chunked_loss_rows=0, precision=None):
         if not isinstance(model, (str, bytes)) and not hasattr(model, "__fspath__"):
             raise TypeError("model: a %s, not a path" % type(model).__name__)
         o = ffi.new("onnxtrain_options *")
@@ -164,6 +165,7 @@ class Trainer:
 
         o.loss, o.loss_output, o.optimizer, o.schedule = s(loss), s(output), s(optimizer), s(schedule)
         o.remat, o.device, o.chunked_loss = s(remat), s(device), s(chunked_loss)
+        o.precision = s(precision)
         o.chunked_loss_rows = int(chunked_loss_rows)
         o.lora_load = s(None if lora_load is None else str(lora_load))
         o.split_step = int(bool(split_step))

