@@ -72,6 +72,12 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_dynamo_fixtures.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_dynamo_fixtures_tmp)
   set_tests_properties(check_dynamo_fixtures PROPERTIES TIMEOUT 120)
+  # Issue 26 item 5: the families only PyTorch 2.x exports (samples/zoo/export_torch2.py
+  # made the fixtures with torch 2.15), the same checks against the stored references.
+  add_test(NAME check_zoo2
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_dynamo_fixtures.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_zoo2_tmp ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/zoo2)
+  set_tests_properties(check_zoo2 PROPERTIES TIMEOUT 300)
   # `train --lora`: merged and adapters-only outputs, resume, info, plan, --batch-size auto.
   add_test(NAME check_lora
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_lora.py $<TARGET_FILE:onnxtrain>
