@@ -21,7 +21,10 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/samples/zoo/peft_check.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_peft_tmp)
   set_tests_properties(check_peft PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
-  set_tests_properties(check_export check_info check_zoo PROPERTIES TIMEOUT 120)
+  set_tests_properties(check_export check_info PROPERTIES TIMEOUT 120)
+  # eight exports and five checks each: on the shared 2-core machine under load (12)
+  # the subset took over 120 s
+  set_tests_properties(check_zoo PROPERTIES TIMEOUT 300)
   # Issue 13's pointwise ops: gradients against PyTorch 1.13 (torch in /usr/bin/python3).
   add_test(NAME check_pointwise_math
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_pointwise_math.py $<TARGET_FILE:onnxtrain>
