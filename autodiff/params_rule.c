@@ -101,6 +101,15 @@ static const char *why_not_live(const ot_graph *g, int v) {
     return only ? only : "no differentiable path to the loss";
 }
 
+/* The InstanceNormalization of a traced group_norm (ot_trace): its scale and bias
+ * inputs are the exporter's ones and zeros per group, shared by every GroupNorm of that
+ * group count (a diffusers UNet's, Wav2Vec2's feature encoder's); the GroupNorm's own
+ * weight and bias are the Mul / Add after it. Training them would add parameters
+ * PyTorch's model does not have, tied across all those layers. */
+static bool group_norm_constant(const ot_node *n) {
+    return n->trace == OT_TRACE_GROUP_NORM && n->op == OT_OP_INSTANCE_NORM;
+}
+
 /* A file from PyTorch's dynamo exporter records on every node the call it was traced
  * from (ot_node.trace). An initializer read only by traced calls none of which reads a
  * parameter was computed by the exporter's optimizer from buffers, lifted constants or
@@ -113,7 +122,7 @@ static bool folded_table(const ot_graph *g, int v) {
     for (int c = 0; c < val->n_consumers; c++) {
         const ot_node *n = &g->nodes[val->consumers[c]];
         if (n->removed || !is_fwd(n)) continue;
-        if (n->trace != OT_TRACE_NO_PARAM) return false;
+        if (n->trace != OT_TRACE_NO_PARAM && !group_norm_constant(n)) return false;
         traced = true;
     }
     return traced;
@@ -146,8 +155,11 @@ ot_status ot_param_rule(const ot_graph *g, const int *targets, int n_targets, co
         else if (reach[v] && !live[v])
             reason[v] = why_not_live(g, v);
         else if (reach[v] && folded_table(g, v))
-            reason[v] = "no PyTorch parameter: its readers' traced calls read none (a folded table, a buffer or "
-                        "a constant)";
+            reason[v] = g->values[v].n_consumers && group_norm_constant(&g->nodes[g->values[v].consumers[0]])
+                            ? "no PyTorch parameter: the scale / bias of the InstanceNormalization the exporter "
+                              "wrote for a GroupNorm (its weight and bias are the Mul / Add after it)"
+                            : "no PyTorch parameter: its readers' traced calls read none (a folded table, a buffer "
+                              "or a constant)";
         /* Unused on the way to the loss: a param with a zero gradient, as it always was. */
     }
 done:

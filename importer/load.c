@@ -455,6 +455,7 @@ static ot_trace node_trace(const Onnx__NodeProto *np) {
         if (p->key && p->value && strcmp(p->key, "pkg.torch.onnx.fx_node") == 0) {
             const char *args = strstr(p->value, " = ");
             t = strstr(args ? args : p->value, "%p_") ? OT_TRACE_PARAM : OT_TRACE_NO_PARAM;
+            if (t == OT_TRACE_PARAM && strstr(p->value, "aten.group_norm")) t = OT_TRACE_GROUP_NORM;
         }
         onnx__string_string_entry_proto__free_unpacked(p, NULL);
     }

@@ -219,8 +219,11 @@ typedef struct ot_value {
  * metadata "pkg.torch.onnx.fx_node"): nothing (another exporter, or a node onnxtrain
  * made), a call that reads a PyTorch parameter (a `%p_` placeholder among its
  * arguments), or one that reads none. ot_param_rule uses it to tell a parameter from
- * a table the exporter's optimizer folded (docs/training.md). */
-typedef enum { OT_TRACE_NONE = 0, OT_TRACE_PARAM, OT_TRACE_NO_PARAM } ot_trace;
+ * a table the exporter's optimizer folded (docs/training.md). GROUP_NORM: a call to
+ * group_norm that reads parameters; the exporter writes it as InstanceNormalization
+ * with a scale of ones and a bias of zeros of its own (one per group), then Mul / Add
+ * by the parameters, so that InstanceNormalization's scale and bias are constants. */
+typedef enum { OT_TRACE_NONE = 0, OT_TRACE_PARAM, OT_TRACE_NO_PARAM, OT_TRACE_GROUP_NORM } ot_trace;
 
 typedef struct ot_node {
     int id;

@@ -14,7 +14,10 @@ export_kv_decoder.py there with /work/venvs/hf's python):
   - gradients with an empty past equal the no-cache export's of the same weights;
   - present.* outputs are kept, never recomputed, under every remat policy;
   - missing inputs that have no default are listed at once (exit 2); a partial cache
-    is refused naming the input.
+    is refused naming the input;
+  - torch 2.15's dynamo export at opset 23 (decoder_with_past_op23.onnx, made by
+    export_dynamo_decoder.py with /work/venvs/ops3's python): the same forms, and eval
+    against PyTorch's logits with an empty and a given past.
 
     check_kv_cache.py ONNXTRAIN_BINARY SCRATCH_DIR
 """
@@ -156,6 +159,7 @@ def main():
     check(r.returncode == 2 and "no data for 2 inputs: 'b', 'c'" in r.stderr,
           "inputs without data listed at once (rc %d) %s" % (r.returncode, r.stderr.strip()))
     check_by_symbol(binary, P)
+    check_dynamo_op23(binary, P)
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0
 
@@ -175,6 +179,42 @@ def check_by_symbol(binary, P):
     r = run(binary, "--loss", "mse", m)
     check(r.returncode == 0 and "default: an empty past" in r.stdout and "bitwise equal" in r.stdout,
           "a cache input known by its past-length symbol: the bare form (rc %d) %s" % (r.returncode, r.stderr[-300:]))
+
+
+def check_dynamo_op23(binary, P):
+    """torch 2.15's dynamo export at opset 23 (export_dynamo_decoder.py: Attention,
+    RotaryEmbedding, RMSNormalization; attention_mask's total_sequence_length a free
+    symbol the graph does not derive): the bare form, train with ids and labels only,
+    verify bitwise with an empty and a given past, and eval against PyTorch's logits
+    both ways."""
+    dec = os.path.join(FIX, "decoder_with_past_op23.onnx")
+    ref = np.load(os.path.join(FIX, "decoder_with_past_op23.npz"))
+    for k in ("input_ids", "attention_mask", "position_ids", "past_key", "past_value"):
+        np.save(P("op23_%s.npy" % k), ref[k])
+    ids = ["--input", "input_ids=" + P("op23_input_ids.npy")]
+    past = ["--input", "attention_mask=" + P("op23_attention_mask.npy"), "--input",
+            "position_ids=" + P("op23_position_ids.npy"), "--input",
+            "past_key_values.0.key=" + P("op23_past_key.npy"), "--input",
+            "past_key_values.0.value=" + P("op23_past_value.npy")]
+    labels = ["--labels", P("op23_input_ids.npy")]
+    r = run(binary, "--remat", "auto", dec)
+    check(r.returncode == 0 and "bitwise equal" in r.stdout and "an empty past" in r.stdout,
+          "op23 dynamo: bare form --remat auto (rc %d) %s" % (r.returncode, r.stderr[-300:]))
+    r = run(binary, "train", dec, *ids, *labels, "--steps", "2", "-o", P("op23_tuned.onnx"))
+    check(r.returncode == 0 and "attention_mask of ones over past + sequence" in r.stderr + r.stdout,
+          "op23 dynamo: train with token ids and labels only (rc %d) %s" % (r.returncode, r.stderr[-300:]))
+    for what, extra in (("an empty past", []), ("a given past", past)):
+        for pol in ("sqrt", "auto"):
+            r = run(binary, "verify", dec, *ids, *extra, *labels, "--remat", pol)
+            check(r.returncode == 0, "op23 dynamo: verify --remat %s with %s (rc %d) %s"
+                  % (pol, what, r.returncode, r.stderr[-300:]))
+        out = P("op23_eval_" + what.split()[1])
+        r = run(binary, "eval", dec, *ids, *extra, "--dump-outputs", out)
+        want = ref["logits_no_past" if not extra else "logits_past"]
+        got = np.load(os.path.join(out, "logits.npy")) if r.returncode == 0 else np.zeros(0)
+        err = float(np.max(np.abs(got - want))) if got.shape == want.shape else float("inf")
+        check(err <= 1e-5, "op23 dynamo: eval with %s matches PyTorch's logits (max |diff| %.1e, rc %d) %s"
+              % (what, err, r.returncode, r.stderr[-200:]))
 
 
 REF_PYTHONS = [sys.executable, "/work/venvs/hf/bin/python", "/work/venvs/ops3/bin/python", "python3"]

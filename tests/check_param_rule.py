@@ -11,7 +11,9 @@ initializers train"), on tests/fixtures/param_rule/make_model.py's model:
   - on make_model.build_traced() (a dynamo export's node records): the folded table
     unsqueeze_3 is kept constant, the parameters fc.weight and val_5 (a transposed
     copy) and the tensor read by a node without a record train; `--train unsqueeze_3`
-    trains the table again.
+    trains the table again;
+  - on make_model.build_group_norm() (a GroupNorm as the dynamo exporter writes it): the
+    InstanceNormalization's own scale / bias stay constant, the weight / bias train.
 
     check_param_rule.py ONNXTRAIN_BINARY SCRATCH_DIR
 """
@@ -73,6 +75,29 @@ def check_traced(binary, scratch, x):
     check(got == ["unsqueeze_3"], "traced: --train unsqueeze_3 trains the table (%d, %s)" % (p.returncode, got))
 
 
+def check_group_norm(binary, scratch, x):
+    """A GroupNorm as the dynamo exporter writes it (make_model.build_group_norm): the
+    InstanceNormalization's own ones / zeros stay constant, the weight and bias after it
+    train (issue 26: a diffusers UNet trained 2 tensors PyTorch's model does not have)."""
+    import onnx
+    model = os.path.join(scratch, "param_rule_group_norm.onnx")
+    onnx.save(make_model.build_group_norm(), model)
+    p = run(binary, "info", model, "--json")
+    check(p.returncode == 0, "group norm: info --json exits 0 (%d: %s)" % (p.returncode, p.stderr.strip()))
+    info = json.loads(p.stdout) if p.returncode == 0 else {"kept_constant": []}
+    kept = {e["name"]: e["reason"] for e in info["kept_constant"]}
+    why = "no PyTorch parameter: the scale / bias of the InstanceNormalization the exporter wrote for a GroupNorm " \
+          "(its weight and bias are the Mul / Add after it)"
+    check(kept == {"gn_ones": why, "gn_zeros": why}, "group norm: InstanceNormalization's ones / zeros kept %s" % kept)
+    dump = os.path.join(scratch, "grads_group_norm")
+    p = run(binary, "grad", model, "--input", x, "--loss", "output", "--dump-grads", dump, "--json")
+    got = []
+    if p.returncode == 0:
+        with open(os.path.join(dump, "index.json")) as f:
+            got = sorted(json.load(f))
+    check(got == ["val_7", "val_8"], "group norm: grad trains the weight and bias only (%d, %s)" % (p.returncode, got))
+
+
 def main():
     binary, scratch = sys.argv[1], sys.argv[2]
     os.makedirs(scratch, exist_ok=True)
@@ -118,6 +143,7 @@ def main():
     check(p.returncode == 2 and "kept constant by the rule (4 float initializers" in p.stderr,
           "nothing left to train names the rule (%d)" % p.returncode)
     check_traced(binary, scratch, x)
+    check_group_norm(binary, scratch, x)
     if failures:
         sys.exit("%d check(s) failed" % len(failures))
     print("all param-rule checks pass")

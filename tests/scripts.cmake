@@ -21,7 +21,10 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/samples/zoo/peft_check.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_peft_tmp)
   set_tests_properties(check_peft PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
-  set_tests_properties(check_export check_info check_zoo PROPERTIES TIMEOUT 120)
+  set_tests_properties(check_export check_info PROPERTIES TIMEOUT 120)
+  # eight exports and five checks each: on the shared 2-core machine under load (12)
+  # the subset took over 120 s
+  set_tests_properties(check_zoo PROPERTIES TIMEOUT 300)
   # Issue 27: --precision through info, plan (bytes by dtype), verify, train and grad.
   add_test(NAME check_precision
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_precision.py $<TARGET_FILE:onnxtrain>
@@ -77,6 +80,12 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_dynamo_fixtures.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_dynamo_fixtures_tmp)
   set_tests_properties(check_dynamo_fixtures PROPERTIES TIMEOUT 120)
+  # Issue 26 item 5: the families only PyTorch 2.x exports (samples/zoo/export_torch2.py
+  # made the fixtures with torch 2.15), the same checks against the stored references.
+  add_test(NAME check_zoo2
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_dynamo_fixtures.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_zoo2_tmp ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/zoo2)
+  set_tests_properties(check_zoo2 PROPERTIES TIMEOUT 300)
   # `train --lora`: merged and adapters-only outputs, resume, info, plan, --batch-size auto.
   add_test(NAME check_lora
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_lora.py $<TARGET_FILE:onnxtrain>

@@ -135,6 +135,36 @@ static int64_t past_len(const ot_graph *g, int n_model_inputs) {
     return -1;
 }
 
+/* The sequence length of the bound graph: axis 1 of input_ids, else of the first other
+ * integer input of rank 2 that has no cache role; -1 when none is bound. */
+static int64_t seq_len(const ot_graph *g, int n_model_inputs) {
+    int64_t first = -1;
+    for (int k = 0; k < n_model_inputs; k++) {
+        const ot_value *x = &g->values[g->inputs[k]];
+        if (x->shape.rank != 2 || ot_dtype_is_float(x->dtype) || ot_kv_role_of(g, n_model_inputs, g->inputs[k]))
+            continue;
+        if (x->name && !strcmp(x->name, "input_ids")) return x->shape.dim[1];
+        if (first < 0) first = x->shape.dim[1];
+    }
+    return first;
+}
+
+ot_status ot_kv_bind_mask(ot_graph *g, int n_model_inputs, const ot_dataset *d, ot_error *err) {
+    for (int k = 0; k < n_model_inputs; k++) {
+        int v = g->inputs[k];
+        const ot_shape *s = &g->values[v].shape;
+        if (ot_kv_role_of(g, n_model_inputs, v) != OT_KV_MASK || s->rank != 2 || s->dim[1] >= 0 || s->sym[1] < 0)
+            continue;
+        bool have = false;
+        for (int i = 0; d && i < d->n_arrays; i++) have |= d->arrays[i].value_id == v;
+        int64_t P = past_len(g, n_model_inputs), T = seq_len(g, n_model_inputs);
+        if (have || T < 0) continue; /* data binds it; without a sequence length the error names the mask */
+        ot_status st = ot_graph_bind_dim(g, g->syms[s->sym[1]], (P > 0 ? P : 0) + T, err);
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
 static void put_int(ot_tensor *t, int64_t i, int64_t x) {
     switch (t->dtype) {
     case OT_I64: ((int64_t *)t->data)[i] = x; break;

@@ -34,6 +34,12 @@ ot_status ot_kv_derived_syms(const ot_graph *g, int n_model_inputs, bool *derive
 /* Binds each derived symbol still unbound to the number inference gave a value that
  * declares it (after the others are bound). */
 ot_status ot_kv_bind_derived(ot_graph *g, int n_model_inputs, const bool *derived, ot_error *err);
+/* A mask input (role MASK) without data in d (NULL: none) whose length is a symbol of
+ * its own (the dynamo exporter's total_sequence_length, which its graph does not derive
+ * from past + sequence) gets that length bound to past + sequence, the length of the
+ * default mask of ones: past from the (bound) past inputs, sequence from input_ids or
+ * the first other integer [batch, sequence] input. Call after the others are bound. */
+ot_status ot_kv_bind_mask(ot_graph *g, int n_model_inputs, const ot_dataset *d, ot_error *err);
 /* The default array of cache input v (role not NONE) on the bound graph g, with
  * n_samples samples; NULL with err set when it has no default (a past whose length
  * is not 0: give the cache as data) or out of memory. how gets what it holds. */

@@ -171,8 +171,10 @@ ot_status ot_session_bind(ot_graph *g, int n_model_inputs, const char *const *bi
         if (sym < 0 || g->sym_values[sym] >= 0) continue;
         if ((st = ot_graph_bind_dim(g, g->syms[sym], *batch, err))) goto fail;
     }
-    /* what the graph derives (total_sequence_length = past + sequence) last */
+    /* what the graph derives (total_sequence_length = past + sequence) last; a mask
+     * length the graph leaves free (a dynamo export's) is past + sequence too */
     st = ot_kv_bind_derived(g, n_model_inputs, derived, err);
+    if (!st) st = ot_kv_bind_mask(g, n_model_inputs, d, err);
 fail:
     free(derived);
     return st;

@@ -73,7 +73,7 @@ static ot_status gemm_rm(ot_cuda_ctx *cx, bool ta, bool tb, int64_t M, int64_t N
 
 ot_status ot_cuda_sgemm(ot_cuda_ctx *cx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a,
                         int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ot_error *err) {
-    return sgemm_rm(cx, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, err);
+    return gemm_rm(cx, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, OT_F32, OT_F32, err);
 }
 
 OT_CUDA_LAUNCHER(ot_cuda_gemm) {

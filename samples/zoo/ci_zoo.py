@@ -23,7 +23,8 @@ SKIP = 77
 # a BatchNorm CNN; ids + mask; ids only with Dropout; HardSwish/HardSigmoid on the
 # gradient path; rotary tables and a causal mask (Trilu, Greater, Sin, Cos) folded;
 # per-pixel cross-entropy over bilinear Resizes sized from the input's shape (issue 26)
-REQUIRED = ["regnet", "bert", "gpt2", "mobilenet_v3_small", "llama", "lraspp"]
+# and nn.LSTM / nn.GRU language models (issue 26: the LSTM and GRU ops from TorchScript)
+REQUIRED = ["regnet", "bert", "gpt2", "mobilenet_v3_small", "llama", "lraspp", "lstm_lm", "gru_lm"]
 PENDING = {}
 
 

@@ -82,7 +82,7 @@ class Logits(nn.Module):
         if len(self.names) == 1 and not hasattr(self.model, "config"):
             return self.model(args[0])  # torchvision: one positional image
         out = self.model(**dict(zip(self.names, args)))
-        return out.logits
+        return out if isinstance(out, torch.Tensor) else out.logits  # a wrapper's own tensor (zoo_torch2.py)
 
 
 def torch_export(wrap, args, path, names, axes, opset, exporter, optimize):
@@ -200,7 +200,11 @@ def save(path, array):
 
 def cross_entropy(logits, labels, axis):
     """Mean cross-entropy over every position, the classes on `axis` (-1 for the last;
-    1 for a segmentation model's [batch, classes, H, W] logits: per pixel)."""
+    1 for a segmentation model's [batch, classes, H, W] logits: per pixel). axis None:
+    the mean squared error against float targets (onnxtrain --loss mse), for a model
+    that regresses (a diffusion UNet's noise)."""
+    if axis is None:
+        return F.mse_loss(logits, labels.to(logits.dtype))
     return F.cross_entropy(logits.movedim(axis, -1).reshape(-1, logits.shape[axis]), labels.reshape(-1))
 
 
@@ -361,7 +365,7 @@ def export_one(name, out, opset=OPSET, exporter="torchscript", optimize=True):
         save(os.path.join(d, "data", f"{n}.npy"), data[n].numpy())
         inputs.append(dict(name=n, file=f"data/{n}.npy", dtype=str(data[n].dtype).replace("torch.", "")))
     save(os.path.join(d, "data", "labels.npy"), labels.numpy())
-    axis = entry["class_axis"]
+    axis = None if entry.get("loss") == "mse" else entry["class_axis"]
     loss32, g32, calls32, _, _ = references(ref, names, data, labels, mapping, d, torch.float32, transposed, graph,
                                             axis=axis)
     loss64, g64, _, k64, n_kinks = references(ref, names, data, labels, mapping, d, torch.float64, transposed, graph,
@@ -370,8 +374,10 @@ def export_one(name, out, opset=OPSET, exporter="torchscript", optimize=True):
     lr, torch_losses = train_lr(ref, names, data, labels, graph, axis)
     manifest = dict(name=name, family=entry["family"], onnx=f"{name}.onnx", nodrop_onnx=f"{name}_nodrop.onnx",
                     inputs=inputs, labels="data/labels.npy", classes=entry["classes"],
-                    loss="cross-entropy, mean, class axis %s (logits reshaped to [-1, classes])"
-                         % ("last" if axis == -1 else axis), class_axis=axis,
+                    loss="mse, mean over every element" if axis is None else
+                         "cross-entropy, mean, class axis %s (logits reshaped to [-1, classes])"
+                         % ("last" if axis == -1 else axis), class_axis=-1 if axis is None else axis,
+                    loss_kind="mse" if axis is None else "cross-entropy",
                     loss_f32=loss32, loss_f64=loss64, eval=dict(f32="f32/eval.npy", f64="f64/eval.npy"),
                     batch=zoo_models.BATCH,
                     seq=zoo_models.SEQ if (entry["label_shape"] and axis == -1) or entry["dynseq"] else None,
@@ -398,6 +404,7 @@ def dynamo_reference(nodrop, nd, args):
     same_graph.bn_eval(ref)
     same_graph.untie(ref)
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in nd.graph.initializer}
+    same_graph.fold_parametrizations(ref, inits)
     folded = same_graph.fold_bn(ref, inits, args)
     gmap = same_graph.mapping(ref, nd, folded, same_graph.same_computations(ref, args))
     # A table holding some rows of a parameter (GPT-2's position rows for the traced

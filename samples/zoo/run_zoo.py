@@ -79,6 +79,8 @@ class Model:
         self.data += ["--batch-size", str(self.man["batch"])]
         self.bind = ["--bind", f"seq={self.man['seq']}"] if self.man["dynseq"] else []
         self.labels = ["--labels", os.path.join(self.dir, self.man["labels"])]
+        if self.man.get("loss_kind") == "mse":  # float targets (a diffusion UNet's noise)
+            self.labels += ["--loss", "mse"]
         if self.man.get("class_axis", -1) != -1:  # segmentation: per-pixel classes on axis 1
             self.labels += ["--class-axis", str(self.man["class_axis"])]
 

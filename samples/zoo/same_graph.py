@@ -98,6 +98,20 @@ def fold_bn(model, inits, args):
     return folded
 
 
+def fold_parametrizations(model, inits):
+    """A parametrized weight (Wav2Vec2's weight-normed position Conv) whose originals the
+    file does not hold was computed by the exporter's optimizer into one tensor: the
+    reference holds that weight as a plain parameter, as the file does."""
+    from torch.nn.utils import parametrize  # noqa: PLC0415
+    for path, mod in list(model.named_modules()):
+        if not parametrize.is_parametrized(mod):
+            continue
+        for attr in list(mod.parametrizations.keys()):
+            prefix = f"{path}.parametrizations.{attr}.original"
+            if not any(k.startswith(prefix) for k in inits):
+                parametrize.remove_parametrizations(mod, attr, leave_parametrized=True)
+
+
 def untie(model):
     """One parameter per (module, attribute): a tied weight's uses get their own
     gradients (the exporter's optimizer may have split the tie)."""
@@ -158,12 +172,46 @@ def same_computations(model, args):
     return groups
 
 
+# ONNX's gate order from PyTorch's, per recurrent cell: LSTM i,f,g,o -> i,o,f,c; GRU
+# r,z,n -> z,r,h. The exporter writes each layer's weight_ih / weight_hh reordered (W,
+# R: [1, gates*H, in]) and its two biases reordered and concatenated (B: [1, 2*gates*H]).
+GATES = {"lstm": (0, 3, 1, 2), "gru": (1, 0, 2)}
+
+
+def _gates(a, perm):
+    blocks = np.split(a, len(perm), axis=0)
+    return np.concatenate([blocks[k] for k in perm], axis=0)
+
+
+def _rnn(a, t):
+    """Form of t as a recurrent layer's reordered weight ("lstm", "gru") or one half of
+    its concatenated bias ("lstm@0": bias_ih, "lstm@1": bias_hh)."""
+    if a.ndim not in (1, 2) or t.size not in (a.size, 2 * a.size):
+        return None
+    for cell, perm in GATES.items():
+        if a.shape[0] % len(perm):
+            continue
+        r = _gates(a, perm).reshape(-1)
+        flat = t.reshape(-1)
+        if t.size == a.size and a.ndim == 2 and np.array_equal(flat, r):
+            return cell
+        if t.size == 2 * a.size and a.ndim == 1:
+            for half in (0, 1):
+                if np.array_equal(flat[half * a.size:(half + 1) * a.size], r):
+                    return f"{cell}@{half}"
+    return None
+
+
 def _match(a, t):
     if t.shape == a.shape and np.array_equal(t, a):
         return "same"
     if a.ndim == 2 and t.shape == a.T.shape and np.array_equal(t, a.T):
         return "T"
-    return None
+    if t.shape[:a.ndim] == a.shape and t.size == a.size and t.ndim > a.ndim and np.array_equal(t.reshape(a.shape), a):
+        # a GroupNorm's weight as [C, 1, 1] for the Mul after InstanceNormalization (a
+        # leading 1 is a folded table's: "rows")
+        return "R"
+    return _rnn(a, t)
 
 
 def _rows(a, t):
@@ -208,6 +256,8 @@ def mapping(model, m, folded, groups=None):
                 found = [(n, f) for n in _placeholders(node, by_mangled) if (f := _match(arrays[n], t))]
             if len(found) == 1 and found[0] not in hits:
                 hits.append(found[0])
+            elif found and all("@" in f for _, f in found):  # a recurrent layer's two biases in one B
+                hits += [x for x in found if x not in hits]
         if not hits and name in arrays and _match(arrays[name], t) == "same":
             hits = [(name, "same")]
         if not hits:
@@ -236,6 +286,18 @@ def reference_grad(grads, uses, shape):
         g = grads.get(pname)
         if g is None:
             continue
-        g = g.T if form == "T" else g[: int(np.prod(shape)) // g.shape[1]].reshape(shape) if form == "rows" else g
+        cell, _, half = form.partition("@")
+        if cell in GATES:  # t = reorder(a) (in one half of B): dt = reorder(da) there, 0 elsewhere
+            r = _gates(g, GATES[cell]).reshape(-1)
+            flat = np.zeros(int(np.prod(shape)), dtype=g.dtype)
+            off = int(half or 0) * r.size
+            flat[off:off + r.size] = r
+            g = flat.reshape(shape)
+        elif form == "T":
+            g = g.T
+        elif form == "R":
+            g = g.reshape(shape)
+        elif form == "rows":
+            g = g[: int(np.prod(shape)) // g.shape[1]].reshape(shape)
         total = g.copy() if total is None else total + g
     return total

@@ -245,6 +245,25 @@ def fcn(p):
     return _SegOut(FCN(IntermediateLayerGetter(r, {"layer4": "out"}), head, None))
 
 
+class RNNLM(nn.Module):
+    """A recurrent language model as PyTorch's word_language_model example builds it:
+    Embedding, a 2-layer batch-first nn.LSTM or nn.GRU, Dropout, Linear to the
+    vocabulary. Both exporters write the LSTM / GRU op (one per layer). No dropout between
+    the recurrent layers: PyTorch 1.13's TorchScript exporter refuses it in training mode
+    ("ONNX export of operator RNN/GRU/LSTM, dropout in training mode")."""
+
+    def __init__(self, cell, p):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 16)
+        self.rnn = getattr(nn, cell)(16, 16, num_layers=2, batch_first=True)
+        self.drop = nn.Dropout(p)
+        self.head = nn.Linear(16, VOCAB)
+
+    def forward(self, input_ids):
+        out, _ = self.rnn(self.embed(input_ids))
+        return self.head(self.drop(out))
+
+
 TV = {"resnet18": resnet18, "vgg11": vgg11, "densenet121": densenet121, "mobilenet_v2": mobilenet_v2,
       "mobilenet_v3_small": mobilenet_v3_small, "efficientnet_b0": efficientnet_b0, "regnet": regnet,
       "convnext_tiny": convnext_tiny, "shufflenet_v2": shufflenet_v2, "squeezenet": squeezenet,
@@ -280,6 +299,8 @@ def _zoo():
     s2s = idm + [("decoder_input_ids", "ids", (SEQ,))]
     z["t5"] = _entry("hf/t5", HF["t5"], s2s, **lm)
     z["bart"] = _entry("hf/bart", HF["bart"], s2s, **lm)
+    z["lstm_lm"] = _entry("nn/lstm", lambda p: RNNLM("LSTM", p), ids, **lm)
+    z["gru_lm"] = _entry("nn/gru", lambda p: RNNLM("GRU", p), ids, **lm)
     z["hf_vit"] = _entry("hf/vit", HF["hf_vit"], [("pixel_values", "image", (3, 16, 16))], CLASSES, ())
     z["whisper_enc"] = _entry("hf/whisper-encoder", HF["whisper_enc"], [("input_features", "image", (8, 32))], 4, ())
     return z
@@ -296,11 +317,15 @@ def make_inputs(entry, n, seed):
     for name, kind, shape in entry["inputs"]:
         if kind == "image":
             data[name] = torch.randn((n,) + shape, generator=gen)
+        elif kind == "timestep":  # a diffusion step per sample
+            data[name] = torch.randint(0, 1000, (n,) + shape, generator=gen, dtype=torch.int64)
         elif kind == "ids":
             data[name] = torch.randint(2, VOCAB, (n,) + shape, generator=gen, dtype=torch.int64)
         else:
             mask = torch.ones((n,) + shape, dtype=torch.int64)
             mask[1::2, shape[0] - 3:] = 0
             data[name] = mask
+    if entry.get("loss") == "mse":  # regression targets (a diffusion model's noise)
+        return data, torch.randn((n,) + entry["label_shape"], generator=gen)
     labels = torch.randint(0, entry["classes"], (n,) + entry["label_shape"], generator=gen, dtype=torch.int64)
     return data, labels
