@@ -81,6 +81,14 @@ typedef struct ot_train_options {
      * gradients or their sums in the update (~3% of a step of small layers). Off, the
      * history holds NaN except under --clip-grad-norm. */
     bool record_grad_norm;
+    /* --fuse-update: each param's optimizer update runs as soon as its gradient is
+     * complete and every other read of the param is done, and the gradient's block is
+     * freed there (ot_graph.fuse_update): the same bits as the update after the whole
+     * backward pass, a lower peak. Each gradient is checked for NaN/Inf just before its
+     * own update; a bad one stops the step with earlier params of the step already
+     * updated (docs/training.md, "Fused updates"). Refused with clip_grad_norm, accum
+     * above 1 and dist (OT_E_USAGE: each needs every gradient before any update). */
+    bool fuse_update;
     /* --lora: adapters on the weights autodiff/lora.h picks, only they train
      * (train/lora_session.c); rank 0: none */
     ot_lora_options lora;

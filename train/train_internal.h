@@ -44,7 +44,17 @@ struct ot_train_session {
     ot_optim_graph og;
     ot_backend *be;
     ot_executor *ex;
-    int boundary;    /* schedule step after which only optimizer nodes run */
+    int boundary;    /* schedule step after which only optimizer nodes run (fused: the last
+                        forward or loss step, after which backward and optimizer nodes mix) */
+    int n_opt_steps; /* optimizer nodes in the schedule */
+    /* --fuse-update (train_loop.c): per param, the schedule step after which its
+     * gradient is checked (the last step before its update that is not an optimizer
+     * node, so a run of updates, exec/executor.c, starts after it), and the sum of
+     * squares taken there; built on first use. fused_partial: a check failed after
+     * some params of that step were updated, so the session's weights are no step's. */
+    int *fuse_check_at;
+    double *fuse_ss;
+    bool fused_partial;
     /* one host batch per data array, [B, ...] */
     ot_tensor **batch;
     int *batch_value; /* graph input each batch feeds (training data's array order) */

@@ -183,9 +183,70 @@ static ot_status hot_build(ot_train_session *s, ot_error *err) {
     return ot_train_check_build(s, err);
 }
 
+/* --fuse-update: per param, the step after which its gradient is checked (the last
+ * one before its update that is not itself an update: see train_internal.h). */
+static ot_status fuse_build(ot_train_session *s, ot_error *err) {
+    const ot_plan *p = ot_executor_plan(s->ex);
+    int n = s->ad.n_params;
+    s->fuse_check_at = malloc(((size_t)n + 1) * sizeof *s->fuse_check_at);
+    s->fuse_ss = calloc((size_t)n + 1, sizeof *s->fuse_ss);
+    if (!s->fuse_check_at || !s->fuse_ss) {
+        free(s->fuse_check_at), free(s->fuse_ss);
+        s->fuse_check_at = NULL, s->fuse_ss = NULL;
+        return ot_fail(err, OT_E_MEMORY, "out of memory checking the gradients");
+    }
+    for (int i = 0; i < n; i++) s->fuse_check_at[i] = -1;
+    for (int k = 0; k < p->n_steps; k++) {
+        const ot_node *nd = &s->g->nodes[p->order[k]];
+        if (nd->phase != OT_PHASE_OPTIMIZER || nd->n_inputs < 2) continue;
+        int at = k - 1;
+        while (at >= 0 && s->g->nodes[p->order[at]].phase == OT_PHASE_OPTIMIZER) at--;
+        for (int i = 0; i < n; i++)
+            if (nd->inputs[0] == s->ad.params[i] && nd->inputs[1] == s->ad.grads[i]) s->fuse_check_at[i] = at;
+    }
+    return OT_OK;
+}
+
+/* How many params the fused updates before schedule step `step` have updated. */
+static int fused_updated_before(const ot_train_session *s, int step) {
+    const ot_plan *p = ot_executor_plan(s->ex);
+    int n = 0;
+    for (int k = s->boundary + 1; k < step && k < p->n_steps; k++)
+        n += s->g->nodes[p->order[k]].phase == OT_PHASE_OPTIMIZER;
+    return n;
+}
+
+/* --fuse-update: each gradient checked (and its sum of squares taken, for
+ * --report-grad-norm) after the step named by fuse_check_at, before its own update.
+ * A bad one stops the run there: the updates that ran before it stay, so the weights
+ * are no step's (fused_partial) and no diagnosis re-run can start from the step's
+ * weights; the message says so and how to name the node. */
+static ot_status fused_after_step(ot_train_session *s, int step, ot_error *err) {
+    bool check = !s->o.no_numerics_check;
+    if (s->mode != MODE_TRAIN || (!check && !s->o.record_grad_norm)) return OT_OK;
+    ot_status st;
+    if (!s->fuse_check_at && (st = fuse_build(s, err))) return st;
+    for (int i = 0; i < s->ad.n_params; i++) {
+        if (s->fuse_check_at[i] != step) continue;
+        int64_t bad = -1;
+        if ((st = grad_scan(s, i, check ? &bad : NULL, &s->fuse_ss[i], err))) return st;
+        if (bad < 0) continue;
+        int done = fused_updated_before(s, step + 1);
+        s->fused_partial = done > 0;
+        return ot_fail(err, OT_E_NUMERICS,
+                       "training step %lld: the gradient of '%s' is not finite at index %lld; with --fuse-update %d "
+                       "of %d params were already updated in this step, so the run stops and writes nothing (the "
+                       "last checkpoint is as it was). Run from that checkpoint without --fuse-update to name the "
+                       "node that first made a non-finite value; lower --lr or check the data",
+                       (long long)s->run_step, vname(s->g, s->ad.params[i]), (long long)bad, done, s->n_opt_steps);
+    }
+    return OT_OK;
+}
+
 ot_status ot_train_after_step(void *user, ot_executor *ex, int step, ot_error *err) {
     (void)ex;
     ot_train_session *s = user;
+    if (s->g->fuse_update) return fused_after_step(s, step, err);
     if (step > s->boundary || !sums_in_place(s)) return OT_OK;
     ot_status st;
     if (!s->hot_step && (st = hot_build(s, err))) return st;
@@ -292,6 +353,10 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     }
     int64_t K = s->o.accum;
     bool train = s->mode == MODE_TRAIN;
+    if (s->g->fuse_update) { /* no update has run: each gradient is checked before its own */
+        s->last_norm = NAN;
+        return train ? write_scalars(s, s->lr, 1.0, true, err) : OT_OK;
+    }
     bool last_micro = !train || ot_train_dist_last_micro(s);
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
     bool want_norm = train && (clip || s->o.record_grad_norm); /* for the update, or asked for the history */
@@ -374,8 +439,9 @@ static ot_status check_update(ot_train_session *s, int step, const ot_node *node
 static ot_status check_updates(ot_train_session *s, ot_error *err) {
     const ot_plan *p = ot_executor_plan(s->ex);
     const ot_update_check *u = ot_executor_update_check(s->ex);
-    if (u->checked == p->n_steps - (s->boundary + 1) && !u->nonfinite) return OT_OK;
+    if (u->checked == s->n_opt_steps && !u->nonfinite) return OT_OK;
     for (int k = s->boundary + 1; k < p->n_steps; k++) {
+        if (s->g->nodes[p->order[k]].phase != OT_PHASE_OPTIMIZER) continue; /* fused: backward nodes between */
         ot_status st = check_update(s, k, &s->g->nodes[p->order[k]], err);
         if (st) return st;
     }
@@ -386,7 +452,13 @@ ot_status ot_train_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, 
     (void)ex;
     ot_train_session *s = user;
     if (b->step == s->boundary) return boundary(s, err); /* before the optimizer, or the end without one */
-    if (b->end && b->ended == OT_PHASE_OPTIMIZER && s->mode == MODE_TRAIN && !s->o.no_numerics_check &&
+    bool fused = s->g->fuse_update;
+    if (b->end && fused && s->mode == MODE_TRAIN && s->o.record_grad_norm && s->fuse_ss) {
+        double total = 0.0; /* the sums taken before each update, added in param order as the boundary does */
+        for (int i = 0; i < s->ad.n_params; i++) total += s->fuse_ss[i];
+        s->last_norm = sqrt(total);
+    }
+    if (b->end && (fused || b->ended == OT_PHASE_OPTIMIZER) && s->mode == MODE_TRAIN && !s->o.no_numerics_check &&
         ot_train_dist_last_micro(s))
         return check_updates(s, err);
     return OT_OK;
@@ -486,6 +558,9 @@ static ot_status feed(ot_train_session *s, const ot_dataset *d, const int64_t *i
 /* One executor run in `mode`; on a non-finite loss/gradient re-runs it step by step
  * (diagnose) so that the error names the first node at fault. */
 static ot_status run_once(ot_train_session *s, int mode, uint64_t rng_step, ot_error *err) {
+    if (s->fused_partial)
+        return ot_fail(err, OT_E_USAGE, "this session's params were partly updated by a --fuse-update step that "
+                       "stopped at a non-finite gradient: start a new session from the model or the last checkpoint");
     s->mode = mode;
     s->nonfinite = false;
     s->norm_pending = false;
