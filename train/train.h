@@ -253,6 +253,13 @@ ot_status ot_train_set_value(ot_train_session *s, int v, const void *data, size_
  * session without them. */
 ot_status ot_train_step_results(ot_train_session *s, const ot_dataset *data, ot_step_results *r, ot_error *err);
 
+/* `verify --fuse-update`: n_steps optimizer steps as ot_train_step_once runs them
+ * (steps 0..n_steps-1), then the results to compare: "losses" (their sum, float64),
+ * every param ("param:NAME") and every optimizer-state value ("state:NAME"). The
+ * session must run the optimizer (train/train_fuse.c). */
+ot_status ot_train_params_results(ot_train_session *s, const ot_dataset *data, int64_t n_steps, ot_step_results *r,
+                                  ot_error *err);
+
 /* One optimizer step as ot_train_run does it (o.accum micro-batches, the optimizer
  * applied, BatchNorm statistics updated), numbered `step` (0-based: the lr schedule,
  * the Dropout masks): micro-batch j takes samples j*B.. of data in file order,

@@ -172,6 +172,14 @@ ot_status ot_train_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, 
  * the step just wrote, where the boundary will use them. */
 ot_status ot_train_after_step(void *user, ot_executor *ex, int step, ot_error *err);
 
+/* Gradient i's first non-finite index (bad, may be NULL) and sum of squares (ss, may
+ * be NULL), read where it lies (train_loop.c). */
+ot_status ot_train_grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss, ot_error *err);
+/* --fuse-update (train_fuse.c): the after-step hook (each gradient checked before its
+ * own update), and at the run's end the norm from the sums taken there. */
+ot_status ot_train_fused_after_step(ot_train_session *s, int step, ot_error *err);
+void ot_train_fused_norm(ot_train_session *s);
+
 /* Builds the validation graph and plans it without allocating (once): sets val_g,
  * val_shared and val_peak. Needs the loss and backward built and the dims bound;
  * the training executor need not exist (train_validate.c). */

@@ -125,7 +125,7 @@ static size_t grad_elems(const ot_train_session *s, int i) { return s->grad_off[
  * sum of squares, where it lies. The sums add up, param by param, to the global
  * norm's square exactly as ot_grad_global_norm does. Only float32 gradients are
  * checked (the optimizer trains float32 params only). */
-static ot_status grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss, ot_error *err) {
+ot_status ot_train_grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss, ot_error *err) {
     int v = s->ad.grads[i];
     double x;
     if (bad) *bad = -1;
@@ -183,70 +183,10 @@ static ot_status hot_build(ot_train_session *s, ot_error *err) {
     return ot_train_check_build(s, err);
 }
 
-/* --fuse-update: per param, the step after which its gradient is checked (the last
- * one before its update that is not itself an update: see train_internal.h). */
-static ot_status fuse_build(ot_train_session *s, ot_error *err) {
-    const ot_plan *p = ot_executor_plan(s->ex);
-    int n = s->ad.n_params;
-    s->fuse_check_at = malloc(((size_t)n + 1) * sizeof *s->fuse_check_at);
-    s->fuse_ss = calloc((size_t)n + 1, sizeof *s->fuse_ss);
-    if (!s->fuse_check_at || !s->fuse_ss) {
-        free(s->fuse_check_at), free(s->fuse_ss);
-        s->fuse_check_at = NULL, s->fuse_ss = NULL;
-        return ot_fail(err, OT_E_MEMORY, "out of memory checking the gradients");
-    }
-    for (int i = 0; i < n; i++) s->fuse_check_at[i] = -1;
-    for (int k = 0; k < p->n_steps; k++) {
-        const ot_node *nd = &s->g->nodes[p->order[k]];
-        if (nd->phase != OT_PHASE_OPTIMIZER || nd->n_inputs < 2) continue;
-        int at = k - 1;
-        while (at >= 0 && s->g->nodes[p->order[at]].phase == OT_PHASE_OPTIMIZER) at--;
-        for (int i = 0; i < n; i++)
-            if (nd->inputs[0] == s->ad.params[i] && nd->inputs[1] == s->ad.grads[i]) s->fuse_check_at[i] = at;
-    }
-    return OT_OK;
-}
-
-/* How many params the fused updates before schedule step `step` have updated. */
-static int fused_updated_before(const ot_train_session *s, int step) {
-    const ot_plan *p = ot_executor_plan(s->ex);
-    int n = 0;
-    for (int k = s->boundary + 1; k < step && k < p->n_steps; k++)
-        n += s->g->nodes[p->order[k]].phase == OT_PHASE_OPTIMIZER;
-    return n;
-}
-
-/* --fuse-update: each gradient checked (and its sum of squares taken, for
- * --report-grad-norm) after the step named by fuse_check_at, before its own update.
- * A bad one stops the run there: the updates that ran before it stay, so the weights
- * are no step's (fused_partial) and no diagnosis re-run can start from the step's
- * weights; the message says so and how to name the node. */
-static ot_status fused_after_step(ot_train_session *s, int step, ot_error *err) {
-    bool check = !s->o.no_numerics_check;
-    if (s->mode != MODE_TRAIN || (!check && !s->o.record_grad_norm)) return OT_OK;
-    ot_status st;
-    if (!s->fuse_check_at && (st = fuse_build(s, err))) return st;
-    for (int i = 0; i < s->ad.n_params; i++) {
-        if (s->fuse_check_at[i] != step) continue;
-        int64_t bad = -1;
-        if ((st = grad_scan(s, i, check ? &bad : NULL, &s->fuse_ss[i], err))) return st;
-        if (bad < 0) continue;
-        int done = fused_updated_before(s, step + 1);
-        s->fused_partial = done > 0;
-        return ot_fail(err, OT_E_NUMERICS,
-                       "training step %lld: the gradient of '%s' is not finite at index %lld; with --fuse-update %d "
-                       "of %d params were already updated in this step, so the run stops and writes nothing (the "
-                       "last checkpoint is as it was). Run from that checkpoint without --fuse-update to name the "
-                       "node that first made a non-finite value; lower --lr or check the data",
-                       (long long)s->run_step, vname(s->g, s->ad.params[i]), (long long)bad, done, s->n_opt_steps);
-    }
-    return OT_OK;
-}
-
 ot_status ot_train_after_step(void *user, ot_executor *ex, int step, ot_error *err) {
     (void)ex;
     ot_train_session *s = user;
-    if (s->g->fuse_update) return fused_after_step(s, step, err);
+    if (s->g->fuse_update) return ot_train_fused_after_step(s, step, err);
     if (step > s->boundary || !sums_in_place(s)) return OT_OK;
     ot_status st;
     if (!s->hot_step && (st = hot_build(s, err))) return st;
@@ -297,11 +237,11 @@ static ot_status grads_sum_sq(ot_train_session *s, bool hot, double **ss, ot_err
 /* Gradient i checked and its sum of squares, from the one pass (all) when there was
  * one, else grad_scan's; a non-finite sum finds its first bad index. */
 static ot_status grad_checked(ot_train_session *s, int i, const double *all, int64_t *bad, double *ss, ot_error *err) {
-    if (!all) return grad_scan(s, i, bad, ss, err);
+    if (!all) return ot_train_grad_scan(s, i, bad, ss, err);
     *ss = all[i];
     *bad = -1;
     if (isfinite(all[i])) return OT_OK;
-    return grad_scan(s, i, bad, NULL, err);
+    return ot_train_grad_scan(s, i, bad, NULL, err);
 }
 
 /* ---- the hook between the backward pass and the optimizer ---------------------- */
@@ -394,7 +334,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
         for (int i = 0; want_norm && i < s->ad.n_params; i++) {
             double ss;
             if (all) ss = all[i];
-            else if ((st = grad_scan(s, i, NULL, &ss, err))) return st;
+            else if ((st = ot_train_grad_scan(s, i, NULL, &ss, err))) return st;
             total += ss;
         }
         free(all);
@@ -453,11 +393,7 @@ ot_status ot_train_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, 
     ot_train_session *s = user;
     if (b->step == s->boundary) return boundary(s, err); /* before the optimizer, or the end without one */
     bool fused = s->g->fuse_update;
-    if (b->end && fused && s->mode == MODE_TRAIN && s->o.record_grad_norm && s->fuse_ss) {
-        double total = 0.0; /* the sums taken before each update, added in param order as the boundary does */
-        for (int i = 0; i < s->ad.n_params; i++) total += s->fuse_ss[i];
-        s->last_norm = sqrt(total);
-    }
+    if (b->end && fused) ot_train_fused_norm(s);
     if (b->end && (fused || b->ended == OT_PHASE_OPTIMIZER) && s->mode == MODE_TRAIN && !s->o.no_numerics_check &&
         ot_train_dist_last_micro(s))
         return check_updates(s, err);
