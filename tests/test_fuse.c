@@ -1,0 +1,226 @@
+/* test_fuse.c — --fuse-update (ot_train_options.fuse_update, ot_graph.fuse_update):
+ *   - the schedule: every optimizer node runs after its gradient's producer and after
+ *     every other node that reads its param or state (the forward pass, dX = dY W, a
+ *     recompute clone), on tinygpt and the MLP under several remat policies; its gradient is a transient of category
+ *     gradients that dies at the update, and the planned peak is below the unfused one;
+ *   - the results: train with and without it writes the same bytes (SGD with momentum and
+ *     Nesterov, Adam, AdamW with weight decay and a cosine schedule), and verify
+ *     --fuse-update says so (exit 0); plan and train agree on the fused peak, which the
+ *     run measures;
+ *   - the refusals: --clip-grad-norm and --accum K > 1 (exit 2, saying why). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli_run.h"
+#include "importer/importer.h"
+#include "kernels/kernel.h"
+#include "test_files.h"
+#include "train/train.h"
+
+#define BIN OT_BINARY_DIR "/onnxtrain"
+#define S OT_SOURCE_DIR "/samples/"
+#define TMP OT_BINARY_DIR "/test_fuse_tmp"
+#define run(...) cli_run(TMP "/out.txt", __VA_ARGS__)
+#define TG "--input " S "data/tinygpt_tokens.npy --labels " S "data/tinygpt_labels.npy"
+
+static int setup(void **state) {
+    (void)state;
+    mkdir(TMP, 0755);
+    return 0;
+}
+
+/* The nth (0-based) number after key in the file at path. */
+static long long first_number_after(const char *path, const char *key, int nth) {
+    char *t = cli_slurp(path);
+    assert_non_null(t);
+    const char *p = t;
+    for (int i = 0; i <= nth; i++) {
+        p = strstr(p, key);
+        if (!p) fail_msg("no %s in %s:\n%s", key, path, t);
+        p += strlen(key);
+    }
+    long long v = strtoll(p, NULL, 10);
+    free(t);
+    return v;
+}
+
+/* A plan-only session over model (no data: the defaults bind the dims). */
+static ot_train_session *plan_session(ot_model *m, const char *remat, bool fuse, int64_t batch) {
+    ot_train_options o;
+    ot_train_options_default(&o);
+    o.plan_only = true;
+    o.remat = remat;
+    o.batch_size = batch;
+    o.fuse_update = fuse;
+    ot_optim_config_default(&o.optim, OT_OPTIM_ADAM);
+    ot_error err = {0};
+    ot_train_session *s = NULL;
+    if (ot_train_session_new(m, &o, NULL, true, &s, &err)) fail_msg("%s", err.msg);
+    return s;
+}
+
+/* Every optimizer node after its gradient's producer and every other reader of its
+ * inputs; its gradient transient, of category gradients, last read by it. */
+static void check_order(ot_train_session *s) {
+    ot_graph *g = ot_train_graph(s);
+    const ot_plan *p = ot_train_plan(s);
+    assert_true(g->fuse_update);
+    int *step_of = malloc(sizeof(int) * (size_t)g->n_nodes);
+    for (int k = 0; k < g->n_nodes; k++) step_of[k] = -1;
+    for (int k = 0; k < p->n_steps; k++) step_of[p->order[k]] = k;
+    int n_opt = 0, last_bwd = -1, first_opt = p->n_steps;
+    for (int k = 0; k < p->n_steps; k++) {
+        const ot_node *nd = &g->nodes[p->order[k]];
+        if (nd->phase == OT_PHASE_BACKWARD) last_bwd = k;
+        if (nd->phase != OT_PHASE_OPTIMIZER) continue;
+        if (k < first_opt) first_opt = k;
+        n_opt++;
+        for (int i = 0; i < nd->n_inputs; i++) {
+            int v = nd->inputs[i];
+            if (v < 0) continue;
+            const ot_value *val = &g->values[v];
+            if (val->producer >= 0 && !g->nodes[val->producer].removed) assert_true(step_of[val->producer] < k);
+            for (int c = 0; c < val->n_consumers; c++) {
+                const ot_node *r = &g->nodes[val->consumers[c]];
+                if (r->removed || r->phase == OT_PHASE_OPTIMIZER) continue;
+                if (step_of[r->id] >= k) fail_msg("'%s' reads '%s' at step %d, after its update '%s' at %d", r->name,
+                                                  val->name, step_of[r->id], nd->name, k);
+            }
+        }
+        const ot_plan_value *gv = &p->values[nd->inputs[1]];
+        assert_false(gv->pinned);
+        assert_int_equal(gv->category, OT_MEM_GRADIENTS);
+        assert_int_equal(gv->last_step, k);
+    }
+    assert_true(n_opt > 0);
+    assert_true(first_opt < last_bwd); /* fused: updates run inside the backward pass */
+    free(step_of);
+}
+
+static void test_schedule_after_last_read(void **state) {
+    (void)state;
+    static const struct {
+        const char *model, *remat;
+        int64_t batch;
+    } cases[] = {
+        {"tinygpt.onnx", "none", 4}, {"tinygpt.onnx", "all", 4},   {"tinygpt.onnx", "selective", 4},
+        {"tinygpt.onnx", "every:2", 4}, {"mlp.onnx", "none", 8}, {"mlp.onnx", "sqrt", 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true};
+        ot_model *m = NULL;
+        ot_error err = {0};
+        char path[512];
+        snprintf(path, sizeof path, S "%s", cases[i].model);
+        if (ot_model_load(path, &io, &m, &err)) fail_msg("%s", err.msg);
+        ot_train_session *fused = plan_session(m, cases[i].remat, true, cases[i].batch);
+        ot_train_session *plain = plan_session(m, cases[i].remat, false, cases[i].batch);
+        check_order(fused);
+        size_t pf = ot_plan_peak_bytes(ot_train_plan(fused)), pu = ot_plan_peak_bytes(ot_train_plan(plain));
+        print_message("%s --remat %s: peak %zu fused, %zu unfused\n", cases[i].model, cases[i].remat, pf, pu);
+        assert_true(pf < pu);
+        assert_false(ot_train_graph(plain)->fuse_update);
+        ot_train_session_free(fused);
+        ot_train_session_free(plain);
+        ot_model_free(m);
+    }
+}
+
+/* A weight the backward pass reads again (dX = dY W of a MatMul) and, under --remat
+ * all, a recompute clone reads too: its update waits for the last of those reads, not
+ * only for its gradient (check_order checks every reader of every update). */
+static void test_weight_read_in_backward(void **state) {
+    (void)state;
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true};
+    ot_model *m = NULL;
+    ot_error err = {0};
+    if (ot_model_load(S "tinygpt.onnx", &io, &m, &err)) fail_msg("%s", err.msg);
+    ot_train_session *s = plan_session(m, "all", true, 4);
+    ot_graph *g = ot_train_graph(s);
+    int n_bwd = 0, n_clone = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        if (g->values[v].kind != OT_VK_PARAM) continue;
+        for (int c = 0; c < g->values[v].n_consumers; c++) {
+            const ot_node *r = &g->nodes[g->values[v].consumers[c]];
+            n_bwd += !r->removed && r->phase == OT_PHASE_BACKWARD;
+            n_clone += !r->removed && r->phase == OT_PHASE_RECOMPUTE;
+        }
+    }
+    assert_true(n_bwd > 0);   /* the test means something: weights read by gradient nodes */
+    assert_true(n_clone > 0); /* and by recompute clones */
+    check_order(s);
+    ot_train_session_free(s);
+    ot_model_free(m);
+}
+
+/* train with and without --fuse-update writes the same bytes. */
+static void test_bitwise_train(void **state) {
+    (void)state;
+    static const struct {
+        const char *model, *data, *args;
+    } cases[] = {
+        {"mlp.onnx", "--input " S "data/mlp_x.npy --labels " S "data/mlp_labels.npy",
+         "--optimizer sgd --momentum 0.9 --nesterov --weight-decay 0.01 --remat none"},
+        {"tinygpt.onnx", TG, "--optimizer adam --weight-decay 0.01 --remat all --batch-size 4"},
+        {"tinygpt.onnx", TG, "--optimizer sgd --momentum 0.9 --remat selective --batch-size 4 --schedule warmup "
+                             "--warmup-steps 2"},
+        {"resnet.onnx", "--input " S "data/resnet_x.npy --labels " S "data/resnet_labels.npy",
+         "--optimizer adamw --weight-decay 0.05 --schedule cosine --warmup-steps 1 --remat sqrt"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        for (int f = 0; f < 2; f++)
+            assert_int_equal(run(BIN " train " S "%s %s %s %s --steps 3 --threads 2 --quiet -o " TMP "/t%d.onnx",
+                                 cases[i].model, cases[i].data, cases[i].args, f ? "--fuse-update" : "", f),
+                             0);
+        assert_int_equal(run("cmp " TMP "/t0.onnx " TMP "/t1.onnx"), 0);
+    }
+}
+
+/* verify --fuse-update compares N fused and unfused steps and says equal; plan and
+ * train agree on the fused peak and the run measures it. */
+static void test_verify_and_plan(void **state) {
+    (void)state;
+    assert_int_equal(run(BIN " verify " S "tinygpt.onnx " TG " --batch-size 4 --remat all --optimizer adamw "
+                             "--weight-decay 0.1 --schedule cosine --fuse-update --time-steps 0 --json"),
+                     0);
+    cli_expect_in(TMP "/out.txt", "\"fuse_update\": {\"steps\": 3, \"equal\": true");
+    assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 4 --optimizer adam --remat all --fuse-update --json"),
+                     0);
+    long long plan = first_number_after(TMP "/out.txt", "\"peak_bytes\": ", 2);
+    assert_int_equal(run(BIN " train " S "tinygpt.onnx " TG " --batch-size 4 --optimizer adam --remat all --fuse-update "
+                             "--steps 1 --threads 2 --quiet -o " TMP "/t.onnx --report " TMP "/report.json"),
+                     0);
+    assert_int_equal(plan, first_number_after(TMP "/report.json", "\"planned_peak\": ", 0));
+    assert_int_equal(plan, first_number_after(TMP "/report.json", "\"measured_peak\": ", 0));
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    assert_int_equal(run(BIN " train " S "tinygpt.onnx " TG " --batch-size 4 --clip-grad-norm 1 --fuse-update --steps 1 "
+                             "-o " TMP "/t.onnx"),
+                     2);
+    cli_expect_in(TMP "/out.txt", "--fuse-update with --clip-grad-norm");
+    assert_int_equal(run(BIN " train " S "tinygpt.onnx " TG " --batch-size 2 --accum 2 --fuse-update --steps 1 -o " TMP
+                             "/t.onnx"),
+                     2);
+    cli_expect_in(TMP "/out.txt", "--fuse-update with --accum 2");
+    assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 4 --clip-grad-norm 1 --fuse-update"), 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schedule_after_last_read),
+        cmocka_unit_test(test_weight_read_in_backward),
+        cmocka_unit_test(test_bitwise_train),
+        cmocka_unit_test(test_verify_and_plan),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
