@@ -21,6 +21,8 @@
 #include "cli_run.h"
 #include "importer/importer.h"
 #include "kernels/kernel.h"
+#include "plan/schedule.h"
+#include "plan_check.h"
 #include "test_files.h"
 #include "train/train.h"
 
@@ -133,6 +135,38 @@ static void test_schedule_after_last_read(void **state) {
     }
 }
 
+/* A hand-made step where the gradient of w is complete (b1) before a later backward
+ * node reads w (b2): the fused update must wait for b2, though it could free its
+ * gradient at once after b1. */
+static void test_update_waits_for_last_read(void **state) {
+    (void)state;
+    ot_graph *g = ot_graph_new("late_read");
+    pc_stem st = pc_weight_stem(g, 16);
+    int gw = pc_f32(g, "w_grad", 16, OT_VK_GRADIENT), late = pc_f32(g, "late", 16, OT_VK_ACTIVATION);
+    int sc = pc_f32(g, "scalars", 4, OT_VK_OPT_STATE);
+    int b1 = pc_node2(g, OT_OP_MUL, "b1", st.d0, st.x, gw, OT_PHASE_BACKWARD);
+    int b2 = pc_node2(g, OT_OP_MUL, "b2", st.d0, st.w, late, OT_PHASE_BACKWARD);
+    pc_mark_output(g, late);
+    int ins[4] = {st.w, gw, -1, sc};
+    int u = ot_graph_add_node(g, OT_OP_SGD_STEP, "w/SgdStep", ins, 4, NULL, 0, OT_PHASE_OPTIMIZER);
+    assert_true(u >= 0);
+    for (int fused = 0; fused < 2; fused++) {
+        g->fuse_update = fused;
+        int *order = NULL, n = 0;
+        ot_error err = {0};
+        if (ot_schedule_build(g, &order, &n, &err)) fail_msg("%s", err.msg);
+        int at[8] = {0};
+        for (int k = 0; k < n; k++) at[order[k]] = k;
+        assert_true(at[u] > at[b2] && at[u] > at[b1]);
+        if (!fused) assert_int_equal(at[u], n - 1);
+        free(order);
+        ot_plan *p = pc_plan_of(g, NULL, false);
+        assert_int_equal(p->values[gw].pinned, !fused);
+        ot_plan_free(p);
+    }
+    ot_graph_free(g);
+}
+
 /* A weight the backward pass reads again (dX = dY W of a MatMul) and, under --remat
  * all, a recompute clone reads too: its update waits for the last of those reads, not
  * only for its gradient (check_order checks every reader of every update). */
@@ -216,6 +250,7 @@ static void test_refusals(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_update_waits_for_last_read),
         cmocka_unit_test(test_schedule_after_last_read),
         cmocka_unit_test(test_weight_read_in_backward),
         cmocka_unit_test(test_bitwise_train),
