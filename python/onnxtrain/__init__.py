@@ -133,7 +133,8 @@ class Trainer:
       remat (policy, as --remat), memory_budget (bytes or "512M"), remat_time_limit;
       freeze, train (regexes over param names); lora (rank), lora_alpha, lora_targets;
       bind ("NAME=SIZE" specs); threads, device ("cpu", "cuda:0"), seed,
-      check_numerics.
+      check_numerics; fuse_update (each update as soon as its gradient is complete:
+      the same bits, a lower peak; docs/training.md).
 
     The training graph is built for the first batch (prepare, step or eval); later
     training batches must have its shapes. Use as a context manager, or close().
@@ -143,7 +144,8 @@ class Trainer:
                  lr=None, momentum=None, nesterov=False, weight_decay=None, beta1=None, beta2=None, eps=None,
                  clip_grad_norm=0.0, schedule=None, warmup_steps=0, total_steps=0, accum=1, remat=None,
                  memory_budget=0, remat_time_limit=0.0, freeze=(), train=(), lora=0, lora_alpha=0.0,
-                 lora_targets=(), bind=(), threads=0, device=None, seed=0, check_numerics=True):
+                 lora_targets=(), bind=(), threads=0, device=None, seed=0, check_numerics=True,
+                 fuse_update=False):
         if not isinstance(model, (str, bytes)) and not hasattr(model, "__fspath__"):
             raise TypeError("model: a %s, not a path" % type(model).__name__)
         o = ffi.new("onnxtrain_options *")
@@ -177,6 +179,7 @@ class Trainer:
             setattr(o, field, arr)
             setattr(o, "n_" + field, n)
         o.threads, o.seed, o.check_numerics = int(threads), int(seed), int(bool(check_numerics))
+        o.fuse_update = int(bool(fuse_update))
         out = ffi.new("onnxtrain_session **")
         path = model if isinstance(model, bytes) else str(model).encode()
         _check(lib.onnxtrain_session_open(path, o, out))
