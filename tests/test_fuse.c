@@ -19,11 +19,13 @@
 #include <sys/stat.h>
 
 #include "cli_run.h"
+#include "fixtures/onnx_builder.h"
 #include "importer/importer.h"
 #include "kernels/kernel.h"
 #include "plan/schedule.h"
 #include "plan_check.h"
 #include "test_files.h"
+#include "train/npy.h"
 #include "train/train.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
@@ -248,6 +250,65 @@ static void test_refusals(void **state) {
     assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 4 --clip-grad-norm 1 --fuse-update"), 2);
 }
 
+/* y = MatMul(MatMul(x * Sqrt(w), W1), W2) with w[0] = 0: the loss is finite, w's
+ * gradient is not (Sqrt's derivative at 0), and the updates of W2 and W1 (their
+ * gradients are complete first) run before w's check in the fused step. */
+static void write_sqrt_model(bool deep) {
+    mb *b = mb_new(17);
+    const int64_t xd[2] = {4, 4}, wd[1] = {4}, w1d[2] = {4, 3}, w2d[2] = {3, 3};
+    const float w[4] = {0.0f, 1.0f, 1.0f, 1.0f};
+    float w1[12], w2[9], x[16];
+    for (int i = 0; i < 12; i++) w1[i] = 0.1f * (float)(i % 5) - 0.2f;
+    for (int i = 0; i < 9; i++) w2[i] = 0.15f * (float)(i % 4) - 0.2f;
+    for (int i = 0; i < 16; i++) x[i] = 0.25f + 0.05f * (float)i;
+    mb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, xd, NULL);
+    mb_init_f32(b, "w", 1, wd, w);
+    mb_init_f32(b, "W1", 2, w1d, w1);
+    if (deep) mb_init_f32(b, "W2", 2, w2d, w2);
+    mb_node(b, "Sqrt", "sqrt", "w", "s");
+    mb_node(b, "Mul", "mul", "x,s", "h");
+    if (deep) { /* W2's update runs before w's check */
+        mb_node(b, "MatMul", "fc", "h,W1", "h1");
+        mb_node(b, "MatMul", "head", "h1,W2", "logits");
+    } else { /* h [4,4] straight into W1: both updates come after w's check */
+        mb_node(b, "MatMul", "head", "h,W1", "logits");
+    }
+    mb_output(b, "logits", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    assert_int_equal(mb_write(b, TMP "/sqrt.onnx"), 0);
+    mb_free(b);
+    ot_error err = {0};
+    ot_shape xs = ot_shape_make(2, xd), ls = ot_shape_make(1, (int64_t[]){4});
+    ot_tensor *xt = ot_tensor_new(OT_F32, &xs), *lt = ot_tensor_new(OT_I64, &ls);
+    memcpy(xt->data, x, sizeof x);
+    const int64_t lab[4] = {0, 1, 2, 0};
+    memcpy(lt->data, lab, sizeof lab);
+    if (ot_npy_write(TMP "/sqrt_x.npy", xt, &err) || ot_npy_write(TMP "/sqrt_y.npy", lt, &err)) fail_msg("%s", err.msg);
+    ot_tensor_free(xt);
+    ot_tensor_free(lt);
+}
+
+/* A non-finite gradient in a fused step: exit 10, the message says how many params were
+ * already updated and writes nothing; unfused, or fused before any update ran, the
+ * diagnosis names the node. */
+static void test_nonfinite_gradient(void **state) {
+    (void)state;
+    write_sqrt_model(true);
+    remove(TMP "/sqrt_tuned.onnx");
+    const char *args = " --input " TMP "/sqrt_x.npy --labels " TMP "/sqrt_y.npy --optimizer sgd --steps 1 -o " TMP
+                       "/sqrt_tuned.onnx";
+    assert_int_equal(run(BIN " train " TMP "/sqrt.onnx%s --fuse-update", args), 10);
+    cli_expect_in(TMP "/out.txt", "the gradient of 'w' is not finite");
+    cli_expect_in(TMP "/out.txt", " of 3 params were already updated"); /* 0 updated gives the diagnosis instead */
+    FILE *f = fopen(TMP "/sqrt_tuned.onnx", "rb");
+    assert_null(f); /* nothing written */
+    assert_int_equal(run(BIN " train " TMP "/sqrt.onnx%s", args), 10);
+    cli_expect_in(TMP "/out.txt", "is the first to produce a non-finite value");
+    /* fused, but no update ran before the bad gradient's check: the usual diagnosis */
+    write_sqrt_model(false);
+    assert_int_equal(run(BIN " train " TMP "/sqrt.onnx%s --fuse-update", args), 10);
+    cli_expect_in(TMP "/out.txt", "is the first to produce a non-finite value");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_update_waits_for_last_read),
@@ -256,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_bitwise_train),
         cmocka_unit_test(test_verify_and_plan),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_nonfinite_gradient),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

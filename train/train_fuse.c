@@ -44,9 +44,10 @@ static int fused_updated_before(const ot_train_session *s, int step) {
 
 /* --fuse-update: each gradient checked (and its sum of squares taken, for
  * --report-grad-norm) after the step named by fuse_check_at, before its own update.
- * A bad one stops the run there: the updates that ran before it stay, so the weights
- * are no step's (fused_partial) and no diagnosis re-run can start from the step's
- * weights; the message says so and how to name the node. */
+ * A bad one stops the run there. When no update of the step has run yet, the weights
+ * are the step's and the usual diagnosis re-runs it (nonfinite). Otherwise the updates
+ * that ran stay, so the weights are no step's (fused_partial) and no re-run can start
+ * from the step's weights; the message says so and how to name the node. */
 ot_status ot_train_fused_after_step(ot_train_session *s, int step, ot_error *err) {
     bool check = !s->o.no_numerics_check;
     if (s->mode != MODE_TRAIN || (!check && !s->o.record_grad_norm)) return OT_OK;
@@ -58,7 +59,12 @@ ot_status ot_train_fused_after_step(ot_train_session *s, int step, ot_error *err
         if ((st = ot_train_grad_scan(s, i, check ? &bad : NULL, &s->fuse_ss[i], err))) return st;
         if (bad < 0) continue;
         int done = fused_updated_before(s, step + 1);
-        s->fused_partial = done > 0;
+        if (done == 0) { /* no update ran: the weights are the step's, so the diagnosis can re-run it */
+            s->nonfinite = true;
+            return ot_fail(err, OT_E_NUMERICS, "training step %lld: the gradient of '%s' is not finite at index %lld",
+                           (long long)s->run_step, vname(s->g, s->ad.params[i]), (long long)bad);
+        }
+        s->fused_partial = true;
         return ot_fail(err, OT_E_NUMERICS,
                        "training step %lld: the gradient of '%s' is not finite at index %lld; with --fuse-update %d "
                        "of %d params were already updated in this step, so the run stops and writes nothing (the "

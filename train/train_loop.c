@@ -450,7 +450,11 @@ static ot_status scan_outputs(ot_train_session *s, int step, const ot_node *node
  * its node and phase; the optimizer never runs. */
 static ot_status diagnose(ot_train_session *s, ot_error *err) {
     const ot_plan *p = ot_executor_plan(s->ex);
-    for (int k = 0; k <= s->boundary; k++) {
+    /* fused (train_fuse.c: only when no update ran): the backward nodes lie among the
+     * updates, which are skipped */
+    int last = s->g->fuse_update ? p->n_steps - 1 : s->boundary;
+    for (int k = 0; k <= last; k++) {
+        if (s->g->nodes[p->order[k]].phase == OT_PHASE_OPTIMIZER) continue;
         ot_status st = ot_executor_run_steps(s->ex, k, 1, err);
         if (!st) st = scan_outputs(s, k, &s->g->nodes[p->order[k]], err);
         if (st) return st;
