@@ -375,6 +375,7 @@ static ot_status run_plan(plan_opts *o, ot_error *err) {
     ot_model *m = NULL;
     ot_dataset data = {0}, val = {0};
     planned p0 = {0}, p1 = {0}, p2 = {0}, p3 = {0};
+    char nofit[sizeof(ot_error){0}.msg] = ""; /* --fuse-update: why the policy has no unfused plan within the budget */
     ot_atomic_file *dot = NULL;
     const ot_common_args *a = &o->args;
     const char *policy = a->remat ? a->remat : OT_CLI_REMAT_DEFAULT;
@@ -422,9 +423,21 @@ static ot_status run_plan(plan_opts *o, ot_error *err) {
     if (a->fuse_update) { /* the same policy unfused, for what fusing saved */
         plan_opts base = *o;
         base.args.fuse_update = false;
-        if ((st = plan_one(&base, m, &data, &val, policy, batch, &p3, err))) goto fail;
+        ot_error e3 = {0};
+        if ((st = plan_one(&base, m, &data, &val, policy, batch, &p3, &e3)) == OT_E_MEMORY) {
+            /* the budget fits the fused step only: that is the saving, said as such */
+            snprintf(nofit, sizeof nofit, "%s", e3.msg);
+            ot_train_session_free(p3.s);
+            p3.s = NULL;
+            st = OT_OK;
+        } else if (st) {
+            if (err) *err = e3;
+            goto fail;
+        }
     }
-    print_plans(o, &p0, &p1, label, batch, a->lora.rank ? &p2 : NULL, a->fuse_update ? &p3 : NULL);
+    print_plans(o, &p0, &p1, label, batch, a->lora.rank ? &p2 : NULL, p3.s ? &p3 : NULL);
+    if (*nofit && o->json) fprintf(stderr, "onnxtrain plan: without --fuse-update: %s\n", nofit);
+    else if (*nofit) printf("--fuse-update: without it the budget holds no plan (%s)\n", nofit);
     /* --dot is written and synced first and renamed only after the timeline was
      * written, so a failed timeline leaves neither */
     if (o->dot && (st = write_dot(o->dot, ot_train_graph(p1.s), &dot, err))) goto fail;

@@ -235,6 +235,13 @@ static void test_verify_and_plan(void **state) {
                      0);
     assert_int_equal(plan, first_number_after(TMP "/report.json", "\"planned_peak\": ", 0));
     assert_int_equal(plan, first_number_after(TMP "/report.json", "\"measured_peak\": ", 0));
+    /* a budget only the fused step fits: auto finds a plan, and plan says the unfused has none */
+    assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 8 --optimizer adam --remat auto --memory-budget 800K"),
+                     9);
+    assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 8 --optimizer adam --remat auto --memory-budget 800K "
+                             "--fuse-update"),
+                     0);
+    cli_expect_in(TMP "/out.txt", "--fuse-update: without it the budget holds no plan");
 }
 
 static void test_refusals(void **state) {
