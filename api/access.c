@@ -210,6 +210,7 @@ static ot_status verify_step(onnxtrain_session *s, api_batch *b, const char *pol
     if (!strcmp(policy, "none")) o.memory_budget = 0; /* the budget is the policy's, not the reference's */
     o.keep_host_weights = true;
     o.no_numerics_check = true; /* a NaN is compared like any other bits */
+    o.fuse_update = false;      /* the gradients are read after the step (a fused one is freed at its update) */
     o.stream_save = false;
     ot_train_session *ts = NULL;
     if (!(st = ot_train_session_new(s->m, &o, &b->d, true, &ts, err))) st = ot_train_step_results(ts, &b->d, r, err);

@@ -130,6 +130,7 @@ static ot_status apply_options(onnxtrain_session *s, const onnxtrain_options *in
     if (u.accum < 1 || u.accum > (INT64_C(1) << 20))
         return ot_fail(err, OT_E_USAGE, "options.accum %lld: must be between 1 and 1048576", (long long)u.accum);
     o->accum = u.accum;
+    o->fuse_update = u.fuse_update != 0;
     if (u.remat && strcmp(u.remat, "none")) {
         ot_remat_policy pol;
         if ((st = ot_remat_policy_parse(u.remat, &pol, err))) return ot_error_prefix(err, "options.remat: ");

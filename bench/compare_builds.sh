@@ -5,7 +5,8 @@
 # every policy, plan and eval with both, and compares the results byte for byte: the
 # tuned models, the loss / lr / gradient-norm histories of --report (step times and
 # memory figures, which may legitimately change, are left out), every dumped gradient,
-# eval outputs, verify's verdict and plan's peaks. Exit 0 when all are equal; every
+# eval outputs, verify's verdict and plan's peaks; where a binary has --fuse-update, its
+# fused SGD run against its unfused one. Exit 0 when all are equal; every
 # difference is listed.
 #
 #   bash bench/compare_builds.sh OLD/onnxtrain NEW/onnxtrain [--peaks]
@@ -28,6 +29,22 @@ differ() { say "DIFF  $*"; fails=$((fails + 1)); }
 # (the help read whole first: under pipefail, grep -q closing the pipe early could fail it)
 norm_flag() { local h; h=$("$1" train --help 2>/dev/null); [[ $h == *--report-grad-norm* ]] && echo --report-grad-norm; }
 OLD_NORM=$(norm_flag "$OLD") NEW_NORM=$(norm_flag "$NEW")
+# --fuse-update (updates fused into the backward pass) must give the bits of the update
+# after it: where a binary has the flag, its fused SGD run is compared with its own
+# unfused one (fused_same below), so an old binary without it is no difference.
+fuse_flag() { local h; h=$("$1" train --help 2>/dev/null); [[ $h == *--fuse-update* ]] && echo yes; }
+OLD_FUSE=$(fuse_flag "$OLD") NEW_FUSE=$(fuse_flag "$NEW")
+fused_same() { # TAG MODEL DATA...: the $TAG run again with --fuse-update, per binary that has it
+  local tag=$1 model=$2; shift 2
+  for side in old new; do
+    local bin=$OLD f=$OLD_FUSE; [ $side = new ] && bin=$NEW f=$NEW_FUSE
+    [ -n "$f" ] || continue
+    local d=$W/$side/$tag.fused; mkdir -p "$d"
+    (cd "$d" && "$bin" train "$model" "$@" --steps 6 --optimizer sgd --momentum 0.9 --lr 0.05 --seed 3 --threads 2 \
+      -o tuned.onnx --quiet --fuse-update >stdout.txt 2>stderr.txt)
+    cmp -s "$d/tuned.onnx" "$W/$side/$tag/tuned.onnx" || differ "$tag: --fuse-update ($side) differs from the unfused run"
+  done
+}
 # run TAG ARGS...: runs both binaries with the same arguments, outputs under $W/{old,new}/TAG
 # (train with --report: plus the binary's norm_flag)
 run() {
@@ -109,6 +126,7 @@ PY
   run "$m.sgd" train "$model" "${data[@]}" --steps 6 --optimizer sgd --momentum 0.9 --lr 0.05 --seed 3 --threads 2 \
       --report report.json -o tuned.onnx --quiet
   same_file "$m.sgd" tuned.onnx; same_history "$m.sgd"; same_peak "$m.sgd" report.json
+  fused_same "$m.sgd" "$model" "${data[@]}"
   run "$m.adam" train "$model" "${data[@]}" --steps 4 --accum 2 --optimizer adamw --clip-grad-norm 0.5 \
       --schedule cosine --warmup-steps 1 --remat sqrt --seed 5 --threads 1 --report report.json -o tuned.onnx --quiet
   same_file "$m.adam" tuned.onnx; same_history "$m.adam"; same_peak "$m.adam" report.json

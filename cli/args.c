@@ -328,6 +328,7 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_SCHED: return ot_schedule_kind_parse(arg, &a->schedule, err);
     case OT_ARG_WARMUP: return ot_args_int("--warmup-steps", arg, 0, OT_ARGS_MAX_STEPS, &a->warmup, err);
     case OT_ARG_ACCUM: return ot_args_int("--accum", arg, 1, OT_ARGS_MAX_ACCUM, &a->accum, err);
+    case OT_ARG_FUSE: a->fuse_update = true; return OT_OK;
     case OT_ARG_LORA: return ot_lora_parse(arg, &a->lora, err);
     case OT_ARG_LORA_TARGET: return lora_targets(a, arg, err);
     case OT_ARG_PRECISION: return ot_precision_parse(arg, &a->precision, err);
@@ -396,6 +397,7 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->optim.schedule = a->schedule;
     o->optim.warmup_steps = a->warmup;
     if (a->accum) o->accum = a->accum;
+    o->fuse_update = a->fuse_update;
 }
 
 ot_status ot_args_budget(const char *text, int64_t *bytes, ot_error *err) {

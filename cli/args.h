@@ -129,6 +129,7 @@ enum {
     OT_ARG_CHUNKED_LOSS,
     OT_ARG_CHUNKED_ROWS,
     OT_ARG_PRECISION,
+    OT_ARG_FUSE,
     OT_ARG_OUTPUT_OLD, /* --output: the old name of --loss-output (cli/args.c says which option is meant) */
     OT_ARG_OWN /* first code free for a command's own options */
 };
@@ -161,7 +162,8 @@ enum {
         {"weight-decay", required_argument, NULL, OT_ARG_WD}, {"beta1", required_argument, NULL, OT_ARG_BETA1},    \
         {"beta2", required_argument, NULL, OT_ARG_BETA2}, {"eps", required_argument, NULL, OT_ARG_EPS},            \
         {"clip-grad-norm", required_argument, NULL, OT_ARG_CLIP}, {"schedule", required_argument, NULL, OT_ARG_SCHED}, \
-        {"warmup-steps", required_argument, NULL, OT_ARG_WARMUP}, {"accum", required_argument, NULL, OT_ARG_ACCUM}
+        {"warmup-steps", required_argument, NULL, OT_ARG_WARMUP}, {"accum", required_argument, NULL, OT_ARG_ACCUM}, \
+        {"fuse-update", no_argument, NULL, OT_ARG_FUSE}
 /* Every option the session builder takes (train/train.h): data, loss, params, batch,
  * seed, threads, device, bind, remat, budget and the optimizer. */
 #define OT_ARGS_OPTS_SESSION                                                                                         \
@@ -249,7 +251,12 @@ enum {
     "  --warmup-steps W          warm-up steps (default 0)\n"                                                       \
     "  --accum K                 micro-batches per optimizer step (gradient accumulation, in\n"                    \
     "                            accumulators in the arena; the step uses their mean; default 1,\n"                \
-    "                            at most 2^20)\n"
+    "                            at most 2^20)\n"                                                                \
+    "  --fuse-update             run each parameter's update as soon as its gradient is complete\n"             \
+    "                            and free the gradient there: the same bits, a lower peak; each\n"              \
+    "                            gradient is checked just before its own update (a NaN stops the\n"             \
+    "                            step with earlier params updated, nothing written). Not with\n"                \
+    "                            --clip-grad-norm, --accum K > 1 or MPI\n"
 
 /* Set up by ot_common_args_init: no inputs, every default. */
 typedef struct ot_common_args {
@@ -277,6 +284,7 @@ typedef struct ot_common_args {
     ot_schedule_kind schedule;
     int64_t warmup;
     int64_t accum;          /* --accum, 1..OT_ARGS_MAX_ACCUM; 0: not given (1) */
+    bool fuse_update;       /* --fuse-update (ot_train_options.fuse_update) */
     ot_lora_options lora;   /* --lora RANK[:ALPHA]; rank 0: none */
     char *lora_text;        /* --lora-target's text, split at commas (owned) */
     bool output_old;        /* the loss output came as --output (its old name) */

@@ -195,9 +195,17 @@ static ot_status run_step(const bare *b, ot_model *m, ot_dataset *d, int64_t bat
                           ot_error *err) {
     ot_train_options to;
     step_options(&b->ca, policy, batch, &to);
+    to.fuse_update = false; /* the gradients are read after the step: a fused one is freed at its update */
     ot_train_session *s = NULL;
     ot_status st = ot_train_session_new(m, &to, d, true, &s, err);
     if (!st) st = ot_train_step_results(s, d, &out->r, err);
+    if (!st && b->ca.fuse_update) { /* the figures are the fused step's, planned as train runs it */
+        ot_train_session_free(s);
+        s = NULL;
+        to.fuse_update = to.plan_only = true;
+        st = ot_train_session_new(m, &to, d, true, &s, err);
+        if (!st) out->r.planned_peak = ot_plan_peak_bytes(ot_train_plan(s));
+    }
     if (!st) {
         out->rs = *ot_train_remat_info(s);
         for (int c = 0; c < OT_MEM_COUNT; c++)
@@ -251,8 +259,8 @@ static void print_plan(const bare *b, const char *policy, int64_t batch, const o
     ot_human_size((double)v0->r.planned_peak, pk0, sizeof pk0);
     ot_human_size((double)v1->r.planned_peak, pk1, sizeof pk1);
     ot_cli_peak_change((int64_t)v0->r.planned_peak, (int64_t)v1->r.planned_peak, change, sizeof change);
-    printf("plan of one training step, batch %lld%s, %s:\n", (long long)batch, ot_cli_batch_note(pick),
-           ot_optim_kind_name(ot_args_optim_kind(&b->ca)));
+    printf("plan of one training step, batch %lld%s, %s%s:\n", (long long)batch, ot_cli_batch_note(pick),
+           ot_optim_kind_name(ot_args_optim_kind(&b->ca)), b->ca.fuse_update ? ", updates fused (--fuse-update)" : "");
     if (*pick->dims)
         printf("  %s = %d (a small default without data; --bind NAME=SIZE for another)\n", pick->dims,
                OT_CLI_DIM_NO_DATA);

@@ -362,8 +362,36 @@ static void print_chunked_saving(const planned *p1, const planned *plain, bool j
     printf("\n");
 }
 
+/* --fuse-update: the policy's plan (p1, fused) against the same plan unfused (q), and
+ * what the fused update saved per category at each one's peak (issue 28, item 4). */
+static void print_fuse_saving(const planned *p1, const planned *q, const char *label, bool json) {
+    const ot_plan *a = p1->p, *b = q->p;
+    if (json) {
+        printf(", \"without_fuse_update\": {\"peak_bytes\": %zu, \"gradients_at_peak\": %zu, \"saved_bytes\": %lld, "
+               "\"gradients_saved_bytes\": %lld}",
+               ot_plan_peak_bytes(b), ot_plan_bytes_at_peak(b, OT_MEM_GRADIENTS),
+               (long long)ot_plan_peak_bytes(b) - (long long)ot_plan_peak_bytes(a),
+               (long long)ot_plan_bytes_at_peak(b, OT_MEM_GRADIENTS) - (long long)ot_plan_bytes_at_peak(a, OT_MEM_GRADIENTS));
+        return;
+    }
+    char change[64], ga[32], gb[32], gs[32];
+    ot_cli_peak_change((int64_t)ot_plan_peak_bytes(b), (int64_t)ot_plan_peak_bytes(a), change, sizeof change);
+    size_t g1 = ot_plan_bytes_at_peak(a, OT_MEM_GRADIENTS), g0 = ot_plan_bytes_at_peak(b, OT_MEM_GRADIENTS);
+    ot_human_size((double)g1, ga, sizeof ga);
+    ot_human_size((double)g0, gb, sizeof gb);
+    ot_human_size((double)g0 - (double)g1, gs, sizeof gs);
+    printf("--fuse-update against the update after the backward pass (--remat %s): %s; at the peak gradients: "
+           "saved %s (%s instead of %s); unfused:", label, change, gs, ga, gb);
+    for (int c = 0; c < OT_MEM_COUNT; c++) {
+        char x[32];
+        ot_human_size((double)ot_plan_bytes_at_peak(b, (ot_mem_category)c), x, sizeof x);
+        printf("%s %s %s", c ? "," : "", ot_mem_category_name((ot_mem_category)c), x);
+    }
+    putchar('\n');
+}
+
 static void print_plans(const plan_opts *o, const planned *p0, const planned *p1, const char *label, int64_t batch,
-                        const planned *nolora, const planned *plain) {
+                        const planned *nolora, const planned *plain, const planned *nofuse) {
     const ot_remat_analysis *an = p1->an ? p1->an : p0->an;
     int n_fwd = an ? an->n_fwd : 0, n_art = an ? an->n_art : 0, n_nodes = ot_train_graph(p0->s)->n_nodes;
     if (o->json) {
@@ -384,6 +412,7 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
             print_plan("none", nolora, true, false, -1);
         }
         if (o->args.chunked_loss != OT_CHUNKED_LOSS_OFF) print_chunked_saving(p1, plain, true);
+        if (nofuse) print_fuse_saving(p1, nofuse, label, true);
         printf("}\n");
         return;
     }
@@ -411,13 +440,15 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
         printf("%s for %.1f%% more FLOPs\n", change, step > 0 ? 100.0 * rs->extra_flops / step : 0.0);
     if (nolora) print_lora_saving(o, p0, nolora);
     if (o->args.chunked_loss != OT_CHUNKED_LOSS_OFF) print_chunked_saving(p1, plain, false);
+    if (nofuse) print_fuse_saving(p1, nofuse, label, false);
 }
 
 static ot_status run_plan(plan_opts *o, ot_error *err) {
     ot_status st = OT_OK;
     ot_model *m = NULL;
     ot_dataset data = {0}, val = {0};
-    planned p0 = {0}, p1 = {0}, p2 = {0}, p3 = {0};
+    planned p0 = {0}, p1 = {0}, p2 = {0}, p3 = {0}, p4 = {0};
+    char nofit[sizeof(ot_error){0}.msg] = ""; /* --fuse-update: why the policy has no unfused plan within the budget */
     ot_atomic_file *dot = NULL;
     const ot_common_args *a = &o->args;
     const char *policy = a->remat ? a->remat : OT_CLI_REMAT_DEFAULT;
@@ -467,7 +498,24 @@ static ot_status run_plan(plan_opts *o, ot_error *err) {
         plain.args.chunked_loss = OT_CHUNKED_LOSS_OFF;
         if ((st = plan_one(&plain, m, &data, &val, policy, batch, &p3, err))) goto fail;
     }
-    print_plans(o, &p0, &p1, label, batch, a->lora.rank ? &p2 : NULL, p3.s ? &p3 : NULL);
+    if (a->fuse_update) { /* the same policy unfused, for what fusing saved */
+        plan_opts base = *o;
+        base.args.fuse_update = false;
+        ot_error e3 = {0};
+        if ((st = plan_one(&base, m, &data, &val, policy, batch, &p4, &e3)) == OT_E_MEMORY) {
+            /* the budget fits the fused step only: that is the saving, said as such */
+            snprintf(nofit, sizeof nofit, "%s", e3.msg);
+            ot_train_session_free(p4.s);
+            p4.s = NULL;
+            st = OT_OK;
+        } else if (st) {
+            if (err) *err = e3;
+            goto fail;
+        }
+    }
+    print_plans(o, &p0, &p1, label, batch, a->lora.rank ? &p2 : NULL, p3.s ? &p3 : NULL, p4.s ? &p4 : NULL);
+    if (*nofit && o->json) fprintf(stderr, "onnxtrain plan: without --fuse-update: %s\n", nofit);
+    else if (*nofit) printf("--fuse-update: without it the budget holds no plan (%s)\n", nofit);
     /* --dot is written and synced first and renamed only after the timeline was
      * written, so a failed timeline leaves neither */
     if (o->dot && (st = write_dot(o->dot, ot_train_graph(p1.s), &dot, err))) goto fail;
@@ -493,6 +541,7 @@ fail:
     ot_train_session_free(p1.s);
     ot_train_session_free(p2.s);
     ot_train_session_free(p3.s);
+    ot_train_session_free(p4.s);
     ot_dataset_free(&data);
     ot_dataset_free(&val);
     ot_cli_batch_pick_free(&o->pick);

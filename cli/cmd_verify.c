@@ -33,7 +33,10 @@ static void usage(FILE *f) {
           "`train` builds them, optimizer nodes included, so the peaks are a training step's; the\n"
           "optimizer applies nothing here and does not change the verdict. Then it times both as\n"
           "`onnxtrain bench` does (one warm-up step each, --time-steps interleaved training steps) and\n"
-          "prints the median step time of each, with its interquartile range, and their ratio.\n\n"
+          "prints the median step time of each, with its interquartile range, and their ratio.\n"
+          "With --fuse-update it also runs 3 optimizer steps under POLICY with the updates fused into\n"
+          "the backward pass and 3 with them after it, and compares the params, optimizer state and\n"
+          "losses bitwise (exit 11 if they differ).\n\n"
           "data:\n"
           OT_ARGS_HELP_DATA
           "  --batch-size N            samples in the step (default: the model's batch, else train's\n"
@@ -97,6 +100,7 @@ static ot_status run_step(const verify_opts *o, ot_model *m, ot_dataset *data, c
     to.whole_batch = true;       /* every sample unless --batch-size */
     to.keep_host_weights = true; /* the next step reads them from the model again */
     to.no_numerics_check = true; /* a NaN is compared like any other bits */
+    to.fuse_update = false;      /* its gradients are read after the run (fuse_compare runs fused) */
     ot_train_session *s = NULL;
     ot_status st = ot_train_session_new(m, &to, data, true, &s, err);
     if (!st) st = ot_train_step_results(s, data, &out->r, err);
@@ -105,9 +109,54 @@ static ot_status run_step(const verify_opts *o, ot_model *m, ot_dataset *data, c
     return st;
 }
 
+/* Optimizer steps of the --fuse-update comparison: enough for momentum and Adam's
+ * moments to carry one step's update into the next, few enough for a check. */
+#define VERIFY_FUSE_STEPS 3
+
+/* --fuse-update: VERIFY_FUSE_STEPS training steps under the policy, unfused into r[0]
+ * and fused into r[1] (the params and optimizer state, the losses), from the same
+ * weights; the number of tensors that differ into *n_diff. */
+static ot_status fuse_compare(const verify_opts *o, ot_model *m, ot_dataset *data, ot_step_results r[2], int *n_diff,
+                              ot_error *err) {
+    ot_status st = OT_OK;
+    *n_diff = 0;
+    for (int f = 0; f < 2 && !st; f++) {
+        ot_train_options to;
+        ot_train_options_default(&to);
+        ot_common_args_to_train(&o->args, &to);
+        to.batch_size = o->pick.batch;
+        to.whole_batch = true;
+        to.keep_host_weights = true;
+        to.steps = VERIFY_FUSE_STEPS; /* a cosine schedule's T */
+        to.fuse_update = f == 1;
+        ot_train_session *s = NULL;
+        st = ot_train_session_new(m, &to, data, true, &s, err);
+        if (!st) st = ot_train_params_results(s, data, VERIFY_FUSE_STEPS, &r[f], err);
+        ot_train_session_free(s);
+    }
+    if (!st && r[0].n != r[1].n)
+        st = ot_fail(err, OT_E_INTERNAL, "verify: %d results unfused, %d fused", r[0].n, r[1].n);
+    for (int i = 0; !st && i < r[0].n; i++) {
+        bool eq = false;
+        double d = ot_tensor_bitwise_diff(r[0].tensors[i], r[1].tensors[i], &eq);
+        *n_diff += !eq;
+        if (!o->json && (o->verbose || !eq)) printf("%-48s %-7s %.9g\n", r[0].names[i], eq ? "yes" : "NO", d);
+    }
+    if (!st && !o->json) {
+        char a[32], b[32];
+        ot_human_size((double)r[0].planned_peak, a, sizeof a);
+        ot_human_size((double)r[1].planned_peak, b, sizeof b);
+        printf("--fuse-update: %d optimizer steps under --remat %s, fused against unfused: %s, %d of %d tensors "
+               "differ (the losses, %d params and optimizer state); peak %s (unfused) -> %s (fused)\n",
+               VERIFY_FUSE_STEPS, o->args.remat, *n_diff ? "MISMATCH" : "bitwise equal", *n_diff, r[0].n, r[0].n - 1,
+               a, b);
+    }
+    return st;
+}
+
 /* The JSON fields after the tensors: the verdict, the peaks, the timing. */
 static void print_json_tail(const verify_opts *o, const verify_step *v0, const verify_step *v1, int n_diff,
-                            const ot_measure *mr) {
+                            const ot_measure *mr, int fuse_diff, const ot_step_results *fr) {
     const ot_step_results *r0 = &v0->r, *r1 = &v1->r;
     double saved = (double)r0->planned_peak - (double)r1->planned_peak;
     printf("], \"equal\": %s, \"n_different\": %d, \"peak_none\": %zu, \"peak_remat\": %zu, "
@@ -123,6 +172,11 @@ static void print_json_tail(const verify_opts *o, const verify_step *v0, const v
     if (mr->n) ot_cli_print_measure_json(stdout, mr);
     else fputs("null", stdout);
     (void)o;
+    if (fuse_diff >= 0)
+        printf(", \"fuse_update\": {\"steps\": %d, \"equal\": %s, \"n_different\": %d, \"n_compared\": %d, "
+               "\"peak_unfused\": %zu, \"peak_fused\": %zu}",
+               VERIFY_FUSE_STEPS, fuse_diff ? "false" : "true", fuse_diff, fr[0].n, fr[0].planned_peak,
+               fr[1].planned_peak);
     printf("}\n");
 }
 
@@ -172,6 +226,7 @@ static ot_status run_verify(verify_opts *o, ot_error *err) {
     ot_dataset data = {0};
     ot_model *m = NULL;
     verify_step v0 = {0}, v1 = {0};
+    ot_step_results fr[2] = {{0}, {0}}; /* --fuse-update: unfused, fused */
     ot_measure mr = {0};
     const ot_common_args *a = &o->args;
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
@@ -184,6 +239,10 @@ static ot_status run_verify(verify_opts *o, ot_error *err) {
         st = ot_fail(err, OT_E_INTERNAL, "verify: %d results without remat, %d with", v0.r.n, v1.r.n);
         goto fail;
     }
+    int fuse_diff = 0;
+    if (a->fuse_update && !o->json) printf("--fuse-update: the gradients below are unfused (a fused gradient is "
+                                           "freed at its update); fused and unfused params are compared after them\n");
+    if (a->fuse_update && (st = fuse_compare(o, m, &data, fr, &fuse_diff, err))) goto fail;
     if ((st = measure(o, m, &data, &mr, err))) goto fail;
     int n_diff = 0;
     if (o->json) {
@@ -209,8 +268,11 @@ static ot_status run_verify(verify_opts *o, ot_error *err) {
             printf("%-48s %-7s %.9g\n", v0.r.names[i], eq ? "yes" : "NO", d);
         }
     }
-    if (o->json) print_json_tail(o, &v0, &v1, n_diff, &mr);
+    if (o->json) print_json_tail(o, &v0, &v1, n_diff, &mr, a->fuse_update ? fuse_diff : -1, fr);
     else print_verdict(o, &v0, &v1, n_diff, &mr);
+    if (!n_diff && fuse_diff)
+        st = ot_fail(err, OT_E_MISMATCH, "%d of %d tensors differ between --fuse-update and the update after the "
+                     "backward pass (--remat %s)", fuse_diff, fr[0].n, a->remat);
     if (n_diff)
         st = ot_fail(err, OT_E_MISMATCH, "%d of %d tensors differ between --remat none and --remat %s", n_diff, v0.r.n,
                      a->remat);
@@ -218,6 +280,8 @@ fail:
     ot_measure_free(&mr);
     ot_step_results_free(&v0.r);
     ot_step_results_free(&v1.r);
+    ot_step_results_free(&fr[0]);
+    ot_step_results_free(&fr[1]);
     ot_dataset_free(&data);
     ot_cli_batch_pick_free(&o->pick);
     ot_model_free(m);

@@ -157,6 +157,11 @@ typedef struct onnxtrain_options {
     /* mixed precision, as --precision: "fp32" (NULL, default), "bf16" or "fp16"
      * (docs/training.md, "Mixed precision") */
     const char *precision;
+    /* 1: each param's update runs as soon as its gradient is complete and the gradient
+     * is freed there (--fuse-update, docs/training.md): the same bits, a lower peak; a
+     * non-finite gradient then fails the step with earlier params updated, and the
+     * session refuses further steps. Not with clip_grad_norm or accum > 1. 0 (default): off */
+    int fuse_update;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;

@@ -723,6 +723,7 @@ ot_graph *ot_graph_clone(const ot_graph *g, bool with_data) {
     c->outputs = ints_dup(g->outputs, g->n_outputs, &ok);
     c->n_outputs = g->n_outputs;
     c->opset = g->opset;
+    c->fuse_update = g->fuse_update;
     c->fold_eval = g->fold_eval;
     if (ok) return c;
 fail:

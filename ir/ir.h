@@ -269,6 +269,12 @@ typedef struct ot_graph {
     /* Folds compute nodes whose inputs are all constant (NULL: only Constant and Shape
      * nodes fold, nothing is computed). Set from ot_import_options.fold_eval. */
     ot_fold_eval_fn fold_eval;
+    /* --fuse-update (train/session.c sets it on the training graph): each optimizer
+     * node runs as soon as its gradient is complete and every other reader of the
+     * param and state it updates has run, and the gradient is a transient freed there
+     * (plan/schedule.h, plan/planner.h). false: the optimizer runs after the whole
+     * backward pass and gradients are pinned. */
+    bool fuse_update;
 } ot_graph;
 
 /* ---- graph construction --------------------------------------------------- */

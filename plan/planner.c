@@ -305,7 +305,9 @@ static void classify_kind(build *b, int v, ot_value_kind kind) {
     case OT_VK_GRADIENT:
         if (b->opt_read[v] || b->is_output[v]) { /* a param's gradient */
             pv->category = OT_MEM_GRADIENTS;
-            pv->pinned = true;
+            /* fused updates: a block from its producer to its update, still counted as
+             * a gradient (ot_graph.fuse_update) */
+            pv->pinned = b->is_output[v] || !b->g->fuse_update;
         }
         break;
     case OT_VK_ACTIVATION:

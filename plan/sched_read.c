@@ -62,7 +62,8 @@ static bool read_nodes(sched *s, int first, int n_in, int n_out) {
         s->live[id] = !nd->removed;
         s->phase[id] = (unsigned char)nd->phase;
         s->flags[id] = ot_plan_node_flags(nd);
-        s->bwd[id] = nd->phase == OT_PHASE_BACKWARD;
+        /* a fused update (ot_graph.fuse_update) frees its gradient: it may be eager too */
+        s->bwd[id] = nd->phase == OT_PHASE_BACKWARD || (g->fuse_update && nd->phase == OT_PHASE_OPTIMIZER);
         s->in_start[id] = n_in;
         s->out_start[id] = n_out;
         if (!ids_room(s, &s->in_val, &s->cap_in, n_in, n_in + nd->n_inputs) ||
@@ -93,7 +94,7 @@ static bool read_consumers(sched *s, int v, int *n_cons) {
     if (!ids_room(s, &s->cons, &s->cap_cons, *n_cons, *n_cons + nc)) return false;
     for (int c = 0; c < nc; c++) s->cons[(*n_cons)++] = cs[c]; /* a few each: no memcpy */
     bool pinned = val->is_graph_output;
-    for (int c = 0; c < nc && !pinned && val->kind == OT_VK_GRADIENT; c++)
+    for (int c = 0; c < nc && !pinned && val->kind == OT_VK_GRADIENT && !s->g->fuse_update; c++)
         pinned = live_id(s, cs[c]) && s->phase[cs[c]] == OT_PHASE_OPTIMIZER;
     s->vflags[v] = (unsigned char)((s->vflags[v] & V_TEMPORARY) | (pinned ? V_PINNED_GRADIENT : 0));
     int sole = nc > 0 ? cs[0] : -1, n = 0;

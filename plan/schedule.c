@@ -15,13 +15,16 @@
 #include "plan/sched_base.h"
 #include "plan/sched_internal.h"
 
-static int phase_rank(ot_phase p) {
+/* fused: ot_graph.fuse_update, where an optimizer node ranks with the backward pass
+ * and waits only for its edges (its gradient, and every other reader of what it
+ * updates: build_edges). */
+static int phase_rank(ot_phase p, bool fused) {
     switch (p) {
     case OT_PHASE_FORWARD: return 0;
     case OT_PHASE_LOSS: return 1;
     case OT_PHASE_BACKWARD:
     case OT_PHASE_RECOMPUTE: return 2;
-    case OT_PHASE_OPTIMIZER: return 3;
+    case OT_PHASE_OPTIMIZER: return fused ? 2 : 3;
     }
     return 2;
 }
@@ -82,10 +85,11 @@ static bool temporary(const ot_graph *g, const ot_value *v) {
 }
 
 /* A param's gradient: a graph output, or read by an optimizer node. It has its slot
- * in the pinned gradient slab, so writing it allocates nothing. */
+ * in the pinned gradient slab, so writing it allocates nothing; with fused updates
+ * it is a transient like any other (planner.h). */
 static bool pinned_gradient(const ot_graph *g, const ot_value *v) {
     if (v->is_graph_output) return true;
-    if (v->kind != OT_VK_GRADIENT) return false;
+    if (v->kind != OT_VK_GRADIENT || g->fuse_update) return false;
     for (int c = 0; c < v->n_consumers; c++)
         if (node_live(g, v->consumers[c]) && g->nodes[v->consumers[c]].phase == OT_PHASE_OPTIMIZER) return true;
     return false;
@@ -102,7 +106,7 @@ static bool pinned_gradient(const ot_graph *g, const ot_value *v) {
  * writes a weight's gradient once the other reader of dY has run. Delaying such a
  * node until its id comes up keeps its input alive for nothing. */
 static bool node_eager(const ot_graph *g, const ot_node *nd, const int *readers) {
-    if (nd->phase != OT_PHASE_BACKWARD) return false;
+    if (nd->phase != OT_PHASE_BACKWARD && !(g->fuse_update && nd->phase == OT_PHASE_OPTIMIZER)) return false;
     int64_t freed = 0, alloc = 0;
     bool sizes_known = true, shape_match = false;
     int n_out = 0;
@@ -197,9 +201,25 @@ static void sched_free(sched *s) {
     ot_scratch_release(s->scr, s->vsize);
 }
 
-/* Edges producer -> consumer, one per input slot (CSR), and in-degrees. */
+/* The edge p -> id of build_edges: counted in pass 0, stored in pass 1. */
+static void add_edge(sched *s, int pass, int p, int id, int *n_edges) {
+    if (pass == 0) {
+        s->succ_start[p + 1]++;
+        s->indeg0[id]++;
+        (*n_edges)++;
+    } else {
+        s->succ[s->succ_start[p] + s->indeg[p]++] = id;
+    }
+}
+
+/* Edges producer -> consumer, one per input slot (CSR), and in-degrees. With fused
+ * updates (ot_graph.fuse_update) also reader -> update: an optimizer node writes its
+ * param and state in place, so every other live node that reads one of its inputs
+ * (the forward pass, a gradient node dX = dY W, a recompute clone, a tied weight's
+ * second use) runs before it; unfused, its rank puts it after all of them anyway. */
 static ot_status build_edges(sched *s, ot_error *err) {
     int nn = s->nn, nv = s->g->n_values, n_edges = 0;
+    bool fused = s->g->fuse_update;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
             for (int i = 0; i < nn; i++) s->succ_start[i + 1] += s->succ_start[i];
@@ -213,13 +233,11 @@ static ot_status build_edges(sched *s, ot_error *err) {
                 int v = s->in_val[k];
                 if (v < 0 || v >= nv) continue;
                 int p = s->vprod[v];
-                if (!live_id(s, p)) continue;
-                if (pass == 0) {
-                    s->succ_start[p + 1]++;
-                    s->indeg0[id]++;
-                    n_edges++;
-                } else {
-                    s->succ[s->succ_start[p] + s->indeg[p]++] = id;
+                if (live_id(s, p)) add_edge(s, pass, p, id, &n_edges);
+                if (!fused || s->phase[id] != OT_PHASE_OPTIMIZER) continue;
+                for (int c = s->cons_start[v]; c < s->cons_start[v + 1]; c++) {
+                    int r = s->cons[c];
+                    if (live_id(s, r) && r != id && s->phase[r] != OT_PHASE_OPTIMIZER) add_edge(s, pass, r, id, &n_edges);
                 }
             }
         }
@@ -254,7 +272,7 @@ static void build_keys(sched *s) {
     for (int i = s->n_live - 1; i >= 0; i--) {
         int id = s->topo[i];
         ot_phase ph = (ot_phase)s->phase[id];
-        sched_key k = {phase_rank(ph), id, 1, id};
+        sched_key k = {phase_rank(ph, s->g->fuse_update), id, 1, id};
         if (ph == OT_PHASE_RECOMPUTE) {
             k.sub = 0;
             bool any = false;

@@ -465,6 +465,44 @@ static ot_status build_backward(ot_train_session *s, ot_error *err) {
     return OT_OK;
 }
 
+/* --fuse-update needs nothing that waits for the whole gradient before any update. */
+static ot_status fuse_check(const ot_train_session *s, ot_error *err) {
+    if (s->o.optim.clip_grad_norm > 0)
+        return ot_fail(err, OT_E_USAGE,
+                       "--fuse-update with --clip-grad-norm %g: clipping scales every gradient by the global norm, "
+                       "known only once the last gradient is, and a fused update runs before that; drop one of them",
+                       s->o.optim.clip_grad_norm);
+    if (s->o.accum > 1)
+        return ot_fail(err, OT_E_USAGE,
+                       "--fuse-update with --accum %lld: the micro-batch gradients are summed in accumulators that "
+                       "live for the whole step, so fusing would save nothing but the last micro-batch's; drop one "
+                       "of them", (long long)s->o.accum);
+    if (s->o.dist)
+        return ot_fail(err, OT_E_USAGE,
+                       "--fuse-update over MPI ranks: each gradient is summed over the ranks after the backward pass, "
+                       "before the update, and that sum does not yet overlap the backward pass; drop --fuse-update "
+                       "for a data-parallel run");
+    if (s->o.split_update)
+        return ot_fail(err, OT_E_USAGE,
+                       "fuse_update with the two-call step (split_step, onnxtrain_backward): the gradients are summed "
+                       "over backward calls and applied by a later optimizer step, so no update can run inside the "
+                       "backward pass; drop one of them");
+    return OT_OK;
+}
+
+/* --fuse-update, before remat (its measure plans the fused step): autodiff publishes
+ * each param's gradient as a graph output, pinned for readers after the run; fused,
+ * nothing reads it after its update, so it becomes a transient (plan/planner.h). */
+static void unpin_gradients(ot_train_session *s) {
+    ot_graph *g = s->g;
+    for (int i = 0; i < s->ad.n_params; i++) g->values[s->ad.grads[i]].is_graph_output = false;
+    int n = 0;
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->values[g->outputs[k]].is_graph_output) g->outputs[n++] = g->outputs[k];
+    g->n_outputs = n;
+    g->fuse_update = true;
+}
+
 ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *err) {
     ot_graph *g = s->g;
     bool have_data = data && data->n_arrays > 0;
@@ -501,6 +539,8 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
         if (s->o.optim.schedule == OT_SCHED_COSINE && s->o.optim.total_steps == 0)
             s->o.optim.total_steps = have_data ? ot_train_total_steps(s, data) : s->o.steps > 0 ? s->o.steps : 1;
         if ((st = ot_optim_config_check(&s->o.optim, err))) return st;
+        if (s->o.fuse_update && (st = fuse_check(s, err))) return st;
+        if (s->o.fuse_update) unpin_gradients(s);
     }
     if ((st = ot_train_apply_remat(s, err))) return st;
     if (s->with_opt &&

@@ -62,9 +62,26 @@ ot_status ot_train_check_arrays(ot_train_session *s, ot_dataset *d, ot_error *er
     return OT_OK;
 }
 
-/* The last step before the optimizer nodes; checks they all come last. */
+/* The last step before the optimizer nodes; checks they all come last. With fused
+ * updates (ot_graph.fuse_update) the last forward or loss step instead: the optimizer
+ * nodes run among the backward ones, none before it. */
 static ot_status find_boundary(ot_train_session *s, ot_error *err) {
     const ot_plan *p = ot_executor_plan(s->ex);
+    s->n_opt_steps = 0;
+    for (int k = 0; k < p->n_steps; k++) s->n_opt_steps += s->g->nodes[p->order[k]].phase == OT_PHASE_OPTIMIZER;
+    if (s->g->fuse_update) {
+        int last = -1;
+        for (int k = 0; k < p->n_steps; k++) {
+            ot_phase ph = s->g->nodes[p->order[k]].phase;
+            if (ph == OT_PHASE_FORWARD || ph == OT_PHASE_LOSS) last = k;
+        }
+        for (int k = 0; k <= last; k++)
+            if (s->g->nodes[p->order[k]].phase == OT_PHASE_OPTIMIZER)
+                return ot_fail(err, OT_E_INTERNAL, "schedule: optimizer node '%s' runs before the loss",
+                               s->g->nodes[p->order[k]].name);
+        s->boundary = last;
+        return OT_OK;
+    }
     int first_opt = p->n_steps;
     for (int k = 0; k < p->n_steps; k++)
         if (s->g->nodes[p->order[k]].phase == OT_PHASE_OPTIMIZER) {
@@ -209,6 +226,7 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->scan_buf);
     free(s->hot_step), free(s->hot_grads), free(s->hot_has), free(s->hot_ss);
     free(s->hot_gemm), free(s->opt_at), free(s->hot_proven), free(s->opt_ss);
+    free(s->fuse_check_at), free(s->fuse_ss);
     ot_lora_result_free(&s->lora);
     ot_autocast_result_free(&s->ac);
     free(s->lora_train);

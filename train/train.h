@@ -90,6 +90,14 @@ typedef struct ot_train_options {
      * gradients or their sums in the update (~3% of a step of small layers). Off, the
      * history holds NaN except under --clip-grad-norm. */
     bool record_grad_norm;
+    /* --fuse-update: each param's optimizer update runs as soon as its gradient is
+     * complete and every other read of the param is done, and the gradient's block is
+     * freed there (ot_graph.fuse_update): the same bits as the update after the whole
+     * backward pass, a lower peak. Each gradient is checked for NaN/Inf just before its
+     * own update; a bad one stops the step with earlier params of the step already
+     * updated (docs/training.md, "Fused updates"). Refused with clip_grad_norm, accum
+     * above 1 and dist (OT_E_USAGE: each needs every gradient before any update). */
+    bool fuse_update;
     /* --lora: adapters on the weights autodiff/lora.h picks, only they train
      * (train/lora_session.c); rank 0: none */
     ot_lora_options lora;
@@ -269,6 +277,13 @@ ot_status ot_train_set_value(ot_train_session *s, int v, const void *data, size_
  * scalars say "do not apply": they change nothing, and the results are those of a
  * session without them. */
 ot_status ot_train_step_results(ot_train_session *s, const ot_dataset *data, ot_step_results *r, ot_error *err);
+
+/* `verify --fuse-update`: n_steps optimizer steps as ot_train_step_once runs them
+ * (steps 0..n_steps-1), then the results to compare: "losses" (their sum, float64),
+ * every param ("param:NAME") and every optimizer-state value ("state:NAME"). The
+ * session must run the optimizer (train/train_fuse.c). */
+ot_status ot_train_params_results(ot_train_session *s, const ot_dataset *data, int64_t n_steps, ot_step_results *r,
+                                  ot_error *err);
 
 /* One optimizer step as ot_train_run does it (o.accum micro-batches, the optimizer
  * applied, BatchNorm statistics updated), numbered `step` (0-based: the lr schedule,

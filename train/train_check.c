@@ -70,8 +70,8 @@ ot_status ot_train_check_build(ot_train_session *s, ot_error *err) {
 }
 
 bool ot_train_check_may_prove(const ot_train_session *s) {
-    return s->hot_gemm && !s->o.no_numerics_check && s->with_opt && s->mode == MODE_TRAIN && s->o.accum == 1 &&
-           !s->o.split_update && !(s->o.optim.clip_grad_norm > 0) && !s->o.dist;
+    return s->hot_gemm && !s->g->fuse_update && !s->o.no_numerics_check && s->with_opt && s->mode == MODE_TRAIN &&
+           s->o.accum == 1 && !s->o.split_update && !(s->o.optim.clip_grad_norm > 0) && !s->o.dist;
 }
 
 /* Whether [p, p + n) and [q, q + m) (floats) share memory. */

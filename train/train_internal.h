@@ -45,7 +45,17 @@ struct ot_train_session {
     ot_optim_graph og;
     ot_backend *be;
     ot_executor *ex;
-    int boundary;    /* schedule step after which only optimizer nodes run */
+    int boundary;    /* schedule step after which only optimizer nodes run (fused: the last
+                        forward or loss step, after which backward and optimizer nodes mix) */
+    int n_opt_steps; /* optimizer nodes in the schedule */
+    /* --fuse-update (train_loop.c): per param, the schedule step after which its
+     * gradient is checked (the last step before its update that is not an optimizer
+     * node, so a run of updates, exec/executor.c, starts after it), and the sum of
+     * squares taken there; built on first use. fused_partial: a check failed after
+     * some params of that step were updated, so the session's weights are no step's. */
+    int *fuse_check_at;
+    double *fuse_ss;
+    bool fused_partial;
     /* one host batch per data array, [B, ...] */
     ot_tensor **batch;
     int *batch_value; /* graph input each batch feeds (training data's array order) */
@@ -177,6 +187,14 @@ ot_status ot_train_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, 
 /* The executor's after-step hook (train_loop.c): the sums of squares of the gradients
  * the step just wrote, where the boundary will use them. */
 ot_status ot_train_after_step(void *user, ot_executor *ex, int step, ot_error *err);
+
+/* Gradient i's first non-finite index (bad, may be NULL) and sum of squares (ss, may
+ * be NULL), read where it lies (train_loop.c). */
+ot_status ot_train_grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss, ot_error *err);
+/* --fuse-update (train_fuse.c): the after-step hook (each gradient checked before its
+ * own update), and at the run's end the norm from the sums taken there. */
+ot_status ot_train_fused_after_step(ot_train_session *s, int step, ot_error *err);
+void ot_train_fused_norm(ot_train_session *s);
 
 /* Builds the validation graph and plans it without allocating (once): sets val_g,
  * val_shared and val_peak. Needs the loss and backward built and the dims bound;

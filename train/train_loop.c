@@ -125,7 +125,7 @@ static size_t grad_elems(const ot_train_session *s, int i) { return s->grad_off[
  * sum of squares, where it lies. The sums add up, param by param, to the global
  * norm's square exactly as ot_grad_global_norm does. Only float32 gradients are
  * checked (the optimizer trains float32 params only). */
-static ot_status grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss, ot_error *err) {
+ot_status ot_train_grad_scan(ot_train_session *s, int i, int64_t *bad, double *ss, ot_error *err) {
     int v = s->ad.grads[i];
     double x;
     if (bad) *bad = -1;
@@ -186,6 +186,7 @@ static ot_status hot_build(ot_train_session *s, ot_error *err) {
 ot_status ot_train_after_step(void *user, ot_executor *ex, int step, ot_error *err) {
     (void)ex;
     ot_train_session *s = user;
+    if (s->g->fuse_update) return ot_train_fused_after_step(s, step, err);
     if (step > s->boundary || !sums_in_place(s)) return OT_OK;
     ot_status st;
     if (!s->hot_step && (st = hot_build(s, err))) return st;
@@ -236,11 +237,11 @@ static ot_status grads_sum_sq(ot_train_session *s, bool hot, double **ss, ot_err
 /* Gradient i checked and its sum of squares, from the one pass (all) when there was
  * one, else grad_scan's; a non-finite sum finds its first bad index. */
 static ot_status grad_checked(ot_train_session *s, int i, const double *all, int64_t *bad, double *ss, ot_error *err) {
-    if (!all) return grad_scan(s, i, bad, ss, err);
+    if (!all) return ot_train_grad_scan(s, i, bad, ss, err);
     *ss = all[i];
     *bad = -1;
     if (isfinite(all[i])) return OT_OK;
-    return grad_scan(s, i, bad, NULL, err);
+    return ot_train_grad_scan(s, i, bad, NULL, err);
 }
 
 /* ---- the hook between the backward pass and the optimizer ---------------------- */
@@ -292,6 +293,10 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     }
     int64_t K = s->o.accum;
     bool train = s->mode == MODE_TRAIN;
+    if (s->g->fuse_update) { /* no update has run: each gradient is checked before its own */
+        s->last_norm = NAN;
+        return train ? write_scalars(s, s->lr, 1.0, true, err) : OT_OK;
+    }
     bool last_micro = !train || ot_train_dist_last_micro(s);
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
     bool want_norm = train && (clip || s->o.record_grad_norm); /* for the update, or asked for the history */
@@ -330,7 +335,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
         for (int i = 0; want_norm && i < s->ad.n_params; i++) {
             double ss;
             if (all) ss = all[i];
-            else if ((st = grad_scan(s, i, NULL, &ss, err))) return st;
+            else if ((st = ot_train_grad_scan(s, i, NULL, &ss, err))) return st;
             total += ss;
         }
         free(all);
@@ -375,8 +380,9 @@ ot_status ot_train_check_update(ot_train_session *s, int step, const ot_node *no
 static ot_status check_updates(ot_train_session *s, ot_error *err) {
     const ot_plan *p = ot_executor_plan(s->ex);
     const ot_update_check *u = ot_executor_update_check(s->ex);
-    if (u->checked == p->n_steps - (s->boundary + 1) && !u->nonfinite) return OT_OK;
+    if (u->checked == s->n_opt_steps && !u->nonfinite) return OT_OK;
     for (int k = s->boundary + 1; k < p->n_steps; k++) {
+        if (s->g->nodes[p->order[k]].phase != OT_PHASE_OPTIMIZER) continue; /* fused: backward nodes between */
         ot_status st = ot_train_check_update(s, k, &s->g->nodes[p->order[k]], err);
         if (st) return st;
     }
@@ -387,7 +393,9 @@ ot_status ot_train_hook(void *user, ot_executor *ex, const ot_exec_boundary *b, 
     (void)ex;
     ot_train_session *s = user;
     if (b->step == s->boundary) return boundary(s, err); /* before the optimizer, or the end without one */
-    if (b->end && b->ended == OT_PHASE_OPTIMIZER && s->mode == MODE_TRAIN && !s->o.no_numerics_check &&
+    bool fused = s->g->fuse_update;
+    if (b->end && fused) ot_train_fused_norm(s);
+    if (b->end && (fused || b->ended == OT_PHASE_OPTIMIZER) && s->mode == MODE_TRAIN && !s->o.no_numerics_check &&
         ot_train_dist_last_micro(s))
         return check_updates(s, err);
     return OT_OK;
@@ -443,7 +451,11 @@ static ot_status scan_outputs(ot_train_session *s, int step, const ot_node *node
  * its node and phase; the optimizer never runs. */
 static ot_status diagnose(ot_train_session *s, ot_error *err) {
     const ot_plan *p = ot_executor_plan(s->ex);
-    for (int k = 0; k <= s->boundary; k++) {
+    /* fused (train_fuse.c: only when no update ran): the backward nodes lie among the
+     * updates, which are skipped */
+    int last = s->g->fuse_update ? p->n_steps - 1 : s->boundary;
+    for (int k = 0; k <= last; k++) {
+        if (s->g->nodes[p->order[k]].phase == OT_PHASE_OPTIMIZER) continue;
         ot_status st = ot_executor_run_steps(s->ex, k, 1, err);
         if (!st) st = scan_outputs(s, k, &s->g->nodes[p->order[k]], err);
         if (st) return st;
@@ -487,6 +499,9 @@ ot_status ot_train_feed(ot_train_session *s, const ot_dataset *d, const int64_t 
 /* One executor run in `mode`; on a non-finite loss/gradient re-runs it step by step
  * (diagnose) so that the error names the first node at fault. */
 ot_status ot_train_run_once(ot_train_session *s, int mode, uint64_t rng_step, ot_error *err) {
+    if (s->fused_partial)
+        return ot_fail(err, OT_E_USAGE, "this session's params were partly updated by a --fuse-update step that "
+                       "stopped at a non-finite gradient: start a new session from the model or the last checkpoint");
     s->mode = mode;
     s->nonfinite = false;
     s->norm_pending = false;

@@ -138,7 +138,8 @@ class Trainer:
       specs); threads, device ("cpu", "cuda:0"), seed, check_numerics; split_step (steps
       in two calls: backward() then optimizer_step(), as onnxtrain.training uses);
       chunked_loss ("off", "on", "auto", as --chunked-loss) and chunked_loss_rows;
-      precision ("fp32", "bf16", "fp16": mixed precision as --precision).
+      precision ("fp32", "bf16", "fp16": mixed precision as --precision); fuse_update (each update as soon as its gradient is
+      complete: the same bits, a lower peak; docs/training.md).
 
     The training graph is built for the first batch (prepare, step or eval); later
     training batches must have its shapes. Use as a context manager, or close().
@@ -149,7 +150,7 @@ class Trainer:
                  clip_grad_norm=0.0, schedule=None, warmup_steps=0, total_steps=0, accum=1, remat=None,
                  memory_budget=0, remat_time_limit=0.0, freeze=(), train=(), lora=0, lora_alpha=0.0,
                  lora_targets=(), lora_load=None, bind=(), threads=0, device=None, seed=0, check_numerics=True,
-                 split_step=False, chunked_loss=None, chunked_loss_rows=0, precision=None):
+                 split_step=False, chunked_loss=None, chunked_loss_rows=0, precision=None, fuse_update=False):
         if not isinstance(model, (str, bytes)) and not hasattr(model, "__fspath__"):
             raise TypeError("model: a %s, not a path" % type(model).__name__)
         o = ffi.new("onnxtrain_options *")
@@ -187,6 +188,7 @@ class Trainer:
             setattr(o, field, arr)
             setattr(o, "n_" + field, n)
         o.threads, o.seed, o.check_numerics = int(threads), int(seed), int(bool(check_numerics))
+        o.fuse_update = int(bool(fuse_update))
         out = ffi.new("onnxtrain_session **")
         path = model if isinstance(model, bytes) else str(model).encode()
         _check(lib.onnxtrain_session_open(path, o, out))

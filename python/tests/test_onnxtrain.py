@@ -83,6 +83,27 @@ def test_chunked_loss_bitwise_cli(tmp_path, data):
     assert e.value.code == 2 and "options.chunked_loss 'sometimes'" in e.value.message
 
 
+def test_fuse_update_bitwise(tmp_path, data):
+    """fuse_update=True: the tuned model's bytes and the losses of the unfused run, a lower
+    planned peak, and the gradients at the peak below the unfused ones."""
+    tok, lab = data
+    out, peaks, grads = {}, {}, {}
+    for fuse in (False, True):
+        with onnxtrain.Trainer(MODEL, remat="all", fuse_update=fuse, **OPTS) as t:
+            src = onnxtrain.batches({"tokens": tok, "labels": lab}, batch_size=16)
+            losses = ["%.9g" % x for x in t.fit(src[:3])]
+            p = t.plan()
+            peaks[fuse], grads[fuse] = p["peak_bytes"], p["at_peak"]["gradients"]
+            t.save(tmp_path / ("f%d.onnx" % fuse))
+            out[fuse] = (losses, (tmp_path / ("f%d.onnx" % fuse)).read_bytes())
+    assert out[True] == out[False]
+    assert peaks[True] < peaks[False] and grads[True] < grads[False]
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        with onnxtrain.Trainer(MODEL, fuse_update=True, clip_grad_norm=1.0, **OPTS) as t:
+            t.step({"tokens": tok[:16]}, lab[:16])
+    assert e.value.code == 2 and "--fuse-update with --clip-grad-norm" in e.value.message
+
+
 def test_eval_params_plan(data):
     tok, lab = data
     with onnxtrain.Trainer(MODEL, remat="sqrt", **OPTS) as t:
