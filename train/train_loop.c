@@ -295,7 +295,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     bool train = s->mode == MODE_TRAIN;
     if (s->g->fuse_update) { /* no update has run: each gradient is checked before its own */
         s->last_norm = NAN;
-        return train ? write_scalars(s, s->lr, 1.0, true, err) : OT_OK;
+        return train ? ot_train_write_scalars(s, s->lr, 1.0, true, err) : OT_OK;
     }
     bool last_micro = !train || ot_train_dist_last_micro(s);
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
