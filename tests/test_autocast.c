@@ -228,7 +228,10 @@ static void test_plan_shrinks(void **state) {
                       (double)(b.kept + b.transient) / (double)(f.kept + f.transient), (long long)f.peak,
                       (long long)b.peak);
         assert_true(b.kept + b.transient < f.kept + f.transient);
-        assert_int_equal(b.kept, h.kept); /* both low dtypes are two bytes */
+        /* fp16 shrinks too; not to bf16's bytes at the peak: the CPU's fp16 GEMM converts
+         * its operands in a planned workspace and bf16's does not, so the peaks fall at
+         * different steps, with different values live */
+        assert_true(h.kept + h.transient < f.kept + f.transient);
         assert_true(b.grads_f32 && h.grads_f32);
         /* remat plans in the real sizes too */
         planned bs = plan(m, OT_PRECISION_BF16, "selective", batch[i]);
