@@ -5,8 +5,8 @@
  * Transposes from the Split outputs it kept for them, while the optimum keeps the
  * Transposes and recomputes LayerNorm outputs: no exchange of one value gets there,
  * and the unclone moves tried only the costliest clones (GELU parts), never the cheap
- * Transpose (remat/auto_unclone.c). Before: 1.22-1.25x of the proven optimum at half
- * of the range and above; now within 1.05x.
+ * Transpose (remat/auto_unclone.c). Before: 1.22x of the proven optimum at 8/16 of the
+ * range (455,168 FLOPs) and 1.26x at 10/16 (237,568); now within 1.05x.
  *
  * The optima are what `--remat optimal` proves (gap 0, one round) in this setup: the
  * same session, ot_remat_optimal with a 10 s limit (about 4 s each; solved here they
