@@ -26,7 +26,7 @@
 
 /* True when recomputing saved value w under keep clones node p (w's chain reaches it). */
 bool ot_remat_chain_reaches(const ot_graph *g, const ot_remat_analysis *a, const bool *keep, int w, int p, int *stamp,
-                          int tag, int *stack) {
+                            int tag, int *stack) {
     int sp = 0;
     stack[sp++] = g->values[w].producer;
     stamp[g->values[w].producer] = tag;
@@ -46,8 +46,9 @@ bool ot_remat_chain_reaches(const ot_graph *g, const ot_remat_analysis *a, const
 /* One unclone move: keep every recomputed value whose chain clones p (a matmul three
  * Transposes share, say: no exchange of one value removes it), then recompute, one by
  * one, the kept values of best bytes per chain FLOP (cf) until the peak fits. */
-static ot_status unclone_one(ot_remat_search *s, bool *keep, const int *vars, int n, const double *cf, int p, int *stamp,
-                             int *tag, int *stack, bool *group, uint64_t *seen, int *n_seen, ot_error *err) {
+static ot_status unclone_one(ot_remat_search *s, bool *keep, const int *vars, int n, const double *cf, int p,
+                             int *stamp, int *tag, int *stack, bool *group, uint64_t *seen, int *n_seen,
+                             ot_error *err) {
     const ot_remat_analysis *a = s->a;
     memcpy(keep, s->best, (size_t)a->n_values * sizeof(bool));
     int n_kept = 0;
@@ -104,9 +105,11 @@ int ot_remat_costly_clones(const ot_remat_search *s, bool *cloned, int *stack, o
     return m;
 }
 
-ot_status ot_remat_unclone_search(ot_remat_search *s, bool *keep, const int *vars, int n, bool cheap_too, ot_error *err) {
+ot_status ot_remat_unclone_search(ot_remat_search *s, bool *keep, const int *vars, int n, bool cheap_too,
+                                  ot_error *err) {
     const ot_remat_analysis *a = s->a;
-    int *stamp = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int)), *stack = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
+    int *stamp = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int)),
+        *stack = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
     bool *cloned = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(bool)), *group = ot_xcalloc((size_t)n + 1, sizeof(bool));
     int *mstack = ot_xcalloc(ot_remat_stack_room(s->g, a), sizeof(int));
     double *cf = ot_xcalloc((size_t)n + 1, sizeof(double));
@@ -116,7 +119,8 @@ ot_status ot_remat_unclone_search(ot_remat_search *s, bool *keep, const int *var
     if (!stamp || !stack || !cloned || !group || !mstack || !cf || !top || !seen)
         st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d nodes", a->n_nodes);
     int tag = 0;
-    for (int i = 0; i < n && !st; i++) cf[i] = ot_remat_closure_flops(s->g, a, vars[i], stamp, ++tag, stack);
+    for (int i = 0; i < n && !st; i++)
+        cf[i] = ot_remat_closure_flops(s->g, a, vars[i], stamp, ++tag, stack);
     bool improved = s->have_best;
     for (int round = 0; round < 4 && improved && !st; round++) {
         improved = false;

@@ -38,13 +38,16 @@ static void test_auto_near_optimal(void **state) {
     int64_t least = 0;
     assert_int_equal(ot_remat_least_memory(s->g, &s->an, ot_remat_measure_planner, s->be, keep, &least, &err), OT_OK);
     /* budget at k/16 of the way from least to plain; the proven optimum; auto before */
-    static const struct { int k; double optimal, before; } rows[] = {{8, 373248, 455168}, {10, 188416, 237568}};
+    static const struct {
+        int k;
+        double optimal, before;
+    } rows[] = {{8, 373248, 455168}, {10, 188416, 237568}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         int64_t budget = least + (m0.peak - least) * rows[i].k / 16;
         ot_remat_auto_stats as = {0};
         assert_int_equal(ot_remat_auto(s->g, &s->an, budget, ot_remat_measure_planner, s->be, keep, &as, &err), OT_OK);
-        print_message("%d/16 (%lld bytes): auto %.0f, optimal %.0f, auto before %.0f\n", rows[i].k,
-                      (long long)budget, as.cost, rows[i].optimal, rows[i].before);
+        print_message("%d/16 (%lld bytes): auto %.0f, optimal %.0f, auto before %.0f\n", rows[i].k, (long long)budget,
+                      as.cost, rows[i].optimal, rows[i].before);
         assert_true(as.peak <= budget);
         assert_true(as.cost >= rows[i].optimal); /* the optimum is a lower bound */
         assert_true(as.cost <= 1.05 * rows[i].optimal);
