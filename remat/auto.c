@@ -17,7 +17,8 @@
  *      cost drops (first improvement, bounded planner runs);
  *   5. on graphs of up to 400 candidates, moves over every candidate, read by the
  *      backward pass or not, with repairs that make room (remat/auto_polish.c);
- *   6. on those graphs, steps 1-5 once more under a budget one byte below the plan's
+ *   6. unclone moves on every clone, cheap ones too (remat/auto_unclone.c), and flips;
+ *   7. on those graphs, steps 1-6 once more under a budget one byte below the plan's
  *      peak (ot_remat_auto), the cheaper plan kept.
  * When no seed fits, `all`'s own search (ot_remat_least_memory) is the last try, so
  * that every budget `all` meets, auto meets too.
@@ -533,115 +534,7 @@ ot_status ot_remat_search_swaps(search *s, bool *keep, const int *vars, int n, i
     return st;
 }
 
-/* Expensive clones an unclone pass tries, and the drops it may add to fit again. */
-#define UNCLONE_NODES 4
-#define UNCLONE_REPAIRS 8
-#define UNCLONE_TRIES 6
-
-/* True when recomputing saved value w under keep clones node p (w's chain reaches it). */
-bool ot_remat_chain_reaches(const ot_graph *g, const ot_remat_analysis *a, const bool *keep, int w, int p, int *stamp,
-                          int tag, int *stack) {
-    int sp = 0;
-    stack[sp++] = g->values[w].producer;
-    stamp[g->values[w].producer] = tag;
-    while (sp > 0) {
-        const ot_node *n = &g->nodes[stack[--sp]];
-        if (n->id == p) return true;
-        for (int i = 0; i < n->n_inputs; i++) {
-            int u = n->inputs[i], q = u >= 0 ? g->values[u].producer : -1;
-            if (u < 0 || !a->candidate[u] || keep[u] || stamp[q] == tag) continue;
-            stamp[q] = tag;
-            stack[sp++] = q;
-        }
-    }
-    return false;
-}
-
-/* One unclone move: keep every recomputed value whose chain clones p (a matmul three
- * Transposes share, say: no exchange of one value removes it), then recompute, one by
- * one, the kept values of best bytes per chain FLOP (cf) until the peak fits. */
-static ot_status unclone_one(search *s, bool *keep, const int *vars, int n, const double *cf, int p, int *stamp,
-                             int *tag, int *stack, bool *group, ot_error *err) {
-    const ot_remat_analysis *a = s->a;
-    memcpy(keep, s->best, (size_t)a->n_values * sizeof(bool));
-    int n_kept = 0;
-    for (int i = 0; i < n; i++) {
-        group[i] = !keep[vars[i]] && ot_remat_chain_reaches(s->g, a, s->best, vars[i], p, stamp, ++*tag, stack);
-        if (group[i]) keep[vars[i]] = true, n_kept++;
-    }
-    if (!n_kept) return OT_OK;
-    int64_t peak = 0;
-    ot_status st = ot_remat_search_try(s, keep, &peak, NULL, err);
-    /* Peaks are not monotone (a recomputed residual Add may raise it): each repair
-     * measures the UNCLONE_TRIES best-ranked drops and takes the lowest peak. */
-    ranked cand[UNCLONE_TRIES];
-    for (int r = 0; r < UNCLONE_REPAIRS && st == OT_OK && peak > s->budget; r++) {
-        int nc = 0;
-        for (int i = 0; i < n; i++) {
-            if (!keep[vars[i]] || group[i]) continue;
-            ranked c = {i, (double)ot_remat_value_bytes(s->g, vars[i]) / (1.0 + cf[i])};
-            int at = nc < UNCLONE_TRIES ? nc++ : UNCLONE_TRIES;
-            while (at > 0 && ot_remat_ranked_desc(&c, &cand[at - 1]) < 0) {
-                if (at < UNCLONE_TRIES) cand[at] = cand[at - 1];
-                at--;
-            }
-            if (at < UNCLONE_TRIES) cand[at] = c;
-        }
-        int pick = -1;
-        int64_t pick_peak = peak;
-        for (int k = 0; k < nc && st == OT_OK; k++) {
-            int64_t pk = 0;
-            keep[vars[cand[k].v]] = false;
-            st = ot_remat_search_try(s, keep, &pk, NULL, err);
-            keep[vars[cand[k].v]] = true;
-            if (pk < pick_peak) pick_peak = pk, pick = cand[k].v;
-        }
-        if (pick < 0) break; /* no drop lowers the peak */
-        keep[vars[pick]] = false;
-        peak = pick_peak;
-    }
-    return st;
-}
-
-int ot_remat_costly_clones(const search *s, bool *cloned, int *stack, ranked *top) {
-    const ot_remat_analysis *a = s->a;
-    memset(cloned, 0, (size_t)a->n_nodes * sizeof(bool));
-    ot_remat_mark_clones(s->g, a, s->best, cloned, stack);
-    int m = 0;
-    for (int id = 0; id < a->n_nodes; id++)
-        if (cloned[id] && a->node_flops[id] > 0.0) top[m++] = (ranked){id, a->node_flops[id]};
-    qsort(top, (size_t)m, sizeof(ranked), ot_remat_ranked_desc);
-    return m;
-}
-
-/* Unclone moves on the best plan's most expensive clones, again while one wins. */
-static ot_status unclone_search(search *s, bool *keep, const int *vars, int n, ot_error *err) {
-    const ot_remat_analysis *a = s->a;
-    int *stamp = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int)), *stack = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
-    bool *cloned = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(bool)), *group = ot_xcalloc((size_t)n + 1, sizeof(bool));
-    int *mstack = ot_xcalloc(ot_remat_stack_room(s->g, a), sizeof(int));
-    double *cf = ot_xcalloc((size_t)n + 1, sizeof(double));
-    ranked *top = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(ranked));
-    ot_status st = OT_OK;
-    if (!stamp || !stack || !cloned || !group || !mstack || !cf || !top)
-        st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d nodes", a->n_nodes);
-    int tag = 0;
-    for (int i = 0; i < n && !st; i++) cf[i] = ot_remat_closure_flops(s->g, a, vars[i], stamp, ++tag, stack);
-    bool improved = s->have_best;
-    for (int round = 0; round < 4 && improved && !st; round++) {
-        improved = false;
-        int m = ot_remat_costly_clones(s, cloned, mstack, top);
-        for (int k = 0; k < m && k < UNCLONE_NODES && !st && !improved; k++) {
-            double before = s->best_cost;
-            st = unclone_one(s, keep, vars, n, cf, top[k].v, stamp, &tag, stack, group, err);
-            improved = s->best_cost < before;
-        }
-    }
-    free(stamp), free(stack), free(cloned), free(group), free(mstack), free(cf), free(top);
-    return st;
-}
-
-/* Steps 1-5 of the file comment under budget: the plan into keep_out, stats filled. */
+/* Steps 1-6 of the file comment under budget: the plan into keep_out, stats filled. */
 static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
                              void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
     int nv = a->n_values;
@@ -709,7 +602,7 @@ static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t bu
     for (int round = 0; round < 4 && st == OT_OK && n <= OT_REMAT_SWAP_MAX_VARS; round++) {
         double before = s.best_cost;
         st = ot_remat_search_swaps(&s, keep, vars, n, ot_remat_eval_cap(n), false, err);
-        if (st == OT_OK) st = unclone_search(&s, keep, vars, n, err);
+        if (st == OT_OK) st = ot_remat_unclone_search(&s, keep, vars, n, false, err);
         if (st != OT_OK || s.best_cost >= before) break;
         memcpy(keep, s.best, (size_t)nv * sizeof(bool));
         st = ot_remat_search_flips(&s, keep, vars, n, ot_remat_eval_cap(n), err);
@@ -717,6 +610,16 @@ static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t bu
     if (st != OT_OK) goto fail;
     /* then the same and larger moves over every candidate (auto_polish.c) */
     if (st == OT_OK) st = ot_remat_auto_polish(&s, keep, vars, err);
+    /* last, unclone moves on cheap clones too, then flips, while they win: after the
+     * rest, so that every plan the steps before reach is reached as before */
+    n = ot_remat_search_vars(g, a, false, vars);
+    for (int round = 0; round < 4 && st == OT_OK && n <= OT_REMAT_SWAP_MAX_VARS; round++) {
+        double before = s.best_cost;
+        st = ot_remat_unclone_search(&s, keep, vars, n, true, err);
+        if (st != OT_OK || s.best_cost >= before) break;
+        memcpy(keep, s.best, (size_t)nv * sizeof(bool));
+        st = ot_remat_search_flips(&s, keep, vars, n, ot_remat_eval_cap(n), err);
+    }
     if (st != OT_OK) goto fail;
 done:
     memcpy(keep_out, s.best, (size_t)nv * sizeof(bool));

@@ -124,6 +124,13 @@ int ot_remat_eval_cap(int n_vars);
 bool ot_remat_chain_reaches(const ot_graph *g, const ot_remat_analysis *a, const bool *keep, int w, int p, int *stamp,
                             int tag, int *stack);
 
+/* Unclone rounds from the best plan (remat/auto_unclone.c): keep every recomputed
+ * value of vars (n of them) whose chain clones one node, then recompute kept values
+ * until the peak fits; the four costliest clones, or with cheap_too every clone that
+ * costs FLOPs (each group of values once per round). Again while a round wins. */
+ot_status ot_remat_unclone_search(ot_remat_search *s, bool *keep, const int *vars, int n, bool cheap_too,
+                                  ot_error *err);
+
 /* The nodes the best plan clones that cost FLOPs, costliest first, into top (node id
  * and FLOPs; a->n_nodes + 1 room). cloned (a->n_nodes) and stack
  * (ot_remat_stack_room) are scratch. Returns how many. */
