@@ -150,8 +150,6 @@ int ot_gb_dy_or_zeros(ot_grad_ctx *c, int dy, int fwd_value) {
 
 /* ---- driver ---------------------------------------------------------------- */
 
-/* The summed gradient of v (emitting one Sum over all contributions in the order
- * they were added), or -1 when none reached it. */
 /* When the last contribution is a GatherGrad's fresh scatter (an embedding's, whose
  * weight is tied to a head that contributed first), the GatherGrad is re-emitted with
  * the Sum of the others as its base and accumulates onto it: the planner hands it
@@ -181,6 +179,8 @@ static int gather_onto_base(ot_grad_ctx *c, int v) {
     return s;
 }
 
+/* The summed gradient of v (emitting one Sum over all contributions in the order
+ * they were added, or a GatherGrad onto the others), or -1 when none reached it. */
 static int finalize(ot_grad_ctx *c, int v) {
     if (v < 0 || v >= c->n_needs || c->n_contrib[v] == 0) return -1;
     if (c->n_contrib[v] == 1) return c->contrib[v][0];

@@ -100,7 +100,7 @@ static void test_gather_grad_onto_base(void **state) {
     int plain = add_node(g, OT_OP_GATHER_GRAD, 3, 1), onto = add_node(g, OT_OP_GATHER_GRAD, 4, 1);
     int sum = add_node(g, OT_OP_SUM, 2, 1);
     g->nodes[onto].inputs[3] = 0; /* present: the kernels read in[3] when the slot is used */
-    int64_t I = 3000, E = 300, V = 64; /* E > 256: more than one column chunk */
+    int64_t I = 3000, E = 300, V = 200; /* E > 256: two column chunks; V > 64: several row blocks */
     int64_t dyd[2] = {I, E}, idd[1] = {I}, xd[2] = {V, E};
     ot_tensor dy = rand_tensor(2, dyd, &rng), idx = out_tensor(OT_I64, 1, idd), data = out_tensor(OT_F32, 2, xd);
     ot_tensor base = rand_tensor(2, xd, &rng);

@@ -42,28 +42,45 @@ static ot_status gather_grad_onto_base(const ot_node *node, const ot_tensor *in,
     if (base->dtype != OT_F32 || ot_kernel_numel(base) != ot_kernel_numel(&out[0]))
         return ot_fail(err, OT_E_SHAPE, "node '%s' (GatherGrad): base must be float32 shaped like the output",
                        node->name);
-    int64_t *pos = (int64_t *)ctx->workspace + I, *tmp = pos + I; /* after keys */
-    for (int64_t i = 0; i < I; i++) pos[i] = i;
-    pos = stable_sort_by_key(pos, tmp, keys, I);
+    int64_t *pos = NULL;
+    if (I > 0) {
+        pos = (int64_t *)ctx->workspace + I; /* after keys */
+        for (int64_t i = 0; i < I; i++) pos[i] = i;
+        pos = stable_sort_by_key(pos, pos + I, keys, I);
+    }
     const float *g = in[0].data, *bs = base->data;
     float *dd = out[0].data; /* may be bs: each element is read before it is written */
-    enum { CHUNK = 256 };
-    int64_t nchunk = (inner + CHUNK - 1) / CHUNK, tasks = outer * nchunk;
+    /* Tasks = (outer row, block of destination rows): disjoint outputs, each row's
+     * sum in index order whatever the thread count. A block finds its first sorted
+     * position by binary search. */
+    enum { CHUNK = 256, ROWS = 64 };
+    int64_t nblk = (D + ROWS - 1) / ROWS, tasks = outer * nblk;
     int nt = ot_cpu_threads(ctx);
 #pragma omp parallel for schedule(static) num_threads(nt) if (outer * D * inner >= OT_CPU_PAR_MIN)
     for (int64_t t = 0; t < tasks; t++) {
-        int64_t o = t / nchunk, b0 = (t % nchunk) * CHUNK, b1 = b0 + CHUNK < inner ? b0 + CHUNK : inner;
+        int64_t o = t / nblk, j0 = (t % nblk) * ROWS, j1 = j0 + ROWS < D ? j0 + ROWS : D;
+        int64_t lo = 0, hi = I; /* first sorted position whose index is >= j0 */
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (keys[pos[mid]] < j0) lo = mid + 1;
+            else hi = mid;
+        }
         float acc[CHUNK];
-        int64_t p = 0; /* next sorted position */
-        for (int64_t j = 0; j < D; j++) {
+        for (int64_t j = j0, p = lo; j < j1; j++) {
+            int64_t q = p;
+            while (q < I && keys[pos[q]] == j) q++; /* [p, q): row j's positions, in index order */
             const float *src = bs + (o * D + j) * inner;
             float *dst = dd + (o * D + j) * inner;
-            for (int64_t b = b0; b < b1; b++) acc[b - b0] = 0.0f;
-            for (; p < I && keys[pos[p]] == j; p++) {
-                const float *row = g + (o * I + pos[p]) * inner;
-                for (int64_t b = b0; b < b1; b++) acc[b - b0] += row[b];
+            for (int64_t b0 = 0; b0 < inner; b0 += CHUNK) {
+                int64_t b1 = b0 + CHUNK < inner ? b0 + CHUNK : inner;
+                for (int64_t b = b0; b < b1; b++) acc[b - b0] = 0.0f;
+                for (int64_t r = p; r < q; r++) {
+                    const float *row = g + (o * I + pos[r]) * inner;
+                    for (int64_t b = b0; b < b1; b++) acc[b - b0] += row[b];
+                }
+                for (int64_t b = b0; b < b1; b++) dst[b] = src[b] + acc[b - b0];
             }
-            for (int64_t b = b0; b < b1; b++) dst[b] = src[b] + acc[b - b0];
+            p = q;
         }
     }
     return OT_OK;
@@ -81,7 +98,7 @@ OT_GRAD_KERNEL(ot_cpu_gather_grad) {
     bool onto_base = node->n_inputs > 3 && in[3].data;
     int64_t *keys = NULL; /* with base: the normalised indices, sorted on */
     if (onto_base) {
-        if (!ctx || !ctx->workspace || ctx->workspace_bytes < 3 * (size_t)I * sizeof(int64_t))
+        if (I > 0 && (!ctx || !ctx->workspace || ctx->workspace_bytes < 3 * (size_t)I * sizeof(int64_t)))
             return ot_fail(err, OT_E_INTERNAL, "node '%s' (GatherGrad): workspace missing", node->name);
         keys = ctx->workspace;
     }
