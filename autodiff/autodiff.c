@@ -150,12 +150,42 @@ int ot_gb_dy_or_zeros(ot_grad_ctx *c, int dy, int fwd_value) {
 
 /* ---- driver ---------------------------------------------------------------- */
 
+/* When the last contribution is a GatherGrad's fresh scatter (an embedding's, whose
+ * weight is tied to a head that contributed first), the GatherGrad is re-emitted with
+ * the Sum of the others as its base and accumulates onto it: the planner hands it
+ * base's block, so no second [V, D] buffer and no Sum. Sum adds left to right, so
+ * Sum(a, .., s) is Sum(a, ..) + s, which the GatherGrad's kernel computes bitwise (see
+ * kernels/cpu/grad_layout.c). Returns the gradient, or -1 when the pattern is absent. */
+static int gather_onto_base(ot_grad_ctx *c, int v) {
+    int n = c->n_contrib[v], s = c->contrib[v][n - 1];
+    ot_graph *g = c->g;
+    if (c->separate_scatter || s < 0) return -1;
+    const ot_value *sv = &g->values[s];
+    int id = sv->producer;
+    if (id < 0 || sv->n_consumers != 0 || sv->is_graph_output || sv->dtype != OT_F32) return -1;
+    const ot_node *gg = &g->nodes[id];
+    if (gg->op != OT_OP_GATHER_GRAD || gg->n_inputs != 3 || gg->n_outputs != 1) return -1;
+    for (int k = 0; k < n - 1; k++) {
+        ot_shape cs = ot_gb_shape(c, c->contrib[v][k]);
+        if (ot_gb_dtype(c, c->contrib[v][k]) != OT_F32 || !ot_shape_equal(&cs, &sv->shape)) return -1;
+    }
+    int base = n == 2 ? c->contrib[v][0] : ot_gb_op(c, OT_OP_SUM, c->contrib[v], n - 1, s);
+    if (base < 0) return -1;
+    int in[4] = {gg->inputs[0], gg->inputs[1], gg->inputs[2], base};
+    ot_graph_remove_node(g, id); /* s loses its producer; the new node takes it over */
+    int node = ot_gb_emit(c, OT_OP_GATHER_GRAD, in, 4, &s, 1);
+    if (node < 0) return -1;
+    ot_gb_copy_attrs(c, node, &g->nodes[id]);
+    return s;
+}
+
 /* The summed gradient of v (emitting one Sum over all contributions in the order
- * they were added), or -1 when none reached it. */
+ * they were added, or a GatherGrad onto the others), or -1 when none reached it. */
 static int finalize(ot_grad_ctx *c, int v) {
     if (v < 0 || v >= c->n_needs || c->n_contrib[v] == 0) return -1;
     if (c->n_contrib[v] == 1) return c->contrib[v][0];
-    int s = ot_gb_op(c, OT_OP_SUM, c->contrib[v], c->n_contrib[v], v);
+    int s = gather_onto_base(c, v);
+    if (s < 0) s = ot_gb_op(c, OT_OP_SUM, c->contrib[v], c->n_contrib[v], v);
     if (s < 0) return -1;
     c->contrib[v][0] = s;
     c->n_contrib[v] = 1;
@@ -433,7 +463,7 @@ ot_status ot_autodiff_build(ot_graph *g, const ot_autodiff_options *opt, ot_auto
     memset(res, 0, sizeof *res);
     res->seed_node = -1;
     int nv = g->n_values, nn = g->n_nodes, n_out = g->n_outputs;
-    ot_grad_ctx c = {.g = g, .err = err, .n_needs = nv};
+    ot_grad_ctx c = {.g = g, .err = err, .n_needs = nv, .separate_scatter = opt->separate_scatter};
     int *order = NULL;
     bool *reach = NULL;
     int loss = opt->loss_value;

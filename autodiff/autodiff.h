@@ -33,6 +33,9 @@ typedef struct ot_autodiff_options {
      * `onnxtrain grad` and the finite-difference tests. May be NULL / 0. */
     const int *wrt;
     int n_wrt;
+    /* Tests: sum a GatherGrad's scatter with a gradient's other contributions in a
+     * Sum, as before GatherGrad could accumulate onto them (same bits, more memory). */
+    bool separate_scatter;
 } ot_autodiff_options;
 
 typedef struct ot_autodiff_result {

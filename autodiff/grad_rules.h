@@ -23,6 +23,7 @@ typedef struct ot_grad_ctx {
     int **contrib;         /* per value: gradient contributions so far (value ids) */
     int *n_contrib, *cap_contrib;
     bool oom;
+    bool separate_scatter; /* ot_autodiff_options.separate_scatter */
 } ot_grad_ctx;
 
 /* New backward value (kind activation) with dtype and shape. */

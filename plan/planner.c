@@ -30,7 +30,8 @@ static const char *nname(const ot_node *nd) { return nd->name && *nd->name ? nd-
 
 /* ---- the state of one build ------------------------------------------------- */
 
-enum { STEP_VIEW = 1, STEP_OPTIMIZER = 2, STEP_INPLACE = 4, STEP_SUM = 8 }; /* step_flags bits (INPLACE: OT_T_INPLACE or OT_T_VIEW) */
+/* step_flags bits (INPLACE: OT_T_INPLACE or OT_T_VIEW; ONTO_LAST: in place on the last input, a GatherGrad's base) */
+enum { STEP_VIEW = 1, STEP_OPTIMIZER = 2, STEP_INPLACE = 4, STEP_SUM = 8, STEP_ONTO_LAST = 16 };
 
 /* A step's inputs and outputs, from the build's compact copy (build.io). */
 typedef struct step_io {
@@ -191,9 +192,11 @@ static ot_status build_init(build *b) {
 unsigned char ot_plan_node_flags(const ot_node *nd) {
     unsigned traits = ot_op_get(nd->op)->traits; /* one lookup: the schedule asks this of every node */
     bool is_opt = traits & OT_T_OPTIMIZER;
-    bool inplace = traits & (OT_T_INPLACE | OT_T_VIEW);
+    bool onto = nd->op == OT_OP_GATHER_GRAD && nd->n_inputs == 4 && nd->inputs[3] >= 0;
+    bool inplace = (traits & (OT_T_INPLACE | OT_T_VIEW)) || onto;
     return (unsigned char)((ot_plan_view_candidate(nd) ? STEP_VIEW : 0) | (is_opt ? STEP_OPTIMIZER : 0) |
-                           (inplace ? STEP_INPLACE : 0) | (nd->op == OT_OP_SUM ? STEP_SUM : 0));
+                           (inplace ? STEP_INPLACE : 0) | (nd->op == OT_OP_SUM ? STEP_SUM : 0) |
+                           (onto ? STEP_ONTO_LAST : 0));
 }
 
 /* What scan_steps reads of node id: from b->nodes when given, else from the node. */
@@ -583,16 +586,17 @@ static void place_pinned(build *b) {
  * writing out[i], but not another view of those bytes). */
 static bool try_inplace(build *b, int s, const step_io *io, int o) {
     ot_plan *p = b->p;
-    int i0 = io->n_in > 0 ? io->in[0] : -1;
+    int k0 = b->step_flags[s] & STEP_ONTO_LAST ? io->n_in - 1 : 0;
+    int i0 = io->n_in > 0 ? io->in[k0] : -1;
     if ((b->opt && b->opt->no_inplace) || i0 < 0 || i0 == o || !(b->step_flags[s] & STEP_INPLACE)) return false;
     int r = root_of(p, i0);
     ot_plan_value *po = &p->values[o], *pi = &p->values[i0], *pr = &p->values[r];
     if (pr->pinned || pr->offset < 0 || b->released[r] || pr->last_step != s || pi->nbytes != po->nbytes ||
         pr->nbytes != po->nbytes)
         return false;
-    for (int k = 1; k < io->n_in; k++) {
+    for (int k = 0; k < io->n_in; k++) {
         int v = io->in[k];
-        if (v >= 0 && v != i0 && root_of(p, v) == r) return false;
+        if (k != k0 && v >= 0 && v != i0 && root_of(p, v) == r) return false;
     }
     po->offset = pr->offset;
     po->inplace_of = r;
@@ -605,8 +609,8 @@ static bool try_inplace(build *b, int s, const step_io *io, int o) {
 
 /* A param gradient's first contribution: output o of the node at step s is written
  * straight into the pinned slot of the gradient that a later Sum makes from it (o is
- * that Sum's input 0 and read by nothing else, the sizes match), so the Sum adds
- * the other contributions in place and o costs no bytes of its own while the rest of
+ * that Sum's input 0, or a GatherGrad's base, and read by nothing else, the sizes
+ * match), so the Sum (or the GatherGrad) adds the other contributions in place and o costs no bytes of its own while the rest of
  * the backward pass runs (a tied embedding's head contribution waits from the loss
  * to the embedding's gradient). Nothing else reads or writes that slot before the
  * Sum defines the gradient. */
@@ -623,13 +627,16 @@ static bool try_slot(build *b, int s, int o) {
     if (c < 0 || c >= g->n_nodes || b->step_of[c] <= s) return false;
     int gr;
     if (t) {
-        int in0 = t->in_start[c + 1] - t->in_start[c] >= 2 ? t->in_val[t->in_start[c]] : -1;
+        int n_in = t->in_start[c + 1] - t->in_start[c];
+        bool onto = t->flags[c] & STEP_ONTO_LAST;
+        int in0 = n_in >= 2 ? t->in_val[t->in_start[c] + (onto ? n_in - 1 : 0)] : -1;
         gr = t->out_start[c + 1] > t->out_start[c] ? t->out_val[t->out_start[c]] : -1;
-        if (!(t->flags[c] & STEP_SUM) || in0 != o || gr < 0) return false;
+        if (!(t->flags[c] & (STEP_SUM | STEP_ONTO_LAST)) || in0 != o || gr < 0) return false;
     } else {
         const ot_node *sum = &g->nodes[c];
-        if (sum->op != OT_OP_SUM || sum->n_inputs < 2 || sum->inputs[0] != o || sum->n_outputs < 1 ||
-            sum->outputs[0] < 0)
+        bool onto = ot_plan_node_flags(sum) & STEP_ONTO_LAST;
+        if ((sum->op != OT_OP_SUM && !onto) || sum->n_inputs < 2 || sum->inputs[onto ? sum->n_inputs - 1 : 0] != o ||
+            sum->n_outputs < 1 || sum->outputs[0] < 0)
             return false;
         gr = sum->outputs[0];
     }

@@ -47,13 +47,16 @@
  * the block (of the value and of every alias of it), both have the same byte size,
  * and no other input of the node is a different alias of that block. Kernels of such
  * ops must therefore accept out->data == in[0].data. inplace_of names the block's
- * owner (the base when input 0 is an alias).
+ * owner (the base when input 0 is an alias). A GatherGrad with a base (input 3: a
+ * tied weight's other gradient contribution, which it accumulates onto) takes over
+ * that input's block by the same rules instead of input 0's.
  *
  * Gradient slots: when a param's gradient is the Sum of several contributions and
- * the first (the Sum's input 0, read by nothing else, of the gradient's size) is
- * made before the others, it is written straight into the gradient's pinned slot
- * (slot_of; its offset is the slot's, it adds no bytes to any category, the timeline
- * or the peak) and the Sum adds the rest in place (Sum accepts out == in[0]). A tied
+ * the first (the Sum's input 0, or a GatherGrad's base, read by nothing else, of the
+ * gradient's size) is made before the others, it is written straight into the
+ * gradient's pinned slot (slot_of; its offset is the slot's, it adds no bytes to any
+ * category, the timeline or the peak) and the Sum (the GatherGrad) adds the rest in
+ * place (Sum accepts out == in[0], GatherGrad out == base). A tied
  * embedding's head contribution, made at the loss, then waits in the slot instead
  * of in a transient block until the embedding's own contribution at the end of the
  * backward pass. Off with ot_plan_options.no_inplace.

@@ -882,7 +882,8 @@ static void test_host_broadcast_ops(void **state) {
 }
 
 /* The strided copies of Transpose, Concat, Split, Slice and SliceGrad, and Gather /
- * GatherGrad: the index arithmetic the GPU runs, against the CPU kernels. */
+ * GatherGrad (also onto a base): the index arithmetic the GPU runs, against the CPU
+ * kernels, bit for bit. */
 static void test_host_layout(void **state) {
     (void)state;
     tc_pool p = {0};
@@ -948,6 +949,15 @@ static void test_host_layout(void **state) {
         ot_tensor ggout[1] = {tc_out(OT_F32, 3, 5, 5, 3)};
         assert_int_equal(hm_compare("GatherGrad", &gg, ggin, ggout), OT_OK);
         tk_node_free(&gg);
+        /* onto a base (a tied weight's other contribution), -0 in it and in dY */
+        ot_node gb = tk_node(OT_OP_GATHER_GRAD, 4, 1);
+        ot_node_set_attr_int(&gb, "axis", axis);
+        ot_tensor base = tc_rand(&p, 20, -1, 1, 3, 5, 5, 3);
+        for (int64_t e = 0; e < 75; e += 4) ((float *)base.data)[e] = -0.0f;
+        for (int64_t e = 0; e < 90; e += 9) ((float *)dy.data)[e] = -0.0f;
+        ot_tensor gbin[4] = {dy, gin[1], gin[0], base};
+        assert_int_equal(hm_compare("GatherGrad onto base", &gb, gbin, ggout), OT_OK);
+        tk_node_free(&gb);
     }
     int32_t i32[4] = {1, -1, 0, 1};
     ot_node g32 = tk_node(OT_OP_GATHER, 2, 1);

@@ -90,6 +90,48 @@ static void test_gather_grad(void **state) {
     ot_graph_free(g);
 }
 
+/* GatherGrad onto a base gives Sum(base, GatherGrad) bit for bit: untouched rows are
+ * base + 0 (a -0 becomes +0, as the Sum made it), repeated indices sum first in index
+ * order; out of place, in place (out == base) and on 1 and 4 threads. */
+static void test_gather_grad_onto_base(void **state) {
+    (void)state;
+    ot_graph *g = gc_graph();
+    uint32_t rng = 11;
+    int plain = add_node(g, OT_OP_GATHER_GRAD, 3, 1), onto = add_node(g, OT_OP_GATHER_GRAD, 4, 1);
+    int sum = add_node(g, OT_OP_SUM, 2, 1);
+    g->nodes[onto].inputs[3] = 0; /* present: the kernels read in[3] when the slot is used */
+    int64_t I = 3000, E = 300, V = 200; /* E > 256: two column chunks; V > 64: several row blocks */
+    int64_t dyd[2] = {I, E}, idd[1] = {I}, xd[2] = {V, E};
+    ot_tensor dy = rand_tensor(2, dyd, &rng), idx = out_tensor(OT_I64, 1, idd), data = out_tensor(OT_F32, 2, xd);
+    ot_tensor base = rand_tensor(2, xd, &rng);
+    float *b = base.data, *d = dy.data;
+    int64_t *ix = idx.data;
+    for (int64_t i = 0; i < I; i++) ix[i] = (int64_t)(gc_rand(&rng) * (float)(V - 3)) - (i % 5 == 0 ? V : 0);
+    for (int64_t e = 0; e < V * E; e += 7) b[e] = -0.0f; /* in touched and untouched rows */
+    for (int64_t e = 0; e < I * E; e += 11) d[e] = -0.0f;
+    ot_tensor scat[1] = {out_tensor(OT_F32, 2, xd)}, ref[1] = {out_tensor(OT_F32, 2, xd)};
+    ot_tensor pin[3] = {dy, idx, data};
+    same_on_threads(&g->nodes[plain], pin, scat);
+    ot_tensor sin[2] = {base, scat[0]};
+    same_on_threads(&g->nodes[sum], sin, ref);
+    ot_tensor oin[4] = {dy, idx, data, base}, got[1] = {out_tensor(OT_F32, 2, xd)};
+    same_on_threads(&g->nodes[onto], oin, got);
+    assert_memory_equal(ref[0].data, got[0].data, got[0].nbytes);
+    /* in place: the output is base's buffer */
+    size_t ws = ot_cpu_workspace_bytes(&g->nodes[onto], oin, got);
+    assert_true(ws >= 3 * (size_t)I * sizeof(int64_t));
+    void *w = malloc(ws);
+    ot_kernel_ctx ctx = {.n_threads = 4, .workspace = w, .workspace_bytes = ws};
+    ot_error err = {0};
+    ot_tensor inplace[1] = {base};
+    assert_int_equal(ot_cpu_run_node(&g->nodes[onto], oin, inplace, &ctx, &err), OT_OK);
+    assert_memory_equal(ref[0].data, base.data, base.nbytes);
+    free(w);
+    free(dy.data), free(idx.data), free(data.data), free(base.data);
+    free(scat[0].data), free(ref[0].data), free(got[0].data);
+    ot_graph_free(g);
+}
+
 static void test_reduce_expand_like(void **state) {
     (void)state;
     ot_graph *g = gc_graph();
@@ -262,6 +304,7 @@ static void test_max_pool_grad_ties_pads(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gather_grad),
+        cmocka_unit_test(test_gather_grad_onto_base),
         cmocka_unit_test(test_reduce_expand_like),
         cmocka_unit_test(test_threads_conv_norm_pool),
         cmocka_unit_test(test_clip_grad_bounds),

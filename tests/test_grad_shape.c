@@ -110,6 +110,43 @@ static void test_gather(void **state) {
     }
 }
 
+/* A tied table: X is gathered and also read by other ops, whose contributions come
+ * first, so autodiff has the GatherGrad accumulate onto their sum (its base input)
+ * instead of summing a separate scatter. Finite differences check the extended op,
+ * with one other contribution (the base is it) and with two (the base is their Sum). */
+static void test_gather_tied(void **state) {
+    (void)state;
+    for (int others = 1; others <= 2; others++) {
+        ot_graph *g = gc_graph();
+        uint32_t rng = 88;
+        int64_t xd[2] = {4, 5}, idd[2] = {2, 3};
+        int64_t idx[6] = {1, 3, 1, -1, 0, 1}; /* row 2 untouched, row 1 three times */
+        int x = gc_param(g, "X", 2, xd, &rng, -1, 1, false);
+        int i = gc_const(g, "idx", OT_I64, 2, idd, idx);
+        int64_t yd[3] = {2, 3, 5};
+        int y = gc_val(g, "Y", OT_F32, 3, yd), z = gc_val(g, "Z", OT_F32, 2, xd), w = gc_val(g, "W", OT_F32, 2, xd);
+        int in[2] = {x, i};
+        gc_op(g, OT_OP_GATHER, in, 2, &y, 1); /* first: its gradient rule runs last */
+        gc_op(g, OT_OP_TANH, &x, 1, &z, 1);
+        if (others == 2) gc_op(g, OT_OP_SIGMOID, &x, 1, &w, 1);
+        int ys[3] = {y, z, w};
+        assert_int_equal(gc_check(g, ys, others + 1, NULL), 0);
+        int onto = 0, summed_scatter = 0;
+        for (int n = 0; n < g->n_nodes; n++) {
+            const ot_node *nd = &g->nodes[n];
+            if (nd->removed) continue;
+            if (nd->op == OT_OP_GATHER_GRAD && nd->n_inputs == 4 && nd->inputs[3] >= 0) onto++;
+            for (int k = 0; nd->op == OT_OP_SUM && k < nd->n_inputs; k++) {
+                int p = g->values[nd->inputs[k]].producer;
+                if (p >= 0 && g->nodes[p].op == OT_OP_GATHER_GRAD) summed_scatter++;
+            }
+        }
+        assert_int_equal(onto, 1);
+        assert_int_equal(summed_scatter, 0);
+        ot_graph_free(g);
+    }
+}
+
 static void test_expand(void **state) {
     (void)state;
     ot_graph *g = gc_graph();
@@ -184,7 +221,8 @@ static void test_dropout(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_views),   cmocka_unit_test(test_transpose), cmocka_unit_test(test_concat_split),
-        cmocka_unit_test(test_slice),   cmocka_unit_test(test_gather),    cmocka_unit_test(test_expand),
+        cmocka_unit_test(test_slice),   cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_gather_tied),    cmocka_unit_test(test_expand),
         cmocka_unit_test(test_reduce),  cmocka_unit_test(test_dropout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -444,7 +444,8 @@ static ot_status build_backward(ot_train_session *s, ot_error *err) {
                               .freeze = s->o.freeze,
                               .n_freeze = s->o.n_freeze,
                               .train = s->lora.n ? s->lora_train : s->o.train,
-                              .n_train = s->o.n_train + (s->lora.n ? 1 : 0)};
+                              .n_train = s->o.n_train + (s->lora.n ? 1 : 0),
+                              .separate_scatter = s->o.separate_scatter};
     ot_status st = ot_autodiff_build(s->g, &ao, &s->ad, err);
     if (st) return st;
     s->ad_built = true;

@@ -98,6 +98,10 @@ typedef struct ot_train_options {
      * updated (docs/training.md, "Fused updates"). Refused with clip_grad_norm, accum
      * above 1 and dist (OT_E_USAGE: each needs every gradient before any update). */
     bool fuse_update;
+    /* Tests: keep a tied embedding's scatter gradient in its own buffer, summed with
+     * the head's contribution (ot_autodiff_options.separate_scatter): the graph before
+     * GatherGrad accumulated onto the head's, the same bits at a higher peak. */
+    bool separate_scatter;
     /* --lora: adapters on the weights autodiff/lora.h picks, only they train
      * (train/lora_session.c); rank 0: none */
     ot_lora_options lora;

@@ -43,6 +43,7 @@ size_t ot_cpu_conv_grad_workspace(const ot_node *node, const ot_tensor *in, cons
 OT_GRAD_KERNEL(ot_cpu_pool_grad);
 /* grad_layout.c: GatherGrad, SliceGrad */
 OT_GRAD_KERNEL(ot_cpu_gather_grad);
+size_t ot_cpu_gather_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out); /* with base */
 OT_GRAD_KERNEL(ot_cpu_slice_grad);
 /* cpu_pointwise_math.c: AbsGrad, HardSigmoidGrad, HardSwishGrad, MishGrad; ModGrad;
  * MaxGrad, MinGrad */

@@ -1,6 +1,7 @@
 /* cuda_layout.cu — data movement on the GPU, the counterparts of cpu_shape_ops.c
  * (Transpose, Concat, Split, Slice, Gather) and grad_layout.c (SliceGrad,
- * GatherGrad). Everything but Gather is one strided copy: iterate a shape, read at
+ * GatherGrad, also onto a base). Everything but Gather is one strided copy: iterate
+ * a shape, read at
  * src_base + sum(c_d * src_stride_d), write at dst_base + sum(c_d * dst_stride_d);
  * the host works out bases and strides with the CPU kernels' rules. Elements move
  * by size (1, 2, 4 or 8 bytes), so every dtype and bit pattern survives. */
@@ -334,6 +335,44 @@ struct gather_grad_op {
     }
 };
 
+/* GatherGrad with base (kernels/cpu/grad_layout.c says why: the bits of
+ * Sum(base, scatter)). Two steps, no workspace: dd = base + 0 everywhere (an
+ * untouched row's value; in place when dd is base), then one thread per (outer row,
+ * first position of each distinct index, inner column) sums that index's dY rows in
+ * index order from +0 and adds the sum to dd once. (base + 0) + s is base + s
+ * bitwise: they differ only for base = -0, where s would have to be -0 too, and a sum
+ * started from +0 never is. Cost O(n_idx^2 * inner) per outer row for the scan. */
+struct add_zero_op {
+    const float *src;
+    float *dst;
+    __host__ __device__ void operator()(int64_t i) const { dst[i] = src[i] + 0.0f; }
+};
+
+struct gather_grad_onto_op {
+    const float *g;
+    const void *idx;
+    int i64;
+    float *dd;
+    int64_t n_idx, D, inner;
+    __host__ __device__ void operator()(int64_t t) const {
+        int64_t b = t % inner, k = t / inner, i = k % n_idx, o = k / n_idx;
+        int64_t j = load_index(idx, i64, i);
+        if (j < 0) j += D;
+        if (j < 0 || j >= D) return;
+        for (int64_t e = 0; e < i; e++) { /* only the first position of index j sums */
+            int64_t je = load_index(idx, i64, e);
+            if ((je < 0 ? je + D : je) == j) return;
+        }
+        float acc = 0.0f;
+        for (int64_t e = i; e < n_idx; e++) {
+            int64_t je = load_index(idx, i64, e);
+            if ((je < 0 ? je + D : je) == j) acc += g[(o * n_idx + e) * inner + b];
+        }
+        float *d = dd + (o * D + j) * inner + b;
+        *d = *d + acc;
+    }
+};
+
 OT_CUDA_LAUNCHER(ot_cuda_gather_grad) {
     (void)ctx;
     const ot_tensor *dy = &in[0], *idx = &in[1];
@@ -346,6 +385,15 @@ OT_CUDA_LAUNCHER(ot_cuda_gather_grad) {
     int64_t outer = gg.outer, inner = gg.inner, D = gg.n_axis, I = gg.n_idx;
     int64_t n = ot_kernel_numel(&out[0]);
     if (n == 0) return OT_OK;
+    if (node->n_inputs > 3 && in[3].data) {
+        if (in[3].dtype != OT_F32 || ot_kernel_numel(&in[3]) != n) return bad(node, "base must be float32 like dData", err);
+        ot_status st = ot_cu_map(cx, add_zero_op{(const float *)in[3].data, (float *)out[0].data}, n, err);
+        if (st || I == 0) return st;
+        return ot_cu_map(cx,
+                         gather_grad_onto_op{(const float *)dy->data, idx->data, idx->dtype == OT_I64,
+                                             (float *)out[0].data, I, D, inner},
+                         outer * I * inner, err);
+    }
     ot_status st = ot_cu_zero(cx, out[0].data, (size_t)n * sizeof(float), err);
     if (st) return st;
     return ot_cu_map(
