@@ -171,6 +171,12 @@ ot_status ot_shape_infer(ot_graph *g, ot_error *err) {
             dt[o] = OT_UNDEFINED;
             sh[o] = ot_shape_unknown();
         }
+        /* attributes the kernels refuse (Celu's alpha 0, ...) refused here too, so that
+         * `info` says what `train` would (check_bad_ops.py) */
+        ot_op_params scratch;
+        const ot_op_params *pp = NULL;
+        st = ot_node_params(n, &scratch, &pp, err);
+        if (st) goto fail;
         st = ot_shape_rule(&c, n, dt, sh);
         if (st) goto fail;
         for (int o = 0; o < n->n_outputs; o++) {

@@ -1,6 +1,7 @@
 /* shape_rules_ops4.c — shape rules of ops batch 4 (issue 26): Einsum and EinsumGrad,
  * TopK, OneHot, Size, and the recurrent ops RNN, GRU, LSTM and RnnGrad. Declared in
  * shape_internal.h; the table is shape_rules.c's. */
+#include <stdio.h>
 #include <string.h>
 
 #include "ir/einsum.h"
@@ -214,6 +215,24 @@ ot_status ot_shape_rule_rnn(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_
     const char *dir = ot_node_attr_string(n, "direction", "forward");
     int64_t D = !strcmp(dir, "bidirectional") ? 2 : (!strcmp(dir, "forward") || !strcmp(dir, "reverse")) ? 1 : 0;
     if (!D) return ot_shape_fail_model(c, n, "direction '%s' (forward, reverse or bidirectional)", dir);
+    /* what the kernels refuse (kernels/rnn_geometry.c), refused at import: info agrees */
+    ot_op_params scratch;
+    const ot_op_params *pp = NULL;
+    ot_status pst = ot_node_params(n, &scratch, &pp, c->err);
+    if (pst) return pst;
+    const ot_attr *acts = ot_node_attr(n, "activations");
+    if (pp->u.rnn.bad_activations && acts && acts->type == OT_ATTR_STRINGS) {
+        char list[160] = "";
+        for (int k = 0; k < acts->n; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", acts->strings[k]);
+        return ot_fail(c->err, OT_E_UNSUPPORTED,
+                       "node '%s' (%s): activations [%s] are not supported (ONNX's defaults only: RNN Tanh or Relu; "
+                       "GRU Sigmoid, Tanh; LSTM Sigmoid, Tanh, Tanh)",
+                       ot_shape_node_label(n), n->op_type, list);
+    }
+    if (pp->u.rnn.has_clip || pp->u.rnn.input_forget)
+        return ot_fail(c->err, OT_E_UNSUPPORTED, "node '%s' (%s): %s is not supported", ot_shape_node_label(n),
+                       n->op_type, pp->u.rnn.has_clip ? "the clip attribute" : "input_forget = 1");
     int64_t hs = ot_node_attr_int(n, "hidden_size", -1), layout = ot_node_attr_int(n, "layout", 0);
     if (layout != 0 && layout != 1) return ot_shape_fail_model(c, n, "layout %lld (0 or 1)", (long long)layout);
     if (!x || !r || x->shape.rank < 0 || r->shape.rank < 0) return OT_OK;

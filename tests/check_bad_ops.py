@@ -122,6 +122,17 @@ def cases():
                        helper.make_node(op, ["x", "W", "R", "", "sl"], ["y"], name="rnn", hidden_size=H),
                        (T, N, I), inits=[w, r], extra_inputs=[("sl", TensorProto.INT32, [N + 1])],
                        data={"sl": np.array([1] * (N + 1), np.int32)}, words="sequence_lens"))
+    for op in ("LSTM", "GRU"):
+        gates = 4 if op == "LSTM" else 3
+        c.append(unary(f"{op.lower()}_activation_unknown", "rnn",
+                       helper.make_node(op, ["x", "W", "R"], ["y"], name="rnn", hidden_size=5,
+                                        activations=["Sigmoid", "Bogus"] + (["Tanh"] if op == "LSTM" else [])),
+                       (3, 2, 4), inits=[init("W", rnd(1, gates * 5, 4)), init("R", rnd(1, gates * 5, 5))],
+                       words="Bogus"))
+        c.append(unary(f"{op.lower()}_direction", "rnn",
+                       helper.make_node(op, ["x", "W", "R"], ["y"], name="rnn", hidden_size=5, direction="sideways"),
+                       (3, 2, 4), inits=[init("W", rnd(1, gates * 5, 4)), init("R", rnd(1, gates * 5, 5))],
+                       words="direction"))
     # ---- ConvTranspose -----------------------------------------------------------
     wct = init("W", rnd(2, 3, 3, 3))
     for tag, attrs, words in (("kernel_mismatch", dict(kernel_shape=[5, 5]), "kernel"),
@@ -131,6 +142,11 @@ def cases():
                               ("output_shape_unreachable", dict(strides=[2, 2], output_shape=[20, 20]), "output"),
                               ("groups", dict(group=3), "group"),
                               ("stride_zero", dict(strides=[0, 1]), "stride")):
+        c.append(unary(f"convt_{tag}", "ct", helper.make_node("ConvTranspose", ["x", "W"], ["y"], name="ct", **attrs),
+                       (1, 2, 4, 4), inits=[wct], words=words))
+    for tag, attrs, words in (("dilation_zero", dict(dilations=[0, 1]), "dilation"),
+                              ("pads_negative", dict(pads=[-1, 0, 0, 0]), "pad"),
+                              ("kernel_rank", dict(kernel_shape=[3]), "kernel")):
         c.append(unary(f"convt_{tag}", "ct", helper.make_node("ConvTranspose", ["x", "W"], ["y"], name="ct", **attrs),
                        (1, 2, 4, 4), inits=[wct], words=words))
     c.append(unary("convt_channels", "ct", helper.make_node("ConvTranspose", ["x", "W"], ["y"], name="ct"),
@@ -195,6 +211,9 @@ def cases():
                    helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], name="in"),
                    (2, 6, 3), inits=[init("s", np.ones(5, np.float32)), init("b", np.zeros(6, np.float32))],
                    words="scale"))
+    # ---- activations with a parameter that divides ----------------------------
+    c.append(unary("celu_alpha_zero", "ce", helper.make_node("Celu", ["x"], ["y"], name="ce", alpha=0.0), (2, 3),
+                   words="alpha"))
     # ---- PRelu -------------------------------------------------------------------
     c.append(unary("prelu_slope", "pr", helper.make_node("PRelu", ["x", "sl"], ["y"], name="pr"), (2, 6, 3),
                    inits=[init("sl", np.ones(5, np.float32))], words="broadcast"))

@@ -59,7 +59,7 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_xfmr.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_xfmr_tmp)
   set_tests_properties(check_xfmr PROPERTIES TIMEOUT 120)
-  # Issue 26: bad input to every new op (info, grad, eval on 75 small bad models)
+  # Issue 26: bad input to every new op (info, grad, eval on 83 small bad models)
   add_test(NAME check_bad_ops
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_bad_ops.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_bad_ops_tmp)
