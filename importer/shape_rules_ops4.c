@@ -205,21 +205,13 @@ static ot_status rnn_check_dims(ot_shape_ctx *c, const ot_node *n, int64_t D, in
     return OT_OK;
 }
 
-/* RNN, GRU, LSTM: Y [T, D, B, H] (layout 1: [B, T, D, H]); Y_h and Y_c [D, B, H]
- * (layout 1: [B, D, H]); H from R's last dim (hidden_size must agree), D from the
- * direction. */
-ot_status ot_shape_rule_rnn(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
-    const ot_value *x = ot_shape_input(c, n, 0), *r = ot_shape_input(c, n, 2);
-    for (int o = 0; o < n->n_outputs; o++)
-        dt[o] = x ? x->dtype : OT_UNDEFINED;
-    const char *dir = ot_node_attr_string(n, "direction", "forward");
-    int64_t D = !strcmp(dir, "bidirectional") ? 2 : (!strcmp(dir, "forward") || !strcmp(dir, "reverse")) ? 1 : 0;
-    if (!D) return ot_shape_fail_model(c, n, "direction '%s' (forward, reverse or bidirectional)", dir);
-    /* what the kernels refuse (kernels/rnn_geometry.c), refused at import: info agrees */
+/* What the kernels refuse (kernels/rnn_geometry.c), refused at import so that info
+ * agrees; called after the shape checks, whose messages are the more specific. */
+static ot_status rnn_check_supported(ot_shape_ctx *c, const ot_node *n) {
     ot_op_params scratch;
     const ot_op_params *pp = NULL;
-    ot_status pst = ot_node_params(n, &scratch, &pp, c->err);
-    if (pst) return pst;
+    ot_status st = ot_node_params(n, &scratch, &pp, c->err);
+    if (st) return st;
     const ot_attr *acts = ot_node_attr(n, "activations");
     if (pp->u.rnn.bad_activations && acts && acts->type == OT_ATTR_STRINGS) {
         char list[160] = "";
@@ -233,6 +225,19 @@ ot_status ot_shape_rule_rnn(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_
     if (pp->u.rnn.has_clip || pp->u.rnn.input_forget)
         return ot_fail(c->err, OT_E_UNSUPPORTED, "node '%s' (%s): %s is not supported", ot_shape_node_label(n),
                        n->op_type, pp->u.rnn.has_clip ? "the clip attribute" : "input_forget = 1");
+    return OT_OK;
+}
+
+/* RNN, GRU, LSTM: Y [T, D, B, H] (layout 1: [B, T, D, H]); Y_h and Y_c [D, B, H]
+ * (layout 1: [B, D, H]); H from R's last dim (hidden_size must agree), D from the
+ * direction. */
+ot_status ot_shape_rule_rnn(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_shape *sh) {
+    const ot_value *x = ot_shape_input(c, n, 0), *r = ot_shape_input(c, n, 2);
+    for (int o = 0; o < n->n_outputs; o++)
+        dt[o] = x ? x->dtype : OT_UNDEFINED;
+    const char *dir = ot_node_attr_string(n, "direction", "forward");
+    int64_t D = !strcmp(dir, "bidirectional") ? 2 : (!strcmp(dir, "forward") || !strcmp(dir, "reverse")) ? 1 : 0;
+    if (!D) return ot_shape_fail_model(c, n, "direction '%s' (forward, reverse or bidirectional)", dir);
     int64_t hs = ot_node_attr_int(n, "hidden_size", -1), layout = ot_node_attr_int(n, "layout", 0);
     if (layout != 0 && layout != 1) return ot_shape_fail_model(c, n, "layout %lld (0 or 1)", (long long)layout);
     if (!x || !r || x->shape.rank < 0 || r->shape.rank < 0) return OT_OK;
@@ -255,6 +260,7 @@ ot_status ot_shape_rule_rnn(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_
     int ti = layout ? 1 : 0, bi = layout ? 0 : 1;
     int64_t T = x->shape.dim[ti], B = x->shape.dim[bi];
     ot_status st = rnn_check_dims(c, n, D, x->shape.dim[2], H >= 0 ? GH : -1, B);
+    if (st == OT_OK) st = rnn_check_supported(c, n);
     if (st != OT_OK) return st;
     int32_t ts = x->shape.sym[ti], bs = x->shape.sym[bi];
     if (n->n_outputs > 0) {
