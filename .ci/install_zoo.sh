@@ -18,4 +18,9 @@ mkdir -p "$(dirname "$VENV")"
 # still run on 1.13; psutil and pyyaml have no requirements; safetensors and huggingface_hub
 # come with transformers.
 "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps 'peft==0.10.0' 'accelerate==0.28.0' psutil pyyaml
-"$VENV/bin/python" -c "import torch, torchvision, transformers, peft; print('zoo venv', '$VENV:', 'torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"
+# diffusers for the zoo's UNet2DModel (issue 26). --no-deps for the same reason: 0.30.3
+# runs UNet2DModel on torch 1.13 (0.27.2 still imports huggingface_hub's removed
+# cached_download); importlib_metadata (and zipp) is its one requirement that
+# transformers does not bring.
+"$VENV/bin/pip" install -q --disable-pip-version-check --no-deps 'diffusers==0.30.3' importlib_metadata zipp
+"$VENV/bin/python" -c "import torch, torchvision, transformers, peft, diffusers; print('zoo venv', '$VENV:', 'torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'diffusers', diffusers.__version__)"

@@ -173,6 +173,13 @@ ot_status ot_shape_infer(ot_graph *g, ot_error *err) {
         }
         st = ot_shape_rule(&c, n, dt, sh);
         if (st) goto fail;
+        /* attributes the kernels refuse (Celu's alpha 0, ...) refused here too, so that
+         * `info` says what `train` would (check_bad_ops.py); after the rule, whose
+         * messages about shapes and axes are the more specific */
+        ot_op_params scratch;
+        const ot_op_params *pp = NULL;
+        st = ot_node_params(n, &scratch, &pp, err);
+        if (st) goto fail;
         for (int o = 0; o < n->n_outputs; o++) {
             if (n->outputs[o] < 0) continue;
             st = merge_output(&c, n, n->outputs[o], dt[o], &sh[o]);

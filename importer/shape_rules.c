@@ -366,6 +366,7 @@ static ot_status rule_reduce(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot
         int a2;
         ot_status st = ot_shape_axis(c, n, ax, X.rank, false, &X, &a2);
         if (st) return st;
+        if (red[a2]) return ot_shape_fail_model(c, n, "axis %lld repeated in axes", (long long)ax);
         red[a2] = true;
     }
     ot_shape o = ot_shape_make(0, NULL);

@@ -1,6 +1,7 @@
 /* shape_rules_ops4.c — shape rules of ops batch 4 (issue 26): Einsum and EinsumGrad,
  * TopK, OneHot, Size, and the recurrent ops RNN, GRU, LSTM and RnnGrad. Declared in
  * shape_internal.h; the table is shape_rules.c's. */
+#include <stdio.h>
 #include <string.h>
 
 #include "ir/einsum.h"
@@ -180,6 +181,53 @@ ot_status ot_shape_rule_size(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot
 }
 
 /* ---- recurrent ops (issue 26) ---- */
+/* The dims W [D, G, I], R [D, G, H] and sequence_lens [B] share with X and each other
+ * (G = gates x H, checked by the caller): a contradiction here is an error at import,
+ * not only once a kernel reads the tensors (check_bad_ops.py). -1 (unknown) matches. */
+static ot_status rnn_check_dims(ot_shape_ctx *c, const ot_node *n, int64_t D, int64_t I, int64_t GH, int64_t B) {
+    char a[160];
+    static const char *names[2] = {"W", "R"};
+    for (int k = 0; k < 2; k++) {
+        const ot_value *v = ot_shape_input(c, n, k + 1);
+        if (!v || v->shape.rank != 3) continue;
+        const int64_t *d = v->shape.dim, last = k ? d[2] : I;
+        if ((d[0] >= 0 && d[0] != D) || (GH >= 0 && d[1] >= 0 && d[1] != GH) ||
+            (last >= 0 && d[2] >= 0 && d[2] != last))
+            return ot_shape_fail(c, n, "%s %s is not [%lld, %lld, %lld] (directions, gates x hidden size, %s)",
+                                 names[k], SHP(&v->shape, a), (long long)D, (long long)GH, (long long)last,
+                                 k ? "hidden size" : "X's input size");
+    }
+    const ot_value *sl = n->n_inputs > 4 ? ot_shape_input(c, n, 4) : NULL;
+    if (sl && sl->shape.rank >= 0 &&
+        (sl->shape.rank != 1 || (B >= 0 && sl->shape.dim[0] >= 0 && sl->shape.dim[0] != B)))
+        return ot_shape_fail(c, n, "sequence_lens %s is not [%lld] (one length per batch entry)",
+                             SHP(&sl->shape, a), (long long)B);
+    return OT_OK;
+}
+
+/* What the kernels refuse (kernels/rnn_geometry.c), refused at import so that info
+ * agrees; called after the shape checks, whose messages are the more specific. */
+static ot_status rnn_check_supported(ot_shape_ctx *c, const ot_node *n) {
+    ot_op_params scratch;
+    const ot_op_params *pp = NULL;
+    ot_status st = ot_node_params(n, &scratch, &pp, c->err);
+    if (st) return st;
+    const ot_attr *acts = ot_node_attr(n, "activations");
+    if (pp->u.rnn.bad_activations && acts && acts->type == OT_ATTR_STRINGS) {
+        char list[160] = "";
+        for (int k = 0; k < acts->n; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", acts->strings[k]);
+        return ot_fail(c->err, OT_E_UNSUPPORTED,
+                       "node '%s' (%s): activations [%s] are not supported (ONNX's defaults only: RNN Tanh or Relu; "
+                       "GRU Sigmoid, Tanh; LSTM Sigmoid, Tanh, Tanh)",
+                       ot_shape_node_label(n), n->op_type, list);
+    }
+    if (pp->u.rnn.has_clip || pp->u.rnn.input_forget)
+        return ot_fail(c->err, OT_E_UNSUPPORTED, "node '%s' (%s): %s is not supported", ot_shape_node_label(n),
+                       n->op_type, pp->u.rnn.has_clip ? "the clip attribute" : "input_forget = 1");
+    return OT_OK;
+}
+
 /* RNN, GRU, LSTM: Y [T, D, B, H] (layout 1: [B, T, D, H]); Y_h and Y_c [D, B, H]
  * (layout 1: [B, D, H]); H from R's last dim (hidden_size must agree), D from the
  * direction. */
@@ -211,6 +259,9 @@ ot_status ot_shape_rule_rnn(ot_shape_ctx *c, const ot_node *n, ot_dtype *dt, ot_
                              SHP(&w->shape, a), (long long)gates, (long long)H, (long long)GH);
     int ti = layout ? 1 : 0, bi = layout ? 0 : 1;
     int64_t T = x->shape.dim[ti], B = x->shape.dim[bi];
+    ot_status st = rnn_check_dims(c, n, D, x->shape.dim[2], H >= 0 ? GH : -1, B);
+    if (st == OT_OK) st = rnn_check_supported(c, n);
+    if (st != OT_OK) return st;
     int32_t ts = x->shape.sym[ti], bs = x->shape.sym[bi];
     if (n->n_outputs > 0) {
         sh[0] = ot_shape_make(4, NULL);

@@ -61,11 +61,19 @@ static ot_status from_scales(ot_shape_ctx *c, const ot_node *n, const ot_value *
         memcpy(&f, (const char *)s->data + 4 * (size_t)k, 4);
         int d = axis[k];
         if (!(f > 0.0f) || !isfinite(f)) return ot_shape_fail_model(c, n, "scale %g is not positive and finite", (double)f);
+        /* ONNX's Upsample only enlarges (ONNX Runtime refuses a scale below 1 too) */
+        if (n->op == OT_OP_UPSAMPLE && f < 1.0f)
+            return ot_shape_fail_model(c, n, "scale %g on axis %d is below 1 (Upsample only enlarges; Resize shrinks)",
+                                       (double)f, d);
         if (f == 1.0f) continue;
         y->sym[d] = -1;
         if (y->dim[d] < 0) continue;
         double o = (double)f * (double)y->dim[d];
         if (!(o < 4.0e18)) return ot_shape_fail(c, n, "output dim %lld x %g overflows", (long long)y->dim[d], (double)f);
+        /* a silent empty output otherwise (floor(4 x 0.1) = 0) */
+        if (y->dim[d] > 0 && o < 1.0)
+            return ot_shape_fail(c, n, "scale %g on axis %d shrinks %lld elements to none (floor %g)", (double)f, d,
+                                 (long long)y->dim[d], o);
         y->dim[d] = (int64_t)o;
     }
     return OT_OK;

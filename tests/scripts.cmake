@@ -22,9 +22,10 @@ if(EXISTS /usr/bin/python3)
                    ${CMAKE_BINARY_DIR}/check_peft_tmp)
   set_tests_properties(check_peft PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
   set_tests_properties(check_export check_info PROPERTIES TIMEOUT 120)
-  # eight exports and five checks each: on the shared 2-core machine under load (12)
-  # the subset took over 120 s
-  set_tests_properties(check_zoo PROPERTIES TIMEOUT 300)
+  # twelve exports and five checks each: on the shared 2-core machine under load (12)
+  # the first eight took over 120 s; the four of issue 26 (UNet2DModel the longest) add
+  # about 130 s more there
+  set_tests_properties(check_zoo PROPERTIES TIMEOUT 600)
   # Issue 27: --precision through info, plan (bytes by dtype), verify, train and grad.
   add_test(NAME check_precision
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_precision.py $<TARGET_FILE:onnxtrain>
@@ -58,6 +59,11 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_xfmr.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_xfmr_tmp)
   set_tests_properties(check_xfmr PROPERTIES TIMEOUT 120)
+  # Issue 26: bad input to every new op (info, grad, eval on 83 small bad models)
+  add_test(NAME check_bad_ops
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_bad_ops.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_bad_ops_tmp)
+  set_tests_properties(check_bad_ops PROPERTIES TIMEOUT 180)
   # Issue 26's ops batch 4 (Einsum, TopK, OneHot, Size): a torch export and onnx.helper
   # models through info and grad, against PyTorch 1.13; bad equations and K refused.
   add_test(NAME check_ops4

@@ -4,7 +4,7 @@ the smallest zoo models at test time (nothing is committed) and runs every check
 
     python3 samples/zoo/ci_zoo.py ONNXTRAIN TMP_DIR
 
-The export needs PyTorch 1.13, torchvision and transformers<4.40: the interpreter is
+The export needs PyTorch 1.13, torchvision, transformers<4.40 and diffusers: the interpreter is
 $ONNXTRAIN_ZOO_PYTHON, else $ONNXTRAIN_ZOO_VENV/bin/python (default /work/venvs/hf, made
 by .ci/install_zoo.sh).
 Without one that imports them the test is skipped (exit 77) with a message saying so.
@@ -23,8 +23,11 @@ SKIP = 77
 # a BatchNorm CNN; ids + mask; ids only with Dropout; HardSwish/HardSigmoid on the
 # gradient path; rotary tables and a causal mask (Trilu, Greater, Sin, Cos) folded;
 # per-pixel cross-entropy over bilinear Resizes sized from the input's shape (issue 26)
-# and nn.LSTM / nn.GRU language models (issue 26: the LSTM and GRU ops from TorchScript)
-REQUIRED = ["regnet", "bert", "gpt2", "mobilenet_v3_small", "llama", "lraspp", "lstm_lm", "gru_lm"]
+# and nn.LSTM / nn.GRU language models (issue 26: the LSTM and GRU ops from TorchScript);
+# the dynamo fixtures' HF Wav2Vec2, CLIP and Whisper decoder and diffusers' UNet2DModel
+# through TorchScript (issue 26 item 5: both exporters)
+REQUIRED = ["regnet", "bert", "gpt2", "mobilenet_v3_small", "llama", "lraspp", "lstm_lm", "gru_lm",
+            "wav2vec2_ts", "clip_ts", "whisper_dec_ts", "unet2d_ts"]
 PENDING = {}
 
 
@@ -32,7 +35,7 @@ def find_python():
     venv = os.environ.get("ONNXTRAIN_ZOO_VENV", "/work/venvs/hf")
     for py in (os.environ.get("ONNXTRAIN_ZOO_PYTHON"), os.path.join(venv, "bin", "python")):
         if py and os.path.exists(py):
-            if subprocess.run([py, "-c", "import torch, torchvision, transformers"],
+            if subprocess.run([py, "-c", "import torch, torchvision, transformers, diffusers"],
                               capture_output=True).returncode == 0:
                 return py
     return None
@@ -45,7 +48,7 @@ def main():
     exe, tmp = sys.argv[1], sys.argv[2]
     py = find_python()
     if py is None:
-        print("check_zoo SKIPPED: no interpreter imports torch, torchvision and transformers "
+        print("check_zoo SKIPPED: no interpreter imports torch, torchvision, transformers and diffusers "
               "(set ONNXTRAIN_ZOO_PYTHON, or run .ci/install_zoo.sh to make /work/venvs/hf)")
         return SKIP
     shutil.rmtree(tmp, ignore_errors=True)

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""export_torch2.py — exports the zoo's PyTorch-2-only families (zoo_torch2.py: diffusers
-UNet2DModel, HF Wav2Vec2, CLIP, Whisper, nn.LSTM / nn.GRU language models, GPT-2, BERT
-and LLaMA at opset 23) with torch.onnx.export(dynamo=True) and PyTorch's references for
-the graph it wrote, into committed fixtures that ctest check_zoo2 runs without PyTorch
-(CI has only PyTorch 1.13, which exports none of these):
+"""export_torch2.py — exports the zoo's PyTorch-2 families (zoo_torch2.py: diffusers
+UNet2DModel, HF Wav2Vec2, CLIP, Whisper, nn.LSTM / nn.GRU language models, torchvision's
+LRASPP, DeepLabV3 and FCN, GPT-2, BERT and LLaMA at opset 23) with
+torch.onnx.export(dynamo=True) and PyTorch's references for the graph it wrote, into
+committed fixtures that ctest check_zoo2 runs without PyTorch (CI has only PyTorch 1.13,
+whose TorchScript exporter is the zoo's other one: zoo_models.py, ctest check_zoo):
 
     /work/venvs/ops3/bin/pip install diffusers transformers
+    /work/venvs/ops3/bin/pip install --no-deps torchvision==0.29.2  # none is built for 2.15; plain Python suffices
     /work/venvs/ops3/bin/python samples/zoo/export_torch2.py [--only NAME,...] [--keep DIR]
 
 Each NAME goes through export_zoo.export_one (the zoo's dynamo path: references in

@@ -390,6 +390,8 @@ def export_one(name, out, opset=OPSET, exporter="torchscript", optimize=True):
                     unmapped=unmapped, transposed=sorted(transposed),
                     n_params=sum(p.numel() for p in model.parameters()), nodes=len(m.graph.node),
                     bytes=os.path.getsize(os.path.join(d, f"{name}.onnx")))
+    if entry.get("train_regex"):  # a parameter onnxtrain's rule keeps constant (a scalar): --train
+        manifest["train_regex"] = entry["train_regex"]
     with open(os.path.join(d, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     return manifest

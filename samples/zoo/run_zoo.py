@@ -81,6 +81,8 @@ class Model:
         self.labels = ["--labels", os.path.join(self.dir, self.man["labels"])]
         if self.man.get("loss_kind") == "mse":  # float targets (a diffusion UNet's noise)
             self.labels += ["--loss", "mse"]
+        if self.man.get("train_regex"):  # e.g. CLIP's rank-0 logit_scale (docs/training.md rule 1)
+            self.labels += ["--train", self.man["train_regex"]]
         if self.man.get("class_axis", -1) != -1:  # segmentation: per-pixel classes on axis 1
             self.labels += ["--class-axis", str(self.man["class_axis"])]
 

@@ -270,6 +270,11 @@ TV = {"resnet18": resnet18, "vgg11": vgg11, "densenet121": densenet121, "mobilen
       "googlenet": googlenet, "mnasnet": mnasnet, "vit": vit_tv, "swin_t": swin_t}
 
 
+def _torch2(builder):
+    """zoo_torch2.py's builder, imported when the model is built (zoo_torch2 imports this file)."""
+    return lambda p: getattr(__import__("zoo_torch2"), builder)(p)
+
+
 def _entry(family, make, inputs, classes, label_shape, dynseq=False, class_axis=-1):
     return dict(family=family, make=make, inputs=inputs, classes=classes, label_shape=label_shape, dynseq=dynseq,
                 class_axis=class_axis)
@@ -303,6 +308,19 @@ def _zoo():
     z["gru_lm"] = _entry("nn/gru", lambda p: RNNLM("GRU", p), ids, **lm)
     z["hf_vit"] = _entry("hf/vit", HF["hf_vit"], [("pixel_values", "image", (3, 16, 16))], CLASSES, ())
     z["whisper_enc"] = _entry("hf/whisper-encoder", HF["whisper_enc"], [("input_features", "image", (8, 32))], 4, ())
+    # The dynamo fixtures' families (zoo_torch2.py: the same builders and data) through
+    # PyTorch 1.13's TorchScript exporter; UNet2DModel needs diffusers (.ci/install_zoo.sh).
+    z["wav2vec2_ts"] = _entry("hf/wav2vec2", _torch2("wav2vec2"), [("input_values", "image", (400,))], 4, ())
+    # CLIP's temperature logit_scale is a parameter of rank 0, which onnxtrain keeps
+    # constant unless a --train pattern names it (docs/training.md, "Which initializers
+    # train"): "*" trains every parameter, as PyTorch does.
+    z["clip_ts"] = dict(_entry("hf/clip", _torch2("ClipLogits"), ids + [("pixel_values", "image", (3, 16, 16))],
+                               BATCH, ()), train_regex="*")
+    z["whisper_dec_ts"] = _entry("hf/whisper", _torch2("WhisperDecoder"), [("input_features", "image", (8, 32)),
+                                                                          ("decoder_input_ids", "ids", (SEQ,))], **lm)
+    z["unet2d_ts"] = dict(_entry("diffusers/unet2d", _torch2("UNetNoise"), [("sample", "image", (3, 8, 8)),
+                                                                          ("timestep", "timestep", ())], 0, (3, 8, 8)),
+                          loss="mse")
     return z
 
 

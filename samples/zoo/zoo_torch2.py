@@ -1,6 +1,6 @@
 """zoo_torch2.py — the zoo's families that only a current PyTorch (2.x) exports (issue 26):
 diffusers' UNet2DModel, HF Wav2Vec2, CLIP and Whisper (encoder and decoder), nn.LSTM and
-nn.GRU language models, and GPT-2, BERT and LLaMA at opset 23 with PyTorch's
+nn.GRU language models, torchvision's LRASPP, DeepLabV3 and FCN segmentation, and GPT-2, BERT and LLaMA at opset 23 with PyTorch's
 scaled_dot_product_attention (the opset-23 exporter writes it as one Attention node and
 LLaMA's RMSNorm as RMSNormalization).
 
@@ -126,6 +126,62 @@ def bert_sdpa(p):
                                              attention_probs_dropout_prob=0.0))
 
 
+# ---- torchvision segmentation ------------------------------------------------------
+# zoo_models.py's TorchScript rows (lraspp, deeplabv3, fcn) at 64x64 hold 100k-300k
+# parameters; committed fixtures must stay a few hundred KB, so these build the same
+# torchvision classes (LRASPP, DeepLabV3 with ASPP, FCN with FCNHead over a dilated
+# Bottleneck ResNet) on narrower backbones and a 32x32 image. The backbones' output
+# stride is 16 (MobileNetV3, dilated last stage) or 8 (the ResNet), so the bilinear
+# Resizes still enlarge a 2x2 or 4x4 map.
+SEG_IMAGE = 32
+
+
+def _mobilenet_stages(low_stage):
+    """MobileNetV3-Small (width 0.1, dilated) features as {"low", "high"} or {"out"}
+    (torchvision's _lraspp_mobilenetv3 / _deeplabv3_mobilenetv3 pick the same stages)."""
+    import torchvision  # noqa: PLC0415
+    from torchvision.models._utils import IntermediateLayerGetter  # noqa: PLC0415
+    feats = torchvision.models.mobilenet_v3_small(width_mult=0.1, dilated=True).features
+    stages = [0] + [i for i, b in enumerate(feats) if getattr(b, "_is_cn", False)] + [len(feats) - 1]
+    low, high = stages[-4], stages[-1]
+    layers = {str(low): "low", str(high): "high"} if low_stage else {str(high): "out"}
+    return IntermediateLayerGetter(feats, layers), feats[low].out_channels, feats[high].out_channels
+
+
+def lraspp_small(p):
+    from torchvision.models.segmentation.lraspp import LRASPP  # noqa: PLC0415
+    backbone, low_ch, high_ch = _mobilenet_stages(True)
+    return zoo_models._SegOut(LRASPP(backbone, low_ch, high_ch, zoo_models.SEG_CLASSES, inter_channels=16))
+
+
+def deeplabv3_small(p):
+    from torchvision.models.segmentation.deeplabv3 import ASPP, DeepLabV3  # noqa: PLC0415
+    backbone, _, high_ch = _mobilenet_stages(False)
+    aspp = ASPP(high_ch, [12, 24, 36], 8)
+    aspp.project[3].p = p
+    head = nn.Sequential(aspp, nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, zoo_models.SEG_CLASSES, 1))
+    return zoo_models._SegOut(DeepLabV3(backbone, head, None))
+
+
+def fcn_small(p):
+    """zoo_models.fcn's ResNet at widths 4, 4, 8, 8 (Bottleneck: 32 channels out)."""
+    from torchvision.models._utils import IntermediateLayerGetter  # noqa: PLC0415
+    from torchvision.models.resnet import Bottleneck, ResNet  # noqa: PLC0415
+    from torchvision.models.segmentation.fcn import FCN, FCNHead  # noqa: PLC0415
+    r = ResNet(Bottleneck, [1, 1, 1, 1], replace_stride_with_dilation=[False, True, True])
+    r.inplanes, r.dilation = 4, 1
+    r.conv1 = nn.Conv2d(3, 4, 7, 2, 3, bias=False)
+    r.bn1 = nn.BatchNorm2d(4)
+    r.layer1 = r._make_layer(Bottleneck, 4, 1)
+    r.layer2 = r._make_layer(Bottleneck, 4, 1, stride=2)
+    r.layer3 = r._make_layer(Bottleneck, 8, 1, stride=2, dilate=True)
+    r.layer4 = r._make_layer(Bottleneck, 8, 1, stride=2, dilate=True)
+    head = FCNHead(32, zoo_models.SEG_CLASSES)
+    head[3].p = p
+    return zoo_models._SegOut(FCN(IntermediateLayerGetter(r, {"layer4": "out"}), head, None))
+
+
 def _zoo2():
     ids = [("input_ids", "ids", (SEQ,))]
     idm = ids + [("attention_mask", "mask", (SEQ,))]
@@ -140,6 +196,10 @@ def _zoo2():
                                                             ("decoder_input_ids", "ids", (SEQ,))], **lm),
         "lstm_lm": zoo_models.ZOO["lstm_lm"],
         "gru_lm": zoo_models.ZOO["gru_lm"],
+        # torchvision segmentation: per-pixel cross-entropy over the class axis
+        **{f"{name}_dyn": _entry(f"tv/segmentation/{name}", make, [("x", "image", (3, SEG_IMAGE, SEG_IMAGE))],
+                                 zoo_models.SEG_CLASSES, (SEG_IMAGE, SEG_IMAGE), class_axis=1)
+           for name, make in (("lraspp", lraspp_small), ("deeplabv3", deeplabv3_small), ("fcn", fcn_small))},
         "gpt2_op23": dict(_entry("hf/gpt2", gpt2_sdpa, ids, **lm), opset=23),
         "llama_op23": dict(_entry("hf/llama", llama_sdpa, ids, **lm), opset=23),
         "bert_op23": dict(_entry("hf/bert", bert_sdpa, idm, **lm), opset=23),
