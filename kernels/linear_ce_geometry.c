@@ -42,5 +42,10 @@ size_t ot_linear_ce_workspace_bytes(const ot_node *node, const ot_tensor *in) {
     ot_linear_ce_geometry g;
     bool grad = node->op == OT_OP_LINEAR_CROSS_ENTROPY_GRAD;
     if (ot_linear_ce_geometry_init(&g, node, grad ? in + 1 : in, NULL) != OT_OK) return 0;
-    return (size_t)(g.chunk * g.V) * sizeof(float) + (size_t)(g.chunk * 2 + 2) * sizeof(double);
+    return ot_linear_ce_doubles_offset(&g) + (size_t)(g.chunk * 2 + 2) * sizeof(double);
+}
+
+size_t ot_linear_ce_doubles_offset(const ot_linear_ce_geometry *g) {
+    size_t fl = (size_t)(g->chunk * g->V) * sizeof(float);
+    return (fl + sizeof(double) - 1) / sizeof(double) * sizeof(double);
 }

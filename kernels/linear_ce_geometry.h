@@ -29,6 +29,9 @@ ot_status ot_linear_ce_geometry_init(ot_linear_ce_geometry *g, const ot_node *no
  * the running totals (the CUDA kernels keep them on the device). 0 when the node is
  * malformed. */
 size_t ot_linear_ce_workspace_bytes(const ot_node *node, const ot_tensor *in);
+/* Where the per-row doubles start in that workspace: after chunk x V floats, rounded
+ * up to 8 bytes (an odd chunk x V would leave them misaligned). */
+size_t ot_linear_ce_doubles_offset(const ot_linear_ce_geometry *g);
 
 /* The gradient's output k (dH, dW, dBias) when the node has it, else NULL. */
 static inline void *ot_linear_ce_grad_out(const ot_node *node, ot_tensor *out, int k) {

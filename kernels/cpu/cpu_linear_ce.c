@@ -81,7 +81,7 @@ ot_status ot_cpu_linear_ce(const ot_node *node, const ot_tensor *in, ot_tensor *
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): workspace smaller than ot_cpu_workspace_bytes", node->name,
                        node->op_type);
     float *logits = ctx->workspace;
-    double *li = (double *)((char *)ctx->workspace + (size_t)(g.chunk * g.V) * sizeof(float));
+    double *li = (double *)((char *)ctx->workspace + ot_linear_ce_doubles_offset(&g));
     const float *bias = g.has_bias ? in[3].data : NULL;
     int nt = ot_cpu_threads(ctx);
     double sl = 0.0, sw = 0.0;

@@ -116,7 +116,7 @@ static ot_status setup(const ot_node *node, const ot_tensor *in, const ot_kernel
     if (st) return st;
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "H or W", in[1].dtype, err);
     if (in[2].dtype != OT_I64 && in[2].dtype != OT_I32) return ot_cuda_bad_dtype(node, "labels", in[2].dtype, err);
-    size_t fl = (size_t)(g->chunk * g->V) * sizeof(float);
+    size_t fl = ot_linear_ce_doubles_offset(g);
     if (!ctx->workspace || ctx->workspace_bytes < fl + (size_t)(g->chunk * 2 + 2) * sizeof(double))
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): workspace smaller than the backend asked for", node->name,
                        node->op_type);
