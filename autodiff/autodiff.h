@@ -33,6 +33,10 @@ typedef struct ot_autodiff_options {
      * `onnxtrain grad` and the finite-difference tests. May be NULL / 0. */
     const int *wrt;
     int n_wrt;
+    /* fp16 loss scaling (train/train_scale.c): the seed d(loss)/d(loss) is OnesLike
+     * times a new scalar "loss_scale" (optimizer-state kind, the loss's dtype, written
+     * by the training loop before each run), so every gradient arrives scaled. */
+    bool loss_scale;
 } ot_autodiff_options;
 
 typedef struct ot_autodiff_result {
@@ -47,6 +51,7 @@ typedef struct ot_autodiff_result {
     int *state_values;  /* OT_VK_STATE values (running mean / var inputs) */
     int *state_updates; /* the forward node's new running stats (outputs 1 / 2) */
     int seed_node;      /* the OnesLike node seeding d(loss)/d(loss) */
+    int loss_scale_value; /* opt->loss_scale: the scalar the seed is multiplied by; else -1 */
     /* Float initializers that ot_param_rule kept constant and no --train pattern
      * revived (for the "K float initializers kept constant" note). */
     int n_rule_constant;
