@@ -355,6 +355,9 @@ typedef struct ot_train_result {
 } ot_train_result;
 
 void ot_train_result_free(ot_train_result *r);
+/* The loss scaler's figures now (loss_scaling, skipped_steps, loss_scale; the rest of
+ * r untouched), as ot_train_run leaves them in its result (train_scale.c). */
+void ot_train_loss_scale_state(const ot_train_session *s, ot_train_result *r);
 
 /* One optimizer step, as the observer sees it. */
 typedef struct ot_train_step_info {

@@ -177,5 +177,5 @@ ot_status ot_train_checkpoint_restore(ot_train_session *s, const ot_dataset *dat
         }
         if ((st = ot_executor_write(s->ex, v, t->data, t->nbytes, err))) return ot_error_prefix(err, "%s: ", path);
     }
-    return OT_OK;
+    return ot_train_scale_restored(s, path, err); /* the loss scaler's state, from its tensor */
 }

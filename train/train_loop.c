@@ -729,9 +729,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
     int64_t start = 0;
     if (s->o.resume) {
         const char *rp = s->o.resume_path ? s->o.resume_path : "checkpoint";
-        if ((st = ot_train_checkpoint_restore(s, data, s->o.resume, rp, err)) ||
-            (st = ot_train_scale_restored(s, rp, err)))
-            goto done;
+        if ((st = ot_train_checkpoint_restore(s, data, s->o.resume, rp, err))) goto done;
         start = s->o.resume->step;
         if (start >= T) {
             st = ot_fail(err, OT_E_USAGE, "%s: the checkpoint is at step %lld and this run has %lld steps: nothing left "
@@ -784,9 +782,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         }
     }
     r->total_seconds = ot_now_seconds() - t0;
-    r->loss_scaling = s->ls_state >= 0;
-    r->skipped_steps = s->ls_skipped;
-    r->loss_scale = r->loss_scaling ? s->ls_scale : 0.0;
+    ot_train_loss_scale_state(s, r);
     r->measured_peak = ot_executor_high_water(s->ex);
     if (val) r->val_measured_peak = ot_executor_high_water(s->val_ex);
     /* The host copies of the weights come back; the scan buffer (float64 values off

@@ -113,3 +113,9 @@ ot_status ot_train_scale_restored(ot_train_session *s, const char *path, ot_erro
     s->ls_skipped = (int64_t)v[LS_SKIPPED];
     return OT_OK;
 }
+
+void ot_train_loss_scale_state(const ot_train_session *s, ot_train_result *r) {
+    r->loss_scaling = s->ls_state >= 0;
+    r->skipped_steps = s->ls_skipped;
+    r->loss_scale = r->loss_scaling ? s->ls_scale : 0.0;
+}
