@@ -251,7 +251,7 @@ ot_status ot_train_write_scalars(ot_train_session *s, double lr, double scale, b
     double sc[OT_OPT_N_SCALARS] = {0};
     sc[OT_OPT_LR] = lr;
     sc[OT_OPT_GRAD_SCALE] = scale;
-    sc[OT_OPT_STEP] = (double)s->opt_step;
+    sc[OT_OPT_STEP] = (double)(s->opt_step - s->ls_skipped); /* Adam's t, as torch: a skipped step is not counted */
     sc[OT_OPT_APPLY] = apply ? 1.0 : 0.0;
     return ot_executor_write(s->ex, s->og.scalars, sc, sizeof sc, err);
 }
