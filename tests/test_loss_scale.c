@@ -1,7 +1,7 @@
 /* test_loss_scale.c — fp16 dynamic loss scaling (train/train_scale.c) on the mlp
  * sample: a power-of-two scale divides out exactly (float32 steps with and without it
  * give the same bits); an overflow skips the step (the weights do not move) and halves
- * the scale; clean steps grow it; GradScaler's defaults under --precision fp16 and
+ * the scale and is not counted as Adam's step; clean steps grow it; GradScaler's defaults under --precision fp16 and
  * none under bf16; the options that cannot scale are refused with a reason. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -144,6 +144,32 @@ static void test_growth_and_defaults(void **state) {
     ot_train_result_free(&r);
 }
 
+/* A skipped step is not one of Adam's: with every step on the same batch (the whole
+ * data set), a run whose first step overflows (2^40, backed off to 64) and whose second
+ * applies at S = 64 ends with the bits of one step at S = 64 (Adam's t = 1 in both). */
+static void test_skip_not_counted(void **state) {
+    (void)state;
+    ot_train_options o;
+    ot_train_result r0, r1;
+    float *w0, *w1;
+    opts(&o, OT_PRECISION_FP16, 2);
+    o.batch_size = 512;
+    o.loss_scale.init = 1099511627776.0;     /* 2^40: overflows */
+    o.loss_scale.backoff = 1.0 / 17179869184.0; /* 2^-34: then 64 */
+    size_t n0 = train(&o, &w0, &r0);
+    assert_int_equal(r0.skipped_steps, 1);
+    assert_true(r0.loss_scale == 64.0);
+    opts(&o, OT_PRECISION_FP16, 1);
+    o.batch_size = 512;
+    o.loss_scale.init = 64.0;
+    size_t n1 = train(&o, &w1, &r1);
+    assert_int_equal(r1.skipped_steps, 0);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(w0, w1, n0);
+    free(w0), free(w1);
+    ot_train_result_free(&r0), ot_train_result_free(&r1);
+}
+
 static void expect_refused(ot_train_options *o, ot_status code, const char *needle) {
     ot_model *m = test_model(S "mlp.onnx");
     ot_dataset d;
@@ -186,6 +212,7 @@ int main(void) {
         cmocka_unit_test(test_power_of_two_exact),
         cmocka_unit_test(test_overflow_skips),
         cmocka_unit_test(test_growth_and_defaults),
+        cmocka_unit_test(test_skip_not_counted),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
