@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_lowp.h" /* Cast between float32 and bfloat16/float16 */
 #include "kernels/index_geometry.h"
 
 static ot_status shape_mismatch(const ot_node *node, const char *what, ot_error *err) {
@@ -383,7 +384,12 @@ ot_status ot_cpu_cast(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
     bool par = n >= OT_CPU_PAR_MIN;
     const void *x = in[0].data;
     void *y = out[0].data;
-    if (ts == OT_F32 && td == OT_I64) { /* the common case of PyTorch's shape arithmetic, kept fast */
+    bool low_s = ts == OT_BF16 || ts == OT_F16, low_d = td == OT_BF16 || td == OT_F16;
+    if (ts == OT_F32 && low_d) /* --precision's casts: the same rounding, without the per-element switch */
+        ot_cpu_lowp_from_f32(td, x, y, n, nt);
+    else if (low_s && td == OT_F32)
+        ot_cpu_lowp_to_f32(ts, x, y, n, nt);
+    else if (ts == OT_F32 && td == OT_I64) { /* the common case of PyTorch's shape arithmetic, kept fast */
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++) store_double(td, y, i, ((const float *)x)[i]);
     } else if (is_float_dtype(ts)) {
