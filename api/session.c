@@ -161,6 +161,12 @@ static ot_status apply_options(onnxtrain_session *s, const onnxtrain_options *in
     o->chunked_loss_rows = u.chunked_loss_rows;
     if (u.precision && (st = ot_precision_parse(u.precision, &o->precision, err)))
         return ot_error_prefix(err, "options.precision: ");
+    if (u.loss_scale && strcmp(u.loss_scale, "dynamic") && strcmp(u.loss_scale, "off"))
+        return ot_fail(err, OT_E_USAGE, "options.loss_scale '%s': expected \"dynamic\" or \"off\"", u.loss_scale);
+    o->loss_scale = (ot_loss_scale_options){
+        .mode = !u.loss_scale ? OT_LOSS_SCALE_DEFAULT : strcmp(u.loss_scale, "off") ? OT_LOSS_SCALE_DYNAMIC : OT_LOSS_SCALE_OFF,
+        .init = u.loss_scale_init, .growth = u.loss_scale_growth, .backoff = u.loss_scale_backoff,
+        .growth_interval = u.loss_scale_growth_interval}; /* checked with the session (train_scale.c) */
     if (u.threads < 0) return ot_fail(err, OT_E_USAGE, "options.threads %d: must be >= 0", u.threads);
     o->n_threads = u.threads;
     o->device = keep_str(s, u.device, err);

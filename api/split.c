@@ -89,3 +89,15 @@ onnxtrain_status onnxtrain_learning_rate(onnxtrain_session *s, double *lr) {
     api_leave(s);
     return api_result(st, &err);
 }
+
+onnxtrain_status onnxtrain_loss_scale(onnxtrain_session *s, double *scale, int64_t *skipped) {
+    ot_error err = {0};
+    ot_status st = api_enter(s, "onnxtrain_loss_scale", &err);
+    if (st) return api_result(st, &err);
+    ot_train_result r = {0};
+    if (s->ts) ot_train_loss_scale_state(s->ts, &r);
+    if (scale) *scale = r.loss_scale;
+    if (skipped) *skipped = r.skipped_steps;
+    api_leave(s);
+    return api_result(st, &err);
+}

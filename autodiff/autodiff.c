@@ -462,6 +462,7 @@ ot_status ot_autodiff_build(ot_graph *g, const ot_autodiff_options *opt, ot_auto
     ot_status st = OT_OK;
     memset(res, 0, sizeof *res);
     res->seed_node = -1;
+    res->loss_scale_value = -1;
     int nv = g->n_values, nn = g->n_nodes, n_out = g->n_outputs;
     ot_grad_ctx c = {.g = g, .err = err, .n_needs = nv, .separate_scatter = opt->separate_scatter};
     int *order = NULL;
@@ -501,6 +502,13 @@ ot_status ot_autodiff_build(ot_graph *g, const ot_autodiff_options *opt, ot_auto
 
     ot_shape ls = lv->shape;
     int seed = ot_gb_op_s(&c, OT_OP_ONES_LIKE, &loss, 1, g->values[loss].dtype, &ls, &res->seed_node);
+    if (opt->loss_scale && seed >= 0) { /* seed x S: a value the loop writes, not a constant */
+        int sv = ot_graph_add_value_unique(g, "loss_scale", g->values[loss].dtype, &ls, OT_VK_OPT_STATE);
+        int in[2] = {seed, sv};
+        if (sv < 0) c.oom = true;
+        else seed = ot_gb_op(&c, OT_OP_MUL, in, 2, seed);
+        res->loss_scale_value = sv;
+    }
     ot_gb_add(&c, loss, seed);
     if (c.oom) st = autodiff_oom(err);
     if (!st) st = run_rules(&c, order, n_order, err);

@@ -36,6 +36,10 @@ typedef struct ot_autodiff_options {
     /* Tests: sum a GatherGrad's scatter with a gradient's other contributions in a
      * Sum, as before GatherGrad could accumulate onto them (same bits, more memory). */
     bool separate_scatter;
+    /* fp16 loss scaling (train/train_scale.c): the seed d(loss)/d(loss) is OnesLike
+     * times a new scalar "loss_scale" (optimizer-state kind, the loss's dtype, written
+     * by the training loop before each run), so every gradient arrives scaled. */
+    bool loss_scale;
 } ot_autodiff_options;
 
 typedef struct ot_autodiff_result {
@@ -50,6 +54,7 @@ typedef struct ot_autodiff_result {
     int *state_values;  /* OT_VK_STATE values (running mean / var inputs) */
     int *state_updates; /* the forward node's new running stats (outputs 1 / 2) */
     int seed_node;      /* the OnesLike node seeding d(loss)/d(loss) */
+    int loss_scale_value; /* opt->loss_scale: the scalar the seed is multiplied by; else -1 */
     /* Float initializers that ot_param_rule kept constant and no --train pattern
      * revived (for the "K float initializers kept constant" note). */
     int n_rule_constant;

@@ -329,6 +329,16 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_WARMUP: return ot_args_int("--warmup-steps", arg, 0, OT_ARGS_MAX_STEPS, &a->warmup, err);
     case OT_ARG_ACCUM: return ot_args_int("--accum", arg, 1, OT_ARGS_MAX_ACCUM, &a->accum, err);
     case OT_ARG_FUSE: a->fuse_update = true; return OT_OK;
+    case OT_ARG_LOSS_SCALE:
+        if (strcmp(arg, "dynamic") == 0) a->loss_scale.mode = OT_LOSS_SCALE_DYNAMIC;
+        else if (strcmp(arg, "off") == 0) a->loss_scale.mode = OT_LOSS_SCALE_OFF;
+        else return ot_fail(err, OT_E_USAGE, "--loss-scale '%s': expected dynamic or off", arg);
+        return OT_OK;
+    case OT_ARG_LS_INIT: return ot_args_double("--loss-scale-init", arg, 0, true, &a->loss_scale.init, err);
+    case OT_ARG_LS_GROWTH: return ot_args_double("--loss-scale-growth", arg, 1, false, &a->loss_scale.growth, err);
+    case OT_ARG_LS_BACKOFF: return ot_args_double("--loss-scale-backoff", arg, 0, true, &a->loss_scale.backoff, err);
+    case OT_ARG_LS_INTERVAL:
+        return ot_args_int("--loss-scale-growth-interval", arg, 1, INT32_MAX, &a->loss_scale.growth_interval, err);
     case OT_ARG_LORA: return ot_lora_parse(arg, &a->lora, err);
     case OT_ARG_LORA_TARGET: return lora_targets(a, arg, err);
     case OT_ARG_PRECISION: return ot_precision_parse(arg, &a->precision, err);
@@ -398,6 +408,7 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->optim.warmup_steps = a->warmup;
     if (a->accum) o->accum = a->accum;
     o->fuse_update = a->fuse_update;
+    o->loss_scale = a->loss_scale;
 }
 
 ot_status ot_args_budget(const char *text, int64_t *bytes, ot_error *err) {

@@ -15,6 +15,7 @@
 #include "autodiff/lora.h"
 #include "ir.h"
 #include "train/optim.h"
+#include "train/train.h" /* ot_loss_scale_options */
 
 /* After getopt: exactly one positional MODEL argument must remain (argv[optind]).
  * Sets *model or fails with OT_E_USAGE naming what is missing or extra. */
@@ -130,6 +131,11 @@ enum {
     OT_ARG_CHUNKED_ROWS,
     OT_ARG_PRECISION,
     OT_ARG_FUSE,
+    OT_ARG_LOSS_SCALE,
+    OT_ARG_LS_INIT,
+    OT_ARG_LS_GROWTH,
+    OT_ARG_LS_BACKOFF,
+    OT_ARG_LS_INTERVAL,
     OT_ARG_OUTPUT_OLD, /* --output: the old name of --loss-output (cli/args.c says which option is meant) */
     OT_ARG_OWN /* first code free for a command's own options */
 };
@@ -163,7 +169,11 @@ enum {
         {"beta2", required_argument, NULL, OT_ARG_BETA2}, {"eps", required_argument, NULL, OT_ARG_EPS},            \
         {"clip-grad-norm", required_argument, NULL, OT_ARG_CLIP}, {"schedule", required_argument, NULL, OT_ARG_SCHED}, \
         {"warmup-steps", required_argument, NULL, OT_ARG_WARMUP}, {"accum", required_argument, NULL, OT_ARG_ACCUM}, \
-        {"fuse-update", no_argument, NULL, OT_ARG_FUSE}
+        {"fuse-update", no_argument, NULL, OT_ARG_FUSE}, {"loss-scale", required_argument, NULL, OT_ARG_LOSS_SCALE}, \
+        {"loss-scale-init", required_argument, NULL, OT_ARG_LS_INIT},                                               \
+        {"loss-scale-growth", required_argument, NULL, OT_ARG_LS_GROWTH},                                           \
+        {"loss-scale-backoff", required_argument, NULL, OT_ARG_LS_BACKOFF},                                         \
+        {"loss-scale-growth-interval", required_argument, NULL, OT_ARG_LS_INTERVAL}
 /* Every option the session builder takes (train/train.h): data, loss, params, batch,
  * seed, threads, device, bind, remat, budget and the optimizer. */
 #define OT_ARGS_OPTS_SESSION                                                                                         \
@@ -256,7 +266,15 @@ enum {
     "                            and free the gradient there: the same bits, a lower peak; each\n"              \
     "                            gradient is checked just before its own update (a NaN stops the\n"             \
     "                            step with earlier params updated, nothing written). Not with\n"                \
-    "                            --clip-grad-norm, --accum K > 1 or MPI\n"
+    "                            --clip-grad-norm, --accum K > 1, MPI or fp16 loss scaling\n"                                     \
+    "  --loss-scale MODE         dynamic or off: fp16 loss scaling as torch.amp.GradScaler (default\n"         \
+    "                            dynamic with --precision fp16, off otherwise): the loss's gradient\n"        \
+    "                            times a scale S, divided out before the update; a step whose\n"             \
+    "                            gradients overflow (Inf/NaN) is skipped and S halved\n"                      \
+    "  --loss-scale-init X       first S (default 65536 = 2^16)\n"                                             \
+    "  --loss-scale-growth X     S times X after --loss-scale-growth-interval clean steps (default 2)\n"      \
+    "  --loss-scale-backoff X    S times X after an overflow, 0 < X < 1 (default 0.5)\n"                      \
+    "  --loss-scale-growth-interval N  clean steps in a row before S grows (default 2000)\n"
 
 /* Set up by ot_common_args_init: no inputs, every default. */
 typedef struct ot_common_args {
@@ -290,6 +308,7 @@ typedef struct ot_common_args {
     bool output_old;        /* the loss output came as --output (its old name) */
     ot_str_list lora_target; /* the globs, pointing into lora_text */
     ot_precision precision;  /* --precision; fp32 when not given */
+    ot_loss_scale_options loss_scale; /* --loss-scale*; zero: the defaults */
 } ot_common_args;
 
 /* Reads option `code` with value `arg` into a when it is one of the shared options

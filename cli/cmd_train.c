@@ -150,6 +150,8 @@ typedef struct cli_obs {
 
 static void on_step(void *user, const ot_train_step_info *si) {
     cli_obs *o = user;
+    o->prog.loss_scale = si->loss_scale;
+    o->prog.skipped = si->skipped_total;
     ot_progress_step(&o->prog, si->step, si->epoch, si->n_epochs, si->loss, si->lr, si->samples_per_s);
     double slower = ot_wait_watch_step(&o->wait, ot_now_seconds());
     if (slower > 0 && !o->prog.quiet)
@@ -641,6 +643,9 @@ static ot_status finish(train_cli *t, ot_error *err) {
             res->n_steps == 1 ? "" : "s", res->total_seconds, ot_loss_str(res->loss[res->first_step], l0, sizeof l0),
             ot_loss_str(res->loss[res->n_steps - 1], l1, sizeof l1), t->out_path ? t->out_path : t->lora_save);
     if (t->out_path && t->lora_save) fprintf(stderr, "wrote the adapters to %s\n", t->lora_save);
+    if (res->loss_scaling) /* part of the summary: how often fp16 overflowed */
+        fprintf(stderr, "loss scaling: %lld step%s skipped for Inf/NaN gradients (fp16 overflow), scale now %g\n",
+                (long long)res->skipped_steps, res->skipped_steps == 1 ? "" : "s", res->loss_scale);
     if (t->report) fprintf(stderr, "wrote the report %s and its loss curve %s\n", t->report, t->report_svg);
     double first, last;
     if (ot_train_loss_flat(res, &first, &last)) /* part of the summary: a run that did not train says so */

@@ -162,6 +162,14 @@ typedef struct onnxtrain_options {
      * non-finite gradient then fails the step with earlier params updated, and the
      * session refuses further steps. Not with clip_grad_norm or accum > 1. 0 (default): off */
     int fuse_update;
+    /* fp16 loss scaling, as --loss-scale (torch.amp.GradScaler): "dynamic", "off", or
+     * NULL (default: dynamic with precision "fp16", off otherwise); 0 in a number takes
+     * its default: init 65536, growth 2, backoff 0.5, growth_interval 2000. A step whose
+     * gradients overflow is skipped (onnxtrain_loss_scale counts them). Not with
+     * split_step or fuse_update. */
+    const char *loss_scale;
+    double loss_scale_init, loss_scale_growth, loss_scale_backoff;
+    int64_t loss_scale_growth_interval;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;
@@ -249,6 +257,10 @@ ONNXTRAIN_API onnxtrain_status onnxtrain_zero_grad(onnxtrain_session *s);
 ONNXTRAIN_API onnxtrain_status onnxtrain_set_learning_rate(onnxtrain_session *s, double lr);
 /* The rate the next onnxtrain_optimizer_step uses: the one set, else the schedule's. */
 ONNXTRAIN_API onnxtrain_status onnxtrain_learning_rate(onnxtrain_session *s, double *lr);
+/* fp16 loss scaling: the scale the next step uses and the steps skipped so far for an
+ * overflow (a resumed checkpoint's included); *scale 0 and *skipped 0 when the session
+ * does not scale (or has not been built by a first batch yet). Either may be NULL. */
+ONNXTRAIN_API onnxtrain_status onnxtrain_loss_scale(onnxtrain_session *s, double *scale, int64_t *skipped);
 /* Optimizer steps done so far (resumed steps included); 0 for NULL or a closed session. */
 ONNXTRAIN_API int64_t onnxtrain_step_count(const onnxtrain_session *s);
 /* Loss in inference mode (BatchNorm on running statistics, Dropout off), mean over the

@@ -6,6 +6,10 @@ kept and transient bytes by dtype and the split adds up to the categories; `veri
 --precision bf16|fp16` is bitwise under a recomputing policy (exit 0); `train
 --precision fp16` writes a tuned model that onnx's checker loads with the original
 dtypes; `grad --precision` gives a finite loss; bad values exit 2 naming the option.
+fp16 loss scaling: skipped steps in the progress line, the summary and the report,
+`--resume` from a checkpoint between skips and growths bitwise the uninterrupted run,
+refused with --fuse-update (exit 2), and a NaN in the forward pass still names its node
+(exit 10).
 
     check_precision.py ONNXTRAIN_BINARY SOURCE_DIR SCRATCH_DIR
 """
@@ -19,6 +23,38 @@ import onnx
 
 def run(binary, *args):
     return subprocess.run([binary, *args], capture_output=True, text=True)
+
+
+def check_loss_scale(binary, gpt, data, scratch):
+    # a scale that overflows float16 at first, then halves and grows every 2 clean steps
+    ls = ["--precision", "fp16", "--batch-size", "4", "--steps", "12", "--threads", "1", "--loss-scale-init",
+          "131072", "--loss-scale-growth-interval", "2"]
+    full, res = os.path.join(scratch, "ls_full.onnx"), os.path.join(scratch, "ls_res.onnx")
+    rep, ck = os.path.join(scratch, "ls.json"), os.path.join(scratch, "ls_ckpt")
+    p = run(binary, "train", gpt, *data, *ls, "-o", full, "--report", rep)
+    assert p.returncode == 0, p.stderr
+    assert "  scale " in p.stderr and " skipped " in p.stderr, p.stderr
+    doc = json.load(open(rep))["loss_scale"]
+    assert doc["skipped_steps"] >= 1, doc
+    assert "loss scaling: %d step" % doc["skipped_steps"] in p.stderr, p.stderr
+    p = run(binary, "train", gpt, *data, *ls, "-o", os.path.join(scratch, "ls_part.onnx"), "--checkpoint-dir", ck,
+            "--checkpoint-every", "5")
+    assert p.returncode == 0, p.stderr
+    p = run(binary, "train", gpt, *data, *ls, "-o", res, "--resume", os.path.join(ck, "ckpt-5.otc"))
+    assert p.returncode == 0, p.stderr
+    assert open(full, "rb").read() == open(res, "rb").read(), "--resume with loss scaling is not bitwise"
+    # a checkpoint with the scaler's state does not resume without loss scaling
+    p = run(binary, "train", gpt, *data, *ls, "--loss-scale", "off", "-o", res, "--resume",
+            os.path.join(ck, "ckpt-5.otc"))
+    assert p.returncode == 5 and "--loss-scale" in p.stderr, (p.returncode, p.stderr)
+    p = run(binary, "train", gpt, *data, "--precision", "fp16", "--steps", "1", "--fuse-update", "-o", res)
+    assert p.returncode == 2 and "--loss-scale off" in p.stderr, (p.returncode, p.stderr)
+    p = run(binary, "train", gpt, *data, "--precision", "fp16", "--loss-scale", "sometimes", "-o", res)
+    assert p.returncode == 2 and "sometimes" in p.stderr, (p.returncode, p.stderr)
+    # a NaN that is no overflow: parameters blown up by a huge step name the node (exit 10)
+    p = run(binary, "train", gpt, *data, "--precision", "fp16", "--steps", "4", "--batch-size", "4",
+            "--optimizer", "sgd", "--lr", "1e30", "-o", res)
+    assert p.returncode == 10 and "node '" in p.stderr, (p.returncode, p.stderr)
 
 
 def main():
@@ -73,6 +109,7 @@ def main():
     for cmd in (["train", gpt, *data], ["plan", gpt], ["info", gpt], ["eval", gpt, "--input", data[1]]):
         p = run(binary, *cmd, "--precision", "int8")
         assert p.returncode == 2 and "--precision" in p.stderr and "int8" in p.stderr, (cmd, p.returncode, p.stderr)
+    check_loss_scale(binary, gpt, data, scratch)
     print("check_precision: ok")
     return 0
 

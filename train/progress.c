@@ -62,6 +62,7 @@ void ot_progress_step(ot_progress *p, int64_t step, int64_t epoch, int64_t n_epo
     fprintf(p->f, "epoch %lld/%lld  step %lld/%lld  loss %s  lr %.3g  %.1f samples/s  ETA %s", (long long)epoch,
             (long long)n_epochs, (long long)step, (long long)p->total, ot_loss_str(loss, ls, sizeof ls), lr,
             samples_per_s, eta);
+    if (p->loss_scale > 0) fprintf(p->f, "  scale %g  skipped %lld", p->loss_scale, (long long)p->skipped);
     p->line_open = !log;
     if (log) fputc('\n', p->f);
     fflush(p->f);

@@ -22,6 +22,10 @@ typedef struct ot_progress {
     double t_start;  /* seconds, monotonic */
     double t_last_draw;
     bool line_open;  /* a partial in-place line is on screen */
+    /* fp16 loss scaling: the scale and the steps skipped so far, shown after the rate
+     * when loss_scale > 0 (set before ot_progress_step) */
+    double loss_scale;
+    int64_t skipped;
 } ot_progress;
 
 /* Monotonic seconds. */

@@ -80,6 +80,9 @@ void ot_report_write_json(FILE *f, const ot_report_info *info, const ot_optim_co
             ot_schedule_kind_name(opt->schedule), (long long)opt->warmup_steps, (long long)opt->total_steps);
     fprintf(f, ",\n  \"batch_size\": %lld, \"accum\": %lld, \"samples_per_epoch\": %lld, \"steps\": %lld",
             (long long)r->batch_size, (long long)r->accum, (long long)r->samples_per_epoch, (long long)r->n_steps);
+    if (r->loss_scaling) /* fp16 loss scaling: steps skipped for an overflow, the final scale */
+        fprintf(f, ",\n  \"loss_scale\": {\"skipped_steps\": %lld, \"final_scale\": %.17g}", (long long)r->skipped_steps,
+                r->loss_scale);
     fputs(",\n  \"total_seconds\": ", f);
     num(f, r->total_seconds);
     fputs(",\n  ", f);

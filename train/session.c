@@ -445,10 +445,12 @@ static ot_status build_backward(ot_train_session *s, ot_error *err) {
                               .n_freeze = s->o.n_freeze,
                               .train = s->lora.n ? s->lora_train : s->o.train,
                               .n_train = s->o.n_train + (s->lora.n ? 1 : 0),
-                              .separate_scatter = s->o.separate_scatter};
-    ot_status st = ot_autodiff_build(s->g, &ao, &s->ad, err);
+                              .separate_scatter = s->o.separate_scatter, .loss_scale = ot_train_scale_wanted(s)};
+    ot_status st = ot_train_scale_check(s, err);
+    if (!st) st = ot_autodiff_build(s->g, &ao, &s->ad, err);
     if (st) return st;
     s->ad_built = true;
+    if ((st = ot_train_scale_prepare(s, err))) return st;
     if (ot_autocast_recast_backward(s->g, &s->ac) < 0 ||
         (s->ac.cls && ot_autocast_legalize_backward(s->g, s->ac.low, 0,
                                                     s->o.precision_supports ? s->o.precision_supports : backend_supports,

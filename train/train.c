@@ -174,6 +174,7 @@ static ot_status session_new(ot_model *m, const ot_train_options *o, ot_dataset 
     if (!s) return ot_fail(err, OT_E_MEMORY, "out of memory");
     s->m = m;
     s->o = *o;
+    s->ls_state = -1;
     if (s->o.accum < 1) s->o.accum = 1;
     s->with_opt = with_optimizer;
     s->label_value = -1;

@@ -45,6 +45,20 @@
  * loss's new graph input whatever the loss builder named it). */
 #define OT_DATA_LABELS "<labels>"
 
+/* Dynamic loss scaling (train/train_scale.c), as torch.amp.GradScaler: the loss's
+ * gradient seed is multiplied by `scale` so that small float16 gradients do not flush
+ * to zero; the optimizer divides it out (exact for powers of two). A step whose
+ * gradients hold an Inf or NaN (an overflow) is skipped and the scale multiplied by
+ * backoff; after growth_interval clean steps in a row it is multiplied by growth.
+ * DEFAULT: DYNAMIC under --precision fp16, OFF otherwise. Zero fields take
+ * GradScaler's defaults (2^16, 2, 0.5, 2000). */
+typedef enum { OT_LOSS_SCALE_DEFAULT = 0, OT_LOSS_SCALE_OFF, OT_LOSS_SCALE_DYNAMIC } ot_loss_scale_mode;
+typedef struct ot_loss_scale_options {
+    ot_loss_scale_mode mode;
+    double init, growth, backoff;
+    int64_t growth_interval;
+} ot_loss_scale_options;
+
 typedef struct ot_train_options {
     ot_loss_options loss;
     const char *const *freeze; /* name patterns (ir/name_pattern.h: globs, re:REGEX) over param names */
@@ -109,6 +123,7 @@ typedef struct ot_train_options {
      * before the loss (autodiff/autocast.h; the backend's kernels decide which nodes
      * run low). FP32: none. */
     ot_precision precision;
+    ot_loss_scale_options loss_scale;
     /* Testing: which nodes have a low-precision kernel, asked instead of the
      * backend's op table (a plan_only session standing in for kernels not written
      * yet). NULL: the backend's. */
@@ -335,9 +350,18 @@ typedef struct ot_train_result {
     int64_t first_step;     /* 0, or the resumed checkpoint's step (loss[] before it is NaN) */
     bool interrupted;       /* o->stop was set: stopped early after writing a checkpoint */
     char last_checkpoint[4096]; /* path of the newest checkpoint written, "" if none */
+    /* loss scaling (loss_scaling false without it): steps skipped for an overflow over
+     * the whole run (a resumed run counts those before the checkpoint too), the scale
+     * at the end */
+    bool loss_scaling;
+    int64_t skipped_steps;
+    double loss_scale;
 } ot_train_result;
 
 void ot_train_result_free(ot_train_result *r);
+/* The loss scaler's figures now (loss_scaling, skipped_steps, loss_scale; the rest of
+ * r untouched), as ot_train_run leaves them in its result (train_scale.c). */
+void ot_train_loss_scale_state(const ot_train_session *s, ot_train_result *r);
 
 /* One optimizer step, as the observer sees it. */
 typedef struct ot_train_step_info {
@@ -346,6 +370,11 @@ typedef struct ot_train_step_info {
     double loss;             /* mean loss of its micro-batches */
     double lr;
     double samples_per_s;    /* samples consumed per second so far */
+    /* loss scaling: whether this step was skipped (an overflow), the steps skipped so
+     * far, the scale the next step uses; loss_scale 0 without loss scaling */
+    bool skipped;
+    int64_t skipped_total;
+    double loss_scale;
 } ot_train_step_info;
 
 /* Whether the loss of a run hardly fell: the mean loss of the last fifth of its steps

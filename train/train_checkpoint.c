@@ -55,6 +55,7 @@ uint64_t ot_train_fingerprint(const ot_train_session *s) {
     /* --precision changes the step's numbers: a run resumes in the precision it was
      * written in (fp32 adds nothing, so older checkpoints keep their fingerprint) */
     if (s->o.precision != OT_PRECISION_FP32) h = hash_str(h, ot_precision_name(s->o.precision));
+    if (s->ls_state >= 0) h = hash_str(h, "loss-scale"); /* its state is a tensor: the counts would differ */
     return ot_train_lora_fingerprint(s, h);
 }
 
@@ -73,14 +74,16 @@ void ot_train_ckpt_settings(const ot_train_session *s, const ot_dataset *data, o
 }
 
 /* The values a checkpoint holds, in a fixed order. */
-static int n_saved(const ot_train_session *s) { return s->ad.n_params + s->ad.n_state + s->og.n_state; }
+static int n_saved(const ot_train_session *s) {
+    return s->ad.n_params + s->ad.n_state + s->og.n_state + (s->ls_state >= 0); /* the loss scaler last */
+}
 
 static int saved_value(const ot_train_session *s, int i, ot_ckpt_kind *kind) {
     if (i < s->ad.n_params) return *kind = OT_CKPT_PARAM, s->ad.params[i];
     i -= s->ad.n_params;
     if (i < s->ad.n_state) return *kind = OT_CKPT_STATE, s->ad.state_values[i];
     i -= s->ad.n_state;
-    return *kind = OT_CKPT_OPT_STATE, s->og.state[i];
+    return *kind = OT_CKPT_OPT_STATE, i < s->og.n_state ? s->og.state[i] : s->ls_state;
 }
 
 /* Tensor i's bytes where they lie: on the CPU the arena itself. NULL: copy_out. */
@@ -145,8 +148,8 @@ ot_status ot_train_checkpoint_restore(ot_train_session *s, const ot_dataset *dat
     if (c->fingerprint != fp)
         return ot_fail(err, OT_E_MODEL,
                        "%s: the checkpoint belongs to another model (fingerprint %016llx, this model %016llx: its "
-                       "nodes, inputs or params differ, or the --lora or --precision settings); resume with the model, "
-                       "--lora and --precision it was written for",
+                       "nodes, inputs or params differ, or the --lora, --precision or --loss-scale settings); resume with "
+                       "the model, --lora, --precision and --loss-scale it was written for",
                        path, (unsigned long long)c->fingerprint, (unsigned long long)fp);
     ot_ckpt_settings run;
     ot_train_ckpt_settings(s, data, &run);
@@ -174,5 +177,5 @@ ot_status ot_train_checkpoint_restore(ot_train_session *s, const ot_dataset *dat
         }
         if ((st = ot_executor_write(s->ex, v, t->data, t->nbytes, err))) return ot_error_prefix(err, "%s: ", path);
     }
-    return OT_OK;
+    return ot_train_scale_restored(s, path, err); /* the loss scaler's state, from its tensor */
 }

@@ -123,6 +123,13 @@ struct ot_train_session {
     int64_t budget;
     bool budget_from_device;
     bool val_in_budget;
+    /* fp16 loss scaling (train_scale.c): the float64[3] state value (-1: none), the
+     * scale, growth and backoff factors, clean steps needed, clean steps in a row,
+     * steps skipped, and whether this step's gradients overflowed */
+    int ls_state;
+    double ls_scale, ls_growth, ls_backoff;
+    int64_t ls_interval, ls_clean, ls_skipped;
+    bool ls_overflow;
     /* a data-parallel run's buffers (train_dist.c), made at its first micro-batch */
     struct ot_train_dist *dist;
 };
@@ -195,6 +202,18 @@ ot_status ot_train_grad_scan(ot_train_session *s, int i, int64_t *bad, double *s
  * own update), and at the run's end the norm from the sums taken there. */
 ot_status ot_train_fused_after_step(ot_train_session *s, int step, ot_error *err);
 void ot_train_fused_norm(ot_train_session *s);
+
+/* fp16 loss scaling (train_scale.c): the options checked against the session's
+ * (refused with --fuse-update, the two-call step and MPI); whether this session
+ * scales (train sessions only); the state value added once autodiff made the seed's
+ * multiplier; the multiplier written before a run; GradScaler's update after a step;
+ * the state read back after a checkpoint's restore. */
+ot_status ot_train_scale_check(const ot_train_session *s, ot_error *err);
+bool ot_train_scale_wanted(const ot_train_session *s);
+ot_status ot_train_scale_prepare(ot_train_session *s, ot_error *err);
+ot_status ot_train_scale_write(ot_train_session *s, ot_error *err);
+ot_status ot_train_scale_update(ot_train_session *s, ot_error *err);
+ot_status ot_train_scale_restored(ot_train_session *s, const char *path, ot_error *err);
 
 /* Builds the validation graph and plans it without allocating (once): sets val_g,
  * val_shared and val_peak. Needs the loss and backward built and the dims bound;

@@ -251,7 +251,7 @@ ot_status ot_train_write_scalars(ot_train_session *s, double lr, double scale, b
     double sc[OT_OPT_N_SCALARS] = {0};
     sc[OT_OPT_LR] = lr;
     sc[OT_OPT_GRAD_SCALE] = scale;
-    sc[OT_OPT_STEP] = (double)s->opt_step;
+    sc[OT_OPT_STEP] = (double)(s->opt_step - s->ls_skipped); /* Adam's t, as torch: a skipped step is not counted */
     sc[OT_OPT_APPLY] = apply ? 1.0 : 0.0;
     return ot_executor_write(s->ex, s->og.scalars, sc, sizeof sc, err);
 }
@@ -283,7 +283,9 @@ static ot_status read_loss(ot_train_session *s, ot_error *err) {
 
 static ot_status boundary(ot_train_session *s, ot_error *err) {
     ot_status st;
-    bool check = !s->o.no_numerics_check;
+    bool train = s->mode == MODE_TRAIN;
+    bool scaling = train && s->ls_state >= 0; /* an overflow skips the step (train_scale.c) */
+    bool check = !s->o.no_numerics_check || scaling;
     if ((st = read_loss(s, err))) return st;
     double lossf = s->last_loss;
     if (check && !isfinite(lossf)) {
@@ -292,7 +294,6 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
                        isnan(lossf) ? "NaN" : "Inf");
     }
     int64_t K = s->o.accum;
-    bool train = s->mode == MODE_TRAIN;
     if (s->g->fuse_update) { /* no update has run: each gradient is checked before its own */
         s->last_norm = NAN;
         return train ? ot_train_write_scalars(s, s->lr, 1.0, true, err) : OT_OK;
@@ -309,6 +310,10 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
         int64_t bad = -1;
         double ss = 0.0;
         if ((st = grad_checked(s, i, all, &bad, &ss, err))) break;
+        if (check && bad >= 0 && scaling) { /* the loss was finite: an overflow of the scaled gradients */
+            s->ls_overflow = true;
+            break;
+        }
         if (check && bad >= 0) {
             s->nonfinite = true;
             st = ot_fail(err, OT_E_NUMERICS, "training step %lld: the gradient of '%s' is not finite at index %lld",
@@ -319,7 +324,7 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     }
     /* With gradients proved finite (train_check.c) the norm is added up after the
      * update, from the sums the optimizer kernels take on the way. */
-    bool deferred = !st && norm_now && all && ot_train_check_defer_norm(s, all);
+    bool deferred = !st && norm_now && all && !s->ls_overflow && ot_train_check_defer_norm(s, all);
     free(all);
     all = NULL;
     if (st) return st;
@@ -340,8 +345,13 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
         }
         free(all);
     }
-    double scale = 1.0 / (double)K;
-    s->last_norm = want_norm && !deferred ? sqrt(total) / (double)K : NAN;
+    if (scaling && s->ls_overflow) { /* skipped: nothing changes, the accumulators were zeroed above */
+        s->last_norm = NAN;
+        return ot_train_write_scalars(s, s->lr, 1.0, false, err);
+    }
+    /* the gradients hold S times the true ones: S divides out here (exact for a power of two) */
+    double unscale = scaling ? 1.0 / s->ls_scale : 1.0, scale = unscale / (double)K;
+    s->last_norm = want_norm && !deferred ? sqrt(total) / (double)K * unscale : NAN;
     if (clip) scale = (double)((float)scale * ot_clip_scale(s->last_norm, s->o.optim.clip_grad_norm));
     return ot_train_write_scalars(s, s->lr, scale, true, err);
 }
@@ -507,7 +517,8 @@ ot_status ot_train_run_once(ot_train_session *s, int mode, uint64_t rng_step, ot
     s->norm_pending = false;
     ot_executor_set_grad_ss(s->ex, NULL);
     ot_executor_set_step(s->ex, rng_step);
-    ot_status st = ot_executor_run(s->ex, err);
+    ot_status st = ot_train_scale_write(s, err);
+    if (!st) st = ot_executor_run(s->ex, err);
     if (!st) ot_train_check_finish(s);
     if (st == OT_E_NUMERICS && s->nonfinite) {
         /* NaN/Inf in the data itself is the user's to fix: name the file and sample */
@@ -550,6 +561,7 @@ ot_status ot_train_step_once(ot_train_session *s, const ot_dataset *data, int64_
     s->opt_step = step + 1;
     s->run_step = step + 1;
     s->lr = ot_optim_lr_at(&s->o.optim, step);
+    s->ls_overflow = false;
     for (int64_t k = 0; k < K && !st; k++) {
         int64_t mb = step * K + k;
         for (int64_t i = 0; i < s->B; i++) idx[i] = (mb * s->B + i) % data->n_samples; /* no shuffling: the same cost */
@@ -560,6 +572,7 @@ ot_status ot_train_step_once(ot_train_session *s, const ot_dataset *data, int64_
         if (!st) loss_sum = ot_train_dist_add_losses(s, loss_sum);
     }
     free(idx);
+    if (!st) st = ot_train_scale_update(s, err);
     if (!st && loss) *loss = loss_sum / (double)K;
     return st;
 }
@@ -615,7 +628,8 @@ static void notify_step(const ot_train_observer *obs, const ot_train_session *s,
     int64_t K = s->o.accum;
     ot_train_step_info si = {.step = step + 1, .total = T, .epoch = epoch + 1,
                              .n_epochs = (T * K + per_epoch - 1) / per_epoch, .loss = loss, .lr = s->lr,
-                             .samples_per_s = samples_per_s};
+                             .samples_per_s = samples_per_s, .skipped = s->ls_state >= 0 && s->ls_overflow,
+                             .skipped_total = s->ls_skipped, .loss_scale = s->ls_state >= 0 ? s->ls_scale : 0.0};
     obs->on_step(obs->user, &si);
 }
 
@@ -733,7 +747,10 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         s->run_step = step + 1;
         s->lr = ot_optim_lr_at(&s->o.optim, step);
         int64_t epoch = 0;
-        if ((st = run_micro_batches(s, &bt, data, step, obs, &loss_sum, &seen, &epoch, err))) goto done;
+        s->ls_overflow = false;
+        if ((st = run_micro_batches(s, &bt, data, step, obs, &loss_sum, &seen, &epoch, err)) ||
+            (st = ot_train_scale_update(s, err)))
+            goto done;
         r->loss[step] = loss_sum / (double)K;
         r->lr[step] = s->lr;
         r->grad_norm[step] = s->last_norm;
@@ -765,6 +782,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         }
     }
     r->total_seconds = ot_now_seconds() - t0;
+    ot_train_loss_scale_state(s, r);
     r->measured_peak = ot_executor_high_water(s->ex);
     if (val) r->val_measured_peak = ot_executor_high_water(s->val_ex);
     /* The host copies of the weights come back; the scan buffer (float64 values off

@@ -60,7 +60,7 @@ size_t ot_cpu_lowp_workspace(const ot_node *node, const ot_tensor *in, const ot_
     return copies_bytes(node, in, out, reads) + inner;
 }
 
-static void to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt) {
+void ot_cpu_lowp_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt) {
     bool par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
     if (t == OT_BF16) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
@@ -71,7 +71,7 @@ static void to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt) {
     }
 }
 
-static void from_f32(ot_dtype t, const float *s, uint16_t *d, int64_t n, int nt) {
+void ot_cpu_lowp_from_f32(ot_dtype t, const float *s, uint16_t *d, int64_t n, int nt) {
     bool par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
     if (t == OT_BF16) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
@@ -97,7 +97,7 @@ ot_status ot_cpu_lowp_run(const ot_node *node, const ot_tensor *in, ot_tensor *o
     char *p = ctx->workspace;
     for (int k = 0; k < node->n_inputs && k < 16; k++)
         if ((reads >> k & 1u) && in[k].data && is_lowp(in[k].dtype)) {
-            to_f32(in[k].dtype, in[k].data, (float *)p, ot_kernel_numel(&in[k]), nt);
+            ot_cpu_lowp_to_f32(in[k].dtype, in[k].data, (float *)p, ot_kernel_numel(&in[k]), nt);
             in2[k].data = p;
             p += align_up(in2[k].nbytes);
         }
@@ -110,7 +110,7 @@ ot_status ot_cpu_lowp_run(const ot_node *node, const ot_tensor *in, ot_tensor *o
     inner.workspace_bytes = ctx->workspace_bytes - copies;
     ot_status st = f32_kernel(node, in2, out2, &inner, err);
     if (st == OT_OK && is_lowp(out[0].dtype) && out[0].data)
-        from_f32(out[0].dtype, out2[0].data, out[0].data, ot_kernel_numel(&out[0]), nt);
+        ot_cpu_lowp_from_f32(out[0].dtype, out2[0].data, out[0].data, ot_kernel_numel(&out[0]), nt);
     return st;
 }
 
@@ -172,7 +172,7 @@ static ot_status run_chunk(const ot_node *node, const ot_tensor *in, ot_tensor *
         ci[k].shape = ot_shape_make(1, &len);
         ci[k].nbytes = (size_t)len * sizeof(float);
         if (is_lowp(in[k].dtype)) {
-            to_f32(in[k].dtype, (const uint16_t *)in[k].data + off, buf[k], len, 1);
+            ot_cpu_lowp_to_f32(in[k].dtype, (const uint16_t *)in[k].data + off, buf[k], len, 1);
             ci[k].data = buf[k];
         } else {
             ci[k].data = (float *)in[k].data + off;
@@ -184,7 +184,7 @@ static ot_status run_chunk(const ot_node *node, const ot_tensor *in, ot_tensor *
     co[0].nbytes = (size_t)len * sizeof(float);
     co[0].data = is_lowp(out[0].dtype) ? ybuf : (float *)out[0].data + off;
     ot_status st = f32(node, ci, co, one, err);
-    if (st == OT_OK && is_lowp(out[0].dtype)) from_f32(out[0].dtype, ybuf, (uint16_t *)out[0].data + off, len, 1);
+    if (st == OT_OK && is_lowp(out[0].dtype)) ot_cpu_lowp_from_f32(out[0].dtype, ybuf, (uint16_t *)out[0].data + off, len, 1);
     return st;
 }
 

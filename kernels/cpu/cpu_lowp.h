@@ -14,6 +14,11 @@ typedef size_t (*ot_cpu_workspace_fn)(const ot_node *node, const ot_tensor *in, 
 
 /* Whether any input or output 0 is bfloat16 or float16. */
 bool ot_cpu_lowp_any(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
+/* n bfloat16 / float16 values (t) to float32 and back, rounding to nearest even
+ * (kernels/half_float.h), over nt threads when n is large: the conversions of the low
+ * paths and of Cast between float32 and the low dtypes. */
+void ot_cpu_lowp_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt);
+void ot_cpu_lowp_from_f32(ot_dtype t, const float *s, uint16_t *d, int64_t n, int nt);
 
 /* Workspace bytes: the float32 copies of the low-precision inputs whose bit is set in
  * `reads` (bit k: input k; inputs the kernel reads for their shape only stay out) and

@@ -7,6 +7,8 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_lowp.h" /* Cast between float32 and bfloat16/float16 */
+#include "kernels/half_float.h"
 #include "kernels/index_geometry.h"
 
 static ot_status shape_mismatch(const ot_node *node, const char *what, ot_error *err) {
@@ -366,6 +368,17 @@ static void store_int(ot_dtype t, void *p, int64_t i, int64_t v) {
     }
 }
 
+/* bfloat16 / float16 to float32 as the generic path gives it: a signalling NaN comes
+ * out quiet (the generic path's trip through double quiets it; the CUDA Cast and the
+ * ONNX reference agree) and every other value is exact. */
+static void low_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt, bool par) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t i = 0; i < n; i++) {
+        float f = t == OT_BF16 ? ot_hf_bf16_to_f32(s[i]) : ot_hf_f16_to_f32(s[i]);
+        d[i] = f != f ? ot_hf_from_bits(ot_hf_bits(f) | 0x00400000u) : f;
+    }
+}
+
 static bool cast_dtype_ok(ot_dtype t) { return is_float_dtype(t) || ot_kernel_is_int_dtype(t); }
 
 ot_status ot_cpu_cast(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
@@ -383,7 +396,12 @@ ot_status ot_cpu_cast(const ot_node *node, const ot_tensor *in, ot_tensor *out, 
     bool par = n >= OT_CPU_PAR_MIN;
     const void *x = in[0].data;
     void *y = out[0].data;
-    if (ts == OT_F32 && td == OT_I64) { /* the common case of PyTorch's shape arithmetic, kept fast */
+    bool low_s = ts == OT_BF16 || ts == OT_F16, low_d = td == OT_BF16 || td == OT_F16;
+    if (ts == OT_F32 && low_d) /* --precision's casts: the same rounding, without the per-element switch */
+        ot_cpu_lowp_from_f32(td, x, y, n, nt);
+    else if (low_s && td == OT_F32)
+        low_to_f32(ts, x, y, n, nt, par);
+    else if (ts == OT_F32 && td == OT_I64) { /* the common case of PyTorch's shape arithmetic, kept fast */
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
         for (int64_t i = 0; i < n; i++) store_double(td, y, i, ((const float *)x)[i]);
     } else if (is_float_dtype(ts)) {

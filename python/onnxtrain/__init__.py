@@ -139,7 +139,9 @@ class Trainer:
       in two calls: backward() then optimizer_step(), as onnxtrain.training uses);
       chunked_loss ("off", "on", "auto", as --chunked-loss) and chunked_loss_rows;
       precision ("fp32", "bf16", "fp16": mixed precision as --precision); fuse_update (each update as soon as its gradient is
-      complete: the same bits, a lower peak; docs/training.md).
+      complete: the same bits, a lower peak; docs/training.md); loss_scale ("dynamic", "off"; default dynamic
+      with precision "fp16"), loss_scale_init, loss_scale_growth, loss_scale_backoff, loss_scale_growth_interval
+      (0: GradScaler's defaults; see loss_scale_state()).
 
     The training graph is built for the first batch (prepare, step or eval); later
     training batches must have its shapes. Use as a context manager, or close().
@@ -150,7 +152,9 @@ class Trainer:
                  clip_grad_norm=0.0, schedule=None, warmup_steps=0, total_steps=0, accum=1, remat=None,
                  memory_budget=0, remat_time_limit=0.0, freeze=(), train=(), lora=0, lora_alpha=0.0,
                  lora_targets=(), lora_load=None, bind=(), threads=0, device=None, seed=0, check_numerics=True,
-                 split_step=False, chunked_loss=None, chunked_loss_rows=0, precision=None, fuse_update=False):
+                 split_step=False, chunked_loss=None, chunked_loss_rows=0, precision=None, fuse_update=False,
+                 loss_scale=None, loss_scale_init=0.0, loss_scale_growth=0.0, loss_scale_backoff=0.0,
+                 loss_scale_growth_interval=0):
         if not isinstance(model, (str, bytes)) and not hasattr(model, "__fspath__"):
             raise TypeError("model: a %s, not a path" % type(model).__name__)
         o = ffi.new("onnxtrain_options *")
@@ -189,6 +193,9 @@ class Trainer:
             setattr(o, "n_" + field, n)
         o.threads, o.seed, o.check_numerics = int(threads), int(seed), int(bool(check_numerics))
         o.fuse_update = int(bool(fuse_update))
+        o.loss_scale = s(loss_scale)
+        o.loss_scale_init, o.loss_scale_growth = float(loss_scale_init), float(loss_scale_growth)
+        o.loss_scale_backoff, o.loss_scale_growth_interval = float(loss_scale_backoff), int(loss_scale_growth_interval)
         out = ffi.new("onnxtrain_session **")
         path = model if isinstance(model, bytes) else str(model).encode()
         _check(lib.onnxtrain_session_open(path, o, out))
@@ -270,6 +277,13 @@ class Trainer:
     def step_count(self):
         """Optimizer steps done (a resumed checkpoint's included)."""
         return int(lib.onnxtrain_step_count(self._session()))
+
+    def loss_scale_state(self):
+        """fp16 loss scaling: (scale of the next step, steps skipped for an overflow so
+        far); (0.0, 0) when the session does not scale."""
+        sc, sk = ffi.new("double *"), ffi.new("int64_t *")
+        _check(lib.onnxtrain_loss_scale(self._session(), sc, sk))
+        return sc[0], int(sk[0])
 
     def eval(self, inputs, labels=None):
         """(loss, accuracy) in inference mode over the full batches of these arrays;

@@ -104,6 +104,30 @@ def test_fuse_update_bitwise(tmp_path, data):
     assert e.value.code == 2 and "--fuse-update with --clip-grad-norm" in e.value.message
 
 
+def test_loss_scale_bitwise_cli(tmp_path, data):
+    """fp16 loss scaling through the library: the CLI's bits, and its skipped steps and
+    final scale (loss_scale_state) those of the CLI's report."""
+    tok, lab = data
+    ls = dict(precision="fp16", loss_scale_init=131072, loss_scale_growth_interval=2)
+    with onnxtrain.Trainer(MODEL, **ls, **OPTS) as t:
+        src = onnxtrain.batches({"tokens": tok, "labels": lab}, batch_size=8)
+        losses = ["%.9g" % x for x in t.fit(src[:8])]
+        state = t.loss_scale_state()
+        t.save(tmp_path / "py.onnx")
+    want, model = cli_train(tmp_path, 8, 8, extra=["--precision", "fp16", "--loss-scale-init", "131072",
+                                                    "--loss-scale-growth-interval", "2"])
+    assert losses == want
+    assert (tmp_path / "py.onnx").read_bytes() == model
+    rep = json.loads((tmp_path / "cli.json").read_text())["loss_scale"]
+    assert state == (rep["final_scale"], rep["skipped_steps"]) and state[1] >= 1
+    with onnxtrain.Trainer(MODEL, precision="bf16", **OPTS) as t:
+        t.step({"tokens": tok[:8]}, lab[:8])
+        assert t.loss_scale_state() == (0.0, 0)
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        onnxtrain.Trainer(MODEL, loss_scale="sometimes")
+    assert e.value.code == 2 and "options.loss_scale 'sometimes'" in e.value.message
+
+
 def test_eval_params_plan(data):
     tok, lab = data
     with onnxtrain.Trainer(MODEL, remat="sqrt", **OPTS) as t:
