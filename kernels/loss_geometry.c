@@ -32,3 +32,12 @@ ot_status ot_loss_geometry_init(ot_loss_geometry *g, const ot_node *node, const 
     }
     return OT_OK;
 }
+
+ot_status ot_loss_pair_check(const ot_node *node, const ot_tensor *x, const ot_tensor *t, const ot_tensor *dx,
+                             ot_error *err) {
+    int64_t n = ot_kernel_numel(x);
+    if (ot_kernel_numel(t) != n || (dx && ot_kernel_numel(dx) != n))
+        return ot_fail(err, OT_E_DATA, "node '%s' (%s): the targets have %lld elements, the prediction %lld",
+                       node->name, ot_op_name(node->op), (long long)ot_kernel_numel(t), (long long)n);
+    return OT_OK;
+}

@@ -26,6 +26,12 @@ typedef struct ot_loss_geometry {
 ot_status ot_loss_geometry_init(ot_loss_geometry *g, const ot_node *node, const ot_shape *s, const ot_tensor *labels,
                                 ot_error *err);
 
+/* The element-wise losses (MSE's siblings BceWithLogitsLoss and L1Loss): the targets t
+ * and, when given, the gradient dx have as many elements as the prediction x; else
+ * OT_E_DATA naming the node. Both backends check through this. */
+ot_status ot_loss_pair_check(const ot_node *node, const ot_tensor *x, const ot_tensor *t, const ot_tensor *dx,
+                             ot_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -226,21 +226,12 @@ static float sigmoid_f32(float x) {
     return e / (1.0f + e);
 }
 
-static ot_status check_pair(const ot_node *node, const ot_tensor *x, const ot_tensor *t, const ot_tensor *dx,
-                            ot_error *err) {
-    int64_t n = ot_kernel_numel(x);
-    if (ot_kernel_numel(t) != n || (dx && ot_kernel_numel(dx) != n))
-        return ot_fail(err, OT_E_DATA, "node '%s' (%s): the targets have %lld elements, the prediction %lld",
-                       node->name, ot_op_name(node->op), (long long)ot_kernel_numel(t), (long long)n);
-    return OT_OK;
-}
-
 /* BceWithLogitsLoss / L1Loss: the mean over every element, summed in double in order
  * (the loss is bitwise independent of the thread count, as MseLoss's). */
 OT_GRAD_KERNEL(ot_cpu_elementwise_loss) {
     (void)ctx;
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
-    ot_status st = check_pair(node, &in[0], &in[1], NULL, err);
+    ot_status st = ot_loss_pair_check(node, &in[0], &in[1], NULL, err);
     if (st) return st;
     int64_t n = ot_kernel_numel(&in[0]);
     const float *x = in[0].data, *t = in[1].data;
@@ -255,7 +246,7 @@ OT_GRAD_KERNEL(ot_cpu_elementwise_loss) {
 OT_GRAD_KERNEL(ot_cpu_elementwise_loss_grad) {
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32 || in[2].dtype != OT_F32)
         return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
-    ot_status st = check_pair(node, &in[1], &in[2], &out[0], err);
+    ot_status st = ot_loss_pair_check(node, &in[1], &in[2], &out[0], err);
     if (st) return st;
     int64_t n = ot_kernel_numel(&in[1]);
     const float *x = in[1].data, *t = in[2].data;

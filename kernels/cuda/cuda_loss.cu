@@ -262,19 +262,10 @@ __global__ void k_elementwise_loss(const float *x, const float *t, int64_t n, in
     if (threadIdx.x == 0) y[0] = n > 0 ? (float)(s / (double)n) : 0.0f;
 }
 
-static ot_status pair_sizes(const ot_node *node, const ot_tensor *x, const ot_tensor *t, const ot_tensor *dx,
-                            ot_error *err) {
-    int64_t n = ot_kernel_numel(x);
-    if (ot_kernel_numel(t) != n || (dx && ot_kernel_numel(dx) != n))
-        return ot_fail(err, OT_E_DATA, "node '%s' (%s): the targets have %lld elements, the prediction %lld",
-                       node->name, ot_op_name(node->op), (long long)ot_kernel_numel(t), (long long)n);
-    return OT_OK;
-}
-
 OT_CUDA_LAUNCHER(ot_cuda_elementwise_loss) {
     (void)ctx;
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
-    ot_status st = pair_sizes(node, &in[0], &in[1], NULL, err);
+    ot_status st = ot_loss_pair_check(node, &in[0], &in[1], NULL, err);
     if (st) return st;
     k_elementwise_loss<<<1, 1024, 0, cx->stream>>>((const float *)in[0].data, (const float *)in[1].data,
                                                    ot_kernel_numel(&in[0]), node->op == OT_OP_BCE_LOGITS_LOSS,
@@ -304,7 +295,7 @@ OT_CUDA_LAUNCHER(ot_cuda_elementwise_loss_grad) {
     (void)ctx;
     if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32 || in[2].dtype != OT_F32)
         return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
-    ot_status st = pair_sizes(node, &in[1], &in[2], &out[0], err);
+    ot_status st = ot_loss_pair_check(node, &in[1], &in[2], &out[0], err);
     if (st) return st;
     int64_t n = ot_kernel_numel(&in[1]);
     return ot_cu_map(cx,
