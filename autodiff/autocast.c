@@ -403,7 +403,10 @@ static int wrap_f32(ot_graph *g, int node, ot_dtype low) {
         char nm[512];
         snprintf(nm, sizeof nm, "%.480s.f32", g->values[y].name);
         ot_shape s = g->values[y].shape;
-        int y32 = ot_graph_add_value_unique(g, nm, OT_F32, &s, g->values[y].kind);
+        /* a state written in place (BatchNorm's running statistics) stays the state,
+         * written by the cast; the float32 result is a plain activation */
+        ot_value_kind kind = g->values[y].kind == OT_VK_STATE ? OT_VK_ACTIVATION : g->values[y].kind;
+        int y32 = ot_graph_add_value_unique(g, nm, OT_F32, &s, kind);
         if (y32 < 0) return -1;
         g->nodes[node].outputs[i] = y32; /* y keeps its id and readers, written by the cast */
         g->values[y32].producer = node;

@@ -67,6 +67,27 @@ static int widen_param(ot_value *v) {
     return 0;
 }
 
+/* BatchNorm's running statistics are state, never trained (autodiff.c marks them so
+ * later; here first, so they do not become master weights): held in float32 like the
+ * masters, with BatchNorm's outputs that update them, and rounded back to the model's
+ * dtype when written, as the masters are. */
+static int batchnorm_state_f32(ot_graph *g) {
+    for (int id = 0; id < g->n_nodes; id++) {
+        const ot_node *n = &g->nodes[id];
+        if (n->removed || n->op != OT_OP_BATCH_NORM) continue;
+        for (int i = 3; i < 5 && i < n->n_inputs; i++) {
+            ot_value *v = n->inputs[i] >= 0 ? &g->values[n->inputs[i]] : NULL;
+            if (!v || (v->kind != OT_VK_PARAM && v->kind != OT_VK_STATE) || !is_low(v->dtype)) continue;
+            v->kind = OT_VK_STATE;
+            if (widen_param(v)) return -1;
+            v->dtype = OT_F32;
+        }
+        for (int j = 1; j < 3 && j < n->n_outputs; j++)
+            if (n->outputs[j] >= 0 && is_low(g->values[n->outputs[j]].dtype)) g->values[n->outputs[j]].dtype = OT_F32;
+    }
+    return 0;
+}
+
 /* A low graph output keeps its id, now float32, written by a Cast of a new low value. */
 static int widen_output(ot_graph *g, int y) {
     ot_dtype low = g->values[y].dtype;
@@ -113,6 +134,7 @@ ot_status ot_train_lowp_model(ot_train_session *s, const ot_dataset *data, ot_au
                        "--precision %s: the model is exported in %s and trains in its own dtype (float32 master "
                        "weights); drop --precision, or export the model in float32",
                        ot_precision_name(s->o.precision), ot_dtype_name(s->lowp));
+    if (batchnorm_state_f32(g)) goto oom;
     int n_values = g->n_values, n_params = 0;
     for (int v = 0; v < n_values; v++) {
         ot_value *x = &g->values[v];

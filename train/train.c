@@ -43,9 +43,16 @@ ot_status ot_train_check_arrays(ot_train_session *s, ot_dataset *d, ot_error *er
             ot_status st = ot_data_widen_i32(&a->t, a->path, err);
             if (st) return st;
         }
-        if (a->t->dtype != v->dtype)
-            return ot_fail(err, OT_E_DATA, "%s: %s data, but %s '%s' is %s", a->path, ot_dtype_name(a->t->dtype),
-                           is_labels ? "the loss's labels input" : "model input", v->name, ot_dtype_name(v->dtype));
+        if (a->t->dtype != v->dtype) {
+            const char *hint = a->t->dtype == OT_BF16 ? " (a <u2 or <V2 .npy is read as bfloat16 bits)"
+                               : v->dtype == OT_F16   ? "; save it with a.astype(np.float16)"
+                               : v->dtype == OT_BF16  ? "; give float32 data (rounded as read) or bfloat16 bits as a "
+                                                        "uint16 .npy (docs/training.md)"
+                                                      : "";
+            return ot_fail(err, OT_E_DATA, "%s: %s data, but %s '%s' is %s%s", a->path, ot_dtype_name(a->t->dtype),
+                           is_labels ? "the loss's labels input" : "model input", v->name, ot_dtype_name(v->dtype),
+                           hint);
+        }
         bool ok = a->t->shape.rank == v->shape.rank;
         for (int k = 1; ok && k < v->shape.rank; k++) ok = a->t->shape.dim[k] == v->shape.dim[k];
         if (!ok) {
