@@ -12,6 +12,7 @@ and the dynamo exporters; made by make_fixtures.py):
   - `train` writes the same graph with every initializer in its original dtype, the
     trained ones changed, BatchNorm's running statistics updated, and onnx's checker
     passes; fp16 models get loss scaling by default (the progress line's scale);
+  - `eval --labels` of the model as exported gives PyTorch's loss;
   - `--resume` from a checkpoint of an fp16 model is bitwise the uninterrupted run;
   - bf16 inputs: float32 data is rounded as read (said once) and gives the loss that
     the same values as bfloat16 bits (uint16 .npy) give; fp16 data for a bf16 input and
@@ -94,6 +95,19 @@ def check_train(binary, model, x, y, scratch, stem, fp16):
         rm = [i for i in b.graph.initializer if i.name.endswith("running_mean")]
         assert rm and all(not np.array_equal(init_bits(i), init_bits(before[i.name])) for i in rm), stem
     return out
+
+
+def check_eval(binary, model, z, x, y, scratch, stem):
+    """eval --labels of the model as exported: the nodes without a low kernel run in
+    float32 with casts; bfloat16 data as its bits (eval converts no float32 data)."""
+    if "_bf16_" in stem and z["x"].dtype == np.float32:
+        x = os.path.join(scratch, stem + "_xbits.npy")
+        np.save(x, bf16_bits(z["x"]))
+    p = run(binary, "eval", model, "--input", x, "--labels", y, "--threads", "1", "--json")
+    assert p.returncode == 0, (stem, p.stderr)
+    loss = json.loads(p.stdout)["loss"]
+    if not stem.startswith("cnn"):  # BatchNorm evaluates with its running statistics
+        assert abs(loss - float(z["loss"])) <= 1e-2 * abs(float(z["loss"])), (stem, loss, float(z["loss"]))
 
 
 def check_resume(binary, model, x, y, scratch):
@@ -190,6 +204,7 @@ def main():
         p = run(binary, "verify", model, "--input", x, "--labels", y, "--remat", "all", "--time-steps", "1")
         assert p.returncode == 0 and "bitwise equal" in p.stdout + p.stderr, (stem, p.returncode, p.stderr)
         check_train(binary, model, x, y, scratch, stem, "_fp16_" in stem)
+        check_eval(binary, model, z, x, y, scratch, stem)
         print(f"{stem}: {n} gradients within bounds, verify bitwise, tuned model in its own dtypes")
     stem = "gpt_fp16_ts"
     check_resume(binary, os.path.join(fix, stem + ".onnx"), os.path.join(scratch, stem + "_x.npy"),

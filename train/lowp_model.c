@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/lowp_model.h"
+
 #include "kernels/half_float.h"
 #include "train/train_internal.h"
 
@@ -112,6 +114,21 @@ static const ot_data_array *array_of(const ot_dataset *d, int v) {
     for (int i = 0; d && i < d->n_arrays; i++)
         if (d->arrays[i].value_id == v) return &d->arrays[i];
     return NULL;
+}
+
+ot_dtype ot_lowp_model_dtype(const ot_graph *g) {
+    for (int v = 0; v < g->n_values; v++)
+        if ((g->values[v].kind == OT_VK_PARAM || g->values[v].kind == OT_VK_STATE) && is_low(g->values[v].dtype))
+            return g->values[v].dtype;
+    return OT_F32;
+}
+
+int ot_lowp_legalize_infer(ot_graph *g, ot_autocast_supports_fn supports, void *ctx) {
+    ot_dtype low = ot_lowp_model_dtype(g);
+    if (low == OT_F32) return 0;
+    int a = ot_autocast_legalize(g, low, 0, OT_PHASE_FORWARD, supports, ctx);
+    int b = a < 0 ? -1 : ot_autocast_legalize(g, low, 0, OT_PHASE_LOSS, supports, ctx);
+    return a < 0 || b < 0 ? -1 : a + b;
 }
 
 ot_status ot_train_lowp_model(ot_train_session *s, const ot_dataset *data, ot_autocast_supports_fn supports,

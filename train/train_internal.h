@@ -138,17 +138,7 @@ struct ot_train_session {
     struct ot_train_dist *dist;
 };
 
-/* train/lowp_model.c: float16/bfloat16 models' params as float32 master weights read
- * through casts, low graph outputs cast up, float32 data for bfloat16 inputs cast
- * down; before autocast, the loss and the backward pass. */
-ot_status ot_train_lowp_model(ot_train_session *s, const ot_dataset *data, ot_autocast_supports_fn supports,
-                              void *ctx, ot_error *err);
-/* The model's dtype of value v when the session holds it as a float32 master, else OT_F32. */
-ot_dtype ot_train_lowp_dtype(const ot_train_session *s, int v);
-/* n float32 values rounded (nearest even) to float16 or bfloat16 bits at dst. */
-void ot_lowp_narrow(ot_dtype to, const float *src, void *dst, size_t n);
-/* The streamed save's read of a master weight, in the model's dtype. */
-ot_status ot_train_lowp_read(ot_train_session *s, int v, uint64_t offset, void *dst, size_t n, ot_error *err);
+#include "train/lowp_model.h" /* fp16/bf16-exported models: float32 master weights */
 
 static inline const char *vname(const ot_graph *g, int v) {
     return v >= 0 && g->values[v].name ? g->values[v].name : "?";
