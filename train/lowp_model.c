@@ -57,8 +57,11 @@ static int read_through_cast(ot_graph *g, int v, ot_dtype to) {
 
 /* A param's low data as a float32 buffer (the master weight). */
 static int widen_param(ot_value *v) {
-    if (!v->data) return 0; /* a plan-only session borrows no weights */
     int64_t n = ot_shape_numel(&v->shape);
+    if (!v->data) { /* a plan-only session borrows no weights */
+        v->nbytes = sizeof(float) * (size_t)(n > 0 ? n : 0);
+        return 0;
+    }
     float *w = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     if (!w) return -1;
     const uint16_t *h = v->data;
