@@ -378,21 +378,22 @@ static bool node_supported(const ot_graph *g, int node, ot_dtype as, ot_autocast
 }
 
 /* A backward Cast of v to `to`, writing a new value; -1 when out of memory. */
-static int backward_cast(ot_graph *g, int v, ot_dtype to, const char *suffix) {
+static int phase_cast(ot_graph *g, int v, ot_dtype to, const char *suffix, ot_phase phase) {
     char nm[512];
     snprintf(nm, sizeof nm, "%.480s%s", g->values[v].name, suffix);
     ot_shape s = g->values[v].shape;
-    int c = ot_graph_add_value_unique(g, nm, to, &s, OT_VK_GRADIENT);
+    int c = ot_graph_add_value_unique(g, nm, to, &s, phase == OT_PHASE_BACKWARD ? OT_VK_GRADIENT : OT_VK_ACTIVATION);
     if (c < 0) return -1;
-    int node = ot_graph_add_node(g, OT_OP_CAST, g->values[c].name, &v, 1, &c, 1, OT_PHASE_BACKWARD);
+    int node = ot_graph_add_node(g, OT_OP_CAST, g->values[c].name, &v, 1, &c, 1, phase);
     return node < 0 || ot_node_set_attr_int(&g->nodes[node], "to", to) ? -1 : c;
 }
 
 static int wrap_f32(ot_graph *g, int node, ot_dtype low) {
+    ot_phase phase = g->nodes[node].phase;
     for (int i = 0; i < g->nodes[node].n_inputs; i++) {
         int v = g->nodes[node].inputs[i];
         if (v < 0 || g->values[v].dtype != low) continue;
-        int c = backward_cast(g, v, OT_F32, ".f32");
+        int c = phase_cast(g, v, OT_F32, ".f32", phase);
         if (c < 0) return -1;
         ot_graph_set_input(g, node, i, c);
     }
@@ -402,11 +403,14 @@ static int wrap_f32(ot_graph *g, int node, ot_dtype low) {
         char nm[512];
         snprintf(nm, sizeof nm, "%.480s.f32", g->values[y].name);
         ot_shape s = g->values[y].shape;
-        int y32 = ot_graph_add_value_unique(g, nm, OT_F32, &s, g->values[y].kind);
+        /* a state written in place (BatchNorm's running statistics) stays the state,
+         * written by the cast; the float32 result is a plain activation */
+        ot_value_kind kind = g->values[y].kind == OT_VK_STATE ? OT_VK_ACTIVATION : g->values[y].kind;
+        int y32 = ot_graph_add_value_unique(g, nm, OT_F32, &s, kind);
         if (y32 < 0) return -1;
         g->nodes[node].outputs[i] = y32; /* y keeps its id and readers, written by the cast */
         g->values[y32].producer = node;
-        int c = ot_graph_add_node(g, OT_OP_CAST, g->values[y].name, &y32, 1, &y, 1, OT_PHASE_BACKWARD);
+        int c = ot_graph_add_node(g, OT_OP_CAST, g->values[y].name, &y32, 1, &y, 1, phase);
         if (c < 0 || ot_node_set_attr_int(&g->nodes[c], "to", low)) return -1;
     }
     return 0;
@@ -414,11 +418,16 @@ static int wrap_f32(ot_graph *g, int node, ot_dtype low) {
 
 int ot_autocast_legalize_backward(ot_graph *g, ot_dtype low, int first_node, ot_autocast_supports_fn supports,
                                   void *ctx) {
+    return ot_autocast_legalize(g, low, first_node, OT_PHASE_BACKWARD, supports, ctx);
+}
+
+int ot_autocast_legalize(ot_graph *g, ot_dtype low, int first_node, ot_phase phase, ot_autocast_supports_fn supports,
+                         void *ctx) {
     if (low != OT_BF16 && low != OT_F16) return 0;
     int n = 0, n_nodes = g->n_nodes;
     for (int i = first_node < 0 ? 0 : first_node; i < n_nodes; i++) {
         const ot_node *nd = &g->nodes[i];
-        if (nd->removed || nd->phase != OT_PHASE_BACKWARD || nd->op == OT_OP_CAST) continue;
+        if (nd->removed || nd->phase != phase || nd->op == OT_OP_CAST) continue;
         bool has_low = false;
         for (int k = 0; k < nd->n_inputs + nd->n_outputs && !has_low; k++) {
             int v = k < nd->n_inputs ? nd->inputs[k] : nd->outputs[k - nd->n_inputs];

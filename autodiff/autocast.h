@@ -91,6 +91,13 @@ int ot_autocast_recast_backward(ot_graph *g, const ot_autocast_result *r);
 int ot_autocast_legalize_backward(ot_graph *g, ot_dtype low, int first_node, ot_autocast_supports_fn supports,
                                   void *ctx);
 
+/* The same for the nodes of one phase: OT_PHASE_FORWARD legalizes the forward graph
+ * of a model exported in float16 or bfloat16 (train/lowp_model.c), whose nodes run in
+ * the model's dtype where the backend has a kernel and in float32 with casts
+ * elsewhere. */
+int ot_autocast_legalize(ot_graph *g, ot_dtype low, int first_node, ot_phase phase, ot_autocast_supports_fn supports,
+                         void *ctx);
+
 /* The suffix of those casts' names (and of their outputs'), by which remat tells
  * them from clones of its own (remat/segments.c). */
 #define OT_AUTOCAST_AGAIN ".again"

@@ -110,6 +110,17 @@ static bool group_norm_constant(const ot_node *n) {
     return n->trace == OT_TRACE_GROUP_NORM && n->op == OT_OP_INSTANCE_NORM;
 }
 
+/* The value the layers read for initializer v: v itself, or the output of the one
+ * Cast that reads it, the float32 master weight of a float16/bfloat16 model read in the
+ * model's dtype (train/lowp_model.c), whose readers decide as v's would. */
+static int layer_value(const ot_graph *g, int v) {
+    const ot_value *val = &g->values[v];
+    if (val->n_consumers != 1) return v;
+    const ot_node *n = &g->nodes[val->consumers[0]];
+    return !n->removed && is_fwd(n) && n->op == OT_OP_CAST && n->n_outputs == 1 && n->outputs[0] >= 0 ? n->outputs[0]
+                                                                                                       : v;
+}
+
 /* A file from PyTorch's dynamo exporter records on every node the call it was traced
  * from (ot_node.trace). An initializer read only by traced calls none of which reads a
  * parameter was computed by the exporter's optimizer from buffers, lifted constants or
@@ -154,8 +165,9 @@ ot_status ot_param_rule(const ot_graph *g, const int *targets, int n_targets, co
             reason[v] = "scalar";
         else if (reach[v] && !live[v])
             reason[v] = why_not_live(g, v);
-        else if (reach[v] && folded_table(g, v))
-            reason[v] = g->values[v].n_consumers && group_norm_constant(&g->nodes[g->values[v].consumers[0]])
+        else if (reach[v] && folded_table(g, layer_value(g, v)))
+            reason[v] = g->values[layer_value(g, v)].n_consumers &&
+                                group_norm_constant(&g->nodes[g->values[layer_value(g, v)].consumers[0]])
                             ? "no PyTorch parameter: the scale / bias of the InstanceNormalization the exporter "
                               "wrote for a GroupNorm (its weight and bias are the Mul / Add after it)"
                             : "no PyTorch parameter: its readers' traced calls read none (a folded table, a buffer "
@@ -192,6 +204,7 @@ int ot_param_layer_sharing(const ot_graph *g, int v, char *what, size_t cap) {
     enum { KINDS = 6 };
     const char *kind[KINDS] = {0};
     int count[KINDS] = {0}, n_kinds = 0, total = 0;
+    v = layer_value(g, v);
     const ot_value *val = &g->values[v];
     for (int c = 0; c < val->n_consumers; c++) {
         const ot_node *n = &g->nodes[val->consumers[c]];

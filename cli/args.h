@@ -241,7 +241,8 @@ enum {
     "                            (docs/training.md, Mixed precision): MatMul/Gemm/Conv/Attention in P\n"          \
     "                            where the device has such a kernel, norms, softmax, losses and the\n"        \
     "                            optimizer in float32, master weights float32; `onnxtrain info\n"            \
-    "                            MODEL --precision P` lists what runs in which\n"
+    "                            MODEL --precision P` lists what runs in which. A model exported\n"      \
+    "                            in fp16/bf16 trains in its own dtype without it (float32 masters)\n"
 #define OT_ARGS_HELP_OPTIM                                                                                           \
     "  --optimizer NAME          sgd, adam, adamw. Default: adamw at lr 3e-3 (torch's other AdamW\n"              \
     "                            defaults; docs/training.md, Defaults)\n"                                          \

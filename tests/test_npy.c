@@ -298,12 +298,44 @@ static void test_write_errors(void **state) {
     const char *path = TMP "/no_such_dir/x.npy";
     assert_int_equal(ot_npy_write(path, t, &err), OT_E_IO);
     assert_non_null(strstr(err.msg, path));
-    t->dtype = OT_BF16; /* no .npy descr for bfloat16 */
-    t->nbytes = 6;
-    assert_int_equal(ot_npy_write(TMP "/bf16.npy", t, &err), OT_E_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "bfloat16"));
+    t->dtype = OT_STRING; /* no .npy descr for strings */
+    assert_int_equal(ot_npy_write(TMP "/str.npy", t, &err), OT_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, TMP "/str.npy"));
+    t->dtype = OT_F32;
     ot_tensor_free(t);
     assert_no_tmp_files();
+}
+
+/* bfloat16 by the convention of npy.h: written as its bits (<u2), read back from <u2
+ * and from <V2 (ml_dtypes' bfloat16) as bfloat16 with the same bits. */
+static void test_bf16_convention(void **state) {
+    (void)state;
+    int64_t d = 3;
+    ot_shape s = ot_shape_make(1, &d);
+    ot_tensor *t = ot_tensor_new(OT_BF16, &s), *back = NULL;
+    const uint16_t bits[3] = {0x3f80, 0xc040, 0x7f80}; /* 1, -3, inf */
+    memcpy(t->data, bits, sizeof bits);
+    ot_error err = {0};
+    assert_int_equal(ot_npy_write(TMP "/bf16.npy", t, &err), OT_OK);
+    size_t n = 0;
+    char *raw = read_all(TMP "/bf16.npy", &n);
+    assert_non_null(raw);
+    assert_true(n > 10);
+    raw[n] = '\0'; /* read_all leaves room for it */
+    char *descr = strstr(raw + 10, "'<u2'"); /* past the magic and the version's zero byte */
+    assert_non_null(descr);
+    for (int pass = 0; pass < 2; pass++) {
+        assert_int_equal(ot_npy_read_buffer(raw, n, "bf16.npy", &back, &err), OT_OK);
+        assert_int_equal(back->dtype, OT_BF16);
+        assert_memory_equal(back->data, bits, sizeof bits);
+        ot_tensor_free(back);
+        back = NULL;
+        descr[2] = 'V'; /* the same file as ml_dtypes writes it */
+    }
+    descr[1] = '>'; /* big-endian bits are refused */
+    assert_int_equal(ot_npy_read_buffer(raw, n, "bf16.npy", &back, &err), OT_E_UNSUPPORTED);
+    free(raw);
+    ot_tensor_free(t);
 }
 
 int main(void) {
@@ -314,6 +346,7 @@ int main(void) {
         cmocka_unit_test(test_numpy_files_refused),
         cmocka_unit_test(test_malformed_files_refused),
         cmocka_unit_test(test_write_errors),
+        cmocka_unit_test(test_bf16_convention),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -7,6 +7,7 @@
 #include "kernels/backend_select.h"
 #include "train/infer.h"
 #include "train/kv_cache.h"
+#include "train/lowp_model.h"
 #include "train/session.h"
 #include "train/train.h" /* OT_DATA_LABELS */
 
@@ -39,8 +40,11 @@ static ot_status check_data(const ot_graph *g, const ot_dataset *d, ot_error *er
         ot_shape_str(g, &v->shape, want, sizeof want);
         ot_shape_str(NULL, &t->shape, got, sizeof got);
         if (t->dtype != v->dtype)
-            return ot_fail(err, OT_E_DATA, "input '%s' (%s): expected %s %s, got %s %s", v->name, a->path,
-                           ot_dtype_name(v->dtype), want, ot_dtype_name(t->dtype), got);
+            return ot_fail(err, OT_E_DATA, "input '%s' (%s): expected %s %s, got %s %s%s", v->name, a->path,
+                           ot_dtype_name(v->dtype), want, ot_dtype_name(t->dtype), got,
+                           v->dtype == OT_BF16 ? " (give bfloat16 bits as a uint16 .npy: docs/training.md)"
+                           : v->dtype == OT_F16 ? " (save it with a.astype(np.float16))"
+                                                : "");
         if (t->shape.rank < 1 || (v->shape.rank >= 0 && t->shape.rank != v->shape.rank))
             return ot_fail(err, OT_E_DATA, "input '%s' (%s): expected %s (samples along axis 0), got %s", v->name,
                            a->path, want, got);
@@ -152,6 +156,12 @@ static ot_status bound_copy(ot_infer_session *s, const ot_dataset *d, int64_t wa
     if (!st) st = set_modes(&s->o, g, err);
     if (!st) st = apply_precision(s, g, err);
     if (!st && s->o.loss) st = add_loss(s, g, err);
+    if (!st && ot_lowp_model_dtype(g) != OT_F32) { /* a float16 / bfloat16 model (train/lowp_model.c) */
+        if (!s->be && !(s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err)))
+            st = err ? err->code : OT_E_DEVICE;
+        else if (ot_lowp_legalize_infer(g, backend_supports, s->be) < 0)
+            st = ot_fail(err, OT_E_MEMORY, "out of memory adding casts for the model's dtype");
+    }
     if (!st) st = ot_graph_require_static(g, err);
     if (st) {
         ot_session_give_back(s->m->graph, g);

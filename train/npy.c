@@ -101,7 +101,10 @@ static ot_status parse_descr(const char *d, const char *name, ot_dtype *out, ot_
         const char *code;
         ot_dtype dtype;
     } table[] = {{"f4", OT_F32}, {"f8", OT_F64}, {"f2", OT_F16}, {"i8", OT_I64}, {"i4", OT_I32},
-                 {"u1", OT_U8},  {"i1", OT_I8},  {"b1", OT_BOOL}};
+                 {"u1", OT_U8},  {"i1", OT_I8},  {"b1", OT_BOOL},
+                 /* bfloat16 has no numpy type: its bits as uint16, or as the 2-byte void
+                  * ml_dtypes' bfloat16 arrays save as (npy.h) */
+                 {"u2", OT_BF16}, {"V2", OT_BF16}};
     char order = d[0];
     const char *code = d + 1;
     if (order != '<' && order != '>' && order != '|' && order != '=')
@@ -117,7 +120,8 @@ static ot_status parse_descr(const char *d, const char *name, ot_dtype *out, ot_
         return OT_OK;
     }
     return ot_fail(err, OT_E_UNSUPPORTED,
-                   "%s: unsupported .npy dtype '%s' (supported: <f4 <f8 <f2 <i8 <i4 |u1 |i1 |b1)", name, d);
+                   "%s: unsupported .npy dtype '%s' (supported: <f4 <f8 <f2 <i8 <i4 |u1 |i1 |b1, and <u2 or <V2 "
+                   "read as bfloat16 bits)", name, d);
 }
 
 /* Parses the dict in text[0..len) into h (nbytes from dtype and shape). */
@@ -293,6 +297,7 @@ static const char *descr_of(ot_dtype t) {
     case OT_F32: return "<f4";
     case OT_F64: return "<f8";
     case OT_F16: return "<f2";
+    case OT_BF16: return "<u2"; /* its bits (npy.h) */
     case OT_I64: return "<i8";
     case OT_I32: return "<i4";
     case OT_U8: return "|u1";

@@ -3,7 +3,11 @@
  *
  * Supported: format versions 1.0, 2.0 and 3.0; C order; little-endian dtypes
  * float32 (<f4), float64 (<f8), float16 (<f2), int64 (<i8), int32 (<i4), uint8 (|u1),
- * int8 (|i1) and bool (|b1); any rank up to OT_MAX_RANK, 0-d arrays included. Everything
+ * int8 (|i1) and bool (|b1); any rank up to OT_MAX_RANK, 0-d arrays included.
+ * bfloat16, which numpy lacks, by convention: a uint16 array (<u2) holds bfloat16 bit
+ * patterns (the upper half of each float32's bits: `(a.view(np.uint32) >> 16)` after
+ * rounding), and so does a 2-byte void array (<V2, what ml_dtypes' bfloat16 saves as);
+ * both read as bfloat16, and bfloat16 tensors are written as <u2. Everything
  * else (Fortran order, big-endian, other dtypes, truncated or oversized data) is refused
  * with a message naming the file, before any large allocation. */
 #ifndef OT_NPY_H

@@ -207,6 +207,19 @@ void ot_session_give_back(ot_graph *g, ot_graph *copy) {
     for (int v = 0; v < g->n_values && v < copy->n_values; v++) {
         ot_value *home = &g->values[v];
         if (!is_weight(home) || home->data) continue;
+        ot_value *c = &copy->values[v];
+        if (c->data && c->dtype == OT_F32 && (home->dtype == OT_F16 || home->dtype == OT_BF16)) {
+            /* a float32 master weight of a low model (train/lowp_model.c): rounded
+             * back to the model's dtype; if that buffer cannot be had, the master
+             * stays with the copy and the model keeps no data for it */
+            void *h = malloc(home->nbytes ? home->nbytes : 1);
+            if (!h) continue;
+            ot_lowp_narrow(home->dtype, c->data, h, home->nbytes / 2);
+            free(c->data);
+            c->data = NULL;
+            home->data = h;
+            continue;
+        }
         home->data = copy->values[v].data;
         copy->values[v].data = NULL;
     }
@@ -395,11 +408,23 @@ static bool backend_supports(void *ctx, const ot_node *node, const ot_tensor *in
 }
 
 /* --precision: the forward graph rewritten for the backend's low-precision kernels,
- * before the loss (which then reads float32 outputs) and the backward pass. */
-static ot_status apply_precision(ot_train_session *s, ot_error *err) {
-    if (s->o.precision == OT_PRECISION_FP32) return OT_OK;
+ * before the loss (which then reads float32 outputs) and the backward pass; a model
+ * exported in float16 or bfloat16 gets its float32 master weights here. */
+static bool has_low_params(const ot_graph *g) {
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].kind == OT_VK_PARAM && (g->values[v].dtype == OT_F16 || g->values[v].dtype == OT_BF16))
+            return true;
+    return false;
+}
+
+static ot_status apply_precision(ot_train_session *s, const ot_dataset *data, ot_error *err) {
+    if (s->o.precision == OT_PRECISION_FP32 && !has_low_params(s->g)) return OT_OK;
     if (!s->be && !(s->be = ot_backend_new_by_name(s->o.device ? s->o.device : "cpu", s->o.n_threads, err)))
         return err ? err->code : OT_E_DEVICE;
+    ot_autocast_supports_fn fn = s->o.precision_supports ? s->o.precision_supports : backend_supports;
+    ot_status st = ot_train_lowp_model(s, data, fn, s->o.precision_supports ? s->o.precision_ctx : s->be, err);
+    /* a low model already computes in its own dtype (--precision may only name it) */
+    if (st || s->lowp != OT_F32 || s->o.precision == OT_PRECISION_FP32) return st;
     if (s->o.precision_supports)
         return ot_autocast_apply(s->g, ot_precision_dtype(s->o.precision), s->o.precision_supports,
                                  s->o.precision_ctx, &s->ac, err);
@@ -451,8 +476,9 @@ static ot_status build_backward(ot_train_session *s, ot_error *err) {
     if (st) return st;
     s->ad_built = true;
     if ((st = ot_train_scale_prepare(s, err))) return st;
+    ot_dtype low = s->lowp != OT_F32 ? s->lowp : s->ac.low; /* a low model's, or --precision's */
     if (ot_autocast_recast_backward(s->g, &s->ac) < 0 ||
-        (s->ac.cls && ot_autocast_legalize_backward(s->g, s->ac.low, 0,
+        ((s->ac.cls || s->lowp != OT_F32) && ot_autocast_legalize_backward(s->g, low, 0,
                                                     s->o.precision_supports ? s->o.precision_supports : backend_supports,
                                                     s->o.precision_supports ? s->o.precision_ctx : s->be) < 0))
         return ot_fail(err, OT_E_MEMORY, "--precision: out of memory adding the backward pass's casts");
@@ -519,7 +545,7 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
                               dflt, n, &s->B, err)))
         return st;
     if ((st = ot_train_lora_prepare(s, err))) return st;
-    if ((st = apply_precision(s, err))) return st;
+    if ((st = apply_precision(s, have_data ? data : NULL, err))) return st;
     if ((st = build_loss(s, err))) return st;
     if (have_data) {
         if ((st = ot_kv_add_defaults(g, s->n_model_inputs, data, s->kv_note, sizeof s->kv_note, err))) return st;

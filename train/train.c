@@ -43,9 +43,16 @@ ot_status ot_train_check_arrays(ot_train_session *s, ot_dataset *d, ot_error *er
             ot_status st = ot_data_widen_i32(&a->t, a->path, err);
             if (st) return st;
         }
-        if (a->t->dtype != v->dtype)
-            return ot_fail(err, OT_E_DATA, "%s: %s data, but %s '%s' is %s", a->path, ot_dtype_name(a->t->dtype),
-                           is_labels ? "the loss's labels input" : "model input", v->name, ot_dtype_name(v->dtype));
+        if (a->t->dtype != v->dtype) {
+            const char *hint = a->t->dtype == OT_BF16 ? " (a <u2 or <V2 .npy is read as bfloat16 bits)"
+                               : v->dtype == OT_F16   ? "; save it with a.astype(np.float16)"
+                               : v->dtype == OT_BF16  ? "; give float32 data (rounded as read) or bfloat16 bits as a "
+                                                        "uint16 .npy (docs/training.md)"
+                                                      : "";
+            return ot_fail(err, OT_E_DATA, "%s: %s data, but %s '%s' is %s%s", a->path, ot_dtype_name(a->t->dtype),
+                           is_labels ? "the loss's labels input" : "model input", v->name, ot_dtype_name(v->dtype),
+                           hint);
+        }
         bool ok = a->t->shape.rank == v->shape.rank;
         for (int k = 1; ok && k < v->shape.rank; k++) ok = a->t->shape.dim[k] == v->shape.dim[k];
         if (!ok) {
@@ -269,6 +276,7 @@ static bool has_bf16_compute(const ot_graph *g) {
 
 void ot_train_print_constants_note(const ot_train_session *s, FILE *f) {
     if (*s->kv_note) fprintf(f, "%s\n", s->kv_note);
+    if (*s->lowp_note) fprintf(f, "%s\n", s->lowp_note);
     const char *bf16 = s->be && s->be->host_memory && has_bf16_compute(s->g) ? ot_cpu_bf16_note() : NULL;
     if (bf16) fprintf(f, "note: %s\n", bf16);
     if (s->ac.low == OT_BF16 || s->ac.low == OT_F16) { /* said once: what --precision bought on this device */
@@ -402,6 +410,7 @@ void ot_train_memory_info(const ot_train_session *s, ot_train_memory_summary *ou
 const void *ot_train_arena_host_ptr(void *user, int v) {
     ot_train_session *s = user;
     /* the arena first: a host copy kept (keep_host_weights) holds the weights as loaded */
+    if (ot_train_lowp_dtype(s, v) != OT_F32) return NULL; /* a master weight, rounded as read */
     const void *p = ot_executor_value_ptr(s->ex, v);
     if (p) return s->be->host_memory ? p : NULL;
     return s->g->values[v].data;
@@ -416,10 +425,17 @@ ot_status ot_train_arena_read(void *user, int v, uint64_t offset, void *dst, siz
     return s->be->copy_out(s->be, dst, p + offset, n, err);
 }
 
+/* The streamed save's read: a low model's master weights in the model's dtype. */
+static ot_status save_read(void *user, int v, uint64_t offset, void *dst, size_t n, ot_error *err) {
+    ot_train_session *s = user;
+    if (ot_train_lowp_dtype(s, v) != OT_F32) return ot_train_lowp_read(s, v, offset, dst, n, err);
+    return ot_train_arena_read(user, v, offset, dst, n, err);
+}
+
 ot_status ot_train_save_model(ot_train_session *s, const char *path, bool external_data, ot_error *err) {
     if (!s->ex) return ot_fail(err, OT_E_INTERNAL, "the session was built to plan only: it holds no weights");
     if (s->lora.n) return ot_train_lora_save_merged(s, path, external_data, err);
-    ot_export_source src = {.host_ptr = ot_train_arena_host_ptr, .read = ot_train_arena_read, .user = s};
+    ot_export_source src = {.host_ptr = ot_train_arena_host_ptr, .read = save_read, .user = s};
     ot_export_options eo = {.external_data = external_data, .source = &src};
     return ot_model_save_ex(s->m, path, &eo, err);
 }

@@ -118,6 +118,10 @@ struct ot_train_session {
      * with OT_LORA_TRAIN_PATTERN appended (o.n_train + 1 entries) */
     ot_lora_result lora;
     ot_autocast_result ac; /* --precision (autodiff/autocast.h) */
+    /* a model exported in float16 or bfloat16 (train/lowp_model.c): its dtype
+     * (OT_F32: none), and what the rewrite said */
+    ot_dtype lowp;
+    char lowp_note[512];
     const char **lora_train;
     /* what the memory budget covered (ot_train_memory_info) */
     int64_t budget;
@@ -133,6 +137,8 @@ struct ot_train_session {
     /* a data-parallel run's buffers (train_dist.c), made at its first micro-batch */
     struct ot_train_dist *dist;
 };
+
+#include "train/lowp_model.h" /* fp16/bf16-exported models: float32 master weights */
 
 static inline const char *vname(const ot_graph *g, int v) {
     return v >= 0 && g->values[v].name ? g->values[v].name : "?";

@@ -21,8 +21,8 @@ enum { LS_SCALE = 0, LS_CLEAN = 1, LS_SKIPPED = 2, LS_N = 3 };
 
 ot_status ot_train_scale_check(const ot_train_session *s, ot_error *err) {
     const ot_loss_scale_options *o = &s->o.loss_scale;
-    if (o->mode != OT_LOSS_SCALE_DYNAMIC && (o->mode != OT_LOSS_SCALE_DEFAULT || s->o.precision != OT_PRECISION_FP16))
-        return OT_OK;
+    bool fp16 = s->o.precision == OT_PRECISION_FP16 || s->lowp == OT_F16; /* --precision fp16 or an fp16 model */
+    if (o->mode != OT_LOSS_SCALE_DYNAMIC && (o->mode != OT_LOSS_SCALE_DEFAULT || !fp16)) return OT_OK;
     double init = o->init > 0 ? o->init : 65536.0, growth = o->growth > 0 ? o->growth : 2.0;
     double backoff = o->backoff > 0 ? o->backoff : 0.5;
     if (!(isfinite(init) && init > 0) || init > 3.0e38)
@@ -53,7 +53,8 @@ ot_status ot_train_scale_check(const ot_train_session *s, ot_error *err) {
 bool ot_train_scale_wanted(const ot_train_session *s) {
     const ot_loss_scale_options *o = &s->o.loss_scale;
     return s->with_opt && (o->mode == OT_LOSS_SCALE_DYNAMIC ||
-                           (o->mode == OT_LOSS_SCALE_DEFAULT && s->o.precision == OT_PRECISION_FP16));
+                           (o->mode == OT_LOSS_SCALE_DEFAULT &&
+                            (s->o.precision == OT_PRECISION_FP16 || s->lowp == OT_F16)));
 }
 
 ot_status ot_train_scale_prepare(ot_train_session *s, ot_error *err) {
