@@ -171,6 +171,7 @@ static ot_status apply_options(onnxtrain_session *s, const onnxtrain_options *in
     o->n_threads = u.threads;
     o->device = keep_str(s, u.device, err);
     o->seed = u.seed;
+    o->tf32 = u.tf32 != 0; /* 0 for an application built before the field */
     o->no_numerics_check = !u.check_numerics;
     o->stream_save = true; /* the tuned model is written from the arena */
     int total = u.n_freeze + u.n_train + u.n_bind + u.n_lora_targets;

@@ -170,6 +170,10 @@ typedef struct onnxtrain_options {
     const char *loss_scale;
     double loss_scale_init, loss_scale_growth, loss_scale_backoff;
     int64_t loss_scale_growth_interval;
+    /* 1: on a GPU, float32 GEMMs run on TF32 tensor cores, as --tf32 (10-bit
+     * significands in the products, results about 1e-3 from float32's; not bitwise a
+     * run without). The CPU has no TF32 and ignores it. 0 (default): off */
+    int tf32;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;

@@ -3,7 +3,8 @@
  * (ot_train_run, what `onnxtrain train` runs), bad input refused with a status and a
  * message naming the argument and the caller's buffers untouched, params by name,
  * eval, the plan, verify, checkpoints (resume gives the same steps bitwise), the
- * tuned model, a closed session and a session busy in another thread. */
+ * tuned model, a closed session and a session busy in another thread; options.tf32
+ * reaches the backend (the CPU ignores it: the same bits). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 
 #include "api/api_internal.h"
 #include "kernels/kernel.h"
+#include "train/train_internal.h"
 
 #define MLP OT_SOURCE_DIR "/samples/mlp.onnx"
 #define N 32   /* samples */
@@ -436,6 +438,32 @@ static void test_closed_and_busy(void **state) {
     assert_string_equal(onnxtrain_version(), "0.1.0");
 }
 
+/* options.tf32 is --tf32: it reaches the session's backend (a GPU's GEMMs read it);
+ * the CPU has no TF32, so its steps are bitwise those without. */
+static void test_tf32(void **state) {
+    (void)state;
+    double loss[2][STEPS];
+    float w[2][10 * 128];
+    for (int t = 0; t < 2; t++) {
+        onnxtrain_options o;
+        api_options(&o);
+        o.tf32 = t;
+        onnxtrain_session *s = open_mlp(&o);
+        assert_int_equal(s->o.tf32, t == 1);
+        for (int i = 0; i < STEPS; i++) {
+            onnxtrain_tensor x, y;
+            batch_of(i, &x, &y);
+            assert_int_equal(onnxtrain_train_step(s, &x, 1, &y, &loss[t][i]), ONNXTRAIN_OK);
+        }
+        assert_non_null(s->ts);
+        assert_int_equal(s->ts->be->tf32, t == 1);
+        assert_int_equal(onnxtrain_param_read(s, "fc3.weight", w[t], sizeof w[t]), ONNXTRAIN_OK);
+        onnxtrain_session_free(s);
+    }
+    assert_memory_equal(loss[0], loss[1], sizeof loss[0]);
+    assert_memory_equal(w[0], w[1], sizeof w[0]);
+}
+
 int main(void) {
     make_data();
     const struct CMUnitTest tests[] = {
@@ -443,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_bad_input),        cmocka_unit_test(test_params_eval_plan),
         cmocka_unit_test(test_verify),           cmocka_unit_test(test_checkpoint_resume),
         cmocka_unit_test(test_lora),             cmocka_unit_test(test_closed_and_busy),
+        cmocka_unit_test(test_tf32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

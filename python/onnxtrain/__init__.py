@@ -141,7 +141,8 @@ class Trainer:
       precision ("fp32", "bf16", "fp16": mixed precision as --precision); fuse_update (each update as soon as its gradient is
       complete: the same bits, a lower peak; docs/training.md); loss_scale ("dynamic", "off"; default dynamic
       with precision "fp16"), loss_scale_init, loss_scale_growth, loss_scale_backoff, loss_scale_growth_interval
-      (0: GradScaler's defaults; see loss_scale_state()).
+      (0: GradScaler's defaults; see loss_scale_state()); tf32 (on a GPU, float32 GEMMs on TF32
+      tensor cores, as --tf32: results about 1e-3 from float32's; the CPU ignores it).
 
     The training graph is built for the first batch (prepare, step or eval); later
     training batches must have its shapes. Use as a context manager, or close().
@@ -154,7 +155,7 @@ class Trainer:
                  lora_targets=(), lora_load=None, bind=(), threads=0, device=None, seed=0, check_numerics=True,
                  split_step=False, chunked_loss=None, chunked_loss_rows=0, precision=None, fuse_update=False,
                  loss_scale=None, loss_scale_init=0.0, loss_scale_growth=0.0, loss_scale_backoff=0.0,
-                 loss_scale_growth_interval=0):
+                 loss_scale_growth_interval=0, tf32=False):
         if not isinstance(model, (str, bytes)) and not hasattr(model, "__fspath__"):
             raise TypeError("model: a %s, not a path" % type(model).__name__)
         o = ffi.new("onnxtrain_options *")
@@ -196,6 +197,7 @@ class Trainer:
         o.loss_scale = s(loss_scale)
         o.loss_scale_init, o.loss_scale_growth = float(loss_scale_init), float(loss_scale_growth)
         o.loss_scale_backoff, o.loss_scale_growth_interval = float(loss_scale_backoff), int(loss_scale_growth_interval)
+        o.tf32 = int(bool(tf32))
         out = ffi.new("onnxtrain_session **")
         path = model if isinstance(model, bytes) else str(model).encode()
         _check(lib.onnxtrain_session_open(path, o, out))

@@ -128,6 +128,20 @@ def test_loss_scale_bitwise_cli(tmp_path, data):
     assert e.value.code == 2 and "options.loss_scale 'sometimes'" in e.value.message
 
 
+def test_tf32_cpu_bitwise(tmp_path, data):
+    """tf32=True is --tf32: accepted, and ignored by the CPU (no TF32 there), so the losses
+    and the tuned model are bitwise those without it."""
+    tok, lab = data
+    out = {}
+    for tf32 in (False, True):
+        with onnxtrain.Trainer(MODEL, tf32=tf32, **OPTS) as t:
+            src = onnxtrain.batches({"tokens": tok, "labels": lab}, batch_size=8)
+            losses = ["%.9g" % x for x in t.fit(src[:2])]
+            t.save(tmp_path / ("t%d.onnx" % tf32))
+            out[tf32] = (losses, (tmp_path / ("t%d.onnx" % tf32)).read_bytes())
+    assert out[True] == out[False]
+
+
 def test_eval_params_plan(data):
     tok, lab = data
     with onnxtrain.Trainer(MODEL, remat="sqrt", **OPTS) as t:
