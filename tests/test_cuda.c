@@ -4,7 +4,9 @@
  * gradient of each sample model, within 1e-4). Backend selection by name and the
  * loading of the CUDA module (libonnxtrain_cuda.so, through kernels/backend_select.h;
  * this test links no CUDA library) are tested everywhere, and so are the host-side
- * parts of the module, the pointwise element code included (its host mode). In a
+ * parts of the module, the pointwise element code included (its host mode; issue 27:
+ * its bfloat16 / float16 paths against the CPU's float32 kernels on the same values,
+ * rounded, bit for bit). In a
  * build with CUDA a module that cannot be loaded fails the test; on a machine without
  * a usable GPU the GPU tests are skipped with "no CUDA GPU found (<reason>): skipping". */
 #include <setjmp.h>
@@ -2038,6 +2040,346 @@ static void test_lowp(void **state) {
     tc_free(&p);
 }
 
+/* ---- issue 27: element-wise, softmax and norm kernels in bfloat16 / float16 ---------- */
+
+/* The reference of a low-precision node: the CPU's float32 kernel on the inputs made
+ * float32 (exact), its low-precision outputs rounded to nearest even (what a low kernel
+ * with float32 math must give); other outputs (a Dropout mask, float32 statistics) as
+ * the float32 kernel writes them. ref[k] gets output k's bytes in out[k]'s dtype. */
+static void lp_reference(tc_pool *p, const char *label, const ot_node *n, const ot_tensor *in, const ot_tensor *out,
+                         hm_rng r, void **ref) {
+    ot_tensor in32[TC_MAX], out32[TC_MAX];
+    for (int k = 0; k < n->n_inputs; k++) {
+        in32[k] = in[k];
+        if (!in[k].data || (in[k].dtype != OT_BF16 && in[k].dtype != OT_F16)) continue;
+        int64_t m = ot_kernel_numel(&in[k]);
+        in32[k].dtype = OT_F32;
+        in32[k].nbytes = (size_t)m * 4;
+        in32[k].data = tc_alloc(p, in32[k].nbytes);
+        for (int64_t i = 0; i < m; i++)
+            ((float *)in32[k].data)[i] = in[k].dtype == OT_BF16 ? ot_bf16_to_f32(((uint16_t *)in[k].data)[i])
+                                                                : ot_f16_to_f32(((uint16_t *)in[k].data)[i]);
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+        out32[k] = out[k];
+        if (out[k].dtype == OT_BF16 || out[k].dtype == OT_F16) {
+            out32[k].dtype = OT_F32;
+            out32[k].nbytes = (size_t)ot_kernel_numel(&out[k]) * 4;
+        }
+        out32[k].data = out[k].dtype ? tc_alloc(p, out32[k].nbytes) : NULL;
+    }
+    ot_error e = {0};
+    if (tk_run_ex(n, in32, out32, 1, r.seed, r.step, r.node, &e) != OT_OK)
+        fail_msg("%s: the CPU's float32 reference failed: %s", label, e.msg);
+    for (int k = 0; k < n->n_outputs; k++) {
+        ref[k] = out32[k].data;
+        if (!out[k].dtype || out32[k].dtype == out[k].dtype) continue;
+        int64_t m = ot_kernel_numel(&out[k]);
+        uint16_t *h = tc_alloc(p, (size_t)m * 2);
+        for (int64_t i = 0; i < m; i++)
+            h[i] = out[k].dtype == OT_BF16 ? ot_f32_to_bf16(((float *)out32[k].data)[i])
+                                           : ot_f32_to_f16(((float *)out32[k].data)[i]);
+        ref[k] = h;
+    }
+}
+
+/* Host mode: the CUDA element code on low tensors gives the reference bit for bit
+ * (the same float32 rules, one rounding) and, where the CPU has a low kernel for the
+ * node, that kernel's bits too. */
+static void lp_check_host(void *state, const char *label, const ot_node *n, ot_tensor *in, ot_tensor *out, hm_rng r,
+                          double tol) {
+    (void)state, (void)tol;
+    tc_pool p = {0};
+    void *ref[TC_MAX] = {0};
+    lp_reference(&p, label, n, in, out, r, ref);
+    ot_tensor hout[TC_MAX];
+    for (int k = 0; k < n->n_outputs; k++) {
+        hout[k] = out[k];
+        hout[k].data = out[k].dtype ? tc_alloc(&p, out[k].nbytes) : NULL;
+    }
+    ot_kernel_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.seed = r.seed, ctx.step = r.step, ctx.rng_node = r.node;
+    ot_error e = {0};
+    if (!mod()->supports_node(n, in, out)) fail_msg("%s: the CUDA table does not take the node's dtypes", label);
+    if (mod()->pointwise_host(n, in, hout, &ctx, &e) != OT_OK) fail_msg("%s: host mode failed: %s", label, e.msg);
+    for (int k = 0; k < n->n_outputs; k++)
+        if (hout[k].data) hm_same(label, "output (against the rounded float32 reference)", k, &out[k], ref[k], hout[k].data, 0.0);
+    if (ot_cpu_supports(n, in, out)) assert_int_equal(hm_compare_ex(label, n, in, out, r, false), OT_OK);
+    tc_free(&p);
+}
+
+/* On the GPU: the low kernel against the same reference, within two of the low
+ * dtype's ulps (the float32 sums and transcendental functions differ from the CPU's by
+ * float32 rounding, which can move a rounded result by one ulp). */
+static void lp_check_gpu(void *state, const char *label, const ot_node *n, ot_tensor *in, ot_tensor *out, hm_rng r,
+                         double tol) {
+    tc_pool p = {0};
+    void *ref[TC_MAX] = {0};
+    lp_reference(&p, label, n, in, out, r, ref);
+    tc_check_ref(backend_of(state), label, n, in, out, tol, r.seed, r.step, r.node, (const float *const *)ref);
+    tc_free(&p);
+}
+
+typedef void (*lp_checker)(void *state, const char *label, const ot_node *n, ot_tensor *in, ot_tensor *out, hm_rng r,
+                           double tol);
+
+/* Random low-precision values in [lo, hi). */
+static ot_tensor lp_rand(tc_pool *p, uint32_t seed, ot_dtype t, float lo, float hi, int rank, const int64_t *dims) {
+    ot_tensor x = tc_tensor(p, t, rank, dims);
+    int64_t n = ot_kernel_numel(&x);
+    float *f = malloc((size_t)(n ? n : 1) * 4);
+    assert_non_null(f);
+    tk_fill(f, n, seed, lo, hi);
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)x.data)[i] = t == OT_BF16 ? ot_f32_to_bf16(f[i]) : ot_f32_to_f16(f[i]);
+    free(f);
+    return x;
+}
+
+static ot_tensor lp_out(ot_dtype t, int rank, const int64_t *dims) {
+    ot_tensor x;
+    memset(&x, 0, sizeof x);
+    x.dtype = t;
+    x.shape = ot_shape_make(rank, dims);
+    x.nbytes = (size_t)ot_shape_numel(&x.shape) * ot_dtype_size(t);
+    return x;
+}
+
+/* The element-wise cases, run by the host mode and on the GPU alike. */
+static void lp_elementwise_cases(void *state, lp_checker check, ot_dtype t, double tol) {
+    tc_pool p = {0};
+    char label[96];
+    const char *tn = ot_dtype_name(t);
+    int64_t d[2] = {37, 64}, b[1] = {64};
+    hm_rng r0 = {0, 0, 0};
+    static const struct { ot_op op; const char *name; int positive; const char *approx; } un[] = {
+        {OT_OP_RELU, "Relu", 0, NULL},       {OT_OP_GELU, "Gelu", 0, "none"},  {OT_OP_GELU, "Gelu tanh", 0, "tanh"},
+        {OT_OP_TANH, "Tanh", 0, NULL},       {OT_OP_SIGMOID, "Sigmoid", 0, NULL}, {OT_OP_EXP, "Exp", 0, NULL},
+        {OT_OP_ERF, "Erf", 0, NULL},         {OT_OP_LEAKY_RELU, "LeakyRelu", 0, NULL}, {OT_OP_NEG, "Neg", 0, NULL},
+        {OT_OP_SQRT, "Sqrt", 1, NULL},       {OT_OP_LOG, "Log", 1, NULL},      {OT_OP_RECIPROCAL, "Reciprocal", 1, NULL},
+    };
+    for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
+        ot_node n = tk_node(un[i].op, 1, 1);
+        if (un[i].approx) ot_node_set_attr_string(&n, "approximate", un[i].approx);
+        ot_tensor in[1] = {lp_rand(&p, 300 + (uint32_t)i, t, un[i].positive ? 0.01f : -4, 4, 2, d)};
+        ot_tensor out[1] = {lp_out(t, 2, d)};
+        snprintf(label, sizeof label, "%s %s", un[i].name, tn);
+        check(state, label, &n, in, out, r0, tol);
+        tk_node_free(&n);
+    }
+    const ot_op bin[4] = {OT_OP_ADD, OT_OP_SUB, OT_OP_MUL, OT_OP_DIV};
+    for (int i = 0; i < 4; i++) {
+        ot_node n = tk_node(bin[i], 2, 1);
+        /* the second operand broadcasts (a bias) for Add and Div, not for Sub and Mul */
+        bool bc = i == 0 || i == 3;
+        ot_tensor in[2] = {lp_rand(&p, 320 + (uint32_t)i, t, -3, 3, 2, d),
+                           bc ? lp_rand(&p, 330 + (uint32_t)i, t, 0.5f, 2, 1, b) : lp_rand(&p, 330 + (uint32_t)i, t, -3, 3, 2, d)};
+        ot_tensor out[1] = {lp_out(t, 2, d)};
+        snprintf(label, sizeof label, "%s %s%s", ot_op_name(bin[i]), tn, bc ? " broadcast" : "");
+        check(state, label, &n, in, out, r0, tol);
+        tk_node_free(&n);
+    }
+    static const struct { ot_op op; const char *name; float lo, hi; } gr[] = {
+        {OT_OP_RELU_GRAD, "ReluGrad", -2, 2}, {OT_OP_GELU_GRAD, "GeluGrad", -3, 3},
+        {OT_OP_TANH_GRAD, "TanhGrad", -1, 1}, {OT_OP_SIGMOID_GRAD, "SigmoidGrad", 0, 1},
+    };
+    for (size_t i = 0; i < sizeof gr / sizeof gr[0]; i++) {
+        ot_node n = tk_node(gr[i].op, 2, 1);
+        ot_tensor in[2] = {lp_rand(&p, 340 + (uint32_t)i, t, -2, 2, 2, d), lp_rand(&p, 350 + (uint32_t)i, t, gr[i].lo, gr[i].hi, 2, d)};
+        ot_tensor out[1] = {lp_out(t, 2, d)};
+        snprintf(label, sizeof label, "%s %s", gr[i].name, tn);
+        check(state, label, &n, in, out, r0, tol);
+        tk_node_free(&n);
+    }
+    /* Dropout: the mask is the float32 kernel's (the same Philox draws), bit for bit */
+    ot_node dn = tk_node(OT_OP_DROPOUT, 1, 2);
+    ot_node_set_attr_float(&dn, "ratio", 0.3f);
+    ot_node_set_attr_int(&dn, "training_mode", 1);
+    ot_tensor din[1] = {lp_rand(&p, 360, t, -3, 3, 2, d)};
+    ot_tensor dout[2] = {lp_out(t, 2, d), lp_out(OT_BOOL, 2, d)};
+    hm_rng rd = {0x5eed, 3, 17};
+    snprintf(label, sizeof label, "Dropout %s", tn);
+    check(state, label, &dn, din, dout, rd, tol);
+    tk_node_free(&dn);
+    ot_node dg = tk_node(OT_OP_DROPOUT_GRAD, 2, 1);
+    ot_node_set_attr_float(&dg, "ratio", 0.3f);
+    ot_node_set_attr_int(&dg, "rng_node", 17);
+    ot_tensor dgin[2] = {lp_rand(&p, 361, t, -3, 3, 2, d), din[0]};
+    ot_tensor dgout[1] = {lp_out(t, 2, d)};
+    snprintf(label, sizeof label, "DropoutGrad %s", tn);
+    check(state, label, &dg, dgin, dgout, rd, tol);
+    tk_node_free(&dg);
+    /* a gradient sum: three inputs added in order in float32, rounded once */
+    ot_node sn = tk_node(OT_OP_SUM, 3, 1);
+    ot_tensor sin[3] = {lp_rand(&p, 370, t, -3, 3, 2, d), lp_rand(&p, 371, t, -1e-2f, 1e-2f, 2, d),
+                        lp_rand(&p, 372, t, -3, 3, 2, d)};
+    ot_tensor sout[1] = {lp_out(t, 2, d)};
+    snprintf(label, sizeof label, "Sum of 3 %s", tn);
+    check(state, label, &sn, sin, sout, r0, tol);
+    tk_node_free(&sn);
+    tc_free(&p);
+}
+
+static void test_host_lowp_elementwise(void **state) {
+    lp_elementwise_cases(state, lp_check_host, OT_BF16, 0.0);
+    lp_elementwise_cases(state, lp_check_host, OT_F16, 0.0);
+}
+
+/* What the autocast pass asks (autodiff/autocast.c through supports): the element-wise,
+ * softmax and norm ops take their data in bfloat16 / float16 on CUDA, every float
+ * tensor of one dtype (a norm's scale, bias and statistics also float32); mixed low
+ * dtypes, a low Pow and a broadcasting low Sum are refused. */
+static void test_supports_lowp_elementwise(void **state) {
+    (void)state;
+    float dummy[8] = {0};
+    const ot_dtype lp[2] = {OT_BF16, OT_F16};
+    for (int k = 0; k < 2; k++) {
+        ot_dtype t = lp[k], o = lp[1 - k];
+        const ot_op un[] = {OT_OP_RELU, OT_OP_GELU, OT_OP_TANH, OT_OP_SIGMOID, OT_OP_EXP, OT_OP_SOFTMAX,
+                            OT_OP_LOG_SOFTMAX, OT_OP_NEG, OT_OP_SQRT, OT_OP_CLIP};
+        for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
+            ot_node n = tk_node(un[i], 1, 1);
+            ot_tensor in[1] = {tk_t(t, dummy, 2, 4, 8)}, out[1] = {tk_t(t, dummy, 2, 4, 8)}, oo[1] = {tk_t(o, dummy, 2, 4, 8)};
+            assert_true(mod()->supports_node(&n, in, out));
+            assert_false(mod()->supports_node(&n, in, oo));
+            tk_node_free(&n);
+        }
+        const ot_op bin[] = {OT_OP_ADD, OT_OP_SUB, OT_OP_MUL, OT_OP_DIV, OT_OP_RELU_GRAD, OT_OP_GELU_GRAD,
+                             OT_OP_SOFTMAX_GRAD, OT_OP_LOG_SOFTMAX_GRAD};
+        for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++) {
+            ot_node n = tk_node(bin[i], 2, 1);
+            ot_tensor in[2] = {tk_t(t, dummy, 2, 4, 8), tk_t(t, dummy, 2, 4, 8)}, out[1] = {tk_t(t, dummy, 2, 4, 8)};
+            assert_true(mod()->supports_node(&n, in, out));
+            in[1].dtype = o;
+            assert_false(mod()->supports_node(&n, in, out));
+            tk_node_free(&n);
+        }
+        ot_node pw = tk_node(OT_OP_POW, 2, 1);
+        ot_tensor pin[2] = {tk_t(t, dummy, 1, 4), tk_t(t, dummy, 1, 4)}, pout[1] = {tk_t(t, dummy, 1, 4)};
+        assert_false(mod()->supports_node(&pw, pin, pout)); /* on autocast's float32 list, no low kernel */
+        tk_node_free(&pw);
+        ot_node dr = tk_node(OT_OP_DROPOUT, 2, 2);
+        ot_tensor drin[2] = {tk_t(t, dummy, 1, 4), tk_t(OT_F32, dummy, 0)};
+        ot_tensor drout[2] = {tk_t(t, dummy, 1, 4), tk_t(OT_BOOL, dummy, 1, 4)};
+        assert_true(mod()->supports_node(&dr, drin, drout)); /* the ratio keeps its dtype */
+        tk_node_free(&dr);
+        ot_node sm = tk_node(OT_OP_SUM, 2, 1);
+        ot_tensor smin[2] = {tk_t(t, dummy, 2, 4, 2), tk_t(t, dummy, 2, 4, 2)}, smout[1] = {tk_t(t, dummy, 2, 4, 2)};
+        assert_true(mod()->supports_node(&sm, smin, smout));
+        smin[1] = tk_t(t, dummy, 1, 2); /* broadcasts */
+        assert_false(mod()->supports_node(&sm, smin, smout));
+        tk_node_free(&sm);
+        /* LayerNorm: X, Y low; scale and bias low or float32; Mean / InvStdDev float32 or low */
+        ot_node ln = tk_node(OT_OP_LAYER_NORM, 3, 3);
+        ot_tensor lin[3] = {tk_t(t, dummy, 2, 4, 8), tk_t(t, dummy, 1, 8), tk_t(OT_F32, dummy, 1, 8)};
+        ot_tensor lout[3] = {tk_t(t, dummy, 2, 4, 8), tk_t(OT_F32, dummy, 2, 4, 1), tk_t(t, dummy, 2, 4, 1)};
+        assert_true(mod()->supports_node(&ln, lin, lout));
+        lin[2].dtype = o;
+        assert_false(mod()->supports_node(&ln, lin, lout));
+        tk_node_free(&ln);
+        ot_node lg = tk_node(OT_OP_LAYER_NORM_GRAD, 3, 3);
+        ot_tensor lgin[3] = {tk_t(t, dummy, 2, 4, 8), tk_t(t, dummy, 2, 4, 8), tk_t(t, dummy, 1, 8)};
+        ot_tensor lgout[3] = {tk_t(t, dummy, 2, 4, 8), tk_t(t, dummy, 1, 8), tk_t(t, dummy, 1, 8)};
+        assert_true(mod()->supports_node(&lg, lgin, lgout));
+        lgin[1].dtype = OT_F32; /* X must be dY's dtype */
+        assert_false(mod()->supports_node(&lg, lgin, lgout));
+        tk_node_free(&lg);
+        /* BatchNorm of a low model: X, scale, B low, the running statistics float32 */
+        ot_node bn = tk_node(OT_OP_BATCH_NORM, 5, 3);
+        ot_tensor bin5[5] = {tk_t(t, dummy, 4, 2, 3, 4, 4), tk_t(t, dummy, 1, 3), tk_t(t, dummy, 1, 3),
+                             tk_t(OT_F32, dummy, 1, 3), tk_t(OT_F32, dummy, 1, 3)};
+        ot_tensor bout[3] = {tk_t(t, dummy, 4, 2, 3, 4, 4), tk_t(OT_F32, dummy, 1, 3), tk_t(OT_F32, dummy, 1, 3)};
+        assert_true(mod()->supports_node(&bn, bin5, bout));
+        bout[0].dtype = OT_F32; /* Y in X's dtype */
+        assert_false(mod()->supports_node(&bn, bin5, bout));
+        tk_node_free(&bn);
+        ot_node bg = tk_node(OT_OP_BATCH_NORM_GRAD, 3, 3);
+        ot_tensor bgin[3] = {tk_t(t, dummy, 4, 2, 3, 4, 4), tk_t(t, dummy, 4, 2, 3, 4, 4), tk_t(t, dummy, 1, 3)};
+        ot_tensor bgout[3] = {tk_t(t, dummy, 4, 2, 3, 4, 4), tk_t(t, dummy, 1, 3), tk_t(t, dummy, 1, 3)};
+        assert_true(mod()->supports_node(&bg, bgin, bgout));
+        tk_node_free(&bg);
+    }
+    /* float32 nodes are asked what they always were */
+    ot_node r = tk_node(OT_OP_RELU, 1, 1);
+    ot_tensor rin[1] = {tk_t(OT_F32, dummy, 1, 4)}, rout[1] = {tk_t(OT_F32, dummy, 1, 4)};
+    assert_true(mod()->supports_node(&r, rin, rout));
+    tk_node_free(&r);
+}
+
+/* The GPU: the element-wise cases, then Softmax / LogSoftmax, LayerNorm, BatchNorm and
+ * their gradients on low data against the rounded float32 reference. */
+static void lp_norm_cases(void **state, ot_dtype t, double tol) {
+    tc_pool p = {0};
+    char label[96];
+    const char *tn = ot_dtype_name(t);
+    hm_rng r0 = {0, 0, 0};
+    int64_t sd[3] = {4, 70, 9};
+    for (int axis = -1; axis <= 1; axis += 2)
+        for (int lg = 0; lg < 2; lg++) {
+            ot_node n = tk_node(lg ? OT_OP_LOG_SOFTMAX : OT_OP_SOFTMAX, 1, 1);
+            ot_node_set_attr_int(&n, "axis", axis);
+            ot_tensor in[1] = {lp_rand(&p, 400 + (uint32_t)lg, t, -5, 5, 3, sd)}, out[1] = {lp_out(t, 3, sd)};
+            snprintf(label, sizeof label, "%s axis %d %s", lg ? "LogSoftmax" : "Softmax", axis, tn);
+            lp_check_gpu(state, label, &n, in, out, r0, tol);
+            tk_node_free(&n);
+            ot_node gn = tk_node(lg ? OT_OP_LOG_SOFTMAX_GRAD : OT_OP_SOFTMAX_GRAD, 2, 1);
+            ot_node_set_attr_int(&gn, "axis", axis);
+            ot_tensor gin[2] = {lp_rand(&p, 410 + (uint32_t)lg, t, -1, 1, 3, sd),
+                                lp_rand(&p, 420, t, lg ? -4.0f : 0.01f, lg ? -0.1f : 0.5f, 3, sd)};
+            snprintf(label, sizeof label, "%sGrad axis %d %s", lg ? "LogSoftmax" : "Softmax", axis, tn);
+            lp_check_gpu(state, label, &gn, gin, out, r0, tol);
+            tk_node_free(&gn);
+        }
+    int64_t xd[3] = {2, 7, 96}, cd[1] = {96}, md[3] = {2, 7, 1};
+    for (int f32p = 0; f32p < 2; f32p++) { /* scale and bias low, or float32 masters */
+        ot_node n = tk_node(OT_OP_LAYER_NORM, 3, 3);
+        ot_node_set_attr_int(&n, "axis", -1);
+        ot_tensor sc = f32p ? tc_rand(&p, 431, 0.5f, 1.5f, 1, 96) : lp_rand(&p, 431, t, 0.5f, 1.5f, 1, cd);
+        ot_tensor bi = f32p ? tc_rand(&p, 432, -1, 1, 1, 96) : lp_rand(&p, 432, t, -1, 1, 1, cd);
+        ot_tensor in[3] = {lp_rand(&p, 430, t, -2, 3, 3, xd), sc, bi};
+        ot_tensor out[3] = {lp_out(t, 3, xd), lp_out(OT_F32, 3, md), lp_out(OT_F32, 3, md)};
+        snprintf(label, sizeof label, "LayerNormalization %s, %s scale", tn, f32p ? "float32" : "low");
+        lp_check_gpu(state, label, &n, in, out, r0, tol);
+        tk_node_free(&n);
+        ot_node g = tk_node(OT_OP_LAYER_NORM_GRAD, 3, 3);
+        ot_node_set_attr_int(&g, "axis", -1);
+        ot_tensor gin[3] = {lp_rand(&p, 433, t, -1, 1, 3, xd), in[0], sc};
+        ot_dtype pt = f32p ? OT_F32 : t;
+        ot_tensor gout[3] = {lp_out(t, 3, xd), lp_out(pt, 1, cd), lp_out(pt, 1, cd)};
+        snprintf(label, sizeof label, "LayerNormGrad %s, %s scale", tn, f32p ? "float32" : "low");
+        lp_check_gpu(state, label, &g, gin, gout, r0, tol);
+        tk_node_free(&g);
+    }
+    int64_t bd[4] = {4, 6, 5, 5}, c6[1] = {6};
+    ot_node n = tk_node(OT_OP_BATCH_NORM, 5, 3);
+    ot_node_set_attr_int(&n, "training_mode", 1);
+    ot_tensor in[5] = {lp_rand(&p, 440, t, -2, 3, 4, bd), lp_rand(&p, 441, t, 0.5f, 1.5f, 1, c6),
+                       lp_rand(&p, 442, t, -1, 1, 1, c6), tc_rand(&p, 443, -1, 1, 1, 6), tc_rand(&p, 444, 0.5f, 2, 1, 6)};
+    ot_tensor out[3] = {lp_out(t, 4, bd), lp_out(OT_F32, 1, c6), lp_out(OT_F32, 1, c6)};
+    snprintf(label, sizeof label, "BatchNormalization training %s", tn);
+    lp_check_gpu(state, label, &n, in, out, r0, tol);
+    ot_node_set_attr_int(&n, "training_mode", 0);
+    snprintf(label, sizeof label, "BatchNormalization inference %s", tn);
+    lp_check_gpu(state, label, &n, in, out, r0, tol);
+    tk_node_free(&n);
+    ot_node g = tk_node(OT_OP_BATCH_NORM_GRAD, 3, 3);
+    ot_node_set_attr_int(&g, "training_mode", 1);
+    ot_tensor gin[3] = {lp_rand(&p, 445, t, -1, 1, 4, bd), in[0], in[1]};
+    ot_tensor gout[3] = {lp_out(t, 4, bd), lp_out(t, 1, c6), lp_out(t, 1, c6)};
+    snprintf(label, sizeof label, "BatchNormGrad %s", tn);
+    lp_check_gpu(state, label, &g, gin, gout, r0, tol);
+    tk_node_free(&g);
+    tc_free(&p);
+}
+
+static void test_lowp_elementwise_norm(void **state) {
+    /* two ulps of each dtype, relative to max(1, |x|), as test_lowp */
+    lp_elementwise_cases(state, lp_check_gpu, OT_BF16, 1.6e-2);
+    lp_elementwise_cases(state, lp_check_gpu, OT_F16, 2e-3);
+    lp_norm_cases(state, OT_BF16, 1.6e-2);
+    lp_norm_cases(state, OT_F16, 2e-3);
+}
+
 static void test_pool(void **state) {
     tc_pool p = {0};
     int64_t ks[2] = {3, 3}, st[2] = {2, 2}, pads[4] = {1, 1, 1, 1};
@@ -3321,6 +3663,8 @@ int main(void) {
         cmocka_unit_test(test_conv_geometry),
         cmocka_unit_test(test_supports_dtypes),
         cmocka_unit_test(test_supports_lowp), /* issue 27 */
+        cmocka_unit_test(test_supports_lowp_elementwise),
+        cmocka_unit_test(test_host_lowp_elementwise),
         cmocka_unit_test(test_workspace_sizes),
         cmocka_unit_test(test_host_clip_grad),
         cmocka_unit_test(test_host_clip),
@@ -3378,6 +3722,7 @@ int main(void) {
         cmocka_unit_test(test_xfmr),  /* transformer ops (ops3, issue 26) */
         cmocka_unit_test(test_select), /* ops batch 4 (issue 26) */
         cmocka_unit_test(test_lowp), /* bf16 / fp16 GEMMs and convolutions (issue 27) */
+        cmocka_unit_test(test_lowp_elementwise_norm), /* bf16 / fp16 element, softmax, norm kernels */
     };
     rc |= cmocka_run_group_tests_name("cuda vs cpu", gpu_tests, gpu_setup, gpu_teardown);
 #else

@@ -11,7 +11,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/half_float.h"
 extern "C" {
 #include "kernels/kernel_common.h"
 }
@@ -21,6 +25,58 @@ extern "C" {
 static inline bool ot_cu_loadable(ot_dtype t) {
     return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || ot_kernel_is_int_dtype(t);
 }
+
+/* ---- storage types (issue 27): float, __nv_bfloat16, __half; math in float ----------
+ * A kernel templated on its tensors' storage type T loads each element to float with
+ * ot_cu_ld, computes in float32 exactly as its float32 instantiation does, and stores
+ * with ot_cu_st, which rounds to nearest even. The conversions are kernels/half_float.h's
+ * (the CPU's and Cast's, on the host and the device alike), so a low-precision kernel
+ * gives the float32 kernel's bits on the rounded inputs, rounded once; for float both
+ * are the identity and the float32 kernels keep their bits. */
+__host__ __device__ __forceinline__ float ot_cu_ld(float v) { return v; }
+__host__ __device__ __forceinline__ float ot_cu_ld(__nv_bfloat16 v) {
+    __nv_bfloat16_raw r = v;
+    return ot_hf_bf16_to_f32(r.x);
+}
+__host__ __device__ __forceinline__ float ot_cu_ld(__half v) {
+    __half_raw r = v;
+    return ot_hf_f16_to_f32(r.x);
+}
+__host__ __device__ __forceinline__ void ot_cu_st(float *p, float v) { *p = v; }
+__host__ __device__ __forceinline__ void ot_cu_st(__nv_bfloat16 *p, float v) {
+    __nv_bfloat16_raw r;
+    r.x = ot_hf_f32_to_bf16(v);
+    *p = r;
+}
+__host__ __device__ __forceinline__ void ot_cu_st(__half *p, float v) {
+    __half_raw r;
+    r.x = ot_hf_f32_to_f16(v);
+    *p = r;
+}
+/* The same for a small tensor whose dtype is known at run time only (a norm's scale,
+ * bias and statistics: float32 or the data's low dtype): t is an ot_dtype. */
+__host__ __device__ __forceinline__ float ot_cu_ldt(int t, const void *p, int64_t i) {
+    if (t == OT_BF16) return ot_hf_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (t == OT_F16) return ot_hf_f16_to_f32(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+__host__ __device__ __forceinline__ void ot_cu_stt(int t, void *p, int64_t i, float v) {
+    if (t == OT_BF16) ((uint16_t *)p)[i] = ot_hf_f32_to_bf16(v);
+    else if (t == OT_F16) ((uint16_t *)p)[i] = ot_hf_f32_to_f16(v);
+    else ((float *)p)[i] = v;
+}
+/* float32, bfloat16, float16: the dtypes of the templated float kernels */
+static inline bool ot_cu_float_dtype(ot_dtype t) { return t == OT_F32 || t == OT_BF16 || t == OT_F16; }
+static inline bool ot_cu_low_dtype(ot_dtype t) { return t == OT_BF16 || t == OT_F16; }
+/* `return LAUNCH(T)` for the storage type of float dtype dt; anything else is refused
+ * naming `what` (needs node and err in scope). */
+#define OT_CU_BY_FLOAT(dt, what, LAUNCH)                                  \
+    switch (dt) {                                                         \
+    case OT_F32: return LAUNCH(float);                                    \
+    case OT_BF16: return LAUNCH(__nv_bfloat16);                           \
+    case OT_F16: return LAUNCH(__half);                                   \
+    default: return ot_cuda_bad_dtype(node, what, dt, err);               \
+    }
 
 #define OT_CU_THREADS 256
 #define OT_CU_MAX_BLOCKS (1 << 20)

@@ -8,7 +8,12 @@
  * through ot_cu_map, so they also have the host mode of cuda_internal.h (cx NULL): each
  * element rule below is written once, as __host__ __device__ code, after the CPU
  * kernel's rule (same comparisons, same NaN and bound behaviour, same integer
- * wrapping), and tests/test_cuda.c compares the host run with the CPU kernels. */
+ * wrapping), and tests/test_cuda.c compares the host run with the CPU kernels.
+ *
+ * Issue 27: the float unary ops, Add / Sub / Mul / Div and Sum also run on bfloat16 and
+ * float16 tensors (__nv_bfloat16, __half: every operand and the output of one dtype),
+ * the same rules templated on the storage type (cuda_device.cuh's ot_cu_ld / ot_cu_st):
+ * float32 math, the float32 kernel's bits on the rounded inputs, rounded once. */
 #include <math.h>
 #include <string.h>
 
@@ -27,13 +32,13 @@ __host__ __device__ __forceinline__ float sigmoid_f(float x) {
     return e / (1.0f + e);
 }
 
-struct unary_f32 {
-    const float *x;
-    float *y;
+template <typename T> struct unary_fp {
+    const T *x;
+    T *y;
     int op;
     float a, b;
     __host__ __device__ void operator()(int64_t i) const {
-        float v = x[i], r;
+        float v = ot_cu_ld(x[i]), r;
         switch (op) {
         case U_SQRT: r = sqrtf(v); break;
         case U_RECIP: r = 1.0f / v; break;
@@ -52,7 +57,7 @@ struct unary_f32 {
             r = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
         }
         }
-        y[i] = r;
+        ot_cu_st(&y[i], r);
     }
 };
 
@@ -144,7 +149,8 @@ OT_CUDA_LAUNCHER(ot_cuda_unary) {
         default: return launch_clip_int<uint8_t>(cx, node, ap, in, out, n, err);
         }
     }
-    if (t != OT_F32) return ot_cuda_bad_dtype(node, "input 0", t, err);
+    if (!ot_cu_float_dtype(t)) return ot_cuda_bad_dtype(node, "input 0", t, err);
+    if (out[0].dtype != t) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     int op;
     float a = 0.0f, b = 0.0f;
     switch (node->op) {
@@ -178,7 +184,9 @@ OT_CUDA_LAUNCHER(ot_cuda_unary) {
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s routed to the CUDA unary kernel", node->name, node->op_type);
     }
-    return ot_cu_map(cx, unary_f32{(const float *)in[0].data, (float *)out[0].data, op, a, b}, n, err);
+#define UNARY(T) ot_cu_map(cx, unary_fp<T>{(const T *)in[0].data, (T *)out[0].data, op, a, b}, n, err)
+    OT_CU_BY_FLOAT(t, "input 0", UNARY)
+#undef UNARY
 }
 
 /* ---- binary ------------------------------------------------------------------ */
@@ -208,6 +216,27 @@ template <typename TA, typename TB, typename TY, typename U> struct binary_op {
         default: r = (TY)(z == (TB)2 ? (float)x * (float)x : powf((float)x, (float)z)); break;
         }
         y[i] = r;
+    }
+};
+
+/* Add, Sub, Mul, Div on bfloat16 / float16 (T): float32 math as binary_op<float>, one
+ * rounding of the float32 result. */
+template <typename T> struct binary_low_op {
+    const T *a, *b;
+    T *y;
+    ot_cu_bcast bc;
+    int op;
+    __host__ __device__ void operator()(int64_t i) const {
+        int64_t off[OT_BCAST_MAX_IN];
+        ot_cu_bcast_off(bc, i, off);
+        float x = ot_cu_ld(a[off[0]]), z = ot_cu_ld(b[off[1]]), r;
+        switch (op) {
+        case B_ADD: r = x + z; break;
+        case B_SUB: r = x - z; break;
+        case B_MUL: r = x * z; break;
+        default: r = x / z; break;
+        }
+        ot_cu_st(&y[i], r);
     }
 };
 
@@ -335,6 +364,18 @@ OT_CUDA_LAUNCHER(ot_cuda_binary) {
     }
     if (ta != tb) return ot_cuda_bad_dtype(node, "mixed input dtypes, input 1", tb, err);
     if (ta == OT_F32) return launch_binary<float, float, float, float>(cx, in, out, bc, op, err);
+    if (ot_cu_low_dtype(ta)) {
+        if (out[0].dtype != ta) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
+        int64_t n = ot_kernel_numel(&out[0]);
+        if (ta == OT_BF16)
+            return ot_cu_map(cx, binary_low_op<__nv_bfloat16>{(const __nv_bfloat16 *)in[0].data,
+                                                              (const __nv_bfloat16 *)in[1].data,
+                                                              (__nv_bfloat16 *)out[0].data, bc, op},
+                             n, err);
+        return ot_cu_map(cx, binary_low_op<__half>{(const __half *)in[0].data, (const __half *)in[1].data,
+                                                   (__half *)out[0].data, bc, op},
+                         n, err);
+    }
     if (op == B_DIV) {
         switch (ta) {
         case OT_I64: return launch_int_div<int64_t>(cx, node, in, out, bc, ctx, err);
@@ -511,8 +552,44 @@ struct sum_step_op {
     }
 };
 
+/* Sum of up to OT_CUDA_SUM_LOW_MAX bfloat16 / float16 inputs of the output's shape (a
+ * gradient sum): added in input order in float32, as the float32 kernel does on the
+ * rounded inputs, and rounded once. */
+template <typename T> struct sum_low_op {
+    const T *x[OT_CUDA_SUM_LOW_MAX];
+    int n_in;
+    T *o;
+    __host__ __device__ void operator()(int64_t i) const {
+        float acc = ot_cu_ld(x[0][i]);
+        for (int k = 1; k < n_in; k++) acc = acc + ot_cu_ld(x[k][i]);
+        ot_cu_st(&o[i], acc);
+    }
+};
+
+template <typename T>
+static ot_status launch_sum_low(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
+                                ot_error *err) {
+    sum_low_op<T> f;
+    memset(&f, 0, sizeof f);
+    int64_t n = ot_kernel_numel(&out[0]);
+    if (node->n_inputs < 1 || node->n_inputs > OT_CUDA_SUM_LOW_MAX)
+        return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (Sum): %d low-precision inputs (the CUDA kernel takes 1 to %d)",
+                       node->name, node->n_inputs, OT_CUDA_SUM_LOW_MAX);
+    for (int k = 0; k < node->n_inputs; k++) {
+        if (in[k].dtype != out[0].dtype) return ot_cuda_bad_dtype(node, "mixed input dtypes, an input", in[k].dtype, err);
+        if (ot_kernel_numel(&in[k]) != n)
+            return ot_fail(err, OT_E_UNSUPPORTED, "node '%s' (Sum): a low-precision input broadcasts", node->name);
+        f.x[k] = (const T *)in[k].data;
+    }
+    f.n_in = node->n_inputs;
+    f.o = (T *)out[0].data;
+    return ot_cu_map(cx, f, n, err);
+}
+
 OT_CUDA_LAUNCHER(ot_cuda_sum) {
     (void)ctx;
+    if (out[0].dtype == OT_BF16) return launch_sum_low<__nv_bfloat16>(cx, node, in, out, err);
+    if (out[0].dtype == OT_F16) return launch_sum_low<__half>(cx, node, in, out, err);
     for (int k = 0; k < node->n_inputs; k++)
         if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[k].dtype, err);
     int64_t n = ot_kernel_numel(&out[0]);

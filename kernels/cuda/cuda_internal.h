@@ -140,6 +140,8 @@ OT_CUDA_LAUNCHER(ot_cuda_binary);
 OT_CUDA_LAUNCHER(ot_cuda_equal);
 OT_CUDA_LAUNCHER(ot_cuda_where);
 OT_CUDA_LAUNCHER(ot_cuda_sum);
+/* The most inputs of a bfloat16 / float16 Sum (one pass over all of them) */
+#define OT_CUDA_SUM_LOW_MAX 8
 OT_CUDA_LAUNCHER(ot_cuda_expand);
 OT_CUDA_LAUNCHER(ot_cuda_cast);
 OT_CUDA_LAUNCHER(ot_cuda_copy_view);

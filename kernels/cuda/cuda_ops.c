@@ -33,8 +33,50 @@ static bool index_dtype(ot_dtype t) { return t == OT_I64 || t == OT_I32; }
 SUPPORTS(sup_f32) { return in0(node, in) == OT_F32; }
 /* issue 27: float32, or bfloat16 / float16 A and B into float32 or their dtype (cuda_blas.c) */
 SUPPORTS(sup_gemm) { return node->n_inputs >= 2 && ot_cuda_gemm_dtypes(in0(node, in), in[1].dtype, out0(node, out)); }
+/* issue 27: the bfloat16 / float16 kernels (cuda_elementwise.cu, cuda_pointwise_grad.cu,
+ * cuda_reduce.cu) take every float tensor of the node in the one low dtype, so the
+ * autocast pass (autodiff/autocast.c asks these predicates) keeps those values low on
+ * CUDA; the norms' small tensors may also be float32 (a master weight read as it is,
+ * BatchNorm's running statistics). Float32 nodes are asked what they always were. */
+static bool low_dtype(ot_dtype t) { return t == OT_BF16 || t == OT_F16; }
+/* X -> Y: Sqrt .. Gelu, Softmax / LogSoftmax, Dropout (its ratio keeps its dtype, the
+ * mask is bool), DropoutGrad */
+SUPPORTS(sup_fp_unary) {
+    ot_dtype t0 = in0(node, in);
+    return t0 == OT_F32 || (low_dtype(t0) && out0(node, out) == t0);
+}
+/* (dY, X or Y) -> dX: the activation gradients, SoftmaxGrad / LogSoftmaxGrad */
+SUPPORTS(sup_fp_pair) {
+    ot_dtype t0 = in0(node, in);
+    return t0 == OT_F32 || (low_dtype(t0) && node->n_inputs >= 2 && in[1].dtype == t0 && out0(node, out) == t0);
+}
+/* the norms: X (and for a gradient dY, X) and Y / dX in the low dtype, every other
+ * tensor present in it or float32 */
+static bool norm_low(const ot_node *node, const ot_tensor *in, const ot_tensor *out, int n_data) {
+    ot_dtype t = in0(node, in);
+    if (!low_dtype(t) || out0(node, out) != t || node->n_inputs < n_data) return false;
+    for (int k = 1; k < node->n_inputs; k++) {
+        ot_dtype d = in[k].dtype;
+        if (k < n_data ? d != t : d != t && d != OT_F32 && d != OT_UNDEFINED) return false;
+    }
+    for (int k = 1; k < node->n_outputs; k++)
+        if (out[k].dtype != t && out[k].dtype != OT_F32 && out[k].dtype != OT_UNDEFINED) return false;
+    return true;
+}
+SUPPORTS(sup_fp_norm) { return in0(node, in) == OT_F32 || norm_low(node, in, out, 1); }
+SUPPORTS(sup_fp_norm_grad) { return in0(node, in) == OT_F32 || norm_low(node, in, out, 2); }
+/* a low Sum: 1 to OT_CUDA_SUM_LOW_MAX inputs of the output's dtype and size */
+SUPPORTS(sup_sum) {
+    ot_dtype t0 = in0(node, in);
+    if (t0 == OT_F32) return true;
+    if (!low_dtype(t0) || out0(node, out) != t0 || node->n_inputs > OT_CUDA_SUM_LOW_MAX) return false;
+    for (int k = 0; k < node->n_inputs; k++)
+        if (in[k].dtype != t0 || ot_kernel_numel(&in[k]) != ot_kernel_numel(&out[0])) return false;
+    return true;
+}
 SUPPORTS(sup_arith) {
     ot_dtype t0 = in0(node, in);
+    if (low_dtype(t0)) return in[1].dtype == t0 && out0(node, out) == t0 && node->op != OT_OP_POW;
     return (t0 == OT_F32 || int_arith(t0)) && in[1].dtype == t0;
 }
 SUPPORTS(sup_pow) {
@@ -44,12 +86,14 @@ SUPPORTS(sup_pow) {
 }
 SUPPORTS(sup_clip) {
     ot_dtype t0 = in0(node, in);
-    return t0 == OT_F32 || (int_arith(t0) && out0(node, out) == t0);
+    return t0 == OT_F32 || ((int_arith(t0) || low_dtype(t0)) && out0(node, out) == t0);
 }
 SUPPORTS(sup_neg) {
     ot_dtype t0 = in0(node, in);
     return t0 == OT_F32 || t0 == OT_I64 || t0 == OT_I32;
 }
+/* Neg through the unary kernel: float32, the low dtypes, int64 and int32 */
+SUPPORTS(sup_neg_fp) { return sup_neg(node, in, out) || (low_dtype(in0(node, in)) && out0(node, out) == in0(node, in)); }
 SUPPORTS(sup_equal) {
     ot_dtype t0 = in0(node, in);
     return in[1].dtype == t0 &&

@@ -4,7 +4,9 @@
  * gradient redraws the forward mask) and the ZerosLike / OnesLike fills. Each element
  * rule is a __host__ __device__ functor run through ot_cu_map, so these kernels have
  * the host mode of cuda_internal.h, and tests/test_cuda.c compares the host run with
- * the CPU kernels. */
+ * the CPU kernels. The activation gradients, Dropout and DropoutGrad also run on
+ * bfloat16 / float16 tensors (issue 27; every float tensor of the node in one dtype),
+ * templated on the storage type: float32 math, rounded once (cuda_device.cuh). */
 #include <math.h>
 #include <string.h>
 
@@ -15,13 +17,13 @@
 
 enum { G_RELU, G_LEAKY, G_SIGMOID, G_TANH, G_ERF, G_GELU, G_GELU_TANH, G_CLIP };
 
-struct act_grad_op {
-    const float *dy, *v;
-    float *dx;
+template <typename T> struct act_grad_op {
+    const T *dy, *v;
+    T *dx;
     int op;
     float a, b;
     __host__ __device__ void operator()(int64_t i) const {
-        float g = dy[i], x = v[i], r;
+        float g = ot_cu_ld(dy[i]), x = ot_cu_ld(v[i]), r;
         switch (op) {
         case G_RELU: r = x > 0.0f ? g : 0.0f; break; /* 0 at x == 0, as the CPU and PyTorch */
         case G_LEAKY: r = x >= 0.0f ? g : a * g; break;
@@ -48,7 +50,7 @@ struct act_grad_op {
             r = (x > a || a == -INFINITY) && (x < b || b == INFINITY) ? g : 0.0f;
             break;
         }
-        dx[i] = r;
+        ot_cu_st(&dx[i], r);
     }
 };
 
@@ -70,7 +72,9 @@ static ot_status clip_grad_bound(ot_cuda_ctx *cx, const ot_node *node, const ot_
 }
 
 OT_CUDA_LAUNCHER(ot_cuda_act_grad) {
-    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[1].dtype, err);
+    ot_dtype t = in[0].dtype;
+    if (!ot_cu_float_dtype(t)) return ot_cuda_bad_dtype(node, "dY", t, err);
+    if (in[1].dtype != t || out[0].dtype != t) return ot_cuda_bad_dtype(node, "mixed dtypes, the forward value", in[1].dtype, err);
     int64_t n = ot_kernel_numel(&out[0]);
     if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, the forward value and dX differ in size", node->name,
@@ -108,8 +112,10 @@ OT_CUDA_LAUNCHER(ot_cuda_act_grad) {
     default:
         return ot_fail(err, OT_E_INTERNAL, "node '%s': %s is not a pointwise gradient op", node->name, node->op_type);
     }
-    return ot_cu_map(cx, act_grad_op{(const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, op, a, b},
-                     n, err);
+#define ACT_GRAD(T) \
+    ot_cu_map(cx, act_grad_op<T>{(const T *)in[0].data, (const T *)in[1].data, (T *)out[0].data, op, a, b}, n, err)
+    OT_CU_BY_FLOAT(t, "dY", ACT_GRAD)
+#undef ACT_GRAD
 }
 
 /* ---- Dropout --------------------------------------------------------------------- */
@@ -121,16 +127,16 @@ float ot_cuda_philox_uniform_host(uint64_t seed, uint64_t step, uint32_t node, u
 /* y[i] = x[i] * scale where element i's uniform is >= ratio (exec/rng.h's
  * ot_dropout_keep), else 0; the mask when asked. The index is the element's int64
  * position as uint64: all 64 bits go into the counter, as on the CPU. */
-struct dropout_op {
-    const float *x;
-    float *y;
+template <typename T> struct dropout_op {
+    const T *x;
+    T *y;
     uint8_t *mask;
     uint64_t seed, step;
     uint32_t nid;
     float ratio, scale;
     __host__ __device__ void operator()(int64_t i) const {
         bool keep = philox_uniform(seed, step, nid, (uint64_t)i) >= ratio;
-        y[i] = keep ? x[i] * scale : 0.0f;
+        ot_cu_st(&y[i], keep ? ot_cu_ld(x[i]) * scale : 0.0f);
         if (mask) mask[i] = keep;
     }
 };
@@ -142,7 +148,9 @@ template <typename T> struct fill_op {
 };
 
 OT_CUDA_LAUNCHER(ot_cuda_dropout) {
-    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[0].dtype, err);
+    ot_dtype t = in[0].dtype;
+    if (!ot_cu_float_dtype(t)) return ot_cuda_bad_dtype(node, "input", t, err);
+    if (out[0].dtype != t) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     int64_t n = ot_kernel_numel(&in[0]);
     if (ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Dropout): output size differs from input", node->name);
@@ -173,18 +181,23 @@ OT_CUDA_LAUNCHER(ot_cuda_dropout) {
     if (mask && out[1].dtype != OT_BOOL) return ot_cuda_bad_dtype(node, "mask", out[1].dtype, err);
     if (n == 0) return OT_OK;
     if (!training || ratio == 0.0f) {
-        if ((st = ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * 4, err))) return st;
+        if ((st = ot_cu_copy(cx, out[0].data, in[0].data, (size_t)n * ot_dtype_size(t), err))) return st;
         return mask ? ot_cu_map(cx, fill_op<uint8_t>{mask, 1}, n, err) : OT_OK;
     }
     float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-    return ot_cu_map(cx,
-                     dropout_op{(const float *)in[0].data, (float *)out[0].data, mask, ctx->seed, ctx->step,
-                                (uint32_t)ctx->rng_node, ratio, scale},
-                     n, err);
+#define DROPOUT(T)                                                                                         \
+    ot_cu_map(cx,                                                                                          \
+              dropout_op<T>{(const T *)in[0].data, (T *)out[0].data, mask, ctx->seed, ctx->step,           \
+                            (uint32_t)ctx->rng_node, ratio, scale},                                        \
+              n, err)
+    OT_CU_BY_FLOAT(t, "input", DROPOUT)
+#undef DROPOUT
 }
 
 OT_CUDA_LAUNCHER(ot_cuda_dropout_grad) {
-    if (in[0].dtype != OT_F32) return ot_cuda_bad_dtype(node, "dY", in[0].dtype, err);
+    ot_dtype t = in[0].dtype;
+    if (!ot_cu_float_dtype(t)) return ot_cuda_bad_dtype(node, "dY", t, err);
+    if (out[0].dtype != t) return ot_cuda_bad_dtype(node, "dX", out[0].dtype, err);
     int64_t n = ot_kernel_numel(&out[0]);
     if (ot_kernel_numel(&in[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
@@ -195,9 +208,11 @@ OT_CUDA_LAUNCHER(ot_cuda_dropout_grad) {
     float ratio = pp->u.dropout.ratio;
     uint32_t key = (uint32_t)(pp->u.dropout.has_rng_node ? pp->u.dropout.rng_node : ctx->rng_node);
     float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-    return ot_cu_map(
-        cx, dropout_op{(const float *)in[0].data, (float *)out[0].data, NULL, ctx->seed, ctx->step, key, ratio, scale},
-        n, err);
+#define DROPOUT_GRAD(T)                                                                                   \
+    ot_cu_map(cx, dropout_op<T>{(const T *)in[0].data, (T *)out[0].data, NULL, ctx->seed, ctx->step, key, ratio, scale}, \
+              n, err)
+    OT_CU_BY_FLOAT(t, "dY", DROPOUT_GRAD)
+#undef DROPOUT_GRAD
 }
 
 /* ---- fills ------------------------------------------------------------------------ */
