@@ -24,6 +24,7 @@
 #include "kernels/backend_select.h"
 #include "exec/executor.h"
 #include "train/optim.h"
+#include "train/train.h"
 #include "remat/remat.h"
 #include "test_kernels_cpu_util.h"
 #ifdef OT_HAVE_CUDA
@@ -2380,6 +2381,90 @@ static void test_lowp_elementwise_norm(void **state) {
     lp_norm_cases(state, OT_F16, 2e-3);
 }
 
+/* The autocast pass asking the CUDA table (autodiff/autocast.c through
+ * precision_supports, as a session on a GPU asks its backend): every node of the
+ * training step it builds is one the CUDA backend runs, and the element-wise, softmax,
+ * norm and Dropout values stay low. tinygpt under --precision bf16 / fp16: its Dropouts
+ * and its backward element ops run low (on the CPU the Dropouts fall back to float32);
+ * a GPT exported in bfloat16 (tests/fixtures/lowp): its LayerNorms and Softmaxes run in
+ * the model's dtype, with no casts around them. */
+static bool cuda_table_supports(void *ctx, const ot_node *n, const ot_tensor *in, const ot_tensor *out) {
+    (void)ctx;
+    return mod()->supports_node(n, in, out);
+}
+
+typedef struct lp_census {
+    int low[OT_OP_COUNT]; /* nodes whose input 0 is low, by op */
+    int wrapped;          /* casts to float32 the legalization put around a node */
+} lp_census;
+
+static lp_census lp_session_census(const char *path, ot_precision p, int64_t batch) {
+    ot_error err = {0};
+    ot_model *m = NULL;
+    if (ot_model_load(path, &(ot_import_options){.fold_eval = ot_cpu_fold_eval}, &m, &err) != OT_OK)
+        fail_msg("%s: %s", path, err.msg);
+    ot_train_options o;
+    ot_train_options_default(&o);
+    o.plan_only = true;
+    o.batch_size = batch;
+    o.remat = "selective";
+    o.precision = p;
+    o.precision_supports = cuda_table_supports;
+    ot_train_session *s = NULL;
+    if (ot_train_session_new(m, &o, NULL, true, &s, &err)) fail_msg("%s: %s", path, err.msg);
+    ot_graph *g = ot_train_graph(s);
+    lp_census c;
+    memset(&c, 0, sizeof c);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ot_node *n = &g->nodes[i];
+        if (n->removed) continue;
+        ot_tensor in[16], out[8];
+        memset(in, 0, sizeof in), memset(out, 0, sizeof out);
+        assert_true(n->n_inputs <= 16 && n->n_outputs <= 8);
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0) in[k] = (ot_tensor){.dtype = g->values[n->inputs[k]].dtype, .shape = g->values[n->inputs[k]].shape};
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) out[k] = (ot_tensor){.dtype = g->values[n->outputs[k]].dtype, .shape = g->values[n->outputs[k]].shape};
+        if (!mod()->supports_node(n, in, out))
+            fail_msg("%s: node '%s' (%s, %s) is one the CUDA backend cannot run", path, n->name, n->op_type,
+                     ot_phase_name(n->phase));
+        if (n->n_inputs > 0 && (in[0].dtype == OT_BF16 || in[0].dtype == OT_F16)) c.low[n->op]++;
+        if (n->op == OT_OP_CAST && n->phase != OT_PHASE_RECOMPUTE) {
+            const char *b = g->values[n->outputs[0]].name;
+            size_t lb = strlen(b);
+            c.wrapped += lb > 4 && !strcmp(b + lb - 4, ".f32") && in[0].dtype != OT_F32;
+        }
+    }
+    ot_train_session_free(s);
+    ot_model_free(m);
+    return c;
+}
+
+static void test_autocast_cuda_table(void **state) {
+    (void)state;
+    const char *root = getenv("OT_SOURCE_DIR") ? getenv("OT_SOURCE_DIR") : OT_SOURCE_DIR;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/samples/tinygpt.onnx", root);
+    for (int k = 0; k < 2; k++) {
+        ot_precision p = k ? OT_PRECISION_FP16 : OT_PRECISION_BF16;
+        lp_census c = lp_session_census(path, p, 2);
+        print_message("tinygpt %s on the CUDA table: low Dropout %d, DropoutGrad %d, Add %d, Sum %d; "
+                      "%d casts up around nodes\n", ot_precision_name(p), c.low[OT_OP_DROPOUT], c.low[OT_OP_DROPOUT_GRAD],
+                      c.low[OT_OP_ADD], c.low[OT_OP_SUM], c.wrapped);
+        assert_true(c.low[OT_OP_DROPOUT] > 0 && c.low[OT_OP_DROPOUT_GRAD] > 0);
+        assert_true(c.low[OT_OP_MATMUL] > 8 && c.low[OT_OP_ADD] > 0);
+        /* Softmax and LayerNorm are on autocast's float32 list, as in torch.autocast */
+        assert_int_equal(c.low[OT_OP_SOFTMAX] + c.low[OT_OP_LAYER_NORM], 0);
+    }
+    snprintf(path, sizeof path, "%s/tests/fixtures/lowp/gpt_bf16_ts.onnx", root);
+    lp_census c = lp_session_census(path, OT_PRECISION_FP32, 4);
+    print_message("gpt exported in bf16 on the CUDA table: low LayerNorm %d, Softmax %d, LayerNormGrad %d, "
+                  "SoftmaxGrad %d; %d casts up around nodes\n", c.low[OT_OP_LAYER_NORM], c.low[OT_OP_SOFTMAX],
+                  c.low[OT_OP_LAYER_NORM_GRAD], c.low[OT_OP_SOFTMAX_GRAD], c.wrapped);
+    assert_true(c.low[OT_OP_LAYER_NORM] > 0 && c.low[OT_OP_LAYER_NORM_GRAD] > 0);
+    assert_true(c.low[OT_OP_SOFTMAX] > 0 && c.low[OT_OP_SOFTMAX_GRAD] > 0);
+}
+
 static void test_pool(void **state) {
     tc_pool p = {0};
     int64_t ks[2] = {3, 3}, st[2] = {2, 2}, pads[4] = {1, 1, 1, 1};
@@ -3665,6 +3750,7 @@ int main(void) {
         cmocka_unit_test(test_supports_lowp), /* issue 27 */
         cmocka_unit_test(test_supports_lowp_elementwise),
         cmocka_unit_test(test_host_lowp_elementwise),
+        cmocka_unit_test(test_autocast_cuda_table),
         cmocka_unit_test(test_workspace_sizes),
         cmocka_unit_test(test_host_clip_grad),
         cmocka_unit_test(test_host_clip),
