@@ -2,14 +2,20 @@
 # check.sh — everything a machine with an NVIDIA GPU checks, in one run (< 8 minutes):
 #   1. the GPU tests: build/tests/test_cuda (every op and every sample model, CUDA vs CPU;
 #      test_lowp: bfloat16 and float16 Gemm, MatMul and Conv on tensor cores against the
-#      CPU's low-precision kernels, issue 27)
+#      CPU's low-precision kernels; test_lowp_elementwise_norm: the element-wise, Dropout,
+#      Sum, Softmax, LayerNorm and BatchNorm kernels (forward and gradient) in bfloat16 /
+#      float16 against the CPU's float32 kernels on the same values, rounded; issue 27)
+#   1b. the low-precision paths end to end (tests/gpu/check_lowp_gpu.py): the fp16 /
+#      bf16-exported fixtures' gradients against PyTorch's, the samples' --precision
+#      bf16 / fp16 gradients against float32, `verify` bitwise; a failure names the
+#      model, the precision and the gradient
 #   2. a benchmark: GPT-2-small- and ResNet-50-sized models (exported by
 #      tests/gpu/export_bench.py while the tests run) trained a few steps with
 #      --remat none / every:K (one kept value per block) / selective / auto (at a
 #      budget) against PyTorch eager with and without torch.utils.checkpoint per
 #      block; then the tensor-core step times: --tf32 against PyTorch with TF32, and
-#      (once the CLI has --precision) bf16 and fp16 against torch.autocast; the table
-#      (step time, samples/s, peak memory) is printed last.
+#      --precision bf16 and fp16 against torch.autocast; the table (step time,
+#      samples/s, peak memory) is printed last.
 #
 # usage: tests/gpu/check.sh [BUILD_DIR]          (default BUILD_DIR: build-gpu)
 #        tests/gpu/check.sh --bundle BUILD_DIR   (on the build machine, see below)
@@ -135,6 +141,12 @@ rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then echo "check.sh: GPU tests FAILED (exit $rc)"; FAIL=1; fi
 if grep -q "no CUDA GPU found" "$B/test_cuda.log"; then echo "check.sh: test_cuda found no GPU although nvidia-smi does"; FAIL=1; fi
 if grep -q "CUDA backend module does not load" "$B/test_cuda.log"; then echo "check.sh: the CUDA backend module does not load (see above)"; FAIL=1; fi
+
+# ---- 1b. low precision end to end ----
+echo "== low precision end to end: tests/gpu/check_lowp_gpu.py ($(left) s left)"
+( cd "$B/tests" && timeout 150 "$PY" "$ROOT/tests/gpu/check_lowp_gpu.py" "$B/onnxtrain" "$ROOT" "$B/lowp_scratch" ) 2>&1 | tee "$B/check_lowp_gpu.log"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then echo "check.sh: low-precision end-to-end checks FAILED (exit $rc)"; FAIL=1; fi
 
 # ---- 2. benchmark ----
 if [ -n "$EXPORT_PID" ]; then
