@@ -2386,8 +2386,8 @@ static void test_lowp_elementwise_norm(void **state) {
  * training step it builds is one the CUDA backend runs, and the element-wise, softmax,
  * norm and Dropout values stay low. tinygpt under --precision bf16 / fp16: its Dropouts
  * and its backward element ops run low (on the CPU the Dropouts fall back to float32);
- * a GPT exported in bfloat16 (tests/fixtures/lowp): its LayerNorms and Softmaxes run in
- * the model's dtype, with no casts around them. */
+ * a GPT exported in bfloat16 and a CNN in float16 (tests/fixtures/lowp): their LayerNorms,
+ * Softmaxes and BatchNorms run in the model's dtype, with no casts around them. */
 static bool cuda_table_supports(void *ctx, const ot_node *n, const ot_tensor *in, const ot_tensor *out) {
     (void)ctx;
     return mod()->supports_node(n, in, out);
@@ -2463,6 +2463,12 @@ static void test_autocast_cuda_table(void **state) {
                   c.low[OT_OP_LAYER_NORM_GRAD], c.low[OT_OP_SOFTMAX_GRAD], c.wrapped);
     assert_true(c.low[OT_OP_LAYER_NORM] > 0 && c.low[OT_OP_LAYER_NORM_GRAD] > 0);
     assert_true(c.low[OT_OP_SOFTMAX] > 0 && c.low[OT_OP_SOFTMAX_GRAD] > 0);
+    snprintf(path, sizeof path, "%s/tests/fixtures/lowp/cnn_fp16_ts.onnx", root);
+    c = lp_session_census(path, OT_PRECISION_FP32, 4);
+    print_message("cnn exported in fp16 on the CUDA table: low BatchNormalization %d, BatchNormGrad %d, Relu %d, "
+                  "ReluGrad %d, Add %d; %d casts up around nodes\n", c.low[OT_OP_BATCH_NORM], c.low[OT_OP_BATCH_NORM_GRAD],
+                  c.low[OT_OP_RELU], c.low[OT_OP_RELU_GRAD], c.low[OT_OP_ADD], c.wrapped);
+    assert_true(c.low[OT_OP_BATCH_NORM] > 0 && c.low[OT_OP_BATCH_NORM_GRAD] > 0 && c.low[OT_OP_RELU_GRAD] > 0);
 }
 
 static void test_pool(void **state) {
