@@ -170,6 +170,9 @@ typedef struct onnxtrain_options {
     const char *loss_scale;
     double loss_scale_init, loss_scale_growth, loss_scale_backoff;
     int64_t loss_scale_growth_interval;
+    /* attention without kept probabilities, as --fused-attention: "off" (NULL,
+     * default), "on", "auto" (docs/training.md, "Attention without the probabilities") */
+    const char *fused_attention;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;
