@@ -9,7 +9,8 @@
  *
  * Pattern (torch.onnx.export of HF GPT-2, BERT, LLaMA; the dynamo exporter), read from
  * the Softmax outwards:
- *   MatMul(Q [B,H,S,D], K^T [B,H,D,T]) -> [Div(c) | Mul(c)] -> [Where(cond, s, fill)]
+ *   MatMul(Q [B,H,S,D], K^T [B,H,D,T]) -> [Div(c) | Mul(c)] -> [Where(cond, s, fill) or
+ *   masked_fill's Where(cond, fill, s)]
  *   -> [Add(s, M)] (either order of Where and Add) -> Softmax(axis -1) -> [Cast to
  *   float32] -> [Dropout] -> MatMul(P, V [B,H,T,Dv])
  * where c is a scalar constant, fill a scalar constant at most -1e30 (finfo.min or
@@ -45,6 +46,7 @@ typedef struct amatch {
     const char *why; /* why this Softmax was left alone */
     int nodes[12], n_nodes; /* the nodes the fused one replaces */
     int q, kt, v, y, cond, fmask, fill, dropout, kt_src;
+    bool inverted; /* Where(cond, fill, s): masked_fill's form, cond marks the hidden scores */
     const int64_t *kt_perm; /* the Transpose making K^T, NULL: none */
     double scale;
     float ratio;
@@ -177,13 +179,14 @@ static bool match_up(const ot_graph *g, const ot_node *sm, amatch *m) {
             s = p->inputs[k];
         } else if (p->op == OT_OP_WHERE && !scaled && m->cond < 0) {
             double fill;
-            if (!scalar_const(g, p->inputs[2], &fill) || !(fill <= -1e30))
+            m->inverted = scalar_const(g, p->inputs[1], &fill); /* masked_fill(mask, -inf) */
+            if (!scalar_const(g, p->inputs[m->inverted ? 1 : 2], &fill) || !(fill <= -1e30))
                 return no(m, "a Where over the scores whose fill is not a constant <= -1e30");
             m->cond = p->inputs[0];
-            m->fill = p->inputs[2];
+            m->fill = p->inputs[m->inverted ? 1 : 2];
             if (g->values[m->cond].dtype != OT_BOOL || !mask_fits(g, m->cond, sc))
                 return no(m, "the Where's condition does not broadcast to the scores");
-            s = p->inputs[1];
+            s = p->inputs[m->inverted ? 2 : 1];
         } else if ((p->op == OT_OP_DIV || p->op == OT_OP_MUL) && !scaled) {
             double c;
             int k = p->op == OT_OP_MUL && scalar_const(g, p->inputs[0], &c) ? 1 : 0;
@@ -249,7 +252,17 @@ static int make_k(ot_graph *g, const amatch *m, const char *base) {
     return kv;
 }
 
-/* Where and Add together: Where(cond, M, fill), broadcast over both; -1 on failure. */
+/* masked_fill's condition alone: Not(cond), the scores kept; -1 on failure. */
+static int make_keep_mask(ot_graph *g, const amatch *m, const char *base) {
+    char name[512];
+    snprintf(name, sizeof name, "%s/keep", base);
+    int kv = ot_graph_add_value_unique(g, name, OT_BOOL, &g->values[m->cond].shape, OT_VK_ACTIVATION);
+    if (kv < 0 || ot_graph_add_node(g, OT_OP_NOT, name, &m->cond, 1, &kv, 1, OT_PHASE_FORWARD) < 0) return -1;
+    return kv;
+}
+
+/* Where and Add together: Where(cond, M, fill) (masked_fill's form: Where(cond, fill,
+ * M)), broadcast over both; -1 on failure. */
 static int make_float_mask(ot_graph *g, const amatch *m, const char *base) {
     const ot_shape *a = &g->values[m->cond].shape, *b = &g->values[m->fmask].shape;
     ot_shape s = a->rank >= b->rank ? *a : *b;
@@ -261,7 +274,7 @@ static int make_float_mask(ot_graph *g, const amatch *m, const char *base) {
     char name[512];
     snprintf(name, sizeof name, "%s/mask", base);
     int mv = ot_graph_add_value_unique(g, name, OT_F32, &s, OT_VK_ACTIVATION);
-    int in[3] = {m->cond, m->fmask, m->fill};
+    int in[3] = {m->cond, m->inverted ? m->fill : m->fmask, m->inverted ? m->fmask : m->fill};
     if (mv < 0 || ot_graph_add_node(g, OT_OP_WHERE, name, in, 3, &mv, 1, OT_PHASE_FORWARD) < 0) return -1;
     return mv;
 }
@@ -286,9 +299,10 @@ static ot_status fuse(ot_graph *g, int sm_id, const amatch *m, ot_error *err) {
     for (int k = 0; k < m->n_nodes; k++)
         ot_graph_remove_node(g, m->nodes[k]);
     int k = make_k(g, m, base), mask = m->fmask;
-    if (m->cond >= 0) mask = m->fmask >= 0 ? make_float_mask(g, m, base) : m->cond;
+    if (m->cond >= 0)
+        mask = m->fmask >= 0 ? make_float_mask(g, m, base) : m->inverted ? make_keep_mask(g, m, base) : m->cond;
     int in[4] = {m->q, k, m->v, mask}, n = -1;
-    if (k >= 0 && (m->cond < 0 || m->fmask < 0 || mask >= 0))
+    if (k >= 0 && (m->cond < 0 || mask >= 0))
         n = ot_graph_add_node(g, OT_OP_ATTENTION, base, in, mask >= 0 ? 4 : 3, &m->y, 1, OT_PHASE_FORWARD);
     if (n < 0 || ot_node_set_attr_float(&g->nodes[n], "scale", (float)m->scale) ||
         (m->dropout >= 0 && (ot_node_set_attr_float(&g->nodes[n], "dropout_ratio", m->ratio) ||
