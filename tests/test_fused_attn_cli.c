@@ -41,27 +41,29 @@ static void test_verify_every_policy(void **state) {
 static void test_plan(void **state) {
     (void)state;
     assert_int_equal(run(BIN " plan " GPT " --fused-attention on --remat none"), 0);
-    cli_expect_in(OUT, "--fused-attention: 2 attention blocks fused (2 with dropout drawn in the fused op); 16.0 KiB");
+    cli_expect_in(OUT, "--fused-attention: 2 attention blocks fused (2 with dropout drawn in the fused op); 28.0 KiB");
     assert_int_equal(run(BIN " plan " GPT " --fused-attention on --remat none --json"), 0);
-    cli_expect_in(OUT, "\"fused_attention\": {\"fused\": 2, \"with_dropout\": 2, \"left_alone\": 0, \"prob_bytes\": 16384");
+    cli_expect_in(OUT, "\"fused_attention\": {\"fused\": 2, \"with_dropout\": 2, \"left_alone\": 0, \"prob_bytes\": 28672");
     /* a model without attention: nothing fused, and plan says why */
     assert_int_equal(run(BIN " plan " S "mlp.onnx --fused-attention on"), 0);
     cli_expect_in(OUT, "--fused-attention: no attention pattern matched (0 Softmax nodes)");
 }
 
-/* The last "loss A -> B" of a train run's output. */
-static double final_loss(void) {
+/* The number after `key` on the last line of a train run's output holding both
+ * `line_has` and key ("trained .. loss A -> B", "val loss X"). */
+static double last_number(const char *line_has, const char *key) {
     FILE *f = fopen(OUT, "r");
     assert_non_null(f);
     char line[1024];
     double last = -1.0;
     while (fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, " -> ");
-        if (strstr(line, "trained ") && p) last = strtod(p + 4, NULL);
+        const char *p = strstr(line, key);
+        if (strstr(line, line_has) && p) last = strtod(p + strlen(key), NULL);
     }
     fclose(f);
     return last;
 }
+#define final_loss() last_number("trained ", " -> ")
 
 static void test_train(void **state) {
     (void)state;
@@ -73,6 +75,17 @@ static void test_train(void **state) {
     assert_true(plain > 0.0 && fused > 0.0);
     /* another mask would move the loss by far more than rounding */
     if (!(fabs(plain - fused) <= 1e-3)) fail_msg("loss after 2 steps: plain %.6f, fused %.6f", plain, fused);
+    /* validation runs the fused op with its Dropout off, as it runs Dropout */
+    double val[2];
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(run(BIN " train " GPT " --steps 1 --fused-attention %s --val-input " S "tinygpt/input.npy "
+                                 "--val-labels " S "tinygpt/labels.npy -o " TMP "/v.onnx",
+                             k ? "on" : "off"),
+                         0);
+        val[k] = last_number("val loss", "val loss ");
+    }
+    assert_true(val[0] > 0.0);
+    if (!(fabs(val[0] - val[1]) <= 1e-4)) fail_msg("validation loss: plain %.6f, fused %.6f", val[0], val[1]);
 }
 
 static void test_usage(void **state) {
