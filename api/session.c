@@ -159,6 +159,9 @@ static ot_status apply_options(onnxtrain_session *s, const onnxtrain_options *in
         return ot_fail(err, OT_E_USAGE, "options.chunked_loss_rows %lld: must be between 0 (the default) and 2^31 - 1",
                        (long long)u.chunked_loss_rows);
     o->chunked_loss_rows = u.chunked_loss_rows;
+    if (u.fused_attention &&
+        (st = ot_fused_attn_parse("options.fused_attention", u.fused_attention, &o->fused_attention, err)))
+        return st;
     if (u.precision && (st = ot_precision_parse(u.precision, &o->precision, err)))
         return ot_error_prefix(err, "options.precision: ");
     if (u.loss_scale && strcmp(u.loss_scale, "dynamic") && strcmp(u.loss_scale, "off"))

@@ -169,4 +169,27 @@ int64_t ot_linear_ce_default_chunk(int64_t rows, int64_t vocab);
 ot_status ot_linear_ce_rewrite(ot_graph *g, int loss_value, int out_value, const ot_linear_ce_options *o,
                                ot_linear_ce_result *r, ot_error *err);
 
+/* ---- attention that keeps no probabilities (autodiff/fused_attn.c, issue 27/28) ---- */
+
+typedef enum ot_fused_attn_mode {
+    OT_FUSED_ATTN_OFF = 0, /* the exported MatMul / Softmax / MatMul graph as it is */
+    OT_FUSED_ATTN_AUTO,    /* fused where the keys outnumber the head size (P larger than Q) */
+    OT_FUSED_ATTN_ON,      /* fused wherever the pattern matches */
+} ot_fused_attn_mode;
+
+/* "off" | "on" | "auto"; OT_E_USAGE naming opt (the option or field) and the word otherwise. */
+ot_status ot_fused_attn_parse(const char *opt, const char *s, ot_fused_attn_mode *out, ot_error *err);
+
+typedef struct ot_fused_attn_result {
+    int n_fused, n_dropout, n_skipped; /* blocks fused (with dropout), Softmaxes left alone */
+    size_t prob_bytes;                 /* float32 probabilities of the fused blocks, at bound shapes */
+    char why[160];                     /* what was fused, or why nothing was */
+    char first_skip[320];              /* the first Softmax left alone, and why */
+} ot_fused_attn_result;
+
+/* Replaces each scaled-dot-product attention block of g (see fused_attn.c for the
+ * patterns) by one Attention node. Not matching is no error: r says what happened.
+ * Only allocation failures fail. */
+ot_status ot_fused_attn_rewrite(ot_graph *g, ot_fused_attn_mode mode, ot_fused_attn_result *r, ot_error *err);
+
 #endif

@@ -7,7 +7,8 @@
  * kernels too). Plan-only sessions: nothing runs, the weights are not read.
  *   bench/precision_plan.sh MODEL.onnx BATCH [REMAT]
  * PRECISION_PLAN_TOP=1 also lists the transient values over 4 MiB live at each peak
- * (with PRECISION_PLAN_KEPT=1 the kept ones), with producer and readers. */
+ * (with PRECISION_PLAN_KEPT=1 the kept ones), with producer and readers.
+ * PRECISION_PLAN_FUSED_ATTN=on|auto plans every row with --fused-attention. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,12 @@ static int plan(ot_model *m, int64_t batch, const char *remat, ot_precision p, o
     o.precision = p;
     o.precision_supports = stand_in;
     o.optim.kind = OT_OPTIM_ADAM;
+    const char *fa = getenv("PRECISION_PLAN_FUSED_ATTN");
+    ot_error perr = {0};
+    if (fa && ot_fused_attn_parse("PRECISION_PLAN_FUSED_ATTN", fa, &o.fused_attention, &perr)) {
+        fprintf(stderr, "%s\n", perr.msg);
+        return -1;
+    }
     ot_train_session *s = NULL;
     ot_error err = {0};
     if (ot_train_session_new(m, &o, NULL, true, &s, &err)) {
@@ -94,7 +101,8 @@ int main(int argc, char **argv) {
     }
     int64_t batch = atoll(argv[2]);
     const char *remat = argc > 3 ? argv[3] : "none";
-    printf("%s, batch %lld, --remat %s, adam\n", argv[1], (long long)batch, remat);
+    const char *fa = getenv("PRECISION_PLAN_FUSED_ATTN");
+    printf("%s, batch %lld, --remat %s, adam, --fused-attention %s\n", argv[1], (long long)batch, remat, fa ? fa : "off");
     int f = plan(m, batch, remat, OT_PRECISION_FP32, NULL, "fp32", 0);
     if (f < 0) return 1;
     double base = (double)f * 1024;

@@ -315,6 +315,7 @@ ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *han
     case OT_ARG_BUDGET: return ot_args_budget(arg, &a->memory_budget, err);
     case OT_ARG_CHUNKED_LOSS: return ot_chunked_loss_parse("--chunked-loss", arg, &a->chunked_loss, err);
     case OT_ARG_CHUNKED_ROWS: return ot_args_int("--chunked-loss-rows", arg, 1, INT32_MAX, &a->chunked_rows, err);
+    case OT_ARG_FUSED_ATTN: return ot_fused_attn_parse("--fused-attention", arg, &a->fused_attention, err);
     case OT_ARG_REMAT_TIME: return ot_args_double("--remat-time-limit", arg, 0, true, &a->remat_time_limit, err);
     case OT_ARG_OPTIMIZER: a->optim_named = true; return ot_optim_kind_parse(arg, &a->optim, err);
     case OT_ARG_LR: return ot_args_double("--lr", arg, 0, true, &a->lr, err);
@@ -392,6 +393,7 @@ void ot_common_args_to_train(const ot_common_args *a, ot_train_options *o) {
     o->remat_time_limit = a->remat_time_limit;
     o->chunked_loss = a->chunked_loss;
     o->chunked_loss_rows = a->chunked_rows;
+    o->fused_attention = a->fused_attention;
     o->bind = a->bind.v;
     o->n_bind = a->bind.n;
     ot_optim_config_default(&o->optim, ot_args_optim_kind(a));

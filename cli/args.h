@@ -129,6 +129,7 @@ enum {
     OT_ARG_WAIT,
     OT_ARG_CHUNKED_LOSS,
     OT_ARG_CHUNKED_ROWS,
+    OT_ARG_FUSED_ATTN,
     OT_ARG_PRECISION,
     OT_ARG_FUSE,
     OT_ARG_LOSS_SCALE,
@@ -155,7 +156,8 @@ enum {
 #define OT_ARGS_OPT_OUTPUT {"loss-output", required_argument, NULL, OT_ARG_OUTPUT}, {"output", required_argument, NULL, OT_ARG_OUTPUT_OLD}
 #define OT_ARGS_OPT_CHUNKED                                                                                          \
     {"chunked-loss", required_argument, NULL, OT_ARG_CHUNKED_LOSS},                                                  \
-        {"chunked-loss-rows", required_argument, NULL, OT_ARG_CHUNKED_ROWS}
+        {"chunked-loss-rows", required_argument, NULL, OT_ARG_CHUNKED_ROWS},                                        \
+        {"fused-attention", required_argument, NULL, OT_ARG_FUSED_ATTN}
 #define OT_ARGS_OPT_PRECISION {"precision", required_argument, NULL, OT_ARG_PRECISION}
 #define OT_ARGS_OPT_CLASS_AXIS {"class-axis", required_argument, NULL, OT_ARG_CLASS_AXIS}
 #define OT_ARGS_OPT_IGNORE {"ignore-index", required_argument, NULL, OT_ARG_IGNORE}
@@ -219,7 +221,11 @@ enum {
     "                            the head's weight gradient is summed over the chunks in order\n"              \
     "  --chunked-loss-rows N     rows of logits per chunk (default: the most that fit 16 MiB, and\n"          \
     "                            under --memory-budget the largest power of two below that whose\n"          \
-    "                            step fits); part of the plan: the same N gives the same bits\n"
+    "                            step fits); part of the plan: the same N gives the same bits\n"                 \
+    "  --fused-attention MODE    MatMul/Softmax/[Dropout]/MatMul attention as one Attention op whose\n"         \
+    "                            backward recomputes the probabilities from Q and K: off (default),\n"        \
+    "                            on, or auto (where the keys outnumber the head size). An attention\n"        \
+    "                            Dropout is drawn in the fused op with the Dropout's own bits (CPU)\n"
 #define OT_ARGS_HELP_PARAMS                                                                                          \
     "params:\n"                                                                                                      \
     "  --freeze PATTERN          do not train params whose name matches. Repeatable.\n"                            \
@@ -295,6 +301,7 @@ typedef struct ot_common_args {
     double remat_time_limit; /* --remat-time-limit seconds for --remat optimal; 0: the default */
     ot_chunked_loss_mode chunked_loss; /* --chunked-loss; OFF by default */
     int64_t chunked_rows;   /* --chunked-loss-rows; 0: the default */
+    ot_fused_attn_mode fused_attention; /* --fused-attention; OFF by default */
     /* the optimizer: the kind's defaults, then the values the user set (NaN: not set) */
     ot_optim_kind optim;    /* OT_OPTIM_DEFAULT_KIND unless --optimizer (optim_named); ot_args_optim_kind */
     bool optim_named;

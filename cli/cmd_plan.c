@@ -321,6 +321,26 @@ static void print_lora_saving(const plan_opts *o, const planned *p0, const plann
            o->lora_text, a, b, s, w, wb);
 }
 
+/* --fused-attention: the attention blocks fused and the float32 probabilities they
+ * no longer keep, or why none was. */
+static void print_fused_attention(const planned *p1, bool json) {
+    const ot_fused_attn_result *r = ot_train_fused_attention(p1->s);
+    if (json) {
+        printf(", \"fused_attention\": {\"fused\": %d, \"with_dropout\": %d, \"left_alone\": %d, "
+               "\"prob_bytes\": %zu, \"what\": ",
+               r->n_fused, r->n_dropout, r->n_skipped, r->prob_bytes);
+        ot_json_string(stdout, r->n_fused || !r->n_skipped ? r->why : r->first_skip);
+        printf("}");
+        return;
+    }
+    char pb[32];
+    ot_human_size((double)r->prob_bytes, pb, sizeof pb);
+    printf("--fused-attention: %s", r->why);
+    if (r->n_fused) printf("; %s of float32 probabilities no longer kept", pb);
+    if (r->n_skipped) printf("; %d Softmax left alone (first: %s)", r->n_skipped, r->first_skip);
+    printf("\n");
+}
+
 /* --chunked-loss: what the fused head and loss (p1) saved against the same policy
  * without them (plain), category by category at each plan's peak. */
 static void print_chunked_saving(const planned *p1, const planned *plain, bool json) {
@@ -412,6 +432,7 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
             print_plan("none", nolora, true, false, -1);
         }
         if (o->args.chunked_loss != OT_CHUNKED_LOSS_OFF) print_chunked_saving(p1, plain, true);
+        if (o->args.fused_attention != OT_FUSED_ATTN_OFF) print_fused_attention(p1, true);
         if (nofuse) print_fuse_saving(p1, nofuse, label, true);
         printf("}\n");
         return;
@@ -440,6 +461,7 @@ static void print_plans(const plan_opts *o, const planned *p0, const planned *p1
         printf("%s for %.1f%% more FLOPs\n", change, step > 0 ? 100.0 * rs->extra_flops / step : 0.0);
     if (nolora) print_lora_saving(o, p0, nolora);
     if (o->args.chunked_loss != OT_CHUNKED_LOSS_OFF) print_chunked_saving(p1, plain, false);
+    if (o->args.fused_attention != OT_FUSED_ATTN_OFF) print_fused_attention(p1, false);
     if (nofuse) print_fuse_saving(p1, nofuse, label, false);
 }
 

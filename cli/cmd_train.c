@@ -443,6 +443,10 @@ static void print_setup(const train_cli *t, int64_t total) {
     if (lce->applied) fprintf(stderr, "chunked cross-entropy: %s\n", lce->why);
     else if (t->o.chunked_loss == OT_CHUNKED_LOSS_ON || (t->o.chunked_loss && t->verbose)) /* asked for, or -v */
         fprintf(stderr, "chunked cross-entropy not used: %s\n", lce->why);
+    const ot_fused_attn_result *fa = ot_train_fused_attention(t->s);
+    if (fa->n_fused || (t->o.fused_attention && (t->verbose || t->o.fused_attention == OT_FUSED_ATTN_ON)))
+        fprintf(stderr, "fused attention: %s%s%s\n", fa->why, fa->n_skipped && *fa->first_skip ? "; left alone: " : "",
+                fa->n_skipped ? fa->first_skip : "");
     char h[5][OT_HUMAN_SIZE_LEN];
     fprintf(stderr,
             "planned peak memory%s: %s (params %s, gradients %s, optimizer state %s, activations and workspace %s)\n",

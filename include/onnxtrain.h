@@ -174,6 +174,9 @@ typedef struct onnxtrain_options {
      * significands in the products, results about 1e-3 from float32's; not bitwise a
      * run without). The CPU has no TF32 and ignores it. 0 (default): off */
     int tf32;
+    /* attention without kept probabilities, as --fused-attention: "off" (NULL,
+     * default), "on", "auto" (docs/training.md, "Attention without the probabilities") */
+    const char *fused_attention;
 } onnxtrain_options;
 
 typedef struct onnxtrain_session onnxtrain_session;

@@ -397,6 +397,7 @@ static ot_status resolve_xfmr(const ot_node *n, ot_op_params *p, ot_error *err) 
     x->has_scale = a && a->type == OT_ATTR_FLOAT;
     x->scale = x->has_scale ? a->f : 0.0f;
     x->softcap = ot_node_attr_float(n, "softcap", 0.0f);
+    x->dropout_ratio = ot_node_attr_float(n, "dropout_ratio", 0.0f);
     return st;
 }
 

@@ -271,6 +271,9 @@ typedef struct ot_xfmr_params {
     int softmax_precision;         /* Attention: 0 (absent) */
     bool has_scale;                /* Attention: absent means 1/sqrt(head size) */
     float scale, softcap;          /* Attention: softcap 0 (none) */
+    float dropout_ratio;           /* Attention made by --fused-attention (autodiff/fused_attn.c):
+                                    * the attention Dropout it absorbed, drawn with the
+                                    * Dropout's bits (its id in attribute rng_node); 0: none */
 } ot_xfmr_params;
 
 /* ---- ops batch 4 (issue 26) ---- */

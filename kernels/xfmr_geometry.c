@@ -214,6 +214,8 @@ ot_status ot_attn_geometry(ot_attn_geom *g, const ot_node *node, const ot_shape 
     }
     g->scale = xp->has_scale ? xp->scale : (float)(1.0 / sqrt((double)(g->D > 0 ? g->D : 1)));
     g->softcap = xp->softcap;
+    g->dropout = xp->dropout_ratio;
+    if (!(g->dropout >= 0.0f && g->dropout < 1.0f)) return bad(err, OT_E_MODEL, node, "dropout_ratio outside [0, 1)");
     if (!(g->softcap >= 0.0f) || !isfinite(g->scale))
         return bad(err, OT_E_MODEL, node, "softcap < 0 or scale not finite");
     g->causal = xp->is_causal;

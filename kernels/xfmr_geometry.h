@@ -232,6 +232,7 @@ typedef struct ot_attn_geom {
     int mask_kind;
     int64_t m_sb, m_sh, m_sq, m_len; /* mask strides (0: broadcast) and its last dim */
     float scale, softcap;
+    float dropout; /* --fused-attention's absorbed Dropout ratio (ot_xfmr_params); 0: none */
     bool causal;
     bool has_nonpad; /* Attention-24's nonpad_kv_seqlen: keys [0, nonpad[b]) of batch b */
 } ot_attn_geom;

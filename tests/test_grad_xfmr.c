@@ -85,6 +85,7 @@ typedef struct attn_case {
     bool causal;
     float softcap, scale;
     bool nonpad; /* Attention-24's nonpad_kv_seqlen: {skv - 1, skv} */
+    float dropout; /* --fused-attention's absorbed Dropout (attribute dropout_ratio) */
 } attn_case;
 
 static void check_attention(const attn_case *k) {
@@ -134,6 +135,10 @@ static void check_attention(const attn_case *k) {
     if (k->causal) ot_node_set_attr_int(&g->nodes[n], "is_causal", 1);
     if (k->softcap > 0) ot_node_set_attr_float(&g->nodes[n], "softcap", k->softcap);
     if (k->scale > 0) ot_node_set_attr_float(&g->nodes[n], "scale", k->scale);
+    if (k->dropout > 0) { /* keyed by another node's id, as the rewrite keys it by the Dropout's */
+        ot_node_set_attr_float(&g->nodes[n], "dropout_ratio", k->dropout);
+        ot_node_set_attr_int(&g->nodes[n], "rng_node", 77);
+    }
     assert_int_equal(gc_check1(g, y), 0);
     ot_graph_free(g);
 }
@@ -141,13 +146,16 @@ static void check_attention(const attn_case *k) {
 static void test_attention(void **state) {
     (void)state;
     const attn_case cases[] = {
-        {false, 2, 2, 3, 4, 0, 0, false, 0, 0, false},    /* plain 4-D */
-        {true, 4, 2, 3, 3, 0, 0, true, 0, 0, false},      /* 3-D, GQA, causal */
-        {false, 2, 1, 3, 4, 0, 1, false, 0, 0.7f, false}, /* bool mask, scale, MQA */
-        {false, 2, 2, 2, 3, 0, 2, true, 1.5f, 0, false},  /* float mask, causal, softcap */
-        {false, 2, 2, 2, 2, 3, 0, true, 0, 0, false},     /* past cache, causal offset */
-        {true, 2, 2, 2, 3, 2, 1, false, 0, 0, false},     /* 3-D, past, bool mask over past + new */
-        {false, 2, 1, 2, 4, 0, 2, true, 0, 0, true},      /* nonpad_kv_seqlen, causal from its end */
+        {false, 2, 2, 3, 4, 0, 0, false, 0, 0, false, 0},    /* plain 4-D */
+        {true, 4, 2, 3, 3, 0, 0, true, 0, 0, false, 0},      /* 3-D, GQA, causal */
+        {false, 2, 1, 3, 4, 0, 1, false, 0, 0.7f, false, 0}, /* bool mask, scale, MQA */
+        {false, 2, 2, 2, 3, 0, 2, true, 1.5f, 0, false, 0},  /* float mask, causal, softcap */
+        {false, 2, 2, 2, 2, 3, 0, true, 0, 0, false, 0},     /* past cache, causal offset */
+        {true, 2, 2, 2, 3, 2, 1, false, 0, 0, false, 0},     /* 3-D, past, bool mask over past + new */
+        {false, 2, 1, 2, 4, 0, 2, true, 0, 0, true, 0},      /* nonpad_kv_seqlen, causal from its end */
+        {false, 2, 2, 3, 5, 0, 2, false, 0, 0.6f, false, 0.4f}, /* absorbed dropout, float mask */
+        {false, 4, 2, 3, 4, 0, 0, true, 0, 0, false, 0.5f},     /* absorbed dropout, GQA, causal */
+        {false, 12, 12, 2, 3, 0, 0, false, 0, 0, false, 0.3f},  /* 24 heads: more than one chunk of 16 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_attention(&cases[i]);

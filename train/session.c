@@ -545,6 +545,8 @@ ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *
                               dflt, n, &s->B, err)))
         return st;
     if ((st = ot_train_lora_prepare(s, err))) return st;
+    /* --fused-attention before autocast, which then puts the fused node on its low list */
+    if ((st = ot_fused_attn_rewrite(g, s->o.fused_attention, &s->fattn, err))) return st;
     if ((st = apply_precision(s, have_data ? data : NULL, err))) return st;
     if ((st = build_loss(s, err))) return st;
     if (have_data) {

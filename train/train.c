@@ -359,6 +359,7 @@ int64_t ot_train_total_steps(const ot_train_session *s, const ot_dataset *data) 
 
 const ot_train_remat_summary *ot_train_remat_info(const ot_train_session *s) { return &s->remat; }
 const ot_linear_ce_result *ot_train_chunked_loss(const ot_train_session *s) { return &s->lce; }
+const ot_fused_attn_result *ot_train_fused_attention(const ot_train_session *s) { return &s->fattn; }
 
 const ot_remat_analysis *ot_train_remat_analysis(const ot_train_session *s, const bool **keep) {
     if (keep) *keep = s->an_built ? s->keep : NULL;

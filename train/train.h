@@ -92,6 +92,9 @@ typedef struct ot_train_options {
      * which keeps every bit of earlier releases; chunked_loss_rows 0 = the default chunk */
     ot_chunked_loss_mode chunked_loss;
     int64_t chunked_loss_rows;
+    /* attention that keeps no probabilities (autodiff/fused_attn.c): off by default,
+     * which keeps every bit of earlier releases */
+    ot_fused_attn_mode fused_attention;
     /* Validation data will be given to ot_train_run: the validation plan is made when
      * the session is built, before remat, and the budget (memory_budget, or for
      * --remat auto on a GPU the free memory less a margin) must hold the training
@@ -238,6 +241,8 @@ typedef struct ot_train_remat_summary {
 const ot_train_remat_summary *ot_train_remat_info(const ot_train_session *s);
 /* What --chunked-loss did: the fused head and loss, or why there is none. */
 const ot_linear_ce_result *ot_train_chunked_loss(const ot_train_session *s);
+/* What --fused-attention did: the attention blocks fused, or why there are none. */
+const ot_fused_attn_result *ot_train_fused_attention(const ot_train_session *s);
 
 /* What the memory budget had to hold. */
 typedef struct ot_train_memory_summary {

@@ -32,6 +32,7 @@ struct ot_train_session {
     bool ad_built;
     ot_train_remat_summary remat; /* what apply_remat did */
     ot_linear_ce_result lce;      /* what --chunked-loss did (autodiff/linear_ce.c) */
+    ot_fused_attn_result fattn;   /* what --fused-attention did (autodiff/fused_attn.c) */
     /* the remat policy, the analysis of the graph before the rewrite and the chosen
      * keep set (an.n_values entries), kept for `plan`'s report */
     ot_remat_policy pol;

@@ -135,6 +135,7 @@ static ot_status build_graph(ot_train_session *s, ot_error *err) {
         }
         if ((n->op == OT_OP_BATCH_NORM || n->op == OT_OP_DROPOUT) && ot_node_set_attr_int(c, "training_mode", 0))
             goto oom;
+        if (n->op == OT_OP_ATTENTION) ot_node_remove_attr(c, "dropout_ratio"); /* --fused-attention's Dropout: off */
     }
     for (int k = 0; k < g->n_inputs; k++) {
         int v = g->inputs[k];

@@ -9,6 +9,8 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/grad_kernels.h"
+#include "kernels/cpu/cpu_philox.h"  /* ot_cpu_philox_uniforms: the absorbed Dropout's draws */
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_dropout_select: its keep-and-scale */
 #include "kernels/xfmr_geometry.h"
 
 static ot_status f32_inputs(const ot_node *node, const ot_tensor *in, int first, int last, ot_error *err) {
@@ -175,15 +177,55 @@ static void times_blocks(const ot_kernel_ctx *c1, const ot_attn_geom *g, const f
     gemm(c1, false, false, g->Sq, n, g->Skv, 1.0f, s + g->P, g->T, v.cur, v.ld_cur, g->P ? 1.0f : 0.0f, out, ldo);
 }
 
-size_t ot_cpu_attention_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
-    (void)out;
-    return ot_attn_workspace(node, in, false);
+/* The heads (forward) or key/value groups (backward) in flight at once: the workspace
+ * holds their score blocks only, never every head's (issue 28: at GPT-2 small's batch
+ * 8 all heads' probabilities are 24 MiB a layer, three times that in the backward).
+ * Each head's products and element code are the same whatever the chunk, so results
+ * do not depend on it; 16 keeps 16 threads busy. */
+#define ATTN_CHUNK 16
+
+static int64_t attn_units(const ot_node *node, const ot_tensor *in, bool grad, int64_t *per_unit) {
+    ot_attn_geom g;
+    ot_error ignored;
+    int o = grad ? 1 : 0;
+    const ot_tensor *m = ot_xfmr_input(node, in, o + 3), *pk = ot_xfmr_input(node, in, o + 4);
+    const ot_tensor *pv = ot_xfmr_input(node, in, o + 5), *np = ot_xfmr_input(node, in, o + 6);
+    if (ot_attn_geometry(&g, node, &in[o].shape, &in[o + 1].shape, &in[o + 2].shape, m ? &m->shape : NULL,
+                         m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL,
+                         np ? &np->shape : NULL, &ignored))
+        return 0;
+    int64_t units = grad ? g.B * g.Hkv : g.B * g.Hq;
+    *per_unit = g.Sq * g.T * (grad ? 3 : 1);
+    return units < ATTN_CHUNK ? units : ATTN_CHUNK;
 }
 
-/* AttentionGrad: P, dP (then dS) and the raw scores, Sq x T each per query head. */
+/* Attention: P of ATTN_CHUNK heads. */
+size_t ot_cpu_attention_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    (void)out;
+    int64_t per = 0, n = attn_units(node, in, false, &per);
+    return (size_t)(n * per) * sizeof(float);
+}
+
+/* AttentionGrad: P, dP (then dS) and the raw scores of one head per key/value group,
+ * ATTN_CHUNK groups at once (a group's query heads run in order). */
 size_t ot_cpu_attention_grad_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     (void)out;
-    return ot_attn_workspace(node, in, true) / 2 * 3;
+    int64_t per = 0, n = attn_units(node, in, true, &per);
+    return (size_t)(n * per) * sizeof(float);
+}
+
+/* The Dropout --fused-attention absorbed, on one row of P (forward; backward before
+ * dV) or of dP (backward): Dropout's keep-and-scale with the Dropout node's uniforms
+ * (ctx->rng_node is its id) for elements e0 .. e0 + T of [B, H, Sq, T], the tensor
+ * the Dropout read, so the mask is the plain graph's, bit for bit. */
+#define ATTN_DROP_BLOCK 256
+static void drop_row(const ot_attn_geom *g, const ot_kernel_ctx *ctx, int64_t e0, float *row) {
+    float ratio = g->dropout, scale = 1.0f / (1.0f - ratio), u[ATTN_DROP_BLOCK];
+    for (int64_t j0 = 0; j0 < g->T; j0 += ATTN_DROP_BLOCK) {
+        int64_t len = g->T - j0 < ATTN_DROP_BLOCK ? g->T - j0 : ATTN_DROP_BLOCK;
+        ot_cpu_philox_uniforms(ctx->seed, ctx->step, (uint32_t)ctx->rng_node, (uint64_t)(e0 + j0), len, u);
+        ot_cpu_dropout_select(u, ratio, row + j0, scale, row + j0, NULL, len);
+    }
 }
 
 ot_status ot_cpu_attention(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
@@ -191,21 +233,27 @@ ot_status ot_cpu_attention(const ot_node *node, const ot_tensor *in, ot_tensor *
     ot_attn_geom g;
     ot_attn_ptrs a;
     ot_status st = attn_setup(node, in, 0, &g, &a, err);
-    if (!st) st = need_ws(node, ctx, ot_attn_workspace(node, in, false), err);
+    if (!st) st = need_ws(node, ctx, ot_cpu_attention_workspace(node, in, out), err);
     if (st) return st;
     a.y = out[0].data;
     a.prob = ctx->workspace;
     int64_t heads = g.B * g.Hq;
     int nt = ot_cpu_threads(ctx);
-#pragma omp parallel for schedule(static) num_threads(nt) if (heads * g.Sq * g.T * g.D >= OT_CPU_PAR_MIN && heads > 1)
-    for (int64_t bh = 0; bh < heads; bh++) {
-        int64_t b = bh / g.Hq, h = bh % g.Hq, hk = h / (g.Hq / g.Hkv);
-        float *s = a.prob + bh * g.Sq * g.T;
-        head_scores(ctx, &g, &a, b, h, s);
-        for (int64_t i = 0; i < g.Sq; i++)
-            ot_attn_finish_row(&g, &a, b, h, i, s + i * g.T);
-        times_blocks(ctx, &g, s, blocks_of(&g, a.pv, a.v, g.v_sb, g.v_sh, g.v_ss, g.Dv, b, hk), g.Dv,
-                     a.y + b * g.y_sb + h * g.y_sh, g.y_ss);
+    bool par = heads * g.Sq * g.T * g.D >= OT_CPU_PAR_MIN && heads > 1;
+    for (int64_t c0 = 0; c0 < heads; c0 += ATTN_CHUNK) {
+        int64_t cn = heads - c0 < ATTN_CHUNK ? heads - c0 : ATTN_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t k = 0; k < cn; k++) {
+            int64_t bh = c0 + k, b = bh / g.Hq, h = bh % g.Hq, hk = h / (g.Hq / g.Hkv);
+            float *s = a.prob + k * g.Sq * g.T;
+            head_scores(ctx, &g, &a, b, h, s);
+            for (int64_t i = 0; i < g.Sq; i++) {
+                ot_attn_finish_row(&g, &a, b, h, i, s + i * g.T);
+                if (g.dropout > 0.0f) drop_row(&g, ctx, (bh * g.Sq + i) * g.T, s + i * g.T);
+            }
+            times_blocks(ctx, &g, s, blocks_of(&g, a.pv, a.v, g.v_sb, g.v_sh, g.v_ss, g.Dv, b, hk), g.Dv,
+                         a.y + b * g.y_sb + h * g.y_sh, g.y_ss);
+        }
     }
     for (int p = 1; p <= 2 && p < node->n_outputs; p++) {
         float *dst = ot_xfmr_output(node, out, p);
@@ -220,11 +268,12 @@ ot_status ot_cpu_attention(const ot_node *node, const ot_tensor *in, ot_tensor *
 }
 
 /* One query head h of key/value group (b, hk): P, dS, dQ_h, and its part of dK, dV
- * (beta 0 for the group's first head, then 1: the heads add in order). */
+ * (beta 0 for the group's first head, then 1: the heads add in order); ws: the
+ * group's P, dS and raw scores, Sq x T each. */
 static void grad_head(const ot_kernel_ctx *c1, const ot_attn_geom *g, const ot_attn_ptrs *a, int64_t b, int64_t h,
-                      bool first) {
-    int64_t hk = h / (g->Hq / g->Hkv), bh = b * g->Hq + h, n = g->Sq * g->T, heads = g->B * g->Hq;
-    float *p = a->prob + bh * n, *ds = a->dscore + bh * n, *raw = a->dscore + heads * n + bh * n;
+                      bool first, float *ws) {
+    int64_t hk = h / (g->Hq / g->Hkv), bh = b * g->Hq + h, n = g->Sq * g->T;
+    float *p = ws, *ds = ws + n, *raw = ws + 2 * n;
     head_scores(c1, g, a, b, h, raw);
     memcpy(p, raw, (size_t)n * sizeof(float));
     for (int64_t i = 0; i < g->Sq; i++)
@@ -236,13 +285,16 @@ static void grad_head(const ot_kernel_ctx *c1, const ot_attn_geom *g, const ot_a
     if (g->P) gemm(c1, false, true, g->Sq, g->P, g->Dv, 1.0f, dyh, g->y_ss, v.past, g->Dv, 0.0f, ds, g->T);
     gemm(c1, false, true, g->Sq, g->Skv, g->Dv, 1.0f, dyh, g->y_ss, v.cur, v.ld_cur, 0.0f, ds + g->P, g->T);
     for (int64_t i = 0; i < g->Sq; i++) {
-        const float *pr = p + i * g->T, *rr = raw + i * g->T;
-        float *dr = ds + i * g->T;
+        float *pr = p + i * g->T, *dr = ds + i * g->T;
+        const float *rr = raw + i * g->T;
+        int64_t e0 = (bh * g->Sq + i) * g->T;
+        if (g->dropout > 0.0f) drop_row(g, c1, e0, dr); /* dP of the softmax: DropoutGrad's */
         double rowdot = 0.0;
         for (int64_t j = 0; j < g->T; j++)
             rowdot = xf_dadd(rowdot, xf_dmul(pr[j], dr[j]));
         for (int64_t j = 0; j < g->T; j++)
             dr[j] = ot_attn_dscore(g, pr[j], dr[j], rowdot, rr[j]);
+        if (g->dropout > 0.0f) drop_row(g, c1, e0, pr); /* the P that V met, for dV */
     }
     if (a->dq) times_blocks(c1, g, ds, k, g->D, a->dq + b * g->q_sb + h * g->q_sh, g->q_ss);
     const float *qh = a->q + b * g->q_sb + h * g->q_sh;
@@ -262,19 +314,22 @@ OT_GRAD_KERNEL(ot_cpu_attention_grad) {
     if (!st) st = attn_setup(node, in, 1, &g, &a, err);
     if (!st) st = need_ws(node, ctx, ot_cpu_attention_grad_workspace(node, in, out), err);
     if (st) return st;
+    float *ws = ctx->workspace;
     a.dy = in[0].data;
     a.dq = ot_xfmr_output(node, out, 0);
     a.dk = ot_xfmr_output(node, out, 1);
     a.dv = ot_xfmr_output(node, out, 2);
-    a.prob = ctx->workspace;
-    a.dscore = a.prob + g.B * g.Hq * g.Sq * g.T;
-    int64_t groups = g.B * g.Hkv, grp = g.Hq / g.Hkv;
+    int64_t groups = g.B * g.Hkv, grp = g.Hq / g.Hkv, per = 3 * g.Sq * g.T;
     int nt = ot_cpu_threads(ctx);
-#pragma omp parallel for schedule(static) num_threads(nt) if (groups * g.Sq * g.T * g.D >= OT_CPU_PAR_MIN && groups > 1)
-    for (int64_t u = 0; u < groups; u++) {
-        int64_t b = u / g.Hkv, hk = u % g.Hkv;
-        for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
-            grad_head(ctx, &g, &a, b, h, h == hk * grp);
+    bool par = groups * g.Sq * g.T * g.D >= OT_CPU_PAR_MIN && groups > 1;
+    for (int64_t c0 = 0; c0 < groups; c0 += ATTN_CHUNK) {
+        int64_t cn = groups - c0 < ATTN_CHUNK ? groups - c0 : ATTN_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t k = 0; k < cn; k++) {
+            int64_t u = c0 + k, b = u / g.Hkv, hk = u % g.Hkv;
+            for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
+                grad_head(ctx, &g, &a, b, h, h == hk * grp, ws + k * per);
+        }
     }
     return OT_OK;
 }

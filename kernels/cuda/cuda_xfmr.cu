@@ -175,6 +175,11 @@ static ot_status attn_setup(ot_cuda_ctx *cx, const ot_node *node, const ot_tenso
                                     np ? &np->shape : NULL, err);
     if (!st && np && np->dtype != OT_I64) st = ot_cuda_bad_dtype(node, "nonpad_kv_seqlen", np->dtype, err);
     if (!st && np) st = attn_nonpad_check(cx, g, node, np, err);
+    if (!st && g->dropout > 0.0f)
+        st = ot_fail(err, OT_E_UNSUPPORTED,
+                     "node '%s' (%s): the attention Dropout --fused-attention absorbed runs on the CPU only; on "
+                     "CUDA use --fused-attention off (or a model without attention dropout)",
+                     node->name, ot_op_name(node->op));
     if (st) return st;
     memset(a, 0, sizeof *a);
     a->q = (const float *)in[o].data, a->k = (const float *)in[o + 1].data, a->v = (const float *)in[o + 2].data;

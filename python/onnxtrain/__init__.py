@@ -142,7 +142,8 @@ class Trainer:
       complete: the same bits, a lower peak; docs/training.md); loss_scale ("dynamic", "off"; default dynamic
       with precision "fp16"), loss_scale_init, loss_scale_growth, loss_scale_backoff, loss_scale_growth_interval
       (0: GradScaler's defaults; see loss_scale_state()); tf32 (on a GPU, float32 GEMMs on TF32
-      tensor cores, as --tf32: results about 1e-3 from float32's; the CPU ignores it).
+      tensor cores, as --tf32: results about 1e-3 from float32's; the CPU ignores it); fused_attention
+      ("off", "on", "auto", as --fused-attention).
 
     The training graph is built for the first batch (prepare, step or eval); later
     training batches must have its shapes. Use as a context manager, or close().
@@ -155,7 +156,7 @@ class Trainer:
                  lora_targets=(), lora_load=None, bind=(), threads=0, device=None, seed=0, check_numerics=True,
                  split_step=False, chunked_loss=None, chunked_loss_rows=0, precision=None, fuse_update=False,
                  loss_scale=None, loss_scale_init=0.0, loss_scale_growth=0.0, loss_scale_backoff=0.0,
-                 loss_scale_growth_interval=0, tf32=False):
+                 loss_scale_growth_interval=0, tf32=False, fused_attention=None):
         if not isinstance(model, (str, bytes)) and not hasattr(model, "__fspath__"):
             raise TypeError("model: a %s, not a path" % type(model).__name__)
         o = ffi.new("onnxtrain_options *")
@@ -172,6 +173,7 @@ class Trainer:
         o.loss, o.loss_output, o.optimizer, o.schedule = s(loss), s(output), s(optimizer), s(schedule)
         o.remat, o.device, o.chunked_loss = s(remat), s(device), s(chunked_loss)
         o.precision = s(precision)
+        o.fused_attention = s(fused_attention)
         o.chunked_loss_rows = int(chunked_loss_rows)
         o.lora_load = s(None if lora_load is None else str(lora_load))
         o.split_step = int(bool(split_step))

@@ -83,6 +83,20 @@ def test_chunked_loss_bitwise_cli(tmp_path, data):
     assert e.value.code == 2 and "options.chunked_loss 'sometimes'" in e.value.message
 
 
+def test_fused_attention_bitwise_cli(tmp_path, data):
+    tok, lab = data
+    with onnxtrain.Trainer(MODEL, fused_attention="on", **OPTS) as t:
+        src = onnxtrain.batches({"tokens": tok, "labels": lab}, batch_size=16)
+        losses = ["%.9g" % x for x in t.fit(src[:2])]
+        t.save(tmp_path / "py.onnx")
+    want, model = cli_train(tmp_path, 2, 16, extra=["--fused-attention", "on"])
+    assert losses == want
+    assert (tmp_path / "py.onnx").read_bytes() == model
+    with pytest.raises(onnxtrain.OnnxtrainError) as e:
+        onnxtrain.Trainer(MODEL, fused_attention="sometimes")
+    assert e.value.code == 2 and "options.fused_attention 'sometimes'" in e.value.message
+
+
 def test_fuse_update_bitwise(tmp_path, data):
     """fuse_update=True: the tuned model's bytes and the losses of the unfused run, a lower
     planned peak, and the gradients at the peak below the unfused ones."""
