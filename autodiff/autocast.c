@@ -267,6 +267,22 @@ fail:
     return NULL;
 }
 
+/* A weight's float32 Transpose whose readers all read its low copy now
+ * (Transpose(Cast(W)), cast_of) is read by nothing: removed, or every step would
+ * still transpose every float32 weight (GPT-2 small: 49 of them, the tied head's
+ * [50257, 768] included) for no reader. */
+static void drop_orphaned_transposes(ot_graph *g, int n_orig_nodes) {
+    for (int i = 0; i < n_orig_nodes; i++) {
+        const ot_node *n = &g->nodes[i];
+        if (n->removed || n->op != OT_OP_TRANSPOSE || n->phase != OT_PHASE_FORWARD || n->n_outputs != 1) continue;
+        int w = n->n_inputs == 1 ? n->inputs[0] : -1, y = n->outputs[0];
+        if (w < 0 || y < 0 || !is_init(g, w) || g->values[y].n_consumers > 0 || g->values[y].is_graph_output) continue;
+        bool is_out = false;
+        for (int k = 0; k < g->n_outputs && !is_out; k++) is_out = g->outputs[k] == y;
+        if (!is_out) ot_graph_remove_node(g, i);
+    }
+}
+
 ot_status ot_autocast_apply(ot_graph *g, ot_dtype low, ot_autocast_supports_fn supports, void *ctx,
                             ot_autocast_result *res, ot_error *err) {
     memset(res, 0, sizeof *res);
@@ -292,6 +308,7 @@ ot_status ot_autocast_apply(ot_graph *g, ot_dtype low, ot_autocast_supports_fn s
         res->n_promoted += c == OT_AC_PROMOTED;
         res->n_low_list_fallback += c == OT_AC_FALLBACK && ot_autocast_op_list(g->nodes[order[i]].op) > 0;
     }
+    drop_orphaned_transposes(g, n_orig_nodes);
     res->n_nodes = g->n_nodes;
     res->cls = calloc((size_t)g->n_nodes + 1, 1);
     if (!res->cls) goto oom;

@@ -7,27 +7,34 @@
  * MatMul. The GEMM is the same call with B read transposed: OpenBLAS packs the same
  * panels and runs the same kernel on the same shapes, so every bit is unchanged. The
  * rows of X (a view of [..., K] as [rows, K]) and of the result are Reshapes, which
- * the planner aliases. */
+ * the planner aliases. Under --precision bf16/fp16 the same applies to the weight's low
+ * copy, Transpose(Cast(W)) (autocast.c): the low GEMM takes the transposed operand as
+ * strides, where the Transpose of a [50257, 768] bfloat16 head cost more than the GEMM;
+ * those results are the low GEMM's own (no float32 bits change). */
 #include "autodiff/fold_linear.h"
 
 #include <stdio.h>
 
-/* W when node t is a Transpose swapping the two dims of a 2-D float W; else -1. */
+/* W when node t is a Transpose swapping the two dims of a 2-D float W; else -1. Under
+ * --precision bf16/fp16 W is the weight's low copy (autocast.c casts before the
+ * Transpose), and the low GEMM reads it transposed through oneDNN's strides
+ * (gemm_lowp.c) just as well: no [N, K] copy per step. */
 static int weight_of(const ot_graph *g, const ot_node *t) {
     if (t->removed || t->op != OT_OP_TRANSPOSE || t->n_inputs < 1 || t->inputs[0] < 0) return -1;
     int w = t->inputs[0], n = 0;
-    if (g->values[w].shape.rank != 2 || g->values[w].dtype != OT_F32) return -1;
+    ot_dtype d = g->values[w].dtype;
+    if (g->values[w].shape.rank != 2 || (d != OT_F32 && d != OT_BF16 && d != OT_F16)) return -1;
     const int64_t *perm = ot_node_attr_ints(t, "perm", &n);
     if (perm && !(n == 2 && perm[0] == 1 && perm[1] == 0)) return -1;
     return w;
 }
 
-/* True when MatMul node m reads T in slot 1 only and an X of rank >= 2 with every dim
- * known in slot 0. */
-static bool foldable(const ot_graph *g, const ot_node *m, int T) {
+/* True when MatMul node m reads T in slot 1 only and an X of W's dtype and rank >= 2
+ * with every dim known in slot 0. */
+static bool foldable(const ot_graph *g, const ot_node *m, int T, int w) {
     if (m->removed || m->op != OT_OP_MATMUL || m->n_inputs != 2 || m->inputs[1] != T || m->inputs[0] == T) return false;
     const ot_shape *xs = &g->values[m->inputs[0]].shape;
-    if (xs->rank < 2 || g->values[m->inputs[0]].dtype != OT_F32) return false;
+    if (xs->rank < 2 || g->values[m->inputs[0]].dtype != g->values[w].dtype) return false;
     for (int i = 0; i < xs->rank; i++)
         if (xs->dim[i] < 0) return false;
     return true;
@@ -93,7 +100,7 @@ int ot_fold_linear_transposes(ot_graph *g) {
         const ot_value *tv = &g->values[T];
         if (tv->is_graph_output || tv->n_consumers == 0) continue;
         bool all = true;
-        for (int i = 0; i < tv->n_consumers && all; i++) all = foldable(g, &g->nodes[tv->consumers[i]], T);
+        for (int i = 0; i < tv->n_consumers && all; i++) all = foldable(g, &g->nodes[tv->consumers[i]], T, w);
         if (!all) continue;
         while (g->values[T].n_consumers > 0)
             if (fold_one(g, g->values[T].consumers[0], w)) return -1;

@@ -8,6 +8,9 @@ torch.bfloat16) on the same model; Adam, 2 threads each, random weights and data
     /usr/bin/python3 bench/precision_step.py BUILD SCRATCH [--rounds R] [--steps N]
         [--gpt-batch B] [--resnet-batch B] [--torch PYTHON] [--models gpt2,resnet18]
 
+Each process also reports its CPU seconds per step (time.process_time: both threads),
+printed beside the wall times: on a shared machine the steadier of the two.
+
 Each measurement is one process (the model loaded, one untimed warm-up step, then N
 timed steps; the median is kept); the processes run in rounds, each round every
 (tool, precision) once in turn, so other work on the machine falls on all of them
@@ -70,14 +73,15 @@ def worker_onnxtrain(model, kind, prec, b, steps, lib):
     import onnxtrain  # noqa: PLC0415
     x, y = batch(np, kind, b)
     name = "tokens" if kind == "gpt2" else "x"
-    times = []
+    times, cpu = [], []
     with onnxtrain.Trainer(model, optimizer="adam", lr=1e-4, threads=2, precision=prec, remat="none") as t:
         for i in range(steps + 1):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             t.step({name: x}, y)
             if i:
                 times.append(time.perf_counter() - t0)
-    return times
+                cpu.append(time.process_time() - c0)
+    return times, cpu
 
 
 def worker_torch(kind, prec, b, steps):
@@ -87,9 +91,9 @@ def worker_torch(kind, prec, b, steps):
     m = gpt2_module(torch) if kind == "gpt2" else resnet18_module(torch)
     opt = torch.optim.Adam(m.parameters(), lr=1e-4)
     x, y = (torch.from_numpy(a) for a in batch(np, kind, b))
-    times = []
+    times, cpu = [], []
     for i in range(steps + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
             out = m(x)
@@ -98,15 +102,16 @@ def worker_torch(kind, prec, b, steps):
         opt.step()
         if i:
             times.append(time.perf_counter() - t0)
-    return times
+            cpu.append(time.process_time() - c0)
+    return times, cpu
 
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         tool, kind, prec, b, steps, model, lib = sys.argv[2:9]
         b, steps = int(b), int(steps)
-        t = worker_onnxtrain(model, kind, prec, b, steps, lib) if tool == "onnxtrain" else worker_torch(kind, prec, b, steps)
-        print(json.dumps(t))
+        t, c = worker_onnxtrain(model, kind, prec, b, steps, lib) if tool == "onnxtrain" else worker_torch(kind, prec, b, steps)
+        print(json.dumps({"wall": t, "cpu": c}))
         return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
@@ -126,7 +131,7 @@ def main():
         if not os.path.exists(path):
             export(kind, path)
         b = a.gpt_batch if kind == "gpt2" else a.resnet_batch
-        runs = {}
+        runs, cpus = {}, {}
         for r in range(a.rounds):
             for tool, py in (("onnxtrain", sys.executable), ("torch", a.torch)):
                 for prec in ("fp32", "bf16"):
@@ -134,9 +139,12 @@ def main():
                                         path, lib], capture_output=True, text=True, env=env)
                     if p.returncode:
                         sys.exit("%s %s %s failed:\n%s" % (tool, kind, prec, p.stderr[-3000:]))
-                    med = statistics.median(json.loads(p.stdout.strip().splitlines()[-1]))
+                    res = json.loads(p.stdout.strip().splitlines()[-1])
+                    med, cpu = statistics.median(res["wall"]), statistics.median(res["cpu"])
                     runs.setdefault((tool, prec), []).append(med)
-                    print("round %d %s %s %s: %.3f s/step" % (r + 1, kind, tool, prec, med), flush=True)
+                    cpus.setdefault((tool, prec), []).append(cpu)
+                    print("round %d %s %s %s: %.3f s/step (CPU %.3f s)" % (r + 1, kind, tool, prec, med, cpu),
+                          flush=True)
         print("\n%s, batch %d, %d rounds x %d steps (median of each process, then over rounds):" % (kind, b, a.rounds, a.steps))
         for tool in ("onnxtrain", "torch"):
             f32, b16 = runs[(tool, "fp32")], runs[(tool, "bf16")]
@@ -145,6 +153,15 @@ def main():
                                                                         statistics.median(b16), ratio))
         ot_vs = statistics.median(x / y for x, y in zip(runs[("onnxtrain", "bf16")], runs[("torch", "bf16")]))
         print("  onnxtrain bf16 / torch autocast bf16: %.3fx" % ot_vs)
+        # process CPU seconds (both threads) per step: steadier than wall time on a
+        # shared machine, where another job can take a core for part of a step
+        for tool in ("onnxtrain", "torch"):
+            f32, b16 = cpus[(tool, "fp32")], cpus[(tool, "bf16")]
+            print("  %-9s CPU fp32 %.3f s  bf16 %.3f s  bf16/fp32 %.3fx" % (
+                tool, statistics.median(f32), statistics.median(b16),
+                statistics.median(x / y for x, y in zip(b16, f32))))
+        print("  CPU onnxtrain bf16 / torch bf16: %.3fx" % statistics.median(
+            x / y for x, y in zip(cpus[("onnxtrain", "bf16")], cpus[("torch", "bf16")])))
     return 0
 
 

@@ -74,6 +74,15 @@ static bool live_at_peak(const ot_plan *p, int v) {
     return pv->def_step <= p->peak_step && pv->last_step >= p->peak_step;
 }
 
+/* Whether value r's block was taken over in place by a value live at the peak (r's
+ * last step is then the taker's first, the peak step). */
+static bool taken_over_at_peak(const ot_plan *p, int r) {
+    if (p->values[r].last_step != p->peak_step) return false;
+    for (int v = 0; v < p->n_values; v++)
+        if (p->values[v].inplace_of == r && live_at_peak(p, v)) return true;
+    return false;
+}
+
 void ot_plan_bytes_by_dtype(const ot_plan *p, const ot_graph *g, ot_mem_category c, bool at_peak,
                             size_t by[OT_PLAN_DTYPES]) {
     for (int d = 0; d < OT_PLAN_DTYPES; d++) by[d] = 0;
@@ -84,8 +93,10 @@ void ot_plan_bytes_by_dtype(const ot_plan *p, const ot_graph *g, ot_mem_category
             pv->slot_of >= 0)
             continue;
         if (at_peak && (p->peak_step < 0 || !live_at_peak(p, v))) continue;
-        /* a block taken over in place is counted once, by whichever of the two is live */
-        if (at_peak && pv->inplace_of >= 0 && live_at_peak(p, pv->inplace_of)) continue;
+        /* a block taken over in place is counted once, as the planner counts it at the
+         * step of the take-over (planner.c, try_inplace): by the value that took it,
+         * in that value's category, which may not be the first one's */
+        if (at_peak && taken_over_at_peak(p, v)) continue;
         int d = (int)g->values[v].dtype;
         by[d >= 0 && d < OT_PLAN_DTYPES ? d : 0] += pv->nbytes;
     }

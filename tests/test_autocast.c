@@ -120,7 +120,7 @@ static void test_tinygpt_fake(void **state) {
     ot_error err = {0};
     ot_autocast_result r;
     if (ot_autocast_apply(g, OT_F16, fake_supports, &asked, &r, &err)) fail_msg("%s", err.msg);
-    int softmax = 0, matmul = 0;
+    int softmax = 0, matmul = 0, transposes = 0;
     for (int i = 0; i < r.n_nodes; i++) {
         const ot_node *n = &g->nodes[i];
         if (n->removed) continue;
@@ -129,6 +129,11 @@ static void test_tinygpt_fake(void **state) {
             assert_int_equal(r.cls[i], OT_AC_LOW);
             for (int k = 0; k < n->n_inputs; k++) assert_int_equal(g->values[n->inputs[k]].dtype, OT_F16);
         }
+        if (n->op == OT_OP_TRANSPOSE) { /* a weight's float32 Transpose its MatMul no longer reads is gone */
+            const ot_value *y = &g->values[n->outputs[0]];
+            if (!y->n_consumers) fail_msg("Transpose '%s' is read by nothing", n->name);
+            transposes += g->values[n->inputs[0]].dtype == OT_F16;
+        }
         if (n->op == OT_OP_SOFTMAX || n->op == OT_OP_LAYER_NORM) {
             softmax += n->op == OT_OP_SOFTMAX;
             for (int k = 0; k < n->n_inputs; k++)
@@ -136,7 +141,7 @@ static void test_tinygpt_fake(void **state) {
             assert_int_equal(g->values[n->outputs[0]].dtype, OT_F32);
         }
     }
-    assert_true(matmul >= 8 && softmax >= 2);
+    assert_true(matmul >= 8 && softmax >= 2 && transposes >= 1);
     assert_true(r.n_f32_list >= 2 && r.n_promoted >= 2);
     check_casts_unique(g, &r);
     ot_autocast_result_free(&r);

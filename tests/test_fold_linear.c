@@ -1,12 +1,14 @@
 /* test_fold_linear.c — autodiff/fold_linear.c: MatMul(X, Transpose(W)) becomes
  * Gemm(X rows, W, transB = 1) with Reshapes around it for X of rank > 2, directly for
- * rank 2; a Transpose with any other reader, or an X with an unknown dim, stays. */
+ * rank 2, in float32 and in the low dtypes of --precision; a Transpose with any other
+ * reader, an X with an unknown dim, or an X of another dtype than W, stays. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "autodiff/fold_linear.h"
 
@@ -92,11 +94,44 @@ static void test_fold_kept(void **state) {
     ot_graph_free(g);
 }
 
+/* --precision bf16: the MatMul reads Transpose(W's low copy) with a low X, and the low
+ * GEMM reads W transposed the same way (fp16 likewise); an X of another dtype than W
+ * (no GEMM of mixed inputs) keeps its Transpose. */
+static void test_fold_low(void **state) {
+    (void)state;
+    const ot_dtype lows[2] = {OT_BF16, OT_F16};
+    for (int i = 0; i < 2; i++) {
+        int y;
+        ot_graph *g = linear(3, (int64_t[]){2, 3, 4}, false, &y);
+        for (int v = 0; v < g->n_values; v++)
+            if (g->values[v].dtype == OT_F32) g->values[v].dtype = lows[i];
+        assert_int_equal(ot_fold_linear_transposes(g), 1);
+        assert_int_equal(live(g, OT_OP_TRANSPOSE), 0);
+        const ot_node *r = &g->nodes[g->values[y].producer];
+        const ot_node *gm = &g->nodes[g->values[r->inputs[0]].producer];
+        assert_int_equal(gm->op, OT_OP_GEMM);
+        assert_int_equal(ot_node_attr_int(gm, "transB", 0), 1);
+        assert_int_equal(g->values[gm->inputs[0]].dtype, lows[i]);
+        assert_int_equal(g->values[gm->outputs[0]].dtype, lows[i]);
+        ot_error err = {0};
+        assert_int_equal(ot_graph_verify(g, &err), OT_OK);
+        ot_graph_free(g);
+    }
+    int y;
+    ot_graph *g = linear(3, (int64_t[]){2, 3, 4}, false, &y);
+    for (int v = 0; v < g->n_values; v++)
+        if (strcmp(g->values[v].name, "x") != 0) g->values[v].dtype = OT_BF16; /* x stays float32 */
+    assert_int_equal(ot_fold_linear_transposes(g), 0);
+    assert_int_equal(live(g, OT_OP_TRANSPOSE), 1);
+    ot_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fold_rank3),
         cmocka_unit_test(test_fold_rank2),
         cmocka_unit_test(test_fold_kept),
+        cmocka_unit_test(test_fold_low),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,8 @@
  * what this path costs. */
 #include "kernels/cpu/cpu_lowp.h"
 
+#include <immintrin.h>
+
 #include "kernels/half_float.h"
 
 #define LOWP_ALIGN 64
@@ -60,26 +62,104 @@ size_t ot_cpu_lowp_workspace(const ot_node *node, const ot_tensor *in, const ot_
     return copies_bytes(node, in, out, reads) + inner;
 }
 
-void ot_cpu_lowp_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt) {
-    bool par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
-    if (t == OT_BF16) {
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) d[i] = ot_hf_bf16_to_f32(s[i]);
-    } else {
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f16_to_f32(s[i]);
+/* ---- bfloat16 <-> float32, 16 at a time ----------------------------------------------- */
+
+/* The conversions of half_float.h on 16 lanes of AVX-512F, the same integer operations
+ * per lane (a widening shift one way; the nearest-even add, the shift and the quiet-NaN
+ * case the other), so every bit is the scalar loop's. Not vcvtneps2bf16 of AVX512-BF16:
+ * it flushes subnormal inputs to zero, which the scalar rule (and the CUDA Cast) keeps.
+ * They are memory-bound; the scalar loop with its NaN branch is not, and ran at about
+ * a tenth of the memory's speed (GPT-2's [50257, 768] embedding: 0.3 s per cast). */
+__attribute__((target("avx512f"))) static int64_t bf16_to_f32_avx512(const uint16_t *s, float *d, int64_t n,
+                                                                     bool quiet) {
+    const __m512i qbit = _mm512_set1_epi32(0x00400000), abs = _mm512_set1_epi32(0x7fffffff);
+    const __m512i inf = _mm512_set1_epi32(0x7f800000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i x = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i))), 16);
+        if (quiet) { /* a NaN comes out with its quiet bit set (the Cast's rule) */
+            __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs), inf);
+            x = _mm512_mask_or_epi32(x, nan, x, qbit);
+        }
+        _mm512_storeu_si512((void *)(d + i), x);
+    }
+    return i;
+}
+
+__attribute__((target("avx512f"))) static int64_t f32_to_bf16_avx512(const float *s, uint16_t *d, int64_t n) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), q = _mm512_set1_epi32(0x40);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i x = _mm512_loadu_si512((const void *)(s + i));
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs), inf);
+        __m512i odd = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, half), odd), 16);
+        r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), q);
+        _mm256_storeu_si256((__m256i *)(d + i), _mm512_cvtepi32_epi16(r));
+    }
+    return i;
+}
+
+static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+
+/* One thread's share: the vector body, the scalar tail. */
+static void bf16_to_f32_part(const uint16_t *s, float *d, int64_t n, bool quiet, bool vec) {
+    int64_t i = vec ? bf16_to_f32_avx512(s, d, n, quiet) : 0;
+    for (; i < n; i++) {
+        float f = ot_hf_bf16_to_f32(s[i]);
+        d[i] = quiet && f != f ? ot_hf_from_bits(ot_hf_bits(f) | 0x00400000u) : f;
     }
 }
 
-void ot_cpu_lowp_from_f32(ot_dtype t, const float *s, uint16_t *d, int64_t n, int nt) {
-    bool par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
-    if (t == OT_BF16) {
+static void f32_to_bf16_part(const float *s, uint16_t *d, int64_t n, bool vec) {
+    int64_t i = vec ? f32_to_bf16_avx512(s, d, n) : 0;
+    for (; i < n; i++) d[i] = ot_hf_f32_to_bf16(s[i]);
+}
+
+/* Blocks of this many elements per thread task: a multiple of 16, so the split does
+ * not change which elements take the vector path (it could not change bits anyway:
+ * each element's conversion is exact integer arithmetic). */
+#define CONV_BLOCK 16384
+
+void ot_cpu_bf16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet) {
+    bool vec = have_avx512(), par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
+    int64_t blocks = (n + CONV_BLOCK - 1) / CONV_BLOCK;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f32_to_bf16(s[i]);
-    } else {
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-        for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f32_to_f16(s[i]);
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t o = b * CONV_BLOCK, len = n - o < CONV_BLOCK ? n - o : CONV_BLOCK;
+        bf16_to_f32_part(s + o, d + o, len, quiet, vec);
     }
+}
+
+static void f32_to_bf16(const float *s, uint16_t *d, int64_t n, int nt) {
+    bool vec = have_avx512(), par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
+    int64_t blocks = (n + CONV_BLOCK - 1) / CONV_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t o = b * CONV_BLOCK, len = n - o < CONV_BLOCK ? n - o : CONV_BLOCK;
+        f32_to_bf16_part(s + o, d + o, len, vec);
+    }
+}
+
+void ot_cpu_lowp_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt) {
+    if (t == OT_BF16) {
+        ot_cpu_bf16_to_f32(s, d, n, nt, false);
+        return;
+    }
+    bool par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f16_to_f32(s[i]);
+}
+
+void ot_cpu_lowp_from_f32(ot_dtype t, const float *s, uint16_t *d, int64_t n, int nt) {
+    if (t == OT_BF16) {
+        f32_to_bf16(s, d, n, nt);
+        return;
+    }
+    bool par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f32_to_f16(s[i]);
 }
 
 ot_status ot_cpu_lowp_run(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,

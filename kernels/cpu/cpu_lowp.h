@@ -19,6 +19,9 @@ bool ot_cpu_lowp_any(const ot_node *node, const ot_tensor *in, const ot_tensor *
  * paths and of Cast between float32 and the low dtypes. */
 void ot_cpu_lowp_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt);
 void ot_cpu_lowp_from_f32(ot_dtype t, const float *s, uint16_t *d, int64_t n, int nt);
+/* bfloat16 to float32 the same way; quiet: a NaN comes out with its quiet bit set, as
+ * the Cast kernel gives it (cpu_shape_ops.c). */
+void ot_cpu_bf16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet);
 
 /* Workspace bytes: the float32 copies of the low-precision inputs whose bit is set in
  * `reads` (bit k: input k; inputs the kernel reads for their shape only stay out) and

@@ -251,37 +251,41 @@ ot_status ot_cpu_slice(const ot_node *node, const ot_tensor *in, ot_tensor *out,
  * lines on each side, which stay in L1 while the tile is copied. */
 #define OT_TRANSPOSE_TILE 32
 
-/* A 4-byte transpose whose last output axis reads the input with stride istep: output
- * axis j (the one read from the input's contiguous axis) and the last one are copied in
- * tiles, so reads and writes both run along cache lines instead of every output row
- * striding through the whole input (a [768, 50257] weight: a TLB miss per element).
- * A copy, so the same bits as the row loop. */
-static void transpose_tiled4(const uint32_t *src, uint32_t *dst, const ot_shape *ys, const int *perm,
-                             const int64_t *instr, int j, int nt, bool par) {
-    int r = ys->rank;
-    int64_t ostr[OT_MAX_RANK], acc = 1;
-    for (int d = r - 1; d >= 0; d--) ostr[d] = acc, acc *= ys->dim[d];
-    int64_t A = ys->dim[j], B = ys->dim[r - 1], istep = instr[perm[r - 1]], oj = ostr[j];
-    int64_t outer = acc / (A * B), T = OT_TRANSPOSE_TILE;
-    int64_t ta = (A + T - 1) / T, tb = (B + T - 1) / T, tasks = outer * ta * tb;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par && tasks > 1)
-    for (int64_t t = 0; t < tasks; t++) {
-        int64_t o = t / (ta * tb), a0 = (t / tb % ta) * T, b0 = t % tb * T;
-        int64_t ioff = 0, ooff = 0, q = o;
-        for (int d = r - 2; d >= 0; d--) {
-            if (d == j) continue;
-            ioff += (q % ys->dim[d]) * instr[perm[d]];
-            ooff += (q % ys->dim[d]) * ostr[d];
-            q /= ys->dim[d];
-        }
-        int64_t a1 = a0 + T < A ? a0 + T : A, b1 = b0 + T < B ? b0 + T : B;
-        for (int64_t b = b0; b < b1; b++) {
-            const uint32_t *s = src + ioff + b * istep;
-            uint32_t *y = dst + ooff + b;
-            for (int64_t a = a0; a < a1; a++) y[a * oj] = s[a];
-        }
+/* A 4-byte (2-byte) transpose whose last output axis reads the input with stride istep:
+ * output axis j (the one read from the input's contiguous axis) and the last one are
+ * copied in tiles, so reads and writes both run along cache lines instead of every
+ * output row striding through the whole input (a [768, 50257] weight: a TLB miss per
+ * element). A copy, so the same bits as the row loop. The 2-byte one is bfloat16's and
+ * float16's (--precision), which the per-element loop below ran at a tenth of this. */
+#define OT_TRANSPOSE_TILED(NAME, T_)                                                                           \
+    static void NAME(const T_ *src, T_ *dst, const ot_shape *ys, const int *perm, const int64_t *instr, int j, \
+                     int nt, bool par) {                                                                       \
+        int r = ys->rank;                                                                                      \
+        int64_t ostr[OT_MAX_RANK], acc = 1;                                                                    \
+        for (int d = r - 1; d >= 0; d--) ostr[d] = acc, acc *= ys->dim[d];                                     \
+        int64_t A = ys->dim[j], B = ys->dim[r - 1], istep = instr[perm[r - 1]], oj = ostr[j];                  \
+        int64_t outer = acc / (A * B), T = OT_TRANSPOSE_TILE;                                                  \
+        int64_t ta = (A + T - 1) / T, tb = (B + T - 1) / T, tasks = outer * ta * tb;                           \
+        _Pragma("omp parallel for schedule(static) num_threads(nt) if (par && tasks > 1)")                     \
+        for (int64_t t = 0; t < tasks; t++) {                                                                  \
+            int64_t o = t / (ta * tb), a0 = (t / tb % ta) * T, b0 = t % tb * T;                                \
+            int64_t ioff = 0, ooff = 0, q = o;                                                                 \
+            for (int d = r - 2; d >= 0; d--) {                                                                 \
+                if (d == j) continue;                                                                          \
+                ioff += (q % ys->dim[d]) * instr[perm[d]];                                                     \
+                ooff += (q % ys->dim[d]) * ostr[d];                                                            \
+                q /= ys->dim[d];                                                                               \
+            }                                                                                                  \
+            int64_t a1 = a0 + T < A ? a0 + T : A, b1 = b0 + T < B ? b0 + T : B;                                \
+            for (int64_t b = b0; b < b1; b++) {                                                                \
+                const T_ *s = src + ioff + b * istep;                                                          \
+                T_ *y = dst + ooff + b;                                                                        \
+                for (int64_t a = a0; a < a1; a++) y[a * oj] = s[a];                                            \
+            }                                                                                                  \
+        }                                                                                                      \
     }
-}
+OT_TRANSPOSE_TILED(transpose_tiled4, uint32_t)
+OT_TRANSPOSE_TILED(transpose_tiled2, uint16_t)
 
 ot_status ot_cpu_transpose(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                            ot_error *err) {
@@ -311,6 +315,12 @@ ot_status ot_cpu_transpose(const ot_node *node, const ot_tensor *in, ot_tensor *
         int j = 0;
         while (perm[j] != r - 1) j++;
         transpose_tiled4(in[0].data, out[0].data, &out[0].shape, perm, instr, j, nt, n >= OT_CPU_PAR_MIN_CHEAP);
+        return OT_OK;
+    }
+    if (istep != 1 && es == 2) {
+        int j = 0;
+        while (perm[j] != r - 1) j++;
+        transpose_tiled2(in[0].data, out[0].data, &out[0].shape, perm, instr, j, nt, n >= OT_CPU_PAR_MIN_CHEAP);
         return OT_OK;
     }
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
@@ -372,6 +382,10 @@ static void store_int(ot_dtype t, void *p, int64_t i, int64_t v) {
  * out quiet (the generic path's trip through double quiets it; the CUDA Cast and the
  * ONNX reference agree) and every other value is exact. */
 static void low_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt, bool par) {
+    if (t == OT_BF16) {
+        ot_cpu_bf16_to_f32(s, d, n, par ? nt : 1, true);
+        return;
+    }
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t i = 0; i < n; i++) {
         float f = t == OT_BF16 ? ot_hf_bf16_to_f32(s[i]) : ot_hf_f16_to_f32(s[i]);
