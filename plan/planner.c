@@ -355,7 +355,7 @@ static ot_status classify_values(build *b) {
     for (int v = 0; v < b->nv; v++) {
         const ot_value *val = &g->values[v];
         ot_plan_value *pv = &b->p->values[v];
-        *pv = (ot_plan_value){.offset = -1, .def_step = b->def_of[v], .last_step = b->last_of[v], .inplace_of = -1,
+        *pv = (ot_plan_value){.offset = -1, .recv_offset = -1, .def_step = b->def_of[v], .last_step = b->last_of[v], .inplace_of = -1,
                               .alias_of = -1, .slot_of = -1, .category = OT_MEM_TRANSIENT};
         ot_value_kind kind = t ? (ot_value_kind)(t->vinfo[v] & OT_PLAN_V_KIND) : val->kind;
         bool keep_always = kind == OT_VK_PARAM || kind == OT_VK_STATE || kind == OT_VK_OPT_STATE ||
@@ -575,7 +575,7 @@ static bool try_inplace(build *b, int s, const step_io *io, int o) {
     int r = root_of(p, i0);
     ot_plan_value *po = &p->values[o], *pi = &p->values[i0], *pr = &p->values[r];
     if (pr->pinned || pr->offset < 0 || b->released[r] || pr->last_step != s || pi->nbytes != po->nbytes ||
-        pr->nbytes != po->nbytes || pr->recv_bytes || po->recv_bytes)
+        pr->nbytes != po->nbytes || pr->recv_bytes)
         return false;
     for (int k = 0; k < io->n_in; k++) {
         int v = io->in[k];
@@ -651,12 +651,15 @@ static void place_outputs(build *b, int s, const step_io *io) {
             po->offset = (int64_t)b->base;
             continue;
         }
-        if (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, io, o))) continue;
-        size_t nb = po->nbytes + po->recv_bytes, off = ot_fit_alloc(&b->al, ot_plan_aligned(nb));
-        po->offset = (int64_t)(b->base + off);
-        if (b->base + off + nb > b->max_end) b->max_end = b->base + off + nb;
-        live_add(b, po->category, nb);
-        p->total[po->category] += nb;
+        for (int blk = 0; blk < 2; blk++) { /* the value's block (unless taken over), then its receive slots */
+            size_t nb = blk ? po->recv_bytes : po->nbytes;
+            if (nb == 0 || (!blk && (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, io, o))))) continue;
+            size_t off = ot_fit_alloc(&b->al, ot_plan_aligned(nb));
+            *(blk ? &po->recv_offset : &po->offset) = (int64_t)(b->base + off);
+            if (b->base + off + nb > b->max_end) b->max_end = b->base + off + nb;
+            live_add(b, po->category, nb);
+            p->total[po->category] += nb;
+        }
     }
 }
 
@@ -694,10 +697,12 @@ static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws
             ot_plan_value *pv = &p->values[v];
             if (pv->pinned || b->released[v] || pv->last_step != s || pv->offset < 0) continue;
             b->released[v] = true;
-            size_t nb = pv->nbytes + pv->recv_bytes;
-            if (nb == 0) continue;
-            if (ot_fit_free(&b->al, (size_t)pv->offset - b->base, ot_plan_aligned(nb))) return -1;
-            live_sub(b, pv->category, nb);
+            if (pv->recv_bytes && ot_fit_free(&b->al, (size_t)pv->recv_offset - b->base, ot_plan_aligned(pv->recv_bytes)))
+                return -1;
+            live_sub(b, pv->category, pv->recv_bytes);
+            if (pv->nbytes == 0) continue;
+            if (ot_fit_free(&b->al, (size_t)pv->offset - b->base, ot_plan_aligned(pv->nbytes))) return -1;
+            live_sub(b, pv->category, pv->nbytes);
         }
     }
     return 0;

@@ -281,6 +281,9 @@ static void test_ranks_slots_and_deferral(void **state) {
         const ot_plan_value *gv = &p->values[nd->inputs[1]];
         assert_true(gv->nbytes > 0);
         assert_int_equal(gv->recv_bytes, gv->nbytes); /* one slot: the other rank's */
+        assert_true(gv->recv_offset >= 0 && gv->offset >= 0); /* its own block, beside the gradient's */
+        assert_true(gv->recv_offset >= gv->offset + (int64_t)gv->nbytes ||
+                    gv->offset >= gv->recv_offset + (int64_t)gv->recv_bytes);
         assert_int_equal(p1->values[nd->inputs[1]].recv_bytes, 0);
         n_opt++;
         for (int j = gv->def_step + 1; j < k; j++) /* backward work between completion and update */

@@ -228,11 +228,13 @@ ot_status ot_train_dist_sum_start(ot_train_session *s, int i, int step, ot_error
     size_t n = s->grad_off[i + 1] - s->grad_off[i];
     const ot_plan_value *pv = &ot_executor_plan(s->ex)->values[v];
     float *g = ot_executor_value_ptr(s->ex, v);
-    if (!g || !s->be->host_memory || pv->recv_bytes != n * sizeof(float) * (size_t)(t->n - 1))
+    if (!g || !s->be->host_memory || pv->recv_offset < 0 || pv->offset < 0 ||
+        pv->recv_bytes != n * sizeof(float) * (size_t)(t->n - 1))
         return ot_fail(err, OT_E_INTERNAL, "gradient '%s': no receive slots for a sum over %d ranks in its block",
                        vname(s->g, v), t->n);
-    ot_executor_note_write(s->ex, step, g + n, pv->recv_bytes); /* MPI writes the slots: the measured peak counts them */
-    st = ot_dist_sum_start(s->o.dist, g, g + n, n, &t->sums[i], vname(s->g, v), err);
+    float *slots = (float *)((char *)g + (pv->recv_offset - pv->offset)); /* their block, in the same arena */
+    ot_executor_note_write(s->ex, step, slots, pv->recv_bytes); /* MPI writes them: the measured peak counts them */
+    st = ot_dist_sum_start(s->o.dist, g, slots, n, &t->sums[i], vname(s->g, v), err);
     if (!st) t->flying[t->n_flying++] = i;
     if (st) ot_error_prefix(err, "training step %lld: ", (long long)s->run_step);
     return st;

@@ -55,8 +55,8 @@ ot_status ot_train_dist_end_micro(ot_train_session *s, bool last, ot_error *err)
  * at the boundary, the losses and the running statistics as end_micro makes them;
  * the gradient sums go per param, below. */
 ot_status ot_train_dist_fused_boundary(ot_train_session *s, ot_error *err);
-/* Gradient i is complete after schedule step `step`: its sum over the ranks starts, non-blocking, from its
- * block into the receive slots after it (plan/planner.h, Receive slots). */
+/* Gradient i is complete after schedule step `step`: its sum over the ranks starts,
+ * non-blocking, from its block into its receive slots (plan/planner.h, Receive slots). */
 ot_status ot_train_dist_sum_start(ot_train_session *s, int i, int step, ot_error *err);
 /* Lets every sum in flight progress (after each schedule step: MPI moves a large
  * message only inside its calls). */

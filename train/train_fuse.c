@@ -1,8 +1,10 @@
 /* train_fuse.c — the training loop's side of --fuse-update (ot_train_options.fuse_update,
  * ot_graph.fuse_update): the check of each gradient just before its own update, the
- * gradient norm from the sums taken there, and the results verify compares (params and
- * optimizer state after N steps, fused against unfused). The schedule and the plan of
- * a fused step are plan/'s (schedule.h, planner.h). */
+ * gradient norm from the sums taken there, over MPI ranks the start of each gradient's
+ * sum when it is complete and the wait before its update (train_dist.h), and the
+ * results verify compares (params and optimizer state after N steps, fused against
+ * unfused). The schedule and the plan of a fused step are plan/'s (schedule.h,
+ * planner.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,12 +57,6 @@ static int fused_updated_before(const ot_train_session *s, int step) {
     return n;
 }
 
-/* --fuse-update: each gradient checked (and its sum of squares taken, for
- * --report-grad-norm) after the step named by fuse_check_at, before its own update.
- * A bad one stops the run there. When no update of the step has run yet, the weights
- * are the step's and the usual diagnosis re-runs it (nonfinite). Otherwise the updates
- * that ran stay, so the weights are no step's (fused_partial) and no re-run can start
- * from the step's weights; the message says so and how to name the node. */
 /* Over MPI ranks, after step `step`: the sums in flight progress, and before a run of
  * updates (the executor may run it as one kernel, exec/executor.c) the sum of each
  * gradient it reads is waited for; with --report-grad-norm, the sum's squares are
@@ -81,8 +77,7 @@ static ot_status dist_after_step(ot_train_session *s, int step, ot_error *err) {
 /* --fuse-update: each gradient checked (and its sum of squares taken, for
  * --report-grad-norm) after the step named by fuse_check_at, before its own update;
  * over MPI ranks its sum starts there (dist_after_step waits for it). A bad one stops
- * the run there. When no update of the step has run yet, the weights
- * are the step's and the usual diagnosis re-runs it (nonfinite). Otherwise the updates
+ * the run there. When no update of the step has run yet, the weights are the step's and the usual diagnosis re-runs it (nonfinite). Otherwise the updates
  * that ran stay, so the weights are no step's (fused_partial) and no re-run can start
  * from the step's weights; the message says so and how to name the node. */
 ot_status ot_train_fused_after_step(ot_train_session *s, int step, ot_error *err) {
