@@ -486,7 +486,8 @@ static ot_status run_plan(plan_opts *o, ot_error *err) {
     if ((st = plan_one(o, m, &data, &val, policy, batch, &p1, err))) goto fail;
     char label[256];
     ot_cli_remat_label(policy, a->memory_budget, ot_train_remat_info(p1.s), label, sizeof label);
-    batch = ot_train_batch_size(p1.s);
+    /* per rank: the plans below take the global batch (--ranks) */
+    batch = ot_train_batch_size(p1.s) * (o->ranks > 1 ? o->ranks : 1);
     if (a->lora.rank) { /* the same step without LoRA, for the saving */
         plan_opts base = *o;
         base.args.lora.rank = 0;
