@@ -66,10 +66,15 @@ def three_runs(binary, src, tmp, model, remat):
         p = cm.run([binary, "plan", *a[:5], "--batch-size", str(gb), "--ranks", "2", "--fuse-update",
                     *MODELS[model][3], "--remat", remat, "--json"])
         ok = p.returncode == 0
-        peak = json.loads(p.stdout)["plans"][1]["peak_bytes"] if ok else None
+        j = json.loads(p.stdout) if ok else {}
+        peak = j["plans"][1]["peak_bytes"] if ok else None
         cm.check(ok and peak == mem["planned_peak"],
                  f"{tag}: plan --ranks 2 --fuse-update peak {peak} = train's {mem['planned_peak']}" +
                  ("" if ok else " " + p.stderr[-300:]))
+        # what fusing saved is measured against the unfused step at the same per-rank batch
+        unfused = json.load(open(out["unfused"] + ".json"))["memory"]["planned_peak"]
+        base = j.get("without_fuse_update", {}).get("peak_bytes")
+        cm.check(base == unfused, f"{tag}: plan's unfused comparison {base} = the unfused 2 ranks' peak {unfused}")
 
 
 def main():
