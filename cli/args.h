@@ -272,8 +272,10 @@ enum {
     "  --fuse-update             run each parameter's update as soon as its gradient is complete\n"             \
     "                            and free the gradient there: the same bits, a lower peak; each\n"              \
     "                            gradient is checked just before its own update (a NaN stops the\n"             \
-    "                            step with earlier params updated, nothing written). Not with\n"                \
-    "                            --clip-grad-norm, --accum K > 1, MPI or fp16 loss scaling\n"                                     \
+    "                            step with earlier params updated, nothing written). Under\n"                 \
+    "                            mpirun each gradient's sum over the ranks overlaps the backward\n"           \
+    "                            pass (CPU). Not with --clip-grad-norm, --accum K > 1 or fp16\n"              \
+    "                            loss scaling\n"                                                                \
     "  --loss-scale MODE         dynamic or off: fp16 loss scaling as torch.amp.GradScaler (default\n"         \
     "                            dynamic with --precision fp16, off otherwise): the loss's gradient\n"        \
     "                            times a scale S, divided out before the update; a step whose\n"             \

@@ -508,23 +508,24 @@ static ot_status run_plan(plan_opts *o, ot_error *err) {
     if ((st = plan_one(o, m, &data, &val, policy, batch, &p1, err))) goto fail;
     char label[256];
     ot_cli_remat_label(policy, a->memory_budget, ot_train_remat_info(p1.s), label, sizeof label);
-    batch = ot_train_batch_size(p1.s);
+    batch = ot_train_batch_size(p1.s); /* per rank (printed so); the plans below take the global one */
+    int64_t global = batch * (o->ranks > 1 ? o->ranks : 1);
     if (a->lora.rank) { /* the same step without LoRA, for the saving */
         plan_opts base = *o;
         base.args.lora.rank = 0;
         base.args.lora_target.n = 0;
-        if ((st = plan_one(&base, m, &data, &val, "none", batch, &p2, err))) goto fail;
+        if ((st = plan_one(&base, m, &data, &val, "none", global, &p2, err))) goto fail;
     }
     if (ot_train_chunked_loss(p1.s)->applied) { /* the same policy without --chunked-loss, for the saving */
         plan_opts plain = *o;
         plain.args.chunked_loss = OT_CHUNKED_LOSS_OFF;
-        if ((st = plan_one(&plain, m, &data, &val, policy, batch, &p3, err))) goto fail;
+        if ((st = plan_one(&plain, m, &data, &val, policy, global, &p3, err))) goto fail;
     }
     if (a->fuse_update) { /* the same policy unfused, for what fusing saved */
         plan_opts base = *o;
         base.args.fuse_update = false;
         ot_error e3 = {0};
-        if ((st = plan_one(&base, m, &data, &val, policy, batch, &p4, &e3)) == OT_E_MEMORY) {
+        if ((st = plan_one(&base, m, &data, &val, policy, global, &p4, &e3)) == OT_E_MEMORY) {
             /* the budget fits the fused step only: that is the saving, said as such */
             snprintf(nofit, sizeof nofit, "%s", e3.msg);
             ot_train_session_free(p4.s);

@@ -589,6 +589,11 @@ const ot_plan *ot_executor_plan(const ot_executor *ex) { return ex->plan; }
 const ot_graph *ot_executor_graph(const ot_executor *ex) { return ex->g; }
 ot_backend *ot_executor_backend(const ot_executor *ex) { return ex->be; }
 size_t ot_executor_high_water(const ot_executor *ex) { return ex->high_water; }
+void ot_executor_note_write(ot_executor *ex, int step, const void *p, size_t n) {
+    ex->touching = step;
+    touch(ex, p, n);
+    ex->touching = -1;
+}
 int ot_executor_high_water_step(const ot_executor *ex) { return ex->high_water_step; }
 
 const ot_update_check *ot_executor_update_check(const ot_executor *ex) { return &ex->upd; }

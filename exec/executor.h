@@ -133,6 +133,10 @@ size_t ot_executor_high_water(const ot_executor *ex);
  * peak_step is the step whose blocks first reach its peak); -1 before any step or when
  * the mark was set by a copy outside one. Recorded with the mark, in the first run only. */
 int ot_executor_high_water_step(const ot_executor *ex);
+/* Arena bytes [p, p + n) that the caller writes outside any kernel or copy of the
+ * executor after schedule step `step` (the receive slots of a gradient's sum over
+ * MPI ranks, planner.h): counted in the high-water mark as that step's. */
+void ot_executor_note_write(ot_executor *ex, int step, const void *p, size_t n);
 
 /* What the optimizer kernels of the last ot_executor_run reported about the values
  * they updated (exec/kernel_ctx.h), reset at the start of every run. */

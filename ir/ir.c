@@ -724,6 +724,7 @@ ot_graph *ot_graph_clone(const ot_graph *g, bool with_data) {
     c->n_outputs = g->n_outputs;
     c->opset = g->opset;
     c->fuse_update = g->fuse_update;
+    c->sum_ranks = g->sum_ranks;
     c->fold_eval = g->fold_eval;
     if (ok) return c;
 fail:

@@ -275,6 +275,11 @@ typedef struct ot_graph {
      * (plan/schedule.h, plan/planner.h). false: the optimizer runs after the whole
      * backward pass and gradients are pinned. */
     bool fuse_update;
+    /* With fuse_update under MPI (train/train_dist.h): the rank count whose gradients
+     * each fused update sums. Above 1, every param gradient has a block of sum_ranks - 1
+     * receive slots beside its own and each group of updates waits one group later
+     * (plan/schedule.h, plan/planner.h), so the sums overlap the backward pass. */
+    int sum_ranks;
 } ot_graph;
 
 /* ---- graph construction --------------------------------------------------- */

@@ -93,30 +93,11 @@ static ot_status oom(const build *b) {
 
 static void build_free(build *b) {
     if (!b->scr) ot_plan_free(b->p);
-    ot_scratch_release(b->scr, b->step_of);
-    ot_scratch_release(b->scr, b->used);
-    ot_scratch_release(b->scr, b->released);
-    ot_scratch_release(b->scr, b->is_output);
-    ot_scratch_release(b->scr, b->external);
-    ot_scratch_release(b->scr, b->opt_read);
-    ot_scratch_release(b->scr, b->opt_first);
-    ot_scratch_release(b->scr, b->reach);
-    ot_scratch_release(b->scr, b->first_read);
-    ot_scratch_release(b->scr, b->def_of);
-    ot_scratch_release(b->scr, b->last_of);
-    ot_scratch_release(b->scr, b->sort_count);
-    ot_scratch_release(b->scr, b->sort_tmp);
-    ot_scratch_release(b->scr, b->step_flags);
-    ot_scratch_release(b->scr, b->step_phase);
-    ot_scratch_release(b->scr, b->io);
-    ot_scratch_release(b->scr, b->io_start);
-    ot_scratch_release(b->scr, b->n_in);
-    ot_scratch_release(b->scr, b->slab_key);
-    ot_scratch_release(b->scr, b->slab_ids);
-    ot_scratch_release(b->scr, b->pinned_ids);
-    ot_scratch_release(b->scr, b->tin);
-    ot_scratch_release(b->scr, b->tout);
-    ot_scratch_release(b->scr, b->al.b);
+    void *bufs[] = {b->step_of, b->used, b->released, b->is_output, b->external, b->opt_read, b->opt_first,
+                    b->reach, b->first_read, b->def_of, b->last_of, b->sort_count, b->sort_tmp, b->step_flags,
+                    b->step_phase, b->io, b->io_start, b->n_in, b->slab_key, b->slab_ids, b->pinned_ids, b->tin,
+                    b->tout, b->al.b};
+    for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) ot_scratch_release(b->scr, bufs[k]);
 }
 
 /* Allocates the plan and the per-node / per-value tables; marks graph outputs and
@@ -374,7 +355,7 @@ static ot_status classify_values(build *b) {
     for (int v = 0; v < b->nv; v++) {
         const ot_value *val = &g->values[v];
         ot_plan_value *pv = &b->p->values[v];
-        *pv = (ot_plan_value){.offset = -1, .def_step = b->def_of[v], .last_step = b->last_of[v], .inplace_of = -1,
+        *pv = (ot_plan_value){.offset = -1, .recv_offset = -1, .def_step = b->def_of[v], .last_step = b->last_of[v], .inplace_of = -1,
                               .alias_of = -1, .slot_of = -1, .category = OT_MEM_TRANSIENT};
         ot_value_kind kind = t ? (ot_value_kind)(t->vinfo[v] & OT_PLAN_V_KIND) : val->kind;
         bool keep_always = kind == OT_VK_PARAM || kind == OT_VK_STATE || kind == OT_VK_OPT_STATE ||
@@ -398,6 +379,8 @@ static ot_status classify_values(build *b) {
             pv->pinned = true;
         }
         if ((st = value_size(b, v))) return st;
+        if (pv->category == OT_MEM_GRADIENTS && !pv->pinned && g->sum_ranks > 1) /* see Receive slots */
+            pv->recv_bytes = pv->nbytes * (size_t)(g->sum_ranks - 1);
         if (pv->pinned && !pv->external && pv->category <= OT_MEM_IO) /* final: later passes leave pinned values be */
             b->pinned_ids[b->n_pinned++] = v;
         if (pv->external) {
@@ -592,7 +575,7 @@ static bool try_inplace(build *b, int s, const step_io *io, int o) {
     int r = root_of(p, i0);
     ot_plan_value *po = &p->values[o], *pi = &p->values[i0], *pr = &p->values[r];
     if (pr->pinned || pr->offset < 0 || b->released[r] || pr->last_step != s || pi->nbytes != po->nbytes ||
-        pr->nbytes != po->nbytes)
+        pr->nbytes != po->nbytes || pr->recv_bytes)
         return false;
     for (int k = 0; k < io->n_in; k++) {
         int v = io->in[k];
@@ -668,12 +651,15 @@ static void place_outputs(build *b, int s, const step_io *io) {
             po->offset = (int64_t)b->base;
             continue;
         }
-        if (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, io, o))) continue;
-        size_t off = ot_fit_alloc(&b->al, ot_plan_aligned(po->nbytes));
-        po->offset = (int64_t)(b->base + off);
-        if (b->base + off + po->nbytes > b->max_end) b->max_end = b->base + off + po->nbytes;
-        live_add(b, po->category, po->nbytes);
-        p->total[po->category] += po->nbytes;
+        for (int blk = 0; blk < 2; blk++) { /* the value's block (unless taken over), then its receive slots */
+            size_t nb = blk ? po->recv_bytes : po->nbytes;
+            if (nb == 0 || (!blk && (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, io, o))))) continue;
+            size_t off = ot_fit_alloc(&b->al, ot_plan_aligned(nb));
+            *(blk ? &po->recv_offset : &po->offset) = (int64_t)(b->base + off);
+            if (b->base + off + nb > b->max_end) b->max_end = b->base + off + nb;
+            live_add(b, po->category, nb);
+            p->total[po->category] += nb;
+        }
     }
 }
 
@@ -711,6 +697,9 @@ static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws
             ot_plan_value *pv = &p->values[v];
             if (pv->pinned || b->released[v] || pv->last_step != s || pv->offset < 0) continue;
             b->released[v] = true;
+            if (pv->recv_bytes && ot_fit_free(&b->al, (size_t)pv->recv_offset - b->base, ot_plan_aligned(pv->recv_bytes)))
+                return -1;
+            live_sub(b, pv->category, pv->recv_bytes);
             if (pv->nbytes == 0) continue;
             if (ot_fit_free(&b->al, (size_t)pv->offset - b->base, ot_plan_aligned(pv->nbytes))) return -1;
             live_sub(b, pv->category, pv->nbytes);

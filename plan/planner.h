@@ -61,6 +61,14 @@
  * of in a transient block until the embedding's own contribution at the end of the
  * backward pass. Off with ot_plan_options.no_inplace.
  *
+ * Receive slots: with fused updates under MPI (ot_graph.sum_ranks = N > 1) each param
+ * gradient gets a second block of N - 1 gradient-sized slots into which the other
+ * ranks' gradients arrive while the backward pass goes on (train/train_fuse.c): placed
+ * with the gradient (which may still take over its input's block in place, a tied
+ * embedding's GatherGrad its base), freed with it at its update, counted as gradients
+ * (in total[], at_peak[], the timeline and the peak). No later node takes over such a
+ * gradient's block in place. recv_bytes and recv_offset say where they are.
+ *
  * External: values the caller lists in ot_plan_options.external live in memory
  * outside the arena (another executor's params, say: validation reads the training
  * arena's params and statistics in place). They are pinned (never reused, never taken
@@ -128,6 +136,9 @@ typedef struct ot_plan_value {
     size_t alias_offset; /* a view: its first byte's offset within alias_of's memory */
     int slot_of;      /* a param gradient's first contribution, written into that gradient's
                          pinned slot (see Gradient slots); -1 if none */
+    size_t recv_bytes;   /* a fused gradient's receive slots for its sum over ranks (see
+                            Receive slots): their bytes, 0 for any other value */
+    int64_t recv_offset; /* their block's offset; -1 when none */
 } ot_plan_value;
 
 typedef struct ot_plan {

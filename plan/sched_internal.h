@@ -71,4 +71,10 @@ static inline int64_t value_bytes(const ot_value *v) {
  * (plan/sched_base.h), else read from the graph in full. False when out of memory. */
 bool ot_sched_read_graph(sched *s);
 
+/* Fused updates under MPI (ot_graph.sum_ranks > 1): every run of consecutive
+ * optimizer nodes moves one run later (sched_defer.c), so each gradient's sum over
+ * the ranks overlaps the backward pass until the next gradient is complete. phase per
+ * node id. False when out of memory. */
+bool ot_sched_defer_updates(const unsigned char *phase, int *order, int n, ot_plan_scratch *scr);
+
 #endif

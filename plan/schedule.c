@@ -501,6 +501,9 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, ot_plan_
     if (!st) st = run_order(&s, true, dyn, err);
     if (!st) st = run_order(&s, false, stat, err);
     int n = s.n_live;
+    if (!st && g->fuse_update && g->sum_ranks > 1 &&
+        (!ot_sched_defer_updates(s.phase, dyn, n, scr) || !ot_sched_defer_updates(s.phase, stat, n, scr)))
+        st = ot_fail(err, OT_E_MEMORY, "schedule: out of memory for %d nodes", s.nn);
     ot_plan_nodes nodes = {.live = s.live, .phase = s.phase, .flags = s.flags, .in_start = s.in_start,
                            .in_val = s.in_val, .out_start = s.out_start, .out_val = s.out_val, .vprod = s.vprod,
                            .cons_start = s.cons_start, .cons = s.cons,

@@ -27,7 +27,12 @@
  * taken when its planned peak is strictly smaller, or the static one otherwise (and
  * when the graph cannot be planned, e.g. symbolic shapes). Cost: two planner runs
  * when the orders differ, the static one stopped as soon as its peak passes the
- * dynamic one's. */
+ * dynamic one's.
+ *
+ * Fused updates under MPI (ot_graph.sum_ranks > 1): after the sort, each run of
+ * consecutive optimizer nodes moves to just before the next run (the last to the
+ * end), so that each update waits for its gradient's sum over the ranks one gradient
+ * later, while the backward pass goes on (plan/sched_defer.c). */
 #ifndef OT_SCHEDULE_H
 #define OT_SCHEDULE_H
 

@@ -147,6 +147,12 @@ if(OT_PY3)
            COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/check_mpi.py $<TARGET_FILE:onnxtrain> ${CMAKE_SOURCE_DIR}
                    ${CMAKE_BINARY_DIR}/check_mpi_tmp ${OT_MPI_KIND})
   set_tests_properties(check_mpi PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
+  # --fuse-update under mpirun (issue 28): bitwise --accum 2 and the unfused 2 ranks
+  # under remat none/all/auto; the planned receive slots equal the measured peak
+  add_test(NAME check_mpi_fuse
+           COMMAND ${OT_PY3} ${CMAKE_CURRENT_SOURCE_DIR}/check_mpi_fuse.py $<TARGET_FILE:onnxtrain> ${CMAKE_SOURCE_DIR}
+                   ${CMAKE_BINARY_DIR}/check_mpi_fuse_tmp ${OT_MPI_KIND})
+  set_tests_properties(check_mpi_fuse PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
 endif()
 # README's and docs/training.md's example outputs are what this build prints (tests/readme_examples.py, which
 # masks times, rates and load; `--update` regenerates them after a change of output).

@@ -7,7 +7,11 @@
  *     Nesterov, Adam, AdamW with weight decay and a cosine schedule), and verify
  *     --fuse-update says so (exit 0); plan and train agree on the fused peak, which the
  *     run measures;
- *   - the refusals: --clip-grad-norm and --accum K > 1 (exit 2, saying why). */
+ *   - the refusals: --clip-grad-norm and --accum K > 1 (exit 2, saying why);
+ *   - over MPI ranks (a rank count for planning, ot_dist_for_plan): every param
+ *     gradient's block holds the other rank's receive slot, each run of updates is
+ *     deferred past the next gradient's completion, and the peak counts the slots
+ *     (the bits under mpirun: tests/check_mpi_fuse.py). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +29,7 @@
 #include "plan/schedule.h"
 #include "plan_check.h"
 #include "test_files.h"
+#include "train/dist.h"
 #include "train/npy.h"
 #include "train/train.h"
 
@@ -244,6 +249,60 @@ static void test_verify_and_plan(void **state) {
     cli_expect_in(TMP "/out.txt", "--fuse-update: without it the budget holds no plan");
 }
 
+/* plan --ranks 2 --fuse-update as a session sees it: slots, deferred updates, peak. */
+static void test_ranks_slots_and_deferral(void **state) {
+    (void)state;
+    ot_import_options io = {.fold_eval = ot_cpu_fold_eval, .skip_param_data = true};
+    ot_model *m = NULL;
+    ot_error err = {0};
+    if (ot_model_load(S "tinygpt.onnx", &io, &m, &err)) fail_msg("%s", err.msg);
+    ot_dist *d = NULL;
+    assert_int_equal(ot_dist_for_plan(2, &d, &err), OT_OK);
+    ot_train_options o;
+    ot_train_options_default(&o);
+    o.plan_only = true;
+    o.remat = "none";
+    o.batch_size = 8;
+    o.fuse_update = true;
+    ot_optim_config_default(&o.optim, OT_OPTIM_ADAM);
+    if (ot_dist_train_options(d, &o, false, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(o.batch_size, 4);
+    ot_train_session *s = NULL;
+    if (ot_train_session_new(m, &o, NULL, true, &s, &err)) fail_msg("%s", err.msg);
+    ot_train_session *one = plan_session(m, "none", true, 4);
+    ot_graph *g = ot_train_graph(s);
+    const ot_plan *p = ot_train_plan(s), *p1 = ot_train_plan(one);
+    assert_int_equal(g->sum_ranks, 2);
+    check_order(s); /* the deferred order still puts every update after every read */
+    int n_opt = 0, waited = 0;
+    for (int k = 0; k < p->n_steps; k++) {
+        const ot_node *nd = &g->nodes[p->order[k]];
+        if (nd->phase != OT_PHASE_OPTIMIZER) continue;
+        const ot_plan_value *gv = &p->values[nd->inputs[1]];
+        assert_true(gv->nbytes > 0);
+        assert_int_equal(gv->recv_bytes, gv->nbytes); /* one slot: the other rank's */
+        assert_true(gv->recv_offset >= 0 && gv->offset >= 0); /* its own block, beside the gradient's */
+        assert_true(gv->recv_offset >= gv->offset + (int64_t)gv->nbytes ||
+                    gv->offset >= gv->recv_offset + (int64_t)gv->recv_bytes);
+        assert_int_equal(p1->values[nd->inputs[1]].recv_bytes, 0);
+        n_opt++;
+        for (int j = gv->def_step + 1; j < k; j++) /* backward work between completion and update */
+            if (g->nodes[p->order[j]].phase != OT_PHASE_OPTIMIZER) {
+                waited++;
+                break;
+            }
+    }
+    print_message("tinygpt, 2 ranks: %d of %d updates wait past backward steps; peak %zu (one process, same "
+                  "per-rank batch: %zu)\n", waited, n_opt, p->peak_bytes, p1->peak_bytes);
+    assert_true(n_opt > 2 && waited >= n_opt / 2);
+    assert_true(p->peak_bytes > p1->peak_bytes);
+    assert_true(p->total[OT_MEM_GRADIENTS] > p1->total[OT_MEM_GRADIENTS]);
+    ot_train_session_free(s);
+    ot_train_session_free(one);
+    ot_dist_finalize(d);
+    ot_model_free(m);
+}
+
 static void test_refusals(void **state) {
     (void)state;
     assert_int_equal(run(BIN " train " S "tinygpt.onnx " TG " --batch-size 4 --clip-grad-norm 1 --fuse-update --steps 1 "
@@ -324,6 +383,7 @@ int main(void) {
         cmocka_unit_test(test_bitwise_train),
         cmocka_unit_test(test_verify_and_plan),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_ranks_slots_and_deferral),
         cmocka_unit_test(test_nonfinite_gradient),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -7,6 +7,7 @@
 #include "train/progress.h" /* ot_now_seconds */
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,26 @@ ot_status ot_dist_for_plan(int ranks, ot_dist **out, ot_error *err) {
 
 static ot_status refuse_plan_only(const char *what, ot_error *err) {
     return ot_fail(err, OT_E_INTERNAL, "%s: a rank count made for planning (plan --ranks) cannot communicate", what);
+}
+
+/* ot_dist_sum_wait's arithmetic: buf = ((+0 + g_0) + g_1) + ... in rank order, this
+ * rank's g in buf, the others' in slots (ot_dist_sum_start's layout). In blocks, so
+ * that each rank's addend is one vectorised pass over a block in cache; each element
+ * still gets its adds in rank order, one IEEE single add each. */
+static void ordered_add(int me, int size, float *buf, const float *slots, size_t n) {
+    enum { BLK = 512 };
+    float acc[BLK];
+    for (size_t o = 0; o < n; o += BLK) {
+        size_t m = n - o < BLK ? n - o : BLK;
+        for (int r = 0; r < size; r++) {
+            const float *src = (r == me ? buf : slots + (size_t)(r < me ? r : r - 1) * n) + o;
+            if (r == 0)
+                for (size_t i = 0; i < m; i++) acc[i] = 0.0f + src[i]; /* +0 first: -0.0 becomes +0.0, as in --accum */
+            else
+                for (size_t i = 0; i < m; i++) acc[i] += src[i];
+        }
+        memcpy(buf + o, acc, m * sizeof *acc);
+    }
 }
 
 #ifndef OT_HAVE_MPI
@@ -254,6 +275,80 @@ ot_status ot_dist_reduce_ordered(ot_dist *d, const float *mine, float *acc, size
     return st;
 }
 
+/* The tag of ot_dist_sum's messages (reduce_chunk uses 0, allgather 1). */
+#define TAG_SUM 2
+
+void ot_dist_sum_drop(ot_dist_sum *h) {
+    MPI_Request *rq = h->rq;
+    for (int k = 0; k < h->n_rq; k++)
+        if (rq[k] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&rq[k]);
+            MPI_Request_free(&rq[k]);
+        }
+    free(h->rq);
+    free(h->peer);
+    memset(h, 0, sizeof *h);
+}
+
+ot_status ot_dist_sum_start(ot_dist *d, float *buf, float *slots, size_t n, ot_dist_sum *h, const char *what,
+                            ot_error *err) {
+    memset(h, 0, sizeof *h);
+    if (d->plan_only) return refuse_plan_only(what, err);
+    h->buf = buf, h->slots = slots, h->n = n;
+    if (d->size < 2 || n == 0) return OT_OK;
+    double t0 = ot_now_seconds();
+    size_t cnt = 2 * (size_t)(d->size - 1) * ((n + CHUNK - 1) / CHUNK);
+    if (cnt > INT_MAX) return ot_fail(err, OT_E_UNSUPPORTED, "%s: %zu floats over %d ranks: too many messages", what, n, d->size);
+    MPI_Request *rq = malloc(cnt * sizeof *rq);
+    h->rq = rq;
+    h->peer = malloc(cnt * sizeof *h->peer);
+    if (!rq || !h->peer) {
+        ot_dist_sum_drop(h);
+        return ot_fail(err, OT_E_MEMORY, "out of memory");
+    }
+    ot_status st = OT_OK;
+    for (int r = 0; r < d->size && !st; r++) {
+        if (r == d->rank) continue;
+        float *slot = slots + (size_t)(r < d->rank ? r : r - 1) * n;
+        for (size_t o = 0; o < n && !st; o += CHUNK) {
+            int m = (int)(n - o < CHUNK ? n - o : CHUNK), rc = MPI_Isend(buf + o, m, MPI_FLOAT, r, TAG_SUM, d->comm, &rq[h->n_rq]);
+            if (rc == MPI_SUCCESS) {
+                h->peer[h->n_rq++] = r;
+                rc = MPI_Irecv(slot + o, m, MPI_FLOAT, r, TAG_SUM, d->comm, &rq[h->n_rq]);
+                if (rc == MPI_SUCCESS) h->peer[h->n_rq++] = r;
+            }
+            if (rc != MPI_SUCCESS) st = mpi_fail(d, rc, "MPI_Isend/MPI_Irecv", what, err);
+        }
+    }
+    if (st) ot_dist_sum_drop(h);
+    d->comm_seconds += ot_now_seconds() - t0;
+    return st;
+}
+
+ot_status ot_dist_sum_poll(ot_dist *d, ot_dist_sum *h, bool *done, const char *what, ot_error *err) {
+    *done = true;
+    if (h->n_rq == 0) return OT_OK;
+    double t0 = ot_now_seconds();
+    int flag = 0, rc = MPI_Testall(h->n_rq, h->rq, &flag, MPI_STATUSES_IGNORE);
+    d->comm_seconds += ot_now_seconds() - t0;
+    if (rc != MPI_SUCCESS) return mpi_fail(d, rc, "MPI_Testall", what, err);
+    *done = flag != 0;
+    return OT_OK;
+}
+
+ot_status ot_dist_sum_wait(ot_dist *d, ot_dist_sum *h, const char *what, ot_error *err) {
+    double t0 = ot_now_seconds();
+    ot_status st = h->n_rq ? wait_requests(d, h->n_rq, h->rq, h->peer, what, err) : OT_OK;
+    if (st) {
+        ot_dist_sum_drop(h);
+        return st;
+    }
+    ordered_add(d->rank, d->size, h->buf, h->slots, h->n);
+    ot_dist_sum_drop(h); /* every request has ended: nothing to cancel */
+    d->comm_seconds += ot_now_seconds() - t0;
+    return OT_OK;
+}
+
 ot_status ot_dist_broadcast_f32(ot_dist *d, float *buf, size_t n, const char *what, ot_error *err) {
     if (d->plan_only) return refuse_plan_only(what, err);
     double t0 = ot_now_seconds();
@@ -307,6 +402,30 @@ ot_status ot_dist_reduce_ordered(ot_dist *d, const float *mine, float *acc, size
     for (size_t i = 0; i < n; i++) acc[i] = (first ? 0.0f : acc[i]) + mine[i];
     return OT_OK;
 }
+
+ot_status ot_dist_sum_start(ot_dist *d, float *buf, float *slots, size_t n, ot_dist_sum *h, const char *what,
+                            ot_error *err) {
+    memset(h, 0, sizeof *h);
+    if (d && d->plan_only) return refuse_plan_only(what, err);
+    h->buf = buf, h->slots = slots, h->n = n;
+    return OT_OK;
+}
+
+ot_status ot_dist_sum_poll(ot_dist *d, ot_dist_sum *h, bool *done, const char *what, ot_error *err) {
+    (void)d, (void)h, (void)what, (void)err;
+    *done = true;
+    return OT_OK;
+}
+
+ot_status ot_dist_sum_wait(ot_dist *d, ot_dist_sum *h, const char *what, ot_error *err) {
+    (void)what, (void)err;
+    ordered_add(0, 1, h->buf, h->slots, h->n); /* one process: the sum of one addend, +0 first */
+    (void)d;
+    memset(h, 0, sizeof *h);
+    return OT_OK;
+}
+
+void ot_dist_sum_drop(ot_dist_sum *h) { memset(h, 0, sizeof *h); }
 
 ot_status ot_dist_broadcast_f32(ot_dist *d, float *buf, size_t n, const char *what, ot_error *err) {
     (void)buf, (void)n;

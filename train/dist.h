@@ -83,6 +83,34 @@ ot_status ot_dist_train_options(ot_dist *d, struct ot_train_options *o, bool bat
  * mine and leave acc alone. n elements; what names the buffer in messages. */
 ot_status ot_dist_reduce_ordered(ot_dist *d, const float *mine, float *acc, size_t n, bool first, const char *what,
                                  ot_error *err);
+/* The same ordered sum, non-blocking, for a gradient that is complete while the
+ * backward pass goes on (--fuse-update, train/train_fuse.c). Every rank sends its n
+ * floats in buf to every other and receives theirs into slots ((size - 1) x n floats:
+ * rank r's in slot r, or r - 1 above this rank); ot_dist_sum_wait then sets, on every
+ * rank, buf[i] = ((+0 + g_0[i]) + g_1[i]) + ... + g_{size-1}[i] in rank order: the
+ * float adds of --accum N and of ot_dist_reduce_ordered, bitwise. One exchange instead
+ * of a gather and a broadcast: no rank waits for rank 0 to finish adding, at the cost
+ * of (size - 1) x n floats sent per rank (2 x (size - 1) / size x n would be the least),
+ * which is equal at two ranks. buf and slots are the caller's until the wait returns
+ * or ot_dist_sum_drop. Sums started in the same order on every rank are matched in
+ * that order (MPI's order of messages between two ranks). */
+typedef struct ot_dist_sum {
+    float *buf, *slots;
+    size_t n;
+    int n_rq;   /* requests in flight: sends, then receives */
+    void *rq;   /* MPI_Request[n_rq] */
+    int *peer;  /* the rank each request waits for */
+} ot_dist_sum;
+ot_status ot_dist_sum_start(ot_dist *d, float *buf, float *slots, size_t n, ot_dist_sum *h, const char *what,
+                            ot_error *err);
+/* Lets the transfers of h progress without waiting (MPI moves a large message only
+ * inside its calls): *done when every transfer has ended. */
+ot_status ot_dist_sum_poll(ot_dist *d, ot_dist_sum *h, bool *done, const char *what, ot_error *err);
+/* Waits for h's transfers and forms the sum in buf (above); h is then empty. */
+ot_status ot_dist_sum_wait(ot_dist *d, ot_dist_sum *h, const char *what, ot_error *err);
+/* After a failure: cancels what is in flight and empties h. */
+void ot_dist_sum_drop(ot_dist_sum *h);
+
 /* Rank 0's n floats into buf on every rank. */
 ot_status ot_dist_broadcast_f32(ot_dist *d, float *buf, size_t n, const char *what, ot_error *err);
 /* Every rank's n bytes, rank order, into all (size x n bytes) on every rank. */

@@ -8,6 +8,7 @@
 #include "autodiff/fold_linear.h" /* weight Transposes into the GEMM */
 #include "kernels/backend_select.h"
 #include "plan/schedule.h"
+#include "train/dist.h"
 #include "train/kv_cache.h"
 #include "train/session.h"
 #include "train/train_internal.h"
@@ -501,16 +502,17 @@ static ot_status fuse_check(const ot_train_session *s, ot_error *err) {
                        "--fuse-update with --clip-grad-norm %g: clipping scales every gradient by the global norm, "
                        "known only once the last gradient is, and a fused update runs before that; drop one of them",
                        s->o.optim.clip_grad_norm);
-    if (s->o.accum > 1)
+    int ranks = s->o.dist ? ot_dist_size(s->o.dist) : 1; /* over N ranks accum is K x N (ot_dist_train_options) */
+    if (s->o.accum > ranks)
         return ot_fail(err, OT_E_USAGE,
                        "--fuse-update with --accum %lld: the micro-batch gradients are summed in accumulators that "
                        "live for the whole step, so fusing would save nothing but the last micro-batch's; drop one "
-                       "of them", (long long)s->o.accum);
-    if (s->o.dist)
-        return ot_fail(err, OT_E_USAGE,
-                       "--fuse-update over MPI ranks: each gradient is summed over the ranks after the backward pass, "
-                       "before the update, and that sum does not yet overlap the backward pass; drop --fuse-update "
-                       "for a data-parallel run");
+                       "of them", (long long)(s->o.accum / ranks));
+    if (ranks > 1 && s->be && !s->be->host_memory)
+        return ot_fail(err, OT_E_UNSUPPORTED,
+                       "--fuse-update over %d MPI ranks on '%s': the per-gradient sums over the ranks are built for "
+                       "the CPU backend only; drop --fuse-update (the sum then runs after the backward pass, through "
+                       "NCCL where the build has it)", ranks, s->be->name);
     if (s->o.split_update)
         return ot_fail(err, OT_E_USAGE,
                        "fuse_update with the two-call step (split_step, onnxtrain_backward): the gradients are summed "
@@ -530,6 +532,7 @@ static void unpin_gradients(ot_train_session *s) {
         if (g->values[g->outputs[k]].is_graph_output) g->outputs[n++] = g->outputs[k];
     g->n_outputs = n;
     g->fuse_update = true;
+    g->sum_ranks = s->o.dist ? ot_dist_size(s->o.dist) : 1; /* each gradient's block holds the others' (planner.h) */
 }
 
 ot_status ot_train_build_graph(ot_train_session *s, ot_dataset *data, ot_error *err) {

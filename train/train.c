@@ -234,7 +234,7 @@ void ot_train_session_free(ot_train_session *s) {
     free(s->scan_buf);
     free(s->hot_step), free(s->hot_grads), free(s->hot_has), free(s->hot_ss);
     free(s->hot_gemm), free(s->opt_at), free(s->hot_proven), free(s->opt_ss);
-    free(s->fuse_check_at), free(s->fuse_ss);
+    free(s->fuse_check_at), free(s->fuse_ss), free(s->fuse_param_at);
     ot_lora_result_free(&s->lora);
     ot_autocast_result_free(&s->ac);
     free(s->lora_train);

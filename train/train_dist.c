@@ -30,6 +30,9 @@ typedef struct ot_train_dist {
     float *stats, *terms; /* state_elems: the statistics; this rank's batch terms */
     float *all_terms;     /* n x state_elems */
     float *neg_zeros; /* state_elems of -0.0f: the running statistics while a rank runs */
+    /* --fuse-update: per param its sum in flight; the params with one, in start order */
+    ot_dist_sum *sums;
+    int *flying, n_flying;
 } ot_train_dist;
 
 ot_status ot_dist_train_options(ot_dist *d, ot_train_options *o, bool batch_auto, ot_error *err) {
@@ -81,6 +84,9 @@ void ot_train_dist_free(ot_train_session *s) {
     free(t->terms);
     free(t->all_terms);
     free(t->neg_zeros);
+    for (int i = 0; t->sums && i < s->ad.n_params; i++) ot_dist_sum_drop(&t->sums[i]);
+    free(t->sums);
+    free(t->flying);
     free(t);
     s->dist = NULL;
 }
@@ -112,12 +118,17 @@ static ot_status ensure(ot_train_session *s, ot_train_dist **out, ot_error *err)
     int ns = s->ad.n_state;
     ot_status st = ot_train_dist_nccl_open(s, &t->nccl, err);
     if (st) return st;
-    bool host_sum = !t->nccl.m;
+    bool host_sum = !t->nccl.m && !s->g->fuse_update; /* fused: each gradient's sum in its own block */
     t->send = host_sum ? malloc((s->grad_elems + 1) * sizeof *t->send) : NULL;
     t->acc = host_sum ? calloc(s->grad_elems + 1, sizeof *t->acc) : NULL;
     t->losses = calloc((size_t)t->n, sizeof *t->losses);
     t->state_off = calloc((size_t)ns + 1, sizeof *t->state_off);
     t->mom = calloc((size_t)ns + 1, sizeof *t->mom);
+    if (s->g->fuse_update) {
+        t->sums = calloc((size_t)s->ad.n_params + 1, sizeof *t->sums);
+        t->flying = calloc((size_t)s->ad.n_params + 1, sizeof *t->flying);
+        if (!t->sums || !t->flying) goto oom;
+    }
     if ((host_sum && (!t->send || !t->acc)) || !t->losses || !t->state_off || !t->mom) goto oom;
     for (int i = 0; i < ns; i++) {
         if ((st = state_momentum(s, i, &t->mom[i], err))) return st;
@@ -197,6 +208,60 @@ static ot_status host_sum(ot_train_session *s, ot_train_dist *t, bool first, boo
     for (int i = 0; !st && last && i < s->ad.n_params; i++)
         st = s->be->copy_in(s->be, ot_executor_value_ptr(s->ex, s->ad.grads[i]), t->acc + s->grad_off[i],
                             (s->grad_off[i + 1] - s->grad_off[i]) * sizeof(float), err);
+    return st;
+}
+
+ot_status ot_train_dist_fused_boundary(ot_train_session *s, ot_error *err) {
+    ot_train_dist *t;
+    ot_status st = ensure(s, &t, err);
+    if (!st) st = ot_dist_allgather(s->o.dist, &s->last_loss, sizeof(double), t->losses, "the losses", err);
+    if (!st && s->ad.n_state) st = replay_stats(s, t, err);
+    if (st) ot_error_prefix(err, "training step %lld: ", (long long)s->run_step);
+    return st;
+}
+
+ot_status ot_train_dist_sum_start(ot_train_session *s, int i, int step, ot_error *err) {
+    ot_train_dist *t;
+    ot_status st = ensure(s, &t, err);
+    if (st) return st;
+    int v = s->ad.grads[i];
+    size_t n = s->grad_off[i + 1] - s->grad_off[i];
+    const ot_plan_value *pv = &ot_executor_plan(s->ex)->values[v];
+    float *g = ot_executor_value_ptr(s->ex, v);
+    if (!g || !s->be->host_memory || pv->recv_offset < 0 || pv->offset < 0 ||
+        pv->recv_bytes != n * sizeof(float) * (size_t)(t->n - 1))
+        return ot_fail(err, OT_E_INTERNAL, "gradient '%s': no receive slots for a sum over %d ranks in its block",
+                       vname(s->g, v), t->n);
+    float *slots = (float *)((char *)g + (pv->recv_offset - pv->offset)); /* their block, in the same arena */
+    ot_executor_note_write(s->ex, step, slots, pv->recv_bytes); /* MPI writes them: the measured peak counts them */
+    st = ot_dist_sum_start(s->o.dist, g, slots, n, &t->sums[i], vname(s->g, v), err);
+    if (!st) t->flying[t->n_flying++] = i;
+    if (st) ot_error_prefix(err, "training step %lld: ", (long long)s->run_step);
+    return st;
+}
+
+ot_status ot_train_dist_sum_poll(ot_train_session *s, ot_error *err) {
+    ot_train_dist *t = s->dist;
+    for (int k = 0; t && k < t->n_flying; k++) { /* a finished one stays listed: its wait forms the sum */
+        int i = t->flying[k];
+        bool done = false;
+        if (ot_dist_sum_poll(s->o.dist, &t->sums[i], &done, vname(s->g, s->ad.grads[i]), err))
+            return ot_error_prefix(err, "training step %lld: ", (long long)s->run_step);
+    }
+    return OT_OK;
+}
+
+ot_status ot_train_dist_sum_wait(ot_train_session *s, int i, ot_error *err) {
+    ot_train_dist *t = s->dist;
+    int k = 0;
+    while (t && k < t->n_flying && t->flying[k] != i) k++;
+    if (!t || k == t->n_flying)
+        return ot_fail(err, OT_E_INTERNAL, "the update of '%s' runs before its gradient's sum over the ranks started",
+                       vname(s->g, s->ad.params[i]));
+    memmove(&t->flying[k], &t->flying[k + 1], (size_t)(t->n_flying - k - 1) * sizeof *t->flying);
+    t->n_flying--;
+    ot_status st = ot_dist_sum_wait(s->o.dist, &t->sums[i], vname(s->g, s->ad.grads[i]), err);
+    if (st) ot_error_prefix(err, "training step %lld: ", (long long)s->run_step);
     return st;
 }
 

@@ -51,6 +51,20 @@ ot_status ot_train_dist_begin_micro(ot_train_session *s, ot_error *err);
  * the running statistics after the group's updates (into the update values that the
  * run copies into the state). */
 ot_status ot_train_dist_end_micro(ot_train_session *s, bool last, ot_error *err);
+/* --fuse-update over the ranks (train_fuse.c; the session's accum is the rank count):
+ * at the boundary, the losses and the running statistics as end_micro makes them;
+ * the gradient sums go per param, below. */
+ot_status ot_train_dist_fused_boundary(ot_train_session *s, ot_error *err);
+/* Gradient i is complete after schedule step `step`: its sum over the ranks starts,
+ * non-blocking, from its block into its receive slots (plan/planner.h, Receive slots). */
+ot_status ot_train_dist_sum_start(ot_train_session *s, int i, int step, ot_error *err);
+/* Lets every sum in flight progress (after each schedule step: MPI moves a large
+ * message only inside its calls). */
+ot_status ot_train_dist_sum_poll(ot_train_session *s, ot_error *err);
+/* Just before gradient i's update: waits for its sum, which then is in the gradient,
+ * bitwise what --accum N's accumulator holds. */
+ot_status ot_train_dist_sum_wait(ot_train_session *s, int i, ot_error *err);
+
 /* sum plus the group's losses in micro-batch order (sum + this rank's loss without
  * a distributed run). */
 double ot_train_dist_add_losses(const ot_train_session *s, double sum);

@@ -56,6 +56,10 @@ struct ot_train_session {
      * some params of that step were updated, so the session's weights are no step's. */
     int *fuse_check_at;
     double *fuse_ss;
+    /* per schedule step, the param an optimizer node there updates (-1: none); over
+     * MPI ranks (train_dist.h) its gradient's sum is waited for before its run of
+     * updates, and fuse_check_at is where the gradient is complete, its sum starting */
+    int *fuse_param_at;
     bool fused_partial;
     /* one host batch per data array, [B, ...] */
     ot_tensor **batch;

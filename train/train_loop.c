@@ -296,7 +296,8 @@ static ot_status boundary(ot_train_session *s, ot_error *err) {
     int64_t K = s->o.accum;
     if (s->g->fuse_update) { /* no update has run: each gradient is checked before its own */
         s->last_norm = NAN;
-        return train ? ot_train_write_scalars(s, s->lr, 1.0, true, err) : OT_OK;
+        if (train && s->o.dist && (st = ot_train_dist_fused_boundary(s, err))) return st; /* K = N ranks: 1/N */
+        return train ? ot_train_write_scalars(s, s->lr, 1.0 / (double)K, true, err) : OT_OK;
     }
     bool last_micro = !train || ot_train_dist_last_micro(s);
     bool clip = s->with_opt && s->o.optim.clip_grad_norm > 0;
