@@ -650,10 +650,13 @@ static void print_rss(const train_cli *t) {
                 "libraries %s)\n", a, t->o.device, c);
         return;
     }
+    char d[32];
+    int64_t more = r->rss_steps_peak - (int64_t)plan; /* below the plan: arena pages never written */
     ot_human_size((double)plan, b, sizeof b);
-    fprintf(stderr, "peak RSS during the steps: %s, %.3fx the planned %s (binary and libraries %s; the rest is the "
-            "arena, heap, thread stacks, BLAS/OpenMP buffers and data)\n", a, (double)r->rss_steps_peak / (double)plan,
-            b, c);
+    ot_human_size((double)(more < 0 ? -more : more), d, sizeof d);
+    fprintf(stderr, "peak RSS during the steps: %s = the planned %s %c %s (%.3fx; binary and libraries %s, the rest "
+            "heap, thread stacks, BLAS/OpenMP buffers and data)\n", a, b, more < 0 ? '-' : '+', d,
+            (double)r->rss_steps_peak / (double)plan, c);
 }
 
 /* The outputs and the last line. */
