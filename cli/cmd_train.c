@@ -636,6 +636,33 @@ static ot_status write_outputs(train_cli *t, ot_error *err) {
     return st;
 }
 
+/* Part of the summary: the process's resident bytes during the steps beside the plan's
+ * arenas (train/rss.h). What RSS holds besides the arenas' touched pages: the binary
+ * and libraries (the file-backed part), heap, thread stacks, BLAS/OpenMP buffers. */
+static void print_rss(const train_cli *t) {
+    const ot_train_result *r = &t->res;
+    char a[32], b[32], c[32];
+    if (r->rss_steps_peak <= 0) {
+        fputs("peak RSS during the steps: not measured (needs Linux's /proc/self/clear_refs)\n", stderr);
+        return;
+    }
+    size_t plan = r->planned_peak + r->val_planned_peak;
+    ot_human_size((double)r->rss_steps_peak, a, sizeof a);
+    ot_human_size((double)r->rss_file, c, sizeof c);
+    if (t->o.device && strncmp(t->o.device, "cuda", 4) == 0) { /* the arenas are device memory */
+        fprintf(stderr, "peak RSS during the steps: %s of host memory (the planned arena is on %s; binary and "
+                "libraries %s)\n", a, t->o.device, c);
+        return;
+    }
+    char d[32];
+    int64_t more = r->rss_steps_peak - (int64_t)plan; /* below the plan: arena pages never written */
+    ot_human_size((double)plan, b, sizeof b);
+    ot_human_size((double)(more < 0 ? -more : more), d, sizeof d);
+    fprintf(stderr, "peak RSS during the steps: %s = the planned %s %c %s (%.3fx; binary and libraries %s, the rest "
+            "heap, thread stacks, BLAS/OpenMP buffers and data)\n", a, b, more < 0 ? '-' : '+', d,
+            (double)r->rss_steps_peak / (double)plan, c);
+}
+
 /* The outputs and the last line. */
 static ot_status finish(train_cli *t, ot_error *err) {
     if (ot_dist_rank(t->dist) != 0) return OT_OK; /* rank 0 writes the one tuned model and report */
@@ -651,6 +678,7 @@ static ot_status finish(train_cli *t, ot_error *err) {
         fprintf(stderr, "loss scaling: %lld step%s skipped for Inf/NaN gradients (fp16 overflow), scale now %g\n",
                 (long long)res->skipped_steps, res->skipped_steps == 1 ? "" : "s", res->loss_scale);
     if (t->report) fprintf(stderr, "wrote the report %s and its loss curve %s\n", t->report, t->report_svg);
+    print_rss(t);
     double first, last;
     if (ot_train_loss_flat(res, &first, &last)) /* part of the summary: a run that did not train says so */
         fprintf(stderr, "the loss %s: mean %.4f over the first fifth of the steps, %.4f over the last (%+.1f%%); try a "

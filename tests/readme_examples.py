@@ -54,6 +54,9 @@ MASKS = [
     # the measured time line of verify and the bare form (cli/measure_print.c): times,
     # their spread and the ratio's verdict all vary with the machine
     (re.compile(r"(after a warm-up: ).*$"), r"\1<timing>"),
+    # train's resident bytes during the steps (cli/cmd_train.c print_rss): the pages a
+    # run touches vary with the machine (libraries, threads), the planned peak does not
+    (re.compile(r"(peak RSS during the steps: ).*$"), r"\1<rss>"),
 ]
 
 

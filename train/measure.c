@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "train/rss.h"
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -51,14 +53,10 @@ double ot_measure_loadavg(void) {
     return l;
 }
 
-/* Resident bytes of this process now (/proc/self/statm), 0 when unreadable. */
+/* Resident bytes of this process now, 0 when unreadable. */
 static int64_t rss_now(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long long size = 0, res = 0;
-    if (!f) return 0;
-    if (fscanf(f, "%lld %lld", &size, &res) != 2) res = 0;
-    fclose(f);
-    return (int64_t)res * (int64_t)sysconf(_SC_PAGESIZE);
+    ot_rss r;
+    return ot_rss_read(&r) ? r.rss : 0;
 }
 
 static double clock_s(clockid_t id) {

@@ -108,6 +108,16 @@ void ot_report_write_json(FILE *f, const ot_report_info *info, const ot_optim_co
     fprintf(f, "],\n  \"memory\": {\"planned_peak\": %zu, \"measured_peak\": %zu", r->planned_peak, r->measured_peak);
     /* the forward-only validation arena, held besides the training one (0: no validation) */
     fprintf(f, ", \"val_planned_peak\": %zu, \"val_measured_peak\": %zu", r->val_planned_peak, r->val_measured_peak);
+    /* The process's resident bytes during the steps (train/rss.h; null where Linux's
+     * readings are unavailable): the peak holds the arenas' touched pages and what the
+     * plan does not count: the binary and libraries (file), heap, thread stacks, BLAS
+     * and OpenMP buffers, data (anonymous besides the arenas). */
+    if (r->rss_steps_peak > 0)
+        fprintf(f, ", \"rss\": {\"steps_peak\": %lld, \"before_steps\": %lld, \"file_at_end\": %lld, "
+                "\"anon_at_end\": %lld}", (long long)r->rss_steps_peak, (long long)r->rss_before_steps,
+                (long long)r->rss_file, (long long)r->rss_anon);
+    else
+        fputs(", \"rss\": null", f);
     if (plan) {
         fputs(", \"plan\": ", f);
         ot_plan_write_json(plan, f);

@@ -352,6 +352,13 @@ typedef struct ot_train_result {
     double total_seconds;
     size_t planned_peak, measured_peak; /* the training step's arena */
     size_t val_planned_peak, val_measured_peak; /* the validation arena (no params or state); 0 without validation */
+    /* The process's resident bytes during the steps (train/rss.h), 0 where Linux's
+     * /proc readings or the reset of the peak are unavailable: the peak (VmHWM reset
+     * just before the first step, read after the last), the resident bytes at that
+     * reset (the params already in the arena, the binary, libraries, data), and at the
+     * end the part backed by files (binary, shared libraries) and the anonymous rest
+     * (arena, heap, thread stacks, BLAS and OpenMP buffers). */
+    int64_t rss_steps_peak, rss_before_steps, rss_file, rss_anon;
     int64_t first_step;     /* 0, or the resumed checkpoint's step (loss[] before it is NaN) */
     bool interrupted;       /* o->stop was set: stopped early after writing a checkpoint */
     char last_checkpoint[4096]; /* path of the newest checkpoint written, "" if none */

@@ -182,6 +182,11 @@ ot_status ot_train_arena_read(void *user, int v, uint64_t offset, void *dst, siz
  * memory is not the host's must have scan_f32) and, with --accum above 1 and an
  * optimizer, adds the gradient accumulators to the graph (accum_ids). */
 ot_status ot_train_loop_prepare(ot_train_session *s, ot_error *err);
+/* Around ot_train_run's steps (rss.c): _begin resets the process's peak RSS and notes
+ * the resident bytes, _end reads the peak and the split into r's rss_* fields (all 0
+ * when a reading failed, so that no lifetime peak passes for the steps'). */
+void ot_train_rss_begin(ot_train_result *r);
+void ot_train_rss_end(ot_train_result *r);
 /* Adds to g one float32 accumulator per param gradient of s (kind optimizer state,
  * named after the param), ids in ids[0..n_params) (train_loop.c): what
  * ot_train_loop_prepare adds for --accum, and what remat's measure adds to a

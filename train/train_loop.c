@@ -740,6 +740,7 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         for (int64_t k = 0; k < start; k++) r->loss[k] = r->lr[k] = r->grad_norm[k] = NAN;
     }
     r->first_step = start;
+    ot_train_rss_begin(r); /* the steps' own peak RSS, beside the plan's */
     double t0 = ot_now_seconds();
     int64_t seen = 0; /* samples run since t0 (a kept partial batch counts its own) */
     for (int64_t step = start; step < T; step++) {
@@ -783,14 +784,14 @@ ot_status ot_train_run(ot_train_session *s, const ot_dataset *data, const ot_dat
         }
     }
     r->total_seconds = ot_now_seconds() - t0;
+    ot_train_rss_end(r);
     ot_train_loss_scale_state(s, r);
     r->measured_peak = ot_executor_high_water(s->ex);
     if (val) r->val_measured_peak = ot_executor_high_water(s->val_ex);
     /* The host copies of the weights come back; the scan buffer (float64 values off
      * the host only) is not needed any more. */
     free(s->scan_buf);
-    s->scan_buf = NULL;
-    s->scan_cap = 0;
+    s->scan_buf = NULL, s->scan_cap = 0;
     if (s->o.stream_save) goto done; /* ot_train_save_model reads them from the arena */
     st = ot_executor_sync_to_graph(s->ex, err);
     if (!st) ot_session_give_back(s->m->graph, s->g); /* the trained weights go home to the model */
