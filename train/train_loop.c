@@ -20,7 +20,6 @@
 #include "train/train_internal.h"
 
 /* ---- reading values where they lie -------------------------------------------- */
-
 static ot_status copy_out(ot_train_session *s, void *host, const void *dev, size_t n, ot_error *err) {
     return s->be->copy_out(s->be, host, dev, n, err);
 }
