@@ -103,6 +103,13 @@ if(EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_dynamo_fixtures.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_BINARY_DIR}/check_zoo2_tmp ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/zoo2)
   set_tests_properties(check_zoo2 PROPERTIES TIMEOUT 300)
+  # Issue 27 item 6: the zoo's bf16 column, `--precision bf16` gradients and SGD losses
+  # against PyTorch 2.15's CPU bf16 autocast, both judged against float64
+  # (samples/zoo/zoo_bf16.py made the fixtures).
+  add_test(NAME check_zoo_bf16
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_zoo_bf16.py $<TARGET_FILE:onnxtrain>
+                   ${CMAKE_BINARY_DIR}/check_zoo_bf16_tmp ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/zoo_bf16)
+  set_tests_properties(check_zoo_bf16 PROPERTIES TIMEOUT 600)
   # `train --lora`: merged and adapters-only outputs, resume, info, plan, --batch-size auto.
   add_test(NAME check_lora
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_lora.py $<TARGET_FILE:onnxtrain>
