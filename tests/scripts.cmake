@@ -37,11 +37,11 @@ if(EXISTS /usr/bin/python3)
                    ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/check_precision_tmp)
   set_tests_properties(check_precision PROPERTIES TIMEOUT 120)
   # Issue 27 part 2: fp16/bf16-exported models (tests/fixtures/lowp) through grad against
-  # PyTorch, verify, train, --resume and their data; about 14 s alone.
+  # PyTorch, verify, train, --resume, their data and ONNX Runtime on the tuned models.
   add_test(NAME check_lowp_models
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_lowp_models.py $<TARGET_FILE:onnxtrain>
                    ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/check_lowp_models_tmp)
-  set_tests_properties(check_lowp_models PROPERTIES TIMEOUT 180)
+  set_tests_properties(check_lowp_models PROPERTIES TIMEOUT 400)
   # Issue 13's pointwise ops: gradients against PyTorch 1.13 (torch in /usr/bin/python3).
   add_test(NAME check_pointwise_math
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_pointwise_math.py $<TARGET_FILE:onnxtrain>
