@@ -11,24 +11,24 @@ Per row:
     exact gradient is ~0 from dividing by nothing); the worst and the median over the
     tensors must be no more than K = 4 times autocast's own worst and median. Both runs
     round the same kinds of tensors to bfloat16 (unit roundoff 2^-8) with float32 sums,
-    so their errors are of one size; the places differ (onnxtrain also keeps the
-    backward's matmul inputs in bfloat16 where autocast's backward reads float32 saved
-    copies, and its GEMMs sum in another order), and errors from independent roundings
+    so their errors are of one size; the places differ (which ops each runs low,
+    where the casts sit, the GEMMs' summation order), and errors from independent roundings
     add like a random walk: a few times as many roundings on one path is about 2x, so 4x
     is the margin. The same bound holds on the subset of tensors autocast gets within
-    5% (see WELL). A gradient computed wrongly, or in float32 (no bf16 at all: then far
-    below autocast's, which is allowed), or in bfloat16 accumulation (errors ~ sqrt(n)
-    2^-8, tens of times autocast's) is told apart.
+    5% (see WELL). A gradient computed wrongly or summed in bfloat16 (errors ~ sqrt(n)
+    2^-8, tens of times autocast's) fails; one computed in float32 throughout passes
+    (far below autocast's): that bf16 kernels run at all is check_precision's part.
   - the loss: |loss - loss64| <= K * |autocast's - loss64| + 2^-8 |loss64|.
   - `train --optimizer sgd` for the fixture's STEPS at its lr on the one batch: every
     step's loss within K * autocast's spread (its largest distance to the float64 curve
     over the steps) + 1e-5 |loss| (float32's share) of the float64 curve. The curves
     train what the file trains: a parameter that is a constant in the file (a bias the
-    dynamo exporter dropped as zero, folded position rows) is frozen in PyTorch's too.
+    dynamo exporter dropped as zero, folded position rows) is frozen in PyTorch's too,
+    and the parameters of one merged initializer share one tensor there.
 
     check_zoo_bf16.py ONNXTRAIN SCRATCH_DIR FIXTURE_DIR [--table]
 
---table prints the markdown rows of docs/zoo.md's bf16 column.
+--table prints the markdown table of samples/zoo/README.md's bf16 column.
 """
 import glob
 import json
