@@ -13,6 +13,10 @@ and the dynamo exporters; made by make_fixtures.py):
     trained ones changed, BatchNorm's running statistics updated, and onnx's checker
     passes; fp16 models get loss scaling by default (the progress line's scale);
   - `eval --labels` of the model as exported gives PyTorch's loss;
+  - ONNX Runtime (bench/setup_peers.sh's venv, when there is one) loads and runs each
+    fp16 tuned model, and its inference form's logits are onnxtrain eval's within four
+    float16 roundings of the largest (bf16: where it has the kernels; its refusal is
+    printed);
   - `--resume` from a checkpoint of an fp16 model is bitwise the uninterrupted run;
   - bf16 inputs: float32 data is rounded as read (said once) and gives the loss that
     the same values as bfloat16 bits (uint16 .npy) give; fp16 data for a bf16 input and
@@ -110,6 +114,59 @@ def check_eval(binary, model, z, x, y, scratch, stem):
         assert abs(loss - float(z["loss"])) <= 1e-2 * abs(float(z["loss"])), (stem, loss, float(z["loss"]))
 
 
+# ONNX Runtime runs the tuned model as written, then its inference form (BatchNorm's
+# training_mode 0, Dropout off: what `eval` computes), and saves the logits.
+ORT_RUN = r"""
+import sys, numpy as np, onnx, onnxruntime as ort
+model, name, x, out = sys.argv[1:5]
+feeds = {name: np.load(x)}
+def run(path):
+    try:
+        return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(["logits"], feeds)[0]
+    except Exception as e:
+        print("ORT: " + str(e).splitlines()[0][:300]); sys.exit(3)
+run(model)
+m = onnx.load(model)
+for n in m.graph.node:
+    if n.op_type == "BatchNormalization":
+        for a in n.attribute:
+            if a.name == "training_mode":
+                a.i = 0
+        del n.output[1:]
+    if n.op_type == "Dropout" and len(n.input) > 2:
+        del n.input[2:]
+onnx.save(m, out + ".onnx")
+np.save(out, np.asarray(run(out + ".onnx"), np.float32))
+"""
+
+
+def check_ort(binary, tuned, x, scratch, stem):
+    """The tuned fp16 model loads and runs in ONNX Runtime (the venv of
+    bench/setup_peers.sh, $OT_ORT_VENV; skipped without it) and gives onnxtrain eval's
+    logits within four float16 roundings (2^-11) of the largest. bf16: ONNX Runtime's CPU
+    provider has few bfloat16 kernels, so its refusal is reported, not failed."""
+    py = os.path.join(os.environ.get("OT_ORT_VENV", "/work/venvs/ort"), "bin", "python")
+    if not os.path.exists(py):
+        return "ORT skipped (no venv)"
+    name = "ids" if stem.startswith("gpt") else "x"
+    ev = os.path.join(scratch, stem + "_tuned_eval")
+    p = run(binary, "eval", tuned, "--input", f"{name}={x}", "--threads", "1", "--dump-outputs", ev)
+    assert p.returncode == 0, (stem, p.stderr)
+    out = os.path.join(scratch, stem + "_ort.npy")
+    p = subprocess.run([py, "-c", ORT_RUN, tuned, name, x, out], capture_output=True, text=True)
+    if "_bf16_" in stem and p.returncode == 3:
+        return p.stdout.strip()[:120]
+    assert p.returncode == 0, (stem, p.stdout, p.stderr[-500:])
+    ours = np.load(os.path.join(ev, "logits.npy"))
+    if ours.dtype == np.uint16:  # bfloat16 bits
+        ours = (ours.astype(np.uint32) << 16).view(np.float32)
+    theirs = np.load(out).astype(np.float64)
+    err = np.abs(ours.astype(np.float64) - theirs).max() / np.abs(theirs).max()
+    # the two runtimes round in different places (float32 inside onnxtrain's casts)
+    assert err <= 4 * (2.0 ** -8 if "_bf16_" in stem else 2.0 ** -11), (stem, err)
+    return f"ORT runs the tuned model, {err:.1e} from eval"
+
+
 def check_resume(binary, model, x, y, scratch):
     common = ["--input", x, "--labels", y, "--steps", "4", "--threads", "1"]
     full, res = os.path.join(scratch, "resume_full.onnx"), os.path.join(scratch, "resume_res.onnx")
@@ -203,9 +260,14 @@ def main():
         n = check_grads(binary, model, z, x, y, scratch, stem)
         p = run(binary, "verify", model, "--input", x, "--labels", y, "--remat", "all", "--time-steps", "1")
         assert p.returncode == 0 and "bitwise equal" in p.stdout + p.stderr, (stem, p.returncode, p.stderr)
-        check_train(binary, model, x, y, scratch, stem, "_fp16_" in stem)
+        tuned = check_train(binary, model, x, y, scratch, stem, "_fp16_" in stem)
         check_eval(binary, model, z, x, y, scratch, stem)
-        print(f"{stem}: {n} gradients within bounds, verify bitwise, tuned model in its own dtypes")
+        xe = x
+        if "_bf16_" in stem and z["x"].dtype == np.float32:  # eval and ORT read bfloat16 bits
+            xe = os.path.join(scratch, stem + "_xbits.npy")
+            np.save(xe, bf16_bits(z["x"]))
+        ort = check_ort(binary, tuned, xe, scratch, stem)
+        print(f"{stem}: {n} gradients within bounds, verify bitwise, tuned model in its own dtypes; {ort}")
     stem = "gpt_fp16_ts"
     check_resume(binary, os.path.join(fix, stem + ".onnx"), os.path.join(scratch, stem + "_x.npy"),
                  os.path.join(scratch, stem + "_y.npy"), scratch)
