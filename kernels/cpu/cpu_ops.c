@@ -10,6 +10,7 @@
 #include "kernels/cpu/cpu_random.h"
 #include "kernels/cpu/cpu_lowp.h"
 #include "kernels/cpu/conv_lowp.h"
+#include "kernels/cpu/pool_lowp.h"
 
 typedef bool (*cpu_supports_fn)(ot_dtype t0, ot_dtype o0, const ot_tensor *in);
 typedef size_t (*cpu_workspace_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
@@ -170,9 +171,9 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_SOFTMAX] = F32(ot_cpu_softmax),
     [OT_OP_LOG_SOFTMAX] = F32(ot_cpu_softmax),
     [OT_OP_CONV] = {ot_cpu_conv_all, sup_conv, ot_cpu_conv_all_workspace},
-    [OT_OP_MAX_POOL] = F32(ot_cpu_max_pool),
-    [OT_OP_AVERAGE_POOL] = F32(ot_cpu_average_pool),
-    [OT_OP_GLOBAL_AVERAGE_POOL] = F32(ot_cpu_global_average_pool),
+    [OT_OP_MAX_POOL] = {ot_cpu_pool_all, sup_unary_lp, ot_cpu_pool_all_workspace},
+    [OT_OP_AVERAGE_POOL] = {ot_cpu_pool_all, sup_unary_lp, ot_cpu_pool_all_workspace},
+    [OT_OP_GLOBAL_AVERAGE_POOL] = {ot_cpu_pool_all, sup_unary_lp, ot_cpu_pool_all_workspace},
     [OT_OP_BATCH_NORM] = {ot_cpu_batch_norm, sup_bn, NULL},
     [OT_OP_LAYER_NORM] = F32(ot_cpu_layer_norm),
     [OT_OP_DROPOUT] = F32(ot_cpu_dropout),
@@ -211,8 +212,8 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_LOG_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
     [OT_OP_CONV_GRAD_INPUT] = {ot_cpu_conv_all, sup_conv_grad, ot_cpu_conv_all_workspace},
     [OT_OP_CONV_GRAD_WEIGHT] = {ot_cpu_conv_all, sup_conv_grad, ot_cpu_conv_all_workspace},
-    [OT_OP_MAX_POOL_GRAD] = F32(ot_cpu_pool_grad),
-    [OT_OP_AVERAGE_POOL_GRAD] = F32(ot_cpu_pool_grad),
+    [OT_OP_MAX_POOL_GRAD] = {ot_cpu_pool_all, sup_grad_lp, ot_cpu_pool_all_workspace},
+    [OT_OP_AVERAGE_POOL_GRAD] = {ot_cpu_pool_all, sup_grad_lp, ot_cpu_pool_all_workspace},
     [OT_OP_BATCH_NORM_GRAD] = {ot_cpu_batch_norm_grad, sup_bn_grad, NULL},
     [OT_OP_LAYER_NORM_GRAD] = {ot_cpu_layer_norm_grad, sup_f32, ot_cpu_layer_norm_grad_workspace},
     [OT_OP_DROPOUT_GRAD] = F32(ot_cpu_dropout_grad),
