@@ -477,7 +477,9 @@ ot_status ot_dnnl_conv_lowp_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_
                                 void *out, bool *ran, ot_error *err) {
     conv_dts t;
     *ran = false;
-    if (ctx->no_dnnl || !rule_lowp(p) || !lowp_dts(d, dir, &t)) return OT_OK;
+    /* not ctx->no_dnnl: it pits our float32 kernels against oneDNN's; this is the
+     * bfloat16 kernel (as gemm_lowp.c's), and the workspace is planned for it */
+    if (!rule_lowp(p) || !lowp_dts(d, dir, &t)) return OT_OK;
     return conv_run(node, p, dir, ctx, &t, lowp_threads(p, ot_cpu_threads(ctx)), a, b, bias, out, ran, err);
 }
 #endif /* OT_HAVE_DNNL */
