@@ -46,6 +46,7 @@
 #ifdef OT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 /* Output planes (OH*OW) of the rule (file header). */
@@ -453,10 +454,45 @@ static int lowp_threads(const ot_conv3 *p, int want) {
     return want < 1 ? 1 : want > cores ? cores : want;
 }
 
-bool ot_dnnl_conv_lowp_workspace(const ot_conv3 *p, ot_dnnl_dir dir, const ot_dnnl_lowp_dtypes *d, size_t *bytes) {
-    conv_dts t;
-    *bytes = 0;
-    if (!rule_lowp(p) || !lowp_dts(d, dir, &t)) return false;
+/* The answers of ot_dnnl_conv_lowp_workspace by key (thread count 0): the executor asks
+ * on every run of a node, and two descriptors cost more than a small layer's run. A
+ * pure function of the key on this machine, so a full table only costs time. */
+#define WS_CACHE 256
+static struct {
+    int64_t key[KEY_LEN];
+    size_t bytes;
+    bool ok;
+} ws_cache[WS_CACHE];
+static int ws_cached;
+static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool ws_lookup(const int64_t *key, bool *ok, size_t *bytes) {
+    bool hit = false;
+    pthread_mutex_lock(&ws_lock);
+    for (int i = 0; i < ws_cached && !hit; i++)
+        if (!memcmp(ws_cache[i].key, key, sizeof ws_cache[i].key)) {
+            *ok = ws_cache[i].ok;
+            *bytes = ws_cache[i].bytes;
+            hit = true;
+        }
+    pthread_mutex_unlock(&ws_lock);
+    return hit;
+}
+
+static void ws_store(const int64_t *key, bool ok, size_t bytes) {
+    pthread_mutex_lock(&ws_lock);
+    if (ws_cached < WS_CACHE) {
+        memcpy(ws_cache[ws_cached].key, key, sizeof ws_cache[ws_cached].key);
+        ws_cache[ws_cached].ok = ok;
+        ws_cache[ws_cached].bytes = bytes;
+        ws_cached++;
+    }
+    pthread_mutex_unlock(&ws_lock);
+}
+
+static bool lowp_workspace(const ot_conv3 *p, ot_dnnl_dir dir, const ot_dnnl_lowp_dtypes *d, const conv_dts *tp,
+                           size_t *bytes) {
+    conv_dts t = *tp;
     /* exact, at one thread and at the core count (scratchpads grow with threads) */
     int nts[2] = {1, lowp_threads(p, omp_get_num_procs())};
     for (int i = 0; i < 2; i++) {
@@ -470,6 +506,20 @@ bool ot_dnnl_conv_lowp_workspace(const ot_conv3 *p, ot_dnnl_dir dir, const ot_dn
         if (need > *bytes) *bytes = need;
     }
     return true;
+}
+
+bool ot_dnnl_conv_lowp_workspace(const ot_conv3 *p, ot_dnnl_dir dir, const ot_dnnl_lowp_dtypes *d, size_t *bytes) {
+    conv_dts t;
+    *bytes = 0;
+    if (!rule_lowp(p) || !lowp_dts(d, dir, &t)) return false;
+    int64_t key[KEY_LEN];
+    key_of(p, dir, d->bias != OT_UNDEFINED, 0, &t, key);
+    bool ok;
+    if (ws_lookup(key, &ok, bytes)) return ok;
+    ok = lowp_workspace(p, dir, d, &t, bytes);
+    if (!ok) *bytes = 0;
+    ws_store(key, ok, *bytes);
+    return ok;
 }
 
 ot_status ot_dnnl_conv_lowp_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir dir, const ot_kernel_ctx *ctx,
