@@ -12,7 +12,9 @@ Each measurement is one process (the model loaded, one untimed warm-up step, the
 timed steps; the median is kept); the processes run in rounds, each round every
 (tool, precision) once in turn, so other work on the machine falls on all of them
 alike. The ratios are per round (bf16 / fp32 of the same tool in the same round), and
-the table gives their median. onnxtrain runs through its Python package (cffi) against
+the table gives their median. Each step's CPU time (time.process_time: every thread of
+the process) is reported too: on a machine shared with other work the wall time is
+mostly waiting for a core, the CPU time what the step costs. onnxtrain runs through its Python package (cffi) against
 BUILD's library; PyTorch in the interpreter given by --torch (default
 /work/venvs/ops3/bin/python, torch 2.15), which only builds the same nn.Module.
 """
@@ -73,10 +75,10 @@ def worker_onnxtrain(model, kind, prec, b, steps, lib):
     times = []
     with onnxtrain.Trainer(model, optimizer="adam", lr=1e-4, threads=2, precision=prec, remat="none") as t:
         for i in range(steps + 1):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             t.step({name: x}, y)
             if i:
-                times.append(time.perf_counter() - t0)
+                times.append((time.perf_counter() - t0, time.process_time() - c0))
     return times
 
 
@@ -89,7 +91,7 @@ def worker_torch(kind, prec, b, steps):
     x, y = (torch.from_numpy(a) for a in batch(np, kind, b))
     times = []
     for i in range(steps + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
             out = m(x)
@@ -97,7 +99,7 @@ def worker_torch(kind, prec, b, steps):
         loss.backward()
         opt.step()
         if i:
-            times.append(time.perf_counter() - t0)
+            times.append((time.perf_counter() - t0, time.process_time() - c0))
     return times
 
 
@@ -126,7 +128,7 @@ def main():
         if not os.path.exists(path):
             export(kind, path)
         b = a.gpt_batch if kind == "gpt2" else a.resnet_batch
-        runs = {}
+        runs, cpus = {}, {}
         for r in range(a.rounds):
             for tool, py in (("onnxtrain", sys.executable), ("torch", a.torch)):
                 for prec in ("fp32", "bf16"):
@@ -134,9 +136,13 @@ def main():
                                         path, lib], capture_output=True, text=True, env=env)
                     if p.returncode:
                         sys.exit("%s %s %s failed:\n%s" % (tool, kind, prec, p.stderr[-3000:]))
-                    med = statistics.median(json.loads(p.stdout.strip().splitlines()[-1]))
+                    steps_t = json.loads(p.stdout.strip().splitlines()[-1])
+                    med = statistics.median(w for w, _ in steps_t)
+                    cpu = statistics.median(c for _, c in steps_t)
                     runs.setdefault((tool, prec), []).append(med)
-                    print("round %d %s %s %s: %.3f s/step" % (r + 1, kind, tool, prec, med), flush=True)
+                    cpus.setdefault((tool, prec), []).append(cpu)
+                    print("round %d %s %s %s: %.3f s/step, CPU %.3f s/step" % (r + 1, kind, tool, prec, med, cpu),
+                          flush=True)
         print("\n%s, batch %d, %d rounds x %d steps (median of each process, then over rounds):" % (kind, b, a.rounds, a.steps))
         for tool in ("onnxtrain", "torch"):
             f32, b16 = runs[(tool, "fp32")], runs[(tool, "bf16")]
@@ -145,6 +151,17 @@ def main():
                                                                         statistics.median(b16), ratio))
         ot_vs = statistics.median(x / y for x, y in zip(runs[("onnxtrain", "bf16")], runs[("torch", "bf16")]))
         print("  onnxtrain bf16 / torch autocast bf16: %.3fx" % ot_vs)
+        # CPU time of the process per step (every thread's): what a step costs whatever
+        # share of the cores the machine's other work leaves it (OMP_WAIT_POLICY=PASSIVE:
+        # waiting threads burn none)
+        print("  CPU seconds per step:")
+        for tool in ("onnxtrain", "torch"):
+            f32, b16 = cpus[(tool, "fp32")], cpus[(tool, "bf16")]
+            ratio = statistics.median(x / y for x, y in zip(b16, f32))
+            print("  %-9s fp32 %.3f s  bf16 %.3f s  bf16/fp32 %.3fx" % (tool, statistics.median(f32),
+                                                                        statistics.median(b16), ratio))
+        ot_vs = statistics.median(x / y for x, y in zip(cpus[("onnxtrain", "bf16")], cpus[("torch", "bf16")]))
+        print("  onnxtrain bf16 / torch autocast bf16 (CPU): %.3fx" % ot_vs)
     return 0
 
 

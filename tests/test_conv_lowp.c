@@ -200,6 +200,7 @@ static const conv_case cases[] = {
     {2, 3, 16, 20, 7, 2, 3, 1, 1, false}, /* ResNet's stem */
     {2, 16, 16, 9, 3, 1, 1, 1, 1, true},  /* a basic block's 3x3, with a bias */
     {2, 16, 32, 9, 3, 2, 1, 1, 1, false}, /* 3x3 stride 2 */
+    {1, 16, 16, 30, 3, 1, 1, 1, 1, false}, /* a 30x30 plane: the weight gradient natively too */
     {2, 16, 32, 9, 1, 2, 0, 1, 1, false}, /* the 1x1 stride-2 downsample */
     {2, 24, 24, 10, 3, 1, 1, 1, 24, true}, /* MobileNet's depthwise */
     {1, 8, 8, 11, 3, 1, 2, 2, 1, false},  /* a dilation (DeepLab) */
@@ -225,8 +226,14 @@ static void test_conv_bf16_path(void **state) {
     assert_int_equal(ot_conv3_init(&p, &n, &xs, &ws, &xs, &e), OT_OK);
     size_t bytes = 0;
     ot_dnnl_lowp_dtypes d = {OT_BF16, OT_BF16, OT_BF16, OT_UNDEFINED};
-    for (int dir = OT_DNNL_FWD; dir <= OT_DNNL_BWD_WEIGHTS; dir++)
-        assert_true(ot_dnnl_conv_lowp_workspace(&p, (ot_dnnl_dir)dir, &d, &bytes));
+    assert_true(ot_dnnl_conv_lowp_workspace(&p, OT_DNNL_FWD, &d, &bytes));
+    assert_true(ot_dnnl_conv_lowp_workspace(&p, OT_DNNL_BWD_DATA, &d, &bytes));
+    /* the weight gradient at a 9x9 plane runs through copies (conv_dnnl.c's rule); at 28x28 natively */
+    assert_false(ot_dnnl_conv_lowp_workspace(&p, OT_DNNL_BWD_WEIGHTS, &d, &bytes));
+    int64_t xb[4] = {2, 16, 28, 28};
+    ot_shape xbs = ot_shape_make(4, xb);
+    assert_int_equal(ot_conv3_init(&p, &n, &xbs, &ws, &xbs, &e), OT_OK);
+    assert_true(ot_dnnl_conv_lowp_workspace(&p, OT_DNNL_BWD_WEIGHTS, &d, &bytes));
     /* float16 and a float32 X are not the bfloat16 kernel's */
     ot_dnnl_lowp_dtypes h = {OT_F16, OT_F16, OT_F16, OT_UNDEFINED}, f = {OT_F32, OT_BF16, OT_BF16, OT_UNDEFINED};
     assert_false(ot_dnnl_conv_lowp_workspace(&p, OT_DNNL_FWD, &h, &bytes));

@@ -423,9 +423,22 @@ ot_status ot_dnnl_conv_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir d
  * that does not convert (cpu_lowp.c's converts to float32 and back). The thread count
  * is capped at the core count, for which the workspace is planned. */
 
-static bool rule_lowp(const ot_conv3 *p) {
+/* Where oneDNN's bfloat16 kernels lost to the float32 path through converted copies
+ * (bench/conv_bf16.sh, ResNet-18's shapes at batch 8, 2 threads, CPU ms per call on
+ * this AMX machine; bench/results_precision.md): the weight gradient at an output
+ * plane under 28x28 (14x14: 29-49 against 11-16; 7x7: 49 against 31) or from fewer
+ * than 16 input channels (the stem: 40 against 32), and 1x1 convolutions of stride 2
+ * (the downsamples: 3-7 against 1.5-3.6 in every direction). Those run as float16 ones
+ * do (conv_lowp.c); by shape only, so a node takes the same path on every step. */
+#define LOWP_DW_MIN_PLANE (28 * 28)
+#define LOWP_DW_MIN_CIN 16
+
+static bool rule_lowp(const ot_conv3 *p, ot_dnnl_dir dir) {
     const ot_window3 *s = &p->sp;
     if (s->in[0] != 1 || s->k[0] != 1 || p->N < 1 || p->G < 1) return false;
+    if (s->k[1] == 1 && s->k[2] == 1 && (s->s[1] > 1 || s->s[2] > 1)) return false;
+    if (dir == OT_DNNL_BWD_WEIGHTS && (s->out[1] * s->out[2] < LOWP_DW_MIN_PLANE || p->Cin < LOWP_DW_MIN_CIN))
+        return false;
     for (int j = 1; j < 3; j++) {
         int64_t pe = (s->out[j] - 1) * s->s[j] + (s->k[j] - 1) * s->d[j] + 1 - s->in[j] - s->pb[j];
         if (s->d[j] < 1 || s->s[j] < 1 || s->pb[j] < 0 || pe < 0) return false;
@@ -511,7 +524,7 @@ static bool lowp_workspace(const ot_conv3 *p, ot_dnnl_dir dir, const ot_dnnl_low
 bool ot_dnnl_conv_lowp_workspace(const ot_conv3 *p, ot_dnnl_dir dir, const ot_dnnl_lowp_dtypes *d, size_t *bytes) {
     conv_dts t;
     *bytes = 0;
-    if (!rule_lowp(p) || !lowp_dts(d, dir, &t)) return false;
+    if (!rule_lowp(p, dir) || !lowp_dts(d, dir, &t)) return false;
     int64_t key[KEY_LEN];
     key_of(p, dir, d->bias != OT_UNDEFINED, 0, &t, key);
     bool ok;
@@ -529,7 +542,7 @@ ot_status ot_dnnl_conv_lowp_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_
     *ran = false;
     /* not ctx->no_dnnl: it pits our float32 kernels against oneDNN's; this is the
      * bfloat16 kernel (as gemm_lowp.c's), and the workspace is planned for it */
-    if (!rule_lowp(p) || !lowp_dts(d, dir, &t)) return OT_OK;
+    if (!rule_lowp(p, dir) || !lowp_dts(d, dir, &t)) return OT_OK;
     return conv_run(node, p, dir, ctx, &t, lowp_threads(p, ot_cpu_threads(ctx)), a, b, bias, out, ran, err);
 }
 #endif /* OT_HAVE_DNNL */
