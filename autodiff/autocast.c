@@ -45,9 +45,11 @@ int ot_autocast_op_list(ot_op op) {
     case OT_OP_MATMUL: case OT_OP_GEMM: case OT_OP_CONV: case OT_OP_CONV_TRANSPOSE: case OT_OP_ATTENTION:
         return 1;
     /* autocast's float32 list: range-sensitive math, normalisations, reductions that
-     * sum, losses */
+     * sum, losses. BatchNormalization is on neither list, as in PyTorch: it runs in
+     * its input's dtype with float32 scale, bias and statistics (keeps_dtype) where
+     * the backend has such a kernel, so a conv net's activations stay low. */
     case OT_OP_POW: case OT_OP_RECIPROCAL: case OT_OP_EXP: case OT_OP_LOG: case OT_OP_SOFTPLUS:
-    case OT_OP_SOFTMAX: case OT_OP_LOG_SOFTMAX: case OT_OP_BATCH_NORM: case OT_OP_LAYER_NORM:
+    case OT_OP_SOFTMAX: case OT_OP_LOG_SOFTMAX: case OT_OP_LAYER_NORM:
     case OT_OP_INSTANCE_NORM: case OT_OP_GROUP_NORM: case OT_OP_RMS_NORM: case OT_OP_REDUCE_MEAN:
     case OT_OP_REDUCE_SUM: case OT_OP_REDUCE_PROD: case OT_OP_REDUCE_L1: case OT_OP_REDUCE_L2:
     case OT_OP_REDUCE_LOG_SUM_EXP: case OT_OP_REDUCE_SUM_SQUARE: case OT_OP_CUMSUM:
@@ -69,10 +71,13 @@ typedef struct pass {
 } pass;
 
 /* Float inputs with their own type in ONNX (Dropout's ratio, Resize's roi and scales)
- * keep their dtype: they are parameters of the op, not data it computes on. */
+ * keep their dtype: they are parameters of the op, not data it computes on; so do
+ * BatchNormalization's scale, bias and running statistics (inputs and outputs 1, 2),
+ * which stay float32 as in PyTorch's mixed-dtype batch norm. */
 static bool keeps_dtype(ot_op op, int slot) {
-    return slot > 0 && (op == OT_OP_DROPOUT || op == OT_OP_RESIZE || op == OT_OP_UPSAMPLE);
+    return slot > 0 && (op == OT_OP_DROPOUT || op == OT_OP_RESIZE || op == OT_OP_UPSAMPLE || op == OT_OP_BATCH_NORM);
 }
+static bool keeps_out_dtype(ot_op op, int slot) { return slot > 0 && op == OT_OP_BATCH_NORM; }
 
 static bool is_f32(const ot_graph *g, int v) { return v >= 0 && g->values[v].dtype == OT_F32; }
 static bool is_init(const ot_graph *g, int v) {
@@ -146,7 +151,7 @@ static void describe(const ot_graph *g, const ot_node *n, ot_dtype dt, ot_tensor
         out[i] = (ot_tensor){.dtype = v < 0 ? OT_UNDEFINED : g->values[v].dtype};
         if (v < 0) continue;
         out[i].shape = g->values[v].shape;
-        if (out[i].dtype == OT_F32) out[i].dtype = dt;
+        if (out[i].dtype == OT_F32 && !keeps_out_dtype(n->op, i)) out[i].dtype = dt;
     }
 }
 
@@ -181,7 +186,7 @@ static int lower_outputs(pass *p, int node) {
     ot_graph *g = p->g;
     for (int i = 0; i < g->nodes[node].n_outputs; i++) {
         int y = g->nodes[node].outputs[i];
-        if (!is_f32(g, y)) continue;
+        if (!is_f32(g, y) || keeps_out_dtype(g->nodes[node].op, i)) continue;
         bool is_out = g->values[y].is_graph_output;
         for (int k = 0; k < g->n_outputs && !is_out; k++) is_out = g->outputs[k] == y;
         if (!is_out) {
@@ -211,7 +216,7 @@ static int decide(pass *p, int node) {
     bool any_low = false, any_f32_act = false, any_float = false;
     for (int i = 0; i < n->n_inputs; i++) {
         int v = n->inputs[i];
-        if (v < 0) continue;
+        if (v < 0 || keeps_dtype(n->op, i)) continue;
         ot_dtype d = g->values[v].dtype;
         any_low |= d == p->low;
         any_float |= d == p->low || d == OT_F32;

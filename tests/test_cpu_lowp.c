@@ -3,10 +3,15 @@
  * ConvTranspose, and the element-wise ops (Add .. Div with and without broadcasting,
  * Relu, Gelu, Tanh, ..., their gradients). Each gives exactly the float32 kernel's
  * result on the rounded inputs, rounded to nearest even (the documented contract): the
- * convolutions on our kernels and on oneDNN's (a 3x3 64-channel shape its rule picks),
- * with a float32 or a low-precision output; the element-wise ops chunk by chunk on 1
+ * float16 convolutions and ConvTranspose on our kernels and on oneDNN's (a 3x3
+ * 64-channel shape its rule picks), with a float32 or a low-precision output; the
+ * bfloat16 Conv and its gradients run oneDNN's bfloat16 kernels where the CPU has them
+ * (conv_lowp.c: float32 sums in its own order), so they are held to that result within
+ * the output's rounding instead (test_conv_lowp checks them further); the element-wise ops chunk by chunk on 1
  * and 2 threads alike; the same bits twice; the op table answers for the
  * low-precision dtypes; the planned workspace suffices. */
+#include <math.h>
+
 #include "kernels/half_float.h"
 #include "test_kernels_cpu_util.h"
 #include "kernels/cpu/cpu_common.h"
@@ -76,7 +81,16 @@ static void check_op(ot_op op, ot_dtype t, ot_dtype yt, const int64_t *d0, const
     void *slot = NULL, *fslot = NULL;
     assert_int_equal(run(&n, fin, fout, dnnl, &fslot), OT_OK);
     assert_int_equal(run(&n, in, out, dnnl, &slot), OT_OK);
-    for (int64_t i = 0; i < ny; i++) {
+    /* bfloat16 convolutions (oneDNN's own sums): within the output's rounding */
+    bool near = t == OT_BF16 && op != OT_OP_CONV_TRANSPOSE;
+    double big = 0.0;
+    for (int64_t i = 0; i < ny; i++) big = fabs(yref[i]) > big ? fabs(yref[i]) : big;
+    for (int64_t i = 0; i < ny && near; i++) {
+        double v = yt == OT_F32 ? ((float *)y)[i] : from_lp(yt, ((uint16_t *)y)[i]);
+        if (fabs(v - yref[i]) > 4e-3 * fabs(yref[i]) + 1e-5 * big)
+            fail_msg("%s element %lld: %.9g vs %.9g", ot_op_name(op), (long long)i, v, yref[i]);
+    }
+    for (int64_t i = 0; i < ny && !near; i++) {
         if (yt == OT_F32) {
             if (((float *)y)[i] != yref[i]) fail_msg("%s element %lld: %.9g vs %.9g", ot_op_name(op), (long long)i,
                                                      ((float *)y)[i], yref[i]);

@@ -46,6 +46,7 @@
 #ifdef OT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 /* Output planes (OH*OW) of the rule (file header). */
@@ -66,9 +67,16 @@ typedef struct dnnl_operand {
     size_t off;               /* inner's place in the workspace */
 } dnnl_operand;
 
+/* The dtypes of one convolution's tensors (all dnnl_f32 on the float32 path). */
+typedef struct conv_dts {
+    dnnl_data_type_t x, w, y, bias;
+} conv_dts;
+
+#define KEY_LEN 20
+
 typedef struct dnnl_conv_state {
     ot_cpu_node_state base; /* first: the backend frees any node state through it */
-    int64_t key[16]; /* shape, direction, bias and thread count it was built for */
+    int64_t key[KEY_LEN]; /* shape, direction, bias, thread count and dtypes it was built for */
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     dnnl_primitive_desc_t pd;
@@ -106,10 +114,11 @@ static bool rule(const ot_conv3 *p, ot_dnnl_dir dir) {
     return plane >= (dir == OT_DNNL_BWD_DATA && s1 ? DNNL_SMALL_PLANE : DNNL_PLANE);
 }
 
-static void key_of(const ot_conv3 *p, ot_dnnl_dir dir, bool bias, int nt, int64_t *k) {
+static void key_of(const ot_conv3 *p, ot_dnnl_dir dir, bool bias, int nt, const conv_dts *t, int64_t *k) {
     const ot_window3 *s = &p->sp;
-    int64_t v[16] = {p->N, p->Cin, p->Cout, p->G, s->in[1], s->in[2], s->out[1], s->out[2],
-                     s->k[1], s->k[2], s->s[1], s->s[2], s->pb[1], s->pb[2], (int64_t)dir * 2 + bias, nt};
+    int64_t v[KEY_LEN] = {p->N, p->Cin, p->Cout, p->G, s->in[1], s->in[2], s->out[1], s->out[2],
+                          s->k[1], s->k[2], s->s[1], s->s[2], s->pb[1], s->pb[2], (int64_t)dir * 2 + bias, nt,
+                          s->d[1], s->d[2], (int64_t)t->x * 64 + t->w, (int64_t)t->y * 64 + t->bias};
     memcpy(k, v, sizeof v);
 }
 
@@ -176,10 +185,10 @@ static dnnl_status_t add_operand(dnnl_conv_state *c, const_dnnl_primitive_desc_t
 /* The descriptors of the three directions over NCHW (`user`) or any layout. */
 typedef struct conv_mds {
     dnnl_memory_desc_t x, w, y, bias, xa, wa, ya;
-    dnnl_dims_t strides, pl, pr;
+    dnnl_dims_t strides, dil, pl, pr;
 } conv_mds;
 
-static dnnl_status_t mds_init(conv_mds *m, const ot_conv3 *p) {
+static dnnl_status_t mds_init(conv_mds *m, const ot_conv3 *p, const conv_dts *t) {
     const ot_window3 *s = &p->sp;
     dnnl_dims_t xd = {p->N, p->Cin, s->in[1], s->in[2]}, yd = {p->N, p->Cout, s->out[1], s->out[2]};
     /* grouped weights as (G, Cout/G, Cin/G, KH, KW): ONNX's (Cout, Cin/G, KH, KW) bytes */
@@ -189,19 +198,21 @@ static dnnl_status_t mds_init(conv_mds *m, const ot_conv3 *p) {
     dnnl_status_t st = dnnl_success;
     for (int j = 0; j < 2; j++) {
         m->strides[j] = s->s[j + 1];
+        m->dil[j] = s->d[j + 1] - 1; /* oneDNN counts the gaps */
         m->pl[j] = s->pb[j + 1];
-        m->pr[j] = (s->out[j + 1] - 1) * s->s[j + 1] + s->k[j + 1] - s->in[j + 1] - s->pb[j + 1];
+        m->pr[j] = (s->out[j + 1] - 1) * s->s[j + 1] + (s->k[j + 1] - 1) * s->d[j + 1] + 1 - s->in[j + 1] -
+                   s->pb[j + 1];
     }
-#define MD(md, nd, d, tag) st = st != dnnl_success ? st : dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, tag)
-    MD(&m->x, 4, xd, dnnl_nchw);
-    MD(&m->y, 4, yd, dnnl_nchw);
-    if (grouped) MD(&m->w, 5, wd, dnnl_goihw);
-    else MD(&m->w, 4, wd4, dnnl_oihw);
-    MD(&m->bias, 1, bd, dnnl_x);
-    MD(&m->xa, 4, xd, dnnl_format_tag_any);
-    MD(&m->ya, 4, yd, dnnl_format_tag_any);
-    if (grouped) MD(&m->wa, 5, wd, dnnl_format_tag_any);
-    else MD(&m->wa, 4, wd4, dnnl_format_tag_any);
+#define MD(md, nd, d, dt, tag) st = st != dnnl_success ? st : dnnl_memory_desc_init_by_tag(md, nd, d, dt, tag)
+    MD(&m->x, 4, xd, t->x, dnnl_nchw);
+    MD(&m->y, 4, yd, t->y, dnnl_nchw);
+    if (grouped) MD(&m->w, 5, wd, t->w, dnnl_goihw);
+    else MD(&m->w, 4, wd4, t->w, dnnl_oihw);
+    MD(&m->bias, 1, bd, t->bias, dnnl_x);
+    MD(&m->xa, 4, xd, t->x, dnnl_format_tag_any);
+    MD(&m->ya, 4, yd, t->y, dnnl_format_tag_any);
+    if (grouped) MD(&m->wa, 5, wd, t->w, dnnl_format_tag_any);
+    else MD(&m->wa, 4, wd4, t->w, dnnl_format_tag_any);
 #undef MD
     return st;
 }
@@ -209,9 +220,14 @@ static dnnl_status_t mds_init(conv_mds *m, const ot_conv3 *p) {
 /* The direction's primitive descriptor (backward ones with the forward as hint). */
 static dnnl_status_t make_pd(dnnl_conv_state *c, const conv_mds *m, ot_dnnl_dir dir, bool bias) {
     dnnl_convolution_desc_t fd, bd;
-    dnnl_status_t s = dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &m->xa,
-                                                         &m->wa, bias ? &m->bias : NULL, &m->ya, m->strides, m->pl,
-                                                         m->pr);
+    /* the dilated forms only where there is a dilation (the float32 rule has none) */
+    bool dil = m->dil[0] || m->dil[1];
+    const dnnl_memory_desc_t *bmd = bias ? &m->bias : NULL;
+    dnnl_status_t s =
+        dil ? dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &m->xa,
+                                                         &m->wa, bmd, &m->ya, m->strides, m->dil, m->pl, m->pr)
+            : dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &m->xa, &m->wa,
+                                                 bmd, &m->ya, m->strides, m->pl, m->pr);
     if (s != dnnl_success) return s;
     dnnl_primitive_attr_t attr;
     if ((s = scratch_attr(&attr)) != dnnl_success) return s;
@@ -221,11 +237,16 @@ static dnnl_status_t make_pd(dnnl_conv_state *c, const conv_mds *m, ot_dnnl_dir 
         dnnl_primitive_desc_t hint = NULL;
         s = dnnl_primitive_desc_create(&hint, &fd, NULL, c->eng, NULL);
         if (s == dnnl_success && dir == OT_DNNL_BWD_DATA)
-            s = dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &m->xa, &m->wa, &m->ya,
-                                                         m->strides, m->pl, m->pr);
+            s = dil ? dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &m->xa, &m->wa,
+                                                                       &m->ya, m->strides, m->dil, m->pl, m->pr)
+                    : dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &m->xa, &m->wa, &m->ya,
+                                                               m->strides, m->pl, m->pr);
         else if (s == dnnl_success)
-            s = dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &m->xa, &m->wa, NULL,
-                                                            &m->ya, m->strides, m->pl, m->pr);
+            s = dil ? dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &m->xa,
+                                                                          &m->wa, NULL, &m->ya, m->strides, m->dil,
+                                                                          m->pl, m->pr)
+                    : dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &m->xa, &m->wa, NULL,
+                                                                  &m->ya, m->strides, m->pl, m->pr);
         if (s == dnnl_success) s = dnnl_primitive_desc_create(&c->pd, &bd, attr, c->eng, hint);
         if (hint) dnnl_primitive_desc_destroy(hint);
     }
@@ -233,15 +254,28 @@ static dnnl_status_t make_pd(dnnl_conv_state *c, const conv_mds *m, ot_dnnl_dir 
     return s;
 }
 
-/* Builds the state for p at nt threads; make = false: descriptors and sizes only. */
-static dnnl_status_t build(dnnl_conv_state *c, const ot_conv3 *p, ot_dnnl_dir dir, bool bias, int nt, bool make) {
+/* Whether pd is oneDNN's reference implementation (plain loops: on a CPU without
+ * AVX512-BF16 / AMX or AVX-512 for the low-precision convolutions). */
+static bool is_reference(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return true;
+    return !strncmp(impl, "ref", 3);
+}
+
+/* Builds the state for p at nt threads; make = false: descriptors and sizes only. A
+ * low-precision one (t not all float32) refuses oneDNN's reference implementation:
+ * the float32 path through converted copies is faster there. */
+static dnnl_status_t build(dnnl_conv_state *c, const ot_conv3 *p, ot_dnnl_dir dir, bool bias, int nt, bool make,
+                           const conv_dts *t) {
     conv_mds m;
-    dnnl_status_t s = mds_init(&m, p);
+    dnnl_status_t s = mds_init(&m, p, t);
     if (s == dnnl_success) s = dnnl_engine_create(&c->eng, dnnl_cpu, 0);
     if (s != dnnl_success) return s;
     int was = omp_get_max_threads();
     omp_set_num_threads(nt);
     s = make_pd(c, &m, dir, bias);
+    bool lowp = t->x != dnnl_f32 || t->w != dnnl_f32 || t->y != dnnl_f32;
+    if (s == dnnl_success && lowp && is_reference(c->pd)) s = dnnl_unimplemented;
     if (s == dnnl_success) {
         c->scratch_bytes = scratch_size(c->pd);
         if (dir == OT_DNNL_FWD) {
@@ -318,14 +352,16 @@ static dnnl_status_t execute(dnnl_conv_state *c, void *ws, void *const *user) {
     return s;
 }
 
-ot_status ot_dnnl_conv_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir dir, const ot_kernel_ctx *ctx,
-                           const float *a, const float *b, const float *bias, float *out, bool *ran, ot_error *err) {
-    *ran = false;
-    if (ctx->no_dnnl || !rule(p, dir)) return OT_OK;
-    /* Depthwise convs take 10-200 us: one thread (file header). */
-    int nt = p->Cig == 1 && p->Cog == 1 && p->G > 1 ? 1 : ot_cpu_threads(ctx);
-    int64_t key[16];
-    key_of(p, dir, bias != NULL, nt, key);
+static const conv_dts f32_dts = {dnnl_f32, dnnl_f32, dnnl_f32, dnnl_f32};
+
+/* Runs p on oneDNN at nt threads with the state kept in ctx->node_state (built on
+ * first use, rebuilt when the key changes), when it builds and its need fits the
+ * workspace (*ran = true). */
+static ot_status conv_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir dir, const ot_kernel_ctx *ctx,
+                          const conv_dts *t, int nt, const void *a, const void *b, const void *bias, void *out,
+                          bool *ran, ot_error *err) {
+    int64_t key[KEY_LEN];
+    key_of(p, dir, bias != NULL, nt, t, key);
     dnnl_conv_state *c = ctx->node_state ? *ctx->node_state : NULL;
     if (c && (c->base.free != ot_dnnl_state_free || memcmp(c->key, key, sizeof key))) {
         /* shapes or threads changed (or another kernel's state): rebuild */
@@ -338,7 +374,7 @@ ot_status ot_dnnl_conv_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir d
                            node->op_type);
         c->base.free = ot_dnnl_state_free;
         memcpy(c->key, key, sizeof key);
-        dnnl_status_t s = build(c, p, dir, bias != NULL, nt, true);
+        dnnl_status_t s = build(c, p, dir, bias != NULL, nt, true, t);
         if (s != dnnl_success) { /* kept as such, so a step does not build it again */
             ot_dnnl_state_free(c);
             if (!ctx->node_state || !(c = calloc(1, sizeof *c))) return OT_OK;
@@ -370,5 +406,143 @@ ot_status ot_dnnl_conv_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir d
                        (int)s);
     *ran = true;
     return OT_OK;
+}
+
+ot_status ot_dnnl_conv_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir dir, const ot_kernel_ctx *ctx,
+                           const float *a, const float *b, const float *bias, float *out, bool *ran, ot_error *err) {
+    *ran = false;
+    if (ctx->no_dnnl || !rule(p, dir)) return OT_OK;
+    /* Depthwise convs take 10-200 us: one thread (file header). */
+    int nt = p->Cig == 1 && p->Cog == 1 && p->G > 1 ? 1 : ot_cpu_threads(ctx);
+    return conv_run(node, p, dir, ctx, &f32_dts, nt, a, b, bias, out, ran, err);
+}
+
+/* ---- bfloat16 ---------------------------------------------------------------------------
+ * Every 2-D convolution (1-D ones as 2-D of height 1), any stride, dilation, group and
+ * pads of 0 or more: oneDNN's bfloat16 kernels sum in float32 and are the only path
+ * that does not convert (cpu_lowp.c's converts to float32 and back). The thread count
+ * is capped at the core count, for which the workspace is planned. */
+
+/* Where oneDNN's bfloat16 kernels lost to the float32 path through converted copies
+ * (bench/conv_bf16.sh, ResNet-18's shapes at batch 8, 2 threads, CPU ms per call on
+ * this AMX machine; bench/results_precision.md): the weight gradient at an output
+ * plane under 28x28 (14x14: 29-49 against 11-16; 7x7: 49 against 31) or from fewer
+ * than 16 input channels (the stem: 40 against 32), and 1x1 convolutions of stride 2
+ * (the downsamples: 3-7 against 1.5-3.6 in every direction). Those run as float16 ones
+ * do (conv_lowp.c); by shape only, so a node takes the same path on every step. */
+#define LOWP_DW_MIN_PLANE (28 * 28)
+#define LOWP_DW_MIN_CIN 16
+
+static bool rule_lowp(const ot_conv3 *p, ot_dnnl_dir dir) {
+    const ot_window3 *s = &p->sp;
+    if (s->in[0] != 1 || s->k[0] != 1 || p->N < 1 || p->G < 1) return false;
+    if (s->k[1] == 1 && s->k[2] == 1 && (s->s[1] > 1 || s->s[2] > 1)) return false;
+    if (dir == OT_DNNL_BWD_WEIGHTS && (s->out[1] * s->out[2] < LOWP_DW_MIN_PLANE || p->Cin < LOWP_DW_MIN_CIN))
+        return false;
+    for (int j = 1; j < 3; j++) {
+        int64_t pe = (s->out[j] - 1) * s->s[j] + (s->k[j] - 1) * s->d[j] + 1 - s->in[j] - s->pb[j];
+        if (s->d[j] < 1 || s->s[j] < 1 || s->pb[j] < 0 || pe < 0) return false;
+    }
+    return true;
+}
+
+/* The direction's two inputs bfloat16, its output and the bias bfloat16 or float32. */
+static bool lowp_dts(const ot_dnnl_lowp_dtypes *d, ot_dnnl_dir dir, conv_dts *t) {
+    dnnl_data_type_t v[4];
+    const ot_dtype in[4] = {d->x, d->w, d->y, d->bias};
+    for (int i = 0; i < 4; i++) {
+        if (in[i] == OT_BF16) v[i] = dnnl_bf16;
+        else if (in[i] == OT_F32 || (i == 3 && in[i] == OT_UNDEFINED)) v[i] = dnnl_f32;
+        else return false;
+    }
+    *t = (conv_dts){v[0], v[1], v[2], v[3]};
+    if (dir == OT_DNNL_FWD) return t->x == dnnl_bf16 && t->w == dnnl_bf16;
+    if (dir == OT_DNNL_BWD_DATA) return t->y == dnnl_bf16 && t->w == dnnl_bf16;
+    return t->y == dnnl_bf16 && t->x == dnnl_bf16;
+}
+
+static int lowp_threads(const ot_conv3 *p, int want) {
+    int cores = omp_get_num_procs();
+    if (p->Cig == 1 && p->Cog == 1 && p->G > 1) return 1; /* depthwise: as the float32 rule */
+    return want < 1 ? 1 : want > cores ? cores : want;
+}
+
+/* The answers of ot_dnnl_conv_lowp_workspace by key (thread count 0): the executor asks
+ * on every run of a node, and two descriptors cost more than a small layer's run. A
+ * pure function of the key on this machine, so a full table only costs time. */
+#define WS_CACHE 256
+static struct {
+    int64_t key[KEY_LEN];
+    size_t bytes;
+    bool ok;
+} ws_cache[WS_CACHE];
+static int ws_cached;
+static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool ws_lookup(const int64_t *key, bool *ok, size_t *bytes) {
+    bool hit = false;
+    pthread_mutex_lock(&ws_lock);
+    for (int i = 0; i < ws_cached && !hit; i++)
+        if (!memcmp(ws_cache[i].key, key, sizeof ws_cache[i].key)) {
+            *ok = ws_cache[i].ok;
+            *bytes = ws_cache[i].bytes;
+            hit = true;
+        }
+    pthread_mutex_unlock(&ws_lock);
+    return hit;
+}
+
+static void ws_store(const int64_t *key, bool ok, size_t bytes) {
+    pthread_mutex_lock(&ws_lock);
+    if (ws_cached < WS_CACHE) {
+        memcpy(ws_cache[ws_cached].key, key, sizeof ws_cache[ws_cached].key);
+        ws_cache[ws_cached].ok = ok;
+        ws_cache[ws_cached].bytes = bytes;
+        ws_cached++;
+    }
+    pthread_mutex_unlock(&ws_lock);
+}
+
+static bool lowp_workspace(const ot_conv3 *p, ot_dnnl_dir dir, const ot_dnnl_lowp_dtypes *d, const conv_dts *tp,
+                           size_t *bytes) {
+    conv_dts t = *tp;
+    /* exact, at one thread and at the core count (scratchpads grow with threads) */
+    int nts[2] = {1, lowp_threads(p, omp_get_num_procs())};
+    for (int i = 0; i < 2; i++) {
+        dnnl_conv_state c = {0};
+        dnnl_status_t s = build(&c, p, dir, d->bias != OT_UNDEFINED, nts[i], false, &t);
+        size_t need = c.need;
+        for (int k = 0; k < c.n; k++) dnnl_memory_destroy(c.op[k].user);
+        if (c.pd) dnnl_primitive_desc_destroy(c.pd);
+        if (c.eng) dnnl_engine_destroy(c.eng);
+        if (s != dnnl_success) return false;
+        if (need > *bytes) *bytes = need;
+    }
+    return true;
+}
+
+bool ot_dnnl_conv_lowp_workspace(const ot_conv3 *p, ot_dnnl_dir dir, const ot_dnnl_lowp_dtypes *d, size_t *bytes) {
+    conv_dts t;
+    *bytes = 0;
+    if (!rule_lowp(p, dir) || !lowp_dts(d, dir, &t)) return false;
+    int64_t key[KEY_LEN];
+    key_of(p, dir, d->bias != OT_UNDEFINED, 0, &t, key);
+    bool ok;
+    if (ws_lookup(key, &ok, bytes)) return ok;
+    ok = lowp_workspace(p, dir, d, &t, bytes);
+    if (!ok) *bytes = 0;
+    ws_store(key, ok, *bytes);
+    return ok;
+}
+
+ot_status ot_dnnl_conv_lowp_run(const ot_node *node, const ot_conv3 *p, ot_dnnl_dir dir, const ot_kernel_ctx *ctx,
+                                const ot_dnnl_lowp_dtypes *d, const void *a, const void *b, const void *bias,
+                                void *out, bool *ran, ot_error *err) {
+    conv_dts t;
+    *ran = false;
+    /* not ctx->no_dnnl: it pits our float32 kernels against oneDNN's; this is the
+     * bfloat16 kernel (as gemm_lowp.c's), and the workspace is planned for it */
+    if (!rule_lowp(p, dir) || !lowp_dts(d, dir, &t)) return OT_OK;
+    return conv_run(node, p, dir, ctx, &t, lowp_threads(p, ot_cpu_threads(ctx)), a, b, bias, out, ran, err);
 }
 #endif /* OT_HAVE_DNNL */

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/half_float.h"
 #include "kernels/norm_geometry.h"
 #include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n, ot_cpu_max_f32, ot_cpu_dropout_select */
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
@@ -109,10 +110,112 @@ ot_status ot_cpu_softmax(const ot_node *node, const ot_tensor *in, ot_tensor *ou
 /* Four floats as one SSE register (GCC and Clang vector extension). */
 typedef float v4f __attribute__((vector_size(16)));
 
+/* X and Y of BatchNormalization are float32, or bfloat16 / float16 (issue 27: the
+ * activations between a ResNet's convolutions stay low) with float32 scale, bias and
+ * statistics: the float32 math below on X's exact float32 values, Y rounded to
+ * nearest even. bn_ld / bn_st read and write element i in dtype t; bn_channel is
+ * always inlined with a constant t, so the float32 instance is the plain loop. */
+static inline __attribute__((always_inline)) float bn_ld(ot_dtype t, const void *p, int64_t i) {
+    if (t == OT_F32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return t == OT_BF16 ? ot_hf_bf16_to_f32(h) : ot_hf_f16_to_f32(h);
+}
+static inline __attribute__((always_inline)) void bn_st(ot_dtype t, void *p, int64_t i, float v) {
+    if (t == OT_F32) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = t == OT_BF16 ? ot_hf_f32_to_bf16(v) : ot_hf_f32_to_f16(v);
+}
+
+typedef struct bn_args {
+    const void *x;
+    void *y;
+    const float *scale, *bias, *rmean, *rvar;
+    float *om, *ov;
+    int64_t N, C, sz;
+    float eps, mom;
+    bool training, unbiased_stats;
+} bn_args;
+
+static inline __attribute__((always_inline)) void bn_channel(const bn_args *ba, ot_dtype t, int64_t c) {
+    const int64_t N = ba->N, C = ba->C, sz = ba->sz, cnt = N * sz;
+    double mean, var;
+    if (ba->training) {
+        /* Four partial sums (element i goes to sum i % 4 of its plane), added up
+         * in a fixed order at the end: one dependent add chain per element was the
+         * bottleneck (bench/NOTES.md). Still independent of the thread count. */
+        double s4[4] = {0.0, 0.0, 0.0, 0.0};
+        for (int64_t n = 0; n < N; n++) {
+            int64_t o = (n * C + c) * sz, i = 0;
+            for (; i + 4 <= sz; i += 4)
+                for (int k = 0; k < 4; k++) s4[k] += bn_ld(t, ba->x, o + i + k);
+            for (; i < sz; i++) s4[i & 3] += bn_ld(t, ba->x, o + i);
+        }
+        mean = cnt ? ((s4[0] + s4[1]) + (s4[2] + s4[3])) / (double)cnt : 0.0;
+        double q4[4] = {0.0, 0.0, 0.0, 0.0};
+        for (int64_t n = 0; n < N; n++) {
+            int64_t o = (n * C + c) * sz, i = 0;
+            for (; i + 4 <= sz; i += 4)
+                for (int k = 0; k < 4; k++) {
+                    double d = bn_ld(t, ba->x, o + i + k) - mean;
+                    q4[k] += d * d;
+                }
+            for (; i < sz; i++) {
+                double d = bn_ld(t, ba->x, o + i) - mean;
+                q4[i & 3] += d * d;
+            }
+        }
+        var = cnt ? ((q4[0] + q4[1]) + (q4[2] + q4[3])) / (double)cnt : 0.0;
+    } else {
+        mean = ba->rmean[c];
+        var = ba->rvar[c];
+    }
+    float inv = (float)(1.0 / sqrt(var + (double)ba->eps));
+    float a = ba->scale[c] * inv, b = ba->bias[c] - (float)mean * a;
+    /* running stats are read before written: outputs may alias inputs 3 and 4 */
+    float rm = ba->rmean[c], rv = ba->rvar[c];
+    for (int64_t n = 0; n < N; n++) {
+        int64_t o = (n * C + c) * sz, i = 0;
+        /* 4 lanes per step (the plain loop stays scalar at -O2): per lane the
+         * same multiply and add. y may alias x (in place); each lane reads its x
+         * before writing its y. */
+        const v4f a4 = {a, a, a, a}, b4 = {b, b, b, b};
+        for (; i + 4 <= sz; i += 4) {
+            v4f xv;
+            if (t == OT_F32) {
+                memcpy(&xv, (const float *)ba->x + o + i, sizeof xv);
+            } else {
+                xv = (v4f){bn_ld(t, ba->x, o + i), bn_ld(t, ba->x, o + i + 1), bn_ld(t, ba->x, o + i + 2),
+                           bn_ld(t, ba->x, o + i + 3)};
+            }
+            xv = xv * a4 + b4;
+            if (t == OT_F32) {
+                memcpy((float *)ba->y + o + i, &xv, sizeof xv);
+            } else {
+                for (int k = 0; k < 4; k++) bn_st(t, ba->y, o + i + k, xv[k]);
+            }
+        }
+        for (; i < sz; i++) bn_st(t, ba->y, o + i, bn_ld(t, ba->x, o + i) * a + b);
+    }
+    if (ba->training) {
+        /* ONNX: population variance; PyTorch-exported models (importer sets the
+         * attribute): unbiased, as torch.nn.BatchNorm updates it. */
+        double unbiased = (ba->unbiased_stats && cnt > 1) ? var * (double)cnt / (double)(cnt - 1) : var;
+        if (ba->om) ba->om[c] = ba->mom * rm + (1.0f - ba->mom) * (float)mean;
+        if (ba->ov) ba->ov[c] = ba->mom * rv + (1.0f - ba->mom) * (float)unbiased;
+    } else {
+        if (ba->om) ba->om[c] = rm;
+        if (ba->ov) ba->ov[c] = rv;
+    }
+}
+
 ot_status ot_cpu_batch_norm(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                             ot_error *err) {
-    for (int k = 0; k < 5; k++)
+    ot_dtype t = in[0].dtype;
+    if (t != OT_F32 && t != OT_BF16 && t != OT_F16) return ot_cpu_bad_dtype(node, "input X", t, err);
+    if (out[0].dtype != t) return ot_cpu_bad_dtype(node, "output Y", out[0].dtype, err);
+    for (int k = 1; k < 5; k++)
         if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
+    for (int k = 1; k < node->n_outputs && k < 3; k++)
+        if (out[k].data && out[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "a running statistic", out[k].dtype, err);
     const ot_shape *s = &in[0].shape;
     if (s->rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormalization): rank < 2", node->name);
     int64_t N, C, sz;
@@ -126,81 +229,23 @@ ot_status ot_cpu_batch_norm(const ot_node *node, const ot_tensor *in, ot_tensor 
     ot_status pst = ot_node_params(node, &scratch, &pp, err);
     if (pst) return pst;
     const ot_norm_params *np = &pp->u.norm;
-    bool training = np->training_mode;
-    bool unbiased_stats = np->unbiased_running_var;
-    float eps = np->epsilon, mom = np->momentum;
-    const float *x = in[0].data, *scale = in[1].data, *bias = in[2].data, *rmean = in[3].data, *rvar = in[4].data;
-    float *y = out[0].data;
-    float *om = node->n_outputs > 1 && out[1].data ? out[1].data : NULL;
-    float *ov = node->n_outputs > 2 && out[2].data ? out[2].data : NULL;
+    bn_args ba = {.x = in[0].data, .y = out[0].data, .scale = in[1].data, .bias = in[2].data,
+                  .rmean = in[3].data, .rvar = in[4].data,
+                  .om = node->n_outputs > 1 && out[1].data ? out[1].data : NULL,
+                  .ov = node->n_outputs > 2 && out[2].data ? out[2].data : NULL,
+                  .N = N, .C = C, .sz = sz, .eps = np->epsilon, .mom = np->momentum,
+                  .training = np->training_mode, .unbiased_stats = np->unbiased_running_var};
     int nt = ot_cpu_threads(ctx);
     bool par = N * C * sz >= OT_CPU_PAR_MIN && C > 1;
-    int64_t cnt = N * sz;
+    if (t == OT_F32) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t c = 0; c < C; c++) {
-        double mean, var;
-        if (training) {
-            /* Four partial sums (element i goes to sum i % 4 of its plane), added up
-             * in a fixed order at the end: one dependent add chain per element was the
-             * bottleneck (bench/NOTES.md). Still independent of the thread count. */
-            double s4[4] = {0.0, 0.0, 0.0, 0.0};
-            for (int64_t n = 0; n < N; n++) {
-                const float *xp = x + (n * C + c) * sz;
-                int64_t i = 0;
-                for (; i + 4 <= sz; i += 4)
-                    for (int k = 0; k < 4; k++) s4[k] += xp[i + k];
-                for (; i < sz; i++) s4[i & 3] += xp[i];
-            }
-            mean = cnt ? ((s4[0] + s4[1]) + (s4[2] + s4[3])) / (double)cnt : 0.0;
-            double q4[4] = {0.0, 0.0, 0.0, 0.0};
-            for (int64_t n = 0; n < N; n++) {
-                const float *xp = x + (n * C + c) * sz;
-                int64_t i = 0;
-                for (; i + 4 <= sz; i += 4)
-                    for (int k = 0; k < 4; k++) {
-                        double d = xp[i + k] - mean;
-                        q4[k] += d * d;
-                    }
-                for (; i < sz; i++) {
-                    double d = xp[i] - mean;
-                    q4[i & 3] += d * d;
-                }
-            }
-            var = cnt ? ((q4[0] + q4[1]) + (q4[2] + q4[3])) / (double)cnt : 0.0;
-        } else {
-            mean = rmean[c];
-            var = rvar[c];
-        }
-        float inv = (float)(1.0 / sqrt(var + (double)eps));
-        float a = scale[c] * inv, b = bias[c] - (float)mean * a;
-        /* running stats are read before written: outputs may alias inputs 3 and 4 */
-        float rm = rmean[c], rv = rvar[c];
-        for (int64_t n = 0; n < N; n++) {
-            const float *xp = x + (n * C + c) * sz;
-            float *yp = y + (n * C + c) * sz;
-            int64_t i = 0;
-            /* 4 lanes per step (the plain loop stays scalar at -O2): per lane the
-             * same multiply and add. y may alias x (in place); each lane reads its x
-             * before writing its y. */
-            const v4f a4 = {a, a, a, a}, b4 = {b, b, b, b};
-            for (; i + 4 <= sz; i += 4) {
-                v4f xv;
-                memcpy(&xv, xp + i, sizeof xv);
-                xv = xv * a4 + b4;
-                memcpy(yp + i, &xv, sizeof xv);
-            }
-            for (; i < sz; i++) yp[i] = xp[i] * a + b;
-        }
-        if (training) {
-            /* ONNX: population variance; PyTorch-exported models (importer sets the
-             * attribute): unbiased, as torch.nn.BatchNorm updates it. */
-            double unbiased = (unbiased_stats && cnt > 1) ? var * (double)cnt / (double)(cnt - 1) : var;
-            if (om) om[c] = mom * rm + (1.0f - mom) * (float)mean;
-            if (ov) ov[c] = mom * rv + (1.0f - mom) * (float)unbiased;
-        } else {
-            if (om) om[c] = rm;
-            if (ov) ov[c] = rv;
-        }
+        for (int64_t c = 0; c < C; c++) bn_channel(&ba, OT_F32, c);
+    } else if (t == OT_BF16) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t c = 0; c < C; c++) bn_channel(&ba, OT_BF16, c);
+    } else {
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+        for (int64_t c = 0; c < C; c++) bn_channel(&ba, OT_F16, c);
     }
     return OT_OK;
 }

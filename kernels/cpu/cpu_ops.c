@@ -9,6 +9,8 @@
 #include "kernels/cpu/optim_cpu.h"
 #include "kernels/cpu/cpu_random.h"
 #include "kernels/cpu/cpu_lowp.h"
+#include "kernels/cpu/conv_lowp.h"
+#include "kernels/cpu/pool_lowp.h"
 
 typedef bool (*cpu_supports_fn)(ot_dtype t0, ot_dtype o0, const ot_tensor *in);
 typedef size_t (*cpu_workspace_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
@@ -94,6 +96,15 @@ static bool sup_conv(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 static bool sup_conv_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return t0 == OT_F32 || sup_conv_lowp(t0, o0, in);
 }
+/* BatchNormalization: X and Y float32, or bfloat16 / float16 with float32 scale, bias
+ * and statistics (cpu_norm.c); its gradient: dY and X of one such dtype into dX of it,
+ * float32 scale (grad_norm.c) */
+static bool sup_bn(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || (lowp_dtype(t0) && o0 == t0 && in[1].dtype == OT_F32);
+}
+static bool sup_bn_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
+    return t0 == OT_F32 || (lowp_dtype(t0) && in[1].dtype == t0 && in[2].dtype == OT_F32 && o0 == t0);
+}
 static bool sup_ones(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return o0 == OT_F32 || o0 == OT_F64; }
 static bool sup_gather_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return t0 == OT_F32 && ot_kernel_is_int_dtype(in[1].dtype);
@@ -159,11 +170,11 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_GELU] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_SOFTMAX] = F32(ot_cpu_softmax),
     [OT_OP_LOG_SOFTMAX] = F32(ot_cpu_softmax),
-    [OT_OP_CONV] = {ot_cpu_conv_any, sup_conv, ot_cpu_conv_any_workspace},
-    [OT_OP_MAX_POOL] = F32(ot_cpu_max_pool),
-    [OT_OP_AVERAGE_POOL] = F32(ot_cpu_average_pool),
-    [OT_OP_GLOBAL_AVERAGE_POOL] = F32(ot_cpu_global_average_pool),
-    [OT_OP_BATCH_NORM] = F32(ot_cpu_batch_norm),
+    [OT_OP_CONV] = {ot_cpu_conv_all, sup_conv, ot_cpu_conv_all_workspace},
+    [OT_OP_MAX_POOL] = {ot_cpu_pool_all, sup_unary_lp, ot_cpu_pool_all_workspace},
+    [OT_OP_AVERAGE_POOL] = {ot_cpu_pool_all, sup_unary_lp, ot_cpu_pool_all_workspace},
+    [OT_OP_GLOBAL_AVERAGE_POOL] = {ot_cpu_pool_all, sup_unary_lp, ot_cpu_pool_all_workspace},
+    [OT_OP_BATCH_NORM] = {ot_cpu_batch_norm, sup_bn, NULL},
     [OT_OP_LAYER_NORM] = F32(ot_cpu_layer_norm),
     [OT_OP_DROPOUT] = F32(ot_cpu_dropout),
     [OT_OP_FLATTEN] = {ot_cpu_copy_view, sup_any, NULL},
@@ -199,11 +210,11 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_CLIP_GRAD] = F32(ot_cpu_act_grad),
     [OT_OP_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
     [OT_OP_LOG_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
-    [OT_OP_CONV_GRAD_INPUT] = {ot_cpu_conv_any, sup_conv_grad, ot_cpu_conv_any_workspace},
-    [OT_OP_CONV_GRAD_WEIGHT] = {ot_cpu_conv_any, sup_conv_grad, ot_cpu_conv_any_workspace},
-    [OT_OP_MAX_POOL_GRAD] = F32(ot_cpu_pool_grad),
-    [OT_OP_AVERAGE_POOL_GRAD] = F32(ot_cpu_pool_grad),
-    [OT_OP_BATCH_NORM_GRAD] = F32(ot_cpu_batch_norm_grad),
+    [OT_OP_CONV_GRAD_INPUT] = {ot_cpu_conv_all, sup_conv_grad, ot_cpu_conv_all_workspace},
+    [OT_OP_CONV_GRAD_WEIGHT] = {ot_cpu_conv_all, sup_conv_grad, ot_cpu_conv_all_workspace},
+    [OT_OP_MAX_POOL_GRAD] = {ot_cpu_pool_all, sup_grad_lp, ot_cpu_pool_all_workspace},
+    [OT_OP_AVERAGE_POOL_GRAD] = {ot_cpu_pool_all, sup_grad_lp, ot_cpu_pool_all_workspace},
+    [OT_OP_BATCH_NORM_GRAD] = {ot_cpu_batch_norm_grad, sup_bn_grad, NULL},
     [OT_OP_LAYER_NORM_GRAD] = {ot_cpu_layer_norm_grad, sup_f32, ot_cpu_layer_norm_grad_workspace},
     [OT_OP_DROPOUT_GRAD] = F32(ot_cpu_dropout_grad),
     [OT_OP_GATHER_GRAD] = {ot_cpu_gather_grad, sup_gather_grad, ot_cpu_gather_grad_workspace},

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/grad_kernels.h"
 #include "kernels/norm_geometry.h"
+#include "kernels/half_float.h"
 
 /* BatchNormGrad runs 4 channels side by side, one per lane of a vector of doubles:
  * each channel's sums stay one add chain over (n, s) in the plain loop's order, and
@@ -23,20 +24,33 @@ typedef double v4d __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
 
 typedef struct bn_grad_args {
-    const float *dy, *x, *sc, *rm, *rv;
-    float *dx, *dsc, *db;
+    const void *dy, *x; /* float32, or bfloat16 / float16 (both of one dtype: bn_grad_block's t) */
+    const float *sc, *rm, *rv;
+    void *dx; /* dY's dtype */
+    float *dsc, *db;
     int64_t N, C, S;
     double eps;
     bool train;
 } bn_grad_args;
 
-/* Lane k: p[off[k] + s] as a double (a macro: a function returning a 32-byte vector
- * would change the ABI between the clones). */
-#define bn_load(p, off, s) ((v4d){(p)[(off)[0] + (s)], (p)[(off)[1] + (s)], (p)[(off)[2] + (s)], (p)[(off)[3] + (s)]})
+/* Element i of p in dtype t as a float (bfloat16 / float16: exact). */
+static inline __attribute__((always_inline)) float bn_elem(ot_dtype t, const void *p, int64_t i) {
+    if (t == OT_F32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return t == OT_BF16 ? ot_hf_bf16_to_f32(h) : ot_hf_f16_to_f32(h);
+}
+
+/* Lane k: element o + off[k] + s of p as a double (a macro: a function returning a
+ * 32-byte vector would change the ABI between the clones). */
+#define bn_load(t, p, o, off, s)                                                                        \
+    ((v4d){bn_elem(t, p, (o) + (off)[0] + (s)), bn_elem(t, p, (o) + (off)[1] + (s)),                   \
+           bn_elem(t, p, (o) + (off)[2] + (s)), bn_elem(t, p, (o) + (off)[3] + (s))})
 
 /* Channels c0 .. c0 + nc - 1 (nc <= 4); lanes past nc repeat the last channel and are
- * not stored. */
-OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
+ * not stored. Inlined into one instance per dtype t (below): the float32 one is the
+ * plain float loop; the low ones do its math on the exact float values of X and dY
+ * and round dX to nearest even. */
+static inline __attribute__((always_inline)) void bn_grad_body(const bn_grad_args *a, int64_t c0, ot_dtype t) {
     const int64_t N = a->N, C = a->C, S = a->S;
     int nc = C - c0 < BN_LANES ? (int)(C - c0) : BN_LANES;
     int64_t off[BN_LANES], ch[BN_LANES];
@@ -49,14 +63,14 @@ OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
     v4d mean = {0.0, 0.0, 0.0, 0.0}, var = {0.0, 0.0, 0.0, 0.0};
     if (a->train) {
         for (int64_t n = 0; n < N; n++) {
-            const float *xp = a->x + (n * C + c0) * S;
-            for (int64_t s = 0; s < S; s++) mean += bn_load(xp, off, s);
+            int64_t o = (n * C + c0) * S;
+            for (int64_t s = 0; s < S; s++) mean += bn_load(t, a->x, o, off, s);
         }
         mean /= M;
         for (int64_t n = 0; n < N; n++) {
-            const float *xp = a->x + (n * C + c0) * S;
+            int64_t o = (n * C + c0) * S;
             for (int64_t s = 0; s < S; s++) {
-                v4d d = bn_load(xp, off, s) - mean;
+                v4d d = bn_load(t, a->x, o, off, s) - mean;
                 var += d * d;
             }
         }
@@ -74,11 +88,11 @@ OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
     }
     v4d sdy = {0.0, 0.0, 0.0, 0.0}, sdyx = {0.0, 0.0, 0.0, 0.0};
     for (int64_t n = 0; n < N; n++) {
-        const float *xp = a->x + (n * C + c0) * S, *dp = a->dy + (n * C + c0) * S;
+        int64_t o = (n * C + c0) * S;
         for (int64_t s = 0; s < S; s++) {
-            v4d g = bn_load(dp, off, s);
+            v4d g = bn_load(t, a->dy, o, off, s);
             sdy += g;
-            sdyx += g * (bn_load(xp, off, s) - mean) * inv;
+            sdyx += g * (bn_load(t, a->x, o, off, s) - mean) * inv;
         }
     }
     for (int k = 0; k < nc; k++) {
@@ -88,33 +102,52 @@ OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) {
     if (!a->dx) return;
     const v4d t1 = sdy / M;
     for (int64_t n = 0; n < N; n++) {
-        const float *xp = a->x + (n * C + c0) * S, *dp = a->dy + (n * C + c0) * S;
-        float *o = a->dx + (n * C + c0) * S;
+        int64_t o = (n * C + c0) * S;
         for (int64_t s = 0; s < S; s++) {
             v4d r;
             if (a->train) {
-                v4d xh = (bn_load(xp, off, s) - mean) * inv;
-                r = kc * (bn_load(dp, off, s) - t1 - xh * sdyx / M);
+                v4d xh = (bn_load(t, a->x, o, off, s) - mean) * inv;
+                r = kc * (bn_load(t, a->dy, o, off, s) - t1 - xh * sdyx / M);
             } else {
-                r = kc * bn_load(dp, off, s);
+                r = kc * bn_load(t, a->dy, o, off, s);
             }
             v4f rf = __builtin_convertvector(r, v4f); /* each lane's (float) */
-            if (nc == BN_LANES) {
-                o[s] = rf[0];
-                o[S + s] = rf[1];
-                o[2 * S + s] = rf[2];
-                o[3 * S + s] = rf[3];
+            if (t == OT_F32) {
+                float *of = (float *)a->dx + o;
+                if (nc == BN_LANES) {
+                    of[s] = rf[0];
+                    of[S + s] = rf[1];
+                    of[2 * S + s] = rf[2];
+                    of[3 * S + s] = rf[3];
+                } else {
+                    for (int k = 0; k < nc; k++) of[k * S + s] = rf[k];
+                }
             } else {
-                for (int k = 0; k < nc; k++) o[k * S + s] = rf[k];
+                uint16_t *oh = (uint16_t *)a->dx + o;
+                for (int k = 0; k < nc; k++)
+                    oh[k * S + s] = t == OT_BF16 ? ot_hf_f32_to_bf16(rf[k]) : ot_hf_f32_to_f16(rf[k]);
             }
         }
     }
 }
 
+OT_BN_CLONES static void bn_grad_block(const bn_grad_args *a, int64_t c0) { bn_grad_body(a, c0, OT_F32); }
+OT_BN_CLONES static void bn_grad_block_bf16(const bn_grad_args *a, int64_t c0) { bn_grad_body(a, c0, OT_BF16); }
+OT_BN_CLONES static void bn_grad_block_f16(const bn_grad_args *a, int64_t c0) { bn_grad_body(a, c0, OT_F16); }
+
+/* (dY, X, scale [, mean, var]) -> (dX, dScale, dBias): dY, X and dX float32, or all
+ * three bfloat16 / float16 (issue 27), scale, statistics, dScale and dBias float32. */
 OT_GRAD_KERNEL(ot_cpu_batch_norm_grad) {
     const ot_tensor *x = &in[1];
-    if (in[0].dtype != OT_F32 || x->dtype != OT_F32 || in[2].dtype != OT_F32)
-        return ot_cpu_bad_dtype(node, "input", x->dtype, err);
+    ot_dtype t = x->dtype;
+    if (t != OT_F32 && t != OT_BF16 && t != OT_F16) return ot_cpu_bad_dtype(node, "input X", t, err);
+    if (in[0].dtype != t) return ot_cpu_bad_dtype(node, "input dY", in[0].dtype, err);
+    if (in[2].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input scale", in[2].dtype, err);
+    if (out[0].data && out[0].dtype != t) return ot_cpu_bad_dtype(node, "output dX", out[0].dtype, err);
+    for (int k = 1; k < node->n_outputs && k < 3; k++)
+        if (out[k].data && out[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "output dScale / dBias", out[k].dtype, err);
+    for (int k = 3; k < node->n_inputs && k < 5; k++)
+        if (in[k].data && in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "a running statistic", in[k].dtype, err);
     if (x->shape.rank < 2) return ot_fail(err, OT_E_SHAPE, "node '%s' (BatchNormGrad): X rank < 2", node->name);
     int64_t N = x->shape.dim[0], C = x->shape.dim[1], S = N * C > 0 ? ot_kernel_numel(x) / (N * C) : 0;
     if (ot_kernel_numel(&in[2]) != C)
@@ -140,8 +173,10 @@ OT_GRAD_KERNEL(ot_cpu_batch_norm_grad) {
                       .train = train};
     int nt = ot_cpu_threads(ctx);
     int64_t blocks = (C + BN_LANES - 1) / BN_LANES;
+    void (*block)(const bn_grad_args *, int64_t) =
+        t == OT_F32 ? bn_grad_block : t == OT_BF16 ? bn_grad_block_bf16 : bn_grad_block_f16;
 #pragma omp parallel for schedule(static) num_threads(nt) if (N * C * S >= OT_CPU_PAR_MIN && blocks > 1)
-    for (int64_t b = 0; b < blocks; b++) bn_grad_block(&a, b * BN_LANES);
+    for (int64_t b = 0; b < blocks; b++) block(&a, b * BN_LANES);
     return OT_OK;
 }
 
