@@ -13,7 +13,12 @@
  * the head and the loss; the loss SoftmaxCrossEntropyLoss or
  * NegativeLogLikelihoodLoss(LogSoftmax), mean, without class weights; a Cast to the
  * dtype the logits already have (LLaMA's logits.float()) counts as a view. Every value
- * between head and loss must feed only the next step of the chain. */
+ * between head and loss must feed only the next step of the chain.
+ *
+ * Under --precision bf16/fp16 the autocast pass has already made the head a low GEMM:
+ * MatMul(Cast(H), Transpose(Cast(W))) and a Cast up of its logits. The fused node then
+ * reads the float32 H and W those Casts read (the head runs in float32, a chunk at a
+ * time), and a Cast left with no reader is removed: the low copies are not made. */
 #include "autodiff/autodiff.h"
 
 #include <stdarg.h>
@@ -49,6 +54,8 @@ static bool is_output_of_graph(const ot_graph *g, int v) {
 typedef struct match {
     int loss_node, h, w, bias, labels;
     bool trans_w;
+    int low_casts[3]; /* autocast's Casts the head read through, removed once unread */
+    int n_low_casts;
     int drop[OT_MAX_RANK * 2 + 8]; /* nodes replaced by the fused one */
     int n_drop;
     int logits; /* the head's output, dropped from g->outputs when listed there */
@@ -58,6 +65,18 @@ static bool push(match *m, int node) {
     if (m->n_drop >= (int)(sizeof m->drop / sizeof m->drop[0])) return false;
     m->drop[m->n_drop++] = node;
     return true;
+}
+
+/* v's float32 source when v is a Cast of a float32 value down to bf16/fp16 (autocast's
+ * copy of a GEMM operand), noted in m; else v. */
+static int float32_source(const ot_graph *g, int v, match *m) {
+    const ot_node *c = v >= 0 && g->values[v].producer >= 0 ? &g->nodes[g->values[v].producer] : NULL;
+    if (!c || c->op != OT_OP_CAST || c->inputs[0] < 0 || g->values[c->inputs[0]].dtype != OT_F32 ||
+        (g->values[v].dtype != OT_BF16 && g->values[v].dtype != OT_F16) || is_output_of_graph(g, v) ||
+        m->n_low_casts >= (int)(sizeof m->low_casts / sizeof m->low_casts[0]))
+        return v;
+    m->low_casts[m->n_low_casts++] = c->id;
+    return c->inputs[0];
 }
 
 /* A 1-D float [V] value, as the bias of a head of V classes. */
@@ -97,7 +116,7 @@ static bool match_head(const ot_graph *g, int v, int64_t V, match *m, const int 
     } else if (p->op != OT_OP_MATMUL) {
         return skip(r, "the logits come from %s '%s', not a MatMul/Gemm head", p->op_type, p->name);
     }
-    m->h = p->inputs[0];
+    m->h = float32_source(g, p->inputs[0], m);
     m->w = p->inputs[1];
     if (!push(m, p->id)) return skip(r, "the chain from head to loss is too long");
     const ot_node *t = only_producer(g, m->w);
@@ -109,6 +128,7 @@ static bool match_head(const ot_graph *g, int v, int64_t V, match *m, const int 
         m->trans_w = !m->trans_w;
         if (!push(m, t->id)) return skip(r, "the chain from head to loss is too long");
     }
+    m->w = float32_source(g, m->w, m);
     const ot_value *hv = &g->values[m->h], *wv = &g->values[m->w];
     if (hv->dtype != OT_F32 || wv->dtype != OT_F32)
         return skip(r, "the head is %s, not float32", ot_dtype_name(hv->dtype != OT_F32 ? hv->dtype : wv->dtype));
@@ -159,7 +179,10 @@ static bool match_all(const ot_graph *g, int loss_value, int out_value, match *m
         /* a Cast to the dtype it already has (LLaMA's logits.float()) moves nothing either */
         bool same_cast =
             p->op == OT_OP_CAST && p->inputs[0] >= 0 && g->values[p->inputs[0]].dtype == g->values[v].dtype;
-        if (!is_view(p->op) && !same_cast) break;
+        /* and autocast's Cast up of a low head's logits: the fused node computes them in float32 */
+        bool cast_up = p->op == OT_OP_CAST && p->inputs[0] >= 0 && g->values[v].dtype == OT_F32 &&
+                       (g->values[p->inputs[0]].dtype == OT_BF16 || g->values[p->inputs[0]].dtype == OT_F16);
+        if (!is_view(p->op) && !same_cast && !cast_up) break;
         if (!push(m, p->id)) return skip(r, "the chain from head to loss is too long");
         v = p->inputs[0];
     }
@@ -238,6 +261,12 @@ ot_status ot_linear_ce_rewrite(ot_graph *g, int loss_value, int out_value, const
     for (int i = 0; i < g->n_outputs; i++)
         if (g->outputs[i] != m.logits && g->outputs[i] != out_value) g->outputs[k++] = g->outputs[i];
     g->n_outputs = k;
+    for (int c = 0; c < m.n_low_casts; c++) { /* a low copy only the head read is not made */
+        const ot_node *cn = &g->nodes[m.low_casts[c]];
+        if (!cn->removed && g->values[cn->outputs[0]].n_consumers == 0 &&
+            !is_output_of_graph(g, cn->outputs[0]))
+            ot_graph_remove_node(g, m.low_casts[c]);
+    }
     r->applied = true;
     r->node = n;
     r->has_bias = m.bias >= 0;
@@ -245,5 +274,9 @@ ot_status ot_linear_ce_rewrite(ot_graph *g, int loss_value, int out_value, const
     snprintf(r->why, sizeof r->why, "'%s' x '%s'%s%s -> loss in chunks of %lld of %lld rows x %lld classes",
              g->values[m.h].name, g->values[m.w].name, m.trans_w ? "^T" : "", m.bias >= 0 ? " + bias" : "",
              (long long)chunk, (long long)r->rows, (long long)r->vocab);
+    if (m.n_low_casts) { /* said, as the precision line counted the head low */
+        size_t len = strlen(r->why);
+        snprintf(r->why + len, sizeof r->why - len, ", the head in float32");
+    }
     return OT_OK;
 }

@@ -1,12 +1,15 @@
 /* test_chunked_loss_cli.c — --chunked-loss as a user runs it (the built binary):
  * `verify` bitwise against --remat none under every policy with the fused loss,
  * `plan`'s saving (text and --json), `train` saying what was fused and, when it was
- * asked for, why nothing was, and the usage errors. */
+ * asked for, why nothing was, the fused loss under --precision bf16, and the usage
+ * errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "cli_run.h"
@@ -85,6 +88,31 @@ static void test_budget_picks_chunk(void **state) {
 #undef STEP
 }
 
+/* Under --precision bf16 autocast has made the head a bf16 GEMM whose logits it casts up:
+ * the fused node reads the float32 hidden state and weight instead, and the bf16 copies
+ * only the head read are not made (nor kept: the hidden state's was the largest). */
+static void test_low_precision(void **state) {
+    (void)state;
+    assert_int_equal(run(BIN " plan " GPT " --precision bf16 --chunked-loss on --chunked-loss-rows 8 --remat none"), 0);
+    cli_expect_in(OUT, "--chunked-loss: '/ln_f/LayerNormalization_output_0' x 'head.weight'^T -> loss in chunks of 8");
+    cli_expect_in(OUT, ", the head in float32");
+    assert_int_equal(run(BIN " plan " GPT " --precision bf16 --chunked-loss on --remat none --json"), 0);
+    char *json = cli_slurp(OUT);
+    assert_non_null(json);
+    assert_null(strstr(json, "/ln_f/LayerNormalization_output_0.bf16"));
+    free(json);
+    assert_int_equal(run(BIN " plan " GPT " --precision bf16 --chunked-loss off --remat none --json"), 0);
+    cli_expect_in(OUT, "/ln_f/LayerNormalization_output_0.bf16");
+    static const char *policies[] = {"all", "auto"};
+    for (size_t k = 0; k < sizeof policies / sizeof *policies; k++) {
+        assert_int_equal(run(BIN " verify " GPT " --precision bf16 --chunked-loss on --chunked-loss-rows 5 "
+                                 "--time-steps 1 --remat %s",
+                             policies[k]),
+                         0);
+        cli_expect_in(OUT, "bitwise equal, 0 of 30 tensors differ");
+    }
+}
+
 static void test_usage(void **state) {
     (void)state;
     assert_int_equal(run(BIN " train " GPT " --chunked-loss sometimes"), 2);
@@ -101,6 +129,7 @@ int main(void) {
         cmocka_unit_test(test_plan_saving),
         cmocka_unit_test(test_train_messages),
         cmocka_unit_test(test_budget_picks_chunk),
+        cmocka_unit_test(test_low_precision),
         cmocka_unit_test(test_usage),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
