@@ -72,11 +72,17 @@ static const ot_node *producer(const ot_graph *g, int v) {
     return v >= 0 && g->values[v].producer >= 0 ? &g->nodes[g->values[v].producer] : NULL;
 }
 
-/* A one-element float constant's value. */
+/* A one-element float constant's value. The dynamo exporter stores the attention
+ * scale, the mask fill and Dropout's ratio as rank-0 float initializers, which the
+ * importer reads as params: the param rule (params_rule.c) makes every rank-0 one a
+ * constant ("scalar") unless --train names it, and the rewrite runs before that rule,
+ * so a rank-0 param counts as a constant here (drop_orphan_scalars below). */
 static bool scalar_const(const ot_graph *g, int v, double *x) {
     if (v < 0) return false;
     const ot_value *val = &g->values[v];
-    if (val->kind != OT_VK_CONSTANT || !val->data || ot_shape_numel(&val->shape) != 1) return false;
+    bool scalar_param = val->kind == OT_VK_PARAM && val->shape.rank == 0;
+    if ((val->kind != OT_VK_CONSTANT && !scalar_param) || !val->data || ot_shape_numel(&val->shape) != 1)
+        return false;
     if (val->dtype == OT_F32 && val->nbytes >= sizeof(float)) {
         float f;
         memcpy(&f, val->data, sizeof f);
@@ -311,6 +317,18 @@ static ot_status fuse(ot_graph *g, int sm_id, const amatch *m, ot_error *err) {
     return OT_OK;
 }
 
+/* The rank-0 params the fused nodes took as their scale, fill or ratio and that
+ * nothing reads any more: constants, as the importer's normalize makes unread params,
+ * so `--train` naming one is told it matches no parameter rather than training a
+ * value the fused node holds as an attribute. */
+static void drop_orphan_scalars(ot_graph *g) {
+    for (int v = 0; v < g->n_values; v++) {
+        ot_value *val = &g->values[v];
+        if (val->kind == OT_VK_PARAM && val->shape.rank == 0 && val->n_consumers == 0 && !val->is_graph_output)
+            val->kind = OT_VK_CONSTANT;
+    }
+}
+
 ot_status ot_fused_attn_rewrite(ot_graph *g, ot_fused_attn_mode mode, ot_fused_attn_result *r, ot_error *err) {
     memset(r, 0, sizeof *r);
     if (mode == OT_FUSED_ATTN_OFF) {
@@ -350,6 +368,7 @@ ot_status ot_fused_attn_rewrite(ot_graph *g, ot_fused_attn_mode mode, ot_fused_a
         if (st) return st;
         r->n_fused++;
     }
+    if (r->n_fused) drop_orphan_scalars(g);
     if (r->n_fused)
         snprintf(r->why, sizeof r->why, "%d attention block%s fused (%d with dropout drawn in the fused op)",
                  r->n_fused, r->n_fused == 1 ? "" : "s", r->n_dropout);

@@ -14,10 +14,16 @@ FIXDIR (ctest check_zoo2: tests/fixtures/zoo2/, made by samples/zoo/export_torch
 runs every fixture there instead: the issue-26 families only a current PyTorch
 exports (diffusers UNet2DModel with MSE on the noise, Wav2Vec2, CLIP, Whisper, nn.LSTM
 and nn.GRU language models, GPT-2 / BERT / LLaMA at opset 23), judged the same way.
+
+--fused-attention on: the FUSED fixtures (the dynamo exporter's attention, its scale
+and mask fill rank-0 initializers) must fuse every Softmax in a plan-only run (which
+reads no weights) and, run again with the option, pass the same checks: gradients
+against PyTorch's with the probabilities recomputed.
 """
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -28,6 +34,26 @@ sys.path.insert(0, os.path.join(HERE, "..", "samples", "zoo"))
 import run_zoo  # noqa: E402
 
 NAMES = ("tiny_gpt2", "tiny_cnn")
+FUSED = {"dynamo": ("tiny_gpt2",), "zoo2": ("wav2vec2",)}  # run again with --fused-attention on
+
+
+def check_fused(exe, tmp, name):
+    """plan-only fuses every Softmax of NAME; then run_zoo's checks with the option on."""
+    onnx = os.path.join(tmp, name, name + "_nodrop.onnx")
+    r = subprocess.run([exe, "plan", onnx, "--fused-attention", "on", "--json"], capture_output=True, text=True)
+    fa = json.loads(r.stdout).get("fused_attention", {}) if r.returncode == 0 else {}
+    if not fa.get("fused") or fa.get("left_alone"):
+        print(f"{name} --fused-attention on: plan exit {r.returncode}: {fa.get('what') or r.stderr.strip()}")
+        return False
+    saved = list(run_zoo.SESSION_ARGS)
+    run_zoo.SESSION_ARGS[:] = saved + ["--fused-attention", "on"]
+    try:
+        row, verdict = run_zoo.run_model(exe, tmp, name)
+    finally:
+        run_zoo.SESSION_ARGS[:] = saved
+    row["model"] = name + " (fused attention)"
+    run_zoo.print_row(row)
+    return verdict == "pass"
 
 
 def unpack(name, zoo, fix=FIX):
@@ -61,6 +87,8 @@ def main():
         run_zoo.print_row(row)
         if verdict != "pass":
             failed.append(name)
+        if name in FUSED.get(os.path.basename(os.path.normpath(fix)), ()) and not check_fused(exe, tmp, name):
+            failed.append(name + " (fused attention)")
     print(f"check_dynamo_fixtures {os.path.basename(os.path.normpath(fix))}: {len(names) - len(failed)} of "
           f"{len(names)} pass"
           + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -2,7 +2,9 @@
  * autodiff/fused_attn.c's pattern matching over the forms exporters write (GPT-2:
  * K^T by a Transpose of [B,S,H,D], Div, Cast, Where(causal, s, finfo.min) then Add of
  * a padding mask; BERT: Div, Add(mask, s); a Mul scale and no mask; nanoGPT's
- * masked_fill(causal == 0, -inf) as Where(cond, -inf, s)) and its skip cases;
+ * masked_fill(causal == 0, -inf) as Where(cond, -inf, s); the dynamo exporter's Mul
+ * by a rank-0 initializer, Add of Where(causal, 0, finfo.min) and Dropout's ratio as a
+ * rank-0 initializer, all three read as params by the importer) and its skip cases;
  * and the fused graph against the plain one it replaces, with attention Dropout: the
  * same loss and gradients within rounding, which holds only when the fused op draws
  * the Dropout's own mask; the same bits on 1 and 2 threads. */
@@ -24,7 +26,7 @@
 #define S 5
 #define D 3
 
-typedef enum { M_GPT2, M_BERT, M_MUL, M_FILL, SKIP_TWICE, SKIP_MASK_READ, SKIP_FILL, SKIP_MASK_FIRST } kind;
+typedef enum { M_GPT2, M_BERT, M_MUL, M_FILL, M_DYNAMO, SKIP_TWICE, SKIP_MASK_READ, SKIP_FILL, SKIP_MASK_FIRST } kind;
 
 static int op1(ot_graph *g, ot_op op, const int *in, int n_in, int out) { return gc_op(g, op, in, n_in, &out, 1); }
 
@@ -34,6 +36,14 @@ static int act(ot_graph *g, const char *name, ot_dtype dt, int64_t d0, int64_t d
 }
 
 static int scalar(ot_graph *g, const char *name, float x) { return gc_const(g, name, OT_F32, 0, NULL, &x); }
+
+/* A rank-0 float initializer as the importer reads it: a param (the param rule makes
+ * it a constant later). */
+static int scalar_init(ot_graph *g, const char *name, float x) {
+    int v = scalar(g, name, x);
+    g->values[v].kind = OT_VK_PARAM;
+    return v;
+}
 
 /* Q, K, V params -> the attention block of kind k -> Y [B,H,S,D]. */
 static ot_graph *model(kind k, int *y) {
@@ -52,7 +62,10 @@ static ot_graph *model(kind k, int *y) {
     int in2[2] = {q, kt};
     op1(g, OT_OP_MATMUL, in2, 2, s);
     int sc = act(g, "scaled", OT_F32, B, H, S, S);
-    if (k == M_MUL || k == M_FILL) {
+    if (k == M_DYNAMO) {
+        int mi[2] = {s, scalar_init(g, "val_60", 1.0f / sqrtf((float)D))};
+        op1(g, OT_OP_MUL, mi, 2, sc);
+    } else if (k == M_MUL || k == M_FILL) {
         int mi[2] = {scalar(g, "half", 0.5f), s};
         op1(g, OT_OP_MUL, mi, 2, sc);
     } else {
@@ -73,7 +86,19 @@ static ot_graph *model(kind k, int *y) {
         op1(g, OT_OP_WHERE, wi, 3, w);
         x = w;
     }
-    if (k == M_FILL) { /* masked_fill: cond marks the hidden scores */
+    if (k == M_DYNAMO) { /* scores + Where(causal, 0, finfo.min), both scalars initializers */
+        uint8_t causal[S * S];
+        for (int i = 0; i < S * S; i++)
+            causal[i] = i % S <= i / S;
+        int64_t cd[4] = {1, 1, S, S};
+        int w = act(g, "where", OT_F32, 1, 1, S, S), a = act(g, "masked", OT_F32, B, H, S, S);
+        int wi[3] = {gc_const(g, "causal", OT_BOOL, 4, cd, causal), scalar_init(g, "zeros", 0.0f),
+                     scalar_init(g, "val_27", -3.4028234663852886e38f)};
+        op1(g, OT_OP_WHERE, wi, 3, w);
+        int ai[2] = {x, w};
+        op1(g, OT_OP_ADD, ai, 2, a);
+        x = a;
+    } else if (k == M_FILL) { /* masked_fill: cond marks the hidden scores */
         uint8_t hidden[S * S];
         for (int i = 0; i < S * S; i++)
             hidden[i] = i % S > i / S;
@@ -102,7 +127,8 @@ static ot_graph *model(kind k, int *y) {
     int pd = p;
     if (k != M_MUL) { /* training-mode Dropout with opset-12 inputs */
         uint8_t yes = 1;
-        int di[3] = {p, scalar(g, "ratio", 0.3f), gc_const(g, "training", OT_BOOL, 0, NULL, &yes)};
+        int ratio = k == M_DYNAMO ? scalar_init(g, "ratio", 0.3f) : scalar(g, "ratio", 0.3f);
+        int di[3] = {p, ratio, gc_const(g, "training", OT_BOOL, 0, NULL, &yes)};
         int outs[2] = {act(g, "dropped", OT_F32, B, H, S, S), act(g, "dmask", OT_BOOL, B, H, S, S)};
         gc_op(g, OT_OP_DROPOUT, di, 3, outs, 2);
         if (k == SKIP_MASK_READ) g->values[outs[1]].is_graph_output = true;
@@ -123,7 +149,7 @@ static int live(const ot_graph *g, ot_op op) {
 
 static void test_patterns(void **state) {
     (void)state;
-    const kind fused[] = {M_GPT2, M_BERT, M_MUL, M_FILL};
+    const kind fused[] = {M_GPT2, M_BERT, M_MUL, M_FILL, M_DYNAMO};
     for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
         int y;
         ot_graph *g = model(fused[i], &y);
@@ -137,6 +163,11 @@ static void test_patterns(void **state) {
         assert_int_equal(r.prob_bytes, (size_t)(B * H * S * S) * sizeof(float));
         assert_int_equal(g->values[y].producer >= 0 && g->nodes[g->values[y].producer].op == OT_OP_ATTENTION, 1);
         assert_int_equal(ot_graph_verify(g, &err), OT_OK);
+        /* the scale the fused node holds as an attribute trains no more: a constant,
+         * so --train naming it matches no parameter */
+        for (int v = 0; v < g->n_values; v++)
+            if (g->values[v].shape.rank == 0 && g->values[v].n_consumers == 0)
+                assert_int_not_equal(g->values[v].kind, OT_VK_PARAM);
         ot_graph_free(g);
     }
     /* off leaves the graph alone; auto fuses here (5 keys > head size 3) */
@@ -232,6 +263,7 @@ static void test_against_plain(void **state) {
     compare(M_BERT);
     compare(M_MUL);
     compare(M_FILL);
+    compare(M_DYNAMO); /* its Dropout's ratio a rank-0 initializer too */
 }
 
 int main(void) {

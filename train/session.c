@@ -183,13 +183,19 @@ fail:
 
 static bool is_weight(const ot_value *v) { return v->kind == OT_VK_PARAM || v->kind == OT_VK_STATE; }
 
+/* A rank-0 float initializer: a param to the importer, a constant to the param rule
+ * (params_rule.c, "scalar") unless --train names it. Its bytes go with a borrow
+ * without weights too (copied), so a plan-only build reads the attention scale and
+ * mask fill that --fused-attention takes as constants, as `train`'s build does. */
+static bool scalar_param(const ot_value *v) { return v->kind == OT_VK_PARAM && v->shape.rank == 0; }
+
 ot_graph *ot_session_borrow(ot_graph *g, bool weights) {
     ot_graph *c = ot_graph_clone(g, false);
     if (!c) return NULL;
     for (int v = 0; v < g->n_values; v++) {
         ot_value *src = &g->values[v], *dst = &c->values[v];
-        if (!src->data || (!weights && is_weight(src))) continue;
-        if (!is_weight(src)) {
+        if (!src->data || (!weights && is_weight(src) && !scalar_param(src))) continue;
+        if (!is_weight(src) || !weights) {
             if (ot_value_set_data(dst, src->data, src->nbytes)) {
                 ot_session_give_back(g, c);
                 ot_graph_free(c);
