@@ -257,6 +257,22 @@ void ot_graph_free(ot_graph *g) {
     free(g);
 }
 
+/* grow() zeroes the whole new capacity, so every page of a doubled array is
+ * resident even where no entry will ever be. */
+static void shrink(void **arr, int *cap, int n, size_t elem) {
+    if (n <= 0 || n >= *cap) return;
+    void *p = realloc(*arr, (size_t)n * elem);
+    if (!p) return; /* the larger block stays: still valid */
+    *arr = p;
+    *cap = n;
+}
+
+void ot_graph_shrink(ot_graph *g) {
+    if (!g) return;
+    shrink((void **)&g->nodes, &g->cap_nodes, g->n_nodes, sizeof(ot_node));
+    shrink((void **)&g->values, &g->cap_values, g->n_values, sizeof(ot_value));
+}
+
 int ot_graph_add_value(ot_graph *g, const char *name, ot_dtype dtype, const ot_shape *shape,
                        ot_value_kind kind) {
     ot_value_blocks b = {.name = ot_strdup(name ? name : "")};

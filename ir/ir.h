@@ -336,6 +336,10 @@ int ot_graph_find_sym(const ot_graph *g, const char *name);
  * NULL (nbytes kept), for a copy that is only planned or that borrows the weights.
  * NULL when out of memory. */
 ot_graph *ot_graph_clone(const ot_graph *g, bool with_data);
+/* Gives back the node and value arrays' capacity beyond their entries (a graph that
+ * is done growing: a session's before its steps). Moves the arrays: no pointer into
+ * them may be held across it. Adding to g afterwards grows them again. */
+void ot_graph_shrink(ot_graph *g);
 /* Attaches a copy of data to a value (initializers and constants). */
 int ot_value_set_data(ot_value *v, const void *data, size_t nbytes);
 

@@ -52,6 +52,31 @@ static void test_build_and_verify(void **state) {
     ot_graph_free(g);
 }
 
+/* ot_graph_shrink gives back the capacity past the entries and leaves a graph that
+ * reads, verifies and grows as before. */
+static void test_shrink(void **state) {
+    (void)state;
+    ot_graph *g = small_chain(); /* 3 values, 2 nodes: capacities of 16 */
+    assert_true(g->cap_nodes > g->n_nodes && g->cap_values > g->n_values);
+    ot_graph_shrink(g);
+    assert_int_equal(g->cap_nodes, 2);
+    assert_int_equal(g->cap_values, 3);
+    ot_error err = {0};
+    assert_int_equal(ot_graph_verify(g, &err), OT_OK);
+    assert_int_equal(g->values[1].producer, 0);
+    assert_string_equal(g->nodes[1].name, "n");
+    int y = 2, w = ot_graph_add_value(g, "w", OT_F32, &g->values[2].shape, OT_VK_ACTIVATION);
+    assert_int_equal(w, 3);
+    assert_int_equal(ot_graph_add_node(g, OT_OP_RELU, "r2", &y, 1, &w, 1, OT_PHASE_FORWARD), 2);
+    assert_true(g->cap_nodes >= 3 && g->cap_values >= 4);
+    assert_int_equal(ot_graph_verify(g, &err), OT_OK);
+    assert_int_equal(g->values[2].n_consumers, 1);
+    ot_graph_shrink(g);
+    ot_graph_shrink(g); /* nothing spare: a no-op */
+    assert_int_equal(g->cap_nodes, 3);
+    ot_graph_free(g);
+}
+
 static void test_cycle_detected(void **state) {
     (void)state;
     ot_graph *g = small_chain();
@@ -125,7 +150,7 @@ int main(void) {
         cmocka_unit_test(test_op_table),       cmocka_unit_test(test_build_and_verify),
         cmocka_unit_test(test_cycle_detected), cmocka_unit_test(test_double_producer),
         cmocka_unit_test(test_dangling_input), cmocka_unit_test(test_attrs),
-        cmocka_unit_test(test_shape_str),
+        cmocka_unit_test(test_shape_str),      cmocka_unit_test(test_shrink),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,9 @@
 /* rss.c — resident-memory readings from /proc/self (see rss.h). */
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 
 #include "train/rss.h"
 #include "train/train_internal.h"
@@ -33,6 +36,14 @@ bool ot_rss_reset_peak(void) {
 void ot_train_rss_begin(ot_train_result *r) {
     ot_rss now;
     r->rss_steps_peak = r->rss_file = r->rss_anon = 0;
+#ifdef __GLIBC__
+    /* Building the session (import, autodiff, remat's measurements, the planner)
+     * allocates and frees many small blocks; glibc keeps the freed pages resident,
+     * in its main heap and in each thread's arena, until something reuses them. Hand
+     * them back before the steps, whose own allocations are few. Placement only:
+     * no value changes. */
+    malloc_trim(0);
+#endif
     r->rss_before_steps = ot_rss_reset_peak() && ot_rss_read(&now) && now.hwm > 0 ? now.rss : 0;
 }
 

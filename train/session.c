@@ -398,6 +398,14 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
         s->remat.n_clones = rw.n_clones;
     }
     ot_remat_rewrite_free(&rw);
+    /* Only `plan` reads the analysis and the keep set after this (its report); a run
+     * would carry them, one entry per value and node, resident through every step. */
+    if (!s->o.plan_only) {
+        ot_remat_analysis_free(&s->an);
+        s->an_built = false;
+        free(s->keep);
+        s->keep = NULL;
+    }
     return st;
 }
 
