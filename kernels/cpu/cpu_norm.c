@@ -181,14 +181,14 @@ static inline __attribute__((always_inline)) void bn_plane(const bn_args *ba, ot
     float buf[BN_RUN];
     for (int64_t r = 0; r < sz; r += BN_RUN) {
         int64_t len = sz - r < BN_RUN ? sz - r : BN_RUN;
-        ot_cpu_lowp_to_f32(t, (const uint16_t *)ba->x + o + r, buf, len, 1);
+        ot_cpu_lowp_to_f32_serial(t, (const uint16_t *)ba->x + o + r, buf, len);
         if (pass == BN_SUM) {
             bn_sum(buf, len, acc);
         } else if (pass == BN_SQSUM) {
             bn_sqsum(buf, len, mean, acc);
         } else {
             bn_affine(buf, buf, len, a, b);
-            ot_cpu_lowp_from_f32(t, buf, (uint16_t *)ba->y + o + r, len, 1);
+            ot_cpu_lowp_from_f32_serial(t, buf, (uint16_t *)ba->y + o + r, len);
         }
     }
 }

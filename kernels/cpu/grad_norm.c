@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "kernels/cpu/grad_kernels.h"
-#include "kernels/cpu/cpu_lowp.h" /* ot_cpu_lowp_to_f32 / _from_f32: BatchNormGrad's low runs */
+#include "kernels/cpu/cpu_lowp.h" /* ot_cpu_lowp_to_f32_serial / _from_f32_serial: BatchNormGrad's low runs */
 #include "kernels/norm_geometry.h"
 
 /* BatchNormGrad runs 4 channels side by side, one per lane of a vector of doubles:
@@ -47,7 +47,7 @@ typedef struct bn_grad_args {
 static inline __attribute__((always_inline)) const float *bn_run(ot_dtype t, const void *p, int64_t o, int64_t r,
                                                                  int64_t len, int nc, int64_t S, float *buf) {
     if (t == OT_F32) return (const float *)p + o + r;
-    for (int k = 0; k < nc; k++) ot_cpu_lowp_to_f32(t, (const uint16_t *)p + o + k * S + r, buf + k * BN_RUN, len, 1);
+    for (int k = 0; k < nc; k++) ot_cpu_lowp_to_f32_serial(t, (const uint16_t *)p + o + k * S + r, buf + k * BN_RUN, len);
     return buf;
 }
 
@@ -132,7 +132,7 @@ static inline __attribute__((always_inline)) void bn_grad_body(const bn_grad_arg
                     for (int k = 0; k < nc; k++) of[off[k] + s] = rf[k];
                 }
             } if (t != OT_F32) for (int k = 0; k < nc; k++)
-                ot_cpu_lowp_from_f32(t, xb + k * BN_RUN, (uint16_t *)a->dx + o + k * S + r, len, 1);)
+                ot_cpu_lowp_from_f32_serial(t, xb + k * BN_RUN, (uint16_t *)a->dx + o + k * S + r, len);)
 #undef BN_RUNS
 }
 
