@@ -300,6 +300,10 @@ static void test_batch_norm_bf16(void **state) {
     bn_case(true, 3, 6, 7, 1);
     bn_case(true, 4, 37, 9, 2); /* channel blocks of 4 with a tail; planes of 81 (a tail of 1) */
     bn_case(false, 2, 5, 6, 2);
+    /* planes of 2209: past the kernels' float32 runs (2048 forward, 512 backward),
+     * with a short last run and a plane tail of 1 */
+    bn_case(true, 2, 5, 47, 2);
+    bn_case(false, 1, 3, 47, 1);
 }
 
 /* ---- pools ----------------------------------------------------------------------------- */

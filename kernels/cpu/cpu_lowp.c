@@ -162,6 +162,22 @@ void ot_cpu_lowp_from_f32(ot_dtype t, const float *s, uint16_t *d, int64_t n, in
     for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f32_to_f16(s[i]);
 }
 
+void ot_cpu_lowp_to_f32_serial(ot_dtype t, const uint16_t *s, float *d, int64_t n) {
+    if (t == OT_BF16) {
+        bf16_to_f32_part(s, d, n, false, have_avx512());
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f16_to_f32(s[i]);
+}
+
+void ot_cpu_lowp_from_f32_serial(ot_dtype t, const float *s, uint16_t *d, int64_t n) {
+    if (t == OT_BF16) {
+        f32_to_bf16_part(s, d, n, have_avx512());
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f32_to_f16(s[i]);
+}
+
 ot_status ot_cpu_lowp_run(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                           unsigned reads, ot_cpu_kernel_fn f32_kernel, ot_error *err) {
     if (node->n_inputs > OT_CPU_LOWP_MAX_IN || node->n_outputs != 1)

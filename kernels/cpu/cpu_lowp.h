@@ -19,6 +19,11 @@ bool ot_cpu_lowp_any(const ot_node *node, const ot_tensor *in, const ot_tensor *
  * paths and of Cast between float32 and the low dtypes. */
 void ot_cpu_lowp_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt);
 void ot_cpu_lowp_from_f32(ot_dtype t, const float *s, uint16_t *d, int64_t n, int nt);
+/* The same on the calling thread alone, with no OpenMP region: for short runs inside a
+ * kernel's own parallel loop (BatchNorm's), where entering even a one-thread region per
+ * run cost more than the conversion. */
+void ot_cpu_lowp_to_f32_serial(ot_dtype t, const uint16_t *s, float *d, int64_t n);
+void ot_cpu_lowp_from_f32_serial(ot_dtype t, const float *s, uint16_t *d, int64_t n);
 /* bfloat16 to float32 the same way; quiet: a NaN comes out with its quiet bit set, as
  * the Cast kernel gives it (cpu_shape_ops.c). */
 void ot_cpu_bf16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet);

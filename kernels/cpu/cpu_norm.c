@@ -8,7 +8,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
-#include "kernels/half_float.h"
+#include "kernels/cpu/cpu_lowp.h" /* the bfloat16 / float16 runs of BatchNormalization */
 #include "kernels/norm_geometry.h"
 #include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n, ot_cpu_max_f32, ot_cpu_dropout_select */
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
@@ -113,18 +113,8 @@ typedef float v4f __attribute__((vector_size(16)));
 /* X and Y of BatchNormalization are float32, or bfloat16 / float16 (issue 27: the
  * activations between a ResNet's convolutions stay low) with float32 scale, bias and
  * statistics: the float32 math below on X's exact float32 values, Y rounded to
- * nearest even. bn_ld / bn_st read and write element i in dtype t; bn_channel is
- * always inlined with a constant t, so the float32 instance is the plain loop. */
-static inline __attribute__((always_inline)) float bn_ld(ot_dtype t, const void *p, int64_t i) {
-    if (t == OT_F32) return ((const float *)p)[i];
-    uint16_t h = ((const uint16_t *)p)[i];
-    return t == OT_BF16 ? ot_hf_bf16_to_f32(h) : ot_hf_f16_to_f32(h);
-}
-static inline __attribute__((always_inline)) void bn_st(ot_dtype t, void *p, int64_t i, float v) {
-    if (t == OT_F32) ((float *)p)[i] = v;
-    else ((uint16_t *)p)[i] = t == OT_BF16 ? ot_hf_f32_to_bf16(v) : ot_hf_f32_to_f16(v);
-}
-
+ * nearest even. bn_channel is always inlined with a constant t, so the float32
+ * instance is the plain loop over the planes. */
 typedef struct bn_args {
     const void *x;
     void *y;
@@ -135,6 +125,74 @@ typedef struct bn_args {
     bool training, unbiased_stats;
 } bn_args;
 
+/* The float32 rule on one run of x: element i adds to sum i % 4 (len a multiple of 4
+ * except at a plane's end, so a run split in such pieces adds in the plane's order). */
+static inline __attribute__((always_inline)) void bn_sum(const float *x, int64_t len, double *s4) {
+    int64_t i = 0;
+    for (; i + 4 <= len; i += 4)
+        for (int k = 0; k < 4; k++) s4[k] += x[i + k];
+    for (; i < len; i++) s4[i & 3] += x[i];
+}
+static inline __attribute__((always_inline)) void bn_sqsum(const float *x, int64_t len, double mean, double *q4) {
+    int64_t i = 0;
+    for (; i + 4 <= len; i += 4)
+        for (int k = 0; k < 4; k++) {
+            double d = x[i + k] - mean;
+            q4[k] += d * d;
+        }
+    for (; i < len; i++) {
+        double d = x[i] - mean;
+        q4[i & 3] += d * d;
+    }
+}
+/* y = x * a + b, 4 lanes per step (the plain loop stays scalar at -O2): per lane the
+ * same multiply and add. y may alias x (in place); each lane reads its x before
+ * writing its y. */
+static inline __attribute__((always_inline)) void bn_affine(const float *x, float *y, int64_t len, float a, float b) {
+    const v4f a4 = {a, a, a, a}, b4 = {b, b, b, b};
+    int64_t i = 0;
+    for (; i + 4 <= len; i += 4) {
+        v4f xv;
+        memcpy(&xv, x + i, sizeof xv);
+        xv = xv * a4 + b4;
+        memcpy(y + i, &xv, sizeof xv);
+    }
+    for (; i < len; i++) y[i] = x[i] * a + b;
+}
+
+/* Low-precision planes go through float32 runs of BN_RUN elements on the stack
+ * (widened and rounded to nearest even by cpu_lowp.c's vector converters, the scalar
+ * rule's bits), so every element sees the float32 instance's operations in its order;
+ * it replaces a scalar widening and rounding per element (5.8% of ResNet-18's bf16
+ * step, bench/results_precision.md). */
+#define BN_RUN 2048
+enum { BN_SUM, BN_SQSUM, BN_AFFINE };
+
+static inline __attribute__((always_inline)) void bn_plane(const bn_args *ba, ot_dtype t, int64_t o, int pass,
+                                                           double mean, float a, float b, double *acc) {
+    const int64_t sz = ba->sz;
+    if (t == OT_F32) {
+        const float *x = (const float *)ba->x + o;
+        if (pass == BN_SUM) bn_sum(x, sz, acc);
+        else if (pass == BN_SQSUM) bn_sqsum(x, sz, mean, acc);
+        else bn_affine(x, (float *)ba->y + o, sz, a, b);
+        return;
+    }
+    float buf[BN_RUN];
+    for (int64_t r = 0; r < sz; r += BN_RUN) {
+        int64_t len = sz - r < BN_RUN ? sz - r : BN_RUN;
+        ot_cpu_lowp_to_f32_serial(t, (const uint16_t *)ba->x + o + r, buf, len);
+        if (pass == BN_SUM) {
+            bn_sum(buf, len, acc);
+        } else if (pass == BN_SQSUM) {
+            bn_sqsum(buf, len, mean, acc);
+        } else {
+            bn_affine(buf, buf, len, a, b);
+            ot_cpu_lowp_from_f32_serial(t, buf, (uint16_t *)ba->y + o + r, len);
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void bn_channel(const bn_args *ba, ot_dtype t, int64_t c) {
     const int64_t N = ba->N, C = ba->C, sz = ba->sz, cnt = N * sz;
     double mean, var;
@@ -143,26 +201,10 @@ static inline __attribute__((always_inline)) void bn_channel(const bn_args *ba, 
          * in a fixed order at the end: one dependent add chain per element was the
          * bottleneck (bench/NOTES.md). Still independent of the thread count. */
         double s4[4] = {0.0, 0.0, 0.0, 0.0};
-        for (int64_t n = 0; n < N; n++) {
-            int64_t o = (n * C + c) * sz, i = 0;
-            for (; i + 4 <= sz; i += 4)
-                for (int k = 0; k < 4; k++) s4[k] += bn_ld(t, ba->x, o + i + k);
-            for (; i < sz; i++) s4[i & 3] += bn_ld(t, ba->x, o + i);
-        }
+        for (int64_t n = 0; n < N; n++) bn_plane(ba, t, (n * C + c) * sz, BN_SUM, 0.0, 0.0f, 0.0f, s4);
         mean = cnt ? ((s4[0] + s4[1]) + (s4[2] + s4[3])) / (double)cnt : 0.0;
         double q4[4] = {0.0, 0.0, 0.0, 0.0};
-        for (int64_t n = 0; n < N; n++) {
-            int64_t o = (n * C + c) * sz, i = 0;
-            for (; i + 4 <= sz; i += 4)
-                for (int k = 0; k < 4; k++) {
-                    double d = bn_ld(t, ba->x, o + i + k) - mean;
-                    q4[k] += d * d;
-                }
-            for (; i < sz; i++) {
-                double d = bn_ld(t, ba->x, o + i) - mean;
-                q4[i & 3] += d * d;
-            }
-        }
+        for (int64_t n = 0; n < N; n++) bn_plane(ba, t, (n * C + c) * sz, BN_SQSUM, mean, 0.0f, 0.0f, q4);
         var = cnt ? ((q4[0] + q4[1]) + (q4[2] + q4[3])) / (double)cnt : 0.0;
     } else {
         mean = ba->rmean[c];
@@ -172,29 +214,7 @@ static inline __attribute__((always_inline)) void bn_channel(const bn_args *ba, 
     float a = ba->scale[c] * inv, b = ba->bias[c] - (float)mean * a;
     /* running stats are read before written: outputs may alias inputs 3 and 4 */
     float rm = ba->rmean[c], rv = ba->rvar[c];
-    for (int64_t n = 0; n < N; n++) {
-        int64_t o = (n * C + c) * sz, i = 0;
-        /* 4 lanes per step (the plain loop stays scalar at -O2): per lane the
-         * same multiply and add. y may alias x (in place); each lane reads its x
-         * before writing its y. */
-        const v4f a4 = {a, a, a, a}, b4 = {b, b, b, b};
-        for (; i + 4 <= sz; i += 4) {
-            v4f xv;
-            if (t == OT_F32) {
-                memcpy(&xv, (const float *)ba->x + o + i, sizeof xv);
-            } else {
-                xv = (v4f){bn_ld(t, ba->x, o + i), bn_ld(t, ba->x, o + i + 1), bn_ld(t, ba->x, o + i + 2),
-                           bn_ld(t, ba->x, o + i + 3)};
-            }
-            xv = xv * a4 + b4;
-            if (t == OT_F32) {
-                memcpy((float *)ba->y + o + i, &xv, sizeof xv);
-            } else {
-                for (int k = 0; k < 4; k++) bn_st(t, ba->y, o + i + k, xv[k]);
-            }
-        }
-        for (; i < sz; i++) bn_st(t, ba->y, o + i, bn_ld(t, ba->x, o + i) * a + b);
-    }
+    for (int64_t n = 0; n < N; n++) bn_plane(ba, t, (n * C + c) * sz, BN_AFFINE, 0.0, a, b, NULL);
     if (ba->training) {
         /* ONNX: population variance; PyTorch-exported models (importer sets the
          * attribute): unbiased, as torch.nn.BatchNorm updates it. */
