@@ -4,7 +4,7 @@
 2.15's dynamo exporter (`dy`) and its TorchScript exporter (`ts`: dynamo=False, training
 mode, opset 17), then through onnxtrain: `train` a few steps writing the tuned model,
 `verify` under every --remat policy (bitwise), `eval --dump-outputs` of the tuned model,
-and ONNX Runtime loading and running the tuned model, then its inference form
+onnx.checker (full_check) on the tuned model, and ONNX Runtime loading and running the tuned model, then its inference form
 (BatchNormalization's training_mode 0, Dropout off: what `eval` computes) against
 onnxtrain's eval; ort_err is the largest difference over the largest |logit|. Run with nice: it is CPU-heavy.
 
@@ -134,6 +134,17 @@ def first_err(p):
     return lines[0][:240]
 
 
+def checker(path):
+    """onnx.checker with full_check (types against each op's schema at the file's opset):
+    what a bf16 row can show where ONNX Runtime has no bf16 kernel to run the file."""
+    import onnx  # noqa: PLC0415
+    try:
+        onnx.checker.check_model(path, full_check=True)
+        return "ok"
+    except Exception as e:  # noqa: BLE001 (reported in the row)
+        return f"FAILED: {str(e).splitlines()[0][:200]}"
+
+
 def one(args, name, tag, ex):
     row = dict(model=name, dtype=tag, exporter=ex)
     d = os.path.join(args.scratch, f"{name}_{tag}_{ex}")
@@ -179,6 +190,7 @@ def one(args, name, tag, ex):
         row["eval"] = f"exit {p.returncode}: {first_err(p)}"
         return row
     ours = np.load(os.path.join(ev, "logits.npy"))
+    row["checker"] = checker(tuned)
     ort_out = os.path.join(d, "ort.npy")
     feeds = json.dumps({in_name: xp})
     p, _ = sh([args.ort_python, "-c", ORT_RUN, tuned, ort_out, feeds])
