@@ -134,6 +134,10 @@ ot_status ot_loss_build(ot_graph *g, const ot_loss_options *opt, int *loss_value
 
 /* ---- cross-entropy without the full logits (autodiff/linear_ce.c, issue 28) ---- */
 
+/* "off" -> 0, "auto" -> 1, "on" -> 2 (the order of ot_chunked_loss_mode and
+ * ot_fused_attn_mode); OT_E_USAGE naming opt (the option or field) and the word otherwise. */
+ot_status ot_off_auto_on_parse(const char *opt, const char *s, int *out, ot_error *err);
+
 typedef enum ot_chunked_loss_mode {
     OT_CHUNKED_LOSS_OFF = 0, /* the loss builder's graph as it is */
     OT_CHUNKED_LOSS_AUTO,    /* fused when a chunk holds fewer rows than the logits */
@@ -177,7 +181,8 @@ typedef enum ot_fused_attn_mode {
     OT_FUSED_ATTN_ON,      /* fused wherever the pattern matches */
 } ot_fused_attn_mode;
 
-/* "off" | "on" | "auto"; OT_E_USAGE naming opt (the option or field) and the word otherwise. */
+/* "off" | "on" | "auto"; OT_E_USAGE naming opt (the option or field) and the word otherwise
+ * (ot_off_auto_on_parse, as --chunked-loss). */
 ot_status ot_fused_attn_parse(const char *opt, const char *s, ot_fused_attn_mode *out, ot_error *err);
 
 typedef struct ot_fused_attn_result {

@@ -30,16 +30,14 @@
 #include <stdio.h>
 #include <string.h>
 
+_Static_assert(OT_FUSED_ATTN_OFF == 0 && OT_FUSED_ATTN_AUTO == 1 && OT_FUSED_ATTN_ON == 2,
+               "ot_off_auto_on_parse's order");
+
 ot_status ot_fused_attn_parse(const char *opt, const char *s, ot_fused_attn_mode *out, ot_error *err) {
-    if (strcmp(s, "off") == 0)
-        *out = OT_FUSED_ATTN_OFF;
-    else if (strcmp(s, "on") == 0)
-        *out = OT_FUSED_ATTN_ON;
-    else if (strcmp(s, "auto") == 0)
-        *out = OT_FUSED_ATTN_AUTO;
-    else
-        return ot_fail(err, OT_E_USAGE, "%s '%s': expected off, on or auto", opt, s);
-    return OT_OK;
+    int m = 0;
+    ot_status st = ot_off_auto_on_parse(opt, s, &m, err);
+    if (!st) *out = (ot_fused_attn_mode)m;
+    return st;
 }
 
 typedef struct amatch {

@@ -195,16 +195,26 @@ static bool match_all(const ot_graph *g, int loss_value, int out_value, match *m
     return match_head(g, v, V, m, outs_ok, r);
 }
 
-ot_status ot_chunked_loss_parse(const char *opt, const char *s, ot_chunked_loss_mode *out, ot_error *err) {
+ot_status ot_off_auto_on_parse(const char *opt, const char *s, int *out, ot_error *err) {
     if (strcmp(s, "off") == 0)
-        *out = OT_CHUNKED_LOSS_OFF;
-    else if (strcmp(s, "on") == 0)
-        *out = OT_CHUNKED_LOSS_ON;
+        *out = 0;
     else if (strcmp(s, "auto") == 0)
-        *out = OT_CHUNKED_LOSS_AUTO;
+        *out = 1;
+    else if (strcmp(s, "on") == 0)
+        *out = 2;
     else
         return ot_fail(err, OT_E_USAGE, "%s '%s': expected off, on or auto", opt, s);
     return OT_OK;
+}
+
+_Static_assert(OT_CHUNKED_LOSS_OFF == 0 && OT_CHUNKED_LOSS_AUTO == 1 && OT_CHUNKED_LOSS_ON == 2,
+               "ot_off_auto_on_parse's order");
+
+ot_status ot_chunked_loss_parse(const char *opt, const char *s, ot_chunked_loss_mode *out, ot_error *err) {
+    int m = 0;
+    ot_status st = ot_off_auto_on_parse(opt, s, &m, err);
+    if (!st) *out = (ot_chunked_loss_mode)m;
+    return st;
 }
 
 int64_t ot_linear_ce_default_chunk(int64_t rows, int64_t vocab) {

@@ -234,15 +234,18 @@ ot_status ot_attn_check_nonpad(const ot_attn_geom *g, const ot_node *node, const
     return OT_OK;
 }
 
-size_t ot_attn_workspace(const ot_node *node, const ot_tensor *in, bool grad) {
-    int o = grad ? 1 : 0; /* AttentionGrad: dY first */
-    ot_attn_geom g;
-    ot_error ignored;
+ot_status ot_attn_geometry_of(ot_attn_geom *g, const ot_node *node, const ot_tensor *in, int o, ot_error *err) {
     const ot_tensor *m = ot_xfmr_input(node, in, o + 3), *pk = ot_xfmr_input(node, in, o + 4);
     const ot_tensor *pv = ot_xfmr_input(node, in, o + 5), *np = ot_xfmr_input(node, in, o + 6);
-    if (ot_attn_geometry(&g, node, &in[o].shape, &in[o + 1].shape, &in[o + 2].shape, m ? &m->shape : NULL,
-                         m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL,
-                         np ? &np->shape : NULL, &ignored))
+    return ot_attn_geometry(g, node, &in[o].shape, &in[o + 1].shape, &in[o + 2].shape, m ? &m->shape : NULL,
+                            m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL,
+                            np ? &np->shape : NULL, err);
+}
+
+size_t ot_attn_workspace(const ot_node *node, const ot_tensor *in, bool grad) {
+    ot_attn_geom g;
+    ot_error ignored;
+    if (ot_attn_geometry_of(&g, node, in, grad ? 1 : 0, &ignored)) /* AttentionGrad: dY first */
         return 0;
     return (size_t)(g.B * g.Hq * g.Sq * g.T) * sizeof(float) * (grad ? 2 : 1);
 }

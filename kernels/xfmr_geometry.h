@@ -246,6 +246,9 @@ extern "C" {
 ot_status ot_attn_geometry(ot_attn_geom *g, const ot_node *node, const ot_shape *q, const ot_shape *k,
                            const ot_shape *v, const ot_shape *mask, ot_dtype mask_dt, const ot_shape *pk,
                            const ot_shape *pv, const ot_shape *nonpad, ot_error *err);
+/* The same from an Attention (o = 0) or AttentionGrad (o = 1: dY first) node's input
+ * tensors, the optional ones read through ot_xfmr_input. */
+ot_status ot_attn_geometry_of(ot_attn_geom *g, const ot_node *node, const ot_tensor *in, int o, ot_error *err);
 /* Every nonpad_kv_seqlen value (B of them, host memory) in [0, T]: OT_E_MODEL naming
  * the node and the first one outside. */
 ot_status ot_attn_check_nonpad(const ot_attn_geom *g, const ot_node *node, const int64_t *nonpad, ot_error *err);

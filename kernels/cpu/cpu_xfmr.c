@@ -112,9 +112,7 @@ static ot_status attn_setup(const ot_node *node, const ot_tensor *in, int o, ot_
     for (int k = 0; k <= o + 5 && k < node->n_inputs; k++) /* nonpad (o + 6) is int64 */
         if (ot_xfmr_input(node, in, k) && k != o + 3 && in[k].dtype != OT_F32)
             return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
-    ot_status st = ot_attn_geometry(g, node, &in[o].shape, &in[o + 1].shape, &in[o + 2].shape, m ? &m->shape : NULL,
-                                    m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL,
-                                    np ? &np->shape : NULL, err);
+    ot_status st = ot_attn_geometry_of(g, node, in, o, err);
     if (!st && np && np->dtype != OT_I64) st = ot_cpu_bad_dtype(node, "nonpad_kv_seqlen", np->dtype, err);
     if (!st && np) st = attn_nonpad_check(g, node, np, err);
     if (st) return st;
@@ -187,13 +185,7 @@ static void times_blocks(const ot_kernel_ctx *c1, const ot_attn_geom *g, const f
 static int64_t attn_units(const ot_node *node, const ot_tensor *in, bool grad, int64_t *per_unit) {
     ot_attn_geom g;
     ot_error ignored;
-    int o = grad ? 1 : 0;
-    const ot_tensor *m = ot_xfmr_input(node, in, o + 3), *pk = ot_xfmr_input(node, in, o + 4);
-    const ot_tensor *pv = ot_xfmr_input(node, in, o + 5), *np = ot_xfmr_input(node, in, o + 6);
-    if (ot_attn_geometry(&g, node, &in[o].shape, &in[o + 1].shape, &in[o + 2].shape, m ? &m->shape : NULL,
-                         m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL,
-                         np ? &np->shape : NULL, &ignored))
-        return 0;
+    if (ot_attn_geometry_of(&g, node, in, grad ? 1 : 0, &ignored)) return 0;
     int64_t units = grad ? g.B * g.Hkv : g.B * g.Hq;
     *per_unit = g.Sq * g.T * (grad ? 3 : 1);
     return units < ATTN_CHUNK ? units : ATTN_CHUNK;

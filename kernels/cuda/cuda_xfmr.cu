@@ -170,9 +170,7 @@ static ot_status attn_setup(ot_cuda_ctx *cx, const ot_node *node, const ot_tenso
     for (int k = 0; k <= o + 5 && k < node->n_inputs; k++) /* nonpad (o + 6) is int64 */
         if (ot_xfmr_input(node, in, k) && k != o + 3 && in[k].dtype != OT_F32)
             return ot_cuda_bad_dtype(node, "an input", in[k].dtype, err);
-    ot_status st = ot_attn_geometry(g, node, &in[o].shape, &in[o + 1].shape, &in[o + 2].shape, m ? &m->shape : NULL,
-                                    m ? m->dtype : OT_UNDEFINED, pk ? &pk->shape : NULL, pv ? &pv->shape : NULL,
-                                    np ? &np->shape : NULL, err);
+    ot_status st = ot_attn_geometry_of(g, node, in, o, err);
     if (!st && np && np->dtype != OT_I64) st = ot_cuda_bad_dtype(node, "nonpad_kv_seqlen", np->dtype, err);
     if (!st && np) st = attn_nonpad_check(cx, g, node, np, err);
     if (!st && g->dropout > 0.0f)
