@@ -283,6 +283,8 @@ int ot_graph_add_value(ot_graph *g, const char *name, ot_dtype dtype, const ot_s
 
 int ot_graph_add_value_blocks(ot_graph *g, const ot_value_blocks *b, ot_dtype dtype, const ot_shape *shape,
                               ot_value_kind kind) {
+    /* copied first: shape may point into g->values, which grow can move */
+    ot_shape s = shape ? *shape : ot_shape_unknown();
     if (grow((void **)&g->values, &g->cap_values, g->n_values + 1, sizeof(ot_value))) return -1;
     ot_value *v = &g->values[g->n_values];
     memset(v, 0, sizeof *v);
@@ -291,7 +293,7 @@ int ot_graph_add_value_blocks(ot_graph *g, const ot_value_blocks *b, ot_dtype dt
     v->consumers = b->consumers;
     v->cap_consumers = b->consumers ? b->cap_consumers : 0;
     v->dtype = dtype;
-    v->shape = shape ? *shape : ot_shape_unknown();
+    v->shape = s;
     v->kind = kind;
     v->producer = -1;
     v->init_index = -1;

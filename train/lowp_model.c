@@ -31,7 +31,7 @@ static int retarget(ot_graph *g, int v, int c, int except) {
     int n = g->values[v].n_consumers;
     int *readers = malloc(sizeof(int) * (size_t)(n + 1));
     if (!readers) return -1;
-    memcpy(readers, g->values[v].consumers, sizeof(int) * (size_t)n);
+    if (n > 0) memcpy(readers, g->values[v].consumers, sizeof(int) * (size_t)n); /* none: NULL consumers */
     for (int k = 0; k < n; k++) {
         int r = readers[k];
         if (r == except || g->nodes[r].removed) continue;
