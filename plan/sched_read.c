@@ -93,9 +93,13 @@ static bool read_consumers(sched *s, int v, int *n_cons) {
     s->cons_start[v] = *n_cons;
     if (!ids_room(s, &s->cons, &s->cap_cons, *n_cons, *n_cons + nc)) return false;
     for (int c = 0; c < nc; c++) s->cons[(*n_cons)++] = cs[c]; /* a few each: no memcpy */
-    bool pinned = val->is_graph_output;
-    for (int c = 0; c < nc && !pinned && val->kind == OT_VK_GRADIENT && !s->g->fuse_update; c++)
-        pinned = live_id(s, cs[c]) && s->phase[cs[c]] == OT_PHASE_OPTIMIZER;
+    int n_opt = 0, n_other = 0; /* pinned_gradient() (schedule.c): read by updates (only, when fused) */
+    for (int c = 0; c < nc && val->kind == OT_VK_GRADIENT; c++) {
+        if (!live_id(s, cs[c])) continue;
+        if (s->phase[cs[c]] == OT_PHASE_OPTIMIZER) n_opt++;
+        else n_other++;
+    }
+    bool pinned = val->is_graph_output || (n_opt > 0 && (!s->g->fuse_update || n_other == 0));
     s->vflags[v] = (unsigned char)((s->vflags[v] & V_TEMPORARY) | (pinned ? V_PINNED_GRADIENT : 0));
     int sole = nc > 0 ? cs[0] : -1, n = 0;
     for (int c = 1; c < nc && sole >= 0; c++)

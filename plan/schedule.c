@@ -84,15 +84,24 @@ static bool temporary(const ot_graph *g, const ot_value *v) {
     return v->kind == OT_VK_ACTIVATION || v->kind == OT_VK_GRADIENT;
 }
 
-/* A param's gradient: a graph output, or read by an optimizer node. It has its slot
- * in the pinned gradient slab, so writing it allocates nothing; with fused updates
- * it is a transient like any other (planner.h). */
+/* A param's gradient, whose writing the eager rule counts as nothing: a graph output,
+ * or read by an optimizer node. Unfused it has its slot in the pinned gradient slab, so
+ * writing it allocates nothing. With fused updates it is a transient like any other
+ * (planner.h), but when only updates read it, they run as soon as it exists (an update
+ * frees its gradient and allocates nothing: eager) and free it at once; so the node
+ * that writes it (the Cast up of a bf16 weight gradient) frees its inputs for nothing,
+ * where counted in full it would wait for its id, at the end of the backward pass, and
+ * keep every layer's low gradient alive until then. sched_read.c's flag says the same. */
 static bool pinned_gradient(const ot_graph *g, const ot_value *v) {
     if (v->is_graph_output) return true;
-    if (v->kind != OT_VK_GRADIENT || g->fuse_update) return false;
-    for (int c = 0; c < v->n_consumers; c++)
-        if (node_live(g, v->consumers[c]) && g->nodes[v->consumers[c]].phase == OT_PHASE_OPTIMIZER) return true;
-    return false;
+    if (v->kind != OT_VK_GRADIENT) return false;
+    int n_opt = 0, n_other = 0;
+    for (int c = 0; c < v->n_consumers; c++) {
+        if (!node_live(g, v->consumers[c])) continue;
+        if (g->nodes[v->consumers[c]].phase == OT_PHASE_OPTIMIZER) n_opt++;
+        else n_other++;
+    }
+    return n_opt > 0 && (!g->fuse_update || n_other == 0);
 }
 
 /* A backward node is eager when running it frees at least as much as it allocates:
@@ -273,7 +282,18 @@ static void build_keys(sched *s) {
         int id = s->topo[i];
         ot_phase ph = (ot_phase)s->phase[id];
         sched_key k = {phase_rank(ph, s->g->fuse_update), id, 1, id};
-        if (ph == OT_PHASE_RECOMPUTE) {
+        if (ph != OT_PHASE_RECOMPUTE) {
+            /* a node that a lower anchor waits for takes that anchor: ids are the
+             * order a pass emitted nodes in, and a pass that ran later (autocast's
+             * casts around a backward node, a fused loss) appends its nodes with ids
+             * above everything; by its own id such a node would wait behind every
+             * recompute clone anchored below it, which would then run long before
+             * their readers (schedule.h) */
+            for (int e = s->succ_start[id]; e < s->succ_start[id + 1]; e++) {
+                const sched_key *c = &s->keys[s->succ[e]];
+                if (c->rank == k.rank && c->anchor < k.anchor) k.anchor = c->anchor;
+            }
+        } else {
             k.sub = 0;
             bool any = false;
             for (int e = s->succ_start[id]; e < s->succ_start[id + 1]; e++) {
