@@ -21,6 +21,8 @@
 #include "kernels/cpu/gemm_lowp.h"
 
 #include <omp.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,15 +115,57 @@ static ot_status run_converting(const ot_node *node, const ot_gemm_lowp_args *g,
 #ifdef OT_HAVE_DNNL
 enum { KEY_LEN = 13 };
 
+/* One primitive per key, shared by every node with that key: creating a matmul
+ * primitive allocates 0.2-0.7 MB of oneDNN's own (kernels, their tables) even when its
+ * primitive cache hits, and GPT-2 small has 144 bf16 GEMM nodes but a dozen keys: kept
+ * per node, they held about 100 MB outside the plan during the steps. The same key
+ * gives the same implementation (oneDNN picks it from the descriptor and the thread
+ * count, both in the key), so sharing changes no bit. One CPU engine serves them all
+ * (a primitive runs on memory of its own engine); both live while any node holds a
+ * state. Executing one primitive from several threads at once is allowed (oneDNN's
+ * scratchpad is per thread); the memory objects, whose handles each call sets, stay
+ * per node. */
+typedef struct shared_prim {
+    int64_t key[KEY_LEN];
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    int refs;
+    struct shared_prim *next;
+} shared_prim;
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static shared_prim *shared_list;
+static dnnl_engine_t shared_engine;
+static int engine_refs;
+
 typedef struct lowp_state {
     ot_cpu_node_state base; /* first: the backend frees any node state through it */
     int64_t key[KEY_LEN];
-    dnnl_engine_t eng;
+    shared_prim *sp;
+    bool has_engine; /* holds a reference to shared_engine */
     dnnl_stream_t stream;
-    dnnl_primitive_desc_t pd;
-    dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
 } lowp_state;
+
+/* Drops one reference to sp (may be NULL) and, with has_engine, to the engine. */
+static void release_shared(shared_prim *sp, bool has_engine) {
+    pthread_mutex_lock(&shared_lock);
+    if (sp && --sp->refs == 0) {
+        for (shared_prim **pp = &shared_list; *pp; pp = &(*pp)->next)
+            if (*pp == sp) {
+                *pp = sp->next;
+                break;
+            }
+        dnnl_primitive_destroy(sp->prim);
+        dnnl_primitive_desc_destroy(sp->pd);
+        free(sp);
+    }
+    if (has_engine && --engine_refs == 0) {
+        dnnl_engine_destroy(shared_engine);
+        shared_engine = NULL;
+    }
+    pthread_mutex_unlock(&shared_lock);
+}
 
 static void state_free(void *p) {
     lowp_state *s = p;
@@ -129,10 +173,8 @@ static void state_free(void *p) {
     dnnl_memory_destroy(s->a);
     dnnl_memory_destroy(s->b);
     dnnl_memory_destroy(s->c);
-    dnnl_primitive_destroy(s->prim);
-    dnnl_primitive_desc_destroy(s->pd);
     if (s->stream) dnnl_stream_destroy(s->stream);
-    if (s->eng) dnnl_engine_destroy(s->eng);
+    release_shared(s->sp, s->has_engine);
     free(s);
 }
 
@@ -146,19 +188,23 @@ static void key_of(const ot_gemm_lowp_args *g, int nt, int64_t *k) {
 
 static dnnl_data_type_t dnnl_type(ot_dtype t) { return t == OT_BF16 ? dnnl_bf16 : t == OT_F16 ? dnnl_f16 : dnnl_f32; }
 
-/* The primitive for g on nt threads (oneDNN reads omp_get_max_threads() when it
- * creates it; the caller has set it). */
-static dnnl_status_t build(lowp_state *s, const ot_gemm_lowp_args *g) {
-    dnnl_memory_desc_t am, bm, cm;
+static void descs_of(const ot_gemm_lowp_args *g, dnnl_memory_desc_t *am, dnnl_memory_desc_t *bm, dnnl_memory_desc_t *cm,
+                     dnnl_status_t *st) {
     dnnl_dims_t ad = {g->M, g->K}, bd = {g->K, g->N}, cd = {g->M, g->N};
     dnnl_dims_t as = {g->ta ? 1 : g->lda, g->ta ? g->lda : 1}, bs = {g->tb ? 1 : g->ldb, g->tb ? g->ldb : 1};
     dnnl_dims_t cs = {g->ldc, 1};
-    dnnl_status_t st = dnnl_memory_desc_init_by_strides(&am, 2, ad, dnnl_type(g->ab), as);
-    if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&bm, 2, bd, dnnl_type(g->ab), bs);
-    if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&cm, 2, cd, dnnl_type(g->c), cs);
+    *st = dnnl_memory_desc_init_by_strides(am, 2, ad, dnnl_type(g->ab), as);
+    if (*st == dnnl_success) *st = dnnl_memory_desc_init_by_strides(bm, 2, bd, dnnl_type(g->ab), bs);
+    if (*st == dnnl_success) *st = dnnl_memory_desc_init_by_strides(cm, 2, cd, dnnl_type(g->c), cs);
+}
+
+/* A new primitive for g on the shared engine (called with shared_lock held). */
+static dnnl_status_t make_prim(shared_prim *sp, const ot_gemm_lowp_args *g) {
+    dnnl_memory_desc_t am, bm, cm;
+    dnnl_status_t st;
+    descs_of(g, &am, &bm, &cm, &st);
     dnnl_matmul_desc_t md;
     if (st == dnnl_success) st = dnnl_matmul_desc_init(&md, &am, &bm, NULL, &cm);
-    if (st == dnnl_success) st = dnnl_engine_create(&s->eng, dnnl_cpu, 0);
     if (st != dnnl_success) return st;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
@@ -169,14 +215,48 @@ static dnnl_status_t build(lowp_state *s, const ot_gemm_lowp_args *g) {
         if (st == dnnl_success) st = dnnl_post_ops_append_sum(po, g->beta);
         if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, po);
     }
-    if (st == dnnl_success) st = dnnl_primitive_desc_create(&s->pd, &md, attr, s->eng, NULL);
+    if (st == dnnl_success) st = dnnl_primitive_desc_create(&sp->pd, &md, attr, shared_engine, NULL);
     if (po) dnnl_post_ops_destroy(po);
     if (attr) dnnl_primitive_attr_destroy(attr);
-    if (st == dnnl_success) st = dnnl_primitive_create(&s->prim, s->pd);
-    if (st == dnnl_success) st = dnnl_stream_create(&s->stream, s->eng, dnnl_stream_default_flags);
-    if (st == dnnl_success) st = dnnl_memory_create(&s->a, &am, s->eng, DNNL_MEMORY_NONE);
-    if (st == dnnl_success) st = dnnl_memory_create(&s->b, &bm, s->eng, DNNL_MEMORY_NONE);
-    if (st == dnnl_success) st = dnnl_memory_create(&s->c, &cm, s->eng, DNNL_MEMORY_NONE);
+    if (st == dnnl_success) st = dnnl_primitive_create(&sp->prim, sp->pd);
+    return st;
+}
+
+/* The primitive for g on nt threads (oneDNN reads omp_get_max_threads() when it
+ * creates it; the caller has set it): the shared one of s's key, made when there is
+ * none; then s's own stream and memory objects. */
+static dnnl_status_t build(lowp_state *s, const ot_gemm_lowp_args *g) {
+    dnnl_status_t st = dnnl_success;
+    pthread_mutex_lock(&shared_lock);
+    if (!shared_engine) st = dnnl_engine_create(&shared_engine, dnnl_cpu, 0);
+    if (st == dnnl_success) {
+        engine_refs++;
+        s->has_engine = true;
+        for (shared_prim *sp = shared_list; sp && !s->sp; sp = sp->next)
+            if (memcmp(sp->key, s->key, sizeof s->key) == 0) s->sp = sp;
+        if (!s->sp) {
+            shared_prim *sp = calloc(1, sizeof *sp);
+            st = sp ? make_prim(sp, g) : dnnl_out_of_memory;
+            if (st == dnnl_success) {
+                memcpy(sp->key, s->key, sizeof sp->key);
+                sp->next = shared_list;
+                shared_list = sp;
+                s->sp = sp;
+            } else if (sp) {
+                if (sp->prim) dnnl_primitive_destroy(sp->prim);
+                if (sp->pd) dnnl_primitive_desc_destroy(sp->pd);
+                free(sp);
+            }
+        }
+        if (s->sp) s->sp->refs++;
+    }
+    pthread_mutex_unlock(&shared_lock);
+    dnnl_memory_desc_t am, bm, cm;
+    if (st == dnnl_success) descs_of(g, &am, &bm, &cm, &st);
+    if (st == dnnl_success) st = dnnl_stream_create(&s->stream, shared_engine, dnnl_stream_default_flags);
+    if (st == dnnl_success) st = dnnl_memory_create(&s->a, &am, shared_engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success) st = dnnl_memory_create(&s->b, &bm, shared_engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success) st = dnnl_memory_create(&s->c, &cm, shared_engine, DNNL_MEMORY_NONE);
     return st;
 }
 
@@ -227,7 +307,7 @@ static ot_status run_dnnl(const ot_node *node, const ot_gemm_lowp_args *g, int n
     if (!nested && was != nt) omp_set_num_threads(nt);
     if (ds == dnnl_success) {
         dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b}, {DNNL_ARG_DST, s->c}};
-        ds = dnnl_primitive_execute(s->prim, s->stream, 3, args);
+        ds = dnnl_primitive_execute(s->sp->prim, s->stream, 3, args);
     }
     if (ds == dnnl_success) ds = dnnl_stream_wait(s->stream);
     if (!nested && was != nt) omp_set_num_threads(was);
@@ -276,7 +356,7 @@ const char *ot_gemm_lowp_impl_name(const ot_gemm_lowp_args *g, int threads, char
         probe.op_type = ty;
         if (state_for(&probe, g, threads > 0 ? threads : 1, NULL, &s, NULL) == OT_OK) {
             const char *info = NULL;
-            if (dnnl_primitive_desc_query(s->pd, dnnl_query_impl_info_str, 0, &info) == dnnl_success && info)
+            if (dnnl_primitive_desc_query(s->sp->pd, dnnl_query_impl_info_str, 0, &info) == dnnl_success && info)
                 snprintf(buf, n, "%s", info);
             state_free(s);
         } else {
