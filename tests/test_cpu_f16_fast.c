@@ -4,7 +4,8 @@
  * Cast's quiet bit), float32 patterns down (a stride through all 2^32, a million
  * random ones, and the neighbours of the rounding ties, the overflow threshold, the
  * subnormal range, infinities and NaNs with payloads), through the threaded, the
- * serial and the Cast entry points. */
+ * serial and the Cast entry points, and each vector width (16 lanes of AVX-512F, 8 of
+ * AVX2) on its own where this CPU has it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,6 +46,47 @@ static void test_f16_to_f32_all(void **state) {
     }
     free(s);
     free(d);
+}
+
+/* Each vector width alone on every float16 pattern and on the float32 sweep: the
+ * elements it converts (all but the ragged tail) are the scalar rule's. */
+static int64_t sweep(uint32_t *x);
+static void test_f16_widths(void **state) {
+    (void)state;
+    int64_t n = 65536 + 7;
+    uint16_t *s = malloc((size_t)n * 2);
+    float *d = malloc((size_t)n * 4);
+    uint32_t *x = malloc((1300000 + 64 * 5 + 3) * sizeof(uint32_t));
+    assert_non_null(s);
+    assert_non_null(d);
+    assert_non_null(x);
+    int64_t nx = sweep(x);
+    uint16_t *y = malloc((size_t)nx * 2);
+    assert_non_null(y);
+    for (int64_t i = 0; i < n; i++) s[i] = (uint16_t)(i * 40503u);
+    int checked = 0;
+    for (int lanes = 8; lanes <= 16; lanes += 8) {
+        if (lanes > ot_cpu_f16_lanes()) {
+            print_message("this CPU has no %d-lane float16 conversion: not checked\n", lanes);
+            continue;
+        }
+        for (int q = 0; q < 2; q++) {
+            int64_t done = ot_cpu_f16_to_f32_lanes(lanes, s, d, n, q);
+            assert_int_equal(done, n - n % lanes);
+            for (int64_t i = 0; i < done; i++)
+                if (ot_hf_bits(d[i]) != want_up(s[i], q))
+                    fail_msg("%d lanes: %04x -> %08x, want %08x", lanes, s[i], ot_hf_bits(d[i]), want_up(s[i], q));
+        }
+        int64_t done = ot_cpu_f32_to_f16_lanes(lanes, (const float *)x, y, nx);
+        assert_int_equal(done, nx - nx % lanes);
+        for (int64_t i = 0; i < done; i++) {
+            uint16_t want = ot_hf_f32_to_f16(ot_hf_from_bits(x[i]));
+            if (y[i] != want) fail_msg("%d lanes: %08x -> %04x, want %04x", lanes, x[i], y[i], want);
+        }
+        checked++;
+    }
+    if (!checked) print_message("no float16 vector width on this CPU: only the scalar rule runs\n");
+    free(s), free(d), free(x), free(y);
 }
 
 /* The float32 patterns of the sweep: n of them into x. */
@@ -127,6 +169,7 @@ int main(void) {
         cmocka_unit_test(test_f16_to_f32_all),
         cmocka_unit_test(test_f32_to_f16_sweep),
         cmocka_unit_test(test_cast_f16),
+        cmocka_unit_test(test_f16_widths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,8 +27,15 @@ void ot_cpu_lowp_from_f32_serial(ot_dtype t, const float *s, uint16_t *d, int64_
 /* bfloat16 to float32 the same way; quiet: a NaN comes out with its quiet bit set, as
  * the Cast kernel gives it (cpu_shape_ops.c). */
 void ot_cpu_bf16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet);
-/* float16 to float32 likewise (F16C where the CPU has AVX-512F). */
+/* float16 to float32 likewise (F16C: 16 lanes with AVX-512F, else 8 with AVX2). */
 void ot_cpu_f16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet);
+/* The float16 vector bodies by width, for the conversions above and their tests: the
+ * widest this CPU has (16, 8, or 0: scalar only); the first elements of n converted
+ * with `lanes` lanes (a multiple of it; 0 when this CPU lacks that width), the rest
+ * left to the caller's scalar tail. */
+int ot_cpu_f16_lanes(void);
+int64_t ot_cpu_f16_to_f32_lanes(int lanes, const uint16_t *s, float *d, int64_t n, bool quiet);
+int64_t ot_cpu_f32_to_f16_lanes(int lanes, const float *s, uint16_t *d, int64_t n);
 
 /* Workspace bytes: the float32 copies of the low-precision inputs whose bit is set in
  * `reads` (bit k: input k; inputs the kernel reads for their shape only stay out) and
