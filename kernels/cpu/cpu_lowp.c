@@ -158,7 +158,7 @@ __attribute__((target("avx512f"))) static int64_t f32_to_f16_avx512(const float 
 
 /* The same on 8 lanes with F16C and AVX2, for CPUs without AVX-512F. */
 __attribute__((target("avx2,f16c"))) static int64_t f16_to_f32_f16c(const uint16_t *s, float *d, int64_t n,
-                                                                     bool quiet) {
+                                                                    bool quiet) {
     const __m256i mag = _mm256_set1_epi32(0x7fff), inf = _mm256_set1_epi32(0x7c00), sign = _mm256_set1_epi32(0x8000);
     const __m256i top = _mm256_set1_epi32(quiet ? 0x70400000 : 0x70000000);
     int64_t i = 0;
@@ -224,7 +224,8 @@ static void to_f32_part(ot_dtype t, const uint16_t *s, float *d, int64_t n, bool
 }
 
 static void from_f32_part(ot_dtype t, const float *s, uint16_t *d, int64_t n, bool vec) {
-    int64_t i = t == OT_BF16 ? (vec ? f32_to_bf16_avx512(s, d, n) : 0) : ot_cpu_f32_to_f16_lanes(ot_cpu_f16_lanes(), s, d, n);
+    int64_t i = t == OT_BF16 ? (vec ? f32_to_bf16_avx512(s, d, n) : 0)
+                             : ot_cpu_f32_to_f16_lanes(ot_cpu_f16_lanes(), s, d, n);
     if (t == OT_BF16)
         for (; i < n; i++) d[i] = ot_hf_f32_to_bf16(s[i]);
     else
@@ -247,8 +248,12 @@ static void to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt, b
     }
 }
 
-void ot_cpu_bf16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet) { to_f32(OT_BF16, s, d, n, nt, quiet); }
-void ot_cpu_f16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet) { to_f32(OT_F16, s, d, n, nt, quiet); }
+void ot_cpu_bf16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet) {
+    to_f32(OT_BF16, s, d, n, nt, quiet);
+}
+void ot_cpu_f16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet) {
+    to_f32(OT_F16, s, d, n, nt, quiet);
+}
 void ot_cpu_lowp_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt) { to_f32(t, s, d, n, nt, false); }
 
 void ot_cpu_lowp_from_f32(ot_dtype t, const float *s, uint16_t *d, int64_t n, int nt) {

@@ -10,7 +10,7 @@
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_lowp.h" /* the bfloat16 / float16 runs of BatchNormalization and Dropout */
 #include "kernels/norm_geometry.h"
-#include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n, ot_cpu_max_f32 */
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_expf_n, ot_cpu_max_f32 */
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
 #include "exec/rng.h"
 

@@ -3,8 +3,8 @@
  * the ZerosLike / OnesLike fills. */
 #include <math.h>
 
-#include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n */
-#include "kernels/cpu/cpu_lowp.h"      /* ot_cpu_dropout_select_any */
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_expf_n */
+#include "kernels/cpu/cpu_lowp.h"    /* ot_cpu_dropout_select_any */
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
 #include "kernels/cpu/grad_kernels.h"
 #include "exec/rng.h"
