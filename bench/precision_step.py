@@ -1,12 +1,19 @@
 #!/usr/bin/python3
 """precision_step.py — issue 27's speed figures: the training step time of `--precision
-bf16` against float32 on GPT-2 small (bench/lora_memory.py's export: d 768, 12 layers,
-12 heads, vocab 50257, tied head, sequence 256) and torchvision's ResNet-18 (224x224,
-1000 classes), and of PyTorch 2.x's own CPU step under torch.autocast("cpu",
-torch.bfloat16) on the same model; Adam, 2 threads each, random weights and data.
+bf16` (and fp16) against float32 on GPT-2 small (bench/lora_memory.py's export: d 768,
+12 layers, 12 heads, vocab 50257, tied head, sequence 256), torchvision's ResNet-18 and
+MobileNetV2 (224x224, 1000 classes; MobileNetV2's ReLU6 exports as Clip), and of
+PyTorch 2.x's own CPU step under torch.autocast("cpu", torch.bfloat16) on the same
+model; Adam, 2 threads each, random weights and data.
 
     /usr/bin/python3 bench/precision_step.py BUILD SCRATCH [--rounds R] [--steps N]
-        [--gpt-batch B] [--resnet-batch B] [--torch PYTHON] [--models gpt2,resnet18]
+        [--gpt-batch B] [--resnet-batch B (the CNNs)] [--torch PYTHON] [--models gpt2,resnet18,mobilenet]
+        [--precisions fp32,bf16,fp16] [--tools onnxtrain,torch] [--base OLD_BUILD]
+
+--precisions picks the precisions (default fp32,bf16; PyTorch runs fp16 under
+torch.autocast("cpu", torch.float16)); --tools drops PyTorch or onnxtrain; --base adds
+a second onnxtrain build (its libonnxtrain.so) to every round, as "base", so a change's
+before and after are timed in the same rounds and their ratio printed per precision.
 
 Each process also reports its CPU seconds per step (time.process_time: both threads),
 printed beside the wall times: on a shared machine the steadier of the two.
@@ -44,6 +51,19 @@ def resnet18_module(torch):
     return torchvision.models.resnet18(num_classes=1000).train()
 
 
+def mobilenet_module(torch):
+    import torchvision  # noqa: PLC0415
+    torch.manual_seed(0)
+    return torchvision.models.mobilenet_v2(num_classes=1000).train()
+
+
+def cnn_module(torch, kind):
+    return mobilenet_module(torch) if kind == "mobilenet" else resnet18_module(torch)
+
+
+SCRATCH_NAMES = {"gpt2": "gpt2_small_256.onnx", "resnet18": "resnet18_224.onnx", "mobilenet": "mobilenetv2_224.onnx"}
+
+
 def batch(np, kind, b):
     rng = np.random.default_rng(0)
     if kind == "gpt2":
@@ -58,7 +78,7 @@ def export(kind, path):
         import lora_memory  # noqa: PLC0415
         lora_memory.export(path)
         return
-    m = resnet18_module(torch)
+    m = cnn_module(torch, kind)
     x = torch.zeros(1, 3, 224, 224)
     torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["logits"], opset_version=14,
                       dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}}, training=torch.onnx.TrainingMode.TRAINING,
@@ -88,14 +108,15 @@ def worker_torch(kind, prec, b, steps):
     import numpy as np  # noqa: PLC0415
     import torch  # noqa: PLC0415
     torch.set_num_threads(2)
-    m = gpt2_module(torch) if kind == "gpt2" else resnet18_module(torch)
+    m = gpt2_module(torch) if kind == "gpt2" else cnn_module(torch, kind)
     opt = torch.optim.Adam(m.parameters(), lr=1e-4)
     x, y = (torch.from_numpy(a) for a in batch(np, kind, b))
     times, cpu = [], []
     for i in range(steps + 1):
         t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
+        low = torch.float16 if prec == "fp16" else torch.bfloat16
+        with torch.autocast("cpu", dtype=low, enabled=prec != "fp32"):
             out = m(x)
         loss = torch.nn.functional.cross_entropy(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
         loss.backward()
@@ -122,21 +143,30 @@ def main():
     ap.add_argument("--resnet-batch", type=int, default=8)
     ap.add_argument("--torch", default="/work/venvs/ops3/bin/python")
     ap.add_argument("--models", default="gpt2,resnet18")
+    ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--tools", default="onnxtrain,torch")
+    ap.add_argument("--base", default=None, help="a second onnxtrain build, timed as 'base' in every round")
     a = ap.parse_args()
     os.makedirs(a.scratch, exist_ok=True)
-    lib = os.path.join(os.path.abspath(a.build), "libonnxtrain.so")
+    libs = {"onnxtrain": os.path.join(os.path.abspath(a.build), "libonnxtrain.so")}
+    tools = [(t, sys.executable if t == "onnxtrain" else a.torch) for t in a.tools.split(",")]
+    if a.base:
+        libs["base"] = os.path.join(os.path.abspath(a.base), "libonnxtrain.so")
+        tools.insert(0, ("base", sys.executable))
+    precs = a.precisions.split(",")
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     for kind in a.models.split(","):
-        path = os.path.join(a.scratch, "gpt2_small_256.onnx" if kind == "gpt2" else "resnet18_224.onnx")
+        path = os.path.join(a.scratch, SCRATCH_NAMES[kind])
         if not os.path.exists(path):
             export(kind, path)
         b = a.gpt_batch if kind == "gpt2" else a.resnet_batch
         runs, cpus = {}, {}
         for r in range(a.rounds):
-            for tool, py in (("onnxtrain", sys.executable), ("torch", a.torch)):
-                for prec in ("fp32", "bf16"):
-                    p = subprocess.run([py, os.path.abspath(__file__), "worker", tool, kind, prec, str(b), str(a.steps),
-                                        path, lib], capture_output=True, text=True, env=env)
+            for tool, py in tools:
+                for prec in precs:
+                    wtool = "torch" if tool == "torch" else "onnxtrain"
+                    p = subprocess.run([py, os.path.abspath(__file__), "worker", wtool, kind, prec, str(b), str(a.steps),
+                                        path, libs.get(tool, libs["onnxtrain"])], capture_output=True, text=True, env=env)
                     if p.returncode:
                         sys.exit("%s %s %s failed:\n%s" % (tool, kind, prec, p.stderr[-3000:]))
                     res = json.loads(p.stdout.strip().splitlines()[-1])
@@ -146,22 +176,22 @@ def main():
                     print("round %d %s %s %s: %.3f s/step (CPU %.3f s)" % (r + 1, kind, tool, prec, med, cpu),
                           flush=True)
         print("\n%s, batch %d, %d rounds x %d steps (median of each process, then over rounds):" % (kind, b, a.rounds, a.steps))
-        for tool in ("onnxtrain", "torch"):
-            f32, b16 = runs[(tool, "fp32")], runs[(tool, "bf16")]
-            ratio = statistics.median(x / y for x, y in zip(b16, f32))
-            print("  %-9s fp32 %.3f s  bf16 %.3f s  bf16/fp32 %.3fx" % (tool, statistics.median(f32),
-                                                                        statistics.median(b16), ratio))
-        ot_vs = statistics.median(x / y for x, y in zip(runs[("onnxtrain", "bf16")], runs[("torch", "bf16")]))
-        print("  onnxtrain bf16 / torch autocast bf16: %.3fx" % ot_vs)
-        # process CPU seconds (both threads) per step: steadier than wall time on a
-        # shared machine, where another job can take a core for part of a step
-        for tool in ("onnxtrain", "torch"):
-            f32, b16 = cpus[(tool, "fp32")], cpus[(tool, "bf16")]
-            print("  %-9s CPU fp32 %.3f s  bf16 %.3f s  bf16/fp32 %.3fx" % (
-                tool, statistics.median(f32), statistics.median(b16),
-                statistics.median(x / y for x, y in zip(b16, f32))))
-        print("  CPU onnxtrain bf16 / torch bf16: %.3fx" % statistics.median(
-            x / y for x, y in zip(cpus[("onnxtrain", "bf16")], cpus[("torch", "bf16")])))
+        ratio = lambda d, t1, p1, t2, p2: statistics.median(x / y for x, y in zip(d[(t1, p1)], d[(t2, p2)]))  # noqa: E731
+        # wall, then process CPU seconds (both threads) per step: steadier than wall time
+        # on a shared machine, where another job can take a core for part of a step
+        for what, d in (("wall", runs), ("CPU", cpus)):
+            for tool, _ in tools:
+                line = "  %-4s %-9s" % (what, tool) + "".join(
+                    "  %s %.3f s" % (p, statistics.median(d[(tool, p)])) for p in precs)
+                if "fp32" in precs:
+                    line += "".join("  %s/fp32 %.3fx" % (p, ratio(d, tool, p, tool, "fp32")) for p in precs if p != "fp32")
+                print(line)
+            if a.base:
+                print("  %-4s onnxtrain / base:" % what + "".join(
+                    "  %s %.3fx" % (p, ratio(d, "onnxtrain", p, "base", p)) for p in precs))
+            if "torch" in a.tools.split(",") and "onnxtrain" in a.tools.split(","):
+                print("  %-4s onnxtrain / torch autocast:" % what + "".join(
+                    "  %s %.3fx" % (p, ratio(d, "onnxtrain", p, "torch", p)) for p in precs if p != "fp32"))
     return 0
 
 

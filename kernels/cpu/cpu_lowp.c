@@ -8,11 +8,17 @@
  * the rounded inputs, and the cost of the two conversions, which are memory-bound
  * O(N C H W) against the convolution's O(N C H W K C'). A native bfloat16 oneDNN
  * convolution would save them and the float32 copies; bench/results_lowp.md measures
- * what this path costs. */
+ * what this path costs.
+ *
+ * Also here: the bfloat16 / float16 <-> float32 conversions every low path and Cast
+ * use (AVX-512, bitwise half_float.h's scalar rule), the element-wise ops chunk by
+ * chunk (Relu .. Gelu, Add .. Div, Clip, their gradients) and Dropout's keep-and-scale
+ * on a low-precision block. */
 #include "kernels/cpu/cpu_lowp.h"
 
 #include <immintrin.h>
 
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_dropout_select */
 #include "kernels/half_float.h"
 
 #define LOWP_ALIGN 64
@@ -101,81 +107,171 @@ __attribute__((target("avx512f"))) static int64_t f32_to_bf16_avx512(const float
     return i;
 }
 
+/* ---- float16 <-> float32, 16 at a time -------------------------------------------------- */
+
+/* F16C's conversions on 16 lanes (vcvtph2ps, vcvtps2ph with round to nearest even:
+ * AVX-512F forms): exact one way, correctly rounded the other, subnormals and overflow
+ * to infinity as half_float.h's rule gives them. NaNs alone differ: the hardware keeps
+ * the payload's top bits and quiets a signalling NaN, the scalar rule keeps the payload
+ * going up and writes the one quiet NaN going down, so NaN lanes are rewritten with the
+ * scalar rule's integer result. The scalar loop (a branch per element, rintf for
+ * subnormals) was what fp16 steps paid at every Cast and low-precision operand (MobileNetV2's
+ * fp16 step: 3.7 s of CPU time, 1.0 s with these). A CPU without AVX-512F takes the
+ * 8-lane F16C forms below, one without F16C the scalar loop. */
+__attribute__((target("avx512f"))) static int64_t f16_to_f32_avx512(const uint16_t *s, float *d, int64_t n,
+                                                                    bool quiet) {
+    const __m512i mag = _mm512_set1_epi32(0x7fff), inf = _mm512_set1_epi32(0x7c00), sign = _mm512_set1_epi32(0x8000);
+    const __m512i top = _mm512_set1_epi32(quiet ? 0x70400000 : 0x70000000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)(s + i));
+        __m512 f = _mm512_cvtph_ps(h);
+        __m512i x = _mm512_cvtepu16_epi32(h);
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, mag), inf);
+        if (nan) { /* sign << 16 | (exponent 31 and payload) << 13 | the float32 exponent's top bits */
+            __m512i r = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(x, sign), 16),
+                                        _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(x, mag), 13), top));
+            f = _mm512_mask_mov_ps(f, nan, _mm512_castsi512_ps(r));
+        }
+        _mm512_storeu_ps(d + i, f);
+    }
+    return i;
+}
+
+__attribute__((target("avx512f"))) static int64_t f32_to_f16_avx512(const float *s, uint16_t *d, int64_t n) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i sign = _mm512_set1_epi32(0x8000), qnan = _mm512_set1_epi32(0x7e00);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 f = _mm512_loadu_ps(s + i);
+        __m256i h = _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m512i x = _mm512_castps_si512(f);
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs), inf);
+        if (nan) {
+            __m512i r = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(x, 16), sign), qnan);
+            h = _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(_mm512_cvtepu16_epi32(h), nan, r));
+        }
+        _mm256_storeu_si256((__m256i *)(d + i), h);
+    }
+    return i;
+}
+
+/* The same on 8 lanes with F16C and AVX2, for CPUs without AVX-512F. */
+__attribute__((target("avx2,f16c"))) static int64_t f16_to_f32_f16c(const uint16_t *s, float *d, int64_t n,
+                                                                    bool quiet) {
+    const __m256i mag = _mm256_set1_epi32(0x7fff), inf = _mm256_set1_epi32(0x7c00), sign = _mm256_set1_epi32(0x8000);
+    const __m256i top = _mm256_set1_epi32(quiet ? 0x70400000 : 0x70000000);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(s + i));
+        __m256 f = _mm256_cvtph_ps(h);
+        __m256i x = _mm256_cvtepu16_epi32(h);
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, mag), inf); /* below 2^15: a signed compare */
+        if (!_mm256_testz_si256(nan, nan)) {
+            __m256i r = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(x, sign), 16),
+                                        _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(x, mag), 13), top));
+            f = _mm256_blendv_ps(f, _mm256_castsi256_ps(r), _mm256_castsi256_ps(nan));
+        }
+        _mm256_storeu_ps(d + i, f);
+    }
+    return i;
+}
+
+__attribute__((target("avx2,f16c"))) static int64_t f32_to_f16_f16c(const float *s, uint16_t *d, int64_t n) {
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i sign = _mm256_set1_epi32(0x8000), qnan = _mm256_set1_epi32(0x7e00);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 f = _mm256_loadu_ps(s + i);
+        __m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256i x = _mm256_castps_si256(f);
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs), inf);
+        if (!_mm256_testz_si256(nan, nan)) {
+            __m256i r = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(x, 16), sign), qnan);
+            __m256i w = _mm256_blendv_epi8(_mm256_cvtepu16_epi32(h), r, nan);
+            h = _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+        }
+        _mm_storeu_si128((__m128i *)(d + i), h);
+    }
+    return i;
+}
+
 static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+static bool have_f16c(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"); }
+
+int ot_cpu_f16_lanes(void) { return have_avx512() ? 16 : have_f16c() ? 8 : 0; }
+
+int64_t ot_cpu_f16_to_f32_lanes(int lanes, const uint16_t *s, float *d, int64_t n, bool quiet) {
+    if (lanes == 16 && have_avx512()) return f16_to_f32_avx512(s, d, n, quiet);
+    if (lanes == 8 && have_f16c()) return f16_to_f32_f16c(s, d, n, quiet);
+    return 0;
+}
+
+int64_t ot_cpu_f32_to_f16_lanes(int lanes, const float *s, uint16_t *d, int64_t n) {
+    if (lanes == 16 && have_avx512()) return f32_to_f16_avx512(s, d, n);
+    if (lanes == 8 && have_f16c()) return f32_to_f16_f16c(s, d, n);
+    return 0;
+}
 
 /* One thread's share: the vector body, the scalar tail. */
-static void bf16_to_f32_part(const uint16_t *s, float *d, int64_t n, bool quiet, bool vec) {
-    int64_t i = vec ? bf16_to_f32_avx512(s, d, n, quiet) : 0;
+static void to_f32_part(ot_dtype t, const uint16_t *s, float *d, int64_t n, bool quiet, bool vec) {
+    int64_t i = t == OT_BF16 ? (vec ? bf16_to_f32_avx512(s, d, n, quiet) : 0)
+                             : ot_cpu_f16_to_f32_lanes(ot_cpu_f16_lanes(), s, d, n, quiet);
     for (; i < n; i++) {
-        float f = ot_hf_bf16_to_f32(s[i]);
+        float f = t == OT_BF16 ? ot_hf_bf16_to_f32(s[i]) : ot_hf_f16_to_f32(s[i]);
         d[i] = quiet && f != f ? ot_hf_from_bits(ot_hf_bits(f) | 0x00400000u) : f;
     }
 }
 
-static void f32_to_bf16_part(const float *s, uint16_t *d, int64_t n, bool vec) {
-    int64_t i = vec ? f32_to_bf16_avx512(s, d, n) : 0;
-    for (; i < n; i++) d[i] = ot_hf_f32_to_bf16(s[i]);
+static void from_f32_part(ot_dtype t, const float *s, uint16_t *d, int64_t n, bool vec) {
+    int64_t i = t == OT_BF16 ? (vec ? f32_to_bf16_avx512(s, d, n) : 0)
+                             : ot_cpu_f32_to_f16_lanes(ot_cpu_f16_lanes(), s, d, n);
+    if (t == OT_BF16)
+        for (; i < n; i++) d[i] = ot_hf_f32_to_bf16(s[i]);
+    else
+        for (; i < n; i++) d[i] = ot_hf_f32_to_f16(s[i]);
 }
 
 /* Blocks of this many elements per thread task: a multiple of 16, so the split does
  * not change which elements take the vector path (it could not change bits anyway:
- * each element's conversion is exact integer arithmetic). */
+ * each element's conversion is exact integer arithmetic or one correctly rounded
+ * conversion). */
 #define CONV_BLOCK 16384
 
+static void to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt, bool quiet) {
+    bool vec = have_avx512(), par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
+    int64_t blocks = (n + CONV_BLOCK - 1) / CONV_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t o = b * CONV_BLOCK, len = n - o < CONV_BLOCK ? n - o : CONV_BLOCK;
+        to_f32_part(t, s + o, d + o, len, quiet, vec);
+    }
+}
+
 void ot_cpu_bf16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet) {
-    bool vec = have_avx512(), par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
-    int64_t blocks = (n + CONV_BLOCK - 1) / CONV_BLOCK;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t b = 0; b < blocks; b++) {
-        int64_t o = b * CONV_BLOCK, len = n - o < CONV_BLOCK ? n - o : CONV_BLOCK;
-        bf16_to_f32_part(s + o, d + o, len, quiet, vec);
-    }
+    to_f32(OT_BF16, s, d, n, nt, quiet);
 }
-
-static void f32_to_bf16(const float *s, uint16_t *d, int64_t n, int nt) {
-    bool vec = have_avx512(), par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
-    int64_t blocks = (n + CONV_BLOCK - 1) / CONV_BLOCK;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t b = 0; b < blocks; b++) {
-        int64_t o = b * CONV_BLOCK, len = n - o < CONV_BLOCK ? n - o : CONV_BLOCK;
-        f32_to_bf16_part(s + o, d + o, len, vec);
-    }
+void ot_cpu_f16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet) {
+    to_f32(OT_F16, s, d, n, nt, quiet);
 }
-
-void ot_cpu_lowp_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt) {
-    if (t == OT_BF16) {
-        ot_cpu_bf16_to_f32(s, d, n, nt, false);
-        return;
-    }
-    bool par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f16_to_f32(s[i]);
-}
+void ot_cpu_lowp_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt) { to_f32(t, s, d, n, nt, false); }
 
 void ot_cpu_lowp_from_f32(ot_dtype t, const float *s, uint16_t *d, int64_t n, int nt) {
-    if (t == OT_BF16) {
-        f32_to_bf16(s, d, n, nt);
-        return;
-    }
-    bool par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
+    bool vec = have_avx512(), par = n >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
+    int64_t blocks = (n + CONV_BLOCK - 1) / CONV_BLOCK;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f32_to_f16(s[i]);
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t o = b * CONV_BLOCK, len = n - o < CONV_BLOCK ? n - o : CONV_BLOCK;
+        from_f32_part(t, s + o, d + o, len, vec);
+    }
 }
 
 void ot_cpu_lowp_to_f32_serial(ot_dtype t, const uint16_t *s, float *d, int64_t n) {
-    if (t == OT_BF16) {
-        bf16_to_f32_part(s, d, n, false, have_avx512());
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f16_to_f32(s[i]);
+    to_f32_part(t, s, d, n, false, have_avx512());
 }
 
 void ot_cpu_lowp_from_f32_serial(ot_dtype t, const float *s, uint16_t *d, int64_t n) {
-    if (t == OT_BF16) {
-        f32_to_bf16_part(s, d, n, have_avx512());
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) d[i] = ot_hf_f32_to_f16(s[i]);
+    from_f32_part(t, s, d, n, have_avx512());
 }
 
 ot_status ot_cpu_lowp_run(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
@@ -248,11 +344,20 @@ size_t ot_cpu_conv_any_workspace(const ot_node *node, const ot_tensor *in, const
 #define LOWP_CHUNK 4096
 #define LOWP_CHUNK_IN 3
 
+/* The operands that run element by element: Clip's and ClipGrad's bounds (optional
+ * scalar inputs, any float dtype) go to the float32 kernel as they are, which reads
+ * them as one value each; every input of the other ops is an operand. */
+static int elem_operands(const ot_node *node) {
+    int n = node->op == OT_OP_CLIP ? 1 : node->op == OT_OP_CLIP_GRAD ? 2 : node->n_inputs;
+    return n < node->n_inputs ? n : node->n_inputs;
+}
+
 static bool same_count(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     int64_t n = ot_kernel_numel(&out[0]);
-    for (int k = 0; k < node->n_inputs; k++)
+    int ne = elem_operands(node);
+    for (int k = 0; k < ne; k++)
         if (!in[k].data || ot_kernel_numel(&in[k]) != n) return false;
-    return node->n_inputs <= LOWP_CHUNK_IN && node->n_outputs == 1;
+    return ne <= LOWP_CHUNK_IN && node->n_inputs <= OT_CPU_LOWP_MAX_IN && node->n_outputs == 1;
 }
 
 /* Chunk c of n elements through f32: low-precision operands converted on the stack,
@@ -261,14 +366,16 @@ static ot_status run_chunk(const ot_node *node, const ot_tensor *in, ot_tensor *
                            ot_cpu_kernel_fn f32, int64_t c, int64_t n, ot_error *err) {
     float buf[LOWP_CHUNK_IN][LOWP_CHUNK], ybuf[LOWP_CHUNK];
     int64_t off = c * LOWP_CHUNK, len = n - off < LOWP_CHUNK ? n - off : LOWP_CHUNK;
-    ot_tensor ci[LOWP_CHUNK_IN], co[1];
+    ot_tensor ci[OT_CPU_LOWP_MAX_IN], co[1];
+    int ne = elem_operands(node);
     for (int k = 0; k < node->n_inputs; k++) {
         ci[k] = in[k];
+        if (k >= ne) continue;
         ci[k].dtype = OT_F32;
         ci[k].shape = ot_shape_make(1, &len);
         ci[k].nbytes = (size_t)len * sizeof(float);
         if (is_lowp(in[k].dtype)) {
-            ot_cpu_lowp_to_f32(in[k].dtype, (const uint16_t *)in[k].data + off, buf[k], len, 1);
+            ot_cpu_lowp_to_f32_serial(in[k].dtype, (const uint16_t *)in[k].data + off, buf[k], len);
             ci[k].data = buf[k];
         } else {
             ci[k].data = (float *)in[k].data + off;
@@ -280,7 +387,8 @@ static ot_status run_chunk(const ot_node *node, const ot_tensor *in, ot_tensor *
     co[0].nbytes = (size_t)len * sizeof(float);
     co[0].data = is_lowp(out[0].dtype) ? ybuf : (float *)out[0].data + off;
     ot_status st = f32(node, ci, co, one, err);
-    if (st == OT_OK && is_lowp(out[0].dtype)) ot_cpu_lowp_from_f32(out[0].dtype, ybuf, (uint16_t *)out[0].data + off, len, 1);
+    if (st == OT_OK && is_lowp(out[0].dtype))
+        ot_cpu_lowp_from_f32_serial(out[0].dtype, ybuf, (uint16_t *)out[0].data + off, len);
     return st;
 }
 
@@ -291,7 +399,7 @@ static ot_status elementwise_any(const ot_node *node, const ot_tensor *in, ot_te
                                  ot_cpu_kernel_fn f32, ot_error *err) {
     if (!ot_cpu_lowp_any(node, in, out)) return f32(node, in, out, ctx, err);
     if (!same_count(node, in, out)) return ot_cpu_lowp_run(node, in, out, ctx, 0x7u, f32, err);
-    for (int k = 0; k < node->n_inputs; k++)
+    for (int k = 0; k < elem_operands(node); k++)
         if (in[k].dtype != OT_F32 && !is_lowp(in[k].dtype)) return ot_cpu_bad_dtype(node, "an input", in[k].dtype, err);
     if (out[0].dtype != OT_F32 && !is_lowp(out[0].dtype)) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     int64_t n = ot_kernel_numel(&out[0]);
@@ -330,8 +438,28 @@ size_t ot_cpu_elementwise_any_workspace(const ot_node *node, const ot_tensor *in
     if (!ot_cpu_lowp_any(node, in, out) || node->n_outputs < 1) return 0;
     /* workspace queries see no data: counts decide */
     int64_t n = ot_kernel_numel(&out[0]);
-    bool same = node->n_inputs <= LOWP_CHUNK_IN && node->n_outputs == 1;
-    for (int k = 0; k < node->n_inputs; k++)
+    int ne = elem_operands(node);
+    bool same = ne <= LOWP_CHUNK_IN && node->n_inputs <= OT_CPU_LOWP_MAX_IN && node->n_outputs == 1;
+    for (int k = 0; k < ne; k++)
         if (ot_kernel_numel(&in[k]) != n) same = false;
     return same ? 0 : ot_cpu_lowp_workspace(node, in, out, 0x7u, NULL);
+}
+
+/* ---- Dropout's keep-and-scale ------------------------------------------------------------ */
+
+void ot_cpu_dropout_select_any(ot_dtype t, const float *u, float ratio, const void *x, float scale, void *y,
+                               uint8_t *mask, int64_t len) {
+    if (!is_lowp(t)) {
+        ot_cpu_dropout_select(u, ratio, x, scale, y, mask, len);
+        return;
+    }
+    /* float32 on the stack, 256 at a time: the float32 select's bits on the widened
+     * input, rounded as a Cast down of its float32 output would round them */
+    for (int64_t o = 0; o < len; o += 256) {
+        int64_t m = len - o < 256 ? len - o : 256;
+        float xb[256], yb[256];
+        ot_cpu_lowp_to_f32_serial(t, (const uint16_t *)x + o, xb, m);
+        ot_cpu_dropout_select(u + o, ratio, xb, scale, yb, mask ? mask + o : NULL, m);
+        ot_cpu_lowp_from_f32_serial(t, yb, (uint16_t *)y + o, m);
+    }
 }

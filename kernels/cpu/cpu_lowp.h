@@ -27,6 +27,15 @@ void ot_cpu_lowp_from_f32_serial(ot_dtype t, const float *s, uint16_t *d, int64_
 /* bfloat16 to float32 the same way; quiet: a NaN comes out with its quiet bit set, as
  * the Cast kernel gives it (cpu_shape_ops.c). */
 void ot_cpu_bf16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet);
+/* float16 to float32 likewise (F16C: 16 lanes with AVX-512F, else 8 with AVX2). */
+void ot_cpu_f16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quiet);
+/* The float16 vector bodies by width, for the conversions above and their tests: the
+ * widest this CPU has (16, 8, or 0: scalar only); the first elements of n converted
+ * with `lanes` lanes (a multiple of it; 0 when this CPU lacks that width), the rest
+ * left to the caller's scalar tail. */
+int ot_cpu_f16_lanes(void);
+int64_t ot_cpu_f16_to_f32_lanes(int lanes, const uint16_t *s, float *d, int64_t n, bool quiet);
+int64_t ot_cpu_f32_to_f16_lanes(int lanes, const float *s, uint16_t *d, int64_t n);
 
 /* Workspace bytes: the float32 copies of the low-precision inputs whose bit is set in
  * `reads` (bit k: input k; inputs the kernel reads for their shape only stay out) and
@@ -44,12 +53,20 @@ ot_status ot_cpu_lowp_run(const ot_node *node, const ot_tensor *in, ot_tensor *o
 ot_status ot_cpu_conv_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 size_t ot_cpu_conv_any_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 
+/* Dropout's and DropoutGrad's keep-and-scale (ot_cpu_dropout_select) on len elements
+ * of dtype t (float32, bfloat16 or float16) at x into y of that dtype: float32 math on
+ * the widened input, the result rounded to nearest even, so the bits are a Cast down of
+ * the float32 kernel's; the mask (bytes 0 / 1) is the float32 kernel's. */
+void ot_cpu_dropout_select_any(ot_dtype t, const float *u, float ratio, const void *x, float scale, void *y,
+                               uint8_t *mask, int64_t len);
+
 /* Element-wise ops with bfloat16 / float16 operands and output (float32 ones too),
  * float32 math: chunk by chunk through the float32 kernel when no operand broadcasts
  * (no workspace; the float32 kernel's bits on the rounded inputs, rounded), through
  * float32 copies in the workspace when one does. Float32 nodes run the float32
  * kernel as they are. Unary: Relu, Gelu, Tanh, ...; binary: Add, Sub, Mul, Div;
- * activation gradients: ReluGrad, GeluGrad, ... */
+ * Clip (unary; its bounds read as they are, any float dtype); activation gradients: ReluGrad,
+ * GeluGrad, ClipGrad, ... */
 ot_status ot_cpu_unary_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_binary_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);
 ot_status ot_cpu_act_grad_any(const ot_node *, const ot_tensor *, ot_tensor *, const ot_kernel_ctx *, ot_error *);

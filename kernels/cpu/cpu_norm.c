@@ -8,9 +8,9 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_common.h"
-#include "kernels/cpu/cpu_lowp.h" /* the bfloat16 / float16 runs of BatchNormalization */
+#include "kernels/cpu/cpu_lowp.h" /* the bfloat16 / float16 runs of BatchNormalization and Dropout */
 #include "kernels/norm_geometry.h"
-#include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n, ot_cpu_max_f32, ot_cpu_dropout_select */
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_expf_n, ot_cpu_max_f32 */
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
 #include "exec/rng.h"
 
@@ -324,7 +324,9 @@ ot_status ot_cpu_layer_norm(const ot_node *node, const ot_tensor *in, ot_tensor 
 
 ot_status ot_cpu_dropout(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
                          ot_error *err) {
-    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[0].dtype, err);
+    ot_dtype t = in[0].dtype; /* float32, or bfloat16 / float16 in and out (issue 27) */
+    if (t != OT_F32 && t != OT_BF16 && t != OT_F16) return ot_cpu_bad_dtype(node, "input", t, err);
+    if (out[0].dtype != t) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     int64_t n = ot_kernel_numel(&in[0]);
     if (ot_kernel_numel(&out[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (Dropout): output size differs from input", node->name);
@@ -344,12 +346,13 @@ ot_status ot_cpu_dropout(const ot_node *node, const ot_tensor *in, ot_tensor *ou
     else if (node->n_inputs > 2 && in[2].data && ot_kernel_load_int(in[2].dtype, in[2].data, 0, &iv)) training = iv != 0;
     if (ratio < 0.0f || ratio > 1.0f)
         return ot_fail(err, OT_E_MODEL, "node '%s' (Dropout): ratio %g outside [0, 1]", node->name, (double)ratio);
-    const float *x = in[0].data;
-    float *y = out[0].data;
+    const char *x = in[0].data;
+    char *y = out[0].data;
+    size_t es = ot_dtype_size(t);
     uint8_t *mask = node->n_outputs > 1 && out[1].data ? out[1].data : NULL;
     if (mask && out[1].dtype != OT_BOOL) return ot_cpu_bad_dtype(node, "mask", out[1].dtype, err);
     if (!training || ratio == 0.0f) {
-        if (y != x) memmove(y, x, (size_t)n * sizeof(float));
+        if (y != x) memmove(y, x, (size_t)n * es);
         if (mask) memset(mask, 1, (size_t)n);
         return OT_OK;
     }
@@ -366,7 +369,7 @@ ot_status ot_cpu_dropout(const ot_node *node, const ot_tensor *in, ot_tensor *ou
         int64_t i0 = b * DROP_BLOCK, len = n - i0 < DROP_BLOCK ? n - i0 : DROP_BLOCK;
         float u[DROP_BLOCK];
         ot_cpu_philox_uniforms(seed, step, nid, (uint64_t)i0, len, u);
-        ot_cpu_dropout_select(u, ratio, x + i0, scale, y + i0, mask ? mask + i0 : NULL, len);
+        ot_cpu_dropout_select_any(t, u, ratio, x + i0 * es, scale, y + i0 * es, mask ? mask + i0 : NULL, len);
     }
     return OT_OK;
 }

@@ -30,6 +30,7 @@ static bool num_dtype(ot_dtype t) {
     return t == OT_F32 || t == OT_F64 || t == OT_F16 || t == OT_BF16 || ot_kernel_is_int_dtype(t);
 }
 static bool index_dtype(ot_dtype t) { return t == OT_I64 || t == OT_I32; }
+static bool lowp_dtype(ot_dtype t) { return t == OT_BF16 || t == OT_F16; }
 
 /* compute kernels, forward and backward, are float32 */
 static bool sup_f32(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return t0 == OT_F32; }
@@ -39,8 +40,11 @@ static bool sup_arith(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 static bool sup_pow(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return arith_dtype(t0) && arith_dtype(in[1].dtype);
 }
+/* Clip: integers and float32 as they are, bfloat16 / float16 X and Y through the float32
+ * kernel chunk by chunk (its bounds, optional inputs of any float dtype, read as one
+ * value each: cpu_lowp.c) */
 static bool sup_clip(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
-    return arith_dtype(t0) || t0 == OT_U8 || t0 == OT_I8;
+    return arith_dtype(t0) || t0 == OT_U8 || t0 == OT_I8 || (lowp_dtype(t0) && o0 == t0);
 }
 static bool sup_neg(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return arith_dtype(t0); }
 static bool sup_equal(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
@@ -69,7 +73,6 @@ static bool sup_class_loss(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 /* issue 27: Gemm and MatMul take bfloat16 or float16 A and B (the same dtype) into a
  * float32 Y or one of their dtype, float32 sums (gemm_lowp.h); Gemm's C is checked in
  * the kernel (float32 or A's dtype) */
-static bool lowp_dtype(ot_dtype t) { return t == OT_BF16 || t == OT_F16; }
 static bool sup_gemm(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return t0 == OT_F32 || (lowp_dtype(t0) && in[1].dtype == t0 && (o0 == OT_F32 || o0 == t0));
 }
@@ -166,7 +169,7 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_SIGMOID] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_RELU] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_LEAKY_RELU] = {ot_cpu_unary_any, sup_unary_lp, NULL},
-    [OT_OP_CLIP] = {ot_cpu_unary, sup_clip, NULL},
+    [OT_OP_CLIP] = {ot_cpu_unary_any, sup_clip, NULL},
     [OT_OP_GELU] = {ot_cpu_unary_any, sup_unary_lp, NULL},
     [OT_OP_SOFTMAX] = F32(ot_cpu_softmax),
     [OT_OP_LOG_SOFTMAX] = F32(ot_cpu_softmax),
@@ -176,7 +179,7 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_GLOBAL_AVERAGE_POOL] = {ot_cpu_pool_all, sup_unary_lp, ot_cpu_pool_all_workspace},
     [OT_OP_BATCH_NORM] = {ot_cpu_batch_norm, sup_bn, NULL},
     [OT_OP_LAYER_NORM] = F32(ot_cpu_layer_norm),
-    [OT_OP_DROPOUT] = F32(ot_cpu_dropout),
+    [OT_OP_DROPOUT] = {ot_cpu_dropout, sup_unary_lp, NULL}, /* the mask stays bool */
     [OT_OP_FLATTEN] = {ot_cpu_copy_view, sup_any, NULL},
     [OT_OP_RESHAPE] = {ot_cpu_copy_view, sup_any, NULL},
     [OT_OP_TRANSPOSE] = {ot_cpu_transpose, sup_any, NULL},
@@ -207,7 +210,7 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_TANH_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
     [OT_OP_GELU_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
     [OT_OP_ERF_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
-    [OT_OP_CLIP_GRAD] = F32(ot_cpu_act_grad),
+    [OT_OP_CLIP_GRAD] = {ot_cpu_act_grad_any, sup_grad_lp, NULL},
     [OT_OP_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
     [OT_OP_LOG_SOFTMAX_GRAD] = F32(ot_cpu_softmax_grad),
     [OT_OP_CONV_GRAD_INPUT] = {ot_cpu_conv_all, sup_conv_grad, ot_cpu_conv_all_workspace},
@@ -216,7 +219,7 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_AVERAGE_POOL_GRAD] = {ot_cpu_pool_all, sup_grad_lp, ot_cpu_pool_all_workspace},
     [OT_OP_BATCH_NORM_GRAD] = {ot_cpu_batch_norm_grad, sup_bn_grad, NULL},
     [OT_OP_LAYER_NORM_GRAD] = {ot_cpu_layer_norm_grad, sup_f32, ot_cpu_layer_norm_grad_workspace},
-    [OT_OP_DROPOUT_GRAD] = F32(ot_cpu_dropout_grad),
+    [OT_OP_DROPOUT_GRAD] = {ot_cpu_dropout_grad, sup_grad_lp, NULL},
     [OT_OP_GATHER_GRAD] = {ot_cpu_gather_grad, sup_gather_grad, ot_cpu_gather_grad_workspace},
     [OT_OP_REDUCE_TO_LIKE] = F32(ot_cpu_reduce_to_like),
     [OT_OP_EXPAND_LIKE] = F32(ot_cpu_expand_like),

@@ -382,15 +382,8 @@ static void store_int(ot_dtype t, void *p, int64_t i, int64_t v) {
  * out quiet (the generic path's trip through double quiets it; the CUDA Cast and the
  * ONNX reference agree) and every other value is exact. */
 static void low_to_f32(ot_dtype t, const uint16_t *s, float *d, int64_t n, int nt, bool par) {
-    if (t == OT_BF16) {
-        ot_cpu_bf16_to_f32(s, d, n, par ? nt : 1, true);
-        return;
-    }
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t i = 0; i < n; i++) {
-        float f = t == OT_BF16 ? ot_hf_bf16_to_f32(s[i]) : ot_hf_f16_to_f32(s[i]);
-        d[i] = f != f ? ot_hf_from_bits(ot_hf_bits(f) | 0x00400000u) : f;
-    }
+    if (t == OT_BF16) ot_cpu_bf16_to_f32(s, d, n, par ? nt : 1, true);
+    else ot_cpu_f16_to_f32(s, d, n, par ? nt : 1, true);
 }
 
 static bool cast_dtype_ok(ot_dtype t) { return is_float_dtype(t) || ot_kernel_is_int_dtype(t); }

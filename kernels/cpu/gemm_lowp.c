@@ -29,7 +29,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/gemm_select.h"
-#include "kernels/half_float.h"
+#include "kernels/cpu/cpu_lowp.h" /* ot_cpu_lowp_to_f32_serial / _from_f32_serial: the packed operands */
 #ifdef OT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #endif
@@ -61,14 +61,7 @@ static void to_f32(ot_dtype t, const void *src, int64_t ld, int64_t rows, int64_
     const uint16_t *s = src;
     bool par = rows * cols >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t i = 0; i < rows; i++) {
-        const uint16_t *r = s + i * ld;
-        float *d = dst + i * cols;
-        if (t == OT_BF16)
-            for (int64_t j = 0; j < cols; j++) d[j] = ot_hf_bf16_to_f32(r[j]);
-        else
-            for (int64_t j = 0; j < cols; j++) d[j] = ot_hf_f16_to_f32(r[j]);
-    }
+    for (int64_t i = 0; i < rows; i++) ot_cpu_lowp_to_f32_serial(t, s + i * ld, dst + i * cols, cols);
 }
 
 /* packed float32 rows x cols into dst (row length ld) rounded to nearest even */
@@ -76,14 +69,7 @@ static void from_f32(ot_dtype t, const float *src, int64_t rows, int64_t cols, v
     uint16_t *o = dst;
     bool par = rows * cols >= OT_CPU_PAR_MIN_CHEAP && nt > 1;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t i = 0; i < rows; i++) {
-        const float *s = src + i * cols;
-        uint16_t *d = o + i * ld;
-        if (t == OT_BF16)
-            for (int64_t j = 0; j < cols; j++) d[j] = ot_hf_f32_to_bf16(s[j]);
-        else
-            for (int64_t j = 0; j < cols; j++) d[j] = ot_hf_f32_to_f16(s[j]);
-    }
+    for (int64_t i = 0; i < rows; i++) ot_cpu_lowp_from_f32_serial(t, src + i * cols, o + i * ld, cols);
 }
 
 static ot_status run_converting(const ot_node *node, const ot_gemm_lowp_args *g, int nt, void *ws, size_t ws_bytes,

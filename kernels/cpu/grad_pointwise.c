@@ -3,7 +3,8 @@
  * the ZerosLike / OnesLike fills. */
 #include <math.h>
 
-#include "kernels/cpu/cpu_vecmath.h"   /* ot_cpu_expf_n, ot_cpu_dropout_select */
+#include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_expf_n */
+#include "kernels/cpu/cpu_lowp.h"    /* ot_cpu_dropout_select_any */
 #include "kernels/cpu/cpu_philox.h" /* ot_cpu_philox_uniforms */
 #include "kernels/cpu/grad_kernels.h"
 #include "exec/rng.h"
@@ -136,7 +137,9 @@ OT_GRAD_KERNEL(ot_cpu_act_grad) {
 }
 
 OT_GRAD_KERNEL(ot_cpu_dropout_grad) {
-    if (in[0].dtype != OT_F32) return ot_cpu_bad_dtype(node, "dY", in[0].dtype, err);
+    ot_dtype t = in[0].dtype; /* float32, or bfloat16 / float16 dY and dX (issue 27) */
+    if (t != OT_F32 && t != OT_BF16 && t != OT_F16) return ot_cpu_bad_dtype(node, "dY", t, err);
+    if (out[0].dtype != t) return ot_cpu_bad_dtype(node, "dX", out[0].dtype, err);
     int64_t n = ot_kernel_numel(&out[0]);
     if (ot_kernel_numel(&in[0]) != n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (DropoutGrad): dY and dX differ in size", node->name);
@@ -145,8 +148,9 @@ OT_GRAD_KERNEL(ot_cpu_dropout_grad) {
     ot_status pst = ot_node_params(node, &scratch, &pp, err);
     if (pst) return pst;
     float ratio = pp->u.dropout.ratio;
-    const float *dy = in[0].data;
-    float *dx = out[0].data;
+    const char *dy = in[0].data;
+    char *dx = out[0].data;
+    size_t es = ot_dtype_size(t);
     /* The attribute names the forward Dropout; ctx->rng_node carries the same id
      * when the executor follows autodiff.h's contract. */
     uint32_t key = (uint32_t)(pp->u.dropout.has_rng_node ? pp->u.dropout.rng_node : ctx->rng_node);
@@ -160,7 +164,7 @@ OT_GRAD_KERNEL(ot_cpu_dropout_grad) {
         int64_t i0 = b * 256, len = n - i0 < 256 ? n - i0 : 256;
         float u[256];
         ot_cpu_philox_uniforms(ctx->seed, ctx->step, key, (uint64_t)i0, len, u);
-        ot_cpu_dropout_select(u, ratio, dy + i0, scale, dx + i0, NULL, len);
+        ot_cpu_dropout_select_any(t, u, ratio, dy + i0 * es, scale, dx + i0 * es, NULL, len);
     }
     return OT_OK;
 }
