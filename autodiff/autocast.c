@@ -78,6 +78,12 @@ static bool keeps_dtype(ot_op op, int slot) {
     return slot > 0 && (op == OT_OP_DROPOUT || op == OT_OP_RESIZE || op == OT_OP_UPSAMPLE || op == OT_OP_BATCH_NORM);
 }
 static bool keeps_out_dtype(ot_op op, int slot) { return slot > 0 && op == OT_OP_BATCH_NORM; }
+/* The dtype a float input in `slot` is read in when the node computes in `to`:
+ * Attention's attn_mask (slot 3) is an additive bias the kernels take in float32 (or
+ * bool) in every precision, as the float32 node read it: a low copy would round it. */
+static ot_dtype slot_dtype(ot_op op, int slot, ot_dtype to) {
+    return op == OT_OP_ATTENTION && slot == 3 ? OT_F32 : to;
+}
 
 static bool is_f32(const ot_graph *g, int v) { return v >= 0 && g->values[v].dtype == OT_F32; }
 static bool is_init(const ot_graph *g, int v) {
@@ -144,7 +150,8 @@ static void describe(const ot_graph *g, const ot_node *n, ot_dtype dt, ot_tensor
         if (v < 0) continue;
         in[i].shape = g->values[v].shape;
         if (keeps_dtype(n->op, i)) continue;
-        if (in[i].dtype == OT_F32 || in[i].dtype == OT_BF16 || in[i].dtype == OT_F16) in[i].dtype = dt;
+        if (in[i].dtype == OT_F32 || in[i].dtype == OT_BF16 || in[i].dtype == OT_F16)
+            in[i].dtype = slot_dtype(n->op, i, dt);
     }
     for (int i = 0; i < n->n_outputs; i++) {
         int v = n->outputs[i];
@@ -165,14 +172,14 @@ static bool has_low_kernel(pass *p, int node) {
     return ok;
 }
 
-/* Re-reads every float input of node in dtype `to` (through casts), skipping inputs
- * already in it. */
+/* Re-reads every float input of node in dtype `to` (through casts; Attention's mask in
+ * float32, slot_dtype), skipping inputs already in it. */
 static int reread_inputs(pass *p, int node, ot_dtype to) {
     for (int i = 0; i < p->g->nodes[node].n_inputs; i++) {
         int v = p->g->nodes[node].inputs[i];
-        ot_dtype d = v >= 0 ? p->g->values[v].dtype : OT_UNDEFINED;
-        if (d == to || (d != OT_F32 && d != p->low) || keeps_dtype(p->g->nodes[node].op, i)) continue;
-        int c = cast_of(p, v, to);
+        ot_dtype d = v >= 0 ? p->g->values[v].dtype : OT_UNDEFINED, want = slot_dtype(p->g->nodes[node].op, i, to);
+        if (d == want || (d != OT_F32 && d != p->low) || keeps_dtype(p->g->nodes[node].op, i)) continue;
+        int c = cast_of(p, v, want);
         if (c < 0) return -1;
         ot_graph_set_input(p->g, node, i, c);
     }

@@ -4,8 +4,9 @@
  * the CPU's real op table (a node on the low list is low exactly when the CPU has its
  * bf16 kernel); a value is cast at most once per dtype, the graph outputs and the
  * master weights stay float32, param gradients arrive in float32; the planned kept
- * and transient bytes shrink in bf16 and fp16; the option's errors; and the steps that
- * run today (the CPU's kernels) give bitwise the same gradients under every policy. */
+ * and transient bytes shrink in bf16 and fp16; the option's errors; the steps that
+ * run today (the CPU's kernels) give bitwise the same gradients under every policy; and
+ * the fused Attention and its gradient run in bf16 with no float32 copies of Q, K, V. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -344,6 +345,49 @@ static void test_parse(void **state) {
     assert_non_null(strstr(err.msg, "int8"));
 }
 
+/* --fused-attention under bf16 on the CPU's table: every Attention and AttentionGrad
+ * runs low (Q, K, V, dY and their outputs bf16, the mask float32 or bool), so no
+ * float32 copy of Q, K or V is made in the forward pass or again in the backward. */
+static void test_fused_attention_low(void **state) {
+    (void)state;
+    ot_model *m = test_model(S "tinygpt.onnx");
+    ot_error err = {0};
+    ot_train_options o;
+    ot_train_options_default(&o);
+    o.plan_only = true;
+    o.batch_size = 4;
+    o.precision = OT_PRECISION_BF16;
+    o.fused_attention = OT_FUSED_ATTN_ON;
+    ot_train_session *s = NULL;
+    if (ot_train_session_new(m, &o, NULL, true, &s, &err)) fail_msg("%s", err.msg);
+    const ot_graph *g = ot_train_graph(s);
+    int n_fwd = 0, n_bwd = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ot_node *n = &g->nodes[i];
+        if (n->removed || (n->op != OT_OP_ATTENTION && n->op != OT_OP_ATTENTION_GRAD)) continue;
+        int o0 = n->op == OT_OP_ATTENTION_GRAD;
+        n_fwd += !o0, n_bwd += o0;
+        for (int k = 0; k < n->n_inputs; k++) {
+            int v = n->inputs[k];
+            if (v < 0) continue;
+            ot_dtype d = g->values[v].dtype;
+            if (k == o0 + 3) assert_true(d == OT_F32 || d == OT_BOOL);
+            else if (k < o0 + 3) {
+                if (d != OT_BF16) fail_msg("%s input %d (%s) is %s", n->name, k, g->values[v].name, ot_dtype_name(d));
+                int p = g->values[v].producer;
+                assert_false(p >= 0 && g->nodes[p].op == OT_OP_CAST && g->values[g->nodes[p].inputs[0]].dtype == OT_F32);
+            }
+        }
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) assert_int_equal(g->values[n->outputs[k]].dtype, OT_BF16);
+    }
+    assert_int_equal(n_fwd, 2);
+    assert_int_equal(n_bwd, 2);
+    assert_int_equal(ot_train_autocast(s)->n_low_list_fallback, 0);
+    ot_train_session_free(s);
+    ot_model_free(m);
+}
+
 /* What runs today (the CPU's kernels): one step's gradients in bf16 are bitwise the
  * same under --remat none and all, and a float32 graph's input is never changed. */
 static void test_grads_bitwise(void **state) {
@@ -400,6 +444,7 @@ int main(void) {
         cmocka_unit_test(test_mlp_fake),     cmocka_unit_test(test_tinygpt_fake), cmocka_unit_test(test_cpu_table),
         cmocka_unit_test(test_plan_shrinks), cmocka_unit_test(test_parse), cmocka_unit_test(test_backward_legal),
         cmocka_unit_test(test_backward_sum_wrapped),        cmocka_unit_test(test_grads_bitwise),
+        cmocka_unit_test(test_fused_attention_low),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

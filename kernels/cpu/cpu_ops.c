@@ -11,8 +11,10 @@
 #include "kernels/cpu/cpu_lowp.h"
 #include "kernels/cpu/conv_lowp.h"
 #include "kernels/cpu/pool_lowp.h"
+#include "kernels/xfmr_geometry.h" /* ot_xfmr_input: which optional inputs an Attention has */
 
 typedef bool (*cpu_supports_fn)(ot_dtype t0, ot_dtype o0, const ot_tensor *in);
+typedef bool (*cpu_supports_node_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 typedef size_t (*cpu_workspace_fn)(const ot_node *node, const ot_tensor *in, const ot_tensor *out);
 
 typedef struct cpu_op {
@@ -20,6 +22,9 @@ typedef struct cpu_op {
     /* t0 / o0: the dtype of input / output 0 (OT_UNDEFINED when the node has none) */
     cpu_supports_fn supports;
     cpu_workspace_fn workspace;
+    /* instead of supports, for ops whose optional inputs and outputs decide (which of
+     * them are present needs the node) */
+    cpu_supports_node_fn supports_node;
 } cpu_op;
 
 /* ---- dtype predicates ------------------------------------------------------------- */
@@ -146,6 +151,31 @@ static bool sup_top_k(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
 static bool sup_any_rnn_grad(ot_dtype t0, ot_dtype o0, const ot_tensor *in) { return in[3].dtype == OT_F32; }
 static bool sup_one_hot(ot_dtype t0, ot_dtype o0, const ot_tensor *in) {
     return num_dtype(t0) && num_dtype(in[1].dtype) && arith_dtype(o0) && in[2].dtype == o0;
+}
+
+/* Attention (o = 0) and AttentionGrad (o = 1: dY first): float32 Q (and dY); or Q, K,
+ * V, dY, the past key and value and every output of one bfloat16 / float16 dtype, the
+ * mask bool or float32, nonpad int64 (cpu_xfmr.c: float32 math on a head's copies). */
+static bool sup_attention_of(const ot_node *node, const ot_tensor *in, const ot_tensor *out, int o) {
+    ot_dtype t = in[0].dtype;
+    if (t == OT_F32) return true;
+    if (!lowp_dtype(t)) return false;
+    for (int k = 0; k < node->n_inputs && k <= o + 6; k++) {
+        const ot_tensor *x = ot_xfmr_input(node, in, k);
+        ot_dtype want = k == o + 3 ? OT_UNDEFINED : k == o + 6 ? OT_I64 : t;
+        if (!x) continue;
+        if (want == OT_UNDEFINED ? x->dtype != OT_F32 && x->dtype != OT_BOOL : x->dtype != want) return false;
+    }
+    for (int k = 0; k < node->n_outputs && k < 3; k++)
+        if ((!node->outputs || node->outputs[k] >= 0) && out[k].dtype != OT_UNDEFINED && out[k].dtype != t)
+            return false;
+    return node->n_outputs <= 3;
+}
+static bool sup_attention(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return sup_attention_of(node, in, out, 0);
+}
+static bool sup_attention_grad(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return sup_attention_of(node, in, out, 1);
 }
 
 /* ---- the table -------------------------------------------------------------------- */
@@ -322,8 +352,8 @@ static const cpu_op CPU_OPS[OT_OP_COUNT] = {
     [OT_OP_RMS_NORM_GRAD] = {ot_cpu_rms_norm_grad, sup_f32, ot_cpu_rms_norm_grad_workspace},
     [OT_OP_ROTARY_EMBEDDING] = F32(ot_cpu_rotary_embedding),
     [OT_OP_ROTARY_EMBEDDING_GRAD] = F32(ot_cpu_rotary_embedding),
-    [OT_OP_ATTENTION] = {ot_cpu_attention, sup_f32, ot_cpu_attention_workspace},
-    [OT_OP_ATTENTION_GRAD] = {ot_cpu_attention_grad, sup_f32, ot_cpu_attention_grad_workspace},
+    [OT_OP_ATTENTION] = {ot_cpu_attention, NULL, ot_cpu_attention_workspace, sup_attention},
+    [OT_OP_ATTENTION_GRAD] = {ot_cpu_attention_grad, NULL, ot_cpu_attention_grad_workspace, sup_attention_grad},
     /* ---- ops batch 4 (issue 26) ---- */
     [OT_OP_EINSUM] = {ot_cpu_einsum, sup_f32_f64, NULL},
     [OT_OP_EINSUM_GRAD] = {ot_cpu_einsum, sup_f32_f64, NULL},
@@ -408,5 +438,5 @@ bool ot_cpu_supports(const ot_node *node, const ot_tensor *in, const ot_tensor *
     if (!row) return false;
     ot_dtype t0 = node->n_inputs > 0 ? in[0].dtype : OT_UNDEFINED;
     ot_dtype o0 = node->n_outputs > 0 ? out[0].dtype : OT_UNDEFINED;
-    return row->supports(t0, o0, in);
+    return row->supports_node ? row->supports_node(node, in, out) : row->supports(t0, o0, in);
 }
