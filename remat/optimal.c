@@ -277,11 +277,11 @@ static ot_status floor_row_add(model *md, ot_error *err) {
 
 /* A solver's bound on the plans' costs, to the next multiple of the grain; the
  * solver's bound is trusted to a millionth (its tolerances), never rounded up past
- * that. */
+ * that. A bound just above a multiple (22,528.0001: the solver's tolerance) goes to
+ * that multiple, so that the floor row never lies above the points at the bound. */
 static double lift_bound(const model *md, double b) {
     if (md->grain < 1.0 || b <= 0.0) return b;
-    double q = ceil((b - 1e-6 * b - 1e-3) / md->grain);
-    return q * md->grain > b ? q * md->grain : b;
+    return ceil((b - 1e-6 * b - 1e-3) / md->grain) * md->grain;
 }
 
 /* The floor row's lower side: bound (0: none). Only where the objective has a grain:
