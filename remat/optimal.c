@@ -35,11 +35,13 @@
  * accepted), the seed is proven optimal. A rejected plan also shows where clones ran
  * earlier than the model placed them (a chain through recomputed saved values,
  * remat/optimal_chain.h): each such chain holds for every plan, so it becomes rows
- * and the programme is rebuilt with them (in the exact rounds). After the exact
- * rounds (NOGOOD_ROUNDS, more while time is left), or once a solve runs out of time,
- * rounds also lower the model's budget by the excess where the plan
- * peaks (up to MAX_ROUNDS): faster, not exact. Stats say by how much the two peaks
- * differ and how many rounds ran.
+ * and the programme is rebuilt with them (in the exact rounds). With the seed, every
+ * round is exact, each with all the time left and the best bound so far as a floor
+ * on the objective (solve_rounds, floor_row_add), until a solution is accepted or the
+ * time runs out. Without it, after the exact rounds (NOGOOD_ROUNDS, more while time
+ * is left), or once a solve runs out of time, rounds also lower the model's budget by
+ * the excess where the plan peaks (up to MAX_ROUNDS): faster, not exact. Stats say by
+ * how much the two peaks differ and how many rounds ran.
  *
  * Padding. Every row's budget is the budget less the none plan's pinned padding P
  * (planner.h: every pinned value starts on a 64-byte boundary, and those bytes are in
@@ -238,6 +240,59 @@ static void solution_keep(const model *md, const double *x, bool *keep) {
     }
 }
 
+static double gcd_whole(double a, double b) {
+    while (b > 0.0) {
+        double t = fmod(a, b);
+        a = b, b = t;
+    }
+    return a;
+}
+
+/* The row objective >= the bound so far (set_floor sets its lower side per round),
+ * and the objective's grain. Why the row: from one exact round to the next the
+ * programme only loses points (a no-good cut removes one rewrite the planner
+ * rejected; a chain's rows state bytes that every plan has), so the best bound proved
+ * so far bounds the next round's programme too. Given as a row, a solve starts from
+ * that bound instead of proving it again, and closes as soon as it finds a point at
+ * it: the zoo's gpt2 at 433,152 bytes had many points at its optimum, 22,528 FLOPs,
+ * each a no-good round, and the first round's proof took the whole time. Why the
+ * grain: a plan's cost is a sum of its clones' FLOPs (the r columns' coefficients,
+ * whole numbers), so a bound b on every plan's cost is one on the next multiple of
+ * their gcd too (lift_bound). */
+static ot_status floor_row_add(model *md, ot_error *err) {
+    ot_mip *mp = &md->mip;
+    double g = 0.0;
+    bool whole = true;
+    if ((md->floor_row = ot_mip_add_row(mp, -HUGE_VAL, HUGE_VAL)) < 0) return ot_opt_oom(err);
+    for (int j = 0; j < mp->n_cols; j++) {
+        double c = mp->obj[j];
+        if (c == 0.0) continue;
+        if (!ot_mip_add_coef(mp, md->floor_row, j, c)) return ot_opt_oom(err);
+        whole &= c > 0.0 && c < 4.0e15 && c == floor(c);
+        if (whole) g = gcd_whole(c, g);
+    }
+    md->grain = whole ? g : 0.0;
+    return OT_OK;
+}
+
+/* A solver's bound on the plans' costs, to the next multiple of the grain; the
+ * solver's bound is trusted to a millionth (its tolerances), never rounded up past
+ * that. A bound just above a multiple (22,528.0001: the solver's tolerance) goes to
+ * that multiple, so that the floor row never lies above the points at the bound. */
+static double lift_bound(const model *md, double b) {
+    if (md->grain < 1.0 || b <= 0.0) return b;
+    return ceil((b - 1e-6 * b - 1e-3) / md->grain) * md->grain;
+}
+
+/* The floor row's lower side: bound (0: none). Only where the objective has a grain:
+ * the bound is then a multiple of it (lift_bound), the cost of a point at the bound,
+ * which the row admits with equality. A floor below the bound by a margin would leave
+ * the solvers proving that nothing lies within the margin: GLPK spent a whole round's
+ * time so on gpt2 at a point it had found at once. */
+static void set_floor(model *md, double bound) {
+    md->mip.row_lo[md->floor_row] = bound > 0.0 && md->grain >= 1.0 ? bound : -HUGE_VAL;
+}
+
 static ot_status build_model(model *md, ot_error *err) {
     const ot_remat_analysis *a = md->a;
     int nv = a->n_values, nn = a->n_nodes;
@@ -259,6 +314,7 @@ static ot_status build_model(model *md, ot_error *err) {
     if (!st) st = ot_opt_memory_terms(md, err);
     if (!st) st = ot_opt_hole_terms(md, err);
     if (!st) st = ot_opt_budget_rows(md, err);
+    if (!st) st = floor_row_add(md, err);
     return st;
 }
 
@@ -390,18 +446,23 @@ static void finish_stats(ot_remat_optimal_stats *stats, double exact_bound) {
     stats->gap = stats->proven ? 0.0 : c > 0.0 ? (c - exact_bound) / c : 0.0;
 }
 
-/* Rounds that only exclude the rejected plan before the budget is tightened too:
- * NOGOOD_ROUNDS, and more up to MORE_NOGOOD_ROUNDS while they have taken less than
- * half of the time limit. On the samples, plans that the planner rejects for
- * fragmentation alone take up to 15 exact rounds (resnet) before the cheapest
- * accepted one, and more exact rounds find cheaper proven plans than tightening does
- * (docs/remat.md's table). mobilenet at its least peak (731,328 bytes) needs 89 once
- * the chains state its bytes in use (the planner rejects 88 plans first; 24 rounds
- * left it at 5.6%); resnet18 of the zoo proves nothing in 111 and, with the time
- * bound, keeps its tightened rounds' quick end. Solves that run into their time end
- * the exact rounds sooner anyway. */
+/* Without a seed (auto found no plan within the budget), rounds that only exclude the
+ * rejected plan before the budget is tightened too: NOGOOD_ROUNDS, and more up to
+ * MORE_NOGOOD_ROUNDS while they have taken less than half of the time limit, and
+ * none after a solve that ran out of its time. There the tightening's purpose is any
+ * plan at all. On the samples, plans that the planner rejects for fragmentation alone
+ * take up to 15 exact rounds (resnet) before the cheapest accepted one; mobilenet at
+ * its least peak (731,328 bytes) needs 89 once the chains state its bytes in use.
+ * With a seed every round is exact (see solve_rounds), up to MAX_EXACT_ROUNDS. */
 #define NOGOOD_ROUNDS 24
 #define MORE_NOGOOD_ROUNDS 120
+#define MAX_EXACT_ROUNDS 4000
+/* With a seed, the share of the time (less seed_bound's reserve) that the exact rounds
+ * may take; tightening rounds then look for an accepted plan cheaper than the seed
+ * in the rest. The zoo's llama at 361,568 bytes: exact rounds alone for all 60 s kept
+ * auto's 37,888 FLOPs (12 rounds, none accepted), where a tightened round had found
+ * 35,840 after two exact ones. */
+#define EXACT_SHARE 0.75
 
 /* A no-good cut on the plan x gives: the binaries that decide its rewrite may not all
  * take their values in x again, sum_{x_j=1} (1 - x_j) + sum_{x_j=0} x_j >= 1. They are
@@ -483,16 +544,18 @@ static ot_status add_chains(model *md, const bool *keep, const seed *sd, round_a
  * accepted): the exact rounds' bound then says nothing about that plan, nor about the
  * others the model overstates like it. One more solve, of the programme widened just
  * enough to admit the seed (optimal_relax.c) with every no-good cut (each excludes a
- * plan the planner rejected) and no tightening, gives a bound over every plan the
- * programme admitted and the seed; it gets what is left of the time limit, at least
- * a tenth of it. The rounds themselves search the programme unwidened: widened, it
- * admits plans the planner rejects in the widened intervals, and the search ran into
- * the tightening instead of proving (tinygpt with adamw at 3/4 of the way: 128
- * rounds). *bound is left alone when the programme admits the seed. */
+ * plan the planner rejected), no tightening and no floor (the widened programme has
+ * more points than the rounds' one), gives a bound over every plan the programme
+ * admitted and the seed; it gets what is left of the time limit, at least a tenth of
+ * it (solve_rounds keeps that back). The rounds themselves search the programme
+ * unwidened: widened, it admits plans the planner rejects in the widened intervals,
+ * and the search ran into the tightening instead of proving (tinygpt with adamw at 3/4
+ * of the way: 128 rounds). *bound is left alone when the programme admits the seed. */
 static ot_status seed_bound(model *md, const seed *sd, int64_t budget, double time_left, double limit,
                             round_arrays *ra, int *prefer, double *bound, ot_remat_optimal_stats *stats,
                             ot_error *err) {
     bool outside = false, wider = false;
+    set_floor(md, 0.0);
     ot_status st = ot_opt_seed_relax(md, budget, ra->start, ra->relax, &outside, err);
     for (int i = 0; i < md->n_bounds && !st; i++) wider |= ra->relax[i] > 0.0;
     if (st || (!outside && !wider)) return st;
@@ -504,23 +567,63 @@ static ot_status seed_bound(model *md, const seed *sd, int64_t budget, double ti
     double slot = time_left > limit / 10.0 ? time_left : limit / 10.0;
     if ((st = ot_mip_solve_from(&md->mip, slot, ra->start, prefer, ra->x, &r, err))) return st;
     stats->rounds++;
-    if (r.status == OT_MIP_OPTIMAL || r.status == OT_MIP_FEASIBLE) *bound = r.bound;
+    if (r.status == OT_MIP_OPTIMAL || r.status == OT_MIP_FEASIBLE) *bound = lift_bound(md, r.bound);
     return OT_OK;
 }
 
-/* The solve-check-tighten loop over a built model; keep gets the accepted plan. */
+/* The time the rounds keep back for seed_bound's solve: a tenth of the limit when the
+ * programme as built must widen to admit the seed (an LP says so, quickly). */
+static ot_status seed_reserve(model *md, const seed *sd, int64_t budget, double limit, const round_arrays *ra,
+                              double *reserve, ot_error *err) {
+    *reserve = 0.0;
+    if (!sd->keep) return OT_OK;
+    double *relax = calloc((size_t)md->n_bounds + 1, sizeof(double));
+    bool outside = false, wider = false;
+    if (!relax) return ot_opt_oom(err);
+    set_floor(md, 0.0);
+    ot_status st = ot_opt_seed_relax(md, budget, ra->start, relax, &outside, err);
+    for (int i = 0; i < md->n_bounds && !st; i++) wider |= relax[i] > 0.0;
+    if (!st && !outside && wider) *reserve = limit / 10.0;
+    free(relax);
+    return st;
+}
+
+/* The rounds' failure: the time or the rounds ran out before the planner accepted a
+ * solution (solve_rounds then takes the seed when there is one). */
+static ot_status rounds_out(const ot_remat_optimal_stats *stats, int64_t peak, int64_t budget, ot_error *err) {
+    return ot_fail(err, OT_E_MEMORY,
+                   "--remat optimal: after %d rounds the planner's peak %lld bytes still exceeds the budget %lld "
+                   "(the solver's model said %lld); raise --memory-budget or use --remat auto",
+                   stats->rounds, (long long)peak, (long long)budget, (long long)stats->model_peak);
+}
+
+/* The solve-check-exclude loop over a built model; keep gets the accepted plan.
+ * With a seed (auto's plan) the rounds are exact for EXACT_SHARE of the time: a
+ * rejected solution is excluded by its no-good cut alone, so each round's programme
+ * holds every plan the planner accepts that the first one held, and every round's
+ * bound (a solve cut short by its time included) bounds them all; the best so far is
+ * the next round's floor. Each exact round gets all of that share that is left: a
+ * round's proof carries over through the floor, while a round cut short adds only a
+ * plan to exclude. The first accepted solution of a closed solve is optimal. Before,
+ * a round had half of what was left and the first solve that ran out of it ended the
+ * exact rounds, so the zoo's rows ran 3-10 rounds in 60 s and proved nothing. The
+ * rest of the time (less seed_bound's reserve) goes to tightening rounds, as without
+ * a seed after NOGOOD_ROUNDS: they may find a plan cheaper than the seed, and their
+ * bounds are not used. */
 static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double limit, ot_remat_measure_fn measure,
                               void *user, const seed *sd, bool *keep, ot_remat_optimal_stats *stats, ot_error *err) {
     round_arrays ra = {0};
-    double t0 = now_s(), exact_bound = 0.0;
+    double t0 = now_s(), exact_bound = 0.0, reserve = 0.0;
     bool exact = true;
-    int prefer = -1; /* the solver that closed the last round's solve goes first */
+    int prefer = -1, cap = sd->keep ? MAX_EXACT_ROUNDS : MAX_ROUNDS; /* the solver that closed the last solve */
     ot_status st = round_arrays_make(md, sd, &ra, err);
+    if (!st) st = seed_reserve(md, sd, budget, limit, &ra, &reserve, err);
     while (!st) {
         set_budget(md, budget, &ra);
+        set_floor(md, exact ? exact_bound : 0.0);
         ot_mip_result r;
-        /* the first solve may take half the limit, each later one half of what is left */
-        double left = limit - (now_s() - t0), slot = stats->rounds + 1 >= MAX_ROUNDS ? left : left / 2.0;
+        double left = limit - reserve - (now_s() - t0), exact_left = (limit - reserve) * EXACT_SHARE - (now_s() - t0);
+        double slot = sd->keep && exact ? exact_left : stats->rounds + 1 >= cap ? left : left / 2.0;
         if ((st = ot_mip_solve_from(&md->mip, slot > 0.05 ? slot : 0.05, sd->keep ? ra.start : NULL, &prefer, ra.x,
                                     &r, err)))
             break;
@@ -537,12 +640,8 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
                                                           (long long)budget, limit);
             break;
         }
-        /* Every cut so far excluded just a plan the planner rejected, and the widening
-         * this solve's bound bounds every plan the programme admits, and the best of
-         * those since the last rebuild bounds the answer (a solution of this programme
-         * with more cuts, or tightened; or the seed, when seed_bound finds it admitted). */
-        if (exact && r.bound > exact_bound) exact_bound = r.bound;
-        bool seed_proven = exact && sd->keep && r.status == OT_MIP_OPTIMAL && r.obj >= sd->cost * (1.0 - 1e-9) - 0.5;
+        if (exact && lift_bound(md, r.bound) > exact_bound) exact_bound = lift_bound(md, r.bound);
+        bool seed_proven = exact && sd->keep && exact_bound >= sd->cost * (1.0 - 1e-9) - 0.5;
         solution_keep(md, ra.x, keep);
         int64_t peak = 0;
         double cost = 0.0;
@@ -559,29 +658,28 @@ static ot_status solve_rounds(model *md, ot_graph *g, int64_t budget, double lim
             if (sd->keep && (peak > budget || sd->cost < cost)) take_seed(md, sd, keep, stats);
             break;
         }
-        if (stats->rounds >= MAX_ROUNDS || now_s() - t0 >= limit) {
-            st = ot_fail(err, OT_E_MEMORY,
-                         "--remat optimal: after %d rounds the planner's peak %lld bytes still exceeds the budget "
-                         "%lld (the solver's model said %lld); raise --memory-budget or use --remat auto",
-                         stats->rounds, (long long)peak, (long long)budget, (long long)stats->model_peak);
+        if (stats->rounds >= cap || now_s() - t0 >= limit - reserve) {
+            st = rounds_out(stats, peak, budget, err);
             break;
         }
-        /* While solves are proven (small programmes), a round excludes just this
-         * plan (exact: no other plan is lost); after NOGOOD_ROUNDS, or once a
-         * solve runs into its time, it also tightens where the plan's bytes in use
-         * peak (all of it when that is unknown): faster, but it may exclude plans
-         * that would fit, so those rounds' bounds prove nothing. */
+        /* An exact round excludes just this plan: no other plan is lost. Without a
+         * seed, after NOGOOD_ROUNDS or a solve that ran into its time, a round also
+         * tightens where the plan's bytes in use peak (all of it when that is
+         * unknown): faster, but it may exclude plans that would fit, so those
+         * rounds' bounds prove nothing. */
         if ((st = exclude_solution(md, ra.x, keep, err))) break;
-        exact &= r.status == OT_MIP_OPTIMAL && stats->rounds < MORE_NOGOOD_ROUNDS &&
-                 (stats->rounds < NOGOOD_ROUNDS || now_s() - t0 < limit / 2.0);
-        /* The chains it shows hold for every plan: rows, and the round stays exact.
-         * Only in exact rounds: a rebuild would lose the tightening's intervals, and on
+        if (sd->keep)
+            exact &= now_s() - t0 < (limit - reserve) * EXACT_SHARE;
+        else
+            exact &= r.status == OT_MIP_OPTIMAL && stats->rounds < MORE_NOGOOD_ROUNDS &&
+                     (stats->rounds < NOGOOD_ROUNDS || now_s() - t0 < limit / 2.0);
+        /* The chains it shows hold for every plan: rows, and the round stays exact
+         * (the rebuilt programme has fewer points, so the floor still holds). Only
+         * in exact rounds: a rebuild would lose the tightening's intervals, and on
          * tinygpt, whose solves run into their time, adding chains in every round left
          * wider gaps (657,344 bytes: 53% against 21%). */
         if (exact) {
-            int before = md->chains.n;
             st = add_chains(md, keep, sd, &ra, err);
-            if (md->chains.n != before) exact_bound = 0.0; /* a new programme: its own bounds */
             continue;
         }
         double over = (double)(peak - budget) + md->unit / 16.0;

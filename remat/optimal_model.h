@@ -37,6 +37,10 @@ typedef struct ot_opt_model {
     double pad;              /* bytes off every row's budget: the none plan's pinned padding (0 after
                                 the fallback; see the file header) */
     ot_mip mip;
+    int floor_row;           /* the objective >= the exact rounds' bound so far (optimal.c's
+                                set_floor); free (-inf) when no bound is known */
+    double grain;            /* every objective coefficient is a multiple of it (their gcd when
+                                all are whole numbers, else 0): so is every plan's cost */
     /* The none plan as the planner placed it (NULL when the measure is not the
      * planner's own): where best fit must leave a hole (remat/optimal_hole.c). */
     struct ot_plan *p0;

@@ -221,7 +221,7 @@ bool ot_remat_optimal_available(void);
 
 typedef struct ot_remat_optimal_stats {
     int n_binaries, n_columns, n_rows; /* size of the last programme solved */
-    int rounds;            /* solves: 1 + times the budget was tightened */
+    int rounds;            /* solves: every round (exact or tightening) and the seed's bound */
     bool proven;           /* the accepted solve closed the gap (optimal under the model) */
     double gap;            /* relative MIP gap of the accepted solve (0 when proven); for
                             * auto's plan (heuristic), its cost against the last bound */
@@ -242,8 +242,9 @@ typedef struct ot_remat_optimal_stats {
  * integer programme over the keep/recompute choices (see remat/optimal.c for the
  * model), solved by GLPK within time_limit_s (0: the default), with auto's plan for
  * the budget as the first incumbent; every solution is checked by measure and, while
- * its exact peak exceeds budget, the programme's budget is lowered by the excess
- * where the peak is and solved again. When no solution the planner accepts is
+ * its exact peak exceeds budget, excluded and the programme solved again (without
+ * auto's plan, after some such rounds, the programme's budget is also lowered by the
+ * excess where the peak is). When no solution the planner accepts is
  * cheaper than auto's, auto's plan is the answer (stats->heuristic). A budget the model cannot meet
  * is OT_E_MEMORY; a build without GLPK is OT_E_UNSUPPORTED. g is unchanged. */
 ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budget, double time_limit_s,
