@@ -169,8 +169,10 @@ static ot_status ot_cu_map_zero_flag(ot_cuda_ctx *cx, const ot_node *node, const
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): workspace smaller than the backend asked for", node->name,
                        op_name);
     int seen = 0;
-    if (cx) OT_CUDA_CHECK(cudaMemsetAsync(zero, 0, sizeof(int), cx->stream));
-    else *zero = 0;
+    if (cx)
+        OT_CUDA_CHECK(cudaMemsetAsync(zero, 0, sizeof(int), cx->stream));
+    else
+        *zero = 0;
     f.zero = zero;
     ot_status st = ot_cu_map(cx, f, n, err);
     if (st) return st;
