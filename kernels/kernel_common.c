@@ -43,6 +43,25 @@ ot_status ot_kernel_grad_dy_x(const ot_node *node, const ot_tensor *in, const ot
     return ot_node_params(node, scratch, pp, err);
 }
 
+ot_status ot_kernel_concat_axis(const ot_node *node, const ot_shape *s, size_t es, ot_op_params *scratch,
+                                const ot_layout_params **lp, int *axis, ot_error *err) {
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, scratch, &pp, err);
+    if (st) return st;
+    *lp = &pp->u.layout;
+    *axis = ot_kernel_axis((*lp)->axis, s->rank);
+    if (*axis < 0 || !es)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): axis out of range or bad dtype", node->name, node->op_type);
+    return OT_OK;
+}
+
+int64_t ot_kernel_split_len(const ot_node *node, const ot_layout_params *lp, const ot_tensor *out, int k, int axis,
+                            int64_t dim) {
+    if (lp->split && lp->n_split == node->n_outputs) return lp->split[k];
+    if (out[k].data) return out[k].shape.dim[axis];
+    return dim / node->n_outputs;
+}
+
 bool ot_bcast_init(ot_bcast *b, const ot_shape *out, const ot_shape *const *ins, int n_in) {
     memset(b, 0, sizeof *b);
     b->n_in = n_in;

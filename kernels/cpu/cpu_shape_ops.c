@@ -90,12 +90,10 @@ ot_status ot_cpu_concat(const ot_node *node, const ot_tensor *in, ot_tensor *out
     const ot_shape *ys = &out[0].shape;
     size_t es = ot_dtype_size(out[0].dtype);
     ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    const ot_layout_params *lp;
+    int axis;
+    ot_status pst = ot_kernel_concat_axis(node, ys, es, &scratch, &lp, &axis, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, ys->rank);
-    if (axis < 0 || !es) return shape_mismatch(node, "axis out of range or bad dtype", err);
     int64_t outer = 1, inner = 1, total = 0;
     for (int d = 0; d < axis; d++) outer *= ys->dim[d];
     for (int d = axis + 1; d < ys->rank; d++) inner *= ys->dim[d];
@@ -124,12 +122,10 @@ ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     const ot_shape *xs = &in[0].shape;
     size_t es = ot_dtype_size(in[0].dtype);
     ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    const ot_layout_params *lp;
+    int axis;
+    ot_status pst = ot_kernel_concat_axis(node, xs, es, &scratch, &lp, &axis, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, xs->rank);
-    if (axis < 0 || !es) return shape_mismatch(node, "axis out of range or bad dtype", err);
     int64_t outer = 1, inner = 1, total = 0;
     for (int d = 0; d < axis; d++) outer *= xs->dim[d];
     for (int d = axis + 1; d < xs->rank; d++) inner *= xs->dim[d];
@@ -138,14 +134,9 @@ ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         if (!out[k].data) continue;
         if (out[k].dtype != in[0].dtype) return ot_cpu_bad_dtype(node, "an output", out[k].dtype, err);
     }
-    int n_split = lp->n_split;
-    const int64_t *split = lp->split;
     size_t in_row = (size_t)(xs->dim[axis] * inner) * es, at = 0;
     for (int k = 0; k < node->n_outputs; k++) {
-        int64_t len;
-        if (split && n_split == node->n_outputs) len = split[k];
-        else if (out[k].data) len = out[k].shape.dim[axis];
-        else len = xs->dim[axis] / node->n_outputs;
+        int64_t len = ot_kernel_split_len(node, lp, out, k, axis, xs->dim[axis]);
         total += len;
         if (total > xs->dim[axis]) return shape_mismatch(node, "split sizes exceed the input along axis", err);
         size_t chunk = (size_t)(len * inner) * es;

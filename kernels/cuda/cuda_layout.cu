@@ -86,12 +86,10 @@ OT_CUDA_LAUNCHER(ot_cuda_concat) {
     const ot_shape *ys = &out[0].shape;
     size_t es = ot_dtype_size(out[0].dtype);
     ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    const ot_layout_params *lp;
+    int axis;
+    ot_status pst = ot_kernel_concat_axis(node, ys, es, &scratch, &lp, &axis, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, ys->rank);
-    if (axis < 0 || !es) return bad(node, "axis out of range or bad dtype", err);
     int64_t total = 0;
     for (int k = 0; k < node->n_inputs; k++) {
         if (in[k].dtype != out[0].dtype || in[k].shape.rank != ys->rank) return bad(node, "input dtypes or ranks differ", err);
@@ -124,22 +122,15 @@ OT_CUDA_LAUNCHER(ot_cuda_split) {
     const ot_shape *xs = &in[0].shape;
     size_t es = ot_dtype_size(in[0].dtype);
     ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    const ot_layout_params *lp;
+    int axis;
+    ot_status pst = ot_kernel_concat_axis(node, xs, es, &scratch, &lp, &axis, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, xs->rank);
-    if (axis < 0 || !es) return bad(node, "axis out of range or bad dtype", err);
-    int n_split = lp->n_split;
-    const int64_t *split = lp->split;
     int64_t ist[OT_MAX_RANK];
     contiguous_strides(xs, ist);
     int64_t at = 0;
     for (int k = 0; k < node->n_outputs; k++) {
-        int64_t len;
-        if (split && n_split == node->n_outputs) len = split[k];
-        else if (out[k].data) len = out[k].shape.dim[axis];
-        else len = xs->dim[axis] / node->n_outputs;
+        int64_t len = ot_kernel_split_len(node, lp, out, k, axis, xs->dim[axis]);
         if (at + len > xs->dim[axis]) return bad(node, "split sizes exceed the input along axis", err);
         if (out[k].data) {
             if (out[k].dtype != in[0].dtype || out[k].shape.rank != xs->rank || out[k].shape.dim[axis] != len)
