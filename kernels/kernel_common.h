@@ -64,6 +64,12 @@ ot_status ot_kernel_grad_dy_x(const ot_node *node, const ot_tensor *in, const ot
                               ot_kernel_bad_dtype_fn bad, int64_t *n, ot_op_params *scratch,
                               const ot_op_params **pp, ot_error *err);
 
+/* The checks of MaxGrad / MinGrad (dY, Y, X_0 .. X_n-1) -> dX_k, shared by both
+ * backends: 1 to OT_MINMAX_GRAD_MAX_IN forward inputs (*nx), every input float32 (else `bad`), dY, Y
+ * and dX of one element count (*n), and the node's index k of one of them (*k). */
+ot_status ot_kernel_minmax_grad_check(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                                      ot_kernel_bad_dtype_fn bad, int *nx, int *k, int64_t *n, ot_error *err);
+
 /* ---- Concat and Split -------------------------------------------------------- */
 
 /* Concat's or Split's axis against s (Concat's output, Split's input) of element size
