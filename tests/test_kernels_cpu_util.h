@@ -70,20 +70,26 @@ static inline ot_tensor tk_absent(void) {
     return x;
 }
 
+/* A kernel context for one run on `threads` threads with a workspace of exactly
+ * ot_cpu_workspace_bytes (malloc'd: free ctx->workspace after the run). */
+static inline void tk_ctx_init(ot_kernel_ctx *ctx, const ot_node *n, ot_tensor *in, ot_tensor *out, int threads) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->n_threads = threads;
+    ctx->workspace_bytes = ot_cpu_workspace_bytes(n, in, out);
+    ctx->workspace = ctx->workspace_bytes ? malloc(ctx->workspace_bytes) : NULL;
+}
+
 /* Runs the node with `threads` OpenMP threads and a workspace of exactly
  * ot_cpu_workspace_bytes; err may be NULL. */
 static inline ot_status tk_run_ex(const ot_node *n, ot_tensor *in, ot_tensor *out, int threads, uint64_t seed,
                                   uint64_t step, int rng_node, ot_error *err) {
     ot_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.n_threads = threads;
+    tk_ctx_init(&ctx, n, in, out, threads);
     ctx.seed = seed;
     ctx.step = step;
     ctx.rng_node = rng_node;
     /* These tests pin our own kernels' summation order; test_conv_dnnl checks oneDNN's. */
     ctx.no_dnnl = true;
-    ctx.workspace_bytes = ot_cpu_workspace_bytes(n, in, out);
-    ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
     ot_error e = {0};
     ot_status st = ot_cpu_run_node(n, in, out, &ctx, err ? err : &e);
     free(ctx.workspace);
@@ -105,12 +111,9 @@ static inline ot_status tk_run(const ot_node *n, ot_tensor *in, ot_tensor *out) 
 static inline ot_status tk_run_kept(const ot_node *n, ot_tensor *in, ot_tensor *out, int threads, bool no_dnnl,
                                     void **slot) {
     ot_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.n_threads = threads;
+    tk_ctx_init(&ctx, n, in, out, threads);
     ctx.no_dnnl = no_dnnl;
     ctx.node_state = slot;
-    ctx.workspace_bytes = ot_cpu_workspace_bytes(n, in, out);
-    ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
     ot_error e = {0};
     ot_status st = ot_cpu_run_node(n, in, out, &ctx, &e);
     if (st) print_error("%s\n", e.msg);
