@@ -185,19 +185,9 @@ ot_status ot_cpu_slice(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     for (int i = 0; i < ns; i++) {
         int a = ot_kernel_axis(has_axes ? axes[i] : i, r);
         if (a < 0) return shape_mismatch(node, "axis out of range", err);
-        int64_t dim = xs->dim[a], step = has_steps ? steps[i] : 1, s = starts[i], e = ends[i], cnt;
+        int64_t step = has_steps ? steps[i] : 1, s;
         if (step == 0) return ot_fail(err, OT_E_MODEL, "node '%s' (Slice): step 0", node->name);
-        if (s < 0) s += dim;
-        if (e < 0) e += dim;
-        if (step > 0) {
-            s = s < 0 ? 0 : (s > dim ? dim : s);
-            e = e < 0 ? 0 : (e > dim ? dim : e);
-            cnt = e > s ? (e - s + step - 1) / step : 0;
-        } else {
-            s = s < 0 ? 0 : (s > dim - 1 ? dim - 1 : s);
-            e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
-            cnt = s > e ? (s - e + (-step) - 1) / (-step) : 0;
-        }
+        int64_t cnt = ot_kernel_slice_axis(xs->dim[a], starts[i], ends[i], step, &s);
         if (cnt != out[0].shape.dim[a]) return shape_mismatch(node, "output shape differs from the slice", err);
         st[a] = s;
         sp[a] = step;
