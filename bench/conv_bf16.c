@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_node.h"
 #include "exec/backend.h"
 #include "kernels/half_float.h"
 #include "kernels/kernel.h"
@@ -61,19 +62,8 @@ static double run(ot_backend *be, const shape *s, int N, int op, ot_dtype t, int
     static const ot_op ops[3] = {OT_OP_CONV, OT_OP_CONV_GRAD_INPUT, OT_OP_CONV_GRAD_WEIGHT};
     int64_t oh = (s->H + 2 * s->P - s->K) / s->S + 1;
     int64_t xd[4] = {N, s->C, s->H, s->H}, wd[4] = {s->M, s->C, s->K, s->K}, yd[4] = {N, s->M, oh, oh};
-    ot_node n;
-    memset(&n, 0, sizeof n);
-    n.op = ops[op];
-    n.op_type = (char *)ot_op_name(n.op);
-    n.domain = (char *)"";
-    n.name = (char *)"bench";
-    n.n_inputs = op == 0 ? 2 : 3;
-    n.n_outputs = 1;
-    n.orig_node = -1;
-    int64_t ks[2] = {s->K, s->K}, st[2] = {s->S, s->S}, pd[4] = {s->P, s->P, s->P, s->P};
-    ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
-    ot_node_set_attr_ints(&n, "strides", st, 2);
-    ot_node_set_attr_ints(&n, "pads", pd, 4);
+    ot_node n = bn_node(ops[op], op == 0 ? 2 : 3);
+    bn_conv_attrs(&n, s->K, s->S, s->P);
     void *x = filled(t, N * s->C * s->H * s->H), *w = filled(t, s->M * s->C * s->K * s->K);
     void *y = filled(t, N * s->M * oh * oh);
     ot_tensor X = tensor(t, x, xd), W = tensor(t, w, wd), Y = tensor(t, y, yd);
@@ -81,13 +71,9 @@ static double run(ot_backend *be, const shape *s, int N, int op, ot_dtype t, int
     if (op == 0) in[0] = X, in[1] = W, out[0] = Y;
     if (op == 1) in[0] = Y, in[1] = W, in[2] = X, out[0] = X;
     if (op == 2) in[0] = Y, in[1] = X, in[2] = W, out[0] = W;
-    ot_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.n_threads = nt;
     void *state = NULL;
-    ctx.node_state = &state;
-    ctx.workspace_bytes = ot_cpu_workspace_bytes(&n, in, out);
-    ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
+    ot_kernel_ctx ctx;
+    bn_ctx_init(&ctx, &n, in, out, nt, &state);
     ot_error e = {0};
     double best = 1e30;
     *cpu = 1e30;
@@ -103,8 +89,7 @@ static double run(ot_backend *be, const shape *s, int N, int op, ot_dtype t, int
     }
     free(ctx.workspace);
     if (state) be->free_node_state(be, state);
-    for (int i = 0; i < n.n_attrs; i++) ot_attr_free(&n.attrs[i]);
-    free(n.attrs);
+    bn_node_free(&n);
     free(x), free(w), free(y);
     return best;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_node.h"
 #include "exec/backend.h"
 #include "kernels/kernel.h"
 
@@ -98,19 +99,8 @@ typedef struct bufs {
  * slot (oneDNN where kernels/cpu/conv_dnnl.c's rule picks it). */
 static double ot_time(ot_backend *be, const shape *s, bufs *b, int op, int nt, int reps, bool slot) {
     static const ot_op ops[3] = {OT_OP_CONV, OT_OP_CONV_GRAD_INPUT, OT_OP_CONV_GRAD_WEIGHT};
-    ot_node n;
-    memset(&n, 0, sizeof n);
-    n.op = ops[op];
-    n.op_type = (char *)ot_op_name(n.op);
-    n.domain = (char *)"";
-    n.name = (char *)"bench";
-    n.n_inputs = op == 0 ? 2 : 3;
-    n.n_outputs = 1;
-    n.orig_node = -1;
-    int64_t ks[2] = {s->K, s->K}, st[2] = {s->S, s->S}, pd[4] = {s->P, s->P, s->P, s->P};
-    ot_node_set_attr_ints(&n, "kernel_shape", ks, 2);
-    ot_node_set_attr_ints(&n, "strides", st, 2);
-    ot_node_set_attr_ints(&n, "pads", pd, 4);
+    ot_node n = bn_node(ops[op], op == 0 ? 2 : 3);
+    bn_conv_attrs(&n, s->K, s->S, s->P);
     ot_node_set_attr_int(&n, "group", s->G);
     ot_tensor X = tensor(b->x, 4, b->xd), W = tensor(b->w, 4, b->wd), Y = tensor(b->y, 4, b->yd);
     ot_tensor dY = tensor(b->dy, 4, b->yd), dX = tensor(b->dx, 4, b->xd), dW = tensor(b->dw, 4, b->wd);
@@ -118,14 +108,10 @@ static double ot_time(ot_backend *be, const shape *s, bufs *b, int op, int nt, i
     if (op == 0) in[0] = X, in[1] = W, out[0] = Y;
     if (op == 1) in[0] = dY, in[1] = W, in[2] = X, out[0] = dX;
     if (op == 2) in[0] = dY, in[1] = X, in[2] = W, out[0] = dW;
-    ot_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.n_threads = nt;
     void *state = NULL;
+    ot_kernel_ctx ctx;
+    bn_ctx_init(&ctx, &n, in, out, nt, slot ? &state : NULL);
     ctx.no_dnnl = !slot;
-    ctx.node_state = slot ? &state : NULL;
-    ctx.workspace_bytes = ot_cpu_workspace_bytes(&n, in, out);
-    ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
     ot_error e = {0};
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
@@ -139,8 +125,7 @@ static double ot_time(ot_backend *be, const shape *s, bufs *b, int op, int nt, i
     }
     free(ctx.workspace);
     if (state) be->free_node_state(be, state);
-    for (int i = 0; i < n.n_attrs; i++) ot_attr_free(&n.attrs[i]);
-    free(n.attrs);
+    bn_node_free(&n);
     return best;
 }
 

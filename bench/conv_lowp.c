@@ -13,21 +13,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cpu/cpu_common.h"
+#include "bench_node.h"
 #include "kernels/half_float.h"
 
 enum { MAX_ROUNDS = 64 };
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static ot_tensor t4(ot_dtype t, const int64_t *d) {
     ot_tensor x;
@@ -45,59 +34,15 @@ static ot_tensor t4(ot_dtype t, const int64_t *d) {
     return x;
 }
 
-typedef struct run {
-    ot_node node;
-    ot_tensor in[3], out[1];
-    ot_kernel_ctx ctx;
-    void *slot;
-} run;
-
-static void setup(run *r, ot_op op, ot_dtype t, const int64_t *x, const int64_t *w, const int64_t *y, int64_t k,
+static void setup(bn_run *r, ot_op op, ot_dtype t, const int64_t *x, const int64_t *w, const int64_t *y, int64_t k,
                   int64_t s, int64_t p, int threads) {
     memset(r, 0, sizeof *r);
-    static char name[] = "bench", dom[] = "";
-    r->node.op = op;
-    r->node.op_type = (char *)ot_op_name(op);
-    r->node.name = name;
-    r->node.domain = dom;
-    r->node.n_inputs = op == OT_OP_CONV ? 2 : 3;
-    r->node.n_outputs = 1;
-    r->node.orig_node = -1;
-    int64_t ks[2] = {k, k}, st[2] = {s, s}, pd[4] = {p, p, p, p};
-    ot_node_set_attr_ints(&r->node, "kernel_shape", ks, 2);
-    ot_node_set_attr_ints(&r->node, "strides", st, 2);
-    ot_node_set_attr_ints(&r->node, "pads", pd, 4);
+    r->node = bn_node(op, op == OT_OP_CONV ? 2 : 3);
+    bn_conv_attrs(&r->node, k, s, p);
     if (op == OT_OP_CONV) r->in[0] = t4(t, x), r->in[1] = t4(t, w), r->out[0] = t4(t, y);
     else if (op == OT_OP_CONV_GRAD_INPUT) r->in[0] = t4(t, y), r->in[1] = t4(t, w), r->in[2] = t4(t, x), r->out[0] = t4(t, x);
     else r->in[0] = t4(t, y), r->in[1] = t4(t, x), r->in[2] = t4(t, w), r->out[0] = t4(t, w);
-    r->ctx.n_threads = threads;
-    r->ctx.node_state = &r->slot;
-    r->ctx.workspace_bytes = ot_cpu_workspace_bytes(&r->node, r->in, r->out);
-    r->ctx.workspace = r->ctx.workspace_bytes ? malloc(r->ctx.workspace_bytes) : NULL;
-}
-
-static void release(run *r) {
-    for (int k = 0; k < 3; k++) free(r->in[k].data);
-    free(r->out[0].data);
-    free(r->ctx.workspace);
-    if (r->slot) ((ot_cpu_node_state *)r->slot)->free(r->slot);
-    for (int i = 0; i < r->node.n_attrs; i++) ot_attr_free(&r->node.attrs[i]);
-    free(r->node.attrs);
-}
-
-static double best_of(run *r, int reps) {
-    ot_error e;
-    double best = 1e30;
-    for (int i = 0; i < reps; i++) {
-        double t0 = now();
-        if (ot_cpu_run_node(&r->node, r->in, r->out, &r->ctx, &e)) {
-            fprintf(stderr, "%s\n", e.msg);
-            exit(1);
-        }
-        double t = now() - t0;
-        if (t < best) best = t;
-    }
-    return best;
+    bn_ctx_init(&r->ctx, &r->node, r->in, r->out, threads, &r->slot);
 }
 
 int main(int argc, char **argv) {
@@ -115,23 +60,24 @@ int main(int argc, char **argv) {
         int64_t oh = (v[3] + 2 * v[6] - v[4]) / v[5] + 1;
         int64_t x[4] = {v[0], v[1], v[3], v[3]}, w[4] = {v[2], v[1], v[4], v[4]}, y[4] = {v[0], v[2], oh, oh};
         for (int o = 0; o < 3; o++) {
-            run r[2];
+            bn_run r[2];
             setup(&r[0], ops[o], OT_F32, x, w, y, v[4], v[5], v[6], T);
             setup(&r[1], ops[o], OT_BF16, x, w, y, v[4], v[5], v[6], T);
-            double once = best_of(&r[0], 1) + best_of(&r[1], 1);
+            double once = bn_best_of(&r[0], 1) + bn_best_of(&r[1], 1);
             int reps = once > 0.1 ? 1 : (int)(0.1 / (once + 1e-9)) + 1;
             double t[2][MAX_ROUNDS];
             for (int k = 0; k < rounds; k++)
-                for (int j = 0; j < 2; j++) t[j][k] = best_of(&r[j], reps);
-            qsort(t[0], (size_t)rounds, sizeof(double), cmp);
-            qsort(t[1], (size_t)rounds, sizeof(double), cmp);
+                for (int j = 0; j < 2; j++)
+                    t[j][k] = bn_best_of(&r[j], reps);
+            qsort(t[0], (size_t)rounds, sizeof(double), bn_cmp_double);
+            qsort(t[1], (size_t)rounds, sizeof(double), bn_cmp_double);
             double a = t[0][rounds / 2], b = t[1][rounds / 2];
             char shp[64];
             snprintf(shp, sizeof shp, "%lld %lld %lld %lld %lld %lld %lld", (long long)v[0], (long long)v[1],
                      (long long)v[2], (long long)v[3], (long long)v[4], (long long)v[5], (long long)v[6]);
             printf("%-15s %-28s %9.3f %9.3f %9.2f\n", ot_op_name(ops[o]), shp, a * 1e3, b * 1e3, b / a);
             fflush(stdout);
-            release(&r[0]), release(&r[1]);
+            bn_run_free(&r[0]), bn_run_free(&r[1]);
         }
     }
     return 0;

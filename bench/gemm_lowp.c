@@ -15,30 +15,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cpu/cpu_common.h"
+#include "bench_node.h"
 #include "kernels/cpu/gemm_lowp.h"
 #include "kernels/half_float.h"
 
 enum { NV = 4, MAX_ROUNDS = 64 };
 static const char *NAMES[NV] = {"f32", "bf16>f32", "bf16>bf16", "f16>f32"};
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-typedef struct variant {
-    ot_node node;
-    ot_tensor in[2], out[1];
-    ot_kernel_ctx ctx;
-    void *slot;
-} variant;
 
 static ot_tensor tensor(ot_dtype t, int64_t r, int64_t c) {
     ot_tensor x;
@@ -57,47 +39,15 @@ static ot_tensor tensor(ot_dtype t, int64_t r, int64_t c) {
     return x;
 }
 
-static void setup(variant *v, ot_dtype ab, ot_dtype yt, bool ta, bool tb, int M, int N, int K, int threads) {
+static void setup(bn_run *v, ot_dtype ab, ot_dtype yt, bool ta, bool tb, int M, int N, int K, int threads) {
     memset(v, 0, sizeof *v);
-    static char name[] = "bench", gemm[] = "Gemm", dom[] = "";
-    v->node.op = OT_OP_GEMM;
-    v->node.op_type = gemm;
-    v->node.name = name;
-    v->node.domain = dom;
-    v->node.n_inputs = 2;
-    v->node.n_outputs = 1;
-    v->node.orig_node = -1;
+    v->node = bn_node(OT_OP_GEMM, 2);
     ot_node_set_attr_int(&v->node, "transA", ta);
     ot_node_set_attr_int(&v->node, "transB", tb);
     v->in[0] = ta ? tensor(ab, K, M) : tensor(ab, M, K);
     v->in[1] = tb ? tensor(ab, N, K) : tensor(ab, K, N);
     v->out[0] = tensor(yt, M, N);
-    v->ctx.n_threads = threads;
-    v->ctx.node_state = &v->slot;
-    v->ctx.workspace_bytes = ot_cpu_workspace_bytes(&v->node, v->in, v->out);
-    v->ctx.workspace = v->ctx.workspace_bytes ? malloc(v->ctx.workspace_bytes) : NULL;
-}
-
-static void release(variant *v) {
-    free(v->in[0].data), free(v->in[1].data), free(v->out[0].data), free(v->ctx.workspace);
-    if (v->slot) ((ot_cpu_node_state *)v->slot)->free(v->slot);
-    for (int i = 0; i < v->node.n_attrs; i++) ot_attr_free(&v->node.attrs[i]);
-    free(v->node.attrs);
-}
-
-static double run_best(variant *v, int reps) {
-    ot_error e;
-    double best = 1e30;
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        if (ot_cpu_run_node(&v->node, v->in, v->out, &v->ctx, &e)) {
-            fprintf(stderr, "%s\n", e.msg);
-            exit(1);
-        }
-        double t = now() - t0;
-        if (t < best) best = t;
-    }
-    return best;
+    bn_ctx_init(&v->ctx, &v->node, v->in, v->out, threads, &v->slot);
 }
 
 int main(int argc, char **argv) {
@@ -114,17 +64,19 @@ int main(int argc, char **argv) {
     while (scanf("%7s %d %d %d", op, &M, &N, &K) == 4) {
         bool ta = op[0] == 'T', tb = op[1] == 'T';
         const ot_dtype ab[NV] = {OT_F32, OT_BF16, OT_BF16, OT_F16}, yt[NV] = {OT_F32, OT_F32, OT_BF16, OT_F32};
-        variant v[NV];
+        bn_run v[NV];
         for (int k = 0; k < NV; k++) setup(&v[k], ab[k], yt[k], ta, tb, M, N, K, T);
         double flop = 2.0 * M * N * K, once = 0;
-        for (int k = 0; k < NV; k++) once += run_best(&v[k], 1); /* builds the primitives */
+        for (int k = 0; k < NV; k++)
+            once += bn_best_of(&v[k], 1); /* builds the primitives */
         int reps = once > 0.2 ? 1 : (int)(0.2 / (once + 1e-9)) + 1;
         double t[NV][MAX_ROUNDS];
         for (int r = 0; r < rounds; r++)
-            for (int k = 0; k < NV; k++) t[k][r] = run_best(&v[k], reps);
+            for (int k = 0; k < NV; k++)
+                t[k][r] = bn_best_of(&v[k], reps);
         double med[NV];
         for (int k = 0; k < NV; k++) {
-            qsort(t[k], (size_t)rounds, sizeof(double), cmp);
+            qsort(t[k], (size_t)rounds, sizeof(double), bn_cmp_double);
             med[k] = t[k][rounds / 2];
         }
         char impl[128];
@@ -134,7 +86,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < NV; k++) printf(" %10.1f", flop / med[k] / 1e9);
         printf("  %8.2f %8.2f  %s\n", med[0] / med[1], med[0] / med[3], ot_gemm_lowp_impl_name(&g, T, impl, sizeof impl));
         fflush(stdout);
-        for (int k = 0; k < NV; k++) release(&v[k]);
+        for (int k = 0; k < NV; k++)
+            bn_run_free(&v[k]);
     }
     return 0;
 }

@@ -428,3 +428,23 @@ ot_status ot_args_one_model(int argc, char **argv, int optind_after, const char 
     *model = argv[optind_after];
     return OT_OK;
 }
+
+ot_status ot_args_parse(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                        ot_common_args *args, ot_args_own_fn own, void *cmd, bool *help, ot_error *err) {
+    *help = false;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        if (c == 'h') {
+            *help = true;
+            return OT_OK;
+        }
+        bool taken = false;
+        ot_status st = own(cmd, c, optarg, &taken, err);
+        if (!st && !taken) st = ot_args_common(args, c, optarg, &taken, err);
+        if (st) return st;
+        if (!taken) return ot_fail(err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
+    }
+    return OT_OK;
+}

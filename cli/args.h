@@ -92,7 +92,8 @@ void ot_str_list_free(ot_str_list *l);
 
 /* ---- the shared options ----
  * A command lists the OT_ARGS_OPT_* entries it takes in its getopt_long table (its
- * own option codes start at OT_ARG_OWN) and hands every code to ot_args_common first.
+ * own option codes start at OT_ARG_OWN) and hands every code it does not take itself
+ * to ot_args_common (ot_args_parse is that loop).
  * Values are range-checked as they are read; --loss is parsed at once. */
 enum {
     OT_ARG_INPUT = 256,
@@ -324,6 +325,18 @@ typedef struct ot_common_args {
 /* Reads option `code` with value `arg` into a when it is one of the shared options
  * (*handled true); otherwise leaves a alone and sets *handled false. */
 ot_status ot_args_common(ot_common_args *a, int code, const char *arg, bool *handled, ot_error *err);
+
+/* A command's own options for ot_args_parse: reads option `code` (value arg) into the
+ * command's options `cmd` and sets *taken, or leaves *taken false to hand the code on
+ * to ot_args_common (a code may also be noted and handed on, as eval's --labels). */
+typedef ot_status (*ot_args_own_fn)(void *cmd, int code, const char *arg, bool *taken, ot_error *err);
+
+/* The option loop of the commands over one model: getopt_long over argv, each code to
+ * `own` first, then to ot_args_common; any other code is OT_E_USAGE "unknown or
+ * incomplete option". -h stops the loop with *help true (the command prints its usage
+ * and exits 0). The operands start at optind after it (ot_args_one_model). */
+ot_status ot_args_parse(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                        ot_common_args *args, ot_args_own_fn own, void *cmd, bool *help, ot_error *err);
 void ot_common_args_init(ot_common_args *a);
 /* Notes on what was read (an old option name and what it became), to f, as
  * "onnxtrain CMD: note: ...". */

@@ -283,6 +283,23 @@ fail:
 
 enum { O_JSON = OT_ARG_OWN, O_STEPS, O_SVG, O_TIMELINE };
 
+/* bench's own options (ot_args_own_fn). */
+static ot_status bench_option(void *cmd, int code, const char *arg, bool *taken, ot_error *err) {
+    bench_opts *o = cmd;
+    *taken = true;
+    switch (code) {
+    case OT_ARG_BUDGET: /* a list here; the last --memory-budget counts, as elsewhere */
+        o->budgets = arg;
+        o->n_budgets = 0;
+        return split_budgets(o, err);
+    case O_JSON: o->json = true; return OT_OK;
+    case O_STEPS: return ot_args_int("--steps", arg, 1, BENCH_MAX_STEPS, &o->steps, err);
+    case O_SVG: o->svg = arg; return OT_OK;
+    case O_TIMELINE: o->timeline = arg; return OT_OK;
+    default: *taken = false; return OT_OK;
+    }
+}
+
 int ot_cmd_bench(int argc, char **argv) {
     static const struct option longopts[] = {
         OT_ARGS_OPTS_SESSION,
@@ -297,34 +314,14 @@ int ot_cmd_bench(int argc, char **argv) {
     bench_opts o = {.steps = BENCH_DEFAULT_STEPS};
     ot_common_args_init(&o.args);
     ot_error err = {0};
-    ot_status st = OT_OK;
-    int c;
-    bool common;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (c == OT_ARG_BUDGET) { /* a list here; the last --memory-budget counts, as elsewhere */
-            o.budgets = optarg;
-            o.n_budgets = 0;
-            if ((st = split_budgets(&o, &err))) break;
-            continue;
-        }
-        if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
-        if (common) continue;
-        switch (c) {
-        case O_JSON: o.json = true; break;
-        case O_STEPS: st = ot_args_int("--steps", optarg, 1, BENCH_MAX_STEPS, &o.steps, &err); break;
-        case O_SVG: o.svg = optarg; break;
-        case O_TIMELINE: o.timeline = optarg; break;
-        case 'h':
-            usage(stdout);
-            ot_common_args_free(&o.args);
-            return 0;
-        default: st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]); break;
-        }
-        if (st) break;
+    bool help;
+    ot_status st = ot_args_parse(argc, argv, "h", longopts, &o.args, bench_option, &o, &help, &err);
+    if (!st && !help) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
+    if (!st && help) {
+        usage(stdout);
+        ot_common_args_free(&o.args);
+        return 0;
     }
-    if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
     if (!st && !o.args.remat)
         st = ot_fail(&err, OT_E_USAGE, "missing --remat POLICY[,POLICY...] (the policies to measure against none)");
     if (!st) st = split_policies(&o, o.args.remat, &err);

@@ -284,6 +284,24 @@ fail:
     return st;
 }
 
+/* eval's own options (ot_args_own_fn); --labels and --loss are noted, then read by
+ * ot_args_common. */
+static ot_status eval_option(void *cmd, int code, const char *arg, bool *taken, ot_error *err) {
+    (void)err;
+    eval_opts *o = cmd;
+    *taken = true;
+    switch (code) {
+    case 'D': o->no_dropout = true; break;
+    case 'T': o->train_mode = true; break;
+    case 'o': o->dump_dir = arg; break;
+    case 'j': o->json = true; break;
+    default:
+        if (code == OT_ARG_LABELS || code == OT_ARG_LOSS) o->with_loss = true;
+        *taken = false;
+    }
+    return OT_OK;
+}
+
 int ot_cmd_eval(int argc, char **argv) {
     static const struct option longopts[] = {
         OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,
@@ -295,31 +313,14 @@ int ot_cmd_eval(int argc, char **argv) {
     eval_opts o = {0};
     ot_common_args_init(&o.args);
     ot_error err = {0};
-    ot_status st = OT_OK;
-    int c;
-    bool common;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
-        if (c == OT_ARG_LABELS || c == OT_ARG_LOSS) o.with_loss = true;
-        if (common) continue;
-        switch (c) {
-        case 'D': o.no_dropout = true; break;
-        case 'T': o.train_mode = true; break;
-        case 'o': o.dump_dir = optarg; break;
-        case 'j': o.json = true; break;
-        case 'h':
-            usage(stdout);
-            ot_common_args_free(&o.args);
-            return 0;
-        default:
-            st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
-            break;
-        }
-        if (st) break;
+    bool help;
+    ot_status st = ot_args_parse(argc, argv, "h", longopts, &o.args, eval_option, &o, &help, &err);
+    if (!st && !help) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
+    if (!st && help) {
+        usage(stdout);
+        ot_common_args_free(&o.args);
+        return 0;
     }
-    if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
     if (!st && o.args.inputs.n == 0) st = ot_fail(&err, OT_E_USAGE, "missing --input FILE.npy");
     if (!st) {
         st = run_eval(&o, &err);

@@ -110,6 +110,24 @@ done:
 
 enum { O_DUMP = OT_ARG_OWN, O_JSON };
 
+typedef struct grad_opts {
+    const char *dump; /* --dump-grads DIR */
+    bool json;
+} grad_opts;
+
+/* grad's own options (ot_args_own_fn). */
+static ot_status grad_option(void *cmd, int code, const char *arg, bool *taken, ot_error *err) {
+    (void)err;
+    grad_opts *o = cmd;
+    *taken = true;
+    switch (code) {
+    case O_DUMP: o->dump = arg; break;
+    case O_JSON: o->json = true; break;
+    default: *taken = false;
+    }
+    return OT_OK;
+}
+
 int ot_cmd_grad(int argc, char **argv) {
     static const struct option opts[] = {
         OT_ARGS_OPT_INPUT, OT_ARGS_OPT_LABELS, OT_ARGS_OPT_LOSS, OT_ARGS_OPT_OUTPUT, OT_ARGS_OPT_CLASS_AXIS,
@@ -124,30 +142,19 @@ int ot_cmd_grad(int argc, char **argv) {
     ot_train_options_default(&o);
     ot_common_args ca;
     ot_common_args_init(&ca);
-    const char *dump = NULL;
-    bool json = false;
+    grad_opts go = {0};
     ot_dataset data = {0};
     ot_model *m = NULL;
     ot_train_session *s = NULL;
-    optind = 1;
-    opterr = 0;
-    int c;
-    bool common;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if ((st = ot_args_common(&ca, c, optarg, &common, &err))) goto done;
-        if (common) continue;
-        switch (c) {
-        case O_DUMP: dump = optarg; break;
-        case O_JSON: json = true; break;
-        case 'h': grad_usage(stdout); goto done;
-        default:
-            st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
-            break;
-        }
-        if (st) goto done;
-    }
     const char *model_path = NULL;
+    bool help;
+    if ((st = ot_args_parse(argc, argv, "h", opts, &ca, grad_option, &go, &help, &err))) goto done;
+    if (help) {
+        grad_usage(stdout);
+        goto done;
+    }
     if ((st = ot_args_one_model(argc, argv, optind, &model_path, &err))) goto done;
+    const char *dump = go.dump;
     ot_common_args_to_train(&ca, &o);
     ot_args_notes(&ca, "grad", stderr);
     ot_import_options io = {.fold_eval = ot_cpu_fold_eval};
@@ -160,7 +167,7 @@ int ot_cmd_grad(int argc, char **argv) {
     if ((st = ot_train_grad_once(s, &data, &loss, &err))) goto done;
     if (dump && (st = dump_grads(s, dump, &err))) goto done;
     const ot_autodiff_result *ad = ot_train_autodiff(s);
-    if (json) {
+    if (go.json) {
         printf("{\"loss\": %.9g, \"batch_size\": %lld, \"params\": %d, \"dump\": ", loss,
                (long long)ot_train_batch_size(s), ad->n_params);
         if (dump)

@@ -574,6 +574,32 @@ fail:
 
 enum { O_JSON = OT_ARG_OWN, O_DOT, O_TIMELINE, O_VAL_INPUT, O_VAL_LABELS, O_RANKS };
 
+/* plan's own options (ot_args_own_fn): --batch-size auto is plan's; --lora is noted,
+ * then read by ot_args_common. */
+static ot_status plan_option(void *cmd, int code, const char *arg, bool *taken, ot_error *err) {
+    plan_opts *o = cmd;
+    *taken = true;
+    switch (code) {
+    case O_JSON: o->json = true; return OT_OK;
+    case 'v': o->verbose = true; return OT_OK;
+    case O_DOT: o->dot = arg; return OT_OK;
+    case O_TIMELINE: o->timeline = arg; return OT_OK;
+    case O_VAL_INPUT: return ot_args_add_input(&o->val_inputs, "--val-input", arg, err);
+    case O_VAL_LABELS: o->val_labels = arg; return OT_OK;
+    case O_RANKS: return ot_args_int("--ranks", arg, 1, 1 << 24, &o->ranks, err);
+    case OT_ARG_BATCH:
+        if (!strcmp(arg, "auto")) {
+            o->batch_auto = true;
+            return OT_OK;
+        }
+        break;
+    case OT_ARG_LORA: o->lora_text = arg; break;
+    default: break;
+    }
+    *taken = false;
+    return OT_OK;
+}
+
 int ot_cmd_plan(int argc, char **argv) {
     static const struct option longopts[] = {
         OT_ARGS_OPTS_SESSION,
@@ -590,37 +616,15 @@ int ot_cmd_plan(int argc, char **argv) {
     plan_opts o = {0};
     ot_common_args_init(&o.args);
     ot_error err = {0};
-    ot_status st = OT_OK;
-    int c;
-    bool common;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
-        if (c == OT_ARG_BATCH && !strcmp(optarg, "auto")) {
-            o.batch_auto = true;
-            continue;
-        }
-        if (c == OT_ARG_LORA) o.lora_text = optarg;
-        if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
-        if (common) continue;
-        switch (c) {
-        case O_JSON: o.json = true; break;
-        case 'v': o.verbose = true; break;
-        case O_DOT: o.dot = optarg; break;
-        case O_TIMELINE: o.timeline = optarg; break;
-        case O_VAL_INPUT: st = ot_args_add_input(&o.val_inputs, "--val-input", optarg, &err); break;
-        case O_VAL_LABELS: o.val_labels = optarg; break;
-        case O_RANKS: st = ot_args_int("--ranks", optarg, 1, 1 << 24, &o.ranks, &err); break;
-        case 'h':
-            usage(stdout);
-            ot_common_args_free(&o.args);
-            ot_input_specs_free(&o.val_inputs);
-            return 0;
-        default: st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]); break;
-        }
-        if (st) break;
+    bool help;
+    ot_status st = ot_args_parse(argc, argv, "hv", longopts, &o.args, plan_option, &o, &help, &err);
+    if (!st && !help) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
+    if (!st && help) {
+        usage(stdout);
+        ot_common_args_free(&o.args);
+        ot_input_specs_free(&o.val_inputs);
+        return 0;
     }
-    if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
     if (st) {
         fprintf(stderr, "onnxtrain plan: %s\nRun 'onnxtrain plan --help' for the options.\n", err.msg);
         ot_common_args_free(&o.args);

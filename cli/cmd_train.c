@@ -262,9 +262,21 @@ static ot_status own_option(train_cli *t, int c, const char *arg, ot_error *err)
     case O_LORA_SAVE: t->lora_save = arg; return OT_OK;
     case O_LORA_LOAD: t->lora_load = t->o.lora_load = arg; return OT_OK;
     case 'o': t->out_path = arg; return OT_OK;
-    case 'h': t->help = true; return OT_OK;
     default: return ot_fail(err, OT_E_INTERNAL, "option code %d has no case", c);
     }
+}
+
+/* ot_args_parse's hook: --batch-size auto is train's, and so is every code of its own
+ * (the session's codes are below OT_ARG_OWN); the rest goes to ot_args_common. */
+static ot_status train_option(void *cmd, int c, const char *arg, bool *taken, ot_error *err) {
+    train_cli *t = cmd;
+    if (c == OT_ARG_BATCH && !strcmp(arg, "auto")) {
+        t->batch_auto = true;
+        *taken = true;
+        return OT_OK;
+    }
+    *taken = c == 'o' || c == 'v' || c >= OT_ARG_OWN;
+    return *taken ? own_option(t, c, arg, err) : OT_OK;
 }
 
 static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) {
@@ -283,23 +295,8 @@ static ot_status parse_args(train_cli *t, int argc, char **argv, ot_error *err) 
         {"lora-save", required_argument, 0, O_LORA_SAVE},
         {"lora-load", required_argument, 0, O_LORA_LOAD},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    ot_status st;
-    optind = 1;
-    opterr = 0;
-    int c;
-    bool common;
-    while ((c = getopt_long(argc, argv, "hvo:", opts, NULL)) != -1) {
-        if (c == OT_ARG_BATCH && !strcmp(optarg, "auto")) {
-            t->batch_auto = true;
-            continue;
-        }
-        if ((st = ot_args_common(&t->ca, c, optarg, &common, err))) return st;
-        if (common) continue;
-        if (c != 'o' && c != 'h' && c != 'v' && c < OT_ARG_OWN)
-            return ot_fail(err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
-        if ((st = own_option(t, c, optarg, err))) return st;
-        if (t->help) return OT_OK;
-    }
+    ot_status st = ot_args_parse(argc, argv, "hvo:", opts, &t->ca, train_option, t, &t->help, err);
+    if (st || t->help) return st;
     ot_common_args_to_train(&t->ca, &t->o);
     t->o.lora_load = t->lora_load;
     if (t->lora_load && t->o.lora.rank == 0) { /* the folder's r and lora_alpha */

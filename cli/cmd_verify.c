@@ -290,6 +290,18 @@ fail:
 
 enum { O_JSON = OT_ARG_OWN, O_TIME_STEPS };
 
+/* verify's own options (ot_args_own_fn). */
+static ot_status verify_option(void *cmd, int code, const char *arg, bool *taken, ot_error *err) {
+    verify_opts *o = cmd;
+    *taken = true;
+    switch (code) {
+    case O_JSON: o->json = true; return OT_OK;
+    case 'v': o->verbose = true; return OT_OK;
+    case O_TIME_STEPS: return ot_args_int("--time-steps", arg, 0, 100000, &o->time_steps, err);
+    default: *taken = false; return OT_OK;
+    }
+}
+
 int ot_cmd_verify(int argc, char **argv) {
     static const struct option longopts[] = {
         OT_ARGS_OPTS_SESSION,
@@ -302,29 +314,14 @@ int ot_cmd_verify(int argc, char **argv) {
     verify_opts o = {.time_steps = VERIFY_TIME_STEPS, .load0 = ot_measure_loadavg()}; /* the load before our work */
     ot_common_args_init(&o.args);
     ot_error err = {0};
-    ot_status st = OT_OK;
-    int c;
-    bool common;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
-        if ((st = ot_args_common(&o.args, c, optarg, &common, &err))) break;
-        if (common) continue;
-        switch (c) {
-        case O_JSON: o.json = true; break;
-        case 'v': o.verbose = true; break;
-        case O_TIME_STEPS: st = ot_args_int("--time-steps", optarg, 0, 100000, &o.time_steps, &err); break;
-        case 'h':
-            usage(stdout);
-            ot_common_args_free(&o.args);
-            return 0;
-        default:
-            st = ot_fail(&err, OT_E_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
-            break;
-        }
-        if (st) break;
+    bool help;
+    ot_status st = ot_args_parse(argc, argv, "hv", longopts, &o.args, verify_option, &o, &help, &err);
+    if (!st && !help) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
+    if (!st && help) {
+        usage(stdout);
+        ot_common_args_free(&o.args);
+        return 0;
     }
-    if (!st) st = ot_args_one_model(argc, argv, optind, &o.model, &err);
     if (!st && o.args.inputs.n == 0) st = ot_fail(&err, OT_E_USAGE, "missing --input FILE.npy");
     if (!o.args.remat) o.args.remat = OT_CLI_REMAT_DEFAULT;
     if (st) {

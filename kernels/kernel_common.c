@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/half_float.h"
+#include "kernels/pointwise_math.h" /* OT_MINMAX_GRAD_MAX_IN */
 
 int ot_kernel_axis(int64_t axis, int rank) {
     if (axis < 0) axis += rank;
@@ -41,6 +42,64 @@ ot_status ot_kernel_grad_dy_x(const ot_node *node, const ot_tensor *in, const ot
     if (ot_kernel_numel(&in[0]) != *n || ot_kernel_numel(&in[1]) != *n)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, X and dX differ in size", node->name, node->op_type);
     return ot_node_params(node, scratch, pp, err);
+}
+
+int64_t ot_kernel_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first) {
+    int64_t s = start, e = end, cnt;
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    if (step > 0) {
+        s = s < 0 ? 0 : (s > dim ? dim : s);
+        e = e < 0 ? 0 : (e > dim ? dim : e);
+        cnt = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+        s = s < 0 ? 0 : (s > dim - 1 ? dim - 1 : s);
+        e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
+        cnt = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    *first = s;
+    return cnt;
+}
+
+ot_status ot_kernel_minmax_grad_check(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                                      ot_kernel_bad_dtype_fn bad, int *nx, int *k, int64_t *n, ot_error *err) {
+    *nx = node->n_inputs - 2;
+    if (*nx < 1 || *nx > OT_MINMAX_GRAD_MAX_IN)
+        return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): %d forward inputs (1 to %d)", node->name, node->op_type,
+                       *nx, OT_MINMAX_GRAD_MAX_IN);
+    for (int j = 0; j < node->n_inputs; j++)
+        if (in[j].dtype != OT_F32) return bad(node, "input", in[j].dtype, err);
+    *n = ot_kernel_numel(&out[0]);
+    if (ot_kernel_numel(&in[0]) != *n || ot_kernel_numel(&in[1]) != *n)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, Y and dX differ in size", node->name, node->op_type);
+    ot_op_params scratch;
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    if (st) return st;
+    *k = pp->u.math.index;
+    if (*k < 0 || *k >= *nx)
+        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not one of its %d inputs", node->name,
+                       node->op_type, *k, *nx);
+    return OT_OK;
+}
+
+ot_status ot_kernel_concat_axis(const ot_node *node, const ot_shape *s, size_t es, ot_op_params *scratch,
+                                const ot_layout_params **lp, int *axis, ot_error *err) {
+    const ot_op_params *pp;
+    ot_status st = ot_node_params(node, scratch, &pp, err);
+    if (st) return st;
+    *lp = &pp->u.layout;
+    *axis = ot_kernel_axis((*lp)->axis, s->rank);
+    if (*axis < 0 || !es)
+        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): axis out of range or bad dtype", node->name, node->op_type);
+    return OT_OK;
+}
+
+int64_t ot_kernel_split_len(const ot_node *node, const ot_layout_params *lp, const ot_tensor *out, int k, int axis,
+                            int64_t dim) {
+    if (lp->split && lp->n_split == node->n_outputs) return lp->split[k];
+    if (out[k].data) return out[k].shape.dim[axis];
+    return dim / node->n_outputs;
 }
 
 bool ot_bcast_init(ot_bcast *b, const ot_shape *out, const ot_shape *const *ins, int n_in) {

@@ -64,6 +64,35 @@ ot_status ot_kernel_grad_dy_x(const ot_node *node, const ot_tensor *in, const ot
                               ot_kernel_bad_dtype_fn bad, int64_t *n, ot_op_params *scratch,
                               const ot_op_params **pp, ot_error *err);
 
+/* The checks of MaxGrad / MinGrad (dY, Y, X_0 .. X_n-1) -> dX_k, shared by both
+ * backends: 1 to OT_MINMAX_GRAD_MAX_IN forward inputs (*nx), every input float32 (else `bad`), dY, Y
+ * and dX of one element count (*n), and the node's index k of one of them (*k). */
+ot_status ot_kernel_minmax_grad_check(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
+                                      ot_kernel_bad_dtype_fn bad, int *nx, int *k, int64_t *n, ot_error *err);
+
+/* ---- Slice ------------------------------------------------------------------ */
+
+/* One axis of a Slice (both backends' kernels), of size dim, step != 0: start and end
+ * made non-negative (+dim) and clamped as ONNX says (to [0, dim] for a positive step;
+ * start to [0, dim - 1] and end to [-1, dim - 1] for a negative one); returns the
+ * element count, the clamped start in *first. Shape inference applies the same rule
+ * with overflow checks (importer/shape_rules_tensor.c). */
+int64_t ot_kernel_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first);
+
+/* ---- Concat and Split -------------------------------------------------------- */
+
+/* Concat's or Split's axis against s (Concat's output, Split's input) of element size
+ * es, with the node's layout params in *lp (scratch holds them when the node has none
+ * cached): OT_E_SHAPE naming the node when the axis is out of range or es is 0. */
+ot_status ot_kernel_concat_axis(const ot_node *node, const ot_shape *s, size_t es, ot_op_params *scratch,
+                                const ot_layout_params **lp, int *axis, ot_error *err);
+
+/* Split's length of output k along axis, of size dim in the input: the "split"
+ * attribute when it has an entry per output, else output k's own shape (shape
+ * inference read "split" or the num_outputs), else (an absent output) an equal share. */
+int64_t ot_kernel_split_len(const ot_node *node, const ot_layout_params *lp, const ot_tensor *out, int k, int axis,
+                            int64_t dim);
+
 /* ---- dtypes ----------------------------------------------------------------- */
 
 float ot_f16_to_f32(uint16_t h);

@@ -15,6 +15,24 @@ ot_status ot_reduce_attr_axes(const ot_node *node, const int64_t **axes, int *n,
     return OT_OK;
 }
 
+ot_status ot_reduce_ext_dims(const ot_node *node, const ot_tensor *in, int axes_slot, const ot_shape *xs,
+                             ot_kernel_read_ints_fn read, void *user, bool *red, bool *noop, ot_error *err) {
+    int na = 0;
+    const int64_t *axes;
+    ot_status st = ot_reduce_attr_axes(node, &axes, &na, err);
+    if (st) return st;
+    int64_t in_axes[OT_MAX_RANK];
+    if ((!axes || na == 0) && axes_slot >= 0 && node->n_inputs > axes_slot && in[axes_slot].data &&
+        ot_kernel_numel(&in[axes_slot]) > 0) {
+        if (ot_kernel_numel(&in[axes_slot]) > OT_MAX_RANK)
+            return ot_fail(err, OT_E_MODEL, "node '%s' (%s): %lld axes for rank %d", node->name, node->op_type,
+                           (long long)ot_kernel_numel(&in[axes_slot]), xs->rank);
+        if ((st = read(user, &in[axes_slot], in_axes, OT_MAX_RANK, &na, err))) return st;
+        axes = in_axes;
+    }
+    return ot_reduce_dims(node, axes, na, xs->rank, red, noop, err);
+}
+
 ot_status ot_reduce_dims(const ot_node *node, const int64_t *axes, int n, int rank, bool *red, bool *noop,
                          ot_error *err) {
     ot_op_params scratch;

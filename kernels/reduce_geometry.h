@@ -28,6 +28,17 @@ ot_status ot_reduce_attr_axes(const ot_node *node, const int64_t **axes, int *n,
 ot_status ot_reduce_dims(const ot_node *node, const int64_t *axes, int n, int rank, bool *red, bool *noop,
                          ot_error *err);
 
+/* Reads an integer tensor to the host (at most max values into v, *n of them): the
+ * CPU reads its data in place, the CUDA module copies it from the device. */
+typedef ot_status (*ot_kernel_read_ints_fn)(void *user, const ot_tensor *t, int64_t *v, int max, int *n, ot_error *err);
+
+/* The reduced dims of issue 26's reductions over xs: the axes attribute, else input
+ * axes_slot (opset 18) when given and not empty, read through `read` (more than
+ * OT_MAX_RANK values: OT_E_MODEL naming the node), else every dim (none with
+ * noop_with_empty_axes); then as ot_reduce_dims. */
+ot_status ot_reduce_ext_dims(const ot_node *node, const ot_tensor *in, int axes_slot, const ot_shape *xs,
+                             ot_kernel_read_ints_fn read, void *user, bool *red, bool *noop, ot_error *err);
+
 /* The reduction mode of a ReduceMax .. ReduceSumSquare node or its ReduceGrad
  * (OT_RMODE_*): OT_E_MODEL naming the node and the mode when unknown. */
 ot_status ot_reduce_ext_mode(const ot_node *node, int *mode, ot_error *err);

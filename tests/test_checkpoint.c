@@ -23,6 +23,7 @@
 
 #include "fixtures/onnx_builder.h"
 #include "train/checkpoint.h"
+#include "cli_run.h"
 #include "train/npy.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
@@ -31,16 +32,8 @@
 
 /* ---- helpers ------------------------------------------------------------------- */
 
-static int run(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(cmd, sizeof cmd - 64, fmt, ap);
-    va_end(ap);
-    snprintf(cmd + n, sizeof cmd - (size_t)n, " >" TMP "/out.txt 2>&1");
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+/* Runs a shell command, its output in TMP/out.txt. */
+#define run(...) cli_run(TMP "/out.txt", __VA_ARGS__)
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");

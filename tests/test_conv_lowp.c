@@ -28,35 +28,6 @@ static float rnd(void) {
 static uint16_t bf(float v) { return ot_hf_f32_to_bf16(v); }
 static float fb(uint16_t h) { return ot_hf_bf16_to_f32(h); }
 
-static ot_status run(const ot_node *n, ot_tensor *in, ot_tensor *out, int threads, void **slot) {
-    ot_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.n_threads = threads;
-    ctx.node_state = slot;
-    ctx.workspace_bytes = ot_cpu_workspace_bytes(n, in, out);
-    ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
-    ot_error e = {0};
-    ot_status st = ot_cpu_run_node(n, in, out, &ctx, &e);
-    if (st) print_error("%s\n", e.msg);
-    free(ctx.workspace);
-    return st;
-}
-
-static void drop(void **slot) {
-    if (*slot) ((ot_cpu_node_state *)*slot)->free(*slot);
-    *slot = NULL;
-}
-
-static ot_tensor tn(ot_dtype t, void *d, int rank, const int64_t *dims) {
-    ot_tensor x;
-    memset(&x, 0, sizeof x);
-    x.dtype = t;
-    x.shape = ot_shape_make(rank, dims);
-    x.data = d;
-    x.nbytes = (size_t)ot_shape_numel(&x.shape) * ot_dtype_size(t);
-    return x;
-}
-
 static int64_t prod(int r, const int64_t *d) {
     int64_t n = 1;
     for (int i = 0; i < r; i++) n *= d[i];
@@ -108,22 +79,22 @@ static void *conv_dir(ot_op op, const conv_case *c, ot_dtype yt, int n_in, ot_te
     int64_t ny = prod(r_out, dout);
     float *ref = malloc((size_t)ny * 4);
     void *y = malloc((size_t)ny * 4), *y2 = malloc((size_t)ny * 4);
-    ot_tensor out[1] = {tn(yt, y, r_out, dout)}, fout[1] = {tn(OT_F32, ref, r_out, dout)};
+    ot_tensor out[1] = {tk_ta(yt, y, r_out, dout)}, fout[1] = {tk_ta(OT_F32, ref, r_out, dout)};
     assert_true(ot_cpu_supports(&n, in, out));
     void *slot = NULL, *fslot = NULL;
-    assert_int_equal(run(&n, fin, fout, 2, &fslot), OT_OK);
+    assert_int_equal(tk_run_kept(&n, fin, fout, 2, false, &fslot), OT_OK);
     for (int threads = 1; threads <= 2; threads++) {
         out[0].data = y;
-        assert_int_equal(run(&n, in, out, threads, &slot), OT_OK);
+        assert_int_equal(tk_run_kept(&n, in, out, threads, false, &slot), OT_OK);
         near(ot_op_name(op), y, yt, ref, ny);
         out[0].data = y2;
-        assert_int_equal(run(&n, in, out, threads, &slot), OT_OK); /* the kept primitive */
+        assert_int_equal(tk_run_kept(&n, in, out, threads, false, &slot), OT_OK); /* the kept primitive */
         assert_memory_equal(y, y2, (size_t)ny * ot_dtype_size(yt));
-        drop(&slot);
-        assert_int_equal(run(&n, in, out, threads, NULL), OT_OK); /* built and dropped in the call */
+        tk_state_free(&slot);
+        assert_int_equal(tk_run_kept(&n, in, out, threads, false, NULL), OT_OK); /* built and dropped in the call */
         assert_memory_equal(y, y2, (size_t)ny * ot_dtype_size(yt));
     }
-    drop(&fslot);
+    tk_state_free(&fslot);
     free(ref), free(y2);
     tk_node_free(&n);
     return y;
@@ -132,8 +103,8 @@ static void *conv_dir(ot_op op, const conv_case *c, ot_dtype yt, int n_in, ot_te
 /* L(X, W) = sum(G * Conv(X, W)) by the float32 kernel, summed in double. */
 static double loss(const conv_case *c, ot_tensor *fin, const float *g, float *yf, const int64_t *yd) {
     ot_node n = conv_node(OT_OP_CONV, c, 2);
-    ot_tensor out[1] = {tn(OT_F32, yf, 4, yd)};
-    assert_int_equal(run(&n, fin, out, 1, NULL), OT_OK);
+    ot_tensor out[1] = {tk_ta(OT_F32, yf, 4, yd)};
+    assert_int_equal(tk_run_kept(&n, fin, out, 1, false, NULL), OT_OK);
     tk_node_free(&n);
     double s = 0.0;
     for (int64_t i = 0; i < prod(4, yd); i++) s += (double)g[i] * yf[i];
@@ -145,7 +116,7 @@ static double loss(const conv_case *c, ot_tensor *fin, const float *g, float *yf
 static void finite_diff(const conv_case *c, float *xf, float *wf, const float *g, const int64_t *xd,
                         const int64_t *wd, const int64_t *yd, const uint16_t *dx, const uint16_t *dw) {
     float *yf = malloc((size_t)prod(4, yd) * 4);
-    ot_tensor fin[2] = {tn(OT_F32, xf, 4, xd), tn(OT_F32, wf, 4, wd)};
+    ot_tensor fin[2] = {tk_ta(OT_F32, xf, 4, xd), tk_ta(OT_F32, wf, 4, wd)};
     for (int which = 0; which < 2; which++) {
         float *v = which ? wf : xf;
         const uint16_t *an = which ? dw : dx;
@@ -177,18 +148,18 @@ static void conv_all(const conv_case *c) {
     rand_bf(c->O, &b, &bf32);
     rand_bf(prod(4, yd), &g, &gf);
     /* Conv with a bfloat16 and with a float32 output */
-    ot_tensor in[3] = {tn(OT_BF16, x, 4, xd), tn(OT_BF16, w, 4, wd), tn(OT_BF16, b, 1, bd)};
-    ot_tensor fin[3] = {tn(OT_F32, xf, 4, xd), tn(OT_F32, wf, 4, wd), tn(OT_F32, bf32, 1, bd)};
+    ot_tensor in[3] = {tk_ta(OT_BF16, x, 4, xd), tk_ta(OT_BF16, w, 4, wd), tk_ta(OT_BF16, b, 1, bd)};
+    ot_tensor fin[3] = {tk_ta(OT_F32, xf, 4, xd), tk_ta(OT_F32, wf, 4, wd), tk_ta(OT_F32, bf32, 1, bd)};
     int nb = c->bias ? 3 : 2;
     free(conv_dir(OT_OP_CONV, c, OT_BF16, nb, in, fin, 4, yd));
     free(conv_dir(OT_OP_CONV, c, OT_F32, nb, in, fin, 4, yd));
     /* ConvGradInput (dY, W, X for its shape), ConvGradWeight (dY, X, W for its shape) */
     float *shape_only = calloc((size_t)(prod(4, xd) + prod(4, wd)), 4); /* read for its shape */
-    ot_tensor gi[3] = {tn(OT_BF16, g, 4, yd), tn(OT_BF16, w, 4, wd), tn(OT_BF16, shape_only, 4, xd)};
-    ot_tensor fgi[3] = {tn(OT_F32, gf, 4, yd), tn(OT_F32, wf, 4, wd), tn(OT_F32, shape_only, 4, xd)};
+    ot_tensor gi[3] = {tk_ta(OT_BF16, g, 4, yd), tk_ta(OT_BF16, w, 4, wd), tk_ta(OT_BF16, shape_only, 4, xd)};
+    ot_tensor fgi[3] = {tk_ta(OT_F32, gf, 4, yd), tk_ta(OT_F32, wf, 4, wd), tk_ta(OT_F32, shape_only, 4, xd)};
     uint16_t *dx = conv_dir(OT_OP_CONV_GRAD_INPUT, c, OT_BF16, 3, gi, fgi, 4, xd);
-    ot_tensor gw[3] = {tn(OT_BF16, g, 4, yd), tn(OT_BF16, x, 4, xd), tn(OT_BF16, shape_only, 4, wd)};
-    ot_tensor fgw[3] = {tn(OT_F32, gf, 4, yd), tn(OT_F32, xf, 4, xd), tn(OT_F32, shape_only, 4, wd)};
+    ot_tensor gw[3] = {tk_ta(OT_BF16, g, 4, yd), tk_ta(OT_BF16, x, 4, xd), tk_ta(OT_BF16, shape_only, 4, wd)};
+    ot_tensor fgw[3] = {tk_ta(OT_F32, gf, 4, yd), tk_ta(OT_F32, xf, 4, xd), tk_ta(OT_F32, shape_only, 4, wd)};
     uint16_t *dw = conv_dir(OT_OP_CONV_GRAD_WEIGHT, c, OT_BF16, 3, gw, fgw, 4, wd);
     free(conv_dir(OT_OP_CONV_GRAD_WEIGHT, c, OT_F32, 3, gw, fgw, 4, wd)); /* float32 dW */
     finite_diff(c, xf, wf, gf, xd, wd, yd, dx, dw);
@@ -262,14 +233,14 @@ static void bn_case(bool training, int64_t N, int64_t C, int64_t H, int threads)
     ot_node n = tk_node(OT_OP_BATCH_NORM, 5, 3);
     ot_node_set_attr_int(&n, "training_mode", training);
     ot_node_set_attr_int(&n, "unbiased_running_var", 1);
-    ot_tensor in[5] = {tn(OT_BF16, x, 4, xd), tn(OT_F32, sc, 1, cd), tn(OT_F32, bi, 1, cd), tn(OT_F32, rm, 1, cd),
-                       tn(OT_F32, rv, 1, cd)};
-    ot_tensor out[3] = {tn(OT_BF16, y, 4, xd), tn(OT_F32, om[0], 1, cd), tn(OT_F32, ov[0], 1, cd)};
+    ot_tensor in[5] = {tk_ta(OT_BF16, x, 4, xd), tk_ta(OT_F32, sc, 1, cd), tk_ta(OT_F32, bi, 1, cd),
+                       tk_ta(OT_F32, rm, 1, cd), tk_ta(OT_F32, rv, 1, cd)};
+    ot_tensor out[3] = {tk_ta(OT_BF16, y, 4, xd), tk_ta(OT_F32, om[0], 1, cd), tk_ta(OT_F32, ov[0], 1, cd)};
     assert_true(ot_cpu_supports(&n, in, out));
-    assert_int_equal(run(&n, in, out, threads, NULL), OT_OK);
-    in[0] = tn(OT_F32, xf, 4, xd);
-    ot_tensor fout[3] = {tn(OT_F32, yf, 4, xd), tn(OT_F32, om[1], 1, cd), tn(OT_F32, ov[1], 1, cd)};
-    assert_int_equal(run(&n, in, fout, threads, NULL), OT_OK);
+    assert_int_equal(tk_run_kept(&n, in, out, threads, false, NULL), OT_OK);
+    in[0] = tk_ta(OT_F32, xf, 4, xd);
+    ot_tensor fout[3] = {tk_ta(OT_F32, yf, 4, xd), tk_ta(OT_F32, om[1], 1, cd), tk_ta(OT_F32, ov[1], 1, cd)};
+    assert_int_equal(tk_run_kept(&n, in, fout, threads, false, NULL), OT_OK);
     assert_rounded("BatchNormalization", y, yf, nx);
     assert_memory_equal(om[0], om[1], (size_t)C * 4);
     assert_memory_equal(ov[0], ov[1], (size_t)C * 4);
@@ -277,19 +248,19 @@ static void bn_case(bool training, int64_t N, int64_t C, int64_t H, int threads)
     /* BatchNormGrad (dY, X, scale [, mean, var]) -> (dX, dScale, dBias) */
     n = tk_node(OT_OP_BATCH_NORM_GRAD, training ? 3 : 5, 3);
     ot_node_set_attr_int(&n, "training_mode", training);
-    ot_tensor gin[5] = {tn(OT_BF16, dy, 4, xd), tn(OT_BF16, x, 4, xd), tn(OT_F32, sc, 1, cd), tn(OT_F32, rm, 1, cd),
-                        tn(OT_F32, rv, 1, cd)};
-    ot_tensor gout[3] = {tn(OT_BF16, dx, 4, xd), tn(OT_F32, ds[0], 1, cd), tn(OT_F32, db[0], 1, cd)};
+    ot_tensor gin[5] = {tk_ta(OT_BF16, dy, 4, xd), tk_ta(OT_BF16, x, 4, xd), tk_ta(OT_F32, sc, 1, cd),
+                        tk_ta(OT_F32, rm, 1, cd), tk_ta(OT_F32, rv, 1, cd)};
+    ot_tensor gout[3] = {tk_ta(OT_BF16, dx, 4, xd), tk_ta(OT_F32, ds[0], 1, cd), tk_ta(OT_F32, db[0], 1, cd)};
     assert_true(ot_cpu_supports(&n, gin, gout));
-    assert_int_equal(run(&n, gin, gout, threads, NULL), OT_OK);
-    gin[0] = tn(OT_F32, dyf, 4, xd), gin[1] = tn(OT_F32, xf, 4, xd);
-    ot_tensor fgout[3] = {tn(OT_F32, dxf, 4, xd), tn(OT_F32, ds[1], 1, cd), tn(OT_F32, db[1], 1, cd)};
-    assert_int_equal(run(&n, gin, fgout, threads, NULL), OT_OK);
+    assert_int_equal(tk_run_kept(&n, gin, gout, threads, false, NULL), OT_OK);
+    gin[0] = tk_ta(OT_F32, dyf, 4, xd), gin[1] = tk_ta(OT_F32, xf, 4, xd);
+    ot_tensor fgout[3] = {tk_ta(OT_F32, dxf, 4, xd), tk_ta(OT_F32, ds[1], 1, cd), tk_ta(OT_F32, db[1], 1, cd)};
+    assert_int_equal(tk_run_kept(&n, gin, fgout, threads, false, NULL), OT_OK);
     assert_rounded("BatchNormGrad", dx, dxf, nx);
     assert_memory_equal(ds[0], ds[1], (size_t)C * 4);
     assert_memory_equal(db[0], db[1], (size_t)C * 4);
     /* a float32 scale is required; mixed X and dY are refused by the table */
-    gin[0] = tn(OT_BF16, dy, 4, xd);
+    gin[0] = tk_ta(OT_BF16, dy, 4, xd);
     assert_false(ot_cpu_supports(&n, gin, gout));
     tk_node_free(&n);
     free(x), free(dy), free(y), free(dx), free(xf), free(dyf), free(yf), free(dxf);
@@ -327,12 +298,12 @@ static void pool_case(ot_op op, int64_t k, int64_t s, int64_t p, bool include_pa
         ot_node_set_attr_ints(&n, "pads", pd, 4);
         if (include_pad) ot_node_set_attr_int(&n, "count_include_pad", 1);
     }
-    ot_tensor in[1] = {tn(OT_BF16, x, 4, xd)}, fin[1] = {tn(OT_F32, xf, 4, xd)};
-    ot_tensor out[2] = {tn(OT_BF16, y, 4, yd), tn(OT_I64, ix, 4, yd)};
-    ot_tensor fout[2] = {tn(OT_F32, yf, 4, yd), tn(OT_I64, ixf, 4, yd)};
+    ot_tensor in[1] = {tk_ta(OT_BF16, x, 4, xd)}, fin[1] = {tk_ta(OT_F32, xf, 4, xd)};
+    ot_tensor out[2] = {tk_ta(OT_BF16, y, 4, yd), tk_ta(OT_I64, ix, 4, yd)};
+    ot_tensor fout[2] = {tk_ta(OT_F32, yf, 4, yd), tk_ta(OT_I64, ixf, 4, yd)};
     assert_true(ot_cpu_supports(&n, in, out));
-    assert_int_equal(run(&n, in, out, threads, NULL), OT_OK);
-    assert_int_equal(run(&n, fin, fout, threads, NULL), OT_OK);
+    assert_int_equal(tk_run_kept(&n, in, out, threads, false, NULL), OT_OK);
+    assert_int_equal(tk_run_kept(&n, fin, fout, threads, false, NULL), OT_OK);
     assert_rounded(ot_op_name(op), y, yf, ny);
     if (max) assert_memory_equal(ix, ixf, (size_t)ny * 8);
     tk_node_free(&n);
@@ -342,12 +313,12 @@ static void pool_case(ot_op op, int64_t k, int64_t s, int64_t p, bool include_pa
         ot_node_set_attr_ints(&n, "strides", st, 2);
         ot_node_set_attr_ints(&n, "pads", pd, 4);
         if (include_pad) ot_node_set_attr_int(&n, "count_include_pad", 1);
-        ot_tensor gin[2] = {tn(OT_BF16, dy, 4, yd), tn(OT_BF16, x, 4, xd)};
-        ot_tensor fgin[2] = {tn(OT_F32, dyf, 4, yd), tn(OT_F32, xf, 4, xd)};
-        ot_tensor gout[1] = {tn(OT_BF16, dx, 4, xd)}, fgout[1] = {tn(OT_F32, dxf, 4, xd)};
+        ot_tensor gin[2] = {tk_ta(OT_BF16, dy, 4, yd), tk_ta(OT_BF16, x, 4, xd)};
+        ot_tensor fgin[2] = {tk_ta(OT_F32, dyf, 4, yd), tk_ta(OT_F32, xf, 4, xd)};
+        ot_tensor gout[1] = {tk_ta(OT_BF16, dx, 4, xd)}, fgout[1] = {tk_ta(OT_F32, dxf, 4, xd)};
         assert_true(ot_cpu_supports(&n, gin, gout));
-        assert_int_equal(run(&n, gin, gout, threads, NULL), OT_OK);
-        assert_int_equal(run(&n, fgin, fgout, threads, NULL), OT_OK);
+        assert_int_equal(tk_run_kept(&n, gin, gout, threads, false, NULL), OT_OK);
+        assert_int_equal(tk_run_kept(&n, fgin, fgout, threads, false, NULL), OT_OK);
         assert_rounded(ot_op_name(n.op), dx, dxf, nx);
         tk_node_free(&n);
     }

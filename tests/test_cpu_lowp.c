@@ -24,36 +24,6 @@ static float rnd(void) {
 static uint16_t to_lp(ot_dtype t, float v) { return t == OT_BF16 ? ot_hf_f32_to_bf16(v) : ot_hf_f32_to_f16(v); }
 static float from_lp(ot_dtype t, uint16_t h) { return t == OT_BF16 ? ot_hf_bf16_to_f32(h) : ot_hf_f16_to_f32(h); }
 
-static ot_status run(const ot_node *n, ot_tensor *in, ot_tensor *out, bool dnnl, void **slot) {
-    ot_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.n_threads = 2;
-    ctx.no_dnnl = !dnnl;
-    ctx.node_state = slot;
-    ctx.workspace_bytes = ot_cpu_workspace_bytes(n, in, out);
-    ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
-    ot_error e = {0};
-    ot_status st = ot_cpu_run_node(n, in, out, &ctx, &e);
-    if (st) print_error("%s\n", e.msg);
-    free(ctx.workspace);
-    return st;
-}
-
-static void drop(void **slot) {
-    if (*slot) ((ot_cpu_node_state *)*slot)->free(*slot);
-    *slot = NULL;
-}
-
-static ot_tensor t4(ot_dtype t, void *d, const int64_t *dims) {
-    ot_tensor x;
-    memset(&x, 0, sizeof x);
-    x.dtype = t;
-    x.shape = ot_shape_make(4, dims);
-    x.data = d;
-    x.nbytes = (size_t)ot_shape_numel(&x.shape) * ot_dtype_size(t);
-    return x;
-}
-
 static int64_t numel4(const int64_t *d) { return d[0] * d[1] * d[2] * d[3]; }
 
 /* op with two read inputs of dims d0, d1, a shape-only third (dims d2, or none) and
@@ -73,14 +43,15 @@ static void check_op(ot_op op, ot_dtype t, ot_dtype yt, const int64_t *d0, const
     void *y = malloc((size_t)ny * 4), *y2 = malloc((size_t)ny * 4);
     for (int64_t i = 0; i < n0; i++) af[i] = from_lp(t, a[i] = to_lp(t, rnd()));
     for (int64_t i = 0; i < n1; i++) bf[i] = from_lp(t, b[i] = to_lp(t, rnd()));
-    ot_tensor in[3] = {t4(t, a, d0), t4(t, b, d1), d2 ? t4(t, c, d2) : tk_absent()};
-    ot_tensor out[1] = {t4(yt, y, dy)};
-    ot_tensor fin[3] = {t4(OT_F32, af, d0), t4(OT_F32, bf, d1), d2 ? t4(OT_F32, cf, d2) : tk_absent()};
-    ot_tensor fout[1] = {t4(OT_F32, yref, dy)};
+    ot_tensor in[3] = {tk_ta(t, a, 4, d0), tk_ta(t, b, 4, d1), d2 ? tk_ta(t, c, 4, d2) : tk_absent()};
+    ot_tensor out[1] = {tk_ta(yt, y, 4, dy)};
+    ot_tensor fin[3] = {tk_ta(OT_F32, af, 4, d0), tk_ta(OT_F32, bf, 4, d1),
+                        d2 ? tk_ta(OT_F32, cf, 4, d2) : tk_absent()};
+    ot_tensor fout[1] = {tk_ta(OT_F32, yref, 4, dy)};
     assert_true(ot_cpu_supports(&n, in, out));
     void *slot = NULL, *fslot = NULL;
-    assert_int_equal(run(&n, fin, fout, dnnl, &fslot), OT_OK);
-    assert_int_equal(run(&n, in, out, dnnl, &slot), OT_OK);
+    assert_int_equal(tk_run_kept(&n, fin, fout, 2, !dnnl, &fslot), OT_OK);
+    assert_int_equal(tk_run_kept(&n, in, out, 2, !dnnl, &slot), OT_OK);
     /* bfloat16 convolutions (oneDNN's own sums): within the output's rounding */
     bool near = t == OT_BF16 && op != OT_OP_CONV_TRANSPOSE;
     double big = 0.0;
@@ -100,9 +71,9 @@ static void check_op(ot_op op, ot_dtype t, ot_dtype yt, const int64_t *d0, const
         }
     }
     out[0].data = y2;
-    assert_int_equal(run(&n, in, out, dnnl, &slot), OT_OK);
+    assert_int_equal(tk_run_kept(&n, in, out, 2, !dnnl, &slot), OT_OK);
     assert_memory_equal(y, y2, (size_t)ny * ot_dtype_size(yt));
-    drop(&slot), drop(&fslot);
+    tk_state_free(&slot), tk_state_free(&fslot);
     free(a), free(b), free(c), free(af), free(bf), free(cf), free(yref), free(y), free(y2);
     tk_node_free(&n);
 }
@@ -146,7 +117,7 @@ static void test_conv_mixed_refused(void **state) {
     uint16_t d[16] = {0};
     ot_node n = tk_node(OT_OP_CONV, 2, 1);
     int64_t x[4] = {1, 1, 2, 2}, w[4] = {1, 1, 1, 1};
-    ot_tensor in[2] = {t4(OT_BF16, d, x), t4(OT_F16, d, w)}, out[1] = {t4(OT_BF16, d, x)};
+    ot_tensor in[2] = {tk_ta(OT_BF16, d, 4, x), tk_ta(OT_F16, d, 4, w)}, out[1] = {tk_ta(OT_BF16, d, 4, x)};
     assert_false(ot_cpu_supports(&n, in, out));
     in[1].dtype = OT_BF16;
     out[0].dtype = OT_F16;
@@ -184,8 +155,8 @@ static void check_elem(ot_op op, ot_dtype t, int n_in, const int64_t *const *dim
     out[0] = (ot_tensor){.dtype = t, .shape = ot_shape_make(yrank, ydims), .data = y, .nbytes = (size_t)ny * 2};
     fout[0] = (ot_tensor){.dtype = OT_F32, .shape = out[0].shape, .data = yref, .nbytes = (size_t)ny * 4};
     assert_true(ot_cpu_supports(&n, in, out));
-    assert_int_equal(run(&n, fin, fout, false, NULL), OT_OK);
-    assert_int_equal(run(&n, in, out, false, NULL), OT_OK);
+    assert_int_equal(tk_run_kept(&n, fin, fout, 2, true, NULL), OT_OK);
+    assert_int_equal(tk_run_kept(&n, in, out, 2, true, NULL), OT_OK);
     for (int64_t i = 0; i < ny; i++)
         if (y[i] != to_lp(t, yref[i]))
             fail_msg("%s %s element %lld: %04x vs %04x (%.9g)", ot_op_name(op), ot_dtype_name(t), (long long)i, y[i],

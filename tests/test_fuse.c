@@ -45,21 +45,6 @@ static int setup(void **state) {
     return 0;
 }
 
-/* The nth (0-based) number after key in the file at path. */
-static long long first_number_after(const char *path, const char *key, int nth) {
-    char *t = cli_slurp(path);
-    assert_non_null(t);
-    const char *p = t;
-    for (int i = 0; i <= nth; i++) {
-        p = strstr(p, key);
-        if (!p) fail_msg("no %s in %s:\n%s", key, path, t);
-        p += strlen(key);
-    }
-    long long v = strtoll(p, NULL, 10);
-    free(t);
-    return v;
-}
-
 /* A plan-only session over model (no data: the defaults bind the dims). */
 static ot_train_session *plan_session(ot_model *m, const char *remat, bool fuse, int64_t batch) {
     ot_train_options o;
@@ -234,12 +219,12 @@ static void test_verify_and_plan(void **state) {
     cli_expect_in(TMP "/out.txt", "\"fuse_update\": {\"steps\": 3, \"equal\": true");
     assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 4 --optimizer adam --remat all --fuse-update --json"),
                      0);
-    long long plan = first_number_after(TMP "/out.txt", "\"peak_bytes\": ", 2);
+    long long plan = (long long)cli_json_nth(TMP "/out.txt", "\"peak_bytes\": ", 2);
     assert_int_equal(run(BIN " train " S "tinygpt.onnx " TG " --batch-size 4 --optimizer adam --remat all --fuse-update "
                              "--steps 1 --threads 2 --quiet -o " TMP "/t.onnx --report " TMP "/report.json"),
                      0);
-    assert_int_equal(plan, first_number_after(TMP "/report.json", "\"planned_peak\": ", 0));
-    assert_int_equal(plan, first_number_after(TMP "/report.json", "\"measured_peak\": ", 0));
+    assert_int_equal(plan, (long long)cli_json_nth(TMP "/report.json", "\"planned_peak\": ", 0));
+    assert_int_equal(plan, (long long)cli_json_nth(TMP "/report.json", "\"measured_peak\": ", 0));
     /* a budget only the fused step fits: auto finds a plan, and plan says the unfused has none */
     assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 8 --optimizer adam --remat auto --memory-budget 800K"),
                      9);

@@ -29,27 +29,6 @@ static uint16_t *lp_random(ot_dtype t, int64_t n) {
     return p;
 }
 
-/* Runs the node on `threads` threads with its planned workspace and, when slot is
- * given, the node's kept state. */
-static ot_status run_node(const ot_node *n, ot_tensor *in, ot_tensor *out, int threads, void **slot) {
-    ot_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.n_threads = threads;
-    ctx.node_state = slot;
-    ctx.workspace_bytes = ot_cpu_workspace_bytes(n, in, out);
-    ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
-    ot_error e = {0};
-    ot_status st = ot_cpu_run_node(n, in, out, &ctx, &e);
-    if (st) print_error("%s\n", e.msg);
-    free(ctx.workspace);
-    return st;
-}
-
-static void free_slot(void **slot) {
-    if (*slot) ((ot_cpu_node_state *)*slot)->free(*slot);
-    *slot = NULL;
-}
-
 static double y_at(ot_dtype t, const void *y, int64_t i) {
     return t == OT_F32 ? ((const float *)y)[i] : from_lp(t, ((const uint16_t *)y)[i]);
 }
@@ -88,7 +67,7 @@ static void gemm_case(ot_dtype t, ot_dtype yt, ot_dtype ct, bool ta, bool tb, in
     ot_tensor out[1] = {tk_t(yt, y, 2, M, N)};
     assert_true(ot_cpu_supports(&n, in, out));
     void *slot = NULL;
-    assert_int_equal(run_node(&n, in, out, 2, &slot), OT_OK);
+    assert_int_equal(tk_run_kept(&n, in, out, 2, false, &slot), OT_OK);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double s = 0, as = 0;
@@ -113,12 +92,12 @@ static void gemm_case(ot_dtype t, ot_dtype yt, ot_dtype ct, bool ta, bool tb, in
         }
     /* the same bits again, with the kept primitive and with a fresh one */
     out[0].data = y2;
-    assert_int_equal(run_node(&n, in, out, 2, &slot), OT_OK);
+    assert_int_equal(tk_run_kept(&n, in, out, 2, false, &slot), OT_OK);
     assert_memory_equal(y, y2, (size_t)M * N * ot_dtype_size(yt));
     memset(y2, 0, (size_t)M * N * ot_dtype_size(yt));
-    assert_int_equal(run_node(&n, in, out, 2, NULL), OT_OK);
+    assert_int_equal(tk_run_kept(&n, in, out, 2, false, NULL), OT_OK);
     assert_memory_equal(y, y2, (size_t)M * N * ot_dtype_size(yt));
-    free_slot(&slot);
+    tk_state_free(&slot);
     free(a), free(b), free(c), free(y), free(y2);
     tk_node_free(&n);
 }
@@ -178,7 +157,7 @@ static void matmul_case(ot_dtype t, ot_dtype yt, int ra, const int *ad, int rb, 
     out[0] = (ot_tensor){.dtype = yt, .shape = ot_shape_make(ry, sy), .data = y, .nbytes = (size_t)ny * ot_dtype_size(yt)};
     assert_true(ot_cpu_supports(&n, in, out));
     void *slot = NULL;
-    assert_int_equal(run_node(&n, in, out, 2, &slot), OT_OK);
+    assert_int_equal(tk_run_kept(&n, in, out, 2, false, &slot), OT_OK);
     /* reference: the operands promoted to >= 2-D, batch dims broadcast from the right */
     int M = ra >= 2 ? ad[ra - 2] : 1, K = ad[ra - 1], N = rb >= 2 ? bd[rb - 1] : 1;
     assert_int_equal(rb >= 2 ? bd[rb - 2] : bd[0], K);
@@ -217,9 +196,9 @@ static void matmul_case(ot_dtype t, ot_dtype yt, int ra, const int *ad, int rb, 
             }
     }
     out[0].data = y2;
-    assert_int_equal(run_node(&n, in, out, 2, &slot), OT_OK);
+    assert_int_equal(tk_run_kept(&n, in, out, 2, false, &slot), OT_OK);
     assert_memory_equal(y, y2, (size_t)ny * ot_dtype_size(yt));
-    free_slot(&slot);
+    tk_state_free(&slot);
     free(a), free(b), free(y), free(y2);
     tk_node_free(&n);
 }

@@ -290,16 +290,6 @@ typedef struct cg_case {
                 * depthwise dW's own sum order; batched images) */
 } cg_case;
 
-static ot_tensor cg_tensor(float *data, int rank, const int64_t *dim) {
-    ot_tensor t;
-    memset(&t, 0, sizeof t);
-    t.dtype = OT_F32;
-    t.shape = ot_shape_make(rank, dim);
-    t.data = data;
-    t.nbytes = (size_t)ot_shape_numel(&t.shape) * sizeof(float);
-    return t;
-}
-
 /* Runs ConvGradInput (dY, W, X) or ConvGradWeight (dY, X, W) into res. */
 static void cg_run(const cg_case *c, ot_op op, int threads, bool general, float *dy, float *w, float *x, float *res,
                    const int64_t *yd, const int64_t *wd, const int64_t *xd) {
@@ -319,15 +309,15 @@ static void cg_run(const cg_case *c, ot_op op, int threads, bool general, float 
     ot_node_set_attr_ints(&n, "pads", ps, 2 * c->nd);
     ot_node_set_attr_int(&n, "group", c->G);
     ot_tensor in[3], out[1];
-    in[0] = cg_tensor(dy, rank, yd);
+    in[0] = tk_ta(OT_F32, dy, rank, yd);
     if (op == OT_OP_CONV_GRAD_INPUT) {
-        in[1] = cg_tensor(w, rank, wd);
-        in[2] = cg_tensor(x, rank, xd);
-        out[0] = cg_tensor(res, rank, xd);
+        in[1] = tk_ta(OT_F32, w, rank, wd);
+        in[2] = tk_ta(OT_F32, x, rank, xd);
+        out[0] = tk_ta(OT_F32, res, rank, xd);
     } else {
-        in[1] = cg_tensor(x, rank, xd);
-        in[2] = cg_tensor(w, rank, wd);
-        out[0] = cg_tensor(res, rank, wd);
+        in[1] = tk_ta(OT_F32, x, rank, xd);
+        in[2] = tk_ta(OT_F32, w, rank, wd);
+        out[0] = tk_ta(OT_F32, res, rank, wd);
     }
     ot_kernel_ctx ctx = {.n_threads = threads, .conv_grad_general = general, .no_dnnl = true}; /* ours vs ours */
     ctx.workspace_bytes = ot_cpu_workspace_bytes(&n, in, out);

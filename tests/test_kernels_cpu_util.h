@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_common.h" /* ot_cpu_node_state */
 #include "kernels/kernel.h"
 
 static inline ot_node tk_node(ot_op op, int n_in, int n_out) {
@@ -51,6 +52,17 @@ static inline ot_tensor tk_t(ot_dtype t, void *data, int rank, ...) {
     return x;
 }
 
+/* The same over a dims array: tk_ta(OT_BF16, x, 4, dims). */
+static inline ot_tensor tk_ta(ot_dtype t, void *data, int rank, const int64_t *dims) {
+    ot_tensor x;
+    memset(&x, 0, sizeof x);
+    x.dtype = t;
+    x.shape = ot_shape_make(rank, dims);
+    x.data = data;
+    x.nbytes = (size_t)ot_shape_numel(&x.shape) * ot_dtype_size(t);
+    return x;
+}
+
 static inline ot_tensor tk_absent(void) {
     ot_tensor x;
     memset(&x, 0, sizeof x);
@@ -58,20 +70,26 @@ static inline ot_tensor tk_absent(void) {
     return x;
 }
 
+/* A kernel context for one run on `threads` threads with a workspace of exactly
+ * ot_cpu_workspace_bytes (malloc'd: free ctx->workspace after the run). */
+static inline void tk_ctx_init(ot_kernel_ctx *ctx, const ot_node *n, ot_tensor *in, ot_tensor *out, int threads) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->n_threads = threads;
+    ctx->workspace_bytes = ot_cpu_workspace_bytes(n, in, out);
+    ctx->workspace = ctx->workspace_bytes ? malloc(ctx->workspace_bytes) : NULL;
+}
+
 /* Runs the node with `threads` OpenMP threads and a workspace of exactly
  * ot_cpu_workspace_bytes; err may be NULL. */
 static inline ot_status tk_run_ex(const ot_node *n, ot_tensor *in, ot_tensor *out, int threads, uint64_t seed,
                                   uint64_t step, int rng_node, ot_error *err) {
     ot_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.n_threads = threads;
+    tk_ctx_init(&ctx, n, in, out, threads);
     ctx.seed = seed;
     ctx.step = step;
     ctx.rng_node = rng_node;
     /* These tests pin our own kernels' summation order; test_conv_dnnl checks oneDNN's. */
     ctx.no_dnnl = true;
-    ctx.workspace_bytes = ot_cpu_workspace_bytes(n, in, out);
-    ctx.workspace = ctx.workspace_bytes ? malloc(ctx.workspace_bytes) : NULL;
     ot_error e = {0};
     ot_status st = ot_cpu_run_node(n, in, out, &ctx, err ? err : &e);
     free(ctx.workspace);
@@ -83,6 +101,29 @@ static inline ot_status tk_run(const ot_node *n, ot_tensor *in, ot_tensor *out) 
     ot_status st = tk_run_ex(n, in, out, 2, 1, 0, 0, &e);
     if (st) print_error("kernel failed: %s\n", e.msg);
     return st;
+}
+
+/* Runs the node as the low-precision kernels run in a session: oneDNN allowed unless
+ * no_dnnl, on `threads` threads, a workspace of exactly ot_cpu_workspace_bytes and,
+ * when slot is given, the node's kept state (ot_kernel_ctx.node_state: oneDNN's
+ * primitives), which a second run reuses and tk_state_free frees. Prints a failure's
+ * message. */
+static inline ot_status tk_run_kept(const ot_node *n, ot_tensor *in, ot_tensor *out, int threads, bool no_dnnl,
+                                    void **slot) {
+    ot_kernel_ctx ctx;
+    tk_ctx_init(&ctx, n, in, out, threads);
+    ctx.no_dnnl = no_dnnl;
+    ctx.node_state = slot;
+    ot_error e = {0};
+    ot_status st = ot_cpu_run_node(n, in, out, &ctx, &e);
+    if (st) print_error("%s\n", e.msg);
+    free(ctx.workspace);
+    return st;
+}
+
+static inline void tk_state_free(void **slot) {
+    if (*slot) ((ot_cpu_node_state *)*slot)->free(*slot);
+    *slot = NULL;
 }
 
 /* Max |a - b| relative to max(1, |b|). */

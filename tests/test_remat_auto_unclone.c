@@ -19,31 +19,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "train/remat_session.h"
+#include "remat_check.h"
 
 static void test_auto_near_optimal(void **state) {
     (void)state;
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/fixtures/remat_gpt4/model.onnx", OT_SOURCE_DIR);
-    ot_remat_session_options o = {.seed = 7, .n_threads = 2, .policy = "none", .plan_only = true, .batch_size = 8};
-    o.loss.kind = OT_LOSS_CROSS_ENTROPY;
-    o.loss.class_axis = -1;
-    ot_remat_session *s = NULL;
+    rc_search rs;
+    rc_search_open(&rs, path);
+    ot_remat_session *s = rs.s;
+    bool *keep = rs.keep;
     ot_error err = {0};
-    if (ot_remat_session_new(path, &o, &s, &err)) fail_msg("%s", err.msg);
-    bool *keep = calloc((size_t)s->an.n_values + 1, sizeof(bool));
-    assert_non_null(keep);
-    ot_remat_measurement m0 = {0};
-    assert_int_equal(ot_remat_measure_planner(s->g, s->be, &m0, &err), OT_OK);
-    int64_t least = 0;
-    assert_int_equal(ot_remat_least_memory(s->g, &s->an, ot_remat_measure_planner, s->be, keep, &least, &err), OT_OK);
     /* budget at k/16 of the way from least to plain; the proven optimum; auto before */
     static const struct {
         int k;
         double optimal, before;
     } rows[] = {{8, 373248, 455168}, {10, 188416, 237568}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        int64_t budget = least + (m0.peak - least) * rows[i].k / 16;
+        int64_t budget = rs.least + (rs.plain - rs.least) * rows[i].k / 16;
         ot_remat_auto_stats as = {0};
         assert_int_equal(ot_remat_auto(s->g, &s->an, budget, ot_remat_measure_planner, s->be, keep, &as, &err), OT_OK);
         print_message("%d/16 (%lld bytes): auto %.0f, optimal %.0f, auto before %.0f\n", rows[i].k, (long long)budget,
@@ -52,8 +45,7 @@ static void test_auto_near_optimal(void **state) {
         assert_true(as.cost >= rows[i].optimal); /* the optimum is a lower bound */
         assert_true(as.cost <= 1.05 * rows[i].optimal);
     }
-    free(keep);
-    ot_remat_session_free(s);
+    rc_search_close(&rs);
 }
 
 int main(void) {

@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "train/remat_session.h"
+#include "remat_check.h"
 
 /* The planner's measure; with min_clones > 0, a plan of fewer recompute nodes is
  * "rejected": its peak is reported a byte above `reject_above`. */
@@ -59,20 +59,13 @@ static void check_report(const char *what, int64_t budget, const ot_remat_optima
 static void check_sample(const char *name, const int *quarters, int n_quarters, double limit) {
     char path[1024];
     snprintf(path, sizeof path, "%s/samples/%s.onnx", OT_SOURCE_DIR, name);
-    ot_remat_session_options o = {.seed = 7, .n_threads = 2, .policy = "none", .plan_only = true, .batch_size = 8};
-    o.loss.kind = OT_LOSS_CROSS_ENTROPY;
-    o.loss.class_axis = -1;
-    ot_remat_session *s = NULL;
+    rc_search rs;
+    rc_search_open(&rs, path);
+    ot_remat_session *s = rs.s;
+    bool *keep = rs.keep;
     ot_error err = {0};
-    if (ot_remat_session_new(path, &o, &s, &err)) fail_msg("%s", err.msg);
-    bool *keep = calloc((size_t)s->an.n_values + 1, sizeof(bool));
-    assert_non_null(keep);
-    ot_remat_measurement m0 = {0};
-    assert_int_equal(ot_remat_measure_planner(s->g, s->be, &m0, &err), OT_OK);
-    int64_t least = 0;
-    assert_int_equal(ot_remat_least_memory(s->g, &s->an, ot_remat_measure_planner, s->be, keep, &least, &err), OT_OK);
     for (int q = 0; q < n_quarters; q++) {
-        int64_t budget = least + (m0.peak - least) * quarters[q] / 4;
+        int64_t budget = rs.least + (rs.plain - rs.least) * quarters[q] / 4;
         ot_remat_optimal_stats st;
         picky plain = {.be = s->be};
         assert_int_equal(ot_remat_optimal(s->g, &s->an, budget, limit, measure_picky, &plain, keep, &st, &err), OT_OK);
@@ -88,8 +81,7 @@ static void check_sample(const char *name, const int *quarters, int n_quarters, 
         assert_true(r == OT_OK || r == OT_E_MEMORY); /* maybe no plan has that many clones */
         if (r == OT_OK) check_report("  picky", budget, &st);
     }
-    free(keep);
-    ot_remat_session_free(s);
+    rc_search_close(&rs);
 }
 
 /* The planner's measure, but every rewrite that recomputes anything at a cost of at

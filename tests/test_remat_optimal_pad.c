@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "train/remat_session.h"
+#include "remat_check.h"
 
 /* The product's measure, but the timeline comes with a padding of `pad` bytes. */
 typedef struct inflated {
@@ -37,23 +37,19 @@ static void test_padding(void **state) {
     }
     char path[1024];
     snprintf(path, sizeof path, "%s/samples/mlp.onnx", OT_SOURCE_DIR);
-    ot_remat_session_options o = {.seed = 7, .n_threads = 2, .policy = "none", .plan_only = true, .batch_size = 8};
-    o.loss.kind = OT_LOSS_CROSS_ENTROPY;
-    o.loss.class_axis = -1;
-    ot_remat_session *s = NULL;
+    rc_search rs;
+    rc_search_open(&rs, path);
+    ot_remat_session *s = rs.s;
+    bool *keep = rs.keep;
     ot_error err = {0};
-    if (ot_remat_session_new(path, &o, &s, &err)) fail_msg("%s", err.msg);
-    bool *keep = calloc((size_t)s->an.n_values + 1, sizeof(bool));
-    assert_non_null(keep);
     ot_remat_measurement m0 = {.want_timeline = true};
     assert_int_equal(ot_remat_measure_planner(s->g, s->be, &m0, &err), OT_OK);
     free(m0.order);
     free(m0.timeline);
     assert_true(m0.pinned_padding > 0); /* mlp's pinned values are not all multiples of 64 bytes */
-    int64_t least = 0;
-    assert_int_equal(ot_remat_least_memory(s->g, &s->an, ot_remat_measure_planner, s->be, keep, &least, &err), OT_OK);
-    int64_t budget = least + (m0.peak - least) * 3 / 4;
-    assert_true(budget < m0.peak);
+    assert_int_equal(m0.peak, rs.plain);
+    int64_t budget = rs.least + (rs.plain - rs.least) * 3 / 4;
+    assert_true(budget < rs.plain);
 
     ot_remat_optimal_stats st;
     assert_int_equal(ot_remat_optimal(s->g, &s->an, budget, 30.0, ot_remat_measure_planner, s->be, keep, &st, &err),
@@ -68,8 +64,7 @@ static void test_padding(void **state) {
     assert_true(st2.planner_peak <= budget);
     assert_true(st2.rounds >= 2); /* the infeasible padded solve, then the full budget */
     assert_true(st2.cost <= st.cost + 1e-6);
-    free(keep);
-    ot_remat_session_free(s);
+    rc_search_close(&rs);
 }
 
 int main(void) {

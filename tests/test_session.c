@@ -162,22 +162,6 @@ static void test_one_import_many_plans(void **state) {
     ot_model_free(m);
 }
 
-/* The first peak_bytes of a file (plan --json: the --remat none plan; the report:
- * the training plan). */
-static long long first_number_after(const char *path, const char *key, int nth) {
-    char *t = cli_slurp(path);
-    assert_non_null(t);
-    const char *p = t;
-    for (int i = 0; i <= nth; i++) {
-        p = strstr(p, key);
-        if (!p) fail_msg("no %s in %s:\n%s", key, path, t);
-        p += strlen(key);
-    }
-    long long v = strtoll(p, NULL, 10);
-    free(t);
-    return v;
-}
-
 /* plan --json's policy plan against train's planned and measured peak, same model,
  * batch, policy and optimizer. */
 static void test_plan_equals_train(void **state) {
@@ -203,13 +187,13 @@ static void test_plan_equals_train(void **state) {
                              cases[i].args),
                          0);
         /* plans[1].peak_bytes: after plans[0]'s own and its plan object's */
-        long long plan = first_number_after(TMP "/out.txt", "\"peak_bytes\": ", 2);
+        long long plan = (long long)cli_json_nth(TMP "/out.txt", "\"peak_bytes\": ", 2);
         assert_int_equal(run(BIN " train " S "%s %s --batch-size %s %s --steps 1 --threads 2 --quiet -o " TMP
                                  "/tuned.onnx --report " TMP "/report.json",
                              cases[i].model, cases[i].data, cases[i].batch, cases[i].args),
                          0);
-        long long planned = first_number_after(TMP "/report.json", "\"planned_peak\": ", 0);
-        long long measured = first_number_after(TMP "/report.json", "\"measured_peak\": ", 0);
+        long long planned = (long long)cli_json_nth(TMP "/report.json", "\"planned_peak\": ", 0);
+        long long measured = (long long)cli_json_nth(TMP "/report.json", "\"measured_peak\": ", 0);
         print_message("%s %s: plan %lld, train planned %lld, measured %lld\n", cases[i].model, cases[i].args, plan,
                       planned, measured);
         assert_int_equal(plan, planned);
@@ -223,13 +207,13 @@ static void test_plan_equals_train_validation(void **state) {
 #define RESNET_DATA "--input " S "resnet/input.npy --labels " S "resnet/labels.npy"
 #define RESNET_VAL "--val-input " S "resnet/input.npy --val-labels " S "resnet/labels.npy"
     assert_int_equal(run(BIN " plan " S "resnet.onnx " RESNET_VAL " --optimizer adam --remat sqrt --json"), 0);
-    long long plan = first_number_after(TMP "/out.txt", "\"peak_bytes\": ", 2);
-    long long plan_val = first_number_after(TMP "/out.txt", "\"validation_peak_bytes\": ", 1);
+    long long plan = (long long)cli_json_nth(TMP "/out.txt", "\"peak_bytes\": ", 2);
+    long long plan_val = (long long)cli_json_nth(TMP "/out.txt", "\"validation_peak_bytes\": ", 1);
     assert_int_equal(run(BIN " train " S "resnet.onnx " RESNET_DATA " " RESNET_VAL " --optimizer adam --remat sqrt "
                              "--steps 1 --quiet -o " TMP "/tuned.onnx --report " TMP "/report.json"),
                      0);
-    assert_int_equal(plan, first_number_after(TMP "/report.json", "\"planned_peak\": ", 0));
-    assert_int_equal(plan_val, first_number_after(TMP "/report.json", "\"val_planned_peak\": ", 0));
+    assert_int_equal(plan, (long long)cli_json_nth(TMP "/report.json", "\"planned_peak\": ", 0));
+    assert_int_equal(plan_val, (long long)cli_json_nth(TMP "/report.json", "\"val_planned_peak\": ", 0));
     assert_true(plan_val > 0);
 }
 
@@ -248,7 +232,7 @@ static void test_smallest_budget_accepted(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         assert_int_equal(run(BIN " plan " S "%s %s --remat auto --memory-budget 1K", cases[i].model, cases[i].args), 9);
-        long long least = first_number_after(TMP "/out.txt", "the smallest planned peak is ", 0);
+        long long least = (long long)cli_json_nth(TMP "/out.txt", "the smallest planned peak is ", 0);
         assert_true(least > 1024);
         assert_int_equal(run(BIN " plan " S "%s %s --remat auto --memory-budget %lld", cases[i].model, cases[i].args,
                              least),
@@ -317,11 +301,11 @@ static void test_options_everywhere(void **state) {
     }
     /* freezing the first block lowers plan's peak (fewer gradients and moments) */
     assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 4 --remat none --optimizer adam --json"), 0);
-    long long all = first_number_after(TMP "/out.txt", "\"peak_bytes\": ", 0);
+    long long all = (long long)cli_json_nth(TMP "/out.txt", "\"peak_bytes\": ", 0);
     assert_int_equal(run(BIN " plan " S "tinygpt.onnx --batch-size 4 --remat none --optimizer adam --freeze "
                              "'blocks\\.0\\..*' --json"),
                      0);
-    long long frozen = first_number_after(TMP "/out.txt", "\"peak_bytes\": ", 0);
+    long long frozen = (long long)cli_json_nth(TMP "/out.txt", "\"peak_bytes\": ", 0);
     assert_true(frozen < all);
     /* the data gives plan its batch: min(32, samples) as train */
     assert_int_equal(run(BIN " plan " S "mlp.onnx --input " S "mlp/input.npy --labels " S "mlp/labels.npy --remat none"),

@@ -14,38 +14,15 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "cli_run.h"
 #include "train/npy.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
 #define S OT_SOURCE_DIR "/samples/"
 #define TMP OT_BINARY_DIR "/test_train_memory_tmp"
 
-static int run(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(cmd, sizeof cmd - 64, fmt, ap);
-    va_end(ap);
-    snprintf(cmd + n, sizeof cmd - (size_t)n, " >" TMP "/out.txt 2>&1");
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-static char *output(void) {
-    FILE *f = fopen(TMP "/out.txt", "rb");
-    assert_non_null(f);
-    char *b = calloc(1, 1 << 16);
-    size_t got = fread(b, 1, (1 << 16) - 1, f);
-    b[got] = 0;
-    fclose(f);
-    return b;
-}
-
-static void expect_output(const char *needle) {
-    char *o = output();
-    if (!strstr(o, needle)) fail_msg("expected '%s' in the output:\n%s", needle, o);
-    free(o);
-}
+/* Runs a shell command, its output in TMP/out.txt. */
+#define run(...) cli_run(TMP "/out.txt", __VA_ARGS__)
 
 static bool exists(const char *path) {
     struct stat sb;
@@ -89,17 +66,17 @@ static void test_budget_policy_exceeded(void **state) {
     (void)state;
     remove(TMP "/m.onnx");
     assert_int_equal(run(BIN CHAIN " --batch-size 1024 --memory-budget 4M --remat none -o " TMP "/m.onnx"), 9);
-    expect_output("the training step needs");
-    expect_output("planned peak with --remat none), more than --memory-budget 4194304 bytes");
-    expect_output("--remat all needs");
-    expect_output("within the budget");
+    cli_expect_in(TMP "/out.txt", "the training step needs");
+    cli_expect_in(TMP "/out.txt", "planned peak with --remat none), more than --memory-budget 4194304 bytes");
+    cli_expect_in(TMP "/out.txt", "--remat all needs");
+    cli_expect_in(TMP "/out.txt", "within the budget");
     assert_false(exists(TMP "/m.onnx"));
     assert_int_equal(run(BIN CHAIN " --batch-size 1024 --memory-budget 4M --remat auto -o " TMP "/m.onnx"), 0);
     assert_true(exists(TMP "/m.onnx"));
     /* --memory-budget alone: auto, the default, plans within it (it used to be exit 9) */
     remove(TMP "/m.onnx");
     assert_int_equal(run(BIN CHAIN " --batch-size 1024 --memory-budget 4M -o " TMP "/m.onnx"), 0);
-    expect_output("remat auto (budget 4.00 MiB)");
+    cli_expect_in(TMP "/out.txt", "remat auto (budget 4.00 MiB)");
     assert_true(exists(TMP "/m.onnx"));
 }
 
@@ -108,8 +85,9 @@ static void test_budget_policy_exceeded(void **state) {
 static void test_budget_batch_advice(void **state) {
     (void)state;
     assert_int_equal(run(BIN CHAIN " --batch-size 1024 --remat sqrt --memory-budget 2M -o " TMP "/m.onnx"), 9);
-    expect_output("with --remat sqrt), more than --memory-budget 2097152 bytes");
-    char *o = output();
+    cli_expect_in(TMP "/out.txt", "with --remat sqrt), more than --memory-budget 2097152 bytes");
+    char *o = cli_slurp(TMP "/out.txt");
+    assert_non_null(o);
     char *p = strstr(o, "--batch-size ");
     if (!p || !strstr(p, "with --remat sqrt fits")) fail_msg("no batch advice in:\n%s", o);
     long b = strtol(p + 13, NULL, 10);
@@ -125,8 +103,8 @@ static void test_budget_impossible(void **state) {
     assert_int_equal(run(BIN " train " S "mlp.onnx --input " S "mlp/input.npy --labels " S "mlp/labels.npy "
                              "--optimizer adam --remat auto --memory-budget 300K -o " TMP "/m2.onnx"),
                      9);
-    expect_output("cannot be met: the smallest planned peak is");
-    expect_output("no batch size fits 307200 bytes even with --remat all");
+    cli_expect_in(TMP "/out.txt", "cannot be met: the smallest planned peak is");
+    cli_expect_in(TMP "/out.txt", "no batch size fits 307200 bytes even with --remat all");
     assert_false(exists(TMP "/m2.onnx"));
 }
 
@@ -150,9 +128,9 @@ static void test_allocation_fails(void **state) {
                          "--threads 2 --batch-size 262144 -o " TMP "/m3.onnx",
                          limit),
                      9);
-    expect_output("cannot allocate an arena of");
-    expect_output("--remat all needs");
-    expect_output("--batch-size 131072 needs");
+    cli_expect_in(TMP "/out.txt", "cannot allocate an arena of");
+    cli_expect_in(TMP "/out.txt", "--remat all needs");
+    cli_expect_in(TMP "/out.txt", "--batch-size 131072 needs");
     assert_false(exists(TMP "/m3.onnx"));
     remove(TMP "/bx.npy");
     remove(TMP "/by.npy");

@@ -335,23 +335,10 @@ static int64_t bcast_offset(const ot_bcast *b, int64_t i) {
 
 /* MaxGrad / MinGrad (dY, Y, X_0 .. X_n-1) -> dX_k shaped like dY. */
 OT_GRAD_KERNEL(ot_cpu_minmax_grad) {
-    int nx = node->n_inputs - 2;
-    if (nx < 1 || nx > OT_MINMAX_GRAD_MAX_IN)
-        return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): %d forward inputs (1 to %d)", node->name, node->op_type, nx,
-                       OT_MINMAX_GRAD_MAX_IN);
-    for (int k = 0; k < node->n_inputs; k++)
-        if (in[k].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[k].dtype, err);
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, Y and dX differ in size", node->name, node->op_type);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
+    int nx, k;
+    int64_t n;
+    ot_status st = ot_kernel_minmax_grad_check(node, in, out, ot_cpu_bad_dtype, &nx, &k, &n, err);
     if (st) return st;
-    int k = pp->u.math.index;
-    if (k < 0 || k >= nx)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not one of its %d inputs", node->name,
-                       node->op_type, k, nx);
     ot_bcast bx[OT_MINMAX_GRAD_MAX_IN];
     for (int j = 0; j < nx; j++) {
         st = ot_kernel_bcast(node, &in[2 + j], 1, &out[0], &bx[j], err);

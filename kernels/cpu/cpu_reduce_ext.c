@@ -14,25 +14,14 @@
 #include "kernels/reduce_ext.h"
 #include "kernels/reduce_geometry.h"
 
-/* The reduced dims of node over xs: the axes attribute, else input `axes_slot` when
- * given (opset 18), else every dim (or none with noop_with_empty_axes). */
-static ot_status reduced_dims(const ot_node *node, const ot_tensor *in, int axes_slot, const ot_shape *xs, bool *red,
-                              bool *noop, ot_error *err) {
-    int na = 0;
-    const int64_t *axes;
-    ot_status st = ot_reduce_attr_axes(node, &axes, &na, err);
-    if (st) return st;
-    int64_t in_axes[OT_MAX_RANK];
-    if ((!axes || na == 0) && axes_slot >= 0 && node->n_inputs > axes_slot && in[axes_slot].data &&
-        ot_kernel_numel(&in[axes_slot]) > 0) {
-        if (ot_kernel_numel(&in[axes_slot]) > OT_MAX_RANK)
-            return ot_fail(err, OT_E_MODEL, "node '%s' (%s): %lld axes for rank %d", node->name, node->op_type,
-                           (long long)ot_kernel_numel(&in[axes_slot]), xs->rank);
-        na = (int)ot_kernel_numel(&in[axes_slot]);
-        for (int i = 0; i < na; i++) ot_kernel_load_int(in[axes_slot].dtype, in[axes_slot].data, i, &in_axes[i]);
-        axes = in_axes;
-    }
-    return ot_reduce_dims(node, axes, na, xs->rank, red, noop, err);
+/* The CPU's reader for ot_reduce_ext_dims: the axes input is host data (at most max
+ * values, which ot_reduce_ext_dims has checked). */
+static ot_status read_ints(void *user, const ot_tensor *t, int64_t *v, int max, int *n, ot_error *err) {
+    (void)user, (void)max, (void)err;
+    *n = (int)ot_kernel_numel(t);
+    for (int i = 0; i < *n; i++)
+        ot_kernel_load_int(t->dtype, t->data, i, &v[i]);
+    return OT_OK;
 }
 
 ot_status ot_cpu_reduce_ext(const ot_node *node, const ot_tensor *in, ot_tensor *out, const ot_kernel_ctx *ctx,
@@ -45,7 +34,7 @@ ot_status ot_cpu_reduce_ext(const ot_node *node, const ot_tensor *in, ot_tensor 
     if (t != OT_F32 && !ints) return ot_cpu_bad_dtype(node, "input", t, err);
     if (out[0].dtype != t) return ot_cpu_bad_dtype(node, "output", out[0].dtype, err);
     bool red[OT_MAX_RANK] = {0}, noop;
-    if ((st = reduced_dims(node, in, 1, &in[0].shape, red, &noop, err))) return st;
+    if ((st = ot_reduce_ext_dims(node, in, 1, &in[0].shape, read_ints, NULL, red, &noop, err))) return st;
     if (noop) { /* noop_with_empty_axes without axes: Y is X */
         if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
             return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
@@ -105,7 +94,7 @@ OT_GRAD_KERNEL(ot_cpu_reduce_grad) {
     ot_status st = ot_reduce_ext_mode(node, &mode, err);
     if (st) return st;
     bool red[OT_MAX_RANK] = {0}, noop;
-    if ((st = reduced_dims(node, in, -1, &in[1].shape, red, &noop, err))) return st;
+    if ((st = ot_reduce_ext_dims(node, in, -1, &in[1].shape, read_ints, NULL, red, &noop, err))) return st;
     ot_rx_geom g;
     if (noop) {
         for (int d = 0; d < in[1].shape.rank; d++) red[d] = false;

@@ -90,12 +90,10 @@ ot_status ot_cpu_concat(const ot_node *node, const ot_tensor *in, ot_tensor *out
     const ot_shape *ys = &out[0].shape;
     size_t es = ot_dtype_size(out[0].dtype);
     ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    const ot_layout_params *lp;
+    int axis;
+    ot_status pst = ot_kernel_concat_axis(node, ys, es, &scratch, &lp, &axis, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, ys->rank);
-    if (axis < 0 || !es) return shape_mismatch(node, "axis out of range or bad dtype", err);
     int64_t outer = 1, inner = 1, total = 0;
     for (int d = 0; d < axis; d++) outer *= ys->dim[d];
     for (int d = axis + 1; d < ys->rank; d++) inner *= ys->dim[d];
@@ -124,12 +122,10 @@ ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     const ot_shape *xs = &in[0].shape;
     size_t es = ot_dtype_size(in[0].dtype);
     ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    const ot_layout_params *lp;
+    int axis;
+    ot_status pst = ot_kernel_concat_axis(node, xs, es, &scratch, &lp, &axis, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, xs->rank);
-    if (axis < 0 || !es) return shape_mismatch(node, "axis out of range or bad dtype", err);
     int64_t outer = 1, inner = 1, total = 0;
     for (int d = 0; d < axis; d++) outer *= xs->dim[d];
     for (int d = axis + 1; d < xs->rank; d++) inner *= xs->dim[d];
@@ -138,14 +134,9 @@ ot_status ot_cpu_split(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         if (!out[k].data) continue;
         if (out[k].dtype != in[0].dtype) return ot_cpu_bad_dtype(node, "an output", out[k].dtype, err);
     }
-    int n_split = lp->n_split;
-    const int64_t *split = lp->split;
     size_t in_row = (size_t)(xs->dim[axis] * inner) * es, at = 0;
     for (int k = 0; k < node->n_outputs; k++) {
-        int64_t len;
-        if (split && n_split == node->n_outputs) len = split[k];
-        else if (out[k].data) len = out[k].shape.dim[axis];
-        else len = xs->dim[axis] / node->n_outputs;
+        int64_t len = ot_kernel_split_len(node, lp, out, k, axis, xs->dim[axis]);
         total += len;
         if (total > xs->dim[axis]) return shape_mismatch(node, "split sizes exceed the input along axis", err);
         size_t chunk = (size_t)(len * inner) * es;
@@ -194,19 +185,9 @@ ot_status ot_cpu_slice(const ot_node *node, const ot_tensor *in, ot_tensor *out,
     for (int i = 0; i < ns; i++) {
         int a = ot_kernel_axis(has_axes ? axes[i] : i, r);
         if (a < 0) return shape_mismatch(node, "axis out of range", err);
-        int64_t dim = xs->dim[a], step = has_steps ? steps[i] : 1, s = starts[i], e = ends[i], cnt;
+        int64_t step = has_steps ? steps[i] : 1, s;
         if (step == 0) return ot_fail(err, OT_E_MODEL, "node '%s' (Slice): step 0", node->name);
-        if (s < 0) s += dim;
-        if (e < 0) e += dim;
-        if (step > 0) {
-            s = s < 0 ? 0 : (s > dim ? dim : s);
-            e = e < 0 ? 0 : (e > dim ? dim : e);
-            cnt = e > s ? (e - s + step - 1) / step : 0;
-        } else {
-            s = s < 0 ? 0 : (s > dim - 1 ? dim - 1 : s);
-            e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
-            cnt = s > e ? (s - e + (-step) - 1) / (-step) : 0;
-        }
+        int64_t cnt = ot_kernel_slice_axis(xs->dim[a], starts[i], ends[i], step, &s);
         if (cnt != out[0].shape.dim[a]) return shape_mismatch(node, "output shape differs from the slice", err);
         st[a] = s;
         sp[a] = step;

@@ -20,23 +20,29 @@
 /* Four floats as one SSE register (GCC and Clang vector extension). */
 typedef float v4f __attribute__((vector_size(16)));
 
+/* The general paths' one window rule: the offset in an input plane that tap kk reads
+ * for output position l, or -1 in the padding. */
+static inline int64_t general_tap_at(const ot_conv3 *p, int64_t kk, int64_t l) {
+    int64_t k0 = kk / (p->sp.k[1] * p->sp.k[2]), k1 = (kk / p->sp.k[2]) % p->sp.k[1], k2 = kk % p->sp.k[2];
+    int64_t o0 = l / (p->sp.out[1] * p->sp.out[2]), o1 = (l / p->sp.out[2]) % p->sp.out[1], o2 = l % p->sp.out[2];
+    int64_t i0 = o0 * p->sp.s[0] - p->sp.pb[0] + k0 * p->sp.d[0];
+    int64_t i1 = o1 * p->sp.s[1] - p->sp.pb[1] + k1 * p->sp.d[1];
+    int64_t i2 = o2 * p->sp.s[2] - p->sp.pb[2] + k2 * p->sp.d[2];
+    bool in = i0 >= 0 && i0 < p->sp.in[0] && i1 >= 0 && i1 < p->sp.in[1] && i2 >= 0 && i2 < p->sp.in[2];
+    return in ? (i0 * p->sp.in[1] + i1) * p->sp.in[2] + i2 : -1;
+}
+
 /* col[(ci*K + kk) * L + l] = x[ci] at the window position (0 in the padding). */
 static void im2col_general(const ot_conv3 *p, const float *x, float *col, int nt) {
     int64_t rows = p->Cig * p->K;
 #pragma omp parallel for schedule(static) num_threads(nt) if (rows * p->L >= OT_CPU_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         int64_t ci = r / p->K, kk = r % p->K;
-        int64_t k0 = kk / (p->sp.k[1] * p->sp.k[2]), k1 = (kk / p->sp.k[2]) % p->sp.k[1], k2 = kk % p->sp.k[2];
         const float *xc = x + ci * p->S;
         float *cr = col + r * p->L;
         for (int64_t l = 0; l < p->L; l++) {
-            int64_t o0 = l / (p->sp.out[1] * p->sp.out[2]), o1 = (l / p->sp.out[2]) % p->sp.out[1],
-                    o2 = l % p->sp.out[2];
-            int64_t i0 = o0 * p->sp.s[0] - p->sp.pb[0] + k0 * p->sp.d[0];
-            int64_t i1 = o1 * p->sp.s[1] - p->sp.pb[1] + k1 * p->sp.d[1];
-            int64_t i2 = o2 * p->sp.s[2] - p->sp.pb[2] + k2 * p->sp.d[2];
-            bool in = i0 >= 0 && i0 < p->sp.in[0] && i1 >= 0 && i1 < p->sp.in[1] && i2 >= 0 && i2 < p->sp.in[2];
-            cr[l] = in ? xc[(i0 * p->sp.in[1] + i1) * p->sp.in[2] + i2] : 0.0f;
+            int64_t at = general_tap_at(p, kk, l);
+            cr[l] = at >= 0 ? xc[at] : 0.0f;
         }
     }
 }
@@ -47,16 +53,10 @@ static void col2im_general(const ot_conv3 *p, const float *col, float *dx, int n
     for (int64_t ci = 0; ci < p->Cig; ci++) {
         float *xc = dx + ci * p->S;
         for (int64_t kk = 0; kk < p->K; kk++) {
-            int64_t k0 = kk / (p->sp.k[1] * p->sp.k[2]), k1 = (kk / p->sp.k[2]) % p->sp.k[1], k2 = kk % p->sp.k[2];
             const float *cr = col + (ci * p->K + kk) * p->L;
             for (int64_t l = 0; l < p->L; l++) {
-                int64_t o0 = l / (p->sp.out[1] * p->sp.out[2]), o1 = (l / p->sp.out[2]) % p->sp.out[1],
-                    o2 = l % p->sp.out[2];
-                int64_t i0 = o0 * p->sp.s[0] - p->sp.pb[0] + k0 * p->sp.d[0];
-                int64_t i1 = o1 * p->sp.s[1] - p->sp.pb[1] + k1 * p->sp.d[1];
-                int64_t i2 = o2 * p->sp.s[2] - p->sp.pb[2] + k2 * p->sp.d[2];
-                if (i0 >= 0 && i0 < p->sp.in[0] && i1 >= 0 && i1 < p->sp.in[1] && i2 >= 0 && i2 < p->sp.in[2])
-                    xc[(i0 * p->sp.in[1] + i1) * p->sp.in[2] + i2] += cr[l];
+                int64_t at = general_tap_at(p, kk, l);
+                if (at >= 0) xc[at] += cr[l];
             }
         }
     }
@@ -95,6 +95,17 @@ static ot_status check_ws(const ot_node *node, const ot_conv3 *p, const ot_kerne
         return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): needs %zu bytes of workspace, given %zu", node->name,
                        node->op_type, need, ctx->workspace_bytes);
     return OT_OK;
+}
+
+/* What both gradients start with: dY and the other read operand (in[1]: W for dX, X
+ * for dW) float32, the geometry from X, W and dY, and the workspace checked for the
+ * chunk of nb images it is sized for. */
+static ot_status grad_begin(const ot_node *node, const ot_tensor *in, const ot_tensor *x, const ot_tensor *w,
+                            const ot_kernel_ctx *ctx, ot_conv3 *p, int64_t *nb, ot_error *err) {
+    if (in[0].dtype != OT_F32 || in[1].dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", in[1].dtype, err);
+    ot_status st = ot_conv3_init(p, node, &x->shape, &w->shape, &in[0].shape, err);
+    if (!st) st = check_ws(node, p, ctx, nb, err);
+    return st;
 }
 
 /* dX over chunks of nb images: per group, dY's channels as rows (Cog x nb*L), one
@@ -226,11 +237,9 @@ static void depthwise_grad_input(const ot_conv3 *p, const float *dys, const floa
 
 OT_GRAD_KERNEL(ot_cpu_conv_grad_input) {
     const ot_tensor *dy = &in[0], *w = &in[1], *x = &in[2];
-    if (dy->dtype != OT_F32 || w->dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", w->dtype, err);
     ot_conv3 p;
     int64_t nb;
-    ot_status st = ot_conv3_init(&p, node, &x->shape, &w->shape, &dy->shape, err);
-    if (!st) st = check_ws(node, &p, ctx, &nb, err);
+    ot_status st = grad_begin(node, in, x, w, ctx, &p, &nb, err);
     if (st) return st;
     float *col = ctx->workspace, *dx = out[0].data;
     const float *dys = dy->data, *ws = w->data;
@@ -394,11 +403,9 @@ static void grad_weight_batched(const ot_kernel_ctx *ctx, const ot_conv3 *p, int
 
 OT_GRAD_KERNEL(ot_cpu_conv_grad_weight) {
     const ot_tensor *dy = &in[0], *x = &in[1], *w = &in[2];
-    if (dy->dtype != OT_F32 || x->dtype != OT_F32) return ot_cpu_bad_dtype(node, "input", x->dtype, err);
     ot_conv3 p;
     int64_t nb;
-    ot_status st = ot_conv3_init(&p, node, &x->shape, &w->shape, &dy->shape, err);
-    if (!st) st = check_ws(node, &p, ctx, &nb, err);
+    ot_status st = grad_begin(node, in, x, w, ctx, &p, &nb, err);
     if (st) return st;
     float *col = ctx->workspace, *dw = out[0].data;
     const float *dys = dy->data, *xs = x->data;

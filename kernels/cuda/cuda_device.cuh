@@ -153,6 +153,39 @@ template <typename Op> static ot_status ot_cu_map(ot_cuda_ctx *cx, const Op &op,
     return OT_OK;
 }
 
+/* Integer Div and Mod (cuda_elementwise.cu, cuda_pointwise_math.cu): a zero divisor
+ * cannot be reported from inside a kernel, so their element code writes 0 and raises
+ * *zero, a flag in the node's workspace (ot_cuda_pointwise_workspace,
+ * ot_cuda_mod_workspace) that this launcher clears, points f.zero at, and reads back.
+ * Reading it synchronises the stream, a cost integer arithmetic (shape arithmetic,
+ * rare after import-time folding) can afford. op_name and what word the messages:
+ * "node 'N' (Div): integer division by zero". */
+template <typename Op>
+static ot_status ot_cu_map_zero_flag(ot_cuda_ctx *cx, const ot_node *node, const ot_kernel_ctx *ctx, Op f, int64_t n,
+                                     const char *op_name, const char *what, ot_error *err) {
+    if (n == 0) return OT_OK;
+    int *zero = (int *)ctx->workspace;
+    if (!zero || ctx->workspace_bytes < sizeof(int))
+        return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): workspace smaller than the backend asked for", node->name,
+                       op_name);
+    int seen = 0;
+    if (cx)
+        OT_CUDA_CHECK(cudaMemsetAsync(zero, 0, sizeof(int), cx->stream));
+    else
+        *zero = 0;
+    f.zero = zero;
+    ot_status st = ot_cu_map(cx, f, n, err);
+    if (st) return st;
+    if (cx) {
+        OT_CUDA_CHECK(cudaMemcpyAsync(&seen, zero, sizeof(int), cudaMemcpyDeviceToHost, cx->stream));
+        OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
+    } else {
+        seen = *zero;
+    }
+    if (seen) return ot_fail(err, OT_E_DATA, "node '%s' (%s): integer %s by zero", node->name, op_name, what);
+    return OT_OK;
+}
+
 /* The float32 elementwise launchers' element loops, written once: X -> Y
  * (y[i] = rule(x[i])) and an elementwise gradient (dY, X) -> dX
  * (dx[i] = rule(dy[i], x[i])). The rule is a __host__ __device__ functor holding

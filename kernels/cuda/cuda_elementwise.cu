@@ -299,31 +299,12 @@ static ot_status launch_binary(ot_cuda_ctx *cx, const ot_tensor *in, ot_tensor *
     return ot_cu_map(cx, f, ot_kernel_numel(&out[0]), err);
 }
 
-/* The zero-divisor flag lives in the node's workspace (ot_cuda_pointwise_workspace);
- * reading it back synchronises the stream, a cost integer Div (shape arithmetic,
- * rare after import-time folding) can afford. */
+/* A zero divisor is reported through the workspace flag of ot_cu_map_zero_flag. */
 template <typename T>
 static ot_status launch_int_div(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
                                 const ot_cu_bcast &bc, const ot_kernel_ctx *ctx, ot_error *err) {
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (n == 0) return OT_OK;
-    int *zero = (int *)ctx->workspace;
-    if (!zero || ctx->workspace_bytes < sizeof(int))
-        return ot_fail(err, OT_E_INTERNAL, "node '%s' (Div): workspace smaller than the backend asked for", node->name);
-    int seen = 0;
-    if (cx) OT_CUDA_CHECK(cudaMemsetAsync(zero, 0, sizeof(int), cx->stream));
-    else *zero = 0;
-    int_div_op<T> f = {(const T *)in[0].data, (const T *)in[1].data, (T *)out[0].data, bc, zero};
-    ot_status st = ot_cu_map(cx, f, n, err);
-    if (st) return st;
-    if (cx) {
-        OT_CUDA_CHECK(cudaMemcpyAsync(&seen, zero, sizeof(int), cudaMemcpyDeviceToHost, cx->stream));
-        OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
-    } else {
-        seen = *zero;
-    }
-    if (seen) return ot_fail(err, OT_E_DATA, "node '%s' (Div): integer division by zero", node->name);
-    return OT_OK;
+    int_div_op<T> f = {(const T *)in[0].data, (const T *)in[1].data, (T *)out[0].data, bc, NULL};
+    return ot_cu_map_zero_flag(cx, node, ctx, f, ot_kernel_numel(&out[0]), "Div", "division", err);
 }
 
 template <typename T, typename TE>

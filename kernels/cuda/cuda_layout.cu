@@ -86,12 +86,10 @@ OT_CUDA_LAUNCHER(ot_cuda_concat) {
     const ot_shape *ys = &out[0].shape;
     size_t es = ot_dtype_size(out[0].dtype);
     ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    const ot_layout_params *lp;
+    int axis;
+    ot_status pst = ot_kernel_concat_axis(node, ys, es, &scratch, &lp, &axis, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, ys->rank);
-    if (axis < 0 || !es) return bad(node, "axis out of range or bad dtype", err);
     int64_t total = 0;
     for (int k = 0; k < node->n_inputs; k++) {
         if (in[k].dtype != out[0].dtype || in[k].shape.rank != ys->rank) return bad(node, "input dtypes or ranks differ", err);
@@ -124,22 +122,15 @@ OT_CUDA_LAUNCHER(ot_cuda_split) {
     const ot_shape *xs = &in[0].shape;
     size_t es = ot_dtype_size(in[0].dtype);
     ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status pst = ot_node_params(node, &scratch, &pp, err);
+    const ot_layout_params *lp;
+    int axis;
+    ot_status pst = ot_kernel_concat_axis(node, xs, es, &scratch, &lp, &axis, err);
     if (pst) return pst;
-    const ot_layout_params *lp = &pp->u.layout;
-    int axis = ot_kernel_axis(lp->axis, xs->rank);
-    if (axis < 0 || !es) return bad(node, "axis out of range or bad dtype", err);
-    int n_split = lp->n_split;
-    const int64_t *split = lp->split;
     int64_t ist[OT_MAX_RANK];
     contiguous_strides(xs, ist);
     int64_t at = 0;
     for (int k = 0; k < node->n_outputs; k++) {
-        int64_t len;
-        if (split && n_split == node->n_outputs) len = split[k];
-        else if (out[k].data) len = out[k].shape.dim[axis];
-        else len = xs->dim[axis] / node->n_outputs;
+        int64_t len = ot_kernel_split_len(node, lp, out, k, axis, xs->dim[axis]);
         if (at + len > xs->dim[axis]) return bad(node, "split sizes exceed the input along axis", err);
         if (out[k].data) {
             if (out[k].dtype != in[0].dtype || out[k].shape.rank != xs->rank || out[k].shape.dim[axis] != len)
@@ -161,8 +152,8 @@ OT_CUDA_LAUNCHER(ot_cuda_split) {
     return OT_OK;
 }
 
-/* Slice geometry (start and step per axis) with cpu_shape_ops.c's clamping rules;
- * the int inputs are read to the host. */
+/* Slice geometry (start and step per axis, ot_kernel_slice_axis's clamping, as the
+ * CPU's); the int inputs are read to the host. */
 static ot_status slice_geometry(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *starts_t,
                                 const ot_tensor *ends_t, const ot_tensor *axes_t, const ot_tensor *steps_t,
                                 const ot_shape *xs, const ot_shape *ys, int64_t *st, int64_t *sp, ot_error *err) {
@@ -182,19 +173,9 @@ static ot_status slice_geometry(ot_cuda_ctx *cx, const ot_node *node, const ot_t
     for (int i = 0; i < ns; i++) {
         int a = ot_kernel_axis(axes_t ? axes[i] : i, r);
         if (a < 0) return bad(node, "axis out of range", err);
-        int64_t dim = xs->dim[a], step = steps_t ? steps[i] : 1, b = starts[i], e = ends[i], cnt;
+        int64_t step = steps_t ? steps[i] : 1, b;
         if (step == 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): step 0", node->name, node->op_type);
-        if (b < 0) b += dim;
-        if (e < 0) e += dim;
-        if (step > 0) {
-            b = b < 0 ? 0 : (b > dim ? dim : b);
-            e = e < 0 ? 0 : (e > dim ? dim : e);
-            cnt = e > b ? (e - b + step - 1) / step : 0;
-        } else {
-            b = b < 0 ? 0 : (b > dim - 1 ? dim - 1 : b);
-            e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
-            cnt = b > e ? (b - e + (-step) - 1) / (-step) : 0;
-        }
+        int64_t cnt = ot_kernel_slice_axis(xs->dim[a], starts[i], ends[i], step, &b);
         if (cnt != ys->dim[a]) return bad(node, "output shape differs from the slice", err);
         st[a] = b;
         sp[a] = step;

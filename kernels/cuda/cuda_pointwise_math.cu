@@ -282,25 +282,8 @@ template <typename T> struct int_mod_op {
 template <typename T>
 static ot_status launch_int_mod(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, ot_tensor *out,
                                 const ot_cu_bcast &bc, bool fmod, const ot_kernel_ctx *ctx, ot_error *err) {
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (n == 0) return OT_OK;
-    int *zero = (int *)ctx->workspace;
-    if (!zero || ctx->workspace_bytes < sizeof(int))
-        return ot_fail(err, OT_E_INTERNAL, "node '%s' (Mod): workspace smaller than the backend asked for", node->name);
-    int seen = 0;
-    if (cx) OT_CUDA_CHECK(cudaMemsetAsync(zero, 0, sizeof(int), cx->stream));
-    else *zero = 0;
-    int_mod_op<T> f = {(const T *)in[0].data, (const T *)in[1].data, (T *)out[0].data, bc, fmod, zero};
-    ot_status st = ot_cu_map(cx, f, n, err);
-    if (st) return st;
-    if (cx) {
-        OT_CUDA_CHECK(cudaMemcpyAsync(&seen, zero, sizeof(int), cudaMemcpyDeviceToHost, cx->stream));
-        OT_CUDA_CHECK(cudaStreamSynchronize(cx->stream));
-    } else {
-        seen = *zero;
-    }
-    if (seen) return ot_fail(err, OT_E_DATA, "node '%s' (Mod): integer modulo by zero", node->name);
-    return OT_OK;
+    int_mod_op<T> f = {(const T *)in[0].data, (const T *)in[1].data, (T *)out[0].data, bc, fmod, NULL};
+    return ot_cu_map_zero_flag(cx, node, ctx, f, ot_kernel_numel(&out[0]), "Mod", "modulo", err);
 }
 
 OT_CUDA_LAUNCHER(ot_cuda_mod) {
@@ -416,25 +399,12 @@ struct minmax_grad_op {
 
 OT_CUDA_LAUNCHER(ot_cuda_minmax_grad) {
     (void)ctx;
-    int nx = node->n_inputs - 2;
-    if (nx < 1 || nx > OT_MINMAX_GRAD_MAX_IN)
-        return ot_fail(err, OT_E_INTERNAL, "node '%s' (%s): %d forward inputs (1 to %d)", node->name, node->op_type, nx,
-                       OT_MINMAX_GRAD_MAX_IN);
-    for (int k = 0; k < node->n_inputs; k++)
-        if (in[k].dtype != OT_F32) return ot_cuda_bad_dtype(node, "input", in[k].dtype, err);
-    int64_t n = ot_kernel_numel(&out[0]);
-    if (ot_kernel_numel(&in[0]) != n || ot_kernel_numel(&in[1]) != n)
-        return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, Y and dX differ in size", node->name, node->op_type);
-    ot_op_params scratch;
-    const ot_op_params *pp;
-    ot_status st = ot_node_params(node, &scratch, &pp, err);
-    if (st) return st;
     minmax_grad_op f;
     memset(&f, 0, sizeof f);
-    f.k = pp->u.math.index;
-    if (f.k < 0 || f.k >= nx)
-        return ot_fail(err, OT_E_MODEL, "node '%s' (%s): index %d is not one of its %d inputs", node->name,
-                       node->op_type, f.k, nx);
+    int nx;
+    int64_t n;
+    ot_status st = ot_kernel_minmax_grad_check(node, in, out, ot_cuda_bad_dtype, &nx, &f.k, &n, err);
+    if (st) return st;
     for (int j = 0; j < nx; j++) {
         st = ot_cu_bcast_node(node, &in[2 + j], 1, &out[0], &f.bx[j], err);
         if (st) return st;

@@ -14,35 +14,10 @@
 #include "kernels/reduce_ext.h"
 #include "kernels/reduce_geometry.h"
 
-/* The reduced dims: the axes attribute, else input axes_slot (opset 18, read back from
- * the device), else all (none with noop_with_empty_axes). */
-static ot_status reduced_dims(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *in, int axes_slot,
-                              const ot_shape *xs, bool *red, bool *noop, ot_error *err) {
-    int na = 0;
-    const int64_t *axes;
-    ot_status st = ot_reduce_attr_axes(node, &axes, &na, err);
-    if (st) return st;
-    int64_t in_axes[OT_MAX_RANK];
-    if ((!axes || na == 0) && axes_slot >= 0 && node->n_inputs > axes_slot && in[axes_slot].data &&
-        ot_kernel_numel(&in[axes_slot]) > 0) {
-        if (ot_kernel_numel(&in[axes_slot]) > OT_MAX_RANK)
-            return ot_fail(err, OT_E_MODEL, "node '%s' (%s): %lld axes for rank %d", node->name, node->op_type,
-                           (long long)ot_kernel_numel(&in[axes_slot]), xs->rank);
-        if ((st = ot_cuda_read_ints(cx, &in[axes_slot], in_axes, OT_MAX_RANK, &na, err))) return st;
-        axes = in_axes;
-    }
-    return ot_reduce_dims(node, axes, na, xs->rank, red, noop, err);
-}
-
-/* A device or host copy of n bytes from src to dst (noop reductions). */
-static ot_status copy_bytes(ot_cuda_ctx *cx, void *dst, const void *src, int64_t n, ot_error *err) {
-    if (!n || dst == src) return OT_OK;
-    if (!cx) {
-        memmove(dst, src, (size_t)n);
-        return OT_OK;
-    }
-    OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)n, cudaMemcpyDeviceToDevice, cx->stream));
-    return OT_OK;
+/* CUDA's reader for ot_reduce_ext_dims: a copy back from the device (user: the
+ * context; host memory in host mode). */
+static ot_status read_ints(void *user, const ot_tensor *t, int64_t *v, int max, int *n, ot_error *err) {
+    return ot_cuda_read_ints((ot_cuda_ctx *)user, t, v, max, n, err);
 }
 
 struct reduce_op {
@@ -89,11 +64,11 @@ OT_CUDA_LAUNCHER(ot_cuda_reduce_ext) {
     if (t != OT_F32 && !ints) return ot_cuda_bad_dtype(node, "input", t, err);
     if (out[0].dtype != t) return ot_cuda_bad_dtype(node, "output", out[0].dtype, err);
     bool red[OT_MAX_RANK] = {0}, noop;
-    if ((st = reduced_dims(cx, node, in, 1, &in[0].shape, red, &noop, err))) return st;
+    if ((st = ot_reduce_ext_dims(node, in, 1, &in[0].shape, read_ints, cx, red, &noop, err))) return st;
     if (noop) {
         if (ot_kernel_numel(&out[0]) != ot_kernel_numel(&in[0]))
             return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): no-op output differs in size", node->name, node->op_type);
-        return copy_bytes(cx, out[0].data, in[0].data, ot_kernel_numel(&in[0]) * (int64_t)ot_dtype_size(t), err);
+        return ot_cu_copy(cx, out[0].data, in[0].data, (size_t)ot_kernel_numel(&in[0]) * ot_dtype_size(t), err);
     }
     reduce_op f;
     memset(&f, 0, sizeof f);
@@ -185,7 +160,7 @@ OT_CUDA_LAUNCHER(ot_cuda_reduce_grad) {
     ot_status st = ot_reduce_ext_mode(node, &mode, err);
     if (st) return st;
     bool red[OT_MAX_RANK] = {0}, noop;
-    if ((st = reduced_dims(cx, node, in, -1, &in[1].shape, red, &noop, err))) return st;
+    if ((st = ot_reduce_ext_dims(node, in, -1, &in[1].shape, read_ints, cx, red, &noop, err))) return st;
     if (noop)
         for (int d = 0; d < in[1].shape.rank; d++) red[d] = false;
     grad_op f;
@@ -195,7 +170,7 @@ OT_CUDA_LAUNCHER(ot_cuda_reduce_grad) {
         ot_kernel_numel(&out[0]) != f.g.n_in)
         return ot_fail(err, OT_E_SHAPE, "node '%s' (%s): dY, Y or dX does not fit X's reduction", node->name,
                        node->op_type);
-    if (noop) return copy_bytes(cx, out[0].data, in[0].data, f.g.n_in * 4, err);
+    if (noop) return ot_cu_copy(cx, out[0].data, in[0].data, (size_t)f.g.n_in * 4, err);
     if (f.g.n_in == 0) return OT_OK;
     size_t need = (size_t)f.g.n_out * 2 * sizeof(double);
     if (!ctx->workspace || ctx->workspace_bytes < need)

@@ -12,7 +12,7 @@
 #include "cli_run.h"
 
 int cli_run(const char *out_path, const char *fmt, ...) {
-    char cmd[4096];
+    char cmd[8192];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(cmd, sizeof cmd - 64, fmt, ap);

@@ -190,3 +190,15 @@ int gc_check(ot_graph *g, const int *ys, int n_ys, const gc_opts *opt) {
 }
 
 int gc_check1(ot_graph *g, int y) { return gc_check(g, &y, 1, NULL); }
+
+void gc_check_unary(ot_op op, uint32_t seed, float lo, float hi, bool away, void (*attrs)(ot_node *)) {
+    ot_graph *g = gc_graph();
+    uint32_t rng = seed + (uint32_t)op;
+    int64_t d[2] = {3, 4};
+    int x = gc_param(g, "x", 2, d, &rng, lo, hi, away);
+    int y = gc_val(g, "y", OT_F32, 2, d);
+    int n = gc_op(g, op, &x, 1, &y, 1);
+    if (attrs) attrs(&g->nodes[n]);
+    assert_int_equal(gc_check1(g, y), 0);
+    ot_graph_free(g);
+}

@@ -35,5 +35,9 @@ int gc_loss(ot_graph *g, const int *ys, int n_ys, uint32_t *rng);
 int gc_check(ot_graph *g, const int *ys, int n_ys, const gc_opts *opt);
 /* Same as gc_check for one output with default options. */
 int gc_check1(ot_graph *g, int y);
+/* The check of a unary op: y = op(x) on a [3, 4] param with data in [lo, hi) (drawn
+ * from rng state seed + op; away as gc_param's away_from_zero), attrs (may be NULL)
+ * setting the node's attributes; asserts that no element mismatches. */
+void gc_check_unary(ot_op op, uint32_t seed, float lo, float hi, bool away, void (*attrs)(ot_node *));
 
 #endif

@@ -1,0 +1,31 @@
+/* remat_check.c — see remat_check.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+
+#include "remat_check.h"
+
+void rc_search_open(rc_search *r, const char *path) {
+    ot_remat_session_options o = {.seed = 7, .n_threads = 2, .policy = "none", .plan_only = true, .batch_size = 8};
+    o.loss.kind = OT_LOSS_CROSS_ENTROPY;
+    o.loss.class_axis = -1;
+    ot_error err = {0};
+    r->s = NULL;
+    if (ot_remat_session_new(path, &o, &r->s, &err)) fail_msg("%s: %s", path, err.msg);
+    r->keep = calloc((size_t)r->s->an.n_values + 1, sizeof(bool));
+    assert_non_null(r->keep);
+    ot_remat_measurement m0 = {0};
+    assert_int_equal(ot_remat_measure_planner(r->s->g, r->s->be, &m0, &err), OT_OK);
+    r->plain = m0.peak;
+    r->least = 0;
+    assert_int_equal(
+        ot_remat_least_memory(r->s->g, &r->s->an, ot_remat_measure_planner, r->s->be, r->keep, &r->least, &err), OT_OK);
+}
+
+void rc_search_close(rc_search *r) {
+    free(r->keep);
+    ot_remat_session_free(r->s);
+}

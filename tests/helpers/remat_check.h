@@ -1,0 +1,24 @@
+/* remat_check.h — for the tests of the remat searches (auto, optimal): the plan-only
+ * session they search over, and the two planned peaks their budgets lie between. */
+#ifndef OT_REMAT_CHECK_H
+#define OT_REMAT_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "train/remat_session.h"
+
+typedef struct rc_search {
+    ot_remat_session *s;
+    bool *keep;    /* a flag per value (+1), the searches' answer */
+    int64_t plain; /* the planned peak with nothing recomputed */
+    int64_t least; /* the least planned peak (ot_remat_least_memory) */
+} rc_search;
+
+/* Opens the model at path as these tests do (plan only, batch 8, cross-entropy over
+ * the last axis, policy none, seed 7, 2 threads) and measures both peaks with the
+ * planner; fails the test on any error. */
+void rc_search_open(rc_search *r, const char *path);
+void rc_search_close(rc_search *r);
+
+#endif
