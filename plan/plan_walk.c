@@ -15,8 +15,10 @@
  * an offset), so the plan's every figure comes from the one walk. The lower peak is
  * kept, so a plan's peak never rises by it; which order or rewrite wins may change.
  *
- * A bounded build (a limit) stops once the peak must pass the limit whatever the
- * placement: when the aligned bytes in use do, not when best fit's peak does. */
+ * Plans of more than OT_REFIT_MAX_BLOCKS blocks keep best fit's placement (the
+ * second one's cost is quadratic). A bounded build (a limit) stops once the peak
+ * must pass the limit whatever the placement: when the aligned bytes in use do, not
+ * when best fit's peak does (past OT_REFIT_MAX_BLOCKS blocks, when best fit's does). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,9 +237,11 @@ static ot_status walk_once(build *b) {
             memcpy(p->at_peak, b->live, sizeof b->live);
         }
         if (release_step(b, s, &io, ws, ws_off, ws_blk)) return oom(b);
-        /* max_in_use only grows, and the peak is at least base + max_in_use less the
-         * top block's alignment (OT_PLAN_ALIGN - 1) */
-        if (!b->replay && b->max_end > b->limit && b->base + b->max_in_use > b->limit + (OT_PLAN_ALIGN - 1)) {
+        /* max_in_use only grows, and any placement's peak is at least base + max_in_use
+         * less the top block's alignment (OT_PLAN_ALIGN - 1); past OT_REFIT_MAX_BLOCKS
+         * best fit's peak stands, and it only grows too */
+        if (!b->replay && b->max_end > b->limit &&
+            (b->n_span > OT_REFIT_MAX_BLOCKS || b->base + b->max_in_use > b->limit + (OT_PLAN_ALIGN - 1))) {
             b->exceeded = true;
             return OT_OK;
         }
@@ -282,7 +286,7 @@ static ot_status refit(build *b, const walk_start *w) {
     int n_span = b->n_span;
     size_t *off = ot_scratch_alloc(b->scr, sizeof(size_t) * (size_t)(n_span + 1));
     if (!off) return oom(b);
-    int rc = ot_fit_refit(b->span, n_span, give_up, b->scr, off, &top);
+    int rc = ot_fit_refit(b->span, n_span, b->max_in_use, give_up, b->scr, off, &top);
     ot_status st = rc < 0 ? oom(b) : OT_OK;
     if (rc == 0) {
         walk_reset(b, w);
@@ -306,7 +310,8 @@ ot_status ot_plan_walk(build *b) {
     memcpy(w.at_peak, p->at_peak, sizeof w.at_peak);
     memcpy(w.total, p->total, sizeof w.total);
     ot_status st = walk_once(b);
-    if (!st && !b->exceeded && b->al.top > b->max_in_use) st = refit(b, &w); /* a hole below the top */
+    if (!st && !b->exceeded && b->al.top > b->max_in_use && b->n_span <= OT_REFIT_MAX_BLOCKS)
+        st = refit(b, &w); /* a hole below the top */
     if (st || b->exceeded) return st;
     b->exceeded = b->max_end > b->limit;
     p->peak_bytes = b->max_end;

@@ -13,8 +13,10 @@
  * blocks of the step with the most bytes live first, then the next widest step's),
  * often does; both run and the lower top is kept.
  *
- * Cost: O(n^2) in the worst case per order (each block scans the blocks placed so
- * far in offset order), run only when best fit left a hole. */
+ * Cost: O(n^2) per order (each block scans the blocks placed so far in offset
+ * order; bucketing them by time was tried, and was no faster on bench/plan_5000's
+ * graph), run only when best fit left a hole, on plans of at most
+ * OT_REFIT_MAX_BLOCKS blocks (plan/plan_walk.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,7 @@ static size_t best_gap(const ot_fit_span *sp, const size_t *off, const int *plac
         if (o >= end && o - end >= s->size && o - end < best) {
             best = o - end;
             best_off = end;
+            if (best == s->size) break; /* an exact fit: no gap is smaller */
         }
         if (o + t->size > end) end = o + t->size;
     }
@@ -107,7 +110,8 @@ static int breadth_keys(const ot_fit_span *sp, int n, ot_plan_scratch *scr, refi
     return 0;
 }
 
-int ot_fit_refit(const ot_fit_span *sp, int n, size_t give_up, ot_plan_scratch *scr, size_t *off, size_t *top) {
+int ot_fit_refit(const ot_fit_span *sp, int n, size_t floor, size_t give_up, ot_plan_scratch *scr, size_t *off,
+                 size_t *top) {
     refit_key *ord = ot_scratch_alloc(scr, sizeof *ord * (size_t)(n + 1));
     int *placed = ot_scratch_alloc(scr, sizeof(int) * (size_t)(n + 1));
     size_t *off2 = ot_scratch_alloc(scr, sizeof(size_t) * (size_t)(n + 1)), top2 = 0;
@@ -117,6 +121,7 @@ int ot_fit_refit(const ot_fit_span *sp, int n, size_t give_up, ot_plan_scratch *
     for (int i = 0; i < n; i++) ord[i] = (refit_key){.size = sp[i].size, .step = sp[i].first, .idx = i};
     qsort(ord, (size_t)n, sizeof *ord, by_size);
     rc = place_in_order(sp, n, ord, placed, give_up, off, top);
+    if (rc == 0 && *top <= floor) goto done; /* no order can end lower */
     /* by breadth, kept only when strictly lower (by size wins ties) */
     if (breadth_keys(sp, n, scr, ord)) {
         rc = -1;
