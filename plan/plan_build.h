@@ -74,7 +74,6 @@ typedef struct build {
     int *blk_of, *recv_blk_of;
     size_t in_use, max_in_use;
     const size_t *replay; /* the replay's offset of every span (plan/refit.h); NULL on the first walk */
-    int peak_at;          /* the replay's peak step (plan_walk.c, peak_at) */
 } build;
 
 static ot_status oom(const build *b) {

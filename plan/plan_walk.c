@@ -232,7 +232,7 @@ static ot_status walk_once(build *b) {
         if (ws == SIZE_MAX) return oom(b);
         p->timeline[s] = b->live_sum; /* the sum over the categories */
         if (b->in_use > b->max_in_use) b->max_in_use = b->in_use;
-        if (b->replay ? s == b->peak_at : b->max_end > end_before) {
+        if (b->max_end > end_before) {
             p->peak_step = s;
             memcpy(p->at_peak, b->live, sizeof b->live);
         }
@@ -275,21 +275,6 @@ static void walk_reset(build *b, const walk_start *w) {
     b->n_span = 0;
 }
 
-/* The replay's peak step: several steps may have a block live that reaches the refit's
- * top (the walk's rule, the first step that raised the top, can then fall early in the
- * forward pass, with little live), so the one of them with the most bytes in use
- * (the first on ties): where the peak's bytes are. */
-static int peak_at(const build *b, const size_t *off, size_t top) {
-    int best = -1;
-    for (int k = 0; k < b->n_span; k++) {
-        if (off[k] + b->span[k].size != top) continue;
-        for (int t = b->span[k].first; t <= b->span[k].last; t++)
-            if (best < 0 || b->p->timeline[t] > b->p->timeline[best] || (b->p->timeline[t] == b->p->timeline[best] && t < best))
-                best = t;
-    }
-    return best;
-}
-
 /* Best fit left a hole: places the walk's spans again (plan/refit.h) and, when they
  * end lower, replays the walk with those offsets. The refit gives up as soon as it
  * reaches best fit's top, or a top whose peak must pass b->limit. */
@@ -304,7 +289,6 @@ static ot_status refit(build *b, const walk_start *w) {
     int rc = ot_fit_refit(b->span, n_span, b->max_in_use, give_up, b->scr, off, &top);
     ot_status st = rc < 0 ? oom(b) : OT_OK;
     if (rc == 0) {
-        b->peak_at = peak_at(b, off, top);
         walk_reset(b, w);
         b->replay = off;
         st = walk_once(b);

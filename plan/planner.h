@@ -161,9 +161,9 @@ typedef struct ot_plan {
     size_t *ws_bytes;      /* per step: workspace bytes */
     size_t *timeline;      /* per step: bytes in use (live values + workspace) while it runs */
     size_t peak_bytes;     /* arena size: max end offset of any block */
-    int peak_step;         /* step at which the peak was first reached (-1: pinned only); after a
-                              second placement, the step with the most bytes in use among those
-                              where a block reaching the top is live */
+    int peak_step;         /* step at which the peak was first reached (-1: pinned only), what the
+                              executor measures; after a second placement it may lie before the
+                              step with the most bytes in use, and at_peak with it */
     size_t pinned_bytes;   /* end of the pinned region = start of the transient region */
     size_t pinned_padding; /* alignment padding in the pinned region: pinned_bytes less the bytes
                               of the values placed there (see Padding) */
