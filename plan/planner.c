@@ -1,7 +1,7 @@
-/* planner.c — lifetimes, the pinned slabs, view aliases, best-fit placement of
- * transient values and workspaces, in-place reuse, and the exact peak (see planner.h
- * for the contract). One function per concern, in the order ot_plan_build_opts runs
- * them. Cost: O(nodes + values) plus, per allocation, a scan of the free list (which
+/* planner.c — lifetimes, the pinned slabs, view aliases and the entry points (see
+ * planner.h for the contract); the placement of transient values and workspaces, in
+ * place reuse and the exact peak are plan/plan_walk.c's. One function per concern, in
+ * the order ot_plan_build_opts runs them. Cost: O(nodes + values) plus, per allocation, a scan of the free list (which
  * holds only the holes between live blocks, a few dozen even on large graphs). Only
  * scan_steps reads the nodes themselves (648 bytes each, in schedule order, so a cache
  * miss apiece once the graph outgrows the cache), and the view and workspace queries
@@ -13,11 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/best_fit.h"
+#include "plan/plan_build.h" /* the build's state, shared with plan/plan_walk.c */
 #include "plan/planner.h"
 #include "plan/scratch.h"
 #include "plan/views.h"
-#include "plan/workspace.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -28,75 +27,13 @@ static const char *vname(const ot_graph *g, int v) {
 
 static const char *nname(const ot_node *nd) { return nd->name && *nd->name ? nd->name : "?"; }
 
-/* ---- the state of one build ------------------------------------------------- */
-
-/* step_flags bits (INPLACE: OT_T_INPLACE or OT_T_VIEW; ONTO_LAST: in place on the last input, a GatherGrad's base) */
-enum { STEP_VIEW = 1, STEP_OPTIMIZER = 2, STEP_INPLACE = 4, STEP_SUM = 8, STEP_ONTO_LAST = 16 };
-
-/* A step's inputs and outputs, from the build's compact copy (build.io). */
-typedef struct step_io {
-    const int *in, *out;
-    int n_in, n_out;
-} step_io;
-
-typedef struct build {
-    const ot_graph *g;
-    const int *order;
-    int n, nv;
-    const ot_plan_device *dev;
-    const ot_plan_options *opt;
-    const ot_plan_nodes *nodes; /* NULL: scan_steps reads the graph's nodes */
-    ot_plan_scratch *scr;       /* where the plan and the tables come from: NULL for the heap */
-    ot_error *err;
-    ot_plan *p;
-    int *step_of;   /* per node: its schedule step, -1 when not scheduled */
-    bool *used;     /* per value: some scheduled node reads or writes it */
-    bool *released; /* per value: its block went back to the free list or to an in-place successor */
-    bool *is_output, *external;
-    int *opt_read;  /* per value: optimizer nodes that read it */
-    int *opt_first; /* per value: first step of an optimizer node reading it; INT_MAX when none */
-    int *reach;     /* per value: last read of it or of any view that may alias it */
-    int *first_read; /* per value: first step that reads it; INT_MAX when none */
-    /* per value: the step that writes it and the last that reads it (-1: none), as
-     * scan_steps finds them: classify_values then writes each plan value whole, in the
-     * one pass over those 64-byte structs that sets them (a pass of its own before the
-     * scan, to clear them, missed the cache along all of them again on big graphs) */
-    int *def_of, *last_of;
-    unsigned char *step_flags; /* per step: STEP_VIEW, STEP_OPTIMIZER */
-    unsigned char *step_phase; /* per step: the node's ot_phase */
-    /* Without nodes, the value ids every step reads and writes, copied once from the
-     * nodes (648 bytes each) in schedule order: step s's inputs are io[io_start[s] .. +
-     * n_in[s]), its outputs the rest up to io_start[s + 1]; with nodes, io_of reads those. */
-    int *io, *io_start, *n_in;
-    int io_cap;
-    int *slab_key, *slab_ids;
-    /* The values classify_values pins (not external), in id order: the pinned region's
-     * passes run over these, not over every 64-byte plan value (a miss each, big graphs). */
-    int *pinned_ids, n_pinned;
-    int n_views; /* steps flagged STEP_VIEW */
-    int n_params;               /* params in the param slab (slab keys 0..n_params-1) */
-    int *sort_count, *sort_tmp; /* sort_by_key's buffers (nv + 2 each) */
-    ot_tensor *tin, *tout;
-    int max_io;
-    ot_fit al;
-    size_t live[OT_MEM_COUNT]; /* bytes of live blocks per category during the walk */
-    size_t live_sum;           /* their sum, kept with them (live_add, live_sub): the timeline's entry */
-    size_t max_end;            /* highest end offset of any block so far */
-    size_t limit;              /* give up once max_end passes it (ot_plan_build_bounded) */
-    bool exceeded;             /* it did: the plan is incomplete */
-    size_t base;               /* start of the transient region */
-} build;
-
-static ot_status oom(const build *b) {
-    return ot_fail(b->err, OT_E_MEMORY, "planner: out of memory planning %d values over %d steps", b->nv, b->n);
-}
 
 static void build_free(build *b) {
     if (!b->scr) ot_plan_free(b->p);
     void *bufs[] = {b->step_of, b->used, b->released, b->is_output, b->external, b->opt_read, b->opt_first,
                     b->reach, b->first_read, b->def_of, b->last_of, b->sort_count, b->sort_tmp, b->step_flags,
                     b->step_phase, b->io, b->io_start, b->n_in, b->slab_key, b->slab_ids, b->pinned_ids, b->tin,
-                    b->tout, b->al.b};
+                    b->tout, b->al.b, b->span, b->blk_of, b->recv_blk_of};
     for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) ot_scratch_release(b->scr, bufs[k]);
 }
 
@@ -127,6 +64,8 @@ static ot_status build_init(build *b) {
     b->slab_ids = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->pinned_ids = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->first_read = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
+    b->blk_of = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1)); /* set when a block is placed */
+    b->recv_blk_of = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 1));
     b->sort_count = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 2));
     b->sort_tmp = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(nv + 2));
     b->step_flags = ot_scratch_alloc(b->scr, (size_t)n + 1);
@@ -139,7 +78,7 @@ static ot_status build_init(build *b) {
         if (!b->io || !b->io_start || !b->n_in) return oom(b);
         b->io_start[0] = 0;
     }
-    if (!b->first_read || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase || !b->def_of ||
+    if (!b->first_read || !b->blk_of || !b->recv_blk_of || !b->sort_count || !b->sort_tmp || !b->step_flags || !b->step_phase || !b->def_of ||
         !b->last_of)
         return oom(b);
     if (!p->values || !p->order || !p->ws_offset || !p->ws_bytes || !p->timeline || !b->step_of || !b->used ||
@@ -198,19 +137,6 @@ static node_facts facts_of(const build *b, int id) {
                         .phase = (unsigned char)nd->phase, .flags = ot_plan_node_flags(nd)};
 }
 
-/* Step s's inputs and outputs: from the caller's compact copy or from b->io. Inlined:
- * the walk asks it at every step, and a call returning the struct cost more than it. */
-static inline __attribute__((always_inline)) step_io io_of(const build *b, int s) {
-    const ot_plan_nodes *t = b->nodes;
-    if (t) {
-        int id = b->order[s], i = t->in_start[id], o = t->out_start[id];
-        return (step_io){.in = t->in_val + i, .n_in = t->in_start[id + 1] - i, .out = t->out_val + o,
-                         .n_out = t->out_start[id + 1] - o};
-    }
-    const int *in = b->io + b->io_start[s];
-    return (step_io){.in = in, .n_in = b->n_in[s], .out = in + b->n_in[s],
-                     .n_out = b->io_start[s + 1] - b->io_start[s] - b->n_in[s]};
-}
 
 /* Appends a node's inputs and outputs to b->io as step s. */
 static ot_status copy_io(build *b, int s, const node_facts *nd) {
@@ -404,8 +330,6 @@ static ot_status classify_values(build *b) {
 
 /* ---- views ------------------------------------------------------------------ */
 
-/* The value that owns v's memory: v itself, or the base it is a view of. */
-static int root_of(const ot_plan *p, int v) { return p->values[v].alias_of >= 0 ? p->values[v].alias_of : v; }
 
 /* Whether view node nd (output o of input i, at byte offset delta within i)
  * may share its base's memory. See planner.h (Views) for the rules. */
@@ -475,9 +399,6 @@ static void mark_kept(build *b) {
 
 /* ---- the pinned region ------------------------------------------------------ */
 
-/* Bytes of category c becoming live or free: live[c] and their sum move together. */
-static void live_add(build *b, int c, size_t n) { b->live[c] += n, b->live_sum += n; }
-static void live_sub(build *b, int c, size_t n) { b->live[c] -= n, b->live_sum -= n; }
 
 /* Slab order. Params by value id; a gradient or optimizer state that exactly one
  * optimizer node reads next to a param sorts by that param's position, so the
@@ -560,181 +481,6 @@ static void place_pinned(build *b) {
     b->base = cursor;
 }
 
-/* ---- the transient walk ----------------------------------------------------- */
-
-/* In place: output o of node nd at step s takes over its first input's block when the
- * op allows it, the block is transient, nobody reads it (nor any alias of it) after
- * this step, the sizes match, and no other input of this node is another view of
- * the same block (an elementwise kernel with out == in[0] may read in[0][i] after
- * writing out[i], but not another view of those bytes). */
-static bool try_inplace(build *b, int s, const step_io *io, int o) {
-    ot_plan *p = b->p;
-    int k0 = b->step_flags[s] & STEP_ONTO_LAST ? io->n_in - 1 : 0;
-    int i0 = io->n_in > 0 ? io->in[k0] : -1;
-    if ((b->opt && b->opt->no_inplace) || i0 < 0 || i0 == o || !(b->step_flags[s] & STEP_INPLACE)) return false;
-    int r = root_of(p, i0);
-    ot_plan_value *po = &p->values[o], *pi = &p->values[i0], *pr = &p->values[r];
-    if (pr->pinned || pr->offset < 0 || b->released[r] || pr->last_step != s || pi->nbytes != po->nbytes ||
-        pr->nbytes != po->nbytes || pr->recv_bytes)
-        return false;
-    for (int k = 0; k < io->n_in; k++) {
-        int v = io->in[k];
-        if (k != k0 && v >= 0 && v != i0 && root_of(p, v) == r) return false;
-    }
-    po->offset = pr->offset;
-    po->inplace_of = r;
-    b->released[r] = true; /* its block now belongs to o */
-    live_sub(b, pr->category, pr->nbytes);
-    live_add(b, po->category, po->nbytes);
-    p->total[po->category] += po->nbytes;
-    return true;
-}
-
-/* A param gradient's first contribution: output o of the node at step s is written
- * straight into the pinned slot of the gradient that a later Sum makes from it (o is
- * that Sum's input 0, or a GatherGrad's base, and read by nothing else, the sizes
- * match), so the Sum (or the GatherGrad) adds the other contributions in place and o costs no bytes of its own while the rest of
- * the backward pass runs (a tied embedding's head contribution waits from the loss
- * to the embedding's gradient). Nothing else reads or writes that slot before the
- * Sum defines the gradient. */
-static bool try_slot(build *b, int s, int o) {
-    const ot_graph *g = b->g;
-    ot_plan *p = b->p;
-    const ot_plan_nodes *t = b->nodes;
-    if (b->opt && b->opt->no_inplace) return false;
-    /* from the compact copy when there is one: the value and node structs are a cache
-     * miss each on a big graph, and this runs for every block placed */
-    int n_cons = t ? t->cons_start[o + 1] - t->cons_start[o] : g->values[o].n_consumers;
-    if (n_cons != 1) return false;
-    int c = t ? t->cons[t->cons_start[o]] : g->values[o].consumers[0];
-    if (c < 0 || c >= g->n_nodes || b->step_of[c] <= s) return false;
-    int gr;
-    if (t) {
-        int n_in = t->in_start[c + 1] - t->in_start[c];
-        bool onto = t->flags[c] & STEP_ONTO_LAST;
-        int in0 = n_in >= 2 ? t->in_val[t->in_start[c] + (onto ? n_in - 1 : 0)] : -1;
-        gr = t->out_start[c + 1] > t->out_start[c] ? t->out_val[t->out_start[c]] : -1;
-        if (!(t->flags[c] & (STEP_SUM | STEP_ONTO_LAST)) || in0 != o || gr < 0) return false;
-    } else {
-        const ot_node *sum = &g->nodes[c];
-        bool onto = ot_plan_node_flags(sum) & STEP_ONTO_LAST;
-        if ((sum->op != OT_OP_SUM && !onto) || sum->n_inputs < 2 || sum->inputs[onto ? sum->n_inputs - 1 : 0] != o ||
-            sum->n_outputs < 1 || sum->outputs[0] < 0)
-            return false;
-        gr = sum->outputs[0];
-    }
-    ot_plan_value *po = &p->values[o], *pg = &p->values[gr];
-    if (!pg->pinned || pg->external || pg->category != OT_MEM_GRADIENTS || pg->offset < 0 || pg->nbytes != po->nbytes ||
-        po->last_step != b->step_of[c] || po->alias_of >= 0)
-        return false;
-    po->offset = pg->offset;
-    po->slot_of = gr;
-    b->released[o] = true; /* its bytes are the slot's: nothing to give back */
-    return true;
-}
-
-/* Offsets of the outputs of the node at step s: an alias points into its base (and
- * takes no block), otherwise a gradient slot, in place or a best-fit block. */
-static void place_outputs(build *b, int s, const step_io *io) {
-    ot_plan *p = b->p;
-    for (int k = 0; k < io->n_out; k++) {
-        int o = io->out[k];
-        if (o < 0) continue;
-        ot_plan_value *po = &p->values[o];
-        if (po->alias_of >= 0) {
-            const ot_plan_value *pr = &p->values[po->alias_of];
-            po->offset = pr->offset >= 0 ? pr->offset + (int64_t)po->alias_offset : -1; /* -1: an external base */
-            continue;
-        }
-        if (po->pinned) continue;
-        if (po->nbytes == 0) { /* occupies nothing: any offset is safe */
-            po->offset = (int64_t)b->base;
-            continue;
-        }
-        for (int blk = 0; blk < 2; blk++) { /* the value's block (unless taken over), then its receive slots */
-            size_t nb = blk ? po->recv_bytes : po->nbytes;
-            if (nb == 0 || (!blk && (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, io, o))))) continue;
-            size_t off = ot_fit_alloc(&b->al, ot_plan_aligned(nb));
-            *(blk ? &po->recv_offset : &po->offset) = (int64_t)(b->base + off);
-            if (b->base + off + nb > b->max_end) b->max_end = b->base + off + nb;
-            live_add(b, po->category, nb);
-            p->total[po->category] += nb;
-        }
-    }
-}
-
-/* The workspace of the node at step s, if the device asks for one: a block alive only
- * during the step. Returns its size; *off is region-relative. */
-static size_t place_workspace(build *b, int s, size_t *off) {
-    ot_plan *p = b->p;
-    p->ws_offset[s] = -1;
-    /* the device reads the node itself */
-    size_t ws = b->dev ? ot_plan_node_workspace(b->dev, b->g, &b->g->nodes[b->order[s]], b->tin, b->tout) : 0;
-    if (ws == 0) return 0;
-    *off = ot_fit_alloc(&b->al, ot_plan_aligned(ws));
-    p->ws_offset[s] = (int64_t)(b->base + *off);
-    p->ws_bytes[s] = ws;
-    if (b->base + *off + ws > b->max_end) b->max_end = b->base + *off + ws;
-    live_add(b, OT_MEM_WORKSPACE, ws);
-    p->total[OT_MEM_WORKSPACE] += ws;
-    return ws;
-}
-
-/* After step s: the workspace, and the blocks whose last reader (of the value or of
- * any alias of it) this was, go back to the free list. */
-static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws_off) {
-    ot_plan *p = b->p;
-    if (ws > 0) {
-        if (ot_fit_free(&b->al, ws_off, ot_plan_aligned(ws))) return -1;
-        live_sub(b, OT_MEM_WORKSPACE, ws);
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        const int *ids = pass == 0 ? io->in : io->out;
-        int cnt = pass == 0 ? io->n_in : io->n_out;
-        for (int k = 0; k < cnt; k++) {
-            if (ids[k] < 0) continue;
-            int v = root_of(p, ids[k]);
-            ot_plan_value *pv = &p->values[v];
-            if (pv->pinned || b->released[v] || pv->last_step != s || pv->offset < 0) continue;
-            b->released[v] = true;
-            if (pv->recv_bytes && ot_fit_free(&b->al, (size_t)pv->recv_offset - b->base, ot_plan_aligned(pv->recv_bytes)))
-                return -1;
-            live_sub(b, pv->category, pv->recv_bytes);
-            if (pv->nbytes == 0) continue;
-            if (ot_fit_free(&b->al, (size_t)pv->offset - b->base, ot_plan_aligned(pv->nbytes))) return -1;
-            live_sub(b, pv->category, pv->nbytes);
-        }
-    }
-    return 0;
-}
-
-/* Pass 2: simulates the schedule, placing every transient block by best fit, and
- * records the timeline and the live bytes per category when the peak is reached. */
-static ot_status walk(build *b) {
-    ot_plan *p = b->p;
-    b->tin = ot_scratch_calloc(b->scr, (size_t)b->max_io, sizeof *b->tin);
-    b->tout = ot_scratch_calloc(b->scr, (size_t)b->max_io, sizeof *b->tout);
-    if (!b->tin || !b->tout) return oom(b);
-    for (int s = 0; s < b->n; s++) {
-        step_io io = io_of(b, s);
-        size_t end_before = b->max_end, ws_off = 0;
-        place_outputs(b, s, &io);
-        size_t ws = place_workspace(b, s, &ws_off);
-        p->timeline[s] = b->live_sum; /* the sum over the categories */
-        if (b->max_end > end_before) {
-            p->peak_step = s;
-            memcpy(p->at_peak, b->live, sizeof b->live);
-        }
-        if (release_step(b, s, &io, ws, ws_off)) return oom(b);
-        if (b->max_end > b->limit) { /* max_end only grows: the peak will pass limit too */
-            b->exceeded = true;
-            return OT_OK;
-        }
-    }
-    p->peak_bytes = b->max_end;
-    return OT_OK;
-}
-
 ot_status ot_plan_build(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, ot_plan **out,
                         ot_error *err) {
     return ot_plan_build_opts(g, order, n, dev, NULL, out, err);
@@ -756,7 +502,7 @@ static ot_status plan_run(const ot_graph *g, const int *order, int n, const ot_p
         mark_kept(&b);
         place_pinned(&b);
         b.exceeded = b.max_end > limit;
-        if (!b.exceeded) st = walk(&b);
+        if (!b.exceeded) st = ot_plan_walk(&b);
     }
     if (exceeded) *exceeded = b.exceeded;
     if (!st && !b.exceeded) {

@@ -13,6 +13,15 @@
  * at the step that defines it and gives it back after its last reader; each node's
  * workspace is a block alive only during that node.
  *
+ * Second placement: when best fit's transient region ends above the most aligned bytes
+ * of blocks live at one step (a hole below the top that no later block filled), and
+ * the plan has at most OT_REFIT_MAX_BLOCKS (2,048) blocks, the same blocks with the same
+ * lifetimes are placed again offline (plan/refit.h: greedy by size, then greedy by
+ * breadth) and the lower placement is kept. Only offsets move: which values share a
+ * block (in place, slots, aliases), the timeline and the categories do not, so the peak
+ * never rises by it and results are bitwise those of best fit's placement. Both are
+ * deterministic.
+ *
  * Pinned: values of kind param, state, optimizer state, constant (when read) and
  * input; graph outputs; and gradients of params — a value of kind GRADIENT that an
  * optimizer node reads or that is a graph output.
@@ -83,7 +92,9 @@
  * in no timeline entry. Every transient block and workspace lies at or above
  * pinned_bytes, disjoint from the others live with it, so at any step s where one is
  * live the peak is at least timeline[s] + pinned_padding (a bound --remat optimal
- * takes off its budget: remat/optimal.c). */
+ * takes off its budget: remat/optimal.c). With the second placement the peak meets
+ * that bound, less the transient blocks' own alignment padding, on most plans; holes
+ * that best fit alone must leave are no longer certain. */
 #ifndef OT_PLANNER_H
 #define OT_PLANNER_H
 
@@ -150,7 +161,9 @@ typedef struct ot_plan {
     size_t *ws_bytes;      /* per step: workspace bytes */
     size_t *timeline;      /* per step: bytes in use (live values + workspace) while it runs */
     size_t peak_bytes;     /* arena size: max end offset of any block */
-    int peak_step;         /* step at which the peak was first reached (-1: pinned only) */
+    int peak_step;         /* step at which the peak was first reached (-1: pinned only), what the
+                              executor measures; after a second placement it may lie before the
+                              step with the most bytes in use, and at_peak with it */
     size_t pinned_bytes;   /* end of the pinned region = start of the transient region */
     size_t pinned_padding; /* alignment padding in the pinned region: pinned_bytes less the bytes
                               of the values placed there (see Padding) */
@@ -179,8 +192,9 @@ ot_status ot_plan_build_opts(const ot_graph *g, const int *order, int n, const o
 void ot_plan_free(ot_plan *p);
 
 /* For judging orders (plan/schedule.c): ot_plan_build, but the walk stops as soon as
- * the peak passes limit, since the peak only grows along it: then *out is NULL,
- * *exceeded true and the status OT_OK. Otherwise the same plan as ot_plan_build. */
+ * the peak must pass limit (the aligned bytes in use do, whatever the placement; past
+ * OT_REFIT_MAX_BLOCKS blocks, best fit's peak does): then *out is NULL, *exceeded true
+ * and the status OT_OK. Otherwise the same plan as ot_plan_build. */
 ot_status ot_plan_build_bounded(const ot_graph *g, const int *order, int n, const ot_plan_device *dev, size_t limit,
                                 ot_plan **out, bool *exceeded, ot_error *err);
 /* What the planner reads of every node and value, copied once by a caller that plans

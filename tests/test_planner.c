@@ -1,5 +1,5 @@
 /* test_planner.c — the schedule and the memory planner on hand-built graphs:
- * lifetimes, in-place reuse, pinned slabs, best fit, workspaces, kept activations,
+ * lifetimes, in-place reuse, pinned slabs, best fit and the second placement, workspaces, kept activations,
  * lazy placement of recompute clones, errors, and speed on a 5,000-node graph (views
  * are in test_planner_views.c). Every plan built here is checked exhaustively
  * (helpers/plan_check.h). */
@@ -256,6 +256,64 @@ static void test_best_fit(void **state) {
     ot_graph_free(g);
 }
 
+/* Best fit leaves a hole that the second placement closes: A (1024 B) dies under B
+ * (64 B), so best fit puts C (2048 B) above B and ends at 3,200 bytes, 1,024 above
+ * the most ever in use (B, S and C: 2,176); greedy by size puts C at the bottom, A
+ * under it (they are never live together) and B and S above. The plan is the replay's
+ * (checked whole by pc_check_plan), and a bounded build agrees with it at every limit,
+ * including one that best fit's peak passes but the plan's does not. */
+static void test_refit_closes_hole(void **state) {
+    (void)state;
+    ot_graph *g = ot_graph_new("refit");
+    int x = pc_f32(g, "x", 16, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int A = pc_f32(g, "A", 256, OT_VK_ACTIVATION); /* 1024 B */
+    int B = pc_f32(g, "B", 16, OT_VK_ACTIVATION);  /* 64 B */
+    int S = pc_f32(g, "S", 16, OT_VK_ACTIVATION);  /* 64 B */
+    int C = pc_f32(g, "C", 512, OT_VK_ACTIVATION); /* 2048 B */
+    int y = pc_f32(g, "y", 16, OT_VK_ACTIVATION);
+    int order[5];
+    order[0] = pc_node1(g, OT_OP_RELU, "n0", x, A, OT_PHASE_FORWARD);
+    order[1] = pc_node1(g, OT_OP_RELU, "n1", x, B, OT_PHASE_FORWARD);
+    order[2] = pc_node2(g, OT_OP_SUM, "n2", A, B, S, OT_PHASE_FORWARD);
+    order[3] = pc_node1(g, OT_OP_RELU, "n3", S, C, OT_PHASE_FORWARD);
+    order[4] = pc_node2(g, OT_OP_SUM, "n4", B, C, y, OT_PHASE_FORWARD);
+    pc_mark_output(g, y);
+    ot_plan *p = NULL, *q = NULL;
+    ot_error err = {0};
+    bool exceeded = false;
+    assert_int_equal(ot_plan_build(g, order, 5, NULL, &p, &err), OT_OK);
+    pc_check_plan(g, p);
+    size_t base = p->pinned_bytes, top = 0;
+    for (int s = 0; s < 5; s++) top = p->timeline[s] > top ? p->timeline[s] : top;
+    assert_int_equal(top, 128 + 2176); /* x and y, pinned, and B, S, C */
+    assert_int_equal(p->peak_bytes, base + 2176); /* no hole: bytes in use + padding */
+    assert_int_equal(p->peak_bytes, top + p->pinned_padding);
+    assert_int_equal(p->values[C].offset, (int64_t)base);
+    assert_int_equal(p->values[A].offset, (int64_t)base);
+    assert_int_equal(p->values[B].offset, (int64_t)base + 2048);
+    assert_int_equal(p->values[S].offset, (int64_t)base + 2112);
+    /* S reaches the top first, at step 2 (C, below it, does not raise it at step 3): the
+     * peak step is where the executor first measures the peak, before the most in use */
+    assert_int_equal(p->peak_step, 2);
+    assert_int_equal(p->at_peak[OT_MEM_TRANSIENT], 1024 + 64 + 64);
+    /* bounded: best fit alone (base + 3200) passes these limits, the plan does not */
+    size_t limits[] = {p->peak_bytes, base + 3199, SIZE_MAX};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(ot_plan_build_bounded(g, order, 5, NULL, limits[k], &q, &exceeded, &err), OT_OK);
+        assert_false(exceeded);
+        assert_non_null(q);
+        assert_int_equal(q->peak_bytes, p->peak_bytes);
+        for (int v = 0; v < p->n_values; v++) assert_int_equal(q->values[v].offset, p->values[v].offset);
+        ot_plan_free(q);
+    }
+    assert_int_equal(ot_plan_build_bounded(g, order, 5, NULL, p->peak_bytes - 1, &q, &exceeded, &err), OT_OK);
+    assert_true(exceeded);
+    assert_null(q);
+    ot_plan_free(p);
+    ot_graph_free(g);
+}
+
 /* A fake backend that asks 1000 bytes of workspace for MatMul only. */
 static size_t fake_ws(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     (void)be;
@@ -477,6 +535,7 @@ int main(void) {
         cmocka_unit_test(test_pinned_slabs),
         cmocka_unit_test(test_slabs_mirror_params),
         cmocka_unit_test(test_best_fit),
+        cmocka_unit_test(test_refit_closes_hole),
         cmocka_unit_test(test_workspace),
         cmocka_unit_test(test_dynamic_shape_error),
         cmocka_unit_test(test_schedule_phases_and_recompute),

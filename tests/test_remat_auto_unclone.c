@@ -8,9 +8,14 @@
  * Transpose (remat/auto_unclone.c). Before: 1.22x of the proven optimum at 8/16 of the
  * range (455,168 FLOPs) and 1.26x at 10/16 (237,568); now within 1.05x.
  *
- * The optima are what `--remat optimal` proves (gap 0, one round) in this setup: the
+ * The optima were what `--remat optimal` proves (gap 0, one round) in this setup: the
  * same session, ot_remat_optimal with a 10 s limit (about 4 s each; solved here they
- * would make the test slow). */
+ * would make the test slow). The planner's second placement (plan/refit.h) lowered the
+ * least and plain peaks, so the budgets moved (to 1,676,928 and 1,863,552 bytes) and
+ * the rows were solved again (ot_remat_optimal, 30 s, 2026-12-06, a loaded machine):
+ * at 10/16 196,608 proven (auto's plan); at 8/16 a plan of 393,216 FLOPs with a bound
+ * of 382,208 (2.8%, not proven): auto must stay above the bound and within 1.05x of
+ * the best plan found. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,11 +35,12 @@ static void test_auto_near_optimal(void **state) {
     ot_remat_session *s = rs.s;
     bool *keep = rs.keep;
     ot_error err = {0};
-    /* budget at k/16 of the way from least to plain; the proven optimum; auto before */
+    /* budget at k/16 of the way from least to plain; optimal's bound and best plan; auto
+     * before the unclone moves (at the budgets before the second placement) */
     static const struct {
         int k;
-        double optimal, before;
-    } rows[] = {{8, 373248, 455168}, {10, 188416, 237568}};
+        double bound, optimal, before;
+    } rows[] = {{8, 382208, 393216, 455168}, {10, 196608, 196608, 237568}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         int64_t budget = rs.least + (rs.plain - rs.least) * rows[i].k / 16;
         ot_remat_auto_stats as = {0};
@@ -42,7 +48,7 @@ static void test_auto_near_optimal(void **state) {
         print_message("%d/16 (%lld bytes): auto %.0f, optimal %.0f, auto before %.0f\n", rows[i].k, (long long)budget,
                       as.cost, rows[i].optimal, rows[i].before);
         assert_true(as.peak <= budget);
-        assert_true(as.cost >= rows[i].optimal); /* the optimum is a lower bound */
+        assert_true(as.cost >= rows[i].bound); /* a lower bound on every plan that fits */
         assert_true(as.cost <= 1.05 * rows[i].optimal);
     }
     rc_search_close(&rs);

@@ -6,7 +6,9 @@
  *     (ot_train_options.separate_scatter), as is the loss;
  *   - the rewritten graph has the GatherGrad with a base and no Sum of a scatter;
  *   - the planned peak drops, with and without --fuse-update, and with the fused
- *     update by at least one [V, D] float32 buffer. */
+ *     update by at least half a [V, D] float32 buffer (26,752 of its 38,400 bytes since
+ *     the planner's second placement, which packs the separate scatter's plan tighter:
+ *     before, best fit's holes made the drop a whole buffer). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -145,7 +147,7 @@ static void test_peak_drops(void **state) {
         printf("fuse %d: peak %lld with GatherGrad onto its base, %lld with a separate scatter\n", fuse,
                (long long)with, (long long)without);
         assert_true(with < without);
-        if (fuse) assert_true(without - with >= (int64_t)V * D * (int64_t)sizeof(float));
+        if (fuse) assert_true(without - with >= (int64_t)V * D * (int64_t)sizeof(float) / 2);
     }
     ot_model_free(m);
 }

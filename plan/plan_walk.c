@@ -1,0 +1,319 @@
+/* plan_walk.c — the planner's transient walk (see planner.h): it simulates the
+ * schedule, placing every transient block and workspace by best fit (plan/best_fit.h)
+ * as it is made, taking blocks over in place and writing gradient contributions into
+ * their slots, and records the timeline and the exact peak.
+ *
+ * A second placement. Best fit does not know when the blocks around a new one will
+ * die, so it can leave a hole below the top that no later block fills: the region
+ * then ends above the most bytes ever live at once (the bytes in use of the timeline
+ * plus the blocks' alignment), which --remat optimal's programme cannot see
+ * (docs/remat.md, issue 28). So the walk logs every block it hands out (its aligned
+ * size and the steps it is live) and, only when its region ends above that most, places
+ * them again knowing every lifetime (plan/refit.h, greedy by size); when that ends
+ * lower, the walk runs once more handing out those offsets instead (a replay: every
+ * decision of the walk, in place, slots, aliases, is the same, since none depends on
+ * an offset), so the plan's every figure comes from the one walk. The lower peak is
+ * kept, so a plan's peak never rises by it; which order or rewrite wins may change.
+ *
+ * Plans of more than OT_REFIT_MAX_BLOCKS blocks keep best fit's placement (the
+ * second one's cost is quadratic). A bounded build (a limit) stops once the peak
+ * must pass the limit whatever the placement: when the aligned bytes in use do, not
+ * when best fit's peak does (past OT_REFIT_MAX_BLOCKS blocks, when best fit's does). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/best_fit.h"
+#include "plan/plan_build.h" /* the build's state, shared with plan/planner.c */
+#include "plan/refit.h"
+#include "plan/scratch.h"
+#include "plan/workspace.h"
+
+/* A block of size (aligned) bytes from step s, its offset (region-relative) in *off:
+ * on the first walk by best fit, logged as the next span; on the replay the refit's
+ * offset of that span. Returns the span's index; -1 when out of memory. */
+static int take_block(build *b, size_t size, int s, size_t *off) {
+    int k = b->n_span++;
+    if (b->replay) {
+        *off = b->replay[k];
+        return k;
+    }
+    if (k == b->span_cap) {
+        int cap = b->span_cap ? 2 * b->span_cap : 256;
+        size_t ss = sizeof *b->span;
+        ot_fit_span *sp = ot_scratch_realloc(b->scr, b->span, ss * (size_t)b->span_cap, ss * (size_t)cap);
+        if (!sp) return -1;
+        b->span = sp;
+        b->span_cap = cap;
+    }
+    b->span[k] = (ot_fit_span){.size = size, .first = s, .last = b->n - 1};
+    *off = ot_fit_alloc(&b->al, size);
+    b->in_use += size;
+    return k;
+}
+
+/* Span k (size aligned bytes at region offset off) is free after step s. */
+static int end_block(build *b, int k, size_t off, size_t size, int s) {
+    if (b->replay) return 0;
+    b->span[k].last = s;
+    b->in_use -= size;
+    return ot_fit_free(&b->al, off, size);
+}
+
+/* In place: output o of node nd at step s takes over its first input's block when the
+ * op allows it, the block is transient, nobody reads it (nor any alias of it) after
+ * this step, the sizes match, and no other input of this node is another view of
+ * the same block (an elementwise kernel with out == in[0] may read in[0][i] after
+ * writing out[i], but not another view of those bytes). */
+static bool try_inplace(build *b, int s, const step_io *io, int o) {
+    ot_plan *p = b->p;
+    int k0 = b->step_flags[s] & STEP_ONTO_LAST ? io->n_in - 1 : 0;
+    int i0 = io->n_in > 0 ? io->in[k0] : -1;
+    if ((b->opt && b->opt->no_inplace) || i0 < 0 || i0 == o || !(b->step_flags[s] & STEP_INPLACE)) return false;
+    int r = root_of(p, i0);
+    ot_plan_value *po = &p->values[o], *pi = &p->values[i0], *pr = &p->values[r];
+    if (pr->pinned || pr->offset < 0 || b->released[r] || pr->last_step != s || pi->nbytes != po->nbytes ||
+        pr->nbytes != po->nbytes || pr->recv_bytes)
+        return false;
+    for (int k = 0; k < io->n_in; k++) {
+        int v = io->in[k];
+        if (k != k0 && v >= 0 && v != i0 && root_of(p, v) == r) return false;
+    }
+    po->offset = pr->offset;
+    po->inplace_of = r;
+    b->blk_of[o] = b->blk_of[r]; /* the same block, live on until o's last reader */
+    b->released[r] = true; /* its block now belongs to o */
+    live_sub(b, pr->category, pr->nbytes);
+    live_add(b, po->category, po->nbytes);
+    p->total[po->category] += po->nbytes;
+    return true;
+}
+
+/* A param gradient's first contribution: output o of the node at step s is written
+ * straight into the pinned slot of the gradient that a later Sum makes from it (o is
+ * that Sum's input 0, or a GatherGrad's base, and read by nothing else, the sizes
+ * match), so the Sum (or the GatherGrad) adds the other contributions in place and o costs no bytes of its own while the rest of
+ * the backward pass runs (a tied embedding's head contribution waits from the loss
+ * to the embedding's gradient). Nothing else reads or writes that slot before the
+ * Sum defines the gradient. */
+static bool try_slot(build *b, int s, int o) {
+    const ot_graph *g = b->g;
+    ot_plan *p = b->p;
+    const ot_plan_nodes *t = b->nodes;
+    if (b->opt && b->opt->no_inplace) return false;
+    /* from the compact copy when there is one: the value and node structs are a cache
+     * miss each on a big graph, and this runs for every block placed */
+    int n_cons = t ? t->cons_start[o + 1] - t->cons_start[o] : g->values[o].n_consumers;
+    if (n_cons != 1) return false;
+    int c = t ? t->cons[t->cons_start[o]] : g->values[o].consumers[0];
+    if (c < 0 || c >= g->n_nodes || b->step_of[c] <= s) return false;
+    int gr;
+    if (t) {
+        int n_in = t->in_start[c + 1] - t->in_start[c];
+        bool onto = t->flags[c] & STEP_ONTO_LAST;
+        int in0 = n_in >= 2 ? t->in_val[t->in_start[c] + (onto ? n_in - 1 : 0)] : -1;
+        gr = t->out_start[c + 1] > t->out_start[c] ? t->out_val[t->out_start[c]] : -1;
+        if (!(t->flags[c] & (STEP_SUM | STEP_ONTO_LAST)) || in0 != o || gr < 0) return false;
+    } else {
+        const ot_node *sum = &g->nodes[c];
+        bool onto = ot_plan_node_flags(sum) & STEP_ONTO_LAST;
+        if ((sum->op != OT_OP_SUM && !onto) || sum->n_inputs < 2 || sum->inputs[onto ? sum->n_inputs - 1 : 0] != o ||
+            sum->n_outputs < 1 || sum->outputs[0] < 0)
+            return false;
+        gr = sum->outputs[0];
+    }
+    ot_plan_value *po = &p->values[o], *pg = &p->values[gr];
+    if (!pg->pinned || pg->external || pg->category != OT_MEM_GRADIENTS || pg->offset < 0 || pg->nbytes != po->nbytes ||
+        po->last_step != b->step_of[c] || po->alias_of >= 0)
+        return false;
+    po->offset = pg->offset;
+    po->slot_of = gr;
+    b->released[o] = true; /* its bytes are the slot's: nothing to give back */
+    return true;
+}
+
+/* Offsets of the outputs of the node at step s: an alias points into its base (and
+ * takes no block), otherwise a gradient slot, in place or a best-fit block. */
+/* Offsets of the outputs of the node at step s: an alias points into its base (and
+ * takes no block), otherwise a gradient slot, in place or a block of its own. -1 when
+ * out of memory. */
+static int place_outputs(build *b, int s, const step_io *io) {
+    ot_plan *p = b->p;
+    for (int k = 0; k < io->n_out; k++) {
+        int o = io->out[k];
+        if (o < 0) continue;
+        ot_plan_value *po = &p->values[o];
+        if (po->alias_of >= 0) {
+            const ot_plan_value *pr = &p->values[po->alias_of];
+            po->offset = pr->offset >= 0 ? pr->offset + (int64_t)po->alias_offset : -1; /* -1: an external base */
+            continue;
+        }
+        if (po->pinned) continue;
+        if (po->nbytes == 0) { /* occupies nothing: any offset is safe */
+            po->offset = (int64_t)b->base;
+            continue;
+        }
+        for (int blk = 0; blk < 2; blk++) { /* the value's block (unless taken over), then its receive slots */
+            size_t nb = blk ? po->recv_bytes : po->nbytes, off;
+            if (nb == 0 || (!blk && (try_slot(b, s, o) || (k == 0 && try_inplace(b, s, io, o))))) continue;
+            int sk = take_block(b, ot_plan_aligned(nb), s, &off);
+            if (sk < 0) return -1;
+            *(blk ? &b->recv_blk_of[o] : &b->blk_of[o]) = sk;
+            *(blk ? &po->recv_offset : &po->offset) = (int64_t)(b->base + off);
+            if (b->base + off + nb > b->max_end) b->max_end = b->base + off + nb;
+            live_add(b, po->category, nb);
+            p->total[po->category] += nb;
+        }
+    }
+    return 0;
+}
+
+/* The workspace of the node at step s, if the device asks for one: a block alive only
+ * during the step (span *sk, at region offset *off). Returns its size; SIZE_MAX when
+ * out of memory. The replay reuses the first walk's sizes. */
+static size_t place_workspace(build *b, int s, size_t *off, int *sk) {
+    ot_plan *p = b->p;
+    p->ws_offset[s] = -1;
+    /* the device reads the node itself */
+    size_t ws = b->replay ? p->ws_bytes[s]
+                : b->dev  ? ot_plan_node_workspace(b->dev, b->g, &b->g->nodes[b->order[s]], b->tin, b->tout)
+                          : 0;
+    if (ws == 0) return 0;
+    if ((*sk = take_block(b, ot_plan_aligned(ws), s, off)) < 0) return SIZE_MAX;
+    p->ws_offset[s] = (int64_t)(b->base + *off);
+    p->ws_bytes[s] = ws;
+    if (b->base + *off + ws > b->max_end) b->max_end = b->base + *off + ws;
+    live_add(b, OT_MEM_WORKSPACE, ws);
+    p->total[OT_MEM_WORKSPACE] += ws;
+    return ws;
+}
+
+/* After step s: the workspace, and the blocks whose last reader (of the value or of
+ * any alias of it) this was, go back to the free list. */
+static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws_off, int ws_blk) {
+    ot_plan *p = b->p;
+    if (ws > 0) {
+        if (end_block(b, ws_blk, ws_off, ot_plan_aligned(ws), s)) return -1;
+        live_sub(b, OT_MEM_WORKSPACE, ws);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const int *ids = pass == 0 ? io->in : io->out;
+        int cnt = pass == 0 ? io->n_in : io->n_out;
+        for (int k = 0; k < cnt; k++) {
+            if (ids[k] < 0) continue;
+            int v = root_of(p, ids[k]);
+            ot_plan_value *pv = &p->values[v];
+            if (pv->pinned || b->released[v] || pv->last_step != s || pv->offset < 0) continue;
+            b->released[v] = true;
+            if (pv->recv_bytes && end_block(b, b->recv_blk_of[v], (size_t)pv->recv_offset - b->base,
+                                            ot_plan_aligned(pv->recv_bytes), s))
+                return -1;
+            live_sub(b, pv->category, pv->recv_bytes);
+            if (pv->nbytes == 0) continue;
+            if (end_block(b, b->blk_of[v], (size_t)pv->offset - b->base, ot_plan_aligned(pv->nbytes), s)) return -1;
+            live_sub(b, pv->category, pv->nbytes);
+        }
+    }
+    return 0;
+}
+
+/* One walk over the schedule (the first, or the replay): places every transient
+ * block, records the timeline and the live bytes per category when the peak is
+ * reached. The first walk stops (b->exceeded) once the aligned bytes in use show that
+ * no placement's peak can stay within b->limit. */
+static ot_status walk_once(build *b) {
+    ot_plan *p = b->p;
+    for (int s = 0; s < b->n; s++) {
+        step_io io = io_of(b, s);
+        size_t end_before = b->max_end, ws_off = 0;
+        int ws_blk = -1;
+        if (place_outputs(b, s, &io)) return oom(b);
+        size_t ws = place_workspace(b, s, &ws_off, &ws_blk);
+        if (ws == SIZE_MAX) return oom(b);
+        p->timeline[s] = b->live_sum; /* the sum over the categories */
+        if (b->in_use > b->max_in_use) b->max_in_use = b->in_use;
+        if (b->max_end > end_before) {
+            p->peak_step = s;
+            memcpy(p->at_peak, b->live, sizeof b->live);
+        }
+        if (release_step(b, s, &io, ws, ws_off, ws_blk)) return oom(b);
+        /* max_in_use only grows, and any placement's peak is at least base + max_in_use
+         * less the top block's alignment (OT_PLAN_ALIGN - 1); past OT_REFIT_MAX_BLOCKS
+         * best fit's peak stands, and it only grows too */
+        if (!b->replay && b->max_end > b->limit &&
+            (b->n_span > OT_REFIT_MAX_BLOCKS || b->base + b->max_in_use > b->limit + (OT_PLAN_ALIGN - 1))) {
+            b->exceeded = true;
+            return OT_OK;
+        }
+    }
+    return OT_OK;
+}
+
+/* What place_pinned leaves and the walk changes: the replay starts from it. */
+typedef struct walk_start {
+    size_t live[OT_MEM_COUNT], at_peak[OT_MEM_COUNT], total[OT_MEM_COUNT];
+    size_t live_sum, max_end;
+} walk_start;
+
+/* Back to where the first walk started, for the replay: the categories' bytes, the
+ * peak, and every transient value's placement. */
+static void walk_reset(build *b, const walk_start *w) {
+    ot_plan *p = b->p;
+    memcpy(b->live, w->live, sizeof b->live);
+    memcpy(p->at_peak, w->at_peak, sizeof p->at_peak);
+    memcpy(p->total, w->total, sizeof p->total);
+    b->live_sum = w->live_sum;
+    b->max_end = w->max_end;
+    p->peak_step = -1;
+    memset(b->released, 0, sizeof(bool) * (size_t)b->nv);
+    for (int v = 0; v < b->nv; v++) {
+        ot_plan_value *pv = &p->values[v];
+        if (pv->pinned) continue;
+        pv->offset = pv->recv_offset = -1;
+        pv->inplace_of = pv->slot_of = -1;
+    }
+    b->n_span = 0;
+}
+
+/* Best fit left a hole: places the walk's spans again (plan/refit.h) and, when they
+ * end lower, replays the walk with those offsets. The refit gives up as soon as it
+ * reaches best fit's top, or a top whose peak must pass b->limit. */
+static ot_status refit(build *b, const walk_start *w) {
+    size_t give_up = b->al.top, top = 0;
+    if (b->limit < SIZE_MAX - OT_PLAN_ALIGN && b->limit + OT_PLAN_ALIGN > b->base &&
+        b->limit + OT_PLAN_ALIGN - b->base < give_up)
+        give_up = b->limit + OT_PLAN_ALIGN - b->base;
+    int n_span = b->n_span;
+    size_t *off = ot_scratch_alloc(b->scr, sizeof(size_t) * (size_t)(n_span + 1));
+    if (!off) return oom(b);
+    int rc = ot_fit_refit(b->span, n_span, b->max_in_use, give_up, b->scr, off, &top);
+    ot_status st = rc < 0 ? oom(b) : OT_OK;
+    if (rc == 0) {
+        walk_reset(b, w);
+        b->replay = off;
+        st = walk_once(b);
+        b->replay = NULL;
+        if (!st && b->n_span != n_span)
+            st = ot_fail(b->err, OT_E_INTERNAL, "planner: the replay placed %d blocks, the first walk %d", b->n_span, n_span);
+    }
+    ot_scratch_release(b->scr, off);
+    return st;
+}
+
+ot_status ot_plan_walk(build *b) {
+    ot_plan *p = b->p;
+    b->tin = ot_scratch_calloc(b->scr, (size_t)b->max_io, sizeof *b->tin);
+    b->tout = ot_scratch_calloc(b->scr, (size_t)b->max_io, sizeof *b->tout);
+    if (!b->tin || !b->tout) return oom(b);
+    walk_start w = {.live_sum = b->live_sum, .max_end = b->max_end};
+    memcpy(w.live, b->live, sizeof w.live);
+    memcpy(w.at_peak, p->at_peak, sizeof w.at_peak);
+    memcpy(w.total, p->total, sizeof w.total);
+    ot_status st = walk_once(b);
+    if (!st && !b->exceeded && b->al.top > b->max_in_use && b->n_span <= OT_REFIT_MAX_BLOCKS)
+        st = refit(b, &w); /* a hole below the top */
+    if (st || b->exceeded) return st;
+    b->exceeded = b->max_end > b->limit;
+    p->peak_bytes = b->max_end;
+    return OT_OK;
+}
