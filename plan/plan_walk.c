@@ -315,5 +315,6 @@ ot_status ot_plan_walk(build *b) {
     if (st || b->exceeded) return st;
     b->exceeded = b->max_end > b->limit;
     p->peak_bytes = b->max_end;
+    p->best_fit_stands = b->n_span > OT_REFIT_MAX_BLOCKS;
     return OT_OK;
 }

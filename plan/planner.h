@@ -173,6 +173,9 @@ typedef struct ot_plan {
     size_t at_peak[OT_MEM_COUNT]; /* bytes live per category when the peak is reached */
     size_t total[OT_MEM_COUNT];   /* bytes per category summed over all blocks */
     size_t external_bytes;        /* bytes of the external values the schedule reads (not in the arena) */
+    bool best_fit_stands; /* more blocks than a second placement takes (plan/refit.h): best fit's
+                             placement is the plan's, holes and all, as it is for every plan of
+                             the graph with more blocks (remat/optimal_hole.c relies on it) */
 } ot_plan;
 
 typedef struct ot_plan_options {

@@ -275,7 +275,12 @@ static int hole_col(model *md, const int *lit, int n_lit) {
 
 ot_status ot_opt_hole_terms(model *md, ot_error *err) {
     const ot_plan *p = md->p0;
-    if (!p || p->n_steps != md->m0.n_steps) return OT_OK;
+    /* The argument is about best fit's placement. A plan with few enough blocks is
+     * placed again where best fit leaves a hole (plan/refit.h), which closes these
+     * holes, so the terms hold only where best fit's placement stands: the plain
+     * plan has too many blocks for the second placement, and every plan the model
+     * covers has at least its blocks (clones only add). */
+    if (!p || !p->best_fit_stands || p->n_steps != md->m0.n_steps) return OT_OK;
     for (int s = 0; s < p->n_steps; s++)
         if (p->order[s] != md->m0.order[s]) return OT_OK; /* not the model's schedule */
     int n = 0, known = 0;
