@@ -16,6 +16,7 @@
  * on a low-precision block. */
 #include "kernels/cpu/cpu_lowp.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "kernels/cpu/cpu_vecmath.h" /* ot_cpu_dropout_select */
@@ -197,7 +198,12 @@ __attribute__((target("avx2,f16c"))) static int64_t f32_to_f16_f16c(const float 
 }
 
 static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
-static bool have_f16c(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"); }
+/* F16C from CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports knows no "f16c"
+ * (the fuzzing build is clang's); AVX2 implies the OS saves the YMM state */
+static bool have_f16c(void) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
 
 int ot_cpu_f16_lanes(void) { return have_avx512() ? 16 : have_f16c() ? 8 : 0; }
 
