@@ -147,6 +147,23 @@ int64_t ot_shape_numel(const ot_shape *s) {
     return n;
 }
 
+int64_t ot_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first) {
+    int64_t s = start, e = end, cnt;
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    if (step > 0) {
+        s = s < 0 ? 0 : (s > dim ? dim : s);
+        e = e < 0 ? 0 : (e > dim ? dim : e);
+        cnt = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+        s = s < 0 ? 0 : (s > dim - 1 ? dim - 1 : s);
+        e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
+        cnt = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    *first = s;
+    return cnt;
+}
+
 bool ot_shape_equal(const ot_shape *a, const ot_shape *b) {
     if (a->rank != b->rank) return false;
     for (int i = 0; i < a->rank; i++) {

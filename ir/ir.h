@@ -89,6 +89,12 @@ ot_shape ot_shape_make(int rank, const int64_t *dims);
 ot_shape ot_shape_unknown(void);
 bool ot_shape_is_static(const ot_shape *s);      /* known rank, all dims >= 0 */
 int64_t ot_shape_numel(const ot_shape *s);        /* -1 if not static; saturates at INT64_MAX */
+/* One axis of a Slice (both backends' kernels and plan/views.c's Slice views), of size dim, step != 0: start and end
+ * made non-negative (+dim) and clamped as ONNX says (to [0, dim] for a positive step;
+ * start to [0, dim - 1] and end to [-1, dim - 1] for a negative one); returns the
+ * element count, the clamped start in *first. Shape inference applies the same rule
+ * with overflow checks (importer/shape_rules_tensor.c). */
+int64_t ot_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first);
 bool ot_shape_equal(const ot_shape *a, const ot_shape *b);
 /* Writes "[batch,3,32,32]" (needs graph for symbol names; may be NULL). */
 struct ot_graph;

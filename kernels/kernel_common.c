@@ -44,23 +44,6 @@ ot_status ot_kernel_grad_dy_x(const ot_node *node, const ot_tensor *in, const ot
     return ot_node_params(node, scratch, pp, err);
 }
 
-int64_t ot_kernel_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first) {
-    int64_t s = start, e = end, cnt;
-    if (s < 0) s += dim;
-    if (e < 0) e += dim;
-    if (step > 0) {
-        s = s < 0 ? 0 : (s > dim ? dim : s);
-        e = e < 0 ? 0 : (e > dim ? dim : e);
-        cnt = e > s ? (e - s + step - 1) / step : 0;
-    } else {
-        s = s < 0 ? 0 : (s > dim - 1 ? dim - 1 : s);
-        e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
-        cnt = s > e ? (s - e + (-step) - 1) / (-step) : 0;
-    }
-    *first = s;
-    return cnt;
-}
-
 ot_status ot_kernel_minmax_grad_check(const ot_node *node, const ot_tensor *in, const ot_tensor *out,
                                       ot_kernel_bad_dtype_fn bad, int *nx, int *k, int64_t *n, ot_error *err) {
     *nx = node->n_inputs - 2;

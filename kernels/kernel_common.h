@@ -72,12 +72,6 @@ ot_status ot_kernel_minmax_grad_check(const ot_node *node, const ot_tensor *in, 
 
 /* ---- Slice ------------------------------------------------------------------ */
 
-/* One axis of a Slice (both backends' kernels), of size dim, step != 0: start and end
- * made non-negative (+dim) and clamped as ONNX says (to [0, dim] for a positive step;
- * start to [0, dim - 1] and end to [-1, dim - 1] for a negative one); returns the
- * element count, the clamped start in *first. Shape inference applies the same rule
- * with overflow checks (importer/shape_rules_tensor.c). */
-int64_t ot_kernel_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first);
 
 /* ---- Concat and Split -------------------------------------------------------- */
 

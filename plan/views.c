@@ -56,19 +56,9 @@ static bool slice_starts(const ot_graph *g, const ot_node *nd, const ot_shape *x
         if (a < 0) a += x->rank;
         if (a < 0 || a >= x->rank || seen[a]) return false;
         seen[a] = true;
-        int64_t dim = x->dim[a], step = has_steps ? sp[i] : 1, s = st[i], e = en[i], cnt;
+        int64_t step = has_steps ? sp[i] : 1, s;
         if (step == 0) return false;
-        if (s < 0) s += dim;
-        if (e < 0) e += dim;
-        if (step > 0) {
-            s = s < 0 ? 0 : (s > dim ? dim : s);
-            e = e < 0 ? 0 : (e > dim ? dim : e);
-            cnt = e > s ? (e - s + step - 1) / step : 0;
-        } else {
-            s = s < 0 ? 0 : (s > dim - 1 ? dim - 1 : s);
-            e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
-            cnt = s > e ? (s - e - step - 1) / (-step) : 0;
-        }
+        int64_t cnt = ot_slice_axis(x->dim[a], st[i], en[i], step, &s);
         if (cnt != y->dim[a] || (cnt > 1 && step != 1)) return false;
         start[a] = s;
     }

@@ -187,7 +187,7 @@ ot_status ot_cpu_slice(const ot_node *node, const ot_tensor *in, ot_tensor *out,
         if (a < 0) return shape_mismatch(node, "axis out of range", err);
         int64_t step = has_steps ? steps[i] : 1, s;
         if (step == 0) return ot_fail(err, OT_E_MODEL, "node '%s' (Slice): step 0", node->name);
-        int64_t cnt = ot_kernel_slice_axis(xs->dim[a], starts[i], ends[i], step, &s);
+        int64_t cnt = ot_slice_axis(xs->dim[a], starts[i], ends[i], step, &s);
         if (cnt != out[0].shape.dim[a]) return shape_mismatch(node, "output shape differs from the slice", err);
         st[a] = s;
         sp[a] = step;

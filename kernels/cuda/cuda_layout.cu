@@ -152,7 +152,7 @@ OT_CUDA_LAUNCHER(ot_cuda_split) {
     return OT_OK;
 }
 
-/* Slice geometry (start and step per axis, ot_kernel_slice_axis's clamping, as the
+/* Slice geometry (start and step per axis, ot_slice_axis's clamping, as the
  * CPU's); the int inputs are read to the host. */
 static ot_status slice_geometry(ot_cuda_ctx *cx, const ot_node *node, const ot_tensor *starts_t,
                                 const ot_tensor *ends_t, const ot_tensor *axes_t, const ot_tensor *steps_t,
@@ -175,7 +175,7 @@ static ot_status slice_geometry(ot_cuda_ctx *cx, const ot_node *node, const ot_t
         if (a < 0) return bad(node, "axis out of range", err);
         int64_t step = steps_t ? steps[i] : 1, b;
         if (step == 0) return ot_fail(err, OT_E_MODEL, "node '%s' (%s): step 0", node->name, node->op_type);
-        int64_t cnt = ot_kernel_slice_axis(xs->dim[a], starts[i], ends[i], step, &b);
+        int64_t cnt = ot_slice_axis(xs->dim[a], starts[i], ends[i], step, &b);
         if (cnt != ys->dim[a]) return bad(node, "output shape differs from the slice", err);
         st[a] = b;
         sp[a] = step;
