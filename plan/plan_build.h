@@ -72,8 +72,14 @@ typedef struct build {
     ot_fit_span *span;
     int n_span, span_cap;
     int *blk_of, *recv_blk_of;
+    int *ws_blk; /* per step: the span of its workspace (set where p->ws_offset is) */
     size_t in_use, max_in_use;
-    const size_t *replay; /* the replay's offset of every span (plan/refit.h); NULL on the first walk */
+    /* The most blocks the second placement takes (ot_plan_options.refit_max_blocks;
+     * 0: none), and while the walk has at most that many, the live bytes per category
+     * after each step's blocks are placed (n_steps x OT_MEM_COUNT): the second
+     * placement's peak step takes its at_peak from there. */
+    int refit_max;
+    size_t *live_at;
 } build;
 
 static ot_status oom(const build *b) {

@@ -9,16 +9,20 @@
  * plus the blocks' alignment), which --remat optimal's programme cannot see
  * (docs/remat.md, issue 28). So the walk logs every block it hands out (its aligned
  * size and the steps it is live) and, only when its region ends above that most, places
- * them again knowing every lifetime (plan/refit.h, greedy by size); when that ends
- * lower, the walk runs once more handing out those offsets instead (a replay: every
- * decision of the walk, in place, slots, aliases, is the same, since none depends on
- * an offset), so the plan's every figure comes from the one walk. The lower peak is
- * kept, so a plan's peak never rises by it; which order or rewrite wins may change.
+ * them again knowing every lifetime (plan/refit.h); when that ends lower, its offsets
+ * are written into the plan (patch_offsets): every decision of the walk, in place,
+ * slots, aliases, timeline, categories, is the same with any offsets (none depends on
+ * one), so only the offsets, the peak, its step and the bytes at it change, and those
+ * are what the walk would have found handing out the new offsets. (Until 2026-12-06
+ * the walk ran a second time handing them out, which cost auto, thousands of refits on
+ * a transformer, about a tenth of its time.) The lower peak is kept, so a plan's peak
+ * never rises by it; which order or rewrite wins may change.
  *
- * Plans of more than OT_REFIT_MAX_BLOCKS blocks keep best fit's placement (the
- * second one's cost is quadratic). A bounded build (a limit) stops once the peak
- * must pass the limit whatever the placement: when the aligned bytes in use do, not
- * when best fit's peak does (past OT_REFIT_MAX_BLOCKS blocks, when best fit's does). */
+ * Plans of more than b->refit_max blocks (OT_REFIT_MAX_BLOCKS, or
+ * ot_plan_options.refit_max_blocks) keep best fit's placement (the second one's cost
+ * is quadratic). A bounded build (a limit) stops once the peak must pass the limit
+ * whatever the placement: when the aligned bytes in use do, not when best fit's peak
+ * does (past b->refit_max blocks, when best fit's does). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,15 +33,11 @@
 #include "plan/scratch.h"
 #include "plan/workspace.h"
 
-/* A block of size (aligned) bytes from step s, its offset (region-relative) in *off:
- * on the first walk by best fit, logged as the next span; on the replay the refit's
- * offset of that span. Returns the span's index; -1 when out of memory. */
+/* A block of size (aligned) bytes from step s, its offset (region-relative) in *off,
+ * by best fit, logged as the next span. Returns the span's index; -1 when out of
+ * memory. */
 static int take_block(build *b, size_t size, int s, size_t *off) {
     int k = b->n_span++;
-    if (b->replay) {
-        *off = b->replay[k];
-        return k;
-    }
     if (k == b->span_cap) {
         int cap = b->span_cap ? 2 * b->span_cap : 256;
         size_t ss = sizeof *b->span;
@@ -54,7 +54,6 @@ static int take_block(build *b, size_t size, int s, size_t *off) {
 
 /* Span k (size aligned bytes at region offset off) is free after step s. */
 static int end_block(build *b, int k, size_t off, size_t size, int s) {
-    if (b->replay) return 0;
     b->span[k].last = s;
     b->in_use -= size;
     return ot_fit_free(&b->al, off, size);
@@ -169,17 +168,16 @@ static int place_outputs(build *b, int s, const step_io *io) {
 }
 
 /* The workspace of the node at step s, if the device asks for one: a block alive only
- * during the step (span *sk, at region offset *off). Returns its size; SIZE_MAX when
- * out of memory. The replay reuses the first walk's sizes. */
+ * during the step (span *sk, at region offset *off; b->ws_blk[s] too, for the second
+ * placement). Returns its size; SIZE_MAX when out of memory. */
 static size_t place_workspace(build *b, int s, size_t *off, int *sk) {
     ot_plan *p = b->p;
     p->ws_offset[s] = -1;
     /* the device reads the node itself */
-    size_t ws = b->replay ? p->ws_bytes[s]
-                : b->dev  ? ot_plan_node_workspace(b->dev, b->g, &b->g->nodes[b->order[s]], b->tin, b->tout)
-                          : 0;
+    size_t ws = b->dev ? ot_plan_node_workspace(b->dev, b->g, &b->g->nodes[b->order[s]], b->tin, b->tout) : 0;
     if (ws == 0) return 0;
     if ((*sk = take_block(b, ot_plan_aligned(ws), s, off)) < 0) return SIZE_MAX;
+    b->ws_blk[s] = *sk;
     p->ws_offset[s] = (int64_t)(b->base + *off);
     p->ws_bytes[s] = ws;
     if (b->base + *off + ws > b->max_end) b->max_end = b->base + *off + ws;
@@ -217,10 +215,11 @@ static int release_step(build *b, int s, const step_io *io, size_t ws, size_t ws
     return 0;
 }
 
-/* One walk over the schedule (the first, or the replay): places every transient
- * block, records the timeline and the live bytes per category when the peak is
- * reached. The first walk stops (b->exceeded) once the aligned bytes in use show that
- * no placement's peak can stay within b->limit. */
+/* The walk over the schedule: places every transient block by best fit, records the
+ * timeline and the live bytes per category when the peak is reached (and, while a
+ * second placement may follow, at every step: b->live_at). It stops (b->exceeded)
+ * once the aligned bytes in use show that no placement's peak can stay within
+ * b->limit. */
 static ot_status walk_once(build *b) {
     ot_plan *p = b->p;
     for (int s = 0; s < b->n; s++) {
@@ -236,12 +235,13 @@ static ot_status walk_once(build *b) {
             p->peak_step = s;
             memcpy(p->at_peak, b->live, sizeof b->live);
         }
+        if (b->n_span <= b->refit_max) memcpy(b->live_at + (size_t)s * OT_MEM_COUNT, b->live, sizeof b->live);
         if (release_step(b, s, &io, ws, ws_off, ws_blk)) return oom(b);
         /* max_in_use only grows, and any placement's peak is at least base + max_in_use
-         * less the top block's alignment (OT_PLAN_ALIGN - 1); past OT_REFIT_MAX_BLOCKS
+         * less the top block's alignment (OT_PLAN_ALIGN - 1); past b->refit_max blocks
          * best fit's peak stands, and it only grows too */
-        if (!b->replay && b->max_end > b->limit &&
-            (b->n_span > OT_REFIT_MAX_BLOCKS || b->base + b->max_in_use > b->limit + (OT_PLAN_ALIGN - 1))) {
+        if (b->max_end > b->limit &&
+            (b->n_span > b->refit_max || b->base + b->max_in_use > b->limit + (OT_PLAN_ALIGN - 1))) {
             b->exceeded = true;
             return OT_OK;
         }
@@ -249,72 +249,92 @@ static ot_status walk_once(build *b) {
     return OT_OK;
 }
 
-/* What place_pinned leaves and the walk changes: the replay starts from it. */
+/* Where the walk started (place_pinned's end of the region and bytes per category):
+ * the second placement's peak starts from it. */
 typedef struct walk_start {
-    size_t live[OT_MEM_COUNT], at_peak[OT_MEM_COUNT], total[OT_MEM_COUNT];
-    size_t live_sum, max_end;
+    size_t at_peak[OT_MEM_COUNT];
+    size_t max_end;
 } walk_start;
 
-/* Back to where the first walk started, for the replay: the categories' bytes, the
- * peak, and every transient value's placement. */
-static void walk_reset(build *b, const walk_start *w) {
+/* A block of the second placement ending at `end`, made at step s: the peak is the
+ * highest end, and its step the first that reaches it (the walk's rule). */
+static void note_end(size_t end, int s, size_t *peak, int *step) {
+    if (end > *peak || (end == *peak && *step >= 0 && s < *step)) *peak = end, *step = s;
+}
+
+/* The second placement's offsets off[] (region-relative, per span) written into the
+ * plan: every block-owning value (an in-place successor shares its input's span), its
+ * receive slots, every alias (its base's offset moved), every workspace; then the
+ * peak, its step and the bytes at it, as the walk would have found them handing out
+ * these offsets (none of its decisions depends on an offset, so the timeline, the
+ * totals and the categories stand). */
+static void patch_offsets(build *b, const walk_start *w, const size_t *off) {
     ot_plan *p = b->p;
-    memcpy(b->live, w->live, sizeof b->live);
-    memcpy(p->at_peak, w->at_peak, sizeof p->at_peak);
-    memcpy(p->total, w->total, sizeof p->total);
-    b->live_sum = w->live_sum;
-    b->max_end = w->max_end;
-    p->peak_step = -1;
-    memset(b->released, 0, sizeof(bool) * (size_t)b->nv);
+    size_t peak = w->max_end, base = b->base;
+    int step = -1;
     for (int v = 0; v < b->nv; v++) {
         ot_plan_value *pv = &p->values[v];
-        if (pv->pinned) continue;
-        pv->offset = pv->recv_offset = -1;
-        pv->inplace_of = pv->slot_of = -1;
+        if (pv->pinned || pv->alias_of >= 0 || pv->offset < 0 || pv->nbytes == 0) continue;
+        if (pv->recv_bytes) {
+            int k = b->recv_blk_of[v];
+            pv->recv_offset = (int64_t)(base + off[k]);
+            note_end(base + off[k] + pv->recv_bytes, b->span[k].first, &peak, &step);
+        }
+        if (pv->slot_of >= 0) continue;
+        int k = b->blk_of[v];
+        pv->offset = (int64_t)(base + off[k]);
+        if (pv->inplace_of < 0) note_end(base + off[k] + pv->nbytes, b->span[k].first, &peak, &step);
     }
-    b->n_span = 0;
+    for (int s = 0; s < b->n && b->n_views > 0; s++) { /* aliases (a view step's output 0), once every base moved */
+        if (!(b->step_flags[s] & STEP_VIEW)) continue;
+        ot_plan_value *pv = &p->values[io_of(b, s).out[0]];
+        if (pv->alias_of < 0) continue;
+        const ot_plan_value *pr = &p->values[pv->alias_of];
+        pv->offset = pr->offset >= 0 ? pr->offset + (int64_t)pv->alias_offset : -1;
+    }
+    for (int s = 0; s < b->n; s++) {
+        if (p->ws_offset[s] < 0) continue;
+        int k = b->ws_blk[s];
+        p->ws_offset[s] = (int64_t)(base + off[k]);
+        note_end(base + off[k] + p->ws_bytes[s], s, &peak, &step);
+    }
+    b->max_end = peak;
+    p->peak_step = step;
+    if (step >= 0) memcpy(p->at_peak, b->live_at + (size_t)step * OT_MEM_COUNT, sizeof p->at_peak);
+    else memcpy(p->at_peak, w->at_peak, sizeof p->at_peak);
 }
 
 /* Best fit left a hole: places the walk's spans again (plan/refit.h) and, when they
- * end lower, replays the walk with those offsets. The refit gives up as soon as it
+ * end lower, writes those offsets into the plan. The refit gives up as soon as it
  * reaches best fit's top, or a top whose peak must pass b->limit. */
 static ot_status refit(build *b, const walk_start *w) {
     size_t give_up = b->al.top, top = 0;
     if (b->limit < SIZE_MAX - OT_PLAN_ALIGN && b->limit + OT_PLAN_ALIGN > b->base &&
         b->limit + OT_PLAN_ALIGN - b->base < give_up)
         give_up = b->limit + OT_PLAN_ALIGN - b->base;
-    int n_span = b->n_span;
-    size_t *off = ot_scratch_alloc(b->scr, sizeof(size_t) * (size_t)(n_span + 1));
+    size_t *off = ot_scratch_alloc(b->scr, sizeof(size_t) * (size_t)(b->n_span + 1));
     if (!off) return oom(b);
-    int rc = ot_fit_refit(b->span, n_span, b->max_in_use, give_up, b->scr, off, &top);
-    ot_status st = rc < 0 ? oom(b) : OT_OK;
-    if (rc == 0) {
-        walk_reset(b, w);
-        b->replay = off;
-        st = walk_once(b);
-        b->replay = NULL;
-        if (!st && b->n_span != n_span)
-            st = ot_fail(b->err, OT_E_INTERNAL, "planner: the replay placed %d blocks, the first walk %d", b->n_span, n_span);
-    }
+    int rc = ot_fit_refit(b->span, b->n_span, b->max_in_use, give_up, b->scr, off, &top);
+    if (rc == 0) patch_offsets(b, w, off);
     ot_scratch_release(b->scr, off);
-    return st;
+    return rc < 0 ? oom(b) : OT_OK;
 }
 
 ot_status ot_plan_walk(build *b) {
     ot_plan *p = b->p;
     b->tin = ot_scratch_calloc(b->scr, (size_t)b->max_io, sizeof *b->tin);
     b->tout = ot_scratch_calloc(b->scr, (size_t)b->max_io, sizeof *b->tout);
-    if (!b->tin || !b->tout) return oom(b);
-    walk_start w = {.live_sum = b->live_sum, .max_end = b->max_end};
-    memcpy(w.live, b->live, sizeof w.live);
+    b->live_at = ot_scratch_alloc(b->scr, sizeof(size_t) * OT_MEM_COUNT * (size_t)(b->n + 1));
+    b->ws_blk = ot_scratch_alloc(b->scr, sizeof(int) * (size_t)(b->n + 1));
+    if (!b->tin || !b->tout || !b->live_at || !b->ws_blk) return oom(b);
+    walk_start w = {.max_end = b->max_end};
     memcpy(w.at_peak, p->at_peak, sizeof w.at_peak);
-    memcpy(w.total, p->total, sizeof w.total);
     ot_status st = walk_once(b);
-    if (!st && !b->exceeded && b->al.top > b->max_in_use && b->n_span <= OT_REFIT_MAX_BLOCKS)
+    if (!st && !b->exceeded && b->al.top > b->max_in_use && b->n_span <= b->refit_max)
         st = refit(b, &w); /* a hole below the top */
     if (st || b->exceeded) return st;
     b->exceeded = b->max_end > b->limit;
     p->peak_bytes = b->max_end;
-    p->best_fit_stands = b->n_span > OT_REFIT_MAX_BLOCKS;
+    p->best_fit_stands = b->n_span > b->refit_max;
     return OT_OK;
 }

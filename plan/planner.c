@@ -33,7 +33,7 @@ static void build_free(build *b) {
     void *bufs[] = {b->step_of, b->used, b->released, b->is_output, b->external, b->opt_read, b->opt_first,
                     b->reach, b->first_read, b->def_of, b->last_of, b->sort_count, b->sort_tmp, b->step_flags,
                     b->step_phase, b->io, b->io_start, b->n_in, b->slab_key, b->slab_ids, b->pinned_ids, b->tin,
-                    b->tout, b->al.b, b->span, b->blk_of, b->recv_blk_of};
+                    b->tout, b->al.b, b->span, b->blk_of, b->recv_blk_of, b->ws_blk, b->live_at};
     for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) ot_scratch_release(b->scr, bufs[k]);
 }
 
@@ -491,8 +491,12 @@ ot_status ot_plan_build(const ot_graph *g, const int *order, int n, const ot_pla
 static ot_status plan_run(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
                           const ot_plan_options *opt, const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr,
                           bool *exceeded, ot_plan **out, ot_error *err) {
+    /* refit_max_blocks: 0 the default, negative none (plan/refit.h) */
+    int refit_max = !opt || opt->refit_max_blocks == 0 ? OT_REFIT_MAX_BLOCKS
+                    : opt->refit_max_blocks < 0        ? 0
+                                                       : opt->refit_max_blocks;
     build b = {.g = g, .order = order, .n = n, .nv = g->n_values, .dev = dev, .opt = opt, .nodes = nodes, .scr = scr,
-               .err = err, .max_io = 1, .limit = limit, .al = {.scr = scr}};
+               .err = err, .max_io = 1, .limit = limit, .al = {.scr = scr}, .refit_max = refit_max};
     *out = NULL;
     ot_status st = build_init(&b);
     if (!st) st = scan_steps(&b);
@@ -529,7 +533,7 @@ ot_status ot_plan_build_nodes(const ot_graph *g, const int *order, int n, const 
 }
 
 ot_status ot_plan_build_in(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
-                           const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr, ot_plan **out, bool *exceeded,
-                           ot_error *err) {
-    return plan_run(g, order, n, dev, NULL, nodes, limit, scr, exceeded, out, err);
+                           const ot_plan_options *opt, const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr,
+                           ot_plan **out, bool *exceeded, ot_error *err) {
+    return plan_run(g, order, n, dev, opt, nodes, limit, scr, exceeded, out, err);
 }

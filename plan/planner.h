@@ -15,7 +15,8 @@
  *
  * Second placement: when best fit's transient region ends above the most aligned bytes
  * of blocks live at one step (a hole below the top that no later block filled), and
- * the plan has at most OT_REFIT_MAX_BLOCKS (2,048) blocks, the same blocks with the same
+ * the plan has at most OT_REFIT_MAX_BLOCKS (2,048; ot_plan_options.refit_max_blocks)
+ * blocks, the same blocks with the same
  * lifetimes are placed again offline (plan/refit.h: greedy by size, then greedy by
  * breadth) and the lower placement is kept. Only offsets move: which values share a
  * block (in place, slots, aliases), the timeline and the categories do not, so the peak
@@ -182,6 +183,10 @@ typedef struct ot_plan_options {
     bool no_inplace;     /* never reuse an input's block for an output: no in place, no view aliases */
     const int *external; /* value ids bound to memory outside the arena (see External) */
     int n_external;
+    /* The most blocks a plan may have for the second placement: 0 for the default
+     * (OT_REFIT_MAX_BLOCKS, 2,048), negative for no second placement at all (best fit's
+     * placement stands on every plan: what a test of remat/optimal_hole.c's terms needs). */
+    int refit_max_blocks;
 } ot_plan_options;
 
 /* Plans `g` over the schedule order[0..n). dev supplies workspace sizes (NULL: none).
@@ -225,14 +230,15 @@ int64_t ot_plan_value_size(const ot_value *val);
 ot_status ot_plan_build_nodes(const ot_graph *g, const int *order, int n, const ot_plan_nodes *nodes, size_t limit,
                               ot_plan **out, bool *exceeded, ot_error *err);
 /* The build behind every entry point above, all its inputs given: dev (NULL: no
- * workspace), nodes (NULL: read the graph's), limit (SIZE_MAX: plan to the end), and
+ * workspace), opt (NULL: the defaults), nodes (NULL: read the graph's), limit
+ * (SIZE_MAX: plan to the end), and
  * scr: with one, the plan and every table of the build come from it (plan/scratch.h),
  * so that planning many versions of a graph faults no page in after the first; the
  * plan is then valid until scr is reset or freed and is not freed with ot_plan_free. */
 typedef struct ot_plan_scratch ot_plan_scratch;
 ot_status ot_plan_build_in(const ot_graph *g, const int *order, int n, const ot_plan_device *dev,
-                           const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr, ot_plan **out, bool *exceeded,
-                           ot_error *err);
+                           const ot_plan_options *opt, const ot_plan_nodes *nodes, size_t limit, ot_plan_scratch *scr,
+                           ot_plan **out, bool *exceeded, ot_error *err);
 /* True when dev asks no workspace for any node of order[0..n) (always, for a NULL dev
  * or one without workspace_bytes): a plan made without dev is then byte for byte the
  * plan made with it. */

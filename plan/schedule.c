@@ -481,20 +481,20 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
  * soon as its peak reaches the static one's (it has lost then), so the loser is
  * rarely planned to the end. Returns true for static; *winner is the chosen order's
  * device-free plan, or NULL when it could not be planned. */
-static bool judge_static(const ot_graph *g, const ot_plan_nodes *nodes, const int *dyn, const int *stat, int n,
-                         ot_plan_scratch *scr, ot_plan **winner) {
+static bool judge_static(const ot_graph *g, const ot_plan_options *opt, const ot_plan_nodes *nodes, const int *dyn,
+                         const int *stat, int n, ot_plan_scratch *scr, ot_plan **winner) {
     ot_plan *ps = NULL, *pd = NULL;
     ot_error e = {0};
     bool exceeded = false;
     *winner = NULL;
-    if (ot_plan_build_in(g, stat, n, NULL, nodes, SIZE_MAX, scr, &ps, NULL, &e)) {
+    if (ot_plan_build_in(g, stat, n, NULL, opt, nodes, SIZE_MAX, scr, &ps, NULL, &e)) {
         /* Static cannot be planned; it stays chosen unless the dynamic order can be
          * while static cannot, which the old rule (static when either fails) also
          * keeps static: planning the dynamic order would decide nothing. */
         return true;
     }
     if (ps->peak_bytes > 0 &&
-        ot_plan_build_in(g, dyn, n, NULL, nodes, ps->peak_bytes - 1, scr, &pd, &exceeded, &e) == OT_OK && !exceeded) {
+        ot_plan_build_in(g, dyn, n, NULL, opt, nodes, ps->peak_bytes - 1, scr, &pd, &exceeded, &e) == OT_OK && !exceeded) {
         if (!scr) ot_plan_free(ps); /* the dynamic peak is below the static one */
         *winner = pd;
         return false;
@@ -505,8 +505,8 @@ static bool judge_static(const ot_graph *g, const ot_plan_nodes *nodes, const in
 
 /* Both orders, the chosen one in *order_out; with plan_out, also its plan for dev:
  * the judging run's when dev would not change it (ot_plan_device_idle), else a new one. */
-static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, int **order_out,
-                          int *n_out, ot_plan **plan_out, ot_error *err) {
+static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt, ot_plan_scratch *scr,
+                          int **order_out, int *n_out, ot_plan **plan_out, ot_error *err) {
     sched s;
     int *dyn = NULL, *stat = NULL;
     ot_plan *plan = NULL;
@@ -528,7 +528,7 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, ot_plan_
                            .in_val = s.in_val, .out_start = s.out_start, .out_val = s.out_val, .vprod = s.vprod,
                            .cons_start = s.cons_start, .cons = s.cons,
                            .vinfo = s.vinfo, .vsize = s.vsize};
-    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, &nodes, dyn, stat, n, scr, &plan)) {
+    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, opt, &nodes, dyn, stat, n, scr, &plan)) {
         int *t = dyn; /* equal orders need no judging */
         dyn = stat;
         stat = t;
@@ -540,9 +540,9 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, ot_plan_
             plan = NULL;
         }
         if (!plan && idle) /* the same plan as with dev */
-            st = ot_plan_build_in(g, dyn, n, NULL, &nodes, SIZE_MAX, scr, &plan, NULL, err);
+            st = ot_plan_build_in(g, dyn, n, NULL, opt, &nodes, SIZE_MAX, scr, &plan, NULL, err);
         else if (!plan)
-            st = ot_plan_build_in(g, dyn, n, dev, NULL, SIZE_MAX, scr, &plan, NULL, err);
+            st = ot_plan_build_in(g, dyn, n, dev, opt, NULL, SIZE_MAX, scr, &plan, NULL, err);
         *plan_out = plan;
         plan = NULL;
     }
@@ -559,20 +559,27 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, ot_plan_
 }
 
 ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_error *err) {
-    return schedule(g, NULL, NULL, order_out, n_out, NULL, err);
+    return schedule(g, NULL, NULL, NULL, order_out, n_out, NULL, err);
 }
 
 ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **order_out, int *n_out,
                            ot_plan **plan_out, ot_error *err) {
     *plan_out = NULL;
-    return schedule(g, dev, NULL, order_out, n_out, plan_out, err);
+    return schedule(g, dev, NULL, NULL, order_out, n_out, plan_out, err);
 }
 
 ot_status ot_schedule_plan_scratch(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, int **order_out,
                                    int *n_out, ot_plan **plan_out, ot_error *err) {
     *plan_out = NULL;
     ot_plan_scratch_reset(scr);
-    return schedule(g, dev, scr, order_out, n_out, plan_out, err);
+    return schedule(g, dev, NULL, scr, order_out, n_out, plan_out, err);
+}
+
+ot_status ot_schedule_plan_opts(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt,
+                                ot_plan_scratch *scr, int **order_out, int *n_out, ot_plan **plan_out, ot_error *err) {
+    *plan_out = NULL;
+    if (scr) ot_plan_scratch_reset(scr);
+    return schedule(g, dev, opt, scr, order_out, n_out, plan_out, err);
 }
 
 ot_status ot_schedule_base_set(ot_plan_scratch *scr, const ot_graph *g, ot_error *err) {

@@ -66,6 +66,12 @@ ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **o
 ot_status ot_schedule_plan_scratch(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, int **order,
                                    int *n, ot_plan **plan, ot_error *err);
 
+/* ot_schedule_plan (scr NULL) or ot_schedule_plan_scratch (scr given) with planner
+ * options (planner.h; NULL: the defaults), which the judging of the two orders uses
+ * too. */
+ot_status ot_schedule_plan_opts(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt,
+                                ot_plan_scratch *scr, int **order, int *n, ot_plan **plan, ot_error *err);
+
 /* Opt-in, for a caller that plans many rewrites of one graph (remat's auto): the
  * facts the schedule reads of every node and value, kept in scr for g as it is now
  * (the base: the graph between rewrites), so that a declared call reads only what its
