@@ -16,10 +16,18 @@
  * Cost: O(n^2) per order (each block scans the blocks placed so far in offset
  * order; bucketing them by time was tried, and was no faster on bench/plan_5000's
  * graph), run only when best fit left a hole, on plans of at most
- * OT_REFIT_MAX_BLOCKS blocks (plan/plan_walk.c). */
+ * OT_REFIT_MAX_BLOCKS blocks (plan/plan_walk.c). The scan tests 64 blocks' lifetimes
+ * at a time without a branch (placed_set, live_mask), and the keys are sorted without
+ * qsort: on the zoo's llama under a budget, auto's 26,625 refits of 258 blocks scan
+ * 952 M blocks, 17% of them live with the one placed (2026-12-06). */
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "plan/refit.h"
 
@@ -31,59 +39,122 @@ typedef struct refit_key {
     int step, idx;
 } refit_key;
 
-static int by_size(const void *x, const void *y) {
-    const refit_key *a = x, *b = y;
-    if (a->size != b->size) return a->size > b->size ? -1 : 1;
-    if (a->step != b->step) return a->step < b->step ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
+/* a before b: by size, larger first, then earlier first, then by index; with breadth,
+ * first by the widest step (wider first, then earlier). */
+static inline bool key_before(const refit_key *a, const refit_key *b, bool breadth) {
+    if (breadth && a->breadth != b->breadth) return a->breadth > b->breadth;
+    if (breadth && a->step != b->step) return a->step < b->step;
+    if (a->size != b->size) return a->size > b->size;
+    if (a->step != b->step) return a->step < b->step;
+    return a->idx < b->idx;
 }
 
-static int by_breadth(const void *x, const void *y) {
-    const refit_key *a = x, *b = y;
-    if (a->breadth != b->breadth) return a->breadth > b->breadth ? -1 : 1;
-    if (a->step != b->step) return a->step < b->step ? -1 : 1;
-    return by_size(x, y);
-}
-
-/* The offset for block i: the smallest gap between the placed blocks (placed[0..np),
- * sorted by offset) that are live with it and fits it, lowest on ties; else the end
- * of the highest of them. */
-static size_t best_gap(const ot_fit_span *sp, const size_t *off, const int *placed, int np, int i) {
-    const ot_fit_span *s = &sp[i];
-    size_t end = 0, best = SIZE_MAX, best_off = 0;
-    for (int k = 0; k < np; k++) {
-        const ot_fit_span *t = &sp[placed[k]];
-        if (t->first > s->last || s->first > t->last) continue; /* never live together */
-        size_t o = off[placed[k]];
-        if (o >= end && o - end >= s->size && o - end < best) {
-            best = o - end;
-            best_off = end;
-            if (best == s->size) break; /* an exact fit: no gap is smaller */
+/* Sorts ord[0..n) by key_before (a total order: the index ends it, so any sort gives
+ * this one), tmp: room for n. Runs of 16 by insertion, then merged bottom-up: qsort's
+ * call per comparison was a tenth of auto's time on the zoo's llama. */
+static void sort_keys(refit_key *ord, refit_key *tmp, int n, bool breadth) {
+    enum { RUN = 16 };
+    for (int lo = 0; lo < n; lo += RUN) {
+        int hi = lo + RUN < n ? lo + RUN : n;
+        for (int i = lo + 1; i < hi; i++) {
+            refit_key k = ord[i];
+            int j = i;
+            for (; j > lo && key_before(&k, &ord[j - 1], breadth); j--) ord[j] = ord[j - 1];
+            ord[j] = k;
         }
-        if (o + t->size > end) end = o + t->size;
+    }
+    refit_key *from = ord, *to = tmp;
+    for (int w = RUN; w < n; w *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, a = lo, b = mid, k = lo;
+            while (a < mid && b < hi) to[k++] = key_before(&from[b], &from[a], breadth) ? from[b++] : from[a++];
+            while (a < mid) to[k++] = from[a++];
+            while (b < hi) to[k++] = from[b++];
+        }
+        refit_key *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != ord) memcpy(ord, from, sizeof *ord * (size_t)n);
+}
+
+/* The blocks placed so far, in offset order (ties: in the order placed), as arrays of
+ * their lifetimes, offsets and ends, so that best_gap scans them without a branch per
+ * block: 17% of them are live with the block being placed on the zoo's llama, and a
+ * branch taken at random that often cost more than the comparisons. Entries from n
+ * up to a multiple of 64 are never live (first INT_MAX, last INT_MIN). */
+typedef struct placed_set {
+    int n;
+    int *first, *last;
+    size_t *off, *end;
+} placed_set;
+
+/* Bit j: block j of fi/la[0..64) is live at some step of [sf, sl]. SSE2 (every
+ * x86-64) compares four at once; the scalar loop is the same test. */
+static inline uint64_t live_mask(const int *fi, const int *la, int sf, int sl) {
+    uint64_t live = 0;
+#ifdef __SSE2__
+    __m128i vsl = _mm_set1_epi32(sl), vsf = _mm_set1_epi32(sf);
+    for (int j = 0; j < 64; j += 4) { /* not live: first > sl or sf > last */
+        __m128i apart = _mm_or_si128(_mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(fi + j)), vsl),
+                                     _mm_cmpgt_epi32(vsf, _mm_loadu_si128((const __m128i *)(la + j))));
+        live |= (uint64_t)(~_mm_movemask_ps(_mm_castsi128_ps(apart)) & 15) << j;
+    }
+#else
+    for (int j = 0; j < 64; j++) live |= (uint64_t)((fi[j] <= sl) & (la[j] >= sf)) << j;
+#endif
+    return live;
+}
+
+/* The offset for block s: the smallest gap between the placed blocks that are live
+ * with it and fits it, lowest on ties; else the end of the highest of them. */
+static size_t best_gap(const placed_set *ps, const ot_fit_span *s) {
+    const int *fi = ps->first, *la = ps->last;
+    int sf = s->first, sl = s->last;
+    size_t end = 0, best = SIZE_MAX, best_off = 0;
+    for (int lo = 0; lo < ps->n; lo += 64) {
+        uint64_t live = live_mask(fi + lo, la + lo, sf, sl); /* which of the next 64 are live with s */
+        for (; live; live &= live - 1) {
+            int k = lo + __builtin_ctzll(live);
+            size_t o = ps->off[k];
+            if (o >= end && o - end >= s->size && o - end < best) {
+                best = o - end;
+                best_off = end;
+                if (best == s->size) return best_off; /* an exact fit: no gap is smaller */
+            }
+            if (ps->end[k] > end) end = ps->end[k];
+        }
     }
     return best == SIZE_MAX ? end : best_off;
 }
 
-/* Places the blocks in the order ord[0..n) (placed: n ints of room), each in
+/* Places the blocks in the order ord[0..n) (ps: room for n rounded up to 64), each in
  * best_gap; 1 as soon as the top reaches give_up, else 0. */
-static int place_in_order(const ot_fit_span *sp, int n, const refit_key *ord, int *placed, size_t give_up,
+static int place_in_order(const ot_fit_span *sp, int n, const refit_key *ord, placed_set *ps, size_t give_up,
                           size_t *off, size_t *top) {
+    int cap = (n + 63) / 64 * 64;
+    for (int k = 0; k < cap; k++) ps->first[k] = INT_MAX, ps->last[k] = INT_MIN;
+    ps->n = 0;
     *top = 0;
     for (int np = 0; np < n; np++) {
         int i = ord[np].idx;
-        size_t o = best_gap(sp, off, placed, np, i);
+        size_t o = best_gap(ps, &sp[i]), e = o + sp[i].size;
         off[i] = o;
-        if (o + sp[i].size > *top) *top = o + sp[i].size;
+        if (e > *top) *top = e;
         if (*top >= give_up) return 1;
         int lo = 0, hi = np; /* insert after every placed block at or below o */
         while (lo < hi) {
             int mid = (lo + hi) / 2;
-            if (off[placed[mid]] <= o) lo = mid + 1;
+            if (ps->off[mid] <= o) lo = mid + 1;
             else hi = mid;
         }
-        memmove(&placed[lo + 1], &placed[lo], sizeof(int) * (size_t)(np - lo));
-        placed[lo] = i;
+        size_t m = (size_t)(np - lo);
+        memmove(&ps->first[lo + 1], &ps->first[lo], sizeof(int) * m);
+        memmove(&ps->last[lo + 1], &ps->last[lo], sizeof(int) * m);
+        memmove(&ps->off[lo + 1], &ps->off[lo], sizeof(size_t) * m);
+        memmove(&ps->end[lo + 1], &ps->end[lo], sizeof(size_t) * m);
+        ps->first[lo] = sp[i].first, ps->last[lo] = sp[i].last, ps->off[lo] = o, ps->end[lo] = e;
+        ps->n = np + 1;
     }
     return 0;
 }
@@ -112,30 +183,37 @@ static int breadth_keys(const ot_fit_span *sp, int n, ot_plan_scratch *scr, refi
 
 int ot_fit_refit(const ot_fit_span *sp, int n, size_t floor, size_t give_up, ot_plan_scratch *scr, size_t *off,
                  size_t *top) {
+    size_t cap = (size_t)(n + 63) / 64 * 64 + 64;
     refit_key *ord = ot_scratch_alloc(scr, sizeof *ord * (size_t)(n + 1));
-    int *placed = ot_scratch_alloc(scr, sizeof(int) * (size_t)(n + 1));
+    refit_key *tmp = ot_scratch_alloc(scr, sizeof *tmp * (size_t)(n + 1));
+    placed_set ps = {.first = ot_scratch_alloc(scr, sizeof(int) * cap), .last = ot_scratch_alloc(scr, sizeof(int) * cap),
+                     .off = ot_scratch_alloc(scr, sizeof(size_t) * cap), .end = ot_scratch_alloc(scr, sizeof(size_t) * cap)};
     size_t *off2 = ot_scratch_alloc(scr, sizeof(size_t) * (size_t)(n + 1)), top2 = 0;
     int rc = -1;
     *top = 0;
-    if (!ord || !placed || !off2) goto done;
+    if (!ord || !tmp || !ps.first || !ps.last || !ps.off || !ps.end || !off2) goto done;
     for (int i = 0; i < n; i++) ord[i] = (refit_key){.size = sp[i].size, .step = sp[i].first, .idx = i};
-    qsort(ord, (size_t)n, sizeof *ord, by_size);
-    rc = place_in_order(sp, n, ord, placed, give_up, off, top);
+    sort_keys(ord, tmp, n, false);
+    rc = place_in_order(sp, n, ord, &ps, give_up, off, top);
     if (rc == 0 && *top <= floor) goto done; /* no order can end lower */
     /* by breadth, kept only when strictly lower (by size wins ties) */
     if (breadth_keys(sp, n, scr, ord)) {
         rc = -1;
         goto done;
     }
-    qsort(ord, (size_t)n, sizeof *ord, by_breadth);
-    if (place_in_order(sp, n, ord, placed, rc ? give_up : *top, off2, &top2) == 0) {
+    sort_keys(ord, tmp, n, true);
+    if (place_in_order(sp, n, ord, &ps, rc ? give_up : *top, off2, &top2) == 0) {
         memcpy(off, off2, sizeof(size_t) * (size_t)n);
         *top = top2;
         rc = 0;
     }
 done:
     ot_scratch_release(scr, ord);
-    ot_scratch_release(scr, placed);
+    ot_scratch_release(scr, tmp);
+    ot_scratch_release(scr, ps.first);
+    ot_scratch_release(scr, ps.last);
+    ot_scratch_release(scr, ps.off);
+    ot_scratch_release(scr, ps.end);
     ot_scratch_release(scr, off2);
     return rc;
 }
