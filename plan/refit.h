@@ -13,7 +13,8 @@
 /* The most blocks a plan may have for the second placement (its cost is quadratic in
  * them): on larger plans best fit's placement stands, holes and all. 2,048 covers the
  * graphs issue 28 asks proofs on (up to 1,000 nodes) and keeps auto's thousands of
- * measurements on 5,000-node graphs as fast as before. */
+ * measurements on 5,000-node graphs as fast as before. The default of
+ * ot_plan_options.refit_max_blocks (planner.h), which a test sets to none. */
 enum { OT_REFIT_MAX_BLOCKS = 2048 };
 
 /* One block of the walk: its aligned size, live from step first to step last
