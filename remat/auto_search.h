@@ -131,6 +131,12 @@ bool ot_remat_chain_reaches(const ot_graph *g, const ot_remat_analysis *a, const
 ot_status ot_remat_unclone_search(ot_remat_search *s, bool *keep, const int *vars, int n, bool cheap_too,
                                   ot_error *err);
 
+/* Exchange-and-shift rounds from the best plan (remat/auto_shift.c): the cheapest
+ * exchanges over vars (n of them) that keep no more bytes, each that does not fit
+ * then repaired by moving one kept value to a recomputed neighbour in vars; flips
+ * after each win. Again while a round wins. */
+ot_status ot_remat_shift_search(ot_remat_search *s, bool *keep, const int *vars, int n, ot_error *err);
+
 /* The nodes the best plan clones that cost FLOPs, costliest first, into top (node id
  * and FLOPs; a->n_nodes + 1 room). cloned (a->n_nodes) and stack
  * (ot_remat_stack_room) are scratch. Returns how many. */
