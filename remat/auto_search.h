@@ -161,5 +161,9 @@ int ot_remat_frontier_keep(const ot_graph *g, const ot_remat_analysis *a, bool *
 /* auto's second phase (remat/auto_polish.c): from the best plan, the moves above and
  * add-and-repair moves over every candidate, saved or not. vars: a->n_values room. */
 ot_status ot_remat_auto_polish(ot_remat_search *s, bool *keep, int *vars, ot_error *err);
+/* Add-and-fill (remat/auto_polish.c, auto's last stage): the add moves of the polish,
+ * each repaired by one bulk repair whose drops go by FLOPs per byte, the smaller first
+ * at the same price. vars: a->n_values room. */
+ot_status ot_remat_fill_search(ot_remat_search *s, bool *keep, int *vars, ot_error *err);
 
 #endif
