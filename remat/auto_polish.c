@@ -450,7 +450,8 @@ static ot_status ctx_init(repair_ctx *r, ot_remat_search *s, int *vars, int n, o
     const ot_remat_analysis *a = s->a;
     *r = (repair_ctx){s, vars, n, ot_xcalloc((size_t)n + 1, sizeof(bool)), ot_xcalloc((size_t)n + 1, sizeof(bool)),
                       ot_xcalloc((size_t)a->n_values + 1, sizeof(int)), 0, false, false};
-    if (!r->fixed || !r->dud || !r->index) return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", n);
+    if (!r->fixed || !r->dud || !r->index)
+        return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", n);
     for (int v = 0; v < a->n_values; v++) r->index[v] = -1;
     for (int i = 0; i < n; i++) r->index[vars[i]] = i;
     return OT_OK;

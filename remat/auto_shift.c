@@ -4,18 +4,19 @@
  *
  * The planner's peak is an arena's size, not a sum of live bytes: an exchange of two
  * values of the same size moves lifetimes, so the placement, so the peak. Issue 28's
- * llama row (the zoo's llama, batch 4, SGD, 315,104 bytes): auto ended at 98,816
- * extra FLOPs; `optimal` proves 91,648. Its plan is auto's with two exchanges of equal
- * bytes: keep layer 0's attention output (Reshape_7, which auto recomputed through
- * its attention MatMul) instead of the final norm's Pow output (85,504 FLOPs, but the
- * arena rises to 318,784 bytes), and keep layer 1's MLP product (Mul) instead of its
- * Sigmoid, dearer alone (104,960) but it brings the arena back to 314,944. No
- * exchange search takes the first step (it does not fit), no repair the second (the
- * repairs only drop values: every single drop that fits costs 102,912 or more). Of
- * the exchanges that keep no more bytes, the Pow one is the second cheapest; of the
- * shifts from there that keep no more bytes, the Sigmoid one is among two that fit.
- * Every plan is measured by the planner and taken only when it fits and is cheaper,
- * so the stage never makes auto dearer. */
+ * llama row (the zoo's llama, batch 4, SGD, 315,104 bytes): auto ended at 98,816 extra
+ * FLOPs; `optimal` proves 91,648. Its plan is auto's with two exchanges of equal bytes:
+ * keep layer 0's attention output (Reshape_7, which auto recomputed through its
+ * attention MatMul) instead of the final norm's Pow output (85,504 FLOPs, but the arena
+ * rises to 318,784 bytes), and keep a product of layer 1's MLP instead of its Sigmoid
+ * output, dearer alone (104,960) but it brings the arena back to 314,944. No exchange
+ * search takes the first step (it does not fit), no repair the second (the repairs only
+ * drop values: every single drop that fits costs 102,912 or more). Here the Pow exchange
+ * is the second cheapest of those that keep no more bytes, and the shift of the kept
+ * Sigmoid output to its neighbour (the SiLU product) fits: 91,648, optimal's cost. The
+ * chain form: recomputing a K Transpose frees nothing while the Expand its clone reads
+ * stays kept (llama at 361,472 bytes). Every plan is measured by the planner and taken
+ * only when it fits and is cheaper, so the stage never makes auto dearer. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,9 +85,12 @@ static int chain_drop(shift_ctx *c, bool *keep, int v) {
  * the undo reads (*n_undo). */
 static void exchange(shift_ctx *c, bool *keep, lateral e, bool undo, int *n_undo) {
     keep[c->vars[e.add]] = !undo, keep[c->vars[e.drop]] = undo;
-    if (!undo) *n_undo = e.chain ? chain_drop(c, keep, c->vars[e.drop]) : 0;
-    else
-        for (int k = 0; k < *n_undo; k++) keep[c->undo[k]] = true;
+    if (undo) {
+        for (int k = 0; k < *n_undo; k++)
+            keep[c->undo[k]] = true;
+    } else {
+        *n_undo = e.chain ? chain_drop(c, keep, c->vars[e.drop]) : 0;
+    }
 }
 
 /* Appends to c->moves the exchange e when it is cheaper than base and keeps no more
@@ -170,11 +174,15 @@ ot_status ot_remat_shift_search(ot_remat_search *s, bool *keep, const int *vars,
     if (!s->have_best || n < 2) return OT_OK;
     /* 2 n n exchanges (plain and chain forms), then up to 2 n shifts */
     size_t nv = (size_t)s->a->n_values + 1;
-    shift_ctx c = {s, vars, n, ot_xcalloc(nv, sizeof(bool)),
-                   ot_xcalloc(2 * (size_t)n * (size_t)n + 2 * (size_t)n + 1, sizeof(lateral)),
-                   ot_xcalloc(nv, sizeof(int)), ot_xcalloc(nv, sizeof(int)), ot_xcalloc(nv, sizeof(int)), 0};
+    shift_ctx c = {.s = s, .vars = vars, .n = n};
+    c.held = ot_xcalloc(nv, sizeof(bool));
+    c.moves = ot_xcalloc(2 * (size_t)n * (size_t)n + 2 * (size_t)n + 1, sizeof(lateral));
+    c.undo = ot_xcalloc(nv, sizeof(int));
+    c.stack = ot_xcalloc(nv, sizeof(int));
+    c.stamp = ot_xcalloc(nv, sizeof(int));
     ot_status st = OT_OK;
-    if (!c.held || !c.moves || !c.undo || !c.stack || !c.stamp) st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d exchanges", n * n);
+    if (!c.held || !c.moves || !c.undo || !c.stack || !c.stamp)
+        st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d exchanges", n * n);
     for (int round = 0; round < 4 && st == OT_OK; round++) {
         double before = s->best_cost;
         st = shift_round(&c, keep, err);

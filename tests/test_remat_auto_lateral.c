@@ -37,8 +37,8 @@ static void test_lateral_exchanges(void **state) {
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         int64_t budget = rs.least + (rs.plain - rs.least) * rows[i].k / 32;
         ot_remat_auto_stats as = {0};
-        assert_int_equal(ot_remat_auto(rs.s->g, &rs.s->an, budget, ot_remat_measure_planner, rs.s->be, rs.keep, &as, &err),
-                         OT_OK);
+        assert_int_equal(
+            ot_remat_auto(rs.s->g, &rs.s->an, budget, ot_remat_measure_planner, rs.s->be, rs.keep, &as, &err), OT_OK);
         print_message("%d/32 (%lld bytes): auto %.0f at %lld bytes (before the stage %.0f)\n", rows[i].k,
                       (long long)budget, as.cost, (long long)as.peak, rows[i].before);
         assert_true(as.peak <= budget);
