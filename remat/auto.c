@@ -652,10 +652,11 @@ fail:
 
 /* The last stages again from keep (the plan of auto's second search, made under a
  * budget below the first plan's peak), under the real budget: flips, exchanges and
- * shifts (auto_shift.c), add-and-fill (auto_polish.c). The second search never saw the room between its budget
- * and the real one (llama at 361,472 bytes: its plan, 36,896 FLOPs at 359,872 bytes,
- * plus two exchanges and a flip that fit only above 359,871: 33,792, optimal's).
- * Replaces keep and stats' cost and peak only with a cheaper plan that fits. */
+ * shifts (auto_shift.c), add-and-fill (auto_polish.c). The second search never saw the
+ * room between its budget and the real one (llama at 361,472 bytes: its plan, 36,896
+ * FLOPs at 359,872 bytes, plus two exchanges and a flip that fit only above 359,871:
+ * 33,792, optimal's). Replaces keep and stats' cost and peak only with a cheaper plan
+ * that fits. */
 static ot_status auto_finish(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
                              void *user, bool *keep, ot_remat_auto_stats *stats, ot_error *err) {
     ot_remat_auto_stats local;
