@@ -18,7 +18,11 @@
  *   5. on graphs of up to 400 candidates, moves over every candidate, read by the
  *      backward pass or not, with repairs that make room (remat/auto_polish.c);
  *   6. unclone moves on every clone, cheap ones too (remat/auto_unclone.c), and flips;
- *   7. on those graphs, steps 1-6 once more under a budget one byte below the plan's
+ *   7. exchanges that keep no more bytes, each that does not fit repaired by a shift
+ *      of one kept value to its neighbour (remat/auto_shift.c), and flips;
+ *   8. on graphs of up to 400 candidates, add moves repaired by drops of least FLOPs
+ *      per byte, the smaller first at the same price (add-and-fill, auto_polish.c);
+ *   9. on those graphs, steps 1-8 once more under a budget one byte below the plan's
  *      peak (ot_remat_auto), the cheaper plan kept.
  * When no seed fits, `all`'s own search (ot_remat_least_memory) is the last try, so
  * that every budget `all` meets, auto meets too.
@@ -534,7 +538,17 @@ ot_status ot_remat_search_swaps(search *s, bool *keep, const int *vars, int n, i
     return st;
 }
 
-/* Steps 1-6 of the file comment under budget: the plan into keep_out, stats filled. */
+/* Add-and-fill (auto_polish.c), then flips from what it found. */
+static ot_status fill_stage(search *s, bool *keep, int *vars, ot_error *err) {
+    double before = s->best_cost;
+    ot_status st = ot_remat_fill_search(s, keep, vars, err);
+    if (st != OT_OK || s->best_cost >= before) return st;
+    int n = ot_remat_search_vars(s->g, s->a, false, vars);
+    memcpy(keep, s->best, (size_t)s->a->n_values * sizeof(bool));
+    return ot_remat_search_flips(s, keep, vars, n, ot_remat_eval_cap(n), err);
+}
+
+/* Steps 1-8 of the file comment under budget: the plan into keep_out, stats filled. */
 static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
                              void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
     int nv = a->n_values;
@@ -620,6 +634,9 @@ static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t bu
         memcpy(keep, s.best, (size_t)nv * sizeof(bool));
         st = ot_remat_search_flips(&s, keep, vars, n, ot_remat_eval_cap(n), err);
     }
+    /* then exchanges whose peak a shift of one kept value brings back (auto_shift.c) */
+    if (st == OT_OK && n <= OT_REMAT_SWAP_MAX_VARS) st = ot_remat_shift_search(&s, keep, vars, n, err);
+    if (st == OT_OK) st = fill_stage(&s, keep, vars, err);
     if (st != OT_OK) goto fail;
 done:
     memcpy(keep_out, s.best, (size_t)nv * sizeof(bool));
@@ -628,6 +645,42 @@ done:
 fail:
     free(keep);
     free(order);
+    free(vars);
+    ot_remat_search_free(&s);
+    return st;
+}
+
+/* The last stages again from keep (the plan of auto's second search, made under a
+ * budget below the first plan's peak), under the real budget: flips, exchanges and
+ * shifts (auto_shift.c), add-and-fill (auto_polish.c). The second search never saw the
+ * room between its budget and the real one (llama at 361,472 bytes: its plan, 36,896
+ * FLOPs at 359,872 bytes, plus two exchanges and a flip that fit only above 359,871:
+ * 33,792, optimal's). Replaces keep and stats' cost and peak only with a cheaper plan
+ * that fits. */
+static ot_status auto_finish(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
+                             void *user, bool *keep, ot_remat_auto_stats *stats, ot_error *err) {
+    ot_remat_auto_stats local;
+    search s;
+    int nv = a->n_values;
+    bool *work = ot_xcalloc((size_t)nv + 1, sizeof(bool));
+    int *vars = ot_xcalloc((size_t)nv + 1, sizeof(int));
+    ot_status st = ot_remat_search_init(&s, g, a, budget, measure, user, &local, err);
+    if (st == OT_OK && (!work || !vars)) st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", nv);
+    if (st == OT_OK) {
+        memcpy(work, keep, (size_t)nv * sizeof(bool));
+        st = ot_remat_search_try(&s, work, NULL, NULL, err);
+    }
+    int n = st == OT_OK ? ot_remat_search_vars(g, a, false, vars) : 0;
+    if (st == OT_OK && s.have_best) st = ot_remat_search_flips(&s, work, vars, n, ot_remat_eval_cap(n), err);
+    if (st == OT_OK && n <= OT_REMAT_SWAP_MAX_VARS) st = ot_remat_shift_search(&s, work, vars, n, err);
+    if (st == OT_OK) st = fill_stage(&s, work, vars, err);
+    if (st == OT_OK && s.have_best && s.best_cost < stats->cost) {
+        memcpy(keep, s.best, (size_t)nv * sizeof(bool));
+        stats->cost = s.best_cost;
+        stats->peak = s.best_peak;
+    }
+    stats->n_measured += local.n_measured;
+    free(work);
     free(vars);
     ot_remat_search_free(&s);
     return st;
@@ -661,6 +714,7 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
             memcpy(keep_out, keep, (size_t)a->n_values * sizeof(bool));
             stats->peak = again.peak;
             stats->cost = again.cost;
+            st = auto_finish(g, a, budget, measure, user, keep_out, stats, &e2);
         }
         if (st == OT_E_MEMORY) st = OT_OK; /* nothing fits below the first plan's peak: it stays */
         else if (st != OT_OK && err) *err = e2;

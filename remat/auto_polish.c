@@ -121,18 +121,36 @@ static void drop_prefix(const repair_ctx *r, bool *keep, const bool *start, cons
     for (int i = 0; i < k; i++) keep[r->vars[order[i].v]] = false;
 }
 
+/* A drop of the fill order (bulk_repair's fine order): FLOPs added per kept byte freed,
+ * and the bytes. */
+typedef struct fine_drop {
+    int j;
+    double price;
+    int64_t bytes;
+} fine_drop;
+
+/* Least FLOPs per byte first; at the same price, fewer bytes first; then by index. */
+static int fine_cmp(const void *x, const void *y) {
+    const fine_drop *a = x, *b = y;
+    if (a->price != b->price) return a->price < b->price ? -1 : 1;
+    if (a->bytes != b->bytes) return a->bytes < b->bytes ? -1 : 1;
+    return a->j - b->j;
+}
+
 /* Bulk repair: ranks every allowed drop once (kept bytes freed per FLOP added, each
  * alone), takes the longest prefix still cheaper than base, and when it fits bisects
  * for the shortest prefix that does (log n planner runs where the stepwise repair
- * needs one step per drop: an added convolution output can take dozens). */
-static ot_status bulk_repair(repair_ctx *r, bool *keep, double base, bool *fits, ot_error *err) {
+ * needs one step per drop: an added convolution output can take dozens). fine: by
+ * FLOPs per byte, the smaller drop first at the same price (ot_remat_fill_search). */
+static ot_status bulk_repair(repair_ctx *r, bool *keep, double base, bool fine, bool *fits, ot_error *err) {
     ot_remat_search *s = r->s;
     const ot_remat_analysis *a = s->a;
     size_t nb = (size_t)a->n_values * sizeof(bool);
     bool *start = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool));
     ot_remat_ranked *order = ot_xcalloc((size_t)r->n + 1, sizeof(ot_remat_ranked));
-    if (!start || !order) {
-        free(start), free(order);
+    fine_drop *f = ot_xcalloc((size_t)r->n + 1, sizeof(fine_drop));
+    if (!start || !order || !f) {
+        free(start), free(order), free(f);
         return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", r->n);
     }
     memcpy(start, keep, nb);
@@ -146,9 +164,17 @@ static ot_status bulk_repair(repair_ctx *r, bool *keep, double base, bool *fits,
         double c = ot_remat_keep_cost(s->g, a, keep, NULL);
         int64_t b = ot_remat_kept_bytes(s->g, a, keep);
         keep[v] = true;
-        if (c >= 0.0 && c < base && b < kb) order[m++] = (ot_remat_ranked){j, (double)(kb - b) / (1.0 + c - c0)};
+        if (c >= 0.0 && c < base && b < kb) {
+            f[m] = (fine_drop){j, (c - c0) / (double)(kb - b), kb - b};
+            order[m++] = (ot_remat_ranked){j, (double)(kb - b) / (1.0 + c - c0)};
+        }
     }
-    qsort(order, (size_t)m, sizeof(ot_remat_ranked), ot_remat_ranked_desc);
+    if (!fine) {
+        qsort(order, (size_t)m, sizeof(ot_remat_ranked), ot_remat_ranked_desc);
+    } else {
+        qsort(f, (size_t)m, sizeof(fine_drop), fine_cmp);
+        for (int i = 0; i < m; i++) order[i] = (ot_remat_ranked){f[i].j, (double)(m - i)};
+    }
     int lo = 0, hi = m; /* the longest prefix below base: costs grow with the prefix */
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
@@ -176,6 +202,7 @@ static ot_status bulk_repair(repair_ctx *r, bool *keep, double base, bool *fits,
     memcpy(keep, start, nb);
     free(start);
     free(order);
+    free(f);
     return st;
 }
 
@@ -187,7 +214,7 @@ static ot_status bulk_repair(repair_ctx *r, bool *keep, double base, bool *fits,
 static ot_status repair(repair_ctx *r, bool *keep, double base, ot_error *err) {
     size_t nb = (size_t)r->s->a->n_values * sizeof(bool);
     bool fits = false;
-    ot_status st = r->only_ties ? OT_OK : bulk_repair(r, keep, base, &fits, err);
+    ot_status st = r->only_ties ? OT_OK : bulk_repair(r, keep, base, false, &fits, err);
     if (st != OT_OK || fits) return st;
     bool *start = ot_xcalloc((size_t)r->s->a->n_values + 1, sizeof(bool));
     if (!start) return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory");
@@ -242,8 +269,9 @@ static bool apply_move(repair_ctx *r, bool *keep, int mv) {
 }
 
 /* Add-and-repair: keep one recomputed value, or push one kept value down, the moves
- * that save most first, then repair; again from the new best while a move wins. */
-static ot_status add_moves(repair_ctx *r, bool *keep, ot_error *err) {
+ * that save most first, then repair; again from the new best while a move wins. fill:
+ * the bulk repair's fine order alone (ot_remat_fill_search). */
+static ot_status add_moves(repair_ctx *r, bool *keep, bool fill, ot_error *err) {
     ot_remat_search *s = r->s;
     const ot_remat_analysis *a = s->a;
     ot_remat_ranked *moves = ot_xcalloc((size_t)r->n + 1, sizeof(ot_remat_ranked));
@@ -262,8 +290,9 @@ static ot_status add_moves(repair_ctx *r, bool *keep, ot_error *err) {
         }
         qsort(moves, (size_t)m, sizeof(ot_remat_ranked), ot_remat_ranked_desc);
         for (int t = 0; t < m && t < ADD_TRIES && st == OT_OK && !improved && r->evals > 0; t++) {
+            bool fits = false;
             apply_move(r, keep, moves[t].v);
-            st = repair(r, keep, base, err);
+            st = fill ? bulk_repair(r, keep, base, true, &fits, err) : repair(r, keep, base, err);
             improved = s->best_cost < base;
         }
     }
@@ -407,7 +436,7 @@ static ot_status polish_round(repair_ctx *r, bool *keep, bool repairs_only, ot_e
         if (st == OT_OK) st = ot_remat_search_swaps(s, keep, r->vars, n, r->evals, true, err);
     }
     r->evals = 2 * ot_remat_eval_cap(n);
-    if (st == OT_OK) st = add_moves(r, keep, err);
+    if (st == OT_OK) st = add_moves(r, keep, false, err);
     r->evals = ot_remat_eval_cap(n);
     if (st == OT_OK && !repairs_only) st = unclone_moves(r, keep, err);
     r->evals = ot_remat_eval_cap(n);
@@ -415,16 +444,50 @@ static ot_status polish_round(repair_ctx *r, bool *keep, bool repairs_only, ot_e
     return st;
 }
 
-ot_status ot_remat_auto_polish(ot_remat_search *s, bool *keep, int *vars, ot_error *err) {
+/* The moves' context over every candidate (vars: a->n_values room, filled here);
+ * free with ctx_free. */
+static ot_status ctx_init(repair_ctx *r, ot_remat_search *s, int *vars, int n, ot_error *err) {
     const ot_remat_analysis *a = s->a;
-    int n = ot_remat_search_vars(s->g, a, true, vars);
+    *r = (repair_ctx){s, vars, n, ot_xcalloc((size_t)n + 1, sizeof(bool)), ot_xcalloc((size_t)n + 1, sizeof(bool)),
+                      ot_xcalloc((size_t)a->n_values + 1, sizeof(int)), 0, false, false};
+    if (!r->fixed || !r->dud || !r->index)
+        return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", n);
+    for (int v = 0; v < a->n_values; v++) r->index[v] = -1;
+    for (int i = 0; i < n; i++) r->index[vars[i]] = i;
+    return OT_OK;
+}
+
+static void ctx_free(repair_ctx *r) {
+    free(r->fixed);
+    free(r->dud);
+    free(r->index);
+}
+
+/* Add-and-fill (remat/auto.c's last stage): the add moves, each repaired by the bulk
+ * repair in its fine order. Of drops at the same FLOPs per byte, the bulk repair's
+ * ratio (bytes over 1 + FLOPs) puts the larger first, so its prefix overshoots the
+ * bytes a move needs by up to a large value's worth; the fine order fills with the
+ * smaller ones (mobilenet_v2, batch 8, at half its range, 34,419,776 bytes: auto kept
+ * features.2's first BatchNormalization output recomputed at 4,028,416 FLOPs;
+ * keeping it and dropping BatchNormalization outputs of 1.25 FLOPs per byte, small
+ * first, 3,855,872; optimal 3,745,792). After every other stage, so that each plan
+ * those reach is reached as before. */
+ot_status ot_remat_fill_search(ot_remat_search *s, bool *keep, int *vars, ot_error *err) {
+    int n = ot_remat_search_vars(s->g, s->a, true, vars);
     if (!s->have_best || n > OT_REMAT_POLISH_MAX_VARS) return OT_OK;
-    repair_ctx r = {s, vars, n, ot_xcalloc((size_t)n + 1, sizeof(bool)), ot_xcalloc((size_t)n + 1, sizeof(bool)),
-                    ot_xcalloc((size_t)a->n_values + 1, sizeof(int)), 0, false, false};
-    ot_status st = OT_OK;
-    if (!r.fixed || !r.dud || !r.index) st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", n);
-    for (int v = 0; v < a->n_values && st == OT_OK; v++) r.index[v] = -1;
-    for (int i = 0; i < n && st == OT_OK; i++) r.index[vars[i]] = i;
+    repair_ctx r;
+    ot_status st = ctx_init(&r, s, vars, n, err);
+    r.evals = 2 * ot_remat_eval_cap(n);
+    if (st == OT_OK) st = add_moves(&r, keep, true, err);
+    ctx_free(&r);
+    return st;
+}
+
+ot_status ot_remat_auto_polish(ot_remat_search *s, bool *keep, int *vars, ot_error *err) {
+    int n = ot_remat_search_vars(s->g, s->a, true, vars);
+    if (!s->have_best || n > OT_REMAT_POLISH_MAX_VARS) return OT_OK;
+    repair_ctx r;
+    ot_status st = ctx_init(&r, s, vars, n, err);
     /* Rounds until one wins nothing (at most 4); then, from that plan, at most 2 whose
      * repair also keeps the drops that tie (r.ties): after the first rounds, not in
      * them, so that every plan those reach is reached as before and the later rounds
@@ -440,8 +503,6 @@ ot_status ot_remat_auto_polish(ot_remat_search *s, bool *keep, int *vars, ot_err
             if (stalled) break;
         }
     }
-    free(r.fixed);
-    free(r.dud);
-    free(r.index);
+    ctx_free(&r);
     return st;
 }

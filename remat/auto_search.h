@@ -131,6 +131,12 @@ bool ot_remat_chain_reaches(const ot_graph *g, const ot_remat_analysis *a, const
 ot_status ot_remat_unclone_search(ot_remat_search *s, bool *keep, const int *vars, int n, bool cheap_too,
                                   ot_error *err);
 
+/* Exchange-and-shift rounds from the best plan (remat/auto_shift.c): the cheapest
+ * exchanges over vars (n of them) that keep no more bytes, each that does not fit
+ * then repaired by moving one kept value to a recomputed neighbour in vars; flips
+ * after each win. Again while a round wins. */
+ot_status ot_remat_shift_search(ot_remat_search *s, bool *keep, const int *vars, int n, ot_error *err);
+
 /* The nodes the best plan clones that cost FLOPs, costliest first, into top (node id
  * and FLOPs; a->n_nodes + 1 room). cloned (a->n_nodes) and stack
  * (ot_remat_stack_room) are scratch. Returns how many. */
@@ -155,5 +161,9 @@ int ot_remat_frontier_keep(const ot_graph *g, const ot_remat_analysis *a, bool *
 /* auto's second phase (remat/auto_polish.c): from the best plan, the moves above and
  * add-and-repair moves over every candidate, saved or not. vars: a->n_values room. */
 ot_status ot_remat_auto_polish(ot_remat_search *s, bool *keep, int *vars, ot_error *err);
+/* Add-and-fill (remat/auto_polish.c, auto's last stage): the add moves of the polish,
+ * each repaired by one bulk repair whose drops go by FLOPs per byte, the smaller first
+ * at the same price. vars: a->n_values room. */
+ot_status ot_remat_fill_search(ot_remat_search *s, bool *keep, int *vars, ot_error *err);
 
 #endif
