@@ -19,20 +19,23 @@
  * (optimal_chain.c: its literals v_i not kept, w recomputed; root u's root, step
  * fb(w)), so the rows it makes are the ones a rejected plan would add. Paths are
  * bounded in length and count (PRECHAIN_DEPTH, PRECHAIN_MAX): what the walk leaves
- * out the rounds still find lazily, as before. */
+ * out the rounds still find lazily, as before. The walk visits at most PRECHAIN_VISITS
+ * nodes (paths fan out: chain48's 48 layers). */
 #include <stdlib.h>
 
 #include "remat/optimal_model.h"
 #include "remat/remat_internal.h"
 
-#define PRECHAIN_DEPTH 8  /* values on one path, w included */
-#define PRECHAIN_MAX 4096 /* chains in all */
+#define PRECHAIN_DEPTH 8           /* values on one path, w included */
+#define PRECHAIN_MAX 4096          /* chains in all */
+#define PRECHAIN_VISITS (1L << 20) /* nodes the walk visits: wide graphs have many paths */
 
 typedef struct walk {
     const ot_opt_chain_view *vw;
     ot_opt_chains *ch;
     ot_opt_lit lits[PRECHAIN_DEPTH];
     int root, lf, limit; /* u's root, its last forward read, place of c */
+    long visits;
     bool oom;
 } walk;
 
@@ -46,20 +49,18 @@ static void extend(walk *wk, int id, int depth) {
     const ot_graph *g = vw->g;
     const ot_remat_analysis *a = vw->a;
     const ot_node *n = &g->nodes[id];
-    if (depth >= PRECHAIN_DEPTH) return;
+    if (depth >= PRECHAIN_DEPTH || ++wk->visits > PRECHAIN_VISITS) return;
     for (int o = 0; o < n->n_outputs && !wk->oom && wk->ch->n < PRECHAIN_MAX; o++) {
         int v = n->outputs[o];
         if (!has_col(vw, v)) continue;
         wk->lits[depth] = (ot_opt_lit){vw->col[v], !a->saved[v]};
         int s = vw->first_bwd[v];
-        if (a->saved[v] && s != vw->never && s < wk->limit && s > wk->lf) {
-            wk->lits[depth].neg = false;
-            if (!ot_opt_chains_push(wk->ch, wk->root, s, wk->lits, depth + 1)) wk->oom = true;
-        }
+        if (a->saved[v] && s != vw->never && s < wk->limit && s > wk->lf &&
+            !ot_opt_chains_push(wk->ch, wk->root, s, wk->lits, depth + 1))
+            wk->oom = true;
         for (int c = 0; c < g->values[v].n_consumers && !wk->oom; c++) {
             int cid = g->values[v].consumers[c];
             if (cid >= a->n_nodes || a->fwd_pos[cid] <= a->fwd_pos[id] || vw->place[cid] == vw->never) continue;
-            wk->lits[depth] = (ot_opt_lit){vw->col[v], !a->saved[v]};
             extend(wk, cid, depth + 1);
         }
     }
@@ -84,7 +85,8 @@ ot_status ot_opt_prechains(ot_opt_model *md, ot_error *err) {
         for (int i = 0; i < n->n_inputs; i++) {
             int u = n->inputs[i];
             bool again = false; /* one walk per root that c reads */
-            for (int j = 0; j < i && u >= 0; j++) again |= n->inputs[j] >= 0 && vw->root[n->inputs[j]] == vw->root[u];
+            for (int j = 0; j < i && u >= 0; j++)
+                again |= n->inputs[j] >= 0 && vw->root[n->inputs[j]] == vw->root[u];
             if (u < 0 || again || !a->candidate[u] || !freeable[vw->root[u]]) continue;
             wk.root = vw->root[u];
             wk.lf = vw->last_fwd[wk.root];
@@ -95,4 +97,3 @@ ot_status ot_opt_prechains(ot_opt_model *md, ot_error *err) {
     free(freeable);
     return wk.oom ? ot_opt_oom(err) : OT_OK;
 }
-
