@@ -26,7 +26,7 @@
 #include "remat/optimal_model.h"
 #include "remat/remat_internal.h"
 
-#define PRECHAIN_DEPTH 8           /* values on one path, w included */
+#define PRECHAIN_DEPTH 5           /* values on one path, w included (8: llama at 407,840 lost its proof) */
 #define PRECHAIN_MAX 4096          /* chains in all */
 #define PRECHAIN_VISITS (1L << 20) /* nodes the walk visits: wide graphs have many paths */
 
@@ -41,6 +41,16 @@ typedef struct walk {
 
 static bool has_col(const ot_opt_chain_view *vw, int v) {
     return v >= 0 && vw->a->candidate[v] && !vw->a->pinned[v] && vw->col[v] >= 0;
+}
+
+/* Whether node id reads a value of root r. A path through such a node adds nothing:
+ * its chain from that node (same end, fewer literals) brings r back as early, or, when
+ * that end is past the node's place, the node's own clone does (a reader row already). */
+static bool reads_root(const ot_opt_chain_view *vw, int id, int r) {
+    const ot_node *n = &vw->g->nodes[id];
+    for (int i = 0; i < n->n_inputs; i++)
+        if (n->inputs[i] >= 0 && vw->a->candidate[n->inputs[i]] && vw->root[n->inputs[i]] == r) return true;
+    return false;
 }
 
 /* Extends the path at node id (depth values on it so far). */
@@ -60,7 +70,9 @@ static void extend(walk *wk, int id, int depth) {
             wk->oom = true;
         for (int c = 0; c < g->values[v].n_consumers && !wk->oom; c++) {
             int cid = g->values[v].consumers[c];
-            if (cid >= a->n_nodes || a->fwd_pos[cid] <= a->fwd_pos[id] || vw->place[cid] == vw->never) continue;
+            if (cid >= a->n_nodes || a->fwd_pos[cid] <= a->fwd_pos[id] || vw->place[cid] == vw->never ||
+                reads_root(vw, cid, wk->root))
+                continue;
             extend(wk, cid, depth + 1);
         }
     }
