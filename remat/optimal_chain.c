@@ -53,6 +53,10 @@ static bool push_chain(ot_opt_chains *ch, int root, int step, const ot_opt_lit *
     return true;
 }
 
+bool ot_opt_chains_push(ot_opt_chains *ch, int root, int step, const ot_opt_lit *lits, int n) {
+    return has_chain(ch, root, step, lits, n) || push_chain(ch, root, step, lits, n);
+}
+
 /* Where each clone of the plan really runs (none schedule steps): before the first
  * backward read of a recomputed saved output, or before a consumer's clone that
  * reads an output not kept; next/via say which (next -1: its own output via). */

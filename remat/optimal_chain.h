@@ -55,5 +55,8 @@ typedef struct ot_opt_chain_view {
 ot_status ot_opt_chains_find(const ot_opt_chain_view *vw, const bool *keep, ot_opt_chains *ch, int *added,
                              ot_error *err);
 void ot_opt_chains_free(ot_opt_chains *ch);
+/* Adds the chain (root back from step when lits[0 .. n) hold) unless ch has it; false
+ * when out of memory. */
+bool ot_opt_chains_push(ot_opt_chains *ch, int root, int step, const ot_opt_lit *lits, int n);
 
 #endif

@@ -49,6 +49,7 @@ typedef struct ot_opt_model {
      * rebuild numbers the same (choice_columns adds them first). */
     ot_opt_chains chains;
     ot_mip cuts;
+    bool walked; /* the chains of the graph's paths are in chains (optimal_prechain.c) */
 } ot_opt_model;
 
 /* The error every allocation failure of the programme returns. */
@@ -68,6 +69,9 @@ ot_status ot_opt_hole_terms(ot_opt_model *md, ot_error *err);
  * (optimal_relax.c). *outside: a row that is no memory row excludes it. */
 ot_status ot_opt_seed_relax(const ot_opt_model *md, int64_t budget, const double *start, double *relax,
                             bool *outside, ot_error *err);
+/* Once per model: every chain a path of the graph makes (optimal_prechain.c), into
+ * md->chains before the memory rows are made; needs choice_columns' columns. */
+ot_status ot_opt_prechains(ot_opt_model *md, ot_error *err);
 /* The running sums over the terms: one interval per run of steps where none starts or
  * ends; their bounds are set per round. */
 ot_status ot_opt_budget_rows(ot_opt_model *md, ot_error *err);

@@ -103,9 +103,9 @@ ot_status ot_opt_memory_terms(model *md, ot_error *err) {
     int *lf = malloc((size_t)nv * sizeof(int)), *fb = malloc((size_t)nv * sizeof(int));
     int *until = malloc((size_t)nv * sizeof(int)), *gcol = malloc((size_t)nv * sizeof(int));
     bool *pinned = calloc((size_t)nv, sizeof(bool)), *saved = calloc((size_t)nv, sizeof(bool));
-    ot_status st = OT_OK;
-    if (!lf || !fb || !until || !gcol || !pinned || !saved) {
-        st = ot_opt_oom(err);
+    ot_status st = ot_opt_prechains(md, err); /* once: the chains every plan has, before their rows */
+    if (st || !lf || !fb || !until || !gcol || !pinned || !saved) {
+        if (!st) st = ot_opt_oom(err);
         goto done;
     }
     for (int r = 0; r < nv; r++) lf[r] = -1, fb[r] = NEVER, until[r] = -1, gcol[r] = -1;
