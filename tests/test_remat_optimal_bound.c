@@ -94,20 +94,10 @@ typedef struct reject_cheap {
     int rejected; /* how many such plans were measured */
 } reject_cheap;
 
-static double clone_flops(const ot_graph *g, const ot_remat_analysis *an) {
-    double f = 0.0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const ot_node *n = &g->nodes[i];
-        if (!n->removed && n->phase == OT_PHASE_RECOMPUTE && n->orig_node >= 0 && n->orig_node < an->n_nodes)
-            f += an->node_flops[n->orig_node];
-    }
-    return f;
-}
-
 static ot_status measure_reject_cheap(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
     reject_cheap *r = user;
     ot_status st = ot_remat_measure_planner(g, r->be, m, err);
-    double f = clone_flops(g, r->an);
+    double f = rc_clone_flops(g, r->an, NULL);
     if (!st && f > 0.0 && f <= r->cheap + 0.5) {
         r->rejected++;
         m->peak = r->budget + 1;
@@ -150,7 +140,7 @@ static void check_second_round(const char *name, int quarter, double limit) {
     assert_true(st.planner_peak <= budget);
     ot_remat_rewrite rw; /* the answer is a plan the measure accepts */
     assert_int_equal(ot_remat_apply(s->g, &s->an, keep, &rw, &err), OT_OK);
-    assert_true(clone_flops(s->g, &s->an) > rj.cheap + 0.5);
+    assert_true(rc_clone_flops(s->g, &s->an, NULL) > rj.cheap + 0.5);
     ot_remat_undo(s->g, &rw);
     free(keep);
     ot_remat_session_free(s);

@@ -95,16 +95,6 @@ typedef struct bestfit {
     int n_measured, n_stands; /* plans measured, and those whose best fit placement stands */
 } bestfit;
 
-static double clone_flops(const ot_graph *g, const ot_remat_analysis *an) {
-    double f = 0.0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const ot_node *n = &g->nodes[i];
-        if (!n->removed && n->phase == OT_PHASE_RECOMPUTE && n->orig_node >= 0 && n->orig_node < an->n_nodes)
-            f += an->node_flops[n->orig_node];
-    }
-    return f;
-}
-
 static ot_status measure_bestfit(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
     bestfit *b = user;
     ot_plan_device dev = ot_backend_plan_device(b->be);
@@ -130,7 +120,8 @@ static ot_status measure_bestfit(const ot_graph *g, void *user, ot_remat_measure
     }
     b->n_measured++;
     b->n_stands += plan->best_fit_stands;
-    if (m->peak <= b->budget && clone_flops(g, b->an) < b->least_accepted) b->least_accepted = clone_flops(g, b->an);
+    double flops = rc_clone_flops(g, b->an, NULL);
+    if (m->peak <= b->budget && flops < b->least_accepted) b->least_accepted = flops;
     if (m->want_plan && !m->scratch) {
         m->plan = plan;
         plan = NULL;

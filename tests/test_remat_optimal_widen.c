@@ -34,23 +34,11 @@ typedef struct overstate {
     int rejected;
 } overstate;
 
-static double clone_flops(const ot_graph *g, const ot_remat_analysis *an, int *n) {
-    double f = 0.0;
-    *n = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const ot_node *nd = &g->nodes[i];
-        if (nd->removed || nd->phase != OT_PHASE_RECOMPUTE || nd->orig_node < 0 || nd->orig_node >= an->n_nodes) continue;
-        f += an->node_flops[nd->orig_node];
-        (*n)++;
-    }
-    return f;
-}
-
 static ot_status measure_overstate(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
     overstate *o = user;
     ot_status st = ot_remat_measure_planner(g, o->be, m, err);
     int n = 0;
-    double f = clone_flops(g, o->an, &n);
+    double f = rc_clone_flops(g, o->an, &n);
     if (!st && n == 0 && m->timeline) { /* the plain plan: the rows start from its timeline */
         bool bwd = false;
         for (int s = 0; s < m->n_steps; s++) {

@@ -29,3 +29,16 @@ void rc_search_close(rc_search *r) {
     free(r->keep);
     ot_remat_session_free(r->s);
 }
+
+double rc_clone_flops(const ot_graph *g, const ot_remat_analysis *an, int *n_clones) {
+    double f = 0.0;
+    int count = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ot_node *n = &g->nodes[i];
+        if (n->removed || n->phase != OT_PHASE_RECOMPUTE || n->orig_node < 0 || n->orig_node >= an->n_nodes) continue;
+        f += an->node_flops[n->orig_node];
+        count++;
+    }
+    if (n_clones) *n_clones = count;
+    return f;
+}

@@ -21,4 +21,9 @@ typedef struct rc_search {
 void rc_search_open(rc_search *r, const char *path);
 void rc_search_close(rc_search *r);
 
+/* The recompute FLOPs of a rewritten graph: the analysis's FLOPs of every live clone's
+ * original node (what a test's own measure charges a plan it judges); *n_clones, when
+ * not NULL, the number of those clones. */
+double rc_clone_flops(const ot_graph *g, const ot_remat_analysis *an, int *n_clones);
+
 #endif
