@@ -259,7 +259,7 @@ static void test_best_fit(void **state) {
 /* Best fit leaves a hole that the second placement closes: A (1024 B) dies under B
  * (64 B), so best fit puts C (2048 B) above B and ends at 3,200 bytes, 1,024 above
  * the most ever in use (B, S and C: 2,176); greedy by size puts C at the bottom, A
- * under it (they are never live together) and B and S above. The plan is the replay's
+ * under it (they are never live together) and B and S above. The plan is the refit's
  * (checked whole by pc_check_plan), and a bounded build agrees with it at every limit,
  * including one that best fit's peak passes but the plan's does not. */
 static void test_refit_closes_hole(void **state) {

@@ -112,19 +112,12 @@ static ot_status measure_reject_cheap(const ot_graph *g, void *user, ot_remat_me
 static void check_second_round(const char *name, int quarter, double limit) {
     char path[1024];
     snprintf(path, sizeof path, "%s/samples/%s.onnx", OT_SOURCE_DIR, name);
-    ot_remat_session_options o = {.seed = 7, .n_threads = 2, .policy = "none", .plan_only = true, .batch_size = 8};
-    o.loss.kind = OT_LOSS_CROSS_ENTROPY;
-    o.loss.class_axis = -1;
-    ot_remat_session *s = NULL;
+    rc_search rs;
+    rc_search_open(&rs, path);
+    ot_remat_session *s = rs.s;
+    bool *keep = rs.keep;
     ot_error err = {0};
-    if (ot_remat_session_new(path, &o, &s, &err)) fail_msg("%s", err.msg);
-    bool *keep = calloc((size_t)s->an.n_values + 1, sizeof(bool));
-    assert_non_null(keep);
-    ot_remat_measurement m0 = {0};
-    assert_int_equal(ot_remat_measure_planner(s->g, s->be, &m0, &err), OT_OK);
-    int64_t least = 0;
-    assert_int_equal(ot_remat_least_memory(s->g, &s->an, ot_remat_measure_planner, s->be, keep, &least, &err), OT_OK);
-    int64_t budget = least + (m0.peak - least) * quarter / 4;
+    int64_t budget = rs.least + (rs.plain - rs.least) * quarter / 4;
     ot_remat_optimal_stats st;
     picky plain = {.be = s->be};
     assert_int_equal(ot_remat_optimal(s->g, &s->an, budget, limit, measure_picky, &plain, keep, &st, &err), OT_OK);
@@ -142,8 +135,7 @@ static void check_second_round(const char *name, int quarter, double limit) {
     assert_int_equal(ot_remat_apply(s->g, &s->an, keep, &rw, &err), OT_OK);
     assert_true(rc_clone_flops(s->g, &s->an, NULL) > rj.cheap + 0.5);
     ot_remat_undo(s->g, &rw);
-    free(keep);
-    ot_remat_session_free(s);
+    rc_search_close(&rs);
 }
 
 static void test_bound(void **state) {

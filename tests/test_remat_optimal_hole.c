@@ -139,12 +139,8 @@ static ot_status measure_bestfit(const ot_graph *g, void *user, ot_remat_measure
 static ot_remat_optimal_stats solve(const char *name, int64_t budget, int refit_max_blocks, bestfit *b) {
     char path[1024];
     snprintf(path, sizeof path, "%s/samples/%s.onnx", OT_SOURCE_DIR, name);
-    ot_remat_session_options o = {.seed = 7, .n_threads = 2, .policy = "none", .plan_only = true, .batch_size = 8};
-    o.loss.kind = OT_LOSS_CROSS_ENTROPY;
-    o.loss.class_axis = -1;
-    ot_remat_session *s = NULL;
+    ot_remat_session *s = rc_session_open(path);
     ot_error err = {0};
-    if (ot_remat_session_new(path, &o, &s, &err)) fail_msg("%s", err.msg);
     bool *keep = calloc((size_t)s->an.n_values + 1, sizeof(bool));
     assert_non_null(keep);
     *b = (bestfit){.be = s->be, .an = &s->an, .refit_max_blocks = refit_max_blocks, .budget = budget,

@@ -8,13 +8,19 @@
 
 #include "remat_check.h"
 
-void rc_search_open(rc_search *r, const char *path) {
+ot_remat_session *rc_session_open(const char *path) {
     ot_remat_session_options o = {.seed = 7, .n_threads = 2, .policy = "none", .plan_only = true, .batch_size = 8};
     o.loss.kind = OT_LOSS_CROSS_ENTROPY;
     o.loss.class_axis = -1;
     ot_error err = {0};
-    r->s = NULL;
-    if (ot_remat_session_new(path, &o, &r->s, &err)) fail_msg("%s: %s", path, err.msg);
+    ot_remat_session *s = NULL;
+    if (ot_remat_session_new(path, &o, &s, &err)) fail_msg("%s: %s", path, err.msg);
+    return s;
+}
+
+void rc_search_open(rc_search *r, const char *path) {
+    ot_error err = {0};
+    r->s = rc_session_open(path);
     r->keep = calloc((size_t)r->s->an.n_values + 1, sizeof(bool));
     assert_non_null(r->keep);
     ot_remat_measurement m0 = {0};

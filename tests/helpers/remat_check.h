@@ -16,8 +16,12 @@ typedef struct rc_search {
 } rc_search;
 
 /* Opens the model at path as these tests do (plan only, batch 8, cross-entropy over
- * the last axis, policy none, seed 7, 2 threads) and measures both peaks with the
- * planner; fails the test on any error. */
+ * the last axis, policy none, seed 7, 2 threads); fails the test on any error. Free
+ * it with ot_remat_session_free. */
+ot_remat_session *rc_session_open(const char *path);
+
+/* rc_session_open, then measures both peaks with the planner; fails the test on any
+ * error. */
 void rc_search_open(rc_search *r, const char *path);
 void rc_search_close(rc_search *r);
 
