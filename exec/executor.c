@@ -223,13 +223,20 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
         goto oom;
     }
     for (int k = 0; k < n_bind; k++) ext_ids[k] = bind[k].value_id;
-    ot_plan_options popt = {.no_inplace = ex->opt.no_inplace, .external = ext_ids, .n_external = n_bind};
-
-    if ((st = ot_schedule_build(g, &ex->order, &ex->n_steps, err))) {
+    ot_plan_options popt = {.no_inplace = ex->opt.no_inplace, .external = ext_ids, .n_external = n_bind,
+                            .fit_target_bytes = ex->opt.fit_target_bytes};
+    ot_plan_device dev = ot_backend_plan_device(be);
+    if (ex->opt.fit_target_bytes) { /* the order judged under the target, as remat's measure judged it */
+        ot_plan_options topt = {.fit_target_bytes = ex->opt.fit_target_bytes};
+        ot_plan *judged = NULL;
+        st = ot_schedule_plan_opts(g, &dev, &topt, NULL, &ex->order, &ex->n_steps, &judged, err);
+        ot_plan_free(judged);
+    } else
+        st = ot_schedule_build(g, &ex->order, &ex->n_steps, err);
+    if (st) {
         free(ext_ids);
         goto fail;
     }
-    ot_plan_device dev = ot_backend_plan_device(be);
     st = ot_plan_build_opts(g, ex->order, ex->n_steps, &dev, &popt, &ex->plan, err);
     free(ext_ids);
     if (st || (st = check_bindings(ex, bind, n_bind, err))) goto fail;

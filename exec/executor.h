@@ -76,6 +76,10 @@ typedef struct ot_exec_options {
      * executor can be made on g (it would find params without data). Constants are
      * kept: shape inference and folding read them when dims are bound again. */
     bool release_host_data;
+    /* The arena bytes the plan aims at (ot_plan_options.fit_target_bytes: a budget), 0
+     * for none: the order is judged and the plan made with it, as remat's measure made
+     * the plan it accepted (remat/remat.h, ot_remat_measurement.fit_target). */
+    size_t fit_target_bytes;
 } ot_exec_options;
 
 /* opt may be NULL (defaults). Checks that the backend supports every node first and

@@ -304,18 +304,42 @@ static void patch_offsets(build *b, const walk_start *w, const size_t *off) {
     else memcpy(p->at_peak, w->at_peak, sizeof p->at_peak);
 }
 
+/* The region's top a plan must reach to meet ot_plan_options.fit_target_bytes (the
+ * target less the region's start); SIZE_MAX when there is none, or when the floor
+ * (the aligned bytes in use at the busiest step) already passes it: no placement can. */
+static size_t fit_goal(const build *b) {
+    size_t target = b->opt ? b->opt->fit_target_bytes : 0;
+    if (target == 0 || target < b->base || b->max_in_use > target - b->base) return SIZE_MAX;
+    return target - b->base;
+}
+
 /* Best fit left a hole: places the walk's spans again (plan/refit.h) and, when they
  * end lower, writes those offsets into the plan. The refit gives up as soon as it
- * reaches best fit's top, or a top whose peak must pass b->limit. */
+ * reaches best fit's top, or a top whose peak must pass b->limit; with a target in
+ * reach (fit_goal) it never stops at the limit, so that whether the search runs (the
+ * lower top of the three still passes the target) is the same in a bounded build as in
+ * an unbounded one, and so is the plan. */
 static ot_status refit(build *b, const walk_start *w) {
-    size_t give_up = b->al.top, top = 0;
-    if (b->limit < SIZE_MAX - OT_PLAN_ALIGN && b->limit + OT_PLAN_ALIGN > b->base &&
+    size_t give_up = b->al.top, top = 0, goal = fit_goal(b);
+    if (goal == SIZE_MAX && b->limit < SIZE_MAX - OT_PLAN_ALIGN && b->limit + OT_PLAN_ALIGN > b->base &&
         b->limit + OT_PLAN_ALIGN - b->base < give_up)
         give_up = b->limit + OT_PLAN_ALIGN - b->base;
     size_t *off = ot_scratch_alloc(b->scr, sizeof(size_t) * (size_t)(b->n_span + 1));
     if (!off) return oom(b);
     int rc = ot_fit_refit(b->span, b->n_span, b->max_in_use, give_up, b->scr, off, &top);
+    size_t *off2 = NULL;
+    if (rc >= 0 && goal != SIZE_MAX && (rc ? b->al.top : top) > goal) { /* missed narrowly: search */
+        int tries = 0, rs = -1;
+        if ((off2 = ot_scratch_alloc(b->scr, sizeof(size_t) * (size_t)(b->n_span + 1))))
+            rs = ot_fit_search(b->span, b->n_span, goal, b->scr, off2, &top, &tries);
+        if (rs == 0) { /* else the refit's offsets, if lower than best fit's, stand */
+            memcpy(off, off2, sizeof(size_t) * (size_t)b->n_span);
+            rc = 0;
+        }
+        if (rs < 0) rc = -1;
+    }
     if (rc == 0) patch_offsets(b, w, off);
+    ot_scratch_release(b->scr, off2);
     ot_scratch_release(b->scr, off);
     return rc < 0 ? oom(b) : OT_OK;
 }

@@ -21,7 +21,10 @@
  * breadth) and the lower placement is kept. Only offsets move: which values share a
  * block (in place, slots, aliases), the timeline and the categories do not, so the peak
  * never rises by it and results are bitwise those of best fit's placement. Both are
- * deterministic.
+ * deterministic. With a target (ot_plan_options.fit_target_bytes, the budget) that the
+ * lower of the three placements passes while the bytes in use do not, a third,
+ * iterated greedy (plan/refit.h, ot_fit_search), aims at the target: a budget that
+ * remat's searches measured a plan to fit is then met by the plan that runs.
  *
  * Pinned: values of kind param, state, optimizer state, constant (when read) and
  * input; graph outputs; and gradients of params — a value of kind GRADIENT that an
@@ -187,6 +190,14 @@ typedef struct ot_plan_options {
      * (OT_REFIT_MAX_BLOCKS, 2,048), negative for no second placement at all (best fit's
      * placement stands on every plan: what a test of remat/optimal_hole.c's terms needs). */
     int refit_max_blocks;
+    /* The arena bytes the caller must fit in (--memory-budget, or auto's budget for the
+     * training step), 0 for none. When the second placement's peak still passes it while
+     * the aligned bytes in use at the busiest step do not, the planner searches further
+     * placements of the same blocks (plan/refit.h, ot_fit_search: a few dozen at most)
+     * and takes the first that fits. The plan stays a function of (graph, order,
+     * options): every entry point, bounded or not, gives the same plan for the same
+     * target; without one, plans are as before. */
+    size_t fit_target_bytes;
 } ot_plan_options;
 
 /* Plans `g` over the schedule order[0..n). dev supplies workspace sizes (NULL: none).

@@ -129,7 +129,8 @@ static size_t best_gap(const placed_set *ps, const ot_fit_span *s) {
 }
 
 /* Places the blocks in the order ord[0..n) (ps: room for n rounded up to 64), each in
- * best_gap; 1 as soon as the top reaches give_up, else 0. */
+ * best_gap; as soon as the top reaches give_up, stops and returns 1 + the position in
+ * ord of the block that reached it, else 0. */
 static int place_in_order(const ot_fit_span *sp, int n, const refit_key *ord, placed_set *ps, size_t give_up,
                           size_t *off, size_t *top) {
     int cap = (n + 63) / 64 * 64;
@@ -141,7 +142,7 @@ static int place_in_order(const ot_fit_span *sp, int n, const refit_key *ord, pl
         size_t o = best_gap(ps, &sp[i]), e = o + sp[i].size;
         off[i] = o;
         if (e > *top) *top = e;
-        if (*top >= give_up) return 1;
+        if (*top >= give_up) return np + 1;
         int lo = 0, hi = np; /* insert after every placed block at or below o */
         while (lo < hi) {
             int mid = (lo + hi) / 2;
@@ -194,7 +195,7 @@ int ot_fit_refit(const ot_fit_span *sp, int n, size_t floor, size_t give_up, ot_
     if (!ord || !tmp || !ps.first || !ps.last || !ps.off || !ps.end || !off2) goto done;
     for (int i = 0; i < n; i++) ord[i] = (refit_key){.size = sp[i].size, .step = sp[i].first, .idx = i};
     sort_keys(ord, tmp, n, false);
-    rc = place_in_order(sp, n, ord, &ps, give_up, off, top);
+    rc = place_in_order(sp, n, ord, &ps, give_up, off, top) != 0;
     if (rc == 0 && *top <= floor) goto done; /* no order can end lower */
     /* by breadth, kept only when strictly lower (by size wins ties) */
     if (breadth_keys(sp, n, scr, ord)) {
@@ -215,5 +216,46 @@ done:
     ot_scratch_release(scr, ps.off);
     ot_scratch_release(scr, ps.end);
     ot_scratch_release(scr, off2);
+    return rc;
+}
+
+/* The search's tries: at most OT_FIT_SEARCH_TRIES, and at most FIT_SEARCH_WORK / n^2
+ * (each try scans up to n^2 / 2 pairs of blocks), so that on the largest plans it
+ * takes (OT_REFIT_MAX_BLOCKS blocks) it costs a few placements, not 32. */
+enum { FIT_SEARCH_WORK = 1 << 24 };
+
+int ot_fit_search(const ot_fit_span *sp, int n, size_t goal, ot_plan_scratch *scr, size_t *off, size_t *top,
+                  int *tries) {
+    size_t cap = (size_t)(n + 63) / 64 * 64 + 64;
+    refit_key *ord = ot_scratch_alloc(scr, sizeof *ord * (size_t)(n + 1));
+    refit_key *tmp = ot_scratch_alloc(scr, sizeof *tmp * (size_t)(n + 1));
+    placed_set ps = {.first = ot_scratch_alloc(scr, sizeof(int) * cap), .last = ot_scratch_alloc(scr, sizeof(int) * cap),
+                     .off = ot_scratch_alloc(scr, sizeof(size_t) * cap), .end = ot_scratch_alloc(scr, sizeof(size_t) * cap)};
+    int rc = -1, max_tries = OT_FIT_SEARCH_TRIES;
+    if ((double)n * n * max_tries > FIT_SEARCH_WORK) max_tries = n > 0 ? FIT_SEARCH_WORK / n / n : 1;
+    if (max_tries < 1) max_tries = 1;
+    *tries = 0;
+    if (!ord || !tmp || !ps.first || !ps.last || !ps.off || !ps.end) goto done;
+    for (int i = 0; i < n; i++) ord[i] = (refit_key){.size = sp[i].size, .step = sp[i].first, .idx = i};
+    sort_keys(ord, tmp, n, false); /* greedy by size's order, the first the refit tried */
+    rc = 1;
+    while (rc == 1 && *tries < max_tries) {
+        ++*tries;
+        int at = place_in_order(sp, n, ord, &ps, goal + 1, off, top); /* stops at the first block past goal */
+        if (at == 0) {
+            rc = 0;
+            break;
+        }
+        refit_key k = ord[at - 1]; /* that block first, the others in their order */
+        memmove(&ord[1], &ord[0], sizeof *ord * (size_t)(at - 1));
+        ord[0] = k;
+    }
+done:
+    ot_scratch_release(scr, ord);
+    ot_scratch_release(scr, tmp);
+    ot_scratch_release(scr, ps.first);
+    ot_scratch_release(scr, ps.last);
+    ot_scratch_release(scr, ps.off);
+    ot_scratch_release(scr, ps.end);
     return rc;
 }

@@ -62,8 +62,10 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
     int *order = NULL, n = 0;
     ot_plan *plan = NULL;
     ot_plan_device dev = ot_backend_plan_device((ot_backend *)user);
-    /* reuses the judging plan; with a scratch, the order and plan live in it */
-    ot_status st = ot_schedule_plan_scratch(g, &dev, m->scratch, &order, &n, &plan, err);
+    /* reuses the judging plan; with a scratch, the order and plan live in it; the
+     * target judges the two orders too, as the session's executor does */
+    ot_plan_options popt = {.fit_target_bytes = m->fit_target > 0 ? (size_t)m->fit_target : 0};
+    ot_status st = ot_schedule_plan_opts(g, &dev, m->fit_target > 0 ? &popt : NULL, m->scratch, &order, &n, &plan, err);
     if (st == OT_OK) {
         size_t top = 0;
         m->peak = (int64_t)ot_plan_peak_bytes(plan);
@@ -98,7 +100,7 @@ ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurem
     }
     ot_status st = ot_remat_apply_marked(s->g, s->a, keep, s->walk_cloned, n_clones, &s->rw_buf, &rw, err);
     if (st != OT_OK) return st;
-    ot_remat_measurement m = {.scratch = s->scratch};
+    ot_remat_measurement m = {.scratch = s->scratch, .fit_target = s->fit_target};
     double cost = rw.extra_flops;
     /* the rewrite rewired the journal's nodes and appended the clones: the schedule
      * reads those and copies the rest from the search's base (search_init) */
@@ -366,7 +368,7 @@ ot_status ot_remat_search_init(search *s, ot_graph *g, const ot_remat_analysis *
                              ot_remat_measure_fn measure, void *user, ot_remat_auto_stats *stats, ot_error *err) {
     memset(stats, 0, sizeof *stats);
     *s = (search){.g = g, .a = a, .measure = measure, .user = user, .budget = budget, .stats = stats,
-                  .cost_cap = HUGE_VAL};
+                  .cost_cap = HUGE_VAL, .fit_target = budget > 0 ? budget : 0};
     s->best = ot_xcalloc((size_t)a->n_values, sizeof(bool));
     s->min_keep = ot_xcalloc((size_t)a->n_values, sizeof(bool));
     s->scratch = ot_plan_scratch_new();
@@ -548,15 +550,19 @@ static ot_status fill_stage(search *s, bool *keep, int *vars, ot_error *err) {
     return ot_remat_search_flips(s, keep, vars, n, ot_remat_eval_cap(n), err);
 }
 
-/* Steps 1-8 of the file comment under budget: the plan into keep_out, stats filled. */
-static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
-                             void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
+/* Steps 1-8 of the file comment under budget: the plan into keep_out, stats filled.
+ * target: the budget the plans will run under (ot_remat_measurement.fit_target), which
+ * step 9's search below the first plan's peak keeps. */
+static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t budget, int64_t target,
+                             ot_remat_measure_fn measure, void *user, bool *keep_out, ot_remat_auto_stats *stats,
+                             ot_error *err) {
     int nv = a->n_values;
     search s;
     bool *keep = ot_xcalloc((size_t)nv, sizeof(bool));
     int *vars = ot_xcalloc((size_t)nv, sizeof(int));
     ranked *order = ot_xcalloc((size_t)nv, sizeof(ranked));
     ot_status st = ot_remat_search_init(&s, g, a, budget, measure, user, stats, err);
+    s.fit_target = target;
     if (st != OT_OK) goto fail;
     if (!keep || !order || !vars) {
         st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", nv);
@@ -697,7 +703,7 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
                         void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
     ot_remat_auto_stats local;
     if (!stats) stats = &local;
-    ot_status st = auto_search(g, a, budget, measure, user, keep_out, stats, err);
+    ot_status st = auto_search(g, a, budget, budget, measure, user, keep_out, stats, err);
     if (st != OT_OK || stats->cost <= 0.0) return st;
     int *vars = ot_xcalloc((size_t)a->n_values + 1, sizeof(int));
     bool *keep = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool));
@@ -708,7 +714,7 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
     if (ot_remat_search_vars(g, a, true, vars) <= OT_REMAT_POLISH_MAX_VARS) {
         ot_remat_auto_stats again = {0};
         ot_error e2 = {0};
-        st = auto_search(g, a, stats->peak - 1, measure, user, keep, &again, &e2);
+        st = auto_search(g, a, stats->peak - 1, budget, measure, user, keep, &again, &e2);
         stats->n_measured += again.n_measured;
         if (st == OT_OK && again.cost < stats->cost) {
             memcpy(keep_out, keep, (size_t)a->n_values * sizeof(bool));

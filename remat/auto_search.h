@@ -42,6 +42,11 @@ typedef struct ot_remat_search {
     ot_remat_measure_fn measure;
     void *user;
     int64_t budget;
+    /* What every measurement's plan aims at (ot_remat_measurement.fit_target): the
+     * budget the plan will run under, 0 for none. search_init sets it to budget (when
+     * positive); auto's second search, under a budget below the first plan's peak, keeps
+     * the real one, so that the plan it accepts is the plan that runs. */
+    int64_t fit_target;
     /* Recompute FLOPs a plan may cost (auto without a budget: remat/auto_modest.c);
      * HUGE_VAL otherwise. A dearer plan is not planned: its measurement is a peak of
      * INT64_MAX, and it is never the best nor the least-peak plan. */

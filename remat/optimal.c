@@ -332,7 +332,7 @@ static ot_status plan_keep(model *md, ot_graph *g, const bool *keep, ot_remat_me
     ot_remat_rewrite rw;
     ot_status st = ot_remat_apply(g, md->a, keep, &rw, err);
     if (st) return st;
-    ot_remat_measurement m = {.want_timeline = true};
+    ot_remat_measurement m = {.want_timeline = true, .fit_target = md->fit_target};
     *cost = rw.extra_flops;
     st = measure(g, user, &m, err);
     *peak = m.peak;
@@ -766,7 +766,7 @@ ot_status ot_remat_optimal(ot_graph *g, const ot_remat_analysis *a, int64_t budg
         return ot_mip_solve(NULL, 0.0, NULL, NULL, &r, err); /* the refusal naming the package */
     }
     if (time_limit_s <= 0.0) time_limit_s = OT_REMAT_OPTIMAL_TIME_LIMIT;
-    model md = {.g = g, .a = a};
+    model md = {.g = g, .a = a, .fit_target = budget}; /* the none plan (m0) is measured without it */
     md.m0.want_timeline = true;
     md.m0.want_plan = true; /* for the holes (optimal_hole.c); a test's measure gives none */
     for (int v = 0; v < a->n_values; v++) keep[v] = a->candidate[v];

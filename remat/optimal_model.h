@@ -44,6 +44,7 @@ typedef struct ot_opt_model {
     /* The none plan as the planner placed it (NULL when the measure is not the
      * planner's own): where best fit must leave a hole (remat/optimal_hole.c). */
     struct ot_plan *p0;
+    int64_t fit_target; /* the budget: what every solution's plan aims at (ot_remat_measurement) */
     /* Kept when the programme is rebuilt (model_rebuild): the chains found so far
      * (optimal_chain.h) and the no-good cuts, as rows over x/k columns, which a
      * rebuild numbers the same (choice_columns adds them first). */

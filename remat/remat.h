@@ -162,6 +162,12 @@ typedef struct ot_remat_measurement {
      * so that no measurement after the first faults pages in. A measure that wraps
      * ot_remat_measure_planner passes m on as it is. */
     struct ot_plan_scratch *scratch;
+    /* The bytes the plan must fit (the searches' budget), 0 for none: passed to the
+     * planner as ot_plan_options.fit_target_bytes, so a plan that misses it by a
+     * placement's hole while its bytes in use fit is placed again aiming at it
+     * (plan/refit.h). The session plans the step it runs with the same target, so the
+     * plan a search accepted is the one that runs. */
+    int64_t fit_target;
 } ot_remat_measurement;
 
 /* The product passes ot_remat_measure_planner; tests may pass their own. */

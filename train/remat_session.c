@@ -68,7 +68,10 @@ ot_status ot_remat_session_plan(const ot_remat_session *s, ot_plan **plan, ot_er
     int *order = NULL, n = 0;
     *plan = NULL;
     ot_plan_device dev = ot_backend_plan_device(s->be);
-    ot_status st = ot_schedule_plan(s->g, &dev, &order, &n, plan, err); /* reuses the plan that judged the order */
+    int64_t target = ot_train_fit_target(s->ts); /* as the session's measure and executor plan it */
+    ot_plan_options popt = {.fit_target_bytes = target > 0 ? (size_t)target : 0};
+    /* reuses the plan that judged the order */
+    ot_status st = ot_schedule_plan_opts(s->g, &dev, target > 0 ? &popt : NULL, NULL, &order, &n, plan, err);
     free(order);
     return st;
 }

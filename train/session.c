@@ -349,6 +349,9 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
     if (st) return st;
     s->pol_parsed = true;
     s->remat.step_flops = ot_remat_step_flops(s->g);
+    /* what the step's plans aim at: the budget less validation's arena (auto_budget's
+     * figure); a GPU's own budget for auto below */
+    s->fit_target = s->o.memory_budget > s->val_peak ? s->o.memory_budget - s->val_peak : 0;
     if (s->pol.kind == OT_REMAT_NONE) {
         if (!s->o.plan_only) return OT_OK;
         if ((st = analyze(s, err))) return st;
@@ -364,10 +367,11 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
     if (!s->o.memory_budget && budgeted && s->be->name && !strncmp(s->be->name, "cuda", 4) &&
         (st = device_budget(s, &s->pol.budget_bytes, err)))
         return st;
+    if (budgeted && s->pol.budget_bytes > 0) s->fit_target = s->pol.budget_bytes;
     if ((st = analyze(s, err))) return st;
     step_measure mu = {.be = s->be, .s = s};
     /* Measure the plain step first, so the run can report what remat saved. */
-    ot_remat_measurement before = {0}, after = {0};
+    ot_remat_measurement before = {.fit_target = s->fit_target}, after = {.fit_target = s->fit_target};
     for (int v = 0; v < s->an.n_values; v++) s->keep[v] = true;
     s->remat.kept_none = ot_remat_kept_bytes(s->g, &s->an, s->keep);
     if ((st = measure_step(s->g, &mu, &before, err))) return st;
@@ -408,6 +412,8 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
     }
     return st;
 }
+
+int64_t ot_train_fit_target(const ot_train_session *s) { return s->fit_target; }
 
 const struct ot_remat_optimal_stats *ot_train_remat_optimal(const ot_train_session *s) {
     return s->have_ostats ? &s->ostats : NULL;

@@ -107,7 +107,9 @@ static ot_status find_boundary(ot_train_session *s, ot_error *err) {
 static ot_status plan_only(ot_train_session *s, ot_error *err) {
     int *order = NULL, n = 0;
     ot_plan_device dev = ot_backend_plan_device(s->be);
-    ot_status st = ot_schedule_plan(s->g, &dev, &order, &n, &s->plan, err); /* reuses the plan that judged the order */
+    ot_plan_options popt = {.fit_target_bytes = (size_t)s->fit_target}; /* as the executor plans it */
+    /* reuses the plan that judged the order */
+    ot_status st = ot_schedule_plan_opts(s->g, &dev, s->fit_target > 0 ? &popt : NULL, NULL, &order, &n, &s->plan, err);
     free(order);
     return st;
 }
@@ -144,7 +146,8 @@ static ot_status make_executor(ot_train_session *s, ot_error *err) {
                           .at_phase_end = ot_train_hook,
                           .after_step = ot_train_after_step,
                           .hook_user = s,
-                          .release_host_data = !s->o.keep_host_weights};
+                          .release_host_data = !s->o.keep_host_weights,
+                          .fit_target_bytes = s->fit_target > 0 ? (size_t)s->fit_target : 0};
     ot_status st = ot_executor_new(s->g, s->be, &eo, &s->ex, err);
     if (!st) st = find_boundary(s, err);
     if (!st && s->o.validation) st = ot_train_validation_prepare(s, err);

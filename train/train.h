@@ -272,6 +272,9 @@ const struct ot_remat_analysis *ot_train_remat_analysis(const ot_train_session *
 /* What the --remat optimal solve found (gap, rounds, model vs planner peak);
  * NULL for the other policies. */
 const struct ot_remat_optimal_stats *ot_train_remat_optimal(const ot_train_session *s);
+/* The arena bytes the training step's plan aims at (ot_plan_options.fit_target_bytes):
+ * --memory-budget less validation's arena (auto's own budget on a GPU), 0 for none. */
+int64_t ot_train_fit_target(const ot_train_session *s);
 /* Seconds spent choosing the remat plan (auto: the search). */
 double ot_train_remat_choose_seconds(const ot_train_session *s);
 /* The optimizer configuration in use (total_steps filled in for cosine). */

@@ -132,6 +132,11 @@ struct ot_train_session {
     int64_t budget;
     bool budget_from_device;
     bool val_in_budget;
+    /* the arena bytes the step's plan aims at (ot_plan_options.fit_target_bytes): the
+     * budget less validation's arena, auto's own budget on a GPU; 0 without one. Remat's
+     * measurements, the budget check, `plan` and the executor all plan with it, so the
+     * plan a search accepted is the plan that runs. */
+    int64_t fit_target;
     /* fp16 loss scaling (train_scale.c): the float64[3] state value (-1: none), the
      * scale, growth and backoff factors, clean steps needed, clean steps in a row,
      * steps skipped, and whether this step's gradients overflowed */

@@ -13,7 +13,8 @@ static double mib(int64_t b) { return (double)b / 1048576.0; }
 ot_status ot_train_check_budget(const ot_graph *g, ot_backend *be, const char *policy, int64_t budget, int64_t val_peak,
                                 ot_error *err) {
     if (budget <= 0 || (policy && (!strcmp(policy, "auto") || !strcmp(policy, "optimal")))) return OT_OK;
-    ot_remat_measurement m = {0};
+    /* planned as the run will plan it: aiming at the budget (less validation's arena) */
+    ot_remat_measurement m = {.fit_target = budget > val_peak ? budget - val_peak : 0};
     ot_status st = ot_remat_measure_planner(g, be, &m, err);
     if (st) return st;
     if (m.peak + val_peak <= budget) return OT_OK;
