@@ -201,6 +201,26 @@ static void restore_released(ot_executor *ex) {
     }
 }
 
+/* The order and the plan, with the planner options the executor's options give
+ * (no_inplace, the bound values, the target). With a target the order is judged
+ * under it, as remat's measure judged the plan it accepted (remat/auto.c); without
+ * one, as always. */
+static ot_status schedule_and_plan(ot_executor *ex, const int *ext_ids, int n_bind, ot_error *err) {
+    ot_plan_options popt = {.no_inplace = ex->opt.no_inplace, .external = ext_ids, .n_external = n_bind,
+                            .fit_target_bytes = ex->opt.fit_target_bytes};
+    ot_plan_device dev = ot_backend_plan_device(ex->be);
+    ot_status st;
+    if (ex->opt.fit_target_bytes) {
+        ot_plan_options topt = {.fit_target_bytes = ex->opt.fit_target_bytes};
+        ot_plan *judged = NULL;
+        st = ot_schedule_plan_opts(ex->g, &dev, &topt, NULL, &ex->order, &ex->n_steps, &judged, err);
+        ot_plan_free(judged);
+    } else
+        st = ot_schedule_build(ex->g, &ex->order, &ex->n_steps, err);
+    if (st) return st;
+    return ot_plan_build_opts(ex->g, ex->order, ex->n_steps, &dev, &popt, &ex->plan, err);
+}
+
 ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *opt, ot_executor **out,
                           ot_error *err) {
     ot_status st = OT_OK;
@@ -223,21 +243,7 @@ ot_status ot_executor_new(ot_graph *g, ot_backend *be, const ot_exec_options *op
         goto oom;
     }
     for (int k = 0; k < n_bind; k++) ext_ids[k] = bind[k].value_id;
-    ot_plan_options popt = {.no_inplace = ex->opt.no_inplace, .external = ext_ids, .n_external = n_bind,
-                            .fit_target_bytes = ex->opt.fit_target_bytes};
-    ot_plan_device dev = ot_backend_plan_device(be);
-    if (ex->opt.fit_target_bytes) { /* the order judged under the target, as remat's measure judged it */
-        ot_plan_options topt = {.fit_target_bytes = ex->opt.fit_target_bytes};
-        ot_plan *judged = NULL;
-        st = ot_schedule_plan_opts(g, &dev, &topt, NULL, &ex->order, &ex->n_steps, &judged, err);
-        ot_plan_free(judged);
-    } else
-        st = ot_schedule_build(g, &ex->order, &ex->n_steps, err);
-    if (st) {
-        free(ext_ids);
-        goto fail;
-    }
-    st = ot_plan_build_opts(g, ex->order, ex->n_steps, &dev, &popt, &ex->plan, err);
+    st = schedule_and_plan(ex, ext_ids, n_bind, err);
     free(ext_ids);
     if (st || (st = check_bindings(ex, bind, n_bind, err))) goto fail;
 

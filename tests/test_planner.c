@@ -314,6 +314,91 @@ static void test_refit_closes_hole(void **state) {
     ot_graph_free(g);
 }
 
+/* A plan that best fit and the second placement's two orders cannot fit within a
+ * target, but the search (plan/refit.h, ot_fit_search) can. Five blocks, from steps
+ * 0-4 (one per step, each read by the step that ends it): 256 B live at 0-3, 320 B at
+ * 1-2, 64 B at 2-4, 128 B at 3-4, 384 B at 4 (read by nobody). At most 640 B are
+ * live at one step; best fit ends at 1,024, greedy by size and by breadth at 768.
+ * With a target of base + 640 the search places the 384-byte block first, then the
+ * 256-byte one, and ends at 640; a target the floor passes, or none, leaves the plan
+ * as it was, and a bounded build gives the same plan at any limit it meets. */
+static ot_graph *aim_graph(int *order, int *n_order) {
+    static const int first[5] = {0, 1, 2, 3, 4}, last[5] = {3, 2, 4, 4, 4}, bytes[5] = {256, 320, 64, 128, 384};
+    ot_graph *g = ot_graph_new("aim");
+    int x = pc_f32(g, "x", 16, OT_VK_INPUT);
+    pc_mark_input(g, x);
+    int v[5];
+    char name[16];
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "v%d", i);
+        v[i] = pc_f32(g, name, bytes[i] / 4, OT_VK_ACTIVATION);
+    }
+    for (int s = 0; s < 5; s++) { /* step s makes v[s] and reads the values that end at s (else x) */
+        int in[5], n_in = 0;
+        for (int i = 0; i < 5; i++)
+            if (last[i] == s && first[i] < s) in[n_in++] = v[i];
+        if (n_in == 0) in[n_in++] = x;
+        snprintf(name, sizeof name, "n%d", s);
+        order[s] = ot_graph_add_node(g, OT_OP_SUM, name, in, n_in, &v[s], 1, OT_PHASE_FORWARD);
+        assert_true(order[s] >= 0);
+    }
+    int y = pc_f32(g, "y", 16, OT_VK_ACTIVATION);
+    order[5] = pc_node1(g, OT_OP_RELU, "n5", x, y, OT_PHASE_FORWARD);
+    pc_mark_output(g, y);
+    *n_order = 6;
+    return g;
+}
+
+static void test_fit_target_search(void **state) {
+    (void)state;
+    int order[6], n;
+    ot_graph *g = aim_graph(order, &n);
+    ot_error err = {0};
+    ot_plan *p0 = NULL, *p = NULL, *q = NULL;
+    ot_plan_options o = {.no_inplace = true};
+    assert_int_equal(ot_plan_build_opts(g, order, n, NULL, &o, &p0, &err), OT_OK);
+    pc_check_plan(g, p0);
+    size_t base = p0->pinned_bytes;
+    assert_int_equal(p0->peak_bytes, base + 768); /* the lower of the two orders */
+    /* a target in reach: the search's placement, at the floor */
+    size_t targets[] = {base + 640, base + 700, base + 767};
+    for (int k = 0; k < 3; k++) {
+        o.fit_target_bytes = targets[k];
+        assert_int_equal(ot_plan_build_opts(g, order, n, NULL, &o, &p, &err), OT_OK);
+        pc_check_plan(g, p);
+        assert_int_equal(p->peak_bytes, base + 640);
+        for (int s = 0; s < n; s++) assert_int_equal(p->timeline[s], p0->timeline[s]); /* only offsets move */
+        /* the same plan from a bounded build at any limit it meets, none below */
+        size_t limits[] = {p->peak_bytes, base + 767, SIZE_MAX};
+        for (int j = 0; j < 3; j++) {
+            bool exceeded = true;
+            assert_int_equal(ot_plan_build_in(g, order, n, NULL, &o, NULL, limits[j], NULL, &q, &exceeded, &err),
+                             OT_OK);
+            assert_false(exceeded);
+            assert_int_equal(q->peak_bytes, p->peak_bytes);
+            for (int v = 0; v < p->n_values; v++) assert_int_equal(q->values[v].offset, p->values[v].offset);
+            ot_plan_free(q);
+        }
+        bool exceeded = false;
+        assert_int_equal(ot_plan_build_in(g, order, n, NULL, &o, NULL, p->peak_bytes - 1, NULL, &q, &exceeded, &err),
+                         OT_OK);
+        assert_true(exceeded);
+        assert_null(q);
+        ot_plan_free(p);
+    }
+    /* no target in reach (below the floor, or met already): the plan without one */
+    size_t none[] = {base + 639, base + 768};
+    for (int k = 0; k < 2; k++) {
+        o.fit_target_bytes = none[k];
+        assert_int_equal(ot_plan_build_opts(g, order, n, NULL, &o, &p, &err), OT_OK);
+        assert_int_equal(p->peak_bytes, p0->peak_bytes);
+        for (int v = 0; v < p->n_values; v++) assert_int_equal(p->values[v].offset, p0->values[v].offset);
+        ot_plan_free(p);
+    }
+    ot_plan_free(p0);
+    ot_graph_free(g);
+}
+
 /* A fake backend that asks 1000 bytes of workspace for MatMul only. */
 static size_t fake_ws(ot_backend *be, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
     (void)be;
@@ -536,6 +621,7 @@ int main(void) {
         cmocka_unit_test(test_slabs_mirror_params),
         cmocka_unit_test(test_best_fit),
         cmocka_unit_test(test_refit_closes_hole),
+        cmocka_unit_test(test_fit_target_search),
         cmocka_unit_test(test_workspace),
         cmocka_unit_test(test_dynamic_shape_error),
         cmocka_unit_test(test_schedule_phases_and_recompute),
