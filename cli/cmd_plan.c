@@ -51,7 +51,8 @@ static void usage(FILE *f) {
           "                            or optimal (least recompute for the budget, as a MIP)\n"
           "                            (default auto: the cheapest plan within --memory-budget; without\n"
           "                            one the least peak within +5% FLOPs, never above none's)\n"
-          "  --memory-budget SIZE      e.g. 512M, 2G: the peak auto or optimal must fit\n"
+          "  --memory-budget SIZE      e.g. 512M, 2G: the peak auto or optimal must fit; every plan's\n"
+          "                            blocks are placed aiming at it, as train places them\n"
           "  --remat-time-limit SEC    for --remat optimal: the MIP solver's limit (default 60); then\n"
           "                            the best plan found and its gap. Needs CBC or GLPK at build time\n"
           "  --device DEV              cpu (default) or cuda[:N]: whose workspace sizes count\n"
@@ -294,6 +295,7 @@ static ot_status plan_one(const plan_opts *o, ot_model *m, ot_dataset *data, ot_
     to.n_bind = o->pick.n_binds;
     /* a budget is what auto searches within; a fixed policy is planned as it is */
     to.memory_budget = !strcmp(policy, "auto") || !strcmp(policy, "optimal") ? o->args.memory_budget : 0;
+    to.plan_target = o->args.memory_budget; /* but placed as `train` places it under the budget */
     to.validation = val->n_arrays > 0; /* planned with the step, inside the budget, as train does */
     ot_status st = ot_dist_train_options(o->dist, &to, false, err); /* --ranks: the per-rank step */
     if (st) return st;

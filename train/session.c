@@ -351,7 +351,8 @@ ot_status ot_train_apply_remat(ot_train_session *s, ot_error *err) {
     s->remat.step_flops = ot_remat_step_flops(s->g);
     /* what the step's plans aim at: the budget less validation's arena (auto_budget's
      * figure); a GPU's own budget for auto below */
-    s->fit_target = s->o.memory_budget > s->val_peak ? s->o.memory_budget - s->val_peak : 0;
+    int64_t aim = s->o.memory_budget ? s->o.memory_budget : s->o.plan_target;
+    s->fit_target = aim > s->val_peak ? aim - s->val_peak : 0;
     if (s->pol.kind == OT_REMAT_NONE) {
         if (!s->o.plan_only) return OT_OK;
         if ((st = analyze(s, err))) return st;

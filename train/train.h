@@ -87,6 +87,11 @@ typedef struct ot_train_options {
     bool tf32;          /* float32 GEMMs on TF32 tensor cores where the backend has them (ot_backend.tf32) */
     const char *remat;  /* remat policy text; NULL or "none" */
     int64_t memory_budget; /* bytes, for --remat auto and optimal; 0 = none */
+    /* Bytes the step's placement aims at without being held to them (`plan` under a
+     * fixed policy, which reports the peak rather than checking it): the plan is the one
+     * `train --memory-budget` with that policy runs (ot_plan_options.fit_target_bytes,
+     * less validation's arena). 0: memory_budget's, if any. */
+    int64_t plan_target;
     double remat_time_limit; /* seconds the --remat optimal solver may take; 0 = its default */
     /* cross-entropy without the full logits (autodiff/linear_ce.c): off by default,
      * which keeps every bit of earlier releases; chunked_loss_rows 0 = the default chunk */
