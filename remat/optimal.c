@@ -176,7 +176,14 @@ static void value_windows(model *md) {
     }
 }
 
-/* Columns x/k per value, r per node, and the closure rows between them. */
+/* Columns x/k per value, r per node, and the closure rows between them. Every plan's
+ * point has r integral (its closure: 1 exactly where it clones), so r may be declared
+ * integer without losing a plan; where r costs FLOPs it is, for the branching: the LP
+ * clones a dear Gemm by halves, and CBC, branching on x/k alone, proved nothing on the
+ * zoo's bert at 272,160 bytes in 60 s (bound 214,976, auto's 246,272) nor HiGHS in
+ * 220 s (216,244), while with r integer CBC closes it in 10-15 s: every plan there
+ * needs a dear Gemm's clone, and branching on those splits the programme into parts
+ * whose relaxations are tight. Zero-cost r (views) stay continuous. */
 static ot_status choice_columns(model *md, ot_error *err) {
     const ot_graph *g = md->g;
     const ot_remat_analysis *a = md->a;
@@ -190,8 +197,8 @@ static ot_status choice_columns(model *md, ot_error *err) {
             int v = n->outputs[o];
             if (!is_var(md, v)) continue;
             if ((md->col[v] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, true)) < 0) return ot_opt_oom(err);
-            if (md->rcol[n->id] < 0 && (md->rcol[n->id] = ot_mip_add_col(mp, a->node_flops[n->id], 0.0, 1.0,
-                                                                          false)) < 0)
+            double f = a->node_flops[n->id]; /* r integer where it costs: see below */
+            if (md->rcol[n->id] < 0 && (md->rcol[n->id] = ot_mip_add_col(mp, f, 0.0, 1.0, f > 0.0)) < 0)
                 return ot_opt_oom(err);
         }
     }
@@ -397,34 +404,6 @@ typedef struct seed {
     int64_t peak;
 } seed;
 
-/* The integer columns of a keep set. A value no backward node reads is kept for the
- * clones (k = 1) only when a clone reads it: keep[] says "kept" of every such value
- * that auto never dropped, and k = 1 would count its bytes until a clone that never
- * runs, so the point broke the memory rows by up to 896,497 bytes (tinygpt, adamw, at
- * 3/4 of the way) and was no incumbent at all. k = 0 is the same rewrite. */
-static ot_status keep_point(const model *md, const bool *keep, double *x, ot_error *err) {
-    const ot_graph *g = md->g;
-    const ot_remat_analysis *a = md->a;
-    bool *cloned = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(bool));
-    int *stack = ot_xcalloc(ot_remat_stack_room(g, a), sizeof(int));
-    if (!cloned || !stack) {
-        free(cloned), free(stack);
-        return ot_opt_oom(err);
-    }
-    ot_remat_mark_clones(g, a, keep, cloned, stack);
-    for (int v = 0; v < a->n_values; v++) {
-        if (md->col[v] < 0) continue;
-        bool read = false;
-        for (int c = 0; c < g->values[v].n_consumers && !read && !a->saved[v]; c++) {
-            int cid = g->values[v].consumers[c];
-            read = cid < a->n_nodes && cloned[cid];
-        }
-        x[md->col[v]] = a->saved[v] ? !keep[v] : keep[v] && read;
-    }
-    free(cloned), free(stack);
-    return OT_OK;
-}
-
 /* The seed as the answer: stats say so. */
 static void take_seed(const model *md, const seed *sd, bool *keep, ot_remat_optimal_stats *stats) {
     memcpy(keep, sd->keep, (size_t)md->a->n_values * sizeof(bool));
@@ -526,7 +505,7 @@ static ot_status round_arrays_make(model *md, const seed *sd, round_arrays *ra, 
     ra->cut = calloc((size_t)md->n_bounds + 1, sizeof(double));
     ra->relax = calloc((size_t)md->n_bounds + 1, sizeof(double));
     if (!ra->x || !ra->start || !ra->cut || !ra->relax) return ot_opt_oom(err);
-    return sd->keep ? keep_point(md, sd->keep, ra->start, err) : OT_OK;
+    return sd->keep ? ot_opt_keep_point(md, sd->keep, ra->start, err) : OT_OK;
 }
 
 /* The chains a rejected plan shows (optimal_chain.h); when there are new ones, the

@@ -73,6 +73,9 @@ ot_status ot_opt_seed_relax(const ot_opt_model *md, int64_t budget, const double
 /* Once per model: every chain a path of the graph makes (optimal_prechain.c), into
  * md->chains before the memory rows are made; needs choice_columns' columns. */
 ot_status ot_opt_prechains(ot_opt_model *md, ot_error *err);
+/* The integer columns of the point of a keep set (remat/optimal_point.c): its x/k
+ * choices, and r at the rewrite's closure where r is integer; other columns untouched. */
+ot_status ot_opt_keep_point(const ot_opt_model *md, const bool *keep, double *x, ot_error *err);
 /* The running sums over the terms: one interval per run of steps where none starts or
  * ends; their bounds are set per round. */
 ot_status ot_opt_budget_rows(ot_opt_model *md, ot_error *err);
