@@ -88,7 +88,6 @@ typedef ot_remat_search search;
 /* Measures one keep set; records it as best when it fits and is cheaper. */
 ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurement *m_out, double *cost_out,
                                   ot_error *err) {
-    ot_remat_rewrite rw;
     int n_clones = 0;
     double est = ot_remat_search_cost(s, keep, &n_clones); /* marks the clones from the search's copy */
     if (est > s->cost_cap) { /* over the no-budget search's cap: never chosen, so not planned */
@@ -96,18 +95,26 @@ ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurem
         if (cost_out) *cost_out = est;
         return OT_OK;
     }
-    ot_status st = ot_remat_apply_marked(s->g, s->a, keep, s->walk_cloned, n_clones, &s->rw_buf, &rw, err);
-    if (st != OT_OK) return st;
     ot_remat_measurement m = {.scratch = s->scratch};
-    double cost = rw.extra_flops;
-    /* the rewrite rewired the journal's nodes and appended the clones: the schedule
-     * reads those and copies the rest from the search's base (search_init) */
-    ot_schedule_base_hint(s->scratch, s->g, rw.rw_node, rw.n_rewired);
-    st = s->measure(s->g, s->user, &m, err);
-    ot_schedule_base_hint(s->scratch, NULL, NULL, 0);
+    double cost = 0.0;
+    ot_status st = OT_OK;
+    if (ot_remat_memo_find(s->memo, keep, &m.peak, &m.n_top, &cost)) { /* measured before (auto_memo.c) */
+        s->stats->n_reused++;
+    } else {
+        ot_remat_rewrite rw;
+        st = ot_remat_apply_marked(s->g, s->a, keep, s->walk_cloned, n_clones, &s->rw_buf, &rw, err);
+        if (st != OT_OK) return st;
+        cost = rw.extra_flops;
+        /* the rewrite rewired the journal's nodes and appended the clones: the schedule
+         * reads those and copies the rest from the search's base (search_init) */
+        ot_schedule_base_hint(s->scratch, s->g, rw.rw_node, rw.n_rewired);
+        st = s->measure(s->g, s->user, &m, err);
+        ot_schedule_base_hint(s->scratch, NULL, NULL, 0);
+        ot_remat_undo(s->g, &rw);
+        if (st != OT_OK) return st;
+        ot_remat_memo_put(s->memo, m.peak, m.n_top, cost);
+    }
     int64_t peak = m.peak;
-    ot_remat_undo(s->g, &rw);
-    if (st != OT_OK) return st;
     s->stats->n_measured++;
     size_t nb = (size_t)s->a->n_values * sizeof(bool);
     if (s->stats->n_measured == 1 || peak < s->stats->min_peak) {
@@ -355,6 +362,7 @@ void ot_remat_search_free(search *s) {
     free(s->min_keep);
     ot_plan_scratch_free(s->scratch);
     ot_remat_rewrite_buf_free(&s->rw_buf);
+    ot_remat_memo_free(&s->own_memo);
     free(s->walk_prod);
     free(s->walk_start);
     free(s->walk_in);
@@ -370,6 +378,8 @@ ot_status ot_remat_search_init(search *s, ot_graph *g, const ot_remat_analysis *
     s->best = ot_xcalloc((size_t)a->n_values, sizeof(bool));
     s->min_keep = ot_xcalloc((size_t)a->n_values, sizeof(bool));
     s->scratch = ot_plan_scratch_new();
+    ot_remat_memo_init(&s->own_memo, a->n_values);
+    s->memo = &s->own_memo;
     if (!s->best || !s->min_keep || !s->scratch || !walk_init(s))
         return ot_fail(err, OT_E_MEMORY, "remat: out of memory for %d values", a->n_values);
     /* The graph between the measurements' rewrites, for their schedules (plan/sched_base.h);
@@ -550,7 +560,8 @@ static ot_status fill_stage(search *s, bool *keep, int *vars, ot_error *err) {
 
 /* Steps 1-8 of the file comment under budget: the plan into keep_out, stats filled. */
 static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
-                             void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
+                             void *user, ot_remat_memo *memo, bool *keep_out, ot_remat_auto_stats *stats,
+                             ot_error *err) {
     int nv = a->n_values;
     search s;
     bool *keep = ot_xcalloc((size_t)nv, sizeof(bool));
@@ -558,6 +569,7 @@ static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t bu
     ranked *order = ot_xcalloc((size_t)nv, sizeof(ranked));
     ot_status st = ot_remat_search_init(&s, g, a, budget, measure, user, stats, err);
     if (st != OT_OK) goto fail;
+    s.memo = memo;
     if (!keep || !order || !vars) {
         st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", nv);
         goto fail;
@@ -658,13 +670,14 @@ fail:
  * 33,792, optimal's). Replaces keep and stats' cost and peak only with a cheaper plan
  * that fits. */
 static ot_status auto_finish(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
-                             void *user, bool *keep, ot_remat_auto_stats *stats, ot_error *err) {
+                             void *user, ot_remat_memo *memo, bool *keep, ot_remat_auto_stats *stats, ot_error *err) {
     ot_remat_auto_stats local;
     search s;
     int nv = a->n_values;
     bool *work = ot_xcalloc((size_t)nv + 1, sizeof(bool));
     int *vars = ot_xcalloc((size_t)nv + 1, sizeof(int));
     ot_status st = ot_remat_search_init(&s, g, a, budget, measure, user, &local, err);
+    s.memo = memo;
     if (st == OT_OK && (!work || !vars)) st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", nv);
     if (st == OT_OK) {
         memcpy(work, keep, (size_t)nv * sizeof(bool));
@@ -680,6 +693,7 @@ static ot_status auto_finish(ot_graph *g, const ot_remat_analysis *a, int64_t bu
         stats->peak = s.best_peak;
     }
     stats->n_measured += local.n_measured;
+    stats->n_reused += local.n_reused;
     free(work);
     free(vars);
     ot_remat_search_free(&s);
@@ -697,30 +711,37 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
                         void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
     ot_remat_auto_stats local;
     if (!stats) stats = &local;
-    ot_status st = auto_search(g, a, budget, measure, user, keep_out, stats, err);
-    if (st != OT_OK || stats->cost <= 0.0) return st;
-    int *vars = ot_xcalloc((size_t)a->n_values + 1, sizeof(int));
-    bool *keep = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool));
+    ot_remat_memo memo; /* all three searches': a measurement does not depend on the budget */
+    ot_remat_memo_init(&memo, a->n_values);
+    bool *keep = NULL;
+    int *vars = NULL;
+    ot_status st = auto_search(g, a, budget, measure, user, &memo, keep_out, stats, err);
+    if (st != OT_OK || stats->cost <= 0.0) goto done;
+    vars = ot_xcalloc((size_t)a->n_values + 1, sizeof(int));
+    keep = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool));
     if (!vars || !keep) {
-        free(vars), free(keep);
-        return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", a->n_values);
+        st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", a->n_values);
+        goto done;
     }
     if (ot_remat_search_vars(g, a, true, vars) <= OT_REMAT_POLISH_MAX_VARS) {
         ot_remat_auto_stats again = {0};
         ot_error e2 = {0};
-        st = auto_search(g, a, stats->peak - 1, measure, user, keep, &again, &e2);
+        st = auto_search(g, a, stats->peak - 1, measure, user, &memo, keep, &again, &e2);
         stats->n_measured += again.n_measured;
+        stats->n_reused += again.n_reused;
         if (st == OT_OK && again.cost < stats->cost) {
             memcpy(keep_out, keep, (size_t)a->n_values * sizeof(bool));
             stats->peak = again.peak;
             stats->cost = again.cost;
-            st = auto_finish(g, a, budget, measure, user, keep_out, stats, &e2);
+            st = auto_finish(g, a, budget, measure, user, &memo, keep_out, stats, &e2);
         }
         if (st == OT_E_MEMORY) st = OT_OK; /* nothing fits below the first plan's peak: it stays */
         else if (st != OT_OK && err) *err = e2;
     }
+done:
     free(vars);
     free(keep);
+    ot_remat_memo_free(&memo);
     return st;
 }
 

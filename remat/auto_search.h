@@ -3,6 +3,8 @@
 #ifndef OT_REMAT_AUTO_SEARCH_H
 #define OT_REMAT_AUTO_SEARCH_H
 
+#include <stdint.h>
+
 #include "remat/remat.h"
 /* The arrays of auto's rewrites, reused from one measurement to the next (each rewrite
  * is undone before the next is applied). Why: allocated per rewrite, the first of
@@ -36,6 +38,35 @@ typedef struct ot_remat_rewrite_buf {
 } ot_remat_rewrite_buf;
 void ot_remat_rewrite_buf_free(ot_remat_rewrite_buf *b);
 
+/* The measurements made, by keep set (remat/auto_memo.c): a keep set measured once is
+ * answered from here, the same peak, steps at the top and FLOPs. */
+typedef struct ot_remat_memo_slot {
+    uint64_t hash; /* 0: empty */
+    int key;       /* the keep set: keys[key * n_words ..] */
+    int64_t peak, n_top;
+    double cost;
+} ot_remat_memo_slot;
+typedef struct ot_remat_memo {
+    int n_values, n_words; /* keep sets packed, 64 values a word */
+    ot_remat_memo_slot *slot;
+    int cap, n;            /* slots (a power of two), entries */
+    uint64_t *keys;        /* n packed keep sets */
+    int key_cap;
+    uint64_t *probe;       /* the last keep set looked up, packed, and its hash */
+    uint64_t probe_hash;
+    bool full;             /* past OT_REMAT_MEMO_MAX_BYTES: no more entries */
+} ot_remat_memo;
+/* Most bytes of packed keep sets one memo holds (some 5,000 keep sets of 100,000 values). */
+#define OT_REMAT_MEMO_MAX_BYTES ((size_t)64 << 20)
+void ot_remat_memo_init(ot_remat_memo *mm, int n_values);
+void ot_remat_memo_free(ot_remat_memo *mm);
+/* True, with what was measured, when keep was measured before; either way keep is
+ * remembered for ot_remat_memo_put. */
+bool ot_remat_memo_find(ot_remat_memo *mm, const bool *keep, int64_t *peak, int64_t *n_top, double *cost);
+/* Records the measurement of the keep set of the last ot_remat_memo_find (silently not,
+ * when the memo is full or out of memory: that keep set is measured again). */
+void ot_remat_memo_put(ot_remat_memo *mm, int64_t peak, int64_t n_top, double cost);
+
 typedef struct ot_remat_search {
     ot_graph *g;
     const ot_remat_analysis *a;
@@ -61,6 +92,9 @@ typedef struct ot_remat_search {
     int *walk_prod, *walk_start, *walk_in, *walk_stack;
     bool *walk_cloned;
     ot_remat_rewrite_buf rw_buf; /* the measurements' rewrites' arrays */
+    /* The measurements so far: own_memo's, or one that searches of the same graph share
+     * (ot_remat_auto's: a measurement does not depend on the budget). */
+    ot_remat_memo *memo, own_memo;
 } ot_remat_search;
 
 /* Sets up a search of g under budget (-1: none fits; the least-peak searches), cost_cap

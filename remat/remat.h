@@ -172,7 +172,8 @@ typedef ot_status (*ot_remat_measure_fn)(const ot_graph *g, void *user, ot_remat
 ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err);
 
 typedef struct ot_remat_auto_stats {
-    int n_measured;       /* planner runs */
+    int n_measured;       /* keep sets measured (planner runs, but for n_reused of them) */
+    int n_reused;         /* of those, the ones measured before, answered from the search's memo */
     int64_t peak;         /* peak of the chosen plan */
     int64_t min_peak;     /* smallest peak seen (the `all`-like plans) */
     double cost;          /* recompute FLOPs of the chosen plan */
