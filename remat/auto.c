@@ -85,6 +85,23 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
 
 typedef ot_remat_search search;
 
+/* What the rewrite of keep reads of it (remat/rewrite.c), into s->memo_key: the values
+ * it recomputes, saved ones and those a clone reads (the clones are s->walk_cloned,
+ * marked from keep). Two keep sets that differ elsewhere (a candidate nothing recomputed
+ * reads, kept or not) make the same rewritten graph: the same clones with the same
+ * inputs, the same readers rewired; so the memo (auto_memo.c) is keyed by this. */
+static const bool *memo_key(search *s, const bool *keep) {
+    const ot_remat_analysis *a = s->a;
+    bool *k = s->memo_key;
+    for (int v = 0; v < a->n_values; v++) k[v] = a->saved[v] && !keep[v];
+    for (int id = 0; id < a->n_nodes; id++) {
+        if (!s->walk_cloned[id]) continue;
+        for (int i = s->walk_start[id]; i < s->walk_start[id + 1]; i++) /* its inputs that are candidates */
+            if (!keep[s->walk_in[i]]) k[s->walk_in[i]] = true;
+    }
+    return k;
+}
+
 /* Measures one keep set; records it as best when it fits and is cheaper. */
 ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurement *m_out, double *cost_out,
                                   ot_error *err) {
@@ -98,7 +115,7 @@ ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurem
     ot_remat_measurement m = {.scratch = s->scratch};
     double cost = 0.0;
     ot_status st = OT_OK;
-    if (ot_remat_memo_find(s->memo, keep, &m.peak, &m.n_top, &cost)) { /* measured before (auto_memo.c) */
+    if (ot_remat_memo_find(s->memo, memo_key(s, keep), &m.peak, &m.n_top, &cost)) { /* measured before (auto_memo.c) */
         s->stats->n_reused++;
     } else {
         ot_remat_rewrite rw;
@@ -344,7 +361,9 @@ static bool walk_init(search *s) {
     s->walk_in = ot_xcalloc((size_t)n_in + 1, sizeof(int));
     s->walk_stack = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
     s->walk_cloned = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(bool));
-    if (!s->walk_prod || !s->walk_start || !s->walk_in || !s->walk_stack || !s->walk_cloned) return false;
+    s->memo_key = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool));
+    if (!s->walk_prod || !s->walk_start || !s->walk_in || !s->walk_stack || !s->walk_cloned || !s->memo_key)
+        return false;
     for (int v = 0; v < a->n_values; v++) s->walk_prod[v] = g->values[v].producer;
     n_in = 0;
     for (int id = 0; id < a->n_nodes; id++) {
@@ -368,6 +387,7 @@ void ot_remat_search_free(search *s) {
     free(s->walk_in);
     free(s->walk_stack);
     free(s->walk_cloned);
+    free(s->memo_key);
 }
 
 ot_status ot_remat_search_init(search *s, ot_graph *g, const ot_remat_analysis *a, int64_t budget,

@@ -38,33 +38,34 @@ typedef struct ot_remat_rewrite_buf {
 } ot_remat_rewrite_buf;
 void ot_remat_rewrite_buf_free(ot_remat_rewrite_buf *b);
 
-/* The measurements made, by keep set (remat/auto_memo.c): a keep set measured once is
- * answered from here, the same peak, steps at the top and FLOPs. */
+/* The measurements made, by what the rewrite read of the keep set (remat/auto_memo.c):
+ * a graph measured once is answered from here, the same peak, steps at the top and FLOPs. */
 typedef struct ot_remat_memo_slot {
     uint64_t hash; /* 0: empty */
-    int key;       /* the keep set: keys[key * n_words ..] */
+    int key;       /* its key: keys[key * n_words ..] */
     int64_t peak, n_top;
     double cost;
 } ot_remat_memo_slot;
 typedef struct ot_remat_memo {
-    int n_values, n_words; /* keep sets packed, 64 values a word */
+    int n_values, n_words; /* keys packed, 64 values a word */
     ot_remat_memo_slot *slot;
     int cap, n;            /* slots (a power of two), entries */
-    uint64_t *keys;        /* n packed keep sets */
+    uint64_t *keys;        /* n packed keys */
     int key_cap;
-    uint64_t *probe;       /* the last keep set looked up, packed, and its hash */
+    uint64_t *probe;       /* the last key looked up, packed, and its hash */
     uint64_t probe_hash;
     bool full;             /* past OT_REMAT_MEMO_MAX_BYTES: no more entries */
 } ot_remat_memo;
-/* Most bytes of packed keep sets one memo holds (some 5,000 keep sets of 100,000 values). */
+/* Most bytes of packed keys one memo holds (some 5,000 keys of 100,000 values). */
 #define OT_REMAT_MEMO_MAX_BYTES ((size_t)64 << 20)
 void ot_remat_memo_init(ot_remat_memo *mm, int n_values);
 void ot_remat_memo_free(ot_remat_memo *mm);
-/* True, with what was measured, when keep was measured before; either way keep is
- * remembered for ot_remat_memo_put. */
-bool ot_remat_memo_find(ot_remat_memo *mm, const bool *keep, int64_t *peak, int64_t *n_top, double *cost);
-/* Records the measurement of the keep set of the last ot_remat_memo_find (silently not,
- * when the memo is full or out of memory: that keep set is measured again). */
+/* True, with what was measured, when key (n_values flags: what a measurement depends on,
+ * remat/auto.c's memo_key) was measured before; either way key is remembered for
+ * ot_remat_memo_put. */
+bool ot_remat_memo_find(ot_remat_memo *mm, const bool *key, int64_t *peak, int64_t *n_top, double *cost);
+/* Records the measurement of the key of the last ot_remat_memo_find (silently not,
+ * when the memo is full or out of memory: that key is measured again). */
 void ot_remat_memo_put(ot_remat_memo *mm, int64_t peak, int64_t n_top, double cost);
 
 typedef struct ot_remat_search {
@@ -95,6 +96,7 @@ typedef struct ot_remat_search {
     /* The measurements so far: own_memo's, or one that searches of the same graph share
      * (ot_remat_auto's: a measurement does not depend on the budget). */
     ot_remat_memo *memo, own_memo;
+    bool *memo_key; /* a->n_values: what the memo is keyed by (auto.c, memo_key) */
 } ot_remat_search;
 
 /* Sets up a search of g under budget (-1: none fits; the least-peak searches), cost_cap

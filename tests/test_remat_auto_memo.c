@@ -1,0 +1,139 @@
+/* test_remat_auto_memo.c — auto's searches measure each keep set once (remat/auto_memo.c):
+ * a keep set they come back to is answered from the memo, not rewritten and planned
+ * again, and the plan is the one the planner's answers lead to.
+ *
+ * On the 4-layer GPT fixture (tests/fixtures/remat_gpt4, as test_remat_auto_unclone.c)
+ * at half of the way from its least planned peak to its plain one, a measure that
+ * fingerprints every graph it is given (each live node's id, op, inputs and outputs)
+ * must never see the same rewritten graph twice; before the memo it saw most of them
+ * more than once (the second search under the first plan's peak starts from the same
+ * seeds). And the memo itself: every keep set put is found with its figures, a keep
+ * set one value away is not. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remat/auto_search.h"
+#include "remat_check.h"
+
+typedef struct seen_graphs {
+    uint64_t *fp;
+    int n, cap, repeats;
+} seen_graphs;
+
+static uint64_t mix(uint64_t h, uint64_t x) {
+    h = (h ^ x) * 0xff51afd7ed558ccdull;
+    return h ^ (h >> 29);
+}
+
+static uint64_t graph_fingerprint(const ot_graph *g) {
+    uint64_t h = mix(0x12345, (uint64_t)g->n_values);
+    for (int id = 0; id < g->n_nodes; id++) {
+        const ot_node *nd = &g->nodes[id];
+        if (nd->removed) continue;
+        h = mix(mix(h, (uint64_t)id), (uint64_t)nd->op);
+        for (int k = 0; k < nd->n_inputs; k++) h = mix(h, (uint64_t)(uint32_t)nd->inputs[k]);
+        h = mix(h, 0xabcdef);
+        for (int k = 0; k < nd->n_outputs; k++) h = mix(h, (uint64_t)(uint32_t)nd->outputs[k]);
+    }
+    return h;
+}
+
+/* user: the backend (ot_remat_measure_planner's) and the graphs seen so far. */
+typedef struct memo_user {
+    void *be;
+    seen_graphs seen;
+} memo_user;
+
+static ot_status measure_once(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
+    memo_user *u = user;
+    uint64_t fp = graph_fingerprint(g);
+    bool again = false;
+    for (int i = 0; i < u->seen.n && !again; i++) again = u->seen.fp[i] == fp;
+    u->seen.repeats += again;
+    if (u->seen.n == u->seen.cap) {
+        u->seen.cap = u->seen.cap ? 2 * u->seen.cap : 256;
+        u->seen.fp = realloc(u->seen.fp, sizeof(uint64_t) * (size_t)u->seen.cap);
+        assert_non_null(u->seen.fp);
+    }
+    u->seen.fp[u->seen.n++] = fp;
+    return ot_remat_measure_planner(g, u->be, m, err);
+}
+
+static void test_auto_measures_each_keep_set_once(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/remat_gpt4/model.onnx", OT_SOURCE_DIR);
+    rc_search rs;
+    rc_search_open(&rs, path);
+    ot_remat_session *s = rs.s;
+    ot_error err = {0};
+    int64_t budget = rs.least + (rs.plain - rs.least) / 2;
+    memo_user u = {.be = s->be};
+    ot_remat_auto_stats as = {0};
+    assert_int_equal(ot_remat_auto(s->g, &s->an, budget, measure_once, &u, rs.keep, &as, &err), OT_OK);
+    print_message("%lld bytes: %d measurements, %d from the memo, %d planned, %d repeats; plan %.0f FLOPs at %lld\n",
+                  (long long)budget, as.n_measured, as.n_reused, u.seen.n, u.seen.repeats, as.cost, (long long)as.peak);
+    assert_true(as.peak <= budget);
+    assert_int_equal(u.seen.repeats, 0);
+    assert_int_equal(u.seen.n, as.n_measured - as.n_reused);
+    assert_true(as.n_reused > 0); /* the second search's seeds at least */
+    /* the same plan as the product's measure gives */
+    ot_remat_auto_stats plain = {0};
+    bool *keep2 = calloc((size_t)s->an.n_values + 1, sizeof(bool));
+    assert_non_null(keep2);
+    assert_int_equal(ot_remat_auto(s->g, &s->an, budget, ot_remat_measure_planner, s->be, keep2, &plain, &err), OT_OK);
+    assert_memory_equal(keep2, rs.keep, (size_t)s->an.n_values);
+    assert_true(plain.cost == as.cost);
+    assert_int_equal(plain.peak, as.peak);
+    free(keep2);
+    free(u.seen.fp);
+    rc_search_close(&rs);
+}
+
+static void test_memo_finds_what_was_put(void **state) {
+    (void)state;
+    enum { NV = 150, NSETS = 3000 };
+    ot_remat_memo mm;
+    ot_remat_memo_init(&mm, NV);
+    bool keep[NV];
+    int64_t peak, n_top;
+    double cost;
+    uint64_t x = 88172645463325252ull;
+    for (int pass = 0; pass < 2; pass++) {
+        x = 88172645463325252ull; /* the same keep sets each pass */
+        for (int i = 0; i < NSETS; i++) {
+            for (int v = 0; v < NV; v++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                keep[v] = (x & 3) == 0;
+            }
+            keep[i % NV] = true; /* the set one value away (tried below) has it false */
+            bool found = ot_remat_memo_find(&mm, keep, &peak, &n_top, &cost);
+            if (pass == 0) {
+                if (!found) ot_remat_memo_put(&mm, 1000 + i, i % 7, 0.5 * i);
+                continue;
+            }
+            assert_true(found); /* 3,000 random sets of 150 values: all distinct */
+            assert_int_equal(peak, 1000 + i);
+            assert_int_equal(n_top, i % 7);
+            assert_true(cost == 0.5 * i);
+            keep[i % NV] = false; /* one value away: never put */
+            int64_t p2 = 0, t2 = 0;
+            double c2 = 0.0;
+            assert_false(ot_remat_memo_find(&mm, keep, &p2, &t2, &c2));
+        }
+    }
+    assert_int_equal(mm.n, NSETS);
+    ot_remat_memo_free(&mm);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_memo_finds_what_was_put),
+                                       cmocka_unit_test(test_auto_measures_each_keep_set_once)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
