@@ -480,36 +480,71 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
  * order, which wins most often, is planned first; the dynamic order's run stops as
  * soon as its peak reaches the static one's (it has lost then), so the loser is
  * rarely planned to the end. Returns true for static; *winner is the chosen order's
- * device-free plan, or NULL when it could not be planned. */
+ * device-free plan, or NULL when it could not be planned.
+ *
+ * limit (SIZE_MAX: none) is for a caller that needs the plan only when its peak is at
+ * most limit (ot_schedule_plan_limit): the static run stops there too. When it does,
+ * the dynamic order wins exactly when its run stays within limit (its peak is then
+ * below the static one's, as above); else *over says the chosen order's device-free
+ * peak passes limit, and *unsure that both orders' do, so that which one is chosen is
+ * not known (true is returned then). Within limit, the same judgment as without. */
 static bool judge_static(const ot_graph *g, const ot_plan_options *opt, const ot_plan_nodes *nodes, const int *dyn,
-                         const int *stat, int n, ot_plan_scratch *scr, ot_plan **winner) {
+                         const int *stat, int n, ot_plan_scratch *scr, size_t limit, ot_plan **winner, bool *over,
+                         bool *unsure) {
     ot_plan *ps = NULL, *pd = NULL;
     ot_error e = {0};
-    bool exceeded = false;
+    bool exceeded = false, s_over = false;
     *winner = NULL;
-    if (ot_plan_build_in(g, stat, n, NULL, opt, nodes, SIZE_MAX, scr, &ps, NULL, &e)) {
+    *over = *unsure = false;
+    if (ot_plan_build_in(g, stat, n, NULL, opt, nodes, limit, scr, &ps, &s_over, &e)) {
         /* Static cannot be planned; it stays chosen unless the dynamic order can be
          * while static cannot, which the old rule (static when either fails) also
          * keeps static: planning the dynamic order would decide nothing. */
         return true;
     }
-    if (ps->peak_bytes > 0 &&
-        ot_plan_build_in(g, dyn, n, NULL, opt, nodes, ps->peak_bytes - 1, scr, &pd, &exceeded, &e) == OT_OK && !exceeded) {
+    bool try_dyn = s_over || ps->peak_bytes > 0;
+    size_t d_limit = s_over ? limit : ps->peak_bytes - 1;
+    ot_status sd = try_dyn ? ot_plan_build_in(g, dyn, n, NULL, opt, nodes, d_limit, scr, &pd, &exceeded, &e) : OT_OK;
+    if (try_dyn && sd == OT_OK && !exceeded) {
         if (!scr) ot_plan_free(ps); /* the dynamic peak is below the static one */
         *winner = pd;
         return false;
     }
-    *winner = ps; /* the dynamic peak reaches the static one, or it failed */
+    *winner = ps; /* the dynamic peak reaches the static one, or it failed; NULL when static is over limit */
+    *over = s_over;
+    *unsure = s_over && try_dyn && sd == OT_OK && exceeded;
     return true;
 }
 
+/* Both orders' plans for dev within limit, when the judging under limit could not tell
+ * which order is chosen (both device-free peaks pass it): true when both pass limit
+ * with dev too, so that the chosen one's does. */
+static ot_status both_over(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt,
+                           ot_plan_scratch *scr, const int *a, const int *b, int n, size_t limit, bool *over,
+                           ot_error *err) {
+    const int *orders[2] = {a, b};
+    *over = true;
+    for (int k = 0; k < 2 && *over; k++) {
+        ot_plan *p = NULL;
+        ot_status st = ot_plan_build_in(g, orders[k], n, dev, opt, NULL, limit, scr, &p, over, err);
+        if (!scr) ot_plan_free(p);
+        if (st) return st;
+    }
+    return OT_OK;
+}
+
 /* Both orders, the chosen one in *order_out; with plan_out, also its plan for dev:
- * the judging run's when dev would not change it (ot_plan_device_idle), else a new one. */
+ * the judging run's when dev would not change it (ot_plan_device_idle), else a new one.
+ * limit (SIZE_MAX: none): with exceeded, the caller needs the plan only when its peak
+ * is at most limit; when the chosen order's plan for dev passes it, *exceeded is set,
+ * *plan_out is NULL and *order_out one of the two orders. Otherwise the same order and
+ * plan as without a limit. */
 static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt, ot_plan_scratch *scr,
-                          int **order_out, int *n_out, ot_plan **plan_out, ot_error *err) {
+                          size_t limit, int **order_out, int *n_out, ot_plan **plan_out, bool *exceeded, ot_error *err) {
     sched s;
     int *dyn = NULL, *stat = NULL;
     ot_plan *plan = NULL;
+    bool over = false, unsure = false, idle = true, x = false;
     *order_out = NULL;
     *n_out = 0;
     ot_status st = sched_init(&s, g, scr, err);
@@ -528,21 +563,33 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, const ot
                            .in_val = s.in_val, .out_start = s.out_start, .out_val = s.out_val, .vprod = s.vprod,
                            .cons_start = s.cons_start, .cons = s.cons,
                            .vinfo = s.vinfo, .vsize = s.vsize};
-    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, opt, &nodes, dyn, stat, n, scr, &plan)) {
-        int *t = dyn; /* equal orders need no judging */
-        dyn = stat;
-        stat = t;
+    /* both orders hold the same nodes: dev asks them the same (once) */
+    if (!st && plan_out) idle = ot_plan_device_idle(g, dyn, n, dev);
+    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0) { /* equal orders need no judging */
+        bool chose_static = judge_static(g, opt, &nodes, dyn, stat, n, scr, limit, &plan, &over, &unsure);
+        if (unsure && plan_out && !idle) { /* over limit with dev too whichever is chosen, or judge in full */
+            st = both_over(g, dev, opt, scr, dyn, stat, n, limit, &x, err);
+            if (!st && !x)
+                chose_static = judge_static(g, opt, &nodes, dyn, stat, n, scr, SIZE_MAX, &plan, &over, &unsure);
+        }
+        if (chose_static) {
+            int *t = dyn;
+            dyn = stat;
+            stat = t;
+        }
     }
     if (!st && plan_out) {
-        bool idle = ot_plan_device_idle(g, dyn, n, dev); /* asks dev of every node: once */
         if (plan && !idle) {
             if (!scr) ot_plan_free(plan);
             plan = NULL;
         }
-        if (!plan && idle) /* the same plan as with dev */
-            st = ot_plan_build_in(g, dyn, n, NULL, opt, &nodes, SIZE_MAX, scr, &plan, NULL, err);
+        if (over && (idle || unsure)) /* its plan for dev is its device-free one, over limit; or both are */
+            x = true;
+        else if (!plan && idle) /* the same plan as with dev */
+            st = ot_plan_build_in(g, dyn, n, NULL, opt, &nodes, limit, scr, &plan, &x, err);
         else if (!plan)
-            st = ot_plan_build_in(g, dyn, n, dev, opt, NULL, SIZE_MAX, scr, &plan, NULL, err);
+            st = ot_plan_build_in(g, dyn, n, dev, opt, NULL, limit, scr, &plan, &x, err);
+        if (exceeded) *exceeded = x;
         *plan_out = plan;
         plan = NULL;
     }
@@ -559,27 +606,35 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, const ot
 }
 
 ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_error *err) {
-    return schedule(g, NULL, NULL, NULL, order_out, n_out, NULL, err);
+    return schedule(g, NULL, NULL, NULL, SIZE_MAX, order_out, n_out, NULL, NULL, err);
 }
 
 ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **order_out, int *n_out,
                            ot_plan **plan_out, ot_error *err) {
     *plan_out = NULL;
-    return schedule(g, dev, NULL, NULL, order_out, n_out, plan_out, err);
+    return schedule(g, dev, NULL, NULL, SIZE_MAX, order_out, n_out, plan_out, NULL, err);
 }
 
 ot_status ot_schedule_plan_scratch(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, int **order_out,
                                    int *n_out, ot_plan **plan_out, ot_error *err) {
     *plan_out = NULL;
     ot_plan_scratch_reset(scr);
-    return schedule(g, dev, NULL, scr, order_out, n_out, plan_out, err);
+    return schedule(g, dev, NULL, scr, SIZE_MAX, order_out, n_out, plan_out, NULL, err);
+}
+
+ot_status ot_schedule_plan_limit(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, size_t limit,
+                                 int **order_out, int *n_out, ot_plan **plan_out, bool *exceeded, ot_error *err) {
+    *plan_out = NULL;
+    *exceeded = false;
+    if (scr) ot_plan_scratch_reset(scr);
+    return schedule(g, dev, NULL, scr, limit, order_out, n_out, plan_out, exceeded, err);
 }
 
 ot_status ot_schedule_plan_opts(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt,
                                 ot_plan_scratch *scr, int **order_out, int *n_out, ot_plan **plan_out, ot_error *err) {
     *plan_out = NULL;
     if (scr) ot_plan_scratch_reset(scr);
-    return schedule(g, dev, opt, scr, order_out, n_out, plan_out, err);
+    return schedule(g, dev, opt, scr, SIZE_MAX, order_out, n_out, plan_out, NULL, err);
 }
 
 ot_status ot_schedule_base_set(ot_plan_scratch *scr, const ot_graph *g, ot_error *err) {

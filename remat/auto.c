@@ -63,8 +63,15 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
     ot_plan *plan = NULL;
     ot_plan_device dev = ot_backend_plan_device((ot_backend *)user);
     /* reuses the judging plan; with a scratch, the order and plan live in it */
-    ot_status st = ot_schedule_plan_scratch(g, &dev, m->scratch, &order, &n, &plan, err);
-    if (st == OT_OK) {
+    bool over = false;
+    ot_status st = m->limit > 0 && !m->want_timeline && !m->want_plan
+                       ? ot_schedule_plan_limit(g, &dev, m->scratch, (size_t)m->limit, &order, &n, &plan, &over, err)
+                       : ot_schedule_plan_scratch(g, &dev, m->scratch, &order, &n, &plan, err);
+    m->exceeded = st == OT_OK && over;
+    if (m->exceeded) {
+        m->peak = m->limit + 1;
+        m->n_top = 0;
+    } else if (st == OT_OK) {
         size_t top = 0;
         m->peak = (int64_t)ot_plan_peak_bytes(plan);
         if (m->want_timeline) st = copy_timeline(plan, m, err);
@@ -84,78 +91,6 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
 }
 
 typedef ot_remat_search search;
-
-/* What the rewrite of keep reads of it (remat/rewrite.c), into s->memo_key: the values
- * it recomputes, saved ones and those a clone reads (the clones are s->walk_cloned,
- * marked from keep). Two keep sets that differ elsewhere (a candidate nothing recomputed
- * reads, kept or not) make the same rewritten graph: the same clones with the same
- * inputs, the same readers rewired; so the memo (auto_memo.c) is keyed by this. */
-static const bool *memo_key(search *s, const bool *keep) {
-    const ot_remat_analysis *a = s->a;
-    bool *k = s->memo_key;
-    for (int v = 0; v < a->n_values; v++) k[v] = a->saved[v] && !keep[v];
-    for (int id = 0; id < a->n_nodes; id++) {
-        if (!s->walk_cloned[id]) continue;
-        for (int i = s->walk_start[id]; i < s->walk_start[id + 1]; i++) /* its inputs that are candidates */
-            if (!keep[s->walk_in[i]]) k[s->walk_in[i]] = true;
-    }
-    return k;
-}
-
-/* Measures one keep set; records it as best when it fits and is cheaper. */
-ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurement *m_out, double *cost_out,
-                                  ot_error *err) {
-    int n_clones = 0;
-    double est = ot_remat_search_cost(s, keep, &n_clones); /* marks the clones from the search's copy */
-    if (est > s->cost_cap) { /* over the no-budget search's cap: never chosen, so not planned */
-        if (m_out) *m_out = (ot_remat_measurement){.peak = INT64_MAX, .n_top = INT64_MAX};
-        if (cost_out) *cost_out = est;
-        return OT_OK;
-    }
-    ot_remat_measurement m = {.scratch = s->scratch};
-    double cost = 0.0;
-    ot_status st = OT_OK;
-    if (ot_remat_memo_find(s->memo, memo_key(s, keep), &m.peak, &m.n_top, &cost)) { /* measured before (auto_memo.c) */
-        s->stats->n_reused++;
-    } else {
-        ot_remat_rewrite rw;
-        st = ot_remat_apply_marked(s->g, s->a, keep, s->walk_cloned, n_clones, &s->rw_buf, &rw, err);
-        if (st != OT_OK) return st;
-        cost = rw.extra_flops;
-        /* the rewrite rewired the journal's nodes and appended the clones: the schedule
-         * reads those and copies the rest from the search's base (search_init) */
-        ot_schedule_base_hint(s->scratch, s->g, rw.rw_node, rw.n_rewired);
-        st = s->measure(s->g, s->user, &m, err);
-        ot_schedule_base_hint(s->scratch, NULL, NULL, 0);
-        ot_remat_undo(s->g, &rw);
-        if (st != OT_OK) return st;
-        ot_remat_memo_put(s->memo, m.peak, m.n_top, cost);
-    }
-    int64_t peak = m.peak;
-    s->stats->n_measured++;
-    size_t nb = (size_t)s->a->n_values * sizeof(bool);
-    if (s->stats->n_measured == 1 || peak < s->stats->min_peak) {
-        s->stats->min_peak = peak;
-        if (s->min_keep) memcpy(s->min_keep, keep, nb);
-    }
-    if (peak <= s->budget && (!s->have_best || cost < s->best_cost ||
-                              (cost == s->best_cost && peak < s->best_peak))) {
-        memcpy(s->best, keep, nb);
-        s->best_cost = cost;
-        s->best_peak = peak;
-        s->have_best = true;
-    }
-    if (m_out) *m_out = m;
-    if (cost_out) *cost_out = cost;
-    return OT_OK;
-}
-
-ot_status ot_remat_search_try(search *s, const bool *keep, int64_t *peak_out, double *cost_out, ot_error *err) {
-    ot_remat_measurement m = {0};
-    ot_status st = ot_remat_search_measure(s, keep, &m, cost_out, err);
-    if (peak_out) *peak_out = m.peak;
-    return st;
-}
 
 /* Segment plans: every:K for K on a ladder from 1 to n_art (from `all`-like to
  * none), and tapered segmentations (first segment T units, each next one unit less)
@@ -207,16 +142,16 @@ void ot_remat_prefix_keep(const search *s, const ranked *order, int k, bool chai
 /* Bisects the prefix length of a drop order for the shortest prefix that fits. */
 static ot_status bisect_order(search *s, const ranked *order, int n, bool chains, bool *keep, ot_error *err) {
     int lo = 0, hi = n; /* invariant (assumed): prefix hi fits if anything does */
-    int64_t peak = 0;
+    bool fits = false;
     ot_remat_prefix_keep(s, order, hi, chains, keep);
-    ot_status st = ot_remat_search_try(s, keep, &peak, NULL, err);
-    if (st != OT_OK || peak > s->budget) return st;
+    ot_status st = ot_remat_search_fits(s, keep, &fits, err);
+    if (st != OT_OK || !fits) return st;
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
         ot_remat_prefix_keep(s, order, mid, chains, keep);
-        st = ot_remat_search_try(s, keep, &peak, NULL, err);
+        st = ot_remat_search_fits(s, keep, &fits, err);
         if (st != OT_OK) return st;
-        if (peak <= s->budget) hi = mid;
+        if (fits) hi = mid;
         else lo = mid;
     }
     return OT_OK;
@@ -264,7 +199,8 @@ ot_status ot_remat_search_flips(search *s, bool *keep, const int *vars, int n_va
             double c = 0.0;
             bool won = false;
             if (!cur_fit || c_est < cur_c) {
-                st = ot_remat_search_measure(s, keep, &m, &c, err);
+                /* fitting, m wins only by fitting: its peak matters only against the budget */
+                st = ot_remat_search_measure_fit(s, keep, cur_fit, &m, &c, err);
                 max_evals--;
                 if (st != OT_OK) break;
                 won = better(s, m, c, cur, cur_c);

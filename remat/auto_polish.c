@@ -193,21 +193,20 @@ static ot_status bulk_repair(repair_ctx *r, bool *keep, double base, bool fine, 
         if (ot_remat_search_cost(s, keep, NULL) < base) lo = mid;
         else hi = mid - 1;
     }
-    int64_t peak = 0;
     ot_status st = OT_OK;
     *fits = false;
     if (lo > 0) {
         drop_prefix(r, keep, start, order, lo);
-        st = ot_remat_search_try(s, keep, &peak, NULL, err);
+        st = ot_remat_search_fits(s, keep, fits, err);
         r->evals--;
-        *fits = st == OT_OK && peak <= s->budget;
     }
     for (int l = 0, h = lo; *fits && st == OT_OK && h - l > 1 && r->evals > 0;) { /* shortest fitting prefix */
         int mid = l + (h - l) / 2;
+        bool mid_fits = false;
         drop_prefix(r, keep, start, order, mid);
-        st = ot_remat_search_try(s, keep, &peak, NULL, err);
+        st = ot_remat_search_fits(s, keep, &mid_fits, err);
         r->evals--;
-        if (peak <= s->budget) h = mid;
+        if (mid_fits) h = mid;
         else l = mid;
     }
     memcpy(keep, start, nb);
@@ -377,11 +376,11 @@ static ot_status refill_moves(repair_ctx *r, bool *keep, ot_error *err) {
             qsort(adds, (size_t)na, sizeof(ot_remat_ranked), ot_remat_ranked_desc);
             for (int k = 0; k < na && k < REFILL_TRIES && st == OT_OK && r->evals > 0; k++) {
                 int v = r->vars[adds[k].v];
-                int64_t peak = 0;
+                bool fits = false;
                 keep[v] = true;
-                st = ot_remat_search_try(s, keep, &peak, NULL, err);
+                st = ot_remat_search_fits(s, keep, &fits, err);
                 r->evals--;
-                if (peak > s->budget) keep[v] = false;
+                if (!fits) keep[v] = false;
             }
             improved = s->best_cost < base;
         }

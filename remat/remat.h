@@ -162,6 +162,12 @@ typedef struct ot_remat_measurement {
      * so that no measurement after the first faults pages in. A measure that wraps
      * ot_remat_measure_planner passes m on as it is. */
     struct ot_plan_scratch *scratch;
+    /* Given (> 0) by a caller that reads the peak only against limit (auto, asking
+     * whether a plan fits its budget), without want_timeline or want_plan: a measure may
+     * stop once the peak must pass limit and then set exceeded, with peak some value
+     * above limit and n_top 0. A measure that ignores it measures in full. */
+    int64_t limit;
+    bool exceeded;
 } ot_remat_measurement;
 
 /* The product passes ot_remat_measure_planner; tests may pass their own. */

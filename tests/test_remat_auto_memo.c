@@ -1,4 +1,4 @@
-/* test_remat_auto_memo.c — auto's searches measure each keep set once (remat/auto_memo.c):
+/* test_remat_auto_memo.c — auto's searches measure each keep set once (remat/auto_measure.c):
  * a keep set they come back to is answered from the memo, not rewritten and planned
  * again, and the plan is the one the planner's answers lead to.
  *
@@ -23,7 +23,8 @@
 
 typedef struct seen_graphs {
     uint64_t *fp;
-    int n, cap, repeats;
+    int64_t *limit; /* the limit it was measured under and passed; 0: measured in full */
+    int n, cap, repeats, bounded;
 } seen_graphs;
 
 static uint64_t mix(uint64_t h, uint64_t x) {
@@ -37,9 +38,11 @@ static uint64_t graph_fingerprint(const ot_graph *g) {
         const ot_node *nd = &g->nodes[id];
         if (nd->removed) continue;
         h = mix(mix(h, (uint64_t)id), (uint64_t)nd->op);
-        for (int k = 0; k < nd->n_inputs; k++) h = mix(h, (uint64_t)(uint32_t)nd->inputs[k]);
+        for (int k = 0; k < nd->n_inputs; k++)
+            h = mix(h, (uint64_t)(uint32_t)nd->inputs[k]);
         h = mix(h, 0xabcdef);
-        for (int k = 0; k < nd->n_outputs; k++) h = mix(h, (uint64_t)(uint32_t)nd->outputs[k]);
+        for (int k = 0; k < nd->n_outputs; k++)
+            h = mix(h, (uint64_t)(uint32_t)nd->outputs[k]);
     }
     return h;
 }
@@ -50,19 +53,29 @@ typedef struct memo_user {
     seen_graphs seen;
 } memo_user;
 
+/* A graph measured again is a repeat unless every earlier measurement of it stopped at
+ * a limit lower than this one's (a plan that passed the budget of a fit-only question
+ * is measured again when the peak itself is asked, or a higher budget). */
 static ot_status measure_once(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err) {
     memo_user *u = user;
     uint64_t fp = graph_fingerprint(g);
+    ot_status st = ot_remat_measure_planner(g, u->be, m, err);
+    int64_t lim = st == OT_OK && m->exceeded ? m->limit : 0;
     bool again = false;
-    for (int i = 0; i < u->seen.n && !again; i++) again = u->seen.fp[i] == fp;
+    for (int i = 0; i < u->seen.n && !again; i++)
+        again = u->seen.fp[i] == fp && (u->seen.limit[i] == 0 || (m->limit > 0 && u->seen.limit[i] >= m->limit));
     u->seen.repeats += again;
+    u->seen.bounded += lim > 0;
     if (u->seen.n == u->seen.cap) {
         u->seen.cap = u->seen.cap ? 2 * u->seen.cap : 256;
         u->seen.fp = realloc(u->seen.fp, sizeof(uint64_t) * (size_t)u->seen.cap);
+        u->seen.limit = realloc(u->seen.limit, sizeof(int64_t) * (size_t)u->seen.cap);
         assert_non_null(u->seen.fp);
+        assert_non_null(u->seen.limit);
     }
-    u->seen.fp[u->seen.n++] = fp;
-    return ot_remat_measure_planner(g, u->be, m, err);
+    u->seen.fp[u->seen.n] = fp;
+    u->seen.limit[u->seen.n++] = lim;
+    return st;
 }
 
 static void test_auto_measures_each_keep_set_once(void **state) {
@@ -77,12 +90,15 @@ static void test_auto_measures_each_keep_set_once(void **state) {
     memo_user u = {.be = s->be};
     ot_remat_auto_stats as = {0};
     assert_int_equal(ot_remat_auto(s->g, &s->an, budget, measure_once, &u, rs.keep, &as, &err), OT_OK);
-    print_message("%lld bytes: %d measurements, %d from the memo, %d planned, %d repeats; plan %.0f FLOPs at %lld\n",
-                  (long long)budget, as.n_measured, as.n_reused, u.seen.n, u.seen.repeats, as.cost, (long long)as.peak);
+    print_message("%lld bytes: %d measurements, %d from the memo, %d planned (%d stopped above the budget), %d "
+                  "repeats; plan %.0f FLOPs at %lld\n",
+                  (long long)budget, as.n_measured, as.n_reused, u.seen.n, u.seen.bounded, u.seen.repeats, as.cost,
+                  (long long)as.peak);
     assert_true(as.peak <= budget);
     assert_int_equal(u.seen.repeats, 0);
     assert_int_equal(u.seen.n, as.n_measured - as.n_reused);
-    assert_true(as.n_reused > 0); /* the second search's seeds at least */
+    assert_true(as.n_reused > 0);    /* the second search's seeds at least */
+    assert_true(u.seen.bounded > 0); /* exchanges that do not fit, at least */
     /* the same plan as the product's measure gives */
     ot_remat_auto_stats plain = {0};
     bool *keep2 = calloc((size_t)s->an.n_values + 1, sizeof(bool));
@@ -93,6 +109,7 @@ static void test_auto_measures_each_keep_set_once(void **state) {
     assert_int_equal(plain.peak, as.peak);
     free(keep2);
     free(u.seen.fp);
+    free(u.seen.limit);
     rc_search_close(&rs);
 }
 
@@ -102,8 +119,7 @@ static void test_memo_finds_what_was_put(void **state) {
     ot_remat_memo mm;
     ot_remat_memo_init(&mm, NV);
     bool keep[NV];
-    int64_t peak, n_top;
-    double cost;
+    ot_remat_memo_slot e;
     uint64_t x = 88172645463325252ull;
     for (int pass = 0; pass < 2; pass++) {
         x = 88172645463325252ull; /* the same keep sets each pass */
@@ -113,19 +129,23 @@ static void test_memo_finds_what_was_put(void **state) {
                 keep[v] = (x & 3) == 0;
             }
             keep[i % NV] = true; /* the set one value away (tried below) has it false */
-            bool found = ot_remat_memo_find(&mm, keep, &peak, &n_top, &cost);
+            bool found = ot_remat_memo_find(&mm, keep, &e);
             if (pass == 0) {
-                if (!found) ot_remat_memo_put(&mm, 1000 + i, i % 7, 0.5 * i);
+                if (!found) ot_remat_memo_put(&mm, 1000 + i, i % 7, 0.5 * i, i % 3 == 0);
                 continue;
             }
             assert_true(found); /* 3,000 random sets of 150 values: all distinct */
-            assert_int_equal(peak, 1000 + i);
-            assert_int_equal(n_top, i % 7);
-            assert_true(cost == 0.5 * i);
+            assert_int_equal(e.peak, 1000 + i);
+            assert_int_equal(e.n_top, i % 7);
+            assert_true(e.cost == 0.5 * i);
+            assert_int_equal(e.above, i % 3 == 0);
+            if (e.above) { /* a bound measured again: replaced, not added */
+                ot_remat_memo_put(&mm, 5000 + i, 1, 0.5 * i, false);
+                assert_true(ot_remat_memo_find(&mm, keep, &e));
+                assert_true(e.peak == 5000 + i && !e.above);
+            }
             keep[i % NV] = false; /* one value away: never put */
-            int64_t p2 = 0, t2 = 0;
-            double c2 = 0.0;
-            assert_false(ot_remat_memo_find(&mm, keep, &p2, &t2, &c2));
+            assert_false(ot_remat_memo_find(&mm, keep, &e));
         }
     }
     assert_int_equal(mm.n, NSETS);
