@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/backend.h"
+#include "plan/schedule.h"
+#include "plan/scratch.h"
 #include "remat/auto_search.h"
 #include "remat_check.h"
 
@@ -113,6 +116,68 @@ static void test_auto_measures_each_keep_set_once(void **state) {
     rc_search_close(&rs);
 }
 
+/* ot_schedule_plan_limit against ot_schedule_plan_scratch on the fixture's graph under
+ * the plain, sqrt and every:2 keep sets and the CPU backend's workspace: within the
+ * limit the same order and plan; one byte below the peak, and at limits spread down to
+ * the pinned bytes (where the two orders' device-free peaks fall on either side of it,
+ * or both pass it), exceeded and no plan. */
+static void test_limited_schedule_is_the_plan_or_exceeded(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/remat_gpt4/model.onnx", OT_SOURCE_DIR);
+    ot_remat_session *s = rc_session_open(path);
+    ot_plan_device dev = ot_backend_plan_device(s->be);
+    ot_plan_scratch *scr = ot_plan_scratch_new(), *scr2 = ot_plan_scratch_new();
+    assert_non_null(scr);
+    assert_non_null(scr2);
+    bool *keep = calloc((size_t)s->an.n_values + 1, sizeof(bool));
+    assert_non_null(keep);
+    static const ot_remat_policy pols[] = {
+        {.kind = OT_REMAT_NONE}, {.kind = OT_REMAT_SQRT}, {.kind = OT_REMAT_EVERY, .every_k = 2}};
+    int n_within = 0, n_over = 0;
+    for (size_t k = 0; k < sizeof pols / sizeof pols[0]; k++) {
+        ot_error err = {0};
+        ot_remat_rewrite rw;
+        assert_int_equal(ot_remat_policy_keep(s->g, &s->an, &pols[k], keep, &err), OT_OK);
+        assert_int_equal(ot_remat_apply(s->g, &s->an, keep, &rw, &err), OT_OK);
+        int *order = NULL, n = 0;
+        ot_plan *plan = NULL;
+        assert_int_equal(ot_schedule_plan_scratch(s->g, &dev, scr, &order, &n, &plan, &err), OT_OK);
+        size_t peak = plan->peak_bytes;
+        for (int t = 0; t <= 16; t++) {
+            /* the peak, one byte less, then down to the pinned bytes */
+            size_t limit = t == 0   ? peak
+                           : t == 1 ? peak - 1
+                                    : plan->pinned_bytes + (peak - plan->pinned_bytes) * (size_t)(16 - t) / 16;
+            int *o2 = NULL, n2 = 0;
+            ot_plan *p2 = NULL;
+            bool exceeded = true;
+            assert_int_equal(ot_schedule_plan_limit(s->g, &dev, scr2, limit, &o2, &n2, &p2, &exceeded, &err), OT_OK);
+            assert_int_equal(exceeded, limit < peak);
+            assert_int_equal(n2, n);
+            if (limit < peak) {
+                assert_null(p2);
+                n_over++;
+                continue;
+            }
+            n_within++;
+            assert_non_null(p2);
+            assert_memory_equal(o2, order, sizeof(int) * (size_t)n);
+            assert_int_equal(p2->peak_bytes, peak);
+            assert_memory_equal(p2->timeline, plan->timeline, sizeof(size_t) * (size_t)n);
+            for (int v = 0; v < plan->n_values; v++)
+                assert_int_equal(p2->values[v].offset, plan->values[v].offset);
+        }
+        ot_remat_undo(s->g, &rw);
+    }
+    assert_int_equal(n_within, 3);
+    assert_int_equal(n_over, 3 * 16);
+    free(keep);
+    ot_plan_scratch_free(scr);
+    ot_plan_scratch_free(scr2);
+    ot_remat_session_free(s);
+}
+
 static void test_memo_finds_what_was_put(void **state) {
     (void)state;
     enum { NV = 150, NSETS = 3000 };
@@ -154,6 +219,7 @@ static void test_memo_finds_what_was_put(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_memo_finds_what_was_put),
+                                       cmocka_unit_test(test_limited_schedule_is_the_plan_or_exceeded),
                                        cmocka_unit_test(test_auto_measures_each_keep_set_once)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
