@@ -516,21 +516,18 @@ static bool judge_static(const ot_graph *g, const ot_plan_options *opt, const ot
     return true;
 }
 
-/* Both orders' plans for dev within limit, when the judging under limit could not tell
- * which order is chosen (both device-free peaks pass it): true when both pass limit
- * with dev too, so that the chosen one's does. */
-static ot_status both_over(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt,
-                           ot_plan_scratch *scr, const int *a, const int *b, int n, size_t limit, bool *over,
-                           ot_error *err) {
-    const int *orders[2] = {a, b};
-    *over = true;
-    for (int k = 0; k < 2 && *over; k++) {
-        ot_plan *p = NULL;
-        ot_status st = ot_plan_build_in(g, orders[k], n, dev, opt, NULL, limit, scr, &p, over, err);
-        if (!scr) ot_plan_free(p);
-        if (st) return st;
-    }
-    return OT_OK;
+/* Both orders' plans for dev within limit, the static one first (out[0], over[0]; the
+ * dynamic one in out[1], over[1] only when the static one passes limit): for a caller
+ * that needs the plan only within limit (ot_schedule_plan_limit), on a device that
+ * asks workspace. Most plans such a caller asks about pass it (auto's exchanges), and
+ * when both orders' plans for dev do, so does the chosen one's, whichever order the
+ * judging would choose: no device-free plan is needed. */
+static ot_status plan_both(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt,
+                           ot_plan_scratch *scr, const int *stat, const int *dyn, int n, size_t limit, ot_plan *out[2],
+                           bool over[2], ot_error *err) {
+    ot_status st = ot_plan_build_in(g, stat, n, dev, opt, NULL, limit, scr, &out[0], &over[0], err);
+    if (!st && over[0]) st = ot_plan_build_in(g, dyn, n, dev, opt, NULL, limit, scr, &out[1], &over[1], err);
+    return st;
 }
 
 /* Both orders, the chosen one in *order_out; with plan_out, also its plan for dev:
@@ -543,8 +540,8 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, const ot
                           size_t limit, int **order_out, int *n_out, ot_plan **plan_out, bool *exceeded, ot_error *err) {
     sched s;
     int *dyn = NULL, *stat = NULL;
-    ot_plan *plan = NULL;
-    bool over = false, unsure = false, idle = true, x = false;
+    ot_plan *plan = NULL, *dev_plan[2] = {NULL, NULL}; /* plan_both's: static, dynamic */
+    bool over = false, unsure = false, idle = true, x = false, dev_over[2] = {false, false}, chose_static = true;
     *order_out = NULL;
     *n_out = 0;
     ot_status st = sched_init(&s, g, scr, err);
@@ -565,40 +562,50 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, const ot
                            .vinfo = s.vinfo, .vsize = s.vsize};
     /* both orders hold the same nodes: dev asks them the same (once) */
     if (!st && plan_out) idle = ot_plan_device_idle(g, dyn, n, dev);
-    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0) { /* equal orders need no judging */
-        bool chose_static = judge_static(g, opt, &nodes, dyn, stat, n, scr, limit, &plan, &over, &unsure);
-        if (unsure && plan_out && !idle) { /* over limit with dev too whichever is chosen, or judge in full */
-            st = both_over(g, dev, opt, scr, dyn, stat, n, limit, &x, err);
-            if (!st && !x)
-                chose_static = judge_static(g, opt, &nodes, dyn, stat, n, scr, SIZE_MAX, &plan, &over, &unsure);
-        }
-        if (chose_static) {
-            int *t = dyn;
-            dyn = stat;
-            stat = t;
-        }
+    bool differ = !st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0; /* equal orders need no judging */
+    if (differ && limit < SIZE_MAX && plan_out && !idle)
+        st = plan_both(g, dev, opt, scr, stat, dyn, n, limit, dev_plan, dev_over, err);
+    if (!st && dev_over[0] && dev_over[1]) /* whichever is chosen passes limit */
+        x = true;
+    else if (!st && differ) {
+        chose_static = judge_static(g, opt, &nodes, dyn, stat, n, scr, limit, &plan, &over, &unsure);
+        if (unsure && plan_out && !idle) /* plan_both found one within limit: judge in full */
+            chose_static = judge_static(g, opt, &nodes, dyn, stat, n, scr, SIZE_MAX, &plan, &over, &unsure);
     }
-    if (!st && plan_out) {
+    if (differ && chose_static) {
+        int *t = dyn;
+        dyn = stat;
+        stat = t;
+    }
+    ot_plan *dev_chosen = dev_plan[chose_static ? 0 : 1]; /* the chosen order's plan for dev, if made */
+    bool dev_made = chose_static ? differ && limit < SIZE_MAX && plan_out && !idle : dev_over[0];
+    if (!st && plan_out && !x) {
         if (plan && !idle) {
             if (!scr) ot_plan_free(plan);
             plan = NULL;
         }
-        if (over && (idle || unsure)) /* its plan for dev is its device-free one, over limit; or both are */
+        if (dev_made) { /* plan_both's, within limit or not */
+            x = dev_over[chose_static ? 0 : 1];
+            plan = dev_chosen;
+            dev_plan[chose_static ? 0 : 1] = NULL;
+        } else if (over && idle) /* its plan for dev is its device-free one, over limit */
             x = true;
         else if (!plan && idle) /* the same plan as with dev */
             st = ot_plan_build_in(g, dyn, n, NULL, opt, &nodes, limit, scr, &plan, &x, err);
         else if (!plan)
             st = ot_plan_build_in(g, dyn, n, dev, opt, NULL, limit, scr, &plan, &x, err);
+    }
+    if (!st && plan_out) {
         if (exceeded) *exceeded = x;
-        *plan_out = plan;
-        plan = NULL;
+        *plan_out = x ? NULL : plan;
+        if (!x) plan = NULL;
     }
     if (!st) {
         *order_out = dyn;
         *n_out = n;
         dyn = NULL;
     }
-    if (!scr) ot_plan_free(plan);
+    if (!scr) ot_plan_free(plan), ot_plan_free(dev_plan[0]), ot_plan_free(dev_plan[1]);
     ot_scratch_release(scr, dyn);
     ot_scratch_release(scr, stat);
     sched_free(&s);
