@@ -480,36 +480,68 @@ static ot_status run_order(sched *s, bool dynamic, int *order, ot_error *err) {
  * order, which wins most often, is planned first; the dynamic order's run stops as
  * soon as its peak reaches the static one's (it has lost then), so the loser is
  * rarely planned to the end. Returns true for static; *winner is the chosen order's
- * device-free plan, or NULL when it could not be planned. */
+ * device-free plan, or NULL when it could not be planned.
+ *
+ * limit (SIZE_MAX: none) is for a caller that needs the plan only when its peak is at
+ * most limit (ot_schedule_plan_limit): the static run stops there too. When it does,
+ * the dynamic order wins exactly when its run stays within limit (its peak is then
+ * below the static one's, as above); else *over says the chosen order's device-free
+ * peak passes limit, and *unsure that both orders' do, so that which one is chosen is
+ * not known (true is returned then). Within limit, the same judgment as without. */
 static bool judge_static(const ot_graph *g, const ot_plan_options *opt, const ot_plan_nodes *nodes, const int *dyn,
-                         const int *stat, int n, ot_plan_scratch *scr, ot_plan **winner) {
+                         const int *stat, int n, ot_plan_scratch *scr, size_t limit, ot_plan **winner, bool *over,
+                         bool *unsure) {
     ot_plan *ps = NULL, *pd = NULL;
     ot_error e = {0};
-    bool exceeded = false;
+    bool exceeded = false, s_over = false;
     *winner = NULL;
-    if (ot_plan_build_in(g, stat, n, NULL, opt, nodes, SIZE_MAX, scr, &ps, NULL, &e)) {
+    *over = *unsure = false;
+    if (ot_plan_build_in(g, stat, n, NULL, opt, nodes, limit, scr, &ps, &s_over, &e)) {
         /* Static cannot be planned; it stays chosen unless the dynamic order can be
          * while static cannot, which the old rule (static when either fails) also
          * keeps static: planning the dynamic order would decide nothing. */
         return true;
     }
-    if (ps->peak_bytes > 0 &&
-        ot_plan_build_in(g, dyn, n, NULL, opt, nodes, ps->peak_bytes - 1, scr, &pd, &exceeded, &e) == OT_OK && !exceeded) {
+    bool try_dyn = s_over || ps->peak_bytes > 0;
+    size_t d_limit = s_over ? limit : ps->peak_bytes - 1;
+    ot_status sd = try_dyn ? ot_plan_build_in(g, dyn, n, NULL, opt, nodes, d_limit, scr, &pd, &exceeded, &e) : OT_OK;
+    if (try_dyn && sd == OT_OK && !exceeded) {
         if (!scr) ot_plan_free(ps); /* the dynamic peak is below the static one */
         *winner = pd;
         return false;
     }
-    *winner = ps; /* the dynamic peak reaches the static one, or it failed */
+    *winner = ps; /* the dynamic peak reaches the static one, or it failed; NULL when static is over limit */
+    *over = s_over;
+    *unsure = s_over && try_dyn && sd == OT_OK && exceeded;
     return true;
 }
 
+/* Both orders' plans for dev within limit, the static one first (out[0], over[0]; the
+ * dynamic one in out[1], over[1] only when the static one passes limit): for a caller
+ * that needs the plan only within limit (ot_schedule_plan_limit), on a device that
+ * asks workspace. Most plans such a caller asks about pass it (auto's exchanges), and
+ * when both orders' plans for dev do, so does the chosen one's, whichever order the
+ * judging would choose: no device-free plan is needed. */
+static ot_status plan_both(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt,
+                           ot_plan_scratch *scr, const int *stat, const int *dyn, int n, size_t limit, ot_plan *out[2],
+                           bool over[2], ot_error *err) {
+    ot_status st = ot_plan_build_in(g, stat, n, dev, opt, NULL, limit, scr, &out[0], &over[0], err);
+    if (!st && over[0]) st = ot_plan_build_in(g, dyn, n, dev, opt, NULL, limit, scr, &out[1], &over[1], err);
+    return st;
+}
+
 /* Both orders, the chosen one in *order_out; with plan_out, also its plan for dev:
- * the judging run's when dev would not change it (ot_plan_device_idle), else a new one. */
+ * the judging run's when dev would not change it (ot_plan_device_idle), else a new one.
+ * limit (SIZE_MAX: none): with exceeded, the caller needs the plan only when its peak
+ * is at most limit; when the chosen order's plan for dev passes it, *exceeded is set,
+ * *plan_out is NULL and *order_out one of the two orders. Otherwise the same order and
+ * plan as without a limit. */
 static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt, ot_plan_scratch *scr,
-                          int **order_out, int *n_out, ot_plan **plan_out, ot_error *err) {
+                          size_t limit, int **order_out, int *n_out, ot_plan **plan_out, bool *exceeded, ot_error *err) {
     sched s;
     int *dyn = NULL, *stat = NULL;
-    ot_plan *plan = NULL;
+    ot_plan *plan = NULL, *dev_plan[2] = {NULL, NULL}; /* plan_both's: static, dynamic */
+    bool over = false, unsure = false, idle = true, x = false, dev_over[2] = {false, false}, chose_static = true;
     *order_out = NULL;
     *n_out = 0;
     ot_status st = sched_init(&s, g, scr, err);
@@ -528,30 +560,52 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, const ot
                            .in_val = s.in_val, .out_start = s.out_start, .out_val = s.out_val, .vprod = s.vprod,
                            .cons_start = s.cons_start, .cons = s.cons,
                            .vinfo = s.vinfo, .vsize = s.vsize};
-    if (!st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0 && judge_static(g, opt, &nodes, dyn, stat, n, scr, &plan)) {
-        int *t = dyn; /* equal orders need no judging */
+    /* both orders hold the same nodes: dev asks them the same (once) */
+    if (!st && plan_out) idle = ot_plan_device_idle(g, dyn, n, dev);
+    bool differ = !st && memcmp(dyn, stat, sizeof(int) * (size_t)n) != 0; /* equal orders need no judging */
+    if (differ && limit < SIZE_MAX && plan_out && !idle)
+        st = plan_both(g, dev, opt, scr, stat, dyn, n, limit, dev_plan, dev_over, err);
+    if (!st && dev_over[0] && dev_over[1]) /* whichever is chosen passes limit */
+        x = true;
+    else if (!st && differ) {
+        chose_static = judge_static(g, opt, &nodes, dyn, stat, n, scr, limit, &plan, &over, &unsure);
+        if (unsure && plan_out && !idle) /* plan_both found one within limit: judge in full */
+            chose_static = judge_static(g, opt, &nodes, dyn, stat, n, scr, SIZE_MAX, &plan, &over, &unsure);
+    }
+    if (differ && chose_static) {
+        int *t = dyn;
         dyn = stat;
         stat = t;
     }
-    if (!st && plan_out) {
-        bool idle = ot_plan_device_idle(g, dyn, n, dev); /* asks dev of every node: once */
+    ot_plan *dev_chosen = dev_plan[chose_static ? 0 : 1]; /* the chosen order's plan for dev, if made */
+    bool dev_made = chose_static ? differ && limit < SIZE_MAX && plan_out && !idle : dev_over[0];
+    if (!st && plan_out && !x) {
         if (plan && !idle) {
             if (!scr) ot_plan_free(plan);
             plan = NULL;
         }
-        if (!plan && idle) /* the same plan as with dev */
-            st = ot_plan_build_in(g, dyn, n, NULL, opt, &nodes, SIZE_MAX, scr, &plan, NULL, err);
+        if (dev_made) { /* plan_both's, within limit or not */
+            x = dev_over[chose_static ? 0 : 1];
+            plan = dev_chosen;
+            dev_plan[chose_static ? 0 : 1] = NULL;
+        } else if (over && idle) /* its plan for dev is its device-free one, over limit */
+            x = true;
+        else if (!plan && idle) /* the same plan as with dev */
+            st = ot_plan_build_in(g, dyn, n, NULL, opt, &nodes, limit, scr, &plan, &x, err);
         else if (!plan)
-            st = ot_plan_build_in(g, dyn, n, dev, opt, NULL, SIZE_MAX, scr, &plan, NULL, err);
-        *plan_out = plan;
-        plan = NULL;
+            st = ot_plan_build_in(g, dyn, n, dev, opt, NULL, limit, scr, &plan, &x, err);
+    }
+    if (!st && plan_out) {
+        if (exceeded) *exceeded = x;
+        *plan_out = x ? NULL : plan;
+        if (!x) plan = NULL;
     }
     if (!st) {
         *order_out = dyn;
         *n_out = n;
         dyn = NULL;
     }
-    if (!scr) ot_plan_free(plan);
+    if (!scr) ot_plan_free(plan), ot_plan_free(dev_plan[0]), ot_plan_free(dev_plan[1]);
     ot_scratch_release(scr, dyn);
     ot_scratch_release(scr, stat);
     sched_free(&s);
@@ -559,27 +613,36 @@ static ot_status schedule(const ot_graph *g, const ot_plan_device *dev, const ot
 }
 
 ot_status ot_schedule_build(const ot_graph *g, int **order_out, int *n_out, ot_error *err) {
-    return schedule(g, NULL, NULL, NULL, order_out, n_out, NULL, err);
+    return schedule(g, NULL, NULL, NULL, SIZE_MAX, order_out, n_out, NULL, NULL, err);
 }
 
 ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **order_out, int *n_out,
                            ot_plan **plan_out, ot_error *err) {
     *plan_out = NULL;
-    return schedule(g, dev, NULL, NULL, order_out, n_out, plan_out, err);
+    return schedule(g, dev, NULL, NULL, SIZE_MAX, order_out, n_out, plan_out, NULL, err);
 }
 
 ot_status ot_schedule_plan_scratch(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, int **order_out,
                                    int *n_out, ot_plan **plan_out, ot_error *err) {
     *plan_out = NULL;
     ot_plan_scratch_reset(scr);
-    return schedule(g, dev, NULL, scr, order_out, n_out, plan_out, err);
+    return schedule(g, dev, NULL, scr, SIZE_MAX, order_out, n_out, plan_out, NULL, err);
+}
+
+ot_status ot_schedule_plan_limit(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt,
+                                 ot_plan_scratch *scr, size_t limit, int **order_out, int *n_out, ot_plan **plan_out,
+                                 bool *exceeded, ot_error *err) {
+    *plan_out = NULL;
+    *exceeded = false;
+    if (scr) ot_plan_scratch_reset(scr);
+    return schedule(g, dev, opt, scr, limit, order_out, n_out, plan_out, exceeded, err);
 }
 
 ot_status ot_schedule_plan_opts(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt,
                                 ot_plan_scratch *scr, int **order_out, int *n_out, ot_plan **plan_out, ot_error *err) {
     *plan_out = NULL;
     if (scr) ot_plan_scratch_reset(scr);
-    return schedule(g, dev, opt, scr, order_out, n_out, plan_out, err);
+    return schedule(g, dev, opt, scr, SIZE_MAX, order_out, n_out, plan_out, NULL, err);
 }
 
 ot_status ot_schedule_base_set(ot_plan_scratch *scr, const ot_graph *g, ot_error *err) {

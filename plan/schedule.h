@@ -66,6 +66,16 @@ ot_status ot_schedule_plan(const ot_graph *g, const ot_plan_device *dev, int **o
 ot_status ot_schedule_plan_scratch(const ot_graph *g, const ot_plan_device *dev, ot_plan_scratch *scr, int **order,
                                    int *n, ot_plan **plan, ot_error *err);
 
+/* ot_schedule_plan_opts for a caller that needs the plan only when its peak is at most
+ * limit (remat's auto, judging whether a plan fits): the planner runs stop once their
+ * peak must pass limit (a bounded build gives the unbounded one's plan, target and
+ * all: planner.h). When the chosen order's plan for dev would pass it, *exceeded is
+ * set, *plan NULL and *order one of the two orders; otherwise the same order and plan
+ * as ot_schedule_plan_opts. */
+ot_status ot_schedule_plan_limit(const ot_graph *g, const ot_plan_device *dev, const ot_plan_options *opt,
+                                 ot_plan_scratch *scr, size_t limit, int **order, int *n, ot_plan **plan,
+                                 bool *exceeded, ot_error *err);
+
 /* ot_schedule_plan (scr NULL) or ot_schedule_plan_scratch (scr given) with planner
  * options (planner.h; NULL: the defaults), which the judging of the two orders uses
  * too. */

@@ -65,8 +65,16 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
     /* reuses the judging plan; with a scratch, the order and plan live in it; the
      * target judges the two orders too, as the session's executor does */
     ot_plan_options popt = {.fit_target_bytes = m->fit_target > 0 ? (size_t)m->fit_target : 0};
-    ot_status st = ot_schedule_plan_opts(g, &dev, m->fit_target > 0 ? &popt : NULL, m->scratch, &order, &n, &plan, err);
-    if (st == OT_OK) {
+    const ot_plan_options *po = m->fit_target > 0 ? &popt : NULL;
+    bool over = false;
+    ot_status st = m->limit > 0 && !m->want_timeline && !m->want_plan
+                       ? ot_schedule_plan_limit(g, &dev, po, m->scratch, (size_t)m->limit, &order, &n, &plan, &over, err)
+                       : ot_schedule_plan_opts(g, &dev, po, m->scratch, &order, &n, &plan, err);
+    m->exceeded = st == OT_OK && over;
+    if (m->exceeded) {
+        m->peak = m->limit + 1;
+        m->n_top = 0;
+    } else if (st == OT_OK) {
         size_t top = 0;
         m->peak = (int64_t)ot_plan_peak_bytes(plan);
         if (m->want_timeline) st = copy_timeline(plan, m, err);
@@ -86,54 +94,6 @@ ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measu
 }
 
 typedef ot_remat_search search;
-
-/* Measures one keep set; records it as best when it fits and is cheaper. */
-ot_status ot_remat_search_measure(search *s, const bool *keep, ot_remat_measurement *m_out, double *cost_out,
-                                  ot_error *err) {
-    ot_remat_rewrite rw;
-    int n_clones = 0;
-    double est = ot_remat_search_cost(s, keep, &n_clones); /* marks the clones from the search's copy */
-    if (est > s->cost_cap) { /* over the no-budget search's cap: never chosen, so not planned */
-        if (m_out) *m_out = (ot_remat_measurement){.peak = INT64_MAX, .n_top = INT64_MAX};
-        if (cost_out) *cost_out = est;
-        return OT_OK;
-    }
-    ot_status st = ot_remat_apply_marked(s->g, s->a, keep, s->walk_cloned, n_clones, &s->rw_buf, &rw, err);
-    if (st != OT_OK) return st;
-    ot_remat_measurement m = {.scratch = s->scratch, .fit_target = s->fit_target};
-    double cost = rw.extra_flops;
-    /* the rewrite rewired the journal's nodes and appended the clones: the schedule
-     * reads those and copies the rest from the search's base (search_init) */
-    ot_schedule_base_hint(s->scratch, s->g, rw.rw_node, rw.n_rewired);
-    st = s->measure(s->g, s->user, &m, err);
-    ot_schedule_base_hint(s->scratch, NULL, NULL, 0);
-    int64_t peak = m.peak;
-    ot_remat_undo(s->g, &rw);
-    if (st != OT_OK) return st;
-    s->stats->n_measured++;
-    size_t nb = (size_t)s->a->n_values * sizeof(bool);
-    if (s->stats->n_measured == 1 || peak < s->stats->min_peak) {
-        s->stats->min_peak = peak;
-        if (s->min_keep) memcpy(s->min_keep, keep, nb);
-    }
-    if (peak <= s->budget && (!s->have_best || cost < s->best_cost ||
-                              (cost == s->best_cost && peak < s->best_peak))) {
-        memcpy(s->best, keep, nb);
-        s->best_cost = cost;
-        s->best_peak = peak;
-        s->have_best = true;
-    }
-    if (m_out) *m_out = m;
-    if (cost_out) *cost_out = cost;
-    return OT_OK;
-}
-
-ot_status ot_remat_search_try(search *s, const bool *keep, int64_t *peak_out, double *cost_out, ot_error *err) {
-    ot_remat_measurement m = {0};
-    ot_status st = ot_remat_search_measure(s, keep, &m, cost_out, err);
-    if (peak_out) *peak_out = m.peak;
-    return st;
-}
 
 /* Segment plans: every:K for K on a ladder from 1 to n_art (from `all`-like to
  * none), and tapered segmentations (first segment T units, each next one unit less)
@@ -185,16 +145,16 @@ void ot_remat_prefix_keep(const search *s, const ranked *order, int k, bool chai
 /* Bisects the prefix length of a drop order for the shortest prefix that fits. */
 static ot_status bisect_order(search *s, const ranked *order, int n, bool chains, bool *keep, ot_error *err) {
     int lo = 0, hi = n; /* invariant (assumed): prefix hi fits if anything does */
-    int64_t peak = 0;
+    bool fits = false;
     ot_remat_prefix_keep(s, order, hi, chains, keep);
-    ot_status st = ot_remat_search_try(s, keep, &peak, NULL, err);
-    if (st != OT_OK || peak > s->budget) return st;
+    ot_status st = ot_remat_search_fits(s, keep, &fits, err);
+    if (st != OT_OK || !fits) return st;
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
         ot_remat_prefix_keep(s, order, mid, chains, keep);
-        st = ot_remat_search_try(s, keep, &peak, NULL, err);
+        st = ot_remat_search_fits(s, keep, &fits, err);
         if (st != OT_OK) return st;
-        if (peak <= s->budget) hi = mid;
+        if (fits) hi = mid;
         else lo = mid;
     }
     return OT_OK;
@@ -242,7 +202,8 @@ ot_status ot_remat_search_flips(search *s, bool *keep, const int *vars, int n_va
             double c = 0.0;
             bool won = false;
             if (!cur_fit || c_est < cur_c) {
-                st = ot_remat_search_measure(s, keep, &m, &c, err);
+                /* fitting, m wins only by fitting: its peak matters only against the budget */
+                st = ot_remat_search_measure_fit(s, keep, cur_fit, &m, &c, err);
                 max_evals--;
                 if (st != OT_OK) break;
                 won = better(s, m, c, cur, cur_c);
@@ -339,7 +300,9 @@ static bool walk_init(search *s) {
     s->walk_in = ot_xcalloc((size_t)n_in + 1, sizeof(int));
     s->walk_stack = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(int));
     s->walk_cloned = ot_xcalloc((size_t)a->n_nodes + 1, sizeof(bool));
-    if (!s->walk_prod || !s->walk_start || !s->walk_in || !s->walk_stack || !s->walk_cloned) return false;
+    s->memo_key = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool));
+    if (!s->walk_prod || !s->walk_start || !s->walk_in || !s->walk_stack || !s->walk_cloned || !s->memo_key)
+        return false;
     for (int v = 0; v < a->n_values; v++) s->walk_prod[v] = g->values[v].producer;
     n_in = 0;
     for (int id = 0; id < a->n_nodes; id++) {
@@ -357,11 +320,13 @@ void ot_remat_search_free(search *s) {
     free(s->min_keep);
     ot_plan_scratch_free(s->scratch);
     ot_remat_rewrite_buf_free(&s->rw_buf);
+    ot_remat_memo_free(&s->own_memo);
     free(s->walk_prod);
     free(s->walk_start);
     free(s->walk_in);
     free(s->walk_stack);
     free(s->walk_cloned);
+    free(s->memo_key);
 }
 
 ot_status ot_remat_search_init(search *s, ot_graph *g, const ot_remat_analysis *a, int64_t budget,
@@ -372,6 +337,8 @@ ot_status ot_remat_search_init(search *s, ot_graph *g, const ot_remat_analysis *
     s->best = ot_xcalloc((size_t)a->n_values, sizeof(bool));
     s->min_keep = ot_xcalloc((size_t)a->n_values, sizeof(bool));
     s->scratch = ot_plan_scratch_new();
+    ot_remat_memo_init(&s->own_memo, a->n_values);
+    s->memo = &s->own_memo;
     if (!s->best || !s->min_keep || !s->scratch || !walk_init(s))
         return ot_fail(err, OT_E_MEMORY, "remat: out of memory for %d values", a->n_values);
     /* The graph between the measurements' rewrites, for their schedules (plan/sched_base.h);
@@ -554,7 +521,8 @@ static ot_status fill_stage(search *s, bool *keep, int *vars, ot_error *err) {
  * target: the budget the plans will run under (ot_remat_measurement.fit_target), which
  * step 9's search below the first plan's peak keeps. */
 static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t budget, int64_t target,
-                             ot_remat_measure_fn measure, void *user, bool *keep_out, ot_remat_auto_stats *stats,
+                             ot_remat_measure_fn measure, void *user, ot_remat_memo *memo, bool *keep_out,
+                             ot_remat_auto_stats *stats,
                              ot_error *err) {
     int nv = a->n_values;
     search s;
@@ -564,6 +532,7 @@ static ot_status auto_search(ot_graph *g, const ot_remat_analysis *a, int64_t bu
     ot_status st = ot_remat_search_init(&s, g, a, budget, measure, user, stats, err);
     s.fit_target = target;
     if (st != OT_OK) goto fail;
+    s.memo = memo;
     if (!keep || !order || !vars) {
         st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", nv);
         goto fail;
@@ -664,13 +633,14 @@ fail:
  * 33,792, optimal's). Replaces keep and stats' cost and peak only with a cheaper plan
  * that fits. */
 static ot_status auto_finish(ot_graph *g, const ot_remat_analysis *a, int64_t budget, ot_remat_measure_fn measure,
-                             void *user, bool *keep, ot_remat_auto_stats *stats, ot_error *err) {
+                             void *user, ot_remat_memo *memo, bool *keep, ot_remat_auto_stats *stats, ot_error *err) {
     ot_remat_auto_stats local;
     search s;
     int nv = a->n_values;
     bool *work = ot_xcalloc((size_t)nv + 1, sizeof(bool));
     int *vars = ot_xcalloc((size_t)nv + 1, sizeof(int));
     ot_status st = ot_remat_search_init(&s, g, a, budget, measure, user, &local, err);
+    s.memo = memo;
     if (st == OT_OK && (!work || !vars)) st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", nv);
     if (st == OT_OK) {
         memcpy(work, keep, (size_t)nv * sizeof(bool));
@@ -686,6 +656,7 @@ static ot_status auto_finish(ot_graph *g, const ot_remat_analysis *a, int64_t bu
         stats->peak = s.best_peak;
     }
     stats->n_measured += local.n_measured;
+    stats->n_reused += local.n_reused;
     free(work);
     free(vars);
     ot_remat_search_free(&s);
@@ -703,30 +674,39 @@ ot_status ot_remat_auto(ot_graph *g, const ot_remat_analysis *a, int64_t budget,
                         void *user, bool *keep_out, ot_remat_auto_stats *stats, ot_error *err) {
     ot_remat_auto_stats local;
     if (!stats) stats = &local;
-    ot_status st = auto_search(g, a, budget, budget, measure, user, keep_out, stats, err);
-    if (st != OT_OK || stats->cost <= 0.0) return st;
-    int *vars = ot_xcalloc((size_t)a->n_values + 1, sizeof(int));
-    bool *keep = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool));
+    /* all three searches': a measurement does not depend on the search's budget, and
+     * the three plan under one target (the budget, ot_remat_measurement.fit_target) */
+    ot_remat_memo memo;
+    ot_remat_memo_init(&memo, a->n_values);
+    bool *keep = NULL;
+    int *vars = NULL;
+    ot_status st = auto_search(g, a, budget, budget, measure, user, &memo, keep_out, stats, err);
+    if (st != OT_OK || stats->cost <= 0.0) goto done;
+    vars = ot_xcalloc((size_t)a->n_values + 1, sizeof(int));
+    keep = ot_xcalloc((size_t)a->n_values + 1, sizeof(bool));
     if (!vars || !keep) {
-        free(vars), free(keep);
-        return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", a->n_values);
+        st = ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", a->n_values);
+        goto done;
     }
     if (ot_remat_search_vars(g, a, true, vars) <= OT_REMAT_POLISH_MAX_VARS) {
         ot_remat_auto_stats again = {0};
         ot_error e2 = {0};
-        st = auto_search(g, a, stats->peak - 1, budget, measure, user, keep, &again, &e2);
+        st = auto_search(g, a, stats->peak - 1, budget, measure, user, &memo, keep, &again, &e2);
         stats->n_measured += again.n_measured;
+        stats->n_reused += again.n_reused;
         if (st == OT_OK && again.cost < stats->cost) {
             memcpy(keep_out, keep, (size_t)a->n_values * sizeof(bool));
             stats->peak = again.peak;
             stats->cost = again.cost;
-            st = auto_finish(g, a, budget, measure, user, keep_out, stats, &e2);
+            st = auto_finish(g, a, budget, measure, user, &memo, keep_out, stats, &e2);
         }
         if (st == OT_E_MEMORY) st = OT_OK; /* nothing fits below the first plan's peak: it stays */
         else if (st != OT_OK && err) *err = e2;
     }
+done:
     free(vars);
     free(keep);
+    ot_remat_memo_free(&memo);
     return st;
 }
 

@@ -42,7 +42,19 @@ typedef struct repair_ctx {
     int evals;   /* planner runs left */
     bool ties;   /* the stepwise repair's last pass keeps drops that tied (repair_steps) */
     bool only_ties; /* repair runs that pass alone (the others already failed from this plan) */
+    bool *held;  /* a->n_values of scratch for kept_bytes */
 } repair_ctx;
+
+/* ot_remat_kept_bytes(keep), and with cost its ot_remat_keep_cost, the same to the bit,
+ * from the search's copy of the graph in one walk (ot_remat_search_cost): the moves below
+ * price every candidate this way, and walking the graph's nodes for each took a tenth
+ * of auto's time on gpt2. */
+static int64_t kept_bytes(repair_ctx *r, const bool *keep, double *cost) {
+    double c = ot_remat_search_cost(r->s, keep, NULL);
+    if (cost) *cost = c;
+    memset(r->held, 0, (size_t)r->s->a->n_values * sizeof(bool));
+    return ot_remat_kept_bytes_marked(r->s->g, r->s->a, keep, r->s->walk_cloned, r->held);
+}
 
 /* Inserts c into the best REPAIR_MEASURE of cand (sorted, highest key first). */
 static void top_insert(ot_remat_ranked *cand, int *nc, ot_remat_ranked c) {
@@ -70,7 +82,6 @@ static bool lower(ot_remat_measurement m, ot_remat_measurement than, bool by_top
  * that would cost base or more are never tried. */
 static ot_status repair_steps(repair_ctx *r, bool *keep, double base, bool by_top, bool ties, ot_error *err) {
     ot_remat_search *s = r->s;
-    const ot_remat_analysis *a = s->a;
     ot_remat_measurement cur = {0};
     double cost = 0.0;
     memset(r->dud, 0, (size_t)r->n * sizeof(bool));
@@ -79,13 +90,13 @@ static ot_status repair_steps(repair_ctx *r, bool *keep, double base, bool by_to
     for (int step = 0; step < REPAIR_STEPS && st == OT_OK && cur.peak > s->budget && r->evals > 0; step++) {
         ot_remat_ranked cand[REPAIR_MEASURE];
         int nc = 0;
-        int64_t kb = ot_remat_kept_bytes(s->g, a, keep);
+        int64_t kb = kept_bytes(r, keep, NULL);
         for (int j = 0; j < r->n; j++) {
             int v = r->vars[j];
             if (!keep[v] || r->fixed[j] || r->dud[j]) continue;
             keep[v] = false;
-            double c = ot_remat_keep_cost(s->g, a, keep, NULL);
-            int64_t b = ot_remat_kept_bytes(s->g, a, keep);
+            double c = 0.0;
+            int64_t b = kept_bytes(r, keep, &c);
             keep[v] = true;
             if (c >= 0.0 && c < base && b <= kb)
                 top_insert(cand, &nc, (ot_remat_ranked){j, (double)(kb - b + 1) / (1.0 + c - cost)});
@@ -154,15 +165,15 @@ static ot_status bulk_repair(repair_ctx *r, bool *keep, double base, bool fine, 
         return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", r->n);
     }
     memcpy(start, keep, nb);
-    double c0 = ot_remat_keep_cost(s->g, a, keep, NULL);
-    int64_t kb = ot_remat_kept_bytes(s->g, a, keep);
+    double c0 = 0.0;
+    int64_t kb = kept_bytes(r, keep, &c0);
     int m = 0;
     for (int j = 0; j < r->n; j++) {
         int v = r->vars[j];
         if (!keep[v] || r->fixed[j]) continue;
         keep[v] = false;
-        double c = ot_remat_keep_cost(s->g, a, keep, NULL);
-        int64_t b = ot_remat_kept_bytes(s->g, a, keep);
+        double c = 0.0;
+        int64_t b = kept_bytes(r, keep, &c);
         keep[v] = true;
         if (c >= 0.0 && c < base && b < kb) {
             f[m] = (fine_drop){j, (c - c0) / (double)(kb - b), kb - b};
@@ -179,24 +190,23 @@ static ot_status bulk_repair(repair_ctx *r, bool *keep, double base, bool fine, 
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
         drop_prefix(r, keep, start, order, mid);
-        if (ot_remat_keep_cost(s->g, a, keep, NULL) < base) lo = mid;
+        if (ot_remat_search_cost(s, keep, NULL) < base) lo = mid;
         else hi = mid - 1;
     }
-    int64_t peak = 0;
     ot_status st = OT_OK;
     *fits = false;
     if (lo > 0) {
         drop_prefix(r, keep, start, order, lo);
-        st = ot_remat_search_try(s, keep, &peak, NULL, err);
+        st = ot_remat_search_fits(s, keep, fits, err);
         r->evals--;
-        *fits = st == OT_OK && peak <= s->budget;
     }
     for (int l = 0, h = lo; *fits && st == OT_OK && h - l > 1 && r->evals > 0;) { /* shortest fitting prefix */
         int mid = l + (h - l) / 2;
+        bool mid_fits = false;
         drop_prefix(r, keep, start, order, mid);
-        st = ot_remat_search_try(s, keep, &peak, NULL, err);
+        st = ot_remat_search_fits(s, keep, &mid_fits, err);
         r->evals--;
-        if (peak <= s->budget) h = mid;
+        if (mid_fits) h = mid;
         else l = mid;
     }
     memcpy(keep, start, nb);
@@ -273,7 +283,6 @@ static bool apply_move(repair_ctx *r, bool *keep, int mv) {
  * the bulk repair's fine order alone (ot_remat_fill_search). */
 static ot_status add_moves(repair_ctx *r, bool *keep, bool fill, ot_error *err) {
     ot_remat_search *s = r->s;
-    const ot_remat_analysis *a = s->a;
     ot_remat_ranked *moves = ot_xcalloc((size_t)r->n + 1, sizeof(ot_remat_ranked));
     if (!moves) return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", r->n);
     ot_status st = OT_OK;
@@ -285,7 +294,7 @@ static ot_status add_moves(repair_ctx *r, bool *keep, bool fill, ot_error *err) 
         for (int i = 0; i < r->n; i++) {
             int mv = s->best[r->vars[i]] ? -1 - i : i;
             if (!apply_move(r, keep, mv)) continue;
-            double c = ot_remat_keep_cost(s->g, a, keep, NULL);
+            double c = ot_remat_search_cost(s, keep, NULL);
             if (c >= 0.0 && c < base) moves[m++] = (ot_remat_ranked){mv, base - c};
         }
         qsort(moves, (size_t)m, sizeof(ot_remat_ranked), ot_remat_ranked_desc);
@@ -338,13 +347,13 @@ static ot_status refill_moves(repair_ctx *r, bool *keep, ot_error *err) {
         improved = false;
         double base = s->best_cost;
         memcpy(keep, s->best, nb);
-        int64_t kb = ot_remat_kept_bytes(s->g, a, keep);
+        int64_t kb = kept_bytes(r, keep, NULL);
         int m = 0;
         for (int j = 0; j < r->n; j++) {
             int v = r->vars[j];
             if (!keep[v] || !a->saved[v]) continue;
             drop_chain(s, keep, v, stack);
-            int64_t b = ot_remat_kept_bytes(s->g, a, keep);
+            int64_t b = kept_bytes(r, keep, NULL);
             memcpy(keep, s->best, nb);
             if (b < kb) drops[m++] = (ot_remat_ranked){j, (double)(kb - b)};
         }
@@ -352,26 +361,26 @@ static ot_status refill_moves(repair_ctx *r, bool *keep, ot_error *err) {
         for (int t = 0; t < m && t < ADD_TRIES && st == OT_OK && !improved && r->evals > 0; t++) {
             memcpy(keep, s->best, nb);
             drop_chain(s, keep, r->vars[drops[t].v], stack);
-            double c0 = ot_remat_keep_cost(s->g, a, keep, NULL);
-            int64_t kb0 = ot_remat_kept_bytes(s->g, a, keep);
+            double c0 = 0.0;
+            int64_t kb0 = kept_bytes(r, keep, &c0);
             int na = 0;
             for (int i = 0; i < r->n; i++) {
                 int v = r->vars[i];
                 if (keep[v] || i == drops[t].v) continue;
                 keep[v] = true;
-                double c = ot_remat_keep_cost(s->g, a, keep, NULL);
-                int64_t b = ot_remat_kept_bytes(s->g, a, keep);
+                double c = 0.0;
+                int64_t b = kept_bytes(r, keep, &c);
                 keep[v] = false;
                 if (c >= 0.0 && c < c0) adds[na++] = (ot_remat_ranked){i, (c0 - c) / (1.0 + (double)(b > kb0 ? b - kb0 : 0))};
             }
             qsort(adds, (size_t)na, sizeof(ot_remat_ranked), ot_remat_ranked_desc);
             for (int k = 0; k < na && k < REFILL_TRIES && st == OT_OK && r->evals > 0; k++) {
                 int v = r->vars[adds[k].v];
-                int64_t peak = 0;
+                bool fits = false;
                 keep[v] = true;
-                st = ot_remat_search_try(s, keep, &peak, NULL, err);
+                st = ot_remat_search_fits(s, keep, &fits, err);
                 r->evals--;
-                if (peak > s->budget) keep[v] = false;
+                if (!fits) keep[v] = false;
             }
             improved = s->best_cost < base;
         }
@@ -409,7 +418,7 @@ static ot_status unclone_moves(repair_ctx *r, bool *keep, ot_error *err) {
                 r->fixed[i] = !keep[v] && ot_remat_chain_reaches(s->g, a, s->best, v, top[k].v, stamp, ++tag, stack);
                 if (r->fixed[i]) keep[v] = true, n_kept++;
             }
-            if (n_kept == 0 || ot_remat_keep_cost(s->g, a, keep, NULL) >= base) continue;
+            if (n_kept == 0 || ot_remat_search_cost(s, keep, NULL) >= base) continue;
             st = repair(r, keep, base, err);
             improved = s->best_cost < base;
         }
@@ -449,8 +458,9 @@ static ot_status polish_round(repair_ctx *r, bool *keep, bool repairs_only, ot_e
 static ot_status ctx_init(repair_ctx *r, ot_remat_search *s, int *vars, int n, ot_error *err) {
     const ot_remat_analysis *a = s->a;
     *r = (repair_ctx){s, vars, n, ot_xcalloc((size_t)n + 1, sizeof(bool)), ot_xcalloc((size_t)n + 1, sizeof(bool)),
-                      ot_xcalloc((size_t)a->n_values + 1, sizeof(int)), 0, false, false};
-    if (!r->fixed || !r->dud || !r->index)
+                      ot_xcalloc((size_t)a->n_values + 1, sizeof(int)), 0, false, false,
+                      ot_xcalloc((size_t)a->n_values + 1, sizeof(bool))};
+    if (!r->fixed || !r->dud || !r->index || !r->held)
         return ot_fail(err, OT_E_MEMORY, "remat auto: out of memory for %d values", n);
     for (int v = 0; v < a->n_values; v++) r->index[v] = -1;
     for (int i = 0; i < n; i++) r->index[vars[i]] = i;
@@ -461,6 +471,7 @@ static void ctx_free(repair_ctx *r) {
     free(r->fixed);
     free(r->dud);
     free(r->index);
+    free(r->held);
 }
 
 /* Add-and-fill (remat/auto.c's last stage): the add moves, each repaired by the bulk

@@ -3,6 +3,8 @@
 #ifndef OT_REMAT_AUTO_SEARCH_H
 #define OT_REMAT_AUTO_SEARCH_H
 
+#include <stdint.h>
+
 #include "remat/remat.h"
 /* The arrays of auto's rewrites, reused from one measurement to the next (each rewrite
  * is undone before the next is applied). Why: allocated per rewrite, the first of
@@ -36,6 +38,38 @@ typedef struct ot_remat_rewrite_buf {
 } ot_remat_rewrite_buf;
 void ot_remat_rewrite_buf_free(ot_remat_rewrite_buf *b);
 
+/* The measurements made, by what the rewrite read of the keep set (remat/auto_measure.c):
+ * a graph measured once is answered from here, the same peak, steps at the top and FLOPs. */
+typedef struct ot_remat_memo_slot {
+    uint64_t hash; /* 0: empty */
+    int key;       /* its key: keys[key * n_words ..] */
+    int64_t peak, n_top;
+    double cost;
+    bool above; /* measured under a limit it passed: the peak is only known to be at least peak */
+} ot_remat_memo_slot;
+typedef struct ot_remat_memo {
+    int n_values, n_words; /* keys packed, 64 values a word */
+    ot_remat_memo_slot *slot;
+    int cap, n;            /* slots (a power of two), entries */
+    uint64_t *keys;        /* n packed keys */
+    int key_cap;
+    uint64_t *probe;       /* the last key looked up, packed, and its hash */
+    uint64_t probe_hash;
+    bool full;             /* past OT_REMAT_MEMO_MAX_BYTES: no more entries */
+} ot_remat_memo;
+/* Most bytes of packed keys one memo holds (some 5,000 keys of 100,000 values). */
+#define OT_REMAT_MEMO_MAX_BYTES ((size_t)64 << 20)
+void ot_remat_memo_init(ot_remat_memo *mm, int n_values);
+void ot_remat_memo_free(ot_remat_memo *mm);
+/* True, with what was measured, when key (n_values flags: what a measurement depends on,
+ * remat/auto_measure.c, memo_key) was measured before; either way key is remembered for
+ * ot_remat_memo_put. */
+bool ot_remat_memo_find(ot_remat_memo *mm, const bool *key, ot_remat_memo_slot *found);
+/* Records the measurement of the key of the last ot_remat_memo_find, replacing what it
+ * had (a bound: above); silently not, when the memo is full or out of memory: that key
+ * is measured again. above: the measurement passed its limit, peak is a lower bound. */
+void ot_remat_memo_put(ot_remat_memo *mm, int64_t peak, int64_t n_top, double cost, bool above);
+
 typedef struct ot_remat_search {
     ot_graph *g;
     const ot_remat_analysis *a;
@@ -66,6 +100,10 @@ typedef struct ot_remat_search {
     int *walk_prod, *walk_start, *walk_in, *walk_stack;
     bool *walk_cloned;
     ot_remat_rewrite_buf rw_buf; /* the measurements' rewrites' arrays */
+    /* The measurements so far: own_memo's, or one that searches of the same graph share
+     * (ot_remat_auto's: a measurement does not depend on the budget). */
+    ot_remat_memo *memo, own_memo;
+    bool *memo_key; /* a->n_values: what the memo is keyed by (auto_measure.c, memo_key) */
 } ot_remat_search;
 
 /* Sets up a search of g under budget (-1: none fits; the least-peak searches), cost_cap
@@ -106,11 +144,18 @@ ot_status ot_remat_apply_marked(ot_graph *g, const ot_remat_analysis *a, const b
                                 int n_clones, ot_remat_rewrite_buf *buf, ot_remat_rewrite *rw, ot_error *err);
 
 /* Measures one keep set (planner run); records it as best when it fits and is cheaper.
- * _measure gives the whole measurement (peak and steps at the top). */
+ * _measure gives the whole measurement (peak and steps at the top). _try without
+ * peak_out and _fits are for callers that need only whether it fits (and the best it
+ * records): once a plan fits, their planner runs stop as soon as the peak must pass the
+ * budget (ot_remat_measurement.limit). */
 ot_status ot_remat_search_measure(ot_remat_search *s, const bool *keep, ot_remat_measurement *m_out,
                                   double *cost_out, ot_error *err);
 ot_status ot_remat_search_try(ot_remat_search *s, const bool *keep, int64_t *peak_out, double *cost_out,
                               ot_error *err);
+ot_status ot_remat_search_fits(ot_remat_search *s, const bool *keep, bool *fits, ot_error *err);
+/* _measure, fit_only: the caller reads the peak only against the budget (see above). */
+ot_status ot_remat_search_measure_fit(ot_remat_search *s, const bool *keep, bool fit_only, ot_remat_measurement *m_out,
+                                      double *cost_out, ot_error *err);
 /* Local search from keep over vars: flip one, or shift a kept one to its neighbour. */
 ot_status ot_remat_search_flips(ot_remat_search *s, bool *keep, const int *vars, int n_vars, int max_evals,
                                 ot_error *err);

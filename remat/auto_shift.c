@@ -160,11 +160,11 @@ static ot_status shift_round(shift_ctx *c, bool *keep, ot_error *err) {
     ot_status st = OT_OK;
     for (int t = 0; t < m && t < SHIFT_EXCHANGES && st == OT_OK && s->best_cost >= base; t++) {
         lateral ex = c->moves[t];
-        int64_t peak = 0;
+        bool fits = false;
         int nu = 0;
         exchange(c, keep, ex, false, &nu);
-        st = ot_remat_search_try(s, keep, &peak, NULL, err);
-        if (st == OT_OK && peak > s->budget) st = shift_repair(c, keep, ex, base, kb, err);
+        st = ot_remat_search_fits(s, keep, &fits, err);
+        if (st == OT_OK && !fits) st = shift_repair(c, keep, ex, base, kb, err);
         exchange(c, keep, ex, true, &nu);
     }
     return st;

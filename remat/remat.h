@@ -168,6 +168,12 @@ typedef struct ot_remat_measurement {
      * (plan/refit.h). The session plans the step it runs with the same target, so the
      * plan a search accepted is the one that runs. */
     int64_t fit_target;
+    /* Given (> 0) by a caller that reads the peak only against limit (auto, asking
+     * whether a plan fits its budget), without want_timeline or want_plan: a measure may
+     * stop once the peak must pass limit and then set exceeded, with peak some value
+     * above limit and n_top 0. A measure that ignores it measures in full. */
+    int64_t limit;
+    bool exceeded;
 } ot_remat_measurement;
 
 /* The product passes ot_remat_measure_planner; tests may pass their own. */
@@ -178,7 +184,8 @@ typedef ot_status (*ot_remat_measure_fn)(const ot_graph *g, void *user, ot_remat
 ot_status ot_remat_measure_planner(const ot_graph *g, void *user, ot_remat_measurement *m, ot_error *err);
 
 typedef struct ot_remat_auto_stats {
-    int n_measured;       /* planner runs */
+    int n_measured;       /* keep sets measured (planner runs, but for n_reused of them) */
+    int n_reused;         /* of those, the ones measured before, answered from the search's memo */
     int64_t peak;         /* peak of the chosen plan */
     int64_t min_peak;     /* smallest peak seen (the `all`-like plans) */
     double cost;          /* recompute FLOPs of the chosen plan */
