@@ -180,7 +180,7 @@ static void value_windows(model *md) {
  * point has r integral (its closure: 1 exactly where it clones), so r may be declared
  * integer without losing a plan; where r costs FLOPs it is, for the branching: the LP
  * clones a dear Gemm by halves, and CBC, branching on x/k alone, proved nothing on the
- * zoo's bert at 272,160 bytes in 60 s (bound 214,976, auto's 246,272) nor HiGHS in
+ * zoo's bert at 272,160 bytes in 45-60 s (bound 214,976, auto's 246,272) nor HiGHS in
  * 220 s (216,244), while with r integer CBC closes it in 10-15 s: every plan there
  * needs a dear Gemm's clone, and branching on those splits the programme into parts
  * whose relaxations are tight. Zero-cost r (views) stay continuous. */
@@ -197,7 +197,7 @@ static ot_status choice_columns(model *md, ot_error *err) {
             int v = n->outputs[o];
             if (!is_var(md, v)) continue;
             if ((md->col[v] = ot_mip_add_col(mp, 0.0, 0.0, 1.0, true)) < 0) return ot_opt_oom(err);
-            double f = a->node_flops[n->id]; /* r integer where it costs: see below */
+            double f = a->node_flops[n->id]; /* r integer where it costs: see above */
             if (md->rcol[n->id] < 0 && (md->rcol[n->id] = ot_mip_add_col(mp, f, 0.0, 1.0, f > 0.0)) < 0)
                 return ot_opt_oom(err);
         }

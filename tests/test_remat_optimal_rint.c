@@ -4,8 +4,8 @@
  * (remat/optimal_point.c), or the solvers, which fix every integer column of a start,
  * would find it infeasible. Why: the relaxation clones a dear node by halves, and the
  * branch and bound over x/k alone proves slowly: tinygpt at a quarter of the way from
- * all's peak to none's (801,216 bytes, SGD) took 9-16 s (open at 5.8% after 5 s), now
- * 0.5 s; the zoo's bert at 272,160 bytes stayed open at 13% after 45 s, now proven in
+ * all's peak to none's (801,216 bytes, SGD) took 9-43 s as the limit grew from 10 to
+ * 60 s (open at 5.8% with 5 s), now 0.5 s; the zoo's bert at 272,160 bytes stayed open at 13% after 45 s, now proven in
  * 14 s (docs/remat.md). So: 165 binaries where there were 100, proven within a 5 s
  * limit, one round past auto's plan (the first solution the planner rejects), the
  * bound at auto's plan. Skips, saying so, without a MIP solver. */
