@@ -182,17 +182,44 @@ static int breadth_keys(const ot_fit_span *sp, int n, ot_plan_scratch *scr, refi
     return 0;
 }
 
+/* What a placement run takes from the scratch: the order and its sort's room (n + 1
+ * keys each), and the placed set (n rounded up to 64, and 64 more). */
+typedef struct fit_work {
+    refit_key *ord, *tmp;
+    placed_set ps;
+} fit_work;
+
+/* Takes fit_work for n blocks from scr; false (and nothing held) when it cannot. */
+static bool fit_work_take(ot_plan_scratch *scr, int n, fit_work *w) {
+    size_t cap = (size_t)(n + 63) / 64 * 64 + 64;
+    *w = (fit_work){.ord = ot_scratch_alloc(scr, sizeof *w->ord * (size_t)(n + 1)),
+                    .tmp = ot_scratch_alloc(scr, sizeof *w->tmp * (size_t)(n + 1)),
+                    .ps = {.first = ot_scratch_alloc(scr, sizeof(int) * cap),
+                           .last = ot_scratch_alloc(scr, sizeof(int) * cap),
+                           .off = ot_scratch_alloc(scr, sizeof(size_t) * cap),
+                           .end = ot_scratch_alloc(scr, sizeof(size_t) * cap)}};
+    return w->ord && w->tmp && w->ps.first && w->ps.last && w->ps.off && w->ps.end;
+}
+
+static void fit_work_give(ot_plan_scratch *scr, fit_work *w) {
+    ot_scratch_release(scr, w->ord);
+    ot_scratch_release(scr, w->tmp);
+    ot_scratch_release(scr, w->ps.first);
+    ot_scratch_release(scr, w->ps.last);
+    ot_scratch_release(scr, w->ps.off);
+    ot_scratch_release(scr, w->ps.end);
+}
+
 int ot_fit_refit(const ot_fit_span *sp, int n, size_t floor, size_t give_up, ot_plan_scratch *scr, size_t *off,
                  size_t *top) {
-    size_t cap = (size_t)(n + 63) / 64 * 64 + 64;
-    refit_key *ord = ot_scratch_alloc(scr, sizeof *ord * (size_t)(n + 1));
-    refit_key *tmp = ot_scratch_alloc(scr, sizeof *tmp * (size_t)(n + 1));
-    placed_set ps = {.first = ot_scratch_alloc(scr, sizeof(int) * cap), .last = ot_scratch_alloc(scr, sizeof(int) * cap),
-                     .off = ot_scratch_alloc(scr, sizeof(size_t) * cap), .end = ot_scratch_alloc(scr, sizeof(size_t) * cap)};
+    fit_work w;
+    bool have = fit_work_take(scr, n, &w);
+    refit_key *ord = w.ord, *tmp = w.tmp;
+    placed_set ps = w.ps;
     size_t *off2 = ot_scratch_alloc(scr, sizeof(size_t) * (size_t)(n + 1)), top2 = 0;
     int rc = -1;
     *top = 0;
-    if (!ord || !tmp || !ps.first || !ps.last || !ps.off || !ps.end || !off2) goto done;
+    if (!have || !off2) goto done;
     for (int i = 0; i < n; i++) ord[i] = (refit_key){.size = sp[i].size, .step = sp[i].first, .idx = i};
     sort_keys(ord, tmp, n, false);
     rc = place_in_order(sp, n, ord, &ps, give_up, off, top) != 0;
@@ -209,12 +236,7 @@ int ot_fit_refit(const ot_fit_span *sp, int n, size_t floor, size_t give_up, ot_
         rc = 0;
     }
 done:
-    ot_scratch_release(scr, ord);
-    ot_scratch_release(scr, tmp);
-    ot_scratch_release(scr, ps.first);
-    ot_scratch_release(scr, ps.last);
-    ot_scratch_release(scr, ps.off);
-    ot_scratch_release(scr, ps.end);
+    fit_work_give(scr, &w);
     ot_scratch_release(scr, off2);
     return rc;
 }
@@ -226,16 +248,15 @@ enum { FIT_SEARCH_WORK = 1 << 24 };
 
 int ot_fit_search(const ot_fit_span *sp, int n, size_t goal, ot_plan_scratch *scr, size_t *off, size_t *top,
                   int *tries) {
-    size_t cap = (size_t)(n + 63) / 64 * 64 + 64;
-    refit_key *ord = ot_scratch_alloc(scr, sizeof *ord * (size_t)(n + 1));
-    refit_key *tmp = ot_scratch_alloc(scr, sizeof *tmp * (size_t)(n + 1));
-    placed_set ps = {.first = ot_scratch_alloc(scr, sizeof(int) * cap), .last = ot_scratch_alloc(scr, sizeof(int) * cap),
-                     .off = ot_scratch_alloc(scr, sizeof(size_t) * cap), .end = ot_scratch_alloc(scr, sizeof(size_t) * cap)};
+    fit_work w;
+    bool have = fit_work_take(scr, n, &w);
+    refit_key *ord = w.ord, *tmp = w.tmp;
+    placed_set ps = w.ps;
     int rc = -1, max_tries = OT_FIT_SEARCH_TRIES;
     if ((double)n * n * max_tries > FIT_SEARCH_WORK) max_tries = n > 0 ? FIT_SEARCH_WORK / n / n : 1;
     if (max_tries < 1) max_tries = 1;
     *tries = 0;
-    if (!ord || !tmp || !ps.first || !ps.last || !ps.off || !ps.end) goto done;
+    if (!have) goto done;
     for (int i = 0; i < n; i++) ord[i] = (refit_key){.size = sp[i].size, .step = sp[i].first, .idx = i};
     sort_keys(ord, tmp, n, false); /* greedy by size's order, the first the refit tried */
     rc = 1;
@@ -251,11 +272,6 @@ int ot_fit_search(const ot_fit_span *sp, int n, size_t goal, ot_plan_scratch *sc
         ord[0] = k;
     }
 done:
-    ot_scratch_release(scr, ord);
-    ot_scratch_release(scr, tmp);
-    ot_scratch_release(scr, ps.first);
-    ot_scratch_release(scr, ps.last);
-    ot_scratch_release(scr, ps.off);
-    ot_scratch_release(scr, ps.end);
+    fit_work_give(scr, &w);
     return rc;
 }
