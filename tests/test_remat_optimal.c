@@ -21,6 +21,7 @@
 #include "cli_run.h"
 #include "remat/optimal_mip.h"
 #include "remat/remat.h"
+#include "remat_check.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
 #define S OT_SOURCE_DIR "/samples/"
@@ -76,10 +77,7 @@ static void check_sample(const char *name, bool must_prove) {
 
 static void test_samples(void **state) {
     (void)state;
-    if (!ot_remat_optimal_available()) {
-        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
-        return;
-    }
+    if (rc_skip_without_mip()) return;
     /* chain48 (48 identical Gemm + Tanh layers): GLPK alone does not close the gap
      * within the test's time limit (3-15% left after 10 s), CBC's root cuts do (0.1 s,
      * docs/remat.md); without CBC the plan is checked there, not the proof. */
@@ -95,10 +93,7 @@ static void test_samples(void **state) {
  * most 5% more. At the least peak itself (`all`'s) auto finds a plan. */
 static void test_auto_near_optimal(void **state) {
     (void)state;
-    if (!ot_remat_optimal_available()) {
-        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
-        return;
-    }
+    if (rc_skip_without_mip()) return;
     static const char *samples[] = {"resnet", "mobilenet", "tinygpt"};
     int proven = 0;
     for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {

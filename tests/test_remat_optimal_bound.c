@@ -140,10 +140,7 @@ static void check_second_round(const char *name, int quarter, double limit) {
 
 static void test_bound(void **state) {
     (void)state;
-    if (!ot_remat_optimal_available()) {
-        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
-        return;
-    }
+    if (rc_skip_without_mip()) return;
     static const int all3[] = {1, 2, 3};
     check_sample("mlp", all3, 3, 5.0);
     check_sample("resnet", all3, 3, 5.0);
@@ -154,10 +151,7 @@ static void test_bound(void **state) {
 
 static void test_second_round(void **state) {
     (void)state;
-    if (!ot_remat_optimal_available()) {
-        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
-        return;
-    }
+    if (rc_skip_without_mip()) return;
     check_second_round("resnet", 2, 5.0);
     check_second_round("mobilenet", 1, 5.0);
 }

@@ -20,6 +20,7 @@
 
 #include "cli_run.h"
 #include "remat/remat.h"
+#include "remat_check.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
 #define S OT_SOURCE_DIR "/samples/"
@@ -38,10 +39,7 @@
 
 static void test_mobilenet_least_peak(void **state) {
     (void)state;
-    if (!ot_remat_optimal_available()) {
-        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
-        return;
-    }
+    if (rc_skip_without_mip()) return;
     mkdir(TMP, 0755);
     assert_int_equal(run(BIN " plan " DATA " --remat all --json"), 0);
     long long budget = (long long)json_real("\"peak_bytes\": ", 2); /* all's own plan: the third figure */

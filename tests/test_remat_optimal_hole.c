@@ -193,10 +193,7 @@ static void test_hole_terms_best_fit(void **state) {
 }
 
 int main(void) {
-    if (!ot_remat_optimal_available()) { /* nothing to prove without a solver */
-        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
-        return 0;
-    }
+    if (rc_skip_without_mip()) return 0; /* nothing to prove without a solver */
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_chain48_hole), cmocka_unit_test(test_hole_terms_best_fit)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

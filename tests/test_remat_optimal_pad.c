@@ -31,10 +31,7 @@ static ot_status measure_inflated(const ot_graph *g, void *user, ot_remat_measur
 
 static void test_padding(void **state) {
     (void)state;
-    if (!ot_remat_optimal_available()) {
-        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
-        return;
-    }
+    if (rc_skip_without_mip()) return;
     char path[1024];
     snprintf(path, sizeof path, "%s/samples/mlp.onnx", OT_SOURCE_DIR);
     rc_search rs;

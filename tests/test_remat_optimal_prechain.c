@@ -20,6 +20,7 @@
 
 #include "cli_run.h"
 #include "remat/remat.h"
+#include "remat_check.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
 #define S OT_SOURCE_DIR "/samples/"
@@ -31,15 +32,9 @@
 
 static void test_tinygpt_chains_up_front(void **state) {
     (void)state;
-    if (!ot_remat_optimal_available()) {
-        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
-        return;
-    }
+    if (rc_skip_without_mip()) return;
     mkdir(TMP, 0755);
-    assert_int_equal(run(BIN " plan " DATA " --remat all --json"), 0);
-    double none = json_real("\"peak_bytes\": ", 0), least = json_real("\"peak_bytes\": ", 2);
-    assert_true(none > least && least > 0.0);
-    long long budget = (long long)least + ((long long)none - (long long)least) * 3 / 4; /* 1,224,384 */
+    long long budget = rc_cli_budget(OUT, BIN, DATA, 3, 4); /* 1,224,384 */
     assert_int_equal(run(BIN " plan " DATA " --remat optimal --memory-budget %lld --remat-time-limit 60 --threads 2"
                              " --json",
                          budget),

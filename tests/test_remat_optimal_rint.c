@@ -22,6 +22,7 @@
 
 #include "cli_run.h"
 #include "remat/remat.h"
+#include "remat_check.h"
 
 #define BIN OT_BINARY_DIR "/onnxtrain"
 #define S OT_SOURCE_DIR "/samples/"
@@ -33,15 +34,9 @@
 
 static void test_tinygpt_quarter_proven(void **state) {
     (void)state;
-    if (!ot_remat_optimal_available()) {
-        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
-        return;
-    }
+    if (rc_skip_without_mip()) return;
     mkdir(TMP, 0755);
-    assert_int_equal(run(BIN " plan " DATA " --remat all --json"), 0);
-    double none = json_real("\"peak_bytes\": ", 0), least = json_real("\"peak_bytes\": ", 2);
-    assert_true(none > least && least > 0.0);
-    long long budget = (long long)least + ((long long)none - (long long)least) / 4; /* 801,216 */
+    long long budget = rc_cli_budget(OUT, BIN, DATA, 1, 4); /* 801,216 */
     assert_int_equal(run(BIN " plan " DATA " --remat optimal --memory-budget %lld --remat-time-limit 5 --threads 2"
                              " --json",
                          budget),

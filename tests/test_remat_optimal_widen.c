@@ -87,10 +87,7 @@ static void check_widened(const char *name, int quarter, double limit) {
 
 static void test_widened_rounds(void **state) {
     (void)state;
-    if (!ot_remat_optimal_available()) {
-        printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
-        return;
-    }
+    if (rc_skip_without_mip()) return;
     check_widened("mobilenet", 1, 10.0);
     check_widened("resnet", 2, 10.0);
 }

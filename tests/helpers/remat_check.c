@@ -4,8 +4,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "cli_run.h"
+#include "remat/remat.h"
 #include "remat_check.h"
 
 ot_remat_session *rc_session_open(const char *path) {
@@ -47,4 +50,18 @@ double rc_clone_flops(const ot_graph *g, const ot_remat_analysis *an, int *n_clo
     }
     if (n_clones) *n_clones = count;
     return f;
+}
+
+bool rc_skip_without_mip(void) {
+    if (ot_remat_optimal_available()) return false;
+    printf("skipped: this build has no MIP solver (CBC or GLPK), --remat optimal is unavailable\n");
+    return true;
+}
+
+long long rc_cli_budget(const char *out_path, const char *binary, const char *plan_args, int num, int den) {
+    assert_int_equal(cli_run(out_path, "%s plan %s --remat all --json", binary, plan_args), 0);
+    /* the figures in order: none's plan, then the policy's own (none, then all) */
+    double none = cli_json_nth(out_path, "\"peak_bytes\": ", 0), least = cli_json_nth(out_path, "\"peak_bytes\": ", 2);
+    assert_true(none > least && least > 0.0);
+    return (long long)least + ((long long)none - (long long)least) * num / den;
 }

@@ -30,4 +30,14 @@ void rc_search_close(rc_search *r);
  * not NULL, the number of those clones. */
 double rc_clone_flops(const ot_graph *g, const ot_remat_analysis *an, int *n_clones);
 
+/* True, after printing that the test is skipped, when this build has no MIP solver
+ * (CBC or GLPK): --remat optimal is then unavailable and a test of it has nothing to
+ * check. */
+bool rc_skip_without_mip(void);
+
+/* A budget num/den of the way from --remat all's planned peak to none's, for the model
+ * and options in plan_args: runs `BINARY plan PLAN_ARGS --remat all --json` (its output
+ * in out_path) and reads both peaks; fails the test unless all's is below none's. */
+long long rc_cli_budget(const char *out_path, const char *binary, const char *plan_args, int num, int den);
+
 #endif
