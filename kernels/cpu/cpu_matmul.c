@@ -177,7 +177,9 @@ static ot_status matmul_lowp(const ot_node *node, const ot_tensor *in, ot_tensor
 }
 
 size_t ot_cpu_matmul_workspace(const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
-    if (!is_lowp(in[0].dtype)) return 0;
+    /* a mixed pair asks none: the kernel then names the bad dtype (it checks after the
+     * workspace) */
+    if (!is_lowp(in[0].dtype) || in[1].dtype != in[0].dtype) return 0;
     ot_matmul_geometry mg;
     ot_status st = node->op == OT_OP_GEMM ? ot_gemm_geometry_init(&mg, node, &in[0], &in[1], &out[0], NULL)
                                           : ot_matmul_geometry_init(&mg, node, &in[0], &in[1], &out[0], NULL);

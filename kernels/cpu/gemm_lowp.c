@@ -12,6 +12,10 @@
  * Its scratchpad stays in oneDNN's library mode (packed B panels and partial sums,
  * reused across calls), outside the planned arena like OpenBLAS's own buffers.
  *
+ * oneDNN 2.6's bfloat16 matmul needs AVX-512 (it answers "unimplemented" on an AVX2
+ * CPU, seen on a 2-core AMD EPYC): there bfloat16 takes the converting path below, as
+ * float16 does everywhere and bfloat16 in a build without oneDNN.
+ *
  * float16: no x86 CPU here multiplies float16 (oneDNN's f16 matmul wants
  * AVX512-FP16), and PyTorch's CPU fp16 matmul runs at about 1 GFLOP/s (issue 27).
  * Converting A and B to float32 once (O(MK + KN)) and running the float32 GEMM
@@ -38,10 +42,11 @@ bool ot_gemm_lowp_dtypes(ot_dtype ab, ot_dtype c) {
     return (ab == OT_BF16 || ab == OT_F16) && (c == OT_F32 || c == ab);
 }
 
-/* bfloat16 on oneDNN; the rest converts. */
+/* bfloat16 on oneDNN where it has a bfloat16 matmul (AVX-512: ot_gemm_dnnl_avx512);
+ * the rest converts. */
 static bool on_dnnl(ot_dtype ab) {
 #ifdef OT_HAVE_DNNL
-    return ab == OT_BF16;
+    return ab == OT_BF16 && ot_gemm_dnnl_avx512();
 #else
     (void)ab;
     return false;
@@ -325,6 +330,9 @@ const char *ot_gemm_lowp_isa_note(void) {
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     if (((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) == (unsigned)dnnl_cpu_isa_avx512_core_bf16)
         return NULL;
+    if (!ot_gemm_dnnl_avx512())
+        return "this CPU has no AVX-512 (oneDNN's bfloat16 matmul needs it): bfloat16 GEMMs convert to float32 "
+               "(correct, slower)";
     return "this CPU has neither AVX512-BF16 nor AMX: oneDNN emulates the bfloat16 GEMMs (correct, slower)";
 #else
     return "this build has no oneDNN: bfloat16 GEMMs convert to float32 (correct, slower)";

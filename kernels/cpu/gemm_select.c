@@ -30,7 +30,12 @@
  *   M N K <= 2^18, or TT           -> OpenBLAS
  *   NT, M <= 32, M N <= 16384      -> dnnl on C^T (scratch on the stack)
  *   NN, TN, other NT               -> dnnl
- * and batched MatMuls of at least 4 GEMMs per thread, each at most 2^24 multiply-adds,
+ * on a CPU with AVX-512 only (ot_gemm_dnnl_avx512): on AVX2, oneDNN 2.6's sgemm
+ * gives NN and NT other bits at some shapes (512 x 128 x 384 and 256 x 768 x 640 of
+ * test_gemm_select's) and C^T others at most (16 x 512 x 512), while OpenBLAS's
+ * Haswell/Zen kernels give NN and NT the same bits at all nine; every float GEMM goes
+ * to OpenBLAS there (measured on a 2-core AMD EPYC, AVX2, 2026-12-06).
+ * And batched MatMuls of at least 4 GEMMs per thread, each at most 2^24 multiply-adds,
  * run their GEMMs spread over the threads on one thread each (an attention head of
  * 256 x 256 x 64 scales 1.3x on 2 threads inside one GEMM, 2x across GEMMs).
  *
@@ -53,11 +58,27 @@
 #define BATCH_MAX_MACS (1 << 24)
 #define BATCH_PER_THREAD 4
 
+bool ot_gemm_dnnl_avx512(void) {
+#ifdef OT_HAVE_DNNL
+    /* the ISA oneDNN runs its kernels with (ONEDNN_MAX_CPU_ISA may lower it); asked
+     * once, racing first callers computing the same answer */
+    static _Atomic int known; /* 0 not yet asked, 1 no, 2 yes */
+    int k = known;
+    if (!k) {
+        unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
+        known = k = (isa & avx512) == avx512 ? 2 : 1;
+    }
+    return k == 2;
+#else
+    return false;
+#endif
+}
+
 ot_gemm_impl ot_gemm_select(bool ta, bool tb, int M, int N, int K, int threads) {
     (void)threads; /* the measurements gave the same choice on 1 and 2 threads */
 #ifdef OT_HAVE_DNNL
     int64_t macs = (int64_t)M * N * K;
-    if (macs <= TINY_MACS || (ta && tb)) return OT_GEMM_OPENBLAS;
+    if (macs <= TINY_MACS || (ta && tb) || !ot_gemm_dnnl_avx512()) return OT_GEMM_OPENBLAS;
     if (tb && !ta && M <= CT_MAX_M && (int64_t)M * N <= OT_GEMM_CT_SCRATCH) return OT_GEMM_DNNL_CT;
     return OT_GEMM_DNNL;
 #else

@@ -15,6 +15,13 @@ typedef enum {
     OT_GEMM_DNNL_CT,  /* dnnl_sgemm of C^T = op(B)^T op(A)^T into a stack scratch, transposed into C */
 } ot_gemm_impl;
 
+/* Whether oneDNN runs its kernels with AVX-512 here (the ISA it picked, which
+ * ONEDNN_MAX_CPU_ISA may lower); false in a build without oneDNN. Two things need it:
+ * the rule below sends float GEMMs to dnnl_sgemm only then (with AVX2 alone its NN, NT
+ * and C^T give one shape other bits: gemm_select.c), and oneDNN 2.6 has a bfloat16
+ * matmul only then (gemm_lowp.c converts to float32 otherwise). */
+bool ot_gemm_dnnl_avx512(void);
+
 /* Row-major C = alpha op(A) op(B) + beta C with op(A) M x K, op(B) K x N, on `threads`
  * threads (1 inside an OpenMP parallel region: both libraries run on one there). */
 ot_gemm_impl ot_gemm_select(bool ta, bool tb, int M, int N, int K, int threads);
