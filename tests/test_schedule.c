@@ -6,7 +6,8 @@
  * gradient after the one of dX), and the planner judges the two forms (issue 16).
  * ot_schedule_plan returns the same order and plan as ot_schedule_build followed by
  * ot_plan_build, and a bounded planner run stops exactly when its peak passes the
- * limit. */
+ * limit; ot_schedule_plan_limit gives ot_schedule_plan's order and plan, or exceeded,
+ * at every limit, through each case of plan_both (plan/schedule.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -257,6 +258,130 @@ static void test_bounded_run_stops_past_the_limit(void **state) {
     ot_graph_free(g);
 }
 
+/* A device that asks 256 bytes for every ReduceSum and mul_ws bytes for every Mul. */
+static size_t mul_ws;
+static size_t reduce_and_mul_scratch(void *ctx, const ot_node *node, const ot_tensor *in, const ot_tensor *out) {
+    return node->op == OT_OP_MUL ? mul_ws : reduce_scratch(ctx, node, in, out);
+}
+
+/* ot_schedule_plan_limit against ot_schedule_plan on g for dev at every limit from the
+ * pinned bytes to twice the peak (every 8 bytes, every byte within 16 of the peak):
+ * the unbounded order and plan when the limit is at least its peak, else exceeded
+ * and no plan. */
+static void sweep_limits(ot_graph *g, const ot_plan_device *dev, int *n_within, int *n_over) {
+    int *order = NULL, n = 0;
+    ot_plan *p = NULL;
+    ot_error err = {0};
+    assert_int_equal(ot_schedule_plan(g, dev, &order, &n, &p, &err), OT_OK);
+    size_t peak = p->peak_bytes;
+    for (size_t limit = p->pinned_bytes; limit <= 2 * peak; limit += limit + 16 >= peak && limit <= peak + 16 ? 1 : 8) {
+        int *o2 = NULL, n2 = 0;
+        ot_plan *q = NULL;
+        bool exceeded = limit >= peak;
+        assert_int_equal(ot_schedule_plan_limit(g, dev, NULL, NULL, limit, &o2, &n2, &q, &exceeded, &err), OT_OK);
+        assert_int_equal(exceeded, limit < peak);
+        assert_int_equal(n2, n);
+        if (exceeded) {
+            assert_null(q);
+            (*n_over)++;
+        } else {
+            assert_memory_equal(o2, order, sizeof(int) * (size_t)n);
+            assert_same_plan(p, q);
+            (*n_within)++;
+        }
+        ot_plan_free(q);
+        free(o2);
+    }
+    ot_plan_free(p);
+    free(order);
+}
+
+/* The peak of g's plan for dev in the given order, and in ot_schedule_plan's. */
+static size_t peak_in(ot_graph *g, const int *order, int n, const ot_plan_device *dev) {
+    ot_plan *p = NULL;
+    ot_error err = {0};
+    assert_int_equal(ot_plan_build(g, order, n, dev, &p, &err), OT_OK);
+    size_t peak = p->peak_bytes;
+    ot_plan_free(p);
+    return peak;
+}
+static size_t peak_chosen(ot_graph *g, const ot_plan_device *dev) {
+    int *order = NULL, n = 0;
+    ot_plan *p = NULL;
+    ot_error err = {0};
+    assert_int_equal(ot_schedule_plan(g, dev, &order, &n, &p, &err), OT_OK);
+    size_t peak = p->peak_bytes;
+    ot_plan_free(p);
+    free(order);
+    return peak;
+}
+
+/* The dynamic-form graph; with own_gradient, b5 writes a gradient of d0's size that
+ * lives to the end (a graph output) instead of the pinned parameter gradient, and the
+ * chain b2, b3 is four times as large: its step is then the peak of both orders,
+ * which hold d0 or that gradient there (the same bytes), while b5's own step is
+ * higher in the static order (after the chain, whose output lives on) than in the
+ * dynamic one. */
+static ot_graph *two_orders_graph(bool own_gradient) {
+    ot_graph *g = ot_graph_new("dynamic");
+    const pc_stem st = pc_weight_stem(g, 1024);
+    int64_t chain = own_gradient ? 4096 : 1024;
+    int e = pc_f32(g, "e", 256, OT_VK_GRADIENT);
+    int e2 = pc_f32(g, "e2", chain, OT_VK_GRADIENT);
+    int e3 = pc_f32(g, "e3", chain, OT_VK_GRADIENT);
+    int gw = pc_f32(g, "gw", 1024, OT_VK_GRADIENT);
+    int gx = own_gradient ? pc_f32(g, "gx", 1024, OT_VK_GRADIENT) : gw;
+    pc_node1(g, OT_OP_REDUCE_SUM, "b1", st.d0, e, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_EXPAND, "b2", e, e2, OT_PHASE_BACKWARD);
+    pc_node1(g, OT_OP_TANH, "b3", e2, e3, OT_PHASE_BACKWARD);
+    if (!own_gradient) pc_mark_output(g, e3);
+    pc_node2(g, OT_OP_MUL, "b5", st.d0, st.x, gx, OT_PHASE_BACKWARD);
+    if (own_gradient) { /* b6 reads gx and the chain's output: gx lives until the chain is done */
+        int y = pc_f32(g, "y", chain, OT_VK_GRADIENT);
+        pc_node2(g, OT_OP_ADD, "b6", gx, e3, y, OT_PHASE_BACKWARD);
+        pc_mark_output(g, y);
+    }
+    int so[2] = {st.w, gw};
+    ot_graph_add_node(g, OT_OP_SGD_STEP, "opt", so, 2, NULL, 0, OT_PHASE_OPTIMIZER);
+    return g;
+}
+
+/* ot_schedule_plan_limit at every limit (sweep_limits) on graphs whose two orders
+ * differ, so that the limits pass through each case of plan/schedule.c's plan_both:
+ * the dynamic-form graph, whose dynamic order wins the judging (made without a
+ * device), with no device, one that asks nothing, one that asks workspace, and one
+ * whose workspace for the Mul puts the dynamic order's plan for it above the static
+ * one's (the static order within a limit the chosen one passes); and the graph in
+ * which b5 writes a gradient of its own, where both orders peak the same without a
+ * device and the static one is chosen, while the Mul's workspace puts the static
+ * order's plan for the device above the dynamic one's (the static order, chosen,
+ * passes a limit the other meets). */
+static void test_limited_schedule_every_limit(void **state) {
+    (void)state;
+    ot_plan_device none = {0}, scratch = {.workspace_bytes = reduce_scratch},
+                   mul = {.workspace_bytes = reduce_and_mul_scratch};
+    int id_order[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8}, eager_b5[9] = {0, 1, 2, 3, 6, 4, 5, 7, 8};
+    int n_within = 0, n_over = 0;
+
+    ot_graph *g = two_orders_graph(false);
+    mul_ws = 16384;
+    assert_true(peak_chosen(g, NULL) < peak_in(g, id_order, 8, NULL)); /* dynamic chosen */
+    assert_true(peak_in(g, id_order, 8, &mul) < peak_chosen(g, &mul));
+    const ot_plan_device *devs[4] = {NULL, &none, &scratch, &mul};
+    for (int d = 0; d < 4; d++) sweep_limits(g, devs[d], &n_within, &n_over);
+    ot_graph_free(g);
+
+    g = two_orders_graph(true);
+    mul_ws = 16384;
+    assert_int_equal(peak_in(g, eager_b5, 9, NULL), peak_in(g, id_order, 9, NULL)); /* a tie: static */
+    assert_true(peak_in(g, eager_b5, 9, &mul) < peak_chosen(g, &mul));
+    assert_int_equal(peak_chosen(g, &mul), peak_in(g, id_order, 9, &mul));
+    sweep_limits(g, &mul, &n_within, &n_over);
+    sweep_limits(g, &scratch, &n_within, &n_over);
+    ot_graph_free(g);
+    assert_true(n_within > 0 && n_over > 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transposed_gradient_dies_at_once),
@@ -264,6 +389,7 @@ int main(void) {
         cmocka_unit_test(test_last_reader_runs_once_the_others_did),
         cmocka_unit_test(test_schedule_plan_is_schedule_then_plan),
         cmocka_unit_test(test_bounded_run_stops_past_the_limit),
+        cmocka_unit_test(test_limited_schedule_every_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
