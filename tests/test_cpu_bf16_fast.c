@@ -1,6 +1,6 @@
 /* test_cpu_bf16_fast.c — the fast paths of --precision bf16 on the CPU, each bitwise
- * against the scalar rule it replaces: the AVX-512 bfloat16 <-> float32 conversions
- * (kernels/cpu/cpu_lowp.c) on every bfloat16 pattern and on a sweep of float32
+ * against the scalar rule it replaces: the AVX-512 and AVX2 bfloat16 <-> float32
+ * conversions (kernels/cpu/cpu_lowp.c; each width the CPU has) on every bfloat16 pattern and on a sweep of float32
  * patterns with the rounding ties, NaNs, infinities and subnormals; the Cast kernel
  * (quiet NaNs); and the tiled 2-byte Transpose (kernels/cpu/cpu_shape_ops.c) against
  * an index loop, on 1 and 2 threads. */
@@ -67,6 +67,53 @@ static void test_f32_to_bf16_sweep(void **state) {
     }
     free(x);
     free(y);
+}
+
+/* Each vector width this CPU has (16 lanes with AVX-512F, 8 with AVX2), called by
+ * width, so that an AVX-512 machine checks the AVX2 bodies too: every bfloat16 pattern
+ * up (plain and quiet) and the sweep's float32 patterns down, against the scalar rule. */
+static void test_bf16_lanes(void **state) {
+    (void)state;
+    int64_t n = 65536 + 7, nx = 300007;
+    uint16_t *s = malloc((size_t)n * 2), *y = malloc((size_t)nx * 2);
+    float *d = malloc((size_t)n * 4);
+    uint32_t *x = malloc((size_t)nx * 4);
+    assert_non_null(s);
+    assert_non_null(y);
+    assert_non_null(d);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n; i++) s[i] = (uint16_t)(i * 40503u);
+    static const uint32_t low[4] = {0x8000u, 0x7fffu, 0x8001u, 0x0000u}; /* a tie, its neighbours */
+    for (int64_t i = 0; i < nx; i++) {
+        uint32_t r = (uint32_t)i * 14316557u; /* every exponent, NaNs and infinities among them */
+        x[i] = i % 2 ? r : (r & 0xffff0000u) | low[(i / 2) % 4];
+    }
+    int checked = 0;
+    for (int lanes = 8; lanes <= 16; lanes += 8) {
+        if (lanes > ot_cpu_bf16_lanes()) {
+            print_message("this CPU has no %d-lane bfloat16 conversion: not checked\n", lanes);
+            continue;
+        }
+        for (int q = 0; q < 2; q++) {
+            int64_t done = ot_cpu_bf16_to_f32_lanes(lanes, s, d, n, q);
+            assert_int_equal(done, n - n % lanes);
+            for (int64_t i = 0; i < done; i++) {
+                uint32_t want = (uint32_t)s[i] << 16;
+                if (q && (want & 0x7fffffffu) > 0x7f800000u) want |= 0x00400000u;
+                if (ot_hf_bits(d[i]) != want)
+                    fail_msg("%d lanes: %04x -> %08x, want %08x", lanes, s[i], ot_hf_bits(d[i]), want);
+            }
+        }
+        int64_t done = ot_cpu_f32_to_bf16_lanes(lanes, (const float *)x, y, nx);
+        assert_int_equal(done, nx - nx % lanes);
+        for (int64_t i = 0; i < done; i++) {
+            uint16_t want = ot_hf_f32_to_bf16(ot_hf_from_bits(x[i]));
+            if (y[i] != want) fail_msg("%d lanes: %08x -> %04x, want %04x", lanes, x[i], y[i], want);
+        }
+        checked++;
+    }
+    if (!checked) print_message("no bfloat16 vector width on this CPU: only the scalar rule runs\n");
+    free(s), free(y), free(d), free(x);
 }
 
 /* The Cast kernel both ways, with a length past its threading threshold. */
@@ -146,6 +193,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_to_f32_all),
         cmocka_unit_test(test_f32_to_bf16_sweep),
+        cmocka_unit_test(test_bf16_lanes),
         cmocka_unit_test(test_cast_bf16),
         cmocka_unit_test(test_transpose_2byte),
     };

@@ -36,6 +36,10 @@ void ot_cpu_f16_to_f32(const uint16_t *s, float *d, int64_t n, int nt, bool quie
 int ot_cpu_f16_lanes(void);
 int64_t ot_cpu_f16_to_f32_lanes(int lanes, const uint16_t *s, float *d, int64_t n, bool quiet);
 int64_t ot_cpu_f32_to_f16_lanes(int lanes, const float *s, uint16_t *d, int64_t n);
+/* The bfloat16 ones likewise (16 lanes with AVX-512F, 8 with AVX2; quiet as above). */
+int ot_cpu_bf16_lanes(void);
+int64_t ot_cpu_bf16_to_f32_lanes(int lanes, const uint16_t *s, float *d, int64_t n, bool quiet);
+int64_t ot_cpu_f32_to_bf16_lanes(int lanes, const float *s, uint16_t *d, int64_t n);
 
 /* Workspace bytes: the float32 copies of the low-precision inputs whose bit is set in
  * `reads` (bit k: input k; inputs the kernel reads for their shape only stay out) and
