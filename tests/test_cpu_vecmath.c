@@ -33,6 +33,15 @@ static void check_expf(const float *x, int64_t n) {
     memcpy(y, x, (size_t)n * sizeof(float)); /* in place */
     ot_cpu_expf_n(y, y, n);
     assert_memory_equal(y, w, (size_t)n * sizeof(float));
+    /* each vector width this CPU has, the narrower ones too (an AVX-512 machine checks
+     * the AVX2 body) */
+    for (int lanes = 8; lanes <= ot_cpu_expf_lanes(); lanes *= 2) {
+        int64_t done = ot_cpu_expf_n_lanes(lanes, x, y, n);
+        assert_int_equal(done, n - n % lanes);
+        for (int64_t i = 0; i < done; i++)
+            if (memcmp(&w[i], &y[i], sizeof(float)) != 0)
+                fail_msg("%d lanes: expf(%a): got %a, want %a", lanes, x[i], y[i], w[i]);
+    }
     free(y);
     free(w);
 }

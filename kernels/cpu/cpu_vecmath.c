@@ -27,7 +27,8 @@
  * +0 before any arithmetic (its __math_uflowf(0) and -inf cases) and the vector path
  * writes +0: so every result is expf's, bit for bit. tests/test_kernels_cpu_xfmr.c checks that against
  * expf on a sweep of float bit patterns and on the special values; a C library with
- * another expf would fail it. Without AVX-512 every element goes to expf. */
+ * another expf would fail it. Without AVX-512, the same on 8 lanes of AVX2 with FMA
+ * (tests/test_cpu_vecmath.c checks each width the CPU has); without those, expf. */
 #include "kernels/cpu/cpu_vecmath.h"
 
 #include <math.h>
@@ -216,6 +217,50 @@ __attribute__((target("avx512f"))) static void expf_avx512(const float *x, float
         __m256 b = expf8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), tab);
         __m512d ab = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1);
         _mm512_storeu_ps(y + i, _mm512_maskz_mov_ps((__mmask16)~zero, _mm512_castpd_ps(ab)));
+    }
+}
+
+/* The same on 8 lanes of AVX2 with FMA, for CPUs without AVX-512 (glibc's ifunc
+ * picks __expf_fma on them too: the bits are its): 4 doubles at a time, T[k % 32]
+ * gathered. y[0 .. n) for n a multiple of 8. */
+__attribute__((target("avx2,fma"))) static inline __m128 expf4_avx2(__m128 xf) {
+    const __m256d invln2n = _mm256_castsi256_pd(_mm256_set1_epi64x((long long)EXPF_INVLN2N));
+    const __m256d shift = _mm256_castsi256_pd(_mm256_set1_epi64x((long long)EXPF_SHIFT));
+    const __m256d c0 = _mm256_castsi256_pd(_mm256_set1_epi64x((long long)EXPF_C0));
+    const __m256d c1 = _mm256_castsi256_pd(_mm256_set1_epi64x((long long)EXPF_C1));
+    const __m256d c2 = _mm256_castsi256_pd(_mm256_set1_epi64x((long long)EXPF_C2));
+    __m256d xd = _mm256_cvtps_pd(xf);
+    __m256d z = _mm256_fmadd_pd(invln2n, xd, shift);
+    __m256i ki = _mm256_castpd_si256(z);
+    __m256d kd = _mm256_sub_pd(z, shift);
+    __m256d r = _mm256_fmsub_pd(invln2n, xd, kd);
+    __m256i t = _mm256_i64gather_epi64((const long long *)expf_tab, _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+    __m256d sc = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(ki, 47)));
+    __m256d p = _mm256_fmadd_pd(r, c0, c1);
+    __m256d r2 = _mm256_mul_pd(r, r);
+    __m256d y = _mm256_fmadd_pd(r, c2, _mm256_set1_pd(1.0));
+    y = _mm256_fmadd_pd(p, r2, y);
+    return _mm256_cvtpd_ps(_mm256_mul_pd(y, sc));
+}
+
+__attribute__((target("avx2,fma"))) static void expf_avx2(const float *x, float *y, int64_t n) {
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), limit = _mm256_set1_epi32(0x42afffff);
+    const __m256 uflow = _mm256_set1_ps(-0x1.9fe368p6f);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        /* the same slow path and zeroed lanes as expf_avx512's, on 8 */
+        __m256i slow = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(v), absmask), limit);
+        __m256 zero = _mm256_setzero_ps();
+        if (!_mm256_testz_si256(slow, slow)) {
+            zero = _mm256_cmp_ps(v, uflow, _CMP_LT_OQ);
+            if (!_mm256_testc_si256(_mm256_castps_si256(zero), slow)) { /* a slow lane not zeroed */
+                for (int k = 0; k < 8; k++) y[i + k] = expf(x[i + k]);
+                continue;
+            }
+            v = _mm256_andnot_ps(zero, v);
+        }
+        __m128 a = expf4_avx2(_mm256_castps256_ps128(v)), b = expf4_avx2(_mm256_extractf128_ps(v, 1));
+        _mm256_storeu_ps(y + i, _mm256_andnot_ps(zero, _mm256_set_m128(b, a)));
     }
 }
 
@@ -450,11 +495,28 @@ float ot_cpu_max_f32(const float *x, int64_t n) {
     return m;
 }
 
-void ot_cpu_expf_n(const float *x, float *y, int64_t n) {
-    int64_t k = avx512_prefix(n, 16);
+int ot_cpu_expf_lanes(void) {
 #ifdef VM_X86
-    if (k) expf_avx512(x, y, k);
+    if (__builtin_cpu_supports("avx512f")) return 16;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 8;
 #endif
+    return 0;
+}
+
+int64_t ot_cpu_expf_n_lanes(int lanes, const float *x, float *y, int64_t n) {
+    int64_t k = lanes > 0 && lanes <= ot_cpu_expf_lanes() ? n & ~(int64_t)(lanes - 1) : 0;
+#ifdef VM_X86
+    if (k && lanes == 16) expf_avx512(x, y, k);
+    else if (k && lanes == 8) expf_avx2(x, y, k);
+    else k = 0;
+#else
+    k = 0;
+#endif
+    return k;
+}
+
+void ot_cpu_expf_n(const float *x, float *y, int64_t n) {
+    int64_t k = ot_cpu_expf_n_lanes(ot_cpu_expf_lanes(), x, y, n);
     for (; k < n; k++) y[k] = expf(x[k]);
 }
 

@@ -9,6 +9,12 @@
 
 /* y[i] = expf(x[i]) for i < n, bit for bit; y may be x. */
 void ot_cpu_expf_n(const float *x, float *y, int64_t n);
+/* Its vector bodies by width, for it and its tests: the widest this CPU has (16 with
+ * AVX-512, 8 with AVX2 and FMA, 0), and the first elements of n done with `lanes`
+ * lanes (a multiple of it; 0 when this CPU lacks that width), the rest left to the
+ * caller. */
+int ot_cpu_expf_lanes(void);
+int64_t ot_cpu_expf_n_lanes(int lanes, const float *x, float *y, int64_t n);
 
 /* y[i] = exp((double)x[i] - m) for i < n, bit for bit (the C library's exp). */
 void ot_cpu_exp_diff_f64(const float *x, double m, double *y, int64_t n);
