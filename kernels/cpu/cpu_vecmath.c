@@ -503,20 +503,27 @@ int ot_cpu_expf_lanes(void) {
     return 0;
 }
 
-int64_t ot_cpu_expf_n_lanes(int lanes, const float *x, float *y, int64_t n) {
-    int64_t k = lanes > 0 && lanes <= ot_cpu_expf_lanes() ? n & ~(int64_t)(lanes - 1) : 0;
+/* The leading multiple of lanes done with that body (16 or 8, which the CPU has). */
+static int64_t expf_body(int lanes, const float *x, float *y, int64_t n) {
+    int64_t k = n & ~(int64_t)(lanes - 1);
 #ifdef VM_X86
     if (k && lanes == 16) expf_avx512(x, y, k);
-    else if (k && lanes == 8) expf_avx2(x, y, k);
-    else k = 0;
-#else
-    k = 0;
-#endif
+    if (k && lanes == 8) expf_avx2(x, y, k);
     return k;
+#else
+    (void)x, (void)y, (void)k;
+    return 0;
+#endif
+}
+
+int64_t ot_cpu_expf_n_lanes(int lanes, const float *x, float *y, int64_t n) {
+    if ((lanes != 16 && lanes != 8) || lanes > ot_cpu_expf_lanes()) return 0;
+    return expf_body(lanes, x, y, n);
 }
 
 void ot_cpu_expf_n(const float *x, float *y, int64_t n) {
-    int64_t k = ot_cpu_expf_n_lanes(ot_cpu_expf_lanes(), x, y, n);
+    int lanes = ot_cpu_expf_lanes(); /* asked once per call: Softmax calls this per row */
+    int64_t k = lanes ? expf_body(lanes, x, y, n) : 0;
     for (; k < n; k++) y[k] = expf(x[k]);
 }
 
