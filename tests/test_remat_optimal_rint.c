@@ -6,9 +6,12 @@
  * branch and bound over x/k alone proves slowly: tinygpt at a quarter of the way from
  * all's peak to none's (801,216 bytes, SGD) took 9-43 s as the limit grew from 10 to
  * 60 s (open at 5.8% with 5 s), now 0.5 s; the zoo's bert at 272,160 bytes stayed open at 13% after 45 s, now proven in
- * 14 s (docs/remat.md). So: 165 binaries where there were 100, proven within a 5 s
- * limit, one round past auto's plan (the first solution the planner rejects), the
- * bound at auto's plan. Skips, saying so, without a MIP solver. */
+ * 14 s (docs/remat.md). So: 165 binaries where there were 100, proven, one round
+ * past auto's plan (the first solution the planner rejects), the bound at auto's
+ * plan. The limit is the 60 s the other proofs get, not a timing: under ASan, beside
+ * another test on 2 cores, a 5 s limit once ran out before the proof (a clean-clone
+ * CI run on 6226102); the time is measured in docs/remat.md. Skips, saying so,
+ * without a MIP solver. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -37,7 +40,7 @@ static void test_tinygpt_quarter_proven(void **state) {
     if (rc_skip_without_mip()) return;
     mkdir(TMP, 0755);
     long long budget = rc_cli_budget(OUT, BIN, DATA, 1, 4); /* 801,216 */
-    assert_int_equal(run(BIN " plan " DATA " --remat optimal --memory-budget %lld --remat-time-limit 5 --threads 2"
+    assert_int_equal(run(BIN " plan " DATA " --remat optimal --memory-budget %lld --remat-time-limit 60 --threads 2"
                              " --json",
                          budget),
                      0);
